@@ -1,0 +1,82 @@
+"""Helpers shared by every script's tests: running a script's command line in-process and
+checking the run folder that the conventions (CONVENTIONS.md, section 3) describe."""
+import csv
+import io
+import json
+import os
+import runpy
+import sys
+from contextlib import redirect_stderr, redirect_stdout
+
+import pytest
+import torch
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+SUMMARY_KEYS = {"algorithm", "env_id", "seed", "global_steps", "wall_time_s",
+                "train_return_last20", "eval_return_mean", "eval_return_std", "eval_episodes",
+                "solved_at_step", "solved_at_time_s", "interrupted"}
+
+
+def read_csv(path):
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+@pytest.fixture
+def run_cli():
+    """run_cli("ppo.py", [flags]) runs the script as `python ppo.py flags` would, in this
+    process (fast: torch is imported once), and returns (exit status, stdout, stderr)."""
+    def run(script, argv):
+        old_argv = sys.argv
+        sys.argv = [script, *argv]
+        out, err = io.StringIO(), io.StringIO()
+        code = 0
+        try:
+            with redirect_stdout(out), redirect_stderr(err):
+                runpy.run_path(os.path.join(ROOT, script), run_name="__main__")
+        except SystemExit as e:
+            code = e.code if isinstance(e.code, int) else 1
+        finally:
+            sys.argv = old_argv
+        return code, out.getvalue(), err.getvalue()
+    return run
+
+
+@pytest.fixture
+def check_run_folder():
+    """check_run_folder(summary, output_dir) checks every file a training run writes and
+    returns (path, episodes rows, updates rows)."""
+    def check(summary, output_dir, algorithm, model=False):
+        folders = os.listdir(output_dir)
+        assert len(folders) == 1
+        path = os.path.join(output_dir, folders[0])
+        env_id, exp_name, seed, unix_time = folders[0].split("__")
+        assert (env_id, seed) == (summary["env_id"], str(summary["seed"])) and unix_time.isdigit()
+
+        with open(os.path.join(path, "config.json")) as f:
+            config = json.load(f)
+        assert config["env_id"] == summary["env_id"] and config["exp_name"] == exp_name
+        assert {"torch", "gymnasium", "numpy"} <= set(config["versions"]) and "device" in config
+
+        episodes = read_csv(os.path.join(path, "episodes.csv"))
+        assert episodes and list(episodes[0]) == ["global_step", "wall_time", "episode_return",
+                                                  "episode_length"]
+        steps = [int(e["global_step"]) for e in episodes]
+        assert steps == sorted(steps) and steps[-1] <= summary["global_steps"]
+        updates = read_csv(os.path.join(path, "updates.csv"))
+        assert updates and list(updates[0])[:3] == ["global_step", "wall_time", "sps"]
+
+        with open(os.path.join(path, "learning_curve.png"), "rb") as f:
+            assert f.read(8) == b"\x89PNG\r\n\x1a\n"
+        with open(os.path.join(path, "summary.json")) as f:
+            written = json.load(f)
+        assert set(written) == SUMMARY_KEYS and written == summary
+        assert summary["algorithm"] == algorithm and summary["interrupted"] is False
+        if model:
+            state = torch.load(os.path.join(path, "model.pt"), weights_only=True)
+            assert state["args"]["env_id"] == summary["env_id"]
+        else:
+            assert not os.path.exists(os.path.join(path, "model.pt"))
+        return path, episodes, updates
+    return check

@@ -1,0 +1,415 @@
+"""Tests of ppo.py: the math by hand, the buffer, runs end to end, bad input, determinism."""
+import math
+import os
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+
+import ppo
+from conftest import read_csv
+
+
+def approx(expected):
+    """Equality up to float32 rounding."""
+    return pytest.approx(expected, abs=1e-6)
+
+
+def column(*values):
+    """A [T, 1] tensor: one environment's values over T steps."""
+    return torch.tensor(values, dtype=torch.float32).unsqueeze(1)
+
+
+# ---------------------------------------------------------------------------------------
+# GAE by hand. Three steps of one environment, gamma = 0.5 and lambda = 0.5, so
+# gamma * lambda = 0.25, rewards 1, values V(s_t) = [0.5, 1.0, 2.0].
+# ---------------------------------------------------------------------------------------
+REWARDS, VALUES = column(1, 1, 1), column(0.5, 1.0, 2.0)
+NO_END = column(0, 0, 0)
+END_AT_1 = column(0, 1, 0)
+
+
+def test_gae_without_episode_end():
+    # next_values = [1.0, 2.0, 4.0] (V(s_3) = 4.0 after the rollout)
+    # delta = 1 + 0.5*[1, 2, 4] - [0.5, 1, 2] = [1.0, 1.0, 1.0]
+    # A_2 = 1.0;  A_1 = 1 + 0.25*1.0 = 1.25;  A_0 = 1 + 0.25*1.25 = 1.3125
+    # returns = A + V = [1.8125, 2.25, 3.0]
+    adv, ret = ppo.compute_gae(REWARDS, VALUES, column(1.0, 2.0, 4.0), NO_END, NO_END, 0.5, 0.5)
+    assert torch.allclose(adv, column(1.3125, 1.25, 1.0))
+    assert torch.allclose(ret, column(1.8125, 2.25, 3.0))
+
+
+def test_gae_termination_mid_rollout_does_not_bootstrap():
+    # terminated at t = 1; next_values[1] = 7.0 is the next episode's first value: unused.
+    # delta_0 = 1 + 0.5*1 - 0.5 = 1.0;  delta_1 = 1 + 0 - 1 = 0;  delta_2 = 1 + 0.5*4 - 2 = 1.0
+    # A_2 = 1.0;  A_1 = 0 + 0.25*(1 - done_1)*A_2 = 0;  A_0 = 1 + 0.25*0 = 1.0
+    # returns = [1.5, 1.0, 3.0]
+    adv, ret = ppo.compute_gae(REWARDS, VALUES, column(1.0, 7.0, 4.0), END_AT_1, NO_END, 0.5, 0.5)
+    assert torch.allclose(adv, column(1.0, 0.0, 1.0))
+    assert torch.allclose(ret, column(1.5, 1.0, 3.0))
+
+
+def test_gae_truncation_mid_rollout_bootstraps_from_final_observation():
+    # truncated at t = 1; next_values[1] = 6.0 is V(final obs) of the cut episode.
+    # delta_1 = 1 + 0.5*6 - 1 = 3.0;  delta_0 = delta_2 = 1.0 as before
+    # A_2 = 1.0;  A_1 = 3.0 + 0 (the episode ended);  A_0 = 1 + 0.25*3.0 = 1.75
+    # returns = [2.25, 4.0, 3.0]
+    adv, ret = ppo.compute_gae(REWARDS, VALUES, column(1.0, 6.0, 4.0), NO_END, END_AT_1, 0.5, 0.5)
+    assert torch.allclose(adv, column(1.75, 3.0, 1.0))
+    assert torch.allclose(ret, column(2.25, 4.0, 3.0))
+
+
+def test_gae_two_environments_at_once():
+    # Environment 0 runs without an end, environment 1 terminates at t = 1: each column
+    # gives the numbers worked out above, [1.3125, 1.25, 1.0] and [1.0, 0.0, 1.0].
+    both = lambda a, b: torch.cat([a, b], dim=1)
+    adv, ret = ppo.compute_gae(both(REWARDS, REWARDS), both(VALUES, VALUES),
+                               both(column(1.0, 2.0, 4.0), column(1.0, 7.0, 4.0)),
+                               both(NO_END, END_AT_1), both(NO_END, NO_END), 0.5, 0.5)
+    assert torch.allclose(adv, both(column(1.3125, 1.25, 1.0), column(1.0, 0.0, 1.0)))
+    assert torch.allclose(ret, both(column(1.8125, 2.25, 3.0), column(1.5, 1.0, 3.0)))
+
+
+# ---------------------------------------------------------------------------------------
+# V-trace by hand
+# ---------------------------------------------------------------------------------------
+def test_vtrace_with_clipped_ratios():
+    # Same rollout as test_gae_without_episode_end: TD errors r + 0.5*V' - V = [1, 1, 1].
+    # pi/mu = [2, 0.5, 1], rho_bar = 1.5, c_bar = 1:
+    #   rho = [min(1.5, 2), 0.5, 1] = [1.5, 0.5, 1];  c = [min(1, 2), 0.5, 1] = [1, 0.5, 1]
+    #   delta = rho * TD = [1.5, 0.5, 1.0]
+    #   vs_2 - V_2 = 1.0                                   -> vs_2 = 3.0
+    #   vs_1 - V_1 = 0.5 + 0.5*0.5*1.0 = 0.75              -> vs_1 = 1.75
+    #   vs_0 - V_0 = 1.5 + 0.5*1*0.75 = 1.875              -> vs_0 = 2.375
+    #   G = [vs_1, vs_2, next_values_2] = [1.75, 3.0, 4.0]
+    #   adv_0 = 1.5*(1 + 0.5*1.75 - 0.5) = 1.5*1.375 = 2.0625
+    #   adv_1 = 0.5*(1 + 0.5*3.0 - 1.0) = 0.75;  adv_2 = 1*(1 + 0.5*4 - 2) = 1.0
+    log_rhos = torch.log(column(2.0, 0.5, 1.0))
+    vs, adv = ppo.compute_vtrace(REWARDS, VALUES, column(1.0, 2.0, 4.0), NO_END, NO_END,
+                                 log_rhos, 0.5, rho_bar=1.5, c_bar=1.0)
+    assert torch.allclose(vs, column(2.375, 1.75, 3.0))
+    assert torch.allclose(adv, column(2.0625, 0.75, 1.0))
+
+
+def test_vtrace_truncation_bootstraps_from_final_observation():
+    # Truncated at t = 1 with V(final obs) = 6.0, all ratios 1 (on-policy):
+    #   delta = [1.0, 1 + 0.5*6 - 1, 1.0] = [1.0, 3.0, 1.0]
+    #   vs_2 = 2 + 1 = 3.0;  vs_1 = 1 + 3 + 0 (the trace is cut) = 4.0
+    #   vs_0 = 0.5 + 1 + 0.5*1*(4.0 - 1.0) = 3.0
+    #   G = [vs_1, next_values_1, next_values_2] = [4.0, 6.0, 4.0]
+    #   adv = [1 + 0.5*4 - 0.5, 1 + 0.5*6 - 1, 1 + 0.5*4 - 2] = [2.5, 3.0, 1.0]
+    vs, adv = ppo.compute_vtrace(REWARDS, VALUES, column(1.0, 6.0, 4.0), NO_END, END_AT_1,
+                                 torch.zeros(3, 1), 0.5)
+    assert torch.allclose(vs, column(3.0, 4.0, 3.0))
+    assert torch.allclose(adv, column(2.5, 3.0, 1.0))
+
+
+def test_vtrace_on_policy_with_unit_clips_equals_gae_with_lambda_one():
+    # With log_rhos = 0 and rho_bar = c_bar = 1 every rho_t = c_t = 1, and the V-trace
+    # recursion becomes GAE's with lambda = 1: vs = GAE returns, advantages = GAE's.
+    # Inside an episode next_values[t] is values[t+1] (the same observation), as the
+    # buffer makes it; where an episode ended it is the final observation's own value.
+    gen = torch.Generator().manual_seed(0)
+    T, N = 7, 3
+    rewards, values, final_values = (torch.randn(T, N, generator=gen) for _ in range(3))
+    flags = torch.rand(T, N, generator=gen)
+    terminated, truncated = flags < 0.2, (flags >= 0.2) & (flags < 0.4)
+    next_values = torch.cat([values[1:], final_values[-1:]])
+    next_values = torch.where(terminated | truncated, final_values, next_values)
+    gae_adv, gae_ret = ppo.compute_gae(rewards, values, next_values, terminated, truncated, 0.9, 1.0)
+    vs, vt_adv = ppo.compute_vtrace(rewards, values, next_values, terminated, truncated,
+                                    torch.zeros(T, N), 0.9)
+    assert terminated.any() and truncated.any()
+    assert torch.allclose(vs, gae_ret, atol=1e-5)
+    assert torch.allclose(vt_adv, gae_adv, atol=1e-5)
+
+
+# ---------------------------------------------------------------------------------------
+# The loss and the optimizer
+# ---------------------------------------------------------------------------------------
+def test_ppo_loss_by_hand():
+    # ratio = [1.5, 0.9], advantages [1, -1], clip 0.2 -> clip(ratio) = [1.2, 0.9]
+    #   sample 0: max(-1*1.5, -1*1.2) = -1.2 (clipped: no gradient)
+    #   sample 1: max(1*0.9, 1*0.9) = 0.9, d/dlogp = ratio/B = 0.45
+    #   L_pg = (-1.2 + 0.9)/2 = -0.15
+    # V = [1, 2], V_old = [0.5, 2.5], R = [2, 2]
+    #   unclipped L_v = 0.5*((1-2)^2 + 0)/2 = 0.25
+    #   clipped V = V_old + clip(V - V_old, -0.2, 0.2) = [0.7, 2.3]
+    #     L_v = 0.5*(max(1, 1.69) + max(0, 0.09))/2 = 0.5*1.78/2 = 0.445
+    # entropy mean (0.6 + 0.4)/2 = 0.5; c_e = 0.01, c_v = 0.5
+    #   loss = -0.15 - 0.005 + 0.5*0.25 = -0.03;  clipped: -0.15 - 0.005 + 0.2225 = 0.0675
+    newlogprob = torch.log(torch.tensor([1.5, 0.9])).requires_grad_()
+    inputs = dict(oldlogprob=torch.zeros(2), advantages=torch.tensor([1.0, -1.0]),
+                  newvalue=torch.tensor([1.0, 2.0]), oldvalue=torch.tensor([0.5, 2.5]),
+                  returns=torch.tensor([2.0, 2.0]), entropy=torch.tensor([0.6, 0.4]),
+                  clip_coef=0.2, ent_coef=0.01, vf_coef=0.5)
+    loss, pg_loss, v_loss, entropy = ppo.ppo_loss(newlogprob, **inputs)
+    assert pg_loss.item() == approx(-0.15) and v_loss.item() == approx(0.25)
+    assert entropy.item() == approx(0.5) and loss.item() == approx(-0.03)
+    pg_loss.backward()
+    assert newlogprob.grad.tolist() == approx([0.0, 0.45])
+    loss, _, v_loss, _ = ppo.ppo_loss(newlogprob, **inputs, clip_vloss=True)
+    assert v_loss.item() == approx(0.445) and loss.item() == approx(0.0675)
+
+
+def test_adam_matches_torch_optim_adam():
+    torch.manual_seed(0)
+    mine, reference = (ppo.Agent(3, 2, continuous=True) for _ in range(2))
+    reference.load_state_dict(mine.state_dict())
+    opt_mine = ppo.Adam(mine.parameters(), lr=1e-2)
+    opt_ref = torch.optim.Adam(reference.parameters(), lr=1e-2, eps=1e-5)
+    obs, actions = torch.randn(16, 3), torch.randn(16, 2)
+    for _ in range(5):
+        for agent, opt in ((mine, opt_mine), (reference, opt_ref)):
+            logprob, entropy, value = agent.evaluate(obs, actions)
+            opt.zero_grad()
+            (-(logprob * value.detach()).mean() + value.pow(2).mean()).backward()
+            opt.step()
+    for p, q in zip(mine.parameters(), reference.parameters()):
+        assert torch.allclose(p, q, atol=1e-6)
+    assert not torch.allclose(mine.actor_logstd, torch.zeros(1, 2))  # it did move
+
+
+# ---------------------------------------------------------------------------------------
+# The rollout buffer and the agent
+# ---------------------------------------------------------------------------------------
+def test_buffer_next_values_use_following_obs_last_obs_and_final_obs():
+    # T = 3, N = 2, observations are single numbers and V(s) = 10*s, so each value says
+    # which observation it came from. Environment 1 is truncated at t = 0 with final
+    # observation 0.7 and terminated at t = 1.
+    buffer = ppo.RolloutBuffer(3, 2, (1,), (), torch.long, "cpu")
+    buffer.obs[:, :, 0] = torch.tensor([[0.0, 0.1], [1.0, 1.1], [2.0, 2.1]])
+    buffer.last_obs[:, 0] = torch.tensor([3.0, 3.1])
+    buffer.truncated[0, 1] = True
+    buffer.terminated[1, 1] = True
+    buffer.final_obs[0, 1, 0] = 0.7
+    value_fn = lambda obs: 10 * obs[..., 0]
+    next_values = buffer.next_values(value_fn, value_fn(buffer.obs))
+    # column 0: V(s_1), V(s_2), V(last) = 10, 20, 30; column 1: V(final) = 7 at the
+    # truncation, then V(s_2) = 21 (unused after the termination), then V(last) = 31
+    assert torch.allclose(next_values, torch.tensor([[10.0, 7.0], [20.0, 21.0], [30.0, 31.0]]))
+
+
+def test_buffer_shapes_and_dtypes():
+    discrete = ppo.RolloutBuffer(5, 3, (4,), (), torch.long, "cpu")
+    assert discrete.obs.shape == (5, 3, 4) and discrete.final_obs.shape == (5, 3, 4)
+    assert discrete.actions.shape == (5, 3) and discrete.actions.dtype == torch.long
+    assert discrete.terminated.dtype == torch.bool and discrete.last_obs.shape == (3, 4)
+    continuous = ppo.RolloutBuffer(5, 3, (3,), (2,), torch.float32, "cpu")
+    assert continuous.actions.shape == (5, 3, 2) and continuous.rewards.shape == (5, 3)
+
+
+def test_gaussian_policy_logprob_sums_over_action_dimensions():
+    agent = ppo.Agent(3, 2, continuous=True)
+    with torch.no_grad():
+        agent.actor_logstd.fill_(math.log(2.0))
+    obs, actions = torch.randn(4, 3), torch.randn(4, 2)
+    logprob, entropy, _ = agent.evaluate(obs, actions)
+    mean = agent.actor(obs)
+    # log N(a; mu, 2^2) = -(a - mu)^2/8 - log 2 - log(2 pi)/2, summed over 2 dimensions
+    expected = (-(actions - mean) ** 2 / 8 - math.log(2.0) - 0.5 * math.log(2 * math.pi)).sum(-1)
+    assert torch.allclose(logprob, expected, atol=1e-5)
+    # entropy of N(mu, 2^2) = 0.5*log(2 pi e * 4) per dimension
+    assert torch.allclose(entropy, torch.full((4,), 2 * 0.5 * math.log(2 * math.pi * math.e * 4)))
+
+
+def test_actions_are_clipped_to_the_bounds_only_when_stepping():
+    agent = ppo.Agent(3, 1, continuous=True)
+    space = gym.spaces.Box(-2.0, 2.0, (1,))
+    sampled = torch.tensor([[-5.0], [0.5], [3.0]])
+    assert ppo.to_action(agent, sampled, space).tolist() == [[-2.0], [0.5], [2.0]]
+    assert sampled.tolist() == [[-5.0], [0.5], [3.0]]  # the buffer keeps the sample
+
+
+# ---------------------------------------------------------------------------------------
+# Time limits through the whole loop: an environment whose observation counts its steps
+# and whose episodes are cut by a time limit after 3 steps.
+# ---------------------------------------------------------------------------------------
+class CountingEnv(gym.Env):
+    observation_space = gym.spaces.Box(0.0, 10.0, (1,))
+    action_space = gym.spaces.Discrete(2)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return np.array([0.0], dtype=np.float32), {}
+
+    def step(self, action):
+        self.t += 1
+        return np.array([self.t], dtype=np.float32), 1.0, False, False, {}
+
+
+class BitsEnv(CountingEnv):
+    action_space = gym.spaces.MultiBinary(3)
+
+
+gym.register("CountToThree-v0", entry_point=CountingEnv, max_episode_steps=3)
+gym.register("SpinTheBits-v0", entry_point=BitsEnv)
+
+
+def test_truncated_steps_store_the_true_final_observation(tmp_path, monkeypatch):
+    seen = []
+    original = ppo.RolloutBuffer.gae
+
+    def spy(self, *args, **kwargs):
+        seen.append((self.obs.clone(), self.truncated.clone(), self.final_obs.clone(),
+                     self.rewards.clone()))
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(ppo.RolloutBuffer, "gae", spy)
+    ppo.main(ppo.Args(env_id="CountToThree-v0", total_timesteps=16, num_envs=2, num_steps=4,
+                      num_minibatches=2, eval_episodes=0, output_dir=str(tmp_path)))
+    obs, truncated, final_obs, rewards = seen[0]
+    # Each environment sees 0, 1, 2, (cut after the third step) 0, ...: the step from
+    # observation 2 is truncated, its final observation is 3, and the next row starts over.
+    assert obs[:, :, 0].tolist() == [[0, 0], [1, 1], [2, 2], [0, 0]]
+    assert truncated.tolist() == [[False, False], [False, False], [True, True], [False, False]]
+    assert final_obs[2, :, 0].tolist() == [3.0, 3.0] and final_obs[[0, 1, 3]].abs().sum() == 0
+    assert rewards.tolist() == [[1.0, 1.0]] * 4
+    episodes = read_csv(next(tmp_path.glob("*/episodes.csv")))
+    assert [(e["global_step"], e["episode_return"], e["episode_length"]) for e in episodes] == \
+        [("6", "3.0", "3"), ("6", "3.0", "3"), ("12", "3.0", "3"), ("12", "3.0", "3")]
+
+
+# ---------------------------------------------------------------------------------------
+# Runs end to end
+# ---------------------------------------------------------------------------------------
+def test_discrete_smoke_run_writes_every_file_and_its_model_evaluates(tmp_path, check_run_folder):
+    args = ppo.Args(env_id="CartPole-v1", total_timesteps=1024, num_envs=2, num_steps=128,
+                    num_minibatches=4, update_epochs=2, eval_episodes=2, save_model=True,
+                    output_dir=str(tmp_path / "train"))
+    summary = ppo.main(args)
+    path, episodes, updates = check_run_folder(summary, args.output_dir, "ppo", model=True)
+    assert summary["global_steps"] == 1024 and len(updates) == 4
+    assert summary["eval_episodes"] == 2 and summary["eval_return_mean"] >= 8  # CartPole: > 8 steps
+    assert {"policy_loss", "value_loss", "entropy", "approx_kl", "clipfrac",
+            "explained_variance"} <= set(updates[0])
+    assert sum(float(e["episode_return"]) for e in episodes) <= 1024
+
+    evaluated = ppo.main(ppo.Args(env_id="CartPole-v1", eval_checkpoint=os.path.join(path, "model.pt"),
+                                  eval_episodes=2, seed=summary["seed"],
+                                  output_dir=str(tmp_path / "eval")))
+    assert evaluated["eval_return_mean"] == summary["eval_return_mean"]  # same greedy policy, seeds
+    assert evaluated["global_steps"] == 0
+
+
+def test_continuous_smoke_run_with_every_option(tmp_path, check_run_folder):
+    args = ppo.Args(env_id="Pendulum-v1", total_timesteps=800, num_envs=2, num_steps=200,
+                    num_minibatches=2, update_epochs=2, eval_episodes=2, save_model=True,
+                    norm_obs=True, norm_reward=True, advantage="vtrace", clip_vloss=True,
+                    target_kl=0.5, output_dir=str(tmp_path / "train"))
+    summary = ppo.main(args)
+    path, episodes, updates = check_run_folder(summary, args.output_dir, "ppo", model=True)
+    # Pendulum episodes are cut at 200 steps: 2 environments * 400 steps = 4 episodes
+    assert [e["episode_length"] for e in episodes] == ["200"] * 4
+    assert float(episodes[0]["episode_return"]) < 0  # raw returns, not normalized rewards
+    state = torch.load(os.path.join(path, "model.pt"), weights_only=True)
+    assert state["obs_rms"]["count"] > 800 and state["obs_rms"]["mean"].shape == (3,)
+
+    evaluated = ppo.main(ppo.Args(env_id="Pendulum-v1", eval_checkpoint=os.path.join(path, "model.pt"),
+                                  eval_episodes=2, output_dir=str(tmp_path / "eval")))
+    assert evaluated["eval_return_mean"] == pytest.approx(summary["eval_return_mean"])
+
+
+def test_stop_at_return_stops_and_records_when(tmp_path):
+    # CartPole gives 1 per step, so a 20-episode mean of at least 1 is reached as soon as
+    # 20 episodes have ended.
+    summary = ppo.main(ppo.Args(total_timesteps=100_000, stop_at_return=1.0, eval_episodes=0,
+                                output_dir=str(tmp_path)))
+    episodes = read_csv(next(tmp_path.glob("*/episodes.csv")))
+    assert len(episodes) >= 20 and summary["solved_at_step"] == int(episodes[19]["global_step"])
+    assert summary["global_steps"] == summary["solved_at_step"] < 100_000
+
+
+def test_interrupted_run_keeps_its_data(tmp_path, monkeypatch):
+    calls = []
+
+    def interrupt_on_third_step(self):
+        calls.append(1)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(ppo.Adam, "step", interrupt_on_third_step)
+    summary = ppo.main(ppo.Args(total_timesteps=2048, num_envs=2, num_steps=128, num_minibatches=2,
+                                update_epochs=1, save_model=True, output_dir=str(tmp_path)))
+    (path,) = tmp_path.iterdir()
+    assert summary["interrupted"] is True and summary["eval_return_mean"] is None
+    assert len(read_csv(path / "updates.csv")) == 1 and read_csv(path / "episodes.csv")
+    assert (path / "learning_curve.png").exists() and (path / "model.pt").exists()
+
+
+def test_nan_loss_stops_cleanly(tmp_path, monkeypatch):
+    original = ppo.ppo_loss
+    monkeypatch.setattr(ppo, "ppo_loss", lambda *a, **k: (original(*a, **k)[0] * math.nan,
+                                                          *original(*a, **k)[1:]))
+    summary = ppo.main(ppo.Args(total_timesteps=1024, num_envs=2, num_steps=128,
+                                num_minibatches=2, output_dir=str(tmp_path)))
+    assert summary["interrupted"] is True and summary["global_steps"] == 256
+    assert (next(tmp_path.iterdir()) / "summary.json").exists()
+
+
+def test_same_seed_gives_the_same_episodes(tmp_path):
+    def episodes(folder):
+        ppo.main(ppo.Args(total_timesteps=2048, num_envs=4, num_steps=64, eval_episodes=0,
+                          output_dir=str(tmp_path / folder)))
+        rows = read_csv(next((tmp_path / folder).glob("*/episodes.csv")))
+        return [(r["global_step"], r["episode_return"], r["episode_length"]) for r in rows]
+
+    first = episodes("a")
+    assert len(first) > 20 and first == episodes("b")
+
+
+# ---------------------------------------------------------------------------------------
+# Bad input: one line on stderr, exit status 2, nothing trained
+# ---------------------------------------------------------------------------------------
+@pytest.fixture
+def bad_checkpoints(tmp_path):
+    corrupt = tmp_path / "corrupt.pt"
+    corrupt.write_bytes(b"this is not a checkpoint")
+    pendulum = tmp_path / "pendulum.pt"
+    args = ppo.Args(env_id="Pendulum-v1")
+    ppo.save_checkpoint(pendulum, ppo.Agent(3, 1, True), ppo.ObsNormalizer((3,), False), args)
+    return {"missing": str(tmp_path / "missing.pt"), "corrupt": str(corrupt),
+            "pendulum": str(pendulum)}
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--env-id", "CartPole-v9"], "unknown environment id 'CartPole-v9'; did you mean CartPole-v1"),
+    (["--env-id", "SpinTheBits-v0"], "MultiBinary action space; ppo.py handles Discrete and Box"),
+    (["--env-id", "Taxi-v4"], "Discrete observation space"),
+    (["--num-envs", "3", "--num-steps", "5", "--num-minibatches", "4"],
+     "num_envs*num_steps = 15 is not divisible by --num-minibatches 4"),
+    (["--num-envs", "0"], "--num-envs must be positive"),
+    (["--total-timesteps", "-5"], "--total-timesteps must be positive"),
+    (["--total-timesteps", "100"], "less than one rollout"),
+    (["--learning-rate", "0"], "--learning-rate must be positive"),
+    (["--gamma", "1.5"], "--gamma must be in [0, 1]"),
+    (["--eval-checkpoint", "missing"], "does not exist"),
+    (["--eval-checkpoint", "corrupt"], "is not a ppo.py model.pt"),
+    (["--eval-checkpoint", "pendulum"], "was made for Pendulum-v1, not CartPole-v1; pass --env-id Pendulum-v1"),
+])
+def test_bad_input_is_one_line_and_exit_status_2(argv, message, run_cli, bad_checkpoints, tmp_path):
+    argv = [bad_checkpoints.get(a, a) for a in argv]
+    code, out, err = run_cli("ppo.py", [*argv, "--output-dir", str(tmp_path / "runs")])
+    assert code == 2
+    assert err.startswith("ppo.py: error: ") and err.count("\n") == 1 and message in err
+    assert not (tmp_path / "runs").exists()  # stopped before the run folder, before training
+
+
+def test_help_lists_the_flags_with_their_docstrings(run_cli):
+    code, out, _ = run_cli("ppo.py", ["--help"])
+    assert code == 0
+    for flag in ("--env-id", "--seed", "--total-timesteps", "--cuda", "--no-cuda", "--output-dir",
+                 "--exp-name", "--eval-episodes", "--stop-at-return", "--save-model",
+                 "--eval-checkpoint", "--capture-video", "--advantage", "--rho-bar", "--norm-obs"):
+        assert flag in out
+    assert "lambda of GAE" in out
+
+
+def test_importing_the_script_has_no_side_effects(tmp_path):
+    import subprocess
+    import sys
+    result = subprocess.run([sys.executable, "-c", "import ppo"], cwd=tmp_path, capture_output=True,
+                            text=True, env={**os.environ, "PYTHONPATH": os.path.dirname(ppo.__file__)})
+    assert result.returncode == 0 and result.stdout == "" and list(tmp_path.iterdir()) == []
