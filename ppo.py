@@ -97,15 +97,15 @@ class Args:
     """N: parallel environments (synchronous vector environment)"""
     num_steps: int = 64
     """T: steps per environment in each rollout; the batch is N*T"""
-    learning_rate: float = 2.5e-3
+    learning_rate: float = 4e-3
     """Adam learning rate"""
     anneal_lr: bool = True
     """decay the learning rate linearly to 0 over the budget"""
     gamma: float = 0.98
     """discount factor"""
-    gae_lambda: float = 0.8
+    gae_lambda: float = 0.9
     """lambda of GAE"""
-    num_minibatches: int = 4
+    num_minibatches: int = 2
     """minibatches per epoch; must divide N*T"""
     update_epochs: int = 10
     """epochs over each rollout"""

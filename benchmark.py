@@ -1,0 +1,207 @@
+"""Benchmark: run each script on its reference environments over several seeds.
+
+Every run is a separate process (`python <script> --env-id ... --seed s ...`), timed from
+start to exit, so start-up, evaluation and plotting are counted. Runs go in parallel up to
+--jobs (default: the core count); for timings to compare with another program, use
+--jobs 1 so that runs do not share cores.
+
+For each task it reads the run folders and reports the median and the range over seeds of:
+the environment steps and seconds until the mean of the last 20 training episode returns
+first reached the task's threshold, the whole process's wall-clock seconds, the final greedy
+evaluation return, and steps per second. It writes
+
+    benchmarks/results.json          every task's per-seed figures (kept across runs)
+    benchmarks/results.md            the table, made from results.json
+    benchmarks/<script>-<env>.png    the learning curves of all seeds
+
+Run:
+    python benchmark.py --scripts ppo --seeds 5
+    python benchmark.py --scripts ppo --envs CartPole-v1 --seeds 5 --jobs 1
+"""
+
+# ---------------------------------------------------------------------------------------
+# Imports
+# ---------------------------------------------------------------------------------------
+import csv
+import json
+import os
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+import numpy as np
+import tyro
+from matplotlib.figure import Figure
+
+ROOT = os.path.dirname(os.path.abspath(__file__))
+
+
+# ---------------------------------------------------------------------------------------
+# Flags
+# ---------------------------------------------------------------------------------------
+@dataclass
+class Args:
+    scripts: list[str] = field(default_factory=lambda: list(TASKS))
+    """scripts to benchmark (ppo, ...); default all"""
+    envs: list[str] = field(default_factory=list)
+    """only these environment ids (default: every reference environment of the scripts)"""
+    seeds: int = 5
+    """seeds 1..n for each task"""
+    jobs: int = os.cpu_count() or 1
+    """runs at once; use 1 for timings"""
+    out: str = os.path.join(ROOT, "benchmarks")
+    """where results.md, results.json, the figures and the run folders go"""
+
+
+# ---------------------------------------------------------------------------------------
+# The reference tasks: the flags the README gives, the threshold, the goal
+# ---------------------------------------------------------------------------------------
+@dataclass
+class Task:
+    script: str
+    env_id: str
+    threshold: float
+    """training-return threshold: the 20-episode mean counts as solved from here"""
+    goal: str
+    """the figure the issue asks for, in words"""
+    flags: list[str] = field(default_factory=list)
+
+    @property
+    def name(self):
+        return f"{self.script}-{self.env_id}"
+
+
+PPO_PENDULUM = ["--total-timesteps", "200000", "--num-envs", "4", "--num-steps", "1024",
+                "--num-minibatches", "64", "--update-epochs", "10", "--gamma", "0.9",
+                "--gae-lambda", "0.95", "--learning-rate", "1e-3", "--norm-obs", "--norm-reward"]
+
+TASKS = {
+    "ppo": [
+        Task("ppo", "CartPole-v1", 475, "20-episode mean 475 at a median of at most 25k steps, "
+             "eval 500", ["--stop-at-return", "475"]),
+        Task("ppo", "Pendulum-v1", -200, "eval return at least -200 within 200k steps",
+             PPO_PENDULUM),
+    ],
+}
+
+
+# ---------------------------------------------------------------------------------------
+# Running and reading runs
+# ---------------------------------------------------------------------------------------
+def run_one(task, seed, out):
+    """One process; returns its figures, read back from the run folder it wrote."""
+    output_dir = os.path.join(out, "runs", task.name, f"seed{seed}")
+    command = [sys.executable, os.path.join(ROOT, f"{task.script}.py"), "--env-id", task.env_id,
+               "--seed", str(seed), "--output-dir", output_dir, "--no-cuda", *task.flags]
+    start = time.time()
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
+    process_s = time.time() - start
+    if done.returncode != 0:
+        raise RuntimeError(f"{' '.join(command)} failed:\n{done.stderr[-2000:]}")
+    folder = max((os.path.join(output_dir, d) for d in os.listdir(output_dir)), key=os.path.getmtime)
+    with open(os.path.join(folder, "summary.json")) as f:
+        summary = json.load(f)
+    with open(os.path.join(folder, "episodes.csv"), newline="") as f:
+        episodes = [(int(r["global_step"]), float(r["wall_time"]), float(r["episode_return"]))
+                    for r in csv.DictReader(f)]
+    steps, times, returns = (np.array(c) for c in zip(*episodes))
+    mean20 = np.array([returns[max(0, i - 19):i + 1].mean() for i in range(len(returns))])
+    reached = np.flatnonzero((np.arange(len(returns)) >= 19) & (mean20 >= task.threshold))
+    first = reached[0] if len(reached) else None
+    return {"seed": seed, "process_s": round(process_s, 3),
+            "solve_step": int(steps[first]) if first is not None else None,
+            "solve_s": float(times[first]) if first is not None else None,
+            "global_steps": summary["global_steps"], "eval_return": summary["eval_return_mean"],
+            "sps": round(summary["global_steps"] / summary["wall_time_s"]),
+            "curve": [steps.tolist(), mean20.round(2).tolist()]}
+
+
+def spread(values, fmt="{:.0f}"):
+    """'median [min, max]' of the values that exist, with how many are missing."""
+    present = [v for v in values if v is not None]
+    if not present:
+        return "not reached"
+    text = f"{fmt.format(np.median(present))} [{fmt.format(min(present))}, {fmt.format(max(present))}]"
+    missing = len(values) - len(present)
+    return text + (f", {missing} of {len(values)} not reached" if missing else "")
+
+
+def write_results(results, out):
+    """results.md from every task in results.json."""
+    lines = ["# Benchmark results", "",
+             "Made by `benchmark.py` on this repository's 2-core CPU machine; each cell is the "
+             "median [min, max] over seeds. *Steps* and *seconds to threshold*: until the mean "
+             "of the last 20 training episode returns first reached the threshold (seconds "
+             "inside the run). *Process s*: the whole process, start-up, evaluation and plot "
+             "included. *Eval*: mean greedy return of the evaluation episodes after training.",
+             "", "| script | environment | threshold | seeds | steps to threshold | "
+             "seconds to threshold | process s | eval return | steps/s | goal | command |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for name, r in sorted(results.items()):
+        runs = r["runs"]
+        lines.append(
+            f"| {r['script']}.py | {r['env_id']} | {r['threshold']:g} | {len(runs)} "
+            f"| {spread([x['solve_step'] for x in runs])} "
+            f"| {spread([x['solve_s'] for x in runs], '{:.1f}')} "
+            f"| {spread([x['process_s'] for x in runs], '{:.1f}')} "
+            f"| {spread([x['eval_return'] for x in runs], '{:.1f}')} "
+            f"| {spread([x['sps'] for x in runs])} | {r['goal']} "
+            f"| `python benchmark.py --scripts {r['script']} --envs {r['env_id']} "
+            f"--seeds {len(runs)} --jobs {r['jobs']}` ({r['date']}) |")
+    lines += ["", "Per-seed figures are in `results.json`; the curves:", ""]
+    lines += [f"![{name}]({name}.png)" for name in sorted(results)]
+    with open(os.path.join(out, "results.md"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+
+
+def plot_task(task, runs, out):
+    """The 20-episode mean training return of every seed against environment steps."""
+    fig = Figure(figsize=(7, 4), dpi=100)
+    ax = fig.add_subplot()
+    for run in runs:
+        ax.plot(*run["curve"], lw=1.2, label=f"seed {run['seed']}")
+    ax.axhline(task.threshold, color="gray", ls="--", lw=1, label=f"threshold {task.threshold:g}")
+    ax.set(xlabel="environment steps", ylabel="mean of the last 20 episode returns",
+           title=f"{task.script}.py on {task.env_id}, {len(runs)} seeds")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, loc="lower right")
+    fig.tight_layout()
+    fig.savefig(os.path.join(out, f"{task.name}.png"))
+
+
+def main(args: Args):
+    unknown = [s for s in args.scripts if s not in TASKS]
+    if unknown or args.seeds < 1 or args.jobs < 1:
+        sys.exit(f"benchmark.py: error: scripts are {', '.join(TASKS)}; --seeds and --jobs "
+                 "must be positive")
+    tasks = [t for s in args.scripts for t in TASKS[s] if not args.envs or t.env_id in args.envs]
+    os.makedirs(args.out, exist_ok=True)
+    results_path = os.path.join(args.out, "results.json")
+    results = {}
+    if os.path.exists(results_path):
+        with open(results_path) as f:
+            results = json.load(f)
+    with ThreadPoolExecutor(args.jobs) as pool:
+        for task in tasks:
+            print(f"{task.name}: {args.seeds} seeds, {args.jobs} at a time", flush=True)
+            runs = list(pool.map(lambda seed: run_one(task, seed, args.out),
+                                 range(1, args.seeds + 1)))
+            for run in runs:
+                print(f"  seed {run['seed']}: solved at step {run['solve_step']}, "
+                      f"process {run['process_s']:.1f} s, eval {run['eval_return']}", flush=True)
+            plot_task(task, runs, args.out)
+            results[task.name] = {"script": task.script, "env_id": task.env_id,
+                                  "threshold": task.threshold, "goal": task.goal,
+                                  "jobs": args.jobs, "date": time.strftime("%Y-%m-%d"),
+                                  "runs": [{k: v for k, v in r.items() if k != "curve"}
+                                           for r in runs]}
+            with open(results_path, "w") as f:
+                json.dump(results, f, indent=1)
+            write_results(results, args.out)
+    print(f"benchmark.py: wrote {os.path.join(args.out, 'results.md')}")
+
+
+if __name__ == "__main__":
+    main(tyro.cli(Args))
