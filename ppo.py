@@ -48,6 +48,7 @@ import os
 import random
 import sys
 import time
+import warnings
 from collections import deque
 from dataclasses import asdict, dataclass, replace
 from typing import Literal, Optional
@@ -449,8 +450,10 @@ def make_vector_env(env_id, num_envs, video_folder=None):
             if video_folder is None:
                 return gym.make(env_id)
             env = gym.make(env_id, render_mode="rgb_array")
-            return gym.wrappers.RecordVideo(env, video_folder, name_prefix=f"eval-{i}",
-                                           episode_trigger=lambda episode: episode == 0)
+            with warnings.catch_warnings():  # the environments share one folder on purpose
+                warnings.filterwarnings("ignore", message=".*Overwriting existing videos")
+                return gym.wrappers.RecordVideo(env, video_folder, name_prefix=f"eval-{i}",
+                                               episode_trigger=lambda episode: episode == 0)
         return make
 
     envs = gym.vector.SyncVectorEnv([thunk(i) for i in range(num_envs)],
@@ -604,7 +607,9 @@ def load_checkpoint(path, env_id):
     try:
         checkpoint = torch.load(path, map_location="cpu", weights_only=True)
         saved = checkpoint["args"]
-        checkpoint["agent"], checkpoint["obs_rms"], saved["env_id"], saved["hidden_size"]
+        if not {"agent", "obs_rms"} <= set(checkpoint) or not {"env_id", "hidden_size",
+                                                                "norm_obs"} <= set(saved):
+            raise KeyError("missing entries")
     except Exception as e:
         fail(f"checkpoint {path} is not a ppo.py model.pt ({type(e).__name__}); "
              "make one with --save-model")
@@ -664,6 +669,13 @@ def main(args: Args) -> dict:
     action_dim = action_space.shape[0] if continuous else int(action_space.n)
     agent = Agent(obs_shape[0], action_dim, continuous, args.hidden_size).to(device)
     normalizer = ObsNormalizer(obs_shape, args.norm_obs)
+    if checkpoint is not None:
+        try:
+            agent.load_state_dict(checkpoint["agent"])
+            normalizer.load_state_dict(checkpoint["obs_rms"])
+        except (RuntimeError, KeyError, AttributeError) as e:
+            fail(f"checkpoint {args.eval_checkpoint} does not fit {args.env_id}'s network: "
+                 f"{str(e).splitlines()[0]}")
     run = RunWriter(args, device)
     print(f"{SCRIPT}: {args.env_id}, seed {args.seed}, device {device}")
     summary = {"algorithm": "ppo", "env_id": args.env_id, "seed": args.seed, "global_steps": 0,
@@ -672,8 +684,6 @@ def main(args: Args) -> dict:
                "solved_at_step": None, "solved_at_time_s": None, "interrupted": False}
     start = time.time()
     if checkpoint is not None:
-        agent.load_state_dict(checkpoint["agent"])
-        normalizer.load_state_dict(checkpoint["obs_rms"])
         return finish(args, run, summary, agent, normalizer, device, start, trained=False)
 
     envs = make_vector_env(args.env_id, args.num_envs)
@@ -770,7 +780,8 @@ def main(args: Args) -> dict:
                       "(try a lower --learning-rate)")
                 summary["interrupted"] = True
                 break
-            explained_var = 1 - (b_returns - b_values).var() / b_returns.var()
+            var_returns = b_returns.var().item()
+            explained_var = 1 - (b_returns - b_values).var().item() / var_returns if var_returns else math.nan
             now = time.time()
             sps = int(global_step / (now - start))
             run.update({"global_step": global_step, "wall_time": round(now - start, 4),
@@ -778,7 +789,7 @@ def main(args: Args) -> dict:
                         "value_loss": v_loss.item(), "entropy": entropy.item(),
                         "approx_kl": torch.stack(approx_kls).mean().item(),
                         "clipfrac": torch.stack(clipfracs).mean().item(),
-                        "explained_variance": explained_var.item(), "epochs": epoch + 1})
+                        "explained_variance": explained_var, "epochs": epoch + 1})
             if now - last_print >= 2.0 or update == num_updates:
                 last_print = now
                 recent = f"{np.mean(last20):.1f}" if last20 else "n/a"

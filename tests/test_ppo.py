@@ -413,3 +413,10 @@ def test_importing_the_script_has_no_side_effects(tmp_path):
     result = subprocess.run([sys.executable, "-c", "import ppo"], cwd=tmp_path, capture_output=True,
                             text=True, env={**os.environ, "PYTHONPATH": os.path.dirname(ppo.__file__)})
     assert result.returncode == 0 and result.stdout == "" and list(tmp_path.iterdir()) == []
+
+
+def test_capture_video_records_each_evaluation_episode(tmp_path):
+    ppo.main(ppo.Args(total_timesteps=256, num_envs=2, num_steps=128, eval_episodes=2,
+                      capture_video=True, output_dir=str(tmp_path)))
+    videos = sorted(p.name for p in tmp_path.glob("*/videos/*.mp4"))
+    assert videos == ["eval-0-episode-0.mp4", "eval-1-episode-0.mp4"]
