@@ -434,6 +434,9 @@ def check_args(args):
     if batch_size % args.num_minibatches:
         fail(f"num_envs*num_steps = {batch_size} is not divisible by --num-minibatches "
              f"{args.num_minibatches}; pick a divisor of {batch_size}")
+    if args.norm_adv and batch_size // args.num_minibatches < 2:
+        fail("minibatches of 1 sample cannot normalize advantages; use fewer "
+             "--num-minibatches or --no-norm-adv")
     if args.eval_checkpoint is None and args.total_timesteps < batch_size:
         fail(f"--total-timesteps {args.total_timesteps} is less than one rollout "
              f"(num_envs*num_steps = {batch_size}); raise it or shrink the rollout")

@@ -380,6 +380,7 @@ def bad_checkpoints(tmp_path):
     (["--env-id", "Taxi-v4"], "Discrete observation space"),
     (["--num-envs", "3", "--num-steps", "5", "--num-minibatches", "4"],
      "num_envs*num_steps = 15 is not divisible by --num-minibatches 4"),
+    (["--num-envs", "2", "--num-steps", "2", "--num-minibatches", "4"], "minibatches of 1 sample"),
     (["--num-envs", "0"], "--num-envs must be positive"),
     (["--total-timesteps", "-5"], "--total-timesteps must be positive"),
     (["--total-timesteps", "100"], "less than one rollout"),
