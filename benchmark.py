@@ -73,9 +73,9 @@ class Task:
         return f"{self.script}-{self.env_id}"
 
 
-PPO_PENDULUM = ["--total-timesteps", "200000", "--num-envs", "4", "--num-steps", "1024",
-                "--num-minibatches", "64", "--update-epochs", "10", "--gamma", "0.9",
-                "--gae-lambda", "0.95", "--learning-rate", "1e-3", "--norm-obs", "--norm-reward"]
+PPO_PENDULUM = ["--total-timesteps", "200000", "--num-envs", "8", "--num-steps", "256",
+                "--num-minibatches", "32", "--update-epochs", "10", "--gamma", "0.95",
+                "--gae-lambda", "0.95", "--learning-rate", "2e-3", "--norm-obs", "--norm-reward"]
 
 TASKS = {
     "ppo": [
