@@ -6,8 +6,8 @@ start to exit, so start-up, evaluation and plotting are counted. Runs go in para
 --jobs 1 so that runs do not share cores.
 
 For each task it reads the run folders and reports the median and the range over seeds of:
-the environment steps and seconds until the mean of the last 20 training episode returns
-first reached the task's threshold, the whole process's wall-clock seconds, the final greedy
+the environment steps and seconds until the moving mean of the training episode returns
+(20 episodes unless the task says otherwise) first reached the task's threshold, the whole process's wall-clock seconds, the final greedy
 evaluation return, and steps per second. It writes
 
     benchmarks/results.json          every task's per-seed figures (kept across runs)
@@ -63,14 +63,19 @@ class Task:
     script: str
     env_id: str
     threshold: float
-    """training-return threshold: the 20-episode mean counts as solved from here"""
+    """training-return threshold: the mean of the last `window` episodes counts as solved
+    from here"""
     goal: str
     """the figure the issue asks for, in words"""
     flags: list[str] = field(default_factory=list)
+    label: str = ""
+    """tells apart two tasks of one script on one environment (say, --algo ddpg)"""
+    window: int = 20
+    """episodes in the moving mean that is compared with the threshold"""
 
     @property
     def name(self):
-        return f"{self.script}-{self.env_id}"
+        return f"{self.script}-{self.env_id}" + (f"-{self.label}" if self.label else "")
 
 
 PPO_PENDULUM = ["--total-timesteps", "200000", "--num-envs", "8", "--num-steps", "256",
@@ -107,15 +112,16 @@ def run_one(task, seed, out):
         episodes = [(int(r["global_step"]), float(r["wall_time"]), float(r["episode_return"]))
                     for r in csv.DictReader(f)]
     steps, times, returns = (np.array(c) for c in zip(*episodes))
-    mean20 = np.array([returns[max(0, i - 19):i + 1].mean() for i in range(len(returns))])
-    reached = np.flatnonzero((np.arange(len(returns)) >= 19) & (mean20 >= task.threshold))
+    w = task.window
+    mean_w = np.array([returns[max(0, i - w + 1):i + 1].mean() for i in range(len(returns))])
+    reached = np.flatnonzero((np.arange(len(returns)) >= w - 1) & (mean_w >= task.threshold))
     first = reached[0] if len(reached) else None
     return {"seed": seed, "process_s": round(process_s, 3),
             "solve_step": int(steps[first]) if first is not None else None,
             "solve_s": float(times[first]) if first is not None else None,
             "global_steps": summary["global_steps"], "eval_return": summary["eval_return_mean"],
             "sps": round(summary["global_steps"] / summary["wall_time_s"]),
-            "curve": [steps.tolist(), mean20.round(2).tolist()]}
+            "curve": [steps.tolist(), mean_w.round(2).tolist()]}
 
 
 def spread(values, fmt="{:.0f}"):
@@ -133,16 +139,17 @@ def write_results(results, out):
     lines = ["# Benchmark results", "",
              "Made by `benchmark.py` on this repository's 2-core CPU machine; each cell is the "
              "median [min, max] over seeds. *Steps* and *seconds to threshold*: until the mean "
-             "of the last 20 training episode returns first reached the threshold (seconds "
-             "inside the run). *Process s*: the whole process, start-up, evaluation and plot "
+             "of the last *window* training episode returns first reached the threshold "
+             "(seconds inside the run). *Process s*: the whole process, start-up, evaluation and plot "
              "included. *Eval*: mean greedy return of the evaluation episodes after training.",
-             "", "| script | environment | threshold | seeds | steps to threshold | "
+             "", "| script | environment | threshold (window) | seeds | steps to threshold | "
              "seconds to threshold | process s | eval return | steps/s | goal | command |",
              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for name, r in sorted(results.items()):
         runs = r["runs"]
         lines.append(
-            f"| {r['script']}.py | {r['env_id']} | {r['threshold']:g} | {len(runs)} "
+            f"| {r['script']}.py {r.get('label', '')} | {r['env_id']} "
+            f"| {r['threshold']:g} ({r.get('window', 20)}) | {len(runs)} "
             f"| {spread([x['solve_step'] for x in runs])} "
             f"| {spread([x['solve_s'] for x in runs], '{:.1f}')} "
             f"| {spread([x['process_s'] for x in runs], '{:.1f}')} "
@@ -157,13 +164,13 @@ def write_results(results, out):
 
 
 def plot_task(task, runs, out):
-    """The 20-episode mean training return of every seed against environment steps."""
+    """The moving mean training return of every seed against environment steps."""
     fig = Figure(figsize=(7, 4), dpi=100)
     ax = fig.add_subplot()
     for run in runs:
         ax.plot(*run["curve"], lw=1.2, label=f"seed {run['seed']}")
     ax.axhline(task.threshold, color="gray", ls="--", lw=1, label=f"threshold {task.threshold:g}")
-    ax.set(xlabel="environment steps", ylabel="mean of the last 20 episode returns",
+    ax.set(xlabel="environment steps", ylabel=f"mean of the last {task.window} episode returns",
            title=f"{task.script}.py on {task.env_id}, {len(runs)} seeds")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, loc="lower right")
@@ -193,6 +200,7 @@ def main(args: Args):
                       f"process {run['process_s']:.1f} s, eval {run['eval_return']}", flush=True)
             plot_task(task, runs, args.out)
             results[task.name] = {"script": task.script, "env_id": task.env_id,
+                                  "label": task.label, "window": task.window,
                                   "threshold": task.threshold, "goal": task.goal,
                                   "jobs": args.jobs, "date": time.strftime("%Y-%m-%d"),
                                   "runs": [{k: v for k, v in r.items() if k != "curve"}
