@@ -156,7 +156,7 @@ def write_results(results, out):
     for name, r in sorted(results.items()):
         runs = r["runs"]
         lines.append(
-            f"| {r['script']}.py {r.get('label', '')} | {r['env_id']} "
+            f"| {r['script']}.py{' ' + r['label'] if r.get('label') else ''} | {r['env_id']} "
             f"| {r['threshold']:g} ({r.get('window', 20)}) | {len(runs)} "
             f"| {spread([x['solve_step'] for x in runs])} "
             f"| {spread([x['solve_s'] for x in runs], '{:.1f}')} "
