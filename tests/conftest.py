@@ -1,10 +1,12 @@
 """Helpers shared by every script's tests: running a script's command line in-process and
 checking the run folder that the conventions (CONVENTIONS.md, section 3) describe."""
 import csv
+import glob
 import io
 import json
 import os
 import runpy
+import subprocess
 import sys
 from contextlib import redirect_stderr, redirect_stdout
 
@@ -18,9 +20,22 @@ SUMMARY_KEYS = {"algorithm", "env_id", "seed", "global_steps", "wall_time_s",
                 "solved_at_step", "solved_at_time_s", "interrupted"}
 
 
+# The flags every script has (CONVENTIONS.md, section 2); torch scripts add --cuda/--no-cuda.
+COMMON_FLAGS = ("--env-id", "--seed", "--total-timesteps", "--output-dir", "--exp-name",
+                "--eval-episodes", "--stop-at-return", "--save-model", "--eval-checkpoint",
+                "--capture-video")
+
+
 def read_csv(path):
     with open(path, newline="") as f:
         return list(csv.DictReader(f))
+
+
+def episode_rows(output_dir):
+    """The rows of the one episodes.csv under output_dir, without the wall_time column,
+    which is all that two runs with the same seed must share (CONVENTIONS.md, section 6)."""
+    (path,) = glob.glob(os.path.join(output_dir, "*", "episodes.csv"))
+    return [(r["global_step"], r["episode_return"], r["episode_length"]) for r in read_csv(path)]
 
 
 @pytest.fixture
@@ -41,6 +56,39 @@ def run_cli():
             sys.argv = old_argv
         return code, out.getvalue(), err.getvalue()
     return run
+
+
+@pytest.fixture
+def check_usage_error(run_cli, tmp_path):
+    """check_usage_error("ppo.py", argv, message): the command stops before training (no run
+    folder) with exit status 2 and one line on stderr, `ppo.py: error: ...`, holding message."""
+    def check(script, argv, message):
+        output_dir = tmp_path / "runs-of-bad-input"
+        code, out, err = run_cli(script, [*argv, "--output-dir", str(output_dir)])
+        assert code == 2
+        assert err.startswith(f"{script}: error: ") and err.count("\n") == 1 and message in err
+        assert not output_dir.exists()
+    return check
+
+
+@pytest.fixture
+def check_help(run_cli):
+    """check_help("ppo.py", flags, texts): --help exits 0 and lists the common flags, the
+    script's own flags and texts from their docstrings."""
+    def check(script, flags=(), texts=()):
+        code, out, _ = run_cli(script, ["--help"])
+        assert code == 0
+        for expected in (*COMMON_FLAGS, *flags, *texts):
+            assert expected in out
+    return check
+
+
+def check_import_is_quiet(module, tmp_path):
+    """Importing the script in a fresh interpreter prints nothing and writes nothing."""
+    result = subprocess.run([sys.executable, "-c", f"import {module}"], cwd=tmp_path,
+                            capture_output=True, text=True,
+                            env={**os.environ, "PYTHONPATH": ROOT})
+    assert result.returncode == 0 and result.stdout == "" and list(tmp_path.iterdir()) == []
 
 
 @pytest.fixture

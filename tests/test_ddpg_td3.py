@@ -10,7 +10,7 @@ import torch
 import tyro
 
 import ddpg_td3
-from conftest import read_csv
+from conftest import check_import_is_quiet, episode_rows, read_csv
 
 
 def approx(expected):
@@ -407,15 +407,12 @@ def test_nan_loss_stops_cleanly(tmp_path, monkeypatch):
 
 
 def test_same_seed_gives_the_same_episodes(tmp_path):
-    def episodes(folder):
+    for folder in ("a", "b"):
         ddpg_td3.main(ddpg_td3.Args(**{**TINY, "total_timesteps": 1000, "num_envs": 2},
                                     eval_episodes=0, output_dir=str(tmp_path / folder)))
-        rows = read_csv(next((tmp_path / folder).glob("*/episodes.csv")))
-        return [(r["global_step"], r["episode_return"], r["episode_length"]) for r in rows]
-
-    first = episodes("a")
+    first = episode_rows(tmp_path / "a")
     # 2 environments * 500 steps: 4 episodes, the last two after 300 steps of learning
-    assert len(first) == 4 and first == episodes("b")
+    assert len(first) == 4 and first == episode_rows(tmp_path / "b")
 
 
 def test_capture_video_records_each_evaluation_episode(tmp_path):
@@ -466,30 +463,16 @@ def bad_checkpoints(tmp_path):
     (["--eval-checkpoint", "mountain_car"],
      "was made for MountainCarContinuous-v0, not Pendulum-v1; pass --env-id MountainCarContinuous-v0"),
 ])
-def test_bad_input_is_one_line_and_exit_status_2(argv, message, run_cli, bad_checkpoints, tmp_path):
-    argv = [bad_checkpoints.get(a, a) for a in argv]
-    code, out, err = run_cli("ddpg_td3.py", [*argv, "--output-dir", str(tmp_path / "runs")])
-    assert code == 2
-    assert err.startswith("ddpg_td3.py: error: ") and err.count("\n") == 1 and message in err
-    assert not (tmp_path / "runs").exists()  # stopped before the run folder, before training
+def test_bad_input_is_one_line_and_exit_status_2(argv, message, check_usage_error, bad_checkpoints):
+    check_usage_error("ddpg_td3.py", [bad_checkpoints.get(a, a) for a in argv], message)
 
 
-def test_help_lists_the_flags_with_their_docstrings(run_cli):
-    code, out, _ = run_cli("ddpg_td3.py", ["--help"])
-    assert code == 0
-    for flag in ("--env-id", "--seed", "--total-timesteps", "--cuda", "--no-cuda", "--output-dir",
-                 "--exp-name", "--eval-episodes", "--stop-at-return", "--save-model",
-                 "--eval-checkpoint", "--capture-video", "--algo", "--twin-q", "--no-twin-q",
-                 "--target-policy-noise", "--noise-clip", "--policy-delay", "--exploration-noise",
-                 "--learning-starts", "--tau"):
-        assert flag in out
-    assert "clipped double Q" in out and "set by --algo" in out
+def test_help_lists_the_flags_with_their_docstrings(check_help):
+    check_help("ddpg_td3.py", ("--cuda", "--no-cuda", "--algo", "--twin-q", "--no-twin-q",
+                               "--target-policy-noise", "--noise-clip", "--policy-delay",
+                               "--exploration-noise", "--learning-starts", "--tau"),
+               ("clipped double Q", "set by --algo"))
 
 
 def test_importing_the_script_has_no_side_effects(tmp_path):
-    import subprocess
-    import sys
-    result = subprocess.run([sys.executable, "-c", "import ddpg_td3"], cwd=tmp_path,
-                            capture_output=True, text=True,
-                            env={**os.environ, "PYTHONPATH": os.path.dirname(ddpg_td3.__file__)})
-    assert result.returncode == 0 and result.stdout == "" and list(tmp_path.iterdir()) == []
+    check_import_is_quiet("ddpg_td3", tmp_path)
