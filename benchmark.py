@@ -105,6 +105,17 @@ TASKS = {
              "twice the budget", ["--no-mask", "--total-timesteps", "400000"], label="nomask",
              window=100),
     ],
+    "qlearning": [
+        Task("qlearning", "Taxi-v4", 7.5, "eval mean at least 7.5 over 1000 episodes within "
+             "300k steps (optimal 7.93)", ["--eval-episodes", "1000"], window=100),
+        Task("qlearning", "FrozenLake-v1", 0.7, "eval success rate at least 0.70 over 1000 "
+             "episodes (optimal 0.744)", ["--total-timesteps", "200000", "--gamma", "0.999",
+                                          "--anneal-lr", "--eval-episodes", "1000"], window=100),
+        Task("qlearning", "MountainCar-v0", -150, "eval return at least -150 over 100 episodes "
+             "with a 20x20 grid", ["--total-timesteps", "2000000", "--bins", "20",
+                                   "--learning-rate", "0.2", "--anneal-lr", "--start-e", "0",
+                                   "--end-e", "0", "--eval-episodes", "100"], window=100),
+    ],
 }
 
 

@@ -1,0 +1,431 @@
+"""Tests of dqn.py: the math by hand, the replay buffer, runs end to end, bad input,
+determinism."""
+import math
+import os
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+
+import dqn
+from conftest import read_csv
+
+
+def approx(expected):
+    """Equality up to float32 rounding."""
+    return pytest.approx(expected, abs=1e-6)
+
+
+def tensor(*values):
+    return torch.tensor(values, dtype=torch.float32)
+
+
+# ---------------------------------------------------------------------------------------
+# TD targets by hand. Three transitions, gamma = 0.5: transition 0 runs on, transition 1
+# is terminated, transition 2 is truncated (not terminated: it bootstraps from the value of
+# its true final observation s').
+# ---------------------------------------------------------------------------------------
+REWARDS, TERMINATED = tensor(1.0, 0.5, 2.0), tensor(0, 1, 0)
+NEXT_Q_TARGET = torch.tensor([[1.0, 3.0], [4.0, 2.0], [6.0, -2.0]])  # Q_target(s', a)
+NEXT_Q_ONLINE = torch.tensor([[2.0, 1.0], [0.0, 1.0], [-1.0, 0.0]])  # Q(s', a), online net
+
+
+def test_targets_of_plain_dqn():
+    # max_a Q_target(s', a) = [3, 4, 6]
+    # y_0 = 1 + 0.5*3 = 2.5;  y_1 = 0.5 + 0 (terminated: 4 is not used) = 0.5
+    # y_2 = 2 + 0.5*6 = 5.0 (truncated: bootstraps)
+    y = dqn.dqn_targets(REWARDS, NEXT_Q_TARGET, TERMINATED, 0.5)
+    assert y.tolist() == approx([2.5, 0.5, 5.0])
+
+
+def test_targets_of_double_dqn_value_the_online_argmax_with_the_target_network():
+    # argmax_a Q(s', a) = [0, 1, 1]  ->  Q_target(s', that a) = [1, 2, -2]
+    # y_0 = 1 + 0.5*1 = 1.5;  y_1 = 0.5 (terminated);  y_2 = 2 + 0.5*(-2) = 1.0
+    # (plain DQN gave [2.5, 0.5, 5.0]: the online network's choice is what lowers them)
+    y = dqn.dqn_targets(REWARDS, NEXT_Q_TARGET, TERMINATED, 0.5, next_q_online=NEXT_Q_ONLINE)
+    assert y.tolist() == approx([1.5, 0.5, 1.0])
+
+
+def test_targets_take_boolean_terminated_flags_and_gamma_zero():
+    as_bool = dqn.dqn_targets(REWARDS, NEXT_Q_TARGET, TERMINATED.bool(), 0.5)
+    assert as_bool.tolist() == approx([2.5, 0.5, 5.0])
+    # gamma = 0: the target is the reward alone
+    assert dqn.dqn_targets(REWARDS, NEXT_Q_TARGET, TERMINATED, 0.0).tolist() == approx([1.0, 0.5, 2.0])
+
+
+def test_td_loss_huber_and_mse_by_hand():
+    # Q(s, .) = [[1, 2], [3, 4]], actions [1, 0] -> Q(s, a) = [2, 3]; targets [2.5, 0]
+    # delta = Q(s, a) - y = [-0.5, 3]
+    #   huber: [0.5*0.25, 3 - 0.5] = [0.125, 2.5], mean 1.3125
+    #          d/dQ(s, a) = clip(delta, -1, 1)/B = [-0.25, 0.5]
+    #   mse:   [0.25, 9], mean 4.625;  d/dQ(s, a) = 2*delta/B = [-0.5, 3]
+    # Q(s, a) of the actions not taken gets no gradient.
+    targets = tensor(2.5, 0.0)
+    for kind, value, grad in (("huber", 1.3125, [[0.0, -0.25], [0.5, 0.0]]),
+                              ("mse", 4.625, [[0.0, -0.5], [3.0, 0.0]])):
+        q_values = torch.tensor([[1.0, 2.0], [3.0, 4.0]], requires_grad=True)
+        loss, q_taken = dqn.td_loss(q_values, torch.tensor([1, 0]), targets, kind)
+        loss.backward()
+        assert q_taken.tolist() == [2.0, 3.0] and loss.item() == approx(value)
+        assert torch.allclose(q_values.grad, torch.tensor(grad))
+
+
+# ---------------------------------------------------------------------------------------
+# The epsilon schedule and the step counting
+# ---------------------------------------------------------------------------------------
+def test_epsilon_schedule_at_its_corners():
+    # start 1.0, end 0.05 over 1000 steps: eps_t = 1 - 0.95 * min(1, t/1000)
+    assert dqn.linear_schedule(1.0, 0.05, 1000, 0) == 1.0
+    assert dqn.linear_schedule(1.0, 0.05, 1000, 500) == approx(0.525)   # 1 - 0.95*0.5
+    assert dqn.linear_schedule(1.0, 0.05, 1000, 1000) == approx(0.05)
+    assert dqn.linear_schedule(1.0, 0.05, 1000, 5000) == approx(0.05)   # constant after
+    assert dqn.linear_schedule(1.0, 0.05, 0, 0) == 0.05                 # no decay at all
+    assert dqn.linear_schedule(0.2, 0.6, 100, 25) == approx(0.3)        # rising works too
+
+
+def test_crossings_count_environment_steps_whatever_the_number_of_environments():
+    # With N = 3 environments, every 4 steps: after the step ending at global step 6 the
+    # window (3, 6] holds 4 -> 1; (6, 9] holds 8 -> 1; (9, 12] holds 12 -> 1; (0, 3] none
+    assert [dqn.crossings(g, 3, 4) for g in (3, 6, 9, 12)] == [0, 1, 1, 1]
+    # N = 4, every 2 steps: (4, 8] holds 6 and 8 -> 2 updates, so the ratio stays 1 per 2
+    assert dqn.crossings(8, 4, 2) == 2 and dqn.crossings(1, 1, 1) == 1
+
+
+# ---------------------------------------------------------------------------------------
+# The replay buffer. Transition k stores obs [k, -k], next_obs [k + 0.5, -k], action k % 3,
+# reward 10k and terminated k % 2, so every field says which transition it came from.
+# ---------------------------------------------------------------------------------------
+def transitions(*ks):
+    ks = np.array(ks, dtype=np.float32)
+    return (np.stack([ks, -ks], 1), np.stack([ks + 0.5, -ks], 1), ks.astype(np.int64) % 3,
+            10 * ks, ks % 2)
+
+
+def make_buffer(capacity):
+    return dqn.ReplayBuffer(capacity, (2,), "cpu", np.random.default_rng(0))
+
+
+def test_buffer_wraps_around_over_the_oldest_transitions():
+    buffer = make_buffer(4)  # 2 environments: two rows per step
+    buffer.add(*transitions(0, 1))
+    buffer.add(*transitions(2, 3))
+    assert buffer.size == 4 and buffer.pos == 0
+    buffer.add(*transitions(4, 5))  # overwrites 0 and 1, the oldest
+    assert buffer.obs[:, 0].tolist() == [4, 5, 2, 3] and buffer.next_obs[:, 0].tolist() == [4.5, 5.5, 2.5, 3.5]
+    assert buffer.actions.tolist() == [1, 2, 2, 0] and buffer.rewards.tolist() == [40, 50, 20, 30]
+    assert buffer.terminated.tolist() == [0, 1, 0, 1]
+    assert buffer.size == 4 and buffer.pos == 2
+
+
+def test_buffer_memory_stays_constant_however_many_transitions():
+    buffer = make_buffer(6)
+    arrays = (buffer.obs, buffer.next_obs, buffer.actions, buffer.rewards, buffer.terminated)
+    for k in range(0, 100, 3):
+        buffer.add(*transitions(k, k + 1, k + 2))
+    assert buffer.size == 6 and all(a is b for a, b in zip(arrays, (buffer.obs, buffer.next_obs,
+                                                                  buffer.actions, buffer.rewards,
+                                                                  buffer.terminated)))
+    assert sorted(buffer.obs[:, 0].tolist()) == [96, 97, 98, 99, 100, 101]  # the last 6
+
+
+def test_a_sample_never_mixes_fields_of_different_transitions():
+    buffer = make_buffer(64)
+    for k in range(0, 40, 2):  # 40 transitions stored, 24 rows still empty
+        buffer.add(*transitions(k, k + 1))
+    obs, actions, rewards, next_obs, terminated = buffer.sample(1000)
+    assert obs.shape == (1000, 2) and actions.dtype == torch.long and rewards.dtype == torch.float32
+    k = obs[:, 0]
+    assert set(k.long().tolist()) == set(range(40))  # uniform over the stored rows only
+    assert torch.equal(obs[:, 1], -k) and torch.equal(next_obs[:, 0], k + 0.5)
+    assert torch.equal(actions, k.long() % 3) and torch.equal(rewards, 10 * k)
+    assert torch.equal(terminated, k % 2)
+
+
+def test_buffer_sample_is_reproducible_from_its_generator():
+    buffers = [make_buffer(8) for _ in range(2)]
+    for buffer in buffers:
+        buffer.add(*transitions(*range(8)))
+    first, second = (b.sample(5)[0] for b in buffers)
+    assert torch.equal(first, second)
+
+
+# ---------------------------------------------------------------------------------------
+# The flat parameters, gradient clipping and the optimizer
+# ---------------------------------------------------------------------------------------
+def test_flat_parameters_are_the_network_and_receive_its_gradients():
+    torch.manual_seed(0)
+    flat_net, plain_net = dqn.QNetwork(3, 2, 8), dqn.QNetwork(3, 2, 8)
+    plain_net.load_state_dict(flat_net.state_dict())
+    params, grads = dqn.flatten_parameters(flat_net)
+    assert params.shape == (3 * 8 + 8 + 8 * 8 + 8 + 8 * 2 + 2,)
+    obs = torch.randn(5, 3)
+    assert torch.equal(flat_net(obs), plain_net(obs))
+    for _ in range(2):  # the second backward accumulates into the same flat gradient
+        flat_net(obs).pow(2).sum().backward()
+        plain_net(obs).pow(2).sum().backward()
+    assert torch.allclose(grads, torch.cat([p.grad.flatten() for p in plain_net.parameters()]))
+    params.zero_()  # writing the flat vector writes the network
+    assert flat_net(obs).abs().sum() == 0
+
+
+def test_clip_grad_norm_by_hand():
+    # g = [3, 4, 0]: ||g|| = 5; max_norm 1 scales by 1/5 -> [0.6, 0.8, 0]
+    grads = tensor(3.0, 4.0, 0.0)
+    assert dqn.clip_grad_norm(grads, 1.0).item() == approx(5.0)
+    assert grads.tolist() == approx([0.6, 0.8, 0.0])
+    dqn.clip_grad_norm(grads, 10.0)  # norm 1 < 10: unchanged
+    assert grads.tolist() == approx([0.6, 0.8, 0.0])
+
+
+def test_adam_matches_torch_optim_adam():
+    torch.manual_seed(0)
+    mine, reference = (dqn.QNetwork(3, 2, 16) for _ in range(2))
+    reference.load_state_dict(mine.state_dict())
+    params, grads = dqn.flatten_parameters(mine)
+    opt_mine = dqn.Adam(params, grads, lr=1e-2)
+    opt_ref = torch.optim.Adam(reference.parameters(), lr=1e-2, eps=1e-8)
+    obs, targets = torch.randn(16, 3), torch.randn(16, 2)
+    for _ in range(5):
+        for net, opt in ((mine, opt_mine), (reference, opt_ref)):
+            opt.zero_grad()
+            (net(obs) - targets).pow(2).mean().backward()
+            opt.step()
+    for p, q in zip(mine.parameters(), reference.parameters()):
+        assert torch.allclose(p, q, atol=1e-6)
+    assert not torch.allclose(mine(obs), dqn.QNetwork(3, 2, 16)(obs))  # it did move
+
+
+# ---------------------------------------------------------------------------------------
+# Episode ends through the whole loop: an environment whose observation counts its steps,
+# that terminates when action 1 is taken and is cut by a time limit after 3 steps.
+# ---------------------------------------------------------------------------------------
+class CountingEnv(gym.Env):
+    observation_space = gym.spaces.Box(0.0, 10.0, (1,))
+    action_space = gym.spaces.Discrete(2)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return np.array([0.0], dtype=np.float32), {}
+
+    def step(self, action):
+        self.t += 1
+        return np.array([self.t], dtype=np.float32), 1.0, bool(action == 1), False, {}
+
+
+class ImageEnv(CountingEnv):
+    observation_space = gym.spaces.Box(0, 255, (8, 8, 3), dtype=np.uint8)
+
+
+class BitsEnv(CountingEnv):
+    action_space = gym.spaces.MultiBinary(3)
+
+
+gym.register("DqnCountToThree-v0", entry_point=CountingEnv, max_episode_steps=3)
+gym.register("DqnPixels-v0", entry_point=ImageEnv)
+gym.register("DqnSpinTheBits-v0", entry_point=BitsEnv)
+
+
+def test_episode_ends_store_the_true_final_observation(tmp_path, monkeypatch):
+    stored, capacities = [], set()
+    original = dqn.ReplayBuffer.add
+
+    def spy(self, *fields):
+        stored.append([np.array(f, copy=True) for f in fields])
+        capacities.add(len(self.obs))
+        return original(self, *fields)
+
+    monkeypatch.setattr(dqn.ReplayBuffer, "add", spy)
+    dqn.main(dqn.Args(env_id="DqnCountToThree-v0", total_timesteps=200, num_envs=2,
+                      learning_starts=100, batch_size=8, start_e=1.0,
+                      end_e=1.0, eval_episodes=0, output_dir=str(tmp_path)))
+    obs, next_obs, actions, rewards, terminated = (np.stack(f) for f in zip(*stored))
+    assert obs.shape == (100, 2, 1) and actions.shape == (100, 2)  # 100 steps of 2 envs
+    assert capacities == {200}  # --buffer-size 50000 is never allocated for a 200-step run
+    # s' is always the observation after s, the true final one where an episode ended,
+    # never the 0 that starts the next episode
+    assert np.array_equal(next_obs, obs + 1) and np.all(rewards == 1.0)
+    assert np.array_equal(terminated, (actions == 1).astype(terminated.dtype))
+    truncated = (obs[..., 0] == 2) & (actions == 0)  # third step, cut by the time limit
+    assert truncated.sum() > 5 and terminated.sum() > 5 and not terminated[truncated].any()
+    assert np.all(next_obs[truncated] == 3)
+    ended = terminated.astype(bool) | truncated
+    assert np.all(obs[1:][ended[:-1]] == 0)  # and the next row starts the next episode
+    episodes = read_csv(next(tmp_path.glob("*/episodes.csv")))
+    assert len(episodes) == ended.sum()
+    assert sorted(int(e["episode_length"]) for e in episodes) == sorted(
+        (obs[ended] + 1).astype(int).ravel().tolist())
+
+
+# ---------------------------------------------------------------------------------------
+# Runs end to end
+# ---------------------------------------------------------------------------------------
+def test_smoke_run_writes_every_file_and_its_model_evaluates(tmp_path, check_run_folder):
+    # 2 environments, updates every 4 environment steps after step 200: global steps 204,
+    # 208, ..., 600 -> 100 updates of 2 gradient steps = 200
+    args = dqn.Args(env_id="CartPole-v1", total_timesteps=600, num_envs=2, learning_starts=200,
+                    train_frequency=4, gradient_steps=2, batch_size=32, buffer_size=400,
+                    exploration_fraction=0.5, eval_episodes=2, save_model=True,
+                    output_dir=str(tmp_path / "train"))
+    summary = dqn.main(args)
+    path, episodes, updates = check_run_folder(summary, args.output_dir, "dqn", model=True)
+    assert summary["global_steps"] == 600 and summary["eval_return_mean"] >= 8  # CartPole: > 8 steps
+    assert list(updates[0])[3:] == ["epsilon", "loss", "q_mean", "gradient_steps", "buffer_size"]
+    last = updates[-1]
+    assert last["global_step"] == "600" and last["gradient_steps"] == "200"
+    assert float(last["epsilon"]) == approx(0.01) and last["buffer_size"] == "400"
+    assert math.isfinite(float(last["loss"])) and math.isfinite(float(last["q_mean"]))
+    assert sum(float(e["episode_return"]) for e in episodes) <= 600
+
+    evaluated = dqn.main(dqn.Args(env_id="CartPole-v1", eval_checkpoint=os.path.join(path, "model.pt"),
+                                  eval_episodes=2, seed=summary["seed"],
+                                  output_dir=str(tmp_path / "eval")))
+    assert evaluated["eval_return_mean"] == summary["eval_return_mean"]  # same greedy policy, seeds
+    assert evaluated["global_steps"] == 0
+
+
+def test_smoke_run_with_the_other_options(tmp_path, check_run_folder):
+    args = dqn.Args(env_id="Acrobot-v1", total_timesteps=500, learning_starts=100, train_frequency=1,
+                    gradient_steps=1, batch_size=16, buffer_size=128, double_dqn=False, loss="mse", tau=0.5,
+                    target_network_frequency=1, hidden_size=16, eval_episodes=1,
+                    output_dir=str(tmp_path))
+    summary = dqn.main(args)
+    _, _, updates = check_run_folder(summary, args.output_dir, "dqn")
+    # one gradient step per environment step after step 100; the buffer keeps only 128
+    assert updates[-1]["gradient_steps"] == "400" and updates[-1]["buffer_size"] == "128"
+    assert summary["global_steps"] == 500 and summary["eval_return_mean"] >= -500
+
+
+def test_stop_at_return_stops_and_records_when(tmp_path):
+    # CartPole gives 1 per step, so a 20-episode mean of at least 1 is reached as soon as
+    # 20 episodes have ended.
+    summary = dqn.main(dqn.Args(total_timesteps=100_000, stop_at_return=1.0, eval_episodes=0,
+                                output_dir=str(tmp_path)))
+    episodes = read_csv(next(tmp_path.glob("*/episodes.csv")))
+    assert len(episodes) >= 20 and summary["solved_at_step"] == int(episodes[19]["global_step"])
+    assert summary["global_steps"] == summary["solved_at_step"] < 100_000
+
+
+def test_interrupted_run_keeps_its_data(tmp_path, monkeypatch):
+    calls = []
+    original = dqn.Adam.step
+
+    def interrupt_on_the_150th_step(self):
+        calls.append(1)
+        if len(calls) == 150:
+            raise KeyboardInterrupt
+        return original(self)
+
+    monkeypatch.setattr(dqn.Adam, "step", interrupt_on_the_150th_step)
+    summary = dqn.main(dqn.Args(total_timesteps=2000, learning_starts=100, train_frequency=1,
+                                gradient_steps=1, batch_size=16, log_interval=100, save_model=True,
+                                output_dir=str(tmp_path)))
+    (path,) = tmp_path.iterdir()
+    # gradient steps at global steps 101, 102, ...: the 150th is at step 250, after the
+    # rows of steps 200 (100 gradient steps) and 300 would have been the next
+    assert summary["interrupted"] is True and summary["eval_return_mean"] is None
+    assert summary["global_steps"] == 250
+    assert [r["global_step"] for r in read_csv(path / "updates.csv")] == ["200"]
+    assert read_csv(path / "episodes.csv") and (path / "learning_curve.png").exists()
+    assert (path / "model.pt").exists()
+
+
+def test_nan_loss_stops_cleanly(tmp_path, monkeypatch):
+    original = dqn.td_loss
+    monkeypatch.setattr(dqn, "td_loss", lambda *a, **k: (original(*a, **k)[0] * math.nan,
+                                                         original(*a, **k)[1]))
+    summary = dqn.main(dqn.Args(total_timesteps=1000, learning_starts=50, batch_size=16,
+                                log_interval=100, output_dir=str(tmp_path)))
+    assert summary["interrupted"] is True and summary["global_steps"] == 100
+    assert summary["eval_return_mean"] is None
+    assert (next(tmp_path.iterdir()) / "summary.json").exists()
+
+
+def test_same_seed_gives_the_same_episodes(tmp_path):
+    def episodes(folder):
+        dqn.main(dqn.Args(total_timesteps=2000, num_envs=2, learning_starts=500, train_frequency=8,
+                          batch_size=32, eval_episodes=0, output_dir=str(tmp_path / folder)))
+        rows = read_csv(next((tmp_path / folder).glob("*/episodes.csv")))
+        return [(r["global_step"], r["episode_return"], r["episode_length"]) for r in rows]
+
+    first = episodes("a")
+    assert len(first) > 20 and first == episodes("b")
+
+
+# ---------------------------------------------------------------------------------------
+# Bad input: one line on stderr, exit status 2, nothing trained
+# ---------------------------------------------------------------------------------------
+@pytest.fixture
+def bad_checkpoints(tmp_path):
+    corrupt = tmp_path / "corrupt.pt"
+    corrupt.write_bytes(b"this is not a checkpoint")
+    acrobot = tmp_path / "acrobot.pt"
+    dqn.save_checkpoint(acrobot, dqn.QNetwork(6, 3), dqn.Args(env_id="Acrobot-v1"))
+    misfit = tmp_path / "misfit.pt"  # says CartPole-v1 but holds a network for 3 inputs
+    dqn.save_checkpoint(misfit, dqn.QNetwork(3, 2), dqn.Args(env_id="CartPole-v1"))
+    return {"missing": str(tmp_path / "missing.pt"), "corrupt": str(corrupt),
+            "acrobot": str(acrobot), "misfit": str(misfit)}
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--env-id", "CartPole-v9"], "unknown environment id 'CartPole-v9'; did you mean CartPole-v1"),
+    (["--env-id", "Pendulum-v1"], "continuous (Box) action space; dqn.py needs Discrete actions (use ddpg_td3.py"),
+    (["--env-id", "DqnSpinTheBits-v0"], "MultiBinary action space; dqn.py handles Discrete ones"),
+    (["--env-id", "DqnPixels-v0"], "observations of shape (8, 8, 3) (images?); dqn.py's MLP takes flat vectors"),
+    (["--env-id", "FrozenLake-v1"], "Discrete observation space; dqn.py needs a Box"),
+    (["--buffer-size", "100", "--batch-size", "128"], "--buffer-size 100 is smaller than one batch"),
+    (["--buffer-size", "1000", "--num-envs", "3"], "--buffer-size 1000 is not divisible by --num-envs 3"),
+    (["--learning-starts", "50000", "--total-timesteps", "50000"],
+     "--learning-starts 50000 is not below --total-timesteps 50000"),
+    (["--total-timesteps", "2", "--num-envs", "4", "--buffer-size", "1000", "--learning-starts", "0"],
+     "--total-timesteps 2 is less than one step of the 4 environments"),
+    (["--num-envs", "0"], "--num-envs must be positive"),
+    (["--total-timesteps", "-5"], "--total-timesteps must be positive"),
+    (["--train-frequency", "0"], "--train-frequency must be positive"),
+    (["--learning-rate", "0"], "--learning-rate must be positive"),
+    (["--gamma", "1.5"], "--gamma must be in [0, 1]"),
+    (["--end-e", "-0.1"], "--end-e must be in [0, 1]"),
+    (["--exploration-fraction", "2"], "--exploration-fraction must be in [0, 1]"),
+    (["--tau", "0"], "--tau must be in (0, 1]"),
+    (["--learning-starts", "-1"], "--learning-starts must be 0 or more"),
+    (["--eval-checkpoint", "missing"], "does not exist"),
+    (["--eval-checkpoint", "corrupt"], "is not a dqn.py model.pt"),
+    (["--eval-checkpoint", "acrobot"], "was made for Acrobot-v1, not CartPole-v1; pass --env-id Acrobot-v1"),
+    (["--eval-checkpoint", "misfit"], "does not fit CartPole-v1's network"),
+])
+def test_bad_input_is_one_line_and_exit_status_2(argv, message, run_cli, bad_checkpoints, tmp_path):
+    argv = [bad_checkpoints.get(a, a) for a in argv]
+    code, out, err = run_cli("dqn.py", [*argv, "--output-dir", str(tmp_path / "runs")])
+    assert code == 2
+    assert err.startswith("dqn.py: error: ") and err.count("\n") == 1 and message in err
+    assert not (tmp_path / "runs").exists()  # stopped before the run folder, before training
+
+
+def test_help_lists_the_flags_with_their_docstrings(run_cli):
+    code, out, _ = run_cli("dqn.py", ["--help"])
+    assert code == 0
+    for flag in ("--env-id", "--seed", "--total-timesteps", "--cuda", "--no-cuda", "--output-dir",
+                 "--exp-name", "--eval-episodes", "--stop-at-return", "--save-model",
+                 "--eval-checkpoint", "--capture-video", "--start-e", "--end-e",
+                 "--exploration-fraction", "--learning-starts", "--train-frequency",
+                 "--gradient-steps", "--target-network-frequency", "--tau", "--double-dqn",
+                 "--no-double-dqn", "--loss", "--max-grad-norm", "--buffer-size"):
+        assert flag in out
+    words = " ".join(out.replace("│", " ").split())  # undo the help's line wrapping
+    assert "double DQN: choose the next action with the online network, value it with the target" in words
+
+
+def test_importing_the_script_has_no_side_effects(tmp_path):
+    import subprocess
+    import sys
+    result = subprocess.run([sys.executable, "-c", "import dqn"], cwd=tmp_path, capture_output=True,
+                            text=True, env={**os.environ, "PYTHONPATH": os.path.dirname(dqn.__file__)})
+    assert result.returncode == 0 and result.stdout == "" and list(tmp_path.iterdir()) == []
+
+
+def test_capture_video_records_each_evaluation_episode(tmp_path):
+    dqn.main(dqn.Args(total_timesteps=200, learning_starts=100, batch_size=16, eval_episodes=2,
+                      capture_video=True, output_dir=str(tmp_path)))
+    videos = sorted(p.name for p in tmp_path.glob("*/videos/*.mp4"))
+    assert videos == ["eval-0-episode-0.mp4", "eval-1-episode-0.mp4"]

@@ -1,0 +1,516 @@
+"""Tests of ppo_masked.py: the masked distribution and GAE by hand, the buffer and its masks,
+dict observations, runs end to end, bad input, determinism."""
+import math
+import os
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+
+import ppo_masked as pm
+from conftest import read_csv
+
+LN2, LN3 = math.log(2.0), math.log(3.0)
+
+
+def approx(expected):
+    """Equality up to float32 rounding."""
+    return pytest.approx(expected, abs=1e-6)
+
+
+def column(*values):
+    """A [T, 1] tensor: one environment's values over T steps."""
+    return torch.tensor(values, dtype=torch.float32).unsqueeze(1)
+
+
+# ---------------------------------------------------------------------------------------
+# masked_categorical by hand. Logits [0, ln 2, 100, ln 3] with action 2 masked: without
+# the mask action 2 would have all the probability (e^100); with it, the valid actions
+# renormalize: e^l = [1, 2, -, 3], sum 6, so pi = [1/6, 2/6, 0, 3/6].
+# ---------------------------------------------------------------------------------------
+LOGITS = torch.tensor([0.0, LN2, 100.0, LN3])
+MASK = torch.tensor([True, True, False, True])
+
+
+def test_masked_categorical_probabilities_and_log_probabilities():
+    dist = pm.masked_categorical(LOGITS, MASK)
+    assert isinstance(dist, torch.distributions.Categorical)
+    assert dist.probs.tolist() == approx([1 / 6, 2 / 6, 0.0, 3 / 6])
+    # log pi = [ln 1/6, ln 1/3, ln 1/2] = [-1.791759, -1.098612, -0.693147] for the valid ones
+    logprobs = dist.log_prob(torch.tensor([0, 1, 3]))
+    assert logprobs.tolist() == approx([-math.log(6), -LN3, -LN2])
+    assert dist.log_prob(torch.tensor(2)).item() < -1e7  # the masked action: about -1e8
+
+
+def test_masked_categorical_entropy_counts_valid_actions_only():
+    # H = 1/6 ln 6 + 1/3 ln 3 + 1/2 ln 2 = 0.298627 + 0.366204 + 0.346574 = 1.011404
+    # (uniform over the 3 valid actions it would be ln 3 = 1.098612; over 4, ln 4)
+    assert pm.masked_categorical(LOGITS, MASK).entropy().item() == approx(1.0114043)
+    uniform = pm.masked_categorical(torch.zeros(4), MASK)
+    assert uniform.entropy().item() == approx(LN3)
+
+
+def test_masked_categorical_gradients_are_finite_and_zero_for_masked_logits():
+    # d(-log pi(1))/dl = pi - onehot(1) = [1/6, 2/6 - 1, 0, 3/6] = [1/6, -2/3, 0, 1/2]
+    logits = LOGITS.clone().requires_grad_()
+    (-pm.masked_categorical(logits, MASK).log_prob(torch.tensor(1))).backward()
+    assert logits.grad.tolist() == approx([1 / 6, -2 / 3, 0.0, 1 / 2])
+    logits.grad = None
+    pm.masked_categorical(logits, MASK).entropy().backward()
+    assert torch.isfinite(logits.grad).all() and logits.grad[2] == 0.0
+    assert logits.grad[[0, 1, 3]].abs().min() > 0  # the valid logits do get a gradient
+
+
+def test_sampling_never_returns_a_masked_action_and_follows_the_probabilities():
+    torch.manual_seed(0)
+    # Two rows with different masks, each drawn 20000 times; the masked logits are the
+    # largest, so an unmasked sampler would pick them nearly always.
+    logits = torch.tensor([[0.0, LN2, 100.0, LN3], [50.0, 0.0, 0.0, 50.0]]).repeat(10_000, 1)
+    masks = torch.tensor([[True, True, False, True], [False, True, True, False]]).repeat(10_000, 1)
+    actions = pm.masked_categorical(logits, masks).sample()
+    assert masks.gather(1, actions.unsqueeze(1)).all()
+    freq_row0 = torch.bincount(actions[0::2], minlength=4) / 10_000
+    freq_row1 = torch.bincount(actions[1::2], minlength=4) / 10_000
+    assert freq_row0.tolist() == pytest.approx([1 / 6, 2 / 6, 0.0, 3 / 6], abs=0.02)
+    assert freq_row1.tolist() == pytest.approx([0.0, 0.5, 0.5, 0.0], abs=0.02)
+
+
+def test_an_all_true_mask_gives_the_ordinary_categorical():
+    logits = torch.randn(5, 4, generator=torch.Generator().manual_seed(0))
+    plain = torch.distributions.Categorical(logits=logits)
+    masked = pm.masked_categorical(logits, torch.ones(5, 4, dtype=torch.bool))
+    actions = torch.tensor([0, 1, 2, 3, 0])
+    assert torch.allclose(masked.log_prob(actions), plain.log_prob(actions))
+    assert torch.allclose(masked.entropy(), plain.entropy())
+
+
+def test_greedy_action_is_the_best_valid_one():
+    agent = pm.Agent(2, 4)
+    with torch.no_grad():  # logits = the last layer's bias: action 2 best, then 3, 0, 1
+        agent.actor[-1].weight.zero_()
+        agent.actor[-1].bias.copy_(torch.tensor([1.0, 0.0, 5.0, 3.0]))
+    obs = torch.zeros(2, 2)
+    masks = torch.tensor([[True, True, False, True], [True, True, False, False]])
+    assert agent.greedy(obs, masks).tolist() == [3, 0]
+
+
+# ---------------------------------------------------------------------------------------
+# GAE by hand, with the same semantics as ppo.py. Three steps of one environment,
+# gamma = lambda = 0.5 (gamma * lambda = 0.25), rewards 1, values V(s_t) = [0.5, 1, 2].
+# ---------------------------------------------------------------------------------------
+REWARDS, VALUES, NO_END, END_AT_1 = column(1, 1, 1), column(0.5, 1.0, 2.0), column(0, 0, 0), column(0, 1, 0)
+
+
+@pytest.mark.parametrize("next_values, terminated, truncated, advantages", [
+    # no end: delta = 1 + 0.5*[1, 2, 4] - [0.5, 1, 2] = [1, 1, 1]
+    #   A_2 = 1;  A_1 = 1 + 0.25*1 = 1.25;  A_0 = 1 + 0.25*1.25 = 1.3125
+    ((1.0, 2.0, 4.0), NO_END, NO_END, (1.3125, 1.25, 1.0)),
+    # terminated at t = 1 (next_values[1] = 7 is the next episode's first value: unused)
+    #   delta = [1, 1 + 0 - 1, 1] = [1, 0, 1];  A_2 = 1;  A_1 = 0;  A_0 = 1 + 0.25*0 = 1
+    ((1.0, 7.0, 4.0), END_AT_1, NO_END, (1.0, 0.0, 1.0)),
+    # truncated at t = 1 with V(final obs) = 6: delta_1 = 1 + 0.5*6 - 1 = 3
+    #   A_2 = 1;  A_1 = 3 (the episode ended);  A_0 = 1 + 0.25*3 = 1.75
+    ((1.0, 6.0, 4.0), NO_END, END_AT_1, (1.75, 3.0, 1.0)),
+])
+def test_gae_by_hand(next_values, terminated, truncated, advantages):
+    adv, ret = pm.compute_gae(REWARDS, VALUES, column(*next_values), terminated, truncated, 0.5, 0.5)
+    assert torch.allclose(adv, column(*advantages))
+    assert torch.allclose(ret, column(*advantages) + VALUES)  # returns = A + V
+
+
+def test_gae_equals_ppo_py_on_random_rollouts():
+    import ppo
+    gen = torch.Generator().manual_seed(0)
+    rewards, values, next_values = (torch.randn(9, 3, generator=gen) for _ in range(3))
+    flags = torch.rand(9, 3, generator=gen)
+    terminated, truncated = flags < 0.2, (flags >= 0.2) & (flags < 0.4)
+    assert terminated.any() and truncated.any()
+    mine = pm.compute_gae(rewards, values, next_values, terminated, truncated, 0.9, 0.8)
+    theirs = ppo.compute_gae(rewards, values, next_values, terminated, truncated, 0.9, 0.8)
+    assert all(torch.equal(a, b) for a, b in zip(mine, theirs))
+
+
+def test_ppo_loss_by_hand():
+    # ratio = [1.5, 0.9], advantages [1, -1], clip 0.2 -> clip(ratio) = [1.2, 0.9]
+    #   L_pg = (max(-1.5, -1.2) + max(0.9, 0.9))/2 = (-1.2 + 0.9)/2 = -0.15
+    # V = [1, 2], R = [2, 2]: L_v = 0.5*(1 + 0)/2 = 0.25; entropy mean 0.5
+    #   loss = -0.15 - 0.01*0.5 + 0.5*0.25 = -0.03
+    loss, pg_loss, v_loss, entropy = pm.ppo_loss(
+        torch.log(torch.tensor([1.5, 0.9])), torch.zeros(2), torch.tensor([1.0, -1.0]),
+        torch.tensor([1.0, 2.0]), torch.tensor([0.5, 2.5]), torch.tensor([2.0, 2.0]),
+        torch.tensor([0.6, 0.4]), clip_coef=0.2, ent_coef=0.01, vf_coef=0.5)
+    assert pg_loss.item() == approx(-0.15) and v_loss.item() == approx(0.25)
+    assert entropy.item() == approx(0.5) and loss.item() == approx(-0.03)
+
+
+# ---------------------------------------------------------------------------------------
+# The buffer
+# ---------------------------------------------------------------------------------------
+def test_buffer_shapes_and_dtypes():
+    buffer = pm.MaskedRolloutBuffer(5, 3, 7, 4, "cpu")
+    assert buffer.obs.shape == buffer.final_obs.shape == (5, 3, 7) and buffer.last_obs.shape == (3, 7)
+    assert buffer.action_masks.shape == (5, 3, 4) and buffer.action_masks.dtype == torch.bool
+    assert buffer.actions.shape == (5, 3) and buffer.actions.dtype == torch.long
+    assert buffer.terminated.dtype == buffer.truncated.dtype == torch.bool
+
+
+def test_buffer_next_values_use_following_obs_last_obs_and_final_obs():
+    # T = 3, N = 2, V(s) = 10*s so each value names its observation. Environment 1 is
+    # truncated at t = 0 (final observation 0.7) and terminated at t = 1.
+    buffer = pm.MaskedRolloutBuffer(3, 2, 1, 2, "cpu")
+    buffer.obs[:, :, 0] = torch.tensor([[0.0, 0.1], [1.0, 1.1], [2.0, 2.1]])
+    buffer.last_obs[:, 0] = torch.tensor([3.0, 3.1])
+    buffer.truncated[0, 1] = buffer.terminated[1, 1] = True
+    buffer.final_obs[0, 1, 0] = 0.7
+    value_fn = lambda obs: 10 * obs[..., 0]
+    # column 0: V(s_1), V(s_2), V(last) = 10, 20, 30; column 1: V(final) = 7, then 21
+    # (unused after the termination), then V(last) = 31
+    assert torch.allclose(buffer.next_values(value_fn, value_fn(buffer.obs)),
+                          torch.tensor([[10.0, 7.0], [20.0, 21.0], [30.0, 31.0]]))
+
+
+# ---------------------------------------------------------------------------------------
+# Test environments. MaskedCounter's observation is its step count t; of its 4 actions
+# 0..t are allowed (mask(t)[a] = a <= t), so the last observation of an episode (t = 3,
+# mask 1111) and the first of the next (t = 0, mask 1000) have different masks. A time
+# limit cuts episodes after 3 steps. Every action taken is recorded with whether it was
+# allowed. The Dict variant puts the mask in the observation instead of the info.
+# ---------------------------------------------------------------------------------------
+TAKEN = []  # (t, action, allowed) of every step of every MaskedCounter
+
+
+class MaskedCounter(gym.Env):
+    observation_space = gym.spaces.Box(0.0, 10.0, (1,))
+    action_space = gym.spaces.Discrete(4)
+    metadata = {"render_modes": ["rgb_array"], "render_fps": 4}
+
+    def __init__(self, render_mode=None):
+        self.render_mode = render_mode
+
+    def render(self):  # a gray frame, for the video test
+        return np.full((16, 16, 3), 128, dtype=np.uint8)
+
+    def mask(self):
+        return (np.arange(4) <= self.t).astype(np.int8)
+
+    def observe(self):
+        return np.array([self.t], dtype=np.float32), {"action_mask": self.mask()}
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return self.observe()
+
+    def step(self, action):
+        TAKEN.append((self.t, int(action), bool(self.mask()[action])))
+        self.t += 1
+        return *self.observe()[:1], 1.0, False, False, self.observe()[1]
+
+
+class DictMaskedCounter(MaskedCounter):
+    observation_space = gym.spaces.Dict([
+        ("parity", gym.spaces.Discrete(2)), ("action_mask", gym.spaces.MultiBinary(4)),
+        ("count", gym.spaces.Box(0.0, 10.0, (1,)))])
+
+    def observe(self):
+        obs, info = super().observe()
+        return {"parity": self.t % 2, "action_mask": info["action_mask"], "count": obs}, {}
+
+
+class NoActionAtTwo(MaskedCounter):
+    def mask(self):
+        return (np.arange(4) <= self.t).astype(np.int8) * (self.t != 2)
+
+
+class ShortMask(MaskedCounter):
+    def mask(self):
+        return np.ones(3, dtype=np.int8)
+
+
+class TupleObs(MaskedCounter):
+    observation_space = gym.spaces.Tuple([gym.spaces.Discrete(2)])
+
+
+class OnlyMask(DictMaskedCounter):
+    observation_space = gym.spaces.Dict({"action_mask": gym.spaces.MultiBinary(4)})
+
+
+for env_class in (MaskedCounter, DictMaskedCounter, NoActionAtTwo, ShortMask, TupleObs, OnlyMask):
+    gym.register(f"{env_class.__name__}-v0", entry_point=env_class, max_episode_steps=3)
+
+
+# ---------------------------------------------------------------------------------------
+# Dict observations
+# ---------------------------------------------------------------------------------------
+def test_dict_observations_are_flattened_in_sorted_key_order():
+    space = DictMaskedCounter.observation_space
+    assert list(space.keys()) == ["parity", "action_mask", "count"]  # the env's own order
+    obs = {"count": np.array([[2.0], [5.0]]), "parity": np.array([1, 0]),
+           "action_mask": np.array([[1, 1, 1, 0], [1, 0, 0, 0]])}
+    # sorted keys without the mask: count (1 wide), then parity one-hot (2 wide)
+    assert pm.flatten_obs(space, obs).tolist() == [[2.0, 0.0, 1.0], [5.0, 1.0, 0.0]]
+    assert pm.flat_size(space) == 3
+
+
+def test_discrete_and_multidiscrete_observations_are_one_hot():
+    # Discrete(3, start=1): 1 -> 100, 3 -> 001. MultiDiscrete([2, 3]): [1, 0] -> 01|100,
+    # [0, 2] -> 10|001
+    assert pm.flatten_obs(gym.spaces.Discrete(3, start=1), np.array([1, 3])).tolist() == \
+        [[1, 0, 0], [0, 0, 1]]
+    assert pm.flatten_obs(gym.spaces.MultiDiscrete([2, 3]), np.array([[1, 0], [0, 2]])).tolist() == \
+        [[0, 1, 1, 0, 0], [1, 0, 0, 0, 1]]
+    assert pm.flatten_obs(gym.spaces.Discrete(500), np.array([499])).shape == (1, 500)
+    assert pm.flat_size(gym.spaces.MultiDiscrete([2, 3])) == 5
+
+
+# ---------------------------------------------------------------------------------------
+# Masks through the whole loop
+# ---------------------------------------------------------------------------------------
+def spy_on_rollouts(monkeypatch):
+    """Copies of every rollout's buffer, taken when the update computes GAE."""
+    seen = []
+    original = pm.MaskedRolloutBuffer.gae
+
+    def spy(self, *args, **kwargs):
+        seen.append({k: v.clone() for k, v in vars(self).items()})
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(pm.MaskedRolloutBuffer, "gae", spy)
+    return seen
+
+
+@pytest.mark.parametrize("env_id, source", [("MaskedCounter-v0", "info"),
+                                            ("DictMaskedCounter-v0", "obs")])
+def test_each_mask_stays_with_its_observation_across_episode_ends(env_id, source, tmp_path,
+                                                                 monkeypatch):
+    seen = spy_on_rollouts(monkeypatch)
+    TAKEN.clear()
+    pm.main(pm.Args(env_id=env_id, mask_source=source, total_timesteps=16, num_envs=2,
+                    num_steps=4, num_minibatches=2, eval_episodes=0, output_dir=str(tmp_path)))
+    rollout = seen[0]
+    # Each environment sees t = 0, 1, 2, (cut after the third step; final obs 3, mask
+    # 1111, stays in final_info) 0: the mask stored at the new episode's first step is
+    # mask(0) = 1000, not the finished episode's 1111.
+    counts = rollout["obs"][:, :, 0]
+    assert counts.tolist() == [[0, 0], [1, 1], [2, 2], [0, 0]]
+    expected = torch.arange(4) <= counts.unsqueeze(-1)
+    assert torch.equal(rollout["action_masks"], expected)
+    assert rollout["action_masks"][3].tolist() == [[True, False, False, False]] * 2
+    assert rollout["truncated"][2].all() and rollout["final_obs"][2, :, 0].tolist() == [3.0, 3.0]
+    # and every action the agent sampled was allowed when it was taken
+    assert len(TAKEN) == 16 and all(allowed for _, _, allowed in TAKEN)
+    assert rollout["actions"][0].tolist() == [0, 0]  # at t = 0 only action 0 is allowed
+
+
+def test_without_masks_the_agent_takes_forbidden_actions(tmp_path, monkeypatch):
+    seen = spy_on_rollouts(monkeypatch)
+    TAKEN.clear()
+    pm.main(pm.Args(env_id="MaskedCounter-v0", no_mask=True, total_timesteps=64, num_envs=2,
+                    num_steps=8, num_minibatches=2, eval_episodes=0, output_dir=str(tmp_path)))
+    assert seen[0]["action_masks"].all()  # --no-mask: every action allowed
+    assert not all(allowed for _, _, allowed in TAKEN)
+    updates = read_csv(next(tmp_path.glob("*/updates.csv")))
+    assert {u["valid_actions"] for u in updates} == {"4.0"}
+
+
+def test_the_update_rebuilds_the_distribution_that_sampled_each_action(tmp_path, monkeypatch):
+    # Before the first gradient step the policy is the one that sampled the rollout, so
+    # with the stored masks re-applied every ratio is exactly 1 (and the entropy is that
+    # of the masked distribution: 0 at t = 0, where only one action is allowed).
+    calls = []
+    original = pm.ppo_loss
+
+    def spy(newlogprob, oldlogprob, *args, **kwargs):
+        calls.append((newlogprob.detach().clone(), oldlogprob.clone(), args[4].detach().clone()))
+        return original(newlogprob, oldlogprob, *args, **kwargs)
+
+    monkeypatch.setattr(pm, "ppo_loss", spy)
+    pm.main(pm.Args(env_id="MaskedCounter-v0", total_timesteps=16, num_envs=2, num_steps=8,
+                    num_minibatches=1, update_epochs=1, eval_episodes=0, output_dir=str(tmp_path)))
+    newlogprob, oldlogprob, entropy = calls[0]
+    assert torch.allclose(newlogprob, oldlogprob, atol=1e-6)
+    assert (oldlogprob == 0).any()  # the steps at t = 0: one allowed action, probability 1
+    assert entropy.min() == 0 and entropy.max() < math.log(4) + 1e-6
+
+
+# ---------------------------------------------------------------------------------------
+# Runs end to end
+# ---------------------------------------------------------------------------------------
+def test_taxi_smoke_run_writes_every_file_and_its_model_evaluates(tmp_path, check_run_folder):
+    args = pm.Args(env_id="Taxi-v4", total_timesteps=512, num_envs=2, num_steps=128,
+                   num_minibatches=4, update_epochs=2, eval_episodes=2, save_model=True,
+                   output_dir=str(tmp_path / "train"))
+    summary = pm.main(args)
+    path, episodes, updates = check_run_folder(summary, args.output_dir, "ppo_masked", model=True)
+    assert summary["global_steps"] == 512 and len(updates) == 2
+    assert {"policy_loss", "value_loss", "entropy", "approx_kl", "clipfrac",
+            "explained_variance", "valid_actions"} <= set(updates[0])
+    # Taxi allows a few of its 6 actions in a state, never all 6
+    assert 1 < float(updates[0]["valid_actions"]) < 6
+    # With masks no pickup or drop-off is ever illegal, so no step costs -10: a return is
+    # at least -1 per step, and an episode is cut at 200 steps.
+    assert all(float(e["episode_return"]) >= -int(e["episode_length"]) for e in episodes)
+    assert all(int(e["episode_length"]) <= 200 for e in episodes)
+
+    evaluated = pm.main(pm.Args(env_id="Taxi-v4", eval_checkpoint=os.path.join(path, "model.pt"),
+                                eval_episodes=2, seed=summary["seed"],
+                                output_dir=str(tmp_path / "eval")))
+    assert evaluated["eval_return_mean"] == summary["eval_return_mean"]  # same greedy policy, seeds
+    assert evaluated["global_steps"] == 0
+
+
+def test_dict_observation_smoke_run(tmp_path, check_run_folder):
+    args = pm.Args(env_id="DictMaskedCounter-v0", total_timesteps=48, num_envs=2, num_steps=8,
+                   num_minibatches=2, eval_episodes=2, output_dir=str(tmp_path))
+    summary = pm.main(args)
+    _, episodes, _ = check_run_folder(summary, args.output_dir, "ppo_masked")
+    # 2 environments * 24 steps, episodes of 3 steps with reward 1: 16 episodes of return 3
+    assert [(e["episode_return"], e["episode_length"]) for e in episodes] == [("3.0", "3")] * 16
+    assert summary["eval_return_mean"] == 3.0
+
+
+def test_stop_at_return_averages_the_stop_window(tmp_path):
+    # Every MaskedCounter episode returns 3 in 3 steps; with 2 environments episodes end in
+    # pairs at global steps 6, 12, 18, so the 5-episode window is first full, with mean 3,
+    # at step 18 (a 20-episode window would not fill within the budget of 64 steps).
+    summary = pm.main(pm.Args(env_id="MaskedCounter-v0", total_timesteps=64, num_envs=2,
+                              num_steps=16, num_minibatches=2, stop_at_return=3.0, stop_window=5,
+                              eval_episodes=0, output_dir=str(tmp_path)))
+    episodes = read_csv(next(tmp_path.glob("*/episodes.csv")))
+    assert summary["solved_at_step"] == summary["global_steps"] == 18
+    assert len(episodes) == 6 and summary["solved_at_time_s"] is not None
+
+
+def test_interrupted_run_keeps_its_data(tmp_path, monkeypatch):
+    calls = []
+
+    def interrupt_on_third_step(self):
+        calls.append(1)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(pm.Adam, "step", interrupt_on_third_step)
+    summary = pm.main(pm.Args(env_id="MaskedCounter-v0", total_timesteps=64, num_envs=2,
+                              num_steps=8, num_minibatches=2, update_epochs=1, save_model=True,
+                              output_dir=str(tmp_path)))
+    (path,) = tmp_path.iterdir()
+    assert summary["interrupted"] is True and summary["eval_return_mean"] is None
+    assert len(read_csv(path / "updates.csv")) == 1 and read_csv(path / "episodes.csv")
+    assert (path / "learning_curve.png").exists() and (path / "model.pt").exists()
+
+
+def test_nan_loss_stops_cleanly(tmp_path, monkeypatch):
+    original = pm.ppo_loss
+    monkeypatch.setattr(pm, "ppo_loss", lambda *a, **k: (original(*a, **k)[0] * math.nan,
+                                                         *original(*a, **k)[1:]))
+    summary = pm.main(pm.Args(env_id="MaskedCounter-v0", total_timesteps=64, num_envs=2,
+                              num_steps=8, num_minibatches=2, output_dir=str(tmp_path)))
+    assert summary["interrupted"] is True and summary["global_steps"] == 16
+    assert (next(tmp_path.iterdir()) / "summary.json").exists()
+
+
+def test_same_seed_gives_the_same_episodes(tmp_path):
+    def episodes(folder):
+        pm.main(pm.Args(total_timesteps=4096, num_envs=16, num_steps=32, eval_episodes=0,
+                        output_dir=str(tmp_path / folder)))
+        rows = read_csv(next((tmp_path / folder).glob("*/episodes.csv")))
+        return [(r["global_step"], r["episode_return"], r["episode_length"]) for r in rows]
+
+    first = episodes("a")
+    assert len(first) >= 16 and len({r[1] for r in first}) > 1 and first == episodes("b")
+
+
+# ---------------------------------------------------------------------------------------
+# Bad input: one line on stderr, exit status 2
+# ---------------------------------------------------------------------------------------
+@pytest.fixture
+def bad_checkpoints(tmp_path):
+    corrupt = tmp_path / "corrupt.pt"
+    corrupt.write_bytes(b"this is not a checkpoint")
+    counter = tmp_path / "counter.pt"
+    pm.save_checkpoint(counter, pm.Agent(1, 4), pm.Args(env_id="MaskedCounter-v0"))
+    return {"missing": str(tmp_path / "missing.pt"), "corrupt": str(corrupt),
+            "counter": str(counter)}
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--env-id", "Taxi-v9"], "unknown environment id 'Taxi-v9'; did you mean Taxi-v4"),
+    (["--env-id", "CartPole-v1"], "CartPole-v1 provides no action mask: looked for an "
+     "'action_mask' entry of a Dict observation (its observation is a Box) and for "
+     "info['action_mask'] after reset; train without masks with --no-mask"),
+    (["--env-id", "CartPole-v1", "--mask-source", "info"], "looked for info['action_mask'] after reset;"),
+    (["--mask-source", "obs"], "Taxi-v4 provides no action mask: looked for an 'action_mask' "
+     "entry of a Dict observation (its observation is a Discrete);"),
+    (["--env-id", "ShortMask-v0"], "the action mask after reset has length (3,) but the action "
+     "space has 4 actions"),
+    (["--env-id", "Pendulum-v1"], "Box action space; ppo_masked.py masks Discrete ones"),
+    (["--env-id", "TupleObs-v0"], "observation space is a Tuple; ppo_masked.py handles Box"),
+    (["--env-id", "OnlyMask-v0"], "nothing but the action mask to feed the network"),
+    (["--num-envs", "3", "--num-steps", "5", "--num-minibatches", "4"],
+     "num_envs*num_steps = 15 is not divisible by --num-minibatches 4"),
+    (["--num-envs", "2", "--num-steps", "2", "--num-minibatches", "4"], "minibatches of 1 sample"),
+    (["--num-envs", "0"], "--num-envs must be positive"),
+    (["--stop-window", "0"], "--stop-window must be positive"),
+    (["--total-timesteps", "-5"], "--total-timesteps must be positive"),
+    (["--total-timesteps", "100"], "less than one rollout"),
+    (["--learning-rate", "0"], "--learning-rate must be positive"),
+    (["--gamma", "1.5"], "--gamma must be in [0, 1]"),
+    (["--eval-checkpoint", "missing"], "does not exist"),
+    (["--eval-checkpoint", "corrupt"], "is not a ppo_masked.py model.pt"),
+    (["--eval-checkpoint", "counter"], "was made for MaskedCounter-v0, not Taxi-v4; pass --env-id "
+     "MaskedCounter-v0"),
+])
+def test_bad_input_is_one_line_and_exit_status_2(argv, message, run_cli, bad_checkpoints, tmp_path):
+    argv = [bad_checkpoints.get(a, a) for a in argv]
+    code, out, err = run_cli("ppo_masked.py", [*argv, "--output-dir", str(tmp_path / "runs")])
+    assert code == 2
+    assert err.startswith("ppo_masked.py: error: ") and err.count("\n") == 1 and message in err
+    assert not (tmp_path / "runs").exists()  # stopped before the run folder, before training
+
+
+def test_an_environment_without_masks_trains_with_no_mask(tmp_path):
+    summary = pm.main(pm.Args(env_id="CartPole-v1", no_mask=True, total_timesteps=256,
+                              num_envs=2, num_steps=64, eval_episodes=1, output_dir=str(tmp_path)))
+    assert summary["global_steps"] == 256 and summary["eval_return_mean"] > 0
+
+
+def test_a_mask_that_allows_nothing_mid_run_names_the_step(run_cli, tmp_path):
+    # NoActionAtTwo's mask is empty at t = 2, reached after 2 steps of 2 environments.
+    code, out, err = run_cli("ppo_masked.py", ["--env-id", "NoActionAtTwo-v0", "--num-envs", "2",
+                                               "--num-steps", "8", "--num-minibatches", "2",
+                                               "--total-timesteps", "64",
+                                               "--output-dir", str(tmp_path)])
+    assert code == 2 and err.count("\n") == 1
+    assert err == ("ppo_masked.py: error: the action mask of environment 0 at step 4 allows no "
+                   "action; the environment must allow at least one\n")
+    (path,) = tmp_path.iterdir()  # the run stopped cleanly and kept what it had
+    assert '"interrupted": true' in (path / "summary.json").read_text()
+
+
+def test_help_lists_the_flags_with_their_docstrings(run_cli):
+    code, out, _ = run_cli("ppo_masked.py", ["--help"])
+    assert code == 0
+    for flag in ("--env-id", "--seed", "--total-timesteps", "--cuda", "--no-cuda", "--output-dir",
+                 "--exp-name", "--eval-episodes", "--stop-at-return", "--stop-window",
+                 "--save-model", "--eval-checkpoint", "--capture-video", "--mask-source",
+                 "--no-mask", "--norm-reward"):
+        assert flag in out
+    assert "lambda of GAE" in out and "{auto,info,obs}" in out
+
+
+def test_capture_video_records_each_evaluation_episode(tmp_path):
+    pm.main(pm.Args(env_id="MaskedCounter-v0", total_timesteps=16, num_envs=2, num_steps=8,
+                    num_minibatches=2, eval_episodes=2, capture_video=True,
+                    output_dir=str(tmp_path)))
+    videos = sorted(p.name for p in tmp_path.glob("*/videos/*.mp4"))
+    assert videos == ["eval-0-episode-0.mp4", "eval-1-episode-0.mp4"]
+
+
+def test_importing_the_script_has_no_side_effects(tmp_path):
+    import subprocess
+    import sys
+    result = subprocess.run([sys.executable, "-c", "import ppo_masked"], cwd=tmp_path,
+                            capture_output=True, text=True,
+                            env={**os.environ, "PYTHONPATH": os.path.dirname(pm.__file__)})
+    assert result.returncode == 0 and result.stdout == "" and list(tmp_path.iterdir()) == []

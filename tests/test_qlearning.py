@@ -1,0 +1,449 @@
+"""Tests of qlearning.py: the math by hand, the table, runs end to end, bad input, determinism."""
+import json
+import os
+import random
+import struct
+import subprocess
+import sys
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+import qlearning as ql
+from conftest import read_csv
+
+
+# ---------------------------------------------------------------------------------------
+# discretize by hand
+# ---------------------------------------------------------------------------------------
+def test_discretize_one_dimension_at_the_edges_and_outside():
+    # [0, 1] in 4 cells of width 0.25: floor(x / 0.25), clipped to 0..3
+    cell = lambda x: ql.discretize([x], [0.0], [1.0], [4])
+    assert cell(0.0) == 0                  # the lower edge is in the first cell
+    assert cell(0.25) == 1                 # floor(0.25 * 4) = 1: a cell's lower edge is in it
+    assert cell(0.2499) == 0 and cell(0.74) == 2
+    assert cell(1.0) == 3                  # floor(4) = 4, clipped: the upper edge is in the last
+    assert cell(-0.5) == 0 and cell(7.0) == 3   # outside the bounds: the edge cells
+
+
+def test_discretize_several_dimensions_row_major():
+    # low [-1, 0], high [1, 10], bins [4, 5]: widths 0.5 and 2
+    # [0.1, 7]: cells floor(1.1 / 0.5) = 2 and floor(7 / 2) = 3 -> 2*5 + 3 = 13
+    # [-3, 11]: clipped to cells (0, 4) -> 4;  [1, 0]: cells (3, 0) -> 15
+    low, high, bins = [-1.0, 0.0], [1.0, 10.0], [4, 5]
+    assert ql.discretize(np.array([0.1, 7.0], dtype=np.float32), low, high, bins) == 13
+    assert ql.discretize([-3.0, 11.0], low, high, bins) == 4
+    assert ql.discretize([1.0, 0.0], low, high, bins) == 15
+    # three dimensions, bins [2, 3, 4], the last cell (1, 2, 3): 1*12 + 2*4 + 3 = 23 = 2*3*4 - 1
+    assert ql.discretize([9.0, 9.0, 9.0], [0.0] * 3, [1.0] * 3, [2, 3, 4]) == 23
+
+
+def test_discretize_numbers_every_cell_once():
+    # the centres of a 3 x 2 grid on [0, 3] x [0, 2] map to 0..5, each once, row-major
+    cells = [ql.discretize([i + 0.5, j + 0.5], [0.0, 0.0], [3.0, 2.0], [3, 2])
+             for i in range(3) for j in range(2)]
+    assert cells == [0, 1, 2, 3, 4, 5]
+
+
+# ---------------------------------------------------------------------------------------
+# q_update and the epsilon schedule by hand. alpha = 0.5, gamma = 0.9, Q(1, .) = [2, 4].
+# ---------------------------------------------------------------------------------------
+def small_table():
+    q = np.zeros((3, 2))
+    q[1] = [2.0, 4.0]
+    return q
+
+
+def test_q_update_bootstraps_from_the_best_next_action():
+    # target = 1 + 0.9*max(2, 4) = 4.6;  delta = 4.6 - 0 = 4.6;  Q(0, 1) = 0 + 0.5*4.6 = 2.3
+    q = small_table()
+    assert ql.q_update(q, 0, 1, 1.0, 1, False, 0.5, 0.9) == pytest.approx(4.6)
+    assert q[0, 1] == pytest.approx(2.3)
+    # a second step from the same pair: target 4.6 again, delta = 4.6 - 2.3 = 2.3
+    # Q(0, 1) = 2.3 + 0.5*2.3 = 3.45; nothing else moved
+    assert ql.q_update(q, 0, 1, 1.0, 1, False, 0.5, 0.9) == pytest.approx(2.3)
+    assert q[0, 1] == pytest.approx(3.45)
+    assert q.tolist() == [[0.0, pytest.approx(3.45)], [2.0, 4.0], [0.0, 0.0]]
+
+
+def test_q_update_terminated_step_does_not_bootstrap():
+    # target = r = 1 (Q(1, .) is not used);  delta = 1 - 0 = 1;  Q(0, 1) = 0.5
+    q = small_table()
+    assert ql.q_update(q, 0, 1, 1.0, 1, True, 0.5, 0.9) == pytest.approx(1.0)
+    assert q[0, 1] == pytest.approx(0.5)
+
+
+def test_q_update_truncated_step_bootstraps_from_the_final_state():
+    # A time limit cut the episode in state 1: the caller passes terminated=False and the
+    # true final state 1. target = -1 + 0.9*4 = 2.6;  Q(2, 0) starts at 1:
+    # delta = 2.6 - 1 = 1.6;  Q(2, 0) = 1 + 0.5*1.6 = 1.8
+    q = small_table()
+    q[2, 0] = 1.0
+    assert ql.q_update(q, 2, 0, -1.0, 1, False, 0.5, 0.9) == pytest.approx(1.6)
+    assert q[2, 0] == pytest.approx(1.8)
+
+
+def test_linear_schedule():
+    # from 1 to 0.05 over 100 steps: halfway 1 + (0.05 - 1)*0.5 = 0.525
+    assert ql.linear_schedule(1.0, 0.05, 100, 0) == 1.0
+    assert ql.linear_schedule(1.0, 0.05, 100, 50) == pytest.approx(0.525)
+    assert ql.linear_schedule(1.0, 0.05, 100, 100) == pytest.approx(0.05)
+    assert ql.linear_schedule(1.0, 0.05, 100, 250) == pytest.approx(0.05)
+    assert ql.linear_schedule(1.0, 0.05, 0, 0) == 0.05  # no exploration phase
+
+
+# ---------------------------------------------------------------------------------------
+# The table
+# ---------------------------------------------------------------------------------------
+def test_table_rows_of_discrete_and_box_observations():
+    discrete = ql.QTable(np.zeros((5, 2)), start=10)      # Discrete(5, start=10)
+    assert discrete.state(np.int64(12)) == 2
+    grid = ql.QTable(np.zeros((20, 2)), low=[-1, 0], high=[1, 10], bins=[4, 5])
+    assert grid.state(np.array([0.1, 7.0], dtype=np.float32)) == 13  # as worked out above
+    assert grid.visits.shape == (20,) and grid.visits.sum() == 0
+
+
+def test_greedy_and_epsilon_greedy_actions():
+    table = ql.QTable(np.array([[0.0, 3.0, 3.0, 1.0]]))
+    assert table.greedy(0) == 1                               # tie: the lowest action
+    rng = random.Random(0)
+    assert {table.act(0, 0.0, rng) for _ in range(50)} == {1}
+    assert {table.act(0, 1.0, rng) for _ in range(200)} == {0, 1, 2, 3}
+
+
+def test_make_table_sizes_bounds_and_initial_values():
+    mountain_car = gym.make("MountainCar-v0")
+    table = ql.make_table(ql.Args(bins=(10, 5), q_init=2.5), "MountainCar-v0",
+                          mountain_car.observation_space, mountain_car.action_space)
+    assert table.q.shape == (50, 3) and (table.q == 2.5).all()
+    low, high, bins = table.grid
+    assert bins == [10, 5] and low == pytest.approx([-1.2, -0.07]) and high == pytest.approx([0.6, 0.07])
+    cartpole = gym.make("CartPole-v1")
+    table = ql.make_table(ql.Args(bins=(3,), obs_low=(-2.0,), obs_high=(1.0, 2.0, 3.0, 4.0)),
+                          "CartPole-v1", cartpole.observation_space, cartpole.action_space)
+    assert table.q.shape == (81, 2) and table.grid[0] == [-2.0] * 4
+    assert table.grid[1] == [1.0, 2.0, 3.0, 4.0]
+
+
+def test_heat_maps_of_a_board_and_of_a_box_grid():
+    lake = gym.make("FrozenLake-v1")
+    _, _, board = ql.check_env("FrozenLake-v1")
+    assert board == (4, 4)
+    table = ql.make_table(ql.Args(env_id="FrozenLake-v1"), "FrozenLake-v1",
+                          lake.observation_space, lake.action_space)
+    table.q[6] = [0.1, 0.2, 0.7, 0.3]   # state 6 = row 1, column 2
+    table.visits[6] = 1
+    heat = ql.heat_map(table, board)
+    assert heat["values"][1, 2] == pytest.approx(0.7) and heat["actions"][1, 2] == 2
+    assert np.isnan(heat["values"]).sum() == 15                    # never visited: blank
+    # a 2-d grid: state = cell_0*3 + cell_1 is drawn at row cell_1, column cell_0
+    grid = ql.QTable(np.zeros((12, 2)), low=[0, 0], high=[1, 1], bins=[4, 3])
+    grid.q[2 * 3 + 1] = [0.0, 5.0]
+    grid.visits[:] = 1
+    heat = ql.heat_map(grid, None)
+    assert heat["values"].shape == (3, 4) and heat["values"][1, 2] == 5.0
+    assert heat["actions"][1, 2] == 1 and heat["values"].sum() == 5.0
+    # Taxi's 500 states have no map, a 3-d grid is not drawn
+    taxi = ql.QTable(np.zeros((500, 6)))
+    assert ql.heat_map(taxi, None) is None
+    assert ql.heat_map(ql.QTable(np.zeros((8, 2)), low=[0] * 3, high=[1] * 3, bins=[2] * 3), None) is None
+
+
+def test_save_and_load_round_trip(tmp_path):
+    space = gym.spaces.Box(-1.0, 1.0, (2,))
+    table = ql.QTable(np.arange(12.0).reshape(6, 2), low=[-1, -0.5], high=[1, 0.5], bins=[3, 2],
+                      visits=np.arange(6))
+    table.save(tmp_path / "model.npz", "Some-v0", ql.Args(env_id="Some-v0"))
+    loaded = ql.load_checkpoint(str(tmp_path / "model.npz"), "Some-v0", space, gym.spaces.Discrete(2))
+    assert (loaded.q == table.q).all() and (loaded.visits == table.visits).all()
+    assert loaded.grid == ([-1.0, -0.5], [1.0, 0.5], [3, 2])
+    with np.load(tmp_path / "model.npz", allow_pickle=False) as f:
+        assert json.loads(str(f["args"]))["env_id"] == "Some-v0"  # the flags, as JSON
+
+
+# ---------------------------------------------------------------------------------------
+# Environments built here: a 3-state chain whose Q* is solved by hand, and a counter cut
+# by a time limit.
+# ---------------------------------------------------------------------------------------
+class ChainEnv(gym.Env):
+    """States 0, 1, 2 in a row, the agent starts in 0. Action 0 moves left (0 stays at 0),
+    action 1 moves right; moving right from 2 ends the episode with reward 1, every other
+    step gives 0."""
+    observation_space = gym.spaces.Discrete(3)
+    action_space = gym.spaces.Discrete(2)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.s = 0
+        return self.s, {}
+
+    def step(self, action):
+        if action == 1 and self.s == 2:
+            return 2, 1.0, True, False, {}
+        self.s = max(self.s - 1, 0) if action == 0 else self.s + 1
+        return self.s, 0.0, False, False, {}
+
+
+class CountingEnv(gym.Env):
+    observation_space = gym.spaces.Discrete(4)
+    action_space = gym.spaces.Discrete(2)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return 0, {}
+
+    def step(self, action):
+        self.t += 1
+        return self.t, 1.0, False, False, {}
+
+
+class BitsEnv(CountingEnv):
+    action_space = gym.spaces.MultiBinary(3)
+
+
+gym.register("TableChain-v0", entry_point=ChainEnv, max_episode_steps=8)
+gym.register("TableCountToThree-v0", entry_point=CountingEnv, max_episode_steps=3)
+gym.register("TableBits-v0", entry_point=BitsEnv)
+
+
+def test_chain_converges_to_the_values_solved_by_hand(tmp_path):
+    # gamma = 0.9. Going right is optimal everywhere:
+    #   Q(2, right) = 1                       V(2) = 1
+    #   Q(1, right) = 0.9*V(2) = 0.9          V(1) = 0.9
+    #   Q(0, right) = 0.9*V(1) = 0.81         V(0) = 0.81
+    #   Q(2, left)  = 0.9*V(1) = 0.81
+    #   Q(1, left)  = 0.9*V(0) = 0.729
+    #   Q(0, left)  = 0.9*V(0) = 0.729        (stays in 0)
+    # Random actions (epsilon 1), off-policy: Q-learning still learns Q*. The chain is
+    # deterministic, so with a constant alpha Q* is the one fixed point; episodes cut by the
+    # 8-step time limit must bootstrap, or the values of the states they end in come out low.
+    summary = ql.main(ql.Args(env_id="TableChain-v0", total_timesteps=4000, start_e=1.0, end_e=1.0,
+                              learning_rate=0.5, gamma=0.9, eval_episodes=1, save_model=True,
+                              output_dir=str(tmp_path)))
+    (path,) = tmp_path.iterdir()
+    with np.load(path / "model.npz", allow_pickle=False) as f:
+        q = f["q"]
+    assert q.tolist() == [pytest.approx([0.729, 0.81]), pytest.approx([0.729, 0.9]),
+                          pytest.approx([0.81, 1.0])]
+    lengths = {int(e["episode_length"]) for e in read_csv(path / "episodes.csv")}
+    assert 8 in lengths and min(lengths) == 3   # both truncated and terminated episodes
+    assert summary["eval_return_mean"] == 1.0   # greedy: right, right, right
+
+
+def test_time_limit_steps_bootstrap_from_the_true_final_state(tmp_path, monkeypatch):
+    calls = []
+    original = ql.q_update
+
+    def spy(q, s, a, r, s_next, terminated, alpha, gamma):
+        calls.append((s, s_next, terminated))
+        return original(q, s, a, r, s_next, terminated, alpha, gamma)
+
+    monkeypatch.setattr(ql, "q_update", spy)
+    ql.main(ql.Args(env_id="TableCountToThree-v0", total_timesteps=6, eval_episodes=0,
+                    output_dir=str(tmp_path)))
+    # 0 -> 1 -> 2 -> 3 (cut by the time limit: not terminated, bootstraps from 3), then the
+    # next episode starts again from 0
+    assert calls == [(0, 1, False), (1, 2, False), (2, 3, False)] * 2
+    episodes = read_csv(next(tmp_path.glob("*/episodes.csv")))
+    assert [(e["global_step"], e["episode_return"], e["episode_length"]) for e in episodes] == \
+        [("3", "3.0", "3"), ("6", "3.0", "3")]
+
+
+# ---------------------------------------------------------------------------------------
+# Runs end to end
+# ---------------------------------------------------------------------------------------
+def png_width(path):
+    with open(path, "rb") as f:
+        header = f.read(24)
+    return struct.unpack(">I", header[16:20])[0]
+
+
+def check_model(path, env_id, shape):
+    with np.load(os.path.join(path, "model.npz"), allow_pickle=False) as f:
+        assert str(f["env_id"]) == env_id and f["q"].shape == shape
+        return {k: f[k] for k in f.files}
+
+
+def test_discrete_smoke_run_writes_every_file_and_its_model_evaluates(tmp_path, check_run_folder):
+    args = ql.Args(total_timesteps=3000, eval_episodes=3, save_model=True, log_interval=500,
+                   output_dir=str(tmp_path / "train"))
+    summary = ql.main(args)
+    path, episodes, updates = check_run_folder(summary, args.output_dir, "qlearning")
+    assert summary["global_steps"] == 3000 and len(updates) == 6
+    assert [int(u["global_step"]) for u in updates] == [500, 1000, 1500, 2000, 2500, 3000]
+    assert {"epsilon", "learning_rate", "td_error_abs", "states_visited", "episodes"} <= set(updates[0])
+    assert float(updates[0]["epsilon"]) > float(updates[-1]["epsilon"])
+    assert sum(int(e["episode_length"]) for e in episodes) <= 3000
+    with open(os.path.join(path, "config.json")) as f:
+        assert json.load(f)["versions"]["torch"] is None   # NumPy only
+    model = check_model(path, "Taxi-v4", (500, 6))
+    assert model["bins"].size == 0 and model["visits"].sum() == 3000
+    assert png_width(os.path.join(path, "learning_curve.png")) == 700  # no map of Taxi's states
+
+    evaluated = ql.main(ql.Args(eval_checkpoint=os.path.join(path, "model.npz"), eval_episodes=3,
+                                output_dir=str(tmp_path / "eval")))
+    assert evaluated["eval_return_mean"] == summary["eval_return_mean"]  # same table, same seeds
+    assert evaluated["global_steps"] == 0
+
+
+def test_box_smoke_run_with_a_grid_and_its_heat_map(tmp_path, check_run_folder):
+    args = ql.Args(env_id="MountainCar-v0", total_timesteps=1000, bins=(8, 6), eval_episodes=1,
+                   save_model=True, anneal_lr=True, q_init=1.0, output_dir=str(tmp_path / "train"))
+    summary = ql.main(args)
+    path, episodes, updates = check_run_folder(summary, args.output_dir, "qlearning")
+    # MountainCar episodes are cut at 200 steps and never reached the goal this early
+    assert [(e["episode_return"], e["episode_length"]) for e in episodes] == [("-200.0", "200")] * 5
+    assert float(updates[-1]["learning_rate"]) == pytest.approx(0.1 / 1000)  # annealed
+    model = check_model(path, "MountainCar-v0", (48, 3))
+    assert model["bins"].tolist() == [8, 6] and model["low"] == pytest.approx([-1.2, -0.07])
+    assert png_width(os.path.join(path, "learning_curve.png")) == 1200  # curve and heat map
+
+    evaluated = ql.main(ql.Args(env_id="MountainCar-v0", eval_checkpoint=os.path.join(path, "model.npz"),
+                                eval_episodes=1, output_dir=str(tmp_path / "eval")))
+    assert evaluated["eval_return_mean"] == summary["eval_return_mean"]
+    with open(next((tmp_path / "eval").glob("*/config.json"))) as f:
+        assert json.load(f)["bins"] == [8, 6]  # the grid of the checkpoint, not the default
+
+
+def test_command_line_with_grid_bounds_for_unbounded_dimensions(tmp_path, run_cli):
+    code, out, err = run_cli("qlearning.py", [
+        "--env-id", "CartPole-v1", "--bins", "1", "1", "6", "12", "--obs-low", "-2.4", "-3",
+        "-0.21", "-3.5", "--obs-high", "2.4", "3", "0.21", "3.5", "--total-timesteps", "500",
+        "--eval-episodes", "1", "--output-dir", str(tmp_path)])
+    assert code == 0 and err == ""
+    assert "table of 72 states x 2 actions" in out and "learning curve" in out.splitlines()[-1]
+    with open(next(tmp_path.glob("*/config.json"))) as f:
+        config = json.load(f)
+    assert config["bins"] == [1, 1, 6, 12] and config["obs_low"] == [-2.4, -3, -0.21, -3.5]
+
+
+def test_stop_at_return_stops_and_records_when(tmp_path):
+    # Chain returns are 1 (reached the end) or 0 (cut by the time limit): a 20-episode mean
+    # of at least 0 is reached as soon as 20 episodes have ended.
+    summary = ql.main(ql.Args(env_id="TableChain-v0", total_timesteps=100_000, stop_at_return=0.0,
+                              eval_episodes=0, output_dir=str(tmp_path)))
+    (path,) = tmp_path.iterdir()
+    episodes = read_csv(path / "episodes.csv")
+    assert len(episodes) == 20 and summary["solved_at_step"] == int(episodes[19]["global_step"])
+    assert summary["global_steps"] == summary["solved_at_step"] < 100_000
+    assert int(read_csv(path / "updates.csv")[-1]["global_step"]) == summary["global_steps"]
+
+
+def test_interrupted_run_keeps_its_data(tmp_path, monkeypatch):
+    calls = []
+    original = ql.QTable.act
+
+    def interrupt_at_step_1500(self, *args):
+        calls.append(1)
+        if len(calls) == 1500:
+            raise KeyboardInterrupt
+        return original(self, *args)
+
+    monkeypatch.setattr(ql.QTable, "act", interrupt_at_step_1500)
+    summary = ql.main(ql.Args(total_timesteps=3000, save_model=True, output_dir=str(tmp_path)))
+    (path,) = tmp_path.iterdir()
+    assert summary["interrupted"] is True and summary["eval_return_mean"] is None
+    assert summary["global_steps"] == 1499 and len(read_csv(path / "updates.csv")) == 1
+    assert read_csv(path / "episodes.csv") and (path / "learning_curve.png").exists()
+    assert (path / "model.npz").exists() and (path / "summary.json").exists()
+
+
+def test_nan_td_error_stops_cleanly(tmp_path, monkeypatch):
+    monkeypatch.setattr(ql, "q_update", lambda *args: float("nan"))
+    summary = ql.main(ql.Args(total_timesteps=1000, output_dir=str(tmp_path)))
+    assert summary["interrupted"] is True and summary["global_steps"] == 1
+    assert (next(tmp_path.iterdir()) / "summary.json").exists()
+
+
+def test_same_seed_gives_the_same_episodes(tmp_path):
+    def episodes(folder):
+        ql.main(ql.Args(total_timesteps=5000, eval_episodes=0, output_dir=str(tmp_path / folder)))
+        rows = read_csv(next((tmp_path / folder).glob("*/episodes.csv")))
+        return [(r["global_step"], r["episode_return"], r["episode_length"]) for r in rows]
+
+    first = episodes("a")
+    assert len(first) > 20 and first == episodes("b")
+
+
+def test_capture_video_records_each_evaluation_episode(tmp_path):
+    ql.main(ql.Args(env_id="FrozenLake-v1", total_timesteps=200, eval_episodes=2,
+                    capture_video=True, output_dir=str(tmp_path)))
+    videos = sorted(p.name for p in tmp_path.glob("*/videos/*.mp4"))
+    assert videos == ["eval-episode-0.mp4", "eval-episode-1.mp4"]
+
+
+# ---------------------------------------------------------------------------------------
+# Bad input: one line on stderr, exit status 2, nothing trained
+# ---------------------------------------------------------------------------------------
+@pytest.fixture
+def bad_checkpoints(tmp_path):
+    corrupt = tmp_path / "corrupt.npz"
+    corrupt.write_bytes(b"this is not a checkpoint")
+    pickled = tmp_path / "pickled.npz"
+    np.savez(pickled, q=np.array([{"a": 1}], dtype=object))
+    lake = tmp_path / "lake.npz"
+    ql.QTable(np.zeros((16, 4))).save(lake, "FrozenLake-v1", ql.Args(env_id="FrozenLake-v1"))
+    wrong_shape = tmp_path / "wrong_shape.npz"
+    ql.QTable(np.zeros((16, 4))).save(wrong_shape, "Taxi-v4", ql.Args())
+    return {name: str(tmp_path / f"{name}.npz")
+            for name in ("missing", "corrupt", "pickled", "lake", "wrong_shape")}
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--env-id", "Taxi-v9"], "unknown environment id 'Taxi-v9'; did you mean Taxi-v4"),
+    (["--env-id", "Pendulum-v1"], "continuous (Box) actions; a Q table needs a finite set of "
+     "actions: use ddpg_td3.py"),
+    (["--env-id", "TableBits-v0"], "MultiBinary action space; qlearning.py handles Discrete actions"),
+    (["--env-id", "Blackjack-v1"], "Tuple observation space"),
+    (["--env-id", "CartPole-v1"], "observation dimensions 1, 3 (counting from 0) are unbounded; "
+     "give finite grid bounds with --obs-low and --obs-high"),
+    (["--env-id", "CartPole-v1", "--obs-low", "-3", "--obs-high", "3", "--bins", "1000"],
+     "--bins 1000 1000 1000 1000 makes a table of 1,000,000,000,000 states x 2 actions, 24 TB"),
+    (["--env-id", "MountainCar-v0", "--bins", "3", "4", "5"],
+     "--bins takes one number or one per observation dimension (2), got 3"),
+    (["--env-id", "MountainCar-v0", "--obs-low", "0", "--obs-high", "0", "1"],
+     "need --obs-low < --obs-high in every dimension; not in dimensions 0"),
+    (["--bins", "5"], "--bins, --obs-low and --obs-high are for Box observations; Taxi-v4's are "
+     "Discrete(500)"),
+    (["--env-id", "MountainCar-v0", "--bins", "0"], "--bins must be positive, got 0"),
+    (["--total-timesteps", "-5"], "--total-timesteps must be positive"),
+    (["--log-interval", "0"], "--log-interval must be positive"),
+    (["--learning-rate", "0"], "--learning-rate must be in (0, 1]"),
+    (["--learning-rate", "1.5"], "--learning-rate must be in (0, 1]"),
+    (["--gamma", "1.5"], "--gamma must be in [0, 1]"),
+    (["--end-e", "-0.1"], "--end-e must be in [0, 1]"),
+    (["--q-init", "inf"], "--q-init must be a finite number"),
+    (["--eval-episodes", "-1"], "--eval-episodes must be 0 or more"),
+    (["--eval-checkpoint", "missing"], "does not exist"),
+    (["--eval-checkpoint", "corrupt"], "is not a qlearning.py model.npz"),
+    (["--eval-checkpoint", "pickled"], "is not a qlearning.py model.npz"),
+    (["--eval-checkpoint", "lake"], "was made for FrozenLake-v1, not Taxi-v4; pass --env-id FrozenLake-v1"),
+    (["--eval-checkpoint", "wrong_shape"], "holds a table of shape (16, 4) that does not fit Taxi-v4"),
+])
+def test_bad_input_is_one_line_and_exit_status_2(argv, message, run_cli, bad_checkpoints, tmp_path):
+    argv = [bad_checkpoints.get(a, a) for a in argv]
+    code, out, err = run_cli("qlearning.py", [*argv, "--output-dir", str(tmp_path / "runs")])
+    assert code == 2
+    assert err.startswith("qlearning.py: error: ") and err.count("\n") == 1 and message in err
+    assert not (tmp_path / "runs").exists()  # stopped before the run folder, before training
+
+
+def test_help_lists_the_flags_with_their_docstrings(run_cli):
+    code, out, _ = run_cli("qlearning.py", ["--help"])
+    assert code == 0
+    for flag in ("--env-id", "--seed", "--total-timesteps", "--output-dir", "--exp-name",
+                 "--eval-episodes", "--stop-at-return", "--save-model", "--eval-checkpoint",
+                 "--capture-video", "--learning-rate", "--anneal-lr", "--start-e", "--end-e",
+                 "--exploration-fraction", "--q-init", "--bins", "--obs-low", "--obs-high"):
+        assert flag in out
+    assert "--cuda" not in out and "grid cells per dimension" in out
+
+
+def test_importing_the_script_has_no_side_effects_and_no_torch(tmp_path):
+    code = "import sys, qlearning; assert 'torch' not in sys.modules"
+    result = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True,
+                            env={**os.environ, "PYTHONPATH": os.path.dirname(ql.__file__)})
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "" and list(tmp_path.iterdir()) == []
