@@ -313,7 +313,8 @@ def make_table(args, env_id, obs_space, action_space):
             low = per_dimension("obs-low", args.obs_low, dims)
         if args.obs_high is not None:
             high = per_dimension("obs-high", args.obs_high, dims)
-        unbounded = [i for i in range(dims) if not (math.isfinite(low[i]) and math.isfinite(high[i]))]
+        unbounded = [i for i in range(dims)
+                     if not (math.isfinite(low[i]) and math.isfinite(high[i]))]
         if unbounded:
             fail(f"{env_id}'s observation dimensions {', '.join(map(str, unbounded))} (counting "
                  "from 0) are unbounded; give finite grid bounds with --obs-low and --obs-high "
@@ -325,7 +326,8 @@ def make_table(args, env_id, obs_space, action_space):
         grid, num_states = (low, high, bins), math.prod(bins)
     size = num_states * (num_actions + 1) * 8  # float64 Q values and int64 visit counts
     if size > memory_bytes() / 2:
-        what = f"--bins {' '.join(map(str, grid[2]))}" if grid else f"{env_id}'s Discrete({num_states})"
+        what = (f"--bins {' '.join(map(str, grid[2]))}" if grid
+                else f"{env_id}'s Discrete({num_states})")
         fail(f"{what} makes a table of {num_states:,} states x {num_actions} actions, "
              f"{human_bytes(size)}: more than half of this machine's memory "
              f"({human_bytes(memory_bytes())})" + ("; use fewer --bins" if grid else ""))
@@ -582,7 +584,9 @@ def main(args: Args) -> dict:
     try:
         while True:
             epsilon = linear_schedule(args.start_e, args.end_e, exploration_steps, global_step)
-            alpha = args.learning_rate * (1 - global_step / total) if args.anneal_lr else args.learning_rate
+            alpha = args.learning_rate
+            if args.anneal_lr:
+                alpha *= 1 - global_step / total
             a = table.act(s, epsilon, rng)
             obs, reward, terminated, truncated, info = env.step(a)
             global_step += 1

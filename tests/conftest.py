@@ -80,15 +80,18 @@ def check_help(run_cli):
         assert code == 0
         for expected in (*COMMON_FLAGS, *flags, *texts):
             assert expected in out
+        return out
     return check
 
 
-def check_import_is_quiet(module, tmp_path):
-    """Importing the script in a fresh interpreter prints nothing and writes nothing."""
-    result = subprocess.run([sys.executable, "-c", f"import {module}"], cwd=tmp_path,
+def check_import_is_quiet(module, tmp_path, also=""):
+    """Importing the script in a fresh interpreter prints nothing and writes nothing; `also`
+    is a statement run after the import (say, an assert about sys.modules)."""
+    result = subprocess.run([sys.executable, "-c", f"import sys, {module}; {also}"], cwd=tmp_path,
                             capture_output=True, text=True,
                             env={**os.environ, "PYTHONPATH": ROOT})
-    assert result.returncode == 0 and result.stdout == "" and list(tmp_path.iterdir()) == []
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "" and list(tmp_path.iterdir()) == []
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import dqn
-from conftest import read_csv
+from conftest import check_import_is_quiet, episode_rows, read_csv
 
 
 def approx(expected):
@@ -343,14 +343,11 @@ def test_nan_loss_stops_cleanly(tmp_path, monkeypatch):
 
 
 def test_same_seed_gives_the_same_episodes(tmp_path):
-    def episodes(folder):
+    for folder in ("a", "b"):
         dqn.main(dqn.Args(total_timesteps=2000, num_envs=2, learning_starts=500, train_frequency=8,
                           batch_size=32, eval_episodes=0, output_dir=str(tmp_path / folder)))
-        rows = read_csv(next((tmp_path / folder).glob("*/episodes.csv")))
-        return [(r["global_step"], r["episode_return"], r["episode_length"]) for r in rows]
-
-    first = episodes("a")
-    assert len(first) > 20 and first == episodes("b")
+    first = episode_rows(tmp_path / "a")
+    assert len(first) > 20 and first == episode_rows(tmp_path / "b")
 
 
 # ---------------------------------------------------------------------------------------
@@ -394,34 +391,22 @@ def bad_checkpoints(tmp_path):
     (["--eval-checkpoint", "acrobot"], "was made for Acrobot-v1, not CartPole-v1; pass --env-id Acrobot-v1"),
     (["--eval-checkpoint", "misfit"], "does not fit CartPole-v1's network"),
 ])
-def test_bad_input_is_one_line_and_exit_status_2(argv, message, run_cli, bad_checkpoints, tmp_path):
-    argv = [bad_checkpoints.get(a, a) for a in argv]
-    code, out, err = run_cli("dqn.py", [*argv, "--output-dir", str(tmp_path / "runs")])
-    assert code == 2
-    assert err.startswith("dqn.py: error: ") and err.count("\n") == 1 and message in err
-    assert not (tmp_path / "runs").exists()  # stopped before the run folder, before training
+def test_bad_input_is_one_line_and_exit_status_2(argv, message, check_usage_error, bad_checkpoints):
+    check_usage_error("dqn.py", [bad_checkpoints.get(a, a) for a in argv], message)
 
 
-def test_help_lists_the_flags_with_their_docstrings(run_cli):
-    code, out, _ = run_cli("dqn.py", ["--help"])
-    assert code == 0
-    for flag in ("--env-id", "--seed", "--total-timesteps", "--cuda", "--no-cuda", "--output-dir",
-                 "--exp-name", "--eval-episodes", "--stop-at-return", "--save-model",
-                 "--eval-checkpoint", "--capture-video", "--start-e", "--end-e",
-                 "--exploration-fraction", "--learning-starts", "--train-frequency",
-                 "--gradient-steps", "--target-network-frequency", "--tau", "--double-dqn",
-                 "--no-double-dqn", "--loss", "--max-grad-norm", "--buffer-size"):
-        assert flag in out
+def test_help_lists_the_flags_with_their_docstrings(check_help):
+    out = check_help("dqn.py", ("--cuda", "--no-cuda", "--start-e", "--end-e",
+                                "--exploration-fraction", "--learning-starts", "--train-frequency",
+                                "--gradient-steps", "--target-network-frequency", "--tau",
+                                "--double-dqn", "--no-double-dqn", "--loss", "--max-grad-norm",
+                                "--buffer-size"))
     words = " ".join(out.replace("│", " ").split())  # undo the help's line wrapping
     assert "double DQN: choose the next action with the online network, value it with the target" in words
 
 
 def test_importing_the_script_has_no_side_effects(tmp_path):
-    import subprocess
-    import sys
-    result = subprocess.run([sys.executable, "-c", "import dqn"], cwd=tmp_path, capture_output=True,
-                            text=True, env={**os.environ, "PYTHONPATH": os.path.dirname(dqn.__file__)})
-    assert result.returncode == 0 and result.stdout == "" and list(tmp_path.iterdir()) == []
+    check_import_is_quiet("dqn", tmp_path)
 
 
 def test_capture_video_records_each_evaluation_episode(tmp_path):

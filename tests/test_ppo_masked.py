@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import ppo_masked as pm
-from conftest import read_csv
+from conftest import check_import_is_quiet, episode_rows, read_csv
 
 LN2, LN3 = math.log(2.0), math.log(3.0)
 
@@ -411,14 +411,11 @@ def test_nan_loss_stops_cleanly(tmp_path, monkeypatch):
 
 
 def test_same_seed_gives_the_same_episodes(tmp_path):
-    def episodes(folder):
+    for folder in ("a", "b"):
         pm.main(pm.Args(total_timesteps=4096, num_envs=16, num_steps=32, eval_episodes=0,
                         output_dir=str(tmp_path / folder)))
-        rows = read_csv(next((tmp_path / folder).glob("*/episodes.csv")))
-        return [(r["global_step"], r["episode_return"], r["episode_length"]) for r in rows]
-
-    first = episodes("a")
-    assert len(first) >= 16 and len({r[1] for r in first}) > 1 and first == episodes("b")
+    first = episode_rows(tmp_path / "a")
+    assert len(first) >= 16 and len({r[1] for r in first}) > 1 and first == episode_rows(tmp_path / "b")
 
 
 # ---------------------------------------------------------------------------------------
@@ -461,12 +458,8 @@ def bad_checkpoints(tmp_path):
     (["--eval-checkpoint", "counter"], "was made for MaskedCounter-v0, not Taxi-v4; pass --env-id "
      "MaskedCounter-v0"),
 ])
-def test_bad_input_is_one_line_and_exit_status_2(argv, message, run_cli, bad_checkpoints, tmp_path):
-    argv = [bad_checkpoints.get(a, a) for a in argv]
-    code, out, err = run_cli("ppo_masked.py", [*argv, "--output-dir", str(tmp_path / "runs")])
-    assert code == 2
-    assert err.startswith("ppo_masked.py: error: ") and err.count("\n") == 1 and message in err
-    assert not (tmp_path / "runs").exists()  # stopped before the run folder, before training
+def test_bad_input_is_one_line_and_exit_status_2(argv, message, check_usage_error, bad_checkpoints):
+    check_usage_error("ppo_masked.py", [bad_checkpoints.get(a, a) for a in argv], message)
 
 
 def test_an_environment_without_masks_trains_with_no_mask(tmp_path):
@@ -488,15 +481,9 @@ def test_a_mask_that_allows_nothing_mid_run_names_the_step(run_cli, tmp_path):
     assert '"interrupted": true' in (path / "summary.json").read_text()
 
 
-def test_help_lists_the_flags_with_their_docstrings(run_cli):
-    code, out, _ = run_cli("ppo_masked.py", ["--help"])
-    assert code == 0
-    for flag in ("--env-id", "--seed", "--total-timesteps", "--cuda", "--no-cuda", "--output-dir",
-                 "--exp-name", "--eval-episodes", "--stop-at-return", "--stop-window",
-                 "--save-model", "--eval-checkpoint", "--capture-video", "--mask-source",
-                 "--no-mask", "--norm-reward"):
-        assert flag in out
-    assert "lambda of GAE" in out and "{auto,info,obs}" in out
+def test_help_lists_the_flags_with_their_docstrings(check_help):
+    check_help("ppo_masked.py", ("--cuda", "--no-cuda", "--stop-window", "--mask-source",
+                                 "--no-mask", "--norm-reward"), ("lambda of GAE", "{auto,info,obs}"))
 
 
 def test_capture_video_records_each_evaluation_episode(tmp_path):
@@ -508,9 +495,6 @@ def test_capture_video_records_each_evaluation_episode(tmp_path):
 
 
 def test_importing_the_script_has_no_side_effects(tmp_path):
-    import subprocess
-    import sys
-    result = subprocess.run([sys.executable, "-c", "import ppo_masked"], cwd=tmp_path,
-                            capture_output=True, text=True,
-                            env={**os.environ, "PYTHONPATH": os.path.dirname(pm.__file__)})
-    assert result.returncode == 0 and result.stdout == "" and list(tmp_path.iterdir()) == []
+    check_import_is_quiet("ppo_masked", tmp_path)
+
+

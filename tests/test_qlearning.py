@@ -3,15 +3,13 @@ import json
 import os
 import random
 import struct
-import subprocess
-import sys
 
 import gymnasium as gym
 import numpy as np
 import pytest
 
 import qlearning as ql
-from conftest import read_csv
+from conftest import check_import_is_quiet, episode_rows, read_csv
 
 
 # ---------------------------------------------------------------------------------------
@@ -358,13 +356,10 @@ def test_nan_td_error_stops_cleanly(tmp_path, monkeypatch):
 
 
 def test_same_seed_gives_the_same_episodes(tmp_path):
-    def episodes(folder):
+    for folder in ("a", "b"):
         ql.main(ql.Args(total_timesteps=5000, eval_episodes=0, output_dir=str(tmp_path / folder)))
-        rows = read_csv(next((tmp_path / folder).glob("*/episodes.csv")))
-        return [(r["global_step"], r["episode_return"], r["episode_length"]) for r in rows]
-
-    first = episodes("a")
-    assert len(first) > 20 and first == episodes("b")
+    first = episode_rows(tmp_path / "a")
+    assert len(first) > 20 and first == episode_rows(tmp_path / "b")
 
 
 def test_capture_video_records_each_evaluation_episode(tmp_path):
@@ -422,28 +417,18 @@ def bad_checkpoints(tmp_path):
     (["--eval-checkpoint", "lake"], "was made for FrozenLake-v1, not Taxi-v4; pass --env-id FrozenLake-v1"),
     (["--eval-checkpoint", "wrong_shape"], "holds a table of shape (16, 4) that does not fit Taxi-v4"),
 ])
-def test_bad_input_is_one_line_and_exit_status_2(argv, message, run_cli, bad_checkpoints, tmp_path):
-    argv = [bad_checkpoints.get(a, a) for a in argv]
-    code, out, err = run_cli("qlearning.py", [*argv, "--output-dir", str(tmp_path / "runs")])
-    assert code == 2
-    assert err.startswith("qlearning.py: error: ") and err.count("\n") == 1 and message in err
-    assert not (tmp_path / "runs").exists()  # stopped before the run folder, before training
+def test_bad_input_is_one_line_and_exit_status_2(argv, message, check_usage_error, bad_checkpoints):
+    check_usage_error("qlearning.py", [bad_checkpoints.get(a, a) for a in argv], message)
 
 
-def test_help_lists_the_flags_with_their_docstrings(run_cli):
-    code, out, _ = run_cli("qlearning.py", ["--help"])
-    assert code == 0
-    for flag in ("--env-id", "--seed", "--total-timesteps", "--output-dir", "--exp-name",
-                 "--eval-episodes", "--stop-at-return", "--save-model", "--eval-checkpoint",
-                 "--capture-video", "--learning-rate", "--anneal-lr", "--start-e", "--end-e",
-                 "--exploration-fraction", "--q-init", "--bins", "--obs-low", "--obs-high"):
-        assert flag in out
-    assert "--cuda" not in out and "grid cells per dimension" in out
+def test_help_lists_the_flags_with_their_docstrings(check_help):
+    out = check_help("qlearning.py", ("--learning-rate", "--anneal-lr", "--start-e", "--end-e",
+                                      "--exploration-fraction", "--q-init", "--bins", "--obs-low",
+                                      "--obs-high"), ("grid cells per dimension",))
+    assert "--cuda" not in out
 
 
 def test_importing_the_script_has_no_side_effects_and_no_torch(tmp_path):
-    code = "import sys, qlearning; assert 'torch' not in sys.modules"
-    result = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True,
-                            env={**os.environ, "PYTHONPATH": os.path.dirname(ql.__file__)})
-    assert result.returncode == 0, result.stderr
-    assert result.stdout == "" and list(tmp_path.iterdir()) == []
+    check_import_is_quiet("qlearning", tmp_path, also="assert 'torch' not in sys.modules")
+
+
