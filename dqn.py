@@ -27,9 +27,14 @@ Papers:
         (the soft target update with tau)
     Pardo et al. 2018, "Time Limits in Reinforcement Learning", ICML 2018
 
+The defaults update in bursts: every 64 environment steps, 32 gradient steps regress Q on
+targets from the target network, which is then copied from Q (C = 64, tau = 1), so each
+update fits the Bellman backup of the previous one, a little like fitted Q iteration.
+
 Run:
     python dqn.py --env-id CartPole-v1
-    python dqn.py --env-id CartPole-v1 --no-double-dqn --loss mse
+    python dqn.py --env-id CartPole-v1 --no-double-dqn --loss huber
+    python dqn.py --env-id Acrobot-v1
     python dqn.py --help
 
 Writes runs/<env_id>__dqn__<seed>__<unix_time>/ with config.json, episodes.csv,
@@ -150,6 +155,18 @@ def linear_schedule(start_e, end_e, duration, t):
     return start_e + (end_e - start_e) * min(1.0, t / duration)
 
 
+def crossings(global_step, num_envs, every):
+    """How many multiples of `every` lie among the environment steps (g - N, g] that the
+    last step of N environments took, g the global step after it:
+
+        floor(g / every) - floor((g - N) / every)
+
+    Updates, target updates and log rows happen that many times, so their rates in
+    environment steps are the same whatever N is.
+    """
+    return global_step // every - (global_step - num_envs) // every
+
+
 def dqn_targets(rewards, next_q_target, terminated, gamma, next_q_online=None):
     """TD targets of a batch of B transitions.
 
@@ -170,7 +187,7 @@ def dqn_targets(rewards, next_q_target, terminated, gamma, next_q_online=None):
     return rewards + gamma * (1.0 - terminated.to(rewards.dtype)) * next_value
 
 
-def td_loss(q_values, actions, targets, loss="huber"):
+def td_loss(q_values, actions, targets, loss="mse"):
     """The regression loss of Q(s, a) towards the targets on a batch of B transitions.
 
     q_values [B, A] = Q(s, .), actions [B] (long), targets [B]; with delta = Q(s, a) - y:
@@ -543,12 +560,6 @@ def finish(args, run, summary, q_network, device, start, trained=True):
 # ---------------------------------------------------------------------------------------
 # Training
 # ---------------------------------------------------------------------------------------
-def crossings(global_step, num_envs, every):
-    """How many multiples of `every` the last step of the N environments passed: the
-    schedules count environment steps whatever N is."""
-    return global_step // every - (global_step - num_envs) // every
-
-
 def main(args: Args) -> dict:
     """Train DQN (or, with --eval-checkpoint, evaluate a saved model), write the run
     folder and return the summary."""

@@ -31,6 +31,19 @@ def read_csv(path):
         return list(csv.DictReader(f))
 
 
+def interrupt_on_call(n, original=None):
+    """A stand-in for a method that raises KeyboardInterrupt (Ctrl-C) on its n-th call and
+    otherwise calls the original (if given): monkeypatch it over, say, Adam.step."""
+    calls = []
+
+    def method(self, *args):
+        calls.append(1)
+        if len(calls) == n:
+            raise KeyboardInterrupt
+        return original(self, *args) if original else None
+    return method
+
+
 def episode_rows(output_dir):
     """The rows of the one episodes.csv under output_dir, without the wall_time column,
     which is all that two runs with the same seed must share (CONVENTIONS.md, section 6)."""

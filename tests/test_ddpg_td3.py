@@ -10,7 +10,7 @@ import torch
 import tyro
 
 import ddpg_td3
-from conftest import check_import_is_quiet, episode_rows, read_csv
+from conftest import check_import_is_quiet, episode_rows, interrupt_on_call, read_csv
 
 
 def approx(expected):
@@ -377,14 +377,7 @@ def test_stop_at_return_stops_and_records_when(tmp_path):
 
 
 def test_interrupted_run_keeps_its_data(tmp_path, monkeypatch):
-    calls = []
-
-    def interrupt_on_third_step(self):
-        calls.append(1)
-        if len(calls) == 3:
-            raise KeyboardInterrupt
-
-    monkeypatch.setattr(ddpg_td3.Adam, "step", interrupt_on_third_step)
+    monkeypatch.setattr(ddpg_td3.Adam, "step", interrupt_on_call(3))
     summary = ddpg_td3.main(ddpg_td3.Args(**{**TINY, "learning_starts": 400, "log_interval": 1},
                                           save_model=True, output_dir=str(tmp_path)))
     (path,) = tmp_path.iterdir()

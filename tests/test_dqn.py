@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import dqn
-from conftest import check_import_is_quiet, episode_rows, read_csv
+from conftest import check_import_is_quiet, episode_rows, interrupt_on_call, read_csv
 
 
 def approx(expected):
@@ -308,16 +308,7 @@ def test_stop_at_return_stops_and_records_when(tmp_path):
 
 
 def test_interrupted_run_keeps_its_data(tmp_path, monkeypatch):
-    calls = []
-    original = dqn.Adam.step
-
-    def interrupt_on_the_150th_step(self):
-        calls.append(1)
-        if len(calls) == 150:
-            raise KeyboardInterrupt
-        return original(self)
-
-    monkeypatch.setattr(dqn.Adam, "step", interrupt_on_the_150th_step)
+    monkeypatch.setattr(dqn.Adam, "step", interrupt_on_call(150, dqn.Adam.step))
     summary = dqn.main(dqn.Args(total_timesteps=2000, learning_starts=100, train_frequency=1,
                                 gradient_steps=1, batch_size=16, log_interval=100, save_model=True,
                                 output_dir=str(tmp_path)))

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import ppo
-from conftest import check_import_is_quiet, episode_rows, read_csv
+from conftest import check_import_is_quiet, episode_rows, interrupt_on_call, read_csv
 
 
 def approx(expected):
@@ -323,14 +323,7 @@ def test_stop_at_return_stops_and_records_when(tmp_path):
 
 
 def test_interrupted_run_keeps_its_data(tmp_path, monkeypatch):
-    calls = []
-
-    def interrupt_on_third_step(self):
-        calls.append(1)
-        if len(calls) == 3:
-            raise KeyboardInterrupt
-
-    monkeypatch.setattr(ppo.Adam, "step", interrupt_on_third_step)
+    monkeypatch.setattr(ppo.Adam, "step", interrupt_on_call(3))
     summary = ppo.main(ppo.Args(total_timesteps=2048, num_envs=2, num_steps=128, num_minibatches=2,
                                 update_epochs=1, save_model=True, output_dir=str(tmp_path)))
     (path,) = tmp_path.iterdir()

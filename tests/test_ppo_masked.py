@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import ppo_masked as pm
-from conftest import check_import_is_quiet, episode_rows, read_csv
+from conftest import check_import_is_quiet, episode_rows, interrupt_on_call, read_csv
 
 LN2, LN3 = math.log(2.0), math.log(3.0)
 
@@ -383,14 +383,7 @@ def test_stop_at_return_averages_the_stop_window(tmp_path):
 
 
 def test_interrupted_run_keeps_its_data(tmp_path, monkeypatch):
-    calls = []
-
-    def interrupt_on_third_step(self):
-        calls.append(1)
-        if len(calls) == 3:
-            raise KeyboardInterrupt
-
-    monkeypatch.setattr(pm.Adam, "step", interrupt_on_third_step)
+    monkeypatch.setattr(pm.Adam, "step", interrupt_on_call(3))
     summary = pm.main(pm.Args(env_id="MaskedCounter-v0", total_timesteps=64, num_envs=2,
                               num_steps=8, num_minibatches=2, update_epochs=1, save_model=True,
                               output_dir=str(tmp_path)))

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import qlearning as ql
-from conftest import check_import_is_quiet, episode_rows, read_csv
+from conftest import check_import_is_quiet, episode_rows, interrupt_on_call, read_csv
 
 
 # ---------------------------------------------------------------------------------------
@@ -330,16 +330,7 @@ def test_stop_at_return_stops_and_records_when(tmp_path):
 
 
 def test_interrupted_run_keeps_its_data(tmp_path, monkeypatch):
-    calls = []
-    original = ql.QTable.act
-
-    def interrupt_at_step_1500(self, *args):
-        calls.append(1)
-        if len(calls) == 1500:
-            raise KeyboardInterrupt
-        return original(self, *args)
-
-    monkeypatch.setattr(ql.QTable, "act", interrupt_at_step_1500)
+    monkeypatch.setattr(ql.QTable, "act", interrupt_on_call(1500, ql.QTable.act))
     summary = ql.main(ql.Args(total_timesteps=3000, save_model=True, output_dir=str(tmp_path)))
     (path,) = tmp_path.iterdir()
     assert summary["interrupted"] is True and summary["eval_return_mean"] is None
