@@ -72,6 +72,8 @@ class Task:
     """tells apart two tasks of one script on one environment (say, --algo ddpg)"""
     window: int = 20
     """episodes in the moving mean that is compared with the threshold"""
+    torch: bool = True
+    """the script uses torch, so the benchmark passes --no-cuda (qlearning.py has no such flag)"""
 
     @property
     def name(self):
@@ -107,14 +109,16 @@ TASKS = {
     ],
     "qlearning": [
         Task("qlearning", "Taxi-v4", 7.5, "eval mean at least 7.5 over 1000 episodes within "
-             "300k steps (optimal 7.93)", ["--eval-episodes", "1000"], window=100),
+             "300k steps (optimal 7.93)", ["--eval-episodes", "1000"], window=100, torch=False),
         Task("qlearning", "FrozenLake-v1", 0.7, "eval success rate at least 0.70 over 1000 "
              "episodes (optimal 0.744)", ["--total-timesteps", "200000", "--gamma", "0.999",
-                                          "--anneal-lr", "--eval-episodes", "1000"], window=100),
+                                          "--anneal-lr", "--eval-episodes", "1000"], window=100,
+             torch=False),
         Task("qlearning", "MountainCar-v0", -150, "eval return at least -150 over 100 episodes "
              "with a 20x20 grid", ["--total-timesteps", "2000000", "--bins", "20",
                                    "--learning-rate", "0.2", "--anneal-lr", "--start-e", "0",
-                                   "--end-e", "0", "--eval-episodes", "100"], window=100),
+                                   "--end-e", "0", "--eval-episodes", "100"], window=100,
+             torch=False),
     ],
 }
 
@@ -126,7 +130,8 @@ def run_one(task, seed, out):
     """One process; returns its figures, read back from the run folder it wrote."""
     output_dir = os.path.join(out, "runs", task.name, f"seed{seed}")
     command = [sys.executable, os.path.join(ROOT, f"{task.script}.py"), "--env-id", task.env_id,
-               "--seed", str(seed), "--output-dir", output_dir, "--no-cuda", *task.flags]
+               "--seed", str(seed), "--output-dir", output_dir,
+               *(["--no-cuda"] if task.torch else []), *task.flags]
     start = time.time()
     done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
     process_s = time.time() - start
@@ -183,7 +188,7 @@ def write_results(results, out):
             f"| {spread([x['solve_step'] for x in runs])} "
             f"| {spread([x['solve_s'] for x in runs], '{:.1f}')} "
             f"| {spread([x['process_s'] for x in runs], '{:.1f}')} "
-            f"| {spread([x['eval_return'] for x in runs], '{:.1f}')} "
+            f"| {spread([x['eval_return'] for x in runs], '{:.4g}')} "
             f"| {spread([x['sps'] for x in runs])} | {r['goal']} "
             f"| `python benchmark.py --scripts {r['script']} --envs {r['env_id']} "
             f"--seeds {len(runs)} --jobs {r['jobs']}` ({r['date']}) "
