@@ -80,7 +80,7 @@ SCRIPT = os.path.basename(__file__)
 @dataclass
 class Args:
     env_id: str = "Taxi-v4"
-    """any registered Gymnasium id with a Discrete action space and an action mask"""
+    """any registered Gymnasium id with a Discrete action space and an action mask (or none, with --no-mask)"""
     seed: int = 1
     """seeds Python, NumPy, torch and the environments"""
     total_timesteps: int = 200_000
