@@ -120,7 +120,29 @@ TASKS = {
                                    "--end-e", "0", "--eval-episodes", "100"], window=100,
              torch=False),
     ],
+    "dqn": [
+        Task("dqn", "CartPole-v1", 475, "20-episode mean 475 and eval 500 within 50k steps at "
+             "the median, in less wall-clock time than SB3 DQN with rl-zoo's tuned CartPole "
+             "hyperparameters (50k steps in 34 s)", ["--stop-at-return", "475"]),
+        Task("dqn", "Acrobot-v1", -100, "20-episode mean -100 (Gymnasium's threshold) with the "
+             "defaults; eval after the default 50k steps"),
+    ],
 }
+
+
+# Figures that put several tasks on one axis: file name -> (title, {task name: legend}).
+# Each is drawn again whenever one of its tasks is run, from the curves in results.json.
+COMPARISONS = {
+    "ddpg_td3-pendulum-ddpg-vs-td3": ("DDPG beside TD3 on Pendulum-v1",
+                                      {"ddpg_td3-Pendulum-v1": "TD3 (the defaults)",
+                                       "ddpg_td3-Pendulum-v1-ddpg": "DDPG (--algo ddpg)"}),
+    "ppo_masked-taxi-mask-vs-nomask": ("ppo_masked.py on Taxi-v4 with and without masks",
+                                       {"ppo_masked-Taxi-v4": "with masks (the defaults)",
+                                        "ppo_masked-Taxi-v4-nomask": "without masks (--no-mask)"}),
+}
+
+CURVE_POINTS = 200
+"""points of each seed's moving-mean curve kept in results.json (for the figures)"""
 
 
 # ---------------------------------------------------------------------------------------
@@ -137,6 +159,11 @@ def run_one(task, seed, out):
     process_s = time.time() - start
     if done.returncode != 0:
         raise RuntimeError(f"{' '.join(command)} failed:\n{done.stderr[-2000:]}")
+    return {"seed": seed, "process_s": round(process_s, 3), **read_run(task, output_dir)}
+
+
+def read_run(task, output_dir):
+    """The figures of the newest run folder under output_dir."""
     folder = max((os.path.join(output_dir, d) for d in os.listdir(output_dir)), key=os.path.getmtime)
     with open(os.path.join(folder, "summary.json")) as f:
         summary = json.load(f)
@@ -148,12 +175,12 @@ def run_one(task, seed, out):
     mean_w = np.array([returns[max(0, i - w + 1):i + 1].mean() for i in range(len(returns))])
     reached = np.flatnonzero((np.arange(len(returns)) >= w - 1) & (mean_w >= task.threshold))
     first = reached[0] if len(reached) else None
-    return {"seed": seed, "process_s": round(process_s, 3),
-            "solve_step": int(steps[first]) if first is not None else None,
+    keep = np.unique(np.linspace(0, len(steps) - 1, CURVE_POINTS).astype(int))
+    return {"solve_step": int(steps[first]) if first is not None else None,
             "solve_s": float(times[first]) if first is not None else None,
             "global_steps": summary["global_steps"], "eval_return": summary["eval_return_mean"],
             "sps": round(summary["global_steps"] / summary["wall_time_s"]),
-            "curve": [steps.tolist(), mean_w.round(2).tolist()]}
+            "curve": [steps[keep].tolist(), mean_w[keep].round(2).tolist()]}
 
 
 def spread(values, fmt="{:.0f}"):
@@ -214,6 +241,35 @@ def plot_task(task, runs, out):
     fig.savefig(os.path.join(out, f"{task.name}.png"))
 
 
+def plot_comparison(name, title, members, results, out):
+    """Several tasks on one axis (members: {task name: legend}): for each, the median over seeds of the moving-mean curves
+    (interpolated onto common steps) with the range of the seeds shaded. Skipped until every
+    task has curves in results.json."""
+    if not all(m in results and all("curve" in r for r in results[m]["runs"]) for m in members):
+        return
+    fig = Figure(figsize=(7, 4), dpi=100)
+    ax = fig.add_subplot()
+    for member, legend in members.items():
+        runs = results[member]["runs"]
+        grid = np.linspace(max(run["curve"][0][0] for run in runs),
+                           min(run["curve"][0][-1] for run in runs), CURVE_POINTS)
+        curves = np.array([np.interp(grid, *run["curve"]) for run in runs])
+        (line,) = ax.plot(grid, np.median(curves, axis=0), lw=1.5,
+                          label=f"{legend}, median of {len(runs)} seeds")
+        ax.fill_between(grid, curves.min(axis=0), curves.max(axis=0), color=line.get_color(),
+                        alpha=0.2)
+    first = results[next(iter(members))]
+    window = first.get("window", 20)
+    ax.axhline(first["threshold"], color="gray", ls="--", lw=1,
+               label=f"threshold {first['threshold']:g}")
+    ax.set(xlabel="environment steps", ylabel=f"mean of the last {window} episode returns",
+           title=title)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, loc="lower right")
+    fig.tight_layout()
+    fig.savefig(os.path.join(out, f"{name}.png"))
+
+
 def main(args: Args):
     unknown = [s for s in args.scripts if s not in TASKS]
     if unknown or args.seeds < 1 or args.jobs < 1:
@@ -241,11 +297,13 @@ def main(args: Args):
                                   "threshold": task.threshold, "goal": task.goal,
                                   "jobs": args.jobs, "date": time.strftime("%Y-%m-%d"),
                                   "load": [round(load_before, 1), round(os.getloadavg()[0], 1)],
-                                  "runs": [{k: v for k, v in r.items() if k != "curve"}
-                                           for r in runs]}
+                                  "runs": runs}
             with open(results_path, "w") as f:
                 json.dump(results, f, indent=1)
             write_results(results, args.out)
+            for name, (title, members) in COMPARISONS.items():
+                if task.name in members:
+                    plot_comparison(name, title, members, results, args.out)
     print(f"benchmark.py: wrote {os.path.join(args.out, 'results.md')}")
 
 

@@ -577,6 +577,9 @@ def main(args: Args) -> dict:
     device = torch.device("cuda" if args.cuda and torch.cuda.is_available() else "cpu")
     if device.type == "cpu":
         torch.set_num_threads(1)  # a small MLP runs faster without the thread pool
+        # Adam's first moments of dead ReLU units decay into denormal numbers, which x86
+        # handles on a slow path: flushing them to 0 made Adam's step ~3x faster here.
+        torch.set_flush_denormal(True)
     q_network = QNetwork(obs_shape[0], num_actions, args.hidden_size).to(device)
     if checkpoint is not None:
         try:

@@ -336,7 +336,8 @@ def test_nan_loss_stops_cleanly(tmp_path, monkeypatch):
 def test_same_seed_gives_the_same_episodes(tmp_path):
     for folder in ("a", "b"):
         dqn.main(dqn.Args(total_timesteps=2000, num_envs=2, learning_starts=500, train_frequency=8,
-                          batch_size=32, eval_episodes=0, output_dir=str(tmp_path / folder)))
+                          gradient_steps=2, batch_size=32, eval_episodes=0,
+                          output_dir=str(tmp_path / folder)))
     first = episode_rows(tmp_path / "a")
     assert len(first) > 20 and first == episode_rows(tmp_path / "b")
 
