@@ -2,6 +2,7 @@
 checking the run folder that the conventions (CONVENTIONS.md, section 3) describe."""
 import csv
 import glob
+import importlib.util
 import io
 import json
 import os
@@ -14,6 +15,34 @@ import pytest
 import torch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# The copies of scripts given with --script-file, by module name ("ppo"): the tests import
+# and run those instead of the repository's files (exercises.py check uses it).
+SCRIPT_FILES = {}
+
+
+def pytest_addoption(parser):
+    parser.addoption("--script-file", action="append", default=[], metavar="PATH",
+                     help="test this copy of a script instead of the repository's; its file "
+                          "name says which (exercises/ppo.py stands in for ppo.py)")
+
+
+def pytest_configure(config):
+    """Import each --script-file under its script's module name before any test module
+    imports it, so that `import ppo` in tests/test_ppo.py gets the copy."""
+    for path in config.getoption("script_file"):
+        path = os.path.abspath(path)
+        name = os.path.splitext(os.path.basename(path))[0]
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+        SCRIPT_FILES[name] = path
+
+
+def script_path(script):
+    """The file that runs for "ppo.py": the --script-file copy if one was given."""
+    return SCRIPT_FILES.get(os.path.splitext(script)[0], os.path.join(ROOT, script))
 
 SUMMARY_KEYS = {"algorithm", "env_id", "seed", "global_steps", "wall_time_s",
                 "train_return_last20", "eval_return_mean", "eval_return_std", "eval_episodes",
@@ -62,7 +91,7 @@ def run_cli():
         code = 0
         try:
             with redirect_stdout(out), redirect_stderr(err):
-                runpy.run_path(os.path.join(ROOT, script), run_name="__main__")
+                runpy.run_path(script_path(script), run_name="__main__")
         except SystemExit as e:
             code = e.code if isinstance(e.code, int) else 1
         finally:
@@ -102,7 +131,8 @@ def check_import_is_quiet(module, tmp_path, also=""):
     is a statement run after the import (say, an assert about sys.modules)."""
     result = subprocess.run([sys.executable, "-c", f"import sys, {module}; {also}"], cwd=tmp_path,
                             capture_output=True, text=True,
-                            env={**os.environ, "PYTHONPATH": ROOT})
+                            env={**os.environ,
+                                 "PYTHONPATH": os.path.dirname(script_path(f"{module}.py"))})
     assert result.returncode == 0, result.stderr
     assert result.stdout == "" and list(tmp_path.iterdir()) == []
 

@@ -1,0 +1,406 @@
+"""Classroom exercises: blank one function of a script, then check a student's version of it.
+
+A teacher picks an exercise ("implement GAE"); `make` writes a copy of the script in which
+that function keeps its signature and its docstring (the equation to implement) and its body
+becomes `raise NotImplementedError(<hint>)`. The copy still imports and runs, up to the
+first call of the blank function. The student fills the body in; `check` then runs the
+repository's own hand-computed tests of that function against the student's file (the
+tests take the copy through `pytest --script-file`, see tests/conftest.py), prints which
+pass and which fail with the numbers they compared, and, when they all pass, trains the
+student's script for a short run on the reference environment and gives a verdict.
+
+Run:
+    python exercises.py list                          # every exercise, its paper and hint
+    python exercises.py make ppo.gae                  # writes exercises/ppo.py
+    python exercises.py make ppo.gae ppo.loss --out homework
+    python exercises.py check exercises/ppo.py        # the tests, then a short training run
+    python exercises.py check exercises/ppo.py --no-train
+
+`check` looks at the functions of the student's file that differ from the repository's and
+checks the exercises they belong to (all the script's exercises when none differ);
+`--exercise ID` names them instead. Exit status: 0 when the verdict is "correct", 1 when
+tests fail or the run does not learn, 2 for bad input. EXERCISES.md is the teachers' guide.
+"""
+
+# ---------------------------------------------------------------------------------------
+# Imports
+# ---------------------------------------------------------------------------------------
+import ast
+import difflib
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+import xml.etree.ElementTree as ElementTree
+from dataclasses import dataclass
+from typing import Annotated
+
+import tyro
+
+ROOT = os.path.dirname(os.path.abspath(__file__))
+SCRIPT = os.path.basename(__file__)
+
+
+# ---------------------------------------------------------------------------------------
+# The exercises
+# ---------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Exercise:
+    id: str
+    """<script>.<name>: the script's file name without .py, a dot, a short name"""
+    function: str
+    """the function the student writes, "name" or "Class.method" for a method"""
+    paper: str
+    hint: str
+    """one line: where to start; it becomes the NotImplementedError's message"""
+    tests: tuple[str, ...]
+    """the hand-computed tests in tests/test_<script>.py that check this function"""
+    run: tuple[str, ...]
+    """the flags of the short training run (with --env-id)"""
+    goal: float
+    """the run learns when the mean of its last 20 training returns reaches this"""
+
+    @property
+    def script(self):
+        return self.id.split(".")[0]
+
+
+EXERCISES = (
+    Exercise("qlearning.q_update", "q_update", "Watkins & Dayan 1992, Q-learning",
+             "move q[s, a] a fraction alpha towards r + gamma * max_a' q[s_next, a'], "
+             "without the bootstrap term when the step terminated",
+             ("test_q_update_bootstraps_from_the_best_next_action",
+              "test_q_update_terminated_step_does_not_bootstrap",
+              "test_q_update_truncated_step_bootstraps_from_the_final_state",
+              "test_chain_converges_to_the_values_solved_by_hand"),
+             ("--env-id", "Taxi-v4", "--total-timesteps", "200000", "--stop-at-return", "7"), 7),
+    Exercise("qlearning.discretize", "discretize", "Sutton & Barto 2018, section 9.5 "
+             "(state aggregation)",
+             "scale each coordinate to [0, bins_i), floor and clip it, then number the "
+             "cells row-major as in np.ravel_multi_index",
+             ("test_discretize_one_dimension_at_the_edges_and_outside",
+              "test_discretize_several_dimensions_row_major",
+              "test_discretize_numbers_every_cell_once"),
+             ("--env-id", "MountainCar-v0", "--total-timesteps", "600000", "--bins", "20",
+              "--learning-rate", "0.2", "--anneal-lr", "--start-e", "0", "--end-e", "0",
+              "--stop-at-return", "-160"), -160),
+    Exercise("ppo.gae", "compute_gae", "Schulman et al. 2016, Generalized Advantage "
+             "Estimation",
+             "loop backwards over t: delta_t = r_t + gamma * V(s_t+1) * (1 - terminated_t) - "
+             "V(s_t), and the trace A_t = delta_t + gamma * lambda * (1 - done_t) * A_t+1",
+             ("test_gae_without_episode_end",
+              "test_gae_termination_mid_rollout_does_not_bootstrap",
+              "test_gae_truncation_mid_rollout_bootstraps_from_final_observation",
+              "test_gae_two_environments_at_once"),
+             ("--env-id", "CartPole-v1", "--total-timesteps", "100000", "--stop-at-return",
+              "475"), 475),
+    Exercise("ppo.vtrace", "compute_vtrace", "Espeholt et al. 2018, IMPALA (V-trace)",
+             "clip the ratios exp(log_rhos) at rho_bar and c_bar, then loop backwards: "
+             "vs_t - V(s_t) = delta_t + gamma * c_t * (1 - done_t) * (vs_t+1 - V(s_t+1))",
+             ("test_vtrace_with_clipped_ratios",
+              "test_vtrace_truncation_bootstraps_from_final_observation",
+              "test_vtrace_on_policy_with_unit_clips_equals_gae_with_lambda_one"),
+             ("--env-id", "CartPole-v1", "--advantage", "vtrace", "--total-timesteps",
+              "150000", "--stop-at-return", "475"), 475),
+    Exercise("ppo.loss", "ppo_loss", "Schulman et al. 2017, Proximal Policy Optimization",
+             "ratio = exp(newlogprob - oldlogprob); take the pessimistic (max) of the "
+             "negated unclipped and clipped surrogates, then add the value and entropy terms",
+             ("test_ppo_loss_by_hand",),
+             ("--env-id", "CartPole-v1", "--total-timesteps", "100000", "--stop-at-return",
+              "475"), 475),
+    Exercise("ppo_masked.masked_categorical", "masked_categorical",
+             "Huang & Ontanon 2020, A Closer Look at Invalid Action Masking",
+             "replace the logits of forbidden actions by a large negative number (not -inf) "
+             "and build the distribution from the result",
+             ("test_masked_categorical_probabilities_and_log_probabilities",
+              "test_masked_categorical_entropy_counts_valid_actions_only",
+              "test_masked_categorical_gradients_are_finite_and_zero_for_masked_logits",
+              "test_sampling_never_returns_a_masked_action_and_follows_the_probabilities",
+              "test_an_all_true_mask_gives_the_ordinary_categorical"),
+             ("--env-id", "Taxi-v4", "--stop-at-return", "7"), 7),
+    Exercise("dqn.targets", "dqn_targets", "Mnih et al. 2015, DQN; van Hasselt et al. "
+             "2016, double DQN",
+             "max over next_q_target's actions, or, given next_q_online, the target's value "
+             "of the online argmax; drop the bootstrap where terminated",
+             ("test_targets_of_plain_dqn",
+              "test_targets_of_double_dqn_value_the_online_argmax_with_the_target_network",
+              "test_targets_take_boolean_terminated_flags_and_gamma_zero"),
+             ("--env-id", "CartPole-v1", "--stop-at-return", "475"), 475),
+    Exercise("ddpg_td3.target", "td3_target", "Fujimoto et al. 2018, TD3 (clipped double Q)",
+             "y = r + gamma * (1 - terminated) * min(Q1', Q2') with twin critics, Q1' alone "
+             "without",
+             ("test_twin_target_takes_the_smaller_critic_and_stops_at_termination",
+              "test_single_critic_target_uses_q1_alone",
+              "test_target_with_every_step_terminated_is_the_reward"),
+             ("--env-id", "Pendulum-v1", "--total-timesteps", "15000", "--stop-at-return",
+              "-250"), -250),
+    Exercise("ddpg_td3.soft_update", "soft_update", "Lillicrap et al. 2016, DDPG (target "
+             "networks)",
+             "theta' <- tau * theta + (1 - tau) * theta', in place, without gradients",
+             ("test_soft_update_by_hand",),
+             ("--env-id", "Pendulum-v1", "--total-timesteps", "15000", "--stop-at-return",
+              "-250"), -250),
+)
+
+
+class UsageError(Exception):
+    """Bad input: reported as one line on stderr with exit status 2."""
+
+
+def fail(message):
+    raise UsageError(message)
+
+
+def find_exercise(exercise_id):
+    """The exercise with this id; an unknown id names the close ones."""
+    for exercise in EXERCISES:
+        if exercise.id == exercise_id:
+            return exercise
+    ids = [e.id for e in EXERCISES]
+    close = difflib.get_close_matches(exercise_id, ids, n=3, cutoff=0.5)
+    hint = f"did you mean {', '.join(close)}?" if close else "run `python exercises.py list`"
+    fail(f"unknown exercise {exercise_id!r}; {hint}")
+
+
+# ---------------------------------------------------------------------------------------
+# Working on the syntax tree
+# ---------------------------------------------------------------------------------------
+def function_nodes(tree):
+    """Every function of a module's syntax tree by qualified name: top-level functions as
+    "name", methods of top-level classes as "Class.name"."""
+    nodes = {}
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            nodes[node.name] = node
+        elif isinstance(node, ast.ClassDef):
+            for item in node.body:
+                if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    nodes[f"{node.name}.{item.name}"] = item
+    return nodes
+
+
+def function_sources(source):
+    """{qualified name: the function's exact source text} of a module."""
+    return {name: ast.get_source_segment(source, node)
+            for name, node in function_nodes(ast.parse(source)).items()}
+
+
+def blank_function(source, function, message):
+    """The module's source with the body of `function` replaced, after its docstring, by
+    `raise NotImplementedError(message)`. The lines are cut where the syntax tree says the
+    body starts and ends, so every other line stays byte for byte as it was."""
+    node = function_nodes(ast.parse(source)).get(function)
+    if node is None:
+        raise KeyError(function)
+    body = node.body
+    has_docstring = (isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)
+                     and isinstance(body[0].value.value, str))
+    first_cut = body[0].end_lineno if has_docstring else body[0].lineno - 1  # lines kept
+    lines = source.splitlines(keepends=True)
+    indent = " " * body[0].col_offset
+    raise_line = f"{indent}raise NotImplementedError({message!r})\n"
+    return "".join(lines[:first_cut]) + raise_line + "".join(lines[node.end_lineno:])
+
+
+# ---------------------------------------------------------------------------------------
+# list, make, check
+# ---------------------------------------------------------------------------------------
+def list_exercises() -> None:
+    """List every exercise: its id, the function to write, the paper and a hint."""
+    width = max(len(e.id) for e in EXERCISES)
+    for e in EXERCISES:
+        print(f"{e.id:<{width}}  {e.script}.py: {e.function}  ({e.paper})")
+        print(f"{'':<{width}}  hint: {e.hint}")
+
+
+def make(exercise_ids: Annotated[list[str], tyro.conf.Positional], out: str = "exercises",
+         force: bool = False) -> None:
+    """Write a copy of a script with the exercises' functions blanked.
+
+    Args:
+        exercise_ids: one or more exercise ids of the same script (see `list`)
+        out: the folder the copy goes into, as <out>/<script>.py
+        force: overwrite a copy that is already there (a student's work, perhaps)
+    """
+    exercises = [find_exercise(i) for i in exercise_ids]
+    scripts = {e.script for e in exercises}
+    if len(scripts) > 1:
+        fail(f"the exercises belong to different scripts ({', '.join(sorted(scripts))}); "
+             "make one copy per script")
+    (script,) = scripts
+    path = os.path.join(out, f"{script}.py")
+    if os.path.exists(path) and not force:
+        fail(f"{path} exists (a student's work?); pass --force to overwrite it")
+    with open(os.path.join(ROOT, f"{script}.py")) as f:
+        source = f.read()
+    for e in exercises:
+        source = blank_function(source, e.function, f"exercise {e.id}: {e.hint}")
+    try:
+        os.makedirs(out, exist_ok=True)
+        with open(path, "w") as f:
+            f.write(source)
+    except OSError as error:
+        fail(f"cannot write {path}: {error.strerror}")
+    for e in exercises:
+        print(f"{SCRIPT}: {path}: {e.function} is blank ({e.id}); its docstring gives the "
+              "equation")
+    print(f"{SCRIPT}: when it is written: python {SCRIPT} check {path}")
+
+
+def read_student_file(path):
+    """The student's source and the exercises of its script; bad files stop here."""
+    if not os.path.isfile(path):
+        fail(f"{path} does not exist")
+    script = os.path.splitext(os.path.basename(path))[0]
+    if not any(e.script == script for e in EXERCISES):
+        names = sorted({f"{e.script}.py" for e in EXERCISES})
+        fail(f"{path}: the file name says which script it stands in for; name it one of "
+             f"{', '.join(names)}")
+    with open(path) as f:
+        source = f.read()
+    try:
+        compile(source, path, "exec")
+    except SyntaxError as error:
+        fail(f"{path}, line {error.lineno}: syntax error: {error.msg}")
+    return script, source
+
+
+def run_tests(path, exercises):
+    """Run the exercises' hand-computed tests on the student's file in a fresh pytest.
+    Returns {exercise id: [(test name, passed, message)]}, or raises RuntimeError with
+    pytest's output when the file could not even be imported."""
+    nodeids = {f"tests/test_{e.script}.py::{t}": e.id for e in exercises for t in e.tests}
+    with tempfile.TemporaryDirectory() as tmp:
+        report = os.path.join(tmp, "report.xml")
+        done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                               "-o", "junit_family=xunit1", "--script-file", os.path.abspath(path),
+                               "--junitxml", report,
+                               *nodeids], cwd=ROOT, capture_output=True, text=True)
+        if not os.path.exists(report):
+            raise RuntimeError((done.stdout + done.stderr).strip())
+        cases = ElementTree.parse(report).getroot().iter("testcase")
+        results = {e.id: [] for e in exercises}
+        for case in cases:
+            name = case.get("name")
+            problem = case.find("failure")
+            if problem is None:
+                problem = case.find("error")
+            module = case.get("classname").rsplit(".", 1)[-1]  # "tests.test_ppo" -> "test_ppo"
+            nodeid = f"tests/{module}.py::{name.split('[')[0]}"
+            message = "" if problem is None else problem.get("message", "")
+            # tensors in an assertion message print their rows as "\n": one line reads better
+            message = re.sub(r"\\n\s*", " ", message)
+            message = f"(tests/{module}.py, line {int(case.get('line')) + 1}) {message}"
+            results[nodeids[nodeid]].append((name, problem is None, message))
+    return results
+
+
+def training_run(path, exercise, out):
+    """The student's script trained with the exercise's flags; returns summary.json."""
+    output_dir = os.path.join(out, "runs")
+    command = [sys.executable, path, *exercise.run, "--seed", "1", "--eval-episodes", "0",
+               "--output-dir", output_dir]
+    if "--cuda" in subprocess.run([sys.executable, path, "--help"], capture_output=True,
+                                  text=True).stdout:
+        command.append("--no-cuda")
+    before = set(os.listdir(output_dir)) if os.path.isdir(output_dir) else set()
+    done = subprocess.run(command, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RuntimeError((done.stdout + done.stderr).strip()[-3000:])
+    (folder,) = set(os.listdir(output_dir)) - before
+    with open(os.path.join(output_dir, folder, "summary.json")) as f:
+        return os.path.join(output_dir, folder), json.load(f)
+
+
+def check(path: Annotated[str, tyro.conf.Positional],
+          exercise: tuple[str, ...] = (),
+          no_train: bool = False) -> None:
+    """Check a student's copy of a script: the hand-computed tests, then a training run.
+
+    Args:
+        path: the student's file, named after its script (exercises/ppo.py)
+        exercise: the exercises to check (default: those whose function was changed)
+        no_train: only run the tests, skip the training run
+    """
+    script, source = read_student_file(path)
+    exercises = [find_exercise(i) for i in exercise]
+    if any(e.script != script for e in exercises):
+        fail(f"{path} stands in for {script}.py; its exercises are "
+             f"{', '.join(e.id for e in EXERCISES if e.script == script)}")
+    with open(os.path.join(ROOT, f"{script}.py")) as f:
+        original = function_sources(f.read())
+    students = function_sources(source)
+    own = [e for e in EXERCISES if e.script == script]
+    missing = [e.function for e in own if e.function not in students]
+    if missing:
+        fail(f"{path} has no function {missing[0]}; keep the names and signatures of the "
+             "blanked functions")
+    if not exercises:
+        exercises = [e for e in own if students[e.function] != original[e.function]] or own
+    print(f"{SCRIPT}: checking {path} against tests/test_{script}.py: "
+          f"{', '.join(f'{e.id} ({e.function})' for e in exercises)}")
+
+    try:
+        results = run_tests(path, exercises)
+    except RuntimeError as error:
+        print(f"the tests could not run the file; pytest said:\n{error}")
+        print("verdict: not yet: the file does not import")
+        sys.exit(1)
+    failed = 0
+    for e in exercises:
+        passed = sum(ok for _, ok, _ in results[e.id])
+        print(f"  {e.id}: {passed} of {len(results[e.id])} hand-computed tests pass")
+        for name, ok, message in results[e.id]:
+            print(f"    {'pass' if ok else 'FAIL'}  {name}")
+            if not ok:
+                failed += 1
+                lines = message.strip().splitlines() or ["(no message)"]
+                for line in lines[:8] + (["..."] if len(lines) > 8 else []):
+                    print(f"          {line}")
+    if failed:
+        print(f"verdict: not yet: {failed} of the hand-computed tests fail{'s' * (failed == 1)}; "
+              f"above, what each compared: first your result, then the value worked out by "
+              f"hand in tests/test_{script}.py")
+        sys.exit(1)
+    if no_train:
+        print("verdict: the hand-computed tests pass (training run skipped: --no-train)")
+        return
+
+    out = os.path.dirname(os.path.abspath(path))
+    for run in dict.fromkeys(e.run for e in exercises):  # each distinct run once
+        e = next(e for e in exercises if e.run == run)
+        print(f"training: python {path} {' '.join(run)} --seed 1 ...", flush=True)
+        start = time.time()
+        try:
+            folder, summary = training_run(path, e, out)
+        except RuntimeError as error:
+            print(f"the training run failed:\n{error}")
+            print("verdict: not yet: the tests pass but the script fails when it trains")
+            sys.exit(1)
+        reached = summary["train_return_last20"]
+        print(f"  {summary['global_steps']} steps in {time.time() - start:.0f} s; mean of "
+              f"the last 20 training returns {reached}; learning curve "
+              f"{os.path.join(folder, 'learning_curve.png')}")
+        if reached is None or reached < e.goal:
+            print(f"verdict: not yet: the tests pass, but the run did not reach {e.goal:g}; "
+                  "look for a case the tests do not cover (several environments? a "
+                  "truncation?), or try another seed")
+            sys.exit(1)
+    print("verdict: correct: the hand-computed tests pass and the script learns "
+          f"{exercises[0].run[1]}")
+
+
+# ---------------------------------------------------------------------------------------
+# Main
+# ---------------------------------------------------------------------------------------
+if __name__ == "__main__":
+    try:
+        tyro.extras.subcommand_cli_from_dict(
+            {"list": list_exercises, "make": make, "check": check},
+            description=__doc__.split("\n\n")[0])
+    except UsageError as e:
+        print(f"{SCRIPT}: error: {e}", file=sys.stderr)
+        sys.exit(2)

@@ -1,0 +1,158 @@
+"""exercises.py: every exercise blanks its function and nothing else, the blank copy fails
+`check` with its hint while the original passes, and bad input is one line with exit 2."""
+import ast
+import glob
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+import exercises
+from conftest import ROOT
+
+SCRIPTS = sorted({e.script for e in exercises.EXERCISES})
+
+
+def exercises_of(script):
+    return [e for e in exercises.EXERCISES if e.script == script]
+
+
+def run_exercises(*argv):
+    """`python exercises.py argv` in a fresh process: (exit status, stdout, stderr)."""
+    done = subprocess.run([sys.executable, os.path.join(ROOT, "exercises.py"), *argv],
+                          capture_output=True, text=True, cwd=ROOT)
+    return done.returncode, done.stdout, done.stderr
+
+
+def test_every_algorithm_script_has_an_exercise():
+    scripts = {os.path.basename(p)[5:-3] for p in glob.glob(os.path.join(ROOT, "tests", "test_*.py"))}
+    assert scripts - {"exercises"} == set(SCRIPTS)
+
+
+@pytest.mark.parametrize("exercise", exercises.EXERCISES, ids=lambda e: e.id)
+def test_each_exercise_names_a_function_and_tests_that_exist(exercise):
+    with open(os.path.join(ROOT, f"{exercise.script}.py")) as f:
+        assert exercise.function in exercises.function_sources(f.read())
+    with open(os.path.join(ROOT, "tests", f"test_{exercise.script}.py")) as f:
+        tests = {n.name for n in ast.parse(f.read()).body if isinstance(n, ast.FunctionDef)}
+    assert set(exercise.tests) <= tests
+    assert exercise.run[:2] == ("--env-id", exercise.run[1])
+
+
+def test_list_shows_every_exercise_with_its_paper_and_hint():
+    code, out, _ = run_exercises("list")
+    assert code == 0
+    for e in exercises.EXERCISES:
+        assert e.id in out and e.paper in out and e.hint in out
+
+
+def test_blanking_keeps_the_signature_and_docstring_and_every_other_line():
+    source = 'import math\n\n\ndef f(x,\n      y):\n    """Add.\n\n    f = x + y\n    """\n' \
+             '    # the answer\n    return x + y  # here\n\n\nclass C:\n    def g(self):\n' \
+             '        return 1\n'
+    blank = exercises.blank_function(source, "f", "exercise t.f: add them")
+    assert blank == ('import math\n\n\ndef f(x,\n      y):\n    """Add.\n\n    f = x + y\n    """\n'
+                     "    raise NotImplementedError('exercise t.f: add them')\n\n\nclass C:\n"
+                     "    def g(self):\n        return 1\n")
+    method = exercises.blank_function(source, "C.g", "m")
+    assert method.endswith("    def g(self):\n        raise NotImplementedError('m')\n")
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_make_blanks_the_exercises_and_check_fails_them_but_passes_the_original(
+        script, tmp_path, run_cli):
+    ids = [e.id for e in exercises_of(script)]
+    code, out, err = run_exercises("make", *ids, "--out", str(tmp_path / "blank"))
+    assert code == 0, err
+    copy = tmp_path / "blank" / f"{script}.py"
+    with open(os.path.join(ROOT, f"{script}.py")) as f:
+        original = f.read()
+    blanked = copy.read_text()
+    before, after = exercises.function_sources(original), exercises.function_sources(blanked)
+    functions = {e.function for e in exercises_of(script)}
+    assert before.keys() == after.keys()
+    for name in before:  # every other function byte for byte
+        assert (after[name] == before[name]) == (name not in functions)
+    for e in exercises_of(script):
+        node = exercises.function_nodes(ast.parse(blanked))[e.function]
+        assert ast.get_docstring(node) == ast.get_docstring(
+            exercises.function_nodes(ast.parse(original))[e.function])
+        assert f"raise NotImplementedError(" in after[e.function]
+        assert f"exercise {e.id}: {e.hint}" in after[e.function]
+
+    # The blank copy still imports and shows its flags.
+    code, out, _ = run_cli(str(copy), ["--help"])
+    assert code == 0 and "--env-id" in out
+
+    # check: every test of every blanked function fails, naming the exercise.
+    code, out, err = run_exercises("check", str(copy), "--no-train")
+    assert code == 1 and err == ""
+    for e in exercises_of(script):
+        assert f"{e.id}: 0 of " in out
+        assert out.count(f"NotImplementedError: exercise {e.id}: {e.hint}") >= len(e.tests)
+    assert "verdict: not yet" in out
+
+    # The repository's own file passes the same tests.
+    (tmp_path / "original").mkdir()
+    shutil.copy(os.path.join(ROOT, f"{script}.py"), tmp_path / "original")
+    code, out, err = run_exercises("check", str(tmp_path / "original" / f"{script}.py"),
+                                   "--no-train")
+    assert code == 0, out + err
+    for e in exercises_of(script):
+        assert f"{e.id}: {len(e.tests)} of {len(e.tests)} hand-computed tests pass" in out
+    assert "FAIL" not in out and "verdict: the hand-computed tests pass" in out
+
+
+def test_check_reports_a_wrong_number_then_a_right_version_trains(tmp_path):
+    with open(os.path.join(ROOT, "qlearning.py")) as f:
+        original = f.read()
+    right = "    target = r if terminated else r + gamma * q[s_next].max()\n"
+    assert right in original
+    wrong = tmp_path / "wrong" / "qlearning.py"  # bootstraps from the mean, not the max
+    wrong.parent.mkdir()
+    wrong.write_text(original.replace(right, right.replace(".max()", ".mean()")))
+    code, out, _ = run_exercises("check", str(wrong))
+    assert code == 1 and "qlearning.q_update: " in out and "FAIL" in out
+    assert "training" not in out  # no run before the tests pass
+
+    # Only q_update differs from the repository's, so only its exercise is checked.
+    right_copy = tmp_path / "right" / "qlearning.py"
+    right_copy.parent.mkdir()
+    right_copy.write_text(original.replace(right, right.replace("r + gamma", "r + (gamma)")))
+    code, out, _ = run_exercises("check", str(right_copy))
+    assert code == 0, out
+    assert "qlearning.discretize" not in out and "learning curve" in out
+    assert "verdict: correct" in out
+    assert glob.glob(str(tmp_path / "right" / "runs" / "*" / "learning_curve.png"))
+
+
+def test_make_refuses_to_overwrite_a_students_file(tmp_path):
+    assert run_exercises("make", "ppo.gae", "--out", str(tmp_path))[0] == 0
+    (tmp_path / "ppo.py").write_text("# the student's work\n")
+    code, _, err = run_exercises("make", "ppo.gae", "--out", str(tmp_path))
+    assert code == 2 and "pass --force" in err
+    assert (tmp_path / "ppo.py").read_text() == "# the student's work\n"
+    assert run_exercises("make", "ppo.gae", "--out", str(tmp_path), "--force")[0] == 0
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["make", "ppo.gea"], "unknown exercise 'ppo.gea'; did you mean ppo.gae"),
+    (["make", "ppo.gae", "dqn.targets"], "belong to different scripts (dqn, ppo)"),
+    (["check", "no/such/ppo.py"], "no/such/ppo.py does not exist"),
+    (["check", "BROKEN/ppo.py"], "BROKEN/ppo.py, line 3: syntax error"),
+    (["check", "NAMED/student.py"], "the file name says which script it stands in for"),
+    (["check", "NAMED/ppo.py", "--exercise", "dqn.targets"], "stands in for ppo.py"),
+])
+def test_bad_input_is_one_line_and_exit_status_2(argv, message, tmp_path):
+    (tmp_path / "BROKEN").mkdir()
+    (tmp_path / "BROKEN" / "ppo.py").write_text("import math\n\ndef f(:\n    pass\n")
+    (tmp_path / "NAMED").mkdir()
+    for name in ("student.py", "ppo.py"):
+        shutil.copy(os.path.join(ROOT, "ppo.py"), tmp_path / "NAMED" / name)
+    argv = [str(tmp_path / a) if a.startswith(("BROKEN", "NAMED")) else a for a in argv]
+    message = message.replace("BROKEN", str(tmp_path / "BROKEN"))
+    code, out, err = run_exercises(*argv)
+    assert code == 2 and out == ""
+    assert err.startswith("exercises.py: error: ") and err.count("\n") == 1 and message in err
