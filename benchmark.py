@@ -85,6 +85,11 @@ PPO_PENDULUM = ["--total-timesteps", "200000", "--num-envs", "8", "--num-steps",
                 "--gae-lambda", "0.95", "--learning-rate", "2e-3", "--ent-coef", "0.001",
                 "--norm-obs", "--norm-reward"]
 
+# ppod.py's defaults given to ppo.py, for PPO beside PPO+D on MountainCar-v0
+PPO_AS_PPOD = ["--total-timesteps", "300000", "--num-envs", "8", "--num-steps", "128",
+               "--learning-rate", "1e-3", "--gamma", "0.99", "--gae-lambda", "0.95",
+               "--num-minibatches", "4", "--update-epochs", "4", "--norm-obs"]
+
 TASKS = {
     "ppo": [
         Task("ppo", "CartPole-v1", 475, "20-episode mean 475 at a median of at most 25k steps, "
@@ -127,6 +132,21 @@ TASKS = {
         Task("dqn", "Acrobot-v1", -100, "20-episode mean -100 (Gymnasium's threshold) with the "
              "defaults; eval after the default 50k steps"),
     ],
+    "ppod": [
+        Task("ppod", "MountainCar-v0", -120, "50-episode training mean -120 within 300k "
+             "environment steps at the median, with the one shipped demonstration (return -115)",
+             window=50),
+        Task("ppo", "MountainCar-v0", -120, "ppo.py beside PPO+D: ppod.py's defaults, no "
+             "demonstration, the same 300k environment steps", PPO_AS_PPOD, label="as-ppod",
+             window=50),
+    ],
+    "mappo": [
+        Task("mappo", "simple_spread_v3", -16, "mean per-agent return better than -16 (100-episode "
+             "training mean) within 1M environment steps at the median, 1M steps in under 10 "
+             "minutes; random -27, scripted nearest landmark -7.7", window=100),
+        Task("mappo", "simple_spread_v3", -16, "FP critic beside EP: the same flags, "
+             "--critic-state fp", ["--critic-state", "fp"], label="fp", window=100),
+    ],
 }
 
 
@@ -139,6 +159,12 @@ COMPARISONS = {
     "ppo_masked-taxi-mask-vs-nomask": ("ppo_masked.py on Taxi-v4 with and without masks",
                                        {"ppo_masked-Taxi-v4": "with masks (the defaults)",
                                         "ppo_masked-Taxi-v4-nomask": "without masks (--no-mask)"}),
+    "ppod-vs-ppo-MountainCar-v0": ("PPO+D (one demonstration) beside PPO on MountainCar-v0",
+                                   {"ppod-MountainCar-v0": "ppod.py (the defaults)",
+                                    "ppo-MountainCar-v0-as-ppod": "ppo.py with ppod.py's flags"}),
+    "mappo-spread-ep-vs-fp": ("mappo.py on simple_spread_v3: EP and FP critic states",
+                              {"mappo-simple_spread_v3": "EP: env.state(), team reward (the defaults)",
+                               "mappo-simple_spread_v3-fp": "FP: state | own obs | id, own reward"}),
 }
 
 CURVE_POINTS = 200

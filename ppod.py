@@ -1,0 +1,1100 @@
+"""PPO+D: Proximal Policy Optimization guided by a single demonstration, in one file.
+
+PPO+D (Libardi et al. 2021) is PPO whose rollouts sometimes replay a stored episode instead
+of playing a real one. When an environment's episode ends, its next episode is, with
+probability rho, a *reward demo* (a demonstration, or one of the agent's own episodes whose
+return reached the threshold), with probability phi a *value demo* (one of the agent's
+episodes with the highest maximum value estimate), and otherwise a real episode. A replayed
+episode fills that environment's slot of the rollout step by step with its own observations,
+actions and rewards, and PPO learns from it as if the policy had taken those actions by luck.
+
+Key equations (t indexes steps, done_t = terminated_t or truncated_t):
+
+    episode source   reward demo w.p. rho, value demo w.p. phi, real w.p. 1 - rho - phi
+    value demos      sampled with p_i = exp(alpha * (m_i - max_j m_j)) / sum_k (same),
+                     m_i = max_t V(s_t) along episode i when it was played
+    annealing        each time an episode joins the reward demos:
+                     phi <- phi - phi_0 / K_v,  rho <- rho + phi_0 / K_v   (phi >= 0)
+                     K_v = demo_capacity - number of given demonstrations
+    demo steps       behaviour probability mu(a_t | s_t) = 1, so log mu = 0 and
+                     ratio_t = pi_theta(a_t | s_t) / 1
+    ratio_t          = pi_theta(a_t | s_t) / mu(a_t | s_t)
+    L_clip           = E[ min(ratio_t * A_t, clip(ratio_t, 1 - eps, 1 + eps) * A_t) ]
+    GAE              delta_t = r_t + gamma * (1 - terminated_t) * V(s_{t+1}) - V(s_t)
+                     A_t     = delta_t + gamma * lambda * (1 - done_t) * A_{t+1}
+    loss             = -L_clip + c_v * 0.5 * (V(s_t) - R_t)^2 - c_e * entropy
+
+Reward demos start as the given demonstrations; the threshold is the lowest return among
+them, an agent episode that reaches it joins them, and the threshold rises to the lowest
+return kept once the buffers are full. --demo-capacity bounds the reward and value demos
+together; value demos make room first. The budget --total-timesteps counts environment
+steps only: replayed steps touch no environment and are not counted, so a run takes more
+updates than PPO with the same budget.
+
+Papers:
+    Libardi, De Fabritiis & Dittert 2021, "Guided Exploration with Proximal Policy
+        Optimization using a Single Demonstration", arXiv:2007.03328
+    Schulman et al. 2017, "Proximal Policy Optimization Algorithms", arXiv:1707.06347
+    Schulman et al. 2016, "High-Dimensional Continuous Control Using Generalized
+        Advantage Estimation", ICLR 2016
+    Pardo et al. 2018, "Time Limits in Reinforcement Learning", ICML 2018
+
+Run:
+    python ppod.py --env-id MountainCar-v0          # with the shipped demos/MountainCar-v0/
+    python ppod.py --env-id Acrobot-v1 --demos-dir my_demos
+    python ppod.py --env-id Acrobot-v1 --demos-dir my_demos --record-demo-from runs/.../model.pt
+    python ppod.py --help
+
+Demonstrations are .npz files with observations [T+1, ...], actions [T, ...], rewards [T]
+and optionally terminated (a 0/1 scalar, default 1). Writes
+runs/<env_id>__ppod__<seed>__<unix_time>/ with config.json, episodes.csv (real episodes
+only), updates.csv, learning_curve.png, summary.json, demos/ (the reward demos, every
+--save-demos-every updates), and model.pt with --save-model.
+"""
+
+# ---------------------------------------------------------------------------------------
+# Imports
+# ---------------------------------------------------------------------------------------
+import csv
+import difflib
+import glob
+import importlib.util
+import json
+import math
+import os
+import random
+import sys
+import time
+import warnings
+from collections import deque
+from dataclasses import asdict, dataclass, replace
+from typing import Optional
+
+import gymnasium as gym
+import numpy as np
+import torch
+import torch.nn as nn
+import tyro
+from gymnasium.wrappers.utils import RunningMeanStd
+from matplotlib.figure import Figure
+from torch.distributions import Categorical, Normal
+
+SCRIPT = os.path.basename(__file__)
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+# ---------------------------------------------------------------------------------------
+# Flags
+# ---------------------------------------------------------------------------------------
+@dataclass
+class Args:
+    env_id: str = "MountainCar-v0"
+    """any registered Gymnasium id with a Discrete or Box action space and a flat Box observation"""
+    seed: int = 1
+    """seeds Python, NumPy, torch, the environments and the choice of episode sources"""
+    total_timesteps: int = 300_000
+    """the budget in environment steps, all environments together; replayed steps do not count"""
+    cuda: bool = True
+    """use the GPU when one is present"""
+    output_dir: str = "runs"
+    """where run folders go"""
+    exp_name: str = os.path.splitext(SCRIPT)[0]
+    """the experiment name, part of the run folder's name"""
+    eval_episodes: int = 10
+    """greedy evaluation episodes after training (0 skips evaluation)"""
+    stop_at_return: Optional[float] = None
+    """stop once the mean of the last 20 training episode returns reaches this"""
+    save_model: bool = False
+    """write model.pt into the run folder"""
+    eval_checkpoint: Optional[str] = None
+    """skip training: load this model.pt and evaluate it"""
+    capture_video: bool = False
+    """record the evaluation episodes into videos/ in the run folder"""
+
+    # Demonstrations
+    demos_dir: Optional[str] = None
+    """folder of .npz demonstrations (default: demos/<env-id> beside this script)"""
+    record_demo_from: Optional[str] = None
+    """skip training: save one greedy episode of this model.pt (ppod.py's or ppo.py's) into --demos-dir"""
+    rho: float = 0.3
+    """rho: probability that an environment's next episode replays a reward demo"""
+    phi: float = 0.2
+    """phi: probability that an environment's next episode replays a value demo (annealed to 0)"""
+    alpha: float = 1.0
+    """value demos are drawn with probability proportional to exp(alpha * max value); 0 is uniform"""
+    demo_capacity: int = 10
+    """the most reward and value demos kept, both buffers together"""
+    save_demos_every: int = 10
+    """write the reward demos into the run folder's demos/ every this many updates (0: only at the end)"""
+
+    # Algorithm
+    num_envs: int = 8
+    """N: parallel environments (synchronous vector environment)"""
+    num_steps: int = 128
+    """T: steps per environment in each rollout; the batch is N*T"""
+    learning_rate: float = 1e-3
+    """Adam learning rate"""
+    anneal_lr: bool = True
+    """decay the learning rate linearly to 0 over the budget"""
+    gamma: float = 0.99
+    """discount factor"""
+    gae_lambda: float = 0.95
+    """lambda of GAE"""
+    num_minibatches: int = 4
+    """minibatches per epoch; must divide N*T"""
+    update_epochs: int = 4
+    """epochs over each rollout"""
+    norm_adv: bool = True
+    """normalize advantages within each minibatch"""
+    clip_coef: float = 0.2
+    """epsilon of the clipped surrogate"""
+    clip_vloss: bool = False
+    """clip the value loss around the rollout's value estimates, as in the PPO baselines"""
+    ent_coef: float = 0.0
+    """entropy bonus coefficient c_e"""
+    vf_coef: float = 0.5
+    """value loss coefficient c_v"""
+    max_grad_norm: float = 0.5
+    """gradient clipping: the largest global norm of the gradient"""
+    target_kl: Optional[float] = None
+    """stop an update's remaining epochs once the mean approx KL of an epoch exceeds this"""
+    norm_obs: bool = True
+    """normalize observations by running mean and variance (saved in model.pt)"""
+    hidden_size: int = 64
+    """width of the two hidden layers of the actor and of the critic"""
+
+
+class UsageError(Exception):
+    """Bad input: reported as one line on stderr with exit status 2, before training."""
+
+
+# ---------------------------------------------------------------------------------------
+# The math: GAE, the PPO loss, the rollout, and the demonstration buffers
+# ---------------------------------------------------------------------------------------
+def compute_gae(rewards, values, next_values, terminated, truncated, gamma, gae_lambda):
+    """Generalized advantage estimation with time limits handled (Schulman et al. 2016).
+
+    All inputs are tensors of shape [T, N]; terminated and truncated are 0/1 or bool.
+    values[t] = V(s_t); next_values[t] = V(s_{t+1}), the value of the observation that
+    followed step t, which is the true final observation when the episode ended at t.
+    Replayed demo steps are ordinary rows here: their episodes end and bootstrap like real
+    ones. With done_t = terminated_t or truncated_t:
+
+        delta_t = r_t + gamma * (1 - terminated_t) * next_values_t - values_t
+        A_t     = delta_t + gamma * lambda * (1 - done_t) * A_{t+1},   A_T = 0
+        returns = A + values
+
+    Returns (advantages, returns), each [T, N].
+    """
+    not_terminated = 1.0 - terminated.to(rewards.dtype)
+    not_done = 1.0 - (terminated.bool() | truncated.bool()).to(rewards.dtype)
+    deltas = rewards + gamma * not_terminated * next_values - values
+    advantages = torch.zeros_like(rewards)
+    running = torch.zeros_like(rewards[0])
+    for t in reversed(range(rewards.shape[0])):
+        running = deltas[t] + gamma * gae_lambda * not_done[t] * running
+        advantages[t] = running
+    return advantages, advantages + values
+
+
+def ppo_loss(newlogprob, oldlogprob, advantages, newvalue, oldvalue, returns, entropy,
+             clip_coef, ent_coef, vf_coef, clip_vloss=False):
+    """The PPO loss to minimize on a minibatch of B samples (all inputs are [B] tensors).
+
+        ratio  = exp(newlogprob - oldlogprob)     (oldlogprob = 0 on demo steps: mu = 1)
+        L_pg   = mean( max(-A * ratio, -A * clip(ratio, 1 - eps, 1 + eps)) )
+        L_v    = mean( 0.5 * (V - R)^2 ),  or with clip_vloss
+                 mean( 0.5 * max((V - R)^2, (V_old + clip(V - V_old, -eps, eps) - R)^2) )
+        loss   = L_pg - c_e * mean(entropy) + c_v * L_v
+
+    On a demo step ratio = pi <= 1: with A > 0 the unclipped term is the smaller one and the
+    gradient raises pi(a_demo | s) until it passes 1 - eps; with A < 0 it is clipped away.
+    Returns (loss, L_pg, L_v, mean entropy). Advantages come in already normalized.
+    """
+    ratio = torch.exp(newlogprob - oldlogprob)
+    clipped_ratio = torch.clamp(ratio, 1 - clip_coef, 1 + clip_coef)
+    pg_loss = torch.max(-advantages * ratio, -advantages * clipped_ratio).mean()
+    v_loss = (newvalue - returns) ** 2
+    if clip_vloss:
+        v_clipped = oldvalue + torch.clamp(newvalue - oldvalue, -clip_coef, clip_coef)
+        v_loss = torch.max(v_loss, (v_clipped - returns) ** 2)
+    v_loss = 0.5 * v_loss.mean()
+    entropy = entropy.mean()
+    return pg_loss - ent_coef * entropy + vf_coef * v_loss, pg_loss, v_loss, entropy
+
+
+class RolloutBuffer:
+    """One rollout of T steps from N environment slots, preallocated on the device.
+
+    Row t holds what was seen and done at step t: obs s_t, action a_t, the behaviour
+    log-probability log mu(a_t|s_t) (0 on a replayed demo step), reward r_t, the
+    terminated/truncated flags of the step, V(s_t), and demo[t] (the step was replayed).
+    final_obs[t, n] holds the true final observation where slot n was truncated at step t
+    (its value is bootstrapped); last_obs is s_T, the observation after the last step.
+    """
+
+    def __init__(self, num_steps, num_envs, obs_shape, action_shape, action_dtype, device):
+        def zeros(*shape, dtype=torch.float32):
+            return torch.zeros((num_steps, num_envs, *shape), dtype=dtype, device=device)
+
+        self.obs = zeros(*obs_shape)
+        self.actions = zeros(*action_shape, dtype=action_dtype)
+        self.logprobs = zeros()
+        self.rewards = zeros()
+        self.terminated = zeros(dtype=torch.bool)
+        self.truncated = zeros(dtype=torch.bool)
+        self.values = zeros()
+        self.demo = zeros(dtype=torch.bool)
+        self.final_obs = zeros(*obs_shape)
+        self.last_obs = torch.zeros((num_envs, *obs_shape), device=device)
+
+    def next_values(self, value_fn, values):
+        """next_values[t] = V(s_{t+1}) for every step, from values [T, N] of the rollout.
+
+        s_{t+1} is obs[t+1] inside the rollout, last_obs after it, and the true final
+        observation where the step was truncated. Where it was terminated, the value is
+        not used (multiplied by 0), so the next episode's first value standing there is
+        harmless.
+        """
+        next_values = torch.empty_like(values)
+        next_values[:-1] = values[1:]
+        next_values[-1] = value_fn(self.last_obs)
+        where = self.truncated.nonzero(as_tuple=True)
+        if where[0].numel():
+            next_values[where] = value_fn(self.final_obs[where])
+        return next_values
+
+    def gae(self, value_fn, gamma, gae_lambda):
+        """GAE advantages and returns [T, N] from the values stored during the rollout."""
+        next_values = self.next_values(value_fn, self.values)
+        return compute_gae(self.rewards, self.values, next_values, self.terminated,
+                           self.truncated, gamma, gae_lambda)
+
+
+@dataclass
+class Demo:
+    """One stored episode: observations [T+1, ...] (the last is the final observation),
+    actions [T, ...], rewards [T], and whether it ended by termination (else by truncation,
+    so its last step bootstraps)."""
+    observations: np.ndarray
+    actions: np.ndarray
+    rewards: np.ndarray
+    terminated: bool = True
+
+    @property
+    def episode_return(self):
+        return float(np.sum(self.rewards))
+
+
+def choose_source(u, rho, phi, have_value_demos):
+    """The source of an environment's next episode from one uniform draw u in [0, 1):
+
+        'reward' if u < rho;  'value' if rho <= u < rho + phi;  'real' otherwise.
+
+    With no value demos stored yet, the 'value' band plays a real episode."""
+    if u < rho:
+        return "reward"
+    if u < rho + phi and have_value_demos:
+        return "value"
+    return "real"
+
+
+def value_probabilities(max_values, alpha):
+    """Sampling probabilities of the value demos, a softmax of their maximum values m_i:
+
+        p_i = exp(alpha * (m_i - max_j m_j)) / sum_k exp(alpha * (m_k - max_j m_j))
+
+    Subtracting the largest m keeps every exponent <= 0, so negative, zero or large values
+    give finite, positive probabilities; alpha = 0 draws uniformly. (The paper's power form
+    m_i^alpha needs positive m, which returns such as MountainCar's -1 per step are not.)"""
+    m = np.asarray(max_values, dtype=np.float64)
+    weights = np.exp(alpha * (m - m.max()))
+    return weights / weights.sum()
+
+
+def anneal(rho, phi, phi0, value_slots):
+    """One annealing step, taken each time an episode joins the reward demos:
+
+        step = min(phi, phi_0 / K_v);   rho <- rho + step;   phi <- phi - step
+
+    K_v (value_slots) is the room the value demos had at the start. After K_v reward demos
+    have joined, phi = 0 and rho has grown by phi_0: rho + phi never changes."""
+    step = min(phi, phi0 / max(1, value_slots))
+    return rho + step, phi - step
+
+
+class DemoBuffers:
+    """The reward demos and the value demos, at most `capacity` episodes together.
+
+    reward: [(episode_return, Demo)], starting with the given demonstrations.
+    value:  [(max_value, Demo)], the agent's own episodes with the highest max_t V(s_t).
+    threshold: the lowest return among the reward demos.
+
+    admit(demo, max_value) files a finished real episode:
+      1. return >= threshold: it joins the reward demos and rho, phi are annealed. Over
+         capacity, the value demo with the lowest max value leaves; with none left, the
+         reward demo with the lowest return (the oldest of equals). The threshold becomes
+         the lowest return kept.
+      2. otherwise it joins the value demos if there is room, or replaces the value demo
+         with the lowest max value if its own is higher; else it is dropped.
+    next_episode() draws a source with choose_source and returns the Demo to replay (reward
+    demos uniformly, value demos by value_probabilities) or None for a real episode.
+    """
+
+    def __init__(self, demos, capacity, rho, phi, alpha, seed):
+        self.reward = [(demo.episode_return, demo) for demo in demos]
+        self.value = []
+        self.capacity, self.alpha = capacity, alpha
+        self.rho, self.phi, self.phi0 = rho, phi, phi
+        self.value_slots = capacity - len(demos)
+        self.threshold = min(r for r, _ in self.reward)
+        self.rng = np.random.default_rng(seed)
+
+    def __len__(self):
+        return len(self.reward) + len(self.value)
+
+    def admit(self, demo, max_value):
+        """File a finished real episode; returns 'reward', 'value' or None (dropped)."""
+        episode_return = demo.episode_return
+        if episode_return >= self.threshold:
+            self.reward.append((episode_return, demo))
+            self.rho, self.phi = anneal(self.rho, self.phi, self.phi0, self.value_slots)
+            if len(self) > self.capacity:
+                evict_lowest(self.value if self.value else self.reward)
+            self.threshold = min(r for r, _ in self.reward)
+            return "reward"
+        if len(self) < self.capacity:
+            self.value.append((max_value, demo))
+            return "value"
+        if self.value and max_value > min(m for m, _ in self.value):
+            evict_lowest(self.value)
+            self.value.append((max_value, demo))
+            return "value"
+        return None
+
+    def next_episode(self):
+        """The Demo an environment replays next, or None: play a real episode."""
+        source = choose_source(self.rng.random(), self.rho, self.phi, bool(self.value))
+        if source == "reward":
+            return self.reward[self.rng.integers(len(self.reward))][1]
+        if source == "value":
+            p = value_probabilities([m for m, _ in self.value], self.alpha)
+            return self.value[self.rng.choice(len(self.value), p=p)][1]
+        return None
+
+
+def evict_lowest(scored):
+    """Remove the entry with the lowest score from a [(score, Demo)] list, the earliest of
+    equals (min returns the first)."""
+    scored.pop(min(range(len(scored)), key=lambda i: scored[i][0]))
+
+
+# ---------------------------------------------------------------------------------------
+# Networks
+# ---------------------------------------------------------------------------------------
+def layer_init(layer, std=math.sqrt(2), bias_const=0.0):
+    """Orthogonal weights with gain std and constant bias, as in the PPO baselines."""
+    nn.init.orthogonal_(layer.weight, std)
+    nn.init.constant_(layer.bias, bias_const)
+    return layer
+
+
+def mlp(in_size, hidden_size, out_size, out_std):
+    return nn.Sequential(
+        layer_init(nn.Linear(in_size, hidden_size)), nn.Tanh(),
+        layer_init(nn.Linear(hidden_size, hidden_size)), nn.Tanh(),
+        layer_init(nn.Linear(hidden_size, out_size), std=out_std),
+    )
+
+
+class Agent(nn.Module):
+    """Separate actor and critic MLPs. The actor outputs the logits of a categorical
+    distribution, or the mean of a diagonal Gaussian whose log std is a learned
+    state-independent parameter."""
+
+    def __init__(self, obs_dim, action_dim, continuous, hidden_size=64):
+        super().__init__()
+        self.continuous = continuous
+        self.critic = mlp(obs_dim, hidden_size, 1, out_std=1.0)
+        self.actor = mlp(obs_dim, hidden_size, action_dim, out_std=0.01)
+        if continuous:
+            self.actor_logstd = nn.Parameter(torch.zeros(1, action_dim))
+
+    def get_value(self, obs):
+        return self.critic(obs).squeeze(-1)
+
+    def distribution(self, obs):
+        if self.continuous:
+            mean = self.actor(obs)
+            return Normal(mean, self.actor_logstd.expand_as(mean).exp(), validate_args=False)
+        return Categorical(logits=self.actor(obs), validate_args=False)
+
+    def _logprob_entropy(self, dist, actions):
+        if self.continuous:  # independent dimensions: sum over the action dimension
+            return dist.log_prob(actions).sum(-1), dist.entropy().sum(-1)
+        return dist.log_prob(actions), dist.entropy()
+
+    def act(self, obs):
+        """Sample actions; returns (actions, log-probabilities, values)."""
+        dist = self.distribution(obs)
+        actions = dist.sample()
+        logprobs, _ = self._logprob_entropy(dist, actions)
+        return actions, logprobs, self.get_value(obs)
+
+    def evaluate(self, obs, actions):
+        """Log-probabilities, entropies and values of given actions, for the update."""
+        logprobs, entropy = self._logprob_entropy(self.distribution(obs), actions)
+        return logprobs, entropy, self.get_value(obs)
+
+    def greedy(self, obs):
+        """The most likely action: the argmax of the logits, or the Gaussian's mean."""
+        out = self.actor(obs)
+        return out if self.continuous else out.argmax(-1)
+
+
+class Adam:
+    """Adam (Kingma & Ba 2015), the same update as torch.optim.Adam written out: the first
+    use of torch.optim imports torch._dynamo, about a second on a laptop, which is a fifth
+    of this script's whole CartPole run. For each parameter p with gradient g, at step k:
+
+        m <- beta1 * m + (1 - beta1) * g          v <- beta2 * v + (1 - beta2) * g^2
+        p <- p - lr * (m / (1 - beta1^k)) / (sqrt(v / (1 - beta2^k)) + eps)
+    """
+
+    def __init__(self, params, lr, betas=(0.9, 0.999), eps=1e-5):
+        self.params = list(params)
+        self.lr, self.betas, self.eps, self.k = lr, betas, eps, 0
+        self.m = [torch.zeros_like(p) for p in self.params]
+        self.v = [torch.zeros_like(p) for p in self.params]
+
+    def zero_grad(self):
+        for p in self.params:
+            p.grad = None
+
+    @torch.no_grad()
+    def step(self):
+        beta1, beta2 = self.betas
+        self.k += 1
+        step_size = self.lr / (1 - beta1 ** self.k)
+        v_correction = math.sqrt(1 - beta2 ** self.k)
+        for p, m, v in zip(self.params, self.m, self.v):
+            m.lerp_(p.grad, 1 - beta1)
+            v.mul_(beta2).addcmul_(p.grad, p.grad, value=1 - beta2)
+            p.addcdiv_(m, (v.sqrt() / v_correction).add_(self.eps), value=-step_size)
+
+
+# ---------------------------------------------------------------------------------------
+# Environments, demonstrations, evaluation, plotting, saving and loading
+# ---------------------------------------------------------------------------------------
+def fail(message):
+    raise UsageError(message)
+
+
+def check_env(env_id):
+    """Build one environment to check its spaces; returns (obs_shape, action_space)."""
+    if env_id not in gym.registry:
+        close = difflib.get_close_matches(env_id, list(gym.registry), n=3, cutoff=0.5)
+        hint = f"; did you mean {', '.join(close)}?" if close else "; see gymnasium.registry"
+        fail(f"unknown environment id {env_id!r}{hint}")
+    try:
+        env = gym.make(env_id)
+    except (gym.error.Error, ImportError) as e:
+        fail(f"cannot make {env_id}: {str(e).splitlines()[0]}")
+    obs_space, action_space = env.observation_space, env.action_space
+    env.close()
+    if isinstance(action_space, gym.spaces.Box):
+        if len(action_space.shape) != 1:
+            fail(f"{env_id} has a Box action space of shape {action_space.shape}; "
+                 "ppod.py needs a flat one")
+    elif not isinstance(action_space, gym.spaces.Discrete):
+        fail(f"{env_id} has a {type(action_space).__name__} action space; ppod.py handles "
+             "Discrete and Box (for MultiDiscrete or masked actions see ppo_masked.py)")
+    if not isinstance(obs_space, gym.spaces.Box):
+        fail(f"{env_id} has a {type(obs_space).__name__} observation space; ppod.py needs a "
+             "Box (ppo_masked.py one-hot encodes Discrete ones, qlearning.py uses a table)")
+    if len(obs_space.shape) != 1:
+        fail(f"{env_id} has observations of shape {obs_space.shape}; ppod.py's MLP needs "
+             "flat vectors (wrap images with a CNN, which this script does not have)")
+    return obs_space.shape, action_space
+
+
+def check_args(args):
+    """Everything a user can get wrong, checked before any environment runs."""
+    for name in ("total_timesteps", "num_envs", "num_steps", "num_minibatches",
+                 "update_epochs", "hidden_size", "demo_capacity"):
+        if getattr(args, name) <= 0:
+            fail(f"--{name.replace('_', '-')} must be positive, got {getattr(args, name)}")
+    for name in ("learning_rate", "clip_coef", "max_grad_norm"):
+        if not getattr(args, name) > 0:
+            fail(f"--{name.replace('_', '-')} must be positive, got {getattr(args, name)}")
+    for name in ("gamma", "gae_lambda", "rho", "phi"):
+        if not 0.0 <= getattr(args, name) <= 1.0:
+            fail(f"--{name.replace('_', '-')} must be in [0, 1], got {getattr(args, name)}")
+    if args.rho + args.phi >= 1.0:
+        fail(f"--rho {args.rho} + --phi {args.phi} must be less than 1, or no real episode "
+             "would ever be played")
+    for name in ("alpha", "save_demos_every", "eval_episodes"):
+        if getattr(args, name) < 0:
+            fail(f"--{name.replace('_', '-')} must be 0 or more, got {getattr(args, name)}")
+    if args.eval_checkpoint is not None and args.record_demo_from is not None:
+        fail("--eval-checkpoint and --record-demo-from both skip training; pass one of them")
+    batch_size = args.num_envs * args.num_steps
+    if batch_size % args.num_minibatches:
+        fail(f"num_envs*num_steps = {batch_size} is not divisible by --num-minibatches "
+             f"{args.num_minibatches}; pick a divisor of {batch_size}")
+    if args.norm_adv and batch_size // args.num_minibatches < 2:
+        fail("minibatches of 1 sample cannot normalize advantages; use fewer "
+             "--num-minibatches or --no-norm-adv")
+    if args.capture_video and importlib.util.find_spec("moviepy") is None:
+        fail("--capture-video needs moviepy: pip install moviepy")
+
+
+def demos_folder(args):
+    """--demos-dir, or demos/<env-id> beside this script (where MountainCar-v0's ships)."""
+    return args.demos_dir or os.path.join(HERE, "demos", args.env_id.replace("/", "-"))
+
+
+def save_demo(path, demo):
+    """A Demo as the .npz that load_demo reads."""
+    np.savez(path, observations=demo.observations, actions=demo.actions,
+             rewards=demo.rewards, terminated=np.bool_(demo.terminated))
+
+
+def load_demo(path, obs_shape, action_space):
+    """Read a demonstration safely (allow_pickle=False) and check that it fits the
+    environment: observations [T+1, *obs_shape], actions [T] in range or [T, action_dim],
+    rewards [T], T >= 1."""
+    try:
+        with np.load(path, allow_pickle=False) as f:
+            data = {key: f[key] for key in f.files}
+    except Exception as e:
+        fail(f"demonstration {path} is not a readable .npz file ({type(e).__name__}); "
+             "record one with --record-demo-from CHECKPOINT")
+    missing = {"observations", "actions", "rewards"} - set(data)
+    if missing:
+        fail(f"demonstration {path} lacks {', '.join(sorted(missing))}; a demo holds "
+             "observations, actions and rewards")
+    obs, actions, rewards = data["observations"], data["actions"], data["rewards"]
+    steps = len(rewards) if rewards.ndim == 1 else -1
+    if steps <= 0:
+        fail(f"demonstration {path} is empty or its rewards are not a list of steps")
+    discrete = isinstance(action_space, gym.spaces.Discrete)
+    action_shape = () if discrete else action_space.shape
+    if obs.shape != (steps + 1, *obs_shape):
+        fail(f"demonstration {path} has observations of shape {obs.shape}; {steps} steps of "
+             f"this environment need {(steps + 1, *obs_shape)}")
+    if actions.shape != (steps, *action_shape) or (discrete and not (
+            np.issubdtype(actions.dtype, np.integer) and 0 <= actions.min()
+            and actions.max() < action_space.n)):
+        fail(f"demonstration {path} has actions of shape {actions.shape} ({actions.dtype}); "
+             f"this environment takes {'integers below ' + str(action_space.n) if discrete else 'vectors'} "
+             f"of shape {(steps, *action_shape)}")
+    return Demo(obs.astype(np.float32), actions.astype(np.int64 if discrete else np.float32),
+                rewards.astype(np.float32), bool(data.get("terminated", True)))
+
+
+def load_demos(folder, obs_shape, action_space):
+    """Every demo_*.npz (any *.npz) in folder, sorted by name."""
+    paths = sorted(glob.glob(os.path.join(folder, "*.npz")))
+    if not paths:
+        fail(f"no demonstrations (*.npz) in {folder}; pass --demos-dir, or record one with "
+             "--record-demo-from CHECKPOINT")
+    return [load_demo(path, obs_shape, action_space) for path in paths]
+
+
+class DemoReplay(gym.Wrapper):
+    """An environment whose episodes are sometimes replays: at each reset it asks the
+    DemoBuffers for the next episode. A replay leaves the environment untouched: step
+    ignores the action, returns the demo's next observation and reward, and ends the way the
+    demo ended after its last step. While a replay plays, info["demo_action"] is the demo's
+    action for the observation just returned, which the agent must record as its own.
+    A seed given while a replay plays is kept for the environment's next real reset."""
+
+    def __init__(self, env, buffers):
+        super().__init__(env)
+        self.buffers, self.demo, self.t, self.seed = buffers, None, 0, None
+
+    def reset(self, *, seed=None, options=None):
+        if seed is not None:
+            self.seed = seed
+        self.demo, self.t = self.buffers.next_episode(), 0
+        if self.demo is None:
+            obs, info = self.env.reset(seed=self.seed, options=options)
+            self.seed = None
+            return obs, info
+        return self.demo.observations[0], {"demo_action": self.demo.actions[0]}
+
+    def step(self, action):
+        if self.demo is None:
+            return self.env.step(action)
+        reward = float(self.demo.rewards[self.t])
+        self.t += 1
+        if self.t < len(self.demo.rewards):
+            return self.demo.observations[self.t], reward, False, False, {
+                "demo_action": self.demo.actions[self.t]}
+        ended = self.demo.terminated
+        return self.demo.observations[self.t], reward, ended, not ended, {}
+
+
+def make_vector_env(env_id, num_envs, video_folder=None, buffers=None):
+    """N copies of env_id in one synchronous vector environment, with SAME_STEP autoreset
+    (the observation after an episode ends is the next episode's first; the true last one
+    is in info["final_obs"]) and episode statistics recorded by Gymnasium's wrapper (for
+    replays too: the training loop keeps the real episodes). With buffers, each copy is a
+    DemoReplay."""
+    def thunk(i):
+        def make():
+            if video_folder is None:
+                env = gym.make(env_id)
+                return env if buffers is None else DemoReplay(env, buffers)
+            env = gym.make(env_id, render_mode="rgb_array")
+            with warnings.catch_warnings():  # the environments share one folder on purpose
+                warnings.filterwarnings("ignore", message=".*Overwriting existing videos")
+                return gym.wrappers.RecordVideo(env, video_folder, name_prefix=f"eval-{i}",
+                                               episode_trigger=lambda episode: episode == 0)
+        return make
+
+    envs = gym.vector.SyncVectorEnv([thunk(i) for i in range(num_envs)],
+                                    autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
+    return gym.wrappers.vector.RecordEpisodeStatistics(envs)
+
+
+class ObsNormalizer:
+    """(obs - mean) / sqrt(var + 1e-8), clipped to [-10, 10], with running statistics
+    (Gymnasium's RunningMeanStd), applied by the script to observations, replayed ones
+    included, and to info["final_obs"] alike. Disabled, it passes observations through as
+    float32."""
+
+    def __init__(self, shape, enabled):
+        self.enabled = enabled
+        self.rms = RunningMeanStd(shape=shape)
+
+    def __call__(self, obs, update=False):
+        obs = np.asarray(obs, dtype=np.float32)
+        if not self.enabled:
+            return obs
+        if update:
+            self.rms.update(obs)
+        normalized = (obs - self.rms.mean) / np.sqrt(self.rms.var + 1e-8)
+        return np.clip(normalized, -10.0, 10.0).astype(np.float32)
+
+    def state_dict(self):
+        return {"mean": torch.as_tensor(self.rms.mean), "var": torch.as_tensor(self.rms.var),
+                "count": float(self.rms.count)}
+
+    def load_state_dict(self, state):
+        self.rms.mean = state["mean"].numpy().astype(np.float64)
+        self.rms.var = state["var"].numpy().astype(np.float64)
+        self.rms.count = state["count"]
+
+
+def to_action(agent, actions, action_space):
+    """Tensor actions to what the environment takes: Gaussian samples are clipped to the
+    bounds when stepping (the unclipped sample is what the buffer stores)."""
+    actions = actions.cpu().numpy()
+    if agent.continuous:
+        return np.clip(actions, action_space.low, action_space.high)
+    return actions
+
+
+def evaluate(agent, normalizer, env_id, episodes, seed, device, video_folder=None):
+    """Greedy returns of `episodes` episodes, one per environment of a vector env, all at
+    once; the observation statistics are frozen."""
+    envs = make_vector_env(env_id, episodes, video_folder)
+    obs, _ = envs.reset(seed=seed)
+    returns = np.full(episodes, np.nan)
+    with torch.inference_mode():
+        while np.isnan(returns).any():
+            action = agent.greedy(torch.from_numpy(normalizer(obs)).to(device))
+            obs, _, _, _, info = envs.step(to_action(agent, action, envs.single_action_space))
+            if "_episode" in info:
+                first = info["_episode"] & np.isnan(returns)
+                returns[first] = info["episode"]["r"][first]
+    envs.close()
+    return returns
+
+
+class EpisodeRecorder:
+    """The real episodes being played, slot by slot, kept as Demos-to-be: raw observations,
+    actions as the environment took them, rewards, and the largest value estimate seen."""
+
+    def __init__(self, num_envs):
+        self.steps = [[] for _ in range(num_envs)]
+        self.max_value = np.full(num_envs, -np.inf)
+
+    def add(self, i, obs, action, reward, value):
+        self.steps[i].append((obs, action, reward))
+        self.max_value[i] = max(self.max_value[i], value)
+
+    def finish(self, i, final_obs, terminated):
+        """The slot's finished episode as (Demo, max value); the slot starts over."""
+        obs, actions, rewards = zip(*self.steps[i])
+        demo = Demo(np.array([*obs, final_obs], dtype=np.float32), np.array(actions),
+                    np.array(rewards, dtype=np.float32), bool(terminated))
+        max_value = float(self.max_value[i])
+        self.steps[i], self.max_value[i] = [], -np.inf
+        return demo, max_value
+
+
+def record_demo(agent, normalizer, env_id, seed, device):
+    """One greedy episode of the agent as a Demo (actions as the environment took them)."""
+    env = gym.make(env_id)
+    obs, _ = env.reset(seed=seed)
+    recorder = EpisodeRecorder(1)
+    terminated = truncated = False
+    with torch.inference_mode():
+        while not (terminated or truncated):
+            action = agent.greedy(torch.from_numpy(normalizer(obs[None])).to(device))
+            action = to_action(agent, action, env.action_space)[0]
+            next_obs, reward, terminated, truncated, _ = env.step(action)
+            recorder.add(0, obs, action, reward, 0.0)
+            obs = next_obs
+    env.close()
+    return recorder.finish(0, obs, terminated)[0]
+
+
+class RunWriter:
+    """The run folder: config.json, episodes.csv, updates.csv as training goes (flushed,
+    so an interrupted run keeps them), demos/, then learning_curve.png and summary.json."""
+
+    EPISODE_FIELDS = ["global_step", "wall_time", "episode_return", "episode_length"]
+
+    def __init__(self, args, device):
+        name = f"{args.env_id.replace('/', '-')}__{args.exp_name}__{args.seed}__{int(time.time())}"
+        self.path = os.path.join(args.output_dir, name)
+        suffix = 1
+        while True:
+            try:
+                os.makedirs(self.path)
+                break
+            except FileExistsError:
+                suffix += 1
+                self.path = os.path.join(args.output_dir, f"{name}-{suffix}")
+            except OSError as e:
+                fail(f"cannot create the run folder {self.path}: {e.strerror}")
+        config = {**asdict(args), "device": str(device), "versions": {
+            "torch": torch.__version__, "gymnasium": gym.__version__, "numpy": np.__version__,
+            "python": sys.version.split()[0]}}
+        self.write_json("config.json", config)
+        self.episodes = []
+        self._files = []
+        self._episode_csv = self._open_csv("episodes.csv", self.EPISODE_FIELDS)
+        self._update_csv = None
+
+    def _open_csv(self, filename, fields):
+        f = open(os.path.join(self.path, filename), "w", newline="")
+        self._files.append(f)
+        writer = csv.DictWriter(f, fieldnames=fields)
+        writer.writeheader()
+        f.flush()
+        return f, writer
+
+    def write_json(self, filename, data):
+        with open(os.path.join(self.path, filename), "w") as f:
+            json.dump(data, f, indent=2)
+
+    def episode(self, global_step, wall_time, episode_return, episode_length):
+        row = dict(zip(self.EPISODE_FIELDS, (global_step, round(wall_time, 4),
+                                             float(episode_return), int(episode_length))))
+        self.episodes.append(row)
+        self._episode_csv[1].writerow(row)
+
+    def update(self, row):
+        if self._update_csv is None:
+            self._update_csv = self._open_csv("updates.csv", list(row))
+        self._update_csv[1].writerow(row)
+        for f in self._files:
+            f.flush()
+
+    def save_demos(self, buffers):
+        """The reward demos as demos/demo_<k>.npz, best return first: a --demos-dir for
+        another run."""
+        folder = os.path.join(self.path, "demos")
+        os.makedirs(folder, exist_ok=True)
+        ranked = sorted(buffers.reward, key=lambda scored: -scored[0])
+        for k, (_, demo) in enumerate(ranked):
+            save_demo(os.path.join(folder, f"demo_{k}.npz"), demo)
+
+    def close(self):
+        for f in self._files:
+            f.close()
+
+    def plot(self, title):
+        """Episode return against environment steps: raw points faded, a moving average of
+        20 episodes on top."""
+        steps = np.array([e["global_step"] for e in self.episodes])
+        returns = np.array([e["episode_return"] for e in self.episodes])
+        fig = Figure(figsize=(7, 4), dpi=100)
+        ax = fig.add_subplot()
+        ax.scatter(steps, returns, s=6, alpha=0.25, color="tab:blue", label="episode return")
+        if len(returns):
+            window = min(20, len(returns))
+            smooth = np.convolve(returns, np.ones(window) / window, mode="valid")
+            ax.plot(steps[window - 1:], smooth, color="tab:blue", lw=2,
+                    label=f"mean of last {window}")
+            ax.legend(loc="lower right")
+        ax.set(xlabel="environment steps (replayed steps not counted)", ylabel="episode return",
+               title=title)
+        ax.grid(alpha=0.3)
+        fig.tight_layout()
+        path = os.path.join(self.path, "learning_curve.png")
+        fig.savefig(path)
+        return path
+
+
+def save_checkpoint(path, agent, normalizer, args):
+    torch.save({"agent": agent.state_dict(), "obs_rms": normalizer.state_dict(),
+                "args": asdict(args)}, path)
+
+
+def load_checkpoint(path, env_id):
+    """Load a model.pt safely (weights_only) and check it was made for env_id. ppo.py's
+    checkpoints have the same layout and load too."""
+    if not os.path.isfile(path):
+        fail(f"checkpoint {path} does not exist")
+    try:
+        checkpoint = torch.load(path, map_location="cpu", weights_only=True)
+        saved = checkpoint["args"]
+        if not {"agent", "obs_rms"} <= set(checkpoint) or not {"env_id", "hidden_size",
+                                                                "norm_obs"} <= set(saved):
+            raise KeyError("missing entries")
+    except Exception as e:
+        fail(f"checkpoint {path} is not a ppod.py or ppo.py model.pt ({type(e).__name__}); "
+             "make one with --save-model")
+    if saved["env_id"] != env_id:
+        fail(f"checkpoint {path} was made for {saved['env_id']}, not {env_id}; "
+             f"pass --env-id {saved['env_id']}")
+    return checkpoint
+
+
+def finish(args, run, summary, agent, normalizer, device, start, buffers=None):
+    """Evaluate greedily, save the model and the reward demos if there was training, write
+    summary.json and the curve, and print the closing line. An interrupted run skips the
+    evaluation."""
+    trained = buffers is not None
+    recent = [e["episode_return"] for e in run.episodes[-20:]]
+    summary["train_return_last20"] = float(np.mean(recent)) if recent else None
+    summary["wall_time_s"] = round(time.time() - start, 3)
+    if args.eval_episodes and not summary["interrupted"]:
+        video_folder = os.path.join(run.path, "videos") if args.capture_video else None
+        returns = evaluate(agent, normalizer, args.env_id, args.eval_episodes,
+                           args.seed + 100_000, device, video_folder)
+        summary["eval_return_mean"] = float(returns.mean())
+        summary["eval_return_std"] = float(returns.std())
+    if trained:
+        run.save_demos(buffers)
+        if args.save_model:
+            save_checkpoint(os.path.join(run.path, "model.pt"), agent, normalizer, args)
+    run.close()
+    run.write_json("summary.json", summary)
+    closing = f"{SCRIPT}: run folder {run.path}"
+    for key in ("global_steps", "train_return_last20", "eval_return_mean", "solved_at_step"):
+        value = summary[key]
+        closing += f" | {key} {value:.2f}" if isinstance(value, float) else f" | {key} {value}"
+    if trained:
+        closing += f" | learning curve {run.plot(f'{SCRIPT} on {args.env_id}, seed {args.seed}')}"
+    print(closing)
+    return summary
+
+
+# ---------------------------------------------------------------------------------------
+# Training
+# ---------------------------------------------------------------------------------------
+def main(args: Args) -> dict:
+    """Train PPO+D and return the summary. With --eval-checkpoint, evaluate a saved model
+    instead; with --record-demo-from, save one greedy episode of a saved model into
+    --demos-dir and return {"demo_path", "episode_return", "episode_length"}."""
+    check_args(args)
+    obs_shape, action_space = check_env(args.env_id)
+    checkpoint_path = args.eval_checkpoint or args.record_demo_from
+    checkpoint = demos = None
+    if checkpoint_path is not None:
+        checkpoint = load_checkpoint(checkpoint_path, args.env_id)
+        args = replace(args, hidden_size=checkpoint["args"]["hidden_size"],
+                       norm_obs=checkpoint["args"]["norm_obs"])
+    else:
+        folder = demos_folder(args)
+        demos = load_demos(folder, obs_shape, action_space)
+        if len(demos) > args.demo_capacity:
+            fail(f"--demo-capacity {args.demo_capacity} cannot hold the {len(demos)} "
+                 f"demonstrations in {folder}; raise it")
+
+    random.seed(args.seed)
+    np.random.seed(args.seed)
+    torch.manual_seed(args.seed)
+    device = torch.device("cuda" if args.cuda and torch.cuda.is_available() else "cpu")
+    if device.type == "cpu":
+        torch.set_num_threads(1)  # a 64-unit MLP runs faster without the thread pool
+    continuous = isinstance(action_space, gym.spaces.Box)
+    action_dim = action_space.shape[0] if continuous else int(action_space.n)
+    agent = Agent(obs_shape[0], action_dim, continuous, args.hidden_size).to(device)
+    normalizer = ObsNormalizer(obs_shape, args.norm_obs)
+    if checkpoint is not None:
+        try:
+            agent.load_state_dict(checkpoint["agent"])
+            normalizer.load_state_dict(checkpoint["obs_rms"])
+        except (RuntimeError, KeyError, AttributeError) as e:
+            fail(f"checkpoint {checkpoint_path} does not fit {args.env_id}'s network: "
+                 f"{str(e).splitlines()[0]}")
+    if args.record_demo_from is not None:
+        folder = demos_folder(args)
+        os.makedirs(folder, exist_ok=True)
+        k = 0
+        while os.path.exists(os.path.join(folder, f"demo_{k}.npz")):
+            k += 1
+        path = os.path.join(folder, f"demo_{k}.npz")
+        demo = record_demo(agent, normalizer, args.env_id, args.seed, device)
+        save_demo(path, demo)
+        print(f"{SCRIPT}: wrote {path}: {len(demo.rewards)} steps, return "
+              f"{demo.episode_return:g}, {'terminated' if demo.terminated else 'truncated'}")
+        return {"demo_path": path, "episode_return": demo.episode_return,
+                "episode_length": len(demo.rewards)}
+    run = RunWriter(args, device)
+    print(f"{SCRIPT}: {args.env_id}, seed {args.seed}, device {device}")
+    summary = {"algorithm": "ppod", "env_id": args.env_id, "seed": args.seed, "global_steps": 0,
+               "wall_time_s": None, "train_return_last20": None, "eval_return_mean": None,
+               "eval_return_std": None, "eval_episodes": args.eval_episodes,
+               "solved_at_step": None, "solved_at_time_s": None, "interrupted": False}
+    start = time.time()
+    if checkpoint is not None:
+        return finish(args, run, summary, agent, normalizer, device, start)
+
+    buffers = DemoBuffers(demos, args.demo_capacity, args.rho, args.phi, args.alpha, args.seed)
+    envs = make_vector_env(args.env_id, args.num_envs, buffers=buffers)
+    params = list(agent.parameters())
+    optimizer = Adam(params, lr=args.learning_rate)
+    buffer = RolloutBuffer(args.num_steps, args.num_envs, obs_shape,
+                           action_space.shape if continuous else (),
+                           torch.float32 if continuous else torch.long, device)
+    recorder = EpisodeRecorder(args.num_envs)
+    batch_size = args.num_envs * args.num_steps
+    minibatch_size = batch_size // args.num_minibatches
+    last20 = deque(maxlen=20)
+    global_step, update, last_print, solved = 0, 0, start, False
+
+    raw_obs, info = envs.reset(seed=args.seed)
+    next_obs = torch.from_numpy(normalizer(raw_obs, update=True)).to(device)
+    try:
+        while global_step < args.total_timesteps:  # the last rollout may pass the budget
+            update += 1
+            if args.anneal_lr:
+                optimizer.lr = args.learning_rate * (1 - global_step / args.total_timesteps)
+
+            # Rollout: T steps of the N slots, each playing a real episode or a replay.
+            with torch.inference_mode():
+                for step in range(args.num_steps):
+                    replayed = info.get("_demo_action", np.zeros(args.num_envs, dtype=bool))
+                    buffer.obs[step] = next_obs
+                    action, logprob, value = agent.act(next_obs)
+                    if replayed.any():  # the demo's action, taken with probability 1
+                        where = torch.from_numpy(replayed).to(device)
+                        action[where] = torch.as_tensor(info["demo_action"][replayed],
+                                                        dtype=action.dtype, device=device)
+                        logprob[where] = 0.0
+                    env_action = to_action(agent, action, action_space)
+                    obs, reward, terminated, truncated, info = envs.step(env_action)
+                    real = ~replayed
+                    global_step += int(real.sum())
+                    buffer.actions[step] = action
+                    buffer.logprobs[step] = logprob
+                    buffer.values[step] = value
+                    buffer.demo[step] = torch.from_numpy(replayed)
+                    buffer.rewards[step] = torch.from_numpy(reward)
+                    buffer.terminated[step] = torch.from_numpy(terminated)
+                    buffer.truncated[step] = torch.from_numpy(truncated)
+                    for i in np.flatnonzero(truncated):  # bootstrapped from V(final obs)
+                        buffer.final_obs[step, i] = torch.from_numpy(normalizer(info["final_obs"][i]))
+                    values = value.cpu().numpy()
+                    for i in np.flatnonzero(real):  # real episodes become demo candidates
+                        recorder.add(i, raw_obs[i], env_action[i], reward[i], values[i])
+                        if terminated[i] or truncated[i]:
+                            buffers.admit(*recorder.finish(i, info["final_obs"][i], terminated[i]))
+                    raw_obs = obs
+                    next_obs = torch.from_numpy(normalizer(obs, update=True)).to(device)
+                    if "_episode" in info:
+                        for i in np.flatnonzero(info["_episode"] & real):
+                            last20.append(info["episode"]["r"][i])
+                            run.episode(global_step, time.time() - start, info["episode"]["r"][i],
+                                        info["episode"]["l"][i])
+                        if (args.stop_at_return is not None and len(last20) == 20
+                                and np.mean(last20) >= args.stop_at_return):
+                            summary["solved_at_step"] = global_step
+                            summary["solved_at_time_s"] = round(time.time() - start, 3)
+                            solved = True
+                            break
+                buffer.last_obs.copy_(next_obs)
+            if solved:
+                break
+
+            # Update: epochs of minibatch gradient steps on the rollout, replays included.
+            with torch.no_grad():
+                advantages, returns = buffer.gae(agent.get_value, args.gamma, args.gae_lambda)
+            b_obs, b_actions = buffer.obs.flatten(0, 1), buffer.actions.flatten(0, 1)
+            b_logprobs, b_values = buffer.logprobs.flatten(), buffer.values.flatten()
+            b_advantages, b_returns = advantages.flatten(), returns.flatten()
+            approx_kls, clipfracs = [], []
+            for epoch in range(args.update_epochs):
+                epoch_kls = []
+                for idx in torch.randperm(batch_size, device=device).split(minibatch_size):
+                    newlogprob, entropy, newvalue = agent.evaluate(b_obs[idx], b_actions[idx])
+                    mb_advantages = b_advantages[idx]
+                    if args.norm_adv:
+                        mb_advantages = (mb_advantages - mb_advantages.mean()) / (mb_advantages.std() + 1e-8)
+                    loss, pg_loss, v_loss, entropy = ppo_loss(
+                        newlogprob, b_logprobs[idx], mb_advantages, newvalue, b_values[idx],
+                        b_returns[idx], entropy, args.clip_coef, args.ent_coef, args.vf_coef,
+                        args.clip_vloss)
+                    optimizer.zero_grad()
+                    loss.backward()
+                    nn.utils.clip_grad_norm_(params, args.max_grad_norm)
+                    optimizer.step()
+                    with torch.no_grad():
+                        logratio = newlogprob - b_logprobs[idx]
+                        # k3 estimator of KL(old || new): mean((ratio - 1) - log ratio)
+                        epoch_kls.append((torch.expm1(logratio) - logratio).mean())
+                        clipfracs.append(((logratio.exp() - 1).abs() > args.clip_coef).float().mean())
+                approx_kls += epoch_kls
+                if args.target_kl is not None and torch.stack(epoch_kls).mean() > args.target_kl:
+                    break
+
+            if not math.isfinite(loss.item()):
+                print(f"{SCRIPT}: the loss became NaN at step {global_step}; stopping "
+                      "(try a lower --learning-rate)")
+                summary["interrupted"] = True
+                break
+            var_returns = b_returns.var().item()
+            explained_var = 1 - (b_returns - b_values).var().item() / var_returns if var_returns else math.nan
+            now = time.time()
+            sps = int(global_step / (now - start))
+            run.update({"global_step": global_step, "wall_time": round(now - start, 4),
+                        "sps": sps, "learning_rate": optimizer.lr, "policy_loss": pg_loss.item(),
+                        "value_loss": v_loss.item(), "entropy": entropy.item(),
+                        "approx_kl": torch.stack(approx_kls).mean().item(),
+                        "clipfrac": torch.stack(clipfracs).mean().item(),
+                        "explained_variance": explained_var, "epochs": epoch + 1,
+                        "demo_fraction": buffer.demo.float().mean().item(), "rho": buffers.rho,
+                        "phi": buffers.phi, "threshold": buffers.threshold,
+                        "reward_demos": len(buffers.reward), "value_demos": len(buffers.value)})
+            if args.save_demos_every and update % args.save_demos_every == 0:
+                run.save_demos(buffers)
+            if now - last_print >= 2.0 or global_step >= args.total_timesteps:
+                last_print = now
+                recent = f"{np.mean(last20):.1f}" if last20 else "n/a"
+                print(f"step {global_step:>9} | sps {sps:>6} | return (last 20) {recent} | "
+                      f"reward demos {len(buffers.reward)} (threshold {buffers.threshold:g}) | "
+                      f"rho {buffers.rho:.2f} phi {buffers.phi:.2f}")
+    except KeyboardInterrupt:
+        print(f"{SCRIPT}: interrupted; writing what the run has so far")
+        summary["interrupted"] = True
+    finally:
+        envs.close()
+    summary["global_steps"] = global_step
+    return finish(args, run, summary, agent, normalizer, device, start, buffers)
+
+
+if __name__ == "__main__":
+    try:
+        main(tyro.cli(Args))
+    except UsageError as e:
+        print(f"{SCRIPT}: error: {e}", file=sys.stderr)
+        sys.exit(2)

@@ -1,0 +1,482 @@
+"""Tests of ppod.py: the demo buffers and annealing by hand, replays in the rollout, GAE over
+a rollout that mixes a replay and real steps, demo files, runs end to end, bad input,
+determinism."""
+import math
+import os
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+
+import ppo
+import ppod
+from conftest import check_import_is_quiet, episode_rows, interrupt_on_call, read_csv
+from test_ppo import CountingEnv  # registers CountToThree-v0 and SpinTheBits-v0 too
+
+
+def approx(expected):
+    """Equality up to float32 rounding."""
+    return pytest.approx(expected, abs=1e-6)
+
+
+def episode(episode_return, steps=2):
+    """A Demo of `steps` steps whose rewards add up to episode_return."""
+    return ppod.Demo(np.zeros((steps + 1, 1), np.float32), np.zeros(steps, np.int64),
+                     np.full(steps, episode_return / steps, np.float32))
+
+
+# ---------------------------------------------------------------------------------------
+# Choosing the next episode's source
+# ---------------------------------------------------------------------------------------
+def test_choose_source_splits_the_unit_interval_at_rho_and_rho_plus_phi():
+    # rho = 0.25, phi = 0.5: [0, 0.25) reward, [0.25, 0.75) value, [0.75, 1) real
+    sources = [ppod.choose_source(u, 0.25, 0.5, True) for u in (0.0, 0.24, 0.25, 0.74, 0.75, 0.99)]
+    assert sources == ["reward", "reward", "value", "value", "real", "real"]
+    assert ppod.choose_source(0.5, 0.25, 0.5, False) == "real"  # no value demos yet
+
+
+def test_source_frequencies_with_a_fixed_seed():
+    # 10,000 draws: the standard deviation of a frequency near 0.3 is sqrt(0.3*0.7/1e4) =
+    # 0.0046, so each frequency lies within 0.015 (over 3 deviations) of its probability.
+    buffers = ppod.DemoBuffers([episode(-1.0)], capacity=3, rho=0.3, phi=0.2, alpha=0.0, seed=0)
+    buffers.admit(episode(-5.0), max_value=1.0)
+    value_demo = buffers.value[0][1]
+    draws = [buffers.next_episode() for _ in range(10_000)]
+    reward = sum(d is buffers.reward[0][1] for d in draws) / 10_000
+    value = sum(d is value_demo for d in draws) / 10_000
+    real = sum(d is None for d in draws) / 10_000
+    assert reward == pytest.approx(0.3, abs=0.015) and value == pytest.approx(0.2, abs=0.015)
+    assert real == pytest.approx(0.5, abs=0.015) and reward + value + real == 1.0
+    again = ppod.DemoBuffers([episode(-1.0)], capacity=3, rho=0.3, phi=0.2, alpha=0.0, seed=0)
+    again.admit(episode(-5.0), max_value=1.0)
+    assert [d is None for d in draws[:50]] == [again.next_episode() is None for _ in range(50)]
+
+
+def test_value_probabilities_by_hand():
+    # m = [-2, -1, -1], alpha = 1: weights exp(-1), exp(0), exp(0) = 0.36788, 1, 1
+    #   p = [0.36788, 1, 1] / 2.36788 = [0.15536, 0.42232, 0.42232]
+    assert ppod.value_probabilities([-2.0, -1.0, -1.0], 1.0) == pytest.approx(
+        [0.15536, 0.42232, 0.42232], abs=1e-5)
+    assert ppod.value_probabilities([-2.0, 0.0, 5.0], 0.0) == pytest.approx([1 / 3] * 3)
+    # huge and negative values stay finite: weights exp(0), exp(-1000), exp(-2000)
+    assert ppod.value_probabilities([1000.0, 0.0, -1000.0], 1.0).tolist() == [1.0, 0.0, 0.0]
+
+
+def test_value_demos_are_drawn_in_proportion_to_their_probabilities():
+    # alpha = ln 3 and max values 0, 1: weights 1, 3, so p = [0.25, 0.75] of value draws
+    buffers = ppod.DemoBuffers([episode(-1.0)], capacity=3, rho=0.0, phi=0.9, alpha=math.log(3),
+                               seed=1)
+    buffers.admit(episode(-5.0), max_value=0.0)
+    buffers.admit(episode(-6.0), max_value=1.0)
+    draws = [buffers.next_episode() for _ in range(4000)]
+    high = sum(d is buffers.value[1][1] for d in draws) / sum(d is not None for d in draws)
+    assert high == pytest.approx(0.75, abs=0.03)
+
+
+# ---------------------------------------------------------------------------------------
+# Annealing, admission and eviction by hand
+# ---------------------------------------------------------------------------------------
+def test_anneal_by_hand():
+    # phi_0 = 0.2 over K_v = 4 value slots: steps of 0.05 until phi = 0
+    rho, phi = 0.3, 0.2
+    seen = []
+    for _ in range(5):
+        rho, phi = ppod.anneal(rho, phi, 0.2, 4)
+        seen.append((round(rho, 10), round(phi, 10)))
+    assert seen == [(0.35, 0.15), (0.4, 0.1), (0.45, 0.05), (0.5, 0.0), (0.5, 0.0)]
+    # K_v = 3: a step of 0.2/3 = 0.0667 from phi = 0.05 takes only the 0.05 left
+    assert ppod.anneal(0.45, 0.05, 0.2, 3) == pytest.approx((0.5, 0.0))
+
+
+def test_admission_fills_the_value_demos_then_keeps_the_highest():
+    # one given demo (return -5), capacity 3: room for 2 value demos
+    buffers = ppod.DemoBuffers([episode(-5.0)], capacity=3, rho=0.3, phi=0.2, alpha=1.0, seed=0)
+    assert buffers.threshold == -5.0 and buffers.value_slots == 2
+    assert buffers.admit(episode(-8.0), max_value=1.0) == "value"
+    assert buffers.admit(episode(-9.0), max_value=3.0) == "value"
+    # full: max value 2.0 beats the lowest (1.0), which leaves; 0.5 beats none
+    assert buffers.admit(episode(-7.0), max_value=2.0) == "value"
+    assert buffers.admit(episode(-7.0), max_value=0.5) is None
+    assert [m for m, _ in buffers.value] == [3.0, 2.0] and len(buffers) == 3
+    assert (buffers.rho, buffers.phi) == (0.3, 0.2)  # value demos do not anneal
+
+
+def test_reward_demos_evict_value_demos_first_and_the_threshold_rises():
+    buffers = ppod.DemoBuffers([episode(-5.0)], capacity=3, rho=0.3, phi=0.2, alpha=1.0, seed=0)
+    buffers.admit(episode(-9.0), max_value=3.0)
+    buffers.admit(episode(-7.0), max_value=2.0)
+    # return -4 >= threshold -5: joins; 4 > 3 episodes, so the lowest value demo (2.0)
+    # leaves; phi_0/K_v = 0.2/2 = 0.1: rho 0.3 -> 0.4, phi 0.2 -> 0.1
+    assert buffers.admit(episode(-4.0), max_value=0.0) == "reward"
+    assert [m for m, _ in buffers.value] == [3.0] and buffers.threshold == -5.0
+    assert (buffers.rho, buffers.phi) == approx((0.4, 0.1))
+    # -3 joins, the last value demo leaves; rho 0.5, phi 0
+    buffers.admit(episode(-3.0), max_value=0.0)
+    assert buffers.value == [] and (buffers.rho, buffers.phi) == approx((0.5, 0.0))
+    # -2 joins; no value demo is left, so the lowest return (-5) leaves: threshold -4
+    buffers.admit(episode(-2.0), max_value=0.0)
+    assert [r for r, _ in buffers.reward] == [-4.0, -3.0, -2.0] and buffers.threshold == -4.0
+    assert len(buffers) == 3 and (buffers.rho, buffers.phi) == approx((0.5, 0.0))
+    # below the threshold with no value demos to replace: dropped
+    assert buffers.admit(episode(-4.5), max_value=9.0) is None and len(buffers) == 3
+    # a tie with the lowest return keeps the newcomer and evicts the older one
+    older, newer = buffers.reward[0][1], episode(-4.0)
+    buffers.admit(newer, max_value=0.0)
+    assert all(d is not older for _, d in buffers.reward) and buffers.reward[-1][1] is newer
+
+
+def test_episode_recorder_turns_real_steps_into_a_demo():
+    recorder = ppod.EpisodeRecorder(2)
+    recorder.add(1, np.array([0.0]), 2, -1.0, -3.0)
+    recorder.add(1, np.array([0.5]), 0, -1.0, -1.5)
+    demo, max_value = recorder.finish(1, np.array([0.75]), terminated=False)
+    assert demo.observations[:, 0].tolist() == [0.0, 0.5, 0.75] and demo.actions.tolist() == [2, 0]
+    assert demo.episode_return == -2.0 and demo.terminated is False and max_value == -1.5
+    assert recorder.steps[1] == [] and recorder.max_value[1] == -np.inf
+
+
+# ---------------------------------------------------------------------------------------
+# The loss and GAE on a rollout that mixes a replay and real steps
+# ---------------------------------------------------------------------------------------
+def test_demo_step_ratio_is_pi_over_one():
+    # old log-prob 0 (mu = 1), pi = 0.5: ratio 0.5, clip 0.2 -> clip(ratio) = 0.8
+    #   A = +1: max(-0.5, -0.8) = -0.5, unclipped: d/dlogpi = -ratio = -0.5 (raises pi)
+    #   A = -1: max(0.5, 0.8) = 0.8, clipped: no gradient
+    newlogprob = torch.log(torch.tensor([0.5, 0.5])).requires_grad_()
+    zeros = torch.zeros(2)
+    _, pg_loss, _, _ = ppod.ppo_loss(newlogprob, zeros, torch.tensor([1.0, -1.0]), zeros, zeros,
+                                     zeros, zeros, clip_coef=0.2, ent_coef=0.0, vf_coef=0.5)
+    assert pg_loss.item() == approx((-0.5 + 0.8) / 2)
+    pg_loss.backward()
+    assert newlogprob.grad.tolist() == approx([-0.25, 0.0])
+
+
+@pytest.mark.parametrize("demo_end, expected_adv, expected_ret", [
+    # gamma = lambda = 0.5; V(s) = 10*s: values [1, 2, 3], V(last obs 0.4) = 4.
+    # A value demo ends truncated at t = 1 with final obs 0.6 (V = 6): next_values [2, 6, 4]
+    #   delta = [5 + 0.5*2 - 1, 6 + 0.5*6 - 2, 1 + 0.5*4 - 3] = [5, 7, 0]
+    #   A_2 = 0;  A_1 = 7 (the replay ended);  A_0 = 5 + 0.25*7 = 6.75;  R = A + V
+    ("truncated", [6.75, 7.0, 0.0], [7.75, 9.0, 3.0]),
+    # A reward demo ends terminated at t = 1: delta_1 = 6 - 2 = 4;  A_0 = 5 + 0.25*4 = 6
+    ("terminated", [6.0, 4.0, 0.0], [7.0, 6.0, 3.0]),
+])
+def test_gae_over_a_replay_followed_by_real_steps(demo_end, expected_adv, expected_ret):
+    buffer = ppod.RolloutBuffer(3, 1, (1,), (), torch.long, "cpu")
+    buffer.obs[:, 0, 0] = torch.tensor([0.1, 0.2, 0.3])
+    buffer.last_obs[0, 0] = 0.4
+    buffer.rewards[:, 0] = torch.tensor([5.0, 6.0, 1.0])  # replayed, replayed, real
+    buffer.demo[:2, 0] = True
+    getattr(buffer, demo_end)[1, 0] = True
+    buffer.final_obs[1, 0, 0] = 0.6
+    value_fn = lambda obs: 10 * obs[..., 0]
+    buffer.values = value_fn(buffer.obs)
+    adv, ret = buffer.gae(value_fn, 0.5, 0.5)
+    assert adv[:, 0].tolist() == approx(expected_adv) and ret[:, 0].tolist() == approx(expected_ret)
+
+
+# ---------------------------------------------------------------------------------------
+# Demonstration files and the replaying wrapper
+# ---------------------------------------------------------------------------------------
+class SeedRecordingEnv(CountingEnv):
+    """test_ppo's counting environment (observation: the step count, reward 1 per step),
+    remembering the seeds it was reset with."""
+
+    def __init__(self):
+        self.seeds = []
+
+    def reset(self, *, seed=None, options=None):
+        self.seeds.append(seed)
+        return super().reset(seed=seed, options=options)
+
+
+# A demo of the counting environment that no real episode could produce: observations
+# 10..13, actions 1, 0, 1, rewards 5, 6, 7 (return 18), ended by termination.
+COUNT_DEMO = ppod.Demo(np.array([[10.0], [11.0], [12.0], [13.0]], np.float32),
+                       np.array([1, 0, 1]), np.array([5.0, 6.0, 7.0], np.float32))
+
+
+@pytest.fixture
+def count_demos(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("count-demos")
+    ppod.save_demo(folder / "demo_0.npz", COUNT_DEMO)
+    return str(folder)
+
+
+def test_demo_files_round_trip(tmp_path):
+    space = gym.spaces.Box(-1.0, 1.0, (2,))
+    demo = ppod.Demo(np.arange(8, dtype=np.float32).reshape(4, 2),
+                     np.array([[0.5, -0.5], [1.0, 0.0], [0.0, 0.25]], np.float32),
+                     np.array([1.0, -2.0, 0.5], np.float32), terminated=False)
+    ppod.save_demo(tmp_path / "d.npz", demo)
+    loaded = ppod.load_demo(str(tmp_path / "d.npz"), (2,), space)
+    for key in ("observations", "actions", "rewards"):
+        assert np.array_equal(getattr(loaded, key), getattr(demo, key))
+    assert loaded.terminated is False and loaded.episode_return == -0.5
+    # without a terminated entry a demo counts as terminated
+    np.savez(tmp_path / "plain.npz", observations=demo.observations, actions=demo.actions,
+             rewards=demo.rewards)
+    assert ppod.load_demo(str(tmp_path / "plain.npz"), (2,), space).terminated is True
+
+
+def test_shipped_mountaincar_demo_fits_and_reaches_the_flag():
+    env = gym.make("MountainCar-v0")
+    (demo,) = ppod.load_demos(os.path.join(ppod.HERE, "demos", "MountainCar-v0"),
+                              env.observation_space.shape, env.action_space)
+    assert demo.terminated and demo.observations[-1, 0] >= 0.5 and demo.episode_return == -115
+
+
+class OneReplayThenReal:
+    """A DemoBuffers stand-in: the first episode replays COUNT_DEMO, the rest are real."""
+
+    def __init__(self):
+        self.calls = 0
+
+    def next_episode(self):
+        self.calls += 1
+        return COUNT_DEMO if self.calls == 1 else None
+
+
+def test_replay_wrapper_plays_the_demo_then_the_env_with_the_seed_it_was_given():
+    env = ppod.DemoReplay(SeedRecordingEnv(), OneReplayThenReal())
+    obs, info = env.reset(seed=7)
+    steps = [(obs[0], info["demo_action"])]
+    for _ in range(3):
+        obs, reward, terminated, truncated, info = env.step(0)  # the action is ignored
+        steps.append((obs[0], info.get("demo_action"), reward, terminated, truncated))
+    assert steps == [(10.0, 1), (11.0, 0, 5.0, False, False), (12.0, 1, 6.0, False, False),
+                     (13.0, None, 7.0, True, False)]
+    assert env.env.seeds == []  # the environment was not touched
+    obs, info = env.reset()
+    assert obs.tolist() == [0.0] and info == {} and env.env.seeds == [7]
+    assert env.step(1)[:2] == ([1.0], 1.0)
+
+
+@pytest.fixture
+def rollouts(monkeypatch):
+    """The rollouts a run learns from, copied as each update computes its advantages."""
+    seen = []
+    original = ppod.RolloutBuffer.gae
+
+    def spy(self, *args, **kwargs):
+        seen.append({k: getattr(self, k).clone() for k in
+                     ("obs", "actions", "logprobs", "rewards", "terminated", "truncated", "demo")})
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(ppod.RolloutBuffer, "gae", spy)
+    return seen
+
+
+def test_replayed_demo_appears_in_the_rollout_step_for_step(tmp_path, rollouts, count_demos):
+    summary = ppod.main(ppod.Args(env_id="CountToThree-v0", demos_dir=count_demos, rho=0.5,
+                                  phi=0.0, norm_obs=False, total_timesteps=24, num_envs=2,
+                                  num_steps=6, num_minibatches=2, eval_episodes=0,
+                                  output_dir=str(tmp_path / "runs")))
+    replays = real = 0
+    for rollout in rollouts:
+        demo, obs = rollout["demo"], rollout["obs"][..., 0]
+        for t, n in demo.nonzero().tolist():  # each replayed row is COUNT_DEMO's step k
+            k = int(obs[t, n]) - 10
+            assert rollout["actions"][t, n] == COUNT_DEMO.actions[k]
+            assert rollout["rewards"][t, n] == COUNT_DEMO.rewards[k]
+            assert rollout["logprobs"][t, n] == 0.0 and rollout["terminated"][t, n] == (k == 2)
+            if k < 2 and t + 1 < len(obs):
+                assert obs[t + 1, n] == 11 + k and demo[t + 1, n]
+        real_rows = ~demo
+        assert (rollout["logprobs"][real_rows] < 0).all() and (obs[real_rows] <= 2).all()
+        assert (rollout["rewards"][real_rows] == 1.0).all()
+        assert not rollout["terminated"][real_rows].any()
+        replays += int(demo.sum())
+        real += int(real_rows.sum())
+    assert replays >= 6 and summary["global_steps"] == real >= 24  # replays are not counted
+    episodes = read_csv(next((tmp_path / "runs").glob("*/episodes.csv")))
+    assert episodes and {(e["episode_return"], e["episode_length"]) for e in episodes} == {("3.0", "3")}
+
+
+# ---------------------------------------------------------------------------------------
+# Runs end to end
+# ---------------------------------------------------------------------------------------
+def test_smoke_run_writes_every_file_and_its_model_evaluates_and_records(tmp_path, check_run_folder):
+    args = ppod.Args(total_timesteps=1024, num_envs=2, num_steps=128, num_minibatches=4,
+                     update_epochs=2, eval_episodes=1, save_model=True, save_demos_every=1,
+                     output_dir=str(tmp_path / "train"))
+    summary = ppod.main(args)
+    path, episodes, updates = check_run_folder(summary, args.output_dir, "ppod", model=True)
+    assert summary["env_id"] == "MountainCar-v0" and summary["global_steps"] >= 1024
+    assert {"policy_loss", "value_loss", "approx_kl", "demo_fraction", "rho", "phi", "threshold",
+            "reward_demos", "value_demos"} <= set(updates[0])
+    assert all(e["episode_length"] == "200" for e in episodes)  # real episodes, no replays
+    assert any(float(u["demo_fraction"]) > 0 for u in updates)
+    space = gym.make("MountainCar-v0").action_space
+    saved = ppod.load_demos(os.path.join(path, "demos"), (2,), space)
+    assert [d.episode_return for d in saved] == [-115.0]  # the shipped demo, still the best
+
+    model = os.path.join(path, "model.pt")
+    evaluated = ppod.main(ppod.Args(eval_checkpoint=model, eval_episodes=1,
+                                    output_dir=str(tmp_path / "eval")))
+    assert evaluated["eval_return_mean"] == summary["eval_return_mean"] and evaluated["global_steps"] == 0
+    recorded = ppod.main(ppod.Args(record_demo_from=model, demos_dir=str(tmp_path / "mine")))
+    (demo,) = ppod.load_demos(str(tmp_path / "mine"), (2,), space)
+    assert recorded["demo_path"].endswith("demo_0.npz")
+    assert demo.episode_return == recorded["episode_return"] == -len(demo.rewards)
+
+
+def test_record_demo_from_a_ppo_checkpoint(tmp_path, count_demos):
+    # ppo.py's model.pt has the same layout; a second recording takes the next file name
+    model = str(tmp_path / "ppo.pt")
+    ppo.save_checkpoint(model, ppo.Agent(1, 2, False, 16), ppo.ObsNormalizer((1,), False),
+                        ppo.Args(env_id="CountToThree-v0", hidden_size=16))
+    recorded = ppod.main(ppod.Args(env_id="CountToThree-v0", record_demo_from=model,
+                                   demos_dir=count_demos))
+    assert recorded == {"demo_path": os.path.join(count_demos, "demo_1.npz"),
+                        "episode_return": 3.0, "episode_length": 3}
+    demo = ppod.load_demo(recorded["demo_path"], (1,), gym.spaces.Discrete(2))
+    assert demo.observations[:, 0].tolist() == [0, 1, 2, 3] and demo.terminated is False
+
+
+def test_continuous_actions_are_replayed_as_recorded(tmp_path, rollouts):
+    # A Pendulum demo recorded from an untrained ppo.py policy: 200 steps, cut by the time
+    # limit. Wherever a slot replays it, the rollout holds the demo's action vectors.
+    model = str(tmp_path / "ppo.pt")
+    ppo.save_checkpoint(model, ppo.Agent(3, 1, True), ppo.ObsNormalizer((3,), False),
+                        ppo.Args(env_id="Pendulum-v1"))
+    demos_dir = str(tmp_path / "demos")
+    ppod.main(ppod.Args(env_id="Pendulum-v1", record_demo_from=model, demos_dir=demos_dir))
+    (demo,) = ppod.load_demos(demos_dir, (3,), gym.make("Pendulum-v1").action_space)
+    assert demo.terminated is False and demo.actions.shape == (200, 1)
+    ppod.main(ppod.Args(env_id="Pendulum-v1", demos_dir=demos_dir, rho=0.5, phi=0.0,
+                        norm_obs=False, total_timesteps=800, num_envs=2, num_steps=200,
+                        num_minibatches=2, update_epochs=1, eval_episodes=0,
+                        output_dir=str(tmp_path / "runs")))
+    replayed = [(r["obs"][:, n], r["actions"][:, n], r["truncated"][:, n]) for r in rollouts
+                for n in range(2) if r["demo"][:, n].all()]
+    assert replayed  # a whole 200-step replay fills a slot's rollout
+    for obs, actions, truncated in replayed:
+        assert torch.equal(obs, torch.from_numpy(demo.observations[:200]))
+        assert torch.equal(actions, torch.from_numpy(demo.actions))
+        assert truncated.tolist() == [False] * 199 + [True]
+
+
+def test_stop_at_return_counts_real_episodes_only(tmp_path, count_demos):
+    # Real episodes return 3 and replays 18: a 20-episode mean of 3 needs 20 real episodes.
+    summary = ppod.main(ppod.Args(env_id="CountToThree-v0", demos_dir=count_demos, rho=0.5,
+                                  phi=0.0, stop_at_return=3.0, total_timesteps=10_000, num_envs=2,
+                                  num_steps=8, num_minibatches=2, eval_episodes=0,
+                                  output_dir=str(tmp_path)))
+    episodes = read_csv(next(tmp_path.glob("*/episodes.csv")))
+    assert len(episodes) >= 20 and summary["solved_at_step"] == int(episodes[19]["global_step"])
+    assert summary["global_steps"] == summary["solved_at_step"] < 10_000
+
+
+def test_interrupted_run_keeps_its_data(tmp_path, monkeypatch, count_demos):
+    monkeypatch.setattr(ppod.Adam, "step", interrupt_on_call(3))
+    summary = ppod.main(ppod.Args(env_id="CountToThree-v0", demos_dir=count_demos,
+                                  total_timesteps=2048, num_envs=2, num_steps=32,
+                                  num_minibatches=2, update_epochs=1, save_model=True,
+                                  output_dir=str(tmp_path)))
+    (path,) = tmp_path.iterdir()
+    assert summary["interrupted"] is True and summary["eval_return_mean"] is None
+    assert len(read_csv(path / "updates.csv")) == 1 and read_csv(path / "episodes.csv")
+    assert (path / "learning_curve.png").exists() and (path / "model.pt").exists()
+    assert (path / "demos" / "demo_0.npz").exists()
+
+
+def test_nan_loss_stops_cleanly(tmp_path, monkeypatch, count_demos):
+    original = ppod.ppo_loss
+    monkeypatch.setattr(ppod, "ppo_loss", lambda *a, **k: (original(*a, **k)[0] * math.nan,
+                                                           *original(*a, **k)[1:]))
+    summary = ppod.main(ppod.Args(env_id="CountToThree-v0", demos_dir=count_demos, rho=0.0,
+                                  phi=0.0, total_timesteps=1024, num_envs=2, num_steps=32,
+                                  num_minibatches=2, output_dir=str(tmp_path)))
+    assert summary["interrupted"] is True and summary["global_steps"] == 64
+    assert (next(tmp_path.iterdir()) / "summary.json").exists()
+
+
+def test_same_seed_gives_the_same_episodes(tmp_path, count_demos):
+    # Replays, value demos and admissions all draw from the seeded generators.
+    for folder in ("a", "b"):
+        ppod.main(ppod.Args(env_id="CountToThree-v0", demos_dir=count_demos, rho=0.3,
+                            phi=0.3, demo_capacity=4, total_timesteps=240, num_envs=4,
+                            num_steps=16, eval_episodes=0, output_dir=str(tmp_path / folder)))
+    first = episode_rows(tmp_path / "a")
+    assert len(first) > 20 and first == episode_rows(tmp_path / "b")
+
+
+# ---------------------------------------------------------------------------------------
+# Bad input: one line on stderr, exit status 2, nothing trained
+# ---------------------------------------------------------------------------------------
+@pytest.fixture
+def bad_files(tmp_path):
+    def demo_folder(name, **arrays):
+        folder = tmp_path / name
+        folder.mkdir()
+        np.savez(folder / "demo_0.npz", **arrays)
+        return str(folder)
+
+    obs3, actions3, rewards3 = np.zeros((4, 2), np.float32), np.array([0, 2, 1]), -np.ones(3)
+    corrupt = tmp_path / "corrupt"
+    corrupt.mkdir()
+    (corrupt / "demo_0.npz").write_bytes(b"this is not a demonstration")
+    corrupt_pt = tmp_path / "corrupt.pt"
+    corrupt_pt.write_bytes(b"this is not a checkpoint")
+    pendulum = tmp_path / "pendulum.pt"
+    ppod.save_checkpoint(pendulum, ppod.Agent(3, 1, True), ppod.ObsNormalizer((3,), False),
+                         ppod.Args(env_id="Pendulum-v1"))
+    misfit = tmp_path / "misfit.pt"  # says 32 hidden units, holds a 64-unit network
+    ppod.save_checkpoint(misfit, ppod.Agent(2, 3, False, 64), ppod.ObsNormalizer((2,), False),
+                         ppod.Args(hidden_size=32))
+    two = demo_folder("two", observations=obs3, actions=actions3, rewards=rewards3)
+    np.savez(os.path.join(two, "demo_1.npz"), observations=obs3, actions=actions3, rewards=rewards3)
+    return {
+        "wide-obs": demo_folder("wide-obs", observations=np.zeros((4, 3)), actions=actions3,
+                                rewards=rewards3),
+        "bad-action": demo_folder("bad-action", observations=obs3, actions=np.array([0, 3, 1]),
+                                  rewards=rewards3),
+        "empty": demo_folder("empty", observations=np.zeros((1, 2)),
+                             actions=np.zeros(0, np.int64), rewards=np.zeros(0)),
+        "no-rewards": demo_folder("no-rewards", observations=obs3, actions=actions3),
+        "corrupt": str(corrupt), "two": two, "nowhere": str(tmp_path / "nowhere"),
+        "missing.pt": str(tmp_path / "missing.pt"), "corrupt.pt": str(corrupt_pt),
+        "pendulum.pt": str(pendulum), "misfit.pt": str(misfit)}
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--env-id", "MountainCar-v9"], "unknown environment id 'MountainCar-v9'; did you mean MountainCar-v0"),
+    (["--env-id", "SpinTheBits-v0"], "MultiBinary action space; ppod.py handles Discrete and Box"),
+    (["--env-id", "Taxi-v4"], "Discrete observation space"),
+    (["--num-envs", "3", "--num-steps", "5", "--num-minibatches", "4"],
+     "num_envs*num_steps = 15 is not divisible by --num-minibatches 4"),
+    (["--num-envs", "0"], "--num-envs must be positive"),
+    (["--total-timesteps", "-5"], "--total-timesteps must be positive"),
+    (["--learning-rate", "0"], "--learning-rate must be positive"),
+    (["--rho", "0.6", "--phi", "0.5"], "--rho 0.6 + --phi 0.5 must be less than 1"),
+    (["--rho", "1.5"], "--rho must be in [0, 1]"),
+    (["--alpha", "-1"], "--alpha must be 0 or more"),
+    (["--demo-capacity", "0"], "--demo-capacity must be positive"),
+    (["--demo-capacity", "1", "--demos-dir", "two"], "--demo-capacity 1 cannot hold the 2 demonstrations"),
+    (["--demos-dir", "nowhere"], "no demonstrations (*.npz) in"),
+    (["--env-id", "CartPole-v1"], "no demonstrations (*.npz) in"),
+    (["--demos-dir", "wide-obs"],
+     "has observations of shape (4, 3); 3 steps of this environment need (4, 2)"),
+    (["--demos-dir", "bad-action"], "this environment takes integers below 3"),
+    (["--demos-dir", "empty"], "is empty"),
+    (["--demos-dir", "no-rewards"], "lacks rewards"),
+    (["--demos-dir", "corrupt"], "is not a readable .npz file"),
+    (["--eval-checkpoint", "missing.pt"], "does not exist"),
+    (["--record-demo-from", "corrupt.pt"], "is not a ppod.py or ppo.py model.pt"),
+    (["--eval-checkpoint", "pendulum.pt"], "was made for Pendulum-v1, not MountainCar-v0"),
+    (["--record-demo-from", "misfit.pt"], "does not fit MountainCar-v0's network"),
+    (["--eval-checkpoint", "misfit.pt", "--record-demo-from", "misfit.pt"], "pass one of them"),
+])
+def test_bad_input_is_one_line_and_exit_status_2(argv, message, check_usage_error, bad_files):
+    check_usage_error("ppod.py", [bad_files.get(a, a) for a in argv], message)
+
+
+def test_help_lists_the_flags_with_their_docstrings(check_help):
+    check_help("ppod.py", ("--cuda", "--no-cuda", "--rho", "--phi", "--alpha", "--demo-capacity",
+                           "--demos-dir", "--save-demos-every", "--record-demo-from"),
+               ("replays a reward demo",))
+
+
+def test_importing_the_script_has_no_side_effects(tmp_path):
+    check_import_is_quiet("ppod", tmp_path)
