@@ -90,6 +90,12 @@ PPO_AS_PPOD = ["--total-timesteps", "300000", "--num-envs", "8", "--num-steps", 
                "--learning-rate", "1e-3", "--gamma", "0.99", "--gae-lambda", "0.95",
                "--num-minibatches", "4", "--update-epochs", "4", "--norm-obs"]
 
+ES_PENDULUM = ["--total-timesteps", "3000000", "--population-size", "32",
+               "--episodes-per-member", "2", "--sigma", "0.3", "--learning-rate", "0.1"]
+
+# the same run with 1 and with 2 worker processes (the speed-up of es.py's workers)
+ES_SPEED = ["--total-timesteps", "300000", "--eval-episodes", "0", "--num-workers"]
+
 TASKS = {
     "ppo": [
         Task("ppo", "CartPole-v1", 475, "20-episode mean 475 at a median of at most 25k steps, "
@@ -146,6 +152,18 @@ TASKS = {
              "minutes; random -27, scripted nearest landmark -7.7", window=100),
         Task("mappo", "simple_spread_v3", -16, "FP critic beside EP: the same flags, "
              "--critic-state fp", ["--critic-state", "fp"], label="fp", window=100),
+    ],
+    "es": [
+        Task("es", "CartPole-v1", 475, "eval return 500 within 20 generations at the median "
+             "(generations: rows of updates.csv); the speed-up of 2 workers over 1 (goal 1.7x) "
+             "and the steps per second", ["--stop-at-return", "475"], torch=False),
+        Task("es", "CartPole-v1", 475, "speed: one worker, a fixed 300k steps (compare its "
+             "process seconds and steps/s with the 2-worker task's)", ES_SPEED + ["1"],
+             label="1-worker", torch=False),
+        Task("es", "CartPole-v1", 475, "speed: two workers, a fixed 300k steps; the speed-up "
+             "over one worker is the goal (1.7x)", ES_SPEED + ["2"], label="2-workers",
+             torch=False),
+        Task("es", "Pendulum-v1", -200, "what the README's flags reach", ES_PENDULUM, torch=False),
     ],
 }
 

@@ -121,6 +121,37 @@ EXERCISES = (
               "test_sampling_never_returns_a_masked_action_and_follows_the_probabilities",
               "test_an_all_true_mask_gives_the_ordinary_categorical"),
              ("--env-id", "Taxi-v4", "--stop-at-return", "7"), 7),
+    Exercise("ppod.admit_demo", "DemoBuffers.admit", "Libardi et al. 2021, PPO+D (Guided "
+             "Exploration with PPO using a Single Demonstration)",
+             "a return at or above the threshold joins the reward demos (anneal rho and phi, "
+             "evict the lowest value demo when over capacity, raise the threshold); else "
+             "keep the episodes of highest max value",
+             ("test_admission_fills_the_value_demos_then_keeps_the_highest",
+              "test_reward_demos_evict_value_demos_first_and_the_threshold_rises"),
+             ("--env-id", "MountainCar-v0", "--total-timesteps", "150000", "--stop-at-return",
+              "-130"), -130),
+    Exercise("ppod.value_probabilities", "value_probabilities", "Libardi et al. 2021, PPO+D "
+             "(prioritized value demos)",
+             "a softmax of alpha * m_i; subtract the largest m first so that no exponent "
+             "overflows, whatever the sign of the values",
+             ("test_value_probabilities_by_hand",
+              "test_value_demos_are_drawn_in_proportion_to_their_probabilities"),
+             ("--env-id", "MountainCar-v0", "--total-timesteps", "150000", "--stop-at-return",
+              "-130"), -130),
+    Exercise("es.centered_ranks", "centered_ranks", "Salimans et al. 2017, Evolution "
+             "Strategies as a Scalable Alternative to RL (fitness shaping)",
+             "rank the values with a stable argsort (equal values by position), then scale "
+             "the ranks 0..n-1 to [-0.5, 0.5]",
+             ("test_centered_ranks_of_three_members",
+              "test_centered_ranks_and_adam_reach_the_optimum_of_a_quadratic"),
+             ("--env-id", "CartPole-v1", "--num-workers", "1", "--stop-at-return", "475"), 475),
+    Exercise("es.gradient", "es_gradient", "Salimans et al. 2017, Evolution Strategies as a "
+             "Scalable Alternative to RL",
+             "sum the members' noise vectors weighted by their shaped fitness, then divide by "
+             "n * sigma",
+             ("test_es_gradient_of_three_members", "test_es_gradient_of_antithetic_pairs",
+              "test_antithetic_es_step_on_a_quadratic_goes_towards_the_optimum"),
+             ("--env-id", "CartPole-v1", "--num-workers", "1", "--stop-at-return", "475"), 475),
     Exercise("dqn.targets", "dqn_targets", "Mnih et al. 2015, DQN; van Hasselt et al. "
              "2016, double DQN",
              "max over next_q_target's actions, or, given next_q_online, the target's value "

@@ -1,0 +1,846 @@
+"""Evolution strategies (OpenAI ES) with parallel workers that share only seeds and returns.
+
+ES treats the policy's parameters as one flat vector theta and improves the expected return
+of a Gaussian cloud of policies around it, with no gradient of the return and no value
+function. Each generation it perturbs theta with n Gaussian noise vectors, plays each
+perturbed (deterministic) policy for whole episodes, and moves theta towards the noise of the
+members that did better. The members are played in parallel by worker processes.
+
+Key equations (generation with members i = 1..n, returns F_i):
+
+    eps_i ~ N(0, I)                       with --antithetic, pairs eps_{2j} = -eps_{2j+1}
+    F_i   = return of the policy theta + sigma * eps_i (mean over --episodes-per-member)
+    F~    = shaped F: centered ranks rank(F_i) / (n - 1) - 0.5, or z-scores, or F itself
+    g     = 1 / (n * sigma) * sum_i F~_i * eps_i          (estimates grad E[F(theta + sigma eps)])
+    theta <- theta + optimizer(g - l2_coef * theta)        (plain SGD or Adam, gradient ascent)
+
+Parallelism as in the paper: every worker holds its own copy of theta and of the optimizer.
+A member is sent to a worker as an integer seed and a sign; the worker regenerates
+eps_i = sign * N(0, I)(seed) itself and sends back the return. After a generation the main
+process sends every worker the generation's seeds, signs and returns, and each applies the
+same update to its copy, so only seeds and returns (and, with --norm-obs, the observation
+statistics) cross process boundaries, never a noise vector or theta. Results depend only on
+the seed, not on --num-workers or on which worker plays which member: each member's noise
+and environment seeds come from the main random generator, and the returns are put back in
+member order.
+
+An episode ends when the environment terminates it or a time limit truncates it; the return
+of a truncated episode is what was collected until the cut (ES optimizes the return of the
+episodes as played, time limit included, and needs no bootstrapping). All members of a
+generation play from the same start states (the same environment seeds: common random
+numbers), so that their returns differ by their parameters, not by their luck. Each
+generation the unperturbed theta also plays one episode from the first of them, logged as
+theta_return in updates.csv; like the final evaluation, its steps are not counted in the
+budget, which counts the steps of all members.
+
+Training needs no gradients, so the networks are NumPy matrices; torch is imported only to
+write and read model.pt (with weights_only=True) and there is no --cuda flag. Workers are
+started with fork where the platform has it (Linux): they start in milliseconds with
+everything already imported, while spawn would import this script, torch included, again in
+every worker.
+
+Papers:
+    Salimans, Ho, Chen, Sidor & Sutskever 2017, "Evolution Strategies as a Scalable
+        Alternative to Reinforcement Learning", arXiv:1703.03864
+    Wierstra, Schaul, Glasmachers, Sun, Peters & Schmidhuber 2014, "Natural Evolution
+        Strategies", JMLR 15
+    Kingma & Ba 2015, "Adam: A Method for Stochastic Optimization", ICLR 2015
+
+Run:
+    python es.py --env-id CartPole-v1
+    python es.py --env-id CartPole-v1 --num-workers 1 --policy linear
+    python es.py --env-id Pendulum-v1 --total-timesteps 3000000 --population-size 32 \
+        --episodes-per-member 2 --sigma 0.3 --learning-rate 0.1
+    python es.py --help
+
+Writes runs/<env_id>__es__<seed>__<unix_time>/ with config.json, episodes.csv (one row per
+member episode), updates.csv (one row per generation), learning_curve.png, summary.json,
+and model.pt (theta, the observation statistics and the flags) with --save-model.
+"""
+
+# ---------------------------------------------------------------------------------------
+# Imports
+# ---------------------------------------------------------------------------------------
+import csv
+import difflib
+import importlib.util
+import json
+import math
+import multiprocessing
+import os
+import random
+import signal
+import sys
+import time
+import traceback
+from collections import deque
+from dataclasses import asdict, dataclass, replace
+from multiprocessing.connection import wait
+from typing import Literal, Optional
+
+import gymnasium as gym
+import numpy as np
+import torch
+import tyro
+from gymnasium.wrappers.utils import RunningMeanStd
+from matplotlib.figure import Figure
+
+SCRIPT = os.path.basename(__file__)
+
+
+# ---------------------------------------------------------------------------------------
+# Flags
+# ---------------------------------------------------------------------------------------
+@dataclass
+class Args:
+    env_id: str = "CartPole-v1"
+    """any registered Gymnasium id with a Discrete or bounded Box action space and a flat Box observation"""
+    seed: int = 1
+    """seeds Python, NumPy (theta, every member's noise) and the environments"""
+    total_timesteps: int = 500_000
+    """the training budget in environment steps of all members; the generation that reaches it is finished"""
+    output_dir: str = "runs"
+    """where run folders go"""
+    exp_name: str = os.path.splitext(SCRIPT)[0]
+    """the experiment name, part of the run folder's name"""
+    eval_episodes: int = 10
+    """greedy evaluation episodes of theta after training (0 skips evaluation)"""
+    stop_at_return: Optional[float] = None
+    """stop after the generation in which the mean of the last 20 member episode returns reaches this"""
+    save_model: bool = False
+    """write model.pt into the run folder"""
+    eval_checkpoint: Optional[str] = None
+    """skip training: load this model.pt and evaluate it"""
+    capture_video: bool = False
+    """record the evaluation episodes into videos/ in the run folder"""
+
+    # Algorithm
+    population_size: int = 32
+    """n: perturbed policies per generation (even with --antithetic)"""
+    sigma: float = 0.05
+    """standard deviation of the parameter noise"""
+    learning_rate: float = 0.05
+    """step size of the optimizer"""
+    optimizer: Literal["adam", "sgd"] = "adam"
+    """Adam or plain SGD (no momentum), both ascending the ES gradient"""
+    l2_coef: float = 0.005
+    """weight decay: the step follows g - l2_coef * theta"""
+    antithetic: bool = True
+    """mirrored sampling: the members come in pairs theta + sigma*eps, theta - sigma*eps"""
+    fitness_shaping: Literal["centered-rank", "zscore", "none"] = "centered-rank"
+    """what the returns become before the gradient: centered ranks in [-0.5, 0.5], z-scores, or raw"""
+    episodes_per_member: int = 1
+    """episodes each member plays; its fitness is their mean return"""
+    num_workers: Optional[int] = None
+    """worker processes that play the members, None for the number of cores; 1 plays them in this process"""
+    policy: Literal["mlp", "linear"] = "mlp"
+    """the policy network: an MLP with tanh hidden layers, or linear"""
+    hidden_sizes: tuple[int, ...] = (32,)
+    """widths of the MLP's hidden layers"""
+    norm_obs: bool = False
+    """normalize observations by the running mean and variance of the members' observations (saved in model.pt)"""
+
+
+class UsageError(Exception):
+    """Bad input: reported as one line on stderr with exit status 2, before training."""
+
+
+# ---------------------------------------------------------------------------------------
+# The math
+# ---------------------------------------------------------------------------------------
+def centered_ranks(x):
+    """Fitness shaping by rank (Salimans et al. 2017; Wierstra et al. 2014): each of the n
+    values becomes its rank, scaled to [-0.5, 0.5]; equal values are ranked by position.
+
+        y_i = rank(x_i) / (n - 1) - 0.5,   rank(min) = 0, rank(max) = n - 1
+
+    x is [n], n >= 2; returns [n] floats. Only the order of the returns counts, so
+    one lucky episode cannot dominate a step, and the shaped values sum to 0."""
+    x = np.asarray(x)
+    ranks = np.empty(len(x))
+    ranks[np.argsort(x, kind="stable")] = np.arange(len(x))
+    return ranks / (len(x) - 1) - 0.5
+
+
+def shape_fitness(returns, method):
+    """The returns [n] shaped by `method`: "centered-rank" (see centered_ranks), "zscore"
+    ((F - mean F) / (std F + 1e-8)) or "none" (F unchanged)."""
+    returns = np.asarray(returns, dtype=np.float64)
+    if method == "centered-rank":
+        return centered_ranks(returns)
+    if method == "zscore":
+        return (returns - returns.mean()) / (returns.std() + 1e-8)
+    return returns
+
+
+def es_gradient(fitness, noise, sigma):
+    """The ES estimate of the gradient of E[F(theta + sigma * eps)] from n members:
+
+        g = 1 / (n * sigma) * sum_i F_i * eps_i
+
+    fitness is [n] (shaped returns), noise [n, d] holds each member's eps_i (a mirrored
+    pair has rows eps and -eps, so it adds (F+ - F-) * eps); returns g [d]. The sum runs
+    member by member in a fixed order, so every process computes the same bits."""
+    gradient = np.zeros(noise.shape[1])
+    for f, eps in zip(fitness, noise):
+        gradient += f * eps
+    return gradient / (len(fitness) * sigma)
+
+
+def member_noise(seed, dim):
+    """eps ~ N(0, I) of dimension d, regenerated from its integer seed alone: the same seed
+    gives the same vector in any process."""
+    return np.random.default_rng(seed).standard_normal(dim)
+
+
+def sample_population(rng, population_size, antithetic):
+    """The noise seeds and signs [n] of one generation's members, drawn from the main
+    generator rng. With antithetic sampling, members 2j and 2j+1 share a seed with signs
+    +1 and -1, so their perturbations are eps_j and -eps_j (n must be even)."""
+    if antithetic:
+        seeds = np.repeat(rng.integers(0, 2**31 - 1, population_size // 2), 2)
+        signs = np.tile([1.0, -1.0], population_size // 2)
+    else:
+        seeds = rng.integers(0, 2**31 - 1, population_size)
+        signs = np.ones(population_size)
+    return seeds, signs
+
+
+class SGD:
+    """Plain stochastic gradient ascent: theta <- theta + lr * g."""
+
+    def __init__(self, dim, lr):
+        self.lr = lr
+
+    def step(self, theta, gradient):
+        theta += self.lr * gradient
+
+
+class Adam:
+    """Adam (Kingma & Ba 2015), ascending: for gradient g at step k,
+
+        m <- beta1 * m + (1 - beta1) * g          v <- beta2 * v + (1 - beta2) * g^2
+        theta <- theta + lr * (m / (1 - beta1^k)) / (sqrt(v / (1 - beta2^k)) + eps)
+    """
+
+    def __init__(self, dim, lr, betas=(0.9, 0.999), eps=1e-8):
+        self.lr, self.betas, self.eps, self.k = lr, betas, eps, 0
+        self.m, self.v = np.zeros(dim), np.zeros(dim)
+
+    def step(self, theta, gradient):
+        beta1, beta2 = self.betas
+        self.k += 1
+        self.m = beta1 * self.m + (1 - beta1) * gradient
+        self.v = beta2 * self.v + (1 - beta2) * gradient**2
+        m_hat, v_hat = self.m / (1 - beta1**self.k), self.v / (1 - beta2**self.k)
+        theta += self.lr * m_hat / (np.sqrt(v_hat) + self.eps)
+
+
+class EvolutionStrategy:
+    """theta and its optimizer. The main process holds one, and every worker a replica that
+    receives the same updates, so each can rebuild any member's parameters from a seed."""
+
+    def __init__(self, theta, sigma, learning_rate, optimizer="adam", l2_coef=0.0,
+                 fitness_shaping="centered-rank"):
+        self.theta = np.array(theta, dtype=np.float64)
+        self.sigma, self.l2_coef, self.fitness_shaping = sigma, l2_coef, fitness_shaping
+        self.optimizer = (Adam if optimizer == "adam" else SGD)(len(self.theta), learning_rate)
+
+    def member(self, seed, sign):
+        """A member's parameters theta + sign * sigma * eps(seed); sign 0 is theta itself."""
+        if sign == 0:
+            return self.theta
+        return self.theta + sign * self.sigma * member_noise(seed, len(self.theta))
+
+    def update(self, seeds, signs, returns):
+        """One ES step from a generation's seeds, signs and returns [n]; returns g."""
+        noise = np.stack([sign * member_noise(seed, len(self.theta))
+                          for seed, sign in zip(seeds, signs)])
+        gradient = es_gradient(shape_fitness(returns, self.fitness_shaping), noise, self.sigma)
+        self.optimizer.step(self.theta, gradient - self.l2_coef * self.theta)
+        return gradient
+
+
+# ---------------------------------------------------------------------------------------
+# Networks
+# ---------------------------------------------------------------------------------------
+class Policy:
+    """A deterministic policy whose parameters are one flat vector theta: layers of
+    sizes [obs_dim, *hidden_sizes, out] with tanh between them (no hidden layer: linear).
+    Discrete actions are the argmax of the outputs; Box actions are tanh of the outputs
+    scaled to the bounds, low + (tanh(y) + 1) / 2 * (high - low).
+
+    theta holds, layer after layer, the weight matrix [in, out] row-major and then the bias
+    [out]."""
+
+    def __init__(self, obs_dim, action_space, hidden_sizes=()):
+        self.continuous = isinstance(action_space, gym.spaces.Box)
+        out = action_space.shape[0] if self.continuous else int(action_space.n)
+        self.sizes = [obs_dim, *hidden_sizes, out]
+        self.num_params = sum((i + 1) * o for i, o in zip(self.sizes, self.sizes[1:]))
+        if self.continuous:
+            self.low, self.high = action_space.low, action_space.high
+
+    def initial_theta(self, rng):
+        """Weights ~ N(0, 1 / fan_in), the last layer's scaled by 0.1; biases 0."""
+        parts = []
+        for k, (i, o) in enumerate(zip(self.sizes, self.sizes[1:])):
+            scale = (0.1 if k == len(self.sizes) - 2 else 1.0) / math.sqrt(i)
+            parts += [rng.standard_normal(i * o) * scale, np.zeros(o)]
+        return np.concatenate(parts)
+
+    def layers(self, theta):
+        """theta [num_params] as a list of (W [in, out], b [out]), views into theta."""
+        layers, start = [], 0
+        for i, o in zip(self.sizes, self.sizes[1:]):
+            w = theta[start:start + i * o].reshape(i, o)
+            b = theta[start + i * o:start + (i + 1) * o]
+            layers.append((w, b))
+            start += (i + 1) * o
+        return layers
+
+    def act(self, layers, obs):
+        """The action for one (normalized) observation [obs_dim]."""
+        h = obs
+        for w, b in layers[:-1]:
+            h = np.tanh(h @ w + b)
+        w, b = layers[-1]
+        y = h @ w + b
+        if self.continuous:
+            return self.low + (np.tanh(y) + 1.0) * 0.5 * (self.high - self.low)
+        return int(y.argmax())
+
+
+# ---------------------------------------------------------------------------------------
+# Environments, playing members, workers, evaluation, plotting, saving and loading
+# ---------------------------------------------------------------------------------------
+EPISODE_STEP_LIMIT = 10_000
+"""episodes of environments without a time limit are cut here: a deterministic policy can
+balance or walk in a circle forever"""
+
+OBS_CLIP = 5.0
+"""normalized observations are clipped to [-5, 5], as in Salimans et al.'s code"""
+
+
+def fail(message):
+    raise UsageError(message)
+
+
+def warn(message):
+    print(f"{SCRIPT}: warning: {message}", file=sys.stderr)
+
+
+def available_cores():
+    """The cores this process may run on."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+def check_env(env_id):
+    """Build one environment to check its spaces; returns (obs_shape, action_space)."""
+    if env_id not in gym.registry:
+        close = difflib.get_close_matches(env_id, list(gym.registry), n=3, cutoff=0.5)
+        hint = f"; did you mean {', '.join(close)}?" if close else "; see gymnasium.registry"
+        fail(f"unknown environment id {env_id!r}{hint}")
+    try:
+        env = gym.make(env_id)
+    except (gym.error.Error, ImportError) as e:
+        fail(f"cannot make {env_id}: {str(e).splitlines()[0]}")
+    obs_space, action_space = env.observation_space, env.action_space
+    env.close()
+    if isinstance(action_space, gym.spaces.Box):
+        if len(action_space.shape) != 1:
+            fail(f"{env_id} has a Box action space of shape {action_space.shape}; es.py needs "
+                 "a flat one")
+        if not (np.isfinite(action_space.low).all() and np.isfinite(action_space.high).all()):
+            fail(f"{env_id} has unbounded Box actions; es.py scales a tanh output to the "
+                 "bounds (ppo.py handles unbounded actions)")
+    elif not isinstance(action_space, gym.spaces.Discrete):
+        fail(f"{env_id} has a {type(action_space).__name__} action space; es.py handles "
+             "Discrete and Box (for MultiDiscrete or masked actions see ppo_masked.py)")
+    if not isinstance(obs_space, gym.spaces.Box):
+        fail(f"{env_id} has a {type(obs_space).__name__} observation space; es.py needs a "
+             "Box (ppo_masked.py one-hot encodes Discrete ones, qlearning.py uses a table)")
+    if len(obs_space.shape) != 1:
+        fail(f"{env_id} has observations of shape {obs_space.shape}; es.py's policy needs "
+             "flat vectors")
+    return obs_space.shape, action_space
+
+
+def check_args(args):
+    """Everything a user can get wrong in the flags alone, checked before any environment runs."""
+    for name in ("total_timesteps", "population_size", "episodes_per_member"):
+        if getattr(args, name) <= 0:
+            fail(f"--{name.replace('_', '-')} must be positive, got {getattr(args, name)}")
+    for name in ("sigma", "learning_rate"):
+        if not getattr(args, name) > 0:  # also refuses NaN
+            fail(f"--{name.replace('_', '-')} must be positive, got {getattr(args, name)}")
+    if not args.l2_coef >= 0:
+        fail(f"--l2-coef must be 0 or more, got {args.l2_coef}")
+    if args.num_workers is not None and args.num_workers <= 0:
+        fail(f"--num-workers must be positive, got {args.num_workers}")
+    if args.antithetic and args.population_size % 2:
+        fail(f"--population-size {args.population_size} is odd, but --antithetic makes the "
+             f"members in mirrored pairs; use {args.population_size + 1} or --no-antithetic")
+    if args.population_size < 2:
+        fail("--population-size must be at least 2: one member gives no direction")
+    if args.policy == "mlp" and (not args.hidden_sizes or min(args.hidden_sizes) <= 0):
+        fail(f"--hidden-sizes must be positive widths, got {' '.join(map(str, args.hidden_sizes))}"
+             " (for no hidden layer use --policy linear)")
+    if args.eval_episodes < 0:
+        fail(f"--eval-episodes must be 0 or more, got {args.eval_episodes}")
+    if args.capture_video and importlib.util.find_spec("moviepy") is None:
+        fail("--capture-video needs moviepy: pip install moviepy")
+
+
+def worker_count(args):
+    """--num-workers, capped with a warning at the cores and at the population (a worker
+    plays whole members); by default the number of cores, capped silently."""
+    cores = available_cores()
+    if args.num_workers is None:
+        return max(1, min(cores, args.population_size))
+    limit = min(cores, args.population_size)
+    if args.num_workers > limit:
+        why = (f"the {cores} cores" if cores <= args.population_size
+               else f"the {args.population_size} members of a generation")
+        warn(f"--num-workers {args.num_workers} is more than {why}; using {limit}")
+        return limit
+    return args.num_workers
+
+
+def make_env(env_id, video_folder=None):
+    """One environment whose episode returns are recorded by Gymnasium's
+    RecordEpisodeStatistics, cut at EPISODE_STEP_LIMIT steps if it has no time limit."""
+    limit = None if gym.spec(env_id).max_episode_steps else EPISODE_STEP_LIMIT
+    if video_folder is None:
+        env = gym.make(env_id, max_episode_steps=limit)
+    else:
+        env = gym.make(env_id, render_mode="rgb_array", max_episode_steps=limit)
+        env = gym.wrappers.RecordVideo(env, video_folder, name_prefix="eval",
+                                       episode_trigger=lambda episode: True)
+    return gym.wrappers.RecordEpisodeStatistics(env)
+
+
+class ObsNormalizer:
+    """(obs - mean) / sqrt(var + 1e-8), clipped to [-OBS_CLIP, OBS_CLIP], with the running
+    statistics of all members' observations (Gymnasium's RunningMeanStd). They stay frozen
+    during a generation: frozen() is what the members play with, and after the generation
+    the members' moments are merged in member order, the same in every process layout.
+    Disabled, it passes observations through."""
+
+    def __init__(self, shape, enabled):
+        self.enabled = enabled
+        self.rms = RunningMeanStd(shape=shape)
+
+    def frozen(self):
+        """(mean, std) to play a generation with, or None when disabled."""
+        if not self.enabled:
+            return None
+        return self.rms.mean.copy(), np.sqrt(self.rms.var + 1e-8)
+
+    def update(self, moments):
+        for mean, var, count in moments:
+            self.rms.update_from_moments(mean, var, count)
+
+    def state_dict(self):
+        return {"mean": torch.as_tensor(self.rms.mean), "var": torch.as_tensor(self.rms.var),
+                "count": float(self.rms.count)}
+
+    def load_state_dict(self, state):
+        self.rms.mean = state["mean"].numpy().astype(np.float64)
+        self.rms.var = state["var"].numpy().astype(np.float64)
+        self.rms.count = state["count"]
+
+
+def play_episodes(env, policy, layers, obs_stats, env_seeds, record_obs=False):
+    """Play one episode per environment seed with fixed parameters `layers`; returns
+    (returns, lengths, moments), moments being the (mean, var, count) of the raw
+    observations seen when record_obs, else None."""
+    returns, lengths, seen = [], [], []
+    for env_seed in env_seeds:
+        obs, _ = env.reset(seed=int(env_seed))
+        done = False
+        while not done:
+            if record_obs:
+                seen.append(obs)
+            if obs_stats is not None:
+                obs = np.clip((obs - obs_stats[0]) / obs_stats[1], -OBS_CLIP, OBS_CLIP)
+            obs, _, terminated, truncated, info = env.step(policy.act(layers, obs))
+            done = terminated or truncated
+        returns.append(float(info["episode"]["r"]))
+        lengths.append(int(info["episode"]["l"]))
+    moments = None
+    if record_obs:
+        seen = np.asarray(seen, dtype=np.float64)
+        moments = (seen.mean(axis=0), seen.var(axis=0), len(seen))
+    return returns, lengths, moments
+
+
+def play_task(env, policy, strategy, obs_stats, task):
+    """Play one task (seed, sign, env_seeds): the member theta + sign * sigma * eps(seed),
+    or theta itself when sign is 0, whose observations are not recorded."""
+    seed, sign, env_seeds = task
+    layers = policy.layers(strategy.member(seed, sign))
+    return play_episodes(env, policy, layers, obs_stats, env_seeds,
+                         record_obs=obs_stats is not None and sign != 0)
+
+
+def worker_loop(conn, env_id, policy, strategy):
+    """A worker process: it keeps a replica of the EvolutionStrategy and answers messages
+    ("generation", (seeds, signs, returns) of the last generation or None, obs_stats), which
+    updates the replica and replies with its ||theta||, and ("play", task), which replies
+    with play_task's result; None ends it. Ctrl-C is the main process's to handle."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    env = make_env(env_id)
+    obs_stats = None
+    try:
+        while (message := conn.recv()) is not None:
+            kind, payload = message
+            if kind == "generation":
+                last, obs_stats = payload
+                if last is not None:
+                    strategy.update(*last)
+                conn.send(("ok", float(np.linalg.norm(strategy.theta))))
+            else:
+                conn.send(("ok", play_task(env, policy, strategy, obs_stats, payload)))
+    except Exception:
+        conn.send(("error", traceback.format_exc()))
+    finally:
+        env.close()
+
+
+class Workers:
+    """The worker processes, started once per run. play() hands out a generation's tasks
+    one at a time to whichever worker is free and returns the results in task order."""
+
+    def __init__(self, num_workers, env_id, policy, strategy):
+        context = multiprocessing.get_context("fork" if sys.platform == "linux" else "spawn")
+        self.conns, self.processes = [], []
+        for _ in range(num_workers):
+            mine, theirs = context.Pipe()
+            process = context.Process(target=worker_loop, args=(theirs, env_id, policy, strategy),
+                                      daemon=True)
+            process.start()
+            theirs.close()
+            self.conns.append(mine)
+            self.processes.append(process)
+
+    @staticmethod
+    def receive(conn):
+        try:
+            status, value = conn.recv()
+        except EOFError:
+            raise RuntimeError("a worker process died") from None
+        if status == "error":
+            raise RuntimeError(f"a worker failed:\n{value}")
+        return value
+
+    def start_generation(self, last, obs_stats, theta_norm):
+        """Send every replica the last generation (to update with) and the observation
+        statistics, and check that each replica's theta is the main process's."""
+        for conn in self.conns:
+            conn.send(("generation", (last, obs_stats)))
+        for conn in self.conns:
+            if self.receive(conn) != theta_norm:
+                raise RuntimeError("a worker's copy of theta differs from the main process's")
+
+    def play(self, tasks):
+        results, todo, busy = [None] * len(tasks), iter(enumerate(tasks)), {}
+
+        def hand_out(conn):
+            for i, task in todo:
+                conn.send(("play", task))
+                busy[conn] = i
+                return
+
+        for conn in self.conns:
+            hand_out(conn)
+        while busy:
+            for conn in wait(list(busy)):
+                results[busy.pop(conn)] = self.receive(conn)
+                hand_out(conn)
+        return results
+
+    def close(self):
+        for conn in self.conns:
+            try:
+                conn.send(None)
+            except OSError:
+                pass
+        for process in self.processes:
+            process.join(timeout=2)
+            if process.is_alive():
+                process.terminate()
+                process.join()
+        for conn in self.conns:
+            conn.close()
+
+
+def evaluate(policy, theta, obs_stats, env_id, episodes, seed, video_folder=None):
+    """Returns of `episodes` episodes of theta itself (the policy is deterministic, so this
+    is the greedy evaluation), one after another in one environment, seeds seed, seed+1, ..."""
+    env = make_env(env_id, video_folder)
+    returns, _, _ = play_episodes(env, policy, policy.layers(theta), obs_stats,
+                                  range(seed, seed + episodes))
+    env.close()
+    return np.array(returns)
+
+
+class RunWriter:
+    """The run folder: config.json, episodes.csv, updates.csv as training goes (flushed,
+    so an interrupted run keeps them), then learning_curve.png and summary.json."""
+
+    EPISODE_FIELDS = ["global_step", "wall_time", "episode_return", "episode_length"]
+
+    def __init__(self, args):
+        name = f"{args.env_id.replace('/', '-')}__{args.exp_name}__{args.seed}__{int(time.time())}"
+        self.path = os.path.join(args.output_dir, name)
+        suffix = 1
+        while True:
+            try:
+                os.makedirs(self.path)
+                break
+            except FileExistsError:
+                suffix += 1
+                self.path = os.path.join(args.output_dir, f"{name}-{suffix}")
+            except OSError as e:
+                fail(f"cannot create the run folder {self.path}: {e.strerror}")
+        config = {**asdict(args), "device": "cpu", "versions": {
+            "torch": torch.__version__,  # for model.pt only: training is NumPy
+            "gymnasium": gym.__version__, "numpy": np.__version__,
+            "python": sys.version.split()[0]}}
+        self.write_json("config.json", config)
+        self.episodes = []
+        self._files = []
+        self._episode_csv = self._open_csv("episodes.csv", self.EPISODE_FIELDS)
+        self._update_csv = None
+
+    def _open_csv(self, filename, fields):
+        f = open(os.path.join(self.path, filename), "w", newline="")
+        self._files.append(f)
+        writer = csv.DictWriter(f, fieldnames=fields)
+        writer.writeheader()
+        f.flush()
+        return f, writer
+
+    def write_json(self, filename, data):
+        with open(os.path.join(self.path, filename), "w") as f:
+            json.dump(data, f, indent=2)
+
+    def episode(self, global_step, wall_time, episode_return, episode_length):
+        row = dict(zip(self.EPISODE_FIELDS, (global_step, round(wall_time, 4),
+                                             float(episode_return), int(episode_length))))
+        self.episodes.append(row)
+        self._episode_csv[1].writerow(row)
+
+    def update(self, row):
+        if self._update_csv is None:
+            self._update_csv = self._open_csv("updates.csv", list(row))
+        self._update_csv[1].writerow(row)
+        for f in self._files:
+            f.flush()
+
+    def close(self):
+        for f in self._files:
+            f.close()
+
+    def plot(self, title):
+        """Episode return against environment steps: raw points faded, a moving average of
+        20 episodes on top."""
+        steps = np.array([e["global_step"] for e in self.episodes])
+        returns = np.array([e["episode_return"] for e in self.episodes])
+        fig = Figure(figsize=(7, 4), dpi=100)
+        ax = fig.add_subplot()
+        ax.scatter(steps, returns, s=6, alpha=0.25, color="tab:blue", label="member episode return")
+        if len(returns):
+            window = min(20, len(returns))
+            smooth = np.convolve(returns, np.ones(window) / window, mode="valid")
+            ax.plot(steps[window - 1:], smooth, color="tab:blue", lw=2,
+                    label=f"mean of last {window}")
+            ax.legend(loc="lower right")
+        ax.set(xlabel="environment steps", ylabel="episode return", title=title)
+        ax.grid(alpha=0.3)
+        fig.tight_layout()
+        path = os.path.join(self.path, "learning_curve.png")
+        fig.savefig(path)
+        return path
+
+
+CHECKPOINT_FLAGS = ("env_id", "policy", "hidden_sizes", "norm_obs")
+
+
+def save_checkpoint(path, theta, normalizer, args):
+    torch.save({"theta": torch.from_numpy(np.asarray(theta, dtype=np.float64)),
+                "obs_rms": normalizer.state_dict(), "args": asdict(args)}, path)
+
+
+def load_checkpoint(path, env_id):
+    """Load a model.pt safely (weights_only) and check it was made for env_id."""
+    if not os.path.isfile(path):
+        fail(f"checkpoint {path} does not exist")
+    try:
+        checkpoint = torch.load(path, map_location="cpu", weights_only=True)
+        saved = checkpoint["args"]
+        if not {"theta", "obs_rms"} <= set(checkpoint) or not set(CHECKPOINT_FLAGS) <= set(saved):
+            raise KeyError("missing entries")
+    except Exception as e:
+        fail(f"checkpoint {path} is not an es.py model.pt ({type(e).__name__}); "
+             "make one with --save-model")
+    if saved["env_id"] != env_id:
+        fail(f"checkpoint {path} was made for {saved['env_id']}, not {env_id}; "
+             f"pass --env-id {saved['env_id']}")
+    return checkpoint
+
+
+def finish(args, run, summary, policy, theta, normalizer, start, trained=True):
+    """Evaluate theta, save the model if asked, write summary.json and the curve, and
+    print the closing line. An interrupted run skips the evaluation."""
+    recent = [e["episode_return"] for e in run.episodes[-20:]]
+    summary["train_return_last20"] = float(np.mean(recent)) if recent else None
+    summary["wall_time_s"] = round(time.time() - start, 3)
+    if args.eval_episodes and not summary["interrupted"]:
+        video_folder = os.path.join(run.path, "videos") if args.capture_video else None
+        returns = evaluate(policy, theta, normalizer.frozen(), args.env_id, args.eval_episodes,
+                           args.seed + 100_000, video_folder)
+        summary["eval_return_mean"] = float(returns.mean())
+        summary["eval_return_std"] = float(returns.std())
+    if args.save_model and trained:
+        save_checkpoint(os.path.join(run.path, "model.pt"), theta, normalizer, args)
+    run.close()
+    run.write_json("summary.json", summary)
+    closing = f"{SCRIPT}: run folder {run.path}"
+    for key in ("global_steps", "train_return_last20", "eval_return_mean", "solved_at_step"):
+        value = summary[key]
+        closing += f" | {key} {value:.2f}" if isinstance(value, float) else f" | {key} {value}"
+    if trained:
+        closing += f" | learning curve {run.plot(f'{SCRIPT} on {args.env_id}, seed {args.seed}')}"
+    print(closing)
+    return summary
+
+
+# ---------------------------------------------------------------------------------------
+# Training
+# ---------------------------------------------------------------------------------------
+def main(args: Args) -> dict:
+    """Train with ES (or, with --eval-checkpoint, evaluate a saved theta), write the run
+    folder and return the summary."""
+    check_args(args)
+    obs_shape, action_space = check_env(args.env_id)
+    checkpoint = None
+    if args.eval_checkpoint is not None:
+        checkpoint = load_checkpoint(args.eval_checkpoint, args.env_id)
+        saved = checkpoint["args"]
+        args = replace(args, policy=saved["policy"], hidden_sizes=tuple(saved["hidden_sizes"]),
+                       norm_obs=saved["norm_obs"])
+    else:
+        args = replace(args, num_workers=worker_count(args))
+
+    random.seed(args.seed)
+    np.random.seed(args.seed)
+    rng = np.random.default_rng(args.seed)  # theta, every member's noise and env seeds
+    policy = Policy(obs_shape[0], action_space, args.hidden_sizes if args.policy == "mlp" else ())
+    normalizer = ObsNormalizer(obs_shape, args.norm_obs)
+    theta = policy.initial_theta(rng)
+    if checkpoint is not None:
+        try:
+            theta = checkpoint["theta"].numpy().astype(np.float64)
+            if theta.shape != (policy.num_params,):
+                raise ValueError(f"theta has {theta.size} parameters, the network "
+                                 f"{policy.num_params}")
+            normalizer.load_state_dict(checkpoint["obs_rms"])
+        except (ValueError, KeyError, AttributeError, TypeError) as e:
+            fail(f"checkpoint {args.eval_checkpoint} does not fit {args.env_id}'s network: {e}")
+    run = RunWriter(args)
+    summary = {"algorithm": "es", "env_id": args.env_id, "seed": args.seed, "global_steps": 0,
+               "wall_time_s": None, "train_return_last20": None, "eval_return_mean": None,
+               "eval_return_std": None, "eval_episodes": args.eval_episodes,
+               "solved_at_step": None, "solved_at_time_s": None, "interrupted": False}
+    start = time.time()
+    if checkpoint is not None:
+        print(f"{SCRIPT}: {args.env_id}, evaluating {args.eval_checkpoint}")
+        return finish(args, run, summary, policy, theta, normalizer, start, trained=False)
+
+    print(f"{SCRIPT}: {args.env_id}, seed {args.seed}, {policy.num_params} parameters, "
+          f"population {args.population_size}, {args.num_workers} worker(s)")
+    strategy = EvolutionStrategy(theta, args.sigma, args.learning_rate, args.optimizer,
+                                 args.l2_coef, args.fitness_shaping)
+    workers = env = None
+    if args.num_workers > 1:
+        workers = Workers(args.num_workers, args.env_id, policy, strategy)
+    else:
+        env = make_env(args.env_id)
+    last20 = deque(maxlen=20)
+    global_step, generation, last, last_print = 0, 0, None, 0.0
+    try:
+        while True:  # whole generations, until the budget or --stop-at-return
+            generation += 1
+            seeds, signs = sample_population(rng, args.population_size, args.antithetic)
+            # every member plays the same start states (common random numbers)
+            env_seeds = rng.integers(0, 2**31 - 1, args.episodes_per_member).tolist()
+            tasks = [(seed, sign, env_seeds) for seed, sign in zip(seeds, signs)]
+            tasks.append((0, 0.0, env_seeds[:1]))  # theta itself, for the log
+            obs_stats = normalizer.frozen()
+            if workers is not None:
+                workers.start_generation(last, obs_stats, float(np.linalg.norm(strategy.theta)))
+                results = workers.play(tasks)
+            else:
+                results = [play_task(env, policy, strategy, obs_stats, task) for task in tasks]
+
+            (theta_return,), _, _ = results.pop()
+            now = time.time()
+            fitness = []
+            for member_returns, lengths, _ in results:
+                for episode_return, length in zip(member_returns, lengths):
+                    global_step += length
+                    last20.append(episode_return)
+                    run.episode(global_step, now - start, episode_return, length)
+                    if (args.stop_at_return is not None and summary["solved_at_step"] is None
+                            and len(last20) == 20 and np.mean(last20) >= args.stop_at_return):
+                        summary["solved_at_step"] = global_step
+                        summary["solved_at_time_s"] = round(now - start, 3)
+                fitness.append(np.mean(member_returns))
+            if args.norm_obs:
+                normalizer.update(moments for _, _, moments in results)
+            gradient = strategy.update(seeds, signs, fitness)
+            last = (seeds, signs, fitness)
+
+            theta_norm = float(np.linalg.norm(strategy.theta))
+            if not math.isfinite(theta_norm):
+                print(f"{SCRIPT}: theta became NaN or infinite in generation {generation}; "
+                      "stopping (try a lower --learning-rate or --sigma)")
+                summary["interrupted"] = True
+                break
+            sps = int(global_step / max(now - start, 1e-9))
+            run.update({"global_step": global_step, "wall_time": round(now - start, 4),
+                        "sps": sps, "generation": generation,
+                        "fitness_mean": float(np.mean(fitness)),
+                        "fitness_max": float(np.max(fitness)),
+                        "fitness_min": float(np.min(fitness)), "theta_return": theta_return,
+                        "theta_norm": theta_norm,
+                        "grad_norm": float(np.linalg.norm(gradient))})
+            stop = summary["solved_at_step"] is not None or global_step >= args.total_timesteps
+            if now - last_print >= 1.0 or stop:
+                last_print = now
+                print(f"generation {generation:>4} | step {global_step:>9} | sps {sps:>6} | "
+                      f"return (last 20) {np.mean(last20):.1f} | theta {theta_return:.1f}")
+            if stop:
+                break
+    except KeyboardInterrupt:
+        print(f"{SCRIPT}: interrupted; writing what the run has so far")
+        summary["interrupted"] = True
+    finally:
+        if workers is not None:
+            workers.close()
+        if env is not None:
+            env.close()
+    summary["global_steps"] = global_step
+    return finish(args, run, summary, policy, strategy.theta, normalizer, start)
+
+
+if __name__ == "__main__":
+    try:
+        main(tyro.cli(Args))
+    except UsageError as e:
+        print(f"{SCRIPT}: error: {e}", file=sys.stderr)
+        sys.exit(2)

@@ -1,0 +1,457 @@
+"""Tests of es.py: the math by hand, the policy, the workers, runs end to end, bad input,
+determinism."""
+import json
+import math
+import multiprocessing
+import os
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+
+import es
+from conftest import check_import_is_quiet, episode_rows, interrupt_on_call, read_csv
+
+
+# ---------------------------------------------------------------------------------------
+# Fitness shaping by hand
+# ---------------------------------------------------------------------------------------
+def test_centered_ranks_of_three_members():
+    # [3, -1, 10]: ranks [1, 0, 2];  / (n - 1) = / 2 -> [0.5, 0, 1];  - 0.5 -> [0, -0.5, 0.5]
+    assert es.centered_ranks([3.0, -1.0, 10.0]).tolist() == [0.0, -0.5, 0.5]
+    # ties by position: [2, 2, 1] ranks 1 (first 2), 2 (second 2), 0 -> [0, 0.5, -0.5]
+    assert es.centered_ranks([2.0, 2.0, 1.0]).tolist() == [0.0, 0.5, -0.5]
+    # only the order counts: an outlier changes nothing
+    assert es.centered_ranks([3.0, -1.0, 1e9]).tolist() == [0.0, -0.5, 0.5]
+
+
+def test_shape_fitness_zscore_and_none():
+    # [1, 2, 3]: mean 2, std sqrt((1 + 0 + 1) / 3) = sqrt(2/3) = 0.81650
+    # z = [-1, 0, 1] / 0.81650 = [-1.22474, 0, 1.22474]
+    assert es.shape_fitness([1, 2, 3], "zscore") == pytest.approx([-1.224745, 0.0, 1.224745])
+    assert es.shape_fitness([1, 2, 3], "none").tolist() == [1.0, 2.0, 3.0]
+    assert es.shape_fitness([1, 2, 3], "centered-rank").tolist() == [-0.5, 0.0, 0.5]
+
+
+# ---------------------------------------------------------------------------------------
+# The ES gradient by hand
+# ---------------------------------------------------------------------------------------
+def test_es_gradient_of_three_members():
+    # eps = [1, 0], [0, 2], [1, 1]; F = [0, -0.5, 0.5] (the centered ranks above); sigma 0.5
+    # sum F_i eps_i = 0*[1, 0] - 0.5*[0, 2] + 0.5*[1, 1] = [0.5, -0.5]
+    # g = [0.5, -0.5] / (n sigma) = [0.5, -0.5] / 1.5 = [1/3, -1/3]
+    noise = np.array([[1.0, 0.0], [0.0, 2.0], [1.0, 1.0]])
+    g = es.es_gradient(np.array([0.0, -0.5, 0.5]), noise, 0.5)
+    assert g == pytest.approx([1 / 3, -1 / 3])
+
+
+def test_es_gradient_of_antithetic_pairs():
+    # Mirrored members come in pairs, so the smallest population is 2 pairs (n = 4):
+    # eps_a = [1, 2], eps_b = [-1, 0], rows [eps_a, -eps_a, eps_b, -eps_b]; F = [3, 1, 0, 2]
+    # sigma 0.5: g = ((3 - 1)*eps_a + (0 - 2)*eps_b) / (4 * 0.5)
+    #              = ([2, 4] + [2, 0]) / 2 = [2, 2]
+    eps_a, eps_b = np.array([1.0, 2.0]), np.array([-1.0, 0.0])
+    noise = np.stack([eps_a, -eps_a, eps_b, -eps_b])
+    assert es.es_gradient(np.array([3.0, 1.0, 0.0, 2.0]), noise, 0.5) == pytest.approx([2.0, 2.0])
+    # a pair with equal returns adds nothing: F = [1, 1, 0, 2] -> (0*eps_a - 2*eps_b) / 2 = [1, 0]
+    assert es.es_gradient(np.array([1.0, 1.0, 0.0, 2.0]), noise, 0.5) == pytest.approx([1.0, 0.0])
+
+
+def test_population_seeds_and_signs():
+    rng = np.random.default_rng(0)
+    seeds, signs = es.sample_population(rng, 6, antithetic=True)
+    assert signs.tolist() == [1, -1, 1, -1, 1, -1]
+    assert (seeds[::2] == seeds[1::2]).all() and len(set(seeds[::2])) == 3
+    seeds, signs = es.sample_population(rng, 3, antithetic=False)
+    assert signs.tolist() == [1, 1, 1] and len(set(seeds)) == 3
+    # the members of a pair mirror each other around theta
+    strategy = es.EvolutionStrategy(np.array([1.0, -2.0, 0.5]), sigma=0.1, learning_rate=0.1)
+    plus, minus = strategy.member(7, 1.0), strategy.member(7, -1.0)
+    assert (plus + minus) / 2 == pytest.approx(strategy.theta) and not np.allclose(plus, minus)
+    assert strategy.member(7, 0.0) is strategy.theta
+
+
+# ---------------------------------------------------------------------------------------
+# A quadratic objective: ES steps provably go towards the optimum
+# ---------------------------------------------------------------------------------------
+OPTIMUM = np.array([1.0, -2.0, 3.0])
+
+
+def quadratic(theta):
+    """F(theta) = -||theta - theta*||^2, largest at theta* = OPTIMUM."""
+    return -float(np.sum((theta - OPTIMUM) ** 2))
+
+
+def play_quadratic_generation(strategy, rng, population_size):
+    seeds, signs = es.sample_population(rng, population_size, antithetic=True)
+    returns = [quadratic(strategy.member(s, sign)) for s, sign in zip(seeds, signs)]
+    return seeds, signs, returns
+
+
+def test_antithetic_es_step_on_a_quadratic_goes_towards_the_optimum():
+    # With d = theta - theta*, F(theta + sigma eps) - F(theta - sigma eps) = -4 sigma eps.d
+    # (the squares cancel), so with P pairs (n = 2P) and unshaped returns
+    #     g = 1/(2P sigma) sum_j (-4 sigma eps_j.d) eps_j = -(2/P) sum_j eps_j (eps_j.d)
+    # exactly, whatever sigma: g.d = -(2/P) sum_j (eps_j.d)^2 <= 0, and an SGD step of size
+    # lr changes ||d||^2 by -2 lr (2/P) sum_j (eps_j.d)^2 + lr^2 ||g||^2 < 0 for small lr.
+    rng = np.random.default_rng(3)
+    strategy = es.EvolutionStrategy(np.zeros(3), sigma=0.3, learning_rate=0.02, optimizer="sgd",
+                                    fitness_shaping="none")
+    distances = [np.linalg.norm(strategy.theta - OPTIMUM)]
+    for _ in range(5):
+        d = strategy.theta - OPTIMUM
+        seeds, signs, returns = play_quadratic_generation(strategy, rng, 8)
+        eps = np.stack([es.member_noise(s, 3) for s in seeds[::2]])
+        expected = -(2 / 4) * eps.T @ (eps @ d)
+        g = strategy.update(seeds, signs, returns)
+        assert g == pytest.approx(expected) and g @ d < 0
+        assert strategy.theta == pytest.approx(d + OPTIMUM + 0.02 * g)  # theta + lr g
+        distances.append(np.linalg.norm(strategy.theta - OPTIMUM))
+    assert all(b < a for a, b in zip(distances, distances[1:]))
+
+
+def test_centered_ranks_and_adam_reach_the_optimum_of_a_quadratic():
+    rng = np.random.default_rng(0)
+    strategy = es.EvolutionStrategy(np.zeros(3), sigma=0.1, learning_rate=0.1)
+    for _ in range(100):
+        strategy.update(*play_quadratic_generation(strategy, rng, 16))
+    assert np.linalg.norm(strategy.theta - OPTIMUM) < 0.2  # from ||theta* - 0|| = 3.74
+
+
+def test_weight_decay_pulls_theta_towards_zero():
+    # unshaped equal returns of a mirrored pair give g = 1*eps - 1*eps = 0, so the step is lr * (0 - l2 * theta): SGD, lr 0.5, l2 0.1
+    # theta = [2, -4] - 0.5 * 0.1 * [2, -4] = [1.9, -3.8]
+    strategy = es.EvolutionStrategy(np.array([2.0, -4.0]), sigma=0.1, learning_rate=0.5,
+                                    optimizer="sgd", l2_coef=0.1, fitness_shaping="none")
+    g = strategy.update([5, 5], [1.0, -1.0], [1.0, 1.0])
+    assert g.tolist() == [0.0, 0.0] and strategy.theta == pytest.approx([1.9, -3.8])
+
+
+def test_adam_first_step_moves_each_parameter_by_the_learning_rate():
+    # k = 1: m_hat = g, v_hat = g^2, so the step is lr * g / (|g| + 1e-8) = lr * sign(g)
+    theta = np.array([0.0, 1.0, 2.0])
+    es.Adam(3, lr=0.1).step(theta, np.array([3.0, -0.5, 0.0]))
+    assert theta == pytest.approx([0.1, 0.9, 2.0])
+
+
+# ---------------------------------------------------------------------------------------
+# The policy: theta as weight matrices
+# ---------------------------------------------------------------------------------------
+def test_linear_policy_by_hand():
+    policy = es.Policy(2, gym.spaces.Discrete(3))
+    assert policy.num_params == 2 * 3 + 3
+    # W = [[1, 0, -1], [0, 1, 0]] row-major, b = [0, 0, 0.5]; obs [1, 2]:
+    # y = [1*1 + 2*0, 1*0 + 2*1, 1*(-1) + 2*0] + b = [1, 2, -0.5] -> action 1
+    layers = policy.layers(np.array([1.0, 0.0, -1.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.5]))
+    assert policy.act(layers, np.array([1.0, 2.0])) == 1
+    assert policy.act(layers, np.array([3.0, 0.0])) == 0   # y = [3, 0, -2.5]
+
+
+def test_continuous_policy_scales_tanh_to_the_bounds():
+    # Box [-2, 2]: action = -2 + (tanh(y) + 1) / 2 * 4;  W = [[1]], b = [0]
+    policy = es.Policy(1, gym.spaces.Box(-2.0, 2.0, (1,)))
+    layers = policy.layers(np.array([1.0, 0.0]))
+    assert policy.act(layers, np.array([0.0])) == pytest.approx([0.0])
+    assert policy.act(layers, np.array([0.5])) == pytest.approx([2 * math.tanh(0.5)])
+    assert policy.act(layers, np.array([100.0])) == pytest.approx([2.0])
+
+
+def test_mlp_layers_are_views_of_theta():
+    # sizes [2, 3, 1]: (2 + 1) * 3 + (3 + 1) * 1 = 13 parameters
+    policy = es.Policy(2, gym.spaces.Box(-1.0, 1.0, (1,)), hidden_sizes=(3,))
+    theta = np.arange(13.0)
+    (w1, b1), (w2, b2) = policy.layers(theta)
+    assert policy.num_params == 13 and w1.tolist() == [[0, 1, 2], [3, 4, 5]]
+    assert b1.tolist() == [6, 7, 8] and w2.tolist() == [[9], [10], [11]] and b2.tolist() == [12]
+    theta0 = policy.initial_theta(np.random.default_rng(0))
+    assert theta0.shape == (13,) and (theta0[6:9] == 0).all() and theta0[12] == 0
+
+
+# ---------------------------------------------------------------------------------------
+# Environments built here
+# ---------------------------------------------------------------------------------------
+class CountingEnv(gym.Env):
+    """Reward 1 a step, never terminates; observations count the steps."""
+    observation_space = gym.spaces.Box(0.0, 1e6, (1,))
+    action_space = gym.spaces.Discrete(2)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return np.array([0.0], dtype=np.float32), {}
+
+    def step(self, action):
+        self.t += 1
+        return np.array([self.t], dtype=np.float32), 1.0, False, False, {}
+
+
+class BitsEnv(CountingEnv):
+    action_space = gym.spaces.MultiBinary(3)
+
+
+class ImageEnv(CountingEnv):
+    observation_space = gym.spaces.Box(0.0, 1.0, (4, 4))
+
+
+class UnboundedEnv(CountingEnv):
+    action_space = gym.spaces.Box(-np.inf, np.inf, (1,))
+
+
+gym.register("ESCountToThree-v0", entry_point=CountingEnv, max_episode_steps=3)
+gym.register("ESCountForever-v0", entry_point=CountingEnv)
+gym.register("ESBits-v0", entry_point=BitsEnv)
+gym.register("ESImage-v0", entry_point=ImageEnv)
+gym.register("ESUnbounded-v0", entry_point=UnboundedEnv)
+
+
+def test_truncated_episodes_return_what_was_collected_until_the_cut(tmp_path, monkeypatch):
+    # a time limit of 3 steps: return 3; no time limit: cut at EPISODE_STEP_LIMIT (here 5)
+    es.main(es.Args(env_id="ESCountToThree-v0", total_timesteps=12, population_size=4,
+                    num_workers=1, eval_episodes=0, output_dir=str(tmp_path / "limit")))
+    assert episode_rows(tmp_path / "limit") == [(str(3 * i), "3.0", "3") for i in range(1, 5)]
+    monkeypatch.setattr(es, "EPISODE_STEP_LIMIT", 5)
+    summary = es.main(es.Args(env_id="ESCountForever-v0", total_timesteps=10, population_size=2,
+                              num_workers=1, eval_episodes=1, output_dir=str(tmp_path / "forever")))
+    assert episode_rows(tmp_path / "forever") == [("5", "5.0", "5"), ("10", "5.0", "5")]
+    assert summary["eval_return_mean"] == 5.0
+
+
+# ---------------------------------------------------------------------------------------
+# Workers: the same noise from the same seed, replicas that stay equal, worker counts
+# ---------------------------------------------------------------------------------------
+def test_a_worker_process_regenerates_the_same_noise_from_the_same_seed():
+    with multiprocessing.get_context("fork").Pool(1) as pool:
+        theirs = pool.apply(es.member_noise, (1234, 5))
+    assert theirs.tolist() == es.member_noise(1234, 5).tolist()
+    assert not np.allclose(es.member_noise(1235, 5), theirs)
+
+
+def test_worker_replicas_play_and_update_like_the_main_process():
+    env_id = "CartPole-v1"
+    policy = es.Policy(4, gym.spaces.Discrete(2), (8,))
+    strategy = es.EvolutionStrategy(policy.initial_theta(np.random.default_rng(0)), sigma=0.1,
+                                    learning_rate=0.05)
+    env = es.make_env(env_id)
+    tasks = [(11, 1.0, [5]), (11, -1.0, [5]), (12, 1.0, [6, 7]), (0, 0.0, [8])]
+    workers = es.Workers(2, env_id, policy, strategy)
+    try:
+        last = None
+        for _ in range(3):  # three generations: the replicas follow the main process's updates
+            workers.start_generation(last, None, float(np.linalg.norm(strategy.theta)))
+            theirs = workers.play(tasks)
+            mine = [es.play_task(env, policy, strategy, None, task) for task in tasks]
+            assert theirs == mine and len(theirs[2][0]) == 2
+            returns = [np.mean(r) for r, _, _ in mine[:2]]
+            last = ([11, 11], [1.0, -1.0], returns)
+            strategy.update(*last)
+        strategy.theta += 1e-9  # a replica that missed an update is noticed
+        with pytest.raises(RuntimeError, match="copy of theta differs"):
+            workers.start_generation(None, None, float(np.linalg.norm(strategy.theta)))
+    finally:
+        workers.close()
+    assert not any(p.is_alive() for p in workers.processes)
+
+
+def test_worker_count_caps_with_a_warning(monkeypatch, capsys):
+    monkeypatch.setattr(es, "available_cores", lambda: 2)
+    assert es.worker_count(es.Args(num_workers=5, population_size=8)) == 2
+    assert capsys.readouterr().err == "es.py: warning: --num-workers 5 is more than the 2 cores; using 2\n"
+    monkeypatch.setattr(es, "available_cores", lambda: 16)
+    assert es.worker_count(es.Args(num_workers=8, population_size=4)) == 4
+    assert "more than the 4 members of a generation; using 4" in capsys.readouterr().err
+    assert es.worker_count(es.Args(population_size=4)) == 4          # default: no warning
+    assert es.worker_count(es.Args(num_workers=3, population_size=4)) == 3
+    assert capsys.readouterr().err == ""
+
+
+def test_too_many_workers_on_the_command_line_warns_and_runs(tmp_path, run_cli):
+    code, out, err = run_cli("es.py", ["--num-workers", "64", "--population-size", "2",
+                                       "--total-timesteps", "50", "--eval-episodes", "0",
+                                       "--output-dir", str(tmp_path)])
+    assert code == 0 and err.startswith("es.py: warning: --num-workers 64 is more than the ")
+    with open(next(tmp_path.glob("*/config.json"))) as f:
+        assert json.load(f)["num_workers"] == min(es.available_cores(), 2)
+
+
+def test_results_do_not_depend_on_the_number_of_workers(tmp_path, monkeypatch):
+    monkeypatch.setattr(es, "available_cores", lambda: 2)  # 2 workers even on a 1-core machine
+    for workers in (1, 2):
+        es.main(es.Args(total_timesteps=3000, population_size=6, num_workers=workers, norm_obs=True,
+                        eval_episodes=0, output_dir=str(tmp_path / str(workers))))
+    assert episode_rows(tmp_path / "1") == episode_rows(tmp_path / "2")
+    one, two = (read_csv(next((tmp_path / w).glob("*/updates.csv"))) for w in ("1", "2"))
+    drop = lambda rows: [{k: v for k, v in r.items() if k not in ("wall_time", "sps")} for r in rows]
+    assert len(one) >= 3 and drop(one) == drop(two)
+
+
+def test_pairs_share_noise_and_all_members_share_the_start_states(tmp_path, monkeypatch):
+    tasks = []
+    original = es.play_task
+    monkeypatch.setattr(es, "play_task", lambda *a: tasks.append(a[-1]) or original(*a))
+    es.main(es.Args(total_timesteps=1, population_size=4, episodes_per_member=2, num_workers=1,
+                    eval_episodes=0, output_dir=str(tmp_path)))
+    seeds, signs, env_seeds = zip(*tasks)
+    assert signs == (1.0, -1.0, 1.0, -1.0, 0.0)             # two pairs, then theta itself
+    assert seeds[0] == seeds[1] != seeds[2] == seeds[3]
+    assert env_seeds[0] == env_seeds[1] == env_seeds[2] == env_seeds[3] and len(env_seeds[0]) == 2
+    assert env_seeds[4] == env_seeds[0][:1]                 # theta plays the first start state
+
+
+# ---------------------------------------------------------------------------------------
+# Runs end to end
+# ---------------------------------------------------------------------------------------
+def test_discrete_smoke_run_with_workers_writes_every_file_and_its_model_evaluates(
+        tmp_path, check_run_folder, monkeypatch):
+    monkeypatch.setattr(es, "available_cores", lambda: 2)
+    args = es.Args(total_timesteps=600, population_size=4, num_workers=2, eval_episodes=2,
+                   save_model=True, output_dir=str(tmp_path / "train"))
+    summary = es.main(args)
+    path, episodes, updates = check_run_folder(summary, args.output_dir, "es", model=True)
+    assert summary["global_steps"] >= 600 and summary["eval_return_mean"] >= 8
+    assert summary["global_steps"] == sum(int(e["episode_length"]) for e in episodes)
+    assert len(episodes) == 4 * len(updates)                       # one row per member
+    assert [int(u["generation"]) for u in updates] == list(range(1, len(updates) + 1))
+    assert {"fitness_mean", "fitness_max", "fitness_min", "theta_return", "theta_norm",
+            "grad_norm"} <= set(updates[0])
+    first = [float(e["episode_return"]) for e in episodes[:4]]
+    assert float(updates[0]["fitness_max"]) == max(first) and float(updates[0]["fitness_min"]) == min(first)
+    state = torch.load(os.path.join(path, "model.pt"), weights_only=True)
+    assert float(updates[-1]["theta_norm"]) == pytest.approx(state["theta"].norm().item())
+    assert not multiprocessing.active_children()
+
+    evaluated = es.main(es.Args(eval_checkpoint=os.path.join(path, "model.pt"), eval_episodes=2,
+                                seed=summary["seed"], output_dir=str(tmp_path / "eval")))
+    assert evaluated["eval_return_mean"] == summary["eval_return_mean"]  # same theta, same seeds
+    assert evaluated["global_steps"] == 0
+
+
+def test_continuous_smoke_run_with_every_option(tmp_path, check_run_folder):
+    # 3 members without mirroring, 2 episodes each of Pendulum's 200 steps: 1200 steps,
+    # one generation
+    args = es.Args(env_id="Pendulum-v1", total_timesteps=1200, population_size=3,
+                   antithetic=False, episodes_per_member=2, policy="linear", optimizer="sgd",
+                   fitness_shaping="zscore", norm_obs=True, num_workers=1, eval_episodes=2,
+                   save_model=True, output_dir=str(tmp_path / "train"))
+    summary = es.main(args)
+    path, episodes, updates = check_run_folder(summary, args.output_dir, "es", model=True)
+    assert [e["episode_length"] for e in episodes] == ["200"] * 6 and len(updates) == 1
+    returns = [float(e["episode_return"]) for e in episodes]
+    assert float(updates[0]["fitness_mean"]) == pytest.approx(np.mean(returns))  # 3 means of 2
+    state = torch.load(os.path.join(path, "model.pt"), weights_only=True)
+    assert state["theta"].shape == (3 * 1 + 1,) and state["args"]["policy"] == "linear"
+    # every member step's observation, not theta's own episode: 1200 (+ 1e-4 to start with)
+    assert state["obs_rms"]["count"] == pytest.approx(1200) and state["obs_rms"]["mean"].shape == (3,)
+
+    evaluated = es.main(es.Args(env_id="Pendulum-v1", eval_checkpoint=os.path.join(path, "model.pt"),
+                                eval_episodes=2, output_dir=str(tmp_path / "eval")))
+    assert evaluated["eval_return_mean"] == pytest.approx(summary["eval_return_mean"])
+
+
+def test_stop_at_return_stops_after_the_generation_and_records_when(tmp_path):
+    # CartPole gives 1 per step, so the 20-episode mean reaches 1 at the 20th episode, in
+    # generation 3 of 8 members (episodes 17-24); the generation is finished, then it stops.
+    summary = es.main(es.Args(population_size=8, stop_at_return=1.0, num_workers=1,
+                              eval_episodes=0, output_dir=str(tmp_path)))
+    (path,) = tmp_path.iterdir()
+    episodes = read_csv(path / "episodes.csv")
+    assert len(episodes) == 24 and summary["solved_at_step"] == int(episodes[19]["global_step"])
+    assert summary["global_steps"] == int(episodes[23]["global_step"]) < 500_000
+    assert len(read_csv(path / "updates.csv")) == 3
+
+
+def test_interrupted_run_keeps_its_data_and_stops_its_workers(tmp_path, monkeypatch):
+    monkeypatch.setattr(es, "available_cores", lambda: 2)
+    monkeypatch.setattr(es.Adam, "step", interrupt_on_call(3, es.Adam.step))
+    summary = es.main(es.Args(total_timesteps=100_000, population_size=4, num_workers=2,
+                              save_model=True, output_dir=str(tmp_path)))
+    (path,) = tmp_path.iterdir()
+    assert summary["interrupted"] is True and summary["eval_return_mean"] is None
+    assert len(read_csv(path / "updates.csv")) == 2 and len(read_csv(path / "episodes.csv")) == 12
+    assert (path / "learning_curve.png").exists() and (path / "model.pt").exists()
+    assert not multiprocessing.active_children()
+
+
+def test_nan_theta_stops_cleanly(tmp_path, monkeypatch):
+    monkeypatch.setattr(es, "es_gradient", lambda fitness, noise, sigma: noise[0] * math.nan)
+    summary = es.main(es.Args(total_timesteps=10_000, population_size=4, num_workers=1,
+                              output_dir=str(tmp_path)))
+    (path,) = tmp_path.iterdir()
+    episodes = read_csv(path / "episodes.csv")
+    assert summary["interrupted"] is True and len(episodes) == 4
+    assert summary["global_steps"] == int(episodes[-1]["global_step"])
+    assert (path / "summary.json").exists() and not (path / "updates.csv").exists()
+
+
+def test_same_seed_gives_the_same_episodes(tmp_path):
+    for folder in ("a", "b"):
+        es.main(es.Args(total_timesteps=3000, population_size=8, num_workers=1, eval_episodes=0,
+                        output_dir=str(tmp_path / folder)))
+    first = episode_rows(tmp_path / "a")
+    assert len(first) > 20 and first == episode_rows(tmp_path / "b")
+
+
+def test_capture_video_records_each_evaluation_episode(tmp_path):
+    es.main(es.Args(total_timesteps=50, population_size=2, num_workers=1, eval_episodes=2,
+                    capture_video=True, output_dir=str(tmp_path)))
+    videos = sorted(p.name for p in tmp_path.glob("*/videos/*.mp4"))
+    assert videos == ["eval-episode-0.mp4", "eval-episode-1.mp4"]
+
+
+# ---------------------------------------------------------------------------------------
+# Bad input: one line on stderr, exit status 2, nothing trained
+# ---------------------------------------------------------------------------------------
+@pytest.fixture
+def bad_checkpoints(tmp_path):
+    corrupt = tmp_path / "corrupt.pt"
+    corrupt.write_bytes(b"this is not a checkpoint")
+    pendulum = tmp_path / "pendulum.pt"
+    es.save_checkpoint(pendulum, np.zeros(4), es.ObsNormalizer((3,), False),
+                       es.Args(env_id="Pendulum-v1", policy="linear"))
+    misfit = tmp_path / "misfit.pt"  # says 32 hidden units, holds a 16-unit network's theta
+    es.save_checkpoint(misfit, np.zeros(es.Policy(4, gym.spaces.Discrete(2), (16,)).num_params),
+                       es.ObsNormalizer((4,), False), es.Args(hidden_sizes=(32,)))
+    return {"missing": str(tmp_path / "missing.pt"), "corrupt": str(corrupt),
+            "pendulum": str(pendulum), "misfit": str(misfit)}
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--env-id", "CartPole-v9"], "unknown environment id 'CartPole-v9'; did you mean CartPole-v1"),
+    (["--env-id", "ESBits-v0"], "MultiBinary action space; es.py handles Discrete and Box"),
+    (["--env-id", "ESUnbounded-v0"], "unbounded Box actions; es.py scales a tanh output"),
+    (["--env-id", "Taxi-v4"], "Discrete observation space"),
+    (["--env-id", "ESImage-v0"], "observations of shape (4, 4)"),
+    (["--population-size", "5"], "--population-size 5 is odd, but --antithetic makes the members "
+     "in mirrored pairs; use 6 or --no-antithetic"),
+    (["--population-size", "1", "--no-antithetic"], "--population-size must be at least 2"),
+    (["--population-size", "0"], "--population-size must be positive"),
+    (["--sigma", "0"], "--sigma must be positive, got 0.0"),
+    (["--sigma", "-0.1"], "--sigma must be positive"),
+    (["--learning-rate", "nan"], "--learning-rate must be positive"),
+    (["--l2-coef", "-1"], "--l2-coef must be 0 or more"),
+    (["--episodes-per-member", "0"], "--episodes-per-member must be positive"),
+    (["--num-workers", "0"], "--num-workers must be positive"),
+    (["--hidden-sizes", "32", "0"], "--hidden-sizes must be positive widths, got 32 0"),
+    (["--total-timesteps", "-5"], "--total-timesteps must be positive"),
+    (["--eval-episodes", "-1"], "--eval-episodes must be 0 or more"),
+    (["--eval-checkpoint", "missing"], "does not exist"),
+    (["--eval-checkpoint", "corrupt"], "is not an es.py model.pt"),
+    (["--eval-checkpoint", "pendulum"], "was made for Pendulum-v1, not CartPole-v1; pass --env-id Pendulum-v1"),
+    (["--eval-checkpoint", "misfit"], "does not fit CartPole-v1's network: theta has 114 parameters, "
+     "the network 226"),
+])
+def test_bad_input_is_one_line_and_exit_status_2(argv, message, check_usage_error, bad_checkpoints):
+    check_usage_error("es.py", [bad_checkpoints.get(a, a) for a in argv], message)
+
+
+def test_help_lists_the_flags_with_their_docstrings(check_help):
+    out = check_help("es.py", ("--population-size", "--sigma", "--learning-rate", "--optimizer",
+                               "--l2-coef", "--antithetic", "--no-antithetic", "--fitness-shaping",
+                               "--episodes-per-member", "--num-workers", "--policy",
+                               "--hidden-sizes", "--norm-obs"), ("mirrored sampling",))
+    assert "--cuda" not in out
+
+
+def test_importing_the_script_has_no_side_effects(tmp_path):
+    check_import_is_quiet("es", tmp_path, also="import multiprocessing; "
+                          "assert not multiprocessing.active_children()")
