@@ -61,12 +61,20 @@ class Exercise:
     run: tuple[str, ...]
     """the flags of the short training run (with --env-id)"""
     goal: float
-    """the run learns when the mean of its last 20 training returns reaches this"""
+    """the run learns when its `measure` reaches this"""
+    measure: str = "train_return_last20"
+    """the summary.json figure compared with the goal: the mean of the last 20 training
+    returns, or eval_return_mean (the run's flags then give --eval-episodes)"""
 
     @property
     def script(self):
         return self.id.split(".")[0]
 
+
+# simple_spread_v3's episodes are noisy (a random policy scores -27 +- 9), so the check
+# evaluates 100 greedy episodes: -24 before training, about -19 after 100k steps
+MAPPO_RUN = ("--env-id", "simple_spread_v3", "--total-timesteps", "100000", "--eval-episodes",
+             "100")
 
 EXERCISES = (
     Exercise("qlearning.q_update", "q_update", "Watkins & Dayan 1992, Q-learning",
@@ -152,6 +160,24 @@ EXERCISES = (
              ("test_es_gradient_of_three_members", "test_es_gradient_of_antithetic_pairs",
               "test_antithetic_es_step_on_a_quadratic_goes_towards_the_optimum"),
              ("--env-id", "CartPole-v1", "--num-workers", "1", "--stop-at-return", "475"), 475),
+    Exercise("mappo.gae", "compute_gae", "Yu et al. 2022, MAPPO; GAE: Schulman et al. 2016",
+             "ppo.py's backward loop works on [T, N] and [T, N, A] alike if every operation "
+             "is elementwise over the trailing dimensions",
+             ("test_gae_ep_one_value_per_environment_with_a_truncation_and_a_termination",
+              "test_gae_fp_one_value_per_agent_with_a_truncation_and_an_agent_terminated_early"),
+             MAPPO_RUN, -21, "eval_return_mean"),
+    Exercise("mappo.value_norm", "ValueNorm.update", "Yu et al. 2022, MAPPO (value "
+             "normalization); Chan et al. 1979 (merging running moments)",
+             "merge the batch's mean and variance into the running ones, weighting each by "
+             "its count (the docstring's three lines)",
+             ("test_value_norm_update_normalize_denormalize",),
+             MAPPO_RUN, -21, "eval_return_mean"),
+    Exercise("mappo.loss", "mappo_loss", "Yu et al. 2022, MAPPO; PPO: Schulman et al. 2017",
+             "ppo.py's clipped losses, but every mean is a masked_mean over the active "
+             "agents (the critic's over value_mask)",
+             ("test_mappo_loss_by_hand_leaves_out_inactive_agents",
+              "test_fp_value_loss_leaves_out_inactive_agents"),
+             MAPPO_RUN, -21, "eval_return_mean"),
     Exercise("dqn.targets", "dqn_targets", "Mnih et al. 2015, DQN; van Hasselt et al. "
              "2016, double DQN",
              "max over next_q_target's actions, or, given next_q_online, the target's value "
@@ -332,7 +358,7 @@ def run_tests(path, exercises):
 def training_run(path, exercise, out):
     """The student's script trained with the exercise's flags; returns summary.json."""
     output_dir = os.path.join(out, "runs")
-    command = [sys.executable, path, *exercise.run, "--seed", "1", "--eval-episodes", "0",
+    command = [sys.executable, path, "--seed", "1", "--eval-episodes", "0", *exercise.run,
                "--output-dir", output_dir]
     if "--cuda" in subprocess.run([sys.executable, path, "--help"], capture_output=True,
                                   text=True).stdout:
@@ -411,9 +437,11 @@ def check(path: Annotated[str, tyro.conf.Positional],
             print(f"the training run failed:\n{error}")
             print("verdict: not yet: the tests pass but the script fails when it trains")
             sys.exit(1)
-        reached = summary["train_return_last20"]
-        print(f"  {summary['global_steps']} steps in {time.time() - start:.0f} s; mean of "
-              f"the last 20 training returns {reached}; learning curve "
+        reached = summary[e.measure]
+        what = ("mean of the last 20 training returns" if e.measure == "train_return_last20"
+                else f"mean greedy return of {summary['eval_episodes']} evaluation episodes")
+        print(f"  {summary['global_steps']} steps in {time.time() - start:.0f} s; {what} "
+              f"{reached if reached is None else round(reached, 2)}; learning curve "
               f"{os.path.join(folder, 'learning_curve.png')}")
         if reached is None or reached < e.goal:
             print(f"verdict: not yet: the tests pass, but the run did not reach {e.goal:g}; "
