@@ -76,7 +76,8 @@ PPOD_RUN = ("--env-id", "MountainCar-v0", "--demos-dir", os.path.join(ROOT, "dem
             "MountainCar-v0"), "--total-timesteps", "150000", "--stop-at-return", "-130")
 
 # simple_spread_v3's episodes are noisy (a random policy scores -27 +- 9), so the check
-# evaluates 100 greedy episodes: -24 before training, about -19 after 100k steps
+# evaluates 100 greedy episodes: -24 before training, about -19 after 100k steps (the mean
+# of 100 varies by about 0.9, so -21.5 leaves room on both sides)
 MAPPO_RUN = ("--env-id", "simple_spread_v3", "--total-timesteps", "100000", "--eval-episodes",
              "100")
 
@@ -191,19 +192,19 @@ EXERCISES = (
              "is elementwise over the trailing dimensions",
              ("test_gae_ep_one_value_per_environment_with_a_truncation_and_a_termination",
               "test_gae_fp_one_value_per_agent_with_a_truncation_and_an_agent_terminated_early"),
-             MAPPO_RUN, -21, "eval_return_mean"),
+             MAPPO_RUN, -21.5, "eval_return_mean"),
     Exercise("mappo.value_norm", "ValueNorm.update", "Yu et al. 2022, MAPPO (value "
              "normalization); Chan et al. 1979 (merging running moments)",
              "merge the batch's mean and variance into the running ones, weighting each by "
              "its count (the docstring's three lines)",
              ("test_value_norm_update_normalize_denormalize",),
-             MAPPO_RUN, -21, "eval_return_mean"),
+             MAPPO_RUN, -21.5, "eval_return_mean"),
     Exercise("mappo.loss", "mappo_loss", "Yu et al. 2022, MAPPO; PPO: Schulman et al. 2017",
              "ppo.py's clipped losses, but every mean is a masked_mean over the active "
              "agents (the critic's over value_mask)",
              ("test_mappo_loss_by_hand_leaves_out_inactive_agents",
               "test_fp_value_loss_leaves_out_inactive_agents"),
-             MAPPO_RUN, -21, "eval_return_mean"),
+             MAPPO_RUN, -21.5, "eval_return_mean"),
 )
 
 

@@ -1,0 +1,965 @@
+"""Multi-Agent PPO (MAPPO) with decentralized actors and a centralized critic, in one file.
+
+Each agent acts on its own observation (one shared actor that also sees a one-hot agent id,
+or one actor per agent); one critic, used only during training, sees the whole state. The
+update is PPO's: a rollout of T steps from N copies of a PettingZoo parallel environment,
+GAE advantages from the critic, then epochs of clipped-surrogate steps. The critic sees one
+of two kinds of state (Yu et al. 2022; the buffers follow HARL, Zhong et al. 2024):
+
+    EP (environment-provided)  critic input env.state();        one value V(s) per environment,
+                               trained on the team reward  r_t = mean over agents of r_t^i
+    FP (feature-pruned,        critic input env.state() | o^i | one-hot(i);  one value per
+        agent-specific)        agent and environment, trained on agent i's own reward r_t^i
+
+Key equations (t indexes steps, i agents, done_t = terminated_t or truncated_t):
+
+    ratio_t^i = pi_theta(a_t^i | o_t^i) / pi_old(a_t^i | o_t^i)
+    L_clip    = sum_{t,i} m_t^i min(ratio_t^i A_t^i, clip(ratio_t^i, 1-eps, 1+eps) A_t^i)
+                / sum_{t,i} m_t^i            (m: active mask, 0 once agent i is done)
+    GAE       delta_t = r_t + gamma (1 - terminated_t) V(s_{t+1}) - V(s_t)
+              A_t     = delta_t + gamma lambda (1 - done_t) A_{t+1}
+    values    the critic learns (R - mu) / sigma, mu and sigma the running mean and std of
+              the returns R (--value-norm); V = sigma * output + mu before GAE
+
+MPE episodes end by truncation (the max_cycles time limit), never by termination: the last
+step bootstraps from the value of the true final state, taken before the environment resets.
+
+Counting: one environment step is one step of one environment copy, all of its agents acting
+at once (the MAPPO papers' convention); N copies make N steps per lock-step. --total-timesteps
+counts these. An episode's return is the mean over agents of each agent's summed reward (the
+mean per-agent return); episodes.csv, the console and --stop-at-return use it. PettingZoo has
+no RecordEpisodeStatistics, so the script sums the rewards itself.
+
+Papers:
+    Yu et al. 2022, "The Surprising Effectiveness of PPO in Cooperative Multi-Agent Games",
+        NeurIPS 2022 Datasets and Benchmarks, arXiv:2103.01955
+    Zhong et al. 2024, "Heterogeneous-Agent Reinforcement Learning", JMLR 25 (HARL)
+    Schulman et al. 2017, "Proximal Policy Optimization Algorithms", arXiv:1707.06347
+    Schulman et al. 2016, "High-Dimensional Continuous Control Using Generalized
+        Advantage Estimation", ICLR 2016
+    Pardo et al. 2018, "Time Limits in Reinforcement Learning", ICML 2018
+    Lowe et al. 2017, "Multi-Agent Actor-Critic for Mixed Cooperative-Competitive
+        Environments", NeurIPS 2017 (the MPE tasks)
+
+Run:
+    python mappo.py --env-id simple_spread_v3                      # EP critic, the defaults
+    python mappo.py --env-id simple_spread_v3 --critic-state fp
+    python mappo.py --env-id simple_speaker_listener_v4 --no-share-actor
+    python mappo.py --help
+
+Writes runs/<env_id>__mappo__<seed>__<unix_time>/ with config.json, episodes.csv,
+updates.csv, learning_curve.png, summary.json, and model.pt with --save-model.
+"""
+
+# ---------------------------------------------------------------------------------------
+# Imports
+# ---------------------------------------------------------------------------------------
+import csv
+import difflib
+import importlib
+import importlib.metadata
+import importlib.util
+import json
+import math
+import os
+import random
+import sys
+import time
+from collections import deque
+from dataclasses import asdict, dataclass, replace
+from typing import Literal, Optional
+
+os.environ.setdefault("PYGAME_HIDE_SUPPORT_PROMPT", "1")  # mpe2 imports pygame, which greets
+
+import gymnasium as gym
+import numpy as np
+import torch
+import torch.nn as nn
+import tyro
+from matplotlib.figure import Figure
+from pettingzoo.utils.conversions import aec_to_parallel_wrapper
+from torch.distributions import Categorical
+
+SCRIPT = os.path.basename(__file__)
+
+# The MPE tasks in which every agent works for one team, and those with adversaries.
+COOPERATIVE = ("simple_spread_v3", "simple_speaker_listener_v4", "simple_reference_v3",
+               "simple_v3", "simple_line_v1", "simple_formation_v1", "collect_treasure_v1")
+COMPETITIVE = ("simple_adversary_v3", "simple_crypto_v3", "simple_push_v3", "simple_tag_v3",
+               "simple_world_comm_v3")
+
+
+# ---------------------------------------------------------------------------------------
+# Flags
+# ---------------------------------------------------------------------------------------
+@dataclass
+class Args:
+    env_id: str = "simple_spread_v3"
+    """a cooperative MPE task of the mpe2 package (PettingZoo parallel API), e.g. simple_spread_v3"""
+    seed: int = 1
+    """seeds Python, NumPy, torch and the environments"""
+    total_timesteps: int = 1_000_000
+    """the training budget in environment steps (one step of one copy, all agents at once)"""
+    cuda: bool = True
+    """use the GPU when one is present"""
+    output_dir: str = "runs"
+    """where run folders go"""
+    exp_name: str = os.path.splitext(SCRIPT)[0]
+    """the experiment name, part of the run folder's name"""
+    eval_episodes: int = 10
+    """greedy evaluation episodes after training (0 skips evaluation)"""
+    stop_at_return: Optional[float] = None
+    """stop once the mean of the last 20 training episode returns reaches this"""
+    save_model: bool = False
+    """write model.pt into the run folder"""
+    eval_checkpoint: Optional[str] = None
+    """skip training: load this model.pt and evaluate it"""
+    capture_video: bool = False
+    """record the evaluation episodes into videos/ in the run folder"""
+
+    # Environment
+    max_cycles: int = 25
+    """MPE's time limit: steps per episode, after which every agent is truncated"""
+    continuous_actions: bool = False
+    """ask the MPE task for Box actions (refused: mappo.py's actors are categorical)"""
+
+    # Algorithm
+    critic_state: Literal["ep", "fp"] = "ep"
+    """critic input: ep = env.state(), team reward; fp = state | own obs | agent id, own reward"""
+    share_actor: bool = True
+    """one actor for all agents (one-hot id appended, observations zero-padded), or one per agent"""
+    value_norm: bool = True
+    """the critic learns returns normalized by their running mean and std"""
+    num_envs: int = 32
+    """N: environment copies stepped in lock-step"""
+    num_steps: int = 25
+    """T: steps per environment copy in each rollout; the batch is N*T steps of all agents"""
+    learning_rate: float = 1e-3
+    """Adam learning rate (actors and critic)"""
+    anneal_lr: bool = False
+    """decay the learning rate linearly to 0 over the budget"""
+    gamma: float = 0.95
+    """discount factor"""
+    gae_lambda: float = 0.95
+    """lambda of GAE"""
+    num_minibatches: int = 1
+    """minibatches per epoch, split over (step, environment) pairs; must divide N*T"""
+    update_epochs: int = 10
+    """epochs over each rollout"""
+    norm_adv: bool = True
+    """normalize advantages within each minibatch, over active agent steps only"""
+    clip_coef: float = 0.2
+    """epsilon of the clipped surrogate and of the value clipping"""
+    clip_vloss: bool = True
+    """clip the value loss around the rollout's value estimates, as MAPPO does"""
+    ent_coef: float = 0.005
+    """entropy bonus coefficient c_e"""
+    vf_coef: float = 1.0
+    """value loss coefficient c_v"""
+    max_grad_norm: float = 10.0
+    """gradient clipping: the largest global norm of the gradient"""
+    hidden_size: int = 64
+    """width of the two hidden layers (ReLU) of the actors and of the critic"""
+    layer_norm: bool = False
+    """LayerNorm on the networks' inputs and hidden layers, as in MAPPO's code"""
+
+
+class UsageError(Exception):
+    """Bad input: reported as one line on stderr with exit status 2, before training."""
+
+
+# ---------------------------------------------------------------------------------------
+# The math
+# ---------------------------------------------------------------------------------------
+def compute_gae(rewards, values, next_values, terminated, truncated, gamma, gae_lambda):
+    """Generalized advantage estimation with time limits handled (Schulman et al. 2016).
+
+    All inputs are tensors of shape [T, ...]: [T, N] for the EP critic (one value per
+    environment), [T, N, A] for the FP critic (one per agent and environment); terminated
+    and truncated are 0/1 or bool. values[t] = V(s_t); next_values[t] = V(s_{t+1}), the
+    value of the state that followed step t, which is the true final state when the episode
+    ended at t. With done_t = terminated_t or truncated_t:
+
+        delta_t = r_t + gamma * (1 - terminated_t) * next_values_t - values_t
+        A_t     = delta_t + gamma * lambda * (1 - done_t) * A_{t+1},   A_T = 0
+        returns = A + values
+
+    Returns (advantages, returns), each of the inputs' shape.
+    """
+    not_terminated = 1.0 - terminated.to(rewards.dtype)
+    not_done = 1.0 - (terminated.bool() | truncated.bool()).to(rewards.dtype)
+    deltas = rewards + gamma * not_terminated * next_values - values
+    advantages = torch.zeros_like(rewards)
+    running = torch.zeros_like(rewards[0])
+    for t in reversed(range(rewards.shape[0])):
+        running = deltas[t] + gamma * gae_lambda * not_done[t] * running
+        advantages[t] = running
+    return advantages, advantages + values
+
+
+def team_reward(rewards, active):
+    """The EP critic's reward: the mean over the agents that acted, rewards and active
+    masks [..., A] -> [...]:  r_t = sum_i m_t^i r_t^i / max(1, sum_i m_t^i)."""
+    return (rewards * active).sum(-1) / active.sum(-1).clamp(min=1.0)
+
+
+def masked_mean(x, mask):
+    """mean of x over the entries where mask is 1:  sum(m * x) / max(1, sum(m))."""
+    return (x * mask).sum() / mask.sum().clamp(min=1.0)
+
+
+def normalize_advantages(advantages, active):
+    """(A - mean) / (std + 1e-8), mean and (unbiased) std over the active entries only, so
+    that a done agent's steps do not shift the statistics. Inactive entries come out 0."""
+    n = active.sum().clamp(min=2.0)
+    mean = (advantages * active).sum() / active.sum().clamp(min=1.0)
+    std = torch.sqrt(((advantages - mean) ** 2 * active).sum() / (n - 1))
+    return (advantages - mean) / (std + 1e-8) * active
+
+
+def mappo_loss(newlogprob, oldlogprob, advantages, active, newvalue, oldvalue, returns,
+               value_mask, entropy, clip_coef, ent_coef, vf_coef, clip_vloss=True):
+    """The MAPPO loss to minimize on a minibatch. Actor inputs (log-probabilities,
+    advantages, active masks m, entropies) are [B, A]; critic inputs (values, returns, and
+    value_mask, 1 where the critic's sample counts) are [B] for EP or [B, A] for FP.
+
+        ratio  = exp(newlogprob - oldlogprob)
+        L_pg   = masked_mean( max(-A * ratio, -A * clip(ratio, 1 - eps, 1 + eps)), m )
+        L_v    = 0.5 * masked_mean( (V - R)^2, value_mask ),  or with clip_vloss
+                 0.5 * masked_mean( max((V - R)^2, (V_old + clip(V - V_old, -eps, eps) - R)^2) )
+        loss   = L_pg - c_e * masked_mean(entropy, m) + c_v * L_v
+
+    Returns (loss, L_pg, L_v, entropy). Advantages come in already normalized.
+    """
+    ratio = torch.exp(newlogprob - oldlogprob)
+    clipped_ratio = torch.clamp(ratio, 1 - clip_coef, 1 + clip_coef)
+    pg_loss = masked_mean(torch.max(-advantages * ratio, -advantages * clipped_ratio), active)
+    v_loss = (newvalue - returns) ** 2
+    if clip_vloss:
+        v_clipped = oldvalue + torch.clamp(newvalue - oldvalue, -clip_coef, clip_coef)
+        v_loss = torch.max(v_loss, (v_clipped - returns) ** 2)
+    v_loss = 0.5 * masked_mean(v_loss, value_mask)
+    entropy = masked_mean(entropy, active)
+    return pg_loss - ent_coef * entropy + vf_coef * v_loss, pg_loss, v_loss, entropy
+
+
+class ValueNorm:
+    """Running mean and variance of the value targets, merged batch by batch (Chan et al.
+    1979). With n samples so far and a batch of m with mean mu_b and variance var_b:
+
+        delta = mu_b - mu,   n' = n + m
+        mu'   = mu + delta * m / n'
+        var'  = (var * n + var_b * m + delta^2 * n * m / n') / n'
+
+        normalize(x)   = (x - mu) / sqrt(var + 1e-8)
+        denormalize(y) = y * sqrt(var + 1e-8) + mu
+
+    Before the first batch mu = 0 and var = 1; disabled, both maps are the identity.
+    """
+
+    def __init__(self, enabled):
+        self.enabled = enabled
+        self.mean, self.var, self.count = 0.0, 1.0, 0
+
+    def update(self, x):
+        if not self.enabled or x.numel() == 0:
+            return
+        x = x.double()
+        m, batch_mean, batch_var = x.numel(), x.mean().item(), x.var(unbiased=False).item()
+        delta, total = batch_mean - self.mean, self.count + m
+        self.mean += delta * m / total
+        self.var = (self.var * self.count + batch_var * m + delta ** 2 * self.count * m / total) / total
+        self.count = total
+
+    def normalize(self, x):
+        return (x - self.mean) / math.sqrt(self.var + 1e-8) if self.enabled else x
+
+    def denormalize(self, y):
+        return y * math.sqrt(self.var + 1e-8) + self.mean if self.enabled else y
+
+    def state_dict(self):
+        return {"mean": self.mean, "var": self.var, "count": self.count}
+
+    def load_state_dict(self, state):
+        self.mean, self.var, self.count = float(state["mean"]), float(state["var"]), int(state["count"])
+
+
+def critic_input(state, obs, critic_state):
+    """The critic's view of a step. state [N, S] is env.state() of each copy, obs [N, A, D]
+    the agents' (padded) observations.
+
+        EP: s                          -> [N, S]
+        FP: s | o^i | one-hot(i)       -> [N, A, S + D + A]
+    """
+    if critic_state == "ep":
+        return state
+    num_envs, num_agents = obs.shape[:2]
+    ids = torch.eye(num_agents, device=obs.device).expand(num_envs, -1, -1)
+    return torch.cat([state.unsqueeze(1).expand(-1, num_agents, -1), obs, ids], dim=-1)
+
+
+class RolloutBuffer:
+    """One rollout of T steps from N environment copies with A agents, preallocated.
+
+    Actor buffer, per agent: obs [T, N, A, D] (zero-padded to the longest observation),
+    actions and log-probabilities [T, N, A], available actions [T, N, A, K] (all of an
+    agent's own actions when the environment gives no mask; the padding beyond them never)
+    and active masks [T, N, A] (1 where the agent acted, 0 once it is done while its
+    environment goes on).
+
+    Critic buffer, with C = [N] for EP and [N, A] for FP: critic inputs [T, *C, S_c],
+    values V(s_t) as the critic output them, rewards and the terminated/truncated flags
+    [T, *C]. final_critic[t] holds the critic input of the true final state where a step was
+    truncated; last_critic the input after the rollout's last step.
+    """
+
+    def __init__(self, num_steps, num_envs, num_agents, obs_dim, num_actions, critic_state,
+                 critic_dim, device):
+        def zeros(*shape, dtype=torch.float32):
+            return torch.zeros((num_steps, *shape), dtype=dtype, device=device)
+
+        critic_shape = (num_envs,) if critic_state == "ep" else (num_envs, num_agents)
+        self.obs = zeros(num_envs, num_agents, obs_dim)
+        self.actions = zeros(num_envs, num_agents, dtype=torch.long)
+        self.logprobs = zeros(num_envs, num_agents)
+        self.avail = zeros(num_envs, num_agents, num_actions, dtype=torch.bool)
+        self.active = zeros(num_envs, num_agents)
+        self.critic_obs = zeros(*critic_shape, critic_dim)
+        self.values = zeros(*critic_shape)
+        self.rewards = zeros(*critic_shape)
+        self.terminated = zeros(*critic_shape, dtype=torch.bool)
+        self.truncated = zeros(*critic_shape, dtype=torch.bool)
+        self.final_critic = zeros(*critic_shape, critic_dim)
+        self.last_critic = torch.zeros((*critic_shape, critic_dim), device=device)
+
+    def gae(self, value_fn, value_norm, gamma, gae_lambda):
+        """GAE advantages and returns [T, *C] in the returns' own scale: the stored values
+        and the bootstrap values are denormalized first. next_values[t] is values[t+1]
+        inside the rollout, V(last_critic) after it and V(final_critic[t]) where step t was
+        truncated; where it was terminated it is multiplied by 0."""
+        values = value_norm.denormalize(self.values)
+        next_values = torch.empty_like(values)
+        next_values[:-1] = values[1:]
+        next_values[-1] = value_norm.denormalize(value_fn(self.last_critic))
+        where = self.truncated.nonzero(as_tuple=True)
+        if where[0].numel():
+            next_values[where] = value_norm.denormalize(value_fn(self.final_critic[where]))
+        return compute_gae(self.rewards, values, next_values, self.terminated, self.truncated,
+                           gamma, gae_lambda)
+
+
+# ---------------------------------------------------------------------------------------
+# Networks
+# ---------------------------------------------------------------------------------------
+def layer_init(layer, std=math.sqrt(2), bias_const=0.0):
+    """Orthogonal weights with gain std and constant bias, as in the PPO baselines."""
+    nn.init.orthogonal_(layer.weight, std)
+    nn.init.constant_(layer.bias, bias_const)
+    return layer
+
+
+def mlp(in_size, hidden_size, out_size, out_std, layer_norm=False):
+    """Two ReLU hidden layers. With layer_norm, as in MAPPO's code: the input is normalized
+    per sample (LayerNorm, "feature normalization") and so is each hidden layer's output."""
+    norm = nn.LayerNorm if layer_norm else lambda size: nn.Identity()
+    return nn.Sequential(
+        norm(in_size),
+        layer_init(nn.Linear(in_size, hidden_size)), nn.ReLU(), norm(hidden_size),
+        layer_init(nn.Linear(hidden_size, hidden_size)), nn.ReLU(), norm(hidden_size),
+        layer_init(nn.Linear(hidden_size, out_size), std=out_std),
+    )
+
+
+class Actors(nn.Module):
+    """The decentralized policies pi(a^i | o^i). Shared: one MLP for every agent, whose
+    input is the zero-padded observation with a one-hot agent id appended. Not shared: one
+    MLP per agent on its own unpadded observation. Either way each agent gets K logits (K
+    the largest action count); actions it does not have, or that the environment forbids,
+    get a logit of -1e8, so probability 0 and a finite entropy."""
+
+    def __init__(self, obs_dims, num_actions, share, hidden_size=64, layer_norm=False):
+        super().__init__()
+        self.obs_dims, self.share = list(obs_dims), share
+        num_agents, obs_dim = len(obs_dims), max(obs_dims)
+        if share:
+            self.actor = mlp(obs_dim + num_agents, hidden_size, num_actions, 0.01, layer_norm)
+        else:
+            self.actors = nn.ModuleList(mlp(d, hidden_size, num_actions, 0.01, layer_norm)
+                                        for d in obs_dims)
+
+    def logits(self, obs, avail):
+        """obs [..., A, D] and avail [..., A, K] -> masked logits [..., A, K]."""
+        if self.share:
+            num_agents = len(self.obs_dims)
+            ids = torch.eye(num_agents, device=obs.device).expand(*obs.shape[:-1], num_agents)
+            logits = self.actor(torch.cat([obs, ids], dim=-1))
+        else:
+            logits = torch.stack([actor(obs[..., i, :d]) for i, (actor, d)
+                                  in enumerate(zip(self.actors, self.obs_dims))], dim=-2)
+        return logits.masked_fill(~avail, -1e8)
+
+    def act(self, obs, avail):
+        """Sample actions; returns (actions, log-probabilities), each [..., A]."""
+        dist = Categorical(logits=self.logits(obs, avail), validate_args=False)
+        actions = dist.sample()
+        return actions, dist.log_prob(actions)
+
+    def evaluate(self, obs, avail, actions):
+        """Log-probabilities and entropies [..., A] of given actions, for the update."""
+        dist = Categorical(logits=self.logits(obs, avail), validate_args=False)
+        return dist.log_prob(actions), dist.entropy()
+
+    def greedy(self, obs, avail):
+        return self.logits(obs, avail).argmax(-1)
+
+
+class Critic(nn.Module):
+    """The centralized critic: one MLP from a critic input [..., S_c] to a value [...]."""
+
+    def __init__(self, critic_dim, hidden_size=64, layer_norm=False):
+        super().__init__()
+        self.net = mlp(critic_dim, hidden_size, 1, 1.0, layer_norm)
+
+    def forward(self, x):
+        return self.net(x).squeeze(-1)
+
+
+class Adam:
+    """Adam (Kingma & Ba 2015), the same update as torch.optim.Adam written out: the first
+    use of torch.optim imports torch._dynamo, about a second. For each parameter p with
+    gradient g, at step k:
+
+        m <- beta1 * m + (1 - beta1) * g          v <- beta2 * v + (1 - beta2) * g^2
+        p <- p - lr * (m / (1 - beta1^k)) / (sqrt(v / (1 - beta2^k)) + eps)
+    """
+
+    def __init__(self, params, lr, betas=(0.9, 0.999), eps=1e-5):
+        self.params = list(params)
+        self.lr, self.betas, self.eps, self.k = lr, betas, eps, 0
+        self.m = [torch.zeros_like(p) for p in self.params]
+        self.v = [torch.zeros_like(p) for p in self.params]
+
+    def zero_grad(self):
+        for p in self.params:
+            p.grad = None
+
+    @torch.no_grad()
+    def step(self):
+        beta1, beta2 = self.betas
+        self.k += 1
+        step_size = self.lr / (1 - beta1 ** self.k)
+        v_correction = math.sqrt(1 - beta2 ** self.k)
+        for p, m, v in zip(self.params, self.m, self.v):
+            m.lerp_(p.grad, 1 - beta1)
+            v.mul_(beta2).addcmul_(p.grad, p.grad, value=1 - beta2)
+            p.addcdiv_(m, (v.sqrt() / v_correction).add_(self.eps), value=-step_size)
+
+
+# ---------------------------------------------------------------------------------------
+# Environments, evaluation, plotting, saving and loading
+# ---------------------------------------------------------------------------------------
+def fail(message):
+    raise UsageError(message)
+
+
+def make_env(env_id, max_cycles, continuous_actions=False, render_mode=None):
+    """One PettingZoo parallel environment of an MPE task. It is PettingZoo's own AEC-to-
+    parallel conversion of the raw environment, without the wrappers that check every
+    action's bounds and the call order (the script's actions are always valid): the
+    checks cost a third of the step time, and the step is most of a run."""
+    module = importlib.import_module(f"mpe2.{env_id}")  # only this task's: some import SciPy
+    return aec_to_parallel_wrapper(module.raw_env(
+        max_cycles=max_cycles, continuous_actions=continuous_actions, render_mode=render_mode))
+
+
+def check_env(args):
+    """Check the id and build one environment to read its spaces; returns the spec dict:
+    agents, obs_dims, action_counts, state_dim."""
+    mpe_ids = sorted(COOPERATIVE)
+    if args.env_id in COMPETITIVE:
+        fail(f"{args.env_id} is a competitive MPE task (adversaries against good agents); "
+             f"mappo.py trains one cooperative team: use one of {', '.join(mpe_ids)}")
+    if args.env_id not in COOPERATIVE:
+        if args.env_id in gym.registry:
+            fail(f"{args.env_id} is a single-agent Gymnasium environment; use ppo.py "
+                 f"(mappo.py runs the cooperative MPE tasks: {', '.join(mpe_ids)})")
+        close = difflib.get_close_matches(args.env_id, mpe_ids, n=3, cutoff=0.5)
+        hint = f"did you mean {', '.join(close)}? " if close else ""
+        fail(f"unknown environment id {args.env_id!r}; {hint}the MPE tasks are {', '.join(mpe_ids)}")
+    env = make_env(args.env_id, args.max_cycles, args.continuous_actions)
+    agents = list(env.possible_agents)
+    obs_spaces = [env.observation_space(a) for a in agents]
+    action_spaces = [env.action_space(a) for a in agents]
+    state_dim = int(np.prod(env.state_space.shape))
+    env.close()
+    for agent, space in zip(agents, action_spaces):
+        if not isinstance(space, gym.spaces.Discrete):
+            fail(f"{args.env_id}'s agent {agent} has a {type(space).__name__} action space"
+                 f"{' (--continuous-actions)' if args.continuous_actions else ''}; mappo.py's "
+                 "actors are categorical and need Discrete actions: drop --continuous-actions "
+                 "(for continuous control of one agent see ppo.py or ddpg_td3.py)")
+    for agent, space in zip(agents, obs_spaces):
+        if not isinstance(space, gym.spaces.Box) or len(space.shape) != 1:
+            fail(f"{args.env_id}'s agent {agent} has observations {space}; mappo.py's MLPs "
+                 "need flat Box vectors")
+    return {"agents": agents, "obs_dims": [s.shape[0] for s in obs_spaces],
+            "action_counts": [int(s.n) for s in action_spaces], "state_dim": state_dim}
+
+
+def check_args(args):
+    """Everything a user can get wrong, checked before any environment runs."""
+    for name in ("total_timesteps", "num_envs", "num_steps", "num_minibatches",
+                 "update_epochs", "hidden_size", "max_cycles"):
+        if getattr(args, name) <= 0:
+            fail(f"--{name.replace('_', '-')} must be positive, got {getattr(args, name)}")
+    for name in ("learning_rate", "clip_coef", "max_grad_norm"):
+        if not getattr(args, name) > 0:
+            fail(f"--{name.replace('_', '-')} must be positive, got {getattr(args, name)}")
+    for name in ("gamma", "gae_lambda"):
+        if not 0.0 <= getattr(args, name) <= 1.0:
+            fail(f"--{name.replace('_', '-')} must be in [0, 1], got {getattr(args, name)}")
+    if args.eval_episodes < 0:
+        fail(f"--eval-episodes must be 0 or more, got {args.eval_episodes}")
+    batch_size = args.num_envs * args.num_steps
+    if batch_size % args.num_minibatches:
+        fail(f"num_envs*num_steps = {batch_size} is not divisible by --num-minibatches "
+             f"{args.num_minibatches}; pick a divisor of {batch_size}")
+    if args.eval_checkpoint is None and args.total_timesteps < batch_size:
+        fail(f"--total-timesteps {args.total_timesteps} is less than one rollout "
+             f"(num_envs*num_steps = {batch_size}); raise it or shrink the rollout")
+    if args.capture_video and importlib.util.find_spec("moviepy") is None:
+        fail("--capture-video needs moviepy: pip install moviepy")
+
+
+class LockstepEnvs:
+    """N copies of one PettingZoo parallel environment, stepped together and seen as
+    arrays over [N, A] (agents in possible_agents order). An agent that is done leaves the
+    environment's agents; its later steps are inactive (zero observation, no action sent,
+    reward 0) until every agent is done, when the copy records its episode and resets
+    (observations after the reset are the next episode's first). Episode returns are the
+    mean over agents of each agent's summed reward."""
+
+    def __init__(self, env_id, num_envs, spec, max_cycles, render_mode=None):
+        self.envs = [make_env(env_id, max_cycles, render_mode=render_mode) for _ in range(num_envs)]
+        self.agents = spec["agents"]
+        self.obs_dims = spec["obs_dims"]
+        num_agents, num_actions = len(self.agents), max(spec["action_counts"])
+        self.base_avail = np.zeros((num_agents, num_actions), dtype=bool)
+        for i, n in enumerate(spec["action_counts"]):
+            self.base_avail[i, :n] = True
+        self.shape = (num_envs, num_agents)
+        self.obs = np.zeros((*self.shape, max(self.obs_dims)), dtype=np.float32)
+        self.state = np.zeros((num_envs, spec["state_dim"]), dtype=np.float32)
+        self.avail = np.zeros((*self.shape, num_actions), dtype=bool)
+        self.alive = np.zeros(self.shape, dtype=bool)
+        self.returns = np.zeros(self.shape)
+        self.lengths = np.zeros(num_envs, dtype=np.int64)
+
+    def _observe(self, n, observations, infos):
+        """Write copy n's observations, state and available actions for its next step."""
+        env = self.envs[n]
+        self.obs[n] = 0.0
+        self.avail[n] = self.base_avail
+        for i, agent in enumerate(self.agents):
+            if agent in env.agents:
+                self.obs[n, i, :self.obs_dims[i]] = observations[agent]
+                mask = infos.get(agent, {}).get("action_mask")
+                if mask is not None:
+                    self.avail[n, i, :len(mask)] = np.asarray(mask, dtype=bool)
+        self.alive[n] = [agent in env.agents for agent in self.agents]
+        self.state[n] = env.state()
+
+    def reset(self, seed):
+        """Reset every copy, each with its own seed drawn from `seed` (with seed + n, run 2's
+        copy 0 would replay run 1's copy 1: MPE draws its random start states only at
+        resets, so runs of nearby seeds would share their episodes' start states)."""
+        seeds = np.random.SeedSequence(seed).generate_state(len(self.envs))
+        for n, env in enumerate(self.envs):
+            self._observe(n, *env.reset(seed=int(seeds[n])))
+        self.returns[:] = 0.0
+        self.lengths[:] = 0
+        return self.obs.copy(), self.state.copy(), self.avail.copy(), self.alive.copy()
+
+    def step(self, actions):
+        """actions [N, A] -> (obs, state, avail, active for the next step; rewards,
+        terminated, truncated [N, A] of this one; final_obs [N, A, D] and final_state
+        [N, S], the true last observations and state where agents ended; episodes, a list of
+        (copy, mean per-agent return, length) of the episodes that ended)."""
+        rewards = np.zeros(self.shape, dtype=np.float32)
+        terminated = np.zeros(self.shape, dtype=bool)
+        truncated = np.zeros(self.shape, dtype=bool)
+        final_obs = np.zeros_like(self.obs)
+        final_state = np.zeros_like(self.state)
+        episodes = []
+        for n, env in enumerate(self.envs):
+            acting = [(i, agent) for i, agent in enumerate(self.agents) if self.alive[n, i]]
+            observations, rew, term, trunc, infos = env.step(
+                {agent: int(actions[n, i]) for i, agent in acting})
+            for i, agent in acting:
+                rewards[n, i] = rew[agent]
+                terminated[n, i] = term[agent]
+                truncated[n, i] = trunc[agent] and not term[agent]
+                if term[agent] or trunc[agent]:
+                    final_obs[n, i, :self.obs_dims[i]] = observations[agent]
+            self.returns[n] += rewards[n]
+            self.lengths[n] += 1
+            if terminated[n].any() or truncated[n].any():
+                final_state[n] = env.state()
+            if env.agents:
+                self._observe(n, observations, infos)
+            else:
+                episodes.append((n, float(self.returns[n].mean()), int(self.lengths[n])))
+                self.returns[n] = 0.0
+                self.lengths[n] = 0
+                self._observe(n, *env.reset())
+        return (self.obs.copy(), self.state.copy(), self.avail.copy(), self.alive.copy(),
+                rewards, terminated, truncated, final_obs, final_state, episodes)
+
+    def render(self, n):
+        return self.envs[n].render()
+
+    def close(self):
+        for env in self.envs:
+            env.close()
+
+
+def evaluate(actors, env_id, spec, max_cycles, episodes, seed, device, video_folder=None):
+    """Greedy mean per-agent returns of `episodes` episodes, one per environment copy, all
+    at once. With a video folder each copy's episode is saved as eval-<copy>-episode-0.mp4."""
+    envs = LockstepEnvs(env_id, episodes, spec, max_cycles,
+                        render_mode="rgb_array" if video_folder else None)
+    obs, _, avail, _ = envs.reset(seed)
+    returns = np.full(episodes, np.nan)
+    frames = [[envs.render(n)] for n in range(episodes)] if video_folder else None
+    with torch.inference_mode():
+        while np.isnan(returns).any():
+            actions = actors.greedy(torch.from_numpy(obs).to(device),
+                                    torch.from_numpy(avail).to(device))
+            obs, _, avail, *_, ended = envs.step(actions.cpu().numpy())
+            if video_folder:  # a copy that ended has reset: its frame is the next episode's
+                for n in np.flatnonzero(np.isnan(returns)):
+                    frames[n].append(envs.render(n))
+            for n, episode_return, _ in ended:
+                if np.isnan(returns[n]):
+                    returns[n] = episode_return
+    envs.close()
+    if video_folder:
+        from gymnasium.utils.save_video import save_video
+        for n, episode_frames in enumerate(frames):
+            save_video(episode_frames[:-1], video_folder, fps=10, name_prefix=f"eval-{n}",
+                       episode_index=0, episode_trigger=lambda episode: True)
+    return returns
+
+
+class RunWriter:
+    """The run folder: config.json, episodes.csv, updates.csv as training goes (flushed,
+    so an interrupted run keeps them), then learning_curve.png and summary.json."""
+
+    EPISODE_FIELDS = ["global_step", "wall_time", "episode_return", "episode_length"]
+
+    def __init__(self, args, device):
+        name = f"{args.env_id.replace('/', '-')}__{args.exp_name}__{args.seed}__{int(time.time())}"
+        self.path = os.path.join(args.output_dir, name)
+        suffix = 1
+        while True:
+            try:
+                os.makedirs(self.path)
+                break
+            except FileExistsError:
+                suffix += 1
+                self.path = os.path.join(args.output_dir, f"{name}-{suffix}")
+            except OSError as e:
+                fail(f"cannot create the run folder {self.path}: {e.strerror}")
+        versions = {"torch": torch.__version__, "gymnasium": gym.__version__,
+                    "numpy": np.__version__, "python": sys.version.split()[0],
+                    "pettingzoo": importlib.metadata.version("pettingzoo"),
+                    "mpe2": importlib.metadata.version("mpe2")}
+        self.write_json("config.json", {**asdict(args), "device": str(device), "versions": versions})
+        self.episodes = []
+        self._files = []
+        self._episode_csv = self._open_csv("episodes.csv", self.EPISODE_FIELDS)
+        self._update_csv = None
+
+    def _open_csv(self, filename, fields):
+        f = open(os.path.join(self.path, filename), "w", newline="")
+        self._files.append(f)
+        writer = csv.DictWriter(f, fieldnames=fields)
+        writer.writeheader()
+        f.flush()
+        return f, writer
+
+    def write_json(self, filename, data):
+        with open(os.path.join(self.path, filename), "w") as f:
+            json.dump(data, f, indent=2)
+
+    def episode(self, global_step, wall_time, episode_return, episode_length):
+        row = dict(zip(self.EPISODE_FIELDS, (global_step, round(wall_time, 4),
+                                             round(float(episode_return), 6), int(episode_length))))
+        self.episodes.append(row)
+        self._episode_csv[1].writerow(row)
+
+    def update(self, row):
+        if self._update_csv is None:
+            self._update_csv = self._open_csv("updates.csv", list(row))
+        self._update_csv[1].writerow(row)
+        for f in self._files:
+            f.flush()
+
+    def close(self):
+        for f in self._files:
+            f.close()
+
+    def plot(self, title):
+        """Episode return against environment steps: raw points faded, a moving average of
+        100 episodes on top (many short episodes end at once)."""
+        steps = np.array([e["global_step"] for e in self.episodes])
+        returns = np.array([e["episode_return"] for e in self.episodes])
+        fig = Figure(figsize=(7, 4), dpi=100)
+        ax = fig.add_subplot()
+        ax.scatter(steps, returns, s=4, alpha=0.1, color="tab:blue", label="episode return")
+        if len(returns):
+            window = min(100, len(returns))
+            smooth = np.convolve(returns, np.ones(window) / window, mode="valid")
+            ax.plot(steps[window - 1:], smooth, color="tab:blue", lw=2,
+                    label=f"mean of last {window}")
+            ax.legend(loc="lower right")
+        ax.set(xlabel="environment steps", ylabel="mean per-agent episode return", title=title)
+        ax.grid(alpha=0.3)
+        fig.tight_layout()
+        path = os.path.join(self.path, "learning_curve.png")
+        fig.savefig(path)
+        return path
+
+
+def save_checkpoint(path, actors, critic, value_norm, args):
+    torch.save({"actors": actors.state_dict(), "critic": critic.state_dict(),
+                "value_norm": value_norm.state_dict(), "args": asdict(args)}, path)
+
+
+def load_checkpoint(path, env_id):
+    """Load a model.pt safely (weights_only) and check it was made for env_id."""
+    if not os.path.isfile(path):
+        fail(f"checkpoint {path} does not exist")
+    try:
+        checkpoint = torch.load(path, map_location="cpu", weights_only=True)
+        saved = checkpoint["args"]
+        if not {"actors", "critic", "value_norm"} <= set(checkpoint) or not {
+                "env_id", "hidden_size", "share_actor", "critic_state", "max_cycles",
+                "layer_norm"} <= set(saved):
+            raise KeyError("missing entries")
+    except Exception as e:
+        fail(f"checkpoint {path} is not a mappo.py model.pt ({type(e).__name__}); "
+             "make one with --save-model")
+    if saved["env_id"] != env_id:
+        fail(f"checkpoint {path} was made for {saved['env_id']}, not {env_id}; "
+             f"pass --env-id {saved['env_id']}")
+    return checkpoint
+
+
+def finish(args, run, summary, actors, critic, value_norm, spec, device, start, trained=True):
+    """Evaluate greedily, save the model if asked, write summary.json and the curve, and
+    print the closing line. An interrupted run skips the evaluation."""
+    recent = [e["episode_return"] for e in run.episodes[-20:]]
+    summary["train_return_last20"] = float(np.mean(recent)) if recent else None
+    summary["wall_time_s"] = round(time.time() - start, 3)
+    if args.eval_episodes and not summary["interrupted"]:
+        video_folder = os.path.join(run.path, "videos") if args.capture_video else None
+        returns = evaluate(actors, args.env_id, spec, args.max_cycles, args.eval_episodes,
+                           args.seed + 100_000, device, video_folder)
+        summary["eval_return_mean"] = float(returns.mean())
+        summary["eval_return_std"] = float(returns.std())
+    if args.save_model and trained:
+        save_checkpoint(os.path.join(run.path, "model.pt"), actors, critic, value_norm, args)
+    run.close()
+    run.write_json("summary.json", summary)
+    closing = f"{SCRIPT}: run folder {run.path}"
+    for key in ("global_steps", "train_return_last20", "eval_return_mean", "solved_at_step"):
+        value = summary[key]
+        closing += f" | {key} {value:.2f}" if isinstance(value, float) else f" | {key} {value}"
+    if trained:
+        closing += f" | learning curve {run.plot(f'{SCRIPT} on {args.env_id}, seed {args.seed}')}"
+    print(closing)
+    return summary
+
+
+# ---------------------------------------------------------------------------------------
+# Training
+# ---------------------------------------------------------------------------------------
+def main(args: Args) -> dict:
+    """Train MAPPO (or, with --eval-checkpoint, evaluate a saved model), write the run
+    folder and return the summary."""
+    check_args(args)
+    checkpoint = None
+    if args.eval_checkpoint is not None:
+        checkpoint = load_checkpoint(args.eval_checkpoint, args.env_id)
+        saved = checkpoint["args"]
+        args = replace(args, **{k: saved[k] for k in ("hidden_size", "share_actor", "layer_norm",
+                                                      "critic_state", "max_cycles")})
+    spec = check_env(args)
+
+    random.seed(args.seed)
+    np.random.seed(args.seed)
+    torch.manual_seed(args.seed)
+    device = torch.device("cuda" if args.cuda and torch.cuda.is_available() else "cpu")
+    if device.type == "cpu":
+        torch.set_num_threads(1)  # 64-unit MLPs run faster without the thread pool
+    num_agents, obs_dim = len(spec["agents"]), max(spec["obs_dims"])
+    num_actions = max(spec["action_counts"])
+    critic_dim = spec["state_dim"] + (obs_dim + num_agents if args.critic_state == "fp" else 0)
+    actors = Actors(spec["obs_dims"], num_actions, args.share_actor, args.hidden_size,
+                    args.layer_norm).to(device)
+    critic = Critic(critic_dim, args.hidden_size, args.layer_norm).to(device)
+    value_norm = ValueNorm(args.value_norm)
+    if checkpoint is not None:
+        try:
+            actors.load_state_dict(checkpoint["actors"])
+            critic.load_state_dict(checkpoint["critic"])
+            value_norm.load_state_dict(checkpoint["value_norm"])
+        except (RuntimeError, KeyError, AttributeError, TypeError, ValueError) as e:
+            fail(f"checkpoint {args.eval_checkpoint} does not fit {args.env_id}'s networks: "
+                 f"{str(e).splitlines()[0]}")
+    run = RunWriter(args, device)
+    print(f"{SCRIPT}: {args.env_id}, {num_agents} agents, {args.critic_state.upper()} critic, "
+          f"seed {args.seed}, device {device}")
+    summary = {"algorithm": "mappo", "env_id": args.env_id, "seed": args.seed, "global_steps": 0,
+               "wall_time_s": None, "train_return_last20": None, "eval_return_mean": None,
+               "eval_return_std": None, "eval_episodes": args.eval_episodes,
+               "solved_at_step": None, "solved_at_time_s": None, "interrupted": False}
+    start = time.time()
+    if checkpoint is not None:
+        return finish(args, run, summary, actors, critic, value_norm, spec, device, start,
+                      trained=False)
+
+    envs = LockstepEnvs(args.env_id, args.num_envs, spec, args.max_cycles)
+    params = [*actors.parameters(), *critic.parameters()]
+    optimizer = Adam(params, lr=args.learning_rate)
+    ep = args.critic_state == "ep"
+    buffer = RolloutBuffer(args.num_steps, args.num_envs, num_agents, obs_dim, num_actions,
+                           args.critic_state, critic_dim, device)
+    batch_size = args.num_envs * args.num_steps
+    minibatch_size = batch_size // args.num_minibatches
+    num_updates = args.total_timesteps // batch_size
+    last20 = deque(maxlen=20)
+    global_step, last_print, solved = 0, start, False
+
+    def tensor(x):
+        return torch.from_numpy(x).to(device)
+
+    obs, state, avail, active = (tensor(x) for x in envs.reset(args.seed))
+    active = active.float()
+    try:
+        for update in range(1, num_updates + 1):
+            if args.anneal_lr:
+                optimizer.lr = args.learning_rate * (1 - (update - 1) / num_updates)
+
+            # Rollout: T lock-steps of the N copies with the current policies.
+            with torch.inference_mode():
+                for step in range(args.num_steps):
+                    buffer.obs[step], buffer.avail[step], buffer.active[step] = obs, avail, active
+                    buffer.critic_obs[step] = critic_input(state, obs, args.critic_state)
+                    actions, logprobs = actors.act(obs, avail)
+                    buffer.actions[step], buffer.logprobs[step] = actions, logprobs
+                    buffer.values[step] = critic(buffer.critic_obs[step])
+                    (next_obs, state, avail, next_active, rewards, terminated, truncated,
+                     final_obs, final_state, ended) = envs.step(actions.cpu().numpy())
+                    global_step += args.num_envs
+                    rewards, terminated, truncated = tensor(rewards), tensor(terminated), tensor(truncated)
+                    final = critic_input(tensor(final_state), tensor(final_obs), args.critic_state)
+                    if ep:  # one episode end per copy: when its last agents are done
+                        episode_end = torch.zeros(args.num_envs, dtype=torch.bool, device=device)
+                        episode_end[[n for n, _, _ in ended]] = True
+                        rewards = team_reward(rewards, active)
+                        truncated = episode_end & truncated.any(-1)
+                        terminated = episode_end & ~truncated
+                    buffer.rewards[step] = rewards
+                    buffer.terminated[step], buffer.truncated[step] = terminated, truncated
+                    buffer.final_critic[step] = final
+                    obs, state, avail = tensor(next_obs), tensor(state), tensor(avail)
+                    active = tensor(next_active).float()
+                    for _, episode_return, length in ended:
+                        last20.append(episode_return)
+                        run.episode(global_step, time.time() - start, episode_return, length)
+                    if (ended and args.stop_at_return is not None and len(last20) == 20
+                            and np.mean(last20) >= args.stop_at_return):
+                        summary["solved_at_step"] = global_step
+                        summary["solved_at_time_s"] = round(time.time() - start, 3)
+                        solved = True
+                        break
+                buffer.last_critic.copy_(critic_input(state, obs, args.critic_state))
+            if solved:
+                break
+
+            # Update: epochs of minibatch gradient steps on the rollout.
+            with torch.no_grad():
+                advantages, returns = buffer.gae(critic, value_norm, args.gamma, args.gae_lambda)
+                value_mask = torch.ones_like(returns) if ep else buffer.active
+                value_norm.update(returns[value_mask.bool()])
+                targets = value_norm.normalize(returns)
+                if ep:  # every agent of a copy shares the team's advantage
+                    advantages = advantages.unsqueeze(-1).expand(-1, -1, num_agents)
+            b_obs, b_avail = buffer.obs.flatten(0, 1), buffer.avail.flatten(0, 1)
+            b_actions, b_logprobs = buffer.actions.flatten(0, 1), buffer.logprobs.flatten(0, 1)
+            b_active, b_advantages = buffer.active.flatten(0, 1), advantages.flatten(0, 1)
+            b_critic_obs, b_values = buffer.critic_obs.flatten(0, 1), buffer.values.flatten(0, 1)
+            b_targets, b_value_mask = targets.flatten(0, 1), value_mask.flatten(0, 1)
+            approx_kls, clipfracs = [], []
+            for epoch in range(args.update_epochs):
+                for idx in torch.randperm(batch_size, device=device).split(minibatch_size):
+                    newlogprob, entropy = actors.evaluate(b_obs[idx], b_avail[idx], b_actions[idx])
+                    mb_active, mb_advantages = b_active[idx], b_advantages[idx]
+                    if args.norm_adv:
+                        mb_advantages = normalize_advantages(mb_advantages, mb_active)
+                    loss, pg_loss, v_loss, entropy = mappo_loss(
+                        newlogprob, b_logprobs[idx], mb_advantages, mb_active,
+                        critic(b_critic_obs[idx]), b_values[idx], b_targets[idx],
+                        b_value_mask[idx], entropy, args.clip_coef, args.ent_coef,
+                        args.vf_coef, args.clip_vloss)
+                    optimizer.zero_grad()
+                    loss.backward()
+                    nn.utils.clip_grad_norm_(params, args.max_grad_norm)
+                    optimizer.step()
+                    with torch.no_grad():
+                        logratio = newlogprob - b_logprobs[idx]
+                        # k3 estimator of KL(old || new): mean((ratio - 1) - log ratio)
+                        approx_kls.append(masked_mean(torch.expm1(logratio) - logratio, mb_active))
+                        clipfracs.append(masked_mean(
+                            ((logratio.exp() - 1).abs() > args.clip_coef).float(), mb_active))
+
+            if not math.isfinite(loss.item()):
+                print(f"{SCRIPT}: the loss became NaN at step {global_step}; stopping "
+                      "(try a lower --learning-rate)")
+                summary["interrupted"] = True
+                break
+            mask = value_mask.bool()
+            predicted = value_norm.denormalize(buffer.values)[mask]
+            var_returns = returns[mask].var().item()
+            explained_var = (1 - (returns[mask] - predicted).var().item() / var_returns
+                             if var_returns else math.nan)
+            now = time.time()
+            sps = int(global_step / (now - start))
+            run.update({"global_step": global_step, "wall_time": round(now - start, 4),
+                        "sps": sps, "learning_rate": optimizer.lr, "policy_loss": pg_loss.item(),
+                        "value_loss": v_loss.item(), "entropy": entropy.item(),
+                        "approx_kl": torch.stack(approx_kls).mean().item(),
+                        "clipfrac": torch.stack(clipfracs).mean().item(),
+                        "explained_variance": explained_var, "return_mean": value_norm.mean,
+                        "return_std": math.sqrt(value_norm.var)})
+            if now - last_print >= 2.0 or update == num_updates:
+                last_print = now
+                recent = f"{np.mean(last20):.2f}" if last20 else "n/a"
+                print(f"step {global_step:>9} | sps {sps:>6} | return (last 20) {recent}")
+    except KeyboardInterrupt:
+        print(f"{SCRIPT}: interrupted; writing what the run has so far")
+        summary["interrupted"] = True
+    finally:
+        envs.close()
+    summary["global_steps"] = global_step
+    return finish(args, run, summary, actors, critic, value_norm, spec, device, start)
+
+
+if __name__ == "__main__":
+    try:
+        main(tyro.cli(Args))
+    except UsageError as e:
+        print(f"{SCRIPT}: error: {e}", file=sys.stderr)
+        sys.exit(2)
