@@ -11,6 +11,8 @@ import subprocess
 import sys
 from contextlib import redirect_stderr, redirect_stdout
 
+import gymnasium as gym
+import numpy as np
 import pytest
 import torch
 
@@ -55,6 +57,48 @@ COMMON_FLAGS = ("--env-id", "--seed", "--total-timesteps", "--output-dir", "--ex
                 "--capture-video")
 
 
+def approx(expected):
+    """Equality up to float32 rounding."""
+    return pytest.approx(expected, abs=1e-6)
+
+
+def tensor(*values):
+    """A float32 tensor of the values, for examples worked out by hand."""
+    return torch.tensor(values, dtype=torch.float32)
+
+
+class CountingEnv(gym.Env):
+    """A test environment whose observation counts the steps of its episode (0, 1, 2, ...)
+    and whose reward is 1 a step. It terminates at step `terminate_at`, or when the action
+    taken is `terminate_on` (None: never); registered with a time limit, it is truncated
+    instead. Tests make variants by overriding these class attributes and the spaces."""
+    observation_space = gym.spaces.Box(0.0, 1e6, (1,))
+    action_space = gym.spaces.Discrete(2)
+    terminate_at = None
+    terminate_on = None
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return np.array([0.0], dtype=np.float32), {}
+
+    def step(self, action):
+        self.t += 1
+        terminated = self.t == self.terminate_at or (
+            self.terminate_on is not None and action == self.terminate_on)
+        return np.array([self.t], dtype=np.float32), 1.0, bool(terminated), False, {}
+
+
+class BitsEnv(CountingEnv):
+    """A MultiBinary action space, which most scripts refuse."""
+    action_space = gym.spaces.MultiBinary(3)
+
+
+# Cut by a time limit after 3 steps: the third step of every episode is truncated.
+gym.register("CountToThree-v0", entry_point=CountingEnv, max_episode_steps=3)
+gym.register("SpinTheBits-v0", entry_point=BitsEnv)
+
+
 def read_csv(path):
     with open(path, newline="") as f:
         return list(csv.DictReader(f))
@@ -78,6 +122,17 @@ def episode_rows(output_dir):
     which is all that two runs with the same seed must share (CONVENTIONS.md, section 6)."""
     (path,) = glob.glob(os.path.join(output_dir, "*", "episodes.csv"))
     return [(r["global_step"], r["episode_return"], r["episode_length"]) for r in read_csv(path)]
+
+
+def same_seed_episodes(train, tmp_path):
+    """Run train(output_dir) twice: the two episodes.csv files must be the same apart from
+    the wall_time column (CONVENTIONS.md, section 6). Returns the rows, for more checks."""
+    rows = []
+    for folder in ("a", "b"):
+        train(str(tmp_path / folder))
+        rows.append(episode_rows(tmp_path / folder))
+    assert rows[0] == rows[1]
+    return rows[0]
 
 
 @pytest.fixture

@@ -10,16 +10,8 @@ import torch
 import tyro
 
 import ddpg_td3
-from conftest import check_import_is_quiet, episode_rows, interrupt_on_call, read_csv
-
-
-def approx(expected):
-    """Equality up to float32 rounding."""
-    return pytest.approx(expected, abs=1e-6)
-
-
-def tensor(*values):
-    return torch.tensor(values, dtype=torch.float32)
+from conftest import (CountingEnv, approx, check_import_is_quiet, interrupt_on_call, read_csv,
+                      same_seed_episodes, tensor)
 
 
 # ---------------------------------------------------------------------------------------
@@ -235,42 +227,27 @@ def test_ddpg_has_one_critic_and_updates_the_actor_every_step():
 # Episode ends through the whole loop: environments whose observation counts their steps
 # and whose episodes end after 3 steps, by a time limit (truncated) or by termination.
 # ---------------------------------------------------------------------------------------
-class CountingEnv(gym.Env):
-    observation_space = gym.spaces.Box(0.0, 10.0, (1,))
+class BoxCountingEnv(CountingEnv):
     action_space = gym.spaces.Box(-1.0, 1.0, (1,))
-    terminate_at = None
-
-    def reset(self, *, seed=None, options=None):
-        super().reset(seed=seed)
-        self.t = 0
-        return np.array([0.0], dtype=np.float32), {}
-
-    def step(self, action):
-        self.t += 1
-        return np.array([self.t], dtype=np.float32), 1.0, self.t == self.terminate_at, False, {}
 
 
-class TerminatingEnv(CountingEnv):
+class TerminatingEnv(BoxCountingEnv):
     terminate_at = 3
 
 
-class UnboundedEnv(CountingEnv):
+class UnboundedEnv(BoxCountingEnv):
     action_space = gym.spaces.Box(-np.inf, np.inf, (1,))
 
 
-class BitsEnv(CountingEnv):
-    action_space = gym.spaces.MultiBinary(3)
-
-
-class ImageEnv(CountingEnv):
+class ImageEnv(BoxCountingEnv):
     observation_space = gym.spaces.Box(0.0, 1.0, (2, 2))
 
 
-class TableEnv(CountingEnv):
+class TableEnv(BoxCountingEnv):
     observation_space = gym.spaces.Discrete(4)
 
 
-class NoDisplayEnv(CountingEnv):
+class NoDisplayEnv(BoxCountingEnv):
     """Renders as MuJoCo does on a machine without a display."""
     metadata = {"render_modes": ["rgb_array"]}
 
@@ -281,10 +258,9 @@ class NoDisplayEnv(CountingEnv):
         raise RuntimeError("no OpenGL context\nsecond line")
 
 
-gym.register("BoxCountToThree-v0", entry_point=CountingEnv, max_episode_steps=3)
+gym.register("BoxCountToThree-v0", entry_point=BoxCountingEnv, max_episode_steps=3)
 gym.register("BoxTerminateAtThree-v0", entry_point=TerminatingEnv)
 gym.register("UnboundedCount-v0", entry_point=UnboundedEnv)
-gym.register("BoxSpinTheBits-v0", entry_point=BitsEnv)
 gym.register("BoxImage-v0", entry_point=ImageEnv)
 gym.register("BoxTable-v0", entry_point=TableEnv)
 gym.register("NoDisplay-v0", entry_point=NoDisplayEnv)
@@ -400,12 +376,10 @@ def test_nan_loss_stops_cleanly(tmp_path, monkeypatch):
 
 
 def test_same_seed_gives_the_same_episodes(tmp_path):
-    for folder in ("a", "b"):
-        ddpg_td3.main(ddpg_td3.Args(**{**TINY, "total_timesteps": 1000, "num_envs": 2},
-                                    eval_episodes=0, output_dir=str(tmp_path / folder)))
-    first = episode_rows(tmp_path / "a")
-    # 2 environments * 500 steps: 4 episodes, the last two after 300 steps of learning
-    assert len(first) == 4 and first == episode_rows(tmp_path / "b")
+    rows = same_seed_episodes(lambda out: ddpg_td3.main(ddpg_td3.Args(
+        **{**TINY, "total_timesteps": 1000, "num_envs": 2}, eval_episodes=0, output_dir=out)),
+        tmp_path)
+    assert len(rows) == 4  # 2 environments * 500 steps, the last two after 300 of learning
 
 
 def test_capture_video_records_each_evaluation_episode(tmp_path):
@@ -433,7 +407,7 @@ def bad_checkpoints(tmp_path):
     (["--env-id", "Pendulum-v9"], "unknown environment id 'Pendulum-v9'; did you mean Pendulum-v1"),
     (["--env-id", "CartPole-v1"], "Discrete action space; ddpg_td3.py needs continuous (Box) "
                                   "actions (for discrete ones use dqn.py or ppo.py)"),
-    (["--env-id", "BoxSpinTheBits-v0"], "MultiBinary action space"),
+    (["--env-id", "SpinTheBits-v0"], "MultiBinary action space"),
     (["--env-id", "UnboundedCount-v0"], "unbounded actions"),
     (["--env-id", "BoxImage-v0"], "observations of shape (2, 2)"),
     (["--env-id", "BoxTable-v0"], "Discrete observation space"),

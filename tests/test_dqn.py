@@ -9,16 +9,8 @@ import pytest
 import torch
 
 import dqn
-from conftest import check_import_is_quiet, episode_rows, interrupt_on_call, read_csv
-
-
-def approx(expected):
-    """Equality up to float32 rounding."""
-    return pytest.approx(expected, abs=1e-6)
-
-
-def tensor(*values):
-    return torch.tensor(values, dtype=torch.float32)
+from conftest import (CountingEnv, approx, check_import_is_quiet, interrupt_on_call, read_csv,
+                      same_seed_episodes, tensor)
 
 
 # ---------------------------------------------------------------------------------------
@@ -200,31 +192,16 @@ def test_adam_matches_torch_optim_adam():
 # Episode ends through the whole loop: an environment whose observation counts its steps,
 # that terminates when action 1 is taken and is cut by a time limit after 3 steps.
 # ---------------------------------------------------------------------------------------
-class CountingEnv(gym.Env):
-    observation_space = gym.spaces.Box(0.0, 10.0, (1,))
-    action_space = gym.spaces.Discrete(2)
-
-    def reset(self, *, seed=None, options=None):
-        super().reset(seed=seed)
-        self.t = 0
-        return np.array([0.0], dtype=np.float32), {}
-
-    def step(self, action):
-        self.t += 1
-        return np.array([self.t], dtype=np.float32), 1.0, bool(action == 1), False, {}
+class TerminateOnOne(CountingEnv):
+    terminate_on = 1
 
 
 class ImageEnv(CountingEnv):
     observation_space = gym.spaces.Box(0, 255, (8, 8, 3), dtype=np.uint8)
 
 
-class BitsEnv(CountingEnv):
-    action_space = gym.spaces.MultiBinary(3)
-
-
-gym.register("DqnCountToThree-v0", entry_point=CountingEnv, max_episode_steps=3)
+gym.register("DqnCountToThree-v0", entry_point=TerminateOnOne, max_episode_steps=3)
 gym.register("DqnPixels-v0", entry_point=ImageEnv)
-gym.register("DqnSpinTheBits-v0", entry_point=BitsEnv)
 
 
 def test_episode_ends_store_the_true_final_observation(tmp_path, monkeypatch):
@@ -334,12 +311,10 @@ def test_nan_loss_stops_cleanly(tmp_path, monkeypatch):
 
 
 def test_same_seed_gives_the_same_episodes(tmp_path):
-    for folder in ("a", "b"):
-        dqn.main(dqn.Args(total_timesteps=2000, num_envs=2, learning_starts=500, train_frequency=8,
-                          gradient_steps=2, batch_size=32, eval_episodes=0,
-                          output_dir=str(tmp_path / folder)))
-    first = episode_rows(tmp_path / "a")
-    assert len(first) > 20 and first == episode_rows(tmp_path / "b")
+    rows = same_seed_episodes(lambda out: dqn.main(dqn.Args(
+        total_timesteps=2000, num_envs=2, learning_starts=500, train_frequency=8,
+        gradient_steps=2, batch_size=32, eval_episodes=0, output_dir=out)), tmp_path)
+    assert len(rows) > 20
 
 
 # ---------------------------------------------------------------------------------------
@@ -360,7 +335,7 @@ def bad_checkpoints(tmp_path):
 @pytest.mark.parametrize("argv, message", [
     (["--env-id", "CartPole-v9"], "unknown environment id 'CartPole-v9'; did you mean CartPole-v1"),
     (["--env-id", "Pendulum-v1"], "continuous (Box) action space; dqn.py needs Discrete actions (use ddpg_td3.py"),
-    (["--env-id", "DqnSpinTheBits-v0"], "MultiBinary action space; dqn.py handles Discrete ones"),
+    (["--env-id", "SpinTheBits-v0"], "MultiBinary action space; dqn.py handles Discrete ones"),
     (["--env-id", "DqnPixels-v0"], "observations of shape (8, 8, 3) (images?); dqn.py's MLP takes flat vectors"),
     (["--env-id", "FrozenLake-v1"], "Discrete observation space; dqn.py needs a Box"),
     (["--buffer-size", "100", "--batch-size", "128"], "--buffer-size 100 is smaller than one batch"),

@@ -3,17 +3,12 @@ import math
 import os
 
 import gymnasium as gym
-import numpy as np
 import pytest
 import torch
 
 import ppo
-from conftest import check_import_is_quiet, episode_rows, interrupt_on_call, read_csv
-
-
-def approx(expected):
-    """Equality up to float32 rounding."""
-    return pytest.approx(expected, abs=1e-6)
+from conftest import (approx, check_import_is_quiet, interrupt_on_call, read_csv,
+                      same_seed_episodes)
 
 
 def column(*values):
@@ -223,29 +218,9 @@ def test_actions_are_clipped_to_the_bounds_only_when_stepping():
 
 
 # ---------------------------------------------------------------------------------------
-# Time limits through the whole loop: an environment whose observation counts its steps
-# and whose episodes are cut by a time limit after 3 steps.
+# Time limits through the whole loop: CountToThree-v0 (conftest.py), an environment whose
+# observation counts its steps and whose episodes are cut by a time limit after 3 steps.
 # ---------------------------------------------------------------------------------------
-class CountingEnv(gym.Env):
-    observation_space = gym.spaces.Box(0.0, 10.0, (1,))
-    action_space = gym.spaces.Discrete(2)
-
-    def reset(self, *, seed=None, options=None):
-        super().reset(seed=seed)
-        self.t = 0
-        return np.array([0.0], dtype=np.float32), {}
-
-    def step(self, action):
-        self.t += 1
-        return np.array([self.t], dtype=np.float32), 1.0, False, False, {}
-
-
-class BitsEnv(CountingEnv):
-    action_space = gym.spaces.MultiBinary(3)
-
-
-gym.register("CountToThree-v0", entry_point=CountingEnv, max_episode_steps=3)
-gym.register("SpinTheBits-v0", entry_point=BitsEnv)
 
 
 def test_truncated_steps_store_the_true_final_observation(tmp_path, monkeypatch):
@@ -343,11 +318,10 @@ def test_nan_loss_stops_cleanly(tmp_path, monkeypatch):
 
 
 def test_same_seed_gives_the_same_episodes(tmp_path):
-    for folder in ("a", "b"):
-        ppo.main(ppo.Args(total_timesteps=2048, num_envs=4, num_steps=64, eval_episodes=0,
-                          output_dir=str(tmp_path / folder)))
-    first = episode_rows(tmp_path / "a")
-    assert len(first) > 20 and first == episode_rows(tmp_path / "b")
+    rows = same_seed_episodes(lambda out: ppo.main(ppo.Args(
+        total_timesteps=2048, num_envs=4, num_steps=64, eval_episodes=0, output_dir=out)),
+        tmp_path)
+    assert len(rows) > 20
 
 
 # ---------------------------------------------------------------------------------------

@@ -9,14 +9,10 @@ import pytest
 import torch
 
 import ppo_masked as pm
-from conftest import check_import_is_quiet, episode_rows, interrupt_on_call, read_csv
+from conftest import (approx, check_import_is_quiet, interrupt_on_call, read_csv,
+                      same_seed_episodes)
 
 LN2, LN3 = math.log(2.0), math.log(3.0)
-
-
-def approx(expected):
-    """Equality up to float32 rounding."""
-    return pytest.approx(expected, abs=1e-6)
 
 
 def column(*values):
@@ -404,11 +400,10 @@ def test_nan_loss_stops_cleanly(tmp_path, monkeypatch):
 
 
 def test_same_seed_gives_the_same_episodes(tmp_path):
-    for folder in ("a", "b"):
-        pm.main(pm.Args(total_timesteps=4096, num_envs=16, num_steps=32, eval_episodes=0,
-                        output_dir=str(tmp_path / folder)))
-    first = episode_rows(tmp_path / "a")
-    assert len(first) >= 16 and len({r[1] for r in first}) > 1 and first == episode_rows(tmp_path / "b")
+    rows = same_seed_episodes(lambda out: pm.main(pm.Args(
+        total_timesteps=4096, num_envs=16, num_steps=32, eval_episodes=0, output_dir=out)),
+        tmp_path)
+    assert len(rows) >= 16 and len({r[1] for r in rows}) > 1
 
 
 # ---------------------------------------------------------------------------------------

@@ -11,13 +11,8 @@ import torch
 
 import ppo
 import ppod
-from conftest import check_import_is_quiet, episode_rows, interrupt_on_call, read_csv
-from test_ppo import CountingEnv  # registers CountToThree-v0 and SpinTheBits-v0 too
-
-
-def approx(expected):
-    """Equality up to float32 rounding."""
-    return pytest.approx(expected, abs=1e-6)
+from conftest import (CountingEnv, approx, check_import_is_quiet, interrupt_on_call, read_csv,
+                      same_seed_episodes)
 
 
 def episode(episode_return, steps=2):
@@ -179,7 +174,7 @@ def test_gae_over_a_replay_followed_by_real_steps(demo_end, expected_adv, expect
 # Demonstration files and the replaying wrapper
 # ---------------------------------------------------------------------------------------
 class SeedRecordingEnv(CountingEnv):
-    """test_ppo's counting environment (observation: the step count, reward 1 per step),
+    """conftest's counting environment (observation: the step count, reward 1 per step),
     remembering the seeds it was reset with."""
 
     def __init__(self):
@@ -394,12 +389,11 @@ def test_nan_loss_stops_cleanly(tmp_path, monkeypatch, count_demos):
 
 def test_same_seed_gives_the_same_episodes(tmp_path, count_demos):
     # Replays, value demos and admissions all draw from the seeded generators.
-    for folder in ("a", "b"):
-        ppod.main(ppod.Args(env_id="CountToThree-v0", demos_dir=count_demos, rho=0.3,
-                            phi=0.3, demo_capacity=4, total_timesteps=240, num_envs=4,
-                            num_steps=16, eval_episodes=0, output_dir=str(tmp_path / folder)))
-    first = episode_rows(tmp_path / "a")
-    assert len(first) > 20 and first == episode_rows(tmp_path / "b")
+    rows = same_seed_episodes(lambda out: ppod.main(ppod.Args(
+        env_id="CountToThree-v0", demos_dir=count_demos, rho=0.3, phi=0.3, demo_capacity=4,
+        total_timesteps=240, num_envs=4, num_steps=16, eval_episodes=0, output_dir=out)),
+        tmp_path)
+    assert len(rows) > 20
 
 
 # ---------------------------------------------------------------------------------------
