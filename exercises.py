@@ -360,14 +360,22 @@ def run_tests(path, exercises):
     return results
 
 
-def training_run(path, exercise, out):
-    """The student's script trained with the exercise's flags; returns summary.json."""
+def has_cuda_flag(source):
+    """Whether the script's Args has a `cuda` field (the torch scripts; not qlearning.py or
+    es.py), read from the syntax tree."""
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.ClassDef) and node.name == "Args":
+            return any(isinstance(field, ast.AnnAssign) and field.target.id == "cuda"
+                       for field in node.body)
+    return False
+
+
+def training_run(path, exercise, out, cuda_flag):
+    """The student's script trained with the exercise's flags, on the CPU (--no-cuda where
+    the script has the flag); returns (run folder, summary.json)."""
     output_dir = os.path.join(out, "runs")
     command = [sys.executable, path, "--seed", "1", "--eval-episodes", "0", *exercise.run,
-               "--output-dir", output_dir]
-    if "--cuda" in subprocess.run([sys.executable, path, "--help"], capture_output=True,
-                                  text=True).stdout:
-        command.append("--no-cuda")
+               "--output-dir", output_dir, *(["--no-cuda"] if cuda_flag else [])]
     before = set(os.listdir(output_dir)) if os.path.isdir(output_dir) else set()
     done = subprocess.run(command, capture_output=True, text=True)
     if done.returncode != 0:
@@ -437,7 +445,7 @@ def check(path: Annotated[str, tyro.conf.Positional],
         print(f"training: python {path} {' '.join(run)} --seed 1 ...", flush=True)
         start = time.time()
         try:
-            folder, summary = training_run(path, e, out)
+            folder, summary = training_run(path, e, out, has_cuda_flag(source))
         except RuntimeError as error:
             print(f"the training run failed:\n{error}")
             print("verdict: not yet: the tests pass but the script fails when it trains")
