@@ -1,5 +1,5 @@
 """Helpers shared by every script's tests: running a script's command line in-process and
-checking the run folder that the conventions (CONVENTIONS.md, section 3) describe."""
+checking the run folder that CONTRIBUTING.md ("What a run writes") describes."""
 import csv
 import glob
 import importlib.util
@@ -51,7 +51,7 @@ SUMMARY_KEYS = {"algorithm", "env_id", "seed", "global_steps", "wall_time_s",
                 "solved_at_step", "solved_at_time_s", "interrupted"}
 
 
-# The flags every script has (CONVENTIONS.md, section 2); torch scripts add --cuda/--no-cuda.
+# The flags every script has (CONTRIBUTING.md, "Flags every script has"); torch scripts add --cuda/--no-cuda.
 COMMON_FLAGS = ("--env-id", "--seed", "--total-timesteps", "--output-dir", "--exp-name",
                 "--eval-episodes", "--stop-at-return", "--save-model", "--eval-checkpoint",
                 "--capture-video")
@@ -99,6 +99,26 @@ gym.register("CountToThree-v0", entry_point=CountingEnv, max_episode_steps=3)
 gym.register("SpinTheBits-v0", entry_point=BitsEnv)
 
 
+@pytest.fixture
+def fresh_env_module():
+    """Unload tests/my_envs.py and forget the ids it registers, so that a script given
+    `--env-id my_envs:GridWorld-v0` can only find the id by importing the module itself.
+    Yields the module's name."""
+    def forget():
+        sys.modules.pop("my_envs", None)
+        for env_id in ("GridWorld-v0", "GridCells-v0", "Slider-v0"):
+            gym.registry.pop(env_id, None)
+    forget()
+    yield "my_envs"
+    forget()
+
+
+def run_folder_env(env_id):
+    """The environment id as it appears in a run folder's name: "/" and ":" (namespaces and
+    `module:EnvId`) become "-"."""
+    return env_id.replace("/", "-").replace(":", "-")
+
+
 def read_csv(path):
     with open(path, newline="") as f:
         return list(csv.DictReader(f))
@@ -119,14 +139,14 @@ def interrupt_on_call(n, original=None):
 
 def episode_rows(output_dir):
     """The rows of the one episodes.csv under output_dir, without the wall_time column,
-    which is all that two runs with the same seed must share (CONVENTIONS.md, section 6)."""
+    which is all that two runs with the same seed must share (CONTRIBUTING.md, "Determinism")."""
     (path,) = glob.glob(os.path.join(output_dir, "*", "episodes.csv"))
     return [(r["global_step"], r["episode_return"], r["episode_length"]) for r in read_csv(path)]
 
 
 def same_seed_episodes(train, tmp_path):
     """Run train(output_dir) twice: the two episodes.csv files must be the same apart from
-    the wall_time column (CONVENTIONS.md, section 6). Returns the rows, for more checks."""
+    the wall_time column (CONTRIBUTING.md, "Determinism"). Returns the rows, for more checks."""
     rows = []
     for folder in ("a", "b"):
         train(str(tmp_path / folder))
@@ -201,7 +221,8 @@ def check_run_folder():
         assert len(folders) == 1
         path = os.path.join(output_dir, folders[0])
         env_id, exp_name, seed, unix_time = folders[0].split("__")
-        assert (env_id, seed) == (summary["env_id"], str(summary["seed"])) and unix_time.isdigit()
+        assert env_id == run_folder_env(summary["env_id"]) and seed == str(summary["seed"])
+        assert unix_time.isdigit()
 
         with open(os.path.join(path, "config.json")) as f:
             config = json.load(f)

@@ -1,0 +1,112 @@
+"""A practitioner's own environments, in a module of their own: the tests pass them to the
+scripts as `--env-id my_envs:GridWorld-v0` (Gymnasium imports the module, which registers
+the ids) or, for mappo.py, `--env-id my_envs:team_env` (a function returning a PettingZoo
+parallel environment). Nothing registers these ids until this module is imported, so a
+script that accepts them has imported it itself (the `fresh_env_module` fixture of
+conftest.py unloads it before a test)."""
+import gymnasium as gym
+import numpy as np
+from pettingzoo import ParallelEnv
+
+
+class GridWorld(gym.Env):
+    """A 4x4 grid: the agent starts in a corner and walks (0 right, 1 up, 2 left, 3 down) to
+    the opposite corner, reward -1 a step; it terminates there. The observation is the
+    position as two floats in [0, 3], and for table methods it is also a Discrete cell in
+    `GridCells-v0`. A time limit of 20 steps truncates the other episodes."""
+    observation_space = gym.spaces.Box(0.0, 3.0, (2,), dtype=np.float32)
+    action_space = gym.spaces.Discrete(4)
+    MOVES = ((1, 0), (0, 1), (-1, 0), (0, -1))
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.pos = np.zeros(2, dtype=np.int64)
+        return self._obs(), {}
+
+    def step(self, action):
+        self.pos = np.clip(self.pos + self.MOVES[int(action)], 0, 3)
+        return self._obs(), -1.0, bool((self.pos == 3).all()), False, {}
+
+    def _obs(self):
+        return self.pos.astype(np.float32)
+
+
+class GridCells(GridWorld):
+    """GridWorld with the cell number (4 y + x) as a Discrete observation."""
+    observation_space = gym.spaces.Discrete(16)
+
+    def _obs(self):
+        return int(4 * self.pos[1] + self.pos[0])
+
+
+class Slider(gym.Env):
+    """A point on a line pushed by a bounded continuous action in [-2, 2]; the reward is
+    minus its distance from 0. No termination; a time limit of 20 steps truncates."""
+    observation_space = gym.spaces.Box(-10.0, 10.0, (1,), dtype=np.float32)
+    action_space = gym.spaces.Box(-2.0, 2.0, (1,), dtype=np.float32)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.x = float(self.np_random.uniform(-5, 5))
+        return np.array([self.x], dtype=np.float32), {}
+
+    def step(self, action):
+        self.x = float(np.clip(self.x + 0.5 * float(np.asarray(action).reshape(-1)[0]), -10, 10))
+        return np.array([self.x], dtype=np.float32), -abs(self.x), False, False, {}
+
+
+gym.register("GridWorld-v0", entry_point=GridWorld, max_episode_steps=20)
+gym.register("GridCells-v0", entry_point=GridCells, max_episode_steps=20)
+gym.register("Slider-v0", entry_point=Slider, max_episode_steps=20)
+IDS = ("GridWorld-v0", "GridCells-v0", "Slider-v0")
+
+
+class TeamEnv(ParallelEnv):
+    """Two agents on a line each choose 0 (stay) or 1 (step towards the goal at 3); the team
+    reward, shared by both, is 1 when both stand on the goal. Agent "b" is done (terminated)
+    once it reaches the goal, while "a" goes on: agents finish at different times. Episodes
+    are truncated after 5 steps. It has no state(): mappo.py concatenates the agents'
+    observations instead."""
+    metadata = {"name": "team_env_v0"}
+
+    def __init__(self, max_cycles=5):
+        self.possible_agents = ["a", "b"]
+        self.max_cycles = max_cycles
+        self._obs_space = gym.spaces.Box(0.0, 3.0, (1,), dtype=np.float32)
+        self._action_space = gym.spaces.Discrete(2)
+
+    def observation_space(self, agent):
+        return self._obs_space
+
+    def action_space(self, agent):
+        return self._action_space
+
+    def reset(self, seed=None, options=None):
+        self.agents = list(self.possible_agents)
+        self.pos = {agent: 0 for agent in self.agents}
+        self.t = 0
+        return self._observations(), {agent: {} for agent in self.agents}
+
+    def step(self, actions):
+        self.t += 1
+        for agent, action in actions.items():
+            self.pos[agent] = min(3, self.pos[agent] + int(action))
+        reward = float(all(p == 3 for p in self.pos.values()))
+        observations = self._observations()
+        rewards = {agent: reward for agent in self.agents}
+        terminations = {agent: agent == "b" and self.pos[agent] == 3 for agent in self.agents}
+        truncations = {agent: self.t >= self.max_cycles for agent in self.agents}
+        infos = {agent: {} for agent in self.agents}
+        self.agents = [a for a in self.agents if not (terminations[a] or truncations[a])]
+        return observations, rewards, terminations, truncations, infos
+
+    def _observations(self):
+        return {agent: np.array([self.pos[agent]], dtype=np.float32) for agent in self.agents}
+
+
+def team_env(**kwargs):
+    """The way PettingZoo modules expose an environment: a function that returns it."""
+    return TeamEnv(**kwargs)
+
+
+NOT_AN_ENV = 42  # `my_envs:NOT_AN_ENV` names something that is neither an id nor a function
