@@ -379,7 +379,7 @@ def test_stop_at_return_averages_the_stop_window(tmp_path):
 
 
 def test_interrupted_run_keeps_its_data(tmp_path, monkeypatch):
-    monkeypatch.setattr(pm.Adam, "step", interrupt_on_call(3))
+    monkeypatch.setattr(torch.optim.Adam, "step", interrupt_on_call(3, torch.optim.Adam.step))
     summary = pm.main(pm.Args(env_id="MaskedCounter-v0", total_timesteps=64, num_envs=2,
                               num_steps=8, num_minibatches=2, update_epochs=1, save_model=True,
                               output_dir=str(tmp_path)))
@@ -389,14 +389,16 @@ def test_interrupted_run_keeps_its_data(tmp_path, monkeypatch):
     assert (path / "learning_curve.png").exists() and (path / "model.pt").exists()
 
 
-def test_nan_loss_stops_cleanly(tmp_path, monkeypatch):
+@pytest.mark.parametrize("bad", [math.nan, math.inf])
+def test_a_non_finite_loss_stops_cleanly(bad, tmp_path, monkeypatch, capsys):
     original = pm.ppo_loss
-    monkeypatch.setattr(pm, "ppo_loss", lambda *a, **k: (original(*a, **k)[0] * math.nan,
+    monkeypatch.setattr(pm, "ppo_loss", lambda *a, **k: (original(*a, **k)[0] * bad,
                                                          *original(*a, **k)[1:]))
     summary = pm.main(pm.Args(env_id="MaskedCounter-v0", total_timesteps=64, num_envs=2,
                               num_steps=8, num_minibatches=2, output_dir=str(tmp_path)))
     assert summary["interrupted"] is True and summary["global_steps"] == 16
     assert (next(tmp_path.iterdir()) / "summary.json").exists()
+    assert "the loss became non-finite (NaN or infinite) at step 16" in capsys.readouterr().out
 
 
 def test_same_seed_gives_the_same_episodes(tmp_path):
