@@ -495,8 +495,9 @@ def check_env_id(env_id):
         try:
             importlib.import_module(module)
         except Exception as e:  # whatever the module raises while it is imported
-            fail(f"cannot import module {module!r} of --env-id {env_id} ({type(e).__name__}: "
-                 f"{str(e).splitlines()[0] if str(e) else e!r}); it must be on the Python path")
+            reason = f"{type(e).__name__}: {str(e).splitlines()[0]}" if str(e) else repr(e)
+            fail(f"cannot import module {module!r} of --env-id {env_id} ({reason}); put it "
+                 f"beside {SCRIPT} or on PYTHONPATH")
     if name not in gym.registry:
         close = difflib.get_close_matches(name, list(gym.registry), n=3, cutoff=0.5)
         hint = f"; did you mean {', '.join(close)}?" if close else "; see gymnasium.registry"
