@@ -155,9 +155,8 @@ class Args:
 # The math
 # ---------------------------------------------------------------------------------------
 MASKED_LOGIT = -1e8
-"""The logit of an invalid action: exp(-1e8 - logsumexp) is exactly 0 in float32, so its
-term pi log pi of the entropy is 0 * (-1e8) = 0, while -inf would make it, and its gradient,
-NaN."""
+"""The logit of an invalid action: exp(-1e8 - logsumexp) is exactly 0 in float32 and its
+entropy term 0 * (-1e8) is 0, where -inf would give NaN, in the entropy and its gradient."""
 
 
 def masked_categorical(logits, action_mask):
@@ -323,10 +322,9 @@ class Agent(nn.Module):
 # ---------------------------------------------------------------------------------------
 # Training
 # ---------------------------------------------------------------------------------------
-def train(args, envs, agent, run, mask_source, device):
-    """PPO with masks: collect T steps of N environments with their masks, GAE, epochs of
-    minibatch updates under the stored masks, log. Returns early at --stop-at-return or a
-    non-finite loss."""
+def train(args, envs, agent, log, mask_source, device):
+    """PPO with masks: rollouts that keep each step's mask, GAE, minibatch updates under the
+    stored masks, logging. Returns early at --stop-at-return or on a non-finite loss."""
     obs_space, num_actions = envs.single_observation_space, int(envs.single_action_space.n)
     optimizer = torch.optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5)
     buffer = MaskedRolloutBuffer(args.num_steps, args.num_envs, flat_size(obs_space),
@@ -359,7 +357,7 @@ def train(args, envs, agent, run, mask_source, device):
             ended = np.flatnonzero(truncated)
             if len(ended):  # a time limit, not a termination: bootstrap from V(final obs)
                 buffer.final_obs[step, ended] = final_observations(obs_space, info, ended, device)
-            if run.log_step(global_step, info):  # --stop-at-return reached
+            if log.step(global_step, info):  # --stop-at-return reached
                 return
             next_obs, next_masks = observe(envs, obs, info, mask_source, device,
                                            f"at step {global_step}")
@@ -401,9 +399,9 @@ def train(args, envs, agent, run, mask_source, device):
         if not math.isfinite(loss.item()):
             print(f"{SCRIPT}: the loss became non-finite (NaN or infinite) at step "
                   f"{global_step}; stopping (try a lower --learning-rate)")
-            run.summary["interrupted"] = True
+            log.summary["interrupted"] = True
             return
-        run.log_update(global_step, last=update == num_updates, stats={
+        log.update(global_step, last=update == num_updates, stats={
             "learning_rate": optimizer.param_groups[0]["lr"], "policy_loss": pg_loss.item(),
             "value_loss": v_loss.item(), "entropy": entropy.item(),
             "approx_kl": torch.stack(approx_kls).mean().item(),
@@ -425,28 +423,29 @@ def main(args: Args) -> dict:
     np.random.seed(args.seed)
     torch.manual_seed(args.seed)
     device = torch.device("cuda" if args.cuda and torch.cuda.is_available() else "cpu")
-    if device.type == "cpu":
-        torch.set_num_threads(1)  # a network this small gains nothing from more threads
+    torch.set_num_threads(1)  # one CPU thread: networks this small gain nothing from more
     agent = Agent(flat_size(obs_space), num_actions, args.hidden_size).to(device)
     if checkpoint is not None:
         load_weights(agent, checkpoint, args)
-    run = RunWriter(args, device, mask_source)
+    log = TrainingLog(args, RunWriter(args, device))
+    print(f"{SCRIPT}: {args.env_id}, seed {args.seed}, device {device}, "
+          f"masks {'off' if mask_source is None else 'from ' + mask_source}")
     if checkpoint is not None:
-        return finish(args, run, agent, device, mask_source, trained=False)
+        return finish(args, log, agent, device, mask_source, trained=False)
 
     envs = make_vector_env(args.env_id, args.num_envs,
                            reward_gamma=args.gamma if args.norm_reward else None)
     try:
-        train(args, envs, agent, run, mask_source, device)
+        train(args, envs, agent, log, mask_source, device)
     except KeyboardInterrupt:
         print(f"{SCRIPT}: interrupted; writing what the run has so far")
-        run.summary["interrupted"] = True
+        log.summary["interrupted"] = True
     except UsageError as e:  # a mask the environment got wrong mid-run: finish, then report
-        print(f"{SCRIPT}: stopped at step {run.summary['global_steps']}: {e}")
-        run.summary["interrupted"], run.error = True, e
+        print(f"{SCRIPT}: stopped at step {log.summary['global_steps']}: {e}")
+        log.summary["interrupted"], log.error = True, e
     finally:
         envs.close()
-    return finish(args, run, agent, device, mask_source)
+    return finish(args, log, agent, device, mask_source)
 
 
 # ---------------------------------------------------------------------------------------
@@ -689,16 +688,14 @@ def evaluate(agent, env_id, episodes, seed, device, mask_source, video_folder=No
 
 
 class RunWriter:
-    """The run folder (CONTRIBUTING.md, "What a run writes"): config.json at once,
-    episodes.csv and updates.csv row by row (flushed, so an interrupted run keeps them), and
-    the summary that finish() writes; prints the progress lines."""
+    """The run folder (CONTRIBUTING.md, "What a run writes"): config.json at once, then CSV
+    rows (flushed, so an interrupted run keeps them) and JSON files."""
 
-    def __init__(self, args, device, mask_source):
-        self.args, self.start, self.last_print = args, time.time(), time.time()
+    def __init__(self, args, device):
         env_name = args.env_id.replace("/", "-").replace(":", "-")
         base = os.path.join(args.output_dir, f"{env_name}__{args.exp_name}__{args.seed}__"
-                                             f"{int(self.start)}")
-        self.path, n = base, 1
+                                             f"{int(time.time())}")
+        self.path, n, self.files = base, 1, {}
         while os.path.exists(self.path):  # another run started in the same second
             self.path, n = f"{base}-{n + 1}", n + 1
         try:
@@ -708,17 +705,6 @@ class RunWriter:
         self.write_json("config.json", {**asdict(args), "device": str(device), "versions": {
             "torch": torch.__version__, "gymnasium": gym.__version__, "numpy": np.__version__,
             "python": sys.version.split()[0]}})
-        self.files, self.returns, self.recent = {}, [], deque(maxlen=args.stop_window)
-        self.error = None  # a UsageError that stopped training, raised once the run is written
-        self.write_row("episodes.csv", ["global_step", "wall_time", "episode_return",
-                                        "episode_length"])
-        self.summary = {"algorithm": "ppo_masked", "env_id": args.env_id, "seed": args.seed,
-                        "global_steps": 0, "wall_time_s": None, "train_return_last20": None,
-                        "eval_return_mean": None, "eval_return_std": None,
-                        "eval_episodes": args.eval_episodes, "solved_at_step": None,
-                        "solved_at_time_s": None, "interrupted": False}
-        print(f"{SCRIPT}: {args.env_id}, seed {args.seed}, device {device}, "
-              f"masks {'off' if mask_source is None else 'from ' + mask_source}")
 
     def write_row(self, filename, row):
         if filename not in self.files:
@@ -730,15 +716,33 @@ class RunWriter:
         with open(os.path.join(self.path, filename), "w") as f:
             json.dump(data, f, indent=2)
 
-    def log_step(self, global_step, info):
+
+class TrainingLog:
+    """What train() reports: finished episodes (episodes.csv, the --stop-at-return rule),
+    updates (updates.csv, a progress line every 2 seconds) and the summary that finish()
+    completes."""
+
+    def __init__(self, args, run):
+        self.args, self.run, self.start, self.last_print = args, run, time.time(), time.time()
+        self.returns, self.recent = [], deque(maxlen=args.stop_window)  # (step, return)
+        self.error = None  # a UsageError that stopped training, raised once the run is written
+        run.write_row("episodes.csv", ["global_step", "wall_time", "episode_return",
+                                       "episode_length"])
+        self.summary = {"algorithm": "ppo_masked", "env_id": args.env_id, "seed": args.seed,
+                        "global_steps": 0, "wall_time_s": None, "train_return_last20": None,
+                        "eval_return_mean": None, "eval_return_std": None,
+                        "eval_episodes": args.eval_episodes, "solved_at_step": None,
+                        "solved_at_time_s": None, "interrupted": False}
+
+    def step(self, global_step, info):
         """Write the episodes that ended at this step; True once the mean of the last
         --stop-window returns reaches --stop-at-return (solved at this step)."""
         self.summary["global_steps"], wall_time = global_step, time.time() - self.start
         for i in np.flatnonzero(info.get("_episode", [])):
             self.returns.append((global_step, float(info["episode"]["r"][i])))
             self.recent.append(self.returns[-1][1])
-            self.write_row("episodes.csv", [global_step, round(wall_time, 4),
-                                            self.returns[-1][1], int(info["episode"]["l"][i])])
+            self.run.write_row("episodes.csv", [global_step, round(wall_time, 4),
+                                                self.returns[-1][1], int(info["episode"]["l"][i])])
         goal = self.args.stop_at_return
         if (goal is None or "_episode" not in info or len(self.recent) < self.recent.maxlen
                 or np.mean(self.recent) < goal):
@@ -746,15 +750,15 @@ class RunWriter:
         self.summary.update(solved_at_step=global_step, solved_at_time_s=round(wall_time, 3))
         return True
 
-    def log_update(self, global_step, stats, last=False):
+    def update(self, global_step, stats, last=False):
         """A row of updates.csv (the first row's keys are its header); a progress line every
         2 seconds and after the last update."""
         now = time.time()
         row = {"global_step": global_step, "wall_time": round(now - self.start, 4),
                "sps": int(global_step / (now - self.start)), **stats}
-        if "updates.csv" not in self.files:
-            self.write_row("updates.csv", list(row))
-        self.write_row("updates.csv", list(row.values()))
+        if "updates.csv" not in self.run.files:
+            self.run.write_row("updates.csv", list(row))
+        self.run.write_row("updates.csv", list(row.values()))
         if now - self.last_print >= 2.0 or last:
             self.last_print = now
             recent = f"{np.mean(self.recent):.1f}" if self.recent else "n/a"
@@ -762,10 +766,10 @@ class RunWriter:
                   f"{self.args.stop_window}) {recent}")
 
 
-def plot_learning_curve(run, title):
+def plot_learning_curve(log, title):
     """learning_curve.png: episode return against environment steps, raw points faded, a
     moving average of 20 episodes on top. Returns its path."""
-    steps, returns = np.array(run.returns).reshape(-1, 2).T
+    steps, returns = np.array(log.returns).reshape(-1, 2).T
     fig = Figure(figsize=(7, 4), dpi=100)
     ax = fig.add_subplot()
     ax.scatter(steps, returns, s=6, alpha=0.25, color="tab:blue", label="episode return")
@@ -777,8 +781,8 @@ def plot_learning_curve(run, title):
     ax.set(xlabel="environment steps", ylabel="episode return", title=title)
     ax.grid(alpha=0.3)
     fig.tight_layout()
-    fig.savefig(os.path.join(run.path, "learning_curve.png"))
-    return os.path.join(run.path, "learning_curve.png")
+    fig.savefig(os.path.join(log.run.path, "learning_curve.png"))
+    return os.path.join(log.run.path, "learning_curve.png")
 
 
 def save_checkpoint(path, agent, args):
@@ -812,14 +816,14 @@ def load_weights(agent, checkpoint, args):
              f"{str(e).splitlines()[0]}")
 
 
-def finish(args, run, agent, device, mask_source, trained=True):
+def finish(args, log, agent, device, mask_source, trained=True):
     """Evaluate greedily (not after an interruption), save the model if asked, write
     summary.json and the curve, print the closing line; returns the summary, or raises the
     error that stopped the run (a bad mask mid-run)."""
-    summary = run.summary
-    recent = [episode_return for _, episode_return in run.returns[-20:]]
+    summary, run = log.summary, log.run
+    recent = [episode_return for _, episode_return in log.returns[-20:]]
     summary["train_return_last20"] = float(np.mean(recent)) if recent else None
-    summary["wall_time_s"] = round(time.time() - run.start, 3)
+    summary["wall_time_s"] = round(time.time() - log.start, 3)
     if args.eval_episodes and not summary["interrupted"]:
         video_folder = os.path.join(run.path, "videos") if args.capture_video else None
         returns = evaluate(agent, args.env_id, args.eval_episodes, args.seed + 100_000, device,
@@ -837,10 +841,10 @@ def finish(args, run, agent, device, mask_source, trained=True):
         closing += f" | {key} {value:.2f}" if isinstance(value, float) else f" | {key} {value}"
     if trained:
         title = f"{SCRIPT} on {args.env_id}, seed {args.seed}"
-        closing += f" | learning curve {plot_learning_curve(run, title)}"
+        closing += f" | learning curve {plot_learning_curve(log, title)}"
     print(closing)
-    if run.error is not None:
-        raise run.error
+    if log.error is not None:
+        raise log.error
     return summary
 
 
