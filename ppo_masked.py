@@ -155,8 +155,8 @@ class Args:
 # The math
 # ---------------------------------------------------------------------------------------
 MASKED_LOGIT = -1e8
-"""The logit of an invalid action: exp(-1e8 - logsumexp) is exactly 0 in float32 and its
-entropy term 0 * (-1e8) is 0, where -inf would give NaN, in the entropy and its gradient."""
+"""The logit of an invalid action: exp(-1e8 - logsumexp) is exactly 0 in float32, and unlike
+-inf it keeps p log p = 0 * (-1e8) = 0 finite in any entropy formula, and in its gradient."""
 
 
 def masked_categorical(logits, action_mask):

@@ -12,7 +12,8 @@ Not part of the project's requirements: run it in an environment with sb3-contri
 
     pip install sb3-contrib==2.9.2
     for seed in 1 2 3; do
-        /usr/bin/time -f "%e s" python ppo_masked.py --seed $seed --no-cuda --stop-at-return 7.5 --stop-window 100
+        /usr/bin/time -f "%e s" python ppo_masked.py --seed $seed --no-cuda \\
+            --stop-at-return 7.5 --stop-window 100
         /usr/bin/time -f "%e s" python benchmarks/sb3_maskable_taxi.py $seed
     done
 
