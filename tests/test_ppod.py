@@ -317,7 +317,8 @@ def rollouts(monkeypatch):
 
     def spy(self, *args, **kwargs):
         seen.append({k: getattr(self, k).clone() for k in
-                     ("obs", "actions", "logprobs", "rewards", "terminated", "truncated", "demo")})
+                     ("obs", "actions", "logprobs", "rewards", "terminated", "truncated", "demo",
+                      "final_obs")})
         return original(self, *args, **kwargs)
 
     monkeypatch.setattr(ppod.RolloutBuffer, "gae", spy)
@@ -350,9 +351,59 @@ def test_replayed_demo_appears_in_the_rollout_step_for_step(tmp_path, rollouts, 
     assert episodes and {(e["episode_return"], e["episode_length"]) for e in episodes} == {("3.0", "3")}
 
 
+def test_an_agent_episode_cut_by_the_time_limit_is_kept_and_replayed_as_truncated(
+        tmp_path, demo_buffers, rollouts, count_demos):
+    # CountToThree-v0's time limit cuts every real episode after 3 steps: states 0, 1, 2,
+    # final observation 3, rewards 1, 1, 1 (return 3 < 18: a value demo). Kept, it must say
+    # truncated (terminated False); replayed, its last row (state 2) must be truncated, not
+    # terminated, with the true final observation 3 for GAE to bootstrap from.
+    ppod.main(ppod.Args(env_id="CountToThree-v0", demos_dir=count_demos, rho=0.0, phi=0.5,
+                        norm_obs=False, demo_capacity=4, total_timesteps=96, num_envs=2,
+                        num_steps=8, num_minibatches=2, eval_episodes=0,
+                        output_dir=str(tmp_path)))
+    (buffers,) = demo_buffers
+    assert buffers.value
+    for _, demo in buffers.value:
+        assert demo.observations[:, 0].tolist() == [0, 1, 2, 3] and demo.terminated is False
+        assert demo.rewards.tolist() == [1.0, 1.0, 1.0]
+    replay_ends = 0
+    for rollout in rollouts:
+        for replayed in (True, False):  # the agent's own episodes end the same way
+            rows = (rollout["demo"] == replayed) & (rollout["obs"][..., 0] == 2)
+            assert rollout["truncated"][rows].all() and not rollout["terminated"][rows].any()
+            assert (rollout["final_obs"][rows][:, 0] == 3).all()
+        replay_ends += int((rollout["demo"] & (rollout["obs"][..., 0] == 2)).sum())
+    assert replay_ends > 0
+
+
 # ---------------------------------------------------------------------------------------
 # Runs end to end
 # ---------------------------------------------------------------------------------------
+def test_own_environment_module_with_demos_made_here(tmp_path, fresh_env_module,
+                                                     check_run_folder):
+    # tests/my_envs.py's GridWorld-v0 (4x4, -1 a step, time limit 20), given as module:Id.
+    # A demo walks right three times (action 0), then up three times (action 1): positions
+    # (0,0) ... (3,0) ... (3,3), 6 steps, return -6, terminated at the goal.
+    demos = tmp_path / "grid-demos"
+    demos.mkdir()
+    path = [[0, 0], [1, 0], [2, 0], [3, 0], [3, 1], [3, 2], [3, 3]]
+    ppod.save_demo(demos / "demo_0.npz", ppod.Demo(np.array(path, np.float32),
+                                                  np.array([0, 0, 0, 1, 1, 1]),
+                                                  np.full(6, -1.0, np.float32)))
+    output_dir = str(tmp_path / "runs")
+    summary = ppod.main(ppod.Args(env_id=f"{fresh_env_module}:GridWorld-v0",
+                                  demos_dir=str(demos), total_timesteps=256, num_envs=2,
+                                  num_steps=32, num_minibatches=2, eval_episodes=1,
+                                  output_dir=output_dir))
+    check_run_folder(summary, output_dir, "ppod")
+    assert summary["env_id"] == "my_envs:GridWorld-v0"
+    saved = ppod.load_demos(os.path.join(output_dir, os.listdir(output_dir)[0], "demos"),
+                            (2,), gym.spaces.Discrete(4))
+    # best first; -6 is the best a walk to the goal can do, and the given demo is still there
+    assert saved[0].episode_return == -6.0
+    assert any(d.observations.tolist() == path for d in saved)
+
+
 def test_smoke_run_writes_every_file_and_its_model_evaluates_and_records(tmp_path, check_run_folder):
     args = ppod.Args(total_timesteps=1024, num_envs=2, num_steps=128, num_minibatches=4,
                      update_epochs=2, eval_episodes=1, save_model=True, save_demos_every=1,
@@ -512,6 +563,11 @@ def bad_files(tmp_path):
     (["--demo-capacity", "0"], "--demo-capacity must be positive"),
     (["--demo-capacity", "1", "--demos-dir", "two"], "--demo-capacity 1 cannot hold the 2 demonstrations"),
     (["--demos-dir", "nowhere"], "no demonstrations (*.npz) in"),
+    (["--env-id", "my_envs:GridWorld-v0"], "no demonstrations (*.npz) in"),
+    (["--env-id", "no_such_envs:GridWorld-v0"], "cannot import module no_such_envs"),
+    (["--env-id", "my_envs:GridWorld-v9"], "unknown environment id 'my_envs:GridWorld-v9': "
+     "module my_envs registers no environment GridWorld-v9; did you mean GridWorld-v0"),
+    (["--success-threshold", "nan"], "--success-threshold must be a finite number"),
     (["--env-id", "CartPole-v1"], "no demonstrations (*.npz) in"),
     (["--demos-dir", "wide-obs"],
      "has observations of shape (4, 3); 3 steps of this environment need (4, 2)"),
