@@ -129,7 +129,7 @@ def test_reward_demos_evict_value_demos_first_and_the_threshold_rises():
     assert all(d is not older for _, d in buffers.reward) and buffers.reward[-1][1] is newer
 
 
-def test_by_default_the_given_demo_stays_the_threshold_is_fixed_and_the_oldest_agent_demo_leaves():
+def test_given_demo_stays_and_the_oldest_agent_demo_leaves():
     given = episode(-5.0)
     buffers = ppod.DemoBuffers([given], capacity=3, rho=0.3, phi=0.2, alpha=1.0, seed=0)
     buffers.admit(episode(-9.0), max_value=3.0)
