@@ -587,7 +587,8 @@ def test_bad_input_is_one_line_and_exit_status_2(argv, message, check_usage_erro
 
 def test_help_lists_the_flags_with_their_docstrings(check_help):
     check_help("ppod.py", ("--cuda", "--no-cuda", "--rho", "--phi", "--alpha", "--demo-capacity",
-                           "--demos-dir", "--save-demos-every", "--record-demo-from"),
+                           "--demos-dir", "--save-demos-every", "--record-demo-from",
+                           "--success-threshold", "--rising-threshold"),
                ("replays a reward demo",))
 
 
