@@ -62,6 +62,7 @@ import random
 import sys
 import time
 import warnings
+from collections import deque
 from dataclasses import asdict, dataclass, replace
 from typing import Optional
 
@@ -447,11 +448,10 @@ def act_or_replay(agent, obs, info, replayed):
     return action, logprob, value
 
 
-def train(args, envs, agent, normalizer, buffers, run, summary):
+def train(args, envs, agent, normalizer, buffers, run, summary, device):
     """PPO+D's loop: collect a rollout in which slots replay demos, compute GAE, update on
     the clipped surrogate, refresh the value demos' priorities, log. Ends at the budget, at
     --stop-at-return or at a non-finite loss; keeps `summary` up to date as it goes."""
-    device = next(agent.parameters()).device
     optimizer = torch.optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5)
     space = envs.single_action_space
     buffer = RolloutBuffer(args.num_steps, args.num_envs, envs.single_observation_space.shape,
@@ -497,7 +497,8 @@ def train(args, envs, agent, normalizer, buffers, run, summary):
             next_obs = torch.from_numpy(normalizer(obs, update=True)).to(device)
             run.log_episodes(global_step, info, ~replayed)
             summary["global_steps"] = global_step
-            if args.stop_at_return is not None and run.mean_last20() >= args.stop_at_return:
+            if (args.stop_at_return is not None and len(run.last20) == 20
+                    and np.mean(run.last20) >= args.stop_at_return):
                 summary.update(solved_at_step=global_step,
                                solved_at_time_s=round(run.elapsed(), 3))
                 return
@@ -525,8 +526,7 @@ def train(args, envs, agent, normalizer, buffers, run, summary):
                 loss.backward()
                 nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)
                 optimizer.step()
-                # approx KL (k3: (r - 1) - log r) and clip fraction on the agent's rows only:
-                # a demo row's log mu = 0 is no probability of the policy that played.
+                # approx KL (k3) and clip fraction, agent's rows only (log mu = 0 on demo rows)
                 logratio = (newlogprob.detach() - b_logprobs[idx])[b_own[idx]]
                 kls.append(torch.expm1(logratio) - logratio)
                 clipped.append(torch.expm1(logratio).abs() > args.clip_coef)
@@ -589,7 +589,7 @@ def main(args: Args) -> dict:
                           args.success_threshold, args.rising_threshold)
     envs = make_vector_env(args.env_id, args.num_envs, buffers=buffers)
     try:
-        train(args, envs, agent, normalizer, buffers, run, summary)
+        train(args, envs, agent, normalizer, buffers, run, summary, device)
     except KeyboardInterrupt:
         print(f"{SCRIPT}: interrupted; writing what the run has so far")
         summary["interrupted"] = True
@@ -967,7 +967,7 @@ class RunWriter:
                    "versions": {"torch": torch.__version__, "gymnasium": gym.__version__,
                                 "numpy": np.__version__, "python": sys.version.split()[0]}})
         self.start = self.last_print = time.time()
-        self.episodes, self.files = [], {}
+        self.episodes, self.last20, self.files = [], deque(maxlen=20), {}
         self.write_row("episodes.csv", None, ["global_step", "wall_time", "episode_return",
                                               "episode_length"])
 
@@ -991,20 +991,15 @@ class RunWriter:
                    "episode_return": float(info["episode"]["r"][i]),
                    "episode_length": int(info["episode"]["l"][i])}
             self.episodes.append(row)
+            self.last20.append(row["episode_return"])
             self.write_row("episodes.csv", row)
-
-    def mean_last20(self):
-        """The mean return of the last 20 episodes (NaN before there are 20)."""
-        recent = [e["episode_return"] for e in self.episodes[-20:]]
-        return float(np.mean(recent)) if len(recent) == 20 else math.nan
 
     def update(self, row, final=False):
         self.write_row("updates.csv", row)
         if time.time() - self.last_print >= 2.0 or final:
             self.last_print = time.time()
-            recent = [e["episode_return"] for e in self.episodes[-20:]]
             print(f"step {row['global_step']:>9} | sps {row['sps']:>6} | return (last 20) "
-                  f"{f'{np.mean(recent):.1f}' if recent else 'n/a'} | reward demos "
+                  f"{f'{np.mean(self.last20):.1f}' if self.last20 else 'n/a'} | reward demos "
                   f"{row['reward_demos']} (threshold {row['threshold']:g}) | "
                   f"rho {row['rho']:.2f} phi {row['phi']:.2f}")
 
@@ -1102,8 +1097,7 @@ def finish(args, run, summary, agent, normalizer, device, buffers=None):
     """Evaluate greedily, save the model and the reward demos if there was training, write
     summary.json and the curve, and print the closing line. An interrupted run skips the
     evaluation."""
-    recent = [e["episode_return"] for e in run.episodes[-20:]]
-    summary["train_return_last20"] = float(np.mean(recent)) if recent else None
+    summary["train_return_last20"] = float(np.mean(run.last20)) if run.last20 else None
     summary["wall_time_s"] = round(run.elapsed(), 3)
     if args.eval_episodes and not summary["interrupted"]:
         video_folder = os.path.join(run.path, "videos") if args.capture_video else None
