@@ -181,11 +181,14 @@ EXERCISES = (
              PPOD_RUN, -130),
     Exercise("ppod.admit_demo", "DemoBuffers.admit", "Libardi et al. 2021, PPO+D (Guided "
              "Exploration with PPO using a Single Demonstration)",
-             "a return at or above the threshold joins the reward demos (anneal rho and phi, "
-             "evict the lowest value demo when over capacity, raise the threshold); else "
-             "keep the episodes of highest max value",
+             "a return at or above the threshold joins the reward demos (anneal rho and phi; "
+             "over capacity the lowest value demo leaves, else the oldest agent reward demo, "
+             "or with rising the lowest one and the threshold rises); else keep the episodes "
+             "of highest max value",
              ("test_admission_fills_the_value_demos_then_keeps_the_highest",
-              "test_reward_demos_evict_value_demos_first_and_the_threshold_rises"),
+              "test_reward_demos_evict_value_demos_first_and_the_threshold_rises",
+              "test_given_demo_stays_and_the_oldest_agent_demo_leaves",
+              "test_success_threshold_is_fixed_where_it_is_given"),
              PPOD_RUN, -130),
     Exercise("mappo.gae", "compute_gae", "Yu et al. 2022, MAPPO; GAE: Schulman et al. 2016",
              "ppo.py's backward loop works on [T, N] and [T, N, A] alike if every operation "
