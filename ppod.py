@@ -289,7 +289,9 @@ def anneal(rho, phi, phi0, value_slots):
         step = min(phi, phi_0 / K_v);   rho <- rho + step;   phi <- phi - step
 
     K_v (value_slots) is the room the value demos had at the start. After K_v reward demos
-    have joined, phi = 0 and rho has grown by phi_0: rho + phi never changes."""
+    have joined, phi = 0 and rho has grown by phi_0: rho + phi never changes. Deviation:
+    PyTorchRL's PPO+D storage divides by the number of value demos held at the time, which
+    changes as they come and go; a fixed K_v gives a step that can be checked by hand."""
     step = min(phi, phi0 / max(1, value_slots))
     return rho + step, phi - step
 
@@ -346,6 +348,7 @@ class DemoBuffers:
         if len(self) < self.capacity:
             self.value.append((max_value, demo))
             return "value"
+        # strictly higher: a tie keeps the demo already held (PyTorchRL's storage admits on >=)
         if self.value and max_value > min(m for m, _ in self.value):
             evict_lowest(self.value)
             self.value.append((max_value, demo))
