@@ -289,9 +289,8 @@ def anneal(rho, phi, phi0, value_slots):
         step = min(phi, phi_0 / K_v);   rho <- rho + step;   phi <- phi - step
 
     K_v (value_slots) is the room the value demos had at the start. After K_v reward demos
-    have joined, phi = 0 and rho has grown by phi_0: rho + phi never changes. Deviation:
-    PyTorchRL's PPO+D storage divides by the number of value demos held at the time, which
-    changes as they come and go; a fixed K_v gives a step that can be checked by hand."""
+    have joined, phi = 0 and rho has grown by phi_0: rho + phi never changes. (PyTorchRL's
+    storage divides by the value demos held at the time; a fixed K_v is a deviation.)"""
     step = min(phi, phi0 / max(1, value_slots))
     return rho + step, phi - step
 
@@ -348,8 +347,7 @@ class DemoBuffers:
         if len(self) < self.capacity:
             self.value.append((max_value, demo))
             return "value"
-        # strictly higher: a tie keeps the demo already held (PyTorchRL's storage admits on >=)
-        if self.value and max_value > min(m for m, _ in self.value):
+        if self.value and max_value > min(m for m, _ in self.value):  # PyTorchRL admits on >=
             evict_lowest(self.value)
             self.value.append((max_value, demo))
             return "value"
