@@ -288,9 +288,8 @@ def anneal(rho, phi, phi0, value_slots):
 
         step = min(phi, phi_0 / K_v);   rho <- rho + step;   phi <- phi - step
 
-    K_v (value_slots) is the room the value demos had at the start. After K_v reward demos
-    have joined, phi = 0 and rho has grown by phi_0: rho + phi never changes. (PyTorchRL's
-    storage divides by the value demos held at the time; a fixed K_v is a deviation.)"""
+    K_v (value_slots): the value demos' room at the start (a deviation: PyTorchRL divides by
+    those held at the time). After K_v reward demos have joined, phi = 0 and rho = rho_0 + phi_0."""
     step = min(phi, phi0 / max(1, value_slots))
     return rho + step, phi - step
 
