@@ -21,7 +21,9 @@ What it does:
 - The seeds of a group are put on a common grid of 500 evenly spaced steps, from the group's
   first finished episode to its last. Each seed is interpolated linearly between its own
   points and counts only inside its own range (never extrapolated), so the mean and the
-  min-max band at a step are over the seeds that reached it.
+  min-max band at a step are over the seeds that reached it. The mean is solid where every
+  seed of the group is present, dotted where only some are (say, seeds that --stop-at-return
+  stopped early).
 - Where a run folder has evaluations.csv (written with --eval-every), the k-th evaluations of
   the group's seeds make one point: at the mean of their steps, the mean over seeds of
   eval_return_mean, with a bar from the lowest seed to the highest.
@@ -199,12 +201,19 @@ def format_table(groups):
 def draw_group(ax, curves, label, color=None, evaluations=None):
     """One group on the axis: the mean over seeds of `curves` (one (x, y) per seed) as a line
     and the min-max band shaded, on a grid of GRID_POINTS from the first x of any seed to
-    the last; `evaluations` (x, mean, low, high), if given, as points with min-max bars."""
+    the last. The mean is solid where every seed is present, dotted where only some are (a
+    seed stopped early by --stop-at-return, or its first episode ended later), so that a
+    seed dropping out does not pass for learning. `evaluations` (x, mean, low, high), if
+    given, are drawn as points with min-max bars. Returns the solid line."""
     grid = np.linspace(min(x[0] for x, _ in curves), max(x[-1] for x, _ in curves),
                        GRID_POINTS)
-    mean, low, high, _ = band(curves, grid)
+    mean, low, high, count = band(curves, grid)
+    partial = count < len(curves)
+    near_partial = partial | np.append(partial[1:], False) | np.insert(partial[:-1], 0, False)
     seeds = f"{len(curves)} seed{'s' if len(curves) > 1 else ''}"
-    (line,) = ax.plot(grid, mean, lw=1.5, color=color, label=f"{label} ({seeds})")
+    (line,) = ax.plot(grid, np.where(partial, np.nan, mean), lw=1.5, color=color,
+                      label=f"{label} ({seeds})")
+    ax.plot(grid, np.where(near_partial, mean, np.nan), lw=1, ls=":", color=line.get_color())
     ax.fill_between(grid, low, high, color=line.get_color(), alpha=0.2, lw=0)
     if evaluations is not None:
         ex, em, el, eh = evaluations
