@@ -12,7 +12,8 @@ Run:
 
 What it does:
 - Each argument is a run folder or a glob pattern, expanded here too (so a quoted pattern
-  works in any shell).
+  works in any shell). A run folder without a finished training episode (an
+  --eval-checkpoint run) is left out, with a note.
 - Runs are grouped by environment (`env_id` in config.json), then by experiment name
   (`exp_name`), or with `--group-by FLAG` by that flag's value (a sweep over `gae_lambda`).
 - Each run's episode returns (episodes.csv) are smoothed by a trailing moving mean of
@@ -29,7 +30,9 @@ What it does:
   eval_return_mean, with a bar from the lowest seed to the highest.
 - One figure (one panel per environment) goes to `--out`, by default
   `<env ids>__by-<flag>.png` in the current folder; a table with each group's number of runs
-  and the median over its runs of summary.json's figures is printed.
+  and the median over its runs of summary.json's figures is printed; a median over only k
+  of the n runs (solved_at_step is null where --stop-at-return did not stop the run, a
+  killed run has no summary.json) is marked (k/n), and "-" where no run has the figure.
 
 Bad input (no run folder matched, a folder without config.json or episodes.csv, an unknown
 --group-by flag) is one line, `plot.py: error: ...`, and exit status 2
