@@ -35,6 +35,8 @@ import numpy as np
 import tyro
 from matplotlib.figure import Figure
 
+import plot  # plot.py, the tool that compares run folders: the comparison figures use it
+
 ROOT = os.path.dirname(os.path.abspath(__file__))
 
 
@@ -286,30 +288,21 @@ def plot_task(task, runs, out):
 
 
 def plot_comparison(name, title, members, results, out):
-    """Several tasks on one axis (members: {task name: legend}): for each, the median over seeds of the moving-mean curves
-    (interpolated onto common steps) with the range of the seeds shaded. Skipped until every
-    task has curves in results.json."""
+    """Several tasks on one axis (members: {task name: legend}), drawn by plot.py's
+    draw_group: for each, the mean over seeds of the moving-mean curves kept in
+    results.json with the min-max band (each seed counts where its curve exists). Skipped
+    until every task has curves in results.json."""
     if not all(m in results and all("curve" in r for r in results[m]["runs"]) for m in members):
         return
     fig = Figure(figsize=(7, 4), dpi=100)
     ax = fig.add_subplot()
     for member, legend in members.items():
-        runs = results[member]["runs"]
-        grid = np.linspace(max(run["curve"][0][0] for run in runs),
-                           min(run["curve"][0][-1] for run in runs), CURVE_POINTS)
-        curves = np.array([np.interp(grid, *run["curve"]) for run in runs])
-        (line,) = ax.plot(grid, np.median(curves, axis=0), lw=1.5,
-                          label=f"{legend}, median of {len(runs)} seeds")
-        ax.fill_between(grid, curves.min(axis=0), curves.max(axis=0), color=line.get_color(),
-                        alpha=0.2)
+        plot.draw_group(ax, [run["curve"] for run in results[member]["runs"]], legend)
     first = results[next(iter(members))]
-    window = first.get("window", 20)
     ax.axhline(first["threshold"], color="gray", ls="--", lw=1,
                label=f"threshold {first['threshold']:g}")
-    ax.set(xlabel="environment steps", ylabel=f"mean of the last {window} episode returns",
-           title=title)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=7, loc="lower right")
+    plot.finish_axis(ax, f"{title}\nmean over seeds, min-max shaded", "environment steps",
+                     f"mean of the last {first.get('window', 20)} episode returns")
     fig.tight_layout()
     fig.savefig(os.path.join(out, f"{name}.png"))
 
