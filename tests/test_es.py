@@ -348,6 +348,36 @@ def test_discrete_smoke_run_with_workers_writes_every_file_and_its_model_evaluat
     assert evaluated["global_steps"] == 0
 
 
+def test_an_environment_of_your_own_module_trains_with_workers_and_evaluates(
+        tmp_path, check_run_folder, fresh_env_module, monkeypatch):
+    # my_envs is unloaded and its ids unregistered: es.py imports it, and the forked workers
+    # inherit the registration. GridWorld-v0 gives -1 a step, cut at 20 steps.
+    monkeypatch.setattr(es, "available_cores", lambda: 2)
+    args = es.Args(env_id=f"{fresh_env_module}:GridWorld-v0", total_timesteps=100,
+                   population_size=4, num_workers=2, eval_episodes=1, save_model=True,
+                   output_dir=str(tmp_path / "train"))
+    summary = es.main(args)
+    path, episodes, _ = check_run_folder(summary, args.output_dir, "es", model=True)
+    assert os.path.basename(path).startswith("my_envs-GridWorld-v0__es__1__")
+    assert summary["env_id"] == "my_envs:GridWorld-v0" and len(episodes) % 4 == 0
+    assert all(float(e["episode_return"]) == -int(e["episode_length"]) <= -6 for e in episodes)
+    evaluated = es.main(es.Args(env_id="my_envs:GridWorld-v0", eval_episodes=1,
+                                eval_checkpoint=os.path.join(path, "model.pt"),
+                                output_dir=str(tmp_path / "eval")))
+    assert evaluated["eval_return_mean"] == summary["eval_return_mean"]
+
+
+@pytest.mark.parametrize("env_id, message", [
+    ("no_such_module:GridWorld-v0", "cannot import module 'no_such_module' of --env-id "
+     "no_such_module:GridWorld-v0: ModuleNotFoundError"),
+    ("my_envs:GridWorld-v9", "unknown environment id 'my_envs:GridWorld-v9': module my_envs "
+     "registers no environment GridWorld-v9; did you mean my_envs:GridWorld-v0"),
+])
+def test_a_module_that_cannot_be_imported_or_lacks_the_id_is_bad_input(
+        env_id, message, check_usage_error, fresh_env_module):
+    check_usage_error("es.py", ["--env-id", env_id], message)
+
+
 def test_continuous_smoke_run_with_every_option(tmp_path, check_run_folder):
     # 3 members without mirroring, 2 episodes each of Pendulum's 200 steps: 1200 steps,
     # one generation
