@@ -15,10 +15,10 @@ Key equations (generation with members i = 1..n, returns F_i):
     g     = 1 / (n * sigma) * sum_i F~_i * eps_i          (estimates grad E[F(theta + sigma eps)])
     theta <- theta + optimizer(g - (l2_coef / sigma) * theta)    (SGD or Adam, ascending)
 
-The weight decay l2_coef is on the scale of the authors' code (its l2coeff, 0.005 there and
-here): their gradient estimate leaves out the paper's 1/sigma and their step follows
-g_ref - l2coeff * theta = sigma * (g - (l2coeff / sigma) * theta), the same direction (for Adam,
-which ignores the gradient's scale, the same step).
+l2_coef is the authors' l2coeff (0.005 in their code and here): their gradient leaves out the
+1/sigma, g_ref = sigma * g, and their step follows g_ref - l2coeff * theta, sigma times the
+direction above: for Adam, which ignores the gradient's scale, the same step; their SGD (with
+momentum 0.9, ours has none) steps by stepsize = our --learning-rate / sigma.
 
 Parallelism as in the paper: every worker holds its own copy of theta and of the optimizer.
 A member is sent to a worker as an integer seed and a sign; the worker regenerates
@@ -79,7 +79,6 @@ import signal
 import sys
 import time
 import traceback
-from collections import deque
 from dataclasses import asdict, dataclass, replace
 from multiprocessing.connection import wait
 from typing import Literal, Optional
@@ -361,12 +360,12 @@ def train(args, policy, strategy, normalizer, run, rng):
     theta that is no longer finite)."""
     # processes that play the members, or this process with --num-workers 1 (plumbing)
     workers = Workers(args.num_workers, args.env_id, policy, strategy)
-    global_step, generation = 0, 0
+    global_step, generation, returns_so_far, last_print = 0, 0, [], 0.0
     try:
-        while global_step < args.total_timesteps and run.solved_at_step is None:
+        while (global_step < args.total_timesteps
+               and solved_at(returns_so_far, args.stop_at_return) is None):
             generation += 1
-            # Sample the population: seeds and signs of the noise, and the start states that
-            # every member plays (common random numbers)
+            # Sample the population: noise seeds and signs; start states shared by all members
             seeds, signs = sample_population(rng, args.population_size, args.antithetic)
             env_seeds = rng.integers(0, 2**31 - 1, args.episodes_per_member).tolist()
             tasks = [(seed, sign, env_seeds) for seed, sign in zip(seeds, signs)]
@@ -379,12 +378,12 @@ def train(args, policy, strategy, normalizer, run, rng):
             episodes = [e for returns, lengths, _ in results for e in zip(returns, lengths)]
             for episode_return, length in episodes:  # in member order
                 global_step += length
+                returns_so_far.append(episode_return)
                 run.episode(global_step, episode_return, length)
             if args.norm_obs:
                 normalizer.update(moments for _, _, moments in results)
 
-            # Shape the fitness, estimate the gradient and step theta; the workers' replicas
-            # take the same step
+            # Shape the fitness, estimate g and step theta; every worker's replica does the same
             gradient = strategy.update(seeds, signs, fitness)
             theta_norm = float(np.linalg.norm(strategy.theta))
             if not math.isfinite(theta_norm):
@@ -394,12 +393,17 @@ def train(args, policy, strategy, normalizer, run, rng):
             workers.update(seeds, signs, fitness)
 
             # Log the generation
-            run.update(global_step, {"generation": generation,
-                                     "fitness_mean": float(np.mean(fitness)),
-                                     "fitness_max": float(np.max(fitness)),
-                                     "fitness_min": float(np.min(fitness)),
-                                     "theta_return": theta_return, "theta_norm": theta_norm,
-                                     "grad_norm": float(np.linalg.norm(gradient))})
+            sps = run.update(global_step, {"generation": generation,
+                                           "fitness_mean": float(np.mean(fitness)),
+                                           "fitness_max": float(np.max(fitness)),
+                                           "fitness_min": float(np.min(fitness)),
+                                           "theta_return": theta_return, "theta_norm": theta_norm,
+                                           "grad_norm": float(np.linalg.norm(gradient))})
+            if time.time() - last_print >= 1.0:
+                last_print = time.time()
+                print(f"generation {generation:>4} | step {global_step:>9} | sps {sps:>6} | "
+                      f"return (last 20) {np.mean(returns_so_far[-20:]):.1f} | "
+                      f"theta {theta_return:.1f}")
     except KeyboardInterrupt:
         print(f"{SCRIPT}: interrupted; writing what the run has so far")
         return True
@@ -414,9 +418,8 @@ def main(args: Args) -> dict:
     check_args(args)
     obs_shape, action_space = check_env(args.env_id)
     checkpoint = None
-    if args.eval_checkpoint is not None:
+    if args.eval_checkpoint is not None:  # evaluate the network the checkpoint was made with
         checkpoint = load_checkpoint(args.eval_checkpoint, args.env_id)
-    if checkpoint is not None:  # the network the checkpoint was made with
         saved = checkpoint["args"]
         args = replace(args, policy=saved["policy"], hidden_sizes=tuple(saved["hidden_sizes"]),
                        norm_obs=saved["norm_obs"])
@@ -704,16 +707,17 @@ def evaluate(policy, theta, obs_stats, env_id, episodes, seed, video_folder=None
 
 
 class RunWriter:
-    """The run folder: config.json, then episodes.csv and updates.csv row by row (flushed, so
-    an interrupted run keeps them); it keeps the last 20 episode returns for --stop-at-return
-    and prints progress at most once a second."""
+    """The run folder: config.json at once, then episodes.csv and updates.csv row by row
+    (flushed at each update, so an interrupted run keeps them); keeps the episode rows for
+    the summary and the curve."""
 
     def __init__(self, args):
-        self.args, self.start, self.last_print = args, time.time(), 0.0
-        name = f"{args.env_id}__{args.exp_name}__{args.seed}__{int(self.start)}"
-        self.path = base = os.path.join(args.output_dir, name.replace("/", "-").replace(":", "-"))
-        suffix = 1
-        while os.path.exists(self.path):  # two runs started in the same second
+        self.start, self.episodes, self.files, self.writers = time.time(), [], {}, {}
+        env_name = args.env_id.replace("/", "-").replace(":", "-")
+        base = os.path.join(args.output_dir,
+                            f"{env_name}__{args.exp_name}__{args.seed}__{int(self.start)}")
+        self.path, suffix = base, 1
+        while os.path.exists(self.path):  # another run started in the same second
             suffix += 1
             self.path = f"{base}-{suffix}"
         try:
@@ -723,68 +727,63 @@ class RunWriter:
         self.write_json("config.json", {**asdict(args), "device": "cpu", "versions": {
             "torch": torch.__version__, "gymnasium": gym.__version__,  # torch: model.pt only
             "numpy": np.__version__, "python": sys.version.split()[0]}})
-        self.files, self.updates = [], None
-        self.episodes = self.open_csv("episodes.csv", ["global_step", "wall_time",
-                                                       "episode_return", "episode_length"])
-        self.steps, self.returns, self.last20 = [], [], deque(maxlen=20)
-        self.solved_at_step = self.solved_at_time_s = None
 
-    def open_csv(self, filename, header):
-        self.files.append(open(os.path.join(self.path, filename), "w", newline=""))
-        writer = csv.writer(self.files[-1])
-        writer.writerow(header)
-        return writer
+    def episode(self, global_step, episode_return, length):
+        self.episodes.append({"global_step": global_step,
+                              "wall_time": round(time.time() - self.start, 4),
+                              "episode_return": float(episode_return), "episode_length": length})
+        self.write_row("episodes.csv", self.episodes[-1])
+
+    def update(self, global_step, diagnostics):
+        """Writes the row global_step, wall_time, sps, diagnostics... and returns sps."""
+        wall_time = time.time() - self.start
+        sps = int(global_step / max(wall_time, 1e-9))
+        self.write_row("updates.csv", {"global_step": global_step,
+                                       "wall_time": round(wall_time, 4), "sps": sps, **diagnostics})
+        for f in self.files.values():
+            f.flush()
+        return sps
+
+    def write_row(self, filename, row):
+        if filename not in self.writers:  # the header comes with the first row
+            self.files[filename] = open(os.path.join(self.path, filename), "w", newline="")
+            self.writers[filename] = csv.DictWriter(self.files[filename], fieldnames=list(row))
+            self.writers[filename].writeheader()
+        self.writers[filename].writerow(row)
 
     def write_json(self, filename, data):
         with open(os.path.join(self.path, filename), "w") as f:
             json.dump(data, f, indent=2)
 
-    def episode(self, global_step, episode_return, length):
-        wall_time = time.time() - self.start
-        self.episodes.writerow([global_step, round(wall_time, 4), float(episode_return),
-                                int(length)])
-        self.steps.append(global_step)
-        self.returns.append(float(episode_return))
-        self.last20.append(episode_return)
-        stop_at = self.args.stop_at_return
-        if (stop_at is not None and self.solved_at_step is None and len(self.last20) == 20
-                and np.mean(self.last20) >= stop_at):
-            self.solved_at_step, self.solved_at_time_s = global_step, round(wall_time, 3)
 
-    def update(self, global_step, diagnostics):
-        wall_time = time.time() - self.start
-        sps = int(global_step / max(wall_time, 1e-9))
-        row = {"global_step": global_step, "wall_time": round(wall_time, 4), "sps": sps,
-               **diagnostics}
-        if self.updates is None:
-            self.updates = self.open_csv("updates.csv", list(row))
-        self.updates.writerow(list(row.values()))
-        for f in self.files:
-            f.flush()
-        last = self.solved_at_step is not None or global_step >= self.args.total_timesteps
-        if time.time() - self.last_print >= 1.0 or last:
-            self.last_print = time.time()
-            print(f"generation {row['generation']:>4} | step {global_step:>9} | sps {sps:>6} | "
-                  f"return (last 20) {np.mean(self.last20):.1f} | theta {row['theta_return']:.1f}")
+def solved_at(returns, threshold, window=20):
+    """The index of the first episode at which the mean of the last `window` returns reaches
+    threshold, or None (also when threshold is None)."""
+    if threshold is None or len(returns) < window:
+        return None
+    means = np.convolve(returns, np.ones(window), mode="valid") / window
+    hits = np.flatnonzero(means >= threshold)
+    return int(hits[0]) + window - 1 if len(hits) else None
 
-    def plot(self, title):
-        """Episode return against environment steps: raw points faded, a moving average of
-        20 episodes on top."""
-        fig = Figure(figsize=(7, 4), dpi=100)
-        ax = fig.add_subplot()
-        ax.scatter(self.steps, self.returns, s=6, alpha=0.25, color="tab:blue",
-                   label="member episode return")
-        if self.returns:
-            window = min(20, len(self.returns))
-            smooth = np.convolve(self.returns, np.ones(window) / window, mode="valid")
-            ax.plot(self.steps[window - 1:], smooth, color="tab:blue", lw=2,
-                    label=f"mean of last {window}")
-            ax.legend(loc="lower right")
-        ax.set(xlabel="environment steps", ylabel="episode return", title=title)
-        ax.grid(alpha=0.3)
-        fig.tight_layout()
-        fig.savefig(os.path.join(self.path, "learning_curve.png"))
-        return os.path.join(self.path, "learning_curve.png")
+
+def plot_curve(run, title):
+    """learning_curve.png: episode return against environment steps, raw points faded, a
+    moving average of 20 episodes on top; returns its path."""
+    steps = np.array([e["global_step"] for e in run.episodes])
+    returns = np.array([e["episode_return"] for e in run.episodes])
+    fig = Figure(figsize=(7, 4), dpi=100)
+    ax = fig.add_subplot()
+    ax.scatter(steps, returns, s=6, alpha=0.25, color="tab:blue", label="member episode return")
+    if len(returns):
+        window = min(20, len(returns))
+        smooth = np.convolve(returns, np.ones(window) / window, mode="valid")
+        ax.plot(steps[window - 1:], smooth, color="tab:blue", lw=2, label=f"mean of last {window}")
+        ax.legend(loc="lower right")
+    ax.set(xlabel="environment steps", ylabel="episode return", title=title)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(os.path.join(run.path, "learning_curve.png"))
+    return os.path.join(run.path, "learning_curve.png")
 
 
 CHECKPOINT_FLAGS = ("env_id", "policy", "hidden_sizes", "norm_obs")
@@ -828,21 +827,25 @@ def restore(checkpoint, policy, normalizer, args):
 def finish(args, run, policy, theta, normalizer, interrupted, trained=True):
     """Evaluate theta (not after an interruption), save the model if asked, write
     summary.json and the curve, print the closing line; returns the summary."""
-    for f in run.files:
+    for f in run.files.values():
         f.close()
+    returns = [e["episode_return"] for e in run.episodes]
+    solved = solved_at(returns, args.stop_at_return)
     summary = {"algorithm": "es", "env_id": args.env_id, "seed": args.seed,
-               "global_steps": run.steps[-1] if run.steps else 0,
+               "global_steps": run.episodes[-1]["global_step"] if run.episodes else 0,
                "wall_time_s": round(time.time() - run.start, 3),
+               "train_return_last20": float(np.mean(returns[-20:])) if returns else None,
                "eval_return_mean": None, "eval_return_std": None,
-               "train_return_last20": float(np.mean(run.returns[-20:])) if run.returns else None,
-               "eval_episodes": args.eval_episodes, "solved_at_step": run.solved_at_step,
-               "solved_at_time_s": run.solved_at_time_s, "interrupted": interrupted}
+               "eval_episodes": args.eval_episodes,
+               "solved_at_step": None if solved is None else run.episodes[solved]["global_step"],
+               "solved_at_time_s": None if solved is None else run.episodes[solved]["wall_time"],
+               "interrupted": interrupted}
     if args.eval_episodes and not interrupted:
         video_folder = os.path.join(run.path, "videos") if args.capture_video else None
-        returns = evaluate(policy, theta, normalizer.frozen(), args.env_id, args.eval_episodes,
-                           args.seed + 100_000, video_folder)
-        summary["eval_return_mean"] = float(returns.mean())
-        summary["eval_return_std"] = float(returns.std())
+        evaluation = evaluate(policy, theta, normalizer.frozen(), args.env_id,
+                              args.eval_episodes, args.seed + 100_000, video_folder)
+        summary["eval_return_mean"] = float(evaluation.mean())
+        summary["eval_return_std"] = float(evaluation.std())
     if args.save_model and trained:
         save_checkpoint(os.path.join(run.path, "model.pt"), theta, normalizer, args)
     run.write_json("summary.json", summary)
@@ -851,7 +854,8 @@ def finish(args, run, policy, theta, normalizer, interrupted, trained=True):
         value = summary[key]
         closing += f" | {key} {value:.2f}" if isinstance(value, float) else f" | {key} {value}"
     if trained:
-        closing += f" | learning curve {run.plot(f'{SCRIPT} on {args.env_id}, seed {args.seed}')}"
+        title = f"{SCRIPT} on {args.env_id}, seed {args.seed}"
+        closing += f" | learning curve {plot_curve(run, title)}"
     print(closing)
     return summary
 
