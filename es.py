@@ -159,7 +159,7 @@ def centered_ranks(x):
     floats that sum to 0. Only the order of the returns counts, so one lucky episode cannot
     dominate a step. Deviation: the authors' code ranks ties by argsort's order; with mean
     ranks a mirrored pair that scores the same cancels, and a generation in which every member
-    ties gives g = 0, so theta moves by weight decay alone."""
+    ties gives g = 0, so the optimizer is given the weight decay alone."""
     x = np.asarray(x, dtype=np.float64)
     ordered = np.sort(x)
     below = np.searchsorted(ordered, x, side="left")      # #{j: x_j < x_i}
