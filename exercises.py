@@ -160,9 +160,11 @@ EXERCISES = (
              ("--env-id", "Taxi-v4", "--stop-at-return", "7"), 7),
     Exercise("es.centered_ranks", "centered_ranks", "Salimans et al. 2017, Evolution "
              "Strategies as a Scalable Alternative to RL (fitness shaping)",
-             "rank the values with a stable argsort (equal values by position), then scale "
-             "the ranks 0..n-1 to [-0.5, 0.5]",
+             "rank the values 0..n-1 (equal values share the mean of the ranks they hold: "
+             "np.sort and np.searchsorted count what lies below), then scale to [-0.5, 0.5]",
              ("test_centered_ranks_of_three_members",
+              "test_tied_returns_share_their_mean_rank_so_a_tied_mirrored_pair_cancels",
+              "test_a_generation_in_which_every_member_ties_moves_theta_by_weight_decay_alone",
               "test_centered_ranks_and_adam_reach_the_optimum_of_a_quadratic"),
              ("--env-id", "CartPole-v1", "--num-workers", "1", "--stop-at-return", "475"), 475),
     Exercise("es.gradient", "es_gradient", "Salimans et al. 2017, Evolution Strategies as a "
