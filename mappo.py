@@ -915,29 +915,23 @@ class RunWriter:
             fail(f"cannot create the run folder {self.path}: {e.strerror}")
         versions = {package: importlib.metadata.version(package) for package in
                     ("torch", "gymnasium", "numpy", "pettingzoo", "mpe2")}
-        self.write_json("config.json", {**asdict(args), "device": str(device),
-                                        "versions": {**versions, "python": sys.version.split()[0]}})
-        self.start, self.episodes, self.files, self.writers = time.time(), [], [], {}
-        self.row("episodes.csv", None, ["global_step", "wall_time", "episode_return",
-                                        "episode_length"])
-
-    def row(self, filename, row, fields=None):
-        """Append a row to a CSV file of the run folder (made with a header at first use)."""
-        if filename not in self.writers:
-            self.files.append(open(os.path.join(self.path, filename), "w", newline=""))
-            self.writers[filename] = csv.DictWriter(self.files[-1], fields or list(row))
-            self.writers[filename].writeheader()
-        if row is not None:
-            self.writers[filename].writerow(row)
+        self.write_json("config.json", {**asdict(args), "device": str(device), "versions": {
+            **versions, "python": sys.version.split()[0]}})
+        self.start, self.episodes = time.time(), []
+        self.files = [open(os.path.join(self.path, filename), "w", newline="")
+                      for filename in ("episodes.csv", "updates.csv")]
+        self.episode_csv, self.update_csv = (csv.writer(f) for f in self.files)
+        self.episode_csv.writerow(["global_step", "wall_time", "episode_return", "episode_length"])
 
     def episode(self, global_step, episode_return, length):
         self.episodes.append((global_step, float(episode_return)))
-        self.row("episodes.csv", {"global_step": global_step, "wall_time": round(
-            time.time() - self.start, 4), "episode_return": round(float(episode_return), 6),
-            "episode_length": int(length)})
+        self.episode_csv.writerow([global_step, round(time.time() - self.start, 4),
+                                   round(float(episode_return), 6), int(length)])
 
     def update(self, row):
-        self.row("updates.csv", row)
+        if self.files[1].tell() == 0:  # the header: the first row's names
+            self.update_csv.writerow(row)
+        self.update_csv.writerow(row.values())
         for f in self.files:
             f.flush()
 
