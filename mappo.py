@@ -601,7 +601,8 @@ def main(args: Args) -> dict:
 # Plumbing: checks, run folder, evaluation, checkpoints (not needed to follow the algorithm)
 # ---------------------------------------------------------------------------------------
 class UsageError(Exception):
-    """Bad input: reported as one line on stderr with exit status 2, before training."""
+    """Bad input (CONTRIBUTING.md, "Bad input"): one line on stderr, exit status 2, before
+    training."""
 
 
 def fail(message):
@@ -710,7 +711,8 @@ def check_env_id(env_id):
                  f"returns a PettingZoo parallel environment"
                  f"{' (did you mean ' + ', '.join(close) + '?)' if close else ''}")
         if not callable(getattr(module, name)):
-            fail(f"{env_id} is a {type(getattr(module, name)).__name__}, not a function that "
+            kind = type(getattr(module, name)).__name__
+            fail(f"{env_id} is not a function (it is of type {kind}); pass a function that "
                  "returns a PettingZoo parallel environment")
     elif env_id in COMPETITIVE:
         fail(f"{env_id} is a competitive MPE task (adversaries against good agents); "

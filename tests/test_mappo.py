@@ -619,7 +619,7 @@ def bad_checkpoints(tmp_path):
     (["--env-id", "no_such_module:team_env"], "cannot import module no_such_module"),
     (["--env-id", "my_envs:team_envs"], "module my_envs has no team_envs; pass module:function, "
      "a function that returns a PettingZoo parallel environment (did you mean team_env"),
-    (["--env-id", "my_envs:NOT_AN_ENV"], "my_envs:NOT_AN_ENV is a int, not a function"),
+    (["--env-id", "my_envs:NOT_AN_ENV"], "my_envs:NOT_AN_ENV is not a function (it is of type int)"),
     (["--env-id", "my_envs:GridWorld-v0"], "GridWorld-v0 is a single-agent Gymnasium "
      "environment; use ppo.py"),
     (["--env-id", "test_mappo:aec_env"], "test_mappo:aec_env gives a raw_env, not a PettingZoo "
