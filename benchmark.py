@@ -17,6 +17,7 @@ evaluation return, and steps per second. It writes
 Run:
     python benchmark.py --scripts ppo --seeds 5
     python benchmark.py --scripts ppo --envs CartPole-v1 --seeds 5 --jobs 1
+    python benchmark.py --scripts mappo --tasks mappo-simple_spread_v3-as --seeds 3 --jobs 1
 """
 
 # ---------------------------------------------------------------------------------------
@@ -49,6 +50,8 @@ class Args:
     """scripts to benchmark (ppo, ...); default all"""
     envs: list[str] = field(default_factory=list)
     """only these environment ids (default: every reference environment of the scripts)"""
+    tasks: list[str] = field(default_factory=list)
+    """only the tasks of these names, as in results.json (mappo-simple_spread_v3-as); default all"""
     seeds: int = 5
     """seeds 1..n for each task"""
     jobs: int = os.cpu_count() or 1
@@ -152,8 +155,12 @@ TASKS = {
         Task("mappo", "simple_spread_v3", -16, "mean per-agent return better than -16 (100-episode "
              "training mean) within 1M environment steps at the median, 1M steps in under 10 "
              "minutes; random -27, scripted nearest landmark -7.7", window=100),
-        Task("mappo", "simple_spread_v3", -16, "FP critic beside EP: the same flags, "
-             "--critic-state fp", ["--critic-state", "fp"], label="fp", window=100),
+        Task("mappo", "simple_spread_v3", -16, "AS critic beside EP: the same flags, "
+             "--critic-state as (the critic's input alone changes)", ["--critic-state", "as"],
+             label="as", window=100),
+        Task("mappo", "simple_spread_v3", -16, "AS critic on each agent's own reward: "
+             "--critic-state as --per-agent-reward (the reward alone changes)",
+             ["--critic-state", "as", "--per-agent-reward"], label="as-own-reward", window=100),
     ],
     "es": [
         Task("es", "CartPole-v1", 475, "eval return 500 within 20 generations at the median "
@@ -182,9 +189,11 @@ COMPARISONS = {
     "ppod-vs-ppo-MountainCar-v0": ("PPO+D (one demonstration) beside PPO on MountainCar-v0",
                                    {"ppod-MountainCar-v0": "ppod.py (the defaults)",
                                     "ppo-MountainCar-v0-as-ppod": "ppo.py with ppod.py's flags"}),
-    "mappo-spread-ep-vs-fp": ("mappo.py on simple_spread_v3: EP and FP critic states",
-                              {"mappo-simple_spread_v3": "EP: env.state(), team reward (the defaults)",
-                               "mappo-simple_spread_v3-fp": "FP: state | own obs | id, own reward"}),
+    "mappo-spread-critics": ("mappo.py on simple_spread_v3: EP and AS critic states",
+                             {"mappo-simple_spread_v3": "EP: env.state(), team reward (defaults)",
+                              "mappo-simple_spread_v3-as": "AS: state | own obs | id, team reward",
+                              "mappo-simple_spread_v3-as-own-reward": "AS, each agent's own "
+                              "reward"}),
 }
 
 CURVE_POINTS = 200
@@ -312,7 +321,8 @@ def main(args: Args):
     if unknown or args.seeds < 1 or args.jobs < 1:
         sys.exit(f"benchmark.py: error: scripts are {', '.join(TASKS)}; --seeds and --jobs "
                  "must be positive")
-    tasks = [t for s in args.scripts for t in TASKS[s] if not args.envs or t.env_id in args.envs]
+    tasks = [t for s in args.scripts for t in TASKS[s] if (not args.envs or t.env_id in args.envs)
+             and (not args.tasks or t.name in args.tasks)]
     os.makedirs(args.out, exist_ok=True)
     results_path = os.path.join(args.out, "results.json")
     results = {}

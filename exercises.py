@@ -196,7 +196,7 @@ EXERCISES = (
              "ppo.py's backward loop works on [T, N] and [T, N, A] alike if every operation "
              "is elementwise over the trailing dimensions",
              ("test_gae_ep_one_value_per_environment_with_a_truncation_and_a_termination",
-              "test_gae_fp_one_value_per_agent_with_a_truncation_and_an_agent_terminated_early"),
+              "test_gae_as_one_value_per_agent_with_a_truncation_and_an_agent_terminated_early"),
              MAPPO_RUN, -21.5, "eval_return_mean"),
     Exercise("mappo.value_norm", "ValueNorm.update", "Yu et al. 2022, MAPPO (value "
              "normalization); Chan et al. 1979 (merging running moments)",
@@ -208,7 +208,7 @@ EXERCISES = (
              "ppo.py's clipped losses, but every mean is a masked_mean over the active "
              "agents (the critic's over value_mask)",
              ("test_mappo_loss_by_hand_leaves_out_inactive_agents",
-              "test_fp_value_loss_leaves_out_inactive_agents"),
+              "test_as_value_loss_leaves_out_inactive_agents"),
              MAPPO_RUN, -21.5, "eval_return_mean"),
 )
 
