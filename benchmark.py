@@ -272,8 +272,8 @@ def write_results(results, out):
             f"| {spread([x['process_s'] for x in runs], '{:.1f}')} "
             f"| {spread([x['eval_return'] for x in runs], '{:.4g}')} "
             f"| {spread([x['sps'] for x in runs])} | {r['goal']} "
-            f"| `python benchmark.py --scripts {r['script']} --envs {r['env_id']} "
-            f"--seeds {len(runs)} --jobs {r['jobs']}` ({r['date']}) "
+            f"| `python benchmark.py --tasks {name} --seeds {len(runs)} --jobs {r['jobs']}` "
+            f"({r['date']}) "
             f"| {'–'.join(str(x) for x in r.get('load', []))} |")
     lines += ["", "Per-seed figures are in `results.json`; the curves:", ""]
     lines += [f"![{name}]({name}.png)" for name in sorted(results)]
