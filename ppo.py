@@ -512,8 +512,9 @@ def check_env(env_id):
                  "ppo.py needs a flat one")
     elif not isinstance(action_space, gym.spaces.Discrete):
         fail(f"{env_id} has a {type(action_space).__name__} action space; ppo.py handles "
-             "Discrete and Box (no script here takes MultiDiscrete or MultiBinary actions: "
-             "wrap the environment to number its action combinations as one Discrete)")
+             "Discrete and Box; no script here takes MultiDiscrete or MultiBinary actions "
+             "(wrap the environment to number the combinations as one Discrete action; "
+             "ppo_masked.py can then mask the invalid ones)")
     if not isinstance(obs_space, gym.spaces.Box):
         fail(f"{env_id} has a {type(obs_space).__name__} observation space; ppo.py needs a "
              "Box (ppo_masked.py one-hot encodes Discrete ones, qlearning.py uses a table)")
@@ -633,8 +634,8 @@ def evaluate(agent, normalizer, env_id, episodes, seed, device, video_folder=Non
 
 class RunWriter:
     """The run folder (CONTRIBUTING.md, "What a run writes"): config.json at once,
-    episodes.csv and updates.csv row by row (flushed, so an interrupted run keeps them), and
-    the summary and learning curve at the end; a progress line every 2 seconds."""
+    episodes.csv and updates.csv row by row (flushed, so an interrupted run keeps them), a
+    progress line every 2 seconds; finish() writes the summary and the learning curve."""
 
     def __init__(self, args, device):
         name = "__".join([args.env_id.replace("/", "-").replace(":", "-"), args.exp_name,
@@ -712,23 +713,23 @@ class RunWriter:
         for f in self.files.values():
             f.close()
 
-    def plot(self, title):
-        """Episode return against environment steps: raw points faded, a moving average of
-        20 episodes on top. Returns the file's path."""
-        fig = Figure(figsize=(7, 4), dpi=100)
-        ax = fig.add_subplot()
-        ax.scatter(self.steps, self.returns, s=6, alpha=0.25, label="episode return")
-        if self.returns:
-            window = min(20, len(self.returns))
-            smooth = np.convolve(self.returns, np.ones(window) / window, mode="valid")
-            ax.plot(self.steps[window - 1:], smooth, color="tab:blue", lw=2,
-                    label=f"mean of last {window}")
-            ax.legend(loc="lower right")
-        ax.set(xlabel="environment steps", ylabel="episode return", title=title)
-        ax.grid(alpha=0.3)
-        fig.tight_layout()
-        fig.savefig(os.path.join(self.path, "learning_curve.png"))
-        return os.path.join(self.path, "learning_curve.png")
+
+def plot_learning_curve(path, steps, returns, title):
+    """learning_curve.png: episode return against environment steps, raw points faded and
+    a moving average of 20 episodes on top."""
+    fig = Figure(figsize=(7, 4), dpi=100)
+    ax = fig.add_subplot()
+    ax.scatter(steps, returns, s=6, alpha=0.25, label="episode return")
+    if returns:
+        window = min(20, len(returns))
+        smooth = np.convolve(returns, np.ones(window) / window, mode="valid")
+        ax.plot(steps[window - 1:], smooth, color="tab:blue", lw=2, label=f"mean of last {window}")
+        ax.legend(loc="lower right")
+    ax.set(xlabel="environment steps", ylabel="episode return", title=title)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(os.path.join(path, "learning_curve.png"))
+    return os.path.join(path, "learning_curve.png")
 
 
 def save_checkpoint(path, agent, normalizer, args):
@@ -789,7 +790,9 @@ def finish(args, run, agent, normalizer, device, trained=True):
         value = summary[key]
         closing += f" | {key} {value:.2f}" if isinstance(value, float) else f" | {key} {value}"
     if trained:
-        closing += f" | learning curve {run.plot(f'{SCRIPT} on {args.env_id}, seed {args.seed}')}"
+        path = plot_learning_curve(run.path, run.steps, run.returns,
+                                   f"{SCRIPT} on {args.env_id}, seed {args.seed}")
+        closing += f" | learning curve {path}"
     print(closing)
     return summary
 
