@@ -31,7 +31,7 @@ Run:
     python ppo.py --env-id Pendulum-v1 --total-timesteps 200000 --num-envs 8 \
         --num-steps 256 --num-minibatches 32 --update-epochs 10 --gamma 0.95 \
         --gae-lambda 0.95 --learning-rate 2e-3 --ent-coef 0.001 --norm-obs --norm-reward
-    python ppo.py --env-id my_envs:GridWorld-v0    # an id your own module my_envs registers
+    PYTHONPATH=. python ppo.py --env-id my_envs:GridWorld-v0   # an id my_envs.py registers
     python ppo.py --help
 
 Writes runs/<env_id>__ppo__<seed>__<unix_time>/ with config.json, episodes.csv,
@@ -657,8 +657,8 @@ class RunWriter:
                         "eval_return_mean": None, "eval_return_std": None,
                         "eval_episodes": args.eval_episodes, "solved_at_step": None,
                         "solved_at_time_s": None, "interrupted": False}
-        self.files = {f: open(os.path.join(self.path, f), "w", newline="")
-                      for f in ("episodes.csv", "updates.csv")}
+        self.files = {"episodes.csv": open(os.path.join(self.path, "episodes.csv"), "w",
+                                           newline="")}  # updates.csv: at the first update
         csv.writer(self.files["episodes.csv"]).writerow(
             ["global_step", "wall_time", "episode_return", "episode_length"])
         self.steps, self.returns = [], []
@@ -673,12 +673,12 @@ class RunWriter:
             json.dump(data, f, indent=2)
 
     def write_row(self, filename, row):
-        """Append row (a dict) to a CSV file; its keys are the header of an empty file."""
-        f = self.files[filename]
-        if f.tell() == 0:
-            csv.writer(f).writerow(row)
-        csv.writer(f).writerow(row.values())
-        f.flush()
+        """Append row (a dict) to a CSV file, made on first use with row's keys as header."""
+        if filename not in self.files:
+            self.files[filename] = open(os.path.join(self.path, filename), "w", newline="")
+            csv.writer(self.files[filename]).writerow(row)
+        csv.writer(self.files[filename]).writerow(row.values())
+        self.files[filename].flush()
 
     def episode(self, global_step, episode_return, episode_length):
         self.steps.append(global_step)

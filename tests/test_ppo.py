@@ -355,6 +355,8 @@ def test_discrete_smoke_run_writes_every_file_and_its_model_evaluates(tmp_path, 
                                   output_dir=str(tmp_path / "eval")))
     assert evaluated["eval_return_mean"] == summary["eval_return_mean"]  # same greedy policy, seeds
     assert evaluated["global_steps"] == 0
+    (eval_path,) = (tmp_path / "eval").iterdir()  # trains nothing: no episodes, no updates
+    assert read_csv(eval_path / "episodes.csv") == [] and not (eval_path / "updates.csv").exists()
 
 
 def test_continuous_smoke_run_with_every_option(tmp_path, check_run_folder):
