@@ -336,6 +336,7 @@ class Agent(nn.Module):
 def train(args, agent, normalizer, envs, run, device):
     """PPO's loop: collect a rollout, compute advantages and return targets, take epochs of
     minibatch steps on ppo_loss, log; until the budget, --stop-at-return or a non-finite loss."""
+    # eps = 1e-5 as in the PPO authors' baselines (torch's default is 1e-8)
     optimizer = torch.optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5)
     buffer = RolloutBuffer(args.num_steps, args.num_envs, envs.single_observation_space.shape,
                            envs.single_action_space.shape, agent.continuous, device)
@@ -386,11 +387,10 @@ def train(args, agent, normalizer, envs, run, device):
             for idx in torch.randperm(batch_size, device=device).split(minibatch_size):
                 _, newlogprob, entropy, newvalue = agent.get_action_and_value(
                     b_obs[idx], b_actions[idx])
-                mb_adv = b_advantages[idx]
-                if args.norm_adv:
-                    mb_adv = (mb_adv - mb_adv.mean()) / (mb_adv.std() + 1e-8)
+                adv = b_advantages[idx]  # normalized within the minibatch unless --no-norm-adv
+                adv = (adv - adv.mean()) / (adv.std() + 1e-8) if args.norm_adv else adv
                 loss, pg_loss, v_loss, entropy = ppo_loss(
-                    newlogprob, b_logprobs[idx], mb_adv, newvalue, b_values[idx], b_returns[idx],
+                    newlogprob, b_logprobs[idx], adv, newvalue, b_values[idx], b_returns[idx],
                     entropy, args.clip_coef, args.ent_coef, args.vf_coef, args.clip_vloss)
                 optimizer.zero_grad()
                 loss.backward()
