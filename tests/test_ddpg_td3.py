@@ -506,7 +506,8 @@ def test_nan_loss_stops_cleanly(tmp_path, monkeypatch, capsys):
     summary = ddpg_td3.main(ddpg_td3.Args(**{**TINY, "log_interval": 100},
                                           output_dir=str(tmp_path)))
     (path,) = tmp_path.iterdir()
-    assert "the critic loss became non-finite (NaN or infinite) at step 200" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "the critic loss became non-finite (NaN or infinite) at step 200" in out
     assert summary["interrupted"] is True and summary["global_steps"] == 200
     assert read_csv(path / "updates.csv")[0]["critic_loss"] == "nan"
     assert (path / "summary.json").exists()
@@ -580,8 +581,8 @@ def bad_checkpoints(tmp_path):
     (["--tau", "0"], "--tau must be in (0, 1]"),
     (["--eval-checkpoint", "missing"], "does not exist"),
     (["--eval-checkpoint", "corrupt"], "is not a ddpg_td3.py model.pt"),
-    (["--eval-checkpoint", "mountain_car"],
-     "was made for MountainCarContinuous-v0, not Pendulum-v1; pass --env-id MountainCarContinuous-v0"),
+    (["--eval-checkpoint", "mountain_car"], "was made for MountainCarContinuous-v0, not "
+                                            "Pendulum-v1; pass --env-id MountainCarContinuous-v0"),
 ])
 def test_bad_input_is_one_line_and_exit_status_2(argv, message, check_usage_error, bad_checkpoints):
     check_usage_error("ddpg_td3.py", [bad_checkpoints.get(a, a) for a in argv], message)
