@@ -387,15 +387,13 @@ def train(args, envs, nets, run, summary):
             summary["solved_at_time_s"] = round(time.time() - run.start, 3)
             break
 
-        # Learn: critic steps on batches from the buffer, the actor every policy_delay-th
-        if global_step >= args.learning_starts:
-            for _ in range(args.gradient_steps):
-                gradient_steps += 1
-                batch = buffer.sample(args.batch_size)
-                losses = update(batch, nets, critic_optimizer, actor_optimizer, args,
-                                gradient_steps)
-                for key, value in losses.items():
-                    stats[key].append(value)
+        # Learn: once --learning-starts is reached, --gradient-steps updates after each step
+        for _ in range(args.gradient_steps if global_step >= args.learning_starts else 0):
+            gradient_steps += 1
+            losses = update(buffer.sample(args.batch_size), nets, critic_optimizer,
+                            actor_optimizer, args, gradient_steps)
+            for key, value in losses.items():
+                stats[key].append(value)
 
         # Log: a row of updates.csv every --log-interval steps
         if global_step - last_log >= args.log_interval and gradient_steps:
