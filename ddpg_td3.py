@@ -380,6 +380,7 @@ def train(args, envs, nets, run, summary):
         buffer.add(obs, actions.numpy(), rewards, terminated, final_obs)
         obs = next_obs
 
+        # Record the episodes that ended; stop once the last 20 returns reach --stop-at-return
         for i in np.flatnonzero(info.get("_episode", [])):
             run.episode(global_step, info["episode"]["r"][i], info["episode"]["l"][i])
         if run.reached(args.stop_at_return):
