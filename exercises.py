@@ -112,7 +112,8 @@ EXERCISES = (
              ("--env-id", "CartPole-v1", "--stop-at-return", "475"), 475),
     Exercise("ddpg_td3.soft_update", "soft_update", "Lillicrap et al. 2016, DDPG (target "
              "networks)",
-             "theta' <- tau * theta + (1 - tau) * theta', in place, without gradients",
+             "for each pair of parameters of the two networks: theta' <- tau * theta + "
+             "(1 - tau) * theta', in place, without gradients",
              ("test_soft_update_by_hand",),
              ("--env-id", "Pendulum-v1", "--total-timesteps", "15000", "--stop-at-return",
               "-250"), -250),

@@ -1,5 +1,6 @@
-"""Tests of ddpg_td3.py: the math by hand, the buffer, the update's schedule, runs end to
-end, bad input, determinism."""
+"""Tests of ddpg_td3.py: the math by hand, the buffer, what the update feeds the math
+(networks with hand-set weights), runs end to end, bad input, determinism
+(CONTRIBUTING.md, "Tests")."""
 import math
 import os
 
@@ -8,6 +9,7 @@ import numpy as np
 import pytest
 import torch
 import tyro
+from torch.nn.utils import parameters_to_vector
 
 import ddpg_td3
 from conftest import (CountingEnv, approx, check_import_is_quiet, interrupt_on_call, read_csv,
@@ -75,67 +77,50 @@ def test_actions_are_scaled_to_the_bounds_of_each_dimension():
     assert actions.tolist() == [[0.0, 2.0], [2.0, 1.0]]
 
 
+def linear(weight, bias):
+    """nn.Linear(1, 2) with the given weight [2] and bias [2]."""
+    layer = torch.nn.Linear(1, 2)
+    with torch.no_grad():
+        layer.weight.copy_(tensor(*weight)[:, None])
+        layer.bias.copy_(tensor(*bias))
+    return layer
+
+
 def test_soft_update_by_hand():
-    # theta' <- 0.25*theta + 0.75*theta': [0.25*2 + 0.75*0, 0.25*20 + 0.75*10] = [0.5, 12.5]
-    target, source = tensor(0, 10), tensor(2, 20)
+    target, source = linear([0, 10], [4, -4]), linear([2, 20], [8, 0])
+    # theta' <- 0.25*theta + 0.75*theta':
+    #   weight [0.25*2 + 0.75*0, 0.25*20 + 0.75*10] = [0.5, 12.5]
+    #   bias   [0.25*8 + 0.75*4, 0.25*0 + 0.75*(-4)] = [5, -3]
     ddpg_td3.soft_update(target, source, 0.25)
-    assert target.tolist() == [0.5, 12.5] and source.tolist() == [2.0, 20.0]
-    ddpg_td3.soft_update(target, source, 1.0)  # tau = 1 copies
-    assert target.tolist() == [2.0, 20.0]
+    assert target.weight[:, 0].tolist() == [0.5, 12.5] and target.bias.tolist() == [5.0, -3.0]
+    assert source.weight[:, 0].tolist() == [2.0, 20.0] and source.bias.tolist() == [8.0, 0.0]
+    assert target.weight.grad is None  # no gradient was recorded
+    ddpg_td3.soft_update(target, source, 1.0)  # tau = 1 copies the source
+    assert target.weight[:, 0].tolist() == [2.0, 20.0] and target.bias.tolist() == [8.0, 0.0]
 
 
 # ---------------------------------------------------------------------------------------
-# Networks and the optimizer
+# Networks
 # ---------------------------------------------------------------------------------------
-def test_twin_critics_in_one_pass_are_two_independent_networks():
-    torch.manual_seed(0)
-    critics = ddpg_td3.Critics(2, obs_dim=3, action_dim=2, hidden_size=8)
-    obs, actions = torch.randn(5, 3), torch.randn(5, 2)
-    q = critics(obs, actions)
-    assert q.shape == (2, 5)
-    for i in range(2):  # each critic on its own, layer by layer
-        x = torch.cat([obs, actions], dim=1)
-        for layer, (weight, bias) in enumerate(critics.layers):
-            x = x @ weight[i] + bias[i]
-            x = torch.relu(x) if layer < 2 else x
-        assert torch.allclose(q[i], x.squeeze(1), atol=1e-6)
-
-
-def test_actor_loss_reaches_the_actions_but_not_the_critics():
-    critics = ddpg_td3.Critics(2, 3, 2, 8)
-    obs, actions = torch.randn(5, 3), torch.randn(5, 2, requires_grad=True)
-    q1 = critics(obs, actions, first_only=True)
-    assert q1.shape == (1, 5) and torch.allclose(q1[0], critics(obs, actions)[0])
-    q1.mean().backward()
-    assert actions.grad.abs().sum() > 0
-    assert all(p.grad is None for p in critics.parameters())
-
-
 def test_actor_outputs_are_within_minus_one_and_one():
     actor = ddpg_td3.Actor(3, 2, 8)
     out = actor(torch.randn(100, 3) * 100)
     assert out.shape == (100, 2) and out.abs().max() <= 1.0
 
 
-def test_adam_on_flat_parameters_matches_torch_optim_adam():
+@pytest.mark.parametrize("twin_q", [True, False])
+def test_td3_has_two_independent_critics_ddpg_one_and_targets_start_as_copies(twin_q):
     torch.manual_seed(0)
-    mine, reference = (ddpg_td3.Critics(2, 3, 1, 8) for _ in range(2))
-    reference.load_state_dict(mine.state_dict())
-    params, grads = ddpg_td3.flatten_parameters(mine)
-    assert params.numel() == sum(p.numel() for p in reference.parameters())
-    initial = params.clone()
-    opt_mine = ddpg_td3.Adam(params, grads, lr=1e-2)
-    opt_ref = torch.optim.Adam(reference.parameters(), lr=1e-2)
-    obs, actions, y = torch.randn(16, 3), torch.randn(16, 1), torch.randn(16)
-    for _ in range(5):
-        for critics, opt in ((mine, opt_mine), (reference, opt_ref)):
-            opt.zero_grad()
-            (critics(obs, actions) - y).pow(2).mean().backward()
-            opt.step()
-    assert grads.abs().sum() > 0  # backward wrote into the flat gradient vector
-    for p, q in zip(mine.parameters(), reference.parameters()):
-        assert torch.allclose(p, q, atol=1e-6)
-    assert not torch.allclose(params, initial)  # it did move
+    nets = ddpg_td3.Networks(3, 2, 8, twin_q)
+    obs, actions = torch.randn(5, 3), torch.randn(5, 2)
+    assert nets.qf1(obs, actions).shape == (5,)
+    assert (nets.qf2 is not None) == twin_q and len(nets.critics()) == (2 if twin_q else 1)
+    if twin_q:  # two critics initialized apart, so they disagree
+        assert not torch.allclose(nets.qf1(obs, actions), nets.qf2(obs, actions))
+    for target, learned in [(nets.actor_target, nets.actor), *nets.critics()]:
+        assert torch.equal(parameters_to_vector(target.parameters()),
+                           parameters_to_vector(learned.parameters()))
+        assert not any(p.requires_grad for p in target.parameters())
 
 
 # ---------------------------------------------------------------------------------------
@@ -173,7 +158,7 @@ def test_buffer_samples_whole_transitions_of_the_stored_ones():
 
 
 # ---------------------------------------------------------------------------------------
-# Flags and the update's schedule
+# Flags
 # ---------------------------------------------------------------------------------------
 def test_algo_sets_the_three_improvements_and_each_flag_overrides_it():
     resolve = lambda argv: ddpg_td3.resolve_algo(tyro.cli(ddpg_td3.Args, args=argv))
@@ -181,11 +166,133 @@ def test_algo_sets_the_three_improvements_and_each_flag_overrides_it():
     assert (td3.twin_q, td3.target_policy_noise, td3.policy_delay) == (True, 0.2, 2)
     assert (ddpg.twin_q, ddpg.target_policy_noise, ddpg.policy_delay) == (False, 0.0, 1)
     assert ddpg_td3.algorithm_name(td3) == "td3" and ddpg_td3.algorithm_name(ddpg) == "ddpg"
-    one_on = resolve(["--algo", "ddpg", "--twin-q"])
+    one_on = resolve(["--algo", "ddpg", "--twin-q", "True"])
     assert (one_on.twin_q, one_on.target_policy_noise, one_on.policy_delay) == (True, 0.0, 1)
     assert ddpg_td3.algorithm_name(one_on) == "ddpg+twin_q"
-    one_off = resolve(["--no-twin-q", "--policy-delay", "3"])
+    one_off = resolve(["--twin-q", "False", "--policy-delay", "3"])
+    assert (one_off.twin_q, one_off.target_policy_noise, one_off.policy_delay) == (False, 0.2, 3)
     assert ddpg_td3.algorithm_name(one_off) == "ddpg+target_policy_noise+policy_delay"
+    smoothing_off = resolve(["--target-policy-noise", "0"])  # 0 given is not "not given"
+    assert ddpg_td3.algorithm_name(smoothing_off) == "ddpg+twin_q+policy_delay"
+
+
+# ---------------------------------------------------------------------------------------
+# What the update feeds the math. Networks with hand-set weights, each a line that is easy
+# to tell apart from the others (obs_dim 1, action_dim 1):
+#     actor        mu(s)   = -0.5            actor_target  mu'(s)   = 0.5
+#     qf1          Q1(s, a) = 2a + 1         qf1_target    Q1'(s, a) = 10a
+#     qf2          Q2(s, a) = -4a + 1        qf2_target    Q2'(s, a) = 20 - 10a
+# ---------------------------------------------------------------------------------------
+def hand_set(net, slope=0.0, intercept=0.0):
+    """Weights for an mlp (Linear, ReLU, Linear, ReLU, Linear) with one output: out = slope
+    * x + intercept for its last input x >= -1 (a critic's action). The first hidden unit
+    carries relu(x + 1) = x + 1 through both ReLUs, the output is slope * (x + 1) +
+    (intercept - slope); every other weight is 0 (with slope 0, every weight is)."""
+    first, _, second, _, last = net
+    with torch.no_grad():
+        for layer in (first, second, last):
+            layer.weight.zero_()
+            layer.bias.zero_()
+        if slope:
+            first.weight[0, -1], first.bias[0], second.weight[0, 0] = 1.0, 1.0, 1.0
+            last.weight[:, 0] = slope
+        last.bias.fill_(intercept - slope)
+
+
+def hand_nets(twin_q):
+    nets = ddpg_td3.Networks(1, 1, 4, twin_q)
+    hand_set(nets.actor.net, 0, math.atanh(-0.5))  # tanh(atanh(-0.5)) = -0.5
+    hand_set(nets.actor_target.net, 0, math.atanh(0.5))
+    for critic, slope, intercept in ((nets.qf1, 2, 1), (nets.qf2, -4, 1),
+                                     (nets.qf1_target, 10, 0), (nets.qf2_target, -10, 20)):
+        if critic is not None:
+            hand_set(critic.net, slope, intercept)
+    return nets
+
+
+def hand_batch(n=64):
+    """n transitions with s = a = s' = 0 and rewards 1, 2, 3, 4, 1, ...; those of reward 2
+    terminated."""
+    rewards = torch.arange(n) % 4 + 1.0
+    return torch.zeros(n, 1), torch.zeros(n, 1), rewards, (rewards == 2).float(), torch.zeros(n, 1)
+
+
+def optimizers(nets, actor_lr=1e-3, critic_lr=1e-3):
+    """(critic optimizer, actor optimizer) as train() makes them: Adam on both critics, Adam
+    on the actor."""
+    return (torch.optim.Adam([p for _, critic in nets.critics() for p in critic.parameters()],
+                             lr=critic_lr), torch.optim.Adam(nets.actor.parameters(), lr=actor_lr))
+
+
+def one_update(nets, batch, gradient_step=1, actor_lr=1e-3, critic_lr=1e-3, **flags):
+    """ddpg_td3.update on the batch with fresh optimizers; returns its losses."""
+    args = ddpg_td3.resolve_algo(ddpg_td3.Args(**flags))
+    return ddpg_td3.update(batch, nets, *optimizers(nets, actor_lr, critic_lr), args,
+                           gradient_step)
+
+
+@pytest.fixture
+def target_calls(monkeypatch):
+    """The arguments and the result of every call of td3_target."""
+    calls, original = [], ddpg_td3.td3_target
+
+    def spy(*args, **kwargs):
+        calls.append((args, kwargs, original(*args, **kwargs)))
+        return calls[-1][2]
+    monkeypatch.setattr(ddpg_td3, "td3_target", spy)
+    return calls
+
+
+def test_ddpg_target_takes_the_target_actor_and_the_target_critic(target_calls):
+    one_update(hand_nets(twin_q=False), hand_batch(), algo="ddpg", gamma=0.5,
+               exploration_noise=0.3)
+    ((rewards, next_q1, next_q2, terminated, gamma, twin_q), _, y), = target_calls
+    # a' = mu'(s') = 0.5 with no noise at all (the exploration noise does not reach it), so
+    # Q1'(s', a') = 10 * 0.5 = 5 (the online pair would give Q1(s', mu(s')) = 2*(-0.5) + 1 = 0,
+    # the target critic on the online actor -5, the online critic on a' 2)
+    assert next_q1.tolist() == [5.0] * 64 and next_q2 is None and twin_q is False
+    assert rewards.tolist()[:4] == [1, 2, 3, 4] and terminated.tolist()[:4] == [0, 1, 0, 0]
+    # y = r + 0.5 * (1 - terminated) * 5 = [1 + 2.5, 2, 3 + 2.5, 4 + 2.5]
+    assert gamma == 0.5 and y.tolist() == [3.5, 2.0, 5.5, 6.5] * 16
+
+
+def test_td3_target_smooths_the_target_actor_and_takes_the_smaller_target_critic(
+        target_calls):
+    torch.manual_seed(0)
+    one_update(hand_nets(twin_q=True), hand_batch(), algo="td3", gamma=0.5,
+               exploration_noise=0.0, target_policy_noise=0.2, noise_clip=0.05)
+    ((rewards, next_q1, next_q2, terminated, gamma, twin_q), _, y), = target_calls
+    # a' = 0.5 + clip(eps', -0.05, 0.05), eps' ~ N(0, 0.2^2): a' in [0.45, 0.55], and as
+    # |eps'| > 0.05 four times in five, both ends are reached in 64 draws. Then
+    # Q1'(s', a') = 10a' in [4.5, 5.5] and Q2'(s', a') = 20 - 10a': both critics see the same
+    # a', so Q1' + Q2' = 20, and Q1' < Q2' is the smaller.
+    assert twin_q is True and gamma == 0.5
+    assert (next_q1 >= 4.5 - 1e-5).all() and (next_q1 <= 5.5 + 1e-5).all()
+    assert torch.isclose(next_q1, tensor(4.5)).any() and torch.isclose(next_q1, tensor(5.5)).any()
+    assert torch.allclose(next_q1 + next_q2, torch.full((64,), 20.0))
+    # y = r + 0.5 * (1 - terminated) * Q1'
+    assert torch.allclose(y, rewards + 0.5 * (1 - terminated) * next_q1)
+    assert y[1::4].tolist() == [2.0] * 16  # the terminated ones: the reward alone
+
+
+@pytest.mark.parametrize("algo", ["ddpg", "td3"])
+def test_an_actor_step_on_a_fixed_critic_raises_q(algo):
+    nets = hand_nets(twin_q=algo == "td3")
+    hand_set(nets.actor.net, 0, 0.0)  # every weight of the actor 0: mu(s) = tanh(0) = 0
+    obs = hand_batch()[0]
+    critics_before = [parameters_to_vector(c.parameters()) for _, c in nets.critics()]
+    # gradient step 2: an actor step for policy delays 1 and 2; the critics do not move (lr 0)
+    losses = one_update(nets, hand_batch(), gradient_step=2, actor_lr=0.1, critic_lr=0.0,
+                        algo=algo)
+    # Before: Q1(s, mu(s)) = 2*0 + 1 = 1, so the actor loss is -1. Only the actor's last bias b
+    # has a gradient (every other weight multiplies a 0): d(-Q1)/db = -2 * (1 - tanh(0)^2) = -2,
+    # and Adam's first step moves b by lr * g / |g|: b = 0.1, mu = tanh(0.1) = 0.0997 and
+    # Q1 = 1 + 2 * tanh(0.1) = 1.1993 > 1. (Q2 = -4a + 1 would have pushed mu the other way.)
+    assert losses["actor_loss"] == approx(-1.0)
+    assert nets.actor(obs)[:, 0].tolist() == approx([math.tanh(0.1)] * 64)
+    assert nets.qf1(obs, nets.actor(obs)).tolist() == approx([1 + 2 * math.tanh(0.1)] * 64)
+    for before, (_, critic) in zip(critics_before, nets.critics()):
+        assert torch.equal(before, parameters_to_vector(critic.parameters()))
 
 
 def random_batch(n=32):
@@ -194,33 +301,62 @@ def random_batch(n=32):
             torch.randn(n, generator=gen), torch.zeros(n), torch.randn(n, 3, generator=gen))
 
 
+def vector(module):
+    return parameters_to_vector(module.parameters()).clone()
+
+
+@pytest.mark.parametrize("tau", [1.0, 0.25])
+def test_the_targets_move_tau_of_the_way_to_the_learned_networks(tau):
+    torch.manual_seed(0)
+    nets = ddpg_td3.Networks(3, 1, 8, twin_q=True)
+    pairs = [(nets.actor_target, nets.actor), *nets.critics()]
+    before = [vector(target) for target, _ in pairs]
+    one_update(nets, random_batch(), gradient_step=2, actor_lr=0.1, critic_lr=0.1, tau=tau)
+    # theta' <- tau * theta + (1 - tau) * theta', theta the learned network after its step:
+    # tau = 1 copies it, tau = 0.25 moves a quarter of the way
+    for (target, learned), old in zip(pairs, before):
+        assert not torch.equal(vector(learned), old)  # the learned network did move
+        assert torch.allclose(vector(target), tau * vector(learned) + (1 - tau) * old, atol=1e-6)
+
+
 def test_policy_delay_counts_gradient_steps():
-    args = ddpg_td3.resolve_algo(ddpg_td3.Args(policy_delay=3, hidden_size=8))
-    agent = ddpg_td3.Agent(3, 1, args, "cpu")
-    watched = [agent.actor_params, agent.actor_target_params, agent.critics_target_params,
-               agent.critic_params]
+    torch.manual_seed(0)
+    nets = ddpg_td3.Networks(3, 1, 8, twin_q=True)
+    args, optimizer_pair = ddpg_td3.resolve_algo(ddpg_td3.Args(policy_delay=3)), optimizers(nets)
+    watched = [nets.actor, nets.actor_target, nets.qf1_target, nets.qf2_target, nets.qf1,
+               nets.qf2]
     changed = []
-    for _ in range(6):
-        before = [w.clone() for w in watched]
-        agent.update(*random_batch())
-        changed.append([not torch.equal(b, w) for b, w in zip(before, watched)])
-    # the actor and both targets move on the 3rd and 6th critic step only; the critics always
-    assert changed == [[False, False, False, True]] * 2 + [[True] * 4] + \
-        [[False, False, False, True]] * 2 + [[True] * 4]
-    assert agent.gradient_steps == 6
-    stats = agent.pop_stats()
-    assert math.isfinite(stats["critic_loss"]) and math.isfinite(stats["actor_loss"])
-    assert math.isnan(agent.pop_stats()["critic_loss"])  # nothing since the last call
+    for step in range(1, 7):
+        before = [vector(m) for m in watched]
+        losses = ddpg_td3.update(random_batch(), nets, *optimizer_pair, args, step)
+        changed.append([not torch.equal(b, vector(m)) for b, m in zip(before, watched)])
+        actor_step = {"actor_loss"} if step % 3 == 0 else set()
+        assert set(losses) == {"critic_loss", "q_mean", *actor_step}
+        assert all(math.isfinite(v) for v in losses.values())
+    # the actor and the three targets move on the 3rd and 6th critic step only; the critics
+    # on every one
+    quiet, all_move = [False] * 4 + [True] * 2, [True] * 6
+    assert changed == [quiet, quiet, all_move, quiet, quiet, all_move]
 
 
 def test_ddpg_has_one_critic_and_updates_the_actor_every_step():
-    args = ddpg_td3.resolve_algo(ddpg_td3.Args(algo="ddpg", hidden_size=8))
-    agent = ddpg_td3.Agent(3, 1, args, "cpu")
-    assert agent.critics.layers[0][0].shape == (1, 3 + 1, 8)
-    for _ in range(2):
-        before = agent.actor_params.clone()
-        agent.update(*random_batch())
-        assert not torch.equal(before, agent.actor_params)
+    torch.manual_seed(0)
+    nets = ddpg_td3.Networks(3, 1, 8, twin_q=False)
+    assert nets.qf2 is None and nets.qf2_target is None
+    for step in (1, 2):
+        before = vector(nets.actor)
+        assert "actor_loss" in one_update(nets, random_batch(), gradient_step=step, algo="ddpg")
+        assert not torch.equal(before, vector(nets.actor))
+
+
+def test_update_rows_hold_the_means_since_the_last_row(tmp_path):
+    run = ddpg_td3.RunWriter(ddpg_td3.Args(output_dir=str(tmp_path)), "cpu")
+    stats = {"critic_loss": [1.0, 3.0], "actor_loss": []}
+    row = run.update(100, stats, gradient_steps=2)
+    # mean of [1, 3] = 2; no actor step since the last row: NaN; the lists start over
+    assert row["critic_loss"] == 2.0 and math.isnan(row["actor_loss"])
+    assert row["gradient_steps"] == 2 and stats == {"critic_loss": [], "actor_loss": []}
+    assert math.isnan(run.update(200, stats)["critic_loss"])
 
 
 # ---------------------------------------------------------------------------------------
@@ -272,22 +408,22 @@ gym.register("ShortPendulum-v1", entry_point="gymnasium.envs.classic_control.pen
                                                 ("BoxTerminateAtThree-v0", True)])
 def test_episode_ends_store_the_true_final_observation(env_id, terminated, tmp_path, monkeypatch):
     stored, targets = [], []
-    add, update, target = ddpg_td3.ReplayBuffer.add, ddpg_td3.Agent.update, ddpg_td3.td3_target
+    add, update, target = ddpg_td3.ReplayBuffer.add, ddpg_td3.update, ddpg_td3.td3_target
 
     def spy_add(self, obs, actions, rewards, term, next_obs):
         stored.extend(zip(obs[:, 0], term, next_obs[:, 0]))
         return add(self, obs, actions, rewards, term, next_obs)
 
-    def spy_update(self, obs, *batch):
-        targets.append([obs[:, 0]])
-        return update(self, obs, *batch)
+    def spy_update(batch, *rest):
+        targets.append([batch[0][:, 0]])
+        return update(batch, *rest)
 
     def spy_target(*args, **kwargs):
         targets[-1].append(target(*args, **kwargs))
         return targets[-1][-1]
 
     monkeypatch.setattr(ddpg_td3.ReplayBuffer, "add", spy_add)
-    monkeypatch.setattr(ddpg_td3.Agent, "update", spy_update)
+    monkeypatch.setattr(ddpg_td3, "update", spy_update)
     monkeypatch.setattr(ddpg_td3, "td3_target", spy_target)
     summary = ddpg_td3.main(ddpg_td3.Args(env_id=env_id, total_timesteps=12, num_envs=2,
                                           learning_starts=6, batch_size=16, hidden_size=8,
@@ -332,7 +468,7 @@ def test_smoke_run_writes_every_file_and_its_model_evaluates(algo, tmp_path, che
     assert all(math.isfinite(float(u["critic_loss"])) for u in updates)
     assert summary["eval_return_mean"] < 0 and summary["eval_episodes"] == 2  # Pendulum's costs
     state = torch.load(os.path.join(path, "model.pt"), weights_only=True)
-    assert state["critics"]["weights.0"].shape[0] == (2 if algo == "td3" else 1)
+    assert {"actor", "qf1"} <= set(state) and ("qf2" in state) == (algo == "td3")
 
     evaluated = ddpg_td3.main(ddpg_td3.Args(eval_checkpoint=os.path.join(path, "model.pt"),
                                             eval_episodes=2, hidden_size=64,
@@ -353,11 +489,11 @@ def test_stop_at_return_stops_and_records_when(tmp_path):
 
 
 def test_interrupted_run_keeps_its_data(tmp_path, monkeypatch):
-    monkeypatch.setattr(ddpg_td3.Adam, "step", interrupt_on_call(3))
+    monkeypatch.setattr(ddpg_td3, "update", interrupt_on_call(2, ddpg_td3.update))
     summary = ddpg_td3.main(ddpg_td3.Args(**{**TINY, "learning_starts": 400, "log_interval": 1},
                                           save_model=True, output_dir=str(tmp_path)))
     (path,) = tmp_path.iterdir()
-    # Adam steps: critic at step 400 (1), critic (2) and actor (3) at step 401
+    # updates: at step 400 (1), then Ctrl-C in the one at step 401 (2)
     assert summary["interrupted"] is True and summary["eval_return_mean"] is None
     assert summary["global_steps"] == 401
     assert [u["global_step"] for u in read_csv(path / "updates.csv")] == ["400"]
@@ -365,11 +501,13 @@ def test_interrupted_run_keeps_its_data(tmp_path, monkeypatch):
     assert (path / "learning_curve.png").exists() and (path / "model.pt").exists()
 
 
-def test_nan_loss_stops_cleanly(tmp_path, monkeypatch):
+def test_nan_loss_stops_cleanly(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(ddpg_td3, "td3_target", lambda rewards, *a, **k: rewards * math.nan)
     summary = ddpg_td3.main(ddpg_td3.Args(**{**TINY, "log_interval": 100},
                                           output_dir=str(tmp_path)))
     (path,) = tmp_path.iterdir()
+    out = capsys.readouterr().out
+    assert "the critic loss became non-finite (NaN or infinite) at step 200" in out
     assert summary["interrupted"] is True and summary["global_steps"] == 200
     assert read_csv(path / "updates.csv")[0]["critic_loss"] == "nan"
     assert (path / "summary.json").exists()
@@ -380,6 +518,17 @@ def test_same_seed_gives_the_same_episodes(tmp_path):
         **{**TINY, "total_timesteps": 1000, "num_envs": 2}, eval_episodes=0, output_dir=out)),
         tmp_path)
     assert len(rows) == 4  # 2 environments * 500 steps, the last two after 300 of learning
+
+
+def test_an_environment_of_ones_own_module_trains(fresh_env_module, tmp_path, check_run_folder):
+    # gym.make("my_envs:Slider-v0") imports my_envs, which registers Slider-v0 (time limit 20)
+    summary = ddpg_td3.main(ddpg_td3.Args(
+        env_id=f"{fresh_env_module}:Slider-v0", total_timesteps=60, learning_starts=20,
+        batch_size=8, hidden_size=8, log_interval=20, eval_episodes=1, output_dir=str(tmp_path)))
+    path, episodes, _ = check_run_folder(summary, str(tmp_path), "td3")
+    assert os.path.basename(path).startswith("my_envs-Slider-v0__")
+    assert summary["env_id"] == "my_envs:Slider-v0"
+    assert [e["episode_length"] for e in episodes] == ["20"] * 3
 
 
 def test_capture_video_records_each_evaluation_episode(tmp_path):
@@ -398,13 +547,18 @@ def bad_checkpoints(tmp_path):
     corrupt.write_bytes(b"this is not a checkpoint")
     mountain_car = tmp_path / "mountain_car.pt"
     args = ddpg_td3.resolve_algo(ddpg_td3.Args(env_id="MountainCarContinuous-v0", hidden_size=8))
-    ddpg_td3.save_checkpoint(mountain_car, ddpg_td3.Agent(2, 1, args, "cpu"), args)
+    ddpg_td3.save_checkpoint(mountain_car, ddpg_td3.Networks(2, 1, 8, args.twin_q), args)
     return {"missing": str(tmp_path / "missing.pt"), "corrupt": str(corrupt),
             "mountain_car": str(mountain_car)}
 
 
 @pytest.mark.parametrize("argv, message", [
     (["--env-id", "Pendulum-v9"], "unknown environment id 'Pendulum-v9'; did you mean Pendulum-v1"),
+    (["--env-id", "no_such_module:Slider-v0"], "cannot import module no_such_module of --env-id "
+                                               "no_such_module:Slider-v0 (ModuleNotFoundError"),
+    (["--env-id", "my_envs:Slider-v9"], "unknown environment id 'my_envs:Slider-v9': module "
+                                        "my_envs registers no environment Slider-v9; did you "
+                                        "mean Slider-v0"),
     (["--env-id", "CartPole-v1"], "Discrete action space; ddpg_td3.py needs continuous (Box) "
                                   "actions (for discrete ones use dqn.py or ppo.py)"),
     (["--env-id", "SpinTheBits-v0"], "MultiBinary action space"),
@@ -427,15 +581,15 @@ def bad_checkpoints(tmp_path):
     (["--tau", "0"], "--tau must be in (0, 1]"),
     (["--eval-checkpoint", "missing"], "does not exist"),
     (["--eval-checkpoint", "corrupt"], "is not a ddpg_td3.py model.pt"),
-    (["--eval-checkpoint", "mountain_car"],
-     "was made for MountainCarContinuous-v0, not Pendulum-v1; pass --env-id MountainCarContinuous-v0"),
+    (["--eval-checkpoint", "mountain_car"], "was made for MountainCarContinuous-v0, not "
+                                            "Pendulum-v1; pass --env-id MountainCarContinuous-v0"),
 ])
 def test_bad_input_is_one_line_and_exit_status_2(argv, message, check_usage_error, bad_checkpoints):
     check_usage_error("ddpg_td3.py", [bad_checkpoints.get(a, a) for a in argv], message)
 
 
 def test_help_lists_the_flags_with_their_docstrings(check_help):
-    check_help("ddpg_td3.py", ("--cuda", "--no-cuda", "--algo", "--twin-q", "--no-twin-q",
+    check_help("ddpg_td3.py", ("--cuda", "--no-cuda", "--algo", "--twin-q",
                                "--target-policy-noise", "--noise-clip", "--policy-delay",
                                "--exploration-noise", "--learning-starts", "--tau"),
                ("clipped double Q", "set by --algo"))
