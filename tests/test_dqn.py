@@ -143,49 +143,24 @@ def test_buffer_sample_is_reproducible_from_its_generator():
 
 
 # ---------------------------------------------------------------------------------------
-# The flat parameters, gradient clipping and the optimizer
+# The target network update by hand: theta' = 0 everywhere, theta = 4 everywhere
 # ---------------------------------------------------------------------------------------
-def test_flat_parameters_are_the_network_and_receive_its_gradients():
-    torch.manual_seed(0)
-    flat_net, plain_net = dqn.QNetwork(3, 2, 8), dqn.QNetwork(3, 2, 8)
-    plain_net.load_state_dict(flat_net.state_dict())
-    params, grads = dqn.flatten_parameters(flat_net)
-    assert params.shape == (3 * 8 + 8 + 8 * 8 + 8 + 8 * 2 + 2,)
-    obs = torch.randn(5, 3)
-    assert torch.equal(flat_net(obs), plain_net(obs))
-    for _ in range(2):  # the second backward accumulates into the same flat gradient
-        flat_net(obs).pow(2).sum().backward()
-        plain_net(obs).pow(2).sum().backward()
-    assert torch.allclose(grads, torch.cat([p.grad.flatten() for p in plain_net.parameters()]))
-    params.zero_()  # writing the flat vector writes the network
-    assert flat_net(obs).abs().sum() == 0
+def constant_network(value, obs_dim=1, num_actions=2, hidden_size=4):
+    net = dqn.QNetwork(obs_dim, num_actions, hidden_size)
+    for p in net.parameters():
+        torch.nn.init.constant_(p, value)
+    return net
 
 
-def test_clip_grad_norm_by_hand():
-    # g = [3, 4, 0]: ||g|| = 5; max_norm 1 scales by 1/5 -> [0.6, 0.8, 0]
-    grads = tensor(3.0, 4.0, 0.0)
-    assert dqn.clip_grad_norm(grads, 1.0).item() == approx(5.0)
-    assert grads.tolist() == approx([0.6, 0.8, 0.0])
-    dqn.clip_grad_norm(grads, 10.0)  # norm 1 < 10: unchanged
-    assert grads.tolist() == approx([0.6, 0.8, 0.0])
-
-
-def test_adam_matches_torch_optim_adam():
-    torch.manual_seed(0)
-    mine, reference = (dqn.QNetwork(3, 2, 16) for _ in range(2))
-    reference.load_state_dict(mine.state_dict())
-    params, grads = dqn.flatten_parameters(mine)
-    opt_mine = dqn.Adam(params, grads, lr=1e-2)
-    opt_ref = torch.optim.Adam(reference.parameters(), lr=1e-2, eps=1e-8)
-    obs, targets = torch.randn(16, 3), torch.randn(16, 2)
-    for _ in range(5):
-        for net, opt in ((mine, opt_mine), (reference, opt_ref)):
-            opt.zero_grad()
-            (net(obs) - targets).pow(2).mean().backward()
-            opt.step()
-    for p, q in zip(mine.parameters(), reference.parameters()):
-        assert torch.allclose(p, q, atol=1e-6)
-    assert not torch.allclose(mine(obs), dqn.QNetwork(3, 2, 16)(obs))  # it did move
+@pytest.mark.parametrize("tau, expected", [(1.0, 4.0), (0.25, 1.0)])
+def test_soft_update_by_hand(tau, expected):
+    # theta' <- tau*theta + (1 - tau)*theta'
+    #   tau = 1:    1*4 + 0*0 = 4, a copy
+    #   tau = 0.25: 0.25*4 + 0.75*0 = 1 (with tau and 1 - tau swapped it would be 3)
+    target, source = constant_network(0.0), constant_network(4.0)
+    dqn.soft_update(target, source, tau)
+    assert all(torch.all(p == expected) for p in target.parameters())
+    assert all(torch.all(p == 4.0) for p in source.parameters())  # the source is not moved
 
 
 # ---------------------------------------------------------------------------------------
@@ -285,7 +260,7 @@ def test_stop_at_return_stops_and_records_when(tmp_path):
 
 
 def test_interrupted_run_keeps_its_data(tmp_path, monkeypatch):
-    monkeypatch.setattr(dqn.Adam, "step", interrupt_on_call(150, dqn.Adam.step))
+    monkeypatch.setattr(torch.optim.Adam, "step", interrupt_on_call(150, torch.optim.Adam.step))
     summary = dqn.main(dqn.Args(total_timesteps=2000, learning_starts=100, train_frequency=1,
                                 gradient_steps=1, batch_size=16, log_interval=100, save_model=True,
                                 output_dir=str(tmp_path)))
