@@ -152,7 +152,7 @@ def test_save_and_load_round_trip(tmp_path):
     space = gym.spaces.Box(-1.0, 1.0, (2,))
     table = ql.QTable(np.arange(12.0).reshape(6, 2), low=[-1, -0.5], high=[1, 0.5], bins=[3, 2],
                       visits=np.arange(6))
-    table.save(tmp_path / "model.npz", "Some-v0", ql.Args(env_id="Some-v0"))
+    ql.save_checkpoint(tmp_path / "model.npz", table, ql.Args(env_id="Some-v0"))
     loaded = ql.load_checkpoint(str(tmp_path / "model.npz"), "Some-v0", space, gym.spaces.Discrete(2))
     assert (loaded.q == table.q).all() and (loaded.visits == table.visits).all()
     assert loaded.grid == ([-1.0, -0.5], [1.0, 0.5], [3, 2])
@@ -369,9 +369,9 @@ def bad_checkpoints(tmp_path):
     pickled = tmp_path / "pickled.npz"
     np.savez(pickled, q=np.array([{"a": 1}], dtype=object))
     lake = tmp_path / "lake.npz"
-    ql.QTable(np.zeros((16, 4))).save(lake, "FrozenLake-v1", ql.Args(env_id="FrozenLake-v1"))
+    ql.save_checkpoint(lake, ql.QTable(np.zeros((16, 4))), ql.Args(env_id="FrozenLake-v1"))
     wrong_shape = tmp_path / "wrong_shape.npz"
-    ql.QTable(np.zeros((16, 4))).save(wrong_shape, "Taxi-v4", ql.Args())
+    ql.save_checkpoint(wrong_shape, ql.QTable(np.zeros((16, 4))), ql.Args(env_id="Taxi-v4"))
     return {name: str(tmp_path / f"{name}.npz")
             for name in ("missing", "corrupt", "pickled", "lake", "wrong_shape")}
 
