@@ -471,7 +471,7 @@ def make_env(env_id, video_folder=None, max_episode_steps=None):
 def evaluate(table, env_id, episodes, seed, video_folder=None):
     """Greedy returns of `episodes` episodes, one after another in one environment seeded
     once; environments without a time limit are cut at EVAL_STEP_LIMIT steps."""
-    limit = None if gym.spec(env_id).max_episode_steps else EVAL_STEP_LIMIT
+    limit = None if gym.spec(env_id.rpartition(":")[2]).max_episode_steps else EVAL_STEP_LIMIT
     env = make_env(env_id, video_folder, limit)
     returns = np.zeros(episodes)
     for i in range(episodes):
