@@ -38,7 +38,7 @@ Run:
     python dqn.py --env-id CartPole-v1
     python dqn.py --env-id CartPole-v1 --no-double-dqn --loss huber
     python dqn.py --env-id Acrobot-v1
-    python dqn.py --env-id my_envs:GridWorld-v0     # an id registered by a module of yours
+    PYTHONPATH=tests python dqn.py --env-id my_envs:GridWorld-v0   # your own module's id
     python dqn.py --help
 
 Writes runs/<env_id>__dqn__<seed>__<unix_time>/ with config.json, episodes.csv,
@@ -441,7 +441,8 @@ def check_env(env_id):
             importlib.import_module(module)
         except Exception as e:  # a module of the user's: any error while importing it
             fail(f"cannot import module {module} of --env-id {env_id} "
-                 f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})")
+                 f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}); "
+                 f"try python -c 'import {module}' (is its folder on PYTHONPATH?)")
     if name not in gym.registry:
         close = difflib.get_close_matches(name, list(gym.registry), n=3, cutoff=0.5)
         hint = f"; did you mean {', '.join(close)}?" if close else "; see gymnasium.registry"

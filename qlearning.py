@@ -35,7 +35,7 @@ Run:
         --learning-rate 0.2 --anneal-lr --start-e 0 --end-e 0 --eval-episodes 100
     python qlearning.py --env-id CartPole-v1 --bins 1 1 6 12 \
         --obs-low -2.4 -3 -0.21 -3.5 --obs-high 2.4 3 0.21 3.5
-    python qlearning.py --env-id my_envs:GridCells-v0   # an id registered by a module of yours
+    PYTHONPATH=tests python qlearning.py --env-id my_envs:GridCells-v0   # your own module's id
     python qlearning.py --help
 
 Writes runs/<env_id>__qlearning__<seed>__<unix_time>/ with config.json, episodes.csv,
@@ -330,7 +330,8 @@ def check_env(env_id):
             importlib.import_module(module)
         except Exception as e:  # a module of the user's: any error while importing it
             fail(f"cannot import module {module} of --env-id {env_id} "
-                 f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})")
+                 f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}); "
+                 f"try python -c 'import {module}' (is its folder on PYTHONPATH?)")
     if name not in gym.registry:
         close = difflib.get_close_matches(name, list(gym.registry), n=3, cutoff=0.5)
         hint = f"; did you mean {', '.join(close)}?" if close else "; see gymnasium.registry"
