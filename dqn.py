@@ -18,6 +18,13 @@ A time-limit truncation is not a termination: the buffer stores the true final o
 (Gymnasium's info["final_obs"]) as s' and the target bootstraps from it; only a terminated
 step drops the bootstrap term.
 
+The optimizer is Adam with torch's default eps = 1e-8, as CleanRL's and Stable-Baselines3's
+DQN use it; the 2015 paper used RMSProp.
+
+The defaults update in bursts: every 64 environment steps, 32 gradient steps regress Q on
+targets from the target network, which is then copied from Q (C = 64, tau = 1), so each
+update fits the Bellman backup of the previous one, a little like fitted Q iteration.
+
 Papers:
     Mnih et al. 2013, "Playing Atari with Deep Reinforcement Learning", arXiv:1312.5602
     Mnih et al. 2015, "Human-level control through deep reinforcement learning", Nature 518
@@ -27,18 +34,16 @@ Papers:
         (the soft target update with tau)
     Pardo et al. 2018, "Time Limits in Reinforcement Learning", ICML 2018
 
-The defaults update in bursts: every 64 environment steps, 32 gradient steps regress Q on
-targets from the target network, which is then copied from Q (C = 64, tau = 1), so each
-update fits the Bellman backup of the previous one, a little like fitted Q iteration.
-
 Run:
     python dqn.py --env-id CartPole-v1
     python dqn.py --env-id CartPole-v1 --no-double-dqn --loss huber
     python dqn.py --env-id Acrobot-v1
+    PYTHONPATH=tests python dqn.py --env-id my_envs:GridWorld-v0   # your own module's id
     python dqn.py --help
 
 Writes runs/<env_id>__dqn__<seed>__<unix_time>/ with config.json, episodes.csv,
-updates.csv, learning_curve.png, summary.json, and model.pt with --save-model.
+updates.csv, learning_curve.png, summary.json, and model.pt with --save-model
+(CONTRIBUTING.md, "What a run writes").
 """
 
 # ---------------------------------------------------------------------------------------
@@ -46,6 +51,7 @@ updates.csv, learning_curve.png, summary.json, and model.pt with --save-model.
 # ---------------------------------------------------------------------------------------
 import csv
 import difflib
+import importlib
 import importlib.util
 import json
 import math
@@ -137,10 +143,6 @@ class Args:
     """environment steps between rows of updates.csv"""
 
 
-class UsageError(Exception):
-    """Bad input: reported as one line on stderr with exit status 2, before training."""
-
-
 # ---------------------------------------------------------------------------------------
 # The math
 # ---------------------------------------------------------------------------------------
@@ -203,6 +205,17 @@ def td_loss(q_values, actions, targets, loss="mse"):
     return F.mse_loss(q_taken, targets), q_taken
 
 
+@torch.no_grad()
+def soft_update(target_net, source_net, tau):
+    """Move every parameter of target_net a fraction tau of the way to source_net's, in
+    place (Polyak averaging; tau = 1 copies):
+
+        theta' <- tau * theta + (1 - tau) * theta'      (theta' of target_net, theta of source_net)
+    """
+    for target, source in zip(target_net.parameters(), source_net.parameters()):
+        target.lerp_(source, tau)
+
+
 class ReplayBuffer:
     """A ring buffer of the last `capacity` transitions (s, a, r, s', terminated) in
     preallocated NumPy arrays, so memory stays constant however long the run.
@@ -210,8 +223,8 @@ class ReplayBuffer:
     Row i holds one transition: obs s, action a, reward r, next_obs s' and the terminated
     flag. s' is the true final observation where the episode ended at that step (not the
     next episode's first one). Transitions of N environments arrive N rows at a time, in
-    environment order; capacity is a multiple of N, so a write never wraps mid-way. Writing
-    a row into NumPy costs about a microsecond; only the sampled batch goes to the device.
+    environment order; capacity is a multiple of N, so a write never wraps mid-way.
+    Only the sampled batch goes to the device.
     """
 
     def __init__(self, capacity, obs_shape, device, rng):
@@ -258,79 +271,183 @@ class QNetwork(nn.Module):
         return self.fc3(F.relu(self.fc2(F.relu(self.fc1(obs)))))
 
 
-def flatten_parameters(module):
-    """Move the module's parameters into one flat tensor and their gradients into another,
-    each parameter and its .grad becoming a view of a slice of them; returns (params,
-    grads), each [P] with P the number of weights. Backward accumulates into the existing
-    .grad views in place, so grads.zero_() clears them all.
-
-    Adam, gradient clipping and the target update then take a handful of tensor operations
-    on the whole network instead of a handful per layer: on a small MLP that per-operation
-    overhead, not the arithmetic, is most of a gradient step. Call it after .to(device).
-    """
-    tensors = list(module.parameters())
-    params = torch.cat([p.detach().reshape(-1) for p in tensors])
-    grads = torch.zeros_like(params)
-    offset = 0
-    for p in tensors:
-        n = p.numel()
-        p.data = params[offset:offset + n].view_as(p)
-        p.grad = grads[offset:offset + n].view_as(p)
-        offset += n
-    return params, grads
-
-
-def clip_grad_norm(grads, max_norm):
-    """g <- g * min(1, max_norm / ||g||) on the flat gradient g, without reading the norm
-    back to Python (no device sync). Returns ||g||."""
-    norm = torch.linalg.vector_norm(grads)
-    grads.mul_(torch.clamp(max_norm / (norm + 1e-6), max=1.0))
-    return norm
-
-
-class Adam:
-    """Adam (Kingma & Ba 2015) on a flat parameter vector, the same update as
-    torch.optim.Adam written out: the first use of torch.optim imports torch._dynamo, about
-    a second, a noticeable part of this script's whole CartPole run. With gradient g, at
-    step k (all operations elementwise):
-
-        m <- beta1 * m + (1 - beta1) * g          v <- beta2 * v + (1 - beta2) * g^2
-        p <- p - lr * (m / (1 - beta1^k)) / (sqrt(v / (1 - beta2^k)) + eps)
-    """
-
-    def __init__(self, params, grads, lr, betas=(0.9, 0.999), eps=1e-8):
-        self.params, self.grads = params, grads
-        self.lr, self.betas, self.eps, self.k = lr, betas, eps, 0
-        self.m, self.v = torch.zeros_like(params), torch.zeros_like(params)
-
-    def zero_grad(self):
-        self.grads.zero_()
-
-    @torch.no_grad()
-    def step(self):
-        beta1, beta2 = self.betas
-        self.k += 1
-        step_size = self.lr / (1 - beta1 ** self.k)
-        v_correction = math.sqrt(1 - beta2 ** self.k)
-        self.m.lerp_(self.grads, 1 - beta1)
-        self.v.mul_(beta2).addcmul_(self.grads, self.grads, value=1 - beta2)
-        self.params.addcdiv_(self.m, (self.v.sqrt() / v_correction).add_(self.eps),
-                             value=-step_size)
+def greedy_actions(q_network, obs):
+    """argmax_a Q(s, a) for a NumPy batch of observations [N, obs_dim], as a NumPy array [N]."""
+    device = next(q_network.parameters()).device
+    with torch.no_grad():
+        q_values = q_network(torch.as_tensor(obs, dtype=torch.float32, device=device))
+    return q_values.argmax(dim=1).cpu().numpy()
 
 
 # ---------------------------------------------------------------------------------------
-# Environments, evaluation, plotting, saving and loading
+# Training
 # ---------------------------------------------------------------------------------------
+def train(args, envs, q_network, target_network, run):
+    """The DQN loop: act epsilon-greedily in the N environments and store every transition;
+    every --train-frequency environment steps take --gradient-steps gradient steps on
+    minibatches replayed from the buffer, and every --target-network-frequency steps move
+    the target network towards the online one. The run writer records episodes, log rows
+    and the summary; the loop stops early at --stop-at-return or at a non-finite loss."""
+    device = next(q_network.parameters()).device
+    # torch's default eps, as CleanRL's and Stable-Baselines3's DQN (the paper: RMSProp)
+    optimizer = torch.optim.Adam(q_network.parameters(), lr=args.learning_rate, eps=1e-8)
+    rng = np.random.default_rng(args.seed)  # exploration and replay sampling
+    num_actions = envs.single_action_space.n
+    num_iterations = args.total_timesteps // args.num_envs
+    # never larger than the run needs: num_iterations steps of num_envs transitions
+    buffer = ReplayBuffer(min(args.buffer_size, num_iterations * args.num_envs),
+                          envs.single_observation_space.shape, device, rng)
+    exploration_steps = args.exploration_fraction * args.total_timesteps
+    global_step, gradient_step, losses, q_means = 0, 0, [], []
+
+    obs, _ = envs.reset(seed=args.seed)
+    for iteration in range(num_iterations):
+        # Act: epsilon-greedy, the network consulted only when some environment needs it.
+        epsilon = linear_schedule(args.start_e, args.end_e, exploration_steps, global_step)
+        explore = rng.random(args.num_envs) < epsilon
+        actions = rng.integers(num_actions, size=args.num_envs)
+        if not explore.all():
+            actions = np.where(explore, actions, greedy_actions(q_network, obs))
+        next_obs, rewards, terminated, truncated, info = envs.step(actions)
+        global_step += args.num_envs
+        run.summary["global_steps"] = global_step
+
+        # Store: where an episode ended, s' is its true final observation (a truncated step
+        # bootstraps from it), not the next episode's first one that autoreset returned.
+        real_next_obs = next_obs.copy()
+        for i in np.flatnonzero(info.get("_final_obs", [])):
+            real_next_obs[i] = info["final_obs"][i]
+        buffer.add(obs, real_next_obs, actions, rewards, terminated)
+        obs = next_obs
+        for i in np.flatnonzero(info.get("_episode", [])):
+            run.episode(global_step, info["episode"]["r"][i], info["episode"]["l"][i])
+        if run.solved(args.stop_at_return, global_step):
+            break
+        if global_step <= args.learning_starts:
+            continue
+
+        # Learn: gradient steps on minibatches sampled uniformly from the replay buffer.
+        for _ in range(crossings(global_step, args.num_envs, args.train_frequency)
+                       * args.gradient_steps):
+            b_obs, b_actions, b_rewards, b_next_obs, b_terminated = buffer.sample(args.batch_size)
+            with torch.no_grad():  # the target is a fixed regression label
+                next_q_online = q_network(b_next_obs) if args.double_dqn else None
+                targets = dqn_targets(b_rewards, target_network(b_next_obs), b_terminated,
+                                      args.gamma, next_q_online)
+            loss, q_taken = td_loss(q_network(b_obs), b_actions, targets, args.loss)
+            optimizer.zero_grad()
+            loss.backward()
+            nn.utils.clip_grad_norm_(q_network.parameters(), args.max_grad_norm)
+            optimizer.step()
+            gradient_step += 1
+            losses.append(loss.item())
+            q_means.append(q_taken.mean().item())
+        # The target network, the step that is easy to forget: every C environment steps.
+        for _ in range(crossings(global_step, args.num_envs, args.target_network_frequency)):
+            soft_update(target_network, q_network, args.tau)
+
+        # Log: a row of updates.csv every --log-interval steps and after the last step.
+        last = iteration == num_iterations - 1
+        if losses and (crossings(global_step, args.num_envs, args.log_interval) or last):
+            loss_mean = float(np.mean(losses))
+            if not math.isfinite(loss_mean):
+                run.stop(f"the loss became non-finite ({loss_mean}) at step {global_step}; "
+                         "try a lower --learning-rate")
+                break
+            run.log(global_step, {"epsilon": round(epsilon, 6), "loss": loss_mean,
+                                  "q_mean": float(np.mean(q_means)),
+                                  "gradient_steps": gradient_step, "buffer_size": buffer.size},
+                    last)
+            losses, q_means = [], []
+
+
+def main(args: Args) -> dict:
+    """Train DQN (or, with --eval-checkpoint, evaluate a saved model), write the run
+    folder and return the summary."""
+    check_args(args)
+    obs_shape, num_actions = check_env(args.env_id)
+    checkpoint = None
+    if args.eval_checkpoint is not None:
+        checkpoint = load_checkpoint(args.eval_checkpoint, args.env_id)
+        args = replace(args, hidden_size=checkpoint["args"]["hidden_size"])
+    device = seed_and_pick_device(args)  # on the CPU also one thread, denormals flushed
+    q_network = QNetwork(obs_shape[0], num_actions, args.hidden_size).to(device)
+    if checkpoint is not None:
+        load_weights(q_network, checkpoint, args)
+    run = RunWriter(args, device)
+    print(f"{SCRIPT}: {args.env_id}, seed {args.seed}, device {device}")
+    if checkpoint is None:
+        target_network = QNetwork(obs_shape[0], num_actions, args.hidden_size).to(device)
+        target_network.load_state_dict(q_network.state_dict())
+        envs = make_vector_env(args.env_id, args.num_envs)
+        try:
+            train(args, envs, q_network, target_network, run)
+        except KeyboardInterrupt:
+            run.stop("interrupted")
+        finally:
+            envs.close()
+    return finish(args, run, q_network, trained=checkpoint is None)
+
+
+# ---------------------------------------------------------------------------------------
+# Plumbing: checks, run folder, evaluation, checkpoints (not needed to follow the algorithm)
+# ---------------------------------------------------------------------------------------
+class UsageError(Exception):
+    """Bad input: reported as one line on stderr with exit status 2, before training
+    (CONTRIBUTING.md, "Bad input")."""
+
+
 def fail(message):
     raise UsageError(message)
 
 
+def check_args(args):
+    """Everything a user can get wrong in the flags alone, checked before any environment runs."""
+    for name in ("total_timesteps", "num_envs", "buffer_size", "batch_size",
+                 "target_network_frequency", "train_frequency", "gradient_steps", "hidden_size",
+                 "log_interval", "learning_rate", "max_grad_norm"):
+        if not getattr(args, name) > 0:
+            fail(f"--{name.replace('_', '-')} must be positive, got {getattr(args, name)}")
+    for name in ("gamma", "start_e", "end_e", "exploration_fraction"):
+        if not 0.0 <= getattr(args, name) <= 1.0:
+            fail(f"--{name.replace('_', '-')} must be in [0, 1], got {getattr(args, name)}")
+    if not 0.0 < args.tau <= 1.0:
+        fail(f"--tau must be in (0, 1], got {args.tau}")
+    for name in ("learning_starts", "eval_episodes"):
+        if getattr(args, name) < 0:
+            fail(f"--{name.replace('_', '-')} must be 0 or more, got {getattr(args, name)}")
+    if args.buffer_size < args.batch_size:
+        fail(f"--buffer-size {args.buffer_size} is smaller than one batch (--batch-size "
+             f"{args.batch_size}); raise it or shrink the batch")
+    if args.buffer_size % args.num_envs:
+        fail(f"--buffer-size {args.buffer_size} is not divisible by --num-envs "
+             f"{args.num_envs}; pick a multiple of {args.num_envs}")
+    if args.eval_checkpoint is None and args.total_timesteps < args.num_envs:
+        fail(f"--total-timesteps {args.total_timesteps} is less than one step of the "
+             f"{args.num_envs} environments; raise it")
+    if args.eval_checkpoint is None and args.learning_starts >= args.total_timesteps:
+        fail(f"--learning-starts {args.learning_starts} is not below --total-timesteps "
+             f"{args.total_timesteps}: the network would never train; lower it")
+    if args.capture_video and importlib.util.find_spec("moviepy") is None:
+        fail("--capture-video needs moviepy: pip install moviepy")
+
+
 def check_env(env_id):
-    """Build one environment to check its spaces; returns (obs_shape, number of actions)."""
-    if env_id not in gym.registry:
-        close = difflib.get_close_matches(env_id, list(gym.registry), n=3, cutoff=0.5)
+    """Check the id (`module:EnvId` imports the module first, as gym.make does) and build one
+    environment to check its spaces; returns (obs_shape, number of actions)."""
+    module, _, name = env_id.rpartition(":")
+    if module:
+        try:
+            importlib.import_module(module)
+        except Exception as e:  # a module of the user's: any error while importing it
+            fail(f"cannot import module {module} of --env-id {env_id} "
+                 f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}); "
+                 f"try python -c 'import {module}' (is its folder on PYTHONPATH?)")
+    if name not in gym.registry:
+        close = difflib.get_close_matches(name, list(gym.registry), n=3, cutoff=0.5)
         hint = f"; did you mean {', '.join(close)}?" if close else "; see gymnasium.registry"
-        fail(f"unknown environment id {env_id!r}{hint}")
+        where = f" (module {module} registers no environment {name})" if module else ""
+        fail(f"unknown environment id {env_id!r}{where}{hint}")
     try:
         env = gym.make(env_id)
     except (gym.error.Error, ImportError) as e:
@@ -352,40 +469,18 @@ def check_env(env_id):
     return obs_space.shape, int(action_space.n)
 
 
-def check_args(args):
-    """Everything a user can get wrong, checked before any environment runs."""
-    for name in ("total_timesteps", "num_envs", "buffer_size", "batch_size",
-                 "target_network_frequency", "train_frequency", "gradient_steps", "hidden_size",
-                 "log_interval"):
-        if getattr(args, name) <= 0:
-            fail(f"--{name.replace('_', '-')} must be positive, got {getattr(args, name)}")
-    for name in ("learning_rate", "max_grad_norm"):
-        if not getattr(args, name) > 0:
-            fail(f"--{name.replace('_', '-')} must be positive, got {getattr(args, name)}")
-    for name in ("gamma", "start_e", "end_e", "exploration_fraction"):
-        if not 0.0 <= getattr(args, name) <= 1.0:
-            fail(f"--{name.replace('_', '-')} must be in [0, 1], got {getattr(args, name)}")
-    if not 0.0 < args.tau <= 1.0:
-        fail(f"--tau must be in (0, 1], got {args.tau}")
-    if args.learning_starts < 0:
-        fail(f"--learning-starts must be 0 or more, got {args.learning_starts}")
-    if args.eval_episodes < 0:
-        fail(f"--eval-episodes must be 0 or more, got {args.eval_episodes}")
-    if args.buffer_size < args.batch_size:
-        fail(f"--buffer-size {args.buffer_size} is smaller than one batch (--batch-size "
-             f"{args.batch_size}); raise it or shrink the batch")
-    if args.buffer_size % args.num_envs:
-        fail(f"--buffer-size {args.buffer_size} is not divisible by --num-envs "
-             f"{args.num_envs}; pick a multiple of {args.num_envs}")
-    if args.eval_checkpoint is None:
-        if args.total_timesteps < args.num_envs:
-            fail(f"--total-timesteps {args.total_timesteps} is less than one step of the "
-                 f"{args.num_envs} environments; raise it")
-        if args.learning_starts >= args.total_timesteps:
-            fail(f"--learning-starts {args.learning_starts} is not below --total-timesteps "
-                 f"{args.total_timesteps}: the network would never train; lower it")
-    if args.capture_video and importlib.util.find_spec("moviepy") is None:
-        fail("--capture-video needs moviepy: pip install moviepy")
+def seed_and_pick_device(args):
+    """Seed Python, NumPy and torch; return the device. On the CPU, a small MLP runs faster
+    on one thread, and flushing denormal numbers to zero makes each Adam step faster: the
+    first moments of dead ReLU units decay into denormals, which x86 handles slowly."""
+    random.seed(args.seed)
+    np.random.seed(args.seed)
+    torch.manual_seed(args.seed)
+    device = torch.device("cuda" if args.cuda and torch.cuda.is_available() else "cpu")
+    if device.type == "cpu":
+        torch.set_num_threads(1)
+        torch.set_flush_denormal(True)
+    return device
 
 
 def make_vector_env(env_id, num_envs, video_folder=None):
@@ -408,21 +503,14 @@ def make_vector_env(env_id, num_envs, video_folder=None):
     return gym.wrappers.vector.RecordEpisodeStatistics(envs)
 
 
-def greedy_actions(q_network, obs, device):
-    """argmax_a Q(s, a) for a NumPy batch of observations, as a NumPy array."""
-    with torch.inference_mode():
-        obs = torch.from_numpy(np.asarray(obs, dtype=np.float32)).to(device)
-        return q_network(obs).argmax(dim=1).cpu().numpy()
-
-
-def evaluate(q_network, env_id, episodes, seed, device, video_folder=None):
+def evaluate(q_network, env_id, episodes, seed, video_folder=None):
     """Greedy returns of `episodes` episodes, one per environment of a vector env, all at
     once."""
     envs = make_vector_env(env_id, episodes, video_folder)
     obs, _ = envs.reset(seed=seed)
     returns = np.full(episodes, np.nan)
     while np.isnan(returns).any():
-        obs, _, _, _, info = envs.step(greedy_actions(q_network, obs, device))
+        obs, _, _, _, info = envs.step(greedy_actions(q_network, obs))
         if "_episode" in info:
             first = info["_episode"] & np.isnan(returns)
             returns[first] = info["episode"]["r"][first]
@@ -431,82 +519,101 @@ def evaluate(q_network, env_id, episodes, seed, device, video_folder=None):
 
 
 class RunWriter:
-    """The run folder: config.json, episodes.csv, updates.csv as training goes (flushed,
-    so an interrupted run keeps them), then learning_curve.png and summary.json."""
-
-    EPISODE_FIELDS = ["global_step", "wall_time", "episode_return", "episode_length"]
+    """The run folder (CONTRIBUTING.md, "What a run writes"): config.json at once,
+    episodes.csv and updates.csv row by row (flushed, so an interrupted run keeps them),
+    and the summary, which finish() writes with the learning curve."""
 
     def __init__(self, args, device):
-        name = f"{args.env_id.replace('/', '-')}__{args.exp_name}__{args.seed}__{int(time.time())}"
-        self.path = os.path.join(args.output_dir, name)
-        suffix = 1
-        while True:
-            try:
-                os.makedirs(self.path)
-                break
-            except FileExistsError:
-                suffix += 1
-                self.path = os.path.join(args.output_dir, f"{name}-{suffix}")
-            except OSError as e:
-                fail(f"cannot create the run folder {self.path}: {e.strerror}")
-        config = {**asdict(args), "device": str(device), "versions": {
-            "torch": torch.__version__, "gymnasium": gym.__version__, "numpy": np.__version__,
-            "python": sys.version.split()[0]}}
-        self.write_json("config.json", config)
-        self.episodes = []
-        self._files = []
-        self._episode_csv = self._open_csv("episodes.csv", self.EPISODE_FIELDS)
-        self._update_csv = None
+        env_name = args.env_id.replace("/", "-").replace(":", "-")
+        name = f"{env_name}__{args.exp_name}__{args.seed}__{int(time.time())}"
+        self.path, suffix = os.path.join(args.output_dir, name), 1
+        while os.path.exists(self.path):  # two runs started in the same second
+            suffix += 1
+            self.path = os.path.join(args.output_dir, f"{name}-{suffix}")
+        try:
+            os.makedirs(self.path)
+        except OSError as e:
+            fail(f"cannot create the run folder {self.path}: {e.strerror}")
+        self.write_json("config.json", {**asdict(args), "device": str(device), "versions": {
+            "torch": torch.__version__, "gymnasium": gym.__version__,
+            "numpy": np.__version__, "python": sys.version.split()[0]}})
+        self.summary = dict.fromkeys(("algorithm", "env_id", "seed", "global_steps",
+                                      "wall_time_s", "train_return_last20", "eval_return_mean",
+                                      "eval_return_std", "eval_episodes", "solved_at_step",
+                                      "solved_at_time_s", "interrupted"))
+        self.summary.update(algorithm="dqn", env_id=args.env_id, seed=args.seed, global_steps=0,
+                            eval_episodes=args.eval_episodes, interrupted=False)
+        self.start, self.last_print, self.last20 = time.time(), 0.0, deque(maxlen=20)
+        self.episodes, self.files, self.writers = [], [], {}
+        self.csv_writer("episodes.csv", ["global_step", "wall_time", "episode_return",
+                                         "episode_length"])
 
-    def _open_csv(self, filename, fields):
-        f = open(os.path.join(self.path, filename), "w", newline="")
-        self._files.append(f)
-        writer = csv.DictWriter(f, fieldnames=fields)
-        writer.writeheader()
-        f.flush()
-        return f, writer
+    def csv_writer(self, filename, fields):
+        if filename not in self.writers:
+            self.files.append(open(os.path.join(self.path, filename), "w", newline=""))
+            self.writers[filename] = csv.DictWriter(self.files[-1], fieldnames=fields)
+            self.writers[filename].writeheader()
+        return self.writers[filename]
 
     def write_json(self, filename, data):
         with open(os.path.join(self.path, filename), "w") as f:
             json.dump(data, f, indent=2)
 
-    def episode(self, global_step, wall_time, episode_return, episode_length):
-        row = dict(zip(self.EPISODE_FIELDS, (global_step, round(wall_time, 4),
-                                             float(episode_return), int(episode_length))))
+    def episode(self, global_step, episode_return, episode_length):
+        row = {"global_step": global_step, "wall_time": round(time.time() - self.start, 4),
+               "episode_return": float(episode_return), "episode_length": int(episode_length)}
         self.episodes.append(row)
-        self._episode_csv[1].writerow(row)
+        self.last20.append(row["episode_return"])
+        self.writers["episodes.csv"].writerow(row)
 
-    def update(self, row):
-        if self._update_csv is None:
-            self._update_csv = self._open_csv("updates.csv", list(row))
-        self._update_csv[1].writerow(row)
-        for f in self._files:
+    def solved(self, threshold, global_step):
+        """True, and the step and time recorded, once the mean of the last 20 training
+        returns reaches --stop-at-return."""
+        if threshold is None or len(self.last20) < 20 or sum(self.last20) / 20 < threshold:
+            return False
+        self.summary.update(solved_at_step=global_step,
+                            solved_at_time_s=round(time.time() - self.start, 3))
+        return True
+
+    def log(self, global_step, diagnostics, last=False):
+        """A row of updates.csv; a progress line every 2 seconds and at the end."""
+        now = time.time() - self.start
+        row = {"global_step": global_step, "wall_time": round(now, 4),
+               "sps": int(global_step / now), **diagnostics}
+        self.csv_writer("updates.csv", list(row)).writerow(row)
+        for f in self.files:
             f.flush()
+        if now - self.last_print >= 2.0 or last:
+            self.last_print = now
+            recent = f"{np.mean(self.last20):.1f}" if self.last20 else "n/a"
+            print(f"step {global_step:>9} | sps {row['sps']:>6} | epsilon "
+                  f"{diagnostics['epsilon']:.3f} | return (last 20) {recent}")
 
-    def close(self):
-        for f in self._files:
-            f.close()
+    def stop(self, reason):
+        """Ctrl-C or a non-finite loss: the run ends here, its files still written."""
+        print(f"{SCRIPT}: {reason}; stopping and writing what the run has so far")
+        self.summary["interrupted"] = True
 
-    def plot(self, title):
-        """Episode return against environment steps: raw points faded, a moving average of
-        20 episodes on top."""
-        steps = np.array([e["global_step"] for e in self.episodes])
-        returns = np.array([e["episode_return"] for e in self.episodes])
-        fig = Figure(figsize=(7, 4), dpi=100)
-        ax = fig.add_subplot()
-        ax.scatter(steps, returns, s=6, alpha=0.25, color="tab:blue", label="episode return")
-        if len(returns):
-            window = min(20, len(returns))
-            smooth = np.convolve(returns, np.ones(window) / window, mode="valid")
-            ax.plot(steps[window - 1:], smooth, color="tab:blue", lw=2,
-                    label=f"mean of last {window}")
-            ax.legend(loc="lower right")
-        ax.set(xlabel="environment steps", ylabel="episode return", title=title)
-        ax.grid(alpha=0.3)
-        fig.tight_layout()
-        path = os.path.join(self.path, "learning_curve.png")
-        fig.savefig(path)
-        return path
+
+def plot_curve(run, title):
+    """learning_curve.png: episode return against environment steps, raw points faded, a
+    moving average of 20 episodes on top. Returns its path."""
+    steps = np.array([e["global_step"] for e in run.episodes])
+    returns = np.array([e["episode_return"] for e in run.episodes])
+    fig = Figure(figsize=(7, 4), dpi=100)
+    ax = fig.add_subplot()
+    ax.scatter(steps, returns, s=6, alpha=0.25, color="tab:blue", label="episode return")
+    if len(returns):
+        window = min(20, len(returns))
+        smooth = np.convolve(returns, np.ones(window) / window, mode="valid")
+        ax.plot(steps[window - 1:], smooth, color="tab:blue", lw=2, label=f"mean of last {window}")
+        ax.legend(loc="lower right")
+    ax.set(xlabel="environment steps", ylabel="episode return", title=title)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    path = os.path.join(run.path, "learning_curve.png")
+    fig.savefig(path)
+    return path
 
 
 def save_checkpoint(path, q_network, args):
@@ -531,174 +638,39 @@ def load_checkpoint(path, env_id):
     return checkpoint
 
 
-def finish(args, run, summary, q_network, device, start, trained=True):
-    """Evaluate greedily, save the model if asked, write summary.json and the curve, and
-    print the closing line. An interrupted run skips the evaluation."""
-    recent = [e["episode_return"] for e in run.episodes[-20:]]
-    summary["train_return_last20"] = float(np.mean(recent)) if recent else None
-    summary["wall_time_s"] = round(time.time() - start, 3)
+def load_weights(q_network, checkpoint, args):
+    try:
+        q_network.load_state_dict(checkpoint["q_network"])
+    except (RuntimeError, KeyError, AttributeError) as e:
+        fail(f"checkpoint {args.eval_checkpoint} does not fit {args.env_id}'s network: "
+             f"{str(e).splitlines()[0]}")
+
+
+def finish(args, run, q_network, trained=True):
+    """Evaluate greedily (not after an interrupted run), save the model if asked, write
+    summary.json and the curve, print the closing line; returns the summary."""
+    summary = run.summary
+    summary["train_return_last20"] = float(np.mean(run.last20)) if run.last20 else None
+    summary["wall_time_s"] = round(time.time() - run.start, 3)
     if args.eval_episodes and not summary["interrupted"]:
         video_folder = os.path.join(run.path, "videos") if args.capture_video else None
         returns = evaluate(q_network, args.env_id, args.eval_episodes, args.seed + 100_000,
-                           device, video_folder)
-        summary["eval_return_mean"] = float(returns.mean())
-        summary["eval_return_std"] = float(returns.std())
+                           video_folder)
+        summary.update(eval_return_mean=float(returns.mean()), eval_return_std=float(returns.std()))
     if args.save_model and trained:
         save_checkpoint(os.path.join(run.path, "model.pt"), q_network, args)
-    run.close()
+    for f in run.files:
+        f.close()
     run.write_json("summary.json", summary)
     closing = f"{SCRIPT}: run folder {run.path}"
     for key in ("global_steps", "train_return_last20", "eval_return_mean", "solved_at_step"):
         value = summary[key]
         closing += f" | {key} {value:.2f}" if isinstance(value, float) else f" | {key} {value}"
     if trained:
-        closing += f" | learning curve {run.plot(f'{SCRIPT} on {args.env_id}, seed {args.seed}')}"
+        title = f"{SCRIPT} on {args.env_id}, seed {args.seed}"
+        closing += f" | learning curve {plot_curve(run, title)}"
     print(closing)
     return summary
-
-
-# ---------------------------------------------------------------------------------------
-# Training
-# ---------------------------------------------------------------------------------------
-def main(args: Args) -> dict:
-    """Train DQN (or, with --eval-checkpoint, evaluate a saved model), write the run
-    folder and return the summary."""
-    check_args(args)
-    obs_shape, num_actions = check_env(args.env_id)
-    checkpoint = None
-    if args.eval_checkpoint is not None:
-        checkpoint = load_checkpoint(args.eval_checkpoint, args.env_id)
-        args = replace(args, hidden_size=checkpoint["args"]["hidden_size"])
-
-    random.seed(args.seed)
-    np.random.seed(args.seed)
-    torch.manual_seed(args.seed)
-    rng = np.random.default_rng(args.seed)  # exploration
-    device = torch.device("cuda" if args.cuda and torch.cuda.is_available() else "cpu")
-    if device.type == "cpu":
-        torch.set_num_threads(1)  # a small MLP runs faster without the thread pool
-        # Adam's first moments of dead ReLU units decay into denormal numbers, which x86
-        # handles on a slow path: flushing them to 0 made Adam's step ~3x faster here.
-        torch.set_flush_denormal(True)
-    q_network = QNetwork(obs_shape[0], num_actions, args.hidden_size).to(device)
-    if checkpoint is not None:
-        try:
-            q_network.load_state_dict(checkpoint["q_network"])
-        except (RuntimeError, KeyError, AttributeError) as e:
-            fail(f"checkpoint {args.eval_checkpoint} does not fit {args.env_id}'s network: "
-                 f"{str(e).splitlines()[0]}")
-    run = RunWriter(args, device)
-    print(f"{SCRIPT}: {args.env_id}, seed {args.seed}, device {device}")
-    summary = {"algorithm": "dqn", "env_id": args.env_id, "seed": args.seed, "global_steps": 0,
-               "wall_time_s": None, "train_return_last20": None, "eval_return_mean": None,
-               "eval_return_std": None, "eval_episodes": args.eval_episodes,
-               "solved_at_step": None, "solved_at_time_s": None, "interrupted": False}
-    start = time.time()
-    if checkpoint is not None:
-        return finish(args, run, summary, q_network, device, start, trained=False)
-
-    envs = make_vector_env(args.env_id, args.num_envs)
-    target_network = QNetwork(obs_shape[0], num_actions, args.hidden_size).to(device)
-    params, grads = flatten_parameters(q_network)
-    target_params, _ = flatten_parameters(target_network)
-    target_params.copy_(params)
-    optimizer = Adam(params, grads, lr=args.learning_rate)
-    num_iterations = args.total_timesteps // args.num_envs
-    # never larger than the run needs: num_iterations steps of num_envs transitions
-    buffer = ReplayBuffer(min(args.buffer_size, num_iterations * args.num_envs), obs_shape,
-                          device, rng)
-    exploration_steps = args.exploration_fraction * args.total_timesteps
-    last20 = deque(maxlen=20)
-    global_step, gradient_step, last_print, epsilon = 0, 0, start, args.start_e
-    # Sums over the gradient steps since the last row of updates.csv, kept on the device
-    # so that no step waits for a value to come back to Python.
-    loss_sum, q_sum, steps_since_row = torch.zeros((), device=device), torch.zeros((), device=device), 0
-
-    obs, _ = envs.reset(seed=args.seed)
-    try:
-        for iteration in range(num_iterations):
-            # Act: epsilon-greedy, the network consulted only when some environment needs it.
-            epsilon = linear_schedule(args.start_e, args.end_e, exploration_steps, global_step)
-            explore = rng.random(args.num_envs) < epsilon
-            actions = rng.integers(num_actions, size=args.num_envs)
-            if not explore.all():
-                actions = np.where(explore, actions, greedy_actions(q_network, obs, device))
-            next_obs, rewards, terminated, truncated, info = envs.step(actions)
-            global_step += args.num_envs
-
-            # Store: where an episode ended, s' is its true final observation, not the
-            # first observation of the next episode that SAME_STEP autoreset returned.
-            real_next_obs = next_obs
-            if "final_obs" in info:
-                real_next_obs = next_obs.copy()
-                for i in np.flatnonzero(info["_final_obs"]):
-                    real_next_obs[i] = info["final_obs"][i]
-            buffer.add(obs, real_next_obs, actions, rewards, terminated)
-            obs = next_obs
-
-            if "_episode" in info:
-                for i in np.flatnonzero(info["_episode"]):
-                    last20.append(info["episode"]["r"][i])
-                    run.episode(global_step, time.time() - start, info["episode"]["r"][i],
-                                info["episode"]["l"][i])
-                if (args.stop_at_return is not None and len(last20) == 20
-                        and np.mean(last20) >= args.stop_at_return):
-                    summary["solved_at_step"] = global_step
-                    summary["solved_at_time_s"] = round(time.time() - start, 3)
-                    break
-
-            if global_step <= args.learning_starts:
-                continue
-
-            # Learn: gradient steps on minibatches sampled from the replay buffer.
-            for _ in range(crossings(global_step, args.num_envs, args.train_frequency)
-                           * args.gradient_steps):
-                b_obs, b_actions, b_rewards, b_next_obs, b_terminated = buffer.sample(args.batch_size)
-                with torch.no_grad():
-                    targets = dqn_targets(b_rewards, target_network(b_next_obs), b_terminated,
-                                          args.gamma,
-                                          q_network(b_next_obs) if args.double_dqn else None)
-                loss, q_taken = td_loss(q_network(b_obs), b_actions, targets, args.loss)
-                optimizer.zero_grad()
-                loss.backward()
-                clip_grad_norm(grads, args.max_grad_norm)
-                optimizer.step()
-                gradient_step += 1
-                steps_since_row += 1
-                loss_sum += loss.detach()
-                q_sum += q_taken.detach().mean()
-            for _ in range(crossings(global_step, args.num_envs, args.target_network_frequency)):
-                target_params.lerp_(params, args.tau)  # theta' <- tau*theta + (1 - tau)*theta'
-
-            last_iteration = iteration == num_iterations - 1
-            if steps_since_row and (crossings(global_step, args.num_envs, args.log_interval) or last_iteration):
-                mean_loss = loss_sum.item() / steps_since_row
-                if not math.isfinite(mean_loss):
-                    print(f"{SCRIPT}: the loss became NaN at step {global_step}; stopping "
-                          "(try a lower --learning-rate)")
-                    summary["interrupted"] = True
-                    break
-                now = time.time()
-                sps = int(global_step / (now - start))
-                run.update({"global_step": global_step, "wall_time": round(now - start, 4),
-                            "sps": sps, "epsilon": round(epsilon, 6), "loss": mean_loss,
-                            "q_mean": q_sum.item() / steps_since_row,
-                            "gradient_steps": gradient_step, "buffer_size": buffer.size})
-                loss_sum.zero_()
-                q_sum.zero_()
-                steps_since_row = 0
-                if now - last_print >= 2.0 or last_iteration:
-                    last_print = now
-                    recent = f"{np.mean(last20):.1f}" if last20 else "n/a"
-                    print(f"step {global_step:>9} | sps {sps:>6} | epsilon {epsilon:.3f} | "
-                          f"return (last 20) {recent}")
-    except KeyboardInterrupt:
-        print(f"{SCRIPT}: interrupted; writing what the run has so far")
-        summary["interrupted"] = True
-    finally:
-        envs.close()
-    summary["global_steps"] = global_step
-    return finish(args, run, summary, q_network, device, start)
 
 
 if __name__ == "__main__":

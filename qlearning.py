@@ -35,12 +35,13 @@ Run:
         --learning-rate 0.2 --anneal-lr --start-e 0 --end-e 0 --eval-episodes 100
     python qlearning.py --env-id CartPole-v1 --bins 1 1 6 12 \
         --obs-low -2.4 -3 -0.21 -3.5 --obs-high 2.4 3 0.21 3.5
+    PYTHONPATH=tests python qlearning.py --env-id my_envs:GridCells-v0   # your own module's id
     python qlearning.py --help
 
 Writes runs/<env_id>__qlearning__<seed>__<unix_time>/ with config.json, episodes.csv,
 updates.csv, learning_curve.png (beside the curve, a heat map of the greedy policy when the
 table is a map like FrozenLake's or a grid of one or two dimensions), summary.json, and
-model.npz with --save-model.
+model.npz with --save-model (CONTRIBUTING.md, "What a run writes").
 """
 
 # ---------------------------------------------------------------------------------------
@@ -48,6 +49,7 @@ model.npz with --save-model.
 # ---------------------------------------------------------------------------------------
 import csv
 import difflib
+import importlib
 import importlib.util
 import json
 import math
@@ -74,7 +76,8 @@ SCRIPT = os.path.basename(__file__)
 @dataclass
 class Args:
     env_id: str = "Taxi-v4"
-    """any registered Gymnasium id with a Discrete action space and a Discrete or Box observation space"""
+    """a registered Gymnasium id (or module:EnvId) with Discrete actions and Discrete or Box
+    observations"""
     seed: int = 1
     """seeds Python, NumPy and the environments"""
     total_timesteps: int = 300_000
@@ -116,13 +119,11 @@ class Args:
     bins: tuple[int, ...] = (20,)
     """Box observations: grid cells per dimension, one number for all or one per dimension"""
     obs_low: Optional[tuple[float, ...]] = None
-    """Box observations: lower grid bounds replacing the space's, one number for all or one per dimension"""
+    """Box observations: lower grid bounds replacing the space's, one number for all or one
+    per dimension"""
     obs_high: Optional[tuple[float, ...]] = None
-    """Box observations: upper grid bounds replacing the space's, one number for all or one per dimension"""
-
-
-class UsageError(Exception):
-    """Bad input: reported as one line on stderr with exit status 2, before training."""
+    """Box observations: upper grid bounds replacing the space's, one number for all or one
+    per dimension"""
 
 
 # ---------------------------------------------------------------------------------------
@@ -137,8 +138,7 @@ def discretize(obs, low, high, bins):
         cell_i = clip(floor((x_i - low_i) / (high_i - low_i) * bins_i), 0, bins_i - 1)
         s      = sum_i cell_i * prod_{j > i} bins_j,      0 <= s < prod_i bins_i
 
-    Returns s as an int. Plain Python floats: for a handful of dimensions that is several
-    times faster than the same arithmetic on small NumPy arrays.
+    Returns s as an int.
     """
     index = 0
     for x, lo, hi, n in zip(np.ravel(obs).tolist(), low, high, bins):
@@ -199,18 +199,95 @@ class QTable:
             return rng.randrange(self.q.shape[1])
         return self.greedy(s)
 
-    def save(self, path, env_id, args):
-        """model.npz: plain arrays only (the flags as a JSON string), so that it loads with
-        allow_pickle=False. An empty bins array marks a Discrete observation space."""
-        low, high, bins = self.grid if self.grid is not None else ([], [], [])
-        np.savez(path, q=self.q, visits=self.visits, low=np.array(low, dtype=np.float64),
-                 high=np.array(high, dtype=np.float64), bins=np.array(bins, dtype=np.int64),
-                 env_id=np.array(env_id), args=np.array(json.dumps(asdict(args))))
+
+# ---------------------------------------------------------------------------------------
+# Training
+# ---------------------------------------------------------------------------------------
+def train(args, env, table, run):
+    """The Q-learning loop: act epsilon-greedily, update Q(s, a) after every step, start a
+    new episode where one ended. The run writer records episodes, log rows and the summary;
+    the loop stops early at --stop-at-return or at a non-finite TD error."""
+    rng = random.Random(args.seed)  # exploration
+    total = args.total_timesteps
+    exploration_steps = args.exploration_fraction * total
+    abs_deltas, last_log = 0.0, 0
+
+    obs, _ = env.reset(seed=args.seed)
+    s = table.state(obs)
+    for step in range(total):  # environment steps taken so far
+        epsilon = linear_schedule(args.start_e, args.end_e, exploration_steps, step)
+        alpha = args.learning_rate * (1 - step / total if args.anneal_lr else 1)
+        a = table.act(s, epsilon, rng)
+        obs, reward, terminated, truncated, info = env.step(a)
+        global_step = step + 1
+        run.summary["global_steps"] = global_step
+
+        # Learn: after a truncation s_next is the true final state and is bootstrapped from;
+        # after a termination q_update drops the bootstrap term.
+        s_next = table.state(obs)
+        delta = q_update(table.q, s, a, reward, s_next, terminated, alpha, args.gamma)
+        table.visits[s] += 1
+        abs_deltas += abs(delta)
+        if not math.isfinite(delta):
+            run.stop(f"the TD error became non-finite ({delta}) at step {global_step}; "
+                     "check the rewards, or lower --gamma")
+            break
+        s = s_next
+        solved = False
+        if terminated or truncated:  # the episode ends on either; the next one starts
+            run.episode(global_step, info["episode"]["r"], info["episode"]["l"])
+            obs, _ = env.reset()
+            s = table.state(obs)
+            solved = run.solved(args.stop_at_return, global_step)
+
+        # Log: a row of updates.csv every --log-interval steps and at the end.
+        last = solved or global_step == total
+        if global_step % args.log_interval == 0 or last:
+            run.log(global_step, {"epsilon": epsilon, "learning_rate": alpha,
+                                  "td_error_abs": abs_deltas / (global_step - last_log),
+                                  "states_visited": int(np.count_nonzero(table.visits)),
+                                  "episodes": len(run.episodes)}, last)
+            abs_deltas, last_log = 0.0, global_step
+        if solved:
+            break
+
+
+def main(args: Args) -> dict:
+    """Train Q-learning (or, with --eval-checkpoint, evaluate a saved table), write the run
+    folder and return the summary."""
+    check_args(args)
+    obs_space, action_space, board = check_env(args.env_id)
+    if args.eval_checkpoint is not None:
+        table = load_checkpoint(args.eval_checkpoint, args.env_id, obs_space, action_space)
+        if table.grid is not None:  # config.json records the grid the table was made on
+            low, high, bins = table.grid
+            args = replace(args, bins=tuple(bins), obs_low=tuple(low), obs_high=tuple(high))
+    else:
+        table = make_table(args, args.env_id, obs_space, action_space)
+    random.seed(args.seed)
+    np.random.seed(args.seed)
+    run = RunWriter(args)
+    print(f"{SCRIPT}: {args.env_id}, seed {args.seed}, table of {table.q.shape[0]} states x "
+          f"{table.q.shape[1]} actions")
+    if args.eval_checkpoint is None:
+        env = make_env(args.env_id)
+        try:
+            train(args, env, table, run)
+        except KeyboardInterrupt:
+            run.stop("interrupted")
+        finally:
+            env.close()
+    return finish(args, run, table, board, trained=args.eval_checkpoint is None)
 
 
 # ---------------------------------------------------------------------------------------
-# Environments, evaluation, plotting, saving and loading
+# Plumbing: checks, run folder, evaluation, checkpoints (not needed to follow the algorithm)
 # ---------------------------------------------------------------------------------------
+class UsageError(Exception):
+    """Bad input: reported as one line on stderr with exit status 2, before training
+    (CONTRIBUTING.md, "Bad input")."""
+
+
 EVAL_STEP_LIMIT = 10_000
 """greedy evaluation episodes of environments without a time limit are cut here: a greedy
 policy can walk in a circle forever"""
@@ -218,50 +295,6 @@ policy can walk in a circle forever"""
 
 def fail(message):
     raise UsageError(message)
-
-
-def human_bytes(n):
-    for unit in ("bytes", "KB", "MB", "GB", "TB", "PB"):
-        if n < 1000 or unit == "PB":
-            return f"{n:.3g} {unit}"
-        n /= 1000
-
-
-def memory_bytes():
-    """The machine's physical memory (8 GB where the OS does not say)."""
-    try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (AttributeError, ValueError, OSError):
-        return 8 * 1000**3
-
-
-def check_env(env_id):
-    """Build one environment to check its spaces; returns (obs_space, action_space, board),
-    board being (nrow, ncol) where the environment lays its Discrete states out on a map
-    (FrozenLake), else None."""
-    if env_id not in gym.registry:
-        close = difflib.get_close_matches(env_id, list(gym.registry), n=3, cutoff=0.5)
-        hint = f"; did you mean {', '.join(close)}?" if close else "; see gymnasium.registry"
-        fail(f"unknown environment id {env_id!r}{hint}")
-    try:
-        env = gym.make(env_id)
-    except (gym.error.Error, ImportError) as e:
-        fail(f"cannot make {env_id}: {str(e).splitlines()[0]}")
-    obs_space, action_space = env.observation_space, env.action_space
-    board = (getattr(env.unwrapped, "nrow", None), getattr(env.unwrapped, "ncol", None))
-    env.close()
-    if isinstance(action_space, gym.spaces.Box):
-        fail(f"{env_id} has continuous (Box) actions; a Q table needs a finite set of actions: "
-             "use ddpg_td3.py")
-    if not isinstance(action_space, gym.spaces.Discrete):
-        fail(f"{env_id} has a {type(action_space).__name__} action space; qlearning.py handles "
-             "Discrete actions")
-    if not isinstance(obs_space, (gym.spaces.Discrete, gym.spaces.Box)):
-        fail(f"{env_id} has a {type(obs_space).__name__} observation space; qlearning.py "
-             "handles Discrete (a state index) and Box (cut into a grid) observations")
-    is_map = (isinstance(obs_space, gym.spaces.Discrete) and all(isinstance(x, int) for x in board)
-              and board[0] * board[1] == obs_space.n)
-    return obs_space, action_space, board if is_map else None
 
 
 def check_args(args):
@@ -284,6 +317,60 @@ def check_args(args):
         fail(f"--bins must be positive, got {' '.join(map(str, args.bins))}")
     if args.capture_video and importlib.util.find_spec("moviepy") is None:
         fail("--capture-video needs moviepy: pip install moviepy")
+
+
+def check_env(env_id):
+    """Check the id (`module:EnvId` imports the module first, as gym.make does) and build one
+    environment to check its spaces; returns (obs_space, action_space, board), board being
+    (nrow, ncol) where the environment lays its Discrete states out on a map (FrozenLake),
+    else None."""
+    module, _, name = env_id.rpartition(":")
+    if module:
+        try:
+            importlib.import_module(module)
+        except Exception as e:  # a module of the user's: any error while importing it
+            fail(f"cannot import module {module} of --env-id {env_id} "
+                 f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}); "
+                 f"try python -c 'import {module}' (is its folder on PYTHONPATH?)")
+    if name not in gym.registry:
+        close = difflib.get_close_matches(name, list(gym.registry), n=3, cutoff=0.5)
+        hint = f"; did you mean {', '.join(close)}?" if close else "; see gymnasium.registry"
+        where = f" (module {module} registers no environment {name})" if module else ""
+        fail(f"unknown environment id {env_id!r}{where}{hint}")
+    try:
+        env = gym.make(env_id)
+    except (gym.error.Error, ImportError) as e:
+        fail(f"cannot make {env_id}: {str(e).splitlines()[0]}")
+    obs_space, action_space = env.observation_space, env.action_space
+    board = (getattr(env.unwrapped, "nrow", None), getattr(env.unwrapped, "ncol", None))
+    env.close()
+    if isinstance(action_space, gym.spaces.Box):
+        fail(f"{env_id} has continuous (Box) actions; a Q table needs a finite set of actions: "
+             "use ddpg_td3.py")
+    if not isinstance(action_space, gym.spaces.Discrete):
+        fail(f"{env_id} has a {type(action_space).__name__} action space; qlearning.py handles "
+             "Discrete actions")
+    if not isinstance(obs_space, (gym.spaces.Discrete, gym.spaces.Box)):
+        fail(f"{env_id} has a {type(obs_space).__name__} observation space; qlearning.py "
+             "handles Discrete (a state index) and Box (cut into a grid) observations")
+    is_map = (isinstance(obs_space, gym.spaces.Discrete) and all(isinstance(x, int) for x in board)
+              and board[0] * board[1] == obs_space.n)
+    return obs_space, action_space, board if is_map else None
+
+
+def human_bytes(n):
+    for unit in ("bytes", "KB", "MB", "GB", "TB", "PB"):
+        if n < 1000 or unit == "PB":
+            return f"{n:.3g} {unit}"
+        n /= 1000
+
+
+def memory_bytes():
+    """The machine's physical memory (8 GB where the OS does not say)."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):
+        return 8 * 1000**3
 
 
 def per_dimension(flag, values, dims):
@@ -336,6 +423,15 @@ def make_table(args, env_id, obs_space, action_space):
     return QTable(q, *(grid or (None, None, None)), start=start)
 
 
+def save_checkpoint(path, table, args):
+    """model.npz: plain arrays only (the flags as a JSON string), so that it loads with
+    allow_pickle=False. An empty bins array marks a Discrete observation space."""
+    low, high, bins = table.grid if table.grid is not None else ([], [], [])
+    np.savez(path, q=table.q, visits=table.visits, low=np.array(low, dtype=np.float64),
+             high=np.array(high, dtype=np.float64), bins=np.array(bins, dtype=np.int64),
+             env_id=np.array(args.env_id), args=np.array(json.dumps(asdict(args))))
+
+
 def load_checkpoint(path, env_id, obs_space, action_space):
     """Load a model.npz safely (allow_pickle=False), check it was made for env_id and fits
     its spaces, and return its QTable."""
@@ -376,7 +472,7 @@ def make_env(env_id, video_folder=None, max_episode_steps=None):
 def evaluate(table, env_id, episodes, seed, video_folder=None):
     """Greedy returns of `episodes` episodes, one after another in one environment seeded
     once; environments without a time limit are cut at EVAL_STEP_LIMIT steps."""
-    limit = None if gym.spec(env_id).max_episode_steps else EVAL_STEP_LIMIT
+    limit = None if gym.spec(env_id.rpartition(":")[2]).max_episode_steps else EVAL_STEP_LIMIT
     env = make_env(env_id, video_folder, limit)
     returns = np.zeros(episodes)
     for i in range(episodes):
@@ -414,228 +510,151 @@ def heat_map(table, board):
 
 
 class RunWriter:
-    """The run folder: config.json, episodes.csv, updates.csv as training goes (flushed,
-    so an interrupted run keeps them), then learning_curve.png and summary.json."""
-
-    EPISODE_FIELDS = ["global_step", "wall_time", "episode_return", "episode_length"]
+    """The run folder (CONTRIBUTING.md, "What a run writes"): config.json at once,
+    episodes.csv and updates.csv row by row (flushed, so an interrupted run keeps them),
+    and the summary, which finish() writes with the learning curve."""
 
     def __init__(self, args):
-        name = f"{args.env_id.replace('/', '-')}__{args.exp_name}__{args.seed}__{int(time.time())}"
-        self.path = os.path.join(args.output_dir, name)
-        suffix = 1
-        while True:
-            try:
-                os.makedirs(self.path)
-                break
-            except FileExistsError:
-                suffix += 1
-                self.path = os.path.join(args.output_dir, f"{name}-{suffix}")
-            except OSError as e:
-                fail(f"cannot create the run folder {self.path}: {e.strerror}")
-        config = {**asdict(args), "device": "cpu", "versions": {
+        env_name = args.env_id.replace("/", "-").replace(":", "-")
+        name = f"{env_name}__{args.exp_name}__{args.seed}__{int(time.time())}"
+        self.path, suffix = os.path.join(args.output_dir, name), 1
+        while os.path.exists(self.path):  # two runs started in the same second
+            suffix += 1
+            self.path = os.path.join(args.output_dir, f"{name}-{suffix}")
+        try:
+            os.makedirs(self.path)
+        except OSError as e:
+            fail(f"cannot create the run folder {self.path}: {e.strerror}")
+        self.write_json("config.json", {**asdict(args), "device": "cpu", "versions": {
             "torch": None,  # not used: this script is NumPy only
             "gymnasium": gym.__version__, "numpy": np.__version__,
-            "python": sys.version.split()[0]}}
-        self.write_json("config.json", config)
-        self.episodes = []
-        self._files = []
-        self._episode_csv = self._open_csv("episodes.csv", self.EPISODE_FIELDS)
-        self._update_csv = None
+            "python": sys.version.split()[0]}})
+        self.summary = dict.fromkeys(("algorithm", "env_id", "seed", "global_steps",
+                                      "wall_time_s", "train_return_last20", "eval_return_mean",
+                                      "eval_return_std", "eval_episodes", "solved_at_step",
+                                      "solved_at_time_s", "interrupted"))
+        self.summary.update(algorithm="qlearning", env_id=args.env_id, seed=args.seed,
+                            global_steps=0, eval_episodes=args.eval_episodes, interrupted=False)
+        self.start, self.last_print, self.last20 = time.time(), 0.0, deque(maxlen=20)
+        self.episodes, self.files, self.writers = [], [], {}
+        self.csv_writer("episodes.csv", ["global_step", "wall_time", "episode_return",
+                                         "episode_length"])
 
-    def _open_csv(self, filename, fields):
-        f = open(os.path.join(self.path, filename), "w", newline="")
-        self._files.append(f)
-        writer = csv.DictWriter(f, fieldnames=fields)
-        writer.writeheader()
-        f.flush()
-        return f, writer
+    def csv_writer(self, filename, fields):
+        if filename not in self.writers:
+            self.files.append(open(os.path.join(self.path, filename), "w", newline=""))
+            self.writers[filename] = csv.DictWriter(self.files[-1], fieldnames=fields)
+            self.writers[filename].writeheader()
+        return self.writers[filename]
 
     def write_json(self, filename, data):
         with open(os.path.join(self.path, filename), "w") as f:
             json.dump(data, f, indent=2)
 
-    def episode(self, global_step, wall_time, episode_return, episode_length):
-        row = dict(zip(self.EPISODE_FIELDS, (global_step, round(wall_time, 4),
-                                             float(episode_return), int(episode_length))))
+    def episode(self, global_step, episode_return, episode_length):
+        row = {"global_step": global_step, "wall_time": round(time.time() - self.start, 4),
+               "episode_return": float(episode_return), "episode_length": int(episode_length)}
         self.episodes.append(row)
-        self._episode_csv[1].writerow(row)
+        self.last20.append(row["episode_return"])
+        self.writers["episodes.csv"].writerow(row)
 
-    def update(self, row):
-        if self._update_csv is None:
-            self._update_csv = self._open_csv("updates.csv", list(row))
-        self._update_csv[1].writerow(row)
-        for f in self._files:
+    def solved(self, threshold, global_step):
+        """True, and the step and time recorded, once the mean of the last 20 training
+        returns reaches --stop-at-return."""
+        if threshold is None or len(self.last20) < 20 or sum(self.last20) / 20 < threshold:
+            return False
+        self.summary.update(solved_at_step=global_step,
+                            solved_at_time_s=round(time.time() - self.start, 3))
+        return True
+
+    def log(self, global_step, diagnostics, last=False):
+        """A row of updates.csv; a progress line every 2 seconds and at the end."""
+        now = time.time() - self.start
+        row = {"global_step": global_step, "wall_time": round(now, 4),
+               "sps": int(global_step / max(now, 1e-9)), **diagnostics}
+        self.csv_writer("updates.csv", list(row)).writerow(row)
+        for f in self.files:
             f.flush()
+        if now - self.last_print >= 2.0 or last:
+            self.last_print = now
+            recent = f"{np.mean(self.last20):.2f}" if self.last20 else "n/a"
+            print(f"step {global_step:>9} | sps {row['sps']:>6} | epsilon "
+                  f"{diagnostics['epsilon']:.3f} | return (last 20) {recent}")
 
-    def close(self):
-        for f in self._files:
-            f.close()
-
-    def plot(self, title, heat=None):
-        """Episode return against environment steps: raw points faded, a moving average of
-        20 episodes on top; beside it, with `heat` (see heat_map), V(s) as a heat map with
-        the greedy action written in each cell when there are at most 400."""
-        fig = Figure(figsize=(12 if heat else 7, 4), dpi=100)
-        ax = fig.add_subplot(1, 2 if heat else 1, 1)
-        steps = np.array([e["global_step"] for e in self.episodes])
-        returns = np.array([e["episode_return"] for e in self.episodes])
-        ax.scatter(steps, returns, s=6, alpha=0.25, color="tab:blue", label="episode return")
-        if len(returns):
-            window = min(20, len(returns))
-            smooth = np.convolve(returns, np.ones(window) / window, mode="valid")
-            ax.plot(steps[window - 1:], smooth, color="tab:blue", lw=2,
-                    label=f"mean of last {window}")
-            ax.legend(loc="lower right")
-        ax.set(xlabel="environment steps", ylabel="episode return", title=title)
-        ax.grid(alpha=0.3)
-        if heat:
-            ax = fig.add_subplot(1, 2, 2)
-            values = heat["values"]
-            image = ax.imshow(values, origin=heat["origin"], cmap="viridis", aspect="auto")
-            fig.colorbar(image, ax=ax, label="V(s) = max_a Q(s, a)")
-            rows, cols = values.shape
-            if values.size <= 400:
-                for (r, c), a in np.ndenumerate(heat["actions"]):
-                    if not np.isnan(values[r, c]):
-                        ax.text(c, r, str(a), ha="center", va="center", fontsize=7, color="w")
-            if heat["ticks"]:  # a grid's bounds at its edges
-                ax.set_xticks([-0.5, cols - 0.5], heat["ticks"][0])
-                ax.set_yticks([-0.5, rows - 0.5], heat["ticks"][1])
-            else:  # a board's rows and columns
-                ax.set_xticks(range(cols))
-                ax.set_yticks(range(rows))
-            ax.set(xlabel=heat["xlabel"], ylabel=heat["ylabel"],
-                   title="greedy action in each visited cell, on V(s)")
-        fig.tight_layout()
-        path = os.path.join(self.path, "learning_curve.png")
-        fig.savefig(path)
-        return path
+    def stop(self, reason):
+        """Ctrl-C or a non-finite TD error: the run ends here, its files still written."""
+        print(f"{SCRIPT}: {reason}; stopping and writing what the run has so far")
+        self.summary["interrupted"] = True
 
 
-def finish(args, run, summary, table, board, start, trained=True):
-    """Evaluate greedily, save the model if asked, write summary.json and the curve, and
-    print the closing line. An interrupted run skips the evaluation."""
-    recent = [e["episode_return"] for e in run.episodes[-20:]]
-    summary["train_return_last20"] = float(np.mean(recent)) if recent else None
-    summary["wall_time_s"] = round(time.time() - start, 3)
+def plot_curve(run, title, heat=None):
+    """learning_curve.png: episode return against environment steps, raw points faded, a
+    moving average of 20 episodes on top; beside it, with `heat` (see heat_map), V(s) as a
+    heat map with the greedy action written in each cell when there are at most 400.
+    Returns its path."""
+    fig = Figure(figsize=(12 if heat else 7, 4), dpi=100)
+    ax = fig.add_subplot(1, 2 if heat else 1, 1)
+    steps = np.array([e["global_step"] for e in run.episodes])
+    returns = np.array([e["episode_return"] for e in run.episodes])
+    ax.scatter(steps, returns, s=6, alpha=0.25, color="tab:blue", label="episode return")
+    if len(returns):
+        window = min(20, len(returns))
+        smooth = np.convolve(returns, np.ones(window) / window, mode="valid")
+        ax.plot(steps[window - 1:], smooth, color="tab:blue", lw=2,
+                label=f"mean of last {window}")
+        ax.legend(loc="lower right")
+    ax.set(xlabel="environment steps", ylabel="episode return", title=title)
+    ax.grid(alpha=0.3)
+    if heat:
+        ax = fig.add_subplot(1, 2, 2)
+        values = heat["values"]
+        image = ax.imshow(values, origin=heat["origin"], cmap="viridis", aspect="auto")
+        fig.colorbar(image, ax=ax, label="V(s) = max_a Q(s, a)")
+        rows, cols = values.shape
+        if values.size <= 400:
+            for (r, c), a in np.ndenumerate(heat["actions"]):
+                if not np.isnan(values[r, c]):
+                    ax.text(c, r, str(a), ha="center", va="center", fontsize=7, color="w")
+        if heat["ticks"]:  # a grid's bounds at its edges
+            ax.set_xticks([-0.5, cols - 0.5], heat["ticks"][0])
+            ax.set_yticks([-0.5, rows - 0.5], heat["ticks"][1])
+        else:  # a board's rows and columns
+            ax.set_xticks(range(cols))
+            ax.set_yticks(range(rows))
+        ax.set(xlabel=heat["xlabel"], ylabel=heat["ylabel"],
+               title="greedy action in each visited cell, on V(s)")
+    fig.tight_layout()
+    path = os.path.join(run.path, "learning_curve.png")
+    fig.savefig(path)
+    return path
+
+
+def finish(args, run, table, board, trained=True):
+    """Evaluate greedily (not after an interrupted run), save the table if asked, write
+    summary.json and the curve, print the closing line; returns the summary."""
+    summary = run.summary
+    summary["train_return_last20"] = float(np.mean(run.last20)) if run.last20 else None
+    summary["wall_time_s"] = round(time.time() - run.start, 3)
     if args.eval_episodes and not summary["interrupted"]:
         video_folder = os.path.join(run.path, "videos") if args.capture_video else None
         returns = evaluate(table, args.env_id, args.eval_episodes, args.seed + 100_000,
                            video_folder)
-        summary["eval_return_mean"] = float(returns.mean())
-        summary["eval_return_std"] = float(returns.std())
+        summary.update(eval_return_mean=float(returns.mean()), eval_return_std=float(returns.std()))
     if args.save_model and trained:
-        table.save(os.path.join(run.path, "model.npz"), args.env_id, args)
-    run.close()
+        save_checkpoint(os.path.join(run.path, "model.npz"), table, args)
+    for f in run.files:
+        f.close()
     run.write_json("summary.json", summary)
     closing = f"{SCRIPT}: run folder {run.path}"
     for key in ("global_steps", "train_return_last20", "eval_return_mean", "solved_at_step"):
         value = summary[key]
         closing += f" | {key} {value:.2f}" if isinstance(value, float) else f" | {key} {value}"
     if trained:
-        path = run.plot(f"{SCRIPT} on {args.env_id}, seed {args.seed}", heat_map(table, board))
+        title = f"{SCRIPT} on {args.env_id}, seed {args.seed}"
+        path = plot_curve(run, title, heat_map(table, board))
         closing += f" | learning curve {path}"
     print(closing)
     return summary
-
-
-# ---------------------------------------------------------------------------------------
-# Training
-# ---------------------------------------------------------------------------------------
-def main(args: Args) -> dict:
-    """Train Q-learning (or, with --eval-checkpoint, evaluate a saved table), write the run
-    folder and return the summary."""
-    check_args(args)
-    obs_space, action_space, board = check_env(args.env_id)
-    if args.eval_checkpoint is not None:
-        table = load_checkpoint(args.eval_checkpoint, args.env_id, obs_space, action_space)
-        if table.grid is not None:  # config.json records the grid the table was made on
-            low, high, bins = table.grid
-            args = replace(args, bins=tuple(bins), obs_low=tuple(low), obs_high=tuple(high))
-    else:
-        table = make_table(args, args.env_id, obs_space, action_space)
-
-    random.seed(args.seed)
-    np.random.seed(args.seed)
-    rng = random.Random(args.seed)  # Python's generator: a tenth of NumPy's cost per draw
-    run = RunWriter(args)
-    num_states, num_actions = table.q.shape
-    print(f"{SCRIPT}: {args.env_id}, seed {args.seed}, table of {num_states} states x "
-          f"{num_actions} actions")
-    summary = {"algorithm": "qlearning", "env_id": args.env_id, "seed": args.seed,
-               "global_steps": 0, "wall_time_s": None, "train_return_last20": None,
-               "eval_return_mean": None, "eval_return_std": None,
-               "eval_episodes": args.eval_episodes, "solved_at_step": None,
-               "solved_at_time_s": None, "interrupted": False}
-    start = time.time()
-    if args.eval_checkpoint is not None:
-        return finish(args, run, summary, table, board, start, trained=False)
-
-    env = make_env(args.env_id)
-    total = args.total_timesteps
-    exploration_steps = args.exploration_fraction * total
-    last20 = deque(maxlen=20)
-    abs_deltas = 0.0
-    global_step, last_print, last_log = 0, start, 0
-    q, gamma = table.q, args.gamma
-
-    obs, _ = env.reset(seed=args.seed)
-    s = table.state(obs)
-    try:
-        while True:
-            epsilon = linear_schedule(args.start_e, args.end_e, exploration_steps, global_step)
-            alpha = args.learning_rate
-            if args.anneal_lr:
-                alpha *= 1 - global_step / total
-            a = table.act(s, epsilon, rng)
-            obs, reward, terminated, truncated, info = env.step(a)
-            global_step += 1
-            s_next = table.state(obs)  # after a truncation: the true final state, bootstrapped
-            delta = q_update(q, s, a, reward, s_next, terminated, alpha, gamma)
-            table.visits[s] += 1
-            abs_deltas += abs(delta)
-            if not math.isfinite(delta):
-                print(f"{SCRIPT}: the TD error became {delta} at step {global_step}; stopping "
-                      "(check the rewards, or lower --gamma)")
-                summary["interrupted"] = True
-                break
-            stop = global_step == total
-            if terminated or truncated:
-                last20.append(info["episode"]["r"])
-                run.episode(global_step, time.time() - start, info["episode"]["r"],
-                            info["episode"]["l"])
-                obs, _ = env.reset()
-                s_next = table.state(obs)
-                if (args.stop_at_return is not None and len(last20) == 20
-                        and np.mean(last20) >= args.stop_at_return):
-                    summary["solved_at_step"] = global_step
-                    summary["solved_at_time_s"] = round(time.time() - start, 3)
-                    stop = True
-            s = s_next
-
-            if global_step % args.log_interval == 0 or stop:
-                now = time.time()
-                sps = int(global_step / max(now - start, 1e-9))
-                run.update({"global_step": global_step, "wall_time": round(now - start, 4),
-                            "sps": sps, "epsilon": epsilon, "learning_rate": alpha,
-                            "td_error_abs": abs_deltas / (global_step - last_log),
-                            "states_visited": int(np.count_nonzero(table.visits)),
-                            "episodes": len(run.episodes)})
-                abs_deltas, last_log = 0.0, global_step
-                if now - last_print >= 2.0 or stop:
-                    last_print = now
-                    recent = f"{np.mean(last20):.2f}" if last20 else "n/a"
-                    print(f"step {global_step:>9} | sps {sps:>6} | epsilon {epsilon:.3f} | "
-                          f"return (last 20) {recent}")
-            if stop:
-                break
-    except KeyboardInterrupt:
-        print(f"{SCRIPT}: interrupted; writing what the run has so far")
-        summary["interrupted"] = True
-    finally:
-        env.close()
-    summary["global_steps"] = global_step
-    return finish(args, run, summary, table, board, start)
 
 
 if __name__ == "__main__":

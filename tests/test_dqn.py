@@ -143,49 +143,24 @@ def test_buffer_sample_is_reproducible_from_its_generator():
 
 
 # ---------------------------------------------------------------------------------------
-# The flat parameters, gradient clipping and the optimizer
+# The target network update by hand: theta' = 0 everywhere, theta = 4 everywhere
 # ---------------------------------------------------------------------------------------
-def test_flat_parameters_are_the_network_and_receive_its_gradients():
-    torch.manual_seed(0)
-    flat_net, plain_net = dqn.QNetwork(3, 2, 8), dqn.QNetwork(3, 2, 8)
-    plain_net.load_state_dict(flat_net.state_dict())
-    params, grads = dqn.flatten_parameters(flat_net)
-    assert params.shape == (3 * 8 + 8 + 8 * 8 + 8 + 8 * 2 + 2,)
-    obs = torch.randn(5, 3)
-    assert torch.equal(flat_net(obs), plain_net(obs))
-    for _ in range(2):  # the second backward accumulates into the same flat gradient
-        flat_net(obs).pow(2).sum().backward()
-        plain_net(obs).pow(2).sum().backward()
-    assert torch.allclose(grads, torch.cat([p.grad.flatten() for p in plain_net.parameters()]))
-    params.zero_()  # writing the flat vector writes the network
-    assert flat_net(obs).abs().sum() == 0
+def constant_network(value, obs_dim=1, num_actions=2, hidden_size=4):
+    net = dqn.QNetwork(obs_dim, num_actions, hidden_size)
+    for p in net.parameters():
+        torch.nn.init.constant_(p, value)
+    return net
 
 
-def test_clip_grad_norm_by_hand():
-    # g = [3, 4, 0]: ||g|| = 5; max_norm 1 scales by 1/5 -> [0.6, 0.8, 0]
-    grads = tensor(3.0, 4.0, 0.0)
-    assert dqn.clip_grad_norm(grads, 1.0).item() == approx(5.0)
-    assert grads.tolist() == approx([0.6, 0.8, 0.0])
-    dqn.clip_grad_norm(grads, 10.0)  # norm 1 < 10: unchanged
-    assert grads.tolist() == approx([0.6, 0.8, 0.0])
-
-
-def test_adam_matches_torch_optim_adam():
-    torch.manual_seed(0)
-    mine, reference = (dqn.QNetwork(3, 2, 16) for _ in range(2))
-    reference.load_state_dict(mine.state_dict())
-    params, grads = dqn.flatten_parameters(mine)
-    opt_mine = dqn.Adam(params, grads, lr=1e-2)
-    opt_ref = torch.optim.Adam(reference.parameters(), lr=1e-2, eps=1e-8)
-    obs, targets = torch.randn(16, 3), torch.randn(16, 2)
-    for _ in range(5):
-        for net, opt in ((mine, opt_mine), (reference, opt_ref)):
-            opt.zero_grad()
-            (net(obs) - targets).pow(2).mean().backward()
-            opt.step()
-    for p, q in zip(mine.parameters(), reference.parameters()):
-        assert torch.allclose(p, q, atol=1e-6)
-    assert not torch.allclose(mine(obs), dqn.QNetwork(3, 2, 16)(obs))  # it did move
+@pytest.mark.parametrize("tau, expected", [(1.0, 4.0), (0.25, 1.0)])
+def test_soft_update_by_hand(tau, expected):
+    # theta' <- tau*theta + (1 - tau)*theta'
+    #   tau = 1:    1*4 + 0*0 = 4, a copy
+    #   tau = 0.25: 0.25*4 + 0.75*0 = 1 (with tau and 1 - tau swapped it would be 3)
+    target, source = constant_network(0.0), constant_network(4.0)
+    dqn.soft_update(target, source, tau)
+    assert all(torch.all(p == expected) for p in target.parameters())
+    assert all(torch.all(p == 4.0) for p in source.parameters())  # the source is not moved
 
 
 # ---------------------------------------------------------------------------------------
@@ -236,6 +211,72 @@ def test_episode_ends_store_the_true_final_observation(tmp_path, monkeypatch):
 
 
 # ---------------------------------------------------------------------------------------
+# The glue: what the loop hands to the math. Networks with known outputs: all weights 0 and
+# the last layer's bias b, so that Q(s, .) = b whatever s.
+# ---------------------------------------------------------------------------------------
+def network_with_outputs(*q_values):
+    net = constant_network(0.0)
+    net.fc3.bias.data = tensor(*q_values)
+    return net
+
+
+def train_directly(tmp_path, q_network, target_network, **flags):
+    """dqn.train on DqnCountToThree-v0 (reward 1 a step) with the networks given."""
+    args = dqn.Args(env_id="DqnCountToThree-v0", eval_episodes=0, output_dir=str(tmp_path), **flags)
+    envs = dqn.make_vector_env(args.env_id, args.num_envs)
+    dqn.train(args, envs, q_network, target_network, dqn.RunWriter(args, "cpu"))
+    envs.close()
+
+
+@pytest.mark.parametrize("double_dqn, bootstrap", [(False, 30.0), (True, 10.0)])
+def test_the_loop_bootstraps_from_the_target_network(tmp_path, monkeypatch, double_dqn, bootstrap):
+    # Online Q(s', .) = [1, 2] (argmax 1), target Q_target(s', .) = [30, 10] (max 30 at 0).
+    # r = 1, gamma = 0.5:
+    #   DQN:        y = 1 + 0.5*max_a Q_target(s', a) = 1 + 0.5*30 = 16
+    #   double DQN: y = 1 + 0.5*Q_target(s', argmax_a Q(s', a)) = 1 + 0.5*Q_target(s', 1)
+    #                 = 1 + 0.5*10 = 6
+    #   terminated: y = 1 either way.
+    # Bootstrapping from the online network would give 1 + 0.5*2 = 2; double DQN choosing
+    # with the target network would give 16 (or 1 + 0.5*1 = 1.5 valued by the online one).
+    calls = []
+    original = dqn.dqn_targets
+
+    def spy(rewards, next_q_target, terminated, gamma, next_q_online=None):
+        targets = original(rewards, next_q_target, terminated, gamma, next_q_online)
+        calls.append((next_q_target, next_q_online, terminated, targets))
+        return targets
+
+    monkeypatch.setattr(dqn, "dqn_targets", spy)
+    train_directly(tmp_path, network_with_outputs(1.0, 2.0), network_with_outputs(30.0, 10.0),
+                   total_timesteps=40, learning_starts=32, train_frequency=8, gradient_steps=1,
+                   batch_size=16, buffer_size=40, gamma=0.5, start_e=1.0, end_e=1.0,
+                   target_network_frequency=10**6, double_dqn=double_dqn)
+    (next_q_target, next_q_online, terminated, targets), = calls  # one gradient step
+    assert next_q_target.tolist() == [[30.0, 10.0]] * 16
+    assert next_q_online is None if not double_dqn else next_q_online.tolist() == [[1.0, 2.0]] * 16
+    assert 0 < terminated.sum() < 16  # both kinds of step are in the batch
+    assert targets.tolist() == [1.0 if t else 1.0 + 0.5 * bootstrap for t in terminated.tolist()]
+
+
+@pytest.mark.parametrize("tau, expected", [(1.0, 4.0), (0.25, 1.75)])
+def test_the_loop_moves_the_target_network_towards_the_online_one(tmp_path, monkeypatch, tau,
+                                                                  expected):
+    # Online parameters all 4 (the optimizer switched off, so they stay 4), target all 0.
+    # 16 steps, a target update every 8 after learning starts: two updates, at steps 8, 16.
+    #   tau = 1:    0 -> 4 -> 4
+    #   tau = 0.25: 0 -> 0.25*4 + 0.75*0 = 1 -> 0.25*4 + 0.75*1 = 1.75
+    # With tau and 1 - tau swapped: 0 -> 3 -> 3.75 (tau = 0.25), 0 -> 0 (tau = 1); with the
+    # networks swapped the target stays 0.
+    monkeypatch.setattr(torch.optim.Adam, "step", lambda self, closure=None: None)
+    q_network, target_network = constant_network(4.0), constant_network(0.0)
+    train_directly(tmp_path, q_network, target_network, total_timesteps=16, learning_starts=4,
+                   train_frequency=8, gradient_steps=1, batch_size=4, buffer_size=16,
+                   target_network_frequency=8, tau=tau)
+    assert all(torch.all(p == 4.0) for p in q_network.parameters())
+    assert all(torch.allclose(p, torch.full_like(p, expected)) for p in target_network.parameters())
+
+
+# ---------------------------------------------------------------------------------------
 # Runs end to end
 # ---------------------------------------------------------------------------------------
 def test_smoke_run_writes_every_file_and_its_model_evaluates(tmp_path, check_run_folder):
@@ -274,6 +315,20 @@ def test_smoke_run_with_the_other_options(tmp_path, check_run_folder):
     assert summary["global_steps"] == 500 and summary["eval_return_mean"] >= -500
 
 
+def test_smoke_run_on_an_environment_of_your_own_module(tmp_path, fresh_env_module, check_run_folder):
+    # tests/my_envs.py registers GridWorld-v0 only when imported: the script must import it
+    args = dqn.Args(env_id=f"{fresh_env_module}:GridWorld-v0", total_timesteps=300,
+                    learning_starts=100, train_frequency=4, gradient_steps=1, batch_size=16,
+                    eval_episodes=1, output_dir=str(tmp_path))
+    summary = dqn.main(args)
+    path, episodes, _ = check_run_folder(summary, args.output_dir, "dqn")
+    assert summary["env_id"] == "my_envs:GridWorld-v0"
+    assert os.path.basename(path).startswith("my_envs-GridWorld-v0__dqn__1__")
+    # -1 a step: at best 6 steps to the opposite corner, at most 20 (the time limit)
+    assert all(-20 <= float(e["episode_return"]) <= -6 for e in episodes)
+    assert -20 <= summary["eval_return_mean"] <= -6
+
+
 def test_stop_at_return_stops_and_records_when(tmp_path):
     # CartPole gives 1 per step, so a 20-episode mean of at least 1 is reached as soon as
     # 20 episodes have ended.
@@ -285,7 +340,7 @@ def test_stop_at_return_stops_and_records_when(tmp_path):
 
 
 def test_interrupted_run_keeps_its_data(tmp_path, monkeypatch):
-    monkeypatch.setattr(dqn.Adam, "step", interrupt_on_call(150, dqn.Adam.step))
+    monkeypatch.setattr(torch.optim.Adam, "step", interrupt_on_call(150, torch.optim.Adam.step))
     summary = dqn.main(dqn.Args(total_timesteps=2000, learning_starts=100, train_frequency=1,
                                 gradient_steps=1, batch_size=16, log_interval=100, save_model=True,
                                 output_dir=str(tmp_path)))
@@ -299,7 +354,7 @@ def test_interrupted_run_keeps_its_data(tmp_path, monkeypatch):
     assert (path / "model.pt").exists()
 
 
-def test_nan_loss_stops_cleanly(tmp_path, monkeypatch):
+def test_nan_loss_stops_cleanly(tmp_path, monkeypatch, capsys):
     original = dqn.td_loss
     monkeypatch.setattr(dqn, "td_loss", lambda *a, **k: (original(*a, **k)[0] * math.nan,
                                                          original(*a, **k)[1]))
@@ -307,6 +362,7 @@ def test_nan_loss_stops_cleanly(tmp_path, monkeypatch):
                                 log_interval=100, output_dir=str(tmp_path)))
     assert summary["interrupted"] is True and summary["global_steps"] == 100
     assert summary["eval_return_mean"] is None
+    assert "the loss became non-finite (nan) at step 100" in capsys.readouterr().out
     assert (next(tmp_path.iterdir()) / "summary.json").exists()
 
 
@@ -338,6 +394,11 @@ def bad_checkpoints(tmp_path):
     (["--env-id", "SpinTheBits-v0"], "MultiBinary action space; dqn.py handles Discrete ones"),
     (["--env-id", "DqnPixels-v0"], "observations of shape (8, 8, 3) (images?); dqn.py's MLP takes flat vectors"),
     (["--env-id", "FrozenLake-v1"], "Discrete observation space; dqn.py needs a Box"),
+    (["--env-id", "no_such_module:GridWorld-v0"],
+     "cannot import module no_such_module of --env-id no_such_module:GridWorld-v0"),
+    (["--env-id", "my_envs:GridWorld-v9"], "unknown environment id 'my_envs:GridWorld-v9' "
+     "(module my_envs registers no environment GridWorld-v9); did you mean GridWorld-v0"),
+    (["--env-id", "my_envs:GridCells-v0"], "Discrete observation space; dqn.py needs a Box"),
     (["--buffer-size", "100", "--batch-size", "128"], "--buffer-size 100 is smaller than one batch"),
     (["--buffer-size", "1000", "--num-envs", "3"], "--buffer-size 1000 is not divisible by --num-envs 3"),
     (["--learning-starts", "50000", "--total-timesteps", "50000"],

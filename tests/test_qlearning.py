@@ -152,7 +152,7 @@ def test_save_and_load_round_trip(tmp_path):
     space = gym.spaces.Box(-1.0, 1.0, (2,))
     table = ql.QTable(np.arange(12.0).reshape(6, 2), low=[-1, -0.5], high=[1, 0.5], bins=[3, 2],
                       visits=np.arange(6))
-    table.save(tmp_path / "model.npz", "Some-v0", ql.Args(env_id="Some-v0"))
+    ql.save_checkpoint(tmp_path / "model.npz", table, ql.Args(env_id="Some-v0"))
     loaded = ql.load_checkpoint(str(tmp_path / "model.npz"), "Some-v0", space, gym.spaces.Discrete(2))
     assert (loaded.q == table.q).all() and (loaded.visits == table.visits).all()
     assert loaded.grid == ([-1.0, -0.5], [1.0, 0.5], [3, 2])
@@ -305,6 +305,26 @@ def test_box_smoke_run_with_a_grid_and_its_heat_map(tmp_path, check_run_folder):
         assert json.load(f)["bins"] == [8, 6]  # the grid of the checkpoint, not the default
 
 
+@pytest.mark.parametrize("env_id, states", [("GridCells-v0", 16), ("GridWorld-v0", 16)])
+def test_smoke_run_on_an_environment_of_your_own_module(tmp_path, fresh_env_module,
+                                                        check_run_folder, env_id, states):
+    # tests/my_envs.py registers its ids only when imported: the script must import it.
+    # GridCells-v0 has Discrete(16) observations, table rows as they are; GridWorld-v0 has
+    # the position as a Box in [0, 3]^2: 4 bins of width 3/4 put x = 0, 1, 2, 3 in cells
+    # floor(0), floor(4/3) = 1, floor(8/3) = 2, floor(4) -> 3, so again 16 rows, one per cell.
+    flags = {"bins": (4,)} if env_id == "GridWorld-v0" else {}
+    args = ql.Args(env_id=f"{fresh_env_module}:{env_id}", total_timesteps=400, eval_episodes=1,
+                   save_model=True, output_dir=str(tmp_path), **flags)
+    summary = ql.main(args)
+    path, episodes, _ = check_run_folder(summary, args.output_dir, "qlearning")
+    assert os.path.basename(path).startswith(f"my_envs-{env_id}__qlearning__1__")
+    # -1 a step: at best 6 steps to the opposite corner, at most 20 (the time limit)
+    assert all(-20 <= float(e["episode_return"]) <= -6 for e in episodes)
+    model = check_model(path, f"my_envs:{env_id}", (states, 4))
+    # every cell is acted from but the goal (cell 4*3 + 3 = 15), which ends the episode
+    assert np.flatnonzero(model["visits"] == 0).tolist() == [15]
+
+
 def test_command_line_with_grid_bounds_for_unbounded_dimensions(tmp_path, run_cli):
     code, out, err = run_cli("qlearning.py", [
         "--env-id", "CartPole-v1", "--bins", "1", "1", "6", "12", "--obs-low", "-2.4", "-3",
@@ -339,10 +359,11 @@ def test_interrupted_run_keeps_its_data(tmp_path, monkeypatch):
     assert (path / "model.npz").exists() and (path / "summary.json").exists()
 
 
-def test_nan_td_error_stops_cleanly(tmp_path, monkeypatch):
+def test_nan_td_error_stops_cleanly(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(ql, "q_update", lambda *args: float("nan"))
     summary = ql.main(ql.Args(total_timesteps=1000, output_dir=str(tmp_path)))
     assert summary["interrupted"] is True and summary["global_steps"] == 1
+    assert "the TD error became non-finite (nan) at step 1" in capsys.readouterr().out
     assert (next(tmp_path.iterdir()) / "summary.json").exists()
 
 
@@ -369,9 +390,9 @@ def bad_checkpoints(tmp_path):
     pickled = tmp_path / "pickled.npz"
     np.savez(pickled, q=np.array([{"a": 1}], dtype=object))
     lake = tmp_path / "lake.npz"
-    ql.QTable(np.zeros((16, 4))).save(lake, "FrozenLake-v1", ql.Args(env_id="FrozenLake-v1"))
+    ql.save_checkpoint(lake, ql.QTable(np.zeros((16, 4))), ql.Args(env_id="FrozenLake-v1"))
     wrong_shape = tmp_path / "wrong_shape.npz"
-    ql.QTable(np.zeros((16, 4))).save(wrong_shape, "Taxi-v4", ql.Args())
+    ql.save_checkpoint(wrong_shape, ql.QTable(np.zeros((16, 4))), ql.Args(env_id="Taxi-v4"))
     return {name: str(tmp_path / f"{name}.npz")
             for name in ("missing", "corrupt", "pickled", "lake", "wrong_shape")}
 
@@ -382,6 +403,11 @@ def bad_checkpoints(tmp_path):
      "actions: use ddpg_td3.py"),
     (["--env-id", "TableBits-v0"], "MultiBinary action space; qlearning.py handles Discrete actions"),
     (["--env-id", "Blackjack-v1"], "Tuple observation space"),
+    (["--env-id", "no_such_module:GridCells-v0"],
+     "cannot import module no_such_module of --env-id no_such_module:GridCells-v0"),
+    (["--env-id", "my_envs:GridCells-v9"], "unknown environment id 'my_envs:GridCells-v9' "
+     "(module my_envs registers no environment GridCells-v9); did you mean GridCells-v0"),
+    (["--env-id", "my_envs:Slider-v0"], "continuous (Box) actions"),
     (["--env-id", "CartPole-v1"], "observation dimensions 1, 3 (counting from 0) are unbounded; "
      "give finite grid bounds with --obs-low and --obs-high"),
     (["--env-id", "CartPole-v1", "--obs-low", "-3", "--obs-high", "3", "--bins", "1000"],
