@@ -459,7 +459,8 @@ def check_env(env_id):
              "(use ddpg_td3.py, or ppo.py)")
     if not isinstance(action_space, gym.spaces.Discrete):
         fail(f"{env_id} has a {type(action_space).__name__} action space; dqn.py handles "
-             "Discrete ones (for MultiDiscrete or masked actions see ppo_masked.py)")
+             "Discrete ones (ppo_masked.py masks Discrete actions; no script here takes "
+             "MultiDiscrete)")
     if not isinstance(obs_space, gym.spaces.Box):
         fail(f"{env_id} has a {type(obs_space).__name__} observation space; dqn.py needs a "
              "Box (qlearning.py uses a table for Discrete ones)")

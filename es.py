@@ -523,7 +523,8 @@ def check_env(env_id):
                  "bounds (ppo.py handles unbounded actions)")
     elif not isinstance(action_space, gym.spaces.Discrete):
         fail(f"{env_id} has a {type(action_space).__name__} action space; es.py handles "
-             "Discrete and Box (for MultiDiscrete or masked actions see ppo_masked.py)")
+             "Discrete and Box (ppo_masked.py masks Discrete actions; no script here takes "
+             "MultiDiscrete)")
     if not isinstance(obs_space, gym.spaces.Box):
         fail(f"{env_id} has a {type(obs_space).__name__} observation space; es.py needs a "
              "Box (ppo_masked.py one-hot encodes Discrete ones, qlearning.py uses a table)")
