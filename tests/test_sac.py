@@ -25,7 +25,7 @@ REWARDS, TERMINATED = tensor(1, 1, 1), tensor(0, 1, 0)
 NEXT_Q1, NEXT_Q2, NEXT_LOGPROB = tensor(2, 4, 6), tensor(3, 1, 2), tensor(-2, 1, 2)
 
 
-def test_target_takes_the_smaller_critic_minus_the_entropy_term_and_stops_at_termination():
+def test_target_by_hand_twin_minimum_entropy_termination_truncation():
     # min(Q1', Q2') = [2, 1, 2]; minus alpha log pi' with alpha = 0.5:
     #   [2 - 0.5*(-2), 1 - 0.5*1, 2 - 0.5*2] = [3, 0.5, 1]
     # y = [1 + 0.5*3, 1 + 0.5*0*0.5 (terminated), 1 + 0.5*1 (truncated: bootstraps)]
@@ -470,9 +470,11 @@ def test_nan_loss_stops_cleanly(tmp_path, monkeypatch):
 
 def test_same_seed_gives_the_same_episodes(tmp_path):
     rows = same_seed_episodes(lambda out: sac.main(sac.Args(
-        **{**TINY, "total_timesteps": 1000, "num_envs": 2}, eval_episodes=0, output_dir=out)),
-        tmp_path)
-    assert len(rows) == 4  # 2 environments * 500 steps, the last two after 300 of learning
+        env_id="my_envs:Slider-v0", total_timesteps=200, num_envs=2, learning_starts=40,
+        batch_size=16, hidden_size=8, eval_episodes=0, output_dir=out)), tmp_path)
+    # 2 environments * 100 steps: 10 episodes of 20 steps, all but the first two (random
+    # actions) played by the learning policy
+    assert len(rows) == 10 and len({r[1] for r in rows}) == 10
 
 
 def test_capture_video_records_each_evaluation_episode(tmp_path):
@@ -523,7 +525,8 @@ def bad_checkpoints(tmp_path):
     (["--eval-checkpoint", "missing"], "does not exist"),
     (["--eval-checkpoint", "corrupt"], "is not a sac.py model.pt"),
     (["--eval-checkpoint", "mountain_car"],
-     "was made for MountainCarContinuous-v0, not Pendulum-v1; pass --env-id MountainCarContinuous-v0"),
+     "was made for MountainCarContinuous-v0, not Pendulum-v1; "
+     "pass --env-id MountainCarContinuous-v0"),
 ])
 def test_bad_input_is_one_line_and_exit_status_2(argv, message, check_usage_error, bad_checkpoints,
                                                  fresh_env_module):
