@@ -30,10 +30,10 @@ Where this file differs from the papers (2018a, 2018b) and their common implemen
     (2018a had one, and a fixed temperature given as a reward scale).
   - --policy-frequency d: as in CleanRL, every d-th critic step makes d actor (and
     temperature) steps; the papers and SB3 use d = 1, CleanRL d = 2.
-  - The defaults are tuned for Pendulum-v1 on a CPU: 64-unit networks, learning rate 1e-3
-    (rl-baselines3-zoo's Pendulum setting), batch 128, gamma 0.98, tau 0.01 and 1000 random
-    steps; the papers use 256 units, 3e-4, 256, 0.99, 0.005 (CleanRL: learning rates 3e-4
-    actor, 1e-3 critic, 5000 random steps; SB3: 3e-4, 100 random steps).
+  - The defaults are tuned for Pendulum-v1 on a CPU: 64-unit networks, learning rate 2e-3,
+    batch 128, gamma 0.98, tau 0.02, 500 random steps, alpha starting at 0.1; the papers use
+    256 units, 3e-4, 256, 0.99, 0.005 and alpha from 1 (CleanRL: learning rates 3e-4 actor,
+    1e-3 critic, 5000 random steps; SB3: 3e-4, 100 random steps; rl-zoo's Pendulum: 1e-3).
   - log pi includes -log(scale) (the density of the environment's action, as in CleanRL);
     SB3 takes the density of the [-1, 1] action. With bounds of +-2 (Pendulum) the two
     differ by log 2 per dimension, which shifts where the target entropy settles.
@@ -122,7 +122,7 @@ class Args:
     # Algorithm
     num_envs: int = 1
     """parallel environments (synchronous vector environment)"""
-    learning_starts: int = 1_000
+    learning_starts: int = 500
     """uniformly random actions and no learning for this many environment steps"""
     gradient_steps: int = 1
     """critic gradient steps after each step of the vector environment"""
@@ -130,15 +130,15 @@ class Args:
     """replay buffer capacity in transitions (never allocated larger than --total-timesteps)"""
     batch_size: int = 128
     """transitions sampled from the replay buffer for each gradient step"""
-    learning_rate: float = 1e-3
+    learning_rate: float = 2e-3
     """Adam learning rate of the actor, the critics and the temperature"""
     gamma: float = 0.98
     """discount factor"""
-    tau: float = 0.01
+    tau: float = 0.02
     """soft target update coefficient: theta' <- tau * theta + (1 - tau) * theta'"""
     policy_frequency: int = 1
     """d: every d-th critic step makes d actor (and temperature) steps"""
-    alpha: float = 1.0
+    alpha: float = 0.1
     """the temperature alpha: its starting value, or its value throughout with --no-autotune"""
     autotune: bool = True
     """learn alpha so that the policy's entropy approaches --target-entropy"""
