@@ -70,17 +70,18 @@ def test_logprob_two_dimensions_sums_over_them_with_a_scale_each():
     # Row 1, dimension 1: u = 1, mean 0.5, sigma 0.5 (log_std = -0.6931472), scale 2:
     #   z = (1 - 0.5)/0.5 = 1; log N = -1/2 + 0.6931472 - 0.9189385 = -0.7257913
     #   - log(1 - tanh(1)^2) = +0.8675617; - log 2 = -0.6931472  ->  -0.5513768
-    # Row 1, dimension 2: u = -0.5, mean 0, sigma 1, scale 0.5:
+    # Row 1, dimension 2: u = -0.5, mean 0, sigma 1, scale 0.25:
     #   log N = -0.125 - 0.9189385 = -1.0439385
     #   tanh(0.5) = 0.4621172, tanh^2 = 0.2135523, log(0.7864477) = -0.2402290 -> +0.2402290
-    #   - log 0.5 = +0.6931472  ->  -1.0439385 + 0.2402290 + 0.6931472 = -0.1105623
-    # Row 1: -0.5513768 - 0.1105623 = -0.6619391
-    # Row 2: u = mean = 0, sigma 1 in both: 2 * -0.9189385 - log 2 - log 0.5 = -1.8378771
+    #   - log 0.25 = +1.3862944  ->  -1.0439385 + 0.2402290 + 1.3862944 = 0.5825849
+    # Row 1: -0.5513768 + 0.5825849 = 0.0312081
+    # Row 2: u = mean = 0, sigma 1 in both: 2 * -0.9189385 - log 2 - log 0.25
+    #   = -1.8378771 - 0.6931472 + 1.3862944 = -1.1447299
     u = tensor([1.0, -0.5], [0.0, 0.0])
     mean = tensor([0.5, 0.0], [0.0, 0.0])
     log_std = tensor([math.log(0.5), 0.0], [0.0, 0.0])
-    logprob = sac.squashed_logprob(u, mean, log_std, tensor(2.0, 0.5))
-    assert logprob.tolist() == approx([-0.6619391, -1.8378771])
+    logprob = sac.squashed_logprob(u, mean, log_std, tensor(2.0, 0.25))
+    assert logprob.tolist() == approx([0.0312081, -1.1447299])
 
 
 def test_logprob_stays_finite_where_tanh_rounds_to_one():
