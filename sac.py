@@ -143,7 +143,7 @@ class Args:
     autotune: bool = True
     """learn alpha so that the policy's entropy approaches --target-entropy"""
     target_entropy: Optional[float] = None
-    """H_target of the temperature loss (default: -dim(A))"""
+    """H_target of the temperature loss, in nats (None: -dim(A), minus the action dimensions)"""
     hidden_size: int = 64
     """width of the two hidden layers of the actor and of each critic"""
     log_interval: int = 1_000
