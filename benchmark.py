@@ -115,6 +115,12 @@ TASKS = {
         Task("ddpg_td3", "Pendulum-v1", -200, "DDPG beside TD3: the same flags, --algo ddpg",
              ["--algo", "ddpg"], label="ddpg", window=10),
     ],
+    "sac": [
+        Task("sac", "Pendulum-v1", -200, "eval return at least -200 after 10k steps at the "
+             "median; the 20-episode mean at -200 in fewer steps than SB3 SAC with rl-zoo's "
+             "Pendulum hyperparameters (6.4k-7.2k steps) and at most 0.7x its whole-process "
+             "time (78-88 s); benchmarks/sb3_sac_pendulum.py"),
+    ],
     "ppo_masked": [
         Task("ppo_masked", "Taxi-v4", 7.5, "100-episode training mean 7.5 within 200k steps at "
              "the median, in less wall-clock time than sb3-contrib's MaskablePPO with the same "
@@ -184,6 +190,11 @@ COMPARISONS = {
     "ddpg_td3-pendulum-ddpg-vs-td3": ("DDPG beside TD3 on Pendulum-v1",
                                       {"ddpg_td3-Pendulum-v1": "TD3 (the defaults)",
                                        "ddpg_td3-Pendulum-v1-ddpg": "DDPG (--algo ddpg)"}),
+    "ddpg-td3-sac-pendulum": ("DDPG, TD3 and SAC on Pendulum-v1 (their defaults)",
+                              {"ddpg_td3-Pendulum-v1-ddpg": "DDPG (ddpg_td3.py --algo ddpg), "
+                                                            "10-episode mean",
+                               "ddpg_td3-Pendulum-v1": "TD3 (ddpg_td3.py), 10-episode mean",
+                               "sac-Pendulum-v1": "SAC (sac.py), 20-episode mean"}),
     "ppo_masked-taxi-mask-vs-nomask": ("ppo_masked.py on Taxi-v4 with and without masks",
                                        {"ppo_masked-Taxi-v4": "with masks (the defaults)",
                                         "ppo_masked-Taxi-v4-nomask": "without masks (--no-mask)"}),

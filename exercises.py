@@ -125,6 +125,24 @@ EXERCISES = (
               "test_target_with_every_step_terminated_is_the_reward"),
              ("--env-id", "Pendulum-v1", "--total-timesteps", "15000", "--stop-at-return",
               "-250"), -250),
+    Exercise("sac.target", "sac_target", "Haarnoja et al. 2018b, Soft Actor-Critic "
+             "(soft Bellman backup with clipped double Q)",
+             "y = r + gamma * (1 - terminated) * (min(Q1', Q2') - alpha * log pi(a'|s'))",
+             ("test_target_by_hand_twin_minimum_entropy_termination_truncation",
+              "test_target_without_entropy_is_the_clipped_double_q_target",
+              "test_target_with_every_step_terminated_is_the_reward"),
+             ("--env-id", "Pendulum-v1", "--total-timesteps", "10000", "--stop-at-return",
+              "-250"), -250),
+    Exercise("sac.logprob", "squashed_logprob", "Haarnoja et al. 2018a, Soft Actor-Critic "
+             "(appendix C, enforcing action bounds)",
+             "sum over dimensions of the Gaussian log-density of u, minus log(1 - tanh(u)^2) "
+             "in the stable form 2 * (log 2 - u - softplus(-2u)), minus log(scale)",
+             ("test_logprob_one_dimension_at_zero_is_the_gaussian_density",
+              "test_logprob_one_dimension_with_unit_and_wider_bounds",
+              "test_logprob_two_dimensions_sums_over_them_with_a_scale_each",
+              "test_logprob_stays_finite_where_tanh_rounds_to_one"),
+             ("--env-id", "Pendulum-v1", "--total-timesteps", "10000", "--stop-at-return",
+              "-250"), -250),
     Exercise("ppo.gae", "compute_gae", "Schulman et al. 2016, Generalized Advantage "
              "Estimation",
              "loop backwards over t: delta_t = r_t + gamma * V(s_t+1) * (1 - terminated_t) - "

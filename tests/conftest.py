@@ -250,3 +250,91 @@ def check_run_folder():
             assert not os.path.exists(os.path.join(path, "model.pt"))
         return path, episodes, updates
     return check
+
+
+# ---------------------------------------------------------------------------------------
+# Continuous-action test environments and replay transitions, for the tests of the
+# replay-buffer scripts (ddpg_td3.py, sac.py)
+# ---------------------------------------------------------------------------------------
+class BoxCountingEnv(CountingEnv):
+    """CountingEnv with one continuous action in [-1, 1]."""
+    action_space = gym.spaces.Box(-1.0, 1.0, (1,))
+
+
+class BoxTerminatingEnv(BoxCountingEnv):
+    terminate_at = 3
+
+
+class UnboundedBoxEnv(BoxCountingEnv):
+    action_space = gym.spaces.Box(-np.inf, np.inf, (1,))
+
+
+class BoxImageEnv(BoxCountingEnv):
+    observation_space = gym.spaces.Box(0.0, 1.0, (2, 2))
+
+
+class NoDisplayEnv(BoxCountingEnv):
+    """Renders as MuJoCo does on a machine without a display."""
+    metadata = {"render_modes": ["rgb_array"]}
+
+    def __init__(self, render_mode=None):
+        self.render_mode = render_mode
+
+    def render(self):
+        raise RuntimeError("no OpenGL context\nsecond line")
+
+
+gym.register("BoxCountToThree-v0", entry_point=BoxCountingEnv, max_episode_steps=3)
+gym.register("BoxTerminateAtThree-v0", entry_point=BoxTerminatingEnv)
+gym.register("UnboundedCount-v0", entry_point=UnboundedBoxEnv)
+gym.register("BoxImage-v0", entry_point=BoxImageEnv)
+gym.register("NoDisplay-v0", entry_point=NoDisplayEnv)
+gym.register("ShortPendulum-v1", entry_point="gymnasium.envs.classic_control.pendulum:PendulumEnv",
+             max_episode_steps=20)
+
+
+def replay_transitions(first, n):
+    """n transitions for a replay buffer, numbered from `first`, each field saying which one
+    it is: obs [i, i], action i/10, reward i, terminated i % 2, next_obs [i + 0.5, i + 0.5]."""
+    i = np.arange(first, first + n, dtype=np.float32)
+    return (np.stack([i, i], 1), (i / 10)[:, None], i, (i % 2).astype(bool),
+            np.stack([i + 0.5, i + 0.5], 1))
+
+
+def check_episode_ends(module, target_name, monkeypatch, args, terminated):
+    """Run module.main(args) on BoxCountToThree-v0 (truncated, terminated=False) or
+    BoxTerminateAtThree-v0 (terminated=True), 2 environments, 12 steps, learning from step 6,
+    with spies on what the replay buffer stores and on the critic target of every update
+    (module.<target_name>), and check both. Returns the summary."""
+    stored, targets = [], []
+    add, update, target = module.ReplayBuffer.add, module.Agent.update, getattr(module, target_name)
+
+    def spy_add(self, obs, actions, rewards, term, next_obs):
+        stored.extend(zip(obs[:, 0], term, next_obs[:, 0]))
+        return add(self, obs, actions, rewards, term, next_obs)
+
+    def spy_update(self, obs, *batch):
+        targets.append([obs[:, 0]])
+        return update(self, obs, *batch)
+
+    def spy_target(*a, **k):
+        targets[-1].append(target(*a, **k))
+        return targets[-1][-1]
+
+    monkeypatch.setattr(module.ReplayBuffer, "add", spy_add)
+    monkeypatch.setattr(module.Agent, "update", spy_update)
+    monkeypatch.setattr(module, target_name, spy_target)
+    summary = module.main(args)
+    # Each environment sees 0, 1, 2, then the episode ends and the next one starts at 0.
+    # The step from 2 stores s' = 3, the true last observation, not the next episode's 0;
+    # it is marked terminated only where the episode really terminated.
+    assert stored == [(0, False, 1), (0, False, 1), (1, False, 2), (1, False, 2),
+                      (2, terminated, 3), (2, terminated, 3)] * 2
+    # In the updates (at steps 6, 8, 10, 12) the target of that last step is the reward 1
+    # alone where it terminated, and bootstraps, y != 1, where the time limit cut it; every
+    # other step bootstraps.
+    last = torch.cat([obs for obs, _ in targets]) == 2
+    bootstrapped = (torch.cat([y for _, y in targets]) - 1).abs() > 1e-6
+    assert len(targets) == 4 and last.any() and (~last).any()
+    assert torch.equal(bootstrapped, ~last if terminated else torch.ones_like(last))
+    return summary

@@ -15,7 +15,8 @@ from conftest import ROOT
 SCRIPTS = sorted({e.script for e in exercises.EXERCISES})
 # each check run trains on the script's reference environment (README, benchmark.py)
 EXPECTED_ENVS = {"qlearning": {"Taxi-v4", "MountainCar-v0"}, "dqn": {"CartPole-v1"},
-                 "ddpg_td3": {"Pendulum-v1"}, "ppo": {"CartPole-v1"}, "ppo_masked": {"Taxi-v4"},
+                 "ddpg_td3": {"Pendulum-v1"}, "sac": {"Pendulum-v1"},
+                 "ppo": {"CartPole-v1"}, "ppo_masked": {"Taxi-v4"},
                  "es": {"CartPole-v1"}, "ppod": {"MountainCar-v0"},
                  "mappo": {"simple_spread_v3"}}
 

@@ -1,0 +1,470 @@
+"""Tests of sac.py: the math by hand, the buffer, what the update passes to the math (glue),
+runs end to end, bad input, determinism (CONTRIBUTING.md, "Tests")."""
+import math
+import os
+
+import numpy as np
+import pytest
+import torch
+import torch.nn as nn
+
+import sac
+from conftest import (approx, check_episode_ends, check_import_is_quiet, interrupt_on_call,
+                      read_csv, replay_transitions, run_folder_env, same_seed_episodes, tensor)
+
+LOG_2PI_HALF = 0.9189385  # log(2 pi) / 2 = 1.8378771 / 2
+
+
+# ---------------------------------------------------------------------------------------
+# The critic target by hand. Three transitions, gamma = 0.5, rewards 1; the second one
+# terminated, the third one was cut by a time limit (truncated, so not terminated: its s'
+# is the true final observation and it bootstraps like any other step).
+# ---------------------------------------------------------------------------------------
+REWARDS, TERMINATED = tensor(1, 1, 1), tensor(0, 1, 0)
+NEXT_Q1, NEXT_Q2, NEXT_LOGPROB = tensor(2, 4, 6), tensor(3, 1, 2), tensor(-2, 1, 2)
+
+
+def test_target_by_hand_twin_minimum_entropy_termination_truncation():
+    # min(Q1', Q2') = [2, 1, 2]; minus alpha log pi' with alpha = 0.5:
+    #   [2 - 0.5*(-2), 1 - 0.5*1, 2 - 0.5*2] = [3, 0.5, 1]
+    # y = [1 + 0.5*3, 1 + 0.5*0*0.5 (terminated), 1 + 0.5*1 (truncated: bootstraps)]
+    #   = [2.5, 1, 1.5]
+    y = sac.sac_target(REWARDS, NEXT_Q1, NEXT_Q2, NEXT_LOGPROB, TERMINATED, 0.5, 0.5)
+    assert y.tolist() == approx([2.5, 1.0, 1.5])
+
+
+def test_target_without_entropy_is_the_clipped_double_q_target():
+    # alpha = 0: y = [1 + 0.5*2, 1, 1 + 0.5*2] = [2, 1, 2]; terminated may be bool
+    y = sac.sac_target(REWARDS, NEXT_Q1, NEXT_Q2, NEXT_LOGPROB, TERMINATED.bool(), 0.5, 0.0)
+    assert y.tolist() == approx([2.0, 1.0, 2.0])
+
+
+def test_target_with_every_step_terminated_is_the_reward():
+    # gamma*(1 - 1)*anything = 0: y = r, whatever the critics and the policy say
+    y = sac.sac_target(tensor(0.5, -2), tensor(100, 100), tensor(50, 50), tensor(-9, 9),
+                       tensor(1, 1), 0.99, 0.2)
+    assert y.tolist() == approx([0.5, -2.0])
+
+
+# ---------------------------------------------------------------------------------------
+# The squashed log-probability against the change of variables a = scale * tanh(u):
+# log pi(a) = log N(u; mean, sigma^2) - log(1 - tanh(u)^2) - log(scale), summed over dims.
+# ---------------------------------------------------------------------------------------
+def test_logprob_one_dimension_at_zero_is_the_gaussian_density():
+    # u = mean = 0, sigma = 1: log N = -log(2 pi)/2 = -0.9189385; tanh(0) = 0, log(1 - 0) = 0
+    logprob = sac.squashed_logprob(tensor([0.0]), tensor([0.0]), tensor([0.0]), tensor(1.0))
+    assert logprob.tolist() == approx([-LOG_2PI_HALF])
+
+
+def test_logprob_one_dimension_with_unit_and_wider_bounds():
+    # u = 1, mean = 0, sigma = 1: log N = -1/2 - 0.9189385 = -1.4189385
+    # tanh(1) = 0.7615942, tanh^2 = 0.5800257, log(1 - 0.5800257) = log(0.4199743) = -0.8675617
+    # bounds +-1: -1.4189385 + 0.8675617 = -0.5513768
+    # bounds +-2 (scale 2): -0.5513768 - log 2 = -0.5513768 - 0.6931472 = -1.2445240
+    u, mean, log_std = tensor([1.0]), tensor([0.0]), tensor([0.0])
+    assert sac.squashed_logprob(u, mean, log_std, tensor(1.0)).tolist() == approx([-0.5513768])
+    assert sac.squashed_logprob(u, mean, log_std, tensor(2.0)).tolist() == approx([-1.2445240])
+
+
+def test_logprob_two_dimensions_sums_over_them_with_a_scale_each():
+    # Row 1, dimension 1: u = 1, mean 0.5, sigma 0.5 (log_std = -0.6931472), scale 2:
+    #   z = (1 - 0.5)/0.5 = 1; log N = -1/2 + 0.6931472 - 0.9189385 = -0.7257913
+    #   - log(1 - tanh(1)^2) = +0.8675617; - log 2 = -0.6931472  ->  -0.5513768
+    # Row 1, dimension 2: u = -0.5, mean 0, sigma 1, scale 0.25:
+    #   log N = -0.125 - 0.9189385 = -1.0439385
+    #   tanh(0.5) = 0.4621172, tanh^2 = 0.2135523, log(0.7864477) = -0.2402290 -> +0.2402290
+    #   - log 0.25 = +1.3862944  ->  -1.0439385 + 0.2402290 + 1.3862944 = 0.5825849
+    # Row 1: -0.5513768 + 0.5825849 = 0.0312081
+    # Row 2: u = mean = 0, sigma 1 in both: 2 * -0.9189385 - log 2 - log 0.25
+    #   = -1.8378771 - 0.6931472 + 1.3862944 = -1.1447299
+    u = tensor([1.0, -0.5], [0.0, 0.0])
+    mean = tensor([0.5, 0.0], [0.0, 0.0])
+    log_std = tensor([math.log(0.5), 0.0], [0.0, 0.0])
+    logprob = sac.squashed_logprob(u, mean, log_std, tensor(2.0, 0.25))
+    assert logprob.tolist() == approx([0.0312081, -1.1447299])
+
+
+def test_logprob_stays_finite_where_tanh_rounds_to_one():
+    # u = mean = 20, sigma 1: log N = -0.9189385; tanh(20) is 1.0 in float32, so
+    # log(1 - tanh^2) would be -inf. The stable form: 2*(log 2 - 20 - softplus(-40))
+    #   = 2*(0.6931472 - 20 - 4.2e-18) = -38.6137056
+    # log pi = -0.9189385 + 38.6137056 = 37.6947671
+    logprob = sac.squashed_logprob(tensor([20.0]), tensor([20.0]), tensor([0.0]), tensor(1.0))
+    assert torch.tanh(tensor(20.0)) == 1.0
+    assert logprob.item() == pytest.approx(37.6947671, rel=1e-6)
+
+
+def test_actor_samples_are_squashed_and_carry_their_logprob():
+    torch.manual_seed(0)
+    actor = sac.Actor(3, 2, 8, action_scale=np.array([2.0, 0.5], np.float32))
+    obs = torch.randn(100, 3) * 100
+    actions, logprob = actor.sample(obs)
+    assert actions.shape == (100, 2) and logprob.shape == (100,)
+    assert actions.abs().max() <= 1.0 and torch.isfinite(logprob).all()
+    mean, _ = actor(obs)
+    assert torch.equal(actor.greedy(obs), torch.tanh(mean))
+    logprob.sum().backward()  # reparameterized: the log-probability reaches the weights
+    assert all(p.grad is not None and p.grad.abs().sum() > 0 for p in actor.parameters())
+
+
+# ---------------------------------------------------------------------------------------
+# The actor's and the temperature's losses, the soft update
+# ---------------------------------------------------------------------------------------
+def test_actor_loss_by_hand():
+    # min(Q1, Q2) = min([1, 5], [2, 3]) = [1, 3]; alpha log pi = 0.5*[-1, 2] = [-0.5, 1]
+    # mean of [-0.5 - 1, 1 - 3] = mean of [-1.5, -2] = -1.75
+    loss = sac.actor_loss(tensor(1, 5), tensor(2, 3), tensor(-1, 2), 0.5)
+    assert loss.item() == approx(-1.75)
+
+
+def test_temperature_loss_by_hand_and_its_gradient():
+    # alpha = 0.5, log pi = [-2, 0], H_target = -1: log pi + H_target = [-3, -1]
+    # L = -mean(0.5*[-3, -1]) = -mean([-1.5, -0.5]) = 1.0
+    # dL/dlog_alpha = L (d alpha/d log_alpha = alpha) = 1.0 > 0: a gradient step lowers
+    # alpha, as it should while the entropy -log pi (mean 1) is above the target -1
+    log_alpha = torch.tensor([math.log(0.5)], requires_grad=True)
+    logprob = tensor(-2, 0).requires_grad_()
+    loss = sac.temperature_loss(log_alpha, logprob, -1.0)
+    loss.backward()
+    assert loss.item() == approx(1.0) and log_alpha.grad.tolist() == approx([1.0])
+    assert logprob.grad is None  # the policy gets no gradient from the temperature's loss
+
+
+def linear(weight, bias):
+    """A 2-in 1-out nn.Linear with the given weights."""
+    layer = nn.Linear(2, 1)
+    with torch.no_grad():
+        layer.weight.copy_(tensor([weight[0], weight[1]]))
+        layer.bias.copy_(tensor(bias))
+    return layer
+
+
+def test_soft_update_by_hand():
+    # theta' <- 0.25*theta + 0.75*theta':
+    #   weights [0.25*2 + 0.75*0, 0.25*20 + 0.75*10] = [0.5, 12.5], bias 0.25*8 + 0.75*4 = 5
+    target, source = linear([0, 10], 4), linear([2, 20], 8)
+    sac.soft_update(target, source, 0.25)
+    assert target.weight.tolist() == [[0.5, 12.5]] and target.bias.tolist() == [5.0]
+    assert source.weight.tolist() == [[2.0, 20.0]] and source.bias.tolist() == [8.0]
+    sac.soft_update(target, source, 1.0)  # tau = 1 copies
+    assert target.weight.tolist() == [[2.0, 20.0]] and target.bias.tolist() == [8.0]
+
+
+# ---------------------------------------------------------------------------------------
+# The replay buffer
+# ---------------------------------------------------------------------------------------
+def test_buffer_wraps_around_and_samples_whole_transitions():
+    torch.manual_seed(0)
+    buffer = sac.ReplayBuffer(5, obs_dim=2, action_dim=1, device="cpu")
+    buffer.add(*replay_transitions(0, 3))
+    assert (buffer.pos, buffer.size) == (3, 3)
+    buffer.add(*replay_transitions(3, 4))  # 3, 4 fill rows 3, 4; 5, 6 overwrite rows 0, 1
+    assert (buffer.pos, buffer.size) == (2, 5) and buffer.obs.shape == (5, 2)
+    assert buffer.rewards.tolist() == [5, 6, 2, 3, 4]  # the newest five
+    obs, actions, rewards, terminated, next_obs = buffer.sample(64)
+    assert obs.shape == (64, 2) and actions.shape == (64, 1) and next_obs.shape == (64, 2)
+    assert rewards.shape == (64,) and terminated.shape == (64,)
+    i = rewards  # every field of a row belongs to the same transition
+    assert torch.equal(obs[:, 0], i) and torch.allclose(actions[:, 0], i / 10)
+    assert torch.equal(terminated, i % 2) and torch.equal(next_obs[:, 1], i + 0.5)
+    assert set(i.tolist()) == {2.0, 3.0, 4.0, 5.0, 6.0}
+
+
+# ---------------------------------------------------------------------------------------
+# The glue: what one update passes to the math. Stand-in networks with numbers a test can
+# work out by hand: Q(s, a) = c + k s + 10 a, and a "policy" that picks a = s / 10 with
+# log pi(a|s) = -s.
+# ---------------------------------------------------------------------------------------
+class HandQ(nn.Module):
+    def __init__(self, c, k):
+        super().__init__()
+        self.c, self.k = nn.Parameter(tensor(c)), k
+
+    def forward(self, obs, actions):
+        return self.c + self.k * obs[:, 0] + 10 * actions[:, 0]
+
+
+class HandPolicy(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Parameter(tensor(0.1))
+
+    def sample(self, obs):
+        return self.w * obs, -obs[:, 0]
+
+
+def agent_for(obs_dim=1, **flags):
+    args = sac.Args(**{"hidden_size": 8, **flags})
+    return sac.Agent(obs_dim, 1, np.array([1.0], np.float32), args, "cpu")
+
+
+def test_target_comes_from_the_target_critics_at_next_actions_of_the_current_policy(
+        monkeypatch):
+    agent = agent_for(gamma=0.5, alpha=0.5, autotune=False)
+    agent.actor = HandPolicy()
+    agent.critic1, agent.critic2 = HandQ(100, 1), HandQ(200, -1)  # online: far off
+    agent.critic1_target, agent.critic2_target = HandQ(1, 1), HandQ(13, -1)
+    seen = []
+    target = sac.sac_target
+    monkeypatch.setattr(sac, "sac_target", lambda *a: seen.append(a) or target(*a))
+    obs, actions = tensor([1], [2], [5]), tensor([0.5], [-0.5], [0.2])
+    rewards, terminated, next_obs = tensor(1, 1, 2), tensor(0, 0, 1), tensor([3], [8], [6])
+    stats = agent.update(obs, actions, rewards, terminated, next_obs)
+    # a' = s'/10 = [0.3, 0.8, 0.6] and log pi(a'|s') = -s' = [-3, -8, -6] (the policy at s')
+    # Q'_1 = 1 + s' + 10 a' = [1+3+3, 1+8+8, 1+6+6] = [7, 17, 13]
+    # Q'_2 = 13 - s' + 10 a' = [13-3+3, 13-8+8, 13-6+6] = [13, 13, 13]
+    # (each of the two is the smaller one on one row, so neither may stand in for the other)
+    (args,) = seen
+    assert args[1].tolist() == [7, 17, 13] and args[2].tolist() == [13, 13, 13]
+    assert args[3].tolist() == [-3, -8, -6] and args[5:] == (0.5, 0.5)
+    # y = r + 0.5 (1 - terminated)(min - 0.5 log pi') = [1 + 0.5*(7 + 1.5), 1 + 0.5*(13 + 4), 2]
+    #   = [5.25, 9.5, 2]
+    # The online critics on the stored actions: Q1 = 100 + s + 10 a = [106, 97, 107],
+    # Q2 = 200 - s + 10 a = [204, 193, 197]; losses: mean of the squared differences
+    #   critic 1: (100.75^2 + 87.5^2 + 105^2)/3 = (10150.5625 + 7656.25 + 11025)/3 = 9610.6042
+    #   critic 2: (198.75^2 + 183.5^2 + 195^2)/3 = (39501.5625 + 33672.25 + 38025)/3
+    #           = 37066.2708
+    assert stats["critic1_loss"] == pytest.approx(9610.6042, rel=1e-6)
+    assert stats["critic2_loss"] == pytest.approx(37066.2708, rel=1e-6)
+
+
+def test_alpha_is_not_differentiated_through_the_critic_target(monkeypatch):
+    agent = agent_for(obs_dim=3, policy_frequency=2)  # the first update: a critic step alone
+    seen = []
+    target = sac.sac_target
+    monkeypatch.setattr(sac, "sac_target", lambda *a: seen.append(a) or target(*a))
+    before = agent.log_alpha.item()
+    agent.update(*random_batch())
+    alpha = seen[0][-1]
+    assert not (torch.is_tensor(alpha) and alpha.requires_grad)
+    assert agent.log_alpha.grad is None and agent.log_alpha.item() == before
+
+
+def random_batch(n=64):
+    gen = torch.Generator().manual_seed(1)
+    return (torch.randn(n, 3, generator=gen), torch.rand(n, 1, generator=gen) * 2 - 1,
+            torch.randn(n, generator=gen), torch.zeros(n), torch.randn(n, 3, generator=gen))
+
+
+def soft_objective(agent, obs, alpha):
+    """mean of min(Q1, Q2)(s, a~) - alpha log pi(a~|s), a~ drawn with one fixed noise."""
+    torch.manual_seed(7)
+    with torch.no_grad():
+        actions, logprob = agent.actor.sample(obs)
+        q = torch.minimum(agent.critic1(obs, actions), agent.critic2(obs, actions))
+    return (q - alpha * logprob).mean().item()
+
+
+def test_actor_steps_on_fixed_critics_raise_the_soft_value():
+    # Fixed critics Q = s + 10 a and Q = 1 + s + 10 a (min: the first), alpha = 0.2: the
+    # actor gains 10 per unit of action and pays 0.2 log pi, so its steps must raise
+    # mean(Q - 0.2 log pi) by far more than entropy alone could (a few tenths)
+    torch.manual_seed(0)
+    agent = agent_for(obs_dim=3, alpha=0.2, autotune=False, learning_rate=3e-3)
+    agent.critic1, agent.critic2 = HandQ(0, 1), HandQ(1, 1)
+    batch = random_batch()
+    before = soft_objective(agent, batch[0], 0.2)
+    for _ in range(30):
+        agent.update(*batch)
+    after = soft_objective(agent, batch[0], 0.2)
+    assert after > before + 1.0
+    assert agent.critic1.c.item() == 0.0 and agent.critic2.c.item() == 1.0
+
+
+@pytest.mark.parametrize("target_entropy, direction", [(5.0, 1), (-20.0, -1)])
+def test_temperature_rises_below_the_target_entropy_and_falls_above(target_entropy, direction):
+    # A fresh policy's entropy is about 1 (sigma near 1, squashed): below a target of 5,
+    # above one of -20
+    agent = agent_for(obs_dim=3, target_entropy=target_entropy)
+    before = agent.alpha()
+    stats = [agent.update(*random_batch()) for _ in range(5)]
+    assert all(-5 < s["entropy"] < 5 for s in stats)
+    assert (agent.alpha() - before) * direction > 0
+
+
+def test_a_fixed_temperature_never_moves():
+    agent = agent_for(obs_dim=3, alpha=0.2, autotune=False)
+    before = agent.alpha()
+    stats = [agent.update(*random_batch()) for _ in range(5)]
+    assert before == pytest.approx(0.2) and agent.alpha() == before
+    assert [s["alpha"] for s in stats] == [before] * 5 and not agent.log_alpha.requires_grad
+
+
+def test_policy_frequency_makes_d_actor_steps_every_d_th_critic_step():
+    agent = agent_for(obs_dim=3, policy_frequency=3)
+    steps = lambda optimizer: int(next(iter(optimizer.state.values()), {"step": 0})["step"])
+    counts = []
+    for _ in range(6):
+        agent.update(*random_batch())
+        counts.append((steps(agent.critic_optimizer), steps(agent.actor_optimizer),
+                       steps(agent.alpha_optimizer)))
+    # critic steps 1..6; the actor and the temperature take 3 steps at the 3rd and the 6th
+    assert counts == [(1, 0, 0), (2, 0, 0), (3, 3, 3), (4, 3, 3), (5, 3, 3), (6, 6, 6)]
+
+
+def test_target_critics_follow_the_critics_by_tau_after_every_critic_step():
+    agent = agent_for(obs_dim=3, tau=0.25, policy_frequency=2)
+    old_target = [p.clone() for p in agent.critic2_target.parameters()]
+    agent.update(*random_batch())
+    for new, old, source in zip(agent.critic2_target.parameters(), old_target,
+                                agent.critic2.parameters()):
+        assert torch.allclose(new, 0.25 * source + 0.75 * old, atol=1e-6)
+
+
+# ---------------------------------------------------------------------------------------
+# Episode ends through the whole loop: environments whose observation counts their steps
+# and whose episodes end after 3 steps, by a time limit (truncated) or by termination.
+# ---------------------------------------------------------------------------------------
+@pytest.mark.parametrize("env_id, terminated", [("BoxCountToThree-v0", False),
+                                                ("BoxTerminateAtThree-v0", True)])
+def test_episode_ends_store_the_true_final_observation(env_id, terminated, tmp_path, monkeypatch):
+    args = sac.Args(env_id=env_id, total_timesteps=12, num_envs=2, learning_starts=6,
+                    batch_size=16, hidden_size=8, eval_episodes=1, output_dir=str(tmp_path))
+    summary = check_episode_ends(sac, "sac_target", monkeypatch, args, terminated)
+    assert summary["eval_return_mean"] == 3.0
+
+
+# ---------------------------------------------------------------------------------------
+# Runs end to end
+# ---------------------------------------------------------------------------------------
+TINY = dict(env_id="Pendulum-v1", total_timesteps=600, learning_starts=200, batch_size=32,
+            hidden_size=16, log_interval=200)
+
+
+def test_smoke_run_writes_every_file_and_its_model_evaluates(tmp_path, check_run_folder):
+    args = sac.Args(**TINY, eval_episodes=2, save_model=True, output_dir=str(tmp_path / "train"))
+    summary = sac.main(args)
+    path, episodes, updates = check_run_folder(summary, args.output_dir, "sac", model=True)
+    # 600 Pendulum steps are 3 episodes of 200; a row of updates.csv every 200 steps once
+    # learning started at step 200: at 200, 400 and 600
+    assert [e["episode_length"] for e in episodes] == ["200"] * 3
+    assert [u["global_step"] for u in updates] == ["200", "400", "600"]
+    assert list(updates[0])[3:] == ["critic1_loss", "critic2_loss", "q1_mean", "actor_loss",
+                                    "entropy", "alpha"]
+    assert all(math.isfinite(float(v)) for u in updates for v in u.values())
+    alphas = [float(u["alpha"]) for u in updates]
+    assert alphas[0] < 0.1 and alphas[-1] < alphas[0]  # from --alpha 0.1, the entropy is high
+    assert summary["eval_return_mean"] < 0 and summary["eval_episodes"] == 2  # Pendulum's costs
+    state = torch.load(os.path.join(path, "model.pt"), weights_only=True)
+    assert {"actor", "critic1", "critic2", "log_alpha", "args"} <= set(state)
+
+    evaluated = sac.main(sac.Args(eval_checkpoint=os.path.join(path, "model.pt"),
+                                  eval_episodes=2, output_dir=str(tmp_path / "eval")))
+    assert evaluated["eval_return_mean"] == summary["eval_return_mean"]  # same policy, seeds
+    assert evaluated["global_steps"] == 0
+
+
+def test_own_environment_module_is_imported(fresh_env_module, tmp_path, check_run_folder):
+    env_id = f"{fresh_env_module}:Slider-v0"
+    summary = sac.main(sac.Args(env_id=env_id, total_timesteps=60, learning_starts=20,
+                                batch_size=8, hidden_size=8, log_interval=20, eval_episodes=1,
+                                output_dir=str(tmp_path)))
+    path, episodes, _ = check_run_folder(summary, str(tmp_path), "sac")
+    assert os.path.basename(path).startswith(run_folder_env(env_id) + "__")
+    assert [e["episode_length"] for e in episodes] == ["20"] * 3  # Slider's time limit
+
+
+def test_stop_at_return_stops_and_records_when(tmp_path):
+    # Every Pendulum return is above -100000, so the 20-episode mean reaches it as soon as
+    # 20 episodes have ended: 4 environments * 200 steps * 5 rounds = 4000 steps.
+    summary = sac.main(sac.Args(total_timesteps=8000, num_envs=4, learning_starts=6000,
+                                stop_at_return=-100000, eval_episodes=0, output_dir=str(tmp_path)))
+    assert summary["solved_at_step"] == 4000 and summary["global_steps"] == 4000
+    assert len(read_csv(next(tmp_path.glob("*/episodes.csv")))) == 20
+
+
+def test_interrupted_run_keeps_its_data(tmp_path, monkeypatch):
+    # Adam steps: critic (1), actor (2), temperature (3) at step 400; critic (4) at 401
+    monkeypatch.setattr(torch.optim.Adam, "step", interrupt_on_call(4, torch.optim.Adam.step))
+    summary = sac.main(sac.Args(**{**TINY, "learning_starts": 400, "log_interval": 1},
+                                save_model=True, output_dir=str(tmp_path)))
+    (path,) = tmp_path.iterdir()
+    assert summary["interrupted"] is True and summary["eval_return_mean"] is None
+    assert summary["global_steps"] == 401
+    assert [u["global_step"] for u in read_csv(path / "updates.csv")] == ["400"]
+    assert len(read_csv(path / "episodes.csv")) == 2
+    assert (path / "learning_curve.png").exists() and (path / "model.pt").exists()
+
+
+def test_nan_loss_stops_cleanly(tmp_path, monkeypatch):
+    monkeypatch.setattr(sac, "sac_target", lambda rewards, *a: rewards * math.nan)
+    summary = sac.main(sac.Args(**{**TINY, "log_interval": 100}, output_dir=str(tmp_path)))
+    (path,) = tmp_path.iterdir()
+    assert summary["interrupted"] is True and summary["global_steps"] == 200
+    assert read_csv(path / "updates.csv")[0]["critic1_loss"] == "nan"
+    assert (path / "summary.json").exists()
+
+
+def test_same_seed_gives_the_same_episodes(tmp_path):
+    rows = same_seed_episodes(lambda out: sac.main(sac.Args(
+        env_id="my_envs:Slider-v0", total_timesteps=200, num_envs=2, learning_starts=40,
+        batch_size=16, hidden_size=8, eval_episodes=0, output_dir=out)), tmp_path)
+    # 2 environments * 100 steps: 10 episodes of 20 steps, all but the first two (random
+    # actions) played by the learning policy
+    assert len(rows) == 10 and len({r[1] for r in rows}) == 10
+
+
+def test_capture_video_records_each_evaluation_episode(tmp_path):
+    sac.main(sac.Args(**{**TINY, "env_id": "ShortPendulum-v1", "total_timesteps": 300},
+                      eval_episodes=2, capture_video=True, output_dir=str(tmp_path)))
+    videos = sorted(p.name for p in tmp_path.glob("*/videos/*.mp4"))
+    assert videos == ["eval-0-episode-0.mp4", "eval-1-episode-0.mp4"]
+
+
+# ---------------------------------------------------------------------------------------
+# Bad input: one line on stderr, exit status 2, nothing trained
+# ---------------------------------------------------------------------------------------
+@pytest.fixture
+def bad_checkpoints(tmp_path):
+    corrupt = tmp_path / "corrupt.pt"
+    corrupt.write_bytes(b"this is not a checkpoint")
+    mountain_car = tmp_path / "mountain_car.pt"
+    args = sac.Args(env_id="MountainCarContinuous-v0", hidden_size=8)
+    sac.save_checkpoint(mountain_car, sac.Agent(2, 1, np.ones(1, np.float32), args, "cpu"), args)
+    return {"missing": str(tmp_path / "missing.pt"), "corrupt": str(corrupt),
+            "mountain_car": str(mountain_car)}
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--env-id", "Pendulum-v9"], "unknown environment id 'Pendulum-v9'; did you mean Pendulum-v1"),
+    (["--env-id", "no_such_module:Slider-v0"], "cannot import module 'no_such_module'"),
+    (["--env-id", "my_envs:Slider-v9"], "module my_envs registers no environment Slider-v9"),
+    (["--env-id", "my_envs:GridWorld-v0"], "Discrete action space of shape (); sac.py needs a "
+                                           "flat continuous (Box) one (for discrete actions use "
+                                           "dqn.py or ppo.py)"),
+    (["--env-id", "SpinTheBits-v0"], "MultiBinary action space"),
+    (["--env-id", "UnboundedCount-v0"], "unbounded actions"),
+    (["--env-id", "BoxImage-v0"], "observation space of shape (2, 2)"),
+    (["--env-id", "NoDisplay-v0", "--capture-video"],
+     "cannot record videos of NoDisplay-v0 (RuntimeError: no OpenGL context); for MuJoCo"),
+    (["--num-envs", "4", "--total-timesteps", "1001", "--learning-starts", "10"],
+     "--total-timesteps 1001 is not divisible by --num-envs 4"),
+    (["--num-envs", "0"], "--num-envs must be positive"),
+    (["--total-timesteps", "-5"], "--total-timesteps must be positive"),
+    (["--total-timesteps", "500"], "--learning-starts 500 leaves no step"),
+    (["--batch-size", "0"], "--batch-size must be positive"),
+    (["--policy-frequency", "0"], "--policy-frequency must be positive"),
+    (["--learning-rate", "0"], "--learning-rate must be positive"),
+    (["--alpha", "0"], "--alpha must be positive"),
+    (["--target-entropy", "-1", "--no-autotune"], "--target-entropy needs the learned temperature"),
+    (["--gamma", "1.5"], "--gamma must be in [0, 1]"),
+    (["--tau", "0"], "--tau must be in (0, 1]"),
+    (["--eval-checkpoint", "missing"], "does not exist"),
+    (["--eval-checkpoint", "corrupt"], "is not a sac.py model.pt"),
+    (["--eval-checkpoint", "mountain_car"],
+     "was made for MountainCarContinuous-v0, not Pendulum-v1; "
+     "pass --env-id MountainCarContinuous-v0"),
+])
+def test_bad_input_is_one_line_and_exit_status_2(argv, message, check_usage_error, bad_checkpoints,
+                                                 fresh_env_module):
+    check_usage_error("sac.py", [bad_checkpoints.get(a, a) for a in argv], message)
+
+
+def test_help_lists_the_flags_with_their_docstrings(check_help):
+    check_help("sac.py", ("--cuda", "--no-cuda", "--alpha", "--autotune", "--no-autotune",
+                          "--target-entropy", "--policy-frequency", "--learning-starts", "--tau"),
+               ("H_target", "every d-th critic step"))
+
+
+def test_importing_the_script_has_no_side_effects(tmp_path):
+    check_import_is_quiet("sac", tmp_path)
