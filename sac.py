@@ -371,54 +371,50 @@ def train(args, agent, envs, run, summary, device):
     buffer = ReplayBuffer(min(args.buffer_size, args.total_timesteps), obs_dim, action_dim, device)
     global_step, last_log, stats = 0, 0, []
     obs, _ = envs.reset(seed=args.seed)
-    try:
-        for _ in range(args.total_timesteps // args.num_envs):
-            # Act
-            if global_step < args.learning_starts:
-                actions = torch.rand((args.num_envs, action_dim)) * 2 - 1
-            else:
-                with torch.no_grad():
-                    actions, _ = agent.actor.sample(torch.as_tensor(obs, dtype=torch.float32,
-                                                                    device=device))
-                actions = actions.cpu()
-            next_obs, rewards, terminated, truncated, info = envs.step(
-                to_env_action(actions, action_space))
-            global_step += args.num_envs
+    for _ in range(args.total_timesteps // args.num_envs):
+        # Act
+        if global_step < args.learning_starts:
+            actions = torch.rand((args.num_envs, action_dim)) * 2 - 1
+        else:
+            with torch.no_grad():
+                actions, _ = agent.actor.sample(torch.as_tensor(obs, dtype=torch.float32,
+                                                                device=device))
+            actions = actions.cpu()
+        next_obs, rewards, terminated, truncated, info = envs.step(
+            to_env_action(actions, action_space))
+        global_step += args.num_envs
+        summary["global_steps"] = global_step  # current, should Ctrl-C stop the run
 
-            # Store s' = the true last observation where an episode ended, not the next
-            # episode's first: a truncated step bootstraps from it, a terminated one does not
-            final_obs = next_obs.copy()
-            for i in np.flatnonzero(terminated | truncated):
-                final_obs[i] = info["final_obs"][i]
-            buffer.add(obs, actions.numpy(), rewards, terminated, final_obs)
-            obs = next_obs
+        # Store s' = the true last observation where an episode ended, not the next
+        # episode's first: a truncated step bootstraps from it, a terminated one does not
+        final_obs = next_obs.copy()
+        for i in np.flatnonzero(terminated | truncated):
+            final_obs[i] = info["final_obs"][i]
+        buffer.add(obs, actions.numpy(), rewards, terminated, final_obs)
+        obs = next_obs
 
-            for i in np.flatnonzero(info.get("_episode", [])):
-                run.episode(global_step, info["episode"]["r"][i], info["episode"]["l"][i])
-            if args.stop_at_return is not None and run.last20() >= args.stop_at_return:
-                summary["solved_at_step"] = global_step
-                summary["solved_at_time_s"] = round(time.time() - run.start, 3)
+        for i in np.flatnonzero(info.get("_episode", [])):
+            run.episode(global_step, info["episode"]["r"][i], info["episode"]["l"][i])
+        if args.stop_at_return is not None and run.last20() >= args.stop_at_return:
+            summary["solved_at_step"] = global_step
+            summary["solved_at_time_s"] = round(time.time() - run.start, 3)
+            break
+
+        # Learn
+        if global_step >= args.learning_starts:
+            for _ in range(args.gradient_steps):
+                stats.append(agent.update(*buffer.sample(args.batch_size)))
+
+        # Log
+        if stats and global_step - last_log >= args.log_interval:
+            last_log, row, stats = global_step, run.update(global_step, stats), []
+            if not all(math.isfinite(v) for v in row.values()):
+                print(f"{SCRIPT}: a loss became non-finite (NaN or inf) at step "
+                      f"{global_step}; stopping (try a lower --learning-rate)")
+                summary["interrupted"] = True
                 break
-
-            # Learn
-            if global_step >= args.learning_starts:
-                for _ in range(args.gradient_steps):
-                    stats.append(agent.update(*buffer.sample(args.batch_size)))
-
-            # Log
-            if stats and global_step - last_log >= args.log_interval:
-                last_log, row, stats = global_step, run.update(global_step, stats), []
-                if not all(math.isfinite(v) for v in row.values()):
-                    print(f"{SCRIPT}: a loss is not finite (isfinite false) at step "
-                          f"{global_step}; stopping (try a lower --learning-rate)")
-                    summary["interrupted"] = True
-                    break
-        if stats and not summary["interrupted"]:
-            run.update(global_step, stats)
-    except KeyboardInterrupt:
-        print(f"{SCRIPT}: interrupted; writing what the run has so far")
-        summary["interrupted"] = True
-    return global_step
+    if stats and not summary["interrupted"]:
+        run.update(global_step, stats)
 
 
 def main(args: Args) -> dict:
@@ -441,7 +437,10 @@ def main(args: Args) -> dict:
     if checkpoint is None:
         envs = make_vector_env(args.env_id, args.num_envs)
         try:
-            summary["global_steps"] = train(args, agent, envs, run, summary, device)
+            train(args, agent, envs, run, summary, device)
+        except KeyboardInterrupt:
+            print(f"{SCRIPT}: interrupted; writing what the run has so far")
+            summary["interrupted"] = True
         finally:
             envs.close()
     return finish(args, run, summary, agent, device, trained=checkpoint is None)
@@ -649,8 +648,9 @@ class RunWriter:
             f.flush()
         if time.time() - self.last_print >= 2.0:  # progress on the console
             self.last_print = time.time()
+            recent = f"{self.last20():.1f}" if math.isfinite(self.last20()) else "n/a"
             print(f"step {global_step:>9} | sps {row['sps']:>6} | alpha {row['alpha']:.3f} | "
-                  f"return (last 20) {self.last20():.1f}")
+                  f"return (last 20) {recent}")
         return row
 
     def close(self):
