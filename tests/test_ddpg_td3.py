@@ -12,7 +12,7 @@ import tyro
 from torch.nn.utils import parameters_to_vector
 
 import ddpg_td3
-from conftest import (CountingEnv, approx, check_import_is_quiet, interrupt_on_call, read_csv,
+from conftest import (BoxCountingEnv, approx, check_import_is_quiet, interrupt_on_call, read_csv,
                       same_seed_episodes, tensor)
 
 
@@ -363,45 +363,13 @@ def test_update_rows_hold_the_means_since_the_last_row(tmp_path):
 # Episode ends through the whole loop: environments whose observation counts their steps
 # and whose episodes end after 3 steps, by a time limit (truncated) or by termination.
 # ---------------------------------------------------------------------------------------
-class BoxCountingEnv(CountingEnv):
-    action_space = gym.spaces.Box(-1.0, 1.0, (1,))
-
-
-class TerminatingEnv(BoxCountingEnv):
-    terminate_at = 3
-
-
-class UnboundedEnv(BoxCountingEnv):
-    action_space = gym.spaces.Box(-np.inf, np.inf, (1,))
-
-
-class ImageEnv(BoxCountingEnv):
-    observation_space = gym.spaces.Box(0.0, 1.0, (2, 2))
-
-
 class TableEnv(BoxCountingEnv):
     observation_space = gym.spaces.Discrete(4)
 
 
-class NoDisplayEnv(BoxCountingEnv):
-    """Renders as MuJoCo does on a machine without a display."""
-    metadata = {"render_modes": ["rgb_array"]}
-
-    def __init__(self, render_mode=None):
-        self.render_mode = render_mode
-
-    def render(self):
-        raise RuntimeError("no OpenGL context\nsecond line")
-
-
-gym.register("BoxCountToThree-v0", entry_point=BoxCountingEnv, max_episode_steps=3)
-gym.register("BoxTerminateAtThree-v0", entry_point=TerminatingEnv)
-gym.register("UnboundedCount-v0", entry_point=UnboundedEnv)
-gym.register("BoxImage-v0", entry_point=ImageEnv)
+# BoxCountToThree-v0, BoxTerminateAtThree-v0, UnboundedCount-v0, BoxImage-v0, NoDisplay-v0
+# and ShortPendulum-v1 are registered in conftest.py (sac.py's tests use them too).
 gym.register("BoxTable-v0", entry_point=TableEnv)
-gym.register("NoDisplay-v0", entry_point=NoDisplayEnv)
-gym.register("ShortPendulum-v1", entry_point="gymnasium.envs.classic_control.pendulum:PendulumEnv",
-             max_episode_steps=20)
 
 
 @pytest.mark.parametrize("env_id, terminated", [("BoxCountToThree-v0", False),
