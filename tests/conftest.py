@@ -301,28 +301,32 @@ def replay_transitions(first, n):
             np.stack([i + 0.5, i + 0.5], 1))
 
 
-def check_episode_ends(module, target_name, monkeypatch, args, terminated):
+def check_episode_ends(module, target_name, monkeypatch, args, terminated,
+                       update_owner=None, batch_obs=lambda agent, obs, *rest: obs):
     """Run module.main(args) on BoxCountToThree-v0 (truncated, terminated=False) or
     BoxTerminateAtThree-v0 (terminated=True), 2 environments, 12 steps, learning from step 6,
     with spies on what the replay buffer stores and on the critic target of every update
-    (module.<target_name>), and check both. Returns the summary."""
+    (module.<target_name>), and check both. The update is `update_owner.update` (default
+    module.Agent's method); batch_obs(*its arguments) picks the batch's observations.
+    Returns the summary."""
     stored, targets = [], []
-    add, update, target = module.ReplayBuffer.add, module.Agent.update, getattr(module, target_name)
+    owner = module.Agent if update_owner is None else update_owner
+    add, update, target = module.ReplayBuffer.add, owner.update, getattr(module, target_name)
 
     def spy_add(self, obs, actions, rewards, term, next_obs):
         stored.extend(zip(obs[:, 0], term, next_obs[:, 0]))
         return add(self, obs, actions, rewards, term, next_obs)
 
-    def spy_update(self, obs, *batch):
-        targets.append([obs[:, 0]])
-        return update(self, obs, *batch)
+    def spy_update(*a):
+        targets.append([batch_obs(*a)[:, 0]])
+        return update(*a)
 
     def spy_target(*a, **k):
         targets[-1].append(target(*a, **k))
         return targets[-1][-1]
 
     monkeypatch.setattr(module.ReplayBuffer, "add", spy_add)
-    monkeypatch.setattr(module.Agent, "update", spy_update)
+    monkeypatch.setattr(owner, "update", spy_update)
     monkeypatch.setattr(module, target_name, spy_target)
     summary = module.main(args)
     # Each environment sees 0, 1, 2, then the episode ends and the next one starts at 0.

@@ -12,8 +12,8 @@ import tyro
 from torch.nn.utils import parameters_to_vector
 
 import ddpg_td3
-from conftest import (BoxCountingEnv, approx, check_import_is_quiet, interrupt_on_call, read_csv,
-                      same_seed_episodes, tensor)
+from conftest import (BoxCountingEnv, approx, check_episode_ends, check_import_is_quiet,
+                      interrupt_on_call, read_csv, same_seed_episodes, tensor)
 
 
 # ---------------------------------------------------------------------------------------
@@ -375,39 +375,10 @@ gym.register("BoxTable-v0", entry_point=TableEnv)
 @pytest.mark.parametrize("env_id, terminated", [("BoxCountToThree-v0", False),
                                                 ("BoxTerminateAtThree-v0", True)])
 def test_episode_ends_store_the_true_final_observation(env_id, terminated, tmp_path, monkeypatch):
-    stored, targets = [], []
-    add, update, target = ddpg_td3.ReplayBuffer.add, ddpg_td3.update, ddpg_td3.td3_target
-
-    def spy_add(self, obs, actions, rewards, term, next_obs):
-        stored.extend(zip(obs[:, 0], term, next_obs[:, 0]))
-        return add(self, obs, actions, rewards, term, next_obs)
-
-    def spy_update(batch, *rest):
-        targets.append([batch[0][:, 0]])
-        return update(batch, *rest)
-
-    def spy_target(*args, **kwargs):
-        targets[-1].append(target(*args, **kwargs))
-        return targets[-1][-1]
-
-    monkeypatch.setattr(ddpg_td3.ReplayBuffer, "add", spy_add)
-    monkeypatch.setattr(ddpg_td3, "update", spy_update)
-    monkeypatch.setattr(ddpg_td3, "td3_target", spy_target)
-    summary = ddpg_td3.main(ddpg_td3.Args(env_id=env_id, total_timesteps=12, num_envs=2,
-                                          learning_starts=6, batch_size=16, hidden_size=8,
-                                          eval_episodes=1, output_dir=str(tmp_path)))
-    # Each environment sees 0, 1, 2, then the episode ends and the next one starts at 0.
-    # The step from 2 stores s' = 3, the true last observation, not the next episode's 0;
-    # it is marked terminated only where the episode really terminated.
-    assert stored == [(0, False, 1), (0, False, 1), (1, False, 2), (1, False, 2),
-                      (2, terminated, 3), (2, terminated, 3)] * 2
-    # In the updates (at steps 6, 8, 10, 12) the target of that last step is the reward 1
-    # alone where it terminated, and bootstraps, r + gamma*min Q'(s', a') != 1, where the
-    # time limit cut it; every other step bootstraps.
-    last = torch.cat([obs for obs, _ in targets]) == 2
-    bootstrapped = (torch.cat([y for _, y in targets]) - 1).abs() > 1e-6
-    assert len(targets) == 4 and last.any() and (~last).any()
-    assert torch.equal(bootstrapped, ~last if terminated else torch.ones_like(last))
+    args = ddpg_td3.Args(env_id=env_id, total_timesteps=12, num_envs=2, learning_starts=6,
+                         batch_size=16, hidden_size=8, eval_episodes=1, output_dir=str(tmp_path))
+    summary = check_episode_ends(ddpg_td3, "td3_target", monkeypatch, args, terminated,
+                                 update_owner=ddpg_td3, batch_obs=lambda batch, *rest: batch[0])
     episodes = read_csv(next(tmp_path.glob("*/episodes.csv")))
     assert [(e["global_step"], e["episode_return"], e["episode_length"]) for e in episodes] == \
         [("6", "3.0", "3"), ("6", "3.0", "3"), ("12", "3.0", "3"), ("12", "3.0", "3")]
