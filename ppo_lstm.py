@@ -243,17 +243,22 @@ def unroll(lstm, features, state, episode_starts):
 
     Returns (outputs [L, B, H], final state (h, c)). The reset at t = 0 is what lets a
     chunk start from its stored state whatever that state is: where the chunk's first
-    step starts an episode, it starts from zeros.
+    step starts an episode, it starts from zeros. The steps between two resets (anywhere
+    in the batch) go to torch.nn.LSTM in one call: the same arithmetic, step by step
+    inside the library.
     """
     h, c = state
+    length = features.shape[0]
+    resets = (episode_starts[1:] != 0).any(dim=1).nonzero().flatten() + 1
+    bounds = [0, *resets.tolist(), length]
     outputs = []
-    for t in range(features.shape[0]):
-        keep = (1.0 - episode_starts[t].float()).unsqueeze(-1)
-        out, (h, c) = lstm(features[t].unsqueeze(0), ((h * keep).unsqueeze(0),
-                                                      (c * keep).unsqueeze(0)))
+    for begin, end in zip(bounds[:-1], bounds[1:]):
+        keep = (1.0 - episode_starts[begin].float()).unsqueeze(-1)
+        out, (h, c) = lstm(features[begin:end], ((h * keep).unsqueeze(0),
+                                                 (c * keep).unsqueeze(0)))
         h, c = h.squeeze(0), c.squeeze(0)
-        outputs.append(out.squeeze(0))
-    return torch.stack(outputs), (h, c)
+        outputs.append(out)
+    return torch.cat(outputs), (h, c)
 
 
 class RolloutBuffer:
