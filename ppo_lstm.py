@@ -265,8 +265,8 @@ class RolloutBuffer:
     """One rollout of T steps from N environments, preallocated on the device.
 
     Row t holds what was seen and done at step t: obs o_t, the episode-start flag of o_t,
-    the LSTM state (h_t-1, c_t-1) the agent acted with (zeros where o_t starts an
-    episode), action a_t, log pi_old(a_t | .), V(s_t), reward r_t, terminated_t and
+    the LSTM states (h_t-1, c_t-1) the agent acted with, the actor's and the critic's
+    (zeros where o_t starts an episode), action a_t, log pi_old(a_t | .), V(s_t), reward r_t, terminated_t and
     truncated_t. final_values[t, n] is V(final observation) valued with the state the
     episode reached, where environment n was truncated at step t; last_value is V(s_T)
     after the last step, with the state carried on.
@@ -279,8 +279,8 @@ class RolloutBuffer:
 
         self.obs = zeros(obs_dim)
         self.episode_starts = zeros()
-        self.h = zeros(lstm_hidden_size)
-        self.c = zeros(lstm_hidden_size)
+        self.h = zeros(2, lstm_hidden_size)  # the actor's and the critic's LSTM
+        self.c = zeros(2, lstm_hidden_size)
         self.actions = zeros(*action_shape, dtype=action_dtype)
         self.logprobs = zeros()
         self.values = zeros()
@@ -311,74 +311,99 @@ def layer_init(layer, std=math.sqrt(2), bias_const=0.0):
 
 
 class Agent(nn.Module):
-    """obs -> Linear + tanh encoder -> LSTM -> actor head (logits, or a Gaussian mean with
-    a learned state-independent log std) and critic head.
+    """Two recurrent towers, obs -> Linear + tanh encoder -> LSTM, one under the actor's
+    head (logits, or the mean of a Gaussian with a learned state-independent log std) and
+    one under the critic's head (V).
 
-    The critic shares the encoder and the LSTM with the actor (as CleanRL's LSTM agent
-    does): the value of a partially observed state depends on the history as much as the
-    action does, one recurrent state is half the compute of two and the only state to
-    store. Stable-Baselines3's RecurrentPPO gives the critic an LSTM of its own by default
-    (a deviation from that peer, not from the PPO paper, which has no recurrent agent).
+    The critic has an LSTM of its own, as in Stable-Baselines3's RecurrentPPO (CleanRL's
+    LSTM agent shares one): the value loss, whose targets are returns of tens to hundreds,
+    would otherwise dominate the gradient that shapes the actor's memory. On CartPole
+    without velocities a shared LSTM was slower to learn, and got faster as the value
+    loss's weight fell (README). The agent's state holds both LSTMs' states: h and c are
+    each [B, 2, H], index 0 the actor's and index 1 the critic's.
     """
 
     def __init__(self, obs_dim, action_dim, continuous, hidden_size=64, lstm_hidden_size=64):
         super().__init__()
         self.continuous = continuous
-        self.encoder = nn.Sequential(layer_init(nn.Linear(obs_dim, hidden_size)), nn.Tanh())
-        self.lstm = nn.LSTM(hidden_size, lstm_hidden_size)
-        for name, param in self.lstm.named_parameters():
-            if "weight" in name:
-                nn.init.orthogonal_(param, 1.0)
-            else:
-                nn.init.constant_(param, 0.0)
+        self.actor_encoder, self.actor_lstm = recurrent_tower(obs_dim, hidden_size,
+                                                              lstm_hidden_size)
+        self.critic_encoder, self.critic_lstm = recurrent_tower(obs_dim, hidden_size,
+                                                                lstm_hidden_size)
         self.actor = layer_init(nn.Linear(lstm_hidden_size, action_dim), std=0.01)
         self.critic = layer_init(nn.Linear(lstm_hidden_size, 1), std=1.0)
         if continuous:
             self.actor_logstd = nn.Parameter(torch.zeros(1, action_dim))
 
     def initial_state(self, batch, device):
-        zeros = torch.zeros(batch, self.lstm.hidden_size, device=device)
+        zeros = torch.zeros(batch, 2, self.actor_lstm.hidden_size, device=device)
         return zeros, zeros.clone()
 
     def features(self, obs, state, episode_starts):
-        """LSTM outputs [L, B, H] of obs [L, B, obs_dim] and the final state."""
-        return unroll(self.lstm, self.encoder(obs), state, episode_starts)
+        """Both LSTMs over obs [L, B, obs_dim] from state (h, c), each [B, 2, H]. Returns
+        ((actor outputs, critic outputs), each [L, B, H]), and the state after."""
+        h, c = state
+        actor, (h_pi, c_pi) = unroll(self.actor_lstm, self.actor_encoder(obs),
+                                     (h[:, 0], c[:, 0]), episode_starts)
+        critic, (h_v, c_v) = unroll(self.critic_lstm, self.critic_encoder(obs),
+                                    (h[:, 1], c[:, 1]), episode_starts)
+        return (actor, critic), (torch.stack([h_pi, h_v], 1), torch.stack([c_pi, c_v], 1))
 
-    def distribution(self, hidden):
+    def distribution(self, actor_hidden):
         if self.continuous:
-            mean = self.actor(hidden)
+            mean = self.actor(actor_hidden)
             return Normal(mean, self.actor_logstd.expand_as(mean).exp(), validate_args=False)
-        return Categorical(logits=self.actor(hidden), validate_args=False)
+        return Categorical(logits=self.actor(actor_hidden), validate_args=False)
 
     def logprob_entropy(self, dist, actions):
         if self.continuous:  # independent dimensions: sum over the action dimension
             return dist.log_prob(actions).sum(-1), dist.entropy().sum(-1)
         return dist.log_prob(actions), dist.entropy()
 
+    def value(self, critic_hidden):
+        return self.critic(critic_hidden).squeeze(-1)
+
     def step(self, obs, state, episode_starts):
         """One step of N environments: obs [N, obs_dim]. Returns (actions, log-probs,
         values, the state after the step)."""
-        hidden, state = self.features(obs.unsqueeze(0), state, episode_starts.unsqueeze(0))
-        dist = self.distribution(hidden[0])
+        (actor, critic), state = self.features(obs.unsqueeze(0), state,
+                                               episode_starts.unsqueeze(0))
+        dist = self.distribution(actor[0])
         actions = dist.sample()
-        return actions, self.logprob_entropy(dist, actions)[0], self.value(hidden[0]), state
-
-    def value(self, hidden):
-        return self.critic(hidden).squeeze(-1)
+        return actions, self.logprob_entropy(dist, actions)[0], self.value(critic[0]), state
 
     def evaluate(self, obs, actions, state, episode_starts):
-        """Re-run a minibatch of chunks: obs [L, C, obs_dim] from state (h, c) [C, H].
+        """Re-run a minibatch of chunks: obs [L, C, obs_dim] from state (h, c) [C, 2, H].
         Returns log-probabilities, entropies and values, each [L, C]."""
-        hidden, _ = self.features(obs, state, episode_starts)
-        logprobs, entropy = self.logprob_entropy(self.distribution(hidden), actions)
-        return logprobs, entropy, self.value(hidden)
+        (actor, critic), _ = self.features(obs, state, episode_starts)
+        logprobs, entropy = self.logprob_entropy(self.distribution(actor), actions)
+        return logprobs, entropy, self.value(critic)
+
+    def bootstrap_value(self, obs, state, episode_starts):
+        """V of obs [N, obs_dim] one step on from state: what follows a rollout's last step,
+        or a truncated episode's true final observation."""
+        (_, critic), _ = self.features(obs.unsqueeze(0), state, episode_starts.unsqueeze(0))
+        return self.value(critic[0])
 
     def greedy(self, obs, state, episode_starts):
         """The most likely action (argmax of the logits, or the Gaussian's mean) and the
         state after the step."""
-        hidden, state = self.features(obs.unsqueeze(0), state, episode_starts.unsqueeze(0))
-        out = self.actor(hidden[0])
+        (actor, _), state = self.features(obs.unsqueeze(0), state, episode_starts.unsqueeze(0))
+        out = self.actor(actor[0])
         return (out if self.continuous else out.argmax(-1)), state
+
+
+def recurrent_tower(obs_dim, hidden_size, lstm_hidden_size):
+    """A Linear + tanh encoder and an LSTM over its outputs (orthogonal weights, zero
+    biases)."""
+    encoder = nn.Sequential(layer_init(nn.Linear(obs_dim, hidden_size)), nn.Tanh())
+    lstm = nn.LSTM(hidden_size, lstm_hidden_size)
+    for name, param in lstm.named_parameters():
+        if "weight" in name:
+            nn.init.orthogonal_(param, 1.0)
+        else:
+            nn.init.constant_(param, 0.0)
+    return encoder, lstm
 
 
 # ---------------------------------------------------------------------------------------
@@ -390,7 +415,7 @@ def train(args, envs, agent, optimizer, run, summary, obs_filter, device):
     action_space = envs.single_action_space
     continuous = isinstance(action_space, gym.spaces.Box)
     T, N, L = args.num_steps, args.num_envs, args.data_chunk_length
-    buffer = RolloutBuffer(T, N, agent.encoder[0].in_features,
+    buffer = RolloutBuffer(T, N, agent.actor_encoder[0].in_features,
                            action_space.shape if continuous else (),
                            torch.float32 if continuous else torch.long,
                            args.lstm_hidden_size, device)
@@ -408,7 +433,7 @@ def train(args, envs, agent, optimizer, run, summary, obs_filter, device):
         # Rollout: T steps of the N environments, the LSTM state carried from step to step.
         with torch.no_grad():
             for t in range(T):
-                keep = (1.0 - next_start).unsqueeze(-1)
+                keep = (1.0 - next_start).view(N, 1, 1)
                 state = (state[0] * keep, state[1] * keep)  # zeros where an episode starts
                 buffer.obs[t], buffer.episode_starts[t] = next_obs, next_start
                 buffer.h[t], buffer.c[t] = state  # the state the agent acts with at step t
@@ -422,15 +447,14 @@ def train(args, envs, agent, optimizer, run, summary, obs_filter, device):
                 buffer.truncated[t] = torch.as_tensor(truncated, device=device)
                 for n in np.flatnonzero(truncated):  # V(true final obs), the episode's state
                     final = torch.as_tensor(obs_filter(info["final_obs"][n]), device=device)
-                    hidden, _ = agent.features(final.view(1, 1, -1), (state[0][n:n + 1],
-                                               state[1][n:n + 1]), torch.zeros(1, 1, device=device))
-                    buffer.final_values[t, n] = agent.value(hidden)[0, 0]
+                    buffer.final_values[t, n] = agent.bootstrap_value(
+                        final.unsqueeze(0), (state[0][n:n + 1], state[1][n:n + 1]),
+                        torch.zeros(1, device=device))[0]
                 next_obs = torch.as_tensor(obs_filter(obs, update=True), device=device)
                 next_start = torch.as_tensor(terminated | truncated, device=device).float()
                 if record_episodes(run, info, summary, recent, args.stop_at_return):
                     return
-            hidden, _ = agent.features(next_obs.unsqueeze(0), state, next_start.unsqueeze(0))
-            buffer.last_value = agent.value(hidden)[0]
+            buffer.last_value = agent.bootstrap_value(next_obs, state, next_start)
             advantages, returns = buffer.gae(args.gamma, args.gae_lambda)
 
         # Update: epochs of minibatches of chunks, each re-run from its stored first state.

@@ -229,7 +229,7 @@ def test_rollout_stores_the_state_each_step_acted_with(one_update):
         # the state at step t is the one after the episode's observations before it;
         # zeros where the episode starts (steps 0 and 5)
         k = t if t < 5 else t - 5
-        expected = (torch.zeros(1, 64), torch.zeros(1, 64)) if k == 0 else states[k - 1]
+        expected = (torch.zeros(1, 2, 64),) * 2 if k == 0 else states[k - 1]
         for n in range(2):
             assert torch.allclose(buffer["h"][t, n], expected[0][0], atol=1e-6)
             assert torch.allclose(buffer["c"][t, n], expected[1][0], atol=1e-6)
@@ -242,9 +242,9 @@ def test_truncation_bootstraps_from_the_final_observation_with_the_episodes_stat
     # Step 4 (from observation 4) is truncated; its final observation 5 is valued with the
     # state after observations 0..4: the LSTM run over 0, 1, 2, 3, 4, 5 from zeros.
     with torch.no_grad():
-        hidden, _ = agent.features(torch.arange(6.0).view(6, 1, 1), agent.initial_state(1, "cpu"),
-                                   torch.zeros(6, 1))
-        expected = agent.value(hidden[-1])[0]
+        (_, critic), _ = agent.features(torch.arange(6.0).view(6, 1, 1),
+                                        agent.initial_state(1, "cpu"), torch.zeros(6, 1))
+        expected = agent.value(critic[-1])[0]
     assert buffer["truncated"][:, 0].tolist() == [False] * 4 + [True] + [False] * 3
     assert torch.allclose(buffer["final_values"][4], expected.expand(2), atol=1e-6)
     assert buffer["final_values"][[0, 1, 2, 3, 5, 6, 7]].abs().sum() == 0
@@ -284,7 +284,8 @@ def test_hidden_velocity_smoke_run_writes_every_file_and_its_model_evaluates(tmp
     with open(os.path.join(path, "config.json")) as f:
         assert json.load(f)["hide_obs"] == [1, 3]
     state = torch.load(os.path.join(path, "model.pt"), weights_only=True)
-    assert state["agent"]["encoder.0.weight"].shape == (64, 2)  # sees 2 of CartPole's 4
+    assert state["agent"]["actor_encoder.0.weight"].shape == (64, 2)  # 2 of CartPole's 4
+    assert state["agent"]["critic_encoder.0.weight"].shape == (64, 2)
     assert state["args"]["lstm_hidden_size"] == 64
 
     # --eval-checkpoint applies the checkpoint's --hide-obs, whatever the command line says
@@ -390,7 +391,7 @@ def bad_checkpoints(tmp_path):
             # says 32 LSTM units, holds a 64-unit network
             ("misfit", ppo_lstm.Args(lstm_hidden_size=32), ppo_lstm.Agent(4, 2, False))]:
         saved[name] = str(tmp_path / f"{name}.pt")
-        obs_filter = ppo_lstm.ObsFilter([], agent.encoder[0].in_features, True)
+        obs_filter = ppo_lstm.ObsFilter([], agent.actor_encoder[0].in_features, True)
         torch.save({"agent": agent.state_dict(), "obs_rms": obs_filter.state_dict(),
                     "args": vars(args)}, saved[name])
     return {"missing": str(tmp_path / "missing.pt"), "corrupt": str(corrupt), **saved}
