@@ -87,7 +87,7 @@ SCRIPT = os.path.basename(__file__)
 @dataclass
 class Args:
     env_id: str = "CartPole-v1"
-    """a Gymnasium id (or module:EnvId) with a Discrete or Box action space and flat Box observations"""
+    """a Gymnasium id (or module:EnvId) with Discrete or Box actions and flat Box observations"""
     seed: int = 1
     """seeds Python, NumPy, torch and the environments"""
     total_timesteps: int = 100_000
@@ -266,10 +266,10 @@ class RolloutBuffer:
 
     Row t holds what was seen and done at step t: obs o_t, the episode-start flag of o_t,
     the LSTM states (h_t-1, c_t-1) the agent acted with, the actor's and the critic's
-    (zeros where o_t starts an episode), action a_t, log pi_old(a_t | .), V(s_t), reward r_t, terminated_t and
-    truncated_t. final_values[t, n] is V(final observation) valued with the state the
-    episode reached, where environment n was truncated at step t; last_value is V(s_T)
-    after the last step, with the state carried on.
+    (zeros where o_t starts an episode), action a_t, log pi_old(a_t | .), V(s_t), reward
+    r_t, terminated_t and truncated_t. final_values[t, n] is V(final observation) valued
+    with the state the episode reached, where environment n was truncated at step t;
+    last_value is V(s_T) after the last step, with the state carried on.
     """
 
     def __init__(self, num_steps, num_envs, obs_dim, action_shape, action_dtype,
@@ -363,6 +363,7 @@ class Agent(nn.Module):
     def value(self, critic_hidden):
         return self.critic(critic_hidden).squeeze(-1)
 
+    @torch.no_grad()  # acting needs no gradients
     def step(self, obs, state, episode_starts):
         """One step of N environments: obs [N, obs_dim]. Returns (actions, log-probs,
         values, the state after the step)."""
@@ -379,12 +380,14 @@ class Agent(nn.Module):
         logprobs, entropy = self.logprob_entropy(self.distribution(actor), actions)
         return logprobs, entropy, self.value(critic)
 
+    @torch.no_grad()
     def bootstrap_value(self, obs, state, episode_starts):
         """V of obs [N, obs_dim] one step on from state: what follows a rollout's last step,
         or a truncated episode's true final observation."""
         (_, critic), _ = self.features(obs.unsqueeze(0), state, episode_starts.unsqueeze(0))
         return self.value(critic[0])
 
+    @torch.no_grad()
     def greedy(self, obs, state, episode_starts):
         """The most likely action (argmax of the logits, or the Gaussian's mean) and the
         state after the step."""
@@ -431,31 +434,30 @@ def train(args, envs, agent, optimizer, run, summary, obs_filter, device):
                 group["lr"] = args.learning_rate * (1 - (update - 1) / num_updates)
 
         # Rollout: T steps of the N environments, the LSTM state carried from step to step.
-        with torch.no_grad():
-            for t in range(T):
-                keep = (1.0 - next_start).view(N, 1, 1)
-                state = (state[0] * keep, state[1] * keep)  # zeros where an episode starts
-                buffer.obs[t], buffer.episode_starts[t] = next_obs, next_start
-                buffer.h[t], buffer.c[t] = state  # the state the agent acts with at step t
-                action, logprob, value, state = agent.step(next_obs, state, next_start)
-                obs, reward, terminated, truncated, info = envs.step(
-                    to_env_action(action, action_space))
-                summary["global_steps"] += N
-                buffer.actions[t], buffer.logprobs[t], buffer.values[t] = action, logprob, value
-                buffer.rewards[t] = torch.as_tensor(reward, device=device)
-                buffer.terminated[t] = torch.as_tensor(terminated, device=device)
-                buffer.truncated[t] = torch.as_tensor(truncated, device=device)
-                for n in np.flatnonzero(truncated):  # V(true final obs), the episode's state
-                    final = torch.as_tensor(obs_filter(info["final_obs"][n]), device=device)
-                    buffer.final_values[t, n] = agent.bootstrap_value(
-                        final.unsqueeze(0), (state[0][n:n + 1], state[1][n:n + 1]),
-                        torch.zeros(1, device=device))[0]
-                next_obs = torch.as_tensor(obs_filter(obs, update=True), device=device)
-                next_start = torch.as_tensor(terminated | truncated, device=device).float()
-                if record_episodes(run, info, summary, recent, args.stop_at_return):
-                    return
-            buffer.last_value = agent.bootstrap_value(next_obs, state, next_start)
-            advantages, returns = buffer.gae(args.gamma, args.gae_lambda)
+        for t in range(T):
+            keep = (1.0 - next_start).view(N, 1, 1)
+            state = (state[0] * keep, state[1] * keep)  # zeros where an episode starts
+            buffer.obs[t], buffer.episode_starts[t] = next_obs, next_start
+            buffer.h[t], buffer.c[t] = state  # the state the agent acts with at step t
+            action, logprob, value, state = agent.step(next_obs, state, next_start)
+            obs, reward, terminated, truncated, info = envs.step(
+                to_env_action(action, action_space))
+            summary["global_steps"] += N
+            buffer.actions[t], buffer.logprobs[t], buffer.values[t] = action, logprob, value
+            buffer.rewards[t] = torch.as_tensor(reward, device=device)
+            buffer.terminated[t] = torch.as_tensor(terminated, device=device)
+            buffer.truncated[t] = torch.as_tensor(truncated, device=device)
+            for n in np.flatnonzero(truncated):  # V(true final obs) with the episode's state
+                final = torch.as_tensor(obs_filter(info["final_obs"][n]), device=device)
+                buffer.final_values[t, n] = agent.bootstrap_value(
+                    final.unsqueeze(0), (state[0][n:n + 1], state[1][n:n + 1]),
+                    torch.zeros(1, device=device))[0]
+            next_obs = torch.as_tensor(obs_filter(obs, update=True), device=device)
+            next_start = torch.as_tensor(terminated | truncated, device=device).float()
+            if record_episodes(run, info, summary, recent, args.stop_at_return):
+                return
+        buffer.last_value = agent.bootstrap_value(next_obs, state, next_start)
+        advantages, returns = buffer.gae(args.gamma, args.gae_lambda)
 
         # Update: epochs of minibatches of chunks, each re-run from its stored first state.
         approx_kls, clipfracs = [], []
@@ -467,23 +469,21 @@ def train(args, envs, agent, optimizer, run, summary, obs_filter, device):
                     buffer.obs[steps, envs_idx], buffer.actions[steps, envs_idx], first,
                     buffer.episode_starts[steps, envs_idx])
                 oldlogprob = buffer.logprobs[steps, envs_idx]
-                mb_advantages = advantages[steps, envs_idx]
-                if args.norm_adv:
-                    mb_advantages = (mb_advantages - mb_advantages.mean()) / (
-                        mb_advantages.std() + 1e-8)
+                adv = advantages[steps, envs_idx]  # normalized per minibatch unless --no-norm-adv
+                adv = (adv - adv.mean()) / (adv.std() + 1e-8) if args.norm_adv else adv
                 loss, pg_loss, v_loss, entropy = ppo_loss(
-                    newlogprob.flatten(), oldlogprob.flatten(), mb_advantages.flatten(),
-                    newvalue.flatten(), returns[steps, envs_idx].flatten(), entropy.flatten(),
-                    args.clip_coef, args.ent_coef, args.vf_coef)
+                    newlogprob.flatten(), oldlogprob.flatten(), adv.flatten(), newvalue.flatten(),
+                    returns[steps, envs_idx].flatten(), entropy.flatten(), args.clip_coef,
+                    args.ent_coef, args.vf_coef)
                 optimizer.zero_grad()
                 loss.backward()
                 nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)
                 optimizer.step()
-                with torch.no_grad():  # k3 estimator of KL(old || new): (ratio - 1) - log ratio
-                    logratio = newlogprob - oldlogprob
-                    epoch_kls.append(((logratio.exp() - 1) - logratio).mean().item())
-                    clipfracs.append(((logratio.exp() - 1).abs() > args.clip_coef)
-                                     .float().mean().item())
+                # Diagnostics: k3 estimate of KL(old || new), mean(ratio - 1 - log ratio); clipfrac
+                logratio = (newlogprob - oldlogprob).detach()
+                epoch_kls.append((logratio.exp() - 1 - logratio).mean().item())
+                clipfracs.append(((logratio.exp() - 1).abs() > args.clip_coef).float().mean()
+                                 .item())
             approx_kls += epoch_kls
             if args.target_kl is not None and np.mean(epoch_kls) > args.target_kl:
                 break
@@ -587,7 +587,8 @@ def check_args(args):
     checkpoint = load_checkpoint(args.eval_checkpoint, args.env_id)
     saved = checkpoint["args"]
     return replace(args, hidden_size=saved["hidden_size"], hide_obs=list(saved["hide_obs"]),
-                   lstm_hidden_size=saved["lstm_hidden_size"], norm_obs=saved["norm_obs"]), checkpoint
+                   lstm_hidden_size=saved["lstm_hidden_size"],
+                   norm_obs=saved["norm_obs"]), checkpoint
 
 
 def check_env(args):
@@ -849,8 +850,8 @@ def finish(args, run, summary, agent, obs_filter, device, trained=True):
         summary["eval_return_std"] = float(returns.std())
     summary["wall_time_s"] = round(run.elapsed(), 3)
     if args.save_model and trained:
-        torch.save({"agent": agent.state_dict(), "obs_rms": obs_filter.state_dict(), "args": asdict(args)},
-                   os.path.join(run.path, "model.pt"))
+        torch.save({"agent": agent.state_dict(), "obs_rms": obs_filter.state_dict(),
+                    "args": asdict(args)}, os.path.join(run.path, "model.pt"))
     run.close()
     run.write_json("summary.json", summary)
     closing = f"{SCRIPT}: run folder {run.path}"

@@ -75,7 +75,8 @@ def chunks_of(generator):
 
 def test_chunks_cut_each_environments_rollout_into_consecutive_steps():
     # T = 6, N = 2, L = 2: chunk c = n*3 + k holds steps 2k, 2k+1 of environment n:
-    #   0: (0, [0, 1])  1: (0, [2, 3])  2: (0, [4, 5])  3: (1, [0, 1])  4: (1, [2, 3])  5: (1, [4, 5])
+    #   0: (0, [0, 1])  1: (0, [2, 3])  2: (0, [4, 5])
+    #   3: (1, [0, 1])  4: (1, [2, 3])  5: (1, [4, 5])
     # With a seeded generator the chunks come in the order of torch.randperm(6) with the
     # same seed, three to a minibatch (2 minibatches).
     every = [(0, [0, 1]), (0, [2, 3]), (0, [4, 5]), (1, [0, 1]), (1, [2, 3]), (1, [4, 5])]
