@@ -99,8 +99,7 @@ NO_VELOCITY = "benchmarks.no_velocity:CartPoleNoVel-v1"
 
 PPO_LSTM_PENDULUM = ["--hide-obs", "2", "--total-timesteps", "200000", "--num-steps", "256",
                      "--data-chunk-length", "16", "--num-minibatches", "16", "--gamma", "0.95",
-                     "--gae-lambda", "0.95", "--learning-rate", "1e-3", "--ent-coef", "0.001",
-                     "--norm-reward"]
+                     "--gae-lambda", "0.95", "--learning-rate", "1e-3", "--ent-coef", "0.001"]
 
 # the same run with 1 and with 2 worker processes (the speed-up of es.py's workers)
 ES_SPEED = ["--total-timesteps", "300000", "--eval-episodes", "0", "--num-workers"]

@@ -44,7 +44,7 @@ Papers:
 Run:
     python ppo_lstm.py --env-id CartPole-v1 --hide-obs 1 3
     python ppo_lstm.py --env-id Pendulum-v1 --hide-obs 2 --total-timesteps 300000 \
-        --num-steps 256 --data-chunk-length 16 --gamma 0.95 --norm-reward
+        --num-steps 256 --data-chunk-length 16 --gamma 0.95
     python ppo_lstm.py --help
 
 Writes runs/<env_id>__ppo_lstm__<seed>__<unix_time>/ with config.json, episodes.csv,
@@ -118,17 +118,17 @@ class Args:
     """T: steps per environment in each rollout; the batch is N*T"""
     data_chunk_length: int = 8
     """L: steps per training sequence; must divide T (L = T feeds whole rollouts)"""
-    num_minibatches: int = 4
+    num_minibatches: int = 2
     """minibatches per epoch; must divide the number of chunks N*T/L"""
     update_epochs: int = 10
     """epochs over each rollout"""
-    learning_rate: float = 2e-3
+    learning_rate: float = 3e-3
     """Adam learning rate"""
     anneal_lr: bool = True
     """decay the learning rate linearly to 0 over the budget"""
     gamma: float = 0.98
     """discount factor"""
-    gae_lambda: float = 0.9
+    gae_lambda: float = 0.8
     """lambda of GAE"""
     norm_adv: bool = True
     """normalize advantages within each minibatch"""
@@ -144,7 +144,7 @@ class Args:
     """stop an update's remaining epochs once the mean approx KL of an epoch exceeds this"""
     norm_obs: bool = True
     """normalize observations by running mean and variance (saved in model.pt)"""
-    norm_reward: bool = False
+    norm_reward: bool = True
     """scale rewards by the running std of the discounted return (Gymnasium's NormalizeReward)"""
     hidden_size: int = 64
     """width of the encoder layer before the LSTM"""
