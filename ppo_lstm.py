@@ -43,8 +43,9 @@ Papers:
 
 Run:
     python ppo_lstm.py --env-id CartPole-v1 --hide-obs 1 3
-    python ppo_lstm.py --env-id Pendulum-v1 --hide-obs 2 --total-timesteps 300000 \
-        --num-steps 256 --data-chunk-length 16 --gamma 0.95
+    python ppo_lstm.py --env-id Pendulum-v1 --hide-obs 2 --total-timesteps 200000 \
+        --num-steps 256 --data-chunk-length 16 --num-minibatches 16 --gamma 0.95 \
+        --gae-lambda 0.95 --learning-rate 1e-3 --ent-coef 0.001
     python ppo_lstm.py --help
 
 Writes runs/<env_id>__ppo_lstm__<seed>__<unix_time>/ with config.json, episodes.csv,
