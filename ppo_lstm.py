@@ -123,7 +123,7 @@ class Args:
     """minibatches per epoch; must divide the number of chunks N*T/L"""
     update_epochs: int = 10
     """epochs over each rollout"""
-    learning_rate: float = 3e-3
+    learning_rate: float = 2e-3
     """Adam learning rate"""
     anneal_lr: bool = True
     """decay the learning rate linearly to 0 over the budget"""
@@ -148,7 +148,7 @@ class Args:
     norm_reward: bool = True
     """scale rewards by the running std of the discounted return (Gymnasium's NormalizeReward)"""
     hidden_size: int = 64
-    """width of the encoder layer before the LSTM"""
+    """width of the encoder layer before the LSTM and of the heads' hidden layer after it"""
     lstm_hidden_size: int = 64
     """size of the LSTM's hidden state h (and cell state c)"""
 
@@ -314,7 +314,7 @@ def layer_init(layer, std=math.sqrt(2), bias_const=0.0):
 class Agent(nn.Module):
     """Two recurrent towers, obs -> Linear + tanh encoder -> LSTM, one under the actor's
     head (logits, or the mean of a Gaussian with a learned state-independent log std) and
-    one under the critic's head (V).
+    one under the critic's head (V); each head has one tanh hidden layer.
 
     The critic has an LSTM of its own, as in Stable-Baselines3's RecurrentPPO (CleanRL's
     LSTM agent shares one): the value loss, whose targets are returns of tens to hundreds,
@@ -331,8 +331,8 @@ class Agent(nn.Module):
                                                               lstm_hidden_size)
         self.critic_encoder, self.critic_lstm = recurrent_tower(obs_dim, hidden_size,
                                                                 lstm_hidden_size)
-        self.actor = layer_init(nn.Linear(lstm_hidden_size, action_dim), std=0.01)
-        self.critic = layer_init(nn.Linear(lstm_hidden_size, 1), std=1.0)
+        self.actor = head(lstm_hidden_size, hidden_size, action_dim, out_std=0.01)
+        self.critic = head(lstm_hidden_size, hidden_size, 1, out_std=1.0)
         if continuous:
             self.actor_logstd = nn.Parameter(torch.zeros(1, action_dim))
 
@@ -395,6 +395,12 @@ class Agent(nn.Module):
         (actor, _), state = self.features(obs.unsqueeze(0), state, episode_starts.unsqueeze(0))
         out = self.actor(actor[0])
         return (out if self.continuous else out.argmax(-1)), state
+
+
+def head(in_size, hidden_size, out_size, out_std):
+    """One tanh hidden layer on the LSTM's output, then the output layer."""
+    return nn.Sequential(layer_init(nn.Linear(in_size, hidden_size)), nn.Tanh(),
+                         layer_init(nn.Linear(hidden_size, out_size), std=out_std))
 
 
 def recurrent_tower(obs_dim, hidden_size, lstm_hidden_size):
