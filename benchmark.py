@@ -17,6 +17,7 @@ evaluation return, and steps per second. It writes
 Run:
     python benchmark.py --scripts ppo --seeds 5
     python benchmark.py --scripts ppo --envs CartPole-v1 --seeds 5 --jobs 1
+    python benchmark.py --scripts mappo --tasks mappo-simple_spread_v3-as --seeds 3 --jobs 1
 """
 
 # ---------------------------------------------------------------------------------------
@@ -35,6 +36,8 @@ import numpy as np
 import tyro
 from matplotlib.figure import Figure
 
+import plot  # plot.py, the tool that compares run folders: the comparison figures use it
+
 ROOT = os.path.dirname(os.path.abspath(__file__))
 
 
@@ -47,6 +50,8 @@ class Args:
     """scripts to benchmark (ppo, ...); default all"""
     envs: list[str] = field(default_factory=list)
     """only these environment ids (default: every reference environment of the scripts)"""
+    tasks: list[str] = field(default_factory=list)
+    """only the tasks of these names, as in results.json (mappo-simple_spread_v3-as); default all"""
     seeds: int = 5
     """seeds 1..n for each task"""
     jobs: int = os.cpu_count() or 1
@@ -158,8 +163,12 @@ TASKS = {
         Task("mappo", "simple_spread_v3", -16, "mean per-agent return better than -16 (100-episode "
              "training mean) within 1M environment steps at the median, 1M steps in under 10 "
              "minutes; random -27, scripted nearest landmark -7.7", window=100),
-        Task("mappo", "simple_spread_v3", -16, "FP critic beside EP: the same flags, "
-             "--critic-state fp", ["--critic-state", "fp"], label="fp", window=100),
+        Task("mappo", "simple_spread_v3", -16, "AS critic beside EP: the same flags, "
+             "--critic-state as (the critic's input alone changes)", ["--critic-state", "as"],
+             label="as", window=100),
+        Task("mappo", "simple_spread_v3", -16, "AS critic on each agent's own reward: "
+             "--critic-state as --per-agent-reward (the reward alone changes)",
+             ["--critic-state", "as", "--per-agent-reward"], label="as-own-reward", window=100),
     ],
     "ppo_lstm": [
         Task("ppo_lstm", "CartPole-v1", 475, "CartPole without its velocities (--hide-obs 1 3): "
@@ -204,9 +213,11 @@ COMPARISONS = {
                                       "beside an MLP", {
                                           "ppo_lstm-CartPole-v1-novel": "ppo_lstm.py --hide-obs 1 3",
                                           "ppo-CartPoleNoVel-v1": "ppo.py (no memory)"}),
-    "mappo-spread-ep-vs-fp": ("mappo.py on simple_spread_v3: EP and FP critic states",
-                              {"mappo-simple_spread_v3": "EP: env.state(), team reward (the defaults)",
-                               "mappo-simple_spread_v3-fp": "FP: state | own obs | id, own reward"}),
+    "mappo-spread-critics": ("mappo.py on simple_spread_v3: EP and AS critic states",
+                             {"mappo-simple_spread_v3": "EP: env.state(), team reward (defaults)",
+                              "mappo-simple_spread_v3-as": "AS: state | own obs | id, team reward",
+                              "mappo-simple_spread_v3-as-own-reward": "AS, each agent's own "
+                              "reward"}),
 }
 
 CURVE_POINTS = 200
@@ -285,8 +296,8 @@ def write_results(results, out):
             f"| {spread([x['process_s'] for x in runs], '{:.1f}')} "
             f"| {spread([x['eval_return'] for x in runs], '{:.4g}')} "
             f"| {spread([x['sps'] for x in runs])} | {r['goal']} "
-            f"| `python benchmark.py --scripts {r['script']} --envs {r['env_id']} "
-            f"--seeds {len(runs)} --jobs {r['jobs']}` ({r['date']}) "
+            f"| `python benchmark.py --tasks {name} --seeds {len(runs)} --jobs {r['jobs']}` "
+            f"({r['date']}) "
             f"| {'–'.join(str(x) for x in r.get('load', []))} |")
     lines += ["", "Per-seed figures are in `results.json`; the curves:", ""]
     lines += [f"![{name}]({name}.png)" for name in sorted(results)]
@@ -310,30 +321,21 @@ def plot_task(task, runs, out):
 
 
 def plot_comparison(name, title, members, results, out):
-    """Several tasks on one axis (members: {task name: legend}): for each, the median over seeds of the moving-mean curves
-    (interpolated onto common steps) with the range of the seeds shaded. Skipped until every
-    task has curves in results.json."""
+    """Several tasks on one axis (members: {task name: legend}), drawn by plot.py's
+    draw_group: for each, the mean over seeds of the moving-mean curves kept in
+    results.json with the min-max band (each seed counts where its curve exists). Skipped
+    until every task has curves in results.json."""
     if not all(m in results and all("curve" in r for r in results[m]["runs"]) for m in members):
         return
     fig = Figure(figsize=(7, 4), dpi=100)
     ax = fig.add_subplot()
     for member, legend in members.items():
-        runs = results[member]["runs"]
-        grid = np.linspace(max(run["curve"][0][0] for run in runs),
-                           min(run["curve"][0][-1] for run in runs), CURVE_POINTS)
-        curves = np.array([np.interp(grid, *run["curve"]) for run in runs])
-        (line,) = ax.plot(grid, np.median(curves, axis=0), lw=1.5,
-                          label=f"{legend}, median of {len(runs)} seeds")
-        ax.fill_between(grid, curves.min(axis=0), curves.max(axis=0), color=line.get_color(),
-                        alpha=0.2)
+        plot.draw_group(ax, [run["curve"] for run in results[member]["runs"]], legend)
     first = results[next(iter(members))]
-    window = first.get("window", 20)
     ax.axhline(first["threshold"], color="gray", ls="--", lw=1,
                label=f"threshold {first['threshold']:g}")
-    ax.set(xlabel="environment steps", ylabel=f"mean of the last {window} episode returns",
-           title=title)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=7, loc="lower right")
+    plot.finish_axis(ax, f"{title}\nmean over seeds, min-max shaded", "environment steps",
+                     f"mean of the last {first.get('window', 20)} episode returns")
     fig.tight_layout()
     fig.savefig(os.path.join(out, f"{name}.png"))
 
@@ -343,7 +345,8 @@ def main(args: Args):
     if unknown or args.seeds < 1 or args.jobs < 1:
         sys.exit(f"benchmark.py: error: scripts are {', '.join(TASKS)}; --seeds and --jobs "
                  "must be positive")
-    tasks = [t for s in args.scripts for t in TASKS[s] if not args.envs or t.env_id in args.envs]
+    tasks = [t for s in args.scripts for t in TASKS[s] if (not args.envs or t.env_id in args.envs)
+             and (not args.tasks or t.name in args.tasks)]
     os.makedirs(args.out, exist_ok=True)
     results_path = os.path.join(args.out, "results.json")
     results = {}

@@ -10,15 +10,21 @@ Key equations (generation with members i = 1..n, returns F_i):
 
     eps_i ~ N(0, I)                       with --antithetic, pairs eps_{2j} = -eps_{2j+1}
     F_i   = return of the policy theta + sigma * eps_i (mean over --episodes-per-member)
-    F~    = shaped F: centered ranks rank(F_i) / (n - 1) - 0.5, or z-scores, or F itself
+    F~    = shaped F: centered ranks rank(F_i) / (n - 1) - 0.5 (tied returns share their
+            mean rank), or z-scores, or F itself
     g     = 1 / (n * sigma) * sum_i F~_i * eps_i          (estimates grad E[F(theta + sigma eps)])
-    theta <- theta + optimizer(g - l2_coef * theta)        (plain SGD or Adam, gradient ascent)
+    theta <- theta + optimizer(g - (l2_coef / sigma) * theta)    (SGD or Adam, ascending)
+
+l2_coef is the authors' l2coeff (0.005 in their code and here): their gradient leaves out the
+1/sigma, g_ref = sigma * g, and their step follows g_ref - l2coeff * theta, sigma times the
+direction above: for Adam, which ignores the gradient's scale, the same step; their SGD (with
+momentum 0.9, ours has none) steps by stepsize = our --learning-rate / sigma.
 
 Parallelism as in the paper: every worker holds its own copy of theta and of the optimizer.
 A member is sent to a worker as an integer seed and a sign; the worker regenerates
-eps_i = sign * N(0, I)(seed) itself and sends back the return. After a generation the main
-process sends every worker the generation's seeds, signs and returns, and each applies the
-same update to its copy, so only seeds and returns (and, with --norm-obs, the observation
+eps_i = sign * N(0, I)(seed) itself and sends back the return. After a generation every
+worker applies to its copy the update the main process took, from the generation's seeds,
+signs and returns, so only seeds and returns (and, with --norm-obs, the observation
 statistics) cross process boundaries, never a noise vector or theta. Results depend only on
 the seed, not on --num-workers or on which worker plays which member: each member's noise
 and environment seeds come from the main random generator, and the returns are put back in
@@ -34,14 +40,12 @@ theta_return in updates.csv; like the final evaluation, its steps are not counte
 budget, which counts the steps of all members.
 
 Training needs no gradients, so the networks are NumPy matrices; torch is imported only to
-write and read model.pt (with weights_only=True) and there is no --cuda flag. Workers are
-started with fork where the platform has it (Linux): they start in milliseconds with
-everything already imported, while spawn would import this script, torch included, again in
-every worker.
+write and read model.pt (with weights_only=True) and there is no --cuda flag.
 
 Papers:
     Salimans, Ho, Chen, Sidor & Sutskever 2017, "Evolution Strategies as a Scalable
         Alternative to Reinforcement Learning", arXiv:1703.03864
+        (code: github.com/openai/evolution-strategies-starter)
     Wierstra, Schaul, Glasmachers, Sun, Peters & Schmidhuber 2014, "Natural Evolution
         Strategies", JMLR 15
     Kingma & Ba 2015, "Adam: A Method for Stochastic Optimization", ICLR 2015
@@ -49,6 +53,7 @@ Papers:
 Run:
     python es.py --env-id CartPole-v1
     python es.py --env-id CartPole-v1 --num-workers 1 --policy linear
+    python es.py --env-id my_envs:GridWorld-v0      # an environment your module registers
     python es.py --env-id Pendulum-v1 --total-timesteps 3000000 --population-size 32 \
         --episodes-per-member 2 --sigma 0.3 --learning-rate 0.1
     python es.py --help
@@ -63,6 +68,7 @@ and model.pt (theta, the observation statistics and the flags) with --save-model
 # ---------------------------------------------------------------------------------------
 import csv
 import difflib
+import importlib
 import importlib.util
 import json
 import math
@@ -73,7 +79,6 @@ import signal
 import sys
 import time
 import traceback
-from collections import deque
 from dataclasses import asdict, dataclass, replace
 from multiprocessing.connection import wait
 from typing import Literal, Optional
@@ -94,11 +99,11 @@ SCRIPT = os.path.basename(__file__)
 @dataclass
 class Args:
     env_id: str = "CartPole-v1"
-    """any registered Gymnasium id with a Discrete or bounded Box action space and a flat Box observation"""
+    """a Gymnasium id (or module:EnvId) with Discrete or bounded Box actions, flat observations"""
     seed: int = 1
     """seeds Python, NumPy (theta, every member's noise) and the environments"""
     total_timesteps: int = 500_000
-    """the training budget in environment steps of all members; the generation that reaches it is finished"""
+    """the budget in environment steps of all members; the generation that reaches it is finished"""
     output_dir: str = "runs"
     """where run folders go"""
     exp_name: str = os.path.splitext(SCRIPT)[0]
@@ -106,7 +111,7 @@ class Args:
     eval_episodes: int = 10
     """greedy evaluation episodes of theta after training (0 skips evaluation)"""
     stop_at_return: Optional[float] = None
-    """stop after the generation in which the mean of the last 20 member episode returns reaches this"""
+    """stop after the generation in which the mean of the last 20 member returns reaches this"""
     save_model: bool = False
     """write model.pt into the run folder"""
     eval_checkpoint: Optional[str] = None
@@ -124,25 +129,21 @@ class Args:
     optimizer: Literal["adam", "sgd"] = "adam"
     """Adam or plain SGD (no momentum), both ascending the ES gradient"""
     l2_coef: float = 0.005
-    """weight decay: the step follows g - l2_coef * theta"""
+    """weight decay, the authors' l2coeff: the step follows g - (l2_coef / sigma) * theta"""
     antithetic: bool = True
     """mirrored sampling: the members come in pairs theta + sigma*eps, theta - sigma*eps"""
     fitness_shaping: Literal["centered-rank", "zscore", "none"] = "centered-rank"
-    """what the returns become before the gradient: centered ranks in [-0.5, 0.5], z-scores, or raw"""
+    """what returns become before the gradient: centered ranks in [-0.5, 0.5], z-scores, or raw"""
     episodes_per_member: int = 1
     """episodes each member plays; its fitness is their mean return"""
     num_workers: Optional[int] = None
-    """worker processes that play the members, None for the number of cores; 1 plays them in this process"""
+    """processes that play the members (default: the cores); 1 plays them in this process"""
     policy: Literal["mlp", "linear"] = "mlp"
     """the policy network: an MLP with tanh hidden layers, or linear"""
     hidden_sizes: tuple[int, ...] = (32,)
     """widths of the MLP's hidden layers"""
     norm_obs: bool = False
-    """normalize observations by the running mean and variance of the members' observations (saved in model.pt)"""
-
-
-class UsageError(Exception):
-    """Bad input: reported as one line on stderr with exit status 2, before training."""
+    """normalize observations by the running mean and variance of the members' (kept in model.pt)"""
 
 
 # ---------------------------------------------------------------------------------------
@@ -150,15 +151,20 @@ class UsageError(Exception):
 # ---------------------------------------------------------------------------------------
 def centered_ranks(x):
     """Fitness shaping by rank (Salimans et al. 2017; Wierstra et al. 2014): each of the n
-    values becomes its rank, scaled to [-0.5, 0.5]; equal values are ranked by position.
+    values becomes its rank, scaled to [-0.5, 0.5]; tied values share their mean rank.
 
-        y_i = rank(x_i) / (n - 1) - 0.5,   rank(min) = 0, rank(max) = n - 1
+        y_i = rank(x_i) / (n - 1) - 0.5,   rank(x_i) = #{j: x_j < x_i} + (#{j: x_j = x_i} - 1) / 2
 
-    x is [n], n >= 2; returns [n] floats. Only the order of the returns counts, so
-    one lucky episode cannot dominate a step, and the shaped values sum to 0."""
-    x = np.asarray(x)
-    ranks = np.empty(len(x))
-    ranks[np.argsort(x, kind="stable")] = np.arange(len(x))
+    so rank(min) = 0 and rank(max) = n - 1 when they are unique. x is [n], n >= 2; returns [n]
+    floats that sum to 0. Only the order of the returns counts, so one lucky episode cannot
+    dominate a step. Deviation: the authors' code ranks ties by argsort's order; with mean
+    ranks a mirrored pair that scores the same cancels, and a generation in which every member
+    ties gives g = 0, so the optimizer is given the weight decay alone."""
+    x = np.asarray(x, dtype=np.float64)
+    ordered = np.sort(x)
+    below = np.searchsorted(ordered, x, side="left")      # #{j: x_j < x_i}
+    up_to = np.searchsorted(ordered, x, side="right")     # #{j: x_j <= x_i}
+    ranks = (below + up_to - 1) / 2                       # the mean of ranks below .. up_to - 1
     return ranks / (len(x) - 1) - 0.5
 
 
@@ -253,11 +259,12 @@ class EvolutionStrategy:
         return self.theta + sign * self.sigma * member_noise(seed, len(self.theta))
 
     def update(self, seeds, signs, returns):
-        """One ES step from a generation's seeds, signs and returns [n]; returns g."""
+        """One ES step from a generation's seeds, signs and returns [n]; returns g. The decay
+        is divided by sigma to put l2_coef on the authors' scale (module docstring)."""
         noise = np.stack([sign * member_noise(seed, len(self.theta))
                           for seed, sign in zip(seeds, signs)])
         gradient = es_gradient(shape_fitness(returns, self.fitness_shaping), noise, self.sigma)
-        self.optimizer.step(self.theta, gradient - self.l2_coef * self.theta)
+        self.optimizer.step(self.theta, gradient - self.l2_coef / self.sigma * self.theta)
         return gradient
 
 
@@ -312,7 +319,136 @@ class Policy:
 
 
 # ---------------------------------------------------------------------------------------
-# Environments, playing members, workers, evaluation, plotting, saving and loading
+# Training
+# ---------------------------------------------------------------------------------------
+def play_episodes(env, policy, layers, obs_stats, env_seeds, record_obs=False):
+    """Play one episode per environment seed with fixed parameters `layers`; returns
+    (returns, lengths, moments), moments being the (mean, var, count) of the raw
+    observations seen when record_obs, else None."""
+    returns, lengths, seen = [], [], []
+    for env_seed in env_seeds:
+        obs, _ = env.reset(seed=int(env_seed))
+        done = False
+        while not done:
+            if record_obs:
+                seen.append(obs)
+            action = policy.act(layers, normalize(obs, obs_stats))
+            obs, _, terminated, truncated, info = env.step(action)
+            done = terminated or truncated
+        returns.append(float(info["episode"]["r"]))
+        lengths.append(int(info["episode"]["l"]))
+    moments = None
+    if record_obs:
+        seen = np.asarray(seen, dtype=np.float64)
+        moments = (seen.mean(axis=0), seen.var(axis=0), len(seen))
+    return returns, lengths, moments
+
+
+def play_task(env, policy, strategy, obs_stats, task):
+    """Play one task (seed, sign, env_seeds): the member theta + sign * sigma * eps(seed),
+    or theta itself when sign is 0, whose observations are not recorded."""
+    seed, sign, env_seeds = task
+    layers = policy.layers(strategy.member(seed, sign))
+    return play_episodes(env, policy, layers, obs_stats, env_seeds,
+                         record_obs=obs_stats is not None and sign != 0)
+
+
+def train(args, policy, strategy, normalizer, run, rng):
+    """The ES loop: whole generations until the budget or --stop-at-return. Each generation
+    samples the population, plays its members, shapes their fitness, and steps theta (and
+    every worker's replica of it). Returns True when the run stopped early (Ctrl-C, or a
+    theta that is no longer finite)."""
+    # processes that play the members, or this process with --num-workers 1 (plumbing)
+    workers = Workers(args.num_workers, args.env_id, policy, strategy)
+    global_step, generation, returns_so_far, last_print = 0, 0, [], 0.0
+    try:
+        while (global_step < args.total_timesteps
+               and solved_at(returns_so_far, args.stop_at_return) is None):
+            generation += 1
+            # Sample the population: noise seeds and signs; start states shared by all members
+            seeds, signs = sample_population(rng, args.population_size, args.antithetic)
+            env_seeds = rng.integers(0, 2**31 - 1, args.episodes_per_member).tolist()
+            tasks = [(seed, sign, env_seeds) for seed, sign in zip(seeds, signs)]
+            tasks.append((0, 0.0, env_seeds[:1]))  # theta itself, one episode, for the log
+
+            # Play the members with the observation statistics frozen for the generation
+            results = workers.play(tasks, normalizer.frozen())
+            (theta_return,), _, _ = results.pop()
+            fitness = [np.mean(returns) for returns, _, _ in results]
+            episodes = [e for returns, lengths, _ in results for e in zip(returns, lengths)]
+            for episode_return, length in episodes:  # in member order
+                global_step += length
+                returns_so_far.append(episode_return)
+                run.episode(global_step, episode_return, length)
+            if args.norm_obs:
+                normalizer.update(moments for _, _, moments in results)
+
+            # Shape the fitness, estimate g and step theta; every worker's replica does the same
+            gradient = strategy.update(seeds, signs, fitness)
+            theta_norm = float(np.linalg.norm(strategy.theta))
+            if not math.isfinite(theta_norm):
+                print(f"{SCRIPT}: theta became NaN or infinite in generation {generation}; "
+                      "stopping (try a lower --learning-rate or --sigma)")
+                return True
+            workers.update(seeds, signs, fitness)
+
+            # Log the generation
+            sps = run.update(global_step, {"generation": generation,
+                                           "fitness_mean": float(np.mean(fitness)),
+                                           "fitness_max": float(np.max(fitness)),
+                                           "fitness_min": float(np.min(fitness)),
+                                           "theta_return": theta_return, "theta_norm": theta_norm,
+                                           "grad_norm": float(np.linalg.norm(gradient))})
+            if time.time() - last_print >= 1.0:
+                last_print = time.time()
+                print(f"generation {generation:>4} | step {global_step:>9} | sps {sps:>6} | "
+                      f"return (last 20) {np.mean(returns_so_far[-20:]):.1f} | "
+                      f"theta {theta_return:.1f}")
+    except KeyboardInterrupt:
+        print(f"{SCRIPT}: interrupted; writing what the run has so far")
+        return True
+    finally:
+        workers.close()
+    return False
+
+
+def main(args: Args) -> dict:
+    """Train with ES (or, with --eval-checkpoint, evaluate a saved theta), write the run
+    folder and return the summary."""
+    check_args(args)
+    obs_shape, action_space = check_env(args.env_id)
+    checkpoint = None
+    if args.eval_checkpoint is not None:  # evaluate the network the checkpoint was made with
+        checkpoint = load_checkpoint(args.eval_checkpoint, args.env_id)
+        saved = checkpoint["args"]
+        args = replace(args, policy=saved["policy"], hidden_sizes=tuple(saved["hidden_sizes"]),
+                       norm_obs=saved["norm_obs"])
+    else:
+        args = replace(args, num_workers=worker_count(args))
+
+    random.seed(args.seed)
+    np.random.seed(args.seed)
+    rng = np.random.default_rng(args.seed)  # theta, every member's noise and start states
+    policy = Policy(obs_shape[0], action_space, args.hidden_sizes if args.policy == "mlp" else ())
+    normalizer = ObsNormalizer(obs_shape, args.norm_obs)
+    theta = policy.initial_theta(rng)
+    if checkpoint is not None:
+        theta = restore(checkpoint, policy, normalizer, args)
+        run = RunWriter(args)
+        print(f"{SCRIPT}: {args.env_id}, evaluating {args.eval_checkpoint}")
+        return finish(args, run, policy, theta, normalizer, interrupted=False, trained=False)
+
+    run = RunWriter(args)
+    print(f"{SCRIPT}: {args.env_id}, seed {args.seed}, {policy.num_params} parameters, "
+          f"population {args.population_size}, {args.num_workers} worker(s)")
+    strategy = EvolutionStrategy(theta, args.sigma, args.learning_rate, args.optimizer,
+                                 args.l2_coef, args.fitness_shaping)
+    interrupted = train(args, policy, strategy, normalizer, run, rng)
+    return finish(args, run, policy, strategy.theta, normalizer, interrupted)
+
+
+# ---------------------------------------------------------------------------------------
+# Plumbing: checks, run folder, evaluation, checkpoints (not needed to follow the algorithm)
 # ---------------------------------------------------------------------------------------
 EPISODE_STEP_LIMIT = 10_000
 """episodes of environments without a time limit are cut here: a deterministic policy can
@@ -322,50 +458,12 @@ OBS_CLIP = 5.0
 """normalized observations are clipped to [-5, 5], as in Salimans et al.'s code"""
 
 
+class UsageError(Exception):
+    """Bad input: reported as one line on stderr with exit status 2, before training."""
+
+
 def fail(message):
     raise UsageError(message)
-
-
-def warn(message):
-    print(f"{SCRIPT}: warning: {message}", file=sys.stderr)
-
-
-def available_cores():
-    """The cores this process may run on."""
-    if hasattr(os, "sched_getaffinity"):
-        return len(os.sched_getaffinity(0))
-    return os.cpu_count() or 1
-
-
-def check_env(env_id):
-    """Build one environment to check its spaces; returns (obs_shape, action_space)."""
-    if env_id not in gym.registry:
-        close = difflib.get_close_matches(env_id, list(gym.registry), n=3, cutoff=0.5)
-        hint = f"; did you mean {', '.join(close)}?" if close else "; see gymnasium.registry"
-        fail(f"unknown environment id {env_id!r}{hint}")
-    try:
-        env = gym.make(env_id)
-    except (gym.error.Error, ImportError) as e:
-        fail(f"cannot make {env_id}: {str(e).splitlines()[0]}")
-    obs_space, action_space = env.observation_space, env.action_space
-    env.close()
-    if isinstance(action_space, gym.spaces.Box):
-        if len(action_space.shape) != 1:
-            fail(f"{env_id} has a Box action space of shape {action_space.shape}; es.py needs "
-                 "a flat one")
-        if not (np.isfinite(action_space.low).all() and np.isfinite(action_space.high).all()):
-            fail(f"{env_id} has unbounded Box actions; es.py scales a tanh output to the "
-                 "bounds (ppo.py handles unbounded actions)")
-    elif not isinstance(action_space, gym.spaces.Discrete):
-        fail(f"{env_id} has a {type(action_space).__name__} action space; es.py handles "
-             "Discrete and Box (for MultiDiscrete or masked actions see ppo_masked.py)")
-    if not isinstance(obs_space, gym.spaces.Box):
-        fail(f"{env_id} has a {type(obs_space).__name__} observation space; es.py needs a "
-             "Box (ppo_masked.py one-hot encodes Discrete ones, qlearning.py uses a table)")
-    if len(obs_space.shape) != 1:
-        fail(f"{env_id} has observations of shape {obs_space.shape}; es.py's policy needs "
-             "flat vectors")
-    return obs_space.shape, action_space
 
 
 def check_args(args):
@@ -394,17 +492,66 @@ def check_args(args):
         fail("--capture-video needs moviepy: pip install moviepy")
 
 
+def check_env(env_id):
+    """Import the module of a `module:EnvId` id (it registers the id, as gym.make would),
+    build one environment and check its spaces; returns (obs_shape, action_space)."""
+    module, _, name = env_id.rpartition(":")
+    if module:
+        try:
+            importlib.import_module(module)
+        except Exception as e:  # not found, or the module itself fails
+            fail(f"cannot import module {module!r} of --env-id {env_id}: "
+                 f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
+    if name not in gym.registry:
+        close = difflib.get_close_matches(name, list(gym.registry), n=3, cutoff=0.5)
+        hint = (f"; did you mean {', '.join(module + ':' * bool(module) + c for c in close)}?"
+                if close else "; see gymnasium.registry")
+        where = f": module {module} registers no environment {name}" if module else ""
+        fail(f"unknown environment id {env_id!r}{where}{hint}")
+    try:
+        env = gym.make(env_id)
+    except (gym.error.Error, ImportError) as e:
+        fail(f"cannot make {env_id}: {str(e).splitlines()[0]}")
+    obs_space, action_space = env.observation_space, env.action_space
+    env.close()
+    if isinstance(action_space, gym.spaces.Box):
+        if len(action_space.shape) != 1:
+            fail(f"{env_id} has a Box action space of shape {action_space.shape}; es.py needs "
+                 "a flat one")
+        if not (np.isfinite(action_space.low).all() and np.isfinite(action_space.high).all()):
+            fail(f"{env_id} has unbounded Box actions; es.py scales a tanh output to the "
+                 "bounds (ppo.py handles unbounded actions)")
+    elif not isinstance(action_space, gym.spaces.Discrete):
+        fail(f"{env_id} has a {type(action_space).__name__} action space; es.py handles "
+             "Discrete and Box (for MultiDiscrete or masked actions see ppo_masked.py)")
+    if not isinstance(obs_space, gym.spaces.Box):
+        fail(f"{env_id} has a {type(obs_space).__name__} observation space; es.py needs a "
+             "Box (ppo_masked.py one-hot encodes Discrete ones, qlearning.py uses a table)")
+    if len(obs_space.shape) != 1:
+        fail(f"{env_id} has observations of shape {obs_space.shape}; es.py's policy needs "
+             "flat vectors")
+    return obs_space.shape, action_space
+
+
+def available_cores():
+    """The cores this process may run on."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
 def worker_count(args):
     """--num-workers, capped with a warning at the cores and at the population (a worker
     plays whole members); by default the number of cores, capped silently."""
     cores = available_cores()
-    if args.num_workers is None:
-        return max(1, min(cores, args.population_size))
     limit = min(cores, args.population_size)
+    if args.num_workers is None:
+        return max(1, limit)
     if args.num_workers > limit:
         why = (f"the {cores} cores" if cores <= args.population_size
                else f"the {args.population_size} members of a generation")
-        warn(f"--num-workers {args.num_workers} is more than {why}; using {limit}")
+        print(f"{SCRIPT}: warning: --num-workers {args.num_workers} is more than {why}; "
+              f"using {limit}", file=sys.stderr)
         return limit
     return args.num_workers
 
@@ -412,32 +559,34 @@ def worker_count(args):
 def make_env(env_id, video_folder=None):
     """One environment whose episode returns are recorded by Gymnasium's
     RecordEpisodeStatistics, cut at EPISODE_STEP_LIMIT steps if it has no time limit."""
-    limit = None if gym.spec(env_id).max_episode_steps else EPISODE_STEP_LIMIT
-    if video_folder is None:
-        env = gym.make(env_id, max_episode_steps=limit)
-    else:
-        env = gym.make(env_id, render_mode="rgb_array", max_episode_steps=limit)
+    env = gym.make(env_id, **({"render_mode": "rgb_array"} if video_folder else {}))
+    if env.spec.max_episode_steps is None:
+        env = gym.wrappers.TimeLimit(env, EPISODE_STEP_LIMIT)
+    if video_folder is not None:
         env = gym.wrappers.RecordVideo(env, video_folder, name_prefix="eval",
                                        episode_trigger=lambda episode: True)
     return gym.wrappers.RecordEpisodeStatistics(env)
 
 
+def normalize(obs, obs_stats):
+    """(obs - mean) / std clipped to [-OBS_CLIP, OBS_CLIP]; obs unchanged if obs_stats is None."""
+    if obs_stats is None:
+        return obs
+    return np.clip((obs - obs_stats[0]) / obs_stats[1], -OBS_CLIP, OBS_CLIP)
+
+
 class ObsNormalizer:
-    """(obs - mean) / sqrt(var + 1e-8), clipped to [-OBS_CLIP, OBS_CLIP], with the running
-    statistics of all members' observations (Gymnasium's RunningMeanStd). They stay frozen
-    during a generation: frozen() is what the members play with, and after the generation
-    the members' moments are merged in member order, the same in every process layout.
-    Disabled, it passes observations through."""
+    """The running mean and variance of all members' observations (Gymnasium's
+    RunningMeanStd). They stay frozen during a generation: frozen() is what the members play
+    with, (mean, sqrt(var + 1e-8)), or None when disabled; after the generation the members'
+    moments are merged in member order, the same in every process layout."""
 
     def __init__(self, shape, enabled):
         self.enabled = enabled
         self.rms = RunningMeanStd(shape=shape)
 
     def frozen(self):
-        """(mean, std) to play a generation with, or None when disabled."""
-        if not self.enabled:
-            return None
-        return self.rms.mean.copy(), np.sqrt(self.rms.var + 1e-8)
+        return (self.rms.mean.copy(), np.sqrt(self.rms.var + 1e-8)) if self.enabled else None
 
     def update(self, moments):
         for mean, var, count in moments:
@@ -453,71 +602,19 @@ class ObsNormalizer:
         self.rms.count = state["count"]
 
 
-def play_episodes(env, policy, layers, obs_stats, env_seeds, record_obs=False):
-    """Play one episode per environment seed with fixed parameters `layers`; returns
-    (returns, lengths, moments), moments being the (mean, var, count) of the raw
-    observations seen when record_obs, else None."""
-    returns, lengths, seen = [], [], []
-    for env_seed in env_seeds:
-        obs, _ = env.reset(seed=int(env_seed))
-        done = False
-        while not done:
-            if record_obs:
-                seen.append(obs)
-            if obs_stats is not None:
-                obs = np.clip((obs - obs_stats[0]) / obs_stats[1], -OBS_CLIP, OBS_CLIP)
-            obs, _, terminated, truncated, info = env.step(policy.act(layers, obs))
-            done = terminated or truncated
-        returns.append(float(info["episode"]["r"]))
-        lengths.append(int(info["episode"]["l"]))
-    moments = None
-    if record_obs:
-        seen = np.asarray(seen, dtype=np.float64)
-        moments = (seen.mean(axis=0), seen.var(axis=0), len(seen))
-    return returns, lengths, moments
-
-
-def play_task(env, policy, strategy, obs_stats, task):
-    """Play one task (seed, sign, env_seeds): the member theta + sign * sigma * eps(seed),
-    or theta itself when sign is 0, whose observations are not recorded."""
-    seed, sign, env_seeds = task
-    layers = policy.layers(strategy.member(seed, sign))
-    return play_episodes(env, policy, layers, obs_stats, env_seeds,
-                         record_obs=obs_stats is not None and sign != 0)
-
-
-def worker_loop(conn, env_id, policy, strategy):
-    """A worker process: it keeps a replica of the EvolutionStrategy and answers messages
-    ("generation", (seeds, signs, returns) of the last generation or None, obs_stats), which
-    updates the replica and replies with its ||theta||, and ("play", task), which replies
-    with play_task's result; None ends it. Ctrl-C is the main process's to handle."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    env = make_env(env_id)
-    obs_stats = None
-    try:
-        while (message := conn.recv()) is not None:
-            kind, payload = message
-            if kind == "generation":
-                last, obs_stats = payload
-                if last is not None:
-                    strategy.update(*last)
-                conn.send(("ok", float(np.linalg.norm(strategy.theta))))
-            else:
-                conn.send(("ok", play_task(env, policy, strategy, obs_stats, payload)))
-    except Exception:
-        conn.send(("error", traceback.format_exc()))
-    finally:
-        env.close()
-
-
 class Workers:
-    """The worker processes, started once per run. play() hands out a generation's tasks
-    one at a time to whichever worker is free and returns the results in task order."""
+    """Plays a generation's tasks, in `num_workers` processes or, when it is 1, in this one.
+    Each worker process keeps a replica of the EvolutionStrategy (see worker_loop): a task
+    goes out as (seed, sign, env_seeds) to whichever worker is free and its returns come
+    back, put in task order; update() has every replica take the main process's step and
+    checks that its ||theta|| is the main process's. Workers are forked on Linux, so they
+    inherit everything imported, the environments a `module:EnvId` registered included."""
 
     def __init__(self, num_workers, env_id, policy, strategy):
+        self.policy, self.strategy, self.conns, self.processes = policy, strategy, [], []
+        self.env = make_env(env_id) if num_workers == 1 else None
         context = multiprocessing.get_context("fork" if sys.platform == "linux" else "spawn")
-        self.conns, self.processes = [], []
-        for _ in range(num_workers):
+        for _ in range(num_workers if num_workers > 1 else 0):
             mine, theirs = context.Pipe()
             process = context.Process(target=worker_loop, args=(theirs, env_id, policy, strategy),
                                       daemon=True)
@@ -526,31 +623,14 @@ class Workers:
             self.conns.append(mine)
             self.processes.append(process)
 
-    @staticmethod
-    def receive(conn):
-        try:
-            status, value = conn.recv()
-        except EOFError:
-            raise RuntimeError("a worker process died") from None
-        if status == "error":
-            raise RuntimeError(f"a worker failed:\n{value}")
-        return value
-
-    def start_generation(self, last, obs_stats, theta_norm):
-        """Send every replica the last generation (to update with) and the observation
-        statistics, and check that each replica's theta is the main process's."""
-        for conn in self.conns:
-            conn.send(("generation", (last, obs_stats)))
-        for conn in self.conns:
-            if self.receive(conn) != theta_norm:
-                raise RuntimeError("a worker's copy of theta differs from the main process's")
-
-    def play(self, tasks):
+    def play(self, tasks, obs_stats):
+        if self.env is not None:
+            return [play_task(self.env, self.policy, self.strategy, obs_stats, t) for t in tasks]
         results, todo, busy = [None] * len(tasks), iter(enumerate(tasks)), {}
 
         def hand_out(conn):
             for i, task in todo:
-                conn.send(("play", task))
+                conn.send(("play", (task, obs_stats)))
                 busy[conn] = i
                 return
 
@@ -562,7 +642,26 @@ class Workers:
                 hand_out(conn)
         return results
 
+    def update(self, seeds, signs, returns):
+        for conn in self.conns:
+            conn.send(("update", (seeds, signs, returns)))
+        for conn in self.conns:
+            if self.receive(conn) != float(np.linalg.norm(self.strategy.theta)):
+                raise RuntimeError("a worker's copy of theta differs from the main process's")
+
+    @staticmethod
+    def receive(conn):
+        try:
+            status, value = conn.recv()
+        except EOFError:
+            raise RuntimeError("a worker process died") from None
+        if status == "error":
+            raise RuntimeError(f"a worker failed:\n{value}")
+        return value
+
     def close(self):
+        if self.env is not None:
+            self.env.close()
         for conn in self.conns:
             try:
                 conn.send(None)
@@ -577,6 +676,26 @@ class Workers:
             conn.close()
 
 
+def worker_loop(conn, env_id, policy, strategy):
+    """A worker process. It answers ("play", (task, obs_stats)) with play_task's result and
+    ("update", (seeds, signs, returns)) by updating its replica and replying with its
+    ||theta||; None ends it. Ctrl-C is the main process's to handle."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    env = make_env(env_id)
+    try:
+        while (message := conn.recv()) is not None:
+            kind, payload = message
+            if kind == "update":
+                strategy.update(*payload)
+                conn.send(("ok", float(np.linalg.norm(strategy.theta))))
+            else:
+                conn.send(("ok", play_task(env, policy, strategy, payload[1], payload[0])))
+    except Exception:
+        conn.send(("error", traceback.format_exc()))
+    finally:
+        env.close()
+
+
 def evaluate(policy, theta, obs_stats, env_id, episodes, seed, video_folder=None):
     """Returns of `episodes` episodes of theta itself (the policy is deterministic, so this
     is the greedy evaluation), one after another in one environment, seeds seed, seed+1, ..."""
@@ -588,83 +707,83 @@ def evaluate(policy, theta, obs_stats, env_id, episodes, seed, video_folder=None
 
 
 class RunWriter:
-    """The run folder: config.json, episodes.csv, updates.csv as training goes (flushed,
-    so an interrupted run keeps them), then learning_curve.png and summary.json."""
-
-    EPISODE_FIELDS = ["global_step", "wall_time", "episode_return", "episode_length"]
+    """The run folder: config.json at once, then episodes.csv and updates.csv row by row
+    (flushed at each update, so an interrupted run keeps them); keeps the episode rows for
+    the summary and the curve."""
 
     def __init__(self, args):
-        name = f"{args.env_id.replace('/', '-')}__{args.exp_name}__{args.seed}__{int(time.time())}"
-        self.path = os.path.join(args.output_dir, name)
-        suffix = 1
-        while True:
-            try:
-                os.makedirs(self.path)
-                break
-            except FileExistsError:
-                suffix += 1
-                self.path = os.path.join(args.output_dir, f"{name}-{suffix}")
-            except OSError as e:
-                fail(f"cannot create the run folder {self.path}: {e.strerror}")
-        config = {**asdict(args), "device": "cpu", "versions": {
-            "torch": torch.__version__,  # for model.pt only: training is NumPy
-            "gymnasium": gym.__version__, "numpy": np.__version__,
-            "python": sys.version.split()[0]}}
-        self.write_json("config.json", config)
-        self.episodes = []
-        self._files = []
-        self._episode_csv = self._open_csv("episodes.csv", self.EPISODE_FIELDS)
-        self._update_csv = None
+        self.start, self.episodes, self.files, self.writers = time.time(), [], {}, {}
+        env_name = args.env_id.replace("/", "-").replace(":", "-")
+        base = os.path.join(args.output_dir,
+                            f"{env_name}__{args.exp_name}__{args.seed}__{int(self.start)}")
+        self.path, suffix = base, 1
+        while os.path.exists(self.path):  # another run started in the same second
+            suffix += 1
+            self.path = f"{base}-{suffix}"
+        try:
+            os.makedirs(self.path)
+        except OSError as e:
+            fail(f"cannot create the run folder {self.path}: {e.strerror}")
+        self.write_json("config.json", {**asdict(args), "device": "cpu", "versions": {
+            "torch": torch.__version__, "gymnasium": gym.__version__,  # torch: model.pt only
+            "numpy": np.__version__, "python": sys.version.split()[0]}})
 
-    def _open_csv(self, filename, fields):
-        f = open(os.path.join(self.path, filename), "w", newline="")
-        self._files.append(f)
-        writer = csv.DictWriter(f, fieldnames=fields)
-        writer.writeheader()
-        f.flush()
-        return f, writer
+    def episode(self, global_step, episode_return, length):
+        self.episodes.append({"global_step": global_step,
+                              "wall_time": round(time.time() - self.start, 4),
+                              "episode_return": float(episode_return), "episode_length": length})
+        self.write_row("episodes.csv", self.episodes[-1])
+
+    def update(self, global_step, diagnostics):
+        """Writes the row global_step, wall_time, sps, diagnostics... and returns sps."""
+        wall_time = time.time() - self.start
+        sps = int(global_step / max(wall_time, 1e-9))
+        self.write_row("updates.csv", {"global_step": global_step,
+                                       "wall_time": round(wall_time, 4), "sps": sps, **diagnostics})
+        for f in self.files.values():
+            f.flush()
+        return sps
+
+    def write_row(self, filename, row):
+        if filename not in self.writers:  # the header comes with the first row
+            self.files[filename] = open(os.path.join(self.path, filename), "w", newline="")
+            self.writers[filename] = csv.DictWriter(self.files[filename], fieldnames=list(row))
+            self.writers[filename].writeheader()
+        self.writers[filename].writerow(row)
 
     def write_json(self, filename, data):
         with open(os.path.join(self.path, filename), "w") as f:
             json.dump(data, f, indent=2)
 
-    def episode(self, global_step, wall_time, episode_return, episode_length):
-        row = dict(zip(self.EPISODE_FIELDS, (global_step, round(wall_time, 4),
-                                             float(episode_return), int(episode_length))))
-        self.episodes.append(row)
-        self._episode_csv[1].writerow(row)
 
-    def update(self, row):
-        if self._update_csv is None:
-            self._update_csv = self._open_csv("updates.csv", list(row))
-        self._update_csv[1].writerow(row)
-        for f in self._files:
-            f.flush()
+def solved_at(returns, threshold, window=20):
+    """The index of the first episode at which the mean of the last `window` returns reaches
+    threshold, or None (also when threshold is None)."""
+    if threshold is None or len(returns) < window:
+        return None
+    means = np.convolve(returns, np.ones(window), mode="valid") / window
+    hits = np.flatnonzero(means >= threshold)
+    return int(hits[0]) + window - 1 if len(hits) else None
 
-    def close(self):
-        for f in self._files:
-            f.close()
 
-    def plot(self, title):
-        """Episode return against environment steps: raw points faded, a moving average of
-        20 episodes on top."""
-        steps = np.array([e["global_step"] for e in self.episodes])
-        returns = np.array([e["episode_return"] for e in self.episodes])
-        fig = Figure(figsize=(7, 4), dpi=100)
-        ax = fig.add_subplot()
-        ax.scatter(steps, returns, s=6, alpha=0.25, color="tab:blue", label="member episode return")
-        if len(returns):
-            window = min(20, len(returns))
-            smooth = np.convolve(returns, np.ones(window) / window, mode="valid")
-            ax.plot(steps[window - 1:], smooth, color="tab:blue", lw=2,
-                    label=f"mean of last {window}")
-            ax.legend(loc="lower right")
-        ax.set(xlabel="environment steps", ylabel="episode return", title=title)
-        ax.grid(alpha=0.3)
-        fig.tight_layout()
-        path = os.path.join(self.path, "learning_curve.png")
-        fig.savefig(path)
-        return path
+def plot_curve(run, title):
+    """learning_curve.png: episode return against environment steps, raw points faded, a
+    moving average of 20 episodes on top; returns its path."""
+    steps = np.array([e["global_step"] for e in run.episodes])
+    returns = np.array([e["episode_return"] for e in run.episodes])
+    fig = Figure(figsize=(7, 4), dpi=100)
+    ax = fig.add_subplot()
+    ax.scatter(steps, returns, s=6, alpha=0.25, color="tab:blue", label="member episode return")
+    if len(returns):
+        window = min(20, len(returns))
+        smooth = np.convolve(returns, np.ones(window) / window, mode="valid")
+        ax.plot(steps[window - 1:], smooth, color="tab:blue", lw=2, label=f"mean of last {window}")
+        ax.legend(loc="lower right")
+    ax.set(xlabel="environment steps", ylabel="episode return", title=title)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(os.path.join(run.path, "learning_curve.png"))
+    return os.path.join(run.path, "learning_curve.png")
 
 
 CHECKPOINT_FLAGS = ("env_id", "policy", "hidden_sizes", "norm_obs")
@@ -676,7 +795,7 @@ def save_checkpoint(path, theta, normalizer, args):
 
 
 def load_checkpoint(path, env_id):
-    """Load a model.pt safely (weights_only) and check it was made for env_id."""
+    """Load a model.pt safely (weights_only) and check it was made for env_id (as given)."""
     if not os.path.isfile(path):
         fail(f"checkpoint {path} does not exist")
     try:
@@ -693,149 +812,52 @@ def load_checkpoint(path, env_id):
     return checkpoint
 
 
-def finish(args, run, summary, policy, theta, normalizer, start, trained=True):
-    """Evaluate theta, save the model if asked, write summary.json and the curve, and
-    print the closing line. An interrupted run skips the evaluation."""
-    recent = [e["episode_return"] for e in run.episodes[-20:]]
-    summary["train_return_last20"] = float(np.mean(recent)) if recent else None
-    summary["wall_time_s"] = round(time.time() - start, 3)
-    if args.eval_episodes and not summary["interrupted"]:
+def restore(checkpoint, policy, normalizer, args):
+    """The checkpoint's theta, checked against the network; loads its observation statistics."""
+    try:
+        theta = checkpoint["theta"].numpy().astype(np.float64)
+        if theta.shape != (policy.num_params,):
+            raise ValueError(f"theta has {theta.size} parameters, the network {policy.num_params}")
+        normalizer.load_state_dict(checkpoint["obs_rms"])
+    except (ValueError, KeyError, AttributeError, TypeError) as e:
+        fail(f"checkpoint {args.eval_checkpoint} does not fit {args.env_id}'s network: {e}")
+    return theta
+
+
+def finish(args, run, policy, theta, normalizer, interrupted, trained=True):
+    """Evaluate theta (not after an interruption), save the model if asked, write
+    summary.json and the curve, print the closing line; returns the summary."""
+    for f in run.files.values():
+        f.close()
+    returns = [e["episode_return"] for e in run.episodes]
+    solved = solved_at(returns, args.stop_at_return)
+    summary = {"algorithm": "es", "env_id": args.env_id, "seed": args.seed,
+               "global_steps": run.episodes[-1]["global_step"] if run.episodes else 0,
+               "wall_time_s": round(time.time() - run.start, 3),
+               "train_return_last20": float(np.mean(returns[-20:])) if returns else None,
+               "eval_return_mean": None, "eval_return_std": None,
+               "eval_episodes": args.eval_episodes,
+               "solved_at_step": None if solved is None else run.episodes[solved]["global_step"],
+               "solved_at_time_s": None if solved is None else run.episodes[solved]["wall_time"],
+               "interrupted": interrupted}
+    if args.eval_episodes and not interrupted:
         video_folder = os.path.join(run.path, "videos") if args.capture_video else None
-        returns = evaluate(policy, theta, normalizer.frozen(), args.env_id, args.eval_episodes,
-                           args.seed + 100_000, video_folder)
-        summary["eval_return_mean"] = float(returns.mean())
-        summary["eval_return_std"] = float(returns.std())
+        evaluation = evaluate(policy, theta, normalizer.frozen(), args.env_id,
+                              args.eval_episodes, args.seed + 100_000, video_folder)
+        summary["eval_return_mean"] = float(evaluation.mean())
+        summary["eval_return_std"] = float(evaluation.std())
     if args.save_model and trained:
         save_checkpoint(os.path.join(run.path, "model.pt"), theta, normalizer, args)
-    run.close()
     run.write_json("summary.json", summary)
     closing = f"{SCRIPT}: run folder {run.path}"
     for key in ("global_steps", "train_return_last20", "eval_return_mean", "solved_at_step"):
         value = summary[key]
         closing += f" | {key} {value:.2f}" if isinstance(value, float) else f" | {key} {value}"
     if trained:
-        closing += f" | learning curve {run.plot(f'{SCRIPT} on {args.env_id}, seed {args.seed}')}"
+        title = f"{SCRIPT} on {args.env_id}, seed {args.seed}"
+        closing += f" | learning curve {plot_curve(run, title)}"
     print(closing)
     return summary
-
-
-# ---------------------------------------------------------------------------------------
-# Training
-# ---------------------------------------------------------------------------------------
-def main(args: Args) -> dict:
-    """Train with ES (or, with --eval-checkpoint, evaluate a saved theta), write the run
-    folder and return the summary."""
-    check_args(args)
-    obs_shape, action_space = check_env(args.env_id)
-    checkpoint = None
-    if args.eval_checkpoint is not None:
-        checkpoint = load_checkpoint(args.eval_checkpoint, args.env_id)
-        saved = checkpoint["args"]
-        args = replace(args, policy=saved["policy"], hidden_sizes=tuple(saved["hidden_sizes"]),
-                       norm_obs=saved["norm_obs"])
-    else:
-        args = replace(args, num_workers=worker_count(args))
-
-    random.seed(args.seed)
-    np.random.seed(args.seed)
-    rng = np.random.default_rng(args.seed)  # theta, every member's noise and env seeds
-    policy = Policy(obs_shape[0], action_space, args.hidden_sizes if args.policy == "mlp" else ())
-    normalizer = ObsNormalizer(obs_shape, args.norm_obs)
-    theta = policy.initial_theta(rng)
-    if checkpoint is not None:
-        try:
-            theta = checkpoint["theta"].numpy().astype(np.float64)
-            if theta.shape != (policy.num_params,):
-                raise ValueError(f"theta has {theta.size} parameters, the network "
-                                 f"{policy.num_params}")
-            normalizer.load_state_dict(checkpoint["obs_rms"])
-        except (ValueError, KeyError, AttributeError, TypeError) as e:
-            fail(f"checkpoint {args.eval_checkpoint} does not fit {args.env_id}'s network: {e}")
-    run = RunWriter(args)
-    summary = {"algorithm": "es", "env_id": args.env_id, "seed": args.seed, "global_steps": 0,
-               "wall_time_s": None, "train_return_last20": None, "eval_return_mean": None,
-               "eval_return_std": None, "eval_episodes": args.eval_episodes,
-               "solved_at_step": None, "solved_at_time_s": None, "interrupted": False}
-    start = time.time()
-    if checkpoint is not None:
-        print(f"{SCRIPT}: {args.env_id}, evaluating {args.eval_checkpoint}")
-        return finish(args, run, summary, policy, theta, normalizer, start, trained=False)
-
-    print(f"{SCRIPT}: {args.env_id}, seed {args.seed}, {policy.num_params} parameters, "
-          f"population {args.population_size}, {args.num_workers} worker(s)")
-    strategy = EvolutionStrategy(theta, args.sigma, args.learning_rate, args.optimizer,
-                                 args.l2_coef, args.fitness_shaping)
-    workers = env = None
-    if args.num_workers > 1:
-        workers = Workers(args.num_workers, args.env_id, policy, strategy)
-    else:
-        env = make_env(args.env_id)
-    last20 = deque(maxlen=20)
-    global_step, generation, last, last_print = 0, 0, None, 0.0
-    try:
-        while True:  # whole generations, until the budget or --stop-at-return
-            generation += 1
-            seeds, signs = sample_population(rng, args.population_size, args.antithetic)
-            # every member plays the same start states (common random numbers)
-            env_seeds = rng.integers(0, 2**31 - 1, args.episodes_per_member).tolist()
-            tasks = [(seed, sign, env_seeds) for seed, sign in zip(seeds, signs)]
-            tasks.append((0, 0.0, env_seeds[:1]))  # theta itself, for the log
-            obs_stats = normalizer.frozen()
-            if workers is not None:
-                workers.start_generation(last, obs_stats, float(np.linalg.norm(strategy.theta)))
-                results = workers.play(tasks)
-            else:
-                results = [play_task(env, policy, strategy, obs_stats, task) for task in tasks]
-
-            (theta_return,), _, _ = results.pop()
-            now = time.time()
-            fitness = []
-            for member_returns, lengths, _ in results:
-                for episode_return, length in zip(member_returns, lengths):
-                    global_step += length
-                    last20.append(episode_return)
-                    run.episode(global_step, now - start, episode_return, length)
-                    if (args.stop_at_return is not None and summary["solved_at_step"] is None
-                            and len(last20) == 20 and np.mean(last20) >= args.stop_at_return):
-                        summary["solved_at_step"] = global_step
-                        summary["solved_at_time_s"] = round(now - start, 3)
-                fitness.append(np.mean(member_returns))
-            if args.norm_obs:
-                normalizer.update(moments for _, _, moments in results)
-            gradient = strategy.update(seeds, signs, fitness)
-            last = (seeds, signs, fitness)
-
-            theta_norm = float(np.linalg.norm(strategy.theta))
-            if not math.isfinite(theta_norm):
-                print(f"{SCRIPT}: theta became NaN or infinite in generation {generation}; "
-                      "stopping (try a lower --learning-rate or --sigma)")
-                summary["interrupted"] = True
-                break
-            sps = int(global_step / max(now - start, 1e-9))
-            run.update({"global_step": global_step, "wall_time": round(now - start, 4),
-                        "sps": sps, "generation": generation,
-                        "fitness_mean": float(np.mean(fitness)),
-                        "fitness_max": float(np.max(fitness)),
-                        "fitness_min": float(np.min(fitness)), "theta_return": theta_return,
-                        "theta_norm": theta_norm,
-                        "grad_norm": float(np.linalg.norm(gradient))})
-            stop = summary["solved_at_step"] is not None or global_step >= args.total_timesteps
-            if now - last_print >= 1.0 or stop:
-                last_print = now
-                print(f"generation {generation:>4} | step {global_step:>9} | sps {sps:>6} | "
-                      f"return (last 20) {np.mean(last20):.1f} | theta {theta_return:.1f}")
-            if stop:
-                break
-    except KeyboardInterrupt:
-        print(f"{SCRIPT}: interrupted; writing what the run has so far")
-        summary["interrupted"] = True
-    finally:
-        if workers is not None:
-            workers.close()
-        if env is not None:
-            env.close()
-    summary["global_steps"] = global_step
-    return finish(args, run, summary, policy, strategy.theta, normalizer, start)
 
 
 if __name__ == "__main__":

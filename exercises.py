@@ -182,9 +182,11 @@ EXERCISES = (
              PPO_LSTM_RUN, PPO_LSTM_GOAL),
     Exercise("es.centered_ranks", "centered_ranks", "Salimans et al. 2017, Evolution "
              "Strategies as a Scalable Alternative to RL (fitness shaping)",
-             "rank the values with a stable argsort (equal values by position), then scale "
-             "the ranks 0..n-1 to [-0.5, 0.5]",
+             "rank the values 0..n-1 (equal values share the mean of the ranks they hold: "
+             "np.sort and np.searchsorted count what lies below), then scale to [-0.5, 0.5]",
              ("test_centered_ranks_of_three_members",
+              "test_tied_returns_share_their_mean_rank_so_a_tied_mirrored_pair_cancels",
+              "test_a_generation_in_which_every_member_ties_moves_theta_by_weight_decay_alone",
               "test_centered_ranks_and_adam_reach_the_optimum_of_a_quadratic"),
              ("--env-id", "CartPole-v1", "--num-workers", "1", "--stop-at-return", "475"), 475),
     Exercise("es.gradient", "es_gradient", "Salimans et al. 2017, Evolution Strategies as a "
@@ -203,17 +205,20 @@ EXERCISES = (
              PPOD_RUN, -130),
     Exercise("ppod.admit_demo", "DemoBuffers.admit", "Libardi et al. 2021, PPO+D (Guided "
              "Exploration with PPO using a Single Demonstration)",
-             "a return at or above the threshold joins the reward demos (anneal rho and phi, "
-             "evict the lowest value demo when over capacity, raise the threshold); else "
-             "keep the episodes of highest max value",
+             "a return at or above the threshold joins the reward demos (anneal rho and phi; "
+             "over capacity the lowest value demo leaves, else the oldest agent reward demo, "
+             "or with rising the lowest one and the threshold rises); else keep the episodes "
+             "of highest max value",
              ("test_admission_fills_the_value_demos_then_keeps_the_highest",
-              "test_reward_demos_evict_value_demos_first_and_the_threshold_rises"),
+              "test_reward_demos_evict_value_demos_first_and_the_threshold_rises",
+              "test_given_demo_stays_and_the_oldest_agent_demo_leaves",
+              "test_success_threshold_is_fixed_where_it_is_given"),
              PPOD_RUN, -130),
     Exercise("mappo.gae", "compute_gae", "Yu et al. 2022, MAPPO; GAE: Schulman et al. 2016",
              "ppo.py's backward loop works on [T, N] and [T, N, A] alike if every operation "
              "is elementwise over the trailing dimensions",
              ("test_gae_ep_one_value_per_environment_with_a_truncation_and_a_termination",
-              "test_gae_fp_one_value_per_agent_with_a_truncation_and_an_agent_terminated_early"),
+              "test_gae_as_one_value_per_agent_with_a_truncation_and_an_agent_terminated_early"),
              MAPPO_RUN, -21.5, "eval_return_mean"),
     Exercise("mappo.value_norm", "ValueNorm.update", "Yu et al. 2022, MAPPO (value "
              "normalization); Chan et al. 1979 (merging running moments)",
@@ -225,7 +230,7 @@ EXERCISES = (
              "ppo.py's clipped losses, but every mean is a masked_mean over the active "
              "agents (the critic's over value_mask)",
              ("test_mappo_loss_by_hand_leaves_out_inactive_agents",
-              "test_fp_value_loss_leaves_out_inactive_agents"),
+              "test_as_value_loss_leaves_out_inactive_agents"),
              MAPPO_RUN, -21.5, "eval_return_mean"),
 )
 

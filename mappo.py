@@ -1,15 +1,19 @@
 """Multi-Agent PPO (MAPPO) with decentralized actors and a centralized critic, in one file.
 
 Each agent acts on its own observation (one shared actor that also sees a one-hot agent id,
-or one actor per agent); one critic, used only during training, sees the whole state. The
-update is PPO's: a rollout of T steps from N copies of a PettingZoo parallel environment,
-GAE advantages from the critic, then epochs of clipped-surrogate steps. The critic sees one
-of two kinds of state (Yu et al. 2022; the buffers follow HARL, Zhong et al. 2024):
+or one actor per agent); one critic, used only during training, sees more. The update is
+PPO's: a rollout of T steps from N copies of a PettingZoo parallel environment, GAE
+advantages from the critic, then epochs of clipped-surrogate steps. The critic sees one of
+two kinds of state (Yu et al. 2022, section 4; the buffers follow HARL, Zhong et al. 2024):
 
-    EP (environment-provided)  critic input env.state();        one value V(s) per environment,
-                               trained on the team reward  r_t = mean over agents of r_t^i
-    FP (feature-pruned,        critic input env.state() | o^i | one-hot(i);  one value per
-        agent-specific)        agent and environment, trained on agent i's own reward r_t^i
+    EP (environment-provided)   env.state(); one value V(s) per environment copy
+    AS (agent-specific)         env.state() | o^i | one-hot(i); one value per agent and copy,
+                                each cut at the agent's own end
+
+Both learn from the team reward r_t = mean over the agents that acted of r_t^i (AS with
+--per-agent-reward: from agent i's own r_t^i). MAPPO's FP (feature-pruned) state is AS less
+the features that state and observation share; which those are depends on the task, so the
+script offers EP and AS only.
 
 Key equations (t indexes steps, i agents, done_t = terminated_t or truncated_t):
 
@@ -21,14 +25,16 @@ Key equations (t indexes steps, i agents, done_t = terminated_t or truncated_t):
     values    the critic learns (R - mu) / sigma, mu and sigma the running mean and std of
               the returns R (--value-norm); V = sigma * output + mu before GAE
 
-MPE episodes end by truncation (the max_cycles time limit), never by termination: the last
-step bootstraps from the value of the true final state, taken before the environment resets.
+Episodes cut by a time limit (MPE's max_cycles) bootstrap from the value of the true final
+state, taken before the environment resets. One environment step is one step of one copy,
+all of its agents acting at once (the MAPPO papers' convention); --total-timesteps counts
+these. An episode's return is the mean over agents of each agent's summed reward (the mean
+per-agent return): episodes.csv, the console and --stop-at-return use it.
 
-Counting: one environment step is one step of one environment copy, all of its agents acting
-at once (the MAPPO papers' convention); N copies make N steps per lock-step. --total-timesteps
-counts these. An episode's return is the mean over agents of each agent's summed reward (the
-mean per-agent return); episodes.csv, the console and --stop-at-return use it. PettingZoo has
-no RecordEpisodeStatistics, so the script sums the rewards itself.
+--env-id module:function runs your own cooperative PettingZoo parallel environment, the one
+function() returns (as PettingZoo's parallel_env does); one without state() gets its agents'
+observations joined as its state. Deviations from MAPPO's and HARL's code are named where
+they occur (Actors, team_reward, mappo_loss, ValueNorm, train).
 
 Papers:
     Yu et al. 2022, "The Surprising Effectiveness of PPO in Cooperative Multi-Agent Games",
@@ -43,8 +49,9 @@ Papers:
 
 Run:
     python mappo.py --env-id simple_spread_v3                      # EP critic, the defaults
-    python mappo.py --env-id simple_spread_v3 --critic-state fp
+    python mappo.py --env-id simple_spread_v3 --critic-state as
     python mappo.py --env-id simple_speaker_listener_v4 --no-share-actor
+    python mappo.py --env-id my_envs:team_env                      # your own environment
     python mappo.py --help
 
 Writes runs/<env_id>__mappo__<seed>__<unix_time>/ with config.json, episodes.csv,
@@ -56,7 +63,6 @@ updates.csv, learning_curve.png, summary.json, and model.pt with --save-model.
 # ---------------------------------------------------------------------------------------
 import csv
 import difflib
-import importlib
 import importlib.metadata
 import importlib.util
 import json
@@ -67,7 +73,7 @@ import sys
 import time
 from collections import deque
 from dataclasses import asdict, dataclass, replace
-from typing import Literal, Optional
+from typing import Literal, NamedTuple, Optional
 
 os.environ.setdefault("PYGAME_HIDE_SUPPORT_PROMPT", "1")  # mpe2 imports pygame, which greets
 
@@ -82,12 +88,6 @@ from torch.distributions import Categorical
 
 SCRIPT = os.path.basename(__file__)
 
-# The MPE tasks in which every agent works for one team, and those with adversaries.
-COOPERATIVE = ("simple_spread_v3", "simple_speaker_listener_v4", "simple_reference_v3",
-               "simple_v3", "simple_line_v1", "simple_formation_v1", "collect_treasure_v1")
-COMPETITIVE = ("simple_adversary_v3", "simple_crypto_v3", "simple_push_v3", "simple_tag_v3",
-               "simple_world_comm_v3")
-
 
 # ---------------------------------------------------------------------------------------
 # Flags
@@ -95,7 +95,7 @@ COMPETITIVE = ("simple_adversary_v3", "simple_crypto_v3", "simple_push_v3", "sim
 @dataclass
 class Args:
     env_id: str = "simple_spread_v3"
-    """a cooperative MPE task of the mpe2 package (PettingZoo parallel API), e.g. simple_spread_v3"""
+    """a cooperative MPE task (mpe2), or module:function returning a PettingZoo parallel env"""
     seed: int = 1
     """seeds Python, NumPy, torch and the environments"""
     total_timesteps: int = 1_000_000
@@ -117,15 +117,13 @@ class Args:
     capture_video: bool = False
     """record the evaluation episodes into videos/ in the run folder"""
 
-    # Environment
+    # Environment and algorithm
     max_cycles: int = 25
     """MPE's time limit: steps per episode, after which every agent is truncated"""
-    continuous_actions: bool = False
-    """ask the MPE task for Box actions (refused: mappo.py's actors are categorical)"""
-
-    # Algorithm
-    critic_state: Literal["ep", "fp"] = "ep"
-    """critic input: ep = env.state(), team reward; fp = state | own obs | agent id, own reward"""
+    critic_state: Literal["ep", "as"] = "ep"
+    """critic input: ep = env.state(), team reward; as = state | own obs | agent id, per agent"""
+    per_agent_reward: bool = False
+    """AS only: each agent's value learns from its own reward instead of the team reward"""
     share_actor: bool = True
     """one actor for all agents (one-hot id appended, observations zero-padded), or one per agent"""
     value_norm: bool = True
@@ -157,15 +155,11 @@ class Args:
     vf_coef: float = 1.0
     """value loss coefficient c_v"""
     max_grad_norm: float = 10.0
-    """gradient clipping: the largest global norm of the gradient"""
+    """gradient clipping: the largest global norm of the actors' and of the critic's gradient"""
     hidden_size: int = 64
     """width of the two hidden layers (ReLU) of the actors and of the critic"""
     layer_norm: bool = False
     """LayerNorm on the networks' inputs and hidden layers, as in MAPPO's code"""
-
-
-class UsageError(Exception):
-    """Bad input: reported as one line on stderr with exit status 2, before training."""
 
 
 # ---------------------------------------------------------------------------------------
@@ -175,7 +169,7 @@ def compute_gae(rewards, values, next_values, terminated, truncated, gamma, gae_
     """Generalized advantage estimation with time limits handled (Schulman et al. 2016).
 
     All inputs are tensors of shape [T, ...]: [T, N] for the EP critic (one value per
-    environment), [T, N, A] for the FP critic (one per agent and environment); terminated
+    environment), [T, N, A] for the AS critic (one per agent and environment); terminated
     and truncated are 0/1 or bool. values[t] = V(s_t); next_values[t] = V(s_{t+1}), the
     value of the state that followed step t, which is the true final state when the episode
     ended at t. With done_t = terminated_t or truncated_t:
@@ -198,9 +192,27 @@ def compute_gae(rewards, values, next_values, terminated, truncated, gamma, gae_
 
 
 def team_reward(rewards, active):
-    """The EP critic's reward: the mean over the agents that acted, rewards and active
-    masks [..., A] -> [...]:  r_t = sum_i m_t^i r_t^i / max(1, sum_i m_t^i)."""
+    """The team reward: the mean over the agents that acted, rewards and active masks
+    [..., A] -> [...]:  r_t = sum_i m_t^i r_t^i / max(1, sum_i m_t^i). (HARL's MPE wrapper
+    gives each agent the sum; value and advantage normalization cancel the factor.)"""
     return (rewards * active).sum(-1) / active.sum(-1).clamp(min=1.0)
+
+
+def critic_step(rewards, terminated, truncated, active, episode_end, critic_state,
+                per_agent_reward=False):
+    """What the critic learns from one lock-step: rewards, terminated, truncated and active
+    masks m are [N, A], episode_end [N] (a copy's last agents finished at this step).
+    Returns (rewards, terminated, truncated) in the critic's shape:
+
+        EP, [N]:    r = team_reward(rewards, m); truncated = episode_end and any agent
+                    truncated, terminated = episode_end and not truncated
+        AS, [N, A]: each agent's own ends; r^i = m^i * team reward (per_agent_reward: r^i)
+    """
+    if critic_state == "as":
+        own = rewards if per_agent_reward else team_reward(rewards, active).unsqueeze(-1) * active
+        return own, terminated, truncated
+    truncated = episode_end & truncated.any(-1)
+    return team_reward(rewards, active), episode_end & ~truncated, truncated
 
 
 def masked_mean(x, mask):
@@ -221,7 +233,7 @@ def mappo_loss(newlogprob, oldlogprob, advantages, active, newvalue, oldvalue, r
                value_mask, entropy, clip_coef, ent_coef, vf_coef, clip_vloss=True):
     """The MAPPO loss to minimize on a minibatch. Actor inputs (log-probabilities,
     advantages, active masks m, entropies) are [B, A]; critic inputs (values, returns, and
-    value_mask, 1 where the critic's sample counts) are [B] for EP or [B, A] for FP.
+    value_mask, 1 where the critic's sample counts) are [B] for EP or [B, A] for AS.
 
         ratio  = exp(newlogprob - oldlogprob)
         L_pg   = masked_mean( max(-A * ratio, -A * clip(ratio, 1 - eps, 1 + eps)), m )
@@ -229,7 +241,8 @@ def mappo_loss(newlogprob, oldlogprob, advantages, active, newvalue, oldvalue, r
                  0.5 * masked_mean( max((V - R)^2, (V_old + clip(V - V_old, -eps, eps) - R)^2) )
         loss   = L_pg - c_e * masked_mean(entropy, m) + c_v * L_v
 
-    Returns (loss, L_pg, L_v, entropy). Advantages come in already normalized.
+    Returns (loss, L_pg, L_v, entropy); the advantages are used as given. The references'
+    L_v is a Huber loss (delta 10): the same 0.5 e^2 wherever the error |e| <= 10.
     """
     ratio = torch.exp(newlogprob - oldlogprob)
     clipped_ratio = torch.clamp(ratio, 1 - clip_coef, 1 + clip_coef)
@@ -251,10 +264,18 @@ class ValueNorm:
         mu'   = mu + delta * m / n'
         var'  = (var * n + var_b * m + delta^2 * n * m / n') / n'
 
-        normalize(x)   = (x - mu) / sqrt(var + 1e-8)
-        denormalize(y) = y * sqrt(var + 1e-8) + mu
+        normalize(x)   = (x - mu) / sqrt(max(var, 0.01))
+        denormalize(y) = y * sqrt(max(var, 0.01)) + mu
 
-    Before the first batch mu = 0 and var = 1; disabled, both maps are the identity.
+    The floor 0.01 on the variance is HARL's: after a batch of equal returns the variance is
+    0, and a return 0.1 away would otherwise normalize to 1000. Before the first batch mu = 0
+    and var = 1; disabled, both maps are the identity.
+
+    HARL's (and MAPPO's) ValueNorm differs: moving averages of each batch's mean and mean
+    square (beta = 0.99999, debiased by 1 - beta^k), updated at every minibatch of every
+    epoch, each batch weighted alike whatever its size. Here each target counts once, and
+    the statistics move once per rollout; both are close to the mean and variance of all
+    targets seen, as their averages forget over about 10^5 updates, more than a run has.
     """
 
     def __init__(self, enabled):
@@ -268,20 +289,18 @@ class ValueNorm:
         m, batch_mean, batch_var = x.numel(), x.mean().item(), x.var(unbiased=False).item()
         delta, total = batch_mean - self.mean, self.count + m
         self.mean += delta * m / total
-        self.var = (self.var * self.count + batch_var * m + delta ** 2 * self.count * m / total) / total
+        self.var = (self.var * self.count + batch_var * m
+                    + delta ** 2 * self.count * m / total) / total
         self.count = total
 
+    def std(self):
+        return math.sqrt(max(self.var, 0.01))
+
     def normalize(self, x):
-        return (x - self.mean) / math.sqrt(self.var + 1e-8) if self.enabled else x
+        return (x - self.mean) / self.std() if self.enabled else x
 
     def denormalize(self, y):
-        return y * math.sqrt(self.var + 1e-8) + self.mean if self.enabled else y
-
-    def state_dict(self):
-        return {"mean": self.mean, "var": self.var, "count": self.count}
-
-    def load_state_dict(self, state):
-        self.mean, self.var, self.count = float(state["mean"]), float(state["var"]), int(state["count"])
+        return y * self.std() + self.mean if self.enabled else y
 
 
 def critic_input(state, obs, critic_state):
@@ -289,7 +308,7 @@ def critic_input(state, obs, critic_state):
     the agents' (padded) observations.
 
         EP: s                          -> [N, S]
-        FP: s | o^i | one-hot(i)       -> [N, A, S + D + A]
+        AS: s | o^i | one-hot(i)       -> [N, A, S + D + A]
     """
     if critic_state == "ep":
         return state
@@ -301,13 +320,12 @@ def critic_input(state, obs, critic_state):
 class RolloutBuffer:
     """One rollout of T steps from N environment copies with A agents, preallocated.
 
-    Actor buffer, per agent: obs [T, N, A, D] (zero-padded to the longest observation),
-    actions and log-probabilities [T, N, A], available actions [T, N, A, K] (all of an
-    agent's own actions when the environment gives no mask; the padding beyond them never)
-    and active masks [T, N, A] (1 where the agent acted, 0 once it is done while its
-    environment goes on).
+    Actor buffer, per agent: obs [T, N, A, D] (zero-padded to the longest), actions and
+    log-probabilities [T, N, A], available actions [T, N, A, K] (an agent's own actions
+    unless the environment masks some; never the padding) and active masks [T, N, A] (1
+    where the agent acted, 0 once it is done while its environment goes on).
 
-    Critic buffer, with C = [N] for EP and [N, A] for FP: critic inputs [T, *C, S_c],
+    Critic buffer, with C = [N] for EP and [N, A] for AS: critic inputs [T, *C, S_c],
     values V(s_t) as the critic output them, rewards and the terminated/truncated flags
     [T, *C]. final_critic[t] holds the critic input of the true final state where a step was
     truncated; last_critic the input after the rollout's last step.
@@ -347,6 +365,14 @@ class RolloutBuffer:
         return compute_gae(self.rewards, values, next_values, self.terminated, self.truncated,
                            gamma, gae_lambda)
 
+    def batch(self, **extra):
+        """The rollout as one batch of N*T (step, copy) rows: every field flattened over its
+        first two dimensions, with the extra tensors ([T, N, ...]) given by name."""
+        fields = dict(obs=self.obs, avail=self.avail, actions=self.actions,
+                      logprobs=self.logprobs, active=self.active, critic_obs=self.critic_obs,
+                      values=self.values, **extra)
+        return {name: x.flatten(0, 1) for name, x in fields.items()}
+
 
 # ---------------------------------------------------------------------------------------
 # Networks
@@ -375,7 +401,9 @@ class Actors(nn.Module):
     input is the zero-padded observation with a one-hot agent id appended. Not shared: one
     MLP per agent on its own unpadded observation. Either way each agent gets K logits (K
     the largest action count); actions it does not have, or that the environment forbids,
-    get a logit of -1e8, so probability 0 and a finite entropy."""
+    get a logit of -1e8, so probability 0 and a finite entropy. The one-hot id (here and in
+    the AS critic) is ours: the references' MPE actors see the observation alone; with it,
+    agents whose padded observations look alike can still act differently."""
 
     def __init__(self, obs_dims, num_actions, share, hidden_size=64, layer_norm=False):
         super().__init__()
@@ -409,101 +437,218 @@ class Actors(nn.Module):
         dist = Categorical(logits=self.logits(obs, avail), validate_args=False)
         return dist.log_prob(actions), dist.entropy()
 
-    def greedy(self, obs, avail):
-        return self.logits(obs, avail).argmax(-1)
-
 
 class Critic(nn.Module):
     """The centralized critic: one MLP from a critic input [..., S_c] to a value [...]."""
 
     def __init__(self, critic_dim, hidden_size=64, layer_norm=False):
         super().__init__()
-        self.net = mlp(critic_dim, hidden_size, 1, 1.0, layer_norm)
+        self.critic_dim, self.net = critic_dim, mlp(critic_dim, hidden_size, 1, 1.0, layer_norm)
 
     def forward(self, x):
         return self.net(x).squeeze(-1)
 
 
-class Adam:
-    """Adam (Kingma & Ba 2015), the same update as torch.optim.Adam written out: the first
-    use of torch.optim imports torch._dynamo, about a second. For each parameter p with
-    gradient g, at step k:
+# ---------------------------------------------------------------------------------------
+# Training
+# ---------------------------------------------------------------------------------------
+def train(args, envs, actors, critic, value_norm, run, summary, device):
+    """MAPPO's loop: collect a rollout, compute the targets, update, log; repeated until the
+    budget is spent or --stop-at-return is reached. summary["global_steps"] counts as it
+    goes, so an interrupted run knows how far it got."""
+    ep = args.critic_state == "ep"
+    num_agents = len(envs.agents)
+    # One Adam (eps 1e-5, MAPPO's) where the references have one for the actors and one for
+    # the critic: Adam's moments are per parameter, so with one lr and eps it is the same.
+    optimizer = torch.optim.Adam([*actors.parameters(), *critic.parameters()],
+                                 lr=args.learning_rate, eps=1e-5)
+    buffer = RolloutBuffer(args.num_steps, args.num_envs, num_agents, envs.obs.shape[-1],
+                           envs.avail.shape[-1], args.critic_state, critic.critic_dim, device)
+    batch_size = args.num_envs * args.num_steps
+    num_updates = args.total_timesteps // batch_size
+    last20, last_print = deque(maxlen=20), time.time()
 
-        m <- beta1 * m + (1 - beta1) * g          v <- beta2 * v + (1 - beta2) * g^2
-        p <- p - lr * (m / (1 - beta1^k)) / (sqrt(v / (1 - beta2^k)) + eps)
-    """
+    def tensor(x):
+        return torch.from_numpy(x).to(device)
 
-    def __init__(self, params, lr, betas=(0.9, 0.999), eps=1e-5):
-        self.params = list(params)
-        self.lr, self.betas, self.eps, self.k = lr, betas, eps, 0
-        self.m = [torch.zeros_like(p) for p in self.params]
-        self.v = [torch.zeros_like(p) for p in self.params]
+    obs, state, avail, active = (tensor(x) for x in envs.reset(args.seed))
+    active = active.float()
+    for update in range(1, num_updates + 1):
+        if args.anneal_lr:
+            for group in optimizer.param_groups:
+                group["lr"] = args.learning_rate * (1 - (update - 1) / num_updates)
 
-    def zero_grad(self):
-        for p in self.params:
-            p.grad = None
+        # Collect: T lock-steps of the N copies with the current policies.
+        for step in range(args.num_steps):
+            with torch.no_grad():
+                buffer.obs[step], buffer.avail[step], buffer.active[step] = obs, avail, active
+                buffer.critic_obs[step] = critic_input(state, obs, args.critic_state)
+                buffer.actions[step], buffer.logprobs[step] = actors.act(obs, avail)
+                buffer.values[step] = critic(buffer.critic_obs[step])
+            out = envs.step(buffer.actions[step].cpu().numpy())
+            summary["global_steps"] += args.num_envs
+            buffer.rewards[step], buffer.terminated[step], buffer.truncated[step] = critic_step(
+                tensor(out.rewards), tensor(out.terminated), tensor(out.truncated), active,
+                tensor(out.ended), args.critic_state, args.per_agent_reward)
+            buffer.final_critic[step] = critic_input(tensor(out.final_state),
+                                                     tensor(out.final_obs), args.critic_state)
+            obs, state, avail = tensor(out.obs), tensor(out.state), tensor(out.avail)
+            active = tensor(out.active).float()
+            for _, episode_return, length in out.episodes:
+                last20.append(episode_return)
+                run.episode(summary["global_steps"], episode_return, length)
+            if out.episodes and reached(args.stop_at_return, last20):
+                summary["solved_at_step"] = summary["global_steps"]
+                summary["solved_at_time_s"] = round(time.time() - run.start, 3)
+                return
+        buffer.last_critic.copy_(critic_input(state, obs, args.critic_state))
 
-    @torch.no_grad()
-    def step(self):
-        beta1, beta2 = self.betas
-        self.k += 1
-        step_size = self.lr / (1 - beta1 ** self.k)
-        v_correction = math.sqrt(1 - beta2 ** self.k)
-        for p, m, v in zip(self.params, self.m, self.v):
-            m.lerp_(p.grad, 1 - beta1)
-            v.mul_(beta2).addcmul_(p.grad, p.grad, value=1 - beta2)
-            p.addcdiv_(m, (v.sqrt() / v_correction).add_(self.eps), value=-step_size)
+        # Targets: GAE in return units; the critic learns them normalized, over the entries
+        # that count (EP: every copy's step; AS: the steps each agent acted in).
+        with torch.no_grad():
+            advantages, returns = buffer.gae(critic, value_norm, args.gamma, args.gae_lambda)
+        value_mask = torch.ones_like(returns) if ep else buffer.active
+        values = value_norm.denormalize(buffer.values)  # with the statistics that made them
+        value_norm.update(returns[value_mask.bool()])
+        if ep:  # every agent of a copy shares the team's advantage
+            advantages = advantages.unsqueeze(-1).expand(-1, -1, num_agents)
+        batch = buffer.batch(advantages=advantages, targets=value_norm.normalize(returns),
+                             value_mask=value_mask)
+
+        # Update: epochs of minibatch gradient steps on the rollout.
+        approx_kls, clipfracs = [], []
+        for epoch in range(args.update_epochs):
+            for idx in torch.randperm(batch_size, device=device).chunk(args.num_minibatches):
+                mb = {name: x[idx] for name, x in batch.items()}
+                newlogprob, entropy = actors.evaluate(mb["obs"], mb["avail"], mb["actions"])
+                mb_advantages = (normalize_advantages(mb["advantages"], mb["active"])
+                                 if args.norm_adv else mb["advantages"])
+                loss, pg_loss, v_loss, entropy = mappo_loss(
+                    newlogprob, mb["logprobs"], mb_advantages, mb["active"],
+                    critic(mb["critic_obs"]), mb["values"], mb["targets"], mb["value_mask"],
+                    entropy, args.clip_coef, args.ent_coef, args.vf_coef, args.clip_vloss)
+                optimizer.zero_grad()
+                loss.backward()
+                nn.utils.clip_grad_norm_(actors.parameters(), args.max_grad_norm)  # each its
+                nn.utils.clip_grad_norm_(critic.parameters(), args.max_grad_norm)  # own, as theirs
+                optimizer.step()
+                # diagnostics: the k3 estimator of KL(old || new), mean((ratio - 1) - log ratio),
+                # and the fraction of active steps whose ratio left [1 - eps, 1 + eps]
+                logratio = (newlogprob - mb["logprobs"]).detach()
+                approx_kls.append(masked_mean(torch.expm1(logratio) - logratio, mb["active"]))
+                clipfracs.append(masked_mean((logratio.exp() - 1).abs() > args.clip_coef,
+                                             mb["active"]))
+
+        # Log.
+        if not math.isfinite(loss.item()):
+            print(f"{SCRIPT}: the loss is not finite (NaN or inf) at step "
+                  f"{summary['global_steps']}; stopping (try a lower --learning-rate)")
+            summary["interrupted"] = True
+            return
+        sps = int(summary["global_steps"] / (time.time() - run.start))
+        run.update({"global_step": summary["global_steps"],
+                    "wall_time": round(time.time() - run.start, 4), "sps": sps,
+                    "learning_rate": optimizer.param_groups[0]["lr"],
+                    "policy_loss": pg_loss.item(), "value_loss": v_loss.item(),
+                    "entropy": entropy.item(), "approx_kl": torch.stack(approx_kls).mean().item(),
+                    "clipfrac": torch.stack(clipfracs).mean().item(),
+                    "explained_variance": explained_variance(values, returns, value_mask),
+                    "return_mean": value_norm.mean, "return_std": math.sqrt(value_norm.var)})
+        if time.time() - last_print >= 2.0 or update == num_updates:
+            last_print = time.time()
+            recent = f"{np.mean(last20):.2f}" if last20 else "n/a"
+            print(f"step {summary['global_steps']:>9} | sps {sps:>6} | return (last 20) {recent}")
+
+
+def main(args: Args) -> dict:
+    """Train MAPPO (or, with --eval-checkpoint, evaluate a saved model), write the run
+    folder and return the summary."""
+    check_args(args)
+    checkpoint = None
+    if args.eval_checkpoint is not None:
+        checkpoint = load_checkpoint(args.eval_checkpoint, args.env_id)
+        args = replace(args, **{k: checkpoint["args"][k] for k in CHECKPOINT_ARGS})
+    spec = check_env(args)
+
+    device = seed_and_device(args)
+    num_agents, obs_dim = len(spec["agents"]), max(spec["obs_dims"])
+    critic_dim = spec["state_dim"] + (obs_dim + num_agents if args.critic_state == "as" else 0)
+    actors = Actors(spec["obs_dims"], max(spec["action_counts"]), args.share_actor,
+                    args.hidden_size, args.layer_norm).to(device)
+    critic = Critic(critic_dim, args.hidden_size, args.layer_norm).to(device)
+    value_norm = ValueNorm(args.value_norm)
+    if checkpoint is not None:
+        load_weights(checkpoint, args, actors, critic, value_norm)
+
+    run = RunWriter(args, device)
+    print(f"{SCRIPT}: {args.env_id}, {num_agents} agents, {args.critic_state.upper()} critic, "
+          f"seed {args.seed}, device {device}")
+    summary = new_summary(args)
+    if checkpoint is None:
+        envs = LockstepEnvs(args.env_id, args.num_envs, spec, args.max_cycles)
+        try:
+            train(args, envs, actors, critic, value_norm, run, summary, device)
+        except KeyboardInterrupt:
+            print(f"{SCRIPT}: interrupted; writing what the run has so far")
+            summary["interrupted"] = True
+        finally:
+            envs.close()
+    return finish(args, run, summary, actors, critic, value_norm, spec, device,
+                  trained=checkpoint is None)
 
 
 # ---------------------------------------------------------------------------------------
-# Environments, evaluation, plotting, saving and loading
+# Plumbing: checks, run folder, evaluation, checkpoints (not needed to follow the algorithm)
 # ---------------------------------------------------------------------------------------
+class UsageError(Exception):
+    """Bad input (CONTRIBUTING.md, "Bad input"): one line on stderr, exit status 2, before
+    training."""
+
+
 def fail(message):
     raise UsageError(message)
 
 
-def make_env(env_id, max_cycles, continuous_actions=False, render_mode=None):
-    """One PettingZoo parallel environment of an MPE task. It is PettingZoo's own AEC-to-
-    parallel conversion of the raw environment, without the wrappers that check every
-    action's bounds and the call order (the script's actions are always valid): the
-    checks cost a third of the step time, and the step is most of a run."""
-    module = importlib.import_module(f"mpe2.{env_id}")  # only this task's: some import SciPy
-    return aec_to_parallel_wrapper(module.raw_env(
-        max_cycles=max_cycles, continuous_actions=continuous_actions, render_mode=render_mode))
+# The MPE tasks in which every agent works for one team, and those with adversaries.
+COOPERATIVE = ("simple_spread_v3", "simple_speaker_listener_v4", "simple_reference_v3",
+               "simple_v3", "simple_line_v1", "simple_formation_v1", "collect_treasure_v1")
+COMPETITIVE = ("simple_adversary_v3", "simple_crypto_v3", "simple_push_v3", "simple_tag_v3",
+               "simple_world_comm_v3")
+# the flags a checkpoint's networks were built with, which --eval-checkpoint takes over
+CHECKPOINT_ARGS = ("hidden_size", "share_actor", "layer_norm", "critic_state", "max_cycles")
 
 
-def check_env(args):
-    """Check the id and build one environment to read its spaces; returns the spec dict:
-    agents, obs_dims, action_counts, state_dim."""
-    mpe_ids = sorted(COOPERATIVE)
-    if args.env_id in COMPETITIVE:
-        fail(f"{args.env_id} is a competitive MPE task (adversaries against good agents); "
-             f"mappo.py trains one cooperative team: use one of {', '.join(mpe_ids)}")
-    if args.env_id not in COOPERATIVE:
-        if args.env_id in gym.registry:
-            fail(f"{args.env_id} is a single-agent Gymnasium environment; use ppo.py "
-                 f"(mappo.py runs the cooperative MPE tasks: {', '.join(mpe_ids)})")
-        close = difflib.get_close_matches(args.env_id, mpe_ids, n=3, cutoff=0.5)
-        hint = f"did you mean {', '.join(close)}? " if close else ""
-        fail(f"unknown environment id {args.env_id!r}; {hint}the MPE tasks are {', '.join(mpe_ids)}")
-    env = make_env(args.env_id, args.max_cycles, args.continuous_actions)
-    agents = list(env.possible_agents)
-    obs_spaces = [env.observation_space(a) for a in agents]
-    action_spaces = [env.action_space(a) for a in agents]
-    state_dim = int(np.prod(env.state_space.shape))
-    env.close()
-    for agent, space in zip(agents, action_spaces):
-        if not isinstance(space, gym.spaces.Discrete):
-            fail(f"{args.env_id}'s agent {agent} has a {type(space).__name__} action space"
-                 f"{' (--continuous-actions)' if args.continuous_actions else ''}; mappo.py's "
-                 "actors are categorical and need Discrete actions: drop --continuous-actions "
-                 "(for continuous control of one agent see ppo.py or ddpg_td3.py)")
-    for agent, space in zip(agents, obs_spaces):
-        if not isinstance(space, gym.spaces.Box) or len(space.shape) != 1:
-            fail(f"{args.env_id}'s agent {agent} has observations {space}; mappo.py's MLPs "
-                 "need flat Box vectors")
-    return {"agents": agents, "obs_dims": [s.shape[0] for s in obs_spaces],
-            "action_counts": [int(s.n) for s in action_spaces], "state_dim": state_dim}
+def seed_and_device(args):
+    """Seed Python, NumPy and torch; return the device (the GPU if asked and present)."""
+    random.seed(args.seed)
+    np.random.seed(args.seed)
+    torch.manual_seed(args.seed)
+    device = torch.device("cuda" if args.cuda and torch.cuda.is_available() else "cpu")
+    if device.type == "cpu":
+        torch.set_num_threads(1)  # 64-unit MLPs run faster without the thread pool
+    return device
+
+
+def new_summary(args):
+    """summary.json's fields, filled in as the run goes (CONTRIBUTING.md, "What a run writes")."""
+    return {"algorithm": "mappo", "env_id": args.env_id, "seed": args.seed, "global_steps": 0,
+            "wall_time_s": None, "train_return_last20": None, "eval_return_mean": None,
+            "eval_return_std": None, "eval_episodes": args.eval_episodes,
+            "solved_at_step": None, "solved_at_time_s": None, "interrupted": False}
+
+
+def explained_variance(values, returns, mask):
+    """How much of the returns' variance the values explain, over the entries where mask is
+    1:  1 - Var(R - V) / Var(R)  (1: perfect, 0: no better than a constant; nan if Var(R) = 0).
+    values are the rollout's values in return units, as they were when the rollout was made."""
+    mask = mask.bool()
+    var_returns = returns[mask].var().item()
+    return 1 - (returns - values)[mask].var().item() / var_returns if var_returns else math.nan
+
+
+def reached(stop_at_return, last20):
+    """--stop-at-return: the last 20 episodes' mean is at or above it."""
+    return stop_at_return is not None and len(last20) == 20 and np.mean(last20) >= stop_at_return
 
 
 def check_args(args):
@@ -520,6 +665,9 @@ def check_args(args):
             fail(f"--{name.replace('_', '-')} must be in [0, 1], got {getattr(args, name)}")
     if args.eval_episodes < 0:
         fail(f"--eval-episodes must be 0 or more, got {args.eval_episodes}")
+    if args.per_agent_reward and args.critic_state == "ep":
+        fail("--per-agent-reward needs --critic-state as (the EP critic has one value per "
+             "copy, learned from the team reward)")
     batch_size = args.num_envs * args.num_steps
     if batch_size % args.num_minibatches:
         fail(f"num_envs*num_steps = {batch_size} is not divisible by --num-minibatches "
@@ -531,18 +679,115 @@ def check_args(args):
         fail("--capture-video needs moviepy: pip install moviepy")
 
 
+def make_env(env_id, max_cycles, render_mode=None):
+    """One PettingZoo parallel environment. An MPE task is PettingZoo's own AEC-to-parallel
+    conversion of the raw environment, without the wrappers that check every action's bounds
+    and the call order (the script's actions are always valid; the checks cost a third of
+    the step time). module:function calls the user's function (with render_mode if set)."""
+    module, _, name = env_id.rpartition(":")
+    if module:
+        function = getattr(importlib.import_module(module), name)
+        return function(render_mode=render_mode) if render_mode else function()
+    mpe = importlib.import_module(f"mpe2.{env_id}")  # only this task's: some import SciPy
+    return aec_to_parallel_wrapper(mpe.raw_env(max_cycles=max_cycles, render_mode=render_mode))
+
+
+def check_env_id(env_id):
+    """Refuse ids mappo.py cannot run, with a pointer to what to use."""
+    module_name, _, name = env_id.rpartition(":")
+    mpe_ids = ", ".join(sorted(COOPERATIVE))
+    if module_name:
+        try:
+            module = importlib.import_module(module_name)
+        except Exception as e:
+            fail(f"cannot import module {module_name} ({type(e).__name__}: {e}); pass "
+                 "module:function with the module on the Python path")
+        if name in gym.registry:
+            fail(f"{name} is a single-agent Gymnasium environment; use ppo.py")
+        if not hasattr(module, name):
+            functions = [n for n in dir(module) if callable(getattr(module, n))]
+            close = difflib.get_close_matches(name, functions, n=3, cutoff=0.5)
+            fail(f"module {module_name} has no {name}; pass module:function, a function that "
+                 f"returns a PettingZoo parallel environment"
+                 f"{' (did you mean ' + ', '.join(close) + '?)' if close else ''}")
+        if not callable(getattr(module, name)):
+            kind = type(getattr(module, name)).__name__
+            fail(f"{env_id} is not a function (it is of type {kind}); pass a function that "
+                 "returns a PettingZoo parallel environment")
+    elif env_id in COMPETITIVE:
+        fail(f"{env_id} is a competitive MPE task (adversaries against good agents); "
+             f"mappo.py trains one cooperative team: use one of {mpe_ids}")
+    elif env_id in gym.registry:
+        fail(f"{env_id} is a single-agent Gymnasium environment; use ppo.py (mappo.py runs "
+             f"the cooperative MPE tasks: {mpe_ids}, or module:function)")
+    elif env_id not in COOPERATIVE:
+        close = difflib.get_close_matches(env_id, sorted(COOPERATIVE), n=3, cutoff=0.5)
+        hint = f"did you mean {', '.join(close)}? " if close else ""
+        fail(f"unknown environment id {env_id!r}; {hint}the MPE tasks are {mpe_ids} "
+             "(or pass module:function for your own PettingZoo parallel environment)")
+
+
+def check_env(args):
+    """Check the id, build one environment and read its spaces; returns the spec dict:
+    agents, obs_dims, action_counts, state_dim, has_state."""
+    check_env_id(args.env_id)
+    env = make_env(args.env_id, args.max_cycles)
+    if not (hasattr(env, "possible_agents") and callable(getattr(env, "step", None))
+            and not hasattr(env, "agent_iter")):
+        fail(f"{args.env_id} gives a {type(env).__name__}, not a PettingZoo parallel "
+             "environment; pass a function that returns one (like parallel_env)")
+    agents = list(env.possible_agents)
+    obs_spaces = [env.observation_space(a) for a in agents]
+    action_spaces = [env.action_space(a) for a in agents]
+    env.reset(seed=0)
+    try:
+        state_dim, has_state = int(np.size(env.state())), True
+    except (NotImplementedError, AttributeError):
+        state_dim, has_state = sum(int(np.prod(s.shape)) for s in obs_spaces), False
+    env.close()
+    for agent, space in zip(agents, action_spaces):
+        if not isinstance(space, gym.spaces.Discrete):
+            fail(f"{args.env_id}'s agent {agent} has a {type(space).__name__} action space; "
+                 "mappo.py's actors are categorical and need Discrete actions (for "
+                 "continuous control of one agent see ppo.py or ddpg_td3.py)")
+    for agent, space in zip(agents, obs_spaces):
+        if not isinstance(space, gym.spaces.Box) or len(space.shape) != 1:
+            fail(f"{args.env_id}'s agent {agent} has observations {space}; mappo.py's MLPs "
+                 "need flat Box vectors")
+    return {"agents": agents, "obs_dims": [s.shape[0] for s in obs_spaces],
+            "action_counts": [int(s.n) for s in action_spaces], "state_dim": state_dim,
+            "has_state": has_state}
+
+
+class StepResult(NamedTuple):
+    """One lock-step of LockstepEnvs: what the agents see next, and what this step gave."""
+    obs: np.ndarray  # [N, A, D] next observations (zeros for done agents)
+    state: np.ndarray  # [N, S] next states
+    avail: np.ndarray  # [N, A, K] next available actions
+    active: np.ndarray  # [N, A] who acts next
+    rewards: np.ndarray  # [N, A] of this step (0 for agents that did not act)
+    terminated: np.ndarray  # [N, A]
+    truncated: np.ndarray  # [N, A] (time limit, not terminated)
+    final_obs: np.ndarray  # [N, A, D] the true last observations where agents ended
+    final_state: np.ndarray  # [N, S] the true last state where agents ended
+    ended: np.ndarray  # [N] True where a copy's episode ended (its last agents are done)
+    episodes: list  # (copy, mean per-agent return, length) of the episodes that ended
+
+
 class LockstepEnvs:
     """N copies of one PettingZoo parallel environment, stepped together and seen as
     arrays over [N, A] (agents in possible_agents order). An agent that is done leaves the
     environment's agents; its later steps are inactive (zero observation, no action sent,
     reward 0) until every agent is done, when the copy records its episode and resets
     (observations after the reset are the next episode's first). Episode returns are the
-    mean over agents of each agent's summed reward."""
+    mean over agents of each agent's summed reward (PettingZoo has no
+    RecordEpisodeStatistics). Without env.state(), the state is the agents' observations
+    joined."""
 
     def __init__(self, env_id, num_envs, spec, max_cycles, render_mode=None):
-        self.envs = [make_env(env_id, max_cycles, render_mode=render_mode) for _ in range(num_envs)]
-        self.agents = spec["agents"]
-        self.obs_dims = spec["obs_dims"]
+        self.envs = [make_env(env_id, max_cycles, render_mode) for _ in range(num_envs)]
+        self.agents, self.obs_dims = spec["agents"], spec["obs_dims"]
+        self.has_state = spec["has_state"]
         num_agents, num_actions = len(self.agents), max(spec["action_counts"])
         self.base_avail = np.zeros((num_agents, num_actions), dtype=bool)
         for i, n in enumerate(spec["action_counts"]):
@@ -554,6 +799,12 @@ class LockstepEnvs:
         self.alive = np.zeros(self.shape, dtype=bool)
         self.returns = np.zeros(self.shape)
         self.lengths = np.zeros(num_envs, dtype=np.int64)
+
+    def _state(self, n, obs):
+        """Copy n's state: env.state(), or its agents' observations obs [A, D] joined."""
+        if self.has_state:
+            return self.envs[n].state()
+        return np.concatenate([obs[i, :d] for i, d in enumerate(self.obs_dims)])
 
     def _observe(self, n, observations, infos):
         """Write copy n's observations, state and available actions for its next step."""
@@ -567,7 +818,7 @@ class LockstepEnvs:
                 if mask is not None:
                     self.avail[n, i, :len(mask)] = np.asarray(mask, dtype=bool)
         self.alive[n] = [agent in env.agents for agent in self.agents]
-        self.state[n] = env.state()
+        self.state[n] = self._state(n, self.obs[n])
 
     def reset(self, seed):
         """Reset every copy, each with its own seed drawn from `seed` (with seed + n, run 2's
@@ -581,39 +832,36 @@ class LockstepEnvs:
         return self.obs.copy(), self.state.copy(), self.avail.copy(), self.alive.copy()
 
     def step(self, actions):
-        """actions [N, A] -> (obs, state, avail, active for the next step; rewards,
-        terminated, truncated [N, A] of this one; final_obs [N, A, D] and final_state
-        [N, S], the true last observations and state where agents ended; episodes, a list of
-        (copy, mean per-agent return, length) of the episodes that ended)."""
+        """actions [N, A] -> StepResult."""
         rewards = np.zeros(self.shape, dtype=np.float32)
-        terminated = np.zeros(self.shape, dtype=bool)
-        truncated = np.zeros(self.shape, dtype=bool)
-        final_obs = np.zeros_like(self.obs)
-        final_state = np.zeros_like(self.state)
-        episodes = []
+        terminated, truncated = np.zeros(self.shape, dtype=bool), np.zeros(self.shape, dtype=bool)
+        final_obs, final_state = np.zeros_like(self.obs), np.zeros_like(self.state)
+        ended, episodes = np.zeros(len(self.envs), dtype=bool), []
         for n, env in enumerate(self.envs):
             acting = [(i, agent) for i, agent in enumerate(self.agents) if self.alive[n, i]]
             observations, rew, term, trunc, infos = env.step(
                 {agent: int(actions[n, i]) for i, agent in acting})
+            step_obs = np.zeros_like(self.obs[n])
             for i, agent in acting:
+                step_obs[i, :self.obs_dims[i]] = observations[agent]
                 rewards[n, i] = rew[agent]
                 terminated[n, i] = term[agent]
                 truncated[n, i] = trunc[agent] and not term[agent]
-                if term[agent] or trunc[agent]:
-                    final_obs[n, i, :self.obs_dims[i]] = observations[agent]
+            final_obs[n] = step_obs * (terminated[n] | truncated[n])[:, None]
             self.returns[n] += rewards[n]
             self.lengths[n] += 1
             if terminated[n].any() or truncated[n].any():
-                final_state[n] = env.state()
+                final_state[n] = self._state(n, step_obs)
             if env.agents:
                 self._observe(n, observations, infos)
-            else:
-                episodes.append((n, float(self.returns[n].mean()), int(self.lengths[n])))
-                self.returns[n] = 0.0
-                self.lengths[n] = 0
-                self._observe(n, *env.reset())
-        return (self.obs.copy(), self.state.copy(), self.avail.copy(), self.alive.copy(),
-                rewards, terminated, truncated, final_obs, final_state, episodes)
+                continue
+            ended[n] = True
+            episodes.append((n, float(self.returns[n].mean()), int(self.lengths[n])))
+            self.returns[n], self.lengths[n] = 0.0, 0
+            self._observe(n, *env.reset())
+        return StepResult(self.obs.copy(), self.state.copy(), self.avail.copy(),
+                          self.alive.copy(), rewards, terminated, truncated, final_obs,
+                          final_state, ended, episodes)
 
     def render(self, n):
         return self.envs[n].render()
@@ -633,13 +881,14 @@ def evaluate(actors, env_id, spec, max_cycles, episodes, seed, device, video_fol
     frames = [[envs.render(n)] for n in range(episodes)] if video_folder else None
     with torch.inference_mode():
         while np.isnan(returns).any():
-            actions = actors.greedy(torch.from_numpy(obs).to(device),
-                                    torch.from_numpy(avail).to(device))
-            obs, _, avail, *_, ended = envs.step(actions.cpu().numpy())
+            actions = actors.logits(torch.from_numpy(obs).to(device),
+                                    torch.from_numpy(avail).to(device)).argmax(-1)
+            out = envs.step(actions.cpu().numpy())
+            obs, avail = out.obs, out.avail
             if video_folder:  # a copy that ended has reset: its frame is the next episode's
                 for n in np.flatnonzero(np.isnan(returns)):
                     frames[n].append(envs.render(n))
-            for n, episode_return, _ in ended:
+            for n, episode_return, _ in out.episodes:
                 if np.isnan(returns[n]):
                     returns[n] = episode_return
     envs.close()
@@ -652,88 +901,75 @@ def evaluate(actors, env_id, spec, max_cycles, episodes, seed, device, video_fol
 
 
 class RunWriter:
-    """The run folder: config.json, episodes.csv, updates.csv as training goes (flushed,
-    so an interrupted run keeps them), then learning_curve.png and summary.json."""
-
-    EPISODE_FIELDS = ["global_step", "wall_time", "episode_return", "episode_length"]
+    """The run folder: config.json at once, episodes.csv and updates.csv as training goes
+    (flushed at every update, so an interrupted run keeps them), summary.json at the end."""
 
     def __init__(self, args, device):
-        name = f"{args.env_id.replace('/', '-')}__{args.exp_name}__{args.seed}__{int(time.time())}"
-        self.path = os.path.join(args.output_dir, name)
-        suffix = 1
-        while True:
-            try:
-                os.makedirs(self.path)
-                break
-            except FileExistsError:
-                suffix += 1
-                self.path = os.path.join(args.output_dir, f"{name}-{suffix}")
-            except OSError as e:
-                fail(f"cannot create the run folder {self.path}: {e.strerror}")
-        versions = {"torch": torch.__version__, "gymnasium": gym.__version__,
-                    "numpy": np.__version__, "python": sys.version.split()[0],
-                    "pettingzoo": importlib.metadata.version("pettingzoo"),
-                    "mpe2": importlib.metadata.version("mpe2")}
-        self.write_json("config.json", {**asdict(args), "device": str(device), "versions": versions})
-        self.episodes = []
-        self._files = []
-        self._episode_csv = self._open_csv("episodes.csv", self.EPISODE_FIELDS)
-        self._update_csv = None
+        name = (f"{args.env_id.replace('/', '-').replace(':', '-')}__{args.exp_name}__"
+                f"{args.seed}__{int(time.time())}")
+        self.path, suffix = os.path.join(args.output_dir, name), 1
+        while os.path.exists(self.path):  # two runs started in the same second
+            suffix += 1
+            self.path = os.path.join(args.output_dir, f"{name}-{suffix}")
+        try:
+            os.makedirs(self.path)
+        except OSError as e:
+            fail(f"cannot create the run folder {self.path}: {e.strerror}")
+        versions = {package: importlib.metadata.version(package) for package in
+                    ("torch", "gymnasium", "numpy", "pettingzoo", "mpe2")}
+        self.write_json("config.json", {**asdict(args), "device": str(device), "versions": {
+            **versions, "python": sys.version.split()[0]}})
+        self.start, self.episodes = time.time(), []
+        self.files = [open(os.path.join(self.path, filename), "w", newline="")
+                      for filename in ("episodes.csv", "updates.csv")]
+        self.episode_csv, self.update_csv = (csv.writer(f) for f in self.files)
+        self.episode_csv.writerow(["global_step", "wall_time", "episode_return", "episode_length"])
 
-    def _open_csv(self, filename, fields):
-        f = open(os.path.join(self.path, filename), "w", newline="")
-        self._files.append(f)
-        writer = csv.DictWriter(f, fieldnames=fields)
-        writer.writeheader()
-        f.flush()
-        return f, writer
+    def episode(self, global_step, episode_return, length):
+        self.episodes.append((global_step, float(episode_return)))
+        self.episode_csv.writerow([global_step, round(time.time() - self.start, 4),
+                                   round(float(episode_return), 6), int(length)])
+
+    def update(self, row):
+        if self.files[1].tell() == 0:  # the header: the first row's names
+            self.update_csv.writerow(row)
+        self.update_csv.writerow(row.values())
+        for f in self.files:
+            f.flush()
 
     def write_json(self, filename, data):
         with open(os.path.join(self.path, filename), "w") as f:
             json.dump(data, f, indent=2)
 
-    def episode(self, global_step, wall_time, episode_return, episode_length):
-        row = dict(zip(self.EPISODE_FIELDS, (global_step, round(wall_time, 4),
-                                             round(float(episode_return), 6), int(episode_length))))
-        self.episodes.append(row)
-        self._episode_csv[1].writerow(row)
-
-    def update(self, row):
-        if self._update_csv is None:
-            self._update_csv = self._open_csv("updates.csv", list(row))
-        self._update_csv[1].writerow(row)
-        for f in self._files:
-            f.flush()
-
     def close(self):
-        for f in self._files:
+        for f in self.files:
             f.close()
 
-    def plot(self, title):
-        """Episode return against environment steps: raw points faded, a moving average of
-        100 episodes on top (many short episodes end at once)."""
-        steps = np.array([e["global_step"] for e in self.episodes])
-        returns = np.array([e["episode_return"] for e in self.episodes])
-        fig = Figure(figsize=(7, 4), dpi=100)
-        ax = fig.add_subplot()
-        ax.scatter(steps, returns, s=4, alpha=0.1, color="tab:blue", label="episode return")
-        if len(returns):
-            window = min(100, len(returns))
-            smooth = np.convolve(returns, np.ones(window) / window, mode="valid")
-            ax.plot(steps[window - 1:], smooth, color="tab:blue", lw=2,
-                    label=f"mean of last {window}")
-            ax.legend(loc="lower right")
-        ax.set(xlabel="environment steps", ylabel="mean per-agent episode return", title=title)
-        ax.grid(alpha=0.3)
-        fig.tight_layout()
-        path = os.path.join(self.path, "learning_curve.png")
-        fig.savefig(path)
-        return path
+
+def plot_curve(run, title):
+    """learning_curve.png: episode return against environment steps, raw points faded, a
+    moving average of 100 episodes on top (many short episodes end at once)."""
+    steps, returns = (np.array(c) for c in zip(*run.episodes)) if run.episodes else ([], [])
+    fig = Figure(figsize=(7, 4), dpi=100)
+    ax = fig.add_subplot()
+    ax.scatter(steps, returns, s=4, alpha=0.1, color="tab:blue", label="episode return")
+    if len(returns):
+        window = min(100, len(returns))
+        smooth = np.convolve(returns, np.ones(window) / window, mode="valid")
+        ax.plot(steps[window - 1:], smooth, color="tab:blue", lw=2, label=f"mean of last {window}")
+        ax.legend(loc="lower right")
+    ax.set(xlabel="environment steps", ylabel="mean per-agent episode return", title=title)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    path = os.path.join(run.path, "learning_curve.png")
+    fig.savefig(path)
+    return path
 
 
 def save_checkpoint(path, actors, critic, value_norm, args):
     torch.save({"actors": actors.state_dict(), "critic": critic.state_dict(),
-                "value_norm": value_norm.state_dict(), "args": asdict(args)}, path)
+                "value_norm": {k: getattr(value_norm, k) for k in ("mean", "var", "count")},
+                "args": asdict(args)}, path)
 
 
 def load_checkpoint(path, env_id):
@@ -743,9 +979,8 @@ def load_checkpoint(path, env_id):
     try:
         checkpoint = torch.load(path, map_location="cpu", weights_only=True)
         saved = checkpoint["args"]
-        if not {"actors", "critic", "value_norm"} <= set(checkpoint) or not {
-                "env_id", "hidden_size", "share_actor", "critic_state", "max_cycles",
-                "layer_norm"} <= set(saved):
+        if not ({"actors", "critic", "value_norm"} <= set(checkpoint)
+                and {"env_id", *CHECKPOINT_ARGS} <= set(saved)):
             raise KeyError("missing entries")
     except Exception as e:
         fail(f"checkpoint {path} is not a mappo.py model.pt ({type(e).__name__}); "
@@ -756,12 +991,25 @@ def load_checkpoint(path, env_id):
     return checkpoint
 
 
-def finish(args, run, summary, actors, critic, value_norm, spec, device, start, trained=True):
+def load_weights(checkpoint, args, actors, critic, value_norm):
+    """Put a checkpoint's weights and value-norm statistics into the networks."""
+    try:
+        actors.load_state_dict(checkpoint["actors"])
+        critic.load_state_dict(checkpoint["critic"])
+        state = checkpoint["value_norm"]
+        value_norm.mean, value_norm.var = float(state["mean"]), float(state["var"])
+        value_norm.count = int(state["count"])
+    except (RuntimeError, KeyError, AttributeError, TypeError, ValueError) as e:
+        fail(f"checkpoint {args.eval_checkpoint} does not fit {args.env_id}'s networks: "
+             f"{str(e).splitlines()[0]}")
+
+
+def finish(args, run, summary, actors, critic, value_norm, spec, device, trained=True):
     """Evaluate greedily, save the model if asked, write summary.json and the curve, and
     print the closing line. An interrupted run skips the evaluation."""
-    recent = [e["episode_return"] for e in run.episodes[-20:]]
+    recent = [r for _, r in run.episodes[-20:]]
     summary["train_return_last20"] = float(np.mean(recent)) if recent else None
-    summary["wall_time_s"] = round(time.time() - start, 3)
+    summary["wall_time_s"] = round(time.time() - run.start, 3)
     if args.eval_episodes and not summary["interrupted"]:
         video_folder = os.path.join(run.path, "videos") if args.capture_video else None
         returns = evaluate(actors, args.env_id, spec, args.max_cycles, args.eval_episodes,
@@ -777,184 +1025,10 @@ def finish(args, run, summary, actors, critic, value_norm, spec, device, start, 
         value = summary[key]
         closing += f" | {key} {value:.2f}" if isinstance(value, float) else f" | {key} {value}"
     if trained:
-        closing += f" | learning curve {run.plot(f'{SCRIPT} on {args.env_id}, seed {args.seed}')}"
+        title = f"{SCRIPT} on {args.env_id}, seed {args.seed}"
+        closing += f" | learning curve {plot_curve(run, title)}"
     print(closing)
     return summary
-
-
-# ---------------------------------------------------------------------------------------
-# Training
-# ---------------------------------------------------------------------------------------
-def main(args: Args) -> dict:
-    """Train MAPPO (or, with --eval-checkpoint, evaluate a saved model), write the run
-    folder and return the summary."""
-    check_args(args)
-    checkpoint = None
-    if args.eval_checkpoint is not None:
-        checkpoint = load_checkpoint(args.eval_checkpoint, args.env_id)
-        saved = checkpoint["args"]
-        args = replace(args, **{k: saved[k] for k in ("hidden_size", "share_actor", "layer_norm",
-                                                      "critic_state", "max_cycles")})
-    spec = check_env(args)
-
-    random.seed(args.seed)
-    np.random.seed(args.seed)
-    torch.manual_seed(args.seed)
-    device = torch.device("cuda" if args.cuda and torch.cuda.is_available() else "cpu")
-    if device.type == "cpu":
-        torch.set_num_threads(1)  # 64-unit MLPs run faster without the thread pool
-    num_agents, obs_dim = len(spec["agents"]), max(spec["obs_dims"])
-    num_actions = max(spec["action_counts"])
-    critic_dim = spec["state_dim"] + (obs_dim + num_agents if args.critic_state == "fp" else 0)
-    actors = Actors(spec["obs_dims"], num_actions, args.share_actor, args.hidden_size,
-                    args.layer_norm).to(device)
-    critic = Critic(critic_dim, args.hidden_size, args.layer_norm).to(device)
-    value_norm = ValueNorm(args.value_norm)
-    if checkpoint is not None:
-        try:
-            actors.load_state_dict(checkpoint["actors"])
-            critic.load_state_dict(checkpoint["critic"])
-            value_norm.load_state_dict(checkpoint["value_norm"])
-        except (RuntimeError, KeyError, AttributeError, TypeError, ValueError) as e:
-            fail(f"checkpoint {args.eval_checkpoint} does not fit {args.env_id}'s networks: "
-                 f"{str(e).splitlines()[0]}")
-    run = RunWriter(args, device)
-    print(f"{SCRIPT}: {args.env_id}, {num_agents} agents, {args.critic_state.upper()} critic, "
-          f"seed {args.seed}, device {device}")
-    summary = {"algorithm": "mappo", "env_id": args.env_id, "seed": args.seed, "global_steps": 0,
-               "wall_time_s": None, "train_return_last20": None, "eval_return_mean": None,
-               "eval_return_std": None, "eval_episodes": args.eval_episodes,
-               "solved_at_step": None, "solved_at_time_s": None, "interrupted": False}
-    start = time.time()
-    if checkpoint is not None:
-        return finish(args, run, summary, actors, critic, value_norm, spec, device, start,
-                      trained=False)
-
-    envs = LockstepEnvs(args.env_id, args.num_envs, spec, args.max_cycles)
-    params = [*actors.parameters(), *critic.parameters()]
-    optimizer = Adam(params, lr=args.learning_rate)
-    ep = args.critic_state == "ep"
-    buffer = RolloutBuffer(args.num_steps, args.num_envs, num_agents, obs_dim, num_actions,
-                           args.critic_state, critic_dim, device)
-    batch_size = args.num_envs * args.num_steps
-    minibatch_size = batch_size // args.num_minibatches
-    num_updates = args.total_timesteps // batch_size
-    last20 = deque(maxlen=20)
-    global_step, last_print, solved = 0, start, False
-
-    def tensor(x):
-        return torch.from_numpy(x).to(device)
-
-    obs, state, avail, active = (tensor(x) for x in envs.reset(args.seed))
-    active = active.float()
-    try:
-        for update in range(1, num_updates + 1):
-            if args.anneal_lr:
-                optimizer.lr = args.learning_rate * (1 - (update - 1) / num_updates)
-
-            # Rollout: T lock-steps of the N copies with the current policies.
-            with torch.inference_mode():
-                for step in range(args.num_steps):
-                    buffer.obs[step], buffer.avail[step], buffer.active[step] = obs, avail, active
-                    buffer.critic_obs[step] = critic_input(state, obs, args.critic_state)
-                    actions, logprobs = actors.act(obs, avail)
-                    buffer.actions[step], buffer.logprobs[step] = actions, logprobs
-                    buffer.values[step] = critic(buffer.critic_obs[step])
-                    (next_obs, state, avail, next_active, rewards, terminated, truncated,
-                     final_obs, final_state, ended) = envs.step(actions.cpu().numpy())
-                    global_step += args.num_envs
-                    rewards, terminated, truncated = tensor(rewards), tensor(terminated), tensor(truncated)
-                    final = critic_input(tensor(final_state), tensor(final_obs), args.critic_state)
-                    if ep:  # one episode end per copy: when its last agents are done
-                        episode_end = torch.zeros(args.num_envs, dtype=torch.bool, device=device)
-                        episode_end[[n for n, _, _ in ended]] = True
-                        rewards = team_reward(rewards, active)
-                        truncated = episode_end & truncated.any(-1)
-                        terminated = episode_end & ~truncated
-                    buffer.rewards[step] = rewards
-                    buffer.terminated[step], buffer.truncated[step] = terminated, truncated
-                    buffer.final_critic[step] = final
-                    obs, state, avail = tensor(next_obs), tensor(state), tensor(avail)
-                    active = tensor(next_active).float()
-                    for _, episode_return, length in ended:
-                        last20.append(episode_return)
-                        run.episode(global_step, time.time() - start, episode_return, length)
-                    if (ended and args.stop_at_return is not None and len(last20) == 20
-                            and np.mean(last20) >= args.stop_at_return):
-                        summary["solved_at_step"] = global_step
-                        summary["solved_at_time_s"] = round(time.time() - start, 3)
-                        solved = True
-                        break
-                buffer.last_critic.copy_(critic_input(state, obs, args.critic_state))
-            if solved:
-                break
-
-            # Update: epochs of minibatch gradient steps on the rollout.
-            with torch.no_grad():
-                advantages, returns = buffer.gae(critic, value_norm, args.gamma, args.gae_lambda)
-                value_mask = torch.ones_like(returns) if ep else buffer.active
-                value_norm.update(returns[value_mask.bool()])
-                targets = value_norm.normalize(returns)
-                if ep:  # every agent of a copy shares the team's advantage
-                    advantages = advantages.unsqueeze(-1).expand(-1, -1, num_agents)
-            b_obs, b_avail = buffer.obs.flatten(0, 1), buffer.avail.flatten(0, 1)
-            b_actions, b_logprobs = buffer.actions.flatten(0, 1), buffer.logprobs.flatten(0, 1)
-            b_active, b_advantages = buffer.active.flatten(0, 1), advantages.flatten(0, 1)
-            b_critic_obs, b_values = buffer.critic_obs.flatten(0, 1), buffer.values.flatten(0, 1)
-            b_targets, b_value_mask = targets.flatten(0, 1), value_mask.flatten(0, 1)
-            approx_kls, clipfracs = [], []
-            for epoch in range(args.update_epochs):
-                for idx in torch.randperm(batch_size, device=device).split(minibatch_size):
-                    newlogprob, entropy = actors.evaluate(b_obs[idx], b_avail[idx], b_actions[idx])
-                    mb_active, mb_advantages = b_active[idx], b_advantages[idx]
-                    if args.norm_adv:
-                        mb_advantages = normalize_advantages(mb_advantages, mb_active)
-                    loss, pg_loss, v_loss, entropy = mappo_loss(
-                        newlogprob, b_logprobs[idx], mb_advantages, mb_active,
-                        critic(b_critic_obs[idx]), b_values[idx], b_targets[idx],
-                        b_value_mask[idx], entropy, args.clip_coef, args.ent_coef,
-                        args.vf_coef, args.clip_vloss)
-                    optimizer.zero_grad()
-                    loss.backward()
-                    nn.utils.clip_grad_norm_(params, args.max_grad_norm)
-                    optimizer.step()
-                    with torch.no_grad():
-                        logratio = newlogprob - b_logprobs[idx]
-                        # k3 estimator of KL(old || new): mean((ratio - 1) - log ratio)
-                        approx_kls.append(masked_mean(torch.expm1(logratio) - logratio, mb_active))
-                        clipfracs.append(masked_mean(
-                            ((logratio.exp() - 1).abs() > args.clip_coef).float(), mb_active))
-
-            if not math.isfinite(loss.item()):
-                print(f"{SCRIPT}: the loss became NaN at step {global_step}; stopping "
-                      "(try a lower --learning-rate)")
-                summary["interrupted"] = True
-                break
-            mask = value_mask.bool()
-            predicted = value_norm.denormalize(buffer.values)[mask]
-            var_returns = returns[mask].var().item()
-            explained_var = (1 - (returns[mask] - predicted).var().item() / var_returns
-                             if var_returns else math.nan)
-            now = time.time()
-            sps = int(global_step / (now - start))
-            run.update({"global_step": global_step, "wall_time": round(now - start, 4),
-                        "sps": sps, "learning_rate": optimizer.lr, "policy_loss": pg_loss.item(),
-                        "value_loss": v_loss.item(), "entropy": entropy.item(),
-                        "approx_kl": torch.stack(approx_kls).mean().item(),
-                        "clipfrac": torch.stack(clipfracs).mean().item(),
-                        "explained_variance": explained_var, "return_mean": value_norm.mean,
-                        "return_std": math.sqrt(value_norm.var)})
-            if now - last_print >= 2.0 or update == num_updates:
-                last_print = now
-                recent = f"{np.mean(last20):.2f}" if last20 else "n/a"
-                print(f"step {global_step:>9} | sps {sps:>6} | return (last 20) {recent}")
-    except KeyboardInterrupt:
-        print(f"{SCRIPT}: interrupted; writing what the run has so far")
-        summary["interrupted"] = True
-    finally:
-        envs.close()
-    summary["global_steps"] = global_step
-    return finish(args, run, summary, actors, critic, value_norm, spec, device, start)
 
 
 if __name__ == "__main__":

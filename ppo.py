@@ -11,6 +11,7 @@ Key equations (t indexes steps, done_t = terminated_t or truncated_t):
     L_clip    = E[ min(ratio_t * A_t, clip(ratio_t, 1 - eps, 1 + eps) * A_t) ]
     GAE       delta_t = r_t + gamma * (1 - terminated_t) * V(s_{t+1}) - V(s_t)
               A_t     = delta_t + gamma * lambda * (1 - done_t) * A_{t+1}
+    R_t       = A_t + V(s_t), the return target of the critic (with V-trace, R_t = vs_t)
     loss      = -L_clip + c_v * 0.5 * (V(s_t) - R_t)^2 - c_e * entropy
 
 A time-limit truncation is not a termination: the step bootstraps from the value of the
@@ -30,6 +31,7 @@ Run:
     python ppo.py --env-id Pendulum-v1 --total-timesteps 200000 --num-envs 8 \
         --num-steps 256 --num-minibatches 32 --update-epochs 10 --gamma 0.95 \
         --gae-lambda 0.95 --learning-rate 2e-3 --ent-coef 0.001 --norm-obs --norm-reward
+    PYTHONPATH=. python ppo.py --env-id my_envs:GridWorld-v0   # an id my_envs.py registers
     python ppo.py --help
 
 Writes runs/<env_id>__ppo__<seed>__<unix_time>/ with config.json, episodes.csv,
@@ -49,7 +51,6 @@ import random
 import sys
 import time
 import warnings
-from collections import deque
 from dataclasses import asdict, dataclass, replace
 from typing import Literal, Optional
 
@@ -71,7 +72,7 @@ SCRIPT = os.path.basename(__file__)
 @dataclass
 class Args:
     env_id: str = "CartPole-v1"
-    """any registered Gymnasium id with a Discrete or Box action space and a flat Box observation"""
+    """a Gymnasium id (or module:id) with Discrete or Box actions and flat Box observations"""
     seed: int = 1
     """seeds Python, NumPy, torch and the environments"""
     total_timesteps: int = 100_000
@@ -92,7 +93,6 @@ class Args:
     """skip training: load this model.pt and evaluate it"""
     capture_video: bool = False
     """record the evaluation episodes into videos/ in the run folder"""
-
     # Algorithm
     num_envs: int = 8
     """N: parallel environments (synchronous vector environment)"""
@@ -136,10 +136,6 @@ class Args:
     """scale rewards by the running std of the discounted return (Gymnasium's NormalizeReward)"""
     hidden_size: int = 64
     """width of the two hidden layers of the actor and of the critic"""
-
-
-class UsageError(Exception):
-    """Bad input: reported as one line on stderr with exit status 2, before training."""
 
 
 # ---------------------------------------------------------------------------------------
@@ -190,9 +186,8 @@ def compute_vtrace(rewards, values, next_values, terminated, truncated, log_rhos
     not_terminated = 1.0 - terminated.to(rewards.dtype)
     done = terminated.bool() | truncated.bool()
     not_done = 1.0 - done.to(rewards.dtype)
-    ratios = torch.exp(log_rhos)
-    rhos = torch.clamp(ratios, max=rho_bar)
-    cs = torch.clamp(ratios, max=c_bar)
+    rhos = torch.clamp(log_rhos.exp(), max=rho_bar)
+    cs = torch.clamp(log_rhos.exp(), max=c_bar)
     deltas = rhos * (rewards + gamma * not_terminated * next_values - values)
     vs_minus_values = torch.zeros_like(rewards)
     running = torch.zeros_like(rewards[0])
@@ -200,8 +195,7 @@ def compute_vtrace(rewards, values, next_values, terminated, truncated, log_rhos
         running = deltas[t] + gamma * cs[t] * not_done[t] * running
         vs_minus_values[t] = running
     vs = values + vs_minus_values
-    bootstrap = next_values.clone()
-    bootstrap[:-1] = torch.where(done[:-1], next_values[:-1], vs[1:])
+    bootstrap = torch.cat([torch.where(done[:-1], next_values[:-1], vs[1:]), next_values[-1:]])
     advantages = rhos * (rewards + gamma * not_terminated * bootstrap - values)
     return vs, advantages
 
@@ -216,7 +210,8 @@ def ppo_loss(newlogprob, oldlogprob, advantages, newvalue, oldvalue, returns, en
                  mean( 0.5 * max((V - R)^2, (V_old + clip(V - V_old, -eps, eps) - R)^2) )
         loss   = L_pg - c_e * mean(entropy) + c_v * L_v
 
-    Returns (loss, L_pg, L_v, mean entropy). Advantages come in already normalized.
+    Returns (loss, L_pg, L_v, mean entropy). The advantages are used as given: the
+    training loop normalizes them within the minibatch first, unless --no-norm-adv.
     """
     ratio = torch.exp(newlogprob - oldlogprob)
     clipped_ratio = torch.clamp(ratio, 1 - clip_coef, 1 + clip_coef)
@@ -236,31 +231,25 @@ class RolloutBuffer:
     Row t holds what was seen and done at step t: obs s_t, action a_t, the behaviour
     log-probability log mu(a_t|s_t), reward r_t, the terminated/truncated flags of the
     step, and V(s_t). final_obs[t, n] holds the true final observation where environment n
-    was truncated at step t (its value is bootstrapped); last_obs is s_T, the observation
-    after the last step.
+    was truncated at step t (its value is bootstrapped); last_obs is s_T, after the rollout.
     """
 
-    def __init__(self, num_steps, num_envs, obs_shape, action_shape, action_dtype, device):
+    def __init__(self, num_steps, num_envs, obs_shape, action_shape, continuous, device):
         def zeros(*shape, dtype=torch.float32):
             return torch.zeros((num_steps, num_envs, *shape), dtype=dtype, device=device)
 
-        self.obs = zeros(*obs_shape)
-        self.actions = zeros(*action_shape, dtype=action_dtype)
-        self.logprobs = zeros()
-        self.rewards = zeros()
-        self.terminated = zeros(dtype=torch.bool)
-        self.truncated = zeros(dtype=torch.bool)
-        self.values = zeros()
-        self.final_obs = zeros(*obs_shape)
+        self.obs, self.final_obs = zeros(*obs_shape), zeros(*obs_shape)
+        self.actions = zeros(*action_shape, dtype=torch.float32 if continuous else torch.long)
+        self.logprobs, self.rewards, self.values = zeros(), zeros(), zeros()
+        self.terminated, self.truncated = zeros(dtype=torch.bool), zeros(dtype=torch.bool)
         self.last_obs = torch.zeros((num_envs, *obs_shape), device=device)
 
     def next_values(self, value_fn, values):
         """next_values[t] = V(s_{t+1}) for every step, from values [T, N] of the rollout.
 
         s_{t+1} is obs[t+1] inside the rollout, last_obs after it, and the true final
-        observation where the step was truncated. Where it was terminated, the value is
-        not used (multiplied by 0), so the next episode's first value standing there is
-        harmless.
+        observation where the step was truncated. Where it was terminated the value is not
+        used (multiplied by 0): the next episode's first value standing there is harmless.
         """
         next_values = torch.empty_like(values)
         next_values[:-1] = values[1:]
@@ -270,16 +259,19 @@ class RolloutBuffer:
             next_values[where] = value_fn(self.final_obs[where])
         return next_values
 
+    @torch.no_grad()
     def gae(self, value_fn, gamma, gae_lambda):
         """GAE advantages and returns [T, N] from the values stored during the rollout."""
         next_values = self.next_values(value_fn, self.values)
         return compute_gae(self.rewards, self.values, next_values, self.terminated,
                            self.truncated, gamma, gae_lambda)
 
+    @torch.no_grad()
     def vtrace(self, agent, gamma, rho_bar, c_bar):
-        """V-trace (vs, advantages) [T, N] under the agent's current policy and critic."""
-        obs = self.obs.flatten(0, 1)
-        logprobs, _, values = agent.evaluate(obs, self.actions.flatten(0, 1))
+        """V-trace (vs, advantages) [T, N] under the agent's current policy pi and critic:
+        log rho = log pi(a_t|s_t) - log mu(a_t|s_t), mu the policy that acted."""
+        _, logprobs, _, values = agent.get_action_and_value(self.obs.flatten(0, 1),
+                                                            self.actions.flatten(0, 1))
         values = values.view_as(self.values)
         next_values = self.next_values(agent.get_value, values)
         log_rhos = logprobs.view_as(self.logprobs) - self.logprobs
@@ -321,108 +313,157 @@ class Agent(nn.Module):
     def get_value(self, obs):
         return self.critic(obs).squeeze(-1)
 
-    def distribution(self, obs):
+    def get_action_and_value(self, obs, action=None):
+        """(action, log-probability, entropy, value) for each observation, sampling the
+        action from the policy when none is given. A Gaussian's dimensions are independent:
+        their log-probabilities and entropies add up."""
         if self.continuous:
             mean = self.actor(obs)
-            return Normal(mean, self.actor_logstd.expand_as(mean).exp(), validate_args=False)
-        return Categorical(logits=self.actor(obs), validate_args=False)
-
-    def _logprob_entropy(self, dist, actions):
-        if self.continuous:  # independent dimensions: sum over the action dimension
-            return dist.log_prob(actions).sum(-1), dist.entropy().sum(-1)
-        return dist.log_prob(actions), dist.entropy()
-
-    def act(self, obs):
-        """Sample actions; returns (actions, log-probabilities, values)."""
-        dist = self.distribution(obs)
-        actions = dist.sample()
-        logprobs, _ = self._logprob_entropy(dist, actions)
-        return actions, logprobs, self.get_value(obs)
-
-    def evaluate(self, obs, actions):
-        """Log-probabilities, entropies and values of given actions, for the update."""
-        logprobs, entropy = self._logprob_entropy(self.distribution(obs), actions)
-        return logprobs, entropy, self.get_value(obs)
-
-    def greedy(self, obs):
-        """The most likely action: the argmax of the logits, or the Gaussian's mean."""
-        out = self.actor(obs)
-        return out if self.continuous else out.argmax(-1)
-
-
-class Adam:
-    """Adam (Kingma & Ba 2015), the same update as torch.optim.Adam written out: the first
-    use of torch.optim imports torch._dynamo, about a second on a laptop, which is a fifth
-    of this script's whole CartPole run. For each parameter p with gradient g, at step k:
-
-        m <- beta1 * m + (1 - beta1) * g          v <- beta2 * v + (1 - beta2) * g^2
-        p <- p - lr * (m / (1 - beta1^k)) / (sqrt(v / (1 - beta2^k)) + eps)
-    """
-
-    def __init__(self, params, lr, betas=(0.9, 0.999), eps=1e-5):
-        self.params = list(params)
-        self.lr, self.betas, self.eps, self.k = lr, betas, eps, 0
-        self.m = [torch.zeros_like(p) for p in self.params]
-        self.v = [torch.zeros_like(p) for p in self.params]
-
-    def zero_grad(self):
-        for p in self.params:
-            p.grad = None
-
-    @torch.no_grad()
-    def step(self):
-        beta1, beta2 = self.betas
-        self.k += 1
-        step_size = self.lr / (1 - beta1 ** self.k)
-        v_correction = math.sqrt(1 - beta2 ** self.k)
-        for p, m, v in zip(self.params, self.m, self.v):
-            m.lerp_(p.grad, 1 - beta1)
-            v.mul_(beta2).addcmul_(p.grad, p.grad, value=1 - beta2)
-            p.addcdiv_(m, (v.sqrt() / v_correction).add_(self.eps), value=-step_size)
+            dist = Normal(mean, self.actor_logstd.expand_as(mean).exp(), validate_args=False)
+        else:
+            dist = Categorical(logits=self.actor(obs), validate_args=False)
+        if action is None:
+            action = dist.sample()
+        logprob, entropy = dist.log_prob(action), dist.entropy()
+        if self.continuous:
+            logprob, entropy = logprob.sum(-1), entropy.sum(-1)
+        return action, logprob, entropy, self.get_value(obs)
 
 
 # ---------------------------------------------------------------------------------------
-# Environments, evaluation, plotting, saving and loading
+# Training
 # ---------------------------------------------------------------------------------------
+def train(args, agent, normalizer, envs, run, device):
+    """PPO's loop: collect a rollout, compute advantages and return targets, take epochs of
+    minibatch steps on ppo_loss, log; until the budget, --stop-at-return or a non-finite loss."""
+    # eps = 1e-5 as in the PPO authors' baselines (torch's default is 1e-8)
+    optimizer = torch.optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5)
+    buffer = RolloutBuffer(args.num_steps, args.num_envs, envs.single_observation_space.shape,
+                           envs.single_action_space.shape, agent.continuous, device)
+    batch_size = args.num_envs * args.num_steps
+    minibatch_size = batch_size // args.num_minibatches
+    num_iterations = args.total_timesteps // batch_size
+    global_step = 0
+    next_obs = torch.from_numpy(normalizer(envs.reset(seed=args.seed)[0], update=True)).to(device)
+    for iteration in range(1, num_iterations + 1):
+        if args.anneal_lr:  # linearly from --learning-rate at the start to 0 at the end
+            for group in optimizer.param_groups:
+                group["lr"] = args.learning_rate * (1 - (iteration - 1) / num_iterations)
+
+        # Rollout: T steps of the N environments with the current policy.
+        for step in range(args.num_steps):
+            with torch.no_grad():
+                action, logprob, _, value = agent.get_action_and_value(next_obs)
+            buffer.obs[step], buffer.actions[step] = next_obs, action
+            buffer.logprobs[step], buffer.values[step] = logprob, value
+            obs, reward, terminated, truncated, info = envs.step(
+                to_action(agent, action, envs.single_action_space))
+            global_step += args.num_envs
+            run.summary["global_steps"] = global_step  # current, should Ctrl-C stop the run
+            buffer.rewards[step] = torch.from_numpy(reward)
+            buffer.terminated[step] = torch.from_numpy(terminated)
+            buffer.truncated[step] = torch.from_numpy(truncated)
+            for i in np.flatnonzero(truncated):  # a time limit: bootstrap from V(final obs)
+                buffer.final_obs[step, i] = torch.from_numpy(normalizer(info["final_obs"][i]))
+            next_obs = torch.from_numpy(normalizer(obs, update=True)).to(device)
+            for i in np.flatnonzero(info.get("_episode", [])):
+                run.episode(global_step, info["episode"]["r"][i], info["episode"]["l"][i])
+            if run.reached(args.stop_at_return, global_step):  # the summary records when
+                return
+        buffer.last_obs.copy_(next_obs)
+
+        # Targets: GAE once per rollout; V-trace before each epoch, under the current policy.
+        if args.advantage == "gae":
+            advantages, returns = buffer.gae(agent.get_value, args.gamma, args.gae_lambda)
+        b_obs, b_actions = buffer.obs.flatten(0, 1), buffer.actions.flatten(0, 1)
+        b_logprobs, b_values = buffer.logprobs.flatten(), buffer.values.flatten()
+
+        # Update: epochs of minibatch gradient steps on the rollout.
+        approx_kls, clipfracs = [], []
+        for epoch in range(args.update_epochs):
+            if args.advantage == "vtrace":
+                returns, advantages = buffer.vtrace(agent, args.gamma, args.rho_bar, args.c_bar)
+            b_advantages, b_returns = advantages.flatten(), returns.flatten()
+            for idx in torch.randperm(batch_size, device=device).split(minibatch_size):
+                _, newlogprob, entropy, newvalue = agent.get_action_and_value(
+                    b_obs[idx], b_actions[idx])
+                adv = b_advantages[idx]  # normalized within the minibatch unless --no-norm-adv
+                adv = (adv - adv.mean()) / (adv.std() + 1e-8) if args.norm_adv else adv
+                loss, pg_loss, v_loss, entropy = ppo_loss(
+                    newlogprob, b_logprobs[idx], adv, newvalue, b_values[idx], b_returns[idx],
+                    entropy, args.clip_coef, args.ent_coef, args.vf_coef, args.clip_vloss)
+                optimizer.zero_grad()
+                loss.backward()
+                nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)
+                optimizer.step()
+                # Diagnostics: k3 estimate of KL(old || new), mean(ratio - 1 - log ratio); clipfrac
+                logratio = (newlogprob - b_logprobs[idx]).detach()
+                ratio = logratio.exp()
+                approx_kls.append((ratio - 1 - logratio).mean().item())
+                clipfracs.append(((ratio - 1).abs() > args.clip_coef).float().mean().item())
+            epoch_kl = np.mean(approx_kls[-args.num_minibatches:])
+            if args.target_kl is not None and epoch_kl > args.target_kl:
+                break
+
+        if not math.isfinite(loss.item()):
+            print(f"{SCRIPT}: the loss became non-finite (NaN or inf) at step {global_step}; "
+                  "stopping (try a lower --learning-rate)")
+            run.summary["interrupted"] = True
+            return
+        run.update(global_step, learning_rate=optimizer.param_groups[0]["lr"],
+                   policy_loss=pg_loss.item(), value_loss=v_loss.item(), entropy=entropy.item(),
+                   approx_kl=np.mean(approx_kls), clipfrac=np.mean(clipfracs),
+                   explained_variance=explained_variance(b_values, b_returns), epochs=epoch + 1)
+
+
+def main(args: Args) -> dict:
+    """Train PPO (or evaluate an --eval-checkpoint), write the run folder, return the summary."""
+    # Check everything a user can get wrong before anything runs (CONTRIBUTING.md, "Bad input").
+    check_args(args)
+    obs_dim, action_dim, continuous = check_env(args.env_id)
+    checkpoint = load_checkpoint(args.eval_checkpoint, args.env_id)  # None without the flag
+    if checkpoint is not None:  # the network's size and normalization come from the model
+        args = replace(args, **{k: checkpoint["args"][k] for k in ("hidden_size", "norm_obs")})
+
+    # Set up: seeds, device, the agent, the observation normalizer, the run folder.
+    seed_everything(args.seed)
+    device = pick_device(args.cuda)
+    agent = Agent(obs_dim, action_dim, continuous, args.hidden_size).to(device)
+    normalizer = ObsNormalizer((obs_dim,), args.norm_obs)
+    if checkpoint is not None:
+        restore(checkpoint, agent, normalizer, args)
+    run = RunWriter(args, device)
+
+    # Train (unless evaluating a checkpoint), then finish: evaluate, save, write, plot.
+    if checkpoint is None:
+        envs = make_vector_env(args.env_id, args.num_envs,
+                               reward_gamma=args.gamma if args.norm_reward else None)
+        try:
+            train(args, agent, normalizer, envs, run, device)
+        except KeyboardInterrupt:
+            print(f"{SCRIPT}: interrupted; writing what the run has so far")
+            run.summary["interrupted"] = True
+        finally:
+            envs.close()
+    return finish(args, run, agent, normalizer, device, trained=checkpoint is None)
+
+
+# ---------------------------------------------------------------------------------------
+# Plumbing: checks, run folder, evaluation, checkpoints (not needed to follow the algorithm)
+# ---------------------------------------------------------------------------------------
+class UsageError(Exception):
+    """Bad input: reported as one line on stderr with exit status 2, before training."""
+
+
 def fail(message):
     raise UsageError(message)
 
 
-def check_env(env_id):
-    """Build one environment to check its spaces; returns (obs_shape, action_space)."""
-    if env_id not in gym.registry:
-        close = difflib.get_close_matches(env_id, list(gym.registry), n=3, cutoff=0.5)
-        hint = f"; did you mean {', '.join(close)}?" if close else "; see gymnasium.registry"
-        fail(f"unknown environment id {env_id!r}{hint}")
-    try:
-        env = gym.make(env_id)
-    except (gym.error.Error, ImportError) as e:
-        fail(f"cannot make {env_id}: {str(e).splitlines()[0]}")
-    obs_space, action_space = env.observation_space, env.action_space
-    env.close()
-    if isinstance(action_space, gym.spaces.Box):
-        if len(action_space.shape) != 1:
-            fail(f"{env_id} has a Box action space of shape {action_space.shape}; "
-                 "ppo.py needs a flat one")
-    elif not isinstance(action_space, gym.spaces.Discrete):
-        fail(f"{env_id} has a {type(action_space).__name__} action space; ppo.py handles "
-             "Discrete and Box (for MultiDiscrete or masked actions see ppo_masked.py)")
-    if not isinstance(obs_space, gym.spaces.Box):
-        fail(f"{env_id} has a {type(obs_space).__name__} observation space; ppo.py needs a "
-             "Box (ppo_masked.py one-hot encodes Discrete ones, qlearning.py uses a table)")
-    if len(obs_space.shape) != 1:
-        fail(f"{env_id} has observations of shape {obs_space.shape}; ppo.py's MLP needs "
-             "flat vectors (wrap images with a CNN, which this script does not have)")
-    return obs_space.shape, action_space
-
-
 def check_args(args):
-    """Everything a user can get wrong, checked before any environment runs."""
+    """Everything a user can get wrong in the flags, checked before any environment runs."""
     for name in ("total_timesteps", "num_envs", "num_steps", "num_minibatches",
-                 "update_epochs", "hidden_size"):
-        if getattr(args, name) <= 0:
-            fail(f"--{name.replace('_', '-')} must be positive, got {getattr(args, name)}")
-    for name in ("learning_rate", "clip_coef", "rho_bar", "c_bar", "max_grad_norm"):
+                 "update_epochs", "hidden_size", "learning_rate", "clip_coef", "rho_bar",
+                 "c_bar", "max_grad_norm"):
         if not getattr(args, name) > 0:
             fail(f"--{name.replace('_', '-')} must be positive, got {getattr(args, name)}")
     for name in ("gamma", "gae_lambda"):
@@ -444,24 +485,87 @@ def check_args(args):
         fail("--capture-video needs moviepy: pip install moviepy")
 
 
-def make_vector_env(env_id, num_envs, video_folder=None):
+def check_env(env_id):
+    """Check that env_id (a registered id, or module:id with a module that registers it)
+    exists and has spaces ppo.py handles; returns (obs_dim, action_dim, continuous)."""
+    module, _, name = env_id.rpartition(":")
+    if module:
+        try:
+            importlib.import_module(module)
+        except ImportError as e:
+            fail(f"cannot import module {module} for --env-id {env_id} ({e}); put its folder "
+                 "on PYTHONPATH")
+    if name not in gym.registry:
+        close = difflib.get_close_matches(name, list(gym.registry), n=3, cutoff=0.5)
+        hint = f"; did you mean {', '.join(close)}?" if close else "; see gymnasium.registry"
+        where = f" (module {module} registers no environment {name})" if module else ""
+        fail(f"unknown environment id {env_id!r}{where}{hint}")
+    try:
+        env = gym.make(env_id)
+    except (gym.error.Error, ImportError) as e:
+        fail(f"cannot make {env_id}: {str(e).splitlines()[0]}")
+    obs_space, action_space = env.observation_space, env.action_space
+    env.close()
+    if isinstance(action_space, gym.spaces.Box):
+        if len(action_space.shape) != 1:
+            fail(f"{env_id} has a Box action space of shape {action_space.shape}; "
+                 "ppo.py needs a flat one")
+    elif not isinstance(action_space, gym.spaces.Discrete):
+        fail(f"{env_id} has a {type(action_space).__name__} action space; ppo.py handles "
+             "Discrete and Box; no script here takes MultiDiscrete or MultiBinary actions "
+             "(wrap the environment to number the combinations as one Discrete action; "
+             "ppo_masked.py can then mask the invalid ones)")
+    if not isinstance(obs_space, gym.spaces.Box):
+        fail(f"{env_id} has a {type(obs_space).__name__} observation space; ppo.py needs a "
+             "Box (ppo_masked.py one-hot encodes Discrete ones, qlearning.py uses a table)")
+    if len(obs_space.shape) != 1:
+        fail(f"{env_id} has observations of shape {obs_space.shape}; ppo.py's MLP needs "
+             "flat vectors (wrap images with a CNN, which this script does not have)")
+    continuous = isinstance(action_space, gym.spaces.Box)
+    action_dim = action_space.shape[0] if continuous else int(action_space.n)
+    return obs_space.shape[0], action_dim, continuous
+
+
+def seed_everything(seed):
+    """Seed Python's, NumPy's and torch's random generators (the environments are seeded
+    by their reset)."""
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def pick_device(cuda):
+    """The GPU if asked for and present, else the CPU with one thread (a 64-unit MLP runs
+    faster without torch's thread pool)."""
+    device = torch.device("cuda" if cuda and torch.cuda.is_available() else "cpu")
+    if device.type == "cpu":
+        torch.set_num_threads(1)
+    return device
+
+
+def make_vector_env(env_id, num_envs, reward_gamma=None, video_folder=None):
     """N copies of env_id in one synchronous vector environment, with SAME_STEP autoreset
     (the observation after an episode ends is the next episode's first; the true last one
-    is in info["final_obs"]) and episode statistics recorded by Gymnasium's wrapper."""
-    def thunk(i):
-        def make():
-            if video_folder is None:
-                return gym.make(env_id)
-            env = gym.make(env_id, render_mode="rgb_array")
-            with warnings.catch_warnings():  # the environments share one folder on purpose
-                warnings.filterwarnings("ignore", message=".*Overwriting existing videos")
-                return gym.wrappers.RecordVideo(env, video_folder, name_prefix=f"eval-{i}",
-                                               episode_trigger=lambda episode: episode == 0)
-        return make
+    is in info["final_obs"]) and episode statistics recorded by Gymnasium's wrapper. With
+    reward_gamma (--norm-reward), rewards are divided by the running std of the return
+    discounted by it (Gymnasium's NormalizeReward) and clipped to [-10, 10], after the
+    statistics wrapper, so that episodes.csv keeps the raw returns."""
+    def make(i):
+        if video_folder is None:
+            return gym.make(env_id)
+        env = gym.make(env_id, render_mode="rgb_array")
+        with warnings.catch_warnings():  # the environments share one folder on purpose
+            warnings.filterwarnings("ignore", message=".*Overwriting existing videos")
+            return gym.wrappers.RecordVideo(env, video_folder, name_prefix=f"eval-{i}",
+                                           episode_trigger=lambda episode: episode == 0)
 
-    envs = gym.vector.SyncVectorEnv([thunk(i) for i in range(num_envs)],
+    envs = gym.vector.SyncVectorEnv([lambda i=i: make(i) for i in range(num_envs)],
                                     autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
-    return gym.wrappers.vector.RecordEpisodeStatistics(envs)
+    envs = gym.wrappers.vector.RecordEpisodeStatistics(envs)
+    if reward_gamma is not None:
+        envs = gym.wrappers.vector.NormalizeReward(envs, gamma=reward_gamma)
+        envs = gym.wrappers.vector.ClipReward(envs, -10.0, 10.0)
+    return envs
 
 
 class ObsNormalizer:
@@ -502,100 +606,130 @@ def to_action(agent, actions, action_space):
     return actions
 
 
+def explained_variance(values, returns):
+    """1 - Var[R - V] / Var[R]: 1 when the critic predicts the targets, 0 or less when it
+    does no better than their mean (NaN when the targets do not vary)."""
+    var_returns = returns.var().item()
+    return 1 - (returns - values).var().item() / var_returns if var_returns else math.nan
+
+
+@torch.no_grad()
 def evaluate(agent, normalizer, env_id, episodes, seed, device, video_folder=None):
     """Greedy returns of `episodes` episodes, one per environment of a vector env, all at
-    once; the observation statistics are frozen."""
-    envs = make_vector_env(env_id, episodes, video_folder)
+    once; the observation statistics are frozen. The greedy action is the most likely one:
+    the argmax of the logits, or the Gaussian's mean."""
+    envs = make_vector_env(env_id, episodes, video_folder=video_folder)
     obs, _ = envs.reset(seed=seed)
     returns = np.full(episodes, np.nan)
-    with torch.inference_mode():
-        while np.isnan(returns).any():
-            action = agent.greedy(torch.from_numpy(normalizer(obs)).to(device))
-            obs, _, _, _, info = envs.step(to_action(agent, action, envs.single_action_space))
-            if "_episode" in info:
-                first = info["_episode"] & np.isnan(returns)
-                returns[first] = info["episode"]["r"][first]
+    while np.isnan(returns).any():
+        out = agent.actor(torch.from_numpy(normalizer(obs)).to(device))
+        action = out if agent.continuous else out.argmax(-1)
+        obs, _, _, _, info = envs.step(to_action(agent, action, envs.single_action_space))
+        if "_episode" in info:
+            first = info["_episode"] & np.isnan(returns)
+            returns[first] = info["episode"]["r"][first]
     envs.close()
     return returns
 
 
 class RunWriter:
-    """The run folder: config.json, episodes.csv, updates.csv as training goes (flushed,
-    so an interrupted run keeps them), then learning_curve.png and summary.json."""
-
-    EPISODE_FIELDS = ["global_step", "wall_time", "episode_return", "episode_length"]
+    """The run folder (CONTRIBUTING.md, "What a run writes"): config.json at once,
+    episodes.csv and updates.csv row by row (flushed, so an interrupted run keeps them), a
+    progress line every 2 seconds; finish() writes the summary and the learning curve."""
 
     def __init__(self, args, device):
-        name = f"{args.env_id.replace('/', '-')}__{args.exp_name}__{args.seed}__{int(time.time())}"
-        self.path = os.path.join(args.output_dir, name)
-        suffix = 1
-        while True:
-            try:
-                os.makedirs(self.path)
-                break
-            except FileExistsError:
-                suffix += 1
-                self.path = os.path.join(args.output_dir, f"{name}-{suffix}")
-            except OSError as e:
-                fail(f"cannot create the run folder {self.path}: {e.strerror}")
-        config = {**asdict(args), "device": str(device), "versions": {
-            "torch": torch.__version__, "gymnasium": gym.__version__, "numpy": np.__version__,
-            "python": sys.version.split()[0]}}
-        self.write_json("config.json", config)
-        self.episodes = []
-        self._files = []
-        self._episode_csv = self._open_csv("episodes.csv", self.EPISODE_FIELDS)
-        self._update_csv = None
+        name = "__".join([args.env_id.replace("/", "-").replace(":", "-"), args.exp_name,
+                          str(args.seed), str(int(time.time()))])
+        self.path, suffix = os.path.join(args.output_dir, name), 1
+        while os.path.exists(self.path):  # a run with the same flags in the same second
+            suffix += 1
+            self.path = os.path.join(args.output_dir, f"{name}-{suffix}")
+        try:
+            os.makedirs(self.path)
+        except OSError as e:
+            fail(f"cannot create the run folder {self.path}: {e.strerror}")
+        versions = {"torch": torch.__version__, "gymnasium": gym.__version__,
+                    "numpy": np.__version__, "python": sys.version.split()[0]}
+        self.write_json("config.json", {**asdict(args), "device": str(device),
+                                         "versions": versions})
+        self.summary = {"algorithm": "ppo", "env_id": args.env_id, "seed": args.seed,
+                        "global_steps": 0, "wall_time_s": None, "train_return_last20": None,
+                        "eval_return_mean": None, "eval_return_std": None,
+                        "eval_episodes": args.eval_episodes, "solved_at_step": None,
+                        "solved_at_time_s": None, "interrupted": False}
+        self.files = {"episodes.csv": open(os.path.join(self.path, "episodes.csv"), "w",
+                                           newline="")}  # updates.csv: at the first update
+        csv.writer(self.files["episodes.csv"]).writerow(
+            ["global_step", "wall_time", "episode_return", "episode_length"])
+        self.steps, self.returns = [], []
+        self.start = self.last_print = time.time()
+        print(f"{SCRIPT}: {args.env_id}, seed {args.seed}, device {device}")
 
-    def _open_csv(self, filename, fields):
-        f = open(os.path.join(self.path, filename), "w", newline="")
-        self._files.append(f)
-        writer = csv.DictWriter(f, fieldnames=fields)
-        writer.writeheader()
-        f.flush()
-        return f, writer
+    def elapsed(self):
+        return time.time() - self.start
 
     def write_json(self, filename, data):
         with open(os.path.join(self.path, filename), "w") as f:
             json.dump(data, f, indent=2)
 
-    def episode(self, global_step, wall_time, episode_return, episode_length):
-        row = dict(zip(self.EPISODE_FIELDS, (global_step, round(wall_time, 4),
-                                             float(episode_return), int(episode_length))))
-        self.episodes.append(row)
-        self._episode_csv[1].writerow(row)
+    def write_row(self, filename, row):
+        """Append row (a dict) to a CSV file, made on first use with row's keys as header."""
+        if filename not in self.files:
+            self.files[filename] = open(os.path.join(self.path, filename), "w", newline="")
+            csv.writer(self.files[filename]).writerow(row)
+        csv.writer(self.files[filename]).writerow(row.values())
+        self.files[filename].flush()
 
-    def update(self, row):
-        if self._update_csv is None:
-            self._update_csv = self._open_csv("updates.csv", list(row))
-        self._update_csv[1].writerow(row)
-        for f in self._files:
-            f.flush()
+    def episode(self, global_step, episode_return, episode_length):
+        self.steps.append(global_step)
+        self.returns.append(float(episode_return))
+        self.write_row("episodes.csv", {
+            "global_step": global_step, "wall_time": round(self.elapsed(), 4),
+            "episode_return": float(episode_return), "episode_length": int(episode_length)})
+
+    def update(self, global_step, **diagnostics):
+        wall_time = self.elapsed()
+        sps = int(global_step / wall_time)
+        self.write_row("updates.csv", {"global_step": global_step,
+                                       "wall_time": round(wall_time, 4), "sps": sps, **diagnostics})
+        if time.time() - self.last_print >= 2.0:
+            self.last_print = time.time()
+            recent = "n/a" if not self.returns else f"{self.recent_return():.1f}"
+            print(f"step {global_step:>9} | sps {sps:>6} | return (last 20) {recent}")
+
+    def recent_return(self):
+        """The mean of the last 20 training episode returns (None before the first)."""
+        return float(np.mean(self.returns[-20:])) if self.returns else None
+
+    def reached(self, threshold, global_step):
+        """True once the mean of the last 20 returns reaches threshold; records when."""
+        if threshold is None or len(self.returns) < 20 or self.recent_return() < threshold:
+            return False
+        self.summary["solved_at_step"] = global_step
+        self.summary["solved_at_time_s"] = round(self.elapsed(), 3)
+        return True
 
     def close(self):
-        for f in self._files:
+        for f in self.files.values():
             f.close()
 
-    def plot(self, title):
-        """Episode return against environment steps: raw points faded, a moving average of
-        20 episodes on top."""
-        steps = np.array([e["global_step"] for e in self.episodes])
-        returns = np.array([e["episode_return"] for e in self.episodes])
-        fig = Figure(figsize=(7, 4), dpi=100)
-        ax = fig.add_subplot()
-        ax.scatter(steps, returns, s=6, alpha=0.25, color="tab:blue", label="episode return")
-        if len(returns):
-            window = min(20, len(returns))
-            smooth = np.convolve(returns, np.ones(window) / window, mode="valid")
-            ax.plot(steps[window - 1:], smooth, color="tab:blue", lw=2,
-                    label=f"mean of last {window}")
-            ax.legend(loc="lower right")
-        ax.set(xlabel="environment steps", ylabel="episode return", title=title)
-        ax.grid(alpha=0.3)
-        fig.tight_layout()
-        path = os.path.join(self.path, "learning_curve.png")
-        fig.savefig(path)
-        return path
+
+def plot_learning_curve(path, steps, returns, title):
+    """learning_curve.png: episode return against environment steps, raw points faded and
+    a moving average of 20 episodes on top."""
+    fig = Figure(figsize=(7, 4), dpi=100)
+    ax = fig.add_subplot()
+    ax.scatter(steps, returns, s=6, alpha=0.25, label="episode return")
+    if returns:
+        window = min(20, len(returns))
+        smooth = np.convolve(returns, np.ones(window) / window, mode="valid")
+        ax.plot(steps[window - 1:], smooth, color="tab:blue", lw=2, label=f"mean of last {window}")
+        ax.legend(loc="lower right")
+    ax.set(xlabel="environment steps", ylabel="episode return", title=title)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(os.path.join(path, "learning_curve.png"))
+    return os.path.join(path, "learning_curve.png")
 
 
 def save_checkpoint(path, agent, normalizer, args):
@@ -604,7 +738,10 @@ def save_checkpoint(path, agent, normalizer, args):
 
 
 def load_checkpoint(path, env_id):
-    """Load a model.pt safely (weights_only) and check it was made for env_id."""
+    """Load a model.pt safely (weights_only) and check it was made for env_id; None when
+    path is None (no --eval-checkpoint)."""
+    if path is None:
+        return None
     if not os.path.isfile(path):
         fail(f"checkpoint {path} does not exist")
     try:
@@ -622,12 +759,22 @@ def load_checkpoint(path, env_id):
     return checkpoint
 
 
-def finish(args, run, summary, agent, normalizer, device, start, trained=True):
+def restore(checkpoint, agent, normalizer, args):
+    """Put a checkpoint's weights and observation statistics into agent and normalizer."""
+    try:
+        agent.load_state_dict(checkpoint["agent"])
+        normalizer.load_state_dict(checkpoint["obs_rms"])
+    except (RuntimeError, KeyError, AttributeError) as e:
+        fail(f"checkpoint {args.eval_checkpoint} does not fit {args.env_id}'s network: "
+             f"{str(e).splitlines()[0]}")
+
+
+def finish(args, run, agent, normalizer, device, trained=True):
     """Evaluate greedily, save the model if asked, write summary.json and the curve, and
     print the closing line. An interrupted run skips the evaluation."""
-    recent = [e["episode_return"] for e in run.episodes[-20:]]
-    summary["train_return_last20"] = float(np.mean(recent)) if recent else None
-    summary["wall_time_s"] = round(time.time() - start, 3)
+    summary = run.summary
+    summary["train_return_last20"] = run.recent_return()
+    summary["wall_time_s"] = round(run.elapsed(), 3)
     if args.eval_episodes and not summary["interrupted"]:
         video_folder = os.path.join(run.path, "videos") if args.capture_video else None
         returns = evaluate(agent, normalizer, args.env_id, args.eval_episodes,
@@ -643,167 +790,11 @@ def finish(args, run, summary, agent, normalizer, device, start, trained=True):
         value = summary[key]
         closing += f" | {key} {value:.2f}" if isinstance(value, float) else f" | {key} {value}"
     if trained:
-        closing += f" | learning curve {run.plot(f'{SCRIPT} on {args.env_id}, seed {args.seed}')}"
+        path = plot_learning_curve(run.path, run.steps, run.returns,
+                                   f"{SCRIPT} on {args.env_id}, seed {args.seed}")
+        closing += f" | learning curve {path}"
     print(closing)
     return summary
-
-
-# ---------------------------------------------------------------------------------------
-# Training
-# ---------------------------------------------------------------------------------------
-def main(args: Args) -> dict:
-    """Train PPO (or, with --eval-checkpoint, evaluate a saved model), write the run
-    folder and return the summary."""
-    check_args(args)
-    obs_shape, action_space = check_env(args.env_id)
-    checkpoint = None
-    if args.eval_checkpoint is not None:
-        checkpoint = load_checkpoint(args.eval_checkpoint, args.env_id)
-        args = replace(args, hidden_size=checkpoint["args"]["hidden_size"],
-                       norm_obs=checkpoint["args"]["norm_obs"])
-
-    random.seed(args.seed)
-    np.random.seed(args.seed)
-    torch.manual_seed(args.seed)
-    device = torch.device("cuda" if args.cuda and torch.cuda.is_available() else "cpu")
-    if device.type == "cpu":
-        torch.set_num_threads(1)  # a 64-unit MLP runs faster without the thread pool
-    continuous = isinstance(action_space, gym.spaces.Box)
-    action_dim = action_space.shape[0] if continuous else int(action_space.n)
-    agent = Agent(obs_shape[0], action_dim, continuous, args.hidden_size).to(device)
-    normalizer = ObsNormalizer(obs_shape, args.norm_obs)
-    if checkpoint is not None:
-        try:
-            agent.load_state_dict(checkpoint["agent"])
-            normalizer.load_state_dict(checkpoint["obs_rms"])
-        except (RuntimeError, KeyError, AttributeError) as e:
-            fail(f"checkpoint {args.eval_checkpoint} does not fit {args.env_id}'s network: "
-                 f"{str(e).splitlines()[0]}")
-    run = RunWriter(args, device)
-    print(f"{SCRIPT}: {args.env_id}, seed {args.seed}, device {device}")
-    summary = {"algorithm": "ppo", "env_id": args.env_id, "seed": args.seed, "global_steps": 0,
-               "wall_time_s": None, "train_return_last20": None, "eval_return_mean": None,
-               "eval_return_std": None, "eval_episodes": args.eval_episodes,
-               "solved_at_step": None, "solved_at_time_s": None, "interrupted": False}
-    start = time.time()
-    if checkpoint is not None:
-        return finish(args, run, summary, agent, normalizer, device, start, trained=False)
-
-    envs = make_vector_env(args.env_id, args.num_envs)
-    if args.norm_reward:  # outside RecordEpisodeStatistics, which keeps the raw returns
-        envs = gym.wrappers.vector.NormalizeReward(envs, gamma=args.gamma)
-        envs = gym.wrappers.vector.ClipReward(envs, -10.0, 10.0)
-    params = list(agent.parameters())
-    optimizer = Adam(params, lr=args.learning_rate)
-    buffer = RolloutBuffer(args.num_steps, args.num_envs, obs_shape,
-                           action_space.shape if continuous else (),
-                           torch.float32 if continuous else torch.long, device)
-    batch_size = args.num_envs * args.num_steps
-    minibatch_size = batch_size // args.num_minibatches
-    num_updates = args.total_timesteps // batch_size
-    last20 = deque(maxlen=20)
-    global_step, last_print, solved = 0, start, False
-
-    next_obs, _ = envs.reset(seed=args.seed)
-    next_obs = torch.from_numpy(normalizer(next_obs, update=True)).to(device)
-    try:
-        for update in range(1, num_updates + 1):
-            if args.anneal_lr:
-                optimizer.lr = args.learning_rate * (1 - (update - 1) / num_updates)
-
-            # Rollout: T steps of the N environments with the current policy.
-            with torch.inference_mode():
-                for step in range(args.num_steps):
-                    buffer.obs[step] = next_obs
-                    action, logprob, value = agent.act(next_obs)
-                    obs, reward, terminated, truncated, info = envs.step(
-                        to_action(agent, action, action_space))
-                    global_step += args.num_envs
-                    buffer.actions[step] = action
-                    buffer.logprobs[step] = logprob
-                    buffer.values[step] = value
-                    buffer.rewards[step] = torch.from_numpy(reward)
-                    buffer.terminated[step] = torch.from_numpy(terminated)
-                    buffer.truncated[step] = torch.from_numpy(truncated)
-                    for i in np.flatnonzero(truncated):  # bootstrapped from V(final obs)
-                        buffer.final_obs[step, i] = torch.from_numpy(normalizer(info["final_obs"][i]))
-                    next_obs = torch.from_numpy(normalizer(obs, update=True)).to(device)
-                    if "_episode" in info:
-                        for i in np.flatnonzero(info["_episode"]):
-                            last20.append(info["episode"]["r"][i])
-                            run.episode(global_step, time.time() - start, info["episode"]["r"][i],
-                                        info["episode"]["l"][i])
-                        if (args.stop_at_return is not None and len(last20) == 20
-                                and np.mean(last20) >= args.stop_at_return):
-                            summary["solved_at_step"] = global_step
-                            summary["solved_at_time_s"] = round(time.time() - start, 3)
-                            solved = True
-                            break
-                buffer.last_obs.copy_(next_obs)
-            if solved:
-                break
-
-            # Update: epochs of minibatch gradient steps on the rollout.
-            with torch.no_grad():
-                if args.advantage == "gae":
-                    advantages, returns = buffer.gae(agent.get_value, args.gamma, args.gae_lambda)
-            b_obs, b_actions = buffer.obs.flatten(0, 1), buffer.actions.flatten(0, 1)
-            b_logprobs, b_values = buffer.logprobs.flatten(), buffer.values.flatten()
-            approx_kls, clipfracs = [], []
-            for epoch in range(args.update_epochs):
-                if args.advantage == "vtrace":  # targets from the current policy and critic
-                    with torch.no_grad():
-                        returns, advantages = buffer.vtrace(agent, args.gamma, args.rho_bar, args.c_bar)
-                b_advantages, b_returns = advantages.flatten(), returns.flatten()
-                epoch_kls = []
-                for idx in torch.randperm(batch_size, device=device).split(minibatch_size):
-                    newlogprob, entropy, newvalue = agent.evaluate(b_obs[idx], b_actions[idx])
-                    mb_advantages = b_advantages[idx]
-                    if args.norm_adv:
-                        mb_advantages = (mb_advantages - mb_advantages.mean()) / (mb_advantages.std() + 1e-8)
-                    loss, pg_loss, v_loss, entropy = ppo_loss(
-                        newlogprob, b_logprobs[idx], mb_advantages, newvalue, b_values[idx],
-                        b_returns[idx], entropy, args.clip_coef, args.ent_coef, args.vf_coef,
-                        args.clip_vloss)
-                    optimizer.zero_grad()
-                    loss.backward()
-                    nn.utils.clip_grad_norm_(params, args.max_grad_norm)
-                    optimizer.step()
-                    with torch.no_grad():
-                        logratio = newlogprob - b_logprobs[idx]
-                        # k3 estimator of KL(old || new): mean((ratio - 1) - log ratio)
-                        epoch_kls.append((torch.expm1(logratio) - logratio).mean())
-                        clipfracs.append(((logratio.exp() - 1).abs() > args.clip_coef).float().mean())
-                approx_kls += epoch_kls
-                if args.target_kl is not None and torch.stack(epoch_kls).mean() > args.target_kl:
-                    break
-
-            if not math.isfinite(loss.item()):
-                print(f"{SCRIPT}: the loss became NaN at step {global_step}; stopping "
-                      "(try a lower --learning-rate)")
-                summary["interrupted"] = True
-                break
-            var_returns = b_returns.var().item()
-            explained_var = 1 - (b_returns - b_values).var().item() / var_returns if var_returns else math.nan
-            now = time.time()
-            sps = int(global_step / (now - start))
-            run.update({"global_step": global_step, "wall_time": round(now - start, 4),
-                        "sps": sps, "learning_rate": optimizer.lr, "policy_loss": pg_loss.item(),
-                        "value_loss": v_loss.item(), "entropy": entropy.item(),
-                        "approx_kl": torch.stack(approx_kls).mean().item(),
-                        "clipfrac": torch.stack(clipfracs).mean().item(),
-                        "explained_variance": explained_var, "epochs": epoch + 1})
-            if now - last_print >= 2.0 or update == num_updates:
-                last_print = now
-                recent = f"{np.mean(last20):.1f}" if last20 else "n/a"
-                print(f"step {global_step:>9} | sps {sps:>6} | return (last 20) {recent}")
-    except KeyboardInterrupt:
-        print(f"{SCRIPT}: interrupted; writing what the run has so far")
-        summary["interrupted"] = True
-    finally:
-        envs.close()
-    summary["global_steps"] = global_step
-    return finish(args, run, summary, agent, normalizer, device, start)
 
 
 if __name__ == "__main__":

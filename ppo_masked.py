@@ -1,11 +1,10 @@
 """Proximal Policy Optimization with invalid-action masking, in one file.
 
-Many environments say, at each step, which actions are allowed: a taxi cannot drive through
-a wall, a chess piece cannot move through another. Invalid-action masking gives those
-actions probability 0 before sampling, by replacing their logits with a large negative
-number, so the agent never wastes experience on them. The buffer stores each step's mask
-and the update re-applies exactly that mask, so the policy gradient is the one of the
-distribution that really sampled the action. Everything else is PPO as in ppo.py.
+Many environments say at each step which actions are allowed (a taxi cannot drive through
+a wall). Invalid-action masking gives the others probability 0 by replacing their logits
+with a large negative number, so the agent never wastes experience on them. The buffer
+stores each step's mask and the update re-applies exactly that mask, so the policy gradient
+is the one of the distribution that really sampled the action. The rest is PPO as in ppo.py.
 
 Key equations (t indexes steps, m_t the 0/1 mask of allowed actions at s_t,
 done_t = terminated_t or truncated_t):
@@ -17,16 +16,17 @@ done_t = terminated_t or truncated_t):
     L_clip         = E[ min(ratio_t * A_t, clip(ratio_t, 1 - eps, 1 + eps) * A_t) ]
     GAE            delta_t = r_t + gamma * (1 - terminated_t) * V(s_{t+1}) - V(s_t)
                    A_t     = delta_t + gamma * lambda * (1 - done_t) * A_{t+1}
-    loss           = -L_clip + c_v * 0.5 * (V(s_t) - R_t)^2 - c_e * H_t
+    loss           = -L_clip + c_v * 0.5 * (V(s_t) - R_t)^2 - c_e * H_t,   R_t = A_t + V(s_t)
 
 The gradient of a masked logit is exactly 0, so the update never pushes on actions the
 environment forbade. A time-limit truncation is not a termination: the step bootstraps
 from the value of the true final observation (Gymnasium's info["final_obs"]).
 
-The mask comes from info["action_mask"] (Gymnasium's Taxi does this) or from an
-"action_mask" entry of a Dict observation (PettingZoo's classic games); the other entries
-of a Dict observation are flattened (Discrete and MultiDiscrete one-hot) and concatenated
-in the sorted order of their keys. --no-mask trains the same agent without masks.
+The mask comes from info["action_mask"] (Gymnasium's Taxi) or from the "action_mask" entry
+of a Dict observation (PettingZoo's classic games), whose other entries are flattened
+(Discrete and MultiDiscrete one-hot) and concatenated in sorted key order. An environment
+without masks is refused rather than trained without them by accident: --no-mask trains the
+same agent with every action allowed (for comparison, or for such an environment).
 
 Papers:
     Huang & Ontañón 2020, "A Closer Look at Invalid Action Masking in Policy Gradient
@@ -39,10 +39,12 @@ Papers:
 Run:
     python ppo_masked.py --env-id Taxi-v4
     python ppo_masked.py --env-id Taxi-v4 --no-mask --total-timesteps 400000
+    python ppo_masked.py --env-id my_envs:GridWorld-v0 --no-mask   # an id your module registers
     python ppo_masked.py --help
 
 Writes runs/<env_id>__ppo_masked__<seed>__<unix_time>/ with config.json, episodes.csv,
-updates.csv, learning_curve.png, summary.json, and model.pt with --save-model.
+updates.csv, learning_curve.png, summary.json, and model.pt with --save-model
+(CONTRIBUTING.md, "What a run writes").
 """
 
 # ---------------------------------------------------------------------------------------
@@ -80,7 +82,8 @@ SCRIPT = os.path.basename(__file__)
 @dataclass
 class Args:
     env_id: str = "Taxi-v4"
-    """any registered Gymnasium id with a Discrete action space and an action mask (or none, with --no-mask)"""
+    """a Gymnasium id (or module:id, which imports your module first) with Discrete actions
+    and an action mask (without one, pass --no-mask)"""
     seed: int = 1
     """seeds Python, NumPy, torch and the environments"""
     total_timesteps: int = 200_000
@@ -106,7 +109,8 @@ class Args:
 
     # Masking
     mask_source: Literal["auto", "info", "obs"] = "auto"
-    """where the mask is: info["action_mask"], a Dict observation's "action_mask" entry, or auto (the entry if there is one, else info)"""
+    """where the mask is: info["action_mask"], a Dict observation's "action_mask" entry, or
+    auto (the entry if there is one, else info)"""
     no_mask: bool = False
     """train and evaluate without masks (every action allowed), for comparison"""
 
@@ -147,30 +151,12 @@ class Args:
     """width of the two hidden layers of the actor and of the critic"""
 
 
-class UsageError(Exception):
-    """Bad input: reported as one line on stderr with exit status 2, before training (or,
-    for a mask the environment gets wrong mid-run, as soon as it is seen)."""
-
-
 # ---------------------------------------------------------------------------------------
 # The math
 # ---------------------------------------------------------------------------------------
 MASKED_LOGIT = -1e8
-"""The logit of an invalid action: exp(-1e8 - logsumexp) is exactly 0 in float32, while
--inf would turn 0 * log 0 in the entropy, and its gradient, into NaN."""
-
-
-class MaskedCategorical(Categorical):
-    """A categorical distribution over the valid actions only: see masked_categorical."""
-
-    def __init__(self, logits, action_mask):
-        self.action_mask = action_mask
-        super().__init__(logits=torch.where(action_mask, logits, MASKED_LOGIT),
-                         validate_args=False)
-
-    def entropy(self):
-        p_log_p = torch.where(self.action_mask, self.probs * self.logits, 0.0)
-        return -p_log_p.sum(-1)
+"""The logit of an invalid action: exp(-1e8 - logsumexp) is exactly 0 in float32, and unlike
+-inf it keeps p log p = 0 * (-1e8) = 0 finite in any entropy formula, and in its gradient."""
 
 
 def masked_categorical(logits, action_mask):
@@ -184,7 +170,8 @@ def masked_categorical(logits, action_mask):
     log_prob() and entropy() are those of the masked distribution, and the gradient with
     respect to a masked logit is 0. An all-True mask gives the ordinary Categorical.
     """
-    return MaskedCategorical(logits, action_mask)
+    # validate_args=False: a non-finite loss is reported by the loop, not by a ValueError here
+    return Categorical(logits=torch.where(action_mask, logits, MASKED_LOGIT), validate_args=False)
 
 
 def compute_gae(rewards, values, next_values, terminated, truncated, gamma, gae_lambda):
@@ -212,6 +199,11 @@ def compute_gae(rewards, values, next_values, terminated, truncated, gamma, gae_
     return advantages, advantages + values
 
 
+def normalize(advantages):
+    """A' = (A - mean(A)) / (std(A) + 1e-8) over a minibatch [B] of advantages (--norm-adv)."""
+    return (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+
+
 def ppo_loss(newlogprob, oldlogprob, advantages, newvalue, oldvalue, returns, entropy,
              clip_coef, ent_coef, vf_coef, clip_vloss=False):
     """The PPO loss to minimize on a minibatch of B samples (all inputs are [B] tensors).
@@ -222,7 +214,8 @@ def ppo_loss(newlogprob, oldlogprob, advantages, newvalue, oldvalue, returns, en
                  mean( 0.5 * max((V - R)^2, (V_old + clip(V - V_old, -eps, eps) - R)^2) )
         loss   = L_pg - c_e * mean(entropy) + c_v * L_v
 
-    Returns (loss, L_pg, L_v, mean entropy). Advantages come in already normalized.
+    A is used as given: the loop normalizes it per minibatch first unless --no-norm-adv.
+    Returns (loss, L_pg, L_v, mean entropy).
     """
     ratio = torch.exp(newlogprob - oldlogprob)
     clipped_ratio = torch.clamp(ratio, 1 - clip_coef, 1 + clip_coef)
@@ -251,15 +244,11 @@ class MaskedRolloutBuffer:
         def zeros(*shape, dtype=torch.float32):
             return torch.zeros((num_steps, num_envs, *shape), dtype=dtype, device=device)
 
-        self.obs = zeros(obs_dim)
+        self.obs, self.final_obs = zeros(obs_dim), zeros(obs_dim)
         self.action_masks = zeros(num_actions, dtype=torch.bool)
         self.actions = zeros(dtype=torch.long)
-        self.logprobs = zeros()
-        self.rewards = zeros()
-        self.terminated = zeros(dtype=torch.bool)
-        self.truncated = zeros(dtype=torch.bool)
-        self.values = zeros()
-        self.final_obs = zeros(obs_dim)
+        self.logprobs, self.rewards, self.values = zeros(), zeros(), zeros()
+        self.terminated, self.truncated = zeros(dtype=torch.bool), zeros(dtype=torch.bool)
         self.last_obs = torch.zeros((num_envs, obs_dim), device=device)
 
     def next_values(self, value_fn, values):
@@ -321,8 +310,7 @@ class Agent(nn.Module):
         return actions, dist.log_prob(actions), self.get_value(obs)
 
     def evaluate(self, obs, actions, action_mask):
-        """Log-probabilities, entropies and values of given actions under the masks they
-        were sampled with, for the update."""
+        """Log-probabilities, entropies and values of given actions under their stored masks."""
         dist = masked_categorical(self.actor(obs), action_mask)
         return dist.log_prob(actions), dist.entropy(), self.get_value(obs)
 
@@ -331,46 +319,238 @@ class Agent(nn.Module):
         return torch.where(action_mask, self.actor(obs), MASKED_LOGIT).argmax(-1)
 
 
-class Adam:
-    """Adam (Kingma & Ba 2015), the same update as torch.optim.Adam written out: the first
-    use of torch.optim imports torch._dynamo, about a second on a laptop. For each
-    parameter p with gradient g, at step k:
+# ---------------------------------------------------------------------------------------
+# Training
+# ---------------------------------------------------------------------------------------
+def train(args, envs, agent, log, mask_source, device):
+    """PPO with masks: rollouts that keep each step's mask, GAE, minibatch updates under the
+    stored masks, logging. Returns early at --stop-at-return or on a non-finite loss."""
+    obs_space, num_actions = envs.single_observation_space, int(envs.single_action_space.n)
+    optimizer = torch.optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5)
+    buffer = MaskedRolloutBuffer(args.num_steps, args.num_envs, flat_size(obs_space),
+                                 num_actions, device)
+    batch_size = args.num_envs * args.num_steps
+    minibatch_size = batch_size // args.num_minibatches
+    num_updates = args.total_timesteps // batch_size
 
-        m <- beta1 * m + (1 - beta1) * g          v <- beta2 * v + (1 - beta2) * g^2
-        p <- p - lr * (m / (1 - beta1^k)) / (sqrt(v / (1 - beta2^k)) + eps)
-    """
+    obs, info = envs.reset(seed=args.seed)
+    next_obs, next_masks = observe(envs, obs, info, mask_source, device, "after reset")
+    global_step = 0
+    for update in range(1, num_updates + 1):
+        if args.anneal_lr:  # linearly from --learning-rate to 0 over the budget
+            for group in optimizer.param_groups:
+                group["lr"] = args.learning_rate * (1 - (update - 1) / num_updates)
 
-    def __init__(self, params, lr, betas=(0.9, 0.999), eps=1e-5):
-        self.params = list(params)
-        self.lr, self.betas, self.eps, self.k = lr, betas, eps, 0
-        self.m = [torch.zeros_like(p) for p in self.params]
-        self.v = [torch.zeros_like(p) for p in self.params]
+        # Rollout: T steps of the N environments with the current policy. Row t keeps the
+        # mask that a_t was sampled under, so that the update rebuilds that distribution.
+        for step in range(args.num_steps):
+            buffer.obs[step], buffer.action_masks[step] = next_obs, next_masks
+            with torch.no_grad():
+                action, logprob, value = agent.act(next_obs, next_masks)
+            obs, reward, terminated, truncated, info = envs.step(action.cpu().numpy())
+            global_step += args.num_envs
+            buffer.actions[step], buffer.logprobs[step] = action, logprob
+            buffer.values[step] = value
+            buffer.rewards[step] = torch.from_numpy(reward)
+            buffer.terminated[step] = torch.from_numpy(terminated)
+            buffer.truncated[step] = torch.from_numpy(truncated)
+            ended = np.flatnonzero(truncated)
+            if len(ended):  # a time limit, not a termination: bootstrap from V(final obs)
+                buffer.final_obs[step, ended] = final_observations(obs_space, info, ended, device)
+            if log.step(global_step, info):  # --stop-at-return reached
+                return
+            next_obs, next_masks = observe(envs, obs, info, mask_source, device,
+                                           f"at step {global_step}")
+        buffer.last_obs.copy_(next_obs)
 
-    def zero_grad(self):
-        for p in self.params:
-            p.grad = None
+        # Targets: GAE advantages and returns R = A + V, bootstrapped where the rollout ends.
+        with torch.no_grad():
+            advantages, returns = buffer.gae(agent.get_value, args.gamma, args.gae_lambda)
+        b_obs, b_masks = buffer.obs.flatten(0, 1), buffer.action_masks.flatten(0, 1)
+        b_actions, b_logprobs = buffer.actions.flatten(), buffer.logprobs.flatten()
+        b_values, b_advantages, b_returns = (x.flatten() for x in (buffer.values, advantages,
+                                                                    returns))
 
-    @torch.no_grad()
-    def step(self):
-        beta1, beta2 = self.betas
-        self.k += 1
-        step_size = self.lr / (1 - beta1 ** self.k)
-        v_correction = math.sqrt(1 - beta2 ** self.k)
-        for p, m, v in zip(self.params, self.m, self.v):
-            m.lerp_(p.grad, 1 - beta1)
-            v.mul_(beta2).addcmul_(p.grad, p.grad, value=1 - beta2)
-            p.addcdiv_(m, (v.sqrt() / v_correction).add_(self.eps), value=-step_size)
+        # Update: epochs of minibatch gradient steps on the rollout.
+        approx_kls, clipfracs = [], []
+        for epoch in range(args.update_epochs):
+            epoch_kls = []
+            for idx in torch.randperm(batch_size, device=device).split(minibatch_size):
+                # each sample's distribution under the mask stored with it, b_masks[idx]
+                newlogprob, entropy, newvalue = agent.evaluate(b_obs[idx], b_actions[idx],
+                                                               b_masks[idx])
+                mb_advantages = normalize(b_advantages[idx]) if args.norm_adv else b_advantages[idx]
+                loss, pg_loss, v_loss, entropy = ppo_loss(
+                    newlogprob, b_logprobs[idx], mb_advantages, newvalue, b_values[idx],
+                    b_returns[idx], entropy, args.clip_coef, args.ent_coef, args.vf_coef,
+                    args.clip_vloss)
+                optimizer.zero_grad()
+                loss.backward()
+                nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)
+                optimizer.step()
+                # diagnostics: KL(old || new) ~ mean((ratio - 1) - log ratio), clip fraction
+                logratio = (newlogprob - b_logprobs[idx]).detach()
+                epoch_kls.append((torch.expm1(logratio) - logratio).mean())
+                clipfracs.append(((logratio.exp() - 1).abs() > args.clip_coef).float().mean())
+            approx_kls += epoch_kls
+            if args.target_kl is not None and torch.stack(epoch_kls).mean() > args.target_kl:
+                break
+
+        if not math.isfinite(loss.item()):
+            print(f"{SCRIPT}: the loss became non-finite (NaN or infinite) at step "
+                  f"{global_step}; stopping (try a lower --learning-rate)")
+            log.summary["interrupted"] = True
+            return
+        log.update(global_step, last=update == num_updates, stats={
+            "learning_rate": optimizer.param_groups[0]["lr"], "policy_loss": pg_loss.item(),
+            "value_loss": v_loss.item(), "entropy": entropy.item(),
+            "approx_kl": torch.stack(approx_kls).mean().item(),
+            "clipfrac": torch.stack(clipfracs).mean().item(),
+            "explained_variance": explained_variance(b_values, b_returns),
+            "epochs": epoch + 1, "valid_actions": b_masks.sum(-1).float().mean().item()})
+
+
+def main(args: Args) -> dict:
+    """Train PPO with action masks (or, with --eval-checkpoint, evaluate a saved model),
+    write the run folder and return the summary."""
+    check_args(args)
+    obs_space, num_actions, mask_source = check_env(args.env_id, args.mask_source, args.no_mask)
+    checkpoint = None
+    if args.eval_checkpoint is not None:  # the network gets the saved model's width
+        checkpoint = load_checkpoint(args.eval_checkpoint, args.env_id)
+        args = replace(args, hidden_size=checkpoint["args"]["hidden_size"])
+    random.seed(args.seed)
+    np.random.seed(args.seed)
+    torch.manual_seed(args.seed)
+    device = torch.device("cuda" if args.cuda and torch.cuda.is_available() else "cpu")
+    torch.set_num_threads(1)  # one CPU thread: networks this small gain nothing from more
+    agent = Agent(flat_size(obs_space), num_actions, args.hidden_size).to(device)
+    if checkpoint is not None:
+        load_weights(agent, checkpoint, args)
+    log = TrainingLog(args, RunWriter(args, device))
+    print(f"{SCRIPT}: {args.env_id}, seed {args.seed}, device {device}, "
+          f"masks {'off' if mask_source is None else 'from ' + mask_source}")
+    if checkpoint is not None:
+        return finish(args, log, agent, device, mask_source, trained=False)
+
+    envs = make_vector_env(args.env_id, args.num_envs,
+                           reward_gamma=args.gamma if args.norm_reward else None)
+    try:
+        train(args, envs, agent, log, mask_source, device)
+    except KeyboardInterrupt:
+        print(f"{SCRIPT}: interrupted; writing what the run has so far")
+        log.summary["interrupted"] = True
+    except UsageError as e:  # a mask the environment got wrong mid-run: finish, then report
+        print(f"{SCRIPT}: stopped at step {log.summary['global_steps']}: {e}")
+        log.summary["interrupted"], log.error = True, e
+    finally:
+        envs.close()
+    return finish(args, log, agent, device, mask_source)
 
 
 # ---------------------------------------------------------------------------------------
-# Environments, evaluation, plotting, saving and loading
+# Plumbing: checks, run folder, evaluation, checkpoints (not needed to follow the algorithm)
 # ---------------------------------------------------------------------------------------
-FLAT_SPACES = (gym.spaces.Box, gym.spaces.Discrete, gym.spaces.MultiBinary,
-               gym.spaces.MultiDiscrete)
+class UsageError(Exception):
+    """Bad input (CONTRIBUTING.md, "Bad input"): one line on stderr, exit status 2, before
+    training (or, for a mask the environment gets wrong mid-run, as soon as it is seen)."""
 
 
 def fail(message):
     raise UsageError(message)
+
+
+def check_args(args):
+    """Everything a user can get wrong in the flags, checked before any environment runs."""
+    for name in ("total_timesteps", "num_envs", "num_steps", "num_minibatches",
+                 "update_epochs", "hidden_size", "stop_window", "learning_rate", "clip_coef",
+                 "max_grad_norm"):
+        if not getattr(args, name) > 0:
+            fail(f"--{name.replace('_', '-')} must be positive, got {getattr(args, name)}")
+    for name in ("gamma", "gae_lambda"):
+        if not 0.0 <= getattr(args, name) <= 1.0:
+            fail(f"--{name.replace('_', '-')} must be in [0, 1], got {getattr(args, name)}")
+    if args.eval_episodes < 0:
+        fail(f"--eval-episodes must be 0 or more, got {args.eval_episodes}")
+    batch_size = args.num_envs * args.num_steps
+    if batch_size % args.num_minibatches:
+        fail(f"num_envs*num_steps = {batch_size} is not divisible by --num-minibatches "
+             f"{args.num_minibatches}; pick a divisor of {batch_size}")
+    if args.norm_adv and batch_size // args.num_minibatches < 2:
+        fail("minibatches of 1 sample cannot normalize advantages; use fewer "
+             "--num-minibatches or --no-norm-adv")
+    if args.eval_checkpoint is None and args.total_timesteps < batch_size:
+        fail(f"--total-timesteps {args.total_timesteps} is less than one rollout "
+             f"(num_envs*num_steps = {batch_size}); raise it or shrink the rollout")
+    if args.capture_video and importlib.util.find_spec("moviepy") is None:
+        fail("--capture-video needs moviepy: pip install moviepy")
+
+
+def check_env_id(env_id):
+    """A registered id, or module:id (CONTRIBUTING.md, "Environments"): the module is
+    imported, which registers its ids, as gym.make does."""
+    module, _, name = env_id.rpartition(":")
+    if module:
+        try:
+            importlib.import_module(module)
+        except Exception as e:  # whatever the module raises while it is imported
+            reason = f"{type(e).__name__}: {str(e).splitlines()[0]}" if str(e) else repr(e)
+            fail(f"cannot import module {module!r} of --env-id {env_id} ({reason}); put it "
+                 f"beside {SCRIPT} or on PYTHONPATH")
+    if name not in gym.registry:
+        close = difflib.get_close_matches(name, list(gym.registry), n=3, cutoff=0.5)
+        hint = f"; did you mean {', '.join(close)}?" if close else "; see gymnasium.registry"
+        where = f": module {module} registers no environment {name}" if module else ""
+        fail(f"unknown environment id {env_id!r}{where}{hint}")
+
+
+def check_env(env_id, mask_source, no_mask):
+    """Build one environment to check its spaces and its mask after a reset; returns
+    (observation space, number of actions, where the mask is: "obs", "info" or None)."""
+    check_env_id(env_id)
+    try:
+        envs = make_vector_env(env_id, 1)
+    except (gym.error.Error, ImportError) as e:
+        fail(f"cannot make {env_id}: {str(e).splitlines()[0]}")
+    try:
+        obs_space, action_space = envs.single_observation_space, envs.single_action_space
+        if not isinstance(action_space, gym.spaces.Discrete):
+            fail(f"{env_id} has a {type(action_space).__name__} action space; ppo_masked.py "
+                 "masks Discrete ones (for Box actions without masks see ppo.py)")
+        check_obs_space(obs_space, env_id)
+        if flat_size(obs_space) == 0:
+            fail(f"{env_id}'s observation has nothing but the action mask to feed the network")
+        if no_mask:
+            return obs_space, int(action_space.n), None
+        has_entry = isinstance(obs_space, gym.spaces.Dict) and "action_mask" in obs_space.keys()
+        source = mask_source if mask_source != "auto" else "obs" if has_entry else "info"
+        looked = {"obs": "for an 'action_mask' entry of a Dict observation (its observation "
+                         f"is a {type(obs_space).__name__})",
+                  "info": "for info['action_mask'] after reset"}
+        obs, info = envs.reset(seed=0)
+        if (source == "obs" and not has_entry) or (source == "info" and "action_mask" not in info):
+            where = (looked[source] if mask_source != "auto"
+                     else f"{looked['obs']} and {looked['info']}")
+            fail(f"{env_id} provides no action mask: looked {where}; train without masks "
+                 "with --no-mask")
+        read_masks(obs, info, source, 1, int(action_space.n), "after reset")
+        return obs_space, int(action_space.n), source
+    finally:
+        envs.close()
+
+
+FLAT_SPACES = (gym.spaces.Box, gym.spaces.Discrete, gym.spaces.MultiBinary,
+               gym.spaces.MultiDiscrete)
+
+
+def check_obs_space(space, env_id, path="observation"):
+    """Refuse observation spaces that flatten_obs cannot turn into a vector."""
+    if isinstance(space, gym.spaces.Dict):
+        for key in obs_keys(space):
+            check_obs_space(space[key], env_id, f"{path}[{key!r}]")
+    elif not isinstance(space, FLAT_SPACES):
+        fail(f"{env_id}'s {path} space is a {type(space).__name__}; ppo_masked.py handles Box, "
+             "Discrete, MultiBinary, MultiDiscrete and Dicts of them")
 
 
 def obs_keys(space):
@@ -409,14 +589,21 @@ def flat_size(space):
     return gym.spaces.flatdim(space)
 
 
-def check_obs_space(space, env_id, path="observation"):
-    """Refuse observation spaces that flatten_obs cannot turn into a vector."""
-    if isinstance(space, gym.spaces.Dict):
-        for key in obs_keys(space):
-            check_obs_space(space[key], env_id, f"{path}[{key!r}]")
-    elif not isinstance(space, FLAT_SPACES):
-        fail(f"{env_id}'s {path} space is a {type(space).__name__}; ppo_masked.py handles Box, "
-             "Discrete, MultiBinary, MultiDiscrete and Dicts of them")
+def final_observations(space, info, ended, device):
+    """The true last observations [len(ended), D] of the environments `ended`, flattened,
+    on the device; with SAME_STEP autoreset they are in info["final_obs"]."""
+    final = [info["final_obs"][i] for i in ended]
+    final = concatenate(space, final, create_empty_array(space, len(ended)))
+    return torch.from_numpy(flatten_obs(space, final)).to(device)
+
+
+def observe(envs, obs, info, mask_source, device, where):
+    """The network's input [N, D] and the action masks [N, A] of the observations `obs` (and
+    `info`) that envs just returned, as tensors on the device; `where` names the step in an
+    error about a mask."""
+    space, num_actions = envs.single_observation_space, int(envs.single_action_space.n)
+    masks = read_masks(obs, info, mask_source, envs.num_envs, num_actions, where)
+    return torch.from_numpy(flatten_obs(space, obs)).to(device), torch.from_numpy(masks).to(device)
 
 
 def read_masks(obs, info, source, num_envs, num_actions, where):
@@ -451,76 +638,12 @@ def read_masks(obs, info, source, num_envs, num_actions, where):
     return masks
 
 
-def check_env(env_id, mask_source, no_mask):
-    """Build one environment to check its spaces and its mask after a reset; returns
-    (observation space, number of actions, where the mask is: "obs", "info" or None)."""
-    if env_id not in gym.registry:
-        close = difflib.get_close_matches(env_id, list(gym.registry), n=3, cutoff=0.5)
-        hint = f"; did you mean {', '.join(close)}?" if close else "; see gymnasium.registry"
-        fail(f"unknown environment id {env_id!r}{hint}")
-    try:
-        envs = make_vector_env(env_id, 1)
-    except (gym.error.Error, ImportError) as e:
-        fail(f"cannot make {env_id}: {str(e).splitlines()[0]}")
-    try:
-        obs_space, action_space = envs.single_observation_space, envs.single_action_space
-        if not isinstance(action_space, gym.spaces.Discrete):
-            fail(f"{env_id} has a {type(action_space).__name__} action space; ppo_masked.py "
-                 "masks Discrete ones (for Box actions without masks see ppo.py)")
-        check_obs_space(obs_space, env_id)
-        if flat_size(obs_space) == 0:
-            fail(f"{env_id}'s observation has nothing but the action mask to feed the network")
-        if no_mask:
-            return obs_space, int(action_space.n), None
-        has_entry = isinstance(obs_space, gym.spaces.Dict) and "action_mask" in obs_space.keys()
-        source = mask_source if mask_source != "auto" else "obs" if has_entry else "info"
-        looked = {"obs": "for an 'action_mask' entry of a Dict observation (its observation "
-                         f"is a {type(obs_space).__name__})",
-                  "info": "for info['action_mask'] after reset"}
-        obs, info = envs.reset(seed=0)
-        if (source == "obs" and not has_entry) or (source == "info" and "action_mask" not in info):
-            where = (looked[source] if mask_source != "auto"
-                     else f"{looked['obs']} and {looked['info']}")
-            fail(f"{env_id} provides no action mask: looked {where}; train without masks "
-                 "with --no-mask")
-        read_masks(obs, info, source, 1, int(action_space.n), "after reset")
-        return obs_space, int(action_space.n), source
-    finally:
-        envs.close()
-
-
-def check_args(args):
-    """Everything a user can get wrong, checked before any environment runs."""
-    for name in ("total_timesteps", "num_envs", "num_steps", "num_minibatches",
-                 "update_epochs", "hidden_size", "stop_window"):
-        if getattr(args, name) <= 0:
-            fail(f"--{name.replace('_', '-')} must be positive, got {getattr(args, name)}")
-    for name in ("learning_rate", "clip_coef", "max_grad_norm"):
-        if not getattr(args, name) > 0:
-            fail(f"--{name.replace('_', '-')} must be positive, got {getattr(args, name)}")
-    for name in ("gamma", "gae_lambda"):
-        if not 0.0 <= getattr(args, name) <= 1.0:
-            fail(f"--{name.replace('_', '-')} must be in [0, 1], got {getattr(args, name)}")
-    if args.eval_episodes < 0:
-        fail(f"--eval-episodes must be 0 or more, got {args.eval_episodes}")
-    batch_size = args.num_envs * args.num_steps
-    if batch_size % args.num_minibatches:
-        fail(f"num_envs*num_steps = {batch_size} is not divisible by --num-minibatches "
-             f"{args.num_minibatches}; pick a divisor of {batch_size}")
-    if args.norm_adv and batch_size // args.num_minibatches < 2:
-        fail("minibatches of 1 sample cannot normalize advantages; use fewer "
-             "--num-minibatches or --no-norm-adv")
-    if args.eval_checkpoint is None and args.total_timesteps < batch_size:
-        fail(f"--total-timesteps {args.total_timesteps} is less than one rollout "
-             f"(num_envs*num_steps = {batch_size}); raise it or shrink the rollout")
-    if args.capture_video and importlib.util.find_spec("moviepy") is None:
-        fail("--capture-video needs moviepy: pip install moviepy")
-
-
-def make_vector_env(env_id, num_envs, video_folder=None):
+def make_vector_env(env_id, num_envs, reward_gamma=None, video_folder=None):
     """N copies of env_id in one synchronous vector environment, with SAME_STEP autoreset
     (the observation after an episode ends is the next episode's first; the true last one
-    is in info["final_obs"]) and episode statistics recorded by Gymnasium's wrapper."""
+    is in info["final_obs"]) and episode statistics recorded by Gymnasium's wrapper. With
+    reward_gamma (--norm-reward), rewards are scaled by the running std of the discounted
+    return and clipped to [-10, 10], outside the statistics, which keep the raw returns."""
     def thunk(i):
         def make():
             if video_folder is None:
@@ -534,21 +657,28 @@ def make_vector_env(env_id, num_envs, video_folder=None):
 
     envs = gym.vector.SyncVectorEnv([thunk(i) for i in range(num_envs)],
                                     autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
-    return gym.wrappers.vector.RecordEpisodeStatistics(envs)
+    envs = gym.wrappers.vector.RecordEpisodeStatistics(envs)
+    if reward_gamma is not None:
+        envs = gym.wrappers.vector.NormalizeReward(envs, gamma=reward_gamma)
+        envs = gym.wrappers.vector.ClipReward(envs, -10.0, 10.0)
+    return envs
+
+
+def explained_variance(values, returns):
+    """1 - Var(R - V) / Var(R) over the rollout (NaN when the returns do not vary)."""
+    var_returns = returns.var().item()
+    return 1 - (returns - values).var().item() / var_returns if var_returns else math.nan
 
 
 def evaluate(agent, env_id, episodes, seed, device, mask_source, video_folder=None):
     """Greedy returns of `episodes` episodes, one per environment of a vector env, all at
     once, with the masks unless --no-mask."""
-    envs = make_vector_env(env_id, episodes, video_folder)
-    space, num_actions = envs.single_observation_space, int(envs.single_action_space.n)
+    envs = make_vector_env(env_id, episodes, video_folder=video_folder)
     obs, info = envs.reset(seed=seed)
     returns = np.full(episodes, np.nan)
-    with torch.inference_mode():
+    with torch.no_grad():
         while np.isnan(returns).any():
-            masks = read_masks(obs, info, mask_source, episodes, num_actions, "in evaluation")
-            action = agent.greedy(torch.from_numpy(flatten_obs(space, obs)).to(device),
-                                  torch.from_numpy(masks).to(device))
+            action = agent.greedy(*observe(envs, obs, info, mask_source, device, "in evaluation"))
             obs, _, _, _, info = envs.step(action.cpu().numpy())
             if "_episode" in info:
                 first = info["_episode"] & np.isnan(returns)
@@ -558,82 +688,101 @@ def evaluate(agent, env_id, episodes, seed, device, mask_source, video_folder=No
 
 
 class RunWriter:
-    """The run folder: config.json, episodes.csv, updates.csv as training goes (flushed,
-    so an interrupted run keeps them), then learning_curve.png and summary.json."""
-
-    EPISODE_FIELDS = ["global_step", "wall_time", "episode_return", "episode_length"]
+    """The run folder (CONTRIBUTING.md, "What a run writes"): config.json at once, then CSV
+    rows (flushed, so an interrupted run keeps them) and JSON files."""
 
     def __init__(self, args, device):
-        name = f"{args.env_id.replace('/', '-')}__{args.exp_name}__{args.seed}__{int(time.time())}"
-        self.path = os.path.join(args.output_dir, name)
-        suffix = 1
-        while True:
-            try:
-                os.makedirs(self.path)
-                break
-            except FileExistsError:
-                suffix += 1
-                self.path = os.path.join(args.output_dir, f"{name}-{suffix}")
-            except OSError as e:
-                fail(f"cannot create the run folder {self.path}: {e.strerror}")
-        config = {**asdict(args), "device": str(device), "versions": {
+        env_name = args.env_id.replace("/", "-").replace(":", "-")
+        base = os.path.join(args.output_dir, f"{env_name}__{args.exp_name}__{args.seed}__"
+                                             f"{int(time.time())}")
+        self.path, n, self.files = base, 1, {}
+        while os.path.exists(self.path):  # another run started in the same second
+            self.path, n = f"{base}-{n + 1}", n + 1
+        try:
+            os.makedirs(self.path)
+        except OSError as e:
+            fail(f"cannot create the run folder {self.path}: {e.strerror}")
+        self.write_json("config.json", {**asdict(args), "device": str(device), "versions": {
             "torch": torch.__version__, "gymnasium": gym.__version__, "numpy": np.__version__,
-            "python": sys.version.split()[0]}}
-        self.write_json("config.json", config)
-        self.episodes = []
-        self._files = []
-        self._episode_csv = self._open_csv("episodes.csv", self.EPISODE_FIELDS)
-        self._update_csv = None
+            "python": sys.version.split()[0]}})
 
-    def _open_csv(self, filename, fields):
-        f = open(os.path.join(self.path, filename), "w", newline="")
-        self._files.append(f)
-        writer = csv.DictWriter(f, fieldnames=fields)
-        writer.writeheader()
-        f.flush()
-        return f, writer
+    def write_row(self, filename, row):
+        if filename not in self.files:
+            self.files[filename] = open(os.path.join(self.path, filename), "w", newline="")
+        csv.writer(self.files[filename]).writerow(row)
+        self.files[filename].flush()
 
     def write_json(self, filename, data):
         with open(os.path.join(self.path, filename), "w") as f:
             json.dump(data, f, indent=2)
 
-    def episode(self, global_step, wall_time, episode_return, episode_length):
-        row = dict(zip(self.EPISODE_FIELDS, (global_step, round(wall_time, 4),
-                                             float(episode_return), int(episode_length))))
-        self.episodes.append(row)
-        self._episode_csv[1].writerow(row)
 
-    def update(self, row):
-        if self._update_csv is None:
-            self._update_csv = self._open_csv("updates.csv", list(row))
-        self._update_csv[1].writerow(row)
-        for f in self._files:
-            f.flush()
+class TrainingLog:
+    """What train() reports: finished episodes (episodes.csv, the --stop-at-return rule),
+    updates (updates.csv, a progress line every 2 seconds) and the summary that finish()
+    completes."""
 
-    def close(self):
-        for f in self._files:
-            f.close()
+    def __init__(self, args, run):
+        self.args, self.run, self.start, self.last_print = args, run, time.time(), time.time()
+        self.returns, self.recent = [], deque(maxlen=args.stop_window)  # (step, return)
+        self.error = None  # a UsageError that stopped training, raised once the run is written
+        run.write_row("episodes.csv", ["global_step", "wall_time", "episode_return",
+                                       "episode_length"])
+        self.summary = {"algorithm": "ppo_masked", "env_id": args.env_id, "seed": args.seed,
+                        "global_steps": 0, "wall_time_s": None, "train_return_last20": None,
+                        "eval_return_mean": None, "eval_return_std": None,
+                        "eval_episodes": args.eval_episodes, "solved_at_step": None,
+                        "solved_at_time_s": None, "interrupted": False}
 
-    def plot(self, title):
-        """Episode return against environment steps: raw points faded, a moving average of
-        20 episodes on top."""
-        steps = np.array([e["global_step"] for e in self.episodes])
-        returns = np.array([e["episode_return"] for e in self.episodes])
-        fig = Figure(figsize=(7, 4), dpi=100)
-        ax = fig.add_subplot()
-        ax.scatter(steps, returns, s=6, alpha=0.25, color="tab:blue", label="episode return")
-        if len(returns):
-            window = min(20, len(returns))
-            smooth = np.convolve(returns, np.ones(window) / window, mode="valid")
-            ax.plot(steps[window - 1:], smooth, color="tab:blue", lw=2,
-                    label=f"mean of last {window}")
-            ax.legend(loc="lower right")
-        ax.set(xlabel="environment steps", ylabel="episode return", title=title)
-        ax.grid(alpha=0.3)
-        fig.tight_layout()
-        path = os.path.join(self.path, "learning_curve.png")
-        fig.savefig(path)
-        return path
+    def step(self, global_step, info):
+        """Write the episodes that ended at this step; True once the mean of the last
+        --stop-window returns reaches --stop-at-return (solved at this step)."""
+        self.summary["global_steps"], wall_time = global_step, time.time() - self.start
+        for i in np.flatnonzero(info.get("_episode", [])):
+            self.returns.append((global_step, float(info["episode"]["r"][i])))
+            self.recent.append(self.returns[-1][1])
+            self.run.write_row("episodes.csv", [global_step, round(wall_time, 4),
+                                                self.returns[-1][1], int(info["episode"]["l"][i])])
+        goal = self.args.stop_at_return
+        if (goal is None or "_episode" not in info or len(self.recent) < self.recent.maxlen
+                or np.mean(self.recent) < goal):
+            return False
+        self.summary.update(solved_at_step=global_step, solved_at_time_s=round(wall_time, 3))
+        return True
+
+    def update(self, global_step, stats, last=False):
+        """A row of updates.csv (the first row's keys are its header); a progress line every
+        2 seconds and after the last update."""
+        now = time.time()
+        row = {"global_step": global_step, "wall_time": round(now - self.start, 4),
+               "sps": int(global_step / (now - self.start)), **stats}
+        if "updates.csv" not in self.run.files:
+            self.run.write_row("updates.csv", list(row))
+        self.run.write_row("updates.csv", list(row.values()))
+        if now - self.last_print >= 2.0 or last:
+            self.last_print = now
+            recent = f"{np.mean(self.recent):.1f}" if self.recent else "n/a"
+            print(f"step {global_step:>9} | sps {row['sps']:>6} | return (last "
+                  f"{self.args.stop_window}) {recent}")
+
+
+def plot_learning_curve(log, title):
+    """learning_curve.png: episode return against environment steps, raw points faded, a
+    moving average of 20 episodes on top. Returns its path."""
+    steps, returns = np.array(log.returns).reshape(-1, 2).T
+    fig = Figure(figsize=(7, 4), dpi=100)
+    ax = fig.add_subplot()
+    ax.scatter(steps, returns, s=6, alpha=0.25, color="tab:blue", label="episode return")
+    if len(returns):
+        window = min(20, len(returns))
+        smooth = np.convolve(returns, np.ones(window) / window, mode="valid")
+        ax.plot(steps[window - 1:], smooth, color="tab:blue", lw=2, label=f"mean of last {window}")
+        ax.legend(loc="lower right")
+    ax.set(xlabel="environment steps", ylabel="episode return", title=title)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(os.path.join(log.run.path, "learning_curve.png"))
+    return os.path.join(log.run.path, "learning_curve.png")
 
 
 def save_checkpoint(path, agent, args):
@@ -641,7 +790,8 @@ def save_checkpoint(path, agent, args):
 
 
 def load_checkpoint(path, env_id):
-    """Load a model.pt safely (weights_only) and check it was made for env_id."""
+    """Load a model.pt safely (weights_only) and check it was made for env_id (the ids
+    compared as given, module:id included)."""
     if not os.path.isfile(path):
         fail(f"checkpoint {path} does not exist")
     try:
@@ -658,12 +808,22 @@ def load_checkpoint(path, env_id):
     return checkpoint
 
 
-def finish(args, run, summary, agent, device, start, mask_source, trained=True):
-    """Evaluate greedily, save the model if asked, write summary.json and the curve, and
-    print the closing line. An interrupted run skips the evaluation."""
-    recent = [e["episode_return"] for e in run.episodes[-20:]]
+def load_weights(agent, checkpoint, args):
+    try:
+        agent.load_state_dict(checkpoint["agent"])
+    except (RuntimeError, KeyError, AttributeError) as e:
+        fail(f"checkpoint {args.eval_checkpoint} does not fit {args.env_id}'s network: "
+             f"{str(e).splitlines()[0]}")
+
+
+def finish(args, log, agent, device, mask_source, trained=True):
+    """Evaluate greedily (not after an interruption), save the model if asked, write
+    summary.json and the curve, print the closing line; returns the summary, or raises the
+    error that stopped the run (a bad mask mid-run)."""
+    summary, run = log.summary, log.run
+    recent = [episode_return for _, episode_return in log.returns[-20:]]
     summary["train_return_last20"] = float(np.mean(recent)) if recent else None
-    summary["wall_time_s"] = round(time.time() - start, 3)
+    summary["wall_time_s"] = round(time.time() - log.start, 3)
     if args.eval_episodes and not summary["interrupted"]:
         video_folder = os.path.join(run.path, "videos") if args.capture_video else None
         returns = evaluate(agent, args.env_id, args.eval_episodes, args.seed + 100_000, device,
@@ -672,188 +832,19 @@ def finish(args, run, summary, agent, device, start, mask_source, trained=True):
         summary["eval_return_std"] = float(returns.std())
     if args.save_model and trained:
         save_checkpoint(os.path.join(run.path, "model.pt"), agent, args)
-    run.close()
+    for f in run.files.values():
+        f.close()
     run.write_json("summary.json", summary)
     closing = f"{SCRIPT}: run folder {run.path}"
     for key in ("global_steps", "train_return_last20", "eval_return_mean", "solved_at_step"):
         value = summary[key]
         closing += f" | {key} {value:.2f}" if isinstance(value, float) else f" | {key} {value}"
     if trained:
-        closing += f" | learning curve {run.plot(f'{SCRIPT} on {args.env_id}, seed {args.seed}')}"
+        title = f"{SCRIPT} on {args.env_id}, seed {args.seed}"
+        closing += f" | learning curve {plot_learning_curve(log, title)}"
     print(closing)
-    return summary
-
-
-# ---------------------------------------------------------------------------------------
-# Training
-# ---------------------------------------------------------------------------------------
-def main(args: Args) -> dict:
-    """Train PPO with action masks (or, with --eval-checkpoint, evaluate a saved model),
-    write the run folder and return the summary."""
-    check_args(args)
-    obs_space, num_actions, mask_source = check_env(args.env_id, args.mask_source, args.no_mask)
-    checkpoint = None
-    if args.eval_checkpoint is not None:
-        checkpoint = load_checkpoint(args.eval_checkpoint, args.env_id)
-        args = replace(args, hidden_size=checkpoint["args"]["hidden_size"])
-
-    random.seed(args.seed)
-    np.random.seed(args.seed)
-    torch.manual_seed(args.seed)
-    device = torch.device("cuda" if args.cuda and torch.cuda.is_available() else "cpu")
-    if device.type == "cpu":
-        torch.set_num_threads(1)  # a 64-unit MLP runs faster without the thread pool
-    obs_dim = flat_size(obs_space)
-    agent = Agent(obs_dim, num_actions, args.hidden_size).to(device)
-    if checkpoint is not None:
-        try:
-            agent.load_state_dict(checkpoint["agent"])
-        except (RuntimeError, KeyError, AttributeError) as e:
-            fail(f"checkpoint {args.eval_checkpoint} does not fit {args.env_id}'s network: "
-                 f"{str(e).splitlines()[0]}")
-    run = RunWriter(args, device)
-    print(f"{SCRIPT}: {args.env_id}, seed {args.seed}, device {device}, "
-          f"masks {'off' if mask_source is None else 'from ' + mask_source}")
-    summary = {"algorithm": "ppo_masked", "env_id": args.env_id, "seed": args.seed,
-               "global_steps": 0, "wall_time_s": None, "train_return_last20": None,
-               "eval_return_mean": None, "eval_return_std": None,
-               "eval_episodes": args.eval_episodes, "solved_at_step": None,
-               "solved_at_time_s": None, "interrupted": False}
-    start = time.time()
-    if checkpoint is not None:
-        return finish(args, run, summary, agent, device, start, mask_source, trained=False)
-
-    envs = make_vector_env(args.env_id, args.num_envs)
-    if args.norm_reward:  # outside RecordEpisodeStatistics, which keeps the raw returns
-        envs = gym.wrappers.vector.NormalizeReward(envs, gamma=args.gamma)
-        envs = gym.wrappers.vector.ClipReward(envs, -10.0, 10.0)
-    params = list(agent.parameters())
-    optimizer = Adam(params, lr=args.learning_rate)
-    buffer = MaskedRolloutBuffer(args.num_steps, args.num_envs, obs_dim, num_actions, device)
-    batch_size = args.num_envs * args.num_steps
-    minibatch_size = batch_size // args.num_minibatches
-    num_updates = args.total_timesteps // batch_size
-    recent_returns = deque(maxlen=args.stop_window)
-    global_step, last_print, solved, mask_error = 0, start, False, None
-
-    def masks_of(obs, info, where):
-        masks = read_masks(obs, info, mask_source, args.num_envs, num_actions, where)
-        return torch.from_numpy(masks).to(device)
-
-    next_obs, info = envs.reset(seed=args.seed)
-    next_masks = masks_of(next_obs, info, "after reset")
-    next_obs = torch.from_numpy(flatten_obs(obs_space, next_obs)).to(device)
-    try:
-        for update in range(1, num_updates + 1):
-            if args.anneal_lr:
-                optimizer.lr = args.learning_rate * (1 - (update - 1) / num_updates)
-
-            # Rollout: T steps of the N environments with the current policy.
-            with torch.inference_mode():
-                for step in range(args.num_steps):
-                    buffer.obs[step] = next_obs
-                    buffer.action_masks[step] = next_masks  # the mask this action obeys
-                    action, logprob, value = agent.act(next_obs, next_masks)
-                    obs, reward, terminated, truncated, info = envs.step(action.cpu().numpy())
-                    global_step += args.num_envs
-                    buffer.actions[step] = action
-                    buffer.logprobs[step] = logprob
-                    buffer.values[step] = value
-                    buffer.rewards[step] = torch.from_numpy(reward)
-                    buffer.terminated[step] = torch.from_numpy(terminated)
-                    buffer.truncated[step] = torch.from_numpy(truncated)
-                    ended = np.flatnonzero(truncated)
-                    if len(ended):  # bootstrapped from V(final obs)
-                        final = concatenate(obs_space, [info["final_obs"][i] for i in ended],
-                                            create_empty_array(obs_space, len(ended)))
-                        buffer.final_obs[step, ended] = torch.from_numpy(
-                            flatten_obs(obs_space, final)).to(device)
-                    next_masks = masks_of(obs, info, f"at step {global_step}")
-                    next_obs = torch.from_numpy(flatten_obs(obs_space, obs)).to(device)
-                    if "_episode" in info:
-                        for i in np.flatnonzero(info["_episode"]):
-                            recent_returns.append(info["episode"]["r"][i])
-                            run.episode(global_step, time.time() - start, info["episode"]["r"][i],
-                                        info["episode"]["l"][i])
-                        if (args.stop_at_return is not None
-                                and len(recent_returns) == args.stop_window
-                                and np.mean(recent_returns) >= args.stop_at_return):
-                            summary["solved_at_step"] = global_step
-                            summary["solved_at_time_s"] = round(time.time() - start, 3)
-                            solved = True
-                            break
-                buffer.last_obs.copy_(next_obs)
-            if solved:
-                break
-
-            # Update: epochs of minibatch gradient steps on the rollout, each sample's
-            # distribution rebuilt under the mask it was sampled with.
-            with torch.no_grad():
-                advantages, returns = buffer.gae(agent.get_value, args.gamma, args.gae_lambda)
-            b_obs, b_masks = buffer.obs.flatten(0, 1), buffer.action_masks.flatten(0, 1)
-            b_actions, b_logprobs = buffer.actions.flatten(), buffer.logprobs.flatten()
-            b_values = buffer.values.flatten()
-            b_advantages, b_returns = advantages.flatten(), returns.flatten()
-            approx_kls, clipfracs = [], []
-            for epoch in range(args.update_epochs):
-                epoch_kls = []
-                for idx in torch.randperm(batch_size, device=device).split(minibatch_size):
-                    newlogprob, entropy, newvalue = agent.evaluate(b_obs[idx], b_actions[idx],
-                                                                   b_masks[idx])
-                    mb_advantages = b_advantages[idx]
-                    if args.norm_adv:
-                        mb_advantages = (mb_advantages - mb_advantages.mean()) / (mb_advantages.std() + 1e-8)
-                    loss, pg_loss, v_loss, entropy = ppo_loss(
-                        newlogprob, b_logprobs[idx], mb_advantages, newvalue, b_values[idx],
-                        b_returns[idx], entropy, args.clip_coef, args.ent_coef, args.vf_coef,
-                        args.clip_vloss)
-                    optimizer.zero_grad()
-                    loss.backward()
-                    nn.utils.clip_grad_norm_(params, args.max_grad_norm)
-                    optimizer.step()
-                    with torch.no_grad():
-                        logratio = newlogprob - b_logprobs[idx]
-                        # k3 estimator of KL(old || new): mean((ratio - 1) - log ratio)
-                        epoch_kls.append((torch.expm1(logratio) - logratio).mean())
-                        clipfracs.append(((logratio.exp() - 1).abs() > args.clip_coef).float().mean())
-                approx_kls += epoch_kls
-                if args.target_kl is not None and torch.stack(epoch_kls).mean() > args.target_kl:
-                    break
-
-            if not math.isfinite(loss.item()):
-                print(f"{SCRIPT}: the loss became NaN at step {global_step}; stopping "
-                      "(try a lower --learning-rate)")
-                summary["interrupted"] = True
-                break
-            var_returns = b_returns.var().item()
-            explained_var = 1 - (b_returns - b_values).var().item() / var_returns if var_returns else math.nan
-            now = time.time()
-            sps = int(global_step / (now - start))
-            run.update({"global_step": global_step, "wall_time": round(now - start, 4),
-                        "sps": sps, "learning_rate": optimizer.lr, "policy_loss": pg_loss.item(),
-                        "value_loss": v_loss.item(), "entropy": entropy.item(),
-                        "approx_kl": torch.stack(approx_kls).mean().item(),
-                        "clipfrac": torch.stack(clipfracs).mean().item(),
-                        "explained_variance": explained_var, "epochs": epoch + 1,
-                        "valid_actions": b_masks.sum(-1).float().mean().item()})
-            if now - last_print >= 2.0 or update == num_updates:
-                last_print = now
-                recent = f"{np.mean(recent_returns):.1f}" if recent_returns else "n/a"
-                print(f"step {global_step:>9} | sps {sps:>6} | return (last "
-                      f"{args.stop_window}) {recent}")
-    except KeyboardInterrupt:
-        print(f"{SCRIPT}: interrupted; writing what the run has so far")
-        summary["interrupted"] = True
-    except UsageError as e:  # a mask the environment got wrong mid-run
-        print(f"{SCRIPT}: stopped at step {global_step}: {e}")
-        summary["interrupted"] = True
-        mask_error = e
-    finally:
-        envs.close()
-    summary["global_steps"] = global_step
-    summary = finish(args, run, summary, agent, device, start, mask_source)
-    if mask_error is not None:
-        raise mask_error
+    if log.error is not None:
+        raise log.error
     return summary
 
 

@@ -1,35 +1,32 @@
 """PPO+D: Proximal Policy Optimization guided by a single demonstration, in one file.
 
-PPO+D (Libardi et al. 2021) is PPO whose rollouts sometimes replay a stored episode instead
-of playing a real one. When an environment's episode ends, its next episode is, with
-probability rho, a *reward demo* (a demonstration, or one of the agent's own episodes whose
-return reached the threshold), with probability phi a *value demo* (one of the agent's
-episodes with the highest maximum value estimate), and otherwise a real episode. A replayed
-episode fills that environment's slot of the rollout step by step with its own observations,
-actions and rewards, and PPO learns from it as if the policy had taken those actions by luck.
+PPO+D (Libardi et al. 2021) is PPO whose rollouts sometimes replay a stored episode. When an
+environment's episode ends, its next one is, with probability rho, a *reward demo* (a given
+demonstration, or an agent episode whose return reached the success threshold), with
+probability phi a *value demo* (an agent episode whose states the critic values most), else
+a real episode. A replay fills that environment's slot of the rollout step by step with its
+observations, actions and rewards: PPO learns from it as if the policy had acted by luck.
 
 Key equations (t indexes steps, done_t = terminated_t or truncated_t):
 
     episode source   reward demo w.p. rho, value demo w.p. phi, real w.p. 1 - rho - phi
     value demos      sampled with p_i = exp(alpha * (m_i - max_j m_j)) / sum_k (same),
-                     m_i = max_t V(s_t) along episode i when it was played
+                     m_i = max_t V(s_t) along episode i under the current critic
     annealing        each time an episode joins the reward demos:
                      phi <- phi - phi_0 / K_v,  rho <- rho + phi_0 / K_v   (phi >= 0)
                      K_v = demo_capacity - number of given demonstrations
-    demo steps       behaviour probability mu(a_t | s_t) = 1, so log mu = 0 and
-                     ratio_t = pi_theta(a_t | s_t) / 1
-    ratio_t          = pi_theta(a_t | s_t) / mu(a_t | s_t)
+    ratio_t          = pi_theta(a_t | s_t) / mu(a_t | s_t),  mu = 1 on a demo step (log mu = 0)
     L_clip           = E[ min(ratio_t * A_t, clip(ratio_t, 1 - eps, 1 + eps) * A_t) ]
     GAE              delta_t = r_t + gamma * (1 - terminated_t) * V(s_{t+1}) - V(s_t)
                      A_t     = delta_t + gamma * lambda * (1 - done_t) * A_{t+1}
-    loss             = -L_clip + c_v * 0.5 * (V(s_t) - R_t)^2 - c_e * entropy
+    loss             = -L_clip + c_v * 0.5 * (V(s_t) - R_t)^2 - c_e * entropy,  R_t = A_t + V(s_t)
 
-Reward demos start as the given demonstrations; the threshold is the lowest return among
-them, an agent episode that reaches it joins them, and the threshold rises to the lowest
-return kept once the buffers are full. --demo-capacity bounds the reward and value demos
-together; value demos make room first. The budget --total-timesteps counts environment
-steps only: replayed steps touch no environment and are not counted, so a run takes more
-updates than PPO with the same budget.
+The success threshold (--success-threshold, by default the given demos' lowest return) stays
+fixed, as in the paper, and the given demonstrations are never evicted, as in the authors'
+code. Deviations, named again where the code meets them: replayed steps are not counted in
+--total-timesteps (a run takes more updates than PPO on the same budget); value demos are
+drawn by a softmax of m_i, not by m_i^alpha (which needs m > 0); --rising-threshold (off by
+default) lets the threshold rise and the given demonstrations leave.
 
 Papers:
     Libardi, De Fabritiis & Dittert 2021, "Guided Exploration with Proximal Policy
@@ -43,13 +40,11 @@ Run:
     python ppod.py --env-id MountainCar-v0          # with the shipped demos/MountainCar-v0/
     python ppod.py --env-id Acrobot-v1 --demos-dir my_demos
     python ppod.py --env-id Acrobot-v1 --demos-dir my_demos --record-demo-from runs/.../model.pt
-    python ppod.py --help
 
-Demonstrations are .npz files with observations [T+1, ...], actions [T, ...], rewards [T]
-and optionally terminated (a 0/1 scalar, default 1). Writes
-runs/<env_id>__ppod__<seed>__<unix_time>/ with config.json, episodes.csv (real episodes
-only), updates.csv, learning_curve.png, summary.json, demos/ (the reward demos, every
---save-demos-every updates), and model.pt with --save-model.
+Demonstrations: .npz files with observations [T+1, ...], actions [T, ...], rewards [T] and
+optionally terminated (0/1, default 1). Writes runs/<env_id>__ppod__<seed>__<unix_time>/:
+config.json, episodes.csv (real episodes only), updates.csv, learning_curve.png, summary.json,
+demos/ (the reward demos, every --save-demos-every updates), model.pt with --save-model.
 """
 
 # ---------------------------------------------------------------------------------------
@@ -58,6 +53,7 @@ only), updates.csv, learning_curve.png, summary.json, demos/ (the reward demos, 
 import csv
 import difflib
 import glob
+import importlib
 import importlib.util
 import json
 import math
@@ -89,11 +85,11 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 @dataclass
 class Args:
     env_id: str = "MountainCar-v0"
-    """any registered Gymnasium id with a Discrete or Box action space and a flat Box observation"""
+    """a Gymnasium id (or module:Id) with Discrete or Box actions and flat Box observations"""
     seed: int = 1
     """seeds Python, NumPy, torch, the environments and the choice of episode sources"""
     total_timesteps: int = 300_000
-    """the budget in environment steps, all environments together; replayed steps do not count"""
+    """the budget in environment steps, all environments together (replays do not count)"""
     cuda: bool = True
     """use the GPU when one is present"""
     output_dir: str = "runs"
@@ -110,23 +106,25 @@ class Args:
     """skip training: load this model.pt and evaluate it"""
     capture_video: bool = False
     """record the evaluation episodes into videos/ in the run folder"""
-
     # Demonstrations
     demos_dir: Optional[str] = None
     """folder of .npz demonstrations (default: demos/<env-id> beside this script)"""
     record_demo_from: Optional[str] = None
-    """skip training: save one greedy episode of this model.pt (ppod.py's or ppo.py's) into --demos-dir"""
+    """skip training: save a greedy episode of this ppod.py or ppo.py model.pt in --demos-dir"""
     rho: float = 0.3
     """rho: probability that an environment's next episode replays a reward demo"""
     phi: float = 0.2
-    """phi: probability that an environment's next episode replays a value demo (annealed to 0)"""
+    """phi: probability that an environment's next episode replays a value demo (annealed)"""
     alpha: float = 1.0
-    """value demos are drawn with probability proportional to exp(alpha * max value); 0 is uniform"""
+    """value demos are drawn with probability ~ exp(alpha * max value); 0 draws uniformly"""
     demo_capacity: int = 10
     """the most reward and value demos kept, both buffers together"""
+    success_threshold: Optional[float] = None
+    """episodes whose return reaches it join the reward demos (default: the given demos' lowest)"""
+    rising_threshold: bool = False
+    """deviation: the threshold rises to the lowest reward demo kept; given demos can leave"""
     save_demos_every: int = 10
-    """write the reward demos into the run folder's demos/ every this many updates (0: only at the end)"""
-
+    """write the reward demos into the run folder's demos/ every this many updates (0: at end)"""
     # Algorithm
     num_envs: int = 8
     """N: parallel environments (synchronous vector environment)"""
@@ -157,15 +155,11 @@ class Args:
     max_grad_norm: float = 0.5
     """gradient clipping: the largest global norm of the gradient"""
     target_kl: Optional[float] = None
-    """stop an update's remaining epochs once the mean approx KL of an epoch exceeds this"""
+    """stop an update's epochs once an epoch's approx KL (on the agent's rows) exceeds this"""
     norm_obs: bool = True
     """normalize observations by running mean and variance (saved in model.pt)"""
     hidden_size: int = 64
     """width of the two hidden layers of the actor and of the critic"""
-
-
-class UsageError(Exception):
-    """Bad input: reported as one line on stderr with exit status 2, before training."""
 
 
 # ---------------------------------------------------------------------------------------
@@ -177,14 +171,12 @@ def compute_gae(rewards, values, next_values, terminated, truncated, gamma, gae_
     All inputs are tensors of shape [T, N]; terminated and truncated are 0/1 or bool.
     values[t] = V(s_t); next_values[t] = V(s_{t+1}), the value of the observation that
     followed step t, which is the true final observation when the episode ended at t.
-    Replayed demo steps are ordinary rows here: their episodes end and bootstrap like real
-    ones. With done_t = terminated_t or truncated_t:
+    Replayed demo steps are ordinary rows. Returns (A, returns), each [T, N], with
+    done_t = terminated_t or truncated_t:
 
         delta_t = r_t + gamma * (1 - terminated_t) * next_values_t - values_t
         A_t     = delta_t + gamma * lambda * (1 - done_t) * A_{t+1},   A_T = 0
         returns = A + values
-
-    Returns (advantages, returns), each [T, N].
     """
     not_terminated = 1.0 - terminated.to(rewards.dtype)
     not_done = 1.0 - (terminated.bool() | truncated.bool()).to(rewards.dtype)
@@ -198,19 +190,23 @@ def compute_gae(rewards, values, next_values, terminated, truncated, gamma, gae_
 
 
 def ppo_loss(newlogprob, oldlogprob, advantages, newvalue, oldvalue, returns, entropy,
-             clip_coef, ent_coef, vf_coef, clip_vloss=False):
+             clip_coef, ent_coef, vf_coef, clip_vloss=False, norm_adv=False):
     """The PPO loss to minimize on a minibatch of B samples (all inputs are [B] tensors).
 
+        A      = (A - mean(A)) / (std(A) + 1e-8)   with norm_adv; as given otherwise
         ratio  = exp(newlogprob - oldlogprob)     (oldlogprob = 0 on demo steps: mu = 1)
         L_pg   = mean( max(-A * ratio, -A * clip(ratio, 1 - eps, 1 + eps)) )
         L_v    = mean( 0.5 * (V - R)^2 ),  or with clip_vloss
                  mean( 0.5 * max((V - R)^2, (V_old + clip(V - V_old, -eps, eps) - R)^2) )
         loss   = L_pg - c_e * mean(entropy) + c_v * L_v
 
-    On a demo step ratio = pi <= 1: with A > 0 the unclipped term is the smaller one and the
-    gradient raises pi(a_demo | s) until it passes 1 - eps; with A < 0 it is clipped away.
-    Returns (loss, L_pg, L_v, mean entropy). Advantages come in already normalized.
-    """
+    On a demo step ratio = pi(a_demo | s) <= 1. With A > 0 the clip never binds (clip(ratio)
+    >= ratio there, so the max takes -A * ratio): the gradient raises pi(a_demo | s) however
+    close to 1 it is. With A < 0 the clipped term is the larger one, and its gradient
+    vanishes only while pi < 1 - eps; above that the gradient lowers pi. Returns (loss, L_pg,
+    L_v, mean entropy)."""
+    if norm_adv:
+        advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
     ratio = torch.exp(newlogprob - oldlogprob)
     clipped_ratio = torch.clamp(ratio, 1 - clip_coef, 1 + clip_coef)
     pg_loss = torch.max(-advantages * ratio, -advantages * clipped_ratio).mean()
@@ -224,14 +220,11 @@ def ppo_loss(newlogprob, oldlogprob, advantages, newvalue, oldvalue, returns, en
 
 
 class RolloutBuffer:
-    """One rollout of T steps from N environment slots, preallocated on the device.
-
-    Row t holds what was seen and done at step t: obs s_t, action a_t, the behaviour
-    log-probability log mu(a_t|s_t) (0 on a replayed demo step), reward r_t, the
-    terminated/truncated flags of the step, V(s_t), and demo[t] (the step was replayed).
-    final_obs[t, n] holds the true final observation where slot n was truncated at step t
-    (its value is bootstrapped); last_obs is s_T, the observation after the last step.
-    """
+    """One rollout of T steps from N environment slots, preallocated on the device. Row t
+    holds s_t, a_t, the behaviour log mu(a_t|s_t) (0 on a replayed demo step), r_t, the
+    terminated/truncated flags, V(s_t), and demo[t] (the step was replayed). final_obs[t, n]:
+    the true final observation where slot n was truncated at step t (bootstrapped); last_obs
+    is s_T, the observation after the last step."""
 
     def __init__(self, num_steps, num_envs, obs_shape, action_shape, action_dtype, device):
         def zeros(*shape, dtype=torch.float32):
@@ -248,42 +241,20 @@ class RolloutBuffer:
         self.final_obs = zeros(*obs_shape)
         self.last_obs = torch.zeros((num_envs, *obs_shape), device=device)
 
-    def next_values(self, value_fn, values):
-        """next_values[t] = V(s_{t+1}) for every step, from values [T, N] of the rollout.
-
-        s_{t+1} is obs[t+1] inside the rollout, last_obs after it, and the true final
-        observation where the step was truncated. Where it was terminated, the value is
-        not used (multiplied by 0), so the next episode's first value standing there is
-        harmless.
+    def gae(self, value_fn, gamma, gae_lambda):
+        """GAE advantages and returns [T, N] from the values stored during the rollout, with
+        next_values[t] = V(s_{t+1}): obs[t+1] inside the rollout, last_obs after it, and the
+        true final observation where the step was truncated. Where it was terminated, the
+        value is multiplied by 0, so the next episode's first value standing there is harmless.
         """
-        next_values = torch.empty_like(values)
-        next_values[:-1] = values[1:]
+        next_values = torch.empty_like(self.values)
+        next_values[:-1] = self.values[1:]
         next_values[-1] = value_fn(self.last_obs)
         where = self.truncated.nonzero(as_tuple=True)
         if where[0].numel():
             next_values[where] = value_fn(self.final_obs[where])
-        return next_values
-
-    def gae(self, value_fn, gamma, gae_lambda):
-        """GAE advantages and returns [T, N] from the values stored during the rollout."""
-        next_values = self.next_values(value_fn, self.values)
         return compute_gae(self.rewards, self.values, next_values, self.terminated,
                            self.truncated, gamma, gae_lambda)
-
-
-@dataclass
-class Demo:
-    """One stored episode: observations [T+1, ...] (the last is the final observation),
-    actions [T, ...], rewards [T], and whether it ended by termination (else by truncation,
-    so its last step bootstraps)."""
-    observations: np.ndarray
-    actions: np.ndarray
-    rewards: np.ndarray
-    terminated: bool = True
-
-    @property
-    def episode_return(self):
-        return float(np.sum(self.rewards))
 
 
 def choose_source(u, rho, phi, have_value_demos):
@@ -305,8 +276,8 @@ def value_probabilities(max_values, alpha):
         p_i = exp(alpha * (m_i - max_j m_j)) / sum_k exp(alpha * (m_k - max_j m_j))
 
     Subtracting the largest m keeps every exponent <= 0, so negative, zero or large values
-    give finite, positive probabilities; alpha = 0 draws uniformly. (The paper's power form
-    m_i^alpha needs positive m, which returns such as MountainCar's -1 per step are not.)"""
+    give finite, positive probabilities; alpha = 0 draws uniformly. Deviation: the paper's
+    m_i^alpha needs positive m, which returns such as MountainCar's -1 per step are not."""
     m = np.asarray(max_values, dtype=np.float64)
     weights = np.exp(alpha * (m - m.max()))
     return weights / weights.sum()
@@ -317,8 +288,8 @@ def anneal(rho, phi, phi0, value_slots):
 
         step = min(phi, phi_0 / K_v);   rho <- rho + step;   phi <- phi - step
 
-    K_v (value_slots) is the room the value demos had at the start. After K_v reward demos
-    have joined, phi = 0 and rho has grown by phi_0: rho + phi never changes."""
+    K_v (value_slots): the value demos' room at the start (a deviation: PyTorchRL divides by
+    those held at the time). After K_v reward demos have joined, phi = 0 and rho = rho_0 + phi_0."""
     step = min(phi, phi0 / max(1, value_slots))
     return rho + step, phi - step
 
@@ -326,28 +297,32 @@ def anneal(rho, phi, phi0, value_slots):
 class DemoBuffers:
     """The reward demos and the value demos, at most `capacity` episodes together.
 
-    reward: [(episode_return, Demo)], starting with the given demonstrations.
-    value:  [(max_value, Demo)], the agent's own episodes with the highest max_t V(s_t).
-    threshold: the lowest return among the reward demos.
+    reward: [(episode_return, Demo)], the `given` demonstrations, then the agent's episodes
+            whose return reached `threshold` (by default the given demos' lowest), oldest first.
+    value:  [(m, Demo)], the agent's other episodes with the highest m = max_t V(s_t), brought
+            up to date with the current critic by refresh().
 
     admit(demo, max_value) files a finished real episode:
-      1. return >= threshold: it joins the reward demos and rho, phi are annealed. Over
-         capacity, the value demo with the lowest max value leaves; with none left, the
-         reward demo with the lowest return (the oldest of equals). The threshold becomes
-         the lowest return kept.
+      1. return >= threshold: it joins the reward demos, rho and phi are annealed, and over
+         capacity the value demo with the lowest m leaves, or with none left the oldest of the
+         agent's reward demos (first in, first out, as in the authors' storage). The given
+         demonstrations never leave; the threshold stays.
       2. otherwise it joins the value demos if there is room, or replaces the value demo
-         with the lowest max value if its own is higher; else it is dropped.
-    next_episode() draws a source with choose_source and returns the Demo to replay (reward
-    demos uniformly, value demos by value_probabilities) or None for a real episode.
+         with the lowest m if its own is higher; else it is dropped.
+    Deviation, rising=True (--rising-threshold, this script's former rule): step 1 evicts the
+    reward demo with the lowest return, a given one too (the oldest of equals), and the
+    threshold rises to the lowest return kept. next_episode() draws a source with
+    choose_source and returns the Demo to replay (reward demos uniformly, value demos by
+    value_probabilities) or None for a real episode.
     """
 
-    def __init__(self, demos, capacity, rho, phi, alpha, seed):
+    def __init__(self, demos, capacity, rho, phi, alpha, seed, threshold=None, rising=False):
         self.reward = [(demo.episode_return, demo) for demo in demos]
         self.value = []
-        self.capacity, self.alpha = capacity, alpha
+        self.given, self.capacity, self.alpha, self.rising = len(demos), capacity, alpha, rising
         self.rho, self.phi, self.phi0 = rho, phi, phi
         self.value_slots = capacity - len(demos)
-        self.threshold = min(r for r, _ in self.reward)
+        self.threshold = min(r for r, _ in self.reward) if threshold is None else threshold
         self.rng = np.random.default_rng(seed)
 
     def __len__(self):
@@ -359,18 +334,32 @@ class DemoBuffers:
         if episode_return >= self.threshold:
             self.reward.append((episode_return, demo))
             self.rho, self.phi = anneal(self.rho, self.phi, self.phi0, self.value_slots)
-            if len(self) > self.capacity:
-                evict_lowest(self.value if self.value else self.reward)
-            self.threshold = min(r for r, _ in self.reward)
+            if len(self) > self.capacity and self.value:
+                evict_lowest(self.value)
+            elif len(self) > self.capacity and self.rising:
+                evict_lowest(self.reward)
+            elif len(self) > self.capacity:
+                self.reward.pop(self.given)  # the oldest of the agent's reward demos
+            if self.rising:
+                self.threshold = max(self.threshold, min(r for r, _ in self.reward))
             return "reward"
         if len(self) < self.capacity:
             self.value.append((max_value, demo))
             return "value"
-        if self.value and max_value > min(m for m, _ in self.value):
+        if self.value and max_value > min(m for m, _ in self.value):  # PyTorchRL admits on >=
             evict_lowest(self.value)
             self.value.append((max_value, demo))
             return "value"
         return None
+
+    def refresh(self, value_fn):
+        """Recompute every value demo's m = max_t V(s_t) over its states s_0..s_{T-1} with
+        value_fn (raw observations [T, ...] -> values [T]): the current critic. The training
+        loop calls it after every update, so that admission and sampling compare numbers of
+        one critic, not those each episode got when it was played (the authors' code
+        refreshes a value demo's m when it is replayed)."""
+        self.value = [(float(np.max(value_fn(demo.observations[:-1]))), demo)
+                      for _, demo in self.value]
 
     def next_episode(self):
         """The Demo an environment replays next, or None: play a real episode."""
@@ -384,8 +373,7 @@ class DemoBuffers:
 
 
 def evict_lowest(scored):
-    """Remove the entry with the lowest score from a [(score, Demo)] list, the earliest of
-    equals (min returns the first)."""
+    """Remove the lowest-scored entry of a [(score, Demo)] list, the earliest of equals."""
     scored.pop(min(range(len(scored)), key=lambda i: scored[i][0]))
 
 
@@ -408,9 +396,8 @@ def mlp(in_size, hidden_size, out_size, out_std):
 
 
 class Agent(nn.Module):
-    """Separate actor and critic MLPs. The actor outputs the logits of a categorical
-    distribution, or the mean of a diagonal Gaussian whose log std is a learned
-    state-independent parameter."""
+    """Separate actor and critic MLPs. The actor outputs the logits of a categorical, or the
+    mean of a diagonal Gaussian whose log std is a learned state-independent parameter."""
 
     def __init__(self, obs_dim, action_dim, continuous, hidden_size=64):
         super().__init__()
@@ -429,22 +416,16 @@ class Agent(nn.Module):
             return Normal(mean, self.actor_logstd.expand_as(mean).exp(), validate_args=False)
         return Categorical(logits=self.actor(obs), validate_args=False)
 
-    def _logprob_entropy(self, dist, actions):
-        if self.continuous:  # independent dimensions: sum over the action dimension
-            return dist.log_prob(actions).sum(-1), dist.entropy().sum(-1)
-        return dist.log_prob(actions), dist.entropy()
-
-    def act(self, obs):
-        """Sample actions; returns (actions, log-probabilities, values)."""
+    def get_action_and_value(self, obs, action=None):
+        """Sample an action (unless given); returns (action, log pi(a|s), entropy, V(s)), each
+        [B] apart from the action. A Gaussian's independent dimensions are summed over."""
         dist = self.distribution(obs)
-        actions = dist.sample()
-        logprobs, _ = self._logprob_entropy(dist, actions)
-        return actions, logprobs, self.get_value(obs)
-
-    def evaluate(self, obs, actions):
-        """Log-probabilities, entropies and values of given actions, for the update."""
-        logprobs, entropy = self._logprob_entropy(self.distribution(obs), actions)
-        return logprobs, entropy, self.get_value(obs)
+        if action is None:
+            action = dist.sample()
+        logprob, entropy = dist.log_prob(action), dist.entropy()
+        if self.continuous:
+            logprob, entropy = logprob.sum(-1), entropy.sum(-1)
+        return action, logprob, entropy, self.get_value(obs)
 
     def greedy(self, obs):
         """The most likely action: the argmax of the logits, or the Gaussian's mean."""
@@ -452,50 +433,198 @@ class Agent(nn.Module):
         return out if self.continuous else out.argmax(-1)
 
 
-class Adam:
-    """Adam (Kingma & Ba 2015), the same update as torch.optim.Adam written out: the first
-    use of torch.optim imports torch._dynamo, about a second on a laptop, which is a fifth
-    of this script's whole CartPole run. For each parameter p with gradient g, at step k:
+# ---------------------------------------------------------------------------------------
+# Training
+# ---------------------------------------------------------------------------------------
+@torch.no_grad()
+def act_or_replay(agent, obs, info, replayed):
+    """The agent's sampled actions, log pi and V(s) for the N slots; where a slot replays a
+    demo (replayed[n]), the demo's action info["demo_action"][n], taken with mu = 1."""
+    action, logprob, _, value = agent.get_action_and_value(obs)
+    if replayed.any():
+        where = torch.from_numpy(replayed).to(obs.device)
+        action[where] = torch.as_tensor(info["demo_action"][replayed]).to(action)
+        logprob[where] = 0.0  # log mu = log 1
+    return action, logprob, value
 
-        m <- beta1 * m + (1 - beta1) * g          v <- beta2 * v + (1 - beta2) * g^2
-        p <- p - lr * (m / (1 - beta1^k)) / (sqrt(v / (1 - beta2^k)) + eps)
-    """
 
-    def __init__(self, params, lr, betas=(0.9, 0.999), eps=1e-5):
-        self.params = list(params)
-        self.lr, self.betas, self.eps, self.k = lr, betas, eps, 0
-        self.m = [torch.zeros_like(p) for p in self.params]
-        self.v = [torch.zeros_like(p) for p in self.params]
+def train(args, envs, agent, normalizer, buffers, run, summary, device):
+    """PPO+D's loop: collect a rollout in which slots replay demos, compute GAE, update on
+    the clipped surrogate, refresh the value demos' priorities, log. Ends at the budget, at
+    --stop-at-return or at a non-finite loss; keeps `summary` up to date as it goes."""
+    optimizer = torch.optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5)
+    space = envs.single_action_space
+    buffer = RolloutBuffer(args.num_steps, args.num_envs, envs.single_observation_space.shape,
+                           space.shape if agent.continuous else (),
+                           torch.float32 if agent.continuous else torch.long, device)
+    recorder = EpisodeRecorder(args.num_envs)
+    batch_size = args.num_envs * args.num_steps
+    minibatch_size = batch_size // args.num_minibatches
+    global_step, update = 0, 0
+    raw_obs, info = envs.reset(seed=args.seed)
+    next_obs = torch.from_numpy(normalizer(raw_obs, update=True)).to(device)
 
-    def zero_grad(self):
-        for p in self.params:
-            p.grad = None
+    while global_step < args.total_timesteps:  # the last rollout may pass the budget
+        update += 1
+        if args.anneal_lr:  # linear decay to 0 over the budget
+            for group in optimizer.param_groups:
+                group["lr"] = args.learning_rate * (1 - global_step / args.total_timesteps)
 
-    @torch.no_grad()
-    def step(self):
-        beta1, beta2 = self.betas
-        self.k += 1
-        step_size = self.lr / (1 - beta1 ** self.k)
-        v_correction = math.sqrt(1 - beta2 ** self.k)
-        for p, m, v in zip(self.params, self.m, self.v):
-            m.lerp_(p.grad, 1 - beta1)
-            v.mul_(beta2).addcmul_(p.grad, p.grad, value=1 - beta2)
-            p.addcdiv_(m, (v.sqrt() / v_correction).add_(self.eps), value=-step_size)
+        # Rollout: T steps of the N slots, each playing a real episode or replaying a demo.
+        for step in range(args.num_steps):
+            replayed = info.get("_demo_action", np.zeros(args.num_envs, dtype=bool))
+            action, logprob, value = act_or_replay(agent, next_obs, info, replayed)
+            env_action = to_action(agent, action, space)
+            obs, reward, terminated, truncated, info = envs.step(env_action)
+            # Deviation: replayed steps touch no environment and do not count in the budget.
+            global_step += int((~replayed).sum())
+            buffer.obs[step], buffer.actions[step] = next_obs, action
+            buffer.logprobs[step], buffer.values[step] = logprob, value
+            buffer.demo[step] = torch.from_numpy(replayed)
+            buffer.rewards[step] = torch.from_numpy(reward)
+            buffer.terminated[step] = torch.from_numpy(terminated)
+            buffer.truncated[step] = torch.from_numpy(truncated)
+            if truncated.any():  # a time limit: GAE bootstraps from V(the true final obs)
+                final_obs = normalizer(np.stack(info["final_obs"][truncated]))
+                buffer.final_obs[step, torch.from_numpy(truncated)] = torch.from_numpy(
+                    final_obs).to(device)
+            # The agent's finished real episodes are candidate reward or value demos.
+            for demo, max_value in recorder.step(raw_obs, env_action, reward, value.cpu().numpy(),
+                                                 terminated, truncated, info.get("final_obs"),
+                                                 ~replayed):
+                buffers.admit(demo, max_value)
+            raw_obs = obs
+            next_obs = torch.from_numpy(normalizer(obs, update=True)).to(device)
+            run.log_episodes(global_step, info, ~replayed)
+            summary["global_steps"] = global_step
+            if (args.stop_at_return is not None and len(run.last20) == 20
+                    and np.mean(run.last20) >= args.stop_at_return):
+                summary.update(solved_at_step=global_step,
+                               solved_at_time_s=round(run.elapsed(), 3))
+                return
+        buffer.last_obs.copy_(next_obs)
+
+        # Targets: GAE over the whole rollout, replayed rows included.
+        with torch.no_grad():
+            advantages, returns = buffer.gae(agent.get_value, args.gamma, args.gae_lambda)
+        b_obs, b_actions = buffer.obs.flatten(0, 1), buffer.actions.flatten(0, 1)
+        b_logprobs, b_values = buffer.logprobs.flatten(), buffer.values.flatten()
+        b_advantages, b_returns = advantages.flatten(), returns.flatten()
+        b_own = ~buffer.demo.flatten()  # the agent's own rows
+
+        # Update: epochs of minibatch gradient steps, replays included.
+        kls, clipped = [], []
+        for epoch in range(args.update_epochs):
+            for idx in torch.randperm(batch_size, device=device).split(minibatch_size):
+                _, newlogprob, entropy, newvalue = agent.get_action_and_value(b_obs[idx],
+                                                                              b_actions[idx])
+                loss, pg_loss, v_loss, entropy = ppo_loss(
+                    newlogprob, b_logprobs[idx], b_advantages[idx], newvalue, b_values[idx],
+                    b_returns[idx], entropy, args.clip_coef, args.ent_coef, args.vf_coef,
+                    args.clip_vloss, args.norm_adv)
+                optimizer.zero_grad()
+                loss.backward()
+                nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)
+                optimizer.step()
+                # approx KL (k3) and clip fraction, agent's rows only (log mu = 0 on demo rows)
+                logratio = (newlogprob.detach() - b_logprobs[idx])[b_own[idx]]
+                kls.append(torch.expm1(logratio) - logratio)
+                clipped.append(torch.expm1(logratio).abs() > args.clip_coef)
+            epoch_kl = torch.cat(kls[-args.num_minibatches:]).mean()  # NaN if all replayed
+            if args.target_kl is not None and epoch_kl > args.target_kl:
+                break
+        if not math.isfinite(loss.item()):
+            return stop_at_non_finite_loss(summary, global_step)
+
+        # Priorities: every value demo's max V under the critic just updated.
+        with torch.no_grad():
+            buffers.refresh(lambda raw: agent.get_value(
+                torch.from_numpy(normalizer(raw)).to(device)).cpu().numpy())
+
+        run.update({"global_step": global_step, "wall_time": run.elapsed(),
+                    "sps": int(global_step / run.elapsed()),
+                    "learning_rate": optimizer.param_groups[0]["lr"],
+                    "policy_loss": pg_loss.item(), "value_loss": v_loss.item(),
+                    "entropy": entropy.item(), "approx_kl": torch.cat(kls).mean().item(),
+                    "clipfrac": torch.cat(clipped).float().mean().item(),
+                    "explained_variance": explained_variance(b_values, b_returns),
+                    "epochs": epoch + 1, "demo_fraction": buffer.demo.float().mean().item(),
+                    "rho": buffers.rho, "phi": buffers.phi, "threshold": buffers.threshold,
+                    "reward_demos": len(buffers.reward), "value_demos": len(buffers.value)},
+                   final=global_step >= args.total_timesteps)
+        if args.save_demos_every and update % args.save_demos_every == 0:
+            save_reward_demos(run.path, buffers)
+
+
+def main(args: Args) -> dict:
+    """Train PPO+D and return the summary. With --eval-checkpoint, evaluate a saved model
+    instead; with --record-demo-from, save one greedy episode of a saved model into
+    --demos-dir and return {"demo_path", "episode_return", "episode_length"}."""
+    # Check everything a user can get wrong before any training.
+    check_args(args)
+    obs_shape, action_space = check_env(args.env_id)
+    checkpoint = load_checkpoint(args.eval_checkpoint or args.record_demo_from, args.env_id)
+    if checkpoint is None:
+        demos = load_demos(demos_folder(args), obs_shape, action_space, args.demo_capacity)
+    else:  # the saved network's size
+        args = replace(args, hidden_size=checkpoint["args"]["hidden_size"],
+                       norm_obs=checkpoint["args"]["norm_obs"])
+
+    # Set up: seeds, device, the agent and its observation normalizer.
+    device = seed_and_device(args)
+    continuous = isinstance(action_space, gym.spaces.Box)
+    action_dim = action_space.shape[0] if continuous else int(action_space.n)
+    agent = Agent(obs_shape[0], action_dim, continuous, args.hidden_size).to(device)
+    normalizer = ObsNormalizer(obs_shape, args.norm_obs)
+    if checkpoint is not None:
+        load_weights(checkpoint, agent, normalizer, args)
+    if args.record_demo_from is not None:
+        return record_demo_into(demos_folder(args), agent, normalizer, args, device)
+    run, summary = RunWriter(args, device), new_summary(args)
+    if checkpoint is not None:  # --eval-checkpoint: no training
+        return finish(args, run, summary, agent, normalizer, device)
+
+    # Train, then evaluate and write everything (also after Ctrl-C).
+    buffers = DemoBuffers(demos, args.demo_capacity, args.rho, args.phi, args.alpha, args.seed,
+                          args.success_threshold, args.rising_threshold)
+    envs = make_vector_env(args.env_id, args.num_envs, buffers=buffers)
+    try:
+        train(args, envs, agent, normalizer, buffers, run, summary, device)
+    except KeyboardInterrupt:
+        print(f"{SCRIPT}: interrupted; writing what the run has so far")
+        summary["interrupted"] = True
+    finally:
+        envs.close()
+    return finish(args, run, summary, agent, normalizer, device, buffers)
 
 
 # ---------------------------------------------------------------------------------------
-# Environments, demonstrations, evaluation, plotting, saving and loading
+# Plumbing: checks, run folder, evaluation, checkpoints (not needed to follow the algorithm)
 # ---------------------------------------------------------------------------------------
+class UsageError(Exception):
+    """Bad input: reported as one line on stderr with exit status 2, before training."""
+
+
 def fail(message):
     raise UsageError(message)
 
 
 def check_env(env_id):
-    """Build one environment to check its spaces; returns (obs_shape, action_space)."""
-    if env_id not in gym.registry:
-        close = difflib.get_close_matches(env_id, list(gym.registry), n=3, cutoff=0.5)
+    """Build one environment to check its spaces; returns (obs_shape, action_space).
+    `module:EnvId` imports the module first (it registers its ids, as gym.make does)."""
+    module, _, name = env_id.rpartition(":")
+    if module:
+        try:
+            importlib.import_module(module)
+        except Exception as e:
+            detail = str(e).splitlines()[0] if str(e) else type(e).__name__
+            fail(f"cannot import module {module} of --env-id {env_id} ({detail}); put it on "
+                 "the Python path, or fix it")
+    if name not in gym.registry:
+        close = difflib.get_close_matches(name, list(gym.registry), n=3, cutoff=0.5)
         hint = f"; did you mean {', '.join(close)}?" if close else "; see gymnasium.registry"
-        fail(f"unknown environment id {env_id!r}{hint}")
+        where = f": module {module} registers no environment {name}" if module else ""
+        fail(f"unknown environment id {env_id!r}{where}{hint}")
     try:
         env = gym.make(env_id)
     except (gym.error.Error, ImportError) as e:
@@ -536,6 +665,8 @@ def check_args(args):
     for name in ("alpha", "save_demos_every", "eval_episodes"):
         if getattr(args, name) < 0:
             fail(f"--{name.replace('_', '-')} must be 0 or more, got {getattr(args, name)}")
+    if args.success_threshold is not None and not math.isfinite(args.success_threshold):
+        fail(f"--success-threshold must be a finite number, got {args.success_threshold}")
     if args.eval_checkpoint is not None and args.record_demo_from is not None:
         fail("--eval-checkpoint and --record-demo-from both skip training; pass one of them")
     batch_size = args.num_envs * args.num_steps
@@ -549,9 +680,29 @@ def check_args(args):
         fail("--capture-video needs moviepy: pip install moviepy")
 
 
+def run_folder_env(env_id):
+    """The environment id as part of a file name: "/" and ":" become "-"."""
+    return env_id.replace("/", "-").replace(":", "-")
+
+
 def demos_folder(args):
     """--demos-dir, or demos/<env-id> beside this script (where MountainCar-v0's ships)."""
-    return args.demos_dir or os.path.join(HERE, "demos", args.env_id.replace("/", "-"))
+    return args.demos_dir or os.path.join(HERE, "demos", run_folder_env(args.env_id))
+
+
+@dataclass
+class Demo:
+    """One stored episode: observations [T+1, ...] (the last is the final observation),
+    actions [T, ...], rewards [T], and whether it ended by termination (else by truncation,
+    so its last step bootstraps)."""
+    observations: np.ndarray
+    actions: np.ndarray
+    rewards: np.ndarray
+    terminated: bool = True
+
+    @property
+    def episode_return(self):
+        return float(np.sum(self.rewards))
 
 
 def save_demo(path, demo):
@@ -586,20 +737,68 @@ def load_demo(path, obs_shape, action_space):
     if actions.shape != (steps, *action_shape) or (discrete and not (
             np.issubdtype(actions.dtype, np.integer) and 0 <= actions.min()
             and actions.max() < action_space.n)):
+        takes = f"integers below {action_space.n}" if discrete else "vectors"
         fail(f"demonstration {path} has actions of shape {actions.shape} ({actions.dtype}); "
-             f"this environment takes {'integers below ' + str(action_space.n) if discrete else 'vectors'} "
-             f"of shape {(steps, *action_shape)}")
+             f"this environment takes {takes} of shape {(steps, *action_shape)}")
     return Demo(obs.astype(np.float32), actions.astype(np.int64 if discrete else np.float32),
                 rewards.astype(np.float32), bool(data.get("terminated", True)))
 
 
-def load_demos(folder, obs_shape, action_space):
-    """Every demo_*.npz (any *.npz) in folder, sorted by name."""
+def load_demos(folder, obs_shape, action_space, capacity=None):
+    """Every *.npz in folder, sorted by name; there must be at most `capacity`."""
     paths = sorted(glob.glob(os.path.join(folder, "*.npz")))
     if not paths:
         fail(f"no demonstrations (*.npz) in {folder}; pass --demos-dir, or record one with "
              "--record-demo-from CHECKPOINT")
+    if capacity is not None and len(paths) > capacity:
+        fail(f"--demo-capacity {capacity} cannot hold the {len(paths)} demonstrations in "
+             f"{folder}; raise it")
     return [load_demo(path, obs_shape, action_space) for path in paths]
+
+
+def seed_and_device(args):
+    """Seed Python, NumPy and torch; the device (the GPU with --cuda when there is one)."""
+    random.seed(args.seed)
+    np.random.seed(args.seed)
+    torch.manual_seed(args.seed)
+    device = torch.device("cuda" if args.cuda and torch.cuda.is_available() else "cpu")
+    if device.type == "cpu":
+        torch.set_num_threads(1)  # a 64-unit MLP runs faster without the thread pool
+    return device
+
+
+class EpisodeRecorder:
+    """The agent's real episodes being played, slot by slot, kept as Demos-to-be: raw
+    observations, actions as the environment took them, rewards, and the largest value
+    estimate seen (an admitted value demo's m, until the next refresh)."""
+
+    def __init__(self, num_envs):
+        self.steps = [[] for _ in range(num_envs)]
+        self.max_value = np.full(num_envs, -np.inf)
+
+    def add(self, i, obs, action, reward, value):
+        self.steps[i].append((obs, action, reward))
+        self.max_value[i] = max(self.max_value[i], value)
+
+    def finish(self, i, final_obs, terminated):
+        """The slot's finished episode as (Demo, max value); the slot starts over. A time
+        limit gives terminated=False: replayed, the demo's last step bootstraps."""
+        obs, actions, rewards = zip(*self.steps[i])
+        demo = Demo(np.array([*obs, final_obs], dtype=np.float32), np.array(actions),
+                    np.array(rewards, dtype=np.float32), bool(terminated))
+        max_value = float(self.max_value[i])
+        self.steps[i], self.max_value[i] = [], -np.inf
+        return demo, max_value
+
+    def step(self, obs, actions, rewards, values, terminated, truncated, final_obs, real):
+        """Record one vector step of the real slots; returns the episodes that ended at it,
+        [(Demo, max value)]. final_obs: info["final_obs"], the true last observations."""
+        finished = []
+        for i in np.flatnonzero(real):
+            self.add(i, obs[i], actions[i], rewards[i], values[i])
+            if terminated[i] or truncated[i]:
+                finished.append(self.finish(i, final_obs[i], terminated[i]))
+        return finished
 
 
 class DemoReplay(gym.Wrapper):
@@ -697,6 +896,12 @@ def to_action(agent, actions, action_space):
     return actions
 
 
+def explained_variance(values, returns):
+    """1 - Var(R - V) / Var(R) over the rollout: 1 is a perfect critic (NaN if Var(R) = 0)."""
+    var_returns = returns.var().item()
+    return 1 - (returns - values).var().item() / var_returns if var_returns else math.nan
+
+
 def evaluate(agent, normalizer, env_id, episodes, seed, device, video_folder=None):
     """Greedy returns of `episodes` episodes, one per environment of a vector env, all at
     once; the observation statistics are frozen."""
@@ -714,32 +919,11 @@ def evaluate(agent, normalizer, env_id, episodes, seed, device, video_folder=Non
     return returns
 
 
-class EpisodeRecorder:
-    """The real episodes being played, slot by slot, kept as Demos-to-be: raw observations,
-    actions as the environment took them, rewards, and the largest value estimate seen."""
-
-    def __init__(self, num_envs):
-        self.steps = [[] for _ in range(num_envs)]
-        self.max_value = np.full(num_envs, -np.inf)
-
-    def add(self, i, obs, action, reward, value):
-        self.steps[i].append((obs, action, reward))
-        self.max_value[i] = max(self.max_value[i], value)
-
-    def finish(self, i, final_obs, terminated):
-        """The slot's finished episode as (Demo, max value); the slot starts over."""
-        obs, actions, rewards = zip(*self.steps[i])
-        demo = Demo(np.array([*obs, final_obs], dtype=np.float32), np.array(actions),
-                    np.array(rewards, dtype=np.float32), bool(terminated))
-        max_value = float(self.max_value[i])
-        self.steps[i], self.max_value[i] = [], -np.inf
-        return demo, max_value
-
-
-def record_demo(agent, normalizer, env_id, seed, device):
-    """One greedy episode of the agent as a Demo (actions as the environment took them)."""
-    env = gym.make(env_id)
-    obs, _ = env.reset(seed=seed)
+def record_demo_into(folder, agent, normalizer, args, device):
+    """One greedy episode of the agent (start state from --seed) saved as the next free
+    demo_<k>.npz in folder; returns its path, return and length."""
+    env = gym.make(args.env_id)
+    obs, _ = env.reset(seed=args.seed)
     recorder = EpisodeRecorder(1)
     terminated = truncated = False
     with torch.inference_mode():
@@ -750,96 +934,127 @@ def record_demo(agent, normalizer, env_id, seed, device):
             recorder.add(0, obs, action, reward, 0.0)
             obs = next_obs
     env.close()
-    return recorder.finish(0, obs, terminated)[0]
+    demo = recorder.finish(0, obs, terminated)[0]
+    os.makedirs(folder, exist_ok=True)
+    k = 0
+    while os.path.exists(os.path.join(folder, f"demo_{k}.npz")):
+        k += 1
+    path = os.path.join(folder, f"demo_{k}.npz")
+    save_demo(path, demo)
+    print(f"{SCRIPT}: wrote {path}: {len(demo.rewards)} steps, return {demo.episode_return:g}, "
+          f"{'terminated' if demo.terminated else 'truncated'}")
+    return {"demo_path": path, "episode_return": demo.episode_return,
+            "episode_length": len(demo.rewards)}
 
 
 class RunWriter:
-    """The run folder: config.json, episodes.csv, updates.csv as training goes (flushed,
-    so an interrupted run keeps them), demos/, then learning_curve.png and summary.json."""
-
-    EPISODE_FIELDS = ["global_step", "wall_time", "episode_return", "episode_length"]
+    """The run folder: config.json at once, episodes.csv and updates.csv row by row (flushed,
+    so an interrupted run keeps them), a progress line on the console every 2 seconds."""
 
     def __init__(self, args, device):
-        name = f"{args.env_id.replace('/', '-')}__{args.exp_name}__{args.seed}__{int(time.time())}"
-        self.path = os.path.join(args.output_dir, name)
-        suffix = 1
-        while True:
-            try:
-                os.makedirs(self.path)
-                break
-            except FileExistsError:
-                suffix += 1
-                self.path = os.path.join(args.output_dir, f"{name}-{suffix}")
-            except OSError as e:
-                fail(f"cannot create the run folder {self.path}: {e.strerror}")
-        config = {**asdict(args), "device": str(device), "versions": {
-            "torch": torch.__version__, "gymnasium": gym.__version__, "numpy": np.__version__,
-            "python": sys.version.split()[0]}}
-        self.write_json("config.json", config)
-        self.episodes = []
-        self._files = []
-        self._episode_csv = self._open_csv("episodes.csv", self.EPISODE_FIELDS)
-        self._update_csv = None
+        name = f"{run_folder_env(args.env_id)}__{args.exp_name}__{args.seed}__{int(time.time())}"
+        self.path = base = os.path.join(args.output_dir, name)
+        k = 1
+        while os.path.exists(self.path):  # two runs started in the same second
+            k += 1
+            self.path = f"{base}-{k}"
+        try:
+            os.makedirs(self.path)
+        except OSError as e:
+            fail(f"cannot create the run folder {self.path}: {e.strerror}")
+        print(f"{SCRIPT}: {args.env_id}, seed {args.seed}, device {device}")
+        write_json(os.path.join(self.path, "config.json"), {**asdict(args), "device": str(device),
+                   "versions": {"torch": torch.__version__, "gymnasium": gym.__version__,
+                                "numpy": np.__version__, "python": sys.version.split()[0]}})
+        self.start = self.last_print = time.time()
+        self.episodes, self.last20, self.files = [], deque(maxlen=20), {}
+        self.write_row("episodes.csv", None, ["global_step", "wall_time", "episode_return",
+                                              "episode_length"])
 
-    def _open_csv(self, filename, fields):
-        f = open(os.path.join(self.path, filename), "w", newline="")
-        self._files.append(f)
-        writer = csv.DictWriter(f, fieldnames=fields)
-        writer.writeheader()
+    def elapsed(self):
+        return round(time.time() - self.start, 4)
+
+    def write_row(self, filename, row, fields=None):
+        if filename not in self.files:
+            f = open(os.path.join(self.path, filename), "w", newline="")
+            self.files[filename] = (f, csv.DictWriter(f, fieldnames=fields or list(row)))
+            self.files[filename][1].writeheader()
+        f, writer = self.files[filename]
+        if row is not None:
+            writer.writerow(row)
         f.flush()
-        return f, writer
 
-    def write_json(self, filename, data):
-        with open(os.path.join(self.path, filename), "w") as f:
-            json.dump(data, f, indent=2)
+    def log_episodes(self, global_step, info, real):
+        """A row of episodes.csv for each real episode that ended at this vector step."""
+        for i in np.flatnonzero(info.get("_episode", np.zeros_like(real)) & real):
+            row = {"global_step": global_step, "wall_time": self.elapsed(),
+                   "episode_return": float(info["episode"]["r"][i]),
+                   "episode_length": int(info["episode"]["l"][i])}
+            self.episodes.append(row)
+            self.last20.append(row["episode_return"])
+            self.write_row("episodes.csv", row)
 
-    def episode(self, global_step, wall_time, episode_return, episode_length):
-        row = dict(zip(self.EPISODE_FIELDS, (global_step, round(wall_time, 4),
-                                             float(episode_return), int(episode_length))))
-        self.episodes.append(row)
-        self._episode_csv[1].writerow(row)
-
-    def update(self, row):
-        if self._update_csv is None:
-            self._update_csv = self._open_csv("updates.csv", list(row))
-        self._update_csv[1].writerow(row)
-        for f in self._files:
-            f.flush()
-
-    def save_demos(self, buffers):
-        """The reward demos as demos/demo_<k>.npz, best return first: a --demos-dir for
-        another run."""
-        folder = os.path.join(self.path, "demos")
-        os.makedirs(folder, exist_ok=True)
-        ranked = sorted(buffers.reward, key=lambda scored: -scored[0])
-        for k, (_, demo) in enumerate(ranked):
-            save_demo(os.path.join(folder, f"demo_{k}.npz"), demo)
+    def update(self, row, final=False):
+        self.write_row("updates.csv", row)
+        if time.time() - self.last_print >= 2.0 or final:
+            self.last_print = time.time()
+            print(f"step {row['global_step']:>9} | sps {row['sps']:>6} | return (last 20) "
+                  f"{f'{np.mean(self.last20):.1f}' if self.last20 else 'n/a'} | reward demos "
+                  f"{row['reward_demos']} (threshold {row['threshold']:g}) | "
+                  f"rho {row['rho']:.2f} phi {row['phi']:.2f}")
 
     def close(self):
-        for f in self._files:
+        for f, _ in self.files.values():
             f.close()
 
-    def plot(self, title):
-        """Episode return against environment steps: raw points faded, a moving average of
-        20 episodes on top."""
-        steps = np.array([e["global_step"] for e in self.episodes])
-        returns = np.array([e["episode_return"] for e in self.episodes])
-        fig = Figure(figsize=(7, 4), dpi=100)
-        ax = fig.add_subplot()
-        ax.scatter(steps, returns, s=6, alpha=0.25, color="tab:blue", label="episode return")
-        if len(returns):
-            window = min(20, len(returns))
-            smooth = np.convolve(returns, np.ones(window) / window, mode="valid")
-            ax.plot(steps[window - 1:], smooth, color="tab:blue", lw=2,
-                    label=f"mean of last {window}")
-            ax.legend(loc="lower right")
-        ax.set(xlabel="environment steps (replayed steps not counted)", ylabel="episode return",
-               title=title)
-        ax.grid(alpha=0.3)
-        fig.tight_layout()
-        path = os.path.join(self.path, "learning_curve.png")
-        fig.savefig(path)
-        return path
+
+def stop_at_non_finite_loss(summary, global_step):
+    print(f"{SCRIPT}: the loss became non-finite (NaN or inf) at step {global_step}; "
+          "stopping (try a lower --learning-rate)")
+    summary["interrupted"] = True
+
+
+def new_summary(args):
+    """summary.json's entries before the run: null where nothing is known yet."""
+    return {"algorithm": "ppod", "env_id": args.env_id, "seed": args.seed, "global_steps": 0,
+            "wall_time_s": None, "train_return_last20": None, "eval_return_mean": None,
+            "eval_return_std": None, "eval_episodes": args.eval_episodes,
+            "solved_at_step": None, "solved_at_time_s": None, "interrupted": False}
+
+
+def write_json(path, data):
+    with open(path, "w") as f:
+        json.dump(data, f, indent=2)
+
+
+def save_reward_demos(run_path, buffers):
+    """The reward demos as demos/demo_<k>.npz in the run folder, best return first: a
+    --demos-dir for another run."""
+    folder = os.path.join(run_path, "demos")
+    os.makedirs(folder, exist_ok=True)
+    for k, (_, demo) in enumerate(sorted(buffers.reward, key=lambda scored: -scored[0])):
+        save_demo(os.path.join(folder, f"demo_{k}.npz"), demo)
+
+
+def plot_curve(path, episodes, title):
+    """Episode return against environment steps: raw points faded, a moving average of 20
+    episodes on top."""
+    steps = np.array([e["global_step"] for e in episodes])
+    returns = np.array([e["episode_return"] for e in episodes])
+    fig = Figure(figsize=(7, 4), dpi=100)
+    ax = fig.add_subplot()
+    ax.scatter(steps, returns, s=6, alpha=0.25, color="tab:blue", label="episode return")
+    if len(returns):
+        window = min(20, len(returns))
+        smooth = np.convolve(returns, np.ones(window) / window, mode="valid")
+        ax.plot(steps[window - 1:], smooth, color="tab:blue", lw=2, label=f"mean of last {window}")
+        ax.legend(loc="lower right")
+    ax.set(xlabel="environment steps (replayed steps not counted)", ylabel="episode return",
+           title=title)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path)
+    return path
 
 
 def save_checkpoint(path, agent, normalizer, args):
@@ -848,8 +1063,10 @@ def save_checkpoint(path, agent, normalizer, args):
 
 
 def load_checkpoint(path, env_id):
-    """Load a model.pt safely (weights_only) and check it was made for env_id. ppo.py's
-    checkpoints have the same layout and load too."""
+    """Load a model.pt safely (weights_only) and check it was made for env_id; None without
+    a path. ppo.py's checkpoints have the same layout and load too."""
+    if path is None:
+        return None
     if not os.path.isfile(path):
         fail(f"checkpoint {path} does not exist")
     try:
@@ -867,229 +1084,43 @@ def load_checkpoint(path, env_id):
     return checkpoint
 
 
-def finish(args, run, summary, agent, normalizer, device, start, buffers=None):
+def load_weights(checkpoint, agent, normalizer, args):
+    try:
+        agent.load_state_dict(checkpoint["agent"])
+        normalizer.load_state_dict(checkpoint["obs_rms"])
+    except (RuntimeError, KeyError, AttributeError) as e:
+        fail(f"checkpoint {args.eval_checkpoint or args.record_demo_from} does not fit "
+             f"{args.env_id}'s network: {str(e).splitlines()[0]}")
+
+
+def finish(args, run, summary, agent, normalizer, device, buffers=None):
     """Evaluate greedily, save the model and the reward demos if there was training, write
     summary.json and the curve, and print the closing line. An interrupted run skips the
     evaluation."""
-    trained = buffers is not None
-    recent = [e["episode_return"] for e in run.episodes[-20:]]
-    summary["train_return_last20"] = float(np.mean(recent)) if recent else None
-    summary["wall_time_s"] = round(time.time() - start, 3)
+    summary["train_return_last20"] = float(np.mean(run.last20)) if run.last20 else None
+    summary["wall_time_s"] = round(run.elapsed(), 3)
     if args.eval_episodes and not summary["interrupted"]:
         video_folder = os.path.join(run.path, "videos") if args.capture_video else None
         returns = evaluate(agent, normalizer, args.env_id, args.eval_episodes,
                            args.seed + 100_000, device, video_folder)
         summary["eval_return_mean"] = float(returns.mean())
         summary["eval_return_std"] = float(returns.std())
-    if trained:
-        run.save_demos(buffers)
+    if buffers is not None:  # there was training
+        save_reward_demos(run.path, buffers)
         if args.save_model:
             save_checkpoint(os.path.join(run.path, "model.pt"), agent, normalizer, args)
     run.close()
-    run.write_json("summary.json", summary)
+    write_json(os.path.join(run.path, "summary.json"), summary)
     closing = f"{SCRIPT}: run folder {run.path}"
     for key in ("global_steps", "train_return_last20", "eval_return_mean", "solved_at_step"):
         value = summary[key]
         closing += f" | {key} {value:.2f}" if isinstance(value, float) else f" | {key} {value}"
-    if trained:
-        closing += f" | learning curve {run.plot(f'{SCRIPT} on {args.env_id}, seed {args.seed}')}"
+    if buffers is not None:
+        curve = plot_curve(os.path.join(run.path, "learning_curve.png"), run.episodes,
+                           f"{SCRIPT} on {args.env_id}, seed {args.seed}")
+        closing += f" | learning curve {curve}"
     print(closing)
     return summary
-
-
-# ---------------------------------------------------------------------------------------
-# Training
-# ---------------------------------------------------------------------------------------
-def main(args: Args) -> dict:
-    """Train PPO+D and return the summary. With --eval-checkpoint, evaluate a saved model
-    instead; with --record-demo-from, save one greedy episode of a saved model into
-    --demos-dir and return {"demo_path", "episode_return", "episode_length"}."""
-    check_args(args)
-    obs_shape, action_space = check_env(args.env_id)
-    checkpoint_path = args.eval_checkpoint or args.record_demo_from
-    checkpoint = demos = None
-    if checkpoint_path is not None:
-        checkpoint = load_checkpoint(checkpoint_path, args.env_id)
-        args = replace(args, hidden_size=checkpoint["args"]["hidden_size"],
-                       norm_obs=checkpoint["args"]["norm_obs"])
-    else:
-        folder = demos_folder(args)
-        demos = load_demos(folder, obs_shape, action_space)
-        if len(demos) > args.demo_capacity:
-            fail(f"--demo-capacity {args.demo_capacity} cannot hold the {len(demos)} "
-                 f"demonstrations in {folder}; raise it")
-
-    random.seed(args.seed)
-    np.random.seed(args.seed)
-    torch.manual_seed(args.seed)
-    device = torch.device("cuda" if args.cuda and torch.cuda.is_available() else "cpu")
-    if device.type == "cpu":
-        torch.set_num_threads(1)  # a 64-unit MLP runs faster without the thread pool
-    continuous = isinstance(action_space, gym.spaces.Box)
-    action_dim = action_space.shape[0] if continuous else int(action_space.n)
-    agent = Agent(obs_shape[0], action_dim, continuous, args.hidden_size).to(device)
-    normalizer = ObsNormalizer(obs_shape, args.norm_obs)
-    if checkpoint is not None:
-        try:
-            agent.load_state_dict(checkpoint["agent"])
-            normalizer.load_state_dict(checkpoint["obs_rms"])
-        except (RuntimeError, KeyError, AttributeError) as e:
-            fail(f"checkpoint {checkpoint_path} does not fit {args.env_id}'s network: "
-                 f"{str(e).splitlines()[0]}")
-    if args.record_demo_from is not None:
-        folder = demos_folder(args)
-        os.makedirs(folder, exist_ok=True)
-        k = 0
-        while os.path.exists(os.path.join(folder, f"demo_{k}.npz")):
-            k += 1
-        path = os.path.join(folder, f"demo_{k}.npz")
-        demo = record_demo(agent, normalizer, args.env_id, args.seed, device)
-        save_demo(path, demo)
-        print(f"{SCRIPT}: wrote {path}: {len(demo.rewards)} steps, return "
-              f"{demo.episode_return:g}, {'terminated' if demo.terminated else 'truncated'}")
-        return {"demo_path": path, "episode_return": demo.episode_return,
-                "episode_length": len(demo.rewards)}
-    run = RunWriter(args, device)
-    print(f"{SCRIPT}: {args.env_id}, seed {args.seed}, device {device}")
-    summary = {"algorithm": "ppod", "env_id": args.env_id, "seed": args.seed, "global_steps": 0,
-               "wall_time_s": None, "train_return_last20": None, "eval_return_mean": None,
-               "eval_return_std": None, "eval_episodes": args.eval_episodes,
-               "solved_at_step": None, "solved_at_time_s": None, "interrupted": False}
-    start = time.time()
-    if checkpoint is not None:
-        return finish(args, run, summary, agent, normalizer, device, start)
-
-    buffers = DemoBuffers(demos, args.demo_capacity, args.rho, args.phi, args.alpha, args.seed)
-    envs = make_vector_env(args.env_id, args.num_envs, buffers=buffers)
-    params = list(agent.parameters())
-    optimizer = Adam(params, lr=args.learning_rate)
-    buffer = RolloutBuffer(args.num_steps, args.num_envs, obs_shape,
-                           action_space.shape if continuous else (),
-                           torch.float32 if continuous else torch.long, device)
-    recorder = EpisodeRecorder(args.num_envs)
-    batch_size = args.num_envs * args.num_steps
-    minibatch_size = batch_size // args.num_minibatches
-    last20 = deque(maxlen=20)
-    global_step, update, last_print, solved = 0, 0, start, False
-
-    raw_obs, info = envs.reset(seed=args.seed)
-    next_obs = torch.from_numpy(normalizer(raw_obs, update=True)).to(device)
-    try:
-        while global_step < args.total_timesteps:  # the last rollout may pass the budget
-            update += 1
-            if args.anneal_lr:
-                optimizer.lr = args.learning_rate * (1 - global_step / args.total_timesteps)
-
-            # Rollout: T steps of the N slots, each playing a real episode or a replay.
-            with torch.inference_mode():
-                for step in range(args.num_steps):
-                    replayed = info.get("_demo_action", np.zeros(args.num_envs, dtype=bool))
-                    buffer.obs[step] = next_obs
-                    action, logprob, value = agent.act(next_obs)
-                    if replayed.any():  # the demo's action, taken with probability 1
-                        where = torch.from_numpy(replayed).to(device)
-                        action[where] = torch.as_tensor(info["demo_action"][replayed],
-                                                        dtype=action.dtype, device=device)
-                        logprob[where] = 0.0
-                    env_action = to_action(agent, action, action_space)
-                    obs, reward, terminated, truncated, info = envs.step(env_action)
-                    real = ~replayed
-                    global_step += int(real.sum())
-                    buffer.actions[step] = action
-                    buffer.logprobs[step] = logprob
-                    buffer.values[step] = value
-                    buffer.demo[step] = torch.from_numpy(replayed)
-                    buffer.rewards[step] = torch.from_numpy(reward)
-                    buffer.terminated[step] = torch.from_numpy(terminated)
-                    buffer.truncated[step] = torch.from_numpy(truncated)
-                    for i in np.flatnonzero(truncated):  # bootstrapped from V(final obs)
-                        buffer.final_obs[step, i] = torch.from_numpy(normalizer(info["final_obs"][i]))
-                    values = value.cpu().numpy()
-                    for i in np.flatnonzero(real):  # real episodes become demo candidates
-                        recorder.add(i, raw_obs[i], env_action[i], reward[i], values[i])
-                        if terminated[i] or truncated[i]:
-                            buffers.admit(*recorder.finish(i, info["final_obs"][i], terminated[i]))
-                    raw_obs = obs
-                    next_obs = torch.from_numpy(normalizer(obs, update=True)).to(device)
-                    if "_episode" in info:
-                        for i in np.flatnonzero(info["_episode"] & real):
-                            last20.append(info["episode"]["r"][i])
-                            run.episode(global_step, time.time() - start, info["episode"]["r"][i],
-                                        info["episode"]["l"][i])
-                        if (args.stop_at_return is not None and len(last20) == 20
-                                and np.mean(last20) >= args.stop_at_return):
-                            summary["solved_at_step"] = global_step
-                            summary["solved_at_time_s"] = round(time.time() - start, 3)
-                            solved = True
-                            break
-                buffer.last_obs.copy_(next_obs)
-            if solved:
-                break
-
-            # Update: epochs of minibatch gradient steps on the rollout, replays included.
-            with torch.no_grad():
-                advantages, returns = buffer.gae(agent.get_value, args.gamma, args.gae_lambda)
-            b_obs, b_actions = buffer.obs.flatten(0, 1), buffer.actions.flatten(0, 1)
-            b_logprobs, b_values = buffer.logprobs.flatten(), buffer.values.flatten()
-            b_advantages, b_returns = advantages.flatten(), returns.flatten()
-            approx_kls, clipfracs = [], []
-            for epoch in range(args.update_epochs):
-                epoch_kls = []
-                for idx in torch.randperm(batch_size, device=device).split(minibatch_size):
-                    newlogprob, entropy, newvalue = agent.evaluate(b_obs[idx], b_actions[idx])
-                    mb_advantages = b_advantages[idx]
-                    if args.norm_adv:
-                        mb_advantages = (mb_advantages - mb_advantages.mean()) / (mb_advantages.std() + 1e-8)
-                    loss, pg_loss, v_loss, entropy = ppo_loss(
-                        newlogprob, b_logprobs[idx], mb_advantages, newvalue, b_values[idx],
-                        b_returns[idx], entropy, args.clip_coef, args.ent_coef, args.vf_coef,
-                        args.clip_vloss)
-                    optimizer.zero_grad()
-                    loss.backward()
-                    nn.utils.clip_grad_norm_(params, args.max_grad_norm)
-                    optimizer.step()
-                    with torch.no_grad():
-                        logratio = newlogprob - b_logprobs[idx]
-                        # k3 estimator of KL(old || new): mean((ratio - 1) - log ratio)
-                        epoch_kls.append((torch.expm1(logratio) - logratio).mean())
-                        clipfracs.append(((logratio.exp() - 1).abs() > args.clip_coef).float().mean())
-                approx_kls += epoch_kls
-                if args.target_kl is not None and torch.stack(epoch_kls).mean() > args.target_kl:
-                    break
-
-            if not math.isfinite(loss.item()):
-                print(f"{SCRIPT}: the loss became NaN at step {global_step}; stopping "
-                      "(try a lower --learning-rate)")
-                summary["interrupted"] = True
-                break
-            var_returns = b_returns.var().item()
-            explained_var = 1 - (b_returns - b_values).var().item() / var_returns if var_returns else math.nan
-            now = time.time()
-            sps = int(global_step / (now - start))
-            run.update({"global_step": global_step, "wall_time": round(now - start, 4),
-                        "sps": sps, "learning_rate": optimizer.lr, "policy_loss": pg_loss.item(),
-                        "value_loss": v_loss.item(), "entropy": entropy.item(),
-                        "approx_kl": torch.stack(approx_kls).mean().item(),
-                        "clipfrac": torch.stack(clipfracs).mean().item(),
-                        "explained_variance": explained_var, "epochs": epoch + 1,
-                        "demo_fraction": buffer.demo.float().mean().item(), "rho": buffers.rho,
-                        "phi": buffers.phi, "threshold": buffers.threshold,
-                        "reward_demos": len(buffers.reward), "value_demos": len(buffers.value)})
-            if args.save_demos_every and update % args.save_demos_every == 0:
-                run.save_demos(buffers)
-            if now - last_print >= 2.0 or global_step >= args.total_timesteps:
-                last_print = now
-                recent = f"{np.mean(last20):.1f}" if last20 else "n/a"
-                print(f"step {global_step:>9} | sps {sps:>6} | return (last 20) {recent} | "
-                      f"reward demos {len(buffers.reward)} (threshold {buffers.threshold:g}) | "
-                      f"rho {buffers.rho:.2f} phi {buffers.phi:.2f}")
-    except KeyboardInterrupt:
-        print(f"{SCRIPT}: interrupted; writing what the run has so far")
-        summary["interrupted"] = True
-    finally:
-        envs.close()
-    summary["global_steps"] = global_step
-    return finish(args, run, summary, agent, normalizer, device, start, buffers)
 
 
 if __name__ == "__main__":

@@ -21,10 +21,36 @@ from conftest import (CountingEnv, check_import_is_quiet, episode_rows, interrup
 def test_centered_ranks_of_three_members():
     # [3, -1, 10]: ranks [1, 0, 2];  / (n - 1) = / 2 -> [0.5, 0, 1];  - 0.5 -> [0, -0.5, 0.5]
     assert es.centered_ranks([3.0, -1.0, 10.0]).tolist() == [0.0, -0.5, 0.5]
-    # ties by position: [2, 2, 1] ranks 1 (first 2), 2 (second 2), 0 -> [0, 0.5, -0.5]
-    assert es.centered_ranks([2.0, 2.0, 1.0]).tolist() == [0.0, 0.5, -0.5]
+    # ties share their mean rank: [2, 2, 1]: the 2s hold ranks 1 and 2 -> both 1.5; the 1 rank 0
+    # -> [1.5, 1.5, 0] / 2 - 0.5 = [0.25, 0.25, -0.5]
+    assert es.centered_ranks([2.0, 2.0, 1.0]).tolist() == [0.25, 0.25, -0.5]
     # only the order counts: an outlier changes nothing
     assert es.centered_ranks([3.0, -1.0, 1e9]).tolist() == [0.0, -0.5, 0.5]
+
+
+def test_tied_returns_share_their_mean_rank_so_a_tied_mirrored_pair_cancels():
+    # two mirrored pairs (n = 4), returns [5, 5, 3, 7]: 3 has rank 0, the two 5s ranks 1 and 2
+    # -> both 1.5, 7 rank 3; / (n - 1) = / 3 - 0.5 -> [0, 0, -0.5, 0.5]
+    shaped = es.centered_ranks([5.0, 5.0, 3.0, 7.0])
+    assert shaped.tolist() == [0.0, 0.0, -0.5, 0.5]
+    # the tied pair adds (0 - 0) * eps_a; with eps_a = [1, 2], eps_b = [-1, 0], sigma 0.5:
+    # g = ((-0.5 - 0.5) * eps_b) / (4 * 0.5) = [1, 0] / 2 = [0.5, 0]
+    eps_a, eps_b = np.array([1.0, 2.0]), np.array([-1.0, 0.0])
+    noise = np.stack([eps_a, -eps_a, eps_b, -eps_b])
+    assert es.es_gradient(shaped, noise, 0.5) == pytest.approx([0.5, 0.0])
+    # three equal values hold ranks 0, 1, 2 -> all 1; [4, 4, 4, 9] -> [1, 1, 1, 3] / 3 - 0.5
+    assert es.centered_ranks([4.0, 4.0, 4.0, 9.0]) == pytest.approx([-1 / 6, -1 / 6, -1 / 6, 0.5])
+
+
+def test_a_generation_in_which_every_member_ties_moves_theta_by_weight_decay_alone():
+    # every member scores 500: each has the mean rank 1.5 of 0..3 -> 1.5 / 3 - 0.5 = 0, so g = 0
+    assert es.centered_ranks([500.0] * 4).tolist() == [0.0] * 4
+    # SGD, lr 0.5, sigma 0.1, l2 0.02: theta <- theta + 0.5 * (0 - (0.02 / 0.1) * theta)
+    #                                         = theta - 0.1 * theta = 0.9 * [2, -4] = [1.8, -3.6]
+    strategy = es.EvolutionStrategy(np.array([2.0, -4.0]), sigma=0.1, learning_rate=0.5,
+                                    optimizer="sgd", l2_coef=0.02)
+    g = strategy.update([5, 5, 9, 9], [1.0, -1.0, 1.0, -1.0], [500.0] * 4)
+    assert g.tolist() == [0.0, 0.0] and strategy.theta == pytest.approx([1.8, -3.6])
 
 
 def test_shape_fitness_zscore_and_none():
@@ -120,13 +146,26 @@ def test_centered_ranks_and_adam_reach_the_optimum_of_a_quadratic():
     assert np.linalg.norm(strategy.theta - OPTIMUM) < 0.2  # from ||theta* - 0|| = 3.74
 
 
-def test_weight_decay_pulls_theta_towards_zero():
-    # unshaped equal returns of a mirrored pair give g = 1*eps - 1*eps = 0, so the step is lr * (0 - l2 * theta): SGD, lr 0.5, l2 0.1
-    # theta = [2, -4] - 0.5 * 0.1 * [2, -4] = [1.9, -3.8]
-    strategy = es.EvolutionStrategy(np.array([2.0, -4.0]), sigma=0.1, learning_rate=0.5,
+def test_weight_decay_pulls_theta_towards_zero(monkeypatch):
+    # unshaped equal returns of a mirrored pair give g = 1*eps - 1*eps = 0, so the SGD step is
+    # lr * (0 - (l2 / sigma) * theta); lr 0.5, l2 0.1, sigma 0.5 -> theta - 0.5 * 0.2 * theta
+    # = 0.9 * [2, -4] = [1.8, -3.6]
+    strategy = es.EvolutionStrategy(np.array([2.0, -4.0]), sigma=0.5, learning_rate=0.5,
                                     optimizer="sgd", l2_coef=0.1, fitness_shaping="none")
     g = strategy.update([5, 5], [1.0, -1.0], [1.0, 1.0])
-    assert g.tolist() == [0.0, 0.0] and strategy.theta == pytest.approx([1.9, -3.8])
+    assert g.tolist() == [0.0, 0.0] and strategy.theta == pytest.approx([1.8, -3.6])
+
+    # The authors' code leaves the 1/sigma out of its gradient, g_ref = sigma * g, and its Adam
+    # follows g_ref - l2coeff * theta. The pair eps = [1, 0] with unshaped returns [3, 1],
+    # sigma 0.5: g = (3 - 1) * [1, 0] / (2 * 0.5) = [2, 0], g_ref = [1, 0]. At theta = [6, -4]
+    # with l2 0.25: g_ref - 0.25 * theta = [1 - 1.5, 0 + 1] = [-0.5, 1], and the first Adam step
+    # is lr * sign = 0.5 * [-1, 1] -> theta = [5.5, -3.5]. (Decay without the 1/sigma would
+    # follow g - 0.25 * theta = [0.5, 1] and step to [6.5, -3.5].)
+    monkeypatch.setattr(es, "member_noise", lambda seed, dim: np.array([1.0, 0.0]))
+    strategy = es.EvolutionStrategy(np.array([6.0, -4.0]), sigma=0.5, learning_rate=0.5,
+                                    l2_coef=0.25, fitness_shaping="none")
+    g = strategy.update([7, 7], [1.0, -1.0], [3.0, 1.0])
+    assert g.tolist() == [2.0, 0.0] and strategy.theta == pytest.approx([5.5, -3.5])
 
 
 def test_adam_first_step_moves_each_parameter_by_the_learning_rate():
@@ -214,20 +253,23 @@ def test_worker_replicas_play_and_update_like_the_main_process():
                                     learning_rate=0.05)
     env = es.make_env(env_id)
     tasks = [(11, 1.0, [5]), (11, -1.0, [5]), (12, 1.0, [6, 7]), (0, 0.0, [8])]
+    obs_stats = (np.array([0.1, 0.0, -0.1, 0.0]), np.array([1.0, 2.0, 1.0, 2.0]))
     workers = es.Workers(2, env_id, policy, strategy)
     try:
-        last = None
         for _ in range(3):  # three generations: the replicas follow the main process's updates
-            workers.start_generation(last, None, float(np.linalg.norm(strategy.theta)))
-            theirs = workers.play(tasks)
-            mine = [es.play_task(env, policy, strategy, None, task) for task in tasks]
-            assert theirs == mine and len(theirs[2][0]) == 2
+            theirs = workers.play(tasks, obs_stats)
+            mine = [es.play_task(env, policy, strategy, obs_stats, task) for task in tasks]
+            assert [r[:2] for r in theirs] == [r[:2] for r in mine] and len(theirs[2][0]) == 2
+            for (_, _, their_moments), (_, _, my_moments) in zip(theirs[:3], mine[:3]):
+                assert all(np.array_equal(a, b) for a, b in zip(their_moments, my_moments))
+            assert theirs[3][2] is None  # theta's own observations are not recorded
             returns = [np.mean(r) for r, _, _ in mine[:2]]
-            last = ([11, 11], [1.0, -1.0], returns)
-            strategy.update(*last)
-        strategy.theta += 1e-9  # a replica that missed an update is noticed
+            strategy.update([11, 11], [1.0, -1.0], returns)
+            workers.update([11, 11], [1.0, -1.0], returns)
+        strategy.update([11, 11], [1.0, -1.0], [0.0, 1.0])
+        strategy.theta += 1e-9  # a replica that drifted from the main process is noticed
         with pytest.raises(RuntimeError, match="copy of theta differs"):
-            workers.start_generation(None, None, float(np.linalg.norm(strategy.theta)))
+            workers.update([11, 11], [1.0, -1.0], [0.0, 1.0])
     finally:
         workers.close()
     assert not any(p.is_alive() for p in workers.processes)
@@ -304,6 +346,36 @@ def test_discrete_smoke_run_with_workers_writes_every_file_and_its_model_evaluat
                                 seed=summary["seed"], output_dir=str(tmp_path / "eval")))
     assert evaluated["eval_return_mean"] == summary["eval_return_mean"]  # same theta, same seeds
     assert evaluated["global_steps"] == 0
+
+
+def test_an_environment_of_your_own_module_trains_with_workers_and_evaluates(
+        tmp_path, check_run_folder, fresh_env_module, monkeypatch):
+    # my_envs is unloaded and its ids unregistered: es.py imports it, and the forked workers
+    # inherit the registration. GridWorld-v0 gives -1 a step, cut at 20 steps.
+    monkeypatch.setattr(es, "available_cores", lambda: 2)
+    args = es.Args(env_id=f"{fresh_env_module}:GridWorld-v0", total_timesteps=100,
+                   population_size=4, num_workers=2, eval_episodes=1, save_model=True,
+                   output_dir=str(tmp_path / "train"))
+    summary = es.main(args)
+    path, episodes, _ = check_run_folder(summary, args.output_dir, "es", model=True)
+    assert os.path.basename(path).startswith("my_envs-GridWorld-v0__es__1__")
+    assert summary["env_id"] == "my_envs:GridWorld-v0" and len(episodes) % 4 == 0
+    assert all(float(e["episode_return"]) == -int(e["episode_length"]) <= -6 for e in episodes)
+    evaluated = es.main(es.Args(env_id="my_envs:GridWorld-v0", eval_episodes=1,
+                                eval_checkpoint=os.path.join(path, "model.pt"),
+                                output_dir=str(tmp_path / "eval")))
+    assert evaluated["eval_return_mean"] == summary["eval_return_mean"]
+
+
+@pytest.mark.parametrize("env_id, message", [
+    ("no_such_module:GridWorld-v0", "cannot import module 'no_such_module' of --env-id "
+     "no_such_module:GridWorld-v0: ModuleNotFoundError"),
+    ("my_envs:GridWorld-v9", "unknown environment id 'my_envs:GridWorld-v9': module my_envs "
+     "registers no environment GridWorld-v9; did you mean my_envs:GridWorld-v0"),
+])
+def test_a_module_that_cannot_be_imported_or_lacks_the_id_is_bad_input(
+        env_id, message, check_usage_error, fresh_env_module):
+    check_usage_error("es.py", ["--env-id", env_id], message)
 
 
 def test_continuous_smoke_run_with_every_option(tmp_path, check_run_folder):

@@ -1,6 +1,7 @@
 """Tests of mappo.py: GAE, the losses with active masks and value normalization by hand, the
-EP and FP buffers, agents that are done before their environment, heterogeneous agents,
-runs end to end, bad input, determinism."""
+EP and AS buffers, agents that are done before their environment, what the training loop
+passes to the loss, heterogeneous agents, your own environment, runs end to end, bad input,
+determinism."""
 import math
 import os
 
@@ -11,6 +12,7 @@ import torch
 
 import mappo
 from conftest import check_import_is_quiet, interrupt_on_call, read_csv, same_seed_episodes
+from my_envs import TeamEnv
 
 
 def approx(expected):
@@ -52,7 +54,7 @@ def test_gae_ep_one_value_per_environment_with_a_truncation_and_a_termination():
     assert same(ret, [[2.25, 1.6875], [2, 1.75], [2.5, 1]])
 
 
-def test_gae_fp_one_value_per_agent_with_a_truncation_and_an_agent_terminated_early():
+def test_gae_as_one_value_per_agent_with_a_truncation_and_an_agent_terminated_early():
     # [T=3, N=2, A=2]. Environment 0: both agents truncated at t = 1. Environment 1: agent 0
     # terminates at t = 1 while agent 1 goes on (agent 0's t = 2 is inactive: reward 0, its
     # value 9 is garbage that the active mask leaves out of the loss).
@@ -77,6 +79,41 @@ def test_gae_fp_one_value_per_agent_with_a_truncation_and_an_agent_terminated_ea
 def test_team_reward_is_the_mean_over_the_agents_that_acted():
     # env 0: (1 + 2)/2 = 1.5;  env 1: agent 1 is done, so only agent 0's 1 counts
     assert mappo.team_reward(t([1, 2], [1, 5]), t([1, 1], [1, 0])).tolist() == [1.5, 1.0]
+
+
+def test_critic_step_reduces_the_agents_flags_to_what_each_critic_learns():
+    # N = 3 copies, A = 2 agents, one lock-step. Copy 0: both act, nothing ends. Copy 1:
+    # agent 1 had finished before (inactive), agent 0 is truncated now: the episode ends.
+    # Copy 2: agent 0 terminates while agent 1 goes on: the episode does not end.
+    rewards, active = t([1, 3], [2, 0], [4, 6]), t([1, 1], [1, 0], [1, 1])
+    terminated = torch.tensor([[False, False], [False, False], [True, False]])
+    truncated = torch.tensor([[False, False], [True, False], [False, False]])
+    episode_end = torch.tensor([False, True, False])
+    # EP: team rewards (1 + 3)/2 = 2, 2/1 = 2, (4 + 6)/2 = 5; only copy 1's episode ended,
+    # and by truncation; copy 2's agent 0 terminating ends nothing for the team's value
+    r, term, trunc = mappo.critic_step(rewards, terminated, truncated, active, episode_end, "ep")
+    assert r.tolist() == [2, 2, 5]
+    assert term.tolist() == [False, False, False] and trunc.tolist() == [False, True, False]
+    # an episode whose last agent terminates is terminated for the team
+    _, term, trunc = mappo.critic_step(rewards, truncated, terminated, active, episode_end, "ep")
+    assert term.tolist() == [False, True, False] and trunc.tolist() == [False, False, False]
+    # AS: each agent keeps its own flags; the team reward for the agents that acted
+    r, term, trunc = mappo.critic_step(rewards, terminated, truncated, active, episode_end, "as")
+    assert r.tolist() == [[2, 2], [2, 0], [5, 5]]
+    assert torch.equal(term, terminated) and torch.equal(trunc, truncated)
+    r, _, _ = mappo.critic_step(rewards, terminated, truncated, active, episode_end, "as",
+                                per_agent_reward=True)
+    assert r.tolist() == [[1, 3], [2, 0], [4, 6]]
+
+
+def test_explained_variance_by_hand_over_the_masked_entries():
+    # returns [1, 2, 3, (100)], values [1, 1, 1, (0)], the fourth entry masked out:
+    #   Var(R) = ((1-2)^2 + 0 + (3-2)^2)/2 = 1;  R - V = [0, 1, 2]: Var = 1 as well -> 1 - 1 = 0
+    #   values [1, 2, 2]: R - V = [0, 0, 1], mean 1/3, Var = (1/9 + 1/9 + 4/9)/2 = 1/3 -> 2/3
+    returns, mask = t(1, 2, 3, 100), t(1, 1, 1, 0)
+    assert mappo.explained_variance(t(1, 1, 1, 0), returns, mask) == approx(0.0)
+    assert mappo.explained_variance(t(1, 2, 2, 0), returns, mask) == approx(2 / 3)
+    assert math.isnan(mappo.explained_variance(t(0, 0, 0, 0), t(5, 5, 5, 1), mask))
 
 
 # ---------------------------------------------------------------------------------------
@@ -116,7 +153,7 @@ def test_mappo_loss_by_hand_leaves_out_inactive_agents():
     assert v_loss.item() == approx(0.445) and loss.item() == approx(-0.049167)
 
 
-def test_fp_value_loss_leaves_out_inactive_agents():
+def test_as_value_loss_leaves_out_inactive_agents():
     # value_mask [[1, 1], [1, 0]]: squared errors 1, 0, 0 count, the inactive 100^2 does not
     # L_v = 0.5*(1 + 0 + 0)/3 = 1/6
     inputs = {**LOSS_INPUTS, "newvalue": t([1, 2], [3, 100]), "oldvalue": t([1, 2], [3, 100]),
@@ -128,6 +165,15 @@ def test_fp_value_loss_leaves_out_inactive_agents():
 # ---------------------------------------------------------------------------------------
 # Value normalization by hand
 # ---------------------------------------------------------------------------------------
+def test_value_norm_floors_the_variance_at_0_01():
+    # after a batch of constant returns the variance is 0; floored at 0.01 (HARL's floor) the
+    # std is 0.1, so a return 0.1 above the mean normalizes to 0.1/0.1 = 1 (not 0.1/1e-4)
+    norm = mappo.ValueNorm(enabled=True)
+    norm.update(t(2, 2, 2))
+    assert norm.normalize(t(2.1)).item() == approx(1.0)
+    assert norm.denormalize(t(1.0)).item() == approx(2.1)
+
+
 def test_value_norm_update_normalize_denormalize():
     norm = mappo.ValueNorm(enabled=True)
     assert norm.normalize(torch.tensor(3.0)).item() == approx(3.0)  # mean 0, var 1 at first
@@ -152,14 +198,14 @@ def test_value_norm_update_normalize_denormalize():
 # ---------------------------------------------------------------------------------------
 # The critic's two kinds of state and the buffers
 # ---------------------------------------------------------------------------------------
-def test_critic_input_ep_is_the_state_fp_adds_own_obs_and_id():
+def test_critic_input_ep_is_the_state_as_adds_own_obs_and_id():
     state, obs = t([7, 8]), t([[1, 0], [2, 3]])  # N = 1, S = 2, A = 2, D = 2
     assert mappo.critic_input(state, obs, "ep").tolist() == [[7, 8]]
-    assert mappo.critic_input(state, obs, "fp").tolist() == [[[7, 8, 1, 0, 1, 0],
+    assert mappo.critic_input(state, obs, "as").tolist() == [[[7, 8, 1, 0, 1, 0],
                                                               [7, 8, 2, 3, 0, 1]]]
 
 
-@pytest.mark.parametrize("critic_state, critic_shape", [("ep", (4, 2)), ("fp", (4, 2, 3))])
+@pytest.mark.parametrize("critic_state, critic_shape", [("ep", (4, 2)), ("as", (4, 2, 3))])
 def test_buffer_shapes(critic_state, critic_shape):
     # T = 4, N = 2, A = 3 agents, D = 5, K = 6 actions, critic input 7 wide
     b = mappo.RolloutBuffer(4, 2, 3, 5, 6, critic_state, 7, "cpu")
@@ -243,30 +289,32 @@ def relay(monkeypatch):
 
 def test_a_done_agent_is_inactive_until_its_environment_resets(relay):
     assert relay == {"agents": ["short", "long"], "obs_dims": [1, 2], "action_counts": [2, 3],
-                     "state_dim": 2}
+                     "state_dim": 2, "has_state": True}
     envs = mappo.LockstepEnvs("simple_v3", 1, relay, max_cycles=3)
     obs, state, avail, active = envs.reset(seed=0)
     # padding: short's action 2 does not exist; long's action 0 is masked by the env
     assert avail.tolist() == [[[True, True, False], [False, True, True]]]
     assert active.tolist() == [[True, True]]
-    obs, state, avail, active, rewards, terminated, truncated, final_obs, final_state, ended = \
-        envs.step(np.array([[1, 2]]))
-    assert rewards.tolist() == [[1, 2]] and terminated.tolist() == [[True, False]]
-    assert final_obs[0, 0].tolist() == [1, 0] and final_state.tolist() == [[1, 10]]
-    assert active.tolist() == [[False, True]] and obs[0, 0].tolist() == [0, 0] and not ended
+    out = envs.step(np.array([[1, 2]]))
+    assert out.rewards.tolist() == [[1, 2]] and out.terminated.tolist() == [[True, False]]
+    assert out.final_obs[0, 0].tolist() == [1, 0] and out.final_state.tolist() == [[1, 10]]
+    assert out.final_obs[0, 1].tolist() == [0, 0]  # long goes on: no final observation
+    assert out.active.tolist() == [[False, True]] and out.obs[0, 0].tolist() == [0, 0]
+    assert not out.episodes and out.ended.tolist() == [False]
     out = envs.step(np.array([[1, 1]]))
-    assert out[4].tolist() == [[0, 2]] and out[3].tolist() == [[False, True]]
+    assert out.rewards.tolist() == [[0, 2]] and out.active.tolist() == [[False, True]]
     assert Relay.sent[-1] == {"long": 1}  # nothing is sent for the done agent
-    obs, state, _, active, rewards, terminated, truncated, final_obs, final_state, ended = \
-        envs.step(np.array([[0, 2]]))
-    assert truncated.tolist() == [[False, True]] and final_state.tolist() == [[3, 30]]
+    out = envs.step(np.array([[0, 2]]))
+    assert out.truncated.tolist() == [[False, True]] and out.final_state.tolist() == [[3, 30]]
     # the episode: short 1, long 2 + 2 + 2 = 6, mean per-agent (1 + 6)/2 = 3.5 over 3 steps
-    assert ended == [(0, 3.5, 3)]
-    assert active.tolist() == [[True, True]] and state.tolist() == [[0, 0]]  # reset
+    assert out.episodes == [(0, 3.5, 3)] and out.ended.tolist() == [True]
+    assert out.active.tolist() == [[True, True]] and out.state.tolist() == [[0, 0]]  # reset
 
 
-@pytest.mark.parametrize("critic_state", ["ep", "fp"])
-def test_the_buffers_store_active_masks_rewards_and_ends(relay, critic_state, tmp_path, monkeypatch):
+@pytest.mark.parametrize("critic_state, per_agent_reward", [("ep", False), ("as", False),
+                                                            ("as", True)])
+def test_the_buffers_store_active_masks_rewards_and_ends(relay, critic_state, per_agent_reward,
+                                                         tmp_path, monkeypatch):
     # One copy, T = 4: steps 0-2 are the first episode (short done after step 0), step 3
     # the next episode's first.
     stored = []
@@ -274,8 +322,8 @@ def test_the_buffers_store_active_masks_rewards_and_ends(relay, critic_state, tm
     monkeypatch.setattr(mappo.RolloutBuffer, "gae",
                         lambda self, *a: stored.append(self) or original(self, *a))
     mappo.main(mappo.Args(env_id="simple_v3", critic_state=critic_state, num_envs=1,
-                          num_steps=4, total_timesteps=4, eval_episodes=0,
-                          output_dir=str(tmp_path)))
+                          per_agent_reward=per_agent_reward, num_steps=4, total_timesteps=4,
+                          eval_episodes=0, output_dir=str(tmp_path)))
     (b,) = stored
     assert b.active.squeeze(1).tolist() == [[1, 1], [0, 1], [0, 1], [1, 1]]
     assert not (b.avail[:, 0, 0, 2] | b.avail[:, 0, 1, 0]).any()  # padding, env mask
@@ -287,8 +335,11 @@ def test_the_buffers_store_active_masks_rewards_and_ends(relay, critic_state, tm
         assert not b.terminated.any()  # the episode ended by long's truncation
         assert b.final_critic[2, 0].tolist() == [3, 30]
         assert b.critic_obs[:, 0].tolist() == [[0, 0], [1, 10], [2, 20], [0, 0]]
-    else:
+    elif per_agent_reward:
         assert b.rewards.squeeze(1).tolist() == [[1, 2], [0, 2], [0, 2], [1, 2]]
+    else:  # the team reward for each agent that acted, as in EP; 0 for done short
+        assert b.rewards.squeeze(1).tolist() == [[1.5, 1.5], [0, 2], [0, 2], [1.5, 1.5]]
+    if critic_state == "as":
         # short terminates after the first step of each episode
         assert b.terminated.squeeze(1).tolist() == [[True, False], [False] * 2, [False] * 2, [True, False]]
         assert b.truncated.squeeze(1).tolist() == [[False] * 2, [False] * 2, [False, True], [False] * 2]
@@ -303,13 +354,14 @@ def test_truncation_at_max_cycles_keeps_the_true_final_state():
     envs = mappo.LockstepEnvs("simple_spread_v3", 2, spec, max_cycles=2)
     envs.reset(seed=0)
     envs.step(np.zeros((2, 3), dtype=np.int64))
-    obs, state, _, _, _, terminated, truncated, final_obs, final_state, ended = \
-        envs.step(np.zeros((2, 3), dtype=np.int64))
-    assert truncated.all() and not terminated.any() and [e[2] for e in ended] == [2, 2]
+    out = envs.step(np.zeros((2, 3), dtype=np.int64))
+    assert out.truncated.all() and not out.terminated.any()
+    assert [e[2] for e in out.episodes] == [2, 2] and out.ended.all()
     # MPE's state is the agents' observations joined: the final state is the final
     # observations', not the next episode's first state
-    assert np.allclose(final_state, final_obs.reshape(2, -1))
-    assert np.allclose(state, obs.reshape(2, -1)) and not np.allclose(state, final_state)
+    assert np.allclose(out.final_state, out.final_obs.reshape(2, -1))
+    assert np.allclose(out.state, out.obs.reshape(2, -1))
+    assert not np.allclose(out.state, out.final_state)
 
 
 def test_runs_of_nearby_seeds_do_not_share_start_states():
@@ -318,6 +370,134 @@ def test_runs_of_nearby_seeds_do_not_share_start_states():
     starts = [mappo.LockstepEnvs("simple_spread_v3", 2, spec, 25).reset(seed)[1] for seed in (1, 2, 1)]
     assert np.array_equal(starts[0], starts[2])  # the same seed: the same start
     assert not np.allclose(starts[0][1], starts[1][0]) and not np.allclose(starts[0], starts[1])
+
+
+# ---------------------------------------------------------------------------------------
+# What the loop passes to the loss (the glue), on Relay with a critic whose value is the
+# step counter k of its input (state [k, 10k] first): with gamma = lambda = 1 the returns
+# are sums of rewards, known by hand. One copy, T = 4: steps 0-2 are the first episode
+# (short done after step 0, long truncated after step 2 with a final state worth 3), step 3
+# the next episode's first, after which the state is worth 1.
+# ---------------------------------------------------------------------------------------
+class StepCritic(torch.nn.Module):
+    """A critic whose value is the first feature of its input (Relay's step counter k)."""
+
+    def __init__(self, critic_dim, *args):
+        super().__init__()
+        self.critic_dim, self.unused = critic_dim, torch.nn.Parameter(torch.zeros(()))
+
+    def forward(self, x):
+        return x[..., 0] + 0 * self.unused
+
+
+@pytest.fixture
+def loss_spy(relay, tmp_path, monkeypatch):
+    """run(**flags) trains one update on Relay with StepCritic, the minibatch rows in
+    rollout order, and returns the keyword arguments of the first mappo_loss call."""
+    calls = []
+    original = mappo.mappo_loss
+    monkeypatch.setattr(mappo, "Critic", StepCritic)
+    monkeypatch.setattr(torch, "randperm", lambda n, **kwargs: torch.arange(n))
+    monkeypatch.setattr(mappo, "mappo_loss", lambda *args, **kwargs: calls.append(
+        dict(zip(LOSS_ARGS, args), **kwargs)) or original(*args, **kwargs))
+
+    def run(**flags):
+        mappo.main(mappo.Args(env_id="simple_v3", num_envs=1, num_steps=4, total_timesteps=4,
+                              gamma=1.0, gae_lambda=1.0, eval_episodes=0, update_epochs=1,
+                              output_dir=str(tmp_path), **flags))
+        return calls[0]
+    return run
+
+
+LOSS_ARGS = ("newlogprob", "oldlogprob", "advantages", "active", "newvalue", "oldvalue",
+             "returns", "value_mask", "entropy")
+ACTIVE = [[1, 1], [0, 1], [0, 1], [1, 1]]  # short is done during steps 1 and 2
+
+
+def test_the_ep_update_gets_the_active_mask_and_normalized_targets(loss_spy):
+    # team rewards [1.5, 2, 2, 1.5]; returns [1.5 + 7, 2 + 5, 2 + 3, 1.5 + 1] = [8.5, 7, 5, 2.5]
+    # (step 2 bootstraps from its final state's 3, step 3 from the next state's 1)
+    # mean 5.75, variance (2.75^2 + 1.25^2 + 0.75^2 + 3.25^2)/4 = 20.25/4, std 2.25:
+    #   targets [2.75, 1.25, -0.75, -3.25]/2.25 = [1.222222, 0.555556, -0.333333, -1.444444]
+    got = loss_spy()
+    assert got["active"].tolist() == ACTIVE and got["value_mask"].tolist() == [1, 1, 1, 1]
+    assert same(got["returns"], [2.75 / 2.25, 1.25 / 2.25, -0.75 / 2.25, -3.25 / 2.25])
+    assert got["oldvalue"].tolist() == [0, 1, 2, 0]  # V = k of each step's state
+
+
+def test_the_as_update_masks_inactive_agents_out_of_the_values_and_their_statistics(loss_spy):
+    # AS, team reward: short gets 1.5 at steps 0 and 3 (terminated both times: return 1.5)
+    # and 0 while done; its returns at the done steps 1 and 2 run on into the next episode:
+    # 0 + 1.5 = 1.5 each. long: the EP returns [8.5, 7, 5, 2.5].
+    # Value-norm statistics over the 6 active entries 1.5, 8.5, 7, 5, 1.5, 2.5 only:
+    #   mean 26/6 = 13/3; deviations (in sixths) -17, 25, 16, 4, -17, -11:
+    #   variance (289 + 625 + 256 + 16 + 289 + 121)/36/6 = 1596/216 = 7.388889, std 2.718251
+    #   (over all 8 entries the mean would be 29/8 = 3.625)
+    #   targets: short (1.5 - 13/3)/2.718251 = -17/6/2.718251 = -1.042337 at steps 0 and 3,
+    #   long [25/6, 16/6, 4/6, -11/6]/2.718251 = [1.532848, 0.981023, 0.245256, -0.674453]
+    got = loss_spy(critic_state="as")
+    assert got["active"].tolist() == ACTIVE and got["value_mask"].tolist() == ACTIVE
+    short, long = got["returns"][:, 0], got["returns"][:, 1]
+    assert same(short[[0, 3]], [-1.042337, -1.042337])
+    assert same(long, [1.532848, 0.981023, 0.245256, -0.674453])
+
+
+def test_explained_variance_uses_the_statistics_the_values_were_made_with(loss_spy, tmp_path):
+    # EP: the returns [8.5, 7, 5, 2.5] of the test above (mean 5.75), the values V = k =
+    # [0, 1, 2, 0], made while the value norm still had mean 0 and std 1 (in return units
+    # the same numbers):
+    #   errors R - V = [8.5, 6, 3, 2.5] (mean 5); sums of squared deviations:
+    #   errors 3.5^2 + 1^2 + 2^2 + 2.5^2 = 23.5, returns 2.75^2 + 1.25^2 + 0.75^2 + 3.25^2 = 20.25
+    #   explained variance = 1 - 23.5/20.25 = -0.160494
+    # (read with the statistics after the update, mean 5.75 and std 2.25, V would be
+    # [5.75, 8, 10.25, 5.75], and the figure -0.743056)
+    loss_spy()
+    (row,) = read_csv(next(tmp_path.glob("*/updates.csv")))
+    assert float(row["explained_variance"]) == approx(1 - 23.5 / 20.25)
+
+
+# ---------------------------------------------------------------------------------------
+# Your own environment: module:function (tests/my_envs.py's team_env has no state())
+# ---------------------------------------------------------------------------------------
+class BoxActions(TeamEnv):
+    """TeamEnv with continuous actions, which mappo.py refuses."""
+
+    def action_space(self, agent):
+        return gym.spaces.Box(0.0, 1.0, (1,))
+
+
+def box_actions_env():
+    return BoxActions()
+
+
+def aec_env():
+    """An AEC environment where a parallel one is needed."""
+    from mpe2 import simple_v3
+    return simple_v3.raw_env()
+
+
+def test_team_env_without_state_gets_the_observations_joined(fresh_env_module):
+    spec = mappo.check_env(mappo.Args(env_id="my_envs:team_env"))
+    assert spec == {"agents": ["a", "b"], "obs_dims": [1, 1], "action_counts": [2, 2],
+                    "state_dim": 2, "has_state": False}
+    envs = mappo.LockstepEnvs("my_envs:team_env", 1, spec, max_cycles=25)
+    assert envs.reset(seed=0)[1].tolist() == [[0, 0]]
+    for _ in range(2):
+        out = envs.step(np.array([[0, 1]]))  # b walks to 2
+    out = envs.step(np.array([[1, 1]]))  # a to 1, b to 3: b is done
+    assert out.terminated.tolist() == [[False, True]] and out.final_state.tolist() == [[1, 3]]
+    assert out.state.tolist() == [[1, 0]] and out.active.tolist() == [[True, False]]
+
+
+def test_smoke_run_on_your_own_environment(fresh_env_module, tmp_path, check_run_folder):
+    summary = mappo.main(mappo.Args(env_id="my_envs:team_env", critic_state="as",
+                                    eval_episodes=2, save_model=True,
+                                    output_dir=str(tmp_path), **TINY))
+    _, episodes, _ = check_run_folder(summary, tmp_path, "mappo", model=True)
+    # a is truncated after 5 steps in every episode (b may finish earlier): 2 copies x 60/2
+    # steps / 5 = 12 episodes of 5 steps
+    assert summary["env_id"] == "my_envs:team_env" and len(episodes) == 12
+    assert {e["episode_length"] for e in episodes} == {"5"}
 
 
 # ---------------------------------------------------------------------------------------
@@ -341,9 +521,9 @@ def test_shared_actor_pads_observations_and_masks_missing_actions():
     assert per_agent.logits(obs, avail).shape == (500, 2, 2, 5)
 
 
-def test_heterogeneous_agents_train_with_one_actor_each_fp_and_layer_norm(tmp_path, check_run_folder):
+def test_heterogeneous_agents_train_with_one_actor_each_as_and_layer_norm(tmp_path, check_run_folder):
     summary = mappo.main(mappo.Args(env_id="simple_speaker_listener_v4", share_actor=False,
-                                    critic_state="fp", layer_norm=True, num_envs=2, num_steps=25,
+                                    critic_state="as", layer_norm=True, num_envs=2, num_steps=25,
                                     total_timesteps=100, eval_episodes=2, save_model=True,
                                     output_dir=str(tmp_path)))
     path, _, _ = check_run_folder(summary, tmp_path, "mappo", model=True)
@@ -359,7 +539,7 @@ def test_heterogeneous_agents_train_with_one_actor_each_fp_and_layer_norm(tmp_pa
 TINY = dict(num_envs=2, num_steps=10, max_cycles=5, total_timesteps=60)
 
 
-@pytest.mark.parametrize("critic_state", ["ep", "fp"])
+@pytest.mark.parametrize("critic_state", ["ep", "as"])
 def test_smoke_run_writes_every_file_and_its_model_evaluates(critic_state, tmp_path, check_run_folder):
     summary = mappo.main(mappo.Args(critic_state=critic_state, eval_episodes=2, save_model=True,
                                     output_dir=str(tmp_path / "train"), **TINY))
@@ -383,7 +563,7 @@ def test_stop_at_return_stops_and_records_when(tmp_path):
 
 
 def test_interrupted_run_keeps_its_data(tmp_path, monkeypatch):
-    monkeypatch.setattr(mappo.Adam, "step", interrupt_on_call(12, mappo.Adam.step))
+    monkeypatch.setattr(torch.optim.Adam, "step", interrupt_on_call(12, torch.optim.Adam.step))
     summary = mappo.main(mappo.Args(save_model=True, output_dir=str(tmp_path), **TINY))
     (path,) = tmp_path.iterdir()
     assert summary["interrupted"] is True and summary["eval_return_mean"] is None
@@ -400,7 +580,7 @@ def test_nan_loss_stops_cleanly(tmp_path, monkeypatch):
     assert (next(tmp_path.iterdir()) / "summary.json").exists()
 
 
-@pytest.mark.parametrize("critic_state", ["ep", "fp"])
+@pytest.mark.parametrize("critic_state", ["ep", "as"])
 def test_same_seed_gives_the_same_episodes(critic_state, tmp_path):
     rows = same_seed_episodes(lambda out: mappo.main(mappo.Args(
         critic_state=critic_state, eval_episodes=0, output_dir=out,
@@ -434,8 +614,17 @@ def bad_checkpoints(tmp_path):
     (["--env-id", "foo"], "the MPE tasks are collect_treasure_v1, simple_formation_v1"),
     (["--env-id", "CartPole-v1"], "CartPole-v1 is a single-agent Gymnasium environment; use ppo.py"),
     (["--env-id", "simple_tag_v3"], "simple_tag_v3 is a competitive MPE task"),
-    (["--continuous-actions"], "has a Box action space (--continuous-actions); mappo.py's "
-     "actors are categorical"),
+    (["--env-id", "test_mappo:box_actions_env"], "test_mappo:box_actions_env's agent a has a "
+     "Box action space; mappo.py's actors are categorical"),
+    (["--env-id", "no_such_module:team_env"], "cannot import module no_such_module"),
+    (["--env-id", "my_envs:team_envs"], "module my_envs has no team_envs; pass module:function, "
+     "a function that returns a PettingZoo parallel environment (did you mean team_env"),
+    (["--env-id", "my_envs:NOT_AN_ENV"], "my_envs:NOT_AN_ENV is not a function (it is of type int)"),
+    (["--env-id", "my_envs:GridWorld-v0"], "GridWorld-v0 is a single-agent Gymnasium "
+     "environment; use ppo.py"),
+    (["--env-id", "test_mappo:aec_env"], "test_mappo:aec_env gives a raw_env, not a PettingZoo "
+     "parallel environment"),
+    (["--per-agent-reward"], "--per-agent-reward needs --critic-state as"),
     (["--num-envs", "3", "--num-steps", "5", "--num-minibatches", "4"],
      "num_envs*num_steps = 15 is not divisible by --num-minibatches 4"),
     (["--num-envs", "0"], "--num-envs must be positive"),
@@ -450,13 +639,14 @@ def bad_checkpoints(tmp_path):
      "pass --env-id simple_reference_v3"),
     (["--eval-checkpoint", "misfit"], "does not fit simple_spread_v3's networks"),
 ])
-def test_bad_input_is_one_line_and_exit_status_2(argv, message, check_usage_error, bad_checkpoints):
+def test_bad_input_is_one_line_and_exit_status_2(argv, message, check_usage_error, bad_checkpoints,
+                                                 fresh_env_module):
     check_usage_error("mappo.py", [bad_checkpoints.get(a, a) for a in argv], message)
 
 
 def test_help_lists_the_flags_with_their_docstrings(check_help):
     check_help("mappo.py", ("--cuda", "--no-cuda", "--critic-state", "--no-share-actor",
-                            "--value-norm", "--max-cycles", "--num-envs"),
+                            "--value-norm", "--max-cycles", "--num-envs", "--per-agent-reward"),
                ("lambda of GAE", "ep = env.state(), team reward"))
 
 
@@ -469,3 +659,4 @@ def test_capture_video_records_each_evaluation_episode(tmp_path):
                           **{**TINY, "max_cycles": 3}))
     videos = sorted(p.name for p in tmp_path.glob("*/videos/*.mp4"))
     assert videos == ["eval-0-episode-0.mp4", "eval-1-episode-0.mp4"]
+

@@ -8,7 +8,7 @@ import torch
 
 import ppo
 from conftest import (approx, check_import_is_quiet, interrupt_on_call, read_csv,
-                      same_seed_episodes)
+                      run_folder_env, same_seed_episodes, tensor)
 
 
 def column(*values):
@@ -121,7 +121,7 @@ def test_vtrace_on_policy_with_unit_clips_equals_gae_with_lambda_one():
 
 
 # ---------------------------------------------------------------------------------------
-# The loss and the optimizer
+# The loss
 # ---------------------------------------------------------------------------------------
 def test_ppo_loss_by_hand():
     # ratio = [1.5, 0.9], advantages [1, -1], clip 0.2 -> clip(ratio) = [1.2, 0.9]
@@ -148,24 +148,6 @@ def test_ppo_loss_by_hand():
     assert v_loss.item() == approx(0.445) and loss.item() == approx(0.0675)
 
 
-def test_adam_matches_torch_optim_adam():
-    torch.manual_seed(0)
-    mine, reference = (ppo.Agent(3, 2, continuous=True) for _ in range(2))
-    reference.load_state_dict(mine.state_dict())
-    opt_mine = ppo.Adam(mine.parameters(), lr=1e-2)
-    opt_ref = torch.optim.Adam(reference.parameters(), lr=1e-2, eps=1e-5)
-    obs, actions = torch.randn(16, 3), torch.randn(16, 2)
-    for _ in range(5):
-        for agent, opt in ((mine, opt_mine), (reference, opt_ref)):
-            logprob, entropy, value = agent.evaluate(obs, actions)
-            opt.zero_grad()
-            (-(logprob * value.detach()).mean() + value.pow(2).mean()).backward()
-            opt.step()
-    for p, q in zip(mine.parameters(), reference.parameters()):
-        assert torch.allclose(p, q, atol=1e-6)
-    assert not torch.allclose(mine.actor_logstd, torch.zeros(1, 2))  # it did move
-
-
 # ---------------------------------------------------------------------------------------
 # The rollout buffer and the agent
 # ---------------------------------------------------------------------------------------
@@ -173,7 +155,7 @@ def test_buffer_next_values_use_following_obs_last_obs_and_final_obs():
     # T = 3, N = 2, observations are single numbers and V(s) = 10*s, so each value says
     # which observation it came from. Environment 1 is truncated at t = 0 with final
     # observation 0.7 and terminated at t = 1.
-    buffer = ppo.RolloutBuffer(3, 2, (1,), (), torch.long, "cpu")
+    buffer = ppo.RolloutBuffer(3, 2, (1,), (), False, "cpu")
     buffer.obs[:, :, 0] = torch.tensor([[0.0, 0.1], [1.0, 1.1], [2.0, 2.1]])
     buffer.last_obs[:, 0] = torch.tensor([3.0, 3.1])
     buffer.truncated[0, 1] = True
@@ -186,13 +168,40 @@ def test_buffer_next_values_use_following_obs_last_obs_and_final_obs():
     assert torch.allclose(next_values, torch.tensor([[10.0, 7.0], [20.0, 21.0], [30.0, 31.0]]))
 
 
+def test_buffer_vtrace_weighs_by_current_over_behaviour_policy():
+    # A later epoch: the policy that acted (mu) is not the current one (pi). One environment,
+    # T = 2, rewards 1, gamma = 0.5, rho_bar = c_bar = 1, no episode end. The agent's last
+    # layers are set by hand: pi(0|s) = 0.8, pi(1|s) = 0.2 and V(s) = 1 in every state.
+    # Actions [0, 1] were taken with mu = [0.4, 0.8]:
+    #   log rho = log pi - log mu = [log(0.8/0.4), log(0.2/0.8)] -> pi/mu = [2, 0.25]
+    #   rho = c = [min(1, 2), 0.25] = [1, 0.25];  TD errors 1 + 0.5*1 - 1 = 0.5 at both steps
+    #   vs_1 = 1 + 0.25*0.5 = 1.125;  vs_0 = 1 + 1*0.5 + 0.5*1*(1.125 - 1) = 1.5625
+    #   adv_0 = 1*(1 + 0.5*vs_1 - 1) = 0.5625;  adv_1 = 0.25*(1 + 0.5*1 - 1) = 0.125
+    # (the sign turned round, mu/pi = [0.5, 4], would give vs_1 = 1.5 and adv_0 = 0.375)
+    agent = ppo.Agent(1, 2, continuous=False, hidden_size=4)
+    with torch.no_grad():
+        for head, bias in ((agent.actor[-1], torch.log(tensor(0.8, 0.2))), (agent.critic[-1], tensor(1.0))):
+            head.weight.zero_()
+            head.bias.copy_(bias)
+    buffer = ppo.RolloutBuffer(2, 1, (1,), (), False, "cpu")
+    buffer.obs[:, 0, 0] = tensor(0.0, 1.0)
+    buffer.last_obs[0, 0] = 2.0
+    buffer.actions[:, 0] = torch.tensor([0, 1])
+    buffer.logprobs[:, 0] = torch.log(tensor(0.4, 0.8))
+    buffer.rewards[:] = 1.0
+    vs, adv = buffer.vtrace(agent, gamma=0.5, rho_bar=1.0, c_bar=1.0)
+    assert vs[:, 0].tolist() == approx([1.5625, 1.125])
+    assert adv[:, 0].tolist() == approx([0.5625, 0.125])
+
+
 def test_buffer_shapes_and_dtypes():
-    discrete = ppo.RolloutBuffer(5, 3, (4,), (), torch.long, "cpu")
+    discrete = ppo.RolloutBuffer(5, 3, (4,), (), False, "cpu")
     assert discrete.obs.shape == (5, 3, 4) and discrete.final_obs.shape == (5, 3, 4)
     assert discrete.actions.shape == (5, 3) and discrete.actions.dtype == torch.long
     assert discrete.terminated.dtype == torch.bool and discrete.last_obs.shape == (3, 4)
-    continuous = ppo.RolloutBuffer(5, 3, (3,), (2,), torch.float32, "cpu")
-    assert continuous.actions.shape == (5, 3, 2) and continuous.rewards.shape == (5, 3)
+    continuous = ppo.RolloutBuffer(5, 3, (3,), (2,), True, "cpu")
+    assert continuous.actions.shape == (5, 3, 2) and continuous.actions.dtype == torch.float32
+    assert continuous.rewards.shape == (5, 3)
 
 
 def test_gaussian_policy_logprob_sums_over_action_dimensions():
@@ -200,7 +209,7 @@ def test_gaussian_policy_logprob_sums_over_action_dimensions():
     with torch.no_grad():
         agent.actor_logstd.fill_(math.log(2.0))
     obs, actions = torch.randn(4, 3), torch.randn(4, 2)
-    logprob, entropy, _ = agent.evaluate(obs, actions)
+    _, logprob, entropy, _ = agent.get_action_and_value(obs, actions)
     mean = agent.actor(obs)
     # log N(a; mu, 2^2) = -(a - mu)^2/8 - log 2 - log(2 pi)/2, summed over 2 dimensions
     expected = (-(actions - mean) ** 2 / 8 - math.log(2.0) - 0.5 * math.log(2 * math.pi)).sum(-1)
@@ -247,6 +256,83 @@ def test_truncated_steps_store_the_true_final_observation(tmp_path, monkeypatch)
         [("6", "3.0", "3"), ("6", "3.0", "3"), ("12", "3.0", "3"), ("12", "3.0", "3")]
 
 
+@pytest.mark.parametrize("advantage, function", [("gae", "compute_gae"), ("vtrace", "compute_vtrace")])
+def test_the_truncated_step_bootstraps_from_the_value_of_its_final_observation(
+        advantage, function, tmp_path, monkeypatch):
+    # With V(s) = 10*s (the critic replaced by hand), the targets must receive
+    # values V(s_t) = 10*[0, 1, 2, 0] and next_values = [V(1), V(2), V(final obs 3),
+    # V(last obs 1)] = [10, 20, 30, 10]: at the truncated step, 30, not V(0) = 0 of the
+    # observation that starts the next episode.
+    monkeypatch.setattr(ppo.Agent, "get_value", lambda self, obs: 10 * obs[..., 0])
+    seen = []
+    original = getattr(ppo, function)
+
+    def spy(rewards, values, next_values, terminated, truncated, *rest, **kwargs):
+        seen.append((values.clone(), next_values.clone(), terminated.clone(), truncated.clone()))
+        return original(rewards, values, next_values, terminated, truncated, *rest, **kwargs)
+
+    monkeypatch.setattr(ppo, function, spy)
+    ppo.main(ppo.Args(env_id="CountToThree-v0", total_timesteps=8, num_envs=2, num_steps=4,
+                      num_minibatches=2, update_epochs=1, advantage=advantage, eval_episodes=0,
+                      output_dir=str(tmp_path)))
+    values, next_values, terminated, truncated = seen[0]
+    assert values.tolist() == [[0.0, 0.0], [10.0, 10.0], [20.0, 20.0], [0.0, 0.0]]
+    assert next_values.tolist() == [[10.0, 10.0], [20.0, 20.0], [30.0, 30.0], [10.0, 10.0]]
+    assert not terminated.any() and truncated[:, 0].tolist() == [False, False, True, False]
+
+
+def test_vtrace_is_on_policy_in_the_first_epoch_only(tmp_path, monkeypatch):
+    # Before the first gradient step the current policy is the one that acted: every
+    # log rho is 0 (the buffer stored the log-probabilities of the actions it stored).
+    # V-trace is computed again before each later epoch, after the policy has moved.
+    seen = []
+    original = ppo.compute_vtrace
+
+    def spy(*args, **kwargs):
+        seen.append(args[5].clone())  # log_rhos
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(ppo, "compute_vtrace", spy)
+    ppo.main(ppo.Args(total_timesteps=256, num_envs=2, num_steps=128, num_minibatches=4,
+                      update_epochs=3, advantage="vtrace", eval_episodes=0,
+                      output_dir=str(tmp_path)))
+    assert len(seen) == 3
+    assert seen[0].abs().max() < 1e-5
+    assert seen[1].abs().max() > 1e-3 and seen[2].abs().max() > 1e-3
+
+
+@pytest.mark.parametrize("norm_adv", [True, False])
+def test_what_the_loop_gives_ppo_loss(norm_adv, tmp_path, monkeypatch):
+    # The first minibatch comes before any gradient step: its new log-probabilities and
+    # values are the stored ones, row for row (ratio 1), if the shuffled indices pick the
+    # same rows of every stored array. Advantages are normalized within each minibatch
+    # (mean 0, std 1), or with --no-norm-adv passed as GAE made them, so that
+    # returns = advantages + stored values (R_t = A_t + V(s_t)).
+    calls = []
+    original = ppo.ppo_loss
+
+    def spy(newlogprob, oldlogprob, advantages, newvalue, oldvalue, returns, *rest, **kwargs):
+        calls.append([t.detach().clone() for t in (newlogprob, oldlogprob, advantages,
+                                                     newvalue, oldvalue, returns)])
+        return original(newlogprob, oldlogprob, advantages, newvalue, oldvalue, returns,
+                        *rest, **kwargs)
+
+    monkeypatch.setattr(ppo, "ppo_loss", spy)
+    ppo.main(ppo.Args(total_timesteps=256, num_envs=2, num_steps=128, num_minibatches=4,
+                      update_epochs=2, norm_adv=norm_adv, eval_episodes=0,
+                      output_dir=str(tmp_path)))
+    assert len(calls) == 8
+    newlogprob, oldlogprob, _, newvalue, oldvalue, _ = calls[0]
+    assert torch.allclose(newlogprob, oldlogprob, atol=1e-6)
+    assert torch.allclose(newvalue, oldvalue, atol=1e-6)
+    for _, _, advantages, _, oldvalue, returns in calls:
+        if norm_adv:
+            assert advantages.mean().item() == pytest.approx(0, abs=1e-5)
+            assert advantages.std().item() == pytest.approx(1, abs=1e-4)
+        else:
+            assert torch.allclose(returns, advantages + oldvalue, atol=1e-5)
+
+
 # ---------------------------------------------------------------------------------------
 # Runs end to end
 # ---------------------------------------------------------------------------------------
@@ -257,6 +343,8 @@ def test_discrete_smoke_run_writes_every_file_and_its_model_evaluates(tmp_path, 
     summary = ppo.main(args)
     path, episodes, updates = check_run_folder(summary, args.output_dir, "ppo", model=True)
     assert summary["global_steps"] == 1024 and len(updates) == 4
+    # annealed from 4e-3 to 0 over 4 updates: the optimizer's rate at each is 4e-3 * (1 - k/4)
+    assert [float(u["learning_rate"]) for u in updates] == approx([4e-3, 3e-3, 2e-3, 1e-3])
     assert summary["eval_episodes"] == 2 and summary["eval_return_mean"] >= 8  # CartPole: > 8 steps
     assert {"policy_loss", "value_loss", "entropy", "approx_kl", "clipfrac",
             "explained_variance"} <= set(updates[0])
@@ -267,6 +355,8 @@ def test_discrete_smoke_run_writes_every_file_and_its_model_evaluates(tmp_path, 
                                   output_dir=str(tmp_path / "eval")))
     assert evaluated["eval_return_mean"] == summary["eval_return_mean"]  # same greedy policy, seeds
     assert evaluated["global_steps"] == 0
+    (eval_path,) = (tmp_path / "eval").iterdir()  # trains nothing: no episodes, no updates
+    assert read_csv(eval_path / "episodes.csv") == [] and not (eval_path / "updates.csv").exists()
 
 
 def test_continuous_smoke_run_with_every_option(tmp_path, check_run_folder):
@@ -287,6 +377,22 @@ def test_continuous_smoke_run_with_every_option(tmp_path, check_run_folder):
     assert evaluated["eval_return_mean"] == pytest.approx(summary["eval_return_mean"])
 
 
+@pytest.mark.parametrize("env_id, hidden", [("my_envs:GridWorld-v0", 16), ("my_envs:Slider-v0", 8)])
+def test_an_environment_of_your_own_module(env_id, hidden, fresh_env_module, tmp_path,
+                                           check_run_folder):
+    # my_envs is not imported yet (fresh_env_module): the script imports it to find the id.
+    args = ppo.Args(env_id=env_id, total_timesteps=128, num_envs=2, num_steps=32,
+                    update_epochs=1, hidden_size=hidden, eval_episodes=1, save_model=True,
+                    output_dir=str(tmp_path / "train"))
+    summary = ppo.main(args)
+    path, episodes, _ = check_run_folder(summary, args.output_dir, "ppo", model=True)
+    assert os.path.basename(path).startswith(run_folder_env(env_id) + "__ppo__1__")
+    assert summary["env_id"] == env_id and all(int(e["episode_length"]) <= 20 for e in episodes)
+    evaluated = ppo.main(ppo.Args(env_id=env_id, eval_checkpoint=os.path.join(path, "model.pt"),
+                                  eval_episodes=1, output_dir=str(tmp_path / "eval")))
+    assert evaluated["eval_return_mean"] == pytest.approx(summary["eval_return_mean"])
+
+
 def test_stop_at_return_stops_and_records_when(tmp_path):
     # CartPole gives 1 per step, so a 20-episode mean of at least 1 is reached as soon as
     # 20 episodes have ended.
@@ -298,16 +404,19 @@ def test_stop_at_return_stops_and_records_when(tmp_path):
 
 
 def test_interrupted_run_keeps_its_data(tmp_path, monkeypatch):
-    monkeypatch.setattr(ppo.Adam, "step", interrupt_on_call(3))
+    # Ctrl-C at the third optimizer step: 2 steps an update, so during the second update,
+    # after two rollouts of 2*128 = 256 steps.
+    monkeypatch.setattr(torch.optim.Adam, "step", interrupt_on_call(3))
     summary = ppo.main(ppo.Args(total_timesteps=2048, num_envs=2, num_steps=128, num_minibatches=2,
                                 update_epochs=1, save_model=True, output_dir=str(tmp_path)))
     (path,) = tmp_path.iterdir()
     assert summary["interrupted"] is True and summary["eval_return_mean"] is None
+    assert summary["global_steps"] == 512
     assert len(read_csv(path / "updates.csv")) == 1 and read_csv(path / "episodes.csv")
     assert (path / "learning_curve.png").exists() and (path / "model.pt").exists()
 
 
-def test_nan_loss_stops_cleanly(tmp_path, monkeypatch):
+def test_nan_loss_stops_cleanly(tmp_path, monkeypatch, capsys):
     original = ppo.ppo_loss
     monkeypatch.setattr(ppo, "ppo_loss", lambda *a, **k: (original(*a, **k)[0] * math.nan,
                                                           *original(*a, **k)[1:]))
@@ -315,6 +424,7 @@ def test_nan_loss_stops_cleanly(tmp_path, monkeypatch):
                                 num_minibatches=2, output_dir=str(tmp_path)))
     assert summary["interrupted"] is True and summary["global_steps"] == 256
     assert (next(tmp_path.iterdir()) / "summary.json").exists()
+    assert "the loss became non-finite (NaN or inf) at step 256" in capsys.readouterr().out
 
 
 def test_same_seed_gives_the_same_episodes(tmp_path):
@@ -344,6 +454,9 @@ def bad_checkpoints(tmp_path):
 @pytest.mark.parametrize("argv, message", [
     (["--env-id", "CartPole-v9"], "unknown environment id 'CartPole-v9'; did you mean CartPole-v1"),
     (["--env-id", "SpinTheBits-v0"], "MultiBinary action space; ppo.py handles Discrete and Box"),
+    (["--env-id", "no_such_module:GridWorld-v0"], "cannot import module no_such_module"),
+    (["--env-id", "my_envs:GridWorld-v9"], "unknown environment id 'my_envs:GridWorld-v9' "
+     "(module my_envs registers no environment GridWorld-v9); did you mean GridWorld-v0"),
     (["--env-id", "Taxi-v4"], "Discrete observation space"),
     (["--num-envs", "3", "--num-steps", "5", "--num-minibatches", "4"],
      "num_envs*num_steps = 15 is not divisible by --num-minibatches 4"),
@@ -358,7 +471,8 @@ def bad_checkpoints(tmp_path):
     (["--eval-checkpoint", "pendulum"], "was made for Pendulum-v1, not CartPole-v1; pass --env-id Pendulum-v1"),
     (["--eval-checkpoint", "misfit"], "does not fit CartPole-v1's network"),
 ])
-def test_bad_input_is_one_line_and_exit_status_2(argv, message, check_usage_error, bad_checkpoints):
+def test_bad_input_is_one_line_and_exit_status_2(argv, message, check_usage_error, bad_checkpoints,
+                                                 fresh_env_module):
     check_usage_error("ppo.py", [bad_checkpoints.get(a, a) for a in argv], message)
 
 

@@ -140,6 +140,13 @@ def test_ppo_loss_by_hand():
     assert entropy.item() == approx(0.5) and loss.item() == approx(-0.03)
 
 
+def test_normalize_by_hand():
+    # A = [1, 2, 3, 6]: mean 3, deviations [-2, -1, 0, 3], squares sum 4 + 1 + 0 + 9 = 14,
+    # std (n - 1 = 3) = sqrt(14/3) = 2.160247, so A' = [-0.925820, -0.462910, 0, 1.388730]
+    assert pm.normalize(torch.tensor([1.0, 2.0, 3.0, 6.0])).tolist() == approx(
+        [-0.925820, -0.462910, 0.0, 1.388730])
+
+
 # ---------------------------------------------------------------------------------------
 # The buffer
 # ---------------------------------------------------------------------------------------
@@ -330,6 +337,47 @@ def test_the_update_rebuilds_the_distribution_that_sampled_each_action(tmp_path,
     assert entropy.min() == 0 and entropy.max() < math.log(4) + 1e-6
 
 
+# The update with a policy fixed by hand: the actor's last layer has weight 0 and bias
+# ln [1, 2, 3, 4] and is frozen, so its logits never change. At MaskedCounter's step t the
+# allowed actions are 0..t, so pi(a | t) = (a + 1) / (1 + ... + (t + 1)):
+#   t = 0: pi = [1]                 log pi = [0]                               H = 0
+#   t = 1: pi = [1/3, 2/3]          log pi = [-1.098612, -0.405465]
+#          H = 1/3 ln 3 + 2/3 ln 3/2 = ln 3 - 2/3 ln 2 = 1.098612 - 0.462098 = 0.636514
+#   t = 2: pi = [1/6, 2/6, 3/6]     log pi = [-1.791759, -1.098612, -0.693147]
+#          H = 1/6 ln 6 + 1/3 ln 3 + 1/2 ln 2 = 1.011404
+# The next step's mask (t + 1 allowed, or only action 0 after an episode's end) or no mask
+# (pi(a) = (a + 1)/10) would give other numbers.
+LOG_PI = {(0, 0): 0.0, (1, 0): -1.098612, (1, 1): -0.405465,
+          (2, 0): -1.791759, (2, 1): -1.098612, (2, 2): -0.693147}
+ENTROPY = {0: 0.0, 1: 0.636514, 2: 1.011404}
+
+
+def test_every_update_uses_the_mask_stored_with_each_step(tmp_path, monkeypatch):
+    seen = []  # (t, action, log pi, entropy) of every sample of every minibatch
+
+    class FixedPolicy(pm.Agent):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            with torch.no_grad():
+                self.actor[-1].weight.zero_()
+                self.actor[-1].bias.copy_(torch.log(torch.tensor([1.0, 2.0, 3.0, 4.0])))
+            self.actor[-1].requires_grad_(False)
+
+        def evaluate(self, obs, actions, action_mask):
+            logprob, entropy, value = super().evaluate(obs, actions, action_mask)
+            seen.extend(zip(obs[:, 0].int().tolist(), actions.tolist(), logprob.tolist(),
+                            entropy.tolist()))
+            return logprob, entropy, value
+
+    monkeypatch.setattr(pm, "Agent", FixedPolicy)
+    pm.main(pm.Args(env_id="MaskedCounter-v0", total_timesteps=48, num_envs=2, num_steps=8,
+                    num_minibatches=2, update_epochs=2, eval_episodes=0, output_dir=str(tmp_path)))
+    # 3 updates * 2 epochs * 16 samples, every step t = 0, 1, 2 among them
+    assert len(seen) == 96 and {t for t, *_ in seen} == {0, 1, 2}
+    for t, action, logprob, entropy in seen:
+        assert (logprob, entropy) == approx((LOG_PI[t, action], ENTROPY[t]))
+
+
 # ---------------------------------------------------------------------------------------
 # Runs end to end
 # ---------------------------------------------------------------------------------------
@@ -379,7 +427,7 @@ def test_stop_at_return_averages_the_stop_window(tmp_path):
 
 
 def test_interrupted_run_keeps_its_data(tmp_path, monkeypatch):
-    monkeypatch.setattr(pm.Adam, "step", interrupt_on_call(3))
+    monkeypatch.setattr(torch.optim.Adam, "step", interrupt_on_call(3, torch.optim.Adam.step))
     summary = pm.main(pm.Args(env_id="MaskedCounter-v0", total_timesteps=64, num_envs=2,
                               num_steps=8, num_minibatches=2, update_epochs=1, save_model=True,
                               output_dir=str(tmp_path)))
@@ -389,14 +437,16 @@ def test_interrupted_run_keeps_its_data(tmp_path, monkeypatch):
     assert (path / "learning_curve.png").exists() and (path / "model.pt").exists()
 
 
-def test_nan_loss_stops_cleanly(tmp_path, monkeypatch):
+@pytest.mark.parametrize("bad", [math.nan, math.inf])
+def test_a_non_finite_loss_stops_cleanly(bad, tmp_path, monkeypatch, capsys):
     original = pm.ppo_loss
-    monkeypatch.setattr(pm, "ppo_loss", lambda *a, **k: (original(*a, **k)[0] * math.nan,
+    monkeypatch.setattr(pm, "ppo_loss", lambda *a, **k: (original(*a, **k)[0] * bad,
                                                          *original(*a, **k)[1:]))
     summary = pm.main(pm.Args(env_id="MaskedCounter-v0", total_timesteps=64, num_envs=2,
                               num_steps=8, num_minibatches=2, output_dir=str(tmp_path)))
     assert summary["interrupted"] is True and summary["global_steps"] == 16
     assert (next(tmp_path.iterdir()) / "summary.json").exists()
+    assert "the loss became non-finite (NaN or infinite) at step 16" in capsys.readouterr().out
 
 
 def test_same_seed_gives_the_same_episodes(tmp_path):
@@ -448,6 +498,43 @@ def bad_checkpoints(tmp_path):
 ])
 def test_bad_input_is_one_line_and_exit_status_2(argv, message, check_usage_error, bad_checkpoints):
     check_usage_error("ppo_masked.py", [bad_checkpoints.get(a, a) for a in argv], message)
+
+
+# ---------------------------------------------------------------------------------------
+# A practitioner's own environment module, `--env-id my_envs:GridWorld-v0` (tests/my_envs.py;
+# CONTRIBUTING.md, "Environments"). GridWorld gives no masks: like any environment without
+# them it needs --no-mask.
+# ---------------------------------------------------------------------------------------
+def test_an_environment_of_ones_own_module_trains_with_no_mask(fresh_env_module, tmp_path,
+                                                                check_run_folder):
+    env_id = f"{fresh_env_module}:GridWorld-v0"
+    args = pm.Args(env_id=env_id, no_mask=True, total_timesteps=256, num_envs=2, num_steps=32,
+                   num_minibatches=2, eval_episodes=2, save_model=True,
+                   output_dir=str(tmp_path / "train"))
+    summary = pm.main(args)
+    path, episodes, _ = check_run_folder(summary, args.output_dir, "ppo_masked", model=True)
+    assert summary["env_id"] == "my_envs:GridWorld-v0"
+    # reward -1 a step, so each return is minus the episode's length, at most 20 steps
+    assert all(float(e["episode_return"]) == -int(e["episode_length"]) <= -1 for e in episodes)
+    assert max(int(e["episode_length"]) for e in episodes) <= 20
+    evaluated = pm.main(pm.Args(env_id=env_id, no_mask=True, eval_episodes=2,
+                                eval_checkpoint=os.path.join(path, "model.pt"),
+                                output_dir=str(tmp_path / "eval")))
+    assert evaluated["eval_return_mean"] == summary["eval_return_mean"]
+
+
+@pytest.mark.parametrize("env_id, message", [
+    ("not_a_module:GridWorld-v0", "cannot import module 'not_a_module' of --env-id "
+     "not_a_module:GridWorld-v0 (ModuleNotFoundError: No module named 'not_a_module')"),
+    ("my_envs:GridWorld-v9", "unknown environment id 'my_envs:GridWorld-v9': module my_envs "
+     "registers no environment GridWorld-v9; did you mean GridWorld-v0"),
+    ("my_envs:GridWorld-v0", "my_envs:GridWorld-v0 provides no action mask: looked for an "
+     "'action_mask' entry of a Dict observation (its observation is a Box) and for "
+     "info['action_mask'] after reset; train without masks with --no-mask"),
+])
+def test_bad_environments_of_ones_own_module(env_id, message, fresh_env_module,
+                                             check_usage_error):
+    check_usage_error("ppo_masked.py", ["--env-id", env_id], message)
 
 
 def test_an_environment_without_masks_trains_with_no_mask(tmp_path):

@@ -58,15 +58,21 @@ def test_value_probabilities_by_hand():
     assert ppod.value_probabilities([1000.0, 0.0, -1000.0], 1.0).tolist() == [1.0, 0.0, 0.0]
 
 
+def value_draw_frequency(buffers, demo, draws=4000):
+    """How often `demo` comes out of next_episode among the value-demo draws (rho = 0,
+    phi = 0.9)."""
+    buffers.rho, buffers.phi = 0.0, 0.9
+    drawn = [buffers.next_episode() for _ in range(draws)]
+    return sum(d is demo for d in drawn) / sum(d is not None for d in drawn)
+
+
 def test_value_demos_are_drawn_in_proportion_to_their_probabilities():
     # alpha = ln 3 and max values 0, 1: weights 1, 3, so p = [0.25, 0.75] of value draws
     buffers = ppod.DemoBuffers([episode(-1.0)], capacity=3, rho=0.0, phi=0.9, alpha=math.log(3),
                                seed=1)
     buffers.admit(episode(-5.0), max_value=0.0)
     buffers.admit(episode(-6.0), max_value=1.0)
-    draws = [buffers.next_episode() for _ in range(4000)]
-    high = sum(d is buffers.value[1][1] for d in draws) / sum(d is not None for d in draws)
-    assert high == pytest.approx(0.75, abs=0.03)
+    assert value_draw_frequency(buffers, buffers.value[1][1]) == pytest.approx(0.75, abs=0.03)
 
 
 # ---------------------------------------------------------------------------------------
@@ -98,7 +104,9 @@ def test_admission_fills_the_value_demos_then_keeps_the_highest():
 
 
 def test_reward_demos_evict_value_demos_first_and_the_threshold_rises():
-    buffers = ppod.DemoBuffers([episode(-5.0)], capacity=3, rho=0.3, phi=0.2, alpha=1.0, seed=0)
+    # --rising-threshold, the deviation: the given demo can leave and the threshold rises
+    buffers = ppod.DemoBuffers([episode(-5.0)], capacity=3, rho=0.3, phi=0.2, alpha=1.0, seed=0,
+                               rising=True)
     buffers.admit(episode(-9.0), max_value=3.0)
     buffers.admit(episode(-7.0), max_value=2.0)
     # return -4 >= threshold -5: joins; 4 > 3 episodes, so the lowest value demo (2.0)
@@ -119,6 +127,60 @@ def test_reward_demos_evict_value_demos_first_and_the_threshold_rises():
     older, newer = buffers.reward[0][1], episode(-4.0)
     buffers.admit(newer, max_value=0.0)
     assert all(d is not older for _, d in buffers.reward) and buffers.reward[-1][1] is newer
+
+
+def test_given_demo_stays_and_the_oldest_agent_demo_leaves():
+    given = episode(-5.0)
+    buffers = ppod.DemoBuffers([given], capacity=3, rho=0.3, phi=0.2, alpha=1.0, seed=0)
+    buffers.admit(episode(-9.0), max_value=3.0)
+    # return -4 >= threshold -5: joins; the given demo, the value demo and -4 fill capacity 3
+    first = episode(-4.0)
+    assert buffers.admit(first, max_value=0.0) == "reward" and len(buffers.value) == 1
+    # -2 joins; over capacity (4 > 3): the value demo (3.0) leaves first
+    assert buffers.admit(episode(-2.0), max_value=0.0) == "reward" and buffers.value == []
+    # -3 joins; no value demo left: the oldest agent demo (-4) leaves, not the given -5 nor
+    # the lowest return; the threshold stays -5 (the old rule would make it -3)
+    newest = episode(-3.0)
+    assert buffers.admit(newest, max_value=0.0) == "reward"
+    assert [r for r, _ in buffers.reward] == [-5.0, -2.0, -3.0] and buffers.threshold == -5.0
+    assert buffers.reward[0][1] is given and all(d is not first for _, d in buffers.reward)
+    # -5 ties the fixed threshold: joins, and -2, now the oldest agent demo, leaves
+    assert buffers.admit(episode(-5.0), max_value=0.0) == "reward"
+    assert [r for r, _ in buffers.reward] == [-5.0, -3.0, -5.0] and buffers.reward[0][1] is given
+    # below the threshold with no value demos to replace: dropped
+    assert buffers.admit(episode(-6.0), max_value=9.0) is None and len(buffers) == 3
+
+
+def test_success_threshold_is_fixed_where_it_is_given():
+    # --success-threshold -3 with a given demo of return -5: -4 is no success; -3 is one
+    buffers = ppod.DemoBuffers([episode(-5.0)], capacity=3, rho=0.3, phi=0.2, alpha=1.0, seed=0,
+                               threshold=-3.0)
+    assert buffers.threshold == -3.0
+    assert buffers.admit(episode(-4.0), max_value=1.0) == "value"
+    assert buffers.admit(episode(-3.0), max_value=1.0) == "reward" and buffers.threshold == -3.0
+
+
+def test_refresh_recomputes_the_max_values_and_admission_uses_them():
+    # V(s) = 10 s. Two value demos stored with m = 1 (states 0.1, 0.5; final 0.9) and m = 3
+    # (states 0.2, 0.2; final 0.0). Refreshed over s_0..s_{T-1} (the final observation is
+    # not a state the agent acted in): m = max(1, 5) = 5 and max(2, 2) = 2.
+    buffers = ppod.DemoBuffers([episode(10.0)], capacity=3, rho=0.3, phi=0.2, alpha=1.0, seed=0)
+    a = ppod.Demo(np.array([[0.1], [0.5], [0.9]], np.float32), np.zeros(2, np.int64),
+                  np.zeros(2, np.float32))
+    b = ppod.Demo(np.array([[0.2], [0.2], [0.0]], np.float32), np.zeros(2, np.int64),
+                  np.zeros(2, np.float32))
+    buffers.admit(a, max_value=1.0)
+    buffers.admit(b, max_value=3.0)
+    buffers.refresh(lambda obs: 10 * obs[:, 0])
+    assert [m for m, _ in buffers.value] == approx([5.0, 2.0])
+    assert buffers.value[0][1] is a and buffers.value[1][1] is b
+    # a newcomer with m = 2.5 beats b's refreshed 2 (not a's stale 1): b leaves
+    c = episode(0.0)
+    assert buffers.admit(c, max_value=2.5) == "value"
+    assert buffers.value[0][1] is a and buffers.value[1][1] is c
+    # sampling follows the refreshed numbers: p = softmax([5, 2.5]) = [0.924, 0.076]
+    #   exp(0) / (exp(0) + exp(-2.5)) = 1 / 1.0821 = 0.9241
+    assert value_draw_frequency(buffers, a) == pytest.approx(0.9241, abs=0.02)
 
 
 def test_episode_recorder_turns_real_steps_into_a_demo():
@@ -255,7 +317,8 @@ def rollouts(monkeypatch):
 
     def spy(self, *args, **kwargs):
         seen.append({k: getattr(self, k).clone() for k in
-                     ("obs", "actions", "logprobs", "rewards", "terminated", "truncated", "demo")})
+                     ("obs", "actions", "logprobs", "rewards", "terminated", "truncated", "demo",
+                      "final_obs")})
         return original(self, *args, **kwargs)
 
     monkeypatch.setattr(ppod.RolloutBuffer, "gae", spy)
@@ -288,9 +351,59 @@ def test_replayed_demo_appears_in_the_rollout_step_for_step(tmp_path, rollouts, 
     assert episodes and {(e["episode_return"], e["episode_length"]) for e in episodes} == {("3.0", "3")}
 
 
+def test_an_agent_episode_cut_by_the_time_limit_is_kept_and_replayed_as_truncated(
+        tmp_path, demo_buffers, rollouts, count_demos):
+    # CountToThree-v0's time limit cuts every real episode after 3 steps: states 0, 1, 2,
+    # final observation 3, rewards 1, 1, 1 (return 3 < 18: a value demo). Kept, it must say
+    # truncated (terminated False); replayed, its last row (state 2) must be truncated, not
+    # terminated, with the true final observation 3 for GAE to bootstrap from.
+    ppod.main(ppod.Args(env_id="CountToThree-v0", demos_dir=count_demos, rho=0.0, phi=0.5,
+                        norm_obs=False, demo_capacity=4, total_timesteps=96, num_envs=2,
+                        num_steps=8, num_minibatches=2, eval_episodes=0,
+                        output_dir=str(tmp_path)))
+    (buffers,) = demo_buffers
+    assert buffers.value
+    for _, demo in buffers.value:
+        assert demo.observations[:, 0].tolist() == [0, 1, 2, 3] and demo.terminated is False
+        assert demo.rewards.tolist() == [1.0, 1.0, 1.0]
+    replay_ends = 0
+    for rollout in rollouts:
+        for replayed in (True, False):  # the agent's own episodes end the same way
+            rows = (rollout["demo"] == replayed) & (rollout["obs"][..., 0] == 2)
+            assert rollout["truncated"][rows].all() and not rollout["terminated"][rows].any()
+            assert (rollout["final_obs"][rows][:, 0] == 3).all()
+        replay_ends += int((rollout["demo"] & (rollout["obs"][..., 0] == 2)).sum())
+    assert replay_ends > 0
+
+
 # ---------------------------------------------------------------------------------------
 # Runs end to end
 # ---------------------------------------------------------------------------------------
+def test_own_environment_module_with_demos_made_here(tmp_path, fresh_env_module,
+                                                     check_run_folder):
+    # tests/my_envs.py's GridWorld-v0 (4x4, -1 a step, time limit 20), given as module:Id.
+    # A demo walks right three times (action 0), then up three times (action 1): positions
+    # (0,0) ... (3,0) ... (3,3), 6 steps, return -6, terminated at the goal.
+    demos = tmp_path / "grid-demos"
+    demos.mkdir()
+    path = [[0, 0], [1, 0], [2, 0], [3, 0], [3, 1], [3, 2], [3, 3]]
+    ppod.save_demo(demos / "demo_0.npz", ppod.Demo(np.array(path, np.float32),
+                                                  np.array([0, 0, 0, 1, 1, 1]),
+                                                  np.full(6, -1.0, np.float32)))
+    output_dir = str(tmp_path / "runs")
+    summary = ppod.main(ppod.Args(env_id=f"{fresh_env_module}:GridWorld-v0",
+                                  demos_dir=str(demos), total_timesteps=256, num_envs=2,
+                                  num_steps=32, num_minibatches=2, eval_episodes=1,
+                                  output_dir=output_dir))
+    check_run_folder(summary, output_dir, "ppod")
+    assert summary["env_id"] == "my_envs:GridWorld-v0"
+    saved = ppod.load_demos(os.path.join(output_dir, os.listdir(output_dir)[0], "demos"),
+                            (2,), gym.spaces.Discrete(4))
+    # best first; -6 is the best a walk to the goal can do, and the given demo is still there
+    assert saved[0].episode_return == -6.0
+    assert any(d.observations.tolist() == path for d in saved)
+
+
 def test_smoke_run_writes_every_file_and_its_model_evaluates_and_records(tmp_path, check_run_folder):
     args = ppod.Args(total_timesteps=1024, num_envs=2, num_steps=128, num_minibatches=4,
                      update_epochs=2, eval_episodes=1, save_model=True, save_demos_every=1,
@@ -364,7 +477,7 @@ def test_stop_at_return_counts_real_episodes_only(tmp_path, count_demos):
 
 
 def test_interrupted_run_keeps_its_data(tmp_path, monkeypatch, count_demos):
-    monkeypatch.setattr(ppod.Adam, "step", interrupt_on_call(3))
+    monkeypatch.setattr(torch.optim.Adam, "step", interrupt_on_call(3))
     summary = ppod.main(ppod.Args(env_id="CountToThree-v0", demos_dir=count_demos,
                                   total_timesteps=2048, num_envs=2, num_steps=32,
                                   num_minibatches=2, update_epochs=1, save_model=True,
@@ -376,7 +489,7 @@ def test_interrupted_run_keeps_its_data(tmp_path, monkeypatch, count_demos):
     assert (path / "demos" / "demo_0.npz").exists()
 
 
-def test_nan_loss_stops_cleanly(tmp_path, monkeypatch, count_demos):
+def test_nan_loss_stops_cleanly(tmp_path, monkeypatch, count_demos, capsys):
     original = ppod.ppo_loss
     monkeypatch.setattr(ppod, "ppo_loss", lambda *a, **k: (original(*a, **k)[0] * math.nan,
                                                            *original(*a, **k)[1:]))
@@ -384,6 +497,7 @@ def test_nan_loss_stops_cleanly(tmp_path, monkeypatch, count_demos):
                                   phi=0.0, total_timesteps=1024, num_envs=2, num_steps=32,
                                   num_minibatches=2, output_dir=str(tmp_path)))
     assert summary["interrupted"] is True and summary["global_steps"] == 64
+    assert "the loss became non-finite (NaN or inf) at step 64" in capsys.readouterr().out
     assert (next(tmp_path.iterdir()) / "summary.json").exists()
 
 
@@ -449,6 +563,11 @@ def bad_files(tmp_path):
     (["--demo-capacity", "0"], "--demo-capacity must be positive"),
     (["--demo-capacity", "1", "--demos-dir", "two"], "--demo-capacity 1 cannot hold the 2 demonstrations"),
     (["--demos-dir", "nowhere"], "no demonstrations (*.npz) in"),
+    (["--env-id", "my_envs:GridWorld-v0"], "no demonstrations (*.npz) in"),
+    (["--env-id", "no_such_envs:GridWorld-v0"], "cannot import module no_such_envs"),
+    (["--env-id", "my_envs:GridWorld-v9"], "unknown environment id 'my_envs:GridWorld-v9': "
+     "module my_envs registers no environment GridWorld-v9; did you mean GridWorld-v0"),
+    (["--success-threshold", "nan"], "--success-threshold must be a finite number"),
     (["--env-id", "CartPole-v1"], "no demonstrations (*.npz) in"),
     (["--demos-dir", "wide-obs"],
      "has observations of shape (4, 3); 3 steps of this environment need (4, 2)"),
@@ -468,9 +587,65 @@ def test_bad_input_is_one_line_and_exit_status_2(argv, message, check_usage_erro
 
 def test_help_lists_the_flags_with_their_docstrings(check_help):
     check_help("ppod.py", ("--cuda", "--no-cuda", "--rho", "--phi", "--alpha", "--demo-capacity",
-                           "--demos-dir", "--save-demos-every", "--record-demo-from"),
+                           "--demos-dir", "--save-demos-every", "--record-demo-from",
+                           "--success-threshold", "--rising-threshold"),
                ("replays a reward demo",))
 
 
 def test_importing_the_script_has_no_side_effects(tmp_path):
     check_import_is_quiet("ppod", tmp_path)
+
+
+# ---------------------------------------------------------------------------------------
+# Issue 19 (each failed on the code before the fix)
+# ---------------------------------------------------------------------------------------
+@pytest.fixture
+def demo_buffers(monkeypatch):
+    """The DemoBuffers a run makes, kept for the test to look at after the run."""
+    made = []
+
+    class Kept(ppod.DemoBuffers):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            made.append(self)
+
+    monkeypatch.setattr(ppod, "DemoBuffers", Kept)
+    return made
+
+
+def test_value_demo_priorities_are_the_current_critics(tmp_path, demo_buffers, count_demos):
+    # Real episodes return 3 < 18 (COUNT_DEMO): every one is a value-demo candidate, kept
+    # with max_t V(s_t). After the run, each kept value demo's priority must be the max of
+    # the final critic over its states s_0..s_2 = 0, 1, 2, not the numbers of the critic
+    # that played it (the critic changes at every update: 8 updates here).
+    ppod.main(ppod.Args(env_id="CountToThree-v0", demos_dir=count_demos, rho=0.0, phi=0.5,
+                        norm_obs=False, demo_capacity=4, total_timesteps=256, num_envs=2,
+                        num_steps=16, num_minibatches=2, hidden_size=16, learning_rate=1e-2,
+                        eval_episodes=0, save_model=True, output_dir=str(tmp_path)))
+    (buffers,) = demo_buffers
+    agent = ppod.Agent(1, 2, False, 16)
+    agent.load_state_dict(torch.load(next(tmp_path.glob("*/model.pt")), weights_only=True)["agent"])
+    with torch.no_grad():
+        current = agent.get_value(torch.tensor([[0.0], [1.0], [2.0]])).max().item()
+    assert len(buffers.value) == 3  # capacity 4 minus the one given demo
+    for max_value, demo in buffers.value:
+        assert demo.observations[:, 0].tolist() == [0, 1, 2, 3]
+        assert max_value == pytest.approx(current, abs=1e-5)
+
+
+def test_kl_clipfrac_and_target_kl_use_the_agents_rows_only(tmp_path, count_demos):
+    # One minibatch per epoch: the first epoch's log-ratios are those of the policy that
+    # played, log pi - log pi = 0 on every agent row (KL 0, nothing clipped), while a demo
+    # row has log mu = 0, so log r = log pi ~ log 0.5 and k3 = (0.5 - 1) - log 0.5 = 0.19.
+    # The second epoch follows one Adam step (each weight moves by lr = 1e-3; 16 hidden
+    # units move a logit by at most 0.016): |r - 1| < 0.04 < eps = 0.2, KL < 0.001 < 0.01.
+    # So both epochs run (no early stop at --target-kl 0.01) and clipfrac is exactly 0.
+    ppod.main(ppod.Args(env_id="CountToThree-v0", demos_dir=count_demos, rho=0.5, phi=0.0,
+                        norm_obs=False, total_timesteps=96, num_envs=2, num_steps=16,
+                        num_minibatches=1, update_epochs=2, target_kl=0.01, hidden_size=16,
+                        eval_episodes=0, output_dir=str(tmp_path)))
+    updates = read_csv(next(tmp_path.glob("*/updates.csv")))
+    assert updates and all(float(u["demo_fraction"]) > 0 for u in updates)
+    for u in updates:
+        assert u["epochs"] == "2" and float(u["clipfrac"]) == 0.0
+        assert 0.0 <= float(u["approx_kl"]) < 1e-3

@@ -1,0 +1,397 @@
+"""Compare runs on one figure: the training return of each group of runs, the mean over its
+seeds with the min-max band, and the greedy evaluations where the runs wrote them.
+
+plot.py is a tool, not an algorithm script: it trains nothing and reads only the run folders
+that every script writes (CONTRIBUTING.md, "What a run writes").
+
+Run:
+    python plot.py runs/CartPole-v1__ppo__* runs/CartPole-v1__dqn__*
+    python plot.py 'runs/sweep/*' --group-by gae_lambda --out lambda.png
+    python plot.py 'runs/Pendulum-v1__*' --x wall_time --window 50
+    python plot.py --help
+
+What it does:
+- Each argument is a run folder or a glob pattern, expanded here too (so a quoted pattern
+  works in any shell). A run folder without a finished training episode (an
+  --eval-checkpoint run) is left out, with a note.
+- Runs are grouped by environment (`env_id` in config.json), then by experiment name
+  (`exp_name`), or with `--group-by FLAG` by that flag's value (a sweep over `gae_lambda`).
+- Each run's episode returns (episodes.csv) are smoothed by a trailing moving mean of
+  `--window` episodes (fewer at the start) and plotted against environment steps, or with
+  `--x wall_time` against seconds since training started.
+- The seeds of a group are put on a common grid of 500 evenly spaced steps, from the group's
+  first finished episode to its last. Each seed is interpolated linearly between its own
+  points and counts only inside its own range (never extrapolated), so the mean and the
+  min-max band at a step are over the seeds that reached it. The mean is solid where every
+  seed of the group is present, dotted where only some are (say, seeds that --stop-at-return
+  stopped early).
+- Where a run folder has evaluations.csv (written with --eval-every), the k-th evaluations of
+  the group's seeds make one point: at the mean of their steps, the mean over seeds of
+  eval_return_mean, with a bar from the lowest seed to the highest.
+- One figure (one panel per environment) goes to `--out`, by default
+  `<env ids>__by-<flag>.png` in the current folder; a table with each group's number of runs
+  and the median over its runs of summary.json's figures is printed; a median over only k
+  of the n runs (solved_at_step is null where --stop-at-return did not stop the run, a
+  killed run has no summary.json) is marked (k/n), and "-" where no run has the figure.
+
+Bad input (no run folder matched, a folder without config.json or episodes.csv, an unknown
+--group-by flag) is one line, `plot.py: error: ...`, and exit status 2
+(CONTRIBUTING.md, "Bad input").
+"""
+
+# ---------------------------------------------------------------------------------------
+# Imports
+# ---------------------------------------------------------------------------------------
+import csv
+import difflib
+import glob
+import json
+import math
+import os
+import sys
+from dataclasses import dataclass, field
+from typing import Annotated, Literal
+
+import numpy as np
+import tyro
+from matplotlib.backend_bases import FigureCanvasBase
+from matplotlib.figure import Figure
+
+SCRIPT = "plot.py"
+
+
+# ---------------------------------------------------------------------------------------
+# Flags
+# ---------------------------------------------------------------------------------------
+@dataclass
+class Args:
+    runs: Annotated[list[str], tyro.conf.Positional,
+                    tyro.conf.arg(metavar="RUN ...", help_behavior_hint="")] = field(
+        default_factory=list)
+    """run folders or glob patterns, e.g. runs/CartPole-v1__ppo__*"""
+    group_by: str = "exp_name"
+    """the flag (a key of config.json) whose value makes a group within each environment"""
+    x: Literal["global_step", "wall_time"] = "global_step"
+    """horizontal axis: environment steps, or seconds since training started"""
+    window: int = 20
+    """episodes in the trailing moving mean of the training return"""
+    out: Annotated[str, tyro.conf.arg(metavar="PATH", help_behavior_hint="")] = ""
+    """the figure to write (default: <env ids>__by-<group-by>.png in the current folder)"""
+
+
+SUMMARY_FIGURES = {"train_return_last20": "{:.1f}", "eval_return_mean": "{:.1f}",
+                   "solved_at_step": "{:.0f}", "wall_time_s": "{:.1f}", "global_steps": "{:.0f}"}
+"""the figures of summary.json in the table, with their format"""
+
+GRID_POINTS = 500
+"""points of the common grid on which a group's seeds are put together"""
+
+
+# ---------------------------------------------------------------------------------------
+# Curves: smoothing, the band over seeds, the evaluation points
+# ---------------------------------------------------------------------------------------
+def moving_mean(values, window):
+    """Trailing moving mean: out[i] = mean(values[max(0, i - window + 1) : i + 1]), the mean of
+    the last `window` values (of all of them while fewer have come). values: (E,) -> (E,)."""
+    sums = np.cumsum(np.concatenate([[0.0], np.asarray(values, dtype=float)]))
+    i = np.arange(1, len(values) + 1)
+    start = np.maximum(0, i - window)
+    return (sums[i] - sums[start]) / (i - start)
+
+
+def band(curves, grid):
+    """Mean, min and max over seeds of piecewise-linear curves put on a common grid.
+
+    curves: one (x, y) per seed, x non-decreasing (say episode ends and smoothed returns);
+    grid: (G,). Each seed is interpolated linearly between its own points and is missing
+    outside [x[0], x[-1]]: never extrapolated. Where a seed has several points at one x
+    (episodes of a vector of environments that ended at the same step), the last one counts.
+    Returns (mean, low, high, count), each (G,): over the seeds present at each grid point;
+    NaN where no seed is (count 0).
+    """
+    grid = np.asarray(grid, dtype=float)
+    values = np.full((len(curves), len(grid)), np.nan)
+    for i, (x, y) in enumerate(curves):
+        x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+        last = np.append(x[1:] != x[:-1], True)
+        x, y = x[last], y[last]
+        inside = (grid >= x[0]) & (grid <= x[-1])
+        values[i, inside] = np.interp(grid[inside], x, y)
+    count = np.sum(~np.isnan(values), axis=0)
+    mean, low, high = (np.full(len(grid), np.nan) for _ in range(3))
+    some = count > 0
+    mean[some] = np.nanmean(values[:, some], axis=0)
+    low[some] = np.nanmin(values[:, some], axis=0)
+    high[some] = np.nanmax(values[:, some], axis=0)
+    return mean, low, high, count
+
+
+def evaluation_points(tables, x="global_step"):
+    """The evaluations of several seeds put together: the k-th rows of every seed's
+    evaluations.csv make point k. tables: one {column: (K_seed,) array} per seed.
+    Returns (x, mean, low, high), each (K,) with K the most rows a seed has: the mean over
+    the seeds with a k-th row of their `x` column, and the mean, min and max of their
+    eval_return_mean."""
+    points = []
+    for k in range(max(len(t["eval_return_mean"]) for t in tables)):
+        rows = [t for t in tables if len(t["eval_return_mean"]) > k]
+        returns = [t["eval_return_mean"][k] for t in rows]
+        points.append((np.mean([t[x][k] for t in rows]), np.mean(returns), min(returns),
+                       max(returns)))
+    return tuple(np.array(column) for column in zip(*points))
+
+
+def run_curve(run, x, window):
+    """One run's smoothed training return: (its episodes' `x` column, moving mean of the
+    episode returns over `window` episodes)."""
+    episodes = run["episodes"]
+    return episodes[x], moving_mean(episodes["episode_return"], window)
+
+
+# ---------------------------------------------------------------------------------------
+# Groups and the table
+# ---------------------------------------------------------------------------------------
+def group_runs(runs, flag):
+    """{(env_id, label): [runs]}: the runs of each environment split by the value of `flag`
+    in their config.json. The label is the value for exp_name, `flag=value` for any other
+    flag. Sorted by environment, then by value (numbers as numbers)."""
+    def order(item):
+        (env_id, _), runs = item
+        value = runs[0]["config"][flag]
+        number = isinstance(value, (int, float)) and not isinstance(value, bool)
+        return env_id, not number, value if number else str(value)
+
+    groups = {}
+    for run in runs:
+        value = run["config"][flag]
+        label = str(value) if flag == "exp_name" else f"{flag}={value}"
+        groups.setdefault((run["config"]["env_id"], label), []).append(run)
+    return dict(sorted(groups.items(), key=order))
+
+
+def medians(runs):
+    """{figure: (median over the runs that have it or None, how many have it)} for each of
+    SUMMARY_FIGURES; a figure is missing where it is null (solved_at_step of a run that
+    --stop-at-return did not stop) or where the run has no summary.json (it died)."""
+    result = {}
+    for name in SUMMARY_FIGURES:
+        values = [r["summary"][name] for r in runs
+                  if r["summary"] and r["summary"].get(name) is not None]
+        result[name] = (float(np.median(values)) if values else None, len(values))
+    return result
+
+
+def format_table(groups):
+    """The printed table: a row per group, its number of runs and the medians; a median over
+    only k of the n runs says (k/n), none at all is '-'."""
+    header = ["environment", "group", "runs", *SUMMARY_FIGURES]
+    rows = [header]
+    for (env_id, label), runs in groups.items():
+        cells = [env_id, label, str(len(runs))]
+        for name, (value, have) in medians(runs).items():
+            text = "-" if value is None else SUMMARY_FIGURES[name].format(value)
+            cells.append(text + (f" ({have}/{len(runs)})" if value is not None
+                                 and have < len(runs) else ""))
+        rows.append(cells)
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip()
+                     for row in rows)
+
+
+# ---------------------------------------------------------------------------------------
+# Drawing (benchmark.py draws its comparison figures with draw_group and finish_axis too)
+# ---------------------------------------------------------------------------------------
+def draw_group(ax, curves, label, color=None, evaluations=None):
+    """One group on the axis: the mean over seeds of `curves` (one (x, y) per seed) as a line
+    and the min-max band shaded, on a grid of GRID_POINTS from the first x of any seed to
+    the last. The mean is solid where every seed is present, dotted where only some are (a
+    seed stopped early by --stop-at-return, or its first episode ended later), so that a
+    seed dropping out does not pass for learning. `evaluations` (x, mean, low, high), if
+    given, are drawn as points with min-max bars. Returns the solid line."""
+    grid = np.linspace(min(x[0] for x, _ in curves), max(x[-1] for x, _ in curves),
+                       GRID_POINTS)
+    mean, low, high, count = band(curves, grid)
+    partial = count < len(curves)
+    near_partial = partial | np.append(partial[1:], False) | np.insert(partial[:-1], 0, False)
+    seeds = f"{len(curves)} seed{'s' if len(curves) > 1 else ''}"
+    (line,) = ax.plot(grid, np.where(partial, np.nan, mean), lw=1.5, color=color,
+                      label=f"{label} ({seeds})")
+    ax.plot(grid, np.where(near_partial, mean, np.nan), lw=1, ls=":", color=line.get_color())
+    ax.fill_between(grid, low, high, color=line.get_color(), alpha=0.2, lw=0)
+    if evaluations is not None:
+        ex, em, el, eh = evaluations
+        ax.errorbar(ex, em, yerr=[em - el, eh - em], fmt="o", ms=4, capsize=3,
+                    color=line.get_color(), label=f"{label}: greedy evaluation")
+    return line
+
+
+def finish_axis(ax, title, xlabel, ylabel):
+    """Title, labels, a light grid and the legend."""
+    ax.set(title=title, xlabel=xlabel, ylabel=ylabel)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, loc="best")
+
+
+def draw_figure(groups, x, window):
+    """The figure: one panel per environment (three to a row), each group in one color
+    (the same in every panel)."""
+    env_ids = list(dict.fromkeys(env_id for env_id, _ in groups))
+    labels = list(dict.fromkeys(label for _, label in groups))
+    cols, rows = min(len(env_ids), 3), math.ceil(len(env_ids) / 3)
+    fig = Figure(figsize=(6.4 * cols, 4.2 * rows), dpi=100)
+    for i, env_id in enumerate(env_ids):
+        ax = fig.add_subplot(rows, cols, i + 1)
+        for (group_env, label), runs in groups.items():
+            if group_env != env_id:
+                continue
+            tables = [run["evaluations"] for run in runs if run["evaluations"]]
+            draw_group(ax, [run_curve(run, x, window) for run in runs], label,
+                       color=f"C{labels.index(label) % 10}",
+                       evaluations=evaluation_points(tables, x) if tables else None)
+        finish_axis(ax, f"{env_id}: mean over seeds, min-max shaded",
+                    "environment steps" if x == "global_step" else
+                    "seconds since training started",
+                    f"episode return, moving mean of {window}")
+    fig.tight_layout()
+    return fig
+
+
+# ---------------------------------------------------------------------------------------
+# main
+# ---------------------------------------------------------------------------------------
+def main(args: Args) -> dict:
+    """Check, read the runs, group, draw, print the table. Returns {(env_id, label): runs}."""
+    if args.window < 1:
+        fail(f"--window must be at least 1 (got {args.window})")
+    runs = load_runs(args.runs)
+    flag = check_group_by(args.group_by, runs)
+    out = args.out or default_out(runs, flag)
+    if os.path.splitext(out)[1][1:].lower() not in FigureCanvasBase.get_supported_filetypes():
+        fail(f"--out {out}: give a file name ending in .png (or .pdf, .svg)")
+    groups = group_runs(runs, flag)
+    fig = draw_figure(groups, args.x, args.window)
+    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
+    fig.savefig(out)
+    print(format_table(groups))
+    print(f"{SCRIPT}: wrote {out}")
+    return groups
+
+
+# ---------------------------------------------------------------------------------------
+# Plumbing: finding and reading run folders, checks
+# ---------------------------------------------------------------------------------------
+class UsageError(Exception):
+    """Bad input: reported as one line on stderr with exit status 2."""
+
+
+def fail(message):
+    raise UsageError(message)
+
+
+def expand(patterns):
+    """The folders the arguments name, in order, each once: a glob pattern is expanded
+    (sorted); a pattern or path that matches nothing is bad input."""
+    if not patterns:
+        fail("give run folders or glob patterns, e.g. python plot.py 'runs/CartPole-v1__*'")
+    folders = []
+    for pattern in patterns:
+        matches = sorted(glob.glob(pattern))
+        if not matches:
+            fail(f"no run folder matches {pattern}")
+        folders += [m for m in matches if m not in folders]
+    return folders
+
+
+def read_table(path, columns):
+    """A CSV file as {column: float array}; the columns named must be there."""
+    with open(path, newline="") as f:
+        reader = csv.DictReader(f)
+        missing = [c for c in columns if c not in (reader.fieldnames or [])]
+        if missing:
+            fail(f"{path} has no column {', '.join(missing)}: not a file written by this "
+                 "repository's scripts")
+        rows = list(reader)
+    try:
+        return {c: np.array([float(r[c]) for r in rows]) for c in columns}
+    except (TypeError, ValueError):
+        fail(f"{path} has a row that is not numbers (a run killed while writing it?)")
+
+
+def read_json(path):
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, ValueError) as e:
+        fail(f"cannot read {path}: {e}")
+
+
+def read_run(folder):
+    """A run folder as {"folder", "config", "episodes", "evaluations", "summary"}:
+    evaluations is None without evaluations.csv (or with no row), summary None without
+    summary.json (a run that was killed)."""
+    for name in ("config.json", "episodes.csv"):
+        if not os.path.isfile(os.path.join(folder, name)):
+            fail(f"{folder} has no {name}: give run folders, the folders a script writes "
+                 "under --output-dir (runs/<env_id>__<exp_name>__<seed>__<time>)")
+    config = read_json(os.path.join(folder, "config.json"))
+    if not isinstance(config, dict) or "env_id" not in config:
+        fail(f"{folder}/config.json has no env_id: not a run folder of this repository")
+    episodes = read_table(os.path.join(folder, "episodes.csv"),
+                          ["global_step", "wall_time", "episode_return"])
+    evaluations = None
+    path = os.path.join(folder, "evaluations.csv")
+    if os.path.isfile(path):
+        evaluations = read_table(path, ["global_step", "wall_time", "eval_return_mean"])
+        evaluations = evaluations if len(evaluations["global_step"]) else None
+    path = os.path.join(folder, "summary.json")
+    summary = read_json(path) if os.path.isfile(path) else None
+    return {"folder": folder, "config": config, "episodes": episodes,
+            "evaluations": evaluations, "summary": summary}
+
+
+def load_runs(patterns):
+    """Every run the arguments name. A run without a finished episode (an --eval-checkpoint
+    run, or one stopped before its first episode ended) has no curve: it is left out, with a
+    note."""
+    runs = []
+    for folder in expand(patterns):
+        run = read_run(folder)
+        if len(run["episodes"]["episode_return"]):
+            runs.append(run)
+        else:
+            print(f"{SCRIPT}: left out {folder}: no finished training episode")
+    if not runs:
+        fail("none of the run folders has a finished training episode")
+    return runs
+
+
+def check_group_by(group_by, runs):
+    """The flag as config.json spells it (gae-lambda and --gae-lambda become gae_lambda);
+    every run must have it."""
+    flag = group_by.lstrip("-").replace("-", "_")
+    lacking = [run["folder"] for run in runs if flag not in run["config"]]
+    if len(lacking) == len(runs):
+        known = sorted({key for run in runs for key in run["config"]})
+        close = difflib.get_close_matches(flag, known, n=3)
+        fail(f"unknown --group-by flag {group_by}: " + (
+            f"did you mean {', '.join(close)}?" if close else
+            f"the runs' config.json has {', '.join(known)}"))
+    if lacking:
+        fail(f"--group-by {group_by}: {lacking[0]} has no flag {flag} (a run of another "
+             "script?); give only runs that have it")
+    return flag
+
+
+def default_out(runs, flag):
+    """<env ids>__by-<flag>.png in the current folder ("/" and ":" of an id become "-")."""
+    env_ids = sorted({run["config"]["env_id"] for run in runs})
+    name = "+".join(e.replace("/", "-").replace(":", "-") for e in env_ids)
+    return f"{name}__by-{flag}.png"
+
+
+if __name__ == "__main__":
+    try:
+        main(tyro.cli(Args))
+    except UsageError as e:
+        print(f"{SCRIPT}: error: {e}", file=sys.stderr)
+        sys.exit(2)

@@ -1,0 +1,335 @@
+"""Tests of plot.py, the tool that compares run folders: the smoothing, the band over seeds
+and the evaluation points against numbers worked out by hand, on made-up run folders;
+the grouping and the table; real folders written by tiny runs of qlearning.py and ppo.py;
+every bad input (CONTRIBUTING.md, "Bad input"); benchmark.py's comparison figure, drawn
+through plot.py."""
+import csv
+import glob
+import json
+import os
+
+import numpy as np
+import pytest
+import tyro
+
+import benchmark
+import plot
+import ppo
+import qlearning
+from conftest import approx, check_import_is_quiet
+
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+# ---------------------------------------------------------------------------------------
+# Made-up run folders
+# ---------------------------------------------------------------------------------------
+def write_csv(path, header, rows):
+    with open(path, "w", newline="") as f:
+        csv.writer(f).writerows([header, *rows])
+
+
+def write_run(folder, config, episodes, evaluations=None, summary=None):
+    """A run folder as the scripts write it; episodes: (global_step, episode_return) rows,
+    wall_time = global_step / 10; evaluations: (global_step, eval_return_mean) rows."""
+    os.makedirs(folder)
+    with open(os.path.join(folder, "config.json"), "w") as f:
+        json.dump({"env_id": "Made-v0", "exp_name": "made", **config}, f)
+    write_csv(os.path.join(folder, "episodes.csv"),
+              ["global_step", "wall_time", "episode_return", "episode_length"],
+              [(s, s / 10, r, 5) for s, r in episodes])
+    if evaluations is not None:
+        write_csv(os.path.join(folder, "evaluations.csv"),
+                  ["global_step", "wall_time", "eval_return_mean", "eval_return_std"],
+                  [(s, s / 10, r, 0.0) for s, r in evaluations])
+    if summary is not None:
+        with open(os.path.join(folder, "summary.json"), "w") as f:
+            json.dump(summary, f)
+    return str(folder)
+
+
+def summary_of(train, evaluation, solved, wall, steps):
+    return {"train_return_last20": train, "eval_return_mean": evaluation,
+            "solved_at_step": solved, "wall_time_s": wall, "global_steps": steps}
+
+
+@pytest.fixture
+def made_up(tmp_path):
+    """Runs A and B (num_steps 16, with evaluations.csv), C (num_steps 8, killed: no
+    summary.json) and D (an --eval-checkpoint folder: no episode). Returns the glob."""
+    runs = tmp_path / "runs"
+    # A: two episodes end at step 20 (a vector of environments)
+    write_run(runs / "A", {"seed": 1, "num_steps": 16}, [(10, 1), (20, 3), (20, 5), (30, 7)],
+              evaluations=[(10, 5), (20, 7), (30, 8)], summary=summary_of(4.0, 8.0, 20, 3.0, 30))
+    write_run(runs / "B", {"seed": 2, "num_steps": 16}, [(15, 2), (25, 6)],
+              evaluations=[(10, 9), (22, 11)], summary=summary_of(6.0, 11.0, None, 2.0, 26))
+    write_run(runs / "C", {"seed": 3, "num_steps": 8}, [(5, 0), (10, 0)])
+    write_run(runs / "D", {"seed": 4, "num_steps": 8}, [])
+    return str(runs / "*")
+
+
+def table_rows(stdout):
+    """The printed table's rows, split into cells (cells are at least two spaces apart)."""
+    lines = [line for line in stdout.splitlines() if not line.startswith("plot.py:")]
+    return [[cell.strip() for cell in line.split("  ") if cell.strip()] for line in lines]
+
+
+def drawn_figure(monkeypatch):
+    """Make plot.main keep the figure it draws; returns the list it goes into."""
+    figures, draw = [], plot.draw_figure
+    monkeypatch.setattr(plot, "draw_figure", lambda *a: figures.append(draw(*a)) or figures[-1])
+    return figures
+
+
+# ---------------------------------------------------------------------------------------
+# The math, by hand
+# ---------------------------------------------------------------------------------------
+def test_moving_mean_by_hand():
+    # returns 1, 3, 5, 7; window 2: 1, (1+3)/2=2, (3+5)/2=4, (5+7)/2=6
+    assert plot.moving_mean([1, 3, 5, 7], 2).tolist() == approx([1, 2, 4, 6])
+    # window 3: 1, 2, (1+3+5)/3=3, (3+5+7)/3=5; window 10 (more than there are): running mean
+    assert plot.moving_mean([1, 3, 5, 7], 3).tolist() == approx([1, 2, 3, 5])
+    assert plot.moving_mean([1, 3, 5, 7], 10).tolist() == approx([1, 2, 3, 4])
+
+
+def test_band_over_seeds_by_hand():
+    # Seed A, smoothed (window 2) from episodes ending at 10, 20, 20, 30 with returns 1, 3, 5,
+    # 7: points (10, 1), (20, 2), (20, 4), (30, 6); at step 20 the last counts: (20, 4).
+    # Seed B: episodes at 15, 25, returns 2, 6: points (15, 2), (25, 4).
+    # On the grid 10, 15, 20, 25, 30 (linear between a seed's points, missing outside them):
+    #   A: 1, (1+4)/2=2.5, 4, (4+6)/2=5, 6          B: -, 2, (2+4)/2=3, 4, -
+    #   mean 1, (2.5+2)/2=2.25, (4+3)/2=3.5, (5+4)/2=4.5, 6
+    #   low  1, 2, 3, 4, 6      high 1, 2.5, 4, 5, 6      seeds present 1, 2, 2, 2, 1
+    a = ([10, 20, 20, 30], [1, 2, 4, 6])
+    b = ([15, 25], [2, 4])
+    mean, low, high, count = plot.band([a, b], [10, 15, 20, 25, 30])
+    assert mean.tolist() == approx([1, 2.25, 3.5, 4.5, 6])
+    assert low.tolist() == approx([1, 2, 3, 4, 6])
+    assert high.tolist() == approx([1, 2.5, 4, 5, 6])
+    assert count.tolist() == [1, 2, 2, 2, 1]
+    # seeds that do not overlap: at 20 neither is present
+    mean, low, high, count = plot.band([([10, 15], [1, 2]), ([25, 30], [3, 4])], [10, 20, 30])
+    assert count.tolist() == [1, 0, 1] and np.isnan([mean[1], low[1], high[1]]).all()
+    assert mean[[0, 2]].tolist() == approx([1, 4])
+
+
+def test_evaluation_points_by_hand():
+    # A evaluates at 10, 20, 30 (returns 5, 7, 8); B at 10, 22 (returns 9, 11).
+    # 1st: at (10+10)/2=10, mean (5+9)/2=7, min 5, max 9; 2nd: at (20+22)/2=21, mean
+    # (7+11)/2=9, min 7, max 11; 3rd: A alone, at 30, 8 (min = max = 8)
+    a = {"global_step": np.array([10, 20, 30]), "eval_return_mean": np.array([5, 7, 8])}
+    b = {"global_step": np.array([10, 22]), "eval_return_mean": np.array([9, 11])}
+    x, mean, low, high = plot.evaluation_points([a, b])
+    assert x.tolist() == approx([10, 21, 30]) and mean.tolist() == approx([7, 9, 8])
+    assert low.tolist() == approx([5, 7, 8]) and high.tolist() == approx([9, 11, 8])
+
+
+# ---------------------------------------------------------------------------------------
+# The glue: made-up run folders through main
+# ---------------------------------------------------------------------------------------
+def test_made_up_runs_grouped_drawn_and_tabled(made_up, tmp_path, monkeypatch, capsys):
+    figures = drawn_figure(monkeypatch)
+    monkeypatch.setattr(plot, "GRID_POINTS", 5)
+    out = tmp_path / "fig" / "made.png"
+    groups = plot.main(plot.Args(runs=[made_up], window=2, group_by="num-steps", out=str(out)))
+    stdout = capsys.readouterr().out
+    assert f"left out {os.path.join(os.path.dirname(made_up), 'D')}" in stdout
+    assert out.read_bytes()[:8] == PNG
+    # --group-by num_steps: 8 before 16 (numbers sorted as numbers, not as text)
+    assert list(groups) == [("Made-v0", "num_steps=8"), ("Made-v0", "num_steps=16")]
+    assert [os.path.basename(r["folder"]) for r in groups["Made-v0", "num_steps=16"]] == ["A", "B"]
+
+    # The group of A and B, drawn on the grid 10, 15, 20, 25, 30 (GRID_POINTS 5): the numbers
+    # of test_band_over_seeds_by_hand, since A's and B's files smooth (window 2) to them.
+    # Solid where both seeds are present (15, 20, 25), dotted at the ends and beside them.
+    (ax,) = figures[0].axes
+    solid = next(line for line in ax.lines if line.get_label() == "num_steps=16 (2 seeds)")
+    dotted = ax.lines[ax.lines.index(solid) + 1]
+    assert solid.get_xdata().tolist() == approx([10, 15, 20, 25, 30])
+    assert np.isnan(solid.get_ydata()[[0, 4]]).all()
+    assert solid.get_ydata()[1:4].tolist() == approx([2.25, 3.5, 4.5])
+    assert dotted.get_ls() == ":" and np.isnan(dotted.get_ydata()[2])
+    assert dotted.get_ydata()[[0, 1, 3, 4]].tolist() == approx([1, 2.25, 4.5, 6])
+    band = ax.collections[1].get_paths()[0].vertices  # the group's shaded min-max band
+    for x, y in [(15, 2), (15, 2.5), (20, 3), (20, 4), (25, 4), (25, 5), (30, 6)]:
+        assert np.isclose(band, [x, y]).all(axis=1).any()
+    # its evaluations, as in test_evaluation_points_by_hand: points (10, 7), (21, 9), (30, 8)
+    # with bars 5..9, 7..11, 8..8
+    (container,) = ax.containers
+    points, _, (bars,) = container.lines
+    assert points.get_xdata().tolist() == approx([10, 21, 30])
+    assert points.get_ydata().tolist() == approx([7, 9, 8])
+    assert [s[:, 1].tolist() for s in bars.get_segments()] == [[5, 9], [7, 11], [8, 8]]
+
+    # The table: C alone (no summary.json: every figure missing), then A and B:
+    # train (4+6)/2=5.0, eval (8+11)/2=9.5, solved 20 (only A), wall (3+2)/2=2.5,
+    # steps (30+26)/2=28
+    header, c, ab = table_rows(stdout)
+    assert header == ["environment", "group", "runs", *plot.SUMMARY_FIGURES]
+    assert c == ["Made-v0", "num_steps=8", "1", "-", "-", "-", "-", "-"]
+    assert ab == ["Made-v0", "num_steps=16", "2", "5.0", "9.5", "20 (1/2)", "2.5", "28"]
+
+
+def test_made_up_runs_by_exp_name_against_wall_time(made_up, monkeypatch, capsys, tmp_path):
+    # the default grouping puts A, B, C together (one exp_name); --x wall_time draws against
+    # the wall_time column (step / 10): from C's first episode, 0.5, to A's last, 3.0
+    figures = drawn_figure(monkeypatch)
+    monkeypatch.chdir(tmp_path)
+    groups = plot.main(plot.Args(runs=[made_up], x="wall_time"))
+    assert list(groups) == [("Made-v0", "made")] and len(groups["Made-v0", "made"]) == 3
+    assert (tmp_path / "Made-v0__by-exp_name.png").read_bytes()[:8] == PNG  # the default --out
+    line = figures[0].axes[0].lines[0]
+    assert line.get_xdata()[[0, -1]].tolist() == approx([0.5, 3.0])
+    # with three runs, of which only two have summary.json: (2/3)
+    (_, row) = table_rows(capsys.readouterr().out)
+    assert row == ["Made-v0", "made", "3", "5.0 (2/3)", "9.5 (2/3)", "20 (1/3)", "2.5 (2/3)",
+                   "28 (2/3)"]
+
+
+# ---------------------------------------------------------------------------------------
+# Real run folders: tiny runs of qlearning.py and ppo.py
+# ---------------------------------------------------------------------------------------
+QLEARNING_CARTPOLE = ["--bins", "1", "1", "6", "12", "--obs-low", "-2.4", "-3", "-0.21", "-3.5",
+                      "--obs-high", "2.4", "3", "0.21", "3.5", "--total-timesteps", "1000"]
+PPO_TINY = ["--total-timesteps", "128", "--num-envs", "2", "--num-steps", "16",
+            "--num-minibatches", "2", "--update-epochs", "1", "--no-cuda"]
+
+
+@pytest.fixture(scope="module")
+def real_runs(tmp_path_factory):
+    """CartPole-v1: qlearning.py and ppo.py, seeds 1 and 2; FrozenLake-v1: qlearning.py,
+    seed 1. Returns the runs folder."""
+    runs = tmp_path_factory.mktemp("real") / "runs"
+    commands = [(qlearning, ["--env-id", "CartPole-v1", *QLEARNING_CARTPOLE], "12"),
+                (ppo, ["--env-id", "CartPole-v1", *PPO_TINY], "12"),
+                (qlearning, ["--env-id", "FrozenLake-v1", "--total-timesteps", "300"], "1")]
+    for script, flags, seeds in commands:
+        for seed in seeds:
+            script.main(tyro.cli(script.Args, args=[*flags, "--seed", seed, "--eval-episodes",
+                                                     "1", "--output-dir", str(runs)]))
+    return runs
+
+
+def summaries(runs, pattern):
+    found = []
+    for path in sorted(glob.glob(os.path.join(runs, pattern, "summary.json"))):
+        with open(path) as f:
+            found.append(json.load(f))
+    return found
+
+
+def test_runs_of_two_scripts(real_runs, run_cli, tmp_path):
+    out = tmp_path / "compare.png"
+    code, stdout, err = run_cli("plot.py", [str(real_runs / "CartPole-v1__*"),
+                                            str(real_runs / "FrozenLake*"), "--out", str(out)])
+    assert code == 0, err
+    assert out.read_bytes()[:8] == PNG and f"plot.py: wrote {out}" in stdout
+    header, *rows = table_rows(stdout)
+    assert [row[:3] for row in rows] == [["CartPole-v1", "ppo", "2"],
+                                         ["CartPole-v1", "qlearning", "2"],
+                                         ["FrozenLake-v1", "qlearning", "1"]]
+    # the medians of two runs are the mean of their summary.json figures
+    for row, pattern in zip(rows, ["CartPole-v1__ppo__*", "CartPole-v1__qlearning__*",
+                                   "FrozenLake-v1__qlearning__*"]):
+        found = summaries(real_runs, pattern)
+        for name in ("train_return_last20", "wall_time_s", "global_steps"):
+            expected = sum(s[name] for s in found) / len(found)
+            assert row[header.index(name)] == plot.SUMMARY_FIGURES[name].format(expected)
+
+
+def test_group_by_a_flag_of_real_runs(real_runs, run_cli, tmp_path):
+    # ppo.py's learning rate 0.004 and qlearning.py's 0.1, on CartPole; "--group-by
+    # learning-rate" is config.json's learning_rate
+    code, stdout, err = run_cli("plot.py", [str(real_runs / "CartPole-v1__*"), "--group-by",
+                                            "learning-rate", "--out", str(tmp_path / "lr.png")])
+    assert code == 0, err
+    _, *rows = table_rows(stdout)
+    assert [row[:3] for row in rows] == [["CartPole-v1", "learning_rate=0.004", "2"],
+                                         ["CartPole-v1", "learning_rate=0.1", "2"]]
+
+
+# ---------------------------------------------------------------------------------------
+# Bad input: one line, exit status 2, no figure
+# ---------------------------------------------------------------------------------------
+def bad_folder(tmp_path, kind):
+    """A folder that is not a usable run folder, of the kind named."""
+    folder = tmp_path / "runs" / kind
+    if kind == "no-episodes-csv":
+        write_run(folder, {}, [])
+        os.remove(folder / "episodes.csv")
+    elif kind == "no-config-json":
+        write_run(folder, {}, [(10, 1)])
+        os.remove(folder / "config.json")
+    elif kind == "corrupt-config-json":
+        write_run(folder, {}, [(10, 1)])
+        (folder / "config.json").write_text("{not json")
+    elif kind == "episodes-csv-without-returns":
+        write_run(folder, {}, [])
+        write_csv(folder / "episodes.csv", ["global_step", "wall_time"], [(10, 1.0)])
+    elif kind == "no-episode":
+        write_run(folder, {}, [])
+    return str(folder)
+
+
+@pytest.mark.parametrize("argv, message", [
+    ([], "give run folders or glob patterns"),
+    (["{tmp}/nothing-here/*"], "no run folder matches"),
+    (["{tmp}/runs/no-episodes-csv"], "has no episodes.csv: give run folders"),
+    (["{tmp}/runs/no-config-json"], "has no config.json: give run folders"),
+    (["{tmp}/runs"], "has no config.json: give run folders"),  # the folder above the runs
+    (["{tmp}/runs/corrupt-config-json"], "cannot read"),
+    (["{tmp}/runs/episodes-csv-without-returns"], "has no column episode_return"),
+    (["{tmp}/runs/no-episode"], "none of the run folders has a finished training episode"),
+    (["{made_up}", "--group-by", "gae_lamda"], "unknown --group-by flag gae_lamda"),
+    (["{made_up}", "--group-by", "num_step"], "did you mean num_steps?"),
+    (["{made_up}", "{tmp}/runs/other-script", "--group-by", "num_steps"],
+     "other-script has no flag num_steps"),
+    (["{made_up}", "--window", "0"], "--window must be at least 1"),
+    (["{made_up}", "--out", "{tmp}/figure.txt"], "give a file name ending in .png"),
+])
+def test_bad_input(argv, message, made_up, run_cli, tmp_path, monkeypatch):
+    for kind in ("no-episodes-csv", "no-config-json", "corrupt-config-json",
+                 "episodes-csv-without-returns", "no-episode"):
+        bad_folder(tmp_path / "bad", kind)
+    write_run(tmp_path / "bad" / "runs" / "other-script", {}, [(10, 1)])
+    monkeypatch.chdir(tmp_path)
+    argv = [a.format(tmp=tmp_path / "bad", made_up=made_up) for a in argv]
+    code, _, err = run_cli("plot.py", argv)
+    assert code == 2
+    assert err.startswith("plot.py: error: ") and err.count("\n") == 1 and message in err
+    assert not glob.glob(str(tmp_path / "**" / "*.png"), recursive=True)
+    assert not glob.glob(str(tmp_path / "**" / "*.txt"), recursive=True)
+
+
+def test_importing_plot_has_no_side_effects(tmp_path):
+    check_import_is_quiet("plot", tmp_path)
+
+
+# ---------------------------------------------------------------------------------------
+# benchmark.py's comparison figures, drawn through plot.py from results.json's curves
+# ---------------------------------------------------------------------------------------
+def test_benchmark_comparison_drawn_by_plot(tmp_path, monkeypatch):
+    # two tasks of two seeds each, with thinned curves as results.json keeps them
+    # ([steps], [moving means]); seed 2 of "one" stops early, at step 20; each task is one
+    # draw_group call with its seeds' curves and its legend
+    results = {
+        "one": {"threshold": 5, "window": 10, "runs": [
+            {"seed": 1, "curve": [[0, 10, 30], [0.0, 2.0, 6.0]]},
+            {"seed": 2, "curve": [[0, 20], [2.0, 4.0]]}]},
+        "two": {"threshold": 5, "runs": [
+            {"seed": 1, "curve": [[0, 30], [1.0, 1.0]]},
+            {"seed": 2, "curve": [[0, 30], [3.0, 3.0]]}]},
+    }
+    calls, draw = [], plot.draw_group
+    monkeypatch.setattr(plot, "draw_group", lambda ax, curves, label, **kw: calls.append(
+        (curves, label)) or draw(ax, curves, label, **kw))
+    monkeypatch.setattr(plot, "GRID_POINTS", 4)
+    members = {"one": "the first", "two": "the second"}
+    benchmark.plot_comparison("one-vs-two", "One beside two", members, results, str(tmp_path))
+    assert (tmp_path / "one-vs-two.png").read_bytes()[:8] == PNG
+    assert calls == [([r["curve"] for r in results[m]["runs"]], legend)
+                     for m, legend in members.items()]
+    # without curves for one of the tasks, no figure
+    del results["two"]["runs"][1]["curve"]
+    benchmark.plot_comparison("again", "Again", members, results, str(tmp_path))
+    assert not (tmp_path / "again.png").exists()
