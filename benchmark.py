@@ -82,7 +82,8 @@ class Task:
 
     @property
     def name(self):
-        return f"{self.script}-{self.env_id}" + (f"-{self.label}" if self.label else "")
+        env = self.env_id.split(":")[-1]  # module:EnvId -> EnvId
+        return f"{self.script}-{env}" + (f"-{self.label}" if self.label else "")
 
 
 PPO_PENDULUM = ["--total-timesteps", "200000", "--num-envs", "8", "--num-steps", "256",
@@ -97,6 +98,13 @@ PPO_AS_PPOD = ["--total-timesteps", "300000", "--num-envs", "8", "--num-steps", 
 
 ES_PENDULUM = ["--total-timesteps", "3000000", "--population-size", "32",
                "--episodes-per-member", "2", "--sigma", "0.3", "--learning-rate", "0.1"]
+
+# CartPole-v1 without its velocities for scripts without --hide-obs (benchmarks/no_velocity.py)
+NO_VELOCITY = "benchmarks.no_velocity:CartPoleNoVel-v1"
+
+PPO_LSTM_PENDULUM = ["--hide-obs", "2", "--total-timesteps", "200000", "--num-steps", "256",
+                     "--data-chunk-length", "16", "--num-minibatches", "16", "--gamma", "0.95",
+                     "--gae-lambda", "0.95", "--learning-rate", "1e-3", "--ent-coef", "0.001"]
 
 # the same run with 1 and with 2 worker processes (the speed-up of es.py's workers)
 ES_SPEED = ["--total-timesteps", "300000", "--eval-episodes", "0", "--num-workers"]
@@ -169,6 +177,18 @@ TASKS = {
              "--critic-state as --per-agent-reward (the reward alone changes)",
              ["--critic-state", "as", "--per-agent-reward"], label="as-own-reward", window=100),
     ],
+    "ppo_lstm": [
+        Task("ppo_lstm", "CartPole-v1", 475, "CartPole without its velocities (--hide-obs 1 3): "
+             "20-episode mean 475 at a median of at most 50k steps, at most 0.7x the "
+             "whole-process time of sb3-contrib's RecurrentPPO with rl-zoo's CartPoleNoVel-v1 "
+             "hyperparameters (38k-72k steps, 53-100 s)", ["--hide-obs", "1", "3",
+                                                           "--stop-at-return", "475"],
+             label="novel"),
+        Task("ppo", NO_VELOCITY, 475, "ppo.py beside ppo_lstm.py on the same task: no memory, "
+             "the same 100k-step budget", ["--total-timesteps", "100000"]),
+        Task("ppo_lstm", "Pendulum-v1", -200, "Pendulum without its angular velocity "
+             "(--hide-obs 2): a short run, as measured", PPO_LSTM_PENDULUM, label="novel"),
+    ],
     "es": [
         Task("es", "CartPole-v1", 475, "eval return 500 within 20 generations at the median "
              "(generations: rows of updates.csv); the speed-up of 2 workers over 1 (goal 1.7x) "
@@ -201,6 +221,10 @@ COMPARISONS = {
     "ppod-vs-ppo-MountainCar-v0": ("PPO+D (one demonstration) beside PPO on MountainCar-v0",
                                    {"ppod-MountainCar-v0": "ppod.py (the defaults)",
                                     "ppo-MountainCar-v0-as-ppod": "ppo.py with ppod.py's flags"}),
+    "ppo_lstm-vs-ppo-CartPoleNoVel": ("CartPole-v1 without its velocities: an LSTM policy "
+                                      "beside an MLP", {
+                                          "ppo_lstm-CartPole-v1-novel": "ppo_lstm.py --hide-obs 1 3",
+                                          "ppo-CartPoleNoVel-v1": "ppo.py (no memory)"}),
     "mappo-spread-critics": ("mappo.py on simple_spread_v3: EP and AS critic states",
                              {"mappo-simple_spread_v3": "EP: env.state(), team reward (defaults)",
                               "mappo-simple_spread_v3-as": "AS: state | own obs | id, team reward",

@@ -75,6 +75,11 @@ class Exercise:
 PPOD_RUN = ("--env-id", "MountainCar-v0", "--demos-dir", os.path.join(ROOT, "demos",
             "MountainCar-v0"), "--total-timesteps", "150000", "--stop-at-return", "-130")
 
+# CartPole without its velocities: a memoryless policy stays far below the goal
+PPO_LSTM_RUN = ("--env-id", "CartPole-v1", "--hide-obs", "1", "3", "--total-timesteps", "60000",
+                "--stop-at-return", "200")
+PPO_LSTM_GOAL = 200
+
 # simple_spread_v3's episodes are noisy (a random policy scores -27 +- 9), so the check
 # evaluates 100 greedy episodes: -24 before training, about -19 after 100k steps (the mean
 # of 100 varies by about 0.9, so -21.5 leaves room on both sides)
@@ -177,6 +182,23 @@ EXERCISES = (
               "test_sampling_never_returns_a_masked_action_and_follows_the_probabilities",
               "test_an_all_true_mask_gives_the_ordinary_categorical"),
              ("--env-id", "Taxi-v4", "--stop-at-return", "7"), 7),
+    Exercise("ppo_lstm.chunks", "recurrent_generator", "Zhong et al. 2024, HARL (recurrent "
+             "minibatch generators); PPO: Schulman et al. 2017",
+             "number the chunks n * (T/L) + k, shuffle them with torch.randperm, and for each "
+             "minibatch build [L, C] step and environment indices (start + arange(L))",
+             ("test_chunks_cut_each_environments_rollout_into_consecutive_steps",
+              "test_naive_generator_feeds_whole_rollouts",
+              "test_generator_slices_the_buffer_time_first"),
+             PPO_LSTM_RUN, PPO_LSTM_GOAL),
+    Exercise("ppo_lstm.unroll", "unroll", "Hochreiter & Schmidhuber 1997, LSTM; recurrent "
+             "PPO as in HARL (Zhong et al. 2024)",
+             "before each step multiply h and c by (1 - start_t), then run the LSTM one step; "
+             "stack the outputs",
+             ("test_unroll_without_episode_starts_equals_the_lstm_on_the_whole_sequence",
+              "test_unroll_resets_at_an_episode_start_inside_the_chunk",
+              "test_a_start_at_the_first_step_ignores_the_stored_state",
+              "test_evaluating_a_chunk_equals_acting_one_step_at_a_time"),
+             PPO_LSTM_RUN, PPO_LSTM_GOAL),
     Exercise("es.centered_ranks", "centered_ranks", "Salimans et al. 2017, Evolution "
              "Strategies as a Scalable Alternative to RL (fitness shaping)",
              "rank the values 0..n-1 (equal values share the mean of the ranks they hold: "

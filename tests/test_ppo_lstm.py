@@ -1,0 +1,433 @@
+"""Tests of ppo_lstm.py: the chunk generators and the unroll by hand, what the rollout stores
+and what the update feeds the LSTM (the glue), runs end to end, bad input, determinism."""
+import json
+import math
+import os
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+
+import ppo_lstm
+from conftest import (CountingEnv, check_import_is_quiet, interrupt_on_call, read_csv,
+                      same_seed_episodes)
+
+# Episodes of 5 steps cut by a time limit: observations 0, 1, 2, 3, 4, then the fifth step
+# (from observation 4) is truncated with the true final observation 5.
+gym.register("CountToFive-v0", entry_point=CountingEnv, max_episode_steps=5)
+
+
+def column(*values):
+    """A [T, 1] tensor: one environment's values over T steps."""
+    return torch.tensor(values, dtype=torch.float32).unsqueeze(1)
+
+
+# ---------------------------------------------------------------------------------------
+# GAE by hand: three steps of one environment, gamma = 0.9, lambda = 0.5 (gamma * lambda =
+# 0.45), rewards [1, 0, 2], values V(s_t) = [1, 2, 1].
+# ---------------------------------------------------------------------------------------
+REWARDS, VALUES = column(1, 0, 2), column(1, 2, 1)
+NO_END, END_AT_1 = column(0, 0, 0), column(0, 1, 0)
+
+
+def test_gae_without_episode_end():
+    # next_values = [2, 1, 3] (V(s_3) = 3 after the rollout)
+    # delta = [1 + 0.9*2 - 1, 0 + 0.9*1 - 2, 2 + 0.9*3 - 1] = [1.8, -1.1, 3.7]
+    # A_2 = 3.7;  A_1 = -1.1 + 0.45*3.7 = 0.565;  A_0 = 1.8 + 0.45*0.565 = 2.05425
+    adv, ret = ppo_lstm.compute_gae(REWARDS, VALUES, column(2, 1, 3), NO_END, NO_END, 0.9, 0.5)
+    assert torch.allclose(adv, column(2.05425, 0.565, 3.7))
+    assert torch.allclose(ret, column(3.05425, 2.565, 4.7))
+
+
+def test_gae_termination_does_not_bootstrap_and_truncation_does():
+    # Step 1 ends the episode; next_values[1] = 5 is V(final obs) when truncated.
+    # terminated: delta_1 = 0 + 0 - 2 = -2;     truncated: delta_1 = 0 + 0.9*5 - 2 = 2.5
+    # either way A_1 = delta_1 (the episode ended) and A_2 = 3.7 as above, so
+    # terminated: A_0 = 1.8 + 0.45*(-2) = 0.9;  truncated: A_0 = 1.8 + 0.45*2.5 = 2.925
+    next_values = column(2, 5, 3)
+    adv, _ = ppo_lstm.compute_gae(REWARDS, VALUES, next_values, END_AT_1, NO_END, 0.9, 0.5)
+    assert torch.allclose(adv, column(0.9, -2.0, 3.7))
+    adv, _ = ppo_lstm.compute_gae(REWARDS, VALUES, next_values, NO_END, END_AT_1, 0.9, 0.5)
+    assert torch.allclose(adv, column(2.925, 2.5, 3.7))
+
+
+def test_buffer_gae_takes_final_values_where_truncated_and_last_value_after():
+    # T = 3, one environment truncated at step 1: next_values = [V1, final_values[1], last]
+    # = [2, 5, 3], so the advantages are the truncated case above.
+    buffer = ppo_lstm.RolloutBuffer(3, 1, 1, (), torch.long, 4, "cpu")
+    buffer.rewards, buffer.values = REWARDS.clone(), VALUES.clone()
+    buffer.truncated = END_AT_1.bool()
+    buffer.final_values[1, 0] = 5.0
+    buffer.last_value = torch.tensor([3.0])
+    advantages, _ = buffer.gae(0.9, 0.5)
+    assert torch.allclose(advantages, column(2.925, 2.5, 3.7))
+
+
+# ---------------------------------------------------------------------------------------
+# The chunk generators by hand
+# ---------------------------------------------------------------------------------------
+def chunks_of(generator):
+    """Each chunk a minibatch holds, as (environment, [its steps])."""
+    return [[(int(envs[0, c]), steps[:, c].tolist()) for c in range(steps.shape[1])]
+            for steps, envs in generator]
+
+
+def test_chunks_cut_each_environments_rollout_into_consecutive_steps():
+    # T = 6, N = 2, L = 2: chunk c = n*3 + k holds steps 2k, 2k+1 of environment n:
+    #   0: (0, [0, 1])  1: (0, [2, 3])  2: (0, [4, 5])
+    #   3: (1, [0, 1])  4: (1, [2, 3])  5: (1, [4, 5])
+    # With a seeded generator the chunks come in the order of torch.randperm(6) with the
+    # same seed, three to a minibatch (2 minibatches).
+    every = [(0, [0, 1]), (0, [2, 3]), (0, [4, 5]), (1, [0, 1]), (1, [2, 3]), (1, [4, 5])]
+    order = torch.randperm(6, generator=torch.Generator().manual_seed(3)).tolist()
+    minibatches = chunks_of(ppo_lstm.recurrent_generator(6, 2, 2, 2,
+                                                         torch.Generator().manual_seed(3)))
+    assert minibatches == [[every[c] for c in order[:3]], [every[c] for c in order[3:]]]
+
+
+def test_naive_generator_feeds_whole_rollouts():
+    # T = 3, N = 4, 2 minibatches: each environment's whole rollout [0, 1, 2] is one sequence
+    minibatches = chunks_of(ppo_lstm.naive_recurrent_generator(3, 4, 2))
+    assert [len(m) for m in minibatches] == [2, 2]
+    assert sorted(sum(minibatches, [])) == [(n, [0, 1, 2]) for n in range(4)]
+
+
+def test_generator_slices_the_buffer_time_first():
+    # buffer.x[steps, envs] is [L, C]: with x[t, n] = 10 t + n, the chunk (1, [2, 3]) gives the
+    # column [21, 31] and the first row steps[0], envs[0] picks x[2, 1] = 21.
+    x = torch.arange(6).unsqueeze(1) * 10 + torch.arange(2)
+    for steps, envs in ppo_lstm.recurrent_generator(6, 2, 2, 1):
+        for c in range(steps.shape[1]):
+            t0, n = int(steps[0, c]), int(envs[0, c])
+            assert x[steps, envs][:, c].tolist() == [10 * t0 + n, 10 * (t0 + 1) + n]
+            assert x[steps[0], envs[0]][c] == 10 * t0 + n
+
+
+# ---------------------------------------------------------------------------------------
+# The unroll
+# ---------------------------------------------------------------------------------------
+def test_unroll_without_episode_starts_equals_the_lstm_on_the_whole_sequence():
+    torch.manual_seed(0)
+    lstm = torch.nn.LSTM(3, 4)
+    x, h0, c0 = torch.randn(5, 2, 3), torch.randn(2, 4), torch.randn(2, 4)
+    outputs, (h, c) = ppo_lstm.unroll(lstm, x, (h0, c0), torch.zeros(5, 2))
+    expected, (h_n, c_n) = lstm(x, (h0.unsqueeze(0), c0.unsqueeze(0)))
+    assert torch.allclose(outputs, expected, atol=1e-6)
+    assert torch.allclose(h, h_n[0], atol=1e-6) and torch.allclose(c, c_n[0], atol=1e-6)
+
+
+def test_unroll_resets_at_an_episode_start_inside_the_chunk():
+    # A chunk of 4 steps whose step 2 starts a new episode, from a nonzero state: from step
+    # 2 on, the outputs are those of the new episode unrolled alone from zeros.
+    torch.manual_seed(1)
+    lstm = torch.nn.LSTM(3, 4)
+    x, state = torch.randn(4, 1, 3), (torch.randn(1, 4), torch.randn(1, 4))
+    starts = column(0, 0, 1, 0)
+    outputs, _ = ppo_lstm.unroll(lstm, x, state, starts)
+    alone, _ = ppo_lstm.unroll(lstm, x[2:], (torch.zeros(1, 4), torch.zeros(1, 4)),
+                               torch.zeros(2, 1))
+    assert torch.allclose(outputs[2:], alone, atol=1e-6)
+    before, _ = ppo_lstm.unroll(lstm, x[:2], state, torch.zeros(2, 1))
+    assert torch.allclose(outputs[:2], before, atol=1e-6)
+    assert not torch.allclose(outputs[2], before[1], atol=1e-3)  # the reset changed something
+
+
+def test_a_start_at_the_first_step_ignores_the_stored_state():
+    torch.manual_seed(2)
+    lstm = torch.nn.LSTM(3, 4)
+    x = torch.randn(2, 1, 3)
+    from_state, _ = ppo_lstm.unroll(lstm, x, (torch.randn(1, 4), torch.randn(1, 4)), column(1, 0))
+    from_zeros, _ = ppo_lstm.unroll(lstm, x, (torch.zeros(1, 4), torch.zeros(1, 4)), column(0, 0))
+    assert torch.allclose(from_state, from_zeros, atol=1e-6)
+
+
+def test_evaluating_a_chunk_equals_acting_one_step_at_a_time():
+    # The update's batched pass over a chunk gives the log-probabilities and values that
+    # acting step by step (the rollout's path) gave, resets included.
+    torch.manual_seed(3)
+    agent = ppo_lstm.Agent(2, 3, continuous=False, hidden_size=8, lstm_hidden_size=5)
+    obs, starts = torch.randn(6, 2, 2), torch.tensor([[1, 1], [0, 0], [0, 1], [1, 0],
+                                                      [0, 0], [0, 0]], dtype=torch.float32)
+    state = agent.initial_state(2, "cpu")
+    actions, logprobs, values = [], [], []
+    with torch.no_grad():
+        for t in range(6):
+            action, logprob, value, state = agent.step(obs[t], state, starts[t])
+            actions.append(action), logprobs.append(logprob), values.append(value)
+        new_logprobs, _, new_values = agent.evaluate(obs, torch.stack(actions),
+                                                     agent.initial_state(2, "cpu"), starts)
+    assert torch.allclose(new_logprobs, torch.stack(logprobs), atol=1e-6)
+    assert torch.allclose(new_values, torch.stack(values), atol=1e-6)
+
+
+# ---------------------------------------------------------------------------------------
+# The glue: what the rollout stores and what the update feeds the LSTM
+# ---------------------------------------------------------------------------------------
+@pytest.fixture
+def one_update(tmp_path, monkeypatch):
+    """One update (T = 8, N = 2, L = 4) on CountToFive-v0, spied on: returns the agent,
+    the buffer as it was when GAE ran, each minibatch's chunk indices and each state the
+    update gave the LSTM."""
+    seen = {"chunks": [], "states": []}
+    original_gae, original_evaluate = ppo_lstm.RolloutBuffer.gae, ppo_lstm.Agent.evaluate
+    original_generator = ppo_lstm.recurrent_generator
+
+    def gae(self, *args):
+        seen["buffer"] = {k: v.clone() for k, v in vars(self).items()}
+        return original_gae(self, *args)
+
+    def evaluate(self, obs, actions, state, starts):
+        seen["agent"] = self
+        seen["states"].append((state[0].clone(), state[1].clone()))
+        return original_evaluate(self, obs, actions, state, starts)
+
+    def generator(*args):
+        for steps, envs in original_generator(*args):
+            seen["chunks"].append((steps, envs))
+            yield steps, envs
+
+    monkeypatch.setattr(ppo_lstm.RolloutBuffer, "gae", gae)
+    monkeypatch.setattr(ppo_lstm.Agent, "evaluate", evaluate)
+    monkeypatch.setattr(ppo_lstm, "recurrent_generator", generator)
+    initial = {}
+    original_init = ppo_lstm.Agent.__init__
+
+    def init(self, *args, **kwargs):
+        original_init(self, *args, **kwargs)
+        if not initial:  # the training agent, the first one made
+            initial.update({k: v.clone() for k, v in self.state_dict().items()})
+
+    monkeypatch.setattr(ppo_lstm.Agent, "__init__", init)
+    ppo_lstm.main(ppo_lstm.Args(env_id="CountToFive-v0", total_timesteps=16, num_envs=2,
+                                num_steps=8, data_chunk_length=4, num_minibatches=2,
+                                update_epochs=1, norm_obs=False, eval_episodes=0,
+                                output_dir=str(tmp_path)))
+    agent = ppo_lstm.Agent(1, 2, False, 64, 64)
+    agent.load_state_dict(initial)  # the weights the rollout acted with
+    return agent, seen
+
+
+def episode_states(agent, observations):
+    """The state after each observation of an episode unrolled from zeros (by hand: one
+    LSTM step at a time)."""
+    state, states = agent.initial_state(1, "cpu"), []
+    for o in observations:
+        _, state = agent.features(torch.tensor([[[float(o)]]]), state, torch.zeros(1, 1))
+        states.append(state)
+    return states
+
+
+def test_rollout_stores_the_state_each_step_acted_with(one_update):
+    agent, seen = one_update
+    buffer = seen["buffer"]
+    # Each environment sees 0 1 2 3 4 | 0 1 2: episodes start at steps 0 and 5.
+    assert buffer["obs"][:, :, 0].tolist() == [[t, t] for t in (0, 1, 2, 3, 4, 0, 1, 2)]
+    assert buffer["episode_starts"][:, 0].tolist() == [1, 0, 0, 0, 0, 1, 0, 0]
+    with torch.no_grad():
+        states = episode_states(agent, range(5))
+    for t in range(8):
+        # the state at step t is the one after the episode's observations before it;
+        # zeros where the episode starts (steps 0 and 5)
+        k = t if t < 5 else t - 5
+        expected = (torch.zeros(1, 2, 64),) * 2 if k == 0 else states[k - 1]
+        for n in range(2):
+            assert torch.allclose(buffer["h"][t, n], expected[0][0], atol=1e-6)
+            assert torch.allclose(buffer["c"][t, n], expected[1][0], atol=1e-6)
+    assert buffer["h"][3].abs().sum() > 0
+
+
+def test_truncation_bootstraps_from_the_final_observation_with_the_episodes_state(one_update):
+    agent, seen = one_update
+    buffer = seen["buffer"]
+    # Step 4 (from observation 4) is truncated; its final observation 5 is valued with the
+    # state after observations 0..4: the LSTM run over 0, 1, 2, 3, 4, 5 from zeros.
+    with torch.no_grad():
+        (_, critic), _ = agent.features(torch.arange(6.0).view(6, 1, 1),
+                                        agent.initial_state(1, "cpu"), torch.zeros(6, 1))
+        expected = agent.value(critic[-1])[0]
+    assert buffer["truncated"][:, 0].tolist() == [False] * 4 + [True] + [False] * 3
+    assert torch.allclose(buffer["final_values"][4], expected.expand(2), atol=1e-6)
+    assert buffer["final_values"][[0, 1, 2, 3, 5, 6, 7]].abs().sum() == 0
+    # V(final obs 5) is not the value of the next episode's first observation 0
+    assert not torch.allclose(buffer["final_values"][4, 0], buffer["values"][5, 0], atol=1e-4)
+
+
+def test_update_starts_each_chunk_from_its_stored_state(one_update):
+    _, seen = one_update
+    buffer = seen["buffer"]
+    assert len(seen["chunks"]) == len(seen["states"]) == 2
+    for (steps, envs), (h, c) in zip(seen["chunks"], seen["states"]):
+        assert torch.equal(h, buffer["h"][steps[0], envs[0]])
+        assert torch.equal(c, buffer["c"][steps[0], envs[0]])
+    # chunks start at steps 0 and 4; the one at step 4 starts mid-episode, so its stored
+    # state is neither zeros nor the state the rollout ended with
+    fed = torch.cat([h for h, _ in seen["states"]])
+    firsts = torch.cat([steps[0] for steps, _ in seen["chunks"]])
+    mid = fed[firsts == 4]
+    assert len(mid) == 2 and mid.abs().sum(-1).min() > 0
+    assert not torch.allclose(mid[0], buffer["h"][7, 0], atol=1e-4)
+
+
+# ---------------------------------------------------------------------------------------
+# Runs end to end
+# ---------------------------------------------------------------------------------------
+def test_hidden_velocity_smoke_run_writes_every_file_and_its_model_evaluates(tmp_path,
+                                                                             check_run_folder):
+    args = ppo_lstm.Args(hide_obs=[1, 3], total_timesteps=512, num_envs=2, num_steps=32,
+                         data_chunk_length=8, num_minibatches=2, update_epochs=2,
+                         eval_episodes=2, save_model=True, output_dir=str(tmp_path / "train"))
+    summary = ppo_lstm.main(args)
+    path, episodes, updates = check_run_folder(summary, args.output_dir, "ppo_lstm", model=True)
+    assert summary["global_steps"] == 512 and len(updates) == 8
+    assert {"policy_loss", "value_loss", "entropy", "approx_kl", "clipfrac",
+            "explained_variance"} <= set(updates[0])
+    with open(os.path.join(path, "config.json")) as f:
+        assert json.load(f)["hide_obs"] == [1, 3]
+    state = torch.load(os.path.join(path, "model.pt"), weights_only=True)
+    assert state["agent"]["actor_encoder.0.weight"].shape == (64, 2)  # 2 of CartPole's 4
+    assert state["agent"]["critic_encoder.0.weight"].shape == (64, 2)
+    assert state["args"]["lstm_hidden_size"] == 64
+
+    # --eval-checkpoint applies the checkpoint's --hide-obs, whatever the command line says
+    evaluated = ppo_lstm.main(ppo_lstm.Args(eval_checkpoint=os.path.join(path, "model.pt"),
+                                            eval_episodes=2, output_dir=str(tmp_path / "eval")))
+    assert evaluated["eval_return_mean"] == summary["eval_return_mean"]
+    assert evaluated["global_steps"] == 0
+    (eval_path,) = (tmp_path / "eval").iterdir()
+    assert json.loads((eval_path / "config.json").read_text())["hide_obs"] == [1, 3]
+
+
+def test_continuous_run_with_the_naive_generator(tmp_path, check_run_folder):
+    args = ppo_lstm.Args(env_id="Pendulum-v1", hide_obs=[2], total_timesteps=800, num_envs=2,
+                         num_steps=200, data_chunk_length=200, num_minibatches=2,
+                         update_epochs=1, eval_episodes=1, norm_reward=True, target_kl=0.5,
+                         output_dir=str(tmp_path))
+    summary = ppo_lstm.main(args)
+    _, episodes, _ = check_run_folder(summary, args.output_dir, "ppo_lstm")
+    assert [e["episode_length"] for e in episodes] == ["200"] * 4  # cut by the time limit
+    assert float(episodes[0]["episode_return"]) < 0  # raw returns, not normalized rewards
+
+
+def test_your_own_environment_module(tmp_path, fresh_env_module, check_run_folder):
+    args = ppo_lstm.Args(env_id=f"{fresh_env_module}:GridWorld-v0", total_timesteps=128,
+                         num_envs=2, num_steps=16, eval_episodes=1, output_dir=str(tmp_path))
+    summary = ppo_lstm.main(args)
+    check_run_folder(summary, args.output_dir, "ppo_lstm")
+    assert summary["env_id"] == "my_envs:GridWorld-v0"
+
+
+def test_evaluation_carries_the_state_through_the_episode(monkeypatch):
+    # Greedy evaluation of 2 episodes of CountToFive-v0: the states given at each step are
+    # zeros at the first step and then the state returned by the step before.
+    agent = ppo_lstm.Agent(1, 2, False, 8, 4)
+    calls, original = [], ppo_lstm.Agent.greedy
+
+    def greedy(self, obs, state, starts):
+        action, new_state = original(self, obs, state, starts)
+        calls.append((state, starts.clone(), new_state))
+        return action, new_state
+
+    monkeypatch.setattr(ppo_lstm.Agent, "greedy", greedy)
+    obs_filter = ppo_lstm.ObsFilter([], 1, normalize=False)
+    returns = ppo_lstm.evaluate(agent, obs_filter, "CountToFive-v0", 2, 0, "cpu")
+    assert returns.tolist() == [5.0, 5.0] and len(calls) == 5
+    assert calls[0][1].tolist() == [1, 1] and all(c[1].sum() == 0 for c in calls[1:])
+    for before, after in zip(calls, calls[1:]):
+        assert torch.equal(after[0][0], before[2][0]) and torch.equal(after[0][1], before[2][1])
+
+
+def test_stop_at_return_stops_and_records_when(tmp_path):
+    summary = ppo_lstm.main(ppo_lstm.Args(total_timesteps=100_000, stop_at_return=1.0,
+                                          eval_episodes=0, output_dir=str(tmp_path)))
+    episodes = read_csv(next(tmp_path.glob("*/episodes.csv")))
+    assert len(episodes) >= 20 and summary["solved_at_step"] == int(episodes[19]["global_step"])
+
+
+def test_interrupted_run_keeps_its_data(tmp_path, monkeypatch):
+    monkeypatch.setattr(torch.optim.Adam, "step", interrupt_on_call(3, torch.optim.Adam.step))
+    summary = ppo_lstm.main(ppo_lstm.Args(total_timesteps=2048, num_envs=2, num_steps=32,
+                                          update_epochs=1, save_model=True,
+                                          output_dir=str(tmp_path)))
+    (path,) = tmp_path.iterdir()
+    assert summary["interrupted"] is True and summary["eval_return_mean"] is None
+    assert read_csv(path / "episodes.csv") or summary["global_steps"] == 64
+    assert (path / "learning_curve.png").exists() and (path / "model.pt").exists()
+
+
+def test_non_finite_loss_stops_cleanly(tmp_path, monkeypatch):
+    original = ppo_lstm.ppo_loss
+    monkeypatch.setattr(ppo_lstm, "ppo_loss", lambda *a: (original(*a)[0] * math.nan,
+                                                          *original(*a)[1:]))
+    summary = ppo_lstm.main(ppo_lstm.Args(total_timesteps=1024, num_envs=2, num_steps=32,
+                                          output_dir=str(tmp_path)))
+    assert summary["interrupted"] is True and summary["global_steps"] == 64
+    assert (next(tmp_path.iterdir()) / "summary.json").exists()
+
+
+def test_same_seed_gives_the_same_episodes(tmp_path):
+    rows = same_seed_episodes(lambda out: ppo_lstm.main(ppo_lstm.Args(
+        hide_obs=[1, 3], total_timesteps=1024, num_envs=4, num_steps=32, eval_episodes=0,
+        output_dir=out)), tmp_path)
+    assert len(rows) > 20
+
+
+def test_capture_video_records_each_evaluation_episode(tmp_path):
+    ppo_lstm.main(ppo_lstm.Args(total_timesteps=64, num_envs=2, num_steps=32, eval_episodes=2,
+                                capture_video=True, output_dir=str(tmp_path)))
+    videos = sorted(p.name for p in tmp_path.glob("*/videos/*.mp4"))
+    assert videos == ["eval-0-episode-0.mp4", "eval-1-episode-0.mp4"]
+
+
+# ---------------------------------------------------------------------------------------
+# Bad input: one line on stderr, exit status 2, nothing trained
+# ---------------------------------------------------------------------------------------
+@pytest.fixture
+def bad_checkpoints(tmp_path):
+    corrupt = tmp_path / "corrupt.pt"
+    corrupt.write_bytes(b"this is not a checkpoint")
+    saved = {}
+    for name, args, agent in [
+            ("pendulum", ppo_lstm.Args(env_id="Pendulum-v1"), ppo_lstm.Agent(3, 1, True)),
+            # says 32 LSTM units, holds a 64-unit network
+            ("misfit", ppo_lstm.Args(lstm_hidden_size=32), ppo_lstm.Agent(4, 2, False))]:
+        saved[name] = str(tmp_path / f"{name}.pt")
+        obs_filter = ppo_lstm.ObsFilter([], agent.actor_encoder[0].in_features, True)
+        torch.save({"agent": agent.state_dict(), "obs_rms": obs_filter.state_dict(),
+                    "args": vars(args)}, saved[name])
+    return {"missing": str(tmp_path / "missing.pt"), "corrupt": str(corrupt), **saved}
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--env-id", "CartPole-v9"], "unknown environment id 'CartPole-v9'; did you mean CartPole-v1"),
+    (["--env-id", "no_such_module_here:Grid-v0"], "cannot import module 'no_such_module_here'"),
+    (["--env-id", "my_envs:GridWorld-v9"], "module my_envs registers no such id"),
+    (["--env-id", "SpinTheBits-v0"], "MultiBinary action space; ppo_lstm.py handles Discrete"),
+    (["--env-id", "Taxi-v4"], "Discrete observations"),
+    (["--hide-obs", "4"], "--hide-obs 4 does not fit CartPole-v1's 4 observation dimensions"),
+    (["--hide-obs", "0", "1", "2", "3"], "at least one kept"),
+    (["--hide-obs", "1", "1"], "names a dimension twice"),
+    (["--num-steps", "32", "--data-chunk-length", "5"], "--data-chunk-length 5 does not divide"),
+    (["--num-envs", "3", "--num-steps", "8", "--data-chunk-length", "8", "--num-minibatches", "2"],
+     "the 3 chunks of a rollout"),
+    (["--num-envs", "0"], "--num-envs must be positive"),
+    (["--total-timesteps", "100"], "less than one rollout"),
+    (["--learning-rate", "0"], "--learning-rate must be positive"),
+    (["--gae-lambda", "1.5"], "--gae-lambda must be in [0, 1]"),
+    (["--eval-checkpoint", "missing"], "does not exist"),
+    (["--eval-checkpoint", "corrupt"], "is not a ppo_lstm.py model.pt"),
+    (["--eval-checkpoint", "pendulum"], "was made for Pendulum-v1, not CartPole-v1"),
+    (["--eval-checkpoint", "misfit"], "does not fit CartPole-v1's network"),
+])
+def test_bad_input_is_one_line_and_exit_status_2(argv, message, check_usage_error,
+                                                 bad_checkpoints, fresh_env_module):
+    check_usage_error("ppo_lstm.py", [bad_checkpoints.get(a, a) for a in argv], message)
+
+
+def test_help_lists_the_flags_with_their_docstrings(check_help):
+    check_help("ppo_lstm.py", ("--cuda", "--hide-obs", "--data-chunk-length",
+                               "--lstm-hidden-size"), ("lambda of GAE",))
+
+
+def test_importing_the_script_has_no_side_effects(tmp_path):
+    check_import_is_quiet("ppo_lstm", tmp_path)
