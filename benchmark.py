@@ -97,7 +97,8 @@ PPO_AS_PPOD = ["--total-timesteps", "300000", "--num-envs", "8", "--num-steps", 
                "--num-minibatches", "4", "--update-epochs", "4", "--norm-obs"]
 
 ES_PENDULUM = ["--total-timesteps", "3000000", "--population-size", "32",
-               "--episodes-per-member", "2", "--sigma", "0.3", "--learning-rate", "0.1"]
+               "--episodes-per-member", "2", "--sigma", "0.3", "--learning-rate", "0.1",
+               "--l2-coef", "0.0015"]
 
 # CartPole-v1 without its velocities for scripts without --hide-obs (benchmarks/no_velocity.py)
 NO_VELOCITY = "benchmarks.no_velocity:CartPoleNoVel-v1"

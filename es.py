@@ -55,7 +55,7 @@ Run:
     python es.py --env-id CartPole-v1 --num-workers 1 --policy linear
     python es.py --env-id my_envs:GridWorld-v0      # an environment your module registers
     python es.py --env-id Pendulum-v1 --total-timesteps 3000000 --population-size 32 \
-        --episodes-per-member 2 --sigma 0.3 --learning-rate 0.1
+        --episodes-per-member 2 --sigma 0.3 --learning-rate 0.1 --l2-coef 0.0015
     python es.py --help
 
 Writes runs/<env_id>__es__<seed>__<unix_time>/ with config.json, episodes.csv (one row per
