@@ -113,6 +113,21 @@ def fresh_env_module():
     forget()
 
 
+def video_names(output_dir):
+    """The file names of the videos that the one run under output_dir recorded, sorted."""
+    paths = glob.glob(os.path.join(output_dir, "*", "videos", "*.mp4"))
+    return sorted(os.path.basename(p) for p in paths)
+
+
+def unreadable_checkpoints(folder):
+    """The two checkpoints every script must refuse before reading a network: a path with no
+    file ("missing") and a file that is not a checkpoint ("corrupt")."""
+    corrupt = os.path.join(folder, "corrupt.pt")
+    with open(corrupt, "wb") as f:
+        f.write(b"this is not a checkpoint")
+    return {"missing": os.path.join(folder, "missing.pt"), "corrupt": corrupt}
+
+
 def run_folder_env(env_id):
     """The environment id as it appears in a run folder's name: "/" and ":" (namespaces and
     `module:EnvId`) become "-"."""

@@ -13,7 +13,8 @@ from torch.nn.utils import parameters_to_vector
 
 import ddpg_td3
 from conftest import (BoxCountingEnv, approx, check_episode_ends, check_import_is_quiet,
-                      interrupt_on_call, read_csv, same_seed_episodes, tensor)
+                      interrupt_on_call, read_csv, same_seed_episodes, tensor,
+                      unreadable_checkpoints, video_names)
 
 
 # ---------------------------------------------------------------------------------------
@@ -473,8 +474,7 @@ def test_an_environment_of_ones_own_module_trains(fresh_env_module, tmp_path, ch
 def test_capture_video_records_each_evaluation_episode(tmp_path):
     ddpg_td3.main(ddpg_td3.Args(**{**TINY, "env_id": "ShortPendulum-v1", "total_timesteps": 300},
                                 eval_episodes=2, capture_video=True, output_dir=str(tmp_path)))
-    videos = sorted(p.name for p in tmp_path.glob("*/videos/*.mp4"))
-    assert videos == ["eval-0-episode-0.mp4", "eval-1-episode-0.mp4"]
+    assert video_names(tmp_path) == ["eval-0-episode-0.mp4", "eval-1-episode-0.mp4"]
 
 
 # ---------------------------------------------------------------------------------------
@@ -482,12 +482,10 @@ def test_capture_video_records_each_evaluation_episode(tmp_path):
 # ---------------------------------------------------------------------------------------
 @pytest.fixture
 def bad_checkpoints(tmp_path):
-    corrupt = tmp_path / "corrupt.pt"
-    corrupt.write_bytes(b"this is not a checkpoint")
     mountain_car = tmp_path / "mountain_car.pt"
     args = ddpg_td3.resolve_algo(ddpg_td3.Args(env_id="MountainCarContinuous-v0", hidden_size=8))
     ddpg_td3.save_checkpoint(mountain_car, ddpg_td3.Networks(2, 1, 8, args.twin_q), args)
-    return {"missing": str(tmp_path / "missing.pt"), "corrupt": str(corrupt),
+    return {**unreadable_checkpoints(tmp_path),
             "mountain_car": str(mountain_car)}
 
 

@@ -10,7 +10,7 @@ import torch
 
 import dqn
 from conftest import (CountingEnv, approx, check_import_is_quiet, interrupt_on_call, read_csv,
-                      same_seed_episodes, tensor)
+                      same_seed_episodes, tensor, unreadable_checkpoints, video_names)
 
 
 # ---------------------------------------------------------------------------------------
@@ -378,13 +378,11 @@ def test_same_seed_gives_the_same_episodes(tmp_path):
 # ---------------------------------------------------------------------------------------
 @pytest.fixture
 def bad_checkpoints(tmp_path):
-    corrupt = tmp_path / "corrupt.pt"
-    corrupt.write_bytes(b"this is not a checkpoint")
     acrobot = tmp_path / "acrobot.pt"
     dqn.save_checkpoint(acrobot, dqn.QNetwork(6, 3), dqn.Args(env_id="Acrobot-v1"))
     misfit = tmp_path / "misfit.pt"  # says CartPole-v1 but holds a network for 3 inputs
     dqn.save_checkpoint(misfit, dqn.QNetwork(3, 2), dqn.Args(env_id="CartPole-v1"))
-    return {"missing": str(tmp_path / "missing.pt"), "corrupt": str(corrupt),
+    return {**unreadable_checkpoints(tmp_path),
             "acrobot": str(acrobot), "misfit": str(misfit)}
 
 
@@ -440,5 +438,4 @@ def test_importing_the_script_has_no_side_effects(tmp_path):
 def test_capture_video_records_each_evaluation_episode(tmp_path):
     dqn.main(dqn.Args(total_timesteps=200, learning_starts=100, batch_size=16, eval_episodes=2,
                       capture_video=True, output_dir=str(tmp_path)))
-    videos = sorted(p.name for p in tmp_path.glob("*/videos/*.mp4"))
-    assert videos == ["eval-0-episode-0.mp4", "eval-1-episode-0.mp4"]
+    assert video_names(tmp_path) == ["eval-0-episode-0.mp4", "eval-1-episode-0.mp4"]

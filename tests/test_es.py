@@ -11,8 +11,8 @@ import pytest
 import torch
 
 import es
-from conftest import (CountingEnv, check_import_is_quiet, episode_rows, interrupt_on_call,
-                      read_csv, same_seed_episodes)
+from conftest import (CountingEnv, check_import_is_quiet, episode_rows, interrupt_on_call, read_csv,
+                      same_seed_episodes, unreadable_checkpoints, video_names)
 
 
 # ---------------------------------------------------------------------------------------
@@ -445,8 +445,7 @@ def test_same_seed_gives_the_same_episodes(tmp_path):
 def test_capture_video_records_each_evaluation_episode(tmp_path):
     es.main(es.Args(total_timesteps=50, population_size=2, num_workers=1, eval_episodes=2,
                     capture_video=True, output_dir=str(tmp_path)))
-    videos = sorted(p.name for p in tmp_path.glob("*/videos/*.mp4"))
-    assert videos == ["eval-episode-0.mp4", "eval-episode-1.mp4"]
+    assert video_names(tmp_path) == ["eval-episode-0.mp4", "eval-episode-1.mp4"]
 
 
 # ---------------------------------------------------------------------------------------
@@ -454,15 +453,13 @@ def test_capture_video_records_each_evaluation_episode(tmp_path):
 # ---------------------------------------------------------------------------------------
 @pytest.fixture
 def bad_checkpoints(tmp_path):
-    corrupt = tmp_path / "corrupt.pt"
-    corrupt.write_bytes(b"this is not a checkpoint")
     pendulum = tmp_path / "pendulum.pt"
     es.save_checkpoint(pendulum, np.zeros(4), es.ObsNormalizer((3,), False),
                        es.Args(env_id="Pendulum-v1", policy="linear"))
     misfit = tmp_path / "misfit.pt"  # says 32 hidden units, holds a 16-unit network's theta
     es.save_checkpoint(misfit, np.zeros(es.Policy(4, gym.spaces.Discrete(2), (16,)).num_params),
                        es.ObsNormalizer((4,), False), es.Args(hidden_sizes=(32,)))
-    return {"missing": str(tmp_path / "missing.pt"), "corrupt": str(corrupt),
+    return {**unreadable_checkpoints(tmp_path),
             "pendulum": str(pendulum), "misfit": str(misfit)}
 
 

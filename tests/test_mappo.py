@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import mappo
-from conftest import check_import_is_quiet, interrupt_on_call, read_csv, same_seed_episodes
+from conftest import check_import_is_quiet, interrupt_on_call, read_csv, same_seed_episodes, unreadable_checkpoints, video_names
 from my_envs import TeamEnv
 
 
@@ -600,9 +600,7 @@ def bad_checkpoints(tmp_path):
                               mappo.ValueNorm(True), args)
         return str(path)
 
-    corrupt = tmp_path / "corrupt.pt"
-    corrupt.write_bytes(b"this is not a checkpoint")
-    return {"missing": str(tmp_path / "missing.pt"), "corrupt": str(corrupt),
+    return {**unreadable_checkpoints(tmp_path),
             "reference": save(tmp_path / "reference.pt", mappo.Args(env_id="simple_reference_v3")),
             # says 32 hidden units, holds 64-unit networks
             "misfit": save(tmp_path / "misfit.pt", mappo.Args(hidden_size=32))}
@@ -657,6 +655,5 @@ def test_importing_the_script_has_no_side_effects(tmp_path):
 def test_capture_video_records_each_evaluation_episode(tmp_path):
     mappo.main(mappo.Args(eval_episodes=2, capture_video=True, output_dir=str(tmp_path),
                           **{**TINY, "max_cycles": 3}))
-    videos = sorted(p.name for p in tmp_path.glob("*/videos/*.mp4"))
-    assert videos == ["eval-0-episode-0.mp4", "eval-1-episode-0.mp4"]
+    assert video_names(tmp_path) == ["eval-0-episode-0.mp4", "eval-1-episode-0.mp4"]
 

@@ -7,8 +7,8 @@ import pytest
 import torch
 
 import ppo
-from conftest import (approx, check_import_is_quiet, interrupt_on_call, read_csv,
-                      run_folder_env, same_seed_episodes, tensor)
+from conftest import (approx, check_import_is_quiet, interrupt_on_call, read_csv, run_folder_env,
+                      same_seed_episodes, tensor, unreadable_checkpoints, video_names)
 
 
 def column(*values):
@@ -439,15 +439,13 @@ def test_same_seed_gives_the_same_episodes(tmp_path):
 # ---------------------------------------------------------------------------------------
 @pytest.fixture
 def bad_checkpoints(tmp_path):
-    corrupt = tmp_path / "corrupt.pt"
-    corrupt.write_bytes(b"this is not a checkpoint")
     pendulum = tmp_path / "pendulum.pt"
     args = ppo.Args(env_id="Pendulum-v1")
     ppo.save_checkpoint(pendulum, ppo.Agent(3, 1, True), ppo.ObsNormalizer((3,), False), args)
     misfit = tmp_path / "misfit.pt"  # says 32 hidden units, holds a 64-unit network
     ppo.save_checkpoint(misfit, ppo.Agent(4, 2, False, 64), ppo.ObsNormalizer((4,), False),
                         ppo.Args(hidden_size=32))
-    return {"missing": str(tmp_path / "missing.pt"), "corrupt": str(corrupt),
+    return {**unreadable_checkpoints(tmp_path),
             "pendulum": str(pendulum), "misfit": str(misfit)}
 
 
@@ -488,5 +486,4 @@ def test_importing_the_script_has_no_side_effects(tmp_path):
 def test_capture_video_records_each_evaluation_episode(tmp_path):
     ppo.main(ppo.Args(total_timesteps=256, num_envs=2, num_steps=128, eval_episodes=2,
                       capture_video=True, output_dir=str(tmp_path)))
-    videos = sorted(p.name for p in tmp_path.glob("*/videos/*.mp4"))
-    assert videos == ["eval-0-episode-0.mp4", "eval-1-episode-0.mp4"]
+    assert video_names(tmp_path) == ["eval-0-episode-0.mp4", "eval-1-episode-0.mp4"]

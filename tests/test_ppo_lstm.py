@@ -11,7 +11,7 @@ import torch
 
 import ppo_lstm
 from conftest import (CountingEnv, check_import_is_quiet, interrupt_on_call, read_csv,
-                      same_seed_episodes)
+                      same_seed_episodes, unreadable_checkpoints, video_names)
 
 # Episodes of 5 steps cut by a time limit: observations 0, 1, 2, 3, 4, then the fifth step
 # (from observation 4) is truncated with the true final observation 5.
@@ -375,8 +375,7 @@ def test_same_seed_gives_the_same_episodes(tmp_path):
 def test_capture_video_records_each_evaluation_episode(tmp_path):
     ppo_lstm.main(ppo_lstm.Args(total_timesteps=64, num_envs=2, num_steps=32, eval_episodes=2,
                                 capture_video=True, output_dir=str(tmp_path)))
-    videos = sorted(p.name for p in tmp_path.glob("*/videos/*.mp4"))
-    assert videos == ["eval-0-episode-0.mp4", "eval-1-episode-0.mp4"]
+    assert video_names(tmp_path) == ["eval-0-episode-0.mp4", "eval-1-episode-0.mp4"]
 
 
 # ---------------------------------------------------------------------------------------
@@ -384,8 +383,6 @@ def test_capture_video_records_each_evaluation_episode(tmp_path):
 # ---------------------------------------------------------------------------------------
 @pytest.fixture
 def bad_checkpoints(tmp_path):
-    corrupt = tmp_path / "corrupt.pt"
-    corrupt.write_bytes(b"this is not a checkpoint")
     saved = {}
     for name, args, agent in [
             ("pendulum", ppo_lstm.Args(env_id="Pendulum-v1"), ppo_lstm.Agent(3, 1, True)),
@@ -395,7 +392,7 @@ def bad_checkpoints(tmp_path):
         obs_filter = ppo_lstm.ObsFilter([], agent.actor_encoder[0].in_features, True)
         torch.save({"agent": agent.state_dict(), "obs_rms": obs_filter.state_dict(),
                     "args": vars(args)}, saved[name])
-    return {"missing": str(tmp_path / "missing.pt"), "corrupt": str(corrupt), **saved}
+    return {**unreadable_checkpoints(tmp_path), **saved}
 
 
 @pytest.mark.parametrize("argv, message", [

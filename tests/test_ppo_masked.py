@@ -10,7 +10,7 @@ import torch
 
 import ppo_masked as pm
 from conftest import (approx, check_import_is_quiet, interrupt_on_call, read_csv,
-                      same_seed_episodes)
+                      same_seed_episodes, unreadable_checkpoints, video_names)
 
 LN2, LN3 = math.log(2.0), math.log(3.0)
 
@@ -461,11 +461,9 @@ def test_same_seed_gives_the_same_episodes(tmp_path):
 # ---------------------------------------------------------------------------------------
 @pytest.fixture
 def bad_checkpoints(tmp_path):
-    corrupt = tmp_path / "corrupt.pt"
-    corrupt.write_bytes(b"this is not a checkpoint")
     counter = tmp_path / "counter.pt"
     pm.save_checkpoint(counter, pm.Agent(1, 4), pm.Args(env_id="MaskedCounter-v0"))
-    return {"missing": str(tmp_path / "missing.pt"), "corrupt": str(corrupt),
+    return {**unreadable_checkpoints(tmp_path),
             "counter": str(counter)}
 
 
@@ -565,8 +563,7 @@ def test_capture_video_records_each_evaluation_episode(tmp_path):
     pm.main(pm.Args(env_id="MaskedCounter-v0", total_timesteps=16, num_envs=2, num_steps=8,
                     num_minibatches=2, eval_episodes=2, capture_video=True,
                     output_dir=str(tmp_path)))
-    videos = sorted(p.name for p in tmp_path.glob("*/videos/*.mp4"))
-    assert videos == ["eval-0-episode-0.mp4", "eval-1-episode-0.mp4"]
+    assert video_names(tmp_path) == ["eval-0-episode-0.mp4", "eval-1-episode-0.mp4"]
 
 
 def test_importing_the_script_has_no_side_effects(tmp_path):

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 import qlearning as ql
-from conftest import check_import_is_quiet, interrupt_on_call, read_csv, same_seed_episodes
+from conftest import (check_import_is_quiet, interrupt_on_call, read_csv, same_seed_episodes,
+                      video_names)
 
 
 # ---------------------------------------------------------------------------------------
@@ -376,8 +377,7 @@ def test_same_seed_gives_the_same_episodes(tmp_path):
 def test_capture_video_records_each_evaluation_episode(tmp_path):
     ql.main(ql.Args(env_id="FrozenLake-v1", total_timesteps=200, eval_episodes=2,
                     capture_video=True, output_dir=str(tmp_path)))
-    videos = sorted(p.name for p in tmp_path.glob("*/videos/*.mp4"))
-    assert videos == ["eval-episode-0.mp4", "eval-episode-1.mp4"]
+    assert video_names(tmp_path) == ["eval-episode-0.mp4", "eval-episode-1.mp4"]
 
 
 # ---------------------------------------------------------------------------------------

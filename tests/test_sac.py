@@ -10,7 +10,8 @@ import torch.nn as nn
 
 import sac
 from conftest import (approx, check_episode_ends, check_import_is_quiet, interrupt_on_call,
-                      read_csv, replay_transitions, run_folder_env, same_seed_episodes, tensor)
+                      read_csv, replay_transitions, run_folder_env, same_seed_episodes, tensor,
+                      unreadable_checkpoints, video_names)
 
 LOG_2PI_HALF = 0.9189385  # log(2 pi) / 2 = 1.8378771 / 2
 
@@ -407,8 +408,7 @@ def test_same_seed_gives_the_same_episodes(tmp_path):
 def test_capture_video_records_each_evaluation_episode(tmp_path):
     sac.main(sac.Args(**{**TINY, "env_id": "ShortPendulum-v1", "total_timesteps": 300},
                       eval_episodes=2, capture_video=True, output_dir=str(tmp_path)))
-    videos = sorted(p.name for p in tmp_path.glob("*/videos/*.mp4"))
-    assert videos == ["eval-0-episode-0.mp4", "eval-1-episode-0.mp4"]
+    assert video_names(tmp_path) == ["eval-0-episode-0.mp4", "eval-1-episode-0.mp4"]
 
 
 # ---------------------------------------------------------------------------------------
@@ -416,12 +416,10 @@ def test_capture_video_records_each_evaluation_episode(tmp_path):
 # ---------------------------------------------------------------------------------------
 @pytest.fixture
 def bad_checkpoints(tmp_path):
-    corrupt = tmp_path / "corrupt.pt"
-    corrupt.write_bytes(b"this is not a checkpoint")
     mountain_car = tmp_path / "mountain_car.pt"
     args = sac.Args(env_id="MountainCarContinuous-v0", hidden_size=8)
     sac.save_checkpoint(mountain_car, sac.Agent(2, 1, np.ones(1, np.float32), args, "cpu"), args)
-    return {"missing": str(tmp_path / "missing.pt"), "corrupt": str(corrupt),
+    return {**unreadable_checkpoints(tmp_path),
             "mountain_car": str(mountain_car)}
 
 
