@@ -35,7 +35,8 @@ Run:
     python ppo.py --help
 
 Writes runs/<env_id>__ppo__<seed>__<unix_time>/ with config.json, episodes.csv,
-updates.csv, learning_curve.png, summary.json, and model.pt with --save-model.
+updates.csv, learning_curve.png, summary.json, model.pt with --save-model, and with
+--eval-every N evaluations.csv (and best_model.pt, the best evaluated model).
 """
 
 # ---------------------------------------------------------------------------------------
@@ -85,6 +86,8 @@ class Args:
     """the experiment name, part of the run folder's name"""
     eval_episodes: int = 10
     """greedy evaluation episodes after training (0 skips evaluation)"""
+    eval_every: int = 0
+    """also evaluate greedily every N environment steps (0: only after training)"""
     stop_at_return: Optional[float] = None
     """stop once the mean of the last 20 training episode returns reaches this"""
     save_model: bool = False
@@ -359,7 +362,7 @@ def train(args, agent, normalizer, envs, run, device):
             obs, reward, terminated, truncated, info = envs.step(
                 to_action(agent, action, envs.single_action_space))
             global_step += args.num_envs
-            run.summary["global_steps"] = global_step  # current, should Ctrl-C stop the run
+            run.step(global_step)  # progress line; evaluation every --eval-every steps
             buffer.rewards[step] = torch.from_numpy(reward)
             buffer.terminated[step] = torch.from_numpy(terminated)
             buffer.truncated[step] = torch.from_numpy(truncated)
@@ -405,10 +408,7 @@ def train(args, agent, normalizer, envs, run, device):
             if args.target_kl is not None and epoch_kl > args.target_kl:
                 break
 
-        if not math.isfinite(loss.item()):
-            print(f"{SCRIPT}: the loss became non-finite (NaN or inf) at step {global_step}; "
-                  "stopping (try a lower --learning-rate)")
-            run.summary["interrupted"] = True
+        if run.non_finite(loss.item(), global_step):  # says so; the run stops as interrupted
             return
         run.update(global_step, learning_rate=optimizer.param_groups[0]["lr"],
                    policy_loss=pg_loss.item(), value_loss=v_loss.item(), entropy=entropy.item(),
@@ -432,7 +432,7 @@ def main(args: Args) -> dict:
     normalizer = ObsNormalizer((obs_dim,), args.norm_obs)
     if checkpoint is not None:
         restore(checkpoint, agent, normalizer, args)
-    run = RunWriter(args, device)
+    run = RunWriter(args, device, agent, normalizer)
 
     # Train (unless evaluating a checkpoint), then finish: evaluate, save, write, plot.
     if checkpoint is None:
@@ -471,6 +471,10 @@ def check_args(args):
             fail(f"--{name.replace('_', '-')} must be in [0, 1], got {getattr(args, name)}")
     if args.eval_episodes < 0:
         fail(f"--eval-episodes must be 0 or more, got {args.eval_episodes}")
+    if args.eval_every < 0:
+        fail(f"--eval-every must be 0 (evaluate only after training) or more, got {args.eval_every}")
+    if args.eval_every and not args.eval_episodes:
+        fail("--eval-every needs at least one evaluation episode; pass --eval-episodes 1 or more")
     batch_size = args.num_envs * args.num_steps
     if batch_size % args.num_minibatches:
         fail(f"num_envs*num_steps = {batch_size} is not divisible by --num-minibatches "
@@ -634,10 +638,11 @@ def evaluate(agent, normalizer, env_id, episodes, seed, device, video_folder=Non
 
 class RunWriter:
     """The run folder (CONTRIBUTING.md, "What a run writes"): config.json at once,
-    episodes.csv and updates.csv row by row (flushed, so an interrupted run keeps them), a
-    progress line every 2 seconds; finish() writes the summary and the learning curve."""
+    episodes.csv, updates.csv and evaluations.csv row by row (flushed, so an interrupted run
+    keeps them), a progress line every 2 seconds, the greedy evaluations of --eval-every
+    with best_model.pt; finish() writes the summary and the learning curve."""
 
-    def __init__(self, args, device):
+    def __init__(self, args, device, agent, normalizer):
         name = "__".join([args.env_id.replace("/", "-").replace(":", "-"), args.exp_name,
                           str(args.seed), str(int(time.time()))])
         self.path, suffix = os.path.join(args.output_dir, name), 1
@@ -661,7 +666,8 @@ class RunWriter:
                                            newline="")}  # updates.csv: at the first update
         csv.writer(self.files["episodes.csv"]).writerow(
             ["global_step", "wall_time", "episode_return", "episode_length"])
-        self.steps, self.returns = [], []
+        self.args, self.device, self.agent, self.normalizer = args, device, agent, normalizer
+        self.steps, self.returns, self.evaluations = [], [], []  # evaluations: (step, mean, std)
         self.start = self.last_print = time.time()
         print(f"{SCRIPT}: {args.env_id}, seed {args.seed}, device {device}")
 
@@ -689,13 +695,46 @@ class RunWriter:
 
     def update(self, global_step, **diagnostics):
         wall_time = self.elapsed()
-        sps = int(global_step / wall_time)
-        self.write_row("updates.csv", {"global_step": global_step,
-                                       "wall_time": round(wall_time, 4), "sps": sps, **diagnostics})
+        self.write_row("updates.csv", {"global_step": global_step, "wall_time": round(wall_time, 4),
+                                       "sps": int(global_step / wall_time), **diagnostics})
+
+    def step(self, global_step):
+        """After each vector step: record the step count (should Ctrl-C stop the run), run a
+        greedy evaluation each time global_step crosses a multiple of --eval-every, and
+        print the progress line every 2 seconds."""
+        every, previous = self.args.eval_every, self.summary["global_steps"]
+        self.summary["global_steps"] = global_step
+        if every and global_step // every > previous // every:
+            self.evaluation(global_step)
         if time.time() - self.last_print >= 2.0:
             self.last_print = time.time()
-            recent = "n/a" if not self.returns else f"{self.recent_return():.1f}"
-            print(f"step {global_step:>9} | sps {sps:>6} | return (last 20) {recent}")
+            print(progress_line(global_step, self.args.total_timesteps, self.elapsed(),
+                                self.recent_return()))
+
+    def evaluation(self, global_step):
+        """Evaluate the policy as it is now on separate environments (the training ones, the
+        observation statistics and the random streams are untouched), append the row to
+        evaluations.csv and, with --save-model, keep the best model so far as best_model.pt."""
+        wall_time = self.elapsed()
+        returns = evaluate(self.agent, self.normalizer, self.args.env_id,
+                           self.args.eval_episodes, self.args.seed + 100_000, self.device)
+        mean, std = float(returns.mean()), float(returns.std())
+        self.write_row("evaluations.csv", {"global_step": global_step, "wall_time": round(
+            wall_time, 4), "eval_return_mean": mean, "eval_return_std": std})
+        best = max((m for _, m, _ in self.evaluations), default=-math.inf)
+        if self.args.save_model and mean > best:
+            save_checkpoint(os.path.join(self.path, "best_model.pt"), self.agent,
+                            self.normalizer, self.args)
+        self.evaluations.append((global_step, mean, std))
+
+    def non_finite(self, loss, global_step):
+        """True, after saying so and marking the run interrupted, when the loss is NaN or inf."""
+        if math.isfinite(loss):
+            return False
+        print(f"{SCRIPT}: the loss became non-finite (NaN or inf) at step {global_step}; "
+              "stopping (try a lower --learning-rate)")
+        self.summary["interrupted"] = True
+        return True
 
     def recent_return(self):
         """The mean of the last 20 training episode returns (None before the first)."""
@@ -714,9 +753,21 @@ class RunWriter:
             f.close()
 
 
-def plot_learning_curve(path, steps, returns, title):
+def progress_line(global_step, total_steps, elapsed, recent_return):
+    """The console's progress: the step out of the budget, the percentage, steps per second,
+    the time left at that speed (h:mm:ss) and the mean of the last 20 training returns."""
+    sps = global_step / elapsed
+    minutes, seconds = divmod(round(max(total_steps - global_step, 0) / sps), 60)
+    recent = "n/a" if recent_return is None else f"{recent_return:.1f}"
+    return (f"step {global_step:,}/{total_steps:,} ({100 * global_step / total_steps:.0f}%) | "
+            f"{sps:,.0f} sps | ETA {minutes // 60}:{minutes % 60:02}:{seconds:02} | "
+            f"return (last 20) {recent}")
+
+
+def plot_learning_curve(path, steps, returns, title, evaluations=()):
     """learning_curve.png: episode return against environment steps, raw points faded and
-    a moving average of 20 episodes on top."""
+    a moving average of 20 episodes on top; the greedy evaluations (step, mean, std) of
+    --eval-every as a second series, the mean with the std as error bars."""
     fig = Figure(figsize=(7, 4), dpi=100)
     ax = fig.add_subplot()
     ax.scatter(steps, returns, s=6, alpha=0.25, label="episode return")
@@ -724,6 +775,11 @@ def plot_learning_curve(path, steps, returns, title):
         window = min(20, len(returns))
         smooth = np.convolve(returns, np.ones(window) / window, mode="valid")
         ax.plot(steps[window - 1:], smooth, color="tab:blue", lw=2, label=f"mean of last {window}")
+    if evaluations:
+        eval_steps, means, stds = zip(*evaluations)
+        ax.errorbar(eval_steps, means, yerr=stds, color="tab:orange", marker="o", ms=4, capsize=3,
+                    label="greedy evaluation (mean, std)")
+    if returns or evaluations:
         ax.legend(loc="lower right")
     ax.set(xlabel="environment steps", ylabel="episode return", title=title)
     ax.grid(alpha=0.3)
@@ -791,7 +847,7 @@ def finish(args, run, agent, normalizer, device, trained=True):
         closing += f" | {key} {value:.2f}" if isinstance(value, float) else f" | {key} {value}"
     if trained:
         path = plot_learning_curve(run.path, run.steps, run.returns,
-                                   f"{SCRIPT} on {args.env_id}, seed {args.seed}")
+                                   f"{SCRIPT} on {args.env_id}, seed {args.seed}", run.evaluations)
         closing += f" | learning curve {path}"
     print(closing)
     return summary

@@ -10,6 +10,7 @@ import runpy
 import subprocess
 import sys
 from contextlib import redirect_stderr, redirect_stdout
+from dataclasses import replace
 
 import gymnasium as gym
 import numpy as np
@@ -168,6 +169,50 @@ def same_seed_episodes(train, tmp_path):
         rows.append(episode_rows(tmp_path / folder))
     assert rows[0] == rows[1]
     return rows[0]
+
+
+def check_evaluations(main, args, tmp_path, expected_steps, best_file="best_model.pt"):
+    """The --eval-every contract (CONTRIBUTING.md, "What a run writes") for main(args), where
+    args has eval_every > 0 and save_model:
+    - evaluations.csv has its four columns and a row at each of expected_steps, which the
+      caller counts by hand;
+    - the same run without --eval-every writes the same episodes.csv and ends with a policy
+      that evaluates the same: evaluating touched no training environment, statistic or
+      random stream;
+    - best_file, evaluated with --eval-checkpoint (on the same evaluation episodes), scores the
+      best row's mean, and that row is not the last one (the caller picks such a run), so it
+      is the model of the best row and not the final one.
+    Returns the rows of evaluations.csv."""
+    summary = main(replace(args, output_dir=str(tmp_path / "with")))
+    (path,) = glob.glob(os.path.join(tmp_path, "with", "*"))
+    rows = read_csv(os.path.join(path, "evaluations.csv"))
+    assert list(rows[0]) == ["global_step", "wall_time", "eval_return_mean", "eval_return_std"]
+    assert [int(r["global_step"]) for r in rows] == expected_steps
+    means = [float(r["eval_return_mean"]) for r in rows]
+    assert all(np.isfinite(means)) and all(float(r["eval_return_std"]) >= 0 for r in rows)
+
+    without = main(replace(args, eval_every=0, output_dir=str(tmp_path / "without")))
+    assert not glob.glob(os.path.join(tmp_path, "without", "*", "evaluations.csv"))
+    assert episode_rows(tmp_path / "with") == episode_rows(tmp_path / "without")
+    assert summary["eval_return_mean"] == without["eval_return_mean"]
+
+    best = int(np.argmax(means))
+    assert means[best] > means[-1], f"pick a run whose best evaluation is not its last: {means}"
+    scored = main(replace(args, eval_every=0, eval_checkpoint=os.path.join(path, best_file),
+                          output_dir=str(tmp_path / "best")))
+    assert scored["eval_return_mean"] == pytest.approx(means[best])
+    return rows
+
+
+def check_progress_line(progress_line, label="return (last 20)"):
+    """progress_line(global_step, total_steps, elapsed_s, recent_return) on hand-made numbers.
+    2,500 of 10,000 steps after 5 s: 25 %, 500 steps per second, and the 7,500 steps left
+    take 7,500 / 500 = 15 s. 100 of 4,000,000 after 1 s: 0 % (0.0025 rounds down), 100 sps,
+    and 3,999,900 / 100 = 39,999 s = 11 h (39,600 s) 6 min (360 s) 39 s are left."""
+    assert progress_line(2500, 10_000, 5.0, 21.456) == (
+        f"step 2,500/10,000 (25%) | 500 sps | ETA 0:00:15 | {label} 21.5")
+    assert progress_line(100, 4_000_000, 1.0, None) == (
+        f"step 100/4,000,000 (0%) | 100 sps | ETA 11:06:39 | {label} n/a")
 
 
 @pytest.fixture

@@ -7,7 +7,8 @@ import pytest
 import torch
 
 import ppo
-from conftest import (approx, check_import_is_quiet, interrupt_on_call, read_csv, run_folder_env,
+from conftest import (approx, check_evaluations, check_import_is_quiet, check_progress_line,
+                      interrupt_on_call, read_csv, run_folder_env,
                       same_seed_episodes, tensor, unreadable_checkpoints, video_names)
 
 
@@ -435,6 +436,22 @@ def test_same_seed_gives_the_same_episodes(tmp_path):
 
 
 # ---------------------------------------------------------------------------------------
+# Watching a run: --eval-every and the progress line
+# ---------------------------------------------------------------------------------------
+def test_eval_every_writes_rows_keeps_the_best_model_and_leaves_training_alone(tmp_path):
+    # 3 environments step global_step by 3: 3, 6, ..., 864 (9 rollouts of 3 * 32 steps).
+    # A row each time it crosses a multiple of 100: at 102 (34 * 3, past 100), 201, 300,
+    # 402, 501, 600, 702 and 801; 864 crosses none.
+    args = ppo.Args(total_timesteps=864, num_envs=3, num_steps=32, num_minibatches=2,
+                    eval_every=100, eval_episodes=3, save_model=True, seed=1)
+    check_evaluations(ppo.main, args, tmp_path, [102, 201, 300, 402, 501, 600, 702, 801])
+
+
+def test_progress_line():
+    check_progress_line(ppo.progress_line)
+
+
+# ---------------------------------------------------------------------------------------
 # Bad input: one line on stderr, exit status 2, nothing trained
 # ---------------------------------------------------------------------------------------
 @pytest.fixture
@@ -464,6 +481,8 @@ def bad_checkpoints(tmp_path):
     (["--total-timesteps", "100"], "less than one rollout"),
     (["--learning-rate", "0"], "--learning-rate must be positive"),
     (["--gamma", "1.5"], "--gamma must be in [0, 1]"),
+    (["--eval-every", "-1"], "--eval-every must be 0 (evaluate only after training) or more"),
+    (["--eval-every", "500", "--eval-episodes", "0"], "--eval-every needs at least one evaluation episode"),
     (["--eval-checkpoint", "missing"], "does not exist"),
     (["--eval-checkpoint", "corrupt"], "is not a ppo.py model.pt"),
     (["--eval-checkpoint", "pendulum"], "was made for Pendulum-v1, not CartPole-v1; pass --env-id Pendulum-v1"),
