@@ -472,7 +472,8 @@ def check_args(args):
     if args.eval_episodes < 0:
         fail(f"--eval-episodes must be 0 or more, got {args.eval_episodes}")
     if args.eval_every < 0:
-        fail(f"--eval-every must be 0 (evaluate only after training) or more, got {args.eval_every}")
+        fail("--eval-every must be 0 (evaluate only after training) or more, "
+             f"got {args.eval_every}")
     if args.eval_every and not args.eval_episodes:
         fail("--eval-every needs at least one evaluation episode; pass --eval-episodes 1 or more")
     batch_size = args.num_envs * args.num_steps
