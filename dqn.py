@@ -42,7 +42,8 @@ Run:
     python dqn.py --help
 
 Writes runs/<env_id>__dqn__<seed>__<unix_time>/ with config.json, episodes.csv,
-updates.csv, learning_curve.png, summary.json, and model.pt with --save-model
+updates.csv, learning_curve.png, summary.json, model.pt with --save-model, and with
+--eval-every N evaluations.csv (and best_model.pt, the best evaluated model)
 (CONTRIBUTING.md, "What a run writes").
 """
 
@@ -94,6 +95,8 @@ class Args:
     """the experiment name, part of the run folder's name"""
     eval_episodes: int = 10
     """greedy evaluation episodes after training (0 skips evaluation)"""
+    eval_every: int = 0
+    """also evaluate greedily every N environment steps (0: only after training)"""
     stop_at_return: Optional[float] = None
     """stop once the mean of the last 20 training episode returns reaches this"""
     save_model: bool = False
@@ -310,7 +313,7 @@ def train(args, envs, q_network, target_network, run):
             actions = np.where(explore, actions, greedy_actions(q_network, obs))
         next_obs, rewards, terminated, truncated, info = envs.step(actions)
         global_step += args.num_envs
-        run.summary["global_steps"] = global_step
+        run.step(global_step, epsilon)  # progress line; evaluation every --eval-every steps
 
         # Store: where an episode ended, s' is its true final observation (a truncated step
         # bootstraps from it), not the next episode's first one that autoreset returned.
@@ -356,8 +359,7 @@ def train(args, envs, q_network, target_network, run):
                 break
             run.log(global_step, {"epsilon": round(epsilon, 6), "loss": loss_mean,
                                   "q_mean": float(np.mean(q_means)),
-                                  "gradient_steps": gradient_step, "buffer_size": buffer.size},
-                    last)
+                                  "gradient_steps": gradient_step, "buffer_size": buffer.size})
             losses, q_means = [], []
 
 
@@ -374,7 +376,7 @@ def main(args: Args) -> dict:
     q_network = QNetwork(obs_shape[0], num_actions, args.hidden_size).to(device)
     if checkpoint is not None:
         load_weights(q_network, checkpoint, args)
-    run = RunWriter(args, device)
+    run = RunWriter(args, device, q_network)
     print(f"{SCRIPT}: {args.env_id}, seed {args.seed}, device {device}")
     if checkpoint is None:
         target_network = QNetwork(obs_shape[0], num_actions, args.hidden_size).to(device)
@@ -416,6 +418,11 @@ def check_args(args):
     for name in ("learning_starts", "eval_episodes"):
         if getattr(args, name) < 0:
             fail(f"--{name.replace('_', '-')} must be 0 or more, got {getattr(args, name)}")
+    if args.eval_every < 0:
+        fail(f"--eval-every must be 0 (evaluate only after training) or more, "
+             f"got {args.eval_every}")
+    if args.eval_every and not args.eval_episodes:
+        fail("--eval-every needs at least one evaluation episode; pass --eval-episodes 1 or more")
     if args.buffer_size < args.batch_size:
         fail(f"--buffer-size {args.buffer_size} is smaller than one batch (--batch-size "
              f"{args.batch_size}); raise it or shrink the batch")
@@ -521,10 +528,11 @@ def evaluate(q_network, env_id, episodes, seed, video_folder=None):
 
 class RunWriter:
     """The run folder (CONTRIBUTING.md, "What a run writes"): config.json at once,
-    episodes.csv and updates.csv row by row (flushed, so an interrupted run keeps them),
-    and the summary, which finish() writes with the learning curve."""
+    episodes.csv, updates.csv and evaluations.csv row by row (flushed, so an interrupted run
+    keeps them), a progress line every 2 seconds, the greedy evaluations of --eval-every
+    with best_model.pt, and the summary, which finish() writes with the learning curve."""
 
-    def __init__(self, args, device):
+    def __init__(self, args, device, q_network):
         env_name = args.env_id.replace("/", "-").replace(":", "-")
         name = f"{env_name}__{args.exp_name}__{args.seed}__{int(time.time())}"
         self.path, suffix = os.path.join(args.output_dir, name), 1
@@ -546,6 +554,7 @@ class RunWriter:
                             eval_episodes=args.eval_episodes, interrupted=False)
         self.start, self.last_print, self.last20 = time.time(), 0.0, deque(maxlen=20)
         self.episodes, self.files, self.writers = [], [], {}
+        self.args, self.q_network, self.evaluations = args, q_network, []  # (step, mean, std)
         self.csv_writer("episodes.csv", ["global_step", "wall_time", "episode_return",
                                          "episode_length"])
 
@@ -576,19 +585,52 @@ class RunWriter:
                             solved_at_time_s=round(time.time() - self.start, 3))
         return True
 
-    def log(self, global_step, diagnostics, last=False):
-        """A row of updates.csv; a progress line every 2 seconds and at the end."""
+    def log(self, global_step, diagnostics):
+        """A row of updates.csv."""
         now = time.time() - self.start
         row = {"global_step": global_step, "wall_time": round(now, 4),
                "sps": int(global_step / now), **diagnostics}
         self.csv_writer("updates.csv", list(row)).writerow(row)
+        self.flush()
+
+    def flush(self):
         for f in self.files:
             f.flush()
-        if now - self.last_print >= 2.0 or last:
+
+    def step(self, global_step, epsilon):
+        """After each vector step: record the step count (should Ctrl-C stop the run), run a
+        greedy evaluation each time global_step crosses a multiple of --eval-every, and
+        print the progress line, with the epsilon of the step, every 2 seconds."""
+        every, previous = self.args.eval_every, self.summary["global_steps"]
+        self.summary["global_steps"] = global_step
+        if every and global_step // every > previous // every:
+            self.evaluation(global_step)
+        now = time.time() - self.start
+        if now - self.last_print >= 2.0:
             self.last_print = now
-            recent = f"{np.mean(self.last20):.1f}" if self.last20 else "n/a"
-            print(f"step {global_step:>9} | sps {row['sps']:>6} | epsilon "
-                  f"{diagnostics['epsilon']:.3f} | return (last 20) {recent}")
+            recent = float(np.mean(self.last20)) if self.last20 else None
+            print(progress_line(global_step, self.args.total_timesteps, now, recent)
+                  + f" | epsilon {epsilon:.3f}")
+
+    def evaluation(self, global_step):
+        """Evaluate the greedy policy as it is now on environments of its own, seeded as the
+        final evaluation is (the training environments and the exploration generator are
+        untouched: greedy actions draw no random numbers), append the row to
+        evaluations.csv and, with --save-model, keep the best network so far as
+        best_model.pt (the first of equal means)."""
+        wall_time = round(time.time() - self.start, 4)
+        returns = evaluate(self.q_network, self.args.env_id, self.args.eval_episodes,
+                           self.args.seed + 100_000)
+        mean, std = float(returns.mean()), float(returns.std())
+        self.csv_writer("evaluations.csv", ["global_step", "wall_time", "eval_return_mean",
+                                            "eval_return_std"]).writerow(
+            {"global_step": global_step, "wall_time": wall_time, "eval_return_mean": mean,
+             "eval_return_std": std})
+        self.flush()
+        if self.args.save_model and mean > max((m for _, m, _ in self.evaluations),
+                                               default=-math.inf):
+            save_checkpoint(os.path.join(self.path, "best_model.pt"), self.q_network, self.args)
+        self.evaluations.append((global_step, mean, std))
 
     def stop(self, reason):
         """Ctrl-C or a non-finite loss: the run ends here, its files still written."""
@@ -596,9 +638,22 @@ class RunWriter:
         self.summary["interrupted"] = True
 
 
+def progress_line(global_step, total_steps, elapsed, recent_return):
+    """The console's progress: the step out of the budget, the percentage, steps per second,
+    the time left at that speed (h:mm:ss) and the mean of the last 20 training returns."""
+    sps = global_step / elapsed
+    minutes, seconds = divmod(round(max(total_steps - global_step, 0) / sps), 60)
+    recent = "n/a" if recent_return is None else f"{recent_return:.1f}"
+    return (f"step {global_step:,}/{total_steps:,} ({100 * global_step / total_steps:.0f}%) | "
+            f"{sps:,.0f} sps | ETA {minutes // 60}:{minutes % 60:02}:{seconds:02} | "
+            f"return (last 20) {recent}")
+
+
 def plot_curve(run, title):
     """learning_curve.png: episode return against environment steps, raw points faded, a
-    moving average of 20 episodes on top. Returns its path."""
+    moving average of 20 episodes on top; the greedy evaluations (step, mean, std) of
+    --eval-every as a second series, the mean with the std as error bars. Returns its
+    path."""
     steps = np.array([e["global_step"] for e in run.episodes])
     returns = np.array([e["episode_return"] for e in run.episodes])
     fig = Figure(figsize=(7, 4), dpi=100)
@@ -608,6 +663,11 @@ def plot_curve(run, title):
         window = min(20, len(returns))
         smooth = np.convolve(returns, np.ones(window) / window, mode="valid")
         ax.plot(steps[window - 1:], smooth, color="tab:blue", lw=2, label=f"mean of last {window}")
+    if run.evaluations:
+        eval_steps, means, stds = zip(*run.evaluations)
+        ax.errorbar(eval_steps, means, yerr=stds, color="tab:orange", marker="o", ms=4, capsize=3,
+                    label="greedy evaluation (mean, std)")
+    if len(returns) or run.evaluations:
         ax.legend(loc="lower right")
     ax.set(xlabel="environment steps", ylabel="episode return", title=title)
     ax.grid(alpha=0.3)

@@ -40,8 +40,9 @@ Run:
 
 Writes runs/<env_id>__qlearning__<seed>__<unix_time>/ with config.json, episodes.csv,
 updates.csv, learning_curve.png (beside the curve, a heat map of the greedy policy when the
-table is a map like FrozenLake's or a grid of one or two dimensions), summary.json, and
-model.npz with --save-model (CONTRIBUTING.md, "What a run writes").
+table is a map like FrozenLake's or a grid of one or two dimensions), summary.json,
+model.npz with --save-model, and with --eval-every N evaluations.csv (and best_model.npz,
+the best evaluated table) (CONTRIBUTING.md, "What a run writes").
 """
 
 # ---------------------------------------------------------------------------------------
@@ -88,6 +89,8 @@ class Args:
     """the experiment name, part of the run folder's name"""
     eval_episodes: int = 10
     """greedy evaluation episodes after training (0 skips evaluation)"""
+    eval_every: int = 0
+    """also evaluate greedily every N environment steps (0: only after training)"""
     stop_at_return: Optional[float] = None
     """stop once the mean of the last 20 training episode returns reaches this"""
     save_model: bool = False
@@ -220,7 +223,7 @@ def train(args, env, table, run):
         a = table.act(s, epsilon, rng)
         obs, reward, terminated, truncated, info = env.step(a)
         global_step = step + 1
-        run.summary["global_steps"] = global_step
+        run.step(global_step, epsilon)  # progress line; evaluation every --eval-every steps
 
         # Learn: after a truncation s_next is the true final state and is bootstrapped from;
         # after a termination q_update drops the bootstrap term.
@@ -246,7 +249,7 @@ def train(args, env, table, run):
             run.log(global_step, {"epsilon": epsilon, "learning_rate": alpha,
                                   "td_error_abs": abs_deltas / (global_step - last_log),
                                   "states_visited": int(np.count_nonzero(table.visits)),
-                                  "episodes": len(run.episodes)}, last)
+                                  "episodes": len(run.episodes)})
             abs_deltas, last_log = 0.0, global_step
         if solved:
             break
@@ -266,7 +269,7 @@ def main(args: Args) -> dict:
         table = make_table(args, args.env_id, obs_space, action_space)
     random.seed(args.seed)
     np.random.seed(args.seed)
-    run = RunWriter(args)
+    run = RunWriter(args, table)
     print(f"{SCRIPT}: {args.env_id}, seed {args.seed}, table of {table.q.shape[0]} states x "
           f"{table.q.shape[1]} actions")
     if args.eval_checkpoint is None:
@@ -311,6 +314,11 @@ def check_args(args):
         fail(f"--q-init must be a finite number, got {args.q_init}")
     if args.eval_episodes < 0:
         fail(f"--eval-episodes must be 0 or more, got {args.eval_episodes}")
+    if args.eval_every < 0:
+        fail(f"--eval-every must be 0 (evaluate only after training) or more, "
+             f"got {args.eval_every}")
+    if args.eval_every and not args.eval_episodes:
+        fail("--eval-every needs at least one evaluation episode; pass --eval-episodes 1 or more")
     if not args.bins:
         fail("--bins needs one number for all dimensions or one per dimension")
     if min(args.bins) < 1:
@@ -511,10 +519,11 @@ def heat_map(table, board):
 
 class RunWriter:
     """The run folder (CONTRIBUTING.md, "What a run writes"): config.json at once,
-    episodes.csv and updates.csv row by row (flushed, so an interrupted run keeps them),
-    and the summary, which finish() writes with the learning curve."""
+    episodes.csv, updates.csv and evaluations.csv row by row (flushed, so an interrupted run
+    keeps them), a progress line every 2 seconds, the greedy evaluations of --eval-every
+    with best_model.npz, and the summary, which finish() writes with the learning curve."""
 
-    def __init__(self, args):
+    def __init__(self, args, table):
         env_name = args.env_id.replace("/", "-").replace(":", "-")
         name = f"{env_name}__{args.exp_name}__{args.seed}__{int(time.time())}"
         self.path, suffix = os.path.join(args.output_dir, name), 1
@@ -537,6 +546,7 @@ class RunWriter:
                             global_steps=0, eval_episodes=args.eval_episodes, interrupted=False)
         self.start, self.last_print, self.last20 = time.time(), 0.0, deque(maxlen=20)
         self.episodes, self.files, self.writers = [], [], {}
+        self.args, self.table, self.evaluations = args, table, []  # evaluations: (step, mean, std)
         self.csv_writer("episodes.csv", ["global_step", "wall_time", "episode_return",
                                          "episode_length"])
 
@@ -567,19 +577,52 @@ class RunWriter:
                             solved_at_time_s=round(time.time() - self.start, 3))
         return True
 
-    def log(self, global_step, diagnostics, last=False):
-        """A row of updates.csv; a progress line every 2 seconds and at the end."""
+    def log(self, global_step, diagnostics):
+        """A row of updates.csv."""
         now = time.time() - self.start
         row = {"global_step": global_step, "wall_time": round(now, 4),
                "sps": int(global_step / max(now, 1e-9)), **diagnostics}
         self.csv_writer("updates.csv", list(row)).writerow(row)
+        self.flush()
+
+    def flush(self):
         for f in self.files:
             f.flush()
-        if now - self.last_print >= 2.0 or last:
+
+    def step(self, global_step, epsilon):
+        """After each environment step: record the step count (should Ctrl-C stop the run),
+        run a greedy evaluation each time global_step crosses a multiple of --eval-every, and
+        print the progress line, with the epsilon of the step, every 2 seconds."""
+        every, previous = self.args.eval_every, self.summary["global_steps"]
+        self.summary["global_steps"] = global_step
+        if every and global_step // every > previous // every:
+            self.evaluation(global_step)
+        now = time.time() - self.start
+        if now - self.last_print >= 2.0:
             self.last_print = now
-            recent = f"{np.mean(self.last20):.2f}" if self.last20 else "n/a"
-            print(f"step {global_step:>9} | sps {row['sps']:>6} | epsilon "
-                  f"{diagnostics['epsilon']:.3f} | return (last 20) {recent}")
+            recent = float(np.mean(self.last20)) if self.last20 else None
+            print(progress_line(global_step, self.args.total_timesteps, now, recent)
+                  + f" | epsilon {epsilon:.3f}")
+
+    def evaluation(self, global_step):
+        """Evaluate the greedy policy of the table as it is now in an environment of its own,
+        seeded as the final evaluation is (the training environment and the exploration
+        generator are untouched: greedy actions break ties to the lowest action and draw no
+        random numbers), append the row to evaluations.csv and, with --save-model, keep the
+        best table so far as best_model.npz (the first of equal means)."""
+        wall_time = round(time.time() - self.start, 4)
+        returns = evaluate(self.table, self.args.env_id, self.args.eval_episodes,
+                           self.args.seed + 100_000)
+        mean, std = float(returns.mean()), float(returns.std())
+        self.csv_writer("evaluations.csv", ["global_step", "wall_time", "eval_return_mean",
+                                            "eval_return_std"]).writerow(
+            {"global_step": global_step, "wall_time": wall_time, "eval_return_mean": mean,
+             "eval_return_std": std})
+        self.flush()
+        if self.args.save_model and mean > max((m for _, m, _ in self.evaluations),
+                                               default=-math.inf):
+            save_checkpoint(os.path.join(self.path, "best_model.npz"), self.table, self.args)
+        self.evaluations.append((global_step, mean, std))
 
     def stop(self, reason):
         """Ctrl-C or a non-finite TD error: the run ends here, its files still written."""
@@ -587,11 +630,23 @@ class RunWriter:
         self.summary["interrupted"] = True
 
 
+def progress_line(global_step, total_steps, elapsed, recent_return):
+    """The console's progress: the step out of the budget, the percentage, steps per second,
+    the time left at that speed (h:mm:ss) and the mean of the last 20 training returns."""
+    sps = global_step / elapsed
+    minutes, seconds = divmod(round(max(total_steps - global_step, 0) / sps), 60)
+    recent = "n/a" if recent_return is None else f"{recent_return:.1f}"
+    return (f"step {global_step:,}/{total_steps:,} ({100 * global_step / total_steps:.0f}%) | "
+            f"{sps:,.0f} sps | ETA {minutes // 60}:{minutes % 60:02}:{seconds:02} | "
+            f"return (last 20) {recent}")
+
+
 def plot_curve(run, title, heat=None):
     """learning_curve.png: episode return against environment steps, raw points faded, a
-    moving average of 20 episodes on top; beside it, with `heat` (see heat_map), V(s) as a
-    heat map with the greedy action written in each cell when there are at most 400.
-    Returns its path."""
+    moving average of 20 episodes on top, and the greedy evaluations (step, mean, std) of
+    --eval-every as a second series, the mean with the std as error bars; beside it, with
+    `heat` (see heat_map), V(s) as a heat map with the greedy action written in each cell
+    when there are at most 400. Returns its path."""
     fig = Figure(figsize=(12 if heat else 7, 4), dpi=100)
     ax = fig.add_subplot(1, 2 if heat else 1, 1)
     steps = np.array([e["global_step"] for e in run.episodes])
@@ -602,6 +657,11 @@ def plot_curve(run, title, heat=None):
         smooth = np.convolve(returns, np.ones(window) / window, mode="valid")
         ax.plot(steps[window - 1:], smooth, color="tab:blue", lw=2,
                 label=f"mean of last {window}")
+    if run.evaluations:
+        eval_steps, means, stds = zip(*run.evaluations)
+        ax.errorbar(eval_steps, means, yerr=stds, color="tab:orange", marker="o", ms=4, capsize=3,
+                    label="greedy evaluation (mean, std)")
+    if len(returns) or run.evaluations:
         ax.legend(loc="lower right")
     ax.set(xlabel="environment steps", ylabel="episode return", title=title)
     ax.grid(alpha=0.3)

@@ -9,8 +9,9 @@ import pytest
 import torch
 
 import dqn
-from conftest import (CountingEnv, approx, check_import_is_quiet, interrupt_on_call, read_csv,
-                      same_seed_episodes, tensor, unreadable_checkpoints, video_names)
+from conftest import (CountingEnv, approx, check_evaluations, check_import_is_quiet,
+                      check_progress_line, interrupt_on_call, read_csv, same_seed_episodes,
+                      tensor, unreadable_checkpoints, video_names)
 
 
 # ---------------------------------------------------------------------------------------
@@ -224,7 +225,7 @@ def train_directly(tmp_path, q_network, target_network, **flags):
     """dqn.train on DqnCountToThree-v0 (reward 1 a step) with the networks given."""
     args = dqn.Args(env_id="DqnCountToThree-v0", eval_episodes=0, output_dir=str(tmp_path), **flags)
     envs = dqn.make_vector_env(args.env_id, args.num_envs)
-    dqn.train(args, envs, q_network, target_network, dqn.RunWriter(args, "cpu"))
+    dqn.train(args, envs, q_network, target_network, dqn.RunWriter(args, "cpu", q_network))
     envs.close()
 
 
@@ -374,6 +375,24 @@ def test_same_seed_gives_the_same_episodes(tmp_path):
 
 
 # ---------------------------------------------------------------------------------------
+# Watching a run: --eval-every and the progress line
+# ---------------------------------------------------------------------------------------
+def test_eval_every_writes_rows_keeps_the_best_model_and_leaves_training_alone(tmp_path):
+    # 3 environments step global_step by 3: 3, 6, ..., 900. A row each time it crosses a
+    # multiple of 100: at 102 (34 * 3, past 100), 201, 300, 402, 501, 600, 702, 801 and 900
+    # (exactly on the multiple). Seed 3's means: 10 five times (best_model.pt stays the one
+    # of 102, the first of the tie), 15.7 at 600, 8.7, 19.7 at 801 (the best), 18.0 at 900.
+    args = dqn.Args(total_timesteps=900, num_envs=3, learning_starts=300, train_frequency=6,
+                    gradient_steps=4, batch_size=32, buffer_size=900, exploration_fraction=0.5,
+                    eval_every=100, eval_episodes=3, save_model=True, seed=3)
+    check_evaluations(dqn.main, args, tmp_path, [102, 201, 300, 402, 501, 600, 702, 801, 900])
+
+
+def test_progress_line():
+    check_progress_line(dqn.progress_line)
+
+
+# ---------------------------------------------------------------------------------------
 # Bad input: one line on stderr, exit status 2, nothing trained
 # ---------------------------------------------------------------------------------------
 @pytest.fixture
@@ -412,6 +431,9 @@ def bad_checkpoints(tmp_path):
     (["--exploration-fraction", "2"], "--exploration-fraction must be in [0, 1]"),
     (["--tau", "0"], "--tau must be in (0, 1]"),
     (["--learning-starts", "-1"], "--learning-starts must be 0 or more"),
+    (["--eval-every", "-1"], "--eval-every must be 0 (evaluate only after training) or more"),
+    (["--eval-every", "500", "--eval-episodes", "0"],
+     "--eval-every needs at least one evaluation episode"),
     (["--eval-checkpoint", "missing"], "does not exist"),
     (["--eval-checkpoint", "corrupt"], "is not a dqn.py model.pt"),
     (["--eval-checkpoint", "acrobot"], "was made for Acrobot-v1, not CartPole-v1; pass --env-id Acrobot-v1"),

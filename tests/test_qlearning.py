@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 import qlearning as ql
-from conftest import (check_import_is_quiet, interrupt_on_call, read_csv, same_seed_episodes,
-                      video_names)
+from conftest import (check_evaluations, check_import_is_quiet, check_progress_line,
+                      interrupt_on_call, read_csv, same_seed_episodes, video_names)
 
 
 # ---------------------------------------------------------------------------------------
@@ -381,6 +381,25 @@ def test_capture_video_records_each_evaluation_episode(tmp_path):
 
 
 # ---------------------------------------------------------------------------------------
+# Watching a run: --eval-every and the progress line
+# ---------------------------------------------------------------------------------------
+def test_eval_every_writes_rows_keeps_the_best_model_and_leaves_training_alone(tmp_path):
+    # qlearning.py steps one environment, so global_step goes up by 1: 1, 2, ..., 20000. A
+    # row each time it crosses a multiple of 3000, which it reaches exactly: at 3000, 6000,
+    # 9000, 12000, 15000 and 18000; 20000 crosses none. Seed 1's means of 50 slippery
+    # FrozenLake episodes: 0.12 five times (best_model.npz stays the table of 3000, the first
+    # of the tie), then 0.06 at 18000.
+    args = ql.Args(env_id="FrozenLake-v1", total_timesteps=20_000, eval_every=3000,
+                   eval_episodes=50, save_model=True, seed=1)
+    check_evaluations(ql.main, args, tmp_path, [3000, 6000, 9000, 12000, 15000, 18000],
+                      best_file="best_model.npz")
+
+
+def test_progress_line():
+    check_progress_line(ql.progress_line)
+
+
+# ---------------------------------------------------------------------------------------
 # Bad input: one line on stderr, exit status 2, nothing trained
 # ---------------------------------------------------------------------------------------
 @pytest.fixture
@@ -427,6 +446,9 @@ def bad_checkpoints(tmp_path):
     (["--end-e", "-0.1"], "--end-e must be in [0, 1]"),
     (["--q-init", "inf"], "--q-init must be a finite number"),
     (["--eval-episodes", "-1"], "--eval-episodes must be 0 or more"),
+    (["--eval-every", "-1"], "--eval-every must be 0 (evaluate only after training) or more"),
+    (["--eval-every", "500", "--eval-episodes", "0"],
+     "--eval-every needs at least one evaluation episode"),
     (["--eval-checkpoint", "missing"], "does not exist"),
     (["--eval-checkpoint", "corrupt"], "is not a qlearning.py model.npz"),
     (["--eval-checkpoint", "pickled"], "is not a qlearning.py model.npz"),
