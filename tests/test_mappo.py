@@ -1,7 +1,7 @@
 """Tests of mappo.py: GAE, the losses with active masks and value normalization by hand, the
 EP and AS buffers, agents that are done before their environment, what the training loop
-passes to the loss, heterogeneous agents, your own environment, runs end to end, bad input,
-determinism."""
+passes to the loss, heterogeneous agents, your own environment, runs end to end, watching a
+run (--eval-every and the progress line), bad input, determinism."""
 import math
 import os
 
