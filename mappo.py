@@ -55,7 +55,8 @@ Run:
     python mappo.py --help
 
 Writes runs/<env_id>__mappo__<seed>__<unix_time>/ with config.json, episodes.csv,
-updates.csv, learning_curve.png, summary.json, and model.pt with --save-model.
+updates.csv, learning_curve.png, summary.json, model.pt with --save-model, and with
+--eval-every N evaluations.csv (and best_model.pt, the best evaluated model).
 """
 
 # ---------------------------------------------------------------------------------------
@@ -108,6 +109,8 @@ class Args:
     """the experiment name, part of the run folder's name"""
     eval_episodes: int = 10
     """greedy evaluation episodes after training (0 skips evaluation)"""
+    eval_every: int = 0
+    """also evaluate greedily every N steps (as --total-timesteps counts; 0: only after training)"""
     stop_at_return: Optional[float] = None
     """stop once the mean of the last 20 training episode returns reaches this"""
     save_model: bool = False
@@ -466,7 +469,7 @@ def train(args, envs, actors, critic, value_norm, run, summary, device):
                            envs.avail.shape[-1], args.critic_state, critic.critic_dim, device)
     batch_size = args.num_envs * args.num_steps
     num_updates = args.total_timesteps // batch_size
-    last20, last_print = deque(maxlen=20), time.time()
+    last20 = deque(maxlen=20)
 
     def tensor(x):
         return torch.from_numpy(x).to(device)
@@ -487,6 +490,7 @@ def train(args, envs, actors, critic, value_norm, run, summary, device):
                 buffer.values[step] = critic(buffer.critic_obs[step])
             out = envs.step(buffer.actions[step].cpu().numpy())
             summary["global_steps"] += args.num_envs
+            run.step(summary["global_steps"])  # progress line; evaluation every --eval-every steps
             buffer.rewards[step], buffer.terminated[step], buffer.truncated[step] = critic_step(
                 tensor(out.rewards), tensor(out.terminated), tensor(out.truncated), active,
                 tensor(out.ended), args.critic_state, args.per_agent_reward)
@@ -540,10 +544,7 @@ def train(args, envs, actors, critic, value_norm, run, summary, device):
                                              mb["active"]))
 
         # Log.
-        if not math.isfinite(loss.item()):
-            print(f"{SCRIPT}: the loss is not finite (NaN or inf) at step "
-                  f"{summary['global_steps']}; stopping (try a lower --learning-rate)")
-            summary["interrupted"] = True
+        if non_finite(loss.item(), summary):  # says so; the run stops as interrupted
             return
         sps = int(summary["global_steps"] / (time.time() - run.start))
         run.update({"global_step": summary["global_steps"],
@@ -554,10 +555,6 @@ def train(args, envs, actors, critic, value_norm, run, summary, device):
                     "clipfrac": torch.stack(clipfracs).mean().item(),
                     "explained_variance": explained_variance(values, returns, value_mask),
                     "return_mean": value_norm.mean, "return_std": math.sqrt(value_norm.var)})
-        if time.time() - last_print >= 2.0 or update == num_updates:
-            last_print = time.time()
-            recent = f"{np.mean(last20):.2f}" if last20 else "n/a"
-            print(f"step {summary['global_steps']:>9} | sps {sps:>6} | return (last 20) {recent}")
 
 
 def main(args: Args) -> dict:
@@ -580,7 +577,7 @@ def main(args: Args) -> dict:
     if checkpoint is not None:
         load_weights(checkpoint, args, actors, critic, value_norm)
 
-    run = RunWriter(args, device)
+    run = RunWriter(args, device, spec, actors, critic, value_norm)
     print(f"{SCRIPT}: {args.env_id}, {num_agents} agents, {args.critic_state.upper()} critic, "
           f"seed {args.seed}, device {device}")
     summary = new_summary(args)
@@ -646,6 +643,16 @@ def explained_variance(values, returns, mask):
     return 1 - (returns - values)[mask].var().item() / var_returns if var_returns else math.nan
 
 
+def non_finite(loss, summary):
+    """True, after saying so and marking the run interrupted, when the loss is NaN or inf."""
+    if math.isfinite(loss):
+        return False
+    print(f"{SCRIPT}: the loss is not finite (NaN or inf) at step {summary['global_steps']}; "
+          "stopping (try a lower --learning-rate)")
+    summary["interrupted"] = True
+    return True
+
+
 def reached(stop_at_return, last20):
     """--stop-at-return: the last 20 episodes' mean is at or above it."""
     return stop_at_return is not None and len(last20) == 20 and np.mean(last20) >= stop_at_return
@@ -665,6 +672,11 @@ def check_args(args):
             fail(f"--{name.replace('_', '-')} must be in [0, 1], got {getattr(args, name)}")
     if args.eval_episodes < 0:
         fail(f"--eval-episodes must be 0 or more, got {args.eval_episodes}")
+    if args.eval_every < 0:
+        fail("--eval-every must be 0 (evaluate only after training) or more, got "
+             f"{args.eval_every}")
+    if args.eval_every and not args.eval_episodes:
+        fail("--eval-every needs at least one evaluation episode; pass --eval-episodes 1 or more")
     if args.per_agent_reward and args.critic_state == "ep":
         fail("--per-agent-reward needs --critic-state as (the EP critic has one value per "
              "copy, learned from the team reward)")
@@ -901,10 +913,12 @@ def evaluate(actors, env_id, spec, max_cycles, episodes, seed, device, video_fol
 
 
 class RunWriter:
-    """The run folder: config.json at once, episodes.csv and updates.csv as training goes
-    (flushed at every update, so an interrupted run keeps them), summary.json at the end."""
+    """The run folder: config.json at once, episodes.csv, updates.csv and (with --eval-every)
+    evaluations.csv as training goes (flushed, so an interrupted run keeps them), summary.json
+    at the end; a progress line every 2 seconds, and the greedy evaluations of --eval-every
+    with best_model.pt, the best evaluated model."""
 
-    def __init__(self, args, device):
+    def __init__(self, args, device, spec, actors, critic, value_norm):
         name = (f"{args.env_id.replace('/', '-').replace(':', '-')}__{args.exp_name}__"
                 f"{args.seed}__{int(time.time())}")
         self.path, suffix = os.path.join(args.output_dir, name), 1
@@ -924,6 +938,48 @@ class RunWriter:
                       for filename in ("episodes.csv", "updates.csv")]
         self.episode_csv, self.update_csv = (csv.writer(f) for f in self.files)
         self.episode_csv.writerow(["global_step", "wall_time", "episode_return", "episode_length"])
+        if args.eval_every:
+            self.files.append(open(os.path.join(self.path, "evaluations.csv"), "w", newline=""))
+            self.eval_csv = csv.writer(self.files[2])
+            self.eval_csv.writerow(["global_step", "wall_time", "eval_return_mean",
+                                    "eval_return_std"])
+        self.args, self.device, self.spec = args, device, spec
+        self.model = (actors, critic, value_norm)  # what evaluations play and checkpoints hold
+        self.global_step, self.last_print = 0, self.start
+        self.evaluations = []  # (global_step, mean, std) of each --eval-every evaluation
+
+    def step(self, global_step):
+        """After each lock-step: a greedy evaluation each time global_step crosses a multiple
+        of --eval-every, and the progress line every 2 seconds."""
+        every, previous, self.global_step = self.args.eval_every, self.global_step, global_step
+        if every and global_step // every > previous // every:
+            self.evaluation(global_step)
+        if time.time() - self.last_print >= 2.0:
+            self.last_print = time.time()
+            print(progress_line(global_step, self.args.total_timesteps,
+                                time.time() - self.start, self.recent_return()))
+
+    def evaluation(self, global_step):
+        """Evaluate the actors as they are now on copies of their own, seeded as the final
+        evaluation (the training copies and every random stream training draws from are
+        untouched), append the row to evaluations.csv and, with --save-model, keep the best
+        model so far as best_model.pt (the first of equal ones)."""
+        wall_time, (actors, critic, value_norm) = time.time() - self.start, self.model
+        returns = evaluate(actors, self.args.env_id, self.spec, self.args.max_cycles,
+                           self.args.eval_episodes, self.args.seed + 100_000, self.device)
+        mean, std = float(returns.mean()), float(returns.std())
+        self.eval_csv.writerow([global_step, round(wall_time, 4), mean, std])
+        self.files[2].flush()
+        if self.args.save_model and mean > max((m for _, m, _ in self.evaluations),
+                                               default=-math.inf):
+            save_checkpoint(os.path.join(self.path, "best_model.pt"), actors, critic, value_norm,
+                            self.args)
+        self.evaluations.append((global_step, mean, std))
+
+    def recent_return(self):
+        """The mean of the last 20 training episode returns (None before the first)."""
+        recent = [r for _, r in self.episodes[-20:]]
+        return float(np.mean(recent)) if recent else None
 
     def episode(self, global_step, episode_return, length):
         self.episodes.append((global_step, float(episode_return)))
@@ -946,9 +1002,22 @@ class RunWriter:
             f.close()
 
 
+def progress_line(global_step, total_steps, elapsed, recent_return):
+    """The console's progress: the step out of the budget, the percentage, steps per second,
+    the time left at that speed (h:mm:ss) and the mean of the last 20 training returns."""
+    sps = global_step / elapsed
+    minutes, seconds = divmod(round(max(total_steps - global_step, 0) / sps), 60)
+    recent = "n/a" if recent_return is None else f"{recent_return:.1f}"
+    return (f"step {global_step:,}/{total_steps:,} ({100 * global_step / total_steps:.0f}%) | "
+            f"{sps:,.0f} sps | ETA {minutes // 60}:{minutes % 60:02}:{seconds:02} | "
+            f"return (last 20) {recent}")
+
+
 def plot_curve(run, title):
     """learning_curve.png: episode return against environment steps, raw points faded, a
-    moving average of 100 episodes on top (many short episodes end at once)."""
+    moving average of 100 episodes on top (many short episodes end at once); the greedy
+    evaluations (step, mean, std) of --eval-every as a second series, the mean with the std
+    as error bars."""
     steps, returns = (np.array(c) for c in zip(*run.episodes)) if run.episodes else ([], [])
     fig = Figure(figsize=(7, 4), dpi=100)
     ax = fig.add_subplot()
@@ -957,6 +1026,11 @@ def plot_curve(run, title):
         window = min(100, len(returns))
         smooth = np.convolve(returns, np.ones(window) / window, mode="valid")
         ax.plot(steps[window - 1:], smooth, color="tab:blue", lw=2, label=f"mean of last {window}")
+    if run.evaluations:
+        eval_steps, means, stds = zip(*run.evaluations)
+        ax.errorbar(eval_steps, means, yerr=stds, color="tab:orange", marker="o", ms=4, capsize=3,
+                    label="greedy evaluation (mean, std)")
+    if len(returns) or run.evaluations:
         ax.legend(loc="lower right")
     ax.set(xlabel="environment steps", ylabel="mean per-agent episode return", title=title)
     ax.grid(alpha=0.3)
@@ -1007,8 +1081,7 @@ def load_weights(checkpoint, args, actors, critic, value_norm):
 def finish(args, run, summary, actors, critic, value_norm, spec, device, trained=True):
     """Evaluate greedily, save the model if asked, write summary.json and the curve, and
     print the closing line. An interrupted run skips the evaluation."""
-    recent = [r for _, r in run.episodes[-20:]]
-    summary["train_return_last20"] = float(np.mean(recent)) if recent else None
+    summary["train_return_last20"] = run.recent_return()
     summary["wall_time_s"] = round(time.time() - run.start, 3)
     if args.eval_episodes and not summary["interrupted"]:
         video_folder = os.path.join(run.path, "videos") if args.capture_video else None

@@ -49,7 +49,8 @@ Run:
     python ppo_lstm.py --help
 
 Writes runs/<env_id>__ppo_lstm__<seed>__<unix_time>/ with config.json, episodes.csv,
-updates.csv, learning_curve.png, summary.json, and model.pt with --save-model.
+updates.csv, learning_curve.png, summary.json, model.pt with --save-model, and with
+--eval-every N evaluations.csv (and best_model.pt, the best evaluated model).
 """
 
 # ---------------------------------------------------------------------------------------
@@ -101,6 +102,8 @@ class Args:
     """the experiment name, part of the run folder's name"""
     eval_episodes: int = 10
     """greedy evaluation episodes after training (0 skips evaluation)"""
+    eval_every: int = 0
+    """also evaluate greedily every N environment steps (0: only after training)"""
     stop_at_return: Optional[float] = None
     """stop once the mean of the last 20 training episode returns reaches this"""
     save_model: bool = False
@@ -430,7 +433,7 @@ def train(args, envs, agent, optimizer, run, summary, obs_filter, device):
                            torch.float32 if continuous else torch.long,
                            args.lstm_hidden_size, device)
     num_updates = args.total_timesteps // (N * T)
-    recent, last_print = deque(maxlen=20), time.time()
+    recent = deque(maxlen=20)
     obs, _ = envs.reset(seed=args.seed)
     next_obs = torch.as_tensor(obs_filter(obs, update=True), device=device)
     next_start = torch.ones(N, device=device)  # every environment starts an episode
@@ -450,6 +453,7 @@ def train(args, envs, agent, optimizer, run, summary, obs_filter, device):
             obs, reward, terminated, truncated, info = envs.step(
                 to_env_action(action, action_space))
             summary["global_steps"] += N
+            run.step(summary["global_steps"])  # progress line; evaluation every --eval-every steps
             buffer.actions[t], buffer.logprobs[t], buffer.values[t] = action, logprob, value
             buffer.rewards[t] = torch.as_tensor(reward, device=device)
             buffer.terminated[t] = torch.as_tensor(terminated, device=device)
@@ -495,10 +499,7 @@ def train(args, envs, agent, optimizer, run, summary, obs_filter, device):
             if args.target_kl is not None and np.mean(epoch_kls) > args.target_kl:
                 break
 
-        if not math.isfinite(loss.item()):
-            print(f"{SCRIPT}: the loss is not finite (NaN or inf) at step "
-                  f"{summary['global_steps']}; stopping (try a lower --learning-rate)")
-            summary["interrupted"] = True
+        if non_finite(loss.item(), summary):  # says so; the run stops as interrupted
             return
         var_returns = returns.var().item()
         explained = (1 - (returns - buffer.values).var().item() / var_returns if var_returns
@@ -509,11 +510,6 @@ def train(args, envs, agent, optimizer, run, summary, obs_filter, device):
             "approx_kl": float(np.mean(approx_kls)), "clipfrac": float(np.mean(clipfracs)),
             "explained_variance": explained,
             "epochs": epoch + 1})
-        if time.time() - last_print >= 2.0 or update == num_updates:
-            last_print = time.time()
-            print(f"step {summary['global_steps']:>9} | sps "
-                  f"{int(summary['global_steps'] / run.elapsed()):>6} | return (last 20) "
-                  + (f"{np.mean(recent):.1f}" if recent else "n/a"))
 
 
 def main(args: Args) -> dict:
@@ -533,7 +529,7 @@ def main(args: Args) -> dict:
                   continuous, args.hidden_size, args.lstm_hidden_size).to(device)
     if checkpoint is not None:
         load_weights(agent, obs_filter, checkpoint, args)
-    run = RunWriter(args, device)
+    run = RunWriter(args, device, agent, obs_filter)
     summary = new_summary(args)
     print(f"{SCRIPT}: {args.env_id}, seed {args.seed}, device {device}, hidden "
           f"observation dimensions {args.hide_obs or 'none'}")
@@ -575,6 +571,11 @@ def check_args(args):
             fail(f"--{name.replace('_', '-')} must be in [0, 1], got {getattr(args, name)}")
     if args.eval_episodes < 0:
         fail(f"--eval-episodes must be 0 or more, got {args.eval_episodes}")
+    if args.eval_every < 0:
+        fail("--eval-every must be 0 (evaluate only after training) or more, got "
+             f"{args.eval_every}")
+    if args.eval_every and not args.eval_episodes:
+        fail("--eval-every needs at least one evaluation episode; pass --eval-episodes 1 or more")
     if args.num_steps % args.data_chunk_length:
         fail(f"--data-chunk-length {args.data_chunk_length} does not divide --num-steps "
              f"{args.num_steps}; pick a divisor of {args.num_steps}")
@@ -710,6 +711,16 @@ def record_episodes(run, info, summary, recent, stop_at_return):
     return True
 
 
+def non_finite(loss, summary):
+    """True, after saying so and marking the run interrupted, when the loss is NaN or inf."""
+    if math.isfinite(loss):
+        return False
+    print(f"{SCRIPT}: the loss is not finite (NaN or inf) at step {summary['global_steps']}; "
+          "stopping (try a lower --learning-rate)")
+    summary["interrupted"] = True
+    return True
+
+
 def log_update(run, summary, diagnostics):
     elapsed = run.elapsed()
     run.write("updates", {"global_step": summary["global_steps"],
@@ -740,10 +751,12 @@ def evaluate(agent, obs_filter, env_id, episodes, seed, device, video_folder=Non
 
 
 class RunWriter:
-    """The run folder: config.json now, episodes.csv and updates.csv row by row (flushed,
-    so an interrupted run keeps them), summary.json and learning_curve.png at the end."""
+    """The run folder: config.json now, episodes.csv, updates.csv and evaluations.csv row by
+    row (flushed, so an interrupted run keeps them), summary.json and learning_curve.png at
+    the end; a progress line every 2 seconds, and the greedy evaluations of --eval-every with
+    best_model.pt, the best evaluated model."""
 
-    def __init__(self, args, device):
+    def __init__(self, args, device, agent, obs_filter):
         name = "__".join([args.env_id.replace("/", "-").replace(":", "-"), args.exp_name,
                           str(args.seed), str(int(time.time()))])
         self.path, suffix = os.path.join(args.output_dir, name), 1
@@ -759,10 +772,46 @@ class RunWriter:
             "numpy": np.__version__, "python": sys.version.split()[0]}})
         self.files, self.writers, self.episodes = {}, {}, []
         self.write("episodes", None)  # the header, even if no episode ends
-        self.start = time.time()
+        self.args, self.device, self.agent, self.obs_filter = args, device, agent, obs_filter
+        self.global_step, self.evaluations = 0, []  # evaluations: (global_step, mean, std)
+        self.start = self.last_print = time.time()
 
     def elapsed(self):
         return time.time() - self.start
+
+    def step(self, global_step):
+        """After each vector step: a greedy evaluation each time global_step crosses a
+        multiple of --eval-every, and the progress line every 2 seconds."""
+        every, previous, self.global_step = self.args.eval_every, self.global_step, global_step
+        if every and global_step // every > previous // every:
+            self.evaluation(global_step)
+        if time.time() - self.last_print >= 2.0:
+            self.last_print = time.time()
+            print(progress_line(global_step, self.args.total_timesteps, self.elapsed(),
+                                self.recent_return()))
+
+    def evaluation(self, global_step):
+        """Evaluate the agent as it is now on environments of its own, seeded as the final
+        evaluation, each carrying an LSTM state of its own (the training environments, their
+        statistics, the rollout's hidden state and every random stream training draws from
+        are untouched); append the row to evaluations.csv and, with --save-model, keep the
+        best model so far as best_model.pt (the first of equal ones)."""
+        wall_time = self.elapsed()
+        returns = evaluate(self.agent, self.obs_filter, self.args.env_id, self.args.eval_episodes,
+                           self.args.seed + 100_000, self.device)
+        mean, std = float(returns.mean()), float(returns.std())
+        self.write("evaluations", {"global_step": global_step, "wall_time": round(wall_time, 4),
+                                   "eval_return_mean": mean, "eval_return_std": std})
+        if self.args.save_model and mean > max((m for _, m, _ in self.evaluations),
+                                               default=-math.inf):
+            save_checkpoint(os.path.join(self.path, "best_model.pt"), self.agent,
+                            self.obs_filter, self.args)
+        self.evaluations.append((global_step, mean, std))
+
+    def recent_return(self):
+        """The mean of the last 20 training episode returns (None before the first)."""
+        recent = [e["episode_return"] for e in self.episodes[-20:]]
+        return float(np.mean(recent)) if recent else None
 
     def write(self, table, row):
         """Append a row to <table>.csv, whose header is the first row's keys."""
@@ -788,7 +837,8 @@ class RunWriter:
 
     def plot(self, title):
         """Episode return against environment steps: raw points faded, a moving average of
-        20 episodes on top."""
+        20 episodes on top; the greedy evaluations (step, mean, std) of --eval-every as a
+        second series, the mean with the std as error bars."""
         steps = np.array([e["global_step"] for e in self.episodes])
         returns = np.array([e["episode_return"] for e in self.episodes])
         fig = Figure(figsize=(7, 4), dpi=100)
@@ -799,6 +849,11 @@ class RunWriter:
             smooth = np.convolve(returns, np.ones(window) / window, mode="valid")
             ax.plot(steps[window - 1:], smooth, color="tab:blue", lw=2,
                     label=f"mean of last {window}")
+        if self.evaluations:
+            eval_steps, means, stds = zip(*self.evaluations)
+            ax.errorbar(eval_steps, means, yerr=stds, color="tab:orange", marker="o", ms=4,
+                        capsize=3, label="greedy evaluation (mean, std)")
+        if len(returns) or self.evaluations:
             ax.legend(loc="lower right")
         ax.set(xlabel="environment steps", ylabel="episode return", title=title)
         ax.grid(alpha=0.3)
@@ -808,12 +863,29 @@ class RunWriter:
         return path
 
 
+def progress_line(global_step, total_steps, elapsed, recent_return):
+    """The console's progress: the step out of the budget, the percentage, steps per second,
+    the time left at that speed (h:mm:ss) and the mean of the last 20 training returns."""
+    sps = global_step / elapsed
+    minutes, seconds = divmod(round(max(total_steps - global_step, 0) / sps), 60)
+    recent = "n/a" if recent_return is None else f"{recent_return:.1f}"
+    return (f"step {global_step:,}/{total_steps:,} ({100 * global_step / total_steps:.0f}%) | "
+            f"{sps:,.0f} sps | ETA {minutes // 60}:{minutes % 60:02}:{seconds:02} | "
+            f"return (last 20) {recent}")
+
+
 def new_summary(args):
     return {"algorithm": "ppo_lstm", "env_id": args.env_id, "seed": args.seed,
             "global_steps": 0, "wall_time_s": None, "train_return_last20": None,
             "eval_return_mean": None, "eval_return_std": None,
             "eval_episodes": args.eval_episodes, "solved_at_step": None,
             "solved_at_time_s": None, "interrupted": False}
+
+
+def save_checkpoint(path, agent, obs_filter, args):
+    """model.pt (and best_model.pt): the agent's weights, the observation statistics, the flags."""
+    torch.save({"agent": agent.state_dict(), "obs_rms": obs_filter.state_dict(),
+                "args": asdict(args)}, path)
 
 
 def load_checkpoint(path, env_id):
@@ -847,8 +919,7 @@ def load_weights(agent, obs_filter, checkpoint, args):
 def finish(args, run, summary, agent, obs_filter, device, trained=True):
     """Evaluate greedily, save the model if asked, write summary.json and the curve, and
     print the closing line. An interrupted run skips the evaluation."""
-    recent = [e["episode_return"] for e in run.episodes[-20:]]
-    summary["train_return_last20"] = float(np.mean(recent)) if recent else None
+    summary["train_return_last20"] = run.recent_return()
     if args.eval_episodes and not summary["interrupted"]:
         video_folder = os.path.join(run.path, "videos") if args.capture_video else None
         returns = evaluate(agent, obs_filter, args.env_id, args.eval_episodes, args.seed + 100_000,
@@ -857,8 +928,7 @@ def finish(args, run, summary, agent, obs_filter, device, trained=True):
         summary["eval_return_std"] = float(returns.std())
     summary["wall_time_s"] = round(run.elapsed(), 3)
     if args.save_model and trained:
-        torch.save({"agent": agent.state_dict(), "obs_rms": obs_filter.state_dict(),
-                    "args": asdict(args)}, os.path.join(run.path, "model.pt"))
+        save_checkpoint(os.path.join(run.path, "model.pt"), agent, obs_filter, args)
     run.close()
     run.write_json("summary.json", summary)
     closing = f"{SCRIPT}: run folder {run.path}"

@@ -1,7 +1,7 @@
 """Tests of mappo.py: GAE, the losses with active masks and value normalization by hand, the
 EP and AS buffers, agents that are done before their environment, what the training loop
-passes to the loss, heterogeneous agents, your own environment, runs end to end, bad input,
-determinism."""
+passes to the loss, heterogeneous agents, your own environment, runs end to end, watching a
+run (--eval-every and the progress line), bad input, determinism."""
 import math
 import os
 
@@ -11,7 +11,9 @@ import pytest
 import torch
 
 import mappo
-from conftest import check_import_is_quiet, interrupt_on_call, read_csv, same_seed_episodes, unreadable_checkpoints, video_names
+from conftest import (check_evaluations, check_import_is_quiet, check_progress_line,
+                      interrupt_on_call, read_csv, same_seed_episodes, unreadable_checkpoints,
+                      video_names)
 from my_envs import TeamEnv
 
 
@@ -590,6 +592,23 @@ def test_same_seed_gives_the_same_episodes(critic_state, tmp_path):
 
 
 # ---------------------------------------------------------------------------------------
+# Watching a run: --eval-every and the progress line
+# ---------------------------------------------------------------------------------------
+def test_eval_every_writes_rows_keeps_the_best_model_and_leaves_training_alone(tmp_path):
+    # 3 copies step global_step by 3: 3, 6, ..., 90 (3 rollouts of 3 * 10 lock-steps). A row
+    # each time it crosses a multiple of 20: at 21 (7 * 3, past 20), 42, 60 (exactly) and 81;
+    # 90 crosses none. Rows 42 and 60 evaluate the same actors (the second update comes after
+    # step 60), a tie that best_model.pt must keep at the first of the two.
+    args = mappo.Args(eval_every=20, eval_episodes=3, save_model=True, seed=1,
+                      **{**TINY, "num_envs": 3, "total_timesteps": 90})
+    check_evaluations(mappo.main, args, tmp_path, [21, 42, 60, 81])
+
+
+def test_progress_line():
+    check_progress_line(mappo.progress_line)
+
+
+# ---------------------------------------------------------------------------------------
 # Bad input: one line on stderr, exit status 2, nothing trained
 # ---------------------------------------------------------------------------------------
 @pytest.fixture
@@ -631,6 +650,9 @@ def bad_checkpoints(tmp_path):
     (["--total-timesteps", "100"], "less than one rollout"),
     (["--learning-rate", "0"], "--learning-rate must be positive"),
     (["--gae-lambda", "1.5"], "--gae-lambda must be in [0, 1]"),
+    (["--eval-every", "-1"], "--eval-every must be 0 (evaluate only after training) or more"),
+    (["--eval-every", "500", "--eval-episodes", "0"],
+     "--eval-every needs at least one evaluation episode"),
     (["--eval-checkpoint", "missing"], "does not exist"),
     (["--eval-checkpoint", "corrupt"], "is not a mappo.py model.pt"),
     (["--eval-checkpoint", "reference"], "was made for simple_reference_v3, not simple_spread_v3; "

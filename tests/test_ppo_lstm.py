@@ -1,5 +1,6 @@
 """Tests of ppo_lstm.py: the chunk generators and the unroll by hand, what the rollout stores
-and what the update feeds the LSTM (the glue), runs end to end, bad input, determinism."""
+and what the update feeds the LSTM (the glue), runs end to end, watching a run (--eval-every
+and the progress line), bad input, determinism."""
 import json
 import math
 import os
@@ -10,8 +11,9 @@ import pytest
 import torch
 
 import ppo_lstm
-from conftest import (CountingEnv, check_import_is_quiet, interrupt_on_call, read_csv,
-                      same_seed_episodes, unreadable_checkpoints, video_names)
+from conftest import (CountingEnv, check_evaluations, check_import_is_quiet,
+                      check_progress_line, interrupt_on_call, read_csv, same_seed_episodes,
+                      unreadable_checkpoints, video_names)
 
 # Episodes of 5 steps cut by a time limit: observations 0, 1, 2, 3, 4, then the fifth step
 # (from observation 4) is truncated with the true final observation 5.
@@ -379,6 +381,25 @@ def test_capture_video_records_each_evaluation_episode(tmp_path):
 
 
 # ---------------------------------------------------------------------------------------
+# Watching a run: --eval-every and the progress line
+# ---------------------------------------------------------------------------------------
+def test_eval_every_writes_rows_keeps_the_best_model_and_leaves_training_alone(tmp_path):
+    # Slider-v0 (tests/my_envs.py): 20-step episodes from random starts, so the evaluation's
+    # episodes differ from one another and its mean depends on the observation statistics
+    # that best_model.pt must hold. 3 environments step global_step by 3: 3, 6, ..., 144
+    # (3 rollouts of 3 * 16 steps). A row each time it crosses a multiple of 40: at 42
+    # (14 * 3, past 40), 81 (past 80) and 120 (exactly); 144 crosses none.
+    args = ppo_lstm.Args(env_id="my_envs:Slider-v0", total_timesteps=144, num_envs=3,
+                         num_steps=16, data_chunk_length=8, num_minibatches=2, update_epochs=2,
+                         eval_every=40, eval_episodes=3, save_model=True, seed=1)
+    check_evaluations(ppo_lstm.main, args, tmp_path, [42, 81, 120])
+
+
+def test_progress_line():
+    check_progress_line(ppo_lstm.progress_line)
+
+
+# ---------------------------------------------------------------------------------------
 # Bad input: one line on stderr, exit status 2, nothing trained
 # ---------------------------------------------------------------------------------------
 @pytest.fixture
@@ -411,6 +432,9 @@ def bad_checkpoints(tmp_path):
     (["--total-timesteps", "100"], "less than one rollout"),
     (["--learning-rate", "0"], "--learning-rate must be positive"),
     (["--gae-lambda", "1.5"], "--gae-lambda must be in [0, 1]"),
+    (["--eval-every", "-1"], "--eval-every must be 0 (evaluate only after training) or more"),
+    (["--eval-every", "500", "--eval-episodes", "0"],
+     "--eval-every needs at least one evaluation episode"),
     (["--eval-checkpoint", "missing"], "does not exist"),
     (["--eval-checkpoint", "corrupt"], "is not a ppo_lstm.py model.pt"),
     (["--eval-checkpoint", "pendulum"], "was made for Pendulum-v1, not CartPole-v1"),
