@@ -46,7 +46,8 @@ Run:
     python ddpg_td3.py --help
 
 Writes runs/<env_id>__ddpg_td3__<seed>__<unix_time>/ with config.json, episodes.csv,
-updates.csv, learning_curve.png, summary.json, and model.pt with --save-model
+updates.csv, learning_curve.png, summary.json, model.pt with --save-model, and with
+--eval-every N evaluations.csv (and best_model.pt, the best evaluated model)
 (CONTRIBUTING.md, "What a run writes").
 """
 
@@ -98,6 +99,8 @@ class Args:
     """the experiment name, part of the run folder's name"""
     eval_episodes: int = 10
     """greedy evaluation episodes after training, without exploration noise (0 skips it)"""
+    eval_every: int = 0
+    """also evaluate greedily every N environment steps (0: only after training)"""
     stop_at_return: Optional[float] = None
     """stop once the mean of the last 20 training episode returns reaches this"""
     save_model: bool = False
@@ -370,7 +373,7 @@ def train(args, envs, nets, run, summary):
         next_obs, rewards, terminated, truncated, info = envs.step(
             to_env_action(actions, action_space))
         global_step += args.num_envs
-        summary["global_steps"] = global_step
+        run.step(global_step)  # progress line; evaluation every --eval-every steps
         next_obs = np.asarray(next_obs, dtype=np.float32)
         # Where an episode ended, next_obs already starts the next one: s' is the true last
         # observation. Only `terminated` stops the bootstrap; a truncated step keeps it.
@@ -400,10 +403,7 @@ def train(args, envs, nets, run, summary):
         if global_step - last_log >= args.log_interval and gradient_steps:
             last_log = global_step
             row = run.update(global_step, stats, gradient_steps=gradient_steps)
-            if not math.isfinite(row["critic_loss"]):
-                print(f"{SCRIPT}: the critic loss became non-finite (NaN or infinite) at step "
-                      f"{global_step}; stopping (try a lower --learning-rate)")
-                summary["interrupted"] = True
+            if run.non_finite(row["critic_loss"], global_step):  # says so; stops as interrupted
                 return
     if global_step != last_log and gradient_steps:
         run.update(global_step, stats, gradient_steps=gradient_steps)
@@ -425,9 +425,9 @@ def main(args: Args) -> dict:
     nets = nets.to(device)
     if checkpoint is not None:
         load_actor(nets, checkpoint, args)
-    run = RunWriter(args, device)
-    print(f"{SCRIPT}: {args.env_id}, seed {args.seed}, {algorithm_name(args)}, device {device}")
     summary = new_summary(args)
+    run = RunWriter(args, device, nets, summary)
+    print(f"{SCRIPT}: {args.env_id}, seed {args.seed}, {algorithm_name(args)}, device {device}")
 
     if checkpoint is None:
         envs = make_vector_env(args.env_id, args.num_envs)
@@ -466,6 +466,11 @@ def check_args(args):
                  "eval_episodes"):
         if not getattr(args, name) >= 0:
             fail(f"--{name.replace('_', '-')} must be 0 or more, got {getattr(args, name)}")
+    if args.eval_every < 0:
+        fail("--eval-every must be 0 (evaluate only after training) or more, "
+             f"got {args.eval_every}")
+    if args.eval_every and not args.eval_episodes:
+        fail("--eval-every needs at least one evaluation episode; pass --eval-episodes 1 or more")
     if not 0.0 <= args.gamma <= 1.0:
         fail(f"--gamma must be in [0, 1], got {args.gamma}")
     if not 0.0 < args.tau <= 1.0:
@@ -587,10 +592,12 @@ def evaluate(actor, env_id, episodes, seed, device, video_folder=None):
 
 
 class RunWriter:
-    """The run folder (CONTRIBUTING.md, "What a run writes"): config.json, then episodes.csv
-    and updates.csv row by row (flushed, so an interrupted run keeps them)."""
+    """The run folder (CONTRIBUTING.md, "What a run writes"): config.json, then episodes.csv,
+    updates.csv and evaluations.csv row by row (flushed, so an interrupted run keeps them);
+    the progress line every 2 seconds and the greedy evaluations of --eval-every, with
+    best_model.pt. It keeps summary["global_steps"] current."""
 
-    def __init__(self, args, device):
+    def __init__(self, args, device, nets, summary):
         name = (f"{args.env_id.replace('/', '-').replace(':', '-')}__{args.exp_name}__"
                 f"{args.seed}__{int(time.time())}")
         self.path, suffix = os.path.join(args.output_dir, name), 1
@@ -604,8 +611,10 @@ class RunWriter:
         self.write_json("config.json", {**asdict(args), "device": str(device), "versions": {
             "torch": torch.__version__, "gymnasium": gym.__version__, "numpy": np.__version__,
             "python": sys.version.split()[0]}})
+        self.args, self.device, self.nets, self.summary = args, device, nets, summary
         self.start = self.last_print = time.time()
         self.steps, self.returns, self.files = [], [], {}
+        self.evaluations = []  # (global_step, mean, std) of each --eval-every evaluation
         self.write_row("episodes.csv", None, ["global_step", "wall_time", "episode_return",
                                               "episode_length"])
 
@@ -636,10 +645,52 @@ class RunWriter:
         return (threshold is not None and len(self.returns) >= 20
                 and np.mean(self.returns[-20:]) >= threshold)
 
+    def recent_return(self):
+        """The mean of the last 20 episode returns (of all of them before 20 have ended;
+        None before the first)."""
+        return float(np.mean(self.returns[-20:])) if self.returns else None
+
+    def step(self, global_step):
+        """After each step of the vector environment: keep summary["global_steps"] current
+        (should Ctrl-C stop the run), evaluate greedily each time global_step crosses a
+        multiple of --eval-every, and print the progress line every 2 seconds."""
+        every, previous = self.args.eval_every, self.summary["global_steps"]
+        self.summary["global_steps"] = global_step
+        if every and global_step // every > previous // every:
+            self.evaluation(global_step)
+        if time.time() - self.last_print >= 2.0:
+            self.last_print = time.time()
+            print(progress_line(global_step, self.args.total_timesteps, time.time() - self.start,
+                                self.recent_return()))
+
+    def evaluation(self, global_step):
+        """Evaluate the actor as it is now, a = mu(s) without noise, on environments of its
+        own seeded as the final evaluation's (nothing is drawn from a random stream, and the
+        training environments are untouched); append the row to evaluations.csv and, with
+        --save-model, keep the best model so far (the first, on a tie) as best_model.pt."""
+        wall_time = round(time.time() - self.start, 4)
+        returns = evaluate(self.nets.actor, self.args.env_id, self.args.eval_episodes,
+                           self.args.seed + 100_000, self.device)
+        mean, std = float(returns.mean()), float(returns.std())
+        self.write_row("evaluations.csv", {"global_step": global_step, "wall_time": wall_time,
+                                           "eval_return_mean": mean, "eval_return_std": std})
+        if self.args.save_model and mean > max((m for _, m, _ in self.evaluations),
+                                               default=-math.inf):
+            save_checkpoint(os.path.join(self.path, "best_model.pt"), self.nets, self.args)
+        self.evaluations.append((global_step, mean, std))
+
+    def non_finite(self, critic_loss, global_step):
+        """True, after saying so and marking the run interrupted, when the loss is NaN or inf."""
+        if math.isfinite(critic_loss):
+            return False
+        print(f"{SCRIPT}: the critic loss became non-finite (NaN or infinite) at step "
+              f"{global_step}; stopping (try a lower --learning-rate)")
+        self.summary["interrupted"] = True
+        return True
+
     def update(self, global_step, stats, **extra):
         """A row of updates.csv with the mean of each list in stats (NaN for an empty one),
-        which are then emptied, and the extra columns; returns the row. Prints a progress
-        line at most every 2 seconds."""
+        which are then emptied, and the extra columns; returns the row."""
         elapsed = time.time() - self.start
         row = {"global_step": global_step, "wall_time": round(elapsed, 4),
                "sps": int(global_step / elapsed),
@@ -647,16 +698,24 @@ class RunWriter:
         for values in stats.values():
             values.clear()
         self.write_row("updates.csv", row)
-        if time.time() - self.last_print >= 2.0:
-            self.last_print = time.time()
-            recent = f"{np.mean(self.returns[-20:]):.1f}" if self.returns else "n/a"
-            print(f"step {global_step:>9} | sps {row['sps']:>6} | return (last 20) {recent}")
         return row
+
+
+def progress_line(global_step, total_steps, elapsed, recent_return):
+    """The console's progress: the step out of the budget, the percentage, steps per second,
+    the time left at that speed (h:mm:ss) and the mean of the last 20 training returns."""
+    sps = global_step / elapsed
+    minutes, seconds = divmod(round(max(total_steps - global_step, 0) / sps), 60)
+    recent = "n/a" if recent_return is None else f"{recent_return:.1f}"
+    return (f"step {global_step:,}/{total_steps:,} ({100 * global_step / total_steps:.0f}%) | "
+            f"{sps:,.0f} sps | ETA {minutes // 60}:{minutes % 60:02}:{seconds:02} | "
+            f"return (last 20) {recent}")
 
 
 def plot_curve(run, title):
     """learning_curve.png: episode return against environment steps, raw points faded and
-    a moving average of 20 episodes on top; returns its path."""
+    a moving average of 20 episodes on top, and the greedy evaluations of --eval-every as a
+    second series (the mean, the std as error bars); returns its path."""
     fig = Figure(figsize=(7, 4), dpi=100)
     ax = fig.add_subplot()
     ax.scatter(run.steps, run.returns, s=6, alpha=0.25, color="tab:blue", label="episode return")
@@ -665,6 +724,11 @@ def plot_curve(run, title):
         smooth = np.convolve(run.returns, np.ones(window) / window, mode="valid")
         ax.plot(run.steps[window - 1:], smooth, color="tab:blue", lw=2,
                 label=f"mean of last {window}")
+    if run.evaluations:
+        eval_steps, means, stds = zip(*run.evaluations)
+        ax.errorbar(eval_steps, means, yerr=stds, color="tab:orange", marker="o", ms=4,
+                    capsize=3, label="greedy evaluation (mean, std)")
+    if run.returns or run.evaluations:
         ax.legend(loc="lower right")
     ax.set(xlabel="environment steps", ylabel="episode return", title=title)
     ax.grid(alpha=0.3)
@@ -721,8 +785,7 @@ def load_actor(nets, checkpoint, args):
 def finish(args, run, summary, nets, device, trained=True):
     """Evaluate greedily, save the model if asked, write summary.json and the curve, and
     print the closing line. An interrupted run skips the evaluation."""
-    recent = run.returns[-20:]
-    summary["train_return_last20"] = float(np.mean(recent)) if recent else None
+    summary["train_return_last20"] = run.recent_return()
     summary["wall_time_s"] = round(time.time() - run.start, 3)
     if args.eval_episodes and not summary["interrupted"]:
         video_folder = os.path.join(run.path, "videos") if args.capture_video else None

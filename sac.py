@@ -59,8 +59,9 @@ Run:
     python sac.py --help
 
 Writes runs/<env_id>__sac__<seed>__<unix_time>/ with config.json, episodes.csv, updates.csv,
-learning_curve.png, summary.json, and model.pt with --save-model (CONTRIBUTING.md, "What a
-run writes").
+learning_curve.png, summary.json, model.pt with --save-model, and with --eval-every N
+evaluations.csv (and best_model.pt, the best evaluated model) (CONTRIBUTING.md, "What a run
+writes").
 """
 
 # ---------------------------------------------------------------------------------------
@@ -110,6 +111,8 @@ class Args:
     """the experiment name, part of the run folder's name"""
     eval_episodes: int = 10
     """greedy evaluation episodes after training, a = tanh(mu(s)) (0 skips evaluation)"""
+    eval_every: int = 0
+    """also evaluate greedily every N environment steps (0: only after training)"""
     stop_at_return: Optional[float] = None
     """stop once the mean of the last 20 training episode returns reaches this"""
     save_model: bool = False
@@ -383,7 +386,7 @@ def train(args, agent, envs, run, summary, device):
         next_obs, rewards, terminated, truncated, info = envs.step(
             to_env_action(actions, action_space))
         global_step += args.num_envs
-        summary["global_steps"] = global_step  # current, should Ctrl-C stop the run
+        run.step(global_step)  # progress line; evaluation every --eval-every steps
 
         # Store s' = the true last observation where an episode ended, not the next
         # episode's first: a truncated step bootstraps from it, a terminated one does not
@@ -408,10 +411,7 @@ def train(args, agent, envs, run, summary, device):
         # Log
         if stats and global_step - last_log >= args.log_interval:
             last_log, row, stats = global_step, run.update(global_step, stats), []
-            if not all(math.isfinite(v) for v in row.values()):
-                print(f"{SCRIPT}: a loss became non-finite (NaN or inf) at step "
-                      f"{global_step}; stopping (try a lower --learning-rate)")
-                summary["interrupted"] = True
+            if run.non_finite(row, global_step):  # says so; the run stops as interrupted
                 break
     if stats and not summary["interrupted"]:
         run.update(global_step, stats)
@@ -431,9 +431,9 @@ def main(args: Args) -> dict:
     agent = Agent(obs_shape[0], action_space.shape[0], scale, args, device)
     if checkpoint is not None:
         load_actor(agent, checkpoint, args)
-    run = RunWriter(args, device)
-    print(f"{SCRIPT}: {args.env_id}, seed {args.seed}, device {device}")
     summary = new_summary(args)
+    run = RunWriter(args, device, agent, summary)
+    print(f"{SCRIPT}: {args.env_id}, seed {args.seed}, device {device}")
     if checkpoint is None:
         envs = make_vector_env(args.env_id, args.num_envs)
         try:
@@ -470,6 +470,11 @@ def check(args):
     for name in ("learning_starts", "eval_episodes"):
         if getattr(args, name) < 0:
             fail(f"--{name.replace('_', '-')} must be 0 or more, got {getattr(args, name)}")
+    if args.eval_every < 0:
+        fail("--eval-every must be 0 (evaluate only after training) or more, "
+             f"got {args.eval_every}")
+    if args.eval_every and not args.eval_episodes:
+        fail("--eval-every needs at least one evaluation episode; pass --eval-episodes 1 or more")
     if not 0.0 <= args.gamma <= 1.0:
         fail(f"--gamma must be in [0, 1], got {args.gamma}")
     if not 0.0 < args.tau <= 1.0:
@@ -587,12 +592,15 @@ def evaluate(actor, env_id, episodes, seed, device, video_folder=None):
 
 
 class RunWriter:
-    """The run folder (CONTRIBUTING.md, "What a run writes"): config.json now, episodes.csv
-    and updates.csv row by row (flushed, so an interrupted run keeps them)."""
+    """The run folder (CONTRIBUTING.md, "What a run writes"): config.json now, episodes.csv,
+    updates.csv and evaluations.csv row by row (flushed, so an interrupted run keeps them);
+    the progress line every 2 seconds and the greedy evaluations of --eval-every, with
+    best_model.pt. It keeps summary["global_steps"] current."""
 
     UPDATE_FIELDS = ("critic1_loss", "critic2_loss", "q1_mean", "actor_loss", "entropy", "alpha")
 
-    def __init__(self, args, device):
+    def __init__(self, args, device, agent, summary):
+        self.args, self.device, self.agent, self.summary = args, device, agent, summary
         self.start = self.last_print = time.time()
         env_name = args.env_id.replace("/", "-").replace(":", "-")
         name = f"{env_name}__{args.exp_name}__{args.seed}__{int(self.start)}"
@@ -613,6 +621,10 @@ class RunWriter:
                                                           "episode_return", "episode_length"))
         self.update_csv = self.open_csv("updates.csv", ("global_step", "wall_time", "sps",
                                                         *self.UPDATE_FIELDS))
+        self.evaluations = []  # (global_step, mean, std) of each --eval-every evaluation
+        if args.eval_every:
+            self.evaluation_csv = self.open_csv("evaluations.csv", (
+                "global_step", "wall_time", "eval_return_mean", "eval_return_std"))
 
     def open_csv(self, filename, fields):
         self.files.append(open(os.path.join(self.path, filename), "w", newline=""))
@@ -634,6 +646,52 @@ class RunWriter:
         recent = [r for _, r in self.episodes[-20:]]
         return float(np.mean(recent)) if len(recent) == 20 else -math.inf
 
+    def recent_return(self):
+        """The mean of the last 20 episode returns, or of all of them before 20 have ended
+        (None before the first)."""
+        recent = [r for _, r in self.episodes[-20:]]
+        return float(np.mean(recent)) if recent else None
+
+    def step(self, global_step):
+        """After each step of the vector environment: keep summary["global_steps"] current
+        (should Ctrl-C stop the run), evaluate greedily each time global_step crosses a
+        multiple of --eval-every, and print the progress line every 2 seconds."""
+        every, previous = self.args.eval_every, self.summary["global_steps"]
+        self.summary["global_steps"] = global_step
+        if every and global_step // every > previous // every:
+            self.evaluation(global_step)
+        if time.time() - self.last_print >= 2.0:
+            self.last_print = time.time()
+            print(progress_line(global_step, self.args.total_timesteps, time.time() - self.start,
+                                self.recent_return()))
+
+    def evaluation(self, global_step):
+        """Evaluate the policy as it is now, a = tanh(mu(s)), on environments of its own
+        seeded as the final evaluation's (the greedy action draws no random number, and the
+        training environments are untouched); append the row to evaluations.csv and, with
+        --save-model, keep the best model so far (the first, on a tie) as best_model.pt."""
+        wall_time = round(time.time() - self.start, 4)
+        returns = evaluate(self.agent.actor, self.args.env_id, self.args.eval_episodes,
+                           self.args.seed + 100_000, self.device)
+        mean, std = float(returns.mean()), float(returns.std())
+        self.evaluation_csv.writerow([global_step, wall_time, mean, std])
+        for f in self.files:
+            f.flush()
+        if self.args.save_model and mean > max((m for _, m, _ in self.evaluations),
+                                               default=-math.inf):
+            save_checkpoint(os.path.join(self.path, "best_model.pt"), self.agent, self.args)
+        self.evaluations.append((global_step, mean, std))
+
+    def non_finite(self, row, global_step):
+        """True, after saying so and marking the run interrupted, when a figure of the
+        updates.csv row is NaN or inf."""
+        if all(math.isfinite(v) for v in row.values()):
+            return False
+        print(f"{SCRIPT}: a loss became non-finite (NaN or inf) at step {global_step}; "
+              "stopping (try a lower --learning-rate)")
+        self.summary["interrupted"] = True
+        return True
+
     def update(self, global_step, stats):
         """One row: the means of the update statistics since the last row (NaN for the
         actor's when no actor step happened). Returns the row."""
@@ -646,11 +704,6 @@ class RunWriter:
         self.update_csv.writerow(row.values())
         for f in self.files:
             f.flush()
-        if time.time() - self.last_print >= 2.0:  # progress on the console
-            self.last_print = time.time()
-            recent = f"{self.last20():.1f}" if math.isfinite(self.last20()) else "n/a"
-            print(f"step {global_step:>9} | sps {row['sps']:>6} | alpha {row['alpha']:.3f} | "
-                  f"return (last 20) {recent}")
         return row
 
     def close(self):
@@ -659,7 +712,8 @@ class RunWriter:
 
     def plot(self, title):
         """Episode return against environment steps: raw points faded, a moving average of
-        20 episodes on top. Returns the file's path."""
+        20 episodes on top, and the greedy evaluations of --eval-every as a second series
+        (the mean, the std as error bars). Returns the file's path."""
         fig = Figure(figsize=(7, 4), dpi=100)
         ax = fig.add_subplot()
         steps, returns = (np.array(c) for c in zip(*self.episodes)) if self.episodes else ([], [])
@@ -669,12 +723,28 @@ class RunWriter:
             smooth = np.convolve(returns, np.ones(window) / window, mode="valid")
             ax.plot(steps[window - 1:], smooth, color="tab:blue", lw=2,
                     label=f"mean of last {window}")
+        if self.evaluations:
+            eval_steps, means, stds = zip(*self.evaluations)
+            ax.errorbar(eval_steps, means, yerr=stds, color="tab:orange", marker="o", ms=4,
+                        capsize=3, label="greedy evaluation (mean, std)")
+        if len(returns) or self.evaluations:
             ax.legend(loc="lower right")
         ax.set(xlabel="environment steps", ylabel="episode return", title=title)
         ax.grid(alpha=0.3)
         fig.tight_layout()
         fig.savefig(os.path.join(self.path, "learning_curve.png"))
         return os.path.join(self.path, "learning_curve.png")
+
+
+def progress_line(global_step, total_steps, elapsed, recent_return):
+    """The console's progress: the step out of the budget, the percentage, steps per second,
+    the time left at that speed (h:mm:ss) and the mean of the last 20 training returns."""
+    sps = global_step / elapsed
+    minutes, seconds = divmod(round(max(total_steps - global_step, 0) / sps), 60)
+    recent = "n/a" if recent_return is None else f"{recent_return:.1f}"
+    return (f"step {global_step:,}/{total_steps:,} ({100 * global_step / total_steps:.0f}%) | "
+            f"{sps:,.0f} sps | ETA {minutes // 60}:{minutes % 60:02}:{seconds:02} | "
+            f"return (last 20) {recent}")
 
 
 def save_checkpoint(path, agent, args):
@@ -719,8 +789,7 @@ def new_summary(args):
 def finish(args, run, summary, agent, device, trained=True):
     """Evaluate greedily, save the model if asked, write summary.json and the curve, and
     print the closing line. An interrupted run skips the evaluation."""
-    recent = [r for _, r in run.episodes[-20:]]
-    summary["train_return_last20"] = float(np.mean(recent)) if recent else None
+    summary["train_return_last20"] = run.recent_return()
     summary["wall_time_s"] = round(time.time() - run.start, 3)
     if args.eval_episodes and not summary["interrupted"]:
         video_folder = os.path.join(run.path, "videos") if args.capture_video else None

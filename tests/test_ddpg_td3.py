@@ -12,9 +12,9 @@ import tyro
 from torch.nn.utils import parameters_to_vector
 
 import ddpg_td3
-from conftest import (BoxCountingEnv, approx, check_episode_ends, check_import_is_quiet,
-                      interrupt_on_call, read_csv, same_seed_episodes, tensor,
-                      unreadable_checkpoints, video_names)
+from conftest import (BoxCountingEnv, approx, check_episode_ends, check_evaluations,
+                      check_import_is_quiet, check_progress_line, interrupt_on_call, read_csv,
+                      same_seed_episodes, tensor, unreadable_checkpoints, video_names)
 
 
 # ---------------------------------------------------------------------------------------
@@ -351,7 +351,7 @@ def test_ddpg_has_one_critic_and_updates_the_actor_every_step():
 
 
 def test_update_rows_hold_the_means_since_the_last_row(tmp_path):
-    run = ddpg_td3.RunWriter(ddpg_td3.Args(output_dir=str(tmp_path)), "cpu")
+    run = ddpg_td3.RunWriter(ddpg_td3.Args(output_dir=str(tmp_path)), "cpu", nets=None, summary={})
     stats = {"critic_loss": [1.0, 3.0], "actor_loss": []}
     row = run.update(100, stats, gradient_steps=2)
     # mean of [1, 3] = 2; no actor step since the last row: NaN; the lists start over
@@ -478,6 +478,23 @@ def test_capture_video_records_each_evaluation_episode(tmp_path):
 
 
 # ---------------------------------------------------------------------------------------
+# Watching a run: --eval-every and the progress line
+# ---------------------------------------------------------------------------------------
+def test_eval_every_writes_rows_keeps_the_best_model_and_leaves_training_alone(tmp_path):
+    # 3 environments step global_step by 3: 3, 6, ..., 600 (200 steps of the vector env).
+    # A row each time it crosses a multiple of 100: at 102 (34 * 3, past 100), 201, 300,
+    # 402, 501 and 600. Seed 4's best evaluation is not its last one.
+    args = ddpg_td3.Args(env_id="my_envs:Slider-v0", total_timesteps=600, num_envs=3,
+                         learning_starts=60, batch_size=16, hidden_size=8, eval_every=100,
+                         eval_episodes=3, save_model=True, seed=4)
+    check_evaluations(ddpg_td3.main, args, tmp_path, [102, 201, 300, 402, 501, 600])
+
+
+def test_progress_line():
+    check_progress_line(ddpg_td3.progress_line)
+
+
+# ---------------------------------------------------------------------------------------
 # Bad input: one line on stderr, exit status 2, nothing trained
 # ---------------------------------------------------------------------------------------
 @pytest.fixture
@@ -516,6 +533,10 @@ def bad_checkpoints(tmp_path):
     (["--noise-clip", "0"], "--noise-clip 0 cancels --target-policy-noise"),
     (["--gamma", "1.5"], "--gamma must be in [0, 1]"),
     (["--tau", "0"], "--tau must be in (0, 1]"),
+    (["--eval-every", "-1"], "--eval-every must be 0 (evaluate only after training) or more, "
+                             "got -1"),
+    (["--eval-every", "500", "--eval-episodes", "0"],
+     "--eval-every needs at least one evaluation episode; pass --eval-episodes 1 or more"),
     (["--eval-checkpoint", "missing"], "does not exist"),
     (["--eval-checkpoint", "corrupt"], "is not a ddpg_td3.py model.pt"),
     (["--eval-checkpoint", "mountain_car"], "was made for MountainCarContinuous-v0, not "

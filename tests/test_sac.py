@@ -9,9 +9,10 @@ import torch
 import torch.nn as nn
 
 import sac
-from conftest import (approx, check_episode_ends, check_import_is_quiet, interrupt_on_call,
-                      read_csv, replay_transitions, run_folder_env, same_seed_episodes, tensor,
-                      unreadable_checkpoints, video_names)
+from conftest import (approx, check_episode_ends, check_evaluations, check_import_is_quiet,
+                      check_progress_line, interrupt_on_call, read_csv, replay_transitions,
+                      run_folder_env, same_seed_episodes, tensor, unreadable_checkpoints,
+                      video_names)
 
 LOG_2PI_HALF = 0.9189385  # log(2 pi) / 2 = 1.8378771 / 2
 
@@ -412,6 +413,23 @@ def test_capture_video_records_each_evaluation_episode(tmp_path):
 
 
 # ---------------------------------------------------------------------------------------
+# Watching a run: --eval-every and the progress line
+# ---------------------------------------------------------------------------------------
+def test_eval_every_writes_rows_keeps_the_best_model_and_leaves_training_alone(tmp_path):
+    # 3 environments step global_step by 3: 3, 6, ..., 600 (200 steps of the vector env).
+    # A row each time it crosses a multiple of 100: at 102 (34 * 3, past 100), 201, 300,
+    # 402, 501 and 600. Seed 4's best evaluation is not its last one.
+    args = sac.Args(env_id="my_envs:Slider-v0", total_timesteps=600, num_envs=3,
+                    learning_starts=60, batch_size=16, hidden_size=8, eval_every=100,
+                    eval_episodes=3, save_model=True, seed=4)
+    check_evaluations(sac.main, args, tmp_path, [102, 201, 300, 402, 501, 600])
+
+
+def test_progress_line():
+    check_progress_line(sac.progress_line)
+
+
+# ---------------------------------------------------------------------------------------
 # Bad input: one line on stderr, exit status 2, nothing trained
 # ---------------------------------------------------------------------------------------
 @pytest.fixture
@@ -447,6 +465,10 @@ def bad_checkpoints(tmp_path):
     (["--target-entropy", "-1", "--no-autotune"], "--target-entropy needs the learned temperature"),
     (["--gamma", "1.5"], "--gamma must be in [0, 1]"),
     (["--tau", "0"], "--tau must be in (0, 1]"),
+    (["--eval-every", "-1"], "--eval-every must be 0 (evaluate only after training) or more, "
+                             "got -1"),
+    (["--eval-every", "500", "--eval-episodes", "0"],
+     "--eval-every needs at least one evaluation episode; pass --eval-episodes 1 or more"),
     (["--eval-checkpoint", "missing"], "does not exist"),
     (["--eval-checkpoint", "corrupt"], "is not a sac.py model.pt"),
     (["--eval-checkpoint", "mountain_car"],
