@@ -43,7 +43,8 @@ Run:
     python ppo_masked.py --help
 
 Writes runs/<env_id>__ppo_masked__<seed>__<unix_time>/ with config.json, episodes.csv,
-updates.csv, learning_curve.png, summary.json, and model.pt with --save-model
+updates.csv, learning_curve.png, summary.json, model.pt with --save-model, and with
+--eval-every N evaluations.csv (and best_model.pt, the best evaluated model)
 (CONTRIBUTING.md, "What a run writes").
 """
 
@@ -96,6 +97,8 @@ class Args:
     """the experiment name, part of the run folder's name"""
     eval_episodes: int = 10
     """greedy evaluation episodes after training (0 skips evaluation)"""
+    eval_every: int = 0
+    """also evaluate greedily every N environment steps (0: only after training)"""
     stop_at_return: Optional[float] = None
     """stop once the mean of the last --stop-window training episode returns reaches this"""
     stop_window: int = 20
@@ -357,7 +360,7 @@ def train(args, envs, agent, log, mask_source, device):
             ended = np.flatnonzero(truncated)
             if len(ended):  # a time limit, not a termination: bootstrap from V(final obs)
                 buffer.final_obs[step, ended] = final_observations(obs_space, info, ended, device)
-            if log.step(global_step, info):  # --stop-at-return reached
+            if log.step(global_step, info):  # True at --stop-at-return; evaluates at --eval-every
                 return
             next_obs, next_masks = observe(envs, obs, info, mask_source, device,
                                            f"at step {global_step}")
@@ -396,12 +399,9 @@ def train(args, envs, agent, log, mask_source, device):
             if args.target_kl is not None and torch.stack(epoch_kls).mean() > args.target_kl:
                 break
 
-        if not math.isfinite(loss.item()):
-            print(f"{SCRIPT}: the loss became non-finite (NaN or infinite) at step "
-                  f"{global_step}; stopping (try a lower --learning-rate)")
-            log.summary["interrupted"] = True
+        if log.non_finite(loss.item(), global_step):  # says so; the run stops as interrupted
             return
-        log.update(global_step, last=update == num_updates, stats={
+        log.update(global_step, stats={
             "learning_rate": optimizer.param_groups[0]["lr"], "policy_loss": pg_loss.item(),
             "value_loss": v_loss.item(), "entropy": entropy.item(),
             "approx_kl": torch.stack(approx_kls).mean().item(),
@@ -427,7 +427,7 @@ def main(args: Args) -> dict:
     agent = Agent(flat_size(obs_space), num_actions, args.hidden_size).to(device)
     if checkpoint is not None:
         load_weights(agent, checkpoint, args)
-    log = TrainingLog(args, RunWriter(args, device))
+    log = TrainingLog(args, RunWriter(args, device), agent, device, mask_source)
     print(f"{SCRIPT}: {args.env_id}, seed {args.seed}, device {device}, "
           f"masks {'off' if mask_source is None else 'from ' + mask_source}")
     if checkpoint is not None:
@@ -472,6 +472,11 @@ def check_args(args):
             fail(f"--{name.replace('_', '-')} must be in [0, 1], got {getattr(args, name)}")
     if args.eval_episodes < 0:
         fail(f"--eval-episodes must be 0 or more, got {args.eval_episodes}")
+    if args.eval_every < 0:
+        fail("--eval-every must be 0 (evaluate only after training) or more, got "
+             f"{args.eval_every}")
+    if args.eval_every and not args.eval_episodes:
+        fail("--eval-every needs at least one evaluation episode; pass --eval-episodes 1 or more")
     batch_size = args.num_envs * args.num_steps
     if batch_size % args.num_minibatches:
         fail(f"num_envs*num_steps = {batch_size} is not divisible by --num-minibatches "
@@ -718,13 +723,15 @@ class RunWriter:
 
 
 class TrainingLog:
-    """What train() reports: finished episodes (episodes.csv, the --stop-at-return rule),
-    updates (updates.csv, a progress line every 2 seconds) and the summary that finish()
-    completes."""
+    """What train() reports: finished episodes (episodes.csv, the --stop-at-return rule), a
+    progress line every 2 seconds, the greedy evaluations of --eval-every (evaluations.csv,
+    best_model.pt), updates (updates.csv) and the summary that finish() completes."""
 
-    def __init__(self, args, run):
+    def __init__(self, args, run, agent, device, mask_source):
         self.args, self.run, self.start, self.last_print = args, run, time.time(), time.time()
+        self.agent, self.device, self.mask_source = agent, device, mask_source
         self.returns, self.recent = [], deque(maxlen=args.stop_window)  # (step, return)
+        self.evaluations = []  # (step, mean, std) of each --eval-every evaluation
         self.error = None  # a UsageError that stopped training, raised once the run is written
         run.write_row("episodes.csv", ["global_step", "wall_time", "episode_return",
                                        "episode_length"])
@@ -735,9 +742,19 @@ class TrainingLog:
                         "solved_at_time_s": None, "interrupted": False}
 
     def step(self, global_step, info):
-        """Write the episodes that ended at this step; True once the mean of the last
-        --stop-window returns reaches --stop-at-return (solved at this step)."""
+        """After each vector step: write the episodes that ended at it, run a greedy
+        evaluation each time global_step crosses a multiple of --eval-every, print the
+        progress line every 2 seconds; True once the mean of the last --stop-window returns
+        reaches --stop-at-return (solved at this step)."""
+        every, previous = self.args.eval_every, self.summary["global_steps"]
         self.summary["global_steps"], wall_time = global_step, time.time() - self.start
+        if every and global_step // every > previous // every:
+            self.evaluation(global_step, wall_time)
+        if time.time() - self.last_print >= 2.0:
+            self.last_print = time.time()
+            print(progress_line(global_step, self.args.total_timesteps, time.time() - self.start,
+                                np.mean(self.recent) if self.recent else None,
+                                self.args.stop_window))
         for i in np.flatnonzero(info.get("_episode", [])):
             self.returns.append((global_step, float(info["episode"]["r"][i])))
             self.recent.append(self.returns[-1][1])
@@ -750,25 +767,58 @@ class TrainingLog:
         self.summary.update(solved_at_step=global_step, solved_at_time_s=round(wall_time, 3))
         return True
 
-    def update(self, global_step, stats, last=False):
-        """A row of updates.csv (the first row's keys are its header); a progress line every
-        2 seconds and after the last update."""
+    def evaluation(self, global_step, wall_time):
+        """Evaluate the policy as it is now on environments of its own (the training ones
+        and the random streams are untouched: the greedy action draws no random number),
+        append the row to evaluations.csv and, with --save-model, keep the best model so far
+        (the first, on a tie) as best_model.pt."""
+        returns = evaluate(self.agent, self.args.env_id, self.args.eval_episodes,
+                           self.args.seed + 100_000, self.device, self.mask_source)
+        mean, std = float(returns.mean()), float(returns.std())
+        if not self.evaluations:
+            self.run.write_row("evaluations.csv", ["global_step", "wall_time",
+                                                   "eval_return_mean", "eval_return_std"])
+        self.run.write_row("evaluations.csv", [global_step, round(wall_time, 4), mean, std])
+        if self.args.save_model and mean > max((m for _, m, _ in self.evaluations),
+                                               default=-math.inf):
+            save_checkpoint(os.path.join(self.run.path, "best_model.pt"), self.agent, self.args)
+        self.evaluations.append((global_step, mean, std))
+
+    def update(self, global_step, stats):
+        """A row of updates.csv (the first row's keys are its header)."""
         now = time.time()
         row = {"global_step": global_step, "wall_time": round(now - self.start, 4),
                "sps": int(global_step / (now - self.start)), **stats}
         if "updates.csv" not in self.run.files:
             self.run.write_row("updates.csv", list(row))
         self.run.write_row("updates.csv", list(row.values()))
-        if now - self.last_print >= 2.0 or last:
-            self.last_print = now
-            recent = f"{np.mean(self.recent):.1f}" if self.recent else "n/a"
-            print(f"step {global_step:>9} | sps {row['sps']:>6} | return (last "
-                  f"{self.args.stop_window}) {recent}")
+
+    def non_finite(self, loss, global_step):
+        """True, after saying so and marking the run interrupted, when the loss is NaN or inf."""
+        if math.isfinite(loss):
+            return False
+        print(f"{SCRIPT}: the loss became non-finite (NaN or infinite) at step "
+              f"{global_step}; stopping (try a lower --learning-rate)")
+        self.summary["interrupted"] = True
+        return True
+
+
+def progress_line(global_step, total_steps, elapsed, recent_return, window=20):
+    """The console's progress: the step out of the budget, the percentage, steps per second,
+    the time left at that speed (h:mm:ss) and the mean of the last `window` training returns
+    (--stop-window)."""
+    sps = global_step / elapsed
+    minutes, seconds = divmod(round(max(total_steps - global_step, 0) / sps), 60)
+    recent = "n/a" if recent_return is None else f"{recent_return:.1f}"
+    return (f"step {global_step:,}/{total_steps:,} ({100 * global_step / total_steps:.0f}%) | "
+            f"{sps:,.0f} sps | ETA {minutes // 60}:{minutes % 60:02}:{seconds:02} | "
+            f"return (last {window}) {recent}")
 
 
 def plot_learning_curve(log, title):
     """learning_curve.png: episode return against environment steps, raw points faded, a
-    moving average of 20 episodes on top. Returns its path."""
+    moving average of 20 episodes on top; the greedy evaluations (step, mean, std) of
+    --eval-every as a second series, the mean with the std as error bars. Returns its path."""
     steps, returns = np.array(log.returns).reshape(-1, 2).T
     fig = Figure(figsize=(7, 4), dpi=100)
     ax = fig.add_subplot()
@@ -777,6 +827,11 @@ def plot_learning_curve(log, title):
         window = min(20, len(returns))
         smooth = np.convolve(returns, np.ones(window) / window, mode="valid")
         ax.plot(steps[window - 1:], smooth, color="tab:blue", lw=2, label=f"mean of last {window}")
+    if log.evaluations:
+        eval_steps, means, stds = zip(*log.evaluations)
+        ax.errorbar(eval_steps, means, yerr=stds, color="tab:orange", marker="o", ms=4, capsize=3,
+                    label="greedy evaluation (mean, std)")
+    if len(returns) or log.evaluations:
         ax.legend(loc="lower right")
     ax.set(xlabel="environment steps", ylabel="episode return", title=title)
     ax.grid(alpha=0.3)

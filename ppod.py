@@ -44,7 +44,8 @@ Run:
 Demonstrations: .npz files with observations [T+1, ...], actions [T, ...], rewards [T] and
 optionally terminated (0/1, default 1). Writes runs/<env_id>__ppod__<seed>__<unix_time>/:
 config.json, episodes.csv (real episodes only), updates.csv, learning_curve.png, summary.json,
-demos/ (the reward demos, every --save-demos-every updates), model.pt with --save-model.
+demos/ (the reward demos, every --save-demos-every updates), model.pt with --save-model, and
+with --eval-every N evaluations.csv (and best_model.pt, the best evaluated model).
 """
 
 # ---------------------------------------------------------------------------------------
@@ -98,6 +99,8 @@ class Args:
     """the experiment name, part of the run folder's name"""
     eval_episodes: int = 10
     """greedy evaluation episodes after training (0 skips evaluation)"""
+    eval_every: int = 0
+    """also evaluate greedily every N environment steps (0: only after training)"""
     stop_at_return: Optional[float] = None
     """stop once the mean of the last 20 training episode returns reaches this"""
     save_model: bool = False
@@ -495,12 +498,10 @@ def train(args, envs, agent, normalizer, buffers, run, summary, device):
                 buffers.admit(demo, max_value)
             raw_obs = obs
             next_obs = torch.from_numpy(normalizer(obs, update=True)).to(device)
-            run.log_episodes(global_step, info, ~replayed)
-            summary["global_steps"] = global_step
+            run.step(global_step, info, ~replayed, summary)  # episodes.csv, progress, --eval-every
             if (args.stop_at_return is not None and len(run.last20) == 20
                     and np.mean(run.last20) >= args.stop_at_return):
-                summary.update(solved_at_step=global_step,
-                               solved_at_time_s=round(run.elapsed(), 3))
+                summary.update(solved_at_step=global_step, solved_at_time_s=round(run.elapsed(), 3))
                 return
         buffer.last_obs.copy_(next_obs)
 
@@ -550,8 +551,7 @@ def train(args, envs, agent, normalizer, buffers, run, summary, device):
                     "explained_variance": explained_variance(b_values, b_returns),
                     "epochs": epoch + 1, "demo_fraction": buffer.demo.float().mean().item(),
                     "rho": buffers.rho, "phi": buffers.phi, "threshold": buffers.threshold,
-                    "reward_demos": len(buffers.reward), "value_demos": len(buffers.value)},
-                   final=global_step >= args.total_timesteps)
+                    "reward_demos": len(buffers.reward), "value_demos": len(buffers.value)})
         if args.save_demos_every and update % args.save_demos_every == 0:
             save_reward_demos(run.path, buffers)
 
@@ -580,7 +580,7 @@ def main(args: Args) -> dict:
         load_weights(checkpoint, agent, normalizer, args)
     if args.record_demo_from is not None:
         return record_demo_into(demos_folder(args), agent, normalizer, args, device)
-    run, summary = RunWriter(args, device), new_summary(args)
+    run, summary = RunWriter(args, device, agent, normalizer), new_summary(args)
     if checkpoint is not None:  # --eval-checkpoint: no training
         return finish(args, run, summary, agent, normalizer, device)
 
@@ -666,6 +666,11 @@ def check_args(args):
     for name in ("alpha", "save_demos_every", "eval_episodes"):
         if getattr(args, name) < 0:
             fail(f"--{name.replace('_', '-')} must be 0 or more, got {getattr(args, name)}")
+    if args.eval_every < 0:
+        fail("--eval-every must be 0 (evaluate only after training) or more, got "
+             f"{args.eval_every}")
+    if args.eval_every and not args.eval_episodes:
+        fail("--eval-every needs at least one evaluation episode; pass --eval-episodes 1 or more")
     if args.success_threshold is not None and not math.isfinite(args.success_threshold):
         fail(f"--success-threshold must be a finite number, got {args.success_threshold}")
     if args.eval_checkpoint is not None and args.record_demo_from is not None:
@@ -949,10 +954,11 @@ def record_demo_into(folder, agent, normalizer, args, device):
 
 
 class RunWriter:
-    """The run folder: config.json at once, episodes.csv and updates.csv row by row (flushed,
-    so an interrupted run keeps them), a progress line on the console every 2 seconds."""
+    """The run folder: config.json at once, episodes.csv, updates.csv and evaluations.csv row
+    by row (flushed, so an interrupted run keeps them), a progress line on the console every
+    2 seconds, the greedy evaluations of --eval-every with best_model.pt."""
 
-    def __init__(self, args, device):
+    def __init__(self, args, device, agent, normalizer):
         name = f"{run_folder_env(args.env_id)}__{args.exp_name}__{args.seed}__{int(time.time())}"
         self.path = base = os.path.join(args.output_dir, name)
         k = 1
@@ -969,6 +975,8 @@ class RunWriter:
                                 "numpy": np.__version__, "python": sys.version.split()[0]}})
         self.start = self.last_print = time.time()
         self.episodes, self.last20, self.files = [], deque(maxlen=20), {}
+        self.args, self.device, self.agent, self.normalizer = args, device, agent, normalizer
+        self.evaluations = []  # (step, mean, std) of each --eval-every evaluation
         self.write_row("episodes.csv", None, ["global_step", "wall_time", "episode_return",
                                               "episode_length"])
 
@@ -995,18 +1003,56 @@ class RunWriter:
             self.last20.append(row["episode_return"])
             self.write_row("episodes.csv", row)
 
-    def update(self, row, final=False):
-        self.write_row("updates.csv", row)
-        if time.time() - self.last_print >= 2.0 or final:
+    def step(self, global_step, info, real, summary):
+        """After each vector step: write the real episodes that ended at it, record the step
+        count in the summary (should Ctrl-C stop the run), run a greedy evaluation each time
+        global_step (real steps only) crosses a multiple of --eval-every, and print the
+        progress line every 2 seconds."""
+        self.log_episodes(global_step, info, real)
+        every, previous = self.args.eval_every, summary["global_steps"]
+        summary["global_steps"] = global_step
+        if every and global_step // every > previous // every:
+            self.evaluation(global_step)
+        if time.time() - self.last_print >= 2.0:
             self.last_print = time.time()
-            print(f"step {row['global_step']:>9} | sps {row['sps']:>6} | return (last 20) "
-                  f"{f'{np.mean(self.last20):.1f}' if self.last20 else 'n/a'} | reward demos "
-                  f"{row['reward_demos']} (threshold {row['threshold']:g}) | "
-                  f"rho {row['rho']:.2f} phi {row['phi']:.2f}")
+            print(progress_line(global_step, self.args.total_timesteps, self.elapsed(),
+                                np.mean(self.last20) if self.last20 else None))
+
+    def evaluation(self, global_step):
+        """Evaluate the policy as it is now on environments of its own, without replays (the
+        training ones, the observation statistics, the demo buffers' generator and the other
+        random streams are untouched), append the row to evaluations.csv and, with
+        --save-model, keep the best model so far (the first, on a tie) as best_model.pt."""
+        wall_time = self.elapsed()
+        returns = evaluate(self.agent, self.normalizer, self.args.env_id,
+                           self.args.eval_episodes, self.args.seed + 100_000, self.device)
+        mean, std = float(returns.mean()), float(returns.std())
+        self.write_row("evaluations.csv", {"global_step": global_step, "wall_time": wall_time,
+                                           "eval_return_mean": mean, "eval_return_std": std})
+        if self.args.save_model and mean > max((m for _, m, _ in self.evaluations),
+                                               default=-math.inf):
+            save_checkpoint(os.path.join(self.path, "best_model.pt"), self.agent,
+                            self.normalizer, self.args)
+        self.evaluations.append((global_step, mean, std))
+
+    def update(self, row):
+        self.write_row("updates.csv", row)
 
     def close(self):
         for f, _ in self.files.values():
             f.close()
+
+
+def progress_line(global_step, total_steps, elapsed, recent_return):
+    """The console's progress: the step out of the budget (real steps; the last rollout may
+    pass it), the percentage, steps per second, the time left at that speed (h:mm:ss) and
+    the mean of the last 20 training returns."""
+    sps = global_step / elapsed
+    minutes, seconds = divmod(round(max(total_steps - global_step, 0) / sps), 60)
+    recent = "n/a" if recent_return is None else f"{recent_return:.1f}"
+    return (f"step {global_step:,}/{total_steps:,} ({100 * global_step / total_steps:.0f}%) | "
+            f"{sps:,.0f} sps | ETA {minutes // 60}:{minutes % 60:02}:{seconds:02} | "
+            f"return (last 20) {recent}")
 
 
 def stop_at_non_finite_loss(summary, global_step):
@@ -1037,9 +1083,10 @@ def save_reward_demos(run_path, buffers):
         save_demo(os.path.join(folder, f"demo_{k}.npz"), demo)
 
 
-def plot_curve(path, episodes, title):
+def plot_curve(path, episodes, title, evaluations=()):
     """Episode return against environment steps: raw points faded, a moving average of 20
-    episodes on top."""
+    episodes on top; the greedy evaluations (step, mean, std) of --eval-every as a second
+    series, the mean with the std as error bars."""
     steps = np.array([e["global_step"] for e in episodes])
     returns = np.array([e["episode_return"] for e in episodes])
     fig = Figure(figsize=(7, 4), dpi=100)
@@ -1049,6 +1096,11 @@ def plot_curve(path, episodes, title):
         window = min(20, len(returns))
         smooth = np.convolve(returns, np.ones(window) / window, mode="valid")
         ax.plot(steps[window - 1:], smooth, color="tab:blue", lw=2, label=f"mean of last {window}")
+    if evaluations:
+        eval_steps, means, stds = zip(*evaluations)
+        ax.errorbar(eval_steps, means, yerr=stds, color="tab:orange", marker="o", ms=4, capsize=3,
+                    label="greedy evaluation (mean, std)")
+    if len(returns) or evaluations:
         ax.legend(loc="lower right")
     ax.set(xlabel="environment steps (replayed steps not counted)", ylabel="episode return",
            title=title)
@@ -1118,7 +1170,7 @@ def finish(args, run, summary, agent, normalizer, device, buffers=None):
         closing += f" | {key} {value:.2f}" if isinstance(value, float) else f" | {key} {value}"
     if buffers is not None:
         curve = plot_curve(os.path.join(run.path, "learning_curve.png"), run.episodes,
-                           f"{SCRIPT} on {args.env_id}, seed {args.seed}")
+                           f"{SCRIPT} on {args.env_id}, seed {args.seed}", run.evaluations)
         closing += f" | learning curve {curve}"
     print(closing)
     return summary

@@ -9,8 +9,9 @@ import pytest
 import torch
 
 import ppo_masked as pm
-from conftest import (approx, check_import_is_quiet, interrupt_on_call, read_csv,
-                      same_seed_episodes, unreadable_checkpoints, video_names)
+from conftest import (approx, check_evaluations, check_import_is_quiet, check_progress_line,
+                      interrupt_on_call, read_csv, same_seed_episodes, unreadable_checkpoints,
+                      video_names)
 
 LN2, LN3 = math.log(2.0), math.log(3.0)
 
@@ -457,6 +458,29 @@ def test_same_seed_gives_the_same_episodes(tmp_path):
 
 
 # ---------------------------------------------------------------------------------------
+# Watching a run: --eval-every and the progress line
+# ---------------------------------------------------------------------------------------
+def test_eval_every_writes_rows_keeps_the_best_model_and_leaves_training_alone(
+        fresh_env_module, tmp_path):
+    # 3 environments step global_step by 3: 3, 6, ..., 864 (9 rollouts of 3 * 32 steps).
+    # A row each time it crosses a multiple of 100: at 102 (34 * 3, past 100), 201, 300,
+    # 402, 501, 600, 702 and 801; 864 crosses none. On GridWorld (the greedy walk takes the
+    # 6 steps to the far corner, or is cut at 20) the first row is this seed's best: -6,
+    # then -20. (Taxi's early greedy policies all loop until its 200-step limit: all rows
+    # would tie at -200.)
+    args = pm.Args(env_id=f"{fresh_env_module}:GridWorld-v0", no_mask=True, total_timesteps=864,
+                   num_envs=3, num_steps=32, num_minibatches=2, eval_every=100,
+                   eval_episodes=2, save_model=True, seed=1)
+    check_evaluations(pm.main, args, tmp_path, [102, 201, 300, 402, 501, 600, 702, 801])
+
+
+def test_progress_line():
+    check_progress_line(pm.progress_line)
+    assert pm.progress_line(2500, 10_000, 5.0, 7.46, window=100).endswith(
+        "| return (last 100) 7.5")  # the --stop-window the Taxi goal uses
+
+
+# ---------------------------------------------------------------------------------------
 # Bad input: one line on stderr, exit status 2
 # ---------------------------------------------------------------------------------------
 @pytest.fixture
@@ -489,6 +513,10 @@ def bad_checkpoints(tmp_path):
     (["--total-timesteps", "100"], "less than one rollout"),
     (["--learning-rate", "0"], "--learning-rate must be positive"),
     (["--gamma", "1.5"], "--gamma must be in [0, 1]"),
+    (["--eval-every", "-1"], "--eval-every must be 0 (evaluate only after training) or more, "
+     "got -1"),
+    (["--eval-every", "500", "--eval-episodes", "0"], "--eval-every needs at least one "
+     "evaluation episode; pass --eval-episodes 1 or more"),
     (["--eval-checkpoint", "missing"], "does not exist"),
     (["--eval-checkpoint", "corrupt"], "is not a ppo_masked.py model.pt"),
     (["--eval-checkpoint", "counter"], "was made for MaskedCounter-v0, not Taxi-v4; pass --env-id "

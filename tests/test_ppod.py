@@ -3,6 +3,7 @@ a rollout that mixes a replay and real steps, demo files, runs end to end, bad i
 determinism."""
 import math
 import os
+from dataclasses import replace
 
 import gymnasium as gym
 import numpy as np
@@ -11,7 +12,8 @@ import torch
 
 import ppo
 import ppod
-from conftest import (CountingEnv, approx, check_import_is_quiet, interrupt_on_call, read_csv,
+from conftest import (CountingEnv, approx, check_evaluations, check_import_is_quiet,
+                      check_progress_line, episode_rows, interrupt_on_call, read_csv,
                       same_seed_episodes)
 
 
@@ -379,20 +381,26 @@ def test_an_agent_episode_cut_by_the_time_limit_is_kept_and_replayed_as_truncate
 # ---------------------------------------------------------------------------------------
 # Runs end to end
 # ---------------------------------------------------------------------------------------
-def test_own_environment_module_with_demos_made_here(tmp_path, fresh_env_module,
+# tests/my_envs.py's GridWorld-v0 (4x4, -1 a step, time limit 20), given as module:Id.
+# A demo walks right three times (action 0), then up three times (action 1): positions
+# (0,0) ... (3,0) ... (3,3), 6 steps, return -6, terminated at the goal.
+GRID_PATH = [[0, 0], [1, 0], [2, 0], [3, 0], [3, 1], [3, 2], [3, 3]]
+
+
+@pytest.fixture
+def grid_demos(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("grid-demos")
+    ppod.save_demo(folder / "demo_0.npz", ppod.Demo(np.array(GRID_PATH, np.float32),
+                                                   np.array([0, 0, 0, 1, 1, 1]),
+                                                   np.full(6, -1.0, np.float32)))
+    return str(folder)
+
+
+def test_own_environment_module_with_demos_made_here(tmp_path, fresh_env_module, grid_demos,
                                                      check_run_folder):
-    # tests/my_envs.py's GridWorld-v0 (4x4, -1 a step, time limit 20), given as module:Id.
-    # A demo walks right three times (action 0), then up three times (action 1): positions
-    # (0,0) ... (3,0) ... (3,3), 6 steps, return -6, terminated at the goal.
-    demos = tmp_path / "grid-demos"
-    demos.mkdir()
-    path = [[0, 0], [1, 0], [2, 0], [3, 0], [3, 1], [3, 2], [3, 3]]
-    ppod.save_demo(demos / "demo_0.npz", ppod.Demo(np.array(path, np.float32),
-                                                  np.array([0, 0, 0, 1, 1, 1]),
-                                                  np.full(6, -1.0, np.float32)))
     output_dir = str(tmp_path / "runs")
     summary = ppod.main(ppod.Args(env_id=f"{fresh_env_module}:GridWorld-v0",
-                                  demos_dir=str(demos), total_timesteps=256, num_envs=2,
+                                  demos_dir=grid_demos, total_timesteps=256, num_envs=2,
                                   num_steps=32, num_minibatches=2, eval_episodes=1,
                                   output_dir=output_dir))
     check_run_folder(summary, output_dir, "ppod")
@@ -401,7 +409,7 @@ def test_own_environment_module_with_demos_made_here(tmp_path, fresh_env_module,
                             (2,), gym.spaces.Discrete(4))
     # best first; -6 is the best a walk to the goal can do, and the given demo is still there
     assert saved[0].episode_return == -6.0
-    assert any(d.observations.tolist() == path for d in saved)
+    assert any(d.observations.tolist() == GRID_PATH for d in saved)
 
 
 def test_smoke_run_writes_every_file_and_its_model_evaluates_and_records(tmp_path, check_run_folder):
@@ -511,6 +519,48 @@ def test_same_seed_gives_the_same_episodes(tmp_path, count_demos):
 
 
 # ---------------------------------------------------------------------------------------
+# Watching a run: --eval-every and the progress line
+# ---------------------------------------------------------------------------------------
+def test_eval_every_writes_rows_keeps_the_best_model_and_leaves_training_alone(
+        tmp_path, fresh_env_module, grid_demos):
+    # No replays (rho = phi = 0), so that the rows can be counted by hand: 3 environments
+    # step global_step by 3: 3, 6, ..., 864 (9 rollouts of 3 * 32 steps). A row each time it
+    # crosses a multiple of 100: at 102 (34 * 3, past 100), 201, 300, 402, 501, 600, 702 and
+    # 801; 864 crosses none. The greedy walk on GridWorld takes the 6 steps to the far
+    # corner (-6) or is cut at 20 (-20): this seed reaches -6 at step 600 only, so the best
+    # model is that of the 6th row. (The next test has replays.)
+    args = ppod.Args(env_id=f"{fresh_env_module}:GridWorld-v0", demos_dir=grid_demos, rho=0.0,
+                     phi=0.0, learning_rate=0.01, total_timesteps=864, num_envs=3, num_steps=32,
+                     num_minibatches=2, eval_every=100, eval_episodes=2, save_model=True, seed=8)
+    rows = check_evaluations(ppod.main, args, tmp_path, [102, 201, 300, 402, 501, 600, 702, 801])
+    assert [r["eval_return_mean"] for r in rows] == ["-20.0"] * 5 + ["-6.0"] + ["-20.0"] * 2
+
+
+def test_eval_every_counts_real_steps_and_leaves_the_replays_alone(tmp_path, fresh_env_module,
+                                                                   grid_demos):
+    # With replays (rho 0.3, phi 0.2), a vector step adds 0 to 3 real steps: each multiple of
+    # 100 reached gets one row, at the first real step count at or past it, so less than 3
+    # past it. The replays' choices (the demo buffers' generator), the observation
+    # statistics and the agent's samples are those of the run without --eval-every.
+    args = ppod.Args(env_id=f"{fresh_env_module}:GridWorld-v0", demos_dir=grid_demos,
+                     total_timesteps=864, num_envs=3, num_steps=32, num_minibatches=2,
+                     eval_every=100, eval_episodes=2, output_dir=str(tmp_path / "with"))
+    summary = ppod.main(args)
+    without = ppod.main(replace(args, eval_every=0, output_dir=str(tmp_path / "without")))
+    assert episode_rows(tmp_path / "with") == episode_rows(tmp_path / "without")
+    assert summary["eval_return_mean"] == without["eval_return_mean"]
+    rows = read_csv(next(tmp_path.glob("with/*/evaluations.csv")))
+    steps = [int(r["global_step"]) for r in rows]
+    assert len(steps) == summary["global_steps"] // 100
+    assert all(0 <= step - 100 * k < 3 for k, step in enumerate(steps, start=1))
+    assert any(step % 3 for step in steps)  # replays happened: not every step is a multiple of 3
+
+
+def test_progress_line():
+    check_progress_line(ppod.progress_line)
+
+
+# ---------------------------------------------------------------------------------------
 # Bad input: one line on stderr, exit status 2, nothing trained
 # ---------------------------------------------------------------------------------------
 @pytest.fixture
@@ -559,6 +609,10 @@ def bad_files(tmp_path):
     (["--learning-rate", "0"], "--learning-rate must be positive"),
     (["--rho", "0.6", "--phi", "0.5"], "--rho 0.6 + --phi 0.5 must be less than 1"),
     (["--rho", "1.5"], "--rho must be in [0, 1]"),
+    (["--eval-every", "-1"], "--eval-every must be 0 (evaluate only after training) or more, "
+     "got -1"),
+    (["--eval-every", "500", "--eval-episodes", "0"], "--eval-every needs at least one "
+     "evaluation episode; pass --eval-episodes 1 or more"),
     (["--alpha", "-1"], "--alpha must be 0 or more"),
     (["--demo-capacity", "0"], "--demo-capacity must be positive"),
     (["--demo-capacity", "1", "--demos-dir", "two"], "--demo-capacity 1 cannot hold the 2 demonstrations"),
