@@ -629,13 +629,15 @@ class WorkersLost(KeyboardInterrupt):
 
 class Workers:
     """Plays a generation's tasks on worker replicas of the EvolutionStrategy (see Replica):
-    a task goes out as (seed, sign, env_seeds) to whichever worker is free and its returns
-    come back, put in task order; update() has every replica take the main process's step
-    and checks that its ||theta|| is the main process's. A worker that dies is dropped with
-    a warning and the task it held goes to another (any replica plays any member to the same
-    bits); when none is left, WorkersLost stops the run. The subclasses carry the messages:
-    send(worker, message) returns a handle, ready(handles) those whose answer has come,
-    receive(handle) the answer, raising WorkerDied."""
+    tasks go out as (seed, sign, env_seeds) to whichever worker is free, in chunks of
+    ceil(tasks left / workers) (guided self-scheduling: few messages, and the last chunks,
+    of one task, even out the finish), and their returns come back, put in task order.
+    update() has every replica take the main process's step and checks that its ||theta||
+    is the main process's. A worker that dies is dropped with a warning and the chunk it
+    held goes to another (any replica plays any member to the same bits); when none is
+    left, WorkersLost stops the run. The subclasses carry the messages: send(worker,
+    message) returns a handle, ready(handles) those whose answer has come, receive(handle)
+    the answer, raising WorkerDied."""
 
     def __init__(self, workers, policy, strategy, env=None):
         self.workers, self.policy, self.strategy = list(workers), policy, strategy
@@ -647,16 +649,19 @@ class Workers:
         results, todo, busy = [None] * len(tasks), list(range(len(tasks))), {}
         idle = list(self.workers)
         while todo or busy:
-            while todo and idle:
-                worker, i = idle.pop(0), todo.pop(0)
-                busy[self.send(worker, ("play", (tasks[i], obs_stats)))] = worker, i
+            while todo and idle:  # a free worker gets 1/workers of the tasks left, at least one
+                size = -(-len(todo) // len(self.workers))
+                worker, chunk, todo = idle.pop(0), todo[:size], todo[size:]
+                message = ("play", ([tasks[i] for i in chunk], obs_stats))
+                busy[self.send(worker, message)] = worker, chunk
             for handle in self.ready(list(busy)):
-                worker, i = busy.pop(handle)
+                worker, chunk = busy.pop(handle)
                 try:
-                    results[i] = self.receive(handle)
+                    for i, result in zip(chunk, self.receive(handle)):
+                        results[i] = result
                     idle.append(worker)
                 except WorkerDied as death:
-                    todo.append(i)  # replayed by another worker
+                    todo += chunk  # replayed by another worker
                     self.lose(worker, death)
         return results
 
@@ -673,6 +678,8 @@ class Workers:
                 raise RuntimeError("a worker's copy of theta differs from the main process's")
 
     def lose(self, worker, death):
+        if worker not in self.workers:
+            return
         self.workers.remove(worker)
         if not self.workers:
             print(f"{SCRIPT}: every worker has died (the last: {death}); stopping", file=sys.stderr)
@@ -683,9 +690,9 @@ class Workers:
 
 class Replica:
     """What a worker holds: an environment and a replica of the EvolutionStrategy. handle()
-    answers ("play", (task, obs_stats)) with play_task's result and ("update", (seeds, signs,
-    returns)) by taking the step and returning ||theta||. A worker process runs it in
-    worker_loop, a Ray actor is one."""
+    answers ("play", (tasks, obs_stats)) with play_task's result for each task and
+    ("update", (seeds, signs, returns)) by taking the step and returning ||theta||. A worker
+    process runs one in worker_loop; a Ray actor is one."""
 
     def __init__(self, env_id, policy, strategy):
         self.env, self.policy, self.strategy = make_env(env_id), policy, strategy
@@ -696,8 +703,8 @@ class Replica:
         if kind == "update":
             self.strategy.update(*payload)
             return float(np.linalg.norm(self.strategy.theta))
-        task, obs_stats = payload
-        return play_task(self.env, self.policy, self.strategy, obs_stats, task)
+        tasks, obs_stats = payload
+        return [play_task(self.env, self.policy, self.strategy, obs_stats, t) for t in tasks]
 
 
 class ProcessWorkers(Workers):
@@ -828,8 +835,11 @@ def start_ray(address):
             ray.init(address=address, include_dashboard=False, log_to_driver=False,
                      logging_level="ERROR")
         except (ConnectionError, ValueError, RuntimeError) as e:
-            fail(f"cannot {'start' if address is None else 'join'} Ray"
-                 f"{'' if address is None else ' at ' + address}: {str(e).strip().splitlines()[0]}")
+            if address is None:
+                fail(f"cannot start Ray: {str(e).strip().splitlines()[0]}")
+            fail(f"cannot join Ray at {address}: {str(e).strip().splitlines()[0]} (is `ray start` "
+                 "running there? If its cluster uses token authentication, set RAY_AUTH_MODE=token"
+                 " and copy its ~/.ray/auth_token here)")
     cpus = int(ray.cluster_resources().get("CPU", 0))
     if cpus < 1:
         fail("the Ray cluster has no CPU for a worker; start it with some (ray start --num-cpus)")

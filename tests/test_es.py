@@ -350,9 +350,53 @@ def test_ray_workers_give_the_same_generations_returns_and_theta_as_processes(tm
         assert short_run(tmp_path / f"ray-{workers}", "ray", workers) == processes
 
 
-def kill_workers_at_play(monkeypatch, backend, n, every=False):
-    """Kill a worker (every worker, if `every`) as the n-th member is handed out, before
-    that worker gets it: `ray.kill` for an actor, SIGKILL for a process."""
+class ListWorkers(es.Workers):
+    """Workers that answer in this process, each task with who played its seed, in the order
+    the messages were sent; those named in `dead` are gone. Records what was sent to whom."""
+
+    def __init__(self, names, dead=()):
+        super().__init__(names, policy=None, strategy=None)
+        self.dead, self.sent = set(dead), []
+
+    def send(self, worker, message):
+        self.sent.append((worker, [seed for seed, _, _ in message[1][0]]))
+        return len(self.sent) - 1
+
+    def ready(self, handles):
+        return sorted(handles)[:1]
+
+    def receive(self, handle):
+        worker, seeds = self.sent[handle]
+        if worker in self.dead:
+            raise es.WorkerDied(f"{worker} is gone")
+        return [f"{worker} played {seed}" for seed in seeds]
+
+
+def test_free_workers_get_a_share_of_the_tasks_left_and_a_dead_one_s_go_to_another(capsys):
+    tasks = [(seed, 1.0, [0]) for seed in range(7)]
+    # 7 tasks, 2 workers: a gets ceil(7 / 2) = 4, b ceil(3 / 2) = 2; a answers first and
+    # gets the last, ceil(1 / 2) = 1
+    workers = ListWorkers(["a", "b"])
+    results = workers.play(tasks, None)
+    assert workers.sent == [("a", [0, 1, 2, 3]), ("b", [4, 5]), ("a", [6])]
+    assert results == [*(f"a played {s}" for s in range(4)), "b played 4", "b played 5",
+                       "a played 6"]
+    # b is dead: its chunk goes back to the tasks left, and a, alone, takes ceil(2 / 1) = 2
+    workers = ListWorkers(["a", "b"], dead=["b"])
+    assert workers.play(tasks, None) == [f"a played {s}" for s in range(7)]
+    assert workers.sent[3:] == [("a", [4, 5])] and workers.workers == ["a"]
+    assert capsys.readouterr().err == ("es.py: warning: a worker died (b is gone); its members go "
+                                       "to the 1 left\n")
+    # no worker left: the run stops as after Ctrl-C, with one line
+    with pytest.raises(es.WorkersLost):
+        ListWorkers(["a", "b"], dead=["a", "b"]).play(tasks, None)
+    assert capsys.readouterr().err.splitlines()[-1] == ("es.py: every worker has died (the last: "
+                                                        "b is gone); stopping")
+
+
+def kill_workers_in_generation_2(monkeypatch, backend, every=False):
+    """Kill a worker (every worker, if `every`) as generation 2's second chunk of members is
+    handed out to it, before it gets them: `ray.kill` for an actor, SIGKILL for a process."""
     pool = es.RayWorkers if backend == "ray" else es.ProcessWorkers
     send, sent = pool.send, []
 
@@ -365,22 +409,21 @@ def kill_workers_at_play(monkeypatch, backend, n, every=False):
             process.join()
 
     def send_and_kill(self, worker, message):
-        if message[0] == "play":
-            sent.append(1)
-            if len(sent) == n:
-                for victim in list(self.workers) if every else [worker]:
-                    kill(self, victim)
+        sent.append(message[0])
+        since_generation_1 = sent[sent.index("update"):] if "update" in sent else []
+        if message[0] == "play" and since_generation_1.count("play") == 2:
+            for victim in list(self.workers) if every else [worker]:
+                kill(self, victim)
         return send(self, worker, message)
     monkeypatch.setattr(pool, "send", send_and_kill)
 
 
 def test_a_worker_that_dies_has_its_members_played_by_the_others(tmp_path, monkeypatch,
                                                                     capsys, backend):
-    # 6 members and theta: 7 tasks a generation; the 10th is the third of generation 2
     monkeypatch.setattr(es, "available_cores", lambda: 2)
     undisturbed = short_run(tmp_path / "undisturbed")
     capsys.readouterr()
-    kill_workers_at_play(monkeypatch, backend, 10)
+    kill_workers_in_generation_2(monkeypatch, backend)
     assert short_run(tmp_path / "killed", backend, 2) == undisturbed
     err = capsys.readouterr().err
     assert err.startswith("es.py: warning: a worker died (") and err.count("\n") == 1
@@ -391,7 +434,7 @@ def test_a_worker_that_dies_has_its_members_played_by_the_others(tmp_path, monke
 def test_a_run_whose_workers_all_die_stops_with_one_line_and_keeps_its_files(
         tmp_path, monkeypatch, capsys, backend):
     monkeypatch.setattr(es, "available_cores", lambda: 2)
-    kill_workers_at_play(monkeypatch, backend, 10, every=True)
+    kill_workers_in_generation_2(monkeypatch, backend, every=True)
     summary = es.main(es.Args(total_timesteps=100_000, population_size=6, num_workers=2,
                               backend=backend, save_model=True, output_dir=str(tmp_path)))
     out, err = capsys.readouterr()
