@@ -678,8 +678,6 @@ class Workers:
                 raise RuntimeError("a worker's copy of theta differs from the main process's")
 
     def lose(self, worker, death):
-        if worker not in self.workers:
-            return
         self.workers.remove(worker)
         if not self.workers:
             print(f"{SCRIPT}: every worker has died (the last: {death}); stopping", file=sys.stderr)
