@@ -139,7 +139,7 @@ class Args:
     backend: Literal["process", "ray"] = "process"
     """the workers: processes of this machine, or Ray actors (of a cluster with --ray-address)"""
     ray_address: Optional[str] = None
-    """--backend ray: the cluster to join ("auto": the one `ray start` began); none: a new one here"""
+    """--backend ray: the cluster to join ("auto": what `ray start` began); none: a new one here"""
     policy: Literal["mlp", "linear"] = "mlp"
     """the policy network: an MLP with tanh hidden layers, or linear"""
     hidden_sizes: tuple[int, ...] = (32,)
