@@ -107,7 +107,7 @@ PPO_LSTM_PENDULUM = ["--hide-obs", "2", "--total-timesteps", "200000", "--num-st
                      "--data-chunk-length", "16", "--num-minibatches", "16", "--gamma", "0.95",
                      "--gae-lambda", "0.95", "--learning-rate", "1e-3", "--ent-coef", "0.001"]
 
-# the same run with 1 and with 2 worker processes (the speed-up of es.py's workers)
+# the same run with 1 and with 2 workers (the speed-up of es.py's workers; processes or Ray actors)
 ES_SPEED = ["--total-timesteps", "300000", "--eval-episodes", "0", "--num-workers"]
 
 TASKS = {
@@ -200,6 +200,12 @@ TASKS = {
         Task("es", "CartPole-v1", 475, "speed: two workers, a fixed 300k steps; the speed-up "
              "over one worker is the goal (1.7x)", ES_SPEED + ["2"], label="2-workers",
              torch=False),
+        Task("es", "CartPole-v1", 475, "speed: one Ray actor (--backend ray, a local Ray), the "
+             "same 300k steps; Ray's start-up included", ES_SPEED + ["1", "--backend", "ray"],
+             label="ray-1-worker", torch=False),
+        Task("es", "CartPole-v1", 475, "speed: two Ray actors, the same 300k steps; the speed-up "
+             "over one Ray actor is the goal (1.6x)", ES_SPEED + ["2", "--backend", "ray"],
+             label="ray-2-workers", torch=False),
         Task("es", "Pendulum-v1", -200, "what the README's flags reach", ES_PENDULUM, torch=False),
     ],
 }

@@ -20,15 +20,14 @@ l2_coef is the authors' l2coeff (0.005 in their code and here): their gradient l
 direction above: for Adam, which ignores the gradient's scale, the same step; their SGD (with
 momentum 0.9, ours has none) steps by stepsize = our --learning-rate / sigma.
 
-Parallelism as in the paper: every worker holds its own copy of theta and of the optimizer.
-A member is sent to a worker as an integer seed and a sign; the worker regenerates
-eps_i = sign * N(0, I)(seed) itself and sends back the return. After a generation every
-worker applies to its copy the update the main process took, from the generation's seeds,
-signs and returns, so only seeds and returns (and, with --norm-obs, the observation
-statistics) cross process boundaries, never a noise vector or theta. Results depend only on
-the seed, not on --num-workers or on which worker plays which member: each member's noise
-and environment seeds come from the main random generator, and the returns are put back in
-member order.
+Parallelism as in the paper: every worker (a process, or a Ray actor with --backend ray)
+holds its own copy of theta and of the optimizer. A worker gets a member as an integer seed
+and a sign, regenerates eps_i = sign * N(0, I)(seed) itself and sends back the return. After
+a generation every worker takes on its copy the main process's step, from the generation's
+seeds, signs and returns: only seeds and returns (and, with --norm-obs, the observation
+statistics) travel, never a noise vector or theta. Results depend only on the seed, not on
+--num-workers or on which worker plays which member: each member's noise and environment
+seeds come from the main generator, and the returns are put back in member order.
 
 An episode ends when the environment terminates it or a time limit truncates it; the return
 of a truncated episode is what was collected until the cut (ES optimizes the return of the
@@ -52,7 +51,7 @@ Papers:
 
 Run:
     python es.py --env-id CartPole-v1
-    python es.py --env-id CartPole-v1 --num-workers 1 --policy linear
+    python es.py --policy linear --backend ray --ray-address auto   # on a Ray cluster (README)
     python es.py --env-id my_envs:GridWorld-v0      # an environment your module registers
     python es.py --env-id Pendulum-v1 --total-timesteps 3000000 --population-size 32 \
         --episodes-per-member 2 --sigma 0.3 --learning-rate 0.1 --l2-coef 0.0015
@@ -68,19 +67,18 @@ and model.pt (theta, the observation statistics and the flags) with --save-model
 # ---------------------------------------------------------------------------------------
 import csv
 import difflib
-import importlib
 import importlib.util
 import json
 import math
-import multiprocessing
+import multiprocessing.connection
 import os
 import random
 import signal
+import socket
 import sys
 import time
 import traceback
 from dataclasses import asdict, dataclass, replace
-from multiprocessing.connection import wait
 from typing import Literal, Optional
 
 import gymnasium as gym
@@ -137,7 +135,11 @@ class Args:
     episodes_per_member: int = 1
     """episodes each member plays; its fitness is their mean return"""
     num_workers: Optional[int] = None
-    """processes that play the members (default: the cores); 1 plays them in this process"""
+    """workers that play the members (default: the CPUs); 1 process worker is this process"""
+    backend: Literal["process", "ray"] = "process"
+    """the workers: processes of this machine, or Ray actors (of a cluster with --ray-address)"""
+    ray_address: Optional[str] = None
+    """--backend ray: the cluster to join ("auto": what `ray start` began); none: a new one here"""
     policy: Literal["mlp", "linear"] = "mlp"
     """the policy network: an MLP with tanh hidden layers, or linear"""
     hidden_sizes: tuple[int, ...] = (32,)
@@ -358,8 +360,7 @@ def train(args, policy, strategy, normalizer, run, rng):
     samples the population, plays its members, shapes their fitness, and steps theta (and
     every worker's replica of it). Returns True when the run stopped early (Ctrl-C, or a
     theta that is no longer finite)."""
-    # processes that play the members, or this process with --num-workers 1 (plumbing)
-    workers = Workers(args.num_workers, args.env_id, policy, strategy)
+    workers = start_workers(args, policy, strategy)  # processes or Ray actors (plumbing)
     global_step, generation, returns_so_far, last_print = 0, 0, [], 0.0
     try:
         while (global_step < args.total_timesteps
@@ -440,7 +441,7 @@ def main(args: Args) -> dict:
 
     run = RunWriter(args)
     print(f"{SCRIPT}: {args.env_id}, seed {args.seed}, {policy.num_params} parameters, "
-          f"population {args.population_size}, {args.num_workers} worker(s)")
+          f"population {args.population_size}, {args.num_workers} {args.backend} worker(s)")
     strategy = EvolutionStrategy(theta, args.sigma, args.learning_rate, args.optimizer,
                                  args.l2_coef, args.fitness_shaping)
     interrupted = train(args, policy, strategy, normalizer, run, rng)
@@ -478,6 +479,10 @@ def check_args(args):
         fail(f"--l2-coef must be 0 or more, got {args.l2_coef}")
     if args.num_workers is not None and args.num_workers <= 0:
         fail(f"--num-workers must be positive, got {args.num_workers}")
+    if args.ray_address is not None and args.backend != "ray":
+        fail("--ray-address is for Ray's workers; add --backend ray")
+    if args.backend == "ray" and importlib.util.find_spec("ray") is None:
+        fail("--backend ray needs Ray: pip install ray==2.60.0 (or use --backend process)")
     if args.antithetic and args.population_size % 2:
         fail(f"--population-size {args.population_size} is odd, but --antithetic makes the "
              f"members in mirrored pairs; use {args.population_size + 1} or --no-antithetic")
@@ -542,14 +547,18 @@ def available_cores():
 
 
 def worker_count(args):
-    """--num-workers, capped with a warning at the cores and at the population (a worker
-    plays whole members); by default the number of cores, capped silently."""
-    cores = available_cores()
+    """--num-workers, capped with a warning at the CPUs (the cores here, or those of the Ray
+    cluster, which start_ray joins or starts now) and at the population (a worker plays
+    whole members); by default the number of CPUs, capped silently."""
+    if args.backend == "ray":
+        cores, what = start_ray(args.ray_address), "CPUs of the Ray cluster"
+    else:
+        cores, what = available_cores(), "cores"
     limit = min(cores, args.population_size)
     if args.num_workers is None:
         return max(1, limit)
     if args.num_workers > limit:
-        why = (f"the {cores} cores" if cores <= args.population_size
+        why = (f"the {cores} {what}" if cores <= args.population_size
                else f"the {args.population_size} members of a generation")
         print(f"{SCRIPT}: warning: --num-workers {args.num_workers} is more than {why}; "
               f"using {limit}", file=sys.stderr)
@@ -603,17 +612,106 @@ class ObsNormalizer:
         self.rms.count = state["count"]
 
 
+def start_workers(args, policy, strategy):
+    """The workers of --backend: ProcessWorkers or RayWorkers, the same to train()."""
+    kind = RayWorkers if args.backend == "ray" else ProcessWorkers
+    return kind(args.num_workers, args.env_id, policy, strategy)
+
+
+class WorkerDied(Exception):
+    """A worker process or Ray actor is gone (killed, crashed, its machine lost)."""
+
+
+class WorkersLost(KeyboardInterrupt):
+    """Every worker has died: train() stops as after Ctrl-C, so the run keeps its files and
+    its summary says "interrupted": true."""
+
+
 class Workers:
-    """Plays a generation's tasks, in `num_workers` processes or, when it is 1, in this one.
-    Each worker process keeps a replica of the EvolutionStrategy (see worker_loop): a task
-    goes out as (seed, sign, env_seeds) to whichever worker is free and its returns come
-    back, put in task order; update() has every replica take the main process's step and
-    checks that its ||theta|| is the main process's. Workers are forked on Linux, so they
-    inherit everything imported, the environments a `module:EnvId` registered included."""
+    """Plays a generation's tasks on worker replicas of the EvolutionStrategy (see Replica):
+    tasks go out as (seed, sign, env_seeds) to whichever worker is free, in chunks of
+    ceil(tasks left / workers) (guided self-scheduling: few messages, and the last chunks,
+    of one task, even out the finish), and their returns come back, put in task order.
+    update() has every replica take the main process's step and checks that its ||theta||
+    is the main process's. A worker that dies is dropped with a warning and the chunk it
+    held goes to another (any replica plays any member to the same bits); when none is
+    left, WorkersLost stops the run. The subclasses carry the messages: send(worker,
+    message) returns a handle, ready(handles) those whose answer has come, receive(handle)
+    the answer, raising WorkerDied."""
+
+    def __init__(self, workers, policy, strategy, env=None):
+        self.workers, self.policy, self.strategy = list(workers), policy, strategy
+        self.env = env  # an environment of this process, which plays when there is no worker
+
+    def play(self, tasks, obs_stats):
+        if self.env is not None:
+            return [play_task(self.env, self.policy, self.strategy, obs_stats, t) for t in tasks]
+        results, todo, busy = [None] * len(tasks), list(range(len(tasks))), {}
+        idle = list(self.workers)
+        while todo or busy:
+            while todo and idle:  # a free worker gets 1/workers of the tasks left, at least one
+                size = -(-len(todo) // len(self.workers))
+                worker, chunk, todo = idle.pop(0), todo[:size], todo[size:]
+                message = ("play", ([tasks[i] for i in chunk], obs_stats))
+                busy[self.send(worker, message)] = worker, chunk
+            for handle in self.ready(list(busy)):
+                worker, chunk = busy.pop(handle)
+                try:
+                    for i, result in zip(chunk, self.receive(handle)):
+                        results[i] = result
+                    idle.append(worker)
+                except WorkerDied as death:
+                    todo += chunk  # replayed by another worker
+                    self.lose(worker, death)
+        return results
+
+    def update(self, seeds, signs, returns):
+        sent = [(worker, self.send(worker, ("update", (seeds, signs, returns))))
+                for worker in self.workers]
+        for worker, handle in sent:
+            try:
+                theta_norm = self.receive(handle)
+            except WorkerDied as death:
+                self.lose(worker, death)
+                continue
+            if theta_norm != float(np.linalg.norm(self.strategy.theta)):
+                raise RuntimeError("a worker's copy of theta differs from the main process's")
+
+    def lose(self, worker, death):
+        self.workers.remove(worker)
+        if not self.workers:
+            print(f"{SCRIPT}: every worker has died (the last: {death}); stopping", file=sys.stderr)
+            raise WorkersLost
+        print(f"{SCRIPT}: warning: a worker died ({death}); its members go to the "
+              f"{len(self.workers)} left", file=sys.stderr)
+
+
+class Replica:
+    """What a worker holds: an environment and a replica of the EvolutionStrategy. handle()
+    answers ("play", (tasks, obs_stats)) with play_task's result for each task and
+    ("update", (seeds, signs, returns)) by taking the step and returning ||theta||. A worker
+    process runs one in worker_loop; a Ray actor is one."""
+
+    def __init__(self, env_id, policy, strategy):
+        self.env, self.policy, self.strategy = make_env(env_id), policy, strategy
+        strategy.theta = np.array(strategy.theta)  # writable: Ray hands arrays over read-only
+
+    def handle(self, message):
+        kind, payload = message
+        if kind == "update":
+            self.strategy.update(*payload)
+            return float(np.linalg.norm(self.strategy.theta))
+        tasks, obs_stats = payload
+        return [play_task(self.env, self.policy, self.strategy, obs_stats, t) for t in tasks]
+
+
+class ProcessWorkers(Workers):
+    """Workers that are processes of this machine, each with a pipe; with one worker, this
+    process plays. They are forked on Linux, so they inherit everything imported, the
+    environments a `module:EnvId` registered included."""
 
     def __init__(self, num_workers, env_id, policy, strategy):
-        self.policy, self.strategy, self.conns, self.processes = policy, strategy, [], []
-        self.env = make_env(env_id) if num_workers == 1 else None
+        self.conns, self.processes = [], []
         context = multiprocessing.get_context("fork" if sys.platform == "linux" else "spawn")
         for _ in range(num_workers if num_workers > 1 else 0):
             mine, theirs = context.Pipe()
@@ -623,39 +721,26 @@ class Workers:
             theirs.close()
             self.conns.append(mine)
             self.processes.append(process)
+        super().__init__(self.conns, policy, strategy,
+                         env=make_env(env_id) if num_workers == 1 else None)
 
-    def play(self, tasks, obs_stats):
-        if self.env is not None:
-            return [play_task(self.env, self.policy, self.strategy, obs_stats, t) for t in tasks]
-        results, todo, busy = [None] * len(tasks), iter(enumerate(tasks)), {}
+    def send(self, conn, message):
+        try:
+            conn.send(message)
+        except OSError:  # the worker is gone: receive() says so
+            pass
+        return conn
 
-        def hand_out(conn):
-            for i, task in todo:
-                conn.send(("play", (task, obs_stats)))
-                busy[conn] = i
-                return
+    def ready(self, conns):
+        return multiprocessing.connection.wait(conns)
 
-        for conn in self.conns:
-            hand_out(conn)
-        while busy:
-            for conn in wait(list(busy)):
-                results[busy.pop(conn)] = self.receive(conn)
-                hand_out(conn)
-        return results
-
-    def update(self, seeds, signs, returns):
-        for conn in self.conns:
-            conn.send(("update", (seeds, signs, returns)))
-        for conn in self.conns:
-            if self.receive(conn) != float(np.linalg.norm(self.strategy.theta)):
-                raise RuntimeError("a worker's copy of theta differs from the main process's")
-
-    @staticmethod
-    def receive(conn):
+    def receive(self, conn):
         try:
             status, value = conn.recv()
-        except EOFError:
-            raise RuntimeError("a worker process died") from None
+        except (EOFError, OSError):
+            process = self.processes[self.conns.index(conn)]
+            process.join(timeout=1)
+            raise WorkerDied(f"process {process.pid} ended, exit code {process.exitcode}") from None
         if status == "error":
             raise RuntimeError(f"a worker failed:\n{value}")
         return value
@@ -678,23 +763,85 @@ class Workers:
 
 
 def worker_loop(conn, env_id, policy, strategy):
-    """A worker process. It answers ("play", (task, obs_stats)) with play_task's result and
-    ("update", (seeds, signs, returns)) by updating its replica and replying with its
-    ||theta||; None ends it. Ctrl-C is the main process's to handle."""
+    """A worker process: answers each message with ("ok", the Replica's answer), or
+    ("error", the traceback) and ends; None ends it. Ctrl-C is the main process's to handle."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    env = make_env(env_id)
+    replica = Replica(env_id, policy, strategy)
     try:
         while (message := conn.recv()) is not None:
-            kind, payload = message
-            if kind == "update":
-                strategy.update(*payload)
-                conn.send(("ok", float(np.linalg.norm(strategy.theta))))
-            else:
-                conn.send(("ok", play_task(env, policy, strategy, payload[1], payload[0])))
+            conn.send(("ok", replica.handle(message)))
     except Exception:
         conn.send(("error", traceback.format_exc()))
     finally:
-        env.close()
+        replica.env.close()
+
+
+class RayWorkers(Workers):
+    """Workers that are Ray actors, each a Replica with one CPU, wherever the cluster puts
+    them (start_ray has joined or started it). This script's code travels with the actors
+    (pickled by value), so another machine needs only the packages; an environment of a
+    `module:EnvId` needs its module importable there (gym.make imports it)."""
+
+    def __init__(self, num_workers, env_id, policy, strategy):
+        import ray
+        self.ray = ray
+        if __name__ != "__main__":  # imported (tests): send the code, not a name to import
+            ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
+        actor = ray.remote(num_cpus=1, max_restarts=0)(Replica)
+        self.actors = [actor.remote(env_id, policy, strategy) for _ in range(num_workers)]
+        super().__init__(self.actors, policy, strategy)
+
+    def send(self, actor, message):
+        return actor.handle.remote(message)
+
+    def ready(self, refs):
+        return self.ray.wait(refs, num_returns=1)[0]
+
+    def receive(self, ref):
+        try:
+            return self.ray.get(ref)
+        except self.ray.exceptions.RayActorError as e:
+            raise WorkerDied(str(e).strip().splitlines()[0]) from None
+        except self.ray.exceptions.RayTaskError as e:
+            raise RuntimeError(f"a worker failed:\n{e}") from None
+
+    def close(self):
+        for actor in self.actors:
+            self.ray.kill(actor)
+
+
+def check_reachable(address):
+    """Fail at once if a host:port address takes no connection (Ray itself would retry it
+    for minutes); None, "auto" and the like are Ray's to resolve."""
+    host, _, port = (address or "").removeprefix("ray://").rpartition(":")
+    if not host or not port.isdigit():
+        return
+    try:
+        socket.create_connection((host, int(port)), timeout=10).close()
+    except OSError as e:
+        fail(f"cannot reach the Ray cluster at {address}: {e.strerror or e}; start it with "
+             "`ray start --head --port=6379` on the head machine")
+
+
+def start_ray(address):
+    """Join the Ray cluster at address, or start Ray on this machine (None), unless this
+    process already has; returns the cluster's CPUs."""
+    import ray
+    check_reachable(address)
+    if not ray.is_initialized():
+        try:
+            ray.init(address=address, include_dashboard=False, log_to_driver=False,
+                     logging_level="ERROR")
+        except (ConnectionError, ValueError, RuntimeError) as e:
+            if address is None:
+                fail(f"cannot start Ray: {str(e).strip().splitlines()[0]}")
+            fail(f"cannot join Ray at {address}: {str(e).strip().splitlines()[0]} (is `ray start` "
+                 "running there? If its cluster uses token authentication, set RAY_AUTH_MODE=token"
+                 " and copy its ~/.ray/auth_token here)")
+    cpus = int(ray.cluster_resources().get("CPU", 0))
+    if cpus < 1:
+        fail("the Ray cluster has no CPU for a worker; start it with some (ray start --num-cpus)")
+    return cpus
 
 
 def evaluate(policy, theta, obs_stats, env_id, episodes, seed, video_folder=None):

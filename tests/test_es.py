@@ -4,6 +4,9 @@ import json
 import math
 import multiprocessing
 import os
+import signal
+import sys
+import time
 
 import gymnasium as gym
 import numpy as np
@@ -246,7 +249,37 @@ def test_a_worker_process_regenerates_the_same_noise_from_the_same_seed():
     assert not np.allclose(es.member_noise(1235, 5), theirs)
 
 
-def test_worker_replicas_play_and_update_like_the_main_process():
+@pytest.fixture(scope="module")
+def ray_session():
+    """One local Ray for all of this module's Ray tests (es.py joins it rather than starting
+    its own): 2 CPUs, no dashboard, the workers' output not copied here."""
+    ray = pytest.importorskip("ray", reason="the Ray backend's tests need Ray: "
+                                            "pip install ray==2.60.0")
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
+    yield ray
+    ray.shutdown()
+
+
+def wait_until_gone(ray, actor):
+    """Wait until calls to a Ray actor fail: ray.kill takes effect soon, not at once."""
+    deadline = time.time() + 30
+    while time.time() < deadline:
+        try:
+            ray.get(actor.handle.remote(("play", ([], None))))
+        except ray.exceptions.RayActorError:
+            return
+    raise AssertionError("the actor still answers 30 s after ray.kill")
+
+
+@pytest.fixture(params=["process", "ray"])
+def backend(request):
+    """Each backend in turn; "ray" with the module's Ray session."""
+    if request.param == "ray":
+        request.getfixturevalue("ray_session")
+    return request.param
+
+
+def test_worker_replicas_play_and_update_like_the_main_process(backend):
     env_id = "CartPole-v1"
     policy = es.Policy(4, gym.spaces.Discrete(2), (8,))
     strategy = es.EvolutionStrategy(policy.initial_theta(np.random.default_rng(0)), sigma=0.1,
@@ -254,7 +287,8 @@ def test_worker_replicas_play_and_update_like_the_main_process():
     env = es.make_env(env_id)
     tasks = [(11, 1.0, [5]), (11, -1.0, [5]), (12, 1.0, [6, 7]), (0, 0.0, [8])]
     obs_stats = (np.array([0.1, 0.0, -0.1, 0.0]), np.array([1.0, 2.0, 1.0, 2.0]))
-    workers = es.Workers(2, env_id, policy, strategy)
+    workers = es.start_workers(es.Args(env_id=env_id, num_workers=2, backend=backend), policy,
+                               strategy)
     try:
         for _ in range(3):  # three generations: the replicas follow the main process's updates
             theirs = workers.play(tasks, obs_stats)
@@ -272,7 +306,12 @@ def test_worker_replicas_play_and_update_like_the_main_process():
             workers.update([11, 11], [1.0, -1.0], [0.0, 1.0])
     finally:
         workers.close()
-    assert not any(p.is_alive() for p in workers.processes)
+    if backend == "process":
+        assert len(workers.processes) == 2 and not any(p.is_alive() for p in workers.processes)
+    else:  # closing killed them
+        assert len(workers.actors) == 2
+        for actor in workers.actors:
+            wait_until_gone(sys.modules["ray"], actor)
 
 
 def test_worker_count_caps_with_a_warning(monkeypatch, capsys):
@@ -296,15 +335,129 @@ def test_too_many_workers_on_the_command_line_warns_and_runs(tmp_path, run_cli):
         assert json.load(f)["num_workers"] == min(es.available_cores(), 2)
 
 
+def short_run(output_dir, backend="process", num_workers=1):
+    """A short CartPole run (pop. 6, 3000 steps, --norm-obs, model.pt); returns its episode
+    rows, its updates.csv without wall_time and sps, and its final theta as a list."""
+    es.main(es.Args(total_timesteps=3000, population_size=6, num_workers=num_workers,
+                    backend=backend, norm_obs=True, eval_episodes=0, save_model=True,
+                    output_dir=str(output_dir)))
+    updates = read_csv(next(output_dir.glob("*/updates.csv")))
+    theta = torch.load(next(output_dir.glob("*/model.pt")), weights_only=True)["theta"]
+    return (episode_rows(output_dir),
+            [{k: v for k, v in r.items() if k not in ("wall_time", "sps")} for r in updates],
+            theta.tolist())
+
+
 def test_results_do_not_depend_on_the_number_of_workers(tmp_path, monkeypatch):
     monkeypatch.setattr(es, "available_cores", lambda: 2)  # 2 workers even on a 1-core machine
+    one, two = (short_run(tmp_path / str(workers), num_workers=workers) for workers in (1, 2))
+    assert len(one[1]) >= 3 and one == two
+
+
+def test_ray_workers_give_the_same_generations_returns_and_theta_as_processes(tmp_path,
+                                                                              ray_session):
+    processes = short_run(tmp_path / "process")
     for workers in (1, 2):
-        es.main(es.Args(total_timesteps=3000, population_size=6, num_workers=workers, norm_obs=True,
-                        eval_episodes=0, output_dir=str(tmp_path / str(workers))))
-    assert episode_rows(tmp_path / "1") == episode_rows(tmp_path / "2")
-    one, two = (read_csv(next((tmp_path / w).glob("*/updates.csv"))) for w in ("1", "2"))
-    drop = lambda rows: [{k: v for k, v in r.items() if k not in ("wall_time", "sps")} for r in rows]
-    assert len(one) >= 3 and drop(one) == drop(two)
+        assert short_run(tmp_path / f"ray-{workers}", "ray", workers) == processes
+
+
+class ListWorkers(es.Workers):
+    """Workers that answer in this process, each task with who played its seed, in the order
+    the messages were sent; those named in `dead` are gone. Records what was sent to whom."""
+
+    def __init__(self, names, dead=()):
+        super().__init__(names, policy=None, strategy=None)
+        self.dead, self.sent = set(dead), []
+
+    def send(self, worker, message):
+        self.sent.append((worker, [seed for seed, _, _ in message[1][0]]))
+        return len(self.sent) - 1
+
+    def ready(self, handles):
+        return sorted(handles)[:1]
+
+    def receive(self, handle):
+        worker, seeds = self.sent[handle]
+        if worker in self.dead:
+            raise es.WorkerDied(f"{worker} is gone")
+        return [f"{worker} played {seed}" for seed in seeds]
+
+
+def test_free_workers_get_a_share_of_the_tasks_left_and_a_dead_one_s_go_to_another(capsys):
+    tasks = [(seed, 1.0, [0]) for seed in range(7)]
+    # 7 tasks, 2 workers: a gets ceil(7 / 2) = 4, b ceil(3 / 2) = 2; a answers first and
+    # gets the last, ceil(1 / 2) = 1
+    workers = ListWorkers(["a", "b"])
+    results = workers.play(tasks, None)
+    assert workers.sent == [("a", [0, 1, 2, 3]), ("b", [4, 5]), ("a", [6])]
+    assert results == [*(f"a played {s}" for s in range(4)), "b played 4", "b played 5",
+                       "a played 6"]
+    # b is dead: its chunk goes back to the tasks left, and a, alone, takes ceil(2 / 1) = 2
+    workers = ListWorkers(["a", "b"], dead=["b"])
+    assert workers.play(tasks, None) == [f"a played {s}" for s in range(7)]
+    assert workers.sent[3:] == [("a", [4, 5])] and workers.workers == ["a"]
+    assert capsys.readouterr().err == ("es.py: warning: a worker died (b is gone); its members go "
+                                       "to the 1 left\n")
+    # no worker left: the run stops as after Ctrl-C, with one line
+    with pytest.raises(es.WorkersLost):
+        ListWorkers(["a", "b"], dead=["a", "b"]).play(tasks, None)
+    assert capsys.readouterr().err.splitlines()[-1] == ("es.py: every worker has died (the last: "
+                                                        "b is gone); stopping")
+
+
+def kill_workers_in_generation_2(monkeypatch, backend, every=False):
+    """Kill a worker (every worker, if `every`) as generation 2's second chunk of members is
+    handed out to it, before it gets them: `ray.kill` for an actor, SIGKILL for a process."""
+    pool = es.RayWorkers if backend == "ray" else es.ProcessWorkers
+    send, sent = pool.send, []
+
+    def kill(self, worker):
+        if backend == "ray":
+            sys.modules["ray"].kill(worker)
+            wait_until_gone(sys.modules["ray"], worker)
+        else:
+            process = self.processes[self.conns.index(worker)]
+            os.kill(process.pid, signal.SIGKILL)
+            process.join()
+
+    def send_and_kill(self, worker, message):
+        sent.append(message[0])
+        since_generation_1 = sent[sent.index("update"):] if "update" in sent else []
+        if message[0] == "play" and since_generation_1.count("play") == 2:
+            for victim in list(self.workers) if every else [worker]:
+                kill(self, victim)
+        return send(self, worker, message)
+    monkeypatch.setattr(pool, "send", send_and_kill)
+
+
+def test_a_worker_that_dies_has_its_members_played_by_the_others(tmp_path, monkeypatch,
+                                                                    capsys, backend):
+    monkeypatch.setattr(es, "available_cores", lambda: 2)
+    undisturbed = short_run(tmp_path / "undisturbed")
+    capsys.readouterr()
+    kill_workers_in_generation_2(monkeypatch, backend)
+    assert short_run(tmp_path / "killed", backend, 2) == undisturbed
+    err = capsys.readouterr().err
+    assert err.startswith("es.py: warning: a worker died (") and err.count("\n") == 1
+    assert err.endswith("); its members go to the 1 left\n")
+    assert not multiprocessing.active_children()
+
+
+def test_a_run_whose_workers_all_die_stops_with_one_line_and_keeps_its_files(
+        tmp_path, monkeypatch, capsys, backend):
+    monkeypatch.setattr(es, "available_cores", lambda: 2)
+    kill_workers_in_generation_2(monkeypatch, backend, every=True)
+    summary = es.main(es.Args(total_timesteps=100_000, population_size=6, num_workers=2,
+                              backend=backend, save_model=True, output_dir=str(tmp_path)))
+    out, err = capsys.readouterr()
+    (path,) = tmp_path.iterdir()
+    assert summary["interrupted"] is True and summary["eval_return_mean"] is None
+    assert err.splitlines()[-1].startswith("es.py: every worker has died (the last: ")
+    assert err.endswith("); stopping\n") and "interrupted; writing what the run has so far" in out
+    # generation 1 was written; generation 2 never finished
+    assert len(read_csv(path / "episodes.csv")) == 6 and len(read_csv(path / "updates.csv")) == 1
+    assert (path / "summary.json").exists() and (path / "model.pt").exists()
+    assert not multiprocessing.active_children()
 
 
 def test_pairs_share_noise_and_all_members_share_the_start_states(tmp_path, monkeypatch):
@@ -479,6 +632,7 @@ def bad_checkpoints(tmp_path):
     (["--l2-coef", "-1"], "--l2-coef must be 0 or more"),
     (["--episodes-per-member", "0"], "--episodes-per-member must be positive"),
     (["--num-workers", "0"], "--num-workers must be positive"),
+    (["--ray-address", "auto"], "--ray-address is for Ray's workers; add --backend ray"),
     (["--hidden-sizes", "32", "0"], "--hidden-sizes must be positive widths, got 32 0"),
     (["--total-timesteps", "-5"], "--total-timesteps must be positive"),
     (["--eval-episodes", "-1"], "--eval-episodes must be 0 or more"),
@@ -492,14 +646,35 @@ def test_bad_input_is_one_line_and_exit_status_2(argv, message, check_usage_erro
     check_usage_error("es.py", [bad_checkpoints.get(a, a) for a in argv], message)
 
 
+def test_without_ray_the_process_backend_runs_and_the_ray_backend_is_bad_input(
+        tmp_path, monkeypatch, check_usage_error):
+    # with sys.modules["ray"] = None, `import ray` fails and find_spec("ray") is None
+    monkeypatch.setitem(sys.modules, "ray", None)
+    monkeypatch.setattr(es, "available_cores", lambda: 2)
+    summary = es.main(es.Args(total_timesteps=50, population_size=2, num_workers=2,
+                              eval_episodes=0, output_dir=str(tmp_path / "runs")))
+    assert summary["global_steps"] >= 50
+    check_usage_error("es.py", ["--backend", "ray"], "--backend ray needs Ray: pip install "
+                      "ray==2.60.0 (or use --backend process)")
+
+
+def test_an_unreachable_ray_cluster_is_bad_input_at_once(check_usage_error):
+    pytest.importorskip("ray", reason="needs Ray: pip install ray==2.60.0")
+    check_usage_error("es.py", ["--backend", "ray", "--ray-address", "127.0.0.1:1"],
+                      "cannot reach the Ray cluster at 127.0.0.1:1: Connection refused; start it "
+                      "with `ray start --head --port=6379` on the head machine")
+
+
 def test_help_lists_the_flags_with_their_docstrings(check_help):
     out = check_help("es.py", ("--population-size", "--sigma", "--learning-rate", "--optimizer",
                                "--l2-coef", "--antithetic", "--no-antithetic", "--fitness-shaping",
                                "--episodes-per-member", "--num-workers", "--policy",
-                               "--hidden-sizes", "--norm-obs"), ("mirrored sampling",))
+                               "--hidden-sizes", "--norm-obs", "--backend", "--ray-address"),
+                     ("mirrored sampling", "Ray actors"))
     assert "--cuda" not in out
 
 
 def test_importing_the_script_has_no_side_effects(tmp_path):
     check_import_is_quiet("es", tmp_path, also="import multiprocessing; "
-                          "assert not multiprocessing.active_children()")
+                          "assert not multiprocessing.active_children(); "
+                          "assert 'ray' not in sys.modules")
