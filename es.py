@@ -59,7 +59,8 @@ Run:
 
 Writes runs/<env_id>__es__<seed>__<unix_time>/ with config.json, episodes.csv (one row per
 member episode), updates.csv (one row per generation), learning_curve.png, summary.json,
-and model.pt (theta, the observation statistics and the flags) with --save-model.
+model.pt (theta, the observation statistics and the flags) with --save-model, and with
+--eval-every N evaluations.csv (and best_model.pt, the best evaluated theta).
 """
 
 # ---------------------------------------------------------------------------------------
@@ -108,6 +109,8 @@ class Args:
     """the experiment name, part of the run folder's name"""
     eval_episodes: int = 10
     """greedy evaluation episodes of theta after training (0 skips evaluation)"""
+    eval_every: int = 0
+    """also evaluate theta every N environment steps, after a generation (0: only at the end)"""
     stop_at_return: Optional[float] = None
     """stop after the generation in which the mean of the last 20 member returns reaches this"""
     save_model: bool = False
@@ -361,7 +364,7 @@ def train(args, policy, strategy, normalizer, run, rng):
     every worker's replica of it). Returns True when the run stopped early (Ctrl-C, or a
     theta that is no longer finite)."""
     workers = start_workers(args, policy, strategy)  # processes or Ray actors (plumbing)
-    global_step, generation, returns_so_far, last_print = 0, 0, [], 0.0
+    global_step, generation, returns_so_far = 0, 0, []
     try:
         while (global_step < args.total_timesteps
                and solved_at(returns_so_far, args.stop_at_return) is None):
@@ -394,17 +397,13 @@ def train(args, policy, strategy, normalizer, run, rng):
             workers.update(seeds, signs, fitness)
 
             # Log the generation
-            sps = run.update(global_step, {"generation": generation,
-                                           "fitness_mean": float(np.mean(fitness)),
-                                           "fitness_max": float(np.max(fitness)),
-                                           "fitness_min": float(np.min(fitness)),
-                                           "theta_return": theta_return, "theta_norm": theta_norm,
-                                           "grad_norm": float(np.linalg.norm(gradient))})
-            if time.time() - last_print >= 1.0:
-                last_print = time.time()
-                print(f"generation {generation:>4} | step {global_step:>9} | sps {sps:>6} | "
-                      f"return (last 20) {np.mean(returns_so_far[-20:]):.1f} | "
-                      f"theta {theta_return:.1f}")
+            run.update(global_step, {"generation": generation,
+                                     "fitness_mean": float(np.mean(fitness)),
+                                     "fitness_max": float(np.max(fitness)),
+                                     "fitness_min": float(np.min(fitness)),
+                                     "theta_return": theta_return, "theta_norm": theta_norm,
+                                     "grad_norm": float(np.linalg.norm(gradient))})
+            run.step(global_step, strategy.theta, normalizer)  # progress; --eval-every theta
     except KeyboardInterrupt:
         print(f"{SCRIPT}: interrupted; writing what the run has so far")
         return True
@@ -435,11 +434,11 @@ def main(args: Args) -> dict:
     theta = policy.initial_theta(rng)
     if checkpoint is not None:
         theta = restore(checkpoint, policy, normalizer, args)
-        run = RunWriter(args)
+        run = RunWriter(args, policy)
         print(f"{SCRIPT}: {args.env_id}, evaluating {args.eval_checkpoint}")
         return finish(args, run, policy, theta, normalizer, interrupted=False, trained=False)
 
-    run = RunWriter(args)
+    run = RunWriter(args, policy)
     print(f"{SCRIPT}: {args.env_id}, seed {args.seed}, {policy.num_params} parameters, "
           f"population {args.population_size}, {args.num_workers} {args.backend} worker(s)")
     strategy = EvolutionStrategy(theta, args.sigma, args.learning_rate, args.optimizer,
@@ -493,6 +492,11 @@ def check_args(args):
              " (for no hidden layer use --policy linear)")
     if args.eval_episodes < 0:
         fail(f"--eval-episodes must be 0 or more, got {args.eval_episodes}")
+    if args.eval_every < 0:
+        fail("--eval-every must be 0 (evaluate only after training) or more, "
+             f"got {args.eval_every}")
+    if args.eval_every and not args.eval_episodes:
+        fail("--eval-every needs at least one evaluation episode; pass --eval-episodes 1 or more")
     if args.capture_video and importlib.util.find_spec("moviepy") is None:
         fail("--capture-video needs moviepy: pip install moviepy")
 
@@ -855,12 +859,15 @@ def evaluate(policy, theta, obs_stats, env_id, episodes, seed, video_folder=None
 
 
 class RunWriter:
-    """The run folder: config.json at once, then episodes.csv and updates.csv row by row
-    (flushed at each update, so an interrupted run keeps them); keeps the episode rows for
-    the summary and the curve."""
+    """The run folder: config.json at once, then episodes.csv, updates.csv and
+    evaluations.csv row by row (flushed at each update, so an interrupted run keeps them);
+    keeps the episode rows and evaluations for the summary and the curve; prints the
+    progress line every 2 seconds and evaluates theta every --eval-every steps."""
 
-    def __init__(self, args):
+    def __init__(self, args, policy):
         self.start, self.episodes, self.files, self.writers = time.time(), [], {}, {}
+        self.args, self.policy, self.evaluations = args, policy, []  # (step, mean, std)
+        self.last_step, self.last_print = 0, self.start
         env_name = args.env_id.replace("/", "-").replace(":", "-")
         base = os.path.join(args.output_dir,
                             f"{env_name}__{args.exp_name}__{args.seed}__{int(self.start)}")
@@ -883,14 +890,41 @@ class RunWriter:
         self.write_row("episodes.csv", self.episodes[-1])
 
     def update(self, global_step, diagnostics):
-        """Writes the row global_step, wall_time, sps, diagnostics... and returns sps."""
+        """Writes the row global_step, wall_time, sps, diagnostics..."""
         wall_time = time.time() - self.start
         sps = int(global_step / max(wall_time, 1e-9))
         self.write_row("updates.csv", {"global_step": global_step,
                                        "wall_time": round(wall_time, 4), "sps": sps, **diagnostics})
         for f in self.files.values():
             f.flush()
-        return sps
+
+    def step(self, global_step, theta, normalizer):
+        """After each generation: evaluate theta each time global_step crosses a multiple of
+        --eval-every, and print the progress line every 2 seconds."""
+        every, previous, self.last_step = self.args.eval_every, self.last_step, global_step
+        if every and global_step // every > previous // every:
+            self.evaluation(global_step, theta, normalizer)
+        if time.time() - self.last_print >= 2.0:
+            self.last_print = time.time()
+            recent = [e["episode_return"] for e in self.episodes[-20:]]
+            print(progress_line(global_step, self.args.total_timesteps, time.time() - self.start,
+                                float(np.mean(recent)) if recent else None))
+
+    def evaluation(self, global_step, theta, normalizer):
+        """Evaluate theta as it is now on an environment of its own, seeded as the final
+        evaluation (no worker, no training generator or statistics is touched); append the
+        row to evaluations.csv and, with --save-model, keep the best theta as best_model.pt."""
+        wall_time = time.time() - self.start
+        returns = evaluate(self.policy, theta, normalizer.frozen(), self.args.env_id,
+                           self.args.eval_episodes, self.args.seed + 100_000)
+        mean, std = float(returns.mean()), float(returns.std())
+        self.write_row("evaluations.csv", {"global_step": global_step, "wall_time": round(
+            wall_time, 4), "eval_return_mean": mean, "eval_return_std": std})
+        self.files["evaluations.csv"].flush()
+        best = max((m for _, m, _ in self.evaluations), default=-math.inf)
+        if self.args.save_model and mean > best:
+            save_checkpoint(os.path.join(self.path, "best_model.pt"), theta, normalizer, self.args)
+        self.evaluations.append((global_step, mean, std))
 
     def write_row(self, filename, row):
         if filename not in self.writers:  # the header comes with the first row
@@ -914,9 +948,21 @@ def solved_at(returns, threshold, window=20):
     return int(hits[0]) + window - 1 if len(hits) else None
 
 
+def progress_line(global_step, total_steps, elapsed, recent_return):
+    """The console's progress: the step out of the budget, the percentage, steps per second,
+    the time left at that speed (h:mm:ss) and the mean of the last 20 training returns."""
+    sps = global_step / elapsed
+    minutes, seconds = divmod(round(max(total_steps - global_step, 0) / sps), 60)
+    recent = "n/a" if recent_return is None else f"{recent_return:.1f}"
+    return (f"step {global_step:,}/{total_steps:,} ({100 * global_step / total_steps:.0f}%) | "
+            f"{sps:,.0f} sps | ETA {minutes // 60}:{minutes % 60:02}:{seconds:02} | "
+            f"return (last 20) {recent}")
+
+
 def plot_curve(run, title):
     """learning_curve.png: episode return against environment steps, raw points faded, a
-    moving average of 20 episodes on top; returns its path."""
+    moving average of 20 episodes on top, and the evaluations of --eval-every (mean, with
+    the std as error bars) as a second series; returns its path."""
     steps = np.array([e["global_step"] for e in run.episodes])
     returns = np.array([e["episode_return"] for e in run.episodes])
     fig = Figure(figsize=(7, 4), dpi=100)
@@ -926,6 +972,11 @@ def plot_curve(run, title):
         window = min(20, len(returns))
         smooth = np.convolve(returns, np.ones(window) / window, mode="valid")
         ax.plot(steps[window - 1:], smooth, color="tab:blue", lw=2, label=f"mean of last {window}")
+    if run.evaluations:
+        eval_steps, means, stds = zip(*run.evaluations)
+        ax.errorbar(eval_steps, means, yerr=stds, color="tab:orange", marker="o", ms=4, capsize=3,
+                    label="greedy evaluation (mean, std)")
+    if len(returns) or run.evaluations:
         ax.legend(loc="lower right")
     ax.set(xlabel="environment steps", ylabel="episode return", title=title)
     ax.grid(alpha=0.3)

@@ -14,8 +14,9 @@ import pytest
 import torch
 
 import es
-from conftest import (CountingEnv, check_import_is_quiet, episode_rows, interrupt_on_call, read_csv,
-                      same_seed_episodes, unreadable_checkpoints, video_names)
+from conftest import (CountingEnv, check_evaluations, check_import_is_quiet, check_progress_line,
+                      episode_rows, interrupt_on_call, read_csv, same_seed_episodes,
+                      unreadable_checkpoints, video_names)
 
 
 # ---------------------------------------------------------------------------------------
@@ -595,6 +596,24 @@ def test_same_seed_gives_the_same_episodes(tmp_path):
     assert len(rows) > 20
 
 
+# ---------------------------------------------------------------------------------------
+# Watching a run: --eval-every and the progress line
+# ---------------------------------------------------------------------------------------
+def test_eval_every_writes_rows_keeps_the_best_model_and_leaves_training_alone(tmp_path):
+    # Slider-v0's episodes are all 20 steps (a time limit), so a generation of 4 members is 80
+    # steps and theta is evaluated after generations 2, 3, 4, 5, 7 and 8: at 160 (past 100),
+    # 240, 320, 400, 560 (past 500) and 640; 480 crosses no multiple of 100. A large
+    # learning rate, so that theta gets worse after its best evaluation.
+    args = es.Args(env_id="my_envs:Slider-v0", total_timesteps=640, population_size=4,
+                   num_workers=2, hidden_sizes=(8,), learning_rate=0.3, eval_every=100,
+                   eval_episodes=3, save_model=True, seed=1)
+    check_evaluations(es.main, args, tmp_path, [160, 240, 320, 400, 560, 640])
+
+
+def test_progress_line():
+    check_progress_line(es.progress_line)
+
+
 def test_capture_video_records_each_evaluation_episode(tmp_path):
     es.main(es.Args(total_timesteps=50, population_size=2, num_workers=1, eval_episodes=2,
                     capture_video=True, output_dir=str(tmp_path)))
@@ -636,6 +655,8 @@ def bad_checkpoints(tmp_path):
     (["--hidden-sizes", "32", "0"], "--hidden-sizes must be positive widths, got 32 0"),
     (["--total-timesteps", "-5"], "--total-timesteps must be positive"),
     (["--eval-episodes", "-1"], "--eval-episodes must be 0 or more"),
+    (["--eval-every", "-1"], "--eval-every must be 0 (evaluate only after training) or more"),
+    (["--eval-every", "500", "--eval-episodes", "0"], "--eval-every needs at least one evaluation episode"),
     (["--eval-checkpoint", "missing"], "does not exist"),
     (["--eval-checkpoint", "corrupt"], "is not an es.py model.pt"),
     (["--eval-checkpoint", "pendulum"], "was made for Pendulum-v1, not CartPole-v1; pass --env-id Pendulum-v1"),
