@@ -54,7 +54,7 @@ SUMMARY_KEYS = {"algorithm", "env_id", "seed", "global_steps", "wall_time_s",
 
 # The flags every script has (CONTRIBUTING.md, "Flags every script has"); torch scripts add --cuda/--no-cuda.
 COMMON_FLAGS = ("--env-id", "--seed", "--total-timesteps", "--output-dir", "--exp-name",
-                "--eval-episodes", "--stop-at-return", "--save-model", "--eval-checkpoint",
+                "--eval-episodes", "--eval-every", "--stop-at-return", "--save-model", "--eval-checkpoint",
                 "--capture-video")
 
 
@@ -288,6 +288,8 @@ def check_run_folder():
             config = json.load(f)
         assert config["env_id"] == summary["env_id"] and config["exp_name"] == exp_name
         assert {"torch", "gymnasium", "numpy"} <= set(config["versions"]) and "device" in config
+        if not config["eval_every"]:  # evaluations.csv and best_model.pt come with --eval-every
+            assert not {"evaluations.csv", "best_model.pt"} & set(os.listdir(path))
 
         episodes = read_csv(os.path.join(path, "episodes.csv"))
         assert episodes and list(episodes[0]) == ["global_step", "wall_time", "episode_return",
