@@ -6,6 +6,7 @@ import importlib.util
 import io
 import json
 import os
+import re
 import runpy
 import subprocess
 import sys
@@ -213,6 +214,36 @@ def check_progress_line(progress_line, label="return (last 20)"):
         f"step 2,500/10,000 (25%) | 500 sps | ETA 0:00:15 | {label} 21.5")
     assert progress_line(100, 4_000_000, 1.0, None) == (
         f"step 100/4,000,000 (0%) | 100 sps | ETA 11:06:39 | {label} n/a")
+
+
+@pytest.fixture
+def printed_progress(monkeypatch, capsys, tmp_path):
+    """printed_progress(module, args) runs module.main(args) (a tiny run) with a clock that
+    moves on 1 s at each reading, so that the progress line's 2 seconds pass many times, and
+    checks that the run printed progress lines in progress_line's format (a script's own
+    figure may follow), each with the budget and a step that never goes back. Returns the steps."""
+    class Clock:  # stands in for the script's `time` module, which it uses for time() alone
+        now = 1e9
+
+        @classmethod
+        def time(cls):
+            cls.now += 1.0
+            return cls.now
+
+    def run(module, args):
+        monkeypatch.setattr(module, "time", Clock)
+        capsys.readouterr()
+        module.main(replace(args, output_dir=str(tmp_path / "progress")))
+        line = re.compile(r"step ([\d,]+)/([\d,]+) \(\d+%\) \| [\d,]+ sps \| ETA \d+:\d\d:\d\d \| "
+                          r"return \(last \d+\) (n/a|-?\d+\.\d)( \| .+)?")
+        printed = [line.fullmatch(text) for text in capsys.readouterr().out.splitlines()
+                   if text.startswith("step ")]
+        assert len(printed) >= 3 and all(printed)
+        steps = [int(match[1].replace(",", "")) for match in printed]
+        assert steps == sorted(steps) and 0 < steps[0] < steps[-1]  # (ppod: replays add none)
+        assert {int(match[2].replace(",", "")) for match in printed} == {args.total_timesteps}
+        return steps
+    return run
 
 
 @pytest.fixture

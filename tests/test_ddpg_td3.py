@@ -490,8 +490,9 @@ def test_eval_every_writes_rows_keeps_the_best_model_and_leaves_training_alone(t
     check_evaluations(ddpg_td3.main, args, tmp_path, [102, 201, 300, 402, 501, 600])
 
 
-def test_progress_line():
+def test_progress_line(printed_progress):
     check_progress_line(ddpg_td3.progress_line)
+    printed_progress(ddpg_td3, ddpg_td3.Args(**{**TINY, "total_timesteps": 300}, eval_episodes=0))
 
 
 # ---------------------------------------------------------------------------------------

@@ -610,8 +610,10 @@ def test_eval_every_writes_rows_keeps_the_best_model_and_leaves_training_alone(t
     check_evaluations(es.main, args, tmp_path, [160, 240, 320, 400, 560, 640])
 
 
-def test_progress_line():
+def test_progress_line(printed_progress):
     check_progress_line(es.progress_line)
+    printed_progress(es, es.Args(total_timesteps=3000, population_size=8, num_workers=1,
+                                          eval_episodes=0))
 
 
 def test_capture_video_records_each_evaluation_episode(tmp_path):

@@ -604,8 +604,9 @@ def test_eval_every_writes_rows_keeps_the_best_model_and_leaves_training_alone(t
     check_evaluations(mappo.main, args, tmp_path, [21, 42, 60, 81])
 
 
-def test_progress_line():
+def test_progress_line(printed_progress):
     check_progress_line(mappo.progress_line)
+    printed_progress(mappo, mappo.Args(**TINY, eval_episodes=0))
 
 
 # ---------------------------------------------------------------------------------------

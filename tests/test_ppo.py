@@ -447,8 +447,9 @@ def test_eval_every_writes_rows_keeps_the_best_model_and_leaves_training_alone(t
     check_evaluations(ppo.main, args, tmp_path, [102, 201, 300, 402, 501, 600, 702, 801])
 
 
-def test_progress_line():
+def test_progress_line(printed_progress):
     check_progress_line(ppo.progress_line)
+    printed_progress(ppo, ppo.Args(total_timesteps=256, num_envs=2, num_steps=32, eval_episodes=0))
 
 
 # ---------------------------------------------------------------------------------------

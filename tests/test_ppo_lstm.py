@@ -395,8 +395,10 @@ def test_eval_every_writes_rows_keeps_the_best_model_and_leaves_training_alone(t
     check_evaluations(ppo_lstm.main, args, tmp_path, [42, 81, 120])
 
 
-def test_progress_line():
+def test_progress_line(printed_progress):
     check_progress_line(ppo_lstm.progress_line)
+    printed_progress(ppo_lstm, ppo_lstm.Args(hide_obs=[1, 3], total_timesteps=256, num_envs=4,
+                                                num_steps=32, eval_episodes=0))
 
 
 # ---------------------------------------------------------------------------------------

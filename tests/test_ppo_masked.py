@@ -474,8 +474,9 @@ def test_eval_every_writes_rows_keeps_the_best_model_and_leaves_training_alone(
     check_evaluations(pm.main, args, tmp_path, [102, 201, 300, 402, 501, 600, 702, 801])
 
 
-def test_progress_line():
+def test_progress_line(printed_progress):
     check_progress_line(pm.progress_line)
+    printed_progress(pm, pm.Args(total_timesteps=256, num_envs=4, num_steps=32, eval_episodes=0))
     assert pm.progress_line(2500, 10_000, 5.0, 7.46, window=100).endswith(
         "| return (last 100) 7.5")  # the --stop-window the Taxi goal uses
 

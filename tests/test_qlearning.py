@@ -395,8 +395,9 @@ def test_eval_every_writes_rows_keeps_the_best_model_and_leaves_training_alone(t
                       best_file="best_model.npz")
 
 
-def test_progress_line():
+def test_progress_line(printed_progress):
     check_progress_line(ql.progress_line)
+    printed_progress(ql, ql.Args(total_timesteps=500, eval_episodes=0))
 
 
 # ---------------------------------------------------------------------------------------

@@ -425,8 +425,11 @@ def test_eval_every_writes_rows_keeps_the_best_model_and_leaves_training_alone(t
     check_evaluations(sac.main, args, tmp_path, [102, 201, 300, 402, 501, 600])
 
 
-def test_progress_line():
+def test_progress_line(printed_progress):
     check_progress_line(sac.progress_line)
+    printed_progress(sac, sac.Args(env_id="my_envs:Slider-v0", total_timesteps=200, num_envs=2,
+                                            learning_starts=40, batch_size=16, hidden_size=8,
+                                            eval_episodes=0))
 
 
 # ---------------------------------------------------------------------------------------
