@@ -44,6 +44,17 @@ def pytest_configure(config):
         SCRIPT_FILES[name] = path
 
 
+def pytest_collection_modifyitems(items):
+    """Run the tests that use Ray (tests/test_es.py's) after all the others: es.py forks its
+    worker processes, and a process forked while Ray's threads run in the parent could
+    inherit a lock that one of them holds. The sort is stable: the rest keep their order."""
+    def uses_ray(item):
+        callspec = getattr(item, "callspec", None)
+        return "ray_session" in item.fixturenames or (
+            callspec is not None and callspec.params.get("backend") == "ray")
+    items.sort(key=uses_ray)
+
+
 def script_path(script):
     """The file that runs for "ppo.py": the --script-file copy if one was given."""
     return SCRIPT_FILES.get(os.path.splitext(script)[0], os.path.join(ROOT, script))
