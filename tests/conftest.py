@@ -66,8 +66,8 @@ SUMMARY_KEYS = {"algorithm", "env_id", "seed", "global_steps", "wall_time_s",
 
 # The flags every script has (CONTRIBUTING.md, "Flags every script has"); torch scripts add --cuda/--no-cuda.
 COMMON_FLAGS = ("--env-id", "--seed", "--total-timesteps", "--output-dir", "--exp-name",
-                "--eval-episodes", "--eval-every", "--stop-at-return", "--save-model", "--eval-checkpoint",
-                "--capture-video")
+                "--eval-episodes", "--eval-every", "--stop-at-return", "--save-model",
+                "--eval-checkpoint", "--capture-video")
 
 
 def approx(expected):
@@ -403,6 +403,17 @@ def replay_transitions(first, n):
     i = np.arange(first, first + n, dtype=np.float32)
     return (np.stack([i, i], 1), (i / 10)[:, None], i, (i % 2).astype(bool),
             np.stack([i + 0.5, i + 0.5], 1))
+
+
+def check_replay_evaluations(module, tmp_path):
+    """check_evaluations for ddpg_td3.py and sac.py on one tiny run: my_envs:Slider-v0, 3
+    environments, 600 steps, learning from step 60. The 3 environments step global_step by 3
+    (3, 6, ..., 600), so the rows are where it crosses a multiple of 100: at 102 (34 * 3,
+    past 100), 201, 300, 402, 501 and 600. Seed 4's best evaluation is not its last one."""
+    args = module.Args(env_id="my_envs:Slider-v0", total_timesteps=600, num_envs=3,
+                       learning_starts=60, batch_size=16, hidden_size=8, eval_every=100,
+                       eval_episodes=3, save_model=True, seed=4)
+    check_evaluations(module.main, args, tmp_path, [102, 201, 300, 402, 501, 600])
 
 
 def check_episode_ends(module, target_name, monkeypatch, args, terminated,

@@ -12,8 +12,8 @@ import tyro
 from torch.nn.utils import parameters_to_vector
 
 import ddpg_td3
-from conftest import (BoxCountingEnv, approx, check_episode_ends, check_evaluations,
-                      check_import_is_quiet, check_progress_line, interrupt_on_call, read_csv,
+from conftest import (BoxCountingEnv, approx, check_episode_ends, check_import_is_quiet,
+                      check_progress_line, check_replay_evaluations, interrupt_on_call, read_csv,
                       same_seed_episodes, tensor, unreadable_checkpoints, video_names)
 
 
@@ -481,13 +481,7 @@ def test_capture_video_records_each_evaluation_episode(tmp_path):
 # Watching a run: --eval-every and the progress line
 # ---------------------------------------------------------------------------------------
 def test_eval_every_writes_rows_keeps_the_best_model_and_leaves_training_alone(tmp_path):
-    # 3 environments step global_step by 3: 3, 6, ..., 600 (200 steps of the vector env).
-    # A row each time it crosses a multiple of 100: at 102 (34 * 3, past 100), 201, 300,
-    # 402, 501 and 600. Seed 4's best evaluation is not its last one.
-    args = ddpg_td3.Args(env_id="my_envs:Slider-v0", total_timesteps=600, num_envs=3,
-                         learning_starts=60, batch_size=16, hidden_size=8, eval_every=100,
-                         eval_episodes=3, save_model=True, seed=4)
-    check_evaluations(ddpg_td3.main, args, tmp_path, [102, 201, 300, 402, 501, 600])
+    check_replay_evaluations(ddpg_td3, tmp_path)
 
 
 def test_progress_line(printed_progress):

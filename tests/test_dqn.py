@@ -391,7 +391,7 @@ def test_eval_every_writes_rows_keeps_the_best_model_and_leaves_training_alone(t
 def test_progress_line(printed_progress):
     check_progress_line(dqn.progress_line)
     printed_progress(dqn, dqn.Args(total_timesteps=300, num_envs=2, learning_starts=100,
-                                            train_frequency=8, batch_size=32, eval_episodes=0))
+                                   train_frequency=8, batch_size=32, eval_episodes=0))
 
 
 # ---------------------------------------------------------------------------------------

@@ -613,7 +613,7 @@ def test_eval_every_writes_rows_keeps_the_best_model_and_leaves_training_alone(t
 def test_progress_line(printed_progress):
     check_progress_line(es.progress_line)
     printed_progress(es, es.Args(total_timesteps=3000, population_size=8, num_workers=1,
-                                          eval_episodes=0))
+                                 eval_episodes=0))
 
 
 def test_capture_video_records_each_evaluation_episode(tmp_path):

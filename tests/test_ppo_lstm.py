@@ -397,8 +397,8 @@ def test_eval_every_writes_rows_keeps_the_best_model_and_leaves_training_alone(t
 
 def test_progress_line(printed_progress):
     check_progress_line(ppo_lstm.progress_line)
-    printed_progress(ppo_lstm, ppo_lstm.Args(hide_obs=[1, 3], total_timesteps=256, num_envs=4,
-                                                num_steps=32, eval_episodes=0))
+    printed_progress(ppo_lstm, ppo_lstm.Args(hide_obs=[1, 3], total_timesteps=256,
+                                             num_envs=4, num_steps=32, eval_episodes=0))
 
 
 # ---------------------------------------------------------------------------------------

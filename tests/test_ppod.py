@@ -558,9 +558,9 @@ def test_eval_every_counts_real_steps_and_leaves_the_replays_alone(tmp_path, fre
 
 def test_progress_line(printed_progress, count_demos):
     check_progress_line(ppod.progress_line)
-    printed_progress(ppod, ppod.Args(env_id="CountToThree-v0", demos_dir=count_demos, rho=0.3, phi=0.3,
-                                              demo_capacity=4, total_timesteps=240, num_envs=4,
-                                              num_steps=16, eval_episodes=0))
+    printed_progress(ppod, ppod.Args(env_id="CountToThree-v0", demos_dir=count_demos, rho=0.3,
+                                     phi=0.3, demo_capacity=4, total_timesteps=240, num_envs=4,
+                                     num_steps=16, eval_episodes=0))
 
 
 # ---------------------------------------------------------------------------------------

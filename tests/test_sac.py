@@ -9,8 +9,8 @@ import torch
 import torch.nn as nn
 
 import sac
-from conftest import (approx, check_episode_ends, check_evaluations, check_import_is_quiet,
-                      check_progress_line, interrupt_on_call, read_csv, replay_transitions,
+from conftest import (approx, check_episode_ends, check_import_is_quiet, check_progress_line,
+                      check_replay_evaluations, interrupt_on_call, read_csv, replay_transitions,
                       run_folder_env, same_seed_episodes, tensor, unreadable_checkpoints,
                       video_names)
 
@@ -416,20 +416,12 @@ def test_capture_video_records_each_evaluation_episode(tmp_path):
 # Watching a run: --eval-every and the progress line
 # ---------------------------------------------------------------------------------------
 def test_eval_every_writes_rows_keeps_the_best_model_and_leaves_training_alone(tmp_path):
-    # 3 environments step global_step by 3: 3, 6, ..., 600 (200 steps of the vector env).
-    # A row each time it crosses a multiple of 100: at 102 (34 * 3, past 100), 201, 300,
-    # 402, 501 and 600. Seed 4's best evaluation is not its last one.
-    args = sac.Args(env_id="my_envs:Slider-v0", total_timesteps=600, num_envs=3,
-                    learning_starts=60, batch_size=16, hidden_size=8, eval_every=100,
-                    eval_episodes=3, save_model=True, seed=4)
-    check_evaluations(sac.main, args, tmp_path, [102, 201, 300, 402, 501, 600])
+    check_replay_evaluations(sac, tmp_path)
 
 
 def test_progress_line(printed_progress):
     check_progress_line(sac.progress_line)
-    printed_progress(sac, sac.Args(env_id="my_envs:Slider-v0", total_timesteps=200, num_envs=2,
-                                            learning_starts=40, batch_size=16, hidden_size=8,
-                                            eval_episodes=0))
+    printed_progress(sac, sac.Args(**{**TINY, "total_timesteps": 300}, eval_episodes=0))
 
 
 # ---------------------------------------------------------------------------------------
