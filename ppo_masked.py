@@ -806,7 +806,10 @@ class TrainingLog:
 def progress_line(global_step, total_steps, elapsed, recent_return, window=20):
     """The console's progress: the step out of the budget, the percentage, steps per second,
     the time left at that speed (h:mm:ss) and the mean of the last `window` training returns
-    (--stop-window)."""
+    (--stop-window).
+
+        sps = global_step / elapsed,   ETA = max(total_steps - global_step, 0) / sps
+    """
     sps = global_step / elapsed
     minutes, seconds = divmod(round(max(total_steps - global_step, 0) / sps), 60)
     recent = "n/a" if recent_return is None else f"{recent_return:.1f}"
