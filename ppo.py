@@ -42,13 +42,16 @@ updates.csv, learning_curve.png, summary.json, model.pt with --save-model, and w
 # ---------------------------------------------------------------------------------------
 # Imports
 # ---------------------------------------------------------------------------------------
+import contextlib
 import csv
 import difflib
 import importlib.util
+import io
 import json
 import math
 import os
 import random
+import re
 import sys
 import time
 import warnings
@@ -102,27 +105,27 @@ class Args:
     num_steps: int = 64
     """T: steps per environment in each rollout; the batch is N*T"""
     learning_rate: float = 4e-3
-    """Adam learning rate"""
+    """Adam learning rate (3e-4 in the PPO paper's MuJoCo runs, 2.5e-4 on Atari)"""
     anneal_lr: bool = True
-    """decay the learning rate linearly to 0 over the budget"""
+    """decay the learning rate linearly to 0 over the budget (so the budget changes the schedule)"""
     gamma: float = 0.98
-    """discount factor"""
+    """discount factor (0.99 in the PPO paper)"""
     gae_lambda: float = 0.9
-    """lambda of GAE"""
+    """lambda of GAE (0.95 in the PPO paper; 0.92-0.99 in the GAE paper's best runs)"""
     num_minibatches: int = 2
     """minibatches per epoch; must divide N*T"""
     update_epochs: int = 10
-    """epochs over each rollout"""
+    """epochs over each rollout (3-10 in the PPO paper)"""
     norm_adv: bool = True
     """normalize advantages within each minibatch"""
     clip_coef: float = 0.2
-    """epsilon of the clipped surrogate"""
+    """epsilon of the clipped surrogate (0.1-0.3 in the PPO paper's experiments)"""
     clip_vloss: bool = False
     """clip the value loss around the rollout's value estimates, as in the PPO baselines"""
     ent_coef: float = 0.0
-    """entropy bonus coefficient c_e"""
+    """entropy bonus coefficient c_e (0 on MuJoCo, 0.01 on Atari in the PPO paper)"""
     vf_coef: float = 0.5
-    """value loss coefficient c_v"""
+    """value loss coefficient c_v (0.5-1 in the PPO paper)"""
     max_grad_norm: float = 0.5
     """gradient clipping: the largest global norm of the gradient"""
     target_kl: Optional[float] = None
@@ -130,13 +133,13 @@ class Args:
     advantage: Literal["gae", "vtrace"] = "gae"
     """advantage estimator: GAE, or V-trace targets recomputed before each epoch"""
     rho_bar: float = 1.0
-    """V-trace: clip of the importance weight rho"""
+    """V-trace: clip of the importance weight rho (1 in the IMPALA paper)"""
     c_bar: float = 1.0
-    """V-trace: clip of the trace coefficient c"""
+    """V-trace: clip of the trace coefficient c (1 in the IMPALA paper)"""
     norm_obs: bool = False
-    """normalize observations by running mean and variance (saved in model.pt)"""
+    """normalize observations by running mean and variance, clip to [-10, 10] (kept in model.pt)"""
     norm_reward: bool = False
-    """scale rewards by the running std of the discounted return (Gymnasium's NormalizeReward)"""
+    """divide rewards by the running std of the discounted return, then clip to [-10, 10]"""
     hidden_size: int = 64
     """width of the two hidden layers of the actor and of the critic"""
 
@@ -184,7 +187,7 @@ def compute_vtrace(rewards, values, next_values, terminated, truncated, log_rhos
         G_t     = vs_{t+1} if t < T-1 and not done_t, else next_values_t
         adv_t   = rho_t * (r_t + gamma * (1 - terminated_t) * G_t - values_t)
 
-    Returns (vs, advantages), each [T, N]: vs is the value target.
+    Returns (advantages, vs), each [T, N], in compute_gae's order: vs is the value target.
     """
     not_terminated = 1.0 - terminated.to(rewards.dtype)
     done = terminated.bool() | truncated.bool()
@@ -200,7 +203,7 @@ def compute_vtrace(rewards, values, next_values, terminated, truncated, log_rhos
     vs = values + vs_minus_values
     bootstrap = torch.cat([torch.where(done[:-1], next_values[:-1], vs[1:]), next_values[-1:]])
     advantages = rhos * (rewards + gamma * not_terminated * bootstrap - values)
-    return vs, advantages
+    return advantages, vs
 
 
 def ppo_loss(newlogprob, oldlogprob, advantages, newvalue, oldvalue, returns, entropy,
@@ -226,6 +229,13 @@ def ppo_loss(newlogprob, oldlogprob, advantages, newvalue, oldvalue, returns, en
     v_loss = 0.5 * v_loss.mean()
     entropy = entropy.mean()
     return pg_loss - ent_coef * entropy + vf_coef * v_loss, pg_loss, v_loss, entropy
+
+
+def explained_variance(values, returns):
+    """1 - Var[R - V] / Var[R]: 1 when the critic predicts the targets, 0 or less when it
+    does no better than their mean (NaN when the targets do not vary)."""
+    var_returns = returns.var().item()
+    return 1 - (returns - values).var().item() / var_returns if var_returns else math.nan
 
 
 class RolloutBuffer:
@@ -271,7 +281,7 @@ class RolloutBuffer:
 
     @torch.no_grad()
     def vtrace(self, agent, gamma, rho_bar, c_bar):
-        """V-trace (vs, advantages) [T, N] under the agent's current policy pi and critic:
+        """V-trace (advantages, vs) [T, N] under the agent's current policy pi and critic:
         log rho = log pi(a_t|s_t) - log mu(a_t|s_t), mu the policy that acted."""
         _, logprobs, _, values = agent.get_action_and_value(self.obs.flatten(0, 1),
                                                             self.actions.flatten(0, 1))
@@ -334,6 +344,72 @@ class Agent(nn.Module):
 
 
 # ---------------------------------------------------------------------------------------
+# What the agent sees and sends: normalized observations and rewards, clipped actions
+# ---------------------------------------------------------------------------------------
+class ObsNormalizer:
+    """(obs - mean) / sqrt(var + 1e-8), clipped to [-10, 10], with running statistics
+    (Gymnasium's RunningMeanStd). Gymnasium's vector NormalizeObservation refuses SAME_STEP
+    autoreset and would leave info["final_obs"] raw, so the script applies the same
+    statistics to both itself. Disabled, it passes observations through as float32."""
+
+    def __init__(self, shape, enabled):
+        self.enabled = enabled
+        self.rms = RunningMeanStd(shape=shape)
+
+    def __call__(self, obs, update=False):
+        obs = np.asarray(obs, dtype=np.float32)
+        if not self.enabled:
+            return obs
+        if update:
+            self.rms.update(obs)
+        normalized = (obs - self.rms.mean) / np.sqrt(self.rms.var + 1e-8)
+        return np.clip(normalized, -10.0, 10.0).astype(np.float32)
+
+    def state_dict(self):  # tensors, so that torch.load(weights_only=True) reads them
+        return {k: torch.as_tensor(getattr(self.rms, k), dtype=torch.float64)
+                for k in ("mean", "var", "count")}
+
+    def load_state_dict(self, state):
+        for k in ("mean", "var", "count"):
+            setattr(self.rms, k, state[k].numpy())
+
+
+def make_vector_env(env_id, num_envs, reward_gamma=None, video_folder=None):
+    """N copies of env_id in one synchronous vector environment, with SAME_STEP autoreset
+    (the observation after an episode ends is the next episode's first; the true last one
+    is in info["final_obs"]) and episode statistics recorded by Gymnasium's wrapper. With
+    reward_gamma (--norm-reward), rewards are divided by the running std of the return
+    discounted by it (Gymnasium's NormalizeReward) and clipped to [-10, 10], after the
+    statistics wrapper, so that episodes.csv keeps the raw returns."""
+    def make(i):
+        if video_folder is None:
+            return gym.make(env_id)
+        os.environ.setdefault("SDL_VIDEODRIVER", "dummy")  # frames only, no window to open
+        env = gym.make(env_id, render_mode="rgb_array")
+        with warnings.catch_warnings():  # the environments share one folder on purpose
+            warnings.filterwarnings("ignore", message=".*Overwriting existing videos")
+            return gym.wrappers.RecordVideo(env, video_folder, name_prefix=f"eval-{i}",
+                                           episode_trigger=lambda episode: episode == 0)
+
+    envs = gym.vector.SyncVectorEnv([lambda i=i: make(i) for i in range(num_envs)],
+                                    autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
+    envs = gym.wrappers.vector.RecordEpisodeStatistics(envs)
+    if reward_gamma is not None:
+        envs = gym.wrappers.vector.NormalizeReward(envs, gamma=reward_gamma)
+        envs = gym.wrappers.vector.ClipReward(envs, -10.0, 10.0)
+    return envs
+
+
+def to_env_action(agent, actions, action_space):
+    """Tensor actions to what the environment takes: Gaussian samples are clipped to the
+    bounds when stepping (the unclipped sample is what the buffer stores)."""
+    actions = actions.cpu().numpy()
+    if agent.continuous:
+        return np.clip(actions, action_space.low, action_space.high)
+    return actions
+
+
+# ---------------------------------------------------------------------------------------
 # Training
 # ---------------------------------------------------------------------------------------
 def train(args, agent, normalizer, envs, run, device):
@@ -359,15 +435,23 @@ def train(args, agent, normalizer, envs, run, device):
                 action, logprob, _, value = agent.get_action_and_value(next_obs)
             buffer.obs[step], buffer.actions[step] = next_obs, action
             buffer.logprobs[step], buffer.values[step] = logprob, value
+            # A Gaussian sample is clipped to the action bounds for the environment only: the
+            # buffer keeps the unclipped sample, whose log-probability the ratio compares.
             obs, reward, terminated, truncated, info = envs.step(
-                to_action(agent, action, envs.single_action_space))
+                to_env_action(agent, action, envs.single_action_space))
             global_step += args.num_envs
             run.step(global_step)  # progress line; evaluation every --eval-every steps
-            buffer.rewards[step] = torch.from_numpy(reward)
-            buffer.terminated[step] = torch.from_numpy(terminated)
-            buffer.truncated[step] = torch.from_numpy(truncated)
-            for i in np.flatnonzero(truncated):  # a time limit: bootstrap from V(final obs)
-                buffer.final_obs[step, i] = torch.from_numpy(normalizer(info["final_obs"][i]))
+            # With --norm-reward the reward arrives divided by the running std of the
+            # discounted return and clipped to [-10, 10] (make_vector_env).
+            buffer.rewards[step] = torch.from_numpy(reward).to(device)
+            buffer.terminated[step] = torch.from_numpy(terminated).to(device)
+            buffer.truncated[step] = torch.from_numpy(truncated).to(device)
+            # With --norm-obs, observations become (obs - mean) / std clipped to [-10, 10];
+            # the true final observation of a time limit is normalized by the same
+            # statistics without updating them, and the step bootstraps from its value.
+            for i in np.flatnonzero(truncated):
+                final_obs = normalizer(info["final_obs"][i])
+                buffer.final_obs[step, i] = torch.from_numpy(final_obs).to(device)
             next_obs = torch.from_numpy(normalizer(obs, update=True)).to(device)
             for i in np.flatnonzero(info.get("_episode", [])):
                 run.episode(global_step, info["episode"]["r"][i], info["episode"]["l"][i])
@@ -385,7 +469,7 @@ def train(args, agent, normalizer, envs, run, device):
         approx_kls, clipfracs = [], []
         for epoch in range(args.update_epochs):
             if args.advantage == "vtrace":
-                returns, advantages = buffer.vtrace(agent, args.gamma, args.rho_bar, args.c_bar)
+                advantages, returns = buffer.vtrace(agent, args.gamma, args.rho_bar, args.c_bar)
             b_advantages, b_returns = advantages.flatten(), returns.flatten()
             for idx in torch.randperm(batch_size, device=device).split(minibatch_size):
                 _, newlogprob, entropy, newvalue = agent.get_action_and_value(
@@ -393,8 +477,10 @@ def train(args, agent, normalizer, envs, run, device):
                 adv = b_advantages[idx]  # normalized within the minibatch unless --no-norm-adv
                 adv = (adv - adv.mean()) / (adv.std() + 1e-8) if args.norm_adv else adv
                 loss, pg_loss, v_loss, entropy = ppo_loss(
-                    newlogprob, b_logprobs[idx], adv, newvalue, b_values[idx], b_returns[idx],
-                    entropy, args.clip_coef, args.ent_coef, args.vf_coef, args.clip_vloss)
+                    newlogprob=newlogprob, oldlogprob=b_logprobs[idx], advantages=adv,
+                    newvalue=newvalue, oldvalue=b_values[idx], returns=b_returns[idx],
+                    entropy=entropy, clip_coef=args.clip_coef, ent_coef=args.ent_coef,
+                    vf_coef=args.vf_coef, clip_vloss=args.clip_vloss)
                 optimizer.zero_grad()
                 loss.backward()
                 nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)
@@ -417,7 +503,8 @@ def train(args, agent, normalizer, envs, run, device):
 
 
 def main(args: Args) -> dict:
-    """Train PPO (or evaluate an --eval-checkpoint), write the run folder, return the summary."""
+    """Train PPO (or evaluate an --eval-checkpoint), write the run folder, return the summary.
+    Ctrl-C stops training; the run folder is written, then KeyboardInterrupt goes on up."""
     # Check everything a user can get wrong before anything runs (CONTRIBUTING.md, "Bad input").
     check_args(args)
     obs_dim, action_dim, continuous = check_env(args.env_id)
@@ -426,15 +513,15 @@ def main(args: Args) -> dict:
         args = replace(args, **{k: checkpoint["args"][k] for k in ("hidden_size", "norm_obs")})
 
     # Set up: seeds, device, the agent, the observation normalizer, the run folder.
-    seed_everything(args.seed)
-    device = pick_device(args.cuda)
+    device = seed_and_device(args.seed, args.cuda)
     agent = Agent(obs_dim, action_dim, continuous, args.hidden_size).to(device)
     normalizer = ObsNormalizer((obs_dim,), args.norm_obs)
     if checkpoint is not None:
         restore(checkpoint, agent, normalizer, args)
-    run = RunWriter(args, device, agent, normalizer)
+    run = RunWriter(args, device, agent, normalizer, rollout_steps=args.num_envs * args.num_steps)
 
     # Train (unless evaluating a checkpoint), then finish: evaluate, save, write, plot.
+    interrupted = False
     if checkpoint is None:
         envs = make_vector_env(args.env_id, args.num_envs,
                                reward_gamma=args.gamma if args.norm_reward else None)
@@ -442,10 +529,13 @@ def main(args: Args) -> dict:
             train(args, agent, normalizer, envs, run, device)
         except KeyboardInterrupt:
             print(f"{SCRIPT}: interrupted; writing what the run has so far")
-            run.summary["interrupted"] = True
+            interrupted = run.summary["interrupted"] = True
         finally:
             envs.close()
-    return finish(args, run, agent, normalizer, device, trained=checkpoint is None)
+    summary = finish(args, run, agent, normalizer, device, trained=checkpoint is None)
+    if interrupted:
+        raise KeyboardInterrupt  # the run folder is written; the command line exits with 130
+    return summary
 
 
 # ---------------------------------------------------------------------------------------
@@ -457,6 +547,24 @@ class UsageError(Exception):
 
 def fail(message):
     raise UsageError(message)
+
+
+def parse_args():
+    """tyro.cli(Args), with tyro's own parse errors (an unknown flag, a value of the wrong
+    type) turned into one line: tyro's message and the flags it suggests, read back from the
+    text it prints. --help prints as tyro writes it."""
+    if {"-h", "--help"} & set(sys.argv[1:]):
+        return tyro.cli(Args)
+    captured = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(captured), contextlib.redirect_stderr(captured):
+            return tyro.cli(Args)
+    except SystemExit:
+        lines = [line.strip() for line in captured.getvalue().splitlines()]
+        lines = [line for line in lines if line.strip("-")]  # drop blanks and rules
+        flags = [line.split()[0].rstrip(",") for line in lines[2:] if line.startswith("--")]
+        hint = f"; did you mean {' or '.join(flags)}?" if "Perhaps you meant:" in lines else ""
+        fail(f"{lines[1][0].lower()}{lines[1][1:]}{hint} (python {SCRIPT} --help lists the flags)")
 
 
 def check_args(args):
@@ -476,6 +584,11 @@ def check_args(args):
              f"got {args.eval_every}")
     if args.eval_every and not args.eval_episodes:
         fail("--eval-every needs at least one evaluation episode; pass --eval-episodes 1 or more")
+    if args.capture_video and not args.eval_episodes:
+        fail("--capture-video records the evaluation episodes, and --eval-episodes 0 has none; "
+             "pass --eval-episodes 1 or more")
+    if args.capture_video and importlib.util.find_spec("moviepy") is None:
+        fail("--capture-video needs moviepy: pip install moviepy")
     batch_size = args.num_envs * args.num_steps
     if batch_size % args.num_minibatches:
         fail(f"num_envs*num_steps = {batch_size} is not divisible by --num-minibatches "
@@ -486,136 +599,65 @@ def check_args(args):
     if args.eval_checkpoint is None and args.total_timesteps < batch_size:
         fail(f"--total-timesteps {args.total_timesteps} is less than one rollout "
              f"(num_envs*num_steps = {batch_size}); raise it or shrink the rollout")
-    if args.capture_video and importlib.util.find_spec("moviepy") is None:
-        fail("--capture-video needs moviepy: pip install moviepy")
 
 
 def check_env(env_id):
-    """Check that env_id (a registered id, or module:id with a module that registers it)
-    exists and has spaces ppo.py handles; returns (obs_dim, action_dim, continuous)."""
-    module, _, name = env_id.rpartition(":")
-    if module:
-        try:
-            importlib.import_module(module)
-        except ImportError as e:
-            fail(f"cannot import module {module} for --env-id {env_id} ({e}); put its folder "
-                 "on PYTHONPATH")
-    if name not in gym.registry:
-        close = difflib.get_close_matches(name, list(gym.registry), n=3, cutoff=0.5)
-        hint = f"; did you mean {', '.join(close)}?" if close else "; see gymnasium.registry"
-        where = f" (module {module} registers no environment {name})" if module else ""
-        fail(f"unknown environment id {env_id!r}{where}{hint}")
+    """Make env_id once (gym.make imports the module of a module:EnvId id itself) and check
+    that ppo.py handles its spaces; returns (obs_dim, action_dim, continuous)."""
     try:
         env = gym.make(env_id)
-    except (gym.error.Error, ImportError) as e:
-        fail(f"cannot make {env_id}: {str(e).splitlines()[0]}")
+    except (gym.error.NameNotFound, gym.error.VersionNotFound, gym.error.NamespaceNotFound):
+        close = [i for i in difflib.get_close_matches(env_id.rpartition(":")[2], gym.registry,
+                                                      n=6, cutoff=0.6) if makeable(i)][:3]
+        fail(f"unknown environment id {env_id!r}"
+             + (f"; did you mean {', '.join(close)}?" if close else "; see gymnasium.registry"))
+    except ModuleNotFoundError as e:  # gym.make's own message does not keep e.name
+        missing = re.search(r"named '([\w.]+)'", str(e))[1]
+        where = ("; put its folder on PYTHONPATH (PYTHONPATH=. when it is in this folder)"
+                 if missing == env_id.rpartition(":")[0] else "")
+        fail(f"cannot make {env_id}: no module named {missing}{where}")
+    except (gym.error.Error, ImportError) as e:  # pin the extra to the installed Gymnasium
+        message = re.sub(r'"gymnasium\[(\w+)\]"', rf'"gymnasium[\1]=={gym.__version__}"', str(e))
+        fail(f"cannot make {env_id}: {message.splitlines()[0]}")
     obs_space, action_space = env.observation_space, env.action_space
     env.close()
-    if isinstance(action_space, gym.spaces.Box):
-        if len(action_space.shape) != 1:
-            fail(f"{env_id} has a Box action space of shape {action_space.shape}; "
-                 "ppo.py needs a flat one")
-    elif not isinstance(action_space, gym.spaces.Discrete):
-        fail(f"{env_id} has a {type(action_space).__name__} action space; ppo.py handles "
-             "Discrete and Box; no script here takes MultiDiscrete or MultiBinary actions "
-             "(wrap the environment to number the combinations as one Discrete action; "
+    if not (isinstance(action_space, gym.spaces.Discrete)
+            or isinstance(action_space, gym.spaces.Box) and len(action_space.shape) == 1):
+        fail(f"{env_id} has a {type(action_space).__name__} action space of shape "
+             f"{action_space.shape}; ppo.py handles Discrete and flat Box actions (for "
+             "MultiDiscrete or MultiBinary, number the combinations as one Discrete action; "
              "ppo_masked.py can then mask the invalid ones)")
-    if not isinstance(obs_space, gym.spaces.Box):
-        fail(f"{env_id} has a {type(obs_space).__name__} observation space; ppo.py needs a "
-             "Box (ppo_masked.py one-hot encodes Discrete ones, qlearning.py uses a table)")
-    if len(obs_space.shape) != 1:
-        fail(f"{env_id} has observations of shape {obs_space.shape}; ppo.py's MLP needs "
-             "flat vectors (wrap images with a CNN, which this script does not have)")
+    if not (isinstance(obs_space, gym.spaces.Box) and len(obs_space.shape) == 1):
+        fail(f"{env_id} has a {type(obs_space).__name__} observation space of shape "
+             f"{obs_space.shape}; ppo.py's MLP needs a flat Box (ppo_masked.py one-hot encodes "
+             "Discrete ones, qlearning.py uses a table)")
     continuous = isinstance(action_space, gym.spaces.Box)
     action_dim = action_space.shape[0] if continuous else int(action_space.n)
     return obs_space.shape[0], action_dim, continuous
 
 
-def seed_everything(seed):
-    """Seed Python's, NumPy's and torch's random generators (the environments are seeded
-    by their reset)."""
+def makeable(env_id):
+    """Whether gym.make(env_id) works here (its dependencies installed), for suggestions."""
+    try:
+        with warnings.catch_warnings():  # an old version's deprecation is no news here
+            warnings.simplefilter("ignore")
+            gym.make(env_id).close()
+        return True
+    except Exception:
+        return False
+
+
+def seed_and_device(seed, cuda):
+    """Seed Python's, NumPy's and torch's random generators (the environments are seeded by
+    their reset), and pick the device: the GPU if asked for and present, else the CPU with
+    one thread (a 64-unit MLP runs faster without torch's thread pool)."""
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)
-
-
-def pick_device(cuda):
-    """The GPU if asked for and present, else the CPU with one thread (a 64-unit MLP runs
-    faster without torch's thread pool)."""
     device = torch.device("cuda" if cuda and torch.cuda.is_available() else "cpu")
     if device.type == "cpu":
         torch.set_num_threads(1)
     return device
-
-
-def make_vector_env(env_id, num_envs, reward_gamma=None, video_folder=None):
-    """N copies of env_id in one synchronous vector environment, with SAME_STEP autoreset
-    (the observation after an episode ends is the next episode's first; the true last one
-    is in info["final_obs"]) and episode statistics recorded by Gymnasium's wrapper. With
-    reward_gamma (--norm-reward), rewards are divided by the running std of the return
-    discounted by it (Gymnasium's NormalizeReward) and clipped to [-10, 10], after the
-    statistics wrapper, so that episodes.csv keeps the raw returns."""
-    def make(i):
-        if video_folder is None:
-            return gym.make(env_id)
-        env = gym.make(env_id, render_mode="rgb_array")
-        with warnings.catch_warnings():  # the environments share one folder on purpose
-            warnings.filterwarnings("ignore", message=".*Overwriting existing videos")
-            return gym.wrappers.RecordVideo(env, video_folder, name_prefix=f"eval-{i}",
-                                           episode_trigger=lambda episode: episode == 0)
-
-    envs = gym.vector.SyncVectorEnv([lambda i=i: make(i) for i in range(num_envs)],
-                                    autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
-    envs = gym.wrappers.vector.RecordEpisodeStatistics(envs)
-    if reward_gamma is not None:
-        envs = gym.wrappers.vector.NormalizeReward(envs, gamma=reward_gamma)
-        envs = gym.wrappers.vector.ClipReward(envs, -10.0, 10.0)
-    return envs
-
-
-class ObsNormalizer:
-    """(obs - mean) / sqrt(var + 1e-8), clipped to [-10, 10], with running statistics
-    (Gymnasium's RunningMeanStd). Gymnasium's vector NormalizeObservation refuses SAME_STEP
-    autoreset and would leave info["final_obs"] raw, so the script applies the same
-    statistics to both itself. Disabled, it passes observations through as float32."""
-
-    def __init__(self, shape, enabled):
-        self.enabled = enabled
-        self.rms = RunningMeanStd(shape=shape)
-
-    def __call__(self, obs, update=False):
-        obs = np.asarray(obs, dtype=np.float32)
-        if not self.enabled:
-            return obs
-        if update:
-            self.rms.update(obs)
-        normalized = (obs - self.rms.mean) / np.sqrt(self.rms.var + 1e-8)
-        return np.clip(normalized, -10.0, 10.0).astype(np.float32)
-
-    def state_dict(self):
-        return {"mean": torch.as_tensor(self.rms.mean), "var": torch.as_tensor(self.rms.var),
-                "count": float(self.rms.count)}
-
-    def load_state_dict(self, state):
-        self.rms.mean = state["mean"].numpy().astype(np.float64)
-        self.rms.var = state["var"].numpy().astype(np.float64)
-        self.rms.count = state["count"]
-
-
-def to_action(agent, actions, action_space):
-    """Tensor actions to what the environment takes: Gaussian samples are clipped to the
-    bounds when stepping (the unclipped sample is what the buffer stores)."""
-    actions = actions.cpu().numpy()
-    if agent.continuous:
-        return np.clip(actions, action_space.low, action_space.high)
-    return actions
-
-
-def explained_variance(values, returns):
-    """1 - Var[R - V] / Var[R]: 1 when the critic predicts the targets, 0 or less when it
-    does no better than their mean (NaN when the targets do not vary)."""
-    var_returns = returns.var().item()
-    return 1 - (returns - values).var().item() / var_returns if var_returns else math.nan
 
 
 @torch.no_grad()
@@ -629,7 +671,7 @@ def evaluate(agent, normalizer, env_id, episodes, seed, device, video_folder=Non
     while np.isnan(returns).any():
         out = agent.actor(torch.from_numpy(normalizer(obs)).to(device))
         action = out if agent.continuous else out.argmax(-1)
-        obs, _, _, _, info = envs.step(to_action(agent, action, envs.single_action_space))
+        obs, _, _, _, info = envs.step(to_env_action(agent, action, envs.single_action_space))
         if "_episode" in info:
             first = info["_episode"] & np.isnan(returns)
             returns[first] = info["episode"]["r"][first]
@@ -638,12 +680,12 @@ def evaluate(agent, normalizer, env_id, episodes, seed, device, video_folder=Non
 
 
 class RunWriter:
-    """The run folder (CONTRIBUTING.md, "What a run writes"): config.json at once,
-    episodes.csv, updates.csv and evaluations.csv row by row (flushed, so an interrupted run
-    keeps them), a progress line every 2 seconds, the greedy evaluations of --eval-every
-    with best_model.pt; finish() writes the summary and the learning curve."""
+    """The run folder (CONTRIBUTING.md, "What a run writes"): config.json at once, the CSV
+    files row by row (flushed, so an interrupted run keeps them), a progress line every 2
+    seconds, the evaluations of --eval-every with best_model.pt; finish() writes the rest.
+    Training runs whole rollouts: the budget is rounded down to them, said at the start."""
 
-    def __init__(self, args, device, agent, normalizer):
+    def __init__(self, args, device, agent, normalizer, rollout_steps=1):
         name = "__".join([args.env_id.replace("/", "-").replace(":", "-"), args.exp_name,
                           str(args.seed), str(int(time.time()))])
         self.path, suffix = os.path.join(args.output_dir, name), 1
@@ -656,61 +698,64 @@ class RunWriter:
             fail(f"cannot create the run folder {self.path}: {e.strerror}")
         versions = {"torch": torch.__version__, "gymnasium": gym.__version__,
                     "numpy": np.__version__, "python": sys.version.split()[0]}
-        self.write_json("config.json", {**asdict(args), "device": str(device),
-                                         "versions": versions})
-        self.summary = {"algorithm": "ppo", "env_id": args.env_id, "seed": args.seed,
-                        "global_steps": 0, "wall_time_s": None, "train_return_last20": None,
-                        "eval_return_mean": None, "eval_return_std": None,
-                        "eval_episodes": args.eval_episodes, "solved_at_step": None,
-                        "solved_at_time_s": None, "interrupted": False}
-        self.files = {"episodes.csv": open(os.path.join(self.path, "episodes.csv"), "w",
-                                           newline="")}  # updates.csv: at the first update
-        csv.writer(self.files["episodes.csv"]).writerow(
-            ["global_step", "wall_time", "episode_return", "episode_length"])
+        with open(os.path.join(self.path, "config.json"), "w") as f:
+            json.dump({**asdict(args), "device": str(device), "versions": versions}, f, indent=2)
+        self.summary = dict.fromkeys(SUMMARY_KEYS) | {
+            "algorithm": "ppo", "env_id": args.env_id, "seed": args.seed, "global_steps": 0,
+            "eval_episodes": args.eval_episodes, "interrupted": False}
         self.args, self.device, self.agent, self.normalizer = args, device, agent, normalizer
-        self.steps, self.returns, self.evaluations = [], [], []  # evaluations: (step, mean, std)
+        self.budget = args.total_timesteps // rollout_steps * rollout_steps
+        self.files, self.steps, self.returns, self.evaluations = {}, [], [], []
+        self.write_row("episodes.csv")  # its header now: a run with no episode has the file
         self.start = self.last_print = time.time()
+        self.first_print = None  # (step, time) of the first progress line
         print(f"{SCRIPT}: {args.env_id}, seed {args.seed}, device {device}")
+        if self.budget != args.total_timesteps and args.eval_checkpoint is None:
+            print(f"{SCRIPT}: training runs {self.budget:,} of --total-timesteps "
+                  f"{args.total_timesteps:,}: whole rollouts of {rollout_steps:,} steps")
 
     def elapsed(self):
         return time.time() - self.start
 
-    def write_json(self, filename, data):
-        with open(os.path.join(self.path, filename), "w") as f:
-            json.dump(data, f, indent=2)
-
-    def write_row(self, filename, row):
-        """Append row (a dict) to a CSV file, made on first use with row's keys as header."""
+    def write_row(self, filename, **row):
+        """Append a row to a CSV file of the run folder, made with a header at first use
+        (episodes.csv's columns are fixed; no row writes the header alone)."""
         if filename not in self.files:
-            self.files[filename] = open(os.path.join(self.path, filename), "w", newline="")
-            csv.writer(self.files[filename]).writerow(row)
-        csv.writer(self.files[filename]).writerow(row.values())
-        self.files[filename].flush()
+            f = open(os.path.join(self.path, filename), "w", newline="")
+            fields = EPISODE_FIELDS if filename == "episodes.csv" else list(row)
+            self.files[filename] = (f, csv.DictWriter(f, fieldnames=fields))
+            self.files[filename][1].writeheader()
+        f, writer = self.files[filename]
+        if row:
+            writer.writerow(row)
+        f.flush()
 
     def episode(self, global_step, episode_return, episode_length):
         self.steps.append(global_step)
         self.returns.append(float(episode_return))
-        self.write_row("episodes.csv", {
-            "global_step": global_step, "wall_time": round(self.elapsed(), 4),
-            "episode_return": float(episode_return), "episode_length": int(episode_length)})
+        self.write_row("episodes.csv", global_step=global_step, wall_time=round(self.elapsed(), 4),
+                       episode_return=float(episode_return), episode_length=int(episode_length))
 
     def update(self, global_step, **diagnostics):
         wall_time = self.elapsed()
-        self.write_row("updates.csv", {"global_step": global_step, "wall_time": round(wall_time, 4),
-                                       "sps": int(global_step / wall_time), **diagnostics})
+        self.write_row("updates.csv", global_step=global_step, wall_time=round(wall_time, 4),
+                       sps=int(global_step / wall_time), **diagnostics)
 
     def step(self, global_step):
         """After each vector step: record the step count (should Ctrl-C stop the run), run a
         greedy evaluation each time global_step crosses a multiple of --eval-every, and
-        print the progress line every 2 seconds."""
+        print the progress line every 2 seconds, its speed measured from the first line on
+        (the first seconds hold the start-up, which would make the speed and ETA wrong)."""
         every, previous = self.args.eval_every, self.summary["global_steps"]
         self.summary["global_steps"] = global_step
         if every and global_step // every > previous // every:
             self.evaluation(global_step)
-        if time.time() - self.last_print >= 2.0:
-            self.last_print = time.time()
-            print(progress_line(global_step, self.args.total_timesteps, self.elapsed(),
-                                self.recent_return()))
+        now = time.time()
+        if now - self.last_print >= 2.0:
+            first, self.last_print = self.first_print or (global_step, now), now
+            sps = (global_step - first[0]) / (now - first[1]) if self.first_print else None
+            print(progress_line(global_step, self.budget, sps, self.recent_return()))
+            self.first_print = first
 
     def evaluation(self, global_step):
         """Evaluate the policy as it is now on separate environments (the training ones, the
@@ -720,8 +765,8 @@ class RunWriter:
         returns = evaluate(self.agent, self.normalizer, self.args.env_id,
                            self.args.eval_episodes, self.args.seed + 100_000, self.device)
         mean, std = float(returns.mean()), float(returns.std())
-        self.write_row("evaluations.csv", {"global_step": global_step, "wall_time": round(
-            wall_time, 4), "eval_return_mean": mean, "eval_return_std": std})
+        self.write_row("evaluations.csv", global_step=global_step, wall_time=round(wall_time, 4),
+                       eval_return_mean=mean, eval_return_std=std)
         best = max((m for _, m, _ in self.evaluations), default=-math.inf)
         if self.args.save_model and mean > best:
             save_checkpoint(os.path.join(self.path, "best_model.pt"), self.agent,
@@ -750,28 +795,38 @@ class RunWriter:
         return True
 
     def close(self):
-        for f in self.files.values():
+        for f, _ in self.files.values():
             f.close()
 
 
-def progress_line(global_step, total_steps, elapsed, recent_return):
-    """The console's progress: the step out of the budget, the percentage, steps per second,
-    the time left at that speed (h:mm:ss) and the mean of the last 20 training returns.
+EPISODE_FIELDS = ("global_step", "wall_time", "episode_return", "episode_length")
+SUMMARY_KEYS = ("algorithm", "env_id", "seed", "global_steps", "wall_time_s",
+                "train_return_last20", "eval_return_mean", "eval_return_std", "eval_episodes",
+                "solved_at_step", "solved_at_time_s", "interrupted")
 
-        sps = global_step / elapsed,   ETA = max(total_steps - global_step, 0) / sps
+
+def progress_line(global_step, total_steps, sps, recent_return):
+    """The console's progress: the step out of the budget, the percentage, steps per second,
+    the time left at that speed (h:mm:ss) and the mean of the last 20 training returns; the
+    speed and the time left read "-" while sps is None (the first line: nothing measured).
+
+        ETA = max(total_steps - global_step, 0) / sps
     """
-    sps = global_step / elapsed
-    minutes, seconds = divmod(round(max(total_steps - global_step, 0) / sps), 60)
+    if sps:
+        minutes, seconds = divmod(round(max(total_steps - global_step, 0) / sps), 60)
+        speed = f"{sps:,.0f} sps | ETA {minutes // 60}:{minutes % 60:02}:{seconds:02}"
+    else:
+        speed = "- sps | ETA -"
     recent = "n/a" if recent_return is None else f"{recent_return:.1f}"
     return (f"step {global_step:,}/{total_steps:,} ({100 * global_step / total_steps:.0f}%) | "
-            f"{sps:,.0f} sps | ETA {minutes // 60}:{minutes % 60:02}:{seconds:02} | "
-            f"return (last 20) {recent}")
+            f"{speed} | return (last 20) {recent}")
 
 
-def plot_learning_curve(path, steps, returns, title, evaluations=()):
+def plot_learning_curve(path, steps, returns, title, evaluations=(), final=None):
     """learning_curve.png: episode return against environment steps, raw points faded and
     a moving average of 20 episodes on top; the greedy evaluations (step, mean, std) of
-    --eval-every as a second series, the mean with the std as error bars."""
+    --eval-every as a second series, the mean with the std as error bars, and the final
+    evaluation (step, mean, std) after training as a marker of its own."""
     fig = Figure(figsize=(7, 4), dpi=100)
     ax = fig.add_subplot()
     ax.scatter(steps, returns, s=6, alpha=0.25, label="episode return")
@@ -779,11 +834,14 @@ def plot_learning_curve(path, steps, returns, title, evaluations=()):
         window = min(20, len(returns))
         smooth = np.convolve(returns, np.ones(window) / window, mode="valid")
         ax.plot(steps[window - 1:], smooth, color="tab:blue", lw=2, label=f"mean of last {window}")
-    if evaluations:
-        eval_steps, means, stds = zip(*evaluations)
-        ax.errorbar(eval_steps, means, yerr=stds, color="tab:orange", marker="o", ms=4, capsize=3,
-                    label="greedy evaluation (mean, std)")
-    if returns or evaluations:
+    for points, style, label in ((evaluations, dict(color="tab:orange", marker="o", ms=4),
+                                  "greedy evaluation (mean, std)"),
+                                 ([final] if final else [], dict(color="tab:red", marker="D", ms=7),
+                                  "final greedy evaluation")):
+        if points:
+            eval_steps, means, stds = zip(*points)
+            ax.errorbar(eval_steps, means, yerr=stds, capsize=3, label=label, **style)
+    if ax.get_legend_handles_labels()[0]:
         ax.legend(loc="lower right")
     ax.set(xlabel="environment steps", ylabel="episode return", title=title)
     ax.grid(alpha=0.3)
@@ -798,18 +856,17 @@ def save_checkpoint(path, agent, normalizer, args):
 
 
 def load_checkpoint(path, env_id):
-    """Load a model.pt safely (weights_only) and check it was made for env_id; None when
-    path is None (no --eval-checkpoint)."""
+    """Load a model.pt safely (weights_only, onto the CPU) and check it was made for env_id;
+    None when path is None (no --eval-checkpoint)."""
     if path is None:
         return None
     if not os.path.isfile(path):
         fail(f"checkpoint {path} does not exist")
     try:
         checkpoint = torch.load(path, map_location="cpu", weights_only=True)
-        saved = checkpoint["args"]
-        if not {"agent", "obs_rms"} <= set(checkpoint) or not {"env_id", "hidden_size",
-                                                                "norm_obs"} <= set(saved):
-            raise KeyError("missing entries")
+        saved = checkpoint["args"]  # each lookup raises KeyError where an entry is missing
+        checkpoint["agent"], checkpoint["obs_rms"], saved["hidden_size"], saved["norm_obs"]
+        saved["env_id"]
     except Exception as e:
         fail(f"checkpoint {path} is not a ppo.py model.pt ({type(e).__name__}); "
              "make one with --save-model")
@@ -835,31 +892,44 @@ def finish(args, run, agent, normalizer, device, trained=True):
     summary = run.summary
     summary["train_return_last20"] = run.recent_return()
     summary["wall_time_s"] = round(run.elapsed(), 3)
+    final = None
     if args.eval_episodes and not summary["interrupted"]:
         video_folder = os.path.join(run.path, "videos") if args.capture_video else None
         returns = evaluate(agent, normalizer, args.env_id, args.eval_episodes,
                            args.seed + 100_000, device, video_folder)
         summary["eval_return_mean"] = float(returns.mean())
         summary["eval_return_std"] = float(returns.std())
+        final = (summary["global_steps"], summary["eval_return_mean"], summary["eval_return_std"])
     if args.save_model and trained:
         save_checkpoint(os.path.join(run.path, "model.pt"), agent, normalizer, args)
     run.close()
-    run.write_json("summary.json", summary)
-    closing = f"{SCRIPT}: run folder {run.path}"
-    for key in ("global_steps", "train_return_last20", "eval_return_mean", "solved_at_step"):
-        value = summary[key]
-        closing += f" | {key} {value:.2f}" if isinstance(value, float) else f" | {key} {value}"
+    with open(os.path.join(run.path, "summary.json"), "w") as f:
+        json.dump(summary, f, indent=2)
+    closing = [f"{SCRIPT}: run folder {run.path}", f"global_steps {summary['global_steps']:,}"]
+    for key in ("train_return_last20", "eval_return_mean"):
+        closing.append(f"{key} " + ("-" if summary[key] is None else f"{summary[key]:.2f}"))
+    if args.stop_at_return is not None:
+        closing.append(f"solved_at_step {summary['solved_at_step'] or 'not reached'}")
     if trained:
-        path = plot_learning_curve(run.path, run.steps, run.returns,
-                                   f"{SCRIPT} on {args.env_id}, seed {args.seed}", run.evaluations)
-        closing += f" | learning curve {path}"
-    print(closing)
+        closing.append("learning curve " + plot_learning_curve(
+            run.path, run.steps, run.returns, f"{SCRIPT} on {args.env_id}, seed {args.seed}",
+            run.evaluations, final))
+    print(" | ".join(closing))
     return summary
 
 
-if __name__ == "__main__":
+def cli():
+    """The command line: main(flags) with bad input as one line on stderr and exit status
+    2; after Ctrl-C, once the run folder is written, exit status 130 as shells expect (so
+    that a loop of runs stops too)."""
     try:
-        main(tyro.cli(Args))
+        main(parse_args())
     except UsageError as e:
         print(f"{SCRIPT}: error: {e}", file=sys.stderr)
         sys.exit(2)
+    except KeyboardInterrupt:
+        sys.exit(130)
+
+
+if __name__ == "__main__":
+    cli()
