@@ -619,6 +619,8 @@ def check_env(env_id):
     except (gym.error.Error, ImportError) as e:  # pin the extra to the installed Gymnasium
         message = re.sub(r'"gymnasium\[(\w+)\]"', rf'"gymnasium[\1]=={gym.__version__}"', str(e))
         fail(f"cannot make {env_id}: {message.splitlines()[0]}")
+    except Exception as e:  # a module of the user's own that fails while being imported
+        fail(f"cannot make {env_id}: {type(e).__name__}: {e}".splitlines()[0])
     obs_space, action_space = env.observation_space, env.action_space
     env.close()
     if not (isinstance(action_space, gym.spaces.Discrete)

@@ -58,6 +58,8 @@ BAD_INPUT = [
     (["--env-id", "no_such_module:GridWorld-v0"], "no module named no_such_module; put its "
      "folder on PYTHONPATH"),
     (["--env-id", "my_envs:GridWorld-v9"], "unknown environment id 'my_envs:GridWorld-v9'"),
+    (["--env-id", "crashing_envs:Anything-v0"], "cannot make crashing_envs:Anything-v0: "
+     "RuntimeError: a bug in the user's own environment module"),
     (["--total-timesteps", "-5"], "--total-timesteps must be positive"),
     (["--eval-episodes", "-1"], "--eval-episodes must be 0 or more"),
     (["--eval-every", "-1"], "--eval-every must be 0 (evaluate only after training) or more"),

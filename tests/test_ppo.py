@@ -4,6 +4,7 @@ import math
 import os
 
 import gymnasium as gym
+import numpy as np
 import pytest
 import torch
 
@@ -233,7 +234,20 @@ def test_actions_are_clipped_to_the_bounds_only_when_stepping():
 # ---------------------------------------------------------------------------------------
 
 
-def test_truncated_steps_store_the_true_final_observation(tmp_path, monkeypatch):
+# Each environment sees 0, 1, 2, (cut after the third step) 0, ...: the step from
+# observation 2 is truncated, its final observation is 3, and the next row starts over.
+# With --norm-obs, each row is normalized by the running statistics updated with it
+# (Gymnasium's RunningMeanStd; its prior count of 1e-4 moves these by less than 1e-3), and
+# the final observation 3 by the statistics of its row, without updating them:
+#   after 0,0:             mean 0,    var 0                      -> (0 - 0) / ... = 0
+#   after 0,0,1,1:         mean 0.5,  var 0.25                   -> (1 - 0.5) / 0.5 = 1
+#   after 0,0,1,1,2,2:     mean 1,    var 2/3                    -> (2 - 1) / 0.8165 = 1.2247
+#   final 3, same stats:                                           (3 - 1) / 0.8165 = 2.4495
+#   after 0,0,1,1,2,2,0,0: mean 0.75, var 10/8 - 0.75^2 = 0.6875 -> -0.75 / 0.8292 = -0.9045
+@pytest.mark.parametrize("norm_obs, rows, final", [(False, [0, 1, 2, 0], 3),
+                                                   (True, [0, 1, 1.2247, -0.9045], 2.4495)])
+def test_truncated_steps_store_the_true_final_observation(norm_obs, rows, final, tmp_path,
+                                                          monkeypatch):
     seen = []
     original = ppo.RolloutBuffer.gae
 
@@ -244,13 +258,13 @@ def test_truncated_steps_store_the_true_final_observation(tmp_path, monkeypatch)
 
     monkeypatch.setattr(ppo.RolloutBuffer, "gae", spy)
     ppo.main(ppo.Args(env_id="CountToThree-v0", total_timesteps=16, num_envs=2, num_steps=4,
-                      num_minibatches=2, eval_episodes=0, output_dir=str(tmp_path)))
+                      num_minibatches=2, norm_obs=norm_obs, eval_episodes=0,
+                      output_dir=str(tmp_path)))
     obs, truncated, final_obs, rewards = seen[0]
-    # Each environment sees 0, 1, 2, (cut after the third step) 0, ...: the step from
-    # observation 2 is truncated, its final observation is 3, and the next row starts over.
-    assert obs[:, :, 0].tolist() == [[0, 0], [1, 1], [2, 2], [0, 0]]
+    assert obs[:, :, 0].tolist() == [pytest.approx([r, r], abs=1e-3) for r in rows]
     assert truncated.tolist() == [[False, False], [False, False], [True, True], [False, False]]
-    assert final_obs[2, :, 0].tolist() == [3.0, 3.0] and final_obs[[0, 1, 3]].abs().sum() == 0
+    assert final_obs[2, :, 0].tolist() == pytest.approx([final, final], abs=1e-3)
+    assert final_obs[[0, 1, 3]].abs().sum() == 0
     assert rewards.tolist() == [[1.0, 1.0]] * 4
     episodes = read_csv(next(tmp_path.glob("*/episodes.csv")))
     assert [(e["global_step"], e["episode_return"], e["episode_length"]) for e in episodes] == \
@@ -332,6 +346,37 @@ def test_what_the_loop_gives_ppo_loss(norm_adv, tmp_path, monkeypatch):
             assert advantages.std().item() == pytest.approx(1, abs=1e-4)
         else:
             assert torch.allclose(returns, advantages + oldvalue, atol=1e-5)
+
+
+def test_evaluation_normalizes_observations_with_the_frozen_statistics():
+    # Statistics mean 1, var 4 (std 2): the greedy actor must see CountToThree's 0, 1, 2 as
+    # (0 - 1) / 2 = -0.5, 0, 0.5, and the statistics must not move.
+    seen = []
+
+    class Recorder(torch.nn.Module):  # always action 0, noting the observation it is given
+        def forward(self, obs):
+            seen.append(obs[0, 0].item())
+            return torch.tensor([[1.0, 0.0]])
+
+    agent = ppo.Agent(1, 2, continuous=False)
+    agent.actor = Recorder()
+    normalizer = ppo.ObsNormalizer((1,), enabled=True)
+    normalizer.rms.mean, normalizer.rms.var = np.array([1.0]), np.array([4.0])
+    returns = ppo.evaluate(agent, normalizer, "CountToThree-v0", 1, 0, torch.device("cpu"))
+    assert returns.tolist() == [3.0] and seen == pytest.approx([-0.5, 0.0, 0.5], abs=1e-6)
+    assert normalizer.rms.mean.tolist() == [1.0] and normalizer.rms.var.tolist() == [4.0]
+
+
+def test_norm_reward_clips_the_normalized_reward_to_ten():
+    # The first reward 1 is also the first discounted return, so the return's running
+    # variance is that of {1} beside the prior (count 1e-4, mean 0, var 1): M2 = 1e-4 +
+    # 1^2 * 1e-4 * 1 / 1.0001 = 2e-4, var = 2e-4 / 1.0001, std = 0.01414, and 1 / 0.01414
+    # = 70.7 is clipped to 10.
+    envs = ppo.make_vector_env("CountToThree-v0", 1, reward_gamma=0.99)
+    envs.reset(seed=0)
+    _, reward, _, _, _ = envs.step(np.array([0]))
+    envs.close()
+    assert reward.tolist() == [10.0]
 
 
 # ---------------------------------------------------------------------------------------
