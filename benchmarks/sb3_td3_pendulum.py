@@ -1,5 +1,7 @@
 """The side-by-side reference for ddpg_td3.py's Pendulum goal: Stable-Baselines3's TD3 with
-rl-baselines3-zoo's tuned Pendulum-v1 hyperparameters, trained for the zoo's 20,000 steps.
+rl-baselines3-zoo's tuned Pendulum-v1 hyperparameters (hyperparams/td3.yml: gamma 0.98,
+buffer 200k, 10k random steps, Gaussian noise 0.1, one gradient step per step, learning rate
+1e-3, 400-300 networks), trained for the zoo's 20,000 steps.
 It reports the step at which the mean of the last 10 training episode returns first
 reached -200 (the rule benchmark.py applies to `ddpg_td3.py`) and the mean greedy return
 of 10 evaluation episodes after training (ddpg_td3.py's eval_return_mean).
@@ -49,7 +51,7 @@ if __name__ == "__main__":
     # batch 256, tau 0.005, policy delay 2, target noise 0.2 clipped to 0.5)
     model = TD3("MlpPolicy", env, gamma=0.98, buffer_size=200_000, learning_starts=10_000,
                 action_noise=NormalActionNoise(np.zeros(1), 0.1 * np.ones(1)),
-                gradient_steps=-1, train_freq=(1, "episode"), learning_rate=1e-3,
+                gradient_steps=1, train_freq=1, learning_rate=1e-3,
                 policy_kwargs=dict(net_arch=[400, 300]), seed=seed, device="cpu")
     callback = FirstReach()
     model.learn(20_000, callback=callback)
