@@ -52,6 +52,7 @@ import math
 import os
 import random
 import re
+import signal
 import sys
 import time
 import warnings
@@ -922,15 +923,17 @@ def finish(args, run, agent, normalizer, device, trained=True):
 
 def cli():
     """The command line: main(flags) with bad input as one line on stderr and exit status
-    2; after Ctrl-C, once the run folder is written, exit status 130 as shells expect (so
-    that a loop of runs stops too)."""
+    2. After Ctrl-C, once the run folder is written, the process ends by SIGINT itself, as
+    shells expect: its status is 130, and a shell loop of runs stops too (a shell goes on
+    after a child that merely exits with 130)."""
     try:
         main(parse_args())
     except UsageError as e:
         print(f"{SCRIPT}: error: {e}", file=sys.stderr)
         sys.exit(2)
     except KeyboardInterrupt:
-        sys.exit(130)
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGINT)
 
 
 if __name__ == "__main__":

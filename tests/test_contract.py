@@ -9,7 +9,10 @@ import importlib
 import json
 import os
 import re
+import signal
+import subprocess
 import sys
+import time
 
 import pytest
 
@@ -21,6 +24,7 @@ SCRIPTS = {
 }
 TINY = {script: flags for script, (flags, _) in SCRIPTS.items()}
 TORCH = [script for script, (_, torch) in SCRIPTS.items() if torch]
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def module_of(script):
@@ -104,11 +108,12 @@ def test_a_script_without_torch_refuses_cuda_in_one_line(script, run_cli):
 # What a run prints and writes
 # ---------------------------------------------------------------------------------------
 @pytest.mark.parametrize("script", SCRIPTS)
-def test_ctrl_c_keeps_the_run_folder_and_exits_130(script, tmp_path, monkeypatch, capsys):
+def test_ctrl_c_keeps_the_run_folder_and_ends_by_sigint(script, tmp_path, monkeypatch, capsys):
     # Ctrl-C at the third finished episode: the first two are in episodes.csv, the summary
-    # says interrupted, the curve is drawn, and the command line exits with 130.
+    # says interrupted, the curve is drawn, and the process then ends by SIGINT with the
+    # default handler (status 130 to the shell). os.kill and signal.signal are stood in for.
     module = module_of(script)
-    episode, calls = module.RunWriter.episode, []
+    episode, calls, signals = module.RunWriter.episode, [], []
 
     def interrupted_episode(self, *args):
         calls.append(1)
@@ -116,18 +121,45 @@ def test_ctrl_c_keeps_the_run_folder_and_exits_130(script, tmp_path, monkeypatch
             raise KeyboardInterrupt
         return episode(self, *args)
 
+    def kill(pid, sig):
+        signals.append(("kill", pid, sig))
+        raise SystemExit(128 + sig)
+
     monkeypatch.setattr(module.RunWriter, "episode", interrupted_episode)
+    monkeypatch.setattr(module.signal, "signal", lambda *a: signals.append(("signal", *a)))
+    monkeypatch.setattr(module.os, "kill", kill)
     monkeypatch.setattr(sys, "argv", [script, *TINY[script], "--total-timesteps", "100000",
                                       "--output-dir", str(tmp_path)])
     with pytest.raises(SystemExit) as exit_status:
         module.cli()
     assert exit_status.value.code == 130
+    assert signals[-2:] == [("signal", signal.SIGINT, signal.SIG_DFL),
+                            ("kill", os.getpid(), signal.SIGINT)]
     path = run_folder(tmp_path)
     assert len(read_csv(os.path.join(path, "episodes.csv"))) == 2
     with open(os.path.join(path, "summary.json")) as f:
         assert json.load(f)["interrupted"] is True
     assert os.path.exists(os.path.join(path, "learning_curve.png"))
     assert "interrupted; writing what the run has so far" in capsys.readouterr().out
+
+
+def test_ctrl_c_stops_a_shell_loop_of_runs(tmp_path):
+    # Ctrl-C in a terminal reaches the whole foreground group: the shell and the script.
+    # The script writes its run folder and dies of SIGINT, so bash stops the loop too.
+    loop = (f"for s in 1 2; do {sys.executable} ppo.py --seed $s --total-timesteps 1000000 "
+            f"--output-dir {tmp_path}; done; echo after the loop")
+    shell = subprocess.Popen(["bash", "-c", loop], cwd=ROOT, start_new_session=True,
+                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    deadline = time.time() + 60
+    while not glob.glob(os.path.join(tmp_path, "*", "episodes.csv")) and time.time() < deadline:
+        time.sleep(0.2)
+    time.sleep(1.0)  # into training
+    os.killpg(shell.pid, signal.SIGINT)
+    out = shell.communicate(timeout=60)[0]
+    assert shell.returncode == -signal.SIGINT and "after the loop" not in out
+    (path,) = glob.glob(os.path.join(tmp_path, "*"))  # the second seed never started
+    with open(os.path.join(path, "summary.json")) as f:
+        assert json.load(f)["interrupted"] is True
 
 
 @pytest.mark.parametrize("script", SCRIPTS)
