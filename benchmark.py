@@ -11,7 +11,8 @@ the environment steps and seconds until the moving mean of the training episode 
 evaluation return, and steps per second. It writes
 
     benchmarks/results.json          every task's per-seed figures (kept across runs)
-    benchmarks/results.md            the table, made from results.json
+    benchmarks/results.md            the table, made from results.json, above the line NOTES;
+                                     what is below that line (notes written by hand) is kept
     benchmarks/<script>-<env>.png    the learning curves of all seeds
 
 Run:
@@ -61,7 +62,7 @@ class Args:
 
 
 # ---------------------------------------------------------------------------------------
-# The reference tasks: the flags the README gives, the threshold, the goal
+# The reference tasks: the flags of the README and the scripts' docstrings, the threshold, the goal
 # ---------------------------------------------------------------------------------------
 @dataclass
 class Task:
@@ -206,7 +207,8 @@ TASKS = {
         Task("es", "CartPole-v1", 475, "speed: two Ray actors, the same 300k steps; the speed-up "
              "over one Ray actor is the goal (1.6x)", ES_SPEED + ["2", "--backend", "ray"],
              label="ray-2-workers", torch=False),
-        Task("es", "Pendulum-v1", -200, "what the README's flags reach", ES_PENDULUM, torch=False),
+        Task("es", "Pendulum-v1", -200, "what these flags reach (results.md's notes)",
+             ES_PENDULUM, torch=False),
     ],
 }
 
@@ -238,6 +240,9 @@ COMPARISONS = {
                               "mappo-simple_spread_v3-as-own-reward": "AS, each agent's own "
                               "reward"}),
 }
+
+NOTES = "<!-- benchmark.py rewrites everything above this line and keeps everything below it -->"
+"""the line of results.md below which the notes written by hand begin"""
 
 CURVE_POINTS = 200
 """points of each seed's moving-mean curve kept in results.json (for the figures)"""
@@ -292,7 +297,10 @@ def spread(values, fmt="{:.0f}"):
 
 
 def write_results(results, out):
-    """results.md from every task in results.json."""
+    """results.md from every task in results.json: the table and the curves, then the line
+    NOTES and whatever results.md had from that line on (the notes written by hand). Each
+    row's first cell holds an anchor, the task's name in lower case, for links to the row
+    (results.md#ppo-cartpole-v1)."""
     lines = ["# Benchmark results", "",
              "Made by `benchmark.py` on this repository's 2-core CPU machine; each cell is the "
              "median [min, max] over seeds. *Steps* and *seconds to threshold*: until the mean "
@@ -301,14 +309,17 @@ def write_results(results, out):
              "included. *Eval*: mean greedy return of the evaluation episodes after training. "
              "*Load*: the machine's 1-minute load average before and after the task; timings "
              "taken above a load of 2 (this machine has 2 cores) shared the cores with other "
-             "work and are slower than on a quiet machine.",
+             "work and are slower than on a quiet machine. The same seed gives the same episodes "
+             "on one machine with one set of library versions; elsewhere, compare the medians "
+             "and ranges, not single seeds.",
              "", "| script | environment | threshold (window) | seeds | steps to threshold | "
              "seconds to threshold | process s | eval return | steps/s | goal | command | load |",
              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for name, r in sorted(results.items()):
         runs = r["runs"]
         lines.append(
-            f"| {r['script']}.py{' ' + r['label'] if r.get('label') else ''} | {r['env_id']} "
+            f"| <a id=\"{name.lower()}\"></a>{r['script']}.py"
+            f"{' ' + r['label'] if r.get('label') else ''} | {r['env_id']} "
             f"| {r['threshold']:g} ({r.get('window', 20)}) | {len(runs)} "
             f"| {spread([x['solve_step'] for x in runs])} "
             f"| {spread([x['solve_s'] for x in runs], '{:.1f}')} "
@@ -320,8 +331,15 @@ def write_results(results, out):
             f"| {'–'.join(str(x) for x in r.get('load', []))} |")
     lines += ["", "Per-seed figures are in `results.json`; the curves:", ""]
     lines += [f"![{name}]({name}.png)" for name in sorted(results)]
-    with open(os.path.join(out, "results.md"), "w") as f:
-        f.write("\n".join(lines) + "\n")
+    path = os.path.join(out, "results.md")
+    notes = NOTES + "\n"
+    if os.path.exists(path):
+        with open(path) as f:
+            text = f.read()
+        if NOTES in text:
+            notes = text[text.index(NOTES):]
+    with open(path, "w") as f:
+        f.write("\n".join(lines) + "\n\n" + notes)
 
 
 def plot_task(task, runs, out):

@@ -1,0 +1,113 @@
+"""The README as a reader meets it: its environment snippet and command run as written, it
+stays a short guide, and its links lead somewhere (benchmarks/results.md's rows and notes
+included). Also benchmark.py's promise to keep results.md's notes written by hand."""
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+import benchmark
+from conftest import ROOT, script_path
+
+README = os.path.join(ROOT, "README.md")
+RESULTS = os.path.join(ROOT, "benchmarks", "results.md")
+MAX_LINES = 420
+
+
+def read(path):
+    with open(path, encoding="utf-8") as f:
+        return f.read()
+
+
+def fenced_blocks(text, language):
+    """The bodies of the text's ```language blocks, in order."""
+    return re.findall(rf"^```{language}\n(.*?)^```$", text, flags=re.M | re.S)
+
+
+def anchors(text):
+    """The link targets a Markdown file offers: its headings as GitHub slugs them (lower
+    case, punctuation but - and _ dropped, spaces as -, a repeated slug numbered) and the
+    explicit <a id="..."> or <a name="..."> anchors."""
+    found, seen = set(), {}
+    for heading in re.findall(r"^#+ (.+)$", re.sub(r"^```.*?^```$", "", text, flags=re.M | re.S),
+                              flags=re.M):
+        slug = re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+        found.add(slug if slug not in seen else f"{slug}-{seen[slug]}")
+        seen[slug] = seen.get(slug, 0) + 1
+    return found | set(re.findall(r"<a (?:id|name)=\"([^\"]+)\"", text))
+
+
+def test_readme_environment_snippet_runs_as_written(tmp_path):
+    """The README's my_corridor.py, written to a folder that plays the repository root (it
+    holds ppo.py), and the README's command run there by a shell, with a tiny budget added
+    at the end (the last value of a flag wins)."""
+    text = read(README)
+    (snippet,) = [b for b in fenced_blocks(text, "python") if 'gym.register("Corridor-v0"' in b]
+    (command,) = re.findall(r"^PYTHONPATH=\. python ppo\.py --env-id my_corridor:Corridor-v0.*$",
+                            text, flags=re.M)
+    (tmp_path / "my_corridor.py").write_text(snippet)
+    shutil.copy(script_path("ppo.py"), tmp_path / "ppo.py")
+    tiny = " --total-timesteps 256 --num-envs 2 --num-steps 64 --eval-episodes 2 --no-cuda"
+    env = {**os.environ, "PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"]}
+    env.pop("PYTHONPATH", None)
+    done = subprocess.run(["bash", "-c", command + tiny], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    (folder,) = os.listdir(tmp_path / "runs")
+    assert folder.startswith("my_corridor-Corridor-v0__ppo__1__")
+    summary = json.loads((tmp_path / "runs" / folder / "summary.json").read_text())
+    assert summary["env_id"] == "my_corridor:Corridor-v0" and summary["global_steps"] == 256
+    # every episode ends at the goal (return 1 - 0.1 k) or at the 100-step limit (-10)
+    episodes = (tmp_path / "runs" / folder / "episodes.csv").read_text().splitlines()[1:]
+    assert episodes
+    for row in episodes:
+        _, _, episode_return, length = (float(x) for x in row.split(","))
+        at_goal = abs(episode_return - (1.0 - 0.1 * (length - 1))) < 1e-6
+        assert at_goal or (length == 100 and abs(episode_return + 10.0) < 1e-6)
+
+
+def test_readme_stays_a_short_guide():
+    lines = read(README).count("\n")
+    assert lines <= MAX_LINES, f"README.md has {lines} lines; measurements go to benchmarks/results.md"
+
+
+def test_readme_links_lead_somewhere():
+    """Every relative link of the README names a file that exists and, after #, an anchor
+    that file has (results.md's rows carry <a id="task-name"></a>)."""
+    text = read(README)
+    links = re.findall(r"\]\(([^)\s]+)\)", text)
+    assert any(link.startswith("benchmarks/results.md#") for link in links)
+    for link in links:
+        if re.match(r"[a-z]+://", link):
+            continue
+        path, _, anchor = link.partition("#")
+        target = os.path.join(ROOT, path) if path else README
+        assert os.path.exists(target), f"README.md links to {path}, which does not exist"
+        if anchor:
+            assert anchor in anchors(read(target)), f"README.md links to {link}: no such anchor"
+
+
+def test_benchmark_rewrites_its_table_and_keeps_the_notes(tmp_path):
+    """write_results replaces everything above the NOTES line and keeps the line and what
+    follows it; with no notes yet it ends results.md with the line."""
+    results = {"ppo-CartPole-v1": {
+        "script": "ppo", "env_id": "CartPole-v1", "label": "", "window": 20, "threshold": 475,
+        "goal": "a goal", "jobs": 1, "date": "2026-11-23", "load": [0.5, 0.7],
+        "runs": [{"seed": s, "solve_step": 1000 * s, "solve_s": 1.0 * s, "process_s": 2.0 * s,
+                  "eval_return": 500.0, "sps": 100 * s} for s in (1, 2, 3)]}}
+    benchmark.write_results(results, tmp_path)
+    first = (tmp_path / "results.md").read_text()
+    assert first.endswith("\n\n" + benchmark.NOTES + "\n")
+
+    notes = benchmark.NOTES + "\n\n## Notes and further measurements\n\nA figure, by hand.\n"
+    (tmp_path / "results.md").write_text("an old table\n\n" + notes)
+    benchmark.write_results(results, tmp_path)
+    second = (tmp_path / "results.md").read_text()
+    assert "an old table" not in second and second.endswith("\n\n" + notes)
+    row = next(line for line in second.splitlines() if "CartPole-v1" in line)
+    assert row.startswith('| <a id="ppo-cartpole-v1"></a>ppo.py | CartPole-v1 | 475 (20) | 3 ')
+    assert "| 2000 [1000, 3000] |" in row  # the median and range of the steps to 475
+    benchmark.write_results(results, tmp_path)
+    assert (tmp_path / "results.md").read_text() == second
