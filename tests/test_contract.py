@@ -18,6 +18,7 @@ from conftest import COMMON_FLAGS, read_csv, unreadable_checkpoints, video_names
 # script: (its flags of a tiny training run, whether it has torch and so --cuda)
 SCRIPTS = {
     "ppo.py": (["--total-timesteps", "256", "--num-envs", "2", "--num-steps", "32"], True),
+    "ppo_masked.py": (["--total-timesteps", "256", "--num-envs", "2", "--num-steps", "32"], True),
 }
 TINY = {script: flags for script, (flags, _) in SCRIPTS.items()}
 TORCH = [script for script, (_, torch) in SCRIPTS.items() if torch]
