@@ -19,6 +19,7 @@ from conftest import COMMON_FLAGS, read_csv, unreadable_checkpoints, video_names
 SCRIPTS = {
     "ppo.py": (["--total-timesteps", "256", "--num-envs", "2", "--num-steps", "32"], True),
     "ppo_masked.py": (["--total-timesteps", "256", "--num-envs", "2", "--num-steps", "32"], True),
+    "ppod.py": (["--total-timesteps", "256", "--num-envs", "2", "--num-steps", "32"], True),
 }
 TINY = {script: flags for script, (flags, _) in SCRIPTS.items()}
 TORCH = [script for script, (_, torch) in SCRIPTS.items() if torch]
