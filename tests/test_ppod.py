@@ -501,6 +501,44 @@ def test_a_normalizing_model_acts_on_normalized_observations_and_records_raw_one
     assert demo.terminated is True and recorded["episode_return"] == 3.0
 
 
+class CountFromFive(CountUntilOne):
+    """CountUntilOne whose observation is the step count plus 5."""
+
+    def reset(self, *, seed=None, options=None):
+        obs, info = super().reset(seed=seed, options=options)
+        return obs + 5, info
+
+    def step(self, action):
+        obs, *rest = super().step(action)
+        return obs + 5, *rest
+
+
+gym.register("CountFromFive-v0", entry_point=CountFromFive, max_episode_steps=10)
+
+
+def test_eval_every_evaluates_with_the_observation_statistics(tmp_path, count_demos,
+                                                              monkeypatch):
+    # threshold_agent with its actor frozen trains for one rollout of 2 * 8 real steps (no
+    # replays); --eval-every 16 evaluates once, at step 16, and best_model.pt keeps the
+    # statistics of that moment, mean m > 5 (every observation is 5 or more). The greedy
+    # walk takes action 1 at the first step t with (t + 5 - m) / sqrt(var + 1e-8) > 0 and
+    # returns t + 1. With its statistics ignored it would take action 1 at once: return 1.
+    agent = threshold_agent()
+    agent.actor.requires_grad_(False)
+    monkeypatch.setattr(ppod, "Agent", lambda *args: agent)
+    ppod.main(ppod.Args(env_id="CountFromFive-v0", demos_dir=count_demos, rho=0.0, phi=0.0,
+                        total_timesteps=16, num_envs=2, num_steps=8, num_minibatches=2,
+                        hidden_size=4, eval_every=16, eval_episodes=2, save_model=True,
+                        output_dir=str(tmp_path)))
+    (path,) = tmp_path.iterdir()
+    rms = torch.load(path / "best_model.pt", weights_only=True)["obs_rms"]
+    mean, std = rms["mean"].item(), math.sqrt(rms["var"].item() + 1e-8)
+    first = next(t for t in range(10) if (t + 5 - mean) / std > 0)
+    assert mean > 5 and first >= 1
+    (row,) = read_csv(path / "evaluations.csv")
+    assert row["global_step"] == "16" and float(row["eval_return_mean"]) == first + 1
+
+
 def test_demos_of_the_agents_episodes_keep_raw_observations_under_norm_obs(tmp_path,
                                                                           demo_buffers,
                                                                           count_demos):
