@@ -240,7 +240,8 @@ class OnlyMask(DictMaskedCounter):
         return {"action_mask": self.mask()}, {}
 
 
-for env_class in (MaskedCounter, DictMaskedCounter, NoActionAtTwo, ShortMask, SequenceObs, OnlyMask):
+for env_class in (MaskedCounter, DictMaskedCounter, NoActionAtTwo, ShortMask, SequenceObs,
+                  OnlyMask):
     gym.register(f"{env_class.__name__}-v0", entry_point=env_class, max_episode_steps=3)
 
 
