@@ -51,19 +51,20 @@ with --eval-every N evaluations.csv (and best_model.pt, the best evaluated model
 # ---------------------------------------------------------------------------------------
 # Imports
 # ---------------------------------------------------------------------------------------
+import contextlib
 import csv
 import difflib
 import glob
-import importlib
 import importlib.util
+import io
 import json
 import math
 import os
 import random
+import re
 import sys
 import time
 import warnings
-from collections import deque
 from dataclasses import asdict, dataclass, replace
 from typing import Optional
 
@@ -134,33 +135,33 @@ class Args:
     num_steps: int = 128
     """T: steps per environment in each rollout; the batch is N*T"""
     learning_rate: float = 1e-3
-    """Adam learning rate"""
+    """Adam learning rate (3e-4 in the PPO paper's MuJoCo runs, 2.5e-4 on Atari)"""
     anneal_lr: bool = True
-    """decay the learning rate linearly to 0 over the budget"""
+    """decay the learning rate linearly to 0 over the budget (so the budget changes the schedule)"""
     gamma: float = 0.99
-    """discount factor"""
+    """discount factor (0.99 in the PPO paper)"""
     gae_lambda: float = 0.95
-    """lambda of GAE"""
+    """lambda of GAE (0.95 in the PPO paper; 0.92-0.99 in the GAE paper's best runs)"""
     num_minibatches: int = 4
     """minibatches per epoch; must divide N*T"""
     update_epochs: int = 4
-    """epochs over each rollout"""
+    """epochs over each rollout (3-10 in the PPO paper)"""
     norm_adv: bool = True
     """normalize advantages within each minibatch"""
     clip_coef: float = 0.2
-    """epsilon of the clipped surrogate"""
+    """epsilon of the clipped surrogate (0.1-0.3 in the PPO paper's experiments)"""
     clip_vloss: bool = False
     """clip the value loss around the rollout's value estimates, as in the PPO baselines"""
     ent_coef: float = 0.0
-    """entropy bonus coefficient c_e"""
+    """entropy bonus coefficient c_e (0 on MuJoCo, 0.01 on Atari in the PPO paper)"""
     vf_coef: float = 0.5
-    """value loss coefficient c_v"""
+    """value loss coefficient c_v (0.5-1 in the PPO paper)"""
     max_grad_norm: float = 0.5
     """gradient clipping: the largest global norm of the gradient"""
     target_kl: Optional[float] = None
     """stop an update's epochs once an epoch's approx KL (on the agent's rows) exceeds this"""
     norm_obs: bool = True
-    """normalize observations by running mean and variance (saved in model.pt)"""
+    """normalize observations by running mean and variance, clip to [-10, 10] (kept in model.pt)"""
     hidden_size: int = 64
     """width of the two hidden layers of the actor and of the critic"""
 
@@ -220,6 +221,13 @@ def ppo_loss(newlogprob, oldlogprob, advantages, newvalue, oldvalue, returns, en
     v_loss = 0.5 * v_loss.mean()
     entropy = entropy.mean()
     return pg_loss - ent_coef * entropy + vf_coef * v_loss, pg_loss, v_loss, entropy
+
+
+def explained_variance(values, returns):
+    """1 - Var[R - V] / Var[R]: 1 when the critic predicts the targets, 0 or less when it
+    does no better than their mean (NaN when the targets do not vary)."""
+    var_returns = returns.var().item()
+    return 1 - (returns - values).var().item() / var_returns if var_returns else math.nan
 
 
 class RolloutBuffer:
@@ -437,6 +445,103 @@ class Agent(nn.Module):
 
 
 # ---------------------------------------------------------------------------------------
+# What the agent sees and sends: replayed episodes, normalized observations, clipped actions
+# ---------------------------------------------------------------------------------------
+class ObsNormalizer:
+    """(obs - mean) / sqrt(var + 1e-8), clipped to [-10, 10], with running statistics
+    (Gymnasium's RunningMeanStd). The script applies it to every observation the agent
+    learns from, replayed ones included, and to info["final_obs"] alike (without updating
+    the statistics); demos keep raw observations. Disabled, it passes observations through
+    as float32."""
+
+    def __init__(self, shape, enabled):
+        self.enabled = enabled
+        self.rms = RunningMeanStd(shape=shape)
+
+    def __call__(self, obs, update=False):
+        obs = np.asarray(obs, dtype=np.float32)
+        if not self.enabled:
+            return obs
+        if update:
+            self.rms.update(obs)
+        normalized = (obs - self.rms.mean) / np.sqrt(self.rms.var + 1e-8)
+        return np.clip(normalized, -10.0, 10.0).astype(np.float32)
+
+    def state_dict(self):  # tensors, so that torch.load(weights_only=True) reads them
+        return {k: torch.as_tensor(getattr(self.rms, k), dtype=torch.float64)
+                for k in ("mean", "var", "count")}
+
+    def load_state_dict(self, state):
+        for k in ("mean", "var", "count"):
+            setattr(self.rms, k, state[k].numpy())
+
+
+def make_vector_env(env_id, num_envs, buffers=None, video_folder=None):
+    """N copies of env_id in one synchronous vector environment, with SAME_STEP autoreset
+    (the observation after an episode ends is the next episode's first; the true last one
+    is in info["final_obs"]) and episode statistics recorded by Gymnasium's wrapper (for
+    replays too: the training loop keeps the real episodes). With buffers, each copy is a
+    DemoReplay, whose episodes are sometimes replayed demos."""
+    def make(i):
+        if video_folder is None:
+            env = gym.make(env_id)
+            return env if buffers is None else DemoReplay(env, buffers)
+        os.environ.setdefault("SDL_VIDEODRIVER", "dummy")  # frames only, no window to open
+        env = gym.make(env_id, render_mode="rgb_array")
+        with warnings.catch_warnings():  # the environments share one folder on purpose
+            warnings.filterwarnings("ignore", message=".*Overwriting existing videos")
+            return gym.wrappers.RecordVideo(env, video_folder, name_prefix=f"eval-{i}",
+                                           episode_trigger=lambda episode: episode == 0)
+
+    envs = gym.vector.SyncVectorEnv([lambda i=i: make(i) for i in range(num_envs)],
+                                    autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
+    return gym.wrappers.vector.RecordEpisodeStatistics(envs)
+
+
+class DemoReplay(gym.Wrapper):
+    """An environment whose episodes are sometimes replays: at each reset it asks the
+    DemoBuffers for the next episode. A replay leaves the environment untouched: step
+    ignores the action, returns the demo's next observation and reward, and ends the way the
+    demo ended after its last step. While a replay plays, info["demo_action"] is the demo's
+    action for the observation just returned, which the agent must record as its own.
+    A seed given while a replay plays is kept for the environment's next real reset."""
+
+    def __init__(self, env, buffers):
+        super().__init__(env)
+        self.buffers, self.demo, self.t, self.seed = buffers, None, 0, None
+
+    def reset(self, *, seed=None, options=None):
+        if seed is not None:
+            self.seed = seed
+        self.demo, self.t = self.buffers.next_episode(), 0
+        if self.demo is None:
+            obs, info = self.env.reset(seed=self.seed, options=options)
+            self.seed = None
+            return obs, info
+        return self.demo.observations[0], {"demo_action": self.demo.actions[0]}
+
+    def step(self, action):
+        if self.demo is None:
+            return self.env.step(action)
+        reward = float(self.demo.rewards[self.t])
+        self.t += 1
+        if self.t < len(self.demo.rewards):
+            return self.demo.observations[self.t], reward, False, False, {
+                "demo_action": self.demo.actions[self.t]}
+        ended = self.demo.terminated
+        return self.demo.observations[self.t], reward, ended, not ended, {}
+
+
+def to_env_action(agent, actions, action_space):
+    """Tensor actions to what the environment takes: Gaussian samples are clipped to the
+    bounds when stepping (the unclipped sample is what the buffer stores)."""
+    actions = actions.cpu().numpy()
+    if agent.continuous:
+        return np.clip(actions, action_space.low, action_space.high)
+    return actions
+
+
+# ---------------------------------------------------------------------------------------
 # Training
 # ---------------------------------------------------------------------------------------
 @torch.no_grad()
@@ -451,10 +556,11 @@ def act_or_replay(agent, obs, info, replayed):
     return action, logprob, value
 
 
-def train(args, envs, agent, normalizer, buffers, run, summary, device):
+def train(args, agent, normalizer, envs, buffers, run, device):
     """PPO+D's loop: collect a rollout in which slots replay demos, compute GAE, update on
     the clipped surrogate, refresh the value demos' priorities, log. Ends at the budget, at
-    --stop-at-return or at a non-finite loss; keeps `summary` up to date as it goes."""
+    --stop-at-return or at a non-finite loss."""
+    # eps = 1e-5 as in the PPO authors' baselines (torch's default is 1e-8)
     optimizer = torch.optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5)
     space = envs.single_action_space
     buffer = RolloutBuffer(args.num_steps, args.num_envs, envs.single_observation_space.shape,
@@ -477,31 +583,36 @@ def train(args, envs, agent, normalizer, buffers, run, summary, device):
         for step in range(args.num_steps):
             replayed = info.get("_demo_action", np.zeros(args.num_envs, dtype=bool))
             action, logprob, value = act_or_replay(agent, next_obs, info, replayed)
-            env_action = to_action(agent, action, space)
+            # A Gaussian sample is clipped to the action bounds for the environment only: the
+            # buffer keeps the unclipped sample, whose log-probability the ratio compares.
+            env_action = to_env_action(agent, action, space)
             obs, reward, terminated, truncated, info = envs.step(env_action)
             # Deviation: replayed steps touch no environment and do not count in the budget.
             global_step += int((~replayed).sum())
             buffer.obs[step], buffer.actions[step] = next_obs, action
             buffer.logprobs[step], buffer.values[step] = logprob, value
-            buffer.demo[step] = torch.from_numpy(replayed)
-            buffer.rewards[step] = torch.from_numpy(reward)
-            buffer.terminated[step] = torch.from_numpy(terminated)
-            buffer.truncated[step] = torch.from_numpy(truncated)
-            if truncated.any():  # a time limit: GAE bootstraps from V(the true final obs)
-                final_obs = normalizer(np.stack(info["final_obs"][truncated]))
-                buffer.final_obs[step, torch.from_numpy(truncated)] = torch.from_numpy(
-                    final_obs).to(device)
-            # The agent's finished real episodes are candidate reward or value demos.
+            buffer.demo[step] = torch.from_numpy(replayed).to(device)
+            buffer.rewards[step] = torch.from_numpy(reward).to(device)
+            buffer.terminated[step] = torch.from_numpy(terminated).to(device)
+            buffer.truncated[step] = torch.from_numpy(truncated).to(device)
+            # With --norm-obs, observations become (obs - mean) / std clipped to [-10, 10];
+            # the true final observation of a time limit is normalized by the same
+            # statistics without updating them, and the step bootstraps from its value.
+            for i in np.flatnonzero(truncated):
+                final_obs = normalizer(info["final_obs"][i])
+                buffer.final_obs[step, i] = torch.from_numpy(final_obs).to(device)
+            # The agent's finished real episodes, with their raw observations, are candidate
+            # reward or value demos.
             for demo, max_value in recorder.step(raw_obs, env_action, reward, value.cpu().numpy(),
                                                  terminated, truncated, info.get("final_obs"),
                                                  ~replayed):
                 buffers.admit(demo, max_value)
             raw_obs = obs
             next_obs = torch.from_numpy(normalizer(obs, update=True)).to(device)
-            run.step(global_step, info, ~replayed, summary)  # episodes.csv, progress, --eval-every
-            if (args.stop_at_return is not None and len(run.last20) == 20
-                    and np.mean(run.last20) >= args.stop_at_return):
-                summary.update(solved_at_step=global_step, solved_at_time_s=round(run.elapsed(), 3))
+            run.step(global_step)  # progress line; evaluation every --eval-every (real) steps
+            for i in np.flatnonzero(info.get("_episode", np.zeros_like(replayed)) & ~replayed):
+                run.episode(global_step, info["episode"]["r"][i], info["episode"]["l"][i])
+            if run.reached(args.stop_at_return, global_step):  # real episodes only
                 return
         buffer.last_obs.copy_(next_obs)
 
@@ -520,9 +631,11 @@ def train(args, envs, agent, normalizer, buffers, run, summary, device):
                 _, newlogprob, entropy, newvalue = agent.get_action_and_value(b_obs[idx],
                                                                               b_actions[idx])
                 loss, pg_loss, v_loss, entropy = ppo_loss(
-                    newlogprob, b_logprobs[idx], b_advantages[idx], newvalue, b_values[idx],
-                    b_returns[idx], entropy, args.clip_coef, args.ent_coef, args.vf_coef,
-                    args.clip_vloss, args.norm_adv)
+                    newlogprob=newlogprob, oldlogprob=b_logprobs[idx],
+                    advantages=b_advantages[idx], newvalue=newvalue, oldvalue=b_values[idx],
+                    returns=b_returns[idx], entropy=entropy, clip_coef=args.clip_coef,
+                    ent_coef=args.ent_coef, vf_coef=args.vf_coef, clip_vloss=args.clip_vloss,
+                    norm_adv=args.norm_adv)
                 optimizer.zero_grad()
                 loss.backward()
                 nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)
@@ -534,73 +647,77 @@ def train(args, envs, agent, normalizer, buffers, run, summary, device):
             epoch_kl = torch.cat(kls[-args.num_minibatches:]).mean()  # NaN if all replayed
             if args.target_kl is not None and epoch_kl > args.target_kl:
                 break
-        if not math.isfinite(loss.item()):
-            return stop_at_non_finite_loss(summary, global_step)
+        if run.non_finite(loss.item(), global_step):  # says so; the run stops as interrupted
+            return
 
-        # Priorities: every value demo's max V under the critic just updated.
+        # Priorities: every value demo's max V under the critic just updated, on its raw
+        # observations normalized as the agent sees them.
         with torch.no_grad():
             buffers.refresh(lambda raw: agent.get_value(
                 torch.from_numpy(normalizer(raw)).to(device)).cpu().numpy())
 
-        run.update({"global_step": global_step, "wall_time": run.elapsed(),
-                    "sps": int(global_step / run.elapsed()),
-                    "learning_rate": optimizer.param_groups[0]["lr"],
-                    "policy_loss": pg_loss.item(), "value_loss": v_loss.item(),
-                    "entropy": entropy.item(), "approx_kl": torch.cat(kls).mean().item(),
-                    "clipfrac": torch.cat(clipped).float().mean().item(),
-                    "explained_variance": explained_variance(b_values, b_returns),
-                    "epochs": epoch + 1, "demo_fraction": buffer.demo.float().mean().item(),
-                    "rho": buffers.rho, "phi": buffers.phi, "threshold": buffers.threshold,
-                    "reward_demos": len(buffers.reward), "value_demos": len(buffers.value)})
+        run.update(global_step, learning_rate=optimizer.param_groups[0]["lr"],
+                   policy_loss=pg_loss.item(), value_loss=v_loss.item(), entropy=entropy.item(),
+                   approx_kl=torch.cat(kls).mean().item(),
+                   clipfrac=torch.cat(clipped).float().mean().item(),
+                   explained_variance=explained_variance(b_values, b_returns), epochs=epoch + 1,
+                   demo_fraction=buffer.demo.float().mean().item(), rho=buffers.rho,
+                   phi=buffers.phi, threshold=buffers.threshold,
+                   reward_demos=len(buffers.reward), value_demos=len(buffers.value))
         if args.save_demos_every and update % args.save_demos_every == 0:
             save_reward_demos(run.path, buffers)
 
 
 def main(args: Args) -> dict:
-    """Train PPO+D and return the summary. With --eval-checkpoint, evaluate a saved model
-    instead; with --record-demo-from, save one greedy episode of a saved model into
-    --demos-dir and return {"demo_path", "episode_return", "episode_length"}."""
-    # Check everything a user can get wrong before any training.
+    """Train PPO+D (or evaluate an --eval-checkpoint), write the run folder, return the
+    summary; with --record-demo-from, save one greedy episode of a saved model into
+    --demos-dir and return {"demo_path", "episode_return", "episode_length"}. Ctrl-C stops
+    training; the run folder is written, then KeyboardInterrupt goes on up."""
+    # Check everything a user can get wrong before anything runs (CONTRIBUTING.md, "Bad input").
     check_args(args)
     obs_shape, action_space = check_env(args.env_id)
     checkpoint = load_checkpoint(args.eval_checkpoint or args.record_demo_from, args.env_id)
     if checkpoint is None:
         demos = load_demos(demos_folder(args), obs_shape, action_space, args.demo_capacity)
-    else:  # the saved network's size
-        args = replace(args, hidden_size=checkpoint["args"]["hidden_size"],
-                       norm_obs=checkpoint["args"]["norm_obs"])
+    else:  # the network's size and normalization come from the model
+        args = replace(args, **{k: checkpoint["args"][k] for k in ("hidden_size", "norm_obs")})
 
-    # Set up: seeds, device, the agent and its observation normalizer.
-    device = seed_and_device(args)
+    # Set up: seeds, device, the agent and its observation normalizer, the run folder.
+    device = seed_and_device(args.seed, args.cuda)
     continuous = isinstance(action_space, gym.spaces.Box)
     action_dim = action_space.shape[0] if continuous else int(action_space.n)
     agent = Agent(obs_shape[0], action_dim, continuous, args.hidden_size).to(device)
     normalizer = ObsNormalizer(obs_shape, args.norm_obs)
     if checkpoint is not None:
-        load_weights(checkpoint, agent, normalizer, args)
+        restore(checkpoint, agent, normalizer, args)
     if args.record_demo_from is not None:
         return record_demo_into(demos_folder(args), agent, normalizer, args, device)
-    run, summary = RunWriter(args, device, agent, normalizer), new_summary(args)
-    if checkpoint is not None:  # --eval-checkpoint: no training
-        return finish(args, run, summary, agent, normalizer, device)
+    run = RunWriter(args, device, agent, normalizer)
 
-    # Train, then evaluate and write everything (also after Ctrl-C).
-    buffers = DemoBuffers(demos, args.demo_capacity, args.rho, args.phi, args.alpha, args.seed,
-                          args.success_threshold, args.rising_threshold)
-    envs = make_vector_env(args.env_id, args.num_envs, buffers=buffers)
-    try:
-        train(args, envs, agent, normalizer, buffers, run, summary, device)
-    except KeyboardInterrupt:
-        print(f"{SCRIPT}: interrupted; writing what the run has so far")
-        summary["interrupted"] = True
-    finally:
-        envs.close()
-    return finish(args, run, summary, agent, normalizer, device, buffers)
+    # Train (unless evaluating a checkpoint), then finish: evaluate, save, write, plot.
+    buffers, interrupted = None, False
+    if checkpoint is None:
+        buffers = DemoBuffers(demos, args.demo_capacity, args.rho, args.phi, args.alpha,
+                              args.seed, args.success_threshold, args.rising_threshold)
+        envs = make_vector_env(args.env_id, args.num_envs, buffers=buffers)
+        try:
+            train(args, agent, normalizer, envs, buffers, run, device)
+        except KeyboardInterrupt:
+            print(f"{SCRIPT}: interrupted; writing what the run has so far")
+            interrupted = run.summary["interrupted"] = True
+        finally:
+            envs.close()
+    summary = finish(args, run, agent, normalizer, device, buffers)
+    if interrupted:
+        raise KeyboardInterrupt  # the run folder is written; the command line exits with 130
+    return summary
 
 
 # ---------------------------------------------------------------------------------------
 # Plumbing: checks, run folder, evaluation, checkpoints (not needed to follow the algorithm)
 # ---------------------------------------------------------------------------------------
+# More than the 350 lines of the other scripts' plumbing: the demonstration files (found,
+# read and checked, recorded from a model, saved from a run) have their pieces at the end.
 class UsageError(Exception):
     """Bad input: reported as one line on stderr with exit status 2, before training."""
 
@@ -609,52 +726,29 @@ def fail(message):
     raise UsageError(message)
 
 
-def check_env(env_id):
-    """Build one environment to check its spaces; returns (obs_shape, action_space).
-    `module:EnvId` imports the module first (it registers its ids, as gym.make does)."""
-    module, _, name = env_id.rpartition(":")
-    if module:
-        try:
-            importlib.import_module(module)
-        except Exception as e:
-            detail = str(e).splitlines()[0] if str(e) else type(e).__name__
-            fail(f"cannot import module {module} of --env-id {env_id} ({detail}); put it on "
-                 "the Python path, or fix it")
-    if name not in gym.registry:
-        close = difflib.get_close_matches(name, list(gym.registry), n=3, cutoff=0.5)
-        hint = f"; did you mean {', '.join(close)}?" if close else "; see gymnasium.registry"
-        where = f": module {module} registers no environment {name}" if module else ""
-        fail(f"unknown environment id {env_id!r}{where}{hint}")
+def parse_args():
+    """tyro.cli(Args), with tyro's own parse errors (an unknown flag, a value of the wrong
+    type) turned into one line: tyro's message and the flags it suggests, read back from the
+    text it prints. --help prints as tyro writes it."""
+    if {"-h", "--help"} & set(sys.argv[1:]):
+        return tyro.cli(Args)
+    captured = io.StringIO()
     try:
-        env = gym.make(env_id)
-    except (gym.error.Error, ImportError) as e:
-        fail(f"cannot make {env_id}: {str(e).splitlines()[0]}")
-    obs_space, action_space = env.observation_space, env.action_space
-    env.close()
-    if isinstance(action_space, gym.spaces.Box):
-        if len(action_space.shape) != 1:
-            fail(f"{env_id} has a Box action space of shape {action_space.shape}; "
-                 "ppod.py needs a flat one")
-    elif not isinstance(action_space, gym.spaces.Discrete):
-        fail(f"{env_id} has a {type(action_space).__name__} action space; ppod.py handles "
-             "Discrete and Box (ppo_masked.py masks Discrete actions; no script here takes "
-             "MultiDiscrete)")
-    if not isinstance(obs_space, gym.spaces.Box):
-        fail(f"{env_id} has a {type(obs_space).__name__} observation space; ppod.py needs a "
-             "Box (ppo_masked.py one-hot encodes Discrete ones, qlearning.py uses a table)")
-    if len(obs_space.shape) != 1:
-        fail(f"{env_id} has observations of shape {obs_space.shape}; ppod.py's MLP needs "
-             "flat vectors (wrap images with a CNN, which this script does not have)")
-    return obs_space.shape, action_space
+        with contextlib.redirect_stdout(captured), contextlib.redirect_stderr(captured):
+            return tyro.cli(Args)
+    except SystemExit:
+        lines = [line.strip() for line in captured.getvalue().splitlines()]
+        lines = [line for line in lines if line.strip("-")]  # drop blanks and rules
+        flags = [line.split()[0].rstrip(",") for line in lines[2:] if line.startswith("--")]
+        hint = f"; did you mean {' or '.join(flags)}?" if "Perhaps you meant:" in lines else ""
+        fail(f"{lines[1][0].lower()}{lines[1][1:]}{hint} (python {SCRIPT} --help lists the flags)")
 
 
 def check_args(args):
-    """Everything a user can get wrong, checked before any environment runs."""
+    """Everything a user can get wrong in the flags, checked before any environment runs."""
     for name in ("total_timesteps", "num_envs", "num_steps", "num_minibatches",
-                 "update_epochs", "hidden_size", "demo_capacity"):
-        if getattr(args, name) <= 0:
-            fail(f"--{name.replace('_', '-')} must be positive, got {getattr(args, name)}")
-    for name in ("learning_rate", "clip_coef", "max_grad_norm"):
+                 "update_epochs", "hidden_size", "demo_capacity", "learning_rate", "clip_coef",
+                 "max_grad_norm"):
         if not getattr(args, name) > 0:
             fail(f"--{name.replace('_', '-')} must be positive, got {getattr(args, name)}")
     for name in ("gamma", "gae_lambda", "rho", "phi"):
@@ -667,10 +761,15 @@ def check_args(args):
         if getattr(args, name) < 0:
             fail(f"--{name.replace('_', '-')} must be 0 or more, got {getattr(args, name)}")
     if args.eval_every < 0:
-        fail("--eval-every must be 0 (evaluate only after training) or more, got "
-             f"{args.eval_every}")
+        fail("--eval-every must be 0 (evaluate only after training) or more, "
+             f"got {args.eval_every}")
     if args.eval_every and not args.eval_episodes:
         fail("--eval-every needs at least one evaluation episode; pass --eval-episodes 1 or more")
+    if args.capture_video and not args.eval_episodes:
+        fail("--capture-video records the evaluation episodes, and --eval-episodes 0 has none; "
+             "pass --eval-episodes 1 or more")
+    if args.capture_video and importlib.util.find_spec("moviepy") is None:
+        fail("--capture-video needs moviepy: pip install moviepy")
     if args.success_threshold is not None and not math.isfinite(args.success_threshold):
         fail(f"--success-threshold must be a finite number, got {args.success_threshold}")
     if args.eval_checkpoint is not None and args.record_demo_from is not None:
@@ -682,18 +781,350 @@ def check_args(args):
     if args.norm_adv and batch_size // args.num_minibatches < 2:
         fail("minibatches of 1 sample cannot normalize advantages; use fewer "
              "--num-minibatches or --no-norm-adv")
-    if args.capture_video and importlib.util.find_spec("moviepy") is None:
-        fail("--capture-video needs moviepy: pip install moviepy")
 
 
-def run_folder_env(env_id):
-    """The environment id as part of a file name: "/" and ":" become "-"."""
-    return env_id.replace("/", "-").replace(":", "-")
+def check_env(env_id):
+    """Make env_id once (gym.make imports the module of a module:EnvId id itself) and check
+    that ppod.py handles its spaces; returns (obs_shape, action_space)."""
+    try:
+        env = gym.make(env_id)
+    except (gym.error.NameNotFound, gym.error.VersionNotFound, gym.error.NamespaceNotFound):
+        close = [i for i in difflib.get_close_matches(env_id.rpartition(":")[2], gym.registry,
+                                                      n=6, cutoff=0.6) if makeable(i)][:3]
+        fail(f"unknown environment id {env_id!r}"
+             + (f"; did you mean {', '.join(close)}?" if close else "; see gymnasium.registry"))
+    except ModuleNotFoundError as e:  # gym.make's own message does not keep e.name
+        missing = re.search(r"named '([\w.]+)'", str(e))[1]
+        where = ("; put its folder on PYTHONPATH (PYTHONPATH=. when it is in this folder)"
+                 if missing == env_id.rpartition(":")[0] else "")
+        fail(f"cannot make {env_id}: no module named {missing}{where}")
+    except Exception as e:  # a missing extra (pinned to the installed Gymnasium), a module
+        # of one's own that fails while it is imported, an environment that fails to start
+        message = re.sub(r'"gymnasium\[(\w+)\]"', rf'"gymnasium[\1]=={gym.__version__}"', str(e))
+        fail(f"cannot make {env_id}: {type(e).__name__}: {(message or '-').splitlines()[0]}")
+    obs_space, action_space = env.observation_space, env.action_space
+    env.close()
+    if not (isinstance(action_space, gym.spaces.Discrete)
+            or isinstance(action_space, gym.spaces.Box) and len(action_space.shape) == 1):
+        fail(f"{env_id} has a {type(action_space).__name__} action space of shape "
+             f"{action_space.shape}; ppod.py handles Discrete and flat Box actions "
+             "(ppo_masked.py masks Discrete actions; no script here takes MultiDiscrete)")
+    if not isinstance(obs_space, gym.spaces.Box):
+        fail(f"{env_id} has a {type(obs_space).__name__} observation space; ppod.py needs a "
+             "Box (ppo_masked.py one-hot encodes Discrete ones, qlearning.py uses a table)")
+    if len(obs_space.shape) != 1:
+        fail(f"{env_id} has observations of shape {obs_space.shape}; ppod.py's MLP needs "
+             "flat vectors (wrap images with a CNN, which this script does not have)")
+    return obs_space.shape, action_space
 
 
+def makeable(env_id):
+    """Whether gym.make(env_id) works here (its dependencies installed), for suggestions."""
+    try:
+        with warnings.catch_warnings():  # an old version's deprecation is no news here
+            warnings.simplefilter("ignore")
+            gym.make(env_id).close()
+        return True
+    except Exception:
+        return False
+
+
+def seed_and_device(seed, cuda):
+    """Seed Python's, NumPy's and torch's random generators (the environments are seeded by
+    their reset; the demo buffers' generator by --seed), and pick the device: the GPU if
+    asked for and present, else the CPU with one thread (a 64-unit MLP runs faster without
+    torch's thread pool)."""
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+    device = torch.device("cuda" if cuda and torch.cuda.is_available() else "cpu")
+    if device.type == "cpu":
+        torch.set_num_threads(1)
+    return device
+
+
+@torch.no_grad()
+def evaluate(agent, normalizer, env_id, episodes, seed, device, video_folder=None):
+    """Greedy returns of `episodes` real episodes (no replays), one per environment of a
+    vector env, all at once; the observation statistics are frozen. The greedy action is
+    the most likely one: the argmax of the logits, or the Gaussian's mean."""
+    envs = make_vector_env(env_id, episodes, video_folder=video_folder)
+    obs, _ = envs.reset(seed=seed)
+    returns = np.full(episodes, np.nan)
+    while np.isnan(returns).any():
+        action = agent.greedy(torch.from_numpy(normalizer(obs)).to(device))
+        obs, _, _, _, info = envs.step(to_env_action(agent, action, envs.single_action_space))
+        if "_episode" in info:
+            first = info["_episode"] & np.isnan(returns)
+            returns[first] = info["episode"]["r"][first]
+    envs.close()
+    return returns
+
+
+class RunWriter:
+    """The run folder (CONTRIBUTING.md, "What a run writes"): config.json at once, the CSV
+    files row by row (flushed, so an interrupted run keeps them), a progress line every 2
+    seconds, the evaluations of --eval-every with best_model.pt; finish() writes the rest.
+    The budget counts real steps only: the last rollout may pass it."""
+
+    def __init__(self, args, device, agent, normalizer):
+        name = "__".join([args.env_id.replace("/", "-").replace(":", "-"), args.exp_name,
+                          str(args.seed), str(int(time.time()))])
+        self.path, suffix = os.path.join(args.output_dir, name), 1
+        while os.path.exists(self.path):  # a run with the same flags in the same second
+            suffix += 1
+            self.path = os.path.join(args.output_dir, f"{name}-{suffix}")
+        try:
+            os.makedirs(self.path)
+        except OSError as e:
+            fail(f"cannot create the run folder {self.path}: {e.strerror}")
+        versions = {"torch": torch.__version__, "gymnasium": gym.__version__,
+                    "numpy": np.__version__, "python": sys.version.split()[0]}
+        with open(os.path.join(self.path, "config.json"), "w") as f:
+            json.dump({**asdict(args), "device": str(device), "versions": versions}, f, indent=2)
+        self.summary = dict.fromkeys(SUMMARY_KEYS) | {
+            "algorithm": "ppod", "env_id": args.env_id, "seed": args.seed, "global_steps": 0,
+            "eval_episodes": args.eval_episodes, "interrupted": False}
+        self.args, self.device, self.agent, self.normalizer = args, device, agent, normalizer
+        self.files, self.steps, self.returns, self.evaluations = {}, [], [], []
+        self.write_row("episodes.csv")  # its header now: a run with no episode has the file
+        self.start = self.last_print = time.time()
+        self.first_print = None  # (step, time) of the first progress line
+        print(f"{SCRIPT}: {args.env_id}, seed {args.seed}, device {device}")
+
+    def elapsed(self):
+        return time.time() - self.start
+
+    def write_row(self, filename, **row):
+        """Append a row to a CSV file of the run folder, made with a header at first use
+        (episodes.csv's columns are fixed; no row writes the header alone)."""
+        if filename not in self.files:
+            f = open(os.path.join(self.path, filename), "w", newline="")
+            fields = EPISODE_FIELDS if filename == "episodes.csv" else list(row)
+            self.files[filename] = (f, csv.DictWriter(f, fieldnames=fields))
+            self.files[filename][1].writeheader()
+        f, writer = self.files[filename]
+        if row:
+            writer.writerow(row)
+        f.flush()
+
+    def episode(self, global_step, episode_return, episode_length):
+        self.steps.append(global_step)
+        self.returns.append(float(episode_return))
+        self.write_row("episodes.csv", global_step=global_step, wall_time=round(self.elapsed(), 4),
+                       episode_return=float(episode_return), episode_length=int(episode_length))
+
+    def update(self, global_step, **diagnostics):
+        wall_time = self.elapsed()
+        self.write_row("updates.csv", global_step=global_step, wall_time=round(wall_time, 4),
+                       sps=int(global_step / wall_time), **diagnostics)
+
+    def step(self, global_step):
+        """After each vector step: record the step count (should Ctrl-C stop the run), run a
+        greedy evaluation each time global_step (real steps) crosses a multiple of
+        --eval-every, and print the progress line every 2 seconds, its speed measured from
+        the first line on (the first seconds hold the start-up, which would make it wrong)."""
+        every, previous = self.args.eval_every, self.summary["global_steps"]
+        self.summary["global_steps"] = global_step
+        if every and global_step // every > previous // every:
+            self.evaluation(global_step)
+        now = time.time()
+        if now - self.last_print >= 2.0:
+            first, self.last_print = self.first_print or (global_step, now), now
+            sps = (global_step - first[0]) / (now - first[1]) if self.first_print else None
+            print(progress_line(global_step, self.args.total_timesteps, sps,
+                                self.recent_return()))
+            self.first_print = first
+
+    def evaluation(self, global_step):
+        """Evaluate the policy as it is now on environments of its own, without replays (the
+        training ones, the observation statistics, the demo buffers' generator and the other
+        random streams are untouched), append the row to evaluations.csv and, with
+        --save-model, keep the best model so far (the first, on a tie) as best_model.pt."""
+        wall_time = self.elapsed()
+        returns = evaluate(self.agent, self.normalizer, self.args.env_id,
+                           self.args.eval_episodes, self.args.seed + 100_000, self.device)
+        mean, std = float(returns.mean()), float(returns.std())
+        self.write_row("evaluations.csv", global_step=global_step, wall_time=round(wall_time, 4),
+                       eval_return_mean=mean, eval_return_std=std)
+        best = max((m for _, m, _ in self.evaluations), default=-math.inf)
+        if self.args.save_model and mean > best:
+            save_checkpoint(os.path.join(self.path, "best_model.pt"), self.agent,
+                            self.normalizer, self.args)
+        self.evaluations.append((global_step, mean, std))
+
+    def non_finite(self, loss, global_step):
+        """True, after saying so and marking the run interrupted, when the loss is NaN or inf."""
+        if math.isfinite(loss):
+            return False
+        print(f"{SCRIPT}: the loss became non-finite (NaN or inf) at step {global_step}; "
+              "stopping (try a lower --learning-rate)")
+        self.summary["interrupted"] = True
+        return True
+
+    def recent_return(self):
+        """The mean of the last 20 training episode returns (None before the first)."""
+        return float(np.mean(self.returns[-20:])) if self.returns else None
+
+    def reached(self, threshold, global_step):
+        """True once the mean of the last 20 returns reaches threshold; records when."""
+        if threshold is None or len(self.returns) < 20 or self.recent_return() < threshold:
+            return False
+        self.summary["solved_at_step"] = global_step
+        self.summary["solved_at_time_s"] = round(self.elapsed(), 3)
+        return True
+
+    def close(self):
+        for f, _ in self.files.values():
+            f.close()
+
+
+EPISODE_FIELDS = ("global_step", "wall_time", "episode_return", "episode_length")
+SUMMARY_KEYS = ("algorithm", "env_id", "seed", "global_steps", "wall_time_s",
+                "train_return_last20", "eval_return_mean", "eval_return_std", "eval_episodes",
+                "solved_at_step", "solved_at_time_s", "interrupted")
+
+
+def progress_line(global_step, total_steps, sps, recent_return):
+    """The console's progress: the step out of the budget (real steps; the last rollout may
+    pass it), the percentage, steps per second, the time left at that speed (h:mm:ss) and
+    the mean of the last 20 training returns; the speed and the time left read "-" while sps
+    is None (the first line: nothing measured).
+
+        ETA = max(total_steps - global_step, 0) / sps
+    """
+    if sps:
+        minutes, seconds = divmod(round(max(total_steps - global_step, 0) / sps), 60)
+        speed = f"{sps:,.0f} sps | ETA {minutes // 60}:{minutes % 60:02}:{seconds:02}"
+    else:
+        speed = "- sps | ETA -"
+    recent = "n/a" if recent_return is None else f"{recent_return:.1f}"
+    return (f"step {global_step:,}/{total_steps:,} ({100 * global_step / total_steps:.0f}%) | "
+            f"{speed} | return (last 20) {recent}")
+
+
+def plot_learning_curve(path, steps, returns, title, evaluations=(), final=None):
+    """learning_curve.png: the real episodes' return against environment steps (replayed
+    steps not counted), raw points faded and a moving average of 20 episodes on top; the
+    greedy evaluations (step, mean, std) of --eval-every as a second series, the mean with
+    the std as error bars, and the final evaluation (step, mean, std) as a marker of its own."""
+    fig = Figure(figsize=(7, 4), dpi=100)
+    ax = fig.add_subplot()
+    ax.scatter(steps, returns, s=6, alpha=0.25, label="episode return")
+    if returns:
+        window = min(20, len(returns))
+        smooth = np.convolve(returns, np.ones(window) / window, mode="valid")
+        ax.plot(steps[window - 1:], smooth, color="tab:blue", lw=2, label=f"mean of last {window}")
+    for points, style, label in ((evaluations, dict(color="tab:orange", marker="o", ms=4),
+                                  "greedy evaluation (mean, std)"),
+                                 ([final] if final else [], dict(color="tab:red", marker="D", ms=7),
+                                  "final greedy evaluation")):
+        if points:
+            eval_steps, means, stds = zip(*points)
+            ax.errorbar(eval_steps, means, yerr=stds, capsize=3, label=label, **style)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(loc="lower right")
+    ax.set(xlabel="environment steps (replayed steps not counted)", ylabel="episode return",
+           title=title)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(os.path.join(path, "learning_curve.png"))
+    return os.path.join(path, "learning_curve.png")
+
+
+def save_checkpoint(path, agent, normalizer, args):
+    torch.save({"agent": agent.state_dict(), "obs_rms": normalizer.state_dict(),
+                "args": asdict(args)}, path)
+
+
+def load_checkpoint(path, env_id):
+    """Load a model.pt safely (weights_only, onto the CPU) and check it was made for env_id;
+    None when path is None (neither --eval-checkpoint nor --record-demo-from). ppo.py's
+    checkpoints have the same layout and load too."""
+    if path is None:
+        return None
+    if not os.path.isfile(path):
+        fail(f"checkpoint {path} does not exist")
+    try:
+        checkpoint = torch.load(path, map_location="cpu", weights_only=True)
+        saved = checkpoint["args"]  # each lookup raises KeyError where an entry is missing
+        checkpoint["agent"], checkpoint["obs_rms"], saved["hidden_size"], saved["norm_obs"]
+        saved["env_id"]
+    except Exception as e:
+        fail(f"checkpoint {path} is not a ppod.py or ppo.py model.pt ({type(e).__name__}); "
+             "make one with --save-model")
+    if saved["env_id"] != env_id:
+        fail(f"checkpoint {path} was made for {saved['env_id']}, not {env_id}; "
+             f"pass --env-id {saved['env_id']}")
+    return checkpoint
+
+
+def restore(checkpoint, agent, normalizer, args):
+    """Put a checkpoint's weights and observation statistics into agent and normalizer."""
+    try:
+        agent.load_state_dict(checkpoint["agent"])
+        normalizer.load_state_dict(checkpoint["obs_rms"])
+    except (RuntimeError, KeyError, AttributeError) as e:
+        fail(f"checkpoint {args.eval_checkpoint or args.record_demo_from} does not fit "
+             f"{args.env_id}'s network: {str(e).splitlines()[0]}")
+
+
+def finish(args, run, agent, normalizer, device, buffers=None):
+    """Evaluate greedily, save the model and the reward demos if there was training (buffers
+    given), write summary.json and the curve, and print the closing line. An interrupted
+    run skips the evaluation."""
+    summary = run.summary
+    summary["train_return_last20"] = run.recent_return()
+    summary["wall_time_s"] = round(run.elapsed(), 3)
+    final = None
+    if args.eval_episodes and not summary["interrupted"]:
+        video_folder = os.path.join(run.path, "videos") if args.capture_video else None
+        returns = evaluate(agent, normalizer, args.env_id, args.eval_episodes,
+                           args.seed + 100_000, device, video_folder)
+        summary["eval_return_mean"] = float(returns.mean())
+        summary["eval_return_std"] = float(returns.std())
+        final = (summary["global_steps"], summary["eval_return_mean"], summary["eval_return_std"])
+    if buffers is not None:
+        save_reward_demos(run.path, buffers)
+        if args.save_model:
+            save_checkpoint(os.path.join(run.path, "model.pt"), agent, normalizer, args)
+    run.close()
+    with open(os.path.join(run.path, "summary.json"), "w") as f:
+        json.dump(summary, f, indent=2)
+    closing = [f"{SCRIPT}: run folder {run.path}", f"global_steps {summary['global_steps']:,}"]
+    for key in ("train_return_last20", "eval_return_mean"):
+        closing.append(f"{key} " + ("-" if summary[key] is None else f"{summary[key]:.2f}"))
+    if args.stop_at_return is not None:
+        closing.append(f"solved_at_step {summary['solved_at_step'] or 'not reached'}")
+    if buffers is not None:
+        closing.append("learning curve " + plot_learning_curve(
+            run.path, run.steps, run.returns, f"{SCRIPT} on {args.env_id}, seed {args.seed}",
+            run.evaluations, final))
+    print(" | ".join(closing))
+    return summary
+
+
+def cli():
+    """The command line: main(flags) with bad input as one line on stderr and exit status
+    2; after Ctrl-C, once the run folder is written, exit status 130 as shells expect (so
+    that a loop of runs stops too)."""
+    try:
+        main(parse_args())
+    except UsageError as e:
+        print(f"{SCRIPT}: error: {e}", file=sys.stderr)
+        sys.exit(2)
+    except KeyboardInterrupt:
+        sys.exit(130)
+
+
+# ---------------------------------------------------------------------------------------
+# Demonstrations: where they are, the .npz files, the agent's episodes as demos
+# ---------------------------------------------------------------------------------------
 def demos_folder(args):
-    """--demos-dir, or demos/<env-id> beside this script (where MountainCar-v0's ships)."""
-    return args.demos_dir or os.path.join(HERE, "demos", run_folder_env(args.env_id))
+    """--demos-dir, or demos/<env-id> beside this script (where MountainCar-v0's ships; in
+    the folder name, "/" and ":" of the id become "-")."""
+    return args.demos_dir or os.path.join(HERE, "demos",
+                                          args.env_id.replace("/", "-").replace(":", "-"))
 
 
 @dataclass
@@ -762,17 +1193,6 @@ def load_demos(folder, obs_shape, action_space, capacity=None):
     return [load_demo(path, obs_shape, action_space) for path in paths]
 
 
-def seed_and_device(args):
-    """Seed Python, NumPy and torch; the device (the GPU with --cuda when there is one)."""
-    random.seed(args.seed)
-    np.random.seed(args.seed)
-    torch.manual_seed(args.seed)
-    device = torch.device("cuda" if args.cuda and torch.cuda.is_available() else "cpu")
-    if device.type == "cpu":
-        torch.set_num_threads(1)  # a 64-unit MLP runs faster without the thread pool
-    return device
-
-
 class EpisodeRecorder:
     """The agent's real episodes being played, slot by slot, kept as Demos-to-be: raw
     observations, actions as the environment took them, rewards, and the largest value
@@ -807,124 +1227,6 @@ class EpisodeRecorder:
         return finished
 
 
-class DemoReplay(gym.Wrapper):
-    """An environment whose episodes are sometimes replays: at each reset it asks the
-    DemoBuffers for the next episode. A replay leaves the environment untouched: step
-    ignores the action, returns the demo's next observation and reward, and ends the way the
-    demo ended after its last step. While a replay plays, info["demo_action"] is the demo's
-    action for the observation just returned, which the agent must record as its own.
-    A seed given while a replay plays is kept for the environment's next real reset."""
-
-    def __init__(self, env, buffers):
-        super().__init__(env)
-        self.buffers, self.demo, self.t, self.seed = buffers, None, 0, None
-
-    def reset(self, *, seed=None, options=None):
-        if seed is not None:
-            self.seed = seed
-        self.demo, self.t = self.buffers.next_episode(), 0
-        if self.demo is None:
-            obs, info = self.env.reset(seed=self.seed, options=options)
-            self.seed = None
-            return obs, info
-        return self.demo.observations[0], {"demo_action": self.demo.actions[0]}
-
-    def step(self, action):
-        if self.demo is None:
-            return self.env.step(action)
-        reward = float(self.demo.rewards[self.t])
-        self.t += 1
-        if self.t < len(self.demo.rewards):
-            return self.demo.observations[self.t], reward, False, False, {
-                "demo_action": self.demo.actions[self.t]}
-        ended = self.demo.terminated
-        return self.demo.observations[self.t], reward, ended, not ended, {}
-
-
-def make_vector_env(env_id, num_envs, video_folder=None, buffers=None):
-    """N copies of env_id in one synchronous vector environment, with SAME_STEP autoreset
-    (the observation after an episode ends is the next episode's first; the true last one
-    is in info["final_obs"]) and episode statistics recorded by Gymnasium's wrapper (for
-    replays too: the training loop keeps the real episodes). With buffers, each copy is a
-    DemoReplay."""
-    def thunk(i):
-        def make():
-            if video_folder is None:
-                env = gym.make(env_id)
-                return env if buffers is None else DemoReplay(env, buffers)
-            env = gym.make(env_id, render_mode="rgb_array")
-            with warnings.catch_warnings():  # the environments share one folder on purpose
-                warnings.filterwarnings("ignore", message=".*Overwriting existing videos")
-                return gym.wrappers.RecordVideo(env, video_folder, name_prefix=f"eval-{i}",
-                                               episode_trigger=lambda episode: episode == 0)
-        return make
-
-    envs = gym.vector.SyncVectorEnv([thunk(i) for i in range(num_envs)],
-                                    autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
-    return gym.wrappers.vector.RecordEpisodeStatistics(envs)
-
-
-class ObsNormalizer:
-    """(obs - mean) / sqrt(var + 1e-8), clipped to [-10, 10], with running statistics
-    (Gymnasium's RunningMeanStd), applied by the script to observations, replayed ones
-    included, and to info["final_obs"] alike. Disabled, it passes observations through as
-    float32."""
-
-    def __init__(self, shape, enabled):
-        self.enabled = enabled
-        self.rms = RunningMeanStd(shape=shape)
-
-    def __call__(self, obs, update=False):
-        obs = np.asarray(obs, dtype=np.float32)
-        if not self.enabled:
-            return obs
-        if update:
-            self.rms.update(obs)
-        normalized = (obs - self.rms.mean) / np.sqrt(self.rms.var + 1e-8)
-        return np.clip(normalized, -10.0, 10.0).astype(np.float32)
-
-    def state_dict(self):
-        return {"mean": torch.as_tensor(self.rms.mean), "var": torch.as_tensor(self.rms.var),
-                "count": float(self.rms.count)}
-
-    def load_state_dict(self, state):
-        self.rms.mean = state["mean"].numpy().astype(np.float64)
-        self.rms.var = state["var"].numpy().astype(np.float64)
-        self.rms.count = state["count"]
-
-
-def to_action(agent, actions, action_space):
-    """Tensor actions to what the environment takes: Gaussian samples are clipped to the
-    bounds when stepping (the unclipped sample is what the buffer stores)."""
-    actions = actions.cpu().numpy()
-    if agent.continuous:
-        return np.clip(actions, action_space.low, action_space.high)
-    return actions
-
-
-def explained_variance(values, returns):
-    """1 - Var(R - V) / Var(R) over the rollout: 1 is a perfect critic (NaN if Var(R) = 0)."""
-    var_returns = returns.var().item()
-    return 1 - (returns - values).var().item() / var_returns if var_returns else math.nan
-
-
-def evaluate(agent, normalizer, env_id, episodes, seed, device, video_folder=None):
-    """Greedy returns of `episodes` episodes, one per environment of a vector env, all at
-    once; the observation statistics are frozen."""
-    envs = make_vector_env(env_id, episodes, video_folder)
-    obs, _ = envs.reset(seed=seed)
-    returns = np.full(episodes, np.nan)
-    with torch.inference_mode():
-        while np.isnan(returns).any():
-            action = agent.greedy(torch.from_numpy(normalizer(obs)).to(device))
-            obs, _, _, _, info = envs.step(to_action(agent, action, envs.single_action_space))
-            if "_episode" in info:
-                first = info["_episode"] & np.isnan(returns)
-                returns[first] = info["episode"]["r"][first]
-    envs.close()
-    return returns
-
-
 def record_demo_into(folder, agent, normalizer, args, device):
     """One greedy episode of the agent (start state from --seed) saved as the next free
     demo_<k>.npz in folder; returns its path, return and length."""
@@ -935,7 +1237,7 @@ def record_demo_into(folder, agent, normalizer, args, device):
     with torch.inference_mode():
         while not (terminated or truncated):
             action = agent.greedy(torch.from_numpy(normalizer(obs[None])).to(device))
-            action = to_action(agent, action, env.action_space)[0]
+            action = to_env_action(agent, action, env.action_space)[0]
             next_obs, reward, terminated, truncated, _ = env.step(action)
             recorder.add(0, obs, action, reward, 0.0)
             obs = next_obs
@@ -953,130 +1255,6 @@ def record_demo_into(folder, agent, normalizer, args, device):
             "episode_length": len(demo.rewards)}
 
 
-class RunWriter:
-    """The run folder: config.json at once, episodes.csv, updates.csv and evaluations.csv row
-    by row (flushed, so an interrupted run keeps them), a progress line on the console every
-    2 seconds, the greedy evaluations of --eval-every with best_model.pt."""
-
-    def __init__(self, args, device, agent, normalizer):
-        name = f"{run_folder_env(args.env_id)}__{args.exp_name}__{args.seed}__{int(time.time())}"
-        self.path = base = os.path.join(args.output_dir, name)
-        k = 1
-        while os.path.exists(self.path):  # two runs started in the same second
-            k += 1
-            self.path = f"{base}-{k}"
-        try:
-            os.makedirs(self.path)
-        except OSError as e:
-            fail(f"cannot create the run folder {self.path}: {e.strerror}")
-        print(f"{SCRIPT}: {args.env_id}, seed {args.seed}, device {device}")
-        write_json(os.path.join(self.path, "config.json"), {**asdict(args), "device": str(device),
-                   "versions": {"torch": torch.__version__, "gymnasium": gym.__version__,
-                                "numpy": np.__version__, "python": sys.version.split()[0]}})
-        self.start = self.last_print = time.time()
-        self.episodes, self.last20, self.files = [], deque(maxlen=20), {}
-        self.args, self.device, self.agent, self.normalizer = args, device, agent, normalizer
-        self.evaluations = []  # (step, mean, std) of each --eval-every evaluation
-        self.write_row("episodes.csv", None, ["global_step", "wall_time", "episode_return",
-                                              "episode_length"])
-
-    def elapsed(self):
-        return round(time.time() - self.start, 4)
-
-    def write_row(self, filename, row, fields=None):
-        if filename not in self.files:
-            f = open(os.path.join(self.path, filename), "w", newline="")
-            self.files[filename] = (f, csv.DictWriter(f, fieldnames=fields or list(row)))
-            self.files[filename][1].writeheader()
-        f, writer = self.files[filename]
-        if row is not None:
-            writer.writerow(row)
-        f.flush()
-
-    def log_episodes(self, global_step, info, real):
-        """A row of episodes.csv for each real episode that ended at this vector step."""
-        for i in np.flatnonzero(info.get("_episode", np.zeros_like(real)) & real):
-            row = {"global_step": global_step, "wall_time": self.elapsed(),
-                   "episode_return": float(info["episode"]["r"][i]),
-                   "episode_length": int(info["episode"]["l"][i])}
-            self.episodes.append(row)
-            self.last20.append(row["episode_return"])
-            self.write_row("episodes.csv", row)
-
-    def step(self, global_step, info, real, summary):
-        """After each vector step: write the real episodes that ended at it, record the step
-        count in the summary (should Ctrl-C stop the run), run a greedy evaluation each time
-        global_step (real steps only) crosses a multiple of --eval-every, and print the
-        progress line every 2 seconds."""
-        self.log_episodes(global_step, info, real)
-        every, previous = self.args.eval_every, summary["global_steps"]
-        summary["global_steps"] = global_step
-        if every and global_step // every > previous // every:
-            self.evaluation(global_step)
-        if time.time() - self.last_print >= 2.0:
-            self.last_print = time.time()
-            print(progress_line(global_step, self.args.total_timesteps, self.elapsed(),
-                                np.mean(self.last20) if self.last20 else None))
-
-    def evaluation(self, global_step):
-        """Evaluate the policy as it is now on environments of its own, without replays (the
-        training ones, the observation statistics, the demo buffers' generator and the other
-        random streams are untouched), append the row to evaluations.csv and, with
-        --save-model, keep the best model so far (the first, on a tie) as best_model.pt."""
-        wall_time = self.elapsed()
-        returns = evaluate(self.agent, self.normalizer, self.args.env_id,
-                           self.args.eval_episodes, self.args.seed + 100_000, self.device)
-        mean, std = float(returns.mean()), float(returns.std())
-        self.write_row("evaluations.csv", {"global_step": global_step, "wall_time": wall_time,
-                                           "eval_return_mean": mean, "eval_return_std": std})
-        if self.args.save_model and mean > max((m for _, m, _ in self.evaluations),
-                                               default=-math.inf):
-            save_checkpoint(os.path.join(self.path, "best_model.pt"), self.agent,
-                            self.normalizer, self.args)
-        self.evaluations.append((global_step, mean, std))
-
-    def update(self, row):
-        self.write_row("updates.csv", row)
-
-    def close(self):
-        for f, _ in self.files.values():
-            f.close()
-
-
-def progress_line(global_step, total_steps, elapsed, recent_return):
-    """The console's progress: the step out of the budget (real steps; the last rollout may
-    pass it), the percentage, steps per second, the time left at that speed (h:mm:ss) and
-    the mean of the last 20 training returns.
-
-        sps = global_step / elapsed,   ETA = max(total_steps - global_step, 0) / sps
-    """
-    sps = global_step / elapsed
-    minutes, seconds = divmod(round(max(total_steps - global_step, 0) / sps), 60)
-    recent = "n/a" if recent_return is None else f"{recent_return:.1f}"
-    return (f"step {global_step:,}/{total_steps:,} ({100 * global_step / total_steps:.0f}%) | "
-            f"{sps:,.0f} sps | ETA {minutes // 60}:{minutes % 60:02}:{seconds:02} | "
-            f"return (last 20) {recent}")
-
-
-def stop_at_non_finite_loss(summary, global_step):
-    print(f"{SCRIPT}: the loss became non-finite (NaN or inf) at step {global_step}; "
-          "stopping (try a lower --learning-rate)")
-    summary["interrupted"] = True
-
-
-def new_summary(args):
-    """summary.json's entries before the run: null where nothing is known yet."""
-    return {"algorithm": "ppod", "env_id": args.env_id, "seed": args.seed, "global_steps": 0,
-            "wall_time_s": None, "train_return_last20": None, "eval_return_mean": None,
-            "eval_return_std": None, "eval_episodes": args.eval_episodes,
-            "solved_at_step": None, "solved_at_time_s": None, "interrupted": False}
-
-
-def write_json(path, data):
-    with open(path, "w") as f:
-        json.dump(data, f, indent=2)
-
-
 def save_reward_demos(run_path, buffers):
     """The reward demos as demos/demo_<k>.npz in the run folder, best return first: a
     --demos-dir for another run."""
@@ -1086,102 +1264,5 @@ def save_reward_demos(run_path, buffers):
         save_demo(os.path.join(folder, f"demo_{k}.npz"), demo)
 
 
-def plot_curve(path, episodes, title, evaluations=()):
-    """Episode return against environment steps: raw points faded, a moving average of 20
-    episodes on top; the greedy evaluations (step, mean, std) of --eval-every as a second
-    series, the mean with the std as error bars."""
-    steps = np.array([e["global_step"] for e in episodes])
-    returns = np.array([e["episode_return"] for e in episodes])
-    fig = Figure(figsize=(7, 4), dpi=100)
-    ax = fig.add_subplot()
-    ax.scatter(steps, returns, s=6, alpha=0.25, color="tab:blue", label="episode return")
-    if len(returns):
-        window = min(20, len(returns))
-        smooth = np.convolve(returns, np.ones(window) / window, mode="valid")
-        ax.plot(steps[window - 1:], smooth, color="tab:blue", lw=2, label=f"mean of last {window}")
-    if evaluations:
-        eval_steps, means, stds = zip(*evaluations)
-        ax.errorbar(eval_steps, means, yerr=stds, color="tab:orange", marker="o", ms=4, capsize=3,
-                    label="greedy evaluation (mean, std)")
-    if len(returns) or evaluations:
-        ax.legend(loc="lower right")
-    ax.set(xlabel="environment steps (replayed steps not counted)", ylabel="episode return",
-           title=title)
-    ax.grid(alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(path)
-    return path
-
-
-def save_checkpoint(path, agent, normalizer, args):
-    torch.save({"agent": agent.state_dict(), "obs_rms": normalizer.state_dict(),
-                "args": asdict(args)}, path)
-
-
-def load_checkpoint(path, env_id):
-    """Load a model.pt safely (weights_only) and check it was made for env_id; None without
-    a path. ppo.py's checkpoints have the same layout and load too."""
-    if path is None:
-        return None
-    if not os.path.isfile(path):
-        fail(f"checkpoint {path} does not exist")
-    try:
-        checkpoint = torch.load(path, map_location="cpu", weights_only=True)
-        saved = checkpoint["args"]
-        if not {"agent", "obs_rms"} <= set(checkpoint) or not {"env_id", "hidden_size",
-                                                                "norm_obs"} <= set(saved):
-            raise KeyError("missing entries")
-    except Exception as e:
-        fail(f"checkpoint {path} is not a ppod.py or ppo.py model.pt ({type(e).__name__}); "
-             "make one with --save-model")
-    if saved["env_id"] != env_id:
-        fail(f"checkpoint {path} was made for {saved['env_id']}, not {env_id}; "
-             f"pass --env-id {saved['env_id']}")
-    return checkpoint
-
-
-def load_weights(checkpoint, agent, normalizer, args):
-    try:
-        agent.load_state_dict(checkpoint["agent"])
-        normalizer.load_state_dict(checkpoint["obs_rms"])
-    except (RuntimeError, KeyError, AttributeError) as e:
-        fail(f"checkpoint {args.eval_checkpoint or args.record_demo_from} does not fit "
-             f"{args.env_id}'s network: {str(e).splitlines()[0]}")
-
-
-def finish(args, run, summary, agent, normalizer, device, buffers=None):
-    """Evaluate greedily, save the model and the reward demos if there was training, write
-    summary.json and the curve, and print the closing line. An interrupted run skips the
-    evaluation."""
-    summary["train_return_last20"] = float(np.mean(run.last20)) if run.last20 else None
-    summary["wall_time_s"] = round(run.elapsed(), 3)
-    if args.eval_episodes and not summary["interrupted"]:
-        video_folder = os.path.join(run.path, "videos") if args.capture_video else None
-        returns = evaluate(agent, normalizer, args.env_id, args.eval_episodes,
-                           args.seed + 100_000, device, video_folder)
-        summary["eval_return_mean"] = float(returns.mean())
-        summary["eval_return_std"] = float(returns.std())
-    if buffers is not None:  # there was training
-        save_reward_demos(run.path, buffers)
-        if args.save_model:
-            save_checkpoint(os.path.join(run.path, "model.pt"), agent, normalizer, args)
-    run.close()
-    write_json(os.path.join(run.path, "summary.json"), summary)
-    closing = f"{SCRIPT}: run folder {run.path}"
-    for key in ("global_steps", "train_return_last20", "eval_return_mean", "solved_at_step"):
-        value = summary[key]
-        closing += f" | {key} {value:.2f}" if isinstance(value, float) else f" | {key} {value}"
-    if buffers is not None:
-        curve = plot_curve(os.path.join(run.path, "learning_curve.png"), run.episodes,
-                           f"{SCRIPT} on {args.env_id}, seed {args.seed}", run.evaluations)
-        closing += f" | learning curve {curve}"
-    print(closing)
-    return summary
-
-
 if __name__ == "__main__":
-    try:
-        main(tyro.cli(Args))
-    except UsageError as e:
-        print(f"{SCRIPT}: error: {e}", file=sys.stderr)
-        sys.exit(2)
+    cli()
