@@ -922,10 +922,9 @@ def finish(args, run, agent, normalizer, device, trained=True):
 
 
 def cli():
-    """The command line: main(flags) with bad input as one line on stderr and exit status
-    2. After Ctrl-C, once the run folder is written, the process ends by SIGINT itself, as
-    shells expect: its status is 130, and a shell loop of runs stops too (a shell goes on
-    after a child that merely exits with 130)."""
+    """The command line: main(flags), bad input as one line on stderr and exit status 2.
+    After Ctrl-C, once the run folder is written, the process dies of SIGINT (status 130),
+    as shells expect: a shell loop of runs stops too, which an exit with 130 does not do."""
     try:
         main(parse_args())
     except UsageError as e:
