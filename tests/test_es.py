@@ -14,9 +14,8 @@ import pytest
 import torch
 
 import es
-from conftest import (CountingEnv, check_evaluations, check_import_is_quiet, check_progress_line,
-                      episode_rows, interrupt_on_call, read_csv, same_seed_episodes,
-                      unreadable_checkpoints, video_names)
+from conftest import (CountingEnv, check_evaluations, check_import_is_quiet, episode_rows,
+                      interrupt_on_call, read_csv, same_seed_episodes, unreadable_checkpoints)
 
 
 # ---------------------------------------------------------------------------------------
@@ -521,15 +520,10 @@ def test_an_environment_of_your_own_module_trains_with_workers_and_evaluates(
     assert evaluated["eval_return_mean"] == summary["eval_return_mean"]
 
 
-@pytest.mark.parametrize("env_id, message", [
-    ("no_such_module:GridWorld-v0", "cannot import module 'no_such_module' of --env-id "
-     "no_such_module:GridWorld-v0: ModuleNotFoundError"),
-    ("my_envs:GridWorld-v9", "unknown environment id 'my_envs:GridWorld-v9': module my_envs "
-     "registers no environment GridWorld-v9; did you mean my_envs:GridWorld-v0"),
-])
-def test_a_module_that_cannot_be_imported_or_lacks_the_id_is_bad_input(
-        env_id, message, check_usage_error, fresh_env_module):
-    check_usage_error("es.py", ["--env-id", env_id], message)
+def test_a_module_without_the_id_gets_the_ids_it_registers_as_env_id_takes_them(
+        check_usage_error, fresh_env_module):
+    check_usage_error("es.py", ["--env-id", "my_envs:GridWorld-v9"], "unknown environment id "
+                      "'my_envs:GridWorld-v9'; did you mean my_envs:GridWorld-v0")
 
 
 def test_continuous_smoke_run_with_every_option(tmp_path, check_run_folder):
@@ -567,11 +561,14 @@ def test_stop_at_return_stops_after_the_generation_and_records_when(tmp_path):
 
 
 def test_interrupted_run_keeps_its_data_and_stops_its_workers(tmp_path, monkeypatch):
+    # main writes the run folder, then lets the KeyboardInterrupt go on (exit status 130)
     monkeypatch.setattr(es, "available_cores", lambda: 2)
     monkeypatch.setattr(es.Adam, "step", interrupt_on_call(3, es.Adam.step))
-    summary = es.main(es.Args(total_timesteps=100_000, population_size=4, num_workers=2,
-                              save_model=True, output_dir=str(tmp_path)))
+    with pytest.raises(KeyboardInterrupt):
+        es.main(es.Args(total_timesteps=100_000, population_size=4, num_workers=2,
+                        save_model=True, output_dir=str(tmp_path)))
     (path,) = tmp_path.iterdir()
+    summary = json.loads((path / "summary.json").read_text())
     assert summary["interrupted"] is True and summary["eval_return_mean"] is None
     assert len(read_csv(path / "updates.csv")) == 2 and len(read_csv(path / "episodes.csv")) == 12
     assert (path / "learning_curve.png").exists() and (path / "model.pt").exists()
@@ -610,18 +607,6 @@ def test_eval_every_writes_rows_keeps_the_best_model_and_leaves_training_alone(t
     check_evaluations(es.main, args, tmp_path, [160, 240, 320, 400, 560, 640])
 
 
-def test_progress_line(printed_progress):
-    check_progress_line(es.progress_line)
-    printed_progress(es, es.Args(total_timesteps=3000, population_size=8, num_workers=1,
-                                 eval_episodes=0))
-
-
-def test_capture_video_records_each_evaluation_episode(tmp_path):
-    es.main(es.Args(total_timesteps=50, population_size=2, num_workers=1, eval_episodes=2,
-                    capture_video=True, output_dir=str(tmp_path)))
-    assert video_names(tmp_path) == ["eval-episode-0.mp4", "eval-episode-1.mp4"]
-
-
 # ---------------------------------------------------------------------------------------
 # Bad input: one line on stderr, exit status 2, nothing trained
 # ---------------------------------------------------------------------------------------
@@ -638,7 +623,6 @@ def bad_checkpoints(tmp_path):
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["--env-id", "CartPole-v9"], "unknown environment id 'CartPole-v9'; did you mean CartPole-v1"),
     (["--env-id", "SpinTheBits-v0"], "MultiBinary action space; es.py handles Discrete and Box"),
     (["--env-id", "ESUnbounded-v0"], "unbounded Box actions; es.py scales a tanh output"),
     (["--env-id", "Taxi-v4"], "Discrete observation space"),
@@ -655,11 +639,6 @@ def bad_checkpoints(tmp_path):
     (["--num-workers", "0"], "--num-workers must be positive"),
     (["--ray-address", "auto"], "--ray-address is for Ray's workers; add --backend ray"),
     (["--hidden-sizes", "32", "0"], "--hidden-sizes must be positive widths, got 32 0"),
-    (["--total-timesteps", "-5"], "--total-timesteps must be positive"),
-    (["--eval-episodes", "-1"], "--eval-episodes must be 0 or more"),
-    (["--eval-every", "-1"], "--eval-every must be 0 (evaluate only after training) or more"),
-    (["--eval-every", "500", "--eval-episodes", "0"], "--eval-every needs at least one evaluation episode"),
-    (["--eval-checkpoint", "missing"], "does not exist"),
     (["--eval-checkpoint", "corrupt"], "is not an es.py model.pt"),
     (["--eval-checkpoint", "pendulum"], "was made for Pendulum-v1, not CartPole-v1; pass --env-id Pendulum-v1"),
     (["--eval-checkpoint", "misfit"], "does not fit CartPole-v1's network: theta has 114 parameters, "
@@ -689,12 +668,11 @@ def test_an_unreachable_ray_cluster_is_bad_input_at_once(check_usage_error):
 
 
 def test_help_lists_the_flags_with_their_docstrings(check_help):
-    out = check_help("es.py", ("--population-size", "--sigma", "--learning-rate", "--optimizer",
+    check_help("es.py", ("--population-size", "--sigma", "--learning-rate", "--optimizer",
                                "--l2-coef", "--antithetic", "--no-antithetic", "--fitness-shaping",
                                "--episodes-per-member", "--num-workers", "--policy",
                                "--hidden-sizes", "--norm-obs", "--backend", "--ray-address"),
-                     ("mirrored sampling", "Ray actors"))
-    assert "--cuda" not in out
+                     ("mirrored sampling", "Ray actors", "authors' Humanoid configuration"))
 
 
 def test_importing_the_script_has_no_side_effects(tmp_path):
