@@ -1,10 +1,12 @@
 """Tests of es.py: the math by hand, the policy, the workers, runs end to end, bad input,
 determinism."""
+import glob
 import json
 import math
 import multiprocessing
 import os
 import signal
+import subprocess
 import sys
 import time
 
@@ -225,6 +227,50 @@ class UnboundedEnv(CountingEnv):
 gym.register("ESCountForever-v0", entry_point=CountingEnv)
 gym.register("ESImage-v0", entry_point=ImageEnv)
 gym.register("ESUnbounded-v0", entry_point=UnboundedEnv)
+
+
+class CountUntilActionOneEnv(CountingEnv):
+    terminate_on = 1
+
+
+gym.register("ESCountUntilActionOne-v0", entry_point=CountUntilActionOneEnv, max_episode_steps=50)
+
+
+def test_evaluations_play_with_the_observation_statistics(tmp_path):
+    # A linear policy with W = [[0, 1]], b = [0, 0] scores y = [0, x] for the observation x:
+    # action 1 (which ends the episode) once x > 0, action 0 at x = 0 (a tie goes to 0). The
+    # observation counts the steps, 1 of reward each. Raw, x = 0, 1: the second step ends
+    # the episode, return 2. With mean 10 and std 1 (var 1 - 1e-8), x - 10 > 0 first at
+    # x = 11: the twelfth step ends it, return 12. --eval-every's rows and the final
+    # evaluation both play with the statistics.
+    args = es.Args(env_id="ESCountUntilActionOne-v0", norm_obs=True, eval_every=100,
+                   eval_episodes=2, num_workers=1, output_dir=str(tmp_path))
+    policy = es.Policy(1, gym.spaces.Discrete(2))
+    theta = np.array([0.0, 1.0, 0.0, 0.0])
+    assert es.evaluate(policy, theta, None, args.env_id, 2, 0).tolist() == [2.0, 2.0]
+    normalizer = es.ObsNormalizer((1,), enabled=True)
+    normalizer.rms.mean, normalizer.rms.var = np.array([10.0]), np.array([1.0 - 1e-8])
+    run = es.RunWriter(args, policy, normalizer)
+    run.step(100, theta)
+    run.step(150, theta)  # crosses no multiple of 100: no row
+    summary = es.finish(args, run, policy, theta, normalizer)
+    (path,) = tmp_path.iterdir()
+    rows = read_csv(path / "evaluations.csv")
+    assert [(r["global_step"], r["eval_return_mean"]) for r in rows] == [("100", "12.0")]
+    assert summary["eval_return_mean"] == 12.0
+
+
+def test_the_budget_is_whole_generations_said_once(tmp_path, capsys):
+    # CartPole episodes vary in length: the generation whose episodes reach 300 steps is
+    # played to its end, so the run goes past 300, and the generation before it ended short.
+    summary = es.main(es.Args(total_timesteps=300, population_size=4, num_workers=1,
+                              eval_episodes=0, output_dir=str(tmp_path)))
+    assert capsys.readouterr().out.count(
+        "training runs whole generations: the one whose episodes reach --total-timesteps 300 "
+        "is finished") == 1
+    (path,) = tmp_path.iterdir()
+    ends = [int(u["global_step"]) for u in read_csv(path / "updates.csv")]
+    assert ends[-2] < 300 <= ends[-1] == summary["global_steps"]
 
 
 def test_truncated_episodes_return_what_was_collected_until_the_cut(tmp_path, monkeypatch):
@@ -679,3 +725,26 @@ def test_importing_the_script_has_no_side_effects(tmp_path):
     check_import_is_quiet("es", tmp_path, also="import multiprocessing; "
                           "assert not multiprocessing.active_children(); "
                           "assert 'ray' not in sys.modules")
+
+
+def test_ctrl_c_on_the_command_line_exits_130_and_its_workers_end_quietly(tmp_path):
+    # Ctrl-C in a terminal sends SIGINT to every process of the command: es.py and its worker
+    # processes. es.py writes its run folder and exits with 130; the workers, which ignore
+    # SIGINT, are stopped by it and print no traceback; no process of the command is left.
+    command = subprocess.Popen(
+        [sys.executable, es.__file__, "--num-workers", "2", "--population-size", "8",
+         "--total-timesteps", "100000000", "--output-dir", str(tmp_path)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    deadline = time.time() + 60
+    while len(glob.glob(str(tmp_path / "*" / "updates.csv"))) == 0 and time.time() < deadline:
+        time.sleep(0.1)  # until a generation has been played and written
+    os.killpg(command.pid, signal.SIGINT)
+    out, err = command.communicate(timeout=60)
+    assert command.returncode == 130
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err
+    assert "interrupted; writing what the run has so far" in out
+    (path,) = tmp_path.iterdir()
+    assert json.loads((path / "summary.json").read_text())["interrupted"] is True
+    assert read_csv(path / "episodes.csv") and (path / "learning_curve.png").exists()
+    with pytest.raises(ProcessLookupError):  # the process group is empty: the workers ended
+        os.killpg(command.pid, 0)
