@@ -237,27 +237,63 @@ gym.register("ESCountUntilActionOne-v0", entry_point=CountUntilActionOneEnv, max
 
 
 def test_evaluations_play_with_the_observation_statistics(tmp_path):
-    # A linear policy with W = [[0, 1]], b = [0, 0] scores y = [0, x] for the observation x:
-    # action 1 (which ends the episode) once x > 0, action 0 at x = 0 (a tie goes to 0). The
-    # observation counts the steps, 1 of reward each. Raw, x = 0, 1: the second step ends
-    # the episode, return 2. With mean 10 and std 1 (var 1 - 1e-8), x - 10 > 0 first at
-    # x = 11: the twelfth step ends it, return 12. --eval-every's rows and the final
-    # evaluation both play with the statistics.
+    # A linear policy with W = [[0, 1]], b = [0, -1] scores y = [0, z - 1] for the
+    # (normalized) observation z: action 1, which ends the episode, once z > 1 (a tie goes to
+    # action 0). The observation x counts the steps, 1 of reward each, so an episode that
+    # takes action 1 first at x returns x + 1. Raw, z = x: x = 2, return 3. With mean 10 and
+    # var 4 - 1e-8, z = (x - 10) / 2 (the std, not the variance): x = 13, return 14 (divided
+    # by the variance, x = 15, return 16). --eval-every's rows and the final evaluation both
+    # play with the statistics.
     args = es.Args(env_id="ESCountUntilActionOne-v0", norm_obs=True, eval_every=100,
                    eval_episodes=2, num_workers=1, output_dir=str(tmp_path))
     policy = es.Policy(1, gym.spaces.Discrete(2))
-    theta = np.array([0.0, 1.0, 0.0, 0.0])
-    assert es.evaluate(policy, theta, None, args.env_id, 2, 0).tolist() == [2.0, 2.0]
+    theta = np.array([0.0, 1.0, 0.0, -1.0])
+    assert es.evaluate(policy, theta, None, args.env_id, 2, 0).tolist() == [3.0, 3.0]
     normalizer = es.ObsNormalizer((1,), enabled=True)
-    normalizer.rms.mean, normalizer.rms.var = np.array([10.0]), np.array([1.0 - 1e-8])
+    normalizer.rms.mean, normalizer.rms.var = np.array([10.0]), np.array([4.0 - 1e-8])
     run = es.RunWriter(args, policy, normalizer)
     run.step(100, theta)
     run.step(150, theta)  # crosses no multiple of 100: no row
     summary = es.finish(args, run, policy, theta, normalizer)
     (path,) = tmp_path.iterdir()
     rows = read_csv(path / "evaluations.csv")
-    assert [(r["global_step"], r["eval_return_mean"]) for r in rows] == [("100", "12.0")]
-    assert summary["eval_return_mean"] == 12.0
+    assert [(r["global_step"], r["eval_return_mean"]) for r in rows] == [("100", "14.0")]
+    assert summary["eval_return_mean"] == 14.0
+
+
+def test_each_fitness_shaping_weighs_the_noise_by_hand(monkeypatch):
+    # Two members without mirroring, eps_1 = [1, 0], eps_2 = [0, 1], returns [10, 0], sigma 1,
+    # so g = (F~_1 eps_1 + F~_2 eps_2) / 2 = [F~_1, F~_2] / 2:
+    #   centered ranks [1, 0] / (2 - 1) - 0.5 = [0.5, -0.5]  -> g = [0.25, -0.25]
+    #   z-scores (F - 5) / 5 = [1, -1] (std 5)               -> g = [0.5, -0.5]
+    #   none: F = [10, 0]                                     -> g = [5, 0]
+    monkeypatch.setattr(es, "member_noise", lambda seed, dim: np.eye(2)[seed])
+    for shaping, expected in (("centered-rank", [0.25, -0.25]), ("zscore", [0.5, -0.5]),
+                              ("none", [5.0, 0.0])):
+        strategy = es.EvolutionStrategy(np.zeros(2), sigma=1.0, learning_rate=0.1,
+                                        fitness_shaping=shaping)
+        assert strategy.update([0, 1], [1.0, 1.0], [10.0, 0.0]) == pytest.approx(expected)
+
+
+def test_eval_every_evaluates_theta_after_the_generation_s_step(tmp_path, monkeypatch):
+    # theta is evaluated after the step of the generation that crosses a multiple of 100:
+    # the evaluated theta has the norm that updates.csv logs for that generation, not the
+    # one of the generation before.
+    norms, original = [], es.evaluate
+
+    def spy(policy, theta, *rest):
+        norms.append(float(np.linalg.norm(theta)))
+        return original(policy, theta, *rest)
+
+    monkeypatch.setattr(es, "evaluate", spy)
+    es.main(es.Args(total_timesteps=300, population_size=4, num_workers=1, eval_every=100,
+                    eval_episodes=1, output_dir=str(tmp_path)))
+    (path,) = tmp_path.iterdir()
+    updates = read_csv(path / "updates.csv")
+    rows = read_csv(path / "evaluations.csv")
+    logged = {int(u["global_step"]): float(u["theta_norm"]) for u in updates}
+    assert len(rows) >= 2 and len(set(logged.values())) == len(logged)
+    assert norms[:len(rows)] == [logged[int(r["global_step"])] for r in rows]
 
 
 def test_the_budget_is_whole_generations_said_once(tmp_path, capsys):
