@@ -330,8 +330,9 @@ def draw_heat_map(fig, ax, heat):
     rows, cols = values.shape
     if values.size <= 400:
         for (r, c), label in np.ndenumerate(heat["labels"]):
-            if label:
-                ax.text(c, r, label, ha="center", va="center", fontsize=9, color="w")
+            if label:  # white on a value's colour, black on a blank (never visited) cell
+                ax.text(c, r, label, ha="center", va="center", fontsize=9,
+                        color="w" if np.isfinite(values[r, c]) else "k")
     if heat["ticks"]:  # a grid's bounds at its edges
         ax.set_xticks([-0.5, cols - 0.5], heat["ticks"][0])
         ax.set_yticks([-0.5, rows - 0.5], heat["ticks"][1])
