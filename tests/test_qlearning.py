@@ -265,6 +265,21 @@ def test_chain_converges_to_the_values_solved_by_hand(tmp_path):
     assert summary["eval_return_mean"] == 1.0   # greedy: right, right, right
 
 
+def test_epsilon_decays_over_the_exploration_fraction_of_the_budget(tmp_path):
+    # 1000 steps, --exploration-fraction 0.2: epsilon goes from 1 to 0.1 over the first 200
+    # steps, then stays. The row at global_step g logs the epsilon of step index g - 1:
+    #   g = 100: 1 + (0.1 - 1) * 99 / 200  = 1 - 0.4455 = 0.5545
+    #   g = 200: 1 + (0.1 - 1) * 199 / 200 = 1 - 0.8955 = 0.1045
+    #   g = 300 on: 0.1; alpha stays at 0.1 without --anneal-lr
+    ql.main(ql.Args(env_id="TableChain-v0", total_timesteps=1000, exploration_fraction=0.2,
+                    start_e=1.0, end_e=0.1, log_interval=100, eval_episodes=0,
+                    output_dir=str(tmp_path)))
+    updates = read_csv(next(tmp_path.glob("*/updates.csv")))
+    assert [int(u["global_step"]) for u in updates] == list(range(100, 1001, 100))
+    assert [float(u["epsilon"]) for u in updates] == pytest.approx([0.5545, 0.1045] + [0.1] * 8)
+    assert {float(u["learning_rate"]) for u in updates} == {0.1}
+
+
 def test_time_limit_steps_bootstrap_from_the_true_final_state(tmp_path, monkeypatch):
     calls = []
     original = ql.q_update
