@@ -66,19 +66,23 @@ model.pt (theta, the observation statistics and the flags) with --save-model, an
 # ---------------------------------------------------------------------------------------
 # Imports
 # ---------------------------------------------------------------------------------------
+import contextlib
 import csv
 import difflib
 import importlib.util
+import io
 import json
 import math
 import multiprocessing.connection
 import os
 import random
+import re
 import signal
 import socket
 import sys
 import time
 import traceback
+import warnings
 from dataclasses import asdict, dataclass, replace
 from typing import Literal, Optional
 
@@ -122,15 +126,17 @@ class Args:
 
     # Algorithm
     population_size: int = 32
-    """n: perturbed policies per generation (even with --antithetic)"""
+    """n: perturbed policies per generation (even with --antithetic; the authors' Humanoid
+    runs played 10,000 episodes a generation)"""
     sigma: float = 0.05
-    """standard deviation of the parameter noise"""
+    """standard deviation of the parameter noise (0.02 in the authors' Humanoid configuration)"""
     learning_rate: float = 0.05
-    """step size of the optimizer"""
+    """step size of the optimizer (Adam 0.01 in the authors' Humanoid configuration)"""
     optimizer: Literal["adam", "sgd"] = "adam"
     """Adam or plain SGD (no momentum), both ascending the ES gradient"""
     l2_coef: float = 0.005
-    """weight decay, the authors' l2coeff: the step follows g - (l2_coef / sigma) * theta"""
+    """weight decay, the authors' l2coeff (0.005 in their code): the step follows
+    g - (l2_coef / sigma) * theta"""
     antithetic: bool = True
     """mirrored sampling: the members come in pairs theta + sigma*eps, theta - sigma*eps"""
     fitness_shaping: Literal["centered-rank", "zscore", "none"] = "centered-rank"
@@ -146,9 +152,10 @@ class Args:
     policy: Literal["mlp", "linear"] = "mlp"
     """the policy network: an MLP with tanh hidden layers, or linear"""
     hidden_sizes: tuple[int, ...] = (32,)
-    """widths of the MLP's hidden layers"""
+    """widths of the MLP's hidden layers (256 256 in the authors' Humanoid configuration)"""
     norm_obs: bool = False
-    """normalize observations by the running mean and variance of the members' (kept in model.pt)"""
+    """normalize observations by the running mean and variance of the members', clip to
+    [-5, 5] (as the authors do; kept in model.pt)"""
 
 
 # ---------------------------------------------------------------------------------------
@@ -324,6 +331,67 @@ class Policy:
 
 
 # ---------------------------------------------------------------------------------------
+# What the agent sees: episodes cut where there is no time limit, normalized observations
+# ---------------------------------------------------------------------------------------
+EPISODE_STEP_LIMIT = 10_000
+"""episodes of environments without a time limit are cut here: a deterministic policy can
+balance or walk in a circle forever"""
+
+OBS_CLIP = 5.0
+"""normalized observations are clipped to [-5, 5], as in Salimans et al.'s code"""
+
+
+def make_env(env_id, video_folder=None, name_prefix="eval"):
+    """One environment whose episode returns are recorded by Gymnasium's
+    RecordEpisodeStatistics, cut at EPISODE_STEP_LIMIT steps if it has no time limit (the
+    return of a cut episode is what it collected until then); filmed into video_folder."""
+    if video_folder is not None:
+        os.environ.setdefault("SDL_VIDEODRIVER", "dummy")  # frames only, no window to open
+    env = gym.make(env_id, **({"render_mode": "rgb_array"} if video_folder else {}))
+    if env.spec.max_episode_steps is None:
+        env = gym.wrappers.TimeLimit(env, EPISODE_STEP_LIMIT)
+    if video_folder is not None:
+        env = gym.wrappers.RecordVideo(env, video_folder, name_prefix=name_prefix,
+                                       episode_trigger=lambda episode: True)
+    return gym.wrappers.RecordEpisodeStatistics(env)
+
+
+def normalize(obs, obs_stats):
+    """(obs - mean) / std clipped to [-OBS_CLIP, OBS_CLIP]; obs unchanged if obs_stats is None."""
+    if obs_stats is None:
+        return obs
+    return np.clip((obs - obs_stats[0]) / obs_stats[1], -OBS_CLIP, OBS_CLIP)
+
+
+class ObsNormalizer:
+    """The running mean and variance of all members' observations (Gymnasium's
+    RunningMeanStd). They stay frozen during a generation: frozen() is what the members play
+    with, (mean, sqrt(var + 1e-8)), or None when disabled; after the generation the members'
+    moments are merged in member order, the same in every process layout. Theta's own
+    episodes and the evaluations play with the frozen statistics and add nothing to them."""
+
+    def __init__(self, shape, enabled):
+        self.enabled = enabled
+        self.rms = RunningMeanStd(shape=shape)
+
+    def frozen(self):
+        return (self.rms.mean.copy(), np.sqrt(self.rms.var + 1e-8)) if self.enabled else None
+
+    def update(self, moments):
+        for mean, var, count in moments:
+            self.rms.update_from_moments(mean, var, count)
+
+    def state_dict(self):
+        return {"mean": torch.as_tensor(self.rms.mean), "var": torch.as_tensor(self.rms.var),
+                "count": float(self.rms.count)}
+
+    def load_state_dict(self, state):
+        self.rms.mean = state["mean"].numpy().astype(np.float64)
+        self.rms.var = state["var"].numpy().astype(np.float64)
+        self.rms.count = state["count"]
+
+
+# ---------------------------------------------------------------------------------------
 # Training
 # ---------------------------------------------------------------------------------------
 def play_episodes(env, policy, layers, obs_stats, env_seeds, record_obs=False):
@@ -358,106 +426,98 @@ def play_task(env, policy, strategy, obs_stats, task):
                          record_obs=obs_stats is not None and sign != 0)
 
 
-def train(args, policy, strategy, normalizer, run, rng):
-    """The ES loop: whole generations until the budget or --stop-at-return. Each generation
-    samples the population, plays its members, shapes their fitness, and steps theta (and
-    every worker's replica of it). Returns True when the run stopped early (Ctrl-C, or a
-    theta that is no longer finite)."""
-    workers = start_workers(args, policy, strategy)  # processes or Ray actors (plumbing)
-    global_step, generation, returns_so_far = 0, 0, []
-    try:
-        while (global_step < args.total_timesteps
-               and solved_at(returns_so_far, args.stop_at_return) is None):
-            generation += 1
-            # Sample the population: noise seeds and signs; start states shared by all members
-            seeds, signs = sample_population(rng, args.population_size, args.antithetic)
-            env_seeds = rng.integers(0, 2**31 - 1, args.episodes_per_member).tolist()
-            tasks = [(seed, sign, env_seeds) for seed, sign in zip(seeds, signs)]
-            tasks.append((0, 0.0, env_seeds[:1]))  # theta itself, one episode, for the log
+def train(args, strategy, normalizer, workers, run, rng):
+    """The ES loop: whole generations until the budget, --stop-at-return or a theta that is
+    no longer finite. Each generation samples the population, plays its members on the
+    workers, shapes their fitness, and steps theta (and every worker's replica of it)."""
+    global_step, generation, solved = 0, 0, False
+    while global_step < args.total_timesteps and not solved:
+        generation += 1
+        # Sample the population: noise seeds and signs; start states shared by all members
+        seeds, signs = sample_population(rng, args.population_size, args.antithetic)
+        env_seeds = rng.integers(0, 2**31 - 1, args.episodes_per_member).tolist()
+        tasks = [(seed, sign, env_seeds) for seed, sign in zip(seeds, signs)]
+        tasks.append((0, 0.0, env_seeds[:1]))  # theta itself, one episode, for the log
 
-            # Play the members with the observation statistics frozen for the generation
-            results = workers.play(tasks, normalizer.frozen())
-            (theta_return,), _, _ = results.pop()
-            fitness = [np.mean(returns) for returns, _, _ in results]
-            episodes = [e for returns, lengths, _ in results for e in zip(returns, lengths)]
-            for episode_return, length in episodes:  # in member order
+        # Play the members with the observation statistics frozen for the generation; then
+        # (--norm-obs) merge the members' observation moments into them, theta's not.
+        results = workers.play(tasks, normalizer.frozen())
+        (theta_return,), _, _ = results.pop()
+        fitness = [np.mean(returns) for returns, _, _ in results]
+        for returns, lengths, _ in results:  # in member order
+            for episode_return, length in zip(returns, lengths):
                 global_step += length
-                returns_so_far.append(episode_return)
                 run.episode(global_step, episode_return, length)
-            if args.norm_obs:
-                normalizer.update(moments for _, _, moments in results)
+                solved = solved or run.reached(args.stop_at_return, global_step)
+        if args.norm_obs:
+            normalizer.update(moments for _, _, moments in results)
 
-            # Shape the fitness, estimate g and step theta; every worker's replica does the same
-            gradient = strategy.update(seeds, signs, fitness)
-            theta_norm = float(np.linalg.norm(strategy.theta))
-            if not math.isfinite(theta_norm):
-                print(f"{SCRIPT}: theta became NaN or infinite in generation {generation}; "
-                      "stopping (try a lower --learning-rate or --sigma)")
-                return True
-            workers.update(seeds, signs, fitness)
+        # Shape the fitness, estimate g and step theta; every worker's replica does the same
+        gradient = strategy.update(seeds, signs, fitness)
+        theta_norm = float(np.linalg.norm(strategy.theta))
+        if run.non_finite(theta_norm, global_step):  # says so; the run stops as interrupted
+            return
+        workers.update(seeds, signs, fitness)
 
-            # Log the generation
-            run.update(global_step, {"generation": generation,
-                                     "fitness_mean": float(np.mean(fitness)),
-                                     "fitness_max": float(np.max(fitness)),
-                                     "fitness_min": float(np.min(fitness)),
-                                     "theta_return": theta_return, "theta_norm": theta_norm,
-                                     "grad_norm": float(np.linalg.norm(gradient))})
-            run.step(global_step, strategy.theta, normalizer)  # progress; --eval-every theta
-    except KeyboardInterrupt:
-        print(f"{SCRIPT}: interrupted; writing what the run has so far")
-        return True
-    finally:
-        workers.close()
-    return False
+        # Log the generation; evaluate the new theta where --eval-every says
+        run.update(global_step, generation=generation, fitness_mean=float(np.mean(fitness)),
+                   fitness_max=float(np.max(fitness)), fitness_min=float(np.min(fitness)),
+                   theta_return=theta_return, theta_norm=theta_norm,
+                   grad_norm=float(np.linalg.norm(gradient)))
+        run.step(global_step, strategy.theta)  # progress line; evaluation every --eval-every
 
 
 def main(args: Args) -> dict:
-    """Train with ES (or, with --eval-checkpoint, evaluate a saved theta), write the run
-    folder and return the summary."""
+    """Train with ES (or evaluate an --eval-checkpoint), write the run folder, return the
+    summary. Ctrl-C stops training; the run folder is written, then KeyboardInterrupt goes on
+    up (a run whose workers have all died stops the same way, and returns)."""
+    # Check everything a user can get wrong before anything runs (CONTRIBUTING.md, "Bad input").
     check_args(args)
     obs_shape, action_space = check_env(args.env_id)
-    checkpoint = None
-    if args.eval_checkpoint is not None:  # evaluate the network the checkpoint was made with
-        checkpoint = load_checkpoint(args.eval_checkpoint, args.env_id)
+    checkpoint = load_checkpoint(args.eval_checkpoint, args.env_id)  # None without the flag
+    if checkpoint is not None:  # the network and the normalization come from the model
         saved = checkpoint["args"]
         args = replace(args, policy=saved["policy"], hidden_sizes=tuple(saved["hidden_sizes"]),
                        norm_obs=saved["norm_obs"])
     else:
         args = replace(args, num_workers=worker_count(args))
 
+    # Set up: seeds, the policy and theta, the observation normalizer, the run folder.
     random.seed(args.seed)
     np.random.seed(args.seed)
     rng = np.random.default_rng(args.seed)  # theta, every member's noise and start states
     policy = Policy(obs_shape[0], action_space, args.hidden_sizes if args.policy == "mlp" else ())
     normalizer = ObsNormalizer(obs_shape, args.norm_obs)
-    theta = policy.initial_theta(rng)
+    strategy = EvolutionStrategy(policy.initial_theta(rng), args.sigma, args.learning_rate,
+                                 args.optimizer, args.l2_coef, args.fitness_shaping)
     if checkpoint is not None:
-        theta = restore(checkpoint, policy, normalizer, args)
-        run = RunWriter(args, policy)
-        print(f"{SCRIPT}: {args.env_id}, evaluating {args.eval_checkpoint}")
-        return finish(args, run, policy, theta, normalizer, interrupted=False, trained=False)
+        strategy.theta = restore(checkpoint, policy, normalizer, args)
+    run = RunWriter(args, policy, normalizer)
 
-    run = RunWriter(args, policy)
-    print(f"{SCRIPT}: {args.env_id}, seed {args.seed}, {policy.num_params} parameters, "
-          f"population {args.population_size}, {args.num_workers} {args.backend} worker(s)")
-    strategy = EvolutionStrategy(theta, args.sigma, args.learning_rate, args.optimizer,
-                                 args.l2_coef, args.fitness_shaping)
-    interrupted = train(args, policy, strategy, normalizer, run, rng)
-    return finish(args, run, policy, strategy.theta, normalizer, interrupted)
+    # Train (unless evaluating a checkpoint) on the workers, then finish: evaluate, save, plot.
+    interrupted = False
+    if checkpoint is None:
+        workers = start_workers(args, policy, strategy)  # processes or Ray actors (plumbing)
+        try:
+            train(args, strategy, normalizer, workers, run, rng)
+        except (KeyboardInterrupt, WorkersLost) as stop:
+            print(f"{SCRIPT}: interrupted; writing what the run has so far")
+            run.summary["interrupted"] = True
+            interrupted = not isinstance(stop, WorkersLost)
+        finally:
+            workers.close()
+    summary = finish(args, run, policy, strategy.theta, normalizer, trained=checkpoint is None)
+    if interrupted:
+        raise KeyboardInterrupt  # the run folder is written; the command line exits with 130
+    return summary
 
 
 # ---------------------------------------------------------------------------------------
 # Plumbing: checks, run folder, evaluation, checkpoints (not needed to follow the algorithm)
 # ---------------------------------------------------------------------------------------
-EPISODE_STEP_LIMIT = 10_000
-"""episodes of environments without a time limit are cut here: a deterministic policy can
-balance or walk in a circle forever"""
-
-OBS_CLIP = 5.0
-"""normalized observations are clipped to [-5, 5], as in Salimans et al.'s code"""
-
-
+# es.py needs more than the 350 lines below the banner that other scripts keep: after the
+# common pieces come its workers, processes of this machine or Ray actors of a cluster,
+# that replace dead workers' members and check their replicas of theta.
 class UsageError(Exception):
     """Bad input: reported as one line on stderr with exit status 2, before training."""
 
@@ -466,12 +526,31 @@ def fail(message):
     raise UsageError(message)
 
 
+def parse_args():
+    """tyro.cli(Args), with tyro's own parse errors (an unknown flag, a value of the wrong
+    type) turned into one line: tyro's message and the flags it suggests, read back from the
+    text it prints. --help prints as tyro writes it. es.py has no device: --cuda is refused."""
+    if {"-h", "--help"} & set(sys.argv[1:]):
+        return tyro.cli(Args)
+    if {"--cuda", "--no-cuda"} & set(sys.argv[1:]):
+        fail("es.py has no --cuda: its networks are NumPy matrices that train without "
+             "gradients, on the CPU (torch only writes and reads model.pt)")
+    captured = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(captured), contextlib.redirect_stderr(captured):
+            return tyro.cli(Args)
+    except SystemExit:
+        lines = [line.strip() for line in captured.getvalue().splitlines()]
+        lines = [line for line in lines if line.strip("-")]  # drop blanks and rules
+        flags = [line.split()[0].rstrip(",") for line in lines[2:] if line.startswith("--")]
+        hint = f"; did you mean {' or '.join(flags)}?" if "Perhaps you meant:" in lines else ""
+        fail(f"{lines[1][0].lower()}{lines[1][1:]}{hint} (python {SCRIPT} --help lists the flags)")
+
+
 def check_args(args):
-    """Everything a user can get wrong in the flags alone, checked before any environment runs."""
-    for name in ("total_timesteps", "population_size", "episodes_per_member"):
-        if getattr(args, name) <= 0:
-            fail(f"--{name.replace('_', '-')} must be positive, got {getattr(args, name)}")
-    for name in ("sigma", "learning_rate"):
+    """Everything a user can get wrong in the flags, checked before any environment runs."""
+    for name in ("total_timesteps", "population_size", "episodes_per_member", "sigma",
+                 "learning_rate"):
         if not getattr(args, name) > 0:  # also refuses NaN
             fail(f"--{name.replace('_', '-')} must be positive, got {getattr(args, name)}")
     if not args.l2_coef >= 0:
@@ -497,30 +576,35 @@ def check_args(args):
              f"got {args.eval_every}")
     if args.eval_every and not args.eval_episodes:
         fail("--eval-every needs at least one evaluation episode; pass --eval-episodes 1 or more")
+    if args.capture_video and not args.eval_episodes:
+        fail("--capture-video records the evaluation episodes, and --eval-episodes 0 has none; "
+             "pass --eval-episodes 1 or more")
     if args.capture_video and importlib.util.find_spec("moviepy") is None:
         fail("--capture-video needs moviepy: pip install moviepy")
 
 
 def check_env(env_id):
-    """Import the module of a `module:EnvId` id (it registers the id, as gym.make would),
-    build one environment and check its spaces; returns (obs_shape, action_space)."""
-    module, _, name = env_id.rpartition(":")
-    if module:
-        try:
-            importlib.import_module(module)
-        except Exception as e:  # not found, or the module itself fails
-            fail(f"cannot import module {module!r} of --env-id {env_id}: "
-                 f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
-    if name not in gym.registry:
-        close = difflib.get_close_matches(name, list(gym.registry), n=3, cutoff=0.5)
-        hint = (f"; did you mean {', '.join(module + ':' * bool(module) + c for c in close)}?"
-                if close else "; see gymnasium.registry")
-        where = f": module {module} registers no environment {name}" if module else ""
-        fail(f"unknown environment id {env_id!r}{where}{hint}")
+    """Make env_id once (gym.make imports the module of a module:EnvId id itself) and check
+    that es.py handles its spaces; returns (obs_shape, action_space)."""
+    module = env_id.rpartition(":")[0]
     try:
         env = gym.make(env_id)
-    except (gym.error.Error, ImportError) as e:
-        fail(f"cannot make {env_id}: {str(e).splitlines()[0]}")
+    except (gym.error.NameNotFound, gym.error.VersionNotFound, gym.error.NamespaceNotFound):
+        close = [i for i in difflib.get_close_matches(env_id.rpartition(":")[2], gym.registry,
+                                                      n=6, cutoff=0.6) if makeable(i)][:3]
+        close = [f"{module}:{i}" if module else i for i in close]  # as --env-id takes them
+        fail(f"unknown environment id {env_id!r}"
+             + (f"; did you mean {', '.join(close)}?" if close else "; see gymnasium.registry"))
+    except ModuleNotFoundError as e:  # gym.make's own message does not keep e.name
+        missing = re.search(r"named '([\w.]+)'", str(e))[1]
+        where = ("; put its folder on PYTHONPATH (PYTHONPATH=. when it is in this folder)"
+                 if missing == module else "")
+        fail(f"cannot make {env_id}: no module named {missing}{where}")
+    except (gym.error.Error, ImportError) as e:  # pin the extra to the installed Gymnasium
+        message = re.sub(r'"gymnasium\[(\w+)\]"', rf'"gymnasium[\1]=={gym.__version__}"', str(e))
+        fail(f"cannot make {env_id}: {message.splitlines()[0]}")
+    except Exception as e:  # a module of the user's that fails while it is imported
+        fail(f"cannot make {env_id}: {type(e).__name__}: {(str(e).splitlines() or [''])[0]}")
     obs_space, action_space = env.observation_space, env.action_space
     env.close()
     if isinstance(action_space, gym.spaces.Box):
@@ -542,6 +626,290 @@ def check_env(env_id):
              "flat vectors")
     return obs_space.shape, action_space
 
+
+def makeable(env_id):
+    """Whether gym.make(env_id) works here (its dependencies installed), for suggestions."""
+    try:
+        with warnings.catch_warnings():  # an old version's deprecation is no news here
+            warnings.simplefilter("ignore")
+            gym.make(env_id).close()
+        return True
+    except Exception:
+        return False
+
+
+def evaluate(policy, theta, obs_stats, env_id, episodes, seed, video_folder=None):
+    """Returns of `episodes` episodes of theta itself (the policy is deterministic, so this
+    is the greedy evaluation), one after another in one environment, seeds seed, seed+1, ...,
+    with the observation statistics obs_stats, frozen."""
+    env = make_env(env_id, video_folder)
+    returns, _, _ = play_episodes(env, policy, policy.layers(theta), obs_stats,
+                                  range(seed, seed + episodes))
+    env.close()
+    return np.array(returns)
+
+
+class RunWriter:
+    """The run folder (CONTRIBUTING.md, "What a run writes"): config.json at once, the CSV
+    files row by row (flushed, so an interrupted run keeps them), a progress line every 2
+    seconds, the evaluations of --eval-every with best_model.pt; finish() writes the rest.
+    Training runs whole generations: the one that reaches the budget is finished, as said at
+    the start."""
+
+    def __init__(self, args, policy, normalizer):
+        name = "__".join([args.env_id.replace("/", "-").replace(":", "-"), args.exp_name,
+                          str(args.seed), str(int(time.time()))])
+        self.path, suffix = os.path.join(args.output_dir, name), 1
+        while os.path.exists(self.path):  # a run with the same flags in the same second
+            suffix += 1
+            self.path = os.path.join(args.output_dir, f"{name}-{suffix}")
+        try:
+            os.makedirs(self.path)
+        except OSError as e:
+            fail(f"cannot create the run folder {self.path}: {e.strerror}")
+        versions = {"torch": torch.__version__, "gymnasium": gym.__version__,  # torch: model.pt
+                    "numpy": np.__version__, "python": sys.version.split()[0]}
+        with open(os.path.join(self.path, "config.json"), "w") as f:
+            json.dump({**asdict(args), "device": "cpu", "versions": versions}, f, indent=2)
+        self.summary = dict.fromkeys(SUMMARY_KEYS) | {
+            "algorithm": "es", "env_id": args.env_id, "seed": args.seed, "global_steps": 0,
+            "eval_episodes": args.eval_episodes, "interrupted": False}
+        self.args, self.policy, self.normalizer = args, policy, normalizer
+        self.files, self.steps, self.returns, self.evaluations = {}, [], [], []
+        self.write_row("episodes.csv")  # its header now: a run with no episode has the file
+        self.start = self.last_print = time.time()
+        self.first_print, self.last_step = None, 0  # (step, time) of the first progress line
+        print(f"{SCRIPT}: {args.env_id}, seed {args.seed}, {policy.num_params} parameters")
+        if args.eval_checkpoint is None:
+            print(f"{SCRIPT}: population {args.population_size}, {args.num_workers} "
+                  f"{args.backend} worker(s); training runs whole generations: the one whose "
+                  f"episodes reach --total-timesteps {args.total_timesteps:,} is finished")
+
+    def elapsed(self):
+        return time.time() - self.start
+
+    def write_row(self, filename, **row):
+        """Append a row to a CSV file of the run folder, made with a header at first use
+        (episodes.csv's columns are fixed; no row writes the header alone)."""
+        if filename not in self.files:
+            f = open(os.path.join(self.path, filename), "w", newline="")
+            fields = EPISODE_FIELDS if filename == "episodes.csv" else list(row)
+            self.files[filename] = (f, csv.DictWriter(f, fieldnames=fields))
+            self.files[filename][1].writeheader()
+        f, writer = self.files[filename]
+        if row:
+            writer.writerow(row)
+        f.flush()
+
+    def episode(self, global_step, episode_return, episode_length):
+        """A member's episode: its row, and the steps of all members so far."""
+        self.summary["global_steps"] = global_step
+        self.steps.append(global_step)
+        self.returns.append(float(episode_return))
+        self.write_row("episodes.csv", global_step=global_step, wall_time=round(self.elapsed(), 4),
+                       episode_return=float(episode_return), episode_length=int(episode_length))
+
+    def update(self, global_step, **diagnostics):
+        wall_time = self.elapsed()
+        self.write_row("updates.csv", global_step=global_step, wall_time=round(wall_time, 4),
+                       sps=int(global_step / wall_time), **diagnostics)
+
+    def step(self, global_step, theta):
+        """After each generation: evaluate theta each time global_step crosses a multiple of
+        --eval-every, and print the progress line every 2 seconds, its speed measured from
+        the first line on (the first seconds hold the start-up, which would make the speed
+        and ETA wrong)."""
+        every, previous, self.last_step = self.args.eval_every, self.last_step, global_step
+        if every and global_step // every > previous // every:
+            self.evaluation(global_step, theta)
+        now = time.time()
+        if now - self.last_print >= 2.0:
+            first, self.last_print = self.first_print or (global_step, now), now
+            sps = (global_step - first[0]) / (now - first[1]) if self.first_print else None
+            print(progress_line(global_step, self.args.total_timesteps, sps, self.recent_return()))
+            self.first_print = first
+
+    def evaluation(self, global_step, theta):
+        """Evaluate theta as it is now on an environment of its own, seeded as the final
+        evaluation, with the observation statistics as they are (frozen: no worker, training
+        generator or statistic is touched); append the row to evaluations.csv and, with
+        --save-model, keep the best theta so far as best_model.pt."""
+        wall_time = self.elapsed()
+        returns = evaluate(self.policy, theta, self.normalizer.frozen(), self.args.env_id,
+                           self.args.eval_episodes, self.args.seed + 100_000)
+        mean, std = float(returns.mean()), float(returns.std())
+        self.write_row("evaluations.csv", global_step=global_step, wall_time=round(wall_time, 4),
+                       eval_return_mean=mean, eval_return_std=std)
+        best = max((m for _, m, _ in self.evaluations), default=-math.inf)
+        if self.args.save_model and mean > best:
+            save_checkpoint(os.path.join(self.path, "best_model.pt"), theta, self.normalizer,
+                            self.args)
+        self.evaluations.append((global_step, mean, std))
+
+    def non_finite(self, theta_norm, global_step):
+        """True, after saying so and marking the run interrupted, when theta is NaN or inf."""
+        if math.isfinite(theta_norm):
+            return False
+        print(f"{SCRIPT}: theta became NaN or infinite at step {global_step}; stopping (try a "
+              "lower --learning-rate or --sigma)")
+        self.summary["interrupted"] = True
+        return True
+
+    def recent_return(self):
+        """The mean of the last 20 member episode returns (None before the first)."""
+        return float(np.mean(self.returns[-20:])) if self.returns else None
+
+    def reached(self, threshold, global_step):
+        """True once the mean of the last 20 returns reaches threshold; records when."""
+        if threshold is None or len(self.returns) < 20 or self.recent_return() < threshold:
+            return False
+        self.summary["solved_at_step"] = global_step
+        self.summary["solved_at_time_s"] = round(self.elapsed(), 3)
+        return True
+
+    def close(self):
+        for f, _ in self.files.values():
+            f.close()
+
+
+EPISODE_FIELDS = ("global_step", "wall_time", "episode_return", "episode_length")
+SUMMARY_KEYS = ("algorithm", "env_id", "seed", "global_steps", "wall_time_s",
+                "train_return_last20", "eval_return_mean", "eval_return_std", "eval_episodes",
+                "solved_at_step", "solved_at_time_s", "interrupted")
+
+
+def progress_line(global_step, total_steps, sps, recent_return):
+    """The console's progress: the step out of the budget, the percentage, steps per second,
+    the time left at that speed (h:mm:ss) and the mean of the last 20 training returns; the
+    speed and the time left read "-" while sps is None (the first line: nothing measured).
+
+        ETA = max(total_steps - global_step, 0) / sps
+    """
+    if sps:
+        minutes, seconds = divmod(round(max(total_steps - global_step, 0) / sps), 60)
+        speed = f"{sps:,.0f} sps | ETA {minutes // 60}:{minutes % 60:02}:{seconds:02}"
+    else:
+        speed = "- sps | ETA -"
+    recent = "n/a" if recent_return is None else f"{recent_return:.1f}"
+    return (f"step {global_step:,}/{total_steps:,} ({100 * global_step / total_steps:.0f}%) | "
+            f"{speed} | return (last 20) {recent}")
+
+
+def plot_learning_curve(path, steps, returns, title, evaluations=(), final=None):
+    """learning_curve.png: episode return against environment steps, raw points faded and
+    a moving average of 20 episodes on top; the greedy evaluations (step, mean, std) of
+    --eval-every as a second series, the mean with the std as error bars, and the final
+    evaluation (step, mean, std) after training as a marker of its own."""
+    fig = Figure(figsize=(7, 4), dpi=100)
+    ax = fig.add_subplot()
+    ax.scatter(steps, returns, s=6, alpha=0.25, label="member episode return")
+    if returns:
+        window = min(20, len(returns))
+        smooth = np.convolve(returns, np.ones(window) / window, mode="valid")
+        ax.plot(steps[window - 1:], smooth, color="tab:blue", lw=2, label=f"mean of last {window}")
+    for points, style, label in ((evaluations, dict(color="tab:orange", marker="o", ms=4),
+                                  "greedy evaluation (mean, std)"),
+                                 ([final] if final else [], dict(color="tab:red", marker="D", ms=7),
+                                  "final greedy evaluation")):
+        if points:
+            eval_steps, means, stds = zip(*points)
+            ax.errorbar(eval_steps, means, yerr=stds, capsize=3, label=label, **style)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(loc="lower right")
+    ax.set(xlabel="environment steps", ylabel="member episode return", title=title)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(os.path.join(path, "learning_curve.png"))
+    return os.path.join(path, "learning_curve.png")
+
+
+CHECKPOINT_FLAGS = ("env_id", "policy", "hidden_sizes", "norm_obs")
+
+
+def save_checkpoint(path, theta, normalizer, args):
+    torch.save({"theta": torch.from_numpy(np.asarray(theta, dtype=np.float64)),
+                "obs_rms": normalizer.state_dict(), "args": asdict(args)}, path)
+
+
+def load_checkpoint(path, env_id):
+    """Load a model.pt safely (weights_only) and check it was made for env_id (as given);
+    None when path is None (no --eval-checkpoint)."""
+    if path is None:
+        return None
+    if not os.path.isfile(path):
+        fail(f"checkpoint {path} does not exist")
+    try:
+        checkpoint = torch.load(path, map_location="cpu", weights_only=True)
+        saved = checkpoint["args"]
+        if not {"theta", "obs_rms"} <= set(checkpoint) or not set(CHECKPOINT_FLAGS) <= set(saved):
+            raise KeyError("missing entries")
+    except Exception as e:
+        fail(f"checkpoint {path} is not an es.py model.pt ({type(e).__name__}); "
+             "make one with --save-model")
+    if saved["env_id"] != env_id:
+        fail(f"checkpoint {path} was made for {saved['env_id']}, not {env_id}; "
+             f"pass --env-id {saved['env_id']}")
+    return checkpoint
+
+
+def restore(checkpoint, policy, normalizer, args):
+    """The checkpoint's theta, checked against the network; loads its observation statistics."""
+    try:
+        theta = checkpoint["theta"].numpy().astype(np.float64)
+        if theta.shape != (policy.num_params,):
+            raise ValueError(f"theta has {theta.size} parameters, the network {policy.num_params}")
+        normalizer.load_state_dict(checkpoint["obs_rms"])
+    except (ValueError, KeyError, AttributeError, TypeError) as e:
+        fail(f"checkpoint {args.eval_checkpoint} does not fit {args.env_id}'s network: {e}")
+    return theta
+
+
+def finish(args, run, policy, theta, normalizer, trained=True):
+    """Evaluate theta, save the model if asked, write summary.json and the curve, and print
+    the closing line. An interrupted run skips the evaluation."""
+    summary = run.summary
+    summary["train_return_last20"] = run.recent_return()
+    summary["wall_time_s"] = round(run.elapsed(), 3)
+    final = None
+    if args.eval_episodes and not summary["interrupted"]:
+        video_folder = os.path.join(run.path, "videos") if args.capture_video else None
+        returns = evaluate(policy, theta, normalizer.frozen(), args.env_id, args.eval_episodes,
+                           args.seed + 100_000, video_folder)
+        summary["eval_return_mean"] = float(returns.mean())
+        summary["eval_return_std"] = float(returns.std())
+        final = (summary["global_steps"], summary["eval_return_mean"], summary["eval_return_std"])
+    if args.save_model and trained:
+        save_checkpoint(os.path.join(run.path, "model.pt"), theta, normalizer, args)
+    run.close()
+    with open(os.path.join(run.path, "summary.json"), "w") as f:
+        json.dump(summary, f, indent=2)
+    closing = [f"{SCRIPT}: run folder {run.path}", f"global_steps {summary['global_steps']:,}"]
+    for key in ("train_return_last20", "eval_return_mean"):
+        closing.append(f"{key} " + ("-" if summary[key] is None else f"{summary[key]:.2f}"))
+    if args.stop_at_return is not None:
+        closing.append(f"solved_at_step {summary['solved_at_step'] or 'not reached'}")
+    if trained:
+        closing.append("learning curve " + plot_learning_curve(
+            run.path, run.steps, run.returns, f"{SCRIPT} on {args.env_id}, seed {args.seed}",
+            run.evaluations, final))
+    print(" | ".join(closing))
+    return summary
+
+
+def cli():
+    """The command line: main(flags) with bad input as one line on stderr and exit status
+    2; after Ctrl-C, once the run folder is written, exit status 130 as shells expect (so
+    that a loop of runs stops too; the worker processes ignore Ctrl-C and end quietly)."""
+    try:
+        main(parse_args())
+    except UsageError as e:
+        print(f"{SCRIPT}: error: {e}", file=sys.stderr)
+        sys.exit(2)
+    except KeyboardInterrupt:
+        sys.exit(130)
+
+
+# es.py's own pieces: the cores, the workers (processes or Ray actors) and Ray.
 
 def available_cores():
     """The cores this process may run on."""
@@ -570,52 +938,6 @@ def worker_count(args):
     return args.num_workers
 
 
-def make_env(env_id, video_folder=None):
-    """One environment whose episode returns are recorded by Gymnasium's
-    RecordEpisodeStatistics, cut at EPISODE_STEP_LIMIT steps if it has no time limit."""
-    env = gym.make(env_id, **({"render_mode": "rgb_array"} if video_folder else {}))
-    if env.spec.max_episode_steps is None:
-        env = gym.wrappers.TimeLimit(env, EPISODE_STEP_LIMIT)
-    if video_folder is not None:
-        env = gym.wrappers.RecordVideo(env, video_folder, name_prefix="eval",
-                                       episode_trigger=lambda episode: True)
-    return gym.wrappers.RecordEpisodeStatistics(env)
-
-
-def normalize(obs, obs_stats):
-    """(obs - mean) / std clipped to [-OBS_CLIP, OBS_CLIP]; obs unchanged if obs_stats is None."""
-    if obs_stats is None:
-        return obs
-    return np.clip((obs - obs_stats[0]) / obs_stats[1], -OBS_CLIP, OBS_CLIP)
-
-
-class ObsNormalizer:
-    """The running mean and variance of all members' observations (Gymnasium's
-    RunningMeanStd). They stay frozen during a generation: frozen() is what the members play
-    with, (mean, sqrt(var + 1e-8)), or None when disabled; after the generation the members'
-    moments are merged in member order, the same in every process layout."""
-
-    def __init__(self, shape, enabled):
-        self.enabled = enabled
-        self.rms = RunningMeanStd(shape=shape)
-
-    def frozen(self):
-        return (self.rms.mean.copy(), np.sqrt(self.rms.var + 1e-8)) if self.enabled else None
-
-    def update(self, moments):
-        for mean, var, count in moments:
-            self.rms.update_from_moments(mean, var, count)
-
-    def state_dict(self):
-        return {"mean": torch.as_tensor(self.rms.mean), "var": torch.as_tensor(self.rms.var),
-                "count": float(self.rms.count)}
-
-    def load_state_dict(self, state):
-        self.rms.mean = state["mean"].numpy().astype(np.float64)
-        self.rms.var = state["var"].numpy().astype(np.float64)
-        self.rms.count = state["count"]
-
-
 def start_workers(args, policy, strategy):
     """The workers of --backend: ProcessWorkers or RayWorkers, the same to train()."""
     kind = RayWorkers if args.backend == "ray" else ProcessWorkers
@@ -626,9 +948,9 @@ class WorkerDied(Exception):
     """A worker process or Ray actor is gone (killed, crashed, its machine lost)."""
 
 
-class WorkersLost(KeyboardInterrupt):
-    """Every worker has died: train() stops as after Ctrl-C, so the run keeps its files and
-    its summary says "interrupted": true."""
+class WorkersLost(Exception):
+    """Every worker has died: main() stops training as after Ctrl-C, so the run keeps its
+    files and its summary says "interrupted": true (but the command exits with 0)."""
 
 
 class Workers:
@@ -717,14 +1039,20 @@ class ProcessWorkers(Workers):
     def __init__(self, num_workers, env_id, policy, strategy):
         self.conns, self.processes = [], []
         context = multiprocessing.get_context("fork" if sys.platform == "linux" else "spawn")
-        for _ in range(num_workers if num_workers > 1 else 0):
-            mine, theirs = context.Pipe()
-            process = context.Process(target=worker_loop, args=(theirs, env_id, policy, strategy),
-                                      daemon=True)
-            process.start()
-            theirs.close()
-            self.conns.append(mine)
-            self.processes.append(process)
+        # Ctrl-C is the main process's to handle: SIGINT, which a terminal sends to every
+        # process of the command, is ignored while the workers start, and so all their lives.
+        handler = signal.signal(signal.SIGINT, signal.SIG_IGN)
+        try:
+            for _ in range(num_workers if num_workers > 1 else 0):
+                mine, theirs = context.Pipe()
+                process = context.Process(target=worker_loop, daemon=True,
+                                          args=(theirs, env_id, policy, strategy))
+                process.start()
+                theirs.close()
+                self.conns.append(mine)
+                self.processes.append(process)
+        finally:
+            signal.signal(signal.SIGINT, handler)
         super().__init__(self.conns, policy, strategy,
                          env=make_env(env_id) if num_workers == 1 else None)
 
@@ -768,8 +1096,7 @@ class ProcessWorkers(Workers):
 
 def worker_loop(conn, env_id, policy, strategy):
     """A worker process: answers each message with ("ok", the Replica's answer), or
-    ("error", the traceback) and ends; None ends it. Ctrl-C is the main process's to handle."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    ("error", the traceback) and ends; None ends it. It ignores Ctrl-C (ProcessWorkers)."""
     replica = Replica(env_id, policy, strategy)
     try:
         while (message := conn.recv()) is not None:
@@ -848,223 +1175,5 @@ def start_ray(address):
     return cpus
 
 
-def evaluate(policy, theta, obs_stats, env_id, episodes, seed, video_folder=None):
-    """Returns of `episodes` episodes of theta itself (the policy is deterministic, so this
-    is the greedy evaluation), one after another in one environment, seeds seed, seed+1, ..."""
-    env = make_env(env_id, video_folder)
-    returns, _, _ = play_episodes(env, policy, policy.layers(theta), obs_stats,
-                                  range(seed, seed + episodes))
-    env.close()
-    return np.array(returns)
-
-
-class RunWriter:
-    """The run folder: config.json at once, then episodes.csv, updates.csv and
-    evaluations.csv row by row (flushed at each update, so an interrupted run keeps them);
-    keeps the episode rows and evaluations for the summary and the curve; prints the
-    progress line every 2 seconds and evaluates theta every --eval-every steps."""
-
-    def __init__(self, args, policy):
-        self.start, self.episodes, self.files, self.writers = time.time(), [], {}, {}
-        self.args, self.policy, self.evaluations = args, policy, []  # (step, mean, std)
-        self.last_step, self.last_print = 0, self.start
-        env_name = args.env_id.replace("/", "-").replace(":", "-")
-        base = os.path.join(args.output_dir,
-                            f"{env_name}__{args.exp_name}__{args.seed}__{int(self.start)}")
-        self.path, suffix = base, 1
-        while os.path.exists(self.path):  # another run started in the same second
-            suffix += 1
-            self.path = f"{base}-{suffix}"
-        try:
-            os.makedirs(self.path)
-        except OSError as e:
-            fail(f"cannot create the run folder {self.path}: {e.strerror}")
-        self.write_json("config.json", {**asdict(args), "device": "cpu", "versions": {
-            "torch": torch.__version__, "gymnasium": gym.__version__,  # torch: model.pt only
-            "numpy": np.__version__, "python": sys.version.split()[0]}})
-
-    def episode(self, global_step, episode_return, length):
-        self.episodes.append({"global_step": global_step,
-                              "wall_time": round(time.time() - self.start, 4),
-                              "episode_return": float(episode_return), "episode_length": length})
-        self.write_row("episodes.csv", self.episodes[-1])
-
-    def update(self, global_step, diagnostics):
-        """Writes the row global_step, wall_time, sps, diagnostics..."""
-        wall_time = time.time() - self.start
-        sps = int(global_step / max(wall_time, 1e-9))
-        self.write_row("updates.csv", {"global_step": global_step,
-                                       "wall_time": round(wall_time, 4), "sps": sps, **diagnostics})
-        for f in self.files.values():
-            f.flush()
-
-    def step(self, global_step, theta, normalizer):
-        """After each generation: evaluate theta each time global_step crosses a multiple of
-        --eval-every, and print the progress line every 2 seconds."""
-        every, previous, self.last_step = self.args.eval_every, self.last_step, global_step
-        if every and global_step // every > previous // every:
-            self.evaluation(global_step, theta, normalizer)
-        if time.time() - self.last_print >= 2.0:
-            self.last_print = time.time()
-            recent = [e["episode_return"] for e in self.episodes[-20:]]
-            print(progress_line(global_step, self.args.total_timesteps, time.time() - self.start,
-                                float(np.mean(recent)) if recent else None))
-
-    def evaluation(self, global_step, theta, normalizer):
-        """Evaluate theta as it is now on an environment of its own, seeded as the final
-        evaluation (no worker, no training generator or statistics is touched); append the
-        row to evaluations.csv and, with --save-model, keep the best theta as best_model.pt."""
-        wall_time = time.time() - self.start
-        returns = evaluate(self.policy, theta, normalizer.frozen(), self.args.env_id,
-                           self.args.eval_episodes, self.args.seed + 100_000)
-        mean, std = float(returns.mean()), float(returns.std())
-        self.write_row("evaluations.csv", {"global_step": global_step, "wall_time": round(
-            wall_time, 4), "eval_return_mean": mean, "eval_return_std": std})
-        self.files["evaluations.csv"].flush()
-        best = max((m for _, m, _ in self.evaluations), default=-math.inf)
-        if self.args.save_model and mean > best:
-            save_checkpoint(os.path.join(self.path, "best_model.pt"), theta, normalizer, self.args)
-        self.evaluations.append((global_step, mean, std))
-
-    def write_row(self, filename, row):
-        if filename not in self.writers:  # the header comes with the first row
-            self.files[filename] = open(os.path.join(self.path, filename), "w", newline="")
-            self.writers[filename] = csv.DictWriter(self.files[filename], fieldnames=list(row))
-            self.writers[filename].writeheader()
-        self.writers[filename].writerow(row)
-
-    def write_json(self, filename, data):
-        with open(os.path.join(self.path, filename), "w") as f:
-            json.dump(data, f, indent=2)
-
-
-def solved_at(returns, threshold, window=20):
-    """The index of the first episode at which the mean of the last `window` returns reaches
-    threshold, or None (also when threshold is None)."""
-    if threshold is None or len(returns) < window:
-        return None
-    means = np.convolve(returns, np.ones(window), mode="valid") / window
-    hits = np.flatnonzero(means >= threshold)
-    return int(hits[0]) + window - 1 if len(hits) else None
-
-
-def progress_line(global_step, total_steps, elapsed, recent_return):
-    """The console's progress: the step out of the budget, the percentage, steps per second,
-    the time left at that speed (h:mm:ss) and the mean of the last 20 training returns.
-
-        sps = global_step / elapsed,   ETA = max(total_steps - global_step, 0) / sps
-    """
-    sps = global_step / elapsed
-    minutes, seconds = divmod(round(max(total_steps - global_step, 0) / sps), 60)
-    recent = "n/a" if recent_return is None else f"{recent_return:.1f}"
-    return (f"step {global_step:,}/{total_steps:,} ({100 * global_step / total_steps:.0f}%) | "
-            f"{sps:,.0f} sps | ETA {minutes // 60}:{minutes % 60:02}:{seconds:02} | "
-            f"return (last 20) {recent}")
-
-
-def plot_curve(run, title):
-    """learning_curve.png: episode return against environment steps, raw points faded, a
-    moving average of 20 episodes on top, and the evaluations of --eval-every (mean, with
-    the std as error bars) as a second series; returns its path."""
-    steps = np.array([e["global_step"] for e in run.episodes])
-    returns = np.array([e["episode_return"] for e in run.episodes])
-    fig = Figure(figsize=(7, 4), dpi=100)
-    ax = fig.add_subplot()
-    ax.scatter(steps, returns, s=6, alpha=0.25, color="tab:blue", label="member episode return")
-    if len(returns):
-        window = min(20, len(returns))
-        smooth = np.convolve(returns, np.ones(window) / window, mode="valid")
-        ax.plot(steps[window - 1:], smooth, color="tab:blue", lw=2, label=f"mean of last {window}")
-    if run.evaluations:
-        eval_steps, means, stds = zip(*run.evaluations)
-        ax.errorbar(eval_steps, means, yerr=stds, color="tab:orange", marker="o", ms=4, capsize=3,
-                    label="greedy evaluation (mean, std)")
-    if len(returns) or run.evaluations:
-        ax.legend(loc="lower right")
-    ax.set(xlabel="environment steps", ylabel="episode return", title=title)
-    ax.grid(alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(os.path.join(run.path, "learning_curve.png"))
-    return os.path.join(run.path, "learning_curve.png")
-
-
-CHECKPOINT_FLAGS = ("env_id", "policy", "hidden_sizes", "norm_obs")
-
-
-def save_checkpoint(path, theta, normalizer, args):
-    torch.save({"theta": torch.from_numpy(np.asarray(theta, dtype=np.float64)),
-                "obs_rms": normalizer.state_dict(), "args": asdict(args)}, path)
-
-
-def load_checkpoint(path, env_id):
-    """Load a model.pt safely (weights_only) and check it was made for env_id (as given)."""
-    if not os.path.isfile(path):
-        fail(f"checkpoint {path} does not exist")
-    try:
-        checkpoint = torch.load(path, map_location="cpu", weights_only=True)
-        saved = checkpoint["args"]
-        if not {"theta", "obs_rms"} <= set(checkpoint) or not set(CHECKPOINT_FLAGS) <= set(saved):
-            raise KeyError("missing entries")
-    except Exception as e:
-        fail(f"checkpoint {path} is not an es.py model.pt ({type(e).__name__}); "
-             "make one with --save-model")
-    if saved["env_id"] != env_id:
-        fail(f"checkpoint {path} was made for {saved['env_id']}, not {env_id}; "
-             f"pass --env-id {saved['env_id']}")
-    return checkpoint
-
-
-def restore(checkpoint, policy, normalizer, args):
-    """The checkpoint's theta, checked against the network; loads its observation statistics."""
-    try:
-        theta = checkpoint["theta"].numpy().astype(np.float64)
-        if theta.shape != (policy.num_params,):
-            raise ValueError(f"theta has {theta.size} parameters, the network {policy.num_params}")
-        normalizer.load_state_dict(checkpoint["obs_rms"])
-    except (ValueError, KeyError, AttributeError, TypeError) as e:
-        fail(f"checkpoint {args.eval_checkpoint} does not fit {args.env_id}'s network: {e}")
-    return theta
-
-
-def finish(args, run, policy, theta, normalizer, interrupted, trained=True):
-    """Evaluate theta (not after an interruption), save the model if asked, write
-    summary.json and the curve, print the closing line; returns the summary."""
-    for f in run.files.values():
-        f.close()
-    returns = [e["episode_return"] for e in run.episodes]
-    solved = solved_at(returns, args.stop_at_return)
-    summary = {"algorithm": "es", "env_id": args.env_id, "seed": args.seed,
-               "global_steps": run.episodes[-1]["global_step"] if run.episodes else 0,
-               "wall_time_s": round(time.time() - run.start, 3),
-               "train_return_last20": float(np.mean(returns[-20:])) if returns else None,
-               "eval_return_mean": None, "eval_return_std": None,
-               "eval_episodes": args.eval_episodes,
-               "solved_at_step": None if solved is None else run.episodes[solved]["global_step"],
-               "solved_at_time_s": None if solved is None else run.episodes[solved]["wall_time"],
-               "interrupted": interrupted}
-    if args.eval_episodes and not interrupted:
-        video_folder = os.path.join(run.path, "videos") if args.capture_video else None
-        evaluation = evaluate(policy, theta, normalizer.frozen(), args.env_id,
-                              args.eval_episodes, args.seed + 100_000, video_folder)
-        summary["eval_return_mean"] = float(evaluation.mean())
-        summary["eval_return_std"] = float(evaluation.std())
-    if args.save_model and trained:
-        save_checkpoint(os.path.join(run.path, "model.pt"), theta, normalizer, args)
-    run.write_json("summary.json", summary)
-    closing = f"{SCRIPT}: run folder {run.path}"
-    for key in ("global_steps", "train_return_last20", "eval_return_mean", "solved_at_step"):
-        value = summary[key]
-        closing += f" | {key} {value:.2f}" if isinstance(value, float) else f" | {key} {value}"
-    if trained:
-        title = f"{SCRIPT} on {args.env_id}, seed {args.seed}"
-        closing += f" | learning curve {plot_curve(run, title)}"
-    print(closing)
-    return summary
-
-
 if __name__ == "__main__":
-    try:
-        main(tyro.cli(Args))
-    except UsageError as e:
-        print(f"{SCRIPT}: error: {e}", file=sys.stderr)
-        sys.exit(2)
+    cli()

@@ -48,18 +48,20 @@ the best evaluated table) (CONTRIBUTING.md, "What a run writes").
 # ---------------------------------------------------------------------------------------
 # Imports
 # ---------------------------------------------------------------------------------------
+import contextlib
 import csv
 import difflib
-import importlib
 import importlib.util
+import io
 import json
 import math
 import os
 import random
+import re
 import sys
 import time
+import warnings
 import zipfile
-from collections import deque
 from dataclasses import asdict, dataclass, replace
 from typing import Optional
 
@@ -102,25 +104,28 @@ class Args:
 
     # Algorithm
     learning_rate: float = 0.1
-    """alpha: the step size of the update, in (0, 1]"""
+    """alpha: the step size of the update, in (0, 1] (0.5 in Sutton & Barto's gridworld
+    examples 6.5 and 6.6, 0.1 in their bandit chapter)"""
     anneal_lr: bool = False
     """decay alpha linearly to 0 over the budget (helps stochastic environments settle)"""
     gamma: float = 0.99
-    """discount factor"""
+    """discount factor (1 in Sutton & Barto's episodic gridworlds, 0.9-0.99 in most other work)"""
     start_e: float = 1.0
-    """epsilon at the start of training"""
+    """epsilon at the start of training (Sutton & Barto's examples keep it at 0.1 throughout)"""
     end_e: float = 0.01
-    """epsilon at the end of the schedule"""
+    """epsilon at the end of the schedule (0.01-0.1 in CleanRL's and DQN's schedules)"""
     exploration_fraction: float = 0.2
     """fraction of the budget over which epsilon goes linearly from --start-e to --end-e"""
     q_init: float = 0.0
-    """initial value of every Q(s, a); above the true values it makes exploration optimistic"""
+    """initial value of every Q(s, a); above the true values it makes exploration optimistic
+    (+5 in Sutton & Barto's section 2.6, on rewards near 1)"""
     log_interval: int = 1000
     """environment steps between two rows of updates.csv"""
 
     # The grid for Box observations
     bins: tuple[int, ...] = (20,)
-    """Box observations: grid cells per dimension, one number for all or one per dimension"""
+    """Box observations: grid cells per dimension, one number for all or one per dimension (a
+    single tiling; Sutton & Barto's Mountain Car uses 8 tilings of 8 x 8, section 10.1)"""
     obs_low: Optional[tuple[float, ...]] = None
     """Box observations: lower grid bounds replacing the space's, one number for all or one
     per dimension"""
@@ -204,202 +209,20 @@ class QTable:
 
 
 # ---------------------------------------------------------------------------------------
-# Training
+# What the agent sees: a Discrete state's index, or a Box observation's cell of the grid
 # ---------------------------------------------------------------------------------------
-def train(args, env, table, run):
-    """The Q-learning loop: act epsilon-greedily, update Q(s, a) after every step, start a
-    new episode where one ended. The run writer records episodes, log rows and the summary;
-    the loop stops early at --stop-at-return or at a non-finite TD error."""
-    rng = random.Random(args.seed)  # exploration
-    total = args.total_timesteps
-    exploration_steps = args.exploration_fraction * total
-    abs_deltas, last_log = 0.0, 0
-
-    obs, _ = env.reset(seed=args.seed)
-    s = table.state(obs)
-    for step in range(total):  # environment steps taken so far
-        epsilon = linear_schedule(args.start_e, args.end_e, exploration_steps, step)
-        alpha = args.learning_rate * (1 - step / total if args.anneal_lr else 1)
-        a = table.act(s, epsilon, rng)
-        obs, reward, terminated, truncated, info = env.step(a)
-        global_step = step + 1
-        run.step(global_step, epsilon)  # progress line; evaluation every --eval-every steps
-
-        # Learn: after a truncation s_next is the true final state and is bootstrapped from;
-        # after a termination q_update drops the bootstrap term.
-        s_next = table.state(obs)
-        delta = q_update(table.q, s, a, reward, s_next, terminated, alpha, args.gamma)
-        table.visits[s] += 1
-        abs_deltas += abs(delta)
-        if not math.isfinite(delta):
-            run.stop(f"the TD error became non-finite ({delta}) at step {global_step}; "
-                     "check the rewards, or lower --gamma")
-            break
-        s = s_next
-        solved = False
-        if terminated or truncated:  # the episode ends on either; the next one starts
-            run.episode(global_step, info["episode"]["r"], info["episode"]["l"])
-            obs, _ = env.reset()
-            s = table.state(obs)
-            solved = run.solved(args.stop_at_return, global_step)
-
-        # Log: a row of updates.csv every --log-interval steps and at the end.
-        last = solved or global_step == total
-        if global_step % args.log_interval == 0 or last:
-            run.log(global_step, {"epsilon": epsilon, "learning_rate": alpha,
-                                  "td_error_abs": abs_deltas / (global_step - last_log),
-                                  "states_visited": int(np.count_nonzero(table.visits)),
-                                  "episodes": len(run.episodes)})
-            abs_deltas, last_log = 0.0, global_step
-        if solved:
-            break
-
-
-def main(args: Args) -> dict:
-    """Train Q-learning (or, with --eval-checkpoint, evaluate a saved table), write the run
-    folder and return the summary."""
-    check_args(args)
-    obs_space, action_space, board = check_env(args.env_id)
-    if args.eval_checkpoint is not None:
-        table = load_checkpoint(args.eval_checkpoint, args.env_id, obs_space, action_space)
-        if table.grid is not None:  # config.json records the grid the table was made on
-            low, high, bins = table.grid
-            args = replace(args, bins=tuple(bins), obs_low=tuple(low), obs_high=tuple(high))
-    else:
-        table = make_table(args, args.env_id, obs_space, action_space)
-    random.seed(args.seed)
-    np.random.seed(args.seed)
-    run = RunWriter(args, table)
-    print(f"{SCRIPT}: {args.env_id}, seed {args.seed}, table of {table.q.shape[0]} states x "
-          f"{table.q.shape[1]} actions")
-    if args.eval_checkpoint is None:
-        env = make_env(args.env_id)
-        try:
-            train(args, env, table, run)
-        except KeyboardInterrupt:
-            run.stop("interrupted")
-        finally:
-            env.close()
-    return finish(args, run, table, board, trained=args.eval_checkpoint is None)
-
-
-# ---------------------------------------------------------------------------------------
-# Plumbing: checks, run folder, evaluation, checkpoints (not needed to follow the algorithm)
-# ---------------------------------------------------------------------------------------
-class UsageError(Exception):
-    """Bad input: reported as one line on stderr with exit status 2, before training
-    (CONTRIBUTING.md, "Bad input")."""
-
-
-EVAL_STEP_LIMIT = 10_000
-"""greedy evaluation episodes of environments without a time limit are cut here: a greedy
-policy can walk in a circle forever"""
-
-
-def fail(message):
-    raise UsageError(message)
-
-
-def check_args(args):
-    """Everything a user can get wrong in the flags alone, checked before any environment runs."""
-    for name in ("total_timesteps", "log_interval"):
-        if getattr(args, name) <= 0:
-            fail(f"--{name.replace('_', '-')} must be positive, got {getattr(args, name)}")
-    if not 0.0 < args.learning_rate <= 1.0:
-        fail(f"--learning-rate must be in (0, 1], got {args.learning_rate}")
-    for name in ("gamma", "start_e", "end_e", "exploration_fraction"):
-        if not 0.0 <= getattr(args, name) <= 1.0:
-            fail(f"--{name.replace('_', '-')} must be in [0, 1], got {getattr(args, name)}")
-    if not math.isfinite(args.q_init):
-        fail(f"--q-init must be a finite number, got {args.q_init}")
-    if args.eval_episodes < 0:
-        fail(f"--eval-episodes must be 0 or more, got {args.eval_episodes}")
-    if args.eval_every < 0:
-        fail(f"--eval-every must be 0 (evaluate only after training) or more, "
-             f"got {args.eval_every}")
-    if args.eval_every and not args.eval_episodes:
-        fail("--eval-every needs at least one evaluation episode; pass --eval-episodes 1 or more")
-    if not args.bins:
-        fail("--bins needs one number for all dimensions or one per dimension")
-    if min(args.bins) < 1:
-        fail(f"--bins must be positive, got {' '.join(map(str, args.bins))}")
-    if args.capture_video and importlib.util.find_spec("moviepy") is None:
-        fail("--capture-video needs moviepy: pip install moviepy")
-
-
-def check_env(env_id):
-    """Check the id (`module:EnvId` imports the module first, as gym.make does) and build one
-    environment to check its spaces; returns (obs_space, action_space, board), board being
-    (nrow, ncol) where the environment lays its Discrete states out on a map (FrozenLake),
-    else None."""
-    module, _, name = env_id.rpartition(":")
-    if module:
-        try:
-            importlib.import_module(module)
-        except Exception as e:  # a module of the user's: any error while importing it
-            fail(f"cannot import module {module} of --env-id {env_id} "
-                 f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}); "
-                 f"try python -c 'import {module}' (is its folder on PYTHONPATH?)")
-    if name not in gym.registry:
-        close = difflib.get_close_matches(name, list(gym.registry), n=3, cutoff=0.5)
-        hint = f"; did you mean {', '.join(close)}?" if close else "; see gymnasium.registry"
-        where = f" (module {module} registers no environment {name})" if module else ""
-        fail(f"unknown environment id {env_id!r}{where}{hint}")
-    try:
-        env = gym.make(env_id)
-    except (gym.error.Error, ImportError) as e:
-        fail(f"cannot make {env_id}: {str(e).splitlines()[0]}")
-    obs_space, action_space = env.observation_space, env.action_space
-    board = (getattr(env.unwrapped, "nrow", None), getattr(env.unwrapped, "ncol", None))
-    env.close()
-    if isinstance(action_space, gym.spaces.Box):
-        fail(f"{env_id} has continuous (Box) actions; a Q table needs a finite set of actions: "
-             "use ddpg_td3.py")
-    if not isinstance(action_space, gym.spaces.Discrete):
-        fail(f"{env_id} has a {type(action_space).__name__} action space; qlearning.py handles "
-             "Discrete actions")
-    if not isinstance(obs_space, (gym.spaces.Discrete, gym.spaces.Box)):
-        fail(f"{env_id} has a {type(obs_space).__name__} observation space; qlearning.py "
-             "handles Discrete (a state index) and Box (cut into a grid) observations")
-    is_map = (isinstance(obs_space, gym.spaces.Discrete) and all(isinstance(x, int) for x in board)
-              and board[0] * board[1] == obs_space.n)
-    return obs_space, action_space, board if is_map else None
-
-
-def human_bytes(n):
-    for unit in ("bytes", "KB", "MB", "GB", "TB", "PB"):
-        if n < 1000 or unit == "PB":
-            return f"{n:.3g} {unit}"
-        n /= 1000
-
-
-def memory_bytes():
-    """The machine's physical memory (8 GB where the OS does not say)."""
-    try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (AttributeError, ValueError, OSError):
-        return 8 * 1000**3
-
-
-def per_dimension(flag, values, dims):
-    """A flag given as one number for all dimensions or one per dimension, as a list of dims."""
-    if len(values) == 1:
-        return list(values) * dims
-    if len(values) != dims:
-        fail(f"--{flag} takes one number or one per observation dimension ({dims}), "
-             f"got {len(values)}")
-    return list(values)
-
-
 def make_table(args, env_id, obs_space, action_space):
-    """A fresh QTable for the environment's spaces, its grid from --bins, --obs-low and
-    --obs-high for a Box space; refuses grids with unbounded sides or too large to fit."""
+    """A fresh QTable for the environment's spaces: a row per Discrete state, or for a Box
+    space a row per cell of the grid of --bins cells per dimension between the space's
+    bounds, or --obs-low and --obs-high where given (values outside go to the edge cells).
+    Refuses grids with unbounded or empty sides, and tables too large for the memory."""
     num_actions = int(action_space.n)
     if isinstance(obs_space, gym.spaces.Discrete):
         if args.bins != Args.bins or args.obs_low is not None or args.obs_high is not None:
             fail(f"--bins, --obs-low and --obs-high are for Box observations; {env_id}'s are "
                  f"Discrete({obs_space.n}), already a table row each")
         grid, num_states = None, int(obs_space.n)
+        check_memory(num_states, num_actions, f"{env_id}'s Discrete({num_states})")
     else:
         dims = int(np.prod(obs_space.shape))
         bins = per_dimension("bins", args.bins, dims)
@@ -419,16 +242,503 @@ def make_table(args, env_id, obs_space, action_space):
             fail(f"the grid bounds need --obs-low < --obs-high in every dimension; not in "
                  f"dimensions {', '.join(map(str, empty))}")
         grid, num_states = (low, high, bins), math.prod(bins)
-    size = num_states * (num_actions + 1) * 8  # float64 Q values and int64 visit counts
-    if size > memory_bytes() / 2:
-        what = (f"--bins {' '.join(map(str, grid[2]))}" if grid
-                else f"{env_id}'s Discrete({num_states})")
-        fail(f"{what} makes a table of {num_states:,} states x {num_actions} actions, "
-             f"{human_bytes(size)}: more than half of this machine's memory "
-             f"({human_bytes(memory_bytes())})" + ("; use fewer --bins" if grid else ""))
+        check_memory(num_states, num_actions, f"--bins {' '.join(map(str, bins))}")
     q = np.full((num_states, num_actions), args.q_init, dtype=np.float64)
     start = int(obs_space.start) if grid is None else 0
     return QTable(q, *(grid or (None, None, None)), start=start)
+
+
+def per_dimension(flag, values, dims):
+    """A flag given as one number for all dimensions or one per dimension, as a list of dims."""
+    if len(values) == 1:
+        return list(values) * dims
+    if len(values) != dims:
+        fail(f"--{flag} takes one number or one per observation dimension ({dims}), "
+             f"got {len(values)}")
+    return list(values)
+
+
+def check_memory(num_states, num_actions, what):
+    """Refuse a table (float64 Q values and int64 visit counts) larger than half of this
+    machine's physical memory (8 GB where the OS does not say); `what` names its cause. The
+    rows of a grid are the product of its bins: 20 bins in each of 4 dimensions make 160,000
+    rows, 1000 make 10^12 (the curse of dimensionality, which tile coding and networks avoid)."""
+    size = num_states * (num_actions + 1) * 8
+    try:
+        memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):
+        memory = 8 * 1000**3
+    if size > memory / 2:
+        fail(f"{what} makes a table of {num_states:,} states x {num_actions} actions, "
+             f"{human_bytes(size)}: more than half of this machine's memory "
+             f"({human_bytes(memory)})" + ("; use fewer --bins" if what.startswith("--") else ""))
+
+
+def human_bytes(n):
+    for unit in ("bytes", "KB", "MB", "GB", "TB", "PB"):
+        if n < 1000 or unit == "PB":
+            return f"{n:.3g} {unit}"
+        n /= 1000
+
+
+# ---------------------------------------------------------------------------------------
+# Reading the table: V(s) and the greedy action of each state, on the map or the grid
+# ---------------------------------------------------------------------------------------
+ARROWS = "←↓→↑"
+"""FrozenLake's actions 0-3 (left, down, right, up), drawn as arrows on its map"""
+
+
+def heat_map(table, board):
+    """What the learning curve's figure shows beside the curve when the table is a small
+    grid: V(s) = max_a Q(s, a) laid out on it ([rows, cols], NaN where never visited), a
+    label [rows, cols] for each cell, the axis labels and ticks. None for other tables.
+
+    A FrozenLake map (board: its rows of letters as bytes, S start, F frozen, H hole, G goal,
+    a cell per state and 4 actions) is drawn as the map, row 0 at the top: a visited cell
+    shows its greedy action as an arrow, a hole "H" and the goal "G". A Box grid of one or two dimensions is drawn with
+    dimension 0 across and dimension 1 up, each visited cell with its greedy action's number."""
+    values = np.where(table.visits > 0, table.q.max(axis=1), np.nan)
+    actions = table.q.argmax(axis=1)
+    if table.grid is None:
+        if np.ndim(board) != 2 or np.size(board) != len(values) or len(ARROWS) != len(table.q[0]):
+            return None
+        letters = np.char.decode(board)
+        shape = letters.shape
+        labels = np.where(np.isin(letters, ["H", "G"]), letters, np.where(
+            np.isnan(values), "", np.array(list(ARROWS))[actions]).reshape(shape))
+        return {"values": values.reshape(shape), "labels": labels, "origin": "upper",
+                "xlabel": "column", "ylabel": "row", "ticks": None,
+                "title": "greedy action (arrow) in each visited cell, on V(s); H holes, G goal"}
+    low, high, bins = table.grid
+    if len(bins) > 2:
+        return None
+    shape = (bins[0], bins[1] if len(bins) == 2 else 1)  # [cell_0, cell_1]: transpose to draw
+    ticks = [(f"{low[i]:.3g}", f"{high[i]:.3g}") for i in range(len(bins))] + [("", "")]
+    labels = np.where(np.isnan(values), "", actions.astype(str)).reshape(shape).T
+    return {"values": values.reshape(shape).T, "labels": labels, "origin": "lower",
+            "xlabel": "observation dimension 0", "ticks": ticks[:2],
+            "ylabel": "observation dimension 1" if len(bins) == 2 else "",
+            "title": "greedy action (number) in each visited cell, on V(s)"}
+
+
+def draw_heat_map(fig, ax, heat):
+    """Draw heat_map's V(s) on ax with its colour bar, and the cells' labels when there are
+    at most 400 cells."""
+    values = heat["values"]
+    image = ax.imshow(values, origin=heat["origin"], cmap="viridis", aspect="auto")
+    fig.colorbar(image, ax=ax, label="V(s) = max_a Q(s, a)")
+    rows, cols = values.shape
+    if values.size <= 400:
+        for (r, c), label in np.ndenumerate(heat["labels"]):
+            if label:  # white on a value's colour, black on a blank (never visited) cell
+                ax.text(c, r, label, ha="center", va="center", fontsize=9,
+                        color="w" if np.isfinite(values[r, c]) else "k")
+    if heat["ticks"]:  # a grid's bounds at its edges
+        ax.set_xticks([-0.5, cols - 0.5], heat["ticks"][0])
+        ax.set_yticks([-0.5, rows - 0.5], heat["ticks"][1])
+    else:  # a board's rows and columns
+        ax.set_xticks(range(cols))
+        ax.set_yticks(range(rows))
+    ax.set(xlabel=heat["xlabel"], ylabel=heat["ylabel"], title=heat["title"])
+
+
+# ---------------------------------------------------------------------------------------
+# Training
+# ---------------------------------------------------------------------------------------
+def train(args, env, table, run):
+    """The Q-learning loop: act epsilon-greedily, update Q(s, a) after every step, start a
+    new episode where one ended, log; until the budget, --stop-at-return or a non-finite
+    TD error."""
+    rng = random.Random(args.seed)  # exploration
+    total = args.total_timesteps
+    exploration_steps = args.exploration_fraction * total
+    abs_deltas, last_log = 0.0, 0
+
+    # A Box observation becomes its cell of the grid (table.state: discretize), a Discrete
+    # one its index: the table sees only the cell.
+    obs, _ = env.reset(seed=args.seed)
+    s = table.state(obs)
+    for step in range(total):  # environment steps taken so far
+        epsilon = linear_schedule(args.start_e, args.end_e, exploration_steps, step)
+        alpha = args.learning_rate * (1 - step / total if args.anneal_lr else 1)
+        a = table.act(s, epsilon, rng)
+        obs, reward, terminated, truncated, info = env.step(a)
+        global_step = step + 1
+        run.step(global_step, epsilon)  # progress line; evaluation every --eval-every steps
+
+        # Learn: after a truncation s_next is the true final state and is bootstrapped from;
+        # after a termination q_update drops the bootstrap term.
+        s_next = table.state(obs)
+        delta = q_update(table.q, s, a, reward, s_next, terminated, alpha, args.gamma)
+        table.visits[s] += 1
+        abs_deltas += abs(delta)
+        if run.non_finite(delta, global_step):  # says so; the run stops as interrupted
+            return
+        s = s_next
+        solved = False
+        if terminated or truncated:  # the episode ends on either; the next one starts
+            run.episode(global_step, info["episode"]["r"], info["episode"]["l"])
+            obs, _ = env.reset()
+            s = table.state(obs)
+            solved = run.reached(args.stop_at_return, global_step)  # the summary records when
+
+        # Log: a row of updates.csv every --log-interval steps and at the end.
+        if global_step % args.log_interval == 0 or solved or global_step == total:
+            run.update(global_step, epsilon=epsilon, learning_rate=alpha,
+                       td_error_abs=abs_deltas / (global_step - last_log),
+                       states_visited=int(np.count_nonzero(table.visits)),
+                       episodes=len(run.returns))
+            abs_deltas, last_log = 0.0, global_step
+        if solved:
+            return
+
+
+def main(args: Args) -> dict:
+    """Train Q-learning (or evaluate an --eval-checkpoint), write the run folder, return the
+    summary. Ctrl-C stops training; the run folder is written, then KeyboardInterrupt goes on up."""
+    # Check everything a user can get wrong before anything runs (CONTRIBUTING.md, "Bad input").
+    check_args(args)
+    obs_space, action_space, board = check_env(args.env_id)
+    if args.eval_checkpoint is not None:
+        table = load_checkpoint(args.eval_checkpoint, args.env_id, obs_space, action_space)
+        if table.grid is not None:  # config.json records the grid the table was made on
+            low, high, bins = table.grid
+            args = replace(args, bins=tuple(bins), obs_low=tuple(low), obs_high=tuple(high))
+    else:
+        table = make_table(args, args.env_id, obs_space, action_space)
+
+    # Set up: seeds (the environment is seeded by its first reset), the run folder.
+    random.seed(args.seed)
+    np.random.seed(args.seed)
+    run = RunWriter(args, table)
+
+    # Train (unless evaluating a checkpoint), then finish: evaluate, save, write, plot.
+    interrupted = False
+    if args.eval_checkpoint is None:
+        env = make_env(args.env_id)
+        try:
+            train(args, env, table, run)
+        except KeyboardInterrupt:
+            print(f"{SCRIPT}: interrupted; writing what the run has so far")
+            interrupted = run.summary["interrupted"] = True
+        finally:
+            env.close()
+    summary = finish(args, run, table, board, trained=args.eval_checkpoint is None)
+    if interrupted:
+        raise KeyboardInterrupt  # the run folder is written; the command line exits with 130
+    return summary
+
+
+# ---------------------------------------------------------------------------------------
+# Plumbing: checks, run folder, evaluation, checkpoints (not needed to follow the algorithm)
+# ---------------------------------------------------------------------------------------
+class UsageError(Exception):
+    """Bad input: reported as one line on stderr with exit status 2, before training."""
+
+
+def fail(message):
+    raise UsageError(message)
+
+
+def parse_args():
+    """tyro.cli(Args), with tyro's own parse errors (an unknown flag, a value of the wrong
+    type) turned into one line: tyro's message and the flags it suggests, read back from the
+    text it prints. --help prints as tyro writes it. qlearning.py has no device: --cuda is
+    refused."""
+    if {"-h", "--help"} & set(sys.argv[1:]):
+        return tyro.cli(Args)
+    if {"--cuda", "--no-cuda"} & set(sys.argv[1:]):
+        fail("qlearning.py has no --cuda: its table is a NumPy array, on the CPU (no torch)")
+    captured = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(captured), contextlib.redirect_stderr(captured):
+            return tyro.cli(Args)
+    except SystemExit:
+        lines = [line.strip() for line in captured.getvalue().splitlines()]
+        lines = [line for line in lines if line.strip("-")]  # drop blanks and rules
+        flags = [line.split()[0].rstrip(",") for line in lines[2:] if line.startswith("--")]
+        hint = f"; did you mean {' or '.join(flags)}?" if "Perhaps you meant:" in lines else ""
+        fail(f"{lines[1][0].lower()}{lines[1][1:]}{hint} (python {SCRIPT} --help lists the flags)")
+
+
+def check_args(args):
+    """Everything a user can get wrong in the flags, checked before any environment runs."""
+    for name in ("total_timesteps", "log_interval"):
+        if getattr(args, name) <= 0:
+            fail(f"--{name.replace('_', '-')} must be positive, got {getattr(args, name)}")
+    if not 0.0 < args.learning_rate <= 1.0:
+        fail(f"--learning-rate must be in (0, 1], got {args.learning_rate}")
+    for name in ("gamma", "start_e", "end_e", "exploration_fraction"):
+        if not 0.0 <= getattr(args, name) <= 1.0:
+            fail(f"--{name.replace('_', '-')} must be in [0, 1], got {getattr(args, name)}")
+    if not math.isfinite(args.q_init):
+        fail(f"--q-init must be a finite number, got {args.q_init}")
+    if not args.bins:
+        fail("--bins needs one number for all dimensions or one per dimension")
+    if min(args.bins) < 1:
+        fail(f"--bins must be positive, got {' '.join(map(str, args.bins))}")
+    if args.eval_episodes < 0:
+        fail(f"--eval-episodes must be 0 or more, got {args.eval_episodes}")
+    if args.eval_every < 0:
+        fail("--eval-every must be 0 (evaluate only after training) or more, "
+             f"got {args.eval_every}")
+    if args.eval_every and not args.eval_episodes:
+        fail("--eval-every needs at least one evaluation episode; pass --eval-episodes 1 or more")
+    if args.capture_video and not args.eval_episodes:
+        fail("--capture-video records the evaluation episodes, and --eval-episodes 0 has none; "
+             "pass --eval-episodes 1 or more")
+    if args.capture_video and importlib.util.find_spec("moviepy") is None:
+        fail("--capture-video needs moviepy: pip install moviepy")
+
+
+def check_env(env_id):
+    """Make env_id once (gym.make imports the module of a module:EnvId id itself) and check
+    that qlearning.py handles its spaces; returns (obs_space, action_space, board), board
+    being the environment's map where it has one (FrozenLake's desc), else None."""
+    module = env_id.rpartition(":")[0]
+    try:
+        env = gym.make(env_id)
+    except (gym.error.NameNotFound, gym.error.VersionNotFound, gym.error.NamespaceNotFound):
+        close = [module + ":" * bool(module) + i for i in difflib.get_close_matches(
+            env_id.rpartition(":")[2], gym.registry, n=6, cutoff=0.6) if makeable(i)][:3]
+        fail(f"unknown environment id {env_id!r}"
+             + (f"; did you mean {', '.join(close)}?" if close else "; see gymnasium.registry"))
+    except ModuleNotFoundError as e:  # gym.make's own message does not keep e.name
+        missing = re.search(r"named '([\w.]+)'", str(e))[1]
+        where = ("; put its folder on PYTHONPATH (PYTHONPATH=. when it is in this folder)"
+                 if missing == module else "")
+        fail(f"cannot make {env_id}: no module named {missing}{where}")
+    except (gym.error.Error, ImportError) as e:  # pin the extra to the installed Gymnasium
+        message = re.sub(r'"gymnasium\[(\w+)\]"', rf'"gymnasium[\1]=={gym.__version__}"', str(e))
+        fail(f"cannot make {env_id}: {message.splitlines()[0]}")
+    except Exception as e:  # a module of the user's that fails while it is imported
+        fail(f"cannot make {env_id}: {type(e).__name__}: {(str(e).splitlines() or [''])[0]}")
+    obs_space, action_space = env.observation_space, env.action_space
+    board = getattr(env.unwrapped, "desc", None)  # FrozenLake's map: rows of letters (bytes)
+    env.close()
+    if not isinstance(action_space, gym.spaces.Discrete):  # a table row holds one Q per action
+        fail(f"{env_id} has a {type(action_space).__name__} action space; qlearning.py handles "
+             "Discrete actions" + ("; for continuous ones use ddpg_td3.py or sac.py"
+                                   if isinstance(action_space, gym.spaces.Box) else ""))
+    if not isinstance(obs_space, (gym.spaces.Discrete, gym.spaces.Box)):
+        fail(f"{env_id} has a {type(obs_space).__name__} observation space; qlearning.py "
+             "handles Discrete (a state index) and Box (cut into a grid) observations")
+    return obs_space, action_space, board
+
+
+def makeable(env_id):
+    """Whether gym.make(env_id) works here (its dependencies installed), for suggestions."""
+    try:
+        with warnings.catch_warnings():  # an old version's deprecation is no news here
+            warnings.simplefilter("ignore")
+            gym.make(env_id).close()
+        return True
+    except Exception:
+        return False
+
+
+def make_env(env_id, video_folder=None, max_episode_steps=None):
+    """One environment whose episode returns are recorded by Gymnasium's
+    RecordEpisodeStatistics (info["episode"] when an episode ends), filmed into video_folder."""
+    if video_folder is None:
+        env = gym.make(env_id, max_episode_steps=max_episode_steps)
+    else:
+        os.environ.setdefault("SDL_VIDEODRIVER", "dummy")  # frames only, no window to open
+        env = gym.make(env_id, render_mode="rgb_array", max_episode_steps=max_episode_steps)
+        env = gym.wrappers.RecordVideo(env, video_folder, name_prefix="eval",
+                                       episode_trigger=lambda episode: True)
+    return gym.wrappers.RecordEpisodeStatistics(env)
+
+
+def evaluate(table, env_id, episodes, seed, video_folder=None):
+    """Greedy returns of `episodes` episodes, one after another in one environment seeded
+    once; environments without a time limit are cut at EVAL_STEP_LIMIT steps."""
+    limit = None if gym.spec(env_id.rpartition(":")[2]).max_episode_steps else EVAL_STEP_LIMIT
+    env = make_env(env_id, video_folder, limit)
+    returns = np.zeros(episodes)
+    for i in range(episodes):
+        obs, _ = env.reset(seed=seed if i == 0 else None)
+        terminated = truncated = False
+        while not (terminated or truncated):
+            obs, _, terminated, truncated, info = env.step(table.greedy(table.state(obs)))
+        returns[i] = info["episode"]["r"]
+    env.close()
+    return returns
+
+
+EVAL_STEP_LIMIT = 10_000
+"""greedy evaluation episodes of environments without a time limit are cut here: a greedy
+policy can walk in a circle forever"""
+
+
+class RunWriter:
+    """The run folder (CONTRIBUTING.md, "What a run writes"): config.json at once, the CSV
+    files row by row (flushed, so an interrupted run keeps them), a progress line every 2
+    seconds, the evaluations of --eval-every with best_model.npz; finish() writes the rest."""
+
+    def __init__(self, args, table):
+        name = "__".join([args.env_id.replace("/", "-").replace(":", "-"), args.exp_name,
+                          str(args.seed), str(int(time.time()))])
+        self.path, suffix = os.path.join(args.output_dir, name), 1
+        while os.path.exists(self.path):  # a run with the same flags in the same second
+            suffix += 1
+            self.path = os.path.join(args.output_dir, f"{name}-{suffix}")
+        try:
+            os.makedirs(self.path)
+        except OSError as e:
+            fail(f"cannot create the run folder {self.path}: {e.strerror}")
+        versions = {"torch": None, "gymnasium": gym.__version__, "numpy": np.__version__,
+                    "python": sys.version.split()[0]}  # torch: none, the script is NumPy only
+        with open(os.path.join(self.path, "config.json"), "w") as f:
+            json.dump({**asdict(args), "device": "cpu", "versions": versions}, f, indent=2)
+        self.summary = dict.fromkeys(SUMMARY_KEYS) | {
+            "algorithm": "qlearning", "env_id": args.env_id, "seed": args.seed,
+            "global_steps": 0, "eval_episodes": args.eval_episodes, "interrupted": False}
+        self.args, self.table = args, table
+        self.files, self.steps, self.returns, self.evaluations = {}, [], [], []
+        self.write_row("episodes.csv")  # its header now: a run with no episode has the file
+        self.start = self.last_print = time.time()
+        self.first_print = None  # (step, time) of the first progress line
+        print(f"{SCRIPT}: {args.env_id}, seed {args.seed}, table of {table.q.shape[0]} states "
+              f"x {table.q.shape[1]} actions")
+
+    def elapsed(self):
+        return time.time() - self.start
+
+    def write_row(self, filename, **row):
+        """Append a row to a CSV file of the run folder, made with a header at first use
+        (episodes.csv's columns are fixed; no row writes the header alone)."""
+        if filename not in self.files:
+            f = open(os.path.join(self.path, filename), "w", newline="")
+            fields = EPISODE_FIELDS if filename == "episodes.csv" else list(row)
+            self.files[filename] = (f, csv.DictWriter(f, fieldnames=fields))
+            self.files[filename][1].writeheader()
+        f, writer = self.files[filename]
+        if row:
+            writer.writerow(row)
+        f.flush()
+
+    def episode(self, global_step, episode_return, episode_length):
+        self.steps.append(global_step)
+        self.returns.append(float(episode_return))
+        self.write_row("episodes.csv", global_step=global_step, wall_time=round(self.elapsed(), 4),
+                       episode_return=float(episode_return), episode_length=int(episode_length))
+
+    def update(self, global_step, **diagnostics):
+        wall_time = self.elapsed()
+        self.write_row("updates.csv", global_step=global_step, wall_time=round(wall_time, 4),
+                       sps=int(global_step / wall_time), **diagnostics)
+
+    def step(self, global_step, epsilon):
+        """After each environment step: record the step count (should Ctrl-C stop the run),
+        evaluate each time global_step crosses a multiple of --eval-every, and print the
+        progress line with the step's epsilon every 2 seconds, its speed from the first line on."""
+        every, previous = self.args.eval_every, self.summary["global_steps"]
+        self.summary["global_steps"] = global_step
+        if every and global_step // every > previous // every:
+            self.evaluation(global_step)
+        now = time.time()
+        if now - self.last_print >= 2.0:
+            first, self.last_print = self.first_print or (global_step, now), now
+            sps = (global_step - first[0]) / (now - first[1]) if self.first_print else None
+            print(progress_line(global_step, self.args.total_timesteps, sps, self.recent_return())
+                  + f" | epsilon {epsilon:.3f}")
+            self.first_print = first
+
+    def evaluation(self, global_step):
+        """Evaluate the table's greedy policy as it is now on an environment of its own (the
+        training environment and the exploration generator are untouched: greedy actions draw
+        no random numbers), append the row to evaluations.csv and, with --save-model, keep the
+        best table so far as best_model.npz."""
+        wall_time = self.elapsed()
+        returns = evaluate(self.table, self.args.env_id, self.args.eval_episodes,
+                           self.args.seed + 100_000)
+        mean, std = float(returns.mean()), float(returns.std())
+        self.write_row("evaluations.csv", global_step=global_step, wall_time=round(wall_time, 4),
+                       eval_return_mean=mean, eval_return_std=std)
+        best = max((m for _, m, _ in self.evaluations), default=-math.inf)
+        if self.args.save_model and mean > best:
+            save_checkpoint(os.path.join(self.path, "best_model.npz"), self.table, self.args)
+        self.evaluations.append((global_step, mean, std))
+
+    def non_finite(self, delta, global_step):
+        """True, after saying so and marking the run interrupted, when the TD error is not finite."""
+        if math.isfinite(delta):
+            return False
+        print(f"{SCRIPT}: the TD error became non-finite ({delta}) at step {global_step}; "
+              "stopping (check the rewards, or lower --gamma)")
+        self.summary["interrupted"] = True
+        return True
+
+    def recent_return(self):
+        """The mean of the last 20 training episode returns (None before the first)."""
+        return float(np.mean(self.returns[-20:])) if self.returns else None
+
+    def reached(self, threshold, global_step):
+        """True once the mean of the last 20 returns reaches threshold; records when."""
+        if threshold is None or len(self.returns) < 20 or self.recent_return() < threshold:
+            return False
+        self.summary["solved_at_step"] = global_step
+        self.summary["solved_at_time_s"] = round(self.elapsed(), 3)
+        return True
+
+    def close(self):
+        for f, _ in self.files.values():
+            f.close()
+
+
+EPISODE_FIELDS = ("global_step", "wall_time", "episode_return", "episode_length")
+SUMMARY_KEYS = ("algorithm", "env_id", "seed", "global_steps", "wall_time_s",
+                "train_return_last20", "eval_return_mean", "eval_return_std", "eval_episodes",
+                "solved_at_step", "solved_at_time_s", "interrupted")
+
+
+def progress_line(global_step, total_steps, sps, recent_return):
+    """The console's progress: the step out of the budget, the percentage, steps per second,
+    the time left at that speed (h:mm:ss) and the mean of the last 20 training returns; the
+    speed and the time left read "-" while sps is None (the first line: nothing measured).
+
+        ETA = max(total_steps - global_step, 0) / sps
+    """
+    if sps:
+        minutes, seconds = divmod(round(max(total_steps - global_step, 0) / sps), 60)
+        speed = f"{sps:,.0f} sps | ETA {minutes // 60}:{minutes % 60:02}:{seconds:02}"
+    else:
+        speed = "- sps | ETA -"
+    recent = "n/a" if recent_return is None else f"{recent_return:.1f}"
+    return (f"step {global_step:,}/{total_steps:,} ({100 * global_step / total_steps:.0f}%) | "
+            f"{speed} | return (last 20) {recent}")
+
+
+def plot_learning_curve(path, steps, returns, title, evaluations=(), final=None, heat=None):
+    """learning_curve.png: episode return against environment steps, raw points faded and
+    a moving average of 20 episodes on top; the greedy evaluations (step, mean, std) of
+    --eval-every as a second series, the mean with the std as error bars, and the final
+    evaluation (step, mean, std) after training as a marker of its own; beside it, with
+    `heat` (see heat_map), the table's V(s) and greedy actions."""
+    fig = Figure(figsize=(12 if heat else 7, 4), dpi=100)
+    ax = fig.add_subplot(1, 2 if heat else 1, 1)
+    ax.scatter(steps, returns, s=6, alpha=0.25, label="episode return")
+    if returns:
+        window = min(20, len(returns))
+        smooth = np.convolve(returns, np.ones(window) / window, mode="valid")
+        ax.plot(steps[window - 1:], smooth, color="tab:blue", lw=2, label=f"mean of last {window}")
+    for points, style, label in ((evaluations, dict(color="tab:orange", marker="o", ms=4),
+                                  "greedy evaluation (mean, std)"),
+                                 ([final] if final else [], dict(color="tab:red", marker="D", ms=7),
+                                  "final greedy evaluation")):
+        if points:
+            eval_steps, means, stds = zip(*points)
+            ax.errorbar(eval_steps, means, yerr=stds, capsize=3, label=label, **style)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(loc="lower right")
+    ax.set(xlabel="environment steps", ylabel="episode return", title=title)
+    ax.grid(alpha=0.3)
+    if heat:
+        draw_heat_map(fig, fig.add_subplot(1, 2, 2), heat)
+    fig.tight_layout()
+    fig.savefig(os.path.join(path, "learning_curve.png"))
+    return os.path.join(path, "learning_curve.png")
 
 
 def save_checkpoint(path, table, args):
@@ -465,264 +775,51 @@ def load_checkpoint(path, env_id, obs_space, action_space):
     return QTable(q, *grid, start=start, visits=data["visits"])
 
 
-def make_env(env_id, video_folder=None, max_episode_steps=None):
-    """One environment whose episode returns are recorded by Gymnasium's
-    RecordEpisodeStatistics (info["episode"] when an episode ends), optionally filmed."""
-    if video_folder is None:
-        env = gym.make(env_id, max_episode_steps=max_episode_steps)
-    else:
-        env = gym.make(env_id, render_mode="rgb_array", max_episode_steps=max_episode_steps)
-        env = gym.wrappers.RecordVideo(env, video_folder, name_prefix="eval",
-                                       episode_trigger=lambda episode: True)
-    return gym.wrappers.RecordEpisodeStatistics(env)
-
-
-def evaluate(table, env_id, episodes, seed, video_folder=None):
-    """Greedy returns of `episodes` episodes, one after another in one environment seeded
-    once; environments without a time limit are cut at EVAL_STEP_LIMIT steps."""
-    limit = None if gym.spec(env_id.rpartition(":")[2]).max_episode_steps else EVAL_STEP_LIMIT
-    env = make_env(env_id, video_folder, limit)
-    returns = np.zeros(episodes)
-    for i in range(episodes):
-        obs, _ = env.reset(seed=seed if i == 0 else None)
-        terminated = truncated = False
-        while not (terminated or truncated):
-            obs, _, terminated, truncated, info = env.step(table.greedy(table.state(obs)))
-        returns[i] = info["episode"]["r"]
-    env.close()
-    return returns
-
-
-def heat_map(table, board):
-    """What the learning curve figure shows beside the curve when the table is a small
-    grid: V(s) = max_a Q(s, a) laid out on it ([rows, cols], NaN where never visited),
-    the greedy actions [rows, cols], the axis labels and ticks. None for other tables.
-
-    A FrozenLake-like board is drawn as the map (row 0 at the top); a Box grid of one or
-    two dimensions with dimension 0 across and dimension 1 up."""
-    values = np.where(table.visits > 0, table.q.max(axis=1), np.nan)
-    actions = table.q.argmax(axis=1)
-    if table.grid is None:
-        if board is None:
-            return None
-        return {"values": values.reshape(board), "actions": actions.reshape(board),
-                "origin": "upper", "xlabel": "column", "ylabel": "row", "ticks": None}
-    low, high, bins = table.grid
-    if len(bins) > 2:
-        return None
-    shape = (bins[0], bins[1] if len(bins) == 2 else 1)  # [cell_0, cell_1]: transpose to draw
-    ticks = [(f"{low[i]:.3g}", f"{high[i]:.3g}") for i in range(len(bins))] + [("", "")]
-    return {"values": values.reshape(shape).T, "actions": actions.reshape(shape).T,
-            "origin": "lower", "xlabel": "observation dimension 0",
-            "ylabel": "observation dimension 1" if len(bins) == 2 else "", "ticks": ticks[:2]}
-
-
-class RunWriter:
-    """The run folder (CONTRIBUTING.md, "What a run writes"): config.json at once,
-    episodes.csv, updates.csv and evaluations.csv row by row (flushed, so an interrupted run
-    keeps them), a progress line every 2 seconds, the greedy evaluations of --eval-every
-    with best_model.npz, and the summary, which finish() writes with the learning curve."""
-
-    def __init__(self, args, table):
-        env_name = args.env_id.replace("/", "-").replace(":", "-")
-        name = f"{env_name}__{args.exp_name}__{args.seed}__{int(time.time())}"
-        self.path, suffix = os.path.join(args.output_dir, name), 1
-        while os.path.exists(self.path):  # two runs started in the same second
-            suffix += 1
-            self.path = os.path.join(args.output_dir, f"{name}-{suffix}")
-        try:
-            os.makedirs(self.path)
-        except OSError as e:
-            fail(f"cannot create the run folder {self.path}: {e.strerror}")
-        self.write_json("config.json", {**asdict(args), "device": "cpu", "versions": {
-            "torch": None,  # not used: this script is NumPy only
-            "gymnasium": gym.__version__, "numpy": np.__version__,
-            "python": sys.version.split()[0]}})
-        self.summary = dict.fromkeys(("algorithm", "env_id", "seed", "global_steps",
-                                      "wall_time_s", "train_return_last20", "eval_return_mean",
-                                      "eval_return_std", "eval_episodes", "solved_at_step",
-                                      "solved_at_time_s", "interrupted"))
-        self.summary.update(algorithm="qlearning", env_id=args.env_id, seed=args.seed,
-                            global_steps=0, eval_episodes=args.eval_episodes, interrupted=False)
-        self.start, self.last_print, self.last20 = time.time(), 0.0, deque(maxlen=20)
-        self.episodes, self.files, self.writers = [], [], {}
-        self.args, self.table, self.evaluations = args, table, []  # evaluations: (step, mean, std)
-        self.csv_writer("episodes.csv", ["global_step", "wall_time", "episode_return",
-                                         "episode_length"])
-
-    def csv_writer(self, filename, fields):
-        if filename not in self.writers:
-            self.files.append(open(os.path.join(self.path, filename), "w", newline=""))
-            self.writers[filename] = csv.DictWriter(self.files[-1], fieldnames=fields)
-            self.writers[filename].writeheader()
-        return self.writers[filename]
-
-    def write_json(self, filename, data):
-        with open(os.path.join(self.path, filename), "w") as f:
-            json.dump(data, f, indent=2)
-
-    def episode(self, global_step, episode_return, episode_length):
-        row = {"global_step": global_step, "wall_time": round(time.time() - self.start, 4),
-               "episode_return": float(episode_return), "episode_length": int(episode_length)}
-        self.episodes.append(row)
-        self.last20.append(row["episode_return"])
-        self.writers["episodes.csv"].writerow(row)
-
-    def solved(self, threshold, global_step):
-        """True, and the step and time recorded, once the mean of the last 20 training
-        returns reaches --stop-at-return."""
-        if threshold is None or len(self.last20) < 20 or sum(self.last20) / 20 < threshold:
-            return False
-        self.summary.update(solved_at_step=global_step,
-                            solved_at_time_s=round(time.time() - self.start, 3))
-        return True
-
-    def log(self, global_step, diagnostics):
-        """A row of updates.csv."""
-        now = time.time() - self.start
-        row = {"global_step": global_step, "wall_time": round(now, 4),
-               "sps": int(global_step / max(now, 1e-9)), **diagnostics}
-        self.csv_writer("updates.csv", list(row)).writerow(row)
-        self.flush()
-
-    def flush(self):
-        for f in self.files:
-            f.flush()
-
-    def step(self, global_step, epsilon):
-        """After each environment step: record the step count (should Ctrl-C stop the run),
-        run a greedy evaluation each time global_step crosses a multiple of --eval-every, and
-        print the progress line, with the epsilon of the step, every 2 seconds."""
-        every, previous = self.args.eval_every, self.summary["global_steps"]
-        self.summary["global_steps"] = global_step
-        if every and global_step // every > previous // every:
-            self.evaluation(global_step)
-        now = time.time() - self.start
-        if now - self.last_print >= 2.0:
-            self.last_print = now
-            recent = float(np.mean(self.last20)) if self.last20 else None
-            print(progress_line(global_step, self.args.total_timesteps, now, recent)
-                  + f" | epsilon {epsilon:.3f}")
-
-    def evaluation(self, global_step):
-        """Evaluate the greedy policy of the table as it is now in an environment of its own,
-        seeded as the final evaluation is (the training environment and the exploration
-        generator are untouched: greedy actions break ties to the lowest action and draw no
-        random numbers), append the row to evaluations.csv and, with --save-model, keep the
-        best table so far as best_model.npz (the first of equal means)."""
-        wall_time = round(time.time() - self.start, 4)
-        returns = evaluate(self.table, self.args.env_id, self.args.eval_episodes,
-                           self.args.seed + 100_000)
-        mean, std = float(returns.mean()), float(returns.std())
-        self.csv_writer("evaluations.csv", ["global_step", "wall_time", "eval_return_mean",
-                                            "eval_return_std"]).writerow(
-            {"global_step": global_step, "wall_time": wall_time, "eval_return_mean": mean,
-             "eval_return_std": std})
-        self.flush()
-        if self.args.save_model and mean > max((m for _, m, _ in self.evaluations),
-                                               default=-math.inf):
-            save_checkpoint(os.path.join(self.path, "best_model.npz"), self.table, self.args)
-        self.evaluations.append((global_step, mean, std))
-
-    def stop(self, reason):
-        """Ctrl-C or a non-finite TD error: the run ends here, its files still written."""
-        print(f"{SCRIPT}: {reason}; stopping and writing what the run has so far")
-        self.summary["interrupted"] = True
-
-
-def progress_line(global_step, total_steps, elapsed, recent_return):
-    """The console's progress: the step out of the budget, the percentage, steps per second,
-    the time left at that speed (h:mm:ss) and the mean of the last 20 training returns.
-
-        sps = global_step / elapsed,   ETA = max(total_steps - global_step, 0) / sps
-    """
-    sps = global_step / elapsed
-    minutes, seconds = divmod(round(max(total_steps - global_step, 0) / sps), 60)
-    recent = "n/a" if recent_return is None else f"{recent_return:.1f}"
-    return (f"step {global_step:,}/{total_steps:,} ({100 * global_step / total_steps:.0f}%) | "
-            f"{sps:,.0f} sps | ETA {minutes // 60}:{minutes % 60:02}:{seconds:02} | "
-            f"return (last 20) {recent}")
-
-
-def plot_curve(run, title, heat=None):
-    """learning_curve.png: episode return against environment steps, raw points faded, a
-    moving average of 20 episodes on top, and the greedy evaluations (step, mean, std) of
-    --eval-every as a second series, the mean with the std as error bars; beside it, with
-    `heat` (see heat_map), V(s) as a heat map with the greedy action written in each cell
-    when there are at most 400. Returns its path."""
-    fig = Figure(figsize=(12 if heat else 7, 4), dpi=100)
-    ax = fig.add_subplot(1, 2 if heat else 1, 1)
-    steps = np.array([e["global_step"] for e in run.episodes])
-    returns = np.array([e["episode_return"] for e in run.episodes])
-    ax.scatter(steps, returns, s=6, alpha=0.25, color="tab:blue", label="episode return")
-    if len(returns):
-        window = min(20, len(returns))
-        smooth = np.convolve(returns, np.ones(window) / window, mode="valid")
-        ax.plot(steps[window - 1:], smooth, color="tab:blue", lw=2,
-                label=f"mean of last {window}")
-    if run.evaluations:
-        eval_steps, means, stds = zip(*run.evaluations)
-        ax.errorbar(eval_steps, means, yerr=stds, color="tab:orange", marker="o", ms=4, capsize=3,
-                    label="greedy evaluation (mean, std)")
-    if len(returns) or run.evaluations:
-        ax.legend(loc="lower right")
-    ax.set(xlabel="environment steps", ylabel="episode return", title=title)
-    ax.grid(alpha=0.3)
-    if heat:
-        ax = fig.add_subplot(1, 2, 2)
-        values = heat["values"]
-        image = ax.imshow(values, origin=heat["origin"], cmap="viridis", aspect="auto")
-        fig.colorbar(image, ax=ax, label="V(s) = max_a Q(s, a)")
-        rows, cols = values.shape
-        if values.size <= 400:
-            for (r, c), a in np.ndenumerate(heat["actions"]):
-                if not np.isnan(values[r, c]):
-                    ax.text(c, r, str(a), ha="center", va="center", fontsize=7, color="w")
-        if heat["ticks"]:  # a grid's bounds at its edges
-            ax.set_xticks([-0.5, cols - 0.5], heat["ticks"][0])
-            ax.set_yticks([-0.5, rows - 0.5], heat["ticks"][1])
-        else:  # a board's rows and columns
-            ax.set_xticks(range(cols))
-            ax.set_yticks(range(rows))
-        ax.set(xlabel=heat["xlabel"], ylabel=heat["ylabel"],
-               title="greedy action in each visited cell, on V(s)")
-    fig.tight_layout()
-    path = os.path.join(run.path, "learning_curve.png")
-    fig.savefig(path)
-    return path
-
-
 def finish(args, run, table, board, trained=True):
-    """Evaluate greedily (not after an interrupted run), save the table if asked, write
-    summary.json and the curve, print the closing line; returns the summary."""
+    """Evaluate greedily, save the table if asked, write summary.json and the curve (with the
+    table's heat map where it is a small grid), and print the closing line. An interrupted
+    run skips the evaluation."""
     summary = run.summary
-    summary["train_return_last20"] = float(np.mean(run.last20)) if run.last20 else None
-    summary["wall_time_s"] = round(time.time() - run.start, 3)
+    summary["train_return_last20"] = run.recent_return()
+    summary["wall_time_s"] = round(run.elapsed(), 3)
+    final = None
     if args.eval_episodes and not summary["interrupted"]:
         video_folder = os.path.join(run.path, "videos") if args.capture_video else None
         returns = evaluate(table, args.env_id, args.eval_episodes, args.seed + 100_000,
                            video_folder)
-        summary.update(eval_return_mean=float(returns.mean()), eval_return_std=float(returns.std()))
+        summary["eval_return_mean"] = float(returns.mean())
+        summary["eval_return_std"] = float(returns.std())
+        final = (summary["global_steps"], summary["eval_return_mean"], summary["eval_return_std"])
     if args.save_model and trained:
         save_checkpoint(os.path.join(run.path, "model.npz"), table, args)
-    for f in run.files:
-        f.close()
-    run.write_json("summary.json", summary)
-    closing = f"{SCRIPT}: run folder {run.path}"
-    for key in ("global_steps", "train_return_last20", "eval_return_mean", "solved_at_step"):
-        value = summary[key]
-        closing += f" | {key} {value:.2f}" if isinstance(value, float) else f" | {key} {value}"
+    run.close()
+    with open(os.path.join(run.path, "summary.json"), "w") as f:
+        json.dump(summary, f, indent=2)
+    closing = [f"{SCRIPT}: run folder {run.path}", f"global_steps {summary['global_steps']:,}"]
+    for key in ("train_return_last20", "eval_return_mean"):
+        closing.append(f"{key} " + ("-" if summary[key] is None else f"{summary[key]:.2f}"))
+    if args.stop_at_return is not None:
+        closing.append(f"solved_at_step {summary['solved_at_step'] or 'not reached'}")
     if trained:
-        title = f"{SCRIPT} on {args.env_id}, seed {args.seed}"
-        path = plot_curve(run, title, heat_map(table, board))
-        closing += f" | learning curve {path}"
-    print(closing)
+        closing.append("learning curve " + plot_learning_curve(
+            run.path, run.steps, run.returns, f"{SCRIPT} on {args.env_id}, seed {args.seed}",
+            run.evaluations, final, heat_map(table, board)))
+    print(" | ".join(closing))
     return summary
 
 
-if __name__ == "__main__":
+def cli():
+    """The command line: main(flags) with bad input as one line on stderr and exit status
+    2; after Ctrl-C, once the run folder is written, exit status 130 as shells expect (so
+    that a loop of runs stops too)."""
     try:
-        main(tyro.cli(Args))
+        main(parse_args())
     except UsageError as e:
         print(f"{SCRIPT}: error: {e}", file=sys.stderr)
         sys.exit(2)
+    except KeyboardInterrupt:
+        sys.exit(130)
+
+
+if __name__ == "__main__":
+    cli()
