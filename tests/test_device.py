@@ -164,14 +164,14 @@ def check(func, args, inputs):
 
 
 @contextlib.contextmanager
-def pretend_gpu(module, monkeypatch):
-    """Within it, module's runs see a GPU: their device is `cuda` and PretendGPU keeps the
-    rules. Yields the set of paths that torch.save wrote with GPU tensors in them."""
+def pretend_gpu(monkeypatch, module=None):
+    """Within it, torch calls keep PretendGPU's rules, and module's runs see a GPU: their
+    device is `cuda`. Yields the set of paths that torch.save wrote with GPU tensors in them."""
     name = next((n for n in ("seed_and_device", "seed_and_pick_device", "pick_device")
                  if hasattr(module, n)), None)
-    if name is None:  # the script picks its device inline
+    if module is not None and name is None:  # the script picks its device inline
         monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    else:
+    elif module is not None:
         seed_and_device = getattr(module, name)
 
         def seed_and_gpu(*args, **kwargs):
@@ -235,7 +235,7 @@ def test_a_run_on_a_pretend_gpu_and_its_model_on_a_machine_without_one(run, tmp_
     module, flags = module_of(run.split()[0]), RUNS[run]
     if not has_cuda_flag(module):
         pytest.skip(f"{module.__name__}.py has no --cuda")
-    with pretend_gpu(module, monkeypatch) as saved_from_gpu:
+    with pretend_gpu(monkeypatch, module) as saved_from_gpu:
         trained, folder = run_of(module, [*flags, "--cuda", "--save-model", "--eval-episodes",
                                           "1"], tmp_path / "gpu")
     with open(os.path.join(folder, "config.json")) as f:
@@ -249,6 +249,92 @@ def test_a_run_on_a_pretend_gpu_and_its_model_on_a_machine_without_one(run, tmp_
     evaluate = ["--eval-checkpoint", model, "--eval-episodes", "1", *env]
     with no_gpu(saved_from_gpu, monkeypatch):
         on_cpu, _ = run_of(module, [*evaluate, "--no-cuda"], tmp_path / "cpu")
-    with pretend_gpu(module, monkeypatch):
+    with pretend_gpu(monkeypatch, module):
         on_gpu, _ = run_of(module, [*evaluate, "--cuda"], tmp_path / "gpu-eval")
     assert on_cpu["eval_return_mean"] == on_gpu["eval_return_mean"] == trained["eval_return_mean"]
+
+
+# ---------------------------------------------------------------------------------------
+# The rules themselves, on a pretend GPU and, where there is one, on a real one
+# ---------------------------------------------------------------------------------------
+def fill(gpu, cpu, index):
+    gpu[index] = cpu
+
+
+# what a GPU does with a GPU tensor g [4, 3] and a CPU tensor c [4, 3]: runs (True) or raises
+CASES = {
+    "g + c": (lambda g, c: g + c, False),
+    "g + c.sum() (a 0-dim CPU tensor)": (lambda g, c: g + c.sum(), True),
+    "g[0] = c[0]": (lambda g, c: fill(g, c[0], 0), True),
+    "g[cpu index] = c[:2]": (lambda g, c: fill(g, c[:2], torch.tensor([0, 2])), False),
+    "g[cpu index] = c[:2].to(g.device)": (
+        lambda g, c: fill(g, c[:2].to(g.device), torch.tensor([0, 2])), True),
+    "g[cpu mask]": (lambda g, c: g[c[:, 0] > 3], True),
+    "g.copy_(c)": (lambda g, c: g.copy_(c), True),
+    "g.numpy()": (lambda g, c: g.numpy(), False),
+    "np.asarray(g)": (lambda g, c: np.asarray(g), False),
+    "g.cpu().numpy() and g.sum().item()": (lambda g, c: (g.cpu().numpy(), g.sum().item()), True),
+    "g.index_select(0, cpu index)": (lambda g, c: g.index_select(0, torch.tensor([1])), False),
+    "torch.cat([g, c])": (lambda g, c: torch.cat([g, c]), False),
+    "g + torch.as_tensor(array)": (lambda g, c: g + torch.as_tensor(np.ones(3)), False),
+    "g + torch.from_numpy(array).to(g.device)": (
+        lambda g, c: g + torch.from_numpy(np.ones(3)).to(g.device), True),
+    "Linear on the GPU of a CPU input": (
+        lambda g, c: torch.nn.Linear(3, 2).to(g.device)(c), False),
+    "torch.randint on the GPU from a CPU generator": (
+        lambda g, c: torch.randint(3, (2,), generator=torch.Generator(), device=g.device), False),
+}
+
+
+@pytest.mark.parametrize("gpu", ["pretend", pytest.param("real", marks=pytest.mark.skipif(
+    not torch.cuda.is_available(), reason="no GPU here"))])
+@pytest.mark.parametrize("case", CASES)
+def test_the_pretend_gpu_refuses_what_a_gpu_refuses(case, gpu, monkeypatch):
+    operation, runs = CASES[case]
+    with pretend_gpu(monkeypatch) if gpu == "pretend" else contextlib.nullcontext():
+        g, c = torch.ones(4, 3, device="cuda"), torch.arange(12.0).reshape(4, 3)
+        try:
+            operation(g, c)
+            ran = True
+        except (RuntimeError, TypeError):
+            ran = False
+    assert ran == runs
+
+
+# ---------------------------------------------------------------------------------------
+# A real GPU, where there is one (pytest -s prints the steps per second)
+# ---------------------------------------------------------------------------------------
+def with_steps(flags, steps):
+    """The flags with --total-timesteps set to steps."""
+    at = flags.index("--total-timesteps")
+    return [*flags[:at], "--total-timesteps", str(steps), *flags[at + 2:]]
+
+
+def steps_per_second(summary):
+    return summary["global_steps"] / summary["wall_time_s"]
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no GPU here")
+@pytest.mark.parametrize("script", sorted({run.split()[0] for run in RUNS}))
+def test_a_run_on_a_real_gpu_and_its_model_on_a_machine_without_one(script, tmp_path):
+    module = module_of(script)
+    if not has_cuda_flag(module):
+        pytest.skip(f"{script} has no --cuda")
+    flags = [*with_steps(RUNS[script], 512), "--eval-episodes", "1"]
+    on_gpu, folder = run_of(module, [*flags, "--cuda", "--save-model"], tmp_path / "gpu")
+    with open(os.path.join(folder, "config.json")) as f:
+        assert json.load(f)["device"].startswith("cuda")
+    on_cpu, _ = run_of(module, [*flags, "--no-cuda"], tmp_path / "cpu")
+    print(f"\n{script}: {steps_per_second(on_gpu):,.0f} steps/s with --cuda, "
+          f"{steps_per_second(on_cpu):,.0f} with --no-cuda ({on_gpu['global_steps']} steps)")
+
+    # The GPU's model.pt, evaluated in a process that sees no GPU
+    evaluated = subprocess.run(
+        [sys.executable, script_path(script), "--eval-checkpoint", os.path.join(folder, "model.pt"),
+         "--no-cuda", "--eval-episodes", "1", "--output-dir", str(tmp_path / "eval")],
+        capture_output=True, text=True, env={**os.environ, "CUDA_VISIBLE_DEVICES": ""})
+    assert evaluated.returncode == 0, evaluated.stderr
+    (summary,) = glob.glob(os.path.join(tmp_path, "eval", "*", "summary.json"))
+    with open(summary) as f:
+        evaluated = json.load(f)
+    assert evaluated["eval_return_mean"] == pytest.approx(on_gpu["eval_return_mean"], rel=1e-3)
