@@ -25,7 +25,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from dataclasses import fields
 
 import numpy as np
@@ -44,19 +43,24 @@ RUNS = {
                         "--total-timesteps", "64", "--norm-obs", "--norm-reward",
                         "--advantage", "vtrace"],
     "ppo_masked.py": ["--num-envs", "2", "--num-steps", "32", "--total-timesteps", "64"],
-    "ppod.py": ["--num-envs", "2", "--num-steps", "32", "--total-timesteps", "64"],
+    "ppod.py": ["--num-envs", "2", "--num-steps", "32", "--total-timesteps", "64",
+                "--rho", "0.9", "--phi", "0"],  # demos replayed from the start
     "dqn.py": ["--total-timesteps", "160", "--learning-starts", "100", "--train-frequency", "20",
                "--batch-size", "16", "--target-network-frequency", "20", "--log-interval", "40"],
     "ddpg_td3.py": REPLAY,
     "ddpg_td3.py ddpg": ["--algo", "ddpg", *REPLAY],
     "sac.py": REPLAY,
     "mappo.py": ["--num-envs", "2", "--num-steps", "25", "--total-timesteps", "50"],
+    "mappo.py as": ["--num-envs", "2", "--num-steps", "25", "--total-timesteps", "50",
+                    "--critic-state", "as", "--no-share-actor"],
     "ppo_lstm.py": ["--num-envs", "2", "--num-steps", "16", "--total-timesteps", "32"],
 }
 
 # PyTorch's own messages for each mistake, as a GPU machine gives them
-MIXED = "Expected all tensors to be on the same device, but found at least two devices, cuda:0 and cpu!"
-NUMPY = "can't convert cuda:0 device type tensor to numpy. Use Tensor.cpu() to copy the tensor to host memory first."
+MIXED = ("Expected all tensors to be on the same device, but found at least two devices, "
+         "cuda:0 and cpu!")
+NUMPY = ("can't convert cuda:0 device type tensor to numpy. Use Tensor.cpu() to copy the tensor "
+         "to host memory first.")
 GENERATOR = "Expected a 'cuda' device type for generator but found 'cpu'"
 NO_GPU = "Attempting to deserialize object on a CUDA device but torch.cuda.is_available() is False."
 
@@ -124,17 +128,13 @@ class PretendGPU(TorchFunctionMode):
         return put(out, "gpu" if "gpu" in places else "cpu" if places <= {"cpu"} else None)
 
     def move(self, func, args, kwargs):
-        """t.to(device or tensor or dtype), t.cpu(), t.cuda(): a copy where the place changes."""
+        """t.to(...), t.cpu(), t.cuda(): a copy where the place changes."""
         tensor, rest = args[0], args[1:]
-        goal = {torch.Tensor.cpu: "cpu", torch.Tensor.cuda: "gpu"}.get(func)
         if func is torch.Tensor.to:
-            other = next(tensors_in((rest, kwargs)), None)
-            device = None if other is not None else torch._C._nn._parse_to(*rest, **kwargs)[0]
-            goal = place(other) if other is not None else None if device is None else (
-                "gpu" if device.type == "cuda" else "cpu")
+            goal = destination(rest, kwargs)
             out = func(tensor, *map(on_cpu, rest), **{k: on_cpu(v) for k, v in kwargs.items()})
         else:
-            out = tensor.to("cpu")
+            goal, out = "cpu" if func is torch.Tensor.cpu else "gpu", tensor.to("cpu")
         if goal is None or goal == place(tensor):
             return put(out, place(tensor))
         if out.untyped_storage() is tensor.untyped_storage():
@@ -142,24 +142,38 @@ class PretendGPU(TorchFunctionMode):
         return put(out, goal, force=True)
 
 
+def destination(args, kwargs):
+    """Where t.to(*args, **kwargs) sends t: "gpu", "cpu" or None (a dtype only)."""
+    other = next(tensors_in((args, kwargs)), None)
+    if other is not None:
+        return place(other)
+    device = next((a for a in (*args, kwargs.get("device"))
+                   if isinstance(a, (str, torch.device))), None)
+    return None if device is None else "gpu" if is_cuda(device) else "cpu"
+
+
+def cpu_array(value):
+    """A CPU tensor that a GPU does not take as a scalar (one or more dimensions)."""
+    return isinstance(value, torch.Tensor) and place(value) == "cpu" and value.dim() > 0
+
+
 def check(func, args, inputs):
     """Raise PyTorch's error where the call mixes the GPU with the CPU as a GPU refuses."""
     if func in ACROSS:
         return
-    if func == torch.Tensor.__setitem__ or func == torch.Tensor.__getitem__:
-        target, index = args[0], args[1] if isinstance(args[1], tuple) else (args[1],)
+    if func == torch.Tensor.__setitem__:  # t[index] = value
+        target, index, value = args
+        index = index if isinstance(index, tuple) else (index,)
         advanced = any(isinstance(i, (torch.Tensor, list, np.ndarray)) for i in index)
-        value = args[2] if len(args) > 2 else None
-        if (place(target) == "gpu" and advanced and isinstance(value, torch.Tensor)
-                and place(value) == "cpu" and value.dim() > 0):
-            raise RuntimeError(MIXED)  # t[cpu_index] = cpu_values
-        if place(target) == "cpu" and func == torch.Tensor.__getitem__ and any(
-                place(i) == "gpu" for i in tensors_in(index)):
+        if place(target) == "gpu" and advanced and cpu_array(value):
+            raise RuntimeError(MIXED)
+        return
+    if func == torch.Tensor.__getitem__:  # t[index]
+        if place(args[0]) == "cpu" and any(place(i) == "gpu" for i in tensors_in(args[1])):
             raise RuntimeError("indices should be either on cpu or on the same device as the "
                                "indexed tensor (cpu)")
         return
-    places = {place(t) for t in inputs if place(t) == "gpu" or t.dim() > 0}
-    if {"gpu", "cpu"} <= places:
+    if any(place(t) == "gpu" for t in inputs) and any(cpu_array(t) for t in inputs):
         raise RuntimeError(f"{MIXED} (in {getattr(func, '__name__', func)})")
 
 
