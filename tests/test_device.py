@@ -271,8 +271,9 @@ def test_a_run_on_a_pretend_gpu_and_its_model_on_a_machine_without_one(run, tmp_
 # ---------------------------------------------------------------------------------------
 # The rules themselves, on a pretend GPU and, where there is one, on a real one
 # ---------------------------------------------------------------------------------------
-def fill(gpu, cpu, index):
-    gpu[index] = cpu
+def fill(target, value, index):
+    """target[index] = value, as an expression (for the lambdas below)."""
+    target[index] = value
 
 
 # what a GPU does with a GPU tensor g [4, 3] and a CPU tensor c [4, 3]: runs (True) or raises
@@ -283,7 +284,7 @@ CASES = {
     "g[cpu index] = c[:2]": (lambda g, c: fill(g, c[:2], torch.tensor([0, 2])), False),
     "g[cpu index] = c[:2].to(g.device)": (
         lambda g, c: fill(g, c[:2].to(g.device), torch.tensor([0, 2])), True),
-    "g[cpu mask]": (lambda g, c: g[c[:, 0] > 3], True),
+    "g[cpu index] and g[cpu mask]": (lambda g, c: (g[torch.tensor([0, 2])], g[c[:, 0] > 3]), True),
     "g.copy_(c)": (lambda g, c: g.copy_(c), True),
     "g.numpy()": (lambda g, c: g.numpy(), False),
     "np.asarray(g)": (lambda g, c: np.asarray(g), False),
