@@ -897,16 +897,18 @@ def finish(args, run, policy, theta, normalizer, trained=True):
 
 
 def cli():
-    """The command line: main(flags) with bad input as one line on stderr and exit status
-    2; after Ctrl-C, once the run folder is written, exit status 130 as shells expect (so
-    that a loop of runs stops too; the worker processes ignore Ctrl-C and end quietly)."""
+    """The command line: main(flags), bad input as one line on stderr and exit status 2.
+    After Ctrl-C, once the run folder is written, the process dies of SIGINT (status 130),
+    as shells expect: a shell loop of runs stops too, which an exit with 130 does not do.
+    The worker processes ignore Ctrl-C and end quietly with the pool."""
     try:
         main(parse_args())
     except UsageError as e:
         print(f"{SCRIPT}: error: {e}", file=sys.stderr)
         sys.exit(2)
     except KeyboardInterrupt:
-        sys.exit(130)
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGINT)
 
 
 # es.py's own pieces: the cores, the workers (processes or Ray actors) and Ray.
