@@ -18,6 +18,8 @@ from conftest import COMMON_FLAGS, read_csv, unreadable_checkpoints, video_names
 # script: (its flags of a tiny training run, whether it has torch and so --cuda)
 SCRIPTS = {
     "ppo.py": (["--total-timesteps", "256", "--num-envs", "2", "--num-steps", "32"], True),
+    "dqn.py": (["--total-timesteps", "300", "--num-envs", "2", "--learning-starts", "100",
+                "--train-frequency", "8", "--batch-size", "32"], True),
 }
 TINY = {script: flags for script, (flags, _) in SCRIPTS.items()}
 TORCH = [script for script, (_, torch) in SCRIPTS.items() if torch]
