@@ -457,3 +457,14 @@ def check_episode_ends(module, target_name, monkeypatch, args, terminated,
     assert len(targets) == 4 and last.any() and (~last).any()
     assert torch.equal(bootstrapped, ~last if terminated else torch.ones_like(last))
     return summary
+
+
+def check_whole_steps_budget(module, tmp_path, capsys, **flags):
+    """A replay-buffer script (dqn.py, ddpg_td3.py, sac.py) steps N environments at a time:
+    --total-timesteps 1,000 with 3 environments runs 333 vector steps, 333 * 3 = 999
+    environment steps, and says so once at the start. Learning starts at 990."""
+    summary = module.main(module.Args(total_timesteps=1000, num_envs=3, learning_starts=990,
+                                      eval_episodes=0, output_dir=str(tmp_path), **flags))
+    assert capsys.readouterr().out.count("training runs 999 of --total-timesteps 1,000: whole "
+                                         "steps of the 3 environments") == 1
+    assert summary["global_steps"] == 999

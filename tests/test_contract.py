@@ -20,6 +20,8 @@ SCRIPTS = {
     "ppo.py": (["--total-timesteps", "256", "--num-envs", "2", "--num-steps", "32"], True),
     "dqn.py": (["--total-timesteps", "300", "--num-envs", "2", "--learning-starts", "100",
                 "--train-frequency", "8", "--batch-size", "32"], True),
+    "ddpg_td3.py": (["--env-id", "ShortPendulum-v1", "--total-timesteps", "120", "--num-envs", "2",
+                     "--learning-starts", "40", "--batch-size", "16", "--hidden-size", "8"], True),
 }
 TINY = {script: flags for script, (flags, _) in SCRIPTS.items()}
 TORCH = [script for script, (_, torch) in SCRIPTS.items() if torch]

@@ -10,8 +10,9 @@ import pytest
 import torch
 
 import dqn
-from conftest import (CountingEnv, approx, check_evaluations, interrupt_on_call, read_csv,
-                      same_seed_episodes, tensor, unreadable_checkpoints)
+from conftest import (CountingEnv, approx, check_evaluations, check_whole_steps_budget,
+                      interrupt_on_call, read_csv, same_seed_episodes, tensor,
+                      unreadable_checkpoints)
 
 
 # ---------------------------------------------------------------------------------------
@@ -391,12 +392,7 @@ def test_eval_every_writes_rows_keeps_the_best_model_and_leaves_training_alone(t
 
 
 def test_the_budget_is_rounded_down_to_whole_steps_of_the_environments(tmp_path, capsys):
-    # 1,000 steps of 3 environments: 333 vector steps, 333 * 3 = 999 environment steps.
-    summary = dqn.main(dqn.Args(total_timesteps=1000, num_envs=3, learning_starts=300,
-                                buffer_size=999, eval_episodes=0, output_dir=str(tmp_path)))
-    assert capsys.readouterr().out.count("training runs 999 of --total-timesteps 1,000: whole "
-                                         "steps of the 3 environments") == 1
-    assert summary["global_steps"] == 999
+    check_whole_steps_budget(dqn, tmp_path, capsys, buffer_size=999, batch_size=16)
 
 
 # ---------------------------------------------------------------------------------------
