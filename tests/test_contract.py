@@ -22,6 +22,8 @@ SCRIPTS = {
                 "--train-frequency", "8", "--batch-size", "32"], True),
     "ddpg_td3.py": (["--env-id", "ShortPendulum-v1", "--total-timesteps", "120", "--num-envs", "2",
                      "--learning-starts", "40", "--batch-size", "16", "--hidden-size", "8"], True),
+    "sac.py": (["--env-id", "ShortPendulum-v1", "--total-timesteps", "120", "--num-envs", "2",
+                "--learning-starts", "40", "--batch-size", "16", "--hidden-size", "8"], True),
 }
 TINY = {script: flags for script, (flags, _) in SCRIPTS.items()}
 TORCH = [script for script, (_, torch) in SCRIPTS.items() if torch]
