@@ -468,3 +468,32 @@ def check_whole_steps_budget(module, tmp_path, capsys, **flags):
     assert capsys.readouterr().out.count("training runs 999 of --total-timesteps 1,000: whole "
                                          "steps of the 3 environments") == 1
     assert summary["global_steps"] == 999
+
+
+class ActionLogEnv(BoxCountingEnv):
+    """BoxCountingEnv with one action in [0, 4], which keeps every action it is given in
+    `received` (spy_on_acting empties it)."""
+    action_space = gym.spaces.Box(0.0, 4.0, (1,))
+    received = []
+
+    def step(self, action):
+        ActionLogEnv.received.append(float(action[0]))
+        return super().step(action)
+
+
+gym.register("BoxZeroToFour-v0", entry_point=ActionLogEnv, max_episode_steps=3)
+
+
+def spy_on_acting(module, monkeypatch):
+    """For a glue test of how ddpg_td3.py or sac.py act on BoxZeroToFour-v0 (one environment,
+    observations 0, 1, 2 in each episode of 3 steps): empties ActionLogEnv.received and spies
+    on module.ReplayBuffer.add. Returns the list of (s, a) pairs the buffer stores."""
+    ActionLogEnv.received.clear()
+    stored, add = [], module.ReplayBuffer.add
+
+    def spy(self, obs, actions, rewards, terminated, next_obs):
+        stored.extend(zip(np.asarray(obs)[:, 0].tolist(), np.asarray(actions)[:, 0].tolist()))
+        return add(self, obs, actions, rewards, terminated, next_obs)
+
+    monkeypatch.setattr(module.ReplayBuffer, "add", spy)
+    return stored

@@ -13,9 +13,9 @@ import tyro
 from torch.nn.utils import parameters_to_vector
 
 import ddpg_td3
-from conftest import (BoxCountingEnv, approx, check_episode_ends, check_replay_evaluations,
+from conftest import (ActionLogEnv, BoxCountingEnv, approx, check_episode_ends, check_replay_evaluations,
                       check_whole_steps_budget, interrupt_on_call, read_csv, replay_transitions,
-                      same_seed_episodes, tensor, unreadable_checkpoints)
+                      same_seed_episodes, spy_on_acting, tensor, unreadable_checkpoints)
 
 
 # ---------------------------------------------------------------------------------------
@@ -363,6 +363,51 @@ def test_update_rows_hold_the_means_since_the_last_row(tmp_path, monkeypatch):
     assert [(r["global_step"], r["critic_loss"], r["q_mean"], r["actor_loss"], r["gradient_steps"])
             for r in rows] == [("4", "1.0", "-1.0", "nan", "1"), ("6", "2.5", "-2.5", "30.0", "3"),
                                ("8", "4.5", "-4.5", "nan", "5"), ("10", "6.5", "-6.5", "60.0", "7")]
+
+
+# ---------------------------------------------------------------------------------------
+# How the loop acts: a stand-in online actor and target actor, and a stand-in "noise"
+# ---------------------------------------------------------------------------------------
+class LineActor(torch.nn.Module):
+    """mu(s) = slope * s; its one parameter enters with weight 0, so actor steps never move it."""
+
+    def __init__(self, slope):
+        super().__init__()
+        self.slope, self.w = slope, torch.nn.Parameter(torch.zeros(1))
+
+    def forward(self, obs):
+        return self.slope * obs[:, :1] + 0 * self.w
+
+
+def test_the_loop_explores_around_the_online_actor_scaled_to_the_bounds(tmp_path, monkeypatch):
+    class HandNetworks(ddpg_td3.Networks):  # online mu(s) = 0.1 s, target mu'(s) = -0.3 s
+        def __init__(self, *args):
+            super().__init__(*args)
+            self.actor, self.actor_target = LineActor(0.1), LineActor(-0.3)
+
+    sigmas = []
+
+    def shifted(actions, sigma, noise_clip=math.inf):  # "noise" of +sigma, clipped as a sum
+        sigmas.append(sigma)
+        return (actions + sigma).clamp(-1.0, 1.0)
+
+    monkeypatch.setattr(ddpg_td3, "Networks", HandNetworks)
+    monkeypatch.setattr(ddpg_td3, "noisy_action", shifted)
+    stored = spy_on_acting(ddpg_td3, monkeypatch)
+    ddpg_td3.main(ddpg_td3.Args(env_id="BoxZeroToFour-v0", total_timesteps=9, learning_starts=3,
+                                exploration_noise=0.3, batch_size=4, hidden_size=8,
+                                eval_episodes=0, output_dir=str(tmp_path)))
+    # Steps 0-2 act uniformly at random; from step 3 on, the online actor at s = 0, 1, 2, 0,
+    # 1, 2 plus the exploration "noise" 0.3: a = 0.1 s + 0.3 (the target actor would give
+    # -0.3 s + 0.3), stored as it is, while the environment gets 0 + (a + 1) / 2 * 4 = 2 + 2a.
+    assert [s for s, _ in stored] == [0, 1, 2] * 3
+    assert [a for _, a in stored[3:]] == approx([0.3, 0.4, 0.5] * 2)
+    assert ActionLogEnv.received[3:] == approx([2.6, 2.8, 3.0] * 2)
+    assert ActionLogEnv.received == approx([2 + 2 * a for _, a in stored])  # random ones too
+    assert all(-1 <= a <= 1 for _, a in stored[:3]) and len({a for _, a in stored[:3]}) == 3
+    # 6 explorations with sigma = 0.3; the 7 updates (after global steps 3 to 9) each smooth
+    # their target action with TD3's sigma' = 0.2
+    assert sigmas.count(0.3) == 6 and sigmas.count(0.2) == 7 and len(sigmas) == 13
 
 
 # ---------------------------------------------------------------------------------------

@@ -11,9 +11,10 @@ import torch
 import torch.nn as nn
 
 import sac
-from conftest import (approx, check_episode_ends, check_replay_evaluations,
+from conftest import (ActionLogEnv, approx, check_episode_ends, check_replay_evaluations,
                       check_whole_steps_budget, interrupt_on_call, read_csv, replay_transitions,
-                      run_folder_env, same_seed_episodes, tensor, unreadable_checkpoints)
+                      run_folder_env, same_seed_episodes, spy_on_acting, tensor,
+                      unreadable_checkpoints)
 
 LOG_2PI_HALF = 0.9189385  # log(2 pi) / 2 = 1.8378771 / 2
 
@@ -313,6 +314,39 @@ def test_target_critics_follow_the_critics_by_tau_after_every_critic_step():
     for new, old, source in zip(agent.critic2_target.parameters(), old_target,
                                 agent.critic2.parameters()):
         assert torch.allclose(new, 0.25 * source + 0.75 * old, atol=1e-6)
+
+
+# ---------------------------------------------------------------------------------------
+# How the loop acts: a stand-in policy whose sample and greedy action differ by hand
+# ---------------------------------------------------------------------------------------
+class StandInActor(nn.Module):
+    """A sample is a = 0.1 s with log pi = -s, the greedy action -0.1 s - 0.05. Its one
+    parameter enters every output with weight 0: the updates run and never move it."""
+
+    def __init__(self, *args):
+        super().__init__()
+        self.w = nn.Parameter(tensor(0.0))
+
+    def sample(self, obs):
+        return 0.1 * obs[:, :1] + 0 * self.w, -obs[:, 0] + 0 * self.w
+
+    def greedy(self, obs):
+        return -0.1 * obs[:, :1] - 0.05
+
+
+def test_the_loop_acts_with_a_sample_of_the_policy_scaled_to_the_bounds(tmp_path, monkeypatch):
+    monkeypatch.setattr(sac, "Actor", StandInActor)
+    stored = spy_on_acting(sac, monkeypatch)
+    sac.main(sac.Args(env_id="BoxZeroToFour-v0", total_timesteps=9, learning_starts=3,
+                      batch_size=4, hidden_size=8, eval_episodes=0, output_dir=str(tmp_path)))
+    # Steps 0-2 act uniformly at random; from step 3 on, the policy's sample at s = 0, 1, 2,
+    # 0, 1, 2: a = 0.1 s (the greedy action -0.1 s - 0.05 would explore nothing), stored as
+    # it is, while the environment gets it scaled to [0, 4]: 0 + (a + 1) / 2 * 4 = 2 + 2a.
+    assert [s for s, _ in stored] == [0, 1, 2] * 3
+    assert [a for _, a in stored[3:]] == approx([0.0, 0.1, 0.2] * 2)
+    assert ActionLogEnv.received[3:] == approx([2.0, 2.2, 2.4] * 2)
+    assert ActionLogEnv.received == approx([2 + 2 * a for _, a in stored])  # random ones too
+    assert all(-1 <= a <= 1 for _, a in stored[:3]) and len({a for _, a in stored[:3]}) == 3
 
 
 # ---------------------------------------------------------------------------------------
