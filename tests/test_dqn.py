@@ -260,6 +260,20 @@ def test_the_loop_bootstraps_from_the_target_network(tmp_path, monkeypatch, doub
     assert targets.tolist() == [1.0 if t else 1.0 + 0.5 * bootstrap for t in terminated.tolist()]
 
 
+@pytest.mark.parametrize("epsilon", [0.0, 1.0])
+def test_the_loop_acts_greedily_save_with_probability_epsilon(tmp_path, monkeypatch, epsilon):
+    # Q(s, .) = [1, 2] everywhere: the greedy action is 1. Epsilon 0 (start_e = end_e = 0)
+    # takes it at all 40 steps; epsilon 1 draws every action uniformly: 0 and 1 both come.
+    actions, add = [], dqn.ReplayBuffer.add
+    monkeypatch.setattr(dqn.ReplayBuffer, "add",
+                        lambda self, *fields: actions.extend(fields[2]) or add(self, *fields))
+    train_directly(tmp_path, network_with_outputs(1.0, 2.0), network_with_outputs(1.0, 2.0),
+                   total_timesteps=40, learning_starts=39, batch_size=8, buffer_size=40,
+                   start_e=epsilon, end_e=epsilon)
+    assert len(actions) == 40
+    assert set(actions) == ({1} if epsilon == 0 else {0, 1})
+
+
 @pytest.mark.parametrize("tau, expected", [(1.0, 4.0), (0.25, 1.75)])
 def test_the_loop_moves_the_target_network_towards_the_online_one(tmp_path, monkeypatch, tau,
                                                                   expected):

@@ -245,6 +245,36 @@ def test_alpha_is_not_differentiated_through_the_critic_target(monkeypatch):
     assert agent.log_alpha.grad is None and agent.log_alpha.item() == before
 
 
+def test_the_target_and_the_actor_loss_take_the_learned_temperature(monkeypatch):
+    # --alpha 0.5 is only where alpha starts: once learned down to 0.25, the critic target and
+    # the actor's loss take 0.25 (both come before this update's temperature step)
+    agent = agent_for(obs_dim=3, alpha=0.5)
+    with torch.no_grad():
+        agent.log_alpha.fill_(math.log(0.25))
+    seen = []
+    for name in ("sac_target", "actor_loss"):
+        monkeypatch.setattr(sac, name, lambda original=getattr(sac, name), **k:
+                            seen.append(k["alpha"]) or original(**k))
+    agent.update(*random_batch())
+    assert seen == approx([0.25, 0.25])
+
+
+def test_the_temperature_step_takes_log_pi_of_the_actor_steps_sample_at_s(monkeypatch):
+    agent = agent_for(alpha=0.5)  # learned, H_target = -dim(A) = -1
+    agent.actor = HandPolicy()
+    agent.critic1, agent.critic2 = HandQ(0, 1), HandQ(1, 1)
+    seen, loss = [], sac.temperature_loss
+    monkeypatch.setattr(sac, "temperature_loss", lambda **k: seen.append(k) or loss(**k))
+    agent.update(tensor([1], [2], [5]), tensor([0.5], [-0.5], [0.2]), tensor(1, 1, 2),
+                 tensor(0, 0, 1), tensor([3], [8], [6]))
+    # The actor step's sample at s = [1, 2, 5]: log pi = -s = [-1, -2, -5] (the target's at
+    # s' would be [-3, -8, -6]). dL/dlog_alpha = -alpha mean(log pi + H_target)
+    #   = -0.5 * (-8/3 - 1) = 11/6 > 0, and Adam's first step moves log_alpha by -lr = -2e-3.
+    (k,) = seen
+    assert k["logprob"].tolist() == [-1, -2, -5] and k["target_entropy"] == -1
+    assert agent.log_alpha.item() == pytest.approx(math.log(0.5) - 2e-3, abs=1e-6)
+
+
 def random_batch(n=64):
     gen = torch.Generator().manual_seed(1)
     return (torch.randn(n, 3, generator=gen), torch.rand(n, 1, generator=gen) * 2 - 1,
