@@ -54,15 +54,18 @@ updates.csv, learning_curve.png, summary.json, model.pt with --save-model, and w
 # ---------------------------------------------------------------------------------------
 # Imports
 # ---------------------------------------------------------------------------------------
+import contextlib
 import copy
 import csv
 import difflib
-import importlib
 import importlib.util
+import io
 import json
 import math
 import os
 import random
+import re
+import signal
 import sys
 import time
 import warnings
@@ -116,31 +119,40 @@ class Args:
     twin_q: Optional[bool] = None
     """clipped double Q: two critics, the target takes the smaller (None: set by --algo)"""
     target_policy_noise: Optional[float] = None
-    """sigma' of the target smoothing noise, a fraction of the half-range (None: set by --algo)"""
+    """sigma' of the target smoothing noise, a fraction of the half-range (0.2 in the TD3
+    paper; None: set by --algo)"""
     noise_clip: float = 0.5
-    """c: the target policy smoothing noise is clipped to [-c, c]"""
+    """c: the target policy smoothing noise is clipped to [-c, c] (0.5 in the TD3 paper)"""
     policy_delay: Optional[int] = None
-    """d: the actor and the targets move on every d-th critic step (None: set by --algo)"""
+    """d: the actor and the targets move on every d-th critic step (2 in the TD3 paper; None:
+    set by --algo)"""
     num_envs: int = 1
     """parallel environments (synchronous vector environment)"""
     learning_starts: int = 1_000
-    """uniformly random actions and no learning for this many environment steps"""
+    """uniformly random actions and no learning for this many environment steps (1,000-10,000
+    in the TD3 paper, 25,000 in its authors' later code)"""
     gradient_steps: int = 1
-    """critic gradient steps after each step of the vector environment"""
+    """critic gradient steps after each step of the vector environment (1 in the TD3 paper)"""
     buffer_size: int = 1_000_000
-    """replay buffer capacity in transitions (never allocated larger than --total-timesteps)"""
+    """replay buffer capacity in transitions (never allocated larger than --total-timesteps;
+    1,000,000 in the TD3 paper)"""
     batch_size: int = 128
-    """transitions sampled from the replay buffer for each gradient step"""
+    """transitions sampled from the replay buffer for each gradient step (100 in the TD3 paper,
+    64 in DDPG's)"""
     learning_rate: float = 1e-3
-    """Adam learning rate of the actor and the critics"""
+    """Adam learning rate of the actor and the critics (1e-3 in the TD3 paper; DDPG's: 1e-4
+    actor, 1e-3 critic)"""
     gamma: float = 0.98
-    """discount factor"""
+    """discount factor (0.99 in the TD3 and DDPG papers)"""
     tau: float = 0.02
-    """soft target update coefficient: theta' <- tau * theta + (1 - tau) * theta'"""
+    """soft target update coefficient: theta' <- tau * theta + (1 - tau) * theta' (0.005 in the
+    TD3 paper, 0.001 in DDPG's)"""
     exploration_noise: float = 0.1
-    """sigma of the Gaussian exploration noise, a fraction of the action half-range"""
+    """sigma of the Gaussian exploration noise, a fraction of the action half-range (0.1 in the
+    TD3 paper)"""
     hidden_size: int = 64
-    """width of the two hidden layers of the actor and of each critic"""
+    """width of the two hidden layers of the actor and of each critic (400 and 300 in the TD3
+    paper, 256 in its authors' later code)"""
     log_interval: int = 1_000
     """environment steps between rows of updates.csv"""
 
@@ -150,6 +162,10 @@ ALGOS = {
     "td3": {"twin_q": True, "target_policy_noise": 0.2, "policy_delay": 2},
     "ddpg": {"twin_q": False, "target_policy_noise": 0.0, "policy_delay": 1},
 }
+
+
+# The flags an evaluation takes from the checkpoint: the network's size and the algorithm.
+CHECKPOINT_FLAGS = ("hidden_size", "algo", "twin_q", "target_policy_noise", "policy_delay")
 
 
 def resolve_algo(args):
@@ -214,15 +230,6 @@ def soft_update(target_net, source_net, tau):
             target.mul_(1.0 - tau).add_(source, alpha=tau)
 
 
-def to_env_action(actions, action_space):
-    """Actions in [-1, 1]^d (a tensor [N, d]) to the environment's bounds, a NumPy array:
-
-        low + (a + 1) / 2 * (high - low)
-    """
-    low, high = action_space.low, action_space.high
-    return low + (actions.cpu().numpy() + 1.0) * 0.5 * (high - low)
-
-
 class ReplayBuffer:
     """The last `capacity` transitions (s, a, r, terminated, s'), a ring buffer in one
     preallocated float32 table [capacity, obs_dim + action_dim + 2 + obs_dim]: memory stays
@@ -240,8 +247,9 @@ class ReplayBuffer:
         """N transitions, NumPy arrays [N, ...] or [N]; the oldest are overwritten when full."""
         rows = np.concatenate([obs, actions, rewards[:, None], terminated[:, None], next_obs],
                               axis=1, dtype=np.float32)
-        where = (self.pos + np.arange(len(rows))) % self.capacity
-        self.table[torch.from_numpy(where)] = torch.from_numpy(rows).to(self.table.device)
+        device = self.table.device  # the rows and their index go where the table is
+        where = torch.arange(self.pos, self.pos + len(rows), device=device) % self.capacity
+        self.table[where] = torch.as_tensor(rows, device=device)
         self.pos = (self.pos + len(rows)) % self.capacity
         self.size = min(self.size + len(rows), self.capacity)
 
@@ -305,6 +313,42 @@ class Networks(nn.Module):
 
 
 # ---------------------------------------------------------------------------------------
+# What the agent sees and sends: the vector environment, actions scaled to the bounds
+# ---------------------------------------------------------------------------------------
+def make_vector_env(env_id, num_envs, video_folder=None):
+    """N copies of env_id in one synchronous vector environment, with SAME_STEP autoreset
+    (the observation after an episode ends is the next episode's first; the true last one
+    is in info["final_obs"], which train stores as s') and episode statistics recorded by
+    Gymnasium's wrapper (episodes.csv's returns). With video_folder, the evaluation's
+    environments record their first episode."""
+    def make(i):
+        if video_folder is None:
+            return gym.make(env_id)
+        os.environ.setdefault("SDL_VIDEODRIVER", "dummy")  # frames only, no window to open
+        env = gym.make(env_id, render_mode="rgb_array")
+        with warnings.catch_warnings():  # the environments share one folder on purpose
+            warnings.filterwarnings("ignore", message=".*Overwriting existing videos")
+            return gym.wrappers.RecordVideo(env, video_folder, name_prefix=f"eval-{i}",
+                                           episode_trigger=lambda episode: episode == 0)
+
+    envs = gym.vector.SyncVectorEnv([lambda i=i: make(i) for i in range(num_envs)],
+                                    autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
+    return gym.wrappers.vector.RecordEpisodeStatistics(envs)
+
+
+def to_env_action(actions, action_space):
+    """Actions in [-1, 1]^d (a tensor [N, d]) to the environment's bounds, a NumPy array:
+
+        low + (a + 1) / 2 * (high - low)
+
+    Only the environment sees the scaled action: the buffer stores a in [-1, 1]^d, the
+    critics take it so, and the noise scales are fractions of the half-range.
+    """
+    low, high = action_space.low, action_space.high
+    return low + (actions.cpu().numpy() + 1.0) * 0.5 * (high - low)
+
+
+# ---------------------------------------------------------------------------------------
 # Training
 # ---------------------------------------------------------------------------------------
 def update(batch, nets, critic_optimizer, actor_optimizer, args, gradient_step):
@@ -317,7 +361,8 @@ def update(batch, nets, critic_optimizer, actor_optimizer, args, gradient_step):
                                     args.noise_clip)
         next_q1 = nets.qf1_target(next_obs, next_actions)
         next_q2 = nets.qf2_target(next_obs, next_actions) if args.twin_q else None
-        y = td3_target(rewards, next_q1, next_q2, terminated, args.gamma, args.twin_q)
+        y = td3_target(rewards=rewards, next_q1=next_q1, next_q2=next_q2, terminated=terminated,
+                       gamma=args.gamma, twin_q=args.twin_q)
     q1 = nets.qf1(obs, actions)
     critic_loss = F.mse_loss(q1, y)
     if args.twin_q:
@@ -342,15 +387,17 @@ def update(batch, nets, critic_optimizer, actor_optimizer, args, gradient_step):
     return stats
 
 
-def train(args, envs, nets, run, summary):
+def train(args, envs, nets, run):
     """Step the environments with the actor's noisy actions (uniformly random ones for the
     first --learning-starts steps), store every transition, and from --learning-starts on
-    take --gradient-steps updates after each step. Fills in summary as it goes."""
+    take --gradient-steps updates after each step; until the budget (whole steps of the N
+    environments), --stop-at-return or a non-finite critic loss."""
     device = next(nets.parameters()).device
     action_space = envs.single_action_space
     obs_dim, action_dim = envs.single_observation_space.shape[0], action_space.shape[0]
-    buffer = ReplayBuffer(min(args.buffer_size, args.total_timesteps), obs_dim, action_dim,
-                          device)
+    num_iterations = args.total_timesteps // args.num_envs
+    buffer = ReplayBuffer(min(args.buffer_size, num_iterations * args.num_envs), obs_dim,
+                          action_dim, device)
     # Adam with its default betas and eps (1e-8), as in TD3's authors' code: one optimizer
     # for the actor, one for both critics (the critic loss is the sum of theirs)
     actor_optimizer = torch.optim.Adam(nets.actor.parameters(), lr=args.learning_rate, eps=1e-8)
@@ -362,8 +409,9 @@ def train(args, envs, nets, run, summary):
 
     obs, _ = envs.reset(seed=args.seed)
     obs = np.asarray(obs, dtype=np.float32)
-    for _ in range(args.total_timesteps // args.num_envs):
-        # Collect: one step of every environment
+    for iteration in range(num_iterations):
+        # Collect: one step of every environment, the actions in [-1, 1]^d scaled to the
+        # bounds for the environment only (to_env_action); the buffer keeps them unscaled
         if global_step < args.learning_starts:
             actions = torch.rand((args.num_envs, action_dim)) * 2 - 1
         else:
@@ -386,10 +434,8 @@ def train(args, envs, nets, run, summary):
         # Record the episodes that ended; stop once the last 20 returns reach --stop-at-return
         for i in np.flatnonzero(info.get("_episode", [])):
             run.episode(global_step, info["episode"]["r"][i], info["episode"]["l"][i])
-        if run.reached(args.stop_at_return):
-            summary["solved_at_step"] = global_step
-            summary["solved_at_time_s"] = round(time.time() - run.start, 3)
-            break
+        if run.reached(args.stop_at_return, global_step):  # the summary records when
+            return
 
         # Learn: once --learning-starts is reached, --gradient-steps updates after each step
         for _ in range(args.gradient_steps if global_step >= args.learning_starts else 0):
@@ -399,69 +445,90 @@ def train(args, envs, nets, run, summary):
             for key, value in losses.items():
                 stats[key].append(value)
 
-        # Log: a row of updates.csv every --log-interval steps
-        if global_step - last_log >= args.log_interval and gradient_steps:
-            last_log = global_step
-            row = run.update(global_step, stats, gradient_steps=gradient_steps)
-            if run.non_finite(row["critic_loss"], global_step):  # says so; stops as interrupted
+        # Log: a row of updates.csv every --log-interval steps and after the last step, with
+        # the means of the losses since the last row
+        last = iteration == num_iterations - 1
+        if gradient_steps and (global_step - last_log >= args.log_interval or last):
+            # NaN for the actor's loss where no actor step came since the last row
+            means = {key: float(np.mean(v)) if v else math.nan for key, v in stats.items()}
+            last_log, stats = global_step, {key: [] for key in stats}
+            run.update(global_step, **means, gradient_steps=gradient_steps)
+            if run.non_finite(means["critic_loss"], global_step):  # says so; stops as interrupted
                 return
-    if global_step != last_log and gradient_steps:
-        run.update(global_step, stats, gradient_steps=gradient_steps)
 
 
 def main(args: Args) -> dict:
-    """Train DDPG/TD3 (or, with --eval-checkpoint, evaluate a saved model), write the run
-    folder and return the summary."""
+    """Train DDPG/TD3 (or evaluate an --eval-checkpoint), write the run folder, return the
+    summary. Ctrl-C stops training; the run folder is written, then KeyboardInterrupt goes
+    on up."""
+    # Check everything a user can get wrong before anything runs (CONTRIBUTING.md, "Bad input").
     args = resolve_algo(args)
     check_args(args)
     obs_shape, action_space = check_env(args.env_id, args.capture_video)
-    checkpoint = None
-    if args.eval_checkpoint is not None:
-        checkpoint = load_checkpoint(args.eval_checkpoint, args.env_id)
+    checkpoint = load_checkpoint(args.eval_checkpoint, args.env_id)  # None without the flag
+    if checkpoint is not None:  # the networks' size and the algorithm come from the model
         args = replace(args, **{k: checkpoint["args"][k] for k in CHECKPOINT_FLAGS})
 
-    device = seed_and_device(args)
+    # Set up: seeds, device, the networks and their targets, the run folder.
+    device = seed_and_device(args.seed, args.cuda)
     nets = Networks(obs_shape[0], action_space.shape[0], args.hidden_size, args.twin_q)
     nets = nets.to(device)
     if checkpoint is not None:
-        load_actor(nets, checkpoint, args)
-    summary = new_summary(args)
-    run = RunWriter(args, device, nets, summary)
-    print(f"{SCRIPT}: {args.env_id}, seed {args.seed}, {algorithm_name(args)}, device {device}")
+        restore(checkpoint, nets, args)
+    run = RunWriter(args, device, nets)
 
+    # Train (unless evaluating a checkpoint), then finish: evaluate, save, write, plot.
+    interrupted = False
     if checkpoint is None:
         envs = make_vector_env(args.env_id, args.num_envs)
         try:
-            train(args, envs, nets, run, summary)
+            train(args, envs, nets, run)
         except KeyboardInterrupt:
             print(f"{SCRIPT}: interrupted; writing what the run has so far")
-            summary["interrupted"] = True
+            interrupted = run.summary["interrupted"] = True
         finally:
             envs.close()
-    return finish(args, run, summary, nets, device, trained=checkpoint is None)
+    summary = finish(args, run, nets, device, trained=checkpoint is None)
+    if interrupted:
+        raise KeyboardInterrupt  # the run folder is written; the command line exits with 130
+    return summary
 
 
 # ---------------------------------------------------------------------------------------
 # Plumbing: checks, run folder, evaluation, checkpoints (not needed to follow the algorithm)
 # ---------------------------------------------------------------------------------------
 class UsageError(Exception):
-    """Bad input: reported as one line on stderr with exit status 2, before training
-    (CONTRIBUTING.md, "Bad input")."""
+    """Bad input: reported as one line on stderr with exit status 2, before training."""
 
 
 def fail(message):
     raise UsageError(message)
 
 
+def parse_args():
+    """tyro.cli(Args), with tyro's own parse errors (an unknown flag, a value of the wrong type)
+    as one line: its message and the flags it suggests, read back from what it prints."""
+    if {"-h", "--help"} & set(sys.argv[1:]):
+        return tyro.cli(Args)
+    captured = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(captured), contextlib.redirect_stderr(captured):
+            return tyro.cli(Args)
+    except SystemExit:
+        lines = [line.strip() for line in captured.getvalue().splitlines()]
+        lines = [line for line in lines if line.strip("-")]  # drop blanks and rules
+        flags = [line.split()[0].rstrip(",") for line in lines[2:] if line.startswith("--")]
+        hint = f"; did you mean {' or '.join(flags)}?" if "Perhaps you meant:" in lines else ""
+        fail(f"{lines[1][0].lower()}{lines[1][1:]}{hint} (python {SCRIPT} --help lists the flags)")
+
+
 def check_args(args):
     """Everything a user can get wrong in the flags, checked before any environment runs;
     args has its --algo preset resolved."""
     for name in ("total_timesteps", "num_envs", "gradient_steps", "buffer_size", "batch_size",
-                 "hidden_size", "policy_delay", "log_interval"):
-        if getattr(args, name) <= 0:
+                 "hidden_size", "policy_delay", "log_interval", "learning_rate"):
+        if not getattr(args, name) > 0:
             fail(f"--{name.replace('_', '-')} must be positive, got {getattr(args, name)}")
-    if not args.learning_rate > 0:
-        fail(f"--learning-rate must be positive, got {args.learning_rate}")
     for name in ("learning_starts", "exploration_noise", "target_policy_noise", "noise_clip",
                  "eval_episodes"):
         if not getattr(args, name) >= 0:
@@ -471,6 +538,11 @@ def check_args(args):
              f"got {args.eval_every}")
     if args.eval_every and not args.eval_episodes:
         fail("--eval-every needs at least one evaluation episode; pass --eval-episodes 1 or more")
+    if args.capture_video and not args.eval_episodes:
+        fail("--capture-video records the evaluation episodes, and --eval-episodes 0 has none; "
+             "pass --eval-episodes 1 or more")
+    if args.capture_video and importlib.util.find_spec("moviepy") is None:
+        fail("--capture-video needs moviepy: pip install moviepy")
     if not 0.0 <= args.gamma <= 1.0:
         fail(f"--gamma must be in [0, 1], got {args.gamma}")
     if not 0.0 < args.tau <= 1.0:
@@ -478,60 +550,50 @@ def check_args(args):
     if args.target_policy_noise > 0 and args.noise_clip == 0:
         fail("--noise-clip 0 cancels --target-policy-noise; use --target-policy-noise 0 to "
              "switch smoothing off")
-    if args.total_timesteps % args.num_envs:
-        fail(f"--total-timesteps {args.total_timesteps} is not divisible by --num-envs "
-             f"{args.num_envs}; each step of the vector environment takes num_envs steps")
-    if args.eval_checkpoint is None and args.learning_starts >= args.total_timesteps:
-        fail(f"--learning-starts {args.learning_starts} leaves no step of the "
-             f"--total-timesteps {args.total_timesteps} to learn in; lower it or raise the budget")
-    if args.capture_video and importlib.util.find_spec("moviepy") is None:
-        fail("--capture-video needs moviepy: pip install moviepy")
+    budget = args.total_timesteps // args.num_envs * args.num_envs  # whole steps of N envs
+    if args.eval_checkpoint is None and args.learning_starts >= budget:
+        fail(f"--learning-starts {args.learning_starts} leaves no step of the budget, {budget:,} "
+             f"steps (--total-timesteps {args.total_timesteps} in whole steps of --num-envs "
+             f"{args.num_envs}), to learn in; lower it or raise the budget")
 
 
 def check_env(env_id, capture_video=False):
-    """Find the id (importing its module for `module:Id`, as gym.make does), build one
-    environment to check its spaces (and, for --capture-video, that it renders); returns
-    (obs_shape, action_space)."""
-    module, _, name = env_id.rpartition(":")
-    if module:
-        try:
-            importlib.import_module(module)
-        except Exception as e:
-            fail(f"cannot import module {module} of --env-id {env_id} ({type(e).__name__}: "
-                 f"{(str(e).splitlines() or [''])[0]})")
-    if name not in gym.registry:
-        close = difflib.get_close_matches(name, list(gym.registry), n=3, cutoff=0.5)
-        hint = f"; did you mean {', '.join(close)}?" if close else "; see gymnasium.registry"
-        where = f": module {module} registers no environment {name}" if module else ""
-        fail(f"unknown environment id {env_id!r}{where}{hint}")
+    """Make env_id once (gym.make imports a module:EnvId id's module), check its spaces and,
+    for --capture-video, that it renders; returns (obs_shape, action_space)."""
     try:
         env = gym.make(env_id)
-    except (gym.error.Error, ImportError) as e:
-        fail(f"cannot make {env_id}: {str(e).splitlines()[0]}")
+    except (gym.error.NameNotFound, gym.error.VersionNotFound, gym.error.NamespaceNotFound):
+        close = [i for i in difflib.get_close_matches(env_id.rpartition(":")[2], gym.registry,
+                                                      n=6, cutoff=0.6) if makeable(i)][:3]
+        fail(f"unknown environment id {env_id!r}"
+             + (f"; did you mean {', '.join(close)}?" if close else "; see gymnasium.registry"))
+    except ModuleNotFoundError as e:  # gym.make's own message does not keep e.name
+        missing = re.search(r"named '([\w.]+)'", str(e))[1]
+        where = ("; put its folder on PYTHONPATH (PYTHONPATH=. when it is in this folder)"
+                 if missing == env_id.rpartition(":")[0] else "")
+        fail(f"cannot make {env_id}: no module named {missing}{where}")
+    except (gym.error.Error, ImportError) as e:  # pin the extra to the installed Gymnasium
+        message = re.sub(r'"gymnasium\[(\w+)\]"', rf'"gymnasium[\1]=={gym.__version__}"', str(e))
+        fail(f"cannot make {env_id}: {message.splitlines()[0]}")
+    except Exception as e:  # a module of the user's that fails while it is imported or made
+        fail(f"cannot make {env_id}: {type(e).__name__}: {(str(e).splitlines() or [''])[0]}")
     obs_space, action_space = env.observation_space, env.action_space
     env.close()
-    if isinstance(action_space, gym.spaces.Discrete):
-        fail(f"{env_id} has a Discrete action space; ddpg_td3.py needs continuous (Box) actions "
-             "(for discrete ones use dqn.py or ppo.py)")
-    if not isinstance(action_space, gym.spaces.Box):
-        fail(f"{env_id} has a {type(action_space).__name__} action space; ddpg_td3.py needs "
-             "continuous (Box) actions (ppo.py handles Discrete ones)")
-    if len(action_space.shape) != 1:
-        fail(f"{env_id} has a Box action space of shape {action_space.shape}; ddpg_td3.py "
-             "needs a flat one")
+    if not (isinstance(action_space, gym.spaces.Box) and len(action_space.shape) == 1):
+        fail(f"{env_id} has a {type(action_space).__name__} action space of shape "
+             f"{action_space.shape}; ddpg_td3.py needs a flat continuous (Box) one (for "
+             "Discrete actions use dqn.py or ppo.py)")
     if not (np.isfinite(action_space.low).all() and np.isfinite(action_space.high).all()):
         fail(f"{env_id} has unbounded actions (an infinite low or high bound); ddpg_td3.py "
              "scales its tanh actor to finite bounds (ppo.py's Gaussian policy needs none)")
-    if not isinstance(obs_space, gym.spaces.Box):
-        fail(f"{env_id} has a {type(obs_space).__name__} observation space; ddpg_td3.py needs "
-             "a Box")
-    if len(obs_space.shape) != 1:
-        fail(f"{env_id} has observations of shape {obs_space.shape}; ddpg_td3.py's MLPs need "
-             "flat vectors")
+    if not (isinstance(obs_space, gym.spaces.Box) and len(obs_space.shape) == 1):
+        fail(f"{env_id} has a {type(obs_space).__name__} observation space of shape "
+             f"{obs_space.shape}; ddpg_td3.py's MLPs need a flat Box")
     if capture_video:  # rendering can fail (MuJoCo without a display): find out before training
         try:
             with warnings.catch_warnings():  # the error below says it in one line
                 warnings.simplefilter("ignore")
+                os.environ.setdefault("SDL_VIDEODRIVER", "dummy")  # frames only, no window
                 env = gym.make(env_id, render_mode="rgb_array")
                 env.reset(seed=0)
                 env.render()
@@ -543,40 +605,31 @@ def check_env(env_id, capture_video=False):
     return obs_space.shape, action_space
 
 
-def seed_and_device(args):
-    """Seed Python, NumPy and torch; returns the device (CONTRIBUTING.md, "Determinism")."""
-    random.seed(args.seed)
-    np.random.seed(args.seed)
-    torch.manual_seed(args.seed)
-    device = torch.device("cuda" if args.cuda and torch.cuda.is_available() else "cpu")
+def makeable(env_id):
+    """Whether gym.make(env_id) works here (its dependencies installed), for suggestions."""
+    try:
+        with warnings.catch_warnings():  # an old version's deprecation is no news here
+            warnings.simplefilter("ignore")
+            gym.make(env_id).close()
+        return True
+    except Exception:
+        return False
+
+
+def seed_and_device(seed, cuda):
+    """Seed Python's, NumPy's and torch's random generators (the environments are seeded by
+    their reset); the device is the GPU if asked for and present, else the CPU, one thread."""
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+    device = torch.device("cuda" if cuda and torch.cuda.is_available() else "cpu")
     if device.type == "cpu":
-        torch.set_num_threads(1)  # networks this small run faster without the thread pool
+        torch.set_num_threads(1)
     return device
 
 
-def make_vector_env(env_id, num_envs, video_folder=None):
-    """N copies of env_id in one synchronous vector environment, with SAME_STEP autoreset
-    (the observation after an episode ends is the next episode's first; the true last one
-    is in info["final_obs"]) and episode statistics recorded by Gymnasium's wrapper."""
-    def thunk(i):
-        def make():
-            if video_folder is None:
-                return gym.make(env_id)
-            env = gym.make(env_id, render_mode="rgb_array")
-            with warnings.catch_warnings():  # the environments share one folder on purpose
-                warnings.filterwarnings("ignore", message=".*Overwriting existing videos")
-                return gym.wrappers.RecordVideo(env, video_folder, name_prefix=f"eval-{i}",
-                                               episode_trigger=lambda episode: episode == 0)
-        return make
-
-    envs = gym.vector.SyncVectorEnv([thunk(i) for i in range(num_envs)],
-                                    autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
-    return gym.wrappers.vector.RecordEpisodeStatistics(envs)
-
-
 def evaluate(actor, env_id, episodes, seed, device, video_folder=None):
-    """Greedy returns (a = mu(s), no noise) of `episodes` episodes, one per environment of a
-    vector env, all at once."""
+    """Greedy returns (a = mu(s), no noise) of `episodes` episodes, one per environment."""
     envs = make_vector_env(env_id, episodes, video_folder)
     obs, _ = envs.reset(seed=seed)
     returns = np.full(episodes, np.nan)
@@ -592,90 +645,92 @@ def evaluate(actor, env_id, episodes, seed, device, video_folder=None):
 
 
 class RunWriter:
-    """The run folder (CONTRIBUTING.md, "What a run writes"): config.json, then episodes.csv,
-    updates.csv and evaluations.csv row by row (flushed, so an interrupted run keeps them);
-    the progress line every 2 seconds and the greedy evaluations of --eval-every, with
-    best_model.pt. It keeps summary["global_steps"] current."""
+    """The run folder (CONTRIBUTING.md, "What a run writes"): config.json at once, the CSV
+    files row by row (flushed), the progress line, the evaluations of --eval-every with
+    best_model.pt. The budget is rounded down to whole steps of the N environments, said once."""
 
-    def __init__(self, args, device, nets, summary):
-        name = (f"{args.env_id.replace('/', '-').replace(':', '-')}__{args.exp_name}__"
-                f"{args.seed}__{int(time.time())}")
+    def __init__(self, args, device, nets):
+        name = "__".join([args.env_id.replace("/", "-").replace(":", "-"), args.exp_name,
+                          str(args.seed), str(int(time.time()))])
         self.path, suffix = os.path.join(args.output_dir, name), 1
-        while os.path.exists(self.path):  # a run of the same seed started in the same second
+        while os.path.exists(self.path):  # a run with the same flags in the same second
             suffix += 1
             self.path = os.path.join(args.output_dir, f"{name}-{suffix}")
         try:
             os.makedirs(self.path)
         except OSError as e:
             fail(f"cannot create the run folder {self.path}: {e.strerror}")
-        self.write_json("config.json", {**asdict(args), "device": str(device), "versions": {
-            "torch": torch.__version__, "gymnasium": gym.__version__, "numpy": np.__version__,
-            "python": sys.version.split()[0]}})
-        self.args, self.device, self.nets, self.summary = args, device, nets, summary
+        versions = {"torch": torch.__version__, "gymnasium": gym.__version__,
+                    "numpy": np.__version__, "python": sys.version.split()[0]}
+        with open(os.path.join(self.path, "config.json"), "w") as f:
+            json.dump({**asdict(args), "device": str(device), "versions": versions}, f, indent=2)
+        self.summary = dict.fromkeys(SUMMARY_KEYS) | {
+            "algorithm": algorithm_name(args), "env_id": args.env_id, "seed": args.seed,
+            "global_steps": 0, "eval_episodes": args.eval_episodes, "interrupted": False}
+        self.args, self.device, self.nets = args, device, nets
+        self.budget = args.total_timesteps // args.num_envs * args.num_envs
+        self.files, self.steps, self.returns, self.evaluations = {}, [], [], []
+        self.write_row("episodes.csv")  # its header now: a run with no episode has the file
         self.start = self.last_print = time.time()
-        self.steps, self.returns, self.files = [], [], {}
-        self.evaluations = []  # (global_step, mean, std) of each --eval-every evaluation
-        self.write_row("episodes.csv", None, ["global_step", "wall_time", "episode_return",
-                                              "episode_length"])
+        self.first_print = None  # (step, time) of the first progress line
+        print(f"{SCRIPT}: {args.env_id}, seed {args.seed}, {algorithm_name(args)}, device {device}")
+        if self.budget != args.total_timesteps and args.eval_checkpoint is None:
+            print(f"{SCRIPT}: training runs {self.budget:,} of --total-timesteps "
+                  f"{args.total_timesteps:,}: whole steps of the {args.num_envs} environments")
 
-    def write_json(self, filename, data):
-        with open(os.path.join(self.path, filename), "w") as f:
-            json.dump(data, f, indent=2)
+    def elapsed(self):
+        return time.time() - self.start
 
-    def write_row(self, filename, row, fields=None):
-        """Append a row (None: none) to a CSV file, opened with a header the first time."""
+    def write_row(self, filename, **row):
+        """Append a row to a CSV file of the run folder, made with its header at first use."""
         if filename not in self.files:
             f = open(os.path.join(self.path, filename), "w", newline="")
-            self.files[filename] = (f, csv.DictWriter(f, fieldnames=fields or list(row)))
+            fields = EPISODE_FIELDS if filename == "episodes.csv" else list(row)
+            self.files[filename] = (f, csv.DictWriter(f, fieldnames=fields))
             self.files[filename][1].writeheader()
         f, writer = self.files[filename]
-        if row is not None:
+        if row:
             writer.writerow(row)
         f.flush()
 
     def episode(self, global_step, episode_return, episode_length):
         self.steps.append(global_step)
         self.returns.append(float(episode_return))
-        self.write_row("episodes.csv", {
-            "global_step": global_step, "wall_time": round(time.time() - self.start, 4),
-            "episode_return": float(episode_return), "episode_length": int(episode_length)})
+        self.write_row("episodes.csv", global_step=global_step, wall_time=round(self.elapsed(), 4),
+                       episode_return=float(episode_return), episode_length=int(episode_length))
 
-    def reached(self, threshold):
-        """Whether the mean of the last 20 episode returns reached the threshold (if any)."""
-        return (threshold is not None and len(self.returns) >= 20
-                and np.mean(self.returns[-20:]) >= threshold)
-
-    def recent_return(self):
-        """The mean of the last 20 episode returns (of all of them before 20 have ended;
-        None before the first)."""
-        return float(np.mean(self.returns[-20:])) if self.returns else None
+    def update(self, global_step, **diagnostics):
+        wall_time = self.elapsed()
+        self.write_row("updates.csv", global_step=global_step, wall_time=round(wall_time, 4),
+                       sps=int(global_step / wall_time), **diagnostics)
 
     def step(self, global_step):
-        """After each step of the vector environment: keep summary["global_steps"] current
-        (should Ctrl-C stop the run), evaluate greedily each time global_step crosses a
-        multiple of --eval-every, and print the progress line every 2 seconds."""
+        """After each vector step: record the step count (should Ctrl-C stop the run), run a
+        greedy evaluation each time global_step crosses a multiple of --eval-every, and
+        print the progress line every 2 seconds, its speed measured from the first line on."""
         every, previous = self.args.eval_every, self.summary["global_steps"]
         self.summary["global_steps"] = global_step
         if every and global_step // every > previous // every:
             self.evaluation(global_step)
-        if time.time() - self.last_print >= 2.0:
-            self.last_print = time.time()
-            print(progress_line(global_step, self.args.total_timesteps, time.time() - self.start,
-                                self.recent_return()))
+        now = time.time()
+        if now - self.last_print >= 2.0:
+            first, self.last_print = self.first_print or (global_step, now), now
+            sps = (global_step - first[0]) / (now - first[1]) if self.first_print else None
+            print(progress_line(global_step, self.budget, sps, self.recent_return()))
+            self.first_print = first
 
     def evaluation(self, global_step):
-        """Evaluate the actor as it is now, a = mu(s) without noise, on environments of its
-        own seeded as the final evaluation's (nothing is drawn from a random stream, and the
-        training environments are untouched); append the row to evaluations.csv and, with
-        --save-model, keep the best model so far (the first, on a tie) as best_model.pt."""
-        wall_time = round(time.time() - self.start, 4)
+        """Evaluate a = mu(s), no noise, as it is now on environments of its own (no random
+        stream or training environment is touched), append the row to evaluations.csv and,
+        with --save-model, keep the best model (the first of equal means) as best_model.pt."""
+        wall_time = self.elapsed()
         returns = evaluate(self.nets.actor, self.args.env_id, self.args.eval_episodes,
                            self.args.seed + 100_000, self.device)
         mean, std = float(returns.mean()), float(returns.std())
-        self.write_row("evaluations.csv", {"global_step": global_step, "wall_time": wall_time,
-                                           "eval_return_mean": mean, "eval_return_std": std})
-        if self.args.save_model and mean > max((m for _, m, _ in self.evaluations),
-                                               default=-math.inf):
+        self.write_row("evaluations.csv", global_step=global_step, wall_time=round(wall_time, 4),
+                       eval_return_mean=mean, eval_return_std=std)
+        best = max((m for _, m, _ in self.evaluations), default=-math.inf)
+        if self.args.save_model and mean > best:
             save_checkpoint(os.path.join(self.path, "best_model.pt"), self.nets, self.args)
         self.evaluations.append((global_step, mean, std))
 
@@ -683,73 +738,76 @@ class RunWriter:
         """True, after saying so and marking the run interrupted, when the loss is NaN or inf."""
         if math.isfinite(critic_loss):
             return False
-        print(f"{SCRIPT}: the critic loss became non-finite (NaN or infinite) at step "
-              f"{global_step}; stopping (try a lower --learning-rate)")
+        print(f"{SCRIPT}: the critic loss became non-finite (NaN or inf) at step {global_step}; "
+              "stopping (try a lower --learning-rate)")
         self.summary["interrupted"] = True
         return True
 
-    def update(self, global_step, stats, **extra):
-        """A row of updates.csv with the mean of each list in stats (NaN for an empty one),
-        which are then emptied, and the extra columns; returns the row."""
-        elapsed = time.time() - self.start
-        row = {"global_step": global_step, "wall_time": round(elapsed, 4),
-               "sps": int(global_step / elapsed),
-               **{k: float(np.mean(v)) if v else math.nan for k, v in stats.items()}, **extra}
-        for values in stats.values():
-            values.clear()
-        self.write_row("updates.csv", row)
-        return row
+    def recent_return(self):
+        """The mean of the last 20 training episode returns (None before the first)."""
+        return float(np.mean(self.returns[-20:])) if self.returns else None
+
+    def reached(self, threshold, global_step):
+        """True once the mean of the last 20 returns reaches threshold; records when."""
+        if threshold is None or len(self.returns) < 20 or self.recent_return() < threshold:
+            return False
+        self.summary["solved_at_step"] = global_step
+        self.summary["solved_at_time_s"] = round(self.elapsed(), 3)
+        return True
+
+    def close(self):
+        for f, _ in self.files.values():
+            f.close()
 
 
-def progress_line(global_step, total_steps, elapsed, recent_return):
+EPISODE_FIELDS = ("global_step", "wall_time", "episode_return", "episode_length")
+SUMMARY_KEYS = ("algorithm", "env_id", "seed", "global_steps", "wall_time_s",
+                "train_return_last20", "eval_return_mean", "eval_return_std", "eval_episodes",
+                "solved_at_step", "solved_at_time_s", "interrupted")
+
+
+def progress_line(global_step, total_steps, sps, recent_return):
     """The console's progress: the step out of the budget, the percentage, steps per second,
-    the time left at that speed (h:mm:ss) and the mean of the last 20 training returns.
+    the time left at that speed (h:mm:ss) and the mean of the last 20 training returns; the
+    speed and the time left read "-" while sps is None (the first line: nothing measured).
 
-        sps = global_step / elapsed,   ETA = max(total_steps - global_step, 0) / sps
+        ETA = max(total_steps - global_step, 0) / sps
     """
-    sps = global_step / elapsed
-    minutes, seconds = divmod(round(max(total_steps - global_step, 0) / sps), 60)
+    if sps:
+        minutes, seconds = divmod(round(max(total_steps - global_step, 0) / sps), 60)
+        speed = f"{sps:,.0f} sps | ETA {minutes // 60}:{minutes % 60:02}:{seconds:02}"
+    else:
+        speed = "- sps | ETA -"
     recent = "n/a" if recent_return is None else f"{recent_return:.1f}"
     return (f"step {global_step:,}/{total_steps:,} ({100 * global_step / total_steps:.0f}%) | "
-            f"{sps:,.0f} sps | ETA {minutes // 60}:{minutes % 60:02}:{seconds:02} | "
-            f"return (last 20) {recent}")
+            f"{speed} | return (last 20) {recent}")
 
 
-def plot_curve(run, title):
-    """learning_curve.png: episode return against environment steps, raw points faded and
-    a moving average of 20 episodes on top, and the greedy evaluations of --eval-every as a
-    second series (the mean, the std as error bars); returns its path."""
+def plot_learning_curve(path, steps, returns, title, evaluations=(), final=None):
+    """learning_curve.png: episode returns against environment steps (faded) and their moving
+    average of 20; the greedy evaluations (step, mean, std) of --eval-every as a second series
+    with the std as error bars, and the final evaluation after training as a marker of its own."""
     fig = Figure(figsize=(7, 4), dpi=100)
     ax = fig.add_subplot()
-    ax.scatter(run.steps, run.returns, s=6, alpha=0.25, color="tab:blue", label="episode return")
-    if run.returns:
-        window = min(20, len(run.returns))
-        smooth = np.convolve(run.returns, np.ones(window) / window, mode="valid")
-        ax.plot(run.steps[window - 1:], smooth, color="tab:blue", lw=2,
-                label=f"mean of last {window}")
-    if run.evaluations:
-        eval_steps, means, stds = zip(*run.evaluations)
-        ax.errorbar(eval_steps, means, yerr=stds, color="tab:orange", marker="o", ms=4,
-                    capsize=3, label="greedy evaluation (mean, std)")
-    if run.returns or run.evaluations:
+    ax.scatter(steps, returns, s=6, alpha=0.25, label="episode return")
+    if returns:
+        window = min(20, len(returns))
+        smooth = np.convolve(returns, np.ones(window) / window, mode="valid")
+        ax.plot(steps[window - 1:], smooth, color="tab:blue", lw=2, label=f"mean of last {window}")
+    for points, style, label in ((evaluations, dict(color="tab:orange", marker="o", ms=4),
+                                  "greedy evaluation (mean, std)"),
+                                 ([final] if final else [], dict(color="tab:red", marker="D", ms=7),
+                                  "final greedy evaluation")):
+        if points:
+            eval_steps, means, stds = zip(*points)
+            ax.errorbar(eval_steps, means, yerr=stds, capsize=3, label=label, **style)
+    if ax.get_legend_handles_labels()[0]:
         ax.legend(loc="lower right")
     ax.set(xlabel="environment steps", ylabel="episode return", title=title)
     ax.grid(alpha=0.3)
     fig.tight_layout()
-    fig.savefig(os.path.join(run.path, "learning_curve.png"))
-    return os.path.join(run.path, "learning_curve.png")
-
-
-def new_summary(args):
-    return {"algorithm": algorithm_name(args), "env_id": args.env_id, "seed": args.seed,
-            "global_steps": 0, "wall_time_s": None, "train_return_last20": None,
-            "eval_return_mean": None, "eval_return_std": None,
-            "eval_episodes": args.eval_episodes, "solved_at_step": None,
-            "solved_at_time_s": None, "interrupted": False}
-
-
-# The flags an evaluation takes from the checkpoint: the network's size and the algorithm.
-CHECKPOINT_FLAGS = ("hidden_size", "algo", "twin_q", "target_policy_noise", "policy_delay")
+    fig.savefig(os.path.join(path, "learning_curve.png"))
+    return os.path.join(path, "learning_curve.png")
 
 
 def save_checkpoint(path, nets, args):
@@ -760,14 +818,16 @@ def save_checkpoint(path, nets, args):
 
 
 def load_checkpoint(path, env_id):
-    """Load a model.pt safely (weights_only) and check it was made for env_id."""
+    """Load a model.pt safely (weights_only, onto the CPU, wherever it was saved) and check
+    it was made for env_id; None when path is None (no --eval-checkpoint)."""
+    if path is None:
+        return None
     if not os.path.isfile(path):
         fail(f"checkpoint {path} does not exist")
     try:
         checkpoint = torch.load(path, map_location="cpu", weights_only=True)
-        saved = checkpoint["args"]
-        if "actor" not in checkpoint or not {"env_id", *CHECKPOINT_FLAGS} <= set(saved):
-            raise KeyError("missing entries")
+        saved = checkpoint["args"]  # each lookup raises KeyError where an entry is missing
+        checkpoint["actor"], saved["env_id"], [saved[k] for k in CHECKPOINT_FLAGS]
     except Exception as e:
         fail(f"checkpoint {path} is not a ddpg_td3.py model.pt ({type(e).__name__}); "
              "make one with --save-model")
@@ -777,7 +837,8 @@ def load_checkpoint(path, env_id):
     return checkpoint
 
 
-def load_actor(nets, checkpoint, args):
+def restore(checkpoint, nets, args):
+    """Put a checkpoint's actor into nets (on its device): evaluation needs only mu(s)."""
     try:
         nets.actor.load_state_dict(checkpoint["actor"])
     except (RuntimeError, KeyError, AttributeError) as e:
@@ -785,36 +846,50 @@ def load_actor(nets, checkpoint, args):
              f"{str(e).splitlines()[0]}")
 
 
-def finish(args, run, summary, nets, device, trained=True):
+def finish(args, run, nets, device, trained=True):
     """Evaluate greedily, save the model if asked, write summary.json and the curve, and
     print the closing line. An interrupted run skips the evaluation."""
+    summary = run.summary
     summary["train_return_last20"] = run.recent_return()
-    summary["wall_time_s"] = round(time.time() - run.start, 3)
+    summary["wall_time_s"] = round(run.elapsed(), 3)
+    final = None
     if args.eval_episodes and not summary["interrupted"]:
         video_folder = os.path.join(run.path, "videos") if args.capture_video else None
         returns = evaluate(nets.actor, args.env_id, args.eval_episodes, args.seed + 100_000,
                            device, video_folder)
         summary["eval_return_mean"] = float(returns.mean())
         summary["eval_return_std"] = float(returns.std())
+        final = (summary["global_steps"], summary["eval_return_mean"], summary["eval_return_std"])
     if args.save_model and trained:
         save_checkpoint(os.path.join(run.path, "model.pt"), nets, args)
-    for f, _ in run.files.values():
-        f.close()
-    run.write_json("summary.json", summary)
-    closing = f"{SCRIPT}: run folder {run.path}"
-    for key in ("global_steps", "train_return_last20", "eval_return_mean", "solved_at_step"):
-        value = summary[key]
-        closing += f" | {key} {value:.2f}" if isinstance(value, float) else f" | {key} {value}"
+    run.close()
+    with open(os.path.join(run.path, "summary.json"), "w") as f:
+        json.dump(summary, f, indent=2)
+    closing = [f"{SCRIPT}: run folder {run.path}", f"global_steps {summary['global_steps']:,}"]
+    for key in ("train_return_last20", "eval_return_mean"):
+        closing.append(f"{key} " + ("-" if summary[key] is None else f"{summary[key]:.2f}"))
+    if args.stop_at_return is not None:
+        closing.append(f"solved_at_step {summary['solved_at_step'] or 'not reached'}")
     if trained:
-        title = f"{SCRIPT} on {args.env_id}, seed {args.seed}"
-        closing += f" | learning curve {plot_curve(run, title)}"
-    print(closing)
+        closing.append("learning curve " + plot_learning_curve(
+            run.path, run.steps, run.returns, f"{SCRIPT} on {args.env_id}, seed {args.seed}",
+            run.evaluations, final))
+    print(" | ".join(closing))
     return summary
 
 
-if __name__ == "__main__":
+def cli():
+    """main(flags) from the command line. Bad input: one line, exit status 2. Ctrl-C: the
+    run folder written, the process dies of SIGINT (130), so a shell loop of runs stops too."""
     try:
-        main(tyro.cli(Args))
+        main(parse_args())
     except UsageError as e:
         print(f"{SCRIPT}: error: {e}", file=sys.stderr)
         sys.exit(2)
+    except KeyboardInterrupt:
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGINT)
+
+
+if __name__ == "__main__":
+    cli()

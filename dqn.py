@@ -50,18 +50,20 @@ updates.csv, learning_curve.png, summary.json, model.pt with --save-model, and w
 # ---------------------------------------------------------------------------------------
 # Imports
 # ---------------------------------------------------------------------------------------
+import contextlib
 import csv
 import difflib
-import importlib
 import importlib.util
+import io
 import json
 import math
 import os
 import random
+import re
+import signal
 import sys
 import time
 import warnings
-from collections import deque
 from dataclasses import asdict, dataclass, replace
 from typing import Literal, Optional
 
@@ -110,34 +112,40 @@ class Args:
     num_envs: int = 1
     """N: parallel environments (synchronous vector environment)"""
     learning_rate: float = 1e-3
-    """Adam learning rate"""
+    """Adam learning rate (2.5e-4 in the Nature DQN, with RMSProp, on Atari; 1e-4 in SB3)"""
     buffer_size: int = 50_000
     """replay buffer capacity in transitions, the oldest overwritten when it is full (never
-    allocated larger than --total-timesteps)"""
+    allocated larger than --total-timesteps; 1,000,000 in the Nature DQN)"""
     gamma: float = 0.99
-    """discount factor"""
+    """discount factor (0.99 in the DQN papers)"""
     tau: float = 1.0
-    """target network update rate: theta' <- tau*theta + (1 - tau)*theta' (1 is a hard copy)"""
+    """target network update rate: theta' <- tau*theta + (1 - tau)*theta' (1, a hard copy, in
+    the DQN papers; 0.001 in DDPG's soft updates)"""
     target_network_frequency: int = 64
-    """environment steps between target network updates"""
+    """environment steps between target network updates (the Nature DQN: every 10,000
+    gradient steps, 40,000 environment steps)"""
     batch_size: int = 256
-    """transitions sampled from the replay buffer for each gradient step"""
+    """transitions sampled from the replay buffer for each gradient step (32 in the DQN papers)"""
     start_e: float = 1.0
-    """epsilon of the epsilon-greedy policy at the start"""
+    """epsilon of the epsilon-greedy policy at the start (1.0 in the Nature DQN)"""
     end_e: float = 0.01
-    """epsilon at the end of the linear decay, kept from then on"""
+    """epsilon at the end of the linear decay, kept from then on (0.1 in the Nature DQN,
+    0.01-0.05 in later work and SB3)"""
     exploration_fraction: float = 0.1
-    """the fraction of the budget over which epsilon decays from start_e to end_e"""
+    """the fraction of the budget over which epsilon decays from start_e to end_e (0.1 in SB3;
+    the Nature DQN: 1M of its 50M frames, 0.02)"""
     learning_starts: int = 1000
-    """environment steps of experience collected before the first gradient step"""
+    """environment steps of experience collected before the first gradient step (50,000 in
+    the Nature DQN)"""
     train_frequency: int = 64
-    """environment steps between updates"""
+    """environment steps between updates (4 in the Nature DQN)"""
     gradient_steps: int = 32
-    """gradient steps in each update"""
+    """gradient steps in each update (1 in the Nature DQN)"""
     loss: Literal["huber", "mse"] = "mse"
-    """the regression loss on the TD error: Huber (smooth L1, delta 1) or squared error"""
+    """the regression loss on the TD error: Huber (smooth L1, delta 1; the Nature DQN's error
+    clipping) or squared error"""
     max_grad_norm: float = 10.0
-    """gradient clipping: the largest global norm of the gradient"""
+    """gradient clipping: the largest global norm of the gradient (10 in SB3's DQN)"""
     double_dqn: bool = True
     """double DQN: choose the next action with the online network, value it with the target"""
     hidden_size: int = 128
@@ -283,6 +291,31 @@ def greedy_actions(q_network, obs):
 
 
 # ---------------------------------------------------------------------------------------
+# What the agent sees: the vector environment (dqn.py changes neither observations, rewards
+# nor actions)
+# ---------------------------------------------------------------------------------------
+def make_vector_env(env_id, num_envs, video_folder=None):
+    """N copies of env_id in one synchronous vector environment, with SAME_STEP autoreset
+    (the observation after an episode ends is the next episode's first; the true last one
+    is in info["final_obs"], which train stores as s') and episode statistics recorded by
+    Gymnasium's wrapper (episodes.csv's returns). With video_folder, the evaluation's
+    environments record their first episode."""
+    def make(i):
+        if video_folder is None:
+            return gym.make(env_id)
+        os.environ.setdefault("SDL_VIDEODRIVER", "dummy")  # frames only, no window to open
+        env = gym.make(env_id, render_mode="rgb_array")
+        with warnings.catch_warnings():  # the environments share one folder on purpose
+            warnings.filterwarnings("ignore", message=".*Overwriting existing videos")
+            return gym.wrappers.RecordVideo(env, video_folder, name_prefix=f"eval-{i}",
+                                           episode_trigger=lambda episode: episode == 0)
+
+    envs = gym.vector.SyncVectorEnv([lambda i=i: make(i) for i in range(num_envs)],
+                                    autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
+    return gym.wrappers.vector.RecordEpisodeStatistics(envs)
+
+
+# ---------------------------------------------------------------------------------------
 # Training
 # ---------------------------------------------------------------------------------------
 def train(args, envs, q_network, target_network, run):
@@ -290,7 +323,8 @@ def train(args, envs, q_network, target_network, run):
     every --train-frequency environment steps take --gradient-steps gradient steps on
     minibatches replayed from the buffer, and every --target-network-frequency steps move
     the target network towards the online one. The run writer records episodes, log rows
-    and the summary; the loop stops early at --stop-at-return or at a non-finite loss."""
+    and the summary; the loop stops early at --stop-at-return or at a non-finite loss.
+    It runs whole steps of the N environments: the budget is rounded down to them."""
     device = next(q_network.parameters()).device
     # torch's default eps, as CleanRL's and Stable-Baselines3's DQN (the paper: RMSProp)
     optimizer = torch.optim.Adam(q_network.parameters(), lr=args.learning_rate, eps=1e-8)
@@ -324,8 +358,8 @@ def train(args, envs, q_network, target_network, run):
         obs = next_obs
         for i in np.flatnonzero(info.get("_episode", [])):
             run.episode(global_step, info["episode"]["r"][i], info["episode"]["l"][i])
-        if run.solved(args.stop_at_return, global_step):
-            break
+        if run.reached(args.stop_at_return, global_step):  # the summary records when
+            return
         if global_step <= args.learning_starts:
             continue
 
@@ -335,9 +369,11 @@ def train(args, envs, q_network, target_network, run):
             b_obs, b_actions, b_rewards, b_next_obs, b_terminated = buffer.sample(args.batch_size)
             with torch.no_grad():  # the target is a fixed regression label
                 next_q_online = q_network(b_next_obs) if args.double_dqn else None
-                targets = dqn_targets(b_rewards, target_network(b_next_obs), b_terminated,
-                                      args.gamma, next_q_online)
-            loss, q_taken = td_loss(q_network(b_obs), b_actions, targets, args.loss)
+                targets = dqn_targets(rewards=b_rewards, next_q_target=target_network(b_next_obs),
+                                      terminated=b_terminated, gamma=args.gamma,
+                                      next_q_online=next_q_online)
+            loss, q_taken = td_loss(q_values=q_network(b_obs), actions=b_actions,
+                                    targets=targets, loss=args.loss)
             optimizer.zero_grad()
             loss.backward()
             nn.utils.clip_grad_norm_(q_network.parameters(), args.max_grad_norm)
@@ -353,31 +389,34 @@ def train(args, envs, q_network, target_network, run):
         last = iteration == num_iterations - 1
         if losses and (crossings(global_step, args.num_envs, args.log_interval) or last):
             loss_mean = float(np.mean(losses))
-            if not math.isfinite(loss_mean):
-                run.stop(f"the loss became non-finite ({loss_mean}) at step {global_step}; "
-                         "try a lower --learning-rate")
-                break
-            run.log(global_step, {"epsilon": round(epsilon, 6), "loss": loss_mean,
-                                  "q_mean": float(np.mean(q_means)),
-                                  "gradient_steps": gradient_step, "buffer_size": buffer.size})
+            if run.non_finite(loss_mean, global_step):  # says so; the run stops as interrupted
+                return
+            run.update(global_step, epsilon=round(epsilon, 6), loss=loss_mean,
+                       q_mean=float(np.mean(q_means)), gradient_steps=gradient_step,
+                       buffer_size=buffer.size)
             losses, q_means = [], []
 
 
 def main(args: Args) -> dict:
-    """Train DQN (or, with --eval-checkpoint, evaluate a saved model), write the run
-    folder and return the summary."""
+    """Train DQN (or evaluate an --eval-checkpoint), write the run folder, return the summary.
+    Ctrl-C stops training; the run folder is written, then KeyboardInterrupt goes on up."""
+    # Check everything a user can get wrong before anything runs (CONTRIBUTING.md, "Bad input").
     check_args(args)
     obs_shape, num_actions = check_env(args.env_id)
-    checkpoint = None
-    if args.eval_checkpoint is not None:
-        checkpoint = load_checkpoint(args.eval_checkpoint, args.env_id)
+    checkpoint = load_checkpoint(args.eval_checkpoint, args.env_id)  # None without the flag
+    if checkpoint is not None:  # the network's size comes from the model
         args = replace(args, hidden_size=checkpoint["args"]["hidden_size"])
-    device = seed_and_pick_device(args)  # on the CPU also one thread, denormals flushed
+
+    # Set up: seeds, device, the online network, the run folder.
+    device = seed_and_device(args.seed, args.cuda)  # on the CPU: one thread, denormals flushed
     q_network = QNetwork(obs_shape[0], num_actions, args.hidden_size).to(device)
     if checkpoint is not None:
-        load_weights(q_network, checkpoint, args)
+        restore(checkpoint, q_network, args)
     run = RunWriter(args, device, q_network)
-    print(f"{SCRIPT}: {args.env_id}, seed {args.seed}, device {device}")
+
+    # Train (unless evaluating a checkpoint) from a target network that starts as a copy,
+    # then finish: evaluate, save, write, plot.
+    interrupted = False
     if checkpoint is None:
         target_network = QNetwork(obs_shape[0], num_actions, args.hidden_size).to(device)
         target_network.load_state_dict(q_network.state_dict())
@@ -385,26 +424,47 @@ def main(args: Args) -> dict:
         try:
             train(args, envs, q_network, target_network, run)
         except KeyboardInterrupt:
-            run.stop("interrupted")
+            print(f"{SCRIPT}: interrupted; writing what the run has so far")
+            interrupted = run.summary["interrupted"] = True
         finally:
             envs.close()
-    return finish(args, run, q_network, trained=checkpoint is None)
+    summary = finish(args, run, q_network, trained=checkpoint is None)
+    if interrupted:
+        raise KeyboardInterrupt  # the run folder is written; the command line exits with 130
+    return summary
 
 
 # ---------------------------------------------------------------------------------------
 # Plumbing: checks, run folder, evaluation, checkpoints (not needed to follow the algorithm)
 # ---------------------------------------------------------------------------------------
 class UsageError(Exception):
-    """Bad input: reported as one line on stderr with exit status 2, before training
-    (CONTRIBUTING.md, "Bad input")."""
+    """Bad input: reported as one line on stderr with exit status 2, before training."""
 
 
 def fail(message):
     raise UsageError(message)
 
 
+def parse_args():
+    """tyro.cli(Args), with tyro's own parse errors (an unknown flag, a value of the wrong
+    type) turned into one line: tyro's message and the flags it suggests, read back from the
+    text it prints. --help prints as tyro writes it."""
+    if {"-h", "--help"} & set(sys.argv[1:]):
+        return tyro.cli(Args)
+    captured = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(captured), contextlib.redirect_stderr(captured):
+            return tyro.cli(Args)
+    except SystemExit:
+        lines = [line.strip() for line in captured.getvalue().splitlines()]
+        lines = [line for line in lines if line.strip("-")]  # drop blanks and rules
+        flags = [line.split()[0].rstrip(",") for line in lines[2:] if line.startswith("--")]
+        hint = f"; did you mean {' or '.join(flags)}?" if "Perhaps you meant:" in lines else ""
+        fail(f"{lines[1][0].lower()}{lines[1][1:]}{hint} (python {SCRIPT} --help lists the flags)")
+
+
 def check_args(args):
-    """Everything a user can get wrong in the flags alone, checked before any environment runs."""
+    """Everything a user can get wrong in the flags, checked before any environment runs."""
     for name in ("total_timesteps", "num_envs", "buffer_size", "batch_size",
                  "target_network_frequency", "train_frequency", "gradient_steps", "hidden_size",
                  "log_interval", "learning_rate", "max_grad_norm"):
@@ -419,101 +479,90 @@ def check_args(args):
         if getattr(args, name) < 0:
             fail(f"--{name.replace('_', '-')} must be 0 or more, got {getattr(args, name)}")
     if args.eval_every < 0:
-        fail(f"--eval-every must be 0 (evaluate only after training) or more, "
+        fail("--eval-every must be 0 (evaluate only after training) or more, "
              f"got {args.eval_every}")
     if args.eval_every and not args.eval_episodes:
         fail("--eval-every needs at least one evaluation episode; pass --eval-episodes 1 or more")
+    if args.capture_video and not args.eval_episodes:
+        fail("--capture-video records the evaluation episodes, and --eval-episodes 0 has none; "
+             "pass --eval-episodes 1 or more")
+    if args.capture_video and importlib.util.find_spec("moviepy") is None:
+        fail("--capture-video needs moviepy: pip install moviepy")
     if args.buffer_size < args.batch_size:
         fail(f"--buffer-size {args.buffer_size} is smaller than one batch (--batch-size "
              f"{args.batch_size}); raise it or shrink the batch")
     if args.buffer_size % args.num_envs:
         fail(f"--buffer-size {args.buffer_size} is not divisible by --num-envs "
              f"{args.num_envs}; pick a multiple of {args.num_envs}")
-    if args.eval_checkpoint is None and args.total_timesteps < args.num_envs:
-        fail(f"--total-timesteps {args.total_timesteps} is less than one step of the "
-             f"{args.num_envs} environments; raise it")
-    if args.eval_checkpoint is None and args.learning_starts >= args.total_timesteps:
-        fail(f"--learning-starts {args.learning_starts} is not below --total-timesteps "
-             f"{args.total_timesteps}: the network would never train; lower it")
-    if args.capture_video and importlib.util.find_spec("moviepy") is None:
-        fail("--capture-video needs moviepy: pip install moviepy")
+    budget = args.total_timesteps // args.num_envs * args.num_envs  # whole steps of N envs
+    if args.eval_checkpoint is None and args.learning_starts >= budget:
+        fail(f"--learning-starts {args.learning_starts} is not below the budget of {budget:,} "
+             f"steps (--total-timesteps {args.total_timesteps} in whole steps of --num-envs "
+             f"{args.num_envs}): the network would never train; lower it or raise the budget")
 
 
 def check_env(env_id):
-    """Check the id (`module:EnvId` imports the module first, as gym.make does) and build one
-    environment to check its spaces; returns (obs_shape, number of actions)."""
-    module, _, name = env_id.rpartition(":")
-    if module:
-        try:
-            importlib.import_module(module)
-        except Exception as e:  # a module of the user's: any error while importing it
-            fail(f"cannot import module {module} of --env-id {env_id} "
-                 f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}); "
-                 f"try python -c 'import {module}' (is its folder on PYTHONPATH?)")
-    if name not in gym.registry:
-        close = difflib.get_close_matches(name, list(gym.registry), n=3, cutoff=0.5)
-        hint = f"; did you mean {', '.join(close)}?" if close else "; see gymnasium.registry"
-        where = f" (module {module} registers no environment {name})" if module else ""
-        fail(f"unknown environment id {env_id!r}{where}{hint}")
+    """Make env_id once (gym.make imports the module of a module:EnvId id itself) and check
+    that dqn.py handles its spaces; returns (obs_shape, number of actions)."""
     try:
         env = gym.make(env_id)
-    except (gym.error.Error, ImportError) as e:
-        fail(f"cannot make {env_id}: {str(e).splitlines()[0]}")
+    except (gym.error.NameNotFound, gym.error.VersionNotFound, gym.error.NamespaceNotFound):
+        close = [i for i in difflib.get_close_matches(env_id.rpartition(":")[2], gym.registry,
+                                                      n=6, cutoff=0.6) if makeable(i)][:3]
+        fail(f"unknown environment id {env_id!r}"
+             + (f"; did you mean {', '.join(close)}?" if close else "; see gymnasium.registry"))
+    except ModuleNotFoundError as e:  # gym.make's own message does not keep e.name
+        missing = re.search(r"named '([\w.]+)'", str(e))[1]
+        where = ("; put its folder on PYTHONPATH (PYTHONPATH=. when it is in this folder)"
+                 if missing == env_id.rpartition(":")[0] else "")
+        fail(f"cannot make {env_id}: no module named {missing}{where}")
+    except (gym.error.Error, ImportError) as e:  # pin the extra to the installed Gymnasium
+        message = re.sub(r'"gymnasium\[(\w+)\]"', rf'"gymnasium[\1]=={gym.__version__}"', str(e))
+        fail(f"cannot make {env_id}: {message.splitlines()[0]}")
+    except Exception as e:  # a module of the user's that fails while it is imported or made
+        fail(f"cannot make {env_id}: {type(e).__name__}: {(str(e).splitlines() or [''])[0]}")
     obs_space, action_space = env.observation_space, env.action_space
     env.close()
-    if isinstance(action_space, gym.spaces.Box):
-        fail(f"{env_id} has a continuous (Box) action space; dqn.py needs Discrete actions "
-             "(use ddpg_td3.py, or ppo.py)")
     if not isinstance(action_space, gym.spaces.Discrete):
-        fail(f"{env_id} has a {type(action_space).__name__} action space; dqn.py handles "
-             "Discrete ones (ppo_masked.py masks Discrete actions; no script here takes "
-             "MultiDiscrete)")
-    if not isinstance(obs_space, gym.spaces.Box):
-        fail(f"{env_id} has a {type(obs_space).__name__} observation space; dqn.py needs a "
-             "Box (qlearning.py uses a table for Discrete ones)")
-    if len(obs_space.shape) != 1:
-        fail(f"{env_id} has observations of shape {obs_space.shape} (images?); dqn.py's "
-             "MLP takes flat vectors and this script has no CNN")
+        fail(f"{env_id} has a {type(action_space).__name__} action space; dqn.py needs "
+             "Discrete actions (ddpg_td3.py, sac.py and ppo.py take Box ones; no script here "
+             "takes MultiDiscrete or MultiBinary)")
+    if not (isinstance(obs_space, gym.spaces.Box) and len(obs_space.shape) == 1):
+        fail(f"{env_id} has a {type(obs_space).__name__} observation space of shape "
+             f"{obs_space.shape}; dqn.py's MLP needs a flat Box, and it has no CNN for images "
+             "(qlearning.py uses a table for Discrete ones)")
     return obs_space.shape, int(action_space.n)
 
 
-def seed_and_pick_device(args):
-    """Seed Python, NumPy and torch; return the device. On the CPU, a small MLP runs faster
-    on one thread, and flushing denormal numbers to zero makes each Adam step faster: the
-    first moments of dead ReLU units decay into denormals, which x86 handles slowly."""
-    random.seed(args.seed)
-    np.random.seed(args.seed)
-    torch.manual_seed(args.seed)
-    device = torch.device("cuda" if args.cuda and torch.cuda.is_available() else "cpu")
+def makeable(env_id):
+    """Whether gym.make(env_id) works here (its dependencies installed), for suggestions."""
+    try:
+        with warnings.catch_warnings():  # an old version's deprecation is no news here
+            warnings.simplefilter("ignore")
+            gym.make(env_id).close()
+        return True
+    except Exception:
+        return False
+
+
+def seed_and_device(seed, cuda):
+    """Seed Python's, NumPy's and torch's random generators (the environments are seeded by
+    their reset), and pick the device: the GPU if asked for and present, else the CPU with
+    one thread (faster for a small MLP) and denormals flushed to zero (dead ReLU units' Adam
+    moments decay into denormals, which x86 handles slowly)."""
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+    device = torch.device("cuda" if cuda and torch.cuda.is_available() else "cpu")
     if device.type == "cpu":
         torch.set_num_threads(1)
         torch.set_flush_denormal(True)
     return device
 
 
-def make_vector_env(env_id, num_envs, video_folder=None):
-    """N copies of env_id in one synchronous vector environment, with SAME_STEP autoreset
-    (the observation after an episode ends is the next episode's first; the true last one
-    is in info["final_obs"]) and episode statistics recorded by Gymnasium's wrapper."""
-    def thunk(i):
-        def make():
-            if video_folder is None:
-                return gym.make(env_id)
-            env = gym.make(env_id, render_mode="rgb_array")
-            with warnings.catch_warnings():  # the environments share one folder on purpose
-                warnings.filterwarnings("ignore", message=".*Overwriting existing videos")
-                return gym.wrappers.RecordVideo(env, video_folder, name_prefix=f"eval-{i}",
-                                               episode_trigger=lambda episode: episode == 0)
-        return make
-
-    envs = gym.vector.SyncVectorEnv([thunk(i) for i in range(num_envs)],
-                                    autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
-    return gym.wrappers.vector.RecordEpisodeStatistics(envs)
-
-
 def evaluate(q_network, env_id, episodes, seed, video_folder=None):
     """Greedy returns of `episodes` episodes, one per environment of a vector env, all at
-    once."""
+    once: the action of highest Q, no epsilon (so no random number is drawn)."""
     envs = make_vector_env(env_id, episodes, video_folder)
     obs, _ = envs.reset(seed=seed)
     returns = np.full(episodes, np.nan)
@@ -527,157 +576,175 @@ def evaluate(q_network, env_id, episodes, seed, video_folder=None):
 
 
 class RunWriter:
-    """The run folder (CONTRIBUTING.md, "What a run writes"): config.json at once,
-    episodes.csv, updates.csv and evaluations.csv row by row (flushed, so an interrupted run
-    keeps them), a progress line every 2 seconds, the greedy evaluations of --eval-every
-    with best_model.pt, and the summary, which finish() writes with the learning curve."""
+    """The run folder (CONTRIBUTING.md, "What a run writes"): config.json at once, the CSV
+    files row by row (flushed, so an interrupted run keeps them), a progress line every 2
+    seconds, the evaluations of --eval-every with best_model.pt; finish() writes the rest.
+    The budget is rounded down to whole steps of the N environments, said at the start."""
 
     def __init__(self, args, device, q_network):
-        env_name = args.env_id.replace("/", "-").replace(":", "-")
-        name = f"{env_name}__{args.exp_name}__{args.seed}__{int(time.time())}"
+        name = "__".join([args.env_id.replace("/", "-").replace(":", "-"), args.exp_name,
+                          str(args.seed), str(int(time.time()))])
         self.path, suffix = os.path.join(args.output_dir, name), 1
-        while os.path.exists(self.path):  # two runs started in the same second
+        while os.path.exists(self.path):  # a run with the same flags in the same second
             suffix += 1
             self.path = os.path.join(args.output_dir, f"{name}-{suffix}")
         try:
             os.makedirs(self.path)
         except OSError as e:
             fail(f"cannot create the run folder {self.path}: {e.strerror}")
-        self.write_json("config.json", {**asdict(args), "device": str(device), "versions": {
-            "torch": torch.__version__, "gymnasium": gym.__version__,
-            "numpy": np.__version__, "python": sys.version.split()[0]}})
-        self.summary = dict.fromkeys(("algorithm", "env_id", "seed", "global_steps",
-                                      "wall_time_s", "train_return_last20", "eval_return_mean",
-                                      "eval_return_std", "eval_episodes", "solved_at_step",
-                                      "solved_at_time_s", "interrupted"))
-        self.summary.update(algorithm="dqn", env_id=args.env_id, seed=args.seed, global_steps=0,
-                            eval_episodes=args.eval_episodes, interrupted=False)
-        self.start, self.last_print, self.last20 = time.time(), 0.0, deque(maxlen=20)
-        self.episodes, self.files, self.writers = [], [], {}
-        self.args, self.q_network, self.evaluations = args, q_network, []  # (step, mean, std)
-        self.csv_writer("episodes.csv", ["global_step", "wall_time", "episode_return",
-                                         "episode_length"])
+        versions = {"torch": torch.__version__, "gymnasium": gym.__version__,
+                    "numpy": np.__version__, "python": sys.version.split()[0]}
+        with open(os.path.join(self.path, "config.json"), "w") as f:
+            json.dump({**asdict(args), "device": str(device), "versions": versions}, f, indent=2)
+        self.summary = dict.fromkeys(SUMMARY_KEYS) | {
+            "algorithm": "dqn", "env_id": args.env_id, "seed": args.seed, "global_steps": 0,
+            "eval_episodes": args.eval_episodes, "interrupted": False}
+        self.args, self.q_network = args, q_network
+        self.budget = args.total_timesteps // args.num_envs * args.num_envs
+        self.files, self.steps, self.returns, self.evaluations = {}, [], [], []
+        self.write_row("episodes.csv")  # its header now: a run with no episode has the file
+        self.start = self.last_print = time.time()
+        self.first_print = None  # (step, time) of the first progress line
+        print(f"{SCRIPT}: {args.env_id}, seed {args.seed}, device {device}")
+        if self.budget != args.total_timesteps and args.eval_checkpoint is None:
+            print(f"{SCRIPT}: training runs {self.budget:,} of --total-timesteps "
+                  f"{args.total_timesteps:,}: whole steps of the {args.num_envs} environments")
 
-    def csv_writer(self, filename, fields):
-        if filename not in self.writers:
-            self.files.append(open(os.path.join(self.path, filename), "w", newline=""))
-            self.writers[filename] = csv.DictWriter(self.files[-1], fieldnames=fields)
-            self.writers[filename].writeheader()
-        return self.writers[filename]
+    def elapsed(self):
+        return time.time() - self.start
 
-    def write_json(self, filename, data):
-        with open(os.path.join(self.path, filename), "w") as f:
-            json.dump(data, f, indent=2)
+    def write_row(self, filename, **row):
+        """Append a row to a CSV file of the run folder, made with a header at first use
+        (episodes.csv's columns are fixed; no row writes the header alone)."""
+        if filename not in self.files:
+            f = open(os.path.join(self.path, filename), "w", newline="")
+            fields = EPISODE_FIELDS if filename == "episodes.csv" else list(row)
+            self.files[filename] = (f, csv.DictWriter(f, fieldnames=fields))
+            self.files[filename][1].writeheader()
+        f, writer = self.files[filename]
+        if row:
+            writer.writerow(row)
+        f.flush()
 
     def episode(self, global_step, episode_return, episode_length):
-        row = {"global_step": global_step, "wall_time": round(time.time() - self.start, 4),
-               "episode_return": float(episode_return), "episode_length": int(episode_length)}
-        self.episodes.append(row)
-        self.last20.append(row["episode_return"])
-        self.writers["episodes.csv"].writerow(row)
+        self.steps.append(global_step)
+        self.returns.append(float(episode_return))
+        self.write_row("episodes.csv", global_step=global_step, wall_time=round(self.elapsed(), 4),
+                       episode_return=float(episode_return), episode_length=int(episode_length))
 
-    def solved(self, threshold, global_step):
-        """True, and the step and time recorded, once the mean of the last 20 training
-        returns reaches --stop-at-return."""
-        if threshold is None or len(self.last20) < 20 or sum(self.last20) / 20 < threshold:
-            return False
-        self.summary.update(solved_at_step=global_step,
-                            solved_at_time_s=round(time.time() - self.start, 3))
-        return True
-
-    def log(self, global_step, diagnostics):
-        """A row of updates.csv."""
-        now = time.time() - self.start
-        row = {"global_step": global_step, "wall_time": round(now, 4),
-               "sps": int(global_step / now), **diagnostics}
-        self.csv_writer("updates.csv", list(row)).writerow(row)
-        self.flush()
-
-    def flush(self):
-        for f in self.files:
-            f.flush()
+    def update(self, global_step, **diagnostics):
+        wall_time = self.elapsed()
+        self.write_row("updates.csv", global_step=global_step, wall_time=round(wall_time, 4),
+                       sps=int(global_step / wall_time), **diagnostics)
 
     def step(self, global_step, epsilon):
         """After each vector step: record the step count (should Ctrl-C stop the run), run a
         greedy evaluation each time global_step crosses a multiple of --eval-every, and
-        print the progress line, with the epsilon of the step, every 2 seconds."""
+        print the progress line, with the step's epsilon, every 2 seconds, its speed
+        measured from the first line on (the first seconds hold the start-up)."""
         every, previous = self.args.eval_every, self.summary["global_steps"]
         self.summary["global_steps"] = global_step
         if every and global_step // every > previous // every:
             self.evaluation(global_step)
-        now = time.time() - self.start
+        now = time.time()
         if now - self.last_print >= 2.0:
-            self.last_print = now
-            recent = float(np.mean(self.last20)) if self.last20 else None
-            print(progress_line(global_step, self.args.total_timesteps, now, recent)
+            first, self.last_print = self.first_print or (global_step, now), now
+            sps = (global_step - first[0]) / (now - first[1]) if self.first_print else None
+            print(progress_line(global_step, self.budget, sps, self.recent_return())
                   + f" | epsilon {epsilon:.3f}")
+            self.first_print = first
 
     def evaluation(self, global_step):
-        """Evaluate the greedy policy as it is now on environments of its own, seeded as the
-        final evaluation is (the training environments and the exploration generator are
-        untouched: greedy actions draw no random numbers), append the row to
-        evaluations.csv and, with --save-model, keep the best network so far as
-        best_model.pt (the first of equal means)."""
-        wall_time = round(time.time() - self.start, 4)
+        """Evaluate the greedy policy of the online network as it is now on environments of
+        its own (the training environments and the exploration generator are untouched),
+        append the row to evaluations.csv and, with --save-model, keep the best network so
+        far as best_model.pt (the first of equal means)."""
+        wall_time = self.elapsed()
         returns = evaluate(self.q_network, self.args.env_id, self.args.eval_episodes,
                            self.args.seed + 100_000)
         mean, std = float(returns.mean()), float(returns.std())
-        self.csv_writer("evaluations.csv", ["global_step", "wall_time", "eval_return_mean",
-                                            "eval_return_std"]).writerow(
-            {"global_step": global_step, "wall_time": wall_time, "eval_return_mean": mean,
-             "eval_return_std": std})
-        self.flush()
-        if self.args.save_model and mean > max((m for _, m, _ in self.evaluations),
-                                               default=-math.inf):
+        self.write_row("evaluations.csv", global_step=global_step, wall_time=round(wall_time, 4),
+                       eval_return_mean=mean, eval_return_std=std)
+        best = max((m for _, m, _ in self.evaluations), default=-math.inf)
+        if self.args.save_model and mean > best:
             save_checkpoint(os.path.join(self.path, "best_model.pt"), self.q_network, self.args)
         self.evaluations.append((global_step, mean, std))
 
-    def stop(self, reason):
-        """Ctrl-C or a non-finite loss: the run ends here, its files still written."""
-        print(f"{SCRIPT}: {reason}; stopping and writing what the run has so far")
+    def non_finite(self, loss, global_step):
+        """True, after saying so and marking the run interrupted, when the loss is NaN or inf."""
+        if math.isfinite(loss):
+            return False
+        print(f"{SCRIPT}: the loss became non-finite (NaN or inf) at step {global_step}; "
+              "stopping (try a lower --learning-rate)")
         self.summary["interrupted"] = True
+        return True
+
+    def recent_return(self):
+        """The mean of the last 20 training episode returns (None before the first)."""
+        return float(np.mean(self.returns[-20:])) if self.returns else None
+
+    def reached(self, threshold, global_step):
+        """True once the mean of the last 20 returns reaches threshold; records when."""
+        if threshold is None or len(self.returns) < 20 or self.recent_return() < threshold:
+            return False
+        self.summary["solved_at_step"] = global_step
+        self.summary["solved_at_time_s"] = round(self.elapsed(), 3)
+        return True
+
+    def close(self):
+        for f, _ in self.files.values():
+            f.close()
 
 
-def progress_line(global_step, total_steps, elapsed, recent_return):
+EPISODE_FIELDS = ("global_step", "wall_time", "episode_return", "episode_length")
+SUMMARY_KEYS = ("algorithm", "env_id", "seed", "global_steps", "wall_time_s",
+                "train_return_last20", "eval_return_mean", "eval_return_std", "eval_episodes",
+                "solved_at_step", "solved_at_time_s", "interrupted")
+
+
+def progress_line(global_step, total_steps, sps, recent_return):
     """The console's progress: the step out of the budget, the percentage, steps per second,
-    the time left at that speed (h:mm:ss) and the mean of the last 20 training returns.
+    the time left at that speed (h:mm:ss) and the mean of the last 20 training returns; the
+    speed and the time left read "-" while sps is None (the first line: nothing measured).
 
-        sps = global_step / elapsed,   ETA = max(total_steps - global_step, 0) / sps
+        ETA = max(total_steps - global_step, 0) / sps
     """
-    sps = global_step / elapsed
-    minutes, seconds = divmod(round(max(total_steps - global_step, 0) / sps), 60)
+    if sps:
+        minutes, seconds = divmod(round(max(total_steps - global_step, 0) / sps), 60)
+        speed = f"{sps:,.0f} sps | ETA {minutes // 60}:{minutes % 60:02}:{seconds:02}"
+    else:
+        speed = "- sps | ETA -"
     recent = "n/a" if recent_return is None else f"{recent_return:.1f}"
     return (f"step {global_step:,}/{total_steps:,} ({100 * global_step / total_steps:.0f}%) | "
-            f"{sps:,.0f} sps | ETA {minutes // 60}:{minutes % 60:02}:{seconds:02} | "
-            f"return (last 20) {recent}")
+            f"{speed} | return (last 20) {recent}")
 
 
-def plot_curve(run, title):
-    """learning_curve.png: episode return against environment steps, raw points faded, a
-    moving average of 20 episodes on top; the greedy evaluations (step, mean, std) of
-    --eval-every as a second series, the mean with the std as error bars. Returns its
-    path."""
-    steps = np.array([e["global_step"] for e in run.episodes])
-    returns = np.array([e["episode_return"] for e in run.episodes])
+def plot_learning_curve(path, steps, returns, title, evaluations=(), final=None):
+    """learning_curve.png: episode return against environment steps, raw points faded and
+    a moving average of 20 episodes on top; the greedy evaluations (step, mean, std) of
+    --eval-every as a second series, the mean with the std as error bars, and the final
+    evaluation (step, mean, std) after training as a marker of its own."""
     fig = Figure(figsize=(7, 4), dpi=100)
     ax = fig.add_subplot()
-    ax.scatter(steps, returns, s=6, alpha=0.25, color="tab:blue", label="episode return")
-    if len(returns):
+    ax.scatter(steps, returns, s=6, alpha=0.25, label="episode return")
+    if returns:
         window = min(20, len(returns))
         smooth = np.convolve(returns, np.ones(window) / window, mode="valid")
         ax.plot(steps[window - 1:], smooth, color="tab:blue", lw=2, label=f"mean of last {window}")
-    if run.evaluations:
-        eval_steps, means, stds = zip(*run.evaluations)
-        ax.errorbar(eval_steps, means, yerr=stds, color="tab:orange", marker="o", ms=4, capsize=3,
-                    label="greedy evaluation (mean, std)")
-    if len(returns) or run.evaluations:
+    for points, style, label in ((evaluations, dict(color="tab:orange", marker="o", ms=4),
+                                  "greedy evaluation (mean, std)"),
+                                 ([final] if final else [], dict(color="tab:red", marker="D", ms=7),
+                                  "final greedy evaluation")):
+        if points:
+            eval_steps, means, stds = zip(*points)
+            ax.errorbar(eval_steps, means, yerr=stds, capsize=3, label=label, **style)
+    if ax.get_legend_handles_labels()[0]:
         ax.legend(loc="lower right")
     ax.set(xlabel="environment steps", ylabel="episode return", title=title)
     ax.grid(alpha=0.3)
     fig.tight_layout()
-    path = os.path.join(run.path, "learning_curve.png")
-    fig.savefig(path)
-    return path
+    fig.savefig(os.path.join(path, "learning_curve.png"))
+    return os.path.join(path, "learning_curve.png")
 
 
 def save_checkpoint(path, q_network, args):
@@ -685,14 +752,16 @@ def save_checkpoint(path, q_network, args):
 
 
 def load_checkpoint(path, env_id):
-    """Load a model.pt safely (weights_only) and check it was made for env_id."""
+    """Load a model.pt safely (weights_only, onto the CPU, wherever it was saved) and check
+    it was made for env_id; None when path is None (no --eval-checkpoint)."""
+    if path is None:
+        return None
     if not os.path.isfile(path):
         fail(f"checkpoint {path} does not exist")
     try:
         checkpoint = torch.load(path, map_location="cpu", weights_only=True)
-        saved = checkpoint["args"]
-        if "q_network" not in checkpoint or not {"env_id", "hidden_size"} <= set(saved):
-            raise KeyError("missing entries")
+        saved = checkpoint["args"]  # each lookup raises KeyError where an entry is missing
+        checkpoint["q_network"], saved["hidden_size"], saved["env_id"]
     except Exception as e:
         fail(f"checkpoint {path} is not a dqn.py model.pt ({type(e).__name__}); "
              "make one with --save-model")
@@ -702,7 +771,8 @@ def load_checkpoint(path, env_id):
     return checkpoint
 
 
-def load_weights(q_network, checkpoint, args):
+def restore(checkpoint, q_network, args):
+    """Put a checkpoint's weights into the network (on its device)."""
     try:
         q_network.load_state_dict(checkpoint["q_network"])
     except (RuntimeError, KeyError, AttributeError) as e:
@@ -711,35 +781,49 @@ def load_weights(q_network, checkpoint, args):
 
 
 def finish(args, run, q_network, trained=True):
-    """Evaluate greedily (not after an interrupted run), save the model if asked, write
-    summary.json and the curve, print the closing line; returns the summary."""
+    """Evaluate greedily, save the model if asked, write summary.json and the curve, and
+    print the closing line. An interrupted run skips the evaluation."""
     summary = run.summary
-    summary["train_return_last20"] = float(np.mean(run.last20)) if run.last20 else None
-    summary["wall_time_s"] = round(time.time() - run.start, 3)
+    summary["train_return_last20"] = run.recent_return()
+    summary["wall_time_s"] = round(run.elapsed(), 3)
+    final = None
     if args.eval_episodes and not summary["interrupted"]:
         video_folder = os.path.join(run.path, "videos") if args.capture_video else None
         returns = evaluate(q_network, args.env_id, args.eval_episodes, args.seed + 100_000,
                            video_folder)
-        summary.update(eval_return_mean=float(returns.mean()), eval_return_std=float(returns.std()))
+        summary["eval_return_mean"] = float(returns.mean())
+        summary["eval_return_std"] = float(returns.std())
+        final = (summary["global_steps"], summary["eval_return_mean"], summary["eval_return_std"])
     if args.save_model and trained:
         save_checkpoint(os.path.join(run.path, "model.pt"), q_network, args)
-    for f in run.files:
-        f.close()
-    run.write_json("summary.json", summary)
-    closing = f"{SCRIPT}: run folder {run.path}"
-    for key in ("global_steps", "train_return_last20", "eval_return_mean", "solved_at_step"):
-        value = summary[key]
-        closing += f" | {key} {value:.2f}" if isinstance(value, float) else f" | {key} {value}"
+    run.close()
+    with open(os.path.join(run.path, "summary.json"), "w") as f:
+        json.dump(summary, f, indent=2)
+    closing = [f"{SCRIPT}: run folder {run.path}", f"global_steps {summary['global_steps']:,}"]
+    for key in ("train_return_last20", "eval_return_mean"):
+        closing.append(f"{key} " + ("-" if summary[key] is None else f"{summary[key]:.2f}"))
+    if args.stop_at_return is not None:
+        closing.append(f"solved_at_step {summary['solved_at_step'] or 'not reached'}")
     if trained:
-        title = f"{SCRIPT} on {args.env_id}, seed {args.seed}"
-        closing += f" | learning curve {plot_curve(run, title)}"
-    print(closing)
+        closing.append("learning curve " + plot_learning_curve(
+            run.path, run.steps, run.returns, f"{SCRIPT} on {args.env_id}, seed {args.seed}",
+            run.evaluations, final))
+    print(" | ".join(closing))
     return summary
 
 
-if __name__ == "__main__":
+def cli():
+    """main(flags) from the command line. Bad input: one line, exit status 2. Ctrl-C: the
+    run folder written, the process dies of SIGINT (130), so a shell loop of runs stops too."""
     try:
-        main(tyro.cli(Args))
+        main(parse_args())
     except UsageError as e:
         print(f"{SCRIPT}: error: {e}", file=sys.stderr)
         sys.exit(2)
+    except KeyboardInterrupt:
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGINT)
+
+
+if __name__ == "__main__":
+    cli()

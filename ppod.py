@@ -1106,9 +1106,8 @@ def finish(args, run, agent, normalizer, device, buffers=None):
 
 
 def cli():
-    """The command line: main(flags), bad input as one line on stderr and exit status 2.
-    After Ctrl-C, once the run folder is written, the process dies of SIGINT (status 130),
-    as shells expect: a shell loop of runs stops too, which an exit with 130 does not do."""
+    """main(flags) from the command line. Bad input: one line, exit status 2. Ctrl-C: the
+    run folder written, the process dies of SIGINT (130), so a shell loop of runs stops too."""
     try:
         main(parse_args())
     except UsageError as e:

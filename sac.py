@@ -37,8 +37,15 @@ Where this file differs from the papers (2018a, 2018b) and their common implemen
   - log pi includes -log(scale) (the density of the environment's action, as in CleanRL);
     SB3 takes the density of the [-1, 1] action. With bounds of +-2 (Pendulum) the two
     differ by log 2 per dimension, which shifts where the target entropy settles.
-  - The temperature loss is the paper's, in alpha = exp(log_alpha) (as CleanRL); SB3 puts
-    log_alpha in place of alpha, which scales the gradient by 1/alpha.
+  - The temperature step takes log pi(a~|s) of the sample a~ that the actor step drew, before
+    that step moved the policy, as SB3 does (one sample serves both losses); CleanRL draws a
+    fresh sample after the actor step. One sample saves a forward pass of the actor, and the
+    two differ only by one actor step, which a slowly moving temperature barely feels. The
+    loss is the paper's, in alpha = exp(log_alpha) (as CleanRL); SB3 puts log_alpha in
+    place of alpha, which scales the gradient by 1/alpha.
+  - log(1 - tanh(u)^2) is exact, 2 (log 2 - u - softplus(-2u)), the form of Spinning Up;
+    CleanRL and SB3 take log(1 - tanh(u)^2 + 1e-6), whose 1e-6 caps the correction at
+    log(1e-6) = -13.8 where an action nears its bound, so their log pi is too low there.
   - log sigma is clipped to [-20, 2] (Haarnoja's code, SB3); CleanRL squashes it into
     [-5, 2] with a tanh. The critics see actions in [-1, 1] (CleanRL: environment units).
 
@@ -67,14 +74,18 @@ writes").
 # ---------------------------------------------------------------------------------------
 # Imports
 # ---------------------------------------------------------------------------------------
+import contextlib
 import copy
 import csv
 import difflib
 import importlib.util
+import io
 import json
 import math
 import os
 import random
+import re
+import signal
 import sys
 import time
 import warnings
@@ -126,29 +137,35 @@ class Args:
     num_envs: int = 1
     """parallel environments (synchronous vector environment)"""
     learning_starts: int = 500
-    """uniformly random actions and no learning for this many environment steps"""
+    """uniformly random actions and no learning for this many environment steps (100 in SB3,
+    5,000 in CleanRL)"""
     gradient_steps: int = 1
-    """critic gradient steps after each step of the vector environment"""
+    """critic gradient steps after each step of the vector environment (1 in the SAC papers)"""
     buffer_size: int = 1_000_000
-    """replay buffer capacity in transitions (never allocated larger than --total-timesteps)"""
+    """replay buffer capacity in transitions (never allocated larger than --total-timesteps;
+    1,000,000 in the SAC papers)"""
     batch_size: int = 128
-    """transitions sampled from the replay buffer for each gradient step"""
+    """transitions sampled from the replay buffer for each gradient step (256 in the SAC papers)"""
     learning_rate: float = 2e-3
-    """Adam learning rate of the actor, the critics and the temperature"""
+    """Adam learning rate of the actor, the critics and the temperature (3e-4 in the SAC papers)"""
     gamma: float = 0.98
-    """discount factor"""
+    """discount factor (0.99 in the SAC papers)"""
     tau: float = 0.02
-    """soft target update coefficient: theta' <- tau * theta + (1 - tau) * theta'"""
+    """soft target update coefficient: theta' <- tau * theta + (1 - tau) * theta' (0.005 in the
+    SAC papers)"""
     policy_frequency: int = 1
-    """d: every d-th critic step makes d actor (and temperature) steps"""
+    """d: every d-th critic step makes d actor (and temperature) steps (1 in the SAC papers and
+    SB3, 2 in CleanRL)"""
     alpha: float = 0.1
-    """the temperature alpha: its starting value, or its value throughout with --no-autotune"""
+    """the temperature alpha: its starting value, or its value throughout with --no-autotune (a
+    learned alpha starts at 1 in the 2018b paper and SB3; 0.2 is the usual fixed value)"""
     autotune: bool = True
     """learn alpha so that the policy's entropy approaches --target-entropy"""
     target_entropy: Optional[float] = None
-    """H_target of the temperature loss, in nats (None: -dim(A), minus the action dimensions)"""
+    """H_target of the temperature loss, in nats (None: -dim(A), minus the action dimensions, as
+    in the 2018b paper)"""
     hidden_size: int = 64
-    """width of the two hidden layers of the actor and of each critic"""
+    """width of the two hidden layers of the actor and of each critic (256 in the SAC papers)"""
     log_interval: int = 1_000
     """environment steps between rows of updates.csv"""
 
@@ -177,7 +194,8 @@ def squashed_logprob(u, mean, log_std, action_scale):
         log N(u; m, sigma^2) = -(u - m)^2 / (2 sigma^2) - log sigma - log(2 pi) / 2
         log(1 - tanh(u)^2) = 2 (log 2 - u - softplus(-2u))
 
-    The last form is exact and stays finite where tanh(u) rounds to +-1 (|u| > 9 in float32).
+    The last form is exact and stays finite where tanh(u) rounds to +-1 (|u| > 9 in float32);
+    CleanRL and SB3 take log(1 - tanh(u)^2 + 1e-6) instead (a departure: see the top).
     u, mean, log_std: [B, d]; action_scale: [d] (half the width of each action's range).
     Returns [B].
     """
@@ -203,8 +221,9 @@ def temperature_loss(log_alpha, logprob, target_entropy):
         L_alpha = -mean over the batch of alpha * (log pi(a~|s) + H_target)
 
     Its gradient raises alpha while the entropy -log pi is below H_target and lowers it
-    above. logprob [B] is detached (it is data here); log_alpha a one-element tensor.
-    Returns a scalar.
+    above. logprob [B] is detached (it is data here): Agent.update passes the log pi of the
+    sample its actor step drew, before that step (as SB3; CleanRL draws a fresh one after
+    it). log_alpha is a one-element tensor. Returns a scalar.
     """
     return -(log_alpha.exp() * (logprob.detach() + target_entropy)).mean()
 
@@ -237,10 +256,11 @@ class ReplayBuffer:
 
     def add(self, obs, actions, rewards, terminated, next_obs):
         """N transitions, arrays [N, ...] or [N]; the oldest are overwritten when full."""
-        n = len(rewards)
-        index = torch.arange(self.pos, self.pos + n) % self.capacity
+        n, device = len(rewards), self.obs.device  # the rows and their index go to the storage
+        index = torch.arange(self.pos, self.pos + n, device=device) % self.capacity
         for name, value in zip(self.FIELDS, (obs, actions, rewards, terminated, next_obs)):
-            getattr(self, name)[index] = torch.as_tensor(np.asarray(value, dtype=np.float32))
+            getattr(self, name)[index] = torch.as_tensor(np.asarray(value, dtype=np.float32),
+                                                         device=device)
         self.pos = (self.pos + n) % self.capacity
         self.size = min(self.size + n, self.capacity)
 
@@ -331,9 +351,10 @@ class Agent:
         args = self.args
         with torch.no_grad():  # the target: current actor at s', the target critics
             next_actions, next_logprob = self.actor.sample(next_obs)
-            y = sac_target(rewards, self.critic1_target(next_obs, next_actions),
-                           self.critic2_target(next_obs, next_actions), next_logprob,
-                           terminated, args.gamma, self.alpha())
+            y = sac_target(rewards=rewards, next_q1=self.critic1_target(next_obs, next_actions),
+                           next_q2=self.critic2_target(next_obs, next_actions),
+                           next_logprob=next_logprob, terminated=terminated, gamma=args.gamma,
+                           alpha=self.alpha())
         q1, q2 = self.critic1(obs, actions), self.critic2(obs, actions)
         critic1_loss, critic2_loss = F.mse_loss(q1, y), F.mse_loss(q2, y)
         self.critic_optimizer.zero_grad()
@@ -346,14 +367,16 @@ class Agent:
         if self.critic_steps % args.policy_frequency == 0:
             for _ in range(args.policy_frequency):
                 new_actions, logprob = self.actor.sample(obs)
-                loss = actor_loss(self.critic1(obs, new_actions), self.critic2(obs, new_actions),
-                                  logprob, self.alpha())
+                loss = actor_loss(q1=self.critic1(obs, new_actions),
+                                  q2=self.critic2(obs, new_actions), logprob=logprob,
+                                  alpha=self.alpha())
                 self.actor_optimizer.zero_grad()  # (the critics' .grad is cleared before use)
                 loss.backward()
                 self.actor_optimizer.step()
-                if args.autotune:
+                if args.autotune:  # on the log pi of the sample drawn before the actor step
                     self.alpha_optimizer.zero_grad()
-                    temperature_loss(self.log_alpha, logprob, self.target_entropy).backward()
+                    temperature_loss(log_alpha=self.log_alpha, logprob=logprob,
+                                     target_entropy=self.target_entropy).backward()
                     self.alpha_optimizer.step()
             stats.update(actor_loss=loss.item(), entropy=-logprob.mean().item())
         soft_update(self.critic1_target, self.critic1, args.tau)
@@ -362,20 +385,59 @@ class Agent:
 
 
 # ---------------------------------------------------------------------------------------
+# What the agent sees and sends: the vector environment, actions scaled to the bounds
+# ---------------------------------------------------------------------------------------
+def make_vector_env(env_id, num_envs, video_folder=None):
+    """N copies of env_id in one synchronous vector environment, with SAME_STEP autoreset
+    (the observation after an episode ends is the next episode's first; the true last one
+    is in info["final_obs"], which train stores as s') and episode statistics recorded by
+    Gymnasium's wrapper (episodes.csv's returns). With video_folder, the evaluation's
+    environments record their first episode."""
+    def make(i):
+        if video_folder is None:
+            return gym.make(env_id)
+        os.environ.setdefault("SDL_VIDEODRIVER", "dummy")  # frames only, no window to open
+        env = gym.make(env_id, render_mode="rgb_array")
+        with warnings.catch_warnings():  # the environments share one folder on purpose
+            warnings.filterwarnings("ignore", message=".*Overwriting existing videos")
+            return gym.wrappers.RecordVideo(env, video_folder, name_prefix=f"eval-{i}",
+                                           episode_trigger=lambda episode: episode == 0)
+
+    envs = gym.vector.SyncVectorEnv([lambda i=i: make(i) for i in range(num_envs)],
+                                    autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
+    return gym.wrappers.vector.RecordEpisodeStatistics(envs)
+
+
+def to_env_action(actions, action_space):
+    """Actions in [-1, 1]^d (a tensor [N, d]) to the environment's bounds, a NumPy array:
+
+        low + (a + 1) / 2 * (high - low)
+
+    Only the environment sees the scaled action: the buffer stores a in [-1, 1]^d and the
+    critics take it so; log pi is the density of the scaled action (squashed_logprob).
+    """
+    low, high = action_space.low, action_space.high
+    return low + (actions.cpu().numpy() + 1.0) * 0.5 * (high - low)
+
+
+# ---------------------------------------------------------------------------------------
 # Training
 # ---------------------------------------------------------------------------------------
-def train(args, agent, envs, run, summary, device):
+def train(args, agent, envs, run, device):
     """The SAC loop: act (uniformly at random before --learning-starts, then sampling the
     policy), store the transition with its true final observation, take --gradient-steps
-    SAC updates, and log. Fills summary in place; returns the environment steps taken.
-    A Ctrl-C or a non-finite loss stops it early with summary["interrupted"] set."""
+    SAC updates, and log; until the budget (whole steps of the N environments),
+    --stop-at-return or a non-finite loss."""
     action_space, action_dim = envs.single_action_space, envs.single_action_space.shape[0]
     obs_dim = envs.single_observation_space.shape[0]
-    buffer = ReplayBuffer(min(args.buffer_size, args.total_timesteps), obs_dim, action_dim, device)
+    num_iterations = args.total_timesteps // args.num_envs
+    buffer = ReplayBuffer(min(args.buffer_size, num_iterations * args.num_envs), obs_dim,
+                          action_dim, device)
     global_step, last_log, stats = 0, 0, []
     obs, _ = envs.reset(seed=args.seed)
-    for _ in range(args.total_timesteps // args.num_envs):
-        # Act
+    for iteration in range(num_iterations):
+        # Act: a sample of the policy, a = tanh(u), explores (not the greedy tanh(mu)); the
+        # environment gets it scaled to its bounds (to_env_action), the buffer keeps a
         if global_step < args.learning_starts:
             actions = torch.rand((args.num_envs, action_dim)) * 2 - 1
         else:
@@ -398,52 +460,65 @@ def train(args, agent, envs, run, summary, device):
 
         for i in np.flatnonzero(info.get("_episode", [])):
             run.episode(global_step, info["episode"]["r"][i], info["episode"]["l"][i])
-        if args.stop_at_return is not None and run.last20() >= args.stop_at_return:
-            summary["solved_at_step"] = global_step
-            summary["solved_at_time_s"] = round(time.time() - run.start, 3)
-            break
+        if run.reached(args.stop_at_return, global_step):  # the summary records when
+            return
 
         # Learn
         if global_step >= args.learning_starts:
             for _ in range(args.gradient_steps):
                 stats.append(agent.update(*buffer.sample(args.batch_size)))
 
-        # Log
-        if stats and global_step - last_log >= args.log_interval:
-            last_log, row, stats = global_step, run.update(global_step, stats), []
-            if run.non_finite(row, global_step):  # says so; the run stops as interrupted
-                break
-    if stats and not summary["interrupted"]:
-        run.update(global_step, stats)
+        # Log: a row of updates.csv every --log-interval steps and after the last step, the
+        # means since the last row (NaN for the actor's where no actor step came)
+        last = iteration == num_iterations - 1
+        if stats and (global_step - last_log >= args.log_interval or last):
+            values = {key: [s[key] for s in stats if key in s] for key in UPDATE_FIELDS}
+            row = {key: float(np.mean(v)) if v else math.nan for key, v in values.items()}
+            last_log, stats = global_step, []
+            run.update(global_step, **row)
+            # says so if the critics' loss is NaN or inf; the run stops as interrupted
+            if run.non_finite(row["critic1_loss"] + row["critic2_loss"], global_step):
+                return
+
+
+# The columns of updates.csv after global_step, wall_time and sps
+UPDATE_FIELDS = ("critic1_loss", "critic2_loss", "q1_mean", "actor_loss", "entropy", "alpha")
 
 
 def main(args: Args) -> dict:
-    """Train SAC (or, with --eval-checkpoint, evaluate a saved actor), write the run folder
-    and return the summary."""
-    obs_shape, action_space = check(args)
-    checkpoint = None
-    if args.eval_checkpoint is not None:
-        checkpoint = load_checkpoint(args.eval_checkpoint, args.env_id)
+    """Train SAC (or evaluate an --eval-checkpoint's actor), write the run folder, return the
+    summary. Ctrl-C stops training; the run folder is written, then KeyboardInterrupt goes
+    on up."""
+    # Check everything a user can get wrong before anything runs (CONTRIBUTING.md, "Bad input").
+    check_args(args)
+    obs_shape, action_space = check_env(args.env_id, args.capture_video)
+    checkpoint = load_checkpoint(args.eval_checkpoint, args.env_id)  # None without the flag
+    if checkpoint is not None:  # the networks' size comes from the model
         args = replace(args, hidden_size=checkpoint["args"]["hidden_size"])
 
-    device = seed_and_device(args)
+    # Set up: seeds, device, the agent (actor, critics, targets, temperature), the run folder.
+    device = seed_and_device(args.seed, args.cuda)
     scale = (action_space.high - action_space.low) / 2
     agent = Agent(obs_shape[0], action_space.shape[0], scale, args, device)
     if checkpoint is not None:
-        load_actor(agent, checkpoint, args)
-    summary = new_summary(args)
-    run = RunWriter(args, device, agent, summary)
-    print(f"{SCRIPT}: {args.env_id}, seed {args.seed}, device {device}")
+        restore(checkpoint, agent, args)
+    run = RunWriter(args, device, agent)
+
+    # Train (unless evaluating a checkpoint), then finish: evaluate, save, write, plot.
+    interrupted = False
     if checkpoint is None:
         envs = make_vector_env(args.env_id, args.num_envs)
         try:
-            train(args, agent, envs, run, summary, device)
+            train(args, agent, envs, run, device)
         except KeyboardInterrupt:
             print(f"{SCRIPT}: interrupted; writing what the run has so far")
-            summary["interrupted"] = True
+            interrupted = run.summary["interrupted"] = True
         finally:
             envs.close()
-    return finish(args, run, summary, agent, device, trained=checkpoint is None)
+    summary = finish(args, run, agent, device, trained=checkpoint is None)
+    if interrupted:
+        raise KeyboardInterrupt  # the run folder is written; the command line exits with 130
+    return summary
 
 
 # ---------------------------------------------------------------------------------------
@@ -457,121 +532,124 @@ def fail(message):
     raise UsageError(message)
 
 
-def check(args):
-    """Everything a user can get wrong, checked before any training (CONTRIBUTING.md, "Bad
-    input"); returns the environment's (observation shape, action space)."""
+def parse_args():
+    """tyro.cli(Args), with tyro's own parse errors (an unknown flag, a value of the wrong type)
+    as one line: its message and the flags it suggests, read back from what it prints."""
+    if {"-h", "--help"} & set(sys.argv[1:]):
+        return tyro.cli(Args)
+    captured = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(captured), contextlib.redirect_stderr(captured):
+            return tyro.cli(Args)
+    except SystemExit:
+        lines = [line.strip() for line in captured.getvalue().splitlines()]
+        lines = [line for line in lines if line.strip("-")]  # drop blanks and rules
+        flags = [line.split()[0].rstrip(",") for line in lines[2:] if line.startswith("--")]
+        hint = f"; did you mean {' or '.join(flags)}?" if "Perhaps you meant:" in lines else ""
+        fail(f"{lines[1][0].lower()}{lines[1][1:]}{hint} (python {SCRIPT} --help lists the flags)")
+
+
+def check_args(args):
+    """Everything a user can get wrong in the flags, checked before any environment runs."""
     for name in ("total_timesteps", "num_envs", "gradient_steps", "buffer_size", "batch_size",
-                 "hidden_size", "policy_frequency", "log_interval"):
-        if getattr(args, name) <= 0:
-            fail(f"--{name.replace('_', '-')} must be positive, got {getattr(args, name)}")
-    for name in ("learning_rate", "alpha"):
+                 "hidden_size", "policy_frequency", "log_interval", "learning_rate", "alpha"):
         if not getattr(args, name) > 0:
             fail(f"--{name.replace('_', '-')} must be positive, got {getattr(args, name)}")
     for name in ("learning_starts", "eval_episodes"):
-        if getattr(args, name) < 0:
+        if not getattr(args, name) >= 0:
             fail(f"--{name.replace('_', '-')} must be 0 or more, got {getattr(args, name)}")
     if args.eval_every < 0:
         fail("--eval-every must be 0 (evaluate only after training) or more, "
              f"got {args.eval_every}")
     if args.eval_every and not args.eval_episodes:
         fail("--eval-every needs at least one evaluation episode; pass --eval-episodes 1 or more")
+    if args.capture_video and not args.eval_episodes:
+        fail("--capture-video records the evaluation episodes, and --eval-episodes 0 has none; "
+             "pass --eval-episodes 1 or more")
+    if args.capture_video and importlib.util.find_spec("moviepy") is None:
+        fail("--capture-video needs moviepy: pip install moviepy")
     if not 0.0 <= args.gamma <= 1.0:
         fail(f"--gamma must be in [0, 1], got {args.gamma}")
     if not 0.0 < args.tau <= 1.0:
         fail(f"--tau must be in (0, 1], got {args.tau}")
     if args.target_entropy is not None and not args.autotune:
         fail("--target-entropy needs the learned temperature; drop --no-autotune or the target")
-    if args.total_timesteps % args.num_envs:
-        fail(f"--total-timesteps {args.total_timesteps} is not divisible by --num-envs "
-             f"{args.num_envs}; each step of the vector environment takes num_envs steps")
-    if args.eval_checkpoint is None and args.learning_starts >= args.total_timesteps:
-        fail(f"--learning-starts {args.learning_starts} leaves no step of the "
-             f"--total-timesteps {args.total_timesteps} to learn in; lower it or raise the budget")
-    if args.capture_video and importlib.util.find_spec("moviepy") is None:
-        fail("--capture-video needs moviepy: pip install moviepy")
-    return check_env(args.env_id, args.capture_video)
-
-
-def seed_and_device(args):
-    """Seed Python, NumPy and torch (CONTRIBUTING.md, "Determinism"); return the device."""
-    random.seed(args.seed)
-    np.random.seed(args.seed)
-    torch.manual_seed(args.seed)
-    device = torch.device("cuda" if args.cuda and torch.cuda.is_available() else "cpu")
-    if device.type == "cpu":
-        torch.set_num_threads(1)  # small MLPs run faster without the thread pool
-    return device
+    budget = args.total_timesteps // args.num_envs * args.num_envs  # whole steps of N envs
+    if args.eval_checkpoint is None and args.learning_starts >= budget:
+        fail(f"--learning-starts {args.learning_starts} leaves no step of the budget, {budget:,} "
+             f"steps (--total-timesteps {args.total_timesteps} in whole steps of --num-envs "
+             f"{args.num_envs}), to learn in; lower it or raise the budget")
 
 
 def check_env(env_id, capture_video=False):
-    """Import the module of a `module:EnvId` id, find the id, build one environment and
-    check its spaces (and, for --capture-video, that it renders)."""
-    module, _, name = env_id.rpartition(":")
-    if module:
-        try:
-            importlib.import_module(module)
-        except Exception as e:
-            fail(f"cannot import module {module!r} of --env-id {env_id} ({type(e).__name__}: "
-                 f"{(str(e).splitlines() or [''])[0]}); is it on the Python path?")
-    if name not in gym.registry:
-        close = difflib.get_close_matches(name, list(gym.registry), n=3, cutoff=0.5)
-        hint = f"; did you mean {', '.join(close)}?" if close else "; see gymnasium.registry"
-        where = f": module {module} registers no environment {name}" if module else ""
-        fail(f"unknown environment id {env_id!r}{where}{hint}")
+    """Make env_id once (gym.make imports a module:EnvId id's module), check its spaces and,
+    for --capture-video, that it renders; returns (obs_shape, action_space)."""
     try:
         env = gym.make(env_id)
-    except (gym.error.Error, ImportError) as e:
-        fail(f"cannot make {env_id}: {str(e).splitlines()[0]}")
+    except (gym.error.NameNotFound, gym.error.VersionNotFound, gym.error.NamespaceNotFound):
+        close = [i for i in difflib.get_close_matches(env_id.rpartition(":")[2], gym.registry,
+                                                      n=6, cutoff=0.6) if makeable(i)][:3]
+        fail(f"unknown environment id {env_id!r}"
+             + (f"; did you mean {', '.join(close)}?" if close else "; see gymnasium.registry"))
+    except ModuleNotFoundError as e:  # gym.make's own message does not keep e.name
+        missing = re.search(r"named '([\w.]+)'", str(e))[1]
+        where = ("; put its folder on PYTHONPATH (PYTHONPATH=. when it is in this folder)"
+                 if missing == env_id.rpartition(":")[0] else "")
+        fail(f"cannot make {env_id}: no module named {missing}{where}")
+    except (gym.error.Error, ImportError) as e:  # pin the extra to the installed Gymnasium
+        message = re.sub(r'"gymnasium\[(\w+)\]"', rf'"gymnasium[\1]=={gym.__version__}"', str(e))
+        fail(f"cannot make {env_id}: {message.splitlines()[0]}")
+    except Exception as e:  # a module of the user's that fails while it is imported or made
+        fail(f"cannot make {env_id}: {type(e).__name__}: {(str(e).splitlines() or [''])[0]}")
     obs_space, action_space = env.observation_space, env.action_space
     env.close()
-    if not isinstance(action_space, gym.spaces.Box) or len(action_space.shape) != 1:
+    if not (isinstance(action_space, gym.spaces.Box) and len(action_space.shape) == 1):
         fail(f"{env_id} has a {type(action_space).__name__} action space of shape "
-             f"{action_space.shape}; sac.py needs a flat continuous (Box) one (for discrete "
-             "actions use dqn.py or ppo.py)")
+             f"{action_space.shape}; sac.py needs a flat continuous (Box) one (for "
+             "Discrete actions use dqn.py or ppo.py)")
     if not (np.isfinite(action_space.low).all() and np.isfinite(action_space.high).all()):
-        fail(f"{env_id} has unbounded actions (an infinite low or high bound); sac.py squashes "
-             "its actions into finite bounds (ppo.py's Gaussian policy needs none)")
-    if not isinstance(obs_space, gym.spaces.Box) or len(obs_space.shape) != 1:
+        fail(f"{env_id} has unbounded actions (an infinite low or high bound); sac.py "
+             "squashes its actions into finite bounds (ppo.py's Gaussian policy needs none)")
+    if not (isinstance(obs_space, gym.spaces.Box) and len(obs_space.shape) == 1):
         fail(f"{env_id} has a {type(obs_space).__name__} observation space of shape "
-             f"{obs_space.shape}; sac.py's MLPs need flat Box observations")
+             f"{obs_space.shape}; sac.py's MLPs need a flat Box")
     if capture_video:  # rendering can fail (MuJoCo without a display): find out before training
         try:
             with warnings.catch_warnings():  # the error below says it in one line
                 warnings.simplefilter("ignore")
+                os.environ.setdefault("SDL_VIDEODRIVER", "dummy")  # frames only, no window
                 env = gym.make(env_id, render_mode="rgb_array")
                 env.reset(seed=0)
                 env.render()
                 env.close()
         except Exception as e:
             fail(f"cannot record videos of {env_id} ({type(e).__name__}: "
-                 f"{(str(e).splitlines() or [''])[0]}); for MuJoCo on a machine without a "
-                 "display set MUJOCO_GL=egl")
+                 f"{(str(e).splitlines() or [''])[0]}); for MuJoCo on a machine without a display "
+                 "set MUJOCO_GL=egl")
     return obs_space.shape, action_space
 
 
-def make_vector_env(env_id, num_envs, video_folder=None):
-    """N copies of env_id in one synchronous vector environment, with SAME_STEP autoreset
-    (the observation after an episode ends is the next episode's first; the true last one
-    is in info["final_obs"]) and episode statistics recorded by Gymnasium's wrapper."""
-    def make(i):
-        if video_folder is None:
-            return gym.make(env_id)
-        env = gym.make(env_id, render_mode="rgb_array")
-        with warnings.catch_warnings():  # the environments share one folder on purpose
-            warnings.filterwarnings("ignore", message=".*Overwriting existing videos")
-            return gym.wrappers.RecordVideo(env, video_folder, name_prefix=f"eval-{i}",
-                                           episode_trigger=lambda episode: episode == 0)
-
-    envs = gym.vector.SyncVectorEnv([lambda i=i: make(i) for i in range(num_envs)],
-                                    autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
-    return gym.wrappers.vector.RecordEpisodeStatistics(envs)
+def makeable(env_id):
+    """Whether gym.make(env_id) works here (its dependencies installed), for suggestions."""
+    try:
+        with warnings.catch_warnings():  # an old version's deprecation is no news here
+            warnings.simplefilter("ignore")
+            gym.make(env_id).close()
+        return True
+    except Exception:
+        return False
 
 
-def to_env_action(actions, action_space):
-    """Actions in [-1, 1]^d (a tensor) to the environment's bounds:
-    low + (a + 1) / 2 * (high - low), that is center + scale * a."""
-    low, high = action_space.low, action_space.high
-    return low + (actions.cpu().numpy() + 1.0) * 0.5 * (high - low)
+def seed_and_device(seed, cuda):
+    """Seed Python's, NumPy's and torch's random generators (the environments are seeded by
+    their reset); the device is the GPU if asked for and present, else the CPU, one thread."""
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+    device = torch.device("cuda" if cuda and torch.cuda.is_available() else "cpu")
+    if device.type == "cpu":
+        torch.set_num_threads(1)
+    return device
 
 
 def evaluate(actor, env_id, episodes, seed, device, video_folder=None):
@@ -580,7 +658,7 @@ def evaluate(actor, env_id, episodes, seed, device, video_folder=None):
     envs = make_vector_env(env_id, episodes, video_folder)
     obs, _ = envs.reset(seed=seed)
     returns = np.full(episodes, np.nan)
-    with torch.no_grad():
+    with torch.inference_mode():
         while np.isnan(returns).any():
             action = actor.greedy(torch.as_tensor(obs, dtype=torch.float32, device=device))
             obs, _, _, _, info = envs.step(to_env_action(action, envs.single_action_space))
@@ -592,188 +670,200 @@ def evaluate(actor, env_id, episodes, seed, device, video_folder=None):
 
 
 class RunWriter:
-    """The run folder (CONTRIBUTING.md, "What a run writes"): config.json now, episodes.csv,
-    updates.csv and evaluations.csv row by row (flushed, so an interrupted run keeps them);
-    the progress line every 2 seconds and the greedy evaluations of --eval-every, with
-    best_model.pt. It keeps summary["global_steps"] current."""
+    """The run folder (CONTRIBUTING.md, "What a run writes"): config.json at once, the CSV
+    files row by row (flushed), the progress line, the evaluations of --eval-every with
+    best_model.pt. The budget is rounded down to whole steps of the N environments, said once."""
 
-    UPDATE_FIELDS = ("critic1_loss", "critic2_loss", "q1_mean", "actor_loss", "entropy", "alpha")
-
-    def __init__(self, args, device, agent, summary):
-        self.args, self.device, self.agent, self.summary = args, device, agent, summary
+    def __init__(self, args, device, agent):
+        name = "__".join([args.env_id.replace("/", "-").replace(":", "-"), args.exp_name,
+                          str(args.seed), str(int(time.time()))])
+        self.path, suffix = os.path.join(args.output_dir, name), 1
+        while os.path.exists(self.path):  # a run with the same flags in the same second
+            suffix += 1
+            self.path = os.path.join(args.output_dir, f"{name}-{suffix}")
+        try:
+            os.makedirs(self.path)
+        except OSError as e:
+            fail(f"cannot create the run folder {self.path}: {e.strerror}")
+        versions = {"torch": torch.__version__, "gymnasium": gym.__version__,
+                    "numpy": np.__version__, "python": sys.version.split()[0]}
+        with open(os.path.join(self.path, "config.json"), "w") as f:
+            json.dump({**asdict(args), "device": str(device), "versions": versions}, f, indent=2)
+        self.summary = dict.fromkeys(SUMMARY_KEYS) | {
+            "algorithm": "sac", "env_id": args.env_id, "seed": args.seed, "global_steps": 0,
+            "eval_episodes": args.eval_episodes, "interrupted": False}
+        self.args, self.device, self.agent = args, device, agent
+        self.budget = args.total_timesteps // args.num_envs * args.num_envs
+        self.files, self.steps, self.returns, self.evaluations = {}, [], [], []
+        self.write_row("episodes.csv")  # its header now: a run with no episode has the file
         self.start = self.last_print = time.time()
-        env_name = args.env_id.replace("/", "-").replace(":", "-")
-        name = f"{env_name}__{args.exp_name}__{args.seed}__{int(self.start)}"
-        self.path = os.path.join(args.output_dir, name)
-        for suffix in range(2, 1000):
-            try:
-                os.makedirs(self.path)
-                break
-            except FileExistsError:
-                self.path = os.path.join(args.output_dir, f"{name}-{suffix}")
-            except OSError as e:
-                fail(f"cannot create the run folder {self.path}: {e.strerror}")
-        self.write_json("config.json", {**asdict(args), "device": str(device), "versions": {
-            "torch": torch.__version__, "gymnasium": gym.__version__, "numpy": np.__version__,
-            "python": sys.version.split()[0]}})
-        self.episodes, self.files = [], []
-        self.episode_csv = self.open_csv("episodes.csv", ("global_step", "wall_time",
-                                                          "episode_return", "episode_length"))
-        self.update_csv = self.open_csv("updates.csv", ("global_step", "wall_time", "sps",
-                                                        *self.UPDATE_FIELDS))
-        self.evaluations = []  # (global_step, mean, std) of each --eval-every evaluation
-        if args.eval_every:
-            self.evaluation_csv = self.open_csv("evaluations.csv", (
-                "global_step", "wall_time", "eval_return_mean", "eval_return_std"))
+        self.first_print = None  # (step, time) of the first progress line
+        print(f"{SCRIPT}: {args.env_id}, seed {args.seed}, device {device}")
+        if self.budget != args.total_timesteps and args.eval_checkpoint is None:
+            print(f"{SCRIPT}: training runs {self.budget:,} of --total-timesteps "
+                  f"{args.total_timesteps:,}: whole steps of the {args.num_envs} environments")
 
-    def open_csv(self, filename, fields):
-        self.files.append(open(os.path.join(self.path, filename), "w", newline=""))
-        writer = csv.writer(self.files[-1])
-        writer.writerow(fields)
-        return writer
+    def elapsed(self):
+        return time.time() - self.start
 
-    def write_json(self, filename, data):
-        with open(os.path.join(self.path, filename), "w") as f:
-            json.dump(data, f, indent=2)
+    def write_row(self, filename, **row):
+        """Append a row to a CSV file of the run folder, made with its header at first use."""
+        if filename not in self.files:
+            f = open(os.path.join(self.path, filename), "w", newline="")
+            fields = EPISODE_FIELDS if filename == "episodes.csv" else list(row)
+            self.files[filename] = (f, csv.DictWriter(f, fieldnames=fields))
+            self.files[filename][1].writeheader()
+        f, writer = self.files[filename]
+        if row:
+            writer.writerow(row)
+        f.flush()
 
     def episode(self, global_step, episode_return, episode_length):
-        self.episodes.append((global_step, float(episode_return)))
-        self.episode_csv.writerow([global_step, round(time.time() - self.start, 4),
-                                   float(episode_return), int(episode_length)])
+        self.steps.append(global_step)
+        self.returns.append(float(episode_return))
+        self.write_row("episodes.csv", global_step=global_step, wall_time=round(self.elapsed(), 4),
+                       episode_return=float(episode_return), episode_length=int(episode_length))
 
-    def last20(self):
-        """The mean of the last 20 episode returns (-inf before 20 episodes have ended)."""
-        recent = [r for _, r in self.episodes[-20:]]
-        return float(np.mean(recent)) if len(recent) == 20 else -math.inf
-
-    def recent_return(self):
-        """The mean of the last 20 episode returns, or of all of them before 20 have ended
-        (None before the first)."""
-        recent = [r for _, r in self.episodes[-20:]]
-        return float(np.mean(recent)) if recent else None
+    def update(self, global_step, **diagnostics):
+        wall_time = self.elapsed()
+        self.write_row("updates.csv", global_step=global_step, wall_time=round(wall_time, 4),
+                       sps=int(global_step / wall_time), **diagnostics)
 
     def step(self, global_step):
-        """After each step of the vector environment: keep summary["global_steps"] current
-        (should Ctrl-C stop the run), evaluate greedily each time global_step crosses a
-        multiple of --eval-every, and print the progress line every 2 seconds."""
+        """After each vector step: record the step count (should Ctrl-C stop the run), run a
+        greedy evaluation each time global_step crosses a multiple of --eval-every, and
+        print the progress line every 2 seconds, its speed measured from the first line on."""
         every, previous = self.args.eval_every, self.summary["global_steps"]
         self.summary["global_steps"] = global_step
         if every and global_step // every > previous // every:
             self.evaluation(global_step)
-        if time.time() - self.last_print >= 2.0:
-            self.last_print = time.time()
-            print(progress_line(global_step, self.args.total_timesteps, time.time() - self.start,
-                                self.recent_return()))
+        now = time.time()
+        if now - self.last_print >= 2.0:
+            first, self.last_print = self.first_print or (global_step, now), now
+            sps = (global_step - first[0]) / (now - first[1]) if self.first_print else None
+            print(progress_line(global_step, self.budget, sps, self.recent_return()))
+            self.first_print = first
 
     def evaluation(self, global_step):
-        """Evaluate the policy as it is now, a = tanh(mu(s)), on environments of its own
-        seeded as the final evaluation's (the greedy action draws no random number, and the
-        training environments are untouched); append the row to evaluations.csv and, with
-        --save-model, keep the best model so far (the first, on a tie) as best_model.pt."""
-        wall_time = round(time.time() - self.start, 4)
+        """Evaluate a = tanh(mu(s)) as it is now on environments of its own (no random stream
+        or training environment is touched), append the row to evaluations.csv and, with
+        --save-model, keep the best model (the first of equal means) as best_model.pt."""
+        wall_time = self.elapsed()
         returns = evaluate(self.agent.actor, self.args.env_id, self.args.eval_episodes,
                            self.args.seed + 100_000, self.device)
         mean, std = float(returns.mean()), float(returns.std())
-        self.evaluation_csv.writerow([global_step, wall_time, mean, std])
-        for f in self.files:
-            f.flush()
-        if self.args.save_model and mean > max((m for _, m, _ in self.evaluations),
-                                               default=-math.inf):
+        self.write_row("evaluations.csv", global_step=global_step, wall_time=round(wall_time, 4),
+                       eval_return_mean=mean, eval_return_std=std)
+        best = max((m for _, m, _ in self.evaluations), default=-math.inf)
+        if self.args.save_model and mean > best:
             save_checkpoint(os.path.join(self.path, "best_model.pt"), self.agent, self.args)
         self.evaluations.append((global_step, mean, std))
 
-    def non_finite(self, row, global_step):
-        """True, after saying so and marking the run interrupted, when a figure of the
-        updates.csv row is NaN or inf."""
-        if all(math.isfinite(v) for v in row.values()):
+    def non_finite(self, critic_loss, global_step):
+        """True, after saying so and marking the run interrupted, when the loss is NaN or inf."""
+        if math.isfinite(critic_loss):
             return False
-        print(f"{SCRIPT}: a loss became non-finite (NaN or inf) at step {global_step}; "
+        print(f"{SCRIPT}: the critics' loss became non-finite (NaN or inf) at step {global_step}; "
               "stopping (try a lower --learning-rate)")
         self.summary["interrupted"] = True
         return True
 
-    def update(self, global_step, stats):
-        """One row: the means of the update statistics since the last row (NaN for the
-        actor's when no actor step happened). Returns the row."""
-        elapsed = time.time() - self.start
-        row = {"global_step": global_step, "wall_time": round(elapsed, 4),
-               "sps": int(global_step / elapsed)}
-        for key in self.UPDATE_FIELDS:
-            values = [s[key] for s in stats if key in s]
-            row[key] = float(np.mean(values)) if values else math.nan
-        self.update_csv.writerow(row.values())
-        for f in self.files:
-            f.flush()
-        return row
+    def recent_return(self):
+        """The mean of the last 20 training episode returns (None before the first)."""
+        return float(np.mean(self.returns[-20:])) if self.returns else None
+
+    def reached(self, threshold, global_step):
+        """True once the mean of the last 20 returns reaches threshold; records when."""
+        if threshold is None or len(self.returns) < 20 or self.recent_return() < threshold:
+            return False
+        self.summary["solved_at_step"] = global_step
+        self.summary["solved_at_time_s"] = round(self.elapsed(), 3)
+        return True
 
     def close(self):
-        for f in self.files:
+        for f, _ in self.files.values():
             f.close()
 
-    def plot(self, title):
-        """Episode return against environment steps: raw points faded, a moving average of
-        20 episodes on top, and the greedy evaluations of --eval-every as a second series
-        (the mean, the std as error bars). Returns the file's path."""
-        fig = Figure(figsize=(7, 4), dpi=100)
-        ax = fig.add_subplot()
-        steps, returns = (np.array(c) for c in zip(*self.episodes)) if self.episodes else ([], [])
-        ax.scatter(steps, returns, s=6, alpha=0.25, color="tab:blue", label="episode return")
-        if len(returns):
-            window = min(20, len(returns))
-            smooth = np.convolve(returns, np.ones(window) / window, mode="valid")
-            ax.plot(steps[window - 1:], smooth, color="tab:blue", lw=2,
-                    label=f"mean of last {window}")
-        if self.evaluations:
-            eval_steps, means, stds = zip(*self.evaluations)
-            ax.errorbar(eval_steps, means, yerr=stds, color="tab:orange", marker="o", ms=4,
-                        capsize=3, label="greedy evaluation (mean, std)")
-        if len(returns) or self.evaluations:
-            ax.legend(loc="lower right")
-        ax.set(xlabel="environment steps", ylabel="episode return", title=title)
-        ax.grid(alpha=0.3)
-        fig.tight_layout()
-        fig.savefig(os.path.join(self.path, "learning_curve.png"))
-        return os.path.join(self.path, "learning_curve.png")
+
+EPISODE_FIELDS = ("global_step", "wall_time", "episode_return", "episode_length")
+SUMMARY_KEYS = ("algorithm", "env_id", "seed", "global_steps", "wall_time_s",
+                "train_return_last20", "eval_return_mean", "eval_return_std", "eval_episodes",
+                "solved_at_step", "solved_at_time_s", "interrupted")
 
 
-def progress_line(global_step, total_steps, elapsed, recent_return):
+def progress_line(global_step, total_steps, sps, recent_return):
     """The console's progress: the step out of the budget, the percentage, steps per second,
-    the time left at that speed (h:mm:ss) and the mean of the last 20 training returns.
+    the time left at that speed (h:mm:ss) and the mean of the last 20 training returns; the
+    speed and the time left read "-" while sps is None (the first line: nothing measured).
 
-        sps = global_step / elapsed,   ETA = max(total_steps - global_step, 0) / sps
+        ETA = max(total_steps - global_step, 0) / sps
     """
-    sps = global_step / elapsed
-    minutes, seconds = divmod(round(max(total_steps - global_step, 0) / sps), 60)
+    if sps:
+        minutes, seconds = divmod(round(max(total_steps - global_step, 0) / sps), 60)
+        speed = f"{sps:,.0f} sps | ETA {minutes // 60}:{minutes % 60:02}:{seconds:02}"
+    else:
+        speed = "- sps | ETA -"
     recent = "n/a" if recent_return is None else f"{recent_return:.1f}"
     return (f"step {global_step:,}/{total_steps:,} ({100 * global_step / total_steps:.0f}%) | "
-            f"{sps:,.0f} sps | ETA {minutes // 60}:{minutes % 60:02}:{seconds:02} | "
-            f"return (last 20) {recent}")
+            f"{speed} | return (last 20) {recent}")
+
+
+def plot_learning_curve(path, steps, returns, title, evaluations=(), final=None):
+    """learning_curve.png: episode returns against environment steps (faded) and their moving
+    average of 20; the greedy evaluations (step, mean, std) of --eval-every as a second series
+    with the std as error bars, and the final evaluation after training as a marker of its own."""
+    fig = Figure(figsize=(7, 4), dpi=100)
+    ax = fig.add_subplot()
+    ax.scatter(steps, returns, s=6, alpha=0.25, label="episode return")
+    if returns:
+        window = min(20, len(returns))
+        smooth = np.convolve(returns, np.ones(window) / window, mode="valid")
+        ax.plot(steps[window - 1:], smooth, color="tab:blue", lw=2, label=f"mean of last {window}")
+    for points, style, label in ((evaluations, dict(color="tab:orange", marker="o", ms=4),
+                                  "greedy evaluation (mean, std)"),
+                                 ([final] if final else [], dict(color="tab:red", marker="D", ms=7),
+                                  "final greedy evaluation")):
+        if points:
+            eval_steps, means, stds = zip(*points)
+            ax.errorbar(eval_steps, means, yerr=stds, capsize=3, label=label, **style)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(loc="lower right")
+    ax.set(xlabel="environment steps", ylabel="episode return", title=title)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(os.path.join(path, "learning_curve.png"))
+    return os.path.join(path, "learning_curve.png")
 
 
 def save_checkpoint(path, agent, args):
+    """The learned networks' state dicts (not the targets), the temperature and the flags."""
     torch.save({"actor": agent.actor.state_dict(), "critic1": agent.critic1.state_dict(),
                 "critic2": agent.critic2.state_dict(), "log_alpha": agent.log_alpha.detach(),
                 "args": asdict(args)}, path)
 
 
 def load_checkpoint(path, env_id):
-    """Load a model.pt safely (weights_only) and check it was made for env_id."""
+    """Load a model.pt safely (weights_only, onto the CPU, wherever it was saved) and check
+    it was made for env_id; None when path is None (no --eval-checkpoint)."""
+    if path is None:
+        return None
     if not os.path.isfile(path):
         fail(f"checkpoint {path} does not exist")
     try:
         checkpoint = torch.load(path, map_location="cpu", weights_only=True)
-        if "actor" not in checkpoint or not {"env_id", "hidden_size"} <= set(checkpoint["args"]):
-            raise KeyError("missing entries")
+        saved = checkpoint["args"]  # each lookup raises KeyError where an entry is missing
+        checkpoint["actor"], saved["env_id"], saved["hidden_size"]
     except Exception as e:
         fail(f"checkpoint {path} is not a sac.py model.pt ({type(e).__name__}); "
              "make one with --save-model")
-    if checkpoint["args"]["env_id"] != env_id:
-        fail(f"checkpoint {path} was made for {checkpoint['args']['env_id']}, not {env_id}; "
-             f"pass --env-id {checkpoint['args']['env_id']}")
+    if saved["env_id"] != env_id:
+        fail(f"checkpoint {path} was made for {saved['env_id']}, not {env_id}; "
+             f"pass --env-id {saved['env_id']}")
     return checkpoint
 
 
-def load_actor(agent, checkpoint, args):
+def restore(checkpoint, agent, args):
+    """Put a checkpoint's actor into the agent (on its device): evaluation needs only it."""
     try:
         agent.actor.load_state_dict(checkpoint["actor"])
     except (RuntimeError, KeyError, AttributeError) as e:
@@ -781,42 +871,50 @@ def load_actor(agent, checkpoint, args):
              f"{str(e).splitlines()[0]}")
 
 
-def new_summary(args):
-    """summary.json's fields (CONTRIBUTING.md, "What a run writes"), none filled in yet."""
-    return {"algorithm": "sac", "env_id": args.env_id, "seed": args.seed, "global_steps": 0,
-            "wall_time_s": None, "train_return_last20": None, "eval_return_mean": None,
-            "eval_return_std": None, "eval_episodes": args.eval_episodes,
-            "solved_at_step": None, "solved_at_time_s": None, "interrupted": False}
-
-
-def finish(args, run, summary, agent, device, trained=True):
+def finish(args, run, agent, device, trained=True):
     """Evaluate greedily, save the model if asked, write summary.json and the curve, and
     print the closing line. An interrupted run skips the evaluation."""
+    summary = run.summary
     summary["train_return_last20"] = run.recent_return()
-    summary["wall_time_s"] = round(time.time() - run.start, 3)
+    summary["wall_time_s"] = round(run.elapsed(), 3)
+    final = None
     if args.eval_episodes and not summary["interrupted"]:
         video_folder = os.path.join(run.path, "videos") if args.capture_video else None
         returns = evaluate(agent.actor, args.env_id, args.eval_episodes, args.seed + 100_000,
                            device, video_folder)
         summary["eval_return_mean"] = float(returns.mean())
         summary["eval_return_std"] = float(returns.std())
+        final = (summary["global_steps"], summary["eval_return_mean"], summary["eval_return_std"])
     if args.save_model and trained:
         save_checkpoint(os.path.join(run.path, "model.pt"), agent, args)
     run.close()
-    run.write_json("summary.json", summary)
-    closing = f"{SCRIPT}: run folder {run.path}"
-    for key in ("global_steps", "train_return_last20", "eval_return_mean", "solved_at_step"):
-        value = summary[key]
-        closing += f" | {key} {value:.2f}" if isinstance(value, float) else f" | {key} {value}"
+    with open(os.path.join(run.path, "summary.json"), "w") as f:
+        json.dump(summary, f, indent=2)
+    closing = [f"{SCRIPT}: run folder {run.path}", f"global_steps {summary['global_steps']:,}"]
+    for key in ("train_return_last20", "eval_return_mean"):
+        closing.append(f"{key} " + ("-" if summary[key] is None else f"{summary[key]:.2f}"))
+    if args.stop_at_return is not None:
+        closing.append(f"solved_at_step {summary['solved_at_step'] or 'not reached'}")
     if trained:
-        closing += f" | learning curve {run.plot(f'{SCRIPT} on {args.env_id}, seed {args.seed}')}"
-    print(closing)
+        closing.append("learning curve " + plot_learning_curve(
+            run.path, run.steps, run.returns, f"{SCRIPT} on {args.env_id}, seed {args.seed}",
+            run.evaluations, final))
+    print(" | ".join(closing))
     return summary
 
 
-if __name__ == "__main__":
+def cli():
+    """main(flags) from the command line. Bad input: one line, exit status 2. Ctrl-C: the
+    run folder written, the process dies of SIGINT (130), so a shell loop of runs stops too."""
     try:
-        main(tyro.cli(Args))
+        main(parse_args())
     except UsageError as e:
         print(f"{SCRIPT}: error: {e}", file=sys.stderr)
         sys.exit(2)
+    except KeyboardInterrupt:
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGINT)
+
+
+if __name__ == "__main__":
+    cli()

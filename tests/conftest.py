@@ -457,3 +457,43 @@ def check_episode_ends(module, target_name, monkeypatch, args, terminated,
     assert len(targets) == 4 and last.any() and (~last).any()
     assert torch.equal(bootstrapped, ~last if terminated else torch.ones_like(last))
     return summary
+
+
+def check_whole_steps_budget(module, tmp_path, capsys, **flags):
+    """A replay-buffer script (dqn.py, ddpg_td3.py, sac.py) steps N environments at a time:
+    --total-timesteps 1,000 with 3 environments runs 333 vector steps, 333 * 3 = 999
+    environment steps, and says so once at the start. Learning starts at 990."""
+    summary = module.main(module.Args(total_timesteps=1000, num_envs=3, learning_starts=990,
+                                      eval_episodes=0, output_dir=str(tmp_path), **flags))
+    assert capsys.readouterr().out.count("training runs 999 of --total-timesteps 1,000: whole "
+                                         "steps of the 3 environments") == 1
+    assert summary["global_steps"] == 999
+
+
+class ActionLogEnv(BoxCountingEnv):
+    """BoxCountingEnv with one action in [0, 4], which keeps every action it is given in
+    `received` (spy_on_acting empties it)."""
+    action_space = gym.spaces.Box(0.0, 4.0, (1,))
+    received = []
+
+    def step(self, action):
+        ActionLogEnv.received.append(float(action[0]))
+        return super().step(action)
+
+
+gym.register("BoxZeroToFour-v0", entry_point=ActionLogEnv, max_episode_steps=3)
+
+
+def spy_on_acting(module, monkeypatch):
+    """For a glue test of how ddpg_td3.py or sac.py act on BoxZeroToFour-v0 (one environment,
+    observations 0, 1, 2 in each episode of 3 steps): empties ActionLogEnv.received and spies
+    on module.ReplayBuffer.add. Returns the list of (s, a) pairs the buffer stores."""
+    ActionLogEnv.received.clear()
+    stored, add = [], module.ReplayBuffer.add
+
+    def spy(self, obs, actions, rewards, terminated, next_obs):
+        stored.extend(zip(np.asarray(obs)[:, 0].tolist(), np.asarray(actions)[:, 0].tolist()))
+        return add(self, obs, actions, rewards, terminated, next_obs)
+
+    monkeypatch.setattr(module.ReplayBuffer, "add", spy)
+    return stored

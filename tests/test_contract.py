@@ -25,6 +25,12 @@ SCRIPTS = {
     "ppod.py": (["--total-timesteps", "256", "--num-envs", "2", "--num-steps", "32"], True),
     "es.py": (["--total-timesteps", "400", "--population-size", "4", "--num-workers", "1"], False),
     "qlearning.py": (["--env-id", "FrozenLake-v1", "--total-timesteps", "300"], False),
+    "dqn.py": (["--total-timesteps", "300", "--num-envs", "2", "--learning-starts", "100",
+                "--train-frequency", "8", "--batch-size", "32"], True),
+    "ddpg_td3.py": (["--env-id", "ShortPendulum-v1", "--total-timesteps", "120", "--num-envs", "2",
+                     "--learning-starts", "40", "--batch-size", "16", "--hidden-size", "8"], True),
+    "sac.py": (["--env-id", "ShortPendulum-v1", "--total-timesteps", "120", "--num-envs", "2",
+                "--learning-starts", "40", "--batch-size", "16", "--hidden-size", "8"], True),
 }
 # The scripts that evaluate in one environment, episode after episode (the others play the
 # evaluation episodes side by side, one environment each): one video file per episode too.

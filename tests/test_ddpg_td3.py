@@ -1,6 +1,7 @@
 """Tests of ddpg_td3.py: the math by hand, the buffer, what the update feeds the math
 (networks with hand-set weights), runs end to end, bad input, determinism
-(CONTRIBUTING.md, "Tests")."""
+(CONTRIBUTING.md, "Tests"; the rules every script keeps are tests/test_contract.py's)."""
+import json
 import math
 import os
 
@@ -12,9 +13,9 @@ import tyro
 from torch.nn.utils import parameters_to_vector
 
 import ddpg_td3
-from conftest import (BoxCountingEnv, approx, check_episode_ends, check_import_is_quiet,
-                      check_progress_line, check_replay_evaluations, interrupt_on_call, read_csv,
-                      same_seed_episodes, tensor, unreadable_checkpoints, video_names)
+from conftest import (ActionLogEnv, BoxCountingEnv, approx, check_episode_ends, check_replay_evaluations,
+                      check_whole_steps_budget, interrupt_on_call, read_csv, replay_transitions,
+                      same_seed_episodes, spy_on_acting, tensor, unreadable_checkpoints)
 
 
 # ---------------------------------------------------------------------------------------
@@ -127,20 +128,12 @@ def test_td3_has_two_independent_critics_ddpg_one_and_targets_start_as_copies(tw
 # ---------------------------------------------------------------------------------------
 # The replay buffer
 # ---------------------------------------------------------------------------------------
-def transitions(first, n):
-    """n transitions numbered from `first`, each field saying which one it is:
-    obs [i, i], action i/10, reward i, terminated i % 2, next_obs [i + 0.5, i + 0.5]."""
-    i = np.arange(first, first + n, dtype=np.float32)
-    return (np.stack([i, i], 1), (i / 10)[:, None], i, (i % 2).astype(bool),
-            np.stack([i + 0.5, i + 0.5], 1))
-
-
 def test_buffer_wraps_around_and_keeps_constant_memory():
     buffer = ddpg_td3.ReplayBuffer(5, obs_dim=2, action_dim=1, device="cpu")
     assert buffer.table.shape == (5, 2 + 1 + 1 + 1 + 2)
-    buffer.add(*transitions(0, 3))
+    buffer.add(*replay_transitions(0, 3))
     assert (buffer.pos, buffer.size) == (3, 3)
-    buffer.add(*transitions(3, 4))  # 3, 4 fill rows 3, 4; 5, 6 overwrite rows 0, 1
+    buffer.add(*replay_transitions(3, 4))  # 3, 4 fill rows 3, 4; 5, 6 overwrite rows 0, 1
     assert (buffer.pos, buffer.size) == (2, 5) and buffer.table.shape == (5, 7)
     assert buffer.table[:, 3].tolist() == [5, 6, 2, 3, 4]  # the rewards: the newest five
 
@@ -148,7 +141,7 @@ def test_buffer_wraps_around_and_keeps_constant_memory():
 def test_buffer_samples_whole_transitions_of_the_stored_ones():
     torch.manual_seed(0)
     buffer = ddpg_td3.ReplayBuffer(5, 2, 1, "cpu")
-    buffer.add(*transitions(0, 7))  # keeps 2..6
+    buffer.add(*replay_transitions(0, 7))  # keeps 2..6
     obs, actions, rewards, terminated, next_obs = buffer.sample(64)
     assert obs.shape == (64, 2) and actions.shape == (64, 1) and next_obs.shape == (64, 2)
     assert rewards.shape == (64,) and terminated.shape == (64,)
@@ -247,7 +240,9 @@ def target_calls(monkeypatch):
 def test_ddpg_target_takes_the_target_actor_and_the_target_critic(target_calls):
     one_update(hand_nets(twin_q=False), hand_batch(), algo="ddpg", gamma=0.5,
                exploration_noise=0.3)
-    ((rewards, next_q1, next_q2, terminated, gamma, twin_q), _, y), = target_calls
+    (_, k, y), = target_calls  # td3_target is called with keywords
+    rewards, next_q1, next_q2, terminated, gamma, twin_q = (
+        k[name] for name in ("rewards", "next_q1", "next_q2", "terminated", "gamma", "twin_q"))
     # a' = mu'(s') = 0.5 with no noise at all (the exploration noise does not reach it), so
     # Q1'(s', a') = 10 * 0.5 = 5 (the online pair would give Q1(s', mu(s')) = 2*(-0.5) + 1 = 0,
     # the target critic on the online actor -5, the online critic on a' 2)
@@ -262,7 +257,9 @@ def test_td3_target_smooths_the_target_actor_and_takes_the_smaller_target_critic
     torch.manual_seed(0)
     one_update(hand_nets(twin_q=True), hand_batch(), algo="td3", gamma=0.5,
                exploration_noise=0.0, target_policy_noise=0.2, noise_clip=0.05)
-    ((rewards, next_q1, next_q2, terminated, gamma, twin_q), _, y), = target_calls
+    (_, k, y), = target_calls
+    rewards, next_q1, next_q2, terminated, gamma, twin_q = (
+        k[name] for name in ("rewards", "next_q1", "next_q2", "terminated", "gamma", "twin_q"))
     # a' = 0.5 + clip(eps', -0.05, 0.05), eps' ~ N(0, 0.2^2): a' in [0.45, 0.55], and as
     # |eps'| > 0.05 four times in five, both ends are reached in 64 draws. Then
     # Q1'(s', a') = 10a' in [4.5, 5.5] and Q2'(s', a') = 20 - 10a': both critics see the same
@@ -350,14 +347,67 @@ def test_ddpg_has_one_critic_and_updates_the_actor_every_step():
         assert not torch.equal(before, vector(nets.actor))
 
 
-def test_update_rows_hold_the_means_since_the_last_row(tmp_path):
-    run = ddpg_td3.RunWriter(ddpg_td3.Args(output_dir=str(tmp_path)), "cpu", nets=None, summary={})
-    stats = {"critic_loss": [1.0, 3.0], "actor_loss": []}
-    row = run.update(100, stats, gradient_steps=2)
-    # mean of [1, 3] = 2; no actor step since the last row: NaN; the lists start over
-    assert row["critic_loss"] == 2.0 and math.isnan(row["actor_loss"])
-    assert row["gradient_steps"] == 2 and stats == {"critic_loss": [], "actor_loss": []}
-    assert math.isnan(run.update(200, stats)["critic_loss"])
+def test_update_rows_hold_the_means_since_the_last_row(tmp_path, monkeypatch):
+    # update() stands in with losses that say which gradient step n made them: critic n,
+    # q_mean -n, and on every 3rd step an actor step of loss 10n. One environment, learning
+    # from step 4 to 10 (gradient steps 1..7), a row every 2 steps: at 4 (step 1), 6 (2, 3),
+    # 8 (4, 5), 10 (6, 7). Means: critic 1, 2.5, 4.5, 6.5; actor NaN (none), 30, NaN, 60.
+    def losses(batch, nets, critic_optimizer, actor_optimizer, args, n):
+        return {"critic_loss": n, "q_mean": -n, **({"actor_loss": 10 * n} if n % 3 == 0 else {})}
+
+    monkeypatch.setattr(ddpg_td3, "update", losses)
+    ddpg_td3.main(ddpg_td3.Args(env_id="BoxCountToThree-v0", total_timesteps=10, learning_starts=4,
+                                batch_size=2, hidden_size=8, log_interval=2, eval_episodes=0,
+                                output_dir=str(tmp_path)))
+    rows = read_csv(next(tmp_path.glob("*/updates.csv")))
+    assert [(r["global_step"], r["critic_loss"], r["q_mean"], r["actor_loss"], r["gradient_steps"])
+            for r in rows] == [("4", "1.0", "-1.0", "nan", "1"), ("6", "2.5", "-2.5", "30.0", "3"),
+                               ("8", "4.5", "-4.5", "nan", "5"), ("10", "6.5", "-6.5", "60.0", "7")]
+
+
+# ---------------------------------------------------------------------------------------
+# How the loop acts: a stand-in online actor and target actor, and a stand-in "noise"
+# ---------------------------------------------------------------------------------------
+class LineActor(torch.nn.Module):
+    """mu(s) = slope * s; its one parameter enters with weight 0, so actor steps never move it."""
+
+    def __init__(self, slope):
+        super().__init__()
+        self.slope, self.w = slope, torch.nn.Parameter(torch.zeros(1))
+
+    def forward(self, obs):
+        return self.slope * obs[:, :1] + 0 * self.w
+
+
+def test_the_loop_explores_around_the_online_actor_scaled_to_the_bounds(tmp_path, monkeypatch):
+    class HandNetworks(ddpg_td3.Networks):  # online mu(s) = 0.1 s, target mu'(s) = -0.3 s
+        def __init__(self, *args):
+            super().__init__(*args)
+            self.actor, self.actor_target = LineActor(0.1), LineActor(-0.3)
+
+    sigmas = []
+
+    def shifted(actions, sigma, noise_clip=math.inf):  # "noise" of +sigma, clipped as a sum
+        sigmas.append(sigma)
+        return (actions + sigma).clamp(-1.0, 1.0)
+
+    monkeypatch.setattr(ddpg_td3, "Networks", HandNetworks)
+    monkeypatch.setattr(ddpg_td3, "noisy_action", shifted)
+    stored = spy_on_acting(ddpg_td3, monkeypatch)
+    ddpg_td3.main(ddpg_td3.Args(env_id="BoxZeroToFour-v0", total_timesteps=9, learning_starts=3,
+                                exploration_noise=0.3, batch_size=4, hidden_size=8,
+                                eval_episodes=0, output_dir=str(tmp_path)))
+    # Steps 0-2 act uniformly at random; from step 3 on, the online actor at s = 0, 1, 2, 0,
+    # 1, 2 plus the exploration "noise" 0.3: a = 0.1 s + 0.3 (the target actor would give
+    # -0.3 s + 0.3), stored as it is, while the environment gets 0 + (a + 1) / 2 * 4 = 2 + 2a.
+    assert [s for s, _ in stored] == [0, 1, 2] * 3
+    assert [a for _, a in stored[3:]] == approx([0.3, 0.4, 0.5] * 2)
+    assert ActionLogEnv.received[3:] == approx([2.6, 2.8, 3.0] * 2)
+    assert ActionLogEnv.received == approx([2 + 2 * a for _, a in stored])  # random ones too
+    assert all(-1 <= a <= 1 for _, a in stored[:3]) and len({a for _, a in stored[:3]}) == 3
+    # 6 explorations with sigma = 0.3; the 7 updates (after global steps 3 to 9) each smooth
+    # their target action with TD3's sigma' = 0.2
+    assert sigmas.count(0.3) == 6 and sigmas.count(0.2) == 7 and len(sigmas) == 13
 
 
 # ---------------------------------------------------------------------------------------
@@ -430,9 +480,11 @@ def test_stop_at_return_stops_and_records_when(tmp_path):
 
 def test_interrupted_run_keeps_its_data(tmp_path, monkeypatch):
     monkeypatch.setattr(ddpg_td3, "update", interrupt_on_call(2, ddpg_td3.update))
-    summary = ddpg_td3.main(ddpg_td3.Args(**{**TINY, "learning_starts": 400, "log_interval": 1},
-                                          save_model=True, output_dir=str(tmp_path)))
+    with pytest.raises(KeyboardInterrupt):  # after the run folder is written (exit 130 in cli)
+        ddpg_td3.main(ddpg_td3.Args(**{**TINY, "learning_starts": 400, "log_interval": 1},
+                                    save_model=True, output_dir=str(tmp_path)))
     (path,) = tmp_path.iterdir()
+    summary = json.loads((path / "summary.json").read_text())
     # updates: at step 400 (1), then Ctrl-C in the one at step 401 (2)
     assert summary["interrupted"] is True and summary["eval_return_mean"] is None
     assert summary["global_steps"] == 401
@@ -447,7 +499,7 @@ def test_nan_loss_stops_cleanly(tmp_path, monkeypatch, capsys):
                                           output_dir=str(tmp_path)))
     (path,) = tmp_path.iterdir()
     out = capsys.readouterr().out
-    assert "the critic loss became non-finite (NaN or infinite) at step 200" in out
+    assert "the critic loss became non-finite (NaN or inf) at step 200" in out
     assert summary["interrupted"] is True and summary["global_steps"] == 200
     assert read_csv(path / "updates.csv")[0]["critic_loss"] == "nan"
     assert (path / "summary.json").exists()
@@ -471,22 +523,15 @@ def test_an_environment_of_ones_own_module_trains(fresh_env_module, tmp_path, ch
     assert [e["episode_length"] for e in episodes] == ["20"] * 3
 
 
-def test_capture_video_records_each_evaluation_episode(tmp_path):
-    ddpg_td3.main(ddpg_td3.Args(**{**TINY, "env_id": "ShortPendulum-v1", "total_timesteps": 300},
-                                eval_episodes=2, capture_video=True, output_dir=str(tmp_path)))
-    assert video_names(tmp_path) == ["eval-0-episode-0.mp4", "eval-1-episode-0.mp4"]
+def test_the_budget_is_rounded_down_to_whole_steps_of_the_environments(tmp_path, capsys):
+    check_whole_steps_budget(ddpg_td3, tmp_path, capsys, batch_size=16, hidden_size=8)
 
 
 # ---------------------------------------------------------------------------------------
-# Watching a run: --eval-every and the progress line
+# Watching a run: --eval-every
 # ---------------------------------------------------------------------------------------
 def test_eval_every_writes_rows_keeps_the_best_model_and_leaves_training_alone(tmp_path):
     check_replay_evaluations(ddpg_td3, tmp_path)
-
-
-def test_progress_line(printed_progress):
-    check_progress_line(ddpg_td3.progress_line)
-    printed_progress(ddpg_td3, ddpg_td3.Args(**{**TINY, "total_timesteps": 300}, eval_episodes=0))
 
 
 # ---------------------------------------------------------------------------------------
@@ -502,25 +547,22 @@ def bad_checkpoints(tmp_path):
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["--env-id", "Pendulum-v9"], "unknown environment id 'Pendulum-v9'; did you mean Pendulum-v1"),
-    (["--env-id", "no_such_module:Slider-v0"], "cannot import module no_such_module of --env-id "
-                                               "no_such_module:Slider-v0 (ModuleNotFoundError"),
-    (["--env-id", "my_envs:Slider-v9"], "unknown environment id 'my_envs:Slider-v9': module "
-                                        "my_envs registers no environment Slider-v9; did you "
+    (["--env-id", "my_envs:Slider-v9"], "unknown environment id 'my_envs:Slider-v9'; did you "
                                         "mean Slider-v0"),
-    (["--env-id", "CartPole-v1"], "Discrete action space; ddpg_td3.py needs continuous (Box) "
-                                  "actions (for discrete ones use dqn.py or ppo.py)"),
+    (["--env-id", "CartPole-v1"], "Discrete action space of shape (); ddpg_td3.py needs a flat "
+                                  "continuous (Box) one (for Discrete actions use dqn.py or ppo.py)"),
     (["--env-id", "SpinTheBits-v0"], "MultiBinary action space"),
     (["--env-id", "UnboundedCount-v0"], "unbounded actions"),
-    (["--env-id", "BoxImage-v0"], "observations of shape (2, 2)"),
+    (["--env-id", "BoxImage-v0"], "Box observation space of shape (2, 2); ddpg_td3.py's MLPs "
+                                  "need a flat Box"),
     (["--env-id", "BoxTable-v0"], "Discrete observation space"),
     (["--env-id", "NoDisplay-v0", "--capture-video"],
      "cannot record videos of NoDisplay-v0 (RuntimeError: no OpenGL context); for MuJoCo"),
-    (["--num-envs", "4", "--total-timesteps", "1001"],
-     "--total-timesteps 1001 is not divisible by --num-envs 4"),
     (["--num-envs", "0"], "--num-envs must be positive"),
-    (["--total-timesteps", "-5"], "--total-timesteps must be positive"),
-    (["--total-timesteps", "1000"], "--learning-starts 1000 leaves no step"),
+    (["--total-timesteps", "1000"], "--learning-starts 1000 leaves no step of the budget, 1,000 "
+                                    "steps (--total-timesteps 1000 in whole steps of --num-envs 1)"),
+    # 1,003 steps of 4 environments run 1,000: learning from 1,000 on would never come
+    (["--total-timesteps", "1003", "--num-envs", "4"], "--learning-starts 1000 leaves no step"),
     (["--batch-size", "0"], "--batch-size must be positive"),
     (["--policy-delay", "0"], "--policy-delay must be positive"),
     (["--learning-rate", "0"], "--learning-rate must be positive"),
@@ -528,16 +570,12 @@ def bad_checkpoints(tmp_path):
     (["--noise-clip", "0"], "--noise-clip 0 cancels --target-policy-noise"),
     (["--gamma", "1.5"], "--gamma must be in [0, 1]"),
     (["--tau", "0"], "--tau must be in (0, 1]"),
-    (["--eval-every", "-1"], "--eval-every must be 0 (evaluate only after training) or more, "
-                             "got -1"),
-    (["--eval-every", "500", "--eval-episodes", "0"],
-     "--eval-every needs at least one evaluation episode; pass --eval-episodes 1 or more"),
-    (["--eval-checkpoint", "missing"], "does not exist"),
     (["--eval-checkpoint", "corrupt"], "is not a ddpg_td3.py model.pt"),
     (["--eval-checkpoint", "mountain_car"], "was made for MountainCarContinuous-v0, not "
                                             "Pendulum-v1; pass --env-id MountainCarContinuous-v0"),
 ])
-def test_bad_input_is_one_line_and_exit_status_2(argv, message, check_usage_error, bad_checkpoints):
+def test_bad_input_is_one_line_and_exit_status_2(argv, message, check_usage_error, bad_checkpoints,
+                                                 fresh_env_module):
     check_usage_error("ddpg_td3.py", [bad_checkpoints.get(a, a) for a in argv], message)
 
 
@@ -546,7 +584,3 @@ def test_help_lists_the_flags_with_their_docstrings(check_help):
                                "--target-policy-noise", "--noise-clip", "--policy-delay",
                                "--exploration-noise", "--learning-starts", "--tau"),
                ("clipped double Q", "set by --algo"))
-
-
-def test_importing_the_script_has_no_side_effects(tmp_path):
-    check_import_is_quiet("ddpg_td3", tmp_path)

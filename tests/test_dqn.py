@@ -1,5 +1,6 @@
 """Tests of dqn.py: the math by hand, the replay buffer, runs end to end, bad input,
-determinism."""
+determinism (the rules every script keeps are tests/test_contract.py's)."""
+import json
 import math
 import os
 
@@ -9,9 +10,9 @@ import pytest
 import torch
 
 import dqn
-from conftest import (CountingEnv, approx, check_evaluations, check_import_is_quiet,
-                      check_progress_line, interrupt_on_call, read_csv, same_seed_episodes,
-                      tensor, unreadable_checkpoints, video_names)
+from conftest import (CountingEnv, approx, check_evaluations, check_whole_steps_budget,
+                      interrupt_on_call, read_csv, same_seed_episodes, tensor,
+                      unreadable_checkpoints)
 
 
 # ---------------------------------------------------------------------------------------
@@ -259,6 +260,20 @@ def test_the_loop_bootstraps_from_the_target_network(tmp_path, monkeypatch, doub
     assert targets.tolist() == [1.0 if t else 1.0 + 0.5 * bootstrap for t in terminated.tolist()]
 
 
+@pytest.mark.parametrize("epsilon", [0.0, 1.0])
+def test_the_loop_acts_greedily_save_with_probability_epsilon(tmp_path, monkeypatch, epsilon):
+    # Q(s, .) = [1, 2] everywhere: the greedy action is 1. Epsilon 0 (start_e = end_e = 0)
+    # takes it at all 40 steps; epsilon 1 draws every action uniformly: 0 and 1 both come.
+    actions, add = [], dqn.ReplayBuffer.add
+    monkeypatch.setattr(dqn.ReplayBuffer, "add",
+                        lambda self, *fields: actions.extend(fields[2]) or add(self, *fields))
+    train_directly(tmp_path, network_with_outputs(1.0, 2.0), network_with_outputs(1.0, 2.0),
+                   total_timesteps=40, learning_starts=39, batch_size=8, buffer_size=40,
+                   start_e=epsilon, end_e=epsilon)
+    assert len(actions) == 40
+    assert set(actions) == ({1} if epsilon == 0 else {0, 1})
+
+
 @pytest.mark.parametrize("tau, expected", [(1.0, 4.0), (0.25, 1.75)])
 def test_the_loop_moves_the_target_network_towards_the_online_one(tmp_path, monkeypatch, tau,
                                                                   expected):
@@ -342,10 +357,12 @@ def test_stop_at_return_stops_and_records_when(tmp_path):
 
 def test_interrupted_run_keeps_its_data(tmp_path, monkeypatch):
     monkeypatch.setattr(torch.optim.Adam, "step", interrupt_on_call(150, torch.optim.Adam.step))
-    summary = dqn.main(dqn.Args(total_timesteps=2000, learning_starts=100, train_frequency=1,
-                                gradient_steps=1, batch_size=16, log_interval=100, save_model=True,
-                                output_dir=str(tmp_path)))
+    with pytest.raises(KeyboardInterrupt):  # after the run folder is written (exit 130 in cli)
+        dqn.main(dqn.Args(total_timesteps=2000, learning_starts=100, train_frequency=1,
+                          gradient_steps=1, batch_size=16, log_interval=100, save_model=True,
+                          output_dir=str(tmp_path)))
     (path,) = tmp_path.iterdir()
+    summary = json.loads((path / "summary.json").read_text())
     # gradient steps at global steps 101, 102, ...: the 150th is at step 250, after the
     # rows of steps 200 (100 gradient steps) and 300 would have been the next
     assert summary["interrupted"] is True and summary["eval_return_mean"] is None
@@ -363,7 +380,7 @@ def test_nan_loss_stops_cleanly(tmp_path, monkeypatch, capsys):
                                 log_interval=100, output_dir=str(tmp_path)))
     assert summary["interrupted"] is True and summary["global_steps"] == 100
     assert summary["eval_return_mean"] is None
-    assert "the loss became non-finite (nan) at step 100" in capsys.readouterr().out
+    assert "the loss became non-finite (NaN or inf) at step 100" in capsys.readouterr().out
     assert (next(tmp_path.iterdir()) / "summary.json").exists()
 
 
@@ -388,10 +405,8 @@ def test_eval_every_writes_rows_keeps_the_best_model_and_leaves_training_alone(t
     check_evaluations(dqn.main, args, tmp_path, [102, 201, 300, 402, 501, 600, 702, 801, 900])
 
 
-def test_progress_line(printed_progress):
-    check_progress_line(dqn.progress_line)
-    printed_progress(dqn, dqn.Args(total_timesteps=300, num_envs=2, learning_starts=100,
-                                   train_frequency=8, batch_size=32, eval_episodes=0))
+def test_the_budget_is_rounded_down_to_whole_steps_of_the_environments(tmp_path, capsys):
+    check_whole_steps_budget(dqn, tmp_path, capsys, buffer_size=999, batch_size=16)
 
 
 # ---------------------------------------------------------------------------------------
@@ -408,24 +423,26 @@ def bad_checkpoints(tmp_path):
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["--env-id", "CartPole-v9"], "unknown environment id 'CartPole-v9'; did you mean CartPole-v1"),
-    (["--env-id", "Pendulum-v1"], "continuous (Box) action space; dqn.py needs Discrete actions (use ddpg_td3.py"),
-    (["--env-id", "SpinTheBits-v0"], "MultiBinary action space; dqn.py handles Discrete ones"),
-    (["--env-id", "DqnPixels-v0"], "observations of shape (8, 8, 3) (images?); dqn.py's MLP takes flat vectors"),
-    (["--env-id", "FrozenLake-v1"], "Discrete observation space; dqn.py needs a Box"),
-    (["--env-id", "no_such_module:GridWorld-v0"],
-     "cannot import module no_such_module of --env-id no_such_module:GridWorld-v0"),
-    (["--env-id", "my_envs:GridWorld-v9"], "unknown environment id 'my_envs:GridWorld-v9' "
-     "(module my_envs registers no environment GridWorld-v9); did you mean GridWorld-v0"),
-    (["--env-id", "my_envs:GridCells-v0"], "Discrete observation space; dqn.py needs a Box"),
+    (["--env-id", "Pendulum-v1"], "Box action space; dqn.py needs Discrete actions (ddpg_td3.py, "
+     "sac.py and ppo.py take Box ones"),
+    (["--env-id", "SpinTheBits-v0"], "MultiBinary action space; dqn.py needs Discrete actions"),
+    (["--env-id", "DqnPixels-v0"], "Box observation space of shape (8, 8, 3); dqn.py's MLP "
+     "needs a flat Box, and it has no CNN for images"),
+    (["--env-id", "FrozenLake-v1"], "Discrete observation space of shape (); dqn.py's MLP needs "
+     "a flat Box"),
+    (["--env-id", "my_envs:GridCells-v0"], "Discrete observation space of shape ()"),
     (["--buffer-size", "100", "--batch-size", "128"], "--buffer-size 100 is smaller than one batch"),
     (["--buffer-size", "1000", "--num-envs", "3"], "--buffer-size 1000 is not divisible by --num-envs 3"),
     (["--learning-starts", "50000", "--total-timesteps", "50000"],
-     "--learning-starts 50000 is not below --total-timesteps 50000"),
+     "--learning-starts 50000 is not below the budget of 50,000 steps (--total-timesteps 50000 "
+     "in whole steps of --num-envs 1)"),
+    # 1,001 steps in whole steps of 4 environments run 1,000: learning from 1,000 never comes
+    (["--learning-starts", "1000", "--total-timesteps", "1001", "--num-envs", "4",
+      "--buffer-size", "1000"], "--learning-starts 1000 is not below the budget of 1,000 steps"),
     (["--total-timesteps", "2", "--num-envs", "4", "--buffer-size", "1000", "--learning-starts", "0"],
-     "--total-timesteps 2 is less than one step of the 4 environments"),
+     "--learning-starts 0 is not below the budget of 0 steps (--total-timesteps 2 in whole "
+     "steps of --num-envs 4)"),
     (["--num-envs", "0"], "--num-envs must be positive"),
-    (["--total-timesteps", "-5"], "--total-timesteps must be positive"),
     (["--train-frequency", "0"], "--train-frequency must be positive"),
     (["--learning-rate", "0"], "--learning-rate must be positive"),
     (["--gamma", "1.5"], "--gamma must be in [0, 1]"),
@@ -433,10 +450,6 @@ def bad_checkpoints(tmp_path):
     (["--exploration-fraction", "2"], "--exploration-fraction must be in [0, 1]"),
     (["--tau", "0"], "--tau must be in (0, 1]"),
     (["--learning-starts", "-1"], "--learning-starts must be 0 or more"),
-    (["--eval-every", "-1"], "--eval-every must be 0 (evaluate only after training) or more"),
-    (["--eval-every", "500", "--eval-episodes", "0"],
-     "--eval-every needs at least one evaluation episode"),
-    (["--eval-checkpoint", "missing"], "does not exist"),
     (["--eval-checkpoint", "corrupt"], "is not a dqn.py model.pt"),
     (["--eval-checkpoint", "acrobot"], "was made for Acrobot-v1, not CartPole-v1; pass --env-id Acrobot-v1"),
     (["--eval-checkpoint", "misfit"], "does not fit CartPole-v1's network"),
@@ -453,13 +466,3 @@ def test_help_lists_the_flags_with_their_docstrings(check_help):
                                 "--buffer-size"))
     words = " ".join(out.replace("│", " ").split())  # undo the help's line wrapping
     assert "double DQN: choose the next action with the online network, value it with the target" in words
-
-
-def test_importing_the_script_has_no_side_effects(tmp_path):
-    check_import_is_quiet("dqn", tmp_path)
-
-
-def test_capture_video_records_each_evaluation_episode(tmp_path):
-    dqn.main(dqn.Args(total_timesteps=200, learning_starts=100, batch_size=16, eval_episodes=2,
-                      capture_video=True, output_dir=str(tmp_path)))
-    assert video_names(tmp_path) == ["eval-0-episode-0.mp4", "eval-1-episode-0.mp4"]

@@ -1,5 +1,7 @@
 """Tests of sac.py: the math by hand, the buffer, what the update passes to the math (glue),
-runs end to end, bad input, determinism (CONTRIBUTING.md, "Tests")."""
+runs end to end, bad input, determinism (CONTRIBUTING.md, "Tests"; the rules every script
+keeps are tests/test_contract.py's)."""
+import json
 import math
 import os
 
@@ -9,10 +11,10 @@ import torch
 import torch.nn as nn
 
 import sac
-from conftest import (approx, check_episode_ends, check_import_is_quiet, check_progress_line,
-                      check_replay_evaluations, interrupt_on_call, read_csv, replay_transitions,
-                      run_folder_env, same_seed_episodes, tensor, unreadable_checkpoints,
-                      video_names)
+from conftest import (ActionLogEnv, approx, check_episode_ends, check_replay_evaluations,
+                      check_whole_steps_budget, interrupt_on_call, read_csv, replay_transitions,
+                      run_folder_env, same_seed_episodes, spy_on_acting, tensor,
+                      unreadable_checkpoints)
 
 LOG_2PI_HALF = 0.9189385  # log(2 pi) / 2 = 1.8378771 / 2
 
@@ -208,7 +210,7 @@ def test_target_comes_from_the_target_critics_at_next_actions_of_the_current_pol
     agent.critic1_target, agent.critic2_target = HandQ(1, 1), HandQ(13, -1)
     seen = []
     target = sac.sac_target
-    monkeypatch.setattr(sac, "sac_target", lambda *a: seen.append(a) or target(*a))
+    monkeypatch.setattr(sac, "sac_target", lambda **k: seen.append(k) or target(**k))
     obs, actions = tensor([1], [2], [5]), tensor([0.5], [-0.5], [0.2])
     rewards, terminated, next_obs = tensor(1, 1, 2), tensor(0, 0, 1), tensor([3], [8], [6])
     stats = agent.update(obs, actions, rewards, terminated, next_obs)
@@ -216,9 +218,10 @@ def test_target_comes_from_the_target_critics_at_next_actions_of_the_current_pol
     # Q'_1 = 1 + s' + 10 a' = [1+3+3, 1+8+8, 1+6+6] = [7, 17, 13]
     # Q'_2 = 13 - s' + 10 a' = [13-3+3, 13-8+8, 13-6+6] = [13, 13, 13]
     # (each of the two is the smaller one on one row, so neither may stand in for the other)
-    (args,) = seen
-    assert args[1].tolist() == [7, 17, 13] and args[2].tolist() == [13, 13, 13]
-    assert args[3].tolist() == [-3, -8, -6] and args[5:] == (0.5, 0.5)
+    (k,) = seen  # sac_target is called with keywords
+    assert k["next_q1"].tolist() == [7, 17, 13] and k["next_q2"].tolist() == [13, 13, 13]
+    assert k["next_logprob"].tolist() == [-3, -8, -6] and (k["gamma"], k["alpha"]) == (0.5, 0.5)
+    assert k["rewards"].tolist() == [1, 1, 2] and k["terminated"].tolist() == [0, 0, 1]
     # y = r + 0.5 (1 - terminated)(min - 0.5 log pi') = [1 + 0.5*(7 + 1.5), 1 + 0.5*(13 + 4), 2]
     #   = [5.25, 9.5, 2]
     # The online critics on the stored actions: Q1 = 100 + s + 10 a = [106, 97, 107],
@@ -234,12 +237,42 @@ def test_alpha_is_not_differentiated_through_the_critic_target(monkeypatch):
     agent = agent_for(obs_dim=3, policy_frequency=2)  # the first update: a critic step alone
     seen = []
     target = sac.sac_target
-    monkeypatch.setattr(sac, "sac_target", lambda *a: seen.append(a) or target(*a))
+    monkeypatch.setattr(sac, "sac_target", lambda **k: seen.append(k) or target(**k))
     before = agent.log_alpha.item()
     agent.update(*random_batch())
-    alpha = seen[0][-1]
+    alpha = seen[0]["alpha"]
     assert not (torch.is_tensor(alpha) and alpha.requires_grad)
     assert agent.log_alpha.grad is None and agent.log_alpha.item() == before
+
+
+def test_the_target_and_the_actor_loss_take_the_learned_temperature(monkeypatch):
+    # --alpha 0.5 is only where alpha starts: once learned down to 0.25, the critic target and
+    # the actor's loss take 0.25 (both come before this update's temperature step)
+    agent = agent_for(obs_dim=3, alpha=0.5)
+    with torch.no_grad():
+        agent.log_alpha.fill_(math.log(0.25))
+    seen = []
+    for name in ("sac_target", "actor_loss"):
+        monkeypatch.setattr(sac, name, lambda original=getattr(sac, name), **k:
+                            seen.append(k["alpha"]) or original(**k))
+    agent.update(*random_batch())
+    assert seen == approx([0.25, 0.25])
+
+
+def test_the_temperature_step_takes_log_pi_of_the_actor_steps_sample_at_s(monkeypatch):
+    agent = agent_for(alpha=0.5)  # learned, H_target = -dim(A) = -1
+    agent.actor = HandPolicy()
+    agent.critic1, agent.critic2 = HandQ(0, 1), HandQ(1, 1)
+    seen, loss = [], sac.temperature_loss
+    monkeypatch.setattr(sac, "temperature_loss", lambda **k: seen.append(k) or loss(**k))
+    agent.update(tensor([1], [2], [5]), tensor([0.5], [-0.5], [0.2]), tensor(1, 1, 2),
+                 tensor(0, 0, 1), tensor([3], [8], [6]))
+    # The actor step's sample at s = [1, 2, 5]: log pi = -s = [-1, -2, -5] (the target's at
+    # s' would be [-3, -8, -6]). dL/dlog_alpha = -alpha mean(log pi + H_target)
+    #   = -0.5 * (-8/3 - 1) = 11/6 > 0, and Adam's first step moves log_alpha by -lr = -2e-3.
+    (k,) = seen
+    assert k["logprob"].tolist() == [-1, -2, -5] and k["target_entropy"] == -1
+    assert agent.log_alpha.item() == pytest.approx(math.log(0.5) - 2e-3, abs=1e-6)
 
 
 def random_batch(n=64):
@@ -314,6 +347,39 @@ def test_target_critics_follow_the_critics_by_tau_after_every_critic_step():
 
 
 # ---------------------------------------------------------------------------------------
+# How the loop acts: a stand-in policy whose sample and greedy action differ by hand
+# ---------------------------------------------------------------------------------------
+class StandInActor(nn.Module):
+    """A sample is a = 0.1 s with log pi = -s, the greedy action -0.1 s - 0.05. Its one
+    parameter enters every output with weight 0: the updates run and never move it."""
+
+    def __init__(self, *args):
+        super().__init__()
+        self.w = nn.Parameter(tensor(0.0))
+
+    def sample(self, obs):
+        return 0.1 * obs[:, :1] + 0 * self.w, -obs[:, 0] + 0 * self.w
+
+    def greedy(self, obs):
+        return -0.1 * obs[:, :1] - 0.05
+
+
+def test_the_loop_acts_with_a_sample_of_the_policy_scaled_to_the_bounds(tmp_path, monkeypatch):
+    monkeypatch.setattr(sac, "Actor", StandInActor)
+    stored = spy_on_acting(sac, monkeypatch)
+    sac.main(sac.Args(env_id="BoxZeroToFour-v0", total_timesteps=9, learning_starts=3,
+                      batch_size=4, hidden_size=8, eval_episodes=0, output_dir=str(tmp_path)))
+    # Steps 0-2 act uniformly at random; from step 3 on, the policy's sample at s = 0, 1, 2,
+    # 0, 1, 2: a = 0.1 s (the greedy action -0.1 s - 0.05 would explore nothing), stored as
+    # it is, while the environment gets it scaled to [0, 4]: 0 + (a + 1) / 2 * 4 = 2 + 2a.
+    assert [s for s, _ in stored] == [0, 1, 2] * 3
+    assert [a for _, a in stored[3:]] == approx([0.0, 0.1, 0.2] * 2)
+    assert ActionLogEnv.received[3:] == approx([2.0, 2.2, 2.4] * 2)
+    assert ActionLogEnv.received == approx([2 + 2 * a for _, a in stored])  # random ones too
+    assert all(-1 <= a <= 1 for _, a in stored[:3]) and len({a for _, a in stored[:3]}) == 3
+
+
+# ---------------------------------------------------------------------------------------
 # Episode ends through the whole loop: environments whose observation counts their steps
 # and whose episodes end after 3 steps, by a time limit (truncated) or by termination.
 # ---------------------------------------------------------------------------------------
@@ -378,9 +444,11 @@ def test_stop_at_return_stops_and_records_when(tmp_path):
 def test_interrupted_run_keeps_its_data(tmp_path, monkeypatch):
     # Adam steps: critic (1), actor (2), temperature (3) at step 400; critic (4) at 401
     monkeypatch.setattr(torch.optim.Adam, "step", interrupt_on_call(4, torch.optim.Adam.step))
-    summary = sac.main(sac.Args(**{**TINY, "learning_starts": 400, "log_interval": 1},
-                                save_model=True, output_dir=str(tmp_path)))
+    with pytest.raises(KeyboardInterrupt):  # after the run folder is written (exit 130 in cli)
+        sac.main(sac.Args(**{**TINY, "learning_starts": 400, "log_interval": 1},
+                          save_model=True, output_dir=str(tmp_path)))
     (path,) = tmp_path.iterdir()
+    summary = json.loads((path / "summary.json").read_text())
     assert summary["interrupted"] is True and summary["eval_return_mean"] is None
     assert summary["global_steps"] == 401
     assert [u["global_step"] for u in read_csv(path / "updates.csv")] == ["400"]
@@ -389,7 +457,7 @@ def test_interrupted_run_keeps_its_data(tmp_path, monkeypatch):
 
 
 def test_nan_loss_stops_cleanly(tmp_path, monkeypatch):
-    monkeypatch.setattr(sac, "sac_target", lambda rewards, *a: rewards * math.nan)
+    monkeypatch.setattr(sac, "sac_target", lambda rewards, **k: rewards * math.nan)
     summary = sac.main(sac.Args(**{**TINY, "log_interval": 100}, output_dir=str(tmp_path)))
     (path,) = tmp_path.iterdir()
     assert summary["interrupted"] is True and summary["global_steps"] == 200
@@ -406,22 +474,15 @@ def test_same_seed_gives_the_same_episodes(tmp_path):
     assert len(rows) == 10 and len({r[1] for r in rows}) == 10
 
 
-def test_capture_video_records_each_evaluation_episode(tmp_path):
-    sac.main(sac.Args(**{**TINY, "env_id": "ShortPendulum-v1", "total_timesteps": 300},
-                      eval_episodes=2, capture_video=True, output_dir=str(tmp_path)))
-    assert video_names(tmp_path) == ["eval-0-episode-0.mp4", "eval-1-episode-0.mp4"]
+def test_the_budget_is_rounded_down_to_whole_steps_of_the_environments(tmp_path, capsys):
+    check_whole_steps_budget(sac, tmp_path, capsys, batch_size=16, hidden_size=8)
 
 
 # ---------------------------------------------------------------------------------------
-# Watching a run: --eval-every and the progress line
+# Watching a run: --eval-every
 # ---------------------------------------------------------------------------------------
 def test_eval_every_writes_rows_keeps_the_best_model_and_leaves_training_alone(tmp_path):
     check_replay_evaluations(sac, tmp_path)
-
-
-def test_progress_line(printed_progress):
-    check_progress_line(sac.progress_line)
-    printed_progress(sac, sac.Args(**{**TINY, "total_timesteps": 300}, eval_episodes=0))
 
 
 # ---------------------------------------------------------------------------------------
@@ -437,22 +498,19 @@ def bad_checkpoints(tmp_path):
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["--env-id", "Pendulum-v9"], "unknown environment id 'Pendulum-v9'; did you mean Pendulum-v1"),
-    (["--env-id", "no_such_module:Slider-v0"], "cannot import module 'no_such_module'"),
-    (["--env-id", "my_envs:Slider-v9"], "module my_envs registers no environment Slider-v9"),
     (["--env-id", "my_envs:GridWorld-v0"], "Discrete action space of shape (); sac.py needs a "
-                                           "flat continuous (Box) one (for discrete actions use "
+                                           "flat continuous (Box) one (for Discrete actions use "
                                            "dqn.py or ppo.py)"),
     (["--env-id", "SpinTheBits-v0"], "MultiBinary action space"),
     (["--env-id", "UnboundedCount-v0"], "unbounded actions"),
     (["--env-id", "BoxImage-v0"], "observation space of shape (2, 2)"),
     (["--env-id", "NoDisplay-v0", "--capture-video"],
      "cannot record videos of NoDisplay-v0 (RuntimeError: no OpenGL context); for MuJoCo"),
-    (["--num-envs", "4", "--total-timesteps", "1001", "--learning-starts", "10"],
-     "--total-timesteps 1001 is not divisible by --num-envs 4"),
     (["--num-envs", "0"], "--num-envs must be positive"),
-    (["--total-timesteps", "-5"], "--total-timesteps must be positive"),
     (["--total-timesteps", "500"], "--learning-starts 500 leaves no step"),
+    # 503 steps of 4 environments run 500: learning from 500 on would never come
+    (["--total-timesteps", "503", "--num-envs", "4"], "--learning-starts 500 leaves no step of "
+     "the budget, 500 steps (--total-timesteps 503 in whole steps of --num-envs 4)"),
     (["--batch-size", "0"], "--batch-size must be positive"),
     (["--policy-frequency", "0"], "--policy-frequency must be positive"),
     (["--learning-rate", "0"], "--learning-rate must be positive"),
@@ -460,11 +518,6 @@ def bad_checkpoints(tmp_path):
     (["--target-entropy", "-1", "--no-autotune"], "--target-entropy needs the learned temperature"),
     (["--gamma", "1.5"], "--gamma must be in [0, 1]"),
     (["--tau", "0"], "--tau must be in (0, 1]"),
-    (["--eval-every", "-1"], "--eval-every must be 0 (evaluate only after training) or more, "
-                             "got -1"),
-    (["--eval-every", "500", "--eval-episodes", "0"],
-     "--eval-every needs at least one evaluation episode; pass --eval-episodes 1 or more"),
-    (["--eval-checkpoint", "missing"], "does not exist"),
     (["--eval-checkpoint", "corrupt"], "is not a sac.py model.pt"),
     (["--eval-checkpoint", "mountain_car"],
      "was made for MountainCarContinuous-v0, not Pendulum-v1; "
@@ -479,7 +532,3 @@ def test_help_lists_the_flags_with_their_docstrings(check_help):
     check_help("sac.py", ("--cuda", "--no-cuda", "--alpha", "--autotune", "--no-autotune",
                           "--target-entropy", "--policy-frequency", "--learning-starts", "--tau"),
                ("H_target", "every d-th critic step"))
-
-
-def test_importing_the_script_has_no_side_effects(tmp_path):
-    check_import_is_quiet("sac", tmp_path)
