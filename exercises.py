@@ -565,7 +565,7 @@ def check(path: Annotated[str, tyro.conf.Positional],
 RECORDS = {}
 """{nodeid: record} of the session; `current` is the record of the running test"""
 
-SHOWN_ELEMENTS = 30
+SHOWN_ELEMENTS = 20
 """a tensor or array of more elements is shown by its shape"""
 
 SHOWN_CHARACTERS = 300
