@@ -622,23 +622,24 @@ def pytest_addoption(parser):
                      help="write what each exercise test gave and compared to PATH (JSON)")
 
 
-def recorded(function, calls):
-    """`function` wrapped to keep, as text, the inputs and the result of its last call."""
+def recorded(function, call):
+    """`function` wrapped to keep in `call`, as text, the inputs and the result of its last
+    call, and how many calls there were."""
     signature = inspect.signature(function)
 
     @functools.wraps(function)
     def wrapper(*args, **kwargs):
         bound = signature.bind(*args, **kwargs)
         bound.apply_defaults()
-        calls[-1] = {"function": function.__qualname__, "count": calls[-1]["count"] + 1,
-                     "inputs": [(n, show(v)) for n, v in bound.arguments.items()],
-                     "returned": None, "raised": None}
+        call.update(function=function.__qualname__, count=call["count"] + 1,
+                    inputs=[(n, show(v)) for n, v in bound.arguments.items()],
+                    returned=None, raised=None)
         try:
             result = function(*args, **kwargs)
         except Exception as error:
-            calls[-1]["raised"] = describe(error)
+            call["raised"] = describe(error)
             raise
-        calls[-1]["returned"] = show(result)
+        call["returned"] = show(result)
         return result
     return wrapper
 
@@ -653,15 +654,18 @@ def describe(error):
 
 
 def compared(obtained, expected):
-    """Keep a failing comparison of the running test, with the test file's line it is on."""
+    """Keep a failing comparison of the running test, with the lines of the test file it
+    was made from (the test's own, and a helper's such as tests/test_mappo.py's `same`)."""
     record = RECORDS.get("current")
     if record is None:
         return
-    frame = sys._getframe(1)
-    while frame is not None and frame.f_code.co_filename != record["path"]:
+    lines, frame = [], sys._getframe(1)
+    while frame is not None:
+        if frame.f_code.co_filename == record["path"]:
+            lines.append(frame.f_lineno)
         frame = frame.f_back
-    record["comparisons"].append((frame.f_lineno if frame else 0,
-                                  {"obtained": show(obtained), "expected": show(expected)}))
+    record["comparisons"].append((lines, {"obtained": show(obtained),
+                                          "expected": show(expected)}))
 
 
 def pytest_assertrepr_compare(config, op, left, right):
@@ -681,7 +685,7 @@ def pytest_runtest_setup(item):
         owner = getattr(module, owner_name[0]) if owner_name else module
         original = vars(owner)[name]
         record["calls"].append({"count": 0})
-        setattr(owner, name, recorded(original, record["calls"]))
+        setattr(owner, name, recorded(original, record["calls"][-1]))
         record["restore"].append((owner, name, original))
     torch = sys.modules.get("torch")
     if torch is not None:
@@ -720,8 +724,8 @@ def pytest_runtest_makereport(item, call):
     failure the test file's line and statement, the calls, the failing comparison on that
     statement, the error, and the line of the student's file where an error was raised."""
     record = RECORDS["current"]
-    if call.when == "call" or call.excinfo is not None and call.when == "setup":
-        if call.excinfo is None:
+    if call.when == "call" or (call.excinfo is not None and call.when == "setup"):
+        if call.excinfo is None or call.excinfo.typename == "Skipped":
             RECORDS[item.nodeid] = {"passed": True}
             return
         frames = traceback.extract_tb(call.excinfo.tb)
@@ -729,10 +733,10 @@ def pytest_runtest_makereport(item, call):
         line = in_test[-1].lineno if in_test else item.location[1] + 1
         start, statement = statement_at(record["path"], line)
         end = start + statement.count("\n")
-        on_line = [c for n, c in record["comparisons"] if start <= n <= end]
-        students = [path for path in item.config.getoption("script_file")]
-        in_student = [f for f in frames if os.path.abspath(f.filename) in
-                      map(os.path.abspath, students)]
+        on_line = [c for lines, c in record["comparisons"]
+                   if any(start <= n <= end for n in lines)]
+        students = [os.path.abspath(path) for path in item.config.getoption("script_file")]
+        in_student = [f for f in frames if os.path.abspath(f.filename) in students]
         error = call.excinfo.value
         RECORDS[item.nodeid] = {
             "passed": False, "line": start, "statement": statement,
