@@ -6,11 +6,15 @@ becomes `raise NotImplementedError(<hint>)`. The copy still imports and runs, up
 first call of the blank function. The student fills the body in; `check` then runs the
 repository's own hand-computed tests of that function against the student's file (the
 tests take the copy through `pytest --script-file`, see tests/conftest.py), prints which
-pass and which fail with the numbers they compared, and, when they all pass, trains the
-student's script for a short run on the reference environment and gives a verdict.
+pass and which fail, and for each failure the test's line, the inputs the student's function
+was given, the value worked out by hand and the student's, and the exercise's hint; when
+they all pass, it trains the student's script for a short run on the reference environment
+and gives a verdict.
 
 Run:
-    python exercises.py list                          # every exercise, its paper and hint
+    python exercises.py list                          # every exercise and its paper
+    python exercises.py list --hints                  # ... and its hint
+    python exercises.py hint ppo.gae                  # one exercise's hint
     python exercises.py make ppo.gae                  # writes exercises/ppo.py
     python exercises.py make ppo.gae ppo.loss --out homework
     python exercises.py check exercises/ppo.py        # the tests, then a short training run
@@ -27,14 +31,17 @@ tests fail or the run does not learn, 2 for bad input. EXERCISES.md is the teach
 # ---------------------------------------------------------------------------------------
 import ast
 import difflib
+import functools
+import inspect
 import json
 import os
 import re
 import subprocess
 import sys
 import tempfile
+import textwrap
 import time
-import xml.etree.ElementTree as ElementTree
+import traceback
 from dataclasses import dataclass
 from typing import Annotated
 
@@ -316,12 +323,29 @@ def blank_function(source, function, message):
 # ---------------------------------------------------------------------------------------
 # list, make, check
 # ---------------------------------------------------------------------------------------
-def list_exercises() -> None:
-    """List every exercise: its id, the function to write, the paper and a hint."""
+def list_exercises(hints: bool = False) -> None:
+    """List every exercise: its id, the function to write and the paper.
+
+    Args:
+        hints: also give each exercise's hint (a student asks for one with `hint ID`)
+    """
     width = max(len(e.id) for e in EXERCISES)
     for e in EXERCISES:
         print(f"{e.id:<{width}}  {e.script}.py: {e.function}  ({e.paper})")
-        print(f"{'':<{width}}  hint: {e.hint}")
+        if hints:
+            print(f"{'':<{width}}  hint: {e.hint}")
+    if not hints:
+        print(f"{SCRIPT}: a hint where to start: python {SCRIPT} hint <id>")
+
+
+def hint(exercise_ids: Annotated[list[str], tyro.conf.Positional]) -> None:
+    """Give the hint of one or more exercises: where to start.
+
+    Args:
+        exercise_ids: one or more exercise ids (see `list`)
+    """
+    for e in [find_exercise(i) for i in exercise_ids]:
+        print(f"{e.id} ({e.script}.py: {e.function}): {e.hint}")
 
 
 def make(exercise_ids: Annotated[list[str], tyro.conf.Positional], out: str = "exercises",
@@ -377,33 +401,51 @@ def read_student_file(path):
 
 
 def run_tests(path, exercises):
-    """Run the exercises' hand-computed tests on the student's file in a fresh pytest.
-    Returns {exercise id: [(test name, passed, message)]}, or raises RuntimeError with
-    pytest's output when the file could not even be imported."""
+    """Run the exercises' hand-computed tests on the student's file in a fresh pytest, with
+    this file as a plugin (`-p exercises`, below) that records what each test gave the
+    student's function and compared. Returns {exercise id: [(test name, its record)]} (a
+    record as pytest_runtest_makereport makes it), or raises RuntimeError with pytest's
+    output when the file could not even be imported."""
     nodeids = {f"tests/test_{e.script}.py::{t}": e.id for e in exercises for t in e.tests}
     with tempfile.TemporaryDirectory() as tmp:
-        report = os.path.join(tmp, "report.xml")
+        report = os.path.join(tmp, "report.json")
         done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                               "-o", "junit_family=xunit1", "--script-file", os.path.abspath(path),
-                               "--junitxml", report,
-                               *nodeids], cwd=ROOT, capture_output=True, text=True)
+                               "-p", "exercises", "--exercise-report", report,
+                               "--script-file", os.path.abspath(path), *nodeids],
+                              cwd=ROOT, capture_output=True, text=True)
         if not os.path.exists(report):
             raise RuntimeError((done.stdout + done.stderr).strip())
-        cases = ElementTree.parse(report).getroot().iter("testcase")
-        results = {e.id: [] for e in exercises}
-        for case in cases:
-            name = case.get("name")
-            problem = case.find("failure")
-            if problem is None:
-                problem = case.find("error")
-            module = case.get("classname").rsplit(".", 1)[-1]  # "tests.test_ppo" -> "test_ppo"
-            nodeid = f"tests/{module}.py::{name.split('[')[0]}"
-            message = "" if problem is None else problem.get("message", "")
-            # tensors in an assertion message print their rows as "\n": one line reads better
-            message = re.sub(r"\\n\s*", " ", message)
-            message = f"(tests/{module}.py, line {int(case.get('line')) + 1}) {message}"
-            results[nodeids[nodeid]].append((name, problem is None, message))
+        with open(report) as f:
+            records = json.load(f)
+    results = {e.id: [] for e in exercises}
+    for nodeid, record in records.items():
+        results[nodeids[nodeid.split("[")[0]]].append((nodeid.split("::")[-1], record))
     return results
+
+
+def print_failure(record, script):
+    """What a student can act on, for one failing test: its line in the test file, the
+    inputs the function was given, the value worked out by hand and the student's."""
+    print(f"          tests/test_{script}.py, line {record['line']}:")
+    for line in record["statement"].splitlines():
+        print(f"              {line}")
+    for call in record["calls"]:
+        times = f" {call['count']} times, the last time" if call["count"] > 1 else ""
+        print(f"          your {call['function']} was called{times} with")
+        for name, value in call["inputs"]:
+            print(f"              {name} = {value}")
+        if call["raised"]:
+            print(f"          and raised {call['raised']}")
+        elif not record["compared"]:
+            print(f"          and returned {call['returned']}")
+    if record["compared"]:
+        print(f"          expected  {record['compared']['expected']}  (worked out by hand)")
+        print(f"          obtained  {record['compared']['obtained']}")
+    elif record["error"] and not any(call["raised"] for call in record["calls"]):
+        print(f"          error: {record['error']}")
+    if record["student_line"]:
+        print(f"          at line {record['student_line'][0]} of your file: "
+              f"{record['student_line'][1]}")
 
 
 def has_cuda_flag(source):
@@ -467,19 +509,20 @@ def check(path: Annotated[str, tyro.conf.Positional],
         sys.exit(1)
     failed = 0
     for e in exercises:
-        passed = sum(ok for _, ok, _ in results[e.id])
+        passed = sum(record["passed"] for _, record in results[e.id])
         print(f"  {e.id}: {passed} of {len(results[e.id])} hand-computed tests pass")
-        for name, ok, message in results[e.id]:
-            print(f"    {'pass' if ok else 'FAIL'}  {name}")
-            if not ok:
+        for name, record in results[e.id]:
+            print(f"    {'pass' if record['passed'] else 'FAIL'}  {name}")
+            if not record["passed"]:
                 failed += 1
-                lines = message.strip().splitlines() or ["(no message)"]
-                for line in lines[:8] + (["..."] if len(lines) > 8 else []):
-                    print(f"          {line}")
+                print_failure(record, script)
+        if passed < len(results[e.id]):
+            print(f"  hint: {e.hint}")
     if failed:
         print(f"verdict: not yet: {failed} of the hand-computed tests fail{'s' * (failed == 1)}; "
-              f"above, what each compared: first your result, then the value worked out by "
-              f"hand in tests/test_{script}.py")
+              f"above, for each: the test's line (the arithmetic is in the comments beside it "
+              f"in tests/test_{script}.py), what your function was given, and the value "
+              "worked out by hand (expected) beside yours (obtained)")
         sys.exit(1)
     if no_train:
         print("verdict: the hand-computed tests pass (training run skipped: --no-train)")
@@ -512,12 +555,214 @@ def check(path: Annotated[str, tyro.conf.Positional],
 
 
 # ---------------------------------------------------------------------------------------
+# The plugin of check's pytest (`-p exercises`): what a failing test gave and compared
+# ---------------------------------------------------------------------------------------
+# While a test of an exercise runs, the exercise's function in the student's module and
+# torch.allclose are wrapped: each call of the function keeps its inputs and its result as
+# text (the last call is shown), and each comparison that fails (an `==` of an assert, or a
+# torch.allclose that is False) keeps its two sides, the student's value first as the tests
+# write them. The report, {nodeid: record}, is written as JSON at the end of the session.
+RECORDS = {}
+"""{nodeid: record} of the session; `current` is the record of the running test"""
+
+SHOWN_ELEMENTS = 20
+"""a tensor or array of more elements is shown by its shape"""
+
+SHOWN_CHARACTERS = 300
+"""a value's text is cut after this many characters"""
+
+
+def show(value, depth=0):
+    """A value as one line a student can read, cut after SHOWN_CHARACTERS (see render)."""
+    text = render(value, depth)
+    return text if len(text) <= SHOWN_CHARACTERS else text[:SHOWN_CHARACTERS] + " ..."
+
+
+def render(value, depth):
+    """Tensors and arrays as nested lists with six significant digits (or their shape, when
+    large), pytest.approx as the value it expects, a small module by its parameters, another
+    object by its public attributes (two levels deep), memory addresses left out."""
+    torch = sys.modules.get("torch")
+    np = sys.modules.get("numpy")
+    if hasattr(value, "expected") and type(value).__module__.startswith("_pytest"):
+        return show(value.expected, depth)  # pytest.approx(x)
+    if torch is not None and isinstance(value, torch.Tensor):
+        if value.numel() > SHOWN_ELEMENTS:
+            return f"tensor of shape {list(value.shape)}"
+        return f"tensor({show(value.detach().cpu().tolist(), depth)})"
+    if np is not None and isinstance(value, np.ndarray):
+        if value.size > SHOWN_ELEMENTS:
+            return f"array of shape {list(value.shape)}"
+        return f"array({show(value.tolist(), depth)})"
+    if np is not None and isinstance(value, np.generic):
+        return show(value.item(), depth)
+    if isinstance(value, float):
+        return repr(float(f"{value:.6g}"))
+    if isinstance(value, (list, tuple)):
+        inner = ", ".join(show(v, depth) for v in value)
+        return f"[{inner}]" if isinstance(value, list) else f"({inner}{',' * (len(value) == 1)})"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{show(k, depth)}: {show(v, depth)}" for k, v in value.items()) + "}"
+    if torch is not None and isinstance(value, torch.nn.Module):
+        fields = dict(value.named_parameters())
+        if sum(p.numel() for p in fields.values()) > SHOWN_ELEMENTS:
+            return f"{type(value).__name__}({value.extra_repr()})"
+    elif hasattr(value, "__dict__") and not inspect.ismodule(value) and not callable(value):
+        fields = {k: v for k, v in vars(value).items() if not k.startswith("_")}
+    else:
+        fields = None
+    if fields is None or depth > 1:
+        return re.sub(r" at 0x[0-9a-fA-F]+", "", repr(value))
+    return f"{type(value).__name__}(" + ", ".join(
+        f"{k}={show(v, depth + 1)}" for k, v in fields.items()) + ")"
+
+
+def pytest_addoption(parser):
+    parser.addoption("--exercise-report", metavar="PATH",
+                     help="write what each exercise test gave and compared to PATH (JSON)")
+
+
+def recorded(function, call):
+    """`function` wrapped to keep in `call`, as text, the inputs and the result of its last
+    call, and how many calls there were."""
+    signature = inspect.signature(function)
+
+    @functools.wraps(function)
+    def wrapper(*args, **kwargs):
+        bound = signature.bind(*args, **kwargs)
+        bound.apply_defaults()
+        call.update(function=function.__qualname__, count=call["count"] + 1,
+                    inputs=[(n, show(v)) for n, v in bound.arguments.items()],
+                    returned=None, raised=None)
+        try:
+            result = function(*args, **kwargs)
+        except Exception as error:
+            call["raised"] = describe(error)
+            raise
+        call["returned"] = show(result)
+        return result
+    return wrapper
+
+
+def describe(error):
+    """'Type: message'; a blank exercise's NotImplementedError names the blank function."""
+    blank = re.match(r"exercise (\S+): ", str(error))
+    if isinstance(error, NotImplementedError) and blank:
+        e = find_exercise(blank[1])
+        return f"NotImplementedError: {e.function} is still blank (exercise {e.id})"
+    return f"{type(error).__name__}: {error}".strip()
+
+
+def compared(obtained, expected):
+    """Keep a failing comparison of the running test, with the lines of the test file it
+    was made from (the test's own, and a helper's such as tests/test_mappo.py's `same`)."""
+    record = RECORDS.get("current")
+    if record is None:
+        return
+    lines, frame = [], sys._getframe(1)
+    while frame is not None:
+        if frame.f_code.co_filename == record["path"]:
+            lines.append(frame.f_lineno)
+        frame = frame.f_back
+    record["comparisons"].append((lines, {"obtained": show(obtained),
+                                          "expected": show(expected)}))
+
+
+def pytest_assertrepr_compare(config, op, left, right):
+    compared(left, right)
+
+
+def pytest_runtest_setup(item):
+    """Wrap the functions of the exercises that list this test, and torch.allclose."""
+    script = item.module.__name__.rsplit(".", 1)[-1].removeprefix("test_")
+    module = sys.modules.get(script)
+    record = {"path": str(item.path), "calls": [], "comparisons": [], "restore": []}
+    RECORDS["current"] = record
+    for e in EXERCISES:
+        if e.script != script or item.originalname not in e.tests or module is None:
+            continue
+        *owner_name, name = e.function.split(".")
+        owner = getattr(module, owner_name[0]) if owner_name else module
+        original = vars(owner)[name]
+        record["calls"].append({"count": 0})
+        setattr(owner, name, recorded(original, record["calls"][-1]))
+        record["restore"].append((owner, name, original))
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        allclose = torch.allclose
+
+        def recorded_allclose(obtained, expected, *args, **kwargs):
+            close = allclose(obtained, expected, *args, **kwargs)
+            if not close:
+                compared(obtained, expected)
+            return close
+        torch.allclose = recorded_allclose
+        record["restore"].append((torch, "allclose", allclose))
+
+
+def pytest_runtest_teardown(item):
+    for owner, name, original in reversed(RECORDS["current"]["restore"]):
+        setattr(owner, name, original)
+
+
+def statement_at(path, line):
+    """(first line, source text) of the innermost statement of the file that holds `line`."""
+    with open(path) as f:
+        source = f.read()
+    best = None
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.stmt) and node.lineno <= line <= node.end_lineno and (
+                best is None or node.end_lineno - node.lineno <= best.end_lineno - best.lineno):
+            best = node
+    if best is None:
+        return line, ""
+    return best.lineno, textwrap.dedent(ast.get_source_segment(source, best, padded=True))
+
+
+def pytest_runtest_makereport(item, call):
+    """The test's record once it has run (or failed in its setup): passed, and for a
+    failure the test file's line and statement, the calls, the failing comparison on that
+    statement, the error, and the line of the student's file where an error was raised."""
+    record = RECORDS["current"]
+    if call.when == "call" or (call.excinfo is not None and call.when == "setup"):
+        if call.excinfo is None or call.excinfo.typename == "Skipped":
+            RECORDS[item.nodeid] = {"passed": True}
+            return
+        frames = traceback.extract_tb(call.excinfo.tb)
+        in_test = [f for f in frames if f.filename == record["path"]]
+        line = in_test[-1].lineno if in_test else item.location[1] + 1
+        start, statement = statement_at(record["path"], line)
+        end = start + statement.count("\n")
+        on_line = [c for lines, c in record["comparisons"]
+                   if any(start <= n <= end for n in lines)]
+        students = [os.path.abspath(path) for path in item.config.getoption("script_file")]
+        in_student = [f for f in frames if os.path.abspath(f.filename) in students]
+        error = call.excinfo.value
+        RECORDS[item.nodeid] = {
+            "passed": False, "line": start, "statement": statement,
+            "calls": [c for c in record["calls"] if c["count"]],
+            "compared": on_line[-1] if on_line else None,
+            "error": None if isinstance(error, AssertionError) else describe(error),
+            "student_line": ((in_student[-1].lineno, in_student[-1].line)
+                             if in_student and not isinstance(error, NotImplementedError)
+                             else None)}
+
+
+def pytest_sessionfinish(session):
+    path = session.config.getoption("exercise_report")
+    if path:
+        RECORDS.pop("current", None)
+        with open(path, "w") as f:
+            json.dump(RECORDS, f, indent=1)
+
+
+# ---------------------------------------------------------------------------------------
 # Main
 # ---------------------------------------------------------------------------------------
 if __name__ == "__main__":
     try:
         tyro.extras.subcommand_cli_from_dict(
-            {"list": list_exercises, "make": make, "check": check},
+            {"list": list_exercises, "hint": hint, "make": make, "check": check},
             description=__doc__.split("\n\n")[0])
     except UsageError as e:
         print(f"{SCRIPT}: error: {e}", file=sys.stderr)

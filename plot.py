@@ -12,10 +12,18 @@ Run:
 
 What it does:
 - Each argument is a run folder or a glob pattern, expanded here too (so a quoted pattern
-  works in any shell). A run folder without a finished training episode (an
-  --eval-checkpoint run) is left out, with a note.
+  works in any shell). A folder that is not a run (no config.json or no episodes.csv) is
+  skipped, all of them named in one warning line; a run folder without a finished training
+  episode (an --eval-checkpoint run) is left out, with a note.
 - Runs are grouped by environment (`env_id` in config.json), then by experiment name
-  (`exp_name`), or with `--group-by FLAG` by that flag's value (a sweep over `gae_lambda`).
+  (`exp_name`), or with `--group-by FLAG` by that flag's value (a sweep over `gae_lambda`),
+  and within those by every other flag that changes what is learned: runs that differ in
+  any flag of config.json outside NOT_TASK_FLAGS (seed, where and how the run was written,
+  evaluated or played) are never averaged together (`--hide-obs 1 3` against none). Where
+  one name then covers several groups, the label adds the flags that tell them apart
+  (`ppo_lstm hide_obs=[1, 3]`, `ppo_lstm hide_obs=[]`).
+- A group's legend and table row count its runs and their distinct seeds ("2 seeds", or "2
+  runs, 1 seed" for two runs of seed 1).
 - Each run's episode returns (episodes.csv) are smoothed by a trailing moving mean of
   `--window` episodes (fewer at the start) and plotted against environment steps, or with
   `--x wall_time` against seconds since training started.
@@ -29,13 +37,14 @@ What it does:
   the group's seeds make one point: at the mean of their steps, the mean over seeds of
   eval_return_mean, with a bar from the lowest seed to the highest.
 - One figure (one panel per environment) goes to `--out`, by default
-  `<env ids>__by-<flag>.png` in the current folder; a table with each group's number of runs
-  and the median over its runs of summary.json's figures is printed; a median over only k
-  of the n runs (solved_at_step is null where --stop-at-return did not stop the run, a
-  killed run has no summary.json) is marked (k/n), and "-" where no run has the figure.
+  `plots/<env ids>__by-<flag>.png` (plots/ in the current folder; the repository's
+  .gitignore keeps it out of git); a table with each group's number of runs and of seeds and
+  the median over its runs of summary.json's figures is printed, each to one decimal or two
+  significant digits, whichever shows more (0.74 stays 0.74); a median over only k of the n
+  runs (solved_at_step is null where --stop-at-return did not stop the run, a killed run has
+  no summary.json) is marked (k/n), and "-" where no run has the figure.
 
-Bad input (no run folder matched, a folder without config.json or episodes.csv, an unknown
---group-by flag) is one line, `plot.py: error: ...`, and exit status 2
+Bad input (no run folder matched, no folder that is a run, an unknown --group-by flag) is one line, `plot.py: error: ...`, and exit status 2
 (CONTRIBUTING.md, "Bad input").
 """
 
@@ -76,12 +85,25 @@ class Args:
     window: int = 20
     """episodes in the trailing moving mean of the training return"""
     out: Annotated[str, tyro.conf.arg(metavar="PATH", help_behavior_hint="")] = ""
-    """the figure to write (default: <env ids>__by-<group-by>.png in the current folder)"""
+    """the figure to write (default: plots/<env ids>__by-<group-by>.png)"""
 
 
-SUMMARY_FIGURES = {"train_return_last20": "{:.1f}", "eval_return_mean": "{:.1f}",
-                   "solved_at_step": "{:.0f}", "wall_time_s": "{:.1f}", "global_steps": "{:.0f}"}
-"""the figures of summary.json in the table, with their format"""
+SUMMARY_FIGURES = {"train_return_last20": 1, "eval_return_mean": 1, "solved_at_step": 0,
+                   "wall_time_s": 1, "global_steps": 0}
+"""the figures of summary.json in the table, with their decimals (more where a value needs
+them for two significant digits: see format_figure)"""
+
+NOT_TASK_FLAGS = {
+    "seed",  # the runs of a group are its seeds
+    "exp_name",  # the group's name (the default --group-by)
+    "output_dir", "cuda", "device", "versions",  # where and on what the run went
+    "eval_episodes", "eval_every", "eval_checkpoint", "capture_video",  # what is measured
+    "save_model", "save_demos_every", "log_interval",  # what is written, and how often
+    "stop_at_return", "stop_window",  # when the run stops; up to there it is the same run
+    "num_workers", "backend", "ray_address",  # es.py: the same generations whoever plays them
+}
+"""the keys of config.json that do not change what a run learns; runs that differ in any
+other key (an algorithm flag, the budget, --hide-obs, ...) go into different groups"""
 
 GRID_POINTS = 500
 """points of the common grid on which a group's seeds are put together"""
@@ -151,22 +173,57 @@ def run_curve(run, x, window):
 # ---------------------------------------------------------------------------------------
 # Groups and the table
 # ---------------------------------------------------------------------------------------
+def task_flags(run, flag):
+    """The run's flags that change what it learns, other than env_id and `flag`:
+    {key: value as JSON text}."""
+    return {key: json.dumps(value, sort_keys=True) for key, value in run["config"].items()
+            if key not in NOT_TASK_FLAGS and key not in ("env_id", flag)}
+
+
 def group_runs(runs, flag):
     """{(env_id, label): [runs]}: the runs of each environment split by the value of `flag`
-    in their config.json. The label is the value for exp_name, `flag=value` for any other
-    flag. Sorted by environment, then by value (numbers as numbers)."""
+    in their config.json, and by every flag that changes what is learned (task_flags). The
+    label is the value for exp_name, `flag=value` for any other flag; where one label stands
+    for several groups of an environment, each adds ` key=value` for the flags in which
+    those groups differ. Sorted by environment, then by value (numbers as numbers); groups
+    of one value keep the order in which their first runs came."""
     def order(item):
         (env_id, _), runs = item
         value = runs[0]["config"][flag]
         number = isinstance(value, (int, float)) and not isinstance(value, bool)
         return env_id, not number, value if number else str(value)
 
-    groups = {}
+    split = {}
     for run in runs:
         value = run["config"][flag]
         label = str(value) if flag == "exp_name" else f"{flag}={value}"
-        groups.setdefault((run["config"]["env_id"], label), []).append(run)
+        key = (run["config"]["env_id"], label, tuple(sorted(task_flags(run, flag).items())))
+        split.setdefault(key, []).append(run)
+    groups = {}
+    for (env_id, label, _), members in split.items():
+        rivals = [task_flags(m[0], flag) for (e, l, _), m in split.items()
+                  if (e, l) == (env_id, label)]
+        own = task_flags(members[0], flag)
+        differ = sorted(k for k in set().union(*rivals) if len({r.get(k) for r in rivals}) > 1)
+        extra = "".join(f" {k}={members[0]['config'][k]}" for k in differ if k in own)
+        groups[env_id, label + extra] = members
     return dict(sorted(groups.items(), key=order))
+
+
+def count_runs(seeds):
+    """'3 seeds' when each run has its own seed, else '2 runs, 1 seed'."""
+    distinct = len(set(seeds))
+    text = f"{distinct} seed{'s' * (distinct != 1)}"
+    return text if distinct == len(seeds) else f"{len(seeds)} runs, {text}"
+
+
+def format_figure(value, decimals):
+    """The value to `decimals` decimals or, for a figure with decimals, to as many as two
+    significant digits need: 0.74 -> '0.74' (not '0.7'), 0.0312 -> '0.031', 7.88 -> '7.9',
+    475.26 -> '475.3'."""
+    if decimals and value != 0 and math.isfinite(value):
+        decimals = max(decimals, 1 - math.floor(math.log10(abs(value))))
+    return f"{value:.{decimals}f}"
 
 
 def medians(runs):
@@ -182,14 +239,14 @@ def medians(runs):
 
 
 def format_table(groups):
-    """The printed table: a row per group, its number of runs and the medians; a median over
-    only k of the n runs says (k/n), none at all is '-'."""
-    header = ["environment", "group", "runs", *SUMMARY_FIGURES]
+    """The printed table: a row per group, its number of runs and of distinct seeds and the
+    medians; a median over only k of the n runs says (k/n), none at all is '-'."""
+    header = ["environment", "group", "runs", "seeds", *SUMMARY_FIGURES]
     rows = [header]
     for (env_id, label), runs in groups.items():
-        cells = [env_id, label, str(len(runs))]
+        cells = [env_id, label, str(len(runs)), str(len(set(seeds_of(runs))))]
         for name, (value, have) in medians(runs).items():
-            text = "-" if value is None else SUMMARY_FIGURES[name].format(value)
+            text = "-" if value is None else format_figure(value, SUMMARY_FIGURES[name])
             cells.append(text + (f" ({have}/{len(runs)})" if value is not None
                                  and have < len(runs) else ""))
         rows.append(cells)
@@ -201,21 +258,22 @@ def format_table(groups):
 # ---------------------------------------------------------------------------------------
 # Drawing (benchmark.py draws its comparison figures with draw_group and finish_axis too)
 # ---------------------------------------------------------------------------------------
-def draw_group(ax, curves, label, color=None, evaluations=None):
+def draw_group(ax, curves, label, color=None, evaluations=None, seeds=None):
     """One group on the axis: the mean over seeds of `curves` (one (x, y) per seed) as a line
     and the min-max band shaded, on a grid of GRID_POINTS from the first x of any seed to
     the last. The mean is solid where every seed is present, dotted where only some are (a
     seed stopped early by --stop-at-return, or its first episode ended later), so that a
     seed dropping out does not pass for learning. `evaluations` (x, mean, low, high), if
-    given, are drawn as points with min-max bars. Returns the solid line."""
+    given, are drawn as points with min-max bars. `seeds`, the runs' seeds (one per curve;
+    default: all different), are counted in the legend. Returns the solid line."""
     grid = np.linspace(min(x[0] for x, _ in curves), max(x[-1] for x, _ in curves),
                        GRID_POINTS)
     mean, low, high, count = band(curves, grid)
     partial = count < len(curves)
     near_partial = partial | np.append(partial[1:], False) | np.insert(partial[:-1], 0, False)
-    seeds = f"{len(curves)} seed{'s' if len(curves) > 1 else ''}"
+    counted = count_runs(range(len(curves)) if seeds is None else seeds)
     (line,) = ax.plot(grid, np.where(partial, np.nan, mean), lw=1.5, color=color,
-                      label=f"{label} ({seeds})")
+                      label=f"{label} ({counted})")
     ax.plot(grid, np.where(near_partial, mean, np.nan), lw=1, ls=":", color=line.get_color())
     ax.fill_between(grid, low, high, color=line.get_color(), alpha=0.2, lw=0)
     if evaluations is not None:
@@ -247,7 +305,8 @@ def draw_figure(groups, x, window):
             tables = [run["evaluations"] for run in runs if run["evaluations"]]
             draw_group(ax, [run_curve(run, x, window) for run in runs], label,
                        color=f"C{labels.index(label) % 10}",
-                       evaluations=evaluation_points(tables, x) if tables else None)
+                       evaluations=evaluation_points(tables, x) if tables else None,
+                       seeds=seeds_of(runs))
         finish_axis(ax, f"{env_id}: mean over seeds, min-max shaded",
                     "environment steps" if x == "global_step" else
                     "seconds since training started",
@@ -325,14 +384,18 @@ def read_json(path):
         fail(f"cannot read {path}: {e}")
 
 
+def not_a_run(folder):
+    """Why a folder is not a run folder ("has no config.json"), or None where it is one."""
+    for name in ("config.json", "episodes.csv"):
+        if not os.path.isfile(os.path.join(folder, name)):
+            return f"has no {name}"
+    return None
+
+
 def read_run(folder):
     """A run folder as {"folder", "config", "episodes", "evaluations", "summary"}:
     evaluations is None without evaluations.csv (or with no row), summary None without
     summary.json (a run that was killed)."""
-    for name in ("config.json", "episodes.csv"):
-        if not os.path.isfile(os.path.join(folder, name)):
-            fail(f"{folder} has no {name}: give run folders, the folders a script writes "
-                 "under --output-dir (runs/<env_id>__<exp_name>__<seed>__<time>)")
     config = read_json(os.path.join(folder, "config.json"))
     if not isinstance(config, dict) or "env_id" not in config:
         fail(f"{folder}/config.json has no env_id: not a run folder of this repository")
@@ -350,11 +413,25 @@ def read_run(folder):
 
 
 def load_runs(patterns):
-    """Every run the arguments name. A run without a finished episode (an --eval-checkpoint
-    run, or one stopped before its first episode ended) has no curve: it is left out, with a
-    note."""
+    """Every run the arguments name. Folders that are not runs (a figure or a notes folder
+    that `runs/*` also matches) are skipped, all named in one warning line; none but them is
+    bad input. A run without a finished episode (an --eval-checkpoint run, or one stopped
+    before its first episode ended) has no curve: it is left out, with a note."""
+    folders = expand(patterns)
+    skipped = {folder: not_a_run(folder) for folder in folders if not_a_run(folder)}
+    if len(skipped) == len(folders):
+        folder, why = next(iter(skipped.items()))
+        fail(f"{folder} {why}: give run folders, the folders a script writes under "
+             "--output-dir (runs/<env_id>__<exp_name>__<seed>__<time>)")
+    if skipped:
+        print(f"{SCRIPT}: warning: skipped {len(skipped)} folder"
+              f"{'s' * (len(skipped) > 1)} that {'are' if len(skipped) > 1 else 'is'} not a "
+              f"run: {', '.join(f'{f} ({why})' for f, why in skipped.items())}",
+              file=sys.stderr)
     runs = []
-    for folder in expand(patterns):
+    for folder in folders:
+        if folder in skipped:
+            continue
         run = read_run(folder)
         if len(run["episodes"]["episode_return"]):
             runs.append(run)
@@ -383,10 +460,15 @@ def check_group_by(group_by, runs):
 
 
 def default_out(runs, flag):
-    """<env ids>__by-<flag>.png in the current folder ("/" and ":" of an id become "-")."""
+    """plots/<env ids>__by-<flag>.png ("/" and ":" of an id become "-")."""
     env_ids = sorted({run["config"]["env_id"] for run in runs})
     name = "+".join(e.replace("/", "-").replace(":", "-") for e in env_ids)
-    return f"{name}__by-{flag}.png"
+    return os.path.join("plots", f"{name}__by-{flag}.png")
+
+
+def seeds_of(runs):
+    """The runs' seeds (config.json's seed; a run without one counts as a seed of its own)."""
+    return [run["config"].get("seed", run["folder"]) for run in runs]
 
 
 if __name__ == "__main__":

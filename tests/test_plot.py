@@ -3,6 +3,7 @@ and the evaluation points against numbers worked out by hand, on made-up run fol
 the grouping and the table; real folders written by tiny runs of qlearning.py and ppo.py;
 every bad input (CONTRIBUTING.md, "Bad input"); benchmark.py's comparison figure, drawn
 through plot.py."""
+import ast
 import csv
 import glob
 import json
@@ -16,7 +17,7 @@ import benchmark
 import plot
 import ppo
 import qlearning
-from conftest import approx, check_import_is_quiet
+from conftest import ROOT, approx, check_import_is_quiet
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -165,25 +166,108 @@ def test_made_up_runs_grouped_drawn_and_tabled(made_up, tmp_path, monkeypatch, c
     # train (4+6)/2=5.0, eval (8+11)/2=9.5, solved 20 (only A), wall (3+2)/2=2.5,
     # steps (30+26)/2=28
     header, c, ab = table_rows(stdout)
-    assert header == ["environment", "group", "runs", *plot.SUMMARY_FIGURES]
-    assert c == ["Made-v0", "num_steps=8", "1", "-", "-", "-", "-", "-"]
-    assert ab == ["Made-v0", "num_steps=16", "2", "5.0", "9.5", "20 (1/2)", "2.5", "28"]
+    assert header == ["environment", "group", "runs", "seeds", *plot.SUMMARY_FIGURES]
+    assert c == ["Made-v0", "num_steps=8", "1", "1", "-", "-", "-", "-", "-"]
+    assert ab == ["Made-v0", "num_steps=16", "2", "2", "5.0", "9.5", "20 (1/2)", "2.5", "28"]
 
 
 def test_made_up_runs_by_exp_name_against_wall_time(made_up, monkeypatch, capsys, tmp_path):
-    # the default grouping puts A, B, C together (one exp_name); --x wall_time draws against
-    # the wall_time column (step / 10): from C's first episode, 0.5, to A's last, 3.0
+    # the default grouping by exp_name ("made") still splits by num_steps, a flag that changes
+    # the task: A and B, then C, each label naming the flag; --x wall_time draws against the
+    # wall_time column (step / 10): A and B from A's first episode, 1.0, to A's last, 3.0
     figures = drawn_figure(monkeypatch)
     monkeypatch.chdir(tmp_path)
     groups = plot.main(plot.Args(runs=[made_up], x="wall_time"))
-    assert list(groups) == [("Made-v0", "made")] and len(groups["Made-v0", "made"]) == 3
-    assert (tmp_path / "Made-v0__by-exp_name.png").read_bytes()[:8] == PNG  # the default --out
+    assert {label: len(runs) for (_, label), runs in groups.items()} == {
+        "made num_steps=16": 2, "made num_steps=8": 1}
+    # the default --out: plots/ in the current folder
+    assert (tmp_path / "plots" / "Made-v0__by-exp_name.png").read_bytes()[:8] == PNG
+    assert sorted(os.listdir(tmp_path)) == ["plots", "runs"]  # nothing else written here
     line = figures[0].axes[0].lines[0]
-    assert line.get_xdata()[[0, -1]].tolist() == approx([0.5, 3.0])
-    # with three runs, of which only two have summary.json: (2/3)
-    (_, row) = table_rows(capsys.readouterr().out)
-    assert row == ["Made-v0", "made", "3", "5.0 (2/3)", "9.5 (2/3)", "20 (1/3)", "2.5 (2/3)",
-                   "28 (2/3)"]
+    assert line.get_label() == "made num_steps=16 (2 seeds)"
+    assert line.get_xdata()[[0, -1]].tolist() == approx([1.0, 3.0])
+    assert [row[:4] for row in table_rows(capsys.readouterr().out)[1:]] == [
+        ["Made-v0", "made num_steps=16", "2", "2"], ["Made-v0", "made num_steps=8", "1", "1"]]
+
+
+def test_a_folder_that_is_not_a_run_is_skipped_with_one_warning_line(made_up, run_cli, tmp_path):
+    runs = tmp_path / "runs"
+    (runs / "notes").mkdir()
+    (runs / "notes" / "todo.txt").write_text("compare with dqn\n")
+    (runs / "Made-v0__by-exp_name.png").write_bytes(PNG)  # a figure saved among the runs
+    write_run(runs / "E", {"seed": 5, "num_steps": 8}, [(10, 1)])
+    os.remove(runs / "E" / "episodes.csv")  # a run killed before it wrote its first file
+    code, out, err = run_cli("plot.py", [made_up, "--out", str(tmp_path / "f.png")])
+    assert code == 0, err
+    assert err == (f"plot.py: warning: skipped 3 folders that are not a run: "
+                   f"{runs / 'E'} (has no episodes.csv), "
+                   f"{runs / 'Made-v0__by-exp_name.png'} (has no config.json), "
+                   f"{runs / 'notes'} (has no config.json)\n")
+    assert [row[1:3] for row in table_rows(out)[1:]] == [["made num_steps=16", "2"],
+                                                          ["made num_steps=8", "1"]]
+
+
+def lstm_config(seed, hide_obs, **rest):
+    return {"exp_name": "ppo_lstm", "seed": seed, "hide_obs": hide_obs, "learning_rate": 0.001,
+            "output_dir": "runs", "cuda": True, "eval_every": 0, "capture_video": False, **rest}
+
+
+def test_runs_are_grouped_by_every_flag_that_changes_the_task(tmp_path, monkeypatch):
+    # ppo_lstm with --hide-obs 1 3 (seeds 1, 2) and without (seeds 1, 2): two groups whose
+    # labels name the flag; flags that do not change what is learned (output_dir, cuda,
+    # eval_every, capture_video, stop_at_return, ...) do not split a group
+    runs = tmp_path / "runs"
+    write_run(runs / "a", lstm_config(1, [1, 3]), [(10, 1)])
+    write_run(runs / "b", lstm_config(2, [1, 3], output_dir="elsewhere", cuda=False,
+                                      eval_every=500, stop_at_return=200.0), [(10, 2)])
+    write_run(runs / "c", lstm_config(1, []), [(10, 3)])
+    write_run(runs / "d", lstm_config(2, [], capture_video=True), [(10, 4)])
+    # the same flags but another learning rate: a third group, labelled by what differs
+    write_run(runs / "e", lstm_config(1, [], learning_rate=0.01), [(10, 5)])
+    monkeypatch.chdir(tmp_path)
+    groups = plot.main(plot.Args(runs=[str(runs / "*")]))
+    assert {label: [os.path.basename(r["folder"]) for r in members]
+            for (_, label), members in groups.items()} == {
+        "ppo_lstm hide_obs=[1, 3] learning_rate=0.001": ["a", "b"],
+        "ppo_lstm hide_obs=[] learning_rate=0.001": ["c", "d"],
+        "ppo_lstm hide_obs=[] learning_rate=0.01": ["e"]}
+    # with --group-by, the other flags that differ still split and label the groups
+    groups = plot.main(plot.Args(runs=[str(runs / "*")], group_by="learning_rate"))
+    assert [label for _, label in groups] == ["learning_rate=0.001 hide_obs=[1, 3]",
+                                              "learning_rate=0.001 hide_obs=[]",
+                                              "learning_rate=0.01"]
+
+
+def test_the_flags_that_do_not_split_groups_are_flags_of_the_scripts():
+    fields = set()
+    for path in glob.glob(os.path.join(ROOT, "*.py")):
+        with open(path) as f:
+            fields |= {node.target.id for cls in ast.parse(f.read()).body
+                       if isinstance(cls, ast.ClassDef) and cls.name == "Args"
+                       for node in cls.body if isinstance(node, ast.AnnAssign)}
+    assert plot.NOT_TASK_FLAGS - {"device", "versions"} <= fields  # config.json's extras
+    assert {"seed", "output_dir", "exp_name", "cuda", "eval_every", "eval_episodes",
+            "save_model", "capture_video"} <= plot.NOT_TASK_FLAGS
+
+
+def test_runs_and_distinct_seeds_are_counted(tmp_path, monkeypatch, capsys):
+    # two runs of seed 1 and one of seed 2 in one group: "3 runs, 2 seeds"
+    figures = drawn_figure(monkeypatch)
+    for name, seed in [("a", 1), ("b", 1), ("c", 2)]:
+        write_run(tmp_path / "runs" / name, {"seed": seed}, [(10, 1), (20, 2)])
+    plot.main(plot.Args(runs=[str(tmp_path / "runs" / "*")], out=str(tmp_path / "f.png")))
+    assert figures[0].axes[0].lines[0].get_label() == "made (3 runs, 2 seeds)"
+    assert table_rows(capsys.readouterr().out)[1][:4] == ["Made-v0", "made", "3", "2"]
+    assert plot.count_runs([1, 1]) == "2 runs, 1 seed"
+    assert plot.count_runs([1]) == "1 seed" and plot.count_runs([3, 1, 2]) == "3 seeds"
+
+
+def test_table_figures_keep_two_significant_digits():
+    # one decimal, or as many as two significant digits need
+    assert [plot.format_figure(v, 1) for v in (0.74, 0.0312, 7.88, 475.26, 0.0, -0.74)] == [
+        "0.74", "0.031", "7.9", "475.3", "0.0", "-0.74"]
+    # counts (no decimals) stay whole: a step is not rounded to two significant digits
+    assert [plot.format_figure(v, 0) for v in (5, 12345.0)] == ["5", "12345"]
 
 
 # ---------------------------------------------------------------------------------------
@@ -234,7 +318,8 @@ def test_runs_of_two_scripts(real_runs, run_cli, tmp_path):
         found = summaries(real_runs, pattern)
         for name in ("train_return_last20", "wall_time_s", "global_steps"):
             expected = sum(s[name] for s in found) / len(found)
-            assert row[header.index(name)] == plot.SUMMARY_FIGURES[name].format(expected)
+            assert row[header.index(name)] == plot.format_figure(expected,
+                                                                 plot.SUMMARY_FIGURES[name])
 
 
 def test_group_by_a_flag_of_real_runs(real_runs, run_cli, tmp_path):
