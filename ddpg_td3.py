@@ -39,7 +39,7 @@ Run:
     python ddpg_td3.py --env-id Pendulum-v1                  # TD3, the defaults
     python ddpg_td3.py --env-id Pendulum-v1 --algo ddpg      # DDPG
     python ddpg_td3.py --env-id Pendulum-v1 --algo ddpg --twin-q True   # DDPG + clipped double Q
-    python ddpg_td3.py --env-id my_envs:Slider-v0            # an id your module my_envs registers
+    PYTHONPATH=tests python ddpg_td3.py --env-id my_envs:Slider-v0   # tests/my_envs.py's id
     python ddpg_td3.py --env-id HalfCheetah-v5 --total-timesteps 1000000 --gamma 0.99 \
         --tau 0.005 --learning-rate 3e-4 --learning-starts 25000 --hidden-size 256 \
         --batch-size 256                                    # needs gymnasium[mujoco]

@@ -38,7 +38,7 @@ Run:
     python dqn.py --env-id CartPole-v1
     python dqn.py --env-id CartPole-v1 --no-double-dqn --loss huber
     python dqn.py --env-id Acrobot-v1
-    PYTHONPATH=tests python dqn.py --env-id my_envs:GridWorld-v0   # your own module's id
+    PYTHONPATH=tests python dqn.py --env-id my_envs:GridWorld-v0   # tests/my_envs.py's id
     python dqn.py --help
 
 Writes runs/<env_id>__dqn__<seed>__<unix_time>/ with config.json, episodes.csv,

@@ -52,7 +52,7 @@ Papers:
 Run:
     python es.py --env-id CartPole-v1
     python es.py --policy linear --backend ray --ray-address auto   # on a Ray cluster (README)
-    python es.py --env-id my_envs:GridWorld-v0      # an environment your module registers
+    PYTHONPATH=tests python es.py --env-id my_envs:GridWorld-v0   # tests/my_envs.py's id
     python es.py --env-id Pendulum-v1 --total-timesteps 3000000 --population-size 32 \
         --episodes-per-member 2 --sigma 0.3 --learning-rate 0.1 --l2-coef 0.0015
     python es.py --help

@@ -51,7 +51,7 @@ Run:
     python mappo.py --env-id simple_spread_v3                      # EP critic, the defaults
     python mappo.py --env-id simple_spread_v3 --critic-state as
     python mappo.py --env-id simple_speaker_listener_v4 --no-share-actor
-    python mappo.py --env-id my_envs:team_env                      # your own environment
+    PYTHONPATH=tests python mappo.py --env-id my_envs:team_env     # tests/my_envs.py's function
     python mappo.py --help
 
 Writes runs/<env_id>__mappo__<seed>__<unix_time>/ with config.json, episodes.csv,
@@ -62,17 +62,20 @@ updates.csv, learning_curve.png, summary.json, model.pt with --save-model, and w
 # ---------------------------------------------------------------------------------------
 # Imports
 # ---------------------------------------------------------------------------------------
+import contextlib
 import csv
 import difflib
 import importlib.metadata
 import importlib.util
+import io
 import json
 import math
 import os
 import random
+import signal
 import sys
 import time
-from collections import deque
+import warnings
 from dataclasses import asdict, dataclass, replace
 from typing import Literal, NamedTuple, Optional
 
@@ -136,29 +139,29 @@ class Args:
     num_steps: int = 25
     """T: steps per environment copy in each rollout; the batch is N*T steps of all agents"""
     learning_rate: float = 1e-3
-    """Adam learning rate (actors and critic)"""
+    """Adam learning rate of the actors and the critic (7e-4 in the MAPPO paper's MPE runs)"""
     anneal_lr: bool = False
     """decay the learning rate linearly to 0 over the budget"""
     gamma: float = 0.95
-    """discount factor"""
+    """discount factor (0.99 in the MAPPO paper)"""
     gae_lambda: float = 0.95
-    """lambda of GAE"""
+    """lambda of GAE (0.95 in the MAPPO paper; 0.92-0.99 in the GAE paper's best runs)"""
     num_minibatches: int = 1
-    """minibatches per epoch, split over (step, environment) pairs; must divide N*T"""
+    """minibatches per epoch over (step, copy) pairs, dividing N*T (1 in the MAPPO paper)"""
     update_epochs: int = 10
-    """epochs over each rollout"""
+    """epochs over each rollout (5-15 in the MAPPO paper: fewer on harder tasks)"""
     norm_adv: bool = True
     """normalize advantages within each minibatch, over active agent steps only"""
     clip_coef: float = 0.2
-    """epsilon of the clipped surrogate and of the value clipping"""
+    """epsilon of the clipped surrogate and the value clipping (at most 0.2 in the MAPPO paper)"""
     clip_vloss: bool = True
     """clip the value loss around the rollout's value estimates, as MAPPO does"""
     ent_coef: float = 0.005
-    """entropy bonus coefficient c_e"""
+    """entropy bonus coefficient c_e (0.01 in the MAPPO paper)"""
     vf_coef: float = 1.0
-    """value loss coefficient c_v"""
+    """value loss coefficient c_v (1 in the MAPPO paper's code)"""
     max_grad_norm: float = 10.0
-    """gradient clipping: the largest global norm of the actors' and of the critic's gradient"""
+    """the largest global norm of the actors' and the critic's gradients (10 in the MAPPO paper)"""
     hidden_size: int = 64
     """width of the two hidden layers (ReLU) of the actors and of the critic"""
     layer_norm: bool = False
@@ -259,6 +262,13 @@ def mappo_loss(newlogprob, oldlogprob, advantages, active, newvalue, oldvalue, r
     return pg_loss - ent_coef * entropy + vf_coef * v_loss, pg_loss, v_loss, entropy
 
 
+def explained_variance(values, returns):
+    """1 - Var[R - V] / Var[R]: 1 when the critic predicts the targets, 0 or less when it
+    does no better than their mean (NaN when the targets do not vary)."""
+    var_returns = returns.var().item()
+    return 1 - (returns - values).var().item() / var_returns if var_returns else math.nan
+
+
 class ValueNorm:
     """Running mean and variance of the value targets, merged batch by batch (Chan et al.
     1979). With n samples so far and a batch of m with mean mu_b and variance var_b:
@@ -304,6 +314,13 @@ class ValueNorm:
 
     def denormalize(self, y):
         return y * self.std() + self.mean if self.enabled else y
+
+    def state_dict(self):  # plain numbers, which torch.load(weights_only=True) reads
+        return {"mean": self.mean, "var": self.var, "count": self.count}
+
+    def load_state_dict(self, state):
+        self.mean, self.var = float(state["mean"]), float(state["var"])
+        self.count = int(state["count"])
 
 
 def critic_input(state, obs, critic_state):
@@ -455,10 +472,9 @@ class Critic(nn.Module):
 # ---------------------------------------------------------------------------------------
 # Training
 # ---------------------------------------------------------------------------------------
-def train(args, envs, actors, critic, value_norm, run, summary, device):
-    """MAPPO's loop: collect a rollout, compute the targets, update, log; repeated until the
-    budget is spent or --stop-at-return is reached. summary["global_steps"] counts as it
-    goes, so an interrupted run knows how far it got."""
+def train(args, envs, actors, critic, value_norm, run, device):
+    """MAPPO's loop: collect a rollout, compute the targets, update, log; until the budget,
+    --stop-at-return or a non-finite loss."""
     ep = args.critic_state == "ep"
     num_agents = len(envs.agents)
     # One Adam (eps 1e-5, MAPPO's) where the references have one for the actors and one for
@@ -468,18 +484,18 @@ def train(args, envs, actors, critic, value_norm, run, summary, device):
     buffer = RolloutBuffer(args.num_steps, args.num_envs, num_agents, envs.obs.shape[-1],
                            envs.avail.shape[-1], args.critic_state, critic.critic_dim, device)
     batch_size = args.num_envs * args.num_steps
-    num_updates = args.total_timesteps // batch_size
-    last20 = deque(maxlen=20)
+    num_iterations = args.total_timesteps // batch_size
+    global_step = 0
 
     def tensor(x):
         return torch.from_numpy(x).to(device)
 
     obs, state, avail, active = (tensor(x) for x in envs.reset(args.seed))
     active = active.float()
-    for update in range(1, num_updates + 1):
-        if args.anneal_lr:
+    for iteration in range(1, num_iterations + 1):
+        if args.anneal_lr:  # linearly from --learning-rate at the start to 0 at the end
             for group in optimizer.param_groups:
-                group["lr"] = args.learning_rate * (1 - (update - 1) / num_updates)
+                group["lr"] = args.learning_rate * (1 - (iteration - 1) / num_iterations)
 
         # Collect: T lock-steps of the N copies with the current policies.
         for step in range(args.num_steps):
@@ -488,22 +504,23 @@ def train(args, envs, actors, critic, value_norm, run, summary, device):
                 buffer.critic_obs[step] = critic_input(state, obs, args.critic_state)
                 buffer.actions[step], buffer.logprobs[step] = actors.act(obs, avail)
                 buffer.values[step] = critic(buffer.critic_obs[step])
+            # A done agent sends no action and gets reward 0 and a zero observation until its
+            # copy resets (LockstepEnvs); its active mask 0 keeps it out of the update's means.
             out = envs.step(buffer.actions[step].cpu().numpy())
-            summary["global_steps"] += args.num_envs
-            run.step(summary["global_steps"])  # progress line; evaluation every --eval-every steps
+            global_step += args.num_envs
+            run.step(global_step)  # progress line; evaluation every --eval-every steps
             buffer.rewards[step], buffer.terminated[step], buffer.truncated[step] = critic_step(
                 tensor(out.rewards), tensor(out.terminated), tensor(out.truncated), active,
                 tensor(out.ended), args.critic_state, args.per_agent_reward)
+            # where an episode was cut by the time limit, its value bootstraps from the true
+            # final state (taken before the copy reset)
             buffer.final_critic[step] = critic_input(tensor(out.final_state),
                                                      tensor(out.final_obs), args.critic_state)
             obs, state, avail = tensor(out.obs), tensor(out.state), tensor(out.avail)
             active = tensor(out.active).float()
             for _, episode_return, length in out.episodes:
-                last20.append(episode_return)
-                run.episode(summary["global_steps"], episode_return, length)
-            if out.episodes and reached(args.stop_at_return, last20):
-                summary["solved_at_step"] = summary["global_steps"]
-                summary["solved_at_time_s"] = round(time.time() - run.start, 3)
+                run.episode(global_step, episode_return, length)
+            if run.reached(args.stop_at_return, global_step):  # the summary records when
                 return
         buffer.last_critic.copy_(critic_input(state, obs, args.critic_state))
 
@@ -525,49 +542,49 @@ def train(args, envs, actors, critic, value_norm, run, summary, device):
             for idx in torch.randperm(batch_size, device=device).chunk(args.num_minibatches):
                 mb = {name: x[idx] for name, x in batch.items()}
                 newlogprob, entropy = actors.evaluate(mb["obs"], mb["avail"], mb["actions"])
-                mb_advantages = (normalize_advantages(mb["advantages"], mb["active"])
-                                 if args.norm_adv else mb["advantages"])
+                adv = mb["advantages"]  # normalized over the active agents unless --no-norm-adv
+                adv = normalize_advantages(adv, mb["active"]) if args.norm_adv else adv
                 loss, pg_loss, v_loss, entropy = mappo_loss(
-                    newlogprob, mb["logprobs"], mb_advantages, mb["active"],
-                    critic(mb["critic_obs"]), mb["values"], mb["targets"], mb["value_mask"],
-                    entropy, args.clip_coef, args.ent_coef, args.vf_coef, args.clip_vloss)
+                    newlogprob=newlogprob, oldlogprob=mb["logprobs"], advantages=adv,
+                    active=mb["active"], newvalue=critic(mb["critic_obs"]),
+                    oldvalue=mb["values"], returns=mb["targets"], value_mask=mb["value_mask"],
+                    entropy=entropy, clip_coef=args.clip_coef, ent_coef=args.ent_coef,
+                    vf_coef=args.vf_coef, clip_vloss=args.clip_vloss)
                 optimizer.zero_grad()
                 loss.backward()
                 nn.utils.clip_grad_norm_(actors.parameters(), args.max_grad_norm)  # each its
                 nn.utils.clip_grad_norm_(critic.parameters(), args.max_grad_norm)  # own, as theirs
                 optimizer.step()
-                # diagnostics: the k3 estimator of KL(old || new), mean((ratio - 1) - log ratio),
-                # and the fraction of active steps whose ratio left [1 - eps, 1 + eps]
+                # Diagnostics: k3 estimate of KL(old || new), mean(ratio - 1 - log ratio), and
+                # the fraction of active steps whose ratio left [1 - eps, 1 + eps]
                 logratio = (newlogprob - mb["logprobs"]).detach()
                 approx_kls.append(masked_mean(torch.expm1(logratio) - logratio, mb["active"]))
                 clipfracs.append(masked_mean((logratio.exp() - 1).abs() > args.clip_coef,
                                              mb["active"]))
 
-        # Log.
-        if non_finite(loss.item(), summary):  # says so; the run stops as interrupted
+        if run.non_finite(loss.item(), global_step):  # says so; the run stops as interrupted
             return
-        sps = int(summary["global_steps"] / (time.time() - run.start))
-        run.update({"global_step": summary["global_steps"],
-                    "wall_time": round(time.time() - run.start, 4), "sps": sps,
-                    "learning_rate": optimizer.param_groups[0]["lr"],
-                    "policy_loss": pg_loss.item(), "value_loss": v_loss.item(),
-                    "entropy": entropy.item(), "approx_kl": torch.stack(approx_kls).mean().item(),
-                    "clipfrac": torch.stack(clipfracs).mean().item(),
-                    "explained_variance": explained_variance(values, returns, value_mask),
-                    "return_mean": value_norm.mean, "return_std": math.sqrt(value_norm.var)})
+        counted = value_mask.bool()
+        run.update(global_step, learning_rate=optimizer.param_groups[0]["lr"],
+                   policy_loss=pg_loss.item(), value_loss=v_loss.item(), entropy=entropy.item(),
+                   approx_kl=torch.stack(approx_kls).mean().item(),
+                   clipfrac=torch.stack(clipfracs).mean().item(),
+                   explained_variance=explained_variance(values[counted], returns[counted]),
+                   return_mean=value_norm.mean, return_std=math.sqrt(value_norm.var))
 
 
 def main(args: Args) -> dict:
-    """Train MAPPO (or, with --eval-checkpoint, evaluate a saved model), write the run
-    folder and return the summary."""
+    """Train MAPPO (or evaluate an --eval-checkpoint), write the run folder, return the summary.
+    Ctrl-C stops training; the run folder is written, then KeyboardInterrupt goes on up."""
+    # Check everything a user can get wrong before anything runs (CONTRIBUTING.md, "Bad input").
     check_args(args)
-    checkpoint = None
-    if args.eval_checkpoint is not None:
-        checkpoint = load_checkpoint(args.eval_checkpoint, args.env_id)
+    spec = check_env(args.env_id)
+    checkpoint = load_checkpoint(args.eval_checkpoint, args.env_id)  # None without the flag
+    if checkpoint is not None:  # the networks, the critic's state and the time limit: the model's
         args = replace(args, **{k: checkpoint["args"][k] for k in CHECKPOINT_ARGS})
-    spec = check_env(args)
 
-    device = seed_and_device(args)
+    # Set up: seeds, device, the actors, the critic, the value normalizer, the run folder.
+    device = seed_and_device(args.seed, args.cuda)
     num_agents, obs_dim = len(spec["agents"]), max(spec["obs_dims"])
     critic_dim = spec["state_dim"] + (obs_dim + num_agents if args.critic_state == "as" else 0)
     actors = Actors(spec["obs_dims"], max(spec["action_counts"]), args.share_actor,
@@ -575,96 +592,65 @@ def main(args: Args) -> dict:
     critic = Critic(critic_dim, args.hidden_size, args.layer_norm).to(device)
     value_norm = ValueNorm(args.value_norm)
     if checkpoint is not None:
-        load_weights(checkpoint, args, actors, critic, value_norm)
+        restore(checkpoint, actors, critic, value_norm, args)
+    run = RunWriter(args, device, spec, actors, critic, value_norm,
+                    rollout_steps=args.num_envs * args.num_steps)
 
-    run = RunWriter(args, device, spec, actors, critic, value_norm)
-    print(f"{SCRIPT}: {args.env_id}, {num_agents} agents, {args.critic_state.upper()} critic, "
-          f"seed {args.seed}, device {device}")
-    summary = new_summary(args)
+    # Train (unless evaluating a checkpoint), then finish: evaluate, save, write, plot.
+    interrupted = False
     if checkpoint is None:
         envs = LockstepEnvs(args.env_id, args.num_envs, spec, args.max_cycles)
         try:
-            train(args, envs, actors, critic, value_norm, run, summary, device)
+            train(args, envs, actors, critic, value_norm, run, device)
         except KeyboardInterrupt:
             print(f"{SCRIPT}: interrupted; writing what the run has so far")
-            summary["interrupted"] = True
+            interrupted = run.summary["interrupted"] = True
         finally:
             envs.close()
-    return finish(args, run, summary, actors, critic, value_norm, spec, device,
-                  trained=checkpoint is None)
+    summary = finish(args, run, actors, critic, value_norm, spec, device,
+                     trained=checkpoint is None)
+    if interrupted:
+        raise KeyboardInterrupt  # the run folder is written; the command line exits with 130
+    return summary
 
 
 # ---------------------------------------------------------------------------------------
 # Plumbing: checks, run folder, evaluation, checkpoints (not needed to follow the algorithm)
 # ---------------------------------------------------------------------------------------
+# More than the 350 lines of the other scripts: PettingZoo has no vector environment, so
+# LockstepEnvs (after the common pieces) steps N copies whose agents finish at different
+# times, and make_env and check_env speak PettingZoo's ids and module:function.
 class UsageError(Exception):
-    """Bad input (CONTRIBUTING.md, "Bad input"): one line on stderr, exit status 2, before
-    training."""
+    """Bad input: reported as one line on stderr with exit status 2, before training."""
 
 
 def fail(message):
     raise UsageError(message)
 
 
-# The MPE tasks in which every agent works for one team, and those with adversaries.
-COOPERATIVE = ("simple_spread_v3", "simple_speaker_listener_v4", "simple_reference_v3",
-               "simple_v3", "simple_line_v1", "simple_formation_v1", "collect_treasure_v1")
-COMPETITIVE = ("simple_adversary_v3", "simple_crypto_v3", "simple_push_v3", "simple_tag_v3",
-               "simple_world_comm_v3")
-# the flags a checkpoint's networks were built with, which --eval-checkpoint takes over
-CHECKPOINT_ARGS = ("hidden_size", "share_actor", "layer_norm", "critic_state", "max_cycles")
-
-
-def seed_and_device(args):
-    """Seed Python, NumPy and torch; return the device (the GPU if asked and present)."""
-    random.seed(args.seed)
-    np.random.seed(args.seed)
-    torch.manual_seed(args.seed)
-    device = torch.device("cuda" if args.cuda and torch.cuda.is_available() else "cpu")
-    if device.type == "cpu":
-        torch.set_num_threads(1)  # 64-unit MLPs run faster without the thread pool
-    return device
-
-
-def new_summary(args):
-    """summary.json's fields, filled in as the run goes (CONTRIBUTING.md, "What a run writes")."""
-    return {"algorithm": "mappo", "env_id": args.env_id, "seed": args.seed, "global_steps": 0,
-            "wall_time_s": None, "train_return_last20": None, "eval_return_mean": None,
-            "eval_return_std": None, "eval_episodes": args.eval_episodes,
-            "solved_at_step": None, "solved_at_time_s": None, "interrupted": False}
-
-
-def explained_variance(values, returns, mask):
-    """How much of the returns' variance the values explain, over the entries where mask is
-    1:  1 - Var(R - V) / Var(R)  (1: perfect, 0: no better than a constant; nan if Var(R) = 0).
-    values are the rollout's values in return units, as they were when the rollout was made."""
-    mask = mask.bool()
-    var_returns = returns[mask].var().item()
-    return 1 - (returns - values)[mask].var().item() / var_returns if var_returns else math.nan
-
-
-def non_finite(loss, summary):
-    """True, after saying so and marking the run interrupted, when the loss is NaN or inf."""
-    if math.isfinite(loss):
-        return False
-    print(f"{SCRIPT}: the loss is not finite (NaN or inf) at step {summary['global_steps']}; "
-          "stopping (try a lower --learning-rate)")
-    summary["interrupted"] = True
-    return True
-
-
-def reached(stop_at_return, last20):
-    """--stop-at-return: the last 20 episodes' mean is at or above it."""
-    return stop_at_return is not None and len(last20) == 20 and np.mean(last20) >= stop_at_return
+def parse_args():
+    """tyro.cli(Args), with tyro's own parse errors (an unknown flag, a value of the wrong
+    type) turned into one line: tyro's message and the flags it suggests, read back from the
+    text it prints. --help prints as tyro writes it."""
+    if {"-h", "--help"} & set(sys.argv[1:]):
+        return tyro.cli(Args)
+    captured = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(captured), contextlib.redirect_stderr(captured):
+            return tyro.cli(Args)
+    except SystemExit:
+        lines = [line.strip() for line in captured.getvalue().splitlines()]
+        lines = [line for line in lines if line.strip("-")]  # drop blanks and rules
+        flags = [line.split()[0].rstrip(",") for line in lines[2:] if line.startswith("--")]
+        hint = f"; did you mean {' or '.join(flags)}?" if "Perhaps you meant:" in lines else ""
+        fail(f"{lines[1][0].lower()}{lines[1][1:]}{hint} (python {SCRIPT} --help lists the flags)")
 
 
 def check_args(args):
-    """Everything a user can get wrong, checked before any environment runs."""
+    """Everything a user can get wrong in the flags, checked before any environment runs."""
     for name in ("total_timesteps", "num_envs", "num_steps", "num_minibatches",
-                 "update_epochs", "hidden_size", "max_cycles"):
-        if getattr(args, name) <= 0:
-            fail(f"--{name.replace('_', '-')} must be positive, got {getattr(args, name)}")
-    for name in ("learning_rate", "clip_coef", "max_grad_norm"):
+                 "update_epochs", "hidden_size", "max_cycles", "learning_rate", "clip_coef",
+                 "max_grad_norm"):
         if not getattr(args, name) > 0:
             fail(f"--{name.replace('_', '-')} must be positive, got {getattr(args, name)}")
     for name in ("gamma", "gae_lambda"):
@@ -673,10 +659,15 @@ def check_args(args):
     if args.eval_episodes < 0:
         fail(f"--eval-episodes must be 0 or more, got {args.eval_episodes}")
     if args.eval_every < 0:
-        fail("--eval-every must be 0 (evaluate only after training) or more, got "
-             f"{args.eval_every}")
+        fail("--eval-every must be 0 (evaluate only after training) or more, "
+             f"got {args.eval_every}")
     if args.eval_every and not args.eval_episodes:
         fail("--eval-every needs at least one evaluation episode; pass --eval-episodes 1 or more")
+    if args.capture_video and not args.eval_episodes:
+        fail("--capture-video records the evaluation episodes, and --eval-episodes 0 has none; "
+             "pass --eval-episodes 1 or more")
+    if args.capture_video and importlib.util.find_spec("moviepy") is None:
+        fail("--capture-video needs moviepy: pip install moviepy")
     if args.per_agent_reward and args.critic_state == "ep":
         fail("--per-agent-reward needs --critic-state as (the EP critic has one value per "
              "copy, learned from the team reward)")
@@ -687,66 +678,44 @@ def check_args(args):
     if args.eval_checkpoint is None and args.total_timesteps < batch_size:
         fail(f"--total-timesteps {args.total_timesteps} is less than one rollout "
              f"(num_envs*num_steps = {batch_size}); raise it or shrink the rollout")
-    if args.capture_video and importlib.util.find_spec("moviepy") is None:
-        fail("--capture-video needs moviepy: pip install moviepy")
 
 
-def make_env(env_id, max_cycles, render_mode=None):
-    """One PettingZoo parallel environment. An MPE task is PettingZoo's own AEC-to-parallel
-    conversion of the raw environment, without the wrappers that check every action's bounds
-    and the call order (the script's actions are always valid; the checks cost a third of
-    the step time). module:function calls the user's function (with render_mode if set)."""
+def check_env(env_id):
+    """Make env_id once (make_env imports the module of a module:function id itself) and
+    check that mappo.py handles its agents and spaces; returns the spec dict: agents,
+    obs_dims, action_counts, state_dim, has_state."""
     module, _, name = env_id.rpartition(":")
-    if module:
-        function = getattr(importlib.import_module(module), name)
-        return function(render_mode=render_mode) if render_mode else function()
-    mpe = importlib.import_module(f"mpe2.{env_id}")  # only this task's: some import SciPy
-    return aec_to_parallel_wrapper(mpe.raw_env(max_cycles=max_cycles, render_mode=render_mode))
-
-
-def check_env_id(env_id):
-    """Refuse ids mappo.py cannot run, with a pointer to what to use."""
-    module_name, _, name = env_id.rpartition(":")
-    mpe_ids = ", ".join(sorted(COOPERATIVE))
-    if module_name:
-        try:
-            module = importlib.import_module(module_name)
-        except Exception as e:
-            fail(f"cannot import module {module_name} ({type(e).__name__}: {e}); pass "
-                 "module:function with the module on the Python path")
-        if name in gym.registry:
-            fail(f"{name} is a single-agent Gymnasium environment; use ppo.py")
-        if not hasattr(module, name):
-            functions = [n for n in dir(module) if callable(getattr(module, n))]
-            close = difflib.get_close_matches(name, functions, n=3, cutoff=0.5)
-            fail(f"module {module_name} has no {name}; pass module:function, a function that "
-                 f"returns a PettingZoo parallel environment"
-                 f"{' (did you mean ' + ', '.join(close) + '?)' if close else ''}")
-        if not callable(getattr(module, name)):
-            kind = type(getattr(module, name)).__name__
-            fail(f"{env_id} is not a function (it is of type {kind}); pass a function that "
-                 "returns a PettingZoo parallel environment")
-    elif env_id in COMPETITIVE:
-        fail(f"{env_id} is a competitive MPE task (adversaries against good agents); "
-             f"mappo.py trains one cooperative team: use one of {mpe_ids}")
-    elif env_id in gym.registry:
-        fail(f"{env_id} is a single-agent Gymnasium environment; use ppo.py (mappo.py runs "
-             f"the cooperative MPE tasks: {mpe_ids}, or module:function)")
-    elif env_id not in COOPERATIVE:
-        close = difflib.get_close_matches(env_id, sorted(COOPERATIVE), n=3, cutoff=0.5)
-        hint = f"did you mean {', '.join(close)}? " if close else ""
-        fail(f"unknown environment id {env_id!r}; {hint}the MPE tasks are {mpe_ids} "
-             "(or pass module:function for your own PettingZoo parallel environment)")
-
-
-def check_env(args):
-    """Check the id, build one environment and read its spaces; returns the spec dict:
-    agents, obs_dims, action_counts, state_dim, has_state."""
-    check_env_id(args.env_id)
-    env = make_env(args.env_id, args.max_cycles)
+    tasks = f"mappo.py runs the cooperative MPE tasks ({', '.join(sorted(COOPERATIVE))})"
+    if name in gym.registry:
+        fail(f"{name} is a single-agent Gymnasium environment; use ppo.py ({tasks})")
+    if not module and env_id in COMPETITIVE:
+        fail(f"{env_id} is a competitive MPE task (adversaries against good agents); {tasks}")
+    if not module and env_id not in COOPERATIVE:
+        close = [i for i in difflib.get_close_matches(env_id, COOPERATIVE, n=3, cutoff=0.6)
+                 if makeable(i)]
+        fail(f"unknown environment id {env_id!r}" + (f"; did you mean {', '.join(close)}?"
+             if close else "") + f"; {tasks}, or module:function for your own")
+    try:
+        env = make_env(env_id, max_cycles=25)  # the spaces do not depend on the time limit
+    except ModuleNotFoundError as e:
+        where = ("; put its folder on PYTHONPATH (PYTHONPATH=. when it is in this folder)"
+                 if e.name == module else "")
+        fail(f"cannot make {env_id}: no module named {e.name}{where}")
+    except AttributeError as e:
+        if e.name != name or getattr(e.obj, "__name__", None) != module:
+            fail(f"cannot make {env_id}: AttributeError: {e}".splitlines()[0])
+        if name in gym.registry:  # registered by the module's import
+            fail(f"{name} is a single-agent Gymnasium environment; use ppo.py ({tasks})")
+        close = [f"{module}:{n}" for n in difflib.get_close_matches(name, dir(e.obj), n=3)
+                 if callable(getattr(e.obj, n))]
+        fail(f"unknown environment id {env_id!r}: module {module} has no function {name}"
+             + (f" (did you mean {', '.join(close)}?)" if close else "")
+             + "; pass module:function, a function that returns a PettingZoo parallel env")
+    except Exception as e:  # a module or function of the user's own that fails
+        fail(f"cannot make {env_id}: {type(e).__name__}: {e}".splitlines()[0])
     if not (hasattr(env, "possible_agents") and callable(getattr(env, "step", None))
             and not hasattr(env, "agent_iter")):
-        fail(f"{args.env_id} gives a {type(env).__name__}, not a PettingZoo parallel "
+        fail(f"{env_id} gives a {type(env).__name__}, not a PettingZoo parallel "
              "environment; pass a function that returns one (like parallel_env)")
     agents = list(env.possible_agents)
     obs_spaces = [env.observation_space(a) for a in agents]
@@ -759,16 +728,351 @@ def check_env(args):
     env.close()
     for agent, space in zip(agents, action_spaces):
         if not isinstance(space, gym.spaces.Discrete):
-            fail(f"{args.env_id}'s agent {agent} has a {type(space).__name__} action space; "
+            fail(f"{env_id}'s agent {agent} has a {type(space).__name__} action space; "
                  "mappo.py's actors are categorical and need Discrete actions (for "
                  "continuous control of one agent see ppo.py or ddpg_td3.py)")
     for agent, space in zip(agents, obs_spaces):
         if not isinstance(space, gym.spaces.Box) or len(space.shape) != 1:
-            fail(f"{args.env_id}'s agent {agent} has observations {space}; mappo.py's MLPs "
+            fail(f"{env_id}'s agent {agent} has observations {space}; mappo.py's MLPs "
                  "need flat Box vectors")
     return {"agents": agents, "obs_dims": [s.shape[0] for s in obs_spaces],
             "action_counts": [int(s.n) for s in action_spaces], "state_dim": state_dim,
             "has_state": has_state}
+
+
+def makeable(env_id):
+    """Whether make_env(env_id) works here (its dependencies installed), for suggestions."""
+    try:
+        with warnings.catch_warnings():  # an old version's deprecation is no news here
+            warnings.simplefilter("ignore")
+            make_env(env_id, max_cycles=25).close()
+        return True
+    except Exception:
+        return False
+
+
+def seed_and_device(seed, cuda):
+    """Seed Python's, NumPy's and torch's random generators (the environments are seeded by
+    their reset), and pick the device: the GPU if asked for and present, else the CPU with
+    one thread (64-unit MLPs run faster without torch's thread pool)."""
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+    device = torch.device("cuda" if cuda and torch.cuda.is_available() else "cpu")
+    if device.type == "cpu":
+        torch.set_num_threads(1)
+    return device
+
+
+@torch.no_grad()
+def evaluate(actors, env_id, spec, max_cycles, episodes, seed, device, video_folder=None):
+    """Greedy mean per-agent returns of `episodes` episodes, one per environment copy, all
+    at once. The greedy action is the most likely of the agent's available actions; a done
+    agent sends none. With a video folder each copy's episode is eval-<copy>-episode-0.mp4."""
+    if video_folder is not None:
+        os.environ.setdefault("SDL_VIDEODRIVER", "dummy")  # frames only, no window to open
+    envs = LockstepEnvs(env_id, episodes, spec, max_cycles,
+                        render_mode="rgb_array" if video_folder else None)
+    obs, _, avail, _ = envs.reset(seed)
+    returns = np.full(episodes, np.nan)
+    frames = [[envs.render(n)] for n in range(episodes)] if video_folder else None
+    while np.isnan(returns).any():
+        actions = actors.logits(torch.from_numpy(obs).to(device),
+                                torch.from_numpy(avail).to(device)).argmax(-1)
+        out = envs.step(actions.cpu().numpy())
+        obs, avail = out.obs, out.avail
+        if video_folder:  # a copy that ended has reset: its frame is the next episode's
+            for n in np.flatnonzero(np.isnan(returns)):
+                frames[n].append(envs.render(n))
+        for n, episode_return, _ in out.episodes:
+            if np.isnan(returns[n]):
+                returns[n] = episode_return
+    envs.close()
+    if video_folder:
+        from gymnasium.utils.save_video import save_video  # imports moviepy, only when needed
+    for n, episode_frames in enumerate(frames or []):
+        save_video(episode_frames[:-1], video_folder, fps=10, name_prefix=f"eval-{n}",
+                   episode_index=0, episode_trigger=lambda episode: True)
+    return returns
+
+
+class RunWriter:
+    """The run folder (CONTRIBUTING.md, "What a run writes"): config.json at once, the CSV
+    files row by row (flushed, so an interrupted run keeps them), a progress line every 2
+    seconds, the evaluations of --eval-every with best_model.pt; finish() writes the rest.
+    Training runs whole rollouts: the budget is rounded down to them, said at the start."""
+
+    def __init__(self, args, device, spec, actors, critic, value_norm, rollout_steps=1):
+        name = "__".join([args.env_id.replace("/", "-").replace(":", "-"), args.exp_name,
+                          str(args.seed), str(int(time.time()))])
+        self.path, suffix = os.path.join(args.output_dir, name), 1
+        while os.path.exists(self.path):  # a run with the same flags in the same second
+            suffix += 1
+            self.path = os.path.join(args.output_dir, f"{name}-{suffix}")
+        try:
+            os.makedirs(self.path)
+        except OSError as e:
+            fail(f"cannot create the run folder {self.path}: {e.strerror}")
+        versions = {package: importlib.metadata.version(package) for package in
+                    ("torch", "gymnasium", "numpy", "pettingzoo", "mpe2")}
+        with open(os.path.join(self.path, "config.json"), "w") as f:
+            json.dump({**asdict(args), "device": str(device),
+                       "versions": {**versions, "python": sys.version.split()[0]}}, f, indent=2)
+        self.summary = dict.fromkeys(SUMMARY_KEYS) | {
+            "algorithm": "mappo", "env_id": args.env_id, "seed": args.seed, "global_steps": 0,
+            "eval_episodes": args.eval_episodes, "interrupted": False}
+        self.args, self.device, self.spec = args, device, spec
+        self.model = (actors, critic, value_norm)  # what evaluations play and checkpoints hold
+        self.budget = args.total_timesteps // rollout_steps * rollout_steps
+        self.files, self.steps, self.returns, self.evaluations = {}, [], [], []
+        self.write_row("episodes.csv")  # its header now: a run with no episode has the file
+        self.start = self.last_print = time.time()
+        self.first_print = None  # (step, time) of the first progress line
+        print(f"{SCRIPT}: {args.env_id}, {len(spec['agents'])} agents, "
+              f"{args.critic_state.upper()} critic, seed {args.seed}, device {device}")
+        if self.budget != args.total_timesteps and args.eval_checkpoint is None:
+            print(f"{SCRIPT}: training runs {self.budget:,} of --total-timesteps "
+                  f"{args.total_timesteps:,}: whole rollouts of {rollout_steps:,} steps")
+
+    def elapsed(self):
+        return time.time() - self.start
+
+    def write_row(self, filename, **row):
+        """Append a row to a CSV file of the run folder, made with a header at first use
+        (episodes.csv's columns are fixed; no row writes the header alone)."""
+        if filename not in self.files:
+            f = open(os.path.join(self.path, filename), "w", newline="")
+            fields = EPISODE_FIELDS if filename == "episodes.csv" else list(row)
+            self.files[filename] = (f, csv.DictWriter(f, fieldnames=fields))
+            self.files[filename][1].writeheader()
+        f, writer = self.files[filename]
+        if row:
+            writer.writerow(row)
+        f.flush()
+
+    def episode(self, global_step, episode_return, episode_length):
+        self.steps.append(global_step)
+        self.returns.append(float(episode_return))
+        self.write_row("episodes.csv", global_step=global_step, wall_time=round(self.elapsed(), 4),
+                       episode_return=float(episode_return), episode_length=int(episode_length))
+
+    def update(self, global_step, **diagnostics):
+        wall_time = self.elapsed()
+        self.write_row("updates.csv", global_step=global_step, wall_time=round(wall_time, 4),
+                       sps=int(global_step / wall_time), **diagnostics)
+
+    def step(self, global_step):
+        """After each lock-step: record the step count (should Ctrl-C stop the run), run a
+        greedy evaluation each time global_step crosses a multiple of --eval-every, and
+        print the progress line every 2 seconds, its speed measured from the first line on
+        (the first seconds hold the start-up, which would make the speed and ETA wrong)."""
+        every, previous = self.args.eval_every, self.summary["global_steps"]
+        self.summary["global_steps"] = global_step
+        if every and global_step // every > previous // every:
+            self.evaluation(global_step)
+        now = time.time()
+        if now - self.last_print >= 2.0:
+            first, self.last_print = self.first_print or (global_step, now), now
+            sps = (global_step - first[0]) / (now - first[1]) if self.first_print else None
+            print(progress_line(global_step, self.budget, sps, self.recent_return()))
+            self.first_print = first
+
+    def evaluation(self, global_step):
+        """Evaluate the actors as they are now on copies of their own (the training copies
+        and the random streams are untouched), append the row to evaluations.csv and, with
+        --save-model, keep the best model so far as best_model.pt."""
+        wall_time = self.elapsed()
+        returns = evaluate(self.model[0], self.args.env_id, self.spec, self.args.max_cycles,
+                           self.args.eval_episodes, self.args.seed + 100_000, self.device)
+        mean, std = float(returns.mean()), float(returns.std())
+        self.write_row("evaluations.csv", global_step=global_step, wall_time=round(wall_time, 4),
+                       eval_return_mean=mean, eval_return_std=std)
+        best = max((m for _, m, _ in self.evaluations), default=-math.inf)
+        if self.args.save_model and mean > best:
+            save_checkpoint(os.path.join(self.path, "best_model.pt"), *self.model, self.args)
+        self.evaluations.append((global_step, mean, std))
+
+    def non_finite(self, loss, global_step):
+        """True, after saying so and marking the run interrupted, when the loss is NaN or inf."""
+        if math.isfinite(loss):
+            return False
+        print(f"{SCRIPT}: the loss became non-finite (NaN or inf) at step {global_step}; "
+              "stopping (try a lower --learning-rate)")
+        self.summary["interrupted"] = True
+        return True
+
+    def recent_return(self):
+        """The mean of the last 20 training episode returns (None before the first)."""
+        return float(np.mean(self.returns[-20:])) if self.returns else None
+
+    def reached(self, threshold, global_step):
+        """True once the mean of the last 20 returns reaches threshold; records when."""
+        if threshold is None or len(self.returns) < 20 or self.recent_return() < threshold:
+            return False
+        self.summary["solved_at_step"] = global_step
+        self.summary["solved_at_time_s"] = round(self.elapsed(), 3)
+        return True
+
+    def close(self):
+        for f, _ in self.files.values():
+            f.close()
+
+
+EPISODE_FIELDS = ("global_step", "wall_time", "episode_return", "episode_length")
+SUMMARY_KEYS = ("algorithm", "env_id", "seed", "global_steps", "wall_time_s",
+                "train_return_last20", "eval_return_mean", "eval_return_std", "eval_episodes",
+                "solved_at_step", "solved_at_time_s", "interrupted")
+
+
+def progress_line(global_step, total_steps, sps, recent_return):
+    """The console's progress: the step out of the budget, the percentage, steps per second,
+    the time left at that speed (h:mm:ss) and the mean of the last 20 training returns; the
+    speed and the time left read "-" while sps is None (the first line: nothing measured).
+
+        ETA = max(total_steps - global_step, 0) / sps
+    """
+    if sps:
+        minutes, seconds = divmod(round(max(total_steps - global_step, 0) / sps), 60)
+        speed = f"{sps:,.0f} sps | ETA {minutes // 60}:{minutes % 60:02}:{seconds:02}"
+    else:
+        speed = "- sps | ETA -"
+    recent = "n/a" if recent_return is None else f"{recent_return:.1f}"
+    return (f"step {global_step:,}/{total_steps:,} ({100 * global_step / total_steps:.0f}%) | "
+            f"{speed} | return (last 20) {recent}")
+
+
+def plot_learning_curve(path, steps, returns, title, evaluations=(), final=None):
+    """learning_curve.png: mean per-agent episode return against environment steps, raw
+    points faded and a moving average of 100 episodes on top (the N copies end many short
+    episodes at once); the greedy evaluations (step, mean, std) of --eval-every as a second
+    series, the mean with the std as error bars, and the final evaluation (step, mean, std)
+    after training as a marker of its own."""
+    fig = Figure(figsize=(7, 4), dpi=100)
+    ax = fig.add_subplot()
+    ax.scatter(steps, returns, s=4, alpha=0.1, label="episode return")
+    if returns:
+        window = min(100, len(returns))
+        smooth = np.convolve(returns, np.ones(window) / window, mode="valid")
+        ax.plot(steps[window - 1:], smooth, color="tab:blue", lw=2, label=f"mean of last {window}")
+    for points, style, label in ((evaluations, dict(color="tab:orange", marker="o", ms=4),
+                                  "greedy evaluation (mean, std)"),
+                                 ([final] if final else [], dict(color="tab:red", marker="D", ms=7),
+                                  "final greedy evaluation")):
+        if points:
+            eval_steps, means, stds = zip(*points)
+            ax.errorbar(eval_steps, means, yerr=stds, capsize=3, label=label, **style)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(loc="lower right")
+    ax.set(xlabel="environment steps", ylabel="mean per-agent episode return", title=title)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(os.path.join(path, "learning_curve.png"))
+    return os.path.join(path, "learning_curve.png")
+
+
+def save_checkpoint(path, actors, critic, value_norm, args):
+    torch.save({"actors": actors.state_dict(), "critic": critic.state_dict(),
+                "value_norm": value_norm.state_dict(), "args": asdict(args)}, path)
+
+
+def load_checkpoint(path, env_id):
+    """Load a model.pt safely (weights_only, onto the CPU) and check it was made for env_id;
+    None when path is None (no --eval-checkpoint)."""
+    if path is None:
+        return None
+    if not os.path.isfile(path):
+        fail(f"checkpoint {path} does not exist")
+    try:
+        checkpoint = torch.load(path, map_location="cpu", weights_only=True)
+        saved = checkpoint["args"]  # each lookup raises KeyError where an entry is missing
+        checkpoint["actors"], checkpoint["critic"], checkpoint["value_norm"], saved["env_id"]
+        [saved[k] for k in CHECKPOINT_ARGS]
+    except Exception as e:
+        fail(f"checkpoint {path} is not a mappo.py model.pt ({type(e).__name__}); "
+             "make one with --save-model")
+    if saved["env_id"] != env_id:
+        fail(f"checkpoint {path} was made for {saved['env_id']}, not {env_id}; "
+             f"pass --env-id {saved['env_id']}")
+    return checkpoint
+
+
+def restore(checkpoint, actors, critic, value_norm, args):
+    """Put a checkpoint's weights and value-normalization statistics into the networks."""
+    try:
+        actors.load_state_dict(checkpoint["actors"])
+        critic.load_state_dict(checkpoint["critic"])
+        value_norm.load_state_dict(checkpoint["value_norm"])
+    except (RuntimeError, KeyError, AttributeError, TypeError, ValueError) as e:
+        fail(f"checkpoint {args.eval_checkpoint} does not fit {args.env_id}'s networks: "
+             f"{str(e).splitlines()[0]}")
+
+
+def finish(args, run, actors, critic, value_norm, spec, device, trained=True):
+    """Evaluate greedily, save the model if asked, write summary.json and the curve, and
+    print the closing line. An interrupted run skips the evaluation."""
+    summary = run.summary
+    summary["train_return_last20"] = run.recent_return()
+    summary["wall_time_s"] = round(run.elapsed(), 3)
+    final = None
+    if args.eval_episodes and not summary["interrupted"]:
+        video_folder = os.path.join(run.path, "videos") if args.capture_video else None
+        returns = evaluate(actors, args.env_id, spec, args.max_cycles, args.eval_episodes,
+                           args.seed + 100_000, device, video_folder)
+        summary["eval_return_mean"] = float(returns.mean())
+        summary["eval_return_std"] = float(returns.std())
+        final = (summary["global_steps"], summary["eval_return_mean"], summary["eval_return_std"])
+    if args.save_model and trained:
+        save_checkpoint(os.path.join(run.path, "model.pt"), actors, critic, value_norm, args)
+    run.close()
+    with open(os.path.join(run.path, "summary.json"), "w") as f:
+        json.dump(summary, f, indent=2)
+    closing = [f"{SCRIPT}: run folder {run.path}", f"global_steps {summary['global_steps']:,}"]
+    for key in ("train_return_last20", "eval_return_mean"):
+        closing.append(f"{key} " + ("-" if summary[key] is None else f"{summary[key]:.2f}"))
+    if args.stop_at_return is not None:
+        closing.append(f"solved_at_step {summary['solved_at_step'] or 'not reached'}")
+    if trained:
+        closing.append("learning curve " + plot_learning_curve(
+            run.path, run.steps, run.returns, f"{SCRIPT} on {args.env_id}, seed {args.seed}",
+            run.evaluations, final))
+    print(" | ".join(closing))
+    return summary
+
+
+def cli():
+    """main(flags) from the command line. Bad input: one line, exit status 2. Ctrl-C: the
+    run folder written, the process dies of SIGINT (130), so a shell loop of runs stops too."""
+    try:
+        main(parse_args())
+    except UsageError as e:
+        print(f"{SCRIPT}: error: {e}", file=sys.stderr)
+        sys.exit(2)
+    except KeyboardInterrupt:
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGINT)
+
+
+# The MPE tasks in which every agent works for one team, and those with adversaries.
+COOPERATIVE = ("simple_spread_v3", "simple_speaker_listener_v4", "simple_reference_v3",
+               "simple_v3", "simple_line_v1", "simple_formation_v1", "collect_treasure_v1")
+COMPETITIVE = ("simple_adversary_v3", "simple_crypto_v3", "simple_push_v3", "simple_tag_v3",
+               "simple_world_comm_v3")
+# the flags a checkpoint's networks were built with, which --eval-checkpoint takes over
+CHECKPOINT_ARGS = ("hidden_size", "share_actor", "layer_norm", "critic_state", "max_cycles")
+
+
+def make_env(env_id, max_cycles, render_mode=None):
+    """One PettingZoo parallel environment. An MPE task is PettingZoo's own AEC-to-parallel
+    conversion of the raw environment, without the wrappers that check every action's bounds
+    and the call order (the script's actions are always valid; the checks cost a third of
+    the step time). module:function imports the module and calls the user's function (with
+    render_mode if set)."""
+    module, _, name = env_id.rpartition(":")
+    if module:
+        function = getattr(importlib.import_module(module), name)
+        return function(render_mode=render_mode) if render_mode else function()
+    mpe = importlib.import_module(f"mpe2.{env_id}")  # only this task's: some import SciPy
+    return aec_to_parallel_wrapper(mpe.raw_env(max_cycles=max_cycles, render_mode=render_mode))
 
 
 class StepResult(NamedTuple):
@@ -883,233 +1187,5 @@ class LockstepEnvs:
             env.close()
 
 
-def evaluate(actors, env_id, spec, max_cycles, episodes, seed, device, video_folder=None):
-    """Greedy mean per-agent returns of `episodes` episodes, one per environment copy, all
-    at once. With a video folder each copy's episode is saved as eval-<copy>-episode-0.mp4."""
-    envs = LockstepEnvs(env_id, episodes, spec, max_cycles,
-                        render_mode="rgb_array" if video_folder else None)
-    obs, _, avail, _ = envs.reset(seed)
-    returns = np.full(episodes, np.nan)
-    frames = [[envs.render(n)] for n in range(episodes)] if video_folder else None
-    with torch.inference_mode():
-        while np.isnan(returns).any():
-            actions = actors.logits(torch.from_numpy(obs).to(device),
-                                    torch.from_numpy(avail).to(device)).argmax(-1)
-            out = envs.step(actions.cpu().numpy())
-            obs, avail = out.obs, out.avail
-            if video_folder:  # a copy that ended has reset: its frame is the next episode's
-                for n in np.flatnonzero(np.isnan(returns)):
-                    frames[n].append(envs.render(n))
-            for n, episode_return, _ in out.episodes:
-                if np.isnan(returns[n]):
-                    returns[n] = episode_return
-    envs.close()
-    if video_folder:
-        from gymnasium.utils.save_video import save_video
-        for n, episode_frames in enumerate(frames):
-            save_video(episode_frames[:-1], video_folder, fps=10, name_prefix=f"eval-{n}",
-                       episode_index=0, episode_trigger=lambda episode: True)
-    return returns
-
-
-class RunWriter:
-    """The run folder: config.json at once, episodes.csv, updates.csv and (with --eval-every)
-    evaluations.csv as training goes (flushed, so an interrupted run keeps them), summary.json
-    at the end; a progress line every 2 seconds, and the greedy evaluations of --eval-every
-    with best_model.pt, the best evaluated model."""
-
-    def __init__(self, args, device, spec, actors, critic, value_norm):
-        name = (f"{args.env_id.replace('/', '-').replace(':', '-')}__{args.exp_name}__"
-                f"{args.seed}__{int(time.time())}")
-        self.path, suffix = os.path.join(args.output_dir, name), 1
-        while os.path.exists(self.path):  # two runs started in the same second
-            suffix += 1
-            self.path = os.path.join(args.output_dir, f"{name}-{suffix}")
-        try:
-            os.makedirs(self.path)
-        except OSError as e:
-            fail(f"cannot create the run folder {self.path}: {e.strerror}")
-        versions = {package: importlib.metadata.version(package) for package in
-                    ("torch", "gymnasium", "numpy", "pettingzoo", "mpe2")}
-        self.write_json("config.json", {**asdict(args), "device": str(device), "versions": {
-            **versions, "python": sys.version.split()[0]}})
-        self.start, self.episodes = time.time(), []
-        self.files = [open(os.path.join(self.path, filename), "w", newline="")
-                      for filename in ("episodes.csv", "updates.csv")]
-        self.episode_csv, self.update_csv = (csv.writer(f) for f in self.files)
-        self.episode_csv.writerow(["global_step", "wall_time", "episode_return", "episode_length"])
-        if args.eval_every:
-            self.files.append(open(os.path.join(self.path, "evaluations.csv"), "w", newline=""))
-            self.eval_csv = csv.writer(self.files[2])
-            self.eval_csv.writerow(["global_step", "wall_time", "eval_return_mean",
-                                    "eval_return_std"])
-        self.args, self.device, self.spec = args, device, spec
-        self.model = (actors, critic, value_norm)  # what evaluations play and checkpoints hold
-        self.global_step, self.last_print = 0, self.start
-        self.evaluations = []  # (global_step, mean, std) of each --eval-every evaluation
-
-    def step(self, global_step):
-        """After each lock-step: a greedy evaluation each time global_step crosses a multiple
-        of --eval-every, and the progress line every 2 seconds."""
-        every, previous, self.global_step = self.args.eval_every, self.global_step, global_step
-        if every and global_step // every > previous // every:
-            self.evaluation(global_step)
-        if time.time() - self.last_print >= 2.0:
-            self.last_print = time.time()
-            print(progress_line(global_step, self.args.total_timesteps,
-                                time.time() - self.start, self.recent_return()))
-
-    def evaluation(self, global_step):
-        """Evaluate the actors as they are now on copies of their own, seeded as the final
-        evaluation (the training copies and every random stream training draws from are
-        untouched), append the row to evaluations.csv and, with --save-model, keep the best
-        model so far as best_model.pt (the first of equal ones)."""
-        wall_time, (actors, critic, value_norm) = time.time() - self.start, self.model
-        returns = evaluate(actors, self.args.env_id, self.spec, self.args.max_cycles,
-                           self.args.eval_episodes, self.args.seed + 100_000, self.device)
-        mean, std = float(returns.mean()), float(returns.std())
-        self.eval_csv.writerow([global_step, round(wall_time, 4), mean, std])
-        self.files[2].flush()
-        if self.args.save_model and mean > max((m for _, m, _ in self.evaluations),
-                                               default=-math.inf):
-            save_checkpoint(os.path.join(self.path, "best_model.pt"), actors, critic, value_norm,
-                            self.args)
-        self.evaluations.append((global_step, mean, std))
-
-    def recent_return(self):
-        """The mean of the last 20 training episode returns (None before the first)."""
-        recent = [r for _, r in self.episodes[-20:]]
-        return float(np.mean(recent)) if recent else None
-
-    def episode(self, global_step, episode_return, length):
-        self.episodes.append((global_step, float(episode_return)))
-        self.episode_csv.writerow([global_step, round(time.time() - self.start, 4),
-                                   round(float(episode_return), 6), int(length)])
-
-    def update(self, row):
-        if self.files[1].tell() == 0:  # the header: the first row's names
-            self.update_csv.writerow(row)
-        self.update_csv.writerow(row.values())
-        for f in self.files:
-            f.flush()
-
-    def write_json(self, filename, data):
-        with open(os.path.join(self.path, filename), "w") as f:
-            json.dump(data, f, indent=2)
-
-    def close(self):
-        for f in self.files:
-            f.close()
-
-
-def progress_line(global_step, total_steps, elapsed, recent_return):
-    """The console's progress: the step out of the budget, the percentage, steps per second,
-    the time left at that speed (h:mm:ss) and the mean of the last 20 training returns.
-
-        sps = global_step / elapsed,   ETA = max(total_steps - global_step, 0) / sps
-    """
-    sps = global_step / elapsed
-    minutes, seconds = divmod(round(max(total_steps - global_step, 0) / sps), 60)
-    recent = "n/a" if recent_return is None else f"{recent_return:.1f}"
-    return (f"step {global_step:,}/{total_steps:,} ({100 * global_step / total_steps:.0f}%) | "
-            f"{sps:,.0f} sps | ETA {minutes // 60}:{minutes % 60:02}:{seconds:02} | "
-            f"return (last 20) {recent}")
-
-
-def plot_curve(run, title):
-    """learning_curve.png: episode return against environment steps, raw points faded, a
-    moving average of 100 episodes on top (many short episodes end at once); the greedy
-    evaluations (step, mean, std) of --eval-every as a second series, the mean with the std
-    as error bars."""
-    steps, returns = (np.array(c) for c in zip(*run.episodes)) if run.episodes else ([], [])
-    fig = Figure(figsize=(7, 4), dpi=100)
-    ax = fig.add_subplot()
-    ax.scatter(steps, returns, s=4, alpha=0.1, color="tab:blue", label="episode return")
-    if len(returns):
-        window = min(100, len(returns))
-        smooth = np.convolve(returns, np.ones(window) / window, mode="valid")
-        ax.plot(steps[window - 1:], smooth, color="tab:blue", lw=2, label=f"mean of last {window}")
-    if run.evaluations:
-        eval_steps, means, stds = zip(*run.evaluations)
-        ax.errorbar(eval_steps, means, yerr=stds, color="tab:orange", marker="o", ms=4, capsize=3,
-                    label="greedy evaluation (mean, std)")
-    if len(returns) or run.evaluations:
-        ax.legend(loc="lower right")
-    ax.set(xlabel="environment steps", ylabel="mean per-agent episode return", title=title)
-    ax.grid(alpha=0.3)
-    fig.tight_layout()
-    path = os.path.join(run.path, "learning_curve.png")
-    fig.savefig(path)
-    return path
-
-
-def save_checkpoint(path, actors, critic, value_norm, args):
-    torch.save({"actors": actors.state_dict(), "critic": critic.state_dict(),
-                "value_norm": {k: getattr(value_norm, k) for k in ("mean", "var", "count")},
-                "args": asdict(args)}, path)
-
-
-def load_checkpoint(path, env_id):
-    """Load a model.pt safely (weights_only) and check it was made for env_id."""
-    if not os.path.isfile(path):
-        fail(f"checkpoint {path} does not exist")
-    try:
-        checkpoint = torch.load(path, map_location="cpu", weights_only=True)
-        saved = checkpoint["args"]
-        if not ({"actors", "critic", "value_norm"} <= set(checkpoint)
-                and {"env_id", *CHECKPOINT_ARGS} <= set(saved)):
-            raise KeyError("missing entries")
-    except Exception as e:
-        fail(f"checkpoint {path} is not a mappo.py model.pt ({type(e).__name__}); "
-             "make one with --save-model")
-    if saved["env_id"] != env_id:
-        fail(f"checkpoint {path} was made for {saved['env_id']}, not {env_id}; "
-             f"pass --env-id {saved['env_id']}")
-    return checkpoint
-
-
-def load_weights(checkpoint, args, actors, critic, value_norm):
-    """Put a checkpoint's weights and value-norm statistics into the networks."""
-    try:
-        actors.load_state_dict(checkpoint["actors"])
-        critic.load_state_dict(checkpoint["critic"])
-        state = checkpoint["value_norm"]
-        value_norm.mean, value_norm.var = float(state["mean"]), float(state["var"])
-        value_norm.count = int(state["count"])
-    except (RuntimeError, KeyError, AttributeError, TypeError, ValueError) as e:
-        fail(f"checkpoint {args.eval_checkpoint} does not fit {args.env_id}'s networks: "
-             f"{str(e).splitlines()[0]}")
-
-
-def finish(args, run, summary, actors, critic, value_norm, spec, device, trained=True):
-    """Evaluate greedily, save the model if asked, write summary.json and the curve, and
-    print the closing line. An interrupted run skips the evaluation."""
-    summary["train_return_last20"] = run.recent_return()
-    summary["wall_time_s"] = round(time.time() - run.start, 3)
-    if args.eval_episodes and not summary["interrupted"]:
-        video_folder = os.path.join(run.path, "videos") if args.capture_video else None
-        returns = evaluate(actors, args.env_id, spec, args.max_cycles, args.eval_episodes,
-                           args.seed + 100_000, device, video_folder)
-        summary["eval_return_mean"] = float(returns.mean())
-        summary["eval_return_std"] = float(returns.std())
-    if args.save_model and trained:
-        save_checkpoint(os.path.join(run.path, "model.pt"), actors, critic, value_norm, args)
-    run.close()
-    run.write_json("summary.json", summary)
-    closing = f"{SCRIPT}: run folder {run.path}"
-    for key in ("global_steps", "train_return_last20", "eval_return_mean", "solved_at_step"):
-        value = summary[key]
-        closing += f" | {key} {value:.2f}" if isinstance(value, float) else f" | {key} {value}"
-    if trained:
-        title = f"{SCRIPT} on {args.env_id}, seed {args.seed}"
-        closing += f" | learning curve {plot_curve(run, title)}"
-    print(closing)
-    return summary
-
-
 if __name__ == "__main__":
-    try:
-        main(tyro.cli(Args))
-    except UsageError as e:
-        print(f"{SCRIPT}: error: {e}", file=sys.stderr)
-        sys.exit(2)
+    cli()

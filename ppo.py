@@ -31,7 +31,7 @@ Run:
     python ppo.py --env-id Pendulum-v1 --total-timesteps 200000 --num-envs 8 \
         --num-steps 256 --num-minibatches 32 --update-epochs 10 --gamma 0.95 \
         --gae-lambda 0.95 --learning-rate 2e-3 --ent-coef 0.001 --norm-obs --norm-reward
-    PYTHONPATH=. python ppo.py --env-id my_envs:GridWorld-v0   # an id my_envs.py registers
+    PYTHONPATH=tests python ppo.py --env-id my_envs:GridWorld-v0   # tests/my_envs.py's id
     python ppo.py --help
 
 Writes runs/<env_id>__ppo__<seed>__<unix_time>/ with config.json, episodes.csv,

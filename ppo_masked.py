@@ -39,7 +39,7 @@ Papers:
 Run:
     python ppo_masked.py --env-id Taxi-v4
     python ppo_masked.py --env-id Taxi-v4 --no-mask --total-timesteps 400000
-    python ppo_masked.py --env-id my_envs:GridWorld-v0 --no-mask   # an id your module registers
+    PYTHONPATH=tests python ppo_masked.py --env-id my_envs:GridWorld-v0 --no-mask  # tests/my_envs
     python ppo_masked.py --help
 
 Writes runs/<env_id>__ppo_masked__<seed>__<unix_time>/ with config.json, episodes.csv,

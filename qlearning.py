@@ -35,7 +35,7 @@ Run:
         --learning-rate 0.2 --anneal-lr --start-e 0 --end-e 0 --eval-episodes 100
     python qlearning.py --env-id CartPole-v1 --bins 1 1 6 12 \
         --obs-low -2.4 -3 -0.21 -3.5 --obs-high 2.4 3 0.21 3.5
-    PYTHONPATH=tests python qlearning.py --env-id my_envs:GridCells-v0   # your own module's id
+    PYTHONPATH=tests python qlearning.py --env-id my_envs:GridCells-v0   # tests/my_envs.py's id
     python qlearning.py --help
 
 Writes runs/<env_id>__qlearning__<seed>__<unix_time>/ with config.json, episodes.csv,
@@ -296,8 +296,9 @@ def heat_map(table, board):
 
     A FrozenLake map (board: its rows of letters as bytes, S start, F frozen, H hole, G goal,
     a cell per state and 4 actions) is drawn as the map, row 0 at the top: a visited cell
-    shows its greedy action as an arrow, a hole "H" and the goal "G". A Box grid of one or two dimensions is drawn with
-    dimension 0 across and dimension 1 up, each visited cell with its greedy action's number."""
+    shows its greedy action as an arrow, a hole "H" and the goal "G". A Box grid of one or two
+    dimensions is drawn with dimension 0 across and dimension 1 up, each visited cell with its
+    greedy action's number."""
     values = np.where(table.visits > 0, table.q.max(axis=1), np.nan)
     actions = table.q.argmax(axis=1)
     if table.grid is None:

@@ -1,6 +1,7 @@
 """The README as a reader meets it: its environment snippet and command run as written, it
 stays a short guide, and its links lead somewhere (benchmarks/results.md's rows and notes
 included). Also benchmark.py's promise to keep results.md's notes written by hand."""
+import glob
 import json
 import os
 import re
@@ -111,3 +112,16 @@ def test_benchmark_rewrites_its_table_and_keeps_the_notes(tmp_path):
     assert "| 2000 [1000, 3000] |" in row  # the median and range of the steps to 475
     benchmark.write_results(results, tmp_path)
     assert (tmp_path / "results.md").read_text() == second
+
+
+def test_the_scripts_own_environment_commands_run_from_the_root():
+    """A script's docstring command with the suite's own `my_envs` module puts tests/ on
+    PYTHONPATH (`python ppo.py` puts the script's folder on sys.path, not tests/), so it
+    works when pasted in the repository root."""
+    commands = []
+    for script in sorted(glob.glob(os.path.join(ROOT, "*.py"))):
+        commands += [line.strip() for line in read(script).splitlines() if " my_envs:" in line
+                     and re.match(r"\s*(PYTHONPATH=\S+ )?python ", line)]
+    assert len(commands) >= 7
+    for command in commands:
+        assert command.startswith("PYTHONPATH=tests python "), command
