@@ -7,19 +7,34 @@ agent carries a hidden state (h_t, c_t) that summarizes the episode so far,
     (h_t, c_t) = LSTM(enc(o_t), (h_{t-1}, c_{t-1})),   (h, c) = 0 where an episode starts
     pi(a_t | h_t),   V(h_t)
 
-and PPO trains it exactly as ppo.py trains an MLP (clipped surrogate, GAE, value loss,
-entropy bonus), with three changes:
+and PPO trains it as ppo.py trains an MLP (clipped surrogate, GAE, value loss, entropy
+bonus), with three changes:
 
 1. The rollout buffer also stores, per step, the episode-start flag and the state (h, c)
    the agent acted with at that step.
 2. Minibatches are sequences, not single steps: the rollout of each environment is cut
-   into chunks of L = --data-chunk-length steps (L = T, the whole rollout, is HARL's
-   "naive" generator), and the update re-runs the LSTM over each chunk from the state
-   stored at the chunk's first step, resetting it to zeros at every episode start inside
-   the chunk. The chunk's outputs then go into PPO's loss step by step.
+   into chunks of L = --data-chunk-length steps, and the update re-runs the LSTM over each
+   chunk from the state stored at the chunk's first step, resetting it to zeros at every
+   episode start inside the chunk. The chunk's outputs then go into PPO's loss step by step.
 3. A time-limit truncation at step t bootstraps from V(final observation) computed with
    the hidden state the episode had reached (the state after step t); a termination does
    not bootstrap.
+
+What else differs from ppo.py: no --clip-vloss and no V-trace (--advantage); --norm-obs and
+--norm-reward are on by default; the critic has an LSTM of its own (Agent says why); and
+--hide-obs 1 3 drops those observation dimensions (CartPole's two velocities), which turns a
+Markov task into one that needs memory.
+
+How recurrent PPO implementations batch sequences:
+    HARL (Zhong et al. 2024): chunks of L steps, each re-run from the state stored at its
+        first step (recurrent_generator here); its naive generator feeds whole rollouts.
+    CleanRL's ppo_atari_lstm: minibatches of whole per-environment rollouts, the LSTM re-run
+        from the state at the rollout's start with the dones resetting it inside: L = T here
+        (naive_recurrent_generator gives the same chunks).
+    sb3-contrib's RecurrentPPO: each environment's rollout is cut into sequences at episode
+        starts, each from its stored first state, padded to the longest and the padding
+        masked out of the loss. Here a chunk resets the state where an episode starts
+        inside it (unroll), so every chunk has exactly L steps and nothing is padded.
 
 Key equations (t indexes steps, done_t = terminated_t or truncated_t):
 
@@ -28,9 +43,6 @@ Key equations (t indexes steps, done_t = terminated_t or truncated_t):
     delta_t = r_t + gamma (1 - terminated_t) V(s_{t+1}) - V(s_t)
     A_t     = delta_t + gamma lambda (1 - done_t) A_{t+1},   R_t = A_t + V(s_t)
     loss    = -L_clip + c_v 0.5 (V(s_t) - R_t)^2 - c_e entropy
-
-`--hide-obs 1 3` drops those observation dimensions (CartPole's two velocities), which turns
-a Markov task into one that needs memory.
 
 Papers:
     Schulman et al. 2017, "Proximal Policy Optimization Algorithms", arXiv:1707.06347
@@ -56,18 +68,20 @@ updates.csv, learning_curve.png, summary.json, model.pt with --save-model, and w
 # ---------------------------------------------------------------------------------------
 # Imports
 # ---------------------------------------------------------------------------------------
+import contextlib
 import csv
 import difflib
-import importlib
 import importlib.util
+import io
 import json
 import math
 import os
 import random
+import re
+import signal
 import sys
 import time
 import warnings
-from collections import deque
 from dataclasses import asdict, dataclass, field, replace
 from typing import Optional
 
@@ -121,43 +135,39 @@ class Args:
     num_steps: int = 32
     """T: steps per environment in each rollout; the batch is N*T"""
     data_chunk_length: int = 8
-    """L: steps per training sequence; must divide T (L = T feeds whole rollouts)"""
+    """L: steps per training sequence; must divide T (L = T: whole rollouts; HARL's default 10)"""
     num_minibatches: int = 2
     """minibatches per epoch; must divide the number of chunks N*T/L"""
     update_epochs: int = 10
-    """epochs over each rollout"""
+    """epochs over each rollout (3-10 in the PPO paper)"""
     learning_rate: float = 2e-3
-    """Adam learning rate"""
+    """Adam learning rate (3e-4 in the PPO paper's MuJoCo runs, 2.5e-4 on Atari)"""
     anneal_lr: bool = True
-    """decay the learning rate linearly to 0 over the budget"""
+    """decay the learning rate linearly to 0 over the budget (so the budget changes the schedule)"""
     gamma: float = 0.98
-    """discount factor"""
+    """discount factor (0.99 in the PPO paper)"""
     gae_lambda: float = 0.8
-    """lambda of GAE"""
+    """lambda of GAE (0.95 in the PPO paper; 0.92-0.99 in the GAE paper's best runs)"""
     norm_adv: bool = True
-    """normalize advantages within each minibatch"""
+    """normalize advantages within each minibatch (over all its chunks' steps)"""
     clip_coef: float = 0.2
-    """epsilon of the clipped surrogate"""
+    """epsilon of the clipped surrogate (0.1-0.3 in the PPO paper's experiments)"""
     ent_coef: float = 0.0
-    """entropy bonus coefficient c_e"""
+    """entropy bonus coefficient c_e (0 on MuJoCo, 0.01 on Atari in the PPO paper)"""
     vf_coef: float = 0.5
-    """value loss coefficient c_v"""
+    """value loss coefficient c_v (0.5-1 in the PPO paper)"""
     max_grad_norm: float = 0.5
     """gradient clipping: the largest global norm of the gradient"""
     target_kl: Optional[float] = None
     """stop an update's remaining epochs once the mean approx KL of an epoch exceeds this"""
     norm_obs: bool = True
-    """normalize observations by running mean and variance (saved in model.pt)"""
+    """normalize observations by running mean and variance, clip to [-10, 10] (kept in model.pt)"""
     norm_reward: bool = True
-    """scale rewards by the running std of the discounted return (Gymnasium's NormalizeReward)"""
+    """divide rewards by the running std of the discounted return, then clip to [-10, 10]"""
     hidden_size: int = 64
     """width of the encoder layer before the LSTM and of the heads' hidden layer after it"""
     lstm_hidden_size: int = 64
-    """size of the LSTM's hidden state h (and cell state c)"""
-
-
-class UsageError(Exception):
-    """Bad input: reported as one line on stderr with exit status 2, before training."""
+    """size of the LSTM's hidden state h and cell state c (CleanRL's Atari LSTM: 128)"""
 
 
 # ---------------------------------------------------------------------------------------
@@ -191,7 +201,8 @@ def compute_gae(rewards, values, next_values, terminated, truncated, gamma, gae_
 def ppo_loss(newlogprob, oldlogprob, advantages, newvalue, returns, entropy,
              clip_coef, ent_coef, vf_coef):
     """The PPO loss to minimize over B samples (all inputs are [B] tensors; the advantages
-    as the caller gives them, normalized per minibatch with --norm-adv).
+    as the caller gives them, normalized per minibatch with --norm-adv). ppo.py's loss
+    without its --clip-vloss option.
 
         ratio = exp(newlogprob - oldlogprob)
         L_pg  = mean( max(-A * ratio, -A * clip(ratio, 1 - eps, 1 + eps)) )
@@ -206,6 +217,13 @@ def ppo_loss(newlogprob, oldlogprob, advantages, newvalue, returns, entropy,
     v_loss = 0.5 * ((newvalue - returns) ** 2).mean()
     entropy = entropy.mean()
     return pg_loss - ent_coef * entropy + vf_coef * v_loss, pg_loss, v_loss, entropy
+
+
+def explained_variance(values, returns):
+    """1 - Var[R - V] / Var[R]: 1 when the critic predicts the targets, 0 or less when it
+    does no better than their mean (NaN when the targets do not vary)."""
+    var_returns = returns.var().item()
+    return 1 - (returns - values).var().item() / var_returns if var_returns else math.nan
 
 
 def recurrent_generator(num_steps, num_envs, chunk_length, num_minibatches, generator=None):
@@ -232,7 +250,9 @@ def recurrent_generator(num_steps, num_envs, chunk_length, num_minibatches, gene
 def naive_recurrent_generator(num_steps, num_envs, num_minibatches, generator=None):
     """Minibatches of whole rollouts: each environment's T steps are one sequence that
     starts from the state stored at the rollout's first step (HARL's
-    naive_recurrent_generator). It is the chunked generator with L = T."""
+    naive_recurrent_generator; CleanRL's ppo_atari_lstm batches so too). It is the chunked
+    generator with L = T: train calls recurrent_generator, which with --data-chunk-length
+    equal to --num-steps yields these same chunks; this one is kept for teaching."""
     return recurrent_generator(num_steps, num_envs, num_steps, num_minibatches, generator)
 
 
@@ -276,16 +296,16 @@ class RolloutBuffer:
     last_value is V(s_T) after the last step, with the state carried on.
     """
 
-    def __init__(self, num_steps, num_envs, obs_dim, action_shape, action_dtype,
+    def __init__(self, num_steps, num_envs, obs_shape, action_shape, continuous,
                  lstm_hidden_size, device):
         def zeros(*shape, dtype=torch.float32):
             return torch.zeros((num_steps, num_envs, *shape), dtype=dtype, device=device)
 
-        self.obs = zeros(obs_dim)
+        self.obs = zeros(*obs_shape)
         self.episode_starts = zeros()
         self.h = zeros(2, lstm_hidden_size)  # the actor's and the critic's LSTM
         self.c = zeros(2, lstm_hidden_size)
-        self.actions = zeros(*action_shape, dtype=action_dtype)
+        self.actions = zeros(*action_shape, dtype=torch.float32 if continuous else torch.long)
         self.logprobs = zeros()
         self.values = zeros()
         self.rewards = zeros()
@@ -323,8 +343,8 @@ class Agent(nn.Module):
     LSTM agent shares one): the value loss, whose targets are returns of tens to hundreds,
     would otherwise pull on the memory the actor uses. In single-seed trials on CartPole
     without velocities, a shared LSTM learned faster when the value loss weighed less
-    (README). The agent's state holds both LSTMs' states: h and c are each [B, 2, H],
-    index 0 the actor's and index 1 the critic's.
+    (benchmarks/results.md, "ppo_lstm.py"). The agent's state holds both LSTMs' states:
+    h and c are each [B, 2, H], index 0 the actor's and index 1 the critic's.
     """
 
     def __init__(self, obs_dim, action_dim, continuous, hidden_size=64, lstm_hidden_size=64):
@@ -420,52 +440,135 @@ def recurrent_tower(obs_dim, hidden_size, lstm_hidden_size):
 
 
 # ---------------------------------------------------------------------------------------
+# What the agent sees and sends: hidden dimensions, normalized observations and rewards,
+# clipped actions
+# ---------------------------------------------------------------------------------------
+class ObsNormalizer:
+    """(obs - mean) / sqrt(var + 1e-8), clipped to [-10, 10], with running statistics
+    (Gymnasium's RunningMeanStd). Gymnasium's vector NormalizeObservation refuses SAME_STEP
+    autoreset and would leave info["final_obs"] raw, so the script applies the same
+    statistics to both itself. Disabled, it passes observations through as float32."""
+
+    def __init__(self, shape, enabled):
+        self.enabled = enabled
+        self.rms = RunningMeanStd(shape=shape)
+
+    def __call__(self, obs, update=False):
+        obs = np.asarray(obs, dtype=np.float32)
+        if not self.enabled:
+            return obs
+        if update:
+            self.rms.update(obs)
+        normalized = (obs - self.rms.mean) / np.sqrt(self.rms.var + 1e-8)
+        return np.clip(normalized, -10.0, 10.0).astype(np.float32)
+
+    def state_dict(self):  # tensors, so that torch.load(weights_only=True) reads them
+        return {k: torch.as_tensor(getattr(self.rms, k), dtype=torch.float64)
+                for k in ("mean", "var", "count")}
+
+    def load_state_dict(self, state):
+        for k in ("mean", "var", "count"):
+            setattr(self.rms, k, state[k].numpy())
+
+
+def make_vector_env(env_id, num_envs, reward_gamma=None, video_folder=None, hide_obs=()):
+    """N copies of env_id in one synchronous vector environment, with SAME_STEP autoreset
+    (the observation after an episode ends is the next episode's first; the true last one
+    is in info["final_obs"]) and episode statistics recorded by Gymnasium's wrapper. Each
+    copy drops the hide_obs dimensions (--hide-obs) of every observation it returns, so the
+    agent, the statistics, info["final_obs"] and the evaluation never see them. With
+    reward_gamma (--norm-reward), rewards are divided by the running std of the return
+    discounted by it (Gymnasium's NormalizeReward) and clipped to [-10, 10], after the
+    statistics wrapper, so that episodes.csv keeps the raw returns."""
+    def make(i):
+        if video_folder is None:
+            env = gym.make(env_id)
+        else:
+            os.environ.setdefault("SDL_VIDEODRIVER", "dummy")  # frames only, no window to open
+            env = gym.make(env_id, render_mode="rgb_array")
+            with warnings.catch_warnings():  # the environments share one folder on purpose
+                warnings.filterwarnings("ignore", message=".*Overwriting existing videos")
+                env = gym.wrappers.RecordVideo(env, video_folder, name_prefix=f"eval-{i}",
+                                               episode_trigger=lambda episode: episode == 0)
+        space = env.observation_space
+        keep = [d for d in range(space.shape[0]) if d not in hide_obs]
+        return gym.wrappers.TransformObservation(env, lambda obs: obs[keep], gym.spaces.Box(
+            space.low[keep], space.high[keep], dtype=space.dtype))
+
+    envs = gym.vector.SyncVectorEnv([lambda i=i: make(i) for i in range(num_envs)],
+                                    autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
+    envs = gym.wrappers.vector.RecordEpisodeStatistics(envs)
+    if reward_gamma is not None:
+        envs = gym.wrappers.vector.NormalizeReward(envs, gamma=reward_gamma)
+        envs = gym.wrappers.vector.ClipReward(envs, -10.0, 10.0)
+    return envs
+
+
+def to_env_action(agent, actions, action_space):
+    """Tensor actions to what the environment takes: Gaussian samples are clipped to the
+    bounds when stepping (the unclipped sample is what the buffer stores)."""
+    actions = actions.cpu().numpy()
+    if agent.continuous:
+        return np.clip(actions, action_space.low, action_space.high)
+    return actions
+
+
+# ---------------------------------------------------------------------------------------
 # Training
 # ---------------------------------------------------------------------------------------
-def train(args, envs, agent, optimizer, run, summary, obs_filter, device):
-    """PPO with an LSTM agent: collect a rollout carrying the hidden state, compute GAE,
-    then epochs of minibatch steps on chunks re-run from their stored initial states."""
-    action_space = envs.single_action_space
-    continuous = isinstance(action_space, gym.spaces.Box)
+def train(args, agent, normalizer, envs, run, device):
+    """PPO with an LSTM agent: collect a rollout carrying the hidden state, compute GAE, then
+    epochs of minibatch steps on chunks re-run from their stored first states, log; until
+    the budget, --stop-at-return or a non-finite loss."""
+    # eps = 1e-5 as in the PPO authors' baselines (torch's default is 1e-8)
+    optimizer = torch.optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5)
     T, N, L = args.num_steps, args.num_envs, args.data_chunk_length
-    buffer = RolloutBuffer(T, N, agent.actor_encoder[0].in_features,
-                           action_space.shape if continuous else (),
-                           torch.float32 if continuous else torch.long,
+    buffer = RolloutBuffer(T, N, envs.single_observation_space.shape,
+                           envs.single_action_space.shape, agent.continuous,
                            args.lstm_hidden_size, device)
-    num_updates = args.total_timesteps // (N * T)
-    recent = deque(maxlen=20)
-    obs, _ = envs.reset(seed=args.seed)
-    next_obs = torch.as_tensor(obs_filter(obs, update=True), device=device)
+    num_iterations = args.total_timesteps // (N * T)
+    global_step = 0
+    next_obs = torch.from_numpy(normalizer(envs.reset(seed=args.seed)[0], update=True)).to(device)
     next_start = torch.ones(N, device=device)  # every environment starts an episode
     state = agent.initial_state(N, device)
-    for update in range(1, num_updates + 1):
-        if args.anneal_lr:
+    for iteration in range(1, num_iterations + 1):
+        if args.anneal_lr:  # linearly from --learning-rate at the start to 0 at the end
             for group in optimizer.param_groups:
-                group["lr"] = args.learning_rate * (1 - (update - 1) / num_updates)
+                group["lr"] = args.learning_rate * (1 - (iteration - 1) / num_iterations)
 
         # Rollout: T steps of the N environments, the LSTM state carried from step to step.
-        for t in range(T):
+        for step in range(T):
             keep = (1.0 - next_start).view(N, 1, 1)
             state = (state[0] * keep, state[1] * keep)  # zeros where an episode starts
-            buffer.obs[t], buffer.episode_starts[t] = next_obs, next_start
-            buffer.h[t], buffer.c[t] = state  # the state the agent acts with at step t
+            buffer.obs[step], buffer.episode_starts[step] = next_obs, next_start
+            buffer.h[step], buffer.c[step] = state  # the state the agent acts with at this step
             action, logprob, value, state = agent.step(next_obs, state, next_start)
+            buffer.actions[step], buffer.logprobs[step] = action, logprob
+            buffer.values[step] = value
+            # A Gaussian sample is clipped to the action bounds for the environment only: the
+            # buffer keeps the unclipped sample, whose log-probability the ratio compares.
             obs, reward, terminated, truncated, info = envs.step(
-                to_env_action(action, action_space))
-            summary["global_steps"] += N
-            run.step(summary["global_steps"])  # progress line; evaluation every --eval-every steps
-            buffer.actions[t], buffer.logprobs[t], buffer.values[t] = action, logprob, value
-            buffer.rewards[t] = torch.as_tensor(reward, device=device)
-            buffer.terminated[t] = torch.as_tensor(terminated, device=device)
-            buffer.truncated[t] = torch.as_tensor(truncated, device=device)
-            for n in np.flatnonzero(truncated):  # V(true final obs) with the episode's state
-                final = torch.as_tensor(obs_filter(info["final_obs"][n]), device=device)
-                buffer.final_values[t, n] = agent.bootstrap_value(
-                    final.unsqueeze(0), (state[0][n:n + 1], state[1][n:n + 1]),
+                to_env_action(agent, action, envs.single_action_space))
+            global_step += N
+            run.step(global_step)  # progress line; evaluation every --eval-every steps
+            # With --norm-reward (on by default) the reward arrives divided by the running
+            # std of the discounted return and clipped to [-10, 10] (make_vector_env).
+            buffer.rewards[step] = torch.from_numpy(reward).to(device)
+            buffer.terminated[step] = torch.from_numpy(terminated).to(device)
+            buffer.truncated[step] = torch.from_numpy(truncated).to(device)
+            # With --norm-obs (on by default), observations become (obs - mean) / std clipped
+            # to [-10, 10]; a time limit's true final observation is normalized by the same
+            # statistics without updating them and valued with the state the episode reached.
+            for i in np.flatnonzero(truncated):
+                final_obs = torch.from_numpy(normalizer(info["final_obs"][i])).to(device)
+                buffer.final_values[step, i] = agent.bootstrap_value(
+                    final_obs.unsqueeze(0), (state[0][i:i + 1], state[1][i:i + 1]),
                     torch.zeros(1, device=device))[0]
-            next_obs = torch.as_tensor(obs_filter(obs, update=True), device=device)
-            next_start = torch.as_tensor(terminated | truncated, device=device).float()
-            if record_episodes(run, info, summary, recent, args.stop_at_return):
+            next_obs = torch.from_numpy(normalizer(obs, update=True)).to(device)
+            next_start = torch.from_numpy(terminated | truncated).to(device).float()
+            for i in np.flatnonzero(info.get("_episode", [])):
+                run.episode(global_step, info["episode"]["r"][i], info["episode"]["l"][i])
+            if run.reached(args.stop_at_return, global_step):  # the summary records when
                 return
         buffer.last_value = agent.bootstrap_value(next_obs, state, next_start)
         advantages, returns = buffer.gae(args.gamma, args.gae_lambda)
@@ -473,97 +576,113 @@ def train(args, envs, agent, optimizer, run, summary, obs_filter, device):
         # Update: epochs of minibatches of chunks, each re-run from its stored first state.
         approx_kls, clipfracs = [], []
         for epoch in range(args.update_epochs):
-            epoch_kls = []
             for steps, envs_idx in recurrent_generator(T, N, L, args.num_minibatches):
                 first = (buffer.h[steps[0], envs_idx[0]], buffer.c[steps[0], envs_idx[0]])
                 newlogprob, entropy, newvalue = agent.evaluate(
                     buffer.obs[steps, envs_idx], buffer.actions[steps, envs_idx], first,
                     buffer.episode_starts[steps, envs_idx])
                 oldlogprob = buffer.logprobs[steps, envs_idx]
-                adv = advantages[steps, envs_idx]  # normalized per minibatch unless --no-norm-adv
+                adv = advantages[steps, envs_idx]  # [L, C]: normalized over all of it
                 adv = (adv - adv.mean()) / (adv.std() + 1e-8) if args.norm_adv else adv
                 loss, pg_loss, v_loss, entropy = ppo_loss(
-                    newlogprob.flatten(), oldlogprob.flatten(), adv.flatten(), newvalue.flatten(),
-                    returns[steps, envs_idx].flatten(), entropy.flatten(), args.clip_coef,
-                    args.ent_coef, args.vf_coef)
+                    newlogprob=newlogprob.flatten(), oldlogprob=oldlogprob.flatten(),
+                    advantages=adv.flatten(), newvalue=newvalue.flatten(),
+                    returns=returns[steps, envs_idx].flatten(), entropy=entropy.flatten(),
+                    clip_coef=args.clip_coef, ent_coef=args.ent_coef, vf_coef=args.vf_coef)
                 optimizer.zero_grad()
                 loss.backward()
                 nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)
                 optimizer.step()
                 # Diagnostics: k3 estimate of KL(old || new), mean(ratio - 1 - log ratio); clipfrac
                 logratio = (newlogprob - oldlogprob).detach()
-                epoch_kls.append((logratio.exp() - 1 - logratio).mean().item())
-                clipfracs.append(((logratio.exp() - 1).abs() > args.clip_coef).float().mean()
-                                 .item())
-            approx_kls += epoch_kls
-            if args.target_kl is not None and np.mean(epoch_kls) > args.target_kl:
+                ratio = logratio.exp()
+                approx_kls.append((ratio - 1 - logratio).mean().item())
+                clipfracs.append(((ratio - 1).abs() > args.clip_coef).float().mean().item())
+            epoch_kl = np.mean(approx_kls[-args.num_minibatches:])
+            if args.target_kl is not None and epoch_kl > args.target_kl:
                 break
 
-        if non_finite(loss.item(), summary):  # says so; the run stops as interrupted
+        if run.non_finite(loss.item(), global_step):  # says so; the run stops as interrupted
             return
-        var_returns = returns.var().item()
-        explained = (1 - (returns - buffer.values).var().item() / var_returns if var_returns
-                     else math.nan)
-        log_update(run, summary, {
-            "learning_rate": optimizer.param_groups[0]["lr"], "policy_loss": pg_loss.item(),
-            "value_loss": v_loss.item(), "entropy": entropy.item(),
-            "approx_kl": float(np.mean(approx_kls)), "clipfrac": float(np.mean(clipfracs)),
-            "explained_variance": explained,
-            "epochs": epoch + 1})
+        run.update(global_step, learning_rate=optimizer.param_groups[0]["lr"],
+                   policy_loss=pg_loss.item(), value_loss=v_loss.item(), entropy=entropy.item(),
+                   approx_kl=np.mean(approx_kls), clipfrac=np.mean(clipfracs),
+                   explained_variance=explained_variance(buffer.values, returns),
+                   epochs=epoch + 1)
 
 
 def main(args: Args) -> dict:
-    """Train PPO-LSTM (or, with --eval-checkpoint, evaluate a saved model), write the run
-    folder and return the summary."""
-    args, checkpoint = check_args(args)
-    obs_dim, action_space = check_env(args)
-    obs_filter = ObsFilter(args.hide_obs, obs_dim + len(args.hide_obs), args.norm_obs)
-    random.seed(args.seed)
-    np.random.seed(args.seed)
-    torch.manual_seed(args.seed)
-    device = torch.device("cuda" if args.cuda and torch.cuda.is_available() else "cpu")
-    if device.type == "cpu":
-        torch.set_num_threads(1)  # small networks run faster without the thread pool
-    continuous = isinstance(action_space, gym.spaces.Box)
-    agent = Agent(obs_dim, action_space.shape[0] if continuous else int(action_space.n),
-                  continuous, args.hidden_size, args.lstm_hidden_size).to(device)
+    """Train PPO-LSTM (or evaluate an --eval-checkpoint), write the run folder, return the
+    summary. Ctrl-C stops training; the run folder is written, then KeyboardInterrupt goes on up."""
+    # Check everything a user can get wrong before anything runs (CONTRIBUTING.md, "Bad input").
+    check_args(args)
+    checkpoint = load_checkpoint(args.eval_checkpoint, args.env_id)  # None without the flag
+    if checkpoint is not None:  # the network's sizes and what it sees come from the model
+        args = replace(args, **{k: checkpoint["args"][k] for k in (
+            "hidden_size", "lstm_hidden_size", "norm_obs", "hide_obs")})
+    obs_dim, action_dim, continuous = check_env(args.env_id, args.hide_obs)
+
+    # Set up: seeds, device, the agent, the observation normalizer, the run folder.
+    device = seed_and_device(args.seed, args.cuda)
+    agent = Agent(obs_dim, action_dim, continuous, args.hidden_size,
+                  args.lstm_hidden_size).to(device)
+    normalizer = ObsNormalizer((obs_dim,), args.norm_obs)
     if checkpoint is not None:
-        load_weights(agent, obs_filter, checkpoint, args)
-    run = RunWriter(args, device, agent, obs_filter)
-    summary = new_summary(args)
-    print(f"{SCRIPT}: {args.env_id}, seed {args.seed}, device {device}, hidden "
-          f"observation dimensions {args.hide_obs or 'none'}")
+        restore(checkpoint, agent, normalizer, args)
+    run = RunWriter(args, device, agent, normalizer, rollout_steps=args.num_envs * args.num_steps)
+
+    # Train (unless evaluating a checkpoint), then finish: evaluate, save, write, plot.
+    interrupted = False
     if checkpoint is None:
-        envs = make_vector_env(args.env_id, args.num_envs)
-        if args.norm_reward:  # outside RecordEpisodeStatistics, which keeps the raw returns
-            envs = gym.wrappers.vector.NormalizeReward(envs, gamma=args.gamma)
-        optimizer = torch.optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5)
+        envs = make_vector_env(args.env_id, args.num_envs, hide_obs=args.hide_obs,
+                               reward_gamma=args.gamma if args.norm_reward else None)
         try:
-            train(args, envs, agent, optimizer, run, summary, obs_filter, device)
+            train(args, agent, normalizer, envs, run, device)
         except KeyboardInterrupt:
             print(f"{SCRIPT}: interrupted; writing what the run has so far")
-            summary["interrupted"] = True
+            interrupted = run.summary["interrupted"] = True
         finally:
             envs.close()
-    return finish(args, run, summary, agent, obs_filter, device, trained=checkpoint is None)
+    summary = finish(args, run, agent, normalizer, device, trained=checkpoint is None)
+    if interrupted:
+        raise KeyboardInterrupt  # the run folder is written; the command line exits with 130
+    return summary
 
 
 # ---------------------------------------------------------------------------------------
 # Plumbing: checks, run folder, evaluation, checkpoints (not needed to follow the algorithm)
 # ---------------------------------------------------------------------------------------
+class UsageError(Exception):
+    """Bad input: reported as one line on stderr with exit status 2, before training."""
+
+
 def fail(message):
     raise UsageError(message)
 
 
+def parse_args():
+    """tyro.cli(Args), with tyro's own parse errors (an unknown flag, a value of the wrong
+    type) turned into one line: tyro's message and the flags it suggests, read back from the
+    text it prints. --help prints as tyro writes it."""
+    if {"-h", "--help"} & set(sys.argv[1:]):
+        return tyro.cli(Args)
+    captured = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(captured), contextlib.redirect_stderr(captured):
+            return tyro.cli(Args)
+    except SystemExit:
+        lines = [line.strip() for line in captured.getvalue().splitlines()]
+        lines = [line for line in lines if line.strip("-")]  # drop blanks and rules
+        flags = [line.split()[0].rstrip(",") for line in lines[2:] if line.startswith("--")]
+        hint = f"; did you mean {' or '.join(flags)}?" if "Perhaps you meant:" in lines else ""
+        fail(f"{lines[1][0].lower()}{lines[1][1:]}{hint} (python {SCRIPT} --help lists the flags)")
+
+
 def check_args(args):
-    """Everything a user can get wrong in the flags, checked before any environment runs.
-    With --eval-checkpoint, loads the checkpoint and takes its network sizes and hidden
-    observation dimensions. Returns (args, checkpoint or None)."""
+    """Everything a user can get wrong in the flags, checked before any environment runs."""
     for name in ("total_timesteps", "num_envs", "num_steps", "data_chunk_length",
-                 "num_minibatches", "update_epochs", "hidden_size", "lstm_hidden_size"):
-        if getattr(args, name) <= 0:
-            fail(f"--{name.replace('_', '-')} must be positive, got {getattr(args, name)}")
-    for name in ("learning_rate", "clip_coef", "max_grad_norm"):
+                 "num_minibatches", "update_epochs", "hidden_size", "lstm_hidden_size",
+                 "learning_rate", "clip_coef", "max_grad_norm"):
         if not getattr(args, name) > 0:
             fail(f"--{name.replace('_', '-')} must be positive, got {getattr(args, name)}")
     for name in ("gamma", "gae_lambda"):
@@ -572,337 +691,301 @@ def check_args(args):
     if args.eval_episodes < 0:
         fail(f"--eval-episodes must be 0 or more, got {args.eval_episodes}")
     if args.eval_every < 0:
-        fail("--eval-every must be 0 (evaluate only after training) or more, got "
-             f"{args.eval_every}")
+        fail("--eval-every must be 0 (evaluate only after training) or more, "
+             f"got {args.eval_every}")
     if args.eval_every and not args.eval_episodes:
         fail("--eval-every needs at least one evaluation episode; pass --eval-episodes 1 or more")
+    if args.capture_video and not args.eval_episodes:
+        fail("--capture-video records the evaluation episodes, and --eval-episodes 0 has none; "
+             "pass --eval-episodes 1 or more")
+    if args.capture_video and importlib.util.find_spec("moviepy") is None:
+        fail("--capture-video needs moviepy: pip install moviepy")
     if args.num_steps % args.data_chunk_length:
         fail(f"--data-chunk-length {args.data_chunk_length} does not divide --num-steps "
              f"{args.num_steps}; pick a divisor of {args.num_steps}")
-    num_chunks = args.num_envs * args.num_steps // args.data_chunk_length
-    if num_chunks % args.num_minibatches:
-        fail(f"the {num_chunks} chunks of a rollout (num_envs*num_steps/data_chunk_length) "
-             f"do not split into --num-minibatches {args.num_minibatches}; pick a divisor")
-    if args.eval_checkpoint is None and args.total_timesteps < args.num_envs * args.num_steps:
+    batch_size = args.num_envs * args.num_steps
+    if batch_size // args.data_chunk_length % args.num_minibatches:
+        fail(f"num_envs*num_steps/data_chunk_length = {batch_size // args.data_chunk_length} "
+             f"chunks do not split into --num-minibatches {args.num_minibatches}; pick a divisor")
+    if args.eval_checkpoint is None and args.total_timesteps < batch_size:
         fail(f"--total-timesteps {args.total_timesteps} is less than one rollout "
-             f"(num_envs*num_steps = {args.num_envs * args.num_steps})")
-    if args.capture_video and importlib.util.find_spec("moviepy") is None:
-        fail("--capture-video needs moviepy: pip install moviepy")
-    if len(set(args.hide_obs)) != len(args.hide_obs):
-        fail(f"--hide-obs {' '.join(map(str, args.hide_obs))} names a dimension twice")
-    if args.eval_checkpoint is None:
-        return args, None
-    checkpoint = load_checkpoint(args.eval_checkpoint, args.env_id)
-    saved = checkpoint["args"]
-    return replace(args, hidden_size=saved["hidden_size"], hide_obs=list(saved["hide_obs"]),
-                   lstm_hidden_size=saved["lstm_hidden_size"],
-                   norm_obs=saved["norm_obs"]), checkpoint
+             f"(num_envs*num_steps = {batch_size}); raise it or shrink the rollout")
 
 
-def check_env(args):
-    """Make one environment to check its spaces and --hide-obs; returns (the observation
-    size the agent sees, the action space). `module:EnvId` imports the module first, as
-    gym.make does, so that it can register the id."""
-    module, _, name = args.env_id.rpartition(":")
-    if module:
-        try:
-            importlib.import_module(module)
-        except Exception as e:
-            fail(f"cannot import module {module!r} of --env-id {args.env_id}: "
-                 f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
-    if name not in gym.registry:
-        close = difflib.get_close_matches(name, list(gym.registry), n=3, cutoff=0.5)
-        hint = f"; did you mean {', '.join(close)}?" if close else "; see gymnasium.registry"
-        where = f" (module {module} registers no such id)" if module else ""
-        fail(f"unknown environment id {name!r}{where}{hint}")
+def check_env(env_id, hide_obs=()):
+    """Make env_id once (gym.make imports the module of a module:EnvId id itself) and check
+    that ppo_lstm.py handles its spaces and hide_obs; returns (obs_dim, action_dim, continuous)."""
     try:
-        env = gym.make(args.env_id)
-    except (gym.error.Error, ImportError) as e:
-        fail(f"cannot make {args.env_id}: {str(e).splitlines()[0]}")
+        env = gym.make(env_id)
+    except (gym.error.NameNotFound, gym.error.VersionNotFound, gym.error.NamespaceNotFound):
+        close = [i for i in difflib.get_close_matches(env_id.rpartition(":")[2], gym.registry,
+                                                      n=6, cutoff=0.6) if makeable(i)][:3]
+        fail(f"unknown environment id {env_id!r}"
+             + (f"; did you mean {', '.join(close)}?" if close else "; see gymnasium.registry"))
+    except ModuleNotFoundError as e:  # gym.make's own message does not keep e.name
+        missing = re.search(r"named '([\w.]+)'", str(e))[1]
+        where = ("; put its folder on PYTHONPATH (PYTHONPATH=. when it is in this folder)"
+                 if missing == env_id.rpartition(":")[0] else "")
+        fail(f"cannot make {env_id}: no module named {missing}{where}")
+    except (gym.error.Error, ImportError) as e:  # pin the extra to the installed Gymnasium
+        message = re.sub(r'"gymnasium\[(\w+)\]"', rf'"gymnasium[\1]=={gym.__version__}"', str(e))
+        fail(f"cannot make {env_id}: {message.splitlines()[0]}")
+    except Exception as e:  # a module of the user's own that fails while being imported
+        fail(f"cannot make {env_id}: {type(e).__name__}: {e}".splitlines()[0])
     obs_space, action_space = env.observation_space, env.action_space
     env.close()
-    if isinstance(action_space, gym.spaces.Box) and len(action_space.shape) != 1:
-        fail(f"{args.env_id} has a Box action space of shape {action_space.shape}; "
-             f"{SCRIPT} needs a flat one")
-    if not isinstance(action_space, (gym.spaces.Box, gym.spaces.Discrete)):
-        fail(f"{args.env_id} has a {type(action_space).__name__} action space; {SCRIPT} "
-             "handles Discrete and Box (ppo_masked.py handles masked Discrete actions)")
-    if not isinstance(obs_space, gym.spaces.Box) or len(obs_space.shape) != 1:
-        fail(f"{args.env_id} has {type(obs_space).__name__} observations of shape "
-             f"{obs_space.shape}; {SCRIPT} needs flat Box vectors")
-    size = obs_space.shape[0]
-    if any(not 0 <= i < size for i in args.hide_obs) or len(args.hide_obs) >= size:
-        fail(f"--hide-obs {' '.join(map(str, args.hide_obs))} does not fit {args.env_id}'s "
-             f"{size} observation dimensions (indices 0 to {size - 1}, at least one kept)")
-    return size - len(args.hide_obs), action_space
+    if not (isinstance(action_space, gym.spaces.Discrete)
+            or isinstance(action_space, gym.spaces.Box) and len(action_space.shape) == 1):
+        fail(f"{env_id} has a {type(action_space).__name__} action space of shape "
+             f"{action_space.shape}; ppo_lstm.py handles Discrete and flat Box actions (number "
+             "MultiDiscrete or MultiBinary combinations as one Discrete action)")
+    if not (isinstance(obs_space, gym.spaces.Box) and len(obs_space.shape) == 1):
+        fail(f"{env_id} has a {type(obs_space).__name__} observation space of shape "
+             f"{obs_space.shape}; ppo_lstm.py's encoder needs a flat Box (ppo_masked.py "
+             "one-hot encodes Discrete ones, qlearning.py uses a table)")
+    if len(set(hide_obs)) < len(hide_obs) or not set(hide_obs) < set(range(obs_space.shape[0])):
+        fail(f"--hide-obs {' '.join(map(str, hide_obs))} must name distinct dimensions among "
+             f"{env_id}'s 0 to {obs_space.shape[0] - 1}, keeping at least one")
+    continuous = isinstance(action_space, gym.spaces.Box)
+    action_dim = action_space.shape[0] if continuous else int(action_space.n)
+    return obs_space.shape[0] - len(hide_obs), action_dim, continuous
 
 
-class ObsFilter:
-    """What the agent sees of an observation (a batch or one): the --hide-obs dimensions
-    dropped, then, with --norm-obs, (obs - mean) / sqrt(var + 1e-8) clipped to [-10, 10]
-    with running statistics (Gymnasium's RunningMeanStd, updated with update=True)."""
-
-    def __init__(self, hidden, size, normalize):
-        self.keep = [i for i in range(size) if i not in set(hidden)]
-        self.normalize, self.rms = normalize, RunningMeanStd(shape=(len(self.keep),))
-
-    def __call__(self, obs, update=False):
-        obs = np.asarray(obs, dtype=np.float32)[..., self.keep]
-        if not self.normalize:
-            return obs
-        if update:
-            self.rms.update(obs)
-        normalized = (obs - self.rms.mean) / np.sqrt(self.rms.var + 1e-8)
-        return np.clip(normalized, -10.0, 10.0).astype(np.float32)
-
-    def state_dict(self):
-        return {"mean": torch.as_tensor(self.rms.mean), "var": torch.as_tensor(self.rms.var),
-                "count": float(self.rms.count)}
-
-    def load_state_dict(self, state):
-        self.rms.mean = state["mean"].numpy().astype(np.float64)
-        self.rms.var = state["var"].numpy().astype(np.float64)
-        self.rms.count = state["count"]
-
-
-def make_vector_env(env_id, num_envs, video_folder=None):
-    """N copies of env_id in one synchronous vector environment with SAME_STEP autoreset
-    (the true last observation is in info["final_obs"]) and episode statistics."""
-    def thunk(i):
-        def make():
-            if video_folder is None:
-                return gym.make(env_id)
-            env = gym.make(env_id, render_mode="rgb_array")
-            with warnings.catch_warnings():  # the environments share one folder on purpose
-                warnings.filterwarnings("ignore", message=".*Overwriting existing videos")
-                return gym.wrappers.RecordVideo(env, video_folder, name_prefix=f"eval-{i}",
-                                               episode_trigger=lambda episode: episode == 0)
-        return make
-
-    envs = gym.vector.SyncVectorEnv([thunk(i) for i in range(num_envs)],
-                                    autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
-    return gym.wrappers.vector.RecordEpisodeStatistics(envs)
-
-
-def to_env_action(actions, action_space):
-    """Tensor actions to what the environment takes: Gaussian samples are clipped to the
-    bounds when stepping (the buffer keeps the unclipped sample)."""
-    actions = actions.cpu().numpy()
-    if isinstance(action_space, gym.spaces.Box):
-        return np.clip(actions, action_space.low, action_space.high)
-    return actions
-
-
-def record_episodes(run, info, summary, recent, stop_at_return):
-    """Write the episodes that ended at this step; returns True once the mean of the last
-    20 training returns reaches --stop-at-return."""
-    if "_episode" not in info:
+def makeable(env_id):
+    """Whether gym.make(env_id) works here (its dependencies installed), for suggestions."""
+    try:
+        with warnings.catch_warnings():  # an old version's deprecation is no news here
+            warnings.simplefilter("ignore")
+            gym.make(env_id).close()
+        return True
+    except Exception:
         return False
-    for n in np.flatnonzero(info["_episode"]):
-        recent.append(float(info["episode"]["r"][n]))
-        run.write("episodes", {"global_step": summary["global_steps"],
-                               "wall_time": round(run.elapsed(), 4),
-                               "episode_return": recent[-1],
-                               "episode_length": int(info["episode"]["l"][n])})
-    if stop_at_return is None or len(recent) < 20 or np.mean(recent) < stop_at_return:
-        return False
-    summary["solved_at_step"] = summary["global_steps"]
-    summary["solved_at_time_s"] = round(run.elapsed(), 3)
-    return True
 
 
-def non_finite(loss, summary):
-    """True, after saying so and marking the run interrupted, when the loss is NaN or inf."""
-    if math.isfinite(loss):
-        return False
-    print(f"{SCRIPT}: the loss is not finite (NaN or inf) at step {summary['global_steps']}; "
-          "stopping (try a lower --learning-rate)")
-    summary["interrupted"] = True
-    return True
+def seed_and_device(seed, cuda):
+    """Seed Python's, NumPy's and torch's random generators (the environments are seeded by
+    their reset), and pick the device: the GPU if asked for and present, else the CPU with
+    one thread (a 64-unit LSTM runs faster without torch's thread pool)."""
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+    device = torch.device("cuda" if cuda and torch.cuda.is_available() else "cpu")
+    if device.type == "cpu":
+        torch.set_num_threads(1)
+    return device
 
 
-def log_update(run, summary, diagnostics):
-    elapsed = run.elapsed()
-    run.write("updates", {"global_step": summary["global_steps"],
-                          "wall_time": round(elapsed, 4),
-                          "sps": int(summary["global_steps"] / max(elapsed, 1e-9)),
-                          **diagnostics})
-
-
-def evaluate(agent, obs_filter, env_id, episodes, seed, device, video_folder=None):
+@torch.no_grad()
+def evaluate(agent, normalizer, env_id, episodes, seed, device, video_folder=None, hide_obs=()):
     """Greedy returns of `episodes` episodes, one per environment of a vector env, all at
-    once, each carrying its LSTM state from its first step to its last."""
-    envs = make_vector_env(env_id, episodes, video_folder)
+    once, each carrying its own LSTM state from zeros; the observation statistics are frozen.
+    The greedy action is the most likely one: the argmax of the logits, or the Gaussian's mean."""
+    envs = make_vector_env(env_id, episodes, video_folder=video_folder, hide_obs=hide_obs)
     obs, _ = envs.reset(seed=seed)
-    state, starts = agent.initial_state(episodes, device), torch.ones(episodes, device=device)
+    # Only each environment's first episode counts, and it starts from the zero state: the
+    # state is carried from step to step and never reset.
+    state, no_starts = agent.initial_state(episodes, device), torch.zeros(episodes, device=device)
     returns = np.full(episodes, np.nan)
-    with torch.no_grad():
-        while np.isnan(returns).any():
-            action, state = agent.greedy(torch.as_tensor(obs_filter(obs), device=device), state,
-                                         starts)
-            obs, _, terminated, truncated, info = envs.step(
-                to_env_action(action, envs.single_action_space))
-            starts = torch.as_tensor(terminated | truncated, device=device).float()
-            if "_episode" in info:
-                first = info["_episode"] & np.isnan(returns)
-                returns[first] = info["episode"]["r"][first]
+    while np.isnan(returns).any():
+        action, state = agent.greedy(torch.from_numpy(normalizer(obs)).to(device), state, no_starts)
+        obs, _, _, _, info = envs.step(to_env_action(agent, action, envs.single_action_space))
+        if "_episode" in info:
+            first = info["_episode"] & np.isnan(returns)
+            returns[first] = info["episode"]["r"][first]
     envs.close()
     return returns
 
 
 class RunWriter:
-    """The run folder: config.json now, episodes.csv, updates.csv and evaluations.csv row by
-    row (flushed, so an interrupted run keeps them), summary.json and learning_curve.png at
-    the end; a progress line every 2 seconds, and the greedy evaluations of --eval-every with
-    best_model.pt, the best evaluated model."""
+    """The run folder (CONTRIBUTING.md, "What a run writes"): config.json at once, the CSV
+    files row by row (flushed, so an interrupted run keeps them), a progress line every 2
+    seconds, the evaluations of --eval-every with best_model.pt; finish() writes the rest.
+    Training runs whole rollouts: the budget is rounded down to them, said at the start."""
 
-    def __init__(self, args, device, agent, obs_filter):
+    def __init__(self, args, device, agent, normalizer, rollout_steps=1):
         name = "__".join([args.env_id.replace("/", "-").replace(":", "-"), args.exp_name,
                           str(args.seed), str(int(time.time()))])
         self.path, suffix = os.path.join(args.output_dir, name), 1
-        while os.path.exists(self.path):
+        while os.path.exists(self.path):  # a run with the same flags in the same second
             suffix += 1
             self.path = os.path.join(args.output_dir, f"{name}-{suffix}")
         try:
             os.makedirs(self.path)
         except OSError as e:
             fail(f"cannot create the run folder {self.path}: {e.strerror}")
-        self.write_json("config.json", {**asdict(args), "device": str(device), "versions": {
-            "torch": torch.__version__, "gymnasium": gym.__version__,
-            "numpy": np.__version__, "python": sys.version.split()[0]}})
-        self.files, self.writers, self.episodes = {}, {}, []
-        self.write("episodes", None)  # the header, even if no episode ends
-        self.args, self.device, self.agent, self.obs_filter = args, device, agent, obs_filter
-        self.global_step, self.evaluations = 0, []  # evaluations: (global_step, mean, std)
+        versions = {"torch": torch.__version__, "gymnasium": gym.__version__,
+                    "numpy": np.__version__, "python": sys.version.split()[0]}
+        with open(os.path.join(self.path, "config.json"), "w") as f:
+            json.dump({**asdict(args), "device": str(device), "versions": versions}, f, indent=2)
+        self.summary = dict.fromkeys(SUMMARY_KEYS) | {
+            "algorithm": "ppo_lstm", "env_id": args.env_id, "seed": args.seed, "global_steps": 0,
+            "eval_episodes": args.eval_episodes, "interrupted": False}
+        self.args, self.device, self.agent, self.normalizer = args, device, agent, normalizer
+        self.budget = args.total_timesteps // rollout_steps * rollout_steps
+        self.files, self.steps, self.returns, self.evaluations = {}, [], [], []
+        self.write_row("episodes.csv")  # its header now: a run with no episode has the file
         self.start = self.last_print = time.time()
+        self.first_print = None  # (step, time) of the first progress line
+        print(f"{SCRIPT}: {args.env_id}, seed {args.seed}, device {device}")
+        if self.budget != args.total_timesteps and args.eval_checkpoint is None:
+            print(f"{SCRIPT}: training runs {self.budget:,} of --total-timesteps "
+                  f"{args.total_timesteps:,}: whole rollouts of {rollout_steps:,} steps")
 
     def elapsed(self):
         return time.time() - self.start
 
+    def write_row(self, filename, **row):
+        """Append a row to a CSV file of the run folder, made with a header at first use
+        (episodes.csv's columns are fixed; no row writes the header alone)."""
+        if filename not in self.files:
+            f = open(os.path.join(self.path, filename), "w", newline="")
+            fields = EPISODE_FIELDS if filename == "episodes.csv" else list(row)
+            self.files[filename] = (f, csv.DictWriter(f, fieldnames=fields))
+            self.files[filename][1].writeheader()
+        f, writer = self.files[filename]
+        if row:
+            writer.writerow(row)
+        f.flush()
+
+    def episode(self, global_step, episode_return, episode_length):
+        self.steps.append(global_step)
+        self.returns.append(float(episode_return))
+        self.write_row("episodes.csv", global_step=global_step, wall_time=round(self.elapsed(), 4),
+                       episode_return=float(episode_return), episode_length=int(episode_length))
+
+    def update(self, global_step, **diagnostics):
+        wall_time = self.elapsed()
+        self.write_row("updates.csv", global_step=global_step, wall_time=round(wall_time, 4),
+                       sps=int(global_step / wall_time), **diagnostics)
+
     def step(self, global_step):
-        """After each vector step: a greedy evaluation each time global_step crosses a
-        multiple of --eval-every, and the progress line every 2 seconds."""
-        every, previous, self.global_step = self.args.eval_every, self.global_step, global_step
+        """After each vector step: record the step count (should Ctrl-C stop the run), run a
+        greedy evaluation each time global_step crosses a multiple of --eval-every, and
+        print the progress line every 2 seconds, its speed measured from the first line on
+        (the first seconds hold the start-up, which would make the speed and ETA wrong)."""
+        every, previous = self.args.eval_every, self.summary["global_steps"]
+        self.summary["global_steps"] = global_step
         if every and global_step // every > previous // every:
             self.evaluation(global_step)
-        if time.time() - self.last_print >= 2.0:
-            self.last_print = time.time()
-            print(progress_line(global_step, self.args.total_timesteps, self.elapsed(),
-                                self.recent_return()))
+        now = time.time()
+        if now - self.last_print >= 2.0:
+            first, self.last_print = self.first_print or (global_step, now), now
+            sps = (global_step - first[0]) / (now - first[1]) if self.first_print else None
+            print(progress_line(global_step, self.budget, sps, self.recent_return()))
+            self.first_print = first
 
     def evaluation(self, global_step):
-        """Evaluate the agent as it is now on environments of its own, seeded as the final
-        evaluation, each carrying an LSTM state of its own (the training environments, their
-        statistics, the rollout's hidden state and every random stream training draws from
-        are untouched); append the row to evaluations.csv and, with --save-model, keep the
-        best model so far as best_model.pt (the first of equal ones)."""
+        """Evaluate the policy as it is now on separate environments (the training ones, their
+        statistics, hidden states and random streams are untouched), append the row to
+        evaluations.csv and, with --save-model, keep the best model so far as best_model.pt."""
         wall_time = self.elapsed()
-        returns = evaluate(self.agent, self.obs_filter, self.args.env_id, self.args.eval_episodes,
-                           self.args.seed + 100_000, self.device)
+        returns = evaluate(self.agent, self.normalizer, self.args.env_id, self.args.eval_episodes,
+                           self.args.seed + 100_000, self.device, hide_obs=self.args.hide_obs)
         mean, std = float(returns.mean()), float(returns.std())
-        self.write("evaluations", {"global_step": global_step, "wall_time": round(wall_time, 4),
-                                   "eval_return_mean": mean, "eval_return_std": std})
-        if self.args.save_model and mean > max((m for _, m, _ in self.evaluations),
-                                               default=-math.inf):
+        self.write_row("evaluations.csv", global_step=global_step, wall_time=round(wall_time, 4),
+                       eval_return_mean=mean, eval_return_std=std)
+        best = max((m for _, m, _ in self.evaluations), default=-math.inf)
+        if self.args.save_model and mean > best:
             save_checkpoint(os.path.join(self.path, "best_model.pt"), self.agent,
-                            self.obs_filter, self.args)
+                            self.normalizer, self.args)
         self.evaluations.append((global_step, mean, std))
+
+    def non_finite(self, loss, global_step):
+        """True, after saying so and marking the run interrupted, when the loss is NaN or inf."""
+        if math.isfinite(loss):
+            return False
+        print(f"{SCRIPT}: the loss became non-finite (NaN or inf) at step {global_step}; "
+              "stopping (try a lower --learning-rate)")
+        self.summary["interrupted"] = True
+        return True
 
     def recent_return(self):
         """The mean of the last 20 training episode returns (None before the first)."""
-        recent = [e["episode_return"] for e in self.episodes[-20:]]
-        return float(np.mean(recent)) if recent else None
+        return float(np.mean(self.returns[-20:])) if self.returns else None
 
-    def write(self, table, row):
-        """Append a row to <table>.csv, whose header is the first row's keys."""
-        if table not in self.files:
-            fields = ["global_step", "wall_time", "episode_return", "episode_length"] \
-                if table == "episodes" else list(row)
-            self.files[table] = open(os.path.join(self.path, f"{table}.csv"), "w", newline="")
-            self.writers[table] = csv.DictWriter(self.files[table], fieldnames=fields)
-            self.writers[table].writeheader()
-        if row is not None:
-            self.writers[table].writerow(row)
-            if table == "episodes":
-                self.episodes.append(row)
-        self.files[table].flush()
-
-    def write_json(self, filename, data):
-        with open(os.path.join(self.path, filename), "w") as f:
-            json.dump(data, f, indent=2)
+    def reached(self, threshold, global_step):
+        """True once the mean of the last 20 returns reaches threshold; records when."""
+        if threshold is None or len(self.returns) < 20 or self.recent_return() < threshold:
+            return False
+        self.summary["solved_at_step"] = global_step
+        self.summary["solved_at_time_s"] = round(self.elapsed(), 3)
+        return True
 
     def close(self):
-        for f in self.files.values():
+        for f, _ in self.files.values():
             f.close()
 
-    def plot(self, title):
-        """Episode return against environment steps: raw points faded, a moving average of
-        20 episodes on top; the greedy evaluations (step, mean, std) of --eval-every as a
-        second series, the mean with the std as error bars."""
-        steps = np.array([e["global_step"] for e in self.episodes])
-        returns = np.array([e["episode_return"] for e in self.episodes])
-        fig = Figure(figsize=(7, 4), dpi=100)
-        ax = fig.add_subplot()
-        ax.scatter(steps, returns, s=6, alpha=0.25, color="tab:blue", label="episode return")
-        if len(returns):
-            window = min(20, len(returns))
-            smooth = np.convolve(returns, np.ones(window) / window, mode="valid")
-            ax.plot(steps[window - 1:], smooth, color="tab:blue", lw=2,
-                    label=f"mean of last {window}")
-        if self.evaluations:
-            eval_steps, means, stds = zip(*self.evaluations)
-            ax.errorbar(eval_steps, means, yerr=stds, color="tab:orange", marker="o", ms=4,
-                        capsize=3, label="greedy evaluation (mean, std)")
-        if len(returns) or self.evaluations:
-            ax.legend(loc="lower right")
-        ax.set(xlabel="environment steps", ylabel="episode return", title=title)
-        ax.grid(alpha=0.3)
-        fig.tight_layout()
-        path = os.path.join(self.path, "learning_curve.png")
-        fig.savefig(path)
-        return path
+
+EPISODE_FIELDS = ("global_step", "wall_time", "episode_return", "episode_length")
+SUMMARY_KEYS = ("algorithm", "env_id", "seed", "global_steps", "wall_time_s",
+                "train_return_last20", "eval_return_mean", "eval_return_std", "eval_episodes",
+                "solved_at_step", "solved_at_time_s", "interrupted")
 
 
-def progress_line(global_step, total_steps, elapsed, recent_return):
+def progress_line(global_step, total_steps, sps, recent_return):
     """The console's progress: the step out of the budget, the percentage, steps per second,
-    the time left at that speed (h:mm:ss) and the mean of the last 20 training returns.
+    the time left at that speed (h:mm:ss) and the mean of the last 20 training returns; the
+    speed and the time left read "-" while sps is None (the first line: nothing measured).
 
-        sps = global_step / elapsed,   ETA = max(total_steps - global_step, 0) / sps
+        ETA = max(total_steps - global_step, 0) / sps
     """
-    sps = global_step / elapsed
-    minutes, seconds = divmod(round(max(total_steps - global_step, 0) / sps), 60)
+    if sps:
+        minutes, seconds = divmod(round(max(total_steps - global_step, 0) / sps), 60)
+        speed = f"{sps:,.0f} sps | ETA {minutes // 60}:{minutes % 60:02}:{seconds:02}"
+    else:
+        speed = "- sps | ETA -"
     recent = "n/a" if recent_return is None else f"{recent_return:.1f}"
     return (f"step {global_step:,}/{total_steps:,} ({100 * global_step / total_steps:.0f}%) | "
-            f"{sps:,.0f} sps | ETA {minutes // 60}:{minutes % 60:02}:{seconds:02} | "
-            f"return (last 20) {recent}")
+            f"{speed} | return (last 20) {recent}")
 
 
-def new_summary(args):
-    return {"algorithm": "ppo_lstm", "env_id": args.env_id, "seed": args.seed,
-            "global_steps": 0, "wall_time_s": None, "train_return_last20": None,
-            "eval_return_mean": None, "eval_return_std": None,
-            "eval_episodes": args.eval_episodes, "solved_at_step": None,
-            "solved_at_time_s": None, "interrupted": False}
+def plot_learning_curve(path, steps, returns, title, evaluations=(), final=None):
+    """learning_curve.png: episode return against environment steps, raw points faded and
+    a moving average of 20 episodes on top; the greedy evaluations (step, mean, std) of
+    --eval-every as a second series, the mean with the std as error bars, and the final
+    evaluation (step, mean, std) after training as a marker of its own."""
+    fig = Figure(figsize=(7, 4), dpi=100)
+    ax = fig.add_subplot()
+    ax.scatter(steps, returns, s=6, alpha=0.25, label="episode return")
+    if returns:
+        window = min(20, len(returns))
+        smooth = np.convolve(returns, np.ones(window) / window, mode="valid")
+        ax.plot(steps[window - 1:], smooth, color="tab:blue", lw=2, label=f"mean of last {window}")
+    for points, style, label in ((evaluations, dict(color="tab:orange", marker="o", ms=4),
+                                  "greedy evaluation (mean, std)"),
+                                 ([final] if final else [], dict(color="tab:red", marker="D", ms=7),
+                                  "final greedy evaluation")):
+        if points:
+            eval_steps, means, stds = zip(*points)
+            ax.errorbar(eval_steps, means, yerr=stds, capsize=3, label=label, **style)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(loc="lower right")
+    ax.set(xlabel="environment steps", ylabel="episode return", title=title)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(os.path.join(path, "learning_curve.png"))
+    return os.path.join(path, "learning_curve.png")
 
 
-def save_checkpoint(path, agent, obs_filter, args):
-    """model.pt (and best_model.pt): the agent's weights, the observation statistics, the flags."""
-    torch.save({"agent": agent.state_dict(), "obs_rms": obs_filter.state_dict(),
+def save_checkpoint(path, agent, normalizer, args):
+    torch.save({"agent": agent.state_dict(), "obs_rms": normalizer.state_dict(),
                 "args": asdict(args)}, path)
 
 
 def load_checkpoint(path, env_id):
-    """Load a model.pt safely (weights_only) and check it was made for env_id."""
+    """Load a model.pt safely (weights_only, onto the CPU) and check it was made for env_id;
+    None when path is None (no --eval-checkpoint)."""
+    if path is None:
+        return None
     if not os.path.isfile(path):
         fail(f"checkpoint {path} does not exist")
     try:
         checkpoint = torch.load(path, map_location="cpu", weights_only=True)
-        saved = checkpoint["args"]
-        if not {"agent", "obs_rms"} <= set(checkpoint) or not {
-                "env_id", "hidden_size", "lstm_hidden_size", "hide_obs", "norm_obs"} <= set(saved):
-            raise KeyError("missing entries")
+        saved = checkpoint["args"]  # each lookup raises KeyError where an entry is missing
+        checkpoint["agent"], checkpoint["obs_rms"], saved["hidden_size"], saved["norm_obs"]
+        saved["lstm_hidden_size"], saved["hide_obs"], saved["env_id"]
     except Exception as e:
-        fail(f"checkpoint {path} is not a {SCRIPT} model.pt ({type(e).__name__}); "
+        fail(f"checkpoint {path} is not a ppo_lstm.py model.pt ({type(e).__name__}); "
              "make one with --save-model")
     if saved["env_id"] != env_id:
         fail(f"checkpoint {path} was made for {saved['env_id']}, not {env_id}; "
@@ -910,43 +993,60 @@ def load_checkpoint(path, env_id):
     return checkpoint
 
 
-def load_weights(agent, obs_filter, checkpoint, args):
+def restore(checkpoint, agent, normalizer, args):
+    """Put a checkpoint's weights and observation statistics into agent and normalizer."""
     try:
         agent.load_state_dict(checkpoint["agent"])
-        obs_filter.load_state_dict(checkpoint["obs_rms"])
+        normalizer.load_state_dict(checkpoint["obs_rms"])
     except (RuntimeError, KeyError, AttributeError) as e:
         fail(f"checkpoint {args.eval_checkpoint} does not fit {args.env_id}'s network: "
              f"{str(e).splitlines()[0]}")
 
 
-def finish(args, run, summary, agent, obs_filter, device, trained=True):
+def finish(args, run, agent, normalizer, device, trained=True):
     """Evaluate greedily, save the model if asked, write summary.json and the curve, and
     print the closing line. An interrupted run skips the evaluation."""
+    summary = run.summary
     summary["train_return_last20"] = run.recent_return()
+    summary["wall_time_s"] = round(run.elapsed(), 3)
+    final = None
     if args.eval_episodes and not summary["interrupted"]:
         video_folder = os.path.join(run.path, "videos") if args.capture_video else None
-        returns = evaluate(agent, obs_filter, args.env_id, args.eval_episodes, args.seed + 100_000,
-                           device, video_folder)
+        returns = evaluate(agent, normalizer, args.env_id, args.eval_episodes,
+                           args.seed + 100_000, device, video_folder, args.hide_obs)
         summary["eval_return_mean"] = float(returns.mean())
         summary["eval_return_std"] = float(returns.std())
-    summary["wall_time_s"] = round(run.elapsed(), 3)
+        final = (summary["global_steps"], summary["eval_return_mean"], summary["eval_return_std"])
     if args.save_model and trained:
-        save_checkpoint(os.path.join(run.path, "model.pt"), agent, obs_filter, args)
+        save_checkpoint(os.path.join(run.path, "model.pt"), agent, normalizer, args)
     run.close()
-    run.write_json("summary.json", summary)
-    closing = f"{SCRIPT}: run folder {run.path}"
-    for key in ("global_steps", "train_return_last20", "eval_return_mean", "solved_at_step"):
-        value = summary[key]
-        closing += f" | {key} {value:.2f}" if isinstance(value, float) else f" | {key} {value}"
+    with open(os.path.join(run.path, "summary.json"), "w") as f:
+        json.dump(summary, f, indent=2)
+    closing = [f"{SCRIPT}: run folder {run.path}", f"global_steps {summary['global_steps']:,}"]
+    for key in ("train_return_last20", "eval_return_mean"):
+        closing.append(f"{key} " + ("-" if summary[key] is None else f"{summary[key]:.2f}"))
+    if args.stop_at_return is not None:
+        closing.append(f"solved_at_step {summary['solved_at_step'] or 'not reached'}")
     if trained:
-        closing += f" | learning curve {run.plot(f'{SCRIPT} on {args.env_id}, seed {args.seed}')}"
-    print(closing)
+        closing.append("learning curve " + plot_learning_curve(
+            run.path, run.steps, run.returns, f"{SCRIPT} on {args.env_id}, seed {args.seed}",
+            run.evaluations, final))
+    print(" | ".join(closing))
     return summary
 
 
-if __name__ == "__main__":
+def cli():
+    """main(flags) from the command line. Bad input: one line, exit status 2. Ctrl-C: the
+    run folder written, the process dies of SIGINT (130), so a shell loop of runs stops too."""
     try:
-        main(tyro.cli(Args))
+        main(parse_args())
     except UsageError as e:
         print(f"{SCRIPT}: error: {e}", file=sys.stderr)
         sys.exit(2)
+    except KeyboardInterrupt:
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGINT)
+
+
+if __name__ == "__main__":
+    cli()

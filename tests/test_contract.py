@@ -32,6 +32,7 @@ SCRIPTS = {
     "sac.py": (["--env-id", "ShortPendulum-v1", "--total-timesteps", "120", "--num-envs", "2",
                 "--learning-starts", "40", "--batch-size", "16", "--hidden-size", "8"], True),
     "mappo.py": (["--num-envs", "2", "--num-steps", "25", "--total-timesteps", "50"], True),
+    "ppo_lstm.py": (["--num-envs", "2", "--num-steps", "16", "--total-timesteps", "32"], True),
 }
 # The scripts that evaluate in one environment, episode after episode (the others play the
 # evaluation episodes side by side, one environment each): one video file per episode too.

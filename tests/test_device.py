@@ -181,17 +181,13 @@ def check(func, args, inputs):
 def pretend_gpu(monkeypatch, module=None):
     """Within it, torch calls keep PretendGPU's rules, and module's runs see a GPU: their
     device is `cuda`. Yields the set of paths that torch.save wrote with GPU tensors in them."""
-    name = next((n for n in ("seed_and_device", "seed_and_pick_device", "pick_device")
-                 if hasattr(module, n)), None)
-    if module is not None and name is None:  # the script picks its device inline
-        monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    elif module is not None:
-        seed_and_device = getattr(module, name)
+    if module is not None:  # every torch script picks its device in seed_and_device
+        seed_and_device = module.seed_and_device
 
         def seed_and_gpu(*args, **kwargs):
             seed_and_device(*args, **kwargs)  # seeds as it does; no GPU here, so the CPU
             return CUDA
-        monkeypatch.setattr(module, name, seed_and_gpu)
+        monkeypatch.setattr(module, "seed_and_device", seed_and_gpu)
     saved_from_gpu = set()
     save, load, from_numpy = torch.save, torch.load, torch.from_numpy
 

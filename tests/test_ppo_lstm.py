@@ -1,6 +1,7 @@
 """Tests of ppo_lstm.py: the chunk generators and the unroll by hand, what the rollout stores
-and what the update feeds the LSTM (the glue), runs end to end, watching a run (--eval-every
-and the progress line), bad input, determinism."""
+and what the update feeds the LSTM (the glue), runs end to end, watching a run
+(--eval-every), its own bad input, determinism. The rules every script keeps (--help, a quiet
+import, the common bad input, Ctrl-C, the progress line, videos) are tests/test_contract.py's."""
 import json
 import math
 import os
@@ -11,9 +12,8 @@ import pytest
 import torch
 
 import ppo_lstm
-from conftest import (CountingEnv, check_evaluations, check_import_is_quiet,
-                      check_progress_line, interrupt_on_call, read_csv, same_seed_episodes,
-                      unreadable_checkpoints, video_names)
+from conftest import (ActionLogEnv, CountingEnv, check_evaluations, interrupt_on_call,
+                      read_csv, same_seed_episodes, unreadable_checkpoints)
 
 # Episodes of 5 steps cut by a time limit: observations 0, 1, 2, 3, 4, then the fifth step
 # (from observation 4) is truncated with the true final observation 5.
@@ -57,7 +57,7 @@ def test_gae_termination_does_not_bootstrap_and_truncation_does():
 def test_buffer_gae_takes_final_values_where_truncated_and_last_value_after():
     # T = 3, one environment truncated at step 1: next_values = [V1, final_values[1], last]
     # = [2, 5, 3], so the advantages are the truncated case above.
-    buffer = ppo_lstm.RolloutBuffer(3, 1, 1, (), torch.long, 4, "cpu")
+    buffer = ppo_lstm.RolloutBuffer(3, 1, (1,), (), False, 4, "cpu")
     buffer.rewards, buffer.values = REWARDS.clone(), VALUES.clone()
     buffer.truncated = END_AT_1.bool()
     buffer.final_values[1, 0] = 5.0
@@ -253,6 +253,12 @@ def test_truncation_bootstraps_from_the_final_observation_with_the_episodes_stat
     assert buffer["final_values"][[0, 1, 2, 3, 5, 6, 7]].abs().sum() == 0
     # V(final obs 5) is not the value of the next episode's first observation 0
     assert not torch.allclose(buffer["final_values"][4, 0], buffer["values"][5, 0], atol=1e-4)
+    # After the rollout, observation 3 of the second episode is valued with the state that
+    # episode reached: the LSTM over 0, 1, 2, 3 from zeros.
+    with torch.no_grad():
+        (_, critic), _ = agent.features(torch.arange(4.0).view(4, 1, 1),
+                                        agent.initial_state(1, "cpu"), torch.zeros(4, 1))
+    assert torch.allclose(buffer["last_value"], agent.value(critic[-1]).expand(2), atol=1e-6)
 
 
 def test_update_starts_each_chunk_from_its_stored_state(one_update):
@@ -271,17 +277,177 @@ def test_update_starts_each_chunk_from_its_stored_state(one_update):
     assert not torch.allclose(mid[0], buffer["h"][7, 0], atol=1e-4)
 
 
+def spy_on_ppo_loss(monkeypatch):
+    """The keyword arguments of every ppo_loss call, detached."""
+    calls, original = [], ppo_lstm.ppo_loss
+
+    def spy(**kwargs):
+        calls.append({k: v.detach().clone() for k, v in kwargs.items() if torch.is_tensor(v)})
+        return original(**kwargs)
+
+    monkeypatch.setattr(ppo_lstm, "ppo_loss", spy)
+    return calls
+
+
+def test_the_first_minibatch_reproduces_what_the_rollout_stored(tmp_path, monkeypatch):
+    # CountToFive-v0, T = 8, L = 4: each environment's chunk of steps 4..7 holds an episode
+    # start at step 5. One minibatch of all 4 chunks comes before any gradient step, so
+    # re-running each chunk from its stored first state, reset at step 5, must give the
+    # log-probabilities and values of acting: newlogprob = oldlogprob, and, with
+    # --no-norm-adv, newvalue = returns - advantages (R_t = A_t + V(s_t) stored).
+    calls = spy_on_ppo_loss(monkeypatch)
+    ppo_lstm.main(ppo_lstm.Args(env_id="CountToFive-v0", total_timesteps=16, num_envs=2,
+                                num_steps=8, data_chunk_length=4, num_minibatches=1,
+                                update_epochs=1, norm_adv=False, eval_episodes=0,
+                                output_dir=str(tmp_path)))
+    first = calls[0]
+    assert first["newlogprob"].shape == (16,)
+    assert torch.allclose(first["newlogprob"], first["oldlogprob"], atol=1e-6)
+    assert torch.allclose(first["newvalue"], first["returns"] - first["advantages"], atol=1e-5)
+
+
+@pytest.mark.parametrize("norm_adv", [True, False])
+def test_advantages_are_normalized_over_the_whole_minibatch(norm_adv, tmp_path, monkeypatch):
+    # GAE stood in for by hand: advantages A[t, n] = [[0, 2], [1, 4]] (T = 2, N = 2), returned
+    # as the returns too, so that each advantage ppo_loss gets can be matched with its raw
+    # value. One minibatch of both chunks (L = 2): mean 1.75, sample std
+    # sqrt((1.75^2 + 0.25^2 + 0.75^2 + 2.25^2) / 3) = sqrt(8.75 / 3) = 1.707825, so
+    # 0 -> -1.024695, 1 -> -0.439155, 2 -> 0.146385, 4 -> 1.317465. (Per time index it would
+    # be -0.7071 and 0.7071 at each step.) With --no-norm-adv they pass as they are.
+    advantages = torch.tensor([[0.0, 2.0], [1.0, 4.0]])
+    monkeypatch.setattr(ppo_lstm, "compute_gae", lambda *args: (advantages, advantages))
+    calls = spy_on_ppo_loss(monkeypatch)
+    ppo_lstm.main(ppo_lstm.Args(env_id="CountToFive-v0", total_timesteps=4, num_envs=2,
+                                num_steps=2, data_chunk_length=2, num_minibatches=1,
+                                update_epochs=1, norm_adv=norm_adv, eval_episodes=0,
+                                output_dir=str(tmp_path)))
+    (call,) = calls
+    normalized = {0.0: -1.024695, 1.0: -0.439155, 2.0: 0.146385, 4.0: 1.317465}
+    expected = [normalized[r] if norm_adv else r for r in call["returns"].tolist()]
+    assert sorted(call["returns"].tolist()) == [0.0, 1.0, 2.0, 4.0]
+    assert call["advantages"].tolist() == pytest.approx(expected, abs=1e-5)
+
+
+# CountToThree-v0 (conftest.py), 2 environments, T = 4: observations 0, 1, 2, then the third
+# step is truncated with the true final observation 3, and the next episode starts at 0.
+# With --norm-obs each row is normalized by the statistics after its own update (Gymnasium's
+# RunningMeanStd; its prior count of 1e-4 moves these by less than 1e-3), and the final
+# observation 3 by the statistics of its row, without updating them:
+#   after 0,0:             mean 0,    var 0                      -> 0
+#   after 0,0,1,1:         mean 0.5,  var 0.25                   -> (1 - 0.5) / 0.5 = 1
+#   after 0,0,1,1,2,2:     mean 1,    var 2/3                    -> (2 - 1) / 0.8165 = 1.2247
+#   final 3, same stats:                                           (3 - 1) / 0.8165 = 2.4495
+#   after 0,0,1,1,2,2,0,0: mean 0.75, var 10/8 - 0.75^2 = 0.6875 -> -0.75 / 0.8292 = -0.9045
+@pytest.mark.parametrize("norm_obs, rows, final", [(False, [0, 1, 2, 0], 3),
+                                                   (True, [0, 1, 1.2247, -0.9045], 2.4495)])
+def test_the_truncated_steps_final_observation_is_normalized_without_an_update(
+        norm_obs, rows, final, tmp_path, monkeypatch):
+    finals, stored = [], []
+    bootstrap, gae = ppo_lstm.Agent.bootstrap_value, ppo_lstm.RolloutBuffer.gae
+
+    def spy_bootstrap(self, obs, state, starts):
+        if obs.shape[0] == 1:  # one truncated environment's final observation
+            finals.append(obs[0, 0].item())
+        return bootstrap(self, obs, state, starts)
+
+    def spy_gae(self, *args):
+        stored.append(self.obs[:, :, 0].clone())
+        return gae(self, *args)
+
+    monkeypatch.setattr(ppo_lstm.Agent, "bootstrap_value", spy_bootstrap)
+    monkeypatch.setattr(ppo_lstm.RolloutBuffer, "gae", spy_gae)
+    ppo_lstm.main(ppo_lstm.Args(env_id="CountToThree-v0", total_timesteps=8, num_envs=2,
+                                num_steps=4, data_chunk_length=2, num_minibatches=2,
+                                update_epochs=1, norm_obs=norm_obs, eval_episodes=0,
+                                output_dir=str(tmp_path)))
+    assert stored[0].tolist() == [pytest.approx([r, r], abs=1e-3) for r in rows]
+    assert finals == pytest.approx([final, final], abs=1e-3)
+    # --norm-reward is on: the buffer's rewards are scaled, episodes.csv keeps the raw returns
+    episodes = read_csv(next(tmp_path.glob("*/episodes.csv")))
+    assert [e["episode_return"] for e in episodes] == ["3.0", "3.0"]
+
+
+def test_the_environment_gets_the_clipped_action_and_the_buffer_keeps_the_sample(tmp_path,
+                                                                                monkeypatch):
+    # BoxZeroToFour-v0 (conftest.py) takes actions in [0, 4] and keeps each it receives. The
+    # Gaussian policy starts with mean near 0 and std 1: some samples are negative. The
+    # environment must get each sample clipped to [0, 4]; the buffer the sample itself.
+    stored, gae = [], ppo_lstm.RolloutBuffer.gae
+
+    def spy_gae(self, *args):
+        stored.extend(self.actions[:, 0, 0].tolist())
+        return gae(self, *args)
+
+    monkeypatch.setattr(ppo_lstm.RolloutBuffer, "gae", spy_gae)
+    ActionLogEnv.received.clear()
+    ppo_lstm.main(ppo_lstm.Args(env_id="BoxZeroToFour-v0", total_timesteps=8, num_envs=1,
+                                num_steps=8, data_chunk_length=4, num_minibatches=2,
+                                update_epochs=1, eval_episodes=0, output_dir=str(tmp_path)))
+    assert min(stored) < 0 < max(stored)
+    assert ActionLogEnv.received == pytest.approx(np.clip(stored, 0, 4).tolist(), abs=1e-6)
+
+
+def test_evaluation_normalizes_observations_with_the_frozen_statistics(monkeypatch):
+    # Statistics mean 1, var 4 (std 2): the greedy policy must see CountToThree's 0, 1, 2 as
+    # (0 - 1) / 2 = -0.5, 0, 0.5, and the statistics must not move.
+    seen, original = [], ppo_lstm.Agent.greedy
+
+    def greedy(self, obs, state, starts):
+        seen.append(obs[0, 0].item())
+        return original(self, obs, state, starts)
+
+    monkeypatch.setattr(ppo_lstm.Agent, "greedy", greedy)
+    normalizer = ppo_lstm.ObsNormalizer((1,), enabled=True)
+    normalizer.rms.mean, normalizer.rms.var = np.array([1.0]), np.array([4.0])
+    agent = ppo_lstm.Agent(1, 2, False, 8, 4)
+    returns = ppo_lstm.evaluate(agent, normalizer, "CountToThree-v0", 1, 0, torch.device("cpu"))
+    assert returns.tolist() == [3.0] and seen == pytest.approx([-0.5, 0.0, 0.5], abs=1e-6)
+    assert normalizer.rms.mean.tolist() == [1.0] and normalizer.rms.var.tolist() == [4.0]
+
+
+def test_norm_reward_clips_the_normalized_reward_to_ten():
+    # The first reward 1 is also the first discounted return, whose running variance beside
+    # the prior (count 1e-4, mean 0, var 1) is 2e-4 / 1.0001: 1 / 0.01414 = 70.7, clipped to 10.
+    envs = ppo_lstm.make_vector_env("CountToThree-v0", 1, reward_gamma=0.99)
+    envs.reset(seed=0)
+    _, reward, _, _, _ = envs.step(np.array([0]))
+    envs.close()
+    assert reward.tolist() == [10.0]
+
+
+def test_hide_obs_drops_the_dimensions_everywhere_the_agent_looks():
+    # CartPole's 4 dimensions with 1 and 3 hidden: the observations, the space and the true
+    # final observation of an episode's end hold dimensions 0 and 2 alone.
+    full, hidden = (ppo_lstm.make_vector_env("CartPole-v1", 1, hide_obs=h) for h in ([], [1, 3]))
+    obs, _ = full.reset(seed=0)
+    seen, _ = hidden.reset(seed=0)
+    assert hidden.single_observation_space.shape == (2,)
+    assert seen.tolist() == obs[:, [0, 2]].tolist()
+    for _ in range(200):
+        obs, _, terminated, truncated, info = full.step(np.array([1]))
+        seen, _, _, _, seen_info = hidden.step(np.array([1]))
+        if terminated[0] or truncated[0]:
+            break
+    assert terminated[0]
+    assert seen_info["final_obs"][0].tolist() == info["final_obs"][0][[0, 2]].tolist()
+    full.close(), hidden.close()
+
+
 # ---------------------------------------------------------------------------------------
 # Runs end to end
 # ---------------------------------------------------------------------------------------
 def test_hidden_velocity_smoke_run_writes_every_file_and_its_model_evaluates(tmp_path,
                                                                              check_run_folder):
+    # --eval-every 256 evaluates at 256 and 512 with the hidden dimensions dropped too
     args = ppo_lstm.Args(hide_obs=[1, 3], total_timesteps=512, num_envs=2, num_steps=32,
                          data_chunk_length=8, num_minibatches=2, update_epochs=2,
-                         eval_episodes=2, save_model=True, output_dir=str(tmp_path / "train"))
+                         eval_episodes=2, eval_every=256, save_model=True,
+                         output_dir=str(tmp_path / "train"))
     summary = ppo_lstm.main(args)
     path, episodes, updates = check_run_folder(summary, args.output_dir, "ppo_lstm", model=True)
     assert summary["global_steps"] == 512 and len(updates) == 8
+    assert [r["global_step"] for r in read_csv(os.path.join(path, "evaluations.csv"))] == \
+        ["256", "512"]
     assert {"policy_loss", "value_loss", "entropy", "approx_kl", "clipfrac",
             "explained_variance"} <= set(updates[0])
     with open(os.path.join(path, "config.json")) as f:
@@ -321,7 +487,8 @@ def test_your_own_environment_module(tmp_path, fresh_env_module, check_run_folde
 
 def test_evaluation_carries_the_state_through_the_episode(monkeypatch):
     # Greedy evaluation of 2 episodes of CountToFive-v0: the states given at each step are
-    # zeros at the first step and then the state returned by the step before.
+    # zeros at the first step and then the state returned by the step before, never reset
+    # (each environment's first episode alone counts).
     agent = ppo_lstm.Agent(1, 2, False, 8, 4)
     calls, original = [], ppo_lstm.Agent.greedy
 
@@ -331,10 +498,11 @@ def test_evaluation_carries_the_state_through_the_episode(monkeypatch):
         return action, new_state
 
     monkeypatch.setattr(ppo_lstm.Agent, "greedy", greedy)
-    obs_filter = ppo_lstm.ObsFilter([], 1, normalize=False)
-    returns = ppo_lstm.evaluate(agent, obs_filter, "CountToFive-v0", 2, 0, "cpu")
+    normalizer = ppo_lstm.ObsNormalizer((1,), enabled=False)
+    returns = ppo_lstm.evaluate(agent, normalizer, "CountToFive-v0", 2, 0, "cpu")
     assert returns.tolist() == [5.0, 5.0] and len(calls) == 5
-    assert calls[0][1].tolist() == [1, 1] and all(c[1].sum() == 0 for c in calls[1:])
+    assert calls[0][0][0].abs().sum() == 0 and calls[0][0][1].abs().sum() == 0
+    assert all(c[1].sum() == 0 for c in calls) and calls[-1][0][0].abs().sum() > 0
     for before, after in zip(calls, calls[1:]):
         assert torch.equal(after[0][0], before[2][0]) and torch.equal(after[0][1], before[2][1])
 
@@ -347,24 +515,39 @@ def test_stop_at_return_stops_and_records_when(tmp_path):
 
 
 def test_interrupted_run_keeps_its_data(tmp_path, monkeypatch):
+    # Ctrl-C at the third optimizer step: 2 steps an update, so during the second update,
+    # after two rollouts of 2*32 = 64 steps, 128 in all. main writes the run folder, then lets the
+    # KeyboardInterrupt go on (the command line turns it into exit status 130).
     monkeypatch.setattr(torch.optim.Adam, "step", interrupt_on_call(3, torch.optim.Adam.step))
-    summary = ppo_lstm.main(ppo_lstm.Args(total_timesteps=2048, num_envs=2, num_steps=32,
-                                          update_epochs=1, save_model=True,
-                                          output_dir=str(tmp_path)))
+    with pytest.raises(KeyboardInterrupt):
+        ppo_lstm.main(ppo_lstm.Args(total_timesteps=2048, num_envs=2, num_steps=32,
+                                    update_epochs=1, save_model=True, output_dir=str(tmp_path)))
     (path,) = tmp_path.iterdir()
+    summary = json.loads((path / "summary.json").read_text())
     assert summary["interrupted"] is True and summary["eval_return_mean"] is None
-    assert read_csv(path / "episodes.csv") or summary["global_steps"] == 64
+    assert summary["global_steps"] == 128 and len(read_csv(path / "updates.csv")) == 1
     assert (path / "learning_curve.png").exists() and (path / "model.pt").exists()
 
 
-def test_non_finite_loss_stops_cleanly(tmp_path, monkeypatch):
+def test_the_budget_is_rounded_down_to_whole_rollouts_and_said_once(tmp_path, capsys):
+    # 100 steps in rollouts of 2 * 16 = 32: 3 whole rollouts, 3 * 32 = 96 steps.
+    summary = ppo_lstm.main(ppo_lstm.Args(total_timesteps=100, num_envs=2, num_steps=16,
+                                          update_epochs=1, eval_episodes=0,
+                                          output_dir=str(tmp_path)))
+    assert capsys.readouterr().out.count("training runs 96 of --total-timesteps 100: whole "
+                                         "rollouts of 32 steps") == 1
+    assert summary["global_steps"] == 96
+
+
+def test_non_finite_loss_stops_cleanly(tmp_path, monkeypatch, capsys):
     original = ppo_lstm.ppo_loss
-    monkeypatch.setattr(ppo_lstm, "ppo_loss", lambda *a: (original(*a)[0] * math.nan,
-                                                          *original(*a)[1:]))
+    monkeypatch.setattr(ppo_lstm, "ppo_loss", lambda **k: (original(**k)[0] * math.nan,
+                                                           *original(**k)[1:]))
     summary = ppo_lstm.main(ppo_lstm.Args(total_timesteps=1024, num_envs=2, num_steps=32,
                                           output_dir=str(tmp_path)))
     assert summary["interrupted"] is True and summary["global_steps"] == 64
     assert (next(tmp_path.iterdir()) / "summary.json").exists()
+    assert "the loss became non-finite (NaN or inf) at step 64" in capsys.readouterr().out
 
 
 def test_same_seed_gives_the_same_episodes(tmp_path):
@@ -374,14 +557,8 @@ def test_same_seed_gives_the_same_episodes(tmp_path):
     assert len(rows) > 20
 
 
-def test_capture_video_records_each_evaluation_episode(tmp_path):
-    ppo_lstm.main(ppo_lstm.Args(total_timesteps=64, num_envs=2, num_steps=32, eval_episodes=2,
-                                capture_video=True, output_dir=str(tmp_path)))
-    assert video_names(tmp_path) == ["eval-0-episode-0.mp4", "eval-1-episode-0.mp4"]
-
-
 # ---------------------------------------------------------------------------------------
-# Watching a run: --eval-every and the progress line
+# Watching a run: --eval-every (the progress line is tests/test_contract.py's)
 # ---------------------------------------------------------------------------------------
 def test_eval_every_writes_rows_keeps_the_best_model_and_leaves_training_alone(tmp_path):
     # Slider-v0 (tests/my_envs.py): 20-step episodes from random starts, so the evaluation's
@@ -395,49 +572,36 @@ def test_eval_every_writes_rows_keeps_the_best_model_and_leaves_training_alone(t
     check_evaluations(ppo_lstm.main, args, tmp_path, [42, 81, 120])
 
 
-def test_progress_line(printed_progress):
-    check_progress_line(ppo_lstm.progress_line)
-    printed_progress(ppo_lstm, ppo_lstm.Args(hide_obs=[1, 3], total_timesteps=256,
-                                             num_envs=4, num_steps=32, eval_episodes=0))
-
 
 # ---------------------------------------------------------------------------------------
 # Bad input: one line on stderr, exit status 2, nothing trained
 # ---------------------------------------------------------------------------------------
 @pytest.fixture
 def bad_checkpoints(tmp_path):
-    saved = {}
-    for name, args, agent in [
-            ("pendulum", ppo_lstm.Args(env_id="Pendulum-v1"), ppo_lstm.Agent(3, 1, True)),
-            # says 32 LSTM units, holds a 64-unit network
-            ("misfit", ppo_lstm.Args(lstm_hidden_size=32), ppo_lstm.Agent(4, 2, False))]:
-        saved[name] = str(tmp_path / f"{name}.pt")
-        obs_filter = ppo_lstm.ObsFilter([], agent.actor_encoder[0].in_features, True)
-        torch.save({"agent": agent.state_dict(), "obs_rms": obs_filter.state_dict(),
-                    "args": vars(args)}, saved[name])
-    return {**unreadable_checkpoints(tmp_path), **saved}
+    pendulum, misfit = str(tmp_path / "pendulum.pt"), str(tmp_path / "misfit.pt")
+    ppo_lstm.save_checkpoint(pendulum, ppo_lstm.Agent(3, 1, True), ppo_lstm.ObsNormalizer(
+        (3,), True), ppo_lstm.Args(env_id="Pendulum-v1"))
+    # says 32 LSTM units, holds a 64-unit network
+    ppo_lstm.save_checkpoint(misfit, ppo_lstm.Agent(4, 2, False), ppo_lstm.ObsNormalizer(
+        (4,), True), ppo_lstm.Args(lstm_hidden_size=32))
+    return {**unreadable_checkpoints(tmp_path), "pendulum": pendulum, "misfit": misfit}
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["--env-id", "CartPole-v9"], "unknown environment id 'CartPole-v9'; did you mean CartPole-v1"),
-    (["--env-id", "no_such_module_here:Grid-v0"], "cannot import module 'no_such_module_here'"),
-    (["--env-id", "my_envs:GridWorld-v9"], "module my_envs registers no such id"),
-    (["--env-id", "SpinTheBits-v0"], "MultiBinary action space; ppo_lstm.py handles Discrete"),
-    (["--env-id", "Taxi-v4"], "Discrete observations"),
-    (["--hide-obs", "4"], "--hide-obs 4 does not fit CartPole-v1's 4 observation dimensions"),
-    (["--hide-obs", "0", "1", "2", "3"], "at least one kept"),
-    (["--hide-obs", "1", "1"], "names a dimension twice"),
+    (["--env-id", "SpinTheBits-v0"], "MultiBinary action space of shape (3,); ppo_lstm.py "
+     "handles Discrete and flat Box actions"),
+    (["--env-id", "Taxi-v4"], "Discrete observation space"),
+    (["--hide-obs", "4"], "--hide-obs 4 must name distinct dimensions among CartPole-v1's 0 to 3"),
+    (["--hide-obs", "0", "1", "2", "3"], "keeping at least one"),
+    (["--hide-obs", "1", "1"], "--hide-obs 1 1 must name distinct dimensions"),
     (["--num-steps", "32", "--data-chunk-length", "5"], "--data-chunk-length 5 does not divide"),
     (["--num-envs", "3", "--num-steps", "8", "--data-chunk-length", "8", "--num-minibatches", "2"],
-     "the 3 chunks of a rollout"),
+     "num_envs*num_steps/data_chunk_length = 3 chunks do not split into --num-minibatches 2"),
     (["--num-envs", "0"], "--num-envs must be positive"),
+    (["--data-chunk-length", "0"], "--data-chunk-length must be positive"),
     (["--total-timesteps", "100"], "less than one rollout"),
     (["--learning-rate", "0"], "--learning-rate must be positive"),
     (["--gae-lambda", "1.5"], "--gae-lambda must be in [0, 1]"),
-    (["--eval-every", "-1"], "--eval-every must be 0 (evaluate only after training) or more"),
-    (["--eval-every", "500", "--eval-episodes", "0"],
-     "--eval-every needs at least one evaluation episode"),
-    (["--eval-checkpoint", "missing"], "does not exist"),
     (["--eval-checkpoint", "corrupt"], "is not a ppo_lstm.py model.pt"),
     (["--eval-checkpoint", "pendulum"], "was made for Pendulum-v1, not CartPole-v1"),
     (["--eval-checkpoint", "misfit"], "does not fit CartPole-v1's network"),
@@ -448,9 +612,5 @@ def test_bad_input_is_one_line_and_exit_status_2(argv, message, check_usage_erro
 
 
 def test_help_lists_the_flags_with_their_docstrings(check_help):
-    check_help("ppo_lstm.py", ("--cuda", "--hide-obs", "--data-chunk-length",
-                               "--lstm-hidden-size"), ("lambda of GAE",))
-
-
-def test_importing_the_script_has_no_side_effects(tmp_path):
-    check_import_is_quiet("ppo_lstm", tmp_path)
+    check_help("ppo_lstm.py", ("--hide-obs", "--data-chunk-length", "--lstm-hidden-size",
+                               "--no-norm-obs"), ("lambda of GAE",))
