@@ -667,7 +667,7 @@ def check_args(args):
         fail("--capture-video records the evaluation episodes, and --eval-episodes 0 has none; "
              "pass --eval-episodes 1 or more")
     if args.capture_video and importlib.util.find_spec("moviepy") is None:
-        fail("--capture-video needs moviepy: pip install moviepy")
+        fail("--capture-video needs moviepy: pip install moviepy==2.2.1")
     if args.per_agent_reward and args.critic_state == "ep":
         fail("--per-agent-reward needs --critic-state as (the EP critic has one value per "
              "copy, learned from the team reward)")

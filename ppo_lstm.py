@@ -699,7 +699,7 @@ def check_args(args):
         fail("--capture-video records the evaluation episodes, and --eval-episodes 0 has none; "
              "pass --eval-episodes 1 or more")
     if args.capture_video and importlib.util.find_spec("moviepy") is None:
-        fail("--capture-video needs moviepy: pip install moviepy")
+        fail("--capture-video needs moviepy: pip install moviepy==2.2.1")
     if args.num_steps % args.data_chunk_length:
         fail(f"--data-chunk-length {args.data_chunk_length} does not divide --num-steps "
              f"{args.num_steps}; pick a divisor of {args.num_steps}")

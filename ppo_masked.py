@@ -612,7 +612,7 @@ def check_args(args):
         fail("--capture-video records the evaluation episodes, and --eval-episodes 0 has none; "
              "pass --eval-episodes 1 or more")
     if args.capture_video and importlib.util.find_spec("moviepy") is None:
-        fail("--capture-video needs moviepy: pip install moviepy")
+        fail("--capture-video needs moviepy: pip install moviepy==2.2.1")
     batch_size = args.num_envs * args.num_steps
     if batch_size % args.num_minibatches:
         fail(f"num_envs*num_steps = {batch_size} is not divisible by --num-minibatches "

@@ -770,7 +770,7 @@ def check_args(args):
         fail("--capture-video records the evaluation episodes, and --eval-episodes 0 has none; "
              "pass --eval-episodes 1 or more")
     if args.capture_video and importlib.util.find_spec("moviepy") is None:
-        fail("--capture-video needs moviepy: pip install moviepy")
+        fail("--capture-video needs moviepy: pip install moviepy==2.2.1")
     if args.success_threshold is not None and not math.isfinite(args.success_threshold):
         fail(f"--success-threshold must be a finite number, got {args.success_threshold}")
     if args.eval_checkpoint is not None and args.record_demo_from is not None:

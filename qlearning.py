@@ -490,7 +490,7 @@ def check_args(args):
         fail("--capture-video records the evaluation episodes, and --eval-episodes 0 has none; "
              "pass --eval-episodes 1 or more")
     if args.capture_video and importlib.util.find_spec("moviepy") is None:
-        fail("--capture-video needs moviepy: pip install moviepy")
+        fail("--capture-video needs moviepy: pip install moviepy==2.2.1")
 
 
 def check_env(env_id):

@@ -8,6 +8,7 @@ import json
 import os
 import re
 import runpy
+import signal
 import subprocess
 import sys
 from contextlib import redirect_stderr, redirect_stdout
@@ -150,6 +151,13 @@ def run_folder_env(env_id):
 def read_csv(path):
     with open(path, newline="") as f:
         return list(csv.DictReader(f))
+
+
+def sigint_as_in_a_terminal():
+    """preexec_fn of a command that a test stops as Ctrl-C would: SIGINT at its default, as in
+    a terminal's foreground job. (A suite run from a shell's background job inherits SIGINT
+    ignored, and a Python started so never raises KeyboardInterrupt.)"""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def interrupt_on_call(n, original=None):

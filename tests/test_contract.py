@@ -6,6 +6,7 @@ its own: its math by hand, its glue, its smoke run, its own bad input and its ev
 """
 import glob
 import importlib
+import importlib.util
 import json
 import os
 import re
@@ -16,7 +17,8 @@ import time
 
 import pytest
 
-from conftest import COMMON_FLAGS, read_csv, unreadable_checkpoints, video_names
+from conftest import (COMMON_FLAGS, read_csv, sigint_as_in_a_terminal, unreadable_checkpoints,
+                      video_names)
 
 # script: (its flags of a tiny training run, whether it has a device and so --cuda)
 SCRIPTS = {
@@ -182,7 +184,8 @@ def test_ctrl_c_stops_a_shell_loop_of_runs(tmp_path):
     loop = (f"for s in 1 2; do {sys.executable} ppo.py --seed $s --total-timesteps 1000000 "
             f"--output-dir {tmp_path}; done; echo after the loop")
     shell = subprocess.Popen(["bash", "-c", loop], cwd=ROOT, start_new_session=True,
-                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+                             preexec_fn=sigint_as_in_a_terminal, stdout=subprocess.PIPE,
+                             stderr=subprocess.DEVNULL, text=True)
     deadline = time.time() + 60
     while not glob.glob(os.path.join(tmp_path, "*", "episodes.csv")) and time.time() < deadline:
         time.sleep(0.2)
@@ -284,3 +287,17 @@ def test_progress_line_by_hand(script):
         "step 100/4,000,000 (0%) | 100 sps | ETA 11:06:39 | return (last 20) n/a")
     assert progress_line(32, 200_000, None, -3.0) == (
         "step 32/200,000 (0%) | - sps | ETA - | return (last 20) -3.0")
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_a_missing_extra_is_named_with_the_version_requirements_txt_pins(
+        script, check_usage_error, monkeypatch):
+    """--capture-video without moviepy: one line naming the install command of the version
+    that requirements.txt pins (an unpinned one may fetch a moviepy the scripts do not fit)."""
+    with open(os.path.join(ROOT, "requirements.txt")) as f:
+        (pin,) = [line.strip() for line in f if line.startswith("moviepy==")]
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "moviepy" else find_spec(name, *a))
+    check_usage_error(script, ["--capture-video"],
+                      f"--capture-video needs moviepy: pip install {pin}")

@@ -17,7 +17,8 @@ import torch
 
 import es
 from conftest import (CountingEnv, check_evaluations, check_import_is_quiet, episode_rows,
-                      interrupt_on_call, read_csv, same_seed_episodes, unreadable_checkpoints)
+                      interrupt_on_call, read_csv, same_seed_episodes, sigint_as_in_a_terminal,
+                      unreadable_checkpoints)
 
 
 # ---------------------------------------------------------------------------------------
@@ -771,7 +772,8 @@ def test_ctrl_c_on_the_command_line_ends_by_sigint_and_its_workers_end_quietly(t
     command = subprocess.Popen(
         [sys.executable, es.__file__, "--num-workers", "2", "--population-size", "8",
          "--total-timesteps", "100000000", "--output-dir", str(tmp_path)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+        preexec_fn=sigint_as_in_a_terminal)
     deadline = time.time() + 60
     while len(glob.glob(str(tmp_path / "*" / "updates.csv"))) == 0 and time.time() < deadline:
         time.sleep(0.1)  # until a generation has been played and written
