@@ -26,11 +26,21 @@ def exercises_of(script):
     return [e for e in exercises.EXERCISES if e.script == script]
 
 
+def start_exercises(*argv):
+    """`python exercises.py argv` started in a fresh process; finished() waits for it."""
+    return subprocess.Popen([sys.executable, os.path.join(ROOT, "exercises.py"), *argv],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+
+
+def finished(process):
+    """(exit status, stdout, stderr) of a started `python exercises.py`."""
+    out, err = process.communicate()
+    return process.returncode, out, err
+
+
 def run_exercises(*argv):
     """`python exercises.py argv` in a fresh process: (exit status, stdout, stderr)."""
-    done = subprocess.run([sys.executable, os.path.join(ROOT, "exercises.py"), *argv],
-                          capture_output=True, text=True, cwd=ROOT)
-    return done.returncode, done.stdout, done.stderr
+    return finished(start_exercises(*argv))
 
 
 def test_every_algorithm_script_has_an_exercise():
@@ -125,9 +135,17 @@ def test_make_blanks_the_exercises_and_check_fails_them_but_passes_the_original(
     code, out, _ = run_cli(str(copy), ["--help"])
     assert code == 0 and "--env-id" in out
 
+    # check on the blank copy and on a copy of the repository's own file, side by side (two
+    # processes: the suite's slowest test otherwise)
+    (tmp_path / "original").mkdir()
+    shutil.copy(os.path.join(ROOT, f"{script}.py"), tmp_path / "original")
+    on_blank = start_exercises("check", str(copy), "--no-train")
+    on_original = start_exercises("check", str(tmp_path / "original" / f"{script}.py"),
+                                  "--no-train")
+
     # check: every test of every blanked function fails, naming the blank function and its
     # exercise, and gives each exercise's hint once.
-    code, out, err = run_exercises("check", str(copy), "--no-train")
+    code, out, err = finished(on_blank)
     assert code == 1 and err == ""
     for e in exercises_of(script):  # (a test may call another blank function first)
         assert f"{e.id}: 0 of {len(e.tests)} hand-computed tests pass" in out
@@ -136,10 +154,7 @@ def test_make_blanks_the_exercises_and_check_fails_them_but_passes_the_original(
     assert "verdict: not yet" in out
 
     # The repository's own file passes the same tests.
-    (tmp_path / "original").mkdir()
-    shutil.copy(os.path.join(ROOT, f"{script}.py"), tmp_path / "original")
-    code, out, err = run_exercises("check", str(tmp_path / "original" / f"{script}.py"),
-                                   "--no-train")
+    code, out, err = finished(on_original)
     assert code == 0, out + err
     for e in exercises_of(script):
         assert f"{e.id}: {len(e.tests)} of {len(e.tests)} hand-computed tests pass" in out
