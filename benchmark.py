@@ -106,9 +106,10 @@ ES_PENDULUM = ["--total-timesteps", "3000000", "--population-size", "32",
 # CartPole-v1 without its velocities for scripts without --hide-obs (benchmarks/no_velocity.py)
 NO_VELOCITY = "benchmarks.no_velocity:CartPoleNoVel-v1"
 
-PPO_LSTM_PENDULUM = ["--hide-obs", "2", "--total-timesteps", "200000", "--num-steps", "256",
-                     "--data-chunk-length", "16", "--num-minibatches", "16", "--gamma", "0.95",
-                     "--gae-lambda", "0.95", "--learning-rate", "1e-3", "--ent-coef", "0.001"]
+PPO_LSTM_PENDULUM = ["--hide-obs", "2", "--total-timesteps", "200000", "--anneal-steps", "200000",
+                     "--num-steps", "256", "--data-chunk-length", "16", "--num-minibatches", "16",
+                     "--gamma", "0.95", "--gae-lambda", "0.95", "--learning-rate", "1e-3",
+                     "--ent-coef", "0.001"]
 
 # the same run with 1 and with 2 workers (the speed-up of es.py's workers; processes or Ray actors)
 ES_SPEED = ["--total-timesteps", "300000", "--eval-episodes", "0", "--num-workers"]
@@ -155,9 +156,10 @@ TASKS = {
              torch=False),
     ],
     "dqn": [
-        Task("dqn", "CartPole-v1", 475, "20-episode mean 475 and eval 500 within 50k steps at "
-             "the median; whole process at most 0.7x that of benchmarks/sb3_dqn_cartpole.py "
-             "(SB3 DQN, rl-zoo's CartPole hyperparameters) run interleaved",
+        Task("dqn", "CartPole-v1", 475, "20-episode mean 475 within the default 50k steps on "
+             "at least 9 of 10 fresh seeds, eval 500 at the median; whole process at most 0.5x "
+             "that of benchmarks/sb3_dqn_cartpole.py (SB3 DQN, rl-zoo's CartPole "
+             "hyperparameters) run interleaved",
              ["--stop-at-return", "475"]),
         Task("dqn", "Acrobot-v1", -100, "20-episode mean -100 (Gymnasium's threshold) with the "
              "defaults; eval after the default 50k steps"),
@@ -181,17 +183,37 @@ TASKS = {
              "--critic-state as --per-agent-reward (the reward alone changes)",
              ["--critic-state", "as", "--per-agent-reward"], label="as-own-reward", window=100),
     ],
+    "matd3": [
+        Task("matd3", "simple_spread_v3", -16, "MATD3 on continuous simple_spread_v3: mean "
+             "per-agent return better than -16 (100-episode training mean) within the default "
+             "200k environment steps; random -27", window=100),
+        Task("matd3", "simple_spread_v3", -16, "MADDPG beside MATD3: the same flags, --algo "
+             "maddpg", ["--algo", "maddpg"], label="maddpg", window=100),
+    ],
     "ppo_lstm": [
         Task("ppo_lstm", "CartPole-v1", 475, "CartPole without its velocities (--hide-obs 1 3): "
-             "20-episode mean 475 at a median of at most 50k steps, at most 0.7x the "
+             "20-episode mean 475 at a median of at most 50k steps, at least 9 of 10 fresh "
+             "seeds within the 100k budget, eval 475 or more at the median, at most 0.7x the "
              "whole-process time of sb3-contrib's RecurrentPPO with rl-zoo's CartPoleNoVel-v1 "
              "hyperparameters (38k-72k steps, 53-100 s)", ["--hide-obs", "1", "3",
                                                            "--stop-at-return", "475"],
              label="novel"),
+        Task("ppo_lstm", "CartPole-v1", 475, "the budget check: the same task with "
+             "--total-timesteps 300000; the median within 1.5x of the 100k budget's",
+             ["--hide-obs", "1", "3", "--stop-at-return", "475", "--total-timesteps", "300000"],
+             label="novel-300k"),
         Task("ppo", NO_VELOCITY, 475, "ppo.py beside ppo_lstm.py on the same task: no memory, "
              "the same 100k-step budget", ["--total-timesteps", "100000"]),
         Task("ppo_lstm", "Pendulum-v1", -200, "Pendulum without its angular velocity "
              "(--hide-obs 2): a short run, as measured", PPO_LSTM_PENDULUM, label="novel"),
+    ],
+    "ppo_rnd": [
+        Task("ppo_rnd", "MountainCar-v0", -120, "50-episode training mean -120 within 300k "
+             "environment steps on every seed where ppo.py with the same flags does not reach it",
+             window=50),
+        Task("ppo", "MountainCar-v0", -120, "ppo.py beside PPO+RND: ppo_rnd.py's PPO flags "
+             "(ppod.py's defaults), no intrinsic reward, the same 300k environment steps",
+             PPO_AS_PPOD, label="as-rnd", window=50),
     ],
     "es": [
         Task("es", "CartPole-v1", 475, "eval return 500 within 20 generations at the median "
@@ -232,6 +254,11 @@ COMPARISONS = {
     "ppod-vs-ppo-MountainCar-v0": ("PPO+D (one demonstration) beside PPO on MountainCar-v0",
                                    {"ppod-MountainCar-v0": "ppod.py (the defaults)",
                                     "ppo-MountainCar-v0-as-ppod": "ppo.py with ppod.py's flags"}),
+    "ppo_rnd-vs-ppo-MountainCar-v0": ("PPO+RND beside PPO (and PPO+D) on MountainCar-v0",
+                                      {"ppo_rnd-MountainCar-v0": "ppo_rnd.py (the defaults)",
+                                       "ppo-MountainCar-v0-as-rnd": "ppo.py with the same flags",
+                                       "ppod-MountainCar-v0": "ppod.py, one demonstration "
+                                                              "(seeds 1-5)"}),
     "ppo_lstm-vs-ppo-CartPoleNoVel": ("CartPole-v1 without its velocities: an LSTM policy "
                                       "beside an MLP", {
                                           "ppo_lstm-CartPole-v1-novel": "ppo_lstm.py --hide-obs 1 3",

@@ -285,7 +285,7 @@ class QNetwork(nn.Module):
 def greedy_actions(q_network, obs):
     """argmax_a Q(s, a) for a NumPy batch of observations [N, obs_dim], as a NumPy array [N]."""
     device = next(q_network.parameters()).device
-    with torch.no_grad():
+    with torch.inference_mode():  # no autograd bookkeeping at all, cheaper than no_grad
         q_values = q_network(torch.as_tensor(obs, dtype=torch.float32, device=device))
     return q_values.argmax(dim=1).cpu().numpy()
 
@@ -326,8 +326,10 @@ def train(args, envs, q_network, target_network, run):
     and the summary; the loop stops early at --stop-at-return or at a non-finite loss.
     It runs whole steps of the N environments: the budget is rounded down to them."""
     device = next(q_network.parameters()).device
-    # torch's default eps, as CleanRL's and Stable-Baselines3's DQN (the paper: RMSProp)
-    optimizer = torch.optim.Adam(q_network.parameters(), lr=args.learning_rate, eps=1e-8)
+    # torch's default eps, as CleanRL's and Stable-Baselines3's DQN (the paper: RMSProp);
+    # fused=True: torch's one-kernel Adam, the same update (Performance notes)
+    optimizer = torch.optim.Adam(q_network.parameters(), lr=args.learning_rate, eps=1e-8,
+                                 fused=True)
     rng = np.random.default_rng(args.seed)  # exploration and replay sampling
     num_actions = envs.single_action_space.n
     num_iterations = args.total_timesteps // args.num_envs
@@ -376,7 +378,7 @@ def train(args, envs, q_network, target_network, run):
                                     targets=targets, loss=args.loss)
             optimizer.zero_grad()
             loss.backward()
-            nn.utils.clip_grad_norm_(q_network.parameters(), args.max_grad_norm)
+            nn.utils.clip_grad_norm_(q_network.parameters(), args.max_grad_norm, foreach=True)
             optimizer.step()
             gradient_step += 1
             losses.append(loss.item())

@@ -87,10 +87,17 @@ PPO_LSTM_RUN = ("--env-id", "CartPole-v1", "--hide-obs", "1", "3", "--total-time
                 "--stop-at-return", "200")
 PPO_LSTM_GOAL = 200
 
+# MountainCar-v0 pays -1 a step until the car reaches the flag: -130 needs the exploration
+PPO_RND_RUN = ("--env-id", "MountainCar-v0", "--stop-at-return", "-130")
+
 # simple_spread_v3's episodes are noisy (a random policy scores -27 +- 9), so the check
 # evaluates 100 greedy episodes: -24 before training, about -19 after 100k steps (the mean
 # of 100 varies by about 0.9, so -21.5 leaves room on both sides)
 MAPPO_RUN = ("--env-id", "simple_spread_v3", "--total-timesteps", "100000", "--eval-episodes",
+             "100")
+
+# matd3.py on continuous simple_spread_v3: 100 greedy episodes after 30k steps
+MATD3_RUN = ("--env-id", "simple_spread_v3", "--total-timesteps", "30000", "--eval-episodes",
              "100")
 
 # in the order EXERCISES.md suggests: tables first, then value-based, policy-gradient,
@@ -206,6 +213,30 @@ EXERCISES = (
               "test_a_start_at_the_first_step_ignores_the_stored_state",
               "test_evaluating_a_chunk_equals_acting_one_step_at_a_time"),
              PPO_LSTM_RUN, PPO_LSTM_GOAL),
+    Exercise("ppo_rnd.intrinsic_reward", "intrinsic_reward", "Burda et al. 2019, Exploration "
+             "by Random Network Distillation",
+             "the squared difference of predictor and target features, averaged over the last "
+             "(feature) dimension",
+             ("test_intrinsic_reward_of_a_hand_set_predictor_and_target",
+              "test_predictor_loss_averages_the_kept_samples_only",
+              "test_predictor_loss_trains_the_predictor_and_never_the_target"),
+             PPO_RND_RUN, -130),
+    Exercise("ppo_rnd.reward_scale", "IntrinsicRewardScaler.__call__", "Burda et al. 2019, "
+             "Exploration by Random Network Distillation (reward normalization)",
+             "run discounted_sums from self.last, keep its last row, update self.rms with every "
+             "sum, then divide the rewards by sqrt(var + 1e-8)",
+             ("test_intrinsic_reward_normalization_over_two_rollouts",),
+             PPO_RND_RUN, -130),
+    Exercise("ppo_rnd.two_streams", "RolloutBuffer.compute_returns", "Burda et al. 2019, "
+             "Exploration by Random Network Distillation (two value streams); GAE: Schulman "
+             "et al. 2016",
+             "compute_gae twice: the extrinsic stream with the episode's flags and final "
+             "observations, the intrinsic one with next_values(..., episodic=False) and no flags",
+             ("test_extrinsic_gae_is_cut_by_the_termination_and_bootstraps_at_the_truncation",
+              "test_intrinsic_gae_runs_through_both_episode_ends",
+              "test_the_intrinsic_reward_reaches_the_intrinsic_stream_only",
+              "test_the_combined_advantage"),
+             PPO_RND_RUN, -130),
     Exercise("es.centered_ranks", "centered_ranks", "Salimans et al. 2017, Evolution "
              "Strategies as a Scalable Alternative to RL (fitness shaping)",
              "rank the values 0..n-1 (equal values share the mean of the ranks they hold: "
@@ -258,6 +289,23 @@ EXERCISES = (
              ("test_mappo_loss_by_hand_leaves_out_inactive_agents",
               "test_as_value_loss_leaves_out_inactive_agents"),
              MAPPO_RUN, -21.5, "eval_return_mean"),
+    Exercise("matd3.nstep", "nstep_return", "Zhong et al. 2024, HARL (off-policy n-step "
+             "buffers); Sutton & Barto 2018, section 7.1",
+             "w_l = 1 until the first end before step l: a cumulative product of (1 - end), "
+             "shifted by one step; then R = sum gamma^l w_l r_l and m = sum w_l",
+             ("test_nstep_return_with_one_step_is_the_reward_and_gamma",
+              "test_nstep_return_with_three_steps_stops_at_the_first_end"),
+             MATD3_RUN, -22, "eval_return_mean"),
+    Exercise("matd3.sample", "ReplayBuffer.gather", "Zhong et al. 2024, HARL "
+             "(OffPolicyBufferEP and OffPolicyBufferFP)",
+             "follow each state row's window with next_index over end_flags(), one column per "
+             "row (K = 1 for EP, A for FP), then nstep_return; the terms, dones and next_* come "
+             "from the window's last row",
+             ("test_ep_buffer_insert_and_windows_by_hand",
+              "test_ep_buffer_wraps_around_and_windows_cross_the_wrap",
+              "test_terminated_window_is_cut_and_truncated_one_bootstraps",
+              "test_fp_buffer_one_window_per_agent_and_valid_transitions"),
+             MATD3_RUN, -22, "eval_return_mean"),
 )
 
 

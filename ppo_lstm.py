@@ -21,9 +21,10 @@ bonus), with three changes:
    not bootstrap.
 
 What else differs from ppo.py: no --clip-vloss and no V-trace (--advantage); --norm-obs and
---norm-reward are on by default; the critic has an LSTM of its own (Agent says why); and
---hide-obs 1 3 drops those observation dimensions (CartPole's two velocities), which turns a
-Markov task into one that needs memory.
+--norm-reward are on by default; the learning rate anneals over --anneal-steps, not over
+--total-timesteps (over the budget, the same seed learned differently under another one); the
+critic has an LSTM of its own (Agent says why); and --hide-obs 1 3 drops those observation
+dimensions (CartPole's two velocities), which turns a Markov task into one that needs memory.
 
 How recurrent PPO implementations batch sequences:
     HARL (Zhong et al. 2024): chunks of L steps, each re-run from the state stored at its
@@ -56,8 +57,8 @@ Papers:
 Run:
     python ppo_lstm.py --env-id CartPole-v1 --hide-obs 1 3
     python ppo_lstm.py --env-id Pendulum-v1 --hide-obs 2 --total-timesteps 200000 \
-        --num-steps 256 --data-chunk-length 16 --num-minibatches 16 --gamma 0.95 \
-        --gae-lambda 0.95 --learning-rate 1e-3 --ent-coef 0.001
+        --anneal-steps 200000 --num-steps 256 --data-chunk-length 16 --num-minibatches 16 \
+        --gamma 0.95 --gae-lambda 0.95 --learning-rate 1e-3 --ent-coef 0.001
     python ppo_lstm.py --help
 
 Writes runs/<env_id>__ppo_lstm__<seed>__<unix_time>/ with config.json, episodes.csv,
@@ -141,9 +142,13 @@ class Args:
     update_epochs: int = 10
     """epochs over each rollout (3-10 in the PPO paper)"""
     learning_rate: float = 2e-3
-    """Adam learning rate (3e-4 in the PPO paper's MuJoCo runs, 2.5e-4 on Atari)"""
+    """Adam learning rate at the start (3e-4 in the PPO paper's MuJoCo runs, 2.5e-4 on Atari)"""
     anneal_lr: bool = True
-    """decay the learning rate linearly to 0 over the budget (so the budget changes the schedule)"""
+    """decay the learning rate linearly to 0 over --anneal-steps"""
+    anneal_steps: int = 100_000
+    """environment steps over which --anneal-lr decays the rate to 0, whatever --total-timesteps
+    is, so that the budget does not change the learning (annealed over the budget, a seed took
+    3-8x as many steps to 475 under 300k as under 100k); past them the rate stays 0"""
     gamma: float = 0.98
     """discount factor (0.99 in the PPO paper)"""
     gae_lambda: float = 0.8
@@ -527,14 +532,15 @@ def train(args, agent, normalizer, envs, run, device):
                            envs.single_action_space.shape, agent.continuous,
                            args.lstm_hidden_size, device)
     num_iterations = args.total_timesteps // (N * T)
+    horizon = max(1, args.anneal_steps // (N * T))  # --anneal-steps in rollouts, not the budget
     global_step = 0
     next_obs = torch.from_numpy(normalizer(envs.reset(seed=args.seed)[0], update=True)).to(device)
     next_start = torch.ones(N, device=device)  # every environment starts an episode
     state = agent.initial_state(N, device)
     for iteration in range(1, num_iterations + 1):
-        if args.anneal_lr:  # linearly from --learning-rate at the start to 0 at the end
+        if args.anneal_lr:  # linearly from --learning-rate to 0 at --anneal-steps, then 0
             for group in optimizer.param_groups:
-                group["lr"] = args.learning_rate * (1 - (iteration - 1) / num_iterations)
+                group["lr"] = args.learning_rate * max(0.0, 1 - (iteration - 1) / horizon)
 
         # Rollout: T steps of the N environments, the LSTM state carried from step to step.
         for step in range(T):
@@ -682,7 +688,7 @@ def check_args(args):
     """Everything a user can get wrong in the flags, checked before any environment runs."""
     for name in ("total_timesteps", "num_envs", "num_steps", "data_chunk_length",
                  "num_minibatches", "update_epochs", "hidden_size", "lstm_hidden_size",
-                 "learning_rate", "clip_coef", "max_grad_norm"):
+                 "learning_rate", "clip_coef", "max_grad_norm", "anneal_steps"):
         if not getattr(args, name) > 0:
             fail(f"--{name.replace('_', '-')} must be positive, got {getattr(args, name)}")
     for name in ("gamma", "gae_lambda"):

@@ -34,7 +34,11 @@ SCRIPTS = {
     "sac.py": (["--env-id", "ShortPendulum-v1", "--total-timesteps", "120", "--num-envs", "2",
                 "--learning-starts", "40", "--batch-size", "16", "--hidden-size", "8"], True),
     "mappo.py": (["--num-envs", "2", "--num-steps", "25", "--total-timesteps", "50"], True),
+    "matd3.py": (["--num-envs", "2", "--total-timesteps", "60", "--learning-starts", "20",
+                  "--batch-size", "8", "--hidden-size", "8"], True),
     "ppo_lstm.py": (["--num-envs", "2", "--num-steps", "16", "--total-timesteps", "32"], True),
+    "ppo_rnd.py": (["--total-timesteps", "256", "--num-envs", "2", "--num-steps", "32",
+                    "--rnd-init-steps", "4"], True),
 }
 # The scripts that evaluate in one environment, episode after episode (the others play the
 # evaluation episodes side by side, one environment each): one video file per episode too.
@@ -95,8 +99,8 @@ BAD_INPUT = [
     (["--total-timesteps", "1e5"], "error parsing --total-timesteps: invalid literal for int()"),
     (["--seed"], "missing value for argument '--seed'"),
 ]
-# mappo.py takes PettingZoo ids and module:function (CONTRIBUTING.md, "Flags every script
-# has"): its own form of the rows about ids and modules, each keeping the row's rule.
+# mappo.py and matd3.py take PettingZoo ids and module:function (CONTRIBUTING.md, "Flags
+# every script has"): their own form of the rows about ids and modules, each keeping the row's rule.
 PETTINGZOO_ROWS = {
     "CartPole-v9": (["--env-id", "simple_spread_v9"], "unknown environment id 'simple_spread_v9'"),
     "no_such_module:GridWorld-v0": (["--env-id", "no_such_module:make_env"],
@@ -115,7 +119,7 @@ PETTINGZOO_ROWS = {
 def test_bad_input_is_one_line_and_exit_status_2(script, argv, message, check_usage_error,
                                                  tmp_path, fresh_env_module):
     checkpoints = unreadable_checkpoints(tmp_path)
-    if script == "mappo.py" and argv[0] == "--env-id" and argv[1] in PETTINGZOO_ROWS:
+    if script in ("mappo.py", "matd3.py") and argv[0] == "--env-id" and argv[1] in PETTINGZOO_ROWS:
         argv, message = PETTINGZOO_ROWS[argv[1]]
     check_usage_error(script, [checkpoints.get(a, a) for a in argv], message)
 
@@ -127,7 +131,8 @@ def test_unknown_ids_get_only_suggestions_that_can_be_made_here(script, run_cli)
     # own form: simple_spread_v3 is close to "simple_spred_v3" and cooperative; the
     # competitive simple_push_v3 is as close, but mappo.py cannot train it.
     typo, close, not_here = (("simple_spred_v3", "simple_spread_v3", "simple_push_v3")
-                             if script == "mappo.py" else ("CartPol-v1", "CartPole-v1", "phys2d"))
+                             if script in ("mappo.py", "matd3.py")
+                             else ("CartPol-v1", "CartPole-v1", "phys2d"))
     code, _, err = run_cli(script, ["--env-id", typo])
     assert code == 2 and f"did you mean {close}" in err
     assert not_here not in err and err.count("\n") == 1

@@ -53,6 +53,8 @@ RUNS = {
     "mappo.py": ["--num-envs", "2", "--num-steps", "25", "--total-timesteps", "50"],
     "mappo.py as": ["--num-envs", "2", "--num-steps", "25", "--total-timesteps", "50",
                     "--critic-state", "as", "--no-share-actor"],
+    "matd3.py": ["--num-envs", "2", "--total-timesteps", "60", "--learning-starts", "20",
+                 "--batch-size", "8", "--hidden-size", "8", "--critic-state", "fp", "--n-step", "3"],
     "ppo_lstm.py": ["--num-envs", "2", "--num-steps", "16", "--total-timesteps", "32"],
 }
 

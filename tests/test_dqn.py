@@ -292,6 +292,34 @@ def test_the_loop_moves_the_target_network_towards_the_online_one(tmp_path, monk
     assert all(torch.allclose(p, torch.full_like(p, expected)) for p in target_network.parameters())
 
 
+def test_a_gradient_step_is_adams_first_step_on_the_clipped_gradient(tmp_path, monkeypatch):
+    # One gradient step (16 steps, learning from step 8, one update at step 16). The gradient
+    # reaches the optimizer clipped to the global norm --max-grad-norm 1e-3. Adam's first
+    # step (beta1 = 0.9, beta2 = 0.999, eps = 1e-8, bias-corrected): m = 0.1 g / (1 - 0.9) = g,
+    # v = 0.001 g^2 / (1 - 0.999) = g^2, so theta <- theta - lr * g / (|g| + 1e-8): every
+    # parameter with a gradient moves by about lr = 0.01, against its gradient's sign.
+    seen = []
+    original = torch.optim.Adam.step
+
+    def step(self, closure=None):
+        params = [p for group in self.param_groups for p in group["params"]]
+        before, grads = [p.detach().clone() for p in params], [p.grad.clone() for p in params]
+        original(self, closure)
+        seen.append((before, grads, [p.detach().clone() for p in params], self.param_groups[0]))
+
+    monkeypatch.setattr(torch.optim.Adam, "step", step)
+    torch.manual_seed(0)
+    q_network, target_network = dqn.QNetwork(1, 2, 4), dqn.QNetwork(1, 2, 4)
+    train_directly(tmp_path, q_network, target_network, total_timesteps=16, learning_starts=8,
+                   train_frequency=16, gradient_steps=1, batch_size=4, buffer_size=16,
+                   learning_rate=0.01, max_grad_norm=1e-3)
+    ((before, grads, after, group),) = seen
+    assert group["lr"] == 0.01 and group["eps"] == 1e-8
+    assert torch.cat([g.flatten() for g in grads]).norm() == pytest.approx(1e-3, rel=1e-4)
+    for b, g, a in zip(before, grads, after):
+        assert torch.allclose(a, b - 0.01 * g / (g.abs() + 1e-8), rtol=0, atol=1e-7)
+
+
 # ---------------------------------------------------------------------------------------
 # Runs end to end
 # ---------------------------------------------------------------------------------------

@@ -17,9 +17,9 @@ SCRIPTS = sorted({e.script for e in exercises.EXERCISES})
 EXPECTED_ENVS = {"qlearning": {"Taxi-v4", "MountainCar-v0"}, "dqn": {"CartPole-v1"},
                  "ddpg_td3": {"Pendulum-v1"}, "sac": {"Pendulum-v1"},
                  "ppo": {"CartPole-v1"}, "ppo_masked": {"Taxi-v4"},
-                 "ppo_lstm": {"CartPole-v1"},
+                 "ppo_lstm": {"CartPole-v1"}, "ppo_rnd": {"MountainCar-v0"},
                  "es": {"CartPole-v1"}, "ppod": {"MountainCar-v0"},
-                 "mappo": {"simple_spread_v3"}}
+                 "mappo": {"simple_spread_v3"}, "matd3": {"simple_spread_v3"}}
 
 
 def exercises_of(script):

@@ -539,6 +539,39 @@ def test_the_budget_is_rounded_down_to_whole_rollouts_and_said_once(tmp_path, ca
     assert summary["global_steps"] == 96
 
 
+def learning_rates_and_losses(tmp_path, folder, **flags):
+    """The learning_rate, policy_loss and value_loss columns of updates.csv of a tiny run of
+    rollouts of 2 * 16 = 32 steps, one epoch each."""
+    ppo_lstm.main(ppo_lstm.Args(num_envs=2, num_steps=16, update_epochs=1, eval_episodes=0,
+                                output_dir=str(tmp_path / folder), **flags))
+    rows = read_csv(next((tmp_path / folder).glob("*/updates.csv")))
+    return [(float(r["learning_rate"]), r["policy_loss"], r["value_loss"]) for r in rows]
+
+
+def test_the_budget_does_not_change_the_learning(tmp_path):
+    # --anneal-lr over --anneal-steps 128 = 4 rollouts at 1e-3: rollout i (from 1) learns at
+    # 1e-3 * max(0, 1 - (i - 1) / 4): 1e-3, 0.75e-3, 0.5e-3, 0.25e-3, then 0 (not -0.25e-3). A
+    # budget of 3 rollouts (96 steps) learns exactly what the first 3 of a budget of 6 (192) learn.
+    # (Annealed over the budget instead: 1e-3, 0.667e-3, 0.333e-3 for the 3 rollouts.)
+    flags = dict(anneal_steps=128, learning_rate=1e-3)
+    short = learning_rates_and_losses(tmp_path, "short", total_timesteps=96, **flags)
+    long = learning_rates_and_losses(tmp_path, "long", total_timesteps=192, **flags)
+    assert [lr for lr, _, _ in long] == pytest.approx([1e-3, 0.75e-3, 0.5e-3, 0.25e-3, 0, 0])
+    assert len(short) == 3 and short == long[:3]
+
+
+def test_without_anneal_lr_the_rate_stays_and_so_does_the_learning(tmp_path):
+    # --no-anneal-lr: 2 rollouts at 1e-3, then the same run with the rate annealed over
+    # --anneal-steps 64 (1e-3, then 0.5e-3): the first rollout learns the same, the second not.
+    constant = learning_rates_and_losses(tmp_path, "constant", total_timesteps=64,
+                                         anneal_lr=False, learning_rate=1e-3)
+    annealed = learning_rates_and_losses(tmp_path, "annealed", total_timesteps=64,
+                                         anneal_steps=64, learning_rate=1e-3)
+    assert [lr for lr, _, _ in constant] == [1e-3, 1e-3]
+    assert [lr for lr, _, _ in annealed] == pytest.approx([1e-3, 0.5e-3])
+    assert constant[0] == annealed[0] and constant[1][1:] != annealed[1][1:]
+
+
 def test_non_finite_loss_stops_cleanly(tmp_path, monkeypatch, capsys):
     original = ppo_lstm.ppo_loss
     monkeypatch.setattr(ppo_lstm, "ppo_loss", lambda **k: (original(**k)[0] * math.nan,
@@ -601,6 +634,7 @@ def bad_checkpoints(tmp_path):
     (["--data-chunk-length", "0"], "--data-chunk-length must be positive"),
     (["--total-timesteps", "100"], "less than one rollout"),
     (["--learning-rate", "0"], "--learning-rate must be positive"),
+    (["--anneal-steps", "0"], "--anneal-steps must be positive"),
     (["--gae-lambda", "1.5"], "--gae-lambda must be in [0, 1]"),
     (["--eval-checkpoint", "corrupt"], "is not a ppo_lstm.py model.pt"),
     (["--eval-checkpoint", "pendulum"], "was made for Pendulum-v1, not CartPole-v1"),

@@ -1,0 +1,1219 @@
+"""MADDPG and MATD3: deterministic actors, one per agent, and a centralized critic, off-policy.
+
+Each agent i acts with its own deterministic policy mu_i(o^i) on its own observation; a
+critic Q(s, a^1, ..., a^n), used only in training, sees the global state and every agent's
+action. Transitions of N copies of a PettingZoo parallel environment go into a replay
+buffer (HARL's off-policy buffers, Zhong et al. 2024); each gradient step samples a batch,
+regresses the critic on an n-step bootstrapped target computed with target networks, and
+moves every actor up the critic's gradient with respect to its own action. `--algo maddpg`
+(Lowe et al. 2017) and `--algo matd3` (Ackermann et al. 2019, the default) differ in TD3's
+three fixes (Fujimoto et al. 2018): twin critics whose smaller target is used, target policy
+smoothing noise on every agent's target action, and delayed actor and target updates. Each
+is a flag of its own (--twin-q, --target-policy-noise, --policy-delay) that overrides
+--algo's preset, as in ddpg_td3.py. MADDPG here is MATD3's paper's: Gaussian exploration, a
+critic shared by the cooperating agents (one team reward), no policy ensembles.
+
+Key equations (actions live in [-1, 1]^d, the actors' tanh range, scaled to the
+environment's bounds only when stepping; k indexes the sampled step, m <= n its window):
+
+    exploration   a^i = clip(mu_i(o^i) + eps, -1, 1),                   eps ~ N(0, sigma^2)
+    target action a'^j = clip(mu'_j(o'^j) + clip(eps', -c, c), -1, 1)   for EVERY agent j
+    n-step return R = sum_{l<m} gamma^l r_{k+l}; m = n, or the window stops at the first
+                  episode end (done) inside it; the bootstrap uses the state after step k+m-1
+    critic target y = R + gamma^m (1 - terminated_{k+m-1}) min(Q'_1, Q'_2)(s', a'^1..a'^n)
+                  (MADDPG: Q'_1 alone); a truncated episode (time limit) ends the window but
+                  bootstraps, only a termination cuts the bootstrap
+    critic loss   L_Q = sum_c mean over the batch of (Q_c(s, a) - y)^2
+    actor loss    L_mu_i = -mean over the batch of Q_1(s, a^1, .., mu_i(o^i), .., a^n)
+                  (the other agents' actions a^j as stored in the batch), every d-th step
+    targets       theta' <- tau theta + (1 - tau) theta', with every actor step
+
+The critic's state (--critic-state, HARL's EP and FP buffers): EP stores one row s = env.state()
+per step with the team reward (the mean over the agents that acted) and the copy's end; FP
+one row per agent, its own state s^i with the team reward and the agent's own end, each
+agent's row cut at its own end. MPE has no per-agent state, so FP's s^i is env.state() joined
+with the agent's own observation and a one-hot id (mappo.py's AS state). Deviations from HARL
+and the papers are named where they occur (ReplayBuffer, actor_loss, update).
+
+Papers:
+    Lowe et al. 2017, "Multi-Agent Actor-Critic for Mixed Cooperative-Competitive
+        Environments", NeurIPS 2017 (MADDPG, the MPE tasks)
+    Ackermann et al. 2019, "Reducing Overestimation Bias in Multi-Agent Domains Using
+        Double Centralized Critics", arXiv:1910.01465 (MATD3)
+    Fujimoto, van Hoof & Meger 2018, "Addressing Function Approximation Error in
+        Actor-Critic Methods", ICML 2018 (TD3)
+    Zhong et al. 2024, "Heterogeneous-Agent Reinforcement Learning", JMLR 25 (HARL: the EP
+        and FP off-policy buffers, n-step returns, HATD3)
+    Pardo et al. 2018, "Time Limits in Reinforcement Learning", ICML 2018
+
+Run:
+    python matd3.py --env-id simple_spread_v3                  # MATD3, EP critic, the defaults
+    python matd3.py --env-id simple_spread_v3 --algo maddpg    # MADDPG
+    python matd3.py --env-id simple_speaker_listener_v4 --critic-state fp --n-step 3
+    PYTHONPATH=. python matd3.py --env-id my_module:my_env     # your own continuous-action env
+    python matd3.py --help
+
+The MPE tasks are made with continuous_actions=True; a task or environment with discrete
+actions is refused (mappo.py trains those). Writes runs/<env_id>__matd3__<seed>__<unix_time>/
+with config.json, episodes.csv, updates.csv, learning_curve.png, summary.json, model.pt with
+--save-model, and with --eval-every N evaluations.csv (and best_model.pt, the best evaluated
+model).
+"""
+
+# ---------------------------------------------------------------------------------------
+# Imports
+# ---------------------------------------------------------------------------------------
+import contextlib
+import copy
+import csv
+import difflib
+import importlib.metadata
+import importlib.util
+import io
+import json
+import math
+import os
+import random
+import signal
+import sys
+import time
+import warnings
+from dataclasses import asdict, dataclass, replace
+from typing import Literal, NamedTuple, Optional
+
+os.environ.setdefault("PYGAME_HIDE_SUPPORT_PROMPT", "1")  # mpe2 imports pygame, which greets
+
+import gymnasium as gym
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+import tyro
+from matplotlib.figure import Figure
+from pettingzoo.utils.conversions import aec_to_parallel_wrapper
+
+SCRIPT = os.path.basename(__file__)
+
+
+# ---------------------------------------------------------------------------------------
+# Flags
+# ---------------------------------------------------------------------------------------
+@dataclass
+class Args:
+    env_id: str = "simple_spread_v3"
+    """a cooperative MPE task (mpe2, continuous actions), or module:function returning a
+    PettingZoo parallel env with Box actions"""
+    seed: int = 1
+    """seeds Python, NumPy, torch and the environments"""
+    total_timesteps: int = 200_000
+    """the training budget in environment steps (one step of one copy, all agents at once)"""
+    cuda: bool = True
+    """use the GPU when one is present"""
+    output_dir: str = "runs"
+    """where run folders go"""
+    exp_name: str = os.path.splitext(SCRIPT)[0]
+    """the experiment name, part of the run folder's name"""
+    eval_episodes: int = 10
+    """greedy evaluation episodes after training, without exploration noise (0 skips it)"""
+    eval_every: int = 0
+    """also evaluate greedily every N steps (as --total-timesteps counts; 0: only after training)"""
+    stop_at_return: Optional[float] = None
+    """stop once the mean of the last 20 training episode returns reaches this"""
+    save_model: bool = False
+    """write model.pt into the run folder"""
+    eval_checkpoint: Optional[str] = None
+    """skip training: load this model.pt and evaluate it"""
+    capture_video: bool = False
+    """record the evaluation episodes into videos/ in the run folder"""
+
+    # Environment and algorithm
+    max_cycles: int = 25
+    """MPE's time limit: steps per episode, after which every agent is truncated"""
+    algo: Literal["matd3", "maddpg"] = "matd3"
+    """matd3: twin critics, target smoothing noise 0.2, policy delay 2; maddpg: one critic, 0, 1"""
+    twin_q: Optional[bool] = None
+    """clipped double Q: two centralized critics, the target takes the smaller (None: --algo)"""
+    target_policy_noise: Optional[float] = None
+    """sigma' of the smoothing noise on every agent's target action, a fraction of the
+    half-range (0.2 in the TD3 and MATD3 papers; None: set by --algo)"""
+    noise_clip: float = 0.5
+    """c: the target policy smoothing noise is clipped to [-c, c] (0.5 in the TD3 paper)"""
+    policy_delay: Optional[int] = None
+    """d: the actors and the targets move on every d-th critic step (2 in the TD3 and MATD3
+    papers; None: set by --algo)"""
+    critic_state: Literal["ep", "fp"] = "ep"
+    """critic input: ep = env.state(), one row per step; fp = state | own obs | id, one per agent"""
+    n_step: int = 1
+    """n of the n-step return (1 in the MADDPG and MATD3 papers and in HARL's defaults)"""
+    num_envs: int = 4
+    """N: environment copies stepped in lock-step"""
+    learning_starts: int = 5_000
+    """uniformly random actions and no learning for this many environment steps"""
+    gradient_steps: int = 1
+    """gradient steps after each lock-step of the N copies"""
+    buffer_size: int = 1_000_000
+    """replay capacity in rows, one row per step of one copy (rounded down to whole lock-steps;
+    never allocated larger than the budget; 1e6 in the MADDPG paper)"""
+    batch_size: int = 256
+    """rows sampled for each gradient step (1024 in the MADDPG paper, 1000 in HARL's defaults)"""
+    learning_rate: float = 1e-3
+    """Adam learning rate of the actors and the critics (1e-2 in the MADDPG paper; HARL's
+    defaults: 5e-4 actor, 1e-3 critic)"""
+    gamma: float = 0.95
+    """discount factor (0.95 in the MADDPG paper)"""
+    tau: float = 0.01
+    """soft target update coefficient (0.01 in the MADDPG paper, 0.005 in HARL's defaults)"""
+    exploration_noise: float = 0.1
+    """sigma of the Gaussian exploration noise, a fraction of the action half-range (0.1 in the
+    TD3 paper)"""
+    hidden_size: int = 64
+    """width of the two hidden layers of each actor and critic (64 in the MADDPG paper)"""
+    log_interval: int = 1_000
+    """environment steps between rows of updates.csv"""
+
+
+# What --algo sets; each of these flags left at None takes its value from here.
+ALGOS = {
+    "matd3": {"twin_q": True, "target_policy_noise": 0.2, "policy_delay": 2},
+    "maddpg": {"twin_q": False, "target_policy_noise": 0.0, "policy_delay": 1},
+}
+
+
+def resolve_algo(args):
+    """The flags with every one of ALGOS' flags that was not given (None) taken from
+    --algo's preset; the ones given override it."""
+    preset = ALGOS[args.algo]
+    return replace(args, **{k: v for k, v in preset.items() if getattr(args, k) is None})
+
+
+def algorithm_name(args):
+    """'matd3' with all three improvements, 'maddpg' with none, else 'maddpg+' the ones on."""
+    on = [name for name, used in (("twin_q", args.twin_q),
+                                  ("target_policy_noise", args.target_policy_noise > 0),
+                                  ("policy_delay", args.policy_delay > 1)) if used]
+    return {3: "matd3", 0: "maddpg"}.get(len(on), "maddpg+" + "+".join(on))
+
+
+# ---------------------------------------------------------------------------------------
+# The math
+# ---------------------------------------------------------------------------------------
+def nstep_return(rewards, ends, gamma):
+    """The n-step return along a window of n stored steps k, k+1, ..., k+n-1 (HARL's
+    off-policy buffers). rewards and ends are [n, ...] (ends 0/1 or bool: the episode ended
+    at that step, a termination or a truncation, or the step is the newest of its copy, whose
+    successor is not stored yet). The window stops at its first end:
+
+        w_l = prod_{j<l} (1 - end_j)        (1 while no end came before step l)
+        R   = sum_{l<n} gamma^l w_l r_l,    m = sum_{l<n} w_l,    discount = gamma^m
+
+    Returns (R, discount), each of shape [...]. The bootstrap belongs to step k+m-1, the
+    last one in the window; whether it is cut (terminated) is the caller's business.
+    """
+    ends = ends.to(rewards.dtype)
+    alive = torch.cumprod(1.0 - ends, dim=0)
+    weights = torch.cat([torch.ones_like(alive[:1]), alive[:-1]])
+    shape = (-1,) + (1,) * (rewards.dim() - 1)
+    powers = gamma ** torch.arange(len(rewards), dtype=rewards.dtype, device=rewards.device)
+    return (powers.view(shape) * weights * rewards).sum(0), gamma ** weights.sum(0)
+
+
+def next_index(index, end_flag, num_envs, capacity):
+    """The row of the next step along a window: rows are written a lock-step at a time, N
+    copies in N consecutive rows, so copy n's next step lies N rows on (modulo the ring's
+    capacity, a multiple of N); a row that ends its window points at itself:
+
+        next = (index + (1 - end) * N) mod capacity
+    """
+    return (index + (1 - end_flag.long()) * num_envs) % capacity
+
+
+def critic_target(rewards, discounts, terminated, next_q1, next_q2, twin_q=True):
+    """The critics' regression target on n-step returns, clipped double Q (MATD3):
+
+        y = R + gamma^m * (1 - terminated) * min(Q'_1(s', a'), Q'_2(s', a'))    (twin_q)
+        y = R + gamma^m * (1 - terminated) * Q'_1(s', a')                        (MADDPG)
+
+    rewards R and discounts gamma^m come from nstep_return; terminated is the flag of the
+    window's last step (a truncation bootstraps). All inputs are tensors of one shape ([B, K]);
+    next_q2 is unused (it may be None) without twin_q. Returns y of that shape.
+    """
+    next_q = torch.minimum(next_q1, next_q2) if twin_q else next_q1
+    return rewards + discounts * (1.0 - terminated.to(rewards.dtype)) * next_q
+
+
+def noisy_action(actions, sigma, noise_clip=math.inf):
+    """Gaussian noise on actions in [-1, 1]^d, the noise clipped to [-c, c] and the sum to
+    the bounds:
+
+        a + clip(eps, -c, c) clipped to [-1, 1],   eps ~ N(0, sigma^2) per dimension
+
+    Exploration: noisy_action(mu_i(o^i), sigma). Target policy smoothing: noisy_action(
+    mu'_i(o'^i), sigma', c) for each agent. With sigma = 0 the actions come back as they are.
+    """
+    if sigma == 0:
+        return actions
+    noise = (torch.randn_like(actions) * sigma).clamp(-noise_clip, noise_clip)
+    return (actions + noise).clamp(-1.0, 1.0)
+
+
+def soft_update(target_net, source_net, tau):
+    """Polyak averaging, in place and without gradients, for every pair of parameters:
+
+        theta' <- tau * theta + (1 - tau) * theta'
+    """
+    with torch.no_grad():
+        for target, source in zip(target_net.parameters(), source_net.parameters()):
+            target.mul_(1.0 - tau).add_(source, alpha=tau)
+
+
+def masked_mean(x, mask):
+    """mean of x over the entries where mask is 1:  sum(m * x) / max(1, sum(m))."""
+    return (x * mask).sum() / mask.sum().clamp(min=1.0)
+
+
+def critic_rows(rewards, terminated, truncated, active, episode_end, critic_state):
+    """What the buffer stores for one lock-step: rewards, terminated, truncated and active
+    masks m are [N, A] (m: the agent acted in this step), episode_end [N]. Returns
+    (rewards, dones, terms), each [N, K] (K = 1 for EP, A for FP), with the team reward
+    r = sum_i m^i r^i / max(1, sum_i m^i):
+
+        EP: r; done = episode_end; term = episode_end and no agent truncated
+        FP: r * m^i; done^i = terminated^i or truncated^i or not m^i; term^i = terminated^i
+            or not m^i (an agent that did not act ends its row; valid_transitions masks it)
+    """
+    team = (rewards * active).sum(-1, keepdim=True) / active.sum(-1, keepdim=True).clamp(min=1.0)
+    if critic_state == "ep":
+        end = episode_end.unsqueeze(-1)
+        return team, end, end & ~truncated.any(-1, keepdim=True)
+    idle = ~active.bool()
+    return team * active, terminated | truncated | idle, terminated | idle
+
+
+def state_rows(state, obs, critic_state):
+    """The critic's state rows for one step: state [N, S], the agents' (padded) obs [N, A, D].
+
+        EP: s                          -> [N, 1, S]
+        FP: s | o^i | one-hot(i)       -> [N, A, S + D + A]
+    """
+    if critic_state == "ep":
+        return state.unsqueeze(1)
+    num_envs, num_agents = obs.shape[:2]
+    ids = torch.eye(num_agents, device=obs.device).expand(num_envs, -1, -1)
+    return torch.cat([state.unsqueeze(1).expand(-1, num_agents, -1), obs, ids], dim=-1)
+
+
+class Batch(NamedTuple):
+    """A sample of B rows: the state rows share_obs [B, K, S_c], obs [B, A, D], actions
+    [B, A, d] (padded), valid [B, A], the n-step rewards and discounts [B, K], terms and
+    dones of each window's last step [B, K], next_share_obs [B, K, S_c] and next_obs
+    [B, K, A, D] after it (each state row's window has its own last step)."""
+    share_obs: torch.Tensor
+    obs: torch.Tensor
+    actions: torch.Tensor
+    valid: torch.Tensor
+    rewards: torch.Tensor
+    discounts: torch.Tensor
+    terms: torch.Tensor
+    dones: torch.Tensor
+    next_share_obs: torch.Tensor
+    next_obs: torch.Tensor
+
+
+class ReplayBuffer:
+    """HARL's OffPolicyBufferEP and OffPolicyBufferFP in one ring of `capacity` rows, one row
+    per step of one copy, written a lock-step (N rows) at a time; the capacity is a multiple
+    of N, so a lock-step never splits across the wrap-around and copy n's next step is always
+    N rows on. Fields, with K = 1 state row for EP and K = A (one per agent) for FP:
+
+        share_obs, next_share_obs [C, K, S_c]    rewards, dones, terms [C, K]
+        obs, next_obs [C, A, D]                  actions [C, A, d]    valid [C, A]
+
+    next_* hold the true final observation and state where a row ended its episode; dones
+    (terminated or truncated) end the n-step window, terms alone cut the bootstrap; valid is
+    HARL's valid_transitions (0 where the agent did not act: no actor loss, and under FP no
+    critic loss). Rows are sampled uniformly with replacement (HARL draws without: one
+    randperm of the whole buffer per batch); FP's next joint action uses every agent's
+    observation at the end of that state row's own window (HARL tiles the actions of each
+    agent's own window end; the two differ only where agents end at different steps).
+    """
+
+    def __init__(self, capacity, num_envs, num_rows, state_dim, num_agents, obs_dim,
+                 action_dim, n_step, gamma, device):
+        def zeros(*shape, dtype=torch.float32):
+            return torch.zeros((self.capacity, *shape), dtype=dtype, device=device)
+
+        self.capacity = capacity // num_envs * num_envs
+        self.num_envs, self.n_step, self.gamma = num_envs, n_step, gamma
+        self.share_obs, self.next_share_obs = zeros(num_rows, state_dim), zeros(num_rows, state_dim)
+        self.rewards = zeros(num_rows)
+        self.dones, self.terms = zeros(num_rows, dtype=torch.bool), zeros(num_rows, dtype=torch.bool)
+        self.obs, self.next_obs = zeros(num_agents, obs_dim), zeros(num_agents, obs_dim)
+        self.actions, self.valid = zeros(num_agents, action_dim), zeros(num_agents)
+        self.pos, self.size = 0, 0
+
+    def add(self, share_obs, obs, actions, rewards, dones, valid, terms, next_share_obs,
+            next_obs):
+        """One lock-step: N rows of each field (tensors, in HARL's order); the oldest are
+        overwritten when the ring is full."""
+        rows = slice(self.pos, self.pos + self.num_envs)
+        for name, x in (("share_obs", share_obs), ("obs", obs), ("actions", actions),
+                        ("rewards", rewards), ("dones", dones), ("valid", valid),
+                        ("terms", terms), ("next_share_obs", next_share_obs),
+                        ("next_obs", next_obs)):
+            getattr(self, name)[rows] = x
+        self.pos = (self.pos + self.num_envs) % self.capacity
+        self.size = min(self.size + self.num_envs, self.capacity)
+
+    def end_flags(self):
+        """dones [C, K], with the newest row of every copy marked as well: its next step is
+        not stored yet, so a window stops there and bootstraps from its next_share_obs."""
+        ends = self.dones.clone()
+        newest = self.pos - 1 - torch.arange(self.num_envs, device=ends.device)
+        ends[newest % self.capacity] = True
+        return ends
+
+    def sample(self, batch_size):
+        """batch_size rows drawn uniformly from the stored ones, as a Batch (gather)."""
+        return self.gather(torch.randint(self.size, (batch_size,), device=self.rewards.device))
+
+    def gather(self, index):
+        """The rows `index` [B], each with its n-step window per state row (next_index,
+        nstep_return); returns a Batch."""
+        ends = self.end_flags()
+        num_rows = ends.shape[1]
+        column = torch.arange(num_rows, device=index.device)
+        window = [index.unsqueeze(1).expand(-1, num_rows)]  # [B, K] each
+        for _ in range(self.n_step - 1):
+            window.append(next_index(window[-1], ends[window[-1], column], self.num_envs,
+                                     self.capacity))
+        rewards, discounts = nstep_return(torch.stack([self.rewards[w, column] for w in window]),
+                                          torch.stack([ends[w, column] for w in window]),
+                                          self.gamma)
+        last = window[-1]
+        return Batch(self.share_obs[index], self.obs[index], self.actions[index],
+                     self.valid[index], rewards, discounts, self.terms[last, column],
+                     self.dones[last, column], self.next_share_obs[last, column],
+                     self.next_obs[last])
+
+
+# ---------------------------------------------------------------------------------------
+# Networks
+# ---------------------------------------------------------------------------------------
+def mlp(in_size, hidden_size, out_size):
+    """in -> hidden -> hidden -> out with ReLUs, nn.Linear's initialization."""
+    return nn.Sequential(nn.Linear(in_size, hidden_size), nn.ReLU(),
+                         nn.Linear(hidden_size, hidden_size), nn.ReLU(),
+                         nn.Linear(hidden_size, out_size))
+
+
+class Critic(nn.Module):
+    """Q(s, a^1, ..., a^n) = MLP([s, a^1 | ... | a^n]): state rows [B, K, S_c] and the joint
+    (padded) actions [B, A, d] or, one joint action per state row, [B, K, A, d] -> [B, K]."""
+
+    def __init__(self, state_dim, joint_action_dim, hidden_size):
+        super().__init__()
+        self.net = mlp(state_dim + joint_action_dim, hidden_size, 1)
+
+    def forward(self, share_obs, actions):
+        if actions.dim() == 3:
+            actions = actions.unsqueeze(1).expand(-1, share_obs.shape[1], -1, -1)
+        return self.net(torch.cat([share_obs, actions.flatten(-2)], dim=-1)).squeeze(-1)
+
+
+class Networks(nn.Module):
+    """One actor per agent, mu_i(o^i) = tanh(MLP(o^i)) on its own unpadded observation with
+    its own action size, the critic qf1 (and qf2 for clipped double Q), and a target copy of
+    each (actors_target, qf1_target, qf2_target) that follows it slowly."""
+
+    def __init__(self, obs_dims, action_dims, state_dim, hidden_size, twin_q):
+        super().__init__()
+        self.obs_dims, self.action_dims = list(obs_dims), list(action_dims)
+        self.state_dim = state_dim
+        joint = len(action_dims) * max(action_dims)
+        self.actors = nn.ModuleList(mlp(o, hidden_size, a) for o, a in zip(obs_dims, action_dims))
+        self.qf1 = Critic(state_dim, joint, hidden_size)
+        self.qf2 = Critic(state_dim, joint, hidden_size) if twin_q else None
+        self.actors_target = copy.deepcopy(self.actors).requires_grad_(False)
+        self.qf1_target = copy.deepcopy(self.qf1).requires_grad_(False)
+        self.qf2_target = copy.deepcopy(self.qf2).requires_grad_(False) if twin_q else None
+
+    def actor(self, i, obs, target=False):
+        """Agent i's action in [-1, 1]^{d_i}, padded with zeros to d: obs [..., A, D] ->
+        [..., d]; the target actor's with target."""
+        actor = (self.actors_target if target else self.actors)[i]
+        action = torch.tanh(actor(obs[..., i, :self.obs_dims[i]]))
+        return F.pad(action, (0, max(self.action_dims) - self.action_dims[i]))
+
+    def act(self, obs, sigma=0.0, noise_clip=math.inf, target=False):
+        """Every agent's action on its own observation, with noisy_action's noise (sigma,
+        noise_clip) on its own dimensions only: obs [..., A, D] -> actions [..., A, d]."""
+        return torch.stack([
+            F.pad(noisy_action(self.actor(i, obs, target)[..., :d], sigma, noise_clip),
+                  (0, max(self.action_dims) - d)) for i, d in enumerate(self.action_dims)], dim=-2)
+
+    def critics(self):
+        """The learned critics and their targets, as (target, critic) pairs."""
+        pairs = [(self.qf1_target, self.qf1), (self.qf2_target, self.qf2)]
+        return [(target, critic) for target, critic in pairs if critic is not None]
+
+
+# ---------------------------------------------------------------------------------------
+# What the agents send: actions in [-1, 1]^d scaled to each agent's bounds
+# ---------------------------------------------------------------------------------------
+def to_env_action(actions, low, high):
+    """Actions in [-1, 1]^d (a tensor [N, A, d]) to each agent's bounds low, high [A, d] (a
+    NumPy array):  low + (a + 1) / 2 * (high - low). Only the environment sees the scaled
+    action: the buffer stores a, the critics take it so, the noise scales are fractions of
+    the half-range."""
+    return low + (actions.cpu().numpy() + 1.0) * 0.5 * (high - low)
+
+
+# ---------------------------------------------------------------------------------------
+# Training
+# ---------------------------------------------------------------------------------------
+def actor_loss(nets, batch, i, fp):
+    """Agent i's deterministic policy gradient loss (MADDPG's): agent i's action is
+    mu_i(o^i), every other agent's action is the one stored in the batch, and the critic Q_1
+    is read on agent i's state row (FP) or the one state row (EP), over the rows where agent
+    i acted:
+
+        L_i = -masked_mean( Q_1(s, a^1, ..., mu_i(o^i), ..., a^n), valid^i )
+
+    The gradient reaches only mu_i. HARL's HATD3 updates the agents one after another in a
+    random order instead, each on the already updated actions of those before it; MADDPG's
+    simultaneous update is what both papers here use, and it lets every agent's loss be
+    summed into one step.
+    """
+    joint = batch.actions.clone()
+    joint[:, i] = nets.actor(i, batch.obs)
+    q = nets.qf1(batch.share_obs, joint)[:, i if fp else 0]
+    return -masked_mean(q, batch.valid[:, i])
+
+
+def update(batch, nets, critic_optimizer, actor_optimizer, args, gradient_step):
+    """Gradient step number `gradient_step` (from 1) on a batch: the critics' step, and on
+    every policy_delay-th one every actor's step and the soft updates of every target
+    network. Returns the losses as numbers for the log."""
+    fp = args.critic_state == "fp"
+    with torch.no_grad():  # the target: every agent's target actor, smoothed, target critics
+        next_actions = nets.act(batch.next_obs, args.target_policy_noise, args.noise_clip,
+                                target=True)
+        next_q1 = nets.qf1_target(batch.next_share_obs, next_actions)
+        next_q2 = nets.qf2_target(batch.next_share_obs, next_actions) if args.twin_q else None
+        y = critic_target(rewards=batch.rewards, discounts=batch.discounts,
+                          terminated=batch.terms, next_q1=next_q1, next_q2=next_q2,
+                          twin_q=args.twin_q)
+    # EP's one row counts wherever it was stored; FP's row i only where agent i acted
+    mask = batch.valid if fp else torch.ones_like(y)
+    q1 = nets.qf1(batch.share_obs, batch.actions)
+    critic_loss = masked_mean((q1 - y) ** 2, mask)
+    if args.twin_q:
+        critic_loss = critic_loss + masked_mean((nets.qf2(batch.share_obs, batch.actions) - y) ** 2,
+                                                mask)
+    critic_optimizer.zero_grad()
+    critic_loss.backward()
+    critic_optimizer.step()
+    stats = {"critic_loss": critic_loss.item(), "q_mean": masked_mean(q1, mask).item()}
+
+    if gradient_step % args.policy_delay == 0:
+        # every agent's loss on the same batch, summed: each reaches only its own actor. The
+        # gradient left on qf1 is cleared by the critic optimizer's next zero_grad().
+        loss = sum(actor_loss(nets, batch, i, fp) for i in range(len(nets.actors)))
+        actor_optimizer.zero_grad()
+        loss.backward()
+        actor_optimizer.step()
+        stats["actor_loss"] = loss.item() / len(nets.actors)
+        soft_update(nets.actors_target, nets.actors, args.tau)
+        for target, critic in nets.critics():
+            soft_update(target, critic, args.tau)
+    return stats
+
+
+def train(args, envs, nets, run, spec, device):
+    """Step the N copies with the actors' noisy actions (uniformly random ones for the first
+    --learning-starts steps), store every lock-step, and from --learning-starts on take
+    --gradient-steps updates after each; until the budget, --stop-at-return or a non-finite
+    critic loss."""
+    fp = args.critic_state == "fp"
+    num_agents, action_dim = len(spec["agents"]), max(spec["action_dims"])
+    num_iterations = args.total_timesteps // args.num_envs
+    buffer = ReplayBuffer(min(args.buffer_size, num_iterations * args.num_envs), args.num_envs,
+                          num_agents if fp else 1, nets.state_dim, num_agents,
+                          envs.obs.shape[-1], action_dim, args.n_step, args.gamma, device)
+    # Adam with its default eps (1e-8), as in TD3's and HARL's code: one optimizer for every
+    # actor (each loss reaches its own actor only), one for both critics
+    actor_optimizer = torch.optim.Adam(nets.actors.parameters(), lr=args.learning_rate)
+    critic_optimizer = torch.optim.Adam([p for _, critic in nets.critics()
+                                         for p in critic.parameters()], lr=args.learning_rate)
+    action_mask = torch.tensor([[j < d for j in range(action_dim)] for d in spec["action_dims"]],
+                               dtype=torch.float32)
+    stats = {"critic_loss": [], "q_mean": [], "actor_loss": []}
+    global_step, gradient_steps, last_log = 0, 0, 0
+
+    def tensor(x):
+        return torch.from_numpy(x).to(device)
+
+    obs, state, active = envs.reset(args.seed)
+    for iteration in range(num_iterations):
+        # Collect: one lock-step, random actions at first, then the actors' with noise; a
+        # done agent sends nothing (LockstepEnvs) and its row is not valid
+        if global_step < args.learning_starts:
+            actions = (torch.rand((args.num_envs, num_agents, action_dim)) * 2 - 1) * action_mask
+        else:
+            with torch.no_grad():
+                actions = nets.act(tensor(obs), args.exploration_noise).cpu()
+        out = envs.step(to_env_action(actions, spec["low"], spec["high"]))
+        global_step += args.num_envs
+        run.step(global_step)  # progress line; evaluation every --eval-every steps
+        # Store: where an agent ended, its next observation is the true final one, and where
+        # the copy's episode ended, so is the next state (the copy has already reset)
+        ended = out.terminated | out.truncated
+        next_obs = np.where(ended[..., None], out.final_obs, out.obs)
+        next_state = np.where(out.ended[:, None], out.final_state, out.state)
+        rewards, dones, terms = critic_rows(tensor(out.rewards), tensor(out.terminated),
+                                            tensor(out.truncated), tensor(active),
+                                            tensor(out.ended), args.critic_state)
+        buffer.add(share_obs=state_rows(tensor(state), tensor(obs), args.critic_state),
+                   obs=tensor(obs), actions=actions.to(device), rewards=rewards, dones=dones,
+                   valid=tensor(active).float(), terms=terms,
+                   next_share_obs=state_rows(tensor(next_state), tensor(next_obs),
+                                             args.critic_state),
+                   next_obs=tensor(next_obs))
+        obs, state, active = out.obs, out.state, out.active
+        for _, episode_return, length in out.episodes:
+            run.episode(global_step, episode_return, length)
+        if run.reached(args.stop_at_return, global_step):  # the summary records when
+            return
+
+        # Learn: once --learning-starts is reached, --gradient-steps updates per lock-step
+        for _ in range(args.gradient_steps if global_step >= args.learning_starts else 0):
+            gradient_steps += 1
+            losses = update(buffer.sample(args.batch_size), nets, critic_optimizer,
+                            actor_optimizer, args, gradient_steps)
+            for key, value in losses.items():
+                stats[key].append(value)
+
+        # Log: a row of updates.csv every --log-interval steps and after the last step, with
+        # the means since the last row (NaN for the actors' loss where none came)
+        last = iteration == num_iterations - 1
+        if gradient_steps and (global_step - last_log >= args.log_interval or last):
+            means = {key: float(np.mean(v)) if v else math.nan for key, v in stats.items()}
+            last_log, stats = global_step, {key: [] for key in stats}
+            run.update(global_step, **means, gradient_steps=gradient_steps)
+            if run.non_finite(means["critic_loss"], global_step):  # says so; stops as interrupted
+                return
+
+
+def main(args: Args) -> dict:
+    """Train MADDPG/MATD3 (or evaluate an --eval-checkpoint), write the run folder, return
+    the summary. Ctrl-C stops training; the run folder is written, then KeyboardInterrupt
+    goes on up."""
+    # Check everything a user can get wrong before anything runs (CONTRIBUTING.md, "Bad input").
+    args = resolve_algo(args)
+    check_args(args)
+    spec = check_env(args.env_id)
+    checkpoint = load_checkpoint(args.eval_checkpoint, args.env_id)  # None without the flag
+    if checkpoint is not None:  # the networks, the algorithm and the time limit: the model's
+        args = replace(args, **{k: checkpoint["args"][k] for k in CHECKPOINT_ARGS})
+
+    # Set up: seeds, device, the actors and critics with their targets, the run folder.
+    device = seed_and_device(args.seed, args.cuda)
+    num_agents, obs_dim = len(spec["agents"]), max(spec["obs_dims"])
+    state_dim = spec["state_dim"] + (obs_dim + num_agents if args.critic_state == "fp" else 0)
+    nets = Networks(spec["obs_dims"], spec["action_dims"], state_dim, args.hidden_size,
+                    args.twin_q).to(device)
+    if checkpoint is not None:
+        restore(checkpoint, nets, args)
+    run = RunWriter(args, device, spec, nets, rollout_steps=args.num_envs)
+
+    # Train (unless evaluating a checkpoint), then finish: evaluate, save, write, plot.
+    interrupted = False
+    if checkpoint is None:
+        envs = LockstepEnvs(args.env_id, args.num_envs, spec, args.max_cycles)
+        try:
+            train(args, envs, nets, run, spec, device)
+        except KeyboardInterrupt:
+            print(f"{SCRIPT}: interrupted; writing what the run has so far")
+            interrupted = run.summary["interrupted"] = True
+        finally:
+            envs.close()
+    summary = finish(args, run, nets, spec, device, trained=checkpoint is None)
+    if interrupted:
+        raise KeyboardInterrupt  # the run folder is written; the command line exits with 130
+    return summary
+
+# ---------------------------------------------------------------------------------------
+# Plumbing: checks, run folder, evaluation, checkpoints (not needed to follow the algorithm)
+# ---------------------------------------------------------------------------------------
+# More than the 350 lines of the other scripts: PettingZoo has no vector environment, so
+# LockstepEnvs (after the common pieces) steps N copies whose agents finish at different
+# times, and make_env and check_env speak PettingZoo's ids and module:function.
+class UsageError(Exception):
+    """Bad input: reported as one line on stderr with exit status 2, before training."""
+
+
+def fail(message):
+    raise UsageError(message)
+
+
+def parse_args():
+    """tyro.cli(Args), with tyro's own parse errors (an unknown flag, a value of the wrong
+    type) turned into one line: tyro's message and the flags it suggests, read back from the
+    text it prints. --help prints as tyro writes it."""
+    if {"-h", "--help"} & set(sys.argv[1:]):
+        return tyro.cli(Args)
+    captured = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(captured), contextlib.redirect_stderr(captured):
+            return tyro.cli(Args)
+    except SystemExit:
+        lines = [line.strip() for line in captured.getvalue().splitlines()]
+        lines = [line for line in lines if line.strip("-")]  # drop blanks and rules
+        flags = [line.split()[0].rstrip(",") for line in lines[2:] if line.startswith("--")]
+        hint = f"; did you mean {' or '.join(flags)}?" if "Perhaps you meant:" in lines else ""
+        fail(f"{lines[1][0].lower()}{lines[1][1:]}{hint} (python {SCRIPT} --help lists the flags)")
+
+
+def check_args(args):
+    """Everything a user can get wrong in the flags, checked before any environment runs;
+    args has its --algo preset resolved."""
+    for name in ("total_timesteps", "num_envs", "gradient_steps", "buffer_size", "batch_size",
+                 "hidden_size", "policy_delay", "log_interval", "learning_rate", "max_cycles",
+                 "n_step"):
+        if not getattr(args, name) > 0:
+            fail(f"--{name.replace('_', '-')} must be positive, got {getattr(args, name)}")
+    for name in ("learning_starts", "exploration_noise", "target_policy_noise", "noise_clip",
+                 "eval_episodes"):
+        if not getattr(args, name) >= 0:
+            fail(f"--{name.replace('_', '-')} must be 0 or more, got {getattr(args, name)}")
+    if args.eval_every < 0:
+        fail("--eval-every must be 0 (evaluate only after training) or more, "
+             f"got {args.eval_every}")
+    if args.eval_every and not args.eval_episodes:
+        fail("--eval-every needs at least one evaluation episode; pass --eval-episodes 1 or more")
+    if args.capture_video and not args.eval_episodes:
+        fail("--capture-video records the evaluation episodes, and --eval-episodes 0 has none; "
+             "pass --eval-episodes 1 or more")
+    if args.capture_video and importlib.util.find_spec("moviepy") is None:
+        fail("--capture-video needs moviepy: pip install moviepy==2.2.1")
+    if not 0.0 <= args.gamma <= 1.0:
+        fail(f"--gamma must be in [0, 1], got {args.gamma}")
+    if not 0.0 < args.tau <= 1.0:
+        fail(f"--tau must be in (0, 1], got {args.tau}")
+    if args.target_policy_noise > 0 and args.noise_clip == 0:
+        fail("--noise-clip 0 cancels --target-policy-noise; use --target-policy-noise 0 to "
+             "switch smoothing off")
+    budget = args.total_timesteps // args.num_envs * args.num_envs  # whole lock-steps
+    if args.eval_checkpoint is None and args.learning_starts >= budget:
+        fail(f"--learning-starts {args.learning_starts} leaves no step of the budget, {budget:,} "
+             f"steps (--total-timesteps {args.total_timesteps} in whole lock-steps of "
+             f"--num-envs {args.num_envs}), to learn in; lower it or raise the budget")
+    if args.buffer_size < args.num_envs:
+        fail(f"--buffer-size {args.buffer_size} holds less than one lock-step of --num-envs "
+             f"{args.num_envs}; raise it")
+
+
+def check_env(env_id):
+    """Make env_id once (make_env imports the module of a module:function id itself) and
+    check that matd3.py handles its agents and spaces; returns the spec dict: agents,
+    obs_dims, action_dims, low and high (each agent's action bounds, padded), state_dim,
+    has_state."""
+    module, _, name = env_id.rpartition(":")
+    tasks = f"matd3.py runs the cooperative MPE tasks ({', '.join(sorted(COOPERATIVE))})"
+    if name in gym.registry:
+        fail(f"{name} is a single-agent Gymnasium environment; use ddpg_td3.py ({tasks})")
+    if not module and env_id in COMPETITIVE:
+        fail(f"{env_id} is a competitive MPE task (adversaries against good agents); {tasks}")
+    if not module and env_id not in COOPERATIVE:
+        close = [i for i in difflib.get_close_matches(env_id, COOPERATIVE, n=3, cutoff=0.6)
+                 if makeable(i)]
+        fail(f"unknown environment id {env_id!r}" + (f"; did you mean {', '.join(close)}?"
+             if close else "") + f"; {tasks}, or module:function for your own")
+    try:
+        env = make_env(env_id, max_cycles=25)  # the spaces do not depend on the time limit
+    except ModuleNotFoundError as e:
+        where = ("; put its folder on PYTHONPATH (PYTHONPATH=. when it is in this folder)"
+                 if e.name == module else "")
+        fail(f"cannot make {env_id}: no module named {e.name}{where}")
+    except AttributeError as e:
+        if e.name != name or getattr(e.obj, "__name__", None) != module:
+            fail(f"cannot make {env_id}: AttributeError: {e}".splitlines()[0])
+        if name in gym.registry:  # registered by the module's import
+            fail(f"{name} is a single-agent Gymnasium environment; use ddpg_td3.py ({tasks})")
+        close = [f"{module}:{n}" for n in difflib.get_close_matches(name, dir(e.obj), n=3)
+                 if callable(getattr(e.obj, n))]
+        fail(f"unknown environment id {env_id!r}: module {module} has no function {name}"
+             + (f" (did you mean {', '.join(close)}?)" if close else "")
+             + "; pass module:function, a function that returns a PettingZoo parallel env")
+    except Exception as e:  # a module or function of the user's own that fails
+        fail(f"cannot make {env_id}: {type(e).__name__}: {e}".splitlines()[0])
+    if not (hasattr(env, "possible_agents") and callable(getattr(env, "step", None))
+            and not hasattr(env, "agent_iter")):
+        fail(f"{env_id} gives a {type(env).__name__}, not a PettingZoo parallel "
+             "environment; pass a function that returns one (like parallel_env)")
+    agents = list(env.possible_agents)
+    obs_spaces = [env.observation_space(a) for a in agents]
+    action_spaces = [env.action_space(a) for a in agents]
+    env.reset(seed=0)
+    try:
+        state_dim, has_state = int(np.size(env.state())), True
+    except (NotImplementedError, AttributeError):
+        state_dim, has_state = sum(int(np.prod(s.shape)) for s in obs_spaces), False
+    env.close()
+    for agent, space in zip(agents, action_spaces):
+        if isinstance(space, gym.spaces.Discrete):
+            fail(f"{env_id}'s agent {agent} has a Discrete action space; matd3.py's actors are "
+                 "deterministic and need Box actions: use mappo.py for discrete actions")
+        if not (isinstance(space, gym.spaces.Box) and len(space.shape) == 1
+                and np.isfinite(space.low).all() and np.isfinite(space.high).all()):
+            fail(f"{env_id}'s agent {agent} has actions {space}; matd3.py needs bounded flat "
+                 "Box actions")
+    for agent, space in zip(agents, obs_spaces):
+        if not isinstance(space, gym.spaces.Box) or len(space.shape) != 1:
+            fail(f"{env_id}'s agent {agent} has observations {space}; matd3.py's MLPs "
+                 "need flat Box vectors")
+    action_dims = [s.shape[0] for s in action_spaces]
+    low, high = np.zeros((len(agents), max(action_dims))), np.ones((len(agents), max(action_dims)))
+    for i, space in enumerate(action_spaces):  # padding dimensions stay 0 and 1, unused
+        low[i, :action_dims[i]], high[i, :action_dims[i]] = space.low, space.high
+    return {"agents": agents, "obs_dims": [s.shape[0] for s in obs_spaces],
+            "action_dims": action_dims, "low": low.astype(np.float32),
+            "high": high.astype(np.float32), "state_dim": state_dim, "has_state": has_state}
+
+
+def makeable(env_id):
+    """Whether make_env(env_id) works here (its dependencies installed), for suggestions."""
+    try:
+        with warnings.catch_warnings():  # an old version's deprecation is no news here
+            warnings.simplefilter("ignore")
+            make_env(env_id, max_cycles=25).close()
+        return True
+    except Exception:
+        return False
+
+
+def seed_and_device(seed, cuda):
+    """Seed Python's, NumPy's and torch's random generators (the environments are seeded by
+    their reset), and pick the device: the GPU if asked for and present, else the CPU with
+    one thread (64-unit MLPs run faster without torch's thread pool)."""
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+    device = torch.device("cuda" if cuda and torch.cuda.is_available() else "cpu")
+    if device.type == "cpu":
+        torch.set_num_threads(1)
+    return device
+
+
+@torch.no_grad()
+def evaluate(nets, env_id, spec, max_cycles, episodes, seed, device, video_folder=None):
+    """Greedy mean per-agent returns of `episodes` episodes, one per environment copy, all
+    at once. The greedy action is mu_i(o^i), without noise; a done agent sends none. With a video folder each copy's episode is eval-<copy>-episode-0.mp4."""
+    if video_folder is not None:
+        os.environ.setdefault("SDL_VIDEODRIVER", "dummy")  # frames only, no window to open
+    envs = LockstepEnvs(env_id, episodes, spec, max_cycles,
+                        render_mode="rgb_array" if video_folder else None)
+    obs, _, _ = envs.reset(seed)
+    returns = np.full(episodes, np.nan)
+    frames = [[envs.render(n)] for n in range(episodes)] if video_folder else None
+    while np.isnan(returns).any():
+        actions = nets.act(torch.from_numpy(obs).to(device))
+        out = envs.step(to_env_action(actions, spec["low"], spec["high"]))
+        obs = out.obs
+        if video_folder:  # a copy that ended has reset: its frame is the next episode's
+            for n in np.flatnonzero(np.isnan(returns)):
+                frames[n].append(envs.render(n))
+        for n, episode_return, _ in out.episodes:
+            if np.isnan(returns[n]):
+                returns[n] = episode_return
+    envs.close()
+    if video_folder:
+        from gymnasium.utils.save_video import save_video  # imports moviepy, only when needed
+    for n, episode_frames in enumerate(frames or []):
+        save_video(episode_frames[:-1], video_folder, fps=10, name_prefix=f"eval-{n}",
+                   episode_index=0, episode_trigger=lambda episode: True)
+    return returns
+
+
+class RunWriter:
+    """The run folder (CONTRIBUTING.md, "What a run writes"): config.json at once, the CSV
+    files row by row (flushed, so an interrupted run keeps them), a progress line every 2
+    seconds, the evaluations of --eval-every with best_model.pt; finish() writes the rest.
+    Training runs whole rollouts: the budget is rounded down to them, said at the start."""
+
+    def __init__(self, args, device, spec, nets, rollout_steps=1):
+        name = "__".join([args.env_id.replace("/", "-").replace(":", "-"), args.exp_name,
+                          str(args.seed), str(int(time.time()))])
+        self.path, suffix = os.path.join(args.output_dir, name), 1
+        while os.path.exists(self.path):  # a run with the same flags in the same second
+            suffix += 1
+            self.path = os.path.join(args.output_dir, f"{name}-{suffix}")
+        try:
+            os.makedirs(self.path)
+        except OSError as e:
+            fail(f"cannot create the run folder {self.path}: {e.strerror}")
+        versions = {package: importlib.metadata.version(package) for package in
+                    ("torch", "gymnasium", "numpy", "pettingzoo", "mpe2")}
+        with open(os.path.join(self.path, "config.json"), "w") as f:
+            json.dump({**asdict(args), "device": str(device),
+                       "versions": {**versions, "python": sys.version.split()[0]}}, f, indent=2)
+        self.summary = dict.fromkeys(SUMMARY_KEYS) | {
+            "algorithm": algorithm_name(args), "env_id": args.env_id, "seed": args.seed, "global_steps": 0,
+            "eval_episodes": args.eval_episodes, "interrupted": False}
+        self.args, self.device, self.spec = args, device, spec
+        self.model = nets  # what evaluations play and checkpoints hold
+        self.budget = args.total_timesteps // rollout_steps * rollout_steps
+        self.files, self.steps, self.returns, self.evaluations = {}, [], [], []
+        self.write_row("episodes.csv")  # its header now: a run with no episode has the file
+        self.start = self.last_print = time.time()
+        self.first_print = None  # (step, time) of the first progress line
+        print(f"{SCRIPT}: {args.env_id}, {len(spec['agents'])} agents, "
+              f"{algorithm_name(args)}, {args.critic_state.upper()} critic, seed {args.seed}, device {device}")
+        if self.budget != args.total_timesteps and args.eval_checkpoint is None:
+            print(f"{SCRIPT}: training runs {self.budget:,} of --total-timesteps "
+                  f"{args.total_timesteps:,}: whole rollouts of {rollout_steps:,} steps")
+
+    def elapsed(self):
+        return time.time() - self.start
+
+    def write_row(self, filename, **row):
+        """Append a row to a CSV file of the run folder, made with a header at first use
+        (episodes.csv's columns are fixed; no row writes the header alone)."""
+        if filename not in self.files:
+            f = open(os.path.join(self.path, filename), "w", newline="")
+            fields = EPISODE_FIELDS if filename == "episodes.csv" else list(row)
+            self.files[filename] = (f, csv.DictWriter(f, fieldnames=fields))
+            self.files[filename][1].writeheader()
+        f, writer = self.files[filename]
+        if row:
+            writer.writerow(row)
+        f.flush()
+
+    def episode(self, global_step, episode_return, episode_length):
+        self.steps.append(global_step)
+        self.returns.append(float(episode_return))
+        self.write_row("episodes.csv", global_step=global_step, wall_time=round(self.elapsed(), 4),
+                       episode_return=float(episode_return), episode_length=int(episode_length))
+
+    def update(self, global_step, **diagnostics):
+        wall_time = self.elapsed()
+        self.write_row("updates.csv", global_step=global_step, wall_time=round(wall_time, 4),
+                       sps=int(global_step / wall_time), **diagnostics)
+
+    def step(self, global_step):
+        """After each lock-step: record the step count (should Ctrl-C stop the run), run a
+        greedy evaluation each time global_step crosses a multiple of --eval-every, and
+        print the progress line every 2 seconds, its speed measured from the first line on
+        (the first seconds hold the start-up, which would make the speed and ETA wrong)."""
+        every, previous = self.args.eval_every, self.summary["global_steps"]
+        self.summary["global_steps"] = global_step
+        if every and global_step // every > previous // every:
+            self.evaluation(global_step)
+        now = time.time()
+        if now - self.last_print >= 2.0:
+            first, self.last_print = self.first_print or (global_step, now), now
+            sps = (global_step - first[0]) / (now - first[1]) if self.first_print else None
+            print(progress_line(global_step, self.budget, sps, self.recent_return()))
+            self.first_print = first
+
+    def evaluation(self, global_step):
+        """Evaluate the actors as they are now on copies of their own (the training copies
+        and the random streams are untouched), append the row to evaluations.csv and, with
+        --save-model, keep the best model so far as best_model.pt."""
+        wall_time = self.elapsed()
+        returns = evaluate(self.model, self.args.env_id, self.spec, self.args.max_cycles,
+                           self.args.eval_episodes, self.args.seed + 100_000, self.device)
+        mean, std = float(returns.mean()), float(returns.std())
+        self.write_row("evaluations.csv", global_step=global_step, wall_time=round(wall_time, 4),
+                       eval_return_mean=mean, eval_return_std=std)
+        best = max((m for _, m, _ in self.evaluations), default=-math.inf)
+        if self.args.save_model and mean > best:
+            save_checkpoint(os.path.join(self.path, "best_model.pt"), self.model, self.args)
+        self.evaluations.append((global_step, mean, std))
+
+    def non_finite(self, loss, global_step):
+        """True, after saying so and marking the run interrupted, when the loss is NaN or inf."""
+        if math.isfinite(loss):
+            return False
+        print(f"{SCRIPT}: the loss became non-finite (NaN or inf) at step {global_step}; "
+              "stopping (try a lower --learning-rate)")
+        self.summary["interrupted"] = True
+        return True
+
+    def recent_return(self):
+        """The mean of the last 20 training episode returns (None before the first)."""
+        return float(np.mean(self.returns[-20:])) if self.returns else None
+
+    def reached(self, threshold, global_step):
+        """True once the mean of the last 20 returns reaches threshold; records when."""
+        if threshold is None or len(self.returns) < 20 or self.recent_return() < threshold:
+            return False
+        self.summary["solved_at_step"] = global_step
+        self.summary["solved_at_time_s"] = round(self.elapsed(), 3)
+        return True
+
+    def close(self):
+        for f, _ in self.files.values():
+            f.close()
+
+
+EPISODE_FIELDS = ("global_step", "wall_time", "episode_return", "episode_length")
+SUMMARY_KEYS = ("algorithm", "env_id", "seed", "global_steps", "wall_time_s",
+                "train_return_last20", "eval_return_mean", "eval_return_std", "eval_episodes",
+                "solved_at_step", "solved_at_time_s", "interrupted")
+
+
+def progress_line(global_step, total_steps, sps, recent_return):
+    """The console's progress: the step out of the budget, the percentage, steps per second,
+    the time left at that speed (h:mm:ss) and the mean of the last 20 training returns; the
+    speed and the time left read "-" while sps is None (the first line: nothing measured).
+
+        ETA = max(total_steps - global_step, 0) / sps
+    """
+    if sps:
+        minutes, seconds = divmod(round(max(total_steps - global_step, 0) / sps), 60)
+        speed = f"{sps:,.0f} sps | ETA {minutes // 60}:{minutes % 60:02}:{seconds:02}"
+    else:
+        speed = "- sps | ETA -"
+    recent = "n/a" if recent_return is None else f"{recent_return:.1f}"
+    return (f"step {global_step:,}/{total_steps:,} ({100 * global_step / total_steps:.0f}%) | "
+            f"{speed} | return (last 20) {recent}")
+
+
+def plot_learning_curve(path, steps, returns, title, evaluations=(), final=None):
+    """learning_curve.png: mean per-agent episode return against environment steps, raw
+    points faded and a moving average of 100 episodes on top (the N copies end many short
+    episodes at once); the greedy evaluations (step, mean, std) of --eval-every as a second
+    series, the mean with the std as error bars, and the final evaluation (step, mean, std)
+    after training as a marker of its own."""
+    fig = Figure(figsize=(7, 4), dpi=100)
+    ax = fig.add_subplot()
+    ax.scatter(steps, returns, s=4, alpha=0.1, label="episode return")
+    if returns:
+        window = min(100, len(returns))
+        smooth = np.convolve(returns, np.ones(window) / window, mode="valid")
+        ax.plot(steps[window - 1:], smooth, color="tab:blue", lw=2, label=f"mean of last {window}")
+    for points, style, label in ((evaluations, dict(color="tab:orange", marker="o", ms=4),
+                                  "greedy evaluation (mean, std)"),
+                                 ([final] if final else [], dict(color="tab:red", marker="D", ms=7),
+                                  "final greedy evaluation")):
+        if points:
+            eval_steps, means, stds = zip(*points)
+            ax.errorbar(eval_steps, means, yerr=stds, capsize=3, label=label, **style)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(loc="lower right")
+    ax.set(xlabel="environment steps", ylabel="mean per-agent episode return", title=title)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(os.path.join(path, "learning_curve.png"))
+    return os.path.join(path, "learning_curve.png")
+
+
+def save_checkpoint(path, nets, args):
+    torch.save({"nets": nets.state_dict(), "args": asdict(args)}, path)
+
+
+def load_checkpoint(path, env_id):
+    """Load a model.pt safely (weights_only, onto the CPU) and check it was made for env_id;
+    None when path is None (no --eval-checkpoint)."""
+    if path is None:
+        return None
+    if not os.path.isfile(path):
+        fail(f"checkpoint {path} does not exist")
+    try:
+        checkpoint = torch.load(path, map_location="cpu", weights_only=True)
+        saved = checkpoint["args"]  # each lookup raises KeyError where an entry is missing
+        checkpoint["nets"], saved["env_id"]
+        [saved[k] for k in CHECKPOINT_ARGS]
+    except Exception as e:
+        fail(f"checkpoint {path} is not a matd3.py model.pt ({type(e).__name__}); "
+             "make one with --save-model")
+    if saved["env_id"] != env_id:
+        fail(f"checkpoint {path} was made for {saved['env_id']}, not {env_id}; "
+             f"pass --env-id {saved['env_id']}")
+    return checkpoint
+
+
+def restore(checkpoint, nets, args):
+    """Put a checkpoint's weights into the networks."""
+    try:
+        nets.load_state_dict(checkpoint["nets"])
+    except (RuntimeError, KeyError, AttributeError, TypeError, ValueError) as e:
+        fail(f"checkpoint {args.eval_checkpoint} does not fit {args.env_id}'s networks: "
+             f"{str(e).splitlines()[0]}")
+
+
+def finish(args, run, nets, spec, device, trained=True):
+    """Evaluate greedily, save the model if asked, write summary.json and the curve, and
+    print the closing line. An interrupted run skips the evaluation."""
+    summary = run.summary
+    summary["train_return_last20"] = run.recent_return()
+    summary["wall_time_s"] = round(run.elapsed(), 3)
+    final = None
+    if args.eval_episodes and not summary["interrupted"]:
+        video_folder = os.path.join(run.path, "videos") if args.capture_video else None
+        returns = evaluate(nets, args.env_id, spec, args.max_cycles, args.eval_episodes,
+                           args.seed + 100_000, device, video_folder)
+        summary["eval_return_mean"] = float(returns.mean())
+        summary["eval_return_std"] = float(returns.std())
+        final = (summary["global_steps"], summary["eval_return_mean"], summary["eval_return_std"])
+    if args.save_model and trained:
+        save_checkpoint(os.path.join(run.path, "model.pt"), nets, args)
+    run.close()
+    with open(os.path.join(run.path, "summary.json"), "w") as f:
+        json.dump(summary, f, indent=2)
+    closing = [f"{SCRIPT}: run folder {run.path}", f"global_steps {summary['global_steps']:,}"]
+    for key in ("train_return_last20", "eval_return_mean"):
+        closing.append(f"{key} " + ("-" if summary[key] is None else f"{summary[key]:.2f}"))
+    if args.stop_at_return is not None:
+        closing.append(f"solved_at_step {summary['solved_at_step'] or 'not reached'}")
+    if trained:
+        closing.append("learning curve " + plot_learning_curve(
+            run.path, run.steps, run.returns, f"{SCRIPT} on {args.env_id}, seed {args.seed}",
+            run.evaluations, final))
+    print(" | ".join(closing))
+    return summary
+
+
+def cli():
+    """main(flags) from the command line. Bad input: one line, exit status 2. Ctrl-C: the
+    run folder written, the process dies of SIGINT (130), so a shell loop of runs stops too."""
+    try:
+        main(parse_args())
+    except UsageError as e:
+        print(f"{SCRIPT}: error: {e}", file=sys.stderr)
+        sys.exit(2)
+    except KeyboardInterrupt:
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGINT)
+
+
+# The MPE tasks in which every agent works for one team, and those with adversaries.
+COOPERATIVE = ("simple_spread_v3", "simple_speaker_listener_v4", "simple_reference_v3",
+               "simple_v3", "simple_line_v1", "simple_formation_v1", "collect_treasure_v1")
+COMPETITIVE = ("simple_adversary_v3", "simple_crypto_v3", "simple_push_v3", "simple_tag_v3",
+               "simple_world_comm_v3")
+# the flags a checkpoint's networks were built with, which --eval-checkpoint takes over
+CHECKPOINT_ARGS = ("hidden_size", "algo", "twin_q", "target_policy_noise", "policy_delay",
+                   "critic_state", "max_cycles")
+
+
+def make_env(env_id, max_cycles, render_mode=None):
+    """One PettingZoo parallel environment. An MPE task, with continuous actions, is
+    PettingZoo's own AEC-to-parallel conversion of the raw environment, without the wrappers
+    that check every action's bounds and the call order (the script's actions are always
+    in bounds; the checks cost a third of the step time). module:function imports the module and calls the user's function (with
+    render_mode if set)."""
+    module, _, name = env_id.rpartition(":")
+    if module:
+        function = getattr(importlib.import_module(module), name)
+        return function(render_mode=render_mode) if render_mode else function()
+    mpe = importlib.import_module(f"mpe2.{env_id}")  # only this task's: some import SciPy
+    return aec_to_parallel_wrapper(mpe.raw_env(max_cycles=max_cycles, continuous_actions=True,
+                                               render_mode=render_mode))
+
+
+class StepResult(NamedTuple):
+    """One lock-step of LockstepEnvs: what the agents see next, and what this step gave."""
+    obs: np.ndarray  # [N, A, D] next observations (zeros for done agents)
+    state: np.ndarray  # [N, S] next states
+    active: np.ndarray  # [N, A] who acts next
+    rewards: np.ndarray  # [N, A] of this step (0 for agents that did not act)
+    terminated: np.ndarray  # [N, A]
+    truncated: np.ndarray  # [N, A] (time limit, not terminated)
+    final_obs: np.ndarray  # [N, A, D] the true last observations where agents ended
+    final_state: np.ndarray  # [N, S] the true last state where agents ended
+    ended: np.ndarray  # [N] True where a copy's episode ended (its last agents are done)
+    episodes: list  # (copy, mean per-agent return, length) of the episodes that ended
+
+
+class LockstepEnvs:
+    """N copies of one PettingZoo parallel environment, stepped together and seen as
+    arrays over [N, A] (agents in possible_agents order). An agent that is done leaves the
+    environment's agents; its later steps are inactive (zero observation, no action sent,
+    reward 0) until every agent is done, when the copy records its episode and resets
+    (observations after the reset are the next episode's first). Episode returns are the
+    mean over agents of each agent's summed reward (PettingZoo has no
+    RecordEpisodeStatistics). Without env.state(), the state is the agents' observations
+    joined."""
+
+    def __init__(self, env_id, num_envs, spec, max_cycles, render_mode=None):
+        self.envs = [make_env(env_id, max_cycles, render_mode) for _ in range(num_envs)]
+        self.agents, self.obs_dims = spec["agents"], spec["obs_dims"]
+        self.has_state = spec["has_state"]
+        self.action_dims = spec["action_dims"]
+        self.shape = (num_envs, len(self.agents))
+        self.obs = np.zeros((*self.shape, max(self.obs_dims)), dtype=np.float32)
+        self.state = np.zeros((num_envs, spec["state_dim"]), dtype=np.float32)
+        self.alive = np.zeros(self.shape, dtype=bool)
+        self.returns = np.zeros(self.shape)
+        self.lengths = np.zeros(num_envs, dtype=np.int64)
+
+    def _state(self, n, obs):
+        """Copy n's state: env.state(), or its agents' observations obs [A, D] joined."""
+        if self.has_state:
+            return self.envs[n].state()
+        return np.concatenate([obs[i, :d] for i, d in enumerate(self.obs_dims)])
+
+    def _observe(self, n, observations, infos):
+        """Write copy n's observations and state for its next step."""
+        env = self.envs[n]
+        self.obs[n] = 0.0
+        for i, agent in enumerate(self.agents):
+            if agent in env.agents:
+                self.obs[n, i, :self.obs_dims[i]] = observations[agent]
+        self.alive[n] = [agent in env.agents for agent in self.agents]
+        self.state[n] = self._state(n, self.obs[n])
+
+    def reset(self, seed):
+        """Reset every copy, each with its own seed drawn from `seed` (with seed + n, run 2's
+        copy 0 would replay run 1's copy 1: MPE draws its random start states only at
+        resets, so runs of nearby seeds would share their episodes' start states)."""
+        seeds = np.random.SeedSequence(seed).generate_state(len(self.envs))
+        for n, env in enumerate(self.envs):
+            self._observe(n, *env.reset(seed=int(seeds[n])))
+        self.returns[:] = 0.0
+        self.lengths[:] = 0
+        return self.obs.copy(), self.state.copy(), self.alive.copy()
+
+    def step(self, actions):
+        """actions [N, A, d] (each agent's first d_i in its bounds) -> StepResult."""
+        rewards = np.zeros(self.shape, dtype=np.float32)
+        terminated, truncated = np.zeros(self.shape, dtype=bool), np.zeros(self.shape, dtype=bool)
+        final_obs, final_state = np.zeros_like(self.obs), np.zeros_like(self.state)
+        ended, episodes = np.zeros(len(self.envs), dtype=bool), []
+        for n, env in enumerate(self.envs):
+            acting = [(i, agent) for i, agent in enumerate(self.agents) if self.alive[n, i]]
+            observations, rew, term, trunc, infos = env.step(
+                {agent: actions[n, i, :self.action_dims[i]] for i, agent in acting})
+            step_obs = np.zeros_like(self.obs[n])
+            for i, agent in acting:
+                step_obs[i, :self.obs_dims[i]] = observations[agent]
+                rewards[n, i] = rew[agent]
+                terminated[n, i] = term[agent]
+                truncated[n, i] = trunc[agent] and not term[agent]
+            final_obs[n] = step_obs * (terminated[n] | truncated[n])[:, None]
+            self.returns[n] += rewards[n]
+            self.lengths[n] += 1
+            if terminated[n].any() or truncated[n].any():
+                final_state[n] = self._state(n, step_obs)
+            if env.agents:
+                self._observe(n, observations, infos)
+                continue
+            ended[n] = True
+            episodes.append((n, float(self.returns[n].mean()), int(self.lengths[n])))
+            self.returns[n], self.lengths[n] = 0.0, 0
+            self._observe(n, *env.reset())
+        return StepResult(self.obs.copy(), self.state.copy(), self.alive.copy(), rewards, terminated, truncated, final_obs,
+                          final_state, ended, episodes)
+
+    def render(self, n):
+        return self.envs[n].render()
+
+    def close(self):
+        for env in self.envs:
+            env.close()
+
+
+if __name__ == "__main__":
+    cli()

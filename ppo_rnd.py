@@ -1,0 +1,1070 @@
+"""PPO with Random Network Distillation (RND): exploration by an intrinsic reward, in one file.
+
+On a sparse-reward task a policy that explores by its own noise alone may never see the
+reward. RND pays the agent for reaching states it has not learned yet: a fixed, randomly
+initialized target network f maps a state to k features, a predictor network f_hat is
+trained to reproduce them on the states the agent visits, and the predictor's error is
+the intrinsic reward (large where the agent has rarely been, falling as states become
+familiar). PPO then learns from two reward streams, each with its own value head and its
+own discount, and acts on the weighted sum of their advantages.
+
+Key equations (t indexes steps of one environment, s_{t+1} the state step t reached):
+
+    x            = clip((s - mu_s) / sigma_s, -5, 5), the RND's normalized state (mu_s,
+                   sigma_s: running mean and std of the states, started from random steps)
+    i_t          = (1/k) * sum_j (f_hat_j(x_{t+1}) - f_j(x_{t+1}))^2, the predictor's error
+    R^int_t      = gamma_int * R^int_{t-1} + i_t, a discounted sum run forward, never reset
+    r^int_t      = i_t / sigma_R, sigma_R the running std of R^int over all rollouts so far
+    A^ext, R^ext = GAE(r^ext, V_ext, gamma, lambda), episodic: a termination cuts it, a
+                   time limit bootstraps from the true final observation (as in ppo.py)
+    A^int, R^int = GAE(r^int, V_int, gamma_int, lambda), non-episodic: no episode end cuts
+                   it, the stream runs on into the next episode's first state
+    A_t          = c_ext * A^ext_t + c_int * A^int_t
+    loss         = -L_clip(A) + c_v * 0.5 * ((V_ext - R^ext)^2 + (V_int - R^int)^2)
+                   - c_e * entropy + L_rnd
+    L_rnd        = mean over a random fraction p of each minibatch of (1/k) * ||f_hat(x) - f(x)||^2
+
+with L_clip, GAE, lambda, c_v and c_e as in ppo.py, gamma and gamma_int the two discounts,
+c_ext and c_int (--ext-coef, --int-coef) the weights of the two advantages. Only the
+predictor is trained on L_rnd; the target never changes. With --int-coef 0 the intrinsic
+stream is left out of the update (neither the intrinsic head nor the predictor is trained)
+and the run is ppo.py's, step for step, with the same flags and seed (tested).
+
+The intrinsic stream is non-episodic, the paper's choice (Section 2.3): novelty found after
+an episode ends is worth reaching for, and a game over is no end of exploring. Intrinsic
+rewards are always >= 0, so an episodic intrinsic stream would also make ending the
+episode look bad. The extrinsic stream stays episodic, as everywhere in this repository.
+
+Paper: Burda, Edwards, Storkey, Klimov 2019, "Exploration by Random Network Distillation",
+ICLR 2019 (arXiv:1810.12894). The authors' code (openai/random-network-distillation) and
+this file agree on: two value heads, gamma_int 0.99 (the paper: gamma_ext 0.999), ext_coef 2
+and int_coef 1, the intrinsic reward divided by the running std of its forward discounted
+sum (not centred), the RND's observation normalization started from random steps and
+clipped to [-5, 5], the predictor trained on a fraction (0.25 in the paper) of each
+minibatch. Where this file departs: an MLP for both RND networks of the same shape (the
+authors' are convolutional, the predictor two layers deeper); the value heads are two MLPs,
+like ppo.py's actor and critic, so that the extrinsic critic is ppo.py's; the RND's state
+statistics are updated at every step, before normalizing it, as --norm-obs does (the
+authors' once per rollout); the intrinsic reward of a step that ends an episode is the
+novelty of the true final observation; gamma defaults to 0.99 (MountainCar's 200 steps);
+int_coef defaults to 16, chosen on seeds 1-5 of MountainCar-v0 (1: 2 of 5 seeds reach -120,
+4 and 16: 4 of 5; its -1 a step keeps the extrinsic advantage noisy, and a weight of 1
+drowns the intrinsic one in it); the random steps that start the statistics
+(--rnd-init-steps per environment) are taken on environments of their own and not counted
+in the budget.
+
+Run:
+    python ppo_rnd.py                                # MountainCar-v0, 300k steps
+    python ppo_rnd.py --int-coef 0                   # the same run as plain PPO
+    PYTHONPATH=tests python ppo_rnd.py --env-id my_envs:GridWorld-v0 --total-timesteps 20000
+    python ppo_rnd.py --help
+
+Writes runs/<env_id>__ppo_rnd__<seed>__<unix_time>/ with config.json, episodes.csv,
+updates.csv (with the mean intrinsic reward of each rollout), learning_curve.png (the
+return, and the intrinsic reward below it), summary.json, model.pt with --save-model, and
+with --eval-every N evaluations.csv (and best_model.pt, the best evaluated model).
+"""
+
+# ---------------------------------------------------------------------------------------
+# Imports
+# ---------------------------------------------------------------------------------------
+import contextlib
+import csv
+import difflib
+import importlib.util
+import io
+import json
+import math
+import os
+import random
+import re
+import signal
+import sys
+import time
+import warnings
+from dataclasses import asdict, dataclass, replace
+from typing import Optional
+
+import gymnasium as gym
+import numpy as np
+import torch
+import torch.nn as nn
+import tyro
+from gymnasium.wrappers.utils import RunningMeanStd
+from matplotlib.figure import Figure
+from torch.distributions import Categorical, Normal
+
+SCRIPT = os.path.basename(__file__)
+
+
+# ---------------------------------------------------------------------------------------
+# Flags
+# ---------------------------------------------------------------------------------------
+@dataclass
+class Args:
+    env_id: str = "MountainCar-v0"
+    """a Gymnasium id (or module:id) with Discrete or Box actions and flat Box observations"""
+    seed: int = 1
+    """seeds Python, NumPy, torch and the environments"""
+    total_timesteps: int = 300_000
+    """the training budget in environment steps, all environments together"""
+    cuda: bool = True
+    """use the GPU when one is present"""
+    output_dir: str = "runs"
+    """where run folders go"""
+    exp_name: str = os.path.splitext(SCRIPT)[0]
+    """the experiment name, part of the run folder's name"""
+    eval_episodes: int = 10
+    """greedy evaluation episodes after training (0 skips evaluation)"""
+    eval_every: int = 0
+    """also evaluate greedily every N environment steps (0: only after training)"""
+    stop_at_return: Optional[float] = None
+    """stop once the mean of the last 20 training episode returns reaches this"""
+    save_model: bool = False
+    """write model.pt into the run folder"""
+    eval_checkpoint: Optional[str] = None
+    """skip training: load this model.pt and evaluate it"""
+    capture_video: bool = False
+    """record the evaluation episodes into videos/ in the run folder"""
+    # Algorithm: PPO
+    num_envs: int = 8
+    """N: parallel environments (synchronous vector environment)"""
+    num_steps: int = 128
+    """T: steps per environment in each rollout; the batch is N*T"""
+    learning_rate: float = 1e-3
+    """Adam learning rate of the agent and the predictor (1e-4 in the RND paper)"""
+    anneal_lr: bool = True
+    """decay the learning rate linearly to 0 over the budget (so the budget changes the schedule)"""
+    gamma: float = 0.99
+    """discount of the extrinsic stream (0.999 in the RND paper)"""
+    gae_lambda: float = 0.95
+    """lambda of GAE, both streams (0.95 in the RND paper)"""
+    num_minibatches: int = 4
+    """minibatches per epoch; must divide N*T"""
+    update_epochs: int = 4
+    """epochs over each rollout (4 in the RND paper)"""
+    norm_adv: bool = True
+    """normalize the combined advantages within each minibatch"""
+    clip_coef: float = 0.2
+    """epsilon of the clipped surrogate (0.1 in the RND paper, 0.1-0.3 in the PPO paper's)"""
+    ent_coef: float = 0.0
+    """entropy bonus coefficient c_e (0.001 in the RND paper)"""
+    vf_coef: float = 0.5
+    """value loss coefficient c_v, of each stream's value loss"""
+    max_grad_norm: float = 0.5
+    """gradient clipping: the largest global norm of the gradient"""
+    target_kl: Optional[float] = None
+    """stop an update's remaining epochs once the mean approx KL of an epoch exceeds this"""
+    norm_obs: bool = True
+    """normalize the policy's observations by running mean and variance, clip to [-10, 10]"""
+    norm_reward: bool = False
+    """divide extrinsic rewards by the running std of their discounted return, clip to [-10, 10]"""
+    hidden_size: int = 64
+    """width of the two hidden layers of the actor, the value heads and the RND networks"""
+    # Algorithm: RND
+    int_coef: float = 16.0
+    """c_int, weight of the intrinsic advantage (1 in the RND paper; 0: plain PPO)"""
+    ext_coef: float = 2.0
+    """c_ext, weight of the extrinsic advantage (2 in the RND paper; 0: exploration alone)"""
+    gamma_int: float = 0.99
+    """discount of the non-episodic intrinsic stream (0.99 in the RND paper)"""
+    rnd_output_size: int = 64
+    """k: features of the target and predictor networks (512 in the RND paper)"""
+    rnd_update_proportion: float = 0.25
+    """p: the fraction of each minibatch the predictor trains on (0.25 in the RND paper)"""
+    rnd_init_steps: int = 128
+    """random steps per environment that start the RND's state statistics"""
+
+
+# ---------------------------------------------------------------------------------------
+# The math
+# ---------------------------------------------------------------------------------------
+def compute_gae(rewards, values, next_values, terminated, truncated, gamma, gae_lambda):
+    """Generalized advantage estimation with time limits handled (Schulman et al. 2016).
+
+    All inputs are tensors of shape [T, N]; terminated and truncated are 0/1 or bool.
+    values[t] = V(s_t); next_values[t] = V(s_{t+1}), the value of the observation that
+    followed step t, which is the true final observation when the episode ended at t.
+    With done_t = terminated_t or truncated_t:
+
+        delta_t = r_t + gamma * (1 - terminated_t) * next_values_t - values_t
+        A_t     = delta_t + gamma * lambda * (1 - done_t) * A_{t+1},   A_T = 0
+        returns = A + values
+
+    The intrinsic stream calls it with terminated = truncated = 0 (no end cuts it).
+    Returns (advantages, returns), each [T, N].
+    """
+    not_terminated = 1.0 - terminated.to(rewards.dtype)
+    not_done = 1.0 - (terminated.bool() | truncated.bool()).to(rewards.dtype)
+    deltas = rewards + gamma * not_terminated * next_values - values
+    advantages = torch.zeros_like(rewards)
+    running = torch.zeros_like(rewards[0])
+    for t in reversed(range(rewards.shape[0])):
+        running = deltas[t] + gamma * gae_lambda * not_done[t] * running
+        advantages[t] = running
+    return advantages, advantages + values
+
+
+def intrinsic_reward(predicted, target):
+    """The RND error of each state: i = (1/k) * sum_j (f_hat_j(x) - f_j(x))^2.
+
+    predicted = f_hat(x) and target = f(x) are [..., k] tensors; returns [...]. (The
+    authors' code takes the mean over the k features too, for the reward and the loss.)
+    """
+    return ((predicted - target) ** 2).mean(-1)
+
+
+def predictor_loss(predicted, target, keep):
+    """The predictor's loss on the kept samples of a minibatch of B:
+
+        L_rnd = sum_b keep_b * i_b / max(1, sum_b keep_b),   i_b = intrinsic_reward(b)
+
+    predicted, target [B, k]; keep [B] of 0/1 (each sample kept with probability p). The
+    target is detached: only the predictor learns."""
+    keep = keep.to(predicted.dtype)
+    return (keep * intrinsic_reward(predicted, target.detach())).sum() / keep.sum().clamp(min=1)
+
+
+def discounted_sums(rewards, last, gamma):
+    """The forward discounted sum of each environment's rewards, never reset:
+
+        R_t = gamma * R_{t-1} + r_t,   R_{-1} = last
+
+    rewards [T, N] and last [N] NumPy arrays; returns R [T, N] (R[-1] is the next last)."""
+    sums = np.empty_like(rewards, dtype=np.float64)
+    for t in range(rewards.shape[0]):
+        last = sums[t] = gamma * last + rewards[t]
+    return sums
+
+
+class IntrinsicRewardScaler:
+    """r_int = i / sqrt(Var[R] + 1e-8): the intrinsic rewards of each rollout divided by the
+    running standard deviation of their forward discounted sums R (discounted_sums, carried
+    from rollout to rollout), over every R seen so far (Gymnasium's RunningMeanStd merges
+    each rollout's moments). The mean is not subtracted: the rewards stay >= 0. (1e-8: the
+    authors divide by the std alone.)"""
+
+    def __init__(self, num_envs, gamma):
+        self.gamma, self.last = gamma, np.zeros(num_envs)
+        self.rms = RunningMeanStd(shape=())
+
+    def __call__(self, rewards):
+        sums = discounted_sums(rewards, self.last, self.gamma)
+        self.last = sums[-1]
+        self.rms.update(sums.reshape(-1))
+        return (rewards / np.sqrt(self.rms.var + 1e-8)).astype(np.float32)
+
+
+def combine_advantages(advantages_ext, advantages_int, ext_coef, int_coef):
+    """The advantage the policy follows: A = c_ext * A_ext + c_int * A_int (any shape)."""
+    return ext_coef * advantages_ext + int_coef * advantages_int
+
+
+def ppo_loss(newlogprob, oldlogprob, advantages, newvalue, oldvalue, returns, entropy,
+             clip_coef, ent_coef, vf_coef):
+    """ppo.py's PPO loss on a minibatch of B samples (all inputs are [B] tensors), here on
+    the combined advantage and the extrinsic value head:
+
+        ratio  = exp(newlogprob - oldlogprob)
+        L_pg   = mean( max(-A * ratio, -A * clip(ratio, 1 - eps, 1 + eps)) )
+        L_v    = mean( 0.5 * (V - R)^2 )
+        loss   = L_pg - c_e * mean(entropy) + c_v * L_v
+
+    Returns (loss, L_pg, L_v, mean entropy). oldvalue is unused (no value clipping: the
+    RND authors' code has none), kept so that the call reads as ppo.py's."""
+    ratio = torch.exp(newlogprob - oldlogprob)
+    clipped_ratio = torch.clamp(ratio, 1 - clip_coef, 1 + clip_coef)
+    pg_loss = torch.max(-advantages * ratio, -advantages * clipped_ratio).mean()
+    v_loss = 0.5 * ((newvalue - returns) ** 2).mean()
+    entropy = entropy.mean()
+    return pg_loss - ent_coef * entropy + vf_coef * v_loss, pg_loss, v_loss, entropy
+
+
+def explained_variance(values, returns):
+    """1 - Var[R - V] / Var[R]: 1 when the critic predicts the targets, 0 or less when it
+    does no better than their mean (NaN when the targets do not vary)."""
+    var_returns = returns.var().item()
+    return 1 - (returns - values).var().item() / var_returns if var_returns else math.nan
+
+
+class RolloutBuffer:
+    """One rollout of T steps from N environments, preallocated on the device, with the two
+    streams side by side (the names of PyTorchRL's storage: rewards and rewards_int, values
+    and values_int, returns and returns_int, advantages and advantages_int).
+
+    Row t holds what was seen and done at step t: obs s_t, action a_t, the behaviour
+    log-probability, the extrinsic reward r_t and the flags of the step, V_ext(s_t) and
+    V_int(s_t), rnd_obs[t] the RND's normalized x_{t+1} (the state the step reached, the true
+    final observation where an episode ended) and rewards_int[t] its normalized intrinsic
+    reward. final_obs[t, n] is the true final observation where environment n was truncated
+    at step t; last_obs is s_T, after the rollout.
+    """
+
+    def __init__(self, num_steps, num_envs, obs_shape, action_shape, continuous, device):
+        def zeros(*shape, dtype=torch.float32):
+            return torch.zeros((num_steps, num_envs, *shape), dtype=dtype, device=device)
+
+        self.obs, self.final_obs = zeros(*obs_shape), zeros(*obs_shape)
+        self.rnd_obs = zeros(*obs_shape)
+        self.actions = zeros(*action_shape, dtype=torch.float32 if continuous else torch.long)
+        self.logprobs, self.rewards, self.rewards_int = zeros(), zeros(), zeros()
+        self.values, self.values_int = zeros(), zeros()
+        self.returns, self.returns_int, self.advantages, self.advantages_int = (
+            zeros(), zeros(), zeros(), zeros())
+        self.terminated, self.truncated = zeros(dtype=torch.bool), zeros(dtype=torch.bool)
+        self.last_obs = torch.zeros((num_envs, *obs_shape), device=device)
+
+    def next_values(self, value_fn, values, episodic=True):
+        """next_values[t] = V(s_{t+1}) for every step, from values [T, N] of the rollout.
+
+        s_{t+1} is obs[t+1] inside the rollout and last_obs after it. Episodic (the
+        extrinsic stream), it is the true final observation where the step was truncated;
+        where it was terminated the value is not used (compute_gae multiplies it by 0).
+        Non-episodic (the intrinsic stream), it stays obs[t+1], the next episode's first
+        state: the stream runs on through every episode end.
+        """
+        next_values = torch.empty_like(values)
+        next_values[:-1] = values[1:]
+        next_values[-1] = value_fn(self.last_obs)
+        where = self.truncated.nonzero(as_tuple=True)
+        if episodic and where[0].numel():
+            next_values[where] = value_fn(self.final_obs[where])
+        return next_values
+
+    @torch.no_grad()
+    def compute_returns(self, agent, gamma, gamma_int, gae_lambda):
+        """GAE of each stream with compute_gae, into advantages, returns (extrinsic: cut by
+        termination, bootstrapped at truncation) and advantages_int, returns_int (intrinsic:
+        no end flags, so neither cuts it)."""
+        no_end = torch.zeros_like(self.terminated)
+        self.advantages[:], self.returns[:] = compute_gae(
+            self.rewards, self.values, self.next_values(agent.get_value, self.values),
+            self.terminated, self.truncated, gamma, gae_lambda)
+        self.advantages_int[:], self.returns_int[:] = compute_gae(
+            self.rewards_int, self.values_int,
+            self.next_values(agent.get_value_int, self.values_int, episodic=False),
+            no_end, no_end, gamma_int, gae_lambda)
+
+
+# ---------------------------------------------------------------------------------------
+# Networks
+# ---------------------------------------------------------------------------------------
+def layer_init(layer, std=math.sqrt(2), bias_const=0.0):
+    """Orthogonal weights with gain std and constant bias, as in the PPO baselines."""
+    nn.init.orthogonal_(layer.weight, std)
+    nn.init.constant_(layer.bias, bias_const)
+    return layer
+
+
+def mlp(in_size, hidden_size, out_size, out_std):
+    return nn.Sequential(
+        layer_init(nn.Linear(in_size, hidden_size)), nn.Tanh(),
+        layer_init(nn.Linear(hidden_size, hidden_size)), nn.Tanh(),
+        layer_init(nn.Linear(hidden_size, out_size), std=out_std),
+    )
+
+
+@contextlib.contextmanager
+def side_stream(offset):
+    """Draw the weights made inside from torch's CPU generator reseeded with its seed +
+    offset, then put the generator back where it was: the networks ppo.py also has (the
+    actor, the extrinsic critic) and the actions sampled get ppo.py's random numbers."""
+    with torch.random.fork_rng(devices=[]):
+        torch.default_generator.manual_seed(torch.initial_seed() + offset)
+        yield
+
+
+class Agent(nn.Module):
+    """ppo.py's separate actor and critic MLPs, and a second critic for the intrinsic value
+    (the authors' two value heads share a trunk; apart, the extrinsic one is ppo.py's). The
+    actor outputs categorical logits, or a diagonal Gaussian's mean with a learned log std."""
+
+    def __init__(self, obs_dim, action_dim, continuous, hidden_size=64):
+        super().__init__()
+        self.continuous = continuous
+        self.critic = mlp(obs_dim, hidden_size, 1, out_std=1.0)
+        self.actor = mlp(obs_dim, hidden_size, action_dim, out_std=0.01)
+        if continuous:
+            self.actor_logstd = nn.Parameter(torch.zeros(1, action_dim))
+        with side_stream(1):
+            self.critic_int = mlp(obs_dim, hidden_size, 1, out_std=1.0)
+
+    def get_value(self, obs):
+        return self.critic(obs).squeeze(-1)
+
+    def get_value_int(self, obs):
+        return self.critic_int(obs).squeeze(-1)
+
+    def get_action_and_value(self, obs, action=None):
+        """(action, log-probability, entropy, V_ext, V_int) for each observation, sampling
+        the action from the policy when none is given. A Gaussian's dimensions are
+        independent: their log-probabilities and entropies add up."""
+        if self.continuous:
+            mean = self.actor(obs)
+            dist = Normal(mean, self.actor_logstd.expand_as(mean).exp(), validate_args=False)
+        else:
+            dist = Categorical(logits=self.actor(obs), validate_args=False)
+        if action is None:
+            action = dist.sample()
+        logprob, entropy = dist.log_prob(action), dist.entropy()
+        if self.continuous:
+            logprob, entropy = logprob.sum(-1), entropy.sum(-1)
+        return action, logprob, entropy, self.get_value(obs), self.get_value_int(obs)
+
+
+class RND(nn.Module):
+    """The target f, random and fixed (no gradient ever), and the predictor f_hat, trained:
+    both map a normalized state x to k features."""
+
+    def __init__(self, obs_dim, hidden_size, output_size):
+        super().__init__()
+        with side_stream(2):
+            self.target = mlp(obs_dim, hidden_size, output_size, out_std=math.sqrt(2))
+            self.predictor = mlp(obs_dim, hidden_size, output_size, out_std=math.sqrt(2))
+        self.target.requires_grad_(False)
+
+    def forward(self, x):
+        """(f_hat(x), f(x)), each [..., k]."""
+        return self.predictor(x), self.target(x)
+
+
+# ---------------------------------------------------------------------------------------
+# What the agent sees and sends: normalized observations and rewards, clipped actions
+# ---------------------------------------------------------------------------------------
+class ObsNormalizer:
+    """(obs - mean) / sqrt(var + 1e-8), clipped to [-clip, clip], with running statistics
+    (Gymnasium's RunningMeanStd). Gymnasium's vector NormalizeObservation refuses SAME_STEP
+    autoreset and would leave info["final_obs"] raw, so the script applies the same
+    statistics to both itself. Disabled, it passes observations through as float32. The
+    policy's clips at 10 (--norm-obs), the RND's at 5 (the authors' clip)."""
+
+    def __init__(self, shape, enabled, clip=10.0):
+        self.enabled, self.clip = enabled, clip
+        self.rms = RunningMeanStd(shape=shape)
+
+    def __call__(self, obs, update=False):
+        obs = np.asarray(obs, dtype=np.float32)
+        if not self.enabled:
+            return obs
+        if update:
+            self.rms.update(obs)
+        normalized = (obs - self.rms.mean) / np.sqrt(self.rms.var + 1e-8)
+        return np.clip(normalized, -self.clip, self.clip).astype(np.float32)
+
+    def state_dict(self):  # tensors, so that torch.load(weights_only=True) reads them
+        return {k: torch.as_tensor(getattr(self.rms, k), dtype=torch.float64)
+                for k in ("mean", "var", "count")}
+
+    def load_state_dict(self, state):
+        for k in ("mean", "var", "count"):
+            setattr(self.rms, k, state[k].numpy())
+
+
+def make_vector_env(env_id, num_envs, reward_gamma=None, video_folder=None):
+    """N copies of env_id in one synchronous vector environment, with SAME_STEP autoreset
+    (the observation after an episode ends is the next episode's first; the true last one
+    is in info["final_obs"]) and episode statistics recorded by Gymnasium's wrapper. With
+    reward_gamma (--norm-reward), rewards are divided by the running std of the return
+    discounted by it (Gymnasium's NormalizeReward) and clipped to [-10, 10], after the
+    statistics wrapper, so that episodes.csv keeps the raw returns."""
+    def make(i):
+        if video_folder is None:
+            return gym.make(env_id)
+        os.environ.setdefault("SDL_VIDEODRIVER", "dummy")  # frames only, no window to open
+        env = gym.make(env_id, render_mode="rgb_array")
+        with warnings.catch_warnings():  # the environments share one folder on purpose
+            warnings.filterwarnings("ignore", message=".*Overwriting existing videos")
+            return gym.wrappers.RecordVideo(env, video_folder, name_prefix=f"eval-{i}",
+                                           episode_trigger=lambda episode: episode == 0)
+
+    envs = gym.vector.SyncVectorEnv([lambda i=i: make(i) for i in range(num_envs)],
+                                    autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
+    envs = gym.wrappers.vector.RecordEpisodeStatistics(envs)
+    if reward_gamma is not None:
+        envs = gym.wrappers.vector.NormalizeReward(envs, gamma=reward_gamma)
+        envs = gym.wrappers.vector.ClipReward(envs, -10.0, 10.0)
+    return envs
+
+
+def to_env_action(agent, actions, action_space):
+    """Tensor actions to what the environment takes: Gaussian samples are clipped to the
+    bounds when stepping (the unclipped sample is what the buffer stores)."""
+    actions = actions.cpu().numpy()
+    if agent.continuous:
+        return np.clip(actions, action_space.low, action_space.high)
+    return actions
+
+
+
+def random_states(env_id, num_envs, steps, seed):
+    """The observations of `steps` uniformly random actions in each of num_envs environments
+    of their own, seeded with seed: the states that start the RND's statistics (the
+    authors' random agent before training). Returns [steps * num_envs, obs...]."""
+    envs = make_vector_env(env_id, num_envs)
+    envs.action_space.seed(seed)
+    envs.reset(seed=seed)
+    states = [envs.step(envs.action_space.sample())[0] for _ in range(steps)]
+    envs.close()
+    return np.concatenate(states)
+
+
+# ---------------------------------------------------------------------------------------
+# Training
+# ---------------------------------------------------------------------------------------
+def train(args, agent, rnd, normalizer, rnd_normalizer, envs, run, device):
+    """PPO+RND's loop: collect a rollout, compute the intrinsic rewards and the GAE of both
+    streams, take epochs of minibatch steps on the PPO loss of the combined advantage, the
+    two value losses and the predictor's loss, log; until the budget, --stop-at-return or a
+    non-finite loss."""
+    # One Adam for the agent and the predictor, eps = 1e-5 as in the PPO baselines; the
+    # target is not in it (and has no gradient)
+    params = [*agent.parameters(), *rnd.predictor.parameters()]
+    optimizer = torch.optim.Adam(params, lr=args.learning_rate, eps=1e-5)
+    buffer = RolloutBuffer(args.num_steps, args.num_envs, envs.single_observation_space.shape,
+                           envs.single_action_space.shape, agent.continuous, device)
+    scaler = IntrinsicRewardScaler(args.num_envs, args.gamma_int)
+    batch_size = args.num_envs * args.num_steps
+    minibatch_size = batch_size // args.num_minibatches
+    num_iterations = args.total_timesteps // batch_size
+    global_step = 0
+    next_obs = torch.from_numpy(normalizer(envs.reset(seed=args.seed)[0], update=True)).to(device)
+    for iteration in range(1, num_iterations + 1):
+        if args.anneal_lr:  # linearly from --learning-rate at the start to 0 at the end
+            for group in optimizer.param_groups:
+                group["lr"] = args.learning_rate * (1 - (iteration - 1) / num_iterations)
+
+        # Rollout: T steps of the N environments with the current policy.
+        for step in range(args.num_steps):
+            with torch.no_grad():
+                action, logprob, _, value, value_int = agent.get_action_and_value(next_obs)
+            buffer.obs[step], buffer.actions[step] = next_obs, action
+            buffer.logprobs[step], buffer.values[step], buffer.values_int[step] = (
+                logprob, value, value_int)
+            # A Gaussian sample is clipped to the action bounds for the environment only.
+            obs, reward, terminated, truncated, info = envs.step(
+                to_env_action(agent, action, envs.single_action_space))
+            global_step += args.num_envs
+            run.step(global_step)  # progress line; evaluation every --eval-every steps
+            # With --norm-reward the extrinsic reward arrives divided by the running std of
+            # its discounted return and clipped to [-10, 10] (make_vector_env).
+            buffer.rewards[step] = torch.from_numpy(reward).to(device)
+            buffer.terminated[step] = torch.from_numpy(terminated).to(device)
+            buffer.truncated[step] = torch.from_numpy(truncated).to(device)
+            # The RND sees the state each step reached (the true final observation where an
+            # episode ended), normalized by its own statistics, updated first, clipped to 5.
+            reached = obs.copy()
+            for i in np.flatnonzero(terminated | truncated):
+                reached[i] = info["final_obs"][i]
+            buffer.rnd_obs[step] = torch.from_numpy(rnd_normalizer(reached, update=True)).to(device)
+            # With --norm-obs the policy's observations become (obs - mean) / std clipped to
+            # [-10, 10]; the true final observation of a time limit is normalized by the same
+            # statistics without updating them, and the step bootstraps from its value.
+            for i in np.flatnonzero(truncated):
+                final_obs = normalizer(info["final_obs"][i])
+                buffer.final_obs[step, i] = torch.from_numpy(final_obs).to(device)
+            next_obs = torch.from_numpy(normalizer(obs, update=True)).to(device)
+            for i in np.flatnonzero(info.get("_episode", [])):
+                run.episode(global_step, info["episode"]["r"][i], info["episode"]["l"][i])
+            if run.reached(args.stop_at_return, global_step):  # the summary records when
+                return
+        buffer.last_obs.copy_(next_obs)
+
+        # Intrinsic rewards: the predictor's error on the states reached, divided by the
+        # running std of their discounted sums; they enter the intrinsic stream only.
+        with torch.no_grad():
+            errors = intrinsic_reward(*rnd(buffer.rnd_obs))
+        buffer.rewards_int.copy_(torch.from_numpy(scaler(errors.cpu().numpy())).to(device))
+
+        # Targets: GAE of each stream, then the advantage the policy follows.
+        buffer.compute_returns(agent, args.gamma, args.gamma_int, args.gae_lambda)
+        b_advantages = combine_advantages(buffer.advantages, buffer.advantages_int,
+                                          args.ext_coef, args.int_coef).flatten()
+        b_obs, b_actions, b_rnd_obs = (x.flatten(0, 1) for x in (buffer.obs, buffer.actions,
+                                                                 buffer.rnd_obs))
+        b_logprobs, b_values, b_returns, b_returns_int = (x.flatten() for x in (
+            buffer.logprobs, buffer.values, buffer.returns, buffer.returns_int))
+
+        # Update: epochs of minibatch gradient steps on the rollout.
+        approx_kls, clipfracs, v_losses_int, rnd_losses = [], [], [], []
+        for epoch in range(args.update_epochs):
+            for idx in torch.randperm(batch_size, device=device).split(minibatch_size):
+                _, newlogprob, entropy, newvalue, newvalue_int = agent.get_action_and_value(
+                    b_obs[idx], b_actions[idx])
+                adv = b_advantages[idx]  # normalized within the minibatch unless --no-norm-adv
+                adv = (adv - adv.mean()) / (adv.std() + 1e-8) if args.norm_adv else adv
+                loss, pg_loss, v_loss, entropy = ppo_loss(
+                    newlogprob=newlogprob, oldlogprob=b_logprobs[idx], advantages=adv,
+                    newvalue=newvalue, oldvalue=b_values[idx], returns=b_returns[idx],
+                    entropy=entropy, clip_coef=args.clip_coef, ent_coef=args.ent_coef,
+                    vf_coef=args.vf_coef)
+                if args.int_coef:  # the intrinsic head and the predictor (--int-coef 0: ppo.py)
+                    v_loss_int = 0.5 * ((newvalue_int - b_returns_int[idx]) ** 2).mean()
+                    keep = torch.rand(len(idx), device=device) < args.rnd_update_proportion
+                    rnd_loss = predictor_loss(*rnd(b_rnd_obs[idx]), keep)
+                    loss = loss + args.vf_coef * v_loss_int + rnd_loss
+                    v_losses_int.append(v_loss_int.item()), rnd_losses.append(rnd_loss.item())
+                optimizer.zero_grad()
+                loss.backward()
+                nn.utils.clip_grad_norm_(params, args.max_grad_norm)
+                optimizer.step()
+                # Diagnostics: k3 estimate of KL(old || new), mean(ratio - 1 - log ratio); clipfrac
+                logratio = (newlogprob - b_logprobs[idx]).detach()
+                ratio = logratio.exp()
+                approx_kls.append((ratio - 1 - logratio).mean().item())
+                clipfracs.append(((ratio - 1).abs() > args.clip_coef).float().mean().item())
+            epoch_kl = np.mean(approx_kls[-args.num_minibatches:])
+            if args.target_kl is not None and epoch_kl > args.target_kl:
+                break
+
+        if run.non_finite(loss.item(), global_step):  # says so; the run stops as interrupted
+            return
+        run.intrinsic.append((global_step, errors.mean().item()))  # the curve's lower panel
+        run.update(global_step, learning_rate=optimizer.param_groups[0]["lr"],
+                   policy_loss=pg_loss.item(), value_loss=v_loss.item(), entropy=entropy.item(),
+                   approx_kl=np.mean(approx_kls), clipfrac=np.mean(clipfracs),
+                   explained_variance=explained_variance(b_values, b_returns), epochs=epoch + 1,
+                   intrinsic_reward=run.intrinsic[-1][1],
+                   intrinsic_reward_normalized=buffer.rewards_int.mean().item(),
+                   value_loss_int=np.mean(v_losses_int or [math.nan]),
+                   predictor_loss=np.mean(rnd_losses or [math.nan]))
+
+
+def main(args: Args) -> dict:
+    """Train PPO+RND (or evaluate an --eval-checkpoint), write the run folder, return the
+    summary. Ctrl-C stops training; the run folder is written, then KeyboardInterrupt goes on up."""
+    # Check everything a user can get wrong before anything runs (CONTRIBUTING.md, "Bad input").
+    check_args(args)
+    obs_dim, action_dim, continuous = check_env(args.env_id)
+    checkpoint = load_checkpoint(args.eval_checkpoint, args.env_id)  # None without the flag
+    if checkpoint is not None:  # the network's size and normalization come from the model
+        args = replace(args, **{k: checkpoint["args"][k] for k in ("hidden_size", "norm_obs")})
+
+    # Set up: seeds, device, the agent, the RND networks, both normalizers, the run folder.
+    device = seed_and_device(args.seed, args.cuda)
+    agent = Agent(obs_dim, action_dim, continuous, args.hidden_size).to(device)
+    rnd = RND(obs_dim, args.hidden_size, args.rnd_output_size).to(device)
+    normalizer = ObsNormalizer((obs_dim,), args.norm_obs)
+    rnd_normalizer = ObsNormalizer((obs_dim,), True, clip=5.0)
+    if checkpoint is not None:
+        restore(checkpoint, agent, normalizer, args)
+    run = RunWriter(args, device, agent, normalizer, rollout_steps=args.num_envs * args.num_steps)
+
+    # Train (unless evaluating a checkpoint), then finish: evaluate, save, write, plot.
+    interrupted = False
+    if checkpoint is None:
+        envs = make_vector_env(args.env_id, args.num_envs,
+                               reward_gamma=args.gamma if args.norm_reward else None)
+        try:
+            # The RND's state statistics start from random steps (not counted in the budget).
+            rnd_normalizer(random_states(args.env_id, args.num_envs, args.rnd_init_steps,
+                                         args.seed + 200_000), update=True)
+            train(args, agent, rnd, normalizer, rnd_normalizer, envs, run, device)
+        except KeyboardInterrupt:
+            print(f"{SCRIPT}: interrupted; writing what the run has so far")
+            interrupted = run.summary["interrupted"] = True
+        finally:
+            envs.close()
+    summary = finish(args, run, agent, normalizer, device, trained=checkpoint is None)
+    if interrupted:
+        raise KeyboardInterrupt  # the run folder is written; the command line exits with 130
+    return summary
+
+
+# Plumbing: checks, run folder, evaluation, checkpoints (not needed to follow the algorithm)
+# ---------------------------------------------------------------------------------------
+class UsageError(Exception):
+    """Bad input: reported as one line on stderr with exit status 2, before training."""
+
+
+def fail(message):
+    raise UsageError(message)
+
+
+def parse_args():
+    """tyro.cli(Args), with tyro's own parse errors (an unknown flag, a value of the wrong
+    type) turned into one line: tyro's message and the flags it suggests, read back from the
+    text it prints. --help prints as tyro writes it."""
+    if {"-h", "--help"} & set(sys.argv[1:]):
+        return tyro.cli(Args)
+    captured = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(captured), contextlib.redirect_stderr(captured):
+            return tyro.cli(Args)
+    except SystemExit:
+        lines = [line.strip() for line in captured.getvalue().splitlines()]
+        lines = [line for line in lines if line.strip("-")]  # drop blanks and rules
+        flags = [line.split()[0].rstrip(",") for line in lines[2:] if line.startswith("--")]
+        hint = f"; did you mean {' or '.join(flags)}?" if "Perhaps you meant:" in lines else ""
+        fail(f"{lines[1][0].lower()}{lines[1][1:]}{hint} (python {SCRIPT} --help lists the flags)")
+
+
+def check_args(args):
+    """Everything a user can get wrong in the flags, checked before any environment runs."""
+    for name in ("total_timesteps", "num_envs", "num_steps", "num_minibatches",
+                 "update_epochs", "hidden_size", "learning_rate", "clip_coef", "max_grad_norm",
+                 "rnd_output_size", "rnd_init_steps"):
+        if not getattr(args, name) > 0:
+            fail(f"--{name.replace('_', '-')} must be positive, got {getattr(args, name)}")
+    for name in ("gamma", "gamma_int", "gae_lambda", "rnd_update_proportion"):
+        if not 0.0 <= getattr(args, name) <= 1.0:
+            fail(f"--{name.replace('_', '-')} must be in [0, 1], got {getattr(args, name)}")
+    if args.eval_episodes < 0:
+        fail(f"--eval-episodes must be 0 or more, got {args.eval_episodes}")
+    if args.eval_every < 0:
+        fail("--eval-every must be 0 (evaluate only after training) or more, "
+             f"got {args.eval_every}")
+    if args.eval_every and not args.eval_episodes:
+        fail("--eval-every needs at least one evaluation episode; pass --eval-episodes 1 or more")
+    if args.capture_video and not args.eval_episodes:
+        fail("--capture-video records the evaluation episodes, and --eval-episodes 0 has none; "
+             "pass --eval-episodes 1 or more")
+    if args.capture_video and importlib.util.find_spec("moviepy") is None:
+        fail("--capture-video needs moviepy: pip install moviepy==2.2.1")
+    batch_size = args.num_envs * args.num_steps
+    if batch_size % args.num_minibatches:
+        fail(f"num_envs*num_steps = {batch_size} is not divisible by --num-minibatches "
+             f"{args.num_minibatches}; pick a divisor of {batch_size}")
+    if args.norm_adv and batch_size // args.num_minibatches < 2:
+        fail("minibatches of 1 sample cannot normalize advantages; use fewer "
+             "--num-minibatches or --no-norm-adv")
+    if args.eval_checkpoint is None and args.total_timesteps < batch_size:
+        fail(f"--total-timesteps {args.total_timesteps} is less than one rollout "
+             f"(num_envs*num_steps = {batch_size}); raise it or shrink the rollout")
+
+
+def check_env(env_id):
+    """Make env_id once (gym.make imports the module of a module:EnvId id itself) and check
+    that ppo_rnd.py handles its spaces; returns (obs_dim, action_dim, continuous)."""
+    try:
+        env = gym.make(env_id)
+    except (gym.error.NameNotFound, gym.error.VersionNotFound, gym.error.NamespaceNotFound):
+        close = [i for i in difflib.get_close_matches(env_id.rpartition(":")[2], gym.registry,
+                                                      n=6, cutoff=0.6) if makeable(i)][:3]
+        fail(f"unknown environment id {env_id!r}"
+             + (f"; did you mean {', '.join(close)}?" if close else "; see gymnasium.registry"))
+    except ModuleNotFoundError as e:  # gym.make's own message does not keep e.name
+        missing = re.search(r"named '([\w.]+)'", str(e))[1]
+        where = ("; put its folder on PYTHONPATH (PYTHONPATH=. when it is in this folder)"
+                 if missing == env_id.rpartition(":")[0] else "")
+        fail(f"cannot make {env_id}: no module named {missing}{where}")
+    except (gym.error.Error, ImportError) as e:  # pin the extra to the installed Gymnasium
+        message = re.sub(r'"gymnasium\[(\w+)\]"', rf'"gymnasium[\1]=={gym.__version__}"', str(e))
+        fail(f"cannot make {env_id}: {message.splitlines()[0]}")
+    except Exception as e:  # a module of the user's own that fails while being imported
+        fail(f"cannot make {env_id}: {type(e).__name__}: {e}".splitlines()[0])
+    obs_space, action_space = env.observation_space, env.action_space
+    env.close()
+    if not (isinstance(action_space, gym.spaces.Discrete)
+            or isinstance(action_space, gym.spaces.Box) and len(action_space.shape) == 1):
+        fail(f"{env_id} has a {type(action_space).__name__} action space of shape "
+             f"{action_space.shape}; ppo_rnd.py handles Discrete and flat Box actions (for "
+             "MultiDiscrete or MultiBinary, number the combinations as one Discrete action; "
+             "ppo_masked.py can then mask the invalid ones)")
+    if not (isinstance(obs_space, gym.spaces.Box) and len(obs_space.shape) == 1):
+        fail(f"{env_id} has a {type(obs_space).__name__} observation space of shape "
+             f"{obs_space.shape}; ppo_rnd.py's MLPs need a flat Box (ppo_masked.py one-hot encodes "
+             "Discrete ones, qlearning.py uses a table)")
+    continuous = isinstance(action_space, gym.spaces.Box)
+    action_dim = action_space.shape[0] if continuous else int(action_space.n)
+    return obs_space.shape[0], action_dim, continuous
+
+
+def makeable(env_id):
+    """Whether gym.make(env_id) works here (its dependencies installed), for suggestions."""
+    try:
+        with warnings.catch_warnings():  # an old version's deprecation is no news here
+            warnings.simplefilter("ignore")
+            gym.make(env_id).close()
+        return True
+    except Exception:
+        return False
+
+
+def seed_and_device(seed, cuda):
+    """Seed Python's, NumPy's and torch's random generators (the environments are seeded by
+    their reset), and pick the device: the GPU if asked for and present, else the CPU with
+    one thread (a 64-unit MLP runs faster without torch's thread pool)."""
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+    device = torch.device("cuda" if cuda and torch.cuda.is_available() else "cpu")
+    if device.type == "cpu":
+        torch.set_num_threads(1)
+    return device
+
+
+@torch.no_grad()
+def evaluate(agent, normalizer, env_id, episodes, seed, device, video_folder=None):
+    """Greedy returns of `episodes` episodes, one per environment of a vector env, all at
+    once; the observation statistics are frozen. The greedy action is the most likely one:
+    the argmax of the logits, or the Gaussian's mean."""
+    envs = make_vector_env(env_id, episodes, video_folder=video_folder)
+    obs, _ = envs.reset(seed=seed)
+    returns = np.full(episodes, np.nan)
+    while np.isnan(returns).any():
+        out = agent.actor(torch.from_numpy(normalizer(obs)).to(device))
+        action = out if agent.continuous else out.argmax(-1)
+        obs, _, _, _, info = envs.step(to_env_action(agent, action, envs.single_action_space))
+        if "_episode" in info:
+            first = info["_episode"] & np.isnan(returns)
+            returns[first] = info["episode"]["r"][first]
+    envs.close()
+    return returns
+
+
+class RunWriter:
+    """The run folder (CONTRIBUTING.md, "What a run writes"): config.json at once, the CSV
+    files row by row (flushed, so an interrupted run keeps them), a progress line every 2
+    seconds, the evaluations of --eval-every with best_model.pt; finish() writes the rest.
+    Training runs whole rollouts: the budget is rounded down to them, said at the start."""
+
+    def __init__(self, args, device, agent, normalizer, rollout_steps=1):
+        name = "__".join([args.env_id.replace("/", "-").replace(":", "-"), args.exp_name,
+                          str(args.seed), str(int(time.time()))])
+        self.path, suffix = os.path.join(args.output_dir, name), 1
+        while os.path.exists(self.path):  # a run with the same flags in the same second
+            suffix += 1
+            self.path = os.path.join(args.output_dir, f"{name}-{suffix}")
+        try:
+            os.makedirs(self.path)
+        except OSError as e:
+            fail(f"cannot create the run folder {self.path}: {e.strerror}")
+        versions = {"torch": torch.__version__, "gymnasium": gym.__version__,
+                    "numpy": np.__version__, "python": sys.version.split()[0]}
+        with open(os.path.join(self.path, "config.json"), "w") as f:
+            json.dump({**asdict(args), "device": str(device), "versions": versions}, f, indent=2)
+        self.summary = dict.fromkeys(SUMMARY_KEYS) | {
+            "algorithm": "ppo_rnd", "env_id": args.env_id, "seed": args.seed, "global_steps": 0,
+            "eval_episodes": args.eval_episodes, "interrupted": False}
+        self.args, self.device, self.agent, self.normalizer = args, device, agent, normalizer
+        self.budget = args.total_timesteps // rollout_steps * rollout_steps
+        self.files, self.steps, self.returns, self.evaluations, self.intrinsic = {}, [], [], [], []
+        self.write_row("episodes.csv")  # its header now: a run with no episode has the file
+        self.start = self.last_print = time.time()
+        self.first_print = None  # (step, time) of the first progress line
+        print(f"{SCRIPT}: {args.env_id}, seed {args.seed}, device {device}")
+        if self.budget != args.total_timesteps and args.eval_checkpoint is None:
+            print(f"{SCRIPT}: training runs {self.budget:,} of --total-timesteps "
+                  f"{args.total_timesteps:,}: whole rollouts of {rollout_steps:,} steps")
+
+    def elapsed(self):
+        return time.time() - self.start
+
+    def write_row(self, filename, **row):
+        """Append a row to a CSV file of the run folder, made with a header at first use
+        (episodes.csv's columns are fixed; no row writes the header alone)."""
+        if filename not in self.files:
+            f = open(os.path.join(self.path, filename), "w", newline="")
+            fields = EPISODE_FIELDS if filename == "episodes.csv" else list(row)
+            self.files[filename] = (f, csv.DictWriter(f, fieldnames=fields))
+            self.files[filename][1].writeheader()
+        f, writer = self.files[filename]
+        if row:
+            writer.writerow(row)
+        f.flush()
+
+    def episode(self, global_step, episode_return, episode_length):
+        self.steps.append(global_step)
+        self.returns.append(float(episode_return))
+        self.write_row("episodes.csv", global_step=global_step, wall_time=round(self.elapsed(), 4),
+                       episode_return=float(episode_return), episode_length=int(episode_length))
+
+    def update(self, global_step, **diagnostics):
+        wall_time = self.elapsed()
+        self.write_row("updates.csv", global_step=global_step, wall_time=round(wall_time, 4),
+                       sps=int(global_step / wall_time), **diagnostics)
+
+    def step(self, global_step):
+        """After each vector step: record the step count (should Ctrl-C stop the run), run a
+        greedy evaluation each time global_step crosses a multiple of --eval-every, and
+        print the progress line every 2 seconds, its speed measured from the first line on
+        (the first seconds hold the start-up, which would make the speed and ETA wrong)."""
+        every, previous = self.args.eval_every, self.summary["global_steps"]
+        self.summary["global_steps"] = global_step
+        if every and global_step // every > previous // every:
+            self.evaluation(global_step)
+        now = time.time()
+        if now - self.last_print >= 2.0:
+            first, self.last_print = self.first_print or (global_step, now), now
+            sps = (global_step - first[0]) / (now - first[1]) if self.first_print else None
+            print(progress_line(global_step, self.budget, sps, self.recent_return()))
+            self.first_print = first
+
+    def evaluation(self, global_step):
+        """Evaluate the policy as it is now on separate environments (the training ones, the
+        observation statistics and the random streams are untouched), append the row to
+        evaluations.csv and, with --save-model, keep the best model so far as best_model.pt."""
+        wall_time = self.elapsed()
+        returns = evaluate(self.agent, self.normalizer, self.args.env_id,
+                           self.args.eval_episodes, self.args.seed + 100_000, self.device)
+        mean, std = float(returns.mean()), float(returns.std())
+        self.write_row("evaluations.csv", global_step=global_step, wall_time=round(wall_time, 4),
+                       eval_return_mean=mean, eval_return_std=std)
+        best = max((m for _, m, _ in self.evaluations), default=-math.inf)
+        if self.args.save_model and mean > best:
+            save_checkpoint(os.path.join(self.path, "best_model.pt"), self.agent,
+                            self.normalizer, self.args)
+        self.evaluations.append((global_step, mean, std))
+
+    def non_finite(self, loss, global_step):
+        """True, after saying so and marking the run interrupted, when the loss is NaN or inf."""
+        if math.isfinite(loss):
+            return False
+        print(f"{SCRIPT}: the loss became non-finite (NaN or inf) at step {global_step}; "
+              "stopping (try a lower --learning-rate)")
+        self.summary["interrupted"] = True
+        return True
+
+    def recent_return(self):
+        """The mean of the last 20 training episode returns (None before the first)."""
+        return float(np.mean(self.returns[-20:])) if self.returns else None
+
+    def reached(self, threshold, global_step):
+        """True once the mean of the last 20 returns reaches threshold; records when."""
+        if threshold is None or len(self.returns) < 20 or self.recent_return() < threshold:
+            return False
+        self.summary["solved_at_step"] = global_step
+        self.summary["solved_at_time_s"] = round(self.elapsed(), 3)
+        return True
+
+    def close(self):
+        for f, _ in self.files.values():
+            f.close()
+
+
+EPISODE_FIELDS = ("global_step", "wall_time", "episode_return", "episode_length")
+SUMMARY_KEYS = ("algorithm", "env_id", "seed", "global_steps", "wall_time_s",
+                "train_return_last20", "eval_return_mean", "eval_return_std", "eval_episodes",
+                "solved_at_step", "solved_at_time_s", "interrupted")
+
+
+def progress_line(global_step, total_steps, sps, recent_return):
+    """The console's progress: the step out of the budget, the percentage, steps per second,
+    the time left at that speed (h:mm:ss) and the mean of the last 20 training returns; the
+    speed and the time left read "-" while sps is None (the first line: nothing measured).
+
+        ETA = max(total_steps - global_step, 0) / sps
+    """
+    if sps:
+        minutes, seconds = divmod(round(max(total_steps - global_step, 0) / sps), 60)
+        speed = f"{sps:,.0f} sps | ETA {minutes // 60}:{minutes % 60:02}:{seconds:02}"
+    else:
+        speed = "- sps | ETA -"
+    recent = "n/a" if recent_return is None else f"{recent_return:.1f}"
+    return (f"step {global_step:,}/{total_steps:,} ({100 * global_step / total_steps:.0f}%) | "
+            f"{speed} | return (last 20) {recent}")
+
+
+def plot_learning_curve(path, steps, returns, title, evaluations=(), final=None, intrinsic=()):
+    """learning_curve.png: episode return against environment steps, raw points faded and
+    a moving average of 20 episodes on top; the greedy evaluations (step, mean, std) of
+    --eval-every as a second series, the mean with the std as error bars, and the final
+    evaluation (step, mean, std) after training as a marker; below, (step, intrinsic reward)."""
+    fig = Figure(figsize=(7, 6), dpi=100)
+    ax, ax_int = fig.subplots(2, 1, sharex=True, height_ratios=(2, 1))
+    ax.scatter(steps, returns, s=6, alpha=0.25, label="episode return")
+    if returns:
+        window = min(20, len(returns))
+        smooth = np.convolve(returns, np.ones(window) / window, mode="valid")
+        ax.plot(steps[window - 1:], smooth, color="tab:blue", lw=2, label=f"mean of last {window}")
+    for points, style, label in ((evaluations, dict(color="tab:orange", marker="o", ms=4),
+                                  "greedy evaluation (mean, std)"),
+                                 ([final] if final else [], dict(color="tab:red", marker="D", ms=7),
+                                  "final greedy evaluation")):
+        if points:
+            eval_steps, means, stds = zip(*points)
+            ax.errorbar(eval_steps, means, yerr=stds, capsize=3, label=label, **style)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(loc="lower right")
+    ax.set(ylabel="episode return", title=title)
+    ax_int.plot(*zip(*intrinsic), color="tab:green", lw=1.5)  # nothing without updates
+    ax_int.set(xlabel="environment steps", ylabel="intrinsic reward\n(mean of each rollout)")
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(os.path.join(path, "learning_curve.png"))
+    return os.path.join(path, "learning_curve.png")
+
+
+def save_checkpoint(path, agent, normalizer, args):
+    torch.save({"agent": agent.state_dict(), "obs_rms": normalizer.state_dict(),
+                "args": asdict(args)}, path)
+
+
+def load_checkpoint(path, env_id):
+    """Load a model.pt safely (weights_only, onto the CPU) and check it was made for env_id;
+    None when path is None (no --eval-checkpoint)."""
+    if path is None:
+        return None
+    if not os.path.isfile(path):
+        fail(f"checkpoint {path} does not exist")
+    try:
+        checkpoint = torch.load(path, map_location="cpu", weights_only=True)
+        saved = checkpoint["args"]  # each lookup raises KeyError where an entry is missing
+        checkpoint["agent"], checkpoint["obs_rms"], saved["hidden_size"], saved["norm_obs"]
+        saved["env_id"]
+    except Exception as e:
+        fail(f"checkpoint {path} is not a ppo_rnd.py model.pt ({type(e).__name__}); "
+             "make one with --save-model")
+    if saved["env_id"] != env_id:
+        fail(f"checkpoint {path} was made for {saved['env_id']}, not {env_id}; "
+             f"pass --env-id {saved['env_id']}")
+    return checkpoint
+
+
+def restore(checkpoint, agent, normalizer, args):
+    """Put a checkpoint's weights and observation statistics into agent and normalizer."""
+    try:
+        agent.load_state_dict(checkpoint["agent"])
+        normalizer.load_state_dict(checkpoint["obs_rms"])
+    except (RuntimeError, KeyError, AttributeError) as e:
+        fail(f"checkpoint {args.eval_checkpoint} does not fit {args.env_id}'s network: "
+             f"{str(e).splitlines()[0]}")
+
+
+def finish(args, run, agent, normalizer, device, trained=True):
+    """Evaluate greedily, save the model if asked, write summary.json and the curve, and
+    print the closing line. An interrupted run skips the evaluation."""
+    summary = run.summary
+    summary["train_return_last20"] = run.recent_return()
+    summary["wall_time_s"] = round(run.elapsed(), 3)
+    final = None
+    if args.eval_episodes and not summary["interrupted"]:
+        video_folder = os.path.join(run.path, "videos") if args.capture_video else None
+        returns = evaluate(agent, normalizer, args.env_id, args.eval_episodes,
+                           args.seed + 100_000, device, video_folder)
+        summary["eval_return_mean"] = float(returns.mean())
+        summary["eval_return_std"] = float(returns.std())
+        final = (summary["global_steps"], summary["eval_return_mean"], summary["eval_return_std"])
+    if args.save_model and trained:
+        save_checkpoint(os.path.join(run.path, "model.pt"), agent, normalizer, args)
+    run.close()
+    with open(os.path.join(run.path, "summary.json"), "w") as f:
+        json.dump(summary, f, indent=2)
+    closing = [f"{SCRIPT}: run folder {run.path}", f"global_steps {summary['global_steps']:,}"]
+    for key in ("train_return_last20", "eval_return_mean"):
+        closing.append(f"{key} " + ("-" if summary[key] is None else f"{summary[key]:.2f}"))
+    if args.stop_at_return is not None:
+        closing.append(f"solved_at_step {summary['solved_at_step'] or 'not reached'}")
+    if trained:
+        closing.append("learning curve " + plot_learning_curve(
+            run.path, run.steps, run.returns, f"{SCRIPT} on {args.env_id}, seed {args.seed}",
+            run.evaluations, final, run.intrinsic))
+    print(" | ".join(closing))
+    return summary
+
+
+def cli():
+    """main(flags) from the command line. Bad input: one line, exit status 2. Ctrl-C: the
+    run folder written, the process dies of SIGINT (130), so a shell loop of runs stops too."""
+    try:
+        main(parse_args())
+    except UsageError as e:
+        print(f"{SCRIPT}: error: {e}", file=sys.stderr)
+        sys.exit(2)
+    except KeyboardInterrupt:
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGINT)
+
+
+if __name__ == "__main__":
+    cli()

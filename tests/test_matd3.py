@@ -1,0 +1,509 @@
+"""Tests of matd3.py: the n-step return, the critic target and the rows each critic stores by
+hand, HARL's EP and FP replay buffers (insert, windows, wrap-around, valid_transitions), what
+the update passes to the math (every agent's target actor, the target critics, smoothing
+noise and its clip, agent i's actor step on the batch's other actions), what the loop
+stores, runs end to end, watching a run (--eval-every), bad input, determinism. The rules
+every script keeps are tests/test_contract.py's."""
+import os
+
+import numpy as np
+import pytest
+import torch
+
+import matd3
+from conftest import check_evaluations, same_seed_episodes, unreadable_checkpoints
+
+
+def same(x, expected):
+    """Tensor equality with nested lists up to float32 rounding."""
+    return torch.allclose(x.float(), torch.tensor(expected, dtype=torch.float32), atol=1e-5)
+
+
+def t(*rows):
+    return torch.tensor(rows, dtype=torch.float32)
+
+
+# ---------------------------------------------------------------------------------------
+# The math by hand
+# ---------------------------------------------------------------------------------------
+def test_nstep_return_with_one_step_is_the_reward_and_gamma():
+    # n = 1: R = r_0 and discount = gamma^1 whether the step ended or not
+    returns, discounts = matd3.nstep_return(t([[1.0], [2.0]]), t([[0.0], [1.0]]), 0.9)
+    assert same(returns, [[1.0], [2.0]]) and same(discounts, [[0.9], [0.9]])
+
+
+def test_nstep_return_with_three_steps_stops_at_the_first_end():
+    # gamma = 0.5, rewards [1, 2, 4] along each window (columns), ends:
+    #   [0, 0, 0] no end:                 R = 1 + 0.5*2 + 0.25*4 = 3,  m = 3, discount 0.125
+    #   [0, 1, 0] end inside (step 1):    R = 1 + 0.5*2 = 2,           m = 2, discount 0.25
+    #   [1, 0, 0] end at the first step:  R = 1,                       m = 1, discount 0.5
+    #   [0, 0, 1] end at the window's end R = 3,                       m = 3, discount 0.125
+    #   [0, 1, 1] two ends: the first counts: R = 2, m = 2, discount 0.25
+    # A termination and a truncation end the window alike (the bootstrap is critic_target's).
+    rewards = t([1, 1, 1, 1, 1], [2, 2, 2, 2, 2], [4, 4, 4, 4, 4])
+    ends = t([0, 0, 1, 0, 0], [0, 1, 0, 0, 1], [0, 0, 0, 1, 1])
+    returns, discounts = matd3.nstep_return(rewards, ends, 0.5)
+    assert same(returns, [3, 2, 1, 3, 2]) and same(discounts, [0.125, 0.25, 0.5, 0.125, 0.25])
+
+
+def test_critic_target_by_hand_twin_and_single_with_a_termination():
+    # R = 2, gamma^m = 0.25; Q'_1 = [4, 4], Q'_2 = [3, 5]; the second row terminated
+    #   twin:   y = [2 + 0.25*min(4, 3), 2] = [2.75, 2]
+    #   MADDPG: y = [2 + 0.25*4, 2] = [3, 2]
+    args = dict(rewards=t(2, 2), discounts=t(0.25, 0.25), terminated=t(0, 1),
+                next_q1=t(4, 4), next_q2=t(3, 5))
+    assert same(matd3.critic_target(**args, twin_q=True), [2.75, 2])
+    assert same(matd3.critic_target(**args, twin_q=False), [3, 2])
+
+
+def test_next_index_moves_n_rows_on_wraps_and_stays_at_an_end():
+    # N = 2, capacity 6: row 1 -> 3; row 5 -> (5 + 2) mod 6 = 1; an end stays at 4
+    assert matd3.next_index(torch.tensor([1, 5, 4]), torch.tensor([0, 0, 1]), 2, 6).tolist() == [3, 1, 4]
+
+
+def test_noisy_action_clips_the_noise_then_the_action():
+    torch.manual_seed(0)
+    a = torch.zeros(1000, 2)
+    smoothed = matd3.noisy_action(a, 1e6, 0.5)  # |eps| > 0.5 almost surely: clipped to 0.5
+    assert torch.allclose(smoothed.abs(), torch.full_like(a, 0.5))
+    assert matd3.noisy_action(torch.full((5, 1), 0.9), 1e6, 0.5).max() == 1.0
+    assert torch.equal(matd3.noisy_action(a, 0.0), a)
+
+
+def test_soft_update_by_hand():
+    target, source = torch.nn.Linear(1, 1), torch.nn.Linear(1, 1)
+    for p, v in ((target.weight, 1.0), (source.weight, 3.0), (target.bias, 0.0), (source.bias, 1.0)):
+        torch.nn.init.constant_(p, v)
+    matd3.soft_update(target, source, 0.25)  # 0.25*3 + 0.75*1 = 1.5; 0.25*1 + 0 = 0.25
+    assert target.weight.item() == 1.5 and target.bias.item() == 0.25
+
+
+def test_critic_rows_ep_team_reward_and_episode_end():
+    # 2 copies, 2 agents. Copy 0: rewards [1, 3], both act, both truncated (time limit):
+    #   r = (1 + 3)/2 = 2, done, not terminated. Copy 1: agent 1 did not act (done earlier),
+    #   agent 0 terminates with reward 4: r = 4/1 = 4, done, terminated.
+    rewards, terminated = t([1, 3], [4, 0]), torch.tensor([[False, False], [True, False]])
+    truncated, active = torch.tensor([[True, True], [False, False]]), t([1, 1], [1, 0])
+    r, dones, terms = matd3.critic_rows(rewards, terminated, truncated, active,
+                                        torch.tensor([True, True]), "ep")
+    assert same(r, [[2], [4]]) and dones.tolist() == [[True], [True]]
+    assert terms.tolist() == [[False], [True]]
+
+
+def test_critic_rows_fp_one_row_per_agent_its_own_ends():
+    # same step; FP: r^i = team reward * m^i = [[2, 2], [4, 0]]; done^i: copy 0 both
+    # (truncated), copy 1 agent 0 terminated and agent 1 idle; term^i: copy 0 none (a
+    # truncation bootstraps), copy 1 both (terminated; idle)
+    rewards, terminated = t([1, 3], [4, 0]), torch.tensor([[False, False], [True, False]])
+    truncated, active = torch.tensor([[True, True], [False, False]]), t([1, 1], [1, 0])
+    r, dones, terms = matd3.critic_rows(rewards, terminated, truncated, active,
+                                        torch.tensor([True, True]), "fp")
+    assert same(r, [[2, 2], [4, 0]]) and dones.tolist() == [[True, True], [True, True]]
+    assert terms.tolist() == [[False, False], [True, True]]
+
+
+def test_state_rows_ep_is_the_state_fp_adds_own_obs_and_id():
+    state, obs = t([7.0]), t([[1.0], [2.0]])  # 1 copy, S = 1, 2 agents, D = 1
+    assert same(matd3.state_rows(state, obs, "ep"), [[[7.0]]])
+    assert same(matd3.state_rows(state, obs, "fp"), [[[7, 1, 1, 0], [7, 2, 0, 1]]])
+
+
+def test_to_env_action_scales_each_agent_to_its_bounds():
+    # agent 0 in [0, 1]: a = -1, 0 -> 0, 0.5; agent 1 in [-2, 2]: a = 0.5, 1 -> 1, 2
+    low, high = np.array([[0.0, 0.0], [-2.0, -2.0]]), np.array([[1.0, 1.0], [2.0, 2.0]])
+    scaled = matd3.to_env_action(t([[-1, 0], [0.5, 1]]).unsqueeze(0), low, high)
+    assert np.allclose(scaled, [[[0, 0.5], [1, 2]]])
+
+
+def test_resolve_algo_presets_and_overrides():
+    maddpg = matd3.resolve_algo(matd3.Args(algo="maddpg"))
+    assert (maddpg.twin_q, maddpg.target_policy_noise, maddpg.policy_delay) == (False, 0.0, 1)
+    assert matd3.algorithm_name(maddpg) == "maddpg"
+    mixed = matd3.resolve_algo(matd3.Args(algo="maddpg", twin_q=True))
+    assert matd3.algorithm_name(mixed) == "maddpg+twin_q"
+    assert matd3.algorithm_name(matd3.resolve_algo(matd3.Args())) == "matd3"
+
+
+# ---------------------------------------------------------------------------------------
+# The replay buffer: EP and FP, two agents, windows by hand, the wrap-around
+# ---------------------------------------------------------------------------------------
+def ep_buffer(capacity=8, n_step=3):
+    """EP, N = 2 copies, 2 agents, S = D = d = 1; row r of a lock-step holds share_obs r,
+    next_share_obs 100 + r, obs [r, r + 0.5], next obs [10 r, 10 r + 1], actions [-r/10, r/10]."""
+    return matd3.ReplayBuffer(capacity, 2, 1, 1, 2, 1, 1, n_step, 0.5, "cpu")
+
+
+def add_ep(buffer, row, rewards, dones, terms, valid=((1, 1), (1, 1))):
+    rows = t(row, row + 1)
+    buffer.add(share_obs=rows.view(2, 1, 1), obs=torch.stack([rows, rows + 0.5], 1).view(2, 2, 1),
+               actions=torch.stack([-rows / 10, rows / 10], 1).view(2, 2, 1),
+               rewards=t(*rewards).view(2, 1), dones=torch.tensor(dones).view(2, 1),
+               valid=t(*valid), terms=torch.tensor(terms).view(2, 1),
+               next_share_obs=(100 + rows).view(2, 1, 1),
+               next_obs=torch.stack([10 * rows, 10 * rows + 1], 1).view(2, 2, 1))
+
+
+def test_ep_buffer_insert_and_windows_by_hand():
+    # Copy 0 (rows 0, 2, 4): rewards 1, 2, 4, truncated at its second step (done, not term).
+    # Copy 1 (rows 1, 3, 5): rewards 10, 20, 40, no end. Rows 4 and 5 are the newest.
+    buffer = ep_buffer()
+    add_ep(buffer, 0, (1, 10), (False, False), (False, False))
+    add_ep(buffer, 2, (2, 20), (True, False), (False, False))
+    add_ep(buffer, 4, (4, 40), (False, False), (False, False))
+    assert (buffer.pos, buffer.size) == (6, 6)
+    b = buffer.gather(torch.tensor([0, 1, 2, 4]))
+    # row 0: rows 0, 2 (done) -> R = 1 + 0.5*2 = 2, gamma^2 = 0.25, bootstraps from row 2
+    # row 1: rows 1, 3, 5 (newest) -> R = 10 + 0.5*20 + 0.25*40 = 30, gamma^3 = 0.125, row 5
+    # row 2: done at once -> R = 2, 0.5, row 2;  row 4: newest -> R = 4, 0.5, row 4
+    assert same(b.rewards, [[2], [30], [2], [4]]) and same(b.discounts, [[0.25], [0.125], [0.5], [0.5]])
+    assert same(b.next_share_obs, [[[102]], [[105]], [[102]], [[104]]])
+    # the stored flags of the last rows (2, 5, 2, 4): the newest rows are not done, only ends
+    assert b.terms.tolist() == [[False]] * 4 and b.dones.tolist() == [[True], [False], [True], [False]]
+    # the start row's own fields; next_obs from the window's last row, [B, K=1, A, D]
+    assert same(b.share_obs, [[[0]], [[1]], [[2]], [[4]]])
+    assert same(b.obs[:, :, 0], [[0, 0.5], [1, 1.5], [2, 2.5], [4, 4.5]])
+    assert same(b.actions[:, :, 0], [[0, 0], [-0.1, 0.1], [-0.2, 0.2], [-0.4, 0.4]])
+    assert same(b.next_obs[:, 0, :, 0], [[20, 21], [50, 51], [20, 21], [40, 41]])
+    assert b.valid.shape == (4, 2)
+
+
+def test_ep_buffer_wraps_around_and_windows_cross_the_wrap():
+    # capacity 8 = 4 lock-steps of 2 copies; a fifth lock-step overwrites rows 0 and 1.
+    buffer = ep_buffer()
+    for row, reward in ((0, 1), (2, 2), (4, 4), (6, 8), (0, 16)):
+        add_ep(buffer, row, (reward, 0), (False, False), (False, False))
+    assert (buffer.pos, buffer.size) == (2, 8)
+    assert same(buffer.rewards[:, 0], [16, 0, 2, 0, 4, 0, 8, 0])
+    # the newest rows are 0 and 1 now, not 6 and 7
+    assert buffer.end_flags()[:, 0].tolist() == [True, True] + [False] * 6
+    # row 6 (copy 0, fourth step) -> (6 + 2) mod 8 = row 0, the newest: R = 8 + 0.5*16 = 16
+    b = buffer.gather(torch.tensor([6, 4]))
+    # row 4 -> 6 -> 0: R = 4 + 0.5*8 + 0.25*16 = 12, gamma^3
+    assert same(b.rewards, [[16], [12]]) and same(b.discounts, [[0.25], [0.125]])
+
+
+def test_terminated_window_is_cut_and_truncated_one_bootstraps():
+    # copy 0 terminates at its second step, copy 1 is truncated there: both end the window
+    buffer = ep_buffer()
+    add_ep(buffer, 0, (1, 1), (False, False), (False, False))
+    add_ep(buffer, 2, (2, 2), (True, True), (True, False))
+    add_ep(buffer, 4, (4, 4), (False, False), (False, False))
+    b = buffer.gather(torch.tensor([0, 1]))
+    assert same(b.rewards, [[2], [2]]) and b.terms.tolist() == [[True], [False]]
+    # y = R + 0.25 * (1 - term) * Q' with Q' = 8: [2, 2 + 2] = [2, 4]
+    y = matd3.critic_target(b.rewards, b.discounts, b.terms, torch.full_like(b.rewards, 8.0), None,
+                            twin_q=False)
+    assert same(y, [[2], [4]])
+
+
+def test_fp_buffer_one_window_per_agent_and_valid_transitions():
+    # FP, N = 1 copy, 2 agents, K = 2 rows per step, n = 3, gamma 0.5. Agent 1 terminates at
+    # step 0 and is idle after (done, term, not valid); agent 0 goes on, rewards 1, 2, 4.
+    buffer = matd3.ReplayBuffer(4, 1, 2, 1, 2, 1, 1, 3, 0.5, "cpu")
+    for step, valid in ((0, (1, 1)), (1, (1, 0)), (2, (1, 0))):
+        buffer.add(share_obs=t([[step], [10 + step]]).view(1, 2, 1),
+                   obs=t([[step], [step]]).view(1, 2, 1), actions=t([[0.1], [0.2]]).view(1, 2, 1),
+                   rewards=t([2 ** step, 1 if step == 0 else 0]), dones=torch.tensor([[False, True]]),
+                   valid=t(valid), terms=torch.tensor([[False, True]]),
+                   next_share_obs=t([[100 + step], [110 + step]]).view(1, 2, 1),
+                   next_obs=t([[10 * step], [10 * step + 1]]).view(1, 2, 1))
+    b = buffer.gather(torch.tensor([0, 1]))
+    # row 0: agent 0's window 0, 1, 2 (newest): R = 1 + 0.5*2 + 0.25*4 = 3, gamma^3, row 2;
+    #        agent 1's ends at once: R = 1, gamma, terminated, row 0
+    # row 1: agent 0: 1, 2 -> R = 2 + 0.5*4 = 4, gamma^2; agent 1: idle, R = 0, terminated
+    assert same(b.rewards, [[3, 1], [4, 0]]) and same(b.discounts, [[0.125, 0.5], [0.25, 0.5]])
+    assert b.terms.tolist() == [[False, True], [False, True]]
+    assert same(b.next_share_obs[..., 0], [[102, 110], [102, 111]])
+    # each state row's next joint observation comes from its own window's last row
+    assert same(b.next_obs[..., 0], [[[20, 21], [0, 1]], [[20, 21], [10, 11]]])
+    assert same(b.valid, [[1, 1], [1, 0]]) and same(b.share_obs[..., 0], [[0, 10], [1, 11]])
+
+
+def test_capacity_is_rounded_down_to_whole_lock_steps():
+    assert matd3.ReplayBuffer(7, 2, 1, 1, 2, 1, 1, 1, 0.5, "cpu").capacity == 6
+
+
+# ---------------------------------------------------------------------------------------
+# What the update passes to the math
+# ---------------------------------------------------------------------------------------
+def networks(twin_q=True, state_dim=1):
+    """2 agents, obs 2 and 1, actions 1 and 2 (padded to 2), online and target apart."""
+    torch.manual_seed(0)
+    nets = matd3.Networks([2, 1], [1, 2], state_dim, 8, twin_q)
+    with torch.no_grad():
+        for p in nets.parameters():
+            if p.requires_grad:
+                p.add_(torch.randn_like(p))  # the online networks leave their targets
+    return nets
+
+
+def a_batch(B=5, K=1, state_dim=1):
+    g = torch.Generator().manual_seed(1)
+
+    def r(*shape):
+        return torch.rand(*shape, generator=g) * 2 - 1
+
+    actions = r(B, 2, 2)
+    actions[:, 0, 1] = 0.0  # agent 0's padding
+    return matd3.Batch(share_obs=r(B, K, state_dim), obs=r(B, 2, 2), actions=actions,
+                       valid=torch.ones(B, 2), rewards=r(B, K), discounts=torch.full((B, K), 0.9),
+                       terms=torch.zeros(B, K, dtype=torch.bool), dones=torch.ones(B, K, dtype=torch.bool),
+                       next_share_obs=r(B, K, state_dim), next_obs=r(B, K, 2, 2))
+
+
+def target_joint(nets, next_obs, target=True):
+    """Every agent's (target) actor on its own next observation, by hand: agent 0 on
+    next_obs[..., 0, :2] (1 action, padded), agent 1 on next_obs[..., 1, :1] (2 actions)."""
+    actors = nets.actors_target if target else nets.actors
+    a0 = torch.tanh(actors[0](next_obs[..., 0, :2]))
+    a1 = torch.tanh(actors[1](next_obs[..., 1, :1]))
+    return torch.stack([torch.cat([a0, torch.zeros_like(a0)], -1), a1], -2)
+
+
+def spy_target(monkeypatch):
+    seen = {}
+
+    def spy(**kwargs):
+        seen.update(kwargs)
+        return original(**kwargs)
+
+    original = matd3.critic_target
+    monkeypatch.setattr(matd3, "critic_target", spy)
+    return seen
+
+
+def run_update(nets, batch, critic_state="ep", step=1, **flags):
+    args = matd3.resolve_algo(matd3.Args(critic_state=critic_state, **flags))
+    critic_opt = torch.optim.Adam([p for _, c in nets.critics() for p in c.parameters()])
+    actor_opt = torch.optim.Adam(nets.actors.parameters())
+    return matd3.update(batch, nets, critic_opt, actor_opt, args, step)
+
+
+def test_the_critic_target_uses_every_agents_target_actor_and_the_target_critics(monkeypatch):
+    nets, batch = networks(), a_batch()
+    seen = spy_target(monkeypatch)
+    with torch.no_grad():
+        expected = target_joint(nets, batch.next_obs[:, 0]).unsqueeze(1)
+        q1 = nets.qf1_target(batch.next_share_obs, expected)
+        q2 = nets.qf2_target(batch.next_share_obs, expected)
+        online = nets.qf1(batch.next_share_obs, target_joint(nets, batch.next_obs[:, 0], False).unsqueeze(1))
+    run_update(nets, batch, target_policy_noise=0.0)  # no smoothing: the actions exactly
+    assert torch.allclose(seen["next_q1"], q1) and torch.allclose(seen["next_q2"], q2)
+    assert not torch.allclose(seen["next_q1"], online, atol=1e-3)
+    assert seen["rewards"] is batch.rewards and seen["discounts"] is batch.discounts
+    assert seen["terminated"] is batch.terms and seen["twin_q"] is True
+
+
+def test_target_smoothing_noise_is_clipped_on_each_agents_own_actions(monkeypatch):
+    nets, batch = networks(), a_batch(B=200)
+    seen = []
+    nets.qf1_target.register_forward_hook(lambda m, inputs, out: seen.append(inputs[1]))
+    torch.manual_seed(3)
+    run_update(nets, batch, target_policy_noise=1e6, noise_clip=0.5)
+    with torch.no_grad():
+        mu = target_joint(nets, batch.next_obs[:, 0]).unsqueeze(1)
+    # every noise is clipped to +-0.5, then the action to [-1, 1]; the padding stays 0
+    expected_low, expected_high = (mu - 0.5).clamp(-1, 1), (mu + 0.5).clamp(-1, 1)
+    got = seen[0]
+    real = ~torch.tensor([[False, True], [False, False]]).expand_as(got)
+    assert (torch.isclose(got, expected_low, atol=1e-5) | torch.isclose(got, expected_high, atol=1e-5))[real].all()
+    assert (got[..., 0, 1] == 0).all()
+
+
+def test_the_actor_step_of_agent_i_raises_q_and_takes_the_others_actions_from_the_batch():
+    nets, batch = networks(), a_batch()
+    for i in (0, 1):
+        seen = []
+        hook = nets.qf1.register_forward_hook(lambda m, inputs, out: seen.append(inputs[1]))
+        loss = matd3.actor_loss(nets, batch, i, fp=False)
+        hook.remove()
+        joint, other = seen[0], 1 - i
+        assert torch.equal(joint[:, other], batch.actions[:, other])  # the batch's, not mu_j
+        with torch.no_grad():
+            own = target_joint(nets, batch.obs.unsqueeze(1), target=False)[:, 0, i]
+        assert torch.allclose(joint[:, i], own)
+        nets.zero_grad()
+        loss.backward()  # the gradient reaches actor i only
+        assert all(p.grad is None or not p.grad.any() for p in nets.actors[other].parameters())
+        optimizer = torch.optim.SGD(nets.actors[i].parameters(), lr=1e-2)
+        q_before = -loss.item()
+        optimizer.step()
+        assert -matd3.actor_loss(nets, batch, i, fp=False).item() > q_before
+
+
+def test_fp_actor_loss_reads_agent_is_own_state_row_over_its_valid_rows():
+    nets, batch = networks(state_dim=3), a_batch(K=2, state_dim=3)
+    batch = batch._replace(valid=t([1, 1], [1, 0], [1, 0], [1, 1], [1, 1]))
+    with torch.no_grad():
+        joint = batch.actions.clone()
+        joint[:, 1] = target_joint(nets, batch.obs.unsqueeze(1), target=False)[:, 0, 1]
+        q = nets.qf1(batch.share_obs, joint)  # [B, 2]
+        loss = matd3.actor_loss(nets, batch, 1, fp=True)
+    # agent 1's row (column 1), rows 0, 3, 4 where it acted
+    assert loss.item() == pytest.approx(-q[[0, 3, 4], 1].mean().item(), abs=1e-5)
+
+
+def test_fp_critic_loss_masks_out_agents_that_did_not_act(monkeypatch):
+    nets, batch = networks(twin_q=False, state_dim=3), a_batch(K=2, state_dim=3)
+    batch = batch._replace(valid=t([1, 0], [1, 0], [1, 0], [1, 0], [1, 0]))
+    with torch.no_grad():
+        y = matd3.critic_target(batch.rewards, batch.discounts, batch.terms,
+                                nets.qf1_target(batch.next_share_obs,
+                                                target_joint(nets, batch.next_obs)), None, False)
+        q = nets.qf1(batch.share_obs, batch.actions)
+    stats = run_update(nets, batch, "fp", algo="maddpg")
+    assert stats["critic_loss"] == pytest.approx(((q - y)[:, 0] ** 2).mean().item(), rel=1e-5)
+
+
+def test_policy_delay_moves_actors_and_targets_on_every_second_step():
+    nets, batch = networks(), a_batch()
+    before = [p.clone() for p in nets.actors.parameters()]
+    target_before = [p.clone() for p in nets.actors_target.parameters()]
+    assert "actor_loss" not in run_update(nets, batch, step=1)
+    assert all(torch.equal(a, b) for a, b in zip(before, nets.actors.parameters()))
+    assert all(torch.equal(a, b) for a, b in zip(target_before, nets.actors_target.parameters()))
+    assert "actor_loss" in run_update(nets, batch, step=2)
+    assert not torch.equal(target_before[0], nets.actors_target[0][0].weight)
+
+
+# ---------------------------------------------------------------------------------------
+# What the loop stores
+# ---------------------------------------------------------------------------------------
+TINY = dict(num_envs=2, max_cycles=5, total_timesteps=40, learning_starts=20, batch_size=8,
+            hidden_size=8, eval_episodes=1, log_interval=10)
+
+
+@pytest.fixture
+def stored(monkeypatch):
+    """Every lock-step given to ReplayBuffer.add and every action sent to the environments."""
+    rows, sent = [], []
+    original_add, original_step = matd3.ReplayBuffer.add, matd3.LockstepEnvs.step
+
+    def add(self, **fields):
+        rows.append({k: v.clone() for k, v in fields.items()})
+        return original_add(self, **fields)
+
+    def step(self, actions):
+        out = original_step(self, actions)
+        sent.append((actions.copy(), out))
+        return out
+
+    monkeypatch.setattr(matd3.ReplayBuffer, "add", add)
+    monkeypatch.setattr(matd3.LockstepEnvs, "step", step)
+    return rows, sent
+
+
+@pytest.mark.parametrize("critic_state", ["ep", "fp"])
+def test_the_loop_stores_true_final_observations_ends_and_unscaled_actions(critic_state, stored,
+                                                                            tmp_path):
+    rows, sent = stored
+    matd3.main(matd3.Args(critic_state=critic_state, output_dir=str(tmp_path), **TINY))
+    assert len(rows) == 20  # 40 steps / 2 copies
+    for step, (row, (env_actions, out)) in enumerate(zip(rows, sent)):
+        # MPE's actions are in [0, 1]: the environment got (a + 1) / 2, the buffer keeps a
+        assert np.allclose(env_actions, (row["actions"].numpy() + 1) / 2, atol=1e-6)
+        episode_end = (step + 1) % 5 == 0  # max_cycles 5: every agent truncated
+        assert row["dones"].all() == episode_end and not row["terms"].any()
+        # the next observation of a truncated step is the true final one, not the reset's
+        expected = out.final_obs if episode_end else out.obs
+        assert np.allclose(row["next_obs"].numpy(), expected)
+        if episode_end:
+            assert not np.allclose(out.final_obs, out.obs)
+        if step + 1 < len(rows) and not episode_end:  # the next row starts where this ended
+            assert torch.equal(rows[step + 1]["obs"], row["next_obs"])
+            assert torch.equal(rows[step + 1]["share_obs"], row["next_share_obs"])
+
+
+def test_fp_stores_state_own_obs_and_id_not_the_ep_state(stored, tmp_path):
+    rows, _ = stored
+    matd3.main(matd3.Args(critic_state="fp", output_dir=str(tmp_path), **TINY))
+    row = rows[3]
+    num_agents, state_dim = 3, 54  # simple_spread_v3: 3 agents, state 3 x 18
+    assert row["share_obs"].shape == (2, num_agents, state_dim + 18 + num_agents)
+    for i in range(num_agents):
+        assert torch.equal(row["share_obs"][:, i, state_dim:state_dim + 18], row["obs"][:, i])
+        assert torch.equal(row["next_share_obs"][:, i, state_dim:state_dim + 18], row["next_obs"][:, i])
+        assert (row["share_obs"][:, i, -num_agents:].argmax(-1) == i).all()
+
+
+def test_speaker_listener_heterogeneous_agents_pad_actions_and_observations(stored, tmp_path):
+    rows, sent = stored
+    matd3.main(matd3.Args(env_id="simple_speaker_listener_v4", output_dir=str(tmp_path), **TINY))
+    # speaker: obs 3, actions 3; listener: obs 11, actions 5 -> padded to D = 11, d = 5
+    assert rows[0]["obs"].shape == (2, 2, 11) and rows[0]["actions"].shape == (2, 2, 5)
+    assert (rows[-1]["actions"][:, 0, 3:] == 0).all() and (rows[-1]["obs"][:, 0, 3:] == 0).all()
+
+
+# ---------------------------------------------------------------------------------------
+# Runs end to end
+# ---------------------------------------------------------------------------------------
+@pytest.mark.parametrize("algo, critic_state, n_step", [("matd3", "ep", 1), ("maddpg", "fp", 3)])
+def test_smoke_run_writes_every_file_and_its_model_evaluates(algo, critic_state, n_step, tmp_path,
+                                                             check_run_folder):
+    summary = matd3.main(matd3.Args(algo=algo, critic_state=critic_state, n_step=n_step,
+                                    save_model=True, output_dir=str(tmp_path / "train"), **TINY))
+    path, episodes, updates = check_run_folder(summary, tmp_path / "train", algo, model=True)
+    # 2 copies x 20 lock-steps / 5 steps per episode = 8 episodes; rows at 20, 30, 40
+    assert summary["global_steps"] == 40 and len(episodes) == 8
+    assert [int(u["global_step"]) for u in updates] == [20, 30, 40]
+    assert {"critic_loss", "q_mean", "actor_loss", "gradient_steps"} <= set(updates[0])
+    evaluated = matd3.main(matd3.Args(eval_checkpoint=os.path.join(path, "model.pt"),
+                                      eval_episodes=1, output_dir=str(tmp_path / "eval")))
+    assert evaluated["eval_return_mean"] == pytest.approx(summary["eval_return_mean"])
+
+
+def test_same_seed_gives_the_same_episodes(tmp_path):
+    rows = same_seed_episodes(lambda out: matd3.main(matd3.Args(output_dir=out, **TINY)), tmp_path)
+    assert len(rows) == 8
+
+
+def test_eval_every_writes_rows_keeps_the_best_model_and_leaves_training_alone(tmp_path):
+    # 4 copies x 15 lock-steps = 60 steps; --eval-every 16 crosses at 16, 32, 48 (each a
+    # lock-step of 4 steps lands on it)
+    args = matd3.Args(num_envs=4, max_cycles=5, total_timesteps=60, learning_starts=8,
+                      batch_size=8, hidden_size=8, eval_episodes=2, eval_every=16,
+                      save_model=True, seed=2)
+    check_evaluations(matd3.main, args, tmp_path, [16, 32, 48])
+
+
+# ---------------------------------------------------------------------------------------
+# Bad input
+# ---------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def bad_checkpoints(tmp_path_factory):
+    """corrupt and missing from conftest, and a real model.pt of simple_speaker_listener_v4,
+    made once for every row."""
+    tmp_path = tmp_path_factory.mktemp("checkpoints")
+    paths = unreadable_checkpoints(tmp_path)
+    matd3.main(matd3.Args(env_id="simple_speaker_listener_v4", save_model=True,
+                          output_dir=str(tmp_path / "other"), **TINY))
+    (folder,) = os.listdir(tmp_path / "other")
+    paths["listener"] = str(tmp_path / "other" / folder / "model.pt")
+    return paths
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--env-id", "my_envs:team_env"], "has a Discrete action space; matd3.py's actors are "
+     "deterministic and need Box actions: use mappo.py"),
+    (["--env-id", "simple_tag_v3"], "competitive MPE task"),
+    (["--env-id", "Pendulum-v1"], "single-agent Gymnasium environment; use ddpg_td3.py"),
+    (["--n-step", "0"], "--n-step must be positive"),
+    (["--num-envs", "0"], "--num-envs must be positive"),
+    (["--total-timesteps", "100"], "--learning-starts 5000 leaves no step of the budget"),
+    (["--tau", "0"], "--tau must be in (0, 1]"),
+    (["--gamma", "1.5"], "--gamma must be in [0, 1]"),
+    (["--noise-clip", "0"], "--noise-clip 0 cancels --target-policy-noise"),
+    (["--buffer-size", "2"], "holds less than one lock-step"),
+    (["--eval-checkpoint", "corrupt"], "is not a matd3.py model.pt"),
+    (["--eval-checkpoint", "listener"], "was made for simple_speaker_listener_v4, not "
+     "simple_spread_v3; pass --env-id simple_speaker_listener_v4"),
+])
+def test_bad_input_is_one_line_and_exit_status_2(argv, message, check_usage_error, bad_checkpoints,
+                                                 fresh_env_module):
+    check_usage_error("matd3.py", [bad_checkpoints.get(a, a) for a in argv], message)
+
+
+def test_help_lists_the_flags_with_their_docstrings(check_help):
+    check_help("matd3.py", ("--algo", "--twin-q", "--critic-state", "--n-step", "--noise-clip",
+                            "--policy-delay", "--max-cycles"),
+               ("n of the n-step return", "one row per step"))

@@ -1,0 +1,328 @@
+"""Tests of ppo_rnd.py: the math by hand, the two streams of the buffer, the glue (the
+predictor learns, the target does not; the intrinsic reward reaches its own stream only;
+--int-coef 0 is ppo.py), runs end to end, bad input, determinism."""
+import json
+import os
+
+import numpy as np
+import pytest
+import torch
+
+import ppo
+import ppo_rnd
+from conftest import (approx, check_evaluations, episode_rows, interrupt_on_call, read_csv,
+                      same_seed_episodes, tensor, unreadable_checkpoints)
+
+
+def column(*values):
+    """A [T, 1] tensor: one environment's values over T steps."""
+    return torch.tensor(values, dtype=torch.float32).unsqueeze(1)
+
+
+# ---------------------------------------------------------------------------------------
+# The intrinsic reward and the predictor's loss, by hand (k = 2 features)
+# ---------------------------------------------------------------------------------------
+def hand_set_rnd(target_bias, predictor_bias):
+    """An RND whose networks ignore x (every weight 0) and output their last biases."""
+    rnd = ppo_rnd.RND(obs_dim=3, hidden_size=4, output_size=2)
+    with torch.no_grad():
+        for net, bias in ((rnd.target, target_bias), (rnd.predictor, predictor_bias)):
+            for layer in net[::2]:
+                layer.weight.zero_(), layer.bias.zero_()
+            net[-1].bias.copy_(torch.tensor(bias))
+    return rnd
+
+
+def test_intrinsic_reward_of_a_hand_set_predictor_and_target():
+    # f(x) = [1, -1] and f_hat(x) = [0, 1] for every x:
+    # i = ((0 - 1)^2 + (1 - (-1))^2) / 2 = (1 + 4) / 2 = 2.5, for each of the 2 states
+    rnd = hand_set_rnd(target_bias=[1.0, -1.0], predictor_bias=[0.0, 1.0])
+    assert ppo_rnd.intrinsic_reward(*rnd(torch.zeros(2, 3))).tolist() == approx([2.5, 2.5])
+    # directly: [1, 2] against [0, 0] -> (1 + 4) / 2 = 2.5; [0, 0] against [3, 4] -> (9 + 16) / 2
+    # = 12.5; a [T, N, k] input gives [T, N]
+    predicted, target = tensor(1, 2, 0, 0).view(2, 1, 2), tensor(0, 0, 3, 4).view(2, 1, 2)
+    assert ppo_rnd.intrinsic_reward(predicted, target).tolist() == [[2.5], [12.5]]
+
+
+def test_predictor_loss_averages_the_kept_samples_only():
+    # errors i = [(1 + 4) / 2, (9 + 16) / 2, (0.25 + 0.25) / 2] = [2.5, 12.5, 0.25];
+    # kept samples 0 and 2: (2.5 + 0.25) / 2 = 1.375
+    predicted = torch.tensor([[1.0, 2.0], [0.0, 0.0], [0.5, 0.5]])
+    target = torch.tensor([[0.0, 0.0], [3.0, 4.0], [0.0, 1.0]])
+    assert ppo_rnd.predictor_loss(predicted, target, tensor(1, 0, 1)).item() == approx(1.375)
+    # none kept: 0 / max(1, 0) = 0
+    assert ppo_rnd.predictor_loss(predicted, target, tensor(0, 0, 0)).item() == 0.0
+
+
+def test_predictor_loss_trains_the_predictor_and_never_the_target():
+    rnd = hand_set_rnd(target_bias=[1.0, -1.0], predictor_bias=[0.0, 1.0])
+    ppo_rnd.predictor_loss(*rnd(torch.zeros(2, 3)), tensor(1, 1)).backward()
+    # dL/db_hat = (2 / k) * (f_hat - f) averaged over the 2 kept states = [0 - 1, 1 + 1] = [-1, 2]
+    assert rnd.predictor[-1].bias.grad.tolist() == approx([-1.0, 2.0])
+    assert all(p.grad is None and not p.requires_grad for p in rnd.target.parameters())
+
+
+# ---------------------------------------------------------------------------------------
+# The normalization of the intrinsic reward by the running std of its discounted sum
+# ---------------------------------------------------------------------------------------
+def test_discounted_sums_run_forward_from_the_last_rollout():
+    # gamma = 0.5, R_{-1} = [0.5, 0]: R_0 = 0.25 + 1 = 1.25, R_1 = 0.625 + 2 = 2.625;
+    # the second environment: R_0 = 0 + 4 = 4, R_1 = 2 + 0 = 2
+    sums = ppo_rnd.discounted_sums(np.array([[1.0, 4.0], [2.0, 0.0]]), np.array([0.5, 0.0]), 0.5)
+    assert sums.tolist() == [[1.25, 4.0], [2.625, 2.0]]
+
+
+def test_intrinsic_reward_normalization_over_two_rollouts():
+    # One environment, gamma_int = 0.5. RunningMeanStd starts with a weight of 1e-4 (mean 0,
+    # var 1), which moves these figures by about 1e-4 of themselves: rel=1e-3.
+    scaler = ppo_rnd.IntrinsicRewardScaler(num_envs=1, gamma=0.5)
+    # Rollout 1, i = [1, 2]: R = [1, 0.5*1 + 2 = 2.5]; mean 1.75, var ((0.75)^2 + (0.75)^2) / 2
+    # = 0.5625, std 0.75: r_int = [1 / 0.75, 2 / 0.75] = [1.3333, 2.6667]
+    first = scaler(np.array([[1.0], [2.0]]))
+    assert first[:, 0].tolist() == pytest.approx([4 / 3, 8 / 3], rel=1e-3)
+    # Rollout 2, i = [0, 4], R carried on: [0.5*2.5 + 0 = 1.25, 0.5*1.25 + 4 = 4.625]. Every R
+    # so far: [1, 2.5, 1.25, 4.625], mean 9.375 / 4 = 2.34375, mean of squares (1 + 6.25 +
+    # 1.5625 + 21.390625) / 4 = 7.55078125, var 7.55078125 - 2.34375^2 = 2.0576171875,
+    # std 1.434440: r_int = [0, 4 / 1.434440 = 2.788544]
+    second = scaler(np.array([[0.0], [4.0]]))
+    assert second[:, 0].tolist() == pytest.approx([0.0, 2.788544], rel=1e-3)
+    assert scaler.last.tolist() == [4.625]
+
+
+# ---------------------------------------------------------------------------------------
+# GAE of the two streams over the same steps, and the combined advantage, by hand.
+# One environment, 3 steps, gamma = gamma_int = lambda = 0.5 (gamma * lambda = 0.25):
+# terminated at t = 0, truncated at t = 1 (its true final observation is worth V_ext 6).
+# ---------------------------------------------------------------------------------------
+class StubValues:
+    """V_ext(s) = s and V_int(s) = 2 s for one-number observations s."""
+
+    def get_value(self, obs):
+        return obs[..., 0]
+
+    def get_value_int(self, obs):
+        return 2 * obs[..., 0]
+
+
+def two_stream_buffer(rewards_int=(2.0, 0.0, 1.0)):
+    buffer = ppo_rnd.RolloutBuffer(3, 1, (1,), (), False, "cpu")
+    buffer.obs[:, 0, 0] = tensor(0.5, 1.0, 2.0)
+    buffer.values[:] = column(0.5, 1.0, 2.0)  # V_ext(s_t) = s_t
+    buffer.values_int[:] = column(1.0, 2.0, 3.0)  # V_int as stored during the rollout
+    buffer.rewards[:] = column(1.0, 1.0, 1.0)
+    buffer.rewards_int[:] = column(*rewards_int)
+    buffer.terminated[0, 0], buffer.truncated[1, 0] = True, True
+    buffer.final_obs[1, 0, 0] = 6.0  # V_ext = 6, V_int would be 12: the intrinsic stream ignores it
+    buffer.last_obs[0, 0] = 4.0  # V_ext(s_3) = 4, V_int(s_3) = 8
+    buffer.compute_returns(StubValues(), gamma=0.5, gamma_int=0.5, gae_lambda=0.5)
+    return buffer
+
+
+def test_extrinsic_gae_is_cut_by_the_termination_and_bootstraps_at_the_truncation():
+    # next V_ext = [1 (terminated: unused), 6 (the truncated step's final obs), 4 (s_3)]
+    # delta_0 = 1 + 0 - 0.5 = 0.5;  delta_1 = 1 + 0.5*6 - 1 = 3;  delta_2 = 1 + 0.5*4 - 2 = 1
+    # A_2 = 1;  A_1 = 3 + 0 (the episode ended) = 3;  A_0 = 0.5 + 0 (ended) = 0.5
+    # R_ext = A + V = [1, 4, 3]
+    buffer = two_stream_buffer()
+    assert buffer.advantages[:, 0].tolist() == approx([0.5, 3.0, 1.0])
+    assert buffer.returns[:, 0].tolist() == approx([1.0, 4.0, 3.0])
+
+
+def test_intrinsic_gae_runs_through_both_episode_ends():
+    # next V_int = [V_int stored at t=1 and t=2, V_int(s_3)] = [2, 3, 8], no end flags
+    # delta_0 = 2 + 0.5*2 - 1 = 2;  delta_1 = 0 + 0.5*3 - 2 = -0.5;  delta_2 = 1 + 0.5*8 - 3 = 2
+    # A_2 = 2;  A_1 = -0.5 + 0.25*2 = 0;  A_0 = 2 + 0.25*0 = 2;  R_int = A + V = [3, 2, 5]
+    buffer = two_stream_buffer()
+    assert buffer.advantages_int[:, 0].tolist() == approx([2.0, 0.0, 2.0])
+    assert buffer.returns_int[:, 0].tolist() == approx([3.0, 2.0, 5.0])
+
+
+def test_the_intrinsic_reward_reaches_the_intrinsic_stream_only():
+    # other intrinsic rewards [0, 0, 0]: the extrinsic stream is the same, the intrinsic one
+    # becomes delta = [0 + 1 - 1, 0 + 1.5 - 2, 0 + 4 - 3] = [0, -0.5, 1]: A_2 = 1,
+    # A_1 = -0.5 + 0.25 = -0.25, A_0 = 0 - 0.0625 = -0.0625
+    buffer, other = two_stream_buffer(), two_stream_buffer(rewards_int=(0.0, 0.0, 0.0))
+    assert torch.equal(buffer.advantages, other.advantages)
+    assert torch.equal(buffer.returns, other.returns)
+    assert other.advantages_int[:, 0].tolist() == approx([-0.0625, -0.25, 1.0])
+
+
+def test_the_combined_advantage():
+    # c_ext = 2, c_int = 1: [2*0.5 + 2, 2*3 + 0, 2*1 + 2] = [3, 6, 4]
+    buffer = two_stream_buffer()
+    combined = ppo_rnd.combine_advantages(buffer.advantages, buffer.advantages_int, 2.0, 1.0)
+    assert combined[:, 0].tolist() == approx([3.0, 6.0, 4.0])
+    # c_int = 0: the extrinsic advantage alone, [0.5, 3, 1]
+    assert ppo_rnd.combine_advantages(tensor(0.5, 3, 1), tensor(2, 0, 2), 1.0, 0.0).tolist() \
+        == approx([0.5, 3.0, 1.0])
+
+
+# ---------------------------------------------------------------------------------------
+# Glue: what the loop gives the math
+# ---------------------------------------------------------------------------------------
+TINY = dict(env_id="CartPole-v1", total_timesteps=768, num_envs=2, num_steps=128,
+            num_minibatches=2, update_epochs=2, rnd_init_steps=16, eval_episodes=2)
+
+
+def test_the_loop_gives_each_stream_its_own_rewards_and_ends(tmp_path, monkeypatch):
+    # CartPole pays 1 a step: the extrinsic call gets the environment's rewards and its
+    # episode ends; the intrinsic call gets the buffer's intrinsic rewards (>= 0, not all
+    # equal) and no end at all, with gamma_int.
+    calls, original = [], ppo_rnd.compute_gae
+    monkeypatch.setattr(ppo_rnd, "compute_gae", lambda *a: calls.append(a) or original(*a))
+    ppo_rnd.main(ppo_rnd.Args(**TINY, gamma=0.9, gamma_int=0.8, output_dir=str(tmp_path)))
+    assert len(calls) == 2 * 3  # two streams, three rollouts
+    for ext, intr in zip(calls[::2], calls[1::2]):
+        assert torch.all(ext[0] == 1) and ext[3].any() and ext[5] == 0.9
+        assert torch.all(intr[0] >= 0) and intr[0].std() > 0 and intr[5] == 0.8
+        assert not intr[3].any() and not intr[4].any()
+
+
+def test_only_the_predictor_learns_and_the_target_never_changes(tmp_path, monkeypatch):
+    made = []
+
+    class Spy(ppo_rnd.RND):  # keeps the networks the run makes, and their first weights
+        def __init__(self, *args):
+            super().__init__(*args)
+            made.append((self, [p.clone() for p in self.target.parameters()],
+                         [p.clone() for p in self.predictor.parameters()]))
+
+    monkeypatch.setattr(ppo_rnd, "RND", Spy)
+    ppo_rnd.main(ppo_rnd.Args(**TINY, output_dir=str(tmp_path)))
+    ((rnd, target_before, predictor_before),) = made
+    assert all(torch.equal(p, q) for p, q in zip(rnd.target.parameters(), target_before))
+    assert all(p.grad is None for p in rnd.target.parameters())
+    assert all(not torch.equal(p, q) for p, q in zip(rnd.predictor.parameters(), predictor_before))
+    updates = read_csv(next(tmp_path.glob("*/updates.csv")))
+    assert all(float(u["predictor_loss"]) > 0 for u in updates)
+
+
+@pytest.mark.parametrize("int_coef", [0.0, 1.0])
+def test_int_coef_zero_is_ppo_step_for_step(int_coef, tmp_path):
+    # The same flags and seed: with --int-coef 0 ppo_rnd.py plays the same episodes and ends
+    # with the same actor and critic weights as ppo.py; with 1 it does not (the test can fail).
+    flags = dict(env_id="CartPole-v1", total_timesteps=768, num_envs=2, num_steps=128,
+                 num_minibatches=2, update_epochs=2, learning_rate=1e-3, gamma=0.99,
+                 gae_lambda=0.95, norm_obs=True, eval_episodes=2, save_model=True)
+    ppo.main(ppo.Args(**flags, output_dir=str(tmp_path / "ppo")))
+    ppo_rnd.main(ppo_rnd.Args(**flags, int_coef=int_coef, ext_coef=1.0, rnd_init_steps=16,
+                              output_dir=str(tmp_path / "rnd")))
+    same_episodes = episode_rows(tmp_path / "ppo") == episode_rows(tmp_path / "rnd")
+    plain = torch.load(next(tmp_path.glob("ppo/*/model.pt")), weights_only=True)["agent"]
+    ours = torch.load(next(tmp_path.glob("rnd/*/model.pt")), weights_only=True)["agent"]
+    same_weights = all(torch.equal(plain[k], ours[k]) for k in plain)
+    assert same_episodes == same_weights == (int_coef == 0)
+    assert {k for k in ours if k.startswith("critic_int")} and set(plain) < set(ours)
+
+
+def test_the_rnd_sees_the_state_each_step_reached(tmp_path, monkeypatch):
+    # CountToThree-v0 counts 1, 2, 3 and is cut at 3 (the true final observation is 3, the
+    # next one 0): the RND's normalizer is given [1, 2, 3, 1, 2, 3, ...] for each
+    # environment, never the reset's 0. (The random steps come first, on their own
+    # environments: the call with 2 * 16 rows.)
+    seen, original = [], ppo_rnd.ObsNormalizer.__call__
+
+    def spy(self, obs, update=False):
+        if self.clip == 5.0:
+            seen.append(np.array(obs))
+        return original(self, obs, update)
+
+    monkeypatch.setattr(ppo_rnd.ObsNormalizer, "__call__", spy)
+    ppo_rnd.main(ppo_rnd.Args(env_id="CountToThree-v0", total_timesteps=12, num_envs=2,
+                              num_steps=6, num_minibatches=2, rnd_init_steps=16,
+                              eval_episodes=0, output_dir=str(tmp_path)))
+    assert seen[0].shape == (32, 1)
+    assert [s[:, 0].tolist() for s in seen[1:]] == [[t, t] for t in (1, 2, 3, 1, 2, 3)]
+
+
+# ---------------------------------------------------------------------------------------
+# Runs end to end
+# ---------------------------------------------------------------------------------------
+def test_smoke_run_writes_every_file_and_its_model_evaluates(tmp_path, check_run_folder):
+    args = ppo_rnd.Args(**TINY, save_model=True, output_dir=str(tmp_path / "train"))
+    summary = ppo_rnd.main(args)
+    path, episodes, updates = check_run_folder(summary, args.output_dir, "ppo_rnd", model=True)
+    assert summary["global_steps"] == 768 and len(updates) == 3
+    assert {"policy_loss", "value_loss", "value_loss_int", "predictor_loss", "intrinsic_reward",
+            "intrinsic_reward_normalized", "explained_variance"} <= set(updates[0])
+    assert all(float(u["intrinsic_reward"]) > 0 for u in updates)
+    evaluated = ppo_rnd.main(ppo_rnd.Args(env_id="CartPole-v1", eval_episodes=2,
+                                          eval_checkpoint=os.path.join(path, "model.pt"),
+                                          output_dir=str(tmp_path / "eval")))
+    assert evaluated["eval_return_mean"] == summary["eval_return_mean"]
+
+
+def test_continuous_actions_and_an_environment_of_your_own(tmp_path, check_run_folder,
+                                                           fresh_env_module):
+    args = ppo_rnd.Args(env_id="my_envs:Slider-v0", total_timesteps=128, num_envs=2,
+                        num_steps=32, hidden_size=8, rnd_init_steps=4, eval_episodes=1,
+                        norm_reward=True, target_kl=0.5, output_dir=str(tmp_path))
+    summary = ppo_rnd.main(args)
+    check_run_folder(summary, args.output_dir, "ppo_rnd")
+    assert summary["global_steps"] == 128
+
+
+def test_interrupted_run_keeps_its_data(tmp_path, monkeypatch):
+    # Ctrl-C at the fifth optimizer step: 2 minibatches * 2 epochs = 4 steps an update, so
+    # during the second update, after two rollouts of 2*128 = 256 steps.
+    monkeypatch.setattr(torch.optim.Adam, "step", interrupt_on_call(5))
+    with pytest.raises(KeyboardInterrupt):
+        ppo_rnd.main(ppo_rnd.Args(**TINY, output_dir=str(tmp_path)))
+    (path,) = tmp_path.iterdir()
+    summary = json.loads((path / "summary.json").read_text())
+    assert summary["interrupted"] is True and summary["global_steps"] == 512
+    assert len(read_csv(path / "updates.csv")) == 1 and (path / "learning_curve.png").exists()
+
+
+def test_same_seed_gives_the_same_episodes(tmp_path):
+    rows = same_seed_episodes(lambda out: ppo_rnd.main(ppo_rnd.Args(
+        **{**TINY, "eval_episodes": 0}, output_dir=out)), tmp_path)
+    assert len(rows) > 20
+
+
+def test_eval_every_writes_rows_keeps_the_best_model_and_leaves_training_alone(tmp_path):
+    # 3 environments step global_step by 3: 3, 6, ..., 864 (9 rollouts of 3 * 32 steps).
+    # A row each time it crosses a multiple of 100: at 102 (34 * 3, past 100), 201, 300,
+    # 402, 501, 600, 702 and 801; 864 crosses none.
+    args = ppo_rnd.Args(env_id="CartPole-v1", total_timesteps=864, num_envs=3, num_steps=32,
+                        num_minibatches=2, update_epochs=4, learning_rate=2e-3,
+                        rnd_init_steps=8, eval_every=100, eval_episodes=3, save_model=True, seed=2)
+    check_evaluations(ppo_rnd.main, args, tmp_path, [102, 201, 300, 402, 501, 600, 702, 801])
+
+
+# ---------------------------------------------------------------------------------------
+# Bad input: one line on stderr, exit status 2, nothing trained
+# ---------------------------------------------------------------------------------------
+@pytest.fixture
+def bad_checkpoints(tmp_path):
+    pendulum = tmp_path / "pendulum.pt"
+    ppo_rnd.save_checkpoint(pendulum, ppo_rnd.Agent(3, 1, True), ppo_rnd.ObsNormalizer((3,), True),
+                            ppo_rnd.Args(env_id="Pendulum-v1"))
+    plain = tmp_path / "plain.pt"  # ppo.py's model: no intrinsic head
+    ppo.save_checkpoint(plain, ppo.Agent(2, 3, False), ppo.ObsNormalizer((2,), True),
+                        ppo.Args(env_id="MountainCar-v0", norm_obs=True))
+    return {**unreadable_checkpoints(tmp_path), "pendulum": str(pendulum), "plain": str(plain)}
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--gamma-int", "1.5"], "--gamma-int must be in [0, 1], got 1.5"),
+    (["--rnd-update-proportion", "2"], "--rnd-update-proportion must be in [0, 1], got 2.0"),
+    (["--rnd-init-steps", "0"], "--rnd-init-steps must be positive, got 0"),
+    (["--rnd-output-size", "0"], "--rnd-output-size must be positive"),
+    (["--num-envs", "3", "--num-steps", "5", "--num-minibatches", "4"],
+     "num_envs*num_steps = 15 is not divisible by --num-minibatches 4"),
+    (["--total-timesteps", "100"], "less than one rollout"),
+    (["--env-id", "SpinTheBits-v0"], "ppo_rnd.py handles Discrete and flat Box actions"),
+    (["--eval-checkpoint", "corrupt"], "is not a ppo_rnd.py model.pt"),
+    (["--eval-checkpoint", "pendulum"], "was made for Pendulum-v1, not MountainCar-v0"),
+    (["--eval-checkpoint", "plain"], "does not fit MountainCar-v0's network"),
+])
+def test_bad_input_is_one_line_and_exit_status_2(argv, message, check_usage_error,
+                                                 bad_checkpoints):
+    check_usage_error("ppo_rnd.py", [bad_checkpoints.get(a, a) for a in argv], message)
+
+
+def test_help_lists_the_flags_with_their_docstrings(check_help):
+    check_help("ppo_rnd.py", ("--int-coef", "--ext-coef", "--gamma-int", "--rnd-update-proportion",
+                              "--rnd-init-steps", "--no-norm-obs"),
+               ("discount of the non-episodic intrinsic stream",))
