@@ -225,6 +225,7 @@ def test_the_rnd_sees_the_state_each_step_reached(tmp_path, monkeypatch):
     def spy(self, obs, update=False):
         if self.clip == 5.0:
             seen.append(np.array(obs))
+            assert update  # every state the RND sees moves its statistics, the random ones too
         return original(self, obs, update)
 
     monkeypatch.setattr(ppo_rnd.ObsNormalizer, "__call__", spy)
@@ -233,6 +234,21 @@ def test_the_rnd_sees_the_state_each_step_reached(tmp_path, monkeypatch):
                               eval_episodes=0, output_dir=str(tmp_path)))
     assert seen[0].shape == (32, 1)
     assert [s[:, 0].tolist() for s in seen[1:]] == [[t, t] for t in (1, 2, 3, 1, 2, 3)]
+
+
+def test_the_predictor_learns_from_a_fraction_of_each_minibatch(tmp_path, monkeypatch):
+    # TINY's run: 3 rollouts of 2 x 128 steps, 2 epochs of 2 minibatches of 128: 12 calls of
+    # predictor_loss, 3 * 2 * 256 = 1,536 samples. Each is kept with probability 0.25: the
+    # kept fraction has a std of sqrt(0.25 * 0.75 / 1536) = 0.011, so 0.25 +- 0.05 holds
+    # unless the mask is wrong (all kept: 1.0).
+    masks, original = [], ppo_rnd.predictor_loss
+    monkeypatch.setattr(ppo_rnd, "predictor_loss",
+                        lambda predicted, target, keep: masks.append(keep) or
+                        original(predicted, target, keep))
+    ppo_rnd.main(ppo_rnd.Args(**TINY, rnd_update_proportion=0.25, output_dir=str(tmp_path)))
+    kept = torch.cat(masks).float()
+    assert len(masks) == 12 and kept.numel() == 1536
+    assert abs(kept.mean().item() - 0.25) < 0.05
 
 
 # ---------------------------------------------------------------------------------------
