@@ -7,6 +7,7 @@ its own: its math by hand, its glue, its smoke run, its own bad input and its ev
 import glob
 import importlib
 import importlib.util
+import inspect
 import json
 import os
 import re
@@ -15,6 +16,7 @@ import subprocess
 import sys
 import time
 
+import numpy as np
 import pytest
 
 from conftest import (COMMON_FLAGS, read_csv, sigint_as_in_a_terminal, unreadable_checkpoints,
@@ -306,3 +308,26 @@ def test_a_missing_extra_is_named_with_the_version_requirements_txt_pins(
                         lambda name, *a: None if name == "moviepy" else find_spec(name, *a))
     check_usage_error(script, ["--capture-video"],
                       f"--capture-video needs moviepy: pip install {pin}")
+
+
+# The scripts with --norm-reward: their make_vector_env takes the discount of the return
+NORM_REWARD = ["ppo.py", "ppo_masked.py", "ppo_lstm.py", "ppo_rnd.py"]
+
+
+def test_the_norm_reward_list_names_every_script_with_the_flag():
+    makers = {s: getattr(module_of(s), "make_vector_env", None) for s in SCRIPTS}
+    assert set(NORM_REWARD) == {s for s, make in makers.items()
+                                if make and "reward_gamma" in inspect.signature(make).parameters}
+
+
+@pytest.mark.parametrize("script", NORM_REWARD)
+def test_norm_reward_clips_the_normalized_reward_to_ten(script):
+    # The first reward 1 is also the first discounted return, so the return's running
+    # variance is that of {1} beside the prior (count 1e-4, mean 0, var 1): M2 = 1e-4 +
+    # 1^2 * 1e-4 * 1 / 1.0001 = 2e-4, var = 2e-4 / 1.0001, std = 0.01414, and 1 / 0.01414
+    # = 70.7 is clipped to 10.
+    envs = module_of(script).make_vector_env("CountToThree-v0", 1, reward_gamma=0.99)
+    envs.reset(seed=0)
+    _, reward, _, _, _ = envs.step(np.array([0]))
+    envs.close()
+    assert reward.tolist() == [10.0]

@@ -367,18 +367,6 @@ def test_evaluation_normalizes_observations_with_the_frozen_statistics():
     assert normalizer.rms.mean.tolist() == [1.0] and normalizer.rms.var.tolist() == [4.0]
 
 
-def test_norm_reward_clips_the_normalized_reward_to_ten():
-    # The first reward 1 is also the first discounted return, so the return's running
-    # variance is that of {1} beside the prior (count 1e-4, mean 0, var 1): M2 = 1e-4 +
-    # 1^2 * 1e-4 * 1 / 1.0001 = 2e-4, var = 2e-4 / 1.0001, std = 0.01414, and 1 / 0.01414
-    # = 70.7 is clipped to 10.
-    envs = ppo.make_vector_env("CountToThree-v0", 1, reward_gamma=0.99)
-    envs.reset(seed=0)
-    _, reward, _, _, _ = envs.step(np.array([0]))
-    envs.close()
-    assert reward.tolist() == [10.0]
-
-
 # ---------------------------------------------------------------------------------------
 # Runs end to end
 # ---------------------------------------------------------------------------------------

@@ -405,16 +405,6 @@ def test_evaluation_normalizes_observations_with_the_frozen_statistics(monkeypat
     assert normalizer.rms.mean.tolist() == [1.0] and normalizer.rms.var.tolist() == [4.0]
 
 
-def test_norm_reward_clips_the_normalized_reward_to_ten():
-    # The first reward 1 is also the first discounted return, whose running variance beside
-    # the prior (count 1e-4, mean 0, var 1) is 2e-4 / 1.0001: 1 / 0.01414 = 70.7, clipped to 10.
-    envs = ppo_lstm.make_vector_env("CountToThree-v0", 1, reward_gamma=0.99)
-    envs.reset(seed=0)
-    _, reward, _, _, _ = envs.step(np.array([0]))
-    envs.close()
-    assert reward.tolist() == [10.0]
-
-
 def test_hide_obs_drops_the_dimensions_everywhere_the_agent_looks():
     # CartPole's 4 dimensions with 1 and 3 hidden: the observations, the space and the true
     # final observation of an episode's end hold dimensions 0 and 2 alone.
