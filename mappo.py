@@ -296,6 +296,8 @@ class ValueNorm:
         self.mean, self.var, self.count = 0.0, 1.0, 0
 
     def update(self, x):
+        """Merge the batch x (a tensor of any shape, each entry a target) into mu, var and
+        n by the equations above."""
         if not self.enabled or x.numel() == 0:
             return
         x = x.double()

@@ -6,7 +6,6 @@ import importlib.util
 import io
 import json
 import os
-import re
 import runpy
 import signal
 import subprocess
@@ -222,47 +221,6 @@ def check_evaluations(main, args, tmp_path, expected_steps, best_file="best_mode
                           output_dir=str(tmp_path / "best")))
     assert scored["eval_return_mean"] == pytest.approx(means[best])
     return rows
-
-
-def check_progress_line(progress_line, label="return (last 20)"):
-    """progress_line(global_step, total_steps, elapsed_s, recent_return) on hand-made numbers.
-    2,500 of 10,000 steps after 5 s: 25 %, 500 steps per second, and the 7,500 steps left
-    take 7,500 / 500 = 15 s. 100 of 4,000,000 after 1 s: 0 % (0.0025 rounds down), 100 sps,
-    and 3,999,900 / 100 = 39,999 s = 11 h (39,600 s) 6 min (360 s) 39 s are left."""
-    assert progress_line(2500, 10_000, 5.0, 21.456) == (
-        f"step 2,500/10,000 (25%) | 500 sps | ETA 0:00:15 | {label} 21.5")
-    assert progress_line(100, 4_000_000, 1.0, None) == (
-        f"step 100/4,000,000 (0%) | 100 sps | ETA 11:06:39 | {label} n/a")
-
-
-@pytest.fixture
-def printed_progress(monkeypatch, capsys, tmp_path):
-    """printed_progress(module, args) runs module.main(args) (a tiny run) with a clock that
-    moves on 1 s at each reading, so that the progress line's 2 seconds pass many times, and
-    checks that the run printed progress lines in progress_line's format (a script's own
-    figure may follow), each with the budget and a step that never goes back. Returns the steps."""
-    class Clock:  # stands in for the script's `time` module, which it uses for time() alone
-        now = 1e9
-
-        @classmethod
-        def time(cls):
-            cls.now += 1.0
-            return cls.now
-
-    def run(module, args):
-        monkeypatch.setattr(module, "time", Clock)
-        capsys.readouterr()
-        module.main(replace(args, output_dir=str(tmp_path / "progress")))
-        line = re.compile(r"step ([\d,]+)/([\d,]+) \(\d+%\) \| [\d,]+ sps \| ETA \d+:\d\d:\d\d \| "
-                          r"return \(last \d+\) (n/a|-?\d+\.\d)( \| .+)?")
-        printed = [line.fullmatch(text) for text in capsys.readouterr().out.splitlines()
-                   if text.startswith("step ")]
-        assert len(printed) >= 3 and all(printed)
-        steps = [int(match[1].replace(",", "")) for match in printed]
-        assert steps == sorted(steps) and 0 < steps[0] < steps[-1]  # (ppod: replays add none)
-        assert {int(match[2].replace(",", "")) for match in printed} == {args.total_timesteps}
-        return steps
-    return run
 
 
 @pytest.fixture
