@@ -24,7 +24,9 @@ Run:
 # ---------------------------------------------------------------------------------------
 # Imports
 # ---------------------------------------------------------------------------------------
+import contextlib
 import csv
+import fcntl
 import json
 import os
 import subprocess
@@ -315,6 +317,22 @@ def read_run(task, output_dir):
             "curve": [steps[keep].tolist(), mean_w[keep].round(2).tolist()]}
 
 
+@contextlib.contextmanager
+def locked_results(out):
+    """results.json of out, read when a task ends and written back with its new entry, under
+    a lock: two benchmark.py processes writing to one folder keep each other's tasks."""
+    path = os.path.join(out, "results.json")
+    with open(os.path.join(out, ".results.lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        results = {}
+        if os.path.exists(path):
+            with open(path) as f:
+                results = json.load(f)
+        yield results
+        with open(path, "w") as f:
+            json.dump(results, f, indent=1)
+
+
 def spread(values, fmt="{:.0f}"):
     """'median [min, max]' of the values that exist, with how many are missing."""
     present = [v for v in values if v is not None]
@@ -421,11 +439,6 @@ def main(args: Args):
     tasks = [t for s in args.scripts for t in TASKS[s] if (not args.envs or t.env_id in args.envs)
              and (not args.tasks or t.name in args.tasks)]
     os.makedirs(args.out, exist_ok=True)
-    results_path = os.path.join(args.out, "results.json")
-    results = {}
-    if os.path.exists(results_path):
-        with open(results_path) as f:
-            results = json.load(f)
     with ThreadPoolExecutor(args.jobs) as pool:
         for task in tasks:
             print(f"{task.name}: {args.seeds} seeds, {args.jobs} at a time", flush=True)
@@ -436,18 +449,17 @@ def main(args: Args):
                 print(f"  seed {run['seed']}: solved at step {run['solve_step']}, "
                       f"process {run['process_s']:.1f} s, eval {run['eval_return']}", flush=True)
             plot_task(task, runs, args.out)
-            results[task.name] = {"script": task.script, "env_id": task.env_id,
-                                  "label": task.label, "window": task.window,
-                                  "threshold": task.threshold, "goal": task.goal,
-                                  "jobs": args.jobs, "date": time.strftime("%Y-%m-%d"),
-                                  "load": [round(load_before, 1), round(os.getloadavg()[0], 1)],
-                                  "runs": runs}
-            with open(results_path, "w") as f:
-                json.dump(results, f, indent=1)
-            write_results(results, args.out)
-            for name, (title, members) in COMPARISONS.items():
-                if task.name in members:
-                    plot_comparison(name, title, members, results, args.out)
+            with locked_results(args.out) as results:
+                results[task.name] = {"script": task.script, "env_id": task.env_id,
+                                      "label": task.label, "window": task.window,
+                                      "threshold": task.threshold, "goal": task.goal,
+                                      "jobs": args.jobs, "date": time.strftime("%Y-%m-%d"),
+                                      "load": [round(load_before, 1), round(os.getloadavg()[0], 1)],
+                                      "runs": runs}
+                write_results(results, args.out)
+                for name, (title, members) in COMPARISONS.items():
+                    if task.name in members:
+                        plot_comparison(name, title, members, results, args.out)
     print(f"benchmark.py: wrote {os.path.join(args.out, 'results.md')}")
 
 
