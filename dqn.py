@@ -21,6 +21,10 @@ step drops the bootstrap term.
 The optimizer is Adam with torch's default eps = 1e-8, as CleanRL's and Stable-Baselines3's
 DQN use it; the 2015 paper used RMSProp.
 
+The network follows the observation: an MLP for a flat vector, the DQN paper's convolutional
+network for an image (a smaller one for small grids such as MinAtar's); Atari ids (ALE/...)
+get the paper's preprocessing, and the replay buffer keeps frames as uint8.
+
 The defaults update in bursts: every 64 environment steps, 32 gradient steps regress Q on
 targets from the target network, which is then copied from Q (C = 64, tau = 1), so each
 update fits the Bellman backup of the previous one, a little like fitted Q iteration.
@@ -33,12 +37,17 @@ Papers:
     Lillicrap et al. 2016, "Continuous control with deep reinforcement learning", ICLR 2016
         (the soft target update with tau)
     Pardo et al. 2018, "Time Limits in Reinforcement Learning", ICML 2018
+    Young & Tian 2019, "MinAtar: An Atari-Inspired Testbed for Thorough and Reproducible
+        Reinforcement Learning Experiments", arXiv:1903.03176 (the small-grid network)
 
 Run:
     python dqn.py --env-id CartPole-v1
     python dqn.py --env-id CartPole-v1 --no-double-dqn --loss huber
     python dqn.py --env-id Acrobot-v1
     PYTHONPATH=tests python dqn.py --env-id my_envs:GridWorld-v0   # tests/my_envs.py's id
+    python dqn.py --env-id MinAtar/Breakout-v1 --total-timesteps 1000000 --buffer-size 100000 \
+        --batch-size 32 --learning-rate 2.5e-4 --train-frequency 4 --gradient-steps 1 \
+        --target-network-frequency 1000 --learning-starts 5000 --end-e 0.1 --loss huber
     python dqn.py --help
 
 Writes runs/<env_id>__dqn__<seed>__<unix_time>/ with config.json, episodes.csv,
@@ -84,7 +93,8 @@ SCRIPT = os.path.basename(__file__)
 @dataclass
 class Args:
     env_id: str = "CartPole-v1"
-    """any registered Gymnasium id with a Discrete action space and a flat Box observation"""
+    """a Gymnasium id (or module:id) with Discrete actions and flat Box or image observations;
+    ALE/ ids (Atari) need ale-py, MinAtar/ ids the minatar package"""
     seed: int = 1
     """seeds Python, NumPy, torch and the environments"""
     total_timesteps: int = 50_000
@@ -149,7 +159,10 @@ class Args:
     double_dqn: bool = True
     """double DQN: choose the next action with the online network, value it with the target"""
     hidden_size: int = 128
-    """width of the two hidden layers of the Q-network"""
+    """width of the two hidden layers of the Q-network (vector observations; the
+    convolutional network's sizes are fixed)"""
+    terminal_on_life_loss: bool = False
+    """Atari: a lost life ends the training episode (the DQN paper); evaluation plays whole games"""
     log_interval: int = 1_000
     """environment steps between rows of updates.csv"""
 
@@ -229,31 +242,31 @@ def soft_update(target_net, source_net, tau):
 
 class ReplayBuffer:
     """A ring buffer of the last `capacity` transitions (s, a, r, s', terminated) in
-    preallocated NumPy arrays, so memory stays constant however long the run.
+    tensors preallocated on the device, so memory stays constant however long the run.
 
     Row i holds one transition: obs s, action a, reward r, next_obs s' and the terminated
     flag. s' is the true final observation where the episode ended at that step (not the
     next episode's first one). Transitions of N environments arrive N rows at a time, in
     environment order; capacity is a multiple of N, so a write never wraps mid-way.
-    Only the sampled batch goes to the device.
+    Observations keep obs_dtype: uint8 frames take a quarter of the memory of float32 ones
+    (100,000 Atari transitions, s and s' of 4 x 84 x 84 bytes each: 5.6 GB).
     """
 
-    def __init__(self, capacity, obs_shape, device, rng):
+    def __init__(self, capacity, obs_shape, device, rng, obs_dtype=torch.float32):
         self.capacity, self.pos, self.size, self.device, self.rng = capacity, 0, 0, device, rng
-        self.obs = np.zeros((capacity, *obs_shape), dtype=np.float32)
-        self.next_obs = np.zeros((capacity, *obs_shape), dtype=np.float32)
-        self.actions = np.zeros(capacity, dtype=np.int64)
-        self.rewards = np.zeros(capacity, dtype=np.float32)
-        self.terminated = np.zeros(capacity, dtype=np.float32)
+        self.obs = torch.zeros((capacity, *obs_shape), dtype=obs_dtype, device=device)
+        self.next_obs = torch.zeros((capacity, *obs_shape), dtype=obs_dtype, device=device)
+        self.actions = torch.zeros(capacity, dtype=torch.int64, device=device)
+        self.rewards = torch.zeros(capacity, dtype=torch.float32, device=device)
+        self.terminated = torch.zeros(capacity, dtype=torch.float32, device=device)
 
     def add(self, obs, next_obs, actions, rewards, terminated):
-        """Store N transitions (arrays with N rows) over the oldest ones."""
+        """Store N transitions (NumPy arrays with N rows) over the oldest ones."""
         rows = slice(self.pos, self.pos + len(actions))
-        self.obs[rows] = obs
-        self.next_obs[rows] = next_obs
-        self.actions[rows] = actions
-        self.rewards[rows] = rewards
-        self.terminated[rows] = terminated
+        for field, values in ((self.obs, obs), (self.next_obs, next_obs),
+                              (self.actions, actions), (self.rewards, rewards),
+                              (self.terminated, terminated)):
+            field[rows] = torch.as_tensor(values, device=self.device)
         self.pos = (self.pos + len(actions)) % self.capacity
         self.size = min(self.size + len(actions), self.capacity)
 
@@ -261,29 +274,78 @@ class ReplayBuffer:
         """batch_size transitions drawn uniformly, with replacement, from those stored: one
         index vector picks the same rows of every field. Returns tensors on the device
         (obs, actions, rewards, next_obs, terminated)."""
-        idx = self.rng.integers(self.size, size=batch_size)
-        return tuple(torch.from_numpy(field[idx]).to(self.device) for field in
+        idx = torch.from_numpy(self.rng.integers(self.size, size=batch_size)).to(self.device)
+        return tuple(field[idx] for field in
                      (self.obs, self.actions, self.rewards, self.next_obs, self.terminated))
 
 
 # ---------------------------------------------------------------------------------------
 # Networks
 # ---------------------------------------------------------------------------------------
-class QNetwork(nn.Module):
-    """An MLP from an observation to one Q-value per action: Q(s, .) [B, A]."""
+class ImageEncoder(nn.Module):
+    """Convolutions from an image to a feature vector, with ReLU after every layer.
 
-    def __init__(self, obs_dim, num_actions, hidden_size=128):
+    The image is H x W x C or C x H x W: the channels are the shorter of the first and the
+    last dimension (moved first for the convolutions); uint8 pixels are scaled to [0, 1].
+    A convolution's output side is (side - kernel) // stride + 1. Two sizes:
+
+        at least 36 x 36 (Atari's 84 x 84 frames; Mnih et al. 2015): conv 32 8x8 stride 4,
+            conv 64 4x4 stride 2, conv 64 3x3 stride 1, linear 512;
+            84 -> (84 - 8) // 4 + 1 = 20 -> (20 - 4) // 2 + 1 = 9 -> 9 - 3 + 1 = 7,
+            so 64 * 7 * 7 = 3136 inputs to the linear layer
+        smaller grids (MinAtar's 10 x 10; Young & Tian 2019): conv 16 3x3 stride 1, linear 128;
+            10 -> 8, so 16 * 8 * 8 = 1024 inputs to the linear layer
+    """
+
+    def __init__(self, obs_shape, uint8):
         super().__init__()
-        self.fc1 = nn.Linear(obs_dim, hidden_size)
-        self.fc2 = nn.Linear(hidden_size, hidden_size)
-        self.fc3 = nn.Linear(hidden_size, num_actions)
+        self.channels_last = obs_shape[-1] < obs_shape[0]
+        self.uint8 = uint8
+        channels, height, width = ((obs_shape[2], *obs_shape[:2]) if self.channels_last
+                                   else obs_shape)
+        large = min(height, width) >= 36
+        convs = [(32, 8, 4), (64, 4, 2), (64, 3, 1)] if large else [(16, 3, 1)]
+        self.output_size = 512 if large else 128
+        layers = []
+        for out_channels, kernel, stride in convs:
+            layers += [nn.Conv2d(channels, out_channels, kernel, stride), nn.ReLU()]
+            channels = out_channels
+        self.convs = nn.Sequential(*layers, nn.Flatten())
+        with torch.no_grad():  # the linear layer's input size: a blank image run through
+            flat_size = self.convs(torch.zeros(1, *self.image_shape(obs_shape))).shape[1]
+        self.linear = nn.Sequential(nn.Linear(flat_size, self.output_size), nn.ReLU())
+
+    def image_shape(self, obs_shape):
+        return (obs_shape[2], *obs_shape[:2]) if self.channels_last else tuple(obs_shape)
 
     def forward(self, obs):
-        return self.fc3(F.relu(self.fc2(F.relu(self.fc1(obs)))))
+        images = obs.float() / 255.0 if self.uint8 else obs.float()
+        if self.channels_last:
+            images = images.movedim(-1, -3)  # [B, H, W, C] -> [B, C, H, W]
+        return self.linear(self.convs(images))
+
+
+class QNetwork(nn.Module):
+    """From an observation to one Q-value per action, Q(s, .) [B, A]: on a vector, an MLP
+    with two hidden ReLU layers; on an image, an ImageEncoder and a linear layer (the DQN
+    paper's network on Atari frames)."""
+
+    def __init__(self, obs_shape, num_actions, hidden_size=128, uint8=False):
+        super().__init__()
+        if len(obs_shape) == 3:
+            self.encoder = ImageEncoder(obs_shape, uint8)
+            hidden_size = self.encoder.output_size
+        else:
+            self.encoder = nn.Sequential(nn.Linear(obs_shape[0], hidden_size), nn.ReLU(),
+                                         nn.Linear(hidden_size, hidden_size), nn.ReLU())
+        self.head = nn.Linear(hidden_size, num_actions)
+
+    def forward(self, obs):
+        return self.head(self.encoder(obs))
 
 
 def greedy_actions(q_network, obs):
-    """argmax_a Q(s, a) for a NumPy batch of observations [N, obs_dim], as a NumPy array [N]."""
+    """argmax_a Q(s, a) for a NumPy batch of observations [N, *obs_shape], as a NumPy array [N]."""
     device = next(q_network.parameters()).device
     with torch.inference_mode():  # no autograd bookkeeping at all, cheaper than no_grad
         q_values = q_network(torch.as_tensor(obs, dtype=torch.float32, device=device))
@@ -291,28 +353,52 @@ def greedy_actions(q_network, obs):
 
 
 # ---------------------------------------------------------------------------------------
-# What the agent sees: the vector environment (dqn.py changes neither observations, rewards
-# nor actions)
+# What the agent sees: the vector environment (dqn.py changes observations and rewards only
+# on Atari, as the DQN paper did)
 # ---------------------------------------------------------------------------------------
-def make_vector_env(env_id, num_envs, video_folder=None):
+def atari_wrappers(env, life_loss):
+    """The DQN paper's Atari preprocessing with Gymnasium's own wrappers: up to 30 no-op
+    actions at reset, every action repeated for 4 frames (the max of the last two frames
+    against flicker), frames gray and resized to 84 x 84, the last 4 stacked into one
+    uint8 observation [4, 84, 84]; with life_loss a lost life terminates the episode
+    (Gymnasium's wrapper then starts a new game). Departure from the paper: ALE v5's sticky
+    actions (the previous action repeats with probability 0.25) stay on, as Machado et al.
+    2018 recommend."""
+    env = gym.wrappers.AtariPreprocessing(env, noop_max=30, frame_skip=4, screen_size=84,
+                                          terminal_on_life_loss=life_loss, grayscale_obs=True)
+    return gym.wrappers.FrameStackObservation(env, 4)
+
+
+def make_vector_env(env_id, num_envs, training=False, life_loss=False, video_folder=None):
     """N copies of env_id in one synchronous vector environment, with SAME_STEP autoreset
     (the observation after an episode ends is the next episode's first; the true last one
     is in info["final_obs"], which train stores as s') and episode statistics recorded by
     Gymnasium's wrapper (episodes.csv's returns). With video_folder, the evaluation's
-    environments record their first episode."""
+    environments record their first episode. An Atari id gets atari_wrappers (life_loss
+    only in training) and, in training, rewards clipped to their sign after the statistics
+    wrapper, as in the DQN paper: episodes.csv keeps the game's score. A video records the
+    game's own screen, before the preprocessing."""
+    atari = env_id.startswith("ALE/")
+    options = {"frameskip": 1} if atari else {}  # AtariPreprocessing skips frames itself
+
     def make(i):
         if video_folder is None:
-            return gym.make(env_id)
-        os.environ.setdefault("SDL_VIDEODRIVER", "dummy")  # frames only, no window to open
-        env = gym.make(env_id, render_mode="rgb_array")
-        with warnings.catch_warnings():  # the environments share one folder on purpose
-            warnings.filterwarnings("ignore", message=".*Overwriting existing videos")
-            return gym.wrappers.RecordVideo(env, video_folder, name_prefix=f"eval-{i}",
-                                           episode_trigger=lambda episode: episode == 0)
+            env = gym.make(env_id, **options)
+        else:
+            os.environ.setdefault("SDL_VIDEODRIVER", "dummy")  # frames only, no window to open
+            env = gym.make(env_id, render_mode="rgb_array", **options)
+            with warnings.catch_warnings():  # the environments share one folder on purpose
+                warnings.filterwarnings("ignore", message=".*Overwriting existing videos")
+                env = gym.wrappers.RecordVideo(env, video_folder, name_prefix=f"eval-{i}",
+                                               episode_trigger=lambda episode: episode == 0)
+        return atari_wrappers(env, life_loss and training) if atari else env
 
     envs = gym.vector.SyncVectorEnv([lambda i=i: make(i) for i in range(num_envs)],
                                     autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
-    return gym.wrappers.vector.RecordEpisodeStatistics(envs)
+    envs = gym.wrappers.vector.RecordEpisodeStatistics(envs)
+    if atari and training:
+        envs = gym.wrappers.vector.TransformReward(envs, np.sign)
+    return envs
 
 
 # ---------------------------------------------------------------------------------------
@@ -333,9 +419,12 @@ def train(args, envs, q_network, target_network, run):
     rng = np.random.default_rng(args.seed)  # exploration and replay sampling
     num_actions = envs.single_action_space.n
     num_iterations = args.total_timesteps // args.num_envs
-    # never larger than the run needs: num_iterations steps of num_envs transitions
+    # never larger than the run needs: num_iterations steps of num_envs transitions; frames
+    # kept as bytes (uint8 pixels, or MinAtar's bool cells as 0/1), vectors as float32
+    obs_space = envs.single_observation_space
+    obs_dtype = torch.uint8 if obs_space.dtype in (np.uint8, np.bool_) else torch.float32
     buffer = ReplayBuffer(min(args.buffer_size, num_iterations * args.num_envs),
-                          envs.single_observation_space.shape, device, rng)
+                          obs_space.shape, device, rng, obs_dtype)
     exploration_steps = args.exploration_fraction * args.total_timesteps
     global_step, gradient_step, losses, q_means = 0, 0, [], []
 
@@ -404,14 +493,15 @@ def main(args: Args) -> dict:
     Ctrl-C stops training; the run folder is written, then KeyboardInterrupt goes on up."""
     # Check everything a user can get wrong before anything runs (CONTRIBUTING.md, "Bad input").
     check_args(args)
-    obs_shape, num_actions = check_env(args.env_id)
+    obs_space, num_actions = check_env(args.env_id)
     checkpoint = load_checkpoint(args.eval_checkpoint, args.env_id)  # None without the flag
     if checkpoint is not None:  # the network's size comes from the model
         args = replace(args, hidden_size=checkpoint["args"]["hidden_size"])
 
     # Set up: seeds, device, the online network, the run folder.
     device = seed_and_device(args.seed, args.cuda)  # on the CPU: one thread, denormals flushed
-    q_network = QNetwork(obs_shape[0], num_actions, args.hidden_size).to(device)
+    uint8 = obs_space.dtype == np.uint8  # pixels to scale to [0, 1]
+    q_network = QNetwork(obs_space.shape, num_actions, args.hidden_size, uint8).to(device)
     if checkpoint is not None:
         restore(checkpoint, q_network, args)
     run = RunWriter(args, device, q_network)
@@ -420,9 +510,10 @@ def main(args: Args) -> dict:
     # then finish: evaluate, save, write, plot.
     interrupted = False
     if checkpoint is None:
-        target_network = QNetwork(obs_shape[0], num_actions, args.hidden_size).to(device)
+        target_network = QNetwork(obs_space.shape, num_actions, args.hidden_size, uint8).to(device)
         target_network.load_state_dict(q_network.state_dict())
-        envs = make_vector_env(args.env_id, args.num_envs)
+        envs = make_vector_env(args.env_id, args.num_envs, training=True,
+                               life_loss=args.terminal_on_life_loss)
         try:
             train(args, envs, q_network, target_network, run)
         except KeyboardInterrupt:
@@ -490,6 +581,8 @@ def check_args(args):
              "pass --eval-episodes 1 or more")
     if args.capture_video and importlib.util.find_spec("moviepy") is None:
         fail("--capture-video needs moviepy: pip install moviepy==2.2.1")
+    if args.terminal_on_life_loss and not args.env_id.startswith("ALE/"):
+        fail(f"--terminal-on-life-loss is for Atari's lives (ALE/ ids), not {args.env_id}")
     if args.buffer_size < args.batch_size:
         fail(f"--buffer-size {args.buffer_size} is smaller than one batch (--batch-size "
              f"{args.batch_size}); raise it or shrink the batch")
@@ -505,9 +598,12 @@ def check_args(args):
 
 def check_env(env_id):
     """Make env_id once (gym.make imports the module of a module:EnvId id itself) and check
-    that dqn.py handles its spaces; returns (obs_shape, number of actions)."""
+    that dqn.py handles its spaces; returns (observation space, number of actions)."""
+    register_game_ids(env_id)
+    atari = env_id.startswith("ALE/")
     try:
-        env = gym.make(env_id)
+        env = gym.make(env_id, **({"frameskip": 1} if atari else {}))
+        env = atari_wrappers(env, life_loss=False) if atari else env  # the agent's frames
     except (gym.error.NameNotFound, gym.error.VersionNotFound, gym.error.NamespaceNotFound):
         close = [i for i in difflib.get_close_matches(env_id.rpartition(":")[2], gym.registry,
                                                       n=6, cutoff=0.6) if makeable(i)][:3]
@@ -529,11 +625,30 @@ def check_env(env_id):
         fail(f"{env_id} has a {type(action_space).__name__} action space; dqn.py needs "
              "Discrete actions (ddpg_td3.py, sac.py and ppo.py take Box ones; no script here "
              "takes MultiDiscrete or MultiBinary)")
-    if not (isinstance(obs_space, gym.spaces.Box) and len(obs_space.shape) == 1):
+    if not (isinstance(obs_space, gym.spaces.Box) and len(obs_space.shape) in (1, 3)):
         fail(f"{env_id} has a {type(obs_space).__name__} observation space of shape "
-             f"{obs_space.shape}; dqn.py's MLP needs a flat Box, and it has no CNN for images "
-             "(qlearning.py uses a table for Discrete ones)")
-    return obs_space.shape, int(action_space.n)
+             f"{obs_space.shape}; dqn.py needs a flat Box or an image Box (H x W x C or "
+             "C x H x W; a 2-D frame gets its channel from gymnasium.wrappers.ReshapeObservation; "
+             "qlearning.py uses a table for Discrete ones)")
+    shape = obs_space.shape  # an image's side: its channels are the shorter end dimension
+    if len(shape) == 3 and min(shape[:2] if shape[2] < shape[0] else shape[1:]) < 3:
+        fail(f"{env_id} has images of shape {shape}; the smallest convolution needs "
+             "3 x 3 pixels or more")
+    return obs_space, int(action_space.n)
+
+
+def register_game_ids(env_id):
+    """ALE/ (Atari) and MinAtar/ ids are registered by packages that gym.make does not import
+    by itself: import them here, or say how to install them."""
+    for prefix, package, pin in (("ALE/", "ale_py", "ale-py==0.12.1"),
+                                 ("ALE/", "cv2", "opencv-python-headless==5.0.0.93"),
+                                 ("MinAtar/", "minatar", "minatar==1.0.15")):
+        if env_id.startswith(prefix) and importlib.util.find_spec(package) is None:
+            fail(f"{env_id} needs the {package} package: pip install {pin}")
+    if env_id.startswith("ALE/"):
+        gym.register_envs(importlib.import_module("ale_py"))
+    elif env_id.startswith("MinAtar/") and env_id not in gym.registry:
+        importlib.import_module("minatar.gym").register_envs()
 
 
 def makeable(env_id):
@@ -565,7 +680,7 @@ def seed_and_device(seed, cuda):
 def evaluate(q_network, env_id, episodes, seed, video_folder=None):
     """Greedy returns of `episodes` episodes, one per environment of a vector env, all at
     once: the action of highest Q, no epsilon (so no random number is drawn)."""
-    envs = make_vector_env(env_id, episodes, video_folder)
+    envs = make_vector_env(env_id, episodes, video_folder=video_folder)
     obs, _ = envs.reset(seed=seed)
     returns = np.full(episodes, np.nan)
     while np.isnan(returns).any():

@@ -18,6 +18,10 @@ A time-limit truncation is not a termination: the step bootstraps from the value
 true final observation (Gymnasium's info["final_obs"]), while a terminated step does not.
 V-trace targets (Espeholt et al. 2018) can replace GAE with --advantage vtrace.
 
+The network follows the observation: a flat vector gets two MLPs (actor and critic), an
+image a convolutional encoder shared by a linear actor head and a linear critic head, as
+in the PPO paper's Atari runs. Atari ids (ALE/...) get the DQN paper's preprocessing.
+
 Papers:
     Schulman et al. 2017, "Proximal Policy Optimization Algorithms", arXiv:1707.06347
     Schulman et al. 2016, "High-Dimensional Continuous Control Using Generalized
@@ -25,6 +29,10 @@ Papers:
     Espeholt et al. 2018, "IMPALA: Scalable Distributed Deep-RL with Importance Weighted
         Actor-Learner Architectures", ICML 2018
     Pardo et al. 2018, "Time Limits in Reinforcement Learning", ICML 2018
+    Mnih et al. 2015, "Human-level control through deep reinforcement learning", Nature 518
+        (the convolutional network and the Atari preprocessing)
+    Young & Tian 2019, "MinAtar: An Atari-Inspired Testbed for Thorough and Reproducible
+        Reinforcement Learning Experiments", arXiv:1903.03176 (the small-grid network)
 
 Run:
     python ppo.py --env-id CartPole-v1
@@ -32,6 +40,9 @@ Run:
         --num-steps 256 --num-minibatches 32 --update-epochs 10 --gamma 0.95 \
         --gae-lambda 0.95 --learning-rate 2e-3 --ent-coef 0.001 --norm-obs --norm-reward
     PYTHONPATH=tests python ppo.py --env-id my_envs:GridWorld-v0   # tests/my_envs.py's id
+    python ppo.py --env-id MinAtar/Breakout-v0 --num-steps 128 --learning-rate 2.5e-4 \
+        --gamma 0.99 --gae-lambda 0.95 --num-minibatches 4 --update-epochs 4 \
+        --clip-coef 0.1 --ent-coef 0.01 --total-timesteps 1000000    # pip install minatar
     python ppo.py --help
 
 Writes runs/<env_id>__ppo__<seed>__<unix_time>/ with config.json, episodes.csv,
@@ -77,7 +88,8 @@ SCRIPT = os.path.basename(__file__)
 @dataclass
 class Args:
     env_id: str = "CartPole-v1"
-    """a Gymnasium id (or module:id) with Discrete or Box actions and flat Box observations"""
+    """a Gymnasium id (or module:id) with Discrete or Box actions and flat Box or image
+    observations; ALE/ ids (Atari) need ale-py, MinAtar/ ids the minatar package"""
     seed: int = 1
     """seeds Python, NumPy, torch and the environments"""
     total_timesteps: int = 100_000
@@ -142,7 +154,10 @@ class Args:
     norm_reward: bool = False
     """divide rewards by the running std of the discounted return, then clip to [-10, 10]"""
     hidden_size: int = 64
-    """width of the two hidden layers of the actor and of the critic"""
+    """width of the two hidden layers of the actor and of the critic (vector observations;
+    the convolutional network's sizes are fixed)"""
+    terminal_on_life_loss: bool = False
+    """Atari: a lost life ends the training episode (the DQN paper); evaluation plays whole games"""
 
 
 # ---------------------------------------------------------------------------------------
@@ -311,37 +326,88 @@ def mlp(in_size, hidden_size, out_size, out_std):
     )
 
 
-class Agent(nn.Module):
-    """Separate actor and critic MLPs. The actor outputs the logits of a categorical
-    distribution, or the mean of a diagonal Gaussian whose log std is a learned
-    state-independent parameter."""
+class ImageEncoder(nn.Module):
+    """Convolutions from an image to a feature vector, with ReLU after every layer.
 
-    def __init__(self, obs_dim, action_dim, continuous, hidden_size=64):
+    The image is H x W x C or C x H x W: the channels are the shorter of the first and the
+    last dimension (moved first for the convolutions); uint8 pixels are scaled to [0, 1].
+    A convolution's output side is (side - kernel) // stride + 1. Two sizes:
+
+        at least 36 x 36 (Atari's 84 x 84 frames; Mnih et al. 2015): conv 32 8x8 stride 4,
+            conv 64 4x4 stride 2, conv 64 3x3 stride 1, linear 512;
+            84 -> (84 - 8) // 4 + 1 = 20 -> (20 - 4) // 2 + 1 = 9 -> 9 - 3 + 1 = 7,
+            so 64 * 7 * 7 = 3136 inputs to the linear layer
+        smaller grids (MinAtar's 10 x 10; Young & Tian 2019): conv 16 3x3 stride 1, linear 128;
+            10 -> 8, so 16 * 8 * 8 = 1024 inputs to the linear layer
+    """
+
+    def __init__(self, obs_shape, uint8):
+        super().__init__()
+        self.channels_last = obs_shape[-1] < obs_shape[0]
+        self.uint8 = uint8
+        channels, height, width = ((obs_shape[2], *obs_shape[:2]) if self.channels_last
+                                   else obs_shape)
+        large = min(height, width) >= 36
+        convs = [(32, 8, 4), (64, 4, 2), (64, 3, 1)] if large else [(16, 3, 1)]
+        self.output_size = 512 if large else 128
+        layers = []
+        for out_channels, kernel, stride in convs:
+            layers += [layer_init(nn.Conv2d(channels, out_channels, kernel, stride)), nn.ReLU()]
+            channels = out_channels
+        self.convs = nn.Sequential(*layers, nn.Flatten())
+        with torch.no_grad():  # the linear layer's input size: a blank image run through
+            flat_size = self.convs(torch.zeros(1, *self.image_shape(obs_shape))).shape[1]
+        self.linear = nn.Sequential(layer_init(nn.Linear(flat_size, self.output_size)), nn.ReLU())
+
+    def image_shape(self, obs_shape):
+        return (obs_shape[2], *obs_shape[:2]) if self.channels_last else tuple(obs_shape)
+
+    def forward(self, obs):
+        images = obs.float() / 255.0 if self.uint8 else obs.float()
+        if self.channels_last:
+            images = images.movedim(-1, -3)  # [B, H, W, C] -> [B, C, H, W]
+        return self.linear(self.convs(images))
+
+
+class Agent(nn.Module):
+    """Separate actor and critic MLPs on a vector observation; on an image, one shared
+    ImageEncoder under a linear actor head and a linear critic head. The actor outputs the
+    logits of a categorical distribution, or the mean of a diagonal Gaussian whose log std
+    is a learned state-independent parameter."""
+
+    def __init__(self, obs_shape, action_dim, continuous, hidden_size=64, uint8=False):
         super().__init__()
         self.continuous = continuous
-        self.critic = mlp(obs_dim, hidden_size, 1, out_std=1.0)
-        self.actor = mlp(obs_dim, hidden_size, action_dim, out_std=0.01)
+        if len(obs_shape) == 3:  # an image
+            self.encoder = ImageEncoder(obs_shape, uint8)
+            self.critic = layer_init(nn.Linear(self.encoder.output_size, 1), std=1.0)
+            self.actor = layer_init(nn.Linear(self.encoder.output_size, action_dim), std=0.01)
+        else:
+            self.encoder = nn.Identity()
+            self.critic = mlp(obs_shape[0], hidden_size, 1, out_std=1.0)
+            self.actor = mlp(obs_shape[0], hidden_size, action_dim, out_std=0.01)
         if continuous:
             self.actor_logstd = nn.Parameter(torch.zeros(1, action_dim))
 
     def get_value(self, obs):
-        return self.critic(obs).squeeze(-1)
+        return self.critic(self.encoder(obs)).squeeze(-1)
 
     def get_action_and_value(self, obs, action=None):
         """(action, log-probability, entropy, value) for each observation, sampling the
         action from the policy when none is given. A Gaussian's dimensions are independent:
         their log-probabilities and entropies add up."""
+        features = self.encoder(obs)  # the observation itself, or the image's features
         if self.continuous:
-            mean = self.actor(obs)
+            mean = self.actor(features)
             dist = Normal(mean, self.actor_logstd.expand_as(mean).exp(), validate_args=False)
         else:
-            dist = Categorical(logits=self.actor(obs), validate_args=False)
+            dist = Categorical(logits=self.actor(features), validate_args=False)
         if action is None:
             action = dist.sample()
         logprob, entropy = dist.log_prob(action), dist.entropy()
         if self.continuous:
             logprob, entropy = logprob.sum(-1), entropy.sum(-1)
-        return action, logprob, entropy, self.get_value(obs)
+        return action, logprob, entropy, self.critic(features).squeeze(-1)
 
 
 # ---------------------------------------------------------------------------------------
@@ -375,26 +441,50 @@ class ObsNormalizer:
             setattr(self.rms, k, state[k].numpy())
 
 
-def make_vector_env(env_id, num_envs, reward_gamma=None, video_folder=None):
+def atari_wrappers(env, life_loss):
+    """The DQN paper's Atari preprocessing with Gymnasium's own wrappers: up to 30 no-op
+    actions at reset, every action repeated for 4 frames (the max of the last two frames
+    against flicker), frames gray and resized to 84 x 84, the last 4 stacked into one
+    uint8 observation [4, 84, 84]; with life_loss a lost life terminates the episode
+    (Gymnasium's wrapper then starts a new game). Departure from the paper: ALE v5's sticky
+    actions (the previous action repeats with probability 0.25) stay on, as Machado et al.
+    2018 recommend."""
+    env = gym.wrappers.AtariPreprocessing(env, noop_max=30, frame_skip=4, screen_size=84,
+                                          terminal_on_life_loss=life_loss, grayscale_obs=True)
+    return gym.wrappers.FrameStackObservation(env, 4)
+
+
+def make_vector_env(env_id, num_envs, training=False, reward_gamma=None, life_loss=False,
+                    video_folder=None):
     """N copies of env_id in one synchronous vector environment, with SAME_STEP autoreset
     (the observation after an episode ends is the next episode's first; the true last one
     is in info["final_obs"]) and episode statistics recorded by Gymnasium's wrapper. With
     reward_gamma (--norm-reward), rewards are divided by the running std of the return
     discounted by it (Gymnasium's NormalizeReward) and clipped to [-10, 10], after the
-    statistics wrapper, so that episodes.csv keeps the raw returns."""
+    statistics wrapper, so that episodes.csv keeps the raw returns. An Atari id gets
+    atari_wrappers (life_loss only in training) and, in training, rewards clipped to their
+    sign after the statistics wrapper, as in the DQN paper: episodes.csv keeps the game's
+    score. A video records the game's own screen, before the preprocessing."""
+    atari = env_id.startswith("ALE/")
+    options = {"frameskip": 1} if atari else {}  # AtariPreprocessing skips frames itself
+
     def make(i):
         if video_folder is None:
-            return gym.make(env_id)
-        os.environ.setdefault("SDL_VIDEODRIVER", "dummy")  # frames only, no window to open
-        env = gym.make(env_id, render_mode="rgb_array")
-        with warnings.catch_warnings():  # the environments share one folder on purpose
-            warnings.filterwarnings("ignore", message=".*Overwriting existing videos")
-            return gym.wrappers.RecordVideo(env, video_folder, name_prefix=f"eval-{i}",
-                                           episode_trigger=lambda episode: episode == 0)
+            env = gym.make(env_id, **options)
+        else:
+            os.environ.setdefault("SDL_VIDEODRIVER", "dummy")  # frames only, no window to open
+            env = gym.make(env_id, render_mode="rgb_array", **options)
+            with warnings.catch_warnings():  # the environments share one folder on purpose
+                warnings.filterwarnings("ignore", message=".*Overwriting existing videos")
+                env = gym.wrappers.RecordVideo(env, video_folder, name_prefix=f"eval-{i}",
+                                               episode_trigger=lambda episode: episode == 0)
+        return atari_wrappers(env, life_loss and training) if atari else env
 
     envs = gym.vector.SyncVectorEnv([lambda i=i: make(i) for i in range(num_envs)],
                                     autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
     envs = gym.wrappers.vector.RecordEpisodeStatistics(envs)
+    if atari and training:
+        envs = gym.wrappers.vector.TransformReward(envs, np.sign)
     if reward_gamma is not None:
         envs = gym.wrappers.vector.NormalizeReward(envs, gamma=reward_gamma)
         envs = gym.wrappers.vector.ClipReward(envs, -10.0, 10.0)
@@ -508,15 +598,18 @@ def main(args: Args) -> dict:
     Ctrl-C stops training; the run folder is written, then KeyboardInterrupt goes on up."""
     # Check everything a user can get wrong before anything runs (CONTRIBUTING.md, "Bad input").
     check_args(args)
-    obs_dim, action_dim, continuous = check_env(args.env_id)
+    obs_space, action_dim, continuous = check_env(args.env_id)
+    if args.norm_obs and len(obs_space.shape) == 3:
+        fail("--norm-obs is for vector observations; the network scales an image's pixels itself")
     checkpoint = load_checkpoint(args.eval_checkpoint, args.env_id)  # None without the flag
     if checkpoint is not None:  # the network's size and normalization come from the model
         args = replace(args, **{k: checkpoint["args"][k] for k in ("hidden_size", "norm_obs")})
 
     # Set up: seeds, device, the agent, the observation normalizer, the run folder.
     device = seed_and_device(args.seed, args.cuda)
-    agent = Agent(obs_dim, action_dim, continuous, args.hidden_size).to(device)
-    normalizer = ObsNormalizer((obs_dim,), args.norm_obs)
+    agent = Agent(obs_space.shape, action_dim, continuous, args.hidden_size,
+                  uint8=obs_space.dtype == np.uint8).to(device)
+    normalizer = ObsNormalizer(obs_space.shape, args.norm_obs)
     if checkpoint is not None:
         restore(checkpoint, agent, normalizer, args)
     run = RunWriter(args, device, agent, normalizer, rollout_steps=args.num_envs * args.num_steps)
@@ -524,8 +617,9 @@ def main(args: Args) -> dict:
     # Train (unless evaluating a checkpoint), then finish: evaluate, save, write, plot.
     interrupted = False
     if checkpoint is None:
-        envs = make_vector_env(args.env_id, args.num_envs,
-                               reward_gamma=args.gamma if args.norm_reward else None)
+        envs = make_vector_env(args.env_id, args.num_envs, training=True,
+                               reward_gamma=args.gamma if args.norm_reward else None,
+                               life_loss=args.terminal_on_life_loss)
         try:
             train(args, agent, normalizer, envs, run, device)
         except KeyboardInterrupt:
@@ -590,6 +684,8 @@ def check_args(args):
              "pass --eval-episodes 1 or more")
     if args.capture_video and importlib.util.find_spec("moviepy") is None:
         fail("--capture-video needs moviepy: pip install moviepy==2.2.1")
+    if args.terminal_on_life_loss and not args.env_id.startswith("ALE/"):
+        fail(f"--terminal-on-life-loss is for Atari's lives (ALE/ ids), not {args.env_id}")
     batch_size = args.num_envs * args.num_steps
     if batch_size % args.num_minibatches:
         fail(f"num_envs*num_steps = {batch_size} is not divisible by --num-minibatches "
@@ -604,9 +700,12 @@ def check_args(args):
 
 def check_env(env_id):
     """Make env_id once (gym.make imports the module of a module:EnvId id itself) and check
-    that ppo.py handles its spaces; returns (obs_dim, action_dim, continuous)."""
+    that ppo.py handles its spaces; returns (observation space, action_dim, continuous)."""
+    register_game_ids(env_id)
+    atari = env_id.startswith("ALE/")
     try:
-        env = gym.make(env_id)
+        env = gym.make(env_id, **({"frameskip": 1} if atari else {}))
+        env = atari_wrappers(env, life_loss=False) if atari else env  # the agent's frames
     except (gym.error.NameNotFound, gym.error.VersionNotFound, gym.error.NamespaceNotFound):
         close = [i for i in difflib.get_close_matches(env_id.rpartition(":")[2], gym.registry,
                                                       n=6, cutoff=0.6) if makeable(i)][:3]
@@ -630,13 +729,32 @@ def check_env(env_id):
              f"{action_space.shape}; ppo.py handles Discrete and flat Box actions (for "
              "MultiDiscrete or MultiBinary, number the combinations as one Discrete action; "
              "ppo_masked.py can then mask the invalid ones)")
-    if not (isinstance(obs_space, gym.spaces.Box) and len(obs_space.shape) == 1):
+    if not (isinstance(obs_space, gym.spaces.Box) and len(obs_space.shape) in (1, 3)):
         fail(f"{env_id} has a {type(obs_space).__name__} observation space of shape "
-             f"{obs_space.shape}; ppo.py's MLP needs a flat Box (ppo_masked.py one-hot encodes "
-             "Discrete ones, qlearning.py uses a table)")
+             f"{obs_space.shape}; ppo.py needs a flat Box or an image Box (H x W x C or "
+             "C x H x W; a 2-D frame gets its channel from gymnasium.wrappers.ReshapeObservation; "
+             "ppo_masked.py one-hot encodes Discrete ones, qlearning.py uses a table)")
+    shape = obs_space.shape  # an image's side: its channels are the shorter end dimension
+    if len(shape) == 3 and min(shape[:2] if shape[2] < shape[0] else shape[1:]) < 3:
+        fail(f"{env_id} has images of shape {obs_space.shape}; the smallest convolution needs "
+             "3 x 3 pixels or more")
     continuous = isinstance(action_space, gym.spaces.Box)
     action_dim = action_space.shape[0] if continuous else int(action_space.n)
-    return obs_space.shape[0], action_dim, continuous
+    return obs_space, action_dim, continuous
+
+
+def register_game_ids(env_id):
+    """ALE/ (Atari) and MinAtar/ ids are registered by packages that gym.make does not import
+    by itself: import them here, or say how to install them."""
+    for prefix, package, pin in (("ALE/", "ale_py", "ale-py==0.12.1"),
+                                  ("ALE/", "cv2", "opencv-python-headless==5.0.0.93"),
+                                  ("MinAtar/", "minatar", "minatar==1.0.15")):
+        if env_id.startswith(prefix) and importlib.util.find_spec(package) is None:
+            fail(f"{env_id} needs the {package} package: pip install {pin}")
+    if env_id.startswith("ALE/"):
+        gym.register_envs(importlib.import_module("ale_py"))
+    elif env_id.startswith("MinAtar/") and env_id not in gym.registry:
+        importlib.import_module("minatar.gym").register_envs()
 
 
 def makeable(env_id):
@@ -672,7 +790,7 @@ def evaluate(agent, normalizer, env_id, episodes, seed, device, video_folder=Non
     obs, _ = envs.reset(seed=seed)
     returns = np.full(episodes, np.nan)
     while np.isnan(returns).any():
-        out = agent.actor(torch.from_numpy(normalizer(obs)).to(device))
+        out = agent.actor(agent.encoder(torch.from_numpy(normalizer(obs)).to(device)))
         action = out if agent.continuous else out.argmax(-1)
         obs, _, _, _, info = envs.step(to_env_action(agent, action, envs.single_action_space))
         if "_episode" in info:

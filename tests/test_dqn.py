@@ -148,7 +148,7 @@ def test_buffer_sample_is_reproducible_from_its_generator():
 # The target network update by hand: theta' = 0 everywhere, theta = 4 everywhere
 # ---------------------------------------------------------------------------------------
 def constant_network(value, obs_dim=1, num_actions=2, hidden_size=4):
-    net = dqn.QNetwork(obs_dim, num_actions, hidden_size)
+    net = dqn.QNetwork((obs_dim,), num_actions, hidden_size)
     for p in net.parameters():
         torch.nn.init.constant_(p, value)
     return net
@@ -173,12 +173,7 @@ class TerminateOnOne(CountingEnv):
     terminate_on = 1
 
 
-class ImageEnv(CountingEnv):
-    observation_space = gym.spaces.Box(0, 255, (8, 8, 3), dtype=np.uint8)
-
-
 gym.register("DqnCountToThree-v0", entry_point=TerminateOnOne, max_episode_steps=3)
-gym.register("DqnPixels-v0", entry_point=ImageEnv)
 
 
 def test_episode_ends_store_the_true_final_observation(tmp_path, monkeypatch):
@@ -218,7 +213,7 @@ def test_episode_ends_store_the_true_final_observation(tmp_path, monkeypatch):
 # ---------------------------------------------------------------------------------------
 def network_with_outputs(*q_values):
     net = constant_network(0.0)
-    net.fc3.bias.data = tensor(*q_values)
+    net.head.bias.data = tensor(*q_values)
     return net
 
 
@@ -309,7 +304,7 @@ def test_a_gradient_step_is_adams_first_step_on_the_clipped_gradient(tmp_path, m
 
     monkeypatch.setattr(torch.optim.Adam, "step", step)
     torch.manual_seed(0)
-    q_network, target_network = dqn.QNetwork(1, 2, 4), dqn.QNetwork(1, 2, 4)
+    q_network, target_network = dqn.QNetwork((1,), 2, 4), dqn.QNetwork((1,), 2, 4)
     train_directly(tmp_path, q_network, target_network, total_timesteps=16, learning_starts=8,
                    train_frequency=16, gradient_steps=1, batch_size=4, buffer_size=16,
                    learning_rate=0.01, max_grad_norm=1e-3)
@@ -443,9 +438,9 @@ def test_the_budget_is_rounded_down_to_whole_steps_of_the_environments(tmp_path,
 @pytest.fixture
 def bad_checkpoints(tmp_path):
     acrobot = tmp_path / "acrobot.pt"
-    dqn.save_checkpoint(acrobot, dqn.QNetwork(6, 3), dqn.Args(env_id="Acrobot-v1"))
+    dqn.save_checkpoint(acrobot, dqn.QNetwork((6,), 3), dqn.Args(env_id="Acrobot-v1"))
     misfit = tmp_path / "misfit.pt"  # says CartPole-v1 but holds a network for 3 inputs
-    dqn.save_checkpoint(misfit, dqn.QNetwork(3, 2), dqn.Args(env_id="CartPole-v1"))
+    dqn.save_checkpoint(misfit, dqn.QNetwork((3,), 2), dqn.Args(env_id="CartPole-v1"))
     return {**unreadable_checkpoints(tmp_path),
             "acrobot": str(acrobot), "misfit": str(misfit)}
 
@@ -454,10 +449,8 @@ def bad_checkpoints(tmp_path):
     (["--env-id", "Pendulum-v1"], "Box action space; dqn.py needs Discrete actions (ddpg_td3.py, "
      "sac.py and ppo.py take Box ones"),
     (["--env-id", "SpinTheBits-v0"], "MultiBinary action space; dqn.py needs Discrete actions"),
-    (["--env-id", "DqnPixels-v0"], "Box observation space of shape (8, 8, 3); dqn.py's MLP "
-     "needs a flat Box, and it has no CNN for images"),
-    (["--env-id", "FrozenLake-v1"], "Discrete observation space of shape (); dqn.py's MLP needs "
-     "a flat Box"),
+    (["--env-id", "FrozenLake-v1"], "Discrete observation space of shape (); dqn.py needs a "
+     "flat Box or an image Box"),
     (["--env-id", "my_envs:GridCells-v0"], "Discrete observation space of shape ()"),
     (["--buffer-size", "100", "--batch-size", "128"], "--buffer-size 100 is smaller than one batch"),
     (["--buffer-size", "1000", "--num-envs", "3"], "--buffer-size 1000 is not divisible by --num-envs 3"),

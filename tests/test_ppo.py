@@ -180,7 +180,7 @@ def test_buffer_vtrace_weighs_by_current_over_behaviour_policy():
     #   vs_1 = 1 + 0.25*0.5 = 1.125;  vs_0 = 1 + 1*0.5 + 0.5*1*(1.125 - 1) = 1.5625
     #   adv_0 = 1*(1 + 0.5*vs_1 - 1) = 0.5625;  adv_1 = 0.25*(1 + 0.5*1 - 1) = 0.125
     # (the sign turned round, mu/pi = [0.5, 4], would give vs_1 = 1.5 and adv_0 = 0.375)
-    agent = ppo.Agent(1, 2, continuous=False, hidden_size=4)
+    agent = ppo.Agent((1,), 2, continuous=False, hidden_size=4)
     with torch.no_grad():
         for head, bias in ((agent.actor[-1], torch.log(tensor(0.8, 0.2))), (agent.critic[-1], tensor(1.0))):
             head.weight.zero_()
@@ -207,7 +207,7 @@ def test_buffer_shapes_and_dtypes():
 
 
 def test_gaussian_policy_logprob_sums_over_action_dimensions():
-    agent = ppo.Agent(3, 2, continuous=True)
+    agent = ppo.Agent((3,), 2, continuous=True)
     with torch.no_grad():
         agent.actor_logstd.fill_(math.log(2.0))
     obs, actions = torch.randn(4, 3), torch.randn(4, 2)
@@ -221,7 +221,7 @@ def test_gaussian_policy_logprob_sums_over_action_dimensions():
 
 
 def test_actions_are_clipped_to_the_bounds_only_when_stepping():
-    agent = ppo.Agent(3, 1, continuous=True)
+    agent = ppo.Agent((3,), 1, continuous=True)
     space = gym.spaces.Box(-2.0, 2.0, (1,))
     sampled = torch.tensor([[-5.0], [0.5], [3.0]])
     assert ppo.to_env_action(agent, sampled, space).tolist() == [[-2.0], [0.5], [2.0]]
@@ -278,7 +278,17 @@ def test_the_truncated_step_bootstraps_from_the_value_of_its_final_observation(
     # values V(s_t) = 10*[0, 1, 2, 0] and next_values = [V(1), V(2), V(final obs 3),
     # V(last obs 1)] = [10, 20, 30, 10]: at the truncated step, 30, not V(0) = 0 of the
     # observation that starts the next episode.
-    monkeypatch.setattr(ppo.Agent, "get_value", lambda self, obs: 10 * obs[..., 0])
+    class TenTimesObs(torch.nn.Module):
+        def forward(self, obs):
+            return 10 * obs[..., :1]
+
+    built = ppo.Agent.__init__
+
+    def build_with_critic_by_hand(self, *args, **kwargs):
+        built(self, *args, **kwargs)
+        self.critic = TenTimesObs()
+
+    monkeypatch.setattr(ppo.Agent, "__init__", build_with_critic_by_hand)
     seen = []
     original = getattr(ppo, function)
 
@@ -358,7 +368,7 @@ def test_evaluation_normalizes_observations_with_the_frozen_statistics():
             seen.append(obs[0, 0].item())
             return torch.tensor([[1.0, 0.0]])
 
-    agent = ppo.Agent(1, 2, continuous=False)
+    agent = ppo.Agent((1,), 2, continuous=False)
     agent.actor = Recorder()
     normalizer = ppo.ObsNormalizer((1,), enabled=True)
     normalizer.rms.mean, normalizer.rms.var = np.array([1.0]), np.array([4.0])
@@ -500,9 +510,9 @@ def test_eval_every_writes_rows_keeps_the_best_model_and_leaves_training_alone(t
 def bad_checkpoints(tmp_path):
     pendulum = tmp_path / "pendulum.pt"
     args = ppo.Args(env_id="Pendulum-v1")
-    ppo.save_checkpoint(pendulum, ppo.Agent(3, 1, True), ppo.ObsNormalizer((3,), False), args)
+    ppo.save_checkpoint(pendulum, ppo.Agent((3,), 1, True), ppo.ObsNormalizer((3,), False), args)
     misfit = tmp_path / "misfit.pt"  # says 32 hidden units, holds a 64-unit network
-    ppo.save_checkpoint(misfit, ppo.Agent(4, 2, False, 64), ppo.ObsNormalizer((4,), False),
+    ppo.save_checkpoint(misfit, ppo.Agent((4,), 2, False, 64), ppo.ObsNormalizer((4,), False),
                         ppo.Args(hidden_size=32))
     return {**unreadable_checkpoints(tmp_path),
             "pendulum": str(pendulum), "misfit": str(misfit)}

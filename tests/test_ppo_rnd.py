@@ -315,7 +315,7 @@ def bad_checkpoints(tmp_path):
     ppo_rnd.save_checkpoint(pendulum, ppo_rnd.Agent(3, 1, True), ppo_rnd.ObsNormalizer((3,), True),
                             ppo_rnd.Args(env_id="Pendulum-v1"))
     plain = tmp_path / "plain.pt"  # ppo.py's model: no intrinsic head
-    ppo.save_checkpoint(plain, ppo.Agent(2, 3, False), ppo.ObsNormalizer((2,), True),
+    ppo.save_checkpoint(plain, ppo.Agent((2,), 3, False), ppo.ObsNormalizer((2,), True),
                         ppo.Args(env_id="MountainCar-v0", norm_obs=True))
     return {**unreadable_checkpoints(tmp_path), "pendulum": str(pendulum), "plain": str(plain)}
 

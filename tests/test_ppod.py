@@ -558,7 +558,7 @@ def test_demos_of_the_agents_episodes_keep_raw_observations_under_norm_obs(tmp_p
 def test_record_demo_from_a_ppo_checkpoint(tmp_path, count_demos):
     # ppo.py's model.pt has the same layout; a second recording takes the next file name
     model = str(tmp_path / "ppo.pt")
-    ppo.save_checkpoint(model, ppo.Agent(1, 2, False, 16), ppo.ObsNormalizer((1,), False),
+    ppo.save_checkpoint(model, ppo.Agent((1,), 2, False, 16), ppo.ObsNormalizer((1,), False),
                         ppo.Args(env_id="CountToThree-v0", hidden_size=16))
     recorded = ppod.main(ppod.Args(env_id="CountToThree-v0", record_demo_from=model,
                                    demos_dir=count_demos))
@@ -572,7 +572,7 @@ def test_continuous_actions_are_replayed_as_recorded(tmp_path, rollouts):
     # A Pendulum demo recorded from an untrained ppo.py policy: 200 steps, cut by the time
     # limit. Wherever a slot replays it, the rollout holds the demo's action vectors.
     model = str(tmp_path / "ppo.pt")
-    ppo.save_checkpoint(model, ppo.Agent(3, 1, True), ppo.ObsNormalizer((3,), False),
+    ppo.save_checkpoint(model, ppo.Agent((3,), 1, True), ppo.ObsNormalizer((3,), False),
                         ppo.Args(env_id="Pendulum-v1"))
     demos_dir = str(tmp_path / "demos")
     ppod.main(ppod.Args(env_id="Pendulum-v1", record_demo_from=model, demos_dir=demos_dir))
