@@ -42,11 +42,16 @@ RUNS = {
     "ppo.py Pendulum": ["--env-id", "Pendulum-v1", "--num-envs", "2", "--num-steps", "32",
                         "--total-timesteps", "64", "--norm-obs", "--norm-reward",
                         "--advantage", "vtrace"],
+    "ppo.py MinAtar": ["--env-id", "MinAtar/Breakout-v1", "--num-envs", "2", "--num-steps", "32",
+                       "--total-timesteps", "64"],  # images: the CNN, uint8 frames
     "ppo_masked.py": ["--num-envs", "2", "--num-steps", "32", "--total-timesteps", "64"],
     "ppod.py": ["--num-envs", "2", "--num-steps", "32", "--total-timesteps", "64",
                 "--rho", "0.9", "--phi", "0"],  # demos replayed from the start
     "dqn.py": ["--total-timesteps", "160", "--learning-starts", "100", "--train-frequency", "20",
                "--batch-size", "16", "--target-network-frequency", "20", "--log-interval", "40"],
+    "dqn.py MinAtar": ["--env-id", "MinAtar/Breakout-v1", "--total-timesteps", "160",
+                       "--learning-starts", "100", "--train-frequency", "20", "--batch-size", "16",
+                       "--buffer-size", "160", "--log-interval", "40"],  # uint8 frames replayed
     "ddpg_td3.py": REPLAY,
     "ddpg_td3.py ddpg": ["--algo", "ddpg", *REPLAY],
     "sac.py": REPLAY,
