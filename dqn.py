@@ -45,9 +45,10 @@ Run:
     python dqn.py --env-id CartPole-v1 --no-double-dqn --loss huber
     python dqn.py --env-id Acrobot-v1
     PYTHONPATH=tests python dqn.py --env-id my_envs:GridWorld-v0   # tests/my_envs.py's id
-    python dqn.py --env-id MinAtar/Breakout-v1 --total-timesteps 1000000 --buffer-size 100000 \
-        --batch-size 32 --learning-rate 2.5e-4 --train-frequency 4 --gradient-steps 1 \
-        --target-network-frequency 1000 --learning-starts 5000 --end-e 0.1 --loss huber
+    python dqn.py --env-id MinAtar/Breakout-v1 --total-timesteps 1000000 --num-envs 4 \
+        --buffer-size 100000 --batch-size 32 --learning-rate 2.5e-4 --train-frequency 4 \
+        --gradient-steps 1 --target-network-frequency 1000 --learning-starts 5000 \
+        --end-e 0.1 --loss huber                                     # pip install minatar
     python dqn.py --help
 
 Writes runs/<env_id>__dqn__<seed>__<unix_time>/ with config.json, episodes.csv,
@@ -387,6 +388,7 @@ def make_vector_env(env_id, num_envs, training=False, life_loss=False, video_fol
         else:
             os.environ.setdefault("SDL_VIDEODRIVER", "dummy")  # frames only, no window to open
             env = gym.make(env_id, render_mode="rgb_array", **options)
+            env = MinAtarScreen(env) if env_id.startswith("MinAtar/") else env
             with warnings.catch_warnings():  # the environments share one folder on purpose
                 warnings.filterwarnings("ignore", message=".*Overwriting existing videos")
                 env = gym.wrappers.RecordVideo(env, video_folder, name_prefix=f"eval-{i}",
@@ -649,6 +651,17 @@ def register_game_ids(env_id):
         gym.register_envs(importlib.import_module("ale_py"))
     elif env_id.startswith("MinAtar/") and env_id not in gym.registry:
         importlib.import_module("minatar.gym").register_envs()
+
+
+class MinAtarScreen(gym.Wrapper):
+    """MinAtar draws its 10 x 10 grid as floats in [0, 1], which a video shows black: bytes
+    instead, each cell 16 x 16 pixels."""
+
+    def render(self):
+        with warnings.catch_warnings():  # Gymnasium's checker warns of the floats once
+            warnings.simplefilter("ignore")
+            frame = self.env.render()
+        return (frame * 255).astype(np.uint8).repeat(16, axis=0).repeat(16, axis=1)
 
 
 def makeable(env_id):

@@ -474,6 +474,7 @@ def make_vector_env(env_id, num_envs, training=False, reward_gamma=None, life_lo
         else:
             os.environ.setdefault("SDL_VIDEODRIVER", "dummy")  # frames only, no window to open
             env = gym.make(env_id, render_mode="rgb_array", **options)
+            env = MinAtarScreen(env) if env_id.startswith("MinAtar/") else env
             with warnings.catch_warnings():  # the environments share one folder on purpose
                 warnings.filterwarnings("ignore", message=".*Overwriting existing videos")
                 env = gym.wrappers.RecordVideo(env, video_folder, name_prefix=f"eval-{i}",
@@ -755,6 +756,17 @@ def register_game_ids(env_id):
         gym.register_envs(importlib.import_module("ale_py"))
     elif env_id.startswith("MinAtar/") and env_id not in gym.registry:
         importlib.import_module("minatar.gym").register_envs()
+
+
+class MinAtarScreen(gym.Wrapper):
+    """MinAtar draws its 10 x 10 grid as floats in [0, 1], which a video shows black: bytes
+    instead, each cell 16 x 16 pixels."""
+
+    def render(self):
+        with warnings.catch_warnings():  # Gymnasium's checker warns of the floats once
+            warnings.simplefilter("ignore")
+            frame = self.env.render()
+        return (frame * 255).astype(np.uint8).repeat(16, axis=0).repeat(16, axis=1)
 
 
 def makeable(env_id):

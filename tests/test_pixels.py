@@ -203,14 +203,20 @@ def test_atari_frames_stacks_and_rewards_clipped_for_training_only(script):
 
 @pytest.mark.skipif(not HAS_MINATAR, reason="minatar is not installed")
 @pytest.mark.parametrize("script", MODULES)
-def test_a_minatar_id_runs(script, tmp_path):
+def test_a_minatar_id_runs_and_films_its_grid_in_colour(script, tmp_path):
+    from moviepy import VideoFileClip
     module = MODULES[script]
     flags = dict(learning_starts=32, buffer_size=64, batch_size=8) if script == "dqn.py" else \
         dict(num_envs=2, num_steps=32)
     summary = module.main(module.Args(env_id="MinAtar/Breakout-v1", total_timesteps=64,
-                                      eval_episodes=1, cuda=False, output_dir=str(tmp_path),
-                                      **flags))
+                                      eval_episodes=1, capture_video=True, cuda=False,
+                                      output_dir=str(tmp_path), **flags))
     assert summary["global_steps"] == 64
+    (video,) = tmp_path.glob("*/videos/*.mp4")
+    with VideoFileClip(str(video)) as clip:
+        frame = clip.get_frame(0)
+    # 10 x 10 cells of 16 x 16 pixels; MinAtar's floats in [0, 1] would film black
+    assert frame.shape == (160, 160, 3) and frame.max() > 100
 
 
 # ---------------------------------------------------------------------------------------
