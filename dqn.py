@@ -243,31 +243,35 @@ def soft_update(target_net, source_net, tau):
 
 class ReplayBuffer:
     """A ring buffer of the last `capacity` transitions (s, a, r, s', terminated) in
-    tensors preallocated on the device, so memory stays constant however long the run.
+    preallocated NumPy arrays, so memory stays constant however long the run.
 
     Row i holds one transition: obs s, action a, reward r, next_obs s' and the terminated
     flag. s' is the true final observation where the episode ended at that step (not the
     next episode's first one). Transitions of N environments arrive N rows at a time, in
     environment order; capacity is a multiple of N, so a write never wraps mid-way.
     Observations keep obs_dtype: uint8 frames take a quarter of the memory of float32 ones
-    (100,000 Atari transitions, s and s' of 4 x 84 x 84 bytes each: 5.6 GB).
+    (100,000 Atari transitions, s and s' of 4 x 84 x 84 bytes each: 5.6 GB). The buffer stays
+    in host memory and only the sampled batch goes to the device, as in Stable-Baselines3:
+    NumPy's writes and reads of a few rows cost a tenth of torch's on the CPU, and a batch of
+    uint8 frames is a small copy for a GPU.
     """
 
-    def __init__(self, capacity, obs_shape, device, rng, obs_dtype=torch.float32):
+    def __init__(self, capacity, obs_shape, device, rng, obs_dtype=np.float32):
         self.capacity, self.pos, self.size, self.device, self.rng = capacity, 0, 0, device, rng
-        self.obs = torch.zeros((capacity, *obs_shape), dtype=obs_dtype, device=device)
-        self.next_obs = torch.zeros((capacity, *obs_shape), dtype=obs_dtype, device=device)
-        self.actions = torch.zeros(capacity, dtype=torch.int64, device=device)
-        self.rewards = torch.zeros(capacity, dtype=torch.float32, device=device)
-        self.terminated = torch.zeros(capacity, dtype=torch.float32, device=device)
+        self.obs = np.zeros((capacity, *obs_shape), dtype=obs_dtype)
+        self.next_obs = np.zeros((capacity, *obs_shape), dtype=obs_dtype)
+        self.actions = np.zeros(capacity, dtype=np.int64)
+        self.rewards = np.zeros(capacity, dtype=np.float32)
+        self.terminated = np.zeros(capacity, dtype=np.float32)
 
     def add(self, obs, next_obs, actions, rewards, terminated):
-        """Store N transitions (NumPy arrays with N rows) over the oldest ones."""
+        """Store N transitions (arrays with N rows) over the oldest ones."""
         rows = slice(self.pos, self.pos + len(actions))
-        for field, values in ((self.obs, obs), (self.next_obs, next_obs),
-                              (self.actions, actions), (self.rewards, rewards),
-                              (self.terminated, terminated)):
-            field[rows] = torch.as_tensor(values, device=self.device)
+        self.obs[rows] = obs
+        self.next_obs[rows] = next_obs
+        self.actions[rows] = actions
+        self.rewards[rows] = rewards
+        self.terminated[rows] = terminated
         self.pos = (self.pos + len(actions)) % self.capacity
         self.size = min(self.size + len(actions), self.capacity)
 
@@ -275,8 +279,8 @@ class ReplayBuffer:
         """batch_size transitions drawn uniformly, with replacement, from those stored: one
         index vector picks the same rows of every field. Returns tensors on the device
         (obs, actions, rewards, next_obs, terminated)."""
-        idx = torch.from_numpy(self.rng.integers(self.size, size=batch_size)).to(self.device)
-        return tuple(field[idx] for field in
+        idx = self.rng.integers(self.size, size=batch_size)
+        return tuple(torch.from_numpy(field[idx]).to(self.device) for field in
                      (self.obs, self.actions, self.rewards, self.next_obs, self.terminated))
 
 
@@ -424,7 +428,7 @@ def train(args, envs, q_network, target_network, run):
     # never larger than the run needs: num_iterations steps of num_envs transitions; frames
     # kept as bytes (uint8 pixels, or MinAtar's bool cells as 0/1), vectors as float32
     obs_space = envs.single_observation_space
-    obs_dtype = torch.uint8 if obs_space.dtype in (np.uint8, np.bool_) else torch.float32
+    obs_dtype = np.uint8 if obs_space.dtype in (np.uint8, np.bool_) else np.float32
     buffer = ReplayBuffer(min(args.buffer_size, num_iterations * args.num_envs),
                           obs_space.shape, device, rng, obs_dtype)
     exploration_steps = args.exploration_fraction * args.total_timesteps
