@@ -87,7 +87,7 @@ class Task:
 
     @property
     def name(self):
-        env = self.env_id.split(":")[-1]  # module:EnvId -> EnvId
+        env = self.env_id.split(":")[-1].replace("/", "-")  # module:EnvId -> EnvId; ALE/X -> ALE-X
         return f"{self.script}-{env}" + (f"-{self.label}" if self.label else "")
 
 
@@ -108,10 +108,29 @@ ES_PENDULUM = ["--total-timesteps", "3000000", "--population-size", "32",
 # CartPole-v1 without its velocities for scripts without --hide-obs (benchmarks/no_velocity.py)
 NO_VELOCITY = "benchmarks.no_velocity:CartPoleNoVel-v1"
 
+# a 24-state chain with one reward at its end (benchmarks/sparse_chain.py), 100k steps for
+# ppo_rnd.py and for ppo.py with ppo_rnd.py's PPO flags (PPO_AS_PPOD's, budget replaced)
+SPARSE_CHAIN = "benchmarks.sparse_chain:SparseChain-v0"
+CHAIN_BUDGET = ["--total-timesteps", "100000"]
+
 PPO_LSTM_PENDULUM = ["--hide-obs", "2", "--total-timesteps", "200000", "--anneal-steps", "200000",
                      "--num-steps", "256", "--data-chunk-length", "16", "--num-minibatches", "16",
                      "--gamma", "0.95", "--gae-lambda", "0.95", "--learning-rate", "1e-3",
                      "--ent-coef", "0.001"]
+
+# MinAtar, the CPU-sized pixel benchmark: the MinAtar paper's DQN settings (Young & Tian
+# 2019; RMSProp there, Adam here; to fit a laptop, 4 environments acting in one batch and a
+# gradient step every 4 environment steps instead of every one, and 500k steps) and
+# CleanRL's PPO settings for Atari (1M steps)
+DQN_MINATAR = ["--total-timesteps", "500000", "--num-envs", "4", "--buffer-size", "100000",
+               "--batch-size", "32", "--learning-rate", "2.5e-4", "--train-frequency", "4",
+               "--gradient-steps", "1", "--target-network-frequency", "1000",
+               "--learning-starts", "5000", "--exploration-fraction", "0.2", "--end-e", "0.1",
+               "--loss", "huber"]
+PPO_MINATAR = ["--total-timesteps", "1000000", "--num-envs", "8", "--num-steps", "128",
+               "--learning-rate", "2.5e-4", "--gamma", "0.99", "--gae-lambda", "0.95",
+               "--num-minibatches", "4", "--update-epochs", "4", "--clip-coef", "0.1",
+               "--ent-coef", "0.01"]
 
 # the same run with 1 and with 2 workers (the speed-up of es.py's workers; processes or Ray actors)
 ES_SPEED = ["--total-timesteps", "300000", "--eval-episodes", "0", "--num-workers"]
@@ -122,6 +141,11 @@ TASKS = {
              "eval 500", ["--stop-at-return", "475"]),
         Task("ppo", "Pendulum-v1", -200, "eval return at least -200 within 200k steps",
              PPO_PENDULUM),
+        Task("ppo", "MinAtar/Breakout-v1", 5, "MinAtar Breakout from its 10x10x4 frames: the "
+             "100-episode mean and the evaluation after 1M steps, beside dqn.py; steps per "
+             "second on this CPU", PPO_MINATAR, window=100),
+        Task("ppo", "MinAtar/SpaceInvaders-v1", 20, "a second MinAtar game (10x10x6 frames): "
+             "the 100-episode mean and the evaluation after 1M steps", PPO_MINATAR, window=100),
     ],
     "ddpg_td3": [
         Task("ddpg_td3", "Pendulum-v1", -200, "TD3: eval return at least -200 within 15k steps "
@@ -163,6 +187,9 @@ TASKS = {
              "that of benchmarks/sb3_dqn_cartpole.py (SB3 DQN, rl-zoo's CartPole "
              "hyperparameters) run interleaved",
              ["--stop-at-return", "475"]),
+        Task("dqn", "MinAtar/Breakout-v1", 5, "MinAtar Breakout from its 10x10x4 frames: the "
+             "100-episode mean and the evaluation after 500k steps, beside ppo.py; steps per "
+             "second on this CPU", DQN_MINATAR, window=100),
         Task("dqn", "Acrobot-v1", -100, "20-episode mean -100 (Gymnasium's threshold) with the "
              "defaults; eval after the default 50k steps"),
     ],
@@ -191,6 +218,15 @@ TASKS = {
              "200k environment steps; random -27", window=100),
         Task("matd3", "simple_spread_v3", -16, "MADDPG beside MATD3: the same flags, --algo "
              "maddpg", ["--algo", "maddpg"], label="maddpg", window=100),
+        Task("matd3", "simple_speaker_listener_v4", -12, "MATD3 on continuous speaker-listener, "
+             "100k steps: reach the final team return of AgileRL's MATD3 "
+             "(benchmarks/agilerl_matd3_speaker_listener.py, same budget, run interleaved) in "
+             "fewer steps and at most 0.7x its whole-process time; -12: above the best "
+             "listener that ignores the speaker (-14.5; results.md); random -36",
+             ["--total-timesteps", "100000"], window=100),
+        Task("matd3", "simple_speaker_listener_v4", -12, "MADDPG beside MATD3: the same flags, "
+             "--algo maddpg", ["--total-timesteps", "100000", "--algo", "maddpg"],
+             label="maddpg", window=100),
     ],
     "ppo_lstm": [
         Task("ppo_lstm", "CartPole-v1", 475, "CartPole without its velocities (--hide-obs 1 3): "
@@ -216,6 +252,12 @@ TASKS = {
         Task("ppo", "MountainCar-v0", -120, "ppo.py beside PPO+RND: ppo_rnd.py's PPO flags "
              "(ppod.py's defaults), no intrinsic reward, the same 300k environment steps",
              PPO_AS_PPOD, label="as-rnd", window=50),
+        Task("ppo_rnd", SPARSE_CHAIN, 0.9, "the harder sparse task: the end of the chain on 9 "
+             "of 10 episodes (50-episode mean 0.9) within 100k steps on every seed, where "
+             "ppo.py with the same flags does not", CHAIN_BUDGET, window=50),
+        Task("ppo", SPARSE_CHAIN, 0.9, "ppo.py beside PPO+RND on the chain: ppo_rnd.py's PPO "
+             "flags, no intrinsic reward, the same 100k steps",
+             PPO_AS_PPOD[2:] + CHAIN_BUDGET, label="as-rnd", window=50),
     ],
     "es": [
         Task("es", "CartPole-v1", 475, "eval return 500 within 20 generations at the median "
@@ -261,6 +303,11 @@ COMPARISONS = {
                                        "ppo-MountainCar-v0-as-rnd": "ppo.py with the same flags",
                                        "ppod-MountainCar-v0": "ppod.py, one demonstration "
                                                               "(seeds 1-5)"}),
+    "ppo_rnd-vs-ppo-SparseChain-v0": ("PPO+RND beside PPO on a 24-state chain, one reward at "
+                                      "its end", {"ppo_rnd-SparseChain-v0": "ppo_rnd.py (the "
+                                                                            "defaults)",
+                                                  "ppo-SparseChain-v0-as-rnd": "ppo.py with "
+                                                                               "the same flags"}),
     "ppo_lstm-vs-ppo-CartPoleNoVel": ("CartPole-v1 without its velocities: an LSTM policy "
                                       "beside an MLP", {
                                           "ppo_lstm-CartPole-v1-novel": "ppo_lstm.py --hide-obs 1 3",
@@ -270,6 +317,12 @@ COMPARISONS = {
                               "mappo-simple_spread_v3-as": "AS: state | own obs | id, team reward",
                               "mappo-simple_spread_v3-as-own-reward": "AS, each agent's own "
                               "reward"}),
+    "matd3-speaker-listener-maddpg-vs-matd3": ("MATD3 beside MADDPG on continuous "
+                                               "simple_speaker_listener_v4 (matd3.py)",
+                                               {"matd3-simple_speaker_listener_v4": "MATD3 (the "
+                                                "defaults, 100k steps)",
+                                                "matd3-simple_speaker_listener_v4-maddpg":
+                                                "MADDPG (--algo maddpg)"}),
 }
 
 NOTES = "<!-- benchmark.py rewrites everything above this line and keeps everything below it -->"
