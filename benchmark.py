@@ -317,8 +317,8 @@ COMPARISONS = {
                               "mappo-simple_spread_v3-as": "AS: state | own obs | id, team reward",
                               "mappo-simple_spread_v3-as-own-reward": "AS, each agent's own "
                               "reward"}),
-    "matd3-speaker-listener-maddpg-vs-matd3": ("MATD3 beside MADDPG on continuous "
-                                               "simple_speaker_listener_v4 (matd3.py)",
+    "matd3-speaker-listener-maddpg-vs-matd3": ("matd3.py's MATD3 beside MADDPG on "
+                                               "simple_speaker_listener_v4",
                                                {"matd3-simple_speaker_listener_v4": "MATD3 (the "
                                                 "defaults, 100k steps)",
                                                 "matd3-simple_speaker_listener_v4-maddpg":
