@@ -190,6 +190,9 @@ TASKS = {
         Task("dqn", "MinAtar/Breakout-v1", 5, "MinAtar Breakout from its 10x10x4 frames: the "
              "100-episode mean and the evaluation after 500k steps, beside ppo.py; steps per "
              "second on this CPU", DQN_MINATAR, window=100),
+        Task("dqn", "MinAtar/SpaceInvaders-v1", 20, "a second MinAtar game (10x10x6 frames): "
+             "the 100-episode mean and the evaluation after 500k steps", DQN_MINATAR,
+             window=100),
         Task("dqn", "Acrobot-v1", -100, "20-episode mean -100 (Gymnasium's threshold) with the "
              "defaults; eval after the default 50k steps"),
     ],
