@@ -345,8 +345,9 @@ class ImageEncoder(nn.Module):
         super().__init__()
         self.channels_last = obs_shape[-1] < obs_shape[0]
         self.uint8 = uint8
-        channels, height, width = ((obs_shape[2], *obs_shape[:2]) if self.channels_last
-                                   else obs_shape)
+        image_shape = ((obs_shape[2], *obs_shape[:2]) if self.channels_last  # [C, H, W]
+                       else tuple(obs_shape))
+        channels, height, width = image_shape
         large = min(height, width) >= 36
         convs = [(32, 8, 4), (64, 4, 2), (64, 3, 1)] if large else [(16, 3, 1)]
         self.output_size = 512 if large else 128
@@ -356,11 +357,8 @@ class ImageEncoder(nn.Module):
             channels = out_channels
         self.convs = nn.Sequential(*layers, nn.Flatten())
         with torch.no_grad():  # the linear layer's input size: a blank image run through
-            flat_size = self.convs(torch.zeros(1, *self.image_shape(obs_shape))).shape[1]
+            flat_size = self.convs(torch.zeros(1, *image_shape)).shape[1]
         self.linear = nn.Sequential(layer_init(nn.Linear(flat_size, self.output_size)), nn.ReLU())
-
-    def image_shape(self, obs_shape):
-        return (obs_shape[2], *obs_shape[:2]) if self.channels_last else tuple(obs_shape)
 
     def forward(self, obs):
         images = obs.float() / 255.0 if self.uint8 else obs.float()
