@@ -116,13 +116,13 @@ CHAIN_BUDGET = ["--total-timesteps", "100000"]
 PPO_LSTM_PENDULUM = ["--hide-obs", "2", "--total-timesteps", "200000", "--anneal-steps", "200000",
                      "--num-steps", "256", "--data-chunk-length", "16", "--num-minibatches", "16",
                      "--gamma", "0.95", "--gae-lambda", "0.95", "--learning-rate", "1e-3",
-                     "--ent-coef", "0.001"]
+                     "--ent-coef", "0.001", "--no-anneal-clip"]
 
 # MinAtar, the CPU-sized pixel benchmark: the MinAtar paper's DQN settings (Young & Tian
 # 2019; RMSProp there, Adam here; to fit a laptop, 4 environments acting in one batch and a
-# gradient step every 4 environment steps instead of every one, and 500k steps) and
-# CleanRL's PPO settings for Atari (1M steps)
-DQN_MINATAR = ["--total-timesteps", "500000", "--num-envs", "4", "--buffer-size", "100000",
+# gradient step every 4 environment steps instead of every one; 1M steps, as the paper's
+# first fifth) and CleanRL's PPO settings for Atari (1M steps)
+DQN_MINATAR = ["--total-timesteps", "1000000", "--num-envs", "4", "--buffer-size", "100000",
                "--batch-size", "32", "--learning-rate", "2.5e-4", "--train-frequency", "4",
                "--gradient-steps", "1", "--target-network-frequency", "1000",
                "--learning-starts", "5000", "--exploration-fraction", "0.2", "--end-e", "0.1",

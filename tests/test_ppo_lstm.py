@@ -282,7 +282,8 @@ def spy_on_ppo_loss(monkeypatch):
     calls, original = [], ppo_lstm.ppo_loss
 
     def spy(**kwargs):
-        calls.append({k: v.detach().clone() for k, v in kwargs.items() if torch.is_tensor(v)})
+        calls.append({k: v.detach().clone() if torch.is_tensor(v) else v
+                      for k, v in kwargs.items()})
         return original(**kwargs)
 
     monkeypatch.setattr(ppo_lstm, "ppo_loss", spy)
@@ -560,6 +561,23 @@ def test_without_anneal_lr_the_rate_stays_and_so_does_the_learning(tmp_path):
     assert [lr for lr, _, _ in constant] == [1e-3, 1e-3]
     assert [lr for lr, _, _ in annealed] == pytest.approx([1e-3, 0.5e-3])
     assert constant[0] == annealed[0] and constant[1][1:] != annealed[1][1:]
+
+
+@pytest.mark.parametrize("anneal_clip, expected", [(True, [0.2, 0.15, 0.1, 0.05, 0.0]),
+                                                    (False, [0.2] * 5)])
+def test_anneal_clip_decays_epsilon_with_the_learning_rate(anneal_clip, expected, tmp_path,
+                                                           monkeypatch):
+    # --clip-coef 0.2 over --anneal-steps 128 = 4 rollouts of 2 * 16 = 32 steps, 5 rollouts:
+    # with --anneal-clip rollout i (from 1) clips at 0.2 * max(0, 1 - (i - 1) / 4) = 0.2, 0.15,
+    # 0.1, 0.05, then 0 (not -0.05); without it at 0.2 throughout. Each rollout is 4 chunks of
+    # 8 steps in 2 minibatches, so ppo_loss gets each value twice, and updates.csv logs it.
+    calls = spy_on_ppo_loss(monkeypatch)
+    ppo_lstm.main(ppo_lstm.Args(num_envs=2, num_steps=16, update_epochs=1, eval_episodes=0,
+                                total_timesteps=160, anneal_steps=128, clip_coef=0.2,
+                                anneal_clip=anneal_clip, output_dir=str(tmp_path)))
+    assert [c["clip_coef"] for c in calls] == pytest.approx([e for e in expected for _ in "ab"])
+    rows = read_csv(next(tmp_path.glob("*/updates.csv")))
+    assert [float(r["clip_coef"]) for r in rows] == pytest.approx(expected)
 
 
 def test_non_finite_loss_stops_cleanly(tmp_path, monkeypatch, capsys):
