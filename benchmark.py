@@ -120,8 +120,9 @@ PPO_LSTM_PENDULUM = ["--hide-obs", "2", "--total-timesteps", "200000", "--anneal
 
 # MinAtar, the CPU-sized pixel benchmark: the MinAtar paper's DQN settings (Young & Tian
 # 2019; RMSProp there, Adam here; to fit a laptop, 4 environments acting in one batch and a
-# gradient step every 4 environment steps instead of every one; 1M steps, as the paper's
-# first fifth) and CleanRL's PPO settings for Atari (1M steps)
+# gradient step every 4 environment steps instead of every one; 1M steps, the first fifth of
+# the paper's 5M, with epsilon decaying over 0.2 of them, 200k, not the paper's 100k) and
+# CleanRL's PPO settings for Atari (1M steps)
 DQN_MINATAR = ["--total-timesteps", "1000000", "--num-envs", "4", "--buffer-size", "100000",
                "--batch-size", "32", "--learning-rate", "2.5e-4", "--train-frequency", "4",
                "--gradient-steps", "1", "--target-network-frequency", "1000",
@@ -188,10 +189,10 @@ TASKS = {
              "hyperparameters) run interleaved",
              ["--stop-at-return", "475"]),
         Task("dqn", "MinAtar/Breakout-v1", 5, "MinAtar Breakout from its 10x10x4 frames: the "
-             "100-episode mean and the evaluation after 500k steps, beside ppo.py; steps per "
+             "100-episode mean and the evaluation after 1M steps, beside ppo.py; steps per "
              "second on this CPU", DQN_MINATAR, window=100),
         Task("dqn", "MinAtar/SpaceInvaders-v1", 20, "a second MinAtar game (10x10x6 frames): "
-             "the 100-episode mean and the evaluation after 500k steps", DQN_MINATAR,
+             "the 100-episode mean and the evaluation after 1M steps", DQN_MINATAR,
              window=100),
         Task("dqn", "Acrobot-v1", -100, "20-episode mean -100 (Gymnasium's threshold) with the "
              "defaults; eval after the default 50k steps"),

@@ -48,7 +48,7 @@ Run:
     python dqn.py --env-id MinAtar/Breakout-v1 --total-timesteps 1000000 --num-envs 4 \
         --buffer-size 100000 --batch-size 32 --learning-rate 2.5e-4 --train-frequency 4 \
         --gradient-steps 1 --target-network-frequency 1000 --learning-starts 5000 \
-        --end-e 0.1 --loss huber                                     # pip install minatar
+        --exploration-fraction 0.2 --end-e 0.1 --loss huber         # benchmark.py's DQN_MINATAR
     python dqn.py --help
 
 Writes runs/<env_id>__dqn__<seed>__<unix_time>/ with config.json, episodes.csv,
