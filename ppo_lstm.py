@@ -46,6 +46,8 @@ Key equations (t indexes steps, done_t = terminated_t or truncated_t):
     delta_t = r_t + gamma (1 - terminated_t) V(s_{t+1}) - V(s_t)
     A_t     = delta_t + gamma lambda (1 - done_t) A_{t+1},   R_t = A_t + V(s_t)
     loss    = -L_clip + c_v 0.5 (V(s_t) - R_t)^2 - c_e entropy
+    rollout k = 1, 2, ...:  lr_k = lr f_k,  eps_k = eps f_k,  f_k = max(0, 1 - (k - 1) / K),
+                            K = --anneal-steps / (N T)   (--anneal-lr, --anneal-clip)
 
 Papers:
     Schulman et al. 2017, "Proximal Policy Optimization Algorithms", arXiv:1707.06347
@@ -163,8 +165,9 @@ class Args:
     clip_coef: float = 0.2
     """epsilon of the clipped surrogate (0.1-0.3 in the PPO paper's experiments)"""
     anneal_clip: bool = True
-    """decay epsilon linearly to 0 over --anneal-steps, with the learning rate (RecurrentPPO's
-    rl-zoo entry for CartPoleNoVel-v1: 0.2 annealed); smaller steps as the policy gets good"""
+    """decay epsilon linearly to 0 over --anneal-steps, by the learning rate's factor f_k, with
+    or without --anneal-lr (RecurrentPPO's rl-zoo entry for CartPoleNoVel-v1: 0.2 annealed);
+    smaller steps as the policy gets good"""
     ent_coef: float = 0.0
     """entropy bonus coefficient c_e (0 on MuJoCo, 0.01 on Atari in the PPO paper)"""
     vf_coef: float = 0.5
