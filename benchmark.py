@@ -121,13 +121,13 @@ PPO_LSTM_PENDULUM = ["--hide-obs", "2", "--total-timesteps", "200000", "--anneal
 # MinAtar, the CPU-sized pixel benchmark: the MinAtar paper's DQN settings (Young & Tian
 # 2019; RMSProp there, Adam here; to fit a laptop, 4 environments acting in one batch and a
 # gradient step every 4 environment steps instead of every one; 1M steps, the first fifth of
-# the paper's 5M, with epsilon decaying over 0.2 of them, 200k, not the paper's 100k) and
-# CleanRL's PPO settings for Atari (1M steps)
+# the paper's 5M, with epsilon decaying over 0.2 of them, 200k, not the paper's 100k; the
+# paper's constant learning rate) and CleanRL's PPO settings for Atari (1M steps)
 DQN_MINATAR = ["--total-timesteps", "1000000", "--num-envs", "4", "--buffer-size", "100000",
                "--batch-size", "32", "--learning-rate", "2.5e-4", "--train-frequency", "4",
                "--gradient-steps", "1", "--target-network-frequency", "1000",
                "--learning-starts", "5000", "--exploration-fraction", "0.2", "--end-e", "0.1",
-               "--loss", "huber"]
+               "--loss", "huber", "--no-anneal-lr"]
 PPO_MINATAR = ["--total-timesteps", "1000000", "--num-envs", "8", "--num-steps", "128",
                "--learning-rate", "2.5e-4", "--gamma", "0.99", "--gae-lambda", "0.95",
                "--num-minibatches", "4", "--update-epochs", "4", "--clip-coef", "0.1",

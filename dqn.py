@@ -13,13 +13,17 @@ Key equations (a batch of transitions (s, a, r, s', terminated) from the replay 
     loss        L = mean( huber(Q(s, a) - y) )   or   mean( (Q(s, a) - y)^2 )
     target net  theta' <- tau * theta + (1 - tau) * theta'   every C steps (tau = 1: copy)
     epsilon     eps_t = start_e + (end_e - start_e) * min(1, t / (fraction * budget))
+    lr          lr_t  = lr * (1 - t / budget)   (--anneal-lr; t the environment step)
 
 A time-limit truncation is not a termination: the buffer stores the true final observation
 (Gymnasium's info["final_obs"]) as s' and the target bootstraps from it; only a terminated
 step drops the bootstrap term.
 
 The optimizer is Adam with torch's default eps = 1e-8, as CleanRL's and Stable-Baselines3's
-DQN use it; the 2015 paper used RMSProp.
+DQN use it; the 2015 paper used RMSProp. Its learning rate decays linearly to 0 over the
+budget (--anneal-lr), a departure from the DQN papers' constant rate, taken from
+rl-baselines3-zoo's linear schedules: on CartPole a good policy otherwise drifts away again
+(benchmarks/results.md, dqn.py).
 
 The network follows the observation: an MLP for a flat vector, the DQN paper's convolutional
 network for an image (a smaller one for small grids such as MinAtar's); Atari ids (ALE/...)
@@ -48,7 +52,7 @@ Run:
     python dqn.py --env-id MinAtar/Breakout-v1 --total-timesteps 1000000 --num-envs 4 \
         --buffer-size 100000 --batch-size 32 --learning-rate 2.5e-4 --train-frequency 4 \
         --gradient-steps 1 --target-network-frequency 1000 --learning-starts 5000 \
-        --exploration-fraction 0.2 --end-e 0.1 --loss huber         # benchmark.py's DQN_MINATAR
+        --exploration-fraction 0.2 --end-e 0.1 --loss huber --no-anneal-lr  # DQN_MINATAR
     python dqn.py --help
 
 Writes runs/<env_id>__dqn__<seed>__<unix_time>/ with config.json, episodes.csv,
@@ -124,6 +128,9 @@ class Args:
     """N: parallel environments (synchronous vector environment)"""
     learning_rate: float = 1e-3
     """Adam learning rate (2.5e-4 in the Nature DQN, with RMSProp, on Atari; 1e-4 in SB3)"""
+    anneal_lr: bool = True
+    """decay the learning rate linearly to 0 over the budget, so the budget changes the
+    schedule (constant in the DQN papers)"""
     buffer_size: int = 50_000
     """replay buffer capacity in transitions, the oldest overwritten when it is full (never
     allocated larger than --total-timesteps; 1,000,000 in the Nature DQN)"""
@@ -173,7 +180,7 @@ class Args:
 # ---------------------------------------------------------------------------------------
 def linear_schedule(start_e, end_e, duration, t):
     """Epsilon at environment step t: linear from start_e at t = 0 to end_e at t = duration,
-    then constant.
+    then constant (the same line takes --anneal-lr's learning rate from lr to 0 over the budget).
 
         eps_t = start_e + (end_e - start_e) * min(1, t / duration)      (end_e if duration = 0)
     """
@@ -459,6 +466,10 @@ def train(args, envs, q_network, target_network, run):
             continue
 
         # Learn: gradient steps on minibatches sampled uniformly from the replay buffer.
+        if args.anneal_lr:  # linearly from --learning-rate at step 0 to 0 at the budget's end
+            for group in optimizer.param_groups:
+                group["lr"] = linear_schedule(args.learning_rate, 0.0, args.total_timesteps,
+                                              global_step)
         for _ in range(crossings(global_step, args.num_envs, args.train_frequency)
                        * args.gradient_steps):
             b_obs, b_actions, b_rewards, b_next_obs, b_terminated = buffer.sample(args.batch_size)
@@ -486,7 +497,8 @@ def train(args, envs, q_network, target_network, run):
             loss_mean = float(np.mean(losses))
             if run.non_finite(loss_mean, global_step):  # says so; the run stops as interrupted
                 return
-            run.update(global_step, epsilon=round(epsilon, 6), loss=loss_mean,
+            run.update(global_step, epsilon=round(epsilon, 6),
+                       learning_rate=optimizer.param_groups[0]["lr"], loss=loss_mean,
                        q_mean=float(np.mean(q_means)), gradient_steps=gradient_step,
                        buffer_size=buffer.size)
             losses, q_means = [], []

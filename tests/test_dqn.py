@@ -307,12 +307,34 @@ def test_a_gradient_step_is_adams_first_step_on_the_clipped_gradient(tmp_path, m
     q_network, target_network = dqn.QNetwork((1,), 2, 4), dqn.QNetwork((1,), 2, 4)
     train_directly(tmp_path, q_network, target_network, total_timesteps=16, learning_starts=8,
                    train_frequency=16, gradient_steps=1, batch_size=4, buffer_size=16,
-                   learning_rate=0.01, max_grad_norm=1e-3)
+                   learning_rate=0.01, max_grad_norm=1e-3, anneal_lr=False)
     ((before, grads, after, group),) = seen
     assert group["lr"] == 0.01 and group["eps"] == 1e-8
     assert torch.cat([g.flatten() for g in grads]).norm() == pytest.approx(1e-3, rel=1e-4)
     for b, g, a in zip(before, grads, after):
         assert torch.allclose(a, b - 0.01 * g / (g.abs() + 1e-8), rtol=0, atol=1e-7)
+
+
+@pytest.mark.parametrize("anneal_lr, expected", [(True, [0.0025, 0.0]), (False, [0.01, 0.01])])
+def test_the_learning_rate_decays_linearly_to_zero_over_the_budget(tmp_path, monkeypatch,
+                                                                  anneal_lr, expected):
+    # 16 steps, learning from step 8, one gradient step every 4 steps: at steps 12 and 16.
+    # --anneal-lr: lr_t = 0.01 * (1 - t / 16), so 0.01 * (1 - 12/16) = 0.0025 at t = 12 and
+    # 0.01 * (1 - 16/16) = 0 at t = 16; --no-anneal-lr: 0.01 at both. updates.csv logs the rate.
+    rates = []
+    original = torch.optim.Adam.step
+
+    def step(self, closure=None):
+        rates.append(self.param_groups[0]["lr"])
+        return original(self, closure)
+
+    monkeypatch.setattr(torch.optim.Adam, "step", step)
+    train_directly(tmp_path, dqn.QNetwork((1,), 2, 4), dqn.QNetwork((1,), 2, 4),
+                   total_timesteps=16, learning_starts=8, train_frequency=4, gradient_steps=1,
+                   batch_size=4, learning_rate=0.01, anneal_lr=anneal_lr, log_interval=16)
+    assert rates == pytest.approx(expected, abs=1e-12)
+    (row,) = read_csv(next(tmp_path.glob("*/updates.csv")))
+    assert float(row["learning_rate"]) == pytest.approx(expected[-1], abs=1e-12)
 
 
 # ---------------------------------------------------------------------------------------
@@ -328,7 +350,8 @@ def test_smoke_run_writes_every_file_and_its_model_evaluates(tmp_path, check_run
     summary = dqn.main(args)
     path, episodes, updates = check_run_folder(summary, args.output_dir, "dqn", model=True)
     assert summary["global_steps"] == 600 and summary["eval_return_mean"] >= 8  # CartPole: > 8 steps
-    assert list(updates[0])[3:] == ["epsilon", "loss", "q_mean", "gradient_steps", "buffer_size"]
+    assert list(updates[0])[3:] == ["epsilon", "learning_rate", "loss", "q_mean", "gradient_steps",
+                                    "buffer_size"]
     last = updates[-1]
     assert last["global_step"] == "600" and last["gradient_steps"] == "200"
     assert float(last["epsilon"]) == approx(0.01) and last["buffer_size"] == "400"
