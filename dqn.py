@@ -127,7 +127,8 @@ class Args:
     num_envs: int = 1
     """N: parallel environments (synchronous vector environment)"""
     learning_rate: float = 1e-3
-    """Adam learning rate (2.5e-4 in the Nature DQN, with RMSProp, on Atari; 1e-4 in SB3)"""
+    """Adam learning rate, where --anneal-lr starts (2.5e-4 in the Nature DQN, with RMSProp, on
+    Atari; 1e-4 in SB3)"""
     anneal_lr: bool = True
     """decay the learning rate linearly to 0 over the budget, so the budget changes the
     schedule (constant in the DQN papers)"""
