@@ -179,15 +179,16 @@ class Args:
 # ---------------------------------------------------------------------------------------
 # The math
 # ---------------------------------------------------------------------------------------
-def linear_schedule(start_e, end_e, duration, t):
-    """Epsilon at environment step t: linear from start_e at t = 0 to end_e at t = duration,
-    then constant (the same line takes --anneal-lr's learning rate from lr to 0 over the budget).
+def linear_schedule(start, end, duration, t):
+    """A value at environment step t, linear from `start` at t = 0 to `end` at t = duration,
+    then constant: epsilon (start_e to end_e over fraction * budget) and, with --anneal-lr,
+    the learning rate (lr to 0 over the budget).
 
-        eps_t = start_e + (end_e - start_e) * min(1, t / duration)      (end_e if duration = 0)
+        x_t = start + (end - start) * min(1, t / duration)      (end if duration = 0)
     """
     if duration <= 0:
-        return end_e
-    return start_e + (end_e - start_e) * min(1.0, t / duration)
+        return end
+    return start + (end - start) * min(1.0, t / duration)
 
 
 def crossings(global_step, num_envs, every):
@@ -467,12 +468,13 @@ def train(args, envs, q_network, target_network, run):
             continue
 
         # Learn: gradient steps on minibatches sampled uniformly from the replay buffer.
-        if args.anneal_lr:  # linearly from --learning-rate at step 0 to 0 at the budget's end
+        num_gradient_steps = (crossings(global_step, args.num_envs, args.train_frequency)
+                              * args.gradient_steps)
+        if num_gradient_steps and args.anneal_lr:  # lr_t = lr * (1 - t / budget)
             for group in optimizer.param_groups:
                 group["lr"] = linear_schedule(args.learning_rate, 0.0, args.total_timesteps,
                                               global_step)
-        for _ in range(crossings(global_step, args.num_envs, args.train_frequency)
-                       * args.gradient_steps):
+        for _ in range(num_gradient_steps):
             b_obs, b_actions, b_rewards, b_next_obs, b_terminated = buffer.sample(args.batch_size)
             with torch.no_grad():  # the target is a fixed regression label
                 next_q_online = q_network(b_next_obs) if args.double_dqn else None
