@@ -1,3 +1,4 @@
+# From plainrl (MIT licence, (c) 2026 the plainrl authors): keep this line in a copy.
 """DDPG and TD3 for continuous actions, with each of TD3's three improvements a flag of its own.
 
 DDPG learns a deterministic policy mu(s) and a critic Q(s, a) from a replay buffer: the
@@ -48,18 +49,16 @@ Run:
 Writes runs/<env_id>__ddpg_td3__<seed>__<unix_time>/ with config.json, episodes.csv,
 updates.csv, learning_curve.png, summary.json, model.pt with --save-model, and with
 --eval-every N evaluations.csv (and best_model.pt, the best evaluated model)
-(CONTRIBUTING.md, "What a run writes").
+(plainrl's CONTRIBUTING.md, "What a run writes").
 """
 
 # ---------------------------------------------------------------------------------------
 # Imports
 # ---------------------------------------------------------------------------------------
-import contextlib
 import copy
 import csv
 import difflib
 import importlib.util
-import io
 import json
 import math
 import os
@@ -68,6 +67,7 @@ import re
 import signal
 import sys
 import time
+import typing
 import warnings
 from dataclasses import asdict, dataclass, replace
 from typing import Literal, Optional
@@ -461,7 +461,7 @@ def main(args: Args) -> dict:
     """Train DDPG/TD3 (or evaluate an --eval-checkpoint), write the run folder, return the
     summary. Ctrl-C stops training; the run folder is written, then KeyboardInterrupt goes
     on up."""
-    # Check everything a user can get wrong before anything runs (CONTRIBUTING.md, "Bad input").
+    # Check everything a user can get wrong before anything runs: one line, exit status 2.
     args = resolve_algo(args)
     check_args(args)
     obs_shape, action_space = check_env(args.env_id, args.capture_video)
@@ -506,20 +506,45 @@ def fail(message):
 
 
 def parse_args():
-    """tyro.cli(Args), with tyro's own parse errors (an unknown flag, a value of the wrong type)
-    as one line: its message and the flags it suggests, read back from what it prints."""
-    if {"-h", "--help"} & set(sys.argv[1:]):
+    """tyro.cli(Args), with a mistake on the command line (an unknown flag, a missing value,
+    a value of the wrong type or not among the choices) as one whole line at any terminal
+    width: tyro hands the mistake over as data through its parse-error hook (tyro._errors,
+    marked experimental, which is one reason requirements.txt pins tyro), and usage_error
+    words it. --help prints as tyro writes it."""
+    with tyro._errors.on_parse_error(usage_error):
         return tyro.cli(Args)
-    captured = io.StringIO()
+
+
+def usage_error(event):
+    """Raise UsageError with one line for a tyro parse error: the flag, what it takes, and
+    what to write instead (the closest flags to an unknown one; 100000 for 1e5)."""
+    types = typing.get_type_hints(Args)
+    flags = [f"--{name.replace('_', '-')}" for name in types]
+    flags += [f"--no-{name.replace('_', '-')}" for name, kind in types.items() if kind is bool]
+    help_hint = f"(python {SCRIPT} --help lists the flags)"
+    if isinstance(event, tyro._errors.UnrecognizedArgs):
+        close = difflib.get_close_matches(event.tokens[0].partition("=")[0], flags, n=2)
+        also = f"; did you mean {' or '.join(close)}?" if close else ""
+        fail(f"unrecognized options: {', '.join(event.tokens)}{also} {help_hint}")
+    if getattr(event, "argument", None) is None:
+        fail(f"cannot read the command line ({type(event).__name__}) {help_hint}")
+    flag = event.argument.display_name().split("/")[0]
+    if isinstance(event, tyro._errors.InvalidChoice):
+        fail(f"{flag} takes {' or '.join(event.choices)}, not {event.value!r} {help_hint}")
+    words = sys.argv[1:]
+    given = [w.partition("=")[2] or next(iter(words[i + 1:i + 2]), "")
+             for i, w in enumerate(words) if w.partition("=")[0] == flag]
+    if not given or isinstance(event, tyro._errors.BadValue):
+        fail(f"{flag} needs a value {help_hint}")
+    kind = types[flag[2:].replace("-", "_")]
+    whole = int in (kind, *typing.get_args(kind))
     try:
-        with contextlib.redirect_stdout(captured), contextlib.redirect_stderr(captured):
-            return tyro.cli(Args)
-    except SystemExit:
-        lines = [line.strip() for line in captured.getvalue().splitlines()]
-        lines = [line for line in lines if line.strip("-")]  # drop blanks and rules
-        flags = [line.split()[0].rstrip(",") for line in lines[2:] if line.startswith("--")]
-        hint = f"; did you mean {' or '.join(flags)}?" if "Perhaps you meant:" in lines else ""
-        fail(f"{lines[1][0].lower()}{lines[1][1:]}{hint} (python {SCRIPT} --help lists the flags)")
+        instead = (f": write {int(float(given[-1]))}"
+                   if whole and float(given[-1]).is_integer() else "")
+    except ValueError:  # not a number at all
+        instead = ""
+    fail(f"{flag} takes {'a whole number' if whole else 'a number'}, not {given[-1]!r}"
+         f"{instead} {help_hint}")
 
 
 def check_args(args):
@@ -618,34 +643,56 @@ def makeable(env_id):
 
 def seed_and_device(seed, cuda):
     """Seed Python's, NumPy's and torch's random generators (the environments are seeded by
-    their reset); the device is the GPU if asked for and present, else the CPU, one thread."""
+    their reset); the device is the GPU if asked for and present, else the CPU, one thread.
+    With the GPU, a note says that a small network is faster on the CPU."""
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)
     device = torch.device("cuda" if cuda and torch.cuda.is_available() else "cpu")
     if device.type == "cpu":
         torch.set_num_threads(1)
+    if device.type == "cuda":
+        print(f"{SCRIPT}: note: networks this small train faster on one CPU thread than on "
+              "a GPU (measured for every script at its reference settings); --no-cuda uses the CPU")
     return device
 
 
+EVAL_MAX_STEPS = 27_000
+"""an evaluation episode still running after this many steps is cut there (its return so
+far counts): a greedy policy can balance or walk in a circle forever in an environment
+without a time limit. 27,000 steps are ALE's own end of an Atari game (108,000 frames)."""
+
+
 def evaluate(actor, env_id, episodes, seed, device, video_folder=None):
-    """Greedy returns (a = mu(s), no noise) of `episodes` episodes, one per environment."""
+    """Greedy returns (a = mu(s), no noise) of `episodes` episodes, one per environment. A
+    line every 2 seconds says how far it is; an episode still running at EVAL_MAX_STEPS
+    counts with its return so far."""
     envs = make_vector_env(env_id, episodes, video_folder)
     obs, _ = envs.reset(seed=seed)
     returns = np.full(episodes, np.nan)
     with torch.inference_mode():
-        while np.isnan(returns).any():
+        steps, last_print = 0, time.time()
+        while np.isnan(returns).any() and steps < EVAL_MAX_STEPS:
             action = actor(torch.as_tensor(obs, dtype=torch.float32, device=device))
             obs, _, _, _, info = envs.step(to_env_action(action, envs.single_action_space))
             if "_episode" in info:
                 first = info["_episode"] & np.isnan(returns)
                 returns[first] = info["episode"]["r"][first]
+            steps += 1
+            if time.time() - last_print >= 2.0:
+                last_print = time.time()
+                done = episodes - np.isnan(returns).sum()
+                print(f"{SCRIPT}: evaluating, {done} of {episodes} episodes done, {steps:,} steps")
+    if np.isnan(returns).any():
+        print(f"{SCRIPT}: evaluation episodes cut at {EVAL_MAX_STEPS:,} steps; give "
+              f"{env_id} a time limit (max_episode_steps)")
+        returns = np.where(np.isnan(returns), envs.episode_returns, returns)
     envs.close()
     return returns
 
 
 class RunWriter:
-    """The run folder (CONTRIBUTING.md, "What a run writes"): config.json at once, the CSV
+    """The run folder (the files the docstring at the top lists): config.json at once, the CSV
     files row by row (flushed), the progress line, the evaluations of --eval-every with
     best_model.pt. The budget is rounded down to whole steps of the N environments, said once."""
 
@@ -672,7 +719,8 @@ class RunWriter:
         self.files, self.steps, self.returns, self.evaluations = {}, [], [], []
         self.write_row("episodes.csv")  # its header now: a run with no episode has the file
         self.start = self.last_print = time.time()
-        self.first_print = None  # (step, time) of the first progress line
+        self.first_print = None  # (step, time) of the first progress line after the warm-up
+        self.warm_up = args.learning_starts
         print(f"{SCRIPT}: {args.env_id}, seed {args.seed}, {algorithm_name(args)}, device {device}")
         if self.budget != args.total_timesteps and args.eval_checkpoint is None:
             print(f"{SCRIPT}: training runs {self.budget:,} of --total-timesteps "
@@ -707,7 +755,9 @@ class RunWriter:
     def step(self, global_step):
         """After each vector step: record the step count (should Ctrl-C stop the run), run a
         greedy evaluation each time global_step crosses a multiple of --eval-every, and
-        print the progress line every 2 seconds, its speed measured from the first line on."""
+        print the progress line every 2 seconds, its speed measured from the first line
+        after the --learning-starts warm-up (the start-up and the random warm-up steps would
+        make the speed and ETA wrong)."""
         every, previous = self.args.eval_every, self.summary["global_steps"]
         self.summary["global_steps"] = global_step
         if every and global_step // every > previous // every:
@@ -717,7 +767,8 @@ class RunWriter:
             first, self.last_print = self.first_print or (global_step, now), now
             sps = (global_step - first[0]) / (now - first[1]) if self.first_print else None
             print(progress_line(global_step, self.budget, sps, self.recent_return()))
-            self.first_print = first
+            if global_step >= self.warm_up:  # random steps without updates are far faster
+                self.first_print = first
 
     def evaluation(self, global_step):
         """Evaluate a = mu(s), no noise, as it is now on environments of its own (no random
@@ -822,6 +873,10 @@ def load_checkpoint(path, env_id):
     it was made for env_id; None when path is None (no --eval-checkpoint)."""
     if path is None:
         return None
+    if os.path.isdir(path):  # a run folder stands for its model.pt
+        path = os.path.join(path, "model.pt")
+        if not os.path.isfile(path):
+            fail(f"run folder {os.path.dirname(path)} has no model.pt; train with --save-model")
     if not os.path.isfile(path):
         fail(f"checkpoint {path} does not exist")
     try:
@@ -847,35 +902,55 @@ def restore(checkpoint, nets, args):
 
 
 def finish(args, run, nets, device, trained=True):
-    """Evaluate greedily, save the model if asked, write summary.json and the curve, and
-    print the closing line. An interrupted run skips the evaluation."""
+    """Write the run first (model.pt if asked, summary.json, the curve), then
+    evaluate greedily and write summary.json and the curve again with the evaluation, so that
+    Ctrl-C during a long evaluation keeps the run; print the closing line. An interrupted
+    run skips the evaluation."""
     summary = run.summary
     summary["train_return_last20"] = run.recent_return()
     summary["wall_time_s"] = round(run.elapsed(), 3)
-    final = None
-    if args.eval_episodes and not summary["interrupted"]:
-        video_folder = os.path.join(run.path, "videos") if args.capture_video else None
-        returns = evaluate(nets.actor, args.env_id, args.eval_episodes, args.seed + 100_000,
-                           device, video_folder)
-        summary["eval_return_mean"] = float(returns.mean())
-        summary["eval_return_std"] = float(returns.std())
-        final = (summary["global_steps"], summary["eval_return_mean"], summary["eval_return_std"])
+    if trained and not run.steps and not summary["interrupted"]:
+        print(f"{SCRIPT}: no training episode ended in {summary['global_steps']:,} steps; if "
+              f"{args.env_id} has no time limit, register it with max_episode_steps")
     if args.save_model and trained:
         save_checkpoint(os.path.join(run.path, "model.pt"), nets, args)
     run.close()
-    with open(os.path.join(run.path, "summary.json"), "w") as f:
-        json.dump(summary, f, indent=2)
+    curve = write_summary(args, run, trained)
+    if args.eval_episodes and not summary["interrupted"]:
+        video_folder = os.path.join(run.path, "videos") if args.capture_video else None
+        try:
+            returns = evaluate(nets.actor, args.env_id, args.eval_episodes, args.seed + 100_000,
+                               device, video_folder)
+        except KeyboardInterrupt:
+            print(f"{SCRIPT}: final evaluation interrupted; {run.path} keeps the run without it")
+            raise
+        summary["eval_return_mean"] = float(returns.mean())
+        summary["eval_return_std"] = float(returns.std())
+        curve = write_summary(args, run, trained, final=(
+            summary["global_steps"], summary["eval_return_mean"], summary["eval_return_std"]))
     closing = [f"{SCRIPT}: run folder {run.path}", f"global_steps {summary['global_steps']:,}"]
     for key in ("train_return_last20", "eval_return_mean"):
         closing.append(f"{key} " + ("-" if summary[key] is None else f"{summary[key]:.2f}"))
     if args.stop_at_return is not None:
         closing.append(f"solved_at_step {summary['solved_at_step'] or 'not reached'}")
-    if trained:
-        closing.append("learning curve " + plot_learning_curve(
-            run.path, run.steps, run.returns, f"{SCRIPT} on {args.env_id}, seed {args.seed}",
-            run.evaluations, final))
+    if curve:
+        closing.append(f"learning curve {curve}")
     print(" | ".join(closing))
     return summary
+
+
+def write_summary(args, run, trained, final=None):
+    """summary.json and, after training, learning_curve.png (with the final evaluation as a
+    marker of its own, titled with --exp-name where it is not the script's name: a variant
+    such as maddpg); returns the curve's path, or None."""
+    with open(os.path.join(run.path, "summary.json"), "w") as f:
+        json.dump(run.summary, f, indent=2)
+    variant = f" ({args.exp_name})" if args.exp_name != SCRIPT.removesuffix(".py") else ""
+    if trained:
+        return plot_learning_curve(run.path, run.steps, run.returns,
+                                   f"{SCRIPT}{variant} on {args.env_id}, seed {args.seed}",
+                                   run.evaluations, final)
+    return None
 
 
 def cli():

@@ -1,3 +1,4 @@
+# From plainrl (MIT licence, (c) 2026 the plainrl authors): keep this line in a copy.
 """Deep Q-Network (DQN) with experience replay and a target network, in one file.
 
 DQN learns the action-value function Q(s, a) of the greedy policy with a neural network.
@@ -27,11 +28,21 @@ rl-baselines3-zoo's linear schedules: on CartPole a good policy otherwise drifts
 
 The network follows the observation: an MLP for a flat vector, the DQN paper's convolutional
 network for an image (a smaller one for small grids such as MinAtar's); Atari ids (ALE/...)
-get the paper's preprocessing, and the replay buffer keeps frames as uint8.
+get the paper's preprocessing, and the replay buffer keeps frames as uint8. The settings
+follow it too: the flags left at None take PRESETS' values for a vector or for an image.
 
-The defaults update in bursts: every 64 environment steps, 32 gradient steps regress Q on
-targets from the target network, which is then copied from Q (C = 64, tau = 1), so each
-update fits the Bellman backup of the previous one, a little like fitted Q iteration.
+A vector's defaults update in bursts: every 64 environment steps, 32 gradient steps regress Q
+on targets from the target network, which is then copied from Q (C = 64, tau = 1), so each
+update fits the Bellman backup of the previous one, a little like fitted Q iteration. An
+image's are the MinAtar paper's: a gradient step every environment step, the target network
+copied every 1,000, epsilon down to 0.1, the evaluation at epsilon 0.05.
+
+Overestimation: the max in the target picks the highest of noisy estimates, and each update
+fits the previous one's, so Q can climb above every true value (van Hasselt et al. 2016).
+updates.csv shows it: q_start, V(s_0) = max_a Q(s_0, a) at each episode's first observation,
+beside discounted_return, the G_0 = r_0 + gamma r_1 + gamma^2 r_2 + ... that the episode then
+collected (acting epsilon-greedily; a time limit at T steps leaves out gamma^T V(s_T), at most
+0.66 on CartPole). On CartPole the gap is large with double DQN and without (README, dqn.py).
 
 Papers:
     Mnih et al. 2013, "Playing Atari with Deep Reinforcement Learning", arXiv:1312.5602
@@ -49,26 +60,22 @@ Run:
     python dqn.py --env-id CartPole-v1 --no-double-dqn --loss huber
     python dqn.py --env-id Acrobot-v1
     PYTHONPATH=tests python dqn.py --env-id my_envs:GridWorld-v0   # tests/my_envs.py's id
-    python dqn.py --env-id MinAtar/Breakout-v1 --total-timesteps 1000000 --num-envs 4 \
-        --buffer-size 100000 --batch-size 32 --learning-rate 2.5e-4 --train-frequency 4 \
-        --gradient-steps 1 --target-network-frequency 1000 --learning-starts 5000 \
-        --exploration-fraction 0.2 --end-e 0.1 --loss huber --no-anneal-lr  # DQN_MINATAR
+    python dqn.py --env-id MinAtar/Breakout-v1 --total-timesteps 1000000 --no-anneal-lr \
+        --no-double-dqn    # DQN_MINATAR: the image preset is the MinAtar paper's settings
     python dqn.py --help
 
 Writes runs/<env_id>__dqn__<seed>__<unix_time>/ with config.json, episodes.csv,
 updates.csv, learning_curve.png, summary.json, model.pt with --save-model, and with
 --eval-every N evaluations.csv (and best_model.pt, the best evaluated model)
-(CONTRIBUTING.md, "What a run writes").
+(plainrl's CONTRIBUTING.md, "What a run writes").
 """
 
 # ---------------------------------------------------------------------------------------
 # Imports
 # ---------------------------------------------------------------------------------------
-import contextlib
 import csv
 import difflib
 import importlib.util
-import io
 import json
 import math
 import os
@@ -77,6 +84,7 @@ import re
 import signal
 import sys
 import time
+import typing
 import warnings
 from dataclasses import asdict, dataclass, replace
 from typing import Literal, Optional
@@ -123,57 +131,95 @@ class Args:
     capture_video: bool = False
     """record the evaluation episodes into videos/ in the run folder"""
 
-    # Algorithm
+    # Algorithm. A flag left at None takes the value of the observation's preset, PRESETS:
+    # a vector's (chosen on CartPole) or an image's (the MinAtar paper's, Young & Tian 2019).
     num_envs: int = 1
     """N: parallel environments (synchronous vector environment)"""
-    learning_rate: float = 1e-3
-    """Adam learning rate, where --anneal-lr starts (2.5e-4 in the Nature DQN, with RMSProp, on
-    Atari; 1e-4 in SB3)"""
+    learning_rate: Optional[float] = None
+    """Adam learning rate, where --anneal-lr starts (None: 1e-3 for a vector; 2.5e-4 for an
+    image, the MinAtar paper's and the Nature DQN's, both with RMSProp; 1e-4 in SB3)"""
     anneal_lr: bool = True
     """decay the learning rate linearly to 0 over the budget, so the budget changes the
-    schedule (constant in the DQN papers)"""
-    buffer_size: int = 50_000
+    schedule (constant in the DQN papers and the MinAtar paper; on for images too)"""
+    buffer_size: Optional[int] = None
     """replay buffer capacity in transitions, the oldest overwritten when it is full (never
-    allocated larger than --total-timesteps; 1,000,000 in the Nature DQN)"""
+    allocated larger than --total-timesteps; None: 50,000 for a vector, 100,000 for an image
+    as in the MinAtar paper; 1,000,000 in the Nature DQN)"""
     gamma: float = 0.99
     """discount factor (0.99 in the DQN papers)"""
     tau: float = 1.0
     """target network update rate: theta' <- tau*theta + (1 - tau)*theta' (1, a hard copy, in
     the DQN papers; 0.001 in DDPG's soft updates)"""
-    target_network_frequency: int = 64
-    """environment steps between target network updates (the Nature DQN: every 10,000
-    gradient steps, 40,000 environment steps)"""
-    batch_size: int = 256
-    """transitions sampled from the replay buffer for each gradient step (32 in the DQN papers)"""
+    target_network_frequency: Optional[int] = None
+    """environment steps between target network updates (None: 64 for a vector; 1,000 for an
+    image, which with its gradient step per environment step is the MinAtar paper's 1,000
+    gradient steps; the Nature DQN: 10,000 gradient steps, 40,000 environment steps)"""
+    batch_size: Optional[int] = None
+    """transitions sampled from the replay buffer for each gradient step (None: 256 for a
+    vector, 32 for an image as in the DQN papers and the MinAtar paper)"""
     start_e: float = 1.0
     """epsilon of the epsilon-greedy policy at the start (1.0 in the Nature DQN)"""
-    end_e: float = 0.01
-    """epsilon at the end of the linear decay, kept from then on (0.1 in the Nature DQN,
-    0.01-0.05 in later work and SB3)"""
+    end_e: Optional[float] = None
+    """epsilon at the end of the linear decay, kept from then on (None: 0.01 for a vector, as
+    in later work and SB3; 0.1 for an image, as in the Nature DQN and the MinAtar paper)"""
     exploration_fraction: float = 0.1
     """the fraction of the budget over which epsilon decays from start_e to end_e (0.1 in SB3;
-    the Nature DQN: 1M of its 50M frames, 0.02)"""
-    learning_starts: int = 1000
-    """environment steps of experience collected before the first gradient step (50,000 in
-    the Nature DQN)"""
-    train_frequency: int = 64
-    """environment steps between updates (4 in the Nature DQN)"""
-    gradient_steps: int = 32
-    """gradient steps in each update (1 in the Nature DQN)"""
-    loss: Literal["huber", "mse"] = "mse"
+    the Nature DQN: 1M of its 50M frames, 0.02; the MinAtar paper: its first 100,000 steps,
+    0.1 of a 1M budget, as benchmark.py runs it; a fraction here, so a shorter budget
+    explores for fewer steps)"""
+    learning_starts: Optional[int] = None
+    """environment steps of experience collected before the first gradient step (None: 1,000
+    for a vector; 5,000 for an image, as in the MinAtar paper; 50,000 in the Nature DQN)"""
+    train_frequency: Optional[int] = None
+    """environment steps between updates (None: 64 for a vector; 1 for an image, as in the
+    MinAtar paper; 4 in the Nature DQN)"""
+    gradient_steps: Optional[int] = None
+    """gradient steps in each update (None: 32 for a vector; 1 for an image, as in the DQN
+    papers)"""
+    loss: Optional[Literal["huber", "mse"]] = None
     """the regression loss on the TD error: Huber (smooth L1, delta 1; the Nature DQN's error
-    clipping) or squared error"""
+    clipping) or squared error (None: mse for a vector; huber for an image, as in the MinAtar
+    paper)"""
     max_grad_norm: float = 10.0
     """gradient clipping: the largest global norm of the gradient (10 in SB3's DQN)"""
     double_dqn: bool = True
-    """double DQN: choose the next action with the online network, value it with the target"""
+    """double DQN: choose the next action with the online network, value it with the target
+    (on for images too; the MinAtar paper's DQN is not double)"""
     hidden_size: int = 128
     """width of the two hidden layers of the Q-network (vector observations; the
     convolutional network's sizes are fixed)"""
-    terminal_on_life_loss: bool = False
-    """Atari: a lost life ends the training episode (the DQN paper); evaluation plays whole games"""
+    terminal_on_life_loss: bool = True
+    """Atari (ALE/ ids): a lost life ends the training episode (no bootstrap) and the game
+    plays on, as in the DQN paper and CleanRL; evaluation plays whole games"""
     log_interval: int = 1_000
     """environment steps between rows of updates.csv"""
+    eval_epsilon: Optional[float] = None
+    """epsilon of the evaluation's epsilon-greedy policy (None: 0.05 for an image, as the
+    Nature DQN and CleanRL evaluate, since a greedy policy can walk in loops that a little
+    randomness escapes; 0 for a vector, greedy, as CartPole's benchmark rows were measured,
+    where CleanRL takes 0.05 on every task)"""
+
+
+# The presets of the flags left at None: a vector's, chosen on CartPole; an image's, the
+# MinAtar paper's (Young & Tian 2019; its RMSProp is Adam here), checked on seeds 1-5 of
+# tests/test_pixels.py's Catch (30k steps): they learn it, where a gradient step every 4
+# environment steps (target every 4,000) had not by 30k. The vector's learn Catch sooner,
+# but a sparse goal on a 10 x 10 board not at all in 100k steps (issue 38).
+PRESETS = {
+    "vector": dict(learning_rate=1e-3, buffer_size=50_000, target_network_frequency=64,
+                   batch_size=256, end_e=0.01, learning_starts=1000, train_frequency=64,
+                   gradient_steps=32, loss="mse", eval_epsilon=0.0),
+    "image": dict(learning_rate=2.5e-4, buffer_size=100_000, target_network_frequency=1000,
+                  batch_size=32, end_e=0.1, learning_starts=5000, train_frequency=1,
+                  gradient_steps=1, loss="huber", eval_epsilon=0.05),
+}
+
+
+def with_preset(args, image):
+    """The flags with every one of PRESETS' flags that was not given (None) taken from the
+    observation's preset, an image's or a vector's; the ones given override it."""
+    preset = PRESETS["image" if image else "vector"]
+    return replace(args, **{k: v for k, v in preset.items() if getattr(args, k) is None})
 
 
 # ---------------------------------------------------------------------------------------
@@ -299,8 +345,10 @@ class ReplayBuffer:
 class ImageEncoder(nn.Module):
     """Convolutions from an image to a feature vector, with ReLU after every layer.
 
-    The image is H x W x C or C x H x W: the channels are the shorter of the first and the
-    last dimension (moved first for the convolutions); uint8 pixels are scaled to [0, 1].
+    The channel axis is set by convention, never guessed from the sizes (MinAtar's Seaquest
+    frames are 10 x 10 x 10): channels_last for H x W x C images, Gymnasium's and MinAtar's
+    convention, moved first for the convolutions; channels first (C x H x W) for the stack
+    of Atari frames that atari_wrappers makes. uint8 pixels are scaled to [0, 1].
     A convolution's output side is (side - kernel) // stride + 1. Two sizes:
 
         at least 36 x 36 (Atari's 84 x 84 frames; Mnih et al. 2015): conv 32 8x8 stride 4,
@@ -311,10 +359,9 @@ class ImageEncoder(nn.Module):
             10 -> 8, so 16 * 8 * 8 = 1024 inputs to the linear layer
     """
 
-    def __init__(self, obs_shape, uint8):
+    def __init__(self, obs_shape, uint8, channels_last=True):
         super().__init__()
-        self.channels_last = obs_shape[-1] < obs_shape[0]
-        self.uint8 = uint8
+        self.channels_last, self.uint8 = channels_last, uint8
         image_shape = ((obs_shape[2], *obs_shape[:2]) if self.channels_last  # [C, H, W]
                        else tuple(obs_shape))
         channels, height, width = image_shape
@@ -342,10 +389,10 @@ class QNetwork(nn.Module):
     with two hidden ReLU layers; on an image, an ImageEncoder and a linear layer (the DQN
     paper's network on Atari frames)."""
 
-    def __init__(self, obs_shape, num_actions, hidden_size=128, uint8=False):
+    def __init__(self, obs_shape, num_actions, hidden_size=128, uint8=False, channels_last=True):
         super().__init__()
         if len(obs_shape) == 3:
-            self.encoder = ImageEncoder(obs_shape, uint8)
+            self.encoder = ImageEncoder(obs_shape, uint8, channels_last)
             hidden_size = self.encoder.output_size
         else:
             self.encoder = nn.Sequential(nn.Linear(obs_shape[0], hidden_size), nn.ReLU(),
@@ -356,28 +403,36 @@ class QNetwork(nn.Module):
         return self.head(self.encoder(obs))
 
 
-def greedy_actions(q_network, obs):
-    """argmax_a Q(s, a) for a NumPy batch of observations [N, *obs_shape], as a NumPy array [N]."""
+def q_values_np(q_network, obs):
+    """Q(s, .) for a NumPy batch of observations [N, *obs_shape], as a NumPy array [N, A]:
+    what acting (argmax_a) and the overestimation check (max_a) read."""
     device = next(q_network.parameters()).device
     with torch.inference_mode():  # no autograd bookkeeping at all, cheaper than no_grad
-        q_values = q_network(torch.as_tensor(obs, dtype=torch.float32, device=device))
-    return q_values.argmax(dim=1).cpu().numpy()
+        return q_network(torch.as_tensor(obs, dtype=torch.float32, device=device)).cpu().numpy()
+
+
+def greedy_actions(q_network, obs):
+    """argmax_a Q(s, a) for a NumPy batch of observations [N, *obs_shape], as a NumPy array [N]."""
+    return q_values_np(q_network, obs).argmax(axis=1)
 
 
 # ---------------------------------------------------------------------------------------
 # What the agent sees: the vector environment (dqn.py changes observations and rewards only
 # on Atari, as the DQN paper did)
 # ---------------------------------------------------------------------------------------
-def atari_wrappers(env, life_loss):
+def atari_wrappers(env):
     """The DQN paper's Atari preprocessing with Gymnasium's own wrappers: up to 30 no-op
     actions at reset, every action repeated for 4 frames (the max of the last two frames
     against flicker), frames gray and resized to 84 x 84, the last 4 stacked into one
-    uint8 observation [4, 84, 84]; with life_loss a lost life terminates the episode
-    (Gymnasium's wrapper then starts a new game). Departure from the paper: ALE v5's sticky
-    actions (the previous action repeats with probability 0.25) stay on, as Machado et al.
-    2018 recommend."""
+    uint8 observation [4, 84, 84] (channels first); FIRE pressed where the game waits for it
+    (FireReset). A lost life ends the training episode in make_vector_env, not here:
+    Gymnasium's terminal_on_life_loss would start a new game at every lost life. Departure
+    from the paper: ALE v5's sticky actions (the previous action repeats with probability
+    0.25) stay on, as Machado et al. 2018 recommend."""
     env = gym.wrappers.AtariPreprocessing(env, noop_max=30, frame_skip=4, screen_size=84,
-                                          terminal_on_life_loss=life_loss, grayscale_obs=True)
+                                          grayscale_obs=True)
+    if env.unwrapped.get_action_meanings()[1:2] == ["FIRE"]:
+        env = FireReset(env)
     return gym.wrappers.FrameStackObservation(env, 4)
 
 
@@ -386,10 +441,11 @@ def make_vector_env(env_id, num_envs, training=False, life_loss=False, video_fol
     (the observation after an episode ends is the next episode's first; the true last one
     is in info["final_obs"], which train stores as s') and episode statistics recorded by
     Gymnasium's wrapper (episodes.csv's returns). With video_folder, the evaluation's
-    environments record their first episode. An Atari id gets atari_wrappers (life_loss
-    only in training) and, in training, rewards clipped to their sign after the statistics
-    wrapper, as in the DQN paper: episodes.csv keeps the game's score. A video records the
-    game's own screen, before the preprocessing."""
+    environments record their first episode. An Atari id gets atari_wrappers and, in
+    training, rewards clipped to their sign after the statistics wrapper, as in the DQN
+    paper, and with life_loss a lost life as a termination (LifeLossTermination):
+    episodes.csv keeps the score of whole games. A video records the game's own screen,
+    before the preprocessing."""
     atari = env_id.startswith("ALE/")
     options = {"frameskip": 1} if atari else {}  # AtariPreprocessing skips frames itself
 
@@ -404,11 +460,13 @@ def make_vector_env(env_id, num_envs, training=False, life_loss=False, video_fol
                 warnings.filterwarnings("ignore", message=".*Overwriting existing videos")
                 env = gym.wrappers.RecordVideo(env, video_folder, name_prefix=f"eval-{i}",
                                                episode_trigger=lambda episode: episode == 0)
-        return atari_wrappers(env, life_loss and training) if atari else env
+        return atari_wrappers(env) if atari else env
 
     envs = gym.vector.SyncVectorEnv([lambda i=i: make(i) for i in range(num_envs)],
                                     autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
     envs = gym.wrappers.vector.RecordEpisodeStatistics(envs)
+    if atari and training and life_loss:  # after the statistics: episodes.csv has whole games
+        envs = LifeLossTermination(envs)
     if atari and training:
         envs = gym.wrappers.vector.TransformReward(envs, np.sign)
     return envs
@@ -440,8 +498,13 @@ def train(args, envs, q_network, target_network, run):
                           obs_space.shape, device, rng, obs_dtype)
     exploration_steps = args.exploration_fraction * args.total_timesteps
     global_step, gradient_step, losses, q_means = 0, 0, [], []
+    # The overestimation check: V(s_0) = max_a Q(s_0, a) as each episode starts, beside the
+    # discounted return G_0 = r_0 + gamma r_1 + gamma^2 r_2 + ... that the episode collects,
+    # in the episodes and rewards Q learns from (Atari: clipped, a lost life ends one).
+    episode_g, discount, starts = np.zeros(args.num_envs), np.ones(args.num_envs), []
 
     obs, _ = envs.reset(seed=args.seed)
+    start_q = q_values_np(q_network, obs).max(axis=1)
     for iteration in range(num_iterations):
         # Act: epsilon-greedy, the network consulted only when some environment needs it.
         epsilon = linear_schedule(args.start_e, args.end_e, exploration_steps, global_step)
@@ -460,6 +523,12 @@ def train(args, envs, q_network, target_network, run):
             real_next_obs[i] = info["final_obs"][i]
         buffer.add(obs, real_next_obs, actions, rewards, terminated)
         obs = next_obs
+        episode_g += discount * rewards  # G_0 so far, in each environment
+        discount *= args.gamma
+        for i in np.flatnonzero(terminated | truncated):  # the next episode starts at obs[i]
+            starts.append((start_q[i], episode_g[i]))
+            episode_g[i], discount[i] = 0.0, 1.0
+            start_q[i] = q_values_np(q_network, obs[i:i + 1]).max()
         for i in np.flatnonzero(info.get("_episode", [])):
             run.episode(global_step, info["episode"]["r"][i], info["episode"]["l"][i])
         if run.reached(args.stop_at_return, global_step):  # the summary records when
@@ -500,27 +569,34 @@ def train(args, envs, q_network, target_network, run):
             loss_mean = float(np.mean(losses))
             if run.non_finite(loss_mean, global_step):  # says so; the run stops as interrupted
                 return
+            # q_start, discounted_return: V(s_0) and G_0 of the episodes ended since the last row
+            q_start, g_start = np.mean(starts, axis=0).tolist() if starts else ("", "")
             run.update(global_step, epsilon=round(epsilon, 6),
                        learning_rate=optimizer.param_groups[0]["lr"], loss=loss_mean,
-                       q_mean=float(np.mean(q_means)), gradient_steps=gradient_step,
+                       q_mean=float(np.mean(q_means)), q_start=q_start,
+                       discounted_return=g_start, gradient_steps=gradient_step,
                        buffer_size=buffer.size)
-            losses, q_means = [], []
+            losses, q_means, starts = [], [], []
 
 
 def main(args: Args) -> dict:
     """Train DQN (or evaluate an --eval-checkpoint), write the run folder, return the summary.
     Ctrl-C stops training; the run folder is written, then KeyboardInterrupt goes on up."""
-    # Check everything a user can get wrong before anything runs (CONTRIBUTING.md, "Bad input").
+    # Check everything a user can get wrong before anything runs: one line, exit status 2.
     check_args(args)
     obs_space, num_actions = check_env(args.env_id)
+    # The flags left at None take the observation's preset (PRESETS), checked in their turn.
+    args = with_preset(args, image=len(obs_space.shape) == 3)
+    check_args(args)
     checkpoint = load_checkpoint(args.eval_checkpoint, args.env_id)  # None without the flag
     if checkpoint is not None:  # the network's size comes from the model
         args = replace(args, hidden_size=checkpoint["args"]["hidden_size"])
 
-    # Set up: seeds, device, the online network, the run folder.
-    device = seed_and_device(args.seed, args.cuda)  # on the CPU: one thread, denormals flushed
+    # Set up: seeds, device (on the CPU: one thread, denormals flushed), the network, the run folder.
+    device = seed_and_device(args.seed, args.cuda, small_network=len(obs_space.shape) != 3)
     uint8 = obs_space.dtype == np.uint8  # pixels to scale to [0, 1]
-    q_network = QNetwork(obs_space.shape, num_actions, args.hidden_size, uint8).to(device)
+    shape = (obs_space.shape, num_actions, args.hidden_size, uint8, channels_last(args.env_id))
+    q_network = QNetwork(*shape).to(device)
     if checkpoint is not None:
         restore(checkpoint, q_network, args)
     run = RunWriter(args, device, q_network)
@@ -529,7 +605,7 @@ def main(args: Args) -> dict:
     # then finish: evaluate, save, write, plot.
     interrupted = False
     if checkpoint is None:
-        target_network = QNetwork(obs_space.shape, num_actions, args.hidden_size, uint8).to(device)
+        target_network = QNetwork(*shape).to(device)
         target_network.load_state_dict(q_network.state_dict())
         envs = make_vector_env(args.env_id, args.num_envs, training=True,
                                life_loss=args.terminal_on_life_loss)
@@ -549,6 +625,8 @@ def main(args: Args) -> dict:
 # ---------------------------------------------------------------------------------------
 # Plumbing: checks, run folder, evaluation, checkpoints (not needed to follow the algorithm)
 # ---------------------------------------------------------------------------------------
+# More than the 450 lines of the other scripts: Atari and MinAtar have wrappers here
+# (the frame preprocessing, a lost life as a termination, FIRE at reset, MinAtar's screen).
 class UsageError(Exception):
     """Bad input: reported as one line on stderr with exit status 2, before training."""
 
@@ -558,38 +636,65 @@ def fail(message):
 
 
 def parse_args():
-    """tyro.cli(Args), with tyro's own parse errors (an unknown flag, a value of the wrong
-    type) turned into one line: tyro's message and the flags it suggests, read back from the
-    text it prints. --help prints as tyro writes it."""
-    if {"-h", "--help"} & set(sys.argv[1:]):
+    """tyro.cli(Args), with a mistake on the command line (an unknown flag, a missing value,
+    a value of the wrong type or not among the choices) as one whole line at any terminal
+    width: tyro hands the mistake over as data through its parse-error hook (tyro._errors,
+    marked experimental, which is one reason requirements.txt pins tyro), and usage_error
+    words it. --help prints as tyro writes it."""
+    with tyro._errors.on_parse_error(usage_error):
         return tyro.cli(Args)
-    captured = io.StringIO()
+
+
+def usage_error(event):
+    """Raise UsageError with one line for a tyro parse error: the flag, what it takes, and
+    what to write instead (the closest flags to an unknown one; 100000 for 1e5)."""
+    types = typing.get_type_hints(Args)
+    flags = [f"--{name.replace('_', '-')}" for name in types]
+    flags += [f"--no-{name.replace('_', '-')}" for name, kind in types.items() if kind is bool]
+    help_hint = f"(python {SCRIPT} --help lists the flags)"
+    if isinstance(event, tyro._errors.UnrecognizedArgs):
+        close = difflib.get_close_matches(event.tokens[0].partition("=")[0], flags, n=2)
+        also = f"; did you mean {' or '.join(close)}?" if close else ""
+        fail(f"unrecognized options: {', '.join(event.tokens)}{also} {help_hint}")
+    if getattr(event, "argument", None) is None:
+        fail(f"cannot read the command line ({type(event).__name__}) {help_hint}")
+    flag = event.argument.display_name().split("/")[0]
+    if isinstance(event, tyro._errors.InvalidChoice):
+        fail(f"{flag} takes {' or '.join(event.choices)}, not {event.value!r} {help_hint}")
+    words = sys.argv[1:]
+    given = [w.partition("=")[2] or next(iter(words[i + 1:i + 2]), "")
+             for i, w in enumerate(words) if w.partition("=")[0] == flag]
+    if not given or isinstance(event, tyro._errors.BadValue):
+        fail(f"{flag} needs a value {help_hint}")
+    kind = types[flag[2:].replace("-", "_")]
+    whole = int in (kind, *typing.get_args(kind))
     try:
-        with contextlib.redirect_stdout(captured), contextlib.redirect_stderr(captured):
-            return tyro.cli(Args)
-    except SystemExit:
-        lines = [line.strip() for line in captured.getvalue().splitlines()]
-        lines = [line for line in lines if line.strip("-")]  # drop blanks and rules
-        flags = [line.split()[0].rstrip(",") for line in lines[2:] if line.startswith("--")]
-        hint = f"; did you mean {' or '.join(flags)}?" if "Perhaps you meant:" in lines else ""
-        fail(f"{lines[1][0].lower()}{lines[1][1:]}{hint} (python {SCRIPT} --help lists the flags)")
+        instead = (f": write {int(float(given[-1]))}"
+                   if whole and float(given[-1]).is_integer() else "")
+    except ValueError:  # not a number at all
+        instead = ""
+    fail(f"{flag} takes {'a whole number' if whole else 'a number'}, not {given[-1]!r}"
+         f"{instead} {help_hint}")
 
 
 def check_args(args):
-    """Everything a user can get wrong in the flags, checked before any environment runs."""
+    """Everything a user can get wrong in the flags, checked before any environment runs;
+    main checks again once the flags left at None have their preset's values (with_preset),
+    and a check that needs one of those waits for it."""
+    flags = {k: v for k, v in asdict(args).items() if v is not None}
     for name in ("total_timesteps", "num_envs", "buffer_size", "batch_size",
                  "target_network_frequency", "train_frequency", "gradient_steps", "hidden_size",
                  "log_interval", "learning_rate", "max_grad_norm"):
-        if not getattr(args, name) > 0:
-            fail(f"--{name.replace('_', '-')} must be positive, got {getattr(args, name)}")
-    for name in ("gamma", "start_e", "end_e", "exploration_fraction"):
-        if not 0.0 <= getattr(args, name) <= 1.0:
-            fail(f"--{name.replace('_', '-')} must be in [0, 1], got {getattr(args, name)}")
+        if name in flags and not flags[name] > 0:
+            fail(f"--{name.replace('_', '-')} must be positive, got {flags[name]}")
+    for name in ("gamma", "start_e", "end_e", "exploration_fraction", "eval_epsilon"):
+        if name in flags and not 0.0 <= flags[name] <= 1.0:
+            fail(f"--{name.replace('_', '-')} must be in [0, 1], got {flags[name]}")
     if not 0.0 < args.tau <= 1.0:
         fail(f"--tau must be in (0, 1], got {args.tau}")
     for name in ("learning_starts", "eval_episodes"):
-        if getattr(args, name) < 0:
-            fail(f"--{name.replace('_', '-')} must be 0 or more, got {getattr(args, name)}")
+        if flags.get(name, 0) < 0:
+            fail(f"--{name.replace('_', '-')} must be 0 or more, got {flags[name]}")
     if args.eval_every < 0:
         fail("--eval-every must be 0 (evaluate only after training) or more, "
              f"got {args.eval_every}")
@@ -600,16 +705,15 @@ def check_args(args):
              "pass --eval-episodes 1 or more")
     if args.capture_video and importlib.util.find_spec("moviepy") is None:
         fail("--capture-video needs moviepy: pip install moviepy==2.2.1")
-    if args.terminal_on_life_loss and not args.env_id.startswith("ALE/"):
-        fail(f"--terminal-on-life-loss is for Atari's lives (ALE/ ids), not {args.env_id}")
-    if args.buffer_size < args.batch_size:
+    if {"buffer_size", "batch_size"} <= flags.keys() and args.buffer_size < args.batch_size:
         fail(f"--buffer-size {args.buffer_size} is smaller than one batch (--batch-size "
              f"{args.batch_size}); raise it or shrink the batch")
-    if args.buffer_size % args.num_envs:
+    if "buffer_size" in flags and args.buffer_size % args.num_envs:
         fail(f"--buffer-size {args.buffer_size} is not divisible by --num-envs "
              f"{args.num_envs}; pick a multiple of {args.num_envs}")
     budget = args.total_timesteps // args.num_envs * args.num_envs  # whole steps of N envs
-    if args.eval_checkpoint is None and args.learning_starts >= budget:
+    if (args.eval_checkpoint is None and "learning_starts" in flags
+            and args.learning_starts >= budget):
         fail(f"--learning-starts {args.learning_starts} is not below the budget of {budget:,} "
              f"steps (--total-timesteps {args.total_timesteps} in whole steps of --num-envs "
              f"{args.num_envs}): the network would never train; lower it or raise the budget")
@@ -622,7 +726,7 @@ def check_env(env_id):
     atari = env_id.startswith("ALE/")
     try:
         env = gym.make(env_id, **({"frameskip": 1} if atari else {}))
-        env = atari_wrappers(env, life_loss=False) if atari else env  # the agent's frames
+        env = atari_wrappers(env) if atari else env  # the agent's frames
     except (gym.error.NameNotFound, gym.error.VersionNotFound, gym.error.NamespaceNotFound):
         close = [i for i in difflib.get_close_matches(env_id.rpartition(":")[2], gym.registry,
                                                       n=6, cutoff=0.6) if makeable(i)][:3]
@@ -646,14 +750,23 @@ def check_env(env_id):
              "takes MultiDiscrete or MultiBinary)")
     if not (isinstance(obs_space, gym.spaces.Box) and len(obs_space.shape) in (1, 3)):
         fail(f"{env_id} has a {type(obs_space).__name__} observation space of shape "
-             f"{obs_space.shape}; dqn.py needs a flat Box or an image Box (H x W x C or "
-             "C x H x W; a 2-D frame gets its channel from gymnasium.wrappers.ReshapeObservation; "
+             f"{obs_space.shape}; dqn.py needs a flat Box or an image Box (H x W x C, "
+             "channels last; a 2-D frame gets its channel from gymnasium.wrappers.ReshapeObservation; "
              "qlearning.py uses a table for Discrete ones)")
-    shape = obs_space.shape  # an image's side: its channels are the shorter end dimension
-    if len(shape) == 3 and min(shape[:2] if shape[2] < shape[0] else shape[1:]) < 3:
+    shape = obs_space.shape  # an image's height and width, by the convention of channels_last
+    if len(shape) == 3 and min(shape[:2] if channels_last(env_id) else shape[1:]) < 3:
         fail(f"{env_id} has images of shape {shape}; the smallest convolution needs "
              "3 x 3 pixels or more")
     return obs_space, int(action_space.n)
+
+
+def channels_last(env_id):
+    """Where an image keeps its channels, by convention and never by its sizes (a 10 x 10 x
+    10 Seaquest frame has no shorter side): last (H x W x C) in Gymnasium's images and
+    MinAtar's; first (C x H x W) in the stack of 4 frames that atari_wrappers makes of an
+    ALE/ id. An environment of one's own with C x H x W images moves the axis to the end
+    (gymnasium.wrappers.TransformObservation with np.moveaxis(obs, 0, -1))."""
+    return not env_id.startswith("ALE/")
 
 
 def register_game_ids(env_id):
@@ -681,6 +794,49 @@ class MinAtarScreen(gym.Wrapper):
         return (frame * 255).astype(np.uint8).repeat(16, axis=0).repeat(16, axis=1)
 
 
+class FireReset(gym.Wrapper):
+    """Presses FIRE (action 1) at the start of a game and after each lost life, in the games
+    whose ball or round waits for it (Breakout), as OpenAI's baselines and CleanRL do: a
+    policy that never presses it would idle until ALE's cap of 108,000 frames. The press is
+    a step of 4 frames that the agent does not take (not counted in the budget); its reward
+    is added to the step's after a lost life and dropped at reset, as theirs. Departure:
+    baselines and CleanRL press RIGHT (action 2) after FIRE as well; FIRE alone launches the
+    ball."""
+
+    def reset(self, **kwargs):
+        self.env.reset(**kwargs)
+        obs, _, _, _, info = self.env.step(1)
+        self.lives = info["lives"]
+        return obs, info
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        if info["lives"] < self.lives and not (terminated or truncated):
+            obs, fire_reward, terminated, truncated, info = self.env.step(1)
+            reward += fire_reward
+        self.lives = info["lives"]
+        return obs, reward, terminated, truncated, info
+
+
+class LifeLossTermination(gym.vector.VectorWrapper):
+    """Atari in training (--terminal-on-life-loss): the step that loses a life is terminated
+    for the learner (it does not bootstrap), as in the DQN paper and CleanRL, while the game
+    plays on with the lives it has left; only a game's real end resets it. Wrapped over the
+    episode statistics, so episodes.csv holds whole games. CleanRL's EpisodicLifeEnv fakes a
+    reset with a no-op step; here the next life starts from the frame where the last ended."""
+
+    def reset(self, **kwargs):
+        obs, info = self.env.reset(**kwargs)
+        self.lives = info["lives"].copy()
+        return obs, info
+
+    def step(self, actions):
+        obs, rewards, terminated, truncated, info = self.env.step(actions)
+        lost = info["lives"] < self.lives  # a game that ended shows its next game's lives
+        self.lives = info["lives"].copy()
+        return obs, rewards, terminated | lost, truncated, info
+
+
 def makeable(env_id):
     """Whether gym.make(env_id) works here (its dependencies installed), for suggestions."""
     try:
@@ -692,11 +848,12 @@ def makeable(env_id):
         return False
 
 
-def seed_and_device(seed, cuda):
+def seed_and_device(seed, cuda, small_network=True):
     """Seed Python's, NumPy's and torch's random generators (the environments are seeded by
     their reset), and pick the device: the GPU if asked for and present, else the CPU with
     one thread (faster for a small MLP) and denormals flushed to zero (dead ReLU units' Adam
-    moments decay into denormals, which x86 handles slowly)."""
+    moments decay into denormals, which x86 handles slowly). With the GPU, a note says that
+    a small network is faster on the CPU (an image network is not small)."""
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)
@@ -704,26 +861,55 @@ def seed_and_device(seed, cuda):
     if device.type == "cpu":
         torch.set_num_threads(1)
         torch.set_flush_denormal(True)
+    if device.type == "cuda" and small_network:  # an image's convolutions are what pays there
+        print(f"{SCRIPT}: note: networks this small train faster on one CPU thread than on "
+              "a GPU (measured for every script at its reference settings); --no-cuda uses the CPU")
     return device
 
 
-def evaluate(q_network, env_id, episodes, seed, video_folder=None):
-    """Greedy returns of `episodes` episodes, one per environment of a vector env, all at
-    once: the action of highest Q, no epsilon (so no random number is drawn)."""
+EVAL_MAX_STEPS = 27_000
+"""an evaluation episode still running after this many steps is cut there (its return so
+far counts): a greedy policy can balance or walk in a circle forever in an environment
+without a time limit. 27,000 steps are ALE's own end of an Atari game (108,000 frames)."""
+
+
+def evaluate(q_network, env_id, episodes, seed, video_folder=None, epsilon=0.0):
+    """Returns of `episodes` episodes, one per environment of a vector env, all at once: the
+    action of highest Q or, with probability epsilon (--eval-epsilon: 0.05 for images, as the
+    DQN papers and CleanRL evaluate; 0 for vectors, when no random number is drawn), a
+    uniformly random one from a generator of the evaluation's own. A line every 2 seconds
+    says how far it is; an episode still running at EVAL_MAX_STEPS counts with its return
+    so far."""
     envs = make_vector_env(env_id, episodes, video_folder=video_folder)
     obs, _ = envs.reset(seed=seed)
+    rng = np.random.default_rng(seed)  # epsilon's draws; training's streams stay untouched
     returns = np.full(episodes, np.nan)
-    while np.isnan(returns).any():
-        obs, _, _, _, info = envs.step(greedy_actions(q_network, obs))
+    steps, last_print = 0, time.time()
+    while np.isnan(returns).any() and steps < EVAL_MAX_STEPS:
+        actions = greedy_actions(q_network, obs)
+        if epsilon:
+            explore = rng.random(episodes) < epsilon
+            actions = np.where(explore, rng.integers(envs.single_action_space.n, size=episodes),
+                               actions)
+        obs, _, _, _, info = envs.step(actions)
         if "_episode" in info:
             first = info["_episode"] & np.isnan(returns)
             returns[first] = info["episode"]["r"][first]
+        steps += 1
+        if time.time() - last_print >= 2.0:
+            last_print = time.time()
+            print(f"{SCRIPT}: evaluating, {episodes - np.isnan(returns).sum()} of {episodes} "
+                  f"episodes done, {steps:,} steps")
+    if np.isnan(returns).any():
+        print(f"{SCRIPT}: evaluation episodes cut at {EVAL_MAX_STEPS:,} steps; give "
+              f"{env_id} a time limit (max_episode_steps)")
+        returns = np.where(np.isnan(returns), envs.episode_returns, returns)
     envs.close()
     return returns
 
 
 class RunWriter:
-    """The run folder (CONTRIBUTING.md, "What a run writes"): config.json at once, the CSV
+    """The run folder (the files the docstring at the top lists): config.json at once, the CSV
     files row by row (flushed, so an interrupted run keeps them), a progress line every 2
     seconds, the evaluations of --eval-every with best_model.pt; finish() writes the rest.
     The budget is rounded down to whole steps of the N environments, said at the start."""
@@ -751,7 +937,8 @@ class RunWriter:
         self.files, self.steps, self.returns, self.evaluations = {}, [], [], []
         self.write_row("episodes.csv")  # its header now: a run with no episode has the file
         self.start = self.last_print = time.time()
-        self.first_print = None  # (step, time) of the first progress line
+        self.first_print = None  # (step, time) of the first progress line after the warm-up
+        self.warm_up = args.learning_starts
         print(f"{SCRIPT}: {args.env_id}, seed {args.seed}, device {device}")
         if self.budget != args.total_timesteps and args.eval_checkpoint is None:
             print(f"{SCRIPT}: training runs {self.budget:,} of --total-timesteps "
@@ -788,7 +975,8 @@ class RunWriter:
         """After each vector step: record the step count (should Ctrl-C stop the run), run a
         greedy evaluation each time global_step crosses a multiple of --eval-every, and
         print the progress line, with the step's epsilon, every 2 seconds, its speed
-        measured from the first line on (the first seconds hold the start-up)."""
+        measured from the first line after the --learning-starts warm-up (the start-up and
+        the random warm-up steps would make the speed and ETA wrong)."""
         every, previous = self.args.eval_every, self.summary["global_steps"]
         self.summary["global_steps"] = global_step
         if every and global_step // every > previous // every:
@@ -799,7 +987,8 @@ class RunWriter:
             sps = (global_step - first[0]) / (now - first[1]) if self.first_print else None
             print(progress_line(global_step, self.budget, sps, self.recent_return())
                   + f" | epsilon {epsilon:.3f}")
-            self.first_print = first
+            if global_step >= self.warm_up:  # random steps without updates are far faster
+                self.first_print = first
 
     def evaluation(self, global_step):
         """Evaluate the greedy policy of the online network as it is now on environments of
@@ -808,7 +997,7 @@ class RunWriter:
         far as best_model.pt (the first of equal means)."""
         wall_time = self.elapsed()
         returns = evaluate(self.q_network, self.args.env_id, self.args.eval_episodes,
-                           self.args.seed + 100_000)
+                           self.args.seed + 100_000, epsilon=self.args.eval_epsilon)
         mean, std = float(returns.mean()), float(returns.std())
         self.write_row("evaluations.csv", global_step=global_step, wall_time=round(wall_time, 4),
                        eval_return_mean=mean, eval_return_std=std)
@@ -903,6 +1092,10 @@ def load_checkpoint(path, env_id):
     it was made for env_id; None when path is None (no --eval-checkpoint)."""
     if path is None:
         return None
+    if os.path.isdir(path):  # a run folder stands for its model.pt
+        path = os.path.join(path, "model.pt")
+        if not os.path.isfile(path):
+            fail(f"run folder {os.path.dirname(path)} has no model.pt; train with --save-model")
     if not os.path.isfile(path):
         fail(f"checkpoint {path} does not exist")
     try:
@@ -928,35 +1121,55 @@ def restore(checkpoint, q_network, args):
 
 
 def finish(args, run, q_network, trained=True):
-    """Evaluate greedily, save the model if asked, write summary.json and the curve, and
-    print the closing line. An interrupted run skips the evaluation."""
+    """Write the run first (model.pt if asked, summary.json, the curve), then
+    evaluate greedily and write summary.json and the curve again with the evaluation, so that
+    Ctrl-C during a long evaluation keeps the run; print the closing line. An interrupted
+    run skips the evaluation."""
     summary = run.summary
     summary["train_return_last20"] = run.recent_return()
     summary["wall_time_s"] = round(run.elapsed(), 3)
-    final = None
-    if args.eval_episodes and not summary["interrupted"]:
-        video_folder = os.path.join(run.path, "videos") if args.capture_video else None
-        returns = evaluate(q_network, args.env_id, args.eval_episodes, args.seed + 100_000,
-                           video_folder)
-        summary["eval_return_mean"] = float(returns.mean())
-        summary["eval_return_std"] = float(returns.std())
-        final = (summary["global_steps"], summary["eval_return_mean"], summary["eval_return_std"])
+    if trained and not run.steps and not summary["interrupted"]:
+        print(f"{SCRIPT}: no training episode ended in {summary['global_steps']:,} steps; if "
+              f"{args.env_id} has no time limit, register it with max_episode_steps")
     if args.save_model and trained:
         save_checkpoint(os.path.join(run.path, "model.pt"), q_network, args)
     run.close()
-    with open(os.path.join(run.path, "summary.json"), "w") as f:
-        json.dump(summary, f, indent=2)
+    curve = write_summary(args, run, trained)
+    if args.eval_episodes and not summary["interrupted"]:
+        video_folder = os.path.join(run.path, "videos") if args.capture_video else None
+        try:
+            returns = evaluate(q_network, args.env_id, args.eval_episodes, args.seed + 100_000,
+                               video_folder, args.eval_epsilon)
+        except KeyboardInterrupt:
+            print(f"{SCRIPT}: final evaluation interrupted; {run.path} keeps the run without it")
+            raise
+        summary["eval_return_mean"] = float(returns.mean())
+        summary["eval_return_std"] = float(returns.std())
+        curve = write_summary(args, run, trained, final=(
+            summary["global_steps"], summary["eval_return_mean"], summary["eval_return_std"]))
     closing = [f"{SCRIPT}: run folder {run.path}", f"global_steps {summary['global_steps']:,}"]
     for key in ("train_return_last20", "eval_return_mean"):
         closing.append(f"{key} " + ("-" if summary[key] is None else f"{summary[key]:.2f}"))
     if args.stop_at_return is not None:
         closing.append(f"solved_at_step {summary['solved_at_step'] or 'not reached'}")
-    if trained:
-        closing.append("learning curve " + plot_learning_curve(
-            run.path, run.steps, run.returns, f"{SCRIPT} on {args.env_id}, seed {args.seed}",
-            run.evaluations, final))
+    if curve:
+        closing.append(f"learning curve {curve}")
     print(" | ".join(closing))
     return summary
+
+
+def write_summary(args, run, trained, final=None):
+    """summary.json and, after training, learning_curve.png (with the final evaluation as a
+    marker of its own, titled with --exp-name where it is not the script's name: a variant
+    such as maddpg); returns the curve's path, or None."""
+    with open(os.path.join(run.path, "summary.json"), "w") as f:
+        json.dump(run.summary, f, indent=2)
+    variant = f" ({args.exp_name})" if args.exp_name != SCRIPT.removesuffix(".py") else ""
+    if trained:
+        return plot_learning_curve(run.path, run.steps, run.returns,
+                                   f"{SCRIPT}{variant} on {args.env_id}, seed {args.seed}",
+                                   run.evaluations, final)
+    return None
 
 
 def cli():

@@ -19,23 +19,35 @@ Run:
     python exercises.py make ppo.gae ppo.loss --out homework
     python exercises.py check exercises/ppo.py        # the tests, then a short training run
     python exercises.py check exercises/ppo.py --no-train
+    python exercises.py check submissions/*/ppo.py --summary grades.csv   # a class
 
 `check` looks at the functions of the student's file that differ from the repository's and
 checks the exercises they belong to (all the script's exercises when none differ);
-`--exercise ID` names them instead. Exit status: 0 when the verdict is "correct", 1 when
-tests fail or the run does not learn, 2 for bad input. EXERCISES.md is the teachers' guide.
+`--exercise ID` names them instead. Each file's report ends in one verdict line; several
+files end in a grade book, a CSV row per file (`--summary` keeps it in a file). The tests
+are stopped after --test-time-limit seconds and a training run after --train-time-limit,
+with every process they started. check runs the student's code unsandboxed, with the
+user's permissions. Exit status: 0 when every verdict is "correct", 1 when a student's file
+is not (a failing test, a syntax or import error, code past the time limit, a crash, a run
+that does not learn), 2 for the teacher's bad input (an unknown exercise, a missing file, a
+bad flag), reported in one line before any student's code runs. EXERCISES.md is the
+teachers' guide.
 """
 
 # ---------------------------------------------------------------------------------------
 # Imports
 # ---------------------------------------------------------------------------------------
 import ast
+import csv
 import difflib
+import faulthandler
 import functools
+import importlib.util
 import inspect
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import tempfile
@@ -306,6 +318,44 @@ EXERCISES = (
               "test_terminated_window_is_cut_and_truncated_one_bootstraps",
               "test_fp_buffer_one_window_per_agent_and_valid_transitions"),
              MATD3_RUN, -22, "eval_return_mean"),
+    Exercise("vpg.reward_to_go", "reward_to_go", "Williams 1992, REINFORCE; Sutton et al. "
+             "2000 (reward-to-go); Pardo et al. 2018 (time limits)",
+             "loop backwards over t, carrying R from step t+1; where step t ended or is the "
+             "batch's last, carry next_values[t] instead; then R_t = r_t + gamma * "
+             "(1 - terminated_t) * carried",
+             ("test_reward_to_go_without_episode_end_bootstraps_after_the_batch",
+              "test_reward_to_go_termination_does_not_bootstrap",
+              "test_reward_to_go_and_advantage_with_a_truncation",
+              "test_reward_to_go_two_environments_at_once"),
+             ("--env-id", "CartPole-v1", "--total-timesteps", "200000", "--stop-at-return",
+              "475"), 475),
+    Exercise("trpo.conjugate_gradient", "conjugate_gradient", "Hestenes & Stiefel 1952, "
+             "conjugate gradient; Schulman et al. 2015, TRPO (appendix C)",
+             "start from x = 0, r = p = b; each iteration one product A p, the step alpha "
+             "along p, then the new residual and the new direction r + beta * p",
+             ("test_conjugate_gradient_first_iteration_by_hand",
+              "test_conjugate_gradient_solves_a_two_by_two_system_in_two_iterations",
+              "test_conjugate_gradient_of_a_zero_gradient_is_zero_without_a_product"),
+             ("--env-id", "CartPole-v1", "--total-timesteps", "200000", "--stop-at-return",
+              "475"), 475),
+    Exercise("trpo.fisher_vector_product", "fisher_vector_product", "Schulman et al. 2015, "
+             "TRPO (appendix C); Pearlmutter 1994 (Hessian-vector products)",
+             "take the KL's gradient with create_graph=True, flatten it, dot it with the vector, "
+             "and differentiate that scalar again; then add damping times the vector",
+             ("test_fisher_vector_product_against_the_fisher_matrix_written_out",),
+             ("--env-id", "CartPole-v1", "--total-timesteps", "200000", "--stop-at-return",
+              "475"), 475),
+    Exercise("trpo.line_search", "line_search", "Schulman et al. 2015, TRPO (section 6)",
+             "L(old_params) first; then for j = 0, 1, ... try old_params + coef^j * full_step "
+             "and keep the first that improves L strictly with KL <= max_kl; none: put the "
+             "old parameters back",
+             ("test_line_search_accepts_the_full_step",
+              "test_line_search_shrinks_until_the_surrogate_improves",
+              "test_line_search_shrinks_until_the_kl_is_within_delta",
+              "test_line_search_rejects_and_puts_the_old_parameters_back",
+              "test_the_kl_of_the_accepted_step_is_within_delta"),
+             ("--env-id", "CartPole-v1", "--total-timesteps", "200000", "--stop-at-return",
+              "475"), 475),
 )
 
 
@@ -371,7 +421,8 @@ def blank_function(source, function, message):
 # ---------------------------------------------------------------------------------------
 # list, make, check
 # ---------------------------------------------------------------------------------------
-def list_exercises(hints: bool = False) -> None:
+def list_exercises(hints: Annotated[bool, tyro.conf.FlagCreatePairsOff,
+                                   tyro.conf.arg(help_behavior_hint="")] = False) -> None:
     """List every exercise: its id, the function to write and the paper.
 
     Args:
@@ -386,18 +437,25 @@ def list_exercises(hints: bool = False) -> None:
         print(f"{SCRIPT}: a hint where to start: python {SCRIPT} hint <id>")
 
 
-def hint(exercise_ids: Annotated[list[str], tyro.conf.Positional]) -> None:
+def hint(exercise_ids: Annotated[list[str], tyro.conf.Positional, tyro.conf.arg(
+        metavar="ID [ID ...]", help_behavior_hint="(required)")]) -> None:
     """Give the hint of one or more exercises: where to start.
 
     Args:
         exercise_ids: one or more exercise ids (see `list`)
     """
+    if not exercise_ids:
+        fail(f"name one or more exercises: python {SCRIPT} hint ID [ID ...] (the ids: "
+             f"python {SCRIPT} list)")
     for e in [find_exercise(i) for i in exercise_ids]:
         print(f"{e.id} ({e.script}.py: {e.function}): {e.hint}")
 
 
-def make(exercise_ids: Annotated[list[str], tyro.conf.Positional], out: str = "exercises",
-         force: bool = False) -> None:
+def make(exercise_ids: Annotated[list[str], tyro.conf.Positional, tyro.conf.arg(
+             metavar="ID [ID ...]", help_behavior_hint="(required)")],
+         out: Annotated[str, tyro.conf.arg(metavar="FOLDER")] = "exercises",
+         force: Annotated[bool, tyro.conf.FlagCreatePairsOff,
+                          tyro.conf.arg(help_behavior_hint="")] = False) -> None:
     """Write a copy of a script with the exercises' functions blanked.
 
     Args:
@@ -405,6 +463,9 @@ def make(exercise_ids: Annotated[list[str], tyro.conf.Positional], out: str = "e
         out: the folder the copy goes into, as <out>/<script>.py
         force: overwrite a copy that is already there (a student's work, perhaps)
     """
+    if not exercise_ids:
+        fail(f"name one or more exercises: python {SCRIPT} make ID [ID ...] (the ids: "
+             f"python {SCRIPT} list)")
     exercises = [find_exercise(i) for i in exercise_ids]
     scripts = {e.script for e in exercises}
     if len(scripts) > 1:
@@ -430,8 +491,9 @@ def make(exercise_ids: Annotated[list[str], tyro.conf.Positional], out: str = "e
     print(f"{SCRIPT}: when it is written: python {SCRIPT} check {path}")
 
 
-def read_student_file(path):
-    """The student's source and the exercises of its script; bad files stop here."""
+def script_of(path):
+    """The script a student's file stands in for, by its name; a file that is missing or
+    named after no script is bad input (the teacher's to fix, exit 2)."""
     if not os.path.isfile(path):
         fail(f"{path} does not exist")
     script = os.path.splitext(os.path.basename(path))[0]
@@ -439,36 +501,358 @@ def read_student_file(path):
         names = sorted({f"{e.script}.py" for e in EXERCISES})
         fail(f"{path}: the file name says which script it stands in for; name it one of "
              f"{', '.join(names)}")
-    with open(path) as f:
+    return script
+
+
+class NotYet(Exception):
+    """What the student got wrong, as one line: the verdict's reason and the grade book's
+    first failing case."""
+
+
+@dataclass
+class Grade:
+    """One file's line of the grade book."""
+    file: str
+    exercises: str
+    """the ids checked, space-separated"""
+    result: str = "failed"
+    """passed: the verdict "correct" (with --no-train: the tests pass); else failed"""
+    tests_passed: int = 0
+    tests: int = 0
+    first_failing_case: str = ""
+    """a failing test and what it compared, or why nothing could be tested or trained"""
+
+
+GRADE_FIELDS = ("file", "exercises", "result", "tests_passed", "tests", "first_failing_case")
+
+
+def check(paths: Annotated[list[str], tyro.conf.Positional, tyro.conf.arg(
+              metavar="FILE [FILE ...]", help_behavior_hint="(required)")],
+          exercise: Annotated[tuple[str, ...], tyro.conf.arg(
+              metavar="ID [ID ...]", help_behavior_hint="(default: those whose function "
+              "differs from the repository's, or all of the script's when none does)")] = (),
+          no_train: Annotated[bool, tyro.conf.FlagCreatePairsOff,
+                              tyro.conf.arg(help_behavior_hint="")] = False,
+          test_time_limit: Annotated[float, tyro.conf.arg(metavar="SECONDS")] = 60,
+          train_time_limit: Annotated[float, tyro.conf.arg(metavar="SECONDS")] = 900,
+          summary: Annotated[str | None, tyro.conf.arg(
+              metavar="CSV", help_behavior_hint="(default: none)")] = None) -> None:
+    """Check students' copies of a script: the hand-computed tests, then a training run.
+
+    Args:
+        paths: one or more students' files, each named after its script (exercises/ppo.py)
+        exercise: the exercises to check
+        no_train: only run the tests, skip the training run
+        test_time_limit: stop a file's tests, and what they started, after this many seconds
+        train_time_limit: stop a training run, and what it started, after this many seconds
+        summary: add a row per file to this grade book, replacing a row of the same file
+    """
+    if not paths:
+        fail(f"name one or more students' files: python {SCRIPT} check FILE [FILE ...]")
+    chosen = [find_exercise(i) for i in exercise]
+    for path in paths:  # the teacher's mistakes stop everything before any student's code runs
+        script = script_of(path)
+        if any(e.script != script for e in chosen):
+            fail(f"{path} stands in for {script}.py; its exercises are "
+                 f"{', '.join(e.id for e in EXERCISES if e.script == script)}")
+    if min(test_time_limit, train_time_limit) <= 0:
+        fail("--test-time-limit and --train-time-limit must be positive")
+    if summary is not None:
+        read_grade_book(summary)
+    grades = []
+    for path in paths:
+        if len(paths) > 1:
+            print(f"\n== {path}" if grades else f"== {path}", flush=True)
+        grades.append(check_file(path, chosen, no_train, test_time_limit, train_time_limit))
+        if summary is not None:
+            write_grade_book(summary, grades[-1])
+    if len(paths) > 1:
+        print(f"\n{SCRIPT}: grade book of {len(paths)} files, "
+              f"{sum(g.result == 'passed' for g in grades)} passed (CSV):")
+        writer = csv.DictWriter(sys.stdout, GRADE_FIELDS, lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(vars(g) for g in grades)
+    sys.exit(0 if all(g.result == "passed" for g in grades) else 1)
+
+
+def check_file(path, chosen, no_train, test_time_limit, train_time_limit):
+    """Check one student's file, print its report, whose last line is the verdict, and
+    return its Grade. Whatever the student's code does wrong ends in a verdict "not yet"."""
+    script = script_of(path)
+    exercises = chosen or [e for e in EXERCISES if e.script == script]
+    grade = Grade(path, " ".join(e.id for e in exercises), tests=sum(len(e.tests)
+                                                                     for e in exercises))
+    try:
+        exercises = read_student_file(path, script, chosen)
+        grade.exercises = " ".join(e.id for e in exercises)
+        grade.tests = sum(len(e.tests) for e in exercises)
+        grade.tests_passed, grade.tests, first = report_tests(path, script, exercises,
+                                                              test_time_limit)
+        if first:
+            raise NotYet(f"{grade.tests - grade.tests_passed} of {grade.tests} tests fail; "
+                         f"the first: {first}")
+        if no_train:
+            print("verdict: the hand-computed tests pass (training run skipped: --no-train)")
+        else:
+            report_training(path, exercises, train_time_limit)
+            print("verdict: correct: the hand-computed tests pass and the script learns "
+                  f"{exercises[0].run[1]}")
+        grade.result = "passed"
+    except NotYet as reason:
+        print(f"verdict: not yet: {reason}", flush=True)
+        grade.first_failing_case = str(reason)
+    return grade
+
+
+def read_student_file(path, script, chosen):
+    """The exercises to check in the student's file: those given, else those whose function
+    differs from the repository's (all of the script's when none does). A file that does
+    not parse, or lacks a blanked function, is the student's to fix (NotYet)."""
+    with open(path, errors="replace") as f:
         source = f.read()
     try:
         compile(source, path, "exec")
     except SyntaxError as error:
-        fail(f"{path}, line {error.lineno}: syntax error: {error.msg}")
-    return script, source
+        raise NotYet(f"line {error.lineno}: syntax error: {error.msg}") from None
+    except ValueError as error:  # source code cannot contain null bytes
+        raise NotYet(f"the file is not Python source: {error}") from None
+    with open(os.path.join(ROOT, f"{script}.py")) as f:
+        original = function_sources(f.read())
+    students = function_sources(source)
+    own = [e for e in EXERCISES if e.script == script]
+    missing = [e.function for e in own if e.function not in students]
+    if missing:
+        raise NotYet(f"the file has no function {missing[0]}; keep the names and "
+                     "signatures of the blanked functions")
+    return chosen or [e for e in own if students[e.function] != original[e.function]] or own
 
 
-def run_tests(path, exercises):
+def report_tests(path, script, exercises, time_limit):
+    """Run the exercises' tests on the student's file and print what each gave; returns
+    how many pass, how many ran, and the first failing case in one line (None if none)."""
+    results = run_tests(path, exercises, time_limit)
+    print(f"{SCRIPT}: checking {path} against tests/test_{script}.py: "
+          f"{', '.join(f'{e.id} ({e.function})' for e in exercises)}")
+    failed, first = 0, None
+    for e in exercises:
+        passed = sum(record["passed"] for _, record in results[e.id])
+        print(f"  {e.id}: {passed} of {len(results[e.id])} hand-computed tests pass")
+        for name, record in results[e.id]:
+            print(f"    {'pass' if record['passed'] else 'FAIL'}  {name}")
+            if not record["passed"]:
+                failed += 1
+                first = first or failing_case(name, record, script)
+                print_failure(record, script)
+        if passed < len(results[e.id]):
+            print(f"  hint: {e.hint}")
+    if failed:
+        print(f"{failed} of the hand-computed tests fail{'s' * (failed == 1)}; above, for each: "
+              f"the test's line (the arithmetic is in the comments beside it in "
+              f"tests/test_{script}.py), what your function was given, and the value worked "
+              "out by hand (expected) beside yours (obtained)")
+    ran = [record for r in results.values() for _, record in r]
+    return sum(record["passed"] for record in ran), len(ran), first
+
+
+def failing_case(name, record, script):
+    """One line for a failing test: its name and line, and what it compared or raised."""
+    where = f"{name} (tests/test_{script}.py, line {record['line']})"
+    if record.get("compared"):
+        return (f"{where}: expected {record['compared']['expected']}, "
+                f"obtained {record['compared']['obtained']}")
+    raised = [call["raised"] for call in record.get("calls", []) if call["raised"]]
+    error = raised[0] if raised else record.get("error")
+    return f"{where}: {error}" if error else where
+
+
+def report_training(path, exercises, time_limit):
+    """Train the student's script for each distinct run of the exercises and print how far
+    it got; NotYet when one crashes, runs past the limit or does not reach its goal."""
+    with open(path) as f:
+        cuda_flag = has_cuda_flag(f.read())
+    out = os.path.dirname(os.path.abspath(path))
+    for run in dict.fromkeys(e.run for e in exercises):  # each distinct run once
+        e = next(e for e in exercises if e.run == run)
+        print(f"training: python {path} {' '.join(run)} --seed 1 ...", flush=True)
+        start = time.time()
+        folder, summary = training_run(path, e, out, cuda_flag, time_limit)
+        reached = summary[e.measure]
+        what = ("mean of the last 20 training returns" if e.measure == "train_return_last20"
+                else f"mean greedy return of {summary['eval_episodes']} evaluation episodes")
+        print(f"  {summary['global_steps']} steps in {time.time() - start:.0f} s; {what} "
+              f"{reached if reached is None else round(reached, 2)}; learning curve "
+              f"{os.path.join(folder, 'learning_curve.png')}")
+        if reached is None or reached < e.goal:
+            print("look for a case the tests do not cover (several environments? a "
+                  "truncation?), or try another seed")
+            raise NotYet(f"the tests pass, but the run on {run[1]} did not reach {e.goal:g} "
+                         f"({what}: {reached if reached is None else round(reached, 2)})")
+
+
+def run_tests(path, exercises, time_limit):
     """Run the exercises' hand-computed tests on the student's file in a fresh pytest, with
     this file as a plugin (`-p exercises`, below) that records what each test gave the
     student's function and compared. Returns {exercise id: [(test name, its record)]} (a
-    record as pytest_runtest_makereport makes it), or raises RuntimeError with pytest's
-    output when the file could not even be imported."""
+    record as pytest_runtest_makereport makes it; a test that did not run fails). NotYet
+    when the tests run past the time limit (saying which line of the student's file was
+    running) or the file does not import."""
     nodeids = {f"tests/test_{e.script}.py::{t}": e.id for e in exercises for t in e.tests}
     with tempfile.TemporaryDirectory() as tmp:
         report = os.path.join(tmp, "report.json")
-        done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                               "-p", "exercises", "--exercise-report", report,
-                               "--script-file", os.path.abspath(path), *nodeids],
-                              cwd=ROOT, capture_output=True, text=True)
+        # The plugin's time limit starts once pytest has started (torch's import, slow on a
+        # busy machine, does not count): it writes the stacks to `dump`, and check, seeing
+        # them written, stops the tests and every process they started; a minute past the
+        # limit, check stops them anyway. pytest's own faulthandler plugin is left out: it
+        # would cancel the plugin's limit at the first failing test.
+        dump = report + ".timeout"
+        _, output, timed_out = run_limited(
+            [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p",
+             "no:faulthandler", "-p", "exercises", "--exercise-report", report,
+             "--exercise-time-limit", str(time_limit), "--script-file",
+             os.path.abspath(path), *nodeids], time_limit + 60, cwd=ROOT,
+            given_up=lambda: os.path.exists(dump) and os.path.getsize(dump) > 0
+            and time.time() - os.path.getmtime(dump) > 0.2)
+        if timed_out:
+            where = running_line(dump, path) if os.path.exists(dump) else ""
+            raise NotYet(f"the tests were stopped after {time_limit:g} s "
+                         f"(--test-time-limit){where}")
         if not os.path.exists(report):
-            raise RuntimeError((done.stdout + done.stderr).strip())
+            raise NotYet(import_error(path, time_limit) or "the tests could not run the "
+                         f"file; pytest said: {last_line(output)}")
         with open(report) as f:
             records = json.load(f)
     results = {e.id: [] for e in exercises}
-    for nodeid, record in records.items():
-        results[nodeids[nodeid.split("[")[0]]].append((nodeid.split("::")[-1], record))
+    for nodeid, exercise_id in nodeids.items():  # a parametrized test's ids end in [...]
+        ran = [(n.split("::")[-1], r) for n, r in records.items() if n.split("[")[0] == nodeid]
+        results[exercise_id] += ran or [(nodeid.split("::")[-1], {  # not collected: fails
+            "passed": False, "line": "?", "statement": "", "calls": [], "compared": None,
+            "student_line": None,
+            "error": f"the test did not run; pytest said: {last_line(output)}"})]
     return results
+
+
+def run_limited(command, time_limit, cwd=None, given_up=lambda: False):
+    """Run a command of the student's code in a session of its own, its output in a file;
+    stop it and every process it started after `time_limit` seconds, once `given_up()` is
+    true, or when check itself is stopped. Returns (exit status, output, whether it ran
+    past the limit)."""
+    with tempfile.TemporaryFile("w+", errors="replace") as output:
+        process = subprocess.Popen(command, cwd=cwd, stdin=subprocess.DEVNULL, stdout=output,
+                                   stderr=subprocess.STDOUT, start_new_session=True)
+        deadline, timed_out = time.monotonic() + time_limit, False
+        try:
+            while process.poll() is None and not timed_out:
+                try:
+                    process.wait(timeout=0.25)
+                except subprocess.TimeoutExpired:
+                    timed_out = time.monotonic() > deadline or given_up()
+        finally:
+            stop_tree(process)
+        output.seek(0)
+        return process.returncode, output.read(), timed_out
+
+
+def stop_tree(process):
+    """Kill a process, its descendants and every process of its group (the session that
+    run_limited started). Each is stopped (SIGSTOP) as it is found, so that none can start
+    another meanwhile, then all are killed. Descendants are found through /proc (Linux),
+    so a child that left the group is found while its parent lives; elsewhere the group
+    alone is killed."""
+    if not hasattr(os, "killpg"):  # Windows: no process groups to kill
+        process.kill()
+        process.wait()
+        return
+
+    def signal_all(pids, sig):
+        for kill, pid in [(os.killpg, process.pid)] + [(os.kill, pid) for pid in pids]:
+            try:
+                kill(pid, sig)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+    # a process that has ended and been reaped is left out: its pid may be another's now
+    found = {process.pid} if process.poll() is None else set()
+    signal_all(found, signal.SIGSTOP)
+    while os.path.isdir("/proc"):
+        children = {pid for pid, parent in parent_pids().items() if parent in found} - found
+        if not children:
+            break
+        signal_all(children, signal.SIGSTOP)
+        found |= children
+    signal_all(found, signal.SIGKILL)
+    process.wait()
+
+
+def parent_pids():
+    """{pid: parent pid} of every process, from /proc."""
+    parents = {}
+    for entry in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                parents[int(entry)] = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (ValueError, OSError, IndexError):
+            continue
+    return parents
+
+
+def running_line(dump, path):
+    """Where the student's file was when the time ran out, from faulthandler's dump of the
+    stopped tests: ", at line N of the file (in f): <the line>", or "" if it was elsewhere."""
+    with open(dump, errors="replace") as f:
+        for match in re.finditer(r'File "(.*)", line (\d+) in (\S+)', f.read()):
+            if os.path.abspath(match[1]) == os.path.abspath(path):
+                line = int(match[2])
+                with open(path, errors="replace") as source:
+                    text = (source.read().splitlines()[line - 1:line] or [""])[0].strip()
+                where = "top level" if match[3] == "<module>" else match[3]
+                return f", at line {line} of the file (in {where}): {text}"
+    return ""
+
+
+def import_error(path, time_limit):
+    """Why the student's file does not import, as one line ("the file does not import:
+    ModuleNotFoundError: ..., at line 3 of the file: import foo"), or None when it does:
+    the file is imported on its own, as tests/conftest.py imports it."""
+    with tempfile.TemporaryDirectory() as tmp:
+        answer = os.path.join(tmp, "answer.json")
+        run_limited([sys.executable, "-c", "import sys, exercises; "
+                     "exercises.try_import(*sys.argv[1:])", os.path.abspath(path), answer],
+                    time_limit, cwd=ROOT)
+        if not os.path.exists(answer):
+            return None
+        with open(answer) as f:
+            error = json.load(f)
+    if error is None:
+        return None
+    where = f", at line {error['line']} of the file: {error['text']}" if error["line"] else ""
+    return f"the file does not import: {error['error']}{where}"
+
+
+def try_import(path, answer):
+    """Import the file as its script's module and write to `answer` (JSON) the error it
+    raised, with the deepest line of the file in its traceback, or null."""
+    name = os.path.splitext(os.path.basename(path))[0]
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    error = None
+    try:
+        spec.loader.exec_module(module)
+    except BaseException as raised:  # SystemExit too: the student's module should not exit
+        frames = [f for f in traceback.extract_tb(raised.__traceback__) if f.filename == path]
+        error = {"error": describe(raised) if str(raised) else type(raised).__name__,
+                 "line": frames[-1].lineno if frames else None,
+                 "text": frames[-1].line if frames else ""}
+        if isinstance(raised, SyntaxError) and raised.filename == path:
+            error.update(line=raised.lineno, text=(raised.text or "").strip())
+    with open(answer, "w") as f:
+        json.dump(error, f)
+
+
+def last_line(output):
+    """The last line of a command's output that is not blank."""
+    lines = [line.strip() for line in output.splitlines() if line.strip()]
+    return lines[-1] if lines else "(nothing)"
 
 
 def print_failure(record, script):
@@ -506,100 +890,60 @@ def has_cuda_flag(source):
     return False
 
 
-def training_run(path, exercise, out, cuda_flag):
+def training_run(path, exercise, out, cuda_flag, time_limit):
     """The student's script trained with the exercise's flags, on the CPU (--no-cuda where
-    the script has the flag); returns (run folder, summary.json)."""
+    the script has the flag), stopped after `time_limit` seconds; returns (run folder,
+    summary.json), or NotYet when it crashes or runs past the limit."""
     output_dir = os.path.join(out, "runs")
     command = [sys.executable, path, "--seed", "1", "--eval-episodes", "0", *exercise.run,
                "--output-dir", output_dir, *(["--no-cuda"] if cuda_flag else [])]
     before = set(os.listdir(output_dir)) if os.path.isdir(output_dir) else set()
-    done = subprocess.run(command, capture_output=True, text=True)
-    if done.returncode != 0:
-        raise RuntimeError((done.stdout + done.stderr).strip()[-3000:])
-    (folder,) = set(os.listdir(output_dir)) - before
-    with open(os.path.join(output_dir, folder, "summary.json")) as f:
-        return os.path.join(output_dir, folder), json.load(f)
+    code, output, timed_out = run_limited(command, time_limit)
+    if timed_out:
+        raise NotYet(f"the tests pass, but the training run was stopped after {time_limit:g} s "
+                     "(--train-time-limit)")
+    frames = [m for m in re.finditer(r'File "(.*)", line (\d+)', output)
+              if os.path.abspath(m[1]) == os.path.abspath(path)]
+    where = f" (line {frames[-1][2]} of the file)" if frames else ""
+    if code != 0:
+        raise NotYet(f"the tests pass, but the training run failed: {last_line(output)}{where}")
+    folders = set(os.listdir(output_dir)) - before if os.path.isdir(output_dir) else set()
+    found = [os.path.join(output_dir, f, "summary.json") for f in folders]
+    if len(found) != 1 or not os.path.isfile(found[0]):
+        raise NotYet("the tests pass, but the training run wrote no run folder with a "
+                     "summary.json")
+    with open(found[0]) as f:
+        return os.path.dirname(found[0]), json.load(f)
 
 
-def check(path: Annotated[str, tyro.conf.Positional],
-          exercise: tuple[str, ...] = (),
-          no_train: bool = False) -> None:
-    """Check a student's copy of a script: the hand-computed tests, then a training run.
+def read_grade_book(path):
+    """The rows of check's grade book at `path` ([] when it does not exist yet); a file
+    that is not one is bad input, so that --summary never overwrites another file."""
+    if not os.path.exists(path):
+        folder = os.path.dirname(os.path.abspath(path))
+        if not os.path.isdir(folder):
+            fail(f"--summary {path}: the folder {folder} does not exist")
+        return []
+    with open(path, newline="") as f:
+        reader = csv.DictReader(f)
+        if reader.fieldnames is not None and tuple(reader.fieldnames) != GRADE_FIELDS:
+            fail(f"--summary {path} is not a grade book of {SCRIPT} (its first line is not "
+                 f"{','.join(GRADE_FIELDS)}); name a new file")
+        return list(reader)
 
-    Args:
-        path: the student's file, named after its script (exercises/ppo.py)
-        exercise: the exercises to check (default: those whose function was changed)
-        no_train: only run the tests, skip the training run
-    """
-    script, source = read_student_file(path)
-    exercises = [find_exercise(i) for i in exercise]
-    if any(e.script != script for e in exercises):
-        fail(f"{path} stands in for {script}.py; its exercises are "
-             f"{', '.join(e.id for e in EXERCISES if e.script == script)}")
-    with open(os.path.join(ROOT, f"{script}.py")) as f:
-        original = function_sources(f.read())
-    students = function_sources(source)
-    own = [e for e in EXERCISES if e.script == script]
-    missing = [e.function for e in own if e.function not in students]
-    if missing:
-        fail(f"{path} has no function {missing[0]}; keep the names and signatures of the "
-             "blanked functions")
-    if not exercises:
-        exercises = [e for e in own if students[e.function] != original[e.function]] or own
-    print(f"{SCRIPT}: checking {path} against tests/test_{script}.py: "
-          f"{', '.join(f'{e.id} ({e.function})' for e in exercises)}")
 
-    try:
-        results = run_tests(path, exercises)
-    except RuntimeError as error:
-        print(f"the tests could not run the file; pytest said:\n{error}")
-        print("verdict: not yet: the file does not import")
-        sys.exit(1)
-    failed = 0
-    for e in exercises:
-        passed = sum(record["passed"] for _, record in results[e.id])
-        print(f"  {e.id}: {passed} of {len(results[e.id])} hand-computed tests pass")
-        for name, record in results[e.id]:
-            print(f"    {'pass' if record['passed'] else 'FAIL'}  {name}")
-            if not record["passed"]:
-                failed += 1
-                print_failure(record, script)
-        if passed < len(results[e.id]):
-            print(f"  hint: {e.hint}")
-    if failed:
-        print(f"verdict: not yet: {failed} of the hand-computed tests fail{'s' * (failed == 1)}; "
-              f"above, for each: the test's line (the arithmetic is in the comments beside it "
-              f"in tests/test_{script}.py), what your function was given, and the value "
-              "worked out by hand (expected) beside yours (obtained)")
-        sys.exit(1)
-    if no_train:
-        print("verdict: the hand-computed tests pass (training run skipped: --no-train)")
-        return
-
-    out = os.path.dirname(os.path.abspath(path))
-    for run in dict.fromkeys(e.run for e in exercises):  # each distinct run once
-        e = next(e for e in exercises if e.run == run)
-        print(f"training: python {path} {' '.join(run)} --seed 1 ...", flush=True)
-        start = time.time()
-        try:
-            folder, summary = training_run(path, e, out, has_cuda_flag(source))
-        except RuntimeError as error:
-            print(f"the training run failed:\n{error}")
-            print("verdict: not yet: the tests pass but the script fails when it trains")
-            sys.exit(1)
-        reached = summary[e.measure]
-        what = ("mean of the last 20 training returns" if e.measure == "train_return_last20"
-                else f"mean greedy return of {summary['eval_episodes']} evaluation episodes")
-        print(f"  {summary['global_steps']} steps in {time.time() - start:.0f} s; {what} "
-              f"{reached if reached is None else round(reached, 2)}; learning curve "
-              f"{os.path.join(folder, 'learning_curve.png')}")
-        if reached is None or reached < e.goal:
-            print(f"verdict: not yet: the tests pass, but the run did not reach {e.goal:g}; "
-                  "look for a case the tests do not cover (several environments? a "
-                  "truncation?), or try another seed")
-            sys.exit(1)
-    print("verdict: correct: the hand-computed tests pass and the script learns "
-          f"{exercises[0].run[1]}")
+def write_grade_book(path, grade):
+    """Write the grade book with the grade's row in place of its file's earlier row, or
+    added at the end: re-checking a file updates its row."""
+    rows = [r for r in read_grade_book(path)]
+    row = {k: str(v) for k, v in vars(grade).items()}
+    rows = ([row if r["file"] == grade.file else r for r in rows]
+            if any(r["file"] == grade.file for r in rows) else rows + [row])
+    with open(path + ".tmp", "w", newline="") as f:
+        writer = csv.DictWriter(f, GRADE_FIELDS)
+        writer.writeheader()
+        writer.writerows(rows)
+    os.replace(path + ".tmp", path)
 
 
 # ---------------------------------------------------------------------------------------
@@ -668,6 +1012,24 @@ def render(value, depth):
 def pytest_addoption(parser):
     parser.addoption("--exercise-report", metavar="PATH",
                      help="write what each exercise test gave and compared to PATH (JSON)")
+    parser.addoption("--exercise-time-limit", metavar="SECONDS", type=float, default=0,
+                     help="after this long, write where every thread is to PATH.timeout "
+                          "(PATH: --exercise-report's)")
+
+
+TIME_LIMIT_DUMP = []
+"""the open file that faulthandler writes into when the time limit is reached"""
+
+
+def pytest_cmdline_main(config):
+    """Start the time limit before the student's file is imported (tests/conftest.py imports
+    it when pytest is configured, after this hook): faulthandler's own thread writes every
+    thread's stack, even one stuck in C, so check can say which line of the student's file
+    was running; check, which watches for it, then stops the tests and what they started."""
+    limit, report = config.getoption("exercise_time_limit"), config.getoption("exercise_report")
+    if limit and report:
+        TIME_LIMIT_DUMP.append(open(report + ".timeout", "w"))
+        faulthandler.dump_traceback_later(limit, file=TIME_LIMIT_DUMP[0])
 
 
 def recorded(function, call):
@@ -815,3 +1177,6 @@ if __name__ == "__main__":
     except UsageError as e:
         print(f"{SCRIPT}: error: {e}", file=sys.stderr)
         sys.exit(2)
+    except KeyboardInterrupt:  # check has stopped the student's code it was running
+        print(f"{SCRIPT}: stopped (Ctrl-C)", file=sys.stderr)
+        sys.exit(130)

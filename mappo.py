@@ -1,3 +1,4 @@
+# From plainrl (MIT licence, (c) 2026 the plainrl authors): keep this line in a copy.
 """Multi-Agent PPO (MAPPO) with decentralized actors and a centralized critic, in one file.
 
 Each agent acts on its own observation (one shared actor that also sees a one-hot agent id,
@@ -62,7 +63,6 @@ updates.csv, learning_curve.png, summary.json, model.pt with --save-model, and w
 # ---------------------------------------------------------------------------------------
 # Imports
 # ---------------------------------------------------------------------------------------
-import contextlib
 import csv
 import difflib
 import importlib.metadata
@@ -72,9 +72,11 @@ import json
 import math
 import os
 import random
+import re
 import signal
 import sys
 import time
+import typing
 import warnings
 from dataclasses import asdict, dataclass, replace
 from typing import Literal, NamedTuple, Optional
@@ -289,6 +291,9 @@ class ValueNorm:
     epoch, each batch weighted alike whatever its size. Here each target counts once, and
     the statistics move once per rollout; both are close to the mean and variance of all
     targets seen, as their averages forget over about 10^5 updates, more than a run has.
+    Before their first update theirs have no statistics (mean square 0, the variance floored
+    at 0.01) and denormalize y to y / 10, so the first rollout's GAE reads the critic's
+    outputs at a tenth of their size; here mu = 0 and var = 1 give y itself.
     """
 
     def __init__(self, enabled):
@@ -578,7 +583,7 @@ def train(args, envs, actors, critic, value_norm, run, device):
 def main(args: Args) -> dict:
     """Train MAPPO (or evaluate an --eval-checkpoint), write the run folder, return the summary.
     Ctrl-C stops training; the run folder is written, then KeyboardInterrupt goes on up."""
-    # Check everything a user can get wrong before anything runs (CONTRIBUTING.md, "Bad input").
+    # Check everything a user can get wrong before anything runs: one line, exit status 2.
     check_args(args)
     spec = check_env(args.env_id)
     checkpoint = load_checkpoint(args.eval_checkpoint, args.env_id)  # None without the flag
@@ -619,7 +624,7 @@ def main(args: Args) -> dict:
 # ---------------------------------------------------------------------------------------
 # Plumbing: checks, run folder, evaluation, checkpoints (not needed to follow the algorithm)
 # ---------------------------------------------------------------------------------------
-# More than the 350 lines of the other scripts: PettingZoo has no vector environment, so
+# More than the 450 lines of the other scripts: PettingZoo has no vector environment, so
 # LockstepEnvs (after the common pieces) steps N copies whose agents finish at different
 # times, and make_env and check_env speak PettingZoo's ids and module:function.
 class UsageError(Exception):
@@ -631,21 +636,45 @@ def fail(message):
 
 
 def parse_args():
-    """tyro.cli(Args), with tyro's own parse errors (an unknown flag, a value of the wrong
-    type) turned into one line: tyro's message and the flags it suggests, read back from the
-    text it prints. --help prints as tyro writes it."""
-    if {"-h", "--help"} & set(sys.argv[1:]):
+    """tyro.cli(Args), with a mistake on the command line (an unknown flag, a missing value,
+    a value of the wrong type or not among the choices) as one whole line at any terminal
+    width: tyro hands the mistake over as data through its parse-error hook (tyro._errors,
+    marked experimental, which is one reason requirements.txt pins tyro), and usage_error
+    words it. --help prints as tyro writes it."""
+    with tyro._errors.on_parse_error(usage_error):
         return tyro.cli(Args)
-    captured = io.StringIO()
+
+
+def usage_error(event):
+    """Raise UsageError with one line for a tyro parse error: the flag, what it takes, and
+    what to write instead (the closest flags to an unknown one; 100000 for 1e5)."""
+    types = typing.get_type_hints(Args)
+    flags = [f"--{name.replace('_', '-')}" for name in types]
+    flags += [f"--no-{name.replace('_', '-')}" for name, kind in types.items() if kind is bool]
+    help_hint = f"(python {SCRIPT} --help lists the flags)"
+    if isinstance(event, tyro._errors.UnrecognizedArgs):
+        close = difflib.get_close_matches(event.tokens[0].partition("=")[0], flags, n=2)
+        also = f"; did you mean {' or '.join(close)}?" if close else ""
+        fail(f"unrecognized options: {', '.join(event.tokens)}{also} {help_hint}")
+    if getattr(event, "argument", None) is None:
+        fail(f"cannot read the command line ({type(event).__name__}) {help_hint}")
+    flag = event.argument.display_name().split("/")[0]
+    if isinstance(event, tyro._errors.InvalidChoice):
+        fail(f"{flag} takes {' or '.join(event.choices)}, not {event.value!r} {help_hint}")
+    words = sys.argv[1:]
+    given = [w.partition("=")[2] or next(iter(words[i + 1:i + 2]), "")
+             for i, w in enumerate(words) if w.partition("=")[0] == flag]
+    if not given or isinstance(event, tyro._errors.BadValue):
+        fail(f"{flag} needs a value {help_hint}")
+    kind = types[flag[2:].replace("-", "_")]
+    whole = int in (kind, *typing.get_args(kind))
     try:
-        with contextlib.redirect_stdout(captured), contextlib.redirect_stderr(captured):
-            return tyro.cli(Args)
-    except SystemExit:
-        lines = [line.strip() for line in captured.getvalue().splitlines()]
-        lines = [line for line in lines if line.strip("-")]  # drop blanks and rules
-        flags = [line.split()[0].rstrip(",") for line in lines[2:] if line.startswith("--")]
-        hint = f"; did you mean {' or '.join(flags)}?" if "Perhaps you meant:" in lines else ""
-        fail(f"{lines[1][0].lower()}{lines[1][1:]}{hint} (python {SCRIPT} --help lists the flags)")
+        instead = (f": write {int(float(given[-1]))}"
+                   if whole and float(given[-1]).is_integer() else "")
+    except ValueError:  # not a number at all
+        instead = ""
+    fail(f"{flag} takes {'a whole number' if whole else 'a number'}, not {given[-1]!r}"
+         f"{instead} {help_hint}")
 
 
 def check_args(args):
@@ -756,13 +785,17 @@ def makeable(env_id):
 def seed_and_device(seed, cuda):
     """Seed Python's, NumPy's and torch's random generators (the environments are seeded by
     their reset), and pick the device: the GPU if asked for and present, else the CPU with
-    one thread (64-unit MLPs run faster without torch's thread pool)."""
+    one thread (64-unit MLPs run faster without torch's thread pool). With the GPU, a note
+    says that a small network is faster on the CPU."""
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)
     device = torch.device("cuda" if cuda and torch.cuda.is_available() else "cpu")
     if device.type == "cpu":
         torch.set_num_threads(1)
+    if device.type == "cuda":
+        print(f"{SCRIPT}: note: networks this small train faster on one CPU thread than on "
+              "a GPU (measured for every script at its reference settings); --no-cuda uses the CPU")
     return device
 
 
@@ -799,7 +832,7 @@ def evaluate(actors, env_id, spec, max_cycles, episodes, seed, device, video_fol
 
 
 class RunWriter:
-    """The run folder (CONTRIBUTING.md, "What a run writes"): config.json at once, the CSV
+    """The run folder (the files the docstring at the top lists): config.json at once, the CSV
     files row by row (flushed, so an interrupted run keeps them), a progress line every 2
     seconds, the evaluations of --eval-every with best_model.pt; finish() writes the rest.
     Training runs whole rollouts: the budget is rounded down to them, said at the start."""
@@ -945,17 +978,21 @@ def progress_line(global_step, total_steps, sps, recent_return):
 
 def plot_learning_curve(path, steps, returns, title, evaluations=(), final=None):
     """learning_curve.png: mean per-agent episode return against environment steps, raw
-    points faded and a moving average of 100 episodes on top (the N copies end many short
-    episodes at once); the greedy evaluations (step, mean, std) of --eval-every as a second
-    series, the mean with the std as error bars, and the final evaluation (step, mean, std)
-    after training as a marker of its own."""
+    points faded and on top the mean of the last 20 episodes, the figure of the progress line
+    and of summary.json's train_return_last20 (the line's last point), one point per step
+    that ended episodes (the N copies end many at the same step: the mean after the last of
+    them); benchmark.py's MPE figures count the last 100 instead. The greedy evaluations
+    (step, mean, std) of --eval-every as a second series, the mean with the std as error
+    bars, and the final evaluation (step, mean, std) after training as a marker of its own."""
     fig = Figure(figsize=(7, 4), dpi=100)
     ax = fig.add_subplot()
     ax.scatter(steps, returns, s=4, alpha=0.1, label="episode return")
     if returns:
-        window = min(100, len(returns))
+        window = min(20, len(returns))
         smooth = np.convolve(returns, np.ones(window) / window, mode="valid")
-        ax.plot(steps[window - 1:], smooth, color="tab:blue", lw=2, label=f"mean of last {window}")
+        ends = np.asarray(steps[window - 1:])
+        last = np.append(ends[1:] != ends[:-1], True)  # a step's last episode
+        ax.plot(ends[last], smooth[last], color="tab:blue", lw=2, label=f"mean of last {window}")
     for points, style, label in ((evaluations, dict(color="tab:orange", marker="o", ms=4),
                                   "greedy evaluation (mean, std)"),
                                  ([final] if final else [], dict(color="tab:red", marker="D", ms=7),
@@ -982,6 +1019,10 @@ def load_checkpoint(path, env_id):
     None when path is None (no --eval-checkpoint)."""
     if path is None:
         return None
+    if os.path.isdir(path):  # a run folder stands for its model.pt
+        path = os.path.join(path, "model.pt")
+        if not os.path.isfile(path):
+            fail(f"run folder {os.path.dirname(path)} has no model.pt; train with --save-model")
     if not os.path.isfile(path):
         fail(f"checkpoint {path} does not exist")
     try:
@@ -1010,35 +1051,55 @@ def restore(checkpoint, actors, critic, value_norm, args):
 
 
 def finish(args, run, actors, critic, value_norm, spec, device, trained=True):
-    """Evaluate greedily, save the model if asked, write summary.json and the curve, and
-    print the closing line. An interrupted run skips the evaluation."""
+    """Write the run first (model.pt if asked, summary.json, the curve), then
+    evaluate greedily and write summary.json and the curve again with the evaluation, so that
+    Ctrl-C during a long evaluation keeps the run; print the closing line. An interrupted
+    run skips the evaluation."""
     summary = run.summary
     summary["train_return_last20"] = run.recent_return()
     summary["wall_time_s"] = round(run.elapsed(), 3)
-    final = None
-    if args.eval_episodes and not summary["interrupted"]:
-        video_folder = os.path.join(run.path, "videos") if args.capture_video else None
-        returns = evaluate(actors, args.env_id, spec, args.max_cycles, args.eval_episodes,
-                           args.seed + 100_000, device, video_folder)
-        summary["eval_return_mean"] = float(returns.mean())
-        summary["eval_return_std"] = float(returns.std())
-        final = (summary["global_steps"], summary["eval_return_mean"], summary["eval_return_std"])
+    if trained and not run.steps and not summary["interrupted"]:
+        print(f"{SCRIPT}: no training episode ended in {summary['global_steps']:,} steps; if "
+              f"{args.env_id} has no time limit, register it with max_episode_steps")
     if args.save_model and trained:
         save_checkpoint(os.path.join(run.path, "model.pt"), actors, critic, value_norm, args)
     run.close()
-    with open(os.path.join(run.path, "summary.json"), "w") as f:
-        json.dump(summary, f, indent=2)
+    curve = write_summary(args, run, trained)
+    if args.eval_episodes and not summary["interrupted"]:
+        video_folder = os.path.join(run.path, "videos") if args.capture_video else None
+        try:
+            returns = evaluate(actors, args.env_id, spec, args.max_cycles, args.eval_episodes,
+                               args.seed + 100_000, device, video_folder)
+        except KeyboardInterrupt:
+            print(f"{SCRIPT}: final evaluation interrupted; {run.path} keeps the run without it")
+            raise
+        summary["eval_return_mean"] = float(returns.mean())
+        summary["eval_return_std"] = float(returns.std())
+        curve = write_summary(args, run, trained, final=(
+            summary["global_steps"], summary["eval_return_mean"], summary["eval_return_std"]))
     closing = [f"{SCRIPT}: run folder {run.path}", f"global_steps {summary['global_steps']:,}"]
     for key in ("train_return_last20", "eval_return_mean"):
         closing.append(f"{key} " + ("-" if summary[key] is None else f"{summary[key]:.2f}"))
     if args.stop_at_return is not None:
         closing.append(f"solved_at_step {summary['solved_at_step'] or 'not reached'}")
-    if trained:
-        closing.append("learning curve " + plot_learning_curve(
-            run.path, run.steps, run.returns, f"{SCRIPT} on {args.env_id}, seed {args.seed}",
-            run.evaluations, final))
+    if curve:
+        closing.append(f"learning curve {curve}")
     print(" | ".join(closing))
     return summary
+
+
+def write_summary(args, run, trained, final=None):
+    """summary.json and, after training, learning_curve.png (with the final evaluation as a
+    marker of its own, titled with --exp-name where it is not the script's name: a variant
+    such as maddpg); returns the curve's path, or None."""
+    with open(os.path.join(run.path, "summary.json"), "w") as f:
+        json.dump(run.summary, f, indent=2)
+    variant = f" ({args.exp_name})" if args.exp_name != SCRIPT.removesuffix(".py") else ""
+    if trained:
+        return plot_learning_curve(run.path, run.steps, run.returns,
+                                   f"{SCRIPT}{variant} on {args.env_id}, seed {args.seed}",
+                                   run.evaluations, final)
+    return None
 
 
 def cli():

@@ -1,3 +1,4 @@
+# From plainrl (MIT licence, (c) 2026 the plainrl authors): keep this line in a copy.
 """MADDPG and MATD3: deterministic actors, one per agent, and a centralized critic, off-policy.
 
 Each agent i acts with its own deterministic policy mu_i(o^i) on its own observation; a
@@ -29,7 +30,8 @@ environment's bounds only when stepping; k indexes the sampled step, m <= n its 
     targets       theta' <- tau theta + (1 - tau) theta', with every actor step
 
 The critic's state (--critic-state, HARL's EP and FP buffers): EP stores one row s = env.state()
-per step with the team reward (the mean over the agents that acted) and the copy's end; FP
+per step with the team reward (the mean over the agents that acted; HARL's MPE wrapper gives
+every agent the sum, A times this mean, so its Q values are A times ours) and the copy's end; FP
 one row per agent, its own state s^i with the team reward and the agent's own end, each
 agent's row cut at its own end. MPE has no per-agent state, so FP's s^i is env.state() joined
 with the agent's own observation and a one-hot id (mappo.py's AS state). Deviations from HARL
@@ -55,7 +57,8 @@ Run:
 
 The MPE tasks are made with continuous_actions=True; a task or environment with discrete
 actions is refused (mappo.py trains those). Writes runs/<env_id>__matd3__<seed>__<unix_time>/
-with config.json, episodes.csv, updates.csv, learning_curve.png, summary.json, model.pt with
+(maddpg in place of matd3 with --algo maddpg; --exp-name names it yourself) with
+config.json, episodes.csv, updates.csv, learning_curve.png, summary.json, model.pt with
 --save-model, and with --eval-every N evaluations.csv (and best_model.pt, the best evaluated
 model).
 """
@@ -63,20 +66,20 @@ model).
 # ---------------------------------------------------------------------------------------
 # Imports
 # ---------------------------------------------------------------------------------------
-import contextlib
 import copy
 import csv
 import difflib
 import importlib.metadata
 import importlib.util
-import io
 import json
 import math
 import os
 import random
+import re
 import signal
 import sys
 import time
+import typing
 import warnings
 from dataclasses import asdict, dataclass, replace
 from typing import Literal, NamedTuple, Optional
@@ -111,8 +114,9 @@ class Args:
     """use the GPU when one is present"""
     output_dir: str = "runs"
     """where run folders go"""
-    exp_name: str = os.path.splitext(SCRIPT)[0]
-    """the experiment name, part of the run folder's name"""
+    exp_name: Optional[str] = None
+    """the experiment name, part of the run folder's name (None: the algorithm's, matd3 or
+    maddpg, as summary.json's "algorithm")"""
     eval_episodes: int = 10
     """greedy evaluation episodes after training, without exploration noise (0 skips it)"""
     eval_every: int = 0
@@ -192,6 +196,12 @@ def algorithm_name(args):
                                   ("target_policy_noise", args.target_policy_noise > 0),
                                   ("policy_delay", args.policy_delay > 1)) if used]
     return {3: "matd3", 0: "maddpg"}.get(len(on), "maddpg+" + "+".join(on))
+
+
+def experiment_name(args):
+    """--exp-name as given, else algorithm_name (matd3 by default, maddpg with --algo maddpg),
+    so that the run folder's name and plot.py's legend say which algorithm ran."""
+    return args.exp_name or algorithm_name(args)
 
 
 # ---------------------------------------------------------------------------------------
@@ -275,7 +285,7 @@ def critic_rows(rewards, terminated, truncated, active, episode_end, critic_stat
     """What the buffer stores for one lock-step: rewards, terminated, truncated and active
     masks m are [N, A] (m: the agent acted in this step), episode_end [N]. Returns
     (rewards, dones, terms), each [N, K] (K = 1 for EP, A for FP), with the team reward
-    r = sum_i m^i r^i / max(1, sum_i m^i):
+    r = sum_i m^i r^i / max(1, sum_i m^i) (HARL's MPE wrapper: the sum, for every agent):
 
         EP: r; done = episode_end; term = episode_end and no agent truncated
         FP: r * m^i; done^i = terminated^i or truncated^i or not m^i; term^i = terminated^i
@@ -329,9 +339,10 @@ class ReplayBuffer:
         obs, next_obs [C, A, D]                  actions [C, A, d]    valid [C, A]
 
     next_* hold the true final observation and state where a row ended its episode; dones
-    (terminated or truncated) end the n-step window, terms alone cut the bootstrap; valid is
-    HARL's valid_transitions (0 where the agent did not act: no actor loss, and under FP no
-    critic loss). Rows are sampled uniformly with replacement (HARL draws without: one
+    (terminated or truncated) end the n-step window, terms alone cut the bootstrap; valid
+    (0 where the agent did not act) keeps such rows out of agent i's actor loss, and under FP
+    out of its critic loss. HARL's buffers store the same valid_transitions but only HASAC
+    uses them; its HATD3 and HADDPG average both losses over every row. Rows are sampled uniformly with replacement (HARL draws without: one
     randperm of the whole buffer per batch); FP's next joint action uses every agent's
     observation at the end of that state row's own window (HARL tiles the actions of each
     agent's own window end; the two differ only where agents end at different steps).
@@ -608,7 +619,7 @@ def main(args: Args) -> dict:
     """Train MADDPG/MATD3 (or evaluate an --eval-checkpoint), write the run folder, return
     the summary. Ctrl-C stops training; the run folder is written, then KeyboardInterrupt
     goes on up."""
-    # Check everything a user can get wrong before anything runs (CONTRIBUTING.md, "Bad input").
+    # Check everything a user can get wrong before anything runs: one line, exit status 2.
     args = resolve_algo(args)
     check_args(args)
     spec = check_env(args.env_id)
@@ -617,6 +628,7 @@ def main(args: Args) -> dict:
         args = replace(args, **{k: checkpoint["args"][k] for k in CHECKPOINT_ARGS})
 
     # Set up: seeds, device, the actors and critics with their targets, the run folder.
+    args = replace(args, exp_name=experiment_name(args))  # maddpg with --algo maddpg, unless given
     device = seed_and_device(args.seed, args.cuda)
     num_agents, obs_dim = len(spec["agents"]), max(spec["obs_dims"])
     state_dim = spec["state_dim"] + (obs_dim + num_agents if args.critic_state == "fp" else 0)
@@ -645,7 +657,7 @@ def main(args: Args) -> dict:
 # ---------------------------------------------------------------------------------------
 # Plumbing: checks, run folder, evaluation, checkpoints (not needed to follow the algorithm)
 # ---------------------------------------------------------------------------------------
-# More than the 350 lines of the other scripts: PettingZoo has no vector environment, so
+# More than the 450 lines of the other scripts: PettingZoo has no vector environment, so
 # LockstepEnvs (after the common pieces) steps N copies whose agents finish at different
 # times, and make_env and check_env speak PettingZoo's ids and module:function.
 class UsageError(Exception):
@@ -657,21 +669,45 @@ def fail(message):
 
 
 def parse_args():
-    """tyro.cli(Args), with tyro's own parse errors (an unknown flag, a value of the wrong
-    type) turned into one line: tyro's message and the flags it suggests, read back from the
-    text it prints. --help prints as tyro writes it."""
-    if {"-h", "--help"} & set(sys.argv[1:]):
+    """tyro.cli(Args), with a mistake on the command line (an unknown flag, a missing value,
+    a value of the wrong type or not among the choices) as one whole line at any terminal
+    width: tyro hands the mistake over as data through its parse-error hook (tyro._errors,
+    marked experimental, which is one reason requirements.txt pins tyro), and usage_error
+    words it. --help prints as tyro writes it."""
+    with tyro._errors.on_parse_error(usage_error):
         return tyro.cli(Args)
-    captured = io.StringIO()
+
+
+def usage_error(event):
+    """Raise UsageError with one line for a tyro parse error: the flag, what it takes, and
+    what to write instead (the closest flags to an unknown one; 100000 for 1e5)."""
+    types = typing.get_type_hints(Args)
+    flags = [f"--{name.replace('_', '-')}" for name in types]
+    flags += [f"--no-{name.replace('_', '-')}" for name, kind in types.items() if kind is bool]
+    help_hint = f"(python {SCRIPT} --help lists the flags)"
+    if isinstance(event, tyro._errors.UnrecognizedArgs):
+        close = difflib.get_close_matches(event.tokens[0].partition("=")[0], flags, n=2)
+        also = f"; did you mean {' or '.join(close)}?" if close else ""
+        fail(f"unrecognized options: {', '.join(event.tokens)}{also} {help_hint}")
+    if getattr(event, "argument", None) is None:
+        fail(f"cannot read the command line ({type(event).__name__}) {help_hint}")
+    flag = event.argument.display_name().split("/")[0]
+    if isinstance(event, tyro._errors.InvalidChoice):
+        fail(f"{flag} takes {' or '.join(event.choices)}, not {event.value!r} {help_hint}")
+    words = sys.argv[1:]
+    given = [w.partition("=")[2] or next(iter(words[i + 1:i + 2]), "")
+             for i, w in enumerate(words) if w.partition("=")[0] == flag]
+    if not given or isinstance(event, tyro._errors.BadValue):
+        fail(f"{flag} needs a value {help_hint}")
+    kind = types[flag[2:].replace("-", "_")]
+    whole = int in (kind, *typing.get_args(kind))
     try:
-        with contextlib.redirect_stdout(captured), contextlib.redirect_stderr(captured):
-            return tyro.cli(Args)
-    except SystemExit:
-        lines = [line.strip() for line in captured.getvalue().splitlines()]
-        lines = [line for line in lines if line.strip("-")]  # drop blanks and rules
-        flags = [line.split()[0].rstrip(",") for line in lines[2:] if line.startswith("--")]
-        hint = f"; did you mean {' or '.join(flags)}?" if "Perhaps you meant:" in lines else ""
-        fail(f"{lines[1][0].lower()}{lines[1][1:]}{hint} (python {SCRIPT} --help lists the flags)")
+        instead = (f": write {int(float(given[-1]))}"
+                   if whole and float(given[-1]).is_integer() else "")
+    except ValueError:  # not a number at all
+        instead = ""
+    fail(f"{flag} takes {'a whole number' if whole else 'a number'}, not {given[-1]!r}"
+         f"{instead} {help_hint}")
 
 
 def check_args(args):
@@ -795,13 +831,17 @@ def makeable(env_id):
 def seed_and_device(seed, cuda):
     """Seed Python's, NumPy's and torch's random generators (the environments are seeded by
     their reset), and pick the device: the GPU if asked for and present, else the CPU with
-    one thread (64-unit MLPs run faster without torch's thread pool)."""
+    one thread (64-unit MLPs run faster without torch's thread pool). With the GPU, a note
+    says that a small network is faster on the CPU."""
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)
     device = torch.device("cuda" if cuda and torch.cuda.is_available() else "cpu")
     if device.type == "cpu":
         torch.set_num_threads(1)
+    if device.type == "cuda":
+        print(f"{SCRIPT}: note: networks this small train faster on one CPU thread than on "
+              "a GPU (measured for every script at its reference settings); --no-cuda uses the CPU")
     return device
 
 
@@ -836,7 +876,7 @@ def evaluate(nets, env_id, spec, max_cycles, episodes, seed, device, video_folde
 
 
 class RunWriter:
-    """The run folder (CONTRIBUTING.md, "What a run writes"): config.json at once, the CSV
+    """The run folder (the files the docstring at the top lists): config.json at once, the CSV
     files row by row (flushed, so an interrupted run keeps them), a progress line every 2
     seconds, the evaluations of --eval-every with best_model.pt; finish() writes the rest.
     Training runs whole rollouts: the budget is rounded down to them, said at the start."""
@@ -866,7 +906,8 @@ class RunWriter:
         self.files, self.steps, self.returns, self.evaluations = {}, [], [], []
         self.write_row("episodes.csv")  # its header now: a run with no episode has the file
         self.start = self.last_print = time.time()
-        self.first_print = None  # (step, time) of the first progress line
+        self.first_print = None  # (step, time) of the first progress line after the warm-up
+        self.warm_up = args.learning_starts
         print(f"{SCRIPT}: {args.env_id}, {len(spec['agents'])} agents, "
               f"{algorithm_name(args)}, {args.critic_state.upper()} critic, seed {args.seed}, device {device}")
         if self.budget != args.total_timesteps and args.eval_checkpoint is None:
@@ -903,8 +944,9 @@ class RunWriter:
     def step(self, global_step):
         """After each lock-step: record the step count (should Ctrl-C stop the run), run a
         greedy evaluation each time global_step crosses a multiple of --eval-every, and
-        print the progress line every 2 seconds, its speed measured from the first line on
-        (the first seconds hold the start-up, which would make the speed and ETA wrong)."""
+        print the progress line every 2 seconds, its speed measured from the first line
+        after the --learning-starts warm-up (the start-up and the random warm-up steps would
+        make the speed and ETA wrong)."""
         every, previous = self.args.eval_every, self.summary["global_steps"]
         self.summary["global_steps"] = global_step
         if every and global_step // every > previous // every:
@@ -914,7 +956,8 @@ class RunWriter:
             first, self.last_print = self.first_print or (global_step, now), now
             sps = (global_step - first[0]) / (now - first[1]) if self.first_print else None
             print(progress_line(global_step, self.budget, sps, self.recent_return()))
-            self.first_print = first
+            if global_step >= self.warm_up:  # random steps without updates are far faster
+                self.first_print = first
 
     def evaluation(self, global_step):
         """Evaluate the actors as they are now on copies of their own (the training copies
@@ -982,17 +1025,21 @@ def progress_line(global_step, total_steps, sps, recent_return):
 
 def plot_learning_curve(path, steps, returns, title, evaluations=(), final=None):
     """learning_curve.png: mean per-agent episode return against environment steps, raw
-    points faded and a moving average of 100 episodes on top (the N copies end many short
-    episodes at once); the greedy evaluations (step, mean, std) of --eval-every as a second
-    series, the mean with the std as error bars, and the final evaluation (step, mean, std)
-    after training as a marker of its own."""
+    points faded and on top the mean of the last 20 episodes, the figure of the progress line
+    and of summary.json's train_return_last20 (the line's last point), one point per step
+    that ended episodes (the N copies end many at the same step: the mean after the last of
+    them); benchmark.py's MPE figures count the last 100 instead. The greedy evaluations
+    (step, mean, std) of --eval-every as a second series, the mean with the std as error
+    bars, and the final evaluation (step, mean, std) after training as a marker of its own."""
     fig = Figure(figsize=(7, 4), dpi=100)
     ax = fig.add_subplot()
     ax.scatter(steps, returns, s=4, alpha=0.1, label="episode return")
     if returns:
-        window = min(100, len(returns))
+        window = min(20, len(returns))
         smooth = np.convolve(returns, np.ones(window) / window, mode="valid")
-        ax.plot(steps[window - 1:], smooth, color="tab:blue", lw=2, label=f"mean of last {window}")
+        ends = np.asarray(steps[window - 1:])
+        last = np.append(ends[1:] != ends[:-1], True)  # a step's last episode
+        ax.plot(ends[last], smooth[last], color="tab:blue", lw=2, label=f"mean of last {window}")
     for points, style, label in ((evaluations, dict(color="tab:orange", marker="o", ms=4),
                                   "greedy evaluation (mean, std)"),
                                  ([final] if final else [], dict(color="tab:red", marker="D", ms=7),
@@ -1018,6 +1065,10 @@ def load_checkpoint(path, env_id):
     None when path is None (no --eval-checkpoint)."""
     if path is None:
         return None
+    if os.path.isdir(path):  # a run folder stands for its model.pt
+        path = os.path.join(path, "model.pt")
+        if not os.path.isfile(path):
+            fail(f"run folder {os.path.dirname(path)} has no model.pt; train with --save-model")
     if not os.path.isfile(path):
         fail(f"checkpoint {path} does not exist")
     try:
@@ -1044,35 +1095,55 @@ def restore(checkpoint, nets, args):
 
 
 def finish(args, run, nets, spec, device, trained=True):
-    """Evaluate greedily, save the model if asked, write summary.json and the curve, and
-    print the closing line. An interrupted run skips the evaluation."""
+    """Write the run first (model.pt if asked, summary.json, the curve), then
+    evaluate greedily and write summary.json and the curve again with the evaluation, so that
+    Ctrl-C during a long evaluation keeps the run; print the closing line. An interrupted
+    run skips the evaluation."""
     summary = run.summary
     summary["train_return_last20"] = run.recent_return()
     summary["wall_time_s"] = round(run.elapsed(), 3)
-    final = None
-    if args.eval_episodes and not summary["interrupted"]:
-        video_folder = os.path.join(run.path, "videos") if args.capture_video else None
-        returns = evaluate(nets, args.env_id, spec, args.max_cycles, args.eval_episodes,
-                           args.seed + 100_000, device, video_folder)
-        summary["eval_return_mean"] = float(returns.mean())
-        summary["eval_return_std"] = float(returns.std())
-        final = (summary["global_steps"], summary["eval_return_mean"], summary["eval_return_std"])
+    if trained and not run.steps and not summary["interrupted"]:
+        print(f"{SCRIPT}: no training episode ended in {summary['global_steps']:,} steps; if "
+              f"{args.env_id} has no time limit, register it with max_episode_steps")
     if args.save_model and trained:
         save_checkpoint(os.path.join(run.path, "model.pt"), nets, args)
     run.close()
-    with open(os.path.join(run.path, "summary.json"), "w") as f:
-        json.dump(summary, f, indent=2)
+    curve = write_summary(args, run, trained)
+    if args.eval_episodes and not summary["interrupted"]:
+        video_folder = os.path.join(run.path, "videos") if args.capture_video else None
+        try:
+            returns = evaluate(nets, args.env_id, spec, args.max_cycles, args.eval_episodes,
+                               args.seed + 100_000, device, video_folder)
+        except KeyboardInterrupt:
+            print(f"{SCRIPT}: final evaluation interrupted; {run.path} keeps the run without it")
+            raise
+        summary["eval_return_mean"] = float(returns.mean())
+        summary["eval_return_std"] = float(returns.std())
+        curve = write_summary(args, run, trained, final=(
+            summary["global_steps"], summary["eval_return_mean"], summary["eval_return_std"]))
     closing = [f"{SCRIPT}: run folder {run.path}", f"global_steps {summary['global_steps']:,}"]
     for key in ("train_return_last20", "eval_return_mean"):
         closing.append(f"{key} " + ("-" if summary[key] is None else f"{summary[key]:.2f}"))
     if args.stop_at_return is not None:
         closing.append(f"solved_at_step {summary['solved_at_step'] or 'not reached'}")
-    if trained:
-        closing.append("learning curve " + plot_learning_curve(
-            run.path, run.steps, run.returns, f"{SCRIPT} on {args.env_id}, seed {args.seed}",
-            run.evaluations, final))
+    if curve:
+        closing.append(f"learning curve {curve}")
     print(" | ".join(closing))
     return summary
+
+
+def write_summary(args, run, trained, final=None):
+    """summary.json and, after training, learning_curve.png (with the final evaluation as a
+    marker of its own, titled with --exp-name where it is not the script's name: a variant
+    such as maddpg); returns the curve's path, or None."""
+    with open(os.path.join(run.path, "summary.json"), "w") as f:
+        json.dump(run.summary, f, indent=2)
+    variant = f" ({args.exp_name})" if args.exp_name != SCRIPT.removesuffix(".py") else ""
+    if trained:
+        return plot_learning_curve(run.path, run.steps, run.returns,
+                                   f"{SCRIPT}{variant} on {args.env_id}, seed {args.seed}",
+                                   run.evaluations, final)
+    return None
 
 
 def cli():

@@ -1,13 +1,15 @@
+# From plainrl (MIT licence, (c) 2026 the plainrl authors): keep this line in a copy.
 """Compare runs on one figure: the training return of each group of runs, the mean over its
 seeds with the min-max band, and the greedy evaluations where the runs wrote them.
 
 plot.py is a tool, not an algorithm script: it trains nothing and reads only the run folders
-that every script writes (CONTRIBUTING.md, "What a run writes").
+that every script writes (plainrl's CONTRIBUTING.md, "What a run writes").
 
 Run:
     python plot.py runs/CartPole-v1__ppo__* runs/CartPole-v1__dqn__*
     python plot.py 'runs/sweep/*' --group-by gae_lambda --out lambda.png
     python plot.py 'runs/Pendulum-v1__*' --x wall_time --window 50
+    python plot.py 'runs/sweep/*' --include-unfinished     # while the sweep still runs
     python plot.py --help
 
 What it does:
@@ -22,6 +24,10 @@ What it does:
   evaluated or played) are never averaged together (`--hide-obs 1 3` against none). Where
   one name then covers several groups, the label adds the flags that tell them apart
   (`ppo_lstm hide_obs=[1, 3]`, `ppo_lstm hide_obs=[]`).
+- Runs that did not finish are left out of the average: those whose summary.json says
+  "interrupted" (Ctrl-C, a non-finite loss) and those without summary.json (killed, or still
+  running). One line names them; `--include-unfinished` averages them in, and the legend and
+  the table then count them ("3 seeds, 1 unfinished").
 - A group's legend and table row count its runs and their distinct seeds ("2 seeds", or "2
   runs, 1 seed" for two runs of seed 1).
 - Each run's episode returns (episodes.csv) are smoothed by a trailing moving mean of
@@ -41,11 +47,13 @@ What it does:
   .gitignore keeps it out of git); a table with each group's number of runs and of seeds and
   the median over its runs of summary.json's figures is printed, each to one decimal or two
   significant digits, whichever shows more (0.74 stays 0.74); a median over only k of the n
-  runs (solved_at_step is null where --stop-at-return did not stop the run, a killed run has
-  no summary.json) is marked (k/n), and "-" where no run has the figure.
+  runs (solved_at_step is null where --stop-at-return did not stop the run, a killed run
+  averaged in with --include-unfinished has no summary.json) is marked (k/n), and "-" where
+  no run has the figure.
 
-Bad input (no run folder matched, no folder that is a run, an unknown --group-by flag) is one line, `plot.py: error: ...`, and exit status 2
-(CONTRIBUTING.md, "Bad input").
+Bad input (no run folder matched, no folder that is a run, no run that finished without
+--include-unfinished, an unknown --group-by flag) is one line, `plot.py: error: ...`, and
+exit status 2 (plainrl's CONTRIBUTING.md, "Bad input").
 """
 
 # ---------------------------------------------------------------------------------------
@@ -86,6 +94,9 @@ class Args:
     """episodes in the trailing moving mean of the training return"""
     out: Annotated[str, tyro.conf.arg(metavar="PATH", help_behavior_hint="")] = ""
     """the figure to write (default: plots/<env ids>__by-<group-by>.png)"""
+    include_unfinished: bool = False
+    """also average the runs that did not finish: interrupted (Ctrl-C, a non-finite loss) or
+    without summary.json (killed, or still running); by default they are left out and named"""
 
 
 SUMMARY_FIGURES = {"train_return_last20": 1, "eval_return_mean": 1, "solved_at_step": 0,
@@ -210,11 +221,22 @@ def group_runs(runs, flag):
     return dict(sorted(groups.items(), key=order))
 
 
-def count_runs(seeds):
-    """'3 seeds' when each run has its own seed, else '2 runs, 1 seed'."""
+def count_runs(seeds, unfinished=0):
+    """'3 seeds' when each run has its own seed, else '2 runs, 1 seed'; then ', 1 unfinished'
+    where that many of the runs did not finish (--include-unfinished)."""
     distinct = len(set(seeds))
     text = f"{distinct} seed{'s' * (distinct != 1)}"
-    return text if distinct == len(seeds) else f"{len(seeds)} runs, {text}"
+    text = text if distinct == len(seeds) else f"{len(seeds)} runs, {text}"
+    return text + (f", {unfinished} unfinished" if unfinished else "")
+
+
+def why_unfinished(run):
+    """Why a run did not finish ("interrupted", "no summary.json: ..."), or None where it did:
+    summary.json's "interrupted" is true after Ctrl-C or a non-finite loss, and a run that
+    was killed (or is still running) has not written summary.json."""
+    if run["summary"] is None:
+        return "no summary.json: killed, or still running"
+    return "interrupted" if run["summary"].get("interrupted") else None
 
 
 def format_figure(value, decimals):
@@ -239,12 +261,15 @@ def medians(runs):
 
 
 def format_table(groups):
-    """The printed table: a row per group, its number of runs and of distinct seeds and the
-    medians; a median over only k of the n runs says (k/n), none at all is '-'."""
+    """The printed table: a row per group, its number of runs (and how many of them did not
+    finish, with --include-unfinished) and of distinct seeds and the medians; a median over
+    only k of the n runs says (k/n), none at all is '-'."""
     header = ["environment", "group", "runs", "seeds", *SUMMARY_FIGURES]
     rows = [header]
     for (env_id, label), runs in groups.items():
-        cells = [env_id, label, str(len(runs)), str(len(set(seeds_of(runs))))]
+        left = count_unfinished(runs)
+        cells = [env_id, label, f"{len(runs)}" + (f" ({left} unfinished)" if left else ""),
+                 str(len(set(seeds_of(runs))))]
         for name, (value, have) in medians(runs).items():
             text = "-" if value is None else format_figure(value, SUMMARY_FIGURES[name])
             cells.append(text + (f" ({have}/{len(runs)})" if value is not None
@@ -258,20 +283,21 @@ def format_table(groups):
 # ---------------------------------------------------------------------------------------
 # Drawing (benchmark.py draws its comparison figures with draw_group and finish_axis too)
 # ---------------------------------------------------------------------------------------
-def draw_group(ax, curves, label, color=None, evaluations=None, seeds=None):
+def draw_group(ax, curves, label, color=None, evaluations=None, seeds=None, unfinished=0):
     """One group on the axis: the mean over seeds of `curves` (one (x, y) per seed) as a line
     and the min-max band shaded, on a grid of GRID_POINTS from the first x of any seed to
     the last. The mean is solid where every seed is present, dotted where only some are (a
     seed stopped early by --stop-at-return, or its first episode ended later), so that a
     seed dropping out does not pass for learning. `evaluations` (x, mean, low, high), if
     given, are drawn as points with min-max bars. `seeds`, the runs' seeds (one per curve;
-    default: all different), are counted in the legend. Returns the solid line."""
+    default: all different), are counted in the legend, and so are the `unfinished` runs
+    among them. Returns the solid line."""
     grid = np.linspace(min(x[0] for x, _ in curves), max(x[-1] for x, _ in curves),
                        GRID_POINTS)
     mean, low, high, count = band(curves, grid)
     partial = count < len(curves)
     near_partial = partial | np.append(partial[1:], False) | np.insert(partial[:-1], 0, False)
-    counted = count_runs(range(len(curves)) if seeds is None else seeds)
+    counted = count_runs(range(len(curves)) if seeds is None else seeds, unfinished)
     (line,) = ax.plot(grid, np.where(partial, np.nan, mean), lw=1.5, color=color,
                       label=f"{label} ({counted})")
     ax.plot(grid, np.where(near_partial, mean, np.nan), lw=1, ls=":", color=line.get_color())
@@ -306,7 +332,8 @@ def draw_figure(groups, x, window):
             draw_group(ax, [run_curve(run, x, window) for run in runs], label,
                        color=f"C{labels.index(label) % 10}",
                        evaluations=evaluation_points(tables, x) if tables else None,
-                       seeds=seeds_of(runs))
+                       seeds=seeds_of(runs),
+                       unfinished=count_unfinished(runs))
         finish_axis(ax, f"{env_id}: mean over seeds, min-max shaded",
                     "environment steps" if x == "global_step" else
                     "seconds since training started",
@@ -322,7 +349,7 @@ def main(args: Args) -> dict:
     """Check, read the runs, group, draw, print the table. Returns {(env_id, label): runs}."""
     if args.window < 1:
         fail(f"--window must be at least 1 (got {args.window})")
-    runs = load_runs(args.runs)
+    runs = leave_out_unfinished(load_runs(args.runs), args.include_unfinished)
     flag = check_group_by(args.group_by, runs)
     out = args.out or default_out(runs, flag)
     if os.path.splitext(out)[1][1:].lower() not in FigureCanvasBase.get_supported_filetypes():
@@ -442,6 +469,21 @@ def load_runs(patterns):
     return runs
 
 
+def leave_out_unfinished(runs, include):
+    """The runs to average: all with `include` (--include-unfinished), else those that
+    finished, after one line naming the others and why; none left is bad input."""
+    left = {run["folder"]: why_unfinished(run) for run in runs if why_unfinished(run)}
+    if include or not left:
+        return runs
+    if len(left) == len(runs):
+        fail(f"none of the runs finished ({', '.join(sorted(set(left.values())))}): "
+             "add --include-unfinished to draw them")
+    print(f"{SCRIPT}: left out {len(left)} run{'s' * (len(left) > 1)} that did not finish "
+          f"(add --include-unfinished to average {'them' if len(left) > 1 else 'it'} in): "
+          + ", ".join(f"{folder} ({why})" for folder, why in left.items()))
+    return [run for run in runs if run["folder"] not in left]
+
+
 def check_group_by(group_by, runs):
     """The flag as config.json spells it (gae-lambda and --gae-lambda become gae_lambda);
     every run must have it."""
@@ -469,6 +511,11 @@ def default_out(runs, flag):
 def seeds_of(runs):
     """The runs' seeds (config.json's seed; a run without one counts as a seed of its own)."""
     return [run["config"].get("seed", run["folder"]) for run in runs]
+
+
+def count_unfinished(runs):
+    """How many of the runs did not finish (why_unfinished)."""
+    return sum(why_unfinished(run) is not None for run in runs)
 
 
 if __name__ == "__main__":

@@ -1,3 +1,4 @@
+# From plainrl (MIT licence, (c) 2026 the plainrl authors): keep this line in a copy.
 """Proximal Policy Optimization (PPO) for discrete and continuous actions, in one file.
 
 PPO collects a rollout of T steps from N environments with the current policy, estimates
@@ -40,9 +41,9 @@ Run:
         --num-steps 256 --num-minibatches 32 --update-epochs 10 --gamma 0.95 \
         --gae-lambda 0.95 --learning-rate 2e-3 --ent-coef 0.001 --norm-obs --norm-reward
     PYTHONPATH=tests python ppo.py --env-id my_envs:GridWorld-v0   # tests/my_envs.py's id
-    python ppo.py --env-id MinAtar/Breakout-v0 --num-steps 128 --learning-rate 2.5e-4 \
-        --gamma 0.99 --gae-lambda 0.95 --num-minibatches 4 --update-epochs 4 \
-        --clip-coef 0.1 --ent-coef 0.01 --total-timesteps 1000000    # pip install minatar
+    python ppo.py --env-id MinAtar/Breakout-v1 --num-steps 128 --learning-rate 2.5e-4 \
+        --gamma 0.99 --gae-lambda 0.95 --num-minibatches 4 --update-epochs 4 --clip-coef 0.1 \
+        --clip-vloss --ent-coef 0.01 --total-timesteps 1000000   # PPO_MINATAR; pip install minatar
     python ppo.py --help
 
 Writes runs/<env_id>__ppo__<seed>__<unix_time>/ with config.json, episodes.csv,
@@ -66,6 +67,7 @@ import re
 import signal
 import sys
 import time
+import typing
 import warnings
 from dataclasses import asdict, dataclass, replace
 from typing import Literal, Optional
@@ -146,7 +148,8 @@ class Args:
     advantage: Literal["gae", "vtrace"] = "gae"
     """advantage estimator: GAE, or V-trace targets recomputed before each epoch"""
     rho_bar: float = 1.0
-    """V-trace: clip of the importance weight rho (1 in the IMPALA paper)"""
+    """V-trace: clip of the importance weight rho, in the value targets and in the policy
+    gradient's weight alike (IMPALA's code clips the latter apart, at 1 by default; 1 in the paper)"""
     c_bar: float = 1.0
     """V-trace: clip of the trace coefficient c (1 in the IMPALA paper)"""
     norm_obs: bool = False
@@ -156,8 +159,20 @@ class Args:
     hidden_size: int = 64
     """width of the two hidden layers of the actor and of the critic (vector observations;
     the convolutional network's sizes are fixed)"""
-    terminal_on_life_loss: bool = False
-    """Atari: a lost life ends the training episode (the DQN paper); evaluation plays whole games"""
+    terminal_on_life_loss: bool = True
+    """Atari (ALE/ ids): a lost life ends the training episode (no bootstrap) and the game
+    plays on, as in the DQN paper and CleanRL; evaluation plays whole games"""
+    eval_epsilon: Optional[float] = None
+    """Discrete actions: the evaluation takes a uniformly random action with this probability,
+    else the most likely one (None: 0.05 on ALE/ ids, as the DQN papers and CleanRL evaluate
+    Atari, where a policy that never presses FIRE would idle; 0, greedy, elsewhere)"""
+
+
+def with_eval_epsilon(args):
+    """The flags with --eval-epsilon left at None filled in: 0.05 for an ALE/ id, else 0."""
+    if args.eval_epsilon is not None:
+        return args
+    return replace(args, eval_epsilon=0.05 if args.env_id.startswith("ALE/") else 0.0)
 
 
 # ---------------------------------------------------------------------------------------
@@ -329,8 +344,10 @@ def mlp(in_size, hidden_size, out_size, out_std):
 class ImageEncoder(nn.Module):
     """Convolutions from an image to a feature vector, with ReLU after every layer.
 
-    The image is H x W x C or C x H x W: the channels are the shorter of the first and the
-    last dimension (moved first for the convolutions); uint8 pixels are scaled to [0, 1].
+    The channel axis is set by convention, never guessed from the sizes (MinAtar's Seaquest
+    frames are 10 x 10 x 10): channels_last for H x W x C images, Gymnasium's and MinAtar's
+    convention, moved first for the convolutions; channels first (C x H x W) for the stack
+    of Atari frames that atari_wrappers makes. uint8 pixels are scaled to [0, 1].
     A convolution's output side is (side - kernel) // stride + 1. Two sizes:
 
         at least 36 x 36 (Atari's 84 x 84 frames; Mnih et al. 2015): conv 32 8x8 stride 4,
@@ -341,10 +358,9 @@ class ImageEncoder(nn.Module):
             10 -> 8, so 16 * 8 * 8 = 1024 inputs to the linear layer
     """
 
-    def __init__(self, obs_shape, uint8):
+    def __init__(self, obs_shape, uint8, channels_last=True):
         super().__init__()
-        self.channels_last = obs_shape[-1] < obs_shape[0]
-        self.uint8 = uint8
+        self.channels_last, self.uint8 = channels_last, uint8
         image_shape = ((obs_shape[2], *obs_shape[:2]) if self.channels_last  # [C, H, W]
                        else tuple(obs_shape))
         channels, height, width = image_shape
@@ -373,11 +389,12 @@ class Agent(nn.Module):
     logits of a categorical distribution, or the mean of a diagonal Gaussian whose log std
     is a learned state-independent parameter."""
 
-    def __init__(self, obs_shape, action_dim, continuous, hidden_size=64, uint8=False):
+    def __init__(self, obs_shape, action_dim, continuous, hidden_size=64, uint8=False,
+                 channels_last=True):
         super().__init__()
         self.continuous = continuous
         if len(obs_shape) == 3:  # an image
-            self.encoder = ImageEncoder(obs_shape, uint8)
+            self.encoder = ImageEncoder(obs_shape, uint8, channels_last)
             self.critic = layer_init(nn.Linear(self.encoder.output_size, 1), std=1.0)
             self.actor = layer_init(nn.Linear(self.encoder.output_size, action_dim), std=0.01)
         else:
@@ -439,16 +456,19 @@ class ObsNormalizer:
             setattr(self.rms, k, state[k].numpy())
 
 
-def atari_wrappers(env, life_loss):
+def atari_wrappers(env):
     """The DQN paper's Atari preprocessing with Gymnasium's own wrappers: up to 30 no-op
     actions at reset, every action repeated for 4 frames (the max of the last two frames
     against flicker), frames gray and resized to 84 x 84, the last 4 stacked into one
-    uint8 observation [4, 84, 84]; with life_loss a lost life terminates the episode
-    (Gymnasium's wrapper then starts a new game). Departure from the paper: ALE v5's sticky
-    actions (the previous action repeats with probability 0.25) stay on, as Machado et al.
-    2018 recommend."""
+    uint8 observation [4, 84, 84] (channels first); FIRE pressed where the game waits for it
+    (FireReset). A lost life ends the training episode in make_vector_env, not here:
+    Gymnasium's terminal_on_life_loss would start a new game at every lost life. Departure
+    from the paper: ALE v5's sticky actions (the previous action repeats with probability
+    0.25) stay on, as Machado et al. 2018 recommend."""
     env = gym.wrappers.AtariPreprocessing(env, noop_max=30, frame_skip=4, screen_size=84,
-                                          terminal_on_life_loss=life_loss, grayscale_obs=True)
+                                          grayscale_obs=True)
+    if env.unwrapped.get_action_meanings()[1:2] == ["FIRE"]:
+        env = FireReset(env)
     return gym.wrappers.FrameStackObservation(env, 4)
 
 
@@ -460,9 +480,10 @@ def make_vector_env(env_id, num_envs, training=False, reward_gamma=None, life_lo
     reward_gamma (--norm-reward), rewards are divided by the running std of the return
     discounted by it (Gymnasium's NormalizeReward) and clipped to [-10, 10], after the
     statistics wrapper, so that episodes.csv keeps the raw returns. An Atari id gets
-    atari_wrappers (life_loss only in training) and, in training, rewards clipped to their
-    sign after the statistics wrapper, as in the DQN paper: episodes.csv keeps the game's
-    score. A video records the game's own screen, before the preprocessing."""
+    atari_wrappers and, in training, rewards clipped to their sign after the statistics
+    wrapper, as in the DQN paper, and with life_loss a lost life as a termination
+    (LifeLossTermination): episodes.csv keeps the score of whole games. A video records the
+    game's own screen, before the preprocessing."""
     atari = env_id.startswith("ALE/")
     options = {"frameskip": 1} if atari else {}  # AtariPreprocessing skips frames itself
 
@@ -477,11 +498,13 @@ def make_vector_env(env_id, num_envs, training=False, reward_gamma=None, life_lo
                 warnings.filterwarnings("ignore", message=".*Overwriting existing videos")
                 env = gym.wrappers.RecordVideo(env, video_folder, name_prefix=f"eval-{i}",
                                                episode_trigger=lambda episode: episode == 0)
-        return atari_wrappers(env, life_loss and training) if atari else env
+        return atari_wrappers(env) if atari else env
 
     envs = gym.vector.SyncVectorEnv([lambda i=i: make(i) for i in range(num_envs)],
                                     autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
     envs = gym.wrappers.vector.RecordEpisodeStatistics(envs)
+    if atari and training and life_loss:  # after the statistics: episodes.csv has whole games
+        envs = LifeLossTermination(envs)
     if atari and training:
         envs = gym.wrappers.vector.TransformReward(envs, np.sign)
     if reward_gamma is not None:
@@ -595,19 +618,23 @@ def train(args, agent, normalizer, envs, run, device):
 def main(args: Args) -> dict:
     """Train PPO (or evaluate an --eval-checkpoint), write the run folder, return the summary.
     Ctrl-C stops training; the run folder is written, then KeyboardInterrupt goes on up."""
-    # Check everything a user can get wrong before anything runs (CONTRIBUTING.md, "Bad input").
+    # Check everything a user can get wrong before anything runs: one line, exit status 2.
+    args = with_eval_epsilon(args)  # 0.05 on Atari unless given
     check_args(args)
     obs_space, action_dim, continuous = check_env(args.env_id)
     if args.norm_obs and len(obs_space.shape) == 3:
         fail("--norm-obs is for vector observations; the network scales an image's pixels itself")
+    if continuous and args.eval_epsilon:
+        fail(f"--eval-epsilon is for Discrete actions; {args.env_id}'s are continuous")
     checkpoint = load_checkpoint(args.eval_checkpoint, args.env_id)  # None without the flag
     if checkpoint is not None:  # the network's size and normalization come from the model
         args = replace(args, **{k: checkpoint["args"][k] for k in ("hidden_size", "norm_obs")})
 
     # Set up: seeds, device, the agent, the observation normalizer, the run folder.
-    device = seed_and_device(args.seed, args.cuda)
+    device = seed_and_device(args.seed, args.cuda, small_network=len(obs_space.shape) != 3)
     agent = Agent(obs_space.shape, action_dim, continuous, args.hidden_size,
-                  uint8=obs_space.dtype == np.uint8).to(device)
+                  uint8=obs_space.dtype == np.uint8,
+                  channels_last=channels_last(args.env_id)).to(device)
     normalizer = ObsNormalizer(obs_space.shape, args.norm_obs)
     if checkpoint is not None:
         restore(checkpoint, agent, normalizer, args)
@@ -635,6 +662,8 @@ def main(args: Args) -> dict:
 # ---------------------------------------------------------------------------------------
 # Plumbing: checks, run folder, evaluation, checkpoints (not needed to follow the algorithm)
 # ---------------------------------------------------------------------------------------
+# More than the 450 lines of the other scripts: Atari and MinAtar have wrappers here
+# (the frame preprocessing, a lost life as a termination, FIRE at reset, MinAtar's screen).
 class UsageError(Exception):
     """Bad input: reported as one line on stderr with exit status 2, before training."""
 
@@ -644,21 +673,45 @@ def fail(message):
 
 
 def parse_args():
-    """tyro.cli(Args), with tyro's own parse errors (an unknown flag, a value of the wrong
-    type) turned into one line: tyro's message and the flags it suggests, read back from the
-    text it prints. --help prints as tyro writes it."""
-    if {"-h", "--help"} & set(sys.argv[1:]):
+    """tyro.cli(Args), with a mistake on the command line (an unknown flag, a missing value,
+    a value of the wrong type or not among the choices) as one whole line at any terminal
+    width: tyro hands the mistake over as data through its parse-error hook (tyro._errors,
+    marked experimental, which is one reason requirements.txt pins tyro), and usage_error
+    words it. --help prints as tyro writes it."""
+    with tyro._errors.on_parse_error(usage_error):
         return tyro.cli(Args)
-    captured = io.StringIO()
+
+
+def usage_error(event):
+    """Raise UsageError with one line for a tyro parse error: the flag, what it takes, and
+    what to write instead (the closest flags to an unknown one; 100000 for 1e5)."""
+    types = typing.get_type_hints(Args)
+    flags = [f"--{name.replace('_', '-')}" for name in types]
+    flags += [f"--no-{name.replace('_', '-')}" for name, kind in types.items() if kind is bool]
+    help_hint = f"(python {SCRIPT} --help lists the flags)"
+    if isinstance(event, tyro._errors.UnrecognizedArgs):
+        close = difflib.get_close_matches(event.tokens[0].partition("=")[0], flags, n=2)
+        also = f"; did you mean {' or '.join(close)}?" if close else ""
+        fail(f"unrecognized options: {', '.join(event.tokens)}{also} {help_hint}")
+    if getattr(event, "argument", None) is None:
+        fail(f"cannot read the command line ({type(event).__name__}) {help_hint}")
+    flag = event.argument.display_name().split("/")[0]
+    if isinstance(event, tyro._errors.InvalidChoice):
+        fail(f"{flag} takes {' or '.join(event.choices)}, not {event.value!r} {help_hint}")
+    words = sys.argv[1:]
+    given = [w.partition("=")[2] or next(iter(words[i + 1:i + 2]), "")
+             for i, w in enumerate(words) if w.partition("=")[0] == flag]
+    if not given or isinstance(event, tyro._errors.BadValue):
+        fail(f"{flag} needs a value {help_hint}")
+    kind = types[flag[2:].replace("-", "_")]
+    whole = int in (kind, *typing.get_args(kind))
     try:
-        with contextlib.redirect_stdout(captured), contextlib.redirect_stderr(captured):
-            return tyro.cli(Args)
-    except SystemExit:
-        lines = [line.strip() for line in captured.getvalue().splitlines()]
-        lines = [line for line in lines if line.strip("-")]  # drop blanks and rules
-        flags = [line.split()[0].rstrip(",") for line in lines[2:] if line.startswith("--")]
-        hint = f"; did you mean {' or '.join(flags)}?" if "Perhaps you meant:" in lines else ""
-        fail(f"{lines[1][0].lower()}{lines[1][1:]}{hint} (python {SCRIPT} --help lists the flags)")
+        instead = (f": write {int(float(given[-1]))}"
+                   if whole and float(given[-1]).is_integer() else "")
+    except ValueError:  # not a number at all
+        instead = ""
+    fail(f"{flag} takes {'a whole number' if whole else 'a number'}, not {given[-1]!r}"
+         f"{instead} {help_hint}")
 
 
 def check_args(args):
@@ -668,7 +721,7 @@ def check_args(args):
                  "c_bar", "max_grad_norm"):
         if not getattr(args, name) > 0:
             fail(f"--{name.replace('_', '-')} must be positive, got {getattr(args, name)}")
-    for name in ("gamma", "gae_lambda"):
+    for name in ("gamma", "gae_lambda", "eval_epsilon"):
         if not 0.0 <= getattr(args, name) <= 1.0:
             fail(f"--{name.replace('_', '-')} must be in [0, 1], got {getattr(args, name)}")
     if args.eval_episodes < 0:
@@ -683,8 +736,6 @@ def check_args(args):
              "pass --eval-episodes 1 or more")
     if args.capture_video and importlib.util.find_spec("moviepy") is None:
         fail("--capture-video needs moviepy: pip install moviepy==2.2.1")
-    if args.terminal_on_life_loss and not args.env_id.startswith("ALE/"):
-        fail(f"--terminal-on-life-loss is for Atari's lives (ALE/ ids), not {args.env_id}")
     batch_size = args.num_envs * args.num_steps
     if batch_size % args.num_minibatches:
         fail(f"num_envs*num_steps = {batch_size} is not divisible by --num-minibatches "
@@ -704,7 +755,7 @@ def check_env(env_id):
     atari = env_id.startswith("ALE/")
     try:
         env = gym.make(env_id, **({"frameskip": 1} if atari else {}))
-        env = atari_wrappers(env, life_loss=False) if atari else env  # the agent's frames
+        env = atari_wrappers(env) if atari else env  # the agent's frames
     except (gym.error.NameNotFound, gym.error.VersionNotFound, gym.error.NamespaceNotFound):
         close = [i for i in difflib.get_close_matches(env_id.rpartition(":")[2], gym.registry,
                                                       n=6, cutoff=0.6) if makeable(i)][:3]
@@ -730,16 +781,25 @@ def check_env(env_id):
              "ppo_masked.py can then mask the invalid ones)")
     if not (isinstance(obs_space, gym.spaces.Box) and len(obs_space.shape) in (1, 3)):
         fail(f"{env_id} has a {type(obs_space).__name__} observation space of shape "
-             f"{obs_space.shape}; ppo.py needs a flat Box or an image Box (H x W x C or "
-             "C x H x W; a 2-D frame gets its channel from gymnasium.wrappers.ReshapeObservation; "
+             f"{obs_space.shape}; ppo.py needs a flat Box or an image Box (H x W x C, "
+             "channels last; a 2-D frame gets its channel from gymnasium.wrappers.ReshapeObservation; "
              "ppo_masked.py one-hot encodes Discrete ones, qlearning.py uses a table)")
-    shape = obs_space.shape  # an image's side: its channels are the shorter end dimension
-    if len(shape) == 3 and min(shape[:2] if shape[2] < shape[0] else shape[1:]) < 3:
+    shape = obs_space.shape  # an image's height and width, by the convention of channels_last
+    if len(shape) == 3 and min(shape[:2] if channels_last(env_id) else shape[1:]) < 3:
         fail(f"{env_id} has images of shape {obs_space.shape}; the smallest convolution needs "
              "3 x 3 pixels or more")
     continuous = isinstance(action_space, gym.spaces.Box)
     action_dim = action_space.shape[0] if continuous else int(action_space.n)
     return obs_space, action_dim, continuous
+
+
+def channels_last(env_id):
+    """Where an image keeps its channels, by convention and never by its sizes (a 10 x 10 x
+    10 Seaquest frame has no shorter side): last (H x W x C) in Gymnasium's images and
+    MinAtar's; first (C x H x W) in the stack of 4 frames that atari_wrappers makes of an
+    ALE/ id. An environment of one's own with C x H x W images moves the axis to the end
+    (gymnasium.wrappers.TransformObservation with np.moveaxis(obs, 0, -1))."""
+    return not env_id.startswith("ALE/")
 
 
 def register_game_ids(env_id):
@@ -767,6 +827,49 @@ class MinAtarScreen(gym.Wrapper):
         return (frame * 255).astype(np.uint8).repeat(16, axis=0).repeat(16, axis=1)
 
 
+class FireReset(gym.Wrapper):
+    """Presses FIRE (action 1) at the start of a game and after each lost life, in the games
+    whose ball or round waits for it (Breakout), as OpenAI's baselines and CleanRL do: a
+    policy that never presses it would idle until ALE's cap of 108,000 frames. The press is
+    a step of 4 frames that the agent does not take (not counted in the budget); its reward
+    is added to the step's after a lost life and dropped at reset, as theirs. Departure:
+    baselines and CleanRL press RIGHT (action 2) after FIRE as well; FIRE alone launches the
+    ball."""
+
+    def reset(self, **kwargs):
+        self.env.reset(**kwargs)
+        obs, _, _, _, info = self.env.step(1)
+        self.lives = info["lives"]
+        return obs, info
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        if info["lives"] < self.lives and not (terminated or truncated):
+            obs, fire_reward, terminated, truncated, info = self.env.step(1)
+            reward += fire_reward
+        self.lives = info["lives"]
+        return obs, reward, terminated, truncated, info
+
+
+class LifeLossTermination(gym.vector.VectorWrapper):
+    """Atari in training (--terminal-on-life-loss): the step that loses a life is terminated
+    for the learner (it does not bootstrap), as in the DQN paper and CleanRL, while the game
+    plays on with the lives it has left; only a game's real end resets it. Wrapped over the
+    episode statistics, so episodes.csv holds whole games. CleanRL's EpisodicLifeEnv fakes a
+    reset with a no-op step; here the next life starts from the frame where the last ended."""
+
+    def reset(self, **kwargs):
+        obs, info = self.env.reset(**kwargs)
+        self.lives = info["lives"].copy()
+        return obs, info
+
+    def step(self, actions):
+        obs, rewards, terminated, truncated, info = self.env.step(actions)
+        lost = info["lives"] < self.lives  # a game that ended shows its next game's lives
+        self.lives = info["lives"].copy()
+        return obs, rewards, terminated | lost, truncated, info
+
+
 def makeable(env_id):
     """Whether gym.make(env_id) works here (its dependencies installed), for suggestions."""
     try:
@@ -778,40 +881,70 @@ def makeable(env_id):
         return False
 
 
-def seed_and_device(seed, cuda):
+def seed_and_device(seed, cuda, small_network=True):
     """Seed Python's, NumPy's and torch's random generators (the environments are seeded by
     their reset), and pick the device: the GPU if asked for and present, else the CPU with
-    one thread (a 64-unit MLP runs faster without torch's thread pool)."""
+    one thread (a 64-unit MLP runs faster without torch's thread pool). With the GPU, a note
+    says that a small network is faster on the CPU (an image network is not small)."""
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)
     device = torch.device("cuda" if cuda and torch.cuda.is_available() else "cpu")
     if device.type == "cpu":
         torch.set_num_threads(1)
+    if device.type == "cuda" and small_network:  # an image's convolutions are what pays there
+        print(f"{SCRIPT}: note: networks this small train faster on one CPU thread than on "
+              "a GPU (measured for every script at its reference settings); --no-cuda uses the CPU")
     return device
 
 
+EVAL_MAX_STEPS = 27_000
+"""an evaluation episode still running after this many steps is cut there (its return so
+far counts): a greedy policy can balance or walk in a circle forever in an environment
+without a time limit. 27,000 steps are ALE's own end of an Atari game (108,000 frames)."""
+
+
 @torch.no_grad()
-def evaluate(agent, normalizer, env_id, episodes, seed, device, video_folder=None):
+def evaluate(agent, normalizer, env_id, episodes, seed, device, video_folder=None,
+             epsilon=0.0):
     """Greedy returns of `episodes` episodes, one per environment of a vector env, all at
     once; the observation statistics are frozen. The greedy action is the most likely one:
-    the argmax of the logits, or the Gaussian's mean."""
+    the argmax of the logits, or the Gaussian's mean; with epsilon (--eval-epsilon, 0.05 on
+    Atari), a uniformly random one instead with that probability, drawn from a generator of
+    the evaluation's own. A line every 2 seconds says how far it is; an episode still
+    running at EVAL_MAX_STEPS counts with its return so far."""
     envs = make_vector_env(env_id, episodes, video_folder=video_folder)
     obs, _ = envs.reset(seed=seed)
+    rng = np.random.default_rng(seed)  # epsilon's draws; training's streams stay untouched
     returns = np.full(episodes, np.nan)
-    while np.isnan(returns).any():
+    steps, last_print = 0, time.time()
+    while np.isnan(returns).any() and steps < EVAL_MAX_STEPS:
         out = agent.actor(agent.encoder(torch.from_numpy(normalizer(obs)).to(device)))
         action = out if agent.continuous else out.argmax(-1)
-        obs, _, _, _, info = envs.step(to_env_action(agent, action, envs.single_action_space))
+        actions = to_env_action(agent, action, envs.single_action_space)
+        if epsilon:  # Discrete actions only (check_env): a random action in place of some
+            explore = rng.random(episodes) < epsilon
+            actions = np.where(explore, rng.integers(envs.single_action_space.n, size=episodes),
+                               actions)
+        obs, _, _, _, info = envs.step(actions)
         if "_episode" in info:
             first = info["_episode"] & np.isnan(returns)
             returns[first] = info["episode"]["r"][first]
+        steps += 1
+        if time.time() - last_print >= 2.0:
+            last_print = time.time()
+            print(f"{SCRIPT}: evaluating, {episodes - np.isnan(returns).sum()} of {episodes} "
+                  f"episodes done, {steps:,} steps")
+    if np.isnan(returns).any():
+        print(f"{SCRIPT}: evaluation episodes cut at {EVAL_MAX_STEPS:,} steps; give "
+              f"{env_id} a time limit (max_episode_steps)")
+        returns = np.where(np.isnan(returns), envs.episode_returns, returns)
     envs.close()
     return returns
 
 
 class RunWriter:
-    """The run folder (CONTRIBUTING.md, "What a run writes"): config.json at once, the CSV
+    """The run folder (the files the docstring at the top lists): config.json at once, the CSV
     files row by row (flushed, so an interrupted run keeps them), a progress line every 2
     seconds, the evaluations of --eval-every with best_model.pt; finish() writes the rest.
     Training runs whole rollouts: the budget is rounded down to them, said at the start."""
@@ -894,7 +1027,8 @@ class RunWriter:
         evaluations.csv and, with --save-model, keep the best model so far as best_model.pt."""
         wall_time = self.elapsed()
         returns = evaluate(self.agent, self.normalizer, self.args.env_id,
-                           self.args.eval_episodes, self.args.seed + 100_000, self.device)
+                           self.args.eval_episodes, self.args.seed + 100_000, self.device,
+                           epsilon=self.args.eval_epsilon)
         mean, std = float(returns.mean()), float(returns.std())
         self.write_row("evaluations.csv", global_step=global_step, wall_time=round(wall_time, 4),
                        eval_return_mean=mean, eval_return_std=std)
@@ -991,6 +1125,10 @@ def load_checkpoint(path, env_id):
     None when path is None (no --eval-checkpoint)."""
     if path is None:
         return None
+    if os.path.isdir(path):  # a run folder stands for its model.pt
+        path = os.path.join(path, "model.pt")
+        if not os.path.isfile(path):
+            fail(f"run folder {os.path.dirname(path)} has no model.pt; train with --save-model")
     if not os.path.isfile(path):
         fail(f"checkpoint {path} does not exist")
     try:
@@ -1018,35 +1156,55 @@ def restore(checkpoint, agent, normalizer, args):
 
 
 def finish(args, run, agent, normalizer, device, trained=True):
-    """Evaluate greedily, save the model if asked, write summary.json and the curve, and
-    print the closing line. An interrupted run skips the evaluation."""
+    """Write the run first (model.pt if asked, summary.json, the curve), then evaluate
+    greedily and write summary.json and the curve again with the evaluation, so that Ctrl-C
+    during a long evaluation keeps the run; print the closing line. An interrupted run skips
+    the evaluation."""
     summary = run.summary
     summary["train_return_last20"] = run.recent_return()
     summary["wall_time_s"] = round(run.elapsed(), 3)
-    final = None
-    if args.eval_episodes and not summary["interrupted"]:
-        video_folder = os.path.join(run.path, "videos") if args.capture_video else None
-        returns = evaluate(agent, normalizer, args.env_id, args.eval_episodes,
-                           args.seed + 100_000, device, video_folder)
-        summary["eval_return_mean"] = float(returns.mean())
-        summary["eval_return_std"] = float(returns.std())
-        final = (summary["global_steps"], summary["eval_return_mean"], summary["eval_return_std"])
+    if trained and not run.steps and not summary["interrupted"]:
+        print(f"{SCRIPT}: no training episode ended in {summary['global_steps']:,} steps; if "
+              f"{args.env_id} has no time limit, register it with max_episode_steps")
     if args.save_model and trained:
         save_checkpoint(os.path.join(run.path, "model.pt"), agent, normalizer, args)
     run.close()
-    with open(os.path.join(run.path, "summary.json"), "w") as f:
-        json.dump(summary, f, indent=2)
+    curve = write_summary(args, run, trained)
+    if args.eval_episodes and not summary["interrupted"]:
+        video_folder = os.path.join(run.path, "videos") if args.capture_video else None
+        try:
+            returns = evaluate(agent, normalizer, args.env_id, args.eval_episodes,
+                               args.seed + 100_000, device, video_folder, args.eval_epsilon)
+        except KeyboardInterrupt:
+            print(f"{SCRIPT}: final evaluation interrupted; {run.path} keeps the run without it")
+            raise
+        summary["eval_return_mean"] = float(returns.mean())
+        summary["eval_return_std"] = float(returns.std())
+        curve = write_summary(args, run, trained, final=(
+            summary["global_steps"], summary["eval_return_mean"], summary["eval_return_std"]))
     closing = [f"{SCRIPT}: run folder {run.path}", f"global_steps {summary['global_steps']:,}"]
     for key in ("train_return_last20", "eval_return_mean"):
         closing.append(f"{key} " + ("-" if summary[key] is None else f"{summary[key]:.2f}"))
     if args.stop_at_return is not None:
         closing.append(f"solved_at_step {summary['solved_at_step'] or 'not reached'}")
-    if trained:
-        closing.append("learning curve " + plot_learning_curve(
-            run.path, run.steps, run.returns, f"{SCRIPT} on {args.env_id}, seed {args.seed}",
-            run.evaluations, final))
+    if curve:
+        closing.append(f"learning curve {curve}")
     print(" | ".join(closing))
     return summary
+
+
+def write_summary(args, run, trained, final=None):
+    """summary.json and, after training, learning_curve.png (with the final evaluation as a
+    marker of its own, titled with --exp-name where it is not the script's name: a variant
+    such as maddpg); returns the curve's path, or None."""
+    with open(os.path.join(run.path, "summary.json"), "w") as f:
+        json.dump(run.summary, f, indent=2)
+    variant = f" ({args.exp_name})" if args.exp_name != SCRIPT.removesuffix(".py") else ""
+    if trained:
+        return plot_learning_curve(run.path, run.steps, run.returns,
+                                   f"{SCRIPT}{variant} on {args.env_id}, seed {args.seed}",
+                                   run.evaluations, final)
+    return None
 
 
 def cli():

@@ -1,3 +1,4 @@
+# From plainrl (MIT licence, (c) 2026 the plainrl authors): keep this line in a copy.
 """PPO with a recurrent (LSTM) policy, in one file: what changes when the policy has memory.
 
 A memoryless policy pi(a | o_t) fails where the observation o_t does not tell the whole
@@ -65,15 +66,15 @@ Run:
         --gamma 0.95 --gae-lambda 0.95 --learning-rate 1e-3 --ent-coef 0.001 --no-anneal-clip
     python ppo_lstm.py --help
 
-Writes runs/<env_id>__ppo_lstm__<seed>__<unix_time>/ with config.json, episodes.csv,
-updates.csv, learning_curve.png, summary.json, model.pt with --save-model, and with
---eval-every N evaluations.csv (and best_model.pt, the best evaluated model).
+Writes runs/<env_id>__ppo_lstm__<seed>__<unix_time>/ (ppo_lstm-hide1-3 with --hide-obs 1 3;
+--exp-name names it yourself) with config.json, episodes.csv, updates.csv,
+learning_curve.png, summary.json, model.pt with --save-model, and with --eval-every N
+evaluations.csv (and best_model.pt, the best evaluated model).
 """
 
 # ---------------------------------------------------------------------------------------
 # Imports
 # ---------------------------------------------------------------------------------------
-import contextlib
 import csv
 import difflib
 import importlib.util
@@ -86,6 +87,7 @@ import re
 import signal
 import sys
 import time
+import typing
 import warnings
 from dataclasses import asdict, dataclass, field, replace
 from typing import Optional
@@ -117,8 +119,9 @@ class Args:
     """use the GPU when one is present"""
     output_dir: str = "runs"
     """where run folders go"""
-    exp_name: str = os.path.splitext(SCRIPT)[0]
-    """the experiment name, part of the run folder's name"""
+    exp_name: Optional[str] = None
+    """the experiment name, part of the run folder's name (None: the script's name with the
+    dimensions --hide-obs drops, ppo_lstm-hide1-3)"""
     eval_episodes: int = 10
     """greedy evaluation episodes after training (0 skips evaluation)"""
     eval_every: int = 0
@@ -187,6 +190,16 @@ class Args:
     """width of the encoder layer before the LSTM and of the heads' hidden layer after it"""
     lstm_hidden_size: int = 64
     """size of the LSTM's hidden state h and cell state c (CleanRL's Atari LSTM: 128)"""
+
+
+def experiment_name(args):
+    """--exp-name as given, else the script's name with the dimensions --hide-obs drops
+    (--hide-obs 3 1: ppo_lstm-hide1-3), so that the run folder's name and plot.py's legend
+    tell a partially observed task from the full one."""
+    name = os.path.splitext(SCRIPT)[0]
+    if args.hide_obs:
+        name += "-hide" + "-".join(str(d) for d in sorted(args.hide_obs))
+    return args.exp_name or name
 
 
 # ---------------------------------------------------------------------------------------
@@ -636,7 +649,7 @@ def train(args, agent, normalizer, envs, run, device):
 def main(args: Args) -> dict:
     """Train PPO-LSTM (or evaluate an --eval-checkpoint), write the run folder, return the
     summary. Ctrl-C stops training; the run folder is written, then KeyboardInterrupt goes on up."""
-    # Check everything a user can get wrong before anything runs (CONTRIBUTING.md, "Bad input").
+    # Check everything a user can get wrong before anything runs: one line, exit status 2.
     check_args(args)
     checkpoint = load_checkpoint(args.eval_checkpoint, args.env_id)  # None without the flag
     if checkpoint is not None:  # the network's sizes and what it sees come from the model
@@ -645,6 +658,7 @@ def main(args: Args) -> dict:
     obs_dim, action_dim, continuous = check_env(args.env_id, args.hide_obs)
 
     # Set up: seeds, device, the agent, the observation normalizer, the run folder.
+    args = replace(args, exp_name=experiment_name(args))  # ppo_lstm-hide1-3, unless given
     device = seed_and_device(args.seed, args.cuda)
     agent = Agent(obs_dim, action_dim, continuous, args.hidden_size,
                   args.lstm_hidden_size).to(device)
@@ -683,21 +697,45 @@ def fail(message):
 
 
 def parse_args():
-    """tyro.cli(Args), with tyro's own parse errors (an unknown flag, a value of the wrong
-    type) turned into one line: tyro's message and the flags it suggests, read back from the
-    text it prints. --help prints as tyro writes it."""
-    if {"-h", "--help"} & set(sys.argv[1:]):
+    """tyro.cli(Args), with a mistake on the command line (an unknown flag, a missing value,
+    a value of the wrong type or not among the choices) as one whole line at any terminal
+    width: tyro hands the mistake over as data through its parse-error hook (tyro._errors,
+    marked experimental, which is one reason requirements.txt pins tyro), and usage_error
+    words it. --help prints as tyro writes it."""
+    with tyro._errors.on_parse_error(usage_error):
         return tyro.cli(Args)
-    captured = io.StringIO()
+
+
+def usage_error(event):
+    """Raise UsageError with one line for a tyro parse error: the flag, what it takes, and
+    what to write instead (the closest flags to an unknown one; 100000 for 1e5)."""
+    types = typing.get_type_hints(Args)
+    flags = [f"--{name.replace('_', '-')}" for name in types]
+    flags += [f"--no-{name.replace('_', '-')}" for name, kind in types.items() if kind is bool]
+    help_hint = f"(python {SCRIPT} --help lists the flags)"
+    if isinstance(event, tyro._errors.UnrecognizedArgs):
+        close = difflib.get_close_matches(event.tokens[0].partition("=")[0], flags, n=2)
+        also = f"; did you mean {' or '.join(close)}?" if close else ""
+        fail(f"unrecognized options: {', '.join(event.tokens)}{also} {help_hint}")
+    if getattr(event, "argument", None) is None:
+        fail(f"cannot read the command line ({type(event).__name__}) {help_hint}")
+    flag = event.argument.display_name().split("/")[0]
+    if isinstance(event, tyro._errors.InvalidChoice):
+        fail(f"{flag} takes {' or '.join(event.choices)}, not {event.value!r} {help_hint}")
+    words = sys.argv[1:]
+    given = [w.partition("=")[2] or next(iter(words[i + 1:i + 2]), "")
+             for i, w in enumerate(words) if w.partition("=")[0] == flag]
+    if not given or isinstance(event, tyro._errors.BadValue):
+        fail(f"{flag} needs a value {help_hint}")
+    kind = types[flag[2:].replace("-", "_")]
+    whole = int in (kind, *typing.get_args(kind))
     try:
-        with contextlib.redirect_stdout(captured), contextlib.redirect_stderr(captured):
-            return tyro.cli(Args)
-    except SystemExit:
-        lines = [line.strip() for line in captured.getvalue().splitlines()]
-        lines = [line for line in lines if line.strip("-")]  # drop blanks and rules
-        flags = [line.split()[0].rstrip(",") for line in lines[2:] if line.startswith("--")]
-        hint = f"; did you mean {' or '.join(flags)}?" if "Perhaps you meant:" in lines else ""
-        fail(f"{lines[1][0].lower()}{lines[1][1:]}{hint} (python {SCRIPT} --help lists the flags)")
+        instead = (f": write {int(float(given[-1]))}"
+                   if whole and float(given[-1]).is_integer() else "")
+    except ValueError:  # not a number at all
+        instead = ""
+    fail(f"{flag} takes {'a whole number' if whole else 'a number'}, not {given[-1]!r}"
+         f"{instead} {help_hint}")
 
 
 def check_args(args):
@@ -787,39 +825,61 @@ def makeable(env_id):
 def seed_and_device(seed, cuda):
     """Seed Python's, NumPy's and torch's random generators (the environments are seeded by
     their reset), and pick the device: the GPU if asked for and present, else the CPU with
-    one thread (a 64-unit LSTM runs faster without torch's thread pool)."""
+    one thread (a 64-unit LSTM runs faster without torch's thread pool). With the GPU, a
+    note says that a small network is faster on the CPU."""
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)
     device = torch.device("cuda" if cuda and torch.cuda.is_available() else "cpu")
     if device.type == "cpu":
         torch.set_num_threads(1)
+    if device.type == "cuda":
+        print(f"{SCRIPT}: note: networks this small train faster on one CPU thread than on "
+              "a GPU (measured for every script at its reference settings); --no-cuda uses the CPU")
     return device
+
+
+EVAL_MAX_STEPS = 27_000
+"""an evaluation episode still running after this many steps is cut there (its return so
+far counts): a greedy policy can balance or walk in a circle forever in an environment
+without a time limit. 27,000 steps are ALE's own end of an Atari game (108,000 frames)."""
 
 
 @torch.no_grad()
 def evaluate(agent, normalizer, env_id, episodes, seed, device, video_folder=None, hide_obs=()):
     """Greedy returns of `episodes` episodes, one per environment of a vector env, all at
-    once, each carrying its own LSTM state from zeros; the observation statistics are frozen.
-    The greedy action is the most likely one: the argmax of the logits, or the Gaussian's mean."""
+    once, each carrying its own LSTM state from zeros; the observation statistics are
+    frozen. The greedy action is the most likely one: the argmax of the logits, or the
+    Gaussian's mean. A line every 2 seconds says how far it is; an episode still running at
+    EVAL_MAX_STEPS counts with its return so far."""
     envs = make_vector_env(env_id, episodes, video_folder=video_folder, hide_obs=hide_obs)
     obs, _ = envs.reset(seed=seed)
     # Only each environment's first episode counts, and it starts from the zero state: the
     # state is carried from step to step and never reset.
     state, no_starts = agent.initial_state(episodes, device), torch.zeros(episodes, device=device)
     returns = np.full(episodes, np.nan)
-    while np.isnan(returns).any():
+    steps, last_print = 0, time.time()
+    while np.isnan(returns).any() and steps < EVAL_MAX_STEPS:
         action, state = agent.greedy(torch.from_numpy(normalizer(obs)).to(device), state, no_starts)
         obs, _, _, _, info = envs.step(to_env_action(agent, action, envs.single_action_space))
         if "_episode" in info:
             first = info["_episode"] & np.isnan(returns)
             returns[first] = info["episode"]["r"][first]
+        steps += 1
+        if time.time() - last_print >= 2.0:
+            last_print = time.time()
+            print(f"{SCRIPT}: evaluating, {episodes - np.isnan(returns).sum()} of {episodes} "
+                  f"episodes done, {steps:,} steps")
+    if np.isnan(returns).any():
+        print(f"{SCRIPT}: evaluation episodes cut at {EVAL_MAX_STEPS:,} steps; give "
+              f"{env_id} a time limit (max_episode_steps)")
+        returns = np.where(np.isnan(returns), envs.episode_returns, returns)
     envs.close()
     return returns
 
 
 class RunWriter:
-    """The run folder (CONTRIBUTING.md, "What a run writes"): config.json at once, the CSV
+    """The run folder (the files the docstring at the top lists): config.json at once, the CSV
     files row by row (flushed, so an interrupted run keeps them), a progress line every 2
     seconds, the evaluations of --eval-every with best_model.pt; finish() writes the rest.
     Training runs whole rollouts: the budget is rounded down to them, said at the start."""
@@ -999,6 +1059,10 @@ def load_checkpoint(path, env_id):
     None when path is None (no --eval-checkpoint)."""
     if path is None:
         return None
+    if os.path.isdir(path):  # a run folder stands for its model.pt
+        path = os.path.join(path, "model.pt")
+        if not os.path.isfile(path):
+            fail(f"run folder {os.path.dirname(path)} has no model.pt; train with --save-model")
     if not os.path.isfile(path):
         fail(f"checkpoint {path} does not exist")
     try:
@@ -1026,35 +1090,55 @@ def restore(checkpoint, agent, normalizer, args):
 
 
 def finish(args, run, agent, normalizer, device, trained=True):
-    """Evaluate greedily, save the model if asked, write summary.json and the curve, and
-    print the closing line. An interrupted run skips the evaluation."""
+    """Write the run first (model.pt if asked, summary.json, the curve), then
+    evaluate greedily and write summary.json and the curve again with the evaluation, so that
+    Ctrl-C during a long evaluation keeps the run; print the closing line. An interrupted
+    run skips the evaluation."""
     summary = run.summary
     summary["train_return_last20"] = run.recent_return()
     summary["wall_time_s"] = round(run.elapsed(), 3)
-    final = None
-    if args.eval_episodes and not summary["interrupted"]:
-        video_folder = os.path.join(run.path, "videos") if args.capture_video else None
-        returns = evaluate(agent, normalizer, args.env_id, args.eval_episodes,
-                           args.seed + 100_000, device, video_folder, args.hide_obs)
-        summary["eval_return_mean"] = float(returns.mean())
-        summary["eval_return_std"] = float(returns.std())
-        final = (summary["global_steps"], summary["eval_return_mean"], summary["eval_return_std"])
+    if trained and not run.steps and not summary["interrupted"]:
+        print(f"{SCRIPT}: no training episode ended in {summary['global_steps']:,} steps; if "
+              f"{args.env_id} has no time limit, register it with max_episode_steps")
     if args.save_model and trained:
         save_checkpoint(os.path.join(run.path, "model.pt"), agent, normalizer, args)
     run.close()
-    with open(os.path.join(run.path, "summary.json"), "w") as f:
-        json.dump(summary, f, indent=2)
+    curve = write_summary(args, run, trained)
+    if args.eval_episodes and not summary["interrupted"]:
+        video_folder = os.path.join(run.path, "videos") if args.capture_video else None
+        try:
+            returns = evaluate(agent, normalizer, args.env_id, args.eval_episodes,
+                               args.seed + 100_000, device, video_folder, args.hide_obs)
+        except KeyboardInterrupt:
+            print(f"{SCRIPT}: final evaluation interrupted; {run.path} keeps the run without it")
+            raise
+        summary["eval_return_mean"] = float(returns.mean())
+        summary["eval_return_std"] = float(returns.std())
+        curve = write_summary(args, run, trained, final=(
+            summary["global_steps"], summary["eval_return_mean"], summary["eval_return_std"]))
     closing = [f"{SCRIPT}: run folder {run.path}", f"global_steps {summary['global_steps']:,}"]
     for key in ("train_return_last20", "eval_return_mean"):
         closing.append(f"{key} " + ("-" if summary[key] is None else f"{summary[key]:.2f}"))
     if args.stop_at_return is not None:
         closing.append(f"solved_at_step {summary['solved_at_step'] or 'not reached'}")
-    if trained:
-        closing.append("learning curve " + plot_learning_curve(
-            run.path, run.steps, run.returns, f"{SCRIPT} on {args.env_id}, seed {args.seed}",
-            run.evaluations, final))
+    if curve:
+        closing.append(f"learning curve {curve}")
     print(" | ".join(closing))
     return summary
+
+
+def write_summary(args, run, trained, final=None):
+    """summary.json and, after training, learning_curve.png (with the final evaluation as a
+    marker of its own, titled with --exp-name where it is not the script's name: a variant
+    such as maddpg); returns the curve's path, or None."""
+    with open(os.path.join(run.path, "summary.json"), "w") as f:
+        json.dump(run.summary, f, indent=2)
+    variant = f" ({args.exp_name})" if args.exp_name != SCRIPT.removesuffix(".py") else ""
+    if trained:
+        return plot_learning_curve(run.path, run.steps, run.returns,
+                                   f"{SCRIPT}{variant} on {args.env_id}, seed {args.seed}",
+                                   run.evaluations, final)
+    return None
 
 
 def cli():

@@ -1,3 +1,4 @@
+# From plainrl (MIT licence, (c) 2026 the plainrl authors): keep this line in a copy.
 """PPO+D: Proximal Policy Optimization guided by a single demonstration, in one file.
 
 PPO+D (Libardi et al. 2021) is PPO whose rollouts sometimes replay a stored episode. When an
@@ -51,12 +52,10 @@ with --eval-every N evaluations.csv (and best_model.pt, the best evaluated model
 # ---------------------------------------------------------------------------------------
 # Imports
 # ---------------------------------------------------------------------------------------
-import contextlib
 import csv
 import difflib
 import glob
 import importlib.util
-import io
 import json
 import math
 import os
@@ -65,6 +64,7 @@ import re
 import signal
 import sys
 import time
+import typing
 import warnings
 from dataclasses import asdict, dataclass, replace
 from typing import Optional
@@ -92,7 +92,8 @@ class Args:
     seed: int = 1
     """seeds Python, NumPy, torch, the environments and the choice of episode sources"""
     total_timesteps: int = 300_000
-    """the budget in environment steps, all environments together (replays do not count)"""
+    """the budget in environment steps, all environments together (replays do not count); the
+    rollout that reaches it is finished"""
     cuda: bool = True
     """use the GPU when one is present"""
     output_dir: str = "runs"
@@ -674,7 +675,7 @@ def main(args: Args) -> dict:
     summary; with --record-demo-from, save one greedy episode of a saved model into
     --demos-dir and return {"demo_path", "episode_return", "episode_length"}. Ctrl-C stops
     training; the run folder is written, then KeyboardInterrupt goes on up."""
-    # Check everything a user can get wrong before anything runs (CONTRIBUTING.md, "Bad input").
+    # Check everything a user can get wrong before anything runs: one line, exit status 2.
     check_args(args)
     obs_shape, action_space = check_env(args.env_id)
     checkpoint = load_checkpoint(args.eval_checkpoint or args.record_demo_from, args.env_id)
@@ -717,7 +718,7 @@ def main(args: Args) -> dict:
 # ---------------------------------------------------------------------------------------
 # Plumbing: checks, run folder, evaluation, checkpoints (not needed to follow the algorithm)
 # ---------------------------------------------------------------------------------------
-# More than the 350 lines of the other scripts' plumbing: the demonstration files (found,
+# More than the 450 lines of the other scripts' plumbing: the demonstration files (found,
 # read and checked, recorded from a model, saved from a run) have their pieces at the end.
 class UsageError(Exception):
     """Bad input: reported as one line on stderr with exit status 2, before training."""
@@ -728,21 +729,45 @@ def fail(message):
 
 
 def parse_args():
-    """tyro.cli(Args), with tyro's own parse errors (an unknown flag, a value of the wrong
-    type) turned into one line: tyro's message and the flags it suggests, read back from the
-    text it prints. --help prints as tyro writes it."""
-    if {"-h", "--help"} & set(sys.argv[1:]):
+    """tyro.cli(Args), with a mistake on the command line (an unknown flag, a missing value,
+    a value of the wrong type or not among the choices) as one whole line at any terminal
+    width: tyro hands the mistake over as data through its parse-error hook (tyro._errors,
+    marked experimental, which is one reason requirements.txt pins tyro), and usage_error
+    words it. --help prints as tyro writes it."""
+    with tyro._errors.on_parse_error(usage_error):
         return tyro.cli(Args)
-    captured = io.StringIO()
+
+
+def usage_error(event):
+    """Raise UsageError with one line for a tyro parse error: the flag, what it takes, and
+    what to write instead (the closest flags to an unknown one; 100000 for 1e5)."""
+    types = typing.get_type_hints(Args)
+    flags = [f"--{name.replace('_', '-')}" for name in types]
+    flags += [f"--no-{name.replace('_', '-')}" for name, kind in types.items() if kind is bool]
+    help_hint = f"(python {SCRIPT} --help lists the flags)"
+    if isinstance(event, tyro._errors.UnrecognizedArgs):
+        close = difflib.get_close_matches(event.tokens[0].partition("=")[0], flags, n=2)
+        also = f"; did you mean {' or '.join(close)}?" if close else ""
+        fail(f"unrecognized options: {', '.join(event.tokens)}{also} {help_hint}")
+    if getattr(event, "argument", None) is None:
+        fail(f"cannot read the command line ({type(event).__name__}) {help_hint}")
+    flag = event.argument.display_name().split("/")[0]
+    if isinstance(event, tyro._errors.InvalidChoice):
+        fail(f"{flag} takes {' or '.join(event.choices)}, not {event.value!r} {help_hint}")
+    words = sys.argv[1:]
+    given = [w.partition("=")[2] or next(iter(words[i + 1:i + 2]), "")
+             for i, w in enumerate(words) if w.partition("=")[0] == flag]
+    if not given or isinstance(event, tyro._errors.BadValue):
+        fail(f"{flag} needs a value {help_hint}")
+    kind = types[flag[2:].replace("-", "_")]
+    whole = int in (kind, *typing.get_args(kind))
     try:
-        with contextlib.redirect_stdout(captured), contextlib.redirect_stderr(captured):
-            return tyro.cli(Args)
-    except SystemExit:
-        lines = [line.strip() for line in captured.getvalue().splitlines()]
-        lines = [line for line in lines if line.strip("-")]  # drop blanks and rules
-        flags = [line.split()[0].rstrip(",") for line in lines[2:] if line.startswith("--")]
-        hint = f"; did you mean {' or '.join(flags)}?" if "Perhaps you meant:" in lines else ""
-        fail(f"{lines[1][0].lower()}{lines[1][1:]}{hint} (python {SCRIPT} --help lists the flags)")
+        instead = (f": write {int(float(given[-1]))}"
+                   if whole and float(given[-1]).is_integer() else "")
+    except ValueError:  # not a number at all
+        instead = ""
+    fail(f"{flag} takes {'a whole number' if whole else 'a number'}, not {given[-1]!r}"
+         f"{instead} {help_hint}")
 
 
 def check_args(args):
@@ -834,39 +859,61 @@ def seed_and_device(seed, cuda):
     """Seed Python's, NumPy's and torch's random generators (the environments are seeded by
     their reset; the demo buffers' generator by --seed), and pick the device: the GPU if
     asked for and present, else the CPU with one thread (a 64-unit MLP runs faster without
-    torch's thread pool)."""
+    torch's thread pool). With the GPU, a note says that a small network is faster on the
+    CPU."""
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)
     device = torch.device("cuda" if cuda and torch.cuda.is_available() else "cpu")
     if device.type == "cpu":
         torch.set_num_threads(1)
+    if device.type == "cuda":
+        print(f"{SCRIPT}: note: networks this small train faster on one CPU thread than on "
+              "a GPU (measured for every script at its reference settings); --no-cuda uses the CPU")
     return device
+
+
+EVAL_MAX_STEPS = 27_000
+"""an evaluation episode still running after this many steps is cut there (its return so
+far counts): a greedy policy can balance or walk in a circle forever in an environment
+without a time limit. 27,000 steps are ALE's own end of an Atari game (108,000 frames)."""
 
 
 @torch.no_grad()
 def evaluate(agent, normalizer, env_id, episodes, seed, device, video_folder=None):
     """Greedy returns of `episodes` real episodes (no replays), one per environment of a
-    vector env, all at once; the observation statistics are frozen. The greedy action is
-    the most likely one: the argmax of the logits, or the Gaussian's mean."""
+    vector env, all at once; the observation statistics are frozen. The greedy action is the
+    most likely one: the argmax of the logits, or the Gaussian's mean. A line every 2
+    seconds says how far it is; an episode still running at EVAL_MAX_STEPS counts with its
+    return so far."""
     envs = make_vector_env(env_id, episodes, video_folder=video_folder)
     obs, _ = envs.reset(seed=seed)
     returns = np.full(episodes, np.nan)
-    while np.isnan(returns).any():
+    steps, last_print = 0, time.time()
+    while np.isnan(returns).any() and steps < EVAL_MAX_STEPS:
         action = agent.greedy(torch.from_numpy(normalizer(obs)).to(device))
         obs, _, _, _, info = envs.step(to_env_action(agent, action, envs.single_action_space))
         if "_episode" in info:
             first = info["_episode"] & np.isnan(returns)
             returns[first] = info["episode"]["r"][first]
+        steps += 1
+        if time.time() - last_print >= 2.0:
+            last_print = time.time()
+            print(f"{SCRIPT}: evaluating, {episodes - np.isnan(returns).sum()} of {episodes} "
+                  f"episodes done, {steps:,} steps")
+    if np.isnan(returns).any():
+        print(f"{SCRIPT}: evaluation episodes cut at {EVAL_MAX_STEPS:,} steps; give "
+              f"{env_id} a time limit (max_episode_steps)")
+        returns = np.where(np.isnan(returns), envs.episode_returns, returns)
     envs.close()
     return returns
 
 
 class RunWriter:
-    """The run folder (CONTRIBUTING.md, "What a run writes"): config.json at once, the CSV
+    """The run folder (the files the docstring at the top lists): config.json at once, the CSV
     files row by row (flushed, so an interrupted run keeps them), a progress line every 2
     seconds, the evaluations of --eval-every with best_model.pt; finish() writes the rest.
-    The budget counts real steps only: the last rollout may pass it."""
+    The budget counts real steps only: the last rollout may pass it, as said at the start."""
 
     def __init__(self, args, device, agent, normalizer):
         name = "__".join([args.env_id.replace("/", "-").replace(":", "-"), args.exp_name,
@@ -892,6 +939,11 @@ class RunWriter:
         self.start = self.last_print = time.time()
         self.first_print = None  # (step, time) of the first progress line
         print(f"{SCRIPT}: {args.env_id}, seed {args.seed}, device {device}")
+        if args.eval_checkpoint is None:  # replays vary a rollout's real steps: no rounding
+            rollout = args.num_envs * args.num_steps
+            print(f"{SCRIPT}: training runs whole rollouts of up to {rollout:,} real steps "
+                  "(replayed demonstration steps do not count): the one that reaches "
+                  f"--total-timesteps {args.total_timesteps:,} is finished")
 
     def elapsed(self):
         return time.time() - self.start
@@ -1044,6 +1096,10 @@ def load_checkpoint(path, env_id):
     checkpoints have the same layout and load too."""
     if path is None:
         return None
+    if os.path.isdir(path):  # a run folder stands for its model.pt
+        path = os.path.join(path, "model.pt")
+        if not os.path.isfile(path):
+            fail(f"run folder {os.path.dirname(path)} has no model.pt; train with --save-model")
     if not os.path.isfile(path):
         fail(f"checkpoint {path} does not exist")
     try:
@@ -1071,38 +1127,57 @@ def restore(checkpoint, agent, normalizer, args):
 
 
 def finish(args, run, agent, normalizer, device, buffers=None):
-    """Evaluate greedily, save the model and the reward demos if there was training (buffers
-    given), write summary.json and the curve, and print the closing line. An interrupted
-    run skips the evaluation."""
+    """Write the run first (after training: the reward demos, model.pt if asked; then
+    summary.json and the curve), then evaluate greedily and write summary.json and the curve
+    again with the evaluation, so that Ctrl-C during a long evaluation keeps the run; print
+    the closing line. An interrupted run skips the evaluation."""
     summary = run.summary
     summary["train_return_last20"] = run.recent_return()
     summary["wall_time_s"] = round(run.elapsed(), 3)
-    final = None
-    if args.eval_episodes and not summary["interrupted"]:
-        video_folder = os.path.join(run.path, "videos") if args.capture_video else None
-        returns = evaluate(agent, normalizer, args.env_id, args.eval_episodes,
-                           args.seed + 100_000, device, video_folder)
-        summary["eval_return_mean"] = float(returns.mean())
-        summary["eval_return_std"] = float(returns.std())
-        final = (summary["global_steps"], summary["eval_return_mean"], summary["eval_return_std"])
+    if buffers is not None and not run.steps and not summary["interrupted"]:
+        print(f"{SCRIPT}: no training episode ended in {summary['global_steps']:,} steps; if "
+              f"{args.env_id} has no time limit, register it with max_episode_steps")
     if buffers is not None:
         save_reward_demos(run.path, buffers)
         if args.save_model:
             save_checkpoint(os.path.join(run.path, "model.pt"), agent, normalizer, args)
     run.close()
-    with open(os.path.join(run.path, "summary.json"), "w") as f:
-        json.dump(summary, f, indent=2)
+    curve = write_summary(args, run, buffers is not None)
+    if args.eval_episodes and not summary["interrupted"]:
+        video_folder = os.path.join(run.path, "videos") if args.capture_video else None
+        try:
+            returns = evaluate(agent, normalizer, args.env_id, args.eval_episodes,
+                               args.seed + 100_000, device, video_folder)
+        except KeyboardInterrupt:
+            print(f"{SCRIPT}: final evaluation interrupted; {run.path} keeps the run without it")
+            raise
+        summary["eval_return_mean"] = float(returns.mean())
+        summary["eval_return_std"] = float(returns.std())
+        curve = write_summary(args, run, buffers is not None, final=(
+            summary["global_steps"], summary["eval_return_mean"], summary["eval_return_std"]))
     closing = [f"{SCRIPT}: run folder {run.path}", f"global_steps {summary['global_steps']:,}"]
     for key in ("train_return_last20", "eval_return_mean"):
         closing.append(f"{key} " + ("-" if summary[key] is None else f"{summary[key]:.2f}"))
     if args.stop_at_return is not None:
         closing.append(f"solved_at_step {summary['solved_at_step'] or 'not reached'}")
-    if buffers is not None:
-        closing.append("learning curve " + plot_learning_curve(
-            run.path, run.steps, run.returns, f"{SCRIPT} on {args.env_id}, seed {args.seed}",
-            run.evaluations, final))
+    if curve:
+        closing.append(f"learning curve {curve}")
     print(" | ".join(closing))
     return summary
+
+
+def write_summary(args, run, trained, final=None):
+    """summary.json and, after training, learning_curve.png (with the final evaluation as a
+    marker of its own, titled with --exp-name where it is not the script's name: a variant
+    such as maddpg); returns the curve's path, or None."""
+    with open(os.path.join(run.path, "summary.json"), "w") as f:
+        json.dump(run.summary, f, indent=2)
+    variant = f" ({args.exp_name})" if args.exp_name != SCRIPT.removesuffix(".py") else ""
+    if trained:
+        return plot_learning_curve(run.path, run.steps, run.returns,
+                                   f"{SCRIPT}{variant} on {args.env_id}, seed {args.seed}",
+                                   run.evaluations, final)
+    return None
 
 
 def cli():

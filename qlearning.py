@@ -1,3 +1,4 @@
+# From plainrl (MIT licence, (c) 2026 the plainrl authors): keep this line in a copy.
 """Tabular Q-learning (Watkins 1989), in NumPy, with a uniform grid for continuous observations.
 
 Q-learning keeps a table Q(s, a) of the expected discounted return of taking action a in
@@ -42,17 +43,15 @@ Writes runs/<env_id>__qlearning__<seed>__<unix_time>/ with config.json, episodes
 updates.csv, learning_curve.png (beside the curve, a heat map of the greedy policy when the
 table is a map like FrozenLake's or a grid of one or two dimensions), summary.json,
 model.npz with --save-model, and with --eval-every N evaluations.csv (and best_model.npz,
-the best evaluated table) (CONTRIBUTING.md, "What a run writes").
+the best evaluated table) (plainrl's CONTRIBUTING.md, "What a run writes").
 """
 
 # ---------------------------------------------------------------------------------------
 # Imports
 # ---------------------------------------------------------------------------------------
-import contextlib
 import csv
 import difflib
 import importlib.util
-import io
 import json
 import math
 import os
@@ -61,6 +60,7 @@ import re
 import signal
 import sys
 import time
+import typing
 import warnings
 import zipfile
 from dataclasses import asdict, dataclass, replace
@@ -398,7 +398,7 @@ def train(args, env, table, run):
 def main(args: Args) -> dict:
     """Train Q-learning (or evaluate an --eval-checkpoint), write the run folder, return the
     summary. Ctrl-C stops training; the run folder is written, then KeyboardInterrupt goes on up."""
-    # Check everything a user can get wrong before anything runs (CONTRIBUTING.md, "Bad input").
+    # Check everything a user can get wrong before anything runs: one line, exit status 2.
     check_args(args)
     obs_space, action_space, board = check_env(args.env_id)
     if args.eval_checkpoint is not None:
@@ -443,24 +443,48 @@ def fail(message):
 
 
 def parse_args():
-    """tyro.cli(Args), with tyro's own parse errors (an unknown flag, a value of the wrong
-    type) turned into one line: tyro's message and the flags it suggests, read back from the
-    text it prints. --help prints as tyro writes it. qlearning.py has no device: --cuda is
-    refused."""
-    if {"-h", "--help"} & set(sys.argv[1:]):
-        return tyro.cli(Args)
+    """tyro.cli(Args), with a mistake on the command line (an unknown flag, a missing value,
+    a value of the wrong type or not among the choices) as one whole line at any terminal
+    width: tyro hands the mistake over as data through its parse-error hook (tyro._errors,
+    marked experimental, which is one reason requirements.txt pins tyro), and usage_error
+    words it. --help prints as tyro writes it. qlearning.py has no device,
+    so --cuda is refused."""
     if {"--cuda", "--no-cuda"} & set(sys.argv[1:]):
         fail("qlearning.py has no --cuda: its table is a NumPy array, on the CPU (no torch)")
-    captured = io.StringIO()
+    with tyro._errors.on_parse_error(usage_error):
+        return tyro.cli(Args)
+
+
+def usage_error(event):
+    """Raise UsageError with one line for a tyro parse error: the flag, what it takes, and
+    what to write instead (the closest flags to an unknown one; 100000 for 1e5)."""
+    types = typing.get_type_hints(Args)
+    flags = [f"--{name.replace('_', '-')}" for name in types]
+    flags += [f"--no-{name.replace('_', '-')}" for name, kind in types.items() if kind is bool]
+    help_hint = f"(python {SCRIPT} --help lists the flags)"
+    if isinstance(event, tyro._errors.UnrecognizedArgs):
+        close = difflib.get_close_matches(event.tokens[0].partition("=")[0], flags, n=2)
+        also = f"; did you mean {' or '.join(close)}?" if close else ""
+        fail(f"unrecognized options: {', '.join(event.tokens)}{also} {help_hint}")
+    if getattr(event, "argument", None) is None:
+        fail(f"cannot read the command line ({type(event).__name__}) {help_hint}")
+    flag = event.argument.display_name().split("/")[0]
+    if isinstance(event, tyro._errors.InvalidChoice):
+        fail(f"{flag} takes {' or '.join(event.choices)}, not {event.value!r} {help_hint}")
+    words = sys.argv[1:]
+    given = [w.partition("=")[2] or next(iter(words[i + 1:i + 2]), "")
+             for i, w in enumerate(words) if w.partition("=")[0] == flag]
+    if not given or isinstance(event, tyro._errors.BadValue):
+        fail(f"{flag} needs a value {help_hint}")
+    kind = types[flag[2:].replace("-", "_")]
+    whole = int in (kind, *typing.get_args(kind))
     try:
-        with contextlib.redirect_stdout(captured), contextlib.redirect_stderr(captured):
-            return tyro.cli(Args)
-    except SystemExit:
-        lines = [line.strip() for line in captured.getvalue().splitlines()]
-        lines = [line for line in lines if line.strip("-")]  # drop blanks and rules
-        flags = [line.split()[0].rstrip(",") for line in lines[2:] if line.startswith("--")]
-        hint = f"; did you mean {' or '.join(flags)}?" if "Perhaps you meant:" in lines else ""
-        fail(f"{lines[1][0].lower()}{lines[1][1:]}{hint} (python {SCRIPT} --help lists the flags)")
+        instead = (f": write {int(float(given[-1]))}"
+                   if whole and float(given[-1]).is_integer() else "")
+    except ValueError:  # not a number at all
+        instead = ""
+    fail(f"{flag} takes {'a whole number' if whole else 'a number'}, not {given[-1]!r}"
+         f"{instead} {help_hint}")
 
 
 def check_args(args):
@@ -554,8 +578,8 @@ def make_env(env_id, video_folder=None, max_episode_steps=None):
 
 def evaluate(table, env_id, episodes, seed, video_folder=None):
     """Greedy returns of `episodes` episodes, one after another in one environment seeded
-    once; environments without a time limit are cut at EVAL_STEP_LIMIT steps."""
-    limit = None if gym.spec(env_id.rpartition(":")[2]).max_episode_steps else EVAL_STEP_LIMIT
+    once; environments without a time limit are cut at EVAL_MAX_STEPS steps."""
+    limit = None if gym.spec(env_id.rpartition(":")[2]).max_episode_steps else EVAL_MAX_STEPS
     env = make_env(env_id, video_folder, limit)
     returns = np.zeros(episodes)
     for i in range(episodes):
@@ -568,13 +592,13 @@ def evaluate(table, env_id, episodes, seed, video_folder=None):
     return returns
 
 
-EVAL_STEP_LIMIT = 10_000
+EVAL_MAX_STEPS = 10_000
 """greedy evaluation episodes of environments without a time limit are cut here: a greedy
 policy can walk in a circle forever"""
 
 
 class RunWriter:
-    """The run folder (CONTRIBUTING.md, "What a run writes"): config.json at once, the CSV
+    """The run folder (the files the docstring at the top lists): config.json at once, the CSV
     files row by row (flushed, so an interrupted run keeps them), a progress line every 2
     seconds, the evaluations of --eval-every with best_model.npz; finish() writes the rest."""
 
@@ -755,6 +779,10 @@ def save_checkpoint(path, table, args):
 def load_checkpoint(path, env_id, obs_space, action_space):
     """Load a model.npz safely (allow_pickle=False), check it was made for env_id and fits
     its spaces, and return its QTable."""
+    if os.path.isdir(path):  # a run folder stands for its model.npz
+        path = os.path.join(path, "model.npz")
+        if not os.path.isfile(path):
+            fail(f"run folder {os.path.dirname(path)} has no model.npz; train with --save-model")
     if not os.path.isfile(path):
         fail(f"checkpoint {path} does not exist")
     try:
@@ -778,36 +806,54 @@ def load_checkpoint(path, env_id, obs_space, action_space):
 
 
 def finish(args, run, table, board, trained=True):
-    """Evaluate greedily, save the table if asked, write summary.json and the curve (with the
-    table's heat map where it is a small grid), and print the closing line. An interrupted
+    """Write the run first (model.npz if asked, summary.json, the curve), then
+    evaluate greedily and write summary.json and the curve again with the evaluation, so that
+    Ctrl-C during a long evaluation keeps the run; print the closing line. An interrupted
     run skips the evaluation."""
     summary = run.summary
     summary["train_return_last20"] = run.recent_return()
     summary["wall_time_s"] = round(run.elapsed(), 3)
-    final = None
-    if args.eval_episodes and not summary["interrupted"]:
-        video_folder = os.path.join(run.path, "videos") if args.capture_video else None
-        returns = evaluate(table, args.env_id, args.eval_episodes, args.seed + 100_000,
-                           video_folder)
-        summary["eval_return_mean"] = float(returns.mean())
-        summary["eval_return_std"] = float(returns.std())
-        final = (summary["global_steps"], summary["eval_return_mean"], summary["eval_return_std"])
+    if trained and not run.steps and not summary["interrupted"]:
+        print(f"{SCRIPT}: no training episode ended in {summary['global_steps']:,} steps; if "
+              f"{args.env_id} has no time limit, register it with max_episode_steps")
     if args.save_model and trained:
         save_checkpoint(os.path.join(run.path, "model.npz"), table, args)
     run.close()
-    with open(os.path.join(run.path, "summary.json"), "w") as f:
-        json.dump(summary, f, indent=2)
+    curve = write_summary(args, run, trained, heat_map(table, board))
+    if args.eval_episodes and not summary["interrupted"]:
+        video_folder = os.path.join(run.path, "videos") if args.capture_video else None
+        try:
+            returns = evaluate(table, args.env_id, args.eval_episodes, args.seed + 100_000,
+                               video_folder)
+        except KeyboardInterrupt:
+            print(f"{SCRIPT}: final evaluation interrupted; {run.path} keeps the run without it")
+            raise
+        summary["eval_return_mean"] = float(returns.mean())
+        summary["eval_return_std"] = float(returns.std())
+        curve = write_summary(args, run, trained, heat_map(table, board), final=(
+            summary["global_steps"], summary["eval_return_mean"], summary["eval_return_std"]))
     closing = [f"{SCRIPT}: run folder {run.path}", f"global_steps {summary['global_steps']:,}"]
     for key in ("train_return_last20", "eval_return_mean"):
         closing.append(f"{key} " + ("-" if summary[key] is None else f"{summary[key]:.2f}"))
     if args.stop_at_return is not None:
         closing.append(f"solved_at_step {summary['solved_at_step'] or 'not reached'}")
-    if trained:
-        closing.append("learning curve " + plot_learning_curve(
-            run.path, run.steps, run.returns, f"{SCRIPT} on {args.env_id}, seed {args.seed}",
-            run.evaluations, final, heat_map(table, board)))
+    if curve:
+        closing.append(f"learning curve {curve}")
     print(" | ".join(closing))
     return summary
+
+
+def write_summary(args, run, trained, heat, final=None):
+    """summary.json and, after training, learning_curve.png (with the final evaluation as a
+    marker of its own, and the table's heat map); returns the curve's path, or None."""
+    with open(os.path.join(run.path, "summary.json"), "w") as f:
+        json.dump(run.summary, f, indent=2)
+    variant = f" ({args.exp_name})" if args.exp_name != SCRIPT.removesuffix(".py") else ""
+    if trained:
+        return plot_learning_curve(run.path, run.steps, run.returns,
+                                   f"{SCRIPT}{variant} on {args.env_id}, seed {args.seed}",
+                                   run.evaluations, final, heat)
+    return None
 
 
 def cli():

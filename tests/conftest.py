@@ -133,12 +133,16 @@ def video_names(output_dir):
 
 
 def unreadable_checkpoints(folder):
-    """The two checkpoints every script must refuse before reading a network: a path with no
-    file ("missing") and a file that is not a checkpoint ("corrupt")."""
+    """The checkpoints every script must refuse before reading a network: a path with no
+    file ("missing"), a file that is not a checkpoint ("corrupt") and a run folder trained
+    without --save-model ("no model")."""
     corrupt = os.path.join(folder, "corrupt.pt")
     with open(corrupt, "wb") as f:
         f.write(b"this is not a checkpoint")
-    return {"missing": os.path.join(folder, "missing.pt"), "corrupt": corrupt}
+    no_model = os.path.join(folder, "a-run-folder")
+    os.makedirs(no_model, exist_ok=True)
+    return {"missing": os.path.join(folder, "missing.pt"), "corrupt": corrupt,
+            "no model": no_model}
 
 
 def run_folder_env(env_id):
@@ -320,6 +324,50 @@ def check_run_folder():
             assert not os.path.exists(os.path.join(path, "model.pt"))
         return path, episodes, updates
     return check
+
+
+class Relay:
+    """A 2-agent PettingZoo parallel environment whose agents finish apart (mappo.py's and
+    matd3.py's tests): "short" terminates after the first step of each episode while "long"
+    goes on and is truncated after the third (`limit`). Their observations, [k] and [k, k]
+    after step k, differ in size, as do their action counts (2 and 3); "long" is told by
+    info["action_mask"] that its action 0 is not allowed. The state after step k is
+    [k, 10k]; rewards are 1 for short and 2 for long. `sent` keeps every step's actions."""
+    possible_agents = ["short", "long"]
+    state_space = gym.spaces.Box(-np.inf, np.inf, (2,))
+    sent = []  # the action dicts of every step
+    limit = 3  # long is truncated after this many steps
+    long_mask = np.array([0, 1, 1])
+
+    def observation_space(self, agent):
+        return gym.spaces.Box(-np.inf, np.inf, (1 if agent == "short" else 2,))
+
+    def action_space(self, agent):
+        return gym.spaces.Discrete(2 if agent == "short" else 3)
+
+    def observe(self):
+        obs = {a: np.full(self.observation_space(a).shape, self.k, np.float32) for a in self.agents}
+        return obs, {a: {"action_mask": self.long_mask} if a == "long" else {} for a in self.agents}
+
+    def reset(self, seed=None, options=None):
+        self.k, self.agents = 0, list(self.possible_agents)
+        return self.observe()
+
+    def step(self, actions):
+        Relay.sent.append(actions)
+        self.k += 1
+        obs, infos = self.observe()
+        rewards = {a: 1.0 if a == "short" else 2.0 for a in self.agents}
+        terminated = {a: a == "short" and self.k == 1 for a in self.agents}
+        truncated = {a: a == "long" and self.k == self.limit for a in self.agents}
+        self.agents = [a for a in self.agents if not (terminated[a] or truncated[a])]
+        return obs, rewards, terminated, truncated, infos
+
+    def state(self):
+        return np.array([self.k, 10 * self.k], np.float32)
+
+    def close(self):
+        pass
 
 
 # ---------------------------------------------------------------------------------------

@@ -55,7 +55,27 @@ class Slider(gym.Env):
         return np.array([self.x], dtype=np.float32), -abs(self.x), False, False, {}
 
 
+class Endless(gym.Env):
+    """Reward 1 at every step and no end: neither a termination nor a time limit (it is
+    registered without max_episode_steps), as a user's own environment can be. Discrete
+    actions, or a Box in [-1, 1] with continuous=True."""
+    observation_space = gym.spaces.Box(-1.0, 1.0, (2,), dtype=np.float32)
+
+    def __init__(self, continuous=False):
+        self.action_space = (gym.spaces.Box(-1.0, 1.0, (1,), dtype=np.float32) if continuous
+                             else gym.spaces.Discrete(2))
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        return np.zeros(2, dtype=np.float32), {}
+
+    def step(self, action):
+        return np.zeros(2, dtype=np.float32), 1.0, False, False, {}
+
+
 gym.register("GridWorld-v0", entry_point=GridWorld, max_episode_steps=20)
+gym.register("Endless-v0", entry_point=Endless)
+gym.register("EndlessBox-v0", entry_point=Endless, kwargs={"continuous": True})
 gym.register("GridCells-v0", entry_point=GridCells, max_episode_steps=20)
 gym.register("Slider-v0", entry_point=Slider, max_episode_steps=20)
 IDS = ("GridWorld-v0", "GridCells-v0", "Slider-v0")

@@ -41,6 +41,8 @@ SCRIPTS = {
     "ppo_lstm.py": (["--num-envs", "2", "--num-steps", "16", "--total-timesteps", "32"], True),
     "ppo_rnd.py": (["--total-timesteps", "256", "--num-envs", "2", "--num-steps", "32",
                     "--rnd-init-steps", "4"], True),
+    "vpg.py": (["--total-timesteps", "256", "--num-envs", "2", "--num-steps", "32"], True),
+    "trpo.py": (["--total-timesteps", "256", "--num-envs", "2", "--num-steps", "32"], True),
 }
 # The scripts that evaluate in one environment, episode after episode (the others play the
 # evaluation episodes side by side, one environment each): one video file per episode too.
@@ -72,6 +74,16 @@ def test_help_lists_the_common_flags(script, run_cli):
 
 
 @pytest.mark.parametrize("script", SCRIPTS)
+def test_a_copied_script_keeps_its_licence_and_points_to_no_file_it_lacks(script):
+    # The README asks a copier to keep a copyright line: the script's first line is one.
+    # A copied file has no CONTRIBUTING.md beside it: a mention says whose file it is.
+    with open(os.path.join(ROOT, script)) as f:
+        text = f.read()
+    assert text.startswith("# From plainrl (MIT licence, (c) 2026 the plainrl authors)")
+    assert text.count("CONTRIBUTING.md") == text.count("plainrl's CONTRIBUTING.md")
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
 def test_importing_the_script_has_no_side_effects(script, tmp_path):
     from conftest import check_import_is_quiet
     check_import_is_quiet(os.path.splitext(script)[0], tmp_path)
@@ -96,10 +108,15 @@ BAD_INPUT = [
      "episodes, and --eval-episodes 0 has none"),
     (["--eval-checkpoint", "missing"], "does not exist"),
     (["--eval-checkpoint", "corrupt"], "model"),  # "is not a <script> model.pt/model.npz"
-    # tyro's own parse errors, in the same one-line form, with its suggestion
+    (["--eval-checkpoint", "no model"], "a-run-folder has no model."),
+    # tyro's own parse errors, in the same one-line form, with the closest flags
     (["--env", "CartPole-v1"], "unrecognized options: --env, CartPole-v1; did you mean --env-id"),
-    (["--total-timesteps", "1e5"], "error parsing --total-timesteps: invalid literal for int()"),
-    (["--seed"], "missing value for argument '--seed'"),
+    (["--total-timesteps", "1e5"], "--total-timesteps takes a whole number, not '1e5': write "
+     "100000 (python "),
+    (["--eval-every=2.5e4"], "--eval-every takes a whole number, not '2.5e4': write 25000"),
+    (["--seed", "one"], "--seed takes a whole number, not 'one' (python "),
+    (["--stop-at-return", "high"], "--stop-at-return takes a number, not 'high'"),
+    (["--seed"], "--seed needs a value"),
 ]
 # mappo.py and matd3.py take PettingZoo ids and module:function (CONTRIBUTING.md, "Flags
 # every script has"): their own form of the rows about ids and modules, each keeping the row's rule.
@@ -124,6 +141,19 @@ def test_bad_input_is_one_line_and_exit_status_2(script, argv, message, check_us
     if script in ("mappo.py", "matd3.py") and argv[0] == "--env-id" and argv[1] in PETTINGZOO_ROWS:
         argv, message = PETTINGZOO_ROWS[argv[1]]
     check_usage_error(script, [checkpoints.get(a, a) for a in argv], message)
+
+
+@pytest.mark.parametrize("columns", ["60", "200"])
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_a_parse_error_is_one_whole_line_at_any_terminal_width(script, columns, run_cli,
+                                                               monkeypatch):
+    # tyro draws its errors in a box wrapped at the terminal's width; the script words them
+    # itself, so the line is the same, and whole, at 60 columns and at 200.
+    monkeypatch.setenv("COLUMNS", columns)
+    code, _, err = run_cli(script, ["--total-timesteps", "1e5"])
+    assert code == 2 and err == (f"{script}: error: --total-timesteps takes a whole number, "
+                                 f"not '1e5': write 100000 (python {script} --help lists the "
+                                 "flags)\n")
 
 
 @pytest.mark.parametrize("script", SCRIPTS)
@@ -206,6 +236,113 @@ def test_ctrl_c_stops_a_shell_loop_of_runs(tmp_path):
 
 
 @pytest.mark.parametrize("script", SCRIPTS)
+def test_ctrl_c_during_the_final_evaluation_keeps_the_run(script, tmp_path, monkeypatch, capsys):
+    # Training ends, then Ctrl-C comes during the final evaluation: the model, summary.json
+    # (without the evaluation) and the curve are already written, and the process ends by
+    # SIGINT (130) with a line that says so.
+    module = module_of(script)
+
+    def interrupted_evaluation(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    def kill(pid, sig):
+        raise SystemExit(128 + sig)
+
+    monkeypatch.setattr(module, "evaluate", interrupted_evaluation)
+    monkeypatch.setattr(module.signal, "signal", lambda *a: None)
+    monkeypatch.setattr(module.os, "kill", kill)
+    monkeypatch.setattr(sys, "argv", [script, *TINY[script], "--save-model",
+                                      "--output-dir", str(tmp_path)])
+    with pytest.raises(SystemExit) as exit_status:
+        module.cli()
+    assert exit_status.value.code == 130
+    path = run_folder(tmp_path)
+    with open(os.path.join(path, "summary.json")) as f:
+        summary = json.load(f)
+    assert summary["global_steps"] > 0 and summary["eval_return_mean"] is None
+    assert os.path.exists(os.path.join(path, "learning_curve.png"))
+    assert glob.glob(os.path.join(path, "model.*"))
+    assert "final evaluation interrupted" in capsys.readouterr().out
+
+
+# An environment of the user's own without a time limit, whose episodes never end: each
+# script says that no training episode ended and cuts the evaluation episodes at its bound
+# (monkeypatched to 40 steps), so every evaluation return is 40 steps of reward 1. es.py
+# cuts its training episodes at the same bound, so they end. mappo.py and matd3.py play
+# PettingZoo's environments, which always end at --max-cycles; ppod.py needs a demonstration.
+STEP_BOUND = {"es.py": "EPISODE_STEP_LIMIT"}
+ENDLESS = {script: ["--env-id", "my_envs:EndlessBox-v0" if script in ("ddpg_td3.py", "sac.py")
+                    else "my_envs:Endless-v0", *(["--no-mask"] if script == "ppo_masked.py" else [])]
+           for script in SCRIPTS if script not in ("mappo.py", "matd3.py", "ppod.py")}
+
+
+@pytest.mark.parametrize("script", ENDLESS)
+def test_an_environment_without_a_time_limit_ends_with_a_clear_line(script, tmp_path,
+                                                                    monkeypatch, capsys,
+                                                                    fresh_env_module):
+    module = module_of(script)
+    monkeypatch.setattr(module, STEP_BOUND.get(script, "EVAL_MAX_STEPS"), 40)
+    args = module.tyro.cli(module.Args, args=[*TINY[script], *ENDLESS[script],
+                                              "--eval-episodes", "2", "--output-dir",
+                                              str(tmp_path)])
+    summary = module.main(args)
+    out = capsys.readouterr().out
+    said = f"no training episode ended in {summary['global_steps']:,} steps" in out
+    assert said == (script != "es.py")
+    assert summary["eval_return_mean"] == 40.0 and summary["eval_return_std"] == 0.0
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_eval_checkpoint_takes_a_run_folder_for_its_model(script, run_cli, tmp_path):
+    # --eval-checkpoint runs/<folder> evaluates the folder's model.pt (model.npz), as the
+    # closing line names the folder, not the file.
+    code, out, _ = run_cli(script, [*TINY[script], "--save-model", "--eval-episodes", "0",
+                                    "--output-dir", str(tmp_path / "train")])
+    trained = run_folder(tmp_path / "train")
+    code, out, _ = run_cli(script, [*TINY[script], "--eval-checkpoint", trained,
+                                    "--eval-episodes", "1", "--output-dir", str(tmp_path / "eval")])
+    assert code == 0 and re.search(r"eval_return_mean -?\d", out.splitlines()[-1])
+
+
+# MuJoCo (requirements.txt's gymnasium[mujoco]): each continuous-action script trains a few
+# hundred steps of Hopper-v5 and evaluates, so that a MuJoCo id works end to end.
+MUJOCO = {"ppo.py": ["--num-envs", "2", "--num-steps", "64", "--total-timesteps", "256"],
+          "vpg.py": ["--num-envs", "2", "--num-steps", "64", "--total-timesteps", "256"],
+          "trpo.py": ["--num-envs", "2", "--num-steps", "64", "--total-timesteps", "256"],
+          "ddpg_td3.py": ["--total-timesteps", "300", "--learning-starts", "200",
+                          "--batch-size", "32"],
+          "sac.py": ["--total-timesteps", "300", "--learning-starts", "200", "--batch-size", "32"]}
+
+
+@pytest.mark.parametrize("script", MUJOCO)
+def test_a_mujoco_id_trains_and_evaluates(script, run_cli, tmp_path):
+    code, out, err = run_cli(script, ["--env-id", "Hopper-v5", *MUJOCO[script], "--eval-episodes",
+                                      "1", "--output-dir", str(tmp_path)])
+    assert code == 0, err
+    with open(os.path.join(run_folder(tmp_path), "summary.json")) as f:
+        summary = json.load(f)
+    assert summary["env_id"] == "Hopper-v5" and summary["global_steps"] >= 256
+    assert summary["eval_return_mean"] is not None
+
+
+@pytest.mark.parametrize("exp_name", [None, "sweep-a"])
+@pytest.mark.parametrize("script", ["ppo.py", "dqn.py", "es.py", "qlearning.py"])
+def test_the_curve_is_titled_with_the_variant(script, exp_name, tmp_path, monkeypatch):
+    # The default experiment name is the script's: the title says only the script. A name
+    # of the user's own (or a variant's, such as matd3.py's maddpg) is added to it.
+    module = module_of(script)
+    titles = []
+    monkeypatch.setattr(module, "plot_learning_curve",
+                        lambda path, steps, returns, title, *a, **k: titles.append(title) or "c")
+    flags = [*TINY[script], "--eval-episodes", "0", "--output-dir", str(tmp_path)]
+    args = module.tyro.cli(module.Args, args=flags + (["--exp-name", exp_name] if exp_name
+                                                       else []))
+    module.main(args)
+    name = f" ({exp_name})" if exp_name else ""
+    assert titles == [f"{script}{name} on {args.env_id}, seed 1"]
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
 def test_the_closing_line_says_not_reached_and_never_none(script, run_cli, tmp_path):
     # A return of 1e9 is never reached in a tiny run: "not reached", never "None".
     code, out, _ = run_cli(script, [*TINY[script], "--stop-at-return", "1e9", "--eval-episodes",
@@ -224,10 +361,11 @@ def test_the_curve_shows_the_final_evaluation(script, tmp_path, monkeypatch):
     args = module.tyro.cli(module.Args, args=[*TINY[script], "--eval-episodes", "2",
                                               "--output-dir", str(tmp_path)])
     summary = module.main(args)
-    ((positional, keywords),) = drawn
-    final = keywords.get("final", positional[5] if len(positional) > 5 else None)
-    assert final == (summary["global_steps"], summary["eval_return_mean"],
-                     summary["eval_return_std"])
+    # drawn twice: before the final evaluation (so that Ctrl-C there keeps it), then with it
+    finals = [keywords.get("final", positional[5] if len(positional) > 5 else None)
+              for positional, keywords in drawn]
+    assert finals == [None, (summary["global_steps"], summary["eval_return_mean"],
+                             summary["eval_return_std"])]
 
 
 PROGRESS = re.compile(r"step ([\d,]+)/([\d,]+) \(\d+%\) \| (- sps \| ETA -|[\d,]+ sps \| ETA "
@@ -240,6 +378,18 @@ def test_progress_lines_measure_speed_from_the_first_line(script, tmp_path, monk
     # A clock that moves 1 s at each reading makes a tiny run print many progress lines.
     # The first has no speed and no ETA (the start-up would make them wrong); the rest have
     # both; the steps never go back and the budget is the same on every line.
+    printed = progress_lines_of_a_tiny_run(script, tmp_path, monkeypatch, capsys)
+    assert len(printed) >= 3 and all(printed)
+    assert printed[0][3] == "- sps | ETA -"  # the random warm-up's lines: the test below
+    assert script in WARM_UP or all("ETA -" not in m[3] for m in printed[1:])
+    steps = [int(m[1].replace(",", "")) for m in printed]
+    assert steps == sorted(steps) and 0 < steps[0] < steps[-1]
+    assert len({m[2] for m in printed}) == 1
+
+
+def progress_lines_of_a_tiny_run(script, tmp_path, monkeypatch, capsys, eval_episodes=0):
+    """The progress lines (PROGRESS matches) of a tiny run whose clock moves 1 s at each
+    reading, so that it prints many; with evaluation episodes, all it printed."""
     module = module_of(script)
 
     class Clock:  # stands in for the script's `time` module, which it uses for time() alone
@@ -251,17 +401,43 @@ def test_progress_lines_measure_speed_from_the_first_line(script, tmp_path, monk
             return cls.now
 
     monkeypatch.setattr(module, "time", Clock)
-    args = module.tyro.cli(module.Args, args=[*TINY[script], "--eval-episodes", "0",
-                                              "--output-dir", str(tmp_path)])
+    args = module.tyro.cli(module.Args, args=[*TINY[script], "--eval-episodes",
+                                              str(eval_episodes), "--output-dir", str(tmp_path)])
     capsys.readouterr()
     module.main(args)
-    printed = [PROGRESS.fullmatch(line) for line in capsys.readouterr().out.splitlines()
-               if line.startswith("step ")]
-    assert len(printed) >= 3 and all(printed)
-    assert printed[0][3] == "- sps | ETA -" and all("ETA -" not in m[3] for m in printed[1:])
-    steps = [int(m[1].replace(",", "")) for m in printed]
-    assert steps == sorted(steps) and 0 < steps[0] < steps[-1]
-    assert len({m[2] for m in printed}) == 1
+    out = capsys.readouterr().out
+    if eval_episodes:
+        return out
+    return [PROGRESS.fullmatch(line) for line in out.splitlines() if line.startswith("step ")]
+
+
+@pytest.mark.parametrize("script", [s for s in SCRIPTS if s not in ("es.py", "qlearning.py",
+                                                                  "mappo.py", "matd3.py")])
+def test_a_long_final_evaluation_says_how_far_it_is(script, tmp_path, monkeypatch, capsys):
+    # The clock moves 1 s at each reading: the evaluation's 2-second lines appear, each
+    # counting the episodes done out of those asked for. (es.py and qlearning.py play their
+    # short evaluation episodes one after another; mappo.py and matd3.py end at --max-cycles.)
+    out = progress_lines_of_a_tiny_run(script, tmp_path, monkeypatch, capsys, eval_episodes=3)
+    said = re.findall(rf"{script}: evaluating, (\d) of 3 episodes done, [\d,]+ steps", out)
+    assert said and all(done in "0123" for done in said)
+
+
+WARM_UP = ["dqn.py", "ddpg_td3.py", "sac.py", "matd3.py"]  # --learning-starts random steps
+
+
+@pytest.mark.parametrize("script", WARM_UP)
+def test_the_speed_is_measured_after_the_random_warm_up(script, tmp_path, monkeypatch, capsys):
+    # The warm-up of --learning-starts random steps without updates runs far faster than
+    # training: a speed measured there promises too early an end. No line before the first
+    # one at or past learning_starts has a speed; every line after that one has.
+    learning_starts = module_of(script).tyro.cli(module_of(script).Args,
+                                                 args=TINY[script]).learning_starts
+    printed = progress_lines_of_a_tiny_run(script, tmp_path, monkeypatch, capsys)
+    steps = [int(line.group(1).replace(",", "")) for line in printed]
+    speeds = [not line.group(3).startswith("-") for line in printed]
+    first_after = next(i for i, step in enumerate(steps) if step >= learning_starts)
+    assert first_after >= 1  # lines in the warm-up: the test sees them
+    assert speeds == [False] * (first_after + 1) + [True] * (len(printed) - first_after - 1)
 
 
 @pytest.mark.parametrize("script", SCRIPTS)
@@ -311,7 +487,7 @@ def test_a_missing_extra_is_named_with_the_version_requirements_txt_pins(
 
 
 # The scripts with --norm-reward: their make_vector_env takes the discount of the return
-NORM_REWARD = ["ppo.py", "ppo_masked.py", "ppo_lstm.py", "ppo_rnd.py"]
+NORM_REWARD = ["ppo.py", "ppo_masked.py", "ppo_lstm.py", "ppo_rnd.py", "vpg.py", "trpo.py"]
 
 
 def test_the_norm_reward_list_names_every_script_with_the_flag():

@@ -220,6 +220,7 @@ def network_with_outputs(*q_values):
 def train_directly(tmp_path, q_network, target_network, **flags):
     """dqn.train on DqnCountToThree-v0 (reward 1 a step) with the networks given."""
     args = dqn.Args(env_id="DqnCountToThree-v0", eval_episodes=0, output_dir=str(tmp_path), **flags)
+    args = dqn.with_preset(args, image=False)  # main fills the flags left at None
     envs = dqn.make_vector_env(args.env_id, args.num_envs)
     dqn.train(args, envs, q_network, target_network, dqn.RunWriter(args, "cpu", q_network))
     envs.close()
@@ -337,6 +338,40 @@ def test_the_learning_rate_decays_linearly_to_zero_over_the_budget(tmp_path, mon
     assert float(row["learning_rate"]) == pytest.approx(expected[-1], abs=1e-12)
 
 
+def test_updates_log_the_start_value_beside_the_discounted_return(tmp_path, monkeypatch):
+    # The overestimation check on DqnCountToThree-v0 (s counts the episode's steps from 0,
+    # reward 1 a step, action 1 terminates, the time limit cuts the third step). Q(s, .) =
+    # [s + 5, 3 - s], a linear layer that stays so (the optimizer switched off); epsilon 1
+    # makes episodes of 1, 2 and 3 steps. Every episode starts at s_0 = 0, so
+    #   q_start = max(0 + 5, 3 - 0) = 5   (at an episode's last s = 1, 2, 3 it would be 6, 7, 8)
+    #   G_0 with gamma = 0.5: 1 (1 step), 1 + 0.5 = 1.5 (2 steps), 1 + 0.5 + 0.25 = 1.75 (3),
+    #       that is 2 * (1 - 0.5^length); undiscounted it would be 1, 2, 3.
+    # A row at every vector step of the 2 environments from step 6 on (--log-interval 2):
+    # the means over the episodes that ended since the last row (episodes.csv), blank if none.
+    monkeypatch.setattr(torch.optim.Adam, "step", lambda self, closure=None: None)
+    q_network, target_network = torch.nn.Linear(1, 2), torch.nn.Linear(1, 2)
+    q_network.weight.data, q_network.bias.data = torch.tensor([[1.0], [-1.0]]), tensor(5.0, 3.0)
+    train_directly(tmp_path, q_network, target_network, total_timesteps=80, num_envs=2,
+                   learning_starts=4, train_frequency=2, gradient_steps=1, batch_size=4,
+                   gamma=0.5, start_e=1.0, end_e=1.0, log_interval=2)
+    episodes = read_csv(next(tmp_path.glob("*/episodes.csv")))
+    updates = read_csv(next(tmp_path.glob("*/updates.csv")))
+    assert [int(row["global_step"]) for row in updates] == list(range(6, 81, 2))
+    previous, blank, lengths = 0, 0, set()
+    for row in updates:
+        step = int(row["global_step"])
+        ended = [int(e["episode_length"]) for e in episodes if previous < int(e["global_step"]) <= step]
+        previous = step
+        lengths.update(ended)
+        if not ended:
+            blank += 1
+            assert row["q_start"] == row["discounted_return"] == ""
+            continue
+        assert float(row["q_start"]) == approx(5.0)
+        assert float(row["discounted_return"]) == approx(np.mean([2 * (1 - 0.5 ** n) for n in ended]))
+    assert lengths == {1, 2, 3} and 0 < blank < len(updates)
+
+
 # ---------------------------------------------------------------------------------------
 # Runs end to end
 # ---------------------------------------------------------------------------------------
@@ -350,8 +385,8 @@ def test_smoke_run_writes_every_file_and_its_model_evaluates(tmp_path, check_run
     summary = dqn.main(args)
     path, episodes, updates = check_run_folder(summary, args.output_dir, "dqn", model=True)
     assert summary["global_steps"] == 600 and summary["eval_return_mean"] >= 8  # CartPole: > 8 steps
-    assert list(updates[0])[3:] == ["epsilon", "learning_rate", "loss", "q_mean", "gradient_steps",
-                                    "buffer_size"]
+    assert list(updates[0])[3:] == ["epsilon", "learning_rate", "loss", "q_mean", "q_start",
+                                    "discounted_return", "gradient_steps", "buffer_size"]
     last = updates[-1]
     assert last["global_step"] == "600" and last["gradient_steps"] == "200"
     assert float(last["epsilon"]) == approx(0.01) and last["buffer_size"] == "400"

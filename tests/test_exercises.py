@@ -1,11 +1,14 @@
 """exercises.py: every exercise blanks its function and nothing else, the blank copy fails
 `check` with its hint while the original passes, and bad input is one line with exit 2."""
 import ast
+import csv
 import glob
+import io
 import os
 import shutil
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -19,7 +22,8 @@ EXPECTED_ENVS = {"qlearning": {"Taxi-v4", "MountainCar-v0"}, "dqn": {"CartPole-v
                  "ppo": {"CartPole-v1"}, "ppo_masked": {"Taxi-v4"},
                  "ppo_lstm": {"CartPole-v1"}, "ppo_rnd": {"MountainCar-v0"},
                  "es": {"CartPole-v1"}, "ppod": {"MountainCar-v0"},
-                 "mappo": {"simple_spread_v3"}, "matd3": {"simple_spread_v3"}}
+                 "mappo": {"simple_spread_v3"}, "matd3": {"simple_spread_v3"},
+                 "vpg": {"CartPole-v1"}, "trpo": {"CartPole-v1"}}
 
 
 def exercises_of(script):
@@ -242,19 +246,174 @@ def test_make_refuses_to_overwrite_a_students_file(tmp_path):
     (["make", "ppo.gea"], "unknown exercise 'ppo.gea'; did you mean ppo.gae"),
     (["hint", "ppo.gea"], "unknown exercise 'ppo.gea'; did you mean ppo.gae"),
     (["make", "ppo.gae", "dqn.targets"], "belong to different scripts (dqn, ppo)"),
+    (["make"], "name one or more exercises"),
+    (["check"], "name one or more students' files"),
     (["check", "no/such/ppo.py"], "no/such/ppo.py does not exist"),
-    (["check", "BROKEN/ppo.py"], "BROKEN/ppo.py, line 3: syntax error"),
+    # a teacher's mistake in any file stops the check before a student's code runs
+    (["check", "NAMED/ppo.py", "no/such/ppo.py"], "no/such/ppo.py does not exist"),
     (["check", "NAMED/student.py"], "the file name says which script it stands in for"),
     (["check", "NAMED/ppo.py", "--exercise", "dqn.targets"], "stands in for ppo.py"),
+    (["check", "NAMED/ppo.py", "--test-time-limit", "0"], "must be positive"),
+    (["check", "NAMED/ppo.py", "--summary", "NAMED/marks.csv"], "is not a grade book"),
+    (["check", "NAMED/ppo.py", "--summary", "no/such/grades.csv"], "does not exist"),
 ])
 def test_bad_input_is_one_line_and_exit_status_2(argv, message, tmp_path):
-    (tmp_path / "BROKEN").mkdir()
-    (tmp_path / "BROKEN" / "ppo.py").write_text("import math\n\ndef f(:\n    pass\n")
     (tmp_path / "NAMED").mkdir()
     for name in ("student.py", "ppo.py"):
         shutil.copy(os.path.join(ROOT, "ppo.py"), tmp_path / "NAMED" / name)
-    argv = [str(tmp_path / a) if a.startswith(("BROKEN", "NAMED")) else a for a in argv]
-    message = message.replace("BROKEN", str(tmp_path / "BROKEN"))
+    (tmp_path / "NAMED" / "marks.csv").write_text("student,mark\nann,12\n")  # the teacher's
+    argv = [str(tmp_path / a) if a.startswith("NAMED") else a for a in argv]
     code, out, err = run_exercises(*argv)
     assert code == 2 and out == ""
     assert err.startswith("exercises.py: error: ") and err.count("\n") == 1 and message in err
+    assert (tmp_path / "NAMED" / "marks.csv").read_text() == "student,mark\nann,12\n"
+
+
+def test_check_help_reads_well():
+    code, out, _ = run_exercises("check", "--help")
+    assert code == 0
+    for flag in ("FILE [FILE ...]", "--exercise ID [ID ...]", "--no-train ",
+                 "--test-time-limit SECONDS", "--train-time-limit SECONDS", "--summary CSV"):
+        assert flag in out
+    assert "--no-no-train" not in out and "(default: )" not in out and "STR" not in out
+
+
+# A student's mistakes: one line on stdout and status 1 (status 2 is for the teacher's)
+RIGHT_Q_UPDATE = "    target = r if terminated else r + gamma * q[s_next].max()\n"
+
+
+def student_copy(folder, script="qlearning", old=None, new=None):
+    """folder/<script>.py: the repository's script, with `old` replaced by `new`."""
+    with open(os.path.join(ROOT, f"{script}.py")) as f:
+        source = f.read()
+    if old is not None:
+        assert source.count(old) == 1
+        source = source.replace(old, new)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{script}.py").write_text(source)
+    return str(folder / f"{script}.py")
+
+
+def line_of(path, text):
+    """The number of the line of the file that is `text`."""
+    with open(path) as f:
+        return f.read().splitlines().index(text) + 1
+
+
+def spawn_lingering_children(pid_file, indent):
+    """Source lines that start two processes that would sleep for ten minutes, one of them
+    in a session of its own (out of reach of a kill of the process group), and write their
+    pids to pid_file."""
+    return "".join(f"{indent}{line}\n" for line in (
+        "import subprocess, sys",
+        "children = [subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)']),",
+        "            subprocess.Popen([sys.executable, '-c',",
+        "                              'import os, time; os.setsid(); time.sleep(600)'])]",
+        f"open({str(pid_file)!r}, 'w').write(' '.join(str(c.pid) for c in children))"))
+
+
+def alive(pid):
+    """Whether the process runs (one killed but not yet reaped by its parent does not)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except FileNotFoundError:
+        return False
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="finds the processes through /proc")
+def test_check_stops_an_endless_function_and_every_process_it_started(tmp_path):
+    # q_update is wrong when the step goes on (its first test fails), and loops forever
+    # after starting two processes when the step terminated (its second test)
+    endless = ("    if terminated:\n" + spawn_lingering_children(tmp_path / "pids", " " * 8)
+               + "        while True:\n            pass\n"
+               + RIGHT_Q_UPDATE.replace(".max()", ".mean()"))
+    path = student_copy(tmp_path / "endless", old=RIGHT_Q_UPDATE, new=endless)
+    start = time.monotonic()
+    code, out, err = run_exercises("check", path, "--no-train", "--test-time-limit", "10")
+    assert code == 1 and err == ""
+    assert out == ("verdict: not yet: the tests were stopped after 10 s (--test-time-limit), "
+                   f"at line {line_of(path, '        while True:')} of the file (in q_update): "
+                   "while True:\n")
+    # stopped by the limit, not a minute later by check's last resort (the start of
+    # pytest, slow on a busy machine, does not count)
+    assert time.monotonic() - start < 10 + 45
+    pids = [int(p) for p in (tmp_path / "pids").read_text().split()]
+    assert len(pids) == 2 and not any(alive(pid) for pid in pids)
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="finds the processes through /proc")
+def test_a_training_run_that_runs_past_its_limit_or_crashes_is_one_line(tmp_path):
+    start_of_train = "    rng = random.Random(args.seed)  # exploration\n"
+    endless = ("    if args.env_id == 'Taxi-v4':  # the check's run, not the tests'\n"
+               + spawn_lingering_children(tmp_path / "pids", " " * 8)
+               + "        while True:\n            pass\n" + start_of_train)
+    endless = student_copy(tmp_path / "endless", old=start_of_train, new=endless)
+    # the tests' states are few, Taxi's 500
+    crash = "    assert s < 100, 'the states of the tests are few'\n"
+    crashes = student_copy(tmp_path / "crash", old=RIGHT_Q_UPDATE, new=RIGHT_Q_UPDATE + crash)
+    code, out, err = run_exercises("check", endless, crashes, "--exercise", "qlearning.q_update",
+                                   "--train-time-limit", "10")
+    assert code == 1 and err == ""
+    assert out.count("qlearning.q_update: 4 of 4 hand-computed tests pass") == 2
+    run = "--env-id Taxi-v4 --total-timesteps 200000 --stop-at-return 7 --seed 1 ..."
+    assert (f"\ntraining: python {endless} {run}\nverdict: not yet: the tests pass, but the "
+            "training run was stopped after 10 s (--train-time-limit)\n") in out
+    assert (f"\ntraining: python {crashes} {run}\nverdict: not yet: the tests pass, but the "
+            "training run failed: AssertionError: the states of the tests are few (line "
+            f"{line_of(crashes, crash.rstrip())} of the file)\n") in out
+    pids = [int(p) for p in (tmp_path / "pids").read_text().split()]
+    assert len(pids) == 2 and not any(alive(pid) for pid in pids)
+
+
+def test_a_file_that_does_not_parse_or_import_or_lacks_a_function_is_one_line(tmp_path):
+    syntax = student_copy(tmp_path / "syntax", old=RIGHT_Q_UPDATE,
+                          new="    target = r if terminated else (r +\n")
+    assert run_exercises("check", syntax) == (
+        1, f"verdict: not yet: line {line_of(syntax, '    target = r if terminated else (r +')}"
+           ": syntax error: '(' was never closed\n", "")
+    renamed = student_copy(tmp_path / "renamed", old="def q_update(", new="def q_updates(")
+    assert run_exercises("check", renamed) == (
+        1, "verdict: not yet: the file has no function q_update; keep the names and "
+           "signatures of the blanked functions\n", "")
+    missing = student_copy(tmp_path / "import", old="import numpy as np\n",
+                           new="import numpy as np\nimport numpyy\n")
+    assert run_exercises("check", missing, "--no-train") == (
+        1, "verdict: not yet: the file does not import: ModuleNotFoundError: No module named "
+           f"'numpyy', at line {line_of(missing, 'import numpyy')} of the file: import numpyy\n",
+        "")
+
+
+def test_checking_several_files_gives_a_grade_book_and_summary_keeps_a_row_per_file(
+        tmp_path):
+    wrong = student_copy(tmp_path / "ann", old=RIGHT_Q_UPDATE,
+                         new=RIGHT_Q_UPDATE.replace(".max()", ".mean()"))
+    right = student_copy(tmp_path / "bob")
+    syntax = student_copy(tmp_path / "cy", old=RIGHT_Q_UPDATE, new="    target = (\n")
+    grades = tmp_path / "grades.csv"
+    code, out, err = run_exercises("check", wrong, right, syntax, "--no-train", "--summary",
+                                   str(grades))
+    assert code == 1 and err == ""
+    both = "qlearning.q_update qlearning.discretize"
+    rows = [  # ann's first failing test: 1 + 0.9 * max(2, 4) = 4.6 by hand, the mean gives 3.7
+        [wrong, "qlearning.q_update", "failed", "1", "4",
+         "3 of 4 tests fail; the first: test_q_update_bootstraps_from_the_best_next_action "
+         "(tests/test_qlearning.py, line 60): expected 4.6, obtained 3.7"],
+        [right, both, "passed", "7", "7", ""],
+        [syntax, both, "failed", "0", "7",
+         f"line {line_of(syntax, '    target = (')}: syntax error: '(' was never closed"]]
+    header = ["file", "exercises", "result", "tests_passed", "tests", "first_failing_case"]
+    table = out[out.index("exercises.py: grade book of 3 files, 1 passed (CSV):\n"):]
+    assert list(csv.reader(io.StringIO(table.split("\n", 1)[1]))) == [header, *rows]
+    with open(grades) as f:
+        assert list(csv.reader(f)) == [header, *rows]
+    for path in (wrong, right, syntax):  # each file's report: its name, then a verdict last
+        report = out[out.index(f"== {path}\n"):].split("\n\n")[0]
+        assert report.split("\n")[-1].startswith("verdict: ")
+
+    # cy hands in a fixed file: checking it again replaces its row
+    student_copy(tmp_path / "cy")
+    code, out, _ = run_exercises("check", syntax, "--no-train", "--summary", str(grades))
+    assert code == 0 and "grade book" not in out, out  # one file: its report alone
+    with open(grades) as f:
+        assert list(csv.reader(f)) == [header, *rows[:2], [syntax, both, "passed", "7", "7", ""]]

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 import mappo
-from conftest import (check_evaluations, interrupt_on_call, read_csv, same_seed_episodes,
+from conftest import (Relay, check_evaluations, interrupt_on_call, read_csv, same_seed_episodes,
                       unreadable_checkpoints)
 from my_envs import TeamEnv
 
@@ -242,50 +242,12 @@ def test_buffer_gae_denormalizes_and_bootstraps_from_the_final_state():
 
 
 # ---------------------------------------------------------------------------------------
-# Agents that are done before their environment: Relay is a 2-agent parallel environment
-# in which agent "short" terminates after its first step while "long" goes on and is
-# truncated after the third. Their observations differ in size (1 and 2) as do their
+# Agents that are done before their environment: conftest.py's Relay, a 2-agent parallel
+# environment in which agent "short" terminates after its first step while "long" goes on
+# and is truncated after the third. Their observations differ in size (1 and 2) as do their
 # action counts (2 and 3); "long" is told by info["action_mask"] that its action 0 is not
 # allowed. The state after step k is [k, 10k]; rewards are 1 for short and 2 for long.
 # ---------------------------------------------------------------------------------------
-class Relay:
-    possible_agents = ["short", "long"]
-    state_space = gym.spaces.Box(-np.inf, np.inf, (2,))
-    sent = []  # the action dicts of every step
-    limit = 3  # long is truncated after this many steps
-    long_mask = np.array([0, 1, 1])
-
-    def observation_space(self, agent):
-        return gym.spaces.Box(-np.inf, np.inf, (1 if agent == "short" else 2,))
-
-    def action_space(self, agent):
-        return gym.spaces.Discrete(2 if agent == "short" else 3)
-
-    def observe(self):
-        obs = {a: np.full(self.observation_space(a).shape, self.k, np.float32) for a in self.agents}
-        return obs, {a: {"action_mask": self.long_mask} if a == "long" else {} for a in self.agents}
-
-    def reset(self, seed=None, options=None):
-        self.k, self.agents = 0, list(self.possible_agents)
-        return self.observe()
-
-    def step(self, actions):
-        Relay.sent.append(actions)
-        self.k += 1
-        obs, infos = self.observe()
-        rewards = {a: 1.0 if a == "short" else 2.0 for a in self.agents}
-        terminated = {a: a == "short" and self.k == 1 for a in self.agents}
-        truncated = {a: a == "long" and self.k == self.limit for a in self.agents}
-        self.agents = [a for a in self.agents if not (terminated[a] or truncated[a])]
-        return obs, rewards, terminated, truncated, infos
-
-    def state(self):
-        return np.array([self.k, 10 * self.k], np.float32)
-
-    def close(self):
-        pass
-
-
 @pytest.fixture
 def relay(monkeypatch):
     """mappo.py on Relay (any cooperative id, here simple_v3, builds a Relay); its spec."""
@@ -333,6 +295,9 @@ def test_the_buffers_store_active_masks_rewards_and_ends(relay, critic_state, pe
                           eval_episodes=0, output_dir=str(tmp_path)))
     (b,) = stored
     assert b.active.squeeze(1).tolist() == [[1, 1], [0, 1], [0, 1], [1, 1]]
+    # the environment got the stored actions of the agents that acted, and nothing else
+    assert Relay.sent == [{a: b.actions[step, 0, i].item() for i, a in enumerate(("short", "long"))
+                           if b.active[step, 0, i]} for step in range(4)]
     assert not (b.avail[:, 0, 0, 2] | b.avail[:, 0, 1, 0]).any()  # padding, env mask
     assert (b.actions[:, 0, 1] != 0).all() and (b.actions[:, 0, 0] != 2).all()
     if critic_state == "ep":
@@ -402,9 +367,10 @@ class StepCritic(torch.nn.Module):
 
 @pytest.fixture
 def loss_spy(relay, tmp_path, monkeypatch):
-    """run(**flags) trains on Relay with StepCritic, one epoch of one minibatch an update, the
-    rows in rollout order, and returns the keyword arguments of the last mappo_loss call:
-    the first update's with the default total_timesteps=4, the second's with 8."""
+    """run(**flags) trains on Relay with StepCritic, one epoch of one minibatch an update
+    (unless flags say otherwise), the rows in rollout order, and returns the keyword
+    arguments of the last mappo_loss call: the first update's with the default
+    total_timesteps=4, the second's with 8. run.calls holds every call's."""
     calls = []
     original = mappo.mappo_loss
     monkeypatch.setattr(mappo, "Critic", StepCritic)
@@ -414,11 +380,14 @@ def loss_spy(relay, tmp_path, monkeypatch):
 
     def run(total_timesteps=4, **flags):
         calls.clear()
-        mappo.main(mappo.Args(env_id="simple_v3", num_envs=1, num_steps=4, gamma=1.0,
-                              gae_lambda=1.0, eval_episodes=0, update_epochs=1,
-                              total_timesteps=total_timesteps, output_dir=str(tmp_path), **flags))
-        assert len(calls) == total_timesteps // 4
+        args = mappo.Args(**{**dict(env_id="simple_v3", num_envs=1, num_steps=4, gamma=1.0,
+                                    gae_lambda=1.0, eval_episodes=0, update_epochs=1,
+                                    total_timesteps=total_timesteps, output_dir=str(tmp_path)),
+                             **flags})
+        mappo.main(args)
+        assert len(calls) == total_timesteps // 4 * args.update_epochs * args.num_minibatches
         return calls[-1]
+    run.calls = calls
     return run
 
 
@@ -503,6 +472,59 @@ def test_the_as_update_masks_inactive_agents_out_of_the_values_and_their_statist
     short, long = got["returns"][:, 0], got["returns"][:, 1]
     assert same(short[[0, 3]], [-1.042337, -1.042337])
     assert same(long, [1.532848, 0.981023, 0.245256, -0.674453])
+
+
+@pytest.mark.parametrize("gamma, gae_lambda, expected", [(0.5, 1.0, [3.375, 3.75, 3.5, 2]),
+                                                        (1.0, 0.5, [4.75, 5.5, 5, 2.5])])
+def test_the_update_discounts_with_gamma_and_lambda(gamma, gae_lambda, expected, loss_spy):
+    # EP, no value norm: team rewards [1.5, 2, 2, 1.5], V = k = [0, 1, 2, 0]; step 2 is
+    # truncated (its final state worth 3), step 3 bootstraps from the next state's 1.
+    # gamma 0.5, lambda 1 (the discounted return): R_3 = 1.5 + 0.5*1 = 2,
+    #   R_2 = 2 + 0.5*3 = 3.5, R_1 = 2 + 0.5*3.5 = 3.75, R_0 = 1.5 + 0.5*3.75 = 3.375
+    # gamma 1, lambda 0.5: deltas [1.5 + 1 - 0, 2 + 2 - 1, 2 + 3 - 2, 1.5 + 1 - 0] =
+    #   [2.5, 3, 3, 2.5]; A_3 = 2.5, A_2 = 3 (the episode ended), A_1 = 3 + 0.5*3 = 4.5,
+    #   A_0 = 2.5 + 0.5*4.5 = 4.75; R = A + V = [4.75, 5.5, 5, 2.5]
+    got = loss_spy(value_norm=False, gamma=gamma, gae_lambda=gae_lambda)
+    assert same(got["returns"], expected)
+
+
+def test_the_update_passes_the_loss_flags(loss_spy):
+    got = loss_spy(clip_coef=0.15, ent_coef=0.03, vf_coef=0.7, clip_vloss=False)
+    assert (got["clip_coef"], got["ent_coef"], got["vf_coef"], got["clip_vloss"]) == (0.15, 0.03, 0.7, False)
+    got = loss_spy()
+    assert (got["clip_coef"], got["ent_coef"], got["vf_coef"], got["clip_vloss"]) == (0.2, 0.005, 1.0, True)
+
+
+@pytest.mark.parametrize("anneal_lr, expected_rates", [(True, [2e-3] * 6 + [1e-3] * 6),
+                                                       (False, [2e-3] * 12)])
+def test_each_epoch_covers_the_rollout_in_minibatches_with_each_networks_clip(
+        anneal_lr, expected_rates, loss_spy, monkeypatch):
+    # 3 epochs of 2 minibatches of 2 (step, copy) rows: 6 loss calls, each epoch's two
+    # minibatches the 4 rows; before each optimizer step, the actors' and the critic's
+    # gradients are clipped apart at --max-grad-norm, and Adam steps at --learning-rate 2e-3,
+    # or with --anneal-lr from 2e-3 (first update) to 1e-3 (second of two)
+    clips, rates, original = [], [], torch.nn.utils.clip_grad_norm_
+
+    def clip(params, max_norm, **kwargs):
+        params = list(params)
+        clips.append(({id(p) for p in params}, max_norm))
+        return original(params, max_norm, **kwargs)
+
+    monkeypatch.setattr(torch.nn.utils, "clip_grad_norm_", clip)
+    step = torch.optim.Adam.step
+    monkeypatch.setattr(torch.optim.Adam, "step", lambda self, *a, **kw: rates.append(
+        self.param_groups[0]["lr"]) or step(self, *a, **kw))
+    made, original_main = [], mappo.train
+    monkeypatch.setattr(mappo, "train", lambda args, envs, actors, critic, *rest: made.append(
+        (actors, critic)) or original_main(args, envs, actors, critic, *rest))
+    loss_spy(total_timesteps=8, num_minibatches=2, update_epochs=3, max_grad_norm=3.5,
+             anneal_lr=anneal_lr, learning_rate=2e-3)
+    # V = k of each row: [0, 1, 2, 0] in the first rollout, [1, 2, 0, 1] in the second
+    assert [c["oldvalue"].tolist() for c in loss_spy.calls] == [[0, 1], [2, 0]] * 3 + [[1, 2], [0, 1]] * 3
+    actors, critic = made[0]
+    assert clips == [({id(p) for p in actors.parameters()}, 3.5),
+                     ({id(p) for p in critic.parameters()}, 3.5)] * 12
+    assert rates == expected_rates
 
 
 def test_explained_variance_uses_the_statistics_the_values_were_made_with(loss_spy, tmp_path):
@@ -786,3 +808,29 @@ def test_help_lists_the_flags_with_their_docstrings(check_help):
     check_help("mappo.py", ("--cuda", "--no-cuda", "--critic-state", "--no-share-actor",
                             "--value-norm", "--max-cycles", "--num-envs", "--per-agent-reward"),
                ("lambda of GAE", "ep = env.state(), team reward"))
+
+
+def test_the_curve_draws_the_mean_of_the_last_20_as_the_console_and_summary_json(tmp_path,
+                                                                                 monkeypatch):
+    # The progress line's "return (last 20)", summary.json's train_return_last20 and the
+    # curve's line are one figure. By hand: 25 episodes, 5 ending at each of the steps 10, 20,
+    # 30, 40, 50 (copies that end together), returns 0, 1, ..., 24. The mean of the last 20
+    # first exists after episode 20 (the last of step 40): (0+...+19)/20 = 9.5; after the last
+    # of step 50: (5+...+24)/20 = 14.5. One point per step: (40, 9.5), (50, 14.5).
+    figures = []
+    monkeypatch.setattr(mappo.Figure, "savefig", lambda fig, path: figures.append(fig))
+    mappo.plot_learning_curve(str(tmp_path), [10 * (i // 5 + 1) for i in range(25)],
+                              [float(i) for i in range(25)], "made up")
+    (line,) = figures[0].axes[0].lines
+    assert line.get_label() == "mean of last 20"
+    assert line.get_xdata().tolist() == [40, 50] and line.get_ydata().tolist() == approx([9.5, 14.5])
+    # A run of 24 episodes (2 copies, 5-step episodes, 120 steps): the line ends at
+    # train_return_last20, the mean of episodes.csv's last 20 returns
+    summary = mappo.main(mappo.Args(output_dir=str(tmp_path / "run"), eval_episodes=0,
+                                    **{**TINY, "total_timesteps": 120}))
+    (folder,) = os.listdir(tmp_path / "run")
+    returns = [float(r["episode_return"]) for r in
+               read_csv(os.path.join(tmp_path, "run", folder, "episodes.csv"))]
+    assert len(returns) == 24
+    assert summary["train_return_last20"] == approx(sum(returns[-20:]) / 20)
+    assert figures[1].axes[0].lines[0].get_ydata()[-1] == approx(summary["train_return_last20"])

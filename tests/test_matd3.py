@@ -4,14 +4,17 @@ the update passes to the math (every agent's target actor, the target critics, s
 noise and its clip, agent i's actor step on the batch's other actions), what the loop
 stores, runs end to end, watching a run (--eval-every), bad input, determinism. The rules
 every script keeps are tests/test_contract.py's."""
+import json
 import os
 
+import gymnasium as gym
 import numpy as np
 import pytest
 import torch
 
 import matd3
-from conftest import check_evaluations, same_seed_episodes, unreadable_checkpoints
+from conftest import (Relay, check_evaluations, read_csv, same_seed_episodes,
+                      unreadable_checkpoints)
 
 
 def same(x, expected):
@@ -343,16 +346,43 @@ def test_fp_actor_loss_reads_agent_is_own_state_row_over_its_valid_rows():
     assert loss.item() == pytest.approx(-q[[0, 3, 4], 1].mean().item(), abs=1e-5)
 
 
-def test_fp_critic_loss_masks_out_agents_that_did_not_act(monkeypatch):
-    nets, batch = networks(twin_q=False, state_dim=3), a_batch(K=2, state_dim=3)
+@pytest.mark.parametrize("algo", ["maddpg", "matd3"])
+def test_fp_critic_loss_masks_out_agents_that_did_not_act(algo, monkeypatch):
+    # MADDPG: mean over agent 0's rows of (Q_1 - y)^2; MATD3 adds Q_2's, on the same y
+    # (the smaller target critic's, without smoothing noise here)
+    twin = algo == "matd3"
+    nets, batch = networks(twin_q=twin, state_dim=3), a_batch(K=2, state_dim=3)
     batch = batch._replace(valid=t([1, 0], [1, 0], [1, 0], [1, 0], [1, 0]))
     with torch.no_grad():
+        joint = target_joint(nets, batch.next_obs)
         y = matd3.critic_target(batch.rewards, batch.discounts, batch.terms,
-                                nets.qf1_target(batch.next_share_obs,
-                                                target_joint(nets, batch.next_obs)), None, False)
-        q = nets.qf1(batch.share_obs, batch.actions)
-    stats = run_update(nets, batch, "fp", algo="maddpg")
-    assert stats["critic_loss"] == pytest.approx(((q - y)[:, 0] ** 2).mean().item(), rel=1e-5)
+                                nets.qf1_target(batch.next_share_obs, joint),
+                                nets.qf2_target(batch.next_share_obs, joint) if twin else None,
+                                twin)
+        expected = sum(((critic(batch.share_obs, batch.actions) - y)[:, 0] ** 2).mean().item()
+                       for _, critic in nets.critics())
+    stats = run_update(nets, batch, "fp", algo=algo, target_policy_noise=0.0)
+    assert stats["critic_loss"] == pytest.approx(expected, rel=1e-5)
+
+
+@pytest.mark.parametrize("critic_state", ["ep", "fp"])
+def test_the_actor_step_sums_every_agents_loss_with_the_critic_states_flag(critic_state,
+                                                                          monkeypatch):
+    # agents 0 and 1, each on the update's batch, with fp = (critic_state == "fp"); the
+    # logged actor loss is their mean
+    nets, batch = networks(state_dim=3), a_batch(K=2 if critic_state == "fp" else 1, state_dim=3)
+    calls, original = [], matd3.actor_loss
+
+    def spy(nets, b, i, fp):
+        loss = original(nets, b, i, fp)
+        calls.append((b is batch, i, fp, loss.item()))
+        return loss
+
+    monkeypatch.setattr(matd3, "actor_loss", spy)
+    stats = run_update(nets, batch, critic_state, step=2)
+    fp = critic_state == "fp"
+    assert [c[:3] for c in calls] == [(True, 0, fp), (True, 1, fp)]
+    assert stats["actor_loss"] == pytest.approx((calls[0][3] + calls[1][3]) / 2, rel=1e-5)
 
 
 def test_policy_delay_moves_actors_and_targets_on_every_second_step():
@@ -366,6 +396,21 @@ def test_policy_delay_moves_actors_and_targets_on_every_second_step():
     assert not torch.equal(target_before[0], nets.actors_target[0][0].weight)
 
 
+def test_the_soft_update_pulls_every_target_towards_its_online_network():
+    # tau = 0.25 on an actor step: theta' <- 0.25 theta + 0.75 theta' for the actors and both
+    # critics, theta the online weights after this step's optimizer steps (which the soft
+    # update leaves alone). Backwards, the online weights would move and the targets not.
+    nets, batch = networks(), a_batch()
+    pairs = [(nets.actors_target, nets.actors), (nets.qf1_target, nets.qf1),
+             (nets.qf2_target, nets.qf2)]
+    before = [[p.clone() for p in target.parameters()] for target, _ in pairs]
+    run_update(nets, batch, step=2, tau=0.25)
+    for (target, online), old in zip(pairs, before):
+        for p, q, o in zip(target.parameters(), online.parameters(), old):
+            assert torch.allclose(p, 0.25 * q + 0.75 * o, atol=1e-6)
+            assert not torch.allclose(p, o)
+
+
 # ---------------------------------------------------------------------------------------
 # What the loop stores
 # ---------------------------------------------------------------------------------------
@@ -375,12 +420,22 @@ TINY = dict(num_envs=2, max_cycles=5, total_timesteps=40, learning_starts=20, ba
 
 @pytest.fixture
 def stored(monkeypatch):
-    """Every lock-step given to ReplayBuffer.add and every action sent to the environments."""
-    rows, sent = [], []
+    """Every lock-step given to ReplayBuffer.add and every action sent to the environments;
+    each row also holds, as "mu" and "mu_target", the online and the target actors' own
+    actions (no noise) on its observations, with the weights they had when it was stored."""
+    rows, sent, made = [], [], []
     original_add, original_step = matd3.ReplayBuffer.add, matd3.LockstepEnvs.step
+    original_train = matd3.train
+
+    def train(args, envs, nets, *rest):
+        made.append(nets)
+        return original_train(args, envs, nets, *rest)
 
     def add(self, **fields):
         rows.append({k: v.clone() for k, v in fields.items()})
+        with torch.no_grad():
+            rows[-1]["mu"] = made[-1].act(fields["obs"])
+            rows[-1]["mu_target"] = made[-1].act(fields["obs"], target=True)
         return original_add(self, **fields)
 
     def step(self, actions):
@@ -390,6 +445,7 @@ def stored(monkeypatch):
 
     monkeypatch.setattr(matd3.ReplayBuffer, "add", add)
     monkeypatch.setattr(matd3.LockstepEnvs, "step", step)
+    monkeypatch.setattr(matd3, "train", train)
     return rows, sent
 
 
@@ -407,8 +463,13 @@ def test_the_loop_stores_true_final_observations_ends_and_unscaled_actions(criti
         # the next observation of a truncated step is the true final one, not the reset's
         expected = out.final_obs if episode_end else out.obs
         assert np.allclose(row["next_obs"].numpy(), expected)
+        # and so is the critic's next state, the copy's state before it reset
+        state = out.final_state if episode_end else out.state
+        assert torch.equal(row["next_share_obs"], matd3.state_rows(
+            torch.from_numpy(state), torch.from_numpy(expected), critic_state))
         if episode_end:
             assert not np.allclose(out.final_obs, out.obs)
+            assert not np.allclose(out.final_state, out.state)
         if step + 1 < len(rows) and not episode_end:  # the next row starts where this ended
             assert torch.equal(rows[step + 1]["obs"], row["next_obs"])
             assert torch.equal(rows[step + 1]["share_obs"], row["next_share_obs"])
@@ -432,6 +493,118 @@ def test_speaker_listener_heterogeneous_agents_pad_actions_and_observations(stor
     # speaker: obs 3, actions 3; listener: obs 11, actions 5 -> padded to D = 11, d = 5
     assert rows[0]["obs"].shape == (2, 2, 11) and rows[0]["actions"].shape == (2, 2, 5)
     assert (rows[-1]["actions"][:, 0, 3:] == 0).all() and (rows[-1]["obs"][:, 0, 3:] == 0).all()
+    # the warm-up's uniform actions (the first 20 steps, 10 lock-steps) pad the speaker too,
+    # and fill every real dimension: 80 draws of each agent, all in [-1, 1]
+    warm = torch.stack([row["actions"] for row in rows[:10]])
+    assert (warm[..., 0, 3:] == 0).all()
+    for real in (warm[..., 0, :3], warm[..., 1, :]):
+        assert real.abs().max() <= 1 and real.min() < -0.8 and real.max() > 0.8
+
+
+def test_the_behaviour_policy_is_the_online_actors_with_exploration_noise_only(stored, tmp_path):
+    # --exploration-noise 0: after the warm-up every stored action is the online actors' own
+    # mu_i(o^i) exactly. From the second actor step on (policy delay 2: one every second
+    # lock-step) the target actors lag behind, and their actions differ.
+    rows, _ = stored
+    matd3.main(matd3.Args(output_dir=str(tmp_path), exploration_noise=0.0, learning_rate=1e-2,
+                          **TINY))
+    acting = rows[10:]  # global_step 20 onwards: the actors act
+    assert all(torch.equal(row["actions"], row["mu"]) for row in acting)
+    assert (acting[-1]["actions"] - acting[-1]["mu_target"]).abs().max() > 1e-4
+
+
+@pytest.mark.parametrize("algo", ["matd3", "maddpg"])
+def test_exploration_noise_has_the_flags_sigma_whatever_the_target_smoothing(algo, stored,
+                                                                              tmp_path):
+    # --exploration-noise 0.05 (matd3's target smoothing is 0.2, maddpg's 0): the noise
+    # a - mu(o) of 10 lock-steps x 2 copies x 3 agents x 5 action dimensions = 300 draws,
+    # those whose action is not clipped at +-1, has a std of 0.05 (its estimate's std is
+    # 0.05 / sqrt(2 * 300) = 0.002) and a mean of 0 (std 0.003)
+    rows, _ = stored
+    matd3.main(matd3.Args(algo=algo, exploration_noise=0.05, output_dir=str(tmp_path), **TINY))
+    actions = torch.stack([row["actions"] for row in rows[10:]])
+    noise = (actions - torch.stack([row["mu"] for row in rows[10:]]))[actions.abs() < 1]
+    assert noise.numel() > 250
+    assert 0.04 < noise.std().item() < 0.06 and abs(noise.mean().item()) < 0.015
+
+
+class BoxRelay(Relay):
+    """conftest.py's Relay with Box actions: short 1 dimension, long 2."""
+
+    def action_space(self, agent):
+        return gym.spaces.Box(-1.0, 1.0, (1 if agent == "short" else 2,))
+
+
+@pytest.mark.parametrize("critic_state", ["ep", "fp"])
+def test_relay_rows_by_hand_agents_that_finish_early(critic_state, stored, tmp_path, monkeypatch):
+    # One copy, 4 lock-steps: steps 0-2 the first episode (short done after step 0, long
+    # truncated after step 2, the state then [3, 30]), step 3 the next episode's first.
+    monkeypatch.setattr(matd3, "make_env", lambda *args, **kwargs: BoxRelay())
+    Relay.sent.clear()
+    rows, _ = stored
+    matd3.main(matd3.Args(env_id="simple_v3", critic_state=critic_state, num_envs=1,
+                          total_timesteps=4, learning_starts=2, batch_size=2, hidden_size=8,
+                          eval_episodes=0, output_dir=str(tmp_path)))
+    field = {k: torch.stack([row[k][0] for row in rows]) for k in rows[0]}  # copy 0's steps
+    # valid: who acted in the step (short not at steps 1 and 2), not who acts next
+    assert field["valid"].tolist() == [[1, 1], [0, 1], [0, 1], [1, 1]]
+    # the state before and after each step: [k, 10k]; after step 2 the true final [3, 30],
+    # not the reset's [0, 0]; short's true final observation [1] after step 0
+    state, next_state = [[0, 0], [1, 10], [2, 20], [0, 0]], [[1, 10], [2, 20], [3, 30], [1, 10]]
+    assert field["share_obs"][:, :, :2].tolist() == [[s] * len(field["share_obs"][0]) for s in state]
+    assert field["next_share_obs"][:, :, :2].tolist() == [[s] * len(field["share_obs"][0]) for s in next_state]
+    assert field["next_obs"][:, 0, 0].tolist() == [1, 0, 0, 1]  # short: final obs, idle, idle, k
+    assert field["next_obs"][:, 1].tolist() == [[1, 1], [2, 2], [3, 3], [1, 1]]
+    if critic_state == "ep":
+        # team reward: the mean over the agents that acted: (1 + 2)/2, 2, 2, (1 + 2)/2; the
+        # episode ends at step 2 by a truncation (done, not terminated)
+        assert field["rewards"][:, 0].tolist() == [1.5, 2, 2, 1.5]
+        assert field["dones"][:, 0].tolist() == [False, False, True, False]
+        assert not field["terms"].any()
+    else:
+        # each agent's row: the team reward where it acted; short's row ends (terminated)
+        # at step 0 and stays ended while it is idle; long's is truncated at step 2
+        assert field["rewards"].tolist() == [[1.5, 1.5], [0, 2], [0, 2], [1.5, 1.5]]
+        assert field["terms"].tolist() == [[True, False]] * 4
+        assert field["dones"].tolist() == [[True, False], [True, False], [True, True], [True, False]]
+        # its own observation and one-hot id after the state
+        assert field["share_obs"][:, 1, 2:].tolist() == [[0, 0, 0, 1], [1, 1, 0, 1],
+                                                         [2, 2, 0, 1], [0, 0, 0, 1]]
+
+
+def test_the_loop_gives_the_update_its_batches_steps_optimizers_and_buffer(tmp_path,
+                                                                          monkeypatch):
+    # TINY with --gradient-steps 2 and a buffer of 30 rows: the ring holds 30 (not the
+    # budget's 40) rows of 1 EP state row; from the lock-step that reaches step 20 on (the
+    # 10th to the 20th: 11) two updates a lock-step, numbered 1..22, each on a batch of
+    # --batch-size rows, with Adam at
+    # --learning-rate on the actors' and on the critics' weights
+    made, calls = [], []
+    original_buffer, original_update = matd3.ReplayBuffer, matd3.update
+
+    def buffer(*args):
+        made.append(args)
+        return original_buffer(*args)
+
+    def update(batch, nets, critic_optimizer, actor_optimizer, args, gradient_step):
+        calls.append((batch.rewards.shape, gradient_step, critic_optimizer, actor_optimizer, nets))
+        return original_update(batch, nets, critic_optimizer, actor_optimizer, args, gradient_step)
+
+    monkeypatch.setattr(matd3, "ReplayBuffer", buffer)
+    monkeypatch.setattr(matd3, "update", update)
+    matd3.main(matd3.Args(output_dir=str(tmp_path), gradient_steps=2, buffer_size=30,
+                          n_step=3, gamma=0.9, learning_rate=3e-3,
+                          **{**TINY, "batch_size": 7}))
+    # capacity, N, K, S_c, A, D, d, n, gamma, device: simple_spread_v3's 54, 3, 18, 5
+    assert made == [(30, 2, 1, 54, 3, 18, 5, 3, 0.9, made[0][-1])]
+    assert [c[1] for c in calls] == list(range(1, 23))
+    assert all(c[0] == (7, 1) for c in calls)
+    _, _, critic_optimizer, actor_optimizer, nets = calls[0]
+    assert {id(p) for g in critic_optimizer.param_groups for p in g["params"]} == \
+        {id(p) for p in [*nets.qf1.parameters(), *nets.qf2.parameters()]}
+    assert {id(p) for g in actor_optimizer.param_groups for p in g["params"]} == \
+        {id(p) for p in nets.actors.parameters()}
+    assert critic_optimizer.param_groups[0]["lr"] == actor_optimizer.param_groups[0]["lr"] == 3e-3
 
 
 # ---------------------------------------------------------------------------------------
@@ -450,6 +623,14 @@ def test_smoke_run_writes_every_file_and_its_model_evaluates(algo, critic_state,
     evaluated = matd3.main(matd3.Args(eval_checkpoint=os.path.join(path, "model.pt"),
                                       eval_episodes=1, output_dir=str(tmp_path / "eval")))
     assert evaluated["eval_return_mean"] == pytest.approx(summary["eval_return_mean"])
+
+
+def test_stop_at_return_stops_and_records_when(tmp_path):
+    # returns are negative but never below -1000: TINY's 2 copies end two episodes every 5
+    # lock-steps (10 steps), the 19th and 20th at step 100, of a budget of 200
+    summary = matd3.main(matd3.Args(stop_at_return=-1000.0, output_dir=str(tmp_path),
+                                    **{**TINY, "total_timesteps": 200}))
+    assert summary["solved_at_step"] == summary["global_steps"] == 100
 
 
 def test_same_seed_gives_the_same_episodes(tmp_path):
@@ -507,3 +688,55 @@ def test_help_lists_the_flags_with_their_docstrings(check_help):
     check_help("matd3.py", ("--algo", "--twin-q", "--critic-state", "--n-step", "--noise-clip",
                             "--policy-delay", "--max-cycles"),
                ("n of the n-step return", "one row per step"))
+
+
+def test_the_curve_draws_the_mean_of_the_last_20_as_the_console_and_summary_json(tmp_path,
+                                                                                 monkeypatch):
+    # The progress line's "return (last 20)", summary.json's train_return_last20 and the
+    # curve's line are one figure. By hand: 25 episodes, 5 ending at each of the steps 10, 20,
+    # 30, 40, 50 (copies that end together), returns 0, 1, ..., 24. The mean of the last 20
+    # first exists after episode 20 (the last of step 40): (0+...+19)/20 = 9.5; after the last
+    # of step 50: (5+...+24)/20 = 14.5. One point per step: (40, 9.5), (50, 14.5).
+    figures = []
+    monkeypatch.setattr(matd3.Figure, "savefig", lambda fig, path: figures.append(fig))
+    matd3.plot_learning_curve(str(tmp_path), [10 * (i // 5 + 1) for i in range(25)],
+                              [float(i) for i in range(25)], "made up")
+    (line,) = figures[0].axes[0].lines
+    assert line.get_label() == "mean of last 20"
+    assert line.get_xdata().tolist() == [40, 50]
+    assert line.get_ydata().tolist() == pytest.approx([9.5, 14.5])
+    # A run of 24 episodes (2 copies, 5-step episodes, 120 steps): the line ends at
+    # train_return_last20, the mean of episodes.csv's last 20 returns
+    summary = matd3.main(matd3.Args(output_dir=str(tmp_path / "run"),
+                                    **{**TINY, "total_timesteps": 120, "eval_episodes": 0}))
+    (folder,) = os.listdir(tmp_path / "run")
+    returns = [float(r["episode_return"]) for r in
+               read_csv(os.path.join(tmp_path, "run", folder, "episodes.csv"))]
+    assert len(returns) == 24
+    assert summary["train_return_last20"] == pytest.approx(sum(returns[-20:]) / 20)
+    assert figures[1].axes[0].lines[0].get_ydata()[-1] == pytest.approx(
+        summary["train_return_last20"])
+
+
+def test_the_run_folder_and_config_name_the_algorithm(tmp_path):
+    # Without --exp-name the run is named as summary.json's "algorithm" (algorithm_name):
+    # matd3, maddpg, or maddpg+ the improvements switched on; a name given is kept as it is.
+    name = matd3.experiment_name
+    assert name(matd3.resolve_algo(matd3.Args())) == "matd3"
+    assert name(matd3.resolve_algo(matd3.Args(algo="maddpg"))) == "maddpg"
+    assert name(matd3.resolve_algo(matd3.Args(algo="maddpg", twin_q=True))) == "maddpg+twin_q"
+    assert name(matd3.resolve_algo(matd3.Args(algo="maddpg", exp_name="sweep"))) == "sweep"
+    for flags, expected in [({"algo": "maddpg"}, "maddpg"),
+                            ({"algo": "maddpg", "exp_name": "sweep"}, "sweep")]:
+        summary = matd3.main(matd3.Args(output_dir=str(tmp_path / expected), save_model=True,
+                                        **flags, **TINY))
+        (folder,) = (tmp_path / expected).iterdir()
+        assert folder.name.startswith(f"simple_spread_v3__{expected}__1__")
+        assert json.loads((folder / "config.json").read_text())["exp_name"] == expected
+        assert summary["algorithm"] == "maddpg"
+    # --eval-checkpoint takes --algo from the model, and its folder's name with it
+    (trained,) = (tmp_path / "maddpg").iterdir()
+    matd3.main(matd3.Args(eval_checkpoint=str(trained / "model.pt"), eval_episodes=1,
+                          output_dir=str(tmp_path / "eval")))
+    (folder,) = (tmp_path / "eval").iterdir()
+    assert folder.name.startswith("simple_spread_v3__maddpg__1__")

@@ -30,9 +30,14 @@ def write_csv(path, header, rows):
         csv.writer(f).writerows([header, *rows])
 
 
-def write_run(folder, config, episodes, evaluations=None, summary=None):
+FINISHED = {"interrupted": False}
+
+
+def write_run(folder, config, episodes, evaluations=None, summary=FINISHED):
     """A run folder as the scripts write it; episodes: (global_step, episode_return) rows,
-    wall_time = global_step / 10; evaluations: (global_step, eval_return_mean) rows."""
+    wall_time = global_step / 10; evaluations: (global_step, eval_return_mean) rows;
+    summary: summary.json's content (by default a finished run's), None for no summary.json
+    (a run that was killed)."""
     os.makedirs(folder)
     with open(os.path.join(folder, "config.json"), "w") as f:
         json.dump({"env_id": "Made-v0", "exp_name": "made", **config}, f)
@@ -51,20 +56,22 @@ def write_run(folder, config, episodes, evaluations=None, summary=None):
 
 def summary_of(train, evaluation, solved, wall, steps):
     return {"train_return_last20": train, "eval_return_mean": evaluation,
-            "solved_at_step": solved, "wall_time_s": wall, "global_steps": steps}
+            "solved_at_step": solved, "wall_time_s": wall, "global_steps": steps,
+            "interrupted": False}
 
 
 @pytest.fixture
 def made_up(tmp_path):
     """Runs A and B (num_steps 16, with evaluations.csv), C (num_steps 8, killed: no
-    summary.json) and D (an --eval-checkpoint folder: no episode). Returns the glob."""
+    summary.json, so left out without --include-unfinished) and D (an --eval-checkpoint
+    folder: no episode). Returns the glob."""
     runs = tmp_path / "runs"
     # A: two episodes end at step 20 (a vector of environments)
     write_run(runs / "A", {"seed": 1, "num_steps": 16}, [(10, 1), (20, 3), (20, 5), (30, 7)],
               evaluations=[(10, 5), (20, 7), (30, 8)], summary=summary_of(4.0, 8.0, 20, 3.0, 30))
     write_run(runs / "B", {"seed": 2, "num_steps": 16}, [(15, 2), (25, 6)],
               evaluations=[(10, 9), (22, 11)], summary=summary_of(6.0, 11.0, None, 2.0, 26))
-    write_run(runs / "C", {"seed": 3, "num_steps": 8}, [(5, 0), (10, 0)])
+    write_run(runs / "C", {"seed": 3, "num_steps": 8}, [(5, 0), (10, 0)], summary=None)
     write_run(runs / "D", {"seed": 4, "num_steps": 8}, [])
     return str(runs / "*")
 
@@ -132,7 +139,8 @@ def test_made_up_runs_grouped_drawn_and_tabled(made_up, tmp_path, monkeypatch, c
     figures = drawn_figure(monkeypatch)
     monkeypatch.setattr(plot, "GRID_POINTS", 5)
     out = tmp_path / "fig" / "made.png"
-    groups = plot.main(plot.Args(runs=[made_up], window=2, group_by="num-steps", out=str(out)))
+    groups = plot.main(plot.Args(runs=[made_up], window=2, group_by="num-steps", out=str(out),
+                                 include_unfinished=True))
     stdout = capsys.readouterr().out
     assert f"left out {os.path.join(os.path.dirname(made_up), 'D')}" in stdout
     assert out.read_bytes()[:8] == PNG
@@ -162,12 +170,16 @@ def test_made_up_runs_grouped_drawn_and_tabled(made_up, tmp_path, monkeypatch, c
     assert points.get_ydata().tolist() == approx([7, 9, 8])
     assert [s[:, 1].tolist() for s in bars.get_segments()] == [[5, 9], [7, 11], [8, 8]]
 
+    # C, averaged in by --include-unfinished, is counted as unfinished in its legend
+    assert [line.get_label() for line in ax.lines if not line.get_label().startswith("_")] == [
+        "num_steps=8 (1 seed, 1 unfinished)", "num_steps=16 (2 seeds)"]
+
     # The table: C alone (no summary.json: every figure missing), then A and B:
     # train (4+6)/2=5.0, eval (8+11)/2=9.5, solved 20 (only A), wall (3+2)/2=2.5,
     # steps (30+26)/2=28
     header, c, ab = table_rows(stdout)
     assert header == ["environment", "group", "runs", "seeds", *plot.SUMMARY_FIGURES]
-    assert c == ["Made-v0", "num_steps=8", "1", "1", "-", "-", "-", "-", "-"]
+    assert c == ["Made-v0", "num_steps=8", "1 (1 unfinished)", "1", "-", "-", "-", "-", "-"]
     assert ab == ["Made-v0", "num_steps=16", "2", "2", "5.0", "9.5", "20 (1/2)", "2.5", "28"]
 
 
@@ -177,7 +189,7 @@ def test_made_up_runs_by_exp_name_against_wall_time(made_up, monkeypatch, capsys
     # wall_time column (step / 10): A and B from A's first episode, 1.0, to A's last, 3.0
     figures = drawn_figure(monkeypatch)
     monkeypatch.chdir(tmp_path)
-    groups = plot.main(plot.Args(runs=[made_up], x="wall_time"))
+    groups = plot.main(plot.Args(runs=[made_up], x="wall_time", include_unfinished=True))
     assert {label: len(runs) for (_, label), runs in groups.items()} == {
         "made num_steps=16": 2, "made num_steps=8": 1}
     # the default --out: plots/ in the current folder
@@ -187,7 +199,8 @@ def test_made_up_runs_by_exp_name_against_wall_time(made_up, monkeypatch, capsys
     assert line.get_label() == "made num_steps=16 (2 seeds)"
     assert line.get_xdata()[[0, -1]].tolist() == approx([1.0, 3.0])
     assert [row[:4] for row in table_rows(capsys.readouterr().out)[1:]] == [
-        ["Made-v0", "made num_steps=16", "2", "2"], ["Made-v0", "made num_steps=8", "1", "1"]]
+        ["Made-v0", "made num_steps=16", "2", "2"],
+        ["Made-v0", "made num_steps=8", "1 (1 unfinished)", "1"]]
 
 
 def test_a_folder_that_is_not_a_run_is_skipped_with_one_warning_line(made_up, run_cli, tmp_path):
@@ -197,14 +210,54 @@ def test_a_folder_that_is_not_a_run_is_skipped_with_one_warning_line(made_up, ru
     (runs / "Made-v0__by-exp_name.png").write_bytes(PNG)  # a figure saved among the runs
     write_run(runs / "E", {"seed": 5, "num_steps": 8}, [(10, 1)])
     os.remove(runs / "E" / "episodes.csv")  # a run killed before it wrote its first file
-    code, out, err = run_cli("plot.py", [made_up, "--out", str(tmp_path / "f.png")])
+    code, out, err = run_cli("plot.py", [made_up, "--out", str(tmp_path / "f.png"),
+                                         "--include-unfinished"])
     assert code == 0, err
     assert err == (f"plot.py: warning: skipped 3 folders that are not a run: "
                    f"{runs / 'E'} (has no episodes.csv), "
                    f"{runs / 'Made-v0__by-exp_name.png'} (has no config.json), "
                    f"{runs / 'notes'} (has no config.json)\n")
     assert [row[1:3] for row in table_rows(out)[1:]] == [["made num_steps=16", "2"],
-                                                          ["made num_steps=8", "1"]]
+                                                          ["made num_steps=8", "1 (1 unfinished)"]]
+
+
+@pytest.mark.parametrize("include", [False, True])
+def test_unfinished_runs_are_left_out_and_named_unless_included(include, tmp_path, monkeypatch,
+                                                                 capsys):
+    # Three seeds of one group: A finished; B interrupted (Ctrl-C: summary.json says so, with
+    # no evaluation); C killed (no summary.json). B's returns of 100 would pull the mean up.
+    figures = drawn_figure(monkeypatch)
+    monkeypatch.setattr(plot, "GRID_POINTS", 3)
+    runs = tmp_path / "runs"
+    a = write_run(runs / "A", {"seed": 1}, [(10, 2), (20, 4)],
+                  summary=summary_of(3.0, 5.0, None, 2.0, 20))
+    b = write_run(runs / "B", {"seed": 2}, [(10, 100), (20, 100)],
+                  summary={**summary_of(100.0, None, None, 1.0, 20), "interrupted": True})
+    c = write_run(runs / "C", {"seed": 3}, [(10, 0), (20, 0)], summary=None)
+    groups = plot.main(plot.Args(runs=[str(runs / "*")], window=2, out=str(tmp_path / "f.png"),
+                                 include_unfinished=include))
+    stdout = capsys.readouterr().out
+    (line, *_), (row,) = figures[0].axes[0].lines, table_rows(stdout)[1:]
+    assert line.get_xdata().tolist() == approx([10, 15, 20])  # the grid: 10 to 20, 3 points
+    if not include:
+        # A alone: smoothed (window 2) 2, then (2+4)/2=3; on the grid 2, 2.5, 3
+        assert [r["folder"] for r in groups["Made-v0", "made"]] == [a]
+        assert (f"plot.py: left out 2 runs that did not finish (add --include-unfinished to "
+                f"average them in): {b} (interrupted), {c} (no summary.json: killed, or still "
+                "running)\n") in stdout
+        assert line.get_label() == "made (1 seed)"
+        assert line.get_ydata().tolist() == approx([2, 2.5, 3])
+        assert row == ["Made-v0", "made", "1", "1", "3.0", "5.0", "-", "2.0", "20"]
+    else:
+        # A, B, C: at 10 (2+100+0)/3=34, at 15 (2.5+100+0)/3=34.1667, at 20 (3+100+0)/3=34.3333
+        assert [r["folder"] for r in groups["Made-v0", "made"]] == [a, b, c]
+        assert "left out" not in stdout
+        assert line.get_label() == "made (3 seeds, 2 unfinished)"
+        assert line.get_ydata().tolist() == approx([34, 102.5 / 3, 103 / 3])
+        # the medians over the summaries there are: train (3+100)/2=51.5 of 2, eval 5.0 of 1
+        # (B's run skipped it), wall (2+1)/2=1.5 of 2, steps 20 of 2
+        assert row == ["Made-v0", "made", "3 (2 unfinished)", "3", "51.5 (2/3)", "5.0 (1/3)",
+                       "-", "1.5 (2/3)", "20 (2/3)"]
 
 
 def lstm_config(seed, hide_obs, **rest):
@@ -353,6 +406,8 @@ def bad_folder(tmp_path, kind):
         write_csv(folder / "episodes.csv", ["global_step", "wall_time"], [(10, 1.0)])
     elif kind == "no-episode":
         write_run(folder, {}, [])
+    elif kind == "interrupted":
+        write_run(folder, {}, [(10, 1)], summary={"interrupted": True})
     return str(folder)
 
 
@@ -365,6 +420,7 @@ def bad_folder(tmp_path, kind):
     (["{tmp}/runs/corrupt-config-json"], "cannot read"),
     (["{tmp}/runs/episodes-csv-without-returns"], "has no column episode_return"),
     (["{tmp}/runs/no-episode"], "none of the run folders has a finished training episode"),
+    (["{tmp}/runs/interrupted"], "none of the runs finished (interrupted): add --include-unf"),
     (["{made_up}", "--group-by", "gae_lamda"], "unknown --group-by flag gae_lamda"),
     (["{made_up}", "--group-by", "num_step"], "did you mean num_steps?"),
     (["{made_up}", "{tmp}/runs/other-script", "--group-by", "num_steps"],
@@ -374,7 +430,7 @@ def bad_folder(tmp_path, kind):
 ])
 def test_bad_input(argv, message, made_up, run_cli, tmp_path, monkeypatch):
     for kind in ("no-episodes-csv", "no-config-json", "corrupt-config-json",
-                 "episodes-csv-without-returns", "no-episode"):
+                 "episodes-csv-without-returns", "no-episode", "interrupted"):
         bad_folder(tmp_path / "bad", kind)
     write_run(tmp_path / "bad" / "runs" / "other-script", {}, [(10, 1)])
     monkeypatch.chdir(tmp_path)

@@ -656,3 +656,27 @@ def test_bad_input_is_one_line_and_exit_status_2(argv, message, check_usage_erro
 def test_help_lists_the_flags_with_their_docstrings(check_help):
     check_help("ppo_lstm.py", ("--hide-obs", "--data-chunk-length", "--lstm-hidden-size",
                                "--no-norm-obs"), ("lambda of GAE",))
+
+
+def test_the_run_folder_and_config_name_the_hidden_dimensions(tmp_path):
+    # Without --exp-name the run is named after the script and the dimensions --hide-obs
+    # drops (sorted: 3 1 and 1 3 are one task); a name given is kept as it is.
+    name = ppo_lstm.experiment_name
+    assert name(ppo_lstm.Args()) == "ppo_lstm"
+    assert name(ppo_lstm.Args(hide_obs=[3, 1])) == "ppo_lstm-hide1-3"
+    assert name(ppo_lstm.Args(hide_obs=[2])) == "ppo_lstm-hide2"
+    assert name(ppo_lstm.Args(hide_obs=[1, 3], exp_name="sweep")) == "sweep"
+    tiny = dict(total_timesteps=32, num_envs=2, num_steps=16, data_chunk_length=8,
+                num_minibatches=2, update_epochs=1, eval_episodes=0, save_model=True)
+    for flags, expected in [({"hide_obs": [3, 1]}, "ppo_lstm-hide1-3"),
+                            ({"hide_obs": [1, 3], "exp_name": "sweep"}, "sweep")]:
+        ppo_lstm.main(ppo_lstm.Args(output_dir=str(tmp_path / expected), **flags, **tiny))
+        (folder,) = (tmp_path / expected).iterdir()
+        assert folder.name.startswith(f"CartPole-v1__{expected}__1__")
+        assert json.loads((folder / "config.json").read_text())["exp_name"] == expected
+    # --eval-checkpoint takes --hide-obs from the model, and its folder's name with it
+    (trained,) = (tmp_path / "ppo_lstm-hide1-3").iterdir()
+    ppo_lstm.main(ppo_lstm.Args(eval_checkpoint=str(trained / "model.pt"), eval_episodes=1,
+                                output_dir=str(tmp_path / "eval")))
+    (folder,) = (tmp_path / "eval").iterdir()
+    assert folder.name.startswith("CartPole-v1__ppo_lstm-hide1-3__1__")

@@ -2,6 +2,7 @@
 predictor learns, the target does not; the intrinsic reward reaches its own stream only;
 --int-coef 0 is ppo.py), runs end to end, bad input, determinism."""
 import json
+import math
 import os
 
 import numpy as np
@@ -215,11 +216,12 @@ def test_int_coef_zero_is_ppo_step_for_step(int_coef, tmp_path):
     assert {k for k in ours if k.startswith("critic_int")} and set(plain) < set(ours)
 
 
-def test_the_rnd_sees_the_state_each_step_reached(tmp_path, monkeypatch):
-    # CountToThree-v0 counts 1, 2, 3 and is cut at 3 (the true final observation is 3, the
-    # next one 0): the RND's normalizer is given [1, 2, 3, 1, 2, 3, ...] for each
-    # environment, never the reset's 0. (The random steps come first, on their own
-    # environments: the call with 2 * 16 rows.)
+@pytest.mark.parametrize("env_id", ["CountToThree-v0", "BoxTerminateAtThree-v0"])
+def test_the_rnd_sees_the_state_each_step_reached(env_id, tmp_path, monkeypatch):
+    # CountToThree-v0 counts 1, 2, 3 and is cut at 3, BoxTerminateAtThree-v0 terminates
+    # there (either way the true final observation is 3, the next one 0): the RND's
+    # normalizer is given [1, 2, 3, 1, 2, 3, ...] for each environment, never the reset's
+    # 0. (The random steps come first, on their own environments: the call with 2 * 16 rows.)
     seen, original = [], ppo_rnd.ObsNormalizer.__call__
 
     def spy(self, obs, update=False):
@@ -229,7 +231,7 @@ def test_the_rnd_sees_the_state_each_step_reached(tmp_path, monkeypatch):
         return original(self, obs, update)
 
     monkeypatch.setattr(ppo_rnd.ObsNormalizer, "__call__", spy)
-    ppo_rnd.main(ppo_rnd.Args(env_id="CountToThree-v0", total_timesteps=12, num_envs=2,
+    ppo_rnd.main(ppo_rnd.Args(env_id=env_id, total_timesteps=12, num_envs=2,
                               num_steps=6, num_minibatches=2, rnd_init_steps=16,
                               eval_episodes=0, output_dir=str(tmp_path)))
     assert seen[0].shape == (32, 1)
@@ -251,6 +253,197 @@ def test_the_predictor_learns_from_a_fraction_of_each_minibatch(tmp_path, monkey
     assert abs(kept.mean().item() - 0.25) < 0.05
 
 
+@pytest.fixture
+def watch(monkeypatch, tmp_path):
+    """run(**flags) trains on CartPole, 2 rollouts of 2 x 32 steps, one epoch of one
+    minibatch in rollout order, and returns what the loop gave the math, in call order:
+    "rnd_in" (each RND call's input, whether it took gradients, and its outputs (f_hat(x),
+    f(x))), "rnd_normalized" (the
+    RND normalizer's output at each rollout step), "scaler" (each IntrinsicRewardScaler
+    call's gamma, input and output), "buffers" (the buffer's fields after compute_returns,
+    with "V" and "V_int": the agent's two heads on its observations, while the agent is still
+    the one that collected it), "gae", "combine" (args), "loss" (ppo_loss's keywords) and
+    "clip" (each gradient clipping's max_norm and the gradients of both critics' and the
+    predictor's last biases), "keep" (predictor_loss's masks)."""
+    seen = {k: [] for k in ("rnd_in", "rnd_normalized", "scaler", "buffers", "gae", "combine",
+                            "loss", "clip", "keep")}
+    made = {}
+    monkeypatch.setattr(torch, "randperm", lambda n, **kwargs: torch.arange(n))
+    original = {name: getattr(ppo_rnd, name) for name in ("train", "compute_gae",
+                                                          "combine_advantages", "ppo_loss")}
+    forward, normalize = ppo_rnd.RND.forward, ppo_rnd.ObsNormalizer.__call__
+    scale, returns = ppo_rnd.IntrinsicRewardScaler.__call__, ppo_rnd.RolloutBuffer.compute_returns
+    clip = torch.nn.utils.clip_grad_norm_
+
+    def train(args, agent, rnd, *rest):
+        made.update(agent=agent, rnd=rnd)
+        return original["train"](args, agent, rnd, *rest)
+
+    def rnd_forward(self, x):
+        out = forward(self, x)
+        seen["rnd_in"].append((x.clone(), torch.is_grad_enabled(), [y.detach() for y in out]))
+        return out
+
+    def normalizer(self, obs, update=False):
+        out = normalize(self, obs, update)
+        if self.clip == 5.0 and len(obs) == 2:  # the RND's, on the 2 training environments
+            seen["rnd_normalized"].append(out.copy())
+        return out
+
+    def scaler(self, rewards):
+        out = scale(self, rewards)
+        seen["scaler"].append((self.gamma, rewards.copy(), out.copy()))
+        return out
+
+    def compute_returns(self, agent, *args):
+        with torch.no_grad():
+            heads = {"V": agent.get_value(self.obs), "V_int": agent.get_value_int(self.obs)}
+        returns(self, agent, *args)
+        seen["buffers"].append({**heads, **{k: v.clone() for k, v in vars(self).items()}})
+
+    def clip_grad_norm(params, max_norm, *args, **kwargs):
+        agent = made["agent"]
+        seen["clip"].append((max_norm, agent.critic[-1].bias.grad.clone(),
+                             agent.critic_int[-1].bias.grad.clone(),
+                             made["rnd"].predictor[-1].bias.grad.clone()))
+        return clip(params, max_norm, *args, **kwargs)
+
+    monkeypatch.setattr(ppo_rnd, "train", train)
+    monkeypatch.setattr(ppo_rnd.RND, "forward", rnd_forward)
+    monkeypatch.setattr(ppo_rnd.ObsNormalizer, "__call__", normalizer)
+    monkeypatch.setattr(ppo_rnd.IntrinsicRewardScaler, "__call__", scaler)
+    monkeypatch.setattr(ppo_rnd.RolloutBuffer, "compute_returns", compute_returns)
+    monkeypatch.setattr(torch.nn.utils, "clip_grad_norm_", clip_grad_norm)
+    for name, key in (("compute_gae", "gae"), ("combine_advantages", "combine")):
+        monkeypatch.setattr(ppo_rnd, name, lambda *a, name=name, key=key: seen[key].append(
+            [x.clone() if torch.is_tensor(x) else x for x in a]) or original[name](*a))
+    monkeypatch.setattr(ppo_rnd, "ppo_loss", lambda **kw: seen["loss"].append(kw)
+                        or original["ppo_loss"](**kw))
+    predictor_loss = ppo_rnd.predictor_loss
+    monkeypatch.setattr(ppo_rnd, "predictor_loss", lambda predicted, target, keep: seen[
+        "keep"].append(keep) or predictor_loss(predicted, target, keep))
+
+    def run(**flags):
+        args = dict(env_id="CartPole-v1", total_timesteps=128, num_envs=2, num_steps=32,
+                    num_minibatches=1, update_epochs=1, rnd_init_steps=8, eval_episodes=0,
+                    output_dir=str(tmp_path))
+        ppo_rnd.main(ppo_rnd.Args(**{**args, **flags}))
+        assert len(seen["buffers"]) == 2
+        return seen
+    return run
+
+
+def test_the_rollout_stores_each_heads_value_of_the_state_it_acted_on(watch):
+    # values and values_int are V_ext(s_t) and V_int(s_t) of the policy's observation s_t,
+    # as the agent that acted computed them: the two heads differ, so a swap shows
+    for b in watch()["buffers"]:
+        assert torch.allclose(b["values"], b["V"], atol=1e-6)
+        assert torch.allclose(b["values_int"], b["V_int"], atol=1e-6)
+        assert not torch.allclose(b["values"], b["values_int"])
+
+
+def test_the_intrinsic_reward_is_the_rnd_error_on_its_own_normalized_next_states(watch):
+    # Each rollout: the RND scores, without gradients, the 32 x 2 states its normalizer gave
+    # at the 32 steps (x_{t+1}, clip 5; not the policy's normalized s_t); the scaler, with
+    # gamma_int, gets those errors and its output is the buffer's rewards_int, which the
+    # intrinsic GAE call (the second of each rollout) is given.
+    seen = watch(gamma_int=0.9)
+    scored = [(x, out) for x, grad, out in seen["rnd_in"] if not grad]
+    assert len(scored) == 2 and len(seen["scaler"]) == 2
+    for r, ((x, out), b, (gamma, errors, scaled)) in enumerate(zip(scored, seen["buffers"],
+                                                                   seen["scaler"])):
+        reached = torch.from_numpy(np.stack(seen["rnd_normalized"][32 * r:32 * (r + 1)]))
+        assert torch.equal(x, reached) and torch.equal(b["rnd_obs"], reached)
+        assert not torch.allclose(x, b["obs"])  # the policy's s_t (clip 10, own statistics)
+        assert gamma == 0.9
+        assert np.allclose(errors, ppo_rnd.intrinsic_reward(*out).numpy())
+        assert torch.equal(b["rewards_int"], torch.from_numpy(scaled))
+        assert not np.allclose(scaled, errors)
+        assert torch.equal(seen["gae"][2 * r + 1][0], b["rewards_int"])
+
+
+def test_each_value_head_regresses_on_its_own_streams_returns(watch):
+    # The first minibatch (the whole first rollout, in order) meets the agent that collected
+    # it: V = values. d/db of c_v * 0.5 * mean((V - R)^2) for a head's last bias b is
+    # c_v * mean(V - R), R^ext for the extrinsic head and R^int for the intrinsic one
+    # (clipping at --max-grad-norm 1e9 leaves them as they are).
+    seen = watch(vf_coef=0.7, max_grad_norm=1e9)
+    b, (max_norm, grad, grad_int, _) = seen["buffers"][0], seen["clip"][0]
+    assert max_norm == 1e9
+    assert grad.item() == pytest.approx(0.7 * (b["values"] - b["returns"]).mean().item(), rel=1e-4)
+    assert grad_int.item() == pytest.approx(
+        0.7 * (b["values_int"] - b["returns_int"]).mean().item(), rel=1e-4)
+    assert not torch.allclose(b["returns"], b["returns_int"])
+
+
+@pytest.mark.parametrize("norm_adv", [True, False])
+def test_the_policy_follows_the_combined_advantage(norm_adv, watch):
+    # combine_advantages gets each stream's advantages and --ext-coef, --int-coef; ppo_loss
+    # gets them combined (normalized over the minibatch with --norm-adv), the extrinsic
+    # returns and values, the behaviour log-probabilities and the flags
+    seen = watch(ext_coef=1.5, int_coef=3.0, norm_adv=norm_adv, clip_coef=0.15, ent_coef=0.02,
+                 vf_coef=0.6)
+    for r, b in enumerate(seen["buffers"]):
+        ext, intr, ext_coef, int_coef = seen["combine"][r]
+        assert torch.equal(ext, b["advantages"]) and torch.equal(intr, b["advantages_int"])
+        assert (ext_coef, int_coef) == (1.5, 3.0)
+        kw = seen["loss"][r]
+        combined = (1.5 * b["advantages"] + 3.0 * b["advantages_int"]).flatten()
+        if norm_adv:
+            combined = (combined - combined.mean()) / (combined.std() + 1e-8)
+        assert torch.allclose(kw["advantages"], combined, atol=1e-5)
+        assert torch.equal(kw["returns"], b["returns"].flatten())
+        assert torch.equal(kw["oldvalue"], b["values"].flatten())
+        assert torch.equal(kw["oldlogprob"], b["logprobs"].flatten())
+        assert (kw["clip_coef"], kw["ent_coef"], kw["vf_coef"]) == (0.15, 0.02, 0.6)
+
+
+def test_a_truncated_step_keeps_its_true_final_observation_for_the_bootstrap(watch):
+    # CountToThree-v0 without --norm-obs: every third step is truncated, its true final
+    # observation 3 is final_obs there (read only there: the first rollout has 0 elsewhere),
+    # and the next row starts the next episode at 0
+    for r, b in enumerate(watch(env_id="CountToThree-v0", norm_obs=False)["buffers"]):
+        cut = b["truncated"]
+        assert cut.sum() >= 20 and not b["terminated"].any()
+        assert (b["final_obs"][cut] == 3).all() and (r or (b["final_obs"][~cut] == 0).all())
+        assert (b["obs"][1:][cut[:-1]] == 0).all()
+
+
+@pytest.mark.parametrize("env_id", ["CartPole-v1", "BoxCountToThree-v0"])
+def test_the_first_minibatch_sees_the_policy_that_acted(env_id, watch):
+    # Before the first optimizer step the agent is the one that collected the rollout: the
+    # stored actions (categorical, or Gaussian samples kept unclipped as floats) have the
+    # stored log-probabilities under the stored observations, so every ratio is 1
+    seen = watch(env_id=env_id)
+    first = seen["loss"][0]
+    assert torch.allclose(first["newlogprob"].detach(), first["oldlogprob"], atol=1e-5)
+    if env_id == "BoxCountToThree-v0":
+        actions = seen["buffers"][0]["actions"]
+        assert actions.dtype == torch.float32 and (actions != actions.round()).all()
+
+
+def test_the_predictors_step_descends_its_loss_on_the_kept_samples(watch):
+    # d L_rnd / d b_hat for the predictor's last bias: (2/k) sum_b keep_b (f_hat_b - f_b) /
+    # max(1, sum_b keep_b), from the first minibatch's outputs and mask (k = 64 features;
+    # no other loss reaches the predictor, and --max-grad-norm 1e9 leaves it unclipped)
+    seen = watch(max_grad_norm=1e9)
+    predicted, target = next(out for _, grad, out in seen["rnd_in"] if grad)
+    keep = seen["keep"][0].float()
+    expected = 2 / 64 * (keep[:, None] * (predicted - target)).sum(0) / keep.sum().clamp(min=1)
+    assert 0 < keep.mean() < 1
+    assert torch.allclose(seen["clip"][0][3], expected, atol=1e-6)
+
+
+def test_the_predictor_trains_on_the_rnd_inputs_of_the_rollout(watch):
+    # the RND's calls with gradients (the predictor's loss) take the minibatch's rows of
+    # rnd_obs, the RND-normalized states reached, in rollout order here
+    seen = watch()
+    trained = [x for x, grad, _ in seen["rnd_in"] if grad]
+    assert len(trained) == 2
+    for x, b in zip(trained, seen["buffers"]):
+        assert torch.equal(x, b["rnd_obs"].flatten(0, 1))
+
+
 # ---------------------------------------------------------------------------------------
 # Runs end to end
 # ---------------------------------------------------------------------------------------
@@ -262,6 +455,10 @@ def test_smoke_run_writes_every_file_and_its_model_evaluates(tmp_path, check_run
     assert {"policy_loss", "value_loss", "value_loss_int", "predictor_loss", "intrinsic_reward",
             "intrinsic_reward_normalized", "explained_variance"} <= set(updates[0])
     assert all(float(u["intrinsic_reward"]) > 0 for u in updates)
+    for u in updates:  # every diagnostic is a number; TINY's 2 epochs each time (no --target-kl)
+        assert all(math.isfinite(float(u[k])) for k in ("policy_loss", "value_loss", "entropy",
+                   "approx_kl", "clipfrac", "value_loss_int", "predictor_loss", "learning_rate"))
+        assert int(u["epochs"]) == 2
     evaluated = ppo_rnd.main(ppo_rnd.Args(env_id="CartPole-v1", eval_episodes=2,
                                           eval_checkpoint=os.path.join(path, "model.pt"),
                                           output_dir=str(tmp_path / "eval")))
@@ -288,6 +485,16 @@ def test_interrupted_run_keeps_its_data(tmp_path, monkeypatch):
     summary = json.loads((path / "summary.json").read_text())
     assert summary["interrupted"] is True and summary["global_steps"] == 512
     assert len(read_csv(path / "updates.csv")) == 1 and (path / "learning_curve.png").exists()
+
+
+def test_nan_loss_stops_cleanly_at_the_step_it_came(tmp_path, monkeypatch, capsys):
+    # the first update, after TINY's first rollout of 2 x 128 steps, gives a NaN loss
+    original = ppo_rnd.ppo_loss
+    monkeypatch.setattr(ppo_rnd, "ppo_loss", lambda **kw: (original(**kw)[0] * math.nan,
+                                                           *original(**kw)[1:]))
+    summary = ppo_rnd.main(ppo_rnd.Args(**TINY, output_dir=str(tmp_path)))
+    assert summary["interrupted"] is True and summary["global_steps"] == 256
+    assert "the loss became non-finite (NaN or inf) at step 256" in capsys.readouterr().out
 
 
 def test_same_seed_gives_the_same_episodes(tmp_path):

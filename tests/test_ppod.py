@@ -817,3 +817,28 @@ def test_kl_clipfrac_and_target_kl_use_the_agents_rows_only(tmp_path, count_demo
     for u in updates:
         assert u["epochs"] == "2" and float(u["clipfrac"]) == 0.0
         assert 0.0 <= float(u["approx_kl"]) < 1e-3
+
+
+def test_the_budget_is_passed_by_the_last_rollout_as_said_once_at_the_start(tmp_path, count_demos,
+                                                                             capsys):
+    # Rollouts of 4 x 16 = 64 slot steps, replays among them (rho, phi 0.3), budget 240: the
+    # loop runs until 240 real steps are reached, and the rollout that reaches them is
+    # finished, so a run ends at 240 to 240 + 63 real steps; the start says so once.
+    summary = ppod.main(ppod.Args(env_id="CountToThree-v0", demos_dir=count_demos, rho=0.3,
+                                  phi=0.3, total_timesteps=240, num_envs=4, num_steps=16,
+                                  eval_episodes=0, save_model=True, output_dir=str(tmp_path)))
+    said = ("ppod.py: training runs whole rollouts of up to 64 real steps (replayed "
+            "demonstration steps do not count): the one that reaches --total-timesteps 240 is "
+            "finished")
+    out = capsys.readouterr().out
+    assert out.splitlines()[1] == said and out.count("whole rollouts") == 1
+    assert 240 < summary["global_steps"] < 240 + 64  # 240 is not met at a rollout's end here
+    # the last rollout (a row of updates.csv each) started below the budget and passed it
+    updates = read_csv(next(tmp_path.glob("*/updates.csv")))
+    assert int(updates[-2]["global_step"]) < 240 < int(updates[-1]["global_step"])
+    assert int(updates[-1]["global_step"]) == summary["global_steps"]
+    # an evaluation of a checkpoint trains nothing, and says nothing of a budget
+    (path,) = tmp_path.iterdir()
+    ppod.main(ppod.Args(env_id="CountToThree-v0", eval_checkpoint=str(path / "model.pt"),
+                        eval_episodes=1, output_dir=str(tmp_path / "eval")))
+    assert "whole rollouts" not in capsys.readouterr().out

@@ -1,0 +1,446 @@
+"""Tests of trpo.py: the math by hand, the buffer, runs end to end, bad input, determinism."""
+import copy
+import json
+import math
+import os
+
+import pytest
+import torch
+from torch.distributions import Categorical
+
+import trpo
+from conftest import (approx, check_evaluations, interrupt_on_call, read_csv,
+                      same_seed_episodes, tensor, unreadable_checkpoints)
+
+
+def column(*values):
+    """A [T, 1] tensor: one environment's values over T steps."""
+    return torch.tensor(values, dtype=torch.float32).unsqueeze(1)
+
+
+# ---------------------------------------------------------------------------------------
+# GAE by hand: three steps, gamma = 0.5, lambda = 0.5, rewards [1, 2, 3], V = [1, 1, 2],
+# truncated at t = 1 with V(final obs) = 4, V(s_3) = 6 after the batch
+# ---------------------------------------------------------------------------------------
+def test_gae_truncation_bootstraps_from_the_final_observation():
+    # delta = [1 + 0.5*1 - 1, 2 + 0.5*4 - 1, 3 + 0.5*6 - 2] = [0.5, 3, 4]
+    # A_2 = 4;  A_1 = 3 (the episode ended);  A_0 = 0.5 + 0.25*3 = 1.25; returns A + V
+    adv, ret = trpo.compute_gae(column(1, 2, 3), column(1, 1, 2), column(1, 4, 6),
+                                column(0, 0, 0), column(0, 1, 0), 0.5, 0.5)
+    assert adv[:, 0].tolist() == approx([1.25, 3.0, 4.0])
+    assert ret[:, 0].tolist() == approx([2.25, 4.0, 6.0])
+
+
+def test_gae_termination_does_not_bootstrap():
+    # terminated at t = 1: delta_1 = 2 - 1 = 1 (next value 4 unused); A_0 = 0.5 + 0.25*1 = 0.75
+    adv, _ = trpo.compute_gae(column(1, 2, 3), column(1, 1, 2), column(1, 4, 6),
+                              column(0, 1, 0), column(0, 0, 0), 0.5, 0.5)
+    assert adv[:, 0].tolist() == approx([0.75, 1.0, 4.0])
+
+
+# ---------------------------------------------------------------------------------------
+# The surrogate and the KL
+# ---------------------------------------------------------------------------------------
+def test_surrogate_by_hand():
+    # ratios exp(log 0.5 - log 0.25) = 2 and 0.2/0.4 = 0.5; L = mean(2*1, 0.5*2) = 1.5
+    value = trpo.surrogate(torch.log(tensor(0.5, 0.2)), torch.log(tensor(0.25, 0.4)),
+                           tensor(1.0, 2.0))
+    assert value.item() == approx(1.5)
+
+
+def test_surrogate_gradient_at_the_old_policy_is_the_policy_gradient():
+    # vpg.py's two-action example: logits [0, log 3], pi = [1/4, 3/4], actions 0 and 1 with
+    # A = 2 and -1. At theta = theta_old, grad L = mean(A * (onehot(a) - pi))
+    # = (1/2) * (2*[3/4, -3/4] - [-1/4, 1/4]) = [0.875, -0.875]
+    z = torch.tensor([0.0, math.log(3.0)], requires_grad=True)
+    logprob = torch.log_softmax(z, -1)
+    trpo.surrogate(logprob, logprob.detach(), tensor(2.0, -1.0)).backward()
+    assert z.grad.tolist() == approx([0.875, -0.875])
+
+
+def test_mean_kl_by_hand():
+    # state 0: KL([.5, .5] || [.25, .75]) = .5 log 2 + .5 log(2/3) = 0.346574 - 0.202733
+    # = 0.143841; state 1: the same policy, KL 0; the mean 0.0719205
+    old = Categorical(probs=torch.tensor([[0.5, 0.5], [0.5, 0.5]]))
+    new = Categorical(probs=torch.tensor([[0.25, 0.75], [0.5, 0.5]]))
+    assert trpo.mean_kl(old, new).item() == approx(0.0719205)
+
+
+# ---------------------------------------------------------------------------------------
+# Conjugate gradient on a 2 x 2 system: A = [[4, 1], [1, 3]], b = [1, 2]
+# ---------------------------------------------------------------------------------------
+A = torch.tensor([[4.0, 1.0], [1.0, 3.0]])
+
+
+def test_conjugate_gradient_first_iteration_by_hand():
+    # r_0 = p_0 = [1, 2];  A p_0 = [6, 7];  alpha = r.r / p.Ap = 5 / (6 + 14) = 0.25
+    # x_1 = 0.25 * [1, 2] = [0.25, 0.5]
+    x = trpo.conjugate_gradient(lambda v: A @ v, tensor(1.0, 2.0), iters=1)
+    assert x.tolist() == approx([0.25, 0.5])
+
+
+def test_conjugate_gradient_solves_a_two_by_two_system_in_two_iterations():
+    # r_1 = [1, 2] - 0.25*[6, 7] = [-0.5, 0.25], r.r = 0.3125, beta = 0.3125 / 5 = 0.0625
+    # p_1 = [-0.5, 0.25] + 0.0625*[1, 2] = [-0.4375, 0.375];  A p_1 = [-1.375, 0.6875]
+    # alpha = 0.3125 / (0.6015625 + 0.2578125) = 0.3125 / 0.859375 = 4/11
+    # x_2 = [0.25, 0.5] + 4/11 * [-0.4375, 0.375] = [1/11, 7/11], and A x_2 = [1, 2]
+    x = trpo.conjugate_gradient(lambda v: A @ v, tensor(1.0, 2.0), iters=2)
+    assert x.tolist() == pytest.approx([1 / 11, 7 / 11], abs=1e-6)
+    more = trpo.conjugate_gradient(lambda v: A @ v, tensor(1.0, 2.0), iters=10)
+    assert more.tolist() == pytest.approx([1 / 11, 7 / 11], abs=1e-6)  # stops at residual 0
+
+
+def test_conjugate_gradient_of_a_zero_gradient_is_zero_without_a_product():
+    calls = []
+    x = trpo.conjugate_gradient(lambda v: calls.append(v) or A @ v, tensor(0.0, 0.0), iters=10)
+    assert x.tolist() == [0.0, 0.0] and calls == []
+
+
+# ---------------------------------------------------------------------------------------
+# The Fisher-vector product of a tiny categorical policy: one state, its logits theta are
+# the parameters, pi_old = softmax(theta_old) = [0.5, 0.25, 0.25]. The Hessian of
+# KL(pi_old || softmax(theta)) at theta_old is F = diag(p) - p p^T:
+#   F = [[ 0.25,   -0.125,  -0.125 ],
+#        [-0.125,   0.1875, -0.0625],
+#        [-0.125,  -0.0625,  0.1875]]
+# ---------------------------------------------------------------------------------------
+P_OLD = tensor(0.5, 0.25, 0.25)
+
+
+def tiny_policy():
+    """(theta, kl_fn): logits at theta_old and the mean KL from the fixed pi_old."""
+    theta = torch.log(P_OLD).clone().requires_grad_()
+    old = Categorical(probs=P_OLD)
+    return theta, lambda: trpo.mean_kl(old, Categorical(logits=theta.unsqueeze(0)))
+
+
+def test_fisher_vector_product_against_the_fisher_matrix_written_out():
+    # v = [1, 0, -1]: F v = [0.25 + 0.125, -0.125 + 0.0625, -0.125 - 0.1875]
+    #                     = [0.375, -0.0625, -0.3125];  damping 0.1 adds 0.1 * v
+    theta, kl_fn = tiny_policy()
+    v = tensor(1.0, 0.0, -1.0)
+    assert trpo.fisher_vector_product(kl_fn, [theta], v, 0.0).tolist() == \
+        approx([0.375, -0.0625, -0.3125])
+    assert trpo.fisher_vector_product(kl_fn, [theta], v, 0.1).tolist() == \
+        approx([0.475, -0.0625, -0.4125])
+    fisher = torch.diag(P_OLD) - torch.outer(P_OLD, P_OLD)
+    w = tensor(0.3, -2.0, 0.7)
+    assert torch.allclose(trpo.fisher_vector_product(kl_fn, [theta], w, 0.0), fisher @ w, atol=1e-6)
+
+
+def test_natural_step_reaches_the_edge_of_the_trust_region():
+    # x = [1, 0, -1], F x = [0.375, -0.0625, -0.3125], x^T F x = 0.375 + 0.3125 = 0.6875
+    # beta = sqrt(2 * 0.01 / 0.6875) = sqrt(0.0290909) = 0.170561
+    # 0.5 * step^T F step = 0.5 * 0.0290909 * 0.6875 = 0.01 = delta
+    step = trpo.natural_step(tensor(1.0, 0.0, -1.0), tensor(0.375, -0.0625, -0.3125), 0.01)
+    assert step.tolist() == approx([0.170561, 0.0, -0.170561])
+
+
+# ---------------------------------------------------------------------------------------
+# The line search on made-up surrogates: one parameter x, starting at x = 0
+# ---------------------------------------------------------------------------------------
+def made_up(surrogate_fn, kl_fn, calls):
+    def evaluate(params):
+        calls.append(params.item())
+        return surrogate_fn(params.item()), kl_fn(params.item())
+    return evaluate
+
+
+def test_line_search_accepts_the_full_step():
+    # L(x) = -(x - 1)^2, KL(x) = x^2 / 2: x = 1 gives L = 0 > L(0) = -1 and KL 0.5 <= 1
+    calls = []
+    params, fraction, kl = trpo.line_search(made_up(lambda x: -(x - 1) ** 2, lambda x: x * x / 2,
+                                                    calls), tensor(0.0), tensor(1.0), 1.0, 0.5, 10)
+    assert (params.item(), fraction, kl) == (1.0, 1.0, 0.5) and calls == [0.0, 1.0]
+
+
+def test_line_search_shrinks_until_the_surrogate_improves():
+    # KL(x) = x^2 / 16 stays within delta = 1 up to x = 4. Step 4, coef 0.5: x = 4 gives
+    # L = -9 (worse), x = 2 gives L = -1 (equal to L(0) = -1: not an improvement), x = 1
+    # gives L = 0 with KL 1/16 = 0.0625: kept, fraction 0.25
+    calls = []
+    params, fraction, kl = trpo.line_search(made_up(lambda x: -(x - 1) ** 2, lambda x: x * x / 16,
+                                                    calls), tensor(0.0), tensor(4.0), 1.0, 0.5, 10)
+    assert (params.item(), fraction, kl) == (1.0, 0.25, 0.0625) and calls == [0.0, 4.0, 2.0, 1.0]
+
+
+def test_line_search_shrinks_until_the_kl_is_within_delta():
+    # L(x) = x improves at every x > 0; KL(x) = x^2 / 2 with delta = 0.5: KL(4) = 8 and
+    # KL(2) = 2 are too far, KL(1) = 0.5 is on the edge: kept, fraction 0.25
+    calls = []
+    params, fraction, kl = trpo.line_search(made_up(lambda x: x, lambda x: x * x / 2, calls),
+                                            tensor(0.0), tensor(4.0), 0.5, 0.5, 10)
+    assert (params.item(), fraction, kl) == (1.0, 0.25, 0.5) and calls == [0.0, 4.0, 2.0, 1.0]
+
+
+def test_line_search_rejects_and_puts_the_old_parameters_back():
+    # L(x) = -x^2 is worse at every x != 0: 3 tries (1, 0.5, 0.25), then x = 0 again
+    calls = []
+    params, fraction, kl = trpo.line_search(made_up(lambda x: -x * x, lambda x: 0.0, calls),
+                                            tensor(0.0), tensor(1.0), 1.0, 0.5, 3)
+    assert (params.item(), fraction, kl) == (0.0, 0.0, 0.0)
+    assert calls == [0.0, 1.0, 0.5, 0.25, 0.0]
+
+
+def test_the_kl_of_the_accepted_step_is_within_delta():
+    # The tiny categorical policy, one state sampled three times with actions 0, 1, 2 and
+    # advantages [1, -1, 0]: the whole update (g, conjugate gradient, the step, the line
+    # search) keeps a step whose KL, written out as sum p_old log(p_old / p_new), is within
+    # delta and, the step being scaled to the radius, close to it.
+    theta, kl_fn = tiny_policy()
+    actions, advantages = torch.tensor([0, 1, 2]), tensor(1.0, -1.0, 0.0)
+    old_logprob = torch.log(P_OLD)[actions]
+    g, = torch.autograd.grad(trpo.surrogate(torch.log_softmax(theta, -1)[actions], old_logprob,
+                                            advantages), theta)
+    fvp = lambda v: trpo.fisher_vector_product(kl_fn, [theta], v, 0.0)
+    x = trpo.conjugate_gradient(fvp, g, iters=10)
+    step = trpo.natural_step(x, fvp(x), 0.05)
+
+    def evaluate(params):
+        with torch.no_grad():
+            theta.copy_(params)
+            return (trpo.surrogate(torch.log_softmax(theta, -1)[actions], old_logprob, advantages),
+                    kl_fn())
+
+    params, fraction, kl = trpo.line_search(evaluate, theta.detach().clone(), step, 0.05, 0.8, 10)
+    p_new = torch.softmax(params, -1)
+    by_hand = (P_OLD * torch.log(P_OLD / p_new)).sum().item()
+    assert fraction > 0 and kl == pytest.approx(by_hand, abs=1e-6)
+    assert 0.03 < by_hand <= 0.05
+
+
+# ---------------------------------------------------------------------------------------
+# The buffer and the agent
+# ---------------------------------------------------------------------------------------
+def test_buffer_next_values_use_following_obs_last_obs_and_final_obs():
+    buffer = trpo.RolloutBuffer(3, 2, (1,), (), False, "cpu")
+    buffer.obs[:, :, 0] = torch.tensor([[0.0, 0.1], [1.0, 1.1], [2.0, 2.1]])
+    buffer.last_obs[:, 0] = torch.tensor([3.0, 3.1])
+    buffer.truncated[0, 1] = True
+    buffer.terminated[1, 1] = True
+    buffer.final_obs[0, 1, 0] = 0.7
+    value_fn = lambda obs: 10 * obs[..., 0]
+    next_values = buffer.next_values(value_fn, value_fn(buffer.obs))
+    # column 0: 10, 20, 30; column 1: V(final) = 7, then 21 (unused), then V(last) = 31
+    assert torch.allclose(next_values, torch.tensor([[10.0, 7.0], [20.0, 21.0], [30.0, 31.0]]))
+
+
+def test_the_policy_parameters_are_the_actor_and_its_log_std():
+    discrete, continuous = trpo.Agent((3,), 2, False), trpo.Agent((3,), 2, True)
+    assert len(discrete.policy_parameters()) == 6 and len(continuous.policy_parameters()) == 7
+    assert continuous.policy_parameters()[-1] is continuous.actor_logstd
+    assert not {id(p) for p in continuous.critic.parameters()} & \
+        {id(p) for p in continuous.policy_parameters()}
+
+
+# ---------------------------------------------------------------------------------------
+# Glue: what the loop gives the math
+# ---------------------------------------------------------------------------------------
+class TenTimesObs(torch.nn.Module):
+    """A critic by hand: V(s) = 10 * s, with one parameter that its gradient never moves."""
+    def __init__(self):
+        super().__init__()
+        self.unused = torch.nn.Parameter(torch.zeros(1))
+
+    def forward(self, obs):
+        return 10 * obs[..., :1] + 0 * self.unused
+
+
+def test_the_truncated_step_bootstraps_from_the_value_of_its_final_observation(tmp_path,
+                                                                                 monkeypatch):
+    # CountToThree-v0 (conftest.py): each environment sees 0, 1, 2, (cut) 0. With V(s) = 10*s,
+    # compute_gae must get values 10*[0, 1, 2, 0] and next_values [10, 20, 30, 10]: at the
+    # truncated step V(final obs 3) = 30, not V(0) of the next episode.
+    built = trpo.Agent.__init__
+
+    def build_with_critic_by_hand(self, *args, **kwargs):
+        built(self, *args, **kwargs)
+        self.critic = TenTimesObs()
+
+    monkeypatch.setattr(trpo.Agent, "__init__", build_with_critic_by_hand)
+    seen = []
+    original = trpo.compute_gae
+
+    def spy(rewards, values, next_values, terminated, truncated, *rest):
+        seen.append((values.clone(), next_values.clone(), truncated.clone()))
+        return original(rewards, values, next_values, terminated, truncated, *rest)
+
+    monkeypatch.setattr(trpo, "compute_gae", spy)
+    trpo.main(trpo.Args(env_id="CountToThree-v0", total_timesteps=8, num_envs=2, num_steps=4,
+                        vf_minibatches=2, eval_episodes=0, output_dir=str(tmp_path)))
+    values, next_values, truncated = seen[0]
+    assert values.tolist() == [[0.0, 0.0], [10.0, 10.0], [20.0, 20.0], [0.0, 0.0]]
+    assert next_values.tolist() == [[10.0, 10.0], [20.0, 20.0], [30.0, 30.0], [10.0, 10.0]]
+    assert truncated[:, 0].tolist() == [False, False, True, False]
+
+
+def test_old_logprobs_and_the_kl_are_those_of_the_policy_that_collected_the_batch(
+        tmp_path, monkeypatch):
+    # Every surrogate of an update (the gradient's at theta_old, the line search's at each
+    # try) divides by the log-probabilities stored while acting; the first is taken at
+    # theta_old itself, so its ratios are 1. The KL that the update reports, and keeps
+    # within delta, is the KL from a copy of the policy taken before the update (the one
+    # that acted) to the policy after it, on the batch's observations.
+    stored, surrogates, checked = [], [], []
+    original_gae, original_surrogate = trpo.RolloutBuffer.gae, trpo.surrogate
+    original_step = trpo.trust_region_step
+
+    def spy_gae(self, *args):
+        stored.append(self.logprobs.flatten().clone())
+        surrogates.append([])
+        return original_gae(self, *args)
+
+    def spy_surrogate(newlogprob, oldlogprob, advantages):
+        surrogates[-1].append((newlogprob.detach().clone(), oldlogprob.clone()))
+        return original_surrogate(newlogprob, oldlogprob, advantages)
+
+    def spy_step(agent, obs, actions, old_logprobs, advantages, args):
+        before = copy.deepcopy(agent)
+        diagnostics = original_step(agent, obs, actions, old_logprobs, advantages, args)
+        with torch.no_grad():
+            kl = torch.distributions.kl_divergence(before.distribution(obs),
+                                                   agent.distribution(obs)).mean().item()
+        checked.append((diagnostics, kl))
+        return diagnostics
+
+    monkeypatch.setattr(trpo.RolloutBuffer, "gae", spy_gae)
+    monkeypatch.setattr(trpo, "surrogate", spy_surrogate)
+    monkeypatch.setattr(trpo, "trust_region_step", spy_step)
+    trpo.main(trpo.Args(total_timesteps=768, num_envs=2, num_steps=128, eval_episodes=0,
+                        output_dir=str(tmp_path)))
+    assert len(stored) == len(checked) == 3
+    for logprobs, calls in zip(stored, surrogates):
+        assert len(calls) >= 3  # the gradient's, L(theta_old) of the line search, a try
+        assert torch.allclose(calls[0][0], logprobs, atol=1e-6)  # theta_old: ratio 1
+        assert all(torch.equal(old, logprobs) for _, old in calls)
+    for diagnostics, kl in checked:
+        assert diagnostics["step_fraction"] > 0 and 0 < kl <= 0.01
+        assert diagnostics["kl"] == pytest.approx(kl, rel=1e-4)
+
+
+# ---------------------------------------------------------------------------------------
+# Runs end to end
+# ---------------------------------------------------------------------------------------
+def test_discrete_smoke_run_writes_every_file_and_its_model_evaluates(tmp_path, check_run_folder):
+    args = trpo.Args(total_timesteps=1024, num_envs=2, num_steps=128, eval_episodes=2,
+                     save_model=True, output_dir=str(tmp_path / "train"))
+    summary = trpo.main(args)
+    path, _, updates = check_run_folder(summary, args.output_dir, "trpo", model=True)
+    assert summary["global_steps"] == 1024 and len(updates) == 4
+    assert {"value_loss", "surrogate_gain", "grad_norm", "step_fraction", "kl", "entropy",
+            "explained_variance"} <= set(updates[0])
+    assert all(0 <= float(u["kl"]) <= 0.01 and float(u["surrogate_gain"]) >= 0 for u in updates)
+    evaluated = trpo.main(trpo.Args(eval_checkpoint=os.path.join(path, "model.pt"),
+                                    eval_episodes=2, output_dir=str(tmp_path / "eval")))
+    assert evaluated["eval_return_mean"] == summary["eval_return_mean"]
+    (eval_path,) = (tmp_path / "eval").iterdir()
+    assert read_csv(eval_path / "episodes.csv") == [] and not (eval_path / "updates.csv").exists()
+
+
+def test_continuous_smoke_run_with_every_option(tmp_path, check_run_folder):
+    args = trpo.Args(env_id="Pendulum-v1", total_timesteps=800, num_envs=2, num_steps=200,
+                     eval_episodes=2, save_model=True, norm_obs=True, norm_reward=True,
+                     hidden_size=32, vf_minibatches=4, output_dir=str(tmp_path / "train"))
+    summary = trpo.main(args)
+    path, episodes, updates = check_run_folder(summary, args.output_dir, "trpo", model=True)
+    assert [e["episode_length"] for e in episodes] == ["200"] * 4
+    assert float(episodes[0]["episode_return"]) < 0
+    assert all(float(u["kl"]) <= 0.01 for u in updates)
+    state = torch.load(os.path.join(path, "model.pt"), weights_only=True)
+    assert state["obs_rms"]["count"] > 800 and "actor_logstd" in state["agent"]
+    evaluated = trpo.main(trpo.Args(env_id="Pendulum-v1", eval_checkpoint=os.path.join(path, "model.pt"),
+                                    eval_episodes=2, output_dir=str(tmp_path / "eval")))
+    assert evaluated["eval_return_mean"] == pytest.approx(summary["eval_return_mean"])
+
+
+def test_stop_at_return_stops_and_records_when(tmp_path):
+    summary = trpo.main(trpo.Args(stop_at_return=1.0, eval_episodes=0, output_dir=str(tmp_path)))
+    episodes = read_csv(next(tmp_path.glob("*/episodes.csv")))
+    assert len(episodes) >= 20 and summary["solved_at_step"] == int(episodes[19]["global_step"])
+    assert summary["global_steps"] == summary["solved_at_step"]
+
+
+def test_interrupted_run_keeps_its_data(tmp_path, monkeypatch):
+    # Ctrl-C in the second trust-region step: after two batches of 2*128 = 256 steps.
+    monkeypatch.setattr(trpo, "trust_region_step", interrupt_on_call(2, trpo.trust_region_step))
+    with pytest.raises(KeyboardInterrupt):
+        trpo.main(trpo.Args(total_timesteps=2048, num_envs=2, num_steps=128, save_model=True,
+                            output_dir=str(tmp_path)))
+    (path,) = tmp_path.iterdir()
+    summary = json.loads((path / "summary.json").read_text())
+    assert summary["interrupted"] is True and summary["eval_return_mean"] is None
+    assert summary["global_steps"] == 512
+    assert len(read_csv(path / "updates.csv")) == 1 and read_csv(path / "episodes.csv")
+    assert (path / "learning_curve.png").exists() and (path / "model.pt").exists()
+
+
+def test_the_budget_is_rounded_down_to_whole_batches_and_said_once(tmp_path, capsys):
+    summary = trpo.main(trpo.Args(total_timesteps=2000, num_envs=2, num_steps=64,
+                                  eval_episodes=0, output_dir=str(tmp_path)))
+    assert capsys.readouterr().out.count("training runs 1,920 of --total-timesteps 2,000: "
+                                         "whole rollouts of 128 steps") == 1
+    assert summary["global_steps"] == 1920
+
+
+def test_nan_loss_stops_cleanly(tmp_path, monkeypatch, capsys):
+    original = trpo.value_loss
+    monkeypatch.setattr(trpo, "value_loss", lambda *a: original(*a) * math.nan)
+    summary = trpo.main(trpo.Args(total_timesteps=1024, num_envs=2, num_steps=128,
+                                  output_dir=str(tmp_path)))
+    assert summary["interrupted"] is True and summary["global_steps"] == 256
+    assert "the loss became non-finite (NaN or inf) at step 256" in capsys.readouterr().out
+
+
+def test_same_seed_gives_the_same_episodes(tmp_path):
+    rows = same_seed_episodes(lambda out: trpo.main(trpo.Args(
+        total_timesteps=2048, num_envs=4, num_steps=64, eval_episodes=0, output_dir=out)),
+        tmp_path)
+    assert len(rows) > 20
+
+
+def test_eval_every_writes_rows_keeps_the_best_model_and_leaves_training_alone(tmp_path):
+    # 3 environments step global_step by 3: 3, 6, ..., 864 (9 batches of 3 * 32 steps).
+    # A row each time it crosses a multiple of 100: at 102, 201, 300, 402, 501, 600, 702, 801.
+    args = trpo.Args(total_timesteps=864, num_envs=3, num_steps=32, vf_minibatches=2,
+                     eval_every=100, eval_episodes=3, save_model=True, seed=1)
+    check_evaluations(trpo.main, args, tmp_path, [102, 201, 300, 402, 501, 600, 702, 801])
+
+
+# ---------------------------------------------------------------------------------------
+# Bad input: one line on stderr, exit status 2, nothing trained
+# ---------------------------------------------------------------------------------------
+@pytest.fixture
+def bad_checkpoints(tmp_path):
+    pendulum = tmp_path / "pendulum.pt"
+    trpo.save_checkpoint(pendulum, trpo.Agent((3,), 1, True), trpo.ObsNormalizer((3,), False),
+                         trpo.Args(env_id="Pendulum-v1"))
+    misfit = tmp_path / "misfit.pt"  # says 32 hidden units, holds a 64-unit network
+    trpo.save_checkpoint(misfit, trpo.Agent((4,), 2, False, 64), trpo.ObsNormalizer((4,), False),
+                         trpo.Args(hidden_size=32))
+    return {**unreadable_checkpoints(tmp_path), "pendulum": str(pendulum), "misfit": str(misfit)}
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--env-id", "SpinTheBits-v0"], "MultiBinary action space of shape (3,); trpo.py handles "
+     "Discrete and flat Box actions"),
+    (["--env-id", "Taxi-v4"], "Discrete observation space"),
+    (["--num-envs", "3", "--num-steps", "5", "--vf-minibatches", "4"],
+     "num_envs*num_steps = 15 is not divisible by --vf-minibatches 4"),
+    (["--max-kl", "0"], "--max-kl must be positive"),
+    (["--cg-iters", "0"], "--cg-iters must be positive"),
+    (["--cg-damping", "-1"], "--cg-damping must be positive"),
+    (["--backtrack-coef", "1"], "--backtrack-coef must be in (0, 1)"),
+    (["--backtrack-iters", "0"], "--backtrack-iters must be positive"),
+    (["--total-timesteps", "100"], "less than one rollout"),
+    (["--gae-lambda", "1.5"], "--gae-lambda must be in [0, 1]"),
+    (["--eval-checkpoint", "corrupt"], "is not a trpo.py model.pt"),
+    (["--eval-checkpoint", "pendulum"], "was made for Pendulum-v1, not CartPole-v1; pass --env-id Pendulum-v1"),
+    (["--eval-checkpoint", "misfit"], "does not fit CartPole-v1's network"),
+])
+def test_bad_input_is_one_line_and_exit_status_2(argv, message, check_usage_error, bad_checkpoints):
+    check_usage_error("trpo.py", [bad_checkpoints.get(a, a) for a in argv], message)
+
+
+def test_help_lists_the_flags_with_their_docstrings(check_help):
+    check_help("trpo.py", ("--cuda", "--no-cuda", "--max-kl", "--cg-iters", "--cg-damping",
+                           "--backtrack-coef", "--norm-obs"), ("trust region's radius",))

@@ -1,0 +1,417 @@
+"""Tests of vpg.py: the math by hand, the buffer, runs end to end, bad input, determinism."""
+import json
+import math
+import os
+
+import numpy as np
+import pytest
+import torch
+
+import vpg
+from conftest import (approx, check_evaluations, interrupt_on_call, read_csv,
+                      same_seed_episodes, tensor, unreadable_checkpoints)
+
+
+def column(*values):
+    """A [T, 1] tensor: one environment's values over T steps."""
+    return torch.tensor(values, dtype=torch.float32).unsqueeze(1)
+
+
+# ---------------------------------------------------------------------------------------
+# Reward-to-go by hand. Three steps of one environment, gamma = 0.5, rewards [1, 2, 3],
+# values V(s_t) = [1, 1, 2]; next_values[2] = 6 is V(s_3), after the batch.
+# ---------------------------------------------------------------------------------------
+REWARDS, VALUES = column(1, 2, 3), column(1, 1, 2)
+NO_END = column(0, 0, 0)
+END_AT_1 = column(0, 1, 0)
+
+
+def test_reward_to_go_without_episode_end_bootstraps_after_the_batch():
+    # R_2 = 3 + 0.5*6 = 6;  R_1 = 2 + 0.5*6 = 5;  R_0 = 1 + 0.5*5 = 3.5
+    returns = vpg.reward_to_go(REWARDS, column(1, 2, 6), NO_END, NO_END, 0.5)
+    assert returns[:, 0].tolist() == approx([3.5, 5.0, 6.0])
+
+
+def test_reward_to_go_termination_does_not_bootstrap():
+    # terminated at t = 1: next_values[1] = 7 is the next episode's first value, unused.
+    # R_2 = 3 + 0.5*6 = 6;  R_1 = 2 (the episode ended);  R_0 = 1 + 0.5*2 = 2
+    returns = vpg.reward_to_go(REWARDS, column(1, 7, 6), END_AT_1, NO_END, 0.5)
+    assert returns[:, 0].tolist() == approx([2.0, 2.0, 6.0])
+
+
+def test_reward_to_go_and_advantage_with_a_truncation():
+    # truncated at t = 1: next_values[1] = 4 is V(final obs) of the cut episode.
+    # R_2 = 3 + 0.5*6 = 6;  R_1 = 2 + 0.5*4 = 4 (not 2 + 0.5*R_2 = 5);  R_0 = 1 + 0.5*4 = 3
+    # A = R - V = [3 - 1, 4 - 1, 6 - 2] = [2, 3, 4]
+    returns = vpg.reward_to_go(REWARDS, column(1, 4, 6), NO_END, END_AT_1, 0.5)
+    assert returns[:, 0].tolist() == approx([3.0, 4.0, 6.0])
+    assert (returns - VALUES)[:, 0].tolist() == approx([2.0, 3.0, 4.0])
+
+
+def test_gae_with_lambda_one_is_reward_to_go_minus_the_baseline():
+    # The truncated batch above: delta_0 = 1 + 0.5*V(s_1) - V(s_0) = 1 + 0.5*1 - 1 = 0.5,
+    # delta_1 = 2 + 0.5*4 - 1 = 3, delta_2 = 3 + 0.5*6 - 2 = 4;
+    # A_2 = 4;  A_1 = 3 (the episode ended);  A_0 = 0.5 + 0.5*1*3 = 2 -> [2, 3, 4], as above
+    adv, ret = vpg.compute_gae(REWARDS, VALUES, column(1, 4, 6), NO_END, END_AT_1, 0.5, 1.0)
+    assert adv[:, 0].tolist() == approx([2.0, 3.0, 4.0])
+    assert ret[:, 0].tolist() == approx([3.0, 4.0, 6.0])
+
+
+def test_gae_with_lambda_below_one_by_hand():
+    # lambda = 0.5, the same deltas [0.5, 3, 4]: A_2 = 4, A_1 = 3, A_0 = 0.5 + 0.25*3 = 1.25
+    adv, _ = vpg.compute_gae(REWARDS, VALUES, column(1, 4, 6), NO_END, END_AT_1, 0.5, 0.5)
+    assert adv[:, 0].tolist() == approx([1.25, 3.0, 4.0])
+
+
+def test_reward_to_go_two_environments_at_once():
+    both = lambda a, b: torch.cat([a, b], dim=1)
+    returns = vpg.reward_to_go(both(REWARDS, REWARDS), both(column(1, 2, 6), column(1, 4, 6)),
+                               both(NO_END, NO_END), both(NO_END, END_AT_1), 0.5)
+    assert returns.tolist() == [approx([3.5, 3.0]), approx([5.0, 4.0]), approx([6.0, 6.0])]
+
+
+# ---------------------------------------------------------------------------------------
+# The policy-gradient loss on a two-action softmax
+# ---------------------------------------------------------------------------------------
+def test_vpg_loss_gradient_on_a_two_action_softmax_matches_the_formula():
+    # logits z = [0, log 3]: pi = [1/4, 3/4]. Two samples: action 0 with A = 2, action 1
+    # with A = -1. grad_z log pi(a) = onehot(a) - pi: [3/4, -3/4] for a = 0, [-1/4, 1/4]
+    # for a = 1. grad L = -(1/2) * (2*[3/4, -3/4] + (-1)*[-1/4, 1/4]) = [-0.875, 0.875]
+    # L = -(1/2) * (2*log(1/4) - log(3/4)) = -(1/2) * (-2.772589 + 0.287682) = 1.242453
+    z = torch.tensor([0.0, math.log(3.0)], requires_grad=True)
+    logprob = torch.log_softmax(z, -1)[torch.tensor([0, 1])]
+    loss = vpg.vpg_loss(logprob, tensor(2.0, -1.0))
+    loss.backward()
+    assert loss.item() == approx(1.242453)
+    assert z.grad.tolist() == approx([-0.875, 0.875])
+
+
+def test_a_state_only_baseline_adds_nothing_to_the_expected_gradient():
+    # E_a[grad log pi(a) * b] = b * sum_a pi(a) * (onehot(a) - pi) = b * (pi - pi) = 0:
+    # each action weighed by its probability times 2 (the loss averages the 2 terms), b = 5:
+    # -(1/2) * 2 * 5 * (1/4 * [3/4, -3/4] + 3/4 * [-1/4, 1/4]) = 0
+    z = torch.tensor([0.0, math.log(3.0)], requires_grad=True)
+    logprob = torch.log_softmax(z, -1)
+    vpg.vpg_loss(logprob, 2 * 5.0 * tensor(0.25, 0.75)).backward()
+    assert z.grad.tolist() == approx([0.0, 0.0])
+
+
+def test_the_advantages_carry_no_gradient():
+    advantages = tensor(1.0, 2.0).requires_grad_()
+    vpg.vpg_loss(tensor(-1.0, -2.0).requires_grad_(), advantages).backward()
+    assert advantages.grad is None
+
+
+def test_value_loss_by_hand():
+    # 0.5 * mean([(1 - 2)^2, (3 - 1)^2]) = 0.5 * (1 + 4) / 2 = 1.25
+    assert vpg.value_loss(tensor(1.0, 3.0), tensor(2.0, 1.0)).item() == approx(1.25)
+
+
+# ---------------------------------------------------------------------------------------
+# The buffer and the agent
+# ---------------------------------------------------------------------------------------
+def test_buffer_next_values_use_following_obs_last_obs_and_final_obs():
+    # T = 3, N = 2, V(s) = 10*s. Environment 1 is truncated at t = 0 (final observation
+    # 0.7) and terminated at t = 1.
+    buffer = vpg.RolloutBuffer(3, 2, (1,), (), False, "cpu")
+    buffer.obs[:, :, 0] = torch.tensor([[0.0, 0.1], [1.0, 1.1], [2.0, 2.1]])
+    buffer.last_obs[:, 0] = torch.tensor([3.0, 3.1])
+    buffer.truncated[0, 1] = True
+    buffer.terminated[1, 1] = True
+    buffer.final_obs[0, 1, 0] = 0.7
+    value_fn = lambda obs: 10 * obs[..., 0]
+    next_values = buffer.next_values(value_fn, value_fn(buffer.obs))
+    # column 0: 10, 20, 30; column 1: V(final) = 7, then 21 (unused), then V(last) = 31
+    assert torch.allclose(next_values, torch.tensor([[10.0, 7.0], [20.0, 21.0], [30.0, 31.0]]))
+
+
+def buffer_of_the_truncated_batch():
+    """The batch of the worked examples in a buffer: rewards [1, 2, 3], V = [1, 1, 2] stored,
+    truncated at t = 1; V(s) = obs, with s_1 = 1, final obs 4 and last obs 6."""
+    buffer = vpg.RolloutBuffer(3, 1, (1,), (), False, "cpu")
+    buffer.obs[:, 0, 0] = tensor(1.0, 1.0, 2.0)
+    buffer.rewards[:, 0], buffer.values[:, 0] = REWARDS[:, 0], VALUES[:, 0]
+    buffer.truncated[1, 0], buffer.final_obs[1, 0, 0], buffer.last_obs[0, 0] = True, 4.0, 6.0
+    return buffer
+
+
+@pytest.mark.parametrize("gae_lambda, baseline, advantages", [
+    (None, True, [2.0, 3.0, 4.0]), (1.0, True, [2.0, 3.0, 4.0]), (None, False, [3.0, 4.0, 6.0])])
+def test_buffer_advantages_with_and_without_the_baseline(gae_lambda, baseline, advantages):
+    # reward-to-go [3, 4, 6] (worked out above); minus V = [1, 1, 2] with the baseline
+    adv, ret = buffer_of_the_truncated_batch().advantages(lambda obs: obs[..., 0], 0.5,
+                                                          gae_lambda, baseline)
+    assert adv[:, 0].tolist() == approx(advantages)
+    assert ret[:, 0].tolist() == approx([3.0, 4.0, 6.0])
+
+
+def test_buffer_shapes_and_dtypes():
+    discrete = vpg.RolloutBuffer(5, 3, (4,), (), False, "cpu")
+    assert discrete.obs.shape == (5, 3, 4) and discrete.final_obs.shape == (5, 3, 4)
+    assert discrete.actions.shape == (5, 3) and discrete.actions.dtype == torch.long
+    assert discrete.terminated.dtype == torch.bool and discrete.last_obs.shape == (3, 4)
+    continuous = vpg.RolloutBuffer(5, 3, (3,), (2,), True, "cpu")
+    assert continuous.actions.shape == (5, 3, 2) and continuous.actions.dtype == torch.float32
+
+
+def test_gaussian_policy_logprob_sums_over_action_dimensions():
+    agent = vpg.Agent((3,), 2, continuous=True)
+    with torch.no_grad():
+        agent.actor_logstd.fill_(math.log(2.0))
+    obs, actions = torch.randn(4, 3), torch.randn(4, 2)
+    _, logprob, entropy, _ = agent.get_action_and_value(obs, actions)
+    mean = agent.actor(obs)
+    # log N(a; mu, 2^2) = -(a - mu)^2/8 - log 2 - log(2 pi)/2, summed over 2 dimensions
+    expected = (-(actions - mean) ** 2 / 8 - math.log(2.0) - 0.5 * math.log(2 * math.pi)).sum(-1)
+    assert torch.allclose(logprob, expected, atol=1e-5)
+    assert torch.allclose(entropy, torch.full((4,), 2 * 0.5 * math.log(2 * math.pi * math.e * 4)))
+    assert len(agent.policy_parameters()) == 7  # 3 layers' weights and biases, the log std
+
+
+# ---------------------------------------------------------------------------------------
+# Glue: time limits through the whole loop on CountToThree-v0 (conftest.py), whose
+# observation counts the steps of its episode, cut by a time limit after 3 steps
+# ---------------------------------------------------------------------------------------
+def test_truncated_steps_store_the_true_final_observation(tmp_path, monkeypatch):
+    # Each environment sees 0, 1, 2, (cut) 0: the step from 2 is truncated, its final obs 3.
+    seen = []
+    original = vpg.RolloutBuffer.advantages
+
+    def spy(self, *args, **kwargs):
+        seen.append((self.obs.clone(), self.truncated.clone(), self.final_obs.clone()))
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(vpg.RolloutBuffer, "advantages", spy)
+    vpg.main(vpg.Args(env_id="CountToThree-v0", total_timesteps=8, num_envs=2, num_steps=4,
+                      vf_minibatches=2, eval_episodes=0, output_dir=str(tmp_path)))
+    obs, truncated, final_obs = seen[0]
+    assert obs[:, :, 0].tolist() == [[0, 0], [1, 1], [2, 2], [0, 0]]
+    assert truncated.tolist() == [[False, False], [False, False], [True, True], [False, False]]
+    assert final_obs[2, :, 0].tolist() == [3, 3] and final_obs[[0, 1, 3]].abs().sum() == 0
+
+
+class TenTimesObs(torch.nn.Module):
+    """A critic by hand: V(s) = 10 * s, with one parameter that its gradient never moves
+    (the value optimizer needs one)."""
+    def __init__(self):
+        super().__init__()
+        self.unused = torch.nn.Parameter(torch.zeros(1))
+
+    def forward(self, obs):
+        return 10 * obs[..., :1] + 0 * self.unused
+
+
+def test_the_loop_gives_the_math_the_truncation_bootstrap_and_the_acting_policy(
+        tmp_path, monkeypatch):
+    # With V(s) = 10*s, reward_to_go must receive next_values = [V(1), V(2), V(final obs 3),
+    # V(last obs 1)] = [10, 20, 30, 10] (at the truncation 30, not V(0) of the next
+    # episode), so, rewards 1 and gamma 0.5: R_3 = 1 + 0.5*10 = 6, R_2 = 1 + 0.5*30 = 16,
+    # R_1 = 1 + 0.5*16 = 9, R_0 = 1 + 0.5*9 = 5.5; advantages R - V = [5.5, -1, -4, 6].
+    # vpg_loss must get those advantages as they are (--no-norm-adv) and the log-probabilities
+    # of the stored actions under the policy that acted (the stored ones), with gradients.
+    built = vpg.Agent.__init__
+
+    def build_with_critic_by_hand(self, *args, **kwargs):
+        built(self, *args, **kwargs)
+        self.critic = TenTimesObs()
+
+    monkeypatch.setattr(vpg.Agent, "__init__", build_with_critic_by_hand)
+    seen, stored = {}, {}
+    original_rtg, original_loss = vpg.reward_to_go, vpg.vpg_loss
+    original_advantages = vpg.RolloutBuffer.advantages
+
+    def spy_rtg(rewards, next_values, *rest):
+        seen.setdefault("next_values", next_values.clone())
+        return original_rtg(rewards, next_values, *rest)
+
+    def spy_advantages(self, *args):
+        stored.setdefault("logprobs", self.logprobs.clone())
+        return original_advantages(self, *args)
+
+    def spy_loss(logprob, advantages):
+        seen.setdefault("loss", (logprob.clone(), advantages.clone()))
+        return original_loss(logprob, advantages)
+
+    monkeypatch.setattr(vpg, "reward_to_go", spy_rtg)
+    monkeypatch.setattr(vpg.RolloutBuffer, "advantages", spy_advantages)
+    monkeypatch.setattr(vpg, "vpg_loss", spy_loss)
+    vpg.main(vpg.Args(env_id="CountToThree-v0", total_timesteps=8, num_envs=2, num_steps=4,
+                      vf_minibatches=2, gamma=0.5, norm_adv=False, eval_episodes=0,
+                      output_dir=str(tmp_path)))
+    assert seen["next_values"].tolist() == [[10.0, 10.0], [20.0, 20.0], [30.0, 30.0], [10.0, 10.0]]
+    logprob, advantages = seen["loss"]
+    assert advantages.tolist() == approx([5.5, 5.5, -1.0, -1.0, -4.0, -4.0, 6.0, 6.0])
+    assert logprob.requires_grad and torch.allclose(logprob, stored["logprobs"].flatten())
+
+
+def test_one_policy_step_per_batch_normalized_advantages_and_value_targets(tmp_path, monkeypatch):
+    # 3 batches of 2*64 steps: vpg_loss is called 3 times, each on the whole batch of 128
+    # with advantages of mean 0 and std 1; value_loss 3 * vf_iters 2 * vf_minibatches 4
+    # = 24 times, each epoch's 4 minibatches together holding the batch's 128 returns.
+    calls = {"vpg_loss": [], "value_loss": []}
+    for name in calls:
+        original = getattr(vpg, name)
+        monkeypatch.setattr(vpg, name, lambda a, b, name=name, original=original: (
+            calls[name].append((a.detach().clone(), b.detach().clone())), original(a, b))[1])
+    returns = []
+    original_rtg = vpg.reward_to_go
+    monkeypatch.setattr(vpg, "reward_to_go", lambda *a: returns.append(original_rtg(*a)) or returns[-1])
+    vpg.main(vpg.Args(total_timesteps=384, num_envs=2, num_steps=64, vf_iters=2,
+                      vf_minibatches=4, eval_episodes=0, output_dir=str(tmp_path)))
+    assert len(calls["vpg_loss"]) == 3 and len(calls["value_loss"]) == 24
+    for _, advantages in calls["vpg_loss"]:
+        assert advantages.shape == (128,) and advantages.mean().item() == approx(0.0)
+        assert advantages.std().item() == pytest.approx(1.0, abs=1e-4)
+    epoch = torch.cat([targets for _, targets in calls["value_loss"][:4]])
+    assert sorted(epoch.tolist()) == approx(sorted(returns[0].flatten().tolist()))
+
+
+def test_evaluation_normalizes_observations_with_the_frozen_statistics():
+    # Statistics mean 1, var 4 (std 2): the greedy actor sees 0, 1, 2 as -0.5, 0, 0.5.
+    seen = []
+
+    class Recorder(torch.nn.Module):  # always action 0, noting the observation it is given
+        def forward(self, obs):
+            seen.append(obs[0, 0].item())
+            return torch.tensor([[1.0, 0.0]])
+
+    agent = vpg.Agent((1,), 2, continuous=False)
+    agent.actor = Recorder()
+    normalizer = vpg.ObsNormalizer((1,), enabled=True)
+    normalizer.rms.mean, normalizer.rms.var = np.array([1.0]), np.array([4.0])
+    returns = vpg.evaluate(agent, normalizer, "CountToThree-v0", 1, 0, torch.device("cpu"))
+    assert returns.tolist() == [3.0] and seen == pytest.approx([-0.5, 0.0, 0.5], abs=1e-6)
+    assert normalizer.rms.mean.tolist() == [1.0] and normalizer.rms.var.tolist() == [4.0]
+
+
+# ---------------------------------------------------------------------------------------
+# Runs end to end
+# ---------------------------------------------------------------------------------------
+def test_discrete_smoke_run_writes_every_file_and_its_model_evaluates(tmp_path, check_run_folder):
+    args = vpg.Args(total_timesteps=1024, num_envs=2, num_steps=128, eval_episodes=2,
+                    save_model=True, output_dir=str(tmp_path / "train"))
+    summary = vpg.main(args)
+    path, episodes, updates = check_run_folder(summary, args.output_dir, "vpg", model=True)
+    assert summary["global_steps"] == 1024 and len(updates) == 4
+    assert {"policy_loss", "value_loss", "entropy", "approx_kl",
+            "explained_variance"} <= set(updates[0])
+    assert summary["eval_return_mean"] >= 8  # CartPole: more than 8 steps
+    evaluated = vpg.main(vpg.Args(eval_checkpoint=os.path.join(path, "model.pt"),
+                                  eval_episodes=2, output_dir=str(tmp_path / "eval")))
+    assert evaluated["eval_return_mean"] == summary["eval_return_mean"]
+    (eval_path,) = (tmp_path / "eval").iterdir()
+    assert read_csv(eval_path / "episodes.csv") == [] and not (eval_path / "updates.csv").exists()
+
+
+def test_continuous_smoke_run_with_every_option(tmp_path, check_run_folder):
+    args = vpg.Args(env_id="Pendulum-v1", total_timesteps=800, num_envs=2, num_steps=200,
+                    eval_episodes=2, save_model=True, norm_obs=True, norm_reward=True,
+                    gae_lambda=0.95, output_dir=str(tmp_path / "train"))
+    summary = vpg.main(args)
+    path, episodes, _ = check_run_folder(summary, args.output_dir, "vpg", model=True)
+    assert [e["episode_length"] for e in episodes] == ["200"] * 4
+    assert float(episodes[0]["episode_return"]) < 0  # raw returns, not normalized rewards
+    state = torch.load(os.path.join(path, "model.pt"), weights_only=True)
+    assert state["obs_rms"]["count"] > 800 and state["obs_rms"]["mean"].shape == (3,)
+    evaluated = vpg.main(vpg.Args(env_id="Pendulum-v1", eval_checkpoint=os.path.join(path, "model.pt"),
+                                  eval_episodes=2, output_dir=str(tmp_path / "eval")))
+    assert evaluated["eval_return_mean"] == pytest.approx(summary["eval_return_mean"])
+
+
+def test_stop_at_return_stops_and_records_when(tmp_path):
+    summary = vpg.main(vpg.Args(stop_at_return=1.0, eval_episodes=0, output_dir=str(tmp_path)))
+    episodes = read_csv(next(tmp_path.glob("*/episodes.csv")))
+    assert len(episodes) >= 20 and summary["solved_at_step"] == int(episodes[19]["global_step"])
+    assert summary["global_steps"] == summary["solved_at_step"]
+
+
+def test_interrupted_run_keeps_its_data(tmp_path, monkeypatch):
+    # Ctrl-C at the second policy step: after two batches of 2*128 = 256 steps. The value
+    # network has its own Adam, so only the policy optimizer's steps are counted.
+    original = torch.optim.Adam.step
+    policy_steps = interrupt_on_call(2)
+    monkeypatch.setattr(torch.optim.Adam, "step", lambda self, *a: (
+        policy_steps(self) if self.param_groups[0]["lr"] == vpg.Args.learning_rate else None,
+        original(self, *a))[1])
+    with pytest.raises(KeyboardInterrupt):
+        vpg.main(vpg.Args(total_timesteps=2048, num_envs=2, num_steps=128, save_model=True,
+                          output_dir=str(tmp_path)))
+    (path,) = tmp_path.iterdir()
+    summary = json.loads((path / "summary.json").read_text())
+    assert summary["interrupted"] is True and summary["eval_return_mean"] is None
+    assert summary["global_steps"] == 512
+    assert len(read_csv(path / "updates.csv")) == 1 and read_csv(path / "episodes.csv")
+    assert (path / "learning_curve.png").exists() and (path / "model.pt").exists()
+
+
+def test_the_budget_is_rounded_down_to_whole_batches_and_said_once(tmp_path, capsys):
+    # 2,000 steps in batches of 2 * 64 = 128: 15 whole batches, 1,920 steps.
+    summary = vpg.main(vpg.Args(total_timesteps=2000, num_envs=2, num_steps=64, eval_episodes=0,
+                                output_dir=str(tmp_path)))
+    assert capsys.readouterr().out.count("training runs 1,920 of --total-timesteps 2,000: "
+                                         "whole rollouts of 128 steps") == 1
+    assert summary["global_steps"] == 1920
+
+
+def test_nan_loss_stops_cleanly(tmp_path, monkeypatch, capsys):
+    original = vpg.vpg_loss
+    monkeypatch.setattr(vpg, "vpg_loss", lambda *a: original(*a) * math.nan)
+    summary = vpg.main(vpg.Args(total_timesteps=1024, num_envs=2, num_steps=128,
+                                output_dir=str(tmp_path)))
+    assert summary["interrupted"] is True and summary["global_steps"] == 256
+    assert "the loss became non-finite (NaN or inf) at step 256" in capsys.readouterr().out
+
+
+def test_same_seed_gives_the_same_episodes(tmp_path):
+    rows = same_seed_episodes(lambda out: vpg.main(vpg.Args(
+        total_timesteps=2048, num_envs=4, num_steps=64, eval_episodes=0, output_dir=out)),
+        tmp_path)
+    assert len(rows) > 20
+
+
+def test_eval_every_writes_rows_keeps_the_best_model_and_leaves_training_alone(tmp_path):
+    # 3 environments step global_step by 3: 3, 6, ..., 864 (9 batches of 3 * 32 steps).
+    # A row each time it crosses a multiple of 100: at 102, 201, 300, 402, 501, 600, 702, 801.
+    args = vpg.Args(total_timesteps=864, num_envs=3, num_steps=32, vf_minibatches=2,
+                    eval_every=100, eval_episodes=3, save_model=True, seed=1)
+    check_evaluations(vpg.main, args, tmp_path, [102, 201, 300, 402, 501, 600, 702, 801])
+
+
+# ---------------------------------------------------------------------------------------
+# Bad input: one line on stderr, exit status 2, nothing trained
+# ---------------------------------------------------------------------------------------
+@pytest.fixture
+def bad_checkpoints(tmp_path):
+    pendulum = tmp_path / "pendulum.pt"
+    vpg.save_checkpoint(pendulum, vpg.Agent((3,), 1, True), vpg.ObsNormalizer((3,), False),
+                        vpg.Args(env_id="Pendulum-v1"))
+    misfit = tmp_path / "misfit.pt"  # says 32 hidden units, holds a 64-unit network
+    vpg.save_checkpoint(misfit, vpg.Agent((4,), 2, False, 64), vpg.ObsNormalizer((4,), False),
+                        vpg.Args(hidden_size=32))
+    return {**unreadable_checkpoints(tmp_path), "pendulum": str(pendulum), "misfit": str(misfit)}
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--env-id", "SpinTheBits-v0"], "MultiBinary action space of shape (3,); vpg.py handles "
+     "Discrete and flat Box actions"),
+    (["--env-id", "Taxi-v4"], "Discrete observation space"),
+    (["--num-envs", "3", "--num-steps", "5", "--vf-minibatches", "4"],
+     "num_envs*num_steps = 15 is not divisible by --vf-minibatches 4"),
+    (["--num-steps", "0"], "--num-steps must be positive"),
+    (["--vf-iters", "0"], "--vf-iters must be positive"),
+    (["--total-timesteps", "100"], "less than one rollout"),
+    (["--learning-rate", "0"], "--learning-rate must be positive"),
+    (["--gamma", "1.5"], "--gamma must be in [0, 1]"),
+    (["--gae-lambda", "-0.1"], "--gae-lambda must be in [0, 1]"),
+    (["--gae-lambda", "0.9", "--no-baseline"], "--no-baseline is for the reward-to-go"),
+    (["--eval-checkpoint", "corrupt"], "is not a vpg.py model.pt"),
+    (["--eval-checkpoint", "pendulum"], "was made for Pendulum-v1, not CartPole-v1; pass --env-id Pendulum-v1"),
+    (["--eval-checkpoint", "misfit"], "does not fit CartPole-v1's network"),
+])
+def test_bad_input_is_one_line_and_exit_status_2(argv, message, check_usage_error, bad_checkpoints):
+    check_usage_error("vpg.py", [bad_checkpoints.get(a, a) for a in argv], message)
+
+
+def test_help_lists_the_flags_with_their_docstrings(check_help):
+    check_help("vpg.py", ("--cuda", "--no-cuda", "--gae-lambda", "--no-baseline", "--vf-iters",
+                          "--norm-obs"), ("lambda of GAE", "value baseline"))

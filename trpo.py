@@ -1,0 +1,1037 @@
+# From plainrl (MIT licence, (c) 2026 the plainrl authors): keep this line in a copy.
+"""Trust Region Policy Optimization (TRPO) for discrete and continuous actions, in one file.
+
+TRPO collects a batch as the vanilla policy gradient (vpg.py) does, but instead of a plain
+gradient step it takes the natural gradient step that reaches a KL radius delta around the
+old policy, and keeps it only where a line search finds the objective improved within delta.
+
+Key equations (theta_old: the policy that collected the batch; A_t: its advantages):
+
+    surrogate    L(theta)  = mean_t[ pi_theta(a_t|s_t) / pi_old(a_t|s_t) * A_t ]
+    trust region KL(theta) = mean_t[ KL(pi_old(.|s_t) || pi_theta(.|s_t)) ]
+    the problem  maximize L(theta) subject to KL(theta) <= delta
+    linearized   L ~ g^T (theta - theta_old),  KL ~ 0.5 (theta - theta_old)^T F (theta - theta_old)
+                 g = grad L at theta_old (the policy gradient of vpg.py), F the Hessian of KL
+                 at theta_old, which is the Fisher information E[grad log pi grad log pi^T]
+    the step     x = F^-1 g by conjugate gradient, from products F v = grad( grad KL . v )
+                 (F is never built), with damping: (F + c I) v
+                 step = sqrt(2 delta / (x^T F x)) * x, so that 0.5 step^T F step = delta
+    line search  theta = theta_old + b^j * step for j = 0, 1, ..., K - 1; the first with
+                 L(theta) > L(theta_old) and KL(theta) <= delta is kept; none: theta_old stays
+    the critic   V_phi fitted to R_t = A_t + V(s_t) (GAE, compute_gae) by its own Adam
+
+A time-limit truncation bootstraps from the value of the true final observation
+(Gymnasium's info["final_obs"]); a terminated step does not.
+
+The defaults solve CartPole-v1. benchmark.py's Hopper-v5 flags are OpenAI baselines'
+trpo_mpi MuJoCo defaults, the TRPO of the TD3 paper's table (the Args' docstrings give
+them). Departures from baselines: the line search accepts KL <= delta, as the paper and
+Spinning Up do (baselines: 1.5 delta), and shrinks by 0.8 (Spinning Up; baselines 0.5);
+time limits bootstrap (baselines ended the episode); observations are clipped to [-10, 10]
+(baselines: [-5, 5]); layers are initialized orthogonally as in ppo.py (baselines:
+normalized columns).
+
+Papers:
+    Schulman et al. 2015, "Trust Region Policy Optimization", ICML 2015
+    Kakade 2001, "A Natural Policy Gradient", NeurIPS 2001
+    Schulman et al. 2016, "High-Dimensional Continuous Control Using Generalized Advantage
+        Estimation", ICLR 2016
+    Pardo et al. 2018, "Time Limits in Reinforcement Learning", ICML 2018
+    Achiam 2018, "Spinning Up in Deep RL"; Fujimoto et al. 2018, "Addressing Function
+        Approximation Error in Actor-Critic Methods", ICML 2018 (TRPO on Hopper: 2471 at 1M)
+
+Run:
+    python trpo.py --env-id CartPole-v1
+    python trpo.py --env-id Hopper-v5 --total-timesteps 1000000 --num-envs 1 --num-steps 1024 \
+        --gae-lambda 0.98 --vf-iters 5 --vf-minibatches 16 --hidden-size 32 --norm-obs  # MuJoCo
+    python trpo.py --help
+
+Writes runs/<env_id>__trpo__<seed>__<unix_time>/ with config.json, episodes.csv,
+updates.csv, learning_curve.png, summary.json, model.pt with --save-model, and with
+--eval-every N evaluations.csv (and best_model.pt, the best evaluated model).
+"""
+
+# ---------------------------------------------------------------------------------------
+# Imports
+# ---------------------------------------------------------------------------------------
+import csv
+import difflib
+import importlib.util
+import json
+import math
+import os
+import random
+import re
+import signal
+import sys
+import time
+import typing
+import warnings
+from dataclasses import asdict, dataclass, replace
+from typing import Optional
+
+import gymnasium as gym
+import numpy as np
+import torch
+import torch.nn as nn
+import tyro
+from gymnasium.wrappers.utils import RunningMeanStd
+from matplotlib.figure import Figure
+from torch.distributions import Categorical, Independent, Normal
+
+SCRIPT = os.path.basename(__file__)
+
+
+# ---------------------------------------------------------------------------------------
+# Flags
+# ---------------------------------------------------------------------------------------
+@dataclass
+class Args:
+    env_id: str = "CartPole-v1"
+    """a Gymnasium id (or module:id) with Discrete or Box actions and flat Box observations"""
+    seed: int = 1
+    """seeds Python, NumPy, torch and the environments"""
+    total_timesteps: int = 500_000
+    """the training budget in environment steps, all environments together"""
+    cuda: bool = True
+    """use the GPU when one is present"""
+    output_dir: str = "runs"
+    """where run folders go"""
+    exp_name: str = os.path.splitext(SCRIPT)[0]
+    """the experiment name, part of the run folder's name"""
+    eval_episodes: int = 10
+    """greedy evaluation episodes after training (0 skips evaluation)"""
+    eval_every: int = 0
+    """also evaluate greedily every N environment steps (0: only after training)"""
+    stop_at_return: Optional[float] = None
+    """stop once the mean of the last 20 training episode returns reaches this"""
+    save_model: bool = False
+    """write model.pt into the run folder"""
+    eval_checkpoint: Optional[str] = None
+    """skip training: load this model.pt and evaluate it"""
+    capture_video: bool = False
+    """record the evaluation episodes into videos/ in the run folder"""
+    # Algorithm
+    num_envs: int = 8
+    """N: parallel environments (synchronous vector environment)"""
+    num_steps: int = 256
+    """T: steps per environment in each batch; one trust-region step per batch of N*T steps"""
+    max_kl: float = 0.01
+    """delta, the trust region's radius in mean KL (0.01 in the TRPO paper and baselines)"""
+    cg_iters: int = 10
+    """conjugate-gradient iterations for F^-1 g (10 in baselines and Spinning Up)"""
+    cg_damping: float = 0.1
+    """c in (F + c I) v, which keeps the solve stable (0.1 in baselines and Spinning Up)"""
+    backtrack_coef: float = 0.8
+    """b: the line search tries b^j times the step (0.8 in Spinning Up, 0.5 in baselines)"""
+    backtrack_iters: int = 10
+    """K: steps the line search tries before keeping the old policy (10 in both)"""
+    vf_learning_rate: float = 1e-3
+    """Adam learning rate of the value network (1e-3 in baselines and Spinning Up)"""
+    vf_iters: int = 5
+    """epochs of value regression on each batch (5 in baselines)"""
+    vf_minibatches: int = 32
+    """minibatches per value epoch; must divide N*T (baselines: minibatches of 64 samples)"""
+    gamma: float = 0.99
+    """discount factor (0.99 in baselines and Spinning Up)"""
+    gae_lambda: float = 0.98
+    """lambda of GAE (0.98 in baselines, 0.97 in Spinning Up)"""
+    norm_adv: bool = True
+    """standardize the advantages over the batch (mean 0, std 1), as baselines does"""
+    norm_obs: bool = False
+    """normalize observations by running mean and variance, clip to [-10, 10] (kept in model.pt)"""
+    norm_reward: bool = False
+    """divide rewards by the running std of the discounted return, then clip to [-10, 10]"""
+    hidden_size: int = 64
+    """width of the two hidden layers of the policy and of the value network (32 in baselines)"""
+
+
+# ---------------------------------------------------------------------------------------
+# The math
+# ---------------------------------------------------------------------------------------
+def compute_gae(rewards, values, next_values, terminated, truncated, gamma, gae_lambda):
+    """Generalized advantage estimation with time limits handled (Schulman et al. 2016).
+
+    All inputs are tensors of shape [T, N]; terminated and truncated are 0/1 or bool.
+    values[t] = V(s_t); next_values[t] = V(s_{t+1}), the value of the observation that
+    followed step t, which is the true final observation when the episode ended at t.
+    With done_t = terminated_t or truncated_t:
+
+        delta_t = r_t + gamma * (1 - terminated_t) * next_values_t - values_t
+        A_t     = delta_t + gamma * lambda * (1 - done_t) * A_{t+1},   A_T = 0
+        returns = A + values
+
+    Returns (advantages, returns), each [T, N].
+    """
+    not_terminated = 1.0 - terminated.to(rewards.dtype)
+    not_done = 1.0 - (terminated.bool() | truncated.bool()).to(rewards.dtype)
+    deltas = rewards + gamma * not_terminated * next_values - values
+    advantages = torch.zeros_like(rewards)
+    running = torch.zeros_like(rewards[0])
+    for t in reversed(range(rewards.shape[0])):
+        running = deltas[t] + gamma * gae_lambda * not_done[t] * running
+        advantages[t] = running
+    return advantages, advantages + values
+
+
+def surrogate(newlogprob, oldlogprob, advantages):
+    """The surrogate objective to maximize on B samples (all [B] tensors); at theta_old
+    its gradient is vpg.py's policy gradient, mean( grad log pi * A ):
+
+        L(theta) = mean( exp(log pi_theta(a|s) - log pi_old(a|s)) * A )
+    """
+    return (torch.exp(newlogprob - oldlogprob) * advantages).mean()
+
+
+def mean_kl(old_dist, new_dist):
+    """KL(theta) = mean over the batch's states of KL(pi_old(.|s) || pi_theta(.|s)), with
+    old_dist fixed (built without gradients) and new_dist the current policy's."""
+    return torch.distributions.kl_divergence(old_dist, new_dist).mean()
+
+
+def conjugate_gradient(matrix_vector_product, b, iters, residual_tol=1e-10):
+    """Solve A x = b, A symmetric positive-definite and known only through v -> A v
+    (Hestenes & Stiefel 1952); b and x are [n]. From x_0 = 0, r_0 = p_0 = b:
+
+        alpha_k = r_k.r_k / p_k.A p_k
+        x_{k+1} = x_k + alpha_k p_k
+        r_{k+1} = r_k - alpha_k A p_k
+        p_{k+1} = r_{k+1} + (r_{k+1}.r_{k+1} / r_k.r_k) p_k
+
+    for `iters` iterations, or until r.r < residual_tol (exact after n, in exact arithmetic).
+    """
+    x = torch.zeros_like(b)
+    r, p = b.clone(), b.clone()
+    r_dot_r = r @ r
+    for _ in range(iters):
+        if r_dot_r < residual_tol:
+            break
+        a_p = matrix_vector_product(p)
+        alpha = r_dot_r / (p @ a_p)
+        x += alpha * p
+        r -= alpha * a_p
+        new_r_dot_r = r @ r
+        p = r + (new_r_dot_r / r_dot_r) * p
+        r_dot_r = new_r_dot_r
+    return x
+
+
+def fisher_vector_product(kl_fn, params, vector, damping):
+    """(F + damping * I) v without building F, the Hessian of the mean KL at theta_old, by
+    two backward passes (Pearlmutter 1994): F v = grad_theta( grad_theta KL(theta) . v ).
+
+    kl_fn() is the mean KL from the fixed old policy to the current one, whose parameters
+    (a list of tensors) are params, at theta_old; vector and the result are flat, [n].
+    """
+    grads = torch.autograd.grad(kl_fn(), params, create_graph=True)
+    grad_dot_v = torch.cat([g.reshape(-1) for g in grads]) @ vector
+    hessian_v = torch.autograd.grad(grad_dot_v, params)
+    return torch.cat([h.reshape(-1) for h in hessian_v]) + damping * vector
+
+
+def natural_step(direction, fisher_direction, max_kl):
+    """The step along x = F^-1 g (direction, flat [n]; fisher_direction is F x) to the
+    trust region's edge under the quadratic approximation KL ~ 0.5 s^T F s; returns [n]:
+
+        step = sqrt(2 delta / (x^T F x)) * x,   so that 0.5 step^T F step = delta
+    """
+    return torch.sqrt(2 * max_kl / (direction @ fisher_direction)) * direction
+
+
+def line_search(evaluate, old_params, full_step, max_kl, backtrack_coef, backtrack_iters):
+    """Backtracking line search along full_step from old_params (flat [n] tensors), where
+    evaluate(params) puts params into the policy and returns (L, KL) there. It tries
+
+        params_j = old_params + backtrack_coef^j * full_step,   j = 0, 1, ..., K - 1
+
+    and keeps the first with L(params_j) > L(old_params) and KL(params_j) <= max_kl:
+    (params_j, backtrack_coef^j, its KL); none: evaluate(old_params), (old_params, 0.0, 0.0).
+    """
+    old_surrogate, _ = evaluate(old_params)
+    for j in range(backtrack_iters):
+        fraction = backtrack_coef ** j
+        params = old_params + fraction * full_step
+        new_surrogate, kl = evaluate(params)
+        if new_surrogate > old_surrogate and kl <= max_kl:
+            return params, fraction, float(kl)
+    evaluate(old_params)
+    return old_params, 0.0, 0.0
+
+
+def value_loss(values, returns):
+    """The critic's regression loss on B samples: mean( 0.5 * (V(s_t) - R_t)^2 )."""
+    return 0.5 * ((values - returns) ** 2).mean()
+
+
+def explained_variance(values, returns):
+    """1 - Var[R - V] / Var[R]: 1 when the critic predicts the targets, 0 or less when it
+    does no better than their mean (NaN when the targets do not vary)."""
+    var_returns = returns.var().item()
+    return 1 - (returns - values).var().item() / var_returns if var_returns else math.nan
+
+
+class RolloutBuffer:
+    """One batch of T steps from N environments, preallocated on the device.
+
+    Row t holds what was seen and done at step t: obs s_t, action a_t, the log-probability
+    log pi_old(a_t|s_t) of the policy that acted, reward r_t, the terminated/truncated flags
+    of the step, and V(s_t). final_obs[t, n] holds the true final observation where
+    environment n was truncated at step t (its value is bootstrapped); last_obs is s_T.
+    """
+
+    def __init__(self, num_steps, num_envs, obs_shape, action_shape, continuous, device):
+        def zeros(*shape, dtype=torch.float32):
+            return torch.zeros((num_steps, num_envs, *shape), dtype=dtype, device=device)
+
+        self.obs, self.final_obs = zeros(*obs_shape), zeros(*obs_shape)
+        self.actions = zeros(*action_shape, dtype=torch.float32 if continuous else torch.long)
+        self.logprobs, self.rewards, self.values = zeros(), zeros(), zeros()
+        self.terminated, self.truncated = zeros(dtype=torch.bool), zeros(dtype=torch.bool)
+        self.last_obs = torch.zeros((num_envs, *obs_shape), device=device)
+
+    def next_values(self, value_fn, values):
+        """next_values[t] = V(s_{t+1}) for every step, from values [T, N] of the batch.
+
+        s_{t+1} is obs[t+1] inside the batch, last_obs after it, and the true final
+        observation where the step was truncated. Where it was terminated the value is not
+        used (multiplied by 0): the next episode's first value standing there is harmless.
+        """
+        next_values = torch.empty_like(values)
+        next_values[:-1] = values[1:]
+        next_values[-1] = value_fn(self.last_obs)
+        where = self.truncated.nonzero(as_tuple=True)
+        if where[0].numel():
+            next_values[where] = value_fn(self.final_obs[where])
+        return next_values
+
+    @torch.no_grad()
+    def gae(self, value_fn, gamma, gae_lambda):
+        """GAE advantages and returns [T, N] from the values stored during the batch."""
+        next_values = self.next_values(value_fn, self.values)
+        return compute_gae(self.rewards, self.values, next_values, self.terminated,
+                           self.truncated, gamma, gae_lambda)
+
+
+# ---------------------------------------------------------------------------------------
+# Networks
+# ---------------------------------------------------------------------------------------
+def layer_init(layer, std=math.sqrt(2), bias_const=0.0):
+    """Orthogonal weights with gain std and constant bias, as in the PPO baselines."""
+    nn.init.orthogonal_(layer.weight, std)
+    nn.init.constant_(layer.bias, bias_const)
+    return layer
+
+
+def mlp(in_size, hidden_size, out_size, out_std):
+    return nn.Sequential(
+        layer_init(nn.Linear(in_size, hidden_size)), nn.Tanh(),
+        layer_init(nn.Linear(hidden_size, hidden_size)), nn.Tanh(),
+        layer_init(nn.Linear(hidden_size, out_size), std=out_std),
+    )
+
+
+class Agent(nn.Module):
+    """A policy MLP (the actor) and a separate value MLP (the critic). The actor outputs the
+    logits of a categorical distribution, or the mean of a diagonal Gaussian whose log std
+    is a learned state-independent parameter."""
+
+    def __init__(self, obs_shape, action_dim, continuous, hidden_size=64):
+        super().__init__()
+        self.continuous = continuous
+        self.critic = mlp(obs_shape[0], hidden_size, 1, out_std=1.0)
+        self.actor = mlp(obs_shape[0], hidden_size, action_dim, out_std=0.01)
+        if continuous:
+            self.actor_logstd = nn.Parameter(torch.zeros(1, action_dim))
+
+    def policy_parameters(self):
+        """theta: the actor's weights and, for a Gaussian, its log std."""
+        return [*self.actor.parameters(), *([self.actor_logstd] if self.continuous else [])]
+
+    def get_value(self, obs):
+        return self.critic(obs).squeeze(-1)
+
+    def distribution(self, obs):
+        """pi_theta(.|s) for each observation: a Categorical, or a diagonal Gaussian whose
+        independent dimensions add up their log-probabilities and entropies."""
+        if self.continuous:
+            mean = self.actor(obs)
+            std = self.actor_logstd.expand_as(mean).exp()
+            return Independent(Normal(mean, std, validate_args=False), 1, validate_args=False)
+        return Categorical(logits=self.actor(obs), validate_args=False)
+
+    def get_action_and_value(self, obs, action=None):
+        """(action, log-probability, entropy, value) of each observation; sampled if not given."""
+        dist = self.distribution(obs)
+        if action is None:
+            action = dist.sample()
+        return action, dist.log_prob(action), dist.entropy(), self.get_value(obs)
+
+
+# ---------------------------------------------------------------------------------------
+# What the agent sees and sends: normalized observations and rewards, clipped actions
+# ---------------------------------------------------------------------------------------
+class ObsNormalizer:
+    """(obs - mean) / sqrt(var + 1e-8), clipped to [-10, 10], with running statistics
+    (Gymnasium's RunningMeanStd). Gymnasium's vector NormalizeObservation refuses SAME_STEP
+    autoreset and would leave info["final_obs"] raw, so the script applies the same
+    statistics to both itself. Disabled, it passes observations through as float32."""
+
+    def __init__(self, shape, enabled):
+        self.enabled = enabled
+        self.rms = RunningMeanStd(shape=shape)
+
+    def __call__(self, obs, update=False):
+        obs = np.asarray(obs, dtype=np.float32)
+        if not self.enabled:
+            return obs
+        if update:
+            self.rms.update(obs)
+        normalized = (obs - self.rms.mean) / np.sqrt(self.rms.var + 1e-8)
+        return np.clip(normalized, -10.0, 10.0).astype(np.float32)
+
+    def state_dict(self):  # tensors, so that torch.load(weights_only=True) reads them
+        return {k: torch.as_tensor(getattr(self.rms, k), dtype=torch.float64)
+                for k in ("mean", "var", "count")}
+
+    def load_state_dict(self, state):
+        for k in ("mean", "var", "count"):
+            setattr(self.rms, k, state[k].numpy())
+
+
+def make_vector_env(env_id, num_envs, training=False, reward_gamma=None, video_folder=None):
+    """N copies of env_id in one synchronous vector environment, with SAME_STEP autoreset
+    (the observation after an episode ends is the next episode's first; the true last one
+    is in info["final_obs"]) and episode statistics recorded by Gymnasium's wrapper. With
+    reward_gamma (--norm-reward), rewards are divided by the running std of the return
+    discounted by it (Gymnasium's NormalizeReward) and clipped to [-10, 10], after the
+    statistics wrapper, so that episodes.csv keeps the raw returns."""
+
+    def make(i):
+        if video_folder is None:
+            return gym.make(env_id)
+        os.environ.setdefault("SDL_VIDEODRIVER", "dummy")  # frames only, no window to open
+        env = gym.make(env_id, render_mode="rgb_array")
+        with warnings.catch_warnings():  # the environments share one folder on purpose
+            warnings.filterwarnings("ignore", message=".*Overwriting existing videos")
+            return gym.wrappers.RecordVideo(env, video_folder, name_prefix=f"eval-{i}",
+                                            episode_trigger=lambda episode: episode == 0)
+
+    envs = gym.vector.SyncVectorEnv([lambda i=i: make(i) for i in range(num_envs)],
+                                    autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
+    envs = gym.wrappers.vector.RecordEpisodeStatistics(envs)
+    if reward_gamma is not None:
+        envs = gym.wrappers.vector.NormalizeReward(envs, gamma=reward_gamma)
+        envs = gym.wrappers.vector.ClipReward(envs, -10.0, 10.0)
+    return envs
+
+
+def to_env_action(agent, actions, action_space):
+    """Tensor actions to what the environment takes: Gaussian samples are clipped to the
+    bounds when stepping (the unclipped sample is what the buffer stores)."""
+    actions = actions.cpu().numpy()
+    if agent.continuous:
+        return np.clip(actions, action_space.low, action_space.high)
+    return actions
+
+
+# ---------------------------------------------------------------------------------------
+# Training
+# ---------------------------------------------------------------------------------------
+def trust_region_step(agent, obs, actions, old_logprobs, advantages, args):
+    """One TRPO policy update: g at theta_old, x = (F + c I)^-1 g by conjugate gradient, the
+    step scaled to the radius, the line search; old_logprobs and the KL's pi_old are those of
+    the policy that collected the batch. Returns the update's diagnostics."""
+    params = agent.policy_parameters()
+    with torch.no_grad():  # pi_old: the policy as it acted, fixed for this update
+        old_dist = agent.distribution(obs)
+    loss = surrogate(agent.distribution(obs).log_prob(actions), old_logprobs, advantages)
+    g = torch.cat([grad.reshape(-1) for grad in torch.autograd.grad(loss, params)])
+
+    def fvp(vector):  # (F + c I) v at theta_old
+        return fisher_vector_product(lambda: mean_kl(old_dist, agent.distribution(obs)),
+                                     params, vector, args.cg_damping)
+
+    direction = conjugate_gradient(fvp, g, args.cg_iters)
+    full_step = natural_step(direction, fvp(direction), args.max_kl)
+
+    @torch.no_grad()
+    def evaluate(vector):  # puts vector into the policy; (L, KL) there
+        nn.utils.vector_to_parameters(vector, params)
+        dist = agent.distribution(obs)
+        return surrogate(dist.log_prob(actions), old_logprobs, advantages), mean_kl(old_dist, dist)
+
+    old_params = nn.utils.parameters_to_vector(params).detach()
+    new_params, fraction, kl = line_search(evaluate, old_params, full_step, args.max_kl,
+                                           args.backtrack_coef, args.backtrack_iters)
+    nn.utils.vector_to_parameters(new_params, params)
+    gain = evaluate(new_params)[0] - loss  # L(theta_new) - L(theta_old), 0 when rejected
+    return dict(surrogate_gain=gain.item(), grad_norm=g.norm().item(), step_fraction=fraction,
+                kl=kl, entropy=old_dist.entropy().mean().item())
+
+
+def train(args, agent, normalizer, envs, run, device):
+    """TRPO's loop: collect a batch, GAE, one trust-region step of the policy, Adam steps
+    of the value network, log; until the budget, --stop-at-return or a non-finite loss."""
+    value_optimizer = torch.optim.Adam(agent.critic.parameters(), lr=args.vf_learning_rate)
+    buffer = RolloutBuffer(args.num_steps, args.num_envs, envs.single_observation_space.shape,
+                           envs.single_action_space.shape, agent.continuous, device)
+    batch_size = args.num_envs * args.num_steps
+    minibatch_size = batch_size // args.vf_minibatches
+    global_step = 0
+    next_obs = torch.from_numpy(normalizer(envs.reset(seed=args.seed)[0], update=True)).to(device)
+    for iteration in range(1, args.total_timesteps // batch_size + 1):
+        # Batch: T steps of the N environments with the current policy.
+        for step in range(args.num_steps):
+            with torch.no_grad():
+                action, logprob, _, value = agent.get_action_and_value(next_obs)
+            buffer.obs[step], buffer.actions[step] = next_obs, action
+            buffer.logprobs[step], buffer.values[step] = logprob, value
+            # A Gaussian sample is clipped to the action bounds for the environment only: the
+            # buffer keeps the unclipped sample, whose log-probability the ratio compares.
+            obs, reward, terminated, truncated, info = envs.step(
+                to_env_action(agent, action, envs.single_action_space))
+            global_step += args.num_envs
+            run.step(global_step)  # progress line; evaluation every --eval-every steps
+            # With --norm-reward the reward arrives divided by the running std of the
+            # discounted return and clipped to [-10, 10] (make_vector_env).
+            buffer.rewards[step] = torch.from_numpy(reward).to(device)
+            buffer.terminated[step] = torch.from_numpy(terminated).to(device)
+            buffer.truncated[step] = torch.from_numpy(truncated).to(device)
+            # With --norm-obs, observations become (obs - mean) / std clipped to [-10, 10];
+            # the true final observation of a time limit is normalized by the same
+            # statistics without updating them, and the step bootstraps from its value.
+            for i in np.flatnonzero(truncated):
+                final_obs = normalizer(info["final_obs"][i])
+                buffer.final_obs[step, i] = torch.from_numpy(final_obs).to(device)
+            next_obs = torch.from_numpy(normalizer(obs, update=True)).to(device)
+            for i in np.flatnonzero(info.get("_episode", [])):
+                run.episode(global_step, info["episode"]["r"][i], info["episode"]["l"][i])
+            if run.reached(args.stop_at_return, global_step):  # the summary records when
+                return
+        buffer.last_obs.copy_(next_obs)
+
+        # Targets: GAE advantages and the critic's return targets, from the batch's values.
+        advantages, returns = buffer.gae(agent.get_value, args.gamma, args.gae_lambda)
+        b_obs, b_actions = buffer.obs.flatten(0, 1), buffer.actions.flatten(0, 1)
+        b_logprobs, b_values = buffer.logprobs.flatten(), buffer.values.flatten()
+        b_advantages, b_returns = advantages.flatten(), returns.flatten()
+        if args.norm_adv:  # over the whole batch, as baselines' TRPO does
+            b_advantages = (b_advantages - b_advantages.mean()) / (b_advantages.std() + 1e-8)
+
+        # Policy: one trust-region step, against the policy that collected the batch.
+        diagnostics = trust_region_step(agent, b_obs, b_actions, b_logprobs, b_advantages, args)
+
+        # Value: --vf-iters epochs of minibatch regression on the returns, by Adam.
+        for _ in range(args.vf_iters):
+            for idx in torch.randperm(batch_size, device=device).split(minibatch_size):
+                v_loss = value_loss(agent.get_value(b_obs[idx]), b_returns[idx])
+                value_optimizer.zero_grad()
+                v_loss.backward()
+                value_optimizer.step()
+
+        if run.non_finite(diagnostics["surrogate_gain"] + v_loss.item(), global_step):
+            return  # said so; the run stops as interrupted
+        run.update(global_step, value_loss=v_loss.item(), **diagnostics,
+                   explained_variance=explained_variance(b_values, b_returns))
+
+
+def main(args: Args) -> dict:
+    """Train TRPO (or evaluate an --eval-checkpoint), write the run folder, return the summary.
+    Ctrl-C stops training; the run folder is written, then KeyboardInterrupt goes on up."""
+    # Check everything a user can get wrong before anything runs: one line, exit status 2.
+    check_args(args)
+    obs_space, action_dim, continuous = check_env(args.env_id)
+    checkpoint = load_checkpoint(args.eval_checkpoint, args.env_id)  # None without the flag
+    if checkpoint is not None:  # the network's size and normalization come from the model
+        args = replace(args, **{k: checkpoint["args"][k] for k in ("hidden_size", "norm_obs")})
+
+    # Set up: seeds, device, the agent, the observation normalizer, the run folder.
+    device = seed_and_device(args.seed, args.cuda)
+    agent = Agent(obs_space.shape, action_dim, continuous, args.hidden_size).to(device)
+    normalizer = ObsNormalizer(obs_space.shape, args.norm_obs)
+    if checkpoint is not None:
+        restore(checkpoint, agent, normalizer, args)
+    run = RunWriter(args, device, agent, normalizer, rollout_steps=args.num_envs * args.num_steps)
+
+    # Train (unless evaluating a checkpoint), then finish: evaluate, save, write, plot.
+    interrupted = False
+    if checkpoint is None:
+        envs = make_vector_env(args.env_id, args.num_envs, training=True,
+                               reward_gamma=args.gamma if args.norm_reward else None)
+        try:
+            train(args, agent, normalizer, envs, run, device)
+        except KeyboardInterrupt:
+            print(f"{SCRIPT}: interrupted; writing what the run has so far")
+            interrupted = run.summary["interrupted"] = True
+        finally:
+            envs.close()
+    summary = finish(args, run, agent, normalizer, device, trained=checkpoint is None)
+    if interrupted:
+        raise KeyboardInterrupt  # the run folder is written; the command line exits with 130
+    return summary
+
+
+# ---------------------------------------------------------------------------------------
+# Plumbing: checks, run folder, evaluation, checkpoints (not needed to follow the algorithm)
+# ---------------------------------------------------------------------------------------
+class UsageError(Exception):
+    """Bad input: reported as one line on stderr with exit status 2, before training."""
+
+
+def fail(message):
+    raise UsageError(message)
+
+
+def parse_args():
+    """tyro.cli(Args), with a mistake on the command line (an unknown flag, a missing value,
+    a value of the wrong type or not among the choices) as one whole line at any terminal
+    width: tyro hands the mistake over as data through its parse-error hook (tyro._errors,
+    marked experimental, which is one reason requirements.txt pins tyro), and usage_error
+    words it. --help prints as tyro writes it."""
+    with tyro._errors.on_parse_error(usage_error):
+        return tyro.cli(Args)
+
+
+def usage_error(event):
+    """Raise UsageError with one line for a tyro parse error: the flag, what it takes, and
+    what to write instead (the closest flags to an unknown one; 100000 for 1e5)."""
+    types = typing.get_type_hints(Args)
+    flags = [f"--{name.replace('_', '-')}" for name in types]
+    flags += [f"--no-{name.replace('_', '-')}" for name, kind in types.items() if kind is bool]
+    help_hint = f"(python {SCRIPT} --help lists the flags)"
+    if isinstance(event, tyro._errors.UnrecognizedArgs):
+        close = difflib.get_close_matches(event.tokens[0].partition("=")[0], flags, n=2)
+        also = f"; did you mean {' or '.join(close)}?" if close else ""
+        fail(f"unrecognized options: {', '.join(event.tokens)}{also} {help_hint}")
+    if getattr(event, "argument", None) is None:
+        fail(f"cannot read the command line ({type(event).__name__}) {help_hint}")
+    flag = event.argument.display_name().split("/")[0]
+    if isinstance(event, tyro._errors.InvalidChoice):
+        fail(f"{flag} takes {' or '.join(event.choices)}, not {event.value!r} {help_hint}")
+    words = sys.argv[1:]
+    given = [w.partition("=")[2] or next(iter(words[i + 1:i + 2]), "")
+             for i, w in enumerate(words) if w.partition("=")[0] == flag]
+    if not given or isinstance(event, tyro._errors.BadValue):
+        fail(f"{flag} needs a value {help_hint}")
+    kind = types[flag[2:].replace("-", "_")]
+    whole = int in (kind, *typing.get_args(kind))
+    try:
+        instead = (f": write {int(float(given[-1]))}"
+                   if whole and float(given[-1]).is_integer() else "")
+    except ValueError:  # not a number at all
+        instead = ""
+    fail(f"{flag} takes {'a whole number' if whole else 'a number'}, not {given[-1]!r}"
+         f"{instead} {help_hint}")
+
+
+def check_args(args):
+    """Everything a user can get wrong in the flags, checked before any environment runs."""
+    for name in ("total_timesteps", "num_envs", "num_steps", "max_kl", "cg_iters", "cg_damping",
+                 "backtrack_iters", "vf_learning_rate", "vf_iters", "vf_minibatches",
+                 "hidden_size"):
+        if not getattr(args, name) > 0:
+            fail(f"--{name.replace('_', '-')} must be positive, got {getattr(args, name)}")
+    if not 0.0 < args.backtrack_coef < 1.0:
+        fail(f"--backtrack-coef must be in (0, 1), got {args.backtrack_coef}")
+    for name in ("gamma", "gae_lambda"):
+        if not 0.0 <= getattr(args, name) <= 1.0:
+            fail(f"--{name.replace('_', '-')} must be in [0, 1], got {getattr(args, name)}")
+    if args.eval_episodes < 0:
+        fail(f"--eval-episodes must be 0 or more, got {args.eval_episodes}")
+    if args.eval_every < 0:
+        fail("--eval-every must be 0 (evaluate only after training) or more, "
+             f"got {args.eval_every}")
+    if args.eval_every and not args.eval_episodes:
+        fail("--eval-every needs at least one evaluation episode; pass --eval-episodes 1 or more")
+    if args.capture_video and not args.eval_episodes:
+        fail("--capture-video records the evaluation episodes, and --eval-episodes 0 has none; "
+             "pass --eval-episodes 1 or more")
+    if args.capture_video and importlib.util.find_spec("moviepy") is None:
+        fail("--capture-video needs moviepy: pip install moviepy==2.2.1")
+    batch_size = args.num_envs * args.num_steps
+    if batch_size % args.vf_minibatches:
+        fail(f"num_envs*num_steps = {batch_size} is not divisible by --vf-minibatches "
+             f"{args.vf_minibatches}; pick a divisor of {batch_size}")
+    if args.eval_checkpoint is None and args.total_timesteps < batch_size:
+        fail(f"--total-timesteps {args.total_timesteps} is less than one rollout "
+             f"(num_envs*num_steps = {batch_size}); raise it or shrink the rollout")
+
+
+def check_env(env_id):
+    """Make env_id once (gym.make imports the module of a module:EnvId id itself) and check
+    that trpo.py handles its spaces; returns (observation space, action_dim, continuous)."""
+    try:
+        env = gym.make(env_id)
+    except (gym.error.NameNotFound, gym.error.VersionNotFound, gym.error.NamespaceNotFound):
+        close = [i for i in difflib.get_close_matches(env_id.rpartition(":")[2], gym.registry,
+                                                      n=6, cutoff=0.6) if makeable(i)][:3]
+        fail(f"unknown environment id {env_id!r}"
+             + (f"; did you mean {', '.join(close)}?" if close else "; see gymnasium.registry"))
+    except ModuleNotFoundError as e:  # gym.make's own message does not keep e.name
+        missing = re.search(r"named '([\w.]+)'", str(e))[1]
+        where = ("; put its folder on PYTHONPATH (PYTHONPATH=. when it is in this folder)"
+                 if missing == env_id.rpartition(":")[0] else "")
+        fail(f"cannot make {env_id}: no module named {missing}{where}")
+    except (gym.error.Error, ImportError) as e:  # pin the extra to the installed Gymnasium
+        message = re.sub(r'"gymnasium\[(\w+)\]"', rf'"gymnasium[\1]=={gym.__version__}"', str(e))
+        fail(f"cannot make {env_id}: {message.splitlines()[0]}")
+    except Exception as e:  # a module of the user's own that fails while being imported
+        fail(f"cannot make {env_id}: {type(e).__name__}: {e}".splitlines()[0])
+    obs_space, action_space = env.observation_space, env.action_space
+    env.close()
+    if not (isinstance(action_space, gym.spaces.Discrete)
+            or isinstance(action_space, gym.spaces.Box) and len(action_space.shape) == 1):
+        fail(f"{env_id} has a {type(action_space).__name__} action space of shape "
+             f"{action_space.shape}; trpo.py handles Discrete and flat Box actions (for "
+             "MultiDiscrete or MultiBinary, number the combinations as one Discrete action)")
+    if not (isinstance(obs_space, gym.spaces.Box) and len(obs_space.shape) == 1):
+        fail(f"{env_id} has a {type(obs_space).__name__} observation space of shape "
+             f"{obs_space.shape}; trpo.py needs a flat Box (ppo.py learns from images, "
+             "ppo_masked.py one-hot encodes Discrete ones, qlearning.py uses a table)")
+    continuous = isinstance(action_space, gym.spaces.Box)
+    action_dim = action_space.shape[0] if continuous else int(action_space.n)
+    return obs_space, action_dim, continuous
+
+
+def makeable(env_id):
+    """Whether gym.make(env_id) works here (its dependencies installed), for suggestions."""
+    try:
+        with warnings.catch_warnings():  # an old version's deprecation is no news here
+            warnings.simplefilter("ignore")
+            gym.make(env_id).close()
+        return True
+    except Exception:
+        return False
+
+
+def seed_and_device(seed, cuda):
+    """Seed Python's, NumPy's and torch's random generators (the environments are seeded by
+    their reset), and pick the device: the GPU if asked for and present, else the CPU with
+    one thread (a 64-unit MLP runs faster without torch's thread pool). With the GPU, a note
+    says that a small network is faster on the CPU."""
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+    device = torch.device("cuda" if cuda and torch.cuda.is_available() else "cpu")
+    if device.type == "cpu":
+        torch.set_num_threads(1)
+    if device.type == "cuda":
+        print(f"{SCRIPT}: note: networks this small train faster on one CPU thread than on "
+              "a GPU (measured for every script at its reference settings); --no-cuda uses the CPU")
+    return device
+
+
+EVAL_MAX_STEPS = 27_000
+"""an evaluation episode still running after this many steps is cut there (its return so
+far counts): a greedy policy can balance or walk in a circle forever in an environment
+without a time limit. 27,000 steps are ALE's own end of an Atari game (108,000 frames)."""
+
+
+@torch.no_grad()
+def evaluate(agent, normalizer, env_id, episodes, seed, device, video_folder=None):
+    """Greedy returns of `episodes` episodes, one per environment of a vector env, all at
+    once; the observation statistics are frozen. The greedy action is the most likely one:
+    the argmax of the logits, or the Gaussian's mean. A line every 2 seconds says how far it
+    is; an episode still running at EVAL_MAX_STEPS counts with its return so far."""
+    envs = make_vector_env(env_id, episodes, video_folder=video_folder)
+    obs, _ = envs.reset(seed=seed)
+    returns = np.full(episodes, np.nan)
+    steps, last_print = 0, time.time()
+    while np.isnan(returns).any() and steps < EVAL_MAX_STEPS:
+        out = agent.actor(torch.from_numpy(normalizer(obs)).to(device))
+        action = out if agent.continuous else out.argmax(-1)
+        obs, _, _, _, info = envs.step(to_env_action(agent, action, envs.single_action_space))
+        if "_episode" in info:
+            first = info["_episode"] & np.isnan(returns)
+            returns[first] = info["episode"]["r"][first]
+        steps += 1
+        if time.time() - last_print >= 2.0:
+            last_print = time.time()
+            print(f"{SCRIPT}: evaluating, {episodes - np.isnan(returns).sum()} of {episodes} "
+                  f"episodes done, {steps:,} steps")
+    if np.isnan(returns).any():
+        print(f"{SCRIPT}: evaluation episodes cut at {EVAL_MAX_STEPS:,} steps; give "
+              f"{env_id} a time limit (max_episode_steps)")
+        returns = np.where(np.isnan(returns), envs.episode_returns, returns)
+    envs.close()
+    return returns
+
+
+class RunWriter:
+    """The run folder (the files the docstring at the top lists): config.json at once, the CSV
+    files row by row (flushed, so an interrupted run keeps them), a progress line every 2
+    seconds, the evaluations of --eval-every with best_model.pt; finish() writes the rest.
+    Training runs whole rollouts: the budget is rounded down to them, said at the start."""
+
+    def __init__(self, args, device, agent, normalizer, rollout_steps=1):
+        name = "__".join([args.env_id.replace("/", "-").replace(":", "-"), args.exp_name,
+                          str(args.seed), str(int(time.time()))])
+        self.path, suffix = os.path.join(args.output_dir, name), 1
+        while os.path.exists(self.path):  # a run with the same flags in the same second
+            suffix += 1
+            self.path = os.path.join(args.output_dir, f"{name}-{suffix}")
+        try:
+            os.makedirs(self.path)
+        except OSError as e:
+            fail(f"cannot create the run folder {self.path}: {e.strerror}")
+        versions = {"torch": torch.__version__, "gymnasium": gym.__version__,
+                    "numpy": np.__version__, "python": sys.version.split()[0]}
+        with open(os.path.join(self.path, "config.json"), "w") as f:
+            json.dump({**asdict(args), "device": str(device), "versions": versions}, f, indent=2)
+        self.summary = dict.fromkeys(SUMMARY_KEYS) | {
+            "algorithm": "trpo", "env_id": args.env_id, "seed": args.seed, "global_steps": 0,
+            "eval_episodes": args.eval_episodes, "interrupted": False}
+        self.args, self.device, self.agent, self.normalizer = args, device, agent, normalizer
+        self.budget = args.total_timesteps // rollout_steps * rollout_steps
+        self.files, self.steps, self.returns, self.evaluations = {}, [], [], []
+        self.write_row("episodes.csv")  # its header now: a run with no episode has the file
+        self.start = self.last_print = time.time()
+        self.first_print = None  # (step, time) of the first progress line
+        print(f"{SCRIPT}: {args.env_id}, seed {args.seed}, device {device}")
+        if self.budget != args.total_timesteps and args.eval_checkpoint is None:
+            print(f"{SCRIPT}: training runs {self.budget:,} of --total-timesteps "
+                  f"{args.total_timesteps:,}: whole rollouts of {rollout_steps:,} steps")
+
+    def elapsed(self):
+        return time.time() - self.start
+
+    def write_row(self, filename, **row):
+        """Append a row to a CSV file of the run folder, made with a header at first use
+        (episodes.csv's columns are fixed; no row writes the header alone)."""
+        if filename not in self.files:
+            f = open(os.path.join(self.path, filename), "w", newline="")
+            fields = EPISODE_FIELDS if filename == "episodes.csv" else list(row)
+            self.files[filename] = (f, csv.DictWriter(f, fieldnames=fields))
+            self.files[filename][1].writeheader()
+        f, writer = self.files[filename]
+        if row:
+            writer.writerow(row)
+        f.flush()
+
+    def episode(self, global_step, episode_return, episode_length):
+        self.steps.append(global_step)
+        self.returns.append(float(episode_return))
+        self.write_row("episodes.csv", global_step=global_step, wall_time=round(self.elapsed(), 4),
+                       episode_return=float(episode_return), episode_length=int(episode_length))
+
+    def update(self, global_step, **diagnostics):
+        wall_time = self.elapsed()
+        self.write_row("updates.csv", global_step=global_step, wall_time=round(wall_time, 4),
+                       sps=int(global_step / wall_time), **diagnostics)
+
+    def step(self, global_step):
+        """After each vector step: record the step count (should Ctrl-C stop the run), run a
+        greedy evaluation each time global_step crosses a multiple of --eval-every, and
+        print the progress line every 2 seconds, its speed measured from the first line on
+        (the first seconds hold the start-up, which would make the speed and ETA wrong)."""
+        every, previous = self.args.eval_every, self.summary["global_steps"]
+        self.summary["global_steps"] = global_step
+        if every and global_step // every > previous // every:
+            self.evaluation(global_step)
+        now = time.time()
+        if now - self.last_print >= 2.0:
+            first, self.last_print = self.first_print or (global_step, now), now
+            sps = (global_step - first[0]) / (now - first[1]) if self.first_print else None
+            print(progress_line(global_step, self.budget, sps, self.recent_return()))
+            self.first_print = first
+
+    def evaluation(self, global_step):
+        """Evaluate the policy as it is now on separate environments (the training ones, the
+        observation statistics and the random streams are untouched), append the row to
+        evaluations.csv and, with --save-model, keep the best model so far as best_model.pt."""
+        wall_time = self.elapsed()
+        returns = evaluate(self.agent, self.normalizer, self.args.env_id,
+                           self.args.eval_episodes, self.args.seed + 100_000, self.device)
+        mean, std = float(returns.mean()), float(returns.std())
+        self.write_row("evaluations.csv", global_step=global_step, wall_time=round(wall_time, 4),
+                       eval_return_mean=mean, eval_return_std=std)
+        best = max((m for _, m, _ in self.evaluations), default=-math.inf)
+        if self.args.save_model and mean > best:
+            save_checkpoint(os.path.join(self.path, "best_model.pt"), self.agent,
+                            self.normalizer, self.args)
+        self.evaluations.append((global_step, mean, std))
+
+    def non_finite(self, loss, global_step):
+        """True, after saying so and marking the run interrupted, when the loss is NaN or inf."""
+        if math.isfinite(loss):
+            return False
+        print(f"{SCRIPT}: the loss became non-finite (NaN or inf) at step {global_step}; "
+              "stopping (try a lower --learning-rate)")
+        self.summary["interrupted"] = True
+        return True
+
+    def recent_return(self):
+        """The mean of the last 20 training episode returns (None before the first)."""
+        return float(np.mean(self.returns[-20:])) if self.returns else None
+
+    def reached(self, threshold, global_step):
+        """True once the mean of the last 20 returns reaches threshold; records when."""
+        if threshold is None or len(self.returns) < 20 or self.recent_return() < threshold:
+            return False
+        self.summary["solved_at_step"] = global_step
+        self.summary["solved_at_time_s"] = round(self.elapsed(), 3)
+        return True
+
+    def close(self):
+        for f, _ in self.files.values():
+            f.close()
+
+
+EPISODE_FIELDS = ("global_step", "wall_time", "episode_return", "episode_length")
+SUMMARY_KEYS = ("algorithm", "env_id", "seed", "global_steps", "wall_time_s",
+                "train_return_last20", "eval_return_mean", "eval_return_std", "eval_episodes",
+                "solved_at_step", "solved_at_time_s", "interrupted")
+
+
+def progress_line(global_step, total_steps, sps, recent_return):
+    """The console's progress: the step out of the budget, the percentage, steps per second,
+    the time left at that speed (h:mm:ss) and the mean of the last 20 training returns; the
+    speed and the time left read "-" while sps is None (the first line: nothing measured).
+
+        ETA = max(total_steps - global_step, 0) / sps
+    """
+    if sps:
+        minutes, seconds = divmod(round(max(total_steps - global_step, 0) / sps), 60)
+        speed = f"{sps:,.0f} sps | ETA {minutes // 60}:{minutes % 60:02}:{seconds:02}"
+    else:
+        speed = "- sps | ETA -"
+    recent = "n/a" if recent_return is None else f"{recent_return:.1f}"
+    return (f"step {global_step:,}/{total_steps:,} ({100 * global_step / total_steps:.0f}%) | "
+            f"{speed} | return (last 20) {recent}")
+
+
+def plot_learning_curve(path, steps, returns, title, evaluations=(), final=None):
+    """learning_curve.png: episode return against environment steps, raw points faded and
+    a moving average of 20 episodes on top; the greedy evaluations (step, mean, std) of
+    --eval-every as a second series, the mean with the std as error bars, and the final
+    evaluation (step, mean, std) after training as a marker of its own."""
+    fig = Figure(figsize=(7, 4), dpi=100)
+    ax = fig.add_subplot()
+    ax.scatter(steps, returns, s=6, alpha=0.25, label="episode return")
+    if returns:
+        window = min(20, len(returns))
+        smooth = np.convolve(returns, np.ones(window) / window, mode="valid")
+        ax.plot(steps[window - 1:], smooth, color="tab:blue", lw=2, label=f"mean of last {window}")
+    for points, style, label in ((evaluations, dict(color="tab:orange", marker="o", ms=4),
+                                  "greedy evaluation (mean, std)"),
+                                 ([final] if final else [], dict(color="tab:red", marker="D", ms=7),
+                                  "final greedy evaluation")):
+        if points:
+            eval_steps, means, stds = zip(*points)
+            ax.errorbar(eval_steps, means, yerr=stds, capsize=3, label=label, **style)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(loc="lower right")
+    ax.set(xlabel="environment steps", ylabel="episode return", title=title)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(os.path.join(path, "learning_curve.png"))
+    return os.path.join(path, "learning_curve.png")
+
+
+def save_checkpoint(path, agent, normalizer, args):
+    torch.save({"agent": agent.state_dict(), "obs_rms": normalizer.state_dict(),
+                "args": asdict(args)}, path)
+
+
+def load_checkpoint(path, env_id):
+    """Load a model.pt safely (weights_only, onto the CPU) and check it was made for env_id;
+    None when path is None (no --eval-checkpoint)."""
+    if path is None:
+        return None
+    if os.path.isdir(path):  # a run folder stands for its model.pt
+        path = os.path.join(path, "model.pt")
+        if not os.path.isfile(path):
+            fail(f"run folder {os.path.dirname(path)} has no model.pt; train with --save-model")
+    if not os.path.isfile(path):
+        fail(f"checkpoint {path} does not exist")
+    try:
+        checkpoint = torch.load(path, map_location="cpu", weights_only=True)
+        saved = checkpoint["args"]  # each lookup raises KeyError where an entry is missing
+        checkpoint["agent"], checkpoint["obs_rms"], saved["hidden_size"], saved["norm_obs"]
+        saved["env_id"]
+    except Exception as e:
+        fail(f"checkpoint {path} is not a trpo.py model.pt ({type(e).__name__}); "
+             "make one with --save-model")
+    if saved["env_id"] != env_id:
+        fail(f"checkpoint {path} was made for {saved['env_id']}, not {env_id}; "
+             f"pass --env-id {saved['env_id']}")
+    return checkpoint
+
+
+def restore(checkpoint, agent, normalizer, args):
+    """Put a checkpoint's weights and observation statistics into agent and normalizer."""
+    try:
+        agent.load_state_dict(checkpoint["agent"])
+        normalizer.load_state_dict(checkpoint["obs_rms"])
+    except (RuntimeError, KeyError, AttributeError) as e:
+        fail(f"checkpoint {args.eval_checkpoint} does not fit {args.env_id}'s network: "
+             f"{str(e).splitlines()[0]}")
+
+
+def finish(args, run, agent, normalizer, device, trained=True):
+    """Write the run first (model.pt if asked, summary.json, the curve), then
+    evaluate greedily and write summary.json and the curve again with the evaluation, so that
+    Ctrl-C during a long evaluation keeps the run; print the closing line. An interrupted
+    run skips the evaluation."""
+    summary = run.summary
+    summary["train_return_last20"] = run.recent_return()
+    summary["wall_time_s"] = round(run.elapsed(), 3)
+    if trained and not run.steps and not summary["interrupted"]:
+        print(f"{SCRIPT}: no training episode ended in {summary['global_steps']:,} steps; if "
+              f"{args.env_id} has no time limit, register it with max_episode_steps")
+    if args.save_model and trained:
+        save_checkpoint(os.path.join(run.path, "model.pt"), agent, normalizer, args)
+    run.close()
+    curve = write_summary(args, run, trained)
+    if args.eval_episodes and not summary["interrupted"]:
+        video_folder = os.path.join(run.path, "videos") if args.capture_video else None
+        try:
+            returns = evaluate(agent, normalizer, args.env_id, args.eval_episodes,
+                               args.seed + 100_000, device, video_folder)
+        except KeyboardInterrupt:
+            print(f"{SCRIPT}: final evaluation interrupted; {run.path} keeps the run without it")
+            raise
+        summary["eval_return_mean"] = float(returns.mean())
+        summary["eval_return_std"] = float(returns.std())
+        curve = write_summary(args, run, trained, final=(
+            summary["global_steps"], summary["eval_return_mean"], summary["eval_return_std"]))
+    closing = [f"{SCRIPT}: run folder {run.path}", f"global_steps {summary['global_steps']:,}"]
+    for key in ("train_return_last20", "eval_return_mean"):
+        closing.append(f"{key} " + ("-" if summary[key] is None else f"{summary[key]:.2f}"))
+    if args.stop_at_return is not None:
+        closing.append(f"solved_at_step {summary['solved_at_step'] or 'not reached'}")
+    if curve:
+        closing.append(f"learning curve {curve}")
+    print(" | ".join(closing))
+    return summary
+
+
+def write_summary(args, run, trained, final=None):
+    """summary.json and, after training, learning_curve.png (with the final evaluation as a
+    marker of its own, titled with --exp-name where it is not the script's name: a variant
+    such as maddpg); returns the curve's path, or None."""
+    with open(os.path.join(run.path, "summary.json"), "w") as f:
+        json.dump(run.summary, f, indent=2)
+    variant = f" ({args.exp_name})" if args.exp_name != SCRIPT.removesuffix(".py") else ""
+    if trained:
+        return plot_learning_curve(run.path, run.steps, run.returns,
+                                   f"{SCRIPT}{variant} on {args.env_id}, seed {args.seed}",
+                                   run.evaluations, final)
+    return None
+
+
+def cli():
+    """main(flags) from the command line. Bad input: one line, exit status 2. Ctrl-C: the
+    run folder written, the process dies of SIGINT (130), so a shell loop of runs stops too."""
+    try:
+        main(parse_args())
+    except UsageError as e:
+        print(f"{SCRIPT}: error: {e}", file=sys.stderr)
+        sys.exit(2)
+    except KeyboardInterrupt:
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGINT)
+
+
+if __name__ == "__main__":
+    cli()
