@@ -1137,6 +1137,8 @@ def finish(args, run, q_network, trained=True):
     curve = write_summary(args, run, trained)
     if args.eval_episodes and not summary["interrupted"]:
         video_folder = os.path.join(run.path, "videos") if args.capture_video else None
+        print(f"{SCRIPT}: final evaluation, {args.eval_episodes:,} episodes; the run is written "
+              "and Ctrl-C keeps it")
         try:
             returns = evaluate(q_network, args.env_id, args.eval_episodes, args.seed + 100_000,
                                video_folder, args.eval_epsilon)

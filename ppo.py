@@ -1172,6 +1172,8 @@ def finish(args, run, agent, normalizer, device, trained=True):
     curve = write_summary(args, run, trained)
     if args.eval_episodes and not summary["interrupted"]:
         video_folder = os.path.join(run.path, "videos") if args.capture_video else None
+        print(f"{SCRIPT}: final evaluation, {args.eval_episodes:,} episodes; the run is written "
+              "and Ctrl-C keeps it")
         try:
             returns = evaluate(agent, normalizer, args.env_id, args.eval_episodes,
                                args.seed + 100_000, device, video_folder, args.eval_epsilon)

@@ -1145,6 +1145,8 @@ def finish(args, run, agent, normalizer, device, buffers=None):
     curve = write_summary(args, run, buffers is not None)
     if args.eval_episodes and not summary["interrupted"]:
         video_folder = os.path.join(run.path, "videos") if args.capture_video else None
+        print(f"{SCRIPT}: final evaluation, {args.eval_episodes:,} episodes; the run is written "
+              "and Ctrl-C keeps it")
         try:
             returns = evaluate(agent, normalizer, args.env_id, args.eval_episodes,
                                args.seed + 100_000, device, video_folder)

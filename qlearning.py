@@ -822,6 +822,8 @@ def finish(args, run, table, board, trained=True):
     curve = write_summary(args, run, trained, heat_map(table, board))
     if args.eval_episodes and not summary["interrupted"]:
         video_folder = os.path.join(run.path, "videos") if args.capture_video else None
+        print(f"{SCRIPT}: final evaluation, {args.eval_episodes:,} episodes; the run is written "
+              "and Ctrl-C keeps it")
         try:
             returns = evaluate(table, args.env_id, args.eval_episodes, args.seed + 100_000,
                                video_folder)

@@ -262,7 +262,9 @@ def test_ctrl_c_during_the_final_evaluation_keeps_the_run(script, tmp_path, monk
     assert summary["global_steps"] > 0 and summary["eval_return_mean"] is None
     assert os.path.exists(os.path.join(path, "learning_curve.png"))
     assert glob.glob(os.path.join(path, "model.*"))
-    assert "final evaluation interrupted" in capsys.readouterr().out
+    out = capsys.readouterr().out  # the evaluation is announced before it starts
+    assert "final evaluation, 10 episodes; the run is written and Ctrl-C keeps it" in out
+    assert "final evaluation interrupted" in out
 
 
 # An environment of the user's own without a time limit, whose episodes never end: each
