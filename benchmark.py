@@ -34,6 +34,7 @@ import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import Annotated
 
 import numpy as np
 import tyro
@@ -50,15 +51,16 @@ ROOT = os.path.dirname(os.path.abspath(__file__))
 @dataclass
 class Args:
     scripts: list[str] = field(default_factory=lambda: list(TASKS))
-    """scripts to benchmark (ppo, ...); default all"""
-    envs: list[str] = field(default_factory=list)
+    """scripts to benchmark (ppo, ...)"""
+    envs: Annotated[list[str], tyro.conf.arg(help_behavior_hint="")] = field(default_factory=list)
     """only these environment ids (default: every reference environment of the scripts)"""
-    tasks: list[str] = field(default_factory=list)
-    """only the tasks of these names, as in results.json (mappo-simple_spread_v3-as); default all"""
+    tasks: Annotated[list[str], tyro.conf.arg(help_behavior_hint="")] = field(default_factory=list)
+    """only the tasks of these names in results.json (mappo-simple_spread_v3-as; default: all)"""
     seeds: int = 5
     """n seeds for each task: first_seed .. first_seed + n - 1"""
+    # CONTRIBUTING.md, "Benchmark".
     first_seed: int = 1
-    """the first seed (CONTRIBUTING.md: defaults are chosen on seeds 1-5, figures reported on 101 and up)"""
+    """the first seed (defaults are chosen on seeds 1-5, figures reported on 101 and up)"""
     jobs: int = os.cpu_count() or 1
     """runs at once; use 1 for timings"""
     out: str = os.path.join(ROOT, "benchmarks")
@@ -126,35 +128,56 @@ PPO_LSTM_PENDULUM = ["--hide-obs", "2", "--total-timesteps", "200000", "--anneal
 # 10 (dqn.py's; rarely reached under the Huber loss), 1M steps of the paper's 5M, and an
 # evaluation with epsilon 0.05 (the paper reports training returns only). PPO with CleanRL's
 # Atari settings (ppo_atari.py: 8 environments of 128 steps, 4 minibatches, 4 epochs, clip
-# 0.1, value loss clipped, entropy 0.01, rate 2.5e-4 annealed); departures: MinAtar's small
-# network, not the Nature DQN's, and 1M steps of CleanRL's 10M.
+# 0.1, value loss clipped, entropy 0.01, rate annealed); departures: MinAtar's small network,
+# not the Nature DQN's, 1M steps of CleanRL's 10M, and the rate 1e-3 where CleanRL's is
+# 2.5e-4: at 2.5e-4 the policy hardly moved (approx KL 1e-4 to 1e-3 an update) and Asterix,
+# Breakout and Freeway stalled below the paper's DQN; 1e-3 was chosen on seed 1 (results.md,
+# "Learning from pixels"), except on Freeway (below).
 DQN_MINATAR = ["--total-timesteps", "1000000", "--num-envs", "1", "--buffer-size", "100000",
                "--batch-size", "32", "--learning-rate", "2.5e-4", "--train-frequency", "1",
                "--gradient-steps", "1", "--target-network-frequency", "1000",
                "--learning-starts", "5000", "--exploration-fraction", "0.1", "--end-e", "0.1",
                "--loss", "huber", "--no-anneal-lr", "--no-double-dqn", "--eval-epsilon", "0.05"]
 PPO_MINATAR = ["--total-timesteps", "1000000", "--num-envs", "8", "--num-steps", "128",
-               "--learning-rate", "2.5e-4", "--gamma", "0.99", "--gae-lambda", "0.95",
+               "--learning-rate", "1e-3", "--gamma", "0.99", "--gae-lambda", "0.95",
                "--num-minibatches", "4", "--update-epochs", "4", "--clip-coef", "0.1",
                "--clip-vloss", "--ent-coef", "0.01", "--vf-coef", "0.5", "--max-grad-norm", "0.5"]
 
 # The five MinAtar games (10 x 10 frames with 4, 4, 7, 10 and 6 channels) and the levels of
 # the 100-episode training mean that benchmark.py times: Breakout's and Space Invaders' as
-# they were, the others set here as clearly above random play (not the paper's figures)
+# they were, the others set here as clearly above random play (not the paper's figures).
+# The paper's DQN (100-episode training mean, 30 seeds), read off kenjyoung/MinAtar's
+# img/learning_curves.gif (axes calibrated from the tick marks, the curve's mean height within
+# +-0.06M frames): at 1M frames Asterix 7.0, Breakout 9.2, Freeway 47.8, Seaquest 1.0,
+# Space Invaders 32.7; at 5M 17.1, 10.0, 50.2, 20.2, 43.5 (results.md, "Learning from pixels")
 MINATAR_GAMES = [("Asterix", 5), ("Breakout", 5), ("Freeway", 20), ("Seaquest", 5),
                  ("SpaceInvaders", 20)]
 
 
-def minatar_tasks(script, flags):
-    """A Task for each MinAtar game, the script's settings as above, 1M steps."""
+def minatar_tasks(script, flags, per_game=None):
+    """A Task for each MinAtar game, the script's settings as above, 1M steps; per_game: the
+    flags a game adds to them (the last of a repeated flag counts)."""
     return [Task(script, f"MinAtar/{game}-v1", threshold, f"MinAtar {game}: the 100-episode "
                  "mean and the evaluation after 1M steps, beside the MinAtar paper's DQN and "
-                 f"the other script; steps per second", flags, window=100)
+                 f"the other script; steps per second",
+                 flags + (per_game or {}).get(game, []), window=100)
             for game, threshold in MINATAR_GAMES]
+
+
+# Freeway keeps CleanRL's rate: at 1e-3 ppo.py's 100-episode mean was still 1.6 at 540k steps
+# (seed 1), where at 2.5e-4 it was 22-29 by 500k
+PPO_MINATAR_PER_GAME = {"Freeway": ["--learning-rate", "2.5e-4"]}
 
 
 # the same run with 1 and with 2 workers (the speed-up of es.py's workers; processes or Ray actors)
 ES_SPEED = ["--total-timesteps", "300000", "--eval-episodes", "0", "--num-workers"]
+
+# impala.py: the same fixed budget with one and with two actors (the speed-up of the actors)
+IMPALA_SPEED = ["--total-timesteps", "300000", "--eval-episodes", "0", "--num-actors"]
+# impala.py with a large policy lag on purpose: each actor takes the newest weights only every
+# 16th rollout, so that its rollouts are tens of learner updates stale (up to about 70 on
+# seeds 1-3 while choosing this: policy_lag in updates.csv)
+IMPALA_LAG = ["--refresh-every", "16", "--stop-at-return", "475"]
 
 # OpenAI baselines' trpo_mpi MuJoCo defaults, the TRPO row of the TD3 paper's table (1M steps)
 TRPO_HOPPER = ["--total-timesteps", "1000000", "--num-envs", "1", "--num-steps", "1024",
@@ -168,7 +191,7 @@ TASKS = {
              "eval 500", ["--stop-at-return", "475"]),
         Task("ppo", "Pendulum-v1", -200, "eval return at least -200 within 200k steps",
              PPO_PENDULUM),
-        *minatar_tasks("ppo", PPO_MINATAR),
+        *minatar_tasks("ppo", PPO_MINATAR, PPO_MINATAR_PER_GAME),
     ],
     "vpg": [
         Task("vpg", "CartPole-v1", 475, "20-episode mean 475 on every fresh seed within 500k "
@@ -309,6 +332,20 @@ TASKS = {
         Task("es", "Pendulum-v1", -200, "what these flags reach (results.md's notes)",
              ES_PENDULUM, torch=False),
     ],
+    "impala": [
+        Task("impala", "CartPole-v1", 475, "475 on every seed within the default 300k steps "
+             "(2 Ray actors, a local Ray; defaults chosen on seeds 1-5)",
+             ["--stop-at-return", "475"]),
+        Task("impala", "CartPole-v1", 475, "speed: one actor, a fixed 300k steps (compare its "
+             "steps/s with the 2-actor task's; Ray's start-up included)", IMPALA_SPEED + ["1"],
+             label="1-actor"),
+        Task("impala", "CartPole-v1", 475, "speed: two actors, the same 300k steps; the speed-up "
+             "over one actor is the goal (1.6x)", IMPALA_SPEED + ["2"], label="2-actors"),
+        Task("impala", "CartPole-v1", 475, "large lag on purpose (--refresh-every 16): V-trace "
+             "learns where --no-vtrace does not, or faster", IMPALA_LAG, label="lag-vtrace"),
+        Task("impala", "CartPole-v1", 475, "the same large lag with --no-vtrace (rho = c = 1)",
+             IMPALA_LAG + ["--no-vtrace"], label="lag-no-vtrace"),
+    ],
 }
 
 
@@ -357,6 +394,11 @@ COMPARISONS = {
                                                 "defaults, 100k steps)",
                                                 "matd3-simple_speaker_listener_v4-maddpg":
                                                 "MADDPG (--algo maddpg)"}),
+    "impala-lag-vtrace-vs-no-vtrace": ("impala.py on CartPole-v1 with a large policy lag "
+                                       "(--refresh-every 16)",
+                                       {"impala-CartPole-v1-lag-vtrace": "V-trace (the default)",
+                                        "impala-CartPole-v1-lag-no-vtrace": "--no-vtrace "
+                                        "(rho = c = 1)"}),
 }
 
 NOTES = "<!-- benchmark.py rewrites everything above this line and keeps everything below it -->"
@@ -526,12 +568,15 @@ def main(args: Args):
     tasks = [t for s in args.scripts for t in TASKS[s] if (not args.envs or t.env_id in args.envs)
              and (not args.tasks or t.name in args.tasks)]
     os.makedirs(args.out, exist_ok=True)
+    seeds = range(args.first_seed, args.first_seed + args.seeds)
+    load_before = os.getloadavg()[0]
+    print(f"{len(tasks)} tasks x {args.seeds} seeds, {args.jobs} runs at a time", flush=True)
+    # every (task, seed) run is queued at once, so that no job waits for a task's last seed
     with ThreadPoolExecutor(args.jobs) as pool:
-        for task in tasks:
-            print(f"{task.name}: {args.seeds} seeds, {args.jobs} at a time", flush=True)
-            load_before = os.getloadavg()[0]
-            runs = list(pool.map(lambda seed: run_one(task, seed, args.out),
-                                 range(args.first_seed, args.first_seed + args.seeds)))
+        queued = [[pool.submit(run_one, task, seed, args.out) for seed in seeds] for task in tasks]
+        for task, futures in zip(tasks, queued):
+            runs = [future.result() for future in futures]
+            print(task.name, flush=True)
             for run in runs:
                 print(f"  seed {run['seed']}: solved at step {run['solve_step']}, "
                       f"process {run['process_s']:.1f} s, eval {run['eval_return']}", flush=True)

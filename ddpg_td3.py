@@ -119,40 +119,34 @@ class Args:
     twin_q: Optional[bool] = None
     """clipped double Q: two critics, the target takes the smaller (None: set by --algo)"""
     target_policy_noise: Optional[float] = None
-    """sigma' of the target smoothing noise, a fraction of the half-range (0.2 in the TD3
-    paper; None: set by --algo)"""
+    """sigma' of the target smoothing noise, in action half-ranges (0.2 in TD3; None: --algo)"""
     noise_clip: float = 0.5
     """c: the target policy smoothing noise is clipped to [-c, c] (0.5 in the TD3 paper)"""
     policy_delay: Optional[int] = None
-    """d: the actor and the targets move on every d-th critic step (2 in the TD3 paper; None:
-    set by --algo)"""
+    """d: the actor and the targets move on every d-th critic step (2 in TD3; None: --algo)"""
     num_envs: int = 1
     """parallel environments (synchronous vector environment)"""
+    # The random actions are uniform; 25,000 steps in the TD3 authors' later code.
     learning_starts: int = 1_000
-    """uniformly random actions and no learning for this many environment steps (1,000-10,000
-    in the TD3 paper, 25,000 in its authors' later code)"""
+    """random actions and no learning for this many environment steps (1,000-10,000 in TD3)"""
     gradient_steps: int = 1
     """critic gradient steps after each step of the vector environment (1 in the TD3 paper)"""
+    # Never allocated larger than --total-timesteps.
     buffer_size: int = 1_000_000
-    """replay buffer capacity in transitions (never allocated larger than --total-timesteps;
-    1,000,000 in the TD3 paper)"""
+    """replay buffer capacity in transitions (1,000,000 in the TD3 paper)"""
     batch_size: int = 128
-    """transitions sampled from the replay buffer for each gradient step (100 in the TD3 paper,
-    64 in DDPG's)"""
+    """transitions sampled from the replay buffer for each gradient step (100 in TD3, 64 in DDPG)"""
     learning_rate: float = 1e-3
-    """Adam learning rate of the actor and the critics (1e-3 in the TD3 paper; DDPG's: 1e-4
-    actor, 1e-3 critic)"""
+    """Adam learning rate of the actor and critics (1e-3 in TD3; DDPG: 1e-4 actor, 1e-3 critic)"""
     gamma: float = 0.98
     """discount factor (0.99 in the TD3 and DDPG papers)"""
     tau: float = 0.02
-    """soft target update coefficient: theta' <- tau * theta + (1 - tau) * theta' (0.005 in the
-    TD3 paper, 0.001 in DDPG's)"""
+    """soft target update: theta' <- tau*theta + (1 - tau)*theta' (0.005 in TD3, 0.001 in DDPG)"""
     exploration_noise: float = 0.1
-    """sigma of the Gaussian exploration noise, a fraction of the action half-range (0.1 in the
-    TD3 paper)"""
+    """sigma of the Gaussian exploration noise, a fraction of the action half-range (0.1 in TD3)"""
+    # 256 in the TD3 authors' later code.
     hidden_size: int = 64
-    """width of the two hidden layers of the actor and of each critic (400 and 300 in the TD3
-    paper, 256 in its authors' later code)"""
+    """width of the two hidden layers of the actor and of each critic (400 and 300 in TD3)"""
     log_interval: int = 1_000
     """environment steps between rows of updates.csv"""
 

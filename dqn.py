@@ -105,9 +105,9 @@ SCRIPT = os.path.basename(__file__)
 # ---------------------------------------------------------------------------------------
 @dataclass
 class Args:
+    # ALE/ ids (Atari) need ale-py, MinAtar/ ids the minatar package.
     env_id: str = "CartPole-v1"
-    """a Gymnasium id (or module:id) with Discrete actions and flat Box or image observations;
-    ALE/ ids (Atari) need ale-py, MinAtar/ ids the minatar package"""
+    """a Gymnasium id (or module:id) with Discrete actions and flat Box or image observations"""
     seed: int = 1
     """seeds Python, NumPy, torch and the environments"""
     total_timesteps: int = 50_000
@@ -135,69 +135,71 @@ class Args:
     # a vector's (chosen on CartPole) or an image's (the MinAtar paper's, Young & Tian 2019).
     num_envs: int = 1
     """N: parallel environments (synchronous vector environment)"""
+    # An image's 2.5e-4 is the MinAtar paper's and the Nature DQN's, both with RMSProp; 1e-4 in
+    # SB3.
     learning_rate: Optional[float] = None
-    """Adam learning rate, where --anneal-lr starts (None: 1e-3 for a vector; 2.5e-4 for an
-    image, the MinAtar paper's and the Nature DQN's, both with RMSProp; 1e-4 in SB3)"""
+    """Adam learning rate where --anneal-lr starts (None: 1e-3 for a vector, 2.5e-4 for an image)"""
+    # Constant in the DQN papers and the MinAtar paper; on for images too.
     anneal_lr: bool = True
-    """decay the learning rate linearly to 0 over the budget, so the budget changes the
-    schedule (constant in the DQN papers and the MinAtar paper; on for images too)"""
+    """decay the learning rate linearly to 0 over the budget (so the budget changes the schedule)"""
+    # The oldest transition is overwritten when the buffer is full; it is never allocated larger
+    # than --total-timesteps. An image's 100,000 as in the MinAtar paper; 1,000,000 in the
+    # Nature DQN.
     buffer_size: Optional[int] = None
-    """replay buffer capacity in transitions, the oldest overwritten when it is full (never
-    allocated larger than --total-timesteps; None: 50,000 for a vector, 100,000 for an image
-    as in the MinAtar paper; 1,000,000 in the Nature DQN)"""
+    """replay buffer capacity in transitions (None: 50,000 for a vector, 100,000 for an image)"""
     gamma: float = 0.99
     """discount factor (0.99 in the DQN papers)"""
+    # 1, a hard copy, in the DQN papers; 0.001 in DDPG's soft updates.
     tau: float = 1.0
-    """target network update rate: theta' <- tau*theta + (1 - tau)*theta' (1, a hard copy, in
-    the DQN papers; 0.001 in DDPG's soft updates)"""
+    """target network update rate: theta' <- tau*theta + (1 - tau)*theta' (1 in the DQN papers)"""
+    # An image's 1,000, with its gradient step per environment step, is the MinAtar paper's
+    # 1,000 gradient steps; the Nature DQN: 10,000 gradient steps, 40,000 environment steps.
     target_network_frequency: Optional[int] = None
-    """environment steps between target network updates (None: 64 for a vector; 1,000 for an
-    image, which with its gradient step per environment step is the MinAtar paper's 1,000
-    gradient steps; the Nature DQN: 10,000 gradient steps, 40,000 environment steps)"""
+    """environment steps between target updates (None: 64 for a vector, 1,000 for an image)"""
+    # An image's 32 as in the DQN papers and the MinAtar paper.
     batch_size: Optional[int] = None
-    """transitions sampled from the replay buffer for each gradient step (None: 256 for a
-    vector, 32 for an image as in the DQN papers and the MinAtar paper)"""
+    """transitions sampled for each gradient step (None: 256 for a vector, 32 for an image)"""
     start_e: float = 1.0
     """epsilon of the epsilon-greedy policy at the start (1.0 in the Nature DQN)"""
+    # A vector's 0.01 as in later work and SB3; an image's 0.1 as in the Nature DQN and the
+    # MinAtar paper.
     end_e: Optional[float] = None
-    """epsilon at the end of the linear decay, kept from then on (None: 0.01 for a vector, as
-    in later work and SB3; 0.1 for an image, as in the Nature DQN and the MinAtar paper)"""
+    """epsilon at the end of the linear decay, kept (None: 0.01 for a vector, 0.1 for an image)"""
+    # The Nature DQN: 1M of its 50M frames, 0.02; the MinAtar paper: its first 100,000 steps,
+    # 0.1 of a 1M budget, as benchmark.py runs it. A fraction here, so a shorter budget explores
+    # for fewer steps.
     exploration_fraction: float = 0.1
-    """the fraction of the budget over which epsilon decays from start_e to end_e (0.1 in SB3;
-    the Nature DQN: 1M of its 50M frames, 0.02; the MinAtar paper: its first 100,000 steps,
-    0.1 of a 1M budget, as benchmark.py runs it; a fraction here, so a shorter budget
-    explores for fewer steps)"""
+    """the fraction of the budget over which epsilon decays from start_e to end_e (0.1 in SB3)"""
+    # An image's 5,000 as in the MinAtar paper; 50,000 in the Nature DQN.
     learning_starts: Optional[int] = None
-    """environment steps of experience collected before the first gradient step (None: 1,000
-    for a vector; 5,000 for an image, as in the MinAtar paper; 50,000 in the Nature DQN)"""
+    """environment steps before learning starts (None: 1,000 for a vector, 5,000 for an image)"""
+    # An image's 1 as in the MinAtar paper; 4 in the Nature DQN.
     train_frequency: Optional[int] = None
-    """environment steps between updates (None: 64 for a vector; 1 for an image, as in the
-    MinAtar paper; 4 in the Nature DQN)"""
+    """environment steps between updates (None: 64 for a vector, 1 for an image)"""
     gradient_steps: Optional[int] = None
-    """gradient steps in each update (None: 32 for a vector; 1 for an image, as in the DQN
-    papers)"""
+    """gradient steps per update (None: 32 for a vector; 1 for an image, as in the DQN papers)"""
+    # Huber is smooth L1 with delta 1, the Nature DQN's error clipping; an image's huber as in the
+    # MinAtar paper.
     loss: Optional[Literal["huber", "mse"]] = None
-    """the regression loss on the TD error: Huber (smooth L1, delta 1; the Nature DQN's error
-    clipping) or squared error (None: mse for a vector; huber for an image, as in the MinAtar
-    paper)"""
+    """loss on the TD error: Huber or squared error (None: mse for a vector, huber for an image)"""
     max_grad_norm: float = 10.0
     """gradient clipping: the largest global norm of the gradient (10 in SB3's DQN)"""
+    # On for images too; the MinAtar paper's DQN is not double.
     double_dqn: bool = True
-    """double DQN: choose the next action with the online network, value it with the target
-    (on for images too; the MinAtar paper's DQN is not double)"""
+    """double DQN: choose the next action with the online network, value it with the target"""
+    # Image observations get the convolutional network, whose sizes are fixed.
     hidden_size: int = 128
-    """width of the two hidden layers of the Q-network (vector observations; the
-    convolutional network's sizes are fixed)"""
+    """width of the two hidden layers of the Q-network, for vector observations"""
+    # ALE/ ids only. The game plays on after a lost life, as in the DQN paper and CleanRL.
     terminal_on_life_loss: bool = True
-    """Atari (ALE/ ids): a lost life ends the training episode (no bootstrap) and the game
-    plays on, as in the DQN paper and CleanRL; evaluation plays whole games"""
+    """Atari: a lost life ends the training episode (no bootstrap); evaluation plays whole games"""
     log_interval: int = 1_000
     """environment steps between rows of updates.csv"""
+    # An image's 0.05 as the Nature DQN and CleanRL evaluate, since a greedy policy can walk in
+    # loops that a little randomness escapes; a vector's 0, greedy, as CartPole's benchmark rows
+    # were measured, where CleanRL takes 0.05 on every task.
     eval_epsilon: Optional[float] = None
-    """epsilon of the evaluation's epsilon-greedy policy (None: 0.05 for an image, as the
-    Nature DQN and CleanRL evaluate, since a greedy policy can walk in loops that a little
-    randomness escapes; 0 for a vector, greedy, as CartPole's benchmark rows were measured,
-    where CleanRL takes 0.05 on every task)"""
+    """epsilon of the epsilon-greedy evaluation (None: 0.05 for an image, 0 for a vector)"""
 
 
 # The presets of the flags left at None: a vector's, chosen on CartPole; an image's, the

@@ -125,18 +125,18 @@ class Args:
     """record the evaluation episodes into videos/ in the run folder"""
 
     # Algorithm
+    # The authors' Humanoid runs played 10,000 episodes a generation.
     population_size: int = 32
-    """n: perturbed policies per generation (even with --antithetic; the authors' Humanoid
-    runs played 10,000 episodes a generation)"""
+    """n: perturbed policies per generation (even with --antithetic)"""
     sigma: float = 0.05
     """standard deviation of the parameter noise (0.02 in the authors' Humanoid configuration)"""
     learning_rate: float = 0.05
     """step size of the optimizer (Adam 0.01 in the authors' Humanoid configuration)"""
     optimizer: Literal["adam", "sgd"] = "adam"
     """Adam or plain SGD (no momentum), both ascending the ES gradient"""
+    # The authors' l2coeff.
     l2_coef: float = 0.005
-    """weight decay, the authors' l2coeff (0.005 in their code): the step follows
-    g - (l2_coef / sigma) * theta"""
+    """weight decay: the step follows g - (l2_coef / sigma) * theta (0.005 in the authors' code)"""
     antithetic: bool = True
     """mirrored sampling: the members come in pairs theta + sigma*eps, theta - sigma*eps"""
     fitness_shaping: Literal["centered-rank", "zscore", "none"] = "centered-rank"
@@ -153,9 +153,9 @@ class Args:
     """the policy network: an MLP with tanh hidden layers, or linear"""
     hidden_sizes: tuple[int, ...] = (32,)
     """widths of the MLP's hidden layers (256 256 in the authors' Humanoid configuration)"""
+    # As the authors do; the statistics are kept in model.pt.
     norm_obs: bool = False
-    """normalize observations by the running mean and variance of the members', clip to
-    [-5, 5] (as the authors do; kept in model.pt)"""
+    """normalize observations by the members' running mean and variance, clip to [-5, 5]"""
 
 
 # ---------------------------------------------------------------------------------------

@@ -356,6 +356,18 @@ EXERCISES = (
               "test_the_kl_of_the_accepted_step_is_within_delta"),
              ("--env-id", "CartPole-v1", "--total-timesteps", "200000", "--stop-at-return",
               "475"), 475),
+    Exercise("impala.vtrace_with_lag", "RolloutBatch.vtrace", "Espeholt et al. 2018, IMPALA "
+             "(V-trace on the actors' stale rollouts)",
+             "log rho = the learner's log pi(a_t|s_t) now minus the log mu(a_t|s_t) the actor "
+             "stored (zeros when not correct); next values from next_values(); then "
+             "compute_vtrace, all without gradients",
+             ("test_the_learner_weighs_by_the_behaviour_logprobs_the_actor_stored",),
+             ("--env-id", "CartPole-v1", "--stop-at-return", "475"), 475),
+    Exercise("impala.lag", "policy_lags", "Espeholt et al. 2018, IMPALA (the policy lag)",
+             "the learner has taken learner_version gradient steps and a rollout acted with "
+             "the weights after v of them: its lag is the difference",
+             ("test_policy_lags_by_hand", "test_the_lag_is_counted_right"),
+             ("--env-id", "CartPole-v1", "--stop-at-return", "475"), 475),
 )
 
 

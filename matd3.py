@@ -103,9 +103,9 @@ SCRIPT = os.path.basename(__file__)
 # ---------------------------------------------------------------------------------------
 @dataclass
 class Args:
+    # MPE tasks are made with continuous actions; module:function returns a PettingZoo parallel env.
     env_id: str = "simple_spread_v3"
-    """a cooperative MPE task (mpe2, continuous actions), or module:function returning a
-    PettingZoo parallel env with Box actions"""
+    """a cooperative MPE task (mpe2) or module:function returning a parallel env with Box actions"""
     seed: int = 1
     """seeds Python, NumPy, torch and the environments"""
     total_timesteps: int = 200_000
@@ -114,9 +114,9 @@ class Args:
     """use the GPU when one is present"""
     output_dir: str = "runs"
     """where run folders go"""
+    # None: the algorithm's name, as summary.json's "algorithm".
     exp_name: Optional[str] = None
-    """the experiment name, part of the run folder's name (None: the algorithm's, matd3 or
-    maddpg, as summary.json's "algorithm")"""
+    """the experiment name, part of the run folder's name (None: --algo's, matd3 or maddpg)"""
     eval_episodes: int = 10
     """greedy evaluation episodes after training, without exploration noise (0 skips it)"""
     eval_every: int = 0
@@ -137,14 +137,14 @@ class Args:
     """matd3: twin critics, target smoothing noise 0.2, policy delay 2; maddpg: one critic, 0, 1"""
     twin_q: Optional[bool] = None
     """clipped double Q: two centralized critics, the target takes the smaller (None: --algo)"""
+    # 0.2 in the TD3 and MATD3 papers.
     target_policy_noise: Optional[float] = None
-    """sigma' of the smoothing noise on every agent's target action, a fraction of the
-    half-range (0.2 in the TD3 and MATD3 papers; None: set by --algo)"""
+    """sigma' of the target actions' smoothing noise, a fraction of the half-range (None: --algo)"""
     noise_clip: float = 0.5
     """c: the target policy smoothing noise is clipped to [-c, c] (0.5 in the TD3 paper)"""
+    # 2 in the TD3 and MATD3 papers.
     policy_delay: Optional[int] = None
-    """d: the actors and the targets move on every d-th critic step (2 in the TD3 and MATD3
-    papers; None: set by --algo)"""
+    """d: the actors and the targets move on every d-th critic step (2 in MATD3; None: --algo)"""
     critic_state: Literal["ep", "fp"] = "ep"
     """critic input: ep = env.state(), one row per step; fp = state | own obs | id, one per agent"""
     n_step: int = 1
@@ -155,21 +155,20 @@ class Args:
     """uniformly random actions and no learning for this many environment steps"""
     gradient_steps: int = 1
     """gradient steps after each lock-step of the N copies"""
+    # Rounded down to whole lock-steps; never allocated larger than the budget.
     buffer_size: int = 1_000_000
-    """replay capacity in rows, one row per step of one copy (rounded down to whole lock-steps;
-    never allocated larger than the budget; 1e6 in the MADDPG paper)"""
+    """replay capacity in rows, one row per step of one copy (1e6 in the MADDPG paper)"""
     batch_size: int = 256
     """rows sampled for each gradient step (1024 in the MADDPG paper, 1000 in HARL's defaults)"""
+    # HARL's defaults: 5e-4 actor, 1e-3 critic.
     learning_rate: float = 1e-3
-    """Adam learning rate of the actors and the critics (1e-2 in the MADDPG paper; HARL's
-    defaults: 5e-4 actor, 1e-3 critic)"""
+    """Adam learning rate of the actors and the critics (1e-2 in the MADDPG paper)"""
     gamma: float = 0.95
     """discount factor (0.95 in the MADDPG paper)"""
     tau: float = 0.01
     """soft target update coefficient (0.01 in the MADDPG paper, 0.005 in HARL's defaults)"""
     exploration_noise: float = 0.1
-    """sigma of the Gaussian exploration noise, a fraction of the action half-range (0.1 in the
-    TD3 paper)"""
+    """sigma of the Gaussian exploration noise, a fraction of the action half-range (0.1 in TD3)"""
     hidden_size: int = 64
     """width of the two hidden layers of each actor and critic (64 in the MADDPG paper)"""
     log_interval: int = 1_000

@@ -94,9 +94,9 @@ class Args:
     """episodes in the trailing moving mean of the training return"""
     out: Annotated[str, tyro.conf.arg(metavar="PATH", help_behavior_hint="")] = ""
     """the figure to write (default: plots/<env ids>__by-<group-by>.png)"""
+    # Interrupted: by Ctrl-C or a non-finite loss; without summary.json: killed, or still running.
     include_unfinished: bool = False
-    """also average the runs that did not finish: interrupted (Ctrl-C, a non-finite loss) or
-    without summary.json (killed, or still running); by default they are left out and named"""
+    """also average unfinished runs (interrupted, or without summary.json); else left out, named"""
 
 
 SUMMARY_FIGURES = {"train_return_last20": 1, "eval_return_mean": 1, "solved_at_step": 0,

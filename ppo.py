@@ -41,7 +41,7 @@ Run:
         --num-steps 256 --num-minibatches 32 --update-epochs 10 --gamma 0.95 \
         --gae-lambda 0.95 --learning-rate 2e-3 --ent-coef 0.001 --norm-obs --norm-reward
     PYTHONPATH=tests python ppo.py --env-id my_envs:GridWorld-v0   # tests/my_envs.py's id
-    python ppo.py --env-id MinAtar/Breakout-v1 --num-steps 128 --learning-rate 2.5e-4 \
+    python ppo.py --env-id MinAtar/Breakout-v1 --num-steps 128 --learning-rate 1e-3 \
         --gamma 0.99 --gae-lambda 0.95 --num-minibatches 4 --update-epochs 4 --clip-coef 0.1 \
         --clip-vloss --ent-coef 0.01 --total-timesteps 1000000   # PPO_MINATAR; pip install minatar
     python ppo.py --help
@@ -89,9 +89,9 @@ SCRIPT = os.path.basename(__file__)
 # ---------------------------------------------------------------------------------------
 @dataclass
 class Args:
+    # ALE/ ids (Atari) need ale-py, MinAtar/ ids the minatar package.
     env_id: str = "CartPole-v1"
-    """a Gymnasium id (or module:id) with Discrete or Box actions and flat Box or image
-    observations; ALE/ ids (Atari) need ale-py, MinAtar/ ids the minatar package"""
+    """a Gymnasium id (or module:id): Discrete or Box actions, flat Box or image observations"""
     seed: int = 1
     """seeds Python, NumPy, torch and the environments"""
     total_timesteps: int = 100_000
@@ -147,25 +147,27 @@ class Args:
     """stop an update's remaining epochs once the mean approx KL of an epoch exceeds this"""
     advantage: Literal["gae", "vtrace"] = "gae"
     """advantage estimator: GAE, or V-trace targets recomputed before each epoch"""
+    # rho, the importance weight, is clipped in the value targets and in the policy gradient's
+    # weight alike; IMPALA's code clips the latter apart, at 1 by default.
     rho_bar: float = 1.0
-    """V-trace: clip of the importance weight rho, in the value targets and in the policy
-    gradient's weight alike (IMPALA's code clips the latter apart, at 1 by default; 1 in the paper)"""
+    """V-trace: clip of rho, in the value targets and the policy gradient (1 in the IMPALA paper)"""
     c_bar: float = 1.0
     """V-trace: clip of the trace coefficient c (1 in the IMPALA paper)"""
     norm_obs: bool = False
     """normalize observations by running mean and variance, clip to [-10, 10] (kept in model.pt)"""
     norm_reward: bool = False
     """divide rewards by the running std of the discounted return, then clip to [-10, 10]"""
+    # Image observations get the convolutional network, whose sizes are fixed.
     hidden_size: int = 64
-    """width of the two hidden layers of the actor and of the critic (vector observations;
-    the convolutional network's sizes are fixed)"""
+    """width of the two hidden layers of the actor and of the critic, for vector observations"""
+    # ALE/ ids only. The game plays on after a lost life, as in the DQN paper and CleanRL.
     terminal_on_life_loss: bool = True
-    """Atari (ALE/ ids): a lost life ends the training episode (no bootstrap) and the game
-    plays on, as in the DQN paper and CleanRL; evaluation plays whole games"""
+    """Atari: a lost life ends the training episode (no bootstrap); evaluation plays whole games"""
+    # Discrete actions; otherwise the evaluation takes the most likely action. None: 0.05 on ALE/
+    # ids, as the DQN papers and CleanRL evaluate Atari, where a policy that never presses FIRE
+    # would idle; 0, greedy, elsewhere.
     eval_epsilon: Optional[float] = None
-    """Discrete actions: the evaluation takes a uniformly random action with this probability,
-    else the most likely one (None: 0.05 on ALE/ ids, as the DQN papers and CleanRL evaluate
-    Atari, where a policy that never presses FIRE would idle; 0, greedy, elsewhere)"""
+    """the evaluation's probability of a uniformly random action (None: 0.05 on ALE/ ids, else 0)"""
 
 
 def with_eval_epsilon(args):

@@ -90,7 +90,7 @@ import time
 import typing
 import warnings
 from dataclasses import asdict, dataclass, field, replace
-from typing import Optional
+from typing import Annotated, Optional
 
 import gymnasium as gym
 import numpy as np
@@ -119,9 +119,9 @@ class Args:
     """use the GPU when one is present"""
     output_dir: str = "runs"
     """where run folders go"""
+    # None: the script's name with the dimensions --hide-obs drops, ppo_lstm-hide1-3.
     exp_name: Optional[str] = None
-    """the experiment name, part of the run folder's name (None: the script's name with the
-    dimensions --hide-obs drops, ppo_lstm-hide1-3)"""
+    """the experiment name, in the run folder's name (None: ppo_lstm-hide1-3 for --hide-obs 1 3)"""
     eval_episodes: int = 10
     """greedy evaluation episodes after training (0 skips evaluation)"""
     eval_every: int = 0
@@ -134,7 +134,8 @@ class Args:
     """skip training: load this model.pt and evaluate it (with its --hide-obs)"""
     capture_video: bool = False
     """record the evaluation episodes into videos/ in the run folder"""
-    hide_obs: list[int] = field(default_factory=list)
+    hide_obs: Annotated[list[int], tyro.conf.arg(help_behavior_hint="(default: none)")] = field(
+        default_factory=list)
     """observation dimensions to drop (CartPole: 1 3 hides both velocities), so memory is needed"""
 
     # Algorithm
@@ -148,32 +149,32 @@ class Args:
     """minibatches per epoch; must divide the number of chunks N*T/L"""
     update_epochs: int = 10
     """epochs over each rollout (3-10 in the PPO paper)"""
+    # 1e-3 with --anneal-clip chosen on tuning seeds 1-5 of CartPole without velocities, where
+    # 2e-3 without it reached 475 on 3 of 5 within 100k steps (benchmarks/results.md).
     learning_rate: float = 1e-3
-    """Adam learning rate at the start (3e-4 in the PPO paper's MuJoCo runs, 2.5e-4 on Atari;
-    1e-3 with --anneal-clip chosen on tuning seeds 1-5 of CartPole without velocities, where
-    2e-3 without it reached 475 on 3 of 5 within 100k steps, benchmarks/results.md)"""
+    """Adam learning rate at the start (3e-4 in the PPO paper's MuJoCo runs, 2.5e-4 on Atari)"""
     anneal_lr: bool = True
     """decay the learning rate linearly to 0 over --anneal-steps"""
+    # --anneal-lr decays the rate (and --anneal-clip epsilon) to 0 over them, whatever
+    # --total-timesteps is, so that the budget does not change the learning (annealed over the
+    # budget, a seed took 3-8x as many steps to 475 under 300k as under 100k).
     anneal_steps: int = 100_000
-    """environment steps over which --anneal-lr decays the rate (and --anneal-clip epsilon) to 0,
-    whatever --total-timesteps is, so that the budget does not change the learning (annealed
-    over the budget, a seed took 3-8x as many steps to 475 under 300k as under 100k); past them
-    the rate stays 0"""
+    """environment steps over which --anneal-lr and --anneal-clip decay to 0, then stay 0"""
+    # ppo.py and RecurrentPPO's rl-zoo entry for CartPoleNoVel-v1 use 0.98, with which the
+    # 20-episode mean fell back further from 475 on tuning seeds 1-5 of CartPole without
+    # velocities (benchmarks/results.md).
     gamma: float = 0.99
-    """discount factor, also that of --norm-reward's return (0.99 in the PPO paper and CleanRL;
-    ppo.py and RecurrentPPO's rl-zoo entry for CartPoleNoVel-v1 use 0.98, with which the
-    20-episode mean fell back further from 475 on tuning seeds 1-5 of CartPole without
-    velocities, benchmarks/results.md)"""
+    """discount factor, also that of --norm-reward's return (0.99 in the PPO paper and CleanRL)"""
     gae_lambda: float = 0.8
     """lambda of GAE (0.95 in the PPO paper; 0.92-0.99 in the GAE paper's best runs)"""
     norm_adv: bool = True
     """normalize advantages within each minibatch (over all its chunks' steps)"""
     clip_coef: float = 0.2
     """epsilon of the clipped surrogate (0.1-0.3 in the PPO paper's experiments)"""
+    # By the learning rate's factor f_k; smaller steps as the policy gets good (RecurrentPPO's
+    # rl-zoo entry for CartPoleNoVel-v1: 0.2 annealed).
     anneal_clip: bool = True
-    """decay epsilon linearly to 0 over --anneal-steps, by the learning rate's factor f_k, with
-    or without --anneal-lr (RecurrentPPO's rl-zoo entry for CartPoleNoVel-v1: 0.2 annealed);
-    smaller steps as the policy gets good"""
+    """decay epsilon linearly to 0 over --anneal-steps (factor f_k), with or without --anneal-lr"""
     ent_coef: float = 0.0
     """entropy bonus coefficient c_e (0 on MuJoCo, 0.01 on Atari in the PPO paper)"""
     vf_coef: float = 0.5

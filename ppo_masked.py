@@ -86,9 +86,9 @@ SCRIPT = os.path.basename(__file__)
 # ---------------------------------------------------------------------------------------
 @dataclass
 class Args:
+    # module:id imports your module first.
     env_id: str = "Taxi-v4"
-    """a Gymnasium id (or module:id, which imports your module first) with Discrete actions
-    and an action mask (without one, pass --no-mask)"""
+    """a Gymnasium id (or module:id) with Discrete actions and an action mask (else: --no-mask)"""
     seed: int = 1
     """seeds Python, NumPy, torch and the environments"""
     total_timesteps: int = 200_000
@@ -115,10 +115,11 @@ class Args:
     """record the evaluation episodes into videos/ in the run folder"""
 
     # Masking
+    # info: info["action_mask"]; obs: a Dict observation's "action_mask" entry; auto: the entry if
+    # there is one, else info.
     mask_source: Literal["auto", "info", "obs"] = "auto"
-    """where the mask is: info["action_mask"], a Dict observation's "action_mask" entry, or
-    auto (the entry if there is one, else info)"""
-    no_mask: bool = False
+    """where the mask is: info["action_mask"], obs["action_mask"], or auto (obs, else info)"""
+    no_mask: tyro.conf.FlagCreatePairsOff[bool] = False  # one flag, --no-mask (no --no-no-mask)
     """train and evaluate without masks (every action allowed), for comparison"""
 
     # Algorithm
@@ -589,7 +590,8 @@ def usage_error(event):
     what to write instead (the closest flags to an unknown one; 100000 for 1e5)."""
     types = typing.get_type_hints(Args)
     flags = [f"--{name.replace('_', '-')}" for name in types]
-    flags += [f"--no-{name.replace('_', '-')}" for name, kind in types.items() if kind is bool]
+    flags += [f"--no-{name.replace('_', '-')}" for name, kind in types.items()
+              if kind is bool and not name.startswith("no_")]
     help_hint = f"(python {SCRIPT} --help lists the flags)"
     if isinstance(event, tyro._errors.UnrecognizedArgs):
         close = difflib.get_close_matches(event.tokens[0].partition("=")[0], flags, n=2)

@@ -186,9 +186,9 @@ class Args:
     """discount of the non-episodic intrinsic stream (0.99 in the RND paper)"""
     rnd_output_size: int = 64
     """k: features of the target and predictor networks (512 in the RND paper)"""
+    # 1.0 in the authors' run_atari.py.
     rnd_update_proportion: float = 0.25
-    """p: the fraction of each minibatch the predictor trains on (0.25 in the RND paper's table;
-    1.0 in the authors' run_atari.py)"""
+    """p: the fraction of each minibatch the predictor trains on (0.25 in the RND paper's table)"""
     rnd_init_steps: int = 128
     """random steps per environment that start the RND's state statistics"""
 

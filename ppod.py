@@ -91,9 +91,9 @@ class Args:
     """a Gymnasium id (or module:Id) with Discrete or Box actions and flat Box observations"""
     seed: int = 1
     """seeds Python, NumPy, torch, the environments and the choice of episode sources"""
+    # The rollout that reaches the budget is finished.
     total_timesteps: int = 300_000
-    """the budget in environment steps, all environments together (replays do not count); the
-    rollout that reaches it is finished"""
+    """the budget in environment steps, all environments together (replays do not count)"""
     cuda: bool = True
     """use the GPU when one is present"""
     output_dir: str = "runs"

@@ -80,8 +80,7 @@ SCRIPT = os.path.basename(__file__)
 @dataclass
 class Args:
     env_id: str = "Taxi-v4"
-    """a registered Gymnasium id (or module:EnvId) with Discrete actions and Discrete or Box
-    observations"""
+    """a Gymnasium id (or module:EnvId) with Discrete actions and Discrete or Box observations"""
     seed: int = 1
     """seeds Python, NumPy and the environments"""
     total_timesteps: int = 300_000
@@ -104,9 +103,9 @@ class Args:
     """record the evaluation episodes into videos/ in the run folder"""
 
     # Algorithm
+    # 0.5 in Sutton & Barto's gridworld examples 6.5 and 6.6, 0.1 in their bandit chapter.
     learning_rate: float = 0.1
-    """alpha: the step size of the update, in (0, 1] (0.5 in Sutton & Barto's gridworld
-    examples 6.5 and 6.6, 0.1 in their bandit chapter)"""
+    """alpha: the step size of the update, in (0, 1] (0.1-0.5 in Sutton & Barto's examples)"""
     anneal_lr: bool = False
     """decay alpha linearly to 0 over the budget (helps stochastic environments settle)"""
     gamma: float = 0.99
@@ -117,22 +116,20 @@ class Args:
     """epsilon at the end of the schedule (0.01-0.1 in CleanRL's and DQN's schedules)"""
     exploration_fraction: float = 0.2
     """fraction of the budget over which epsilon goes linearly from --start-e to --end-e"""
+    # +5 in Sutton & Barto's section 2.6, on rewards near 1.
     q_init: float = 0.0
-    """initial value of every Q(s, a); above the true values it makes exploration optimistic
-    (+5 in Sutton & Barto's section 2.6, on rewards near 1)"""
+    """initial value of every Q(s, a); above the true values it makes exploration optimistic"""
     log_interval: int = 1000
     """environment steps between two rows of updates.csv"""
 
     # The grid for Box observations
+    # A single tiling; Sutton & Barto's Mountain Car uses 8 tilings of 8 x 8, section 10.1.
     bins: tuple[int, ...] = (20,)
-    """Box observations: grid cells per dimension, one number for all or one per dimension (a
-    single tiling; Sutton & Barto's Mountain Car uses 8 tilings of 8 x 8, section 10.1)"""
+    """Box observations: grid cells per dimension, one number for all or one per dimension"""
     obs_low: Optional[tuple[float, ...]] = None
-    """Box observations: lower grid bounds replacing the space's, one number for all or one
-    per dimension"""
+    """Box observations: lower grid bounds replacing the space's, one for all or per dimension"""
     obs_high: Optional[tuple[float, ...]] = None
-    """Box observations: upper grid bounds replacing the space's, one number for all or one
-    per dimension"""
+    """Box observations: upper grid bounds replacing the space's, one for all or per dimension"""
 
 
 # ---------------------------------------------------------------------------------------

@@ -136,14 +136,14 @@ class Args:
     # Algorithm
     num_envs: int = 1
     """parallel environments (synchronous vector environment)"""
+    # 5,000 in CleanRL.
     learning_starts: int = 500
-    """uniformly random actions and no learning for this many environment steps (100 in SB3,
-    5,000 in CleanRL)"""
+    """uniformly random actions and no learning for this many environment steps (100 in SB3)"""
     gradient_steps: int = 1
     """critic gradient steps after each step of the vector environment (1 in the SAC papers)"""
+    # Never allocated larger than --total-timesteps.
     buffer_size: int = 1_000_000
-    """replay buffer capacity in transitions (never allocated larger than --total-timesteps;
-    1,000,000 in the SAC papers)"""
+    """replay buffer capacity in transitions (1,000,000 in the SAC papers)"""
     batch_size: int = 128
     """transitions sampled from the replay buffer for each gradient step (256 in the SAC papers)"""
     learning_rate: float = 2e-3
@@ -151,19 +151,18 @@ class Args:
     gamma: float = 0.98
     """discount factor (0.99 in the SAC papers)"""
     tau: float = 0.02
-    """soft target update coefficient: theta' <- tau * theta + (1 - tau) * theta' (0.005 in the
-    SAC papers)"""
+    """soft target update: theta' <- tau * theta + (1 - tau) * theta' (0.005 in the SAC papers)"""
+    # 1 in SB3 too, 2 in CleanRL.
     policy_frequency: int = 1
-    """d: every d-th critic step makes d actor (and temperature) steps (1 in the SAC papers and
-    SB3, 2 in CleanRL)"""
+    """d: every d-th critic step makes d actor (and temperature) steps (1 in the SAC papers)"""
+    # A learned alpha starts at 1 in the 2018b paper and SB3; 0.2 is the usual fixed value.
     alpha: float = 0.1
-    """the temperature alpha: its starting value, or its value throughout with --no-autotune (a
-    learned alpha starts at 1 in the 2018b paper and SB3; 0.2 is the usual fixed value)"""
+    """the temperature alpha: its starting value, or its value throughout with --no-autotune"""
     autotune: bool = True
     """learn alpha so that the policy's entropy approaches --target-entropy"""
+    # None's -dim(A) as in the 2018b paper.
     target_entropy: Optional[float] = None
-    """H_target of the temperature loss, in nats (None: -dim(A), minus the action dimensions, as
-    in the 2018b paper)"""
+    """H_target of the temperature loss, in nats (None: -dim(A), minus the action dimensions)"""
     hidden_size: int = 64
     """width of the two hidden layers of the actor and of each critic (256 in the SAC papers)"""
     log_interval: int = 1_000

@@ -136,9 +136,9 @@ class Args:
     """minibatches per value epoch; must divide N*T"""
     gamma: float = 0.99
     """discount factor (0.99 in Spinning Up)"""
+    # Unset, the advantage is the reward-to-go minus the baseline, which --gae-lambda 1 equals.
     gae_lambda: Optional[float] = None
-    """lambda of GAE for the advantage (0.97 in Spinning Up); unset: reward-to-go minus the
-    baseline, which --gae-lambda 1 equals"""
+    """lambda of GAE for the advantage (0.97 in Spinning Up; None: reward-to-go minus baseline)"""
     baseline: bool = True
     """subtract the value baseline; --no-baseline weighs by the reward-to-go itself"""
     norm_adv: bool = True

@@ -55,6 +55,38 @@ def pytest_collection_modifyitems(items):
     items.sort(key=uses_ray)
 
 
+def spy_on(monkeypatch, owner, name, record):
+    """Replace owner.name by a function that calls record(*args, **kwargs) and then the
+    original; returns the list record's results are kept in."""
+    calls, original = [], getattr(owner, name)
+
+    def spy(*args, **kwargs):
+        calls.append(record(*args, **kwargs))
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(owner, name, spy)
+    return calls
+
+
+def detached(**kwargs):
+    """The keyword arguments of a call, tensors detached and copied (a spy_on record)."""
+    return {k: v.detach().clone() if torch.is_tensor(v) else v for k, v in kwargs.items()}
+
+
+def spy_on_adam(monkeypatch):
+    """Replace torch.optim.Adam by one that keeps the list of parameters each optimizer is
+    given; returns the list of those lists, in the order the optimizers were made."""
+    optimized, adam = [], torch.optim.Adam
+
+    class SpiedAdam(adam):
+        def __init__(self, params, **kwargs):
+            optimized.append(list(params))
+            super().__init__(optimized[-1], **kwargs)
+
+    monkeypatch.setattr(torch.optim, "Adam", SpiedAdam)
+    return optimized
+
+
 def script_path(script):
     """The file that runs for "ppo.py": the --script-file copy if one was given."""
     return SCRIPT_FILES.get(os.path.splitext(script)[0], os.path.join(ROOT, script))
@@ -511,3 +543,49 @@ def spy_on_acting(module, monkeypatch):
 
     monkeypatch.setattr(module.ReplayBuffer, "add", spy)
     return stored
+
+
+def check_norm_obs_on_count_to_three(module, gae_method, tmp_path, monkeypatch):
+    """vpg.py's and trpo.py's --norm-obs, read where the buffer computes its advantages
+    (module.RolloutBuffer.gae_method). CountToThree-v0, 2 environments, 4 steps: both see 0,
+    1, 2, (cut; final obs 3) 0. The statistics take in the reset's 0s and each step's next
+    observations, 1, 2, 0, 1, and are used at once: s_t is normalized by the statistics that
+    include it.
+      s_0 = 0 with {0, 0}: mean 0, var ~0: (0 - 0) / ~0 -> 0
+      s_1 = 1 with {0, 0, 1, 1}: mean 0.5, var 0.25: (1 - 0.5) / 0.5 = 1
+      s_2 = 2 with {0, 0, 1, 1, 2, 2}: mean 1, var 2/3: 1 / sqrt(2/3) = 1.224745
+      s_3 = 0 with {.., 0, 0}: mean 0.75, var 10/8 - 0.75^2 = 0.6875:
+            -0.75 / 0.829156 = -0.904534
+    The final observation 3 of the cut episode is normalized by the statistics of s_2,
+    without being added to them: (3 - 1) / sqrt(2/3) = 2.449490. After the batch, with the
+    last 1s: 10 observations, 0, 1, 2, 0, 1 twice: mean 0.8, var 6 / 5 - 0.64 = 0.56."""
+    seen = spy_on(monkeypatch, module.RolloutBuffer, gae_method,
+                  lambda self, *a, **k: (self.obs.clone(), self.final_obs.clone()))
+    module.main(module.Args(env_id="CountToThree-v0", total_timesteps=8, num_envs=2, num_steps=4,
+                            vf_minibatches=2, norm_obs=True, save_model=True, eval_episodes=0,
+                            output_dir=str(tmp_path)))
+    (obs, final_obs), = seen
+    assert obs[:, :, 0].tolist() == [pytest.approx([x, x], abs=1e-4)
+                                     for x in (0.0, 1.0, 1.224745, -0.904534)]
+    assert final_obs[2, :, 0].tolist() == pytest.approx([2.449490] * 2, abs=1e-4)
+    stats = torch.load(next(tmp_path.glob("*/model.pt")), weights_only=True)["obs_rms"]
+    assert stats["count"].item() == pytest.approx(10, abs=1e-3)
+    assert stats["mean"].tolist() == pytest.approx([0.8], abs=1e-4)
+    assert stats["var"].tolist() == pytest.approx([0.56], abs=1e-4)
+
+
+def check_gaussian_actions_clipped_for_the_environment_only(module, gae_method, tmp_path,
+                                                           monkeypatch):
+    """vpg.py and trpo.py on BoxZeroToFour-v0, which takes actions in [0, 4] and keeps those
+    it receives. The first Gaussian has mean ~0 and std 1, so about half of its samples are
+    below 0: the environment receives them clipped to 0, the buffer keeps them as sampled
+    (their log-probabilities are the ones the gradient pushes)."""
+    ActionLogEnv.received.clear()
+    stored = spy_on(monkeypatch, module.RolloutBuffer, gae_method,
+                    lambda self, *a, **k: self.actions[:, 0, 0].clone())
+    module.main(module.Args(env_id="BoxZeroToFour-v0", total_timesteps=16, num_envs=1,
+                            num_steps=16, vf_minibatches=2, eval_episodes=0,
+                            output_dir=str(tmp_path)))
+    (actions,) = stored
+    assert (actions < 0).any() and (actions > 0).any()
+    assert ActionLogEnv.received == pytest.approx(actions.clamp(0, 4).tolist())

@@ -43,6 +43,9 @@ SCRIPTS = {
                     "--rnd-init-steps", "4"], True),
     "vpg.py": (["--total-timesteps", "256", "--num-envs", "2", "--num-steps", "32"], True),
     "trpo.py": (["--total-timesteps", "256", "--num-envs", "2", "--num-steps", "32"], True),
+    # one Ray actor (a local Ray, started once and joined by every later run of the process)
+    "impala.py": (["--total-timesteps", "256", "--num-envs", "2", "--num-steps", "8",
+                   "--num-actors", "1"], True),
 }
 # The scripts that evaluate in one environment, episode after episode (the others play the
 # evaluation episodes side by side, one environment each): one video file per episode too.
@@ -54,6 +57,25 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 def module_of(script):
     return importlib.import_module(os.path.splitext(script)[0])
+
+
+@pytest.fixture(autouse=True)
+def ray_for_impala(request):
+    """impala.py's actors are Ray actors: a local Ray is started before each of its tests here
+    unless one runs (every run of this process joins it), so that a test's stand-in for
+    os.kill (which Ray's start-up calls) never meets Ray's start-up."""
+    callspec = getattr(request.node, "callspec", None)
+    if callspec is not None and callspec.params.get("script") == "impala.py":
+        module_of("impala.py").start_ray(None)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def no_ray_after_this_module():
+    """Ray stops when this file's tests end: the tests after them may fork (es.py's worker
+    processes), which a process with Ray's threads running should not (conftest.py)."""
+    yield
+    if "ray" in sys.modules and sys.modules["ray"].is_initialized():
+        sys.modules["ray"].shutdown()
 
 
 def run_folder(output_dir):
@@ -71,6 +93,7 @@ def test_help_lists_the_common_flags(script, run_cli):
     for flag in COMMON_FLAGS:
         assert flag in out
     assert ("--no-cuda" in out) == (script in TORCH)  # the device flag exactly where torch is
+    assert "--no-no-" not in out  # a flag named no_x is one flag (ppo_masked.py's --no-mask)
 
 
 @pytest.mark.parametrize("script", SCRIPTS)
@@ -509,3 +532,31 @@ def test_norm_reward_clips_the_normalized_reward_to_ten(script):
     _, reward, _, _, _ = envs.step(np.array([0]))
     envs.close()
     assert reward.tolist() == [10.0]
+
+
+# ---------------------------------------------------------------------------------------
+# --help reads as written: one line per flag's docstring
+# ---------------------------------------------------------------------------------------
+@pytest.mark.parametrize("script", [*SCRIPTS, "plot.py", "benchmark.py"])
+def test_every_flag_docstring_is_one_line_so_help_never_breaks_a_sentence(script):
+    # tyro removes a docstring's single line breaks before it dedents it, so the indented
+    # second line of a flag's docstring starts a line of its own in --help, mid-sentence
+    # ("... flat Box or image" / "observations; ..."). Each docstring of an Args field is one
+    # line of at most 100 characters; what does not fit goes in a comment above the field.
+    import ast
+    with open(os.path.join(ROOT, script)) as f:
+        source = f.read()
+    lines = source.splitlines()
+    flags, broken = 0, []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ClassDef) and node.name == "Args":
+            for field, doc in zip(node.body, node.body[1:]):
+                text = doc.value.value if isinstance(doc, ast.Expr) and isinstance(
+                    doc.value, ast.Constant) else None
+                if isinstance(field, ast.AnnAssign) and isinstance(text, str):
+                    flags += 1
+                    if (doc.lineno != doc.end_lineno or "\n" in text
+                            or len(lines[doc.lineno - 1]) > 100):
+                        broken.append(f"{script}:{doc.lineno} {field.target.id}")
+    assert flags >= 5  # the Args dataclass was found and its flags' docstrings read
+    assert broken == []

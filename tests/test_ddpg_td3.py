@@ -410,6 +410,136 @@ def test_the_loop_explores_around_the_online_actor_scaled_to_the_bounds(tmp_path
     assert sigmas.count(0.3) == 6 and sigmas.count(0.2) == 7 and len(sigmas) == 13
 
 
+def test_the_loop_gives_the_update_its_batches_steps_optimizers_and_buffer(tmp_path,
+                                                                          monkeypatch):
+    # 2 environments, 12 steps, learning from step 6 with --gradient-steps 2: the vector steps
+    # from global steps 0, 2 and 4 act at random, those from 6, 8 and 10 with the actor (one
+    # exploration noise each, sigma 0.3; the updates' smoothing noise is TD3's 0.2). After the
+    # steps that reach 6, 8, 10 and 12, two updates each, numbered 1..8, each on --batch-size 5
+    # transitions of a ring of --buffer-size 8 rows (not the budget's 12) of 1-D s and a, with
+    # Adam at --learning-rate on the actor's weights and on both critics'.
+    made, calls, sigmas = [], [], []
+    buffer, update, noisy = ddpg_td3.ReplayBuffer, ddpg_td3.update, ddpg_td3.noisy_action
+
+    def spy_buffer(capacity, obs_dim, action_dim, device):
+        made.append((capacity, obs_dim, action_dim))
+        return buffer(capacity, obs_dim, action_dim, device)
+
+    def spy_update(batch, nets, critic_optimizer, actor_optimizer, args, gradient_step):
+        calls.append((batch[2].shape, gradient_step, critic_optimizer, actor_optimizer, nets))
+        return update(batch, nets, critic_optimizer, actor_optimizer, args, gradient_step)
+
+    def spy_noisy(actions, sigma, noise_clip=math.inf):
+        sigmas.append(sigma)
+        return noisy(actions, sigma, noise_clip)
+
+    monkeypatch.setattr(ddpg_td3, "ReplayBuffer", spy_buffer)
+    monkeypatch.setattr(ddpg_td3, "update", spy_update)
+    monkeypatch.setattr(ddpg_td3, "noisy_action", spy_noisy)
+    ddpg_td3.main(ddpg_td3.Args(env_id="BoxCountToThree-v0", total_timesteps=12, num_envs=2,
+                                learning_starts=6, gradient_steps=2, buffer_size=8, batch_size=5,
+                                learning_rate=3e-3, exploration_noise=0.3, hidden_size=8,
+                                eval_episodes=0, output_dir=str(tmp_path)))
+    assert made == [(8, 1, 1)]
+    assert [c[1] for c in calls] == list(range(1, 9)) and all(c[0] == (5,) for c in calls)
+    assert sigmas.count(0.3) == 3 and sigmas.count(0.2) == 8
+    _, _, critic_optimizer, actor_optimizer, nets = calls[0]
+    params = lambda optimizer: {id(p) for g in optimizer.param_groups for p in g["params"]}
+    assert params(critic_optimizer) == {id(p) for p in [*nets.qf1.parameters(),
+                                                        *nets.qf2.parameters()]}
+    assert params(actor_optimizer) == {id(p) for p in nets.actor.parameters()}
+    assert critic_optimizer.param_groups[0]["lr"] == actor_optimizer.param_groups[0]["lr"] == 3e-3
+
+
+# ---------------------------------------------------------------------------------------
+# Which network reads which observation, and which optimizer steps on which gradient.
+# Stand-ins whose outputs say what they read (obs_dim 1, action_dim 1):
+#     actor   mu(s) = w s, w = 0.1 learned     actor_target  mu'(s) = -0.1 s
+#     qf1     Q1(s, a) = c + s + 10a, c = 0    qf1_target    Q1'(s, a) = 2s + 10a
+#     qf2     Q2(s, a) = c + s + 10a, c = 1    qf2_target    Q2'(s, a) = 3s + 10a
+# on a batch of two: s = [1, 2], a = [0.5, -0.5], r = [1, 1], terminated [0, 1], s' = [3, 5].
+# ---------------------------------------------------------------------------------------
+class SlopeActor(torch.nn.Module):
+    """mu(s) = w s with w a parameter, which actor steps move."""
+
+    def __init__(self, w):
+        super().__init__()
+        self.w = torch.nn.Parameter(tensor(w))
+
+    def forward(self, obs):
+        return self.w * obs[:, :1]
+
+
+class LineCritic(torch.nn.Module):
+    """Q(s, a) = c + k s + 10 a with c a parameter, which critic steps move."""
+
+    def __init__(self, c, k):
+        super().__init__()
+        self.c, self.k = torch.nn.Parameter(tensor(c)), k
+
+    def forward(self, obs, actions):
+        return self.c + self.k * obs[:, 0] + 10 * actions[:, 0]
+
+
+def stand_in_nets(twin_q):
+    nets = ddpg_td3.Networks(1, 1, 4, twin_q)
+    nets.actor, nets.actor_target = SlopeActor(0.1), LineActor(-0.1)
+    nets.qf1, nets.qf1_target = LineCritic(0.0, 1), LineCritic(0.0, 2)
+    if twin_q:
+        nets.qf2, nets.qf2_target = LineCritic(1.0, 1), LineCritic(0.0, 3)
+    return nets
+
+
+STAND_IN_BATCH = (tensor([1], [2]), tensor([0.5], [-0.5]), tensor(1, 1), tensor(0, 1),
+                  tensor([3], [5]))
+
+
+def test_the_update_reads_the_critics_at_s_and_the_target_networks_at_s_prime(target_calls):
+    # TD3 without smoothing noise, gamma 0.5, learning rates 0 (nothing moves), gradient
+    # step 2 (an actor step too):
+    #   a' = mu'(s') = -0.1 * [3, 5] = [-0.3, -0.5]
+    #   Q1'(s', a') = [6 - 3, 10 - 5] = [3, 5];  Q2'(s', a') = [9 - 3, 15 - 5] = [6, 10]
+    #   (at s, Q2'(s, a') = [3 - 3, 6 - 5] = [0, 1] would be the smaller)
+    #   y = r + 0.5 (1 - terminated) min(Q1', Q2') = [1 + 0.5*3, 1] = [2.5, 1]
+    #   Q1(s, a) = [1 + 5, 2 - 5] = [6, -3] and Q2(s, a) = [7, -2] (at s': [8, 0], [9, 1])
+    #   critic loss = mean(3.5^2, 4^2) + mean(4.5^2, 3^2) = (12.25 + 16)/2 + (20.25 + 9)/2
+    #               = 14.125 + 14.625 = 28.75;  q_mean = mean Q1(s, a) = 1.5 (y's is 1.75)
+    #   actor loss = -mean Q1(s, mu(s)) = -mean(s + 10 * 0.1 s) = -mean([2, 4]) = -3
+    #   (at s': -mean([6, 10]) = -8)
+    losses = one_update(stand_in_nets(twin_q=True), STAND_IN_BATCH, gradient_step=2,
+                        actor_lr=0.0, critic_lr=0.0, algo="td3", target_policy_noise=0.0,
+                        gamma=0.5)
+    ((_, k, y),) = target_calls
+    assert k["next_q1"].tolist() == approx([3, 5]) and k["next_q2"].tolist() == approx([6, 10])
+    assert y.tolist() == approx([2.5, 1.0])
+    assert losses == approx({"critic_loss": 28.75, "q_mean": 1.5, "actor_loss": -3.0})
+
+
+def test_each_optimizer_steps_on_its_own_loss_of_this_update_alone(monkeypatch):
+    # DDPG (one critic, an actor step in every update) on the stand-ins, twice on the same
+    # batch with learning rates 0, so that both updates see the same numbers (y = [2.5, 1]
+    # as above, Q1' being the smaller):
+    #   critic step: dL/dc = 2 mean(Q1(s, a) - y) = 2 mean([3.5, -4]) = -0.5
+    #   actor step:  L = -mean(s + 10 w s), dL/dw = -10 mean(s) = -15; its backward also
+    #                leaves dL/dc = -1 on the critic, which no critic step may see
+    # Without the critics' zero_grad the second critic step would see -0.5 - 1 - 0.5 = -2;
+    # without the actor's, the second actor step -30.
+    grads, step = [], torch.optim.Adam.step
+
+    def spy(self, closure=None):
+        grads.extend(p.grad.item() for group in self.param_groups for p in group["params"])
+        return step(self, closure)
+
+    monkeypatch.setattr(torch.optim.Adam, "step", spy)
+    nets = stand_in_nets(twin_q=False)
+    critic_optimizer, actor_optimizer = optimizers(nets, actor_lr=0.0, critic_lr=0.0)
+    args = ddpg_td3.resolve_algo(ddpg_td3.Args(algo="ddpg", gamma=0.5))
+    for gradient_step in (1, 2):
+        ddpg_td3.update(STAND_IN_BATCH, nets, critic_optimizer, actor_optimizer, args,
+                        gradient_step)
+    assert grads == approx([-0.5, -15.0, -0.5, -15.0])  # critic, actor, critic, actor
+
+
 # ---------------------------------------------------------------------------------------
 # Episode ends through the whole loop: environments whose observation counts their steps
 # and whose episodes end after 3 steps, by a time limit (truncated) or by termination.

@@ -260,10 +260,11 @@ def test_the_loop_bootstraps_from_the_target_network(tmp_path, monkeypatch, doub
 def test_the_loop_acts_greedily_save_with_probability_epsilon(tmp_path, monkeypatch, epsilon):
     # Q(s, .) = [1, 2] everywhere: the greedy action is 1. Epsilon 0 (start_e = end_e = 0)
     # takes it at all 40 steps; epsilon 1 draws every action uniformly: 0 and 1 both come.
+    # The target network, Q_target(s, .) = [2, 1], would take 0: it only values targets.
     actions, add = [], dqn.ReplayBuffer.add
     monkeypatch.setattr(dqn.ReplayBuffer, "add",
                         lambda self, *fields: actions.extend(fields[2]) or add(self, *fields))
-    train_directly(tmp_path, network_with_outputs(1.0, 2.0), network_with_outputs(1.0, 2.0),
+    train_directly(tmp_path, network_with_outputs(1.0, 2.0), network_with_outputs(2.0, 1.0),
                    total_timesteps=40, learning_starts=39, batch_size=8, buffer_size=40,
                    start_e=epsilon, end_e=epsilon)
     assert len(actions) == 40
@@ -274,15 +275,17 @@ def test_the_loop_acts_greedily_save_with_probability_epsilon(tmp_path, monkeypa
 def test_the_loop_moves_the_target_network_towards_the_online_one(tmp_path, monkeypatch, tau,
                                                                   expected):
     # Online parameters all 4 (the optimizer switched off, so they stay 4), target all 0.
-    # 16 steps, a target update every 8 after learning starts: two updates, at steps 8, 16.
+    # 16 steps, learning from step 4: a gradient step every 4 (at 8, 12, 16) and a target
+    # update every 8, two, at steps 8 and 16.
     #   tau = 1:    0 -> 4 -> 4
     #   tau = 0.25: 0 -> 0.25*4 + 0.75*0 = 1 -> 0.25*4 + 0.75*1 = 1.75
     # With tau and 1 - tau swapped: 0 -> 3 -> 3.75 (tau = 0.25), 0 -> 0 (tau = 1); with the
-    # networks swapped the target stays 0.
+    # networks swapped the target stays 0; updated at every gradient step (--train-frequency),
+    # 1 -> 1.75 -> 2.3125 (tau = 0.25).
     monkeypatch.setattr(torch.optim.Adam, "step", lambda self, closure=None: None)
     q_network, target_network = constant_network(4.0), constant_network(0.0)
     train_directly(tmp_path, q_network, target_network, total_timesteps=16, learning_starts=4,
-                   train_frequency=8, gradient_steps=1, batch_size=4, buffer_size=16,
+                   train_frequency=4, gradient_steps=1, batch_size=4, buffer_size=16,
                    target_network_frequency=8, tau=tau)
     assert all(torch.all(p == 4.0) for p in q_network.parameters())
     assert all(torch.allclose(p, torch.full_like(p, expected)) for p in target_network.parameters())
@@ -370,6 +373,189 @@ def test_updates_log_the_start_value_beside_the_discounted_return(tmp_path, monk
         assert float(row["q_start"]) == approx(5.0)
         assert float(row["discounted_return"]) == approx(np.mean([2 * (1 - 0.5 ** n) for n in ended]))
     assert lengths == {1, 2, 3} and 0 < blank < len(updates)
+
+
+def test_the_update_reads_q_at_s_and_both_networks_at_s_prime(tmp_path, monkeypatch):
+    # Networks that say which observation they read: Q(s, .) = [s, -s] and Q_target(s, .) =
+    # [10 s, -10 s], kept so (the optimizer switched off). On DqnCountToThree-v0 every stored
+    # s' is s + 1 (the true final one too), so one double-DQN gradient step must hand
+    #   td_loss:     Q(s, .)         = [s, -s]                  (at s' it would be [s + 1, ...])
+    #   dqn_targets: Q_target(s', .) = [10 (s + 1), -10 (s + 1)]  (at s: [10 s, ...])
+    #                Q(s', .)        = [s + 1, -(s + 1)]        (the online net's choice at s')
+    # and the sampled actions, rewards and terminated flags as they are, with --loss huber
+    # (the vector preset's is mse).
+    monkeypatch.setattr(torch.optim.Adam, "step", lambda self, closure=None: None)
+    seen = {}
+    sample, targets, loss = dqn.ReplayBuffer.sample, dqn.dqn_targets, dqn.td_loss
+
+    def spy_sample(self, batch_size):
+        seen["batch"] = sample(self, batch_size)
+        return seen["batch"]
+
+    def spy_targets(**k):
+        seen["targets"] = k
+        return targets(**k)
+
+    def spy_loss(**k):
+        seen["loss"] = k
+        return loss(**k)
+
+    monkeypatch.setattr(dqn.ReplayBuffer, "sample", spy_sample)
+    monkeypatch.setattr(dqn, "dqn_targets", spy_targets)
+    monkeypatch.setattr(dqn, "td_loss", spy_loss)
+    q_network, target_network = torch.nn.Linear(1, 2, bias=False), torch.nn.Linear(1, 2, bias=False)
+    q_network.weight.data, target_network.weight.data = tensor([1.0], [-1.0]), tensor([10.0], [-10.0])
+    train_directly(tmp_path, q_network, target_network, total_timesteps=16, learning_starts=8,
+                   train_frequency=16, gradient_steps=1, batch_size=8, buffer_size=16,
+                   double_dqn=True, loss="huber")
+    obs, actions, rewards, next_obs, terminated = seen["batch"]
+    s = obs[:, 0]
+    assert torch.equal(next_obs[:, 0], s + 1)
+    assert torch.allclose(seen["loss"]["q_values"].detach(), torch.stack([s, -s], 1))
+    assert torch.allclose(seen["targets"]["next_q_target"], torch.stack([10 * (s + 1), -10 * (s + 1)], 1))
+    assert torch.allclose(seen["targets"]["next_q_online"], torch.stack([s + 1, -(s + 1)], 1))
+    assert seen["loss"]["loss"] == "huber" and torch.equal(seen["loss"]["actions"], actions)
+    assert torch.equal(seen["targets"]["rewards"], rewards)
+    assert torch.equal(seen["targets"]["terminated"], terminated)
+
+
+def test_the_loop_decays_epsilon_over_the_exploration_fraction_of_the_budget(tmp_path):
+    # 40 steps, --exploration-fraction 0.5: epsilon falls from 1 to 0 over the first 20,
+    # eps_t = 1 - t/20 at the step count t before the step. A row of updates.csv every 4 steps
+    # from step 8 on holds the epsilon of its last step, t = g - 1:
+    #   g = 8: 1 - 7/20 = 0.65; 12: 1 - 11/20 = 0.45; 16: 0.25; 20: 0.05; 24 to 40: 0
+    # (decaying over the whole budget, g = 8 would hold 1 - 7/40 = 0.825; the epsilon of the
+    # step after, 1 - 8/20 = 0.6)
+    train_directly(tmp_path, dqn.QNetwork((1,), 2, 4), dqn.QNetwork((1,), 2, 4),
+                   total_timesteps=40, learning_starts=4, train_frequency=4, gradient_steps=1,
+                   batch_size=4, buffer_size=40, start_e=1.0, end_e=0.0, exploration_fraction=0.5,
+                   log_interval=4)
+    rows = read_csv(next(tmp_path.glob("*/updates.csv")))
+    assert [int(r["global_step"]) for r in rows] == list(range(8, 41, 4))
+    assert [float(r["epsilon"]) for r in rows] == approx([0.65, 0.45, 0.25, 0.05] + [0.0] * 5)
+
+
+@pytest.mark.parametrize("life_loss", [True, False])
+def test_main_hands_its_flags_and_networks_to_training_and_evaluation(tmp_path, monkeypatch,
+                                                                      life_loss):
+    # 2 training environments, 16 steps, --eval-every 8 with 3 episodes at --eval-epsilon 0.3:
+    # evaluations at steps 8 and 16 and the final one. The training environments get the
+    # training wrappers and --terminal-on-life-loss as given (both act on Atari only); each
+    # evaluation makes 3 of its own without them and plays the online network at epsilon
+    # 0.3. The target network starts as a copy of the online one.
+    made, evaluated, started = [], [], []
+    make, evaluate, train = dqn.make_vector_env, dqn.evaluate, dqn.train
+
+    def spy_make(env_id, num_envs, training=False, life_loss=False, video_folder=None):
+        made.append((num_envs, training, life_loss))
+        return make(env_id, num_envs, training, life_loss, video_folder)
+
+    def spy_evaluate(q_network, env_id, episodes, seed, video_folder=None, epsilon=0.0):
+        evaluated.append((q_network, episodes, epsilon))
+        return evaluate(q_network, env_id, episodes, seed, video_folder, epsilon)
+
+    def spy_train(args, envs, q_network, target_network, run):
+        vector = torch.nn.utils.parameters_to_vector
+        started.append((q_network, torch.equal(vector(q_network.parameters()),
+                                               vector(target_network.parameters()))))
+        return train(args, envs, q_network, target_network, run)
+
+    monkeypatch.setattr(dqn, "make_vector_env", spy_make)
+    monkeypatch.setattr(dqn, "evaluate", spy_evaluate)
+    monkeypatch.setattr(dqn, "train", spy_train)
+    dqn.main(dqn.Args(env_id="DqnCountToThree-v0", total_timesteps=16, num_envs=2,
+                      learning_starts=8, batch_size=4, buffer_size=16, eval_every=8,
+                      eval_episodes=3, eval_epsilon=0.3, terminal_on_life_loss=life_loss,
+                      output_dir=str(tmp_path)))
+    assert made == [(2, True, life_loss)] + [(3, False, False)] * 3
+    ((q_network, copied),) = started
+    assert copied
+    assert [(net is q_network, episodes, epsilon) for net, episodes, epsilon in evaluated] \
+        == [(True, 3, 0.3)] * 3
+
+
+class RewardIsStep(CountingEnv):
+    """Reward t at step t of an episode: 1, 2, 3 before the time limit cuts it."""
+
+    def step(self, action):
+        obs, _, terminated, truncated, info = super().step(action)
+        return obs, float(self.t), terminated, truncated, info
+
+
+gym.register("DqnRewardIsStep-v0", entry_point=RewardIsStep, max_episode_steps=3)
+
+
+def test_the_learner_gets_the_rewards_as_they_are_sign_clipped_only_on_atari(tmp_path,
+                                                                            monkeypatch):
+    # The DQN paper clips Atari's scores to their sign; any other environment's rewards reach
+    # the replay buffer as they are: 1, 2, 3 at s' = 1, 2, 3 (clipped, all would be 1).
+    stored, add = [], dqn.ReplayBuffer.add
+
+    def spy(self, obs, next_obs, actions, rewards, terminated):
+        stored.extend(zip(next_obs[:, 0].tolist(), np.asarray(rewards).tolist()))
+        return add(self, obs, next_obs, actions, rewards, terminated)
+
+    monkeypatch.setattr(dqn.ReplayBuffer, "add", spy)
+    dqn.main(dqn.Args(env_id="DqnRewardIsStep-v0", total_timesteps=12, learning_starts=8,
+                      batch_size=4, buffer_size=12, eval_episodes=0, output_dir=str(tmp_path)))
+    assert stored == [(1.0, 1.0), (2.0, 2.0), (3.0, 3.0)] * 4
+
+
+class BoolCells(CountingEnv):
+    """MinAtar-like frames: 4 x 4 cells in 6 channels (more channels than cells on a side),
+    every cell set at odd steps; bool cells as MinAtar's (BoolCells) or bytes 0/255 as
+    pixels (ByteCells)."""
+    observation_space = gym.spaces.Box(0, 1, (4, 4, 6), dtype=np.bool_)
+    on = True  # a set cell
+
+    def frame(self):
+        return np.full((4, 4, 6), self.on if self.t % 2 else 0, self.observation_space.dtype)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        return self.frame(), {}
+
+    def step(self, action):
+        _, reward, terminated, truncated, info = super().step(action)
+        return self.frame(), reward, terminated, truncated, info
+
+
+class ByteCells(BoolCells):
+    observation_space = gym.spaces.Box(0, 255, (4, 4, 6), dtype=np.uint8)
+    on = 255
+
+
+gym.register("DqnBoolCells-v0", entry_point=BoolCells, max_episode_steps=3)
+gym.register("DqnByteCells-v0", entry_point=ByteCells, max_episode_steps=3)
+
+
+@pytest.mark.parametrize("env_id, pixels, set_cell", [("DqnBoolCells-v0", False, 1),
+                                                      ("DqnByteCells-v0", True, 255)])
+def test_an_image_of_cells_or_pixels_reaches_the_network_as_it_should(tmp_path, monkeypatch,
+                                                                      env_id, pixels, set_cell):
+    # Bool cells are 0/1 already: the encoder reads them as they are (uint8=False), where
+    # bytes are pixels it scales by 1/255 (a set cell read as a byte would be 1/255). Both
+    # are kept in the replay buffer as uint8 (a set cell 1 or 255), and both keep their
+    # channels last, by the convention, though 6 channels outnumber the 4 cells of a side.
+    encoders, buffers = [], []
+    encoder, sample = dqn.ImageEncoder, dqn.ReplayBuffer.sample
+
+    def spy_encoder(obs_shape, uint8, channels_last=True):
+        encoders.append((tuple(obs_shape), uint8, channels_last))
+        return encoder(obs_shape, uint8, channels_last)
+
+    def spy_sample(self, batch_size):
+        buffers.append(self)
+        return sample(self, batch_size)
+
+    monkeypatch.setattr(dqn, "ImageEncoder", spy_encoder)
+    monkeypatch.setattr(dqn.ReplayBuffer, "sample", spy_sample)
+    dqn.main(dqn.Args(env_id=env_id, total_timesteps=12, learning_starts=8, buffer_size=12,
+                      batch_size=4, eval_episodes=0, cuda=False, output_dir=str(tmp_path)))
+    assert encoders == [((4, 4, 6), pixels, True)] * 2  # the Q-network and its target
+    buffer = buffers[0]
+    assert buffer.obs.dtype == buffer.next_obs.dtype == np.uint8
+    assert set(np.unique(buffer.obs[:buffer.size]).tolist()) == {0, set_cell}
 
 
 # ---------------------------------------------------------------------------------------

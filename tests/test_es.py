@@ -556,6 +556,91 @@ def test_pairs_share_noise_and_all_members_share_the_start_states(tmp_path, monk
     assert env_seeds[4] == env_seeds[0][:1]                 # theta plays the first start state
 
 
+def test_a_generation_plays_each_member_s_parameters_and_steps_theta_as_the_flags_say(
+        tmp_path, monkeypatch):
+    # One generation of 2 mirrored pairs (n = 4), 2 episodes each, played in this process.
+    # Each member plays theta + sign * sigma * eps(seed) and theta itself plays once; the
+    # fitness of a member is the mean of its 2 returns, in member order; then one SGD step
+    # (--optimizer sgd) with z-scores (--fitness-shaping zscore), sigma 0.2, lr 0.07, l2 0.01:
+    #   z     = (F - mean F) / (std F + 1e-8)
+    #   g     = 1 / (4 * 0.2) * sum_i z_i * sign_i * eps_i
+    #   theta = theta_0 + 0.07 * (g - (0.01 / 0.2) * theta_0)
+    played, stepped = [], []
+    original_play, original_update = es.play_episodes, es.EvolutionStrategy.update
+
+    def spy_play(env, policy, layers, obs_stats, env_seeds, record_obs=False):
+        result = original_play(env, policy, layers, obs_stats, env_seeds, record_obs)
+        played.append((np.concatenate([np.ravel(part) for layer in layers for part in layer]),
+                       list(env_seeds), result[0], result[1]))
+        return result
+
+    def spy_update(self, seeds, signs, returns):
+        stepped.append((self.theta.copy(), list(seeds), list(signs), list(returns)))
+        return original_update(self, seeds, signs, returns)
+
+    tasks = []
+    original_task = es.play_task
+    monkeypatch.setattr(es, "play_task", lambda *a: tasks.append(a[-1]) or original_task(*a))
+    monkeypatch.setattr(es, "play_episodes", spy_play)
+    monkeypatch.setattr(es.EvolutionStrategy, "update", spy_update)
+    es.main(es.Args(total_timesteps=1, population_size=4, episodes_per_member=2, policy="linear",
+                    sigma=0.2, learning_rate=0.07, optimizer="sgd", fitness_shaping="zscore",
+                    l2_coef=0.01, num_workers=1, eval_episodes=0, save_model=True,
+                    output_dir=str(tmp_path)))
+    (theta_0, seeds, signs, fitness), = stepped
+    assert len(played) == len(tasks) == 5
+    assert (seeds, signs) == ([t[0] for t in tasks[:4]], [t[1] for t in tasks[:4]])
+    eps = np.stack([es.member_noise(seed, len(theta_0)) for seed in seeds])
+    for (params, env_seeds, _, _), (_, sign, task_env_seeds), e in zip(played, tasks, eps):
+        assert params == pytest.approx(theta_0 + sign * 0.2 * e) and env_seeds == task_env_seeds
+    assert played[4][0].tolist() == theta_0.tolist()       # theta itself, unperturbed
+    returns = [r for _, _, r, _ in played[:4]]
+    assert fitness == pytest.approx([np.mean(r) for r in returns])
+    F = np.array(fitness)
+    z = (F - F.mean()) / (F.std() + 1e-8)
+    assert not np.allclose(z, es.centered_ranks(F))  # the returns tell the shapings apart
+    g = (z * np.array(signs)) @ eps / (4 * 0.2)
+    theta = torch.load(next(tmp_path.glob("*/model.pt")), weights_only=True)["theta"].numpy()
+    assert theta == pytest.approx(theta_0 + 0.07 * (g - 0.01 / 0.2 * theta_0))
+    # the logs: each member's episodes in member order, theta's return apart
+    (path,) = tmp_path.iterdir()
+    member_returns = [r for member in returns for r in member]
+    lengths = [length for _, _, _, member in played[:4] for length in member]
+    assert episode_rows(tmp_path) == [(str(step), str(r), str(length)) for step, r, length
+                                      in zip(np.cumsum(lengths).tolist(), member_returns, lengths)]
+    (row,) = read_csv(path / "updates.csv")
+    assert float(row["theta_return"]) == played[4][2][0]
+    assert (float(row["fitness_mean"]), float(row["fitness_max"]), float(row["fitness_min"])) == \
+        pytest.approx((F.mean(), F.max(), F.min()))
+
+
+def test_norm_obs_statistics_are_frozen_for_a_generation_and_take_in_the_members_raw_obs(
+        tmp_path, monkeypatch):
+    # CountToThree-v0: every episode observes 0, 1, 2 (then is cut), whatever the policy.
+    # Generation 1 (one pair) plays with the initial statistics, mean 0 and std sqrt(1 + 1e-8);
+    # the pair's 6 raw observations give mean 1, var 2/3 (theta's own episode adds nothing),
+    # and generation 2, members and theta alike, plays with those: std sqrt(2/3) = 0.816497.
+    # After it: 12 raw observations, mean 1 and var 2/3 still (normalized ones, (x - 1) /
+    # 0.816, would pull the mean to 0.5).
+    stats = []
+    original = es.play_task
+    monkeypatch.setattr(es, "play_task", lambda env, policy, strategy, obs_stats, task: (
+        stats.append(obs_stats), original(env, policy, strategy, obs_stats, task))[1])
+    es.main(es.Args(env_id="CountToThree-v0", total_timesteps=7, population_size=2,
+                    norm_obs=True, num_workers=1, eval_episodes=0, save_model=True,
+                    output_dir=str(tmp_path)))
+    assert len(stats) == 6                                  # 2 generations of 2 members + theta
+    for mean, std in stats[:3]:
+        assert (mean.tolist(), std.tolist()) == ([0.0], pytest.approx([1.0]))
+    for mean, std in stats[3:]:
+        assert (mean.tolist(), std.tolist()) == (pytest.approx([1.0], abs=1e-4),
+                                                 pytest.approx([0.816497], abs=1e-4))
+    saved = torch.load(next(tmp_path.glob("*/model.pt")), weights_only=True)["obs_rms"]
+    assert saved["count"] == pytest.approx(12, abs=1e-3)
+    assert saved["mean"].tolist() == pytest.approx([1.0], abs=1e-4)
+    assert saved["var"].tolist() == pytest.approx([2 / 3], abs=1e-4)
+
+
 # ---------------------------------------------------------------------------------------
 # Runs end to end
 # ---------------------------------------------------------------------------------------

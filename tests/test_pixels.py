@@ -115,6 +115,19 @@ def test_the_channel_axis_is_set_by_the_id_and_main_passes_it_on(script, tmp_pat
     assert seen and set(seen) == {((10, 10, 10), True)}
 
 
+@pytest.mark.parametrize("env_id, uint8", [("PixelBars-v0", True), ("BoolCells-v0", False)])
+def test_ppo_scales_bytes_only_where_the_observation_is_uint8(env_id, uint8, tmp_path,
+                                                               monkeypatch):
+    # PixelBars' frames are bytes, 0 to 255: the encoder divides them by 255. MinAtar's cells
+    # (BoolCells here) are 0 and 1 already: divided by 255 they would be 0 and 0.004.
+    agents = []
+    monkeypatch.setattr(ppo, "train", lambda args, agent, *rest: agents.append(agent))
+    ppo.main(ppo.Args(env_id=env_id, total_timesteps=64, num_envs=2, num_steps=32,
+                      eval_episodes=0, cuda=False, output_dir=str(tmp_path)))
+    (agent,) = agents
+    assert agent.encoder.uint8 is uint8
+
+
 # ---------------------------------------------------------------------------------------
 # A tiny pixel task: the CNN learns it in seconds, an MLP on the flattened frame more slowly
 # ---------------------------------------------------------------------------------------
@@ -203,10 +216,22 @@ class Catch(gym.Env):
         return frame
 
 
+class BoolCells(Bars):
+    """Bars' task on a 10 x 10 x 2 grid of bool cells, as MinAtar's observations are: 0 and 1
+    already, not bytes to scale."""
+    observation_space = gym.spaces.Box(0, 1, (10, 10, 2), dtype=bool)
+
+    def draw(self):
+        frame = np.zeros((10, 10, 2), dtype=bool)
+        frame[:8, :8, :1] = super().draw() > 0
+        return frame
+
+
 gym.register("PixelBars-v0", entry_point=Bars)
 gym.register("PixelBarsFlat-v0", entry_point=flat_bars)
 gym.register("SquareImage-v0", entry_point=SquareImage)
 gym.register("PixelCatch-v0", entry_point=Catch)
+gym.register("BoolCells-v0", entry_point=BoolCells)
 
 LEARN = {  # short runs: PPO's defaults; DQN updating every 4 steps from step 500
     "ppo.py": dict(total_timesteps=8192),
@@ -330,6 +355,22 @@ def test_a_lost_life_ends_the_training_episode_and_the_game_plays_on(script):
     assert [lives[t] for t in ends] == [4, 3, 2, 1, 5]  # the last life ends the game: a new one
     # ... and the statistics close one episode only, the whole game, at its real end
     assert [t for t, row in enumerate(rows) if row[3]] == [ends[-1]] == [len(rows) - 1]
+
+
+@pytest.mark.skipif(not HAS_ATARI, reason="ale-py and opencv are not installed")
+def test_ppo_without_terminal_on_life_loss_ends_episodes_at_game_ends_only(tmp_path,
+                                                                         monkeypatch):
+    # --no-terminal-on-life-loss: main makes the training environments without the lost life
+    # as a termination (LifeLossTermination is not in their chain) but with the rewards'
+    # sign. (The flag's default, a termination at each lost life, is the test below's.)
+    chains = []
+    monkeypatch.setattr(ppo, "train", lambda args, agent, normalizer, envs, *rest:
+                        chains.append(chain(envs)))
+    ppo.main(ppo.Args(env_id="ALE/Breakout-v5", terminal_on_life_loss=False, total_timesteps=64,
+                      num_envs=1, num_steps=64, eval_episodes=0, cuda=False,
+                      output_dir=str(tmp_path)))
+    (kinds,) = chains
+    assert ppo.LifeLossTermination not in kinds and gym.wrappers.vector.TransformReward in kinds
 
 
 @pytest.mark.skipif(not HAS_ATARI, reason="ale-py and opencv are not installed")

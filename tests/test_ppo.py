@@ -9,8 +9,9 @@ import pytest
 import torch
 
 import ppo
-from conftest import (approx, check_evaluations, interrupt_on_call, read_csv, run_folder_env,
-                      same_seed_episodes, tensor, unreadable_checkpoints)
+from conftest import (ActionLogEnv, approx, check_evaluations, interrupt_on_call, read_csv,
+                      run_folder_env, same_seed_episodes, spy_on, spy_on_adam, tensor,
+                      unreadable_checkpoints)
 
 
 def column(*values):
@@ -375,6 +376,113 @@ def test_evaluation_normalizes_observations_with_the_frozen_statistics():
     returns = ppo.evaluate(agent, normalizer, "CountToThree-v0", 1, 0, torch.device("cpu"))
     assert returns.tolist() == [3.0] and seen == pytest.approx([-0.5, 0.0, 0.5], abs=1e-6)
     assert normalizer.rms.mean.tolist() == [1.0] and normalizer.rms.var.tolist() == [4.0]
+
+
+# ---------------------------------------------------------------------------------------
+# The glue: which flag reaches which function, what the loop stores, which parameters
+# each optimizer step moves
+# ---------------------------------------------------------------------------------------
+@pytest.mark.parametrize("advantage", ["gae", "vtrace"])
+def test_the_loop_gives_the_math_its_flags_and_steps_every_parameter(advantage, tmp_path,
+                                                                     monkeypatch):
+    # Each flag set apart from its default and from the others, so that a flag that does
+    # not arrive, or arrives in another's place, shows. BoxZeroToFour-v0 has continuous
+    # actions: the Gaussian's log std is a parameter too. 2 rollouts of 2 * 8 steps, 2
+    # epochs of 2 minibatches each: 8 gradient steps.
+    flags = dict(gamma=0.9, gae_lambda=0.6, rho_bar=1.7, c_bar=0.8, clip_coef=0.15,
+                 ent_coef=0.03, vf_coef=0.7, clip_vloss=True, max_grad_norm=0.35)
+    gae = spy_on(monkeypatch, ppo, "compute_gae", lambda *a: a[5:7])  # gamma, lambda
+    vtrace = spy_on(monkeypatch, ppo, "compute_vtrace", lambda *a: a[6:9])  # gamma, rho, c
+    losses = spy_on(monkeypatch, ppo, "ppo_loss", lambda **k: (
+        k["clip_coef"], k["ent_coef"], k["vf_coef"], k["clip_vloss"]))
+    clips = spy_on(monkeypatch, torch.nn.utils, "clip_grad_norm_", lambda params, norm: norm)
+    agents = spy_on(monkeypatch, ppo, "train", lambda args, agent, *rest: agent)
+    optimized = spy_on_adam(monkeypatch)
+    ppo.main(ppo.Args(env_id="BoxZeroToFour-v0", total_timesteps=32, num_envs=2, num_steps=8,
+                      num_minibatches=2, update_epochs=2, advantage=advantage, eval_episodes=0,
+                      output_dir=str(tmp_path), **flags))
+    if advantage == "gae":  # once per rollout
+        assert gae == [(0.9, 0.6)] * 2 and vtrace == []
+    else:  # before each epoch, with the policy of the moment
+        assert vtrace == [(0.9, 1.7, 0.8)] * 4 and gae == []
+    assert losses == [(0.15, 0.03, 0.7, True)] * 8 and clips == [0.35] * 8
+    (agent,) = agents
+    (params,) = optimized  # one Adam, on every parameter, the Gaussian's log std included
+    assert {id(p) for p in params} == {id(p) for p in agent.parameters()}
+    assert any(p is agent.actor_logstd for p in params)
+
+
+def test_the_buffer_keeps_the_sample_and_the_environment_gets_it_clipped(tmp_path, monkeypatch):
+    # BoxZeroToFour-v0 (conftest.py) takes actions in [0, 4] and keeps each it receives. The
+    # Gaussian policy starts with mean near 0 and std 1: about half the samples are negative.
+    # The environment must get each sample clipped to [0, 4]; the buffer, whose
+    # log-probabilities the ratio compares, the sample itself.
+    stored = spy_on(monkeypatch, ppo.RolloutBuffer, "gae",
+                    lambda self, *a: self.actions[:, 0, 0].tolist())
+    ActionLogEnv.received.clear()
+    ppo.main(ppo.Args(env_id="BoxZeroToFour-v0", total_timesteps=16, num_envs=1, num_steps=16,
+                      num_minibatches=2, update_epochs=1, eval_episodes=0,
+                      output_dir=str(tmp_path)))
+    (actions,) = stored
+    assert min(actions) < 0 < max(actions)
+    assert ActionLogEnv.received == pytest.approx(np.clip(actions, 0, 4).tolist(), abs=1e-6)
+
+
+@pytest.mark.parametrize("target_kl, anneal_lr, epochs, rates", [
+    (None, True, ["4", "4"], [4e-3, 2e-3]),  # 2 rollouts: 4e-3 * (1 - k/2) for k = 0, 1
+    (1e-9, False, ["1", "1"], [4e-3, 4e-3]),
+])
+def test_target_kl_stops_the_epochs_and_no_anneal_lr_keeps_the_rate(target_kl, anneal_lr,
+                                                                    epochs, rates, tmp_path,
+                                                                    monkeypatch):
+    # 4 epochs of 2 minibatches. The first minibatch of an update comes before its first
+    # gradient step (KL 0), the second after one (KL > 0): the first epoch's mean KL is
+    # above 1e-9, so --target-kl 1e-9 stops each update after it, at 2 gradient steps.
+    losses = spy_on(monkeypatch, ppo, "ppo_loss", lambda **k: 1)
+    ppo.main(ppo.Args(total_timesteps=256, num_envs=2, num_steps=64, num_minibatches=2,
+                      update_epochs=4, target_kl=target_kl, anneal_lr=anneal_lr,
+                      eval_episodes=0, output_dir=str(tmp_path)))
+    updates = read_csv(next(tmp_path.glob("*/updates.csv")))
+    assert [u["epochs"] for u in updates] == epochs
+    assert len(losses) == 2 * 2 * int(epochs[0])
+    assert [float(u["learning_rate"]) for u in updates] == approx(rates)
+
+
+def environment_flags(env_id, num_envs, training=False, reward_gamma=None, life_loss=False,
+                      video_folder=None):
+    return training, reward_gamma, life_loss
+
+
+def evaluation_epsilon(agent, normalizer, env_id, episodes, seed, device, video_folder=None,
+                       epsilon=0.0):
+    return epsilon
+
+
+@pytest.mark.parametrize("norm_reward, life_loss", [(True, False), (False, True)])
+def test_main_gives_the_environments_and_evaluations_their_flags(norm_reward, life_loss,
+                                                                 tmp_path, monkeypatch):
+    # The training environments: --norm-reward's return discounted by --gamma (0.9 here, not
+    # the default), --terminal-on-life-loss as given; the evaluations (each --eval-every 64
+    # steps and the final one) are not training environments and take --eval-epsilon.
+    made = spy_on(monkeypatch, ppo, "make_vector_env", environment_flags)
+    evaluated = spy_on(monkeypatch, ppo, "evaluate", evaluation_epsilon)
+    ppo.main(ppo.Args(total_timesteps=128, num_envs=2, num_steps=32, gamma=0.9,
+                      norm_reward=norm_reward, terminal_on_life_loss=life_loss, eval_every=64,
+                      eval_episodes=1, eval_epsilon=0.25, output_dir=str(tmp_path)))
+    assert made[0] == (True, 0.9 if norm_reward else None, life_loss)
+    assert made[1:] == [(False, None, False)] * 3 and evaluated == [0.25] * 3
+
+
+def test_training_keeps_the_rewards_of_an_environment_that_is_not_atari():
+    # Pendulum's rewards are -(angle^2 + ...), fractions: a training environment must give
+    # them as the evaluation's does (the sign is Atari's clipping alone).
+    rewards = []
+    for training in (True, False):
+        envs = ppo.make_vector_env("Pendulum-v1", 1, training=training, life_loss=True)
+        envs.reset(seed=0)
+        rewards.append(envs.step(np.array([[1.0]]))[1][0])
+        envs.close()
+    assert rewards[0] == rewards[1] and rewards[0] not in (-1.0, 0.0, 1.0)
 
 
 # ---------------------------------------------------------------------------------------

@@ -12,8 +12,8 @@ import pytest
 import torch
 
 import ppo_lstm
-from conftest import (ActionLogEnv, CountingEnv, check_evaluations, interrupt_on_call,
-                      read_csv, same_seed_episodes, unreadable_checkpoints)
+from conftest import (ActionLogEnv, CountingEnv, check_evaluations, detached, interrupt_on_call,
+                      read_csv, same_seed_episodes, spy_on, spy_on_adam, unreadable_checkpoints)
 
 # Episodes of 5 steps cut by a time limit: observations 0, 1, 2, 3, 4, then the fifth step
 # (from observation 4) is truncated with the true final observation 5.
@@ -163,6 +163,40 @@ def test_evaluating_a_chunk_equals_acting_one_step_at_a_time():
     assert torch.allclose(new_values, torch.stack(values), atol=1e-6)
 
 
+def test_each_head_reads_its_own_tower_from_its_own_state():
+    # By hand with the layers themselves, one step from a state whose actor half (index 0)
+    # and critic half (index 1) differ: the logits are the actor head's on the actor LSTM's
+    # output over the actor encoder's features, from the actor's state; the value the
+    # critic's on its own tower from its own state; the new state holds each LSTM's own.
+    torch.manual_seed(0)
+    agent = ppo_lstm.Agent(1, 2, False, hidden_size=8, lstm_hidden_size=4)
+    obs, starts = torch.tensor([[0.7]]), torch.zeros(1)
+    h, c = torch.randn(1, 2, 4), torch.randn(1, 2, 4)
+    with torch.no_grad():
+        towers = [(agent.actor_encoder, agent.actor_lstm),
+                  (agent.critic_encoder, agent.critic_lstm)]
+        outs, states = [], []
+        for i, (encoder, lstm) in enumerate(towers):
+            out, state = lstm(encoder(obs).unsqueeze(0), (h[:, i].unsqueeze(0),
+                                                          c[:, i].unsqueeze(0)))
+            outs.append(out[0])
+            states.append(state)
+        logits, value = agent.actor(outs[0]), agent.critic(outs[1])[:, 0]
+        action, logprob, stepped_value, (new_h, new_c) = agent.step(obs, (h, c), starts)
+        new_logprob, _, new_value = agent.evaluate(obs.unsqueeze(0), action.unsqueeze(0), (h, c),
+                                                   starts.unsqueeze(0))
+    assert torch.allclose(logprob, torch.log_softmax(logits, -1)[0, action], atol=1e-6)
+    assert torch.allclose(stepped_value, value, atol=1e-6)
+    assert torch.allclose(new_logprob[0], logprob, atol=1e-6)
+    assert torch.allclose(new_value[0], value, atol=1e-6)
+    assert torch.allclose(agent.bootstrap_value(obs, (h, c), starts), value, atol=1e-6)
+    for i, (state_h, state_c) in enumerate(states):
+        assert torch.allclose(new_h[:, i], state_h[0], atol=1e-6)
+        assert torch.allclose(new_c[:, i], state_c[0], atol=1e-6)
+    # the critic's half is not the actor's: a mix-up of the two would show
+    assert not torch.allclose(states[0][0], states[1][0], atol=1e-3)
+
+
 # ---------------------------------------------------------------------------------------
 # The glue: what the rollout stores and what the update feeds the LSTM
 # ---------------------------------------------------------------------------------------
@@ -277,26 +311,13 @@ def test_update_starts_each_chunk_from_its_stored_state(one_update):
     assert not torch.allclose(mid[0], buffer["h"][7, 0], atol=1e-4)
 
 
-def spy_on_ppo_loss(monkeypatch):
-    """The keyword arguments of every ppo_loss call, detached."""
-    calls, original = [], ppo_lstm.ppo_loss
-
-    def spy(**kwargs):
-        calls.append({k: v.detach().clone() if torch.is_tensor(v) else v
-                      for k, v in kwargs.items()})
-        return original(**kwargs)
-
-    monkeypatch.setattr(ppo_lstm, "ppo_loss", spy)
-    return calls
-
-
 def test_the_first_minibatch_reproduces_what_the_rollout_stored(tmp_path, monkeypatch):
     # CountToFive-v0, T = 8, L = 4: each environment's chunk of steps 4..7 holds an episode
     # start at step 5. One minibatch of all 4 chunks comes before any gradient step, so
     # re-running each chunk from its stored first state, reset at step 5, must give the
     # log-probabilities and values of acting: newlogprob = oldlogprob, and, with
     # --no-norm-adv, newvalue = returns - advantages (R_t = A_t + V(s_t) stored).
-    calls = spy_on_ppo_loss(monkeypatch)
+    calls = spy_on(monkeypatch, ppo_lstm, "ppo_loss", detached)
     ppo_lstm.main(ppo_lstm.Args(env_id="CountToFive-v0", total_timesteps=16, num_envs=2,
                                 num_steps=8, data_chunk_length=4, num_minibatches=1,
                                 update_epochs=1, norm_adv=False, eval_episodes=0,
@@ -317,7 +338,7 @@ def test_advantages_are_normalized_over_the_whole_minibatch(norm_adv, tmp_path, 
     # be -0.7071 and 0.7071 at each step.) With --no-norm-adv they pass as they are.
     advantages = torch.tensor([[0.0, 2.0], [1.0, 4.0]])
     monkeypatch.setattr(ppo_lstm, "compute_gae", lambda *args: (advantages, advantages))
-    calls = spy_on_ppo_loss(monkeypatch)
+    calls = spy_on(monkeypatch, ppo_lstm, "ppo_loss", detached)
     ppo_lstm.main(ppo_lstm.Args(env_id="CountToFive-v0", total_timesteps=4, num_envs=2,
                                 num_steps=2, data_chunk_length=2, num_minibatches=1,
                                 update_epochs=1, norm_adv=norm_adv, eval_episodes=0,
@@ -327,6 +348,32 @@ def test_advantages_are_normalized_over_the_whole_minibatch(norm_adv, tmp_path, 
     expected = [normalized[r] if norm_adv else r for r in call["returns"].tolist()]
     assert sorted(call["returns"].tolist()) == [0.0, 1.0, 2.0, 4.0]
     assert call["advantages"].tolist() == pytest.approx(expected, abs=1e-5)
+
+
+def test_the_loop_gives_the_math_its_flags_and_steps_every_parameter(tmp_path, monkeypatch):
+    # Each flag apart from its default and from the others. CountToFive-v0, one rollout of
+    # 2 * 8 steps in 4 chunks of 4, 2 minibatches. --target-kl 1e-9 stops the update after
+    # its first epoch of 3 (the second minibatch comes after a gradient step: KL > 0); the
+    # training environments discount --norm-reward's return (on by default) by --gamma.
+    calls = spy_on(monkeypatch, ppo_lstm, "ppo_loss", detached)
+    gae = spy_on(monkeypatch, ppo_lstm, "compute_gae", lambda *a: a[5:7])  # gamma, lambda
+    norms = spy_on(monkeypatch, torch.nn.utils, "clip_grad_norm_", lambda params, norm: norm)
+    made = spy_on(monkeypatch, ppo_lstm, "make_vector_env",
+                  lambda env_id, num_envs, reward_gamma=None, *rest, **kw: reward_gamma)
+    agents = spy_on(monkeypatch, ppo_lstm, "train", lambda args, agent, *rest: agent)
+    optimized = spy_on_adam(monkeypatch)
+    ppo_lstm.main(ppo_lstm.Args(env_id="CountToFive-v0", total_timesteps=16, num_envs=2,
+                                num_steps=8, data_chunk_length=4, num_minibatches=2,
+                                update_epochs=3, target_kl=1e-9, gamma=0.9, gae_lambda=0.6,
+                                ent_coef=0.03, vf_coef=0.7, max_grad_norm=0.35,
+                                eval_episodes=0, output_dir=str(tmp_path)))
+    assert gae == [(0.9, 0.6)] and made == [0.9]
+    assert [(c["ent_coef"], c["vf_coef"]) for c in calls] == [(0.03, 0.7)] * 2
+    assert norms == [0.35] * 2
+    (update,) = read_csv(next(tmp_path.glob("*/updates.csv")))
+    assert update["epochs"] == "1"
+    (agent,) = agents
+    assert [id(p) for p in optimized[0]] == [id(p) for p in agent.parameters()]
 
 
 # CountToThree-v0 (conftest.py), 2 environments, T = 4: observations 0, 1, 2, then the third
@@ -571,7 +618,7 @@ def test_anneal_clip_decays_epsilon_with_the_learning_rate(anneal_clip, expected
     # with --anneal-clip rollout i (from 1) clips at 0.2 * max(0, 1 - (i - 1) / 4) = 0.2, 0.15,
     # 0.1, 0.05, then 0 (not -0.05); without it at 0.2 throughout. Each rollout is 4 chunks of
     # 8 steps in 2 minibatches, so ppo_loss gets each value twice, and updates.csv logs it.
-    calls = spy_on_ppo_loss(monkeypatch)
+    calls = spy_on(monkeypatch, ppo_lstm, "ppo_loss", detached)
     ppo_lstm.main(ppo_lstm.Args(num_envs=2, num_steps=16, update_epochs=1, eval_episodes=0,
                                 total_timesteps=160, anneal_steps=128, clip_coef=0.2,
                                 anneal_clip=anneal_clip, output_dir=str(tmp_path)))

@@ -11,8 +11,8 @@ import pytest
 import torch
 
 import ppo_masked as pm
-from conftest import (approx, check_evaluations, interrupt_on_call, read_csv, same_seed_episodes,
-                      unreadable_checkpoints)
+from conftest import (approx, check_evaluations, detached, interrupt_on_call, read_csv,
+                      same_seed_episodes, spy_on, spy_on_adam, unreadable_checkpoints)
 
 LN2, LN3 = math.log(2.0), math.log(3.0)
 
@@ -424,6 +424,105 @@ def test_norm_reward_clips_what_the_buffer_learns_from_and_keeps_raw_returns(tmp
     assert (seen[0]["rewards"].abs() <= 10).all() and (seen[0]["rewards"][1:] != 1.0).all()
     episodes = read_csv(next(tmp_path.glob("*/episodes.csv")))
     assert {(e["episode_return"], e["episode_length"]) for e in episodes} == {("3.0", "3")}
+
+
+# ---------------------------------------------------------------------------------------
+# The glue: what the loop gives GAE, the loss and the optimizer
+# ---------------------------------------------------------------------------------------
+class TenTimesObs(torch.nn.Module):
+    def forward(self, obs):
+        return 10 * obs[..., :1]
+
+
+class CriticByHand(pm.Agent):
+    """The agent with V(s) = 10 * s (MaskedCounter's s is its step count t), so that each
+    value says which observation it came from."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.critic = TenTimesObs()
+
+
+def test_gae_gets_the_flags_and_bootstraps_from_the_true_final_observation(tmp_path,
+                                                                           monkeypatch):
+    # MaskedCounter-v0, 2 environments, T = 4: states 0, 1, 2, then the third step is cut
+    # by the time limit (final observation 3), and the next episode starts at 0. GAE must get
+    # values V(s_t) = 10*[0, 1, 2, 0] and next_values [V(1), V(2), V(final obs 3), V(last
+    # obs 1)] = [10, 20, 30, 10]: at the cut, 30, not V(0) = 0 of the next episode's first
+    # observation; a truncation, not a termination; and --gamma 0.9, --gae-lambda 0.6.
+    seen, original = [], pm.compute_gae
+
+    def spy(rewards, values, next_values, terminated, truncated, gamma, gae_lambda):
+        seen.append((values[:, 0].tolist(), next_values[:, 0].tolist(), terminated.any().item(),
+                     truncated[:, 0].tolist(), gamma, gae_lambda))
+        return original(rewards, values, next_values, terminated, truncated, gamma, gae_lambda)
+
+    monkeypatch.setattr(pm, "Agent", CriticByHand)
+    monkeypatch.setattr(pm, "compute_gae", spy)
+    pm.main(pm.Args(env_id="MaskedCounter-v0", total_timesteps=8, num_envs=2, num_steps=4,
+                    num_minibatches=2, update_epochs=1, gamma=0.9, gae_lambda=0.6,
+                    eval_episodes=0, output_dir=str(tmp_path)))
+    assert seen == [([0.0, 10.0, 20.0, 0.0], [10.0, 20.0, 30.0, 10.0], False,
+                     [False, False, True, False], 0.9, 0.6)]
+
+
+@pytest.mark.parametrize("norm_adv", [True, False])
+def test_what_the_loop_gives_ppo_loss_the_clipping_and_the_optimizer(norm_adv, tmp_path,
+                                                                     monkeypatch):
+    # Each flag apart from its default and from the others. The first minibatch comes before
+    # any gradient step: its new values are the stored ones, row for row (what --clip-vloss
+    # clips around). Advantages are normalized within each minibatch (mean 0, std 1), or
+    # with --no-norm-adv passed as GAE made them, so that returns = advantages + stored
+    # values. The training environments discount --norm-reward's return by --gamma.
+    calls = spy_on(monkeypatch, pm, "ppo_loss", detached)
+    norms = spy_on(monkeypatch, torch.nn.utils, "clip_grad_norm_", lambda params, norm: norm)
+    made = spy_on(monkeypatch, pm, "make_vector_env",
+                  lambda env_id, num_envs, reward_gamma=None, *rest: reward_gamma)
+    optimized = spy_on_adam(monkeypatch)
+    agents = []
+
+    class Kept(pm.Agent):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            agents.append(self)
+
+    monkeypatch.setattr(pm, "Agent", Kept)
+    pm.main(pm.Args(env_id="MaskedCounter-v0", total_timesteps=16, num_envs=2, num_steps=8,
+                    num_minibatches=2, update_epochs=2, norm_adv=norm_adv, gamma=0.9,
+                    norm_reward=True, clip_coef=0.15, ent_coef=0.03, vf_coef=0.7,
+                    clip_vloss=True, max_grad_norm=0.35, eval_episodes=0,
+                    output_dir=str(tmp_path)))
+    assert len(calls) == 4 and norms == [0.35] * 4
+    assert made == [None, 0.9]  # check_env's environment, then the training ones
+    assert torch.allclose(calls[0]["newvalue"], calls[0]["oldvalue"], atol=1e-6)
+    for call in calls:
+        assert (call["clip_coef"], call["ent_coef"], call["vf_coef"], call["clip_vloss"]) == \
+            (0.15, 0.03, 0.7, True)
+        if norm_adv:
+            assert call["advantages"].mean().item() == pytest.approx(0, abs=1e-5)
+            assert call["advantages"].std().item() == pytest.approx(1, abs=1e-4)
+        else:
+            assert torch.allclose(call["returns"], call["advantages"] + call["oldvalue"], atol=1e-5)
+    (agent,) = agents
+    assert [id(p) for p in optimized[0]] == [id(p) for p in agent.parameters()]
+
+
+@pytest.mark.parametrize("target_kl, anneal_lr, epochs, rates", [
+    (None, True, ["4", "4"], [2.5e-3, 1.25e-3]),  # 2 rollouts: lr * (1 - k/2) for k = 0, 1
+    (1e-9, False, ["1", "1"], [2.5e-3, 2.5e-3]),
+])
+def test_target_kl_stops_the_epochs_and_no_anneal_lr_keeps_the_rate(target_kl, anneal_lr,
+                                                                    epochs, rates, tmp_path):
+    # 4 epochs of 2 minibatches. The first minibatch of an update comes before its first
+    # gradient step (KL 0), the second after one (KL > 0): the first epoch's mean KL is
+    # above 1e-9, so --target-kl 1e-9 stops each update after it.
+    pm.main(pm.Args(env_id="MaskedCounter-v0", total_timesteps=32, num_envs=2, num_steps=8,
+                    num_minibatches=2, update_epochs=4, target_kl=target_kl,
+                    anneal_lr=anneal_lr, learning_rate=2.5e-3, eval_episodes=0,
+                    output_dir=str(tmp_path)))
+    updates = read_csv(next(tmp_path.glob("*/updates.csv")))
+    assert [u["epochs"] for u in updates] == epochs
+    assert [float(u["learning_rate"]) for u in updates] == approx(rates)
 
 
 # ---------------------------------------------------------------------------------------

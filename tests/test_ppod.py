@@ -13,8 +13,8 @@ import torch
 
 import ppo
 import ppod
-from conftest import (CountingEnv, approx, check_evaluations, episode_rows, interrupt_on_call,
-                      read_csv, same_seed_episodes)
+from conftest import (CountingEnv, approx, check_evaluations, detached, episode_rows,
+                      interrupt_on_call, read_csv, same_seed_episodes, spy_on, spy_on_adam)
 
 
 def episode(episode_return, steps=2):
@@ -398,6 +398,140 @@ def test_under_norm_obs_a_truncated_step_bootstraps_from_the_normalized_final_ob
     finals = torch.cat([r["final_obs"][r["truncated"]][:, 0] for r in rollouts]).tolist()
     assert len(finals) == 16 and {raw for raw, _ in made} == {3.0}
     assert finals == approx([out for _, out in made]) and 3.0 not in finals
+
+
+# ---------------------------------------------------------------------------------------
+# The glue: what the loop gives the loss, the optimizer, GAE and the demo buffers
+# ---------------------------------------------------------------------------------------
+class KeptAgent(ppod.Agent):
+    """ppod's Agent, each one made kept in `made` for the test to look at."""
+    made = []
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        KeptAgent.made.append(self)
+
+
+@pytest.mark.parametrize("norm_adv", [True, False])
+def test_what_the_loop_gives_ppo_loss_gae_the_clipping_and_the_optimizer(norm_adv, tmp_path,
+                                                                         monkeypatch,
+                                                                         count_demos):
+    # Each flag apart from its default and from the others; replays (rho 0.5) and --norm-obs
+    # on. One minibatch an epoch: the first comes before any gradient step, so on the agent's
+    # rows the new log-probabilities are the stored ones (it acted on the normalized
+    # observations it learns from), on the replayed rows the stored log mu is 0, and every
+    # new value is the stored one (what --clip-vloss clips around). The advantages arrive
+    # as GAE made them (returns = advantages + stored values), with --norm-adv's flag for
+    # ppo_loss to normalize them. Replayed steps do not count in the budget: 2 rollouts or
+    # more, of 2 epochs each.
+    calls = spy_on(monkeypatch, ppod, "ppo_loss", detached)
+    norms = spy_on(monkeypatch, torch.nn.utils, "clip_grad_norm_", lambda params, norm: norm)
+    gae = spy_on(monkeypatch, ppod, "compute_gae", lambda *a: a[5:7])  # gamma, lambda
+    optimized = spy_on_adam(monkeypatch)
+    KeptAgent.made.clear()
+    monkeypatch.setattr(ppod, "Agent", KeptAgent)
+    ppod.main(ppod.Args(env_id="CountToThree-v0", demos_dir=count_demos, rho=0.5, phi=0.0,
+                        total_timesteps=24, num_envs=2, num_steps=8, num_minibatches=1,
+                        update_epochs=2, norm_adv=norm_adv, gamma=0.9, gae_lambda=0.6,
+                        clip_coef=0.15, ent_coef=0.03, vf_coef=0.7, clip_vloss=True,
+                        max_grad_norm=0.35, eval_episodes=0, output_dir=str(tmp_path)))
+    assert len(gae) >= 2 and set(gae) == {(0.9, 0.6)}
+    assert len(calls) == 2 * len(gae) and norms == [0.35] * len(calls)
+    first = calls[0]
+    own = first["oldlogprob"] != 0  # the agent's rows: log pi < 0 of one of 2 actions
+    assert own.any() and (~own).any()
+    assert torch.allclose(first["newlogprob"][own], first["oldlogprob"][own], atol=1e-6)
+    assert torch.allclose(first["newvalue"], first["oldvalue"], atol=1e-6)
+    for call in calls:
+        assert (call["clip_coef"], call["ent_coef"], call["vf_coef"], call["clip_vloss"],
+                call["norm_adv"]) == (0.15, 0.03, 0.7, True, norm_adv)
+        assert torch.allclose(call["returns"], call["advantages"] + call["oldvalue"], atol=1e-5)
+    (agent,) = KeptAgent.made
+    assert [id(p) for p in optimized[0]] == [id(p) for p in agent.parameters()]
+
+
+class CriticByHand(KeptAgent):
+    """V(s) = 10 * s: CountToThree's s is its step count, so each value names its state."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.critic = CountTimesTen()
+
+
+class CountTimesTen(torch.nn.Module):
+    def forward(self, obs):
+        return 10 * obs[..., :1]
+
+
+def test_the_agents_real_episodes_are_admitted_with_their_largest_value(tmp_path, monkeypatch,
+                                                                        count_demos):
+    # V(s) = 10 * s, no --norm-obs: each real episode of CountToThree-v0 (states 0, 1, 2, cut
+    # after 3 steps) is filed with max_t V(s_t) = V(2) = 20 as its priority, and only the
+    # agent's own episodes are filed: the replays of COUNT_DEMO (states 10..12) never are.
+    admitted, admit = [], ppod.DemoBuffers.admit
+
+    def spy(self, demo, max_value):
+        admitted.append((demo.observations[:, 0].tolist(), max_value))
+        return admit(self, demo, max_value)
+
+    monkeypatch.setattr(ppod, "Agent", CriticByHand)
+    monkeypatch.setattr(ppod.DemoBuffers, "admit", spy)
+    ppod.main(ppod.Args(env_id="CountToThree-v0", demos_dir=count_demos, rho=0.5, phi=0.0,
+                        norm_obs=False, total_timesteps=48, num_envs=2, num_steps=8,
+                        num_minibatches=2, update_epochs=1, eval_episodes=0,
+                        output_dir=str(tmp_path)))
+    episodes = read_csv(next(tmp_path.glob("*/episodes.csv")))
+    assert len(admitted) == len(episodes) > 0
+    assert admitted == [([0.0, 1.0, 2.0, 3.0], 20.0)] * len(episodes)
+
+
+def test_main_gives_the_demo_buffers_and_the_environments_their_flags(tmp_path, monkeypatch,
+                                                                      count_demos):
+    # The demo buffers are made with the flags, each in its place (and --seed for the
+    # sources' draws); the training environments replay from them. Training itself is
+    # stood in for: what it is given is the test.
+    made, given = [], []
+
+    class Kept(ppod.DemoBuffers):
+        def __init__(self, *args):
+            made.append(args)
+            super().__init__(*args)
+
+    monkeypatch.setattr(ppod, "DemoBuffers", Kept)
+    monkeypatch.setattr(ppod, "train", lambda args, agent, normalizer, envs, buffers, *rest:
+                        given.append((envs.env.envs[0].buffers, buffers)))
+    ppod.main(ppod.Args(env_id="CountToThree-v0", demos_dir=count_demos, demo_capacity=3,
+                        rho=0.1, phi=0.2, alpha=0.5, seed=5, success_threshold=2.0,
+                        rising_threshold=True, total_timesteps=16, num_envs=2, num_steps=8,
+                        eval_episodes=0, output_dir=str(tmp_path)))
+    ((demos, *flags),) = made
+    assert [d.rewards.tolist() for d in demos] == [COUNT_DEMO.rewards.tolist()]
+    assert flags == [3, 0.1, 0.2, 0.5, 5, 2.0, True]
+    ((replaying, buffers),) = given
+    assert replaying is buffers and isinstance(buffers, Kept)
+
+
+@pytest.mark.parametrize("target_kl, anneal_lr, epochs, rates", [
+    (None, True, ["4", "4"], [1e-3, 0.5e-3]),  # lr * (1 - global_step / 32) at 0 and 16
+    (1e-9, False, ["1", "1"], [1e-3, 1e-3]),
+])
+def test_target_kl_stops_the_epochs_and_no_anneal_lr_keeps_the_rate(target_kl, anneal_lr,
+                                                                    epochs, rates, tmp_path,
+                                                                    monkeypatch, count_demos):
+    # No replays. 4 epochs of 2 minibatches: the first minibatch of an update comes before
+    # its first gradient step (KL 0), the second after one (KL > 0), so the first epoch's
+    # mean KL is above 1e-9 and --target-kl 1e-9 stops each update after it. The reward
+    # demos are written every --save-demos-every 2 updates (at the second) and at the end.
+    saved, save = [], ppod.save_reward_demos
+    monkeypatch.setattr(ppod, "save_reward_demos", lambda *a: (saved.append(1), save(*a)))
+    ppod.main(ppod.Args(env_id="CountToThree-v0", demos_dir=count_demos, rho=0.0, phi=0.0,
+                        total_timesteps=32, num_envs=2, num_steps=8, num_minibatches=2,
+                        update_epochs=4, target_kl=target_kl, anneal_lr=anneal_lr,
+                        save_demos_every=2, eval_episodes=0, output_dir=str(tmp_path)))
+    updates = read_csv(next(tmp_path.glob("*/updates.csv")))
+    assert [u["epochs"] for u in updates] == epochs
+    assert [float(u["learning_rate"]) for u in updates] == approx(rates)
+    assert len(saved) == 2
 
 
 # ---------------------------------------------------------------------------------------

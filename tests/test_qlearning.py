@@ -299,6 +299,78 @@ def test_time_limit_steps_bootstrap_from_the_true_final_state(tmp_path, monkeypa
         [("3", "3.0", "3"), ("6", "3.0", "3")]
 
 
+def test_the_loop_acts_with_the_scheduled_epsilon_and_learns_with_the_annealed_alpha(
+        tmp_path, monkeypatch):
+    # 10 steps of the chain, --exploration-fraction 0.5: epsilon goes from 1 to 0.2 over
+    # 0.5 * 10 = 5 steps, epsilon_t = 1 - 0.8 * min(1, t / 5):
+    #   1, 0.84, 0.68, 0.52, 0.36, then 0.2;
+    # --anneal-lr from 0.5: alpha_t = 0.5 * (1 - t / 10) = 0.5, 0.45, ..., 0.05.
+    # Step t acts with epsilon_t from the state it is in and q_update learns from that state
+    # and the action taken with alpha_t; the visit is counted for the state acted from.
+    acted, learned = [], []
+    act, update = ql.QTable.act, ql.q_update
+
+    def spy_act(self, s, epsilon, rng):
+        acted.append((s, epsilon, act(self, s, epsilon, rng)))
+        return acted[-1][2]
+
+    def spy_update(q, s, a, r, s_next, terminated, alpha, gamma):
+        learned.append((s, a, alpha, update(q, s, a, r, s_next, terminated, alpha, gamma)))
+        return learned[-1][3]
+
+    monkeypatch.setattr(ql.QTable, "act", spy_act)
+    monkeypatch.setattr(ql, "q_update", spy_update)
+    ql.main(ql.Args(env_id="TableChain-v0", total_timesteps=10, exploration_fraction=0.5,
+                    start_e=1.0, end_e=0.2, anneal_lr=True, learning_rate=0.5, gamma=0.9,
+                    q_init=1.0, log_interval=4, eval_episodes=0, save_model=True,
+                    output_dir=str(tmp_path)))
+    assert [e for _, e, _ in acted] == pytest.approx([1.0, 0.84, 0.68, 0.52, 0.36] + [0.2] * 5)
+    assert [alpha for _, _, alpha, _ in learned] == pytest.approx([0.5 * (1 - t / 10)
+                                                                   for t in range(10)])
+    assert [(s, a) for s, a, _, _ in learned] == [(s, a) for s, _, a in acted]
+    (path,) = tmp_path.iterdir()
+    with np.load(path / "model.npz", allow_pickle=False) as f:
+        visits = f["visits"]
+    states = [s for s, _, _, _ in learned]
+    assert visits.tolist() == np.bincount(states, minlength=3).tolist()
+    # updates.csv's rows at 4, 8 and 10: the epsilon and alpha of their last step (t = 3, 7,
+    # 9), the mean |TD error| of the steps since the row before (4, 4 and 2 of them) and the
+    # states acted from so far. q_init 1 makes every TD error non-zero.
+    deltas = np.abs([delta for _, _, _, delta in learned])
+    rows = read_csv(path / "updates.csv")
+    assert [int(r["global_step"]) for r in rows] == [4, 8, 10]
+    assert [float(r["epsilon"]) for r in rows] == pytest.approx([0.52, 0.2, 0.2])
+    assert [float(r["learning_rate"]) for r in rows] == pytest.approx([0.35, 0.15, 0.05])
+    assert [float(r["td_error_abs"]) for r in rows] == pytest.approx(
+        [deltas[:4].mean(), deltas[4:8].mean(), deltas[8:].mean()])
+    assert [int(r["states_visited"]) for r in rows] == [len(set(states[:g])) for g in (4, 8, 10)]
+
+
+class SeedLogEnv(CountingEnv):
+    """CountingEnv that keeps the seed of every reset."""
+    seeds = []
+
+    def reset(self, *, seed=None, options=None):
+        SeedLogEnv.seeds.append(seed)
+        return super().reset(seed=seed, options=options)
+
+
+gym.register("TableSeedLog-v0", entry_point=SeedLogEnv, max_episode_steps=3)
+
+
+def test_evaluation_seeds_its_environment_once_and_plays_the_table_greedily(monkeypatch):
+    # 3 episodes seeded once, with 7: the next episodes go on from its random stream (a
+    # seed at every reset would replay one start state). Each step plays the greedy action
+    # of the current observation's row: Q(s, .) = [s, -s] makes it action 0 in every state.
+    SeedLogEnv.seeds.clear()
+    table = ql.QTable(np.array([[0.0, 0.0], [1.0, -1.0], [2.0, -2.0], [3.0, -3.0]]))
+    seen = []
+    greedy = ql.QTable.greedy
+    monkeypatch.setattr(ql.QTable, "greedy", lambda self, s: seen.append(s) or greedy(self, s))
+    assert ql.evaluate(table, "TableSeedLog-v0", 3, 7).tolist() == [3.0, 3.0, 3.0]
+    assert SeedLogEnv.seeds == [7, None, None] and seen == [0, 1, 2] * 3
+
+
 # ---------------------------------------------------------------------------------------
 # Runs end to end
 # ---------------------------------------------------------------------------------------

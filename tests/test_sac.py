@@ -338,12 +338,89 @@ def test_policy_frequency_makes_d_actor_steps_every_d_th_critic_step():
 
 
 def test_target_critics_follow_the_critics_by_tau_after_every_critic_step():
+    # both of them: theta'_j <- 0.25 theta_j + 0.75 theta'_j, after a critic step alone
     agent = agent_for(obs_dim=3, tau=0.25, policy_frequency=2)
-    old_target = [p.clone() for p in agent.critic2_target.parameters()]
+    pairs = [(agent.critic1_target, agent.critic1), (agent.critic2_target, agent.critic2)]
+    old_targets = [[p.clone() for p in target.parameters()] for target, _ in pairs]
     agent.update(*random_batch())
-    for new, old, source in zip(agent.critic2_target.parameters(), old_target,
-                                agent.critic2.parameters()):
-        assert torch.allclose(new, 0.25 * source + 0.75 * old, atol=1e-6)
+    for (target, critic), old_target in zip(pairs, old_targets):
+        for new, old, source in zip(target.parameters(), old_target, critic.parameters()):
+            assert torch.allclose(new, 0.25 * source + 0.75 * old, atol=1e-6)
+
+
+def test_the_agent_gives_each_optimizer_its_weights_and_the_target_entropy_minus_dim_a():
+    # 3-D observations, 2-D actions: H_target = -dim(A) = -2 (not -dim(S) = -3); Adam at
+    # --learning-rate 0.005 on both critics' weights, on the actor's and on log alpha
+    agent = sac.Agent(3, 2, np.ones(2, np.float32), sac.Args(hidden_size=8, learning_rate=0.005),
+                      "cpu")
+    params = lambda optimizer: {id(p) for g in optimizer.param_groups for p in g["params"]}
+    assert agent.target_entropy == -2
+    assert params(agent.critic_optimizer) == {id(p) for p in [*agent.critic1.parameters(),
+                                                              *agent.critic2.parameters()]}
+    assert params(agent.actor_optimizer) == {id(p) for p in agent.actor.parameters()}
+    assert params(agent.alpha_optimizer) == {id(agent.log_alpha)}
+    assert [o.param_groups[0]["lr"] for o in (agent.critic_optimizer, agent.actor_optimizer,
+                                              agent.alpha_optimizer)] == [0.005] * 3
+
+
+HAND_BATCH = (tensor([1], [2], [5]), tensor([0.5], [-0.5], [0.2]), tensor(1, 1, 2), tensor(0, 0, 1),
+              tensor([3], [8], [6]))  # s, a, r, terminated, s' of the target test above
+
+
+def test_the_actor_step_takes_both_online_critics_at_its_own_sample(monkeypatch):
+    # alpha 0.5 fixed; the actor step's sample at s = [1, 2, 5] is a~ = 0.1 s = [0.1, 0.2, 0.5]
+    # with log pi = -s. Q1 = 5 + s + 10a and Q2 = s + 10a (the smaller here), so
+    #   Q1(s, a~) = 5 + 2s = [7, 9, 15] and Q2(s, a~) = 2s = [2, 4, 10]
+    #   (the target critics, 100 + s + 10a and 200 + s + 10a, would give [102, ...], [202, ...])
+    #   actor loss = mean(0.5 log pi - min) = mean([-0.5 - 2, -1 - 4, -2.5 - 10]) = -20/3
+    # The log: q1_mean = mean Q1(s, a) at the stored a = mean(5 + [1, 2, 5] + [5, -5, 2])
+    # = 25/3; entropy = -mean log pi(a~|s) = mean(s) = 8/3 (the target's sample at s' would
+    # give 17/3).
+    agent = agent_for(alpha=0.5, autotune=False)
+    agent.actor = HandPolicy()
+    agent.critic1, agent.critic2 = HandQ(5, 1), HandQ(0, 1)
+    agent.critic1_target, agent.critic2_target = HandQ(100, 1), HandQ(200, 1)
+    seen, loss = [], sac.actor_loss
+    monkeypatch.setattr(sac, "actor_loss", lambda **k: seen.append(k) or loss(**k))
+    stats = agent.update(*HAND_BATCH)
+    (k,) = seen
+    assert k["q1"].tolist() == approx([7, 9, 15]) and k["q2"].tolist() == approx([2, 4, 10])
+    assert k["logprob"].tolist() == [-1, -2, -5] and k["alpha"] == approx(0.5)
+    assert stats["actor_loss"] == pytest.approx(-20 / 3, rel=1e-6)
+    assert stats["q1_mean"] == pytest.approx(25 / 3, rel=1e-6)
+    assert stats["entropy"] == pytest.approx(8 / 3, rel=1e-6)
+
+
+def test_each_optimizer_steps_on_its_own_loss_of_this_update_alone(monkeypatch):
+    # Stand-ins built into the agent (its own optimizers hold them, and the target critics
+    # are their copies, which the soft updates leave as they are), learning rate 0, so that
+    # two updates on the batch above see the same numbers. Q1 = 100 + s + 10a,
+    # Q2 = 200 - s + 10a, gamma 0.5, alpha 0.5, H_target = -1; a' = 0.1 s' = [0.3, 0.8, 0.6]:
+    #   min(Q1', Q2')(s', a') = min(100 + 2s', 200) = [106, 116, 112]; - 0.5 log pi' = + 0.5 s'
+    #   y = [1 + 0.5 (106 + 1.5), 1 + 0.5 (116 + 4), 2] = [54.75, 61, 2]
+    #   critic step:      dL/dc1 = 2 mean(Q1(s, a) - y) = 2 mean([106, 97, 107] - y)
+    #                            = 2 (51.25 + 36 + 105)/3 = 384.5/3
+    #                     dL/dc2 = 2 mean([204, 193, 197] - y) = 2 (149.25 + 132 + 195)/3 = 317.5
+    #   actor step:       Q1(s, w s) = 100 + s + 10 w s is the smaller (Q2: 200 - s + 10 w s),
+    #                     dL/dw = -mean(10 s) = -80/3; it leaves dL/dc1 = -1 on critic 1
+    #   temperature step: dL/dlog_alpha = -0.5 mean(log pi + H_target) = -0.5 (-11/3) = 11/6
+    # Without a zero_grad the second update's step would add the first's: 384.5/3 - 1 +
+    # 384.5/3, -160/3, 11/3.
+    critics = iter([HandQ(100, 1), HandQ(200, -1)])
+    monkeypatch.setattr(sac, "Critic", lambda *args: next(critics))
+    monkeypatch.setattr(sac, "Actor", lambda *args: HandPolicy())
+    agent = agent_for(alpha=0.5, gamma=0.5, learning_rate=0.0)
+    grads, step = [], torch.optim.Adam.step
+
+    def spy(self, closure=None):
+        grads.extend(p.grad.item() for group in self.param_groups for p in group["params"])
+        return step(self, closure)
+
+    monkeypatch.setattr(torch.optim.Adam, "step", spy)
+    agent.update(*HAND_BATCH)
+    agent.update(*HAND_BATCH)
+    # critic 1, critic 2, actor, temperature; twice
+    assert grads == pytest.approx([384.5 / 3, 317.5, -80 / 3, 11 / 6] * 2, rel=1e-6)
 
 
 # ---------------------------------------------------------------------------------------
@@ -377,6 +454,40 @@ def test_the_loop_acts_with_a_sample_of_the_policy_scaled_to_the_bounds(tmp_path
     assert ActionLogEnv.received[3:] == approx([2.0, 2.2, 2.4] * 2)
     assert ActionLogEnv.received == approx([2 + 2 * a for _, a in stored])  # random ones too
     assert all(-1 <= a <= 1 for _, a in stored[:3]) and len({a for _, a in stored[:3]}) == 3
+
+
+def test_the_loop_gives_the_agent_its_scale_batches_and_steps(tmp_path, monkeypatch):
+    # BoxZeroToFour-v0's actions lie in [0, 4]: the actor's scale, half the range, is 2.
+    # 2 environments, 12 steps, learning from step 6 with --gradient-steps 2: the vector
+    # steps from global steps 0, 2 and 4 act at random, those from 6, 8 and 10 with the
+    # policy's sample (the stand-in's a = 0.1 s at s = 0, 1, 2, in both environments); after
+    # the steps that reach 6, 8, 10 and 12 two updates each, 8, each on --batch-size 5
+    # transitions of a ring of --buffer-size 8 rows (not the budget's 12).
+    made, scales, batches = [], [], []
+    buffer, update = sac.ReplayBuffer, sac.Agent.update
+
+    def spy_buffer(capacity, obs_dim, action_dim, device):
+        made.append((capacity, obs_dim, action_dim))
+        return buffer(capacity, obs_dim, action_dim, device)
+
+    def spy_actor(obs_dim, action_dim, hidden_size, action_scale):
+        scales.append(np.asarray(action_scale).tolist())
+        return StandInActor()
+
+    def spy_update(self, obs, actions, rewards, terminated, next_obs):
+        batches.append(rewards.shape)
+        return update(self, obs, actions, rewards, terminated, next_obs)
+
+    stored = spy_on_acting(sac, monkeypatch)
+    monkeypatch.setattr(sac, "ReplayBuffer", spy_buffer)
+    monkeypatch.setattr(sac, "Actor", spy_actor)
+    monkeypatch.setattr(sac.Agent, "update", spy_update)
+    sac.main(sac.Args(env_id="BoxZeroToFour-v0", total_timesteps=12, num_envs=2,
+                      learning_starts=6, gradient_steps=2, buffer_size=8, batch_size=5,
+                      hidden_size=8, eval_episodes=0, output_dir=str(tmp_path)))
+    assert scales == [[2.0]] and made == [(8, 1, 1)] and batches == [(5,)] * 8
+    assert [a for _, a in stored[6:]] == approx([0.0, 0.0, 0.1, 0.1, 0.2, 0.2])
+    assert all(a not in (0.0, 0.1, 0.2) for _, a in stored[:6])  # uniform draws
 
 
 # ---------------------------------------------------------------------------------------

@@ -9,7 +9,9 @@ import torch
 from torch.distributions import Categorical
 
 import trpo
-from conftest import (approx, check_evaluations, interrupt_on_call, read_csv,
+from conftest import (approx, check_evaluations,
+                      check_gaussian_actions_clipped_for_the_environment_only,
+                      check_norm_obs_on_count_to_three, interrupt_on_call, read_csv,
                       same_seed_episodes, tensor, unreadable_checkpoints)
 
 
@@ -316,6 +318,122 @@ def test_old_logprobs_and_the_kl_are_those_of_the_policy_that_collected_the_batc
     for diagnostics, kl in checked:
         assert diagnostics["step_fraction"] > 0 and 0 < kl <= 0.01
         assert diagnostics["kl"] == pytest.approx(kl, rel=1e-4)
+
+
+def with_critic_by_hand(monkeypatch, actor=None):
+    """Build trpo.py's agents with the critic V(s) = 10*s (and the given actor, if any)."""
+    built = trpo.Agent.__init__
+
+    def build(self, *args, **kwargs):
+        built(self, *args, **kwargs)
+        self.critic = TenTimesObs()
+        if actor is not None:
+            self.actor = actor()
+
+    monkeypatch.setattr(trpo.Agent, "__init__", build)
+
+
+@pytest.mark.parametrize("norm_adv", [False, True])
+def test_the_policy_step_gets_the_gae_advantages_and_the_critic_regresses_on_the_returns(
+        tmp_path, monkeypatch, norm_adv):
+    # The batch above (V(s) = 10*s: values [0, 10, 20, 0], next values [10, 20, 30, 10]),
+    # rewards 1, gamma 0.5, lambda 0.25:
+    #   delta_t = 1 + 0.5*next_value_t - V_t = [1 + 5 - 0, 1 + 10 - 10, 1 + 15 - 20, 1 + 5 - 0]
+    #           = [6, 1, -4, 6]
+    #   A_3 = 6;  A_2 = -4 (the episode was cut);  A_1 = 1 + 0.5*0.25*(-4) = 0.5;
+    #   A_0 = 6 + 0.125*0.5 = 6.0625;  returns A + V = [6.0625, 10.5, 16, 6]
+    # The trust-region step gets A (standardized over the batch with --norm-adv) and the
+    # value network regresses on the returns, each epoch's minibatches covering the batch.
+    with_critic_by_hand(monkeypatch)
+    given, regressed = [], []
+    original_step, original_value_loss = trpo.trust_region_step, trpo.value_loss
+
+    def spy_step(agent, obs, actions, old_logprobs, advantages, args):
+        given.append(advantages.clone())
+        return original_step(agent, obs, actions, old_logprobs, advantages, args)
+
+    monkeypatch.setattr(trpo, "trust_region_step", spy_step)
+    monkeypatch.setattr(trpo, "value_loss", lambda values, returns: (
+        regressed.append(returns.clone()), original_value_loss(values, returns))[1])
+    trpo.main(trpo.Args(env_id="CountToThree-v0", total_timesteps=8, num_envs=2, num_steps=4,
+                        vf_minibatches=2, vf_iters=1, gamma=0.5, gae_lambda=0.25,
+                        norm_adv=norm_adv, eval_episodes=0, output_dir=str(tmp_path)))
+    both = lambda values: [v for v in values for _ in range(2)]  # two environments alike
+    advantages = torch.tensor(both([6.0625, 0.5, -4.0, 6.0]))
+    if norm_adv:
+        advantages = (advantages - advantages.mean()) / advantages.std()
+    (advantages_given,) = given
+    assert advantages_given.tolist() == pytest.approx(advantages.tolist(), abs=1e-5)
+    assert sorted(torch.cat(regressed).tolist()) == approx(sorted(both([6.0625, 10.5, 16.0, 6.0])))
+
+
+def test_the_step_solves_the_damped_fisher_system_of_the_acting_policy_and_scales_it_to_delta(
+        tmp_path, monkeypatch):
+    # A policy small enough to write its Fisher matrix out: logits = W s + b, 4 parameters,
+    # on CountToThree-v0's observations. F is the Hessian of the batch's mean
+    # KL(pi_old || pi_theta) at theta_old, computed here by torch.autograd.functional.hessian;
+    # g is the surrogate's gradient at theta_old, mean(A * grad log pi_theta(a|s)). With
+    # --cg-damping c = 0.5, --cg-iters 4 (exact for 4 parameters), --max-kl delta = 0.02:
+    #   conjugate_gradient runs 4 iterations on b = g and returns x = (F + c I)^-1 g
+    #   the full step is sqrt(2 delta / (x^T (F + c I) x)) * x
+    #   the line search bounds the KL by delta (not c) and tries up to --backtrack-iters 7 steps
+    with_critic_by_hand(monkeypatch, actor=lambda: torch.nn.Linear(1, 2))
+    seen = {}
+    original_step, original_cg = trpo.trust_region_step, trpo.conjugate_gradient
+    original_search = trpo.line_search
+
+    def spy_step(agent, obs, actions, old_logprobs, advantages, args):
+        seen["batch"] = (obs.clone(), actions.clone(), advantages.clone())
+        seen["theta_old"] = torch.nn.utils.parameters_to_vector(agent.actor.parameters()).detach().clone()
+        return original_step(agent, obs, actions, old_logprobs, advantages, args)
+
+    def spy_cg(matrix_vector_product, b, iters, *rest):
+        x = original_cg(matrix_vector_product, b, iters, *rest)
+        seen["cg"] = (b.detach().clone(), iters, x.detach().clone())
+        return x
+
+    def spy_search(evaluate, old_params, full_step, max_kl, coef, iters):
+        seen["search"] = (full_step.detach().clone(), max_kl, coef, iters)
+        return original_search(evaluate, old_params, full_step, max_kl, coef, iters)
+
+    monkeypatch.setattr(trpo, "trust_region_step", spy_step)
+    monkeypatch.setattr(trpo, "conjugate_gradient", spy_cg)
+    monkeypatch.setattr(trpo, "line_search", spy_search)
+    trpo.main(trpo.Args(env_id="CountToThree-v0", total_timesteps=8, num_envs=2, num_steps=4,
+                        vf_minibatches=2, cg_damping=0.5, cg_iters=4, max_kl=0.02,
+                        backtrack_coef=0.6, backtrack_iters=7, eval_episodes=0,
+                        output_dir=str(tmp_path)))
+    obs, actions, advantages = seen["batch"]
+    theta_old = seen["theta_old"]
+
+    def logits(theta):  # theta = [W (2 x 1), b (2)], as parameters_to_vector lays them out
+        return obs @ theta[:2].reshape(2, 1).T + theta[2:]
+
+    old = Categorical(logits=logits(theta_old))
+    fisher = torch.autograd.functional.hessian(
+        lambda theta: torch.distributions.kl_divergence(old, Categorical(logits=logits(theta))).mean(),
+        theta_old)
+    theta = theta_old.clone().requires_grad_()
+    logprob = Categorical(logits=logits(theta)).log_prob(actions)
+    (g,) = torch.autograd.grad((torch.exp(logprob - logprob.detach()) * advantages).mean(), theta)
+    damped = fisher + 0.5 * torch.eye(4)
+    b, iters, x = seen["cg"]
+    assert b.tolist() == pytest.approx(g.tolist(), abs=1e-6) and iters == 4
+    assert x.tolist() == pytest.approx(torch.linalg.solve(damped, g).tolist(), rel=1e-3, abs=1e-6)
+    full_step, max_kl, coef, search_iters = seen["search"]
+    expected = torch.sqrt(2 * 0.02 / (x @ damped @ x)) * x
+    assert full_step.tolist() == pytest.approx(expected.tolist(), rel=1e-3, abs=1e-6)
+    assert (max_kl, coef, search_iters) == (0.02, 0.6, 7)
+
+
+def test_norm_obs_statistics_see_each_acted_on_observation_and_normalize_the_final_one(
+        tmp_path, monkeypatch):
+    check_norm_obs_on_count_to_three(trpo, "gae", tmp_path, monkeypatch)  # (conftest.py)
+
+
+def test_gaussian_actions_are_clipped_for_the_environment_only(tmp_path, monkeypatch):
+    check_gaussian_actions_clipped_for_the_environment_only(trpo, "gae", tmp_path,
+                                                           monkeypatch)  # (conftest.py)
 
 
 # ---------------------------------------------------------------------------------------

@@ -8,7 +8,9 @@ import pytest
 import torch
 
 import vpg
-from conftest import (approx, check_evaluations, interrupt_on_call, read_csv,
+from conftest import (approx, check_evaluations,
+                      check_gaussian_actions_clipped_for_the_environment_only,
+                      check_norm_obs_on_count_to_three, interrupt_on_call, read_csv,
                       same_seed_episodes, tensor, unreadable_checkpoints)
 
 
@@ -242,6 +244,114 @@ def test_the_loop_gives_the_math_the_truncation_bootstrap_and_the_acting_policy(
     logprob, advantages = seen["loss"]
     assert advantages.tolist() == approx([5.5, 5.5, -1.0, -1.0, -4.0, -4.0, 6.0, 6.0])
     assert logprob.requires_grad and torch.allclose(logprob, stored["logprobs"].flatten())
+
+
+@pytest.mark.parametrize("gae_lambda, baseline, advantages, targets", [
+    # reward-to-go as worked out above, R = [5.5, 9, 16, 6], minus V = 10*[0, 1, 2, 0]
+    (None, True, [5.5, -1.0, -4.0, 6.0], [5.5, 9.0, 16.0, 6.0]),
+    # --no-baseline: the reward-to-go itself weighs the log-probabilities
+    (None, False, [5.5, 9.0, 16.0, 6.0], [5.5, 9.0, 16.0, 6.0]),
+    # --gae-lambda 0.5: delta_t = 1 + 0.5*next_value_t - V_t = [1 + 5 - 0, 1 + 10 - 10,
+    # 1 + 15 - 20, 1 + 5 - 0] = [6, 1, -4, 6]; A_3 = 6, A_2 = -4 (the episode ended),
+    # A_1 = 1 + 0.25*(-4) = 0, A_0 = 6 + 0.25*0 = 6; targets A + V = [6, 10, 16, 6]
+    (0.5, True, [6.0, 0.0, -4.0, 6.0], [6.0, 10.0, 16.0, 6.0]),
+])
+def test_the_advantage_flags_reach_the_policy_step_and_the_value_targets(
+        tmp_path, monkeypatch, gae_lambda, baseline, advantages, targets):
+    # The batch of the test above (V(s) = 10*s, rewards 1, gamma 0.5, truncated after the
+    # third step), with --gae-lambda and --no-baseline: vpg_loss gets the advantages they
+    # choose, value_loss regresses on the targets, and updates.csv's explained variance is
+    # 1 - Var[R - V] / Var[R] of those targets and the values stored while acting; its
+    # approx_kl is k3 = mean(exp(r) - 1 - r) of r = log pi_new(a|s) - log pi_old(a|s).
+    built, agents, batches = vpg.Agent.__init__, [], []
+
+    def build_with_critic_by_hand(self, *args, **kwargs):
+        built(self, *args, **kwargs)
+        self.critic = TenTimesObs()
+        agents.append(self)
+
+    monkeypatch.setattr(vpg.Agent, "__init__", build_with_critic_by_hand)
+    original_advantages = vpg.RolloutBuffer.advantages
+    monkeypatch.setattr(vpg.RolloutBuffer, "advantages", lambda self, *a: (batches.append(
+        (self.obs.flatten(0, 1), self.actions.flatten(), self.logprobs.flatten())),
+        original_advantages(self, *a))[1])
+    weights, regressed = [], []
+    original_loss, original_value_loss = vpg.vpg_loss, vpg.value_loss
+    monkeypatch.setattr(vpg, "vpg_loss", lambda logprob, adv: (
+        weights.append(adv.clone()), original_loss(logprob, adv))[1])
+    monkeypatch.setattr(vpg, "value_loss", lambda values, returns: (
+        regressed.append(returns.clone()), original_value_loss(values, returns))[1])
+    vpg.main(vpg.Args(env_id="CountToThree-v0", total_timesteps=8, num_envs=2, num_steps=4,
+                      vf_minibatches=2, vf_iters=1, gamma=0.5, gae_lambda=gae_lambda,
+                      baseline=baseline, norm_adv=False, eval_episodes=0,
+                      output_dir=str(tmp_path)))
+    both = lambda values: [v for v in values for _ in range(2)]  # two environments alike
+    (weighed,) = weights
+    assert weighed.tolist() == approx(both(advantages))
+    assert sorted(torch.cat(regressed).tolist()) == approx(sorted(both(targets)))
+    (row,) = read_csv(next(tmp_path.glob("*/updates.csv")))
+    values, returns = np.array(both([0.0, 10.0, 20.0, 0.0])), np.array(both(targets))
+    assert float(row["explained_variance"]) == pytest.approx(
+        1 - np.var(returns - values) / np.var(returns), rel=1e-5)
+    (agent,), ((obs, actions, old_logprobs),) = agents, batches
+    with torch.no_grad():  # the policy after its one step: the critic's steps leave it alone
+        r = agent.distribution(obs).log_prob(actions) - old_logprobs
+    assert r.abs().max() > 1e-3  # the step moved the policy
+    assert float(row["approx_kl"]) == pytest.approx((r.exp() - 1 - r).mean().item(), rel=1e-3)
+
+
+def test_the_policy_step_weighs_the_log_probabilities_of_the_actions_taken(tmp_path, monkeypatch):
+    # 60 samples of CountToThree-v0: vpg_loss gets, sample by sample, log pi(a_t|s_t) of the
+    # action stored at t (the policy has not moved since it acted, so they are the stored
+    # log-probabilities), with their gradient. Where s_t > 0 the two actions' log-probabilities
+    # differ: another action's would not match.
+    given, stored = [], []
+    original_loss, original_advantages = vpg.vpg_loss, vpg.RolloutBuffer.advantages
+    monkeypatch.setattr(vpg, "vpg_loss", lambda logprob, adv: (
+        given.append(logprob), original_loss(logprob, adv))[1])
+    monkeypatch.setattr(vpg.RolloutBuffer, "advantages", lambda self, *a: (
+        stored.append((self.logprobs.flatten().clone(), self.obs.flatten().clone())),
+        original_advantages(self, *a))[1])
+    vpg.main(vpg.Args(env_id="CountToThree-v0", total_timesteps=60, num_envs=2, num_steps=30,
+                      vf_minibatches=2, eval_episodes=0, output_dir=str(tmp_path)))
+    (logprob,), ((logprobs, obs),) = given, stored
+    assert logprob.requires_grad and (obs > 0).sum() == 40
+    assert logprob.detach().tolist() == pytest.approx(logprobs.tolist(), abs=1e-6)
+
+
+def test_norm_obs_statistics_see_each_acted_on_observation_and_normalize_the_final_one(
+        tmp_path, monkeypatch):
+    check_norm_obs_on_count_to_three(vpg, "advantages", tmp_path, monkeypatch)  # (conftest.py)
+
+
+def test_each_optimizer_steps_its_own_network_at_its_own_learning_rate(tmp_path, monkeypatch):
+    # The policy's Adam holds theta (the actor and the Gaussian's log std) at --learning-rate,
+    # the value network's Adam the critic at --vf-learning-rate; and the step moves the log std.
+    made, agents = [], []
+
+    class RecordingAdam(torch.optim.Adam):
+        def __init__(self, params, lr):
+            params = list(params)
+            made.append(({id(p) for p in params}, lr))
+            super().__init__(params, lr=lr)
+
+    original_train = vpg.train
+    monkeypatch.setattr(torch.optim, "Adam", RecordingAdam)
+    monkeypatch.setattr(vpg, "train", lambda args, agent, *rest: (
+        agents.append((agent, agent.actor_logstd.detach().clone())), original_train(args, agent, *rest))[1])
+    vpg.main(vpg.Args(env_id="BoxCountToThree-v0", total_timesteps=8, num_envs=2, num_steps=4,
+                      vf_minibatches=2, learning_rate=0.003, vf_learning_rate=0.0007,
+                      eval_episodes=0, output_dir=str(tmp_path)))
+    (agent, logstd_before), = agents
+    ids = lambda params: {id(p) for p in params}
+    assert made == [(ids(agent.policy_parameters()), 0.003), (ids(agent.critic.parameters()), 0.0007)]
+    assert id(agent.actor_logstd) in ids(agent.policy_parameters())
+    assert not torch.equal(agent.actor_logstd.detach(), logstd_before)
+
+
+def test_gaussian_actions_are_clipped_for_the_environment_only(tmp_path, monkeypatch):
+    check_gaussian_actions_clipped_for_the_environment_only(vpg, "advantages", tmp_path,
+                                                           monkeypatch)  # (conftest.py)
 
 
 def test_one_policy_step_per_batch_normalized_advantages_and_value_targets(tmp_path, monkeypatch):

@@ -1,0 +1,1219 @@
+# From plainrl (MIT licence, (c) 2026 the plainrl authors): keep this line in a copy.
+"""IMPALA: actors that only act, a learner that only learns, and V-trace between them.
+
+Several actors (Ray actors, on this machine or on a cluster) each hold a vector of N
+environments and a copy of the policy. An actor plays a rollout of T steps, records for
+every step the log-probability of the action under the policy that chose it (the behaviour
+policy mu) and the version of its weights, sends the rollout to the learner, and plays the
+next one at once with the newest weights the learner has published. The learner takes
+batches of rollouts as they arrive and takes one gradient step per batch. By then the
+policy pi being trained has moved on from mu: the batch is off-policy by the policy lag,
+the number of learner updates between acting and learning. V-trace corrects for it with
+truncated importance weights.
+
+Key equations (t indexes the steps of a rollout, done_t = terminated_t or truncated_t):
+
+    lag      = k - v: the learner has taken k gradient steps; the actor acted with the
+               weights after v of them (its version)
+    rho_t    = min(rho_bar, pi(a_t|s_t) / mu(a_t|s_t)),   c_t = min(c_bar, pi / mu)
+    delta_t  = rho_t * (r_t + gamma * (1 - terminated_t) * V(s_{t+1}) - V(s_t))
+    vs_t     = V(s_t) + delta_t + gamma * c_t * (1 - done_t) * (vs_{t+1} - V(s_{t+1}))
+    A_t      = rho_t * (r_t + gamma * (1 - terminated_t) * vs_{t+1} - V(s_t))
+    loss     = -mean(A_t * log pi(a_t|s_t)) + c_v * mean(0.5 * (vs_t - V(s_t))^2)
+               - c_e * mean(entropy of pi(.|s_t))
+
+pi and V are the learner's current policy and critic; A_t carries no gradient. With
+--no-vtrace, rho_t = c_t = 1: plain n-step returns that ignore the lag. A time-limit
+truncation is not a termination: the step bootstraps from the value of the true final
+observation (Gymnasium's info["final_obs"]), which the actor sends along.
+
+Which parts are the algorithm and which are transport: Actor.rollout (acting), RolloutBatch
+and compute_vtrace (the targets), impala_loss and train (learning) are the algorithm; how a
+rollout and the weights travel (ActorPool, Ray) is plumbing, below the banner. --sync takes
+the rollouts of the actors in turn rather than as they arrive, so that a seed gives the same
+run twice; the lag is then the same every time too.
+
+Departures from the paper: Adam (eps 1e-5) instead of RMSProp, the loss averaged rather
+than summed over the batch, the learning rate annealed linearly to 0, and one actor per
+vector of environments rather than per environment. Atari ids are not preprocessed here
+(ppo.py and dqn.py do it); images (MinAtar) get ppo.py's convolutional network.
+
+Papers:
+    Espeholt et al. 2018, "IMPALA: Scalable Distributed Deep-RL with Importance Weighted
+        Actor-Learner Architectures", ICML 2018
+    Mnih et al. 2016, "Asynchronous Methods for Deep Reinforcement Learning", ICML 2016
+        (the advantage actor-critic losses)
+    Pardo et al. 2018, "Time Limits in Reinforcement Learning", ICML 2018
+    Young & Tian 2019, "MinAtar: An Atari-Inspired Testbed for Thorough and Reproducible
+        Reinforcement Learning Experiments", arXiv:1903.03176 (the small-grid network)
+
+Run:
+    python impala.py --env-id CartPole-v1                      # a Ray of its own, here
+    python impala.py --num-actors 14 --ray-address auto        # on a Ray cluster (README)
+    python impala.py --sync --seed 3                           # the same run twice
+    python impala.py --refresh-every 16 --no-vtrace            # a large lag, uncorrected
+    PYTHONPATH=tests python impala.py --env-id my_envs:GridWorld-v0   # tests/my_envs.py's id
+    python impala.py --help
+
+Writes runs/<env_id>__impala__<seed>__<unix_time>/ with config.json, episodes.csv,
+updates.csv (one row per gradient step, with the policy lag of its batch),
+learning_curve.png (the returns, and the lag on a second axis), summary.json, model.pt
+with --save-model, and with --eval-every N evaluations.csv (and best_model.pt).
+"""
+
+# ---------------------------------------------------------------------------------------
+# Imports
+# ---------------------------------------------------------------------------------------
+import csv
+import difflib
+import importlib.util
+import json
+import math
+import os
+import random
+import re
+import signal
+import socket
+import sys
+import time
+import typing
+import warnings
+from dataclasses import asdict, dataclass, replace
+from typing import Optional
+
+import gymnasium as gym
+import numpy as np
+import torch
+import torch.nn as nn
+import tyro
+from matplotlib.figure import Figure
+from torch.distributions import Categorical, Normal
+
+SCRIPT = os.path.basename(__file__)
+
+
+# ---------------------------------------------------------------------------------------
+# Flags
+# ---------------------------------------------------------------------------------------
+@dataclass
+class Args:
+    # MinAtar/ ids need the minatar package; ALE/ ids (Atari) are ppo.py's and dqn.py's.
+    env_id: str = "CartPole-v1"
+    """a Gymnasium id (or module:id): Discrete or Box actions, flat Box or image observations"""
+    seed: int = 1
+    """seeds Python, NumPy, torch, the actors and the environments"""
+    total_timesteps: int = 300_000
+    """the training budget in environment steps, all actors and environments together"""
+    cuda: bool = True
+    """use the GPU for the learner when one is present (the actors act on the CPU)"""
+    output_dir: str = "runs"
+    """where run folders go"""
+    exp_name: str = os.path.splitext(SCRIPT)[0]
+    """the experiment name, part of the run folder's name"""
+    eval_episodes: int = 10
+    """greedy evaluation episodes after training (0 skips evaluation)"""
+    eval_every: int = 0
+    """also evaluate greedily every N environment steps (0: only after training)"""
+    stop_at_return: Optional[float] = None
+    """stop once the mean of the last 20 training episode returns reaches this"""
+    save_model: bool = False
+    """write model.pt into the run folder"""
+    eval_checkpoint: Optional[str] = None
+    """skip training: load this model.pt and evaluate it"""
+    capture_video: bool = False
+    """record the evaluation episodes into videos/ in the run folder"""
+    # Actors
+    num_actors: int = 2
+    """Ray actors, each with its own environments and copy of the policy (one CPU each)"""
+    num_envs: int = 8
+    """N: environments of each actor (synchronous vector environment)"""
+    num_steps: int = 32
+    """T: steps per environment in each rollout (the unroll length, 20 in the paper's Atari runs)"""
+    # The batch is rollouts_per_batch*N*T steps; the paper's Atari runs batch 32 rollouts of
+    # one environment each.
+    rollouts_per_batch: int = 1
+    """rollouts in each of the learner's batches, taken as they arrive"""
+    # 1: before each rollout, as in the paper.
+    refresh_every: int = 1
+    """an actor takes the newest weights every this many rollouts; more: a large lag on purpose"""
+    sync: bool = False
+    """take the actors' rollouts in turn, not as they arrive: a seed gives the same run twice"""
+    ray_address: Optional[str] = None
+    """the Ray cluster to join ("auto": what `ray start` began); none: a new Ray here"""
+    # Learner
+    learning_rate: float = 2e-3
+    """Adam learning rate (the IMPALA paper uses RMSProp, its rate tuned per experiment)"""
+    anneal_lr: bool = True
+    """decay the learning rate linearly to 0 over the budget (so the budget changes the schedule)"""
+    gamma: float = 0.99
+    """discount factor (0.99 in the IMPALA paper)"""
+    vtrace: bool = True
+    """correct for the lag with V-trace; --no-vtrace sets rho = c = 1 (n-step returns)"""
+    # rho, the importance weight, is clipped in the value targets and in the policy gradient's
+    # weight alike; IMPALA's code clips the latter apart, at 1 by default.
+    rho_bar: float = 1.0
+    """V-trace: clip of rho, in the value targets and the policy gradient (1 in the paper)"""
+    c_bar: float = 1.0
+    """V-trace: clip of the trace coefficient c (1 in the paper)"""
+    # 0.00025-0.033 in the paper's sweeps.
+    ent_coef: float = 0.01
+    """entropy bonus coefficient c_e (0.01 in the paper's Atari runs)"""
+    vf_coef: float = 0.5
+    """value loss coefficient c_v (the paper's baseline cost, 0.5)"""
+    max_grad_norm: float = 0.5
+    """gradient clipping: the largest global norm of the gradient (40 in the paper)"""
+    # Image observations get the convolutional network, whose sizes are fixed.
+    hidden_size: int = 64
+    """width of the two hidden layers of the actor and of the critic, for vector observations"""
+
+
+# ---------------------------------------------------------------------------------------
+# The math
+# ---------------------------------------------------------------------------------------
+def compute_vtrace(rewards, values, next_values, terminated, truncated, log_rhos, gamma,
+                   rho_bar=1.0, c_bar=1.0):
+    """V-trace targets and advantages (Espeholt et al. 2018), with time limits handled.
+
+    All inputs are tensors of shape [T, N]; terminated and truncated are 0/1 or bool.
+    values[t] = V(s_t); next_values[t] = V(s_{t+1}), the value of the observation that
+    followed step t, which is the true final observation when the episode ended at t.
+    log_rhos[t] = log pi(a_t|s_t) - log mu(a_t|s_t), the log importance weight of the
+    target policy pi over the behaviour policy mu. With done_t = terminated_t or truncated_t:
+
+        rho_t   = min(rho_bar, exp(log_rhos_t)),   c_t = min(c_bar, exp(log_rhos_t))
+        delta_t = rho_t * (r_t + gamma * (1 - terminated_t) * next_values_t - values_t)
+        vs_t    = values_t + delta_t
+                  + gamma * c_t * (1 - done_t) * (vs_{t+1} - values_{t+1})   (0 at t = T-1)
+        G_t     = vs_{t+1} if t < T-1 and not done_t, else next_values_t
+        adv_t   = rho_t * (r_t + gamma * (1 - terminated_t) * G_t - values_t)
+
+    Returns (advantages, vs), each [T, N]: vs is the value target.
+    """
+    not_terminated = 1.0 - terminated.to(rewards.dtype)
+    done = terminated.bool() | truncated.bool()
+    not_done = 1.0 - done.to(rewards.dtype)
+    rhos = torch.clamp(log_rhos.exp(), max=rho_bar)
+    cs = torch.clamp(log_rhos.exp(), max=c_bar)
+    deltas = rhos * (rewards + gamma * not_terminated * next_values - values)
+    vs_minus_values = torch.zeros_like(rewards)
+    running = torch.zeros_like(rewards[0])
+    for t in reversed(range(rewards.shape[0])):
+        running = deltas[t] + gamma * cs[t] * not_done[t] * running
+        vs_minus_values[t] = running
+    vs = values + vs_minus_values
+    bootstrap = torch.cat([torch.where(done[:-1], next_values[:-1], vs[1:]), next_values[-1:]])
+    advantages = rhos * (rewards + gamma * not_terminated * bootstrap - values)
+    return advantages, vs
+
+
+def impala_loss(logprobs, entropy, values, advantages, vs, ent_coef, vf_coef):
+    """IMPALA's loss to minimize on a batch of B samples (all inputs are [B] tensors):
+    logprobs = log pi(a_t|s_t) and values = V(s_t) under the learner's current networks,
+    advantages and vs from compute_vtrace (constants: no gradient flows into them).
+
+        L_pg = -mean(A_t * log pi(a_t|s_t))
+        L_v  = mean(0.5 * (vs_t - V(s_t))^2)
+        loss = L_pg + c_v * L_v - c_e * mean(entropy)
+
+    Returns (loss, L_pg, L_v, mean entropy).
+    """
+    pg_loss = -(advantages.detach() * logprobs).mean()
+    v_loss = 0.5 * ((vs.detach() - values) ** 2).mean()
+    entropy = entropy.mean()
+    return pg_loss + vf_coef * v_loss - ent_coef * entropy, pg_loss, v_loss, entropy
+
+
+def policy_lags(learner_version, versions):
+    """The policy lag of each rollout of a batch: the learner's weights are version k (k
+    gradient steps taken), and a rollout played with version v is k - v updates stale
+    (0: on-policy). An actor reports the version of the weights it acted with, which is not
+    the newest when it has not refreshed them (--refresh-every)."""
+    return [learner_version - v for v in versions]
+
+
+def explained_variance(values, returns):
+    """1 - Var[R - V] / Var[R]: 1 when the critic predicts the targets, 0 or less when it
+    does no better than their mean (NaN when the targets do not vary)."""
+    var_returns = returns.var().item()
+    return 1 - (returns - values).var().item() / var_returns if var_returns else math.nan
+
+
+class RolloutBatch:
+    """The rollouts of one learner batch side by side: B rollouts of T steps from N
+    environments make [T, B*N] tensors on the learner's device.
+
+    Row t holds what an actor saw and did at step t: obs s_t, action a_t, the behaviour
+    log-probability log mu(a_t|s_t) under the weights it acted with, reward r_t and the
+    terminated/truncated flags. final_obs[t, n] holds the true final observation where
+    environment n was truncated at step t; last_obs is s_T, after the rollout. versions
+    lists the version of the weights each rollout was played with.
+    """
+
+    def __init__(self, rollouts, device):
+        def stack(key, axis=1):
+            return torch.from_numpy(np.concatenate([r[key] for r in rollouts], axis)).to(device)
+
+        self.obs, self.final_obs = stack("obs"), stack("final_obs")
+        self.last_obs = stack("last_obs", axis=0)
+        self.actions, self.logprobs = stack("actions"), stack("logprobs")
+        self.rewards = stack("rewards")
+        self.terminated, self.truncated = stack("terminated"), stack("truncated")
+        self.versions = [r["version"] for r in rollouts]
+
+    def next_values(self, value_fn, values):
+        """next_values[t] = V(s_{t+1}) for every step, from values [T, B*N] of the batch.
+
+        s_{t+1} is obs[t+1] inside the rollout, last_obs after it, and the true final
+        observation where the step was truncated. Where it was terminated the value is not
+        used (multiplied by 0): the next episode's first value standing there is harmless.
+        """
+        next_values = torch.empty_like(values)
+        next_values[:-1] = values[1:]
+        next_values[-1] = value_fn(self.last_obs)
+        where = self.truncated.nonzero(as_tuple=True)
+        if where[0].numel():
+            next_values[where] = value_fn(self.final_obs[where])
+        return next_values
+
+    @torch.no_grad()
+    def vtrace(self, logprobs, values, value_fn, gamma, rho_bar, c_bar, correct=True):
+        """V-trace (advantages, vs) [T, B*N] for the learner's current policy pi and critic V:
+        logprobs [T, B*N] = log pi(a_t|s_t) and values = V(s_t) as the learner computes them
+        now, against the behaviour log-probabilities log mu(a_t|s_t) that the actors stored:
+        log rho_t = log pi(a_t|s_t) - log mu(a_t|s_t). correct=False (--no-vtrace) uses
+        log rho = 0, rho = c = 1, whatever the lag."""
+        next_values = self.next_values(value_fn, values.detach())
+        log_rhos = logprobs.detach() - self.logprobs
+        if not correct:
+            log_rhos = torch.zeros_like(log_rhos)
+        return compute_vtrace(self.rewards, values.detach(), next_values, self.terminated,
+                              self.truncated, log_rhos, gamma, rho_bar, c_bar)
+
+
+# ---------------------------------------------------------------------------------------
+# Networks
+# ---------------------------------------------------------------------------------------
+def layer_init(layer, std=math.sqrt(2), bias_const=0.0):
+    """Orthogonal weights with gain std and constant bias, as in the PPO baselines."""
+    nn.init.orthogonal_(layer.weight, std)
+    nn.init.constant_(layer.bias, bias_const)
+    return layer
+
+
+def mlp(in_size, hidden_size, out_size, out_std):
+    return nn.Sequential(
+        layer_init(nn.Linear(in_size, hidden_size)), nn.Tanh(),
+        layer_init(nn.Linear(hidden_size, hidden_size)), nn.Tanh(),
+        layer_init(nn.Linear(hidden_size, out_size), std=out_std),
+    )
+
+
+class ImageEncoder(nn.Module):
+    """Convolutions from an H x W x C image (channels last, Gymnasium's and MinAtar's
+    convention, moved first for the convolutions) to a feature vector, with ReLU after every
+    layer; uint8 pixels are scaled to [0, 1]. A convolution's output side is
+    (side - kernel) // stride + 1. Two sizes:
+
+        at least 36 x 36 (Mnih et al. 2015): conv 32 8x8 stride 4, conv 64 4x4 stride 2,
+            conv 64 3x3 stride 1, linear 512 (84 x 84 -> 20 -> 9 -> 7: 64 * 7 * 7 = 3136 inputs)
+        smaller grids (MinAtar's 10 x 10; Young & Tian 2019): conv 16 3x3 stride 1, linear 128;
+            10 -> 8, so 16 * 8 * 8 = 1024 inputs to the linear layer
+    """
+
+    def __init__(self, obs_shape, uint8):
+        super().__init__()
+        self.uint8 = uint8
+        image_shape = (obs_shape[2], *obs_shape[:2])  # [C, H, W]
+        channels, height, width = image_shape
+        large = min(height, width) >= 36
+        convs = [(32, 8, 4), (64, 4, 2), (64, 3, 1)] if large else [(16, 3, 1)]
+        self.output_size = 512 if large else 128
+        layers = []
+        for out_channels, kernel, stride in convs:
+            layers += [layer_init(nn.Conv2d(channels, out_channels, kernel, stride)), nn.ReLU()]
+            channels = out_channels
+        self.convs = nn.Sequential(*layers, nn.Flatten())
+        with torch.no_grad():  # the linear layer's input size: a blank image run through
+            flat_size = self.convs(torch.zeros(1, *image_shape)).shape[1]
+        self.linear = nn.Sequential(layer_init(nn.Linear(flat_size, self.output_size)), nn.ReLU())
+
+    def forward(self, obs):
+        images = obs.float() / 255.0 if self.uint8 else obs.float()
+        return self.linear(self.convs(images.movedim(-1, -3)))  # [B, H, W, C] -> [B, C, H, W]
+
+
+class Agent(nn.Module):
+    """Separate actor and critic MLPs on a vector observation; on an image, one shared
+    ImageEncoder under a linear actor head and a linear critic head. The actor outputs the
+    logits of a categorical distribution, or the mean of a diagonal Gaussian whose log std
+    is a learned state-independent parameter. The learner and every actor build the same one
+    from the environment's spaces (make_agent)."""
+
+    def __init__(self, obs_shape, action_dim, continuous, hidden_size=64, uint8=False):
+        super().__init__()
+        self.continuous = continuous
+        if len(obs_shape) == 3:  # an image
+            self.encoder = ImageEncoder(obs_shape, uint8)
+            self.critic = layer_init(nn.Linear(self.encoder.output_size, 1), std=1.0)
+            self.actor = layer_init(nn.Linear(self.encoder.output_size, action_dim), std=0.01)
+        else:
+            self.encoder = nn.Identity()
+            self.critic = mlp(obs_shape[0], hidden_size, 1, out_std=1.0)
+            self.actor = mlp(obs_shape[0], hidden_size, action_dim, out_std=0.01)
+        if continuous:
+            self.actor_logstd = nn.Parameter(torch.zeros(1, action_dim))
+
+    def get_value(self, obs):
+        return self.critic(self.encoder(obs)).squeeze(-1)
+
+    def get_action_and_value(self, obs, action=None):
+        """(action, log-probability, entropy, value) for each observation, sampling the
+        action from the policy when none is given. A Gaussian's dimensions are independent:
+        their log-probabilities and entropies add up."""
+        features = self.encoder(obs)  # the observation itself, or the image's features
+        if self.continuous:
+            mean = self.actor(features)
+            dist = Normal(mean, self.actor_logstd.expand_as(mean).exp(), validate_args=False)
+        else:
+            dist = Categorical(logits=self.actor(features), validate_args=False)
+        if action is None:
+            action = dist.sample()
+        logprob, entropy = dist.log_prob(action), dist.entropy()
+        if self.continuous:
+            logprob, entropy = logprob.sum(-1), entropy.sum(-1)
+        return action, logprob, entropy, self.critic(features).squeeze(-1)
+
+
+def make_agent(obs_space, action_space, hidden_size):
+    continuous = isinstance(action_space, gym.spaces.Box)
+    action_dim = action_space.shape[0] if continuous else int(action_space.n)
+    return Agent(obs_space.shape, action_dim, continuous, hidden_size,
+                 uint8=obs_space.dtype == np.uint8)
+
+
+# ---------------------------------------------------------------------------------------
+# What the agent sees and sends: observations as arrays, clipped actions
+# ---------------------------------------------------------------------------------------
+def obs_array(obs):
+    """Observations as the network takes them: uint8 images stay uint8 (the encoder scales
+    them, and a rollout to send is a quarter of the bytes), anything else float32."""
+    obs = np.asarray(obs)
+    return obs if obs.dtype == np.uint8 else obs.astype(np.float32)
+
+
+def make_vector_env(env_id, num_envs, video_folder=None):
+    """N copies of env_id in one synchronous vector environment, with SAME_STEP autoreset
+    (the observation after an episode ends is the next episode's first; the true last one
+    is in info["final_obs"]) and episode statistics recorded by Gymnasium's wrapper."""
+    def make(i):
+        if video_folder is None:
+            return gym.make(env_id)
+        os.environ.setdefault("SDL_VIDEODRIVER", "dummy")  # frames only, no window to open
+        env = gym.make(env_id, render_mode="rgb_array")
+        env = MinAtarScreen(env) if env_id.startswith("MinAtar/") else env
+        with warnings.catch_warnings():  # the environments share one folder on purpose
+            warnings.filterwarnings("ignore", message=".*Overwriting existing videos")
+            return gym.wrappers.RecordVideo(env, video_folder, name_prefix=f"eval-{i}",
+                                           episode_trigger=lambda episode: episode == 0)
+
+    envs = gym.vector.SyncVectorEnv([lambda i=i: make(i) for i in range(num_envs)],
+                                    autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
+    return gym.wrappers.vector.RecordEpisodeStatistics(envs)
+
+
+def to_env_action(agent, actions, action_space):
+    """Tensor actions to what the environment takes: Gaussian samples are clipped to the
+    bounds when stepping (the unclipped sample is what the rollout stores)."""
+    actions = actions.cpu().numpy()
+    if agent.continuous:
+        return np.clip(actions, action_space.low, action_space.high)
+    return actions
+
+
+# ---------------------------------------------------------------------------------------
+# Acting: an actor (a Ray actor; ActorPool in the plumbing starts them and carries messages)
+# ---------------------------------------------------------------------------------------
+class Actor:
+    """One actor: its own vector of N environments (seeded from env_seed) and its own copy
+    of the policy, on the CPU. rollout() plays T steps and returns them as NumPy arrays."""
+
+    def __init__(self, env_id, num_envs, num_steps, hidden_size, env_seed):
+        register_game_ids(env_id)  # MinAtar's ids, in this process too
+        torch.set_num_threads(1)
+        torch.manual_seed(env_seed)  # the actions this actor samples
+        self.envs, self.num_steps = make_vector_env(env_id, num_envs), num_steps
+        self.agent = make_agent(self.envs.single_observation_space,
+                                self.envs.single_action_space, hidden_size)
+        self.version = None  # the version of the weights it holds: none until the first
+        self.next_obs = obs_array(self.envs.reset(seed=env_seed)[0])
+
+    @torch.no_grad()
+    def rollout(self, weights=None, version=None):
+        """Load the weights of that version if given (else keep those it has), play a rollout
+        of T steps, and return it stamped with the version of the weights that acted:
+        obs, actions, behaviour logprobs, rewards, terminated, truncated [T, N], final_obs
+        (the true last observation where a step was truncated), last_obs [N] and the
+        episodes that ended, (step of the rollout, return, length)."""
+        if weights is not None:
+            self.agent.load_state_dict(weights)
+            self.version = version
+        envs = self.envs
+        obs = np.zeros((self.num_steps, *self.next_obs.shape), self.next_obs.dtype)
+        final_obs = np.zeros_like(obs)
+        steps = {key: [] for key in ("actions", "logprobs", "rewards", "terminated", "truncated")}
+        episodes = []
+        for t in range(self.num_steps):
+            obs[t] = self.next_obs
+            action, logprob, _, _ = self.agent.get_action_and_value(torch.from_numpy(obs[t]))
+            next_obs, reward, terminated, truncated, info = envs.step(
+                to_env_action(self.agent, action, envs.single_action_space))
+            for i in np.flatnonzero(truncated):  # the step bootstraps from its value
+                final_obs[t, i] = obs_array(info["final_obs"][i])
+            for i in np.flatnonzero(info.get("_episode", [])):
+                episodes.append((t, float(info["episode"]["r"][i]), int(info["episode"]["l"][i])))
+            for key, value in zip(steps, (action, logprob, reward, terminated, truncated)):
+                steps[key].append(np.asarray(value))
+            self.next_obs = obs_array(next_obs)
+        rollout = {key: np.stack(values) for key, values in steps.items()}
+        rollout["rewards"] = rollout["rewards"].astype(np.float32)
+        return rollout | {"obs": obs, "final_obs": final_obs, "last_obs": self.next_obs.copy(),
+                          "episodes": episodes, "version": self.version}
+
+
+# ---------------------------------------------------------------------------------------
+# Training
+# ---------------------------------------------------------------------------------------
+def train(args, agent, actors, run, device):
+    """IMPALA's learner: publish the weights, take batches of rollouts as the actors send
+    them (each actor plays on at once), compute V-trace with the current policy and critic,
+    take one gradient step per batch, log the lag; until the budget, --stop-at-return or a
+    non-finite loss."""
+    # eps = 1e-5 as in ppo.py (the paper's RMSProp has eps 0.01)
+    optimizer = torch.optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5)
+    rollout_steps = args.num_envs * args.num_steps
+    num_updates = args.total_timesteps // (rollout_steps * args.rollouts_per_batch)
+    rollouts_left = num_updates * args.rollouts_per_batch  # rollouts not yet asked for
+    played = [0] * args.num_actors  # rollouts each actor has been asked for
+    global_step, version = 0, 0  # version: the learner's gradient steps so far
+
+    def ask(i):  # actor i plays its next rollout: with the newest weights every --refresh-every
+        nonlocal rollouts_left
+        if rollouts_left:
+            actors.request(i, refresh=played[i] % args.refresh_every == 0)
+            played[i], rollouts_left = played[i] + 1, rollouts_left - 1
+
+    actors.publish(agent, version)
+    for i in range(args.num_actors):
+        ask(i)
+    for update in range(1, num_updates + 1):
+        if args.anneal_lr:  # linearly from --learning-rate at the start to 0 at the end
+            for group in optimizer.param_groups:
+                group["lr"] = args.learning_rate * (1 - (update - 1) / num_updates)
+
+        # Collect: rollouts as they arrive (in turn with --sync); the actor that sent one
+        # plays on at once, while the learner learns, with the weights published so far.
+        rollouts = []
+        while len(rollouts) < args.rollouts_per_batch:
+            i, rollout = actors.next()
+            ask(i)
+            rollouts.append(rollout)
+            for t, episode_return, length in rollout["episodes"]:
+                run.episode(global_step + (t + 1) * args.num_envs, episode_return, length)
+            global_step += rollout_steps
+            run.step(global_step)  # progress line; evaluation every --eval-every steps
+            if run.reached(args.stop_at_return, global_step):  # the summary records when
+                return
+
+        # Targets: V-trace under the current policy and critic, against the behaviour
+        # log-probabilities the actors stored (--no-vtrace: rho = c = 1).
+        batch = RolloutBatch(rollouts, device)
+        lags = policy_lags(version, batch.versions)
+        _, logprobs, entropy, values = agent.get_action_and_value(
+            batch.obs.flatten(0, 1), batch.actions.flatten(0, 1))
+        logprobs, values = logprobs.view_as(batch.logprobs), values.view_as(batch.logprobs)
+        advantages, vs = batch.vtrace(logprobs, values, agent.get_value, args.gamma,
+                                      args.rho_bar, args.c_bar, correct=args.vtrace)
+
+        # Update: one gradient step on the batch; then publish the new weights.
+        loss, pg_loss, v_loss, entropy = impala_loss(
+            logprobs=logprobs.flatten(), entropy=entropy, values=values.flatten(),
+            advantages=advantages.flatten(), vs=vs.flatten(), ent_coef=args.ent_coef,
+            vf_coef=args.vf_coef)
+        optimizer.zero_grad()
+        loss.backward()
+        nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)
+        optimizer.step()
+        version += 1
+        actors.publish(agent, version)
+
+        # Log: the losses, the importance weights and the lag of the batch.
+        if run.non_finite(loss.item(), global_step):  # says so; the run stops as interrupted
+            return
+        rhos = (logprobs.detach() - batch.logprobs).exp()
+        run.update(global_step, learning_rate=optimizer.param_groups[0]["lr"],
+                   policy_loss=pg_loss.item(), value_loss=v_loss.item(), entropy=entropy.item(),
+                   explained_variance=explained_variance(values.detach(), vs),
+                   rho_mean=rhos.mean().item(),
+                   rho_clipped=(rhos > args.rho_bar).float().mean().item(),
+                   policy_lag=float(np.mean(lags)), policy_lag_max=max(lags), version=version)
+
+
+def main(args: Args) -> dict:
+    """Train with IMPALA (or evaluate an --eval-checkpoint), write the run folder, return the
+    summary. Ctrl-C stops training; the run folder is written, then KeyboardInterrupt goes on up."""
+    # Check everything a user can get wrong before anything runs: one line, exit status 2.
+    check_args(args)
+    obs_space, action_space = check_env(args.env_id)
+    checkpoint = load_checkpoint(args.eval_checkpoint, args.env_id)  # None without the flag
+    own_ray = False  # whether this run starts Ray here (and so stops it at its end)
+    if checkpoint is not None:  # the network's size comes from the model
+        args = replace(args, hidden_size=checkpoint["args"]["hidden_size"])
+    else:  # Ray joined or started; no more actors than its CPUs
+        args, own_ray = join_ray(args)
+
+    # Set up: seeds, device, the learner's agent, the run folder, the actors.
+    device = seed_and_device(args.seed, args.cuda, small_network=len(obs_space.shape) != 3)
+    agent = make_agent(obs_space, action_space, args.hidden_size).to(device)
+    if checkpoint is not None:
+        restore(checkpoint, agent, args)
+    run = RunWriter(args, device, agent,
+                    rollout_steps=args.num_envs * args.num_steps * args.rollouts_per_batch)
+
+    # Train (unless evaluating a checkpoint), then finish: evaluate, save, write, plot.
+    interrupted = False
+    if checkpoint is None:
+        actors = ActorPool(args, stop_ray=own_ray)  # Ray actors; a dead one is replaced
+        try:
+            train(args, agent, actors, run, device)
+        except KeyboardInterrupt:
+            print(f"{SCRIPT}: interrupted; writing what the run has so far")
+            interrupted = run.summary["interrupted"] = True
+        finally:
+            actors.close()
+    summary = finish(args, run, agent, device, trained=checkpoint is None)
+    if interrupted:
+        raise KeyboardInterrupt  # the run folder is written; the command line exits with 130
+    return summary
+
+
+# ---------------------------------------------------------------------------------------
+# Plumbing: checks, run folder, evaluation, checkpoints (not needed to follow the algorithm)
+# ---------------------------------------------------------------------------------------
+# After the common pieces come impala.py's own: the actors on Ray (ActorPool, which
+# replaces a dead actor) and Ray itself, joined or started.
+class UsageError(Exception):
+    """Bad input: reported as one line on stderr with exit status 2, before training."""
+
+
+def fail(message):
+    raise UsageError(message)
+
+
+def parse_args():
+    """tyro.cli(Args), with a mistake on the command line (an unknown flag, a missing value,
+    a value of the wrong type or not among the choices) as one whole line at any terminal
+    width: tyro hands the mistake over as data through its parse-error hook (tyro._errors,
+    marked experimental, which is one reason requirements.txt pins tyro), and usage_error
+    words it. --help prints as tyro writes it."""
+    with tyro._errors.on_parse_error(usage_error):
+        return tyro.cli(Args)
+
+
+def usage_error(event):
+    """Raise UsageError with one line for a tyro parse error: the flag, what it takes, and
+    what to write instead (the closest flags to an unknown one; 100000 for 1e5)."""
+    types = typing.get_type_hints(Args)
+    flags = [f"--{name.replace('_', '-')}" for name in types]
+    flags += [f"--no-{name.replace('_', '-')}" for name, kind in types.items() if kind is bool]
+    help_hint = f"(python {SCRIPT} --help lists the flags)"
+    if isinstance(event, tyro._errors.UnrecognizedArgs):
+        close = difflib.get_close_matches(event.tokens[0].partition("=")[0], flags, n=2)
+        also = f"; did you mean {' or '.join(close)}?" if close else ""
+        fail(f"unrecognized options: {', '.join(event.tokens)}{also} {help_hint}")
+    if getattr(event, "argument", None) is None:
+        fail(f"cannot read the command line ({type(event).__name__}) {help_hint}")
+    flag = event.argument.display_name().split("/")[0]
+    if isinstance(event, tyro._errors.InvalidChoice):
+        fail(f"{flag} takes {' or '.join(event.choices)}, not {event.value!r} {help_hint}")
+    words = sys.argv[1:]
+    given = [w.partition("=")[2] or next(iter(words[i + 1:i + 2]), "")
+             for i, w in enumerate(words) if w.partition("=")[0] == flag]
+    if not given or isinstance(event, tyro._errors.BadValue):
+        fail(f"{flag} needs a value {help_hint}")
+    kind = types[flag[2:].replace("-", "_")]
+    whole = int in (kind, *typing.get_args(kind))
+    try:
+        instead = (f": write {int(float(given[-1]))}"
+                   if whole and float(given[-1]).is_integer() else "")
+    except ValueError:  # not a number at all
+        instead = ""
+    fail(f"{flag} takes {'a whole number' if whole else 'a number'}, not {given[-1]!r}"
+         f"{instead} {help_hint}")
+
+
+def check_args(args):
+    """Everything a user can get wrong in the flags, checked before any environment runs."""
+    for name in ("total_timesteps", "num_actors", "num_envs", "num_steps", "rollouts_per_batch",
+                 "refresh_every", "hidden_size", "learning_rate", "rho_bar", "c_bar",
+                 "max_grad_norm"):
+        if not getattr(args, name) > 0:
+            fail(f"--{name.replace('_', '-')} must be positive, got {getattr(args, name)}")
+    if not 0.0 <= args.gamma <= 1.0:
+        fail(f"--gamma must be in [0, 1], got {args.gamma}")
+    if args.eval_episodes < 0:
+        fail(f"--eval-episodes must be 0 or more, got {args.eval_episodes}")
+    if args.eval_every < 0:
+        fail("--eval-every must be 0 (evaluate only after training) or more, "
+             f"got {args.eval_every}")
+    if args.eval_every and not args.eval_episodes:
+        fail("--eval-every needs at least one evaluation episode; pass --eval-episodes 1 or more")
+    if args.capture_video and not args.eval_episodes:
+        fail("--capture-video records the evaluation episodes, and --eval-episodes 0 has none; "
+             "pass --eval-episodes 1 or more")
+    if args.capture_video and importlib.util.find_spec("moviepy") is None:
+        fail("--capture-video needs moviepy: pip install moviepy==2.2.1")
+    if args.eval_checkpoint is None and importlib.util.find_spec("ray") is None:
+        fail("impala.py's actors are Ray actors: pip install ray==2.60.0")
+    batch_size = args.num_envs * args.num_steps * args.rollouts_per_batch
+    if args.eval_checkpoint is None and args.total_timesteps < batch_size:
+        fail(f"--total-timesteps {args.total_timesteps} is less than one batch "
+             f"(rollouts_per_batch*num_envs*num_steps = {batch_size}); raise it or shrink "
+             "the batch")
+
+
+def check_env(env_id):
+    """Make env_id once (gym.make imports the module of a module:EnvId id itself) and check
+    that impala.py handles its spaces; returns (observation space, action space)."""
+    if env_id.startswith("ALE/"):
+        fail(f"impala.py does not preprocess Atari frames; ppo.py and dqn.py train {env_id}")
+    register_game_ids(env_id)
+    try:
+        env = gym.make(env_id)
+    except (gym.error.NameNotFound, gym.error.VersionNotFound, gym.error.NamespaceNotFound):
+        close = [i for i in difflib.get_close_matches(env_id.rpartition(":")[2], gym.registry,
+                                                      n=6, cutoff=0.6) if makeable(i)][:3]
+        fail(f"unknown environment id {env_id!r}"
+             + (f"; did you mean {', '.join(close)}?" if close else "; see gymnasium.registry"))
+    except ModuleNotFoundError as e:  # gym.make's own message does not keep e.name
+        missing = re.search(r"named '([\w.]+)'", str(e))[1]
+        where = ("; put its folder on PYTHONPATH (PYTHONPATH=. when it is in this folder)"
+                 if missing == env_id.rpartition(":")[0] else "")
+        fail(f"cannot make {env_id}: no module named {missing}{where}")
+    except (gym.error.Error, ImportError) as e:  # pin the extra to the installed Gymnasium
+        message = re.sub(r'"gymnasium\[(\w+)\]"', rf'"gymnasium[\1]=={gym.__version__}"', str(e))
+        fail(f"cannot make {env_id}: {message.splitlines()[0]}")
+    except Exception as e:  # a module of the user's own that fails while being imported
+        fail(f"cannot make {env_id}: {type(e).__name__}: {e}".splitlines()[0])
+    obs_space, action_space = env.observation_space, env.action_space
+    env.close()
+    if not (isinstance(action_space, gym.spaces.Discrete)
+            or isinstance(action_space, gym.spaces.Box) and len(action_space.shape) == 1):
+        fail(f"{env_id} has a {type(action_space).__name__} action space of shape "
+             f"{action_space.shape}; impala.py handles Discrete and flat Box actions (for "
+             "MultiDiscrete or MultiBinary, number the combinations as one Discrete action)")
+    if not (isinstance(obs_space, gym.spaces.Box) and len(obs_space.shape) in (1, 3)):
+        fail(f"{env_id} has a {type(obs_space).__name__} observation space of shape "
+             f"{obs_space.shape}; impala.py needs a flat Box or an image Box (H x W x C, "
+             "channels last; ppo_masked.py one-hot encodes Discrete ones, qlearning.py uses a "
+             "table)")
+    if len(obs_space.shape) == 3 and min(obs_space.shape[:2]) < 3:
+        fail(f"{env_id} has images of shape {obs_space.shape}; the smallest convolution needs "
+             "3 x 3 pixels or more")
+    return obs_space, action_space
+
+
+def register_game_ids(env_id):
+    """MinAtar/ ids are registered by a package that gym.make does not import by itself:
+    import it here, or say how to install it."""
+    if env_id.startswith("MinAtar/") and importlib.util.find_spec("minatar") is None:
+        fail(f"{env_id} needs the minatar package: pip install minatar==1.0.15")
+    if env_id.startswith("MinAtar/") and env_id not in gym.registry:
+        importlib.import_module("minatar.gym").register_envs()
+
+
+class MinAtarScreen(gym.Wrapper):
+    """MinAtar draws its 10 x 10 grid as floats in [0, 1], which a video shows black: bytes
+    instead, each cell 16 x 16 pixels."""
+
+    def render(self):
+        with warnings.catch_warnings():  # Gymnasium's checker warns of the floats once
+            warnings.simplefilter("ignore")
+            frame = self.env.render()
+        return (frame * 255).astype(np.uint8).repeat(16, axis=0).repeat(16, axis=1)
+
+
+def makeable(env_id):
+    """Whether gym.make(env_id) works here (its dependencies installed), for suggestions."""
+    try:
+        with warnings.catch_warnings():  # an old version's deprecation is no news here
+            warnings.simplefilter("ignore")
+            gym.make(env_id).close()
+        return True
+    except Exception:
+        return False
+
+
+def seed_and_device(seed, cuda, small_network=True):
+    """Seed Python's, NumPy's and torch's random generators (the actors seed their own), and
+    pick the learner's device: the GPU if asked for and present, else the CPU with one
+    thread (a 64-unit MLP runs faster without torch's thread pool). With the GPU, a note
+    says that a small network is faster on the CPU (an image network is not small)."""
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+    device = torch.device("cuda" if cuda and torch.cuda.is_available() else "cpu")
+    if device.type == "cpu":
+        torch.set_num_threads(1)
+    if device.type == "cuda" and small_network:  # an image's convolutions are what pays there
+        print(f"{SCRIPT}: note: networks this small train faster on one CPU thread than on "
+              "a GPU (measured for every script at its reference settings); --no-cuda uses the CPU")
+    return device
+
+
+EVAL_MAX_STEPS = 27_000
+"""an evaluation episode still running after this many steps is cut there (its return so
+far counts): a greedy policy can balance or walk in a circle forever in an environment
+without a time limit. 27,000 steps are ALE's own end of an Atari game (108,000 frames)."""
+
+
+@torch.no_grad()
+def evaluate(agent, env_id, episodes, seed, device, video_folder=None):
+    """Greedy returns of `episodes` episodes, one per environment of a vector env, all at
+    once, with the learner's agent. The greedy action is the most likely one: the argmax of
+    the logits, or the Gaussian's mean. A line every 2 seconds says how far it is; an
+    episode still running at EVAL_MAX_STEPS counts with its return so far."""
+    envs = make_vector_env(env_id, episodes, video_folder=video_folder)
+    obs, _ = envs.reset(seed=seed)
+    returns = np.full(episodes, np.nan)
+    steps, last_print = 0, time.time()
+    while np.isnan(returns).any() and steps < EVAL_MAX_STEPS:
+        out = agent.actor(agent.encoder(torch.from_numpy(obs_array(obs)).to(device)))
+        action = out if agent.continuous else out.argmax(-1)
+        obs, _, _, _, info = envs.step(to_env_action(agent, action, envs.single_action_space))
+        if "_episode" in info:
+            first = info["_episode"] & np.isnan(returns)
+            returns[first] = info["episode"]["r"][first]
+        steps += 1
+        if time.time() - last_print >= 2.0:
+            last_print = time.time()
+            print(f"{SCRIPT}: evaluating, {episodes - np.isnan(returns).sum()} of {episodes} "
+                  f"episodes done, {steps:,} steps")
+    if np.isnan(returns).any():
+        print(f"{SCRIPT}: evaluation episodes cut at {EVAL_MAX_STEPS:,} steps; give "
+              f"{env_id} a time limit (max_episode_steps)")
+        returns = np.where(np.isnan(returns), envs.episode_returns, returns)
+    envs.close()
+    return returns
+
+
+class RunWriter:
+    """The run folder (the files the docstring at the top lists): config.json at once, the CSV
+    files row by row (flushed, so an interrupted run keeps them), a progress line every 2
+    seconds (with the policy lag of the last batch), the evaluations of --eval-every with
+    best_model.pt; finish() writes the rest. Training runs whole batches: the budget is
+    rounded down to them, said at the start."""
+
+    def __init__(self, args, device, agent, rollout_steps=1):
+        name = "__".join([args.env_id.replace("/", "-").replace(":", "-"), args.exp_name,
+                          str(args.seed), str(int(time.time()))])
+        self.path, suffix = os.path.join(args.output_dir, name), 1
+        while os.path.exists(self.path):  # a run with the same flags in the same second
+            suffix += 1
+            self.path = os.path.join(args.output_dir, f"{name}-{suffix}")
+        try:
+            os.makedirs(self.path)
+        except OSError as e:
+            fail(f"cannot create the run folder {self.path}: {e.strerror}")
+        versions = {"torch": torch.__version__, "gymnasium": gym.__version__,
+                    "numpy": np.__version__, "python": sys.version.split()[0]}
+        with open(os.path.join(self.path, "config.json"), "w") as f:
+            json.dump({**asdict(args), "device": str(device), "versions": versions}, f, indent=2)
+        self.summary = dict.fromkeys(SUMMARY_KEYS) | {
+            "algorithm": "impala", "env_id": args.env_id, "seed": args.seed, "global_steps": 0,
+            "eval_episodes": args.eval_episodes, "interrupted": False}
+        self.args, self.device, self.agent = args, device, agent
+        self.budget = args.total_timesteps // rollout_steps * rollout_steps
+        self.files, self.steps, self.returns, self.evaluations = {}, [], [], []
+        self.lags = []  # (global_step, mean policy lag) of every batch, for the curve
+        self.write_row("episodes.csv")  # its header now: a run with no episode has the file
+        self.start = self.last_print = time.time()
+        self.first_print = None  # (step, time) of the first progress line
+        print(f"{SCRIPT}: {args.env_id}, seed {args.seed}, device {device}")
+        if self.budget != args.total_timesteps and args.eval_checkpoint is None:
+            print(f"{SCRIPT}: training runs {self.budget:,} of --total-timesteps "
+                  f"{args.total_timesteps:,}: whole batches of {rollout_steps:,} steps")
+
+    def elapsed(self):
+        return time.time() - self.start
+
+    def write_row(self, filename, **row):
+        """Append a row to a CSV file of the run folder, made with a header at first use
+        (episodes.csv's columns are fixed; no row writes the header alone)."""
+        if filename not in self.files:
+            f = open(os.path.join(self.path, filename), "w", newline="")
+            fields = EPISODE_FIELDS if filename == "episodes.csv" else list(row)
+            self.files[filename] = (f, csv.DictWriter(f, fieldnames=fields))
+            self.files[filename][1].writeheader()
+        f, writer = self.files[filename]
+        if row:
+            writer.writerow(row)
+        f.flush()
+
+    def episode(self, global_step, episode_return, episode_length):
+        self.steps.append(global_step)
+        self.returns.append(float(episode_return))
+        self.write_row("episodes.csv", global_step=global_step, wall_time=round(self.elapsed(), 4),
+                       episode_return=float(episode_return), episode_length=int(episode_length))
+
+    def update(self, global_step, **diagnostics):
+        wall_time = self.elapsed()
+        self.lags.append((global_step, diagnostics["policy_lag"]))
+        self.write_row("updates.csv", global_step=global_step, wall_time=round(wall_time, 4),
+                       sps=int(global_step / wall_time), **diagnostics)
+
+    def step(self, global_step):
+        """After each rollout: record the step count (should Ctrl-C stop the run), run a
+        greedy evaluation each time global_step crosses a multiple of --eval-every, and
+        print the progress line every 2 seconds, its speed measured from the first line on
+        (the first seconds hold the start-up, which would make the speed and ETA wrong)."""
+        every, previous = self.args.eval_every, self.summary["global_steps"]
+        self.summary["global_steps"] = global_step
+        if every and global_step // every > previous // every:
+            self.evaluation(global_step)
+        now = time.time()
+        if now - self.last_print >= 2.0:
+            first, self.last_print = self.first_print or (global_step, now), now
+            sps = (global_step - first[0]) / (now - first[1]) if self.first_print else None
+            lag = self.lags[-1][1] if self.lags else None
+            print(progress_line(global_step, self.budget, sps, self.recent_return(), lag))
+            self.first_print = first
+
+    def evaluation(self, global_step):
+        """Evaluate the learner's policy as it is now on separate environments (the actors'
+        are untouched), append the row to evaluations.csv and, with --save-model, keep the
+        best model so far as best_model.pt."""
+        wall_time = self.elapsed()
+        returns = evaluate(self.agent, self.args.env_id, self.args.eval_episodes,
+                           self.args.seed + 100_000, self.device)
+        mean, std = float(returns.mean()), float(returns.std())
+        self.write_row("evaluations.csv", global_step=global_step, wall_time=round(wall_time, 4),
+                       eval_return_mean=mean, eval_return_std=std)
+        best = max((m for _, m, _ in self.evaluations), default=-math.inf)
+        if self.args.save_model and mean > best:
+            save_checkpoint(os.path.join(self.path, "best_model.pt"), self.agent, self.args)
+        self.evaluations.append((global_step, mean, std))
+
+    def non_finite(self, loss, global_step):
+        """True, after saying so and marking the run interrupted, when the loss is NaN or inf."""
+        if math.isfinite(loss):
+            return False
+        print(f"{SCRIPT}: the loss became non-finite (NaN or inf) at step {global_step}; "
+              "stopping (try a lower --learning-rate)")
+        self.summary["interrupted"] = True
+        return True
+
+    def recent_return(self):
+        """The mean of the last 20 training episode returns (None before the first)."""
+        return float(np.mean(self.returns[-20:])) if self.returns else None
+
+    def reached(self, threshold, global_step):
+        """True once the mean of the last 20 returns reaches threshold; records when."""
+        if threshold is None or len(self.returns) < 20 or self.recent_return() < threshold:
+            return False
+        self.summary["solved_at_step"] = global_step
+        self.summary["solved_at_time_s"] = round(self.elapsed(), 3)
+        return True
+
+    def close(self):
+        for f, _ in self.files.values():
+            f.close()
+
+
+EPISODE_FIELDS = ("global_step", "wall_time", "episode_return", "episode_length")
+SUMMARY_KEYS = ("algorithm", "env_id", "seed", "global_steps", "wall_time_s",
+                "train_return_last20", "eval_return_mean", "eval_return_std", "eval_episodes",
+                "solved_at_step", "solved_at_time_s", "interrupted")
+
+
+def progress_line(global_step, total_steps, sps, recent_return, policy_lag=None):
+    """The console's progress: the step out of the budget, the percentage, steps per second,
+    the time left at that speed (h:mm:ss), the mean of the last 20 training returns and,
+    once the learner has learned, the policy lag of its last batch; the speed and the time
+    left read "-" while sps is None (the first line: nothing measured).
+
+        ETA = max(total_steps - global_step, 0) / sps
+    """
+    if sps:
+        minutes, seconds = divmod(round(max(total_steps - global_step, 0) / sps), 60)
+        speed = f"{sps:,.0f} sps | ETA {minutes // 60}:{minutes % 60:02}:{seconds:02}"
+    else:
+        speed = "- sps | ETA -"
+    recent = "n/a" if recent_return is None else f"{recent_return:.1f}"
+    lag = "" if policy_lag is None else f" | policy lag {policy_lag:.1f}"
+    return (f"step {global_step:,}/{total_steps:,} ({100 * global_step / total_steps:.0f}%) | "
+            f"{speed} | return (last 20) {recent}{lag}")
+
+
+def plot_learning_curve(path, steps, returns, title, evaluations=(), final=None, lags=()):
+    """learning_curve.png: episode return against environment steps, raw points faded and
+    a moving average of 20 episodes on top; the greedy evaluations (step, mean, std) of
+    --eval-every as a second series, the mean with the std as error bars, the final
+    evaluation (step, mean, std) after training as a marker of its own, and the policy lag
+    of each batch (step, lag) on a second axis at the right."""
+    fig = Figure(figsize=(7, 4), dpi=100)
+    ax = fig.add_subplot()
+    if lags:
+        lag_ax = ax.twinx()
+        lag_steps, lag_values = zip(*lags)
+        lag_ax.plot(lag_steps, lag_values, color="tab:gray", lw=0.8, alpha=0.6)
+        lag_ax.set_ylabel("policy lag (updates)", color="tab:gray")
+        lag_ax.set_ylim(bottom=0)
+        ax.set_zorder(lag_ax.get_zorder() + 1)  # the returns in front, the lag behind
+        ax.patch.set_visible(False)
+    ax.scatter(steps, returns, s=6, alpha=0.25, label="episode return")
+    if returns:
+        window = min(20, len(returns))
+        smooth = np.convolve(returns, np.ones(window) / window, mode="valid")
+        ax.plot(steps[window - 1:], smooth, color="tab:blue", lw=2, label=f"mean of last {window}")
+    for points, style, label in ((evaluations, dict(color="tab:orange", marker="o", ms=4),
+                                  "greedy evaluation (mean, std)"),
+                                 ([final] if final else [], dict(color="tab:red", marker="D", ms=7),
+                                  "final greedy evaluation")):
+        if points:
+            eval_steps, means, stds = zip(*points)
+            ax.errorbar(eval_steps, means, yerr=stds, capsize=3, label=label, **style)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(loc="lower right")
+    ax.set(xlabel="environment steps", ylabel="episode return", title=title)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(os.path.join(path, "learning_curve.png"))
+    return os.path.join(path, "learning_curve.png")
+
+
+def save_checkpoint(path, agent, args):
+    torch.save({"agent": agent.state_dict(), "args": asdict(args)}, path)
+
+
+def load_checkpoint(path, env_id):
+    """Load a model.pt safely (weights_only, onto the CPU) and check it was made for env_id;
+    None when path is None (no --eval-checkpoint)."""
+    if path is None:
+        return None
+    if os.path.isdir(path):  # a run folder stands for its model.pt
+        path = os.path.join(path, "model.pt")
+        if not os.path.isfile(path):
+            fail(f"run folder {os.path.dirname(path)} has no model.pt; train with --save-model")
+    if not os.path.isfile(path):
+        fail(f"checkpoint {path} does not exist")
+    try:
+        checkpoint = torch.load(path, map_location="cpu", weights_only=True)
+        saved = checkpoint["args"]  # each lookup raises KeyError where an entry is missing
+        checkpoint["agent"], saved["hidden_size"], saved["env_id"]
+    except Exception as e:
+        fail(f"checkpoint {path} is not an impala.py model.pt ({type(e).__name__}); "
+             "make one with --save-model")
+    if saved["env_id"] != env_id:
+        fail(f"checkpoint {path} was made for {saved['env_id']}, not {env_id}; "
+             f"pass --env-id {saved['env_id']}")
+    return checkpoint
+
+
+def restore(checkpoint, agent, args):
+    """Put a checkpoint's weights into the agent."""
+    try:
+        agent.load_state_dict(checkpoint["agent"])
+    except (RuntimeError, KeyError, AttributeError) as e:
+        fail(f"checkpoint {args.eval_checkpoint} does not fit {args.env_id}'s network: "
+             f"{str(e).splitlines()[0]}")
+
+
+def finish(args, run, agent, device, trained=True):
+    """Write the run first (model.pt if asked, summary.json, the curve), then evaluate
+    greedily and write summary.json and the curve again with the evaluation, so that Ctrl-C
+    during a long evaluation keeps the run; print the closing line. An interrupted run skips
+    the evaluation."""
+    summary = run.summary
+    summary["train_return_last20"] = run.recent_return()
+    summary["wall_time_s"] = round(run.elapsed(), 3)
+    if trained and not run.steps and not summary["interrupted"]:
+        print(f"{SCRIPT}: no training episode ended in {summary['global_steps']:,} steps; if "
+              f"{args.env_id} has no time limit, register it with max_episode_steps")
+    if args.save_model and trained:
+        save_checkpoint(os.path.join(run.path, "model.pt"), agent, args)
+    run.close()
+    curve = write_summary(args, run, trained)
+    if args.eval_episodes and not summary["interrupted"]:
+        video_folder = os.path.join(run.path, "videos") if args.capture_video else None
+        print(f"{SCRIPT}: final evaluation, {args.eval_episodes:,} episodes; the run is written "
+              "and Ctrl-C keeps it")
+        try:
+            returns = evaluate(agent, args.env_id, args.eval_episodes, args.seed + 100_000,
+                               device, video_folder)
+        except KeyboardInterrupt:
+            print(f"{SCRIPT}: final evaluation interrupted; {run.path} keeps the run without it")
+            raise
+        summary["eval_return_mean"] = float(returns.mean())
+        summary["eval_return_std"] = float(returns.std())
+        curve = write_summary(args, run, trained, final=(
+            summary["global_steps"], summary["eval_return_mean"], summary["eval_return_std"]))
+    closing = [f"{SCRIPT}: run folder {run.path}", f"global_steps {summary['global_steps']:,}"]
+    for key in ("train_return_last20", "eval_return_mean"):
+        closing.append(f"{key} " + ("-" if summary[key] is None else f"{summary[key]:.2f}"))
+    if args.stop_at_return is not None:
+        closing.append(f"solved_at_step {summary['solved_at_step'] or 'not reached'}")
+    if curve:
+        closing.append(f"learning curve {curve}")
+    print(" | ".join(closing))
+    return summary
+
+
+def write_summary(args, run, trained, final=None):
+    """summary.json and, after training, learning_curve.png (with the final evaluation as a
+    marker of its own and the policy lag, titled with --exp-name where it is not the
+    script's name); returns the curve's path, or None."""
+    with open(os.path.join(run.path, "summary.json"), "w") as f:
+        json.dump(run.summary, f, indent=2)
+    variant = f" ({args.exp_name})" if args.exp_name != SCRIPT.removesuffix(".py") else ""
+    if trained:
+        return plot_learning_curve(run.path, run.steps, run.returns,
+                                   f"{SCRIPT}{variant} on {args.env_id}, seed {args.seed}",
+                                   run.evaluations, final, lags=run.lags)
+    return None
+
+
+def cli():
+    """main(flags) from the command line. Bad input: one line, exit status 2. Ctrl-C: the
+    run folder written, the process dies of SIGINT (130), so a shell loop of runs stops too."""
+    try:
+        main(parse_args())
+    except UsageError as e:
+        print(f"{SCRIPT}: error: {e}", file=sys.stderr)
+        sys.exit(2)
+    except KeyboardInterrupt:
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGINT)
+
+
+# impala.py's own pieces: the actors on Ray, and Ray joined or started.
+
+class ActorPool:
+    """The actors: Ray actors, each an Actor with one CPU, wherever the cluster puts them
+    (start_ray has joined or started it). This script's code travels with them (pickled by
+    value), so another machine needs only the packages. publish(agent, version) puts the
+    learner's weights into Ray's object store once per version; request(i, refresh) asks
+    actor i for its next rollout, with the newest weights when refresh (else it keeps its
+    own); next() waits for a rollout and returns (actor index, rollout): with --sync, the
+    actors' in turn, else whichever comes first. An actor that dies is replaced by a new one
+    (environments seeded anew) that plays the lost rollout with the newest weights."""
+
+    def __init__(self, args, stop_ray=False):
+        import ray
+        self.ray, self.args, self.stop_ray = ray, args, stop_ray
+        if __name__ != "__main__":  # imported (tests): send the code, not a name to import
+            ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
+        self.remote_actor = ray.remote(num_cpus=1, max_restarts=0)(Actor)
+        if ":" in args.env_id:  # module:EnvId: the actors import the module from this path too
+            self.remote_actor = self.remote_actor.options(runtime_env={"env_vars": {
+                "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}})
+        self.started, self.pending, self.turn = 0, {}, 0
+        self.actors = [self.start() for _ in range(args.num_actors)]
+
+    def start(self):
+        """A new Ray actor; the k-th started (replacements count) seeds its N environments
+        seed + k*N, ..., seed + k*N + N - 1, and its actions seed + k*N."""
+        env_seed = self.args.seed + self.started * self.args.num_envs
+        self.started += 1
+        return self.remote_actor.remote(self.args.env_id, self.args.num_envs,
+                                        self.args.num_steps, self.args.hidden_size, env_seed)
+
+    def publish(self, agent, version):
+        weights = {name: tensor.cpu() for name, tensor in agent.state_dict().items()}
+        self.weights, self.version = self.ray.put(weights), version
+
+    def request(self, i, refresh=True):
+        weights = (self.weights, self.version) if refresh else (None, None)
+        self.pending[i] = self.actors[i].rollout.remote(*weights)
+
+    def next(self):
+        while True:
+            if self.args.sync:  # the first pending actor from the turn on, in index order
+                i = min(self.pending, key=lambda j: (j - self.turn) % len(self.actors))
+            else:
+                (ready,), _ = self.ray.wait(list(self.pending.values()), num_returns=1)
+                i = next(j for j, ref in self.pending.items() if ref == ready)
+            try:
+                rollout = self.ray.get(self.pending.pop(i))
+            except self.ray.exceptions.RayActorError as e:
+                if e.actor_init_failed:  # it would fail again: say why, once
+                    raise RuntimeError(f"actor {i} could not start: {e}") from None
+                print(f"{SCRIPT}: warning: actor {i} died ({str(e).strip().splitlines()[0]}); "
+                      "a new one takes its place", file=sys.stderr)
+                self.actors[i] = self.start()
+                self.request(i)  # the lost rollout, with the newest weights
+                continue
+            except self.ray.exceptions.RayTaskError as e:
+                raise RuntimeError(f"actor {i} failed:\n{e}") from None
+            self.turn = (i + 1) % len(self.actors)
+            return i, rollout
+
+    def close(self):
+        """Kill the actors, and stop Ray if this run started it (its processes would
+        otherwise outlive a run stopped by Ctrl-C)."""
+        for actor in self.actors:
+            self.ray.kill(actor)
+        if self.stop_ray:
+            self.ray.shutdown()
+
+
+def join_ray(args):
+    """Join or start Ray (start_ray) and cap --num-actors, with a warning, at the cluster's
+    CPUs: an actor holds one CPU, and one more would wait for it forever. Returns the flags
+    and whether Ray was started here, by this run."""
+    import ray
+    started = not ray.is_initialized() and args.ray_address is None
+    cpus = start_ray(args.ray_address)
+    if args.num_actors > cpus:
+        print(f"{SCRIPT}: warning: --num-actors {args.num_actors} is more than the {cpus} CPUs "
+              f"of the Ray cluster; using {cpus}", file=sys.stderr)
+        args = replace(args, num_actors=cpus)
+    return args, started
+
+
+def check_reachable(address):
+    """Fail at once if a host:port address takes no connection (Ray itself would retry it
+    for minutes); None, "auto" and the like are Ray's to resolve."""
+    host, _, port = (address or "").removeprefix("ray://").rpartition(":")
+    if not host or not port.isdigit():
+        return
+    try:
+        socket.create_connection((host, int(port)), timeout=10).close()
+    except OSError as e:
+        fail(f"cannot reach the Ray cluster at {address}: {e.strerror or e}; start it with "
+             "`ray start --head --port=6379` on the head machine")
+
+
+def start_ray(address):
+    """Join the Ray cluster at address, or start Ray on this machine (None), unless this
+    process already has; returns the cluster's CPUs."""
+    import ray
+    check_reachable(address)
+    if not ray.is_initialized():
+        try:
+            ray.init(address=address, include_dashboard=False, log_to_driver=False,
+                     logging_level="ERROR")
+        except Exception as e:  # Ray raises a bare Exception when its node starts too slowly
+            if address is None:
+                fail(f"cannot start Ray: {str(e).strip().splitlines()[0]} (on a busy machine, "
+                     "try again)")
+            fail(f"cannot join Ray at {address}: {str(e).strip().splitlines()[0]} (is `ray start` "
+                 "running there? If its cluster uses token authentication, set RAY_AUTH_MODE=token"
+                 " and copy its ~/.ray/auth_token here)")
+    cpus = int(ray.cluster_resources().get("CPU", 0))
+    if cpus < 1:
+        fail("the Ray cluster has no CPU for an actor; start it with some (ray start --num-cpus)")
+    return cpus
+
+
+if __name__ == "__main__":
+    cli()

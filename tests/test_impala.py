@@ -1,0 +1,455 @@
+"""Tests of impala.py: V-trace and the loss by hand, the actor's rollouts, the learner's glue
+(in this process, with LocalActors standing in for Ray), then runs on a local Ray: --sync
+twice, a killed actor replaced, the smoke run; bad input."""
+import copy
+import glob
+import inspect
+import time
+from dataclasses import replace
+
+import numpy as np
+import pytest
+import torch
+
+import impala
+from conftest import approx, check_evaluations, read_csv, same_seed_episodes, tensor
+
+
+def column(*values):
+    """A [T, 1] tensor: one environment's values over T steps."""
+    return torch.tensor(values, dtype=torch.float32).unsqueeze(1)
+
+
+# ---------------------------------------------------------------------------------------
+# V-trace by hand on a two-step rollout played with stale weights. One environment,
+# gamma = 0.5, rewards 1, V(s_t) = [0.5, 1.0], next values V(s_{t+1}) = [1.0, 2.0], so the
+# TD errors are r + 0.5*V' - V = [1 + 0.5 - 0.5, 1 + 1 - 1] = [1, 1]. The actor acted with
+# weights 3 updates old (mu); since then the learner's pi has moved: pi/mu = [3, 0.5].
+# ---------------------------------------------------------------------------------------
+REWARDS, VALUES, NEXT_VALUES = column(1, 1), column(0.5, 1.0), column(1.0, 2.0)
+NO_END = column(0, 0)
+LAGGED = torch.log(column(3.0, 0.5))
+
+
+def test_vtrace_two_step_rollout_with_lag():
+    # rho = c = [min(1, 3), min(1, 0.5)] = [1, 0.5];  delta = rho * TD = [1, 0.5]
+    #   vs_1 - V_1 = 0.5                          -> vs_1 = 1.5
+    #   vs_0 - V_0 = 1 + 0.5*c_0*(vs_1 - V_1) = 1 + 0.5*1*0.5 = 1.25 -> vs_0 = 1.75
+    #   G = [vs_1, next_values_1] = [1.5, 2.0]
+    #   adv_0 = 1*(1 + 0.5*1.5 - 0.5) = 1.25;  adv_1 = 0.5*(1 + 0.5*2 - 1) = 0.5
+    adv, vs = impala.compute_vtrace(REWARDS, VALUES, NEXT_VALUES, NO_END, NO_END, LAGGED, 0.5)
+    assert torch.allclose(vs, column(1.75, 1.5))
+    assert torch.allclose(adv, column(1.25, 0.5))
+
+
+def test_vtrace_ignoring_the_lag_is_the_n_step_return():
+    # --no-vtrace: log rho = 0, rho = c = 1 whatever the lag: delta = [1, 1]
+    #   vs_1 = 1 + 1 = 2;  vs_0 = 0.5 + 1 + 0.5*1*(2 - 1) = 2.0 = 1 + 0.5*1 + 0.25*2 (n-step)
+    #   adv_0 = 1 + 0.5*2 - 0.5 = 1.5;  adv_1 = 1 + 0.5*2 - 1 = 1.0
+    adv, vs = impala.compute_vtrace(REWARDS, VALUES, NEXT_VALUES, NO_END, NO_END,
+                                    torch.zeros(2, 1), 0.5)
+    assert torch.allclose(vs, column(2.0, 2.0))
+    assert torch.allclose(adv, column(1.5, 1.0))
+
+
+def test_vtrace_with_lag_where_the_first_step_ends_the_episode():
+    # Truncated at t = 0, V(true final obs) = 4: next_values = [4, 2]
+    #   delta_0 = 1*(1 + 0.5*4 - 0.5) = 2.5; the trace is cut: vs_0 = 0.5 + 2.5 = 3.0
+    #   vs_1 = 1.5 (as above);  adv_0 = 1*(1 + 0.5*next_values_0 - 0.5) = 2.5, adv_1 = 0.5
+    # Terminated at t = 0 instead: no bootstrap, delta_0 = 1 - 0.5 = 0.5, vs_0 = 1.0, adv_0 = 0.5
+    end = column(1, 0)
+    adv, vs = impala.compute_vtrace(REWARDS, VALUES, column(4.0, 2.0), NO_END, end, LAGGED, 0.5)
+    assert torch.allclose(vs, column(3.0, 1.5)) and torch.allclose(adv, column(2.5, 0.5))
+    adv, vs = impala.compute_vtrace(REWARDS, VALUES, column(4.0, 2.0), end, NO_END, LAGGED, 0.5)
+    assert torch.allclose(vs, column(1.0, 1.5)) and torch.allclose(adv, column(0.5, 0.5))
+
+
+def test_impala_loss_by_hand():
+    # log pi = log [0.5, 0.25], A = [2, 1]:  L_pg = -(2*log 0.5 + log 0.25)/2 = 2 log 2 = 1.386294
+    #   dL_pg/dlog pi = -A/2 = [-1, -0.5]
+    # V = [1, 3], vs = [2, 2]:  L_v = 0.5*((2-1)^2 + (2-3)^2)/2 = 0.5
+    #   d(c_v L_v)/dV = 0.5 * 0.5 * 2 * (V - vs)/2 = 0.25*(V - vs) = [-0.25, 0.25]
+    # entropy mean 0.5, c_e = 0.01, c_v = 0.5:  loss = 1.386294 + 0.25 - 0.005 = 1.631294
+    # A and vs are targets: no gradient reaches them
+    logprobs = torch.log(tensor(0.5, 0.25)).requires_grad_()
+    values = tensor(1.0, 3.0).requires_grad_()
+    advantages, vs = tensor(2.0, 1.0).requires_grad_(), tensor(2.0, 2.0).requires_grad_()
+    loss, pg_loss, v_loss, entropy = impala.impala_loss(
+        logprobs=logprobs, entropy=tensor(0.6, 0.4), values=values, advantages=advantages,
+        vs=vs, ent_coef=0.01, vf_coef=0.5)
+    assert pg_loss.item() == approx(1.386294) and v_loss.item() == approx(0.5)
+    assert entropy.item() == approx(0.5) and loss.item() == approx(1.631294)
+    loss.backward()
+    assert logprobs.grad.tolist() == approx([-1.0, -0.5])
+    assert values.grad.tolist() == approx([-0.25, 0.25])
+    assert advantages.grad is None and vs.grad is None
+
+
+def test_policy_lags_by_hand():
+    # the learner has taken 5 steps: weights of version 5 are on-policy, 3 are 2 steps old
+    assert impala.policy_lags(5, [5, 3, 0]) == [0, 2, 5]
+
+
+# ---------------------------------------------------------------------------------------
+# The batch: rollouts side by side, next values, and the behaviour log-probabilities
+# ---------------------------------------------------------------------------------------
+def rollout(obs, last_obs, logprobs, actions, version, truncated=None, final_obs=None):
+    """A rollout of one environment as an actor sends it; observations are single numbers."""
+    T = len(obs)
+    as_column = lambda values, dtype: np.array(values, dtype).reshape(T, 1)
+    return {"obs": as_column(obs, np.float32)[..., None],
+            "final_obs": (np.zeros((T, 1, 1), np.float32) if final_obs is None
+                          else as_column(final_obs, np.float32)[..., None]),
+            "last_obs": np.array([[last_obs]], np.float32), "actions": as_column(actions, np.int64),
+            "logprobs": as_column(logprobs, np.float32), "rewards": np.ones((T, 1), np.float32),
+            "terminated": np.zeros((T, 1), bool),
+            "truncated": (np.zeros((T, 1), bool) if truncated is None
+                          else as_column(truncated, bool)),
+            "episodes": [], "version": version}
+
+
+def test_a_batch_puts_rollouts_side_by_side_and_bootstraps_from_the_true_final_obs():
+    # Two rollouts of T = 2: the first truncated at t = 0 (true final obs 0.7, while the next
+    # episode starts at 1.0), the second not. V(s) = 10*s says which observation it came from.
+    batch = impala.RolloutBatch([rollout([0.0, 1.0], 2.0, [0, 0], [0, 1], 4, [1, 0], [0.7, 0]),
+                                 rollout([5.0, 6.0], 7.0, [0, 0], [1, 1], 2)], "cpu")
+    assert batch.obs.shape == (2, 2, 1) and batch.versions == [4, 2]
+    assert batch.actions.tolist() == [[0, 1], [1, 1]]
+    value_fn = lambda obs: 10 * obs[..., 0]
+    next_values = batch.next_values(value_fn, value_fn(batch.obs))
+    # column 0: V(final) = 7 at the truncation, then V(last) = 20; column 1: 60, then 70
+    assert torch.allclose(next_values, torch.tensor([[7.0, 60.0], [20.0, 70.0]]))
+
+
+def fixed_agent(p0=0.8, value=1.0):
+    """An agent whose last layers are set by hand: pi(0|s) = p0 and V(s) = value everywhere."""
+    agent = impala.Agent((1,), 2, continuous=False, hidden_size=4)
+    with torch.no_grad():
+        for head, bias in ((agent.actor[-1], torch.log(tensor(p0, 1 - p0))),
+                           (agent.critic[-1], tensor(value))):
+            head.weight.zero_()
+            head.bias.copy_(bias)
+    return agent
+
+
+def learner_targets(batch, agent, correct=True):
+    _, logprobs, _, values = agent.get_action_and_value(batch.obs.flatten(0, 1),
+                                                        batch.actions.flatten(0, 1))
+    shape = batch.logprobs.shape
+    return batch.vtrace(logprobs.view(shape), values.view(shape), agent.get_value, 0.5, 1.0, 1.0,
+                        correct)
+
+
+def test_the_learner_weighs_by_the_behaviour_logprobs_the_actor_stored():
+    # pi(0|s) = 0.8, pi(1|s) = 0.2, V = 1. Actions [0, 1] were taken by a stale mu = [0.4, 0.8]:
+    #   pi/mu = [0.8/0.4, 0.2/0.8] = [2, 0.25] -> rho = c = [1, 0.25]; TD errors 1 + 0.5 - 1 = 0.5
+    #   vs_1 = 1 + 0.25*0.5 = 1.125;  vs_0 = 1 + 0.5 + 0.5*1*0.125 = 1.5625
+    #   adv_0 = 1*(1 + 0.5*1.125 - 1) = 0.5625;  adv_1 = 0.25*0.5 = 0.125
+    # (with the learner's own log-probabilities as mu, rho = 1: vs_0 = 1.75, adv_1 = 0.5;
+    # --no-vtrace gives those too)
+    batch = impala.RolloutBatch([rollout([0.0, 1.0], 2.0, np.log([0.4, 0.8]), [0, 1], 0)], "cpu")
+    adv, vs = learner_targets(batch, fixed_agent())
+    assert vs[:, 0].tolist() == approx([1.5625, 1.125])
+    assert adv[:, 0].tolist() == approx([0.5625, 0.125])
+    adv, vs = learner_targets(batch, fixed_agent(), correct=False)
+    assert vs[:, 0].tolist() == approx([1.75, 1.5]) and adv[:, 0].tolist() == approx([0.75, 0.5])
+
+
+# ---------------------------------------------------------------------------------------
+# The actor: what it plays and with which weights
+# ---------------------------------------------------------------------------------------
+def test_a_rollout_keeps_the_true_final_obs_and_the_episodes_that_ended():
+    # CountToThree-v0: observations 0, 1, 2, truncated at the third step (true final obs 3);
+    # two environments, T = 4: the 4th step starts the next episode at 0
+    actor = impala.Actor("CountToThree-v0", 2, 4, 8, env_seed=0)
+    played = actor.rollout(impala.Agent((1,), 2, False, 8).state_dict(), 0)
+    assert played["obs"][:, :, 0].tolist() == [[0, 0], [1, 1], [2, 2], [0, 0]]
+    assert played["truncated"].tolist() == [[False] * 2, [False] * 2, [True] * 2, [False] * 2]
+    assert played["final_obs"][2, :, 0].tolist() == [3, 3]
+    assert played["last_obs"][:, 0].tolist() == [1, 1]
+    assert not played["final_obs"][[0, 1, 3]].any() and not played["terminated"].any()
+    assert played["episodes"] == [(2, 3.0, 3), (2, 3.0, 3)]
+    assert played["logprobs"].dtype == np.float32 and played["rewards"].dtype == np.float32
+
+
+def behaviour_matches(played, weights):
+    """Whether the log-probabilities a rollout stored are those of these weights."""
+    agent = impala.Agent((4,), 2, False, 8)
+    agent.load_state_dict(weights)
+    obs, actions = (torch.from_numpy(np.array(played[key])) for key in ("obs", "actions"))
+    with torch.no_grad():
+        _, logprobs, _, _ = agent.get_action_and_value(obs, actions)
+    return np.allclose(logprobs.numpy(), played["logprobs"], atol=1e-6)
+
+
+def test_an_actor_acts_with_the_weights_whose_version_it_reports():
+    actor = impala.Actor("CartPole-v1", 2, 8, 8, env_seed=0)
+    old, new = (impala.Agent((4,), 2, False, 8).state_dict() for _ in range(2))
+    for weights in (old, new):  # stronger logits, so that the two policies differ
+        weights["actor.4.weight"].normal_(0, 1)
+    first = actor.rollout(old, 3)
+    kept = actor.rollout()  # no weights sent (--refresh-every): it keeps version 3's
+    second = actor.rollout(new, 7)
+    assert (first["version"], kept["version"], second["version"]) == (3, 3, 7)
+    assert behaviour_matches(first, old) and behaviour_matches(kept, old)
+    assert behaviour_matches(second, new) and not behaviour_matches(second, old)
+
+
+# ---------------------------------------------------------------------------------------
+# The learner's loop, in this process: LocalActors plays ActorPool's part without Ray
+# ---------------------------------------------------------------------------------------
+class LocalActors:
+    """impala.ActorPool's part played by Actor objects in this process, in --sync's order
+    (requests answered first come, first served). Keeps a copy of the weights of every
+    version published, and every rollout handed to the learner."""
+
+    def __init__(self, args):
+        self.actors = [impala.Actor(args.env_id, args.num_envs, args.num_steps,
+                                    args.hidden_size, args.seed + k * args.num_envs)
+                       for k in range(args.num_actors)]
+        self.published, self.requests, self.delivered = {}, [], []
+
+    def publish(self, agent, version):
+        self.published[version] = copy.deepcopy(agent.state_dict())
+        self.newest = version
+
+    def request(self, i, refresh=True):
+        self.requests.append((i, self.newest if refresh else None))
+
+    def next(self):
+        i, version = self.requests.pop(0)
+        played = self.actors[i].rollout(None if version is None else self.published[version],
+                                        version)
+        self.delivered.append(played)
+        return i, played
+
+    def close(self):
+        pass
+
+
+@pytest.fixture
+def local_actors(monkeypatch):
+    """main() with LocalActors for its actors (and no Ray to start); yields their list."""
+    made = []
+    monkeypatch.setattr(impala, "join_ray", lambda args: (args, False))
+    monkeypatch.setattr(impala, "ActorPool",
+                        lambda args, stop_ray: made.append(LocalActors(args)) or made[-1])
+    return made
+
+
+def test_the_lag_is_counted_right(tmp_path, local_actors):
+    # --sync, 2 actors, one rollout a batch, weights refreshed every 2nd rollout of an actor.
+    # Each actor is asked again as soon as it delivers, before the learner's step:
+    #   version 0 published; a0 and a1 asked with v0 (their first rollout takes weights)
+    #   a0 delivers (v0) at learner version 0: lag 0; asked again, keeps v0     -> version 1
+    #   a1 (v0) at 1: lag 1; keeps v0                                           -> version 2
+    #   a0 (v0) at 2: lag 2; its 3rd rollout takes the newest, v2               -> version 3
+    #   a1 (v0) at 3: lag 3; takes v3                                           -> version 4
+    #   a0 (v2) at 4: 2; keeps v2.  a1 (v3) at 5: 2; keeps v3.                 -> version 6
+    #   a0 (v2) at 6: 4; takes v6.  a1 (v3) at 7: 4; takes v7.                 -> version 8
+    #   a0 (v6) at 8: 2;  a1 (v7) at 9: 2
+    args = impala.Args(total_timesteps=10 * 2 * 8, num_envs=2, num_steps=8, hidden_size=8,
+                       num_actors=2, refresh_every=2, sync=True, eval_episodes=0,
+                       output_dir=str(tmp_path))
+    impala.main(args)
+    (updates,) = [read_csv(p) for p in glob.glob(str(tmp_path / "*" / "updates.csv"))]
+    assert [int(float(r["policy_lag"])) for r in updates] == [0, 1, 2, 3, 2, 2, 4, 4, 2, 2]
+    assert [r["version"] for r in updates] == [str(v) for v in range(1, 11)]
+    # and the rollouts were played with the weights of the version they report
+    (actors,) = local_actors
+    assert [r["version"] for r in actors.delivered] == [0, 0, 0, 0, 2, 3, 2, 3, 6, 7]
+    assert all(behaviour_matches(r, actors.published[r["version"]]) for r in actors.delivered)
+
+
+@pytest.mark.parametrize("vtrace", [True, False])
+def test_the_learner_gives_vtrace_the_stored_logprobs_under_its_current_policy(
+        vtrace, tmp_path, local_actors, monkeypatch):
+    # 2 actors in turn, 2 rollouts a batch: each batch's log rho must be the learner's
+    # current log pi (recomputed here from the weights it had published before its k-th step,
+    # version k) minus the behaviour log mu the actors stored; with --no-vtrace, log rho = 0.
+    # The batch's columns are its two rollouts side by side.
+    seen = []
+    original = impala.compute_vtrace
+    signature = inspect.signature(original)
+    monkeypatch.setattr(impala, "compute_vtrace", lambda *a, **k: seen.append(
+        signature.bind(*a, **k).arguments["log_rhos"].clone()) or original(*a, **k))
+    args = impala.Args(total_timesteps=3 * 2 * 2 * 4, num_envs=2, num_steps=4, hidden_size=8,
+                       num_actors=2, rollouts_per_batch=2, sync=True, vtrace=vtrace,
+                       eval_episodes=0, output_dir=str(tmp_path))
+    impala.main(args)
+    (actors,) = local_actors
+    assert len(seen) == 3 and len(actors.delivered) == 6
+    for k, log_rhos in enumerate(seen):
+        rollouts = actors.delivered[2 * k:2 * k + 2]
+        agent = impala.Agent((4,), 2, False, 8)
+        agent.load_state_dict(actors.published[k])  # the learner's weights at its k-th step
+        obs = torch.from_numpy(np.concatenate([r["obs"] for r in rollouts], 1))
+        actions = torch.from_numpy(np.concatenate([r["actions"] for r in rollouts], 1))
+        behaviour = torch.from_numpy(np.concatenate([r["logprobs"] for r in rollouts], 1))
+        with torch.no_grad():
+            _, current, _, _ = agent.get_action_and_value(obs, actions)
+        expected = current - behaviour if vtrace else torch.zeros_like(behaviour)
+        assert torch.allclose(log_rhos, expected, atol=1e-6)
+        assert (k == 0) or not vtrace or log_rhos.abs().max() > 1e-4  # stale: not on-policy
+
+
+def test_eval_every_writes_rows_keeps_the_best_model_and_leaves_training_alone(tmp_path,
+                                                                            local_actors):
+    # 1 actor of 2 environments, rollouts of 8 steps: global_step goes 16, 32, ..., 192 and
+    # crosses a multiple of 48 at 48, 96, 144 and 192. Seed 5's best evaluation is at 96.
+    args = impala.Args(total_timesteps=16 * 12, num_envs=2, num_steps=8, hidden_size=8,
+                       num_actors=1, sync=True, learning_rate=0.02, eval_every=48,
+                       eval_episodes=3, save_model=True, seed=5)
+    check_evaluations(impala.main, args, tmp_path, [48, 96, 144, 192])
+
+
+@pytest.mark.parametrize("env_id, obs_dtype", [("Pendulum-v1", np.float32),
+                                               ("MinAtar/Breakout-v1", np.float32)])
+def test_continuous_actions_and_images_learn_through_the_same_loop(env_id, obs_dtype, tmp_path,
+                                                                   local_actors):
+    # Pendulum: Gaussian actions, stored unclipped as float32 [T, N, 1]; MinAtar: 10 x 10 x 4
+    # boolean frames sent as float32 to the convolutional network
+    if env_id.startswith("MinAtar/"):
+        pytest.importorskip("minatar", reason="pip install minatar==1.0.15")
+    args = impala.Args(env_id=env_id, total_timesteps=2 * 2 * 8, num_envs=2, num_steps=8,
+                       num_actors=1, sync=True, eval_episodes=1, output_dir=str(tmp_path))
+    summary = impala.main(args)
+    (actors,) = local_actors
+    played = actors.delivered[0]
+    assert played["obs"].dtype == obs_dtype and played["obs"].shape[:2] == (8, 2)
+    if env_id == "Pendulum-v1":
+        assert played["actions"].shape == (8, 2, 1) and played["actions"].dtype == np.float32
+    else:
+        assert played["obs"].shape[2:] == (10, 10, 4) and isinstance(
+            actors.actors[0].agent.encoder, impala.ImageEncoder)
+    assert summary["global_steps"] == 32 and summary["eval_return_mean"] is not None
+
+
+def test_stop_at_return_stops_and_nan_loss_stops_cleanly(tmp_path, local_actors, monkeypatch,
+                                                         capsys):
+    args = impala.Args(total_timesteps=4000, num_envs=4, num_steps=16, hidden_size=8,
+                       num_actors=1, sync=True, eval_episodes=0, stop_at_return=5.0,
+                       output_dir=str(tmp_path / "stop"))
+    summary = impala.main(args)
+    assert summary["solved_at_step"] == summary["global_steps"] < 4000
+    nan = torch.tensor(float("nan"), requires_grad=True)
+    monkeypatch.setattr(impala, "impala_loss", lambda **k: (nan, nan, nan, nan))
+    summary = impala.main(replace(args, stop_at_return=None, output_dir=str(tmp_path / "nan")))
+    assert summary["interrupted"] is True and summary["global_steps"] == 64
+    assert "the loss became non-finite (NaN or inf) at step 64" in capsys.readouterr().out
+
+
+# ---------------------------------------------------------------------------------------
+# Runs on a local Ray: --sync twice, the smoke run, a killed actor
+# ---------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def ray_session():
+    """One local Ray for all of this module's Ray tests (impala.py joins it rather than
+    starting its own): 2 CPUs, no dashboard, the actors' output not copied here."""
+    ray = pytest.importorskip("ray", reason="impala.py's actors need Ray: pip install ray==2.60.0")
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR",
+             ignore_reinit_error=True)
+    yield ray
+    ray.shutdown()
+
+
+SYNC_RUN = impala.Args(total_timesteps=12 * 2 * 16, num_envs=2, num_steps=16, hidden_size=8,
+                       num_actors=2, sync=True, eval_episodes=2, save_model=True)
+
+
+def test_sync_gives_the_same_episodes_twice_and_the_run_writes_every_file(
+        tmp_path, ray_session, check_run_folder, monkeypatch):
+    published = {}
+    publish = impala.ActorPool.publish
+    monkeypatch.setattr(impala.ActorPool, "publish", lambda self, agent, version: published.update(
+        {version: copy.deepcopy(agent.state_dict())}) or publish(self, agent, version))
+    delivered, next_rollout = [], impala.ActorPool.next
+    def spy_next(self):
+        got = next_rollout(self)
+        delivered.append(got[1])
+        return got
+    monkeypatch.setattr(impala.ActorPool, "next", spy_next)
+    summaries = []
+    rows = same_seed_episodes(
+        lambda out: summaries.append(impala.main(replace(SYNC_RUN, output_dir=out))), tmp_path)
+    assert len(rows) > 5
+    path, episodes, updates = check_run_folder(summaries[0], tmp_path / "a", "impala", model=True)
+    assert summaries[0]["global_steps"] == 12 * 2 * 16 and len(updates) == 12
+    # in turn, each actor asked again before the learner's step: lags 0, 1, then 2 (as many
+    # as the actors) on every batch
+    assert [r["policy_lag"] for r in updates] == ["0.0", "1.0"] + ["2.0"] * 10
+    # the Ray actors acted with the weights of the version they reported
+    assert [r["version"] for r in delivered[:6]] == [0, 0, 0, 1, 2, 3]
+    assert all(behaviour_matches(r, published[r["version"]]) for r in delivered)
+    # the saved model evaluates to the run's final evaluation (no Ray needed)
+    again = impala.main(replace(SYNC_RUN, eval_checkpoint=path, output_dir=str(tmp_path / "eval")))
+    assert again["eval_return_mean"] == summaries[0]["eval_return_mean"]
+
+
+def test_a_killed_actor_is_replaced_and_the_run_goes_on(tmp_path, ray_session, monkeypatch,
+                                                        capsys):
+    # One actor, killed as it is asked for its 3rd rollout: the rollout is lost, a new
+    # actor (the 2nd started) takes its place and plays it, and the run ends at its budget.
+    request, asked = impala.ActorPool.request, []
+
+    def kill_then_request(self, i, refresh=True):
+        asked.append(i)
+        if len(asked) == 3:
+            ray_session.kill(self.actors[i])
+            deadline = time.time() + 30
+            while time.time() < deadline:  # ray.kill takes effect soon, not at once
+                try:
+                    ray_session.get(self.actors[i].rollout.remote(), timeout=30)
+                except ray_session.exceptions.RayActorError:
+                    break
+        return request(self, i, refresh)
+
+    monkeypatch.setattr(impala.ActorPool, "request", kill_then_request)
+    started = []
+    start = impala.ActorPool.start
+    monkeypatch.setattr(impala.ActorPool, "start",
+                        lambda self: started.append(self.started) or start(self))
+    summary = impala.main(replace(SYNC_RUN, num_actors=1, save_model=False, eval_episodes=0,
+                                  output_dir=str(tmp_path)))
+    err = capsys.readouterr().err
+    assert err.startswith("impala.py: warning: actor 0 died (") and err.count("\n") == 1
+    assert err.endswith("); a new one takes its place\n")
+    assert started == [0, 1] and summary["global_steps"] == 12 * 2 * 16
+    assert not summary["interrupted"]
+    assert len(read_csv(glob.glob(str(tmp_path / "*" / "updates.csv"))[0])) == 12
+
+
+# ---------------------------------------------------------------------------------------
+# Bad input
+# ---------------------------------------------------------------------------------------
+@pytest.fixture
+def other_env_checkpoint(tmp_path):
+    path = str(tmp_path / "pendulum.pt")
+    torch.save({"agent": {}, "args": {"env_id": "Pendulum-v1", "hidden_size": 8}}, path)
+    return path
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--num-actors", "0"], "--num-actors must be positive, got 0"),
+    (["--rollouts-per-batch", "0"], "--rollouts-per-batch must be positive"),
+    (["--refresh-every", "-1"], "--refresh-every must be positive"),
+    (["--gamma", "1.5"], "--gamma must be in [0, 1], got 1.5"),
+    (["--total-timesteps", "100"], "--total-timesteps 100 is less than one batch "
+     "(rollouts_per_batch*num_envs*num_steps = 256)"),
+    (["--env-id", "ALE/Breakout-v5"], "impala.py does not preprocess Atari frames; ppo.py and "
+     "dqn.py train ALE/Breakout-v5"),
+    (["--env-id", "SpinTheBits-v0"], "impala.py handles Discrete and flat Box actions"),
+    (["--ray-address", "127.0.0.1:1"], "cannot reach the Ray cluster at 127.0.0.1:1"),
+    (["--eval-checkpoint", "OTHER"], "was made for Pendulum-v1, not CartPole-v1"),
+    (["--num-actor", "2"], "unrecognized options: --num-actor, 2; did you mean --num-actors"),
+])
+def test_bad_input_is_one_line_and_exit_status_2(argv, message, check_usage_error,
+                                                 other_env_checkpoint):
+    check_usage_error("impala.py", [other_env_checkpoint if a == "OTHER" else a for a in argv],
+                      message)
+
+
+def test_help_lists_the_flags_with_their_docstrings(check_help):
+    check_help("impala.py", ["--num-actors", "--refresh-every", "--no-vtrace", "--sync",
+                             "--ray-address", "--rollouts-per-batch"],
+               ["in turn", "on purpose", "V-trace"])
