@@ -125,3 +125,41 @@ def test_the_scripts_own_environment_commands_run_from_the_root():
     assert len(commands) >= 7
     for command in commands:
         assert command.startswith("PYTHONPATH=tests python "), command
+
+
+def test_a_minatar_game_adds_its_own_flags_last_and_the_last_flag_counts():
+    # ppo.py's MinAtar tasks: Freeway at CleanRL's rate 2.5e-4, the other four at 1e-3
+    rates = {t.env_id: t.flags[max(i for i, f in enumerate(t.flags) if f == "--learning-rate") + 1]
+             for t in benchmark.TASKS["ppo"] if t.env_id.startswith("MinAtar/")}
+    assert rates == {"MinAtar/Asterix-v1": "1e-3", "MinAtar/Breakout-v1": "1e-3",
+                     "MinAtar/Freeway-v1": "2.5e-4", "MinAtar/Seaquest-v1": "1e-3",
+                     "MinAtar/SpaceInvaders-v1": "1e-3"}
+    import ppo
+    import tyro
+    repeated = ["--learning-rate", "1e-3", "--learning-rate", "2.5e-4"]
+    assert tyro.cli(ppo.Args, args=repeated).learning_rate == 2.5e-4
+
+
+def test_every_run_is_queued_at_once_so_no_job_waits_for_a_tasks_last_seed(tmp_path,
+                                                                           monkeypatch):
+    # Two tasks of 3 seeds on 2 jobs: task A's third seed waits for task B's first seed to
+    # start. Queued task by task, B would start only after all of A: the wait would time out.
+    import threading
+    b_started, waited = threading.Event(), []
+
+    def fake_run(task, seed, out):
+        if task.name == "ppo-CartPole-v1" and seed == 3:
+            waited.append(b_started.wait(timeout=20))
+        if task.name == "ppo-Pendulum-v1":
+            b_started.set()
+        return {"seed": seed, "process_s": 1.0, "solve_step": None, "solve_s": None,
+                "global_steps": 10, "eval_return": 0.0, "sps": 10, "curve": [[10], [0.0]]}
+
+    monkeypatch.setattr(benchmark, "run_one", fake_run)
+    monkeypatch.setattr(benchmark, "plot_task", lambda *args: None)
+    monkeypatch.setattr(benchmark, "plot_comparison", lambda *args: None)
+    benchmark.main(benchmark.Args(scripts=["ppo"], tasks=["ppo-CartPole-v1", "ppo-Pendulum-v1"],
+                                  seeds=3, jobs=2, out=str(tmp_path)))
+    assert waited == [True]
+    with open(tmp_path / "results.json") as f:
+        assert sorted(json.load(f)) == ["ppo-CartPole-v1", "ppo-Pendulum-v1"]
