@@ -22,6 +22,10 @@ V-trace targets (Espeholt et al. 2018) can replace GAE with --advantage vtrace.
 The network follows the observation: a flat vector gets two MLPs (actor and critic), an
 image a convolutional encoder shared by a linear actor head and a linear critic head, as
 in the PPO paper's Atari runs. Atari ids (ALE/...) get the DQN paper's preprocessing.
+On MuJoCo, benchmark.py runs the RL Zoo's tuned settings for each environment (PPO_ZOO:
+ReLU 256-unit networks in PyTorch's initialization, --log-std-init -2, one environment of
+512 steps); the zoo's value coefficient is doubled there, because Stable-Baselines3's value
+loss is (V - R)^2 and this file's is 0.5 (V - R)^2.
 
 Papers:
     Schulman et al. 2017, "Proximal Policy Optimization Algorithms", arXiv:1707.06347
@@ -44,6 +48,11 @@ Run:
     python ppo.py --env-id MinAtar/Breakout-v1 --num-steps 128 --learning-rate 1e-3 \
         --gamma 0.99 --gae-lambda 0.95 --num-minibatches 4 --update-epochs 4 --clip-coef 0.1 \
         --clip-vloss --ent-coef 0.01 --total-timesteps 1000000   # PPO_MINATAR; pip install minatar
+    python ppo.py --env-id Hopper-v5 --total-timesteps 1000000 --num-envs 1 --num-steps 512 \
+        --num-minibatches 16 --update-epochs 5 --gamma 0.999 --gae-lambda 0.99 \
+        --learning-rate 9.80828e-05 --no-anneal-lr --ent-coef 0.00229519 --clip-coef 0.2 \
+        --max-grad-norm 0.7 --vf-coef 1.671342 --norm-obs --norm-reward --hidden-size 256 \
+        --activation relu --no-ortho-init --log-std-init -2   # the RL Zoo's Hopper settings
     python ppo.py --help
 
 Writes runs/<env_id>__ppo__<seed>__<unix_time>/ with config.json, episodes.csv,
@@ -160,6 +169,14 @@ class Args:
     # Image observations get the convolutional network, whose sizes are fixed.
     hidden_size: int = 64
     """width of the two hidden layers of the actor and of the critic, for vector observations"""
+    # tanh and orthogonal weights as in the PPO baselines and CleanRL; the RL Zoo's MuJoCo
+    # settings take ReLU, PyTorch's default initialization and a log std starting at -2.
+    activation: Literal["tanh", "relu"] = "tanh"
+    """the hidden layers' activation, for vector observations"""
+    ortho_init: bool = True
+    """orthogonal weights (gains sqrt 2, 0.01 actor out, 1 critic out); off: PyTorch's default"""
+    log_std_init: float = 0.0
+    """continuous actions: the starting log std of the Gaussian policy (std = exp of it)"""
     # ALE/ ids only. The game plays on after a lost life, as in the DQN paper and CleanRL.
     terminal_on_life_loss: bool = True
     """Atari: a lost life ends the training episode (no bootstrap); evaluation plays whole games"""
@@ -328,18 +345,24 @@ class RolloutBuffer:
 # ---------------------------------------------------------------------------------------
 # Networks
 # ---------------------------------------------------------------------------------------
-def layer_init(layer, std=math.sqrt(2), bias_const=0.0):
-    """Orthogonal weights with gain std and constant bias, as in the PPO baselines."""
-    nn.init.orthogonal_(layer.weight, std)
-    nn.init.constant_(layer.bias, bias_const)
+def layer_init(layer, std=math.sqrt(2), bias_const=0.0, ortho=True):
+    """Orthogonal weights with gain std and constant bias, as in the PPO baselines; with
+    ortho=False the layer keeps PyTorch's default initialization."""
+    if ortho:
+        nn.init.orthogonal_(layer.weight, std)
+        nn.init.constant_(layer.bias, bias_const)
     return layer
 
 
-def mlp(in_size, hidden_size, out_size, out_std):
+ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU}
+
+
+def mlp(in_size, hidden_size, out_size, out_std, activation="tanh", ortho=True):
+    act = ACTIVATIONS[activation]
     return nn.Sequential(
-        layer_init(nn.Linear(in_size, hidden_size)), nn.Tanh(),
-        layer_init(nn.Linear(hidden_size, hidden_size)), nn.Tanh(),
-        layer_init(nn.Linear(hidden_size, out_size), std=out_std),
+        layer_init(nn.Linear(in_size, hidden_size), ortho=ortho), act(),
+        layer_init(nn.Linear(hidden_size, hidden_size), ortho=ortho), act(),
+        layer_init(nn.Linear(hidden_size, out_size), std=out_std, ortho=ortho),
     )
 
 
@@ -392,7 +415,7 @@ class Agent(nn.Module):
     is a learned state-independent parameter."""
 
     def __init__(self, obs_shape, action_dim, continuous, hidden_size=64, uint8=False,
-                 channels_last=True):
+                 channels_last=True, activation="tanh", ortho_init=True, log_std_init=0.0):
         super().__init__()
         self.continuous = continuous
         if len(obs_shape) == 3:  # an image
@@ -401,10 +424,12 @@ class Agent(nn.Module):
             self.actor = layer_init(nn.Linear(self.encoder.output_size, action_dim), std=0.01)
         else:
             self.encoder = nn.Identity()
-            self.critic = mlp(obs_shape[0], hidden_size, 1, out_std=1.0)
-            self.actor = mlp(obs_shape[0], hidden_size, action_dim, out_std=0.01)
+            self.critic = mlp(obs_shape[0], hidden_size, 1, out_std=1.0,
+                              activation=activation, ortho=ortho_init)
+            self.actor = mlp(obs_shape[0], hidden_size, action_dim, out_std=0.01,
+                             activation=activation, ortho=ortho_init)
         if continuous:
-            self.actor_logstd = nn.Parameter(torch.zeros(1, action_dim))
+            self.actor_logstd = nn.Parameter(torch.full((1, action_dim), float(log_std_init)))
 
     def get_value(self, obs):
         return self.critic(self.encoder(obs)).squeeze(-1)
@@ -630,13 +655,15 @@ def main(args: Args) -> dict:
         fail(f"--eval-epsilon is for Discrete actions; {args.env_id}'s are continuous")
     checkpoint = load_checkpoint(args.eval_checkpoint, args.env_id)  # None without the flag
     if checkpoint is not None:  # the network's size and normalization come from the model
-        args = replace(args, **{k: checkpoint["args"][k] for k in ("hidden_size", "norm_obs")})
+        args = replace(args, **{k: checkpoint["args"][k] for k in ("hidden_size", "norm_obs")},
+                       activation=checkpoint["args"].get("activation", "tanh"))
 
     # Set up: seeds, device, the agent, the observation normalizer, the run folder.
     device = seed_and_device(args.seed, args.cuda, small_network=len(obs_space.shape) != 3)
     agent = Agent(obs_space.shape, action_dim, continuous, args.hidden_size,
-                  uint8=obs_space.dtype == np.uint8,
-                  channels_last=channels_last(args.env_id)).to(device)
+                  uint8=obs_space.dtype == np.uint8, channels_last=channels_last(args.env_id),
+                  activation=args.activation, ortho_init=args.ortho_init,
+                  log_std_init=args.log_std_init).to(device)
     normalizer = ObsNormalizer(obs_space.shape, args.norm_obs)
     if checkpoint is not None:
         restore(checkpoint, agent, normalizer, args)

@@ -44,15 +44,24 @@ def pytest_configure(config):
         SCRIPT_FILES[name] = path
 
 
-def pytest_collection_modifyitems(items):
+def pytest_collection_modifyitems(config, items):
     """Run the tests that use Ray (tests/test_es.py's) after all the others: es.py forks its
     worker processes, and a process forked while Ray's threads run in the parent could
-    inherit a lock that one of them holds. The sort is stable: the rest keep their order."""
+    inherit a lock that one of them holds. The sort is stable: the rest keep their order.
+    With pytest-xdist (`pytest -n 2 --dist loadgroup`, the README's command), every test
+    that starts Ray goes to one worker, one after another, so that two Rays never start
+    at once on a small machine."""
     def uses_ray(item):
         callspec = getattr(item, "callspec", None)
-        return "ray_session" in item.fixturenames or (
-            callspec is not None and callspec.params.get("backend") == "ray")
+        params = callspec.params if callspec is not None else {}
+        return ("ray_session" in item.fixturenames or params.get("backend") == "ray"
+                or str(params.get("script", "")).startswith("impala")  # impala.py, impala
+                or item.path.name == "test_impala.py")
     items.sort(key=uses_ray)
+    if config.pluginmanager.hasplugin("xdist"):
+        for item in items:
+            if uses_ray(item):
+                item.add_marker(pytest.mark.xdist_group("ray"))
 
 
 def spy_on(monkeypatch, owner, name, record):

@@ -350,6 +350,23 @@ def test_a_mujoco_id_trains_and_evaluates(script, run_cli, tmp_path):
     assert summary["eval_return_mean"] is not None
 
 
+@pytest.mark.parametrize("script", ["ddpg_td3.py", "sac.py"])
+def test_threads_sets_the_cpu_threads_and_refuses_zero(script, run_cli, check_usage_error,
+                                                         tmp_path, monkeypatch):
+    # --threads (default 1) reaches torch on the CPU; the spy keeps this process's own
+    # thread count as it is.
+    import torch  # here: the scripts without torch are tested in this file too
+    calls = []
+    monkeypatch.setattr(torch, "set_num_threads", calls.append)
+    for argv, threads in (([], 1), (["--threads", "2"], 2)):
+        calls.clear()
+        code, _, err = run_cli(script, [*SCRIPTS[script][0], "--no-cuda", "--eval-episodes",
+                                        "0", *argv, "--output-dir", str(tmp_path)])
+        assert code == 0, err
+        assert calls == [threads]
+    check_usage_error(script, ["--threads", "0"], "--threads must be positive")
+
+
 @pytest.mark.parametrize("exp_name", [None, "sweep-a"])
 @pytest.mark.parametrize("script", ["ppo.py", "dqn.py", "es.py", "qlearning.py"])
 def test_the_curve_is_titled_with_the_variant(script, exp_name, tmp_path, monkeypatch):

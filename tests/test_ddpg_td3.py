@@ -520,8 +520,8 @@ def test_each_optimizer_steps_on_its_own_loss_of_this_update_alone(monkeypatch):
     # batch with learning rates 0, so that both updates see the same numbers (y = [2.5, 1]
     # as above, Q1' being the smaller):
     #   critic step: dL/dc = 2 mean(Q1(s, a) - y) = 2 mean([3.5, -4]) = -0.5
-    #   actor step:  L = -mean(s + 10 w s), dL/dw = -10 mean(s) = -15; its backward also
-    #                leaves dL/dc = -1 on the critic, which no critic step may see
+    #   actor step:  L = -mean(s + 10 w s), dL/dw = -10 mean(s) = -15; the critic is frozen
+    #                meanwhile, so it keeps its own step's -0.5 (unfrozen: -0.5 - 1)
     # Without the critics' zero_grad the second critic step would see -0.5 - 1 - 0.5 = -2;
     # without the actor's, the second actor step -30.
     grads, step = [], torch.optim.Adam.step
@@ -538,6 +538,8 @@ def test_each_optimizer_steps_on_its_own_loss_of_this_update_alone(monkeypatch):
         ddpg_td3.update(STAND_IN_BATCH, nets, critic_optimizer, actor_optimizer, args,
                         gradient_step)
     assert grads == approx([-0.5, -15.0, -0.5, -15.0])  # critic, actor, critic, actor
+    assert [p.grad.item() for p in nets.qf1.parameters()] == approx([-0.5])
+    assert all(p.requires_grad for p in nets.qf1.parameters())
 
 
 # ---------------------------------------------------------------------------------------

@@ -545,6 +545,51 @@ def test_an_environment_of_your_own_module(env_id, hidden, fresh_env_module, tmp
     assert evaluated["eval_return_mean"] == pytest.approx(summary["eval_return_mean"])
 
 
+def test_layer_init_without_ortho_keeps_pytorchs_initialization():
+    torch.manual_seed(0)
+    layer = torch.nn.Linear(3, 2)
+    weight, bias = layer.weight.detach().clone(), layer.bias.detach().clone()
+    assert ppo.layer_init(layer, std=0.01, ortho=False) is layer
+    assert torch.equal(layer.weight, weight) and torch.equal(layer.bias, bias)
+    ppo.layer_init(layer, std=0.01)  # orthogonal rows of norm 0.01, biases 0
+    assert torch.linalg.norm(layer.weight, dim=1).tolist() == approx([0.01, 0.01])
+    assert layer.bias.tolist() == [0.0, 0.0]
+
+
+@pytest.mark.parametrize("zoo", [False, True])
+def test_the_network_flags_reach_the_agent_and_its_model(zoo, tmp_path, monkeypatch):
+    # Pendulum (one action dimension), 16 units. The RL Zoo's networks: ReLU, PyTorch's
+    # initialization (biases not 0; the actor's last row of norm about sqrt(16/3)/4 = 0.58,
+    # where the orthogonal one has norm 0.01 exactly), log std -2. The defaults: tanh,
+    # orthogonal, log std 0. The saved model is rebuilt with the same activation.
+    flags = dict(activation="relu", ortho_init=False, log_std_init=-2.0) if zoo else {}
+    built = []
+
+    class Built(ppo.Agent):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            built.append((self, kwargs))
+
+    monkeypatch.setattr(ppo, "Agent", Built)
+    args = ppo.Args(env_id="Pendulum-v1", total_timesteps=64, num_envs=1, num_steps=64,
+                    hidden_size=16, update_epochs=1, learning_rate=1e-9, eval_episodes=1,
+                    save_model=True, output_dir=str(tmp_path / "train"), **flags)
+    summary = ppo.main(args)
+    agent = built[0][0]
+    activation = torch.nn.ReLU if zoo else torch.nn.Tanh
+    for net in (agent.actor, agent.critic):
+        assert [type(m) for m in net] == [torch.nn.Linear, activation] * 2 + [torch.nn.Linear]
+    assert agent.actor_logstd.flatten().tolist() == approx([-2.0 if zoo else 0.0])
+    last_row = torch.linalg.norm(agent.actor[-1].weight).item()
+    assert (last_row > 0.1) if zoo else last_row == approx(0.01)
+    assert (agent.critic[0].bias.abs().max() > 0.01) == zoo  # Adam moved them by ~1e-9
+    model = next(tmp_path.glob("train/*/model.pt"))
+    evaluated = ppo.main(ppo.Args(env_id="Pendulum-v1", eval_checkpoint=str(model),
+                                  eval_episodes=1, output_dir=str(tmp_path / "eval")))
+    assert built[-1][1]["activation"] == ("relu" if zoo else "tanh")
+    assert evaluated["eval_return_mean"] == approx(summary["eval_return_mean"])
+
+
 def test_stop_at_return_stops_and_records_when(tmp_path):
     # CartPole gives 1 per step, so a 20-episode mean of at least 1 is reached as soon as
     # 20 episodes have ended.

@@ -140,6 +140,19 @@ def test_a_minatar_game_adds_its_own_flags_last_and_the_last_flag_counts():
     assert tyro.cli(ppo.Args, args=repeated).learning_rate == 2.5e-4
 
 
+def fake_runs(monkeypatch, before_run):
+    """benchmark.py's runs replaced by before_run(task, seed) and the same made-up figures,
+    its figures not drawn."""
+    def fake_run(task, seed, out):
+        before_run(task, seed)
+        return {"seed": seed, "process_s": 1.0, "solve_step": None, "solve_s": None,
+                "global_steps": 10, "eval_return": 0.0, "sps": 10, "curve": [[10], [0.0]]}
+
+    monkeypatch.setattr(benchmark, "run_one", fake_run)
+    monkeypatch.setattr(benchmark, "plot_task", lambda *args: None)
+    monkeypatch.setattr(benchmark, "plot_comparison", lambda *args: None)
+
+
 def test_every_run_is_queued_at_once_so_no_job_waits_for_a_tasks_last_seed(tmp_path,
                                                                            monkeypatch):
     # Two tasks of 3 seeds on 2 jobs: task A's third seed waits for task B's first seed to
@@ -147,19 +160,67 @@ def test_every_run_is_queued_at_once_so_no_job_waits_for_a_tasks_last_seed(tmp_p
     import threading
     b_started, waited = threading.Event(), []
 
-    def fake_run(task, seed, out):
+    def before_run(task, seed):
         if task.name == "ppo-CartPole-v1" and seed == 3:
             waited.append(b_started.wait(timeout=20))
         if task.name == "ppo-Pendulum-v1":
             b_started.set()
-        return {"seed": seed, "process_s": 1.0, "solve_step": None, "solve_s": None,
-                "global_steps": 10, "eval_return": 0.0, "sps": 10, "curve": [[10], [0.0]]}
 
-    monkeypatch.setattr(benchmark, "run_one", fake_run)
-    monkeypatch.setattr(benchmark, "plot_task", lambda *args: None)
-    monkeypatch.setattr(benchmark, "plot_comparison", lambda *args: None)
+    fake_runs(monkeypatch, before_run)
     benchmark.main(benchmark.Args(scripts=["ppo"], tasks=["ppo-CartPole-v1", "ppo-Pendulum-v1"],
                                   seeds=3, jobs=2, out=str(tmp_path)))
     assert waited == [True]
     with open(tmp_path / "results.json") as f:
         assert sorted(json.load(f)) == ["ppo-CartPole-v1", "ppo-Pendulum-v1"]
+
+
+def test_tasks_run_in_the_order_given(tmp_path, monkeypatch):
+    # --tasks B A on one job runs B's seeds before A's (the most wanted first); TASKS has A first
+    order = []
+    fake_runs(monkeypatch, lambda task, seed: order.append(task.name))
+    benchmark.main(benchmark.Args(scripts=["ppo"], tasks=["ppo-Pendulum-v1", "ppo-CartPole-v1"],
+                                  seeds=2, jobs=1, out=str(tmp_path)))
+    assert order == ["ppo-Pendulum-v1"] * 2 + ["ppo-CartPole-v1"] * 2
+
+
+def test_a_run_is_read_with_its_evaluations_and_its_last_window_mean(tmp_path):
+    # Window 2, threshold 5: returns 1, 4, 6, 10; the 2-episode means 2.5, 5, 8 reach 5 at the
+    # third episode (step 30); the final mean is (6 + 10) / 2 = 8. evaluations.csv's rows
+    # come back as [steps], [means].
+    folder = tmp_path / "seed1" / "run"
+    folder.mkdir(parents=True)
+    (folder / "summary.json").write_text(json.dumps(
+        {"global_steps": 40, "eval_return_mean": 9.5, "wall_time_s": 4.0}))
+    (folder / "episodes.csv").write_text("global_step,wall_time,episode_return\n" + "".join(
+        f"{10 * i},{i}.0,{r}\n" for i, r in enumerate([1, 4, 6, 10], start=1)))
+    (folder / "evaluations.csv").write_text(
+        "global_step,wall_time,eval_return_mean,eval_return_std\n20,2.0,3.25,0.5\n40,4.0,9.5,1\n")
+    task = benchmark.Task("ppo", "CartPole-v1", 5, "a goal", window=2)
+    run = benchmark.read_run(task, str(tmp_path / "seed1"))
+    assert run["solve_step"] == 30 and run["solve_s"] == 3.0 and run["sps"] == 10
+    assert run["final_train_mean"] == 8.0
+    assert run["evaluations"] == [[20, 40], [3.25, 9.5]]
+
+
+def test_the_mujoco_tasks_follow_the_issue():
+    # ppo at 1M on each environment; ddpg_td3 and sac at 300k, and their first 100k as tasks
+    # of their own, with one evaluation every 10,000 steps; each environment's own flags last
+    names = {t.name: t for s in ("ppo", "ddpg_td3", "sac") for t in benchmark.TASKS[s]
+             if t.env_id.endswith("-v5") and t.script != "trpo"}
+    envs = ["Hopper-v5", "HalfCheetah-v5", "Walker2d-v5"]
+    assert sorted(names) == sorted([f"ppo-{e}" for e in envs]
+                                   + [f"{s}-{e}{label}" for s in ("ddpg_td3", "sac")
+                                      for e in envs for label in ("", "-100k")])
+
+    def flag(task, name):  # the last value of a flag: tyro takes the last
+        return task.flags[max(i for i, f in enumerate(task.flags) if f == name) + 1]
+
+    for name, task in names.items():
+        budget = ("1000000" if task.script == "ppo" else
+                  "100000" if name.endswith("-100k") else "300000")
+        assert flag(task, "--total-timesteps") == budget and task.window == 100
+        if task.script != "ppo":
+            assert flag(task, "--eval-every") == "10000"
+    assert flag(names["ppo-HalfCheetah-v5"], "--update-epochs") == "20"
+    assert flag(names["sac-Walker2d-v5"], "--alpha") == "1.0"
+    assert "--alpha" not in names["ddpg_td3-Walker2d-v5"].flags

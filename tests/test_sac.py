@@ -402,7 +402,8 @@ def test_each_optimizer_steps_on_its_own_loss_of_this_update_alone(monkeypatch):
     #                            = 2 (51.25 + 36 + 105)/3 = 384.5/3
     #                     dL/dc2 = 2 mean([204, 193, 197] - y) = 2 (149.25 + 132 + 195)/3 = 317.5
     #   actor step:       Q1(s, w s) = 100 + s + 10 w s is the smaller (Q2: 200 - s + 10 w s),
-    #                     dL/dw = -mean(10 s) = -80/3; it leaves dL/dc1 = -1 on critic 1
+    #                     dL/dw = -mean(10 s) = -80/3; the critics are frozen meanwhile, so
+    #                     critic 1 keeps its critic step's 384.5/3 (unfrozen: 384.5/3 - 1)
     #   temperature step: dL/dlog_alpha = -0.5 mean(log pi + H_target) = -0.5 (-11/3) = 11/6
     # Without a zero_grad the second update's step would add the first's: 384.5/3 - 1 +
     # 384.5/3, -160/3, 11/3.
@@ -421,6 +422,9 @@ def test_each_optimizer_steps_on_its_own_loss_of_this_update_alone(monkeypatch):
     agent.update(*HAND_BATCH)
     # critic 1, critic 2, actor, temperature; twice
     assert grads == pytest.approx([384.5 / 3, 317.5, -80 / 3, 11 / 6] * 2, rel=1e-6)
+    critic_grads = [p.grad.item() for c in (agent.critic1, agent.critic2) for p in c.parameters()]
+    assert critic_grads == pytest.approx([384.5 / 3, 317.5], rel=1e-6)
+    assert all(p.requires_grad for c in (agent.critic1, agent.critic2) for p in c.parameters())
 
 
 # ---------------------------------------------------------------------------------------
