@@ -367,6 +367,24 @@ def test_threads_sets_the_cpu_threads_and_refuses_zero(script, run_cli, check_us
     check_usage_error(script, ["--threads", "0"], "--threads must be positive")
 
 
+@pytest.mark.parametrize("script", ["es.py", "impala.py"])
+def test_a_local_ray_runs_its_workers_at_niceness_0(script, monkeypatch):
+    # Ray's default niceness of 15 starves the workers beside any other busy process; only a
+    # Ray that the script starts itself (address None) gets 0, and a user's setting stays.
+    ray = pytest.importorskip("ray", reason="pip install ray==2.60.0")
+    module, seen = module_of(script), []
+    monkeypatch.setattr(os, "environ", {})
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+    monkeypatch.setattr(ray, "init", lambda address=None, **kwargs: seen.append(
+        (address, os.environ.get("RAY_worker_niceness"))))
+    monkeypatch.setattr(ray, "cluster_resources", lambda: {"CPU": 2})
+    module.start_ray("auto")
+    module.start_ray(None)
+    os.environ["RAY_worker_niceness"] = "5"
+    module.start_ray(None)
+    assert seen == [("auto", None), (None, "0"), (None, "5")]
+
+
 @pytest.mark.parametrize("exp_name", [None, "sweep-a"])
 @pytest.mark.parametrize("script", ["ppo.py", "dqn.py", "es.py", "qlearning.py"])
 def test_the_curve_is_titled_with_the_variant(script, exp_name, tmp_path, monkeypatch):

@@ -338,6 +338,7 @@ def ray_session():
     its own): 2 CPUs, no dashboard, the workers' output not copied here."""
     ray = pytest.importorskip("ray", reason="the Ray backend's tests need Ray: "
                                             "pip install ray==2.60.0")
+    os.environ.setdefault("RAY_worker_niceness", "0")  # as start_ray: Ray's 15 starves them
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
     yield ray
     ray.shutdown()

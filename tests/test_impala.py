@@ -4,6 +4,7 @@ twice, a killed actor replaced, the smoke run; bad input."""
 import copy
 import glob
 import inspect
+import os
 import time
 from dataclasses import replace
 
@@ -347,6 +348,7 @@ def ray_session():
     """One local Ray for all of this module's Ray tests (impala.py joins it rather than
     starting its own): 2 CPUs, no dashboard, the actors' output not copied here."""
     ray = pytest.importorskip("ray", reason="impala.py's actors need Ray: pip install ray==2.60.0")
+    os.environ.setdefault("RAY_worker_niceness", "0")  # as start_ray: Ray's 15 starves them
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR",
              ignore_reinit_error=True)
     yield ray
