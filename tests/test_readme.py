@@ -14,7 +14,8 @@ from conftest import ROOT, script_path
 
 README = os.path.join(ROOT, "README.md")
 RESULTS = os.path.join(ROOT, "benchmarks", "results.md")
-MAX_LINES = 510  # 420 for fourteen scripts; vpg.py, trpo.py and impala.py add rows and sections
+MAX_LINES = 525  # 420 for fourteen scripts; vpg.py, trpo.py and impala.py add rows and sections,
+# the MuJoCo table a section
 
 
 def read(path):
