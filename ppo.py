@@ -358,6 +358,9 @@ ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU}
 
 
 def mlp(in_size, hidden_size, out_size, out_std, activation="tanh", ortho=True):
+    """[B, in_size] -> [B, out_size]: y = W3 f(W2 f(W1 x + b1) + b2) + b3, with f tanh or
+    ReLU (--activation); the last layer's orthogonal gain is out_std (0.01 for the actor's
+    mean, 1 for the value), unless ortho=False (--no-ortho-init)."""
     act = ACTIVATIONS[activation]
     return nn.Sequential(
         layer_init(nn.Linear(in_size, hidden_size), ortho=ortho), act(),
