@@ -22,10 +22,12 @@ V-trace targets (Espeholt et al. 2018) can replace GAE with --advantage vtrace.
 The network follows the observation: a flat vector gets two MLPs (actor and critic), an
 image a convolutional encoder shared by a linear actor head and a linear critic head, as
 in the PPO paper's Atari runs. Atari ids (ALE/...) get the DQN paper's preprocessing.
-On MuJoCo, benchmark.py runs the RL Zoo's tuned settings for each environment (PPO_ZOO:
-ReLU 256-unit networks in PyTorch's initialization, --log-std-init -2, one environment of
-512 steps); the zoo's value coefficient is doubled there, because Stable-Baselines3's value
-loss is (V - R)^2 and this file's is 0.5 (V - R)^2.
+On MuJoCo, benchmark.py runs CleanRL's settings on Hopper (this file's own 64-unit tanh
+networks, one environment of 2,048 steps, the value loss clipped) and the RL Zoo's tuned
+settings on HalfCheetah and Walker2d (PPO_ZOO: ReLU 256-unit networks in PyTorch's
+initialization, --log-std-init -2, one environment of 512 steps); the zoo's value
+coefficient is doubled there, because Stable-Baselines3's value loss is (V - R)^2 and this
+file's is 0.5 (V - R)^2. With the zoo's Hopper settings the hopper learned to stand still.
 
 Papers:
     Schulman et al. 2017, "Proximal Policy Optimization Algorithms", arXiv:1707.06347
@@ -48,11 +50,15 @@ Run:
     python ppo.py --env-id MinAtar/Breakout-v1 --num-steps 128 --learning-rate 1e-3 \
         --gamma 0.99 --gae-lambda 0.95 --num-minibatches 4 --update-epochs 4 --clip-coef 0.1 \
         --clip-vloss --ent-coef 0.01 --total-timesteps 1000000   # PPO_MINATAR; pip install minatar
-    python ppo.py --env-id Hopper-v5 --total-timesteps 1000000 --num-envs 1 --num-steps 512 \
-        --num-minibatches 16 --update-epochs 5 --gamma 0.999 --gae-lambda 0.99 \
-        --learning-rate 9.80828e-05 --no-anneal-lr --ent-coef 0.00229519 --clip-coef 0.2 \
-        --max-grad-norm 0.7 --vf-coef 1.671342 --norm-obs --norm-reward --hidden-size 256 \
-        --activation relu --no-ortho-init --log-std-init -2   # the RL Zoo's Hopper settings
+    python ppo.py --env-id Hopper-v5 --total-timesteps 1000000 --num-envs 1 \
+        --num-steps 2048 --num-minibatches 32 --update-epochs 10 --learning-rate 3e-4 \
+        --gamma 0.99 --gae-lambda 0.95 --clip-vloss --ent-coef 0 --norm-obs --norm-reward \
+        --eval-every 100000   # CleanRL's MuJoCo settings, benchmark.py's Hopper task
+    python ppo.py --env-id Walker2d-v5 --total-timesteps 1000000 --num-envs 1 --num-steps 512 \
+        --num-minibatches 16 --update-epochs 20 --gamma 0.99 --gae-lambda 0.95 \
+        --learning-rate 5.05041e-05 --no-anneal-lr --ent-coef 0.000585045 --clip-coef 0.1 \
+        --max-grad-norm 1.0 --vf-coef 1.743846 --norm-obs --norm-reward --hidden-size 256 \
+        --activation relu --no-ortho-init --log-std-init -2   # the RL Zoo's Walker2d settings
     python ppo.py --help
 
 Writes runs/<env_id>__ppo__<seed>__<unix_time>/ with config.json, episodes.csv,

@@ -11,6 +11,7 @@ import inspect
 import json
 import os
 import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -104,6 +105,33 @@ def test_a_copied_script_keeps_its_licence_and_points_to_no_file_it_lacks(script
         text = f.read()
     assert text.startswith("# From plainrl (MIT licence, (c) 2026 the plainrl authors)")
     assert text.count("CONTRIBUTING.md") == text.count("plainrl's CONTRIBUTING.md")
+
+
+def docstring_commands(script):
+    """The argument lists of the commands in a script's docstring that run the script itself:
+    backslash-continued lines joined, comments and environment prefixes dropped."""
+    doc = module_of(script).__doc__.replace("\\\n", " ")
+    return [shlex.split(line.split(f"python {script}", 1)[1].split("#")[0])
+            for line in doc.splitlines() if f"python {script}" in line]
+
+
+def test_docstring_commands_are_read_whole():
+    # ppo.py's Hopper command runs over three lines and ends with a comment
+    (hopper,) = [argv for argv in docstring_commands("ppo.py") if "Hopper-v5" in argv]
+    assert hopper[:2] == ["--env-id", "Hopper-v5"] and hopper[-2:] == ["--eval-every", "100000"]
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_the_docstrings_commands_parse_with_the_values_they_give(script, monkeypatch):
+    # A renamed flag or a value of the wrong type in a command the reader copies from the
+    # docstring fails here, where the script's own parser would stop the reader's run.
+    commands = [argv for argv in docstring_commands(script) if "--help" not in argv]
+    assert commands, f"{script}'s docstring shows no command that runs it"
+    for argv in commands:
+        monkeypatch.setattr(sys, "argv", [script, *argv])
+        args = module_of(script).parse_args()
+        if "--env-id" in argv:
+            assert args.env_id == argv[argv.index("--env-id") + 1]
 
 
 @pytest.mark.parametrize("script", SCRIPTS)
@@ -554,6 +582,32 @@ def test_the_norm_reward_list_names_every_script_with_the_flag():
     makers = {s: getattr(module_of(s), "make_vector_env", None) for s in SCRIPTS}
     assert set(NORM_REWARD) == {s for s, make in makers.items()
                                 if make and "reward_gamma" in inspect.signature(make).parameters}
+
+
+@pytest.mark.parametrize("norm_reward", [False, True])
+@pytest.mark.parametrize("script", NORM_REWARD)
+def test_norm_reward_reaches_the_training_environments_alone_with_gamma(script, norm_reward,
+                                                                        tmp_path, monkeypatch):
+    # With --norm-reward the training environments (--num-envs 2) normalize by the return
+    # discounted by --gamma (0.9 here, no script's default); without it they do not, and the
+    # other environments (the checks', ppo_rnd.py's random states', the evaluation's one
+    # episode) never do.
+    module = module_of(script)
+    make = module.make_vector_env
+    made = []  # (environments, reward_gamma) of each call
+
+    def spy(*args, **kwargs):
+        given = inspect.signature(make).bind(*args, **kwargs).arguments
+        made.append((given["num_envs"], given.get("reward_gamma")))
+        return make(*args, **kwargs)
+
+    monkeypatch.setattr(module, "make_vector_env", spy)
+    monkeypatch.setattr(sys, "argv", [script, *TINY[script], "--gamma", "0.9", "--eval-episodes",
+                                      "1", "--norm-reward" if norm_reward else "--no-norm-reward",
+                                      "--output-dir", str(tmp_path)])
+    module.main(module.parse_args())
+    assert (2, 0.9 if norm_reward else None) in made
+    assert [(n, gamma) for n, gamma in made if gamma is not None] == [(2, 0.9)] * norm_reward
 
 
 @pytest.mark.parametrize("script", NORM_REWARD)

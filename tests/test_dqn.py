@@ -419,20 +419,25 @@ def test_the_update_reads_q_at_s_and_both_networks_at_s_prime(tmp_path, monkeypa
     assert torch.equal(seen["targets"]["terminated"], terminated)
 
 
-def test_the_loop_decays_epsilon_over_the_exploration_fraction_of_the_budget(tmp_path):
+@pytest.mark.parametrize("num_envs, decaying", [(1, [0.65, 0.45, 0.25, 0.05]),
+                                                (2, [0.7, 0.5, 0.3, 0.1])])
+def test_the_loop_decays_epsilon_over_the_exploration_fraction_of_the_budget(
+        num_envs, decaying, tmp_path):
     # 40 steps, --exploration-fraction 0.5: epsilon falls from 1 to 0 over the first 20,
     # eps_t = 1 - t/20 at the step count t before the step. A row of updates.csv every 4 steps
-    # from step 8 on holds the epsilon of its last step, t = g - 1:
+    # from step 8 on holds the epsilon of its last step, t = g - 1 with one environment:
     #   g = 8: 1 - 7/20 = 0.65; 12: 1 - 11/20 = 0.45; 16: 0.25; 20: 0.05; 24 to 40: 0
     # (decaying over the whole budget, g = 8 would hold 1 - 7/40 = 0.825; the epsilon of the
-    # step after, 1 - 8/20 = 0.6)
+    # step after, 1 - 8/20 = 0.6). With two, t counts both environments' steps, t = g - 2:
+    #   g = 8: 1 - 6/20 = 0.7; 12: 0.5; 16: 0.3; 20: 0.1
+    # (decaying over half the loop's 20 iterations, 10 steps, g = 8 would hold 1 - 6/10 = 0.4)
     train_directly(tmp_path, dqn.QNetwork((1,), 2, 4), dqn.QNetwork((1,), 2, 4),
-                   total_timesteps=40, learning_starts=4, train_frequency=4, gradient_steps=1,
+                   num_envs=num_envs, total_timesteps=40, learning_starts=4, train_frequency=4, gradient_steps=1,
                    batch_size=4, buffer_size=40, start_e=1.0, end_e=0.0, exploration_fraction=0.5,
                    log_interval=4)
     rows = read_csv(next(tmp_path.glob("*/updates.csv")))
     assert [int(r["global_step"]) for r in rows] == list(range(8, 41, 4))
-    assert [float(r["epsilon"]) for r in rows] == approx([0.65, 0.45, 0.25, 0.05] + [0.0] * 5)
+    assert [float(r["epsilon"]) for r in rows] == approx(decaying + [0.0] * 5)
 
 
 @pytest.mark.parametrize("life_loss", [True, False])

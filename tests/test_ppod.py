@@ -337,6 +337,7 @@ def test_replayed_demo_appears_in_the_rollout_step_for_step(tmp_path, rollouts, 
         demo, obs = rollout["demo"], rollout["obs"][..., 0]
         for t, n in demo.nonzero().tolist():  # each replayed row is COUNT_DEMO's step k
             k = int(obs[t, n]) - 10
+            assert k in (0, 1, 2)  # the given demo's (--rho); with --phi 0 no value demo plays
             assert rollout["actions"][t, n] == COUNT_DEMO.actions[k]
             assert rollout["rewards"][t, n] == COUNT_DEMO.rewards[k]
             assert rollout["logprobs"][t, n] == 0.0 and rollout["terminated"][t, n] == (k == 2)

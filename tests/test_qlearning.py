@@ -371,6 +371,15 @@ def test_evaluation_seeds_its_environment_once_and_plays_the_table_greedily(monk
     assert SeedLogEnv.seeds == [7, None, None] and seen == [0, 1, 2] * 3
 
 
+def test_training_seeds_its_environment_once(tmp_path):
+    # 9 steps of 3-step episodes with --seed 5: the first reset takes the seed, the resets
+    # after each of the three episodes none, so that the episodes go on from its stream
+    SeedLogEnv.seeds.clear()
+    ql.main(ql.Args(env_id="TableSeedLog-v0", total_timesteps=9, seed=5, eval_episodes=0,
+                    output_dir=str(tmp_path)))
+    assert SeedLogEnv.seeds == [5, None, None, None]
+
+
 # ---------------------------------------------------------------------------------------
 # Runs end to end
 # ---------------------------------------------------------------------------------------

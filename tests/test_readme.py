@@ -222,6 +222,8 @@ def test_the_mujoco_tasks_follow_the_issue():
         assert flag(task, "--total-timesteps") == budget and task.window == 100
         if task.script != "ppo":
             assert flag(task, "--eval-every") == "10000"
-    assert flag(names["ppo-HalfCheetah-v5"], "--update-epochs") == "20"
+    assert flag(names["ppo-HalfCheetah-v5"], "--update-epochs") == "20"  # the zoo's
+    assert flag(names["ppo-Hopper-v5"], "--num-steps") == "2048"  # CleanRL's
+    assert "--clip-vloss" in names["ppo-Hopper-v5"].flags
     assert flag(names["sac-Walker2d-v5"], "--alpha") == "1.0"
     assert "--alpha" not in names["ddpg_td3-Walker2d-v5"].flags

@@ -426,6 +426,27 @@ def test_the_step_solves_the_damped_fisher_system_of_the_acting_policy_and_scale
     assert (max_kl, coef, search_iters) == (0.02, 0.6, 7)
 
 
+def test_the_trust_region_step_moves_the_gaussians_log_std():
+    # theta includes log sigma. Every observation 0, the actions mu(0) - 2 and mu(0) + 2 (two
+    # standard deviations at sigma = 1), every advantage 1: at theta_old the surrogate's
+    # gradient in the mean is mean(A (a - mu) / sigma^2) dmu/dtheta = (-2 + 2)/2 = 0, and in
+    # log sigma mean(A ((a - mu)^2 / sigma^2 - 1)) = 4 - 1 = 3. The Fisher matrix of a
+    # state-independent log sigma has no block between it and the mean, so the step widens
+    # the Gaussian and leaves the actor's weights where they were.
+    agent = trpo.Agent((1,), 1, True)
+    obs = torch.zeros(2, 1)
+    with torch.no_grad():
+        mean = agent.actor(obs)
+        actions = mean + torch.tensor([[-2.0], [2.0]])
+        old_logprobs = agent.distribution(obs).log_prob(actions)
+    weights = torch.nn.utils.parameters_to_vector(agent.actor.parameters()).detach().clone()
+    stats = trpo.trust_region_step(agent, obs, actions, old_logprobs, torch.ones(2), trpo.Args())
+    assert stats["grad_norm"] == pytest.approx(3.0, rel=1e-5)
+    assert agent.actor_logstd.item() > 0.01
+    assert torch.nn.utils.parameters_to_vector(agent.actor.parameters()).tolist() == \
+        pytest.approx(weights.tolist(), abs=1e-6)
+
+
 def test_norm_obs_statistics_see_each_acted_on_observation_and_normalize_the_final_one(
         tmp_path, monkeypatch):
     check_norm_obs_on_count_to_three(trpo, "gae", tmp_path, monkeypatch)  # (conftest.py)
