@@ -357,6 +357,27 @@ def test_eval_checkpoint_takes_a_run_folder_for_its_model(script, run_cli, tmp_p
     assert code == 0 and re.search(r"eval_return_mean -?\d", out.splitlines()[-1])
 
 
+class HalfActor:
+    """An actor by hand: 0.5 in [-1, 1] for every observation, as ddpg_td3.py's actor(obs)
+    and as sac.py's actor.greedy(obs) give it."""
+    def __call__(self, obs):
+        import torch
+        return torch.full((len(obs), 1), 0.5)
+
+    greedy = __call__
+
+
+@pytest.mark.parametrize("script", ["ddpg_td3.py", "sac.py"])
+def test_the_evaluation_scales_the_greedy_action_to_the_bounds(script):
+    # BoxZeroToFour-v0 (conftest.py) takes actions in [0, 4] and keeps each it receives: the
+    # actor's 0.5 arrives as low + (a + 1) / 2 * (high - low) = 0 + 1.5 / 2 * 4 = 3, at each
+    # of the 2 episodes' 3 steps (the unscaled 0.5 would arrive as itself).
+    from conftest import ActionLogEnv
+    ActionLogEnv.received.clear()
+    module_of(script).evaluate(HalfActor(), "BoxZeroToFour-v0", 2, 0, "cpu")
+    assert ActionLogEnv.received == [3.0] * 6
+
+
 # MuJoCo (requirements.txt's gymnasium[mujoco]): each continuous-action script trains a few
 # hundred steps of Hopper-v5 and evaluates, so that a MuJoCo id works end to end.
 MUJOCO = {"ppo.py": ["--num-envs", "2", "--num-steps", "64", "--total-timesteps", "256"],
@@ -591,7 +612,8 @@ def test_norm_reward_reaches_the_training_environments_alone_with_gamma(script, 
     # With --norm-reward the training environments (--num-envs 2) normalize by the return
     # discounted by --gamma (0.9 here, no script's default); without it they do not, and the
     # other environments (the checks', ppo_rnd.py's random states', the evaluation's one
-    # episode) never do.
+    # episode) never do. Either way episodes.csv keeps the environment's own returns:
+    # CartPole's, 1 a step, equal to the episode's length (ppo_masked.py's without masks).
     module = module_of(script)
     make = module.make_vector_env
     made = []  # (environments, reward_gamma) of each call
@@ -602,12 +624,17 @@ def test_norm_reward_reaches_the_training_environments_alone_with_gamma(script, 
         return make(*args, **kwargs)
 
     monkeypatch.setattr(module, "make_vector_env", spy)
-    monkeypatch.setattr(sys, "argv", [script, *TINY[script], "--gamma", "0.9", "--eval-episodes",
-                                      "1", "--norm-reward" if norm_reward else "--no-norm-reward",
-                                      "--output-dir", str(tmp_path)])
+    monkeypatch.setattr(sys, "argv", [script, *TINY[script], "--env-id", "CartPole-v1",
+                                      "--total-timesteps", "256", "--gamma", "0.9",
+                                      "--eval-episodes", "1", "--output-dir", str(tmp_path),
+                                      "--norm-reward" if norm_reward else "--no-norm-reward",
+                                      *(["--no-mask"] if script == "ppo_masked.py" else [])])
     module.main(module.parse_args())
     assert (2, 0.9 if norm_reward else None) in made
     assert [(n, gamma) for n, gamma in made if gamma is not None] == [(2, 0.9)] * norm_reward
+    episodes = read_csv(os.path.join(run_folder(str(tmp_path)), "episodes.csv"))
+    assert episodes and all(float(e["episode_return"]) == float(e["episode_length"])
+                            for e in episodes)
 
 
 @pytest.mark.parametrize("script", NORM_REWARD)
