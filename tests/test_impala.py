@@ -262,6 +262,18 @@ def test_the_lag_is_counted_right(tmp_path, local_actors):
     assert all(behaviour_matches(r, actors.published[r["version"]]) for r in actors.delivered)
 
 
+def test_episodes_are_logged_at_the_step_count_where_they_end(tmp_path, local_actors):
+    # One actor of 2 CountToThree-v0 environments, rollouts of 6 steps: both environments'
+    # episodes end at their 3rd and 6th steps, when 2 * 3 = 6 and 2 * 6 = 12 steps of the
+    # rollout have been taken, so at global steps 6, 6, 12, 12, then 18, 18, 24, 24.
+    impala.main(impala.Args(env_id="CountToThree-v0", total_timesteps=24, num_envs=2,
+                            num_steps=6, hidden_size=8, num_actors=1, sync=True,
+                            eval_episodes=0, output_dir=str(tmp_path)))
+    (episodes,) = [read_csv(p) for p in glob.glob(str(tmp_path / "*" / "episodes.csv"))]
+    assert [int(e["global_step"]) for e in episodes] == [6, 6, 12, 12, 18, 18, 24, 24]
+    assert {e["episode_length"] for e in episodes} == {"3"}
+
+
 @pytest.mark.parametrize("vtrace", [True, False])
 def test_the_learner_gives_vtrace_the_stored_logprobs_under_its_current_policy(
         vtrace, tmp_path, local_actors, monkeypatch):

@@ -573,6 +573,19 @@ def test_stop_at_return_averages_the_stop_window(tmp_path):
     assert len(episodes) == 6 and summary["solved_at_time_s"] is not None
 
 
+def test_the_stop_test_averages_the_last_stop_window_returns(tmp_path):
+    # Returns 0, 0, 0, 3, 3, 3, 3, 3 with --stop-window 5 and a threshold of 3: after the
+    # seventh the last five, 0, 3, 3, 3, 3, average 2.4; after the eighth they average 3 and
+    # the run is solved there. The mean of all eight (a longer window) is 15/8 = 1.875.
+    run = pm.RunWriter(pm.Args(stop_window=5, output_dir=str(tmp_path)), "cpu", None, "info")
+    reached = []
+    for step, episode_return in enumerate([0, 0, 0, 3, 3, 3, 3, 3], start=1):
+        run.episode(step, episode_return, 1)
+        reached.append(run.reached(3.0, step))
+    run.close()
+    assert reached == [False] * 7 + [True] and run.summary["solved_at_step"] == 8
+
+
 def test_interrupted_run_keeps_its_data(tmp_path, monkeypatch):
     # main writes the run folder, then lets the KeyboardInterrupt go on (to exit status 130)
     monkeypatch.setattr(torch.optim.Adam, "step", interrupt_on_call(3, torch.optim.Adam.step))
