@@ -262,6 +262,20 @@ def test_the_lag_is_counted_right(tmp_path, local_actors):
     assert all(behaviour_matches(r, actors.published[r["version"]]) for r in actors.delivered)
 
 
+def test_each_actor_started_seeds_its_environments_apart():
+    # --seed 7, 3 environments an actor: the k-th actor started (replacements count on) seeds
+    # 7 + 3k, so 7, 10, 13: no two actors play the same episodes. ActorPool.start alone,
+    # without Ray: its remote actor class stands in by one that returns the seed it is given.
+    class SeedOfEachActor:
+        def remote(self, env_id, num_envs, num_steps, hidden_size, env_seed):
+            return env_seed
+
+    pool = impala.ActorPool.__new__(impala.ActorPool)  # __init__ would start Ray
+    pool.args, pool.started, pool.remote_actor = impala.Args(seed=7, num_envs=3), 0, \
+        SeedOfEachActor()
+    assert [pool.start() for _ in range(3)] == [7, 10, 13]
+
+
 def test_episodes_are_logged_at_the_step_count_where_they_end(tmp_path, local_actors):
     # One actor of 2 CountToThree-v0 environments, rollouts of 6 steps: both environments'
     # episodes end at their 3rd and 6th steps, when 2 * 3 = 6 and 2 * 6 = 12 steps of the
