@@ -432,9 +432,9 @@ def test_the_loop_decays_epsilon_over_the_exploration_fraction_of_the_budget(
     #   g = 8: 1 - 6/20 = 0.7; 12: 0.5; 16: 0.3; 20: 0.1
     # (decaying over half the loop's 20 iterations, 10 steps, g = 8 would hold 1 - 6/10 = 0.4)
     train_directly(tmp_path, dqn.QNetwork((1,), 2, 4), dqn.QNetwork((1,), 2, 4),
-                   num_envs=num_envs, total_timesteps=40, learning_starts=4, train_frequency=4, gradient_steps=1,
-                   batch_size=4, buffer_size=40, start_e=1.0, end_e=0.0, exploration_fraction=0.5,
-                   log_interval=4)
+                   num_envs=num_envs, total_timesteps=40, learning_starts=4, train_frequency=4,
+                   gradient_steps=1, batch_size=4, buffer_size=40, start_e=1.0, end_e=0.0,
+                   exploration_fraction=0.5, log_interval=4)
     rows = read_csv(next(tmp_path.glob("*/updates.csv")))
     assert [int(r["global_step"]) for r in rows] == list(range(8, 41, 4))
     assert [float(r["epsilon"]) for r in rows] == approx(decaying + [0.0] * 5)

@@ -271,8 +271,8 @@ def test_each_actor_started_seeds_its_environments_apart():
             return env_seed
 
     pool = impala.ActorPool.__new__(impala.ActorPool)  # __init__ would start Ray
-    pool.args, pool.started, pool.remote_actor = impala.Args(seed=7, num_envs=3), 0, \
-        SeedOfEachActor()
+    pool.args, pool.started = impala.Args(seed=7, num_envs=3), 0
+    pool.remote_actor = SeedOfEachActor()
     assert [pool.start() for _ in range(3)] == [7, 10, 13]
 
 

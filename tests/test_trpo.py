@@ -431,8 +431,11 @@ def test_the_trust_region_step_moves_the_gaussians_log_std():
     # standard deviations at sigma = 1), every advantage 1: at theta_old the surrogate's
     # gradient in the mean is mean(A (a - mu) / sigma^2) dmu/dtheta = (-2 + 2)/2 = 0, and in
     # log sigma mean(A ((a - mu)^2 / sigma^2 - 1)) = 4 - 1 = 3. The Fisher matrix of a
-    # state-independent log sigma has no block between it and the mean, so the step widens
-    # the Gaussian and leaves the actor's weights where they were.
+    # state-independent log sigma has no block between it and the mean, so the step leaves the
+    # actor's weights where they were; in log sigma F = 2 (the KL's second derivative), and
+    # with the defaults c = 0.1, delta = 0.01:
+    #   x = 3 / (2 + 0.1),  full step = sqrt(2 delta / (x (F + c) x)) x = sqrt(0.02 / 2.1)
+    #     = 0.09759, whose KL = s + exp(-2 s) / 2 - 1/2 = 0.00893 <= delta: taken whole.
     agent = trpo.Agent((1,), 1, True)
     obs = torch.zeros(2, 1)
     with torch.no_grad():
@@ -441,8 +444,8 @@ def test_the_trust_region_step_moves_the_gaussians_log_std():
         old_logprobs = agent.distribution(obs).log_prob(actions)
     weights = torch.nn.utils.parameters_to_vector(agent.actor.parameters()).detach().clone()
     stats = trpo.trust_region_step(agent, obs, actions, old_logprobs, torch.ones(2), trpo.Args())
-    assert stats["grad_norm"] == pytest.approx(3.0, rel=1e-5)
-    assert agent.actor_logstd.item() > 0.01
+    assert stats["grad_norm"] == pytest.approx(3.0, rel=1e-5) and stats["step_fraction"] == 1.0
+    assert agent.actor_logstd.item() == pytest.approx(0.09759, abs=1e-5)
     assert torch.nn.utils.parameters_to_vector(agent.actor.parameters()).tolist() == \
         pytest.approx(weights.tolist(), abs=1e-6)
 
