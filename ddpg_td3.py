@@ -42,9 +42,9 @@ Run:
     python ddpg_td3.py --env-id Pendulum-v1 --algo ddpg --twin-q True   # DDPG + clipped double Q
     PYTHONPATH=tests python ddpg_td3.py --env-id my_envs:Slider-v0   # tests/my_envs.py's id
     python ddpg_td3.py --env-id HalfCheetah-v5 --total-timesteps 300000 --gamma 0.99 \
-        --tau 0.005 --learning-rate 3e-4 --learning-starts 10000 --hidden-size 256 \
-        --batch-size 256 --eval-every 10000   # the TD3 authors' later settings, the paper's
-                                              # 10,000 random steps (benchmark.py)
+        --tau 0.005 --learning-rate 1e-3 --batch-size 100 --learning-starts 10000 \
+        --hidden-size 256 --eval-every 10000   # the TD3 paper's settings, 256-unit layers
+                                               # (benchmark.py; 1,000 random steps on Hopper)
     python ddpg_td3.py --help
 
 Writes runs/<env_id>__ddpg_td3__<seed>__<unix_time>/ with config.json, episodes.csv,

@@ -227,3 +227,12 @@ def test_the_mujoco_tasks_follow_the_issue():
     assert "--clip-vloss" in names["ppo-Hopper-v5"].flags
     assert flag(names["sac-Walker2d-v5"], "--alpha") == "1.0"
     assert "--alpha" not in names["ddpg_td3-Walker2d-v5"].flags
+    # TD3 with its paper's rate, batch and random steps per environment; SAC with SB3's
+    for label in ("", "-100k"):
+        assert [flag(names[f"ddpg_td3-{e}{label}"], "--learning-starts") for e in envs] == [
+            "1000", "10000", "1000"]
+        assert [flag(names[f"sac-{e}{label}"], "--learning-starts") for e in envs] == ["10000"] * 3
+        for e in envs:
+            td3, sac = names[f"ddpg_td3-{e}{label}"], names[f"sac-{e}{label}"]
+            assert (flag(td3, "--learning-rate"), flag(td3, "--batch-size")) == ("1e-3", "100")
+            assert (flag(sac, "--learning-rate"), flag(sac, "--batch-size")) == ("3e-4", "256")
