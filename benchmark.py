@@ -230,7 +230,8 @@ PPO_MUJOCO = {"Hopper-v5": PPO_CLEANRL_MUJOCO,
 # evaluation every 10,000 steps, not 5,000. The authors' later settings (rate 3e-4, batch 256,
 # 25,000 random steps) learned more slowly early: with them and 10,000 random steps TD3 was at
 # 3,863 / 319 / 438 on HalfCheetah / Hopper / Walker2d at 100k (seeds 101-103); with the
-# paper's rate and batch, seed 1 reached 5,791 on HalfCheetah at 90k.
+# paper's, seed 1 reached 5,801 on HalfCheetah, and fresh seeds 104-106 5,464 / 816 / 834
+# at the median (results.md, "MuJoCo").
 # SAC as in the 2018b paper and SB3 (256-256, batch 256, rate 3e-4, tau 0.005, alpha from 1,
 # target entropy -dim(A)) with the zoo's 10,000 random steps. Both evaluate every 10,000 steps,
 # so the figures at 100k and at 300k come from the same runs: the budget only sizes the
