@@ -326,15 +326,15 @@ def test_check_stops_an_endless_function_and_every_process_it_started(tmp_path):
     # q_update is wrong when the step goes on (its first test fails), and loops forever
     # after starting two processes when the step terminated (its second test)
     endless = ("    if terminated:\n" + spawn_lingering_children(tmp_path / "pids", " " * 8)
-               + "        while True:\n            pass\n"
+               + "        while True: pass\n"  # one line, so the stop lands on it at any moment
                + RIGHT_Q_UPDATE.replace(".max()", ".mean()"))
     path = student_copy(tmp_path / "endless", old=RIGHT_Q_UPDATE, new=endless)
     start = time.monotonic()
     code, out, err = run_exercises("check", path, "--no-train", "--test-time-limit", "10")
     assert code == 1 and err == ""
+    loop = line_of(path, "        while True: pass")
     assert out == ("verdict: not yet: the tests were stopped after 10 s (--test-time-limit), "
-                   f"at line {line_of(path, '        while True:')} of the file (in q_update): "
-                   "while True:\n")
+                   f"at line {loop} of the file (in q_update): while True: pass\n")
     # stopped by the limit, not a minute later by check's last resort (the start of
     # pytest, slow on a busy machine, does not count)
     assert time.monotonic() - start < 10 + 45
