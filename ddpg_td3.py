@@ -44,7 +44,8 @@ Run:
     python ddpg_td3.py --env-id HalfCheetah-v5 --total-timesteps 300000 --gamma 0.99 \
         --tau 0.005 --learning-rate 1e-3 --batch-size 100 --learning-starts 10000 \
         --hidden-size 256 --eval-every 10000   # the TD3 paper's settings, 256-unit layers
-                                               # (benchmark.py; 1,000 random steps on Hopper)
+                                               # (benchmark.py; 1,000 random steps on Hopper
+                                               # and Walker2d)
     python ddpg_td3.py --help
 
 Writes runs/<env_id>__ddpg_td3__<seed>__<unix_time>/ with config.json, episodes.csv,
