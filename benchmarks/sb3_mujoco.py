@@ -25,7 +25,9 @@ Not part of the project's requirements: run it in an environment with stable-bas
 Every 10,000 steps (100,000 for ppo) it evaluates the deterministic policy on 10 episodes of
 an environment of its own, as benchmark.py's tasks do (--eval-every), and prints a line
 `eval <step> <seconds since the start> <mean return>`; the last line holds the final
-evaluation. Time the whole process from outside to compare it with `python sac.py`.
+evaluation. Time the whole process from outside to compare it with `python sac.py`;
+benchmarks/sb3_mujoco_compare.py runs it beside benchmark.py's task on the same seed, times
+both, and reports the two side by side.
 """
 import sys
 import time
