@@ -9,6 +9,8 @@ import shutil
 import subprocess
 import sys
 
+import numpy as np
+
 import benchmark
 from conftest import ROOT, script_path
 
@@ -236,3 +238,25 @@ def test_the_mujoco_tasks_follow_the_issue():
             td3, sac = names[f"ddpg_td3-{e}{label}"], names[f"sac-{e}{label}"]
             assert (flag(td3, "--learning-rate"), flag(td3, "--batch-size")) == ("1e-3", "100")
             assert (flag(sac, "--learning-rate"), flag(sac, "--batch-size")) == ("3e-4", "256")
+
+
+def test_the_readmes_mujoco_table_is_results_jsons_final_evaluations():
+    # each cell is the median [min, max] over seeds of benchmark.py's eval_return (the final
+    # greedy evaluation, after the last update), and "not yet" where results.json has no runs
+    section = read(README).split("\n## MuJoCo\n")[1].split("\n## ")[0]
+    with open(os.path.join(ROOT, "benchmarks", "results.json")) as f:
+        results = json.load(f)
+    rows = {script: line for script in ("ppo", "ddpg_td3", "sac") for line in section.splitlines()
+            if line.startswith(f"| {script}.py")}
+    assert len(rows) == 3
+    for script, line in rows.items():
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        for env, cell in zip(("Hopper-v5", "HalfCheetah-v5", "Walker2d-v5"), cells[2:5]):
+            task = f"ppo-{env}" if script == "ppo" else f"{script}-{env}-100k"
+            if task not in results:
+                assert cell == "not yet", (task, cell)
+                continue
+            returns = [run["eval_return"] for run in results[task]["runs"]]
+            expected = (f"{np.median(returns):,.0f} [{min(returns):,.0f}, "
+                        f"{max(returns):,.0f}]")
+            assert cell == expected, (task, cell, expected)
