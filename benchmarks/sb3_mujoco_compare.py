@@ -46,6 +46,7 @@ TASK = {"sac": "sac-HalfCheetah-v5-100k", "td3": "ddpg_td3-HalfCheetah-v5-100k",
 
 
 def task_of(algo):
+    """benchmark.py's Task that runs beside SB3's `algo` (TASK[algo])."""
     return next(t for tasks in benchmark.TASKS.values() for t in tasks if t.name == TASK[algo])
 
 
@@ -108,6 +109,7 @@ def sb3_evaluations(out, algo, seed):
 
 
 def first_at_least(means, level):
+    """Index of the first evaluation whose mean is >= level, or None if none is."""
     hits = np.flatnonzero(means >= level)
     return int(hits[0]) if len(hits) else None
 

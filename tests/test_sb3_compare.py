@@ -109,6 +109,14 @@ def test_run_starts_the_task_and_sb3_on_the_same_seed_and_report_reads_what_they
     assert calls == [("ddpg_td3-HalfCheetah-v5-100k", "HalfCheetah-v5", 5,
                       os.path.join(out, "ours"))]
     assert (tmp_path / "argv").read_text() == "td3 HalfCheetah-v5 5"
+    # each SB3 algorithm beside our task on its environment and budget (sb3_mujoco.py's BUDGET)
+    for algo, env_id, budget in (("sac", "HalfCheetah-v5", "100000"),
+                                 ("td3", "HalfCheetah-v5", "100000"), ("ppo", "Hopper-v5", "1000000")):
+        task = compare.task_of(algo)
+        last = max(i for i, flag in enumerate(task.flags) if flag == "--total-timesteps")
+        steps = task.flags[last + 1]  # the last one counts
+        assert (task.script, task.env_id, steps) == (
+            {"td3": "ddpg_td3"}.get(algo, algo), env_id, budget)
     compare.report(compare.argparse.Namespace(algos=["td3"], seeds=[5], out=out,
                                               figure=str(tmp_path / "side.png")))
     line = json.loads(capsys.readouterr().out.splitlines()[1])
