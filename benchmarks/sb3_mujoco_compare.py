@@ -15,6 +15,10 @@ seed, started together, one core each, and then the table and the figure of resu
         --algos sac td3 --seeds 101 102 103 --out /tmp/sbs
     python benchmarks/sb3_mujoco_compare.py report --algos sac td3 --seeds 101 102 103 \
         --out /tmp/sbs --figure benchmarks/sac-td3-HalfCheetah-v5-100k-vs-sb3.png
+    python benchmarks/sb3_mujoco_compare.py run --sb3-python /tmp/sb3env/bin/python \
+        --algos ppo --seeds 104 105 106 --out /tmp/sbp      # ppo-Hopper-v5's fresh seeds
+    python benchmarks/sb3_mujoco_compare.py report --algos ppo --seeds 104 105 106 \
+        --out /tmp/sbp --figure benchmarks/ppo-Hopper-v5-vs-sb3.png
 
 Ours counts as having reached a return at the first evaluation of --eval-every whose mean is
 at least that return (or the final evaluation, after the last update, if none is). Its second
@@ -108,6 +112,13 @@ def sb3_evaluations(out, algo, seed):
     return steps.astype(int), times + process_s - times[-1], means, process_s
 
 
+def drawn(steps):
+    """How many of ours' evaluations the figure draws: all, the final one included, unless an
+    evaluation of --eval-every sits at the final one's step (sac.py's at 100k, taken before
+    that step's update); then the final one is left out, as a second point at one step."""
+    return len(steps) - 1 if len(steps) > 1 and steps[-1] == steps[-2] else len(steps)
+
+
 def first_at_least(means, level):
     """Index of the first evaluation whose mean is >= level, or None if none is."""
     hits = np.flatnonzero(means >= level)
@@ -133,8 +144,9 @@ def report(args):
                           "reach_ratio": (None if o_i is None else
                                           round(float(o_times[o_i]) / s_process, 2)),
                           "process_ratio": round(o_process / s_process, 2)})
-            for name, (steps, times, means) in (("ours", (o_steps[:-1], o_times[:-1],
-                                                          o_means[:-1])),
+            o_end = drawn(o_steps)
+            for name, (steps, times, means) in (("ours", (o_steps[:o_end], o_times[:o_end],
+                                                          o_means[:o_end])),
                                                 ("SB3", (s_steps, s_times, s_means))):
                 curves[name]["steps"].append((steps, means))
                 curves[name]["time"].append((times, means))

@@ -86,6 +86,14 @@ def test_only_the_final_evaluation_can_reach_and_never_reaching_says_so(tmp_path
                                                                           (None, None)]
 
 
+def test_the_figure_draws_ours_final_evaluation_unless_one_sits_at_its_step():
+    # sac.py: evaluations at 10k, 20k, 30k and the final one at 30k again: three points drawn
+    assert compare.drawn([10000, 20000, 30000, 30000]) == 3
+    # ppo.py: evaluations every 100k up to 900k and the final one at 999,424: all ten drawn
+    assert compare.drawn([100000 * k for k in range(1, 10)] + [999424]) == 10
+    assert compare.drawn([30000]) == 1  # only the final one
+
+
 def test_run_starts_the_task_and_sb3_on_the_same_seed_and_report_reads_what_they_wrote(
         tmp_path, monkeypatch, capsys):
     out = str(tmp_path / "out")
