@@ -212,16 +212,17 @@ PPO_ZOO_PER_ENV = {
 # CleanRL's ppo_continuous_action settings: one environment of 2,048 steps, 32 minibatches,
 # 10 epochs, a rate of 3e-4 annealed, the value loss clipped, no entropy bonus, observations
 # and rewards normalized; ppo.py's own 64-64 tanh networks with orthogonal initialization.
-# Hopper takes these rather than the zoo's: with the zoo's its hopper balanced in place
-# (eval 1,159 [999, 2,028] at 1M, seeds 101-103); with these, seeds 1-3 reached 3,344,
-# 3,542 and 1,449 at 1M (seed 3: 2,963 at 900k). Seeds 4-5 were not run.
+# Hopper and Walker2d take these rather than the zoo's. With the zoo's the hopper balanced in
+# place (eval 1,159 [999, 2,028] at 1M, seeds 101-103) and the walker stayed at 731 [409, 768];
+# with these, seeds 1-3 reached 3,344, 3,542 and 1,449 on Hopper at 1M (seed 3: 2,963 at
+# 900k) and 3,740, 4,758 and 4,685 on Walker2d. Seeds 4-5 were not run.
 PPO_CLEANRL_MUJOCO = ["--total-timesteps", "1000000", "--num-envs", "1", "--num-steps", "2048",
                       "--learning-rate", "3e-4", "--gamma", "0.99", "--gae-lambda", "0.95",
                       "--num-minibatches", "32", "--update-epochs", "10", "--clip-vloss",
                       "--ent-coef", "0", "--norm-obs", "--norm-reward", "--eval-every", "100000"]
 PPO_MUJOCO = {"Hopper-v5": PPO_CLEANRL_MUJOCO,
               "HalfCheetah-v5": PPO_ZOO + PPO_ZOO_PER_ENV["HalfCheetah-v5"],
-              "Walker2d-v5": PPO_ZOO + PPO_ZOO_PER_ENV["Walker2d-v5"]}
+              "Walker2d-v5": PPO_CLEANRL_MUJOCO}
 # TD3 as in its paper (Fujimoto et al. 2018, its experiments' details): rate 1e-3
 # for actor and critics, batch 100, tau 0.005, exploration noise 0.1, smoothing 0.2 clipped at
 # 0.5, delay 2, and 10,000 random steps on HalfCheetah, 1,000 on Hopper and Walker2d. Departures:

@@ -225,8 +225,9 @@ def test_the_mujoco_tasks_follow_the_issue():
         if task.script != "ppo":
             assert flag(task, "--eval-every") == "10000"
     assert flag(names["ppo-HalfCheetah-v5"], "--update-epochs") == "20"  # the zoo's
-    assert flag(names["ppo-Hopper-v5"], "--num-steps") == "2048"  # CleanRL's
-    assert "--clip-vloss" in names["ppo-Hopper-v5"].flags
+    for env in ("Hopper-v5", "Walker2d-v5"):  # CleanRL's
+        assert flag(names[f"ppo-{env}"], "--num-steps") == "2048"
+        assert "--clip-vloss" in names[f"ppo-{env}"].flags
     assert flag(names["sac-Walker2d-v5"], "--alpha") == "1.0"
     assert "--alpha" not in names["ddpg_td3-Walker2d-v5"].flags
     # TD3 with its paper's rate, batch and random steps per environment; SAC with SB3's
@@ -242,17 +243,22 @@ def test_the_mujoco_tasks_follow_the_issue():
 
 def test_the_readmes_mujoco_table_is_results_jsons_final_evaluations():
     # each cell is the median [min, max] over seeds of benchmark.py's eval_return (the final
-    # greedy evaluation, after the last update), and "not yet" where results.json has no runs
+    # greedy evaluation, after the last update), and "not yet" where results.json has no runs;
+    # a row per script and budget: ppo at 1M, ddpg_td3 and sac at 100k (their -100k tasks)
+    # and at 300k (their tasks without a label)
     section = read(README).split("\n## MuJoCo\n")[1].split("\n## ")[0]
     with open(os.path.join(ROOT, "benchmarks", "results.json")) as f:
         results = json.load(f)
-    rows = {script: line for script in ("ppo", "ddpg_td3", "sac") for line in section.splitlines()
-            if line.startswith(f"| {script}.py")}
-    assert len(rows) == 3
-    for script, line in rows.items():
+    rows = {(script, line.split("|")[2].strip()): line for script in ("ppo", "ddpg_td3", "sac")
+            for line in section.splitlines() if line.startswith(f"| {script}.py")}
+    assert ("ppo", "1M") in rows and ("ddpg_td3", "100k") in rows and ("sac", "100k") in rows
+    assert set(rows) <= {("ppo", "1M")} | {(s, b) for s in ("ddpg_td3", "sac")
+                                            for b in ("100k", "300k")}
+    for (script, budget), line in rows.items():
         cells = [c.strip() for c in line.strip("|").split("|")]
         for env, cell in zip(("Hopper-v5", "HalfCheetah-v5", "Walker2d-v5"), cells[2:5]):
-            task = f"ppo-{env}" if script == "ppo" else f"{script}-{env}-100k"
+            task = (f"ppo-{env}" if script == "ppo" else
+                    f"{script}-{env}-100k" if budget == "100k" else f"{script}-{env}")
             if task not in results:
                 assert cell == "not yet", (task, cell)
                 continue
