@@ -49,9 +49,9 @@ Run:
         --num-steps 256 --num-minibatches 32 --update-epochs 10 --gamma 0.95 \
         --gae-lambda 0.95 --learning-rate 2e-3 --ent-coef 0.001 --norm-obs --norm-reward
     PYTHONPATH=tests python ppo.py --env-id my_envs:GridWorld-v0   # tests/my_envs.py's id
-    python ppo.py --env-id MinAtar/Breakout-v1 --num-steps 128 --learning-rate 1e-3 \
+    python ppo.py --env-id MinAtar/Breakout-v1 --num-steps 128 --learning-rate 2e-3 \
         --gamma 0.99 --gae-lambda 0.95 --num-minibatches 4 --update-epochs 4 --clip-coef 0.1 \
-        --clip-vloss --ent-coef 0.01 --total-timesteps 1000000   # PPO_MINATAR; pip install minatar
+        --clip-vloss --ent-coef 0.01 --total-timesteps 1000000   # benchmark.py's; pip install minatar
     python ppo.py --env-id Hopper-v5 --total-timesteps 1000000 --num-envs 1 \
         --num-steps 2048 --num-minibatches 32 --update-epochs 10 --learning-rate 3e-4 \
         --gamma 0.99 --gae-lambda 0.95 --clip-vloss --ent-coef 0 --norm-obs --norm-reward \
