@@ -242,7 +242,8 @@ PPO_MUJOCO = {"Hopper-v5": PPO_CLEANRL_MUJOCO,
 # SAC as in the 2018b paper and SB3 (256-256, batch 256, rate 3e-4, tau 0.005, alpha from 1,
 # target entropy -dim(A)) with the zoo's 10,000 random steps. Both evaluate every 10,000 steps,
 # so the figures at 100k and at 300k come from the same runs: the budget only sizes the
-# replay buffer, never reached here, so a 100k run is the first 100k steps of a 300k run.
+# replay buffer, never reached here, so a 100k run is the first 100k steps of a 300k run on
+# the same machine (another CPU sums in another order, and its runs part: results.md).
 OFF_POLICY_MUJOCO = ["--hidden-size", "256", "--gamma", "0.99", "--tau", "0.005",
                      "--eval-every", "10000"]
 SAC_MUJOCO = OFF_POLICY_MUJOCO + ["--batch-size", "256", "--learning-rate", "3e-4",
