@@ -25,6 +25,16 @@ def read(path):
         return f.read()
 
 
+def results_json():
+    with open(os.path.join(ROOT, "benchmarks", "results.json")) as f:
+        return json.load(f)
+
+
+def spread(values, fmt):
+    """'median [min, max]', as the README's tables write a task's seeds."""
+    return f"{fmt.format(np.median(values))} [{fmt.format(min(values))}, {fmt.format(max(values))}]"
+
+
 def fenced_blocks(text, language):
     """The bodies of the text's ```language blocks, in order."""
     return re.findall(rf"^```{language}\n(.*?)^```$", text, flags=re.M | re.S)
@@ -248,8 +258,7 @@ def test_the_readmes_mujoco_table_is_results_jsons_final_evaluations():
     # a row per script and budget: ppo at 1M, ddpg_td3 and sac at 100k (their -100k tasks)
     # and at 300k (their tasks without a label)
     section = read(README).split("\n## MuJoCo\n")[1].split("\n## ")[0]
-    with open(os.path.join(ROOT, "benchmarks", "results.json")) as f:
-        results = json.load(f)
+    results = results_json()
     rows = {(script, line.split("|")[2].strip()): line for script in ("ppo", "ddpg_td3", "sac")
             for line in section.splitlines() if line.startswith(f"| {script}.py")}
     assert ("ppo", "1M") in rows and ("ddpg_td3", "100k") in rows and ("sac", "100k") in rows
@@ -263,7 +272,29 @@ def test_the_readmes_mujoco_table_is_results_jsons_final_evaluations():
             if task not in results:
                 assert cell == "not yet", (task, cell)
                 continue
-            returns = [run["eval_return"] for run in results[task]["runs"]]
-            expected = (f"{np.median(returns):,.0f} [{min(returns):,.0f}, "
-                        f"{max(returns):,.0f}]")
+            expected = spread([run["eval_return"] for run in results[task]["runs"]], "{:,.0f}")
             assert cell == expected, (task, cell, expected)
+
+
+def test_the_readmes_minatar_table_is_results_jsons_training_means():
+    # a row per script: each game's cell is the median [min, max] over seeds of the
+    # 100-episode training mean at the end (the last point of each seed's curve), and "not
+    # yet" where results.json has no runs of the task as it is now (a labelled entry is an
+    # older setting's, kept for the notes)
+    section = read(README).split("\n## Learning from pixels\n")[1].split("\n## ")[0]
+    results = results_json()
+    header = next(line for line in section.splitlines() if line.startswith("| MinAtar game |"))
+    games = [c.strip().replace(" ", "") for c in header.strip("|").split("|")[1:]]
+    assert games == ["Asterix", "Breakout", "Freeway", "Seaquest", "SpaceInvaders"]
+    rows = {script: line for script in ("ppo", "dqn") for line in section.splitlines()
+            if line.startswith(f"| {script}.py, median [range] |")}
+    assert sorted(rows) == ["dqn", "ppo"]
+    for script, line in rows.items():
+        for game, cell in zip(games, [c.strip() for c in line.strip("|").split("|")[1:]]):
+            entry = results.get(f"{script}-MinAtar-{game}-v1")
+            if entry is None or entry["label"]:
+                assert cell == "not yet", (script, game, cell)
+                continue
+            assert entry["window"] == 100
+            expected = spread([run["curve"][1][-1] for run in entry["runs"]], "{:.1f}")
+            assert cell == expected, (script, game, cell, expected)
