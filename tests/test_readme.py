@@ -141,12 +141,12 @@ def test_the_scripts_own_environment_commands_run_from_the_root():
 
 
 def test_a_minatar_game_adds_its_own_flags_last_and_the_last_flag_counts():
-    # ppo.py's MinAtar tasks: Freeway at CleanRL's rate 2.5e-4, Asterix and Breakout at 2e-3,
+    # ppo.py's MinAtar tasks: Freeway at 5e-4, Asterix and Breakout at 2e-3,
     # the other two at PPO_MINATAR's 1e-3
     rates = {t.env_id: t.flags[max(i for i, f in enumerate(t.flags) if f == "--learning-rate") + 1]
              for t in benchmark.TASKS["ppo"] if t.env_id.startswith("MinAtar/")}
     assert rates == {"MinAtar/Asterix-v1": "2e-3", "MinAtar/Breakout-v1": "2e-3",
-                     "MinAtar/Freeway-v1": "2.5e-4", "MinAtar/Seaquest-v1": "1e-3",
+                     "MinAtar/Freeway-v1": "5e-4", "MinAtar/Seaquest-v1": "1e-3",
                      "MinAtar/SpaceInvaders-v1": "1e-3"}
     import ppo
     import tyro
