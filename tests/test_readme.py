@@ -290,7 +290,9 @@ def test_the_readmes_minatar_table_is_results_jsons_training_means():
             if line.startswith(f"| {script}.py, median [range] |")}
     assert sorted(rows) == ["dqn", "ppo"]
     for script, line in rows.items():
-        for game, cell in zip(games, [c.strip() for c in line.strip("|").split("|")[1:]]):
+        cells = [c.strip() for c in line.strip("|").split("|")[1:]]
+        assert len(cells) == len(games), (script, cells)
+        for game, cell in zip(games, cells):
             entry = results.get(f"{script}-MinAtar-{game}-v1")
             if entry is None or entry["label"]:
                 assert cell == "not yet", (script, game, cell)
