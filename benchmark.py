@@ -123,10 +123,13 @@ PPO_LSTM_PENDULUM = ["--hide-obs", "2", "--total-timesteps", "200000", "--anneal
 # MinAtar, the CPU-sized pixel benchmark. DQN as the MinAtar paper runs it (Young & Tian 2019):
 # one environment, a gradient step of 32 transitions every environment step, the target
 # network copied every 1,000 of them, epsilon from 1 to 0.1 over the first 100k steps (0.1 of
-# 1M), replay of 100k from step 5,000, Huber loss, a constant rate, no double DQN; its
-# departures: Adam at the paper's rate where the paper has RMSProp, gradients clipped at norm
-# 10 (dqn.py's; rarely reached under the Huber loss), 1M steps of the paper's 5M, and an
-# evaluation with epsilon 0.05 (the paper reports training returns only). PPO with CleanRL's
+# 1M; the paper's over the 100k after its 5,000 random ones), replay of 100k from step 5,000,
+# Huber loss, a constant rate, no double DQN; its departures: Adam at the paper's rate where
+# the paper has RMSProp (dqn.py's --optimizer rmsprop is the paper's; not yet run here),
+# gradients clipped at norm 10 (dqn.py's; rarely reached under the Huber loss), 1M steps of
+# the paper's 5M, an evaluation with epsilon 0.05 (the paper reports training returns only),
+# and the -v1 ids' minimal action sets (Breakout 3 actions; the paper's code plays all 6), the
+# issue's ids, for both scripts. PPO with CleanRL's
 # Atari settings (ppo_atari.py: 8 environments of 128 steps, 4 minibatches, 4 epochs, clip
 # 0.1, value loss clipped, entropy 0.01, rate annealed); departures: MinAtar's small network,
 # not the Nature DQN's, 1M steps of CleanRL's 10M, and the rate 1e-3 where CleanRL's is

@@ -21,7 +21,8 @@ A time-limit truncation is not a termination: the buffer stores the true final o
 step drops the bootstrap term.
 
 The optimizer is Adam with torch's default eps = 1e-8, as CleanRL's and Stable-Baselines3's
-DQN use it; the 2015 paper used RMSProp. Its learning rate decays linearly to 0 over the
+DQN use it; the 2015 paper and the MinAtar paper used RMSProp (--optimizer rmsprop, the
+MinAtar paper's). Its learning rate decays linearly to 0 over the
 budget (--anneal-lr), a departure from the DQN papers' constant rate, taken from
 rl-baselines3-zoo's linear schedules: on CartPole a good policy otherwise drifts away again
 (benchmarks/results.md, dqn.py).
@@ -138,7 +139,10 @@ class Args:
     # An image's 2.5e-4 is the MinAtar paper's and the Nature DQN's, both with RMSProp; 1e-4 in
     # SB3.
     learning_rate: Optional[float] = None
-    """Adam learning rate where --anneal-lr starts (None: 1e-3 for a vector, 2.5e-4 for an image)"""
+    """the learning rate where --anneal-lr starts (None: 1e-3 for a vector, 2.5e-4 for an image)"""
+    # rmsprop: the MinAtar paper's (make_optimizer); Adam for a vector and an image alike.
+    optimizer: Literal["adam", "rmsprop"] = "adam"
+    """adam (CleanRL's and SB3's DQN) or rmsprop (the MinAtar paper's centered RMSProp)"""
     # Constant in the DQN papers and the MinAtar paper; on for images too.
     anneal_lr: bool = True
     """decay the learning rate linearly to 0 over the budget (so the budget changes the schedule)"""
@@ -285,6 +289,23 @@ def td_loss(q_values, actions, targets, loss="mse"):
     if loss == "huber":
         return F.smooth_l1_loss(q_taken, targets), q_taken
     return F.mse_loss(q_taken, targets), q_taken
+
+
+def make_optimizer(params, name, learning_rate):
+    """The Q-network's optimizer, g the gradient of a parameter theta, lr the learning rate:
+
+        adam     Adam with torch's default eps 1e-8, as CleanRL's and Stable-Baselines3's DQN
+                 (fused=True: torch's one-kernel Adam, the same update; Performance notes)
+        rmsprop  the MinAtar paper's centered RMSProp, as its examples/dqn.py calls torch's
+                 (alpha 0.95, eps 0.01, no momentum):
+                     v <- 0.95 v + 0.05 g^2        m <- 0.95 m + 0.05 g
+                     theta <- theta - lr * g / (sqrt(v - m^2) + 0.01)
+                 The Nature DQN's RMSProp adds its 0.01 under the square root; MinAtar's code,
+                 whose curves benchmark.py compares with, adds it outside, as here.
+    """
+    if name == "rmsprop":
+        return torch.optim.RMSprop(params, lr=learning_rate, alpha=0.95, eps=0.01, centered=True)
+    return torch.optim.Adam(params, lr=learning_rate, eps=1e-8, fused=True)
 
 
 @torch.no_grad()
@@ -485,10 +506,7 @@ def train(args, envs, q_network, target_network, run):
     and the summary; the loop stops early at --stop-at-return or at a non-finite loss.
     It runs whole steps of the N environments: the budget is rounded down to them."""
     device = next(q_network.parameters()).device
-    # torch's default eps, as CleanRL's and Stable-Baselines3's DQN (the paper: RMSProp);
-    # fused=True: torch's one-kernel Adam, the same update (Performance notes)
-    optimizer = torch.optim.Adam(q_network.parameters(), lr=args.learning_rate, eps=1e-8,
-                                 fused=True)
+    optimizer = make_optimizer(q_network.parameters(), args.optimizer, args.learning_rate)
     rng = np.random.default_rng(args.seed)  # exploration and replay sampling
     num_actions = envs.single_action_space.n
     num_iterations = args.total_timesteps // args.num_envs

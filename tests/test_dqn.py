@@ -291,14 +291,29 @@ def test_the_loop_moves_the_target_network_towards_the_online_one(tmp_path, monk
     assert all(torch.allclose(p, torch.full_like(p, expected)) for p in target_network.parameters())
 
 
-def test_a_gradient_step_is_adams_first_step_on_the_clipped_gradient(tmp_path, monkeypatch):
+# The first step of each --optimizer on a gradient g, lr = 0.01 (make_optimizer's equations):
+#   adam (beta1 0.9, beta2 0.999, eps 1e-8, bias-corrected): m = 0.1 g / (1 - 0.9) = g,
+#       v = 0.001 g^2 / (1 - 0.999) = g^2, so theta <- theta - lr * g / (|g| + 1e-8): every
+#       parameter with a gradient moves by about lr, against its gradient's sign
+#   rmsprop (centered, alpha 0.95, eps 0.01): v = 0.05 g^2, m = 0.05 g,
+#       sqrt(v - m^2) = sqrt(0.05 - 0.0025) |g| = sqrt(0.0475) |g|, so
+#       theta <- theta - lr * g / (sqrt(0.0475) |g| + 0.01); for |g| near 0.01 the two
+#       terms of the denominator are alike (Adam's eps 1e-8, alpha 0.99, or no centering would
+#       give other steps)
+FIRST_STEPS = {"adam": (torch.optim.Adam, lambda g: 0.01 * g / (g.abs() + 1e-8)),
+               "rmsprop": (torch.optim.RMSprop,
+                           lambda g: 0.01 * g / (math.sqrt(0.0475) * g.abs() + 0.01))}
+
+
+@pytest.mark.parametrize("optimizer", ["adam", "rmsprop"])
+def test_a_gradient_step_is_the_optimizers_first_step_on_the_clipped_gradient(
+        tmp_path, monkeypatch, optimizer):
     # One gradient step (16 steps, learning from step 8, one update at step 16). The gradient
-    # reaches the optimizer clipped to the global norm --max-grad-norm 1e-3. Adam's first
-    # step (beta1 = 0.9, beta2 = 0.999, eps = 1e-8, bias-corrected): m = 0.1 g / (1 - 0.9) = g,
-    # v = 0.001 g^2 / (1 - 0.999) = g^2, so theta <- theta - lr * g / (|g| + 1e-8): every
-    # parameter with a gradient moves by about lr = 0.01, against its gradient's sign.
+    # reaches the optimizer clipped to the global norm --max-grad-norm 0.1; the step is
+    # FIRST_STEPS' for the optimizer that --optimizer names.
     seen = []
-    original = torch.optim.Adam.step
+    optimizer_class, first_step = FIRST_STEPS[optimizer]
+    original = optimizer_class.step
 
     def step(self, closure=None):
         params = [p for group in self.param_groups for p in group["params"]]
@@ -306,17 +321,17 @@ def test_a_gradient_step_is_adams_first_step_on_the_clipped_gradient(tmp_path, m
         original(self, closure)
         seen.append((before, grads, [p.detach().clone() for p in params], self.param_groups[0]))
 
-    monkeypatch.setattr(torch.optim.Adam, "step", step)
+    monkeypatch.setattr(optimizer_class, "step", step)
     torch.manual_seed(0)
     q_network, target_network = dqn.QNetwork((1,), 2, 4), dqn.QNetwork((1,), 2, 4)
     train_directly(tmp_path, q_network, target_network, total_timesteps=16, learning_starts=8,
                    train_frequency=16, gradient_steps=1, batch_size=4, buffer_size=16,
-                   learning_rate=0.01, max_grad_norm=1e-3, anneal_lr=False)
+                   learning_rate=0.01, max_grad_norm=0.1, anneal_lr=False, optimizer=optimizer)
     ((before, grads, after, group),) = seen
-    assert group["lr"] == 0.01 and group["eps"] == 1e-8
-    assert torch.cat([g.flatten() for g in grads]).norm() == pytest.approx(1e-3, rel=1e-4)
+    assert group["lr"] == 0.01
+    assert torch.cat([g.flatten() for g in grads]).norm() == pytest.approx(0.1, rel=1e-4)
     for b, g, a in zip(before, grads, after):
-        assert torch.allclose(a, b - 0.01 * g / (g.abs() + 1e-8), rtol=0, atol=1e-7)
+        assert torch.allclose(a, b - first_step(g), rtol=0, atol=1e-7)
 
 
 @pytest.mark.parametrize("anneal_lr, expected", [(True, [0.0025, 0.0]), (False, [0.01, 0.01])])
@@ -720,6 +735,7 @@ def bad_checkpoints(tmp_path):
     (["--exploration-fraction", "2"], "--exploration-fraction must be in [0, 1]"),
     (["--tau", "0"], "--tau must be in (0, 1]"),
     (["--learning-starts", "-1"], "--learning-starts must be 0 or more"),
+    (["--optimizer", "sgd"], "--optimizer takes adam or rmsprop, not 'sgd'"),
     (["--eval-checkpoint", "corrupt"], "is not a dqn.py model.pt"),
     (["--eval-checkpoint", "acrobot"], "was made for Acrobot-v1, not CartPole-v1; pass --env-id Acrobot-v1"),
     (["--eval-checkpoint", "misfit"], "does not fit CartPole-v1's network"),
@@ -733,6 +749,6 @@ def test_help_lists_the_flags_with_their_docstrings(check_help):
                                 "--exploration-fraction", "--learning-starts", "--train-frequency",
                                 "--gradient-steps", "--target-network-frequency", "--tau",
                                 "--double-dqn", "--no-double-dqn", "--loss", "--max-grad-norm",
-                                "--buffer-size"))
+                                "--buffer-size", "--optimizer"))
     words = " ".join(out.replace("│", " ").split())  # undo the help's line wrapping
     assert "double DQN: choose the next action with the online network, value it with the target" in words
