@@ -311,7 +311,7 @@ def mlp(in_size, hidden_size, out_size, out_std):
 class ImageEncoder(nn.Module):
     """Convolutions from an H x W x C image (channels last, Gymnasium's and MinAtar's
     convention, moved first for the convolutions) to a feature vector, with ReLU after every
-    layer; uint8 pixels are scaled to [0, 1]. A convolution's output side is
+    layer; 0-255 pixels (byte_pixels) are scaled to [0, 1]. A convolution's output side is
     (side - kernel) // stride + 1. Two sizes:
 
         at least 36 x 36 (Mnih et al. 2015): conv 32 8x8 stride 4, conv 64 4x4 stride 2,
@@ -384,11 +384,19 @@ class Agent(nn.Module):
         return action, logprob, entropy, self.critic(features).squeeze(-1)
 
 
+def byte_pixels(space):
+    """Whether an image holds 0-255 pixels to scale to [0, 1]: uint8 with 255 at the top of
+    its Box (Atari's frames). Any other image is read as it is: MinAtar's cells are 0/1
+    whether its build declares them bool (PyPI's 1.0.15) or uint8 with a top of 1 (its
+    GitHub code since 2023), and 0/1 divided by 255 would be all but blank."""
+    return space.dtype == np.uint8 and bool(np.all(space.high == 255))
+
+
 def make_agent(obs_space, action_space, hidden_size):
     continuous = isinstance(action_space, gym.spaces.Box)
     action_dim = action_space.shape[0] if continuous else int(action_space.n)
     return Agent(obs_space.shape, action_dim, continuous, hidden_size,
-                 uint8=obs_space.dtype == np.uint8)
+                 uint8=byte_pixels(obs_space))
 
 
 # ---------------------------------------------------------------------------------------

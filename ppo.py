@@ -383,7 +383,7 @@ class ImageEncoder(nn.Module):
     The channel axis is set by convention, never guessed from the sizes (MinAtar's Seaquest
     frames are 10 x 10 x 10): channels_last for H x W x C images, Gymnasium's and MinAtar's
     convention, moved first for the convolutions; channels first (C x H x W) for the stack
-    of Atari frames that atari_wrappers makes. uint8 pixels are scaled to [0, 1].
+    of Atari frames that atari_wrappers makes. 0-255 pixels (byte_pixels) are scaled to [0, 1].
     A convolution's output side is (side - kernel) // stride + 1. Two sizes:
 
         at least 36 x 36 (Atari's 84 x 84 frames; Mnih et al. 2015): conv 32 8x8 stride 4,
@@ -672,7 +672,7 @@ def main(args: Args) -> dict:
     # Set up: seeds, device, the agent, the observation normalizer, the run folder.
     device = seed_and_device(args.seed, args.cuda, small_network=len(obs_space.shape) != 3)
     agent = Agent(obs_space.shape, action_dim, continuous, args.hidden_size,
-                  uint8=obs_space.dtype == np.uint8, channels_last=channels_last(args.env_id),
+                  uint8=byte_pixels(obs_space), channels_last=channels_last(args.env_id),
                   activation=args.activation, ortho_init=args.ortho_init,
                   log_std_init=args.log_std_init).to(device)
     normalizer = ObsNormalizer(obs_space.shape, args.norm_obs)
@@ -840,6 +840,14 @@ def channels_last(env_id):
     ALE/ id. An environment of one's own with C x H x W images moves the axis to the end
     (gymnasium.wrappers.TransformObservation with np.moveaxis(obs, 0, -1))."""
     return not env_id.startswith("ALE/")
+
+
+def byte_pixels(space):
+    """Whether an image holds 0-255 pixels to scale to [0, 1]: uint8 with 255 at the top of
+    its Box (Atari's frames). Any other image is read as it is: MinAtar's cells are 0/1
+    whether its build declares them bool (PyPI's 1.0.15) or uint8 with a top of 1 (its
+    GitHub code since 2023), and 0/1 divided by 255 would be all but blank."""
+    return space.dtype == np.uint8 and bool(np.all(space.high == 255))
 
 
 def register_game_ids(env_id):

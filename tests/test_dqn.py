@@ -545,16 +545,24 @@ class ByteCells(BoolCells):
     on = 255
 
 
+class Uint8Cells(BoolCells):  # MinAtar's GitHub code since 2023: uint8 cells, 1 at the top
+    observation_space = gym.spaces.Box(0, 1, (4, 4, 6), dtype=np.uint8)
+    on = 1
+
+
 gym.register("DqnBoolCells-v0", entry_point=BoolCells, max_episode_steps=3)
 gym.register("DqnByteCells-v0", entry_point=ByteCells, max_episode_steps=3)
+gym.register("DqnUint8Cells-v0", entry_point=Uint8Cells, max_episode_steps=3)
 
 
 @pytest.mark.parametrize("env_id, pixels, set_cell", [("DqnBoolCells-v0", False, 1),
-                                                      ("DqnByteCells-v0", True, 255)])
+                                                      ("DqnByteCells-v0", True, 255),
+                                                      ("DqnUint8Cells-v0", False, 1)])
 def test_an_image_of_cells_or_pixels_reaches_the_network_as_it_should(tmp_path, monkeypatch,
                                                                       env_id, pixels, set_cell):
-    # Bool cells are 0/1 already: the encoder reads them as they are (uint8=False), where
-    # bytes are pixels it scales by 1/255 (a set cell read as a byte would be 1/255). Both
+    # Bool cells, and uint8 cells of a Box whose top is 1, are 0/1 already: the encoder reads
+    # them as they are (uint8=False), where bytes of a Box whose top is 255 are pixels it
+    # scales by 1/255 (a set cell read as a byte would be 1/255). All
     # are kept in the replay buffer as uint8 (a set cell 1 or 255), and both keep their
     # channels last, by the convention, though 6 channels outnumber the 4 cells of a side.
     encoders, buffers = [], []

@@ -352,6 +352,17 @@ def test_continuous_actions_and_images_learn_through_the_same_loop(env_id, obs_d
     assert summary["global_steps"] == 32 and summary["eval_return_mean"] is not None
 
 
+@pytest.mark.parametrize("dtype, top, scaled", [(np.uint8, 255, True), (np.uint8, 1, False),
+                                               (bool, 1, False)])
+def test_the_agent_scales_only_0_to_255_pixels(dtype, top, scaled):
+    # make_agent builds the actors' and the learner's agents. Bytes whose Box tops out at 255
+    # are pixels, divided by 255; MinAtar's 0/1 cells, declared bool (PyPI) or uint8 with a
+    # top of 1 (its GitHub code), are read as they are.
+    space = impala.gym.spaces.Box(0, top, (10, 10, 2), dtype=dtype)
+    agent = impala.make_agent(space, impala.gym.spaces.Discrete(3), 8)
+    assert agent.encoder.uint8 is scaled
+
+
 def test_stop_at_return_stops_and_nan_loss_stops_cleanly(tmp_path, local_actors, monkeypatch,
                                                          capsys):
     args = impala.Args(total_timesteps=4000, num_envs=4, num_steps=16, hidden_size=8,

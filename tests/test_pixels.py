@@ -115,11 +115,13 @@ def test_the_channel_axis_is_set_by_the_id_and_main_passes_it_on(script, tmp_pat
     assert seen and set(seen) == {((10, 10, 10), True)}
 
 
-@pytest.mark.parametrize("env_id, uint8", [("PixelBars-v0", True), ("BoolCells-v0", False)])
-def test_ppo_scales_bytes_only_where_the_observation_is_uint8(env_id, uint8, tmp_path,
-                                                               monkeypatch):
+@pytest.mark.parametrize("env_id, uint8", [("PixelBars-v0", True), ("BoolCells-v0", False),
+                                           ("Uint8Cells-v0", False)])
+def test_ppo_scales_bytes_only_where_the_observation_is_0_to_255(env_id, uint8, tmp_path,
+                                                                 monkeypatch):
     # PixelBars' frames are bytes, 0 to 255: the encoder divides them by 255. MinAtar's cells
-    # (BoolCells here) are 0 and 1 already: divided by 255 they would be 0 and 0.004.
+    # are 0 and 1 already, declared bool (BoolCells here) or uint8 with a top of 1 (Uint8Cells):
+    # divided by 255 they would be 0 and 0.004.
     agents = []
     monkeypatch.setattr(ppo, "train", lambda args, agent, *rest: agents.append(agent))
     ppo.main(ppo.Args(env_id=env_id, total_timesteps=64, num_envs=2, num_steps=32,
@@ -231,7 +233,16 @@ gym.register("PixelBars-v0", entry_point=Bars)
 gym.register("PixelBarsFlat-v0", entry_point=flat_bars)
 gym.register("SquareImage-v0", entry_point=SquareImage)
 gym.register("PixelCatch-v0", entry_point=Catch)
+class Uint8Cells(BoolCells):
+    """BoolCells' frames as uint8 cells in a Box whose top is 1 (MinAtar's GitHub code)."""
+    observation_space = gym.spaces.Box(0, 1, (10, 10, 2), dtype=np.uint8)
+
+    def draw(self):
+        return super().draw().astype(np.uint8)
+
+
 gym.register("BoolCells-v0", entry_point=BoolCells)
+gym.register("Uint8Cells-v0", entry_point=Uint8Cells)
 
 LEARN = {  # short runs: PPO's defaults; DQN updating every 4 steps from step 500
     "ppo.py": dict(total_timesteps=8192),
