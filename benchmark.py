@@ -123,7 +123,8 @@ PPO_LSTM_PENDULUM = ["--hide-obs", "2", "--total-timesteps", "200000", "--anneal
 # MinAtar, the CPU-sized pixel benchmark. DQN as the MinAtar paper runs it (Young & Tian 2019):
 # one environment, a gradient step of 32 transitions every environment step, the target
 # network copied every 1,000 of them, epsilon from 1 to 0.1 over the first 100k steps (0.1 of
-# 1M; the paper's over the 100k after its 5,000 random ones), replay of 100k from step 5,000,
+# 1M; the paper's over the 100k after its 5,000 random ones), replay of 100k from step 5,000
+# (batches drawn with replacement, the paper's without: 32 of up to 100k rows),
 # Huber loss, a constant rate, no double DQN; its departures: Adam at the paper's rate where
 # the paper has RMSProp (dqn.py's --optimizer rmsprop is the paper's; not yet run here),
 # gradients clipped at norm 10 (dqn.py's; rarely reached under the Huber loss), 1M steps of
