@@ -133,7 +133,9 @@ PPO_LSTM_PENDULUM = ["--hide-obs", "2", "--total-timesteps", "200000", "--anneal
 # issue's ids, for both scripts. PPO with CleanRL's
 # Atari settings (ppo_atari.py: 8 environments of 128 steps, 4 minibatches, 4 epochs, clip
 # 0.1, value loss clipped, entropy 0.01, rate annealed); departures: MinAtar's small network,
-# not the Nature DQN's, 1M steps of CleanRL's 10M, and the rate 1e-3 where CleanRL's is
+# not the Nature DQN's, rewards unclipped as MinAtar's paper plays them (CleanRL clips Atari's
+# to their sign; surfacing in Seaquest is worth up to 10), 1M steps of CleanRL's 10M,
+# and the rate 1e-3 where CleanRL's is
 # 2.5e-4: at 2.5e-4 the policy hardly moved (approx KL 1e-4 to 1e-3 an update) and Asterix,
 # Breakout and Freeway stalled below the paper's DQN; 1e-3 was chosen on seed 1 (results.md,
 # "Learning from pixels"), except on Freeway (below).

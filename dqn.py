@@ -827,8 +827,9 @@ class FireReset(gym.Wrapper):
     whose ball or round waits for it (Breakout), as OpenAI's baselines and CleanRL do: a
     policy that never presses it would idle until ALE's cap of 108,000 frames. The press is
     a step of 4 frames that the agent does not take (not counted in the budget); its reward
-    is added to the step's after a lost life and dropped at reset, as theirs. Departure:
-    baselines and CleanRL press RIGHT (action 2) after FIRE as well; FIRE alone launches the
+    is dropped at reset, as theirs, and added to the step's after a lost life. Departures:
+    after a lost life theirs drop it too (it is almost always 0: the ball is not yet in
+    play), and they press RIGHT (action 2) after FIRE as well; FIRE alone launches the
     ball."""
 
     def reset(self, **kwargs):
