@@ -21,11 +21,11 @@ A time-limit truncation is not a termination: the buffer stores the true final o
 step drops the bootstrap term.
 
 The optimizer is Adam with torch's default eps = 1e-8, as CleanRL's and Stable-Baselines3's
-DQN use it; the 2015 paper and the MinAtar paper used RMSProp (--optimizer rmsprop, the
-MinAtar paper's). Its learning rate decays linearly to 0 over the
-budget (--anneal-lr), a departure from the DQN papers' constant rate, taken from
-rl-baselines3-zoo's linear schedules: on CartPole a good policy otherwise drifts away again
-(benchmarks/results.md, dqn.py).
+DQN use it; the 2015 paper and the MinAtar paper used RMSProp (--optimizer rmsprop is the
+MinAtar paper's). Its learning rate decays linearly to 0 over the budget (--anneal-lr), a
+departure from the DQN papers' constant rate, taken from rl-baselines3-zoo's linear
+schedules: on CartPole a good policy otherwise drifts away again (benchmarks/results.md,
+dqn.py).
 
 The network follows the observation: an MLP for a flat vector, the DQN paper's convolutional
 network for an image (a smaller one for small grids such as MinAtar's); Atari ids (ALE/...)
@@ -292,7 +292,8 @@ def td_loss(q_values, actions, targets, loss="mse"):
 
 
 def make_optimizer(params, name, learning_rate):
-    """The Q-network's optimizer, g the gradient of a parameter theta, lr the learning rate:
+    """The Q-network's optimizer. Each update is elementwise: theta any parameter tensor, g
+    its gradient (the same shape), v and m running statistics of that shape, lr the rate:
 
         adam     Adam with torch's default eps 1e-8, as CleanRL's and Stable-Baselines3's DQN
                  (fused=True: torch's one-kernel Adam, the same update; Performance notes)
