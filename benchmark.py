@@ -127,6 +127,10 @@ PPO_LSTM_PENDULUM = ["--hide-obs", "2", "--total-timesteps", "200000", "--anneal
 # (batches drawn with replacement, the paper's without: 32 of up to 100k rows),
 # Huber loss, a constant rate, no double DQN; its departures: Adam at the paper's rate where
 # the paper has RMSProp (dqn.py's --optimizer rmsprop is the paper's; not yet run here),
+# the rate 2.5e-4 (examples/dqn.py's STEP_SIZE, about 2^-12) on every game where the paper
+# draws each game's curve at the best step size of its sweep (kenjyoung/MinAtar's
+# img/sensitivity_curves.gif: Asterix and Seaquest 2^-13, Breakout 2^-9, Freeway 2^-11,
+# Space Invaders 2^-12; results.md, "Learning from pixels"),
 # gradients clipped at norm 10 (dqn.py's; rarely reached under the Huber loss), 1M steps of
 # the paper's 5M, an evaluation with epsilon 0.05 (the paper reports training returns only),
 # and the -v1 ids' minimal action sets (Breakout 3 actions; the paper's code plays all 6), the
