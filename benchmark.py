@@ -514,6 +514,11 @@ NOTES = "<!-- benchmark.py rewrites everything above this line and keeps everyth
 CURVE_POINTS = 200
 """points of each seed's moving-mean curve kept in results.json (for the figures)"""
 
+READ_AT = (0.1, 0.25, 0.5, 0.75, 1.0)
+"""fractions of a run's steps at which results.json keeps the window mean over every episode
+("train_mean_at"; at 1M steps: 100k, 250k, 500k, 750k and 1M): the readings the notes
+quote, which the curve's 200 kept points can miss by a few tenths"""
+
 
 # ---------------------------------------------------------------------------------------
 # Running and reading runs
@@ -547,6 +552,12 @@ def read_run(task, output_dir):
     reached = np.flatnonzero((np.arange(len(returns)) >= w - 1) & (mean_w >= task.threshold))
     first = reached[0] if len(reached) else None
     keep = np.unique(np.linspace(0, len(steps) - 1, CURVE_POINTS).astype(int))
+    # the window mean of the episodes ended by each mark (None before the first ends), and
+    # the highest full-window mean with the step where it first stood
+    marks = [round(f * summary["global_steps"]) for f in READ_AT]
+    ended = [np.searchsorted(steps, m, side="right") - 1 for m in marks]
+    full = np.arange(w - 1, len(returns))
+    best = full[np.argmax(mean_w[full])] if len(full) else None
     evaluations = os.path.join(folder, "evaluations.csv")  # with --eval-every
     if os.path.exists(evaluations):
         with open(evaluations, newline="") as f:
@@ -557,7 +568,11 @@ def read_run(task, output_dir):
             "solve_s": float(times[first]) if first is not None else None,
             "global_steps": summary["global_steps"], "eval_return": summary["eval_return_mean"],
             "sps": round(summary["global_steps"] / summary["wall_time_s"]),
-            "curve": [steps[keep].tolist(), mean_w[keep].round(2).tolist()]}
+            "curve": [steps[keep].tolist(), mean_w[keep].round(2).tolist()],
+            "train_mean_at": [marks, [round(float(mean_w[i]), 2) if i >= 0 else None
+                                      for i in ended]],
+            "best_train_mean": ([round(float(mean_w[best]), 2), int(steps[best])]
+                                if best is not None else None)}
 
 
 @contextlib.contextmanager
