@@ -126,8 +126,8 @@ PPO_LSTM_PENDULUM = ["--hide-obs", "2", "--total-timesteps", "200000", "--anneal
 # 1M; the paper's over the 100k after its 5,000 random ones), replay of 100k from step 5,000
 # (batches drawn with replacement, the paper's without: 32 of up to 100k rows),
 # Huber loss, a constant rate, no double DQN; its departures: Adam at the paper's rate where
-# the paper has RMSProp (dqn.py's --optimizer rmsprop is the paper's; with Breakout's 2^-9 on seeds 1-3
-# it was no better at 1M: 5.36 / 7.64 / 6.53, results.md),
+# the paper has RMSProp (dqn.py's --optimizer rmsprop is the paper's; at Breakout's 2^-9
+# on seeds 1-3 it was no better at 1M: 5.36 / 7.64 / 6.53, results.md),
 # the rate 2.5e-4 (examples/dqn.py's STEP_SIZE, about 2^-12) on every game where the paper
 # draws each game's curve at the best step size of its sweep (kenjyoung/MinAtar's
 # img/sensitivity_curves.gif: Asterix and Seaquest 2^-13, Breakout 2^-9, Freeway 2^-11,

@@ -198,25 +198,27 @@ def test_tasks_run_in_the_order_given(tmp_path, monkeypatch):
 
 
 def test_a_run_is_read_with_its_evaluations_and_its_last_window_mean(tmp_path):
-    # Window 2, threshold 5: returns 1, 4, 6, 10, 6 at steps 10-50; the 2-episode means 2.5,
-    # 5, 8, 8 reach 5 at the third episode (step 30); the final mean is (10 + 6) / 2 = 8.
+    # Window 2, threshold 7: returns 9, 4, 6, 10, 6 at steps 10-50; the first episode alone
+    # has 9, a window not yet full that counts for nothing; the 2-episode means 6.5, 5, 8, 8
+    # reach 7 at the fourth episode (step 40); the final mean is (10 + 6) / 2 = 8.
     # evaluations.csv's rows come back as [steps], [means].
     folder = tmp_path / "seed1" / "run"
     folder.mkdir(parents=True)
     (folder / "summary.json").write_text(json.dumps(
         {"global_steps": 60, "eval_return_mean": 9.5, "wall_time_s": 6.0}))
     (folder / "episodes.csv").write_text("global_step,wall_time,episode_return\n" + "".join(
-        f"{10 * i},{i}.0,{r}\n" for i, r in enumerate([1, 4, 6, 10, 6], start=1)))
+        f"{10 * i},{i}.0,{r}\n" for i, r in enumerate([9, 4, 6, 10, 6], start=1)))
     (folder / "evaluations.csv").write_text(
         "global_step,wall_time,eval_return_mean,eval_return_std\n20,2.0,3.25,0.5\n40,4.0,9.5,1\n")
-    task = benchmark.Task("ppo", "CartPole-v1", 5, "a goal", window=2)
+    task = benchmark.Task("ppo", "CartPole-v1", 7, "a goal", window=2)
     run = benchmark.read_run(task, str(tmp_path / "seed1"))
-    assert run["solve_step"] == 30 and run["solve_s"] == 3.0 and run["sps"] == 10
+    assert run["solve_step"] == 40 and run["solve_s"] == 4.0 and run["sps"] == 10
     assert run["final_train_mean"] == 8.0
     assert run["evaluations"] == [[20, 40], [3.25, 9.5]]
-    # READ_AT of 60 steps: 6 (no episode yet), 15 (the first alone: 1), 30 (5), 45 (8 of step 40),
-    # 60 (8); the highest full-window mean is 8, first at step 40 (again at 50)
-    assert run["train_mean_at"] == [[6, 15, 30, 45, 60], [None, 1.0, 5.0, 8.0, 8.0]]
+    # READ_AT of 60 steps: 6 (no episode yet), 15 (the first alone: 9), 30 (5), 45 (8 of step
+    # 40), 60 (8); the highest full-window mean is 8, first at step 40 (again at 50), not the 9
+    # of the first episode alone
+    assert run["train_mean_at"] == [[6, 15, 30, 45, 60], [None, 9.0, 5.0, 8.0, 8.0]]
     assert run["best_train_mean"] == [8.0, 40]
 
 
