@@ -19,6 +19,7 @@ Run:
     python benchmark.py --scripts ppo --seeds 5
     python benchmark.py --scripts ppo --envs CartPole-v1 --seeds 5 --jobs 1
     python benchmark.py --scripts mappo --tasks mappo-simple_spread_v3-as --seeds 3 --jobs 1
+    python benchmark.py --list                 # every task: its name, budget and goal
 """
 
 # ---------------------------------------------------------------------------------------
@@ -26,7 +27,9 @@ Run:
 # ---------------------------------------------------------------------------------------
 import contextlib
 import csv
+import difflib
 import fcntl
+import importlib
 import json
 import os
 import subprocess
@@ -65,6 +68,8 @@ class Args:
     """runs at once; use 1 for timings"""
     out: str = os.path.join(ROOT, "benchmarks")
     """where results.md, results.json, the figures and the run folders go"""
+    list: bool = False
+    """print the tasks these flags select (name, seeds' budget, goal) and run nothing"""
 
 
 # ---------------------------------------------------------------------------------------
@@ -86,6 +91,9 @@ class Task:
     """episodes in the moving mean that is compared with the threshold"""
     torch: bool = True
     """the script uses torch, so the benchmark passes --no-cuda (qlearning.py has no such flag)"""
+    eval_threshold: bool = False
+    """the threshold is a figure of greedy evaluations (a paper's or the RL Zoo's MuJoCo
+    curves): the task's figure draws its --eval-every evaluations against it"""
 
     @property
     def name(self):
@@ -277,16 +285,17 @@ def mujoco_tasks(script):
         if script == "ppo":
             tasks.append(Task("ppo", env_id, ppo_goal, f"eval at least {ppo_goal} at 1M steps "
                               "(the RL Zoo's PPO; CleanRL's 2383 / 1443 / 2288 the floor)",
-                              PPO_MUJOCO[env_id], window=100))
+                              PPO_MUJOCO[env_id], window=100, eval_threshold=True))
             continue
         flags = (SAC_MUJOCO if script == "sac" else
                  TD3_MUJOCO + ["--learning-starts", TD3_RANDOM_STEPS[env_id]])
         tasks += [Task(script, env_id, goal_300k, f"eval at least {goal_300k} at 300k and "
                        f"{goal_100k} at 100k (the TD3 paper's curves)",
-                       flags + ["--total-timesteps", "300000"], window=100),
+                       flags + ["--total-timesteps", "300000"], window=100, eval_threshold=True),
                   Task(script, env_id, goal_100k, f"the first 100k steps of the 300k task: eval "
                        f"at least {goal_100k} (the TD3 paper's curves)",
-                       flags + ["--total-timesteps", "100000"], label="100k", window=100)]
+                       flags + ["--total-timesteps", "100000"], label="100k", window=100,
+                       eval_threshold=True)]
     return tasks
 
 
@@ -650,16 +659,35 @@ def write_results(results, out):
 
 
 def plot_task(task, runs, out):
-    """The moving mean training return of every seed against environment steps."""
-    fig = Figure(figsize=(7, 4), dpi=100)
-    ax = fig.add_subplot()
+    """The moving mean training return of every seed against environment steps, with the
+    threshold. Where the threshold is an evaluation figure (task.eval_threshold), it is
+    drawn in a second panel against what it measures: each seed's --eval-every evaluations
+    and its final evaluation (after the last update), marked at the last step."""
+    fig = Figure(figsize=(12 if task.eval_threshold else 7, 4), dpi=100)
+    train = fig.add_subplot(1, 2 if task.eval_threshold else 1, 1)
     for run in runs:
-        ax.plot(*run["curve"], lw=1.2, label=f"seed {run['seed']}")
-    ax.axhline(task.threshold, color="gray", ls="--", lw=1, label=f"threshold {task.threshold:g}")
-    ax.set(xlabel="environment steps", ylabel=f"mean of the last {task.window} episode returns",
-           title=f"{task.script}.py on {task.env_id}, {len(runs)} seeds")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=7, loc="lower right")
+        train.plot(*run["curve"], lw=1.2, label=f"seed {run['seed']}")
+    train.set(xlabel="environment steps", ylabel=f"mean of the last {task.window} episode returns",
+              title=f"{task.script}.py on {task.env_id}, {len(runs)} seeds: training")
+    panels = [train]
+    if task.eval_threshold:
+        evaluation = fig.add_subplot(1, 2, 2, sharey=train)
+        for i, run in enumerate(runs):
+            steps, returns = run.get("evaluations", ([], []))
+            evaluation.plot(steps, returns, lw=1.2, marker=".", color=f"C{i}",
+                            label=f"seed {run['seed']}")
+            evaluation.plot(run["global_steps"], run["eval_return"], marker="*", ms=9,
+                            color=f"C{i}", ls="none")
+        evaluation.plot([], [], marker="*", ms=9, color="gray", ls="none",
+                        label="final evaluation, after the last update")
+        evaluation.set(xlabel="environment steps", ylabel="greedy evaluation return",
+                       title="greedy evaluations")
+        panels.append(evaluation)
+    panels[-1].axhline(task.threshold, color="gray", ls="--", lw=1, label=f"threshold "
+                       f"{task.threshold:g}" + (" (an evaluation)" if task.eval_threshold else ""))
+    for ax in panels:
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7, loc="lower right")
     fig.tight_layout()
     fig.savefig(os.path.join(out, f"{task.name}.png"))
 
@@ -690,15 +718,53 @@ def first_seed(runs):
     return "" if first == 1 else f" --first-seed {first}"
 
 
-def main(args: Args):
-    unknown = [s for s in args.scripts if s not in TASKS]
-    if unknown or args.seeds < 1 or args.jobs < 1 or args.first_seed < 0:
-        sys.exit(f"benchmark.py: error: scripts are {', '.join(TASKS)}; --seeds and --jobs "
-                 "must be positive, --first-seed 0 or more")
+def select_tasks(args):
+    """The tasks the flags name, in the order of --tasks when given; a name that is not a
+    script, a task or a reference environment, or a selection of nothing, is bad input."""
+    every = [t for s in TASKS.values() for t in s]
+    for flag, what, given, known in (
+            ("--scripts", "script", args.scripts, list(TASKS)),
+            ("--tasks", "task", args.tasks, [t.name for t in every]),
+            ("--envs", "reference environment", args.envs, sorted({t.env_id for t in every}))):
+        for name in given:
+            if name not in known:
+                close = difflib.get_close_matches(name, known, n=3, cutoff=0.5)
+                fail(f"{flag} {name}: no {what} of that name"
+                     + (f"; did you mean {', '.join(close)}?" if close else "")
+                     + " (python benchmark.py --list shows every task)")
+    if args.seeds < 1 or args.jobs < 1 or args.first_seed < 0:
+        fail("--seeds and --jobs must be positive, --first-seed 0 or more")
     tasks = [t for s in args.scripts for t in TASKS[s] if (not args.envs or t.env_id in args.envs)
              and (not args.tasks or t.name in args.tasks)]
+    if not tasks:
+        fail("no task is of these --scripts, --envs and --tasks together; "
+             "python benchmark.py --list shows every task")
     if args.tasks:  # run in the order given, the most wanted first
         tasks.sort(key=lambda t: args.tasks.index(t.name))
+    return tasks
+
+
+def fail(message):
+    """Bad input: one line on stderr and exit status 2, before any run starts."""
+    print(f"benchmark.py: error: {message}", file=sys.stderr)
+    sys.exit(2)
+
+
+def budget(task):
+    """The task's --total-timesteps: the last one its flags give (tyro takes the last), or
+    the script's default (importing a script builds nothing)."""
+    given = [task.flags[i + 1] for i, f in enumerate(task.flags) if f == "--total-timesteps"]
+    if given:
+        return int(given[-1])
+    return importlib.import_module(task.script).Args.__dataclass_fields__["total_timesteps"].default
+
+
+def main(args: Args):
+    tasks = select_tasks(args)
+    if args.list:
+        for task in tasks:
+            print(f"{task.name:42} {budget(task):>11,} steps  {task.goal}")
+        return
     os.makedirs(args.out, exist_ok=True)
     seeds = range(args.first_seed, args.first_seed + args.seeds)
     load_before = os.getloadavg()[0]

@@ -102,7 +102,7 @@ def script_path(script):
 
 SUMMARY_KEYS = {"algorithm", "env_id", "seed", "global_steps", "wall_time_s",
                 "train_return_last20", "eval_return_mean", "eval_return_std", "eval_episodes",
-                "solved_at_step", "solved_at_time_s", "interrupted"}
+                "solved_threshold", "solved_at_step", "solved_at_time_s", "interrupted"}
 
 
 # The flags every script has (CONTRIBUTING.md, "Flags every script has"); torch scripts add --cuda/--no-cuda.
@@ -158,10 +158,11 @@ def fresh_env_module():
     """Unload tests/my_envs.py and forget the ids it registers, so that a script given
     `--env-id my_envs:GridWorld-v0` can only find the id by importing the module itself.
     Yields the module's name."""
-    def forget():
+    def forget():  # every id the module registered, so that its next import warns of none
         sys.modules.pop("my_envs", None)
-        for env_id in ("GridWorld-v0", "GridCells-v0", "Slider-v0"):
-            gym.registry.pop(env_id, None)
+        for env_id in [i for i, spec in gym.registry.items()
+                       if getattr(spec.entry_point, "__module__", None) == "my_envs"]:
+            gym.registry.pop(env_id)
     forget()
     yield "my_envs"
     forget()

@@ -10,6 +10,7 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 
 import benchmark
 from conftest import ROOT, script_path
@@ -195,6 +196,69 @@ def test_tasks_run_in_the_order_given(tmp_path, monkeypatch):
     benchmark.main(benchmark.Args(scripts=["ppo"], tasks=["ppo-Pendulum-v1", "ppo-CartPole-v1"],
                                   seeds=2, jobs=1, out=str(tmp_path)))
     assert order == ["ppo-Pendulum-v1"] * 2 + ["ppo-CartPole-v1"] * 2
+
+
+def test_benchmark_refuses_a_name_it_does_not_know_before_any_run(tmp_path, capsys):
+    # one line naming the flag and the name, the close names, the way to list them; status 2
+    # and nothing written; a selection of nothing (a task of another script) too
+    for flags, words in (
+            ({"tasks": ["ppo-CartPole-v2"]}, "--tasks ppo-CartPole-v2: no task of that name; "
+                                             "did you mean ppo-CartPole-v1, "),
+            ({"envs": ["Hopper-v4"]}, "--envs Hopper-v4: no reference environment of that "
+                                      "name; did you mean Hopper-v5?"),
+            ({"scripts": ["pppo"]}, "--scripts pppo: no script of that name; did you mean ppo,"),
+            ({"scripts": ["dqn"], "tasks": ["ppo-CartPole-v1"]}, "no task is of these"),
+            ({"seeds": 0}, "--seeds and --jobs must be positive")):
+        with pytest.raises(SystemExit) as exit_:
+            benchmark.main(benchmark.Args(**flags, out=str(tmp_path / "out")))
+        err = capsys.readouterr().err
+        assert exit_.value.code == 2 and len(err.splitlines()) == 1, (flags, err)
+        assert err.startswith("benchmark.py: error: ") and words in err, (flags, err)
+        assert "--list" in err or "seeds" in flags
+    assert not (tmp_path / "out").exists()
+
+
+def test_benchmark_lists_the_tasks_it_would_run_with_their_budgets(tmp_path, capsys):
+    # --list prints a line per selected task, in --tasks' order: the name, the budget its
+    # flags give (the last --total-timesteps counts) or the script's default, the goal
+    import ppo
+    benchmark.main(benchmark.Args(tasks=["ppo-Pendulum-v1", "ppo-CartPole-v1"], list=True,
+                                  out=str(tmp_path / "out")))
+    lines = capsys.readouterr().out.splitlines()
+    tasks = {t.name: t for t in benchmark.TASKS["ppo"]}
+    assert [line.split()[:3] for line in lines] == [
+        ["ppo-Pendulum-v1", "200,000", "steps"],
+        ["ppo-CartPole-v1", f"{ppo.Args().total_timesteps:,}", "steps"]]
+    assert lines[0].endswith(tasks["ppo-Pendulum-v1"].goal)
+    assert not (tmp_path / "out").exists()  # nothing run, nothing written
+    benchmark.main(benchmark.Args(scripts=["sac"], envs=["Hopper-v5"], list=True))
+    assert [line.split()[:2] for line in capsys.readouterr().out.splitlines()] == [
+        ["sac-Hopper-v5", "300,000"], ["sac-Hopper-v5-100k", "100,000"]]
+
+
+def test_a_task_measured_against_an_evaluation_figure_draws_its_evaluations_against_it(
+        tmp_path, monkeypatch):
+    # The MuJoCo tasks' thresholds are papers' evaluation figures: the threshold line goes
+    # into a second panel with each seed's --eval-every evaluations and its final one (a
+    # star at the last step); the training panel has none. Other tasks: one panel, the line.
+    from matplotlib.figure import Figure
+    figures = []
+    monkeypatch.setattr(Figure, "savefig", lambda fig, path: figures.append(fig))
+    runs = [{"seed": 7, "curve": [[10, 20], [1.0, 2.0]], "evaluations": [[10, 20], [5.0, 6.0]],
+             "global_steps": 25, "eval_return": 9.0}]
+    tasks = {t.name: t for s in benchmark.TASKS.values() for t in s}
+    assert {n for n, t in tasks.items() if t.eval_threshold} == {
+        n for n in tasks if n.startswith(("ppo-", "sac-", "ddpg_td3-")) and "-v5" in n}
+    benchmark.plot_task(tasks["sac-Hopper-v5-100k"], runs, str(tmp_path))
+    benchmark.plot_task(tasks["ppo-CartPole-v1"], runs, str(tmp_path))
+    (train, evaluation), (only,) = figures[0].axes, figures[1].axes
+
+    def drawn(ax):  # each line's points, the threshold's as (x, y) of its ends
+        return [(list(line.get_xdata()), list(line.get_ydata())) for line in ax.lines]
+    assert drawn(train) == [([10, 20], [1.0, 2.0])]
+    assert drawn(evaluation)[:2] == [([10, 20], [5.0, 6.0]), ([25], [9.0])]
+    assert drawn(evaluation)[-1][1] == [659, 659]  # the TD3 paper's Hopper at 100k
+    assert drawn(only) == [([10, 20], [1.0, 2.0]), ([0, 1], [475, 475])]
 
 
 def test_a_run_is_read_with_its_evaluations_and_its_last_window_mean(tmp_path):
