@@ -10,16 +10,30 @@ regression on the same batch, supplies the baseline that "better than expected" 
 Key equations (a trajectory tau = s_0, a_0, r_0, s_1, ..., pi_theta the policy, gamma the
 discount, t indexes steps, done_t = terminated_t or truncated_t):
 
-    J(theta)       = E_tau[ sum_t gamma^t r_t ]                       the objective
-    plain gradient   grad J = E[ sum_t grad log pi_theta(a_t|s_t) * G_0 ],
-                     G_0 = sum_k gamma^k r_k, the whole episode's return (Williams 1992)
-    reward-to-go     grad J = E[ sum_t grad log pi_theta(a_t|s_t) * R_t ],
-                     R_t = sum_{k>=t} gamma^(k-t) r_k: an action cannot change the rewards
-                     that came before it, so those terms have expectation 0 and are dropped
-    baseline         grad J = E[ sum_t grad log pi_theta(a_t|s_t) * (R_t - b(s_t)) ],
-                     with b(s_t) = V_phi(s_t), a value network fitted to R_t
+    J(theta)       = E_tau[ sum_t r_t ]              the objective: an episode's return
+    plain gradient   grad J = E[ sum_t grad log pi_theta(a_t|s_t) * sum_k r_k ] (Williams 1992)
+    reward-to-go     grad J = E[ sum_t grad log pi_theta(a_t|s_t) * sum_{k>=t} r_k ]: an action
+                     cannot change the rewards that came before it, so those terms have
+                     expectation 0 and are dropped
+    discounted       the script weighs by R_t = sum_{k>=t} gamma^(k-t) r_k in place of
+                     sum_{k>=t} r_k: rewards long after an action count less (less variance,
+                     a bias for gamma < 1; gamma as in Schulman et al. 2016, section 2)
+    baseline         E[ sum_t grad log pi_theta(a_t|s_t) * (R_t - b(s_t)) ], the same in
+                     expectation, with b(s_t) = V_phi(s_t), a value network fitted to R_t
     the loss         L_pi(theta) = -mean_t[ log pi_theta(a_t|s_t) * A_t ],  A_t = R_t - V(s_t)
-    the critic       L_V(phi) = mean_t[ 0.5 * (V_phi(s_t) - R_t)^2 ]
+                     standardized over the batch (--norm-adv: mean 0, std 1); with
+                     --no-baseline A_t = R_t itself, raw (standardizing would subtract the
+                     batch's mean, a baseline of its own)
+    the critic       L_V(phi) = mean_t[ 0.5 * (V_phi(s_t) - R_t)^2 ]  (--gae-lambda: target
+                     A_t + V(s_t), below)
+
+Which objective: the reward-to-go gradient of the undiscounted J, with the discounted R_t
+as its weights, a biased estimate of grad J for gamma < 1. It is not the gradient of the
+discounted objective E[ sum_t gamma^t r_t ] either: that is E[ sum_t gamma^t grad log
+pi_theta(a_t|s_t) * R_t ], whose factor gamma^t (late steps of an episode would count for
+almost nothing) is dropped, as in Spinning Up's VPG (its page says so of its own: advantages
+from the discounted return, the gradient formula undiscounted) and most implementations;
+Nota & Thomas 2020 show that the direction so followed is in general no function's gradient.
 
 Why the baseline does not bias the gradient: for any function b of the state alone,
 
@@ -29,7 +43,10 @@ Why the baseline does not bias the gradient: for any function b of the state alo
 so subtracting it changes the variance of the estimate, not its mean (a good baseline,
 close to R_t, makes the variance much smaller). With --gae-lambda the advantage is GAE
 (Schulman et al. 2016) instead, A_t = sum_k (gamma lambda)^k delta_{t+k}; lambda = 1 gives
-R_t - V(s_t) again, lambda < 1 trades a little bias for less variance.
+R_t - V(s_t) again, lambda < 1 trades a little bias for less variance. The critic's target
+is then A_t + V(s_t), the lambda-return, as trpo.py's and ppo.py's are, so that comparing
+the three does not turn on the critic's target; Spinning Up's VPG regresses on R_t even
+with GAE.
 
 The batch is N*T steps, not whole episodes: an episode cut by the end of the batch, or by a
 time limit (Gymnasium's truncation), goes on in its reward-to-go as the value of the
@@ -48,6 +65,7 @@ Papers:
         Estimation", ICLR 2016
     Pardo et al. 2018, "Time Limits in Reinforcement Learning", ICML 2018
     Achiam 2018, "Spinning Up in Deep RL" (its VPG: one policy step, 80 value steps per batch)
+    Nota & Thomas 2020, "Is the Policy Gradient a Gradient?", AAMAS 2020
 
 Run:
     python vpg.py --env-id CartPole-v1
@@ -140,9 +158,9 @@ class Args:
     gae_lambda: Optional[float] = None
     """lambda of GAE for the advantage (0.97 in Spinning Up; None: reward-to-go minus baseline)"""
     baseline: bool = True
-    """subtract the value baseline; --no-baseline weighs by the reward-to-go itself"""
+    """subtract the value baseline; --no-baseline weighs by the raw reward-to-go, unstandardized"""
     norm_adv: bool = True
-    """normalize the advantages over the batch (mean 0, std 1), as Spinning Up does"""
+    """standardize the baseline's advantages over the batch (mean 0, std 1), as Spinning Up does"""
     norm_obs: bool = False
     """normalize observations by running mean and variance, clip to [-10, 10] (kept in model.pt)"""
     norm_reward: bool = False
@@ -361,7 +379,7 @@ class ObsNormalizer:
             setattr(self.rms, k, state[k].numpy())
 
 
-def make_vector_env(env_id, num_envs, training=False, reward_gamma=None, video_folder=None):
+def make_vector_env(env_id, num_envs, reward_gamma=None, video_folder=None):
     """N copies of env_id in one synchronous vector environment, with SAME_STEP autoreset
     (the observation after an episode ends is the next episode's first; the true last one
     is in info["final_obs"]) and episode statistics recorded by Gymnasium's wrapper. With
@@ -449,7 +467,9 @@ def train(args, agent, normalizer, envs, run, device):
         b_obs, b_actions = buffer.obs.flatten(0, 1), buffer.actions.flatten(0, 1)
         b_logprobs, b_values = buffer.logprobs.flatten(), buffer.values.flatten()
         b_advantages, b_returns = advantages.flatten(), returns.flatten()
-        if args.norm_adv:  # over the whole batch; the baseline's job is done by then
+        # Standardized over the whole batch, the baseline's advantages only: standardizing the
+        # raw reward-to-go of --no-baseline would subtract its batch mean, a baseline itself.
+        if args.norm_adv and args.baseline:
             b_advantages = (b_advantages - b_advantages.mean()) / (b_advantages.std() + 1e-8)
 
         # Policy: one gradient step on the whole batch.
@@ -459,7 +479,8 @@ def train(args, agent, normalizer, envs, run, device):
         pg_loss.backward()
         policy_optimizer.step()
 
-        # Value: --vf-iters epochs of minibatch regression on the reward-to-go.
+        # Value: --vf-iters epochs of minibatch regression on the returns: the reward-to-go,
+        # or with --gae-lambda A + V (Spinning Up regresses on the reward-to-go even then).
         for _ in range(args.vf_iters):
             for idx in torch.randperm(batch_size, device=device).split(minibatch_size):
                 v_loss = value_loss(agent.get_value(b_obs[idx]), b_returns[idx])
@@ -499,7 +520,7 @@ def main(args: Args) -> dict:
     # Train (unless evaluating a checkpoint), then finish: evaluate, save, write, plot.
     interrupted = False
     if checkpoint is None:
-        envs = make_vector_env(args.env_id, args.num_envs, training=True,
+        envs = make_vector_env(args.env_id, args.num_envs,
                                reward_gamma=args.gamma if args.norm_reward else None)
         try:
             train(args, agent, normalizer, envs, run, device)

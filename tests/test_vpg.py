@@ -246,18 +246,21 @@ def test_the_loop_gives_the_math_the_truncation_bootstrap_and_the_acting_policy(
     assert logprob.requires_grad and torch.allclose(logprob, stored["logprobs"].flatten())
 
 
-@pytest.mark.parametrize("gae_lambda, baseline, advantages, targets", [
+@pytest.mark.parametrize("flags, advantages, targets", [
     # reward-to-go as worked out above, R = [5.5, 9, 16, 6], minus V = 10*[0, 1, 2, 0]
-    (None, True, [5.5, -1.0, -4.0, 6.0], [5.5, 9.0, 16.0, 6.0]),
+    (dict(norm_adv=False), [5.5, -1.0, -4.0, 6.0], [5.5, 9.0, 16.0, 6.0]),
     # --no-baseline: the reward-to-go itself weighs the log-probabilities
-    (None, False, [5.5, 9.0, 16.0, 6.0], [5.5, 9.0, 16.0, 6.0]),
+    (dict(baseline=False, norm_adv=False), [5.5, 9.0, 16.0, 6.0], [5.5, 9.0, 16.0, 6.0]),
+    # --no-baseline at the default --norm-adv: still the raw reward-to-go, not standardized
+    # ((R - 9.125) / 4.478 would subtract the batch mean, a baseline)
+    (dict(baseline=False), [5.5, 9.0, 16.0, 6.0], [5.5, 9.0, 16.0, 6.0]),
     # --gae-lambda 0.5: delta_t = 1 + 0.5*next_value_t - V_t = [1 + 5 - 0, 1 + 10 - 10,
     # 1 + 15 - 20, 1 + 5 - 0] = [6, 1, -4, 6]; A_3 = 6, A_2 = -4 (the episode ended),
     # A_1 = 1 + 0.25*(-4) = 0, A_0 = 6 + 0.25*0 = 6; targets A + V = [6, 10, 16, 6]
-    (0.5, True, [6.0, 0.0, -4.0, 6.0], [6.0, 10.0, 16.0, 6.0]),
+    (dict(gae_lambda=0.5, norm_adv=False), [6.0, 0.0, -4.0, 6.0], [6.0, 10.0, 16.0, 6.0]),
 ])
 def test_the_advantage_flags_reach_the_policy_step_and_the_value_targets(
-        tmp_path, monkeypatch, gae_lambda, baseline, advantages, targets):
+        tmp_path, monkeypatch, flags, advantages, targets):
     # The batch of the test above (V(s) = 10*s, rewards 1, gamma 0.5, truncated after the
     # third step), with --gae-lambda and --no-baseline: vpg_loss gets the advantages they
     # choose, value_loss regresses on the targets, and updates.csv's explained variance is
@@ -282,9 +285,8 @@ def test_the_advantage_flags_reach_the_policy_step_and_the_value_targets(
     monkeypatch.setattr(vpg, "value_loss", lambda values, returns: (
         regressed.append(returns.clone()), original_value_loss(values, returns))[1])
     vpg.main(vpg.Args(env_id="CountToThree-v0", total_timesteps=8, num_envs=2, num_steps=4,
-                      vf_minibatches=2, vf_iters=1, gamma=0.5, gae_lambda=gae_lambda,
-                      baseline=baseline, norm_adv=False, eval_episodes=0,
-                      output_dir=str(tmp_path)))
+                      vf_minibatches=2, vf_iters=1, gamma=0.5, eval_episodes=0,
+                      output_dir=str(tmp_path), **flags))
     both = lambda values: [v for v in values for _ in range(2)]  # two environments alike
     (weighed,) = weights
     assert weighed.tolist() == approx(both(advantages))
