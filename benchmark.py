@@ -19,7 +19,7 @@ Run:
     python benchmark.py --scripts ppo --seeds 5
     python benchmark.py --scripts ppo --envs CartPole-v1 --seeds 5 --jobs 1
     python benchmark.py --scripts mappo --tasks mappo-simple_spread_v3-as --seeds 3 --jobs 1
-    python benchmark.py --list                 # every task: its name, budget and goal
+    python benchmark.py --list                 # every task: name, budget, goal, command
 """
 
 # ---------------------------------------------------------------------------------------
@@ -69,7 +69,8 @@ class Args:
     out: str = os.path.join(ROOT, "benchmarks")
     """where results.md, results.json, the figures and the run folders go"""
     list: bool = False
-    """print the tasks these flags select (name, seeds' budget, goal) and run nothing"""
+    """print the tasks these flags select (name, budget, goal, the command of --first-seed's
+    run) and run nothing"""
 
 
 # ---------------------------------------------------------------------------------------
@@ -536,15 +537,21 @@ quote, which the curve's 200 kept points can miss by a few tenths"""
 def run_one(task, seed, out):
     """One process; returns its figures, read back from the run folder it wrote."""
     output_dir = os.path.join(out, "runs", task.name, f"seed{seed}")
-    command = [sys.executable, os.path.join(ROOT, f"{task.script}.py"), "--env-id", task.env_id,
-               "--seed", str(seed), "--output-dir", output_dir,
-               *(["--no-cuda"] if task.torch else []), *task.flags]
+    script, *flags = command_line(task, seed)
+    command = [sys.executable, os.path.join(ROOT, script), *flags, "--output-dir", output_dir]
     start = time.time()
     done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
     process_s = time.time() - start
     if done.returncode != 0:
         raise RuntimeError(f"{' '.join(command)} failed:\n{done.stderr[-2000:]}")
     return {"seed": seed, "process_s": round(process_s, 3), **read_run(task, output_dir)}
+
+
+def command_line(task, seed):
+    """The script and flags of one run, as a user would type them (benchmark.py adds where
+    the run folder goes)."""
+    return [f"{task.script}.py", "--env-id", task.env_id, "--seed", str(seed),
+            *(["--no-cuda"] if task.torch else []), *task.flags]
 
 
 def read_run(task, output_dir):
@@ -763,7 +770,8 @@ def main(args: Args):
     tasks = select_tasks(args)
     if args.list:
         for task in tasks:
-            print(f"{task.name:42} {budget(task):>11,} steps  {task.goal}")
+            print(f"{task.name:42} {budget(task):>11,} steps  {task.goal}\n"
+                  f"    python {' '.join(command_line(task, args.first_seed))}")
         return
     os.makedirs(args.out, exist_ok=True)
     seeds = range(args.first_seed, args.first_seed + args.seeds)

@@ -218,22 +218,34 @@ def test_benchmark_refuses_a_name_it_does_not_know_before_any_run(tmp_path, caps
     assert not (tmp_path / "out").exists()
 
 
-def test_benchmark_lists_the_tasks_it_would_run_with_their_budgets(tmp_path, capsys):
-    # --list prints a line per selected task, in --tasks' order: the name, the budget its
-    # flags give (the last --total-timesteps counts) or the script's default, the goal
+def test_benchmark_lists_the_tasks_it_would_run_with_their_budgets_and_commands(
+        tmp_path, capsys, monkeypatch):
+    # --list prints two lines per selected task, in --tasks' order: the name, the budget its
+    # flags give (the last --total-timesteps counts) or the script's default, the goal; then
+    # the command of --first-seed's run, which is what run_one starts (plus --output-dir)
     import ppo
     benchmark.main(benchmark.Args(tasks=["ppo-Pendulum-v1", "ppo-CartPole-v1"], list=True,
-                                  out=str(tmp_path / "out")))
+                                  first_seed=7, out=str(tmp_path / "out")))
     lines = capsys.readouterr().out.splitlines()
     tasks = {t.name: t for t in benchmark.TASKS["ppo"]}
-    assert [line.split()[:3] for line in lines] == [
+    assert [line.split()[:3] for line in lines[::2]] == [
         ["ppo-Pendulum-v1", "200,000", "steps"],
         ["ppo-CartPole-v1", f"{ppo.Args().total_timesteps:,}", "steps"]]
     assert lines[0].endswith(tasks["ppo-Pendulum-v1"].goal)
+    assert lines[3] == ("    python ppo.py --env-id CartPole-v1 --seed 7 --no-cuda "
+                        "--stop-at-return 475")
     assert not (tmp_path / "out").exists()  # nothing run, nothing written
     benchmark.main(benchmark.Args(scripts=["sac"], envs=["Hopper-v5"], list=True))
-    assert [line.split()[:2] for line in capsys.readouterr().out.splitlines()] == [
+    assert [line.split()[:2] for line in capsys.readouterr().out.splitlines()[::2]] == [
         ["sac-Hopper-v5", "300,000"], ["sac-Hopper-v5-100k", "100,000"]]
+    # run_one starts the listed command, the run folder added
+    started = []
+    monkeypatch.setattr(benchmark.subprocess, "run", lambda command, **kw: started.append(
+        command) or subprocess.CompletedProcess(command, 1, "", "stopped here"))
+    with pytest.raises(RuntimeError, match="stopped here"):
+        benchmark.run_one(tasks["ppo-CartPole-v1"], 7, str(tmp_path))
+    assert started[0][1:] == [os.path.join(ROOT, "ppo.py"), *lines[3].split()[2:],
+                              "--output-dir", str(tmp_path / "runs" / "ppo-CartPole-v1" / "seed7")]
 
 
 def test_a_task_measured_against_an_evaluation_figure_draws_its_evaluations_against_it(
@@ -327,14 +339,18 @@ def test_the_readmes_mujoco_table_is_results_jsons_final_evaluations():
     # greedy evaluation, after the last update), and "not yet" where results.json has no runs;
     # a row per script and budget: ppo at 1M, ddpg_td3 and sac at 100k (their -100k tasks)
     # and at 300k (their tasks without a label)
+    # a row whose first cell says "training episodes" holds the same runs' last-100-episode
+    # training mean (final_train_mean), CleanRL's measure, instead
     section = read(README).split("\n## MuJoCo\n")[1].split("\n## ")[0]
     results = results_json()
-    rows = {(script, line.split("|")[2].strip()): line for script in ("ppo", "ddpg_td3", "sac")
+    rows = {(script, line.split("|")[2].strip(), "training episodes" in line.split("|")[1]): line
+            for script in ("ppo", "ddpg_td3", "sac")
             for line in section.splitlines() if line.startswith(f"| {script}.py")}
-    assert ("ppo", "1M") in rows and ("ddpg_td3", "100k") in rows and ("sac", "100k") in rows
-    assert set(rows) <= {("ppo", "1M")} | {(s, b) for s in ("ddpg_td3", "sac")
-                                            for b in ("100k", "300k")}
-    for (script, budget), line in rows.items():
+    assert {("ppo", "1M", False), ("ppo", "1M", True), ("ddpg_td3", "100k", False),
+            ("sac", "100k", False)} <= set(rows)
+    assert set(rows) <= {("ppo", "1M", False), ("ppo", "1M", True)} | {
+        (s, b, False) for s in ("ddpg_td3", "sac") for b in ("100k", "300k")}
+    for (script, budget, training), line in rows.items():
         cells = [c.strip() for c in line.strip("|").split("|")]
         for env, cell in zip(("Hopper-v5", "HalfCheetah-v5", "Walker2d-v5"), cells[2:5]):
             task = (f"ppo-{env}" if script == "ppo" else
@@ -342,8 +358,19 @@ def test_the_readmes_mujoco_table_is_results_jsons_final_evaluations():
             if task not in results:
                 assert cell == "not yet", (task, cell)
                 continue
-            expected = spread([run["eval_return"] for run in results[task]["runs"]], "{:,.0f}")
+            figure = "final_train_mean" if training else "eval_return"
+            expected = spread([run[figure] for run in results[task]["runs"]], "{:,.0f}")
             assert cell == expected, (task, cell, expected)
+
+
+def test_results_md_gives_each_minatar_games_command_as_benchmark_runs_it():
+    # the block under results.md's minatar-commands anchor: seed 101's command of every
+    # MinAtar task of ppo.py and dqn.py, in TASKS' order, exactly as run_one would start it
+    notes = read(RESULTS).split('<a id="minatar-commands"></a>')[1]
+    block = fenced_blocks(notes, "bash")[0].splitlines()
+    tasks = [t for s in ("ppo", "dqn") for t in benchmark.TASKS[s] if t.env_id.startswith("MinAtar/")]
+    assert len(tasks) == 10
+    assert block == ["python " + " ".join(benchmark.command_line(t, 101)) for t in tasks]
 
 
 def test_the_readmes_minatar_table_is_results_jsons_training_means():
