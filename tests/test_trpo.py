@@ -367,7 +367,7 @@ def test_the_policy_step_gets_the_gae_advantages_and_the_critic_regresses_on_the
     assert sorted(torch.cat(regressed).tolist()) == approx(sorted(both([6.0625, 10.5, 16.0, 6.0])))
 
 
-def test_the_step_solves_the_damped_fisher_system_of_the_acting_policy_and_scales_it_to_delta(
+def test_the_step_solves_the_damped_fisher_system_scales_it_to_delta_and_logs_its_kl(
         tmp_path, monkeypatch):
     # A policy small enough to write its Fisher matrix out: logits = W s + b, 4 parameters,
     # on CountToThree-v0's observations. F is the Hessian of the batch's mean
@@ -377,6 +377,7 @@ def test_the_step_solves_the_damped_fisher_system_of_the_acting_policy_and_scale
     #   conjugate_gradient runs 4 iterations on b = g and returns x = (F + c I)^-1 g
     #   the full step is sqrt(2 delta / (x^T (F + c I) x)) * x
     #   the line search bounds the KL by delta (not c) and tries up to --backtrack-iters 7 steps
+    #   updates.csv's kl is the KL of the step taken (below)
     with_critic_by_hand(monkeypatch, actor=lambda: torch.nn.Linear(1, 2))
     seen = {}
     original_step, original_cg = trpo.trust_region_step, trpo.conjugate_gradient
@@ -385,6 +386,7 @@ def test_the_step_solves_the_damped_fisher_system_of_the_acting_policy_and_scale
     def spy_step(agent, obs, actions, old_logprobs, advantages, args):
         seen["batch"] = (obs.clone(), actions.clone(), advantages.clone())
         seen["theta_old"] = torch.nn.utils.parameters_to_vector(agent.actor.parameters()).detach().clone()
+        seen["agent"] = agent
         return original_step(agent, obs, actions, old_logprobs, advantages, args)
 
     def spy_cg(matrix_vector_product, b, iters, *rest):
@@ -424,6 +426,19 @@ def test_the_step_solves_the_damped_fisher_system_of_the_acting_policy_and_scale
     expected = torch.sqrt(2 * 0.02 / (x @ damped @ x)) * x
     assert full_step.tolist() == pytest.approx(expected.tolist(), rel=1e-3, abs=1e-6)
     assert (max_kl, coef, search_iters) == (0.02, 0.6, 7)
+    # Scaled with the damped product: 0.5 s^T (F + c I) s = delta, the quadratic model's
+    # own KL 0.5 s^T F s falls short of it by 0.5 c |s|^2, and the step taken (here the whole
+    # of it) has a KL far below delta. updates.csv logs that KL: the mean over the batch's
+    # states of sum_a p_old(a|s) log(p_old(a|s) / p_new(a|s)), written out with the softmax
+    # probabilities of theta before and after the update.
+    assert 0.5 * (full_step @ damped @ full_step).item() == pytest.approx(0.02, rel=1e-3)
+    assert 0.5 * (full_step @ fisher @ full_step).item() < 0.02
+    theta_new = torch.nn.utils.parameters_to_vector(seen["agent"].actor.parameters()).detach()
+    assert theta_new.tolist() == pytest.approx((theta_old + full_step).tolist(), abs=1e-6)
+    p_old, p_new = torch.softmax(logits(theta_old), -1), torch.softmax(logits(theta_new), -1)
+    by_hand = (p_old * torch.log(p_old / p_new)).sum(-1).mean().item()
+    (row,) = read_csv(next(tmp_path.glob("*/updates.csv")))
+    assert float(row["kl"]) == pytest.approx(by_hand, rel=1e-4) and 0 < by_hand < 0.01
 
 
 def test_the_trust_region_step_moves_the_gaussians_log_std():
@@ -448,6 +463,65 @@ def test_the_trust_region_step_moves_the_gaussians_log_std():
     assert agent.actor_logstd.item() == pytest.approx(0.09759, abs=1e-5)
     assert torch.nn.utils.parameters_to_vector(agent.actor.parameters()).tolist() == \
         pytest.approx(weights.tolist(), abs=1e-6)
+
+
+def record_calls(monkeypatch, names):
+    """Replace trpo's functions of these names by ones that note their name, then run them."""
+    calls = []
+    for name in names:
+        original = getattr(trpo, name)
+        monkeypatch.setattr(trpo, name, lambda *a, name=name, original=original: (
+            calls.append(name), original(*a))[1])
+    return calls
+
+
+def policy_vector(agent):
+    return torch.nn.utils.parameters_to_vector(agent.policy_parameters()).detach().clone()
+
+
+def test_a_zero_gradient_skips_the_update_and_says_so(tmp_path, monkeypatch, capsys):
+    # Every advantage equal: standardized over the batch (--norm-adv) each is
+    # (1 - 1) / (0 + 1e-8) = 0, so g = mean(0 * grad log pi) = 0, and x = (F + c I)^-1 0 = 0
+    # would be scaled by sqrt(2 delta / 0): a NaN step. Each of the 2 updates is skipped: no
+    # conjugate gradient, no step, no line search, the policy as it was, a row of updates.csv
+    # with grad_norm, step_fraction, kl and surrogate_gain 0, and a line that says so.
+    original_gae, original_train = trpo.RolloutBuffer.gae, trpo.train
+
+    def equal_advantages(self, *args):
+        advantages, returns = original_gae(self, *args)
+        return torch.ones_like(advantages), returns
+
+    monkeypatch.setattr(trpo.RolloutBuffer, "gae", equal_advantages)
+    calls = record_calls(monkeypatch, ("conjugate_gradient", "natural_step", "line_search"))
+    started = []
+    monkeypatch.setattr(trpo, "train", lambda args, agent, *rest: (
+        started.append((agent, policy_vector(agent))), original_train(args, agent, *rest))[1])
+    trpo.main(trpo.Args(total_timesteps=512, num_envs=2, num_steps=128, eval_episodes=0,
+                        output_dir=str(tmp_path)))
+    ((agent, theta_before),) = started
+    assert calls == [] and torch.equal(policy_vector(agent), theta_before)
+    rows = read_csv(next(tmp_path.glob("*/updates.csv")))
+    assert len(rows) == 2 and {row[key] for row in rows for key in (
+        "grad_norm", "step_fraction", "kl", "surrogate_gain")} == {"0.0"}
+    assert capsys.readouterr().out.count(
+        "trpo.py: the policy gradient is 0: no step on this batch") == 2
+
+
+def test_a_non_finite_gradient_takes_no_step(monkeypatch, capsys):
+    # An advantage of NaN makes g NaN: no direction, so no step is tried (the line search
+    # would put NaN parameters into the policy) and the policy stays; the line says nan. The
+    # surrogate gain is NaN too, which stops a run as non-finite (test_nan_loss_stops_cleanly).
+    agent = trpo.Agent((1,), 2, False)
+    obs, actions = torch.zeros(2, 1), torch.tensor([0, 1])
+    with torch.no_grad():
+        old_logprobs = agent.distribution(obs).log_prob(actions)
+    theta_before = policy_vector(agent)
+    calls = record_calls(monkeypatch, ("conjugate_gradient", "natural_step", "line_search"))
+    stats = trpo.trust_region_step(agent, obs, actions, old_logprobs, tensor(math.nan, 1.0),
+                                   trpo.Args())
+    assert calls == [] and torch.equal(policy_vector(agent), theta_before)
+    assert (stats["step_fraction"], stats["kl"]) == (0.0, 0.0) and math.isnan(stats["grad_norm"])
+    assert "trpo.py: the policy gradient is nan: no step on this batch" in capsys.readouterr().out
 
 
 def test_norm_obs_statistics_see_each_acted_on_observation_and_normalize_the_final_one(
