@@ -11,14 +11,21 @@ policy pi being trained has moved on from mu: the batch is off-policy by the pol
 the number of learner updates between acting and learning. V-trace corrects for it with
 truncated importance weights.
 
-Key equations (t indexes the steps of a rollout, done_t = terminated_t or truncated_t):
+Key equations (t = 0, ..., T-1 indexes the steps of a rollout, done_t = terminated_t or
+truncated_t):
 
     lag      = k - v: the learner has taken k gradient steps; the actor acted with the
                weights after v of them (its version)
     rho_t    = min(rho_bar, pi(a_t|s_t) / mu(a_t|s_t)),   c_t = min(c_bar, pi / mu)
-    delta_t  = rho_t * (r_t + gamma * (1 - terminated_t) * V(s_{t+1}) - V(s_t))
-    vs_t     = V(s_t) + delta_t + gamma * c_t * (1 - done_t) * (vs_{t+1} - V(s_{t+1}))
-    A_t      = rho_t * (r_t + gamma * (1 - terminated_t) * vs_{t+1} - V(s_t))
+    V'_t     = V of the observation that followed a_t: V(s_{t+1}) inside the rollout,
+               V(s_T) after its last step (s_T opens the actor's next rollout), and V of
+               the true final observation where the episode was truncated at t
+    delta_t  = rho_t * (r_t + gamma * (1 - terminated_t) * V'_t - V(s_t))
+    vs_t     = V(s_t) + delta_t + gamma * c_t * (1 - done_t) * (vs_{t+1} - V(s_{t+1})),
+               with vs_T - V(s_T) = 0: the correction ends with the rollout
+    G_t      = vs_{t+1} where t < T-1 and not done_t, else V'_t (the bootstrap at the
+               rollout's end and at the episode's)
+    A_t      = rho_t * (r_t + gamma * (1 - terminated_t) * G_t - V(s_t))
     loss     = -mean(A_t * log pi(a_t|s_t)) + c_v * mean(0.5 * (vs_t - V(s_t))^2)
                - c_e * mean(entropy of pi(.|s_t))
 
@@ -31,12 +38,33 @@ Which parts are the algorithm and which are transport: Actor.rollout (acting), R
 and compute_vtrace (the targets), impala_loss and train (learning) are the algorithm; how a
 rollout and the weights travel (ActorPool, Ray) is plumbing, below the banner. --sync takes
 the rollouts of the actors in turn rather than as they arrive, so that a seed gives the same
-run twice; the lag is then the same every time too.
+run twice; the lag is then the same every time too. Acting never waits for learning: an
+actor plays its next rollout while the learner steps on the last, so even one actor's
+batches lag, by one update each after the first (A actors in turn, one rollout a batch:
+by A updates each after the first A).
 
-Departures from the paper: Adam (eps 1e-5) instead of RMSProp, the loss averaged rather
-than summed over the batch, the learning rate annealed linearly to 0, and one actor per
-vector of environments rather than per environment. Atari ids are not preprocessed here
-(ppo.py and dqn.py do it); images (MinAtar) get ppo.py's convolutional network.
+Departures from the paper and its authors' code (deepmind/scalable_agent, experiment.py),
+and why; TorchBeast (facebookresearch/torchbeast, monobeast.py) and Cleanba (vwxyzjn/cleanba,
+cleanba_impala.py) are named where they differ from it:
+
+  - Adam (eps 1e-5, as in ppo.py), for which the defaults here are set, where the authors'
+    code has RMSProp (decay 0.99, eps 0.1; TorchBeast's and Cleanba's eps is 0.01).
+  - The gradient's global norm clipped at --max-grad-norm (0.5, as in ppo.py) against a
+    rare large step; the authors' code clips none (TorchBeast and Cleanba clip at 40).
+  - The loss averaged over the batch, not summed: the learning rate does not depend on
+    the batch's size.
+  - Rewards as the environment gives them; the authors' code clips them (to [-1, 1] by
+    default), which would flatten Pendulum's (down to -16 a step).
+  - Separate actor and critic networks (on images, one encoder under two heads) that see
+    the observation alone; the authors' agent is one network with an LSTM whose input
+    also holds the last action and the clipped last reward. The environments here show
+    their state in each observation.
+  - c_bar a flag (default 1), to try other clips; the authors' code fixes c_t = min(1, pi/mu).
+  - One actor per vector of N environments rather than per environment: fewer processes.
+
+As in the authors' code, the learning rate falls linearly to 0 over the budget. Atari ids
+are not preprocessed here (ppo.py and dqn.py do it); images (MinAtar) get ppo.py's
+convolutional network.
 
 Papers:
     Espeholt et al. 2018, "IMPALA: Scalable Distributed Deep-RL with Importance Weighted
@@ -64,6 +92,7 @@ with --save-model, and with --eval-every N evaluations.csv (and best_model.pt).
 # ---------------------------------------------------------------------------------------
 # Imports
 # ---------------------------------------------------------------------------------------
+import contextlib
 import csv
 import difflib
 import importlib.util
@@ -75,6 +104,7 @@ import re
 import signal
 import socket
 import sys
+import threading
 import time
 import typing
 import warnings
@@ -143,6 +173,7 @@ class Args:
     # Learner
     learning_rate: float = 2e-3
     """Adam learning rate (the IMPALA paper uses RMSProp, its rate tuned per experiment)"""
+    # Linearly to 0, as the authors' code does.
     anneal_lr: bool = True
     """decay the learning rate linearly to 0 over the budget (so the budget changes the schedule)"""
     gamma: float = 0.99
@@ -153,6 +184,7 @@ class Args:
     # weight alike; IMPALA's code clips the latter apart, at 1 by default.
     rho_bar: float = 1.0
     """V-trace: clip of rho, in the value targets and the policy gradient (1 in the paper)"""
+    # A flag here; the authors' code fixes c_bar at 1.
     c_bar: float = 1.0
     """V-trace: clip of the trace coefficient c (1 in the paper)"""
     # 0.00025-0.033 in the paper's sweeps.
@@ -160,8 +192,9 @@ class Args:
     """entropy bonus coefficient c_e (0.01 in the paper's Atari runs)"""
     vf_coef: float = 0.5
     """value loss coefficient c_v (the paper's baseline cost, 0.5)"""
+    # The authors' code clips no gradient; TorchBeast and Cleanba clip at 40.
     max_grad_norm: float = 0.5
-    """gradient clipping: the largest global norm of the gradient (40 in the paper)"""
+    """gradient clipping: the largest global norm of the gradient"""
     # Image observations get the convolutional network, whose sizes are fixed.
     hidden_size: int = 64
     """width of the two hidden layers of the actor and of the critic, for vector observations"""
@@ -344,7 +377,9 @@ class ImageEncoder(nn.Module):
 
 class Agent(nn.Module):
     """Separate actor and critic MLPs on a vector observation; on an image, one shared
-    ImageEncoder under a linear actor head and a linear critic head. The actor outputs the
+    ImageEncoder under a linear actor head and a linear critic head. Either sees the
+    observation alone, without memory: the authors' agent adds an LSTM and feeds it the last
+    action and the clipped last reward too (module docstring). The actor outputs the
     logits of a categorical distribution, or the mean of a diagonal Gaussian whose log std
     is a learned state-independent parameter. The learner and every actor build the same one
     from the environment's spaces (make_agent)."""
@@ -496,7 +531,8 @@ def train(args, agent, actors, run, device):
     them (each actor plays on at once), compute V-trace with the current policy and critic,
     take one gradient step per batch, log the lag; until the budget, --stop-at-return or a
     non-finite loss."""
-    # eps = 1e-5 as in ppo.py (the paper's RMSProp has eps 0.01)
+    # Adam with eps 1e-5 as in ppo.py, where the authors' code has RMSProp with eps 0.1
+    # (TorchBeast's and Cleanba's: 0.01); see the departures in the module docstring
     optimizer = torch.optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5)
     rollout_steps = args.num_envs * args.num_steps
     num_updates = args.total_timesteps // (rollout_steps * args.rollouts_per_batch)
@@ -514,7 +550,7 @@ def train(args, agent, actors, run, device):
     for i in range(args.num_actors):
         ask(i)
     for update in range(1, num_updates + 1):
-        if args.anneal_lr:  # linearly from --learning-rate at the start to 0 at the end
+        if args.anneal_lr:  # linearly from --learning-rate to 0, as in the authors' code
             for group in optimizer.param_groups:
                 group["lr"] = args.learning_rate * (1 - (update - 1) / num_updates)
 
@@ -533,7 +569,8 @@ def train(args, agent, actors, run, device):
                 return
 
         # Targets: V-trace under the current policy and critic, against the behaviour
-        # log-probabilities the actors stored (--no-vtrace: rho = c = 1).
+        # log-probabilities the actors stored (--no-vtrace: rho = c = 1), on the rewards as
+        # the environments gave them (the authors' code clips them, to [-1, 1] by default).
         batch = RolloutBatch(rollouts, device)
         lags = policy_lags(version, batch.versions)
         _, logprobs, entropy, values = agent.get_action_and_value(
@@ -573,32 +610,36 @@ def main(args: Args) -> dict:
     check_args(args)
     obs_space, action_space = check_env(args.env_id)
     checkpoint = load_checkpoint(args.eval_checkpoint, args.env_id)  # None without the flag
-    own_ray = False  # whether this run starts Ray here (and so stops it at its end)
-    if checkpoint is not None:  # the network's size comes from the model
-        args = replace(args, hidden_size=checkpoint["args"]["hidden_size"])
-    else:  # Ray joined or started; no more actors than its CPUs
-        args, own_ray = join_ray(args)
+    own_ray = checkpoint is None and starts_ray(args)  # then stopped however the run ends
+    try:
+        if checkpoint is not None:  # the network's size comes from the model
+            args = replace(args, hidden_size=checkpoint["args"]["hidden_size"])
+        else:  # Ray joined or started; no more actors than its CPUs
+            args = join_ray(args)
 
-    # Set up: seeds, device, the learner's agent, the run folder, the actors.
-    device = seed_and_device(args.seed, args.cuda, small_network=len(obs_space.shape) != 3)
-    agent = make_agent(obs_space, action_space, args.hidden_size).to(device)
-    if checkpoint is not None:
-        restore(checkpoint, agent, args)
-    run = RunWriter(args, device, agent,
-                    rollout_steps=args.num_envs * args.num_steps * args.rollouts_per_batch)
+        # Set up: seeds, device, the learner's agent, the run folder, the actors.
+        device = seed_and_device(args.seed, args.cuda, small_network=len(obs_space.shape) != 3)
+        agent = make_agent(obs_space, action_space, args.hidden_size).to(device)
+        if checkpoint is not None:
+            restore(checkpoint, agent, args)
+        run = RunWriter(args, device, agent,
+                        rollout_steps=args.num_envs * args.num_steps * args.rollouts_per_batch)
 
-    # Train (unless evaluating a checkpoint), then finish: evaluate, save, write, plot.
-    interrupted = False
-    if checkpoint is None:
-        actors = ActorPool(args, stop_ray=own_ray)  # Ray actors; a dead one is replaced
-        try:
-            train(args, agent, actors, run, device)
-        except KeyboardInterrupt:
-            print(f"{SCRIPT}: interrupted; writing what the run has so far")
-            interrupted = run.summary["interrupted"] = True
-        finally:
-            actors.close()
-    summary = finish(args, run, agent, device, trained=checkpoint is None)
+        # Train (unless evaluating a checkpoint), then finish: evaluate, save, write, plot.
+        interrupted = False
+        if checkpoint is None:
+            actors = ActorPool(args)  # Ray actors; a dead one is replaced
+            try:
+                train(args, agent, actors, run, device)
+            except KeyboardInterrupt:
+                print(f"{SCRIPT}: interrupted; writing what the run has so far")
+                interrupted = run.summary["interrupted"] = True
+            finally:
+                actors.close()
+        summary = finish(args, run, agent, device, trained=checkpoint is None)
+    finally:  # whatever ended the run, Ctrl-C at any moment included: no Ray process outlives it
+        if own_ray:
+            stop_ray()
     if interrupted:
         raise KeyboardInterrupt  # the run folder is written; the command line exits with 130
     return summary
@@ -608,7 +649,7 @@ def main(args: Args) -> dict:
 # Plumbing: checks, run folder, evaluation, checkpoints (not needed to follow the algorithm)
 # ---------------------------------------------------------------------------------------
 # After the common pieces come impala.py's own: the actors on Ray (ActorPool, which
-# replaces a dead actor) and Ray itself, joined or started.
+# replaces a dead actor) and Ray itself, joined or started, and stopped however a run ends.
 class UsageError(Exception):
     """Bad input: reported as one line on stderr with exit status 2, before training."""
 
@@ -836,7 +877,12 @@ class RunWriter:
                     "numpy": np.__version__, "python": sys.version.split()[0]}
         with open(os.path.join(self.path, "config.json"), "w") as f:
             json.dump({**asdict(args), "device": str(device), "versions": versions}, f, indent=2)
+        # summary.json records when the mean of the last 20 training returns first
+        # reached --stop-at-return, else the environment's reward_threshold (CartPole-v1: 475)
+        threshold = args.stop_at_return if args.stop_at_return is not None else getattr(
+            gym.registry.get(args.env_id.rpartition(":")[2]), "reward_threshold", None)
         self.summary = dict.fromkeys(SUMMARY_KEYS) | {
+            "solved_threshold": None if args.eval_checkpoint else threshold,
             "algorithm": "impala", "env_id": args.env_id, "seed": args.seed, "global_steps": 0,
             "eval_episodes": args.eval_episodes, "interrupted": False}
         self.args, self.device, self.agent = args, device, agent
@@ -872,6 +918,7 @@ class RunWriter:
         self.returns.append(float(episode_return))
         self.write_row("episodes.csv", global_step=global_step, wall_time=round(self.elapsed(), 4),
                        episode_return=float(episode_return), episode_length=int(episode_length))
+        self.reached(self.summary["solved_threshold"], global_step)  # records when
 
     def update(self, global_step, **diagnostics):
         wall_time = self.elapsed()
@@ -925,11 +972,13 @@ class RunWriter:
         return float(np.mean(self.returns[-20:])) if self.returns else None
 
     def reached(self, threshold, global_step):
-        """True once the mean of the last 20 returns reaches threshold; records when."""
+        """True once the mean of the last 20 returns reaches threshold; records the
+        first step it did (each episode asks it of solved_threshold, train of --stop-at-return)."""
         if threshold is None or len(self.returns) < 20 or self.recent_return() < threshold:
             return False
-        self.summary["solved_at_step"] = global_step
-        self.summary["solved_at_time_s"] = round(self.elapsed(), 3)
+        if self.summary["solved_at_step"] is None:  # the first time only
+            self.summary["solved_at_step"] = global_step
+            self.summary["solved_at_time_s"] = round(self.elapsed(), 3)
         return True
 
     def close(self):
@@ -940,7 +989,7 @@ class RunWriter:
 EPISODE_FIELDS = ("global_step", "wall_time", "episode_return", "episode_length")
 SUMMARY_KEYS = ("algorithm", "env_id", "seed", "global_steps", "wall_time_s",
                 "train_return_last20", "eval_return_mean", "eval_return_std", "eval_episodes",
-                "solved_at_step", "solved_at_time_s", "interrupted")
+                "solved_threshold", "solved_at_step", "solved_at_time_s", "interrupted")
 
 
 def progress_line(global_step, total_steps, sps, recent_return, policy_lag=None):
@@ -1053,8 +1102,8 @@ def finish(args, run, agent, device, trained=True):
     curve = write_summary(args, run, trained)
     if args.eval_episodes and not summary["interrupted"]:
         video_folder = os.path.join(run.path, "videos") if args.capture_video else None
-        print(f"{SCRIPT}: final evaluation, {args.eval_episodes:,} episodes; the run is written "
-              "and Ctrl-C keeps it")
+        print(f"{SCRIPT}: final evaluation, {args.eval_episodes:,} "
+              f"episode{'s' * (args.eval_episodes > 1)}; the run is written and Ctrl-C keeps it")
         try:
             returns = evaluate(agent, args.env_id, args.eval_episodes, args.seed + 100_000,
                                device, video_folder)
@@ -1068,8 +1117,10 @@ def finish(args, run, agent, device, trained=True):
     closing = [f"{SCRIPT}: run folder {run.path}", f"global_steps {summary['global_steps']:,}"]
     for key in ("train_return_last20", "eval_return_mean"):
         closing.append(f"{key} " + ("-" if summary[key] is None else f"{summary[key]:.2f}"))
-    if args.stop_at_return is not None:
-        closing.append(f"solved_at_step {summary['solved_at_step'] or 'not reached'}")
+    if summary["solved_threshold"] is not None:  # --stop-at-return, else the environment's
+        source = "--stop-at-return" if args.stop_at_return is not None else "reward_threshold"
+        closing.append(f"solved_at_step {summary['solved_at_step'] or 'not reached'} "
+                       f"(last-20 mean >= {source} {summary['solved_threshold']:g})")
     if curve:
         closing.append(f"learning curve {curve}")
     print(" | ".join(closing))
@@ -1083,9 +1134,12 @@ def write_summary(args, run, trained, final=None):
     with open(os.path.join(run.path, "summary.json"), "w") as f:
         json.dump(run.summary, f, indent=2)
     variant = f" ({args.exp_name})" if args.exp_name != SCRIPT.removesuffix(".py") else ""
+    # an interrupted run (Ctrl-C, a non-finite loss) stops short of its budget: say so
+    stopped = (f", interrupted at step {run.summary['global_steps']:,}"
+               if run.summary["interrupted"] else "")
     if trained:
         return plot_learning_curve(run.path, run.steps, run.returns,
-                                   f"{SCRIPT}{variant} on {args.env_id}, seed {args.seed}",
+                                   f"{SCRIPT}{variant} on {args.env_id}, seed {args.seed}{stopped}",
                                    run.evaluations, final, lags=run.lags)
     return None
 
@@ -1103,7 +1157,7 @@ def cli():
         os.kill(os.getpid(), signal.SIGINT)
 
 
-# impala.py's own pieces: the actors on Ray, and Ray joined or started.
+# impala.py's own pieces: the actors on Ray, and Ray joined or started, then stopped.
 
 class ActorPool:
     """The actors: Ray actors, each an Actor with one CPU, wherever the cluster puts them
@@ -1115,9 +1169,9 @@ class ActorPool:
     actors' in turn, else whichever comes first. An actor that dies is replaced by a new one
     (environments seeded anew) that plays the lost rollout with the newest weights."""
 
-    def __init__(self, args, stop_ray=False):
+    def __init__(self, args):
         import ray
-        self.ray, self.args, self.stop_ray = ray, args, stop_ray
+        self.ray, self.args = ray, args
         if __name__ != "__main__":  # imported (tests): send the code, not a name to import
             ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
         self.remote_actor = ray.remote(num_cpus=1, max_restarts=0)(Actor)
@@ -1166,26 +1220,35 @@ class ActorPool:
             return i, rollout
 
     def close(self):
-        """Kill the actors, and stop Ray if this run started it (its processes would
-        otherwise outlive a run stopped by Ctrl-C)."""
+        """Kill the actors (main stops Ray itself where this run started it: stop_ray)."""
         for actor in self.actors:
             self.ray.kill(actor)
-        if self.stop_ray:
-            self.ray.shutdown()
+
+
+def starts_ray(args):
+    """Whether this run starts a Ray of its own here (no --ray-address, and none running in
+    this process yet), which it must then stop however it ends (stop_ray)."""
+    import ray
+    return args.ray_address is None and not ray.is_initialized()
+
+
+def stop_ray():
+    """Stop the Ray this run started, its processes with it. Ray's own exit handler would
+    not run after Ctrl-C (cli ends the process by SIGINT), and its raylet, killed with this
+    process, would leave its dashboard and runtime-env agents running, orphaned, a minute."""
+    import ray
+    ray.shutdown()
 
 
 def join_ray(args):
     """Join or start Ray (start_ray) and cap --num-actors, with a warning, at the cluster's
-    CPUs: an actor holds one CPU, and one more would wait for it forever. Returns the flags
-    and whether Ray was started here, by this run."""
-    import ray
-    started = not ray.is_initialized() and args.ray_address is None
+    CPUs: an actor holds one CPU, and one more would wait for it forever. Returns the flags."""
     cpus = start_ray(args.ray_address)
     if args.num_actors > cpus:
         print(f"{SCRIPT}: warning: --num-actors {args.num_actors} is more than the {cpus} CPUs "
               f"of the Ray cluster; using {cpus}", file=sys.stderr)
         args = replace(args, num_actors=cpus)
-    return args, started
+    return args
 
 
 def check_reachable(address):
@@ -1203,16 +1266,20 @@ def check_reachable(address):
 
 def start_ray(address):
     """Join the Ray cluster at address, or start Ray on this machine (None), unless this
-    process already has; returns the cluster's CPUs."""
+    process already has; returns the cluster's CPUs. Says so first: Ray takes seconds to
+    start, and Ctrl-C meanwhile is held back until it has (ctrl_c_held_back)."""
     import ray
     check_reachable(address)
     if not ray.is_initialized():
         if address is None:  # Ray runs its workers at niceness 15, below any other busy
             # process: beside one on 2 cores an actor took 48 s to import torch (2.5 s at 0)
             os.environ.setdefault("RAY_worker_niceness", "0")
+        print(f"{SCRIPT}: " + (f"joining Ray at {address} ..." if address else "starting Ray ..."),
+              flush=True)
         try:
-            ray.init(address=address, include_dashboard=False, log_to_driver=False,
-                     logging_level="ERROR")
+            with ctrl_c_held_back(active=address is None):
+                ray.init(address=address, include_dashboard=False, log_to_driver=False,
+                         logging_level="ERROR")
         except Exception as e:  # Ray raises a bare Exception when its node starts too slowly
             if address is None:
                 fail(f"cannot start Ray: {str(e).strip().splitlines()[0]} (on a busy machine, "
@@ -1224,6 +1291,36 @@ def start_ray(address):
     if cpus < 1:
         fail("the Ray cluster has no CPU for an actor; start it with some (ray start --num-cpus)")
     return cpus
+
+
+@contextlib.contextmanager
+def ctrl_c_held_back(active=True):
+    """Hold Ctrl-C back while Ray starts (active) and raise its KeyboardInterrupt once it has
+    started: interrupted inside ray.init, Ray leaves its processes half-started, out of
+    ray.shutdown's reach (its dashboard and runtime-env agents lived on, orphaned, for about
+    a minute), where once started it stops them all (main's stop_ray). A second Ctrl-C
+    raises at once. Only in the main thread under Python's own SIGINT handler (not where
+    SIGINT is ignored, as in a background job)."""
+    if (not active or signal.getsignal(signal.SIGINT) is not signal.default_int_handler
+            or threading.current_thread() is not threading.main_thread()):
+        yield
+        return
+    pressed = []
+
+    def hold(signum, frame):
+        if pressed:
+            raise KeyboardInterrupt
+        pressed.append(signum)
+        print(f"{SCRIPT}: Ctrl-C: stopping once Ray has started, in a few seconds (Ctrl-C again "
+              "stops at once, and Ray's processes can outlive the run by a minute)", flush=True)
+
+    signal.signal(signal.SIGINT, hold)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    if pressed:
+        raise KeyboardInterrupt
 
 
 if __name__ == "__main__":

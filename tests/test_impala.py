@@ -5,6 +5,9 @@ import copy
 import glob
 import inspect
 import os
+import signal
+import subprocess
+import sys
 import time
 from dataclasses import replace
 
@@ -13,7 +16,8 @@ import pytest
 import torch
 
 import impala
-from conftest import approx, check_evaluations, read_csv, same_seed_episodes, tensor
+from conftest import (approx, check_evaluations, read_csv, same_seed_episodes,
+                      sigint_as_in_a_terminal, spy_on, tensor)
 
 
 def column(*values):
@@ -232,9 +236,10 @@ class LocalActors:
 def local_actors(monkeypatch):
     """main() with LocalActors for its actors (and no Ray to start); yields their list."""
     made = []
-    monkeypatch.setattr(impala, "join_ray", lambda args: (args, False))
+    monkeypatch.setattr(impala, "starts_ray", lambda args: False)
+    monkeypatch.setattr(impala, "join_ray", lambda args: args)
     monkeypatch.setattr(impala, "ActorPool",
-                        lambda args, stop_ray: made.append(LocalActors(args)) or made[-1])
+                        lambda args: made.append(LocalActors(args)) or made[-1])
     return made
 
 
@@ -260,6 +265,37 @@ def test_the_lag_is_counted_right(tmp_path, local_actors):
     (actors,) = local_actors
     assert [r["version"] for r in actors.delivered] == [0, 0, 0, 0, 2, 3, 2, 3, 6, 7]
     assert all(behaviour_matches(r, actors.published[r["version"]]) for r in actors.delivered)
+
+
+def one_actor_run(tmp_path):
+    """main() at the default learning flags with one actor (LocalActors) of 2 CartPole
+    environments, 4 batches of one rollout of 8 steps; returns the rows of updates.csv."""
+    impala.main(impala.Args(total_timesteps=4 * 2 * 8, num_envs=2, num_steps=8, hidden_size=8,
+                            num_actors=1, sync=True, eval_episodes=0, output_dir=str(tmp_path)))
+    (updates,) = [read_csv(p) for p in glob.glob(str(tmp_path / "*" / "updates.csv"))]
+    return updates
+
+
+def test_one_actor_lags_one_update_too(tmp_path, local_actors):
+    # The actor is asked for its next rollout as soon as it delivers one, before the
+    # learner's step, so it plays with the weights of the step before:
+    #   v0 published; rollout 1 played with v0, learned at version 0: lag 0  -> version 1
+    #   rollout 2 asked before that step, so with v0, learned at 1: lag 1     -> version 2
+    #   rollout 3 asked at version 1, learned at 2: lag 1; rollout 4: v2 at 3, lag 1
+    assert [r["policy_lag"] for r in one_actor_run(tmp_path)] == ["0.0", "1.0", "1.0", "1.0"]
+    (actors,) = local_actors
+    assert [r["version"] for r in actors.delivered] == [0, 0, 1, 2]
+
+
+def test_the_learner_steps_as_the_module_docstring_says(tmp_path, local_actors, monkeypatch):
+    # At the default flags: Adam with eps 1e-5, the gradient's global norm clipped at 0.5 at
+    # every step, and the learning rate falling linearly to 0 over the 4 updates,
+    # 2e-3 * (1 - (u - 1) / 4) for u = 1, 2, 3, 4: 2e-3, 1.5e-3, 1e-3, 5e-4.
+    optimizers = spy_on(monkeypatch, impala.torch.optim, "Adam", lambda params, **k: k)
+    clips = spy_on(monkeypatch, impala.nn.utils, "clip_grad_norm_", lambda params, norm: norm)
+    updates = one_actor_run(tmp_path)
+    assert optimizers == [{"lr": 2e-3, "eps": 1e-5}] and clips == [0.5] * 4
+    assert [float(r["learning_rate"]) for r in updates] == approx([2e-3, 1.5e-3, 1e-3, 5e-4])
 
 
 def test_each_actor_started_seeds_its_environments_apart():
@@ -378,8 +414,45 @@ def test_stop_at_return_stops_and_nan_loss_stops_cleanly(tmp_path, local_actors,
 
 
 # ---------------------------------------------------------------------------------------
-# Runs on a local Ray: --sync twice, the smoke run, a killed actor
+# Runs on a local Ray: Ctrl-C while Ray starts, --sync twice, the smoke run, a killed actor
 # ---------------------------------------------------------------------------------------
+def live_processes(session):
+    """The processes of a session (a command started with start_new_session) that are still
+    running, zombies aside, as ps lists them: "pid command" lines."""
+    listed = subprocess.run(["ps", "-eo", "sid=,stat=,pid=,args="], capture_output=True,
+                            text=True, check=True).stdout
+    return [" ".join(line.split()[2:]) for line in listed.splitlines()
+            if line.split()[:1] == [str(session)] and not line.split()[1].startswith("Z")]
+
+
+def test_ctrl_c_while_ray_starts_leaves_no_process_behind(tmp_path):
+    # python impala.py with a Ray of its own says "starting Ray ..." at once. Ctrl-C (SIGINT
+    # to the whole command, as a terminal sends it) comes once the raylet has started its
+    # agents, inside ray.init: impala.py holds it back until Ray has started, stops Ray and
+    # dies of SIGINT (130 in a shell; a Popen's returncode says -SIGINT). A few seconds later
+    # no process of the command runs: let through at once, the interrupt left the raylet's
+    # dashboard and runtime-env agents running, orphaned, for about a minute.
+    pytest.importorskip("ray", reason="impala.py's actors need Ray: pip install ray==2.60.0")
+    command = subprocess.Popen([sys.executable, impala.__file__, "--output-dir", str(tmp_path)],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               start_new_session=True, preexec_fn=sigint_as_in_a_terminal)
+    deadline = time.time() + 60
+    while (not any("agent" in p.lower() for p in live_processes(command.pid))
+           and time.time() < deadline):
+        time.sleep(0.05)
+    os.killpg(command.pid, signal.SIGINT)
+    out, err = command.communicate(timeout=60)
+    assert command.returncode == -signal.SIGINT, err
+    deadline = time.time() + 5
+    while live_processes(command.pid) and time.time() < deadline:
+        time.sleep(0.1)
+    assert live_processes(command.pid) == []
+    assert out.splitlines()[:2] == ["impala.py: starting Ray ...", "impala.py: Ctrl-C: stopping "
+                                    "once Ray has started, in a few seconds (Ctrl-C again stops "
+                                    "at once, and Ray's processes can outlive the run by a minute)"]
+    assert "Traceback" not in err
+
+
 @pytest.fixture(scope="module")
 def ray_session():
     """One local Ray for all of this module's Ray tests (impala.py joins it rather than
