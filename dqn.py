@@ -607,8 +607,8 @@ def main(args: Args) -> dict:
     check_args(args)
     obs_space, num_actions = check_env(args.env_id)
     # The flags left at None take the observation's preset (PRESETS), checked in their turn.
-    args = with_preset(args, image=len(obs_space.shape) == 3)
-    check_args(args)
+    args, given = with_preset(args, image=len(obs_space.shape) == 3), args
+    check_args(args, given)
     checkpoint = load_checkpoint(args.eval_checkpoint, args.env_id)  # None without the flag
     if checkpoint is not None:  # the network's size comes from the model
         args = replace(args, hidden_size=checkpoint["args"]["hidden_size"])
@@ -698,11 +698,18 @@ def usage_error(event):
          f"{instead} {help_hint}")
 
 
-def check_args(args):
+def check_args(args, given=None):
     """Everything a user can get wrong in the flags, checked before any environment runs;
     main checks again once the flags left at None have their preset's values (with_preset),
-    and a check that needs one of those waits for it."""
+    given the flags as the user gave them, and a check that needs one of those waits for it.
+    A value the user did not give is named as the preset's, which a flag overrides."""
     flags = {k: v for k, v in asdict(args).items() if v is not None}
+
+    def preset(*names):  # " (the preset ... set --batch-size 256; ...)" for the values not given
+        taken = [f"--{n.replace('_', '-')} {getattr(args, n)}" for n in names
+                 if given is not None and getattr(given, n) is None]
+        return (f" (the preset for {args.env_id}'s observations, dqn.py's PRESETS, set "
+                f"{' and '.join(taken)}; a flag given overrides it)" if taken else "")
     for name in ("total_timesteps", "num_envs", "buffer_size", "batch_size",
                  "target_network_frequency", "train_frequency", "gradient_steps", "hidden_size",
                  "log_interval", "learning_rate", "max_grad_norm"):
@@ -728,16 +735,19 @@ def check_args(args):
         fail("--capture-video needs moviepy: pip install moviepy==2.2.1")
     if {"buffer_size", "batch_size"} <= flags.keys() and args.buffer_size < args.batch_size:
         fail(f"--buffer-size {args.buffer_size} is smaller than one batch (--batch-size "
-             f"{args.batch_size}); raise it or shrink the batch")
+             f"{args.batch_size}); raise it or shrink the batch"
+             + preset("buffer_size", "batch_size"))
     if "buffer_size" in flags and args.buffer_size % args.num_envs:
-        fail(f"--buffer-size {args.buffer_size} is not divisible by --num-envs "
-             f"{args.num_envs}; pick a multiple of {args.num_envs}")
+        multiple = max(args.buffer_size // args.num_envs, 1) * args.num_envs
+        fail(f"--buffer-size {args.buffer_size} is not divisible by --num-envs {args.num_envs}; "
+             f"pass --buffer-size {multiple}, a multiple of {args.num_envs}" + preset("buffer_size"))
     budget = args.total_timesteps // args.num_envs * args.num_envs  # whole steps of N envs
     if (args.eval_checkpoint is None and "learning_starts" in flags
             and args.learning_starts >= budget):
         fail(f"--learning-starts {args.learning_starts} is not below the budget of {budget:,} "
              f"steps (--total-timesteps {args.total_timesteps} in whole steps of --num-envs "
-             f"{args.num_envs}): the network would never train; lower it or raise the budget")
+             f"{args.num_envs}): the network would never train; lower it or raise the budget"
+             + preset("learning_starts"))
 
 
 def check_env(env_id):
@@ -959,7 +969,12 @@ class RunWriter:
                     "numpy": np.__version__, "python": sys.version.split()[0]}
         with open(os.path.join(self.path, "config.json"), "w") as f:
             json.dump({**asdict(args), "device": str(device), "versions": versions}, f, indent=2)
+        # summary.json records when the mean of the last 20 training returns first
+        # reached --stop-at-return, else the environment's reward_threshold (CartPole-v1: 475)
+        threshold = args.stop_at_return if args.stop_at_return is not None else getattr(
+            gym.registry.get(args.env_id.rpartition(":")[2]), "reward_threshold", None)
         self.summary = dict.fromkeys(SUMMARY_KEYS) | {
+            "solved_threshold": None if args.eval_checkpoint else threshold,
             "algorithm": "dqn", "env_id": args.env_id, "seed": args.seed, "global_steps": 0,
             "eval_episodes": args.eval_episodes, "interrupted": False}
         self.args, self.q_network = args, q_network
@@ -995,6 +1010,7 @@ class RunWriter:
         self.returns.append(float(episode_return))
         self.write_row("episodes.csv", global_step=global_step, wall_time=round(self.elapsed(), 4),
                        episode_return=float(episode_return), episode_length=int(episode_length))
+        self.reached(self.summary["solved_threshold"], global_step)  # records when
 
     def update(self, global_step, **diagnostics):
         wall_time = self.elapsed()
@@ -1050,11 +1066,13 @@ class RunWriter:
         return float(np.mean(self.returns[-20:])) if self.returns else None
 
     def reached(self, threshold, global_step):
-        """True once the mean of the last 20 returns reaches threshold; records when."""
+        """True once the mean of the last 20 returns reaches threshold; records the
+        first step it did (each episode asks it of solved_threshold, train of --stop-at-return)."""
         if threshold is None or len(self.returns) < 20 or self.recent_return() < threshold:
             return False
-        self.summary["solved_at_step"] = global_step
-        self.summary["solved_at_time_s"] = round(self.elapsed(), 3)
+        if self.summary["solved_at_step"] is None:  # the first time only
+            self.summary["solved_at_step"] = global_step
+            self.summary["solved_at_time_s"] = round(self.elapsed(), 3)
         return True
 
     def close(self):
@@ -1065,7 +1083,7 @@ class RunWriter:
 EPISODE_FIELDS = ("global_step", "wall_time", "episode_return", "episode_length")
 SUMMARY_KEYS = ("algorithm", "env_id", "seed", "global_steps", "wall_time_s",
                 "train_return_last20", "eval_return_mean", "eval_return_std", "eval_episodes",
-                "solved_at_step", "solved_at_time_s", "interrupted")
+                "solved_threshold", "solved_at_step", "solved_at_time_s", "interrupted")
 
 
 def progress_line(global_step, total_steps, sps, recent_return):
@@ -1167,8 +1185,8 @@ def finish(args, run, q_network, trained=True):
     curve = write_summary(args, run, trained)
     if args.eval_episodes and not summary["interrupted"]:
         video_folder = os.path.join(run.path, "videos") if args.capture_video else None
-        print(f"{SCRIPT}: final evaluation, {args.eval_episodes:,} episodes; the run is written "
-              "and Ctrl-C keeps it")
+        print(f"{SCRIPT}: final evaluation, {args.eval_episodes:,} "
+              f"episode{'s' * (args.eval_episodes > 1)}; the run is written and Ctrl-C keeps it")
         try:
             returns = evaluate(q_network, args.env_id, args.eval_episodes, args.seed + 100_000,
                                video_folder, args.eval_epsilon)
@@ -1182,8 +1200,10 @@ def finish(args, run, q_network, trained=True):
     closing = [f"{SCRIPT}: run folder {run.path}", f"global_steps {summary['global_steps']:,}"]
     for key in ("train_return_last20", "eval_return_mean"):
         closing.append(f"{key} " + ("-" if summary[key] is None else f"{summary[key]:.2f}"))
-    if args.stop_at_return is not None:
-        closing.append(f"solved_at_step {summary['solved_at_step'] or 'not reached'}")
+    if summary["solved_threshold"] is not None:  # --stop-at-return, else the environment's
+        source = "--stop-at-return" if args.stop_at_return is not None else "reward_threshold"
+        closing.append(f"solved_at_step {summary['solved_at_step'] or 'not reached'} "
+                       f"(last-20 mean >= {source} {summary['solved_threshold']:g})")
     if curve:
         closing.append(f"learning curve {curve}")
     print(" | ".join(closing))
@@ -1197,9 +1217,12 @@ def write_summary(args, run, trained, final=None):
     with open(os.path.join(run.path, "summary.json"), "w") as f:
         json.dump(run.summary, f, indent=2)
     variant = f" ({args.exp_name})" if args.exp_name != SCRIPT.removesuffix(".py") else ""
+    # an interrupted run (Ctrl-C, a non-finite loss) stops short of its budget: say so
+    stopped = (f", interrupted at step {run.summary['global_steps']:,}"
+               if run.summary["interrupted"] else "")
     if trained:
         return plot_learning_curve(run.path, run.steps, run.returns,
-                                   f"{SCRIPT}{variant} on {args.env_id}, seed {args.seed}",
+                                   f"{SCRIPT}{variant} on {args.env_id}, seed {args.seed}{stopped}",
                                    run.evaluations, final)
     return None
 

@@ -174,6 +174,18 @@ EXERCISES = (
               "test_logprob_stays_finite_where_tanh_rounds_to_one"),
              ("--env-id", "Pendulum-v1", "--total-timesteps", "10000", "--stop-at-return",
               "-250"), -250),
+    Exercise("crossq.batch_renorm", "BatchRenorm.forward", "Ioffe 2017, Batch Renormalization; "
+             "Bhatt et al. 2024, CrossQ (batch renorm in the critics)",
+             "evaluation mode: the running mean and variance alone; training mode: the batch's "
+             "mean and biased variance, r and d clipped and without gradient (r = 1, d = 0 in "
+             "the warm-up), then move the running statistics by momentum and count the step",
+             ("test_batch_renorm_in_its_warm_up_is_batch_norm_and_moves_the_running_statistics",
+              "test_batch_renorm_clips_r_and_d_at_the_authors_bounds_3_and_5",
+              "test_batch_renorm_unclipped_equals_the_evaluation_mode_and_r_d_carry_no_gradient",
+              "test_batch_renorm_in_evaluation_mode_uses_the_running_statistics_with_epsilon_0_001",
+              "test_the_warm_up_counts_the_training_passes_alone"),
+             ("--env-id", "Pendulum-v1", "--total-timesteps", "11000", "--stop-at-return",
+              "-300"), -300),
     Exercise("ppo.gae", "compute_gae", "Schulman et al. 2016, Generalized Advantage "
              "Estimation",
              "loop backwards over t: delta_t = r_t + gamma * V(s_t+1) * (1 - terminated_t) - "

@@ -630,6 +630,11 @@ def check_args(args):
 def check_env(env_id, capture_video=False):
     """Make env_id once (gym.make imports a module:EnvId id's module), check its spaces and,
     for --capture-video, that it renders; returns (obs_shape, action_space)."""
+    if env_id.startswith(("ALE/", "MinAtar/")):  # image games, registered by their packages
+        pixels = ("ppo.py and dqn.py" if env_id.startswith("ALE/")
+                  else "ppo.py, dqn.py and impala.py")
+        fail(f"{env_id} is a game of images ({pixels} learn from them); sac.py needs "
+             "a flat Box observation")
     try:
         env = gym.make(env_id)
     except (gym.error.NameNotFound, gym.error.VersionNotFound, gym.error.NamespaceNotFound):
@@ -757,7 +762,12 @@ class RunWriter:
                     "numpy": np.__version__, "python": sys.version.split()[0]}
         with open(os.path.join(self.path, "config.json"), "w") as f:
             json.dump({**asdict(args), "device": str(device), "versions": versions}, f, indent=2)
+        # summary.json records when the mean of the last 20 training returns first
+        # reached --stop-at-return, else the environment's reward_threshold (CartPole-v1: 475)
+        threshold = args.stop_at_return if args.stop_at_return is not None else getattr(
+            gym.registry.get(args.env_id.rpartition(":")[2]), "reward_threshold", None)
         self.summary = dict.fromkeys(SUMMARY_KEYS) | {
+            "solved_threshold": None if args.eval_checkpoint else threshold,
             "algorithm": "sac", "env_id": args.env_id, "seed": args.seed, "global_steps": 0,
             "eval_episodes": args.eval_episodes, "interrupted": False}
         self.args, self.device, self.agent = args, device, agent
@@ -792,6 +802,7 @@ class RunWriter:
         self.returns.append(float(episode_return))
         self.write_row("episodes.csv", global_step=global_step, wall_time=round(self.elapsed(), 4),
                        episode_return=float(episode_return), episode_length=int(episode_length))
+        self.reached(self.summary["solved_threshold"], global_step)  # records when
 
     def update(self, global_step, **diagnostics):
         wall_time = self.elapsed()
@@ -845,11 +856,13 @@ class RunWriter:
         return float(np.mean(self.returns[-20:])) if self.returns else None
 
     def reached(self, threshold, global_step):
-        """True once the mean of the last 20 returns reaches threshold; records when."""
+        """True once the mean of the last 20 returns reaches threshold; records the
+        first step it did (each episode asks it of solved_threshold, train of --stop-at-return)."""
         if threshold is None or len(self.returns) < 20 or self.recent_return() < threshold:
             return False
-        self.summary["solved_at_step"] = global_step
-        self.summary["solved_at_time_s"] = round(self.elapsed(), 3)
+        if self.summary["solved_at_step"] is None:  # the first time only
+            self.summary["solved_at_step"] = global_step
+            self.summary["solved_at_time_s"] = round(self.elapsed(), 3)
         return True
 
     def close(self):
@@ -860,7 +873,7 @@ class RunWriter:
 EPISODE_FIELDS = ("global_step", "wall_time", "episode_return", "episode_length")
 SUMMARY_KEYS = ("algorithm", "env_id", "seed", "global_steps", "wall_time_s",
                 "train_return_last20", "eval_return_mean", "eval_return_std", "eval_episodes",
-                "solved_at_step", "solved_at_time_s", "interrupted")
+                "solved_threshold", "solved_at_step", "solved_at_time_s", "interrupted")
 
 
 def progress_line(global_step, total_steps, sps, recent_return):
@@ -964,8 +977,8 @@ def finish(args, run, agent, device, trained=True):
     curve = write_summary(args, run, trained)
     if args.eval_episodes and not summary["interrupted"]:
         video_folder = os.path.join(run.path, "videos") if args.capture_video else None
-        print(f"{SCRIPT}: final evaluation, {args.eval_episodes:,} episodes; the run is written "
-              "and Ctrl-C keeps it")
+        print(f"{SCRIPT}: final evaluation, {args.eval_episodes:,} "
+              f"episode{'s' * (args.eval_episodes > 1)}; the run is written and Ctrl-C keeps it")
         try:
             returns = evaluate(agent.actor, args.env_id, args.eval_episodes, args.seed + 100_000,
                                device, video_folder)
@@ -979,8 +992,10 @@ def finish(args, run, agent, device, trained=True):
     closing = [f"{SCRIPT}: run folder {run.path}", f"global_steps {summary['global_steps']:,}"]
     for key in ("train_return_last20", "eval_return_mean"):
         closing.append(f"{key} " + ("-" if summary[key] is None else f"{summary[key]:.2f}"))
-    if args.stop_at_return is not None:
-        closing.append(f"solved_at_step {summary['solved_at_step'] or 'not reached'}")
+    if summary["solved_threshold"] is not None:  # --stop-at-return, else the environment's
+        source = "--stop-at-return" if args.stop_at_return is not None else "reward_threshold"
+        closing.append(f"solved_at_step {summary['solved_at_step'] or 'not reached'} "
+                       f"(last-20 mean >= {source} {summary['solved_threshold']:g})")
     if curve:
         closing.append(f"learning curve {curve}")
     print(" | ".join(closing))
@@ -994,9 +1009,12 @@ def write_summary(args, run, trained, final=None):
     with open(os.path.join(run.path, "summary.json"), "w") as f:
         json.dump(run.summary, f, indent=2)
     variant = f" ({args.exp_name})" if args.exp_name != SCRIPT.removesuffix(".py") else ""
+    # an interrupted run (Ctrl-C, a non-finite loss) stops short of its budget: say so
+    stopped = (f", interrupted at step {run.summary['global_steps']:,}"
+               if run.summary["interrupted"] else "")
     if trained:
         return plot_learning_curve(run.path, run.steps, run.returns,
-                                   f"{SCRIPT}{variant} on {args.env_id}, seed {args.seed}",
+                                   f"{SCRIPT}{variant} on {args.env_id}, seed {args.seed}{stopped}",
                                    run.evaluations, final)
     return None
 

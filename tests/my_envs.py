@@ -78,6 +78,11 @@ gym.register("Endless-v0", entry_point=Endless)
 gym.register("EndlessBox-v0", entry_point=Endless, kwargs={"continuous": True})
 gym.register("GridCells-v0", entry_point=GridCells, max_episode_steps=20)
 gym.register("Slider-v0", entry_point=Slider, max_episode_steps=20)
+# Endless cut at 3 steps, with Gymnasium's reward_threshold of 3: every episode returns 3,
+# so the mean of the last 20 first reaches the threshold with the 20th episode.
+gym.register("ThreeSteps-v0", entry_point=Endless, max_episode_steps=3, reward_threshold=3.0)
+gym.register("ThreeStepsBox-v0", entry_point=Endless, kwargs={"continuous": True},
+             max_episode_steps=3, reward_threshold=3.0)
 IDS = ("GridWorld-v0", "GridCells-v0", "Slider-v0")
 
 

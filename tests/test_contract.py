@@ -20,8 +20,8 @@ import time
 import numpy as np
 import pytest
 
-from conftest import (COMMON_FLAGS, read_csv, sigint_as_in_a_terminal, unreadable_checkpoints,
-                      video_names)
+from conftest import (COMMON_FLAGS, read_csv, sigint_as_in_a_terminal, spy_on,
+                      unreadable_checkpoints, video_names)
 
 # script: (its flags of a tiny training run, whether it has a device and so --cuda)
 SCRIPTS = {
@@ -36,6 +36,9 @@ SCRIPTS = {
                      "--learning-starts", "40", "--batch-size", "16", "--hidden-size", "8"], True),
     "sac.py": (["--env-id", "ShortPendulum-v1", "--total-timesteps", "120", "--num-envs", "2",
                 "--learning-starts", "40", "--batch-size", "16", "--hidden-size", "8"], True),
+    "crossq.py": (["--env-id", "ShortPendulum-v1", "--total-timesteps", "120", "--num-envs", "2",
+                   "--learning-starts", "40", "--batch-size", "16", "--hidden-size", "8",
+                   "--critic-hidden-size", "8"], True),
     "mappo.py": (["--num-envs", "2", "--num-steps", "25", "--total-timesteps", "50"], True),
     "matd3.py": (["--num-envs", "2", "--total-timesteps", "60", "--learning-starts", "20",
                   "--batch-size", "8", "--hidden-size", "8"], True),
@@ -221,6 +224,39 @@ def test_unknown_ids_get_only_suggestions_that_can_be_made_here(script, run_cli)
     assert not_here not in err and err.count("\n") == 1
 
 
+# Games of images, whose ids exist only once their package is imported (ppo.py, dqn.py and
+# impala.py import it): the scripts of flat observations name the scripts that learn from
+# them, instead of "unknown environment id". impala.py takes MinAtar's grids, not Atari.
+LEARN_FROM_IMAGES = {"MinAtar/Breakout-v1": ("minatar", "ppo.py, dqn.py and impala.py"),
+                     "ALE/Pong-v5": ("ale_py", "ppo.py and dqn.py")}
+GAMES_HERE = [i for i, (package, _) in LEARN_FROM_IMAGES.items()
+              if importlib.util.find_spec(package)]
+
+
+@pytest.mark.parametrize("env_id", GAMES_HERE)
+@pytest.mark.parametrize("script", [s for s in SCRIPTS if s not in (
+    "ppo.py", "dqn.py", "impala.py", "mappo.py", "matd3.py")])  # mappo, matd3: PettingZoo ids
+def test_a_game_of_images_names_the_scripts_that_learn_from_it(script, env_id,
+                                                                check_usage_error):
+    learners = LEARN_FROM_IMAGES[env_id][1]
+    check_usage_error(script, ["--env-id", env_id], f"{env_id} is a game of images "
+                      f"({learners} learn from them); {script} needs ")
+
+
+@pytest.mark.parametrize("env_id", GAMES_HERE)
+def test_the_scripts_named_for_a_game_of_images_take_it(env_id):
+    # what the line above promises: each script it names checks the id and its spaces
+    # without a word; impala.py, not named for Atari, refuses Atari's ids.
+    learners = LEARN_FROM_IMAGES[env_id][1]
+    for script in ("ppo.py", "dqn.py", "impala.py"):
+        module = module_of(script)
+        if script in learners:
+            module.check_env(env_id)
+        else:
+            with pytest.raises(module.UsageError, match="does not preprocess Atari frames"):
+                module.check_env(env_id)
+
+
 @pytest.mark.parametrize("script", [s for s in SCRIPTS if s not in TORCH])
 def test_a_script_without_torch_refuses_cuda_in_one_line(script, run_cli):
     code, _, err = run_cli(script, ["--cuda"])
@@ -233,9 +269,13 @@ def test_a_script_without_torch_refuses_cuda_in_one_line(script, run_cli):
 @pytest.mark.parametrize("script", SCRIPTS)
 def test_ctrl_c_keeps_the_run_folder_and_ends_by_sigint(script, tmp_path, monkeypatch, capsys):
     # Ctrl-C at the third finished episode: the first two are in episodes.csv, the summary
-    # says interrupted, the curve is drawn, and the process then ends by SIGINT with the
-    # default handler (status 130 to the shell). os.kill and signal.signal are stood in for.
+    # says interrupted, the curve is drawn and its title says where the run stopped (the
+    # curve of a run cut short must not look finished), and the process then ends by SIGINT
+    # with the default handler (status 130 to the shell). os.kill and signal.signal are
+    # stood in for.
     module = module_of(script)
+    titles = spy_on(monkeypatch, module, "plot_learning_curve",
+                    lambda path, steps, returns, title, *args, **kwargs: title)
     episode, calls, signals = module.RunWriter.episode, [], []
 
     def interrupted_episode(self, *args):
@@ -261,8 +301,11 @@ def test_ctrl_c_keeps_the_run_folder_and_ends_by_sigint(script, tmp_path, monkey
     path = run_folder(tmp_path)
     assert len(read_csv(os.path.join(path, "episodes.csv"))) == 2
     with open(os.path.join(path, "summary.json")) as f:
-        assert json.load(f)["interrupted"] is True
+        summary = json.load(f)
+    assert summary["interrupted"] is True and summary["global_steps"] > 0
     assert os.path.exists(os.path.join(path, "learning_curve.png"))
+    assert titles and titles[-1].endswith(
+        f", seed 1, interrupted at step {summary['global_steps']:,}")
     assert "interrupted; writing what the run has so far" in capsys.readouterr().out
 
 
@@ -324,7 +367,8 @@ def test_ctrl_c_during_the_final_evaluation_keeps_the_run(script, tmp_path, monk
 # cuts its training episodes at the same bound, so they end. mappo.py and matd3.py play
 # PettingZoo's environments, which always end at --max-cycles; ppod.py needs a demonstration.
 STEP_BOUND = {"es.py": "EPISODE_STEP_LIMIT"}
-ENDLESS = {script: ["--env-id", "my_envs:EndlessBox-v0" if script in ("ddpg_td3.py", "sac.py")
+ENDLESS = {script: ["--env-id", "my_envs:EndlessBox-v0" if script in ("ddpg_td3.py", "sac.py",
+                                                                                "crossq.py")
                     else "my_envs:Endless-v0", *(["--no-mask"] if script == "ppo_masked.py" else [])]
            for script in SCRIPTS if script not in ("mappo.py", "matd3.py", "ppod.py")}
 
@@ -367,7 +411,7 @@ class HalfActor:
     greedy = __call__
 
 
-@pytest.mark.parametrize("script", ["ddpg_td3.py", "sac.py"])
+@pytest.mark.parametrize("script", ["ddpg_td3.py", "sac.py", "crossq.py"])
 def test_the_evaluation_scales_the_greedy_action_to_the_bounds(script):
     # BoxZeroToFour-v0 (conftest.py) takes actions in [0, 4] and keeps each it receives: the
     # actor's 0.5 arrives as low + (a + 1) / 2 * (high - low) = 0 + 1.5 / 2 * 4 = 3, at each
@@ -385,7 +429,9 @@ MUJOCO = {"ppo.py": ["--num-envs", "2", "--num-steps", "64", "--total-timesteps"
           "trpo.py": ["--num-envs", "2", "--num-steps", "64", "--total-timesteps", "256"],
           "ddpg_td3.py": ["--total-timesteps", "300", "--learning-starts", "200",
                           "--batch-size", "32"],
-          "sac.py": ["--total-timesteps", "300", "--learning-starts", "200", "--batch-size", "32"]}
+          "sac.py": ["--total-timesteps", "300", "--learning-starts", "200", "--batch-size", "32"],
+          "crossq.py": ["--total-timesteps", "300", "--learning-starts", "200", "--batch-size",
+                        "32"]}
 
 
 @pytest.mark.parametrize("script", MUJOCO)
@@ -399,7 +445,7 @@ def test_a_mujoco_id_trains_and_evaluates(script, run_cli, tmp_path):
     assert summary["eval_return_mean"] is not None
 
 
-@pytest.mark.parametrize("script", ["ddpg_td3.py", "sac.py"])
+@pytest.mark.parametrize("script", ["ddpg_td3.py", "sac.py", "crossq.py"])
 def test_threads_sets_the_cpu_threads_and_refuses_zero(script, run_cli, check_usage_error,
                                                          tmp_path, monkeypatch):
     # --threads (default 1) reaches torch on the CPU; the spy keeps this process's own
@@ -459,6 +505,44 @@ def test_the_closing_line_says_not_reached_and_never_none(script, run_cli, tmp_p
     closing = out.splitlines()[-1]
     assert code == 0 and closing.startswith(f"{script}: run folder ")
     assert "solved_at_step not reached" in closing and "None" not in closing
+    assert "final evaluation, 1 episode; the run is written" in out  # one episode, not "1 episodes"
+
+
+@pytest.mark.parametrize("threshold", [3.0, None])
+@pytest.mark.parametrize("script", [s for s in SCRIPTS if s not in ("mappo.py", "matd3.py")])
+def test_a_plain_run_records_when_it_reached_the_environments_threshold(script, threshold,
+                                                                        run_cli, tmp_path):
+    # No --stop-at-return: the run goes on to its budget, and summary.json records when the
+    # last 20 returns first reached the environment's reward_threshold, and which threshold.
+    # ThreeSteps-v0 (tests/my_envs.py, a module id so that impala.py's Ray actors make it
+    # too) pays 1 a step and is cut at 3 steps, threshold 3. Two environments end an episode
+    # each every 3 steps, 2 x 3 = 6 global steps a pair, so the 20th episode ends with the
+    # 10th pair at step 10 x 6 = 60; one environment (es.py, qlearning.py) ends its 20th at
+    # 20 x 3 = 60 too. Slider-v0 and GridWorld-v0 have no threshold: null, and the closing
+    # line has no solved_at_step. (mappo.py and matd3.py play PettingZoo's environments,
+    # which declare none: theirs is --stop-at-return's.) ppod.py replays no demonstration
+    # (--rho 0 --phi 0), so every episode is real, but it needs one to start.
+    box = script in ("ddpg_td3.py", "sac.py", "crossq.py")
+    env_id = (("my_envs:ThreeStepsBox-v0" if box else "my_envs:ThreeSteps-v0") if threshold
+              else "my_envs:Slider-v0" if box else "my_envs:GridWorld-v0")
+    own = {"ppo_masked.py": ["--no-mask"], "ppod.py": ["--rho", "0", "--phi", "0",
+                                                       "--demos-dir", str(tmp_path / "demo")]}
+    if script == "ppod.py":
+        os.makedirs(tmp_path / "demo")
+        module_of(script).save_demo(tmp_path / "demo" / "demo_0.npz", module_of(script).Demo(
+            np.zeros((4, 2), np.float32), np.zeros(3, np.int64), np.ones(3, np.float32), False))
+    code, out, err = run_cli(script, [*TINY[script], "--env-id", env_id, "--total-timesteps",
+                                      "120", "--eval-episodes", "0", *own.get(script, []),
+                                      "--output-dir", str(tmp_path / "runs")])
+    assert code == 0, err
+    with open(os.path.join(run_folder(tmp_path / "runs"), "summary.json")) as f:
+        summary = json.load(f)
+    assert summary["global_steps"] > 60  # training went on past the threshold
+    assert summary["solved_threshold"] == threshold
+    assert summary["solved_at_step"] == (60 if threshold else None)
+    closing = out.splitlines()[-1]
+    assert ("solved_at_step 60 (last-20 mean >= reward_threshold 3)" in closing) == bool(threshold)
+    assert threshold or "solved_at_step" not in closing
 
 
 @pytest.mark.parametrize("script", SCRIPTS)
@@ -531,7 +615,8 @@ def test_a_long_final_evaluation_says_how_far_it_is(script, tmp_path, monkeypatc
     assert said and all(done in "0123" for done in said)
 
 
-WARM_UP = ["dqn.py", "ddpg_td3.py", "sac.py", "matd3.py"]  # --learning-starts random steps
+# --learning-starts random steps
+WARM_UP = ["dqn.py", "ddpg_td3.py", "sac.py", "crossq.py", "matd3.py"]
 
 
 @pytest.mark.parametrize("script", WARM_UP)

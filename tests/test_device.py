@@ -55,6 +55,7 @@ RUNS = {
     "ddpg_td3.py": REPLAY,
     "ddpg_td3.py ddpg": ["--algo", "ddpg", *REPLAY],
     "sac.py": REPLAY,
+    "crossq.py": REPLAY,
     "mappo.py": ["--num-envs", "2", "--num-steps", "25", "--total-timesteps", "50"],
     "mappo.py as": ["--num-envs", "2", "--num-steps", "25", "--total-timesteps", "50",
                     "--critic-state", "as", "--no-share-actor"],

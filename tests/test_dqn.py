@@ -752,6 +752,33 @@ def test_bad_input_is_one_line_and_exit_status_2(argv, message, check_usage_erro
     check_usage_error("dqn.py", [bad_checkpoints.get(a, a) for a in argv], message)
 
 
+PRESET_SAYS = " (the preset for CartPole-v1's observations, dqn.py's PRESETS, set {}; a flag " \
+              "given overrides it)"
+
+
+@pytest.mark.parametrize("argv, message, preset", [
+    # CartPole's vector preset keeps 50,000 transitions, no multiple of 3 environments: the
+    # multiple below is 3 x 16,666 = 49,998 (50,000 = 3 x 16,666 + 2)
+    (["--num-envs", "3"], "--buffer-size 50000 is not divisible by --num-envs 3; pass "
+     "--buffer-size 49998, a multiple of 3", "--buffer-size 50000"),
+    (["--num-envs", "3", "--buffer-size", "50000"], "--buffer-size 50000 is not divisible by "
+     "--num-envs 3; pass --buffer-size 49998, a multiple of 3", None),  # given: the user's own
+    (["--buffer-size", "100"], "--buffer-size 100 is smaller than one batch (--batch-size 256)",
+     "--batch-size 256"),
+    (["--total-timesteps", "500"], "--learning-starts 1000 is not below the budget of 500 steps",
+     "--learning-starts 1000"),
+])
+def test_a_value_the_user_did_not_give_is_named_as_the_presets(argv, message, preset, run_cli,
+                                                               tmp_path):
+    # The flags left at None take the preset's values (with_preset), checked in their turn: a
+    # value that does not fit, and that the user never wrote, is named as the preset's.
+    code, _, err = run_cli("dqn.py", ["--env-id", "CartPole-v1", *argv,
+                                      "--output-dir", str(tmp_path)])
+    assert code == 2 and err.count("\n") == 1 and message in err
+    assert err.endswith(PRESET_SAYS.format(preset) + "\n") if preset else "PRESETS" not in err
+    assert not os.listdir(tmp_path)
+
+
 def test_help_lists_the_flags_with_their_docstrings(check_help):
     out = check_help("dqn.py", ("--cuda", "--no-cuda", "--start-e", "--end-e",
                                 "--exploration-fraction", "--learning-starts", "--train-frequency",

@@ -23,7 +23,8 @@ EXPECTED_ENVS = {"qlearning": {"Taxi-v4", "MountainCar-v0"}, "dqn": {"CartPole-v
                  "ppo_lstm": {"CartPole-v1"}, "ppo_rnd": {"MountainCar-v0"},
                  "es": {"CartPole-v1"}, "ppod": {"MountainCar-v0"},
                  "mappo": {"simple_spread_v3"}, "matd3": {"simple_spread_v3"},
-                 "vpg": {"CartPole-v1"}, "trpo": {"CartPole-v1"}, "impala": {"CartPole-v1"}}
+                 "vpg": {"CartPole-v1"}, "trpo": {"CartPole-v1"}, "impala": {"CartPole-v1"},
+                 "crossq": {"Pendulum-v1"}}
 
 
 def exercises_of(script):

@@ -260,7 +260,7 @@ def test_a_task_measured_against_an_evaluation_figure_draws_its_evaluations_agai
              "global_steps": 25, "eval_return": 9.0}]
     tasks = {t.name: t for s in benchmark.TASKS.values() for t in s}
     assert {n for n, t in tasks.items() if t.eval_threshold} == {
-        n for n in tasks if n.startswith(("ppo-", "sac-", "ddpg_td3-")) and "-v5" in n}
+        n for n in tasks if n.startswith(("ppo-", "sac-", "ddpg_td3-", "crossq-")) and "-v5" in n}
     benchmark.plot_task(tasks["sac-Hopper-v5-100k"], runs, str(tmp_path))
     benchmark.plot_task(tasks["ppo-CartPole-v1"], runs, str(tmp_path))
     (train, evaluation), (only,) = figures[0].axes, figures[1].axes

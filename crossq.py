@@ -1,0 +1,1124 @@
+# From plainrl (MIT licence, (c) 2026 the plainrl authors): keep this line in a copy.
+"""CrossQ: Soft Actor-Critic without target networks, with batch renormalization in the critics.
+
+CrossQ is SAC (sac.py) with three changes. The target networks go: the critic's target takes
+the critics' own values at (s', a'). Batch renormalization goes into the critics (and the
+actor). And the current and next state-action pairs go through each critic in ONE forward
+pass, so that both halves are normalized with the statistics of the same mixed batch.
+
+The lesson beside sac.py. Target networks exist because a bootstrapped target computed with
+the weights being updated chases itself: each step moves y along with Q, and the regression
+can diverge (DQN's, DDPG's and SAC's slowly moving copies damp this). Normalization in the
+critic looked useless in RL because it was done wrong: the critic is trained on (s, a) from
+the buffer but evaluated at (s', a' ~ pi), a different distribution, so a critic that
+normalizes with the statistics of the (s, a) batch alone (or a target copy with stale
+running statistics) meets (s', a') out of distribution. Normalizing both with the statistics
+of their union keeps the critic's values on one consistent scale, and the paper finds the
+target network then unnecessary: learning is stable with one update per step and a higher
+learning rate, and faster, because the target is never behind.
+
+Key equations (a in [-1, 1]^d as in sac.py; the actor and log pi are sac.py's):
+
+    batch renorm   y = gamma_bn ((x - mu_B) / sigma_B * r + d) + beta_bn,   per feature,
+                   r = clip(sigma_B / sigma, 1/r_max, r_max),  d = clip((mu_B - mu) / sigma,
+                   -d_max, d_max), r and d with no gradient (plain batch norm, r = 1 and
+                   d = 0, for the first renorm_warmup_steps training passes)
+    joint pass     [Q_j(s, a); Q_j(s', a')] = Q_j([s; s'], [a; a']) on the batch of 2B in
+                   training mode, a' ~ pi(.|s') from the actor in evaluation mode
+    critic target  y = r + gamma (1 - terminated) (min_j sg[Q_j(s', a')] - alpha log pi(a'|s')),
+                   sg: stop gradient, Q_j the critics themselves (no target copies)
+    critic loss    L_Q = mean over the batch of (Q_1(s, a) - y)^2 + (Q_2(s, a) - y)^2
+    actor loss     L_pi = mean over s of alpha log pi(a~|s) - min_j Q_j(s, a~), the critics in
+                   evaluation mode (running statistics, not updated), every policy_delay-th
+                   critic step
+    temperature    L_alpha = -mean of alpha (log pi(a~|s) + H_target),   H_target = -dim(A)
+
+A time-limit truncation is not a termination: the transition stores the true final
+observation (Gymnasium's info["final_obs"]) as s' and bootstraps from it.
+
+Where this file differs from the paper and the authors' code (github.com/adityab/CrossQ,
+JAX; the same in Stable-Baselines-Jax's CrossQ):
+  - The critics are 256 units wide by default (--critic-hidden-size), the paper 2,048: a
+    2,048-wide layer costs 64 times the arithmetic of a 256-wide one, which this script's CPU
+    reference machine cannot afford; 256 is sac.py's width, so the two compare at the same
+    cost. The paper reports CrossQ already ahead of SAC at 256, and better still wider.
+  - Defaults otherwise as the authors' code: Adam at 1e-3 with beta1 = 0.5 for the actor
+    and the critics (the temperature's Adam keeps beta1 = 0.9, as theirs), batch 256,
+    gamma 0.99, 5,000 random steps, one actor step every 3rd critic step, alpha from 1,
+    batch renormalization with momentum 0.01 (flax's 0.99), epsilon 0.001, r_max 3, d_max 5
+    and 100,000 warm-up steps, in the actor and the critics. The warm-up counts each layer's
+    training passes, so at a budget of 100k steps the layers are plain batch normalization
+    throughout, as in the authors' runs.
+  - The default environment is Pendulum-v1 (sac.py's), with a 10,000-step budget.
+  - --policy-delay d makes ONE actor (and temperature) step every d-th critic step, as the
+    authors; sac.py's --policy-frequency d makes d of them (CleanRL).
+  - The critic loss is the mean squared error of each critic, summed; the authors halve it,
+    which Adam's steps do not feel (they are invariant to the loss's scale, but for epsilon).
+  - Batch renormalization is written as in Ioffe (2017), epsilon inside sigma_B and sigma;
+    the authors' layer (flax's BatchNorm rewritten) divides by sqrt(var_B / r^2 + epsilon),
+    which differs by terms of the order of epsilon. Both use the biased batch variance, in
+    the running variance too (torch's BatchNorm keeps the unbiased one there).
+  - Weights start as torch's defaults (flax: LeCun-normal weights, zero biases).
+  - From sac.py: log pi includes -log(scale), log(1 - tanh(u)^2) is exact, log sigma is
+    clipped to [-20, 2], and the temperature step reuses the actor step's sample (the
+    authors do too).
+
+Papers:
+    Bhatt et al. 2024, "CrossQ: Batch Normalization in Deep Reinforcement Learning for Greater
+        Sample Efficiency and Simplicity", ICLR 2024
+    Ioffe 2017, "Batch Renormalization: Towards Reducing Minibatch Dependence in
+        Batch-Normalized Models", NeurIPS 2017
+    Haarnoja et al. 2018b, "Soft Actor-Critic Algorithms and Applications", arXiv:1812.05905
+    Pardo et al. 2018, "Time Limits in Reinforcement Learning", ICML 2018
+
+Run:
+    python crossq.py --env-id Pendulum-v1                     # the defaults
+    python crossq.py --env-id Hopper-v5 --total-timesteps 100000 --eval-every 10000
+    python crossq.py --env-id Hopper-v5 --critic-hidden-size 2048     # the paper's width
+    python crossq.py --help
+
+Writes runs/<env_id>__crossq__<seed>__<unix_time>/ with config.json, episodes.csv,
+updates.csv, learning_curve.png, summary.json, model.pt with --save-model (the networks with
+their running statistics), and with --eval-every N evaluations.csv (and best_model.pt, the
+best evaluated model) (plainrl's CONTRIBUTING.md, "What a run writes").
+"""
+
+# ---------------------------------------------------------------------------------------
+# Imports
+# ---------------------------------------------------------------------------------------
+import contextlib
+import csv
+import difflib
+import importlib.util
+import json
+import math
+import os
+import random
+import re
+import signal
+import sys
+import time
+import typing
+import warnings
+from dataclasses import asdict, dataclass, replace
+from typing import Optional
+
+import gymnasium as gym
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+import tyro
+from matplotlib.figure import Figure
+
+SCRIPT = os.path.basename(__file__)
+
+
+# ---------------------------------------------------------------------------------------
+# Flags
+# ---------------------------------------------------------------------------------------
+@dataclass
+class Args:
+    env_id: str = "Pendulum-v1"
+    """a Gymnasium id (or module:id) with a bounded Box action space and a flat Box observation"""
+    seed: int = 1
+    """seeds Python, NumPy, torch and the environments"""
+    total_timesteps: int = 10_000
+    """the training budget in environment steps, all environments together"""
+    cuda: bool = True
+    """use the GPU when one is present"""
+    output_dir: str = "runs"
+    """where run folders go"""
+    exp_name: str = os.path.splitext(SCRIPT)[0]
+    """the experiment name, part of the run folder's name"""
+    eval_episodes: int = 10
+    """greedy evaluation episodes after training, a = tanh(mu(s)) (0 skips evaluation)"""
+    eval_every: int = 0
+    """also evaluate greedily every N environment steps (0: only after training)"""
+    stop_at_return: Optional[float] = None
+    """stop once the mean of the last 20 training episode returns reaches this"""
+    save_model: bool = False
+    """write model.pt into the run folder"""
+    eval_checkpoint: Optional[str] = None
+    """skip training: load this model.pt and evaluate it"""
+    capture_video: bool = False
+    """record the evaluation episodes into videos/ in the run folder"""
+
+    # Algorithm
+    num_envs: int = 1
+    """parallel environments (synchronous vector environment)"""
+    learning_starts: int = 5_000
+    """uniformly random actions and no learning for this many environment steps (paper: 5,000)"""
+    gradient_steps: int = 1
+    """critic gradient steps after each step of the vector environment (1 in the paper)"""
+    # Never allocated larger than --total-timesteps.
+    buffer_size: int = 1_000_000
+    """replay buffer capacity in transitions (1,000,000 in the paper)"""
+    batch_size: int = 256
+    """transitions sampled for each gradient step; the critics see twice as many (paper: 256)"""
+    learning_rate: float = 1e-3
+    """Adam learning rate of the actor, the critics and the temperature (1e-3 in the paper)"""
+    adam_beta1: float = 0.5
+    """Adam's beta1 for the actor and the critics (0.5 in the paper; Adam's default is 0.9)"""
+    gamma: float = 0.99
+    """discount factor (0.99 in the paper)"""
+    policy_delay: int = 3
+    """d: one actor (and temperature) step every d-th critic step (3 in the paper, 1 in SAC)"""
+    alpha: float = 1.0
+    """the temperature alpha: its starting value, or its value throughout with --no-autotune"""
+    autotune: bool = True
+    """learn alpha so that the policy's entropy approaches --target-entropy"""
+    target_entropy: Optional[float] = None
+    """H_target of the temperature loss, in nats (None: -dim(A), minus the action dimensions)"""
+    hidden_size: int = 256
+    """width of the actor's two hidden layers (256 in the paper)"""
+    critic_hidden_size: int = 256
+    """width of each critic's two hidden layers (2,048 in the paper; 256 here for the CPU)"""
+    bn_momentum: float = 0.01
+    """m: batch renorm's running statistics move by m towards each batch's (0.01 in the paper)"""
+    renorm_warmup_steps: int = 100_000
+    """each layer's first training passes, plain batch norm (r = 1, d = 0) (paper: 100,000)"""
+    log_interval: int = 1_000
+    """environment steps between rows of updates.csv"""
+    threads: int = 1
+    """CPU threads torch may use for the networks"""
+
+
+# ---------------------------------------------------------------------------------------
+# The math
+# ---------------------------------------------------------------------------------------
+R_MAX, D_MAX, BN_EPS = 3.0, 5.0, 1e-3  # batch renorm's bounds and epsilon, the authors'
+
+
+class BatchRenorm(nn.Module):
+    """Batch renormalization (Ioffe 2017) of x [N, features], per feature, with a learned
+    scale gamma_bn (starting at 1) and shift beta_bn (starting at 0).
+
+    Training mode: the batch's mean mu_B and biased variance var_B, sigma_B = sqrt(var_B + eps),
+    and the running mu and var, sigma = sqrt(var + eps):
+
+        r = clip(sigma_B / sigma, 1/r_max, r_max),  d = clip((mu_B - mu) / sigma, -d_max, d_max)
+        y = gamma_bn ((x - mu_B) / sigma_B * r + d) + beta_bn,   r and d with no gradient
+        mu <- (1 - m) mu + m mu_B,   var <- (1 - m) var + m var_B    (after y; m = momentum)
+
+    During the first `warmup_steps` training passes r = 1 and d = 0: plain batch norm, while
+    the running statistics settle. Where r and d are not clipped, y equals the evaluation
+    mode's: the batch's statistics shape the gradient, the running ones the value.
+    Evaluation mode (module.eval()): y = gamma_bn (x - mu) / sigma + beta_bn, nothing updated.
+    """
+
+    def __init__(self, features, momentum=0.01, warmup_steps=100_000, eps=BN_EPS, r_max=R_MAX,
+                 d_max=D_MAX):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(features))  # gamma_bn
+        self.bias = nn.Parameter(torch.zeros(features))  # beta_bn
+        self.register_buffer("running_mean", torch.zeros(features))
+        self.register_buffer("running_var", torch.ones(features))
+        self.register_buffer("steps", torch.zeros((), dtype=torch.long))  # training passes
+        self.momentum, self.warmup_steps = momentum, warmup_steps
+        self.eps, self.r_max, self.d_max = eps, r_max, d_max
+
+    def forward(self, x):
+        sigma = (self.running_var + self.eps).sqrt()
+        if not self.training:
+            return self.weight * (x - self.running_mean) / sigma + self.bias
+        mean, var = x.mean(0), x.var(0, unbiased=False)
+        sigma_batch = (var + self.eps).sqrt()
+        with torch.no_grad():  # r and d are constants to the gradient
+            warm = self.steps >= self.warmup_steps  # a tensor: no wait for a GPU here
+            r = torch.where(warm, (sigma_batch / sigma).clamp(1 / self.r_max, self.r_max), 1.0)
+            d = torch.where(warm, ((mean - self.running_mean) / sigma).clamp(-self.d_max,
+                                                                              self.d_max), 0.0)
+            self.running_mean.lerp_(mean, self.momentum)
+            self.running_var.lerp_(var, self.momentum)
+            self.steps += 1
+        return self.weight * ((x - mean) / sigma_batch * r + d) + self.bias
+
+
+def joint_pass(critic, obs, actions, next_obs, next_actions):
+    """CrossQ's joint forward pass: one call of the critic on the batch of 2B,
+
+        [Q(s, a); Q(s', a')] = Q([s; s'], [a; a'])
+
+    so that in training mode every batch renorm layer normalizes (s, a) and (s', a') with
+    the statistics of their union (two calls would normalize each half by its own).
+    obs, next_obs [B, obs_dim]; actions, next_actions [B, d]. Returns (Q(s, a), Q(s', a')),
+    [B] each.
+    """
+    q = critic(torch.cat([obs, next_obs]), torch.cat([actions, next_actions]))
+    return q[:len(obs)], q[len(obs):]
+
+
+def crossq_target(rewards, next_q1, next_q2, next_logprob, terminated, gamma, alpha):
+    """The critics' regression target, the soft Bellman backup with clipped double Q, from
+    the critics themselves (no target networks), with the gradient stopped:
+
+        y = r + gamma (1 - terminated) (min(sg[Q_1(s', a')], sg[Q_2(s', a')]) - alpha log pi(a'|s'))
+
+    next_q1, next_q2 [B]: the joint pass's values at (s', a'), a' sampled from the current
+    policy at s'; they carry the graph of the pass, and sg (detach) keeps the critic loss's
+    gradient off them: the critic regresses towards y, it does not move y towards itself.
+    rewards, next_logprob, terminated (0/1 or bool) [B]; alpha a number. A truncated step is
+    not terminated: s' is its true final observation and it bootstraps. Returns y, [B].
+    """
+    soft_value = torch.minimum(next_q1, next_q2).detach() - alpha * next_logprob
+    return rewards + gamma * (1.0 - terminated.to(rewards.dtype)) * soft_value
+
+
+def squashed_logprob(u, mean, log_std, action_scale):
+    """log pi(a|s) of the action a = center + scale * tanh(u), u ~ N(mean, exp(log_std)^2),
+    by the change of variables da_i/du_i = scale_i (1 - tanh(u_i)^2), summed over dimensions:
+
+        log pi(a|s) = sum_i [log N(u_i; mean_i, sigma_i^2) - log(1 - tanh(u_i)^2) - log scale_i]
+        log N(u; m, sigma^2) = -(u - m)^2 / (2 sigma^2) - log sigma - log(2 pi) / 2
+        log(1 - tanh(u)^2) = 2 (log 2 - u - softplus(-2u))
+
+    The last form is exact and stays finite where tanh(u) rounds to +-1 (|u| > 9 in float32).
+    u, mean, log_std: [B, d]; action_scale: [d] (half the width of each action's range).
+    Returns [B].
+    """
+    gaussian = -0.5 * ((u - mean) / log_std.exp()).pow(2) - log_std - 0.5 * math.log(2 * math.pi)
+    log_det_tanh = 2.0 * (math.log(2.0) - u - F.softplus(-2.0 * u))
+    return (gaussian - log_det_tanh - torch.log(action_scale)).sum(-1)
+
+
+def actor_loss(q1, q2, logprob, alpha):
+    """The policy's loss, minimized, on actions a~ = tanh(u) sampled with the
+    reparameterization trick (q1, q2 from the critics in evaluation mode):
+
+        L_pi = mean over the batch of (alpha log pi(a~|s) - min(Q_1(s, a~), Q_2(s, a~)))
+
+    q1, q2, logprob: [B]; alpha a number. Returns a scalar.
+    """
+    return (alpha * logprob - torch.minimum(q1, q2)).mean()
+
+
+def temperature_loss(log_alpha, logprob, target_entropy):
+    """The temperature's loss (Haarnoja et al. 2018b, eq. 18), alpha = exp(log_alpha):
+
+        L_alpha = -mean over the batch of alpha * (log pi(a~|s) + H_target)
+
+    logprob [B] is detached (data here): the log pi of the sample of the actor step, before
+    that step. log_alpha is a one-element tensor. Returns a scalar.
+    """
+    return -(log_alpha.exp() * (logprob.detach() + target_entropy)).mean()
+
+
+@contextlib.contextmanager
+def training_mode(*nets):
+    """The nets' batch renorm layers in training mode inside the block (batch statistics,
+    running statistics updated); the agent keeps every net in evaluation mode outside it
+    (running statistics, nothing updated): acting, the next actions a' and the actor's
+    reading of the critics all happen there, as in the authors' code."""
+    for net in nets:
+        net.train()
+    try:
+        yield
+    finally:
+        for net in nets:
+            net.eval()
+
+
+@contextlib.contextmanager
+def frozen(*nets):
+    """The nets' weights need no gradient inside the block (as in Spinning Up): the actor's
+    loss then back-propagates through the critics to the action alone, which spares the
+    critics' weight gradients (the actor's step ignores them anyway). Plumbing for speed:
+    the update's numbers do not change."""
+    for net in nets:
+        net.requires_grad_(False)
+    try:
+        yield
+    finally:
+        for net in nets:
+            net.requires_grad_(True)
+
+
+class ReplayBuffer:
+    """The last `capacity` transitions (s, a, r, terminated, s'), each field a preallocated
+    tensor written as a ring. s' is the true final observation where the episode ended at
+    that step (terminated or truncated); a is in [-1, 1]^d as the actor gives it.
+    """
+
+    FIELDS = ("obs", "actions", "rewards", "terminated", "next_obs")
+
+    def __init__(self, capacity, obs_dim, action_dim, device):
+        shapes = ((obs_dim,), (action_dim,), (), (), (obs_dim,))
+        for name, shape in zip(self.FIELDS, shapes):
+            setattr(self, name, torch.zeros((capacity, *shape), device=device))
+        self.capacity, self.pos, self.size = capacity, 0, 0
+
+    def add(self, obs, actions, rewards, terminated, next_obs):
+        """N transitions, arrays [N, ...] or [N]; the oldest are overwritten when full."""
+        n, device = len(rewards), self.obs.device  # the rows and their index go to the storage
+        index = torch.arange(self.pos, self.pos + n, device=device) % self.capacity
+        for name, value in zip(self.FIELDS, (obs, actions, rewards, terminated, next_obs)):
+            getattr(self, name)[index] = torch.as_tensor(np.asarray(value, dtype=np.float32),
+                                                         device=device)
+        self.pos = (self.pos + n) % self.capacity
+        self.size = min(self.size + n, self.capacity)
+
+    def sample(self, batch_size):
+        """A batch drawn uniformly with replacement: (obs [B, obs_dim], actions [B, d],
+        rewards [B], terminated [B] as 0.0/1.0, next_obs [B, obs_dim])."""
+        index = torch.randint(self.size, (batch_size,), device=self.obs.device)
+        return tuple(getattr(self, name)[index] for name in self.FIELDS)
+
+
+# ---------------------------------------------------------------------------------------
+# Networks
+# ---------------------------------------------------------------------------------------
+LOG_STD_MIN, LOG_STD_MAX = -20.0, 2.0  # log sigma's range, as in Haarnoja's code
+
+
+def mlp(in_size, hidden_size, out_size, args):
+    """BRN -> Linear -> ReLU -> BRN -> Linear -> ReLU -> BRN -> Linear: batch renorm on the
+    input and after each hidden layer's activation, as in the authors' code."""
+    def norm(features):
+        return BatchRenorm(features, args.bn_momentum, args.renorm_warmup_steps)
+
+    return nn.Sequential(norm(in_size), nn.Linear(in_size, hidden_size), nn.ReLU(),
+                         norm(hidden_size), nn.Linear(hidden_size, hidden_size), nn.ReLU(),
+                         norm(hidden_size), nn.Linear(hidden_size, out_size))
+
+
+class Critic(nn.Module):
+    """Q(s, a) = MLP([s, a]): obs [B, obs_dim], actions [B, d] -> [B]."""
+
+    def __init__(self, obs_dim, action_dim, args):
+        super().__init__()
+        self.net = mlp(obs_dim + action_dim, args.critic_hidden_size, 1, args)
+
+    def forward(self, obs, actions):
+        return self.net(torch.cat([obs, actions], dim=-1)).squeeze(-1)
+
+
+class Actor(nn.Module):
+    """The squashed Gaussian policy: one MLP gives mu(s) and log sigma(s), [B, d] each.
+    action_scale [d] is half the width of each action's range (for log pi)."""
+
+    def __init__(self, obs_dim, action_dim, args, action_scale):
+        super().__init__()
+        self.net = mlp(obs_dim, args.hidden_size, 2 * action_dim, args)
+        self.register_buffer("action_scale", torch.as_tensor(action_scale, dtype=torch.float32))
+
+    def forward(self, obs):
+        mean, log_std = self.net(obs).chunk(2, dim=-1)
+        return mean, log_std.clamp(LOG_STD_MIN, LOG_STD_MAX)
+
+    def sample(self, obs):
+        """a = tanh(u), u = mu + sigma * eps (reparameterized: gradients reach mu and sigma);
+        returns (a [B, d] in [-1, 1], log pi(a|s) [B])."""
+        mean, log_std = self(obs)
+        u = mean + log_std.exp() * torch.randn_like(mean)
+        return torch.tanh(u), squashed_logprob(u, mean, log_std, self.action_scale)
+
+    def greedy(self, obs):
+        """The evaluation action, a = tanh(mu(s)), [B, d]."""
+        return torch.tanh(self(obs)[0])
+
+
+class Agent:
+    """The actor, the twin critics (no target copies), the temperature and the three Adam
+    optimizers. The networks stay in evaluation mode but inside update()'s training passes.
+    update() is one CrossQ gradient step on a batch."""
+
+    def __init__(self, obs_dim, action_dim, action_scale, args, device):
+        self.args = args
+        self.actor = Actor(obs_dim, action_dim, args, action_scale).to(device).eval()
+        self.critic1 = Critic(obs_dim, action_dim, args).to(device).eval()
+        self.critic2 = Critic(obs_dim, action_dim, args).to(device).eval()
+        betas = (args.adam_beta1, 0.999)
+        critic_params = [*self.critic1.parameters(), *self.critic2.parameters()]
+        self.critic_optimizer = torch.optim.Adam(critic_params, lr=args.learning_rate,
+                                                 betas=betas)
+        self.actor_optimizer = torch.optim.Adam(self.actor.parameters(), lr=args.learning_rate,
+                                                betas=betas)
+        self.log_alpha = torch.tensor([math.log(args.alpha)], device=device,
+                                      requires_grad=args.autotune)
+        if args.autotune:  # Adam's default betas, as the authors' temperature
+            self.alpha_optimizer = torch.optim.Adam([self.log_alpha], lr=args.learning_rate)
+        self.target_entropy = -action_dim if args.target_entropy is None else args.target_entropy
+        self.critic_steps = 0
+
+    def alpha(self):
+        """alpha as a plain number: no loss but the temperature's differentiates it."""
+        return self.log_alpha.exp().item()
+
+    def update(self, obs, actions, rewards, terminated, next_obs):
+        """One critic step; on every policy_delay-th one also one actor step and one
+        temperature step. Returns the losses and alpha as numbers for updates.csv."""
+        args = self.args
+        with torch.no_grad():  # a' from the current actor in evaluation mode
+            next_actions, next_logprob = self.actor.sample(next_obs)
+        with training_mode(self.critic1, self.critic2):  # the statistics of [s; s'], [a; a']
+            q1, next_q1 = joint_pass(self.critic1, obs, actions, next_obs, next_actions)
+            q2, next_q2 = joint_pass(self.critic2, obs, actions, next_obs, next_actions)
+        y = crossq_target(rewards=rewards, next_q1=next_q1, next_q2=next_q2,
+                          next_logprob=next_logprob, terminated=terminated, gamma=args.gamma,
+                          alpha=self.alpha())
+        critic1_loss, critic2_loss = F.mse_loss(q1, y), F.mse_loss(q2, y)
+        self.critic_optimizer.zero_grad()
+        (critic1_loss + critic2_loss).backward()
+        self.critic_optimizer.step()
+        self.critic_steps += 1
+        stats = {"critic1_loss": critic1_loss.item(), "critic2_loss": critic2_loss.item(),
+                 "q1_mean": q1.mean().item()}
+
+        if self.critic_steps % args.policy_delay == 0:
+            with training_mode(self.actor):  # the actor's own statistics, of this batch's s
+                new_actions, logprob = self.actor.sample(obs)
+            with frozen(self.critic1, self.critic2):  # evaluation mode: running statistics
+                loss = actor_loss(q1=self.critic1(obs, new_actions),
+                                  q2=self.critic2(obs, new_actions), logprob=logprob,
+                                  alpha=self.alpha())
+            self.actor_optimizer.zero_grad()
+            loss.backward()
+            self.actor_optimizer.step()
+            if args.autotune:  # on the log pi of the sample drawn before the actor step
+                self.alpha_optimizer.zero_grad()
+                temperature_loss(log_alpha=self.log_alpha, logprob=logprob,
+                                 target_entropy=self.target_entropy).backward()
+                self.alpha_optimizer.step()
+            stats.update(actor_loss=loss.item(), entropy=-logprob.mean().item())
+        return {**stats, "alpha": self.alpha()}
+
+
+# ---------------------------------------------------------------------------------------
+# What the agent sees and sends: the vector environment, actions scaled to the bounds
+# ---------------------------------------------------------------------------------------
+def make_vector_env(env_id, num_envs, video_folder=None):
+    """N copies of env_id in one synchronous vector environment, with SAME_STEP autoreset
+    (the observation after an episode ends is the next episode's first; the true last one
+    is in info["final_obs"], which train stores as s') and episode statistics recorded by
+    Gymnasium's wrapper (episodes.csv's returns). With video_folder, the evaluation's
+    environments record their first episode."""
+    def make(i):
+        if video_folder is None:
+            return gym.make(env_id)
+        os.environ.setdefault("SDL_VIDEODRIVER", "dummy")  # frames only, no window to open
+        env = gym.make(env_id, render_mode="rgb_array")
+        with warnings.catch_warnings():  # the environments share one folder on purpose
+            warnings.filterwarnings("ignore", message=".*Overwriting existing videos")
+            return gym.wrappers.RecordVideo(env, video_folder, name_prefix=f"eval-{i}",
+                                           episode_trigger=lambda episode: episode == 0)
+
+    envs = gym.vector.SyncVectorEnv([lambda i=i: make(i) for i in range(num_envs)],
+                                    autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
+    return gym.wrappers.vector.RecordEpisodeStatistics(envs)
+
+
+def to_env_action(actions, action_space):
+    """Actions in [-1, 1]^d (a tensor [N, d]) to the environment's bounds, a NumPy array:
+
+        low + (a + 1) / 2 * (high - low)
+
+    Only the environment sees the scaled action: the buffer stores a in [-1, 1]^d and the
+    critics take it so; log pi is the density of the scaled action (squashed_logprob).
+    """
+    low, high = action_space.low, action_space.high
+    return low + (actions.cpu().numpy() + 1.0) * 0.5 * (high - low)
+
+
+# ---------------------------------------------------------------------------------------
+# Training
+# ---------------------------------------------------------------------------------------
+def train(args, agent, envs, run, device):
+    """The CrossQ loop: act (uniformly at random before --learning-starts, then sampling the
+    policy, its layers in evaluation mode), store the transition with its true final
+    observation, take --gradient-steps CrossQ updates, and log; until the budget (whole
+    steps of the N environments), --stop-at-return or a non-finite loss."""
+    action_space, action_dim = envs.single_action_space, envs.single_action_space.shape[0]
+    obs_dim = envs.single_observation_space.shape[0]
+    num_iterations = args.total_timesteps // args.num_envs
+    buffer = ReplayBuffer(min(args.buffer_size, num_iterations * args.num_envs), obs_dim,
+                          action_dim, device)
+    global_step, last_log, stats = 0, 0, []
+    obs, _ = envs.reset(seed=args.seed)
+    for iteration in range(num_iterations):
+        # Act: a sample of the policy, a = tanh(u), explores (not the greedy tanh(mu)); the
+        # environment gets it scaled to its bounds (to_env_action), the buffer keeps a
+        if global_step < args.learning_starts:
+            actions = torch.rand((args.num_envs, action_dim)) * 2 - 1
+        else:
+            with torch.no_grad():
+                actions, _ = agent.actor.sample(torch.as_tensor(obs, dtype=torch.float32,
+                                                                device=device))
+            actions = actions.cpu()
+        next_obs, rewards, terminated, truncated, info = envs.step(
+            to_env_action(actions, action_space))
+        global_step += args.num_envs
+        run.step(global_step)  # progress line; evaluation every --eval-every steps
+
+        # Store s' = the true last observation where an episode ended, not the next
+        # episode's first: a truncated step bootstraps from it, a terminated one does not
+        final_obs = next_obs.copy()
+        for i in np.flatnonzero(terminated | truncated):
+            final_obs[i] = info["final_obs"][i]
+        buffer.add(obs, actions.numpy(), rewards, terminated, final_obs)
+        obs = next_obs
+
+        for i in np.flatnonzero(info.get("_episode", [])):
+            run.episode(global_step, info["episode"]["r"][i], info["episode"]["l"][i])
+        if run.reached(args.stop_at_return, global_step):  # the summary records when
+            return
+
+        # Learn
+        if global_step >= args.learning_starts:
+            for _ in range(args.gradient_steps):
+                stats.append(agent.update(*buffer.sample(args.batch_size)))
+
+        # Log: a row of updates.csv every --log-interval steps and after the last step, the
+        # means since the last row (NaN for the actor's where no actor step came)
+        last = iteration == num_iterations - 1
+        if stats and (global_step - last_log >= args.log_interval or last):
+            values = {key: [s[key] for s in stats if key in s] for key in UPDATE_FIELDS}
+            row = {key: float(np.mean(v)) if v else math.nan for key, v in values.items()}
+            last_log, stats = global_step, []
+            run.update(global_step, **row)
+            # says so if the critics' loss is NaN or inf; the run stops as interrupted
+            if run.non_finite(row["critic1_loss"] + row["critic2_loss"], global_step):
+                return
+
+
+# The columns of updates.csv after global_step, wall_time and sps
+UPDATE_FIELDS = ("critic1_loss", "critic2_loss", "q1_mean", "actor_loss", "entropy", "alpha")
+
+
+def main(args: Args) -> dict:
+    """Train CrossQ (or evaluate an --eval-checkpoint's actor), write the run folder, return the
+    summary. Ctrl-C stops training; the run folder is written, then KeyboardInterrupt goes
+    on up."""
+    # Check everything a user can get wrong before anything runs: one line, exit status 2.
+    check_args(args)
+    obs_shape, action_space = check_env(args.env_id, args.capture_video)
+    checkpoint = load_checkpoint(args.eval_checkpoint, args.env_id)  # None without the flag
+    if checkpoint is not None:  # the networks' size comes from the model
+        args = replace(args, hidden_size=checkpoint["args"]["hidden_size"],
+                       critic_hidden_size=checkpoint["args"]["critic_hidden_size"])
+
+    # Set up: seeds, device, the agent (actor, critics, temperature), the run folder.
+    device = seed_and_device(args.seed, args.cuda, args.threads)
+    scale = (action_space.high - action_space.low) / 2
+    agent = Agent(obs_shape[0], action_space.shape[0], scale, args, device)
+    if checkpoint is not None:
+        restore(checkpoint, agent, args)
+    run = RunWriter(args, device, agent)
+
+    # Train (unless evaluating a checkpoint), then finish: evaluate, save, write, plot.
+    interrupted = False
+    if checkpoint is None:
+        envs = make_vector_env(args.env_id, args.num_envs)
+        try:
+            train(args, agent, envs, run, device)
+        except KeyboardInterrupt:
+            print(f"{SCRIPT}: interrupted; writing what the run has so far")
+            interrupted = run.summary["interrupted"] = True
+        finally:
+            envs.close()
+    summary = finish(args, run, agent, device, trained=checkpoint is None)
+    if interrupted:
+        raise KeyboardInterrupt  # the run folder is written; the command line exits with 130
+    return summary
+
+
+# ---------------------------------------------------------------------------------------
+# Plumbing: checks, run folder, evaluation, checkpoints (not needed to follow the algorithm)
+# ---------------------------------------------------------------------------------------
+class UsageError(Exception):
+    """Bad input: reported as one line on stderr with exit status 2, before training."""
+
+
+def fail(message):
+    raise UsageError(message)
+
+
+def parse_args():
+    """tyro.cli(Args), with a mistake on the command line (an unknown flag, a missing value,
+    a value of the wrong type or not among the choices) as one whole line at any terminal
+    width: tyro hands the mistake over as data through its parse-error hook (tyro._errors,
+    marked experimental, which is one reason requirements.txt pins tyro), and usage_error
+    words it. --help prints as tyro writes it."""
+    with tyro._errors.on_parse_error(usage_error):
+        return tyro.cli(Args)
+
+
+def usage_error(event):
+    """Raise UsageError with one line for a tyro parse error: the flag, what it takes, and
+    what to write instead (the closest flags to an unknown one; 100000 for 1e5)."""
+    types = typing.get_type_hints(Args)
+    flags = [f"--{name.replace('_', '-')}" for name in types]
+    flags += [f"--no-{name.replace('_', '-')}" for name, kind in types.items() if kind is bool]
+    help_hint = f"(python {SCRIPT} --help lists the flags)"
+    if isinstance(event, tyro._errors.UnrecognizedArgs):
+        close = difflib.get_close_matches(event.tokens[0].partition("=")[0], flags, n=2)
+        also = f"; did you mean {' or '.join(close)}?" if close else ""
+        fail(f"unrecognized options: {', '.join(event.tokens)}{also} {help_hint}")
+    if getattr(event, "argument", None) is None:
+        fail(f"cannot read the command line ({type(event).__name__}) {help_hint}")
+    flag = event.argument.display_name().split("/")[0]
+    if isinstance(event, tyro._errors.InvalidChoice):
+        fail(f"{flag} takes {' or '.join(event.choices)}, not {event.value!r} {help_hint}")
+    words = sys.argv[1:]
+    given = [w.partition("=")[2] or next(iter(words[i + 1:i + 2]), "")
+             for i, w in enumerate(words) if w.partition("=")[0] == flag]
+    if not given or isinstance(event, tyro._errors.BadValue):
+        fail(f"{flag} needs a value {help_hint}")
+    kind = types[flag[2:].replace("-", "_")]
+    whole = int in (kind, *typing.get_args(kind))
+    try:
+        instead = (f": write {int(float(given[-1]))}"
+                   if whole and float(given[-1]).is_integer() else "")
+    except ValueError:  # not a number at all
+        instead = ""
+    fail(f"{flag} takes {'a whole number' if whole else 'a number'}, not {given[-1]!r}"
+         f"{instead} {help_hint}")
+
+
+def check_args(args):
+    """Everything a user can get wrong in the flags, checked before any environment runs."""
+    for name in ("total_timesteps", "num_envs", "gradient_steps", "buffer_size", "batch_size",
+                 "hidden_size", "critic_hidden_size", "policy_delay", "log_interval",
+                 "learning_rate", "alpha",
+                 "threads"):
+        if not getattr(args, name) > 0:
+            fail(f"--{name.replace('_', '-')} must be positive, got {getattr(args, name)}")
+    for name in ("learning_starts", "eval_episodes"):
+        if not getattr(args, name) >= 0:
+            fail(f"--{name.replace('_', '-')} must be 0 or more, got {getattr(args, name)}")
+    if args.eval_every < 0:
+        fail("--eval-every must be 0 (evaluate only after training) or more, "
+             f"got {args.eval_every}")
+    if args.eval_every and not args.eval_episodes:
+        fail("--eval-every needs at least one evaluation episode; pass --eval-episodes 1 or more")
+    if args.capture_video and not args.eval_episodes:
+        fail("--capture-video records the evaluation episodes, and --eval-episodes 0 has none; "
+             "pass --eval-episodes 1 or more")
+    if args.capture_video and importlib.util.find_spec("moviepy") is None:
+        fail("--capture-video needs moviepy: pip install moviepy==2.2.1")
+    if not 0.0 <= args.gamma <= 1.0:
+        fail(f"--gamma must be in [0, 1], got {args.gamma}")
+    if not 0.0 <= args.adam_beta1 < 1.0:
+        fail(f"--adam-beta1 must be in [0, 1), got {args.adam_beta1}")
+    if not 0.0 < args.bn_momentum <= 1.0:
+        fail(f"--bn-momentum must be in (0, 1], got {args.bn_momentum}")
+    if args.renorm_warmup_steps < 0:
+        fail(f"--renorm-warmup-steps must be 0 or more, got {args.renorm_warmup_steps}")
+    if args.target_entropy is not None and not args.autotune:
+        fail("--target-entropy needs the learned temperature; drop --no-autotune or the target")
+    budget = args.total_timesteps // args.num_envs * args.num_envs  # whole steps of N envs
+    if args.eval_checkpoint is None and args.learning_starts >= budget:
+        fail(f"--learning-starts {args.learning_starts} leaves no step of the budget, {budget:,} "
+             f"steps (--total-timesteps {args.total_timesteps} in whole steps of --num-envs "
+             f"{args.num_envs}), to learn in; lower it or raise the budget")
+
+
+def check_env(env_id, capture_video=False):
+    """Make env_id once (gym.make imports a module:EnvId id's module), check its spaces and,
+    for --capture-video, that it renders; returns (obs_shape, action_space)."""
+    if env_id.startswith(("ALE/", "MinAtar/")):  # image games, registered by their packages
+        pixels = ("ppo.py and dqn.py" if env_id.startswith("ALE/")
+                  else "ppo.py, dqn.py and impala.py")
+        fail(f"{env_id} is a game of images ({pixels} learn from them); crossq.py needs "
+             "a flat Box observation")
+    try:
+        env = gym.make(env_id)
+    except (gym.error.NameNotFound, gym.error.VersionNotFound, gym.error.NamespaceNotFound):
+        close = [i for i in difflib.get_close_matches(env_id.rpartition(":")[2], gym.registry,
+                                                      n=6, cutoff=0.6) if makeable(i)][:3]
+        fail(f"unknown environment id {env_id!r}"
+             + (f"; did you mean {', '.join(close)}?" if close else "; see gymnasium.registry"))
+    except ModuleNotFoundError as e:  # gym.make's own message does not keep e.name
+        missing = re.search(r"named '([\w.]+)'", str(e))[1]
+        where = ("; put its folder on PYTHONPATH (PYTHONPATH=. when it is in this folder)"
+                 if missing == env_id.rpartition(":")[0] else "")
+        fail(f"cannot make {env_id}: no module named {missing}{where}")
+    except (gym.error.Error, ImportError) as e:  # pin the extra to the installed Gymnasium
+        message = re.sub(r'"gymnasium\[(\w+)\]"', rf'"gymnasium[\1]=={gym.__version__}"', str(e))
+        fail(f"cannot make {env_id}: {message.splitlines()[0]}")
+    except Exception as e:  # a module of the user's that fails while it is imported or made
+        fail(f"cannot make {env_id}: {type(e).__name__}: {(str(e).splitlines() or [''])[0]}")
+    obs_space, action_space = env.observation_space, env.action_space
+    env.close()
+    if not (isinstance(action_space, gym.spaces.Box) and len(action_space.shape) == 1):
+        fail(f"{env_id} has a {type(action_space).__name__} action space of shape "
+             f"{action_space.shape}; crossq.py needs a flat continuous (Box) one (for "
+             "Discrete actions use dqn.py or ppo.py)")
+    if not (np.isfinite(action_space.low).all() and np.isfinite(action_space.high).all()):
+        fail(f"{env_id} has unbounded actions (an infinite low or high bound); crossq.py "
+             "squashes its actions into finite bounds (ppo.py's Gaussian policy needs none)")
+    if not (isinstance(obs_space, gym.spaces.Box) and len(obs_space.shape) == 1):
+        fail(f"{env_id} has a {type(obs_space).__name__} observation space of shape "
+             f"{obs_space.shape}; crossq.py's MLPs need a flat Box")
+    if capture_video:  # rendering can fail (MuJoCo without a display): find out before training
+        try:
+            with warnings.catch_warnings():  # the error below says it in one line
+                warnings.simplefilter("ignore")
+                os.environ.setdefault("SDL_VIDEODRIVER", "dummy")  # frames only, no window
+                env = gym.make(env_id, render_mode="rgb_array")
+                env.reset(seed=0)
+                env.render()
+                env.close()
+        except Exception as e:
+            fail(f"cannot record videos of {env_id} ({type(e).__name__}: "
+                 f"{(str(e).splitlines() or [''])[0]}); for MuJoCo on a machine without a display "
+                 "set MUJOCO_GL=egl")
+    return obs_space.shape, action_space
+
+
+def makeable(env_id):
+    """Whether gym.make(env_id) works here (its dependencies installed), for suggestions."""
+    try:
+        with warnings.catch_warnings():  # an old version's deprecation is no news here
+            warnings.simplefilter("ignore")
+            gym.make(env_id).close()
+        return True
+    except Exception:
+        return False
+
+
+def seed_and_device(seed, cuda, threads=1):
+    """Seed Python's, NumPy's and torch's random generators (the environments are seeded by
+    their reset); the device is the GPU if asked for and present, else the CPU with `threads`
+    threads (--threads).
+    With the GPU, a note says that a small network is faster on the CPU."""
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+    device = torch.device("cuda" if cuda and torch.cuda.is_available() else "cpu")
+    if device.type == "cpu":
+        torch.set_num_threads(threads)
+    if device.type == "cuda":
+        print(f"{SCRIPT}: note: networks this small train faster on one CPU thread than on "
+              "a GPU (measured for every script at its reference settings); --no-cuda uses the CPU")
+    return device
+
+
+EVAL_MAX_STEPS = 27_000
+"""an evaluation episode still running after this many steps is cut there (its return so
+far counts): a greedy policy can balance or walk in a circle forever in an environment
+without a time limit. 27,000 steps are ALE's own end of an Atari game (108,000 frames)."""
+
+
+def evaluate(actor, env_id, episodes, seed, device, video_folder=None):
+    """Greedy returns (a = tanh(mu(s))) of `episodes` episodes, one per environment of a
+    vector env, all at once. A line every 2 seconds says how far it is; an episode still
+    running at EVAL_MAX_STEPS counts with its return so far."""
+    envs = make_vector_env(env_id, episodes, video_folder)
+    obs, _ = envs.reset(seed=seed)
+    returns = np.full(episodes, np.nan)
+    with torch.inference_mode():
+        steps, last_print = 0, time.time()
+        while np.isnan(returns).any() and steps < EVAL_MAX_STEPS:
+            action = actor.greedy(torch.as_tensor(obs, dtype=torch.float32, device=device))
+            obs, _, _, _, info = envs.step(to_env_action(action, envs.single_action_space))
+            if "_episode" in info:
+                first = info["_episode"] & np.isnan(returns)
+                returns[first] = info["episode"]["r"][first]
+            steps += 1
+            if time.time() - last_print >= 2.0:
+                last_print = time.time()
+                done = episodes - np.isnan(returns).sum()
+                print(f"{SCRIPT}: evaluating, {done} of {episodes} episodes done, {steps:,} steps")
+    if np.isnan(returns).any():
+        print(f"{SCRIPT}: evaluation episodes cut at {EVAL_MAX_STEPS:,} steps; give "
+              f"{env_id} a time limit (max_episode_steps)")
+        returns = np.where(np.isnan(returns), envs.episode_returns, returns)
+    envs.close()
+    return returns
+
+
+class RunWriter:
+    """The run folder (the files the docstring at the top lists): config.json at once, the CSV
+    files row by row (flushed), the progress line, the evaluations of --eval-every with
+    best_model.pt. The budget is rounded down to whole steps of the N environments, said once."""
+
+    def __init__(self, args, device, agent):
+        name = "__".join([args.env_id.replace("/", "-").replace(":", "-"), args.exp_name,
+                          str(args.seed), str(int(time.time()))])
+        self.path, suffix = os.path.join(args.output_dir, name), 1
+        while os.path.exists(self.path):  # a run with the same flags in the same second
+            suffix += 1
+            self.path = os.path.join(args.output_dir, f"{name}-{suffix}")
+        try:
+            os.makedirs(self.path)
+        except OSError as e:
+            fail(f"cannot create the run folder {self.path}: {e.strerror}")
+        versions = {"torch": torch.__version__, "gymnasium": gym.__version__,
+                    "numpy": np.__version__, "python": sys.version.split()[0]}
+        with open(os.path.join(self.path, "config.json"), "w") as f:
+            json.dump({**asdict(args), "device": str(device), "versions": versions}, f, indent=2)
+        # summary.json records when the mean of the last 20 training returns first
+        # reached --stop-at-return, else the environment's reward_threshold (CartPole-v1: 475)
+        threshold = args.stop_at_return if args.stop_at_return is not None else getattr(
+            gym.registry.get(args.env_id.rpartition(":")[2]), "reward_threshold", None)
+        self.summary = dict.fromkeys(SUMMARY_KEYS) | {
+            "solved_threshold": None if args.eval_checkpoint else threshold,
+            "algorithm": "crossq", "env_id": args.env_id, "seed": args.seed, "global_steps": 0,
+            "eval_episodes": args.eval_episodes, "interrupted": False}
+        self.args, self.device, self.agent = args, device, agent
+        self.budget = args.total_timesteps // args.num_envs * args.num_envs
+        self.files, self.steps, self.returns, self.evaluations = {}, [], [], []
+        self.write_row("episodes.csv")  # its header now: a run with no episode has the file
+        self.start = self.last_print = time.time()
+        self.first_print = None  # (step, time) of the first progress line after the warm-up
+        self.warm_up = args.learning_starts
+        print(f"{SCRIPT}: {args.env_id}, seed {args.seed}, device {device}")
+        if self.budget != args.total_timesteps and args.eval_checkpoint is None:
+            print(f"{SCRIPT}: training runs {self.budget:,} of --total-timesteps "
+                  f"{args.total_timesteps:,}: whole steps of the {args.num_envs} environments")
+
+    def elapsed(self):
+        return time.time() - self.start
+
+    def write_row(self, filename, **row):
+        """Append a row to a CSV file of the run folder, made with its header at first use."""
+        if filename not in self.files:
+            f = open(os.path.join(self.path, filename), "w", newline="")
+            fields = EPISODE_FIELDS if filename == "episodes.csv" else list(row)
+            self.files[filename] = (f, csv.DictWriter(f, fieldnames=fields))
+            self.files[filename][1].writeheader()
+        f, writer = self.files[filename]
+        if row:
+            writer.writerow(row)
+        f.flush()
+
+    def episode(self, global_step, episode_return, episode_length):
+        self.steps.append(global_step)
+        self.returns.append(float(episode_return))
+        self.write_row("episodes.csv", global_step=global_step, wall_time=round(self.elapsed(), 4),
+                       episode_return=float(episode_return), episode_length=int(episode_length))
+        self.reached(self.summary["solved_threshold"], global_step)  # records when
+
+    def update(self, global_step, **diagnostics):
+        wall_time = self.elapsed()
+        self.write_row("updates.csv", global_step=global_step, wall_time=round(wall_time, 4),
+                       sps=int(global_step / wall_time), **diagnostics)
+
+    def step(self, global_step):
+        """After each vector step: record the step count (should Ctrl-C stop the run), run a
+        greedy evaluation each time global_step crosses a multiple of --eval-every, and
+        print the progress line every 2 seconds, its speed measured from the first line
+        after the --learning-starts warm-up (the start-up and the random warm-up steps would
+        make the speed and ETA wrong)."""
+        every, previous = self.args.eval_every, self.summary["global_steps"]
+        self.summary["global_steps"] = global_step
+        if every and global_step // every > previous // every:
+            self.evaluation(global_step)
+        now = time.time()
+        if now - self.last_print >= 2.0:
+            first, self.last_print = self.first_print or (global_step, now), now
+            sps = (global_step - first[0]) / (now - first[1]) if self.first_print else None
+            print(progress_line(global_step, self.budget, sps, self.recent_return()))
+            if global_step >= self.warm_up:  # random steps without updates are far faster
+                self.first_print = first
+
+    def evaluation(self, global_step):
+        """Evaluate a = tanh(mu(s)) as it is now on environments of its own (no random stream
+        or training environment is touched), append the row to evaluations.csv and, with
+        --save-model, keep the best model (the first of equal means) as best_model.pt."""
+        wall_time = self.elapsed()
+        returns = evaluate(self.agent.actor, self.args.env_id, self.args.eval_episodes,
+                           self.args.seed + 100_000, self.device)
+        mean, std = float(returns.mean()), float(returns.std())
+        self.write_row("evaluations.csv", global_step=global_step, wall_time=round(wall_time, 4),
+                       eval_return_mean=mean, eval_return_std=std)
+        best = max((m for _, m, _ in self.evaluations), default=-math.inf)
+        if self.args.save_model and mean > best:
+            save_checkpoint(os.path.join(self.path, "best_model.pt"), self.agent, self.args)
+        self.evaluations.append((global_step, mean, std))
+
+    def non_finite(self, critic_loss, global_step):
+        """True, after saying so and marking the run interrupted, when the loss is NaN or inf."""
+        if math.isfinite(critic_loss):
+            return False
+        print(f"{SCRIPT}: the critics' loss became non-finite (NaN or inf) at step {global_step}; "
+              "stopping (try a lower --learning-rate)")
+        self.summary["interrupted"] = True
+        return True
+
+    def recent_return(self):
+        """The mean of the last 20 training episode returns (None before the first)."""
+        return float(np.mean(self.returns[-20:])) if self.returns else None
+
+    def reached(self, threshold, global_step):
+        """True once the mean of the last 20 returns reaches threshold; records the
+        first step it did (each episode asks it of solved_threshold, train of --stop-at-return)."""
+        if threshold is None or len(self.returns) < 20 or self.recent_return() < threshold:
+            return False
+        if self.summary["solved_at_step"] is None:  # the first time only
+            self.summary["solved_at_step"] = global_step
+            self.summary["solved_at_time_s"] = round(self.elapsed(), 3)
+        return True
+
+    def close(self):
+        for f, _ in self.files.values():
+            f.close()
+
+
+EPISODE_FIELDS = ("global_step", "wall_time", "episode_return", "episode_length")
+SUMMARY_KEYS = ("algorithm", "env_id", "seed", "global_steps", "wall_time_s",
+                "train_return_last20", "eval_return_mean", "eval_return_std", "eval_episodes",
+                "solved_threshold", "solved_at_step", "solved_at_time_s", "interrupted")
+
+
+def progress_line(global_step, total_steps, sps, recent_return):
+    """The console's progress: the step out of the budget, the percentage, steps per second,
+    the time left at that speed (h:mm:ss) and the mean of the last 20 training returns; the
+    speed and the time left read "-" while sps is None (the first line: nothing measured).
+
+        ETA = max(total_steps - global_step, 0) / sps
+    """
+    if sps:
+        minutes, seconds = divmod(round(max(total_steps - global_step, 0) / sps), 60)
+        speed = f"{sps:,.0f} sps | ETA {minutes // 60}:{minutes % 60:02}:{seconds:02}"
+    else:
+        speed = "- sps | ETA -"
+    recent = "n/a" if recent_return is None else f"{recent_return:.1f}"
+    return (f"step {global_step:,}/{total_steps:,} ({100 * global_step / total_steps:.0f}%) | "
+            f"{speed} | return (last 20) {recent}")
+
+
+def plot_learning_curve(path, steps, returns, title, evaluations=(), final=None):
+    """learning_curve.png: episode returns against environment steps (faded) and their moving
+    average of 20; the greedy evaluations (step, mean, std) of --eval-every as a second series
+    with the std as error bars, and the final evaluation after training as a marker of its own."""
+    fig = Figure(figsize=(7, 4), dpi=100)
+    ax = fig.add_subplot()
+    ax.scatter(steps, returns, s=6, alpha=0.25, label="episode return")
+    if returns:
+        window = min(20, len(returns))
+        smooth = np.convolve(returns, np.ones(window) / window, mode="valid")
+        ax.plot(steps[window - 1:], smooth, color="tab:blue", lw=2, label=f"mean of last {window}")
+    for points, style, label in ((evaluations, dict(color="tab:orange", marker="o", ms=4),
+                                  "greedy evaluation (mean, std)"),
+                                 ([final] if final else [], dict(color="tab:red", marker="D", ms=7),
+                                  "final greedy evaluation")):
+        if points:
+            eval_steps, means, stds = zip(*points)
+            ax.errorbar(eval_steps, means, yerr=stds, capsize=3, label=label, **style)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(loc="lower right")
+    ax.set(xlabel="environment steps", ylabel="episode return", title=title)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(os.path.join(path, "learning_curve.png"))
+    return os.path.join(path, "learning_curve.png")
+
+
+def save_checkpoint(path, agent, args):
+    """The networks' state dicts (with their batch renorm's running statistics and step
+    counts, which the evaluation mode reads), the temperature and the flags."""
+    torch.save({"actor": agent.actor.state_dict(), "critic1": agent.critic1.state_dict(),
+                "critic2": agent.critic2.state_dict(), "log_alpha": agent.log_alpha.detach(),
+                "args": asdict(args)}, path)
+
+
+def load_checkpoint(path, env_id):
+    """Load a model.pt safely (weights_only, onto the CPU, wherever it was saved) and check
+    it was made for env_id; None when path is None (no --eval-checkpoint)."""
+    if path is None:
+        return None
+    if os.path.isdir(path):  # a run folder stands for its model.pt
+        path = os.path.join(path, "model.pt")
+        if not os.path.isfile(path):
+            fail(f"run folder {os.path.dirname(path)} has no model.pt; train with --save-model")
+    if not os.path.isfile(path):
+        fail(f"checkpoint {path} does not exist")
+    try:
+        checkpoint = torch.load(path, map_location="cpu", weights_only=True)
+        saved = checkpoint["args"]  # each lookup raises KeyError where an entry is missing
+        checkpoint["actor"], saved["env_id"], saved["hidden_size"], saved["critic_hidden_size"]
+    except Exception as e:
+        fail(f"checkpoint {path} is not a crossq.py model.pt ({type(e).__name__}); "
+             "make one with --save-model")
+    if saved["env_id"] != env_id:
+        fail(f"checkpoint {path} was made for {saved['env_id']}, not {env_id}; "
+             f"pass --env-id {saved['env_id']}")
+    return checkpoint
+
+
+def restore(checkpoint, agent, args):
+    """Put a checkpoint's actor, with its running statistics, into the agent (on its device):
+    evaluation needs only it."""
+    try:
+        agent.actor.load_state_dict(checkpoint["actor"])
+    except (RuntimeError, KeyError, AttributeError) as e:
+        fail(f"checkpoint {args.eval_checkpoint} does not fit {args.env_id}'s network: "
+             f"{str(e).splitlines()[0]}")
+
+
+def finish(args, run, agent, device, trained=True):
+    """Write the run first (model.pt if asked, summary.json, the curve), then
+    evaluate greedily and write summary.json and the curve again with the evaluation, so that
+    Ctrl-C during a long evaluation keeps the run; print the closing line. An interrupted
+    run skips the evaluation."""
+    summary = run.summary
+    summary["train_return_last20"] = run.recent_return()
+    summary["wall_time_s"] = round(run.elapsed(), 3)
+    if trained and not run.steps and not summary["interrupted"]:
+        print(f"{SCRIPT}: no training episode ended in {summary['global_steps']:,} steps; if "
+              f"{args.env_id} has no time limit, register it with max_episode_steps")
+    if args.save_model and trained:
+        save_checkpoint(os.path.join(run.path, "model.pt"), agent, args)
+    run.close()
+    curve = write_summary(args, run, trained)
+    if args.eval_episodes and not summary["interrupted"]:
+        video_folder = os.path.join(run.path, "videos") if args.capture_video else None
+        print(f"{SCRIPT}: final evaluation, {args.eval_episodes:,} "
+              f"episode{'s' * (args.eval_episodes > 1)}; the run is written and Ctrl-C keeps it")
+        try:
+            returns = evaluate(agent.actor, args.env_id, args.eval_episodes, args.seed + 100_000,
+                               device, video_folder)
+        except KeyboardInterrupt:
+            print(f"{SCRIPT}: final evaluation interrupted; {run.path} keeps the run without it")
+            raise
+        summary["eval_return_mean"] = float(returns.mean())
+        summary["eval_return_std"] = float(returns.std())
+        curve = write_summary(args, run, trained, final=(
+            summary["global_steps"], summary["eval_return_mean"], summary["eval_return_std"]))
+    closing = [f"{SCRIPT}: run folder {run.path}", f"global_steps {summary['global_steps']:,}"]
+    for key in ("train_return_last20", "eval_return_mean"):
+        closing.append(f"{key} " + ("-" if summary[key] is None else f"{summary[key]:.2f}"))
+    if summary["solved_threshold"] is not None:  # --stop-at-return, else the environment's
+        source = "--stop-at-return" if args.stop_at_return is not None else "reward_threshold"
+        closing.append(f"solved_at_step {summary['solved_at_step'] or 'not reached'} "
+                       f"(last-20 mean >= {source} {summary['solved_threshold']:g})")
+    if curve:
+        closing.append(f"learning curve {curve}")
+    print(" | ".join(closing))
+    return summary
+
+
+def write_summary(args, run, trained, final=None):
+    """summary.json and, after training, learning_curve.png (with the final evaluation as a
+    marker of its own, titled with --exp-name where it is not the script's name: a variant
+    such as maddpg); returns the curve's path, or None."""
+    with open(os.path.join(run.path, "summary.json"), "w") as f:
+        json.dump(run.summary, f, indent=2)
+    variant = f" ({args.exp_name})" if args.exp_name != SCRIPT.removesuffix(".py") else ""
+    # an interrupted run (Ctrl-C, a non-finite loss) stops short of its budget: say so
+    stopped = (f", interrupted at step {run.summary['global_steps']:,}"
+               if run.summary["interrupted"] else "")
+    if trained:
+        return plot_learning_curve(run.path, run.steps, run.returns,
+                                   f"{SCRIPT}{variant} on {args.env_id}, seed {args.seed}{stopped}",
+                                   run.evaluations, final)
+    return None
+
+
+def cli():
+    """main(flags) from the command line. Bad input: one line, exit status 2. Ctrl-C: the
+    run folder written, the process dies of SIGINT (130), so a shell loop of runs stops too."""
+    try:
+        main(parse_args())
+    except UsageError as e:
+        print(f"{SCRIPT}: error: {e}", file=sys.stderr)
+        sys.exit(2)
+    except KeyboardInterrupt:
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGINT)
+
+
+if __name__ == "__main__":
+    cli()
