@@ -298,6 +298,23 @@ def test_the_learner_steps_as_the_module_docstring_says(tmp_path, local_actors, 
     assert [float(r["learning_rate"]) for r in updates] == approx([2e-3, 1.5e-3, 1e-3, 5e-4])
 
 
+def test_every_update_moves_every_weight_of_the_critic_and_the_actor(tmp_path, local_actors,
+                                                                     monkeypatch):
+    # One loss trains both networks: the loss is given the learner's values and
+    # log-probabilities with their gradients (a value detached before it, the critic would
+    # never learn), and each of the 4 steps moves every weight and bias of both MLPs, as the
+    # versions published after each step show.
+    given = spy_on(monkeypatch, impala, "impala_loss", lambda **k: (
+        k["values"].requires_grad, k["logprobs"].requires_grad))
+    one_actor_run(tmp_path)
+    (actors,) = local_actors
+    assert given == [(True, True)] * 4 and sorted(actors.published) == [0, 1, 2, 3, 4]
+    for version in range(4):
+        before, after = actors.published[version], actors.published[version + 1]
+        assert {name.split(".")[0] for name in before} == {"actor", "critic"}
+        assert [name for name in before if torch.equal(before[name], after[name])] == []
+
+
 def test_each_actor_started_seeds_its_environments_apart():
     # --seed 7, 3 environments an actor: the k-th actor started (replacements count on) seeds
     # 7 + 3k, so 7, 10, 13: no two actors play the same episodes. ActorPool.start alone,
