@@ -418,6 +418,10 @@ def test_fire_is_pressed_at_reset_and_after_a_lost_life_where_the_game_needs_it(
                 _, _, _, _, info = envs.step(np.array([0]))
                 lives = info["lives"][0]
             assert actions == [0, 0, 0, 0, 1, 1, 1, 1]  # FIRE once more, after the lost life
+            for _ in range(3):  # and not again: the count of lives follows the game (4 now)
+                actions.clear()
+                envs.step(np.array([0]))
+                assert actions == [0, 0, 0, 0]
         else:
             assert set(actions) <= {0}
         envs.close()
