@@ -94,25 +94,34 @@ def test_a_square_image_keeps_its_channels_last(script):
 
 
 @pytest.mark.parametrize("script", MODULES)
-def test_the_channel_axis_is_set_by_the_id_and_main_passes_it_on(script, tmp_path,
-                                                                 monkeypatch):
+@pytest.mark.parametrize("env_id, shape, last", [
+    ("SquareImage-v0", (10, 10, 10), True),
+    # Atari's stack of 4 frames, channels first: the one id whose rule is not the networks'
+    # default, and whose [4, 84, 84] read channels last would be 84 channels of 4 x 84.
+    pytest.param("ALE/Breakout-v5", (4, 84, 84), False, marks=pytest.mark.skipif(
+        not HAS_ATARI, reason="ale-py and opencv are not installed"))])
+def test_the_channel_axis_is_set_by_the_id_and_main_passes_it_on(script, env_id, shape, last,
+                                                                 tmp_path, monkeypatch):
     module = MODULES[script]
     assert [module.channels_last(i) for i in ("ALE/Breakout-v5", "MinAtar/Seaquest-v1",
                                               "PixelBars-v0", "SquareImage-v0")] \
         == [False, True, True, True]
-    seen = []
+    seen, made = [], []
     encoder = module.ImageEncoder
 
     def spy(obs_shape, uint8, channels_last=True):
         seen.append((tuple(obs_shape), channels_last))
-        return encoder(obs_shape, uint8, channels_last)
+        made.append(encoder(obs_shape, uint8, channels_last))
+        return made[-1]
 
     monkeypatch.setattr(module, "ImageEncoder", spy)
     flags = dict(learning_starts=32, batch_size=8, buffer_size=64) if script == "dqn.py" else \
         dict(num_envs=2, num_steps=32)
-    module.main(module.Args(env_id="SquareImage-v0", total_timesteps=64, eval_episodes=0,
+    module.main(module.Args(env_id=env_id, total_timesteps=64, eval_episodes=0,
                             cuda=False, output_dir=str(tmp_path), **flags))
-    assert seen and set(seen) == {((10, 10, 10), True)}
+    # every network (dqn.py's Q and target networks) reads the channels where they are
+    assert seen and set(seen) == {(shape, last)}
+    assert {convolutions(e)[0].in_channels for e in made} == {shape[-1] if last else shape[0]}
 
 
 @pytest.mark.parametrize("env_id, uint8", [("PixelBars-v0", True), ("BoolCells-v0", False),
