@@ -494,6 +494,17 @@ def test_the_loop_gives_the_agent_its_scale_batches_and_steps(tmp_path, monkeypa
     assert all(a not in (0.0, 0.1, 0.2) for _, a in stored[:6])  # uniform draws
 
 
+def test_threads_reaches_torch_on_the_cpu(tmp_path, monkeypatch):
+    # --threads 3, not the default 1: torch is told once, on the CPU (the spy keeps this
+    # process's own thread count as it is)
+    calls = []
+    monkeypatch.setattr(torch, "set_num_threads", calls.append)
+    sac.main(sac.Args(env_id="BoxZeroToFour-v0", total_timesteps=6, learning_starts=3,
+                      batch_size=2, hidden_size=8, threads=3, cuda=False, eval_episodes=0,
+                      output_dir=str(tmp_path)))
+    assert calls == [3]
+
+
 # ---------------------------------------------------------------------------------------
 # Episode ends through the whole loop: environments whose observation counts their steps
 # and whose episodes end after 3 steps, by a time limit (truncated) or by termination.
