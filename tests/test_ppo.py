@@ -272,6 +272,24 @@ def test_truncated_steps_store_the_true_final_observation(norm_obs, rows, final,
         [("6", "3.0", "3"), ("6", "3.0", "3"), ("12", "3.0", "3"), ("12", "3.0", "3")]
 
 
+def test_norm_reward_scales_what_the_buffer_learns_from_and_episodes_csv_keeps_raw_returns(
+        tmp_path, monkeypatch):
+    # CountToThree-v0 pays 1 a step. NormalizeReward divides r_0 = 1 by the std of the
+    # discounted returns so far, G_0 = [1, 1] (2 environments), in a RunningMeanStd that starts
+    # at mean 0, var 1, count 1e-4: with the batch (mean 1, var 0, count 2; total 2.0001),
+    # var = (1e-4 * 1 + 2 * 0 + 1^2 * 1e-4 * 2 / 2.0001) / 2.0001 = 1.0e-4, and
+    # 1 / sqrt(1e-4 + 1e-8) = 99.995 is clipped to 10. The wrappers sit outside the episode
+    # statistics: episodes.csv keeps 3 steps of reward 1.
+    rewards = spy_on(monkeypatch, ppo.RolloutBuffer, "gae", lambda self, *a: self.rewards.clone())
+    ppo.main(ppo.Args(env_id="CountToThree-v0", norm_reward=True, total_timesteps=8, num_envs=2,
+                      num_steps=4, num_minibatches=2, eval_episodes=0, output_dir=str(tmp_path)))
+    (scaled,) = rewards
+    assert scaled[0].tolist() == [10.0, 10.0] and (scaled[1:] != 1).all()
+    assert (scaled.abs() <= 10).all()
+    episodes = read_csv(next(tmp_path.glob("*/episodes.csv")))
+    assert [(e["episode_return"], e["episode_length"]) for e in episodes] == [("3.0", "3")] * 2
+
+
 @pytest.mark.parametrize("advantage, function", [("gae", "compute_gae"), ("vtrace", "compute_vtrace")])
 def test_the_truncated_step_bootstraps_from_the_value_of_its_final_observation(
         advantage, function, tmp_path, monkeypatch):
