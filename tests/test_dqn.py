@@ -1,5 +1,6 @@
 """Tests of dqn.py: the math by hand, the replay buffer, runs end to end, bad input,
 determinism (the rules every script keeps are tests/test_contract.py's)."""
+import copy
 import json
 import math
 import os
@@ -11,7 +12,7 @@ import torch
 
 import dqn
 from conftest import (CountingEnv, approx, check_evaluations, check_whole_steps_budget,
-                      interrupt_on_call, read_csv, same_seed_episodes, tensor,
+                      interrupt_on_call, read_csv, same_seed_episodes, spy_on, tensor,
                       unreadable_checkpoints)
 
 
@@ -217,9 +218,9 @@ def network_with_outputs(*q_values):
     return net
 
 
-def train_directly(tmp_path, q_network, target_network, **flags):
-    """dqn.train on DqnCountToThree-v0 (reward 1 a step) with the networks given."""
-    args = dqn.Args(env_id="DqnCountToThree-v0", eval_episodes=0, output_dir=str(tmp_path), **flags)
+def train_directly(tmp_path, q_network, target_network, env_id="DqnCountToThree-v0", **flags):
+    """dqn.train on env_id (reward 1 a step) with the networks given."""
+    args = dqn.Args(env_id=env_id, eval_episodes=0, output_dir=str(tmp_path), **flags)
     args = dqn.with_preset(args, image=False)  # main fills the flags left at None
     envs = dqn.make_vector_env(args.env_id, args.num_envs)
     dqn.train(args, envs, q_network, target_network, dqn.RunWriter(args, "cpu", q_network))
@@ -289,6 +290,30 @@ def test_the_loop_moves_the_target_network_towards_the_online_one(tmp_path, monk
                    target_network_frequency=8, tau=tau)
     assert all(torch.all(p == 4.0) for p in q_network.parameters())
     assert all(torch.allclose(p, torch.full_like(p, expected)) for p in target_network.parameters())
+
+
+def test_each_gradient_step_moves_q_and_the_target_network_waits_for_its_copy(tmp_path,
+                                                                             monkeypatch):
+    # CountToThree-v0 (observations 0, 1, 2: DqnCountToThree's action 1 would end every
+    # greedy episode at 0, where the first layer's weights get no gradient). 16 steps,
+    # learning from step 4: gradient steps at 8, 12 and 16 (--train-frequency 4), the target
+    # network copied from Q (tau = 1) every 16 steps, after the gradient step at 16. Every
+    # weight and bias of Q moves at each gradient step; the target keeps Q's first weights
+    # until the copy, and then holds Q's last.
+    torch.manual_seed(0)
+    q_network = dqn.QNetwork((1,), 2, 4)
+    target_network = copy.deepcopy(q_network)
+    weights = lambda net: [t.clone() for t in net.state_dict().values()]
+    seen = spy_on(monkeypatch, torch.optim.Adam, "step", lambda self, *a: (
+        weights(q_network), weights(target_network)))
+    train_directly(tmp_path, q_network, target_network, "CountToThree-v0", total_timesteps=16,
+                   learning_starts=4, train_frequency=4, gradient_steps=1, batch_size=8,
+                   target_network_frequency=16, learning_rate=0.01, anneal_lr=False)
+    q_before = [q for q, _ in seen] + [weights(q_network)]
+    assert len(seen) == 3 and all(not torch.equal(a, b) for before, after in
+                                  zip(q_before, q_before[1:]) for a, b in zip(before, after))
+    assert all(torch.equal(a, b) for _, target in seen for a, b in zip(target, q_before[0]))
+    assert all(torch.equal(a, b) for a, b in zip(weights(target_network), q_before[-1]))
 
 
 # The first step of each --optimizer on a gradient g, lr = 0.01 (make_optimizer's equations):
