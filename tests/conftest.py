@@ -1,5 +1,6 @@
 """Helpers shared by every script's tests: running a script's command line in-process and
 checking the run folder that CONTRIBUTING.md ("What a run writes") describes."""
+import copy
 import csv
 import glob
 import importlib.util
@@ -80,6 +81,21 @@ def spy_on(monkeypatch, owner, name, record):
 def detached(**kwargs):
     """The keyword arguments of a call, tensors detached and copied (a spy_on record)."""
     return {k: v.detach().clone() if torch.is_tensor(v) else v for k, v in kwargs.items()}
+
+
+def spy_on_weights(monkeypatch, module):
+    """Spy on module.train. Returns moved(): after the run, for each network train was given
+    (its nn.Module arguments, in order), a dict of its state's names (weights, biases,
+    buffers) with whether the run changed them."""
+    given = spy_on(monkeypatch, module, "train", lambda *a, **k: [
+        (net, copy.deepcopy(net.state_dict())) for net in (*a, *k.values())
+        if isinstance(net, torch.nn.Module)])
+
+    def moved():
+        (nets,) = given
+        return [{name: not torch.equal(value, net.state_dict()[name])
+                 for name, value in before.items()} for net, before in nets]
+    return moved
 
 
 def spy_on_adam(monkeypatch):

@@ -10,8 +10,8 @@ import torch
 
 import ppo
 from conftest import (ActionLogEnv, approx, check_evaluations, interrupt_on_call, read_csv,
-                      run_folder_env, same_seed_episodes, spy_on, spy_on_adam, tensor,
-                      unreadable_checkpoints)
+                      run_folder_env, same_seed_episodes, spy_on, spy_on_adam, spy_on_weights,
+                      tensor, unreadable_checkpoints)
 
 
 def column(*values):
@@ -415,6 +415,7 @@ def test_the_loop_gives_the_math_its_flags_and_steps_every_parameter(advantage, 
         k["clip_coef"], k["ent_coef"], k["vf_coef"], k["clip_vloss"]))
     clips = spy_on(monkeypatch, torch.nn.utils, "clip_grad_norm_", lambda params, norm: norm)
     agents = spy_on(monkeypatch, ppo, "train", lambda args, agent, *rest: agent)
+    moved = spy_on_weights(monkeypatch, ppo)
     optimized = spy_on_adam(monkeypatch)
     ppo.main(ppo.Args(env_id="BoxZeroToFour-v0", total_timesteps=32, num_envs=2, num_steps=8,
                       num_minibatches=2, update_epochs=2, advantage=advantage, eval_episodes=0,
@@ -428,6 +429,8 @@ def test_the_loop_gives_the_math_its_flags_and_steps_every_parameter(advantage, 
     (params,) = optimized  # one Adam, on every parameter, the Gaussian's log std included
     assert {id(p) for p in params} == {id(p) for p in agent.parameters()}
     assert any(p is agent.actor_logstd for p in params)
+    (changed,) = moved()  # and the steps moved every weight: the actor's, the critic's, log std
+    assert [name for name, m in changed.items() if not m] == [] and "actor_logstd" in changed
 
 
 def test_the_buffer_keeps_the_sample_and_the_environment_gets_it_clipped(tmp_path, monkeypatch):
