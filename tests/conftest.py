@@ -85,16 +85,18 @@ def detached(**kwargs):
 
 def spy_on_weights(monkeypatch, module):
     """Spy on module.train. Returns moved(): after the run, for each network train was given
-    (its nn.Module arguments, in order), a dict of its state's names (weights, biases,
-    buffers) with whether the run changed them."""
+    (its nn.Module arguments, in order), the names of its state (weights, biases, buffers)
+    that the run left as they were, and those it changed: a pair of lists."""
     given = spy_on(monkeypatch, module, "train", lambda *a, **k: [
         (net, copy.deepcopy(net.state_dict())) for net in (*a, *k.values())
         if isinstance(net, torch.nn.Module)])
 
     def moved():
         (nets,) = given
-        return [{name: not torch.equal(value, net.state_dict()[name])
-                 for name, value in before.items()} for net, before in nets]
+        changed = [{name: not torch.equal(value, net.state_dict()[name])
+                    for name, value in before.items()} for net, before in nets]
+        return [([n for n, c in names.items() if not c], [n for n, c in names.items() if c])
+                for names in changed]
     return moved
 
 

@@ -11,7 +11,8 @@ import vpg
 from conftest import (approx, check_evaluations,
                       check_gaussian_actions_clipped_for_the_environment_only,
                       check_norm_obs_on_count_to_three, interrupt_on_call, read_csv,
-                      same_seed_episodes, tensor, unreadable_checkpoints)
+                      same_seed_episodes, spy_on, spy_on_weights, tensor,
+                      unreadable_checkpoints)
 
 
 def column(*values):
@@ -328,8 +329,9 @@ def test_norm_obs_statistics_see_each_acted_on_observation_and_normalize_the_fin
 
 def test_each_optimizer_steps_its_own_network_at_its_own_learning_rate(tmp_path, monkeypatch):
     # The policy's Adam holds theta (the actor and the Gaussian's log std) at --learning-rate,
-    # the value network's Adam the critic at --vf-learning-rate; and the step moves the log std.
-    made, agents = [], []
+    # the value network's Adam the critic at --vf-learning-rate; and their steps move every
+    # weight: the actor's, the log std, the critic's.
+    made = []
 
     class RecordingAdam(torch.optim.Adam):
         def __init__(self, params, lr):
@@ -337,18 +339,18 @@ def test_each_optimizer_steps_its_own_network_at_its_own_learning_rate(tmp_path,
             made.append(({id(p) for p in params}, lr))
             super().__init__(params, lr=lr)
 
-    original_train = vpg.train
     monkeypatch.setattr(torch.optim, "Adam", RecordingAdam)
-    monkeypatch.setattr(vpg, "train", lambda args, agent, *rest: (
-        agents.append((agent, agent.actor_logstd.detach().clone())), original_train(args, agent, *rest))[1])
+    agents = spy_on(monkeypatch, vpg, "train", lambda args, agent, *rest: agent)
+    moved = spy_on_weights(monkeypatch, vpg)
     vpg.main(vpg.Args(env_id="BoxCountToThree-v0", total_timesteps=8, num_envs=2, num_steps=4,
                       vf_minibatches=2, learning_rate=0.003, vf_learning_rate=0.0007,
                       eval_episodes=0, output_dir=str(tmp_path)))
-    (agent, logstd_before), = agents
+    (agent,) = agents
     ids = lambda params: {id(p) for p in params}
     assert made == [(ids(agent.policy_parameters()), 0.003), (ids(agent.critic.parameters()), 0.0007)]
     assert id(agent.actor_logstd) in ids(agent.policy_parameters())
-    assert not torch.equal(agent.actor_logstd.detach(), logstd_before)
+    ((still, changed),) = moved()
+    assert still == [] and "actor_logstd" in changed
 
 
 def test_gaussian_actions_are_clipped_for_the_environment_only(tmp_path, monkeypatch):
