@@ -12,7 +12,7 @@ import trpo
 from conftest import (approx, check_evaluations,
                       check_gaussian_actions_clipped_for_the_environment_only,
                       check_norm_obs_on_count_to_three, interrupt_on_call, read_csv,
-                      same_seed_episodes, tensor, unreadable_checkpoints)
+                      same_seed_episodes, spy_on_weights, tensor, unreadable_checkpoints)
 
 
 def column(*values):
@@ -463,6 +463,16 @@ def test_the_trust_region_step_moves_the_gaussians_log_std():
     assert agent.actor_logstd.item() == pytest.approx(0.09759, abs=1e-5)
     assert torch.nn.utils.parameters_to_vector(agent.actor.parameters()).tolist() == \
         pytest.approx(weights.tolist(), abs=1e-6)
+
+
+def test_one_update_moves_every_weight_of_the_policy_and_the_critic(tmp_path, monkeypatch):
+    # BoxCountToThree-v0 (a Gaussian policy), one batch of 2 * 4 steps: the trust-region step
+    # moves the actor and log std, the value steps (Adam) the critic
+    moved = spy_on_weights(monkeypatch, trpo)
+    trpo.main(trpo.Args(env_id="BoxCountToThree-v0", total_timesteps=8, num_envs=2, num_steps=4,
+                        vf_minibatches=2, eval_episodes=0, output_dir=str(tmp_path)))
+    ((still, changed),) = moved()
+    assert still == [] and "actor_logstd" in changed
 
 
 def record_calls(monkeypatch, names):
