@@ -13,7 +13,8 @@ import torch
 
 import ppo_lstm
 from conftest import (ActionLogEnv, CountingEnv, check_evaluations, detached, interrupt_on_call,
-                      read_csv, same_seed_episodes, spy_on, spy_on_adam, unreadable_checkpoints)
+                      read_csv, same_seed_episodes, spy_on, spy_on_adam, spy_on_weights,
+                      unreadable_checkpoints)
 
 # Episodes of 5 steps cut by a time limit: observations 0, 1, 2, 3, 4, then the fifth step
 # (from observation 4) is truncated with the true final observation 5.
@@ -362,6 +363,7 @@ def test_the_loop_gives_the_math_its_flags_and_steps_every_parameter(tmp_path, m
                   lambda env_id, num_envs, reward_gamma=None, *rest, **kw: reward_gamma)
     agents = spy_on(monkeypatch, ppo_lstm, "train", lambda args, agent, *rest: agent)
     optimized = spy_on_adam(monkeypatch)
+    moved = spy_on_weights(monkeypatch, ppo_lstm)
     ppo_lstm.main(ppo_lstm.Args(env_id="CountToFive-v0", total_timesteps=16, num_envs=2,
                                 num_steps=8, data_chunk_length=4, num_minibatches=2,
                                 update_epochs=3, target_kl=1e-9, gamma=0.9, gae_lambda=0.6,
@@ -374,6 +376,8 @@ def test_the_loop_gives_the_math_its_flags_and_steps_every_parameter(tmp_path, m
     assert update["epochs"] == "1"
     (agent,) = agents
     assert [id(p) for p in optimized[0]] == [id(p) for p in agent.parameters()]
+    ((still, _),) = moved()  # and its steps moved every weight of the agent
+    assert still == []
 
 
 # CountToThree-v0 (conftest.py), 2 environments, T = 4: observations 0, 1, 2, then the third

@@ -12,7 +12,8 @@ import torch
 
 import ppo_masked as pm
 from conftest import (approx, check_evaluations, detached, interrupt_on_call, read_csv,
-                      same_seed_episodes, spy_on, spy_on_adam, unreadable_checkpoints)
+                      same_seed_episodes, spy_on, spy_on_adam, spy_on_weights,
+                      unreadable_checkpoints)
 
 LN2, LN3 = math.log(2.0), math.log(3.0)
 
@@ -479,6 +480,7 @@ def test_what_the_loop_gives_ppo_loss_the_clipping_and_the_optimizer(norm_adv, t
     made = spy_on(monkeypatch, pm, "make_vector_env",
                   lambda env_id, num_envs, reward_gamma=None, *rest: reward_gamma)
     optimized = spy_on_adam(monkeypatch)
+    moved = spy_on_weights(monkeypatch, pm)
     agents = []
 
     class Kept(pm.Agent):
@@ -505,6 +507,8 @@ def test_what_the_loop_gives_ppo_loss_the_clipping_and_the_optimizer(norm_adv, t
             assert torch.allclose(call["returns"], call["advantages"] + call["oldvalue"], atol=1e-5)
     (agent,) = agents
     assert [id(p) for p in optimized[0]] == [id(p) for p in agent.parameters()]
+    ((still, _),) = moved()  # and its steps moved every weight of the agent
+    assert still == []
 
 
 @pytest.mark.parametrize("target_kl, anneal_lr, epochs, rates", [

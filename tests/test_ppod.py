@@ -14,7 +14,8 @@ import torch
 import ppo
 import ppod
 from conftest import (CountingEnv, approx, check_evaluations, detached, episode_rows,
-                      interrupt_on_call, read_csv, same_seed_episodes, spy_on, spy_on_adam)
+                      interrupt_on_call, read_csv, same_seed_episodes, spy_on, spy_on_adam,
+                      spy_on_weights)
 
 
 def episode(episode_return, steps=2):
@@ -429,6 +430,7 @@ def test_what_the_loop_gives_ppo_loss_gae_the_clipping_and_the_optimizer(norm_ad
     norms = spy_on(monkeypatch, torch.nn.utils, "clip_grad_norm_", lambda params, norm: norm)
     gae = spy_on(monkeypatch, ppod, "compute_gae", lambda *a: a[5:7])  # gamma, lambda
     optimized = spy_on_adam(monkeypatch)
+    moved = spy_on_weights(monkeypatch, ppod)
     KeptAgent.made.clear()
     monkeypatch.setattr(ppod, "Agent", KeptAgent)
     ppod.main(ppod.Args(env_id="CountToThree-v0", demos_dir=count_demos, rho=0.5, phi=0.0,
@@ -449,6 +451,8 @@ def test_what_the_loop_gives_ppo_loss_gae_the_clipping_and_the_optimizer(norm_ad
         assert torch.allclose(call["returns"], call["advantages"] + call["oldvalue"], atol=1e-5)
     (agent,) = KeptAgent.made
     assert [id(p) for p in optimized[0]] == [id(p) for p in agent.parameters()]
+    ((still, _),) = moved()  # and its steps moved every weight of the agent
+    assert still == []
 
 
 class CriticByHand(KeptAgent):
