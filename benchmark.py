@@ -499,6 +499,9 @@ COMPARISONS = {
                                                             "10-episode mean",
                                "ddpg_td3-Pendulum-v1": "TD3 (ddpg_td3.py), 10-episode mean",
                                "sac-Pendulum-v1": "SAC (sac.py), 20-episode mean"}),
+    **{f"crossq-vs-sac-{env_id}-100k": (f"CrossQ beside SAC on {env_id}, the same seeds", {
+        f"crossq-{env_id}-100k": "crossq.py (the authors' settings, critics 256 wide)",
+        f"sac-{env_id}-100k": "sac.py (the 2018b paper's)"}) for env_id in MUJOCO_GOALS},
     "ppo_masked-taxi-mask-vs-nomask": ("ppo_masked.py on Taxi-v4 with and without masks",
                                        {"ppo_masked-Taxi-v4": "with masks (the defaults)",
                                         "ppo_masked-Taxi-v4-nomask": "without masks (--no-mask)"}),
@@ -720,19 +723,30 @@ def plot_task(task, runs, out):
 def plot_comparison(name, title, members, results, out):
     """Several tasks on one axis (members: {task name: legend}), drawn by plot.py's
     draw_group: for each, the mean over seeds of the moving-mean curves kept in
-    results.json with the min-max band (each seed counts where its curve exists). Skipped
-    until every task has curves in results.json."""
+    results.json with the min-max band (each seed counts where its curve exists). Where
+    every run has --eval-every evaluations, a second panel draws their mean and band the
+    same way, and a threshold that is an evaluation figure (Task.eval_threshold) goes there.
+    Skipped until every task has curves in results.json."""
     if not all(m in results and all("curve" in r for r in results[m]["runs"]) for m in members):
         return
-    fig = Figure(figsize=(7, 4), dpi=100)
-    ax = fig.add_subplot()
-    for member, legend in members.items():
-        plot.draw_group(ax, [run["curve"] for run in results[member]["runs"]], legend)
+    evaluated = all(r.get("evaluations") for m in members for r in results[m]["runs"])
+    fig = Figure(figsize=(12 if evaluated else 7, 4), dpi=100)
     first = results[next(iter(members))]
-    ax.axhline(first["threshold"], color="gray", ls="--", lw=1,
-               label=f"threshold {first['threshold']:g}")
-    plot.finish_axis(ax, f"{title}\nmean over seeds, min-max shaded", "environment steps",
-                     f"mean of the last {first.get('window', 20)} episode returns")
+    train = fig.add_subplot(1, 1 + evaluated, 1)
+    panels = [(train, "curve", f"{title}\nmean over seeds, min-max shaded",
+               f"mean of the last {first.get('window', 20)} episode returns")]
+    if evaluated:
+        panels.append((fig.add_subplot(1, 2, 2, sharey=train), "evaluations",
+                       "greedy evaluations (--eval-every)", "greedy evaluation return"))
+    on_evaluations = evaluated and any(t.eval_threshold for s in TASKS.values() for t in s
+                                       if t.name == next(iter(members)))
+    for i, (ax, key, panel_title, ylabel) in enumerate(panels):
+        for member, legend in members.items():
+            plot.draw_group(ax, [run[key] for run in results[member]["runs"]], legend)
+        if i == (len(panels) - 1 if on_evaluations else 0):
+            ax.axhline(first["threshold"], color="gray", ls="--", lw=1,
+                       label=f"threshold {first['threshold']:g}")
+        plot.finish_axis(ax, panel_title, "environment steps", ylabel)
     fig.tight_layout()
     fig.savefig(os.path.join(out, f"{name}.png"))
 

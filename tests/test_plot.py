@@ -474,3 +474,32 @@ def test_benchmark_comparison_drawn_by_plot(tmp_path, monkeypatch):
     del results["two"]["runs"][1]["curve"]
     benchmark.plot_comparison("again", "Again", members, results, str(tmp_path))
     assert not (tmp_path / "again.png").exists()
+
+
+def test_benchmark_comparison_of_evaluated_tasks_draws_their_evaluations_beside(tmp_path,
+                                                                               monkeypatch):
+    # crossq.py beside sac.py on Hopper-v5 at 100k: every run has --eval-every evaluations,
+    # so a second panel draws each task's mean evaluation curve, and the threshold (the TD3
+    # paper's 659, an evaluation figure) goes on that panel, not on the training one.
+    from matplotlib.figure import Figure
+    figures = []
+    monkeypatch.setattr(Figure, "savefig", lambda fig, path: figures.append(fig))
+    name, (title, members) = next((n, c) for n, c in benchmark.COMPARISONS.items()
+                                  if n == "crossq-vs-sac-Hopper-v5-100k")
+    assert list(members) == ["crossq-Hopper-v5-100k", "sac-Hopper-v5-100k"]
+    results = {m: {"threshold": 659, "window": 100, "runs": [
+        {"seed": 101, "curve": [[0, 50], [v, v + 1]], "evaluations": [[10, 20], [v, 2 * v]]}]}
+        for m, v in zip(members, (100.0, 200.0))}
+    calls, draw = [], plot.draw_group
+    monkeypatch.setattr(plot, "draw_group", lambda ax, curves, label, **kw: calls.append(
+        (curves, label)) or draw(ax, curves, label, **kw))
+    benchmark.plot_comparison(name, title, members, results, str(tmp_path))
+    train, evaluation = figures[0].axes
+    assert calls == [([[[0, 50], [100.0, 101.0]]], members["crossq-Hopper-v5-100k"]),
+                     ([[[0, 50], [200.0, 201.0]]], members["sac-Hopper-v5-100k"]),
+                     ([[[10, 20], [100.0, 200.0]]], members["crossq-Hopper-v5-100k"]),
+                     ([[[10, 20], [200.0, 400.0]]], members["sac-Hopper-v5-100k"])]
+
+    def thresholds(ax):
+        return [list(line.get_ydata()) for line in ax.lines if line.get_linestyle() == "--"]
+    assert thresholds(train) == [] and thresholds(evaluation) == [[659, 659]]
