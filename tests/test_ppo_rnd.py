@@ -12,7 +12,8 @@ import torch
 import ppo
 import ppo_rnd
 from conftest import (approx, check_evaluations, episode_rows, interrupt_on_call, read_csv,
-                      same_seed_episodes, tensor, unreadable_checkpoints)
+                      same_seed_episodes, spy_on, spy_on_weights, tensor,
+                      unreadable_checkpoints)
 
 
 def column(*values):
@@ -179,21 +180,18 @@ def test_the_loop_gives_each_stream_its_own_rewards_and_ends(tmp_path, monkeypat
         assert not intr[3].any() and not intr[4].any()
 
 
-def test_only_the_predictor_learns_and_the_target_never_changes(tmp_path, monkeypatch):
-    made = []
-
-    class Spy(ppo_rnd.RND):  # keeps the networks the run makes, and their first weights
-        def __init__(self, *args):
-            super().__init__(*args)
-            made.append((self, [p.clone() for p in self.target.parameters()],
-                         [p.clone() for p in self.predictor.parameters()]))
-
-    monkeypatch.setattr(ppo_rnd, "RND", Spy)
+def test_the_agent_and_the_predictor_learn_and_the_target_never_changes(tmp_path, monkeypatch):
+    # Every weight of the agent (the actor, both value heads) and of the RND's predictor
+    # moves; none of the RND's target does, nor gets a gradient.
+    rnds = spy_on(monkeypatch, ppo_rnd, "train", lambda args, agent, rnd, *rest: rnd)
+    moved = spy_on_weights(monkeypatch, ppo_rnd)
     ppo_rnd.main(ppo_rnd.Args(**TINY, output_dir=str(tmp_path)))
-    ((rnd, target_before, predictor_before),) = made
-    assert all(torch.equal(p, q) for p, q in zip(rnd.target.parameters(), target_before))
+    (agent_still, _), (rnd_still, rnd_changed) = moved()
+    assert agent_still == []
+    assert {n.split(".")[0] for n in rnd_still} == {"target"}
+    assert {n.split(".")[0] for n in rnd_changed} == {"predictor"}
+    (rnd,) = rnds
     assert all(p.grad is None for p in rnd.target.parameters())
-    assert all(not torch.equal(p, q) for p, q in zip(rnd.predictor.parameters(), predictor_before))
     updates = read_csv(next(tmp_path.glob("*/updates.csv")))
     assert all(float(u["predictor_loss"]) > 0 for u in updates)
 
