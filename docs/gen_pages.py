@@ -1,0 +1,515 @@
+"""The site's generated pages, and the MkDocs hook that adds them to the build.
+
+mkdocs.yml names this file under `hooks:`. MkDocs's own hook mechanism, not a plugin, so
+the site needs no package beyond mkdocs-material; and the pages are made anew in every
+build, from the scripts, benchmarks/results.json, exercises.py and EXERCISES.md, and never
+written to disk, so no page can be edited by hand and drift from the code it shows.
+tests/test_site.py imports the same functions to check what the pages claim.
+
+- one page per algorithm script (algorithms/<script>.md), in the order Spinning Up gives
+  its pages: the idea, the key equations, the pseudocode, the notes and departures, the
+  flags, the results, the exercises, the references, the source;
+- the learning path, the benchmarks page, the teaching page, the lab notebook
+  (benchmarks/results.md as it is, its figures beside it);
+- MathJax, copied into the site from the pinned django-static-mathjax package, so that a
+  page fetches nothing from any other host.
+"""
+import ast
+import html
+import json
+import os
+import re
+import shutil
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path[:0] = [p for p in (HERE, ROOT) if p not in sys.path]
+
+# MkDocs puts docs/ on sys.path only while it loads a hook: everything is imported now.
+import benchmark  # noqa: E402
+import exercises  # noqa: E402
+from algorithms import ALGORITHMS, ORDER  # noqa: E402
+from markdown.extensions.toc import slugify  # noqa: E402
+
+BANNER = "# Plumbing:"
+# The flags every script has (CONTRIBUTING.md, "Flags every script has"): one table on the
+# flags page of the teaching section instead of sixteen copies.
+COMMON_FLAGS = {"env_id", "seed", "total_timesteps", "cuda", "output_dir", "exp_name",
+                "eval_episodes", "eval_every", "stop_at_return", "save_model",
+                "eval_checkpoint", "capture_video"}
+NOTEBOOK_META = "---\nsearch:\n  boost: 0.5\n---\n"
+SOURCE_ID = "source"  # the id of a page's source block: its lines are #__codelineno-source-N
+
+
+# ---------------------------------------------------------------------------------------
+# Reading a script
+# ---------------------------------------------------------------------------------------
+def read(path):
+    with open(os.path.join(ROOT, path), encoding="utf-8") as f:
+        return f.read()
+
+
+def module_docstring(script):
+    return ast.get_docstring(ast.parse(read(f"{script}.py")), clean=True)
+
+
+def docstring_lines(script):
+    """The module docstring's lines, stripped: what an equation's line must be one of."""
+    return [line.strip() for line in module_docstring(script).splitlines()]
+
+
+def paragraphs(doc):
+    """The docstring cut at blank lines."""
+    return [p for p in re.split(r"\n\s*\n", doc) if p.strip()]
+
+
+def definitions(source):
+    """{name: line} for every top-level function and class and every method
+    (Class.method) of the script."""
+    found = {}
+    for node in ast.parse(source).body:
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            found[node.name] = node.lineno
+        if isinstance(node, ast.ClassDef):
+            for item in node.body:
+                if isinstance(item, ast.FunctionDef):
+                    found[f"{node.name}.{item.name}"] = item.lineno
+    return found
+
+
+def locate(script, ref, source=None):
+    """The line of the script where a pseudocode step's code is: `name`, `Class.method`, or
+    `function:Heading` (the comment line `# Heading:` inside that function). None where the
+    script no longer has it."""
+    source = source if source is not None else read(f"{script}.py")
+    name, _, heading = ref.partition(":")
+    line = definitions(source).get(name)
+    if line is None or not heading:
+        return line
+    node = next(n for n in ast.walk(ast.parse(source))
+                if isinstance(n, (ast.FunctionDef, ast.ClassDef)) and n.lineno == line)
+    lines = source.splitlines()
+    for number in range(node.lineno, node.end_lineno + 1):
+        if lines[number - 1].strip().startswith(f"# {heading}:"):
+            return number
+    return None
+
+
+def flags(script):
+    """[(flag, default, docstring)] of the script's Args, in order."""
+    tree = ast.parse(read(f"{script}.py"))
+    args = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Args")
+    rows, body = [], args.body
+    for i, node in enumerate(body):
+        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            doc = ""
+            if i + 1 < len(body) and isinstance(body[i + 1], ast.Expr) and isinstance(
+                    getattr(body[i + 1], "value", None), ast.Constant):
+                doc = " ".join(str(body[i + 1].value.value).split())
+            default = ast.unparse(node.value) if node.value is not None else ""
+            rows.append((node.target.id, default, doc))
+    return rows
+
+
+def docstring_sections(script):
+    """The module docstring cut into what a page shows: the idea (the paragraph after the
+    title line, with the indented block it may introduce), the key equations as written,
+    the papers, the commands, and the notes (every other paragraph, in order)."""
+    parts = paragraphs(module_docstring(script))
+    sections = {"title": parts[0], "idea": [], "equations": [], "notes": [], "papers": [],
+                "run": []}
+    section = "idea"
+    for p in parts[1:]:
+        first = p.lstrip().splitlines()[0]
+        indented = p.startswith("    ")
+        if first.startswith("Key equations"):
+            section = "equations"
+        elif first.startswith(("Papers:", "Paper:")):
+            section = "papers"
+        elif first.startswith("Run:"):
+            section = "run"
+        elif section == "idea" and sections["idea"] and not (
+                indented and sections["idea"][-1].rstrip().endswith((",", ":"))):
+            section = "notes"
+        elif section in ("equations", "papers", "run") and not indented:
+            section = "notes"
+        sections[section].append(p)
+    return sections
+
+
+def commands(script):
+    """The command lines the page shows that run the script itself, joined where a line
+    was continued: (the line as shown, its argument list)."""
+    import shlex
+    found = []
+    for line in module_docstring(script).replace("\\\n", " ").splitlines():
+        marker = f"python {script}.py"
+        if marker in line:
+            shown = line.strip()
+            argv = shlex.split(line.split(marker, 1)[1].split("#")[0])
+            found.append((shown, argv))
+    return found
+
+
+# ---------------------------------------------------------------------------------------
+# Markdown pieces
+# ---------------------------------------------------------------------------------------
+def prose(text):
+    """A paragraph of docstring prose as Markdown: lines joined, < and > escaped, a list
+    item kept as one; indented blocks (equations, commands) kept as code."""
+    lines = text.splitlines()
+    if all(not l.strip() or l.startswith("    ") for l in lines):
+        return "```text\n" + "\n".join(l[4:] if l.startswith("    ") else l for l in lines) + "\n```"
+    items, current = [], []
+    for line in lines:
+        if re.match(r"^\s*- ", line) and current:
+            items.append(current)
+            current = []
+        current.append(line.strip())
+    items.append(current)
+    out = []
+    for item in items:
+        joined = " ".join(item)
+        joined = html.escape(joined, quote=False)
+        out.append(joined)
+    if len(out) > 1 or out[0].startswith("- "):
+        head = [o for o in out if not o.startswith("- ")]
+        listed = [o[2:] for o in out if o.startswith("- ")]
+        return "\n".join(head) + ("\n\n" if head else "") + "\n".join(
+            f"{n}. {o}" for n, o in enumerate(listed, 1))
+    return out[0]
+
+
+def code_link(script, ref, source):
+    line = locate(script, ref, source)
+    if line is None:
+        raise ValueError(f"docs/algorithms.py: {script}.py has no {ref!r} (the pseudocode links it)")
+    name = ref.replace(":", ", # ") + ("" if ":" in ref else "")
+    return f"[`{name}`](#__codelineno-{SOURCE_ID}-{line})"
+
+
+def spread(values, fmt="{:.0f}"):
+    return benchmark.spread(values, fmt)
+
+
+def results_for(script, results):
+    """The tasks of results.json that ran this script, by name."""
+    return {name: r for name, r in sorted(results.items()) if r["script"] == script}
+
+
+def results_table(tasks, script_column=False, base="../benchmarks/"):
+    """The table of tasks as results.md gives it (benchmark.py's spread), a row per task;
+    with script_column, the script's page linked in a first column."""
+    rows = ["| task | environment | threshold (window) | seeds | steps to threshold "
+            "| eval return | steps/s | goal |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    if script_column:
+        rows = ["| script " + rows[0], "| --- " + rows[1]]
+    for name, r in tasks.items():
+        runs = r["runs"]
+        page = f"| [{r['script']}.py](algorithms/{r['script']}.md) " if script_column else ""
+        rows.append(
+            f"{page}| [{name}]({base}results.md#{name.lower()}) | {r['env_id']} "
+            f"| {r['threshold']:g} ({r.get('window', 20)}) | {len(runs)} "
+            f"| {spread([x['solve_step'] for x in runs])} "
+            f"| {spread([x['eval_return'] for x in runs], '{:.4g}')} "
+            f"| {spread([x['sps'] for x in runs])} | {html.escape(r['goal'], quote=False)} |")
+    return "\n".join(rows)
+
+
+def figures_for(script, results):
+    """The figures of benchmarks/ that show this script: each task's, then the comparisons
+    (benchmark.py's COMPARISONS) that draw one of its tasks."""
+    names = [n for n in results_for(script, results)
+             if os.path.exists(os.path.join(ROOT, "benchmarks", f"{n}.png"))]
+    for name, spec in benchmark.COMPARISONS.items():
+        members = spec[1] if isinstance(spec, tuple) else spec
+        if any(results.get(m, {}).get("script") == script for m in members) and \
+                os.path.exists(os.path.join(ROOT, "benchmarks", f"{name}.png")):
+            names.append(name)
+    return names
+
+
+def exercises_for(script):
+    return [e for e in exercises.EXERCISES if e.script == script]
+
+
+def check_seconds():
+    """{exercise id: the seconds of its check} from EXERCISES.md's table."""
+    seconds = {}
+    for line in read("EXERCISES.md").splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) >= 3 and re.fullmatch(r"`[\w.]+`", cells[1] if len(cells) > 1 else "") \
+                and cells[-1].isdigit():
+            seconds[cells[1].strip("`")] = int(cells[-1])
+    return seconds
+
+
+# ---------------------------------------------------------------------------------------
+# The pages
+# ---------------------------------------------------------------------------------------
+def algorithm_page(script, results=None):
+    results = results if results is not None else load_results()
+    algo = ALGORITHMS[script]
+    source = read(f"{script}.py")
+    sections = docstring_sections(script)
+    out = [f"# {algo.title}: `{script}.py`", ""]
+
+    out += ["## The idea", ""]
+    for p in sections["idea"]:
+        out += [prose(p), ""]
+    position = ORDER.index(script)
+    before = f" After [{ORDER[position - 1]}.py]({ORDER[position - 1]}.md): " if position else " "
+    out += [f"!!! abstract \"On the road\"\n    {before.strip()} {algo.road}", ""]
+
+    out += ["## Key equations", ""]
+    for line, tex in algo.equations:
+        out += [f"$$\n{tex}\n$$", "", f'<p class="docline">the docstring\'s line: '
+                f"<code>{html.escape(line)}</code></p>", ""]
+    if sections["equations"]:
+        out += ['??? note "The key equations as the docstring writes them"', ""]
+        for p in sections["equations"]:
+            out += ["    " + l for l in prose(p).splitlines()] + [""]
+
+    out += ["## The loop", "", "Each step links to the line of the source below that does it.", ""]
+    for n, (text, ref) in enumerate(algo.loop, 1):
+        out.append(f"{n}. {text}: {code_link(script, ref, source)}")
+    out.append("")
+
+    out += ["## Notes and departures", "",
+            "The rest of the module docstring: how the script reads the paper, and each place "
+            "where it departs from the paper or the authors' code, with the reason.", ""]
+    for p in sections["notes"]:
+        out += [prose(p), ""]
+
+    out += ["## Flags", "",
+            f"The algorithm's flags of `{script}.py` (`python {script}.py --help` prints them "
+            "all); the flags every script has are on the [flags page](../teaching.md#flags-"
+            "every-script-has).", "", "| flag | default | what it does |", "| --- | --- | --- |"]
+    for name, default, doc in flags(script):
+        if name not in COMMON_FLAGS:
+            out.append(f"| `--{name.replace('_', '-')}` | `{html.escape(default)}` "
+                       f"| {html.escape(doc, quote=False)} |")
+    out += ["", "### Commands", ""]
+    out += ["```bash"] + [shown for shown, _ in commands(script)] + ["```", ""]
+
+    out += ["## Results", ""]
+    tasks = results_for(script, results)
+    if tasks:
+        out += ["Each cell is the median [min, max] over seeds, from `benchmarks/results.json`; "
+                "*steps to threshold*: until the mean of the last *window* training returns "
+                "first reached the threshold; *eval return*: the greedy evaluation after "
+                "training. The task's name links its row, command and date in the "
+                "[lab notebook](../benchmarks/results.md).", "", results_table(tasks), ""]
+    for name in figures_for(script, results):
+        out += [f"![{name}](../benchmarks/{name}.png)", ""]
+    notebook = lab_notebook_anchor(script)
+    if notebook:
+        out += [f"The measurements and comparisons written up by hand: "
+                f"[the lab notebook's {script}.py section](../benchmarks/results.md#{notebook}).", ""]
+
+    out += ["## Exercises", ""]
+    seconds = check_seconds()
+    own = exercises_for(script)
+    if own:
+        out += ["| exercise | function | paper | check (s) |", "| --- | --- | --- | --- |"]
+        for e in own:
+            out.append(f"| `{e.id}` | `{e.function}` | {html.escape(e.paper, quote=False)} "
+                       f"| {seconds.get(e.id, '')} |")
+        out += ["", f"`python exercises.py make {own[0].id}` writes the blank copy; "
+                f"`python exercises.py check exercises/{script}.py` checks it "
+                "([teaching](../teaching.md)).", ""]
+    else:
+        out += ["No exercise yet.", ""]
+
+    out += ["## References", ""]
+    for p in sections["papers"]:
+        out += [prose(p), ""]
+
+    out += ["## The source", "",
+            f"`{script}.py` whole. The algorithm is everything above the line `{BANNER} ...`; "
+            "below it is the plumbing (checks, run folder, evaluation, checkpoints), which a "
+            "reader may skip.", "",
+            f'```{{ .python #{SOURCE_ID} linenums="1" }}', source.rstrip("\n"), "```", ""]
+    return "\n".join(out)
+
+
+def lab_notebook_anchor(script):
+    """The anchor of results.md's notes heading for the script ("### ppo.py" -> ppopy)."""
+    for line in read("benchmarks/results.md").splitlines():
+        if line.startswith("### ") and line[4:].startswith(f"{script}.py"):
+            return slugify(line[4:], "-")
+    return None
+
+
+def load_results():
+    return json.loads(read("benchmarks/results.json"))
+
+
+MUJOCO = ("Hopper", "HalfCheetah", "Walker2d", "Ant", "Humanoid", "Swimmer", "Reacher",
+          "InvertedPendulum", "InvertedDoublePendulum")
+FIELDS = ("Classic control and toy tasks", "MinAtar", "MuJoCo", "Multi-agent (MPE)")
+
+
+def field_of(env_id):
+    if env_id.startswith("MinAtar/"):
+        return "MinAtar"
+    if env_id.split("-v")[0] in MUJOCO:
+        return "MuJoCo"
+    if env_id.startswith("simple_"):
+        return "Multi-agent (MPE)"
+    return "Classic control and toy tasks"
+
+
+def benchmarks_page(results):
+    """results.json's tasks, a table per field, then every figure of benchmarks/."""
+    out = ["# Benchmarks", "",
+           "Every figure on this page is read from `benchmarks/results.json` when the site is "
+           "built; `benchmark.py` writes it (CONTRIBUTING.md, \"Benchmark\"). Each cell is the "
+           "median [min, max] over seeds. A task's name links its row in the "
+           "[lab notebook](benchmarks/results.md), which gives the command, the date and the "
+           "machine's load, and whose notes below the table hold every comparison with a "
+           "paper or a peer library, with its protocol.", ""]
+    shown = set()
+    for field in FIELDS:
+        tasks = {n: r for n, r in sorted(results.items()) if field_of(r["env_id"]) == field}
+        if not tasks:
+            continue
+        out += [f"## {field}", "", results_table(tasks, script_column=True,
+                                                  base="benchmarks/"), ""]
+        for name in tasks:
+            if os.path.exists(os.path.join(ROOT, "benchmarks", f"{name}.png")):
+                out += [f"![{name}](benchmarks/{name}.png)", ""]
+                shown.add(name)
+    out += ["## Side by side", "",
+            "The comparisons that benchmark.py draws from results.json (the mean over seeds, "
+            "the min-max band shaded), and the figures of the notes: peers (Stable-Baselines3, "
+            "the RL Zoo, AgileRL) and variants beside each other.", ""]
+    for name in benchmark.COMPARISONS:
+        if os.path.exists(os.path.join(ROOT, "benchmarks", f"{name}.png")):
+            out += [f"![{name}](benchmarks/{name}.png)", ""]
+            shown.add(name)
+    for png in sorted(os.listdir(os.path.join(ROOT, "benchmarks"))):
+        name = png[:-4]
+        if png.endswith(".png") and name not in shown:
+            out += [f"![{name}](benchmarks/{png})", ""]
+    return "\n".join(out)
+
+
+def learning_path_page():
+    """The scripts in the order a course walks them, what each adds, and its exercises."""
+    out = ["# Learning path", "",
+           "The scripts in the order a course walks them: tables first, then value-based deep "
+           "RL, the policy-gradient road from VPG to PPO and its variants, the off-policy "
+           "actor-critics, evolution and distributed acting, and several agents last. Each "
+           "step names what it adds to the one before and the exercise to do there "
+           "(`python exercises.py make <id>`; [teaching](teaching.md) says how).", ""]
+    for n, script in enumerate(ORDER, 1):
+        algo = ALGORITHMS[script]
+        ids = ", ".join(f"`{e.id}`" for e in exercises_for(script)) or "none yet"
+        out += [f"{n}. **[{algo.title}](algorithms/{script}.md)** (`{script}.py`). "
+                f"{algo.road} Exercises: {ids}.", ""]
+    return "\n".join(out)
+
+
+def contributing_section(heading):
+    """A section of CONTRIBUTING.md, from its heading to the next of the same level."""
+    text = read("CONTRIBUTING.md")
+    start = text.index(f"## {heading}\n")
+    end = text.find("\n## ", start + 1)
+    return text[start:end if end > 0 else None].strip()
+
+
+def teaching_page():
+    """EXERCISES.md whole, a course's first week, and the flags every script has."""
+    exercises_md = read("EXERCISES.md").split("\n", 1)[1]  # below its title
+    first_week = [
+        "## A course's first week", "",
+        "1. Install (the README's quickstart) and run `python qlearning.py --env-id Taxi-v4`; "
+        "open the run folder's `learning_curve.png` and `episodes.csv`.",
+        "2. Read [qlearning.py's page](algorithms/qlearning.md) and the script above its "
+        "plumbing banner; do the exercise `qlearning.q_update` "
+        "(`python exercises.py make qlearning.q_update`, then `check`).",
+        "3. Run `python dqn.py --env-id CartPole-v1` and read [dqn.py's page](algorithms/dqn.md): "
+        "the same target with a network, a replay buffer and a target network; do `dqn.targets`.",
+        "4. Change one flag at a time (`--no-double-dqn`, `--target-network-frequency`) and "
+        "compare the runs with `python plot.py` (the README's \"Comparing runs\").",
+        "5. Collect the week's files and grade them in one command "
+        "([Handing out and collecting](#handing-out-and-collecting)).", ""]
+    return "\n".join(["# Teaching", "",
+                      "EXERCISES.md, the guide for teachers, as the repository gives it; then a "
+                      "plan for a course's first week and the flags every script shares.",
+                      "", exercises_md.strip(), "", *first_week,
+                      contributing_section("Flags every script has"), ""])
+
+
+def home_page():
+    rows = ["| step | script | algorithm |", "| --- | --- | --- |"]
+    for n, script in enumerate(ORDER, 1):
+        rows.append(f"| {n} | [`{script}.py`](algorithms/{script}.md) | {ALGORITHMS[script].title} |")
+    return "\n".join([
+        "# plainrl", "",
+        "Reinforcement-learning algorithms written to be read: one self-contained Python file "
+        "per algorithm, the equations in its docstring, tests that check the math against "
+        "numbers worked out by hand. Every page here is built from the scripts themselves.", "",
+        "```bash",
+        "pip install -r requirements.txt && python ppo.py --env-id CartPole-v1",
+        "pip install -r docs/requirements.txt && mkdocs serve   # this site, at localhost:8000",
+        "```", "",
+        "- [Learning path](learning-path.md): the scripts in the order a course walks them.",
+        "- [Benchmarks](benchmarks.md): every result, a table per field.",
+        "- [Teaching](teaching.md): exercises, checking them, grading a class.", "",
+        "## The scripts", "", *rows, ""])
+
+
+def generated_pages():
+    """{path under docs/: Markdown} of every generated page."""
+    results = load_results()
+    pages = {f"algorithms/{s}.md": algorithm_page(s, results) for s in ORDER}
+    pages["index.md"] = home_page()
+    pages["learning-path.md"] = learning_path_page()
+    pages["benchmarks.md"] = benchmarks_page(results)
+    pages["teaching.md"] = teaching_page()
+    return pages
+
+
+# ---------------------------------------------------------------------------------------
+# The MkDocs hook
+# ---------------------------------------------------------------------------------------
+def mathjax_dir():
+    import mathjax  # django-static-mathjax, docs/requirements.txt
+    return os.path.join(os.path.dirname(mathjax.__file__), "static", "mathjax")
+
+
+def on_files(files, config):
+    from mkdocs.structure.files import File
+    for path, text in generated_pages().items():
+        files.append(File.generated(config, path, content=text))
+    for name in sorted(os.listdir(os.path.join(ROOT, "benchmarks"))):
+        if name.endswith(".png"):
+            files.append(File.generated(config, f"benchmarks/{name}",
+                                        abs_src_path=os.path.join(ROOT, "benchmarks", name)))
+    # the lab notebook as it is, below the algorithm pages in search (it names everything)
+    files.append(File.generated(config, "benchmarks/results.md", content=NOTEBOOK_META
+                                + read("benchmarks/results.md")))
+    return files
+
+
+def on_post_build(config):
+    """MathJax into the site: tex-svg.js (SVG output, so no font files) with the components
+    it may load on demand (TeX extensions, the menu, accessibility) and its licence."""
+    source, target = mathjax_dir(), os.path.join(config["site_dir"], "mathjax")
+    shutil.copytree(os.path.join(source, "es5"), target, dirs_exist_ok=True,
+                    ignore=lambda folder, names: [n for n in names if n.endswith(".js") and
+                                                  folder.endswith("es5") and n != "tex-svg.js"])
+    shutil.copy(os.path.join(source, "LICENSE"), os.path.join(target, "LICENSE"))
+
+
+def on_page_content(html_text, page, config, files):
+    """MkDocs checks links to anchors against the ids it saw in the Markdown, which misses
+    the line anchors that the highlighter writes into a code block's HTML: they are added
+    here, so that a pseudocode step linking a line that is not there still fails --strict."""
+    if page.present_anchor_ids is not None:
+        page.present_anchor_ids |= set(re.findall(r'\bid="([^"]+)"', html_text))
+    return html_text
