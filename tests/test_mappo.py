@@ -15,7 +15,7 @@ import torch
 
 import mappo
 from conftest import (Relay, check_evaluations, interrupt_on_call, read_csv, same_seed_episodes,
-                      unreadable_checkpoints)
+                      spy_on_weights, unreadable_checkpoints)
 from my_envs import TeamEnv
 
 
@@ -606,7 +606,9 @@ def test_shared_actor_pads_observations_and_masks_missing_actions():
     assert per_agent.logits(obs, avail).shape == (500, 2, 2, 5)
 
 
-def test_heterogeneous_agents_train_with_one_actor_each_as_and_layer_norm(tmp_path, check_run_folder):
+def test_heterogeneous_agents_train_with_one_actor_each_as_and_layer_norm(tmp_path, check_run_folder,
+                                                                          monkeypatch):
+    moved = spy_on_weights(monkeypatch, mappo)
     summary = mappo.main(mappo.Args(env_id="simple_speaker_listener_v4", share_actor=False,
                                     critic_state="as", layer_norm=True, num_envs=2, num_steps=25,
                                     total_timesteps=100, eval_episodes=2, save_model=True,
@@ -616,6 +618,8 @@ def test_heterogeneous_agents_train_with_one_actor_each_as_and_layer_norm(tmp_pa
     # one actor per agent, each on its own observation (3 and 11 wide), LayerNorm first
     assert [state["actors"][f"actors.{i}.0.weight"].shape for i in (0, 1)] == [(3,), (11,)]
     assert state["actors"]["actors.1.1.weight"].shape == (64, 11)
+    # and the updates moved every weight of both actors and of the critic
+    assert [still for still, _ in moved()] == [[], []]
 
 
 # ---------------------------------------------------------------------------------------
