@@ -385,15 +385,22 @@ def test_the_actor_step_sums_every_agents_loss_with_the_critic_states_flag(criti
     assert stats["actor_loss"] == pytest.approx((calls[0][3] + calls[1][3]) / 2, rel=1e-5)
 
 
-def test_policy_delay_moves_actors_and_targets_on_every_second_step():
+def test_policy_delay_moves_the_critics_at_every_step_and_actors_and_targets_every_second():
+    # Step 1: the critics' step alone, every weight of both critics moves and nothing else;
+    # step 2 (--policy-delay 2): the critics', each agent's actor's, and the soft updates
+    # move every weight of every network, the targets'.
     nets, batch = networks(), a_batch()
-    before = [p.clone() for p in nets.actors.parameters()]
-    target_before = [p.clone() for p in nets.actors_target.parameters()]
-    assert "actor_loss" not in run_update(nets, batch, step=1)
-    assert all(torch.equal(a, b) for a, b in zip(before, nets.actors.parameters()))
-    assert all(torch.equal(a, b) for a, b in zip(target_before, nets.actors_target.parameters()))
-    assert "actor_loss" in run_update(nets, batch, step=2)
-    assert not torch.equal(target_before[0], nets.actors_target[0][0].weight)
+    watched = [nets.qf1, nets.qf2, *nets.actors, nets.actors_target, nets.qf1_target,
+               nets.qf2_target]
+    moved = []
+    for step in (1, 2):
+        before = [[p.clone() for p in net.parameters()] for net in watched]
+        assert ("actor_loss" in run_update(nets, batch, step=step)) == (step == 2)
+        changed = [{not torch.equal(a, b) for a, b in zip(old, net.parameters())}
+                   for old, net in zip(before, watched)]
+        moved.append(["all" if c == {True} else "none" if c == {False} else "some"
+                      for c in changed])
+    assert moved == [["all"] * 2 + ["none"] * 5, ["all"] * 7]
 
 
 def test_the_soft_update_pulls_every_target_towards_its_online_network():
