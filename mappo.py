@@ -67,12 +67,10 @@ import csv
 import difflib
 import importlib.metadata
 import importlib.util
-import io
 import json
 import math
 import os
 import random
-import re
 import signal
 import sys
 import time

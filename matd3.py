@@ -75,7 +75,6 @@ import json
 import math
 import os
 import random
-import re
 import signal
 import sys
 import time

@@ -71,11 +71,9 @@ updates.csv, learning_curve.png, summary.json, model.pt with --save-model, and w
 # ---------------------------------------------------------------------------------------
 # Imports
 # ---------------------------------------------------------------------------------------
-import contextlib
 import csv
 import difflib
 import importlib.util
-import io
 import json
 import math
 import os

@@ -78,7 +78,6 @@ evaluations.csv (and best_model.pt, the best evaluated model).
 import csv
 import difflib
 import importlib.util
-import io
 import json
 import math
 import os

@@ -87,7 +87,6 @@ import contextlib
 import csv
 import difflib
 import importlib.util
-import io
 import json
 import math
 import os

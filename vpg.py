@@ -84,7 +84,6 @@ updates.csv, learning_curve.png, summary.json, model.pt with --save-model, and w
 import csv
 import difflib
 import importlib.util
-import io
 import json
 import math
 import os
