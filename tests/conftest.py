@@ -100,6 +100,17 @@ def spy_on_weights(monkeypatch, module):
     return moved
 
 
+def copies(net):
+    """Copies of a network's parameters, for moved_since after some steps."""
+    return [p.detach().clone() for p in net.parameters()]
+
+
+def moved_since(before, net):
+    """"all", "none" or "some": how many of net's parameters differ from their copies before."""
+    changed = {not torch.equal(old, p) for old, p in zip(before, net.parameters())}
+    return "all" if changed == {True} else "none" if changed == {False} else "some"
+
+
 def spy_on_adam(monkeypatch):
     """Replace torch.optim.Adam by one that keeps the list of parameters each optimizer is
     given; returns the list of those lists, in the order the optimizers were made."""

@@ -13,8 +13,8 @@ import pytest
 import torch
 
 import matd3
-from conftest import (Relay, check_evaluations, read_csv, same_seed_episodes,
-                      unreadable_checkpoints)
+from conftest import (Relay, check_evaluations, copies, moved_since, read_csv,
+                      same_seed_episodes, unreadable_checkpoints)
 
 
 def same(x, expected):
@@ -392,15 +392,12 @@ def test_policy_delay_moves_the_critics_at_every_step_and_actors_and_targets_eve
     nets, batch = networks(), a_batch()
     watched = [nets.qf1, nets.qf2, *nets.actors, nets.actors_target, nets.qf1_target,
                nets.qf2_target]
-    moved = []
+    steps = []
     for step in (1, 2):
-        before = [[p.clone() for p in net.parameters()] for net in watched]
+        before = [copies(net) for net in watched]
         assert ("actor_loss" in run_update(nets, batch, step=step)) == (step == 2)
-        changed = [{not torch.equal(a, b) for a, b in zip(old, net.parameters())}
-                   for old, net in zip(before, watched)]
-        moved.append(["all" if c == {True} else "none" if c == {False} else "some"
-                      for c in changed])
-    assert moved == [["all"] * 2 + ["none"] * 5, ["all"] * 7]
+        steps.append([moved_since(old, net) for old, net in zip(before, watched)])
+    assert steps == [["all"] * 2 + ["none"] * 5, ["all"] * 7]
 
 
 def test_the_soft_update_pulls_every_target_towards_its_online_network():

@@ -12,9 +12,9 @@ import torch.nn as nn
 
 import sac
 from conftest import (ActionLogEnv, approx, check_episode_ends, check_replay_evaluations,
-                      check_whole_steps_budget, interrupt_on_call, read_csv, replay_transitions,
-                      run_folder_env, same_seed_episodes, spy_on_acting, tensor,
-                      unreadable_checkpoints)
+                      check_whole_steps_budget, copies, interrupt_on_call, moved_since,
+                      read_csv, replay_transitions, run_folder_env, same_seed_episodes,
+                      spy_on_acting, tensor, unreadable_checkpoints)
 
 LOG_2PI_HALF = 0.9189385  # log(2 pi) / 2 = 1.8378771 / 2
 
@@ -335,6 +335,20 @@ def test_policy_frequency_makes_d_actor_steps_every_d_th_critic_step():
                        steps(agent.alpha_optimizer)))
     # critic steps 1..6; the actor and the temperature take 3 steps at the 3rd and the 6th
     assert counts == [(1, 0, 0), (2, 0, 0), (3, 3, 3), (4, 3, 3), (5, 3, 3), (6, 6, 6)]
+
+
+def test_the_critics_and_their_targets_move_at_every_update_the_actor_every_second():
+    # --policy-frequency 2: every weight of both critics and (by tau) of both target critics
+    # moves at updates 1 and 2; the actor's and the temperature at the 2nd alone
+    agent = agent_for(obs_dim=3, policy_frequency=2)
+    nets = [agent.critic1, agent.critic2, agent.critic1_target, agent.critic2_target, agent.actor]
+    steps = []
+    for _ in range(2):
+        before, alpha = [copies(net) for net in nets], agent.alpha()
+        agent.update(*random_batch())
+        steps.append([moved_since(old, net) for old, net in zip(before, nets)]
+                     + [agent.alpha() != alpha])
+    assert steps == [["all"] * 4 + ["none", False], ["all"] * 5 + [True]]
 
 
 def test_target_critics_follow_the_critics_by_tau_after_every_critic_step():
