@@ -170,15 +170,23 @@ def prose(text):
     items.append(current)
     out = []
     for item in items:
-        joined = " ".join(item)
-        joined = html.escape(joined, quote=False)
-        out.append(joined)
+        out.append(escape_prose(" ".join(item)))
     if len(out) > 1 or out[0].startswith("- "):
         head = [o for o in out if not o.startswith("- ")]
         listed = [o[2:] for o in out if o.startswith("- ")]
         return "\n".join(head) + ("\n\n" if head else "") + "\n".join(
             f"{n}. {o}" for n, o in enumerate(listed, 1))
     return out[0]
+
+
+def escape_prose(text):
+    """Docstring prose as Markdown text: outside `code spans`, < > & as entities and every
+    underscore escaped (runs/<env_id>__sac__<seed> is no bold), backslashes kept."""
+    pieces = re.split(r"(`[^`]*`)", text)
+    for i in range(0, len(pieces), 2):
+        plain = html.escape(pieces[i], quote=False).replace("\\", "\\\\")
+        pieces[i] = plain.replace("_", "\\_")
+    return "".join(pieces)
 
 
 def code_link(script, ref, source):
@@ -331,8 +339,14 @@ def algorithm_page(script, results=None):
             f"`{script}.py` whole. The algorithm is everything above the line `{BANNER} ...`; "
             "below it is the plumbing (checks, run folder, evaluation, checkpoints), which a "
             "reader may skip.", "",
-            f'```{{ .python #{SOURCE_ID} linenums="1" }}', source.rstrip("\n"), "```", ""]
+            f'```{{ .python #{SOURCE_ID} linenums="1" hl_lines="{banner_line(source)}" }}',
+            source.rstrip("\n"), "```", ""]
     return "\n".join(out)
+
+
+def banner_line(source):
+    """The line of the plumbing banner, highlighted in the page's source."""
+    return next(n for n, line in enumerate(source.splitlines(), 1) if line.startswith(BANNER))
 
 
 def lab_notebook_anchor(script):

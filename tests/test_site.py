@@ -102,6 +102,15 @@ def test_a_pseudocode_step_naming_code_that_is_gone_fails_the_build():
     assert gen_pages.locate("ppo", "train:Nowhere") is None
 
 
+def test_docstring_prose_reads_on_the_page_as_in_the_script():
+    # underscores, angle brackets and backslashes are text; a `code span` stays code
+    import markdown
+    line = "runs/<env_id>__sac__<seed>/ with a\\b, x_1 and `--algo td3_x` (R & D)"
+    rendered = markdown.markdown(gen_pages.escape_prose(line))
+    assert rendered == ("<p>runs/&lt;env_id&gt;__sac__&lt;seed&gt;/ with a\\b, x_1 and "
+                        "<code>--algo td3_x</code> (R &amp; D)</p>")
+
+
 def site_commands(pages):
     """(page, script, argv) of every `python <script>.py ...` an algorithm script's command
     shown on the site, continued lines joined, comments and environment prefixes dropped."""
