@@ -12,7 +12,8 @@ import trpo
 from conftest import (approx, check_evaluations,
                       check_gaussian_actions_clipped_for_the_environment_only,
                       check_norm_obs_on_count_to_three, interrupt_on_call, read_csv,
-                      same_seed_episodes, spy_on_weights, tensor, unreadable_checkpoints)
+                      same_seed_episodes, spy_on, spy_on_weights, tensor,
+                      unreadable_checkpoints)
 
 
 def column(*values):
@@ -467,12 +468,17 @@ def test_the_trust_region_step_moves_the_gaussians_log_std():
 
 def test_one_update_moves_every_weight_of_the_policy_and_the_critic(tmp_path, monkeypatch):
     # BoxCountToThree-v0 (a Gaussian policy), one batch of 2 * 4 steps: the trust-region step
-    # moves the actor and log std, the value steps (Adam) the critic
+    # moves the actor and log std, the value steps the critic: Adam at --vf-learning-rate,
+    # --vf-iters 3 epochs of 2 minibatches, 6 steps
     moved = spy_on_weights(monkeypatch, trpo)
+    rates = spy_on(monkeypatch, torch.optim, "Adam", lambda params, lr: lr)
+    value_steps = spy_on(monkeypatch, trpo, "value_loss", lambda values, returns: len(returns))
     trpo.main(trpo.Args(env_id="BoxCountToThree-v0", total_timesteps=8, num_envs=2, num_steps=4,
-                        vf_minibatches=2, eval_episodes=0, output_dir=str(tmp_path)))
+                        vf_minibatches=2, vf_iters=3, vf_learning_rate=4e-3, eval_episodes=0,
+                        output_dir=str(tmp_path)))
     ((still, changed),) = moved()
     assert still == [] and "actor_logstd" in changed
+    assert rates == [4e-3] and value_steps == [4] * 6
 
 
 def record_calls(monkeypatch, names):
