@@ -135,6 +135,18 @@ def test_every_command_on_the_site_parses_with_its_scripts_parser(pages, monkeyp
             assert args.env_id == argv[argv.index("--env-id") + 1], page
 
 
+def test_every_exercise_the_site_names_is_one_of_exercises_py(pages):
+    import exercises
+    ids = {e.id for e in exercises.EXERCISES}
+    named = {(page, name) for page, text in pages.items()
+             for name in re.findall(r"`((?:%s)\.(?!py`)\w+)`" % "|".join(ORDER), text)}
+    named |= {(page, name) for page, text in pages.items()
+              for match in re.finditer(r"exercises\.py (?:make|hint) ([\w. ]+)", text)
+              for name in match.group(1).split()}
+    assert {page for page, _ in named} >= {"learning-path.md", "teaching.md"}
+    assert not {(page, name) for page, name in named if name not in ids}
+
+
 # ---------------------------------------------------------------------------------------
 # The benchmarks page against results.json
 # ---------------------------------------------------------------------------------------
