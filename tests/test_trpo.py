@@ -471,11 +471,14 @@ def test_one_update_moves_every_weight_of_the_policy_and_the_critic(tmp_path, mo
     # moves the actor and log std, the value steps the critic: Adam at --vf-learning-rate,
     # --vf-iters 3 epochs of 2 minibatches, 6 steps
     moved = spy_on_weights(monkeypatch, trpo)
+    agents = spy_on(monkeypatch, trpo, "train", lambda args, agent, *rest: agent)
     rates = spy_on(monkeypatch, torch.optim, "Adam", lambda params, lr: lr)
     value_steps = spy_on(monkeypatch, trpo, "value_loss", lambda values, returns: len(returns))
     trpo.main(trpo.Args(env_id="BoxCountToThree-v0", total_timesteps=8, num_envs=2, num_steps=4,
-                        vf_minibatches=2, vf_iters=3, vf_learning_rate=4e-3, eval_episodes=0,
-                        output_dir=str(tmp_path)))
+                        vf_minibatches=2, vf_iters=3, vf_learning_rate=4e-3, hidden_size=8,
+                        eval_episodes=0, output_dir=str(tmp_path)))
+    (agent,) = agents
+    assert agent.actor[0].out_features == agent.critic[0].out_features == 8  # --hidden-size
     ((still, changed),) = moved()
     assert still == [] and "actor_logstd" in changed
     assert rates == [4e-3] and value_steps == [4] * 6

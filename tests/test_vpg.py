@@ -330,7 +330,7 @@ def test_norm_obs_statistics_see_each_acted_on_observation_and_normalize_the_fin
 def test_each_optimizer_steps_its_own_network_at_its_own_learning_rate(tmp_path, monkeypatch):
     # The policy's Adam holds theta (the actor and the Gaussian's log std) at --learning-rate,
     # the value network's Adam the critic at --vf-learning-rate; and their steps move every
-    # weight: the actor's, the log std, the critic's.
+    # weight: the actor's, the log std, the critic's. Both networks --hidden-size wide.
     made = []
 
     class RecordingAdam(torch.optim.Adam):
@@ -344,8 +344,9 @@ def test_each_optimizer_steps_its_own_network_at_its_own_learning_rate(tmp_path,
     moved = spy_on_weights(monkeypatch, vpg)
     vpg.main(vpg.Args(env_id="BoxCountToThree-v0", total_timesteps=8, num_envs=2, num_steps=4,
                       vf_minibatches=2, learning_rate=0.003, vf_learning_rate=0.0007,
-                      eval_episodes=0, output_dir=str(tmp_path)))
+                      hidden_size=8, eval_episodes=0, output_dir=str(tmp_path)))
     (agent,) = agents
+    assert agent.actor[0].out_features == agent.critic[0].out_features == 8  # --hidden-size
     ids = lambda params: {id(p) for p in params}
     assert made == [(ids(agent.policy_parameters()), 0.003), (ids(agent.critic.parameters()), 0.0007)]
     assert id(agent.actor_logstd) in ids(agent.policy_parameters())
