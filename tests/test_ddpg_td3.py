@@ -449,6 +449,8 @@ def test_the_loop_gives_the_update_its_batches_steps_optimizers_and_buffer(tmp_p
                                                         *nets.qf2.parameters()]}
     assert params(actor_optimizer) == {id(p) for p in nets.actor.parameters()}
     assert critic_optimizer.param_groups[0]["lr"] == actor_optimizer.param_groups[0]["lr"] == 3e-3
+    assert {net.net[0].out_features for net in (nets.actor, nets.qf1, nets.qf2, nets.actor_target,
+                                                nets.qf1_target, nets.qf2_target)} == {8}
 
 
 # ---------------------------------------------------------------------------------------

@@ -13,7 +13,7 @@ import torch.nn as nn
 import sac
 from conftest import (ActionLogEnv, approx, check_episode_ends, check_replay_evaluations,
                       check_whole_steps_budget, copies, interrupt_on_call, moved_since,
-                      read_csv, replay_transitions, run_folder_env, same_seed_episodes,
+                      read_csv, replay_transitions, run_folder_env, same_seed_episodes, spy_on,
                       spy_on_acting, tensor, unreadable_checkpoints)
 
 LOG_2PI_HALF = 0.9189385  # log(2 pi) / 2 = 1.8378771 / 2
@@ -480,7 +480,8 @@ def test_the_loop_gives_the_agent_its_scale_batches_and_steps(tmp_path, monkeypa
     # steps from global steps 0, 2 and 4 act at random, those from 6, 8 and 10 with the
     # policy's sample (the stand-in's a = 0.1 s at s = 0, 1, 2, in both environments); after
     # the steps that reach 6, 8, 10 and 12 two updates each, 8, each on --batch-size 5
-    # transitions of a ring of --buffer-size 8 rows (not the budget's 12).
+    # transitions of a ring of --buffer-size 8 rows (not the budget's 12). The networks are
+    # --hidden-size 8 wide.
     made, scales, batches = [], [], []
     buffer, update = sac.ReplayBuffer, sac.Agent.update
 
@@ -489,7 +490,7 @@ def test_the_loop_gives_the_agent_its_scale_batches_and_steps(tmp_path, monkeypa
         return buffer(capacity, obs_dim, action_dim, device)
 
     def spy_actor(obs_dim, action_dim, hidden_size, action_scale):
-        scales.append(np.asarray(action_scale).tolist())
+        scales.append((hidden_size, np.asarray(action_scale).tolist()))
         return StandInActor()
 
     def spy_update(self, obs, actions, rewards, terminated, next_obs):
@@ -500,10 +501,14 @@ def test_the_loop_gives_the_agent_its_scale_batches_and_steps(tmp_path, monkeypa
     monkeypatch.setattr(sac, "ReplayBuffer", spy_buffer)
     monkeypatch.setattr(sac, "Actor", spy_actor)
     monkeypatch.setattr(sac.Agent, "update", spy_update)
+    agents = spy_on(monkeypatch, sac, "train", lambda args, agent, *rest: agent)
     sac.main(sac.Args(env_id="BoxZeroToFour-v0", total_timesteps=12, num_envs=2,
                       learning_starts=6, gradient_steps=2, buffer_size=8, batch_size=5,
                       hidden_size=8, eval_episodes=0, output_dir=str(tmp_path)))
-    assert scales == [[2.0]] and made == [(8, 1, 1)] and batches == [(5,)] * 8
+    assert scales == [(8, [2.0])] and made == [(8, 1, 1)] and batches == [(5,)] * 8
+    (agent,) = agents  # the critics --hidden-size wide too
+    assert {net.net[0].out_features for net in (agent.critic1, agent.critic2, agent.critic1_target,
+                                                agent.critic2_target)} == {8}
     assert [a for _, a in stored[6:]] == approx([0.0, 0.0, 0.1, 0.1, 0.2, 0.2])
     assert all(a not in (0.0, 0.1, 0.2) for _, a in stored[:6])  # uniform draws
 
