@@ -487,7 +487,7 @@ def test_main_hands_its_flags_and_networks_to_training_and_evaluation(tmp_path, 
     # evaluations at steps 8 and 16 and the final one. The training environments get the
     # training wrappers and --terminal-on-life-loss as given (both act on Atari only); each
     # evaluation makes 3 of its own without them and plays the online network at epsilon
-    # 0.3. The target network starts as a copy of the online one.
+    # 0.3. The target network starts as a copy of the online one; both --hidden-size 8 wide.
     made, evaluated, started = [], [], []
     make, evaluate, train = dqn.make_vector_env, dqn.evaluate, dqn.train
 
@@ -502,7 +502,8 @@ def test_main_hands_its_flags_and_networks_to_training_and_evaluation(tmp_path, 
     def spy_train(args, envs, q_network, target_network, run):
         vector = torch.nn.utils.parameters_to_vector
         started.append((q_network, torch.equal(vector(q_network.parameters()),
-                                               vector(target_network.parameters()))))
+                                               vector(target_network.parameters())),
+                        {net.encoder[0].out_features for net in (q_network, target_network)}))
         return train(args, envs, q_network, target_network, run)
 
     monkeypatch.setattr(dqn, "make_vector_env", spy_make)
@@ -511,10 +512,10 @@ def test_main_hands_its_flags_and_networks_to_training_and_evaluation(tmp_path, 
     dqn.main(dqn.Args(env_id="DqnCountToThree-v0", total_timesteps=16, num_envs=2,
                       learning_starts=8, batch_size=4, buffer_size=16, eval_every=8,
                       eval_episodes=3, eval_epsilon=0.3, terminal_on_life_loss=life_loss,
-                      output_dir=str(tmp_path)))
+                      hidden_size=8, output_dir=str(tmp_path)))
     assert made == [(2, True, life_loss)] + [(3, False, False)] * 3
-    ((q_network, copied),) = started
-    assert copied
+    ((q_network, copied, widths),) = started
+    assert copied and widths == {8}
     assert [(net is q_network, episodes, epsilon) for net, episodes, epsilon in evaluated] \
         == [(True, 3, 0.3)] * 3
 
