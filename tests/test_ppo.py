@@ -600,6 +600,7 @@ def test_the_network_flags_reach_the_agent_and_its_model(zoo, tmp_path, monkeypa
     activation = torch.nn.ReLU if zoo else torch.nn.Tanh
     for net in (agent.actor, agent.critic):
         assert [type(m) for m in net] == [torch.nn.Linear, activation] * 2 + [torch.nn.Linear]
+        assert net[0].out_features == net[2].out_features == 16  # --hidden-size
     assert agent.actor_logstd.flatten().tolist() == approx([-2.0 if zoo else 0.0])
     last_row = torch.linalg.norm(agent.actor[-1].weight).item()
     assert (last_row > 0.1) if zoo else last_row == approx(0.01)
