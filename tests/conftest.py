@@ -100,6 +100,15 @@ def spy_on_weights(monkeypatch, module):
     return moved
 
 
+def spy_on_seeds(monkeypatch, module):
+    """Spy on module.seed_and_device and on every vector environment's reset: returns the
+    seeds that each was given, two lists (a reset without a seed gives None)."""
+    seeds = spy_on(monkeypatch, module, "seed_and_device", lambda seed, *rest, **kw: seed)
+    resets = spy_on(monkeypatch, gym.vector.SyncVectorEnv, "reset",
+                    lambda self, seed=None, options=None: seed)
+    return seeds, resets
+
+
 def copies(net):
     """Copies of a network's parameters, for moved_since after some steps."""
     return [p.detach().clone() for p in net.parameters()]

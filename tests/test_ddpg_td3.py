@@ -15,7 +15,8 @@ from torch.nn.utils import parameters_to_vector
 import ddpg_td3
 from conftest import (ActionLogEnv, BoxCountingEnv, approx, check_episode_ends, check_replay_evaluations,
                       check_whole_steps_budget, interrupt_on_call, read_csv, replay_transitions,
-                      same_seed_episodes, spy_on_acting, tensor, unreadable_checkpoints)
+                      same_seed_episodes, spy_on_acting, spy_on_seeds, tensor,
+                      unreadable_checkpoints)
 
 
 # ---------------------------------------------------------------------------------------
@@ -436,10 +437,12 @@ def test_the_loop_gives_the_update_its_batches_steps_optimizers_and_buffer(tmp_p
     monkeypatch.setattr(ddpg_td3, "ReplayBuffer", spy_buffer)
     monkeypatch.setattr(ddpg_td3, "update", spy_update)
     monkeypatch.setattr(ddpg_td3, "noisy_action", spy_noisy)
+    seeds, resets = spy_on_seeds(monkeypatch, ddpg_td3)
     ddpg_td3.main(ddpg_td3.Args(env_id="BoxCountToThree-v0", total_timesteps=12, num_envs=2,
                                 learning_starts=6, gradient_steps=2, buffer_size=8, batch_size=5,
                                 learning_rate=3e-3, exploration_noise=0.3, hidden_size=8,
-                                eval_episodes=0, output_dir=str(tmp_path)))
+                                seed=7, eval_episodes=0, output_dir=str(tmp_path)))
+    assert seeds == [7] and resets == [7]  # torch's and the training environments' seed
     assert made == [(8, 1, 1)]
     assert [c[1] for c in calls] == list(range(1, 9)) and all(c[0] == (5,) for c in calls)
     assert sigmas.count(0.3) == 3 and sigmas.count(0.2) == 8

@@ -12,8 +12,8 @@ import torch
 
 import dqn
 from conftest import (CountingEnv, approx, check_evaluations, check_whole_steps_budget,
-                      interrupt_on_call, read_csv, same_seed_episodes, spy_on, tensor,
-                      unreadable_checkpoints)
+                      interrupt_on_call, read_csv, same_seed_episodes, spy_on, spy_on_seeds,
+                      tensor, unreadable_checkpoints)
 
 
 # ---------------------------------------------------------------------------------------
@@ -509,10 +509,13 @@ def test_main_hands_its_flags_and_networks_to_training_and_evaluation(tmp_path, 
     monkeypatch.setattr(dqn, "make_vector_env", spy_make)
     monkeypatch.setattr(dqn, "evaluate", spy_evaluate)
     monkeypatch.setattr(dqn, "train", spy_train)
+    seeds, resets = spy_on_seeds(monkeypatch, dqn)
     dqn.main(dqn.Args(env_id="DqnCountToThree-v0", total_timesteps=16, num_envs=2,
                       learning_starts=8, batch_size=4, buffer_size=16, eval_every=8,
                       eval_episodes=3, eval_epsilon=0.3, terminal_on_life_loss=life_loss,
-                      hidden_size=8, output_dir=str(tmp_path)))
+                      hidden_size=8, seed=7, output_dir=str(tmp_path)))
+    # torch's and the training environments' seed, then each evaluation's, 7 + 100,000
+    assert seeds == [7] and resets == [7] + [100_007] * 3
     assert made == [(2, True, life_loss)] + [(3, False, False)] * 3
     ((q_network, copied, widths),) = started
     assert copied and widths == {8}

@@ -17,7 +17,7 @@ import torch
 
 import impala
 from conftest import (approx, check_evaluations, read_csv, same_seed_episodes,
-                      sigint_as_in_a_terminal, spy_on, tensor)
+                      sigint_as_in_a_terminal, spy_on, spy_on_seeds, tensor)
 
 
 def column(*values):
@@ -301,17 +301,19 @@ def test_the_learner_steps_as_the_module_docstring_says(tmp_path, local_actors, 
 def test_the_learner_gives_the_math_its_flags(tmp_path, local_actors, monkeypatch):
     # Each flag apart from its default and from the others, so that one that does not
     # arrive, or arrives in another's place, shows: V-trace's gamma, rho_bar and c_bar, the
-    # loss's coefficients, the clip's norm, and Adam's rate, kept with --no-anneal-lr.
+    # loss's coefficients, the clip's norm, Adam's rate, kept with --no-anneal-lr, and the seed.
     vtrace = spy_on(monkeypatch, impala, "compute_vtrace", lambda *a: a[6:9])
     losses = spy_on(monkeypatch, impala, "impala_loss", lambda **k: (k["ent_coef"], k["vf_coef"]))
     clips = spy_on(monkeypatch, impala.nn.utils, "clip_grad_norm_", lambda params, norm: norm)
     rates = spy_on(monkeypatch, impala.torch.optim, "Adam", lambda params, **k: k["lr"])
+    seeds, _ = spy_on_seeds(monkeypatch, impala)  # (the actors' resets are LocalActors')
     impala.main(impala.Args(total_timesteps=2 * 2 * 8, num_envs=2, num_steps=8, hidden_size=8,
                             num_actors=1, sync=True, learning_rate=3e-3, anneal_lr=False,
                             gamma=0.9, rho_bar=1.7, c_bar=0.8, ent_coef=0.03, vf_coef=0.7,
-                            max_grad_norm=0.35, eval_episodes=0, output_dir=str(tmp_path)))
+                            max_grad_norm=0.35, seed=7, eval_episodes=0,
+                            output_dir=str(tmp_path)))
     assert vtrace == [(0.9, 1.7, 0.8)] * 2 and losses == [(0.03, 0.7)] * 2
-    assert clips == [0.35] * 2 and rates == [3e-3]
+    assert clips == [0.35] * 2 and rates == [3e-3] and seeds == [7]  # the learner's torch
     updates = read_csv(next(tmp_path.glob("*/updates.csv")))
     assert [float(r["learning_rate"]) for r in updates] == [3e-3] * 2
 

@@ -10,8 +10,8 @@ import torch
 
 import ppo
 from conftest import (ActionLogEnv, approx, check_evaluations, interrupt_on_call, read_csv,
-                      run_folder_env, same_seed_episodes, spy_on, spy_on_adam, spy_on_weights,
-                      tensor, unreadable_checkpoints)
+                      run_folder_env, same_seed_episodes, spy_on, spy_on_adam, spy_on_seeds,
+                      spy_on_weights, tensor, unreadable_checkpoints)
 
 
 def column(*values):
@@ -408,7 +408,7 @@ def test_the_loop_gives_the_math_its_flags_and_steps_every_parameter(advantage, 
     # actions: the Gaussian's log std is a parameter too. 2 rollouts of 2 * 8 steps, 2
     # epochs of 2 minibatches each: 8 gradient steps.
     flags = dict(gamma=0.9, gae_lambda=0.6, rho_bar=1.7, c_bar=0.8, clip_coef=0.15,
-                 ent_coef=0.03, vf_coef=0.7, clip_vloss=True, max_grad_norm=0.35)
+                 ent_coef=0.03, vf_coef=0.7, clip_vloss=True, max_grad_norm=0.35, seed=7)
     gae = spy_on(monkeypatch, ppo, "compute_gae", lambda *a: a[5:7])  # gamma, lambda
     vtrace = spy_on(monkeypatch, ppo, "compute_vtrace", lambda *a: a[6:9])  # gamma, rho, c
     losses = spy_on(monkeypatch, ppo, "ppo_loss", lambda **k: (
@@ -416,10 +416,12 @@ def test_the_loop_gives_the_math_its_flags_and_steps_every_parameter(advantage, 
     clips = spy_on(monkeypatch, torch.nn.utils, "clip_grad_norm_", lambda params, norm: norm)
     agents = spy_on(monkeypatch, ppo, "train", lambda args, agent, *rest: agent)
     moved = spy_on_weights(monkeypatch, ppo)
+    seeds, resets = spy_on_seeds(monkeypatch, ppo)
     optimized = spy_on_adam(monkeypatch)
     ppo.main(ppo.Args(env_id="BoxZeroToFour-v0", total_timesteps=32, num_envs=2, num_steps=8,
                       num_minibatches=2, update_epochs=2, advantage=advantage, eval_episodes=0,
                       output_dir=str(tmp_path), **flags))
+    assert seeds == [7] and resets == [7]  # torch's and the training environments' seed
     if advantage == "gae":  # once per rollout
         assert gae == [(0.9, 0.6)] * 2 and vtrace == []
     else:  # before each epoch, with the policy of the moment

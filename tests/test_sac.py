@@ -14,7 +14,7 @@ import sac
 from conftest import (ActionLogEnv, approx, check_episode_ends, check_replay_evaluations,
                       check_whole_steps_budget, copies, interrupt_on_call, moved_since,
                       read_csv, replay_transitions, run_folder_env, same_seed_episodes, spy_on,
-                      spy_on_acting, tensor, unreadable_checkpoints)
+                      spy_on_acting, spy_on_seeds, tensor, unreadable_checkpoints)
 
 LOG_2PI_HALF = 0.9189385  # log(2 pi) / 2 = 1.8378771 / 2
 
@@ -502,9 +502,11 @@ def test_the_loop_gives_the_agent_its_scale_batches_and_steps(tmp_path, monkeypa
     monkeypatch.setattr(sac, "Actor", spy_actor)
     monkeypatch.setattr(sac.Agent, "update", spy_update)
     agents = spy_on(monkeypatch, sac, "train", lambda args, agent, *rest: agent)
+    seeds, resets = spy_on_seeds(monkeypatch, sac)
     sac.main(sac.Args(env_id="BoxZeroToFour-v0", total_timesteps=12, num_envs=2,
                       learning_starts=6, gradient_steps=2, buffer_size=8, batch_size=5,
-                      hidden_size=8, eval_episodes=0, output_dir=str(tmp_path)))
+                      hidden_size=8, seed=7, eval_episodes=0, output_dir=str(tmp_path)))
+    assert seeds == [7] and resets == [7]  # torch's and the training environments' seed
     assert scales == [(8, [2.0])] and made == [(8, 1, 1)] and batches == [(5,)] * 8
     (agent,) = agents  # the critics --hidden-size wide too
     assert {net.net[0].out_features for net in (agent.critic1, agent.critic2, agent.critic1_target,

@@ -12,7 +12,7 @@ import trpo
 from conftest import (approx, check_evaluations,
                       check_gaussian_actions_clipped_for_the_environment_only,
                       check_norm_obs_on_count_to_three, interrupt_on_call, read_csv,
-                      same_seed_episodes, spy_on, spy_on_weights, tensor,
+                      same_seed_episodes, spy_on, spy_on_seeds, spy_on_weights, tensor,
                       unreadable_checkpoints)
 
 
@@ -474,9 +474,11 @@ def test_one_update_moves_every_weight_of_the_policy_and_the_critic(tmp_path, mo
     agents = spy_on(monkeypatch, trpo, "train", lambda args, agent, *rest: agent)
     rates = spy_on(monkeypatch, torch.optim, "Adam", lambda params, lr: lr)
     value_steps = spy_on(monkeypatch, trpo, "value_loss", lambda values, returns: len(returns))
+    seeds, resets = spy_on_seeds(monkeypatch, trpo)
     trpo.main(trpo.Args(env_id="BoxCountToThree-v0", total_timesteps=8, num_envs=2, num_steps=4,
                         vf_minibatches=2, vf_iters=3, vf_learning_rate=4e-3, hidden_size=8,
-                        eval_episodes=0, output_dir=str(tmp_path)))
+                        seed=7, eval_episodes=0, output_dir=str(tmp_path)))
+    assert seeds == [7] and resets == [7]  # torch's and the training environments' seed
     (agent,) = agents
     assert agent.actor[0].out_features == agent.critic[0].out_features == 8  # --hidden-size
     ((still, changed),) = moved()

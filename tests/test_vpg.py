@@ -11,7 +11,7 @@ import vpg
 from conftest import (approx, check_evaluations,
                       check_gaussian_actions_clipped_for_the_environment_only,
                       check_norm_obs_on_count_to_three, interrupt_on_call, read_csv,
-                      same_seed_episodes, spy_on, spy_on_weights, tensor,
+                      same_seed_episodes, spy_on, spy_on_seeds, spy_on_weights, tensor,
                       unreadable_checkpoints)
 
 
@@ -342,9 +342,11 @@ def test_each_optimizer_steps_its_own_network_at_its_own_learning_rate(tmp_path,
     monkeypatch.setattr(torch.optim, "Adam", RecordingAdam)
     agents = spy_on(monkeypatch, vpg, "train", lambda args, agent, *rest: agent)
     moved = spy_on_weights(monkeypatch, vpg)
+    seeds, resets = spy_on_seeds(monkeypatch, vpg)
     vpg.main(vpg.Args(env_id="BoxCountToThree-v0", total_timesteps=8, num_envs=2, num_steps=4,
                       vf_minibatches=2, learning_rate=0.003, vf_learning_rate=0.0007,
-                      hidden_size=8, eval_episodes=0, output_dir=str(tmp_path)))
+                      hidden_size=8, seed=7, eval_episodes=0, output_dir=str(tmp_path)))
+    assert seeds == [7] and resets == [7]  # torch's and the training environments' seed
     (agent,) = agents
     assert agent.actor[0].out_features == agent.critic[0].out_features == 8  # --hidden-size
     ids = lambda params: {id(p) for p in params}
