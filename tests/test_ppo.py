@@ -452,8 +452,8 @@ def test_the_buffer_keeps_the_sample_and_the_environment_gets_it_clipped(tmp_pat
 
 
 @pytest.mark.parametrize("target_kl, anneal_lr, epochs, rates", [
-    (None, True, ["4", "4"], [4e-3, 2e-3]),  # 2 rollouts: 4e-3 * (1 - k/2) for k = 0, 1
-    (1e-9, False, ["1", "1"], [4e-3, 4e-3]),
+    (None, True, ["4", "4"], [3e-3, 1.5e-3]),  # 2 rollouts: 3e-3 * (1 - k/2) for k = 0, 1
+    (1e-9, False, ["1", "1"], [3e-3, 3e-3]),
 ])
 def test_target_kl_stops_the_epochs_and_no_anneal_lr_keeps_the_rate(target_kl, anneal_lr,
                                                                     epochs, rates, tmp_path,
@@ -461,10 +461,11 @@ def test_target_kl_stops_the_epochs_and_no_anneal_lr_keeps_the_rate(target_kl, a
     # 4 epochs of 2 minibatches. The first minibatch of an update comes before its first
     # gradient step (KL 0), the second after one (KL > 0): the first epoch's mean KL is
     # above 1e-9, so --target-kl 1e-9 stops each update after it, at 2 gradient steps.
+    # --learning-rate 3e-3, not the default 4e-3.
     losses = spy_on(monkeypatch, ppo, "ppo_loss", lambda **k: 1)
     ppo.main(ppo.Args(total_timesteps=256, num_envs=2, num_steps=64, num_minibatches=2,
                       update_epochs=4, target_kl=target_kl, anneal_lr=anneal_lr,
-                      eval_episodes=0, output_dir=str(tmp_path)))
+                      learning_rate=3e-3, eval_episodes=0, output_dir=str(tmp_path)))
     updates = read_csv(next(tmp_path.glob("*/updates.csv")))
     assert [u["epochs"] for u in updates] == epochs
     assert len(losses) == 2 * 2 * int(epochs[0])
