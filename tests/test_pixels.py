@@ -115,8 +115,8 @@ def test_the_channel_axis_is_set_by_the_id_and_main_passes_it_on(script, env_id,
         return made[-1]
 
     monkeypatch.setattr(module, "ImageEncoder", spy)
-    flags = dict(learning_starts=32, batch_size=8, buffer_size=64) if script == "dqn.py" else \
-        dict(num_envs=2, num_steps=32)
+    flags = dict(learning_starts=32, train_frequency=8, batch_size=8, buffer_size=64) \
+        if script == "dqn.py" else dict(num_envs=2, num_steps=32, update_epochs=1)
     module.main(module.Args(env_id=env_id, total_timesteps=64, eval_episodes=0,
                             cuda=False, output_dir=str(tmp_path), **flags))
     # every network (dqn.py's Q and target networks) reads the channels where they are
