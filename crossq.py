@@ -81,6 +81,8 @@ Writes runs/<env_id>__crossq__<seed>__<unix_time>/ with config.json, episodes.cs
 updates.csv, learning_curve.png, summary.json, model.pt with --save-model (the networks with
 their running statistics), and with --eval-every N evaluations.csv (and best_model.pt, the
 best evaluated model) (plainrl's CONTRIBUTING.md, "What a run writes").
+TensorBoard's event file gets the CSV rows too (--no-tensorboard: none; --track syncs it
+to Weights & Biases, as CleanRL does).
 """
 
 # ---------------------------------------------------------------------------------------

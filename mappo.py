@@ -58,6 +58,8 @@ Run:
 Writes runs/<env_id>__mappo__<seed>__<unix_time>/ with config.json, episodes.csv,
 updates.csv, learning_curve.png, summary.json, model.pt with --save-model, and with
 --eval-every N evaluations.csv (and best_model.pt, the best evaluated model).
+TensorBoard's event file gets the CSV rows too (--no-tensorboard: none; --track syncs it
+to Weights & Biases, as CleanRL does).
 """
 
 # ---------------------------------------------------------------------------------------
@@ -65,6 +67,7 @@ updates.csv, learning_curve.png, summary.json, model.pt with --save-model, and w
 # ---------------------------------------------------------------------------------------
 import csv
 import difflib
+import glob
 import importlib.metadata
 import importlib.util
 import json
@@ -89,6 +92,7 @@ import tyro
 from matplotlib.figure import Figure
 from pettingzoo.utils.conversions import aec_to_parallel_wrapper
 from torch.distributions import Categorical
+from torch.utils.tensorboard import SummaryWriter
 
 SCRIPT = os.path.basename(__file__)
 
@@ -122,6 +126,14 @@ class Args:
     """skip training: load this model.pt and evaluate it"""
     capture_video: bool = False
     """record the evaluation episodes into videos/ in the run folder"""
+    tensorboard: bool = True
+    """write TensorBoard's event files into the run folder too (tensorboard --logdir runs)"""
+    track: bool = False
+    """sync the run to Weights & Biases as CleanRL does (needs pip install wandb==0.31.0)"""
+    wandb_project_name: str = "plainrl"
+    """the Weights & Biases project of --track"""
+    wandb_entity: Optional[str] = None
+    """the Weights & Biases team or user of --track (None: your default entity)"""
 
     # Environment and algorithm
     max_cycles: int = 25
@@ -697,6 +709,10 @@ def check_args(args):
              "pass --eval-episodes 1 or more")
     if args.capture_video and importlib.util.find_spec("moviepy") is None:
         fail("--capture-video needs moviepy: pip install moviepy==2.2.1")
+    if args.track and importlib.util.find_spec("wandb") is None:
+        fail("--track needs wandb: pip install wandb==0.31.0")
+    if args.track and not args.tensorboard:
+        fail("--track syncs TensorBoard's event files to Weights & Biases; drop --no-tensorboard")
     if args.per_agent_reward and args.critic_state == "ep":
         fail("--per-agent-reward needs --critic-state as (the EP critic has one value per "
              "copy, learned from the team reward)")
@@ -842,15 +858,23 @@ class RunWriter:
         while os.path.exists(self.path):  # a run with the same flags in the same second
             suffix += 1
             self.path = os.path.join(args.output_dir, f"{name}-{suffix}")
+        versions = {package: importlib.metadata.version(package) for package in
+                    ("torch", "gymnasium", "numpy", "pettingzoo", "mpe2")}
+        config = {**asdict(args), "device": str(device),
+                  "versions": {**versions, "python": sys.version.split()[0]}}
+        if args.track:  # before the folder and the event files (it syncs those made after it)
+            start_tracking(args, os.path.basename(self.path), config)
         try:
             os.makedirs(self.path)
         except OSError as e:
             fail(f"cannot create the run folder {self.path}: {e.strerror}")
-        versions = {package: importlib.metadata.version(package) for package in
-                    ("torch", "gymnasium", "numpy", "pettingzoo", "mpe2")}
         with open(os.path.join(self.path, "config.json"), "w") as f:
-            json.dump({**asdict(args), "device": str(device),
-                       "versions": {**versions, "python": sys.version.split()[0]}}, f, indent=2)
+            json.dump(config, f, indent=2)
+        # TensorBoard's event files get each row of the CSV files too (write_row)
+        self.tensorboard = SummaryWriter(self.path) if args.tensorboard else None
+        if self.tensorboard:  # the flags as a table, in TensorBoard's TEXT tab
+            self.tensorboard.add_text("config", "|flag|value|\n|-|-|\n" + "\n".join(
+                f"|{key}|{value}|" for key, value in config.items()))
         self.summary = dict.fromkeys(SUMMARY_KEYS) | {  # PettingZoo declares no reward_threshold
             "solved_threshold": None if args.eval_checkpoint else args.stop_at_return,
             "algorithm": "mappo", "env_id": args.env_id, "seed": args.seed, "global_steps": 0,
@@ -882,6 +906,12 @@ class RunWriter:
         f, writer = self.files[filename]
         if row:
             writer.writerow(row)
+        if row and self.tensorboard:  # the row's values at its step and moment, flushed too
+            when = {"global_step": row["global_step"], "walltime": self.start + row["wall_time"]}
+            for column, value in row.items():
+                if column not in ("global_step", "wall_time") and value != "":  # "": no value
+                    self.tensorboard.add_scalar(TENSORBOARD_NAMES[column], value, **when)
+            self.tensorboard.flush()
         f.flush()
 
     def episode(self, global_step, episode_return, episode_length):
@@ -953,12 +983,24 @@ class RunWriter:
     def close(self):
         for f, _ in self.files.values():
             f.close()
+        if self.tensorboard:
+            self.tensorboard.close()
 
 
 EPISODE_FIELDS = ("global_step", "wall_time", "episode_return", "episode_length")
 SUMMARY_KEYS = ("algorithm", "env_id", "seed", "global_steps", "wall_time_s",
                 "train_return_last20", "eval_return_mean", "eval_return_std", "eval_episodes",
                 "solved_threshold", "solved_at_step", "solved_at_time_s", "interrupted")
+# The CSV columns as TensorBoard's scalars, under the names CleanRL's scripts give the same
+# quantities (each point at the row's global_step and wall_time)
+TENSORBOARD_NAMES = {
+    "episode_return": "charts/episodic_return", "episode_length": "charts/episodic_length",
+    "sps": "charts/SPS", "learning_rate": "charts/learning_rate", "return_mean": "charts/return_mean",
+    "return_std": "charts/return_std",
+    "policy_loss": "losses/policy_loss", "value_loss": "losses/value_loss",
+    "entropy": "losses/entropy", "approx_kl": "losses/approx_kl", "clipfrac": "losses/clipfrac",
+    "explained_variance": "losses/explained_variance",
+    "eval_return_mean": "eval/episodic_return", "eval_return_std": "eval/episodic_return_std"}
 
 
 def progress_line(global_step, total_steps, sps, recent_return):
@@ -1076,6 +1118,7 @@ def finish(args, run, actors, critic, value_norm, spec, device, trained=True):
                                args.seed + 100_000, device, video_folder)
         except KeyboardInterrupt:
             print(f"{SCRIPT}: final evaluation interrupted; {run.path} keeps the run without it")
+            finish_tracking(args, run, exit_code=130)
             raise
         summary["eval_return_mean"] = float(returns.mean())
         summary["eval_return_std"] = float(returns.std())
@@ -1090,6 +1133,7 @@ def finish(args, run, actors, critic, value_norm, spec, device, trained=True):
     if curve:
         closing.append(f"learning curve {curve}")
     print(" | ".join(closing))
+    finish_tracking(args, run)
     return summary
 
 
@@ -1108,6 +1152,31 @@ def write_summary(args, run, trained, final=None):
                                    f"{SCRIPT}{variant} on {args.env_id}, seed {args.seed}{stopped}",
                                    run.evaluations, final)
     return None
+
+
+def start_tracking(args, name, config):
+    """--track: a Weights & Biases run as CleanRL starts one, which syncs the TensorBoard event
+    files written after it; one that cannot start (no API key) is bad input."""
+    import wandb  # not a requirement: check_args found it
+    try:
+        wandb.init(project=args.wandb_project_name, entity=args.wandb_entity, name=name,
+                   config=config, sync_tensorboard=True)
+    except wandb.errors.Error as e:
+        fail(f"--track: {' '.join(str(e).split())} Or set WANDB_MODE=offline: the run stays "
+             "here until `wandb sync` uploads it")
+
+
+def finish_tracking(args, run, exit_code=0):
+    """--track: summary.json and the evaluation's videos to the Weights & Biases run, which
+    then ends (exit_code 130: Ctrl-C during the final evaluation)."""
+    if not args.track:
+        return
+    import wandb  # not a requirement: check_args found it
+    wandb.run.summary.update(run.summary)
+    videos = sorted(glob.glob(os.path.join(run.path, "videos", "*.mp4")))
+    if videos:
+        wandb.log({"videos": [wandb.Video(video) for video in videos]})
+    wandb.finish(exit_code=exit_code)
 
 
 def cli():

@@ -44,6 +44,8 @@ updates.csv, learning_curve.png (beside the curve, a heat map of the greedy poli
 table is a map like FrozenLake's or a grid of one or two dimensions), summary.json,
 model.npz with --save-model, and with --eval-every N evaluations.csv (and best_model.npz,
 the best evaluated table) (plainrl's CONTRIBUTING.md, "What a run writes").
+TensorBoard's event file gets the CSV rows too (--no-tensorboard: none; --track syncs it
+to Weights & Biases, as CleanRL does).
 """
 
 # ---------------------------------------------------------------------------------------
@@ -51,6 +53,7 @@ the best evaluated table) (plainrl's CONTRIBUTING.md, "What a run writes").
 # ---------------------------------------------------------------------------------------
 import csv
 import difflib
+import glob
 import importlib.util
 import json
 import math
@@ -70,6 +73,11 @@ import gymnasium as gym
 import numpy as np
 import tyro
 from matplotlib.figure import Figure
+from tensorboard.compat.proto.event_pb2 import Event
+from tensorboard.compat.proto.summary_pb2 import Summary
+from tensorboard.plugins.text.metadata import create_summary_metadata
+from tensorboard.summary.writer import event_file_writer
+from tensorboard.util.tensor_util import make_tensor_proto
 
 SCRIPT = os.path.basename(__file__)
 
@@ -101,6 +109,14 @@ class Args:
     """skip training: load this model.npz and evaluate it"""
     capture_video: bool = False
     """record the evaluation episodes into videos/ in the run folder"""
+    tensorboard: bool = True
+    """write TensorBoard's event files into the run folder too (tensorboard --logdir runs)"""
+    track: bool = False
+    """sync the run to Weights & Biases as CleanRL does (needs pip install wandb==0.31.0)"""
+    wandb_project_name: str = "plainrl"
+    """the Weights & Biases project of --track"""
+    wandb_entity: Optional[str] = None
+    """the Weights & Biases team or user of --track (None: your default entity)"""
 
     # Algorithm
     # 0.5 in Sutton & Barto's gridworld examples 6.5 and 6.6, 0.1 in their bandit chapter.
@@ -512,6 +528,10 @@ def check_args(args):
              "pass --eval-episodes 1 or more")
     if args.capture_video and importlib.util.find_spec("moviepy") is None:
         fail("--capture-video needs moviepy: pip install moviepy==2.2.1")
+    if args.track and importlib.util.find_spec("wandb") is None:
+        fail("--track needs wandb: pip install wandb==0.31.0")
+    if args.track and not args.tensorboard:
+        fail("--track syncs TensorBoard's event files to Weights & Biases; drop --no-tensorboard")
 
 
 def check_env(env_id):
@@ -611,14 +631,28 @@ class RunWriter:
         while os.path.exists(self.path):  # a run with the same flags in the same second
             suffix += 1
             self.path = os.path.join(args.output_dir, f"{name}-{suffix}")
+        versions = {"torch": None, "gymnasium": gym.__version__, "numpy": np.__version__,
+                    "python": sys.version.split()[0]}  # torch: none, the script is NumPy only
+        config = {**asdict(args), "device": "cpu", "versions": versions}
+        if args.track:  # before the folder and the event files (it syncs those made after it)
+            start_tracking(args, os.path.basename(self.path), config)
         try:
             os.makedirs(self.path)
         except OSError as e:
             fail(f"cannot create the run folder {self.path}: {e.strerror}")
-        versions = {"torch": None, "gymnasium": gym.__version__, "numpy": np.__version__,
-                    "python": sys.version.split()[0]}  # torch: none, the script is NumPy only
         with open(os.path.join(self.path, "config.json"), "w") as f:
-            json.dump({**asdict(args), "device": "cpu", "versions": versions}, f, indent=2)
+            json.dump(config, f, indent=2)
+        # TensorBoard's event files get each row of the CSV files too (write_row). This script
+        # imports no torch, so not torch.utils.tensorboard's SummaryWriter but the writer it
+        # writes through, TensorBoard's own EventFileWriter: the same events, by hand.
+        self.tensorboard = (event_file_writer.EventFileWriter(self.path) if args.tensorboard
+                            else None)  # looked up now: --track's Weights & Biases patches it
+        if self.tensorboard:  # the flags as a table, in TensorBoard's TEXT tab
+            flags = "|flag|value|\n|-|-|\n" + "\n".join(f"|{key}|{value}|"
+                                                       for key, value in config.items())
+            self.tensorboard.add_event(Event(wall_time=time.time(), summary=Summary(value=[
+                Summary.Value(tag="config", metadata=create_summary_metadata("config", None),
+                              tensor=make_tensor_proto(flags))])))
         # summary.json records when the mean of the last 20 training returns first
         # reached --stop-at-return, else the environment's reward_threshold (CartPole-v1: 475)
         threshold = args.stop_at_return if args.stop_at_return is not None else getattr(
@@ -649,6 +683,13 @@ class RunWriter:
         f, writer = self.files[filename]
         if row:
             writer.writerow(row)
+        if row and self.tensorboard:  # the row's values at its step and moment, flushed too
+            values = [Summary.Value(tag=TENSORBOARD_NAMES[column], simple_value=float(value))
+                      for column, value in row.items()
+                      if column not in ("global_step", "wall_time")]
+            self.tensorboard.add_event(Event(step=row["global_step"], summary=Summary(
+                value=values), wall_time=self.start + row["wall_time"]))
+            self.tensorboard.flush()
         f.flush()
 
     def episode(self, global_step, episode_return, episode_length):
@@ -721,12 +762,22 @@ class RunWriter:
     def close(self):
         for f, _ in self.files.values():
             f.close()
+        if self.tensorboard:
+            self.tensorboard.close()
 
 
 EPISODE_FIELDS = ("global_step", "wall_time", "episode_return", "episode_length")
 SUMMARY_KEYS = ("algorithm", "env_id", "seed", "global_steps", "wall_time_s",
                 "train_return_last20", "eval_return_mean", "eval_return_std", "eval_episodes",
                 "solved_threshold", "solved_at_step", "solved_at_time_s", "interrupted")
+# The CSV columns as TensorBoard's scalars, under the names CleanRL's scripts give the same
+# quantities (each point at the row's global_step and wall_time)
+TENSORBOARD_NAMES = {
+    "episode_return": "charts/episodic_return", "episode_length": "charts/episodic_length",
+    "sps": "charts/SPS", "epsilon": "charts/epsilon",
+    "learning_rate": "charts/learning_rate", "states_visited": "charts/states_visited",
+    "episodes": "charts/episodes", "td_error_abs": "losses/td_error_abs",
+    "eval_return_mean": "eval/episodic_return", "eval_return_std": "eval/episodic_return_std"}
 
 
 def progress_line(global_step, total_steps, sps, recent_return):
@@ -839,6 +890,7 @@ def finish(args, run, table, board, trained=True):
                                video_folder)
         except KeyboardInterrupt:
             print(f"{SCRIPT}: final evaluation interrupted; {run.path} keeps the run without it")
+            finish_tracking(args, run, exit_code=130)
             raise
         summary["eval_return_mean"] = float(returns.mean())
         summary["eval_return_std"] = float(returns.std())
@@ -854,6 +906,7 @@ def finish(args, run, table, board, trained=True):
     if curve:
         closing.append(f"learning curve {curve}")
     print(" | ".join(closing))
+    finish_tracking(args, run)
     return summary
 
 
@@ -871,6 +924,31 @@ def write_summary(args, run, trained, heat, final=None):
                                    f"{SCRIPT}{variant} on {args.env_id}, seed {args.seed}{stopped}",
                                    run.evaluations, final, heat)
     return None
+
+
+def start_tracking(args, name, config):
+    """--track: a Weights & Biases run as CleanRL starts one, which syncs the TensorBoard event
+    files written after it; one that cannot start (no API key) is bad input."""
+    import wandb  # not a requirement: check_args found it
+    try:
+        wandb.init(project=args.wandb_project_name, entity=args.wandb_entity, name=name,
+                   config=config, sync_tensorboard=True)
+    except wandb.errors.Error as e:
+        fail(f"--track: {' '.join(str(e).split())} Or set WANDB_MODE=offline: the run stays "
+             "here until `wandb sync` uploads it")
+
+
+def finish_tracking(args, run, exit_code=0):
+    """--track: summary.json and the evaluation's videos to the Weights & Biases run, which
+    then ends (exit_code 130: Ctrl-C during the final evaluation)."""
+    if not args.track:
+        return
+    import wandb  # not a requirement: check_args found it
+    wandb.run.summary.update(run.summary)
+    videos = sorted(glob.glob(os.path.join(run.path, "videos", "*.mp4")))
+    if videos:
+        wandb.log({"videos": [wandb.Video(video) for video in videos]})
+    wandb.finish(exit_code=exit_code)
 
 
 def cli():
