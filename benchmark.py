@@ -540,6 +540,17 @@ COMPARISONS = {
                                         "(rho = c = 1)"}),
 }
 
+# Published curves drawn beside a comparison's evaluation panel, dash-dotted in the color of
+# our script of the same algorithm: figure name -> [(algorithm, environment id, legend)],
+# read from REFERENCES (written by benchmarks/simbav2_reference.py, which names the source)
+REFERENCES = os.path.join(ROOT, "benchmarks", "references", "simbav2-100k.json")
+REFERENCE_CURVES = {
+    f"crossq-vs-sac-{env_id}-100k": [
+        ("CrossQ", env_id.replace("-v5", "-v4"), "CrossQ, the authors' runs (critics 2,048 "
+                                                 "wide, v4; SimbaV2's data)"),
+        ("SAC", env_id.replace("-v5", "-v4"), "SAC (v4; SimbaV2's data)")]
+    for env_id in MUJOCO_GOALS}
+
 NOTES = "<!-- benchmark.py rewrites everything above this line and keeps everything below it -->"
 """the line of results.md below which the notes written by hand begin"""
 
@@ -722,18 +733,20 @@ def plot_task(task, runs, out):
 
 def plot_comparison(name, title, members, results, out):
     """Several tasks on one axis (members: {task name: legend}), drawn by plot.py's
-    draw_group: for each, the mean over seeds of the moving-mean curves kept in
-    results.json with the min-max band (each seed counts where its curve exists). Where
-    every run has --eval-every evaluations, a second panel draws their mean and band the
-    same way, and a threshold that is an evaluation figure (Task.eval_threshold) goes there.
-    Skipped until every task has curves in results.json."""
+    draw_group: for each, the median over seeds of the moving-mean curves kept in
+    results.json with the min-max band (each seed counts where its curve exists), the median
+    because the tables give the median. Where every run has --eval-every evaluations, a
+    second panel draws their median and band the same way, with the published curves of
+    REFERENCE_CURVES (their median over seeds, dash-dotted, and their min-max band), and a
+    threshold that is an evaluation figure (Task.eval_threshold) goes there. Skipped until
+    every task has curves in results.json."""
     if not all(m in results and all("curve" in r for r in results[m]["runs"]) for m in members):
         return
     evaluated = all(r.get("evaluations") for m in members for r in results[m]["runs"])
     fig = Figure(figsize=(12 if evaluated else 7, 4), dpi=100)
     first = results[next(iter(members))]
     train = fig.add_subplot(1, 1 + evaluated, 1)
-    panels = [(train, "curve", f"{title}\nmean over seeds, min-max shaded",
+    panels = [(train, "curve", f"{title}\nmedian over seeds, min-max shaded",
                f"mean of the last {first.get('window', 20)} episode returns")]
     if evaluated:
         panels.append((fig.add_subplot(1, 2, 2, sharey=train), "evaluations",
@@ -742,7 +755,17 @@ def plot_comparison(name, title, members, results, out):
                                        if t.name == next(iter(members)))
     for i, (ax, key, panel_title, ylabel) in enumerate(panels):
         for member, legend in members.items():
-            plot.draw_group(ax, [run[key] for run in results[member]["runs"]], legend)
+            plot.draw_group(ax, [run[key] for run in results[member]["runs"]], legend,
+                            center="median")
+        if key == "evaluations" and name in REFERENCE_CURVES:
+            with open(REFERENCES) as f:
+                published = json.load(f)["curves"]
+            for color, (algorithm, env_id, legend) in enumerate(REFERENCE_CURVES[name]):
+                c = published[algorithm][env_id]
+                ax.plot(c["steps"], c["median"], ls="-.", lw=1.2, color=f"C{color}",
+                        label=f"{legend}, median of {c['seeds']}")
+                ax.fill_between(c["steps"], c["low"], c["high"], color=f"C{color}",
+                                alpha=0.08, lw=0)
         if i == (len(panels) - 1 if on_evaluations else 0):
             ax.axhline(first["threshold"], color="gray", ls="--", lw=1,
                        label=f"threshold {first['threshold']:g}")

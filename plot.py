@@ -132,14 +132,15 @@ def moving_mean(values, window):
     return (sums[i] - sums[start]) / (i - start)
 
 
-def band(curves, grid):
-    """Mean, min and max over seeds of piecewise-linear curves put on a common grid.
+def band(curves, grid, center="mean"):
+    """Mean (or median, center="median"), min and max over seeds of piecewise-linear curves
+    put on a common grid.
 
     curves: one (x, y) per seed, x non-decreasing (say episode ends and smoothed returns);
     grid: (G,). Each seed is interpolated linearly between its own points and is missing
     outside [x[0], x[-1]]: never extrapolated. Where a seed has several points at one x
     (episodes of a vector of environments that ended at the same step), the last one counts.
-    Returns (mean, low, high, count), each (G,): over the seeds present at each grid point;
+    Returns (center, low, high, count), each (G,): over the seeds present at each grid point;
     NaN where no seed is (count 0).
     """
     grid = np.asarray(grid, dtype=float)
@@ -153,7 +154,7 @@ def band(curves, grid):
     count = np.sum(~np.isnan(values), axis=0)
     mean, low, high = (np.full(len(grid), np.nan) for _ in range(3))
     some = count > 0
-    mean[some] = np.nanmean(values[:, some], axis=0)
+    mean[some] = (np.nanmedian if center == "median" else np.nanmean)(values[:, some], axis=0)
     low[some] = np.nanmin(values[:, some], axis=0)
     high[some] = np.nanmax(values[:, some], axis=0)
     return mean, low, high, count
@@ -283,18 +284,19 @@ def format_table(groups):
 # ---------------------------------------------------------------------------------------
 # Drawing (benchmark.py draws its comparison figures with draw_group and finish_axis too)
 # ---------------------------------------------------------------------------------------
-def draw_group(ax, curves, label, color=None, evaluations=None, seeds=None, unfinished=0):
-    """One group on the axis: the mean over seeds of `curves` (one (x, y) per seed) as a line
-    and the min-max band shaded, on a grid of GRID_POINTS from the first x of any seed to
-    the last. The mean is solid where every seed is present, dotted where only some are (a
-    seed stopped early by --stop-at-return, or its first episode ended later), so that a
-    seed dropping out does not pass for learning. `evaluations` (x, mean, low, high), if
-    given, are drawn as points with min-max bars. `seeds`, the runs' seeds (one per curve;
-    default: all different), are counted in the legend, and so are the `unfinished` runs
-    among them. Returns the solid line."""
+def draw_group(ax, curves, label, color=None, evaluations=None, seeds=None, unfinished=0,
+               center="mean"):
+    """One group on the axis: the mean (or median, center) over seeds of `curves` (one (x, y)
+    per seed) as a line and the min-max band shaded, on a grid of GRID_POINTS from the first
+    x of any seed to the last. The line is solid where every seed is present, dotted where
+    only some are (a seed stopped early by --stop-at-return, or its first episode ended
+    later), so that a seed dropping out does not pass for learning. `evaluations` (x, mean,
+    low, high), if given, are drawn as points with min-max bars. `seeds`, the runs' seeds
+    (one per curve; default: all different), are counted in the legend, and so are the
+    `unfinished` runs among them. Returns the solid line."""
     grid = np.linspace(min(x[0] for x, _ in curves), max(x[-1] for x, _ in curves),
                        GRID_POINTS)
-    mean, low, high, count = band(curves, grid)
+    mean, low, high, count = band(curves, grid, center)
     partial = count < len(curves)
     near_partial = partial | np.append(partial[1:], False) | np.insert(partial[:-1], 0, False)
     counted = count_runs(range(len(curves)) if seeds is None else seeds, unfinished)

@@ -121,6 +121,20 @@ def test_band_over_seeds_by_hand():
     assert mean[[0, 2]].tolist() == approx([1, 4])
 
 
+def test_band_median_by_hand():
+    # three seeds on the grid 0, 10: A 0 -> 10, B 1 -> 1, C 8 -> 100 (each a straight line)
+    #   at 0:  values 0, 1, 8    median 1, mean 3;    at 10: 10, 1, 100   median 10, mean 37
+    curves = [([0, 10], [0, 10]), ([0, 10], [1, 1]), ([0, 10], [8, 100])]
+    median, low, high, count = plot.band(curves, [0, 10], center="median")
+    assert median.tolist() == approx([1, 10]) and low.tolist() == [0, 1]
+    assert high.tolist() == [8, 100] and count.tolist() == [3, 3]
+    # where a seed is missing, the median of the two present is their mean: at 5, A 5, C 54
+    median, *_ = plot.band([([0, 10], [0, 10]), ([6, 10], [1, 1]), ([0, 10], [8, 100])], [5],
+                           center="median")
+    assert median.tolist() == approx([(5 + 54) / 2])
+    assert plot.band(curves, [0, 10])[0].tolist() == approx([3, 37])  # the mean by default
+
+
 def test_evaluation_points_by_hand():
     # A evaluates at 10, 20, 30 (returns 5, 7, 8); B at 10, 22 (returns 9, 11).
     # 1st: at (10+10)/2=10, mean (5+9)/2=7, min 5, max 9; 2nd: at (20+22)/2=21, mean
@@ -492,14 +506,65 @@ def test_benchmark_comparison_of_evaluated_tasks_draws_their_evaluations_beside(
         for m, v in zip(members, (100.0, 200.0))}
     calls, draw = [], plot.draw_group
     monkeypatch.setattr(plot, "draw_group", lambda ax, curves, label, **kw: calls.append(
-        (curves, label)) or draw(ax, curves, label, **kw))
+        (curves, label, kw)) or draw(ax, curves, label, **kw))
     benchmark.plot_comparison(name, title, members, results, str(tmp_path))
     train, evaluation = figures[0].axes
-    assert calls == [([[[0, 50], [100.0, 101.0]]], members["crossq-Hopper-v5-100k"]),
-                     ([[[0, 50], [200.0, 201.0]]], members["sac-Hopper-v5-100k"]),
-                     ([[[10, 20], [100.0, 200.0]]], members["crossq-Hopper-v5-100k"]),
-                     ([[[10, 20], [200.0, 400.0]]], members["sac-Hopper-v5-100k"])]
+    median = {"center": "median"}  # the tables give the median, so do the figures
+    assert calls == [([[[0, 50], [100.0, 101.0]]], members["crossq-Hopper-v5-100k"], median),
+                     ([[[0, 50], [200.0, 201.0]]], members["sac-Hopper-v5-100k"], median),
+                     ([[[10, 20], [100.0, 200.0]]], members["crossq-Hopper-v5-100k"], median),
+                     ([[[10, 20], [200.0, 400.0]]], members["sac-Hopper-v5-100k"], median)]
 
     def thresholds(ax):
         return [list(line.get_ydata()) for line in ax.lines if line.get_linestyle() == "--"]
     assert thresholds(train) == [] and thresholds(evaluation) == [[659, 659]]
+    # the published curves on the evaluation panel alone, Hopper-v4's (ours run v5), each
+    # dash-dotted in the color of our script of its algorithm: CrossQ's median over its 10
+    # seeds reaches 3,169 at 100k (their mean, 2,764, is the paper's figure)
+    with open(benchmark.REFERENCES) as f:
+        published = json.load(f)["curves"]
+    drawn = {line.get_label(): line for line in evaluation.lines if line.get_linestyle() == "-."}
+    assert [line.get_linestyle() for line in train.lines].count("-.") == 0
+    crossq, sac = (next(line for label, line in drawn.items() if label.startswith(algorithm))
+                   for algorithm in ("CrossQ", "SAC"))
+    assert crossq.get_ydata().tolist() == published["CrossQ"]["Hopper-v4"]["median"]
+    assert sac.get_ydata().tolist() == published["SAC"]["Hopper-v4"]["median"]
+    assert crossq.get_xdata()[-1] == 100_000 and crossq.get_ydata()[-1] == approx(3169.0)
+    assert published["CrossQ"]["Hopper-v4"]["mean"][-1] == approx(2764.4)
+    from matplotlib.colors import to_rgb
+    ours = {line.get_label(): to_rgb(line.get_color()) for line in evaluation.lines
+            if line.get_linestyle() == "-"}
+    assert to_rgb(crossq.get_color()) == ours[f"{members['crossq-Hopper-v5-100k']} (1 seed)"]
+    assert to_rgb(sac.get_color()) == ours[f"{members['sac-Hopper-v5-100k']} (1 seed)"]
+    assert to_rgb(crossq.get_color()) != to_rgb(sac.get_color())
+
+
+def test_simbav2_reference_by_hand(tmp_path, capsys):
+    # benchmarks/simbav2_reference.py on made-up files: seeds 0, 1, 2 of Hopper-v4 at steps
+    # 1, 2000 and 200,000 (cut: past 100k), and a step only seed 0 logged (dropped: a point
+    # is over every seed). At 2000: values 10, 40, 100 -> median 40, low 10, high 100, mean 50.
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("simbav2_reference",
+                                                  os.path.join(ROOT, "benchmarks",
+                                                               "simbav2_reference.py"))
+    simbav2 = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(simbav2)
+    header = ["", "exp_name", "env_name", "seed", "metric", "env_step", "value"]
+    rows = [[0, "x", "Hopper-v4", seed, "avg_return", step, value]
+            for seed, values in ((0, (1, 10, 7)), (1, (2, 40, 7)), (2, (3, 100, 7)))
+            for step, value in zip((1, 2000, 200_000), values)]
+    rows += [[0, "x", "Hopper-v4", 0, "avg_return", 3000, 5.0],
+             [0, "x", "Hopper-v4", 1, "avg_success", 2000, 0.0],
+             [0, "x", "Walker2d-v4", 0, "avg_return", 2000, 999.0]]
+    for name in ("crossq.csv", "sac.csv"):
+        write_csv(tmp_path / name, header, rows)
+    with open(tmp_path / "crossq.csv", newline="") as f:
+        stats = simbav2.seed_statistics(list(csv.DictReader(f)), "Hopper-v4")
+    assert stats == {"steps": [1, 2000], "median": [2.0, 40.0], "low": [1.0, 10.0],
+                     "high": [3.0, 100.0], "mean": [2.0, 50.0], "seeds": 3}
+    # main writes both algorithms' curves; an environment missing from a file is an error
+    with pytest.raises(ValueError, match="HalfCheetah-v4"):
+        simbav2.main([str(tmp_path), "--out", str(tmp_path / "out.json")])
+    with pytest.raises(SystemExit) as stop:
+        simbav2.main([str(tmp_path / "nowhere")])
+    assert stop.value.code == 2 and "no crossq.csv, sac.csv" in capsys.readouterr().err
