@@ -12,7 +12,7 @@ import torch
 
 import ppo_masked as pm
 from conftest import (approx, check_evaluations, detached, interrupt_on_call, read_csv,
-                      same_seed_episodes, spy_on, spy_on_adam, spy_on_weights,
+                      same_seed_episodes, spy_on, spy_on_adam, spy_on_seeds, spy_on_weights,
                       unreadable_checkpoints)
 
 LN2, LN3 = math.log(2.0), math.log(3.0)
@@ -451,6 +451,8 @@ def test_gae_gets_the_flags_and_bootstraps_from_the_true_final_observation(tmp_p
     # values V(s_t) = 10*[0, 1, 2, 0] and next_values [V(1), V(2), V(final obs 3), V(last
     # obs 1)] = [10, 20, 30, 10]: at the cut, 30, not V(0) = 0 of the next episode's first
     # observation; a truncation, not a termination; and --gamma 0.9, --gae-lambda 0.6.
+    # --seed 7, not the default 1, seeds torch and the training environments (after
+    # check_env's reset at 0), and the final evaluation's at 7 + 100,000.
     seen, original = [], pm.compute_gae
 
     def spy(rewards, values, next_values, terminated, truncated, gamma, gae_lambda):
@@ -460,9 +462,11 @@ def test_gae_gets_the_flags_and_bootstraps_from_the_true_final_observation(tmp_p
 
     monkeypatch.setattr(pm, "Agent", CriticByHand)
     monkeypatch.setattr(pm, "compute_gae", spy)
+    seeds, resets = spy_on_seeds(monkeypatch, pm)
     pm.main(pm.Args(env_id="MaskedCounter-v0", total_timesteps=8, num_envs=2, num_steps=4,
-                    num_minibatches=2, update_epochs=1, gamma=0.9, gae_lambda=0.6,
-                    eval_episodes=0, output_dir=str(tmp_path)))
+                    num_minibatches=2, update_epochs=1, gamma=0.9, gae_lambda=0.6, seed=7,
+                    eval_episodes=2, output_dir=str(tmp_path)))
+    assert seeds == [7] and resets == [0, 7, 100_007]
     assert seen == [([0.0, 10.0, 20.0, 0.0], [10.0, 20.0, 30.0, 10.0], False,
                      [False, False, True, False], 0.9, 0.6)]
 
