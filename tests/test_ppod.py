@@ -15,7 +15,7 @@ import ppo
 import ppod
 from conftest import (CountingEnv, approx, check_evaluations, detached, episode_rows,
                       interrupt_on_call, read_csv, same_seed_episodes, spy_on, spy_on_adam,
-                      spy_on_weights)
+                      spy_on_seeds, spy_on_weights)
 
 
 def episode(episode_return, steps=2):
@@ -662,13 +662,17 @@ def test_eval_every_evaluates_with_the_observation_statistics(tmp_path, count_de
     # statistics of that moment, mean m > 5 (every observation is 5 or more). The greedy
     # walk takes action 1 at the first step t with (t + 5 - m) / sqrt(var + 1e-8) > 0 and
     # returns t + 1. With its statistics ignored it would take action 1 at once: return 1.
+    # --seed 7, not the default 1, seeds torch and the training environments, and each
+    # evaluation's (at step 16 and the final one) at 7 + 100,000.
     agent = threshold_agent()
     agent.actor.requires_grad_(False)
     monkeypatch.setattr(ppod, "Agent", lambda *args: agent)
+    seeds, resets = spy_on_seeds(monkeypatch, ppod)
     ppod.main(ppod.Args(env_id="CountFromFive-v0", demos_dir=count_demos, rho=0.0, phi=0.0,
                         total_timesteps=16, num_envs=2, num_steps=8, num_minibatches=2,
                         hidden_size=4, eval_every=16, eval_episodes=2, save_model=True,
-                        output_dir=str(tmp_path)))
+                        seed=7, output_dir=str(tmp_path)))
+    assert seeds == [7] and resets == [7, 100_007, 100_007]
     (path,) = tmp_path.iterdir()
     rms = torch.load(path / "best_model.pt", weights_only=True)["obs_rms"]
     mean, std = rms["mean"].item(), math.sqrt(rms["var"].item() + 1e-8)
