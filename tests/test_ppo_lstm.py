@@ -13,8 +13,8 @@ import torch
 
 import ppo_lstm
 from conftest import (ActionLogEnv, CountingEnv, check_evaluations, detached, interrupt_on_call,
-                      read_csv, same_seed_episodes, spy_on, spy_on_adam, spy_on_weights,
-                      unreadable_checkpoints)
+                      read_csv, same_seed_episodes, spy_on, spy_on_adam, spy_on_seeds,
+                      spy_on_weights, unreadable_checkpoints)
 
 # Episodes of 5 steps cut by a time limit: observations 0, 1, 2, 3, 4, then the fifth step
 # (from observation 4) is truncated with the true final observation 5.
@@ -356,6 +356,7 @@ def test_the_loop_gives_the_math_its_flags_and_steps_every_parameter(tmp_path, m
     # 2 * 8 steps in 4 chunks of 4, 2 minibatches. --target-kl 1e-9 stops the update after
     # its first epoch of 3 (the second minibatch comes after a gradient step: KL > 0); the
     # training environments discount --norm-reward's return (on by default) by --gamma.
+    # --seed 7 seeds torch and the training environments, the final evaluation's at 100,007.
     calls = spy_on(monkeypatch, ppo_lstm, "ppo_loss", detached)
     gae = spy_on(monkeypatch, ppo_lstm, "compute_gae", lambda *a: a[5:7])  # gamma, lambda
     norms = spy_on(monkeypatch, torch.nn.utils, "clip_grad_norm_", lambda params, norm: norm)
@@ -364,12 +365,14 @@ def test_the_loop_gives_the_math_its_flags_and_steps_every_parameter(tmp_path, m
     agents = spy_on(monkeypatch, ppo_lstm, "train", lambda args, agent, *rest: agent)
     optimized = spy_on_adam(monkeypatch)
     moved = spy_on_weights(monkeypatch, ppo_lstm)
+    seeds, resets = spy_on_seeds(monkeypatch, ppo_lstm)
     ppo_lstm.main(ppo_lstm.Args(env_id="CountToFive-v0", total_timesteps=16, num_envs=2,
                                 num_steps=8, data_chunk_length=4, num_minibatches=2,
                                 update_epochs=3, target_kl=1e-9, gamma=0.9, gae_lambda=0.6,
-                                ent_coef=0.03, vf_coef=0.7, max_grad_norm=0.35,
-                                eval_episodes=0, output_dir=str(tmp_path)))
-    assert gae == [(0.9, 0.6)] and made == [0.9]
+                                ent_coef=0.03, vf_coef=0.7, max_grad_norm=0.35, seed=7,
+                                eval_episodes=2, output_dir=str(tmp_path)))
+    assert gae == [(0.9, 0.6)] and made == [0.9, None]  # training's, then the evaluation's
+    assert seeds == [7] and resets == [7, 100_007]
     assert [(c["ent_coef"], c["vf_coef"]) for c in calls] == [(0.03, 0.7)] * 2
     assert norms == [0.35] * 2
     (update,) = read_csv(next(tmp_path.glob("*/updates.csv")))
