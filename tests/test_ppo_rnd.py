@@ -12,7 +12,7 @@ import torch
 import ppo
 import ppo_rnd
 from conftest import (approx, check_evaluations, episode_rows, interrupt_on_call, read_csv,
-                      same_seed_episodes, spy_on, spy_on_weights, tensor,
+                      same_seed_episodes, spy_on, spy_on_seeds, spy_on_weights, tensor,
                       unreadable_checkpoints)
 
 
@@ -220,6 +220,8 @@ def test_the_rnd_sees_the_state_each_step_reached(env_id, tmp_path, monkeypatch)
     # there (either way the true final observation is 3, the next one 0): the RND's
     # normalizer is given [1, 2, 3, 1, 2, 3, ...] for each environment, never the reset's
     # 0. (The random steps come first, on their own environments: the call with 2 * 16 rows.)
+    # --seed 7, not the default 1, seeds torch and the environments: the random steps' at
+    # 7 + 200,000, training's at 7, the final evaluation's at 7 + 100,000.
     seen, original = [], ppo_rnd.ObsNormalizer.__call__
 
     def spy(self, obs, update=False):
@@ -229,9 +231,11 @@ def test_the_rnd_sees_the_state_each_step_reached(env_id, tmp_path, monkeypatch)
         return original(self, obs, update)
 
     monkeypatch.setattr(ppo_rnd.ObsNormalizer, "__call__", spy)
+    seeds, resets = spy_on_seeds(monkeypatch, ppo_rnd)
     ppo_rnd.main(ppo_rnd.Args(env_id=env_id, total_timesteps=12, num_envs=2,
-                              num_steps=6, num_minibatches=2, rnd_init_steps=16,
-                              eval_episodes=0, output_dir=str(tmp_path)))
+                              num_steps=6, num_minibatches=2, rnd_init_steps=16, seed=7,
+                              eval_episodes=2, output_dir=str(tmp_path)))
+    assert seeds == [7] and resets == [200_007, 7, 100_007]
     assert seen[0].shape == (32, 1)
     assert [s[:, 0].tolist() for s in seen[1:]] == [[t, t] for t in (1, 2, 3, 1, 2, 3)]
 
