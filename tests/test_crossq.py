@@ -14,7 +14,8 @@ import torch.nn as nn
 import crossq
 from conftest import (ActionLogEnv, approx, check_episode_ends, check_evaluations,
                       check_whole_steps_budget, interrupt_on_call, read_csv, run_folder_env,
-                      same_seed_episodes, spy_on_acting, tensor, unreadable_checkpoints)
+                      same_seed_episodes, spy_on_acting, spy_on_seeds, tensor,
+                      unreadable_checkpoints)
 
 
 # ---------------------------------------------------------------------------------------
@@ -425,6 +426,19 @@ def test_the_loop_gives_the_agent_its_scale_batches_and_steps(tmp_path, monkeypa
                             hidden_size=8, critic_hidden_size=8, eval_episodes=0,
                             output_dir=str(tmp_path)))
     assert scales == [[2.0]] and made == [(8, 1, 1)] and batches == [5] * 8
+
+
+def test_seed_and_threads_reach_torch_and_the_environments(tmp_path, monkeypatch):
+    # --seed 7 and --threads 3, not the defaults 1: seed_and_device gets the seed, torch on
+    # the CPU the thread count (the spy keeps this process's own as it is), the training
+    # environments' reset the seed and the final evaluation's 7 + 100,000
+    seeds, resets = spy_on_seeds(monkeypatch, crossq)
+    threads = []
+    monkeypatch.setattr(torch, "set_num_threads", threads.append)
+    crossq.main(crossq.Args(env_id="BoxZeroToFour-v0", total_timesteps=6, learning_starts=3,
+                            batch_size=2, hidden_size=8, critic_hidden_size=8, seed=7,
+                            threads=3, cuda=False, eval_episodes=2, output_dir=str(tmp_path)))
+    assert seeds == [7] and threads == [3] and resets == [7, 100_007]
 
 
 @pytest.mark.parametrize("env_id, terminated", [("BoxCountToThree-v0", False),
