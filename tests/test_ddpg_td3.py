@@ -499,6 +499,19 @@ STAND_IN_BATCH = (tensor([1], [2]), tensor([0.5], [-0.5]), tensor(1, 1), tensor(
                   tensor([3], [5]))
 
 
+def test_threads_reach_torch_and_the_seed_the_final_evaluation(tmp_path, monkeypatch):
+    # --threads 3, not the default 1: torch is told once, on the CPU (the spy keeps this
+    # process's own thread count as it is); --seed 7 seeds the training environments and
+    # the final evaluation's at 7 + 100,000
+    threads = []
+    monkeypatch.setattr(torch, "set_num_threads", threads.append)
+    _, resets = spy_on_seeds(monkeypatch, ddpg_td3)
+    ddpg_td3.main(ddpg_td3.Args(env_id="BoxZeroToFour-v0", total_timesteps=6, learning_starts=3,
+                                batch_size=2, hidden_size=8, threads=3, cuda=False, seed=7,
+                                eval_episodes=2, output_dir=str(tmp_path)))
+    assert threads == [3] and resets == [7, 100_007]
+
+
 def test_the_update_reads_the_critics_at_s_and_the_target_networks_at_s_prime(target_calls):
     # TD3 without smoothing noise, gamma 0.5, learning rates 0 (nothing moves), gradient
     # step 2 (an actor step too):
