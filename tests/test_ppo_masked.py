@@ -389,12 +389,16 @@ def test_every_update_uses_the_mask_stored_with_each_step(tmp_path, monkeypatch)
         assert (logprob, entropy) == approx((LOG_PI[t, action], ENTROPY[t]))
 
 
-def test_greedy_evaluations_choose_among_the_allowed_actions(tmp_path, monkeypatch):
+@pytest.mark.parametrize("no_mask, actions", [(False, [0, 1, 2]), (True, [3, 3, 3])])
+def test_greedy_evaluations_choose_among_the_allowed_actions(no_mask, actions, tmp_path,
+                                                             monkeypatch):
     # FixedPolicy prefers action 3 everywhere (logits ln [1, 2, 3, 4]). At MaskedCounter's
     # step t the actions 0..t are allowed, so the greedy action is t: (t, action) = (0, 0),
     # (1, 1), (2, 2) in each of the 2 episodes, which step side by side. Without the masks it
     # would take action 3 at every step, forbidden at t < 3. Evaluations at steps 8 and 16
-    # (--eval-every 8) and the final one all play so.
+    # (--eval-every 8) and the final one all play so. With --no-mask every one of them,
+    # the final one too (main hands finish the source it resolved, not --mask-source's
+    # "auto", which would read MaskedCounter's masks), takes action 3 at t = 0, 1, 2.
     evaluate, played = pm.evaluate, []
 
     def spy(*args, **kwargs):
@@ -405,9 +409,10 @@ def test_greedy_evaluations_choose_among_the_allowed_actions(tmp_path, monkeypat
 
     monkeypatch.setattr(pm, "Agent", FixedPolicy)
     monkeypatch.setattr(pm, "evaluate", spy)
-    pm.main(pm.Args(env_id="MaskedCounter-v0", total_timesteps=16, num_envs=2, num_steps=8,
-                    num_minibatches=2, eval_every=8, eval_episodes=2, output_dir=str(tmp_path)))
-    greedy = [(0, 0, True), (0, 0, True), (1, 1, True), (1, 1, True), (2, 2, True), (2, 2, True)]
+    pm.main(pm.Args(env_id="MaskedCounter-v0", no_mask=no_mask, total_timesteps=16, num_envs=2,
+                    num_steps=8, num_minibatches=2, eval_every=8, eval_episodes=2,
+                    output_dir=str(tmp_path)))
+    greedy = [(t, action, action <= t) for t, action in enumerate(actions) for _ in "ab"]
     assert played == [greedy] * 3
 
 
