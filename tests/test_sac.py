@@ -517,13 +517,15 @@ def test_the_loop_gives_the_agent_its_scale_batches_and_steps(tmp_path, monkeypa
 
 def test_threads_reaches_torch_on_the_cpu(tmp_path, monkeypatch):
     # --threads 3, not the default 1: torch is told once, on the CPU (the spy keeps this
-    # process's own thread count as it is)
+    # process's own thread count as it is); --seed 7 seeds the training environments and
+    # the final evaluation's at 7 + 100,000
     calls = []
     monkeypatch.setattr(torch, "set_num_threads", calls.append)
+    _, resets = spy_on_seeds(monkeypatch, sac)
     sac.main(sac.Args(env_id="BoxZeroToFour-v0", total_timesteps=6, learning_starts=3,
-                      batch_size=2, hidden_size=8, threads=3, cuda=False, eval_episodes=0,
-                      output_dir=str(tmp_path)))
-    assert calls == [3]
+                      batch_size=2, hidden_size=8, threads=3, cuda=False, seed=7,
+                      eval_episodes=2, output_dir=str(tmp_path)))
+    assert calls == [3] and resets == [7, 100_007]
 
 
 # ---------------------------------------------------------------------------------------
