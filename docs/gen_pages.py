@@ -10,7 +10,12 @@ tests/test_site.py imports the same functions to check what the pages claim.
   its pages: the idea, the key equations, the pseudocode, the notes and departures, the
   flags, the results, the exercises, the references, the source;
 - the learning path, the benchmarks page, the teaching page, the lab notebook
-  (benchmarks/results.md as it is, its figures beside it);
+  (benchmarks/results.md as it is, its figures beside it), the contributing page
+  (CONTRIBUTING.md as it is);
+- what the README said before it became the front door (issue 55), kept as Markdown in
+  docs/parts/: its "Script by script" on each script's page, its MinAtar and MuJoCo sections
+  on the benchmarks page around tables read from results.json. The guide's pages
+  (docs/guide/) are plain Markdown that MkDocs reads itself;
 - MathJax, copied into the site from the pinned django-static-mathjax package, so that a
   page fetches nothing from any other host.
 """
@@ -48,6 +53,27 @@ SOURCE_ID = "source"  # the id of a page's source block: its lines are #__codeli
 def read(path):
     with open(os.path.join(ROOT, path), encoding="utf-8") as f:
         return f.read()
+
+
+def part(name):
+    """A Markdown source of docs/parts/, without its opening comment (which says where it
+    goes)."""
+    text = read(os.path.join("docs", "parts", name))
+    return re.sub(r"\A<!--.*?-->\n", "", text, flags=re.S)
+
+
+def script_by_script():
+    """The README's "Script by script" (docs/parts/script-by-script.md): the paragraph
+    before its first section, and its sections as (heading, body)."""
+    intro, *sections = re.split(r"^## ", part("script-by-script.md"), flags=re.M)
+    return intro.strip(), [tuple(s.split("\n", 1)) for s in sections]
+
+
+def running_it(script):
+    """The sections of "Script by script" whose heading names the script ("sac.py and
+    crossq.py" is on both pages)."""
+    return [(heading, body.strip()) for heading, body in script_by_script()[1]
+            if re.search(rf"(?<!\w){re.escape(script)}\.py\b", heading)]
 
 
 def module_docstring(script):
@@ -302,6 +328,11 @@ def algorithm_page(script, results=None):
     out += ["", "### Commands", ""]
     out += ["```bash"] + [shown for shown, _ in commands(script)] + ["```", ""]
 
+    out += ["## Running it", "",
+            "What to run, what to look at in the run folder, and what to try next.", ""]
+    for heading, body in running_it(script):
+        out += [f"### {heading}", "", body, ""]
+
     out += ["## Results", ""]
     tasks = results_for(script, results)
     if tasks:
@@ -376,6 +407,85 @@ def field_of(env_id):
     return "Classic control and toy tasks"
 
 
+MINATAR_GAMES = ("Asterix", "Breakout", "Freeway", "Seaquest", "SpaceInvaders")
+# The MinAtar paper's DQN (Young & Tian 2019) at 1M frames (5M), each game at the best RMSProp
+# step size of its sweep: the figures the paper prints, not results.json's
+MINATAR_PAPER_DQN = ("7.0 (17.1)", "9.2 (10.0)", "47.8 (50.2)", "1.0 (20.2)", "32.7 (43.5)")
+MUJOCO_ENVS = ("Hopper-v5", "HalfCheetah-v5", "Walker2d-v5")
+# The MuJoCo table's rows: (first cell, script, budget, results.json's figure, the anchors'
+# cell, which the papers and peers print); the figure's cells are read from results.json
+MUJOCO_ROWS = [
+    ("ppo.py, CleanRL's (Hopper, Walker2d), the zoo's", "ppo", "1M", "eval_return",
+     "zoo 2,410 / 5,819 / 3,479"),
+    ("ppo.py, the same runs: last 100 training episodes", "ppo", "1M", "final_train_mean",
+     "CleanRL 2,383 / 1,443 / 2,288"),
+    ("ddpg_td3.py (TD3), the paper's", "ddpg_td3", "100k", "eval_return",
+     "TD3 paper 659 / 5,514 / 770"),
+    ("sac.py, the 2018b paper's", "sac", "100k", "eval_return", "the same"),
+    ("ddpg_td3.py (TD3), the paper's", "ddpg_td3", "300k", "eval_return",
+     "TD3 paper 2,410 / 7,697 / 3,335"),
+    ("sac.py, the 2018b paper's", "sac", "300k", "eval_return", "the same"),
+]
+
+
+def minatar_table(results):
+    """Each game's 100-episode training mean at the end (the last point of each seed's
+    curve), median [min, max] over seeds, for ppo.py and dqn.py; "not yet" where
+    results.json has no runs of the task as it is now (a labelled entry is an older
+    setting's); then the paper's DQN."""
+    games = [re.sub(r"(?<=[a-z])(?=[A-Z])", " ", game) for game in MINATAR_GAMES]
+    rows = ["| MinAtar game | " + " | ".join(games) + " |",
+            "| --- | " + " | ".join("---" for _ in games) + " |"]
+    for script in ("ppo", "dqn"):
+        cells = []
+        for game in MINATAR_GAMES:
+            entry = results.get(f"{script}-MinAtar-{game}-v1")
+            cells.append("not yet" if entry is None or entry["label"] else
+                         spread([run["curve"][1][-1] for run in entry["runs"]], "{:.1f}"))
+        rows.append(f"| {script}.py, median [range] | " + " | ".join(cells) + " |")
+    rows.append("| the paper's DQN at 1M (5M), each game at the best RMSProp step size of its "
+                "sweep | " + " | ".join(MINATAR_PAPER_DQN) + " |")
+    return "\n".join(rows)
+
+
+def mujoco_task(script, env, budget):
+    """results.json's name of a MuJoCo table cell's task: ppo at 1M; ddpg_td3 and sac at
+    100k (their -100k tasks) and 300k (without a label)."""
+    if script == "ppo":
+        return f"ppo-{env}"
+    return f"{script}-{env}-100k" if budget == "100k" else f"{script}-{env}"
+
+
+def mujoco_table(results):
+    """A row per script and budget: each environment's median [min, max] over seeds of the
+    final greedy evaluation (eval_return), or of the last 100 training episodes
+    (final_train_mean) where the row says so; "not yet" where results.json has no runs."""
+    rows = ["| script, settings | budget | " + " | ".join(MUJOCO_ENVS) + " | anchor |",
+            "| --- | --- | " + " | ".join("---" for _ in MUJOCO_ENVS) + " | --- |"]
+    for label, script, budget, figure, anchor in MUJOCO_ROWS:
+        cells = []
+        for env in MUJOCO_ENVS:
+            task = results.get(mujoco_task(script, env, budget))
+            cells.append("not yet" if task is None else
+                         spread([run[figure] for run in task["runs"]], "{:,.0f}"))
+        rows.append(f"| {label} | {budget} | " + " | ".join(cells) + f" | {anchor} |")
+    return "\n".join(rows)
+
+
+# A field's section of the benchmarks page opens with the README's text (docs/parts/), the
+# marker line replaced by its table
+FIELD_TEXT = {"MinAtar": ("benchmarks-minatar.md", minatar_table),
+              "MuJoCo": ("benchmarks-mujoco.md", mujoco_table)}
+
+
+def field_text(field, results):
+    name, table = FIELD_TEXT[field]
+    text, marked = re.subn(r"^<!-- results\.json: the \w+ table -->$",
+                           lambda _: table(results), part(name), flags=re.M)
+    assert marked == 1, f"docs/parts/{name} needs its table's marker line"
+    return text.strip()
+
+
 def benchmarks_page(results):
     """results.json's tasks, a table per field, then every figure of benchmarks/."""
     out = ["# Benchmarks", "",
@@ -390,8 +500,10 @@ def benchmarks_page(results):
         tasks = {n: r for n, r in sorted(results.items()) if field_of(r["env_id"]) == field}
         if not tasks:
             continue
-        out += [f"## {field}", "", results_table(tasks, script_column=True,
-                                                  base="benchmarks/"), ""]
+        out += [f"## {field}", ""]
+        if field in FIELD_TEXT:
+            out += [field_text(field, results), "", "Every task of the field:", ""]
+        out += [results_table(tasks, script_column=True, base="benchmarks/"), ""]
         for name in tasks:
             if os.path.exists(os.path.join(ROOT, "benchmarks", f"{name}.png")):
                 out += [f"![{name}](benchmarks/{name}.png)", ""]
@@ -418,7 +530,10 @@ def learning_path_page():
            "RL, the policy-gradient road from VPG to PPO and its variants, the off-policy "
            "actor-critics, evolution and distributed acting, and several agents last. Each "
            "step names what it adds to the one before and the exercise to do there "
-           "(`python exercises.py make <id>`; [teaching](teaching.md) says how).", ""]
+           "(`python exercises.py make <id>`; [teaching](teaching.md) says how).", "",
+           script_by_script()[0], "",
+           "Each script's page ends its flags with what to run, what to look at and what to "
+           "try next; the [guide](guide/every-script.md) says what every script shares.", ""]
     for n, script in enumerate(ORDER, 1):
         algo = ALGORITHMS[script]
         ids = ", ".join(f"`{e.id}`" for e in exercises_for(script)) or "none yet"
@@ -448,7 +563,7 @@ def teaching_page():
         "3. Run `python dqn.py --env-id CartPole-v1` and read [dqn.py's page](algorithms/dqn.md): "
         "the same target with a network, a replay buffer and a target network; do `dqn.targets`.",
         "4. Change one flag at a time (`--no-double-dqn`, `--target-network-frequency`) and "
-        "compare the runs with `python plot.py` (the README's \"Comparing runs\").",
+        "compare the runs with `python plot.py` ([comparing runs](guide/comparing-runs.md)).",
         "5. Collect the week's files and grade them in one command "
         "([Handing out and collecting](#handing-out-and-collecting)).", ""]
     return "\n".join(["# Teaching", "",
@@ -458,10 +573,26 @@ def teaching_page():
                       contributing_section("Flags every script has"), ""])
 
 
+# The guide's pages (docs/guide/, the README's sections that left it), as the home page
+# lists them; mkdocs.yml's nav names the same files (--strict fails on a page left out)
+GUIDE = [
+    ("every-script", "What every script does",
+     "the flags, bad input in one line, the console, Ctrl-C, what a GPU buys"),
+    ("run-folders", "Run folders", "what a run writes, and watching it in TensorBoard or "
+     "Weights & Biases"),
+    ("comparing-runs", "Comparing runs", "seeds and a flag's values on one figure with plot.py"),
+    ("your-own-environment", "Your own environment", "`--env-id module:EnvId`, a whole example"),
+    ("pixels", "Learning from pixels", "ppo.py and dqn.py on Atari and MinAtar"),
+    ("tests", "Tests", "the suite, one script's tests, the tests against a copy"),
+    ("benchmark", "Running the benchmark", "benchmark.py's seeds, tasks and tables"),
+]
+
+
 def home_page():
     rows = ["| step | script | algorithm |", "| --- | --- | --- |"]
     for n, script in enumerate(ORDER, 1):
         rows.append(f"| {n} | [`{script}.py`](algorithms/{script}.md) | {ALGORITHMS[script].title} |")
+    guide = [f"- [{title}](guide/{name}.md): {what}." for name, title, what in GUIDE]
     return "\n".join([
         "# plainrl", "",
         "Reinforcement-learning algorithms written to be read: one self-contained Python file "
@@ -469,11 +600,22 @@ def home_page():
         "numbers worked out by hand. Every page here is built from the scripts themselves.", "",
         "```bash",
         "pip install -r requirements.txt && python ppo.py --env-id CartPole-v1",
-        "pip install -r docs/requirements.txt && mkdocs serve   # this site, at localhost:8000",
+        "pip install -r docs/requirements.txt && mkdocs serve --open   # this site, at localhost:8000",
         "```", "",
+        "## Start here", "",
+        "- **Run PPO and read its GAE**: [ppo.py's page](algorithms/ppo.md) gives the commands, "
+        "the GAE's equations rendered beside the docstring lines they render, and each step "
+        "of the loop linked to its line of the source.",
+        "- **Grade a class**: [handing out and collecting](teaching.md#handing-out-and-collecting)"
+        " an exercise, and the one command that checks every student's file and writes the "
+        "grade book.",
         "- [Learning path](learning-path.md): the scripts in the order a course walks them.",
         "- [Benchmarks](benchmarks.md): every result, a table per field.",
-        "- [Teaching](teaching.md): exercises, checking them, grading a class.", "",
+        "- [Teaching](teaching.md): exercises, checking them, grading a class, a course's "
+        "first week.", "",
+        "## The guide", "", *guide,
+        "- [Contributing](contributing.md): the contract every script, test and benchmark "
+        "follows.", "",
         "## The scripts", "", *rows, ""])
 
 
@@ -485,6 +627,7 @@ def generated_pages():
     pages["learning-path.md"] = learning_path_page()
     pages["benchmarks.md"] = benchmarks_page(results)
     pages["teaching.md"] = teaching_page()
+    pages["contributing.md"] = read("CONTRIBUTING.md")
     return pages
 
 

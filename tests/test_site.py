@@ -6,6 +6,7 @@ Skips where the site's packages are missing (pip install -r docs/requirements.tx
 browser test where Chromium is (apt-get install -y chromium)."""
 import base64
 import contextlib
+import html
 import importlib
 import json
 import os
@@ -49,9 +50,18 @@ def site(tmp_path_factory):
     return folder, time.time() - start
 
 
+GUIDE = os.path.join(ROOT, "docs", "guide")
+
+
 @pytest.fixture(scope="session")
 def pages():
-    return gen_pages.generated_pages()
+    """{path under docs/: Markdown} of every page: those gen_pages makes and those of the
+    guide, written by hand (docs/guide/)."""
+    found = gen_pages.generated_pages()
+    for name in sorted(os.listdir(GUIDE)):
+        with open(os.path.join(GUIDE, name), encoding="utf-8") as f:
+            found[f"guide/{name}"] = f.read()
+    return found
 
 
 def test_the_site_builds_strict_with_every_script_on_a_page(site):
@@ -113,13 +123,25 @@ def test_docstring_prose_reads_on_the_page_as_in_the_script():
 
 def site_commands(pages):
     """(page, script, argv) of every `python <script>.py ...` an algorithm script's command
-    shown on the site, continued lines joined, comments and environment prefixes dropped."""
+    shown on the site, continued lines joined, comments and environment prefixes dropped.
+    Outside code blocks a paragraph's lines are joined (a `code span` may wrap); a command
+    ends at `;`, `&&` or `|` of a shell line, a flag given a shell variable (`--seed
+    $seed`) is left out, the rest of its command still parsed, and a mistake shown with its
+    error line below it (the guide's "Bad input is one line") is not a command."""
     found = []
     for page, text in pages.items():
         text = text.replace("\\\n", " ")
+        pieces = re.split(r"(^```.*?^```$)", text, flags=re.M | re.S)
+        text = "".join(p if p.startswith("```") else re.sub(r"(?<!\n)\n(?!\n| {4})", " ", p)
+                       for p in pieces)
         for script in ORDER:
-            for match in re.finditer(rf"python {script}\.py([^`\n#]*)", text):
-                found.append((page, script, shlex.split(match.group(1))))
+            for match in re.finditer(rf"python {script}\.py([^`\n#;&|]*)", text):
+                if text[match.end():].lstrip().startswith(f"{script}.py: error:"):
+                    continue  # a mistake shown with the line that refuses it
+                argv = shlex.split(match.group(1))
+                shell = {i for i, a in enumerate(argv) if a.startswith("$")}
+                argv = [a for i, a in enumerate(argv) if i not in shell and i + 1 not in shell]
+                found.append((page, script, argv))
     return found
 
 
@@ -145,6 +167,118 @@ def test_every_exercise_the_site_names_is_one_of_exercises_py(pages):
               for name in match.group(1).split()}
     assert {page for page, _ in named} >= {"learning-path.md", "teaching.md"}
     assert not {(page, name) for page, name in named if name not in ids}
+
+
+# ---------------------------------------------------------------------------------------
+# What the README said before it became the front door (issue 55)
+# ---------------------------------------------------------------------------------------
+def test_each_script_by_script_section_is_on_the_page_of_every_script_it_names(pages):
+    intro, sections = gen_pages.script_by_script()
+    assert intro and intro in pages["learning-path.md"]
+    assert len(sections) == 14  # the README's: vpg.py and trpo.py share one, sac.py and crossq.py
+    for script in ORDER:
+        assert gen_pages.running_it(script), f"no section of docs/parts/script-by-script.md " \
+                                             f"names {script}.py"
+    for heading, body in sections:
+        named = re.findall(r"(?<!\w)(\w+)\.py\b", heading)
+        assert named and set(named) <= set(ORDER), heading
+        for script in named:
+            assert f"### {heading}\n\n{body.strip()}\n" in pages[f"algorithms/{script}.md"]
+
+
+def test_the_home_page_lists_every_page_of_the_guide(pages):
+    files = sorted(name[:-3] for name in os.listdir(GUIDE) if name.endswith(".md"))
+    assert sorted(name for name, _, _ in gen_pages.GUIDE) == files
+    for name, title, _ in gen_pages.GUIDE:
+        assert f"[{title}](guide/{name}.md)" in pages["index.md"]
+        assert pages[f"guide/{name}.md"].startswith(f"# {title}\n")
+
+
+def test_the_run_folders_page_shows_tensorboard_on_a_real_run_and_says_how(pages):
+    # issue 60: the screenshot of docs/img/ on the page, with the command that shows it and
+    # --track; the browser test sees it load
+    text = pages["guide/run-folders.md"]
+    assert "![TensorBoard's scalars of one ppo.py run on CartPole-v1](../img/tensorboard.png)" in text
+    assert os.path.getsize(os.path.join(ROOT, "docs", "img", "tensorboard.png")) > 10_000
+    assert "tensorboard --logdir runs" in text and "--track" in text
+    assert "WANDB_MODE=offline" in text and "pip install wandb==0.31.0" in text
+
+
+def article(folder, page):
+    """The text of a built page's content, without the navigation, header and footer that
+    every page repeats: (its HTML, its text)."""
+    with open(os.path.join(folder, page), encoding="utf-8") as f:
+        found = re.search(r'<article class="md-content__inner[^"]*">(.*?)</article>', f.read(), re.S)
+    body = found.group(1)
+    return body, html.unescape(re.sub(r"<[^>]+>", "", body))
+
+
+def content_links(folder, page):
+    """(page, fragment) of each link of a built page's content to a page of the site."""
+    links = []
+    for href in re.findall(r'<a\b[^>]*\bhref="([^"]*)"', article(folder, page)[0]):
+        path, _, fragment = html.unescape(href).partition("#")
+        if re.match(r"[a-z]+:", path):
+            continue
+        target = os.path.normpath(os.path.join(os.path.dirname(page), unquote(path))) if path else page
+        if target.endswith(".html") and os.path.exists(os.path.join(folder, target)):
+            links.append((target, unquote(fragment)))
+    return links
+
+
+def section_text(body, fragment):
+    """The text of a page's content from the heading whose id is the fragment to the next
+    heading of its level or above (the whole content without a fragment)."""
+    if fragment:
+        start = re.search(rf'<h([1-6]) id="{re.escape(fragment)}"', body)
+        if start is None:
+            return ""
+        body = body[start.end():]
+        end = re.search(rf"<h[1-{start.group(1)}][ >]", body)
+        body = body[:end.start()] if end else body
+    return html.unescape(re.sub(r"<[^>]+>", "", body))
+
+
+def clicks(folder, arrived):
+    """The fewest clicks on the pages' own links (not the navigation's) from the home page to
+    a page and anchor where arrived(page, fragment) holds; None beyond three."""
+    frontier, seen = ["index.html"], {"index.html"}
+    for n in range(1, 4):
+        following = []
+        for page in frontier:
+            for target, fragment in content_links(folder, page):
+                if arrived(target, fragment):
+                    return n
+                if target not in seen:
+                    seen.add(target)
+                    following.append(target)
+        frontier = following
+    return None
+
+
+def test_from_the_home_page_to_running_ppo_and_its_gae_and_to_grading_a_class(site):
+    """Issue 55's goals, by the links of the built pages: a new user reaches, in three clicks
+    or fewer, the page with ppo.py's command and its GAE (the equation with its docstring
+    line, and the pseudocode's link to compute_gae's line); a teacher the section with the
+    command that grades a class."""
+    folder = site[0]
+
+    def ppo_and_gae(page, fragment):
+        if page != "algorithms/ppo.html":
+            return False
+        body, text = article(folder, page)
+        return ("python ppo.py --env-id CartPole-v1" in text and "GAE       delta_t = r_t" in text
+                and re.search(r'href="#__codelineno-source-\d+"><code>compute_gae</code>', body))
+
+    def grading(page, fragment):
+        text = section_text(article(folder, page)[0], fragment)
+        return "python exercises.py check submissions/" in text and "grade book" in text
+
+    assert ppo_and_gae("algorithms/ppo.html", ""), "ppo.py's page lacks its command or its GAE"
+    found = {"ppo.py and its GAE": clicks(folder, ppo_and_gae),
+             "grading a class": clicks(folder, grading)}
+    print("clicks from the home page:", found)
+    assert None not in found.values(), found
 
 
 # ---------------------------------------------------------------------------------------
@@ -186,6 +320,79 @@ def test_every_figure_on_the_benchmarks_page_equals_results_json(pages):
     figures = re.findall(r"!\[[^\]]*\]\(benchmarks/([^)]+)\)", text)
     pngs = sorted(f for f in os.listdir(os.path.join(ROOT, "benchmarks")) if f.endswith(".png"))
     assert sorted(set(figures)) == pngs, "every figure of benchmarks/, each a file that exists"
+
+
+def results_json():
+    with open(os.path.join(ROOT, "benchmarks", "results.json")) as f:
+        return json.load(f)
+
+
+def spread(values, fmt):
+    """'median [min, max]', as the tables write a task's seeds (worked out here, not by
+    gen_pages or benchmark.py)."""
+    return f"{fmt.format(np.median(values))} [{fmt.format(min(values))}, {fmt.format(max(values))}]"
+
+
+def field_section(pages, field):
+    """A field's section of the benchmarks page, from its heading to the next."""
+    return pages["benchmarks.md"].split(f"\n## {field}\n")[1].split("\n## ")[0]
+
+
+def test_the_benchmarks_pages_mujoco_table_is_results_jsons_final_evaluations(pages):
+    # the README's MuJoCo table until issue 55; now the benchmarks page's, made by gen_pages
+    # each cell is the median [min, max] over seeds of benchmark.py's eval_return (the final
+    # greedy evaluation, after the last update), and "not yet" where results.json has no runs;
+    # a row per script and budget: ppo at 1M, ddpg_td3 and sac at 100k (their -100k tasks)
+    # and at 300k (their tasks without a label)
+    # a row whose first cell says "training episodes" holds the same runs' last-100-episode
+    # training mean (final_train_mean), CleanRL's measure, instead
+    section = field_section(pages, "MuJoCo")
+    results = results_json()
+    rows = {(script, line.split("|")[2].strip(), "training episodes" in line.split("|")[1]): line
+            for script in ("ppo", "ddpg_td3", "sac")
+            for line in section.splitlines() if line.startswith(f"| {script}.py")}
+    assert {("ppo", "1M", False), ("ppo", "1M", True), ("ddpg_td3", "100k", False),
+            ("sac", "100k", False)} <= set(rows)
+    assert set(rows) <= {("ppo", "1M", False), ("ppo", "1M", True)} | {
+        (s, b, False) for s in ("ddpg_td3", "sac") for b in ("100k", "300k")}
+    for (script, budget, training), line in rows.items():
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        for env, cell in zip(("Hopper-v5", "HalfCheetah-v5", "Walker2d-v5"), cells[2:5]):
+            task = (f"ppo-{env}" if script == "ppo" else
+                    f"{script}-{env}-100k" if budget == "100k" else f"{script}-{env}")
+            if task not in results:
+                assert cell == "not yet", (task, cell)
+                continue
+            figure = "final_train_mean" if training else "eval_return"
+            expected = spread([run[figure] for run in results[task]["runs"]], "{:,.0f}")
+            assert cell == expected, (task, cell, expected)
+
+
+def test_the_benchmarks_pages_minatar_table_is_results_jsons_training_means(pages):
+    # the README's MinAtar table until issue 55; now the benchmarks page's, made by gen_pages
+    # a row per script: each game's cell is the median [min, max] over seeds of the
+    # 100-episode training mean at the end (the last point of each seed's curve), and "not
+    # yet" where results.json has no runs of the task as it is now (a labelled entry is an
+    # older setting's, kept for the notes)
+    section = field_section(pages, "MinAtar")
+    results = results_json()
+    header = next(line for line in section.splitlines() if line.startswith("| MinAtar game |"))
+    games = [c.strip().replace(" ", "") for c in header.strip("|").split("|")[1:]]
+    assert games == ["Asterix", "Breakout", "Freeway", "Seaquest", "SpaceInvaders"]
+    rows = {script: line for script in ("ppo", "dqn") for line in section.splitlines()
+            if line.startswith(f"| {script}.py, median [range] |")}
+    assert sorted(rows) == ["dqn", "ppo"]
+    for script, line in rows.items():
+        cells = [c.strip() for c in line.strip("|").split("|")[1:]]
+        assert len(cells) == len(games), (script, cells)
+        for game, cell in zip(games, cells):
+            entry = results.get(f"{script}-MinAtar-{game}-v1")
+            if entry is None or entry["label"]:
+                assert cell == "not yet", (script, game, cell)
+                continue
+            assert entry["window"] == 100
+            expected = spread([run["curve"][1][-1] for run in entry["runs"]], "{:.1f}")
+            assert cell == expected, (script, game, cell, expected)
 
 
 # ---------------------------------------------------------------------------------------
@@ -289,9 +496,11 @@ PAGE_CHECK = r"""(() => {
     .filter(e => !e.querySelector('mjx-container')).map(e => e.textContent.slice(0, 80));
   const images = [...document.images].filter(i => !i.complete || i.naturalWidth === 0)
     .map(i => i.getAttribute('src'));
+  const loaded = [...document.images].filter(i => i.complete && i.naturalWidth > 0)
+    .map(i => i.getAttribute('src'));
   const links = [...document.querySelectorAll('a[href]')].map(a => a.href);
   const ids = [...document.querySelectorAll('[id], a[name]')].map(e => e.id || e.name);
-  return {raw, unrendered, images, links, ids,
+  return {raw, unrendered, images, loaded, links, ids,
           math: document.querySelectorAll('mjx-container').length};
 })()"""
 
@@ -341,7 +550,7 @@ def test_every_page_opens_in_chromium_whole_and_offline(site):
     shots = {"index.html", "algorithms/ppo.html", "benchmarks.html"}
     problems = {kind: [] for kind in ("unrendered math", "no math", "broken images",
                                       "dead links", "off-site requests", "console errors")}
-    ids, links = {}, []
+    ids, links, loaded = {}, [], {}
     with tempfile.TemporaryDirectory() as profile:
         browser = Chromium(profile)
         try:
@@ -356,6 +565,7 @@ def test_every_page_opens_in_chromium_whole_and_offline(site):
                 problems["off-site requests"] += [(page, x) for x in off_site]
                 problems["console errors"] += [(page, x) for x in errors]
                 ids[page] = set(found["ids"])
+                loaded[page] = found["loaded"]
                 links += [(page, x) for x in found["links"]]
                 if page in shots:
                     for size, (width, height, mobile) in SIZES.items():
@@ -377,3 +587,5 @@ def test_every_page_opens_in_chromium_whole_and_offline(site):
     print({kind: len(found) for kind, found in problems.items()}, f"{len(html_pages)} pages")
     assert not any(problems.values()), {k: v[:5] for k, v in problems.items() if v}
     assert hits and "algorithms/ppo.html" in hits[0], hits[:3]
+    # issue 60: TensorBoard's screenshot loads on the run folders' page
+    assert "../img/tensorboard.png" in loaded["guide/run-folders.html"], loaded["guide/run-folders.html"]
