@@ -14,7 +14,7 @@ import torch
 
 import matd3
 from conftest import (Relay, check_evaluations, copies, moved_since, read_csv,
-                      same_seed_episodes, unreadable_checkpoints)
+                      same_seed_episodes, spy_on, unreadable_checkpoints)
 
 
 def same(x, expected):
@@ -582,7 +582,9 @@ def test_the_loop_gives_the_update_its_batches_steps_optimizers_and_buffer(tmp_p
     # budget's 40) rows of 1 EP state row; from the lock-step that reaches step 20 on (the
     # 10th to the 20th: 11) two updates a lock-step, numbered 1..22, each on a batch of
     # --batch-size rows, with Adam at
-    # --learning-rate on the actors' and on the critics' weights
+    # --learning-rate on the actors' and on the critics' weights. --seed 7, not the default
+    # 1: torch's seed, the training copies' and the final evaluation's at 7 + 100,000
+    # (LockstepEnvs draws each copy's seed from it).
     made, calls = [], []
     original_buffer, original_update = matd3.ReplayBuffer, matd3.update
 
@@ -596,9 +598,12 @@ def test_the_loop_gives_the_update_its_batches_steps_optimizers_and_buffer(tmp_p
 
     monkeypatch.setattr(matd3, "ReplayBuffer", buffer)
     monkeypatch.setattr(matd3, "update", update)
+    seeds = spy_on(monkeypatch, matd3, "seed_and_device", lambda seed, *rest: seed)
+    resets = spy_on(monkeypatch, matd3.LockstepEnvs, "reset", lambda self, seed: seed)
     matd3.main(matd3.Args(output_dir=str(tmp_path), gradient_steps=2, buffer_size=30,
-                          n_step=3, gamma=0.9, learning_rate=3e-3,
+                          n_step=3, gamma=0.9, learning_rate=3e-3, seed=7,
                           **{**TINY, "batch_size": 7}))
+    assert seeds == [7] and resets == [7, 100_007]
     # capacity, N, K, S_c, A, D, d, n, gamma, device: simple_spread_v3's 54, 3, 18, 5
     assert made == [(30, 2, 1, 54, 3, 18, 5, 3, 0.9, made[0][-1])]
     assert [c[1] for c in calls] == list(range(1, 23))
