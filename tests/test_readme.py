@@ -1,6 +1,10 @@
-"""The README as a reader meets it: its environment snippet and command run as written, it
-stays a short guide, and its links lead somewhere (benchmarks/results.md's rows and notes
-included). Also benchmark.py's promise to keep results.md's notes written by hand."""
+"""The README as a reader meets it: the front door (what plainrl is, the quickstart, the
+scripts table, the site and its one command), at most MAX_LINES, its links leading somewhere
+(benchmarks/results.md's rows and notes included); the environment snippet and command of
+the guide's "Your own environment" page (which the README held before it went to the site)
+run as written. Also benchmark.py's promise to keep results.md's notes written by hand.
+The README's tables of MinAtar and MuJoCo results are on the site's benchmarks page now:
+tests/test_site.py holds them equal to results.json there."""
 import glob
 import json
 import os
@@ -9,7 +13,6 @@ import shutil
 import subprocess
 import sys
 
-import numpy as np
 import pytest
 
 import benchmark
@@ -17,23 +20,15 @@ from conftest import ROOT, script_path
 
 README = os.path.join(ROOT, "README.md")
 RESULTS = os.path.join(ROOT, "benchmarks", "results.md")
-MAX_LINES = 525  # 420 for fourteen scripts; vpg.py, trpo.py and impala.py add rows and sections,
-# the MuJoCo table a section
+GUIDE = os.path.join(ROOT, "docs", "guide")
+# The front door (issue 55): what it said beyond the quickstart, the scripts table and the
+# links into the site went to the site's pages (525 lines before)
+MAX_LINES = 200
 
 
 def read(path):
     with open(path, encoding="utf-8") as f:
         return f.read()
-
-
-def results_json():
-    with open(os.path.join(ROOT, "benchmarks", "results.json")) as f:
-        return json.load(f)
-
-
-def spread(values, fmt):
-    """'median [min, max]', as the README's tables write a task's seeds."""
-    return f"{fmt.format(np.median(values))} [{fmt.format(min(values))}, {fmt.format(max(values))}]"
 
 
 def fenced_blocks(text, language):
@@ -54,11 +49,12 @@ def anchors(text):
     return found | set(re.findall(r"<a (?:id|name)=\"([^\"]+)\"", text))
 
 
-def test_readme_environment_snippet_runs_as_written(tmp_path):
-    """The README's my_corridor.py, written to a folder that plays the repository root (it
-    holds ppo.py), and the README's command run there by a shell, with a tiny budget added
-    at the end (the last value of a flag wins)."""
-    text = read(README)
+def test_the_guides_environment_snippet_runs_as_written(tmp_path):
+    """The guide's my_corridor.py (docs/guide/your-own-environment.md, the README's section
+    before), written to a folder that plays the repository root (it holds ppo.py), and the
+    page's command run there by a shell, with a tiny budget added at the end (the last value
+    of a flag wins)."""
+    text = read(os.path.join(GUIDE, "your-own-environment.md"))
     (snippet,) = [b for b in fenced_blocks(text, "python") if 'gym.register("Corridor-v0"' in b]
     (command,) = re.findall(r"^PYTHONPATH=\. python ppo\.py --env-id my_corridor:Corridor-v0.*$",
                             text, flags=re.M)
@@ -86,6 +82,25 @@ def test_readme_environment_snippet_runs_as_written(tmp_path):
 def test_readme_stays_a_short_guide():
     lines = read(README).count("\n")
     assert lines <= MAX_LINES, f"README.md has {lines} lines; measurements go to benchmarks/results.md"
+
+
+def test_the_readme_is_the_front_door():
+    """What plainrl is, the quickstart, the scripts table with a row for every algorithm
+    script the site has a page for, the command that builds and opens the site, and a link
+    to every page of the guide (the sections that left the README)."""
+    text = read(README)
+    headings = re.findall(r"^## (.+)$", text, flags=re.M)
+    assert headings[:3] == ["Quickstart", "The scripts", "The site"], headings
+    algorithms = {}
+    exec(read(os.path.join(ROOT, "docs", "algorithms.py")), algorithms)
+    table = text.split("\n## The scripts\n")[1].split("\n## ")[0]
+    rows = re.findall(r"^\| \[`(\w+)\.py`\]\(\1\.py\) \|", table, flags=re.M)
+    assert rows == algorithms["ORDER"], rows
+    site = text.split("\n## The site\n")[1].split("\n## ")[0]
+    assert "pip install -r docs/requirements.txt && mkdocs serve --open" in site
+    pages = sorted(f for f in os.listdir(GUIDE) if f.endswith(".md"))
+    assert pages and all(f"](docs/guide/{page})" in site for page in pages), pages
+    assert "](docs/img/tensorboard.png)" in site  # issue 60: the screenshot, from the README too
 
 
 def test_readme_links_lead_somewhere():
@@ -334,35 +349,6 @@ def test_the_mujoco_tasks_follow_the_issue():
             assert (flag(sac, "--learning-rate"), flag(sac, "--batch-size")) == ("3e-4", "256")
 
 
-def test_the_readmes_mujoco_table_is_results_jsons_final_evaluations():
-    # each cell is the median [min, max] over seeds of benchmark.py's eval_return (the final
-    # greedy evaluation, after the last update), and "not yet" where results.json has no runs;
-    # a row per script and budget: ppo at 1M, ddpg_td3 and sac at 100k (their -100k tasks)
-    # and at 300k (their tasks without a label)
-    # a row whose first cell says "training episodes" holds the same runs' last-100-episode
-    # training mean (final_train_mean), CleanRL's measure, instead
-    section = read(README).split("\n## MuJoCo\n")[1].split("\n## ")[0]
-    results = results_json()
-    rows = {(script, line.split("|")[2].strip(), "training episodes" in line.split("|")[1]): line
-            for script in ("ppo", "ddpg_td3", "sac")
-            for line in section.splitlines() if line.startswith(f"| {script}.py")}
-    assert {("ppo", "1M", False), ("ppo", "1M", True), ("ddpg_td3", "100k", False),
-            ("sac", "100k", False)} <= set(rows)
-    assert set(rows) <= {("ppo", "1M", False), ("ppo", "1M", True)} | {
-        (s, b, False) for s in ("ddpg_td3", "sac") for b in ("100k", "300k")}
-    for (script, budget, training), line in rows.items():
-        cells = [c.strip() for c in line.strip("|").split("|")]
-        for env, cell in zip(("Hopper-v5", "HalfCheetah-v5", "Walker2d-v5"), cells[2:5]):
-            task = (f"ppo-{env}" if script == "ppo" else
-                    f"{script}-{env}-100k" if budget == "100k" else f"{script}-{env}")
-            if task not in results:
-                assert cell == "not yet", (task, cell)
-                continue
-            figure = "final_train_mean" if training else "eval_return"
-            expected = spread([run[figure] for run in results[task]["runs"]], "{:,.0f}")
-            assert cell == expected, (task, cell, expected)
-
-
 def test_results_md_gives_each_minatar_games_command_as_benchmark_runs_it():
     # the block under results.md's minatar-commands anchor: seed 101's command of every
     # MinAtar task of ppo.py and dqn.py, in TASKS' order, exactly as run_one would start it
@@ -371,29 +357,3 @@ def test_results_md_gives_each_minatar_games_command_as_benchmark_runs_it():
     tasks = [t for s in ("ppo", "dqn") for t in benchmark.TASKS[s] if t.env_id.startswith("MinAtar/")]
     assert len(tasks) == 10
     assert block == ["python " + " ".join(benchmark.command_line(t, 101)) for t in tasks]
-
-
-def test_the_readmes_minatar_table_is_results_jsons_training_means():
-    # a row per script: each game's cell is the median [min, max] over seeds of the
-    # 100-episode training mean at the end (the last point of each seed's curve), and "not
-    # yet" where results.json has no runs of the task as it is now (a labelled entry is an
-    # older setting's, kept for the notes)
-    section = read(README).split("\n## Learning from pixels\n")[1].split("\n## ")[0]
-    results = results_json()
-    header = next(line for line in section.splitlines() if line.startswith("| MinAtar game |"))
-    games = [c.strip().replace(" ", "") for c in header.strip("|").split("|")[1:]]
-    assert games == ["Asterix", "Breakout", "Freeway", "Seaquest", "SpaceInvaders"]
-    rows = {script: line for script in ("ppo", "dqn") for line in section.splitlines()
-            if line.startswith(f"| {script}.py, median [range] |")}
-    assert sorted(rows) == ["dqn", "ppo"]
-    for script, line in rows.items():
-        cells = [c.strip() for c in line.strip("|").split("|")[1:]]
-        assert len(cells) == len(games), (script, cells)
-        for game, cell in zip(games, cells):
-            entry = results.get(f"{script}-MinAtar-{game}-v1")
-            if entry is None or entry["label"]:
-                assert cell == "not yet", (script, game, cell)
-                continue
-            assert entry["window"] == 100
-            expected = spread([run["curve"][1][-1] for run in entry["runs"]], "{:.1f}")
-            assert cell == expected, (script, game, cell, expected)
