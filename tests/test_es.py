@@ -18,7 +18,7 @@ import torch
 import es
 from conftest import (CountingEnv, check_evaluations, check_import_is_quiet, episode_rows,
                       interrupt_on_call, read_csv, same_seed_episodes, sigint_as_in_a_terminal,
-                      unreadable_checkpoints)
+                      spy_on, unreadable_checkpoints)
 
 
 # ---------------------------------------------------------------------------------------
@@ -555,6 +555,23 @@ def test_pairs_share_noise_and_all_members_share_the_start_states(tmp_path, monk
     assert seeds[0] == seeds[1] != seeds[2] == seeds[3]
     assert env_seeds[0] == env_seeds[1] == env_seeds[2] == env_seeds[3] and len(env_seeds[0]) == 2
     assert env_seeds[4] == env_seeds[0][:1]                 # theta plays the first start state
+
+
+def test_the_seed_reaches_the_generators_the_members_and_the_evaluation(tmp_path, monkeypatch):
+    # --seed 7, not the default 1: Python's and NumPy's global seeds; the main generator,
+    # fresh from 7, draws theta and goes on to draw the members' noise seeds and start
+    # states in train; the final evaluation plays its episodes from 7 + 100,000
+    seeded = [spy_on(monkeypatch, module, "seed", lambda seed: seed)
+              for module in (es.random, es.np.random)]
+    drawn = spy_on(monkeypatch, es.Policy, "initial_theta",
+                   lambda self, rng: (rng, rng.bit_generator.state))
+    trained = spy_on(monkeypatch, es, "train", lambda *a: a[-1])  # its rng
+    evaluated = spy_on(monkeypatch, es, "evaluate", lambda *a: a[5])  # its seed
+    es.main(es.Args(total_timesteps=1, population_size=4, num_workers=1, eval_episodes=2,
+                    seed=7, output_dir=str(tmp_path)))
+    assert seeded == [[7], [7]] and evaluated == [100_007]
+    ((rng, state),) = drawn
+    assert state == np.random.default_rng(7).bit_generator.state and trained == [rng]
 
 
 def test_a_generation_plays_each_member_s_parameters_and_steps_theta_as_the_flags_say(
