@@ -10,7 +10,7 @@ import pytest
 
 import qlearning as ql
 from conftest import (check_evaluations, check_import_is_quiet, interrupt_on_call, read_csv,
-                      same_seed_episodes)
+                      same_seed_episodes, spy_on)
 
 
 # ---------------------------------------------------------------------------------------
@@ -371,13 +371,20 @@ def test_evaluation_seeds_its_environment_once_and_plays_the_table_greedily(monk
     assert SeedLogEnv.seeds == [7, None, None] and seen == [0, 1, 2] * 3
 
 
-def test_training_seeds_its_environment_once(tmp_path):
+def test_training_seeds_its_environment_once(tmp_path, monkeypatch):
     # 9 steps of 3-step episodes with --seed 5: the first reset takes the seed, the resets
-    # after each of the three episodes none, so that the episodes go on from its stream
+    # after each of the three episodes none, so that the episodes go on from its stream;
+    # then the final evaluation's 2 episodes, seeded once with 5 + 100,000. The seed (not
+    # the default 1) also reaches Python's and NumPy's global seeds, and the exploration's
+    # generator comes to its first epsilon-greedy draw fresh from it.
     SeedLogEnv.seeds.clear()
-    ql.main(ql.Args(env_id="TableSeedLog-v0", total_timesteps=9, seed=5, eval_episodes=0,
+    seeded = [spy_on(monkeypatch, module, "seed", lambda seed: seed)
+              for module in (ql.random, ql.np.random)]
+    states = spy_on(monkeypatch, ql.QTable, "act", lambda self, s, epsilon, rng: rng.getstate())
+    ql.main(ql.Args(env_id="TableSeedLog-v0", total_timesteps=9, seed=5, eval_episodes=2,
                     output_dir=str(tmp_path)))
-    assert SeedLogEnv.seeds == [5, None, None, None]
+    assert SeedLogEnv.seeds == [5, None, None, None, 100_005, None]
+    assert seeded == [[5], [5]] and states[0] == random.Random(5).getstate()
 
 
 # ---------------------------------------------------------------------------------------
