@@ -600,7 +600,7 @@ def home_page():
         "numbers worked out by hand. Every page here is built from the scripts themselves.", "",
         "```bash",
         "pip install -r requirements.txt && python ppo.py --env-id CartPole-v1",
-        "pip install -r docs/requirements.txt && mkdocs serve --open   # this site, at localhost:8000",
+        "pip install -r docs/requirements.txt && mkdocs serve --open   # this site",
         "```", "",
         "## Start here", "",
         "- **Run PPO and read its GAE**: [ppo.py's page](algorithms/ppo.md) gives the commands, "
