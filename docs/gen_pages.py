@@ -509,7 +509,7 @@ def benchmarks_page(results):
                 out += [f"![{name}](benchmarks/{name}.png)", ""]
                 shown.add(name)
     out += ["## Side by side", "",
-            "The comparisons that benchmark.py draws from results.json (the mean over seeds, "
+            "The comparisons that benchmark.py draws from results.json (the median over seeds, "
             "the min-max band shaded), and the figures of the notes: peers (Stable-Baselines3, "
             "the RL Zoo, AgileRL) and variants beside each other.", ""]
     for name in benchmark.COMPARISONS:
