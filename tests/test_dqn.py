@@ -488,6 +488,8 @@ def test_main_hands_its_flags_and_networks_to_training_and_evaluation(tmp_path, 
     # training wrappers and --terminal-on-life-loss as given (both act on Atari only); each
     # evaluation makes 3 of its own without them and plays the online network at epsilon
     # 0.3. The target network starts as a copy of the online one; both --hidden-size 8 wide.
+    # The generator of exploration and replay sampling comes to the buffer fresh from --seed
+    # 7, and the first step's actions (epsilon 1: all random) are its first draws.
     made, evaluated, started = [], [], []
     make, evaluate, train = dqn.make_vector_env, dqn.evaluate, dqn.train
 
@@ -510,12 +512,20 @@ def test_main_hands_its_flags_and_networks_to_training_and_evaluation(tmp_path, 
     monkeypatch.setattr(dqn, "evaluate", spy_evaluate)
     monkeypatch.setattr(dqn, "train", spy_train)
     seeds, resets = spy_on_seeds(monkeypatch, dqn)
+    buffers = spy_on(monkeypatch, dqn, "ReplayBuffer",
+                     lambda capacity, shape, device, rng, *rest: rng.bit_generator.state)
+    steps = spy_on(monkeypatch, gym.vector.SyncVectorEnv, "step",
+                   lambda self, actions: np.asarray(actions).tolist())
     dqn.main(dqn.Args(env_id="DqnCountToThree-v0", total_timesteps=16, num_envs=2,
                       learning_starts=8, batch_size=4, buffer_size=16, eval_every=8,
                       eval_episodes=3, eval_epsilon=0.3, terminal_on_life_loss=life_loss,
                       hidden_size=8, seed=7, output_dir=str(tmp_path)))
     # torch's and the training environments' seed, then each evaluation's, 7 + 100,000
     assert seeds == [7] and resets == [7] + [100_007] * 3
+    rng = np.random.default_rng(7)
+    assert buffers == [rng.bit_generator.state]
+    rng.random(2)  # explore or not, then the random actions
+    assert steps[0] == rng.integers(2, size=2).tolist()
     assert made == [(2, True, life_loss)] + [(3, False, False)] * 3
     ((q_network, copied, widths),) = started
     assert copied and widths == {8}
