@@ -623,6 +623,11 @@ def test_heterogeneous_agents_train_with_one_actor_each_as_and_layer_norm(tmp_pa
     # one actor per agent, each on its own observation (3 and 11 wide), LayerNorm first
     assert [state["actors"][f"actors.{i}.0.weight"].shape for i in (0, 1)] == [(3,), (11,)]
     assert state["actors"]["actors.1.1.weight"].shape == (64, 11)
+    # --layer-norm reaches the critic too: LayerNorm on its input, state 14 | own obs 11 |
+    # id 2 = 27 wide, and on its two hidden layers (without it these entries do not exist)
+    assert {k: tuple(v.shape) for k, v in state["critic"].items()
+            if k in ("net.0.weight", "net.3.weight", "net.6.weight")} == {
+        "net.0.weight": (27,), "net.3.weight": (64,), "net.6.weight": (64,)}
     # and the updates moved every weight of both actors and of the critic
     assert [still for still, _ in moved()] == [[], []]
 
