@@ -936,6 +936,11 @@ def test_value_demo_priorities_are_the_current_critics(norm_obs, tmp_path, demo_
         rms = checkpoint["obs_rms"]
         assert 0.5 < rms["mean"].item() < 1.5 and rms["var"].item() > 0.1  # not raw states
         states = (states - rms["mean"]) / torch.sqrt(rms["var"] + 1e-8)
+        # and only the slots' observations moved them: 2 after the reset and 2 at each of
+        # the 16 steps of every rollout (a row of updates.csv each), on RunningMeanStd's
+        # prior count 1e-4; normalizing the value demos' states to refresh them adds none
+        rollouts = len(read_csv(next(tmp_path.glob("*/updates.csv"))))
+        assert rms["count"].item() == pytest.approx(1e-4 + 2 * (1 + 16 * rollouts))
     with torch.no_grad():
         current = agent.get_value(states.float()).max().item()
     assert len(buffers.value) == 3  # capacity 4 minus the one given demo
