@@ -14,7 +14,7 @@ import torch.nn as nn
 import crossq
 from conftest import (ActionLogEnv, approx, check_episode_ends, check_evaluations,
                       check_whole_steps_budget, interrupt_on_call, read_csv, run_folder_env,
-                      same_seed_episodes, spy_on_acting, spy_on_seeds, tensor,
+                      same_seed_episodes, spy_on, spy_on_acting, spy_on_seeds, tensor,
                       unreadable_checkpoints)
 
 
@@ -245,6 +245,22 @@ def test_the_actor_step_reads_the_critics_in_evaluation_mode_at_its_own_sample(m
     assert agent.critic1.calls == agent.critic2.calls == [(True, 6), (False, 3)]
     assert stats["actor_loss"] == pytest.approx(-20 / 3 - agent.critic1.c.item(), rel=1e-6)
     assert stats["entropy"] == pytest.approx(8 / 3, rel=1e-6)  # -mean log pi at s, not s'
+
+
+def test_the_learned_temperature_reaches_the_target_and_the_actor_loss(monkeypatch):
+    # --alpha 0.5 learned (--autotune), --policy-delay 1: the first update's temperature
+    # step moves log alpha from log 0.5 by Adam's first step, -lr (its gradient,
+    # -mean(log pi + H_target) * alpha = -mean(-[1, 2, 5] - 1) * 0.5 = 1.83, is positive):
+    # alpha = 0.5 exp(-0.001) = 0.4995002. The second update's target and actor loss take
+    # that learned alpha, not --alpha's 0.5.
+    agent = hand_agent(monkeypatch, autotune=True, policy_delay=1)
+    targets = spy_on(monkeypatch, crossq, "crossq_target", lambda **k: k["alpha"])
+    losses = spy_on(monkeypatch, crossq, "actor_loss", lambda **k: k["alpha"])
+    agent.update(*HAND_BATCH)
+    agent.update(*HAND_BATCH)
+    learned = 0.5 * math.exp(-1e-3)
+    assert targets == [pytest.approx(0.5), pytest.approx(learned, rel=1e-6)]
+    assert losses == [pytest.approx(0.5), pytest.approx(learned, rel=1e-6)]
 
 
 def test_the_actor_loss_reads_the_running_statistics_and_leaves_them(monkeypatch):
