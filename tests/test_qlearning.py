@@ -195,6 +195,21 @@ def test_save_and_load_round_trip(tmp_path):
         assert json.loads(str(f["args"]))["env_id"] == "Some-v0"  # the flags, as JSON
 
 
+def test_a_checkpoint_of_a_discrete_space_with_a_start_reads_its_rows_from_the_start(tmp_path):
+    # Discrete(3, start=10): observations 10, 11, 12 are rows 0, 1, 2 of the table, in
+    # training (make_table) and in a loaded model.npz alike. Rows 1 and 2 hold [1, -1] and
+    # [2, -2] (greedy action 0), row 0 [0, 5] (action 1): observations 10, 11, 12 play 1, 0, 0
+    space = gym.spaces.Discrete(3, start=10)
+    q = np.array([[0.0, 5.0], [1.0, -1.0], [2.0, -2.0]])
+    made = ql.make_table(ql.Args(), "Offset-v0", space, gym.spaces.Discrete(2))
+    ql.save_checkpoint(tmp_path / "model.npz", ql.QTable(q, start=10), ql.Args(env_id="Offset-v0"))
+    loaded = ql.load_checkpoint(str(tmp_path / "model.npz"), "Offset-v0", space,
+                                gym.spaces.Discrete(2))
+    for table in (made, loaded):
+        assert [table.state(np.int64(obs)) for obs in (10, 11, 12)] == [0, 1, 2]
+    assert [loaded.greedy(loaded.state(np.int64(obs))) for obs in (10, 11, 12)] == [1, 0, 0]
+
+
 # ---------------------------------------------------------------------------------------
 # Environments built here: a 3-state chain whose Q* is solved by hand, and a counter cut
 # by a time limit.
