@@ -367,18 +367,21 @@ def test_the_learner_gives_vtrace_the_stored_logprobs_under_its_current_policy(
     # 2 actors in turn, 2 rollouts a batch: each batch's log rho must be the learner's
     # current log pi (recomputed here from the weights it had published before its k-th step,
     # version k) minus the behaviour log mu the actors stored; with --no-vtrace, log rho = 0.
-    # The batch's columns are its two rollouts side by side.
-    seen = []
+    # The batch's columns are its two rollouts side by side. Logged with each update: the
+    # mean of rho = pi / mu and the fraction of rho above --rho-bar, here 1.005 (not the
+    # default 1, nor c_bar's 1), which some of the stale batches' ratios pass and some not.
+    seen, fractions = [], []
     original = impala.compute_vtrace
     signature = inspect.signature(original)
     monkeypatch.setattr(impala, "compute_vtrace", lambda *a, **k: seen.append(
         signature.bind(*a, **k).arguments["log_rhos"].clone()) or original(*a, **k))
     args = impala.Args(total_timesteps=3 * 2 * 2 * 4, num_envs=2, num_steps=4, hidden_size=8,
                        num_actors=2, rollouts_per_batch=2, sync=True, vtrace=vtrace,
-                       eval_episodes=0, output_dir=str(tmp_path))
+                       rho_bar=1.005, eval_episodes=0, output_dir=str(tmp_path))
     impala.main(args)
     (actors,) = local_actors
     assert len(seen) == 3 and len(actors.delivered) == 6
+    updates = read_csv(next(tmp_path.glob("*/updates.csv")))
     for k, log_rhos in enumerate(seen):
         rollouts = actors.delivered[2 * k:2 * k + 2]
         agent = impala.Agent((4,), 2, False, 8)
@@ -391,6 +394,12 @@ def test_the_learner_gives_vtrace_the_stored_logprobs_under_its_current_policy(
         expected = current - behaviour if vtrace else torch.zeros_like(behaviour)
         assert torch.allclose(log_rhos, expected, atol=1e-6)
         assert (k == 0) or not vtrace or log_rhos.abs().max() > 1e-4  # stale: not on-policy
+        rho = (current - behaviour).exp()  # (a ratio within 1e-5 of the bar may go either way)
+        assert float(updates[k]["rho_mean"]) == pytest.approx(rho.mean().item(), abs=1e-6)
+        fractions.append(float(updates[k]["rho_clipped"]))
+        assert (rho > 1.005 + 1e-5).float().mean() <= fractions[-1] <= \
+            (rho > 1.005 - 1e-5).float().mean()
+    assert fractions[0] == 0 and any(0 < f < 1 for f in fractions[1:])
 
 
 def test_eval_every_writes_rows_keeps_the_best_model_and_leaves_training_alone(tmp_path,
