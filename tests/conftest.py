@@ -38,6 +38,11 @@ def pytest_configure(config):
     for path in config.getoption("script_file"):
         path = os.path.abspath(path)
         name = os.path.splitext(os.path.basename(path))[0]
+        if not os.path.exists(os.path.join(ROOT, f"{name}.py")) or not os.path.exists(path):
+            # a copy named otherwise (ppo-plant1.py) would leave `import ppo` on the
+            # repository's file, and every test would pass without testing the copy
+            raise pytest.UsageError(f"--script-file {path}: no such file, or not named as a "
+                                    "script of the repository (a copy of ppo.py is .../ppo.py)")
         spec = importlib.util.spec_from_file_location(name, path)
         module = importlib.util.module_from_spec(spec)
         sys.modules[name] = module

@@ -420,3 +420,16 @@ def test_checking_several_files_gives_a_grade_book_and_summary_keeps_a_row_per_f
     assert code == 0 and "grade book" not in out, out  # one file: its report alone
     with open(grades) as f:
         assert list(csv.reader(f)) == [header, *rows[:2], [syntax, both, "passed", "7", "7", ""]]
+
+
+def test_a_script_file_not_named_as_its_script_is_refused(tmp_path):
+    # --script-file imports the copy under its file name: a copy of qlearning.py saved as
+    # qlearning-plant.py would leave `import qlearning` on the repository's file and every
+    # test would pass without testing the copy, so conftest stops at a usage error (exit 4)
+    shutil.copy(os.path.join(ROOT, "qlearning.py"), tmp_path / "qlearning-plant.py")
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-n", "0", "-p",
+                           "no:cacheprovider", "tests/test_qlearning.py", "--collect-only",
+                           "--script-file", str(tmp_path / "qlearning-plant.py")],
+                          cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == 4
+    assert "not named as a script of the repository" in done.stdout + done.stderr
