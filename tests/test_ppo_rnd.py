@@ -182,16 +182,20 @@ def test_the_loop_gives_each_stream_its_own_rewards_and_ends(tmp_path, monkeypat
 
 def test_the_agent_and_the_predictor_learn_and_the_target_never_changes(tmp_path, monkeypatch):
     # Every weight of the agent (the actor, both value heads) and of the RND's predictor
-    # moves; none of the RND's target does, nor gets a gradient.
+    # moves; none of the RND's target does, nor gets a gradient. Both RND networks give
+    # --rnd-output-size 16 features from hidden layers of --hidden-size 64 (the defaults
+    # are both 64: a run at the defaults cannot tell them apart).
     rnds = spy_on(monkeypatch, ppo_rnd, "train", lambda args, agent, rnd, *rest: rnd)
     moved = spy_on_weights(monkeypatch, ppo_rnd)
-    ppo_rnd.main(ppo_rnd.Args(**TINY, output_dir=str(tmp_path)))
+    ppo_rnd.main(ppo_rnd.Args(**TINY, rnd_output_size=16, output_dir=str(tmp_path)))
     (agent_still, _), (rnd_still, rnd_changed) = moved()
     assert agent_still == []
     assert {n.split(".")[0] for n in rnd_still} == {"target"}
     assert {n.split(".")[0] for n in rnd_changed} == {"predictor"}
     (rnd,) = rnds
     assert all(p.grad is None for p in rnd.target.parameters())
+    for net in (rnd.target, rnd.predictor):
+        assert [layer.out_features for layer in net[::2]] == [64, 64, 16]
     updates = read_csv(next(tmp_path.glob("*/updates.csv")))
     assert all(float(u["predictor_loss"]) > 0 for u in updates)
 
@@ -214,30 +218,45 @@ def test_int_coef_zero_is_ppo_step_for_step(int_coef, tmp_path):
     assert {k for k in ours if k.startswith("critic_int")} and set(plain) < set(ours)
 
 
-@pytest.mark.parametrize("env_id", ["CountToThree-v0", "BoxTerminateAtThree-v0"])
-def test_the_rnd_sees_the_state_each_step_reached(env_id, tmp_path, monkeypatch):
+@pytest.mark.parametrize("env_id, norm_obs", [("CountToThree-v0", False),
+                                             ("BoxTerminateAtThree-v0", True)])
+def test_the_rnd_sees_the_state_each_step_reached(env_id, norm_obs, tmp_path, monkeypatch):
     # CountToThree-v0 counts 1, 2, 3 and is cut at 3, BoxTerminateAtThree-v0 terminates
     # there (either way the true final observation is 3, the next one 0): the RND's
     # normalizer is given [1, 2, 3, 1, 2, 3, ...] for each environment, never the reset's
     # 0. (The random steps come first, on their own environments: the call with 2 * 16 rows.)
     # --seed 7, not the default 1, seeds torch and the environments: the random steps' at
     # 7 + 200,000, training's at 7, the final evaluation's at 7 + 100,000.
+    # The RND's normalization is its own, on with --no-norm-obs too: its statistics hold
+    # the 32 + 12 states it was given, and its last output is the last states normalized
+    # by them and clipped to [-5, 5] (off, they would keep RunningMeanStd's start, a count
+    # of 1e-4, and pass 3 through as 3).
     seen, original = [], ppo_rnd.ObsNormalizer.__call__
 
     def spy(self, obs, update=False):
         if self.clip == 5.0:
             seen.append(np.array(obs))
             assert update  # every state the RND sees moves its statistics, the random ones too
+            seen_by.append((self, original(self, obs, update)))
+            return seen_by[-1][1]
         return original(self, obs, update)
 
+    seen_by = []
     monkeypatch.setattr(ppo_rnd.ObsNormalizer, "__call__", spy)
     seeds, resets = spy_on_seeds(monkeypatch, ppo_rnd)
     ppo_rnd.main(ppo_rnd.Args(env_id=env_id, total_timesteps=12, num_envs=2,
                               num_steps=6, num_minibatches=2, rnd_init_steps=16, seed=7,
-                              eval_episodes=2, output_dir=str(tmp_path)))
+                              norm_obs=norm_obs, eval_episodes=2, output_dir=str(tmp_path)))
     assert seeds == [7] and resets == [200_007, 7, 100_007]
     assert seen[0].shape == (32, 1)
     assert [s[:, 0].tolist() for s in seen[1:]] == [[t, t] for t in (1, 2, 3, 1, 2, 3)]
+    rms, last = seen_by[-1][0].rms, seen_by[-1][1]
+    states = np.concatenate(seen)
+    assert rms.count == pytest.approx(44, abs=1e-3)
+    assert rms.mean == pytest.approx(states.mean(0), rel=1e-3)
+    assert np.allclose(last, np.clip((np.full((2, 1), 3.0) - rms.mean) / np.sqrt(rms.var + 1e-8),
+                                     -5, 5), atol=1e-6)
+    assert not np.allclose(last, 3)
 
 
 def test_the_predictor_learns_from_a_fraction_of_each_minibatch(tmp_path, monkeypatch):
