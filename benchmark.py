@@ -680,9 +680,7 @@ def write_results(results, out):
             f"| {spread([x['process_s'] for x in runs], '{:.1f}')} "
             f"| {spread([x['eval_return'] for x in runs], '{:.4g}')} "
             f"| {spread([x['sps'] for x in runs])} | {r['goal']} "
-            f"| `python benchmark.py --tasks {name} --seeds {len(runs)}{first_seed(runs)} "
-            f"--jobs {r['jobs']}` "
-            f"({r['date']}) "
+            f"| `{r.get('command') or command_of(name, runs, r['jobs'])}` ({r['date']}) "
             f"| {'–'.join(str(x) for x in r.get('load', []))} |")
     lines += ["", "Per-seed figures are in `results.json`; the curves:", ""]
     lines += [f"![{name}]({name}.png)" for name in sorted(results)]
@@ -772,6 +770,13 @@ def plot_comparison(name, title, members, results, out):
         plot.finish_axis(ax, panel_title, "environment steps", ylabel)
     fig.tight_layout()
     fig.savefig(os.path.join(out, f"{name}.png"))
+
+
+def command_of(name, runs, jobs):
+    """The benchmark.py command of a task's row; an entry that another script wrote (a
+    comparison with a peer library, benchmarks/cleanrl_compare.py) carries its own."""
+    return (f"python benchmark.py --tasks {name} --seeds {len(runs)}{first_seed(runs)} "
+            f"--jobs {jobs}")
 
 
 def first_seed(runs):
