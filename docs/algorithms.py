@@ -11,6 +11,13 @@ built (docs/gen_pages.py). What is written here is held to the scripts by tests/
   top-level name (`compute_gae`), a method (`Agent.update`), or `function:Heading`, the
   one-line sub-heading comment `# Heading: ...` inside that function (`train:Rollout`). The
   build links each step to that line of the source and fails where the name is gone.
+- `details`: the implementation details and departures, numbered on the page as CleanRL
+  numbers them: (what the code does and why, where it does it). The place is written as in
+  `loop`, or `function::text`, the first line of that function's body (below its
+  docstring) that contains the text (`train::eps=1e-5`). Each text says what the code does
+  and its reason; a departure from the paper or the authors' code is named as one, with the
+  reason the script's docstring gives. The build fails where a place is gone; a script
+  without `details` keeps its docstring's notes alone.
 - `road`: where the script sits on the road, what it adds to the one before it.
 """
 from dataclasses import dataclass, field
@@ -22,6 +29,7 @@ class Algorithm:
     road: str
     equations: list = field(default_factory=list)
     loop: list = field(default_factory=list)
+    details: list = field(default_factory=list)
 
 
 # The order a course walks them (the learning path and the navigation).
@@ -53,6 +61,32 @@ ALGORITHMS = {
             ("act epsilon-greedily on the row", "QTable.act"),
             ("move Q(s, a) a fraction alpha towards the target", "q_update"),
             ("the loop: step, learn, decay epsilon, log", "train:Learn"),
+        ],
+        details=[
+            ("A time-limit truncation is not a termination: the truncated step bootstraps from "
+             "the true final state, a terminated one does not; the episode ends on either, and "
+             "the next starts by a reset of its own", "train:Learn"),
+            ("Box observations are mapped to a uniform grid of --bins cells per dimension, "
+             "numbered row-major, values outside the bounds going to the edge cells: a single "
+             "tiling, where Sutton & Barto's Mountain Car uses 8 tilings of 8 x 8",
+             "discretize"),
+            ("An unbounded observation dimension gets no grid: the run is refused until "
+             "--obs-low and --obs-high give finite bounds", "make_table::unbounded"),
+            ("The table starts at --q-init everywhere (0); a value above the true values makes "
+             "exploration optimistic, as Sutton & Barto's +5 on rewards near 1",
+             "make_table::q = np.full("),
+            ("Epsilon decays linearly from 1 to 0.01 over the first 20% of the budget, "
+             "CleanRL's schedule; Sutton & Barto's examples keep it at 0.1 throughout",
+             "linear_schedule"),
+            ("The greedy action breaks ties towards the lowest action (NumPy's argmax)",
+             "QTable.greedy"),
+            ("With --anneal-lr the step size alpha decays linearly to 0 over the budget, which "
+             "helps stochastic environments settle", "train::alpha = args.learning_rate"),
+            ("Exploration draws from a generator of its own, seeded with --seed, so that its "
+             "draws depend on the seed alone", "train::rng = random.Random(args.seed)"),
+            ("A table larger than half the machine's memory is refused in one line before it "
+             "is allocated: a grid's rows are the product of its bins, 20 in each of 4 "
+             "dimensions make 160,000 (the curse of dimensionality)", "check_memory"),
         ]),
     "dqn": Algorithm(
         title="Deep Q-Network (DQN)",
@@ -76,6 +110,39 @@ ALGORITHMS = {
             ("sample a minibatch and compute the targets", "dqn_targets"),
             ("a gradient step on the TD loss", "td_loss"),
             ("move the target network", "soft_update"),
+        ],
+        details=[
+            ("Adam with torch's default eps 1e-8, as CleanRL's and Stable-Baselines3's DQN use "
+             "it; a departure from the 2015 paper and the MinAtar paper, which used RMSProp "
+             "(--optimizer rmsprop is the MinAtar paper's centered RMSProp)", "make_optimizer"),
+            ("Departure from the DQN papers' constant learning rate: it decays linearly to 0 "
+             "over the budget (--anneal-lr), taken from rl-baselines3-zoo's linear schedules, "
+             "because on CartPole a good policy otherwise drifts away again",
+             "train::if num_gradient_steps and args.anneal_lr"),
+            ("Epsilon decays linearly from --start-e to --end-e over a fraction of the budget "
+             "(--exploration-fraction, as in SB3), so a shorter budget explores for fewer steps",
+             "linear_schedule"),
+            ("A time-limit truncation is not a termination: where an episode ended, the buffer "
+             "stores its true final observation as s', not the next episode's first one that "
+             "autoreset returned, and a truncated step bootstraps from it",
+             "train:Store"),
+            ("Double DQN by default: the online network chooses the next action and the target "
+             "network values it, against the max's overestimation; the MinAtar paper's DQN is "
+             "not double (--no-double-dqn)", "dqn_targets"),
+            ("Huber loss for images, the Nature DQN's error clipping and the MinAtar paper's "
+             "loss; squared error for vectors (--loss)", "td_loss::if loss == \"huber\""),
+            ("The gradient clipped to a global norm of 10 (--max-grad-norm), as SB3's DQN",
+             "train::clip_grad_norm_"),
+            ("The flags left at None take a preset: a vector's, chosen on CartPole, updates in "
+             "bursts (every 64 steps 32 gradient steps, then the target network copied, a "
+             "little like fitted Q iteration); an image's is the MinAtar paper's (a gradient "
+             "step every step, the target copied every 1,000)", "with_preset"),
+            ("The replay buffer keeps frames as uint8 in host memory and sends only the sampled "
+             "batch to the device, as Stable-Baselines3: a quarter of float32's memory, and "
+             "NumPy's few-row writes cost a tenth of torch's on the CPU", "ReplayBuffer"),
+            ("Departure from the DQN paper's Atari preprocessing: ALE v5's sticky actions (the "
+             "previous action repeats with probability 0.25) stay on, as Machado et al. 2018 "
+             "recommend", "atari_wrappers"),
         ]),
     "vpg": Algorithm(
         title="Vanilla policy gradient (REINFORCE)",
@@ -97,6 +164,40 @@ ALGORITHMS = {
             ("advantages A_t = R_t - V(s_t) (or GAE)", "RolloutBuffer.advantages"),
             ("one gradient step on the policy loss", "vpg_loss"),
             ("several steps of regression of V on R_t", "value_loss"),
+        ],
+        details=[
+            ("The reward-to-go weighs by the discounted R_t, and the factor gamma^t of the "
+             "discounted objective's gradient is dropped, as in Spinning Up's VPG and most "
+             "implementations: less variance, but for gamma < 1 a biased estimate of the "
+             "undiscounted gradient, and in general no function's gradient (Nota & Thomas "
+             "2020)", "reward_to_go"),
+            ("A batch is N*T steps, not whole episodes: an episode cut by the end of the batch "
+             "or by a time limit goes on in its reward-to-go as the value of the observation "
+             "where it was cut; a terminated episode stops", "RolloutBuffer.next_values"),
+            ("The baseline's advantages are standardized over the whole batch (--norm-adv), as "
+             "Spinning Up does; with --no-baseline the reward-to-go stays raw, because "
+             "standardizing it would subtract its batch mean, a baseline of its own",
+             "train::if args.norm_adv and args.baseline"),
+            ("One policy gradient step per batch, then the batch is thrown away: a second step "
+             "on the same data would be off-policy (PPO's clipped ratio is what allows many)",
+             "train:Policy"),
+            ("Separate Adam optimizers for the policy and the value network, with their own "
+             "learning rates (1e-2 and 1e-3 here; 3e-4 and 1e-3 in Spinning Up's VPG)",
+             "train::value_optimizer = torch.optim.Adam"),
+            ("The critic fitted by --vf-iters epochs of minibatch regression (Spinning Up: 80 "
+             "full-batch steps); with --gae-lambda its target is A + V, the lambda-return, as "
+             "trpo.py's and ppo.py's, a departure from Spinning Up's VPG, which regresses on "
+             "R_t even then, so that comparing the three does not turn on the critic's target",
+             "RolloutBuffer.advantages"),
+            ("Orthogonal initialization with gain sqrt(2), 0.01 in the actor's last layer and "
+             "1 in the critic's, as in the PPO baselines; a Gaussian policy's log std is a "
+             "learned state-independent parameter", "Agent.__init__"),
+            ("A Gaussian sample is clipped to the action bounds for the environment only: the "
+             "buffer keeps the unclipped sample, whose log-probability the gradient pushes",
+             "to_env_action"),
+            ("With --norm-obs the true final observation of a time limit is normalized by the "
+             "same running statistics without updating them, and the step bootstraps from its "
+             "value", "train::final_obs = normalizer("),
         ]),
     "trpo": Algorithm(
         title="Trust Region Policy Optimization (TRPO)",
@@ -123,6 +224,37 @@ ALGORITHMS = {
             ("scale the step to the KL radius", "natural_step"),
             ("backtracking line search on L and KL", "line_search"),
             ("fit the critic by Adam", "train:Value"),
+        ],
+        details=[
+            ("Departure from baselines (1.5 delta): the line search keeps a step only where "
+             "KL <= delta, as the paper and Spinning Up do, and only where L rose strictly, "
+             "`>`; both accept equality, but a step leaving L where it was gains nothing",
+             "line_search::if new_surrogate > old_surrogate and kl <= max_kl"),
+            ("The line search shrinks the step by 0.8 at each try (--backtrack-coef, Spinning "
+             "Up's; baselines 0.5), 10 tries, and where none passes the policy stays",
+             "line_search::fraction = backtrack_coef ** j"),
+            ("The Fisher-vector product is the Hessian-vector product of the mean KL, damped "
+             "by c = 0.1 to keep the conjugate gradient stable, and uses the whole batch, as "
+             "Spinning Up's (baselines: every fifth sample)", "fisher_vector_product"),
+            ("The step is scaled with the damped product (F + c I) x, as baselines and "
+             "Spinning Up scale it, so the full step's KL falls short of delta rather than "
+             "sitting at the edge (0.005 to 0.0096 for delta 0.01 over seed 1's first 30 "
+             "updates on CartPole-v1)",
+             "trust_region_step::full_step = natural_step"),
+            ("A zero or non-finite policy gradient takes no step on that batch (baselines skips "
+             "a zero gradient too): a zero x would be scaled by sqrt(2 delta / 0)",
+             "trust_region_step::if g.isfinite().all() and g.any()"),
+            ("Advantages standardized over the whole batch, as baselines' TRPO does",
+             "train::if args.norm_adv"),
+            ("Departure from baselines, which ended the episode: a time limit bootstraps from "
+             "the value of the true final observation, a termination does not",
+             "RolloutBuffer.next_values"),
+            ("The critic fitted to the GAE returns A + V by --vf-iters epochs of minibatch Adam "
+             "steps, separate from the policy's trust-region step", "train:Value"),
+            ("Departure from baselines: observations (--norm-obs) are clipped to [-10, 10], "
+             "where baselines clipped to [-5, 5]", "ObsNormalizer.__call__"),
+            ("Departure from baselines (normalized columns): layers are initialized "
+             "orthogonally as in ppo.py", "layer_init"),
         ]),
     "ppo": Algorithm(
         title="Proximal Policy Optimization (PPO) with GAE",
@@ -147,6 +279,44 @@ ALGORITHMS = {
              "RolloutBuffer.gae"),
             ("epochs of minibatch steps on the clipped loss", "train:Update"),
             ("the loss: clipped surrogate, value, entropy", "ppo_loss"),
+        ],
+        details=[
+            ("Orthogonal initialization of every layer, gain sqrt(2) in the hidden layers, 0.01 "
+             "in the actor's last layer and 1 in the critic's, biases 0, as the PPO authors' "
+             "baselines do: the first policy is close to uniform and the first values small "
+             "(--no-ortho-init keeps PyTorch's default, the RL Zoo's HalfCheetah setting)",
+             "layer_init"),
+            ("Adam with eps 1e-5, the PPO authors' baselines' value, not torch's default 1e-8",
+             "train::eps=1e-5"),
+            ("The learning rate annealed linearly from --learning-rate to 0 over the run, as "
+             "in the PPO paper's Atari runs and CleanRL (--no-anneal-lr keeps it constant)",
+             "train::if args.anneal_lr"),
+            ("A time-limit truncation is not a termination (Pardo et al. 2018): GAE "
+             "bootstraps a truncated step from the value of the true final observation "
+             "(info[\"final_obs\"]), a terminated step from nothing",
+             "RolloutBuffer.next_values"),
+            ("Advantages normalized within each minibatch, as the PPO baselines and CleanRL "
+             "do, so that the policy's step size does not follow the rewards' scale "
+             "(--no-norm-adv uses them as they are)", "train::if args.norm_adv"),
+            ("The value loss is 0.5 (V - R)^2, clipped around the old value with --clip-vloss "
+             "as the PPO baselines clip it; Stable-Baselines3's is (V - R)^2, so benchmark.py "
+             "doubles the RL Zoo's --vf-coef", "ppo_loss::if clip_vloss"),
+            ("The gradient of the whole loss clipped to a global norm of --max-grad-norm "
+             "(0.5), as in the PPO baselines", "train::clip_grad_norm_"),
+            ("Observations normalized by running statistics and clipped to [-10, 10] "
+             "(--norm-obs), by the script itself: Gymnasium's vector NormalizeObservation "
+             "refuses SAME_STEP autoreset and would leave the true final observation raw; that "
+             "one is normalized by the same statistics without updating them",
+             "ObsNormalizer.__call__"),
+            ("Rewards divided by the running std of the discounted return and clipped to "
+             "[-10, 10] (--norm-reward), after the episode statistics, so that episodes.csv "
+             "keeps the raw returns", "make_vector_env::NormalizeReward"),
+            ("A Gaussian sample is clipped to the action bounds for the environment only: the "
+             "buffer keeps the unclipped sample, whose log-probability the ratio compares",
+             "to_env_action"),
+            ("Departure from the DQN paper's Atari preprocessing: ALE v5's sticky actions (the "
+             "previous action repeats with probability 0.25) stay on, as Machado et al. 2018 "
+             "recommend", "atari_wrappers"),
         ]),
     "ppo_masked": Algorithm(
         title="PPO with invalid-action masking",
@@ -168,6 +338,34 @@ ALGORITHMS = {
             ("collect a rollout, storing each step's mask", "train:Rollout"),
             ("GAE targets", "compute_gae"),
             ("epochs of PPO steps with the stored masks", "train:Update"),
+        ],
+        details=[
+            ("Invalid actions' logits are replaced by -1e8 (Huang & Ontañón 2020): they get "
+             "probability 0, the valid ones renormalize, and the gradient of a masked logit is "
+             "exactly 0, so the update never pushes on actions the environment forbade",
+             "masked_categorical"),
+            ("The entropy bonus is the masked distribution's, a sum over the valid actions "
+             "only, computed under the stored mask", "Agent.evaluate"),
+            ("The buffer stores the mask each action was sampled under, and the update "
+             "re-applies exactly that mask, so that the policy gradient is the one of the "
+             "distribution that really sampled the action",
+             "train::buffer.action_masks"),
+            ("With SAME_STEP autoreset, an environment whose episode just ended gives the mask "
+             "of the next episode's first observation, so the mask always belongs to the "
+             "observation it is stored with", "read_masks"),
+            ("An environment without masks is refused rather than trained without them by "
+             "accident; --no-mask trains the same agent with every action allowed",
+             "read_masks::if missing.any()"),
+            ("A Dict observation's entries but \"action_mask\" are flattened (Discrete and "
+             "MultiDiscrete one-hot) and concatenated in sorted key order, fixed whatever "
+             "order the environment builds them in", "obs_keys"),
+            ("A time-limit truncation is not a termination: the step bootstraps from the value "
+             "of the true final observation, flattened as the others",
+             "train::final_obs = flatten_obs("),
+            ("The greedy evaluation takes the most likely valid action", "Agent.greedy"),
+            ("The rest is ppo.py's: Adam with eps 1e-5 (the PPO baselines'), learning-rate "
+             "annealing, advantages normalized per minibatch and global gradient clipping",
+             "train::eps=1e-5"),
         ]),
     "ppod": Algorithm(
         title="PPO+D: PPO guided by a demonstration",
@@ -190,6 +388,32 @@ ALGORITHMS = {
             ("GAE over the rollout, replays included", "train:Targets"),
             ("PPO's epochs of minibatch steps", "train:Update"),
             ("re-rank the value demos under the new critic", "value_probabilities"),
+        ],
+        details=[
+            ("A replayed step is taken with mu = 1 (log mu = 0): the ratio is pi_theta(a_t|s_t) "
+             "itself, so PPO learns from a demo as if the policy had acted by luck",
+             "act_or_replay::log mu = log 1"),
+            ("A replay leaves the environment untouched: it returns the demo's observations and "
+             "rewards, and ends the way the demo ended", "DemoReplay.step"),
+            ("Deviation: replayed steps touch no environment and do not count in "
+             "--total-timesteps, so a run takes more updates than PPO on the same budget",
+             "train::global_step += int((~replayed).sum())"),
+            ("Deviation: value demos are drawn by a softmax of their maximum values m_i, not by "
+             "the paper's m_i^alpha, which needs positive m, as returns like MountainCar's -1 "
+             "per step are not", "value_probabilities"),
+            ("Deviation: the annealing step divides by K_v, the value demos' room at the start; "
+             "PyTorchRL divides by those held at the time", "anneal"),
+            ("The success threshold (by default the given demos' lowest return) stays fixed, as "
+             "in the paper, and the given demonstrations never leave, as in the authors' code; "
+             "over capacity the oldest of the agent's reward demos goes, first in first out "
+             "(--rising-threshold, off, is this script's former rule)", "DemoBuffers.admit"),
+            ("A value demo replaces the lowest only with a strictly higher m (PyTorchRL admits "
+             "on >=)", "DemoBuffers.admit::if self.value and max_value >"),
+            ("Every value demo's m is recomputed under the critic after each update, so that "
+             "admission and sampling compare numbers of one critic (the authors' code refreshes "
+             "a value demo's m when it is replayed)", "DemoBuffers.refresh"),
+            ("The approx KL and the clip fraction are measured on the agent's own rows only, "
+             "since log mu = 0 on demo rows", "train::b_own = ~buffer"),
         ]),
     "ppo_lstm": Algorithm(
         title="Recurrent PPO (LSTM)",
@@ -210,6 +434,38 @@ ALGORITHMS = {
             ("cut each environment's rollout into chunks of L steps", "recurrent_generator"),
             ("re-run the LSTM over a chunk from its stored first state", "unroll"),
             ("PPO's loss on the chunk's outputs", "ppo_loss"),
+        ],
+        details=[
+            ("Minibatches are chunks of L = --data-chunk-length steps of one environment's "
+             "rollout, shuffled and dealt out (HARL's recurrent_generator); CleanRL's "
+             "ppo_atari_lstm batches whole rollouts, L = T", "recurrent_generator"),
+            ("Each chunk is re-run from the LSTM state stored at its first step, the state "
+             "reset to zeros at every episode start inside it, so every chunk has exactly L "
+             "steps and nothing is padded (sb3-contrib's RecurrentPPO cuts at episode starts "
+             "and pads)", "unroll"),
+            ("A time-limit truncation bootstraps from V of the true final observation computed "
+             "with the hidden state the episode had reached; a termination does not bootstrap",
+             "train::buffer.final_values"),
+            ("The critic has an LSTM of its own, as in Stable-Baselines3's RecurrentPPO "
+             "(CleanRL's LSTM agent shares one): the value loss, whose targets are returns of "
+             "tens to hundreds, would otherwise pull on the memory the actor uses",
+             "Agent"),
+            ("The LSTMs' weights orthogonal with gain 1 and biases 0, the other layers "
+             "orthogonal as in ppo.py", "recurrent_tower"),
+            ("The learning rate and the clip range epsilon anneal to 0 over --anneal-steps, "
+             "not over --total-timesteps: annealed over the budget, a seed took 3-8x as many "
+             "steps to 475 under 300k as under 100k (--anneal-clip as RecurrentPPO's rl-zoo "
+             "entry for CartPoleNoVel-v1)", "train::horizon = max("),
+            ("gamma 0.99, not ppo.py's 0.98: with 0.98 the 20-episode mean fell back further "
+             "from 475 on tuning seeds 1-5 of CartPole without velocities",
+             "Args::gamma:"),
+            ("--norm-obs and --norm-reward are on by default; a time limit's true final "
+             "observation is normalized by the same statistics without updating them",
+             "train::final_obs = torch.from_numpy(normalizer("),
+            ("--hide-obs drops observation dimensions inside each copy of the environment "
+             "(CartPole's two velocities), so that the agent, the statistics, the final "
+             "observations and the evaluation never see them: a Markov task becomes one that "
+             "needs memory", "make_vector_env"),
         ]),
     "ppo_rnd": Algorithm(
         title="PPO with Random Network Distillation (RND)",
@@ -255,6 +511,36 @@ ALGORITHMS = {
             ("sample a batch; the critic target", "td3_target"),
             ("critic steps, and every d-th an actor step and the target update", "update"),
             ("the soft target update", "soft_update"),
+        ],
+        details=[
+            ("--algo sets TD3's three improvements at once (twin critics, target smoothing "
+             "noise 0.2, policy delay 2; DDPG none), and each flag given as well overrides "
+             "its part, so that the improvements can be switched on one at a time",
+             "resolve_algo"),
+            ("DDPG is the one TD3's paper compares with: Gaussian exploration noise rather than "
+             "Ornstein-Uhlenbeck, no batch normalization, the same networks and optimizer as "
+             "TD3", "noisy_action"),
+            ("Every action lives in [-1, 1]^d, the actor's tanh range: the noise scales are "
+             "fractions of each dimension's half-range, and only the environment gets actions "
+             "scaled to its bounds; the buffer keeps them unscaled", "to_env_action"),
+            ("Uniformly random actions for the first --learning-starts steps (1,000; 25,000 in "
+             "the TD3 authors' later code), and no learning before",
+             "train::if global_step < args.learning_starts"),
+            ("A time-limit truncation is not a termination: where an episode ended, s' is its "
+             "true final observation, and only terminated stops the bootstrap",
+             "train::final_obs = next_obs.copy()"),
+            ("Adam with its default betas and eps 1e-8, as in TD3's authors' code: one "
+             "optimizer for the actor, one for both critics, whose loss is the sum of theirs",
+             "train::critic_optimizer = torch.optim.Adam"),
+            ("Target policy smoothing: the target actor's action gets Gaussian noise clipped to "
+             "[-c, c] (0.2 and 0.5 in TD3), then clipped to the bounds",
+             "update::next_actions = noisy_action"),
+            ("The actor and every target network move on every d-th critic step, with the "
+             "critic frozen in the actor's loss so that the gradient reaches the actor's "
+             "weights alone", "update::if gradient_step % args.policy_delay == 0"),
+            ("The actor and the critics are two hidden layers of ReLUs in nn.Linear's "
+             "initialization, --hidden-size 64 wide by default (400 and 300 in TD3, 256 in its "
+             "authors' later code)", "mlp"),
         ]),
     "sac": Algorithm(
         title="Soft Actor-Critic (SAC)",
@@ -278,6 +564,39 @@ ALGORITHMS = {
             ("the soft critic target", "sac_target"),
             ("critic, actor and temperature steps", "Agent.update"),
             ("log pi of a squashed Gaussian", "squashed_logprob"),
+        ],
+        details=[
+            ("SAC as in the 2018b paper: twin critics and a learned temperature, no value "
+             "network V(s); the 2018a paper had one, and a fixed temperature given as a reward "
+             "scale", "Agent.__init__"),
+            ("Departure from the papers and SB3 (d = 1): with --policy-frequency d, as in "
+             "CleanRL (d = 2), every d-th critic step makes d actor and temperature steps",
+             "Agent.update::if self.critic_steps % args.policy_frequency == 0"),
+            ("Uniformly random actions before --learning-starts fill the buffer; afterwards a "
+             "sample of the policy explores, not the greedy tanh(mu)",
+             "train::if global_step < args.learning_starts"),
+            ("A time-limit truncation is not a termination: where an episode ended, s' is its "
+             "true final observation; a truncated step bootstraps from it, a terminated one "
+             "does not", "train::final_obs = next_obs.copy()"),
+            ("log pi includes -log(scale), the density of the environment's action, as in "
+             "CleanRL; SB3 takes the density of the [-1, 1] action. With Pendulum's bounds of "
+             "+-2 the two differ by log 2 per dimension, which shifts where the target entropy "
+             "settles", "squashed_logprob::torch.log(action_scale)"),
+            ("Departure from CleanRL and SB3: log(1 - tanh(u)^2) is exact, 2 (log 2 - u - "
+             "softplus(-2u)), the form of Spinning Up; their log(1 - tanh(u)^2 + 1e-6) caps the "
+             "correction at -13.8 where an action nears its bound, so their log pi is too low "
+             "there", "squashed_logprob::log_det_tanh ="),
+            ("The temperature step takes log pi of the sample that the actor step drew, before "
+             "that step, as SB3 does; CleanRL draws a fresh sample after it. One sample saves a "
+             "forward pass, and a slowly moving temperature barely feels one actor step",
+             "Agent.update::if args.autotune"),
+            ("The temperature's loss is the paper's, in alpha = exp(log_alpha), as CleanRL; SB3 "
+             "puts log_alpha in place of alpha, which scales the gradient by 1/alpha",
+             "temperature_loss"),
+            ("log sigma clipped to [-20, 2], as Haarnoja's code and SB3; CleanRL squashes it "
+             "into [-5, 2] with a tanh", "Actor.forward"),
+            ("The critics and the buffer see actions in [-1, 1]; only the environment gets them "
+             "scaled to its bounds (CleanRL's critics see environment units)", "to_env_action"),
         ]),
     "crossq": Algorithm(
         title="CrossQ",
@@ -297,6 +616,44 @@ ALGORITHMS = {
             ("the critic target, from the critics themselves", "crossq_target"),
             ("batch renormalization in each layer", "BatchRenorm.forward"),
             ("critic, actor and temperature steps", "Agent.update"),
+        ],
+        details=[
+            ("No target networks: the critic's target takes the critics' own values at "
+             "(s', a') under a stop gradient, the paper's first change to SAC",
+             "crossq_target"),
+            ("The current and next pairs go through each critic in one forward pass of 2B, so "
+             "that every batch renorm layer normalizes both with the statistics of their union; "
+             "two calls would normalize each half by its own", "joint_pass"),
+            ("Batch renormalization as in Ioffe (2017): r and d are constants to the gradient, "
+             "and for the first --renorm-warmup-steps (100,000) training passes of each layer "
+             "r = 1 and d = 0 (plain "
+             "batch norm), so at a 100k budget the layers are batch norm throughout, as in the "
+             "authors' runs", "BatchRenorm.forward::with torch.no_grad()"),
+            ("Departure from the authors' layer (flax's BatchNorm rewritten): epsilon inside "
+             "sigma_B and sigma, where theirs divides by sqrt(var_B / r^2 + epsilon), a "
+             "difference of the order of epsilon; both keep the biased batch variance, in the "
+             "running variance too (torch's BatchNorm keeps the unbiased one)",
+             "BatchRenorm.forward::var = centered.square().mean(0)"),
+            ("Batch renorm on the input and after each hidden layer's activation, in the "
+             "critics and the actor, as in the authors' code", "mlp"),
+            ("The networks stay in evaluation mode (running statistics, nothing updated) but "
+             "inside update's training passes: acting, the next actions a' and the actor's "
+             "reading of the critics use the running statistics, as in the authors' code",
+             "training_mode"),
+            ("Adam with beta1 = 0.5 for the actor and the critics, the paper's; the "
+             "temperature's Adam keeps the default 0.9, as the authors'",
+             "Agent.__init__::betas = (args.adam_beta1, 0.999)"),
+            ("--policy-delay d makes one actor and temperature step every d-th critic step (3), "
+             "as the authors; sac.py's --policy-frequency d makes d of them (CleanRL)",
+             "Agent.update::if self.critic_steps % args.policy_delay == 0"),
+            ("Departure from the authors, who halve it: the critic loss is each critic's mean "
+             "squared error, summed, which Adam's steps do not feel (they are invariant to the "
+             "loss's scale, but for epsilon)",
+             "Agent.update::critic1_loss, critic2_loss = F.mse_loss"),
+            ("Departure from the paper's 2,048 units: the critics are 256 wide by default, "
+             "because a 2,048-wide layer costs 64 times the arithmetic, which the CPU reference "
+             "machine cannot afford; 256 is sac.py's width, so the two compare at the same cost",
+             "Args::critic_hidden_size:"),
         ]),
     "es": Algorithm(
         title="Evolution strategies (OpenAI ES)",

@@ -7,7 +7,8 @@ written to disk, so no page can be edited by hand and drift from the code it sho
 tests/test_site.py imports the same functions to check what the pages claim.
 
 - one page per algorithm script (algorithms/<script>.md), in the order Spinning Up gives
-  its pages: the idea, the key equations, the pseudocode, the notes and departures, the
+  its pages: the idea, the key equations, the pseudocode, the implementation details and
+  departures (numbered, each linked to its line) with the docstring's other notes, the
   flags, the results, the exercises, the references, the source;
 - the learning path, the benchmarks page, the teaching page, the lab notebook
   (benchmarks/results.md as it is, its figures beside it), the contributing page
@@ -105,9 +106,11 @@ def definitions(source):
 
 
 def locate(script, ref, source=None):
-    """The line of the script where a pseudocode step's code is: `name`, `Class.method`, or
-    `function:Heading` (the comment line `# Heading:` inside that function). None where the
-    script no longer has it."""
+    """The line of the script where a pseudocode step's or an implementation detail's code
+    is: `name`, `Class.method`, `function:Heading` (the comment line `# Heading:` inside
+    that function), or `function::text` (the first line of that function's body below its
+    docstring that contains the text, `train::eps=1e-5`). None where the script no longer
+    has it."""
     source = source if source is not None else read(f"{script}.py")
     name, _, heading = ref.partition(":")
     line = definitions(source).get(name)
@@ -115,8 +118,14 @@ def locate(script, ref, source=None):
         return line
     node = next(n for n in ast.walk(ast.parse(source))
                 if isinstance(n, (ast.FunctionDef, ast.ClassDef)) and n.lineno == line)
-    lines = source.splitlines()
-    for number in range(node.lineno, node.end_lineno + 1):
+    lines, start = source.splitlines(), node.lineno
+    if heading.startswith(":"):  # a line of code: below the docstring, never in it
+        first = node.body[0]
+        if isinstance(first, ast.Expr) and isinstance(getattr(first, "value", None), ast.Constant):
+            start = first.end_lineno + 1
+    for number in range(start, node.end_lineno + 1):
+        if heading.startswith(":") and heading[1:] in lines[number - 1]:
+            return number
         if lines[number - 1].strip().startswith(f"# {heading}:"):
             return number
     return None
@@ -216,10 +225,12 @@ def escape_prose(text):
 
 
 def code_link(script, ref, source):
+    """A link to the line of the page's source that locate gives: `train, # Rollout` for a
+    sub-heading, `train: eps=1e-5` for a line of code, the name otherwise."""
     line = locate(script, ref, source)
     if line is None:
-        raise ValueError(f"docs/algorithms.py: {script}.py has no {ref!r} (the pseudocode links it)")
-    name = ref.replace(":", ", # ") + ("" if ":" in ref else "")
+        raise ValueError(f"docs/algorithms.py: {script}.py has no {ref!r} (its page links it)")
+    name = ref.replace("::", ": ", 1) if "::" in ref else ref.replace(":", ", # ")
     return f"[`{name}`](#__codelineno-{SOURCE_ID}-{line})"
 
 
@@ -311,9 +322,20 @@ def algorithm_page(script, results=None):
         out.append(f"{n}. {text}: {code_link(script, ref, source)}")
     out.append("")
 
-    out += ["## Notes and departures", "",
-            "The rest of the module docstring: how the script reads the paper, and each place "
-            "where it departs from the paper or the authors' code, with the reason.", ""]
+    if algo.details:  # numbered as CleanRL numbers them, each linked to its line
+        out += ["## Implementation details and departures", "",
+                "What the code does beyond the equations, numbered as CleanRL numbers its "
+                "implementation details: each with the line of the source below that does it "
+                "and its reason; a departure from the paper or the authors' code says so.", ""]
+        for n, (text, ref) in enumerate(algo.details, 1):
+            out.append(f"{n}. {escape_prose(text)}: {code_link(script, ref, source)}")
+        out += ["", "### The docstring's other notes", "",
+                "The rest of the module docstring, as the script gives it.", ""]
+    else:
+        out += ["## Notes and departures", "",
+                "The rest of the module docstring: how the script reads the paper, and each "
+                "place where it departs from the paper or the authors' code, with the reason.",
+                ""]
     for p in sections["notes"]:
         out += [prose(p), ""]
 

@@ -92,24 +92,102 @@ def source_line(script, number):
         return f.read().splitlines()[number - 1]
 
 
+def page_section(page, heading):
+    """A page's Markdown from its `## heading` to the next `## `."""
+    return page.split(f"\n## {heading}\n")[1].split("\n## ")[0]
+
+
+def code_links(text):
+    """(the name shown, the line number) of every link to a line of the page's source."""
+    return re.findall(r"\[`([^`]+)`\]\(#__codelineno-source-(\d+)\)", text)
+
+
+def assert_links_the_line(script, shown, number):
+    """The line a link goes to is the code its name says: `train, # Rollout` the
+    sub-heading comment inside train, `train: eps=1e-5` a line holding that code, a
+    function or Class.method its def or class line."""
+    line = source_line(script, int(number)).strip()
+    if ", # " in shown:
+        assert line.startswith(f"# {shown.split(', # ')[1]}:"), (shown, line)
+    elif ": " in shown:
+        assert shown.split(": ", 1)[1] in line, (shown, line)
+    else:
+        name = shown.split(".")[-1]
+        assert re.match(rf"(def|class) {re.escape(name)}\b", line), (shown, line)
+
+
 @pytest.mark.parametrize("script", ORDER)
 def test_each_pseudocode_step_links_the_line_of_the_code_it_names(script, pages):
-    links = re.findall(r"\[`([^`]+)`\]\(#__codelineno-source-(\d+)\)",
-                       pages[f"algorithms/{script}.md"])
+    links = code_links(page_section(pages[f"algorithms/{script}.md"], "The loop"))
     assert len(links) == len(ALGORITHMS[script].loop)
     for shown, number in links:
-        line = source_line(script, int(number)).strip()
-        if ", # " in shown:  # train, # Rollout: the sub-heading comment inside train
-            assert line.startswith(f"# {shown.split(', # ')[1]}:")
-        else:  # Class.method or a function: its def or class line
-            name = shown.split(".")[-1]
-            assert re.match(rf"(def|class) {re.escape(name)}\b", line), (shown, line)
+        assert_links_the_line(script, shown, number)
 
 
 def test_a_pseudocode_step_naming_code_that_is_gone_fails_the_build():
     with pytest.raises(ValueError, match="ppo.py has no 'compute_gea'"):
         gen_pages.code_link("ppo", "compute_gea", gen_pages.read("ppo.py"))
     assert gen_pages.locate("ppo", "train:Nowhere") is None
+
+
+# Issue 55, item 4 of an algorithm page: the implementation details and departures,
+# numbered as CleanRL numbers them, each with its line of code (docs/algorithms.py's details)
+DETAILED = [script for script in ORDER if ALGORITHMS[script].details]
+DETAILS = "Implementation details and departures"
+
+
+def test_the_road_from_dqn_to_sac_numbers_its_implementation_details():
+    assert {"ppo", "dqn", "sac", "crossq", "ddpg_td3", "vpg", "trpo"} <= set(DETAILED)
+    for script in DETAILED:
+        assert 5 <= len(ALGORITHMS[script].details) <= 12, script
+
+
+@pytest.mark.parametrize("script", DETAILED)
+def test_each_implementation_detail_is_numbered_and_links_the_line_it_names(script, pages):
+    details, source = ALGORITHMS[script].details, gen_pages.read(f"{script}.py")
+    for text, ref in details:  # each names a definition of this script, and a line in it
+        assert ref.split(":")[0] in gen_pages.definitions(source), (script, ref)
+        assert gen_pages.locate(script, ref, source) is not None, (script, ref)
+        assert text.strip() and not text.endswith("."), (script, ref)
+        assert not re.search(r"[][`]|^\s|\s$", ref), f"{ref!r} would break its link's text"
+    section = page_section(pages[f"algorithms/{script}.md"], DETAILS)
+    listed, notes = section.split("\n### The docstring's other notes\n")
+    items = re.findall(r"^(\d+)\. (.*)$", listed, flags=re.M)
+    assert [int(n) for n, _ in items] == list(range(1, len(details) + 1))
+    for (_, item), (text, ref) in zip(items, details):
+        assert item.startswith(gen_pages.escape_prose(text) + ": ")
+        (shown, number), = code_links(item)
+        assert int(number) == gen_pages.locate(script, ref)
+        assert_links_the_line(script, shown, number)
+    # the docstring's other notes follow the list, as they stood before it
+    for paragraph in gen_pages.docstring_sections(script)["notes"]:
+        assert gen_pages.prose(paragraph) in notes
+
+
+def test_a_page_without_details_keeps_its_docstrings_notes(pages):
+    for script in set(ORDER) - set(DETAILED):
+        page = pages[f"algorithms/{script}.md"]
+        assert "\n## Notes and departures\n" in page and f"\n## {DETAILS}\n" not in page
+
+
+def test_an_implementation_detail_naming_code_that_is_gone_fails_the_page(monkeypatch):
+    import dataclasses
+    source = gen_pages.read("ppo.py")
+    # a renamed function, in a copy of the source: its detail no longer finds it
+    assert gen_pages.locate("ppo", "layer_init", source) is not None
+    assert gen_pages.locate("ppo", "layer_init",
+                            source.replace("def layer_init(", "def init_layer(")) is None
+    assert gen_pages.locate("ppo", "train::eps=1e-5",
+                            source.replace("eps=1e-5)", "eps=1e-8)")) is None
+    assert gen_pages.locate("ppo", "train::eps=1e-5") is not None
+    # a wrong name planted in a copy of the data: the page is not made
+    for wrong in ("layer_inti", "train::eps=1e-6", "Agent.no_such_method"):
+        details = list(ALGORITHMS["ppo"].details)
+        details[0] = (details[0][0], wrong)
+        monkeypatch.setitem(gen_pages.ALGORITHMS, "ppo",
+                            dataclasses.replace(ALGORITHMS["ppo"], details=details))
+        with pytest.raises(ValueError, match=f"ppo.py has no {re.escape(repr(wrong))}"):
+            gen_pages.algorithm_page("ppo", results={})
 
 
 def test_docstring_prose_reads_on_the_page_as_in_the_script():
