@@ -419,9 +419,10 @@ def test_the_loop_gives_the_math_its_flags_and_steps_every_parameter(advantage, 
     seeds, resets = spy_on_seeds(monkeypatch, ppo)
     optimized = spy_on_adam(monkeypatch)
     ppo.main(ppo.Args(env_id="BoxZeroToFour-v0", total_timesteps=32, num_envs=2, num_steps=8,
-                      num_minibatches=2, update_epochs=2, advantage=advantage, eval_episodes=0,
+                      num_minibatches=2, update_epochs=2, advantage=advantage, eval_episodes=2,
                       output_dir=str(tmp_path), **flags))
-    assert seeds == [7] and resets == [7]  # torch's and the training environments' seed
+    # torch's and the training environments' seed, then the final evaluation's, 7 + 100,000
+    assert seeds == [7] and resets == [7, 100_007]
     if advantage == "gae":  # once per rollout
         assert gae == [(0.9, 0.6)] * 2 and vtrace == []
     else:  # before each epoch, with the policy of the moment

@@ -477,8 +477,9 @@ def test_one_update_moves_every_weight_of_the_policy_and_the_critic(tmp_path, mo
     seeds, resets = spy_on_seeds(monkeypatch, trpo)
     trpo.main(trpo.Args(env_id="BoxCountToThree-v0", total_timesteps=8, num_envs=2, num_steps=4,
                         vf_minibatches=2, vf_iters=3, vf_learning_rate=4e-3, hidden_size=8,
-                        seed=7, eval_episodes=0, output_dir=str(tmp_path)))
-    assert seeds == [7] and resets == [7]  # torch's and the training environments' seed
+                        seed=7, eval_episodes=2, output_dir=str(tmp_path)))
+    # torch's and the training environments' seed, then the final evaluation's, 7 + 100,000
+    assert seeds == [7] and resets == [7, 100_007]
     (agent,) = agents
     assert agent.actor[0].out_features == agent.critic[0].out_features == 8  # --hidden-size
     ((still, changed),) = moved()

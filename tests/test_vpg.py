@@ -345,8 +345,9 @@ def test_each_optimizer_steps_its_own_network_at_its_own_learning_rate(tmp_path,
     seeds, resets = spy_on_seeds(monkeypatch, vpg)
     vpg.main(vpg.Args(env_id="BoxCountToThree-v0", total_timesteps=8, num_envs=2, num_steps=4,
                       vf_minibatches=2, learning_rate=0.003, vf_learning_rate=0.0007,
-                      hidden_size=8, seed=7, eval_episodes=0, output_dir=str(tmp_path)))
-    assert seeds == [7] and resets == [7]  # torch's and the training environments' seed
+                      hidden_size=8, seed=7, eval_episodes=2, output_dir=str(tmp_path)))
+    # torch's and the training environments' seed, then the final evaluation's, 7 + 100,000
+    assert seeds == [7] and resets == [7, 100_007]
     (agent,) = agents
     assert agent.actor[0].out_features == agent.critic[0].out_features == 8  # --hidden-size
     ids = lambda params: {id(p) for p in params}
