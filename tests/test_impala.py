@@ -306,14 +306,18 @@ def test_the_learner_gives_the_math_its_flags(tmp_path, local_actors, monkeypatc
     losses = spy_on(monkeypatch, impala, "impala_loss", lambda **k: (k["ent_coef"], k["vf_coef"]))
     clips = spy_on(monkeypatch, impala.nn.utils, "clip_grad_norm_", lambda params, norm: norm)
     rates = spy_on(monkeypatch, impala.torch.optim, "Adam", lambda params, **k: k["lr"])
-    seeds, _ = spy_on_seeds(monkeypatch, impala)  # (the actors' resets are LocalActors')
+    # (the one actor's environments reset at 7 by LocalActors, a stand-in for ActorPool whose
+    # seeds test_each_actor_started_seeds_its_environments_apart checks; the final
+    # evaluation's at 7 + 100,000 by impala.py)
+    seeds, resets = spy_on_seeds(monkeypatch, impala)
     impala.main(impala.Args(total_timesteps=2 * 2 * 8, num_envs=2, num_steps=8, hidden_size=8,
                             num_actors=1, sync=True, learning_rate=3e-3, anneal_lr=False,
                             gamma=0.9, rho_bar=1.7, c_bar=0.8, ent_coef=0.03, vf_coef=0.7,
-                            max_grad_norm=0.35, seed=7, eval_episodes=0,
+                            max_grad_norm=0.35, seed=7, eval_episodes=2,
                             output_dir=str(tmp_path)))
     assert vtrace == [(0.9, 1.7, 0.8)] * 2 and losses == [(0.03, 0.7)] * 2
     assert clips == [0.35] * 2 and rates == [3e-3] and seeds == [7]  # the learner's torch
+    assert resets == [7, 100_007]
     updates = read_csv(next(tmp_path.glob("*/updates.csv")))
     assert [float(r["learning_rate"]) for r in updates] == [3e-3] * 2
 
