@@ -402,6 +402,16 @@ def test_training_seeds_its_environment_once(tmp_path, monkeypatch):
     assert seeded == [[5], [5]] and states[0] == random.Random(5).getstate()
 
 
+def test_eval_every_plays_on_the_final_evaluation_s_seed(tmp_path):
+    # --seed 5, --eval-every 3, 3-step episodes, 9 steps: the training environment is reset
+    # with 5 and then with none; each evaluation (at 3, 6 and 9, before the training
+    # episode that ended there restarts) and the final one reset their own with 5 + 100,000
+    SeedLogEnv.seeds.clear()
+    ql.main(ql.Args(env_id="TableSeedLog-v0", total_timesteps=9, seed=5, eval_every=3,
+                    eval_episodes=1, output_dir=str(tmp_path)))
+    assert SeedLogEnv.seeds == [5, 100_005, None, 100_005, None, 100_005, None, 100_005]
+
+
 # ---------------------------------------------------------------------------------------
 # Runs end to end
 # ---------------------------------------------------------------------------------------
