@@ -748,6 +748,28 @@ ALGORITHMS = {
             ("V-trace targets under the current policy", "compute_vtrace"),
             ("one gradient step on the batch", "impala_loss"),
             ("publish the new weights", "train:Update"),
+        ],
+        details=[
+            ("Departure from the authors' RMSProp (decay 0.99, eps 0.1; TorchBeast's and "
+             "Cleanba's eps 0.01): Adam with eps 1e-5, as in ppo.py, for which the defaults "
+             "here are set", "train::eps=1e-5"),
+            ("Departure: the gradient's global norm is clipped at --max-grad-norm (0.5, as in "
+             "ppo.py) against a rare large step; the authors' code clips none (TorchBeast and "
+             "Cleanba clip at 40)", "train::clip_grad_norm_"),
+            ("Departure: the loss is averaged over the batch, not summed, so that the learning "
+             "rate does not depend on the batch's size", "impala_loss::.mean()"),
+            ("Departure: rewards as the environment gives them; the authors' code clips them "
+             "(to [-1, 1] by default), which would flatten Pendulum's (down to -16 a step)",
+             "train:Targets"),
+            ("Departure: separate actor and critic networks that see the observation alone; "
+             "the authors' agent is one network with an LSTM fed the last action and reward too, "
+             "but the environments here show their state in each observation", "Agent"),
+            ("Departure: c_bar is a flag (default 1), to try other clips; the authors' code "
+             "fixes c_t = min(1, pi/mu)", "compute_vtrace"),
+            ("Departure: one actor per vector of N environments rather than per environment, "
+             "for fewer processes", "Actor"),
+            ("As in the authors' code, the learning rate falls linearly to 0 over the budget",
+             "train::if args.anneal_lr"),
         ]),
     "mappo": Algorithm(
         title="Multi-Agent PPO (MAPPO)",
