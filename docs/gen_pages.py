@@ -444,6 +444,8 @@ MUJOCO_ROWS = [
     ("ddpg_td3.py (TD3), the paper's", "ddpg_td3", "100k", "eval_return",
      "TD3 paper 659 / 5,514 / 770"),
     ("sac.py, the 2018b paper's", "sac", "100k", "eval_return", "the same"),
+    ("crossq.py, the authors' (critics 256 wide)", "crossq", "100k", "eval_return",
+     "CrossQ paper 2,764 / 8,112 / 3,914 (2,048 wide, v4)"),
     ("ddpg_td3.py (TD3), the paper's", "ddpg_td3", "300k", "eval_return",
      "TD3 paper 2,410 / 7,697 / 3,335"),
     ("sac.py, the 2018b paper's", "sac", "300k", "eval_return", "the same"),
@@ -471,7 +473,7 @@ def minatar_table(results):
 
 
 def mujoco_task(script, env, budget):
-    """results.json's name of a MuJoCo table cell's task: ppo at 1M; ddpg_td3 and sac at
+    """results.json's name of a MuJoCo table cell's task: ppo at 1M; the others at
     100k (their -100k tasks) and 300k (without a label)."""
     if script == "ppo":
         return f"ppo-{env}"

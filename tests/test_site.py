@@ -421,17 +421,18 @@ def test_the_benchmarks_pages_mujoco_table_is_results_jsons_final_evaluations(pa
     # each cell is the median [min, max] over seeds of benchmark.py's eval_return (the final
     # greedy evaluation, after the last update), and "not yet" where results.json has no runs;
     # a row per script and budget: ppo at 1M, ddpg_td3 and sac at 100k (their -100k tasks)
-    # and at 300k (their tasks without a label)
+    # and at 300k (their tasks without a label), crossq at 100k
     # a row whose first cell says "training episodes" holds the same runs' last-100-episode
     # training mean (final_train_mean), CleanRL's measure, instead
     section = field_section(pages, "MuJoCo")
     results = results_json()
     rows = {(script, line.split("|")[2].strip(), "training episodes" in line.split("|")[1]): line
-            for script in ("ppo", "ddpg_td3", "sac")
+            for script in ("ppo", "ddpg_td3", "sac", "crossq")
             for line in section.splitlines() if line.startswith(f"| {script}.py")}
     assert {("ppo", "1M", False), ("ppo", "1M", True), ("ddpg_td3", "100k", False),
-            ("sac", "100k", False)} <= set(rows)
-    assert set(rows) <= {("ppo", "1M", False), ("ppo", "1M", True)} | {
+            ("sac", "100k", False), ("crossq", "100k", False)} <= set(rows)
+    assert set(rows) <= {("ppo", "1M", False), ("ppo", "1M", True),
+                         ("crossq", "100k", False)} | {
         (s, b, False) for s in ("ddpg_td3", "sac") for b in ("100k", "300k")}
     for (script, budget, training), line in rows.items():
         cells = [c.strip() for c in line.strip("|").split("|")]
