@@ -415,6 +415,15 @@ def test_the_loop_acts_with_a_sample_of_the_policy_in_evaluation_mode(tmp_path, 
     assert [mode for mode, rows in actor.calls if rows == 1] == [False] * 6
 
 
+def test_the_evaluation_plays_the_greedy_action_scaled_to_the_bounds():
+    # BoxZeroToFour-v0 (actions in [0, 4], observations 0, 1, 2, cut after 3 steps) with the
+    # LinePolicy: the greedy action at s is -0.1 s - 0.05 = -0.05, -0.15, -0.25, which the
+    # environment receives as 2 + 2a = 1.9, 1.7, 1.5 (a sample, 0.1 s, would give 2, 2.2, 2.4)
+    ActionLogEnv.received.clear()
+    returns = crossq.evaluate(LinePolicy(), "BoxZeroToFour-v0", 1, 100_001, "cpu")
+    assert returns.tolist() == [3.0] and ActionLogEnv.received == approx([1.9, 1.7, 1.5])
+
+
 def test_the_loop_gives_the_agent_its_scale_batches_and_steps(tmp_path, monkeypatch):
     # BoxZeroToFour-v0's actions lie in [0, 4]: the actor's scale is 2. 2 environments,
     # 12 steps, learning from step 6 with --gradient-steps 2: after the steps reaching 6, 8,
