@@ -314,6 +314,8 @@ def main():
                         "to (report)")
     p.add_argument("--figure", default=os.path.join(ROOT, "benchmarks", "vs-cleanrl.png"))
     args = p.parse_args()
+    # CleanRL's processes run in their own folder: a relative interpreter path would miss
+    args.cleanrl_python = os.path.abspath(args.cleanrl_python)
     if args.command == "run":
         needed = [os.path.join(CLEANRL, "cleanrl", PAIRS[name].cleanrl) for name in args.pairs]
         missing = [path for path in needed + [args.cleanrl_python] if not os.path.exists(path)]
