@@ -253,7 +253,9 @@ def results_table(tasks, script_column=False, base="../benchmarks/"):
         rows = ["| script " + rows[0], "| --- " + rows[1]]
     for name, r in tasks.items():
         runs = r["runs"]
-        page = f"| [{r['script']}.py](algorithms/{r['script']}.md) " if script_column else ""
+        page = ("" if not script_column else  # a peer's run (cleanrl-ppo) has no page here
+                f"| [{r['script']}.py](algorithms/{r['script']}.md) " if r["script"] in ORDER
+                else f"| {r['script']} ")
         rows.append(
             f"{page}| [{name}]({base}results.md#{name.lower()}) | {r['env_id']} "
             f"| {r['threshold']:g} ({r.get('window', 20)}) | {len(runs)} "
