@@ -568,3 +568,61 @@ def test_simbav2_reference_by_hand(tmp_path, capsys):
     with pytest.raises(SystemExit) as stop:
         simbav2.main([str(tmp_path / "nowhere")])
     assert stop.value.code == 2 and "no crossq.csv, sac.csv" in capsys.readouterr().err
+
+
+def test_td3_reference_by_hand(tmp_path, capsys):
+    # benchmarks/td3_reference.py on made-up files: Hopper-v1 seeds 0, 1 and 3 (no 2: only
+    # the files there count), entry i at step 5,000 x i. Seed 3 stops at entry 2, so entry 3
+    # (15,000) is dropped: a point is over every seed. At 0: -1, -2, -3 -> median -2, low -3,
+    # high -1, mean -6 / 3 = -2. At 5,000: 10, 40, 100 -> median 40, low 10, high 100, mean
+    # 150 / 3 = 50. At 10,000: 7, 1, 4 -> median 4, low 1, high 7, mean 12 / 3 = 4. With
+    # up_to 5,000 the curves end at entry 1.
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("td3_reference",
+                                                  os.path.join(ROOT, "benchmarks",
+                                                               "td3_reference.py"))
+    td3 = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(td3)
+    curves = {0: [-1.0, 10.0, 7.0, 500.0], 1: [-2.0, 40.0, 1.0, 600.0], 3: [-3.0, 100.0, 4.0]}
+    for env_id, folder in (("Hopper-v1", "Hopper"), ("HalfCheetah-v1", "HalfCheetah")):
+        os.makedirs(tmp_path / folder)
+        for seed, values in curves.items():
+            np.save(tmp_path / folder / f"TD3_{env_id}_{seed}.npy", np.array(values))
+    loaded = td3.load_curves(str(tmp_path), "Hopper-v1")
+    assert sorted(loaded) == [0, 1, 3]
+    assert td3.seed_statistics(loaded) == {
+        "steps": [0, 5000, 10000], "median": [-2.0, 40.0, 4.0], "low": [-3.0, 10.0, 1.0],
+        "high": [-1.0, 100.0, 7.0], "mean": [-2.0, 50.0, 4.0], "seeds": 3}
+    assert td3.seed_statistics(loaded, up_to=5000)["steps"] == [0, 5000]
+    # Walker2d-v1's folder is Walker; without it the tool says so in one line, exit 2
+    with pytest.raises(SystemExit) as stop:
+        td3.main([str(tmp_path), "--out", str(tmp_path / "out.json")])
+    assert stop.value.code == 2 and capsys.readouterr().err == (
+        f"td3_reference.py: {tmp_path} has no Walker/TD3_Walker2d-v1_<seed>.npy; give TD3's "
+        "learning_curves folder\n")
+    os.makedirs(tmp_path / "Walker")
+    np.save(tmp_path / "Walker" / "TD3_Walker2d-v1_5.npy", np.array([0.0, 8.0]))
+    assert td3.main([str(tmp_path), "--out", str(tmp_path / "out.json")]) == 0
+    with open(tmp_path / "out.json") as f:
+        written = json.load(f)
+    assert written["commit"] == td3.COMMIT and list(written["curves"]) == ["TD3"]
+    assert written["curves"]["TD3"]["Walker2d-v1"] == {
+        "steps": [0, 5000], "median": [0.0, 8.0], "low": [0.0, 8.0], "high": [0.0, 8.0],
+        "mean": [0.0, 8.0], "seeds": 1}
+    assert written["curves"]["TD3"]["HalfCheetah-v1"]["mean"] == [-2.0, 50.0, 4.0]
+    with pytest.raises(SystemExit) as stop:
+        td3.main([str(tmp_path / "nowhere")])
+    assert stop.value.code == 2 and "has no Hopper/TD3_Hopper-v1_<seed>.npy" in \
+        capsys.readouterr().err
+    # the committed file: the highest mean over 10 seeds is the paper's Table 1 (9,636.95 /
+    # 3,564.07 / 4,682.82), and the means at 100k (entry 20) and 300k (entry 60) are
+    # benchmark.py's goals
+    with open(td3.OUT) as f:
+        published = json.load(f)["curves"]["TD3"]
+    for env_id, table_1 in (("HalfCheetah-v1", 9636.95), ("Hopper-v1", 3564.07),
+                            ("Walker2d-v1", 4682.82)):
+        curve = published[env_id]
+        assert curve["seeds"] == 10 and curve["steps"] == list(range(0, 1_000_001, 5000))
+        assert max(curve["mean"]) == pytest.approx(table_1, abs=0.1)  # rounded to 0.1
+        _, goal_100k, goal_300k = benchmark.MUJOCO_GOALS[env_id.replace("-v1", "-v5")]
+        assert abs(curve["mean"][20] - goal_100k) < 1 and abs(curve["mean"][60] - goal_300k) < 1
