@@ -71,6 +71,9 @@ class Args:
     # Each task's name, budget, goal and the command of --first-seed's run.
     list: bool = False
     """print the tasks these flags select and run nothing"""
+    replot: bool = False
+    """draw again, from --out's results.json, the figures of the tasks these flags select and
+    the comparisons they are in; run nothing"""
 
 
 # ---------------------------------------------------------------------------------------
@@ -540,16 +543,26 @@ COMPARISONS = {
                                         "(rho = c = 1)"}),
 }
 
-# Published curves drawn beside a comparison's evaluation panel, dash-dotted in the color of
-# our script of the same algorithm: figure name -> [(algorithm, environment id, legend)],
-# read from REFERENCES (written by benchmarks/simbav2_reference.py, which names the source)
-REFERENCES = os.path.join(ROOT, "benchmarks", "references", "simbav2-100k.json")
+# Published curves drawn beside our evaluations, dash-dotted: figure name (a task's or a
+# comparison's) -> [(source, algorithm, environment id, legend)]; REFERENCES names each
+# source's file, written by the tool in benchmarks/ that names where its numbers come from.
+REFERENCES = {"simbav2": os.path.join(ROOT, "benchmarks", "references", "simbav2-100k.json"),
+              "td3": os.path.join(ROOT, "benchmarks", "references", "td3-paper.json")}
+SIMBAV2_CROSSQ = "CrossQ, the authors' runs (critics 2,048 wide, v4; SimbaV2's data)"
+SIMBAV2_SAC = "SAC (v4; SimbaV2's data)"
+TD3_PAPER = "TD3, the paper's runs (v1; the authors' learning_curves)"
 REFERENCE_CURVES = {
-    f"crossq-vs-sac-{env_id}-100k": [
-        ("CrossQ", env_id.replace("-v5", "-v4"), "CrossQ, the authors' runs (critics 2,048 "
-                                                 "wide, v4; SimbaV2's data)"),
-        ("SAC", env_id.replace("-v5", "-v4"), "SAC (v4; SimbaV2's data)")]
-    for env_id in MUJOCO_GOALS}
+    **{f"crossq-vs-sac-{env_id}-100k": [
+        ("simbav2", "CrossQ", env_id.replace("-v5", "-v4"), SIMBAV2_CROSSQ),
+        ("simbav2", "SAC", env_id.replace("-v5", "-v4"), SIMBAV2_SAC)]
+       for env_id in MUJOCO_GOALS},
+    **{f"crossq-{env_id}-100k": [("simbav2", "CrossQ", env_id.replace("-v5", "-v4"),
+                                  SIMBAV2_CROSSQ)] for env_id in MUJOCO_GOALS},
+    **{f"sac-{env_id}{budget}": [("simbav2", "SAC", env_id.replace("-v5", "-v4"), SIMBAV2_SAC)]
+       for env_id in MUJOCO_GOALS for budget in ("", "-100k")},
+    **{f"ddpg_td3-{env_id}{budget}": [("td3", "TD3", env_id.replace("-v5", "-v1"), TD3_PAPER)]
+       for env_id in MUJOCO_GOALS for budget in ("", "-100k")},
+}
 
 NOTES = "<!-- benchmark.py rewrites everything above this line and keeps everything below it -->"
 """the line of results.md below which the notes written by hand begin"""
@@ -696,37 +709,61 @@ def write_results(results, out):
 
 
 def plot_task(task, runs, out):
-    """The moving mean training return of every seed against environment steps, with the
-    threshold. Where the threshold is an evaluation figure (task.eval_threshold), it is
-    drawn in a second panel against what it measures: each seed's --eval-every evaluations
-    and its final evaluation (after the last update), marked at the last step."""
+    """The task's figure: the moving mean training return against environment steps, its
+    median over seeds (the tables' measure) with the min-max band, drawn by plot.py's
+    draw_group, and each seed's own curve thin beside it, with the threshold. Where the
+    threshold is an evaluation figure (task.eval_threshold), a second panel draws the
+    --eval-every evaluations the same way, each seed's final evaluation (after the last
+    update) as a star at its last step, the published curves of REFERENCE_CURVES up to the
+    task's budget, and the threshold."""
     fig = Figure(figsize=(12 if task.eval_threshold else 7, 4), dpi=100)
     train = fig.add_subplot(1, 2 if task.eval_threshold else 1, 1)
-    for run in runs:
-        train.plot(*run["curve"], lw=1.2, label=f"seed {run['seed']}")
-    train.set(xlabel="environment steps", ylabel=f"mean of the last {task.window} episode returns",
-              title=f"{task.script}.py on {task.env_id}, {len(runs)} seeds: training")
-    panels = [train]
+    panels = [(train, "curve", f"{task.script}.py on {task.env_id}: training",
+               f"mean of the last {task.window} episode returns")]
     if task.eval_threshold:
-        evaluation = fig.add_subplot(1, 2, 2, sharey=train)
+        panels.append((fig.add_subplot(1, 2, 2, sharey=train), "evaluations",
+                       "greedy evaluations (--eval-every)", "greedy evaluation return"))
+    for ax, key, title, ylabel in panels:
+        drawn = [run for run in runs if len(run.get(key, [[]])[0])]
+        if drawn:
+            plot.draw_group(ax, [run[key] for run in drawn], "median over seeds, min-max "
+                            "shaded", color="black", seeds=[run["seed"] for run in drawn],
+                            center="median")
         for i, run in enumerate(runs):
-            steps, returns = run.get("evaluations", ([], []))
-            evaluation.plot(steps, returns, lw=1.2, marker=".", color=f"C{i}",
-                            label=f"seed {run['seed']}")
-            evaluation.plot(run["global_steps"], run["eval_return"], marker="*", ms=9,
-                            color=f"C{i}", ls="none")
-        evaluation.plot([], [], marker="*", ms=9, color="gray", ls="none",
-                        label="final evaluation, after the last update")
-        evaluation.set(xlabel="environment steps", ylabel="greedy evaluation return",
-                       title="greedy evaluations")
-        panels.append(evaluation)
-    panels[-1].axhline(task.threshold, color="gray", ls="--", lw=1, label=f"threshold "
-                       f"{task.threshold:g}" + (" (an evaluation)" if task.eval_threshold else ""))
-    for ax in panels:
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=7, loc="lower right")
+            ax.plot(*run.get(key, ([], [])), lw=0.8, alpha=0.6, color=f"C{i}",
+                    label=f"seed {run['seed']}")
+        if key == "evaluations":
+            for i, run in enumerate(runs):
+                ax.plot(run["global_steps"], run["eval_return"], marker="*", ms=9,
+                        color=f"C{i}", ls="none")
+            ax.plot([], [], marker="*", ms=9, color="gray", ls="none",
+                    label="final evaluation, after the last update")
+            draw_references(ax, task.name, up_to=max(run["global_steps"] for run in runs),
+                            first_color=len(runs))
+        plot.finish_axis(ax, title, "environment steps", ylabel)
+    panels[-1][0].axhline(task.threshold, color="gray", ls="--", lw=1, label=f"threshold "
+                          f"{task.threshold:g}" + (" (an evaluation)" if task.eval_threshold
+                                                   else ""))
+    for ax, *_ in panels:
+        ax.legend(fontsize=7, loc="best")
     fig.tight_layout()
     fig.savefig(os.path.join(out, f"{task.name}.png"))
+
+
+def draw_references(ax, name, up_to=None, first_color=0):
+    """The published curves REFERENCE_CURVES gives for the figure `name`, each as the median
+    over its seeds (dash-dotted) with the min-max band, cut at step `up_to` (a task's
+    budget); the k-th in color C(first_color + k)."""
+    for k, (source, algorithm, env_id, legend) in enumerate(REFERENCE_CURVES.get(name, [])):
+        with open(REFERENCES[source]) as f:
+            c = json.load(f)["curves"][algorithm][env_id]
+        keep = [i for i, step in enumerate(c["steps"]) if up_to is None or step <= up_to]
+        steps, median, low, high = ([c[key][i] for i in keep]
+                                    for key in ("steps", "median", "low", "high"))
+        color = f"C{first_color + k}"
+        ax.plot(steps, median, ls="-.", lw=1.2, color=color,
+                label=f"{legend}, median of {c['seeds']}")
+        ax.fill_between(steps, low, high, color=color, alpha=0.08, lw=0)
 
 
 def plot_comparison(name, title, members, results, out):
@@ -755,21 +792,36 @@ def plot_comparison(name, title, members, results, out):
         for member, legend in members.items():
             plot.draw_group(ax, [run[key] for run in results[member]["runs"]], legend,
                             center="median")
-        if key == "evaluations" and name in REFERENCE_CURVES:
-            with open(REFERENCES) as f:
-                published = json.load(f)["curves"]
-            for color, (algorithm, env_id, legend) in enumerate(REFERENCE_CURVES[name]):
-                c = published[algorithm][env_id]
-                ax.plot(c["steps"], c["median"], ls="-.", lw=1.2, color=f"C{color}",
-                        label=f"{legend}, median of {c['seeds']}")
-                ax.fill_between(c["steps"], c["low"], c["high"], color=f"C{color}",
-                                alpha=0.08, lw=0)
+        if key == "evaluations":
+            draw_references(ax, name)
         if i == (len(panels) - 1 if on_evaluations else 0):
             ax.axhline(first["threshold"], color="gray", ls="--", lw=1,
                        label=f"threshold {first['threshold']:g}")
         plot.finish_axis(ax, panel_title, "environment steps", ylabel)
     fig.tight_layout()
     fig.savefig(os.path.join(out, f"{name}.png"))
+
+
+def replot(tasks, out):
+    """The figures of the tasks that out's results.json holds, drawn again from the curves it
+    keeps, and every comparison that has one of them among its members and all of them in
+    results.json: a change to the drawing needs no run. A folder without results.json is bad
+    input."""
+    path = os.path.join(out, "results.json")
+    if not os.path.exists(path):
+        fail(f"--replot: no {path} (a folder that benchmark.py wrote results to)")
+    with open(path) as f:
+        results = json.load(f)
+    kept = [task for task in tasks if task.name in results]
+    for task in kept:
+        plot_task(task, results[task.name]["runs"], out)
+    names = {task.name for task in kept}
+    comparisons = [name for name, (_, members) in COMPARISONS.items()
+                   if names & set(members) and set(members) <= set(results)]
+    for name in comparisons:
+        plot_comparison(name, *COMPARISONS[name], results, out)
+    print(f"benchmark.py: drew {len(kept)} task figures and the comparisons they are in "
+          f"({len(comparisons)}) in {out}")
 
 
 def command_of(name, runs, jobs):
@@ -832,6 +884,9 @@ def main(args: Args):
         for task in tasks:
             print(f"{task.name:42} {budget(task):>11,} steps  {task.goal}\n"
                   f"    python {' '.join(command_line(task, args.first_seed))}")
+        return
+    if args.replot:
+        replot(tasks, args.out)
         return
     os.makedirs(args.out, exist_ok=True)
     seeds = range(args.first_seed, args.first_seed + args.seeds)

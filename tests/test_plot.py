@@ -521,7 +521,7 @@ def test_benchmark_comparison_of_evaluated_tasks_draws_their_evaluations_beside(
     # the published curves on the evaluation panel alone, Hopper-v4's (ours run v5), each
     # dash-dotted in the color of our script of its algorithm: CrossQ's median over its 10
     # seeds reaches 3,169 at 100k (their mean, 2,764, is the paper's figure)
-    with open(benchmark.REFERENCES) as f:
+    with open(benchmark.REFERENCES["simbav2"]) as f:
         published = json.load(f)["curves"]
     drawn = {line.get_label(): line for line in evaluation.lines if line.get_linestyle() == "-."}
     assert [line.get_linestyle() for line in train.lines].count("-.") == 0

@@ -263,16 +263,24 @@ def test_benchmark_lists_the_tasks_it_would_run_with_their_budgets_and_commands(
                               "--output-dir", str(tmp_path / "runs" / "ppo-CartPole-v1" / "seed7")]
 
 
-def test_a_task_measured_against_an_evaluation_figure_draws_its_evaluations_against_it(
+def test_a_task_figure_draws_the_median_over_seeds_and_measures_evaluation_figures_on_evaluations(
         tmp_path, monkeypatch):
-    # The MuJoCo tasks' thresholds are papers' evaluation figures: the threshold line goes
-    # into a second panel with each seed's --eval-every evaluations and its final one (a
-    # star at the last step); the training panel has none. Other tasks: one panel, the line.
+    # Two seeds on a grid of 3 points (steps 10, 15, 20). Training curves 1 -> 3 and 3 -> 5:
+    # the median of two is their mean, 2, 3, 4 (the band 1-3 at step 10, 3-5 at 20); each
+    # seed is drawn too. The MuJoCo tasks' thresholds are papers' evaluation figures: the
+    # threshold goes into a second panel with the evaluations, 5 -> 7 and 7 -> 9 (median 6,
+    # 7, 8), each seed's final one (a star at its last step) and the published SAC curve
+    # (SimbaV2's data, Hopper-v4) up to the budget; the training panel has none of them.
+    # Other tasks: one panel, the threshold on it.
+    import plot
     from matplotlib.figure import Figure
     figures = []
     monkeypatch.setattr(Figure, "savefig", lambda fig, path: figures.append(fig))
-    runs = [{"seed": 7, "curve": [[10, 20], [1.0, 2.0]], "evaluations": [[10, 20], [5.0, 6.0]],
-             "global_steps": 25, "eval_return": 9.0}]
+    monkeypatch.setattr(plot, "GRID_POINTS", 3)
+    runs = [{"seed": 7, "curve": [[10, 20], [1.0, 3.0]], "evaluations": [[10, 20], [5.0, 7.0]],
+             "global_steps": 100_000, "eval_return": 9.0},
+            {"seed": 8, "curve": [[10, 20], [3.0, 5.0]], "evaluations": [[10, 20], [7.0, 9.0]],
+             "global_steps": 100_000, "eval_return": 8.0}]
     tasks = {t.name: t for s in benchmark.TASKS.values() for t in s}
     assert {n for n, t in tasks.items() if t.eval_threshold} == {
         n for n in tasks if n.startswith(("ppo-", "sac-", "ddpg_td3-", "crossq-")) and "-v5" in n}
@@ -280,12 +288,57 @@ def test_a_task_measured_against_an_evaluation_figure_draws_its_evaluations_agai
     benchmark.plot_task(tasks["ppo-CartPole-v1"], runs, str(tmp_path))
     (train, evaluation), (only,) = figures[0].axes, figures[1].axes
 
-    def drawn(ax):  # each line's points, the threshold's as (x, y) of its ends
-        return [(list(line.get_xdata()), list(line.get_ydata())) for line in ax.lines]
-    assert drawn(train) == [([10, 20], [1.0, 2.0])]
-    assert drawn(evaluation)[:2] == [([10, 20], [5.0, 6.0]), ([25], [9.0])]
-    assert drawn(evaluation)[-1][1] == [659, 659]  # the TD3 paper's Hopper at 100k
-    assert drawn(only) == [([10, 20], [1.0, 2.0]), ([0, 1], [475, 475])]
+    def drawn(ax, style="-"):  # each line's points, the threshold's as (x, y) of its ends
+        return [(list(line.get_xdata()), list(line.get_ydata())) for line in ax.lines
+                if line.get_linestyle() == style and len(line.get_xdata())]
+    median = [10.0, 15.0, 20.0]
+    assert drawn(train) == [(median, [2.0, 3.0, 4.0]), ([10, 20], [1.0, 3.0]),
+                            ([10, 20], [3.0, 5.0])]
+    assert drawn(only) == drawn(train)
+    assert drawn(evaluation) == [(median, [6.0, 7.0, 8.0]), ([10, 20], [5.0, 7.0]),
+                                 ([10, 20], [7.0, 9.0])]
+    band = train.collections[0].get_paths()[0].vertices  # the min-max band's outline
+    assert {tuple(xy) for xy in band.tolist()} == {(10, 1), (15, 2), (20, 3), (20, 5),
+                                                   (15, 4), (10, 3)}
+    assert [(xy[0], xy[1]) for xy in drawn(evaluation, "None")] == [([100_000], [9.0]),
+                                                                   ([100_000], [8.0])]
+    assert drawn(train, "--") == [] and drawn(evaluation, "--")[0][1] == [659, 659]
+    assert drawn(only, "--")[0][1] == [475, 475]
+    with open(benchmark.REFERENCES["simbav2"]) as f:
+        sac = json.load(f)["curves"]["SAC"]["Hopper-v4"]
+    assert drawn(evaluation, "-.") == [(sac["steps"], sac["median"])]  # all at <= 100k
+    assert drawn(train, "-.") == drawn(only, "-.") == []
+    # ddpg_td3.py's tasks: the TD3 paper's curves (every 5,000 steps from 0 to 1M), cut at
+    # the budget: 100,000 / 5,000 + 1 = 21 points
+    benchmark.plot_task(tasks["ddpg_td3-Hopper-v5-100k"], runs, str(tmp_path))
+    with open(benchmark.REFERENCES["td3"]) as f:
+        td3 = json.load(f)["curves"]["TD3"]["Hopper-v1"]
+    assert drawn(figures[2].axes[1], "-.") == [(list(range(0, 100_001, 5_000)),
+                                                td3["median"][:21])]
+
+
+def test_replot_draws_every_figure_of_the_kept_tasks_again_and_runs_nothing(tmp_path,
+                                                                           monkeypatch, capsys):
+    # results.json holds DDPG's and TD3's Pendulum tasks, not sac.py's: --replot draws both
+    # task figures and "DDPG beside TD3" (both members kept), not the three-way comparison
+    # with SAC (a member missing) nor any task that results.json lacks; it starts no run and
+    # leaves results.json as it was. A folder without results.json: one line, exit status 2.
+    monkeypatch.setattr(benchmark, "run_one", lambda *args: pytest.fail("a run started"))
+    runs = [{"seed": 1, "curve": [[10, 20], [-900.0, -300.0]], "global_steps": 20,
+             "eval_return": -250.0}]
+    entries = {name: {"threshold": -200, "window": 10, "runs": runs}
+               for name in ("ddpg_td3-Pendulum-v1", "ddpg_td3-Pendulum-v1-ddpg")}
+    (tmp_path / "results.json").write_text(json.dumps(entries))
+    benchmark.main(benchmark.Args(scripts=["ddpg_td3", "sac"], replot=True, out=str(tmp_path)))
+    assert sorted(os.listdir(tmp_path)) == [
+        "ddpg_td3-Pendulum-v1-ddpg.png", "ddpg_td3-Pendulum-v1.png",
+        "ddpg_td3-pendulum-ddpg-vs-td3.png", "results.json"]
+    assert json.loads((tmp_path / "results.json").read_text()) == entries
+    assert "drew 2 task figures and the comparisons they are in (1)" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as exit_:
+        benchmark.main(benchmark.Args(replot=True, out=str(tmp_path / "nowhere")))
+    assert exit_.value.code == 2
+    assert capsys.readouterr().err.startswith("benchmark.py: error: --replot: no ")
 
 
 def test_a_run_is_read_with_its_evaluations_and_its_last_window_mean(tmp_path):
