@@ -254,6 +254,31 @@ def report(args):
     print(f"wrote results.json and results.md in {args.results}, and {args.figure}")
 
 
+NOTES_HEADER = ("| pair | environment | budget | seeds | ours at the budget ({window}-episode mean) "
+                "| CleanRL's | ours steps to {threshold:g} | CleanRL's | ours process s "
+                "| CleanRL's | ratio | our eval |\n"
+                "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+"""the head of the "Beside CleanRL" table (results.md's notes, the site's benchmarks page)"""
+
+
+def notes_table(results, pairs=None):
+    """The "Beside CleanRL" tables of every pair (or of `pairs`, names) whose two sides
+    results.json holds: one table for each window and threshold, which its head names
+    (CartPole's pairs share one); None where no pair is measured."""
+    measured = [PAIRS[name] for name in (pairs or PAIRS) if PAIRS[name].ours.name in results
+                and PAIRS[name].cleanrl_task.name in results]
+    if not measured:
+        return None
+    groups = {}
+    for pair in measured:
+        groups.setdefault((pair.ours.window, pair.ours.threshold), []).append(pair)
+    return "\n\n".join(
+        "\n".join([NOTES_HEADER.format(window=window, threshold=threshold)]
+                  + [notes_row(pair, results[pair.ours.name]["runs"],
+                               results[pair.cleanrl_task.name]["runs"]) for pair in group])
+        for (window, threshold), group in groups.items())
+
+
 def notes_row(pair, ours, theirs):
     """The pair's row of results.md's "Beside CleanRL" table: the window mean at the budget,
     the steps to the threshold, the whole process and its ratio, ours first, as median

@@ -34,6 +34,7 @@ sys.path[:0] = [p for p in (HERE, ROOT) if p not in sys.path]
 
 # MkDocs puts docs/ on sys.path only while it loads a hook: everything is imported now.
 import benchmark  # noqa: E402
+from benchmarks import cleanrl_compare  # noqa: E402
 import exercises  # noqa: E402
 from algorithms import ALGORITHMS, ORDER  # noqa: E402
 from markdown.extensions.toc import slugify  # noqa: E402
@@ -536,8 +537,24 @@ def benchmarks_page(results):
                 shown.add(name)
     out += ["## Side by side", "",
             "The comparisons that benchmark.py draws from results.json (the median over seeds, "
-            "the min-max band shaded), and the figures of the notes: peers (Stable-Baselines3, "
-            "the RL Zoo, AgileRL) and variants beside each other.", ""]
+            "the min-max band shaded), and the figures of the notes: peers (CleanRL, "
+            "Stable-Baselines3, the RL Zoo, AgileRL) and variants beside each other.", ""]
+    cleanrl = cleanrl_compare.notes_table(results)
+    if cleanrl:
+        out += ["### Beside CleanRL", "",
+                f"CleanRL's own scripts (commit `{cleanrl_compare.CLEANRL_COMMIT[:7]}`, with the "
+                "packages it pins) run on this machine beside ours by "
+                "`benchmarks/cleanrl_compare.py`: the same seeds, environment and budget, each "
+                "script with its own defaults, one thread each, the two processes of a seed "
+                "started together. Each cell is the median [min, max] over seeds of training "
+                "returns (both sides' measure) and whole processes; the ratio is our process's "
+                "time over CleanRL's on the same seed. The lab notebook's "
+                "[Beside CleanRL](benchmarks/results.md#beside-cleanrl-issue-57) gives the "
+                "commands, the loads and what each pair showed.", "", cleanrl, ""]
+        for png in sorted(os.listdir(os.path.join(ROOT, "benchmarks"))):
+            if png.startswith("vs-cleanrl-") and png.endswith(".png"):
+                out += [f"![{png[:-4]}](benchmarks/{png})", ""]
+                shown.add(png[:-4])
     for name in benchmark.COMPARISONS:
         if os.path.exists(os.path.join(ROOT, "benchmarks", f"{name}.png")):
             out += [f"![{name}](benchmarks/{name}.png)", ""]

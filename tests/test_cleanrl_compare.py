@@ -177,6 +177,22 @@ def test_report_writes_both_sides_into_results_json_and_md_and_a_row_for_the_not
     for name in ("ppo-CartPole-v1-vs-cleanrl", "cleanrl-ppo-CartPole-v1"):
         assert f"![{name}]({name}.png)" in text and (results / f"{name}.png").exists()
     assert os.path.getsize(tmp_path / "vs.png") > 0
+    # the site's table (notes_table): a head naming the window (2) and threshold (40), then
+    # the row; a pair of another window (a MuJoCo pair's 100) gets a table of its own, and a
+    # pair with one side missing (dqn's) none
+    head = ("| pair | environment | budget | seeds | ours at the budget (2-episode mean) | "
+            "CleanRL's | ours steps to 40 | CleanRL's |")
+    lines = compare.notes_table(written).splitlines()
+    assert lines[0].startswith(head) and lines[2:] == [row]
+    sac = compare.PAIRS["sac-HalfCheetah-v4"]
+    written[sac.ours.name] = written[sac.cleanrl_task.name] = ours
+    written["dqn-CartPole-v1-vs-cleanrl"] = ours
+    tables = compare.notes_table(written).split("\n\n")
+    assert len(tables) == 2 and tables[0].splitlines() == lines
+    assert "(100-episode mean)" in tables[1].splitlines()[0]
+    assert [row.split(" | ")[0] for row in tables[1].splitlines()[2:]] == [
+        "| sac.py / CleanRL sac_continuous_action.py"]
+    assert compare.notes_table({}) is None
 
 
 def test_each_pair_is_our_task_beside_cleanrls_script_on_the_same_environment_and_budget():

@@ -476,6 +476,35 @@ def test_the_benchmarks_pages_minatar_table_is_results_jsons_training_means(page
             assert cell == expected, (script, game, cell, expected)
 
 
+def test_the_benchmarks_pages_cleanrl_table_is_results_jsons_pairs_seed_by_seed(pages):
+    # Issue 57's table, worked out here from results.json: ours and CleanRL's ppo.py on
+    # CartPole-v1, the 20-episode mean at the budget, the steps to 475 and the whole process
+    # of each side as median [min, max], and the ratio of the two processes of each seed
+    # (the two started together), paired by seed, not by position in the lists
+    section = pages["benchmarks.md"].split("\n### Beside CleanRL\n")[1].split("\n## ")[0]
+    results = results_json()
+    ours = {r["seed"]: r for r in results["ppo-CartPole-v1-vs-cleanrl"]["runs"]}
+    theirs = {r["seed"]: r for r in results["cleanrl-ppo-CartPole-v1"]["runs"]}
+    assert sorted(ours) == sorted(theirs) == [101, 102, 103]
+    row = next(line for line in section.splitlines()
+               if line.startswith("| ppo.py / CleanRL ppo.py |"))
+    ratios = [ours[seed]["process_s"] / theirs[seed]["process_s"] for seed in ours]
+    assert [cell.strip() for cell in row.strip("|").split("|")][1:] == [
+        "CartPole-v1", "500,000", "3",
+        *(spread([r["final_train_mean"] for r in side.values()], "{:.1f}") for side in (ours, theirs)),
+        *(spread([r["solve_step"] for r in side.values()], "{:.0f}") for side in (ours, theirs)),
+        *(spread([r["process_s"] for r in side.values()], "{:.1f}") for side in (ours, theirs)),
+        spread(ratios, "{:.2f}"), spread([r["eval_return"] for r in ours.values()], "{:.1f}")]
+    assert "ours steps to 475" in section and "(20-episode mean)" in section
+    assert "![vs-cleanrl-CartPole-v1](benchmarks/vs-cleanrl-CartPole-v1.png)" in section
+    # the README's sentence: 192,516 / 21,408 = 8.99 (a ninth of the steps), ratio 0.68
+    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
+        readme = " ".join(f.read().split())
+    steps = [np.median([r["solve_step"] for r in side.values()]) for side in (ours, theirs)]
+    assert round(steps[1] / steps[0]) == 9 and "reaches 475 in a ninth of CleanRL's steps" in readme
+    assert f"its whole process in {np.median(ratios):.2f} of the time" in readme
+
+
 # ---------------------------------------------------------------------------------------
 # In a browser
 # ---------------------------------------------------------------------------------------
