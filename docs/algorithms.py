@@ -788,6 +788,65 @@ ALGORITHMS = {
             ("GAE from the centralized critic", "compute_gae"),
             ("value normalization", "ValueNorm.update"),
             ("PPO's masked losses", "mappo_loss"),
+        ],
+        details=[
+            ("The critic sees one of two states (Yu et al. 2022, section 4; the buffers follow "
+             "HARL's): EP, env.state(), one value per environment copy; AS, env.state() joined "
+             "with the agent's own observation and a one-hot id, one value per agent, each cut "
+             "at the agent's own end. The paper's FP state (AS less the features that state "
+             "and observation share) is not offered, because which features those are depends "
+             "on the task", "critic_input"),
+            ("Departure from HARL's MPE wrapper, which gives every agent the sum of the agents' "
+             "rewards: the team reward is the mean over the agents that acted, a factor that "
+             "value and advantage normalization cancel; with --critic-state as "
+             "--per-agent-reward each agent's value learns from its own reward instead",
+             "team_reward"),
+            ("A time-limit truncation (MPE's max_cycles) is not a termination (Pardo et al. "
+             "2018): GAE bootstraps a truncated step from the value of the true final state, "
+             "taken before the copy reset, a terminated step from nothing",
+             "RolloutBuffer.gae::value_fn(self.final_critic"),
+            ("A done agent sends no action and gets reward 0 and a zero observation until its "
+             "copy resets; its active mask 0 keeps those steps out of the policy loss and the "
+             "entropy bonus, each a mean over the active agent steps only, and under AS, whose "
+             "value mask is the same, out of the value loss",
+             "mappo_loss::pg_loss = masked_mean("),
+            ("Advantages normalized within each minibatch over the active agent steps only "
+             "(their mean and unbiased std), so that a done agent's steps do not shift the "
+             "statistics; inactive entries come out 0 (--no-norm-adv uses them as they are)",
+             "normalize_advantages"),
+            ("The critic learns the returns normalized by their running mean and std "
+             "(--value-norm), and GAE reads its outputs denormalized. Departure from HARL's and "
+             "MAPPO's ValueNorm (moving averages with beta 0.99999, updated at every minibatch "
+             "of every epoch, each batch weighted alike): each target counts once, merged once "
+             "per rollout; both come close to the mean and variance of all targets seen, as "
+             "theirs forget over about 10^5 updates, more than a run has. Before the first "
+             "batch mu = 0 and var = 1 give an output back as it is, where theirs, with no "
+             "statistics yet, read the first rollout's outputs at a tenth of their size",
+             "ValueNorm"),
+            ("The variance is floored at 0.01, HARL's floor: after a batch of equal returns it "
+             "is 0, and a return 0.1 away would otherwise normalize to 1000",
+             "ValueNorm.std"),
+            ("The value loss is 0.5 (V - R)^2 on the returns as the critic learns them, "
+             "clipped around the rollout's values by the ratio's epsilon, as MAPPO does "
+             "(--clip-vloss); a departure from the references' Huber loss with delta 10, which "
+             "is the same 0.5 e^2 wherever the error |e| <= 10", "mappo_loss::if clip_vloss"),
+            ("One Adam with eps 1e-5, MAPPO's, over the actors and the critic, where the "
+             "references have one for each: Adam's moments are per parameter, so with one "
+             "learning rate and one eps it is the same", "train::optimizer = torch.optim.Adam"),
+            ("The actors' and the critic's gradients are clipped each to its own global norm of "
+             "--max-grad-norm (10, the MAPPO paper's), as the references clip them",
+             "train::clip_grad_norm_"),
+            ("Departure from the references' MPE actors, which see the observation alone: the "
+             "shared actor (the default; --no-share-actor gives each agent its own) sees the "
+             "zero-padded observation with a one-hot agent id appended, as the AS critic does, "
+             "so that agents whose padded observations look alike can still act differently",
+             "Actors.logits::ids = torch.eye"),
+            ("The defaults depart from the MAPPO paper's simple_spread settings in three places, "
+             "each measured on one seed to 300-450k steps (benchmarks/results.md): gamma 0.95, "
+             "since 0.99 was half a point behind on episodes of 25 steps with a dense reward; "
+             "--ent-coef 0.005 with --learning-rate 1e-3, since 0.01 and 7e-4 were a little "
+             "slower; 32 copies of 25 steps per update with one minibatch, where MAPPO's 128 "
+             "threads give a 4x larger batch", "Args::gamma:"),
         ]),
     "matd3": Algorithm(
         title="MADDPG and MATD3",
@@ -810,5 +869,58 @@ ALGORITHMS = {
             ("the critic target", "critic_target"),
             ("each actor up the critic's gradient", "actor_loss"),
             ("critic, actor and target steps", "update"),
+        ],
+        details=[
+            ("--algo sets TD3's three fixes at once (twin critics, target smoothing noise 0.2, "
+             "policy delay 2, the TD3 and MATD3 papers'; MADDPG none), and each of --twin-q, "
+             "--target-policy-noise and --policy-delay given as well overrides its part, as in "
+             "ddpg_td3.py", "resolve_algo"),
+            ("Uniformly random actions for the first --learning-starts steps (5,000) and no "
+             "learning before; then each actor's action with Gaussian noise of sigma 0.1 of the "
+             "half-range (TD3's), on its own dimensions, clipped to [-1, 1]. MADDPG here is the "
+             "one MATD3's paper compares with: this Gaussian exploration, one critic shared by "
+             "the cooperating agents on the team reward, no policy ensembles",
+             "train::if global_step < args.learning_starts"),
+            ("The critic's state is one of HARL's two buffers: EP, one row env.state() per step "
+             "with the copy's end; FP, one row per agent, each cut at the agent's own end. MPE "
+             "has no per-agent state, so FP's row is env.state() joined with the agent's own "
+             "observation and a one-hot id (mappo.py's AS state)", "state_rows"),
+            ("Departure from HARL's MPE wrapper, which gives every agent the sum of the agents' "
+             "rewards: the team reward is the mean over the agents that acted, so HARL's Q "
+             "values are A times these (A agents)", "critic_rows::team = (rewards"),
+            ("n-step returns as in HARL's buffers (--n-step, 1 by default as in both papers and "
+             "HARL's defaults): a window stops at its first episode end, or at its copy's newest "
+             "row, whose next step is not stored yet, and bootstraps with gamma^m from the "
+             "state after its last step", "nstep_return"),
+            ("A time-limit truncation is not a termination (Pardo et al. 2018): where an agent "
+             "ended, its next observation is the true final one, and where the copy's episode "
+             "ended so is the next state (the copy has already reset); a truncation ends the "
+             "n-step window but bootstraps, only a termination cuts the bootstrap",
+             "train:Store"),
+            ("MATD3's target policy smoothing on every agent's target action: Gaussian noise "
+             "(0.2 of the half-range) clipped to [-0.5, 0.5], TD3's, and the sum to the bounds; "
+             "the target takes the smaller of the two target critics (MADDPG: no noise, and the "
+             "first critic alone)",
+             "update::next_actions = nets.act"),
+            ("Departure from HARL's HATD3 and HADDPG, which average both losses over every row: "
+             "a row where agent i did not act (valid 0) is kept out of agent i's actor loss, "
+             "and under FP out of its critic loss; HARL's buffers store the same "
+             "valid_transitions but only HASAC uses them", "update::mask = batch.valid if fp"),
+            ("Departure from HARL's HATD3, which updates the agents one after another in a "
+             "random order, each on the already updated actions of those before it: agent i's "
+             "loss takes mu_i(o^i) and every other agent's stored action, MADDPG's simultaneous "
+             "update, which both papers here use and which lets every agent's loss be summed "
+             "into one step", "actor_loss"),
+            ("On every d-th critic step (2 in MATD3) the summed actor losses take one step of "
+             "the one optimizer of every actor (each loss reaches its own actor only), and "
+             "every target network moves by tau; the gradient left on the first critic is "
+             "cleared by the critic optimizer's next zero_grad", "update::if gradient_step % args.policy_delay == 0"),
+            ("Departure from HARL, which draws a batch without replacement (one randperm of the "
+             "whole buffer per batch): rows are sampled uniformly with replacement",
+             "ReplayBuffer.sample"),
+            ("Departure from HARL, which tiles the actions of each agent's own window end: "
+             "FP's next joint action takes every agent's observation at the end of that state "
+             "row's own window; the two differ only where agents end at different steps",
+             "ReplayBuffer.gather::self.next_obs"),
         ]),
 }
