@@ -291,10 +291,16 @@ def test_norm_reward_scales_what_the_buffer_learns_from_and_episodes_csv_keeps_r
 
 
 @pytest.mark.parametrize("advantage, function", [("gae", "compute_gae"), ("vtrace", "compute_vtrace")])
+@pytest.mark.parametrize("num_steps, values, next_values", [
+    (4, [0, 10, 20, 0], [10, 20, 30, 10]),
+    # A rollout of 3 steps ends on the truncated step itself: its next value is still
+    # V(final obs 3) = 30, not V(last obs 0) = 0, the next episode's first observation that
+    # stands after the rollout (the last row's fix-up must come after last_obs's value).
+    (3, [0, 10, 20], [10, 20, 30])])
 def test_the_truncated_step_bootstraps_from_the_value_of_its_final_observation(
-        advantage, function, tmp_path, monkeypatch):
-    # With V(s) = 10*s (the critic replaced by hand), the targets must receive
-    # values V(s_t) = 10*[0, 1, 2, 0] and next_values = [V(1), V(2), V(final obs 3),
+        num_steps, values, next_values, advantage, function, tmp_path, monkeypatch):
+    # With V(s) = 10*s (the critic replaced by hand), a rollout of 4 steps must give the
+    # targets values V(s_t) = 10*[0, 1, 2, 0] and next_values = [V(1), V(2), V(final obs 3),
     # V(last obs 1)] = [10, 20, 30, 10]: at the truncated step, 30, not V(0) = 0 of the
     # observation that starts the next episode.
     class TenTimesObs(torch.nn.Module):
@@ -316,13 +322,13 @@ def test_the_truncated_step_bootstraps_from_the_value_of_its_final_observation(
         return original(rewards, values, next_values, terminated, truncated, *rest, **kwargs)
 
     monkeypatch.setattr(ppo, function, spy)
-    ppo.main(ppo.Args(env_id="CountToThree-v0", total_timesteps=8, num_envs=2, num_steps=4,
-                      num_minibatches=2, update_epochs=1, advantage=advantage, eval_episodes=0,
-                      output_dir=str(tmp_path)))
-    values, next_values, terminated, truncated = seen[0]
-    assert values.tolist() == [[0.0, 0.0], [10.0, 10.0], [20.0, 20.0], [0.0, 0.0]]
-    assert next_values.tolist() == [[10.0, 10.0], [20.0, 20.0], [30.0, 30.0], [10.0, 10.0]]
-    assert not terminated.any() and truncated[:, 0].tolist() == [False, False, True, False]
+    ppo.main(ppo.Args(env_id="CountToThree-v0", total_timesteps=2 * num_steps, num_envs=2,
+                      num_steps=num_steps, num_minibatches=2, update_epochs=1,
+                      advantage=advantage, eval_episodes=0, output_dir=str(tmp_path)))
+    stored, following, terminated, truncated = seen[0]
+    assert stored.tolist() == [[v, v] for v in values]
+    assert following.tolist() == [[v, v] for v in next_values]
+    assert not terminated.any() and truncated[:, 0].tolist() == [t == 2 for t in range(num_steps)]
 
 
 def test_vtrace_is_on_policy_in_the_first_epoch_only(tmp_path, monkeypatch):
