@@ -604,6 +604,11 @@ def test_an_image_of_cells_or_pixels_reaches_the_network_as_it_should(tmp_path, 
     # scales by 1/255 (a set cell read as a byte would be 1/255). All
     # are kept in the replay buffer as uint8 (a set cell 1 or 255), and both keep their
     # channels last, by the convention, though 6 channels outnumber the 4 cells of a side.
+    # The preset follows the shape, not the dtype: every image, of cells or of pixels, takes
+    # the image preset (the MinAtar paper's: a gradient step every environment step, so steps
+    # 9-12 sample the buffer, the target copied every 1,000, Huber, epsilon down to 0.1,
+    # rate 2.5e-4, evaluation at epsilon 0.05), where the vector's would take its first 32
+    # gradient steps at step 64, after these 12.
     encoders, buffers = [], []
     encoder, sample = dqn.ImageEncoder, dqn.ReplayBuffer.sample
 
@@ -620,6 +625,11 @@ def test_an_image_of_cells_or_pixels_reaches_the_network_as_it_should(tmp_path, 
     dqn.main(dqn.Args(env_id=env_id, total_timesteps=12, learning_starts=8, buffer_size=12,
                       batch_size=4, eval_episodes=0, cuda=False, output_dir=str(tmp_path)))
     assert encoders == [((4, 4, 6), pixels, True)] * 2  # the Q-network and its target
+    config = json.loads(next(tmp_path.glob("*/config.json")).read_text())
+    preset = ("train_frequency", "gradient_steps", "target_network_frequency", "loss", "end_e",
+              "learning_rate", "eval_epsilon")
+    assert [config[k] for k in preset] == [1, 1, 1000, "huber", 0.1, 2.5e-4, 0.05]
+    assert len(buffers) == 4  # one batch at each of steps 9, 10, 11 and 12
     buffer = buffers[0]
     assert buffer.obs.dtype == buffer.next_obs.dtype == np.uint8
     assert set(np.unique(buffer.obs[:buffer.size]).tolist()) == {0, set_cell}
