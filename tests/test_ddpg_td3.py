@@ -17,6 +17,9 @@ from conftest import (ActionLogEnv, BoxCountingEnv, approx, check_episode_ends, 
                       check_whole_steps_budget, interrupt_on_call, read_csv, replay_transitions,
                       same_seed_episodes, spy_on_acting, spy_on_seeds, tensor,
                       unreadable_checkpoints)
+# The checks of the flags that name, track, skip or bound a run are sac.py's too (issue 59)
+from test_sac import (check_an_evaluation_trains_nothing, check_named_and_tracked,
+                      check_the_buffer_is_never_larger_than_the_budget)
 
 
 # ---------------------------------------------------------------------------------------
@@ -675,6 +678,23 @@ def test_an_environment_of_ones_own_module_trains(fresh_env_module, tmp_path, ch
 
 def test_the_budget_is_rounded_down_to_whole_steps_of_the_environments(tmp_path, capsys):
     check_whole_steps_budget(ddpg_td3, tmp_path, capsys, batch_size=16, hidden_size=8)
+
+
+# ---------------------------------------------------------------------------------------
+# Flags that name the run, track it, skip its training or bound its buffer, each at a value
+# other than its default, seen where main and train hand it on (tests/test_sac.py's checks)
+# ---------------------------------------------------------------------------------------
+def test_exp_name_seed_and_track_name_the_run_folder_the_curve_and_the_wandb_run(
+        tmp_path, monkeypatch):
+    check_named_and_tracked(ddpg_td3, tmp_path, monkeypatch)
+
+
+def test_an_evaluation_of_a_checkpoint_trains_nothing(tmp_path, capsys):
+    check_an_evaluation_trains_nothing(ddpg_td3, tmp_path, capsys)
+
+
+def test_the_buffer_is_never_larger_than_the_budget(tmp_path, monkeypatch):
+    check_the_buffer_is_never_larger_than_the_budget(ddpg_td3, tmp_path, monkeypatch)
 
 
 # ---------------------------------------------------------------------------------------
