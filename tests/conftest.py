@@ -3,6 +3,7 @@ checking the run folder that CONTRIBUTING.md ("What a run writes") describes."""
 import copy
 import csv
 import glob
+import importlib.machinery
 import importlib.util
 import io
 import json
@@ -11,6 +12,7 @@ import runpy
 import signal
 import subprocess
 import sys
+import types
 from contextlib import redirect_stderr, redirect_stdout
 from dataclasses import replace
 
@@ -642,3 +644,85 @@ def check_gaussian_actions_clipped_for_the_environment_only(module, gae_method, 
     (actions,) = stored
     assert (actions < 0).any() and (actions > 0).any()
     assert ActionLogEnv.received == pytest.approx(actions.clamp(0, 4).tolist())
+
+
+# ---------------------------------------------------------------------------------------
+# Flags that name, track, skip or bound an off-policy run (sac.py's and ddpg_td3.py's tests)
+# ---------------------------------------------------------------------------------------
+def fake_wandb(monkeypatch):
+    """A stand-in for the wandb package (not a requirement) in sys.modules, where the
+    script's `import wandb` finds it. Returns one dict of what it saw: init's keywords
+    ("init"), the summary its run was given ("summary") and finish's "exit_code"."""
+    seen = {"summary": {}}
+    wandb = types.ModuleType("wandb")
+    wandb.__spec__ = importlib.machinery.ModuleSpec("wandb", None)  # check_args' find_spec
+    wandb.errors = types.SimpleNamespace(Error=RuntimeError)
+    wandb.init = lambda **kwargs: seen.update(init=kwargs)
+    wandb.run = types.SimpleNamespace(summary=seen["summary"])
+    wandb.finish = lambda exit_code: seen.update(exit_code=exit_code)
+    monkeypatch.setitem(sys.modules, "wandb", wandb)
+    return seen
+
+
+def check_named_and_tracked(module, tmp_path, monkeypatch):
+    """module.main on BoxZeroToFour-v0 for 6 steps with --exp-name sweep-a, --seed 7 and
+    --track to project plainrl-tests of entity team-a (the defaults: the script's name, 1,
+    no tracking, plainrl, None): the run folder, summary.json, the curve's title and the
+    Weights & Biases run (fake_wandb) say so."""
+    script = os.path.basename(module.__file__)
+    titles = spy_on(monkeypatch, module, "plot_learning_curve",
+                    lambda path, steps, returns, title, *rest: title)
+    seen = fake_wandb(monkeypatch)
+    summary = module.main(module.Args(
+        env_id="BoxZeroToFour-v0", total_timesteps=6, learning_starts=3, batch_size=2,
+        hidden_size=8, eval_episodes=0, exp_name="sweep-a", seed=7, track=True,
+        wandb_project_name="plainrl-tests", wandb_entity="team-a", output_dir=str(tmp_path)))
+    # <env id>__<exp name>__<seed>__<unix time>; the title adds a name that is not the
+    # script's in brackets
+    (path,) = tmp_path.iterdir()
+    env_id, exp_name, seed, unix_time = path.name.split("__")
+    assert (env_id, exp_name, seed) == ("BoxZeroToFour-v0", "sweep-a", "7") and unix_time.isdigit()
+    assert summary["seed"] == 7 and titles == [f"{script} (sweep-a) on BoxZeroToFour-v0, seed 7"]
+    # The W&B run: in the project and entity given, named as the folder, the flags as its
+    # configuration; ended (exit code 0) with summary.json's values, 6 steps among them
+    init = seen["init"]
+    assert (init["project"], init["entity"], init["name"]) == ("plainrl-tests", "team-a",
+                                                               path.name)
+    assert init["config"]["exp_name"] == "sweep-a" and init["sync_tensorboard"] is True
+    assert seen["summary"] == summary and summary["global_steps"] == 6
+    assert seen["exit_code"] == 0
+
+
+def check_an_evaluation_trains_nothing(module, tmp_path, capsys):
+    """--eval-checkpoint (default None: train) reaches check_args, the run folder's summary
+    and its budget line. my_envs:ThreeStepsBox-v0 pays 1 a step for 3 steps and has a
+    reward_threshold of 3: a model trained on it for 6 steps, then evaluated (1 episode)
+    with --total-timesteps 100 and --num-envs 3, whole steps of which would be 99, fewer
+    than --learning-starts' default (500 in sac.py, 1,000 in ddpg_td3.py)."""
+    flags = dict(env_id="my_envs:ThreeStepsBox-v0", hidden_size=8)
+    trained = module.main(module.Args(**flags, total_timesteps=6, learning_starts=3,
+                                      batch_size=2, save_model=True, eval_episodes=0,
+                                      output_dir=str(tmp_path / "train")))
+    (folder,) = (tmp_path / "train").iterdir()
+    capsys.readouterr()
+    evaluated = module.main(module.Args(**flags, eval_checkpoint=str(folder),
+                                        total_timesteps=100, num_envs=3, eval_episodes=1,
+                                        output_dir=str(tmp_path / "eval")))
+    out = capsys.readouterr().out
+    # Not refused for its 99 steps, nor told it trains 99 of 100; no threshold to reach
+    # (training had the environment's 3); the episode returns 3 steps of 1
+    assert "training runs" not in out
+    assert trained["solved_threshold"] == 3.0 and evaluated["solved_threshold"] is None
+    assert "solved_at_step" not in out  # the closing line names no threshold
+    assert evaluated["global_steps"] == 0 and evaluated["eval_return_mean"] == 3.0
+
+
+def check_the_buffer_is_never_larger_than_the_budget(module, tmp_path, monkeypatch):
+    """--total-timesteps 7 of --num-envs 2 run 7 // 2 = 3 vector steps, 3 * 2 = 6
+    transitions: the ring gets 6 rows, not --buffer-size's default 1,000,000 (nor the
+    default budget's 10,000 or 15,000)."""
+    made = spy_on(monkeypatch, module, "ReplayBuffer", lambda capacity, *rest: capacity)
+    module.main(module.Args(env_id="BoxZeroToFour-v0", total_timesteps=7, num_envs=2,
+                            learning_starts=3, batch_size=2, hidden_size=8, eval_episodes=0,
+                            output_dir=str(tmp_path)))
+    assert made == [6]

@@ -13,13 +13,11 @@ import tyro
 from torch.nn.utils import parameters_to_vector
 
 import ddpg_td3
-from conftest import (ActionLogEnv, BoxCountingEnv, approx, check_episode_ends, check_replay_evaluations,
-                      check_whole_steps_budget, interrupt_on_call, read_csv, replay_transitions,
-                      same_seed_episodes, spy_on_acting, spy_on_seeds, tensor,
-                      unreadable_checkpoints)
-# The checks of the flags that name, track, skip or bound a run are sac.py's too (issue 59)
-from test_sac import (check_an_evaluation_trains_nothing, check_named_and_tracked,
-                      check_the_buffer_is_never_larger_than_the_budget)
+from conftest import (ActionLogEnv, BoxCountingEnv, approx, check_an_evaluation_trains_nothing,
+                      check_episode_ends, check_named_and_tracked, check_replay_evaluations,
+                      check_the_buffer_is_never_larger_than_the_budget, check_whole_steps_budget,
+                      interrupt_on_call, read_csv, replay_transitions, same_seed_episodes,
+                      spy_on_acting, spy_on_seeds, tensor, unreadable_checkpoints)
 
 
 # ---------------------------------------------------------------------------------------
