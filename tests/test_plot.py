@@ -539,16 +539,21 @@ def test_benchmark_comparison_of_evaluated_tasks_draws_their_evaluations_beside(
     assert to_rgb(crossq.get_color()) != to_rgb(sac.get_color())
 
 
+def reference_tool(name):
+    """benchmarks/<name>.py, a tool that cuts a paper's published curves, imported by path."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(name, os.path.join(ROOT, "benchmarks",
+                                                                     f"{name}.py"))
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    return tool
+
+
 def test_simbav2_reference_by_hand(tmp_path, capsys):
     # benchmarks/simbav2_reference.py on made-up files: seeds 0, 1, 2 of Hopper-v4 at steps
     # 1, 2000 and 200,000 (cut: past 100k), and a step only seed 0 logged (dropped: a point
     # is over every seed). At 2000: values 10, 40, 100 -> median 40, low 10, high 100, mean 50.
-    import importlib.util
-    spec = importlib.util.spec_from_file_location("simbav2_reference",
-                                                  os.path.join(ROOT, "benchmarks",
-                                                               "simbav2_reference.py"))
-    simbav2 = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(simbav2)
+    simbav2 = reference_tool("simbav2_reference")
     header = ["", "exp_name", "env_name", "seed", "metric", "env_step", "value"]
     rows = [[0, "x", "Hopper-v4", seed, "avg_return", step, value]
             for seed, values in ((0, (1, 10, 7)), (1, (2, 40, 7)), (2, (3, 100, 7)))
@@ -577,12 +582,7 @@ def test_td3_reference_by_hand(tmp_path, capsys):
     # high -1, mean -6 / 3 = -2. At 5,000: 10, 40, 100 -> median 40, low 10, high 100, mean
     # 150 / 3 = 50. At 10,000: 7, 1, 4 -> median 4, low 1, high 7, mean 12 / 3 = 4. With
     # up_to 5,000 the curves end at entry 1.
-    import importlib.util
-    spec = importlib.util.spec_from_file_location("td3_reference",
-                                                  os.path.join(ROOT, "benchmarks",
-                                                               "td3_reference.py"))
-    td3 = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(td3)
+    td3 = reference_tool("td3_reference")
     curves = {0: [-1.0, 10.0, 7.0, 500.0], 1: [-2.0, 40.0, 1.0, 600.0], 3: [-3.0, 100.0, 4.0]}
     for env_id, folder in (("Hopper-v1", "Hopper"), ("HalfCheetah-v1", "HalfCheetah")):
         os.makedirs(tmp_path / folder)
