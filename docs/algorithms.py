@@ -19,6 +19,13 @@ built (docs/gen_pages.py). What is written here is held to the scripts by tests/
   reason the script's docstring gives. The build fails where a place is gone; a script
   without `details` keeps its docstring's notes alone.
 - `road`: where the script sits on the road, what it adds to the one before it.
+- `protocols`: how each comparison of the page's Results section was made, one sentence each,
+  listed there under the table and figures: (the results.json tasks whose runs it states, the
+  sentence). The sentence says what is compared with what, on which seeds, the statistic on
+  each side (median, mean), training or evaluation return, and the environment version on each
+  side; every number in it stands in results.json or the lab notebook (benchmarks/results.md).
+  The test holds each named task's seeds, as the sentence writes them ("101-103"), to its runs
+  in results.json; a comparison with a peer run on other seeds names no task.
 """
 from dataclasses import dataclass, field
 
@@ -30,6 +37,7 @@ class Algorithm:
     equations: list = field(default_factory=list)
     loop: list = field(default_factory=list)
     details: list = field(default_factory=list)
+    protocols: list = field(default_factory=list)
 
 
 # The order a course walks them (the learning path and the navigation).
@@ -39,6 +47,65 @@ ORDER = ["qlearning", "dqn", "vpg", "trpo", "ppo", "ppo_masked", "ppod", "ppo_ls
 PPO_CLIP = r"L^{\text{clip}} = \mathbb{E}_t\left[\min\left(\rho_t A_t,\ \operatorname{clip}(\rho_t, 1-\epsilon, 1+\epsilon)\, A_t\right)\right]"
 GAE_DELTA = r"\delta_t = r_t + \gamma\,(1 - \text{terminated}_t)\, V(s_{t+1}) - V(s_t)"
 GAE_A = r"A_t = \delta_t + \gamma\lambda\,(1 - \text{done}_t)\, A_{t+1}"
+
+# Protocols that more than one page gives, and the clauses they share.
+FROM_VPG_TO_PPO = (
+    ("vpg-CartPole-v1", "trpo-CartPole-v1", "ppo-CartPole-v1"),
+    "The figure From VPG to PPO draws, on CartPole-v1, the median and min-max over seeds of "
+    "the 20-episode training mean of vpg.py and trpo.py on fresh seeds 101-105 and of ppo.py "
+    "on seeds 1-5 (results.json's ppo-CartPole-v1 row; the lab notebook's table gives ppo.py "
+    "on 101-105 too), each with its defaults and stopped at 475.")
+MINATAR_PAPER = (
+    "against the MinAtar paper's DQN (Young & Tian 2019), whose curve is the 100-episode moving "
+    "average of training returns, the mean of 30 seeds, read off its figure at 1M of 5M frames "
+    "on its -v0 games with all 6 actions, where ours are the v1 ids with the minimal action sets")
+MINATAR_BESIDE = (
+    ("ppo-MinAtar-Asterix-v1", "dqn-MinAtar-Asterix-v1"),
+    "ppo.py beside dqn.py on the same five MinAtar v1 games at 1M steps: the median "
+    "100-episode training mean of ppo.py over fresh seeds 104-106 against dqn.py's over seeds "
+    "101-103, not the same seeds (ppo.py's 101-103 were spent: the rates were chosen after "
+    "them).")
+PPOD_VS_PPO = (
+    ("ppod-MountainCar-v0", "ppo-MountainCar-v0-as-ppod"),
+    "ppod.py beside ppo.py with ppod.py's PPO flags and no demonstration, on MountainCar-v0 "
+    "for 300k environment steps, both on seeds 1-5: the median and min-max of the 50-episode "
+    "training mean, and how many seeds reach -120.")
+RND_MOUNTAINCAR = (
+    ("ppo_rnd-MountainCar-v0", "ppo-MountainCar-v0-as-rnd", "ppod-MountainCar-v0"),
+    "ppo_rnd.py beside ppo.py with the same PPO flags (ppod.py's) and no intrinsic reward, on "
+    "MountainCar-v0 for 300k steps, both on fresh seeds 101-105 (the intrinsic coefficient "
+    "chosen on seeds 1-5): the median and min-max of the 50-episode training mean and the "
+    "seeds that reach -120, with ppod.py's curve (one demonstration) of seeds 1-5 drawn beside "
+    "them.")
+RND_CHAIN = (
+    ("ppo_rnd-SparseChain-v0", "ppo-SparseChain-v0-as-rnd"),
+    "ppo_rnd.py beside ppo.py with the same flags on our 24-state chain "
+    "(benchmarks.sparse_chain:SparseChain-v0, one reward at its end) for 100k steps, both on "
+    "fresh seeds 101-105: the median and min-max of the 50-episode training mean and the seeds "
+    "that reach 0.9.")
+LSTM_VS_PPO = (
+    ("ppo_lstm-CartPole-v1-novel", "ppo-CartPoleNoVel-v1"),
+    "The figure of CartPole without its velocities draws the median and min-max of the "
+    "20-episode training mean of ppo_lstm.py (CartPole-v1 with --hide-obs 1 3) on fresh seeds "
+    "301-310 beside ppo.py (benchmarks.no_velocity:CartPoleNoVel-v1, the same observation) on "
+    "seeds 201-203, not the same seeds, each for 100k steps.")
+TD3_PAPER_MUJOCO = (
+    "against thresholds read from the TD3 paper's curves, the mean of its 10 seeds' evaluations "
+    "on Gym's v1 (5,514 on HalfCheetah, 659 on Hopper and 770 on Walker2d at 100k, 7,697 on "
+    "HalfCheetah at 300k)")
+PENDULUM_THREE = (
+    ("ddpg_td3-Pendulum-v1-ddpg", "ddpg_td3-Pendulum-v1", "sac-Pendulum-v1"),
+    "The figure of DDPG, TD3 and SAC on Pendulum-v1 draws each script with its defaults on "
+    "seeds 1-5, as the median and min-max of training means over different windows: 10 "
+    "episodes for ddpg_td3.py, 20 for sac.py.")
+CROSSQ_VS_SAC = (
+    ("crossq-Hopper-v5-100k", "sac-Hopper-v5-100k", "crossq-HalfCheetah-v5-100k",
+      "sac-HalfCheetah-v5-100k"),
+    "crossq.py beside sac.py at 100k steps on v5: the greedy evaluation return (10 episodes, "
+    "every 10,000 steps and after training), median over seeds, sac.py on fresh seeds 101-103 "
+    "and crossq.py on the same 101-103 on Hopper-v5 but 102-103 on HalfCheetah-v5 (its seed "
+    "101 there is in the lab notebook only).")
+
 
 ALGORITHMS = {
     "qlearning": Algorithm(
@@ -87,6 +154,15 @@ ALGORITHMS = {
             ("A table larger than half the machine's memory is refused in one line before it "
              "is allocated: a grid's rows are the product of its bins, 20 in each of 4 "
              "dimensions make 160,000 (the curse of dimensionality)", "check_memory"),
+        ],
+        protocols=[
+            (("qlearning-FrozenLake-v1", "qlearning-MountainCar-v0", "qlearning-Taxi-v4"),
+             "No peer or paper is run beside it: each row's threshold is met or not by the "
+             "median over seeds 1-5 of the greedy evaluation return after training (1000 "
+             "episodes on Taxi-v4 and FrozenLake-v1, 100 on MountainCar-v0), Taxi-v4's 7.5 and "
+             "FrozenLake-v1's 0.70 set just below the optimal policy's 7.93 and 0.744, "
+             "MountainCar-v0's -150 a bar of our own, while the figures draw the 100-episode "
+             "training mean."),
         ]),
     "dqn": Algorithm(
         title="Deep Q-Network (DQN)",
@@ -143,6 +219,29 @@ ALGORITHMS = {
             ("Departure from the DQN paper's Atari preprocessing: ALE v5's sticky actions (the "
              "previous action repeats with probability 0.25) stay on, as Machado et al. 2018 "
              "recommend", "atari_wrappers"),
+        ],
+        protocols=[
+            (("dqn-CartPole-v1",),
+             "CartPole-v1 against our own goal, the 20-episode training mean at 475 within the "
+             "default 50k steps on at least 9 of 10 seeds and a median greedy evaluation return "
+             "of 500: fresh seeds 301-310, the defaults having been chosen on seeds 1-5."),
+            ((),
+             "Beside Stable-Baselines3's DQN with rl-baselines3-zoo's CartPole hyperparameters "
+             "(benchmarks/sb3_dqn_cartpole.py), both on CartPole-v1 and one torch thread each: "
+             "seeds 301-303 run interleaved on a quiet machine, the steps until the 20-episode "
+             "training mean reached 475 and the whole-process seconds seed by seed, and the "
+             "median of the three time ratios (0.56x against the goal of 0.5x)."),
+            (("dqn-Acrobot-v1",),
+             "Acrobot-v1 against Gymnasium's threshold of -100 for the 20-episode training "
+             "mean, with no peer beside it: fresh seeds 301-305, the median steps to it and the "
+             "median greedy evaluation return after the default 50k steps."),
+            (("dqn-MinAtar-Asterix-v1", "dqn-MinAtar-Breakout-v1", "dqn-MinAtar-Freeway-v1",
+              "dqn-MinAtar-Seaquest-v1", "dqn-MinAtar-SpaceInvaders-v1"),
+             "MinAtar with the paper's DQN schedule (Adam in place of its RMSProp): our median "
+             "over fresh seeds 101-103 of the 100-episode training mean after 1M steps "
+             + MINATAR_PAPER
+             + " (the evaluation column, ours alone, plays at epsilon 0.05)."),
+            MINATAR_BESIDE,
         ]),
     "vpg": Algorithm(
         title="Vanilla policy gradient (REINFORCE)",
@@ -198,6 +297,13 @@ ALGORITHMS = {
             ("With --norm-obs the true final observation of a time limit is normalized by the "
              "same running statistics without updating them, and the step bootstraps from its "
              "value", "train::final_obs = normalizer("),
+        ],
+        protocols=[
+            (("vpg-CartPole-v1",),
+             "vpg.py's row against our own goal, the 20-episode training mean at 475 within "
+             "500k steps on every seed: fresh seeds 101-105 (the defaults chosen on seeds 1-5), "
+             "the median steps to 475 and the median greedy evaluation return."),
+            FROM_VPG_TO_PPO,
         ]),
     "trpo": Algorithm(
         title="Trust Region Policy Optimization (TRPO)",
@@ -255,6 +361,20 @@ ALGORITHMS = {
              "where baselines clipped to [-5, 5]", "ObsNormalizer.__call__"),
             ("Departure from baselines (normalized columns): layers are initialized "
              "orthogonally as in ppo.py", "layer_init"),
+        ],
+        protocols=[
+            (("trpo-Hopper-v5",),
+             "Hopper: our median over fresh seeds 101-103 of the greedy evaluation return (10 "
+             "episodes) after 1M steps on Hopper-v5, with OpenAI baselines' settings not tuned "
+             "here, against 2,471, the TD3 paper's figure for baselines' TRPO at 1M steps on "
+             "Hopper-v1, the best of a run's evaluations of 10 episodes every 5,000 steps; the "
+             "steps column is the 20-episode training mean's first crossing of 2,471."),
+            (("trpo-CartPole-v1",),
+             "trpo.py's CartPole-v1 row against our own goal, the 20-episode training mean at "
+             "475 within 500k steps on every seed: fresh seeds 101-105 with CartPole defaults "
+             "that were not tuned (seeds 1-5 were run for the record), the median steps and the "
+             "median greedy evaluation return."),
+            FROM_VPG_TO_PPO,
         ]),
     "ppo": Algorithm(
         title="Proximal Policy Optimization (PPO) with GAE",
@@ -317,6 +437,40 @@ ALGORITHMS = {
             ("Departure from the DQN paper's Atari preprocessing: ALE v5's sticky actions (the "
              "previous action repeats with probability 0.25) stay on, as Machado et al. 2018 "
              "recommend", "atari_wrappers"),
+        ],
+        protocols=[
+            (("ppo-CartPole-v1",),
+             "CartPole-v1's row against our own goal, the 20-episode training mean at 475 at a "
+             "median of at most 25k steps and a greedy evaluation return of 500, on seeds 1-5."),
+            (("ppo-CartPole-v1-vs-cleanrl", "cleanrl-ppo-CartPole-v1"),
+             "Beside CleanRL's ppo.py (its commit fe8d8a0), each with its own defaults on "
+             "CartPole-v1 for 500k steps: seeds 101-103, a seed's two processes started "
+             "together on one torch thread each, comparing the median [min, max] over the three "
+             "seeds of the 20-episode training mean at the budget, the steps until it first "
+             "reached 475 and the whole-process seconds; our greedy evaluation return has no "
+             "CleanRL counterpart."),
+            (("ppo-HalfCheetah-v5", "ppo-Hopper-v5", "ppo-Walker2d-v5"),
+             "MuJoCo at 1M steps: our median over 3 seeds (fresh seeds 101-103 on "
+             "HalfCheetah-v5, 104-106 on Hopper-v5 and Walker2d-v5) of the final greedy "
+             "evaluation return (10 episodes) on v5, against the RL Zoo's PPO, one trained "
+             "model evaluated on v3 (2,410 / 5,819 / 3,479 on Hopper / HalfCheetah / Walker2d), "
+             "and, as a floor, CleanRL's training mean of 3 seeds on v4 (2,383 / 1,443 / 2,288)."),
+            (("ppo-MinAtar-Asterix-v1", "ppo-MinAtar-Breakout-v1", "ppo-MinAtar-Freeway-v1",
+              "ppo-MinAtar-Seaquest-v1", "ppo-MinAtar-SpaceInvaders-v1"),
+             "MinAtar: our median over fresh seeds 104-106 of the 100-episode training mean "
+             "after 1M steps "
+             + MINATAR_PAPER
+             + " (the greedy evaluation column is ours alone)."),
+            MINATAR_BESIDE,
+            (("ppo-Pendulum-v1",),
+             "Pendulum-v1's row against our own goal, a greedy evaluation return of at least "
+             "-200 after 200k steps with the README's flags, at the median over seeds 1-5, no "
+             "peer beside it."),
+            PPOD_VS_PPO,
+            RND_MOUNTAINCAR,
+            RND_CHAIN,
+            LSTM_VS_PPO,
+            FROM_VPG_TO_PPO,
         ]),
     "ppo_masked": Algorithm(
         title="PPO with invalid-action masking",
@@ -366,6 +520,17 @@ ALGORITHMS = {
             ("The rest is ppo.py's: Adam with eps 1e-5 (the PPO baselines'), learning-rate "
              "annealing, advantages normalized per minibatch and global gradient clipping",
              "train::eps=1e-5"),
+        ],
+        protocols=[
+            (("ppo_masked-Taxi-v4", "ppo_masked-Taxi-v4-nomask"),
+             "With masks beside --no-mask on Taxi-v4, the same flags (twice the budget "
+             "without), both on seeds 1-5: the median and min-max of the 100-episode training "
+             "mean, and the greedy evaluation return after training."),
+            ((),
+             "Beside sb3-contrib's MaskablePPO with the same hyperparameters "
+             "(benchmarks/sb3_maskable_taxi.py), both on Taxi-v4, run interleaved for 3 seeds: "
+             "the steps until the 100-episode training mean reached 7.5 and the whole-process "
+             "seconds, seed by seed."),
         ]),
     "ppod": Algorithm(
         title="PPO+D: PPO guided by a demonstration",
@@ -414,6 +579,15 @@ ALGORITHMS = {
              "a value demo's m when it is replayed)", "DemoBuffers.refresh"),
             ("The approx KL and the clip fraction are measured on the agent's own rows only, "
              "since log mu = 0 on demo rows", "train::b_own = ~buffer"),
+        ],
+        protocols=[
+            (("ppod-MountainCar-v0",),
+             "ppod.py's row against our own goal, the 50-episode training mean at -120 within "
+             "300k environment steps on MountainCar-v0 at the median over seeds 1-5, with the "
+             "one shipped demonstration (return -115), and the greedy evaluation return after "
+             "300k steps."),
+            PPOD_VS_PPO,
+            RND_MOUNTAINCAR,
         ]),
     "ppo_lstm": Algorithm(
         title="Recurrent PPO (LSTM)",
@@ -466,6 +640,30 @@ ALGORITHMS = {
              "(CartPole's two velocities), so that the agent, the statistics, the final "
              "observations and the evaluation never see them: a Markov task becomes one that "
              "needs memory", "make_vector_env"),
+        ],
+        protocols=[
+            (("ppo_lstm-CartPole-v1-novel",),
+             "CartPole-v1 without its velocities (--hide-obs 1 3) against our own goals: fresh "
+             "seeds 301-310 (the defaults chosen on seeds 1-5), the median steps until the "
+             "20-episode training mean reached 475 within 100k, how many seeds reached it, and "
+             "the median greedy evaluation return."),
+            ((),
+             "Beside sb3-contrib's RecurrentPPO with rl-baselines3-zoo's CartPoleNoVel-v1 "
+             "hyperparameters (benchmarks/sb3_recurrent_cartpole_novel.py), both on CartPole-v1 "
+             "with its two velocities hidden (ours by --hide-obs 1 3, the peer's zeroed as the "
+             "zoo does): seeds 301-303 run interleaved on a quiet machine, the steps until the "
+             "20-episode training mean reached 475 and the whole-process seconds seed by seed, "
+             "and the median time ratio (0.08x against the goal of 0.7x)."),
+            (("ppo_lstm-CartPole-v1-novel-300k",),
+             "The budget check: seeds 301-305 with --total-timesteps 300000, the median steps "
+             "until the 20-episode training mean reached 475 set against the same seeds' median "
+             "under the 100k budget (goal: within 1.5x)."),
+            (("ppo_lstm-Pendulum-v1-novel",),
+             "Pendulum-v1 without its angular velocity (--hide-obs 2), a measurement with no "
+             "goal or peer and flags not tuned: fresh seeds 201-210, the median steps until the "
+             "20-episode training mean reached -200 and the median greedy evaluation return "
+             "after 200k steps."),
+            LSTM_VS_PPO,
         ]),
     "ppo_rnd": Algorithm(
         title="PPO with Random Network Distillation (RND)",
@@ -516,6 +714,10 @@ ALGORITHMS = {
             ("With --int-coef 0 neither the intrinsic head nor the predictor is trained, and the "
              "run is ppo.py's, step for step, with the same flags and seed",
              "train::if args.int_coef:"),
+        ],
+        protocols=[
+            RND_MOUNTAINCAR,
+            RND_CHAIN,
         ]),
     "ddpg_td3": Algorithm(
         title="DDPG and TD3",
@@ -569,6 +771,28 @@ ALGORITHMS = {
             ("The actor and the critics are two hidden layers of ReLUs in nn.Linear's "
              "initialization, --hidden-size 64 wide by default (400 and 300 in TD3, 256 in its "
              "authors' later code)", "mlp"),
+        ],
+        protocols=[
+            (("ddpg_td3-HalfCheetah-v5", "ddpg_td3-HalfCheetah-v5-100k", "ddpg_td3-Hopper-v5-100k",
+              "ddpg_td3-Walker2d-v5-100k"),
+             "MuJoCo with the TD3 paper's settings: our median over fresh seeds 104-106 of the "
+             "greedy evaluation return (10 episodes, every 10,000 steps and after training) on "
+             "v5, "
+             + TD3_PAPER_MUJOCO
+             + ", and the figures draw the authors' own runs (v1) as the median and min-max of "
+             "their 10 seeds."),
+            (("ddpg_td3-Pendulum-v1", "ddpg_td3-Pendulum-v1-ddpg"),
+             "DDPG beside TD3, the same flags but --algo, on Pendulum-v1 for 15k steps, both on "
+             "seeds 1-5: the median and min-max of the 10-episode training mean and the greedy "
+             "evaluation return after training."),
+            ((),
+             "Beside Stable-Baselines3's TD3 with rl-baselines3-zoo's Pendulum-v1 "
+             "hyperparameters (benchmarks/sb3_td3_pendulum.py, the zoo's 20k steps against our "
+             "15k), both on Pendulum-v1 and one torch thread each: seeds 101-103 run "
+             "interleaved, the whole-process seconds, the steps to -200 and the evaluation "
+             "return seed by seed, and the median of the three time ratios (0.18x against the "
+             "goal of 0.7x)."),
+            PENDULUM_THREE,
         ]),
     "sac": Algorithm(
         title="Soft Actor-Critic (SAC)",
@@ -625,6 +849,28 @@ ALGORITHMS = {
              "into [-5, 2] with a tanh", "Actor.forward"),
             ("The critics and the buffer see actions in [-1, 1]; only the environment gets them "
              "scaled to its bounds (CleanRL's critics see environment units)", "to_env_action"),
+        ],
+        protocols=[
+            (("sac-HalfCheetah-v5", "sac-HalfCheetah-v5-100k", "sac-Hopper-v5-100k",
+              "sac-Walker2d-v5-100k"),
+             "MuJoCo with the 2018b paper's settings: our median over fresh seeds 101-103 of "
+             "the greedy evaluation return (10 episodes, every 10,000 steps and after training) "
+             "on v5, "
+             + TD3_PAPER_MUJOCO
+             + "."),
+            (("sac-HalfCheetah-v5", "sac-HalfCheetah-v5-100k", "sac-Hopper-v5-100k",
+              "sac-Walker2d-v5-100k"),
+             "The same figures draw SimbaV2's published SAC evaluation curves (10 seeds, "
+             "Gymnasium v4, benchmarks/references/simbav2-100k.json) as their median and "
+             "min-max to 100k, beside our median over seeds 101-103 on v5."),
+            (("sac-Pendulum-v1",),
+             "Pendulum-v1: our median over seeds 1-5 of the steps until the 20-episode training "
+             "mean reached -200 and of the greedy evaluation return after 10k steps, against "
+             "Stable-Baselines3's SAC with rl-baselines3-zoo's hyperparameters "
+             "(benchmarks/sb3_sac_pendulum.py) reaching -200 at 6.4k-7.2k steps over 3 seeds, "
+             "and a whole-process time ratio (0.22x) measured on seed 1 alone."),
+            PENDULUM_THREE,
+            CROSSQ_VS_SAC,
         ]),
     "crossq": Algorithm(
         title="CrossQ",
@@ -682,6 +928,20 @@ ALGORITHMS = {
              "because a 2,048-wide layer costs 64 times the arithmetic, which the CPU reference "
              "machine cannot afford; 256 is sac.py's width, so the two compare at the same cost",
              "Args::critic_hidden_size:"),
+        ],
+        protocols=[
+            CROSSQ_VS_SAC,
+            (("crossq-Hopper-v5-100k", "crossq-HalfCheetah-v5-100k"),
+             "Against CrossQ's published runs, the authors' critics 2,048 wide against our 256: "
+             "our median greedy evaluation return at 100k on v5 (seeds 101-103 on Hopper-v5, "
+             "102-103 on HalfCheetah-v5) beside the CrossQ paper's mean of 10 seeds at 100k on "
+             "v4 (2,764 / 8,112), and in the figures beside SimbaV2's data of those runs (10 "
+             "seeds, v4) as their median and min-max."),
+            (("crossq-Hopper-v5-100k", "crossq-HalfCheetah-v5-100k"),
+             "The thresholds, 2,410 on Hopper and 7,697 on HalfCheetah, are the TD3 paper's "
+             "curves at 300k steps (the mean of its 10 seeds' evaluations on Gym's v1), set "
+             "against our median greedy evaluation return at 100k on v5 over seeds 101-103 and "
+             "102-103."),
         ]),
     "es": Algorithm(
         title="Evolution strategies (OpenAI ES)",
@@ -727,6 +987,22 @@ ALGORITHMS = {
              "numbers), so that their returns differ by their parameters, not their luck; a "
              "truncated episode's return is what was collected until the cut, with no "
              "bootstrapping", "play_episodes"),
+        ],
+        protocols=[
+            (("es-CartPole-v1",),
+             "CartPole-v1's row against our own goal, a greedy evaluation return of 500 within "
+             "20 generations at the median over seeds 1-5, no peer beside it; its steps column "
+             "is the 20-episode mean of the members' training episodes."),
+            (("es-CartPole-v1-1-worker", "es-CartPole-v1-2-workers", "es-CartPole-v1-ray-1-worker",
+              "es-CartPole-v1-ray-2-workers"),
+             "The speed rows set one worker beside two on each backend, on CartPole-v1 over the "
+             "same seeds 1-5 and a fixed 300k steps: the median steps per second of the "
+             "training loop (goals 1.7x with processes, 1.6x with Ray actors), no evaluation, "
+             "the training episodes identical seed by seed across the four."),
+            (("es-Pendulum-v1",),
+             "Pendulum-v1 with flags of its own, a measurement with no goal: the greedy "
+             "evaluation return after 3M steps, median over seeds 1-3, beside the -150 to -200 "
+             "that a full swing-up scores."),
         ]),
     "impala": Algorithm(
         title="IMPALA and V-trace",
@@ -770,6 +1046,22 @@ ALGORITHMS = {
              "for fewer processes", "Actor"),
             ("As in the authors' code, the learning rate falls linearly to 0 over the budget",
              "train::if args.anneal_lr"),
+        ],
+        protocols=[
+            (("impala-CartPole-v1",),
+             "CartPole-v1 with the defaults (2 Ray actors) against our own goal, the 20-episode "
+             "training mean at 475 within 300k steps on every seed: fresh seeds 101-105 (the "
+             "learning rate chosen on seeds 1-5), the median steps and the median greedy "
+             "evaluation return."),
+            (("impala-CartPole-v1-lag-vtrace", "impala-CartPole-v1-lag-no-vtrace"),
+             "V-trace beside --no-vtrace (rho = c = 1) at a large policy lag (--refresh-every "
+             "16) on CartPole-v1, both on fresh seeds 101-105: the median and min-max of the "
+             "20-episode training mean, the seeds that reach 475 and the greedy evaluation "
+             "return."),
+            (("impala-CartPole-v1-1-actor", "impala-CartPole-v1-2-actors"),
+             "One actor beside two, a fixed 300k steps on CartPole-v1 over seeds 101-103: the "
+             "median steps per second (goal 1.6x), with no evaluation and the training returns "
+             "not compared."),
         ]),
     "mappo": Algorithm(
         title="Multi-Agent PPO (MAPPO)",
@@ -847,6 +1139,19 @@ ALGORITHMS = {
              "--ent-coef 0.005 with --learning-rate 1e-3, since 0.01 and 7e-4 were a little "
              "slower; 32 copies of 25 steps per update with one minibatch, where MAPPO's 128 "
              "threads give a 4x larger batch", "Args::gamma:"),
+        ],
+        protocols=[
+            (("mappo-simple_spread_v3",),
+             "simple_spread_v3 against our own goal, the 100-episode training mean of the mean "
+             "per-agent return better than -16 within 1M steps, on seed 1 alone, beside a "
+             "random policy's -27 and a scripted nearest-landmark controller's -7.7; no "
+             "published curve is drawn (MAPPO trains 20M steps on its own MPE)."),
+            (("mappo-simple_spread_v3", "mappo-simple_spread_v3-as",
+              "mappo-simple_spread_v3-as-own-reward"),
+             "The critics' figure sets the EP state, the AS state and AS on each agent's own "
+             "reward side by side on simple_spread_v3, one flag changed at a time, each on seed "
+             "1 alone: the 100-episode training mean of one seed, which the lab notebook says "
+             "cannot rank them."),
         ]),
     "matd3": Algorithm(
         title="MADDPG and MATD3",
@@ -922,5 +1227,18 @@ ALGORITHMS = {
              "FP's next joint action takes every agent's observation at the end of that state "
              "row's own window; the two differ only where agents end at different steps",
              "ReplayBuffer.gather::self.next_obs"),
+        ],
+        protocols=[
+            (("matd3-simple_speaker_listener_v4", "matd3-simple_speaker_listener_v4-maddpg"),
+             "MATD3 beside MADDPG, the same flags but --algo, on simple_speaker_listener_v4 for "
+             "100k steps, both on seeds 101-105: the median and min-max of the 100-episode "
+             "training mean and the greedy evaluation return, against the threshold -12, set "
+             "from scripted listeners on environment seeds 1-5 (no training)."),
+            ((),
+             "Beside AgileRL's MATD3 (agilerl 2.58.0, "
+             "benchmarks/agilerl_matd3_speaker_listener.py, run with matd3.py's schedule), both "
+             "on simple_speaker_listener_v4 for 100k steps: seeds 101-103 run interleaved, the "
+             "step at which matd3.py's 100-episode training mean passes the peer's final one "
+             "and the whole-process seconds, seed by seed."),
         ]),
 }

@@ -368,6 +368,9 @@ def algorithm_page(script, results=None):
                 "[lab notebook](../benchmarks/results.md).", "", results_table(tasks), ""]
     for name in figures_for(script, results):
         out += [f"![{name}](../benchmarks/{name}.png)", ""]
+    if algo.protocols:
+        out += ["How each comparison was made:", ""]
+        out += [f"- {escape_prose(text)}" for _, text in algo.protocols] + [""]
     notebook = lab_notebook_anchor(script)
     if notebook:
         out += [f"The measurements and comparisons written up by hand: "

@@ -190,6 +190,39 @@ def test_an_implementation_detail_naming_code_that_is_gone_fails_the_page(monkey
             gen_pages.algorithm_page("ppo", results={})
 
 
+MUJOCO_NAMES = ("Hopper", "HalfCheetah", "Walker2d", "Ant", "Humanoid", "Swimmer")
+
+
+def seeds_as_written(runs):
+    """A task's seeds as a protocol sentence writes them: "101-103", or "seed 1" alone."""
+    seeds = sorted(run["seed"] for run in runs)
+    assert seeds == list(range(seeds[0], seeds[-1] + 1)), seeds
+    return f"seed {seeds[0]}" if len(seeds) == 1 else f"{seeds[0]}-{seeds[-1]}"
+
+
+@pytest.mark.parametrize("script", ORDER)
+def test_each_results_section_gives_the_protocol_of_each_comparison(script, pages):
+    protocols, results = ALGORITHMS[script].protocols, results_json()
+    assert protocols, f"{script}.py's Results section says how no comparison was made"
+    results_section = page_section(pages[f"algorithms/{script}.md"], "Results")
+    for tasks, text in protocols:
+        assert f"- {gen_pages.escape_prose(text)}\n" in results_section
+        assert text.endswith(".") and not re.search(r"\.\s+[A-Z]", text), \
+            f"one sentence each: {text!r}"
+        assert "seed" in text, f"which seeds: {text!r}"
+        assert re.search(r"\b(median|mean)\b", text), f"which statistic: {text!r}"
+        assert re.search(r"\b(training|evaluation)\b", text), f"which return: {text!r}"
+        if any(name in text for name in MUJOCO_NAMES):
+            assert re.search(r"\bv\d\b|-v\d\b", text), f"which MuJoCo version: {text!r}"
+        for task in tasks:  # the seeds it states are the runs results.json holds
+            assert task in results, (script, task)
+            written = seeds_as_written(results[task]["runs"])
+            assert written in text, f"{task} ran seeds {written}, which {text!r} does not say"
+    # every task of the script's table is named by one of its protocols
+    named = {task for tasks, _ in protocols for task in tasks}
+    assert set(gen_pages.results_for(script, results)) <= named, script
+
+
 def test_docstring_prose_reads_on_the_page_as_in_the_script():
     # underscores, angle brackets and backslashes are text; a `code span` stays code
     import markdown
