@@ -259,6 +259,10 @@ def test_the_loop_gives_the_math_the_truncation_bootstrap_and_the_acting_policy(
     # 1 + 15 - 20, 1 + 5 - 0] = [6, 1, -4, 6]; A_3 = 6, A_2 = -4 (the episode ended),
     # A_1 = 1 + 0.25*(-4) = 0, A_0 = 6 + 0.25*0 = 6; targets A + V = [6, 10, 16, 6]
     (dict(gae_lambda=0.5, norm_adv=False), [6.0, 0.0, -4.0, 6.0], [6.0, 10.0, 16.0, 6.0]),
+    # --gae-lambda 0 is GAE too, not "unset": the one-step TD errors themselves, A = delta =
+    # [6, 1, -4, 6]; targets A + V = [6 + 0, 1 + 10, -4 + 20, 6 + 0] = [6, 11, 16, 6]
+    # (the reward-to-go of a falsy lambda would give [5.5, -1, -4, 6] and [5.5, 9, 16, 6])
+    (dict(gae_lambda=0.0, norm_adv=False), [6.0, 1.0, -4.0, 6.0], [6.0, 11.0, 16.0, 6.0]),
 ])
 def test_the_advantage_flags_reach_the_policy_step_and_the_value_targets(
         tmp_path, monkeypatch, flags, advantages, targets):
