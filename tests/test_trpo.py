@@ -176,6 +176,16 @@ def test_line_search_shrinks_until_the_kl_is_within_delta():
     assert (params.item(), fraction, kl) == (1.0, 0.25, 0.5) and calls == [0.0, 4.0, 2.0, 1.0]
 
 
+def test_line_search_refuses_a_kl_just_beyond_delta():
+    # The accept test is KL <= delta itself, not baselines' 1.5 delta: L(x) = x improves,
+    # KL(x) = x^2 / 2 with delta = 0.4. The full step x = 1 has KL 0.5 > 0.4 (within
+    # 1.5 * 0.4 = 0.6, which must not count); x = 0.5 has KL 0.125 <= 0.4: kept, fraction 0.5
+    calls = []
+    params, fraction, kl = trpo.line_search(made_up(lambda x: x, lambda x: x * x / 2, calls),
+                                            tensor(0.0), tensor(1.0), 0.4, 0.5, 10)
+    assert (params.item(), fraction, kl) == (0.5, 0.5, 0.125) and calls == [0.0, 1.0, 0.5]
+
+
 def test_line_search_rejects_and_puts_the_old_parameters_back():
     # L(x) = -x^2 is worse at every x != 0: 3 tries (1, 0.5, 0.25), then x = 0 again
     calls = []
