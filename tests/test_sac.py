@@ -113,6 +113,24 @@ def test_actor_samples_are_squashed_and_carry_their_logprob():
     assert all(p.grad is not None and p.grad.abs().sum() > 0 for p in actor.parameters())
 
 
+def test_the_actors_sample_carries_log_pi_of_its_pre_tanh_draw():
+    # The last layer set by hand: weights 0, biases mu = 1 and log sigma = -20 for every s, so
+    # u = 1 + 2.06e-9 eps rounds to 1.0 in float32 whatever the draw: a = tanh(1) = 0.7615942.
+    # log N(u; 1, sigma^2) = -0 - log sigma - log(2 pi)/2 = 20 - 0.9189385 = 19.0810615
+    # - log(1 - tanh(1)^2) = -log(0.4199743) = +0.8675617; - log 2 (bounds +-2) = -0.6931472
+    # log pi = 19.0810615 + 0.8675617 - 0.6931472 = 19.2554760
+    # (the density taken at the squashed a = 0.7615942 instead of u = 1: z = -0.2384 / 2.06e-9,
+    # about -1.2e8, log pi about -6.7e15)
+    torch.manual_seed(0)
+    actor = sac.Actor(3, 1, 8, action_scale=np.array([2.0], np.float32))
+    with torch.no_grad():
+        actor.net[-1].weight.zero_()
+        actor.net[-1].bias.copy_(tensor(1.0, -20.0))
+    actions, logprob = actor.sample(torch.randn(5, 3))
+    assert actions[:, 0].tolist() == approx([0.7615942] * 5)
+    assert logprob.tolist() == pytest.approx([19.2554760] * 5, rel=1e-6)
+
+
 # ---------------------------------------------------------------------------------------
 # The actor's and the temperature's losses, the soft update
 # ---------------------------------------------------------------------------------------
@@ -474,6 +492,18 @@ def test_the_loop_acts_with_a_sample_of_the_policy_scaled_to_the_bounds(tmp_path
     assert ActionLogEnv.received[3:] == approx([2.0, 2.2, 2.4] * 2)
     assert ActionLogEnv.received == approx([2 + 2 * a for _, a in stored])  # random ones too
     assert all(-1 <= a <= 1 for _, a in stored[:3]) and len({a for _, a in stored[:3]}) == 3
+
+
+def test_the_evaluation_acts_greedily_with_tanh_mu_not_a_sample(tmp_path, monkeypatch):
+    monkeypatch.setattr(sac, "Actor", StandInActor)
+    spy_on_acting(sac, monkeypatch)
+    sac.main(sac.Args(env_id="BoxZeroToFour-v0", total_timesteps=4, learning_starts=3,
+                      batch_size=4, hidden_size=8, eval_episodes=1, output_dir=str(tmp_path)))
+    # Steps 0-2 are random and step 3 samples at s = 0 (a = 0, sent as 2.0); then the final
+    # evaluation's one episode at s = 0, 1, 2 takes the greedy action -0.1 s - 0.05 = -0.05,
+    # -0.15, -0.25, which arrives scaled to [0, 4] as 2 + 2a = 1.9, 1.7, 1.5 (a sample, 0.1 s,
+    # would arrive as 2.0, 2.2, 2.4)
+    assert ActionLogEnv.received[3:] == approx([2.0, 1.9, 1.7, 1.5])
 
 
 def test_the_loop_gives_the_agent_its_scale_batches_and_steps(tmp_path, monkeypatch):
