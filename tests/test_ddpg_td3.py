@@ -412,6 +412,24 @@ def test_the_loop_explores_around_the_online_actor_scaled_to_the_bounds(tmp_path
     assert sigmas.count(0.3) == 6 and sigmas.count(0.2) == 7 and len(sigmas) == 13
 
 
+def test_only_the_target_smoothing_noise_is_clipped_to_noise_clip(tmp_path, monkeypatch):
+    # 6 steps from step 3 on (the defaults' TD3): the updates after global steps 3, 4, 5 and 6
+    # smooth their target action with sigma' 0.2 clipped to --noise-clip 0.05; the steps from
+    # global steps 3, 4 and 5 explore with sigma 0.3 and no clip on the noise (inf), in the
+    # order update, explore, update, explore, update, explore, update.
+    calls, noisy = [], ddpg_td3.noisy_action
+
+    def spy_noisy(actions, sigma, noise_clip=math.inf):
+        calls.append((sigma, noise_clip))
+        return noisy(actions, sigma, noise_clip)
+
+    monkeypatch.setattr(ddpg_td3, "noisy_action", spy_noisy)
+    ddpg_td3.main(ddpg_td3.Args(env_id="BoxZeroToFour-v0", total_timesteps=6, learning_starts=3,
+                                exploration_noise=0.3, noise_clip=0.05, batch_size=4,
+                                hidden_size=8, eval_episodes=0, output_dir=str(tmp_path)))
+    assert calls == [(0.2, 0.05), (0.3, math.inf)] * 3 + [(0.2, 0.05)]
+
+
 def test_the_loop_gives_the_update_its_batches_steps_optimizers_and_buffer(tmp_path,
                                                                           monkeypatch):
     # 2 environments, 12 steps, learning from step 6 with --gradient-steps 2: the vector steps
