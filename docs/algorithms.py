@@ -100,11 +100,11 @@ PENDULUM_THREE = (
     "episodes for ddpg_td3.py, 20 for sac.py.")
 CROSSQ_VS_SAC = (
     ("crossq-Hopper-v5-100k", "sac-Hopper-v5-100k", "crossq-HalfCheetah-v5-100k",
-      "sac-HalfCheetah-v5-100k"),
+      "sac-HalfCheetah-v5-100k", "crossq-Walker2d-v5-100k", "sac-Walker2d-v5-100k"),
     "crossq.py beside sac.py at 100k steps on v5: the greedy evaluation return (10 episodes, "
     "every 10,000 steps and after training), median over seeds, sac.py on fresh seeds 101-103 "
-    "and crossq.py on the same 101-103 on Hopper-v5 but 102-103 on HalfCheetah-v5 (its seed "
-    "101 there is in the lab notebook only).")
+    "and crossq.py on the same 101-103 on Hopper-v5 and Walker2d-v5 but 102-103 on "
+    "HalfCheetah-v5 (its seed 101 there is in the lab notebook only).")
 
 
 ALGORITHMS = {
