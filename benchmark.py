@@ -72,8 +72,7 @@ class Args:
     list: bool = False
     """print the tasks these flags select and run nothing"""
     replot: bool = False
-    """draw again, from --out's results.json, the figures of the tasks these flags select and
-    the comparisons they are in; run nothing"""
+    """redraw the selected tasks' figures and comparisons from --out's results.json; run nothing"""
 
 
 # ---------------------------------------------------------------------------------------
