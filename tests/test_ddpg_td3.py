@@ -698,7 +698,8 @@ def test_the_budget_is_rounded_down_to_whole_steps_of_the_environments(tmp_path,
 
 # ---------------------------------------------------------------------------------------
 # Flags that name the run, track it, skip its training or bound its buffer, each at a value
-# other than its default, seen where main and train hand it on (tests/test_sac.py's checks)
+# other than its default, seen where main and train hand it on (the checks are conftest.py's,
+# run by tests/test_sac.py too)
 # ---------------------------------------------------------------------------------------
 def test_exp_name_seed_and_track_name_the_run_folder_the_curve_and_the_wandb_run(
         tmp_path, monkeypatch):
