@@ -296,8 +296,8 @@ def notes_row(pair, ours, theirs):
 
 def draw(args):
     """One row per pair: the moving mean of the training returns (the task's window) against
-    steps and against seconds of each run's own clock, the mean over seeds with the min-max
-    band, ours and CleanRL's."""
+    steps and against seconds of each run's own clock, the median over seeds (the tables'
+    measure) with the min-max band, ours and CleanRL's."""
     fig = Figure(figsize=(12, 4.2 * len(args.pairs)), dpi=100)
     for row, name in enumerate(args.pairs):
         pair = PAIRS[name]
@@ -309,11 +309,11 @@ def draw(args):
                 curves = [plot.run_curve(plot.read_run(os.path.join(
                     args.out, "runs", task.name, f"seed{seed}", folder)), x, task.window)
                     for seed in args.seeds for folder in newest(args.out, task, seed)]
-                plot.draw_group(ax, curves, label, seeds=args.seeds)
+                plot.draw_group(ax, curves, label, seeds=args.seeds, center="median")
             ax.axhline(pair.ours.threshold, color="gray", ls="--", lw=1,
                        label=f"threshold {pair.ours.threshold:g}")
             plot.finish_axis(ax, f"{pair.ours.env_id}, {budget(pair):,} steps: training\n"
-                             "mean over seeds, min-max shaded", xlabel,
+                             "median over seeds, min-max shaded", xlabel,
                              f"mean of the last {pair.ours.window} episode returns")
     fig.tight_layout()
     fig.savefig(args.figure)
