@@ -726,3 +726,37 @@ def check_the_buffer_is_never_larger_than_the_budget(module, tmp_path, monkeypat
                             learning_starts=3, batch_size=2, hidden_size=8, eval_episodes=0,
                             output_dir=str(tmp_path)))
     assert made == [6]
+
+
+# ---------------------------------------------------------------------------------------
+# What an update of the PPO family reads from its minibatches' ratios (ppo.py's and
+# ppo_masked.py's tests)
+# ---------------------------------------------------------------------------------------
+def check_the_epochs_kl_and_clipfrac(module, tmp_path, monkeypatch, env_id):
+    """module.main on env_id: one rollout of 2 environments * 8 steps, one minibatch an
+    epoch, 3 epochs, --clip-coef 0.01 (default 0.2). With r = exp(newlogprob - oldlogprob)
+    as ppo_loss got them, each minibatch's KL is k = mean(r - 1 - log r) and its clipped
+    fraction mean(|r - 1| > 0.01). The first epoch's minibatch comes before any gradient
+    step (log r = 0: k_1 = 0 up to rounding), the second's after one (k_2 > 0).
+    - updates.csv's one row has approx_kl = (k_1 + k_2 + k_3) / 3 and clipfrac the mean of
+      the three fractions at 0.01, which the run is checked to tell from those at 0.2;
+    - the same run with --target-kl 0.75 * k_2 stops after the second epoch, whose own KL k_2
+      is above it; the mean over every minibatch so far, about (0 + k_2) / 2, would be below
+      it, and a third epoch would run."""
+    calls = spy_on(monkeypatch, module, "ppo_loss", detached)
+    flags = dict(env_id=env_id, total_timesteps=16, num_envs=2, num_steps=8, num_minibatches=1,
+                 update_epochs=3, clip_coef=0.01, eval_episodes=0)
+    module.main(module.Args(**flags, output_dir=str(tmp_path / "all")))
+    log_ratios = [c["newlogprob"] - c["oldlogprob"] for c in calls]
+    k3 = [(r.exp() - 1 - r).mean().item() for r in log_ratios]
+    assert len(k3) == 3 and k3[0] < 1e-9 < k3[1]
+    fractions = {clip: np.mean([((r.exp() - 1).abs() > clip).float().mean().item()
+                                for r in log_ratios]) for clip in (0.01, 0.2)}
+    assert fractions[0.01] != fractions[0.2]
+    (update,) = read_csv(next((tmp_path / "all").glob("*/updates.csv")))
+    assert float(update["approx_kl"]) == pytest.approx(np.mean(k3), rel=1e-6)
+    assert float(update["clipfrac"]) == pytest.approx(fractions[0.01], rel=1e-6)
+    module.main(module.Args(**flags, target_kl=0.75 * k3[1],
+                            output_dir=str(tmp_path / "stopped")))
+    (update,) = read_csv(next((tmp_path / "stopped").glob("*/updates.csv")))
+    assert update["epochs"] == "2"

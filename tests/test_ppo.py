@@ -9,9 +9,9 @@ import pytest
 import torch
 
 import ppo
-from conftest import (ActionLogEnv, approx, check_evaluations, interrupt_on_call, read_csv,
-                      run_folder_env, same_seed_episodes, spy_on, spy_on_adam, spy_on_seeds,
-                      spy_on_weights, tensor, unreadable_checkpoints)
+from conftest import (ActionLogEnv, approx, check_evaluations, check_the_epochs_kl_and_clipfrac,
+                      interrupt_on_call, read_csv, run_folder_env, same_seed_episodes, spy_on,
+                      spy_on_adam, spy_on_seeds, spy_on_weights, tensor, unreadable_checkpoints)
 
 
 def column(*values):
@@ -477,6 +477,65 @@ def test_target_kl_stops_the_epochs_and_no_anneal_lr_keeps_the_rate(target_kl, a
     assert [u["epochs"] for u in updates] == epochs
     assert len(losses) == 2 * 2 * int(epochs[0])
     assert [float(u["learning_rate"]) for u in updates] == approx(rates)
+
+
+def test_target_kl_and_clipfrac_read_each_epochs_own_ratios(tmp_path, monkeypatch):
+    check_the_epochs_kl_and_clipfrac(ppo, tmp_path, monkeypatch, "CountToThree-v0")
+
+
+def test_one_update_moves_the_image_encoder_shared_by_the_actor_and_the_critic(tmp_path,
+                                                                              monkeypatch):
+    # MinAtar's Breakout, 10 x 10 x 4 cells: the agent is one ImageEncoder (a 3 x 3
+    # convolution, then a linear layer of 128) under a linear actor head and a linear
+    # critic head. One rollout of 2 * 16 steps, one epoch of 2 minibatches: the one Adam
+    # holds every parameter, and its 2 steps move every one of them, the encoder's among them
+    # (a --norm-obs-free image path: there is no observation statistic to move).
+    optimized = spy_on_adam(monkeypatch)
+    agents = spy_on(monkeypatch, ppo, "train", lambda args, agent, *rest: agent)
+    moved = spy_on_weights(monkeypatch, ppo)
+    ppo.main(ppo.Args(env_id="MinAtar/Breakout-v1", total_timesteps=32, num_envs=2,
+                      num_steps=16, num_minibatches=2, update_epochs=1, eval_episodes=0,
+                      output_dir=str(tmp_path)))
+    (agent,) = agents
+    assert isinstance(agent.encoder, ppo.ImageEncoder)
+    assert {id(p) for p in optimized[0]} == {id(p) for p in agent.parameters()}
+    ((still, changed),) = moved()
+    assert still == []
+    assert {"encoder.convs.0.weight", "encoder.linear.0.weight", "actor.weight",
+            "critic.weight"} <= set(changed)
+
+
+def test_every_evaluation_reads_the_running_statistics_and_leaves_them_alone(tmp_path,
+                                                                             monkeypatch):
+    # --norm-obs on CountToThree-v0, 2 environments, 4 steps, --eval-every 4: evaluations at
+    # global steps 4 and 8 and the final one. Each is given the training statistics as they
+    # stand (enabled) and must not update them. The loop adds each step's observations after
+    # that step's evaluation (Gymnasium's RunningMeanStd; its prior count of 1e-4 moves these
+    # by less than 1e-3):
+    #   step 4: the reset's 0, 0 and step 2's 1, 1:   mean 0.5,  var 0.25,                 count 4
+    #   step 8: then 2, 2 and (the cut episode's next) 0, 0:
+    #                                                 mean 0.75, var 10/8 - 0.75^2 = 0.6875, count 8
+    #   final: then 1, 1:                             mean 0.8,  var 12/10 - 0.8^2 = 0.56,   count 10
+    # (the final observation 3 of the cut episode is never added)
+    seen, evaluate = [], ppo.evaluate
+
+    def stats(normalizer):
+        rms = normalizer.rms
+        return (normalizer.enabled, *rms.mean.tolist(), *rms.var.tolist(), float(rms.count))
+
+    def spy(agent, normalizer, *args, **kwargs):
+        before = stats(normalizer)
+        returns = evaluate(agent, normalizer, *args, **kwargs)
+        seen.append((before, stats(normalizer)))
+        return returns
+
+    monkeypatch.setattr(ppo, "evaluate", spy)
+    ppo.main(ppo.Args(env_id="CountToThree-v0", norm_obs=True, total_timesteps=8, num_envs=2,
+                      num_steps=4, num_minibatches=2, eval_every=4, eval_episodes=1,
+                      output_dir=str(tmp_path)))
+    expected = [(True, 0.5, 0.25, 4), (True, 0.75, 0.6875, 8), (True, 0.8, 0.56, 10)]
+    assert [before for before, _ in seen] == [pytest.approx(e, abs=1e-3) for e in expected]
+    assert all(before == after for before, after in seen)
 
 
 def environment_flags(env_id, num_envs, training=False, reward_gamma=None, life_loss=False,

@@ -11,9 +11,9 @@ import pytest
 import torch
 
 import ppo_masked as pm
-from conftest import (approx, check_evaluations, detached, interrupt_on_call, read_csv,
-                      same_seed_episodes, spy_on, spy_on_adam, spy_on_seeds, spy_on_weights,
-                      unreadable_checkpoints)
+from conftest import (approx, check_evaluations, check_the_epochs_kl_and_clipfrac, detached,
+                      interrupt_on_call, read_csv, same_seed_episodes, spy_on, spy_on_adam,
+                      spy_on_seeds, spy_on_weights, unreadable_checkpoints)
 
 LN2, LN3 = math.log(2.0), math.log(3.0)
 
@@ -538,23 +538,8 @@ def test_target_kl_stops_the_epochs_and_no_anneal_lr_keeps_the_rate(target_kl, a
     assert [float(u["learning_rate"]) for u in updates] == approx(rates)
 
 
-def test_target_kl_compares_each_epochs_own_kl(tmp_path, monkeypatch):
-    # One rollout, one minibatch an epoch: the first epoch's comes before any gradient step
-    # (log-ratio 0, KL 0 up to rounding), the second's after one, KL k2 > 0 (k3 = mean(r - 1
-    # - log r) of what ppo_loss got). A run without --target-kl gives k2; the same run with
-    # --target-kl 0.75 * k2 must stop after the second epoch, whose own KL k2 is above it.
-    # The mean over every minibatch so far, about (0 + k2) / 2, would be below it: a third
-    # epoch would run.
-    calls = spy_on(monkeypatch, pm, "ppo_loss", detached)
-    flags = dict(env_id="MaskedCounter-v0", total_timesteps=16, num_envs=2, num_steps=8,
-                 num_minibatches=1, update_epochs=3, eval_episodes=0)
-    pm.main(pm.Args(**flags, output_dir=str(tmp_path / "all")))
-    k3 = [(r.exp() - 1 - r).mean().item() for r in
-          (c["newlogprob"] - c["oldlogprob"] for c in calls)]
-    assert len(k3) == 3 and k3[0] < 1e-9 < k3[1]
-    pm.main(pm.Args(**flags, target_kl=0.75 * k3[1], output_dir=str(tmp_path / "stopped")))
-    (update,) = read_csv(next((tmp_path / "stopped").glob("*/updates.csv")))
-    assert update["epochs"] == "2"
+def test_target_kl_and_clipfrac_read_each_epochs_own_ratios(tmp_path, monkeypatch):
+    check_the_epochs_kl_and_clipfrac(pm, tmp_path, monkeypatch, "MaskedCounter-v0")
 
 
 # ---------------------------------------------------------------------------------------
