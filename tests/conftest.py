@@ -646,9 +646,72 @@ def check_gaussian_actions_clipped_for_the_environment_only(module, gae_method, 
     assert ActionLogEnv.received == pytest.approx(actions.clamp(0, 4).tolist())
 
 
+def check_evaluation_normalizes_with_the_frozen_statistics(module):
+    """vpg.py's and trpo.py's evaluate on CountToThree-v0 with statistics mean 1, var 4 (std
+    2): the greedy actor sees 0, 1, 2 as -0.5, 0, 0.5, and the statistics stay as they were."""
+    seen = []
+
+    class Recorder(torch.nn.Module):  # always action 0, noting the observation it is given
+        def forward(self, obs):
+            seen.append(obs[0, 0].item())
+            return torch.tensor([[1.0, 0.0]])
+
+    agent = module.Agent((1,), 2, continuous=False)
+    agent.actor = Recorder()
+    normalizer = module.ObsNormalizer((1,), enabled=True)
+    normalizer.rms.mean, normalizer.rms.var = np.array([1.0]), np.array([4.0])
+    returns = module.evaluate(agent, normalizer, "CountToThree-v0", 1, 0, torch.device("cpu"))
+    assert returns.tolist() == [3.0] and seen == pytest.approx([-0.5, 0.0, 0.5], abs=1e-6)
+    assert normalizer.rms.mean.tolist() == [1.0] and normalizer.rms.var.tolist() == [4.0]
+
+
+def check_every_evaluation_reads_the_running_statistics_and_leaves_them_alone(
+        module, tmp_path, monkeypatch, expected=None, **flags):
+    """--norm-obs on CountToThree-v0, 2 environments, 4 steps, --eval-every 4, and flags (the
+    script's value minibatches: vpg.py's and trpo.py's --vf-minibatches 2): evaluations at
+    global steps 4 and 8 and the final one. Each is given the training statistics as they
+    stand (enabled) and must not update them. The loop adds each step's observations after
+    that step's evaluation (Gymnasium's RunningMeanStd; its prior count of 1e-4 moves these
+    by less than 1e-3):
+      step 4: the reset's 0, 0 and step 2's 1, 1:  mean 0.5,  var 0.25,                  count 4
+      step 8: then 2, 2 and (the cut episode's next) 0, 0:
+                                                   mean 0.75, var 10/8 - 0.75^2 = 0.6875, count 8
+      final: then 1, 1:                            mean 0.8,  var 12/10 - 0.8^2 = 0.56,   count 10
+    (the final observation 3 of the cut episode is never added). expected: (enabled, mean,
+    var, count) at each evaluation where a script's loop adds the step's observations before
+    its evaluation (ppod.py)."""
+    def stats(normalizer):
+        rms = normalizer.rms
+        return (normalizer.enabled, *rms.mean.tolist(), *rms.var.tolist(), float(rms.count))
+
+    seen, evaluate = [], module.evaluate
+
+    def spy(agent, normalizer, *args, **kwargs):
+        before = stats(normalizer)
+        returns = evaluate(agent, normalizer, *args, **kwargs)
+        seen.append((before, stats(normalizer)))
+        return returns
+
+    monkeypatch.setattr(module, "evaluate", spy)
+    module.main(module.Args(env_id="CountToThree-v0", norm_obs=True, total_timesteps=8,
+                            num_envs=2, num_steps=4, eval_every=4, eval_episodes=1,
+                            output_dir=str(tmp_path), **flags))
+    expected = expected or [(True, 0.5, 0.25, 4), (True, 0.75, 0.6875, 8), (True, 0.8, 0.56, 10)]
+    assert [before for before, _ in seen] == [pytest.approx(e, abs=1e-3) for e in expected]
+    assert all(before == after for before, after in seen)
+
+
 # ---------------------------------------------------------------------------------------
-# Flags that name, track, skip or bound an off-policy run (sac.py's and ddpg_td3.py's tests)
+# Flags that name, track, skip or bound an off-policy run (the tests of sac.py,
+# ddpg_td3.py, dqn.py and crossq.py; vpg.py's and trpo.py's take the first two with
+# ONE_ROLLOUT_OF_SIX)
 # ---------------------------------------------------------------------------------------
+# The flags of a 6-step run: a replay-buffer script learns from step 3 on minibatches of 2;
+# vpg.py and trpo.py collect one rollout of 2 environments * 3 steps, value minibatches of 3
+SIX_REPLAYED_STEPS = dict(learning_starts=3, batch_size=2)
+ONE_ROLLOUT_OF_SIX = dict(num_envs=2, num_steps=3, vf_minibatches=2)
+
+
 def fake_wandb(monkeypatch):
     """A stand-in for the wandb package (not a requirement) in sys.modules, where the
     script's `import wandb` finds it. Returns one dict of what it saw: init's keywords
@@ -664,25 +727,26 @@ def fake_wandb(monkeypatch):
     return seen
 
 
-def check_named_and_tracked(module, tmp_path, monkeypatch):
-    """module.main on BoxZeroToFour-v0 for 6 steps with --exp-name sweep-a, --seed 7 and
-    --track to project plainrl-tests of entity team-a (the defaults: the script's name, 1,
-    no tracking, plainrl, None): the run folder, summary.json, the curve's title and the
-    Weights & Biases run (fake_wandb) say so."""
+def check_named_and_tracked(module, tmp_path, monkeypatch, env_id="BoxZeroToFour-v0",
+                            tiny=SIX_REPLAYED_STEPS):
+    """module.main on env_id (dqn.py: a Discrete one, CountToThree-v0) for 6 steps with
+    --exp-name sweep-a, --seed 7 and --track to project plainrl-tests of entity team-a (the
+    defaults: the script's name, 1, no tracking, plainrl, None): the run folder,
+    summary.json, the curve's title and the Weights & Biases run (fake_wandb) say so."""
     script = os.path.basename(module.__file__)
     titles = spy_on(monkeypatch, module, "plot_learning_curve",
                     lambda path, steps, returns, title, *rest: title)
     seen = fake_wandb(monkeypatch)
     summary = module.main(module.Args(
-        env_id="BoxZeroToFour-v0", total_timesteps=6, learning_starts=3, batch_size=2,
+        env_id=env_id, total_timesteps=6, **tiny,
         hidden_size=8, eval_episodes=0, exp_name="sweep-a", seed=7, track=True,
         wandb_project_name="plainrl-tests", wandb_entity="team-a", output_dir=str(tmp_path)))
     # <env id>__<exp name>__<seed>__<unix time>; the title adds a name that is not the
     # script's in brackets
     (path,) = tmp_path.iterdir()
-    env_id, exp_name, seed, unix_time = path.name.split("__")
-    assert (env_id, exp_name, seed) == ("BoxZeroToFour-v0", "sweep-a", "7") and unix_time.isdigit()
-    assert summary["seed"] == 7 and titles == [f"{script} (sweep-a) on BoxZeroToFour-v0, seed 7"]
+    folder_env, exp_name, seed, unix_time = path.name.split("__")
+    assert (folder_env, exp_name, seed) == (env_id, "sweep-a", "7") and unix_time.isdigit()
+    assert summary["seed"] == 7 and titles == [f"{script} (sweep-a) on {env_id}, seed 7"]
     # The W&B run: in the project and entity given, named as the folder, the flags as its
     # configuration; ended (exit code 0) with summary.json's values, 6 steps among them
     init = seen["init"]
@@ -693,47 +757,60 @@ def check_named_and_tracked(module, tmp_path, monkeypatch):
     assert seen["exit_code"] == 0
 
 
-def check_an_evaluation_trains_nothing(module, tmp_path, capsys):
-    """--eval-checkpoint (default None: train) reaches check_args, the run folder's summary
-    and its budget line. my_envs:ThreeStepsBox-v0 pays 1 a step for 3 steps and has a
-    reward_threshold of 3: a model trained on it for 6 steps, then evaluated (1 episode)
-    with --total-timesteps 100 and --num-envs 3, whole steps of which would be 99, fewer
-    than --learning-starts' default (500 in sac.py, 1,000 in ddpg_td3.py)."""
-    flags = dict(env_id="my_envs:ThreeStepsBox-v0", hidden_size=8)
-    trained = module.main(module.Args(**flags, total_timesteps=6, learning_starts=3,
-                                      batch_size=2, save_model=True, eval_episodes=0,
-                                      output_dir=str(tmp_path / "train")))
+def check_an_evaluation_trains_nothing(module, tmp_path, capsys,
+                                       env_id="my_envs:ThreeStepsBox-v0", tiny=SIX_REPLAYED_STEPS):
+    """--eval-checkpoint (default None: train) reaches check_args, the network's size, the run
+    folder's summary and its budget line. env_id, my_envs:ThreeStepsBox-v0 (dqn.py: the
+    Discrete my_envs:ThreeSteps-v0), pays 1 a step for 3 steps and has a reward_threshold of
+    3: a model 8 wide trained on it for 6 steps, then evaluated (1 episode) with no
+    --hidden-size (the default: 64 in sac.py and ddpg_td3.py, 128 in dqn.py, 256 in crossq.py),
+    --total-timesteps 101 and --num-envs 2, whose whole steps, 100, are fewer than
+    --learning-starts' default (500 in sac.py, 1,000 in ddpg_td3.py and dqn.py's vector
+    preset, 5,000 in crossq.py). (With --num-envs 3, dqn.py refuses the evaluation: its
+    preset's --buffer-size 50,000 does not divide by 3, though an evaluation has no buffer.)
+    vpg.py and trpo.py (tiny=ONE_ROLLOUT_OF_SIX): 100 is less than one rollout of 2
+    environments * the default 256 steps, which their check_args refuses for training."""
+    trained = module.main(module.Args(env_id=env_id, hidden_size=8, total_timesteps=6,
+                                      **tiny, save_model=True,
+                                      eval_episodes=0, output_dir=str(tmp_path / "train")))
     (folder,) = (tmp_path / "train").iterdir()
     capsys.readouterr()
-    evaluated = module.main(module.Args(**flags, eval_checkpoint=str(folder),
-                                        total_timesteps=100, num_envs=3, eval_episodes=1,
+    evaluated = module.main(module.Args(env_id=env_id, eval_checkpoint=str(folder),
+                                        total_timesteps=101, num_envs=2, eval_episodes=1,
                                         output_dir=str(tmp_path / "eval")))
     out = capsys.readouterr().out
-    # Not refused for its 99 steps, nor told it trains 99 of 100; no threshold to reach
-    # (training had the environment's 3); the episode returns 3 steps of 1
+    # Not refused for its 100 steps, nor told it trains 100 of 101; no threshold to reach
+    # (training had the environment's 3); the episode returns 3 steps of 1 (an 8-wide model
+    # restored into a network of the default width would not load: bad input, exit 2)
     assert "training runs" not in out
     assert trained["solved_threshold"] == 3.0 and evaluated["solved_threshold"] is None
     assert "solved_at_step" not in out  # the closing line names no threshold
     assert evaluated["global_steps"] == 0 and evaluated["eval_return_mean"] == 3.0
+    (evaluation,) = (tmp_path / "eval").iterdir()
+    config = json.loads((evaluation / "config.json").read_text())
+    assert config["hidden_size"] == 8  # the model's width, not the flag's default
 
 
-def check_the_buffer_is_never_larger_than_the_budget(module, tmp_path, monkeypatch):
+def check_the_buffer_is_never_larger_than_the_budget(module, tmp_path, monkeypatch,
+                                                     env_id="BoxZeroToFour-v0"):
     """--total-timesteps 7 of --num-envs 2 run 7 // 2 = 3 vector steps, 3 * 2 = 6
-    transitions: the ring gets 6 rows, not --buffer-size's default 1,000,000 (nor the
-    default budget's 10,000 or 15,000)."""
+    transitions: the ring gets 6 rows, not --buffer-size's default 1,000,000 (dqn.py's
+    vector preset: 50,000), nor the default budget's 10,000, 15,000 or 50,000, nor the 7
+    of --total-timesteps. env_id: a Discrete one (CountToThree-v0) for dqn.py."""
     made = spy_on(monkeypatch, module, "ReplayBuffer", lambda capacity, *rest: capacity)
-    module.main(module.Args(env_id="BoxZeroToFour-v0", total_timesteps=7, num_envs=2,
+    module.main(module.Args(env_id=env_id, total_timesteps=7, num_envs=2,
                             learning_starts=3, batch_size=2, hidden_size=8, eval_episodes=0,
                             output_dir=str(tmp_path)))
     assert made == [6]
 
 
 # ---------------------------------------------------------------------------------------
-# What an update of the PPO family reads from its minibatches' ratios (ppo.py's and
-# ppo_masked.py's tests)
+# What an update of the PPO family reads from its minibatches' ratios (the tests of ppo.py,
+# ppo_masked.py, ppo_rnd.py and ppod.py)
 # ---------------------------------------------------------------------------------------
-def check_the_epochs_kl_and_clipfrac(module, tmp_path, monkeypatch, env_id):
-    """module.main on env_id: one rollout of 2 environments * 8 steps, one minibatch an
+def check_the_epochs_kl_and_clipfrac(module, tmp_path, monkeypatch, env_id, **own):
+    """module.main on env_id (and the script's own flags: ppod.py's demonstrations, no
+    replays): one rollout of 2 environments * 8 steps, one minibatch an
     epoch, 3 epochs, --clip-coef 0.01 (default 0.2). With r = exp(newlogprob - oldlogprob)
     as ppo_loss got them, each minibatch's KL is k = mean(r - 1 - log r) and its clipped
     fraction mean(|r - 1| > 0.01). The first epoch's minibatch comes before any gradient
@@ -745,7 +822,7 @@ def check_the_epochs_kl_and_clipfrac(module, tmp_path, monkeypatch, env_id):
       it, and a third epoch would run."""
     calls = spy_on(monkeypatch, module, "ppo_loss", detached)
     flags = dict(env_id=env_id, total_timesteps=16, num_envs=2, num_steps=8, num_minibatches=1,
-                 update_epochs=3, clip_coef=0.01, eval_episodes=0)
+                 update_epochs=3, clip_coef=0.01, eval_episodes=0, **own)
     module.main(module.Args(**flags, output_dir=str(tmp_path / "all")))
     log_ratios = [c["newlogprob"] - c["oldlogprob"] for c in calls]
     k3 = [(r.exp() - 1 - r).mean().item() for r in log_ratios]

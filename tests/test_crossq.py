@@ -12,10 +12,11 @@ import torch
 import torch.nn as nn
 
 import crossq
-from conftest import (ActionLogEnv, approx, check_episode_ends, check_evaluations,
-                      check_whole_steps_budget, interrupt_on_call, read_csv, run_folder_env,
-                      same_seed_episodes, spy_on, spy_on_acting, spy_on_seeds, tensor,
-                      unreadable_checkpoints)
+from conftest import (ActionLogEnv, approx, check_an_evaluation_trains_nothing,
+                      check_episode_ends, check_evaluations, check_named_and_tracked,
+                      check_the_buffer_is_never_larger_than_the_budget, check_whole_steps_budget,
+                      interrupt_on_call, read_csv, run_folder_env, same_seed_episodes, spy_on,
+                      spy_on_acting, spy_on_seeds, tensor, unreadable_checkpoints)
 
 
 # ---------------------------------------------------------------------------------------
@@ -372,6 +373,18 @@ def test_temperature_rises_below_the_target_entropy_and_falls_above(target_entro
     assert (agent.alpha() - before) * direction > 0
 
 
+def test_a_fixed_temperature_never_moves():
+    # --no-autotune at --alpha 0.2, --policy-delay 1: five updates, each with an actor step.
+    # alpha stays 0.2 in every row and in the agent (learned, the first temperature step
+    # alone would move log alpha by Adam's first step, about --learning-rate 1e-3: alpha
+    # 0.2 exp(-+1e-3), a relative change of 1e-3), and log alpha takes no gradient
+    agent = small_agent(alpha=0.2, autotune=False, policy_delay=1)
+    stats = [agent.update(*random_batch()) for _ in range(5)]
+    assert all("actor_loss" in row for row in stats)
+    assert [row["alpha"] for row in stats] == [pytest.approx(0.2, rel=1e-6)] * 5
+    assert agent.alpha() == pytest.approx(0.2, rel=1e-6) and not agent.log_alpha.requires_grad
+
+
 def test_actor_steps_on_fixed_critics_raise_the_soft_value(monkeypatch):
     # Fixed critics Q = s + 10 a and 1 + s + 10 a (min: the first), alpha 0.2: each unit of
     # action gains 10, so 30 actor steps raise mean(Q - 0.2 log pi) by far more than 1
@@ -519,6 +532,21 @@ def test_own_environment_module_is_imported(fresh_env_module, tmp_path, check_ru
     assert [e["episode_length"] for e in episodes] == ["20"] * 3  # Slider's time limit
 
 
+def test_stop_at_return_stops_and_records_when(tmp_path):
+    # BoxCountToThree-v0 pays 1 a step and is cut after 3 steps: every return is 3. Two
+    # environments end an episode each every 3 vector steps, 6 global steps a pair, so the
+    # 20th episode ends with the 10th pair at step 60, where the mean of the last 20 returns
+    # first reaches --stop-at-return 3 (>=): the loop stops there, short of its budget of
+    # 120, with updates from step 30 on before it.
+    summary = crossq.main(crossq.Args(env_id="BoxCountToThree-v0", total_timesteps=120,
+                                      num_envs=2, learning_starts=30, batch_size=8,
+                                      hidden_size=8, critic_hidden_size=8, stop_at_return=3.0,
+                                      eval_episodes=0, output_dir=str(tmp_path)))
+    assert summary["solved_threshold"] == 3.0 and summary["solved_at_step"] == 60
+    assert summary["global_steps"] == 60 and summary["solved_at_time_s"] is not None
+    assert len(read_csv(next(tmp_path.glob("*/episodes.csv")))) == 20
+
+
 def test_interrupted_run_keeps_its_data(tmp_path, monkeypatch):
     # Adam steps: the critics' at step 300 (1; no actor step before the 3rd), at 301 (2)
     monkeypatch.setattr(torch.optim.Adam, "step", interrupt_on_call(2, torch.optim.Adam.step))
@@ -566,6 +594,24 @@ def test_eval_every_writes_rows_keeps_the_best_model_and_leaves_training_alone(t
 
 
 # ---------------------------------------------------------------------------------------
+# Flags that name the run, track it, skip its training or bound its buffer, each at a value
+# other than its default, seen where main and train hand it on (issue 59; the checks are
+# conftest.py's, run by the tests of sac.py, ddpg_td3.py and dqn.py too)
+# ---------------------------------------------------------------------------------------
+def test_exp_name_seed_and_track_name_the_run_folder_the_curve_and_the_wandb_run(
+        tmp_path, monkeypatch):
+    check_named_and_tracked(crossq, tmp_path, monkeypatch)
+
+
+def test_an_evaluation_of_a_checkpoint_trains_nothing(tmp_path, capsys):
+    check_an_evaluation_trains_nothing(crossq, tmp_path, capsys)
+
+
+def test_the_buffer_is_never_larger_than_the_budget(tmp_path, monkeypatch):
+    check_the_buffer_is_never_larger_than_the_budget(crossq, tmp_path, monkeypatch)
+
+
+# ---------------------------------------------------------------------------------------
 # Bad input: one line on stderr, exit status 2, nothing trained
 # ---------------------------------------------------------------------------------------
 @pytest.fixture
@@ -587,6 +633,9 @@ def bad_checkpoints(tmp_path):
     (["--adam-beta1", "1"], "--adam-beta1 must be in [0, 1)"),
     (["--bn-momentum", "0"], "--bn-momentum must be in (0, 1]"),
     (["--renorm-warmup-steps", "-1"], "--renorm-warmup-steps must be 0 or more"),
+    (["--target-entropy", "-1", "--no-autotune"], "--target-entropy needs the learned temperature"),
+    (["--env-id", "NoDisplay-v0", "--capture-video"],
+     "cannot record videos of NoDisplay-v0 (RuntimeError: no OpenGL context); for MuJoCo"),
     (["--eval-checkpoint", "corrupt"], "is not a crossq.py model.pt"),
     (["--eval-checkpoint", "mountain_car"],
      "was made for MountainCarContinuous-v0, not Pendulum-v1; "

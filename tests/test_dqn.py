@@ -11,9 +11,10 @@ import pytest
 import torch
 
 import dqn
-from conftest import (CountingEnv, approx, check_evaluations, check_whole_steps_budget,
-                      interrupt_on_call, read_csv, same_seed_episodes, spy_on, spy_on_seeds,
-                      tensor, unreadable_checkpoints)
+from conftest import (CountingEnv, approx, check_an_evaluation_trains_nothing, check_evaluations,
+                      check_named_and_tracked, check_the_buffer_is_never_larger_than_the_budget,
+                      check_whole_steps_budget, interrupt_on_call, read_csv, same_seed_episodes,
+                      spy_on, spy_on_seeds, tensor, unreadable_checkpoints)
 
 
 # ---------------------------------------------------------------------------------------
@@ -751,6 +752,25 @@ def test_eval_every_writes_rows_keeps_the_best_model_and_leaves_training_alone(t
 
 def test_the_budget_is_rounded_down_to_whole_steps_of_the_environments(tmp_path, capsys):
     check_whole_steps_budget(dqn, tmp_path, capsys, buffer_size=999, batch_size=16)
+
+
+# ---------------------------------------------------------------------------------------
+# Flags that name the run, track it, skip its training or bound its buffer, each at a value
+# other than its default, seen where main and train hand it on (issue 59; the checks are
+# conftest.py's, run by the tests of sac.py, ddpg_td3.py and crossq.py too), on Discrete ids
+# ---------------------------------------------------------------------------------------
+def test_exp_name_seed_and_track_name_the_run_folder_the_curve_and_the_wandb_run(
+        tmp_path, monkeypatch):
+    check_named_and_tracked(dqn, tmp_path, monkeypatch, env_id="CountToThree-v0")
+
+
+def test_an_evaluation_of_a_checkpoint_trains_nothing(tmp_path, capsys):
+    check_an_evaluation_trains_nothing(dqn, tmp_path, capsys, env_id="my_envs:ThreeSteps-v0")
+
+
+def test_the_buffer_is_never_larger_than_the_budget(tmp_path, monkeypatch):
+    check_the_buffer_is_never_larger_than_the_budget(dqn, tmp_path, monkeypatch,
+                                                     env_id="CountToThree-v0")
 
 
 # ---------------------------------------------------------------------------------------
