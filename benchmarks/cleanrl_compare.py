@@ -255,9 +255,9 @@ def report(args):
 
 
 NOTES_HEADER = ("| pair | environment | budget | seeds | ours at the budget ({window}-episode mean) "
-                "| CleanRL's | ours steps to {threshold:g} | CleanRL's | ours process s "
-                "| CleanRL's | ratio | our eval |\n"
-                "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+                "| CleanRL's | ours steps to {threshold:g} | CleanRL's | ours s to {threshold:g} "
+                "| CleanRL's | ours process s | CleanRL's | ratio | our eval |\n"
+                "|" + " --- |" * 14)
 """the head of the "Beside CleanRL" table (results.md's notes, the site's benchmarks page)"""
 
 
@@ -281,14 +281,16 @@ def notes_table(results, pairs=None):
 
 def notes_row(pair, ours, theirs):
     """The pair's row of results.md's "Beside CleanRL" table: the window mean at the budget,
-    the steps to the threshold, the whole process and its ratio, ours first, as median
-    [min, max] over seeds; the per-seed ratio pairs each seed's two processes."""
+    the steps and the seconds (of each run's own clock) to the threshold, the whole process
+    and its ratio, ours first, as median [min, max] over seeds; the per-seed ratio pairs each
+    seed's two processes."""
     spread = benchmark.spread
     ratios = [o["process_s"] / t["process_s"] for o, t in zip(ours, theirs)]
     cells = [f"{pair.ours.script}.py / CleanRL {pair.cleanrl}", pair.ours.env_id,
              f"{budget(pair):,}", str(len(ours)),
              *(spread([r["final_train_mean"] for r in side], "{:.1f}") for side in (ours, theirs)),
              *(spread([r["solve_step"] for r in side]) for side in (ours, theirs)),
+             *(spread([r["solve_s"] for r in side], "{:.1f}") for side in (ours, theirs)),
              *(spread([r["process_s"] for r in side], "{:.1f}") for side in (ours, theirs)),
              spread(ratios, "{:.2f}"), spread([r["eval_return"] for r in ours], "{:.1f}")]
     return "| " + " | ".join(cells) + " |"

@@ -157,10 +157,12 @@ def test_report_writes_both_sides_into_results_json_and_md_and_a_row_for_the_not
                                               results=str(results),
                                               figure=str(tmp_path / "vs.png")))
     row = capsys.readouterr().out.splitlines()[0]
-    # ours 50 and CleanRL 35 at the budget; 40 reached at step 16 and 20; processes 30 and 90
-    # against 60 each: ratios 0.5 and 1.5, median 1.0; our evaluation 45
+    # ours 50 and CleanRL 35 at the budget; 40 reached at step 16 and 20, after 0.8 s of our
+    # run's clock and 1.0 s of CleanRL's (EPISODES); processes 30 and 90 against 60 each:
+    # ratios 0.5 and 1.5, median 1.0; our evaluation 45
     assert row == ("| ppo.py / CleanRL ppo.py | CartPole-v1 | 40 | 2 | 50.0 [50.0, 50.0] | "
-                   "35.0 [35.0, 35.0] | 16 [16, 16] | 20 [20, 20] | 60.0 [30.0, 90.0] | "
+                   "35.0 [35.0, 35.0] | 16 [16, 16] | 20 [20, 20] | 0.8 [0.8, 0.8] | "
+                   "1.0 [1.0, 1.0] | 60.0 [30.0, 90.0] | "
                    "60.0 [60.0, 60.0] | 1.00 [0.50, 1.50] | 45.0 [45.0, 45.0] |")
     with open(results / "results.json") as f:
         written = json.load(f)

@@ -511,9 +511,9 @@ def test_the_benchmarks_pages_minatar_table_is_results_jsons_training_means(page
 
 def test_the_benchmarks_pages_cleanrl_table_is_results_jsons_pairs_seed_by_seed(pages):
     # Issue 57's table, worked out here from results.json: ours and CleanRL's ppo.py on
-    # CartPole-v1, the 20-episode mean at the budget, the steps to 475 and the whole process
-    # of each side as median [min, max], and the ratio of the two processes of each seed
-    # (the two started together), paired by seed, not by position in the lists
+    # CartPole-v1, the 20-episode mean at the budget, the steps and seconds to 475 and the
+    # whole process of each side as median [min, max], and the ratio of the two processes of
+    # each seed (the two started together), paired by seed, not by position in the lists
     section = pages["benchmarks.md"].split("\n### Beside CleanRL\n")[1].split("\n## ")[0]
     results = results_json()
     ours = {r["seed"]: r for r in results["ppo-CartPole-v1-vs-cleanrl"]["runs"]}
@@ -526,6 +526,7 @@ def test_the_benchmarks_pages_cleanrl_table_is_results_jsons_pairs_seed_by_seed(
         "CartPole-v1", "500,000", "3",
         *(spread([r["final_train_mean"] for r in side.values()], "{:.1f}") for side in (ours, theirs)),
         *(spread([r["solve_step"] for r in side.values()], "{:.0f}") for side in (ours, theirs)),
+        *(spread([r["solve_s"] for r in side.values()], "{:.1f}") for side in (ours, theirs)),
         *(spread([r["process_s"] for r in side.values()], "{:.1f}") for side in (ours, theirs)),
         spread(ratios, "{:.2f}"), spread([r["eval_return"] for r in ours.values()], "{:.1f}")]
     assert "ours steps to 475" in section and "(20-episode mean)" in section
