@@ -9,7 +9,10 @@ import pytest
 import torch
 
 import ppo
-from conftest import (ActionLogEnv, approx, check_evaluations, check_the_epochs_kl_and_clipfrac,
+from conftest import (ActionLogEnv, approx, check_an_evaluation_trains_nothing,
+                      check_evaluation_normalizes_with_the_frozen_statistics, check_evaluations,
+                      check_every_evaluation_reads_the_running_statistics_and_leaves_them_alone,
+                      check_named_and_tracked, check_the_epochs_kl_and_clipfrac,
                       interrupt_on_call, read_csv, run_folder_env, same_seed_episodes, spy_on,
                       spy_on_adam, spy_on_seeds, spy_on_weights, tensor, unreadable_checkpoints)
 
@@ -384,22 +387,7 @@ def test_what_the_loop_gives_ppo_loss(norm_adv, tmp_path, monkeypatch):
 
 
 def test_evaluation_normalizes_observations_with_the_frozen_statistics():
-    # Statistics mean 1, var 4 (std 2): the greedy actor must see CountToThree's 0, 1, 2 as
-    # (0 - 1) / 2 = -0.5, 0, 0.5, and the statistics must not move.
-    seen = []
-
-    class Recorder(torch.nn.Module):  # always action 0, noting the observation it is given
-        def forward(self, obs):
-            seen.append(obs[0, 0].item())
-            return torch.tensor([[1.0, 0.0]])
-
-    agent = ppo.Agent((1,), 2, continuous=False)
-    agent.actor = Recorder()
-    normalizer = ppo.ObsNormalizer((1,), enabled=True)
-    normalizer.rms.mean, normalizer.rms.var = np.array([1.0]), np.array([4.0])
-    returns = ppo.evaluate(agent, normalizer, "CountToThree-v0", 1, 0, torch.device("cpu"))
-    assert returns.tolist() == [3.0] and seen == pytest.approx([-0.5, 0.0, 0.5], abs=1e-6)
-    assert normalizer.rms.mean.tolist() == [1.0] and normalizer.rms.var.tolist() == [4.0]
+    check_evaluation_normalizes_with_the_frozen_statistics(ppo)
 
 
 # ---------------------------------------------------------------------------------------
@@ -507,35 +495,8 @@ def test_one_update_moves_the_image_encoder_shared_by_the_actor_and_the_critic(t
 
 def test_every_evaluation_reads_the_running_statistics_and_leaves_them_alone(tmp_path,
                                                                              monkeypatch):
-    # --norm-obs on CountToThree-v0, 2 environments, 4 steps, --eval-every 4: evaluations at
-    # global steps 4 and 8 and the final one. Each is given the training statistics as they
-    # stand (enabled) and must not update them. The loop adds each step's observations after
-    # that step's evaluation (Gymnasium's RunningMeanStd; its prior count of 1e-4 moves these
-    # by less than 1e-3):
-    #   step 4: the reset's 0, 0 and step 2's 1, 1:   mean 0.5,  var 0.25,                 count 4
-    #   step 8: then 2, 2 and (the cut episode's next) 0, 0:
-    #                                                 mean 0.75, var 10/8 - 0.75^2 = 0.6875, count 8
-    #   final: then 1, 1:                             mean 0.8,  var 12/10 - 0.8^2 = 0.56,   count 10
-    # (the final observation 3 of the cut episode is never added)
-    seen, evaluate = [], ppo.evaluate
-
-    def stats(normalizer):
-        rms = normalizer.rms
-        return (normalizer.enabled, *rms.mean.tolist(), *rms.var.tolist(), float(rms.count))
-
-    def spy(agent, normalizer, *args, **kwargs):
-        before = stats(normalizer)
-        returns = evaluate(agent, normalizer, *args, **kwargs)
-        seen.append((before, stats(normalizer)))
-        return returns
-
-    monkeypatch.setattr(ppo, "evaluate", spy)
-    ppo.main(ppo.Args(env_id="CountToThree-v0", norm_obs=True, total_timesteps=8, num_envs=2,
-                      num_steps=4, num_minibatches=2, eval_every=4, eval_episodes=1,
-                      output_dir=str(tmp_path)))
-    expected = [(True, 0.5, 0.25, 4), (True, 0.75, 0.6875, 8), (True, 0.8, 0.56, 10)]
-    assert [before for before, _ in seen] == [pytest.approx(e, abs=1e-3) for e in expected]
-    assert all(before == after for before, after in seen)
+    check_every_evaluation_reads_the_running_statistics_and_leaves_them_alone(ppo, tmp_path,
+                                                                              monkeypatch)
 
 
 def environment_flags(env_id, num_envs, training=False, reward_gamma=None, life_loss=False,
@@ -726,6 +687,20 @@ def test_nan_loss_stops_cleanly(tmp_path, monkeypatch, capsys):
     assert summary["interrupted"] is True and summary["global_steps"] == 256
     assert (next(tmp_path.iterdir()) / "summary.json").exists()
     assert "the loss became non-finite (NaN or inf) at step 256" in capsys.readouterr().out
+
+
+# The flags of one rollout of 6 steps: 2 environments * 3 steps, 2 minibatches of 3
+ONE_ROLLOUT_OF_SIX = dict(num_envs=2, num_steps=3)
+
+
+def test_exp_name_seed_and_track_name_the_run_folder_the_curve_and_the_wandb_run(tmp_path,
+                                                                                 monkeypatch):
+    check_named_and_tracked(ppo, tmp_path, monkeypatch, tiny=ONE_ROLLOUT_OF_SIX)
+
+
+def test_an_evaluation_of_a_checkpoint_trains_nothing(tmp_path, capsys):
+    # 101 steps are less than one rollout of 2 environments * the default 64 steps
+    check_an_evaluation_trains_nothing(ppo, tmp_path, capsys, tiny=ONE_ROLLOUT_OF_SIX)
 
 
 def test_same_seed_gives_the_same_episodes(tmp_path):

@@ -11,7 +11,8 @@ import pytest
 import torch
 
 import ppo_masked as pm
-from conftest import (approx, check_evaluations, check_the_epochs_kl_and_clipfrac, detached,
+from conftest import (approx, check_an_evaluation_trains_nothing, check_evaluations,
+                      check_named_and_tracked, check_the_epochs_kl_and_clipfrac, detached,
                       interrupt_on_call, read_csv, same_seed_episodes, spy_on, spy_on_adam,
                       spy_on_seeds, spy_on_weights, unreadable_checkpoints)
 
@@ -244,6 +245,9 @@ class OnlyMask(DictMaskedCounter):
 for env_class in (MaskedCounter, DictMaskedCounter, NoActionAtTwo, ShortMask, SequenceObs,
                   OnlyMask):
     gym.register(f"{env_class.__name__}-v0", entry_point=env_class, max_episode_steps=3)
+# MaskedCounter with Gymnasium's reward_threshold of 3, every episode's return
+gym.register("MaskedThreeSteps-v0", entry_point=MaskedCounter, max_episode_steps=3,
+             reward_threshold=3.0)
 
 
 # ---------------------------------------------------------------------------------------
@@ -501,7 +505,7 @@ def test_what_the_loop_gives_ppo_loss_the_clipping_and_the_optimizer(norm_adv, t
     pm.main(pm.Args(env_id="MaskedCounter-v0", total_timesteps=16, num_envs=2, num_steps=8,
                     num_minibatches=2, update_epochs=2, norm_adv=norm_adv, gamma=0.9,
                     norm_reward=True, clip_coef=0.15, ent_coef=0.03, vf_coef=0.7,
-                    clip_vloss=True, max_grad_norm=0.35, eval_episodes=0,
+                    clip_vloss=True, max_grad_norm=0.35, hidden_size=8, eval_episodes=0,
                     output_dir=str(tmp_path)))
     assert len(calls) == 4 and norms == [0.35] * 4
     assert made == [None, 0.9]  # check_env's environment, then the training ones
@@ -514,7 +518,9 @@ def test_what_the_loop_gives_ppo_loss_the_clipping_and_the_optimizer(norm_adv, t
             assert call["advantages"].std().item() == pytest.approx(1, abs=1e-4)
         else:
             assert torch.allclose(call["returns"], call["advantages"] + call["oldvalue"], atol=1e-5)
-    (agent,) = agents
+    (agent,) = agents  # both networks 8 wide (--hidden-size), not the default 64
+    assert [(net[0].out_features, net[2].in_features, net[2].out_features)
+            for net in (agent.actor, agent.critic)] == [(8, 8, 8), (8, 8, 8)]
     assert [id(p) for p in optimized[0]] == [id(p) for p in agent.parameters()]
     ((still, _),) = moved()  # and its steps moved every weight of the agent
     assert still == []
@@ -578,16 +584,19 @@ def test_dict_observation_smoke_run(tmp_path, check_run_folder):
     assert summary["eval_return_mean"] == 3.0
 
 
-def test_stop_at_return_averages_the_stop_window(tmp_path):
+def test_stop_at_return_averages_the_stop_window(tmp_path, capsys):
     # Every MaskedCounter episode returns 3 in 3 steps; with 2 environments episodes end in
     # pairs at global steps 6, 12, 18, so the 5-episode window is first full, with mean 3,
-    # at step 18 (a 20-episode window would not fill within the budget of 64 steps).
+    # at step 18 (a 20-episode window would not fill within the budget of 64 steps). The
+    # closing line names the window it averaged.
     summary = pm.main(pm.Args(env_id="MaskedCounter-v0", total_timesteps=64, num_envs=2,
                               num_steps=16, num_minibatches=2, stop_at_return=3.0, stop_window=5,
                               eval_episodes=0, output_dir=str(tmp_path)))
     episodes = read_csv(next(tmp_path.glob("*/episodes.csv")))
     assert summary["solved_at_step"] == summary["global_steps"] == 18
     assert len(episodes) == 6 and summary["solved_at_time_s"] is not None
+    closing = capsys.readouterr().out.splitlines()[-1]
+    assert "solved_at_step 18 (last-5 mean >= --stop-at-return 3)" in closing
 
 
 def test_the_stop_test_averages_the_last_stop_window_returns(tmp_path):
@@ -641,6 +650,22 @@ def test_whole_rollouts_the_masks_and_the_stop_window_are_said(tmp_path, capsys)
     assert "ppo_masked.py: masks from info\n" in out
     assert pm.progress_line(2500, 10_000, 500.0, 7.46, window=100) == (
         "step 2,500/10,000 (25%) | 500 sps | ETA 0:00:15 | return (last 100) 7.5")
+
+
+# The flags of one rollout of 6 steps: 2 environments * 3 steps, minibatches of 3
+ONE_ROLLOUT_OF_SIX = dict(num_envs=2, num_steps=3, num_minibatches=2)
+
+
+def test_exp_name_seed_and_track_name_the_run_folder_the_curve_and_the_wandb_run(tmp_path,
+                                                                                 monkeypatch):
+    check_named_and_tracked(pm, tmp_path, monkeypatch, env_id="MaskedCounter-v0",
+                            tiny=ONE_ROLLOUT_OF_SIX)
+
+
+def test_an_evaluation_of_a_checkpoint_trains_nothing(tmp_path, capsys):
+    # 101 steps are less than one rollout of 2 environments * the default 64 steps
+    check_an_evaluation_trains_nothing(pm, tmp_path, capsys, env_id="MaskedThreeSteps-v0",
+                                       tiny=ONE_ROLLOUT_OF_SIX)
 
 
 def test_same_seed_gives_the_same_episodes(tmp_path):
