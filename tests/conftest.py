@@ -647,8 +647,9 @@ def check_gaussian_actions_clipped_for_the_environment_only(module, gae_method, 
 
 
 def check_evaluation_normalizes_with_the_frozen_statistics(module):
-    """vpg.py's and trpo.py's evaluate on CountToThree-v0 with statistics mean 1, var 4 (std
-    2): the greedy actor sees 0, 1, 2 as -0.5, 0, 0.5, and the statistics stay as they were."""
+    """vpg.py's, trpo.py's and ppo.py's evaluate on CountToThree-v0 with statistics mean 1,
+    var 4 (std 2): the greedy actor sees 0, 1, 2 as -0.5, 0, 0.5, and the statistics stay as
+    they were."""
     seen = []
 
     class Recorder(torch.nn.Module):  # always action 0, noting the observation it is given
@@ -704,7 +705,7 @@ def check_every_evaluation_reads_the_running_statistics_and_leaves_them_alone(
 # ---------------------------------------------------------------------------------------
 # Flags that name, track, skip or bound an off-policy run (the tests of sac.py,
 # ddpg_td3.py, dqn.py and crossq.py; vpg.py's and trpo.py's take the first two with
-# ONE_ROLLOUT_OF_SIX)
+# ONE_ROLLOUT_OF_SIX, ppo.py's and ppo_masked.py's with a rollout of 2 * 3 steps of their own)
 # ---------------------------------------------------------------------------------------
 # The flags of a 6-step run: a replay-buffer script learns from step 3 on minibatches of 2;
 # vpg.py and trpo.py collect one rollout of 2 environments * 3 steps, value minibatches of 3
