@@ -9,11 +9,13 @@ import torch
 from torch.distributions import Categorical
 
 import trpo
-from conftest import (approx, check_evaluations,
+from conftest import (approx, check_an_evaluation_trains_nothing,
+                      check_evaluation_normalizes_with_the_frozen_statistics, check_evaluations,
+                      check_every_evaluation_reads_the_running_statistics_and_leaves_them_alone,
                       check_gaussian_actions_clipped_for_the_environment_only,
-                      check_norm_obs_on_count_to_three, interrupt_on_call, read_csv,
-                      same_seed_episodes, spy_on, spy_on_seeds, spy_on_weights, tensor,
-                      unreadable_checkpoints)
+                      check_named_and_tracked, check_norm_obs_on_count_to_three,
+                      interrupt_on_call, ONE_ROLLOUT_OF_SIX, read_csv, same_seed_episodes,
+                      spy_on, spy_on_seeds, spy_on_weights, tensor, unreadable_checkpoints)
 
 
 def column(*values):
@@ -652,6 +654,25 @@ def test_eval_every_writes_rows_keeps_the_best_model_and_leaves_training_alone(t
     args = trpo.Args(total_timesteps=864, num_envs=3, num_steps=32, vf_minibatches=2,
                      eval_every=100, eval_episodes=3, save_model=True, seed=1)
     check_evaluations(trpo.main, args, tmp_path, [102, 201, 300, 402, 501, 600, 702, 801])
+
+
+def test_exp_name_seed_and_track_name_the_run_folder_the_curve_and_the_wandb_run(
+        tmp_path, monkeypatch):
+    check_named_and_tracked(trpo, tmp_path, monkeypatch, tiny=ONE_ROLLOUT_OF_SIX)  # (conftest.py)
+
+
+def test_an_evaluation_of_a_checkpoint_trains_nothing(tmp_path, capsys):
+    check_an_evaluation_trains_nothing(trpo, tmp_path, capsys, tiny=ONE_ROLLOUT_OF_SIX)
+
+
+def test_evaluation_normalizes_observations_with_the_frozen_statistics():
+    check_evaluation_normalizes_with_the_frozen_statistics(trpo)  # (conftest.py)
+
+
+def test_every_evaluation_reads_the_running_statistics_and_leaves_them_alone(tmp_path,
+                                                                             monkeypatch):
+    check_every_evaluation_reads_the_running_statistics_and_leaves_them_alone(
+        trpo, tmp_path, monkeypatch, vf_minibatches=2)  # (conftest.py)
 
 
 # ---------------------------------------------------------------------------------------

@@ -8,11 +8,13 @@ import pytest
 import torch
 
 import vpg
-from conftest import (approx, check_evaluations,
+from conftest import (approx, check_an_evaluation_trains_nothing,
+                      check_evaluation_normalizes_with_the_frozen_statistics, check_evaluations,
+                      check_every_evaluation_reads_the_running_statistics_and_leaves_them_alone,
                       check_gaussian_actions_clipped_for_the_environment_only,
-                      check_norm_obs_on_count_to_three, interrupt_on_call, read_csv,
-                      same_seed_episodes, spy_on, spy_on_seeds, spy_on_weights, tensor,
-                      unreadable_checkpoints)
+                      check_named_and_tracked, check_norm_obs_on_count_to_three,
+                      interrupt_on_call, ONE_ROLLOUT_OF_SIX, read_csv, same_seed_episodes,
+                      spy_on, spy_on_seeds, spy_on_weights, tensor, unreadable_checkpoints)
 
 
 def column(*values):
@@ -296,6 +298,9 @@ def test_the_advantage_flags_reach_the_policy_step_and_the_value_targets(
     (weighed,) = weights
     assert weighed.tolist() == approx(both(advantages))
     assert sorted(torch.cat(regressed).tolist()) == approx(sorted(both(targets)))
+    # --vf-iters 1 epoch of --vf-minibatches 2: two minibatches of 8 / 2 = 4 samples (the
+    # default 4 would make four minibatches of 2)
+    assert [len(r) for r in regressed] == [4, 4]
     (row,) = read_csv(next(tmp_path.glob("*/updates.csv")))
     values, returns = np.array(both([0.0, 10.0, 20.0, 0.0])), np.array(both(targets))
     assert float(row["explained_variance"]) == pytest.approx(
@@ -389,21 +394,7 @@ def test_one_policy_step_per_batch_normalized_advantages_and_value_targets(tmp_p
 
 
 def test_evaluation_normalizes_observations_with_the_frozen_statistics():
-    # Statistics mean 1, var 4 (std 2): the greedy actor sees 0, 1, 2 as -0.5, 0, 0.5.
-    seen = []
-
-    class Recorder(torch.nn.Module):  # always action 0, noting the observation it is given
-        def forward(self, obs):
-            seen.append(obs[0, 0].item())
-            return torch.tensor([[1.0, 0.0]])
-
-    agent = vpg.Agent((1,), 2, continuous=False)
-    agent.actor = Recorder()
-    normalizer = vpg.ObsNormalizer((1,), enabled=True)
-    normalizer.rms.mean, normalizer.rms.var = np.array([1.0]), np.array([4.0])
-    returns = vpg.evaluate(agent, normalizer, "CountToThree-v0", 1, 0, torch.device("cpu"))
-    assert returns.tolist() == [3.0] and seen == pytest.approx([-0.5, 0.0, 0.5], abs=1e-6)
-    assert normalizer.rms.mean.tolist() == [1.0] and normalizer.rms.var.tolist() == [4.0]
+    check_evaluation_normalizes_with_the_frozen_statistics(vpg)  # (conftest.py)
 
 
 # ---------------------------------------------------------------------------------------
@@ -497,6 +488,21 @@ def test_eval_every_writes_rows_keeps_the_best_model_and_leaves_training_alone(t
     args = vpg.Args(total_timesteps=864, num_envs=3, num_steps=32, vf_minibatches=2,
                     eval_every=100, eval_episodes=3, save_model=True, seed=1)
     check_evaluations(vpg.main, args, tmp_path, [102, 201, 300, 402, 501, 600, 702, 801])
+
+
+def test_exp_name_seed_and_track_name_the_run_folder_the_curve_and_the_wandb_run(
+        tmp_path, monkeypatch):
+    check_named_and_tracked(vpg, tmp_path, monkeypatch, tiny=ONE_ROLLOUT_OF_SIX)  # (conftest.py)
+
+
+def test_an_evaluation_of_a_checkpoint_trains_nothing(tmp_path, capsys):
+    check_an_evaluation_trains_nothing(vpg, tmp_path, capsys, tiny=ONE_ROLLOUT_OF_SIX)
+
+
+def test_every_evaluation_reads_the_running_statistics_and_leaves_them_alone(tmp_path,
+                                                                             monkeypatch):
+    check_every_evaluation_reads_the_running_statistics_and_leaves_them_alone(
+        vpg, tmp_path, monkeypatch, vf_minibatches=2)  # (conftest.py)
 
 
 # ---------------------------------------------------------------------------------------
