@@ -832,7 +832,10 @@ def check_the_epochs_kl_and_clipfrac(module, tmp_path, monkeypatch, env_id, **ow
                                 for r in log_ratios]) for clip in (0.01, 0.2)}
     assert fractions[0.01] != fractions[0.2]
     (update,) = read_csv(next((tmp_path / "all").glob("*/updates.csv")))
-    assert float(update["approx_kl"]) == pytest.approx(np.mean(k3), rel=1e-6)
+    # rel=1e-3: ppod.py takes r - 1 as expm1(log r), which rounds otherwise in float32 (by
+    # about 6e-5 of a KL this small); a mean that leaves out k_1 = 0, (k_2 + k_3) / 2, is off
+    # by half
+    assert float(update["approx_kl"]) == pytest.approx(np.mean(k3), rel=1e-3)
     assert float(update["clipfrac"]) == pytest.approx(fractions[0.01], rel=1e-6)
     module.main(module.Args(**flags, target_kl=0.75 * k3[1],
                             output_dir=str(tmp_path / "stopped")))

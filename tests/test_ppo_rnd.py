@@ -11,9 +11,11 @@ import torch
 
 import ppo
 import ppo_rnd
-from conftest import (approx, check_evaluations, episode_rows, interrupt_on_call, read_csv,
-                      same_seed_episodes, spy_on, spy_on_seeds, spy_on_weights, tensor,
-                      unreadable_checkpoints)
+from conftest import (approx, check_an_evaluation_trains_nothing, check_evaluations,
+                      check_every_evaluation_reads_the_running_statistics_and_leaves_them_alone,
+                      check_named_and_tracked, check_the_epochs_kl_and_clipfrac, episode_rows,
+                      interrupt_on_call, read_csv, same_seed_episodes, spy_on, spy_on_seeds,
+                      spy_on_weights, tensor, unreadable_checkpoints)
 
 
 def column(*values):
@@ -169,33 +171,38 @@ TINY = dict(env_id="CartPole-v1", total_timesteps=768, num_envs=2, num_steps=128
 def test_the_loop_gives_each_stream_its_own_rewards_and_ends(tmp_path, monkeypatch):
     # CartPole pays 1 a step: the extrinsic call gets the environment's rewards and its
     # episode ends; the intrinsic call gets the buffer's intrinsic rewards (>= 0, not all
-    # equal) and no end at all, with gamma_int.
+    # equal) and no end at all, with gamma_int. Both get --gae-lambda 0.7 (default 0.95).
     calls, original = [], ppo_rnd.compute_gae
     monkeypatch.setattr(ppo_rnd, "compute_gae", lambda *a: calls.append(a) or original(*a))
-    ppo_rnd.main(ppo_rnd.Args(**TINY, gamma=0.9, gamma_int=0.8, output_dir=str(tmp_path)))
+    ppo_rnd.main(ppo_rnd.Args(**TINY, gamma=0.9, gamma_int=0.8, gae_lambda=0.7,
+                              output_dir=str(tmp_path)))
     assert len(calls) == 2 * 3  # two streams, three rollouts
     for ext, intr in zip(calls[::2], calls[1::2]):
-        assert torch.all(ext[0] == 1) and ext[3].any() and ext[5] == 0.9
-        assert torch.all(intr[0] >= 0) and intr[0].std() > 0 and intr[5] == 0.8
+        assert torch.all(ext[0] == 1) and ext[3].any() and ext[5:] == (0.9, 0.7)
+        assert torch.all(intr[0] >= 0) and intr[0].std() > 0 and intr[5:] == (0.8, 0.7)
         assert not intr[3].any() and not intr[4].any()
 
 
 def test_the_agent_and_the_predictor_learn_and_the_target_never_changes(tmp_path, monkeypatch):
     # Every weight of the agent (the actor, both value heads) and of the RND's predictor
     # moves; none of the RND's target does, nor gets a gradient. Both RND networks give
-    # --rnd-output-size 16 features from hidden layers of --hidden-size 64 (the defaults
-    # are both 64: a run at the defaults cannot tell them apart).
-    rnds = spy_on(monkeypatch, ppo_rnd, "train", lambda args, agent, rnd, *rest: rnd)
+    # --rnd-output-size 16 features from hidden layers of --hidden-size 32, and the agent's
+    # three MLPs (CartPole: 2 logits, one value each) are 32 wide too (the defaults are both
+    # 64: a run at the defaults cannot tell them apart).
+    made = spy_on(monkeypatch, ppo_rnd, "train", lambda args, agent, rnd, *rest: (agent, rnd))
     moved = spy_on_weights(monkeypatch, ppo_rnd)
-    ppo_rnd.main(ppo_rnd.Args(**TINY, rnd_output_size=16, output_dir=str(tmp_path)))
+    ppo_rnd.main(ppo_rnd.Args(**TINY, rnd_output_size=16, hidden_size=32,
+                              output_dir=str(tmp_path)))
     (agent_still, _), (rnd_still, rnd_changed) = moved()
     assert agent_still == []
     assert {n.split(".")[0] for n in rnd_still} == {"target"}
     assert {n.split(".")[0] for n in rnd_changed} == {"predictor"}
-    (rnd,) = rnds
+    ((agent, rnd),) = made
     assert all(p.grad is None for p in rnd.target.parameters())
     for net in (rnd.target, rnd.predictor):
-        assert [layer.out_features for layer in net[::2]] == [64, 64, 16]
+        assert [layer.out_features for layer in net[::2]] == [32, 32, 16]
+    for net, out in ((agent.actor, 2), (agent.critic, 1), (agent.critic_int, 1)):
+        assert [layer.out_features for layer in net[::2]] == [32, 32, out]
     updates = read_csv(next(tmp_path.glob("*/updates.csv")))
     assert all(float(u["predictor_loss"]) > 0 for u in updates)
 
@@ -261,17 +268,18 @@ def test_the_rnd_sees_the_state_each_step_reached(env_id, norm_obs, tmp_path, mo
 
 def test_the_predictor_learns_from_a_fraction_of_each_minibatch(tmp_path, monkeypatch):
     # TINY's run: 3 rollouts of 2 x 128 steps, 2 epochs of 2 minibatches of 128: 12 calls of
-    # predictor_loss, 3 * 2 * 256 = 1,536 samples. Each is kept with probability 0.25: the
-    # kept fraction has a std of sqrt(0.25 * 0.75 / 1536) = 0.011, so 0.25 +- 0.05 holds
-    # unless the mask is wrong (all kept: 1.0).
+    # predictor_loss, 3 * 2 * 256 = 1,536 samples. Each is kept with probability
+    # --rnd-update-proportion 0.6 (default 0.25): the kept fraction has a std of
+    # sqrt(0.6 * 0.4 / 1536) = 0.0125, so 0.6 +- 0.05 (4 std) holds unless the mask is wrong
+    # (all kept: 1.0; the default's 0.25).
     masks, original = [], ppo_rnd.predictor_loss
     monkeypatch.setattr(ppo_rnd, "predictor_loss",
                         lambda predicted, target, keep: masks.append(keep) or
                         original(predicted, target, keep))
-    ppo_rnd.main(ppo_rnd.Args(**TINY, rnd_update_proportion=0.25, output_dir=str(tmp_path)))
+    ppo_rnd.main(ppo_rnd.Args(**TINY, rnd_update_proportion=0.6, output_dir=str(tmp_path)))
     kept = torch.cat(masks).float()
     assert len(masks) == 12 and kept.numel() == 1536
-    assert abs(kept.mean().item() - 0.25) < 0.05
+    assert abs(kept.mean().item() - 0.6) < 0.05
 
 
 @pytest.fixture
@@ -533,6 +541,74 @@ def test_eval_every_writes_rows_keeps_the_best_model_and_leaves_training_alone(t
                         rnd_init_steps=8, eval_every=100, eval_episodes=3, save_model=True, seed=2,
                         int_coef=16.0)  # at 256 CartPole's policy evaluates 9.67 in every row
     check_evaluations(ppo_rnd.main, args, tmp_path, [102, 201, 300, 402, 501, 600, 702, 801])
+
+
+# ---------------------------------------------------------------------------------------
+# Flags at values other than their defaults (issue 59), most through conftest.py's checks
+# ---------------------------------------------------------------------------------------
+# A 6-step run: one rollout of 2 environments * 3 steps, minibatches of 3, after 2 random
+# steps of each environment for the RND's statistics
+SIX_STEPS = dict(num_envs=2, num_steps=3, num_minibatches=2, rnd_init_steps=2)
+
+
+def test_exp_name_seed_and_track_name_the_run_folder_the_curve_and_the_wandb_run(tmp_path,
+                                                                                monkeypatch):
+    check_named_and_tracked(ppo_rnd, tmp_path, monkeypatch, env_id="CountToThree-v0",
+                            tiny=SIX_STEPS)
+
+
+def test_an_evaluation_of_a_checkpoint_trains_nothing(tmp_path, capsys):
+    # The shared check, on a model trained with --no-norm-obs: its evaluation under the
+    # default --norm-obs takes the model's (config.json records the flags it ran with)
+    check_an_evaluation_trains_nothing(ppo_rnd, tmp_path, capsys, env_id="my_envs:ThreeSteps-v0",
+                                       tiny={**SIX_STEPS, "norm_obs": False})
+    (evaluation,) = (tmp_path / "eval").iterdir()
+    assert json.loads((evaluation / "config.json").read_text())["norm_obs"] is False
+
+
+def test_every_evaluation_reads_the_running_statistics_and_leaves_them_alone(tmp_path,
+                                                                             monkeypatch):
+    # The policy's statistics (the RND's have their own, started by the random steps)
+    check_every_evaluation_reads_the_running_statistics_and_leaves_them_alone(
+        ppo_rnd, tmp_path, monkeypatch, rnd_init_steps=2)
+
+
+def test_target_kl_and_clipfrac_read_each_epochs_own_ratios(tmp_path, monkeypatch):
+    check_the_epochs_kl_and_clipfrac(ppo_rnd, tmp_path, monkeypatch, "CountToThree-v0")
+
+
+@pytest.mark.parametrize("anneal_lr, rates", [(True, [3e-3, 1.5e-3]), (False, [3e-3, 3e-3])])
+def test_the_learning_rate_its_schedule_and_the_whole_rollouts_budget(anneal_lr, rates,
+                                                                      tmp_path, capsys):
+    # --total-timesteps 70 in rollouts of 2 * 16 = 32: 2 whole rollouts, 64 steps, said once
+    # at the start. --learning-rate 3e-3 (default 1e-3) is the rate of the one Adam (agent and
+    # predictor) that updates.csv reads back; annealed, rollout i of 2 runs at
+    # 3e-3 * (1 - (i - 1) / 2): 3e-3, then 1.5e-3; with --no-anneal-lr, 3e-3 both times.
+    summary = ppo_rnd.main(ppo_rnd.Args(env_id="CartPole-v1", total_timesteps=70, num_envs=2,
+                                        num_steps=16, num_minibatches=2, update_epochs=1,
+                                        rnd_init_steps=2, learning_rate=3e-3,
+                                        anneal_lr=anneal_lr, eval_episodes=0,
+                                        output_dir=str(tmp_path)))
+    assert capsys.readouterr().out.count("ppo_rnd.py: training runs 64 of --total-timesteps 70: "
+                                         "whole rollouts of 32 steps\n") == 1
+    assert summary["global_steps"] == 64
+    updates = read_csv(next(tmp_path.glob("*/updates.csv")))
+    assert [float(u["learning_rate"]) for u in updates] == approx(rates)
+
+
+def test_stop_at_return_stops_the_run_where_the_last_20_reach_it(tmp_path):
+    # CountToThree-v0 returns 3 an episode, cut at 3 steps: 2 environments end an episode
+    # each every 3 vector steps, 6 global steps, so the 20th ends at step 10 * 6 = 60, in the
+    # fourth rollout of 2 * 8 = 16 steps (49..64). --stop-at-return 3 ends the run there;
+    # without it the budget, 256, would run on.
+    summary = ppo_rnd.main(ppo_rnd.Args(env_id="CountToThree-v0", stop_at_return=3.0,
+                                        total_timesteps=256, num_envs=2, num_steps=8,
+                                        rnd_init_steps=2, eval_episodes=0,
+                                        output_dir=str(tmp_path)))
+    assert summary["solved_threshold"] == 3.0
+    assert summary["solved_at_step"] == summary["global_steps"] == 60
+    assert len(read_csv(next(tmp_path.glob("*/episodes.csv")))) == 20
+    assert len(read_csv(next(tmp_path.glob("*/updates.csv")))) == 3
 
 
 # ---------------------------------------------------------------------------------------

@@ -13,9 +13,11 @@ import torch
 
 import ppo
 import ppod
-from conftest import (CountingEnv, approx, check_evaluations, detached, episode_rows,
-                      interrupt_on_call, read_csv, same_seed_episodes, spy_on, spy_on_adam,
-                      spy_on_seeds, spy_on_weights)
+from conftest import (CountingEnv, approx, check_an_evaluation_trains_nothing, check_evaluations,
+                      check_every_evaluation_reads_the_running_statistics_and_leaves_them_alone,
+                      check_named_and_tracked, check_the_epochs_kl_and_clipfrac, detached,
+                      episode_rows, interrupt_on_call, read_csv, same_seed_episodes, spy_on,
+                      spy_on_adam, spy_on_seeds, spy_on_weights)
 
 
 def episode(episode_return, steps=2):
@@ -517,8 +519,8 @@ def test_main_gives_the_demo_buffers_and_the_environments_their_flags(tmp_path, 
 
 
 @pytest.mark.parametrize("target_kl, anneal_lr, epochs, rates", [
-    (None, True, ["4", "4"], [1e-3, 0.5e-3]),  # lr * (1 - global_step / 32) at 0 and 16
-    (1e-9, False, ["1", "1"], [1e-3, 1e-3]),
+    (None, True, ["4", "4"], [2e-3, 1e-3]),  # lr * (1 - global_step / 32) at 0 and 16
+    (1e-9, False, ["1", "1"], [2e-3, 2e-3]),
 ])
 def test_target_kl_stops_the_epochs_and_no_anneal_lr_keeps_the_rate(target_kl, anneal_lr,
                                                                     epochs, rates, tmp_path,
@@ -527,11 +529,13 @@ def test_target_kl_stops_the_epochs_and_no_anneal_lr_keeps_the_rate(target_kl, a
     # its first gradient step (KL 0), the second after one (KL > 0), so the first epoch's
     # mean KL is above 1e-9 and --target-kl 1e-9 stops each update after it. The reward
     # demos are written every --save-demos-every 2 updates (at the second) and at the end.
+    # --learning-rate 2e-3, not the default 1e-3.
     saved, save = [], ppod.save_reward_demos
     monkeypatch.setattr(ppod, "save_reward_demos", lambda *a: (saved.append(1), save(*a)))
     ppod.main(ppod.Args(env_id="CountToThree-v0", demos_dir=count_demos, rho=0.0, phi=0.0,
                         total_timesteps=32, num_envs=2, num_steps=8, num_minibatches=2,
                         update_epochs=4, target_kl=target_kl, anneal_lr=anneal_lr,
+                        learning_rate=2e-3,
                         save_demos_every=2, eval_episodes=0, output_dir=str(tmp_path)))
     updates = read_csv(next(tmp_path.glob("*/updates.csv")))
     assert [u["epochs"] for u in updates] == epochs
@@ -779,6 +783,55 @@ def test_same_seed_gives_the_same_episodes(tmp_path, count_demos):
         total_timesteps=240, num_envs=4, num_steps=16, eval_episodes=0, output_dir=out)),
         tmp_path)
     assert len(rows) > 20
+
+
+# ---------------------------------------------------------------------------------------
+# Flags at values other than their defaults (issue 59), through conftest.py's checks
+# ---------------------------------------------------------------------------------------
+def six_real_steps(demos_dir):
+    """A 6-step run: one rollout of 2 environments * 3 steps, minibatches of 3, every
+    episode real (--rho 0 --phi 0), so that every step counts; demos_dir must fit."""
+    return dict(num_envs=2, num_steps=3, num_minibatches=2, demos_dir=demos_dir, rho=0.0,
+                phi=0.0)
+
+
+def test_exp_name_seed_and_track_name_the_run_folder_the_curve_and_the_wandb_run(
+        tmp_path, monkeypatch, count_demos):
+    check_named_and_tracked(ppod, tmp_path, monkeypatch, env_id="CountToThree-v0",
+                            tiny=six_real_steps(count_demos))
+
+
+def test_an_evaluation_of_a_checkpoint_trains_nothing(tmp_path, capsys):
+    # The shared check on my_envs:ThreeSteps-v0 (2 zeros seen, 2 actions), with a demo that
+    # fits it, and a model trained with --no-norm-obs: its evaluation under the default
+    # --norm-obs takes the model's (config.json records the flags it ran with)
+    os.makedirs(tmp_path / "demo")
+    ppod.save_demo(tmp_path / "demo" / "demo_0.npz", ppod.Demo(
+        np.zeros((4, 2), np.float32), np.zeros(3, np.int64), np.ones(3, np.float32), False))
+    check_an_evaluation_trains_nothing(ppod, tmp_path, capsys, env_id="my_envs:ThreeSteps-v0",
+                                       tiny={**six_real_steps(str(tmp_path / "demo")),
+                                             "norm_obs": False})
+    (evaluation,) = (tmp_path / "eval").iterdir()
+    assert json.loads((evaluation / "config.json").read_text())["norm_obs"] is False
+
+
+def test_target_kl_and_clipfrac_read_each_epochs_own_ratios(tmp_path, monkeypatch,
+                                                            count_demos):
+    # No replays: every row is the agent's, whose KL and clipped fraction ppod.py reads
+    check_the_epochs_kl_and_clipfrac(ppod, tmp_path, monkeypatch, "CountToThree-v0",
+                                     demos_dir=count_demos, rho=0.0, phi=0.0)
+
+
+def test_every_evaluation_reads_the_running_statistics_and_leaves_them_alone(
+        tmp_path, monkeypatch, count_demos):
+    # No replays. The loop adds a step's observations before that step's evaluation:
+    #   step 4: the reset's 0, 0, then 1, 1 and 2, 2:      mean 1,   var 5/3 - 1 = 2/3,  count 6
+    #   step 8: then 0, 0 (the cut episode's next) and 1, 1: mean 0.8, var 12/10 - 0.64 = 0.56,
+    #                                                                               count 10
+    #   final: no step since:                              mean 0.8, var 0.56,           count 10
+    check_every_evaluation_reads_the_running_statistics_and_leaves_them_alone(
+        ppod, tmp_path, monkeypatch, demos_dir=count_demos, rho=0.0, phi=0.0,
+        expected=[(True, 1.0, 2 / 3, 6), (True, 0.8, 0.56, 10), (True, 0.8, 0.56, 10)])
 
 
 # ---------------------------------------------------------------------------------------
