@@ -15,8 +15,9 @@ import crossq
 from conftest import (ActionLogEnv, approx, check_an_evaluation_trains_nothing,
                       check_episode_ends, check_evaluations, check_named_and_tracked,
                       check_the_buffer_is_never_larger_than_the_budget, check_whole_steps_budget,
-                      interrupt_on_call, read_csv, run_folder_env, same_seed_episodes, spy_on,
-                      spy_on_acting, spy_on_seeds, tensor, unreadable_checkpoints)
+                      copies, interrupt_on_call, moved_since, read_csv, run_folder_env,
+                      same_seed_episodes, spy_on, spy_on_acting, spy_on_seeds, tensor,
+                      unreadable_checkpoints)
 
 
 # ---------------------------------------------------------------------------------------
@@ -318,25 +319,28 @@ def test_there_are_no_target_networks_anywhere():
     assert not hasattr(crossq, "soft_update")
 
 
-def snapshot(net):
-    return [t.clone() for t in net.state_dict().values()]
+def statistics(net):
+    """Copies of a network's buffers: its batch renorm layers' running statistics and counts."""
+    return [b.clone() for b in net.buffers()]
 
 
 def test_the_critics_move_at_every_update_and_the_actor_every_policy_delay_th():
-    # --policy-delay 3: the critics' weights and statistics move at updates 1, 2, 3; the
-    # actor's (its weights and its layers' running statistics) at the 3rd alone, once; the
-    # temperature with it
+    # --policy-delay 3: every weight and bias of both critics moves at updates 1, 2 and 3
+    # (their critic step), and their statistics with them (one training pass each); the
+    # actor's weights and its layers' statistics at the 3rd alone; the temperature with
+    # them. Weights and statistics are told apart: the statistics of a training pass move
+    # even where no optimizer steps.
     agent = small_agent(policy_delay=3)
-    batch, moved = random_batch(), []
+    nets, batch, moved = (agent.critic1, agent.critic2, agent.actor), random_batch(), []
     for _ in range(3):
-        before = [snapshot(net) for net in (agent.critic1, agent.critic2, agent.actor)]
+        weights, stats = [copies(n) for n in nets], [statistics(n) for n in nets]
         alpha = agent.alpha()
         agent.update(*batch)
-        after = [snapshot(net) for net in (agent.critic1, agent.critic2, agent.actor)]
-        moved.append([any(not torch.equal(a, b) for a, b in zip(old, new))
-                      for old, new in zip(before, after)] + [agent.alpha() != alpha])
-    assert moved == [[True, True, False, False], [True, True, False, False],
-                     [True, True, True, True]]
+        moved.append([moved_since(w, n) for w, n in zip(weights, nets)]
+                     + [any(not torch.equal(a, b) for a, b in zip(s, statistics(n)))
+                        for s, n in zip(stats, nets)] + [agent.alpha() != alpha])
+    assert moved == [["all", "all", "none", True, True, False, False]] * 2 + [
+        ["all", "all", "all", True, True, True, True]]
     steps = [m.steps.item() for m in agent.actor.modules() if isinstance(m, crossq.BatchRenorm)]
     assert steps == [1, 1, 1]
 
