@@ -736,7 +736,7 @@ def check_named_and_tracked(module, tmp_path, monkeypatch, env_id="BoxZeroToFour
     summary.json, the curve's title and the Weights & Biases run (fake_wandb) say so."""
     script = os.path.basename(module.__file__)
     titles = spy_on(monkeypatch, module, "plot_learning_curve",
-                    lambda path, steps, returns, title, *rest: title)
+                    lambda path, steps, returns, title, *rest, **more: title)  # impala's lags
     seen = fake_wandb(monkeypatch)
     summary = module.main(module.Args(
         env_id=env_id, total_timesteps=6, **tiny,
@@ -759,7 +759,8 @@ def check_named_and_tracked(module, tmp_path, monkeypatch, env_id="BoxZeroToFour
 
 
 def check_an_evaluation_trains_nothing(module, tmp_path, capsys,
-                                       env_id="my_envs:ThreeStepsBox-v0", tiny=SIX_REPLAYED_STEPS):
+                                       env_id="my_envs:ThreeStepsBox-v0", tiny=SIX_REPLAYED_STEPS,
+                                       **evaluation):
     """--eval-checkpoint (default None: train) reaches check_args, the network's size, the run
     folder's summary and its budget line. env_id, my_envs:ThreeStepsBox-v0 (dqn.py: the
     Discrete my_envs:ThreeSteps-v0), pays 1 a step for 3 steps and has a reward_threshold of
@@ -770,7 +771,9 @@ def check_an_evaluation_trains_nothing(module, tmp_path, capsys,
     preset, 5,000 in crossq.py). (With --num-envs 3, dqn.py refuses the evaluation: its
     preset's --buffer-size 50,000 does not divide by 3, though an evaluation has no buffer.)
     vpg.py and trpo.py (tiny=ONE_ROLLOUT_OF_SIX): 100 is less than one rollout of 2
-    environments * the default 256 steps, which their check_args refuses for training."""
+    environments * the default 256 steps, which their check_args refuses for training.
+    evaluation: flags of the evaluation's own (impala.py: --rollouts-per-batch 2, a batch of
+    2 * 2 * 32 = 128 steps, more than 101, which its check_args refuses for training)."""
     trained = module.main(module.Args(env_id=env_id, hidden_size=8, total_timesteps=6,
                                       **tiny, save_model=True,
                                       eval_episodes=0, output_dir=str(tmp_path / "train")))
@@ -778,7 +781,7 @@ def check_an_evaluation_trains_nothing(module, tmp_path, capsys,
     capsys.readouterr()
     evaluated = module.main(module.Args(env_id=env_id, eval_checkpoint=str(folder),
                                         total_timesteps=101, num_envs=2, eval_episodes=1,
-                                        output_dir=str(tmp_path / "eval")))
+                                        output_dir=str(tmp_path / "eval"), **evaluation))
     out = capsys.readouterr().out
     # Not refused for its 100 steps, nor told it trains 100 of 101; no threshold to reach
     # (training had the environment's 3); the episode returns 3 steps of 1 (an 8-wide model

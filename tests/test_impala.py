@@ -16,7 +16,8 @@ import pytest
 import torch
 
 import impala
-from conftest import (approx, check_evaluations, read_csv, same_seed_episodes,
+from conftest import (approx, check_an_evaluation_trains_nothing, check_evaluations,
+                      check_named_and_tracked, read_csv, same_seed_episodes,
                       sigint_as_in_a_terminal, spy_on, spy_on_seeds, tensor)
 
 
@@ -461,6 +462,35 @@ def test_stop_at_return_stops_and_nan_loss_stops_cleanly(tmp_path, local_actors,
     summary = impala.main(replace(args, stop_at_return=None, output_dir=str(tmp_path / "nan")))
     assert summary["interrupted"] is True and summary["global_steps"] == 64
     assert "the loss became non-finite (NaN or inf) at step 64" in capsys.readouterr().out
+
+
+# One actor of 2 environments, rollouts of 3 steps: one batch of 6 steps, the 6 steps of
+# conftest's checks
+ONE_BATCH_OF_SIX = dict(num_envs=2, num_steps=3, num_actors=1, sync=True)
+
+
+def test_exp_name_seed_and_track_name_the_run_folder_the_curve_and_the_wandb_run(
+        tmp_path, local_actors, monkeypatch):
+    check_named_and_tracked(impala, tmp_path, monkeypatch, tiny=ONE_BATCH_OF_SIX)
+
+
+def test_an_evaluation_of_a_checkpoint_trains_nothing(tmp_path, local_actors, capsys):
+    # the evaluation's --rollouts-per-batch 2: a batch of 128 steps, over its budget of 101
+    check_an_evaluation_trains_nothing(impala, tmp_path, capsys, tiny=ONE_BATCH_OF_SIX,
+                                       rollouts_per_batch=2)
+    assert local_actors == [local_actors[0]]  # the training run's actors; none to evaluate
+
+
+def test_the_budget_is_whole_batches_and_the_run_says_so_once(tmp_path, local_actors, capsys):
+    # --total-timesteps 40, batches of 2 rollouts of 2 environments * 4 steps = 16 steps:
+    # 40 // 16 = 2 batches, 32 steps, said once at the start; 2 rows in updates.csv
+    summary = impala.main(impala.Args(total_timesteps=40, num_envs=2, num_steps=4,
+                                      rollouts_per_batch=2, hidden_size=8, num_actors=1,
+                                      sync=True, eval_episodes=0, output_dir=str(tmp_path)))
+    assert capsys.readouterr().out.count("training runs 32 of --total-timesteps 40: whole "
+                                         "batches of 16 steps") == 1
+    assert summary["global_steps"] == 32
+    assert len(read_csv(next(tmp_path.glob("*/updates.csv")))) == 2
 
 
 # ---------------------------------------------------------------------------------------

@@ -13,8 +13,8 @@ import pytest
 import torch
 
 import matd3
-from conftest import (Relay, check_evaluations, copies, moved_since, read_csv,
-                      same_seed_episodes, spy_on, unreadable_checkpoints)
+from conftest import (Relay, check_evaluations, check_named_and_tracked, copies, moved_since,
+                      read_csv, same_seed_episodes, spy_on, unreadable_checkpoints)
 
 
 def same(x, expected):
@@ -654,6 +654,41 @@ def test_eval_every_writes_rows_keeps_the_best_model_and_leaves_training_alone(t
                       batch_size=8, hidden_size=8, eval_episodes=2, eval_every=16,
                       save_model=True, seed=2)
     check_evaluations(matd3.main, args, tmp_path, [16, 32, 48])
+
+
+def test_exp_name_seed_and_track_name_the_run_folder_the_curve_and_the_wandb_run(tmp_path,
+                                                                                  monkeypatch):
+    # 3 lock-steps of 2 copies, learning from step 2 on batches of 2
+    check_named_and_tracked(matd3, tmp_path, monkeypatch, env_id="simple_spread_v3",
+                            tiny=dict(num_envs=2, max_cycles=5, learning_starts=2, batch_size=2))
+
+
+def test_an_evaluation_of_a_checkpoint_trains_nothing_and_takes_the_models_flags(tmp_path,
+                                                                                 capsys,
+                                                                                 monkeypatch):
+    # A maddpg model (one critic, no smoothing, no delay), FP critics 8 wide, episodes of 5
+    # steps, evaluated with every one of those flags at its default (matd3, EP, 64, 25) and
+    # --total-timesteps 101 of 2 copies: 100 whole steps, fewer than --learning-starts'
+    # default 5,000, which check_args refuses for training; no "training runs 100 of 101"
+    # line, no threshold although --stop-at-return 5 is given, and the final evaluation's
+    # episodes end after the model's 5 steps, not 25.
+    matd3.main(matd3.Args(algo="maddpg", critic_state="fp", save_model=True,
+                          output_dir=str(tmp_path / "train"), **TINY))
+    (trained,) = (tmp_path / "train").iterdir()
+    limits = spy_on(monkeypatch, matd3, "evaluate", lambda nets, env_id, spec, max_cycles,
+                    *rest, **more: max_cycles)
+    capsys.readouterr()
+    summary = matd3.main(matd3.Args(eval_checkpoint=str(trained), total_timesteps=101,
+                                    num_envs=2, eval_episodes=1, stop_at_return=5.0,
+                                    output_dir=str(tmp_path / "eval")))
+    assert "training runs" not in capsys.readouterr().out
+    assert summary["global_steps"] == 0 and summary["solved_threshold"] is None
+    assert limits == [5]
+    (evaluation,) = (tmp_path / "eval").iterdir()
+    config = json.loads((evaluation / "config.json").read_text())
+    assert {k: config[k] for k in matd3.CHECKPOINT_ARGS} == {
+        "hidden_size": 8, "algo": "maddpg", "twin_q": False, "target_policy_noise": 0.0,
+        "policy_delay": 1, "critic_state": "fp", "max_cycles": 5}
 
 
 # ---------------------------------------------------------------------------------------
