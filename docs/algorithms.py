@@ -231,6 +231,13 @@ ALGORITHMS = {
              "seeds 301-303 run interleaved on a quiet machine, the steps until the 20-episode "
              "training mean reached 475 and the whole-process seconds seed by seed, and the "
              "median of the three time ratios (0.56x against the goal of 0.5x)."),
+            (("dqn-CartPole-v1-vs-cleanrl", "cleanrl-dqn-CartPole-v1"),
+             "Beside CleanRL's dqn.py (its commit fe8d8a0), each with its own defaults on "
+             "CartPole-v1 for CleanRL's 500k steps, ten times our default budget: seeds "
+             "101-103, a seed's two processes started together on one torch thread each, "
+             "comparing the median [min, max] over the three seeds of the 20-episode training "
+             "mean at the budget, the steps and seconds until it first reached 475 and the "
+             "whole-process seconds; our greedy evaluation return has no CleanRL counterpart."),
             (("dqn-Acrobot-v1",),
              "Acrobot-v1 against Gymnasium's threshold of -100 for the 20-episode training "
              "mean, with no peer beside it: fresh seeds 301-305, the median steps to it and the "

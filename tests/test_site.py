@@ -537,6 +537,13 @@ def test_the_benchmarks_pages_cleanrl_table_is_results_jsons_pairs_seed_by_seed(
     steps = [np.median([r["solve_step"] for r in side.values()]) for side in (ours, theirs)]
     assert round(steps[1] / steps[0]) == 9 and "reaches 475 in a ninth of CleanRL's steps" in readme
     assert f"its whole process in {np.median(ratios):.2f} of the time" in readme
+    # and dqn.py's: 127,929 / 225,699 = 0.57 of the steps, the ratio of the processes 2.47
+    ours = {r["seed"]: r for r in results["dqn-CartPole-v1-vs-cleanrl"]["runs"]}
+    theirs = {r["seed"]: r for r in results["cleanrl-dqn-CartPole-v1"]["runs"]}
+    steps = [np.median([r["solve_step"] for r in side.values()]) for side in (ours, theirs)]
+    ratios = [ours[seed]["process_s"] / theirs[seed]["process_s"] for seed in ours]
+    assert f"dqn.py reaches 475 in {steps[0] / steps[1]:.2f} of CleanRL's steps" in readme
+    assert f"takes {np.median(ratios):.2f} times as long" in readme
 
 
 # ---------------------------------------------------------------------------------------
