@@ -64,6 +64,7 @@ def pytest_collection_modifyitems(config, items):
         params = callspec.params if callspec is not None else {}
         return ("ray_session" in item.fixturenames or params.get("backend") == "ray"
                 or str(params.get("script", "")).startswith("impala")  # impala.py, impala
+                or str(params.get("run", "")).startswith("impala")  # test_device.py's row
                 or item.path.name == "test_impala.py")
     items.sort(key=uses_ray)
     if config.pluginmanager.hasplugin("xdist"):

@@ -62,6 +62,9 @@ RUNS = {
     "matd3.py": ["--num-envs", "2", "--total-timesteps", "60", "--learning-starts", "20",
                  "--batch-size", "8", "--hidden-size", "8", "--critic-state", "fp", "--n-step", "3"],
     "ppo_lstm.py": ["--num-envs", "2", "--num-steps", "16", "--total-timesteps", "32"],
+    # the learner on the device, its one Ray actor on the CPU (a local Ray of the run's own)
+    "impala.py": ["--num-envs", "2", "--num-steps", "8", "--num-actors", "1",
+                  "--total-timesteps", "32"],
     "ppo_rnd.py": ["--num-envs", "2", "--num-steps", "32", "--total-timesteps", "64",
                    "--rnd-init-steps", "8"],
     "vpg.py": ["--num-envs", "2", "--num-steps", "32", "--total-timesteps", "64"],

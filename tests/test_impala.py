@@ -493,6 +493,24 @@ def test_the_budget_is_whole_batches_and_the_run_says_so_once(tmp_path, local_ac
     assert len(read_csv(next(tmp_path.glob("*/updates.csv")))) == 2
 
 
+def test_a_run_stops_only_the_ray_it_started(tmp_path, monkeypatch):
+    # No --ray-address and no Ray in this process: the run starts Ray (join_ray, given the
+    # flag) and stops it at the end; --ray-address auto joins a cluster, which it must leave
+    # running. Ray's start and stop stand in for by records, the actors by LocalActors.
+    ray = pytest.importorskip("ray", reason="impala.py's actors need Ray: pip install ray==2.60.0")
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+    joined = spy_on(monkeypatch, impala, "join_ray", lambda args: args.ray_address)
+    monkeypatch.setattr(impala, "start_ray", lambda address: 2)
+    stopped = []
+    monkeypatch.setattr(impala, "stop_ray", lambda: stopped.append(len(joined)))
+    monkeypatch.setattr(impala, "ActorPool", LocalActors)
+    for address in (None, "auto"):
+        impala.main(impala.Args(ray_address=address, total_timesteps=6, **ONE_BATCH_OF_SIX,
+                                hidden_size=8, eval_episodes=0,
+                                output_dir=str(tmp_path / str(address))))
+    assert joined == [None, "auto"] and stopped == [1]  # after the first run only
+
+
 # ---------------------------------------------------------------------------------------
 # Runs on a local Ray: Ctrl-C while Ray starts, --sync twice, the smoke run, a killed actor
 # ---------------------------------------------------------------------------------------

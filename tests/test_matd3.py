@@ -663,6 +663,14 @@ def test_exp_name_seed_and_track_name_the_run_folder_the_curve_and_the_wandb_run
                             tiny=dict(num_envs=2, max_cycles=5, learning_starts=2, batch_size=2))
 
 
+def test_the_budget_is_whole_lock_steps_and_the_run_says_so_once(tmp_path, capsys):
+    # --total-timesteps 41 of 2 copies: 41 // 2 = 20 lock-steps, 40 steps, said once at the
+    # start (the line's tail, which names the lock-step, is left to its wording)
+    summary = matd3.main(matd3.Args(output_dir=str(tmp_path), **{**TINY, "total_timesteps": 41}))
+    assert capsys.readouterr().out.count("training runs 40 of --total-timesteps 41: whole ") == 1
+    assert summary["global_steps"] == 40
+
+
 def test_an_evaluation_of_a_checkpoint_trains_nothing_and_takes_the_models_flags(tmp_path,
                                                                                  capsys,
                                                                                  monkeypatch):
@@ -675,6 +683,14 @@ def test_an_evaluation_of_a_checkpoint_trains_nothing_and_takes_the_models_flags
     matd3.main(matd3.Args(algo="maddpg", critic_state="fp", save_model=True,
                           output_dir=str(tmp_path / "train"), **TINY))
     (trained,) = (tmp_path / "train").iterdir()
+    # the maddpg model is one critic and its target (two would learn the same, but carry a
+    # critic that nothing trains into model.pt)
+    saved = torch.load(trained / "model.pt", weights_only=True)["nets"]
+    assert {name.split(".")[0] for name in saved} == {"actors", "actors_target", "qf1",
+                                                      "qf1_target"}
+    # --hidden-size 8 built it: each network's two hidden layers (0 and 2) are 8 wide
+    assert {tuple(p.shape) for name, p in saved.items() if name.endswith(("0.bias", "2.bias"))} \
+        == {(8,)}
     limits = spy_on(monkeypatch, matd3, "evaluate", lambda nets, env_id, spec, max_cycles,
                     *rest, **more: max_cycles)
     capsys.readouterr()
