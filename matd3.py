@@ -893,7 +893,8 @@ class RunWriter:
     """The run folder (the files the docstring at the top lists): config.json at once, the CSV
     files row by row (flushed, so an interrupted run keeps them), a progress line every 2
     seconds, the evaluations of --eval-every with best_model.pt; finish() writes the rest.
-    Training runs whole rollouts: the budget is rounded down to them, said at the start."""
+    Training runs whole lock-steps of the --num-envs copies: the budget is rounded down to
+    them, said at the start."""
 
     def __init__(self, args, device, spec, nets, rollout_steps=1):
         name = "__".join([args.env_id.replace("/", "-").replace(":", "-"), args.exp_name,
@@ -935,7 +936,8 @@ class RunWriter:
               f"{algorithm_name(args)}, {args.critic_state.upper()} critic, seed {args.seed}, device {device}")
         if self.budget != args.total_timesteps and args.eval_checkpoint is None:
             print(f"{SCRIPT}: training runs {self.budget:,} of --total-timesteps "
-                  f"{args.total_timesteps:,}: whole rollouts of {rollout_steps:,} steps")
+                  f"{args.total_timesteps:,}: whole steps of the {rollout_steps} copies of "
+                  "the environment")
 
     def elapsed(self):
         return time.time() - self.start

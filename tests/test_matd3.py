@@ -665,9 +665,11 @@ def test_exp_name_seed_and_track_name_the_run_folder_the_curve_and_the_wandb_run
 
 def test_the_budget_is_whole_lock_steps_and_the_run_says_so_once(tmp_path, capsys):
     # --total-timesteps 41 of 2 copies: 41 // 2 = 20 lock-steps, 40 steps, said once at the
-    # start (the line's tail, which names the lock-step, is left to its wording)
+    # start
     summary = matd3.main(matd3.Args(output_dir=str(tmp_path), **{**TINY, "total_timesteps": 41}))
-    assert capsys.readouterr().out.count("training runs 40 of --total-timesteps 41: whole ") == 1
+    assert capsys.readouterr().out.count(
+        "training runs 40 of --total-timesteps 41: whole steps of the 2 copies of the "
+        "environment\n") == 1
     assert summary["global_steps"] == 40
 
 
