@@ -14,8 +14,8 @@ import pytest
 import torch
 
 import mappo
-from conftest import (Relay, check_evaluations, interrupt_on_call, read_csv, same_seed_episodes,
-                      spy_on, spy_on_weights, unreadable_checkpoints)
+from conftest import (Relay, check_evaluations, check_named_and_tracked, interrupt_on_call,
+                      read_csv, same_seed_episodes, spy_on, spy_on_weights, unreadable_checkpoints)
 from my_envs import TeamEnv
 
 
@@ -848,3 +848,108 @@ def test_the_curve_draws_the_mean_of_the_last_20_as_the_console_and_summary_json
     assert len(returns) == 24
     assert summary["train_return_last20"] == approx(sum(returns[-20:]) / 20)
     assert figures[1].axes[0].lines[0].get_ydata()[-1] == approx(summary["train_return_last20"])
+
+
+# ---------------------------------------------------------------------------------------
+# Flags at values other than their defaults (issue 59)
+# ---------------------------------------------------------------------------------------
+def test_exp_name_seed_and_track_name_the_run_folder_the_curve_and_the_wandb_run(tmp_path,
+                                                                                monkeypatch):
+    # conftest.py's shared check on simple_v3 (one agent), one rollout of 2 copies * 3 steps
+    check_named_and_tracked(mappo, tmp_path, monkeypatch, env_id="simple_v3",
+                            tiny=dict(num_envs=2, num_steps=3, max_cycles=3))
+
+
+def test_an_evaluation_of_a_checkpoint_takes_the_models_flags_and_trains_nothing(
+        tmp_path, capsys, monkeypatch, fresh_env_module):
+    # A model of my_envs:team_env with every CHECKPOINT_ARGS flag apart from its default
+    # (--hidden-size 8, --no-share-actor, --layer-norm, --critic-state as, --max-cycles 3),
+    # trained 6 steps, is evaluated with the defaults and --total-timesteps 101, less than one
+    # rollout of 32 copies * 25 steps = 800 (refused for training), and --stop-at-return 5.
+    # Each network flag decides the shapes (a model restored into the default networks would
+    # not fit: exit 2); --max-cycles 3 ends the evaluation's episodes after 3 steps. The
+    # model's networks are 8 wide: each agent's actor LayerNorm(1), Linear(1, 8), ...; the AS
+    # critic LayerNorm(5), Linear(5, 8), ... on state 2 | own obs 1 | id 2.
+    flags = dict(hidden_size=8, share_actor=False, layer_norm=True, critic_state="as",
+                 max_cycles=3)
+    env_id = "my_envs:team_env"
+    trained = mappo.main(mappo.Args(env_id=env_id, num_envs=2, num_steps=3, total_timesteps=6,
+                                    stop_at_return=5.0, save_model=True, eval_episodes=0,
+                                    output_dir=str(tmp_path / "train"), **flags))
+    (folder,) = (tmp_path / "train").iterdir()
+    model = torch.load(folder / "model.pt", weights_only=True)
+    assert [model["actors"][f"actors.{i}.1.weight"].shape for i in (0, 1)] == [(8, 1)] * 2
+    assert model["critic"]["net.1.weight"].shape == (8, 5)
+    capsys.readouterr()
+    cycles = spy_on(monkeypatch, mappo, "evaluate", lambda actors, env, spec, max_cycles, *r: max_cycles)
+    evaluated = mappo.main(mappo.Args(env_id=env_id, eval_checkpoint=str(folder / "model.pt"),
+                                      total_timesteps=101, eval_episodes=1,
+                                      stop_at_return=5.0, output_dir=str(tmp_path / "eval")))
+    out = capsys.readouterr().out
+    # not refused, no "training runs 0 of 101" line, no threshold (training had the 5 given)
+    assert "training runs" not in out and "solved_at_step" not in out
+    assert trained["solved_threshold"] == 5.0 and evaluated["solved_threshold"] is None
+    assert evaluated["global_steps"] == 0 and cycles == [3]
+    (evaluation,) = (tmp_path / "eval").iterdir()
+    config = json.loads((evaluation / "config.json").read_text())
+    assert {k: config[k] for k in mappo.CHECKPOINT_ARGS} == flags
+
+
+def test_every_evaluation_leaves_the_value_norm_alone_and_the_best_model_keeps_its_own(
+        loss_spy, tmp_path, monkeypatch):
+    # Relay with StepCritic (loss_spy), 2 rollouts of 4 steps, --eval-every 4: evaluations at
+    # step 4 (before the first update: mean 0, var 1, count 0), step 8 (after it: the EP
+    # returns 8.5, 7, 5, 2.5: mean 5.75, var 20.25 / 4 = 5.0625, count 4) and the final one
+    # (after the second: the 8 returns of the test above, mean 10, var 21.765625, count 8).
+    # Each must leave the statistics as they are; best_model.pt keeps those of its row.
+    norms, original = [], mappo.ValueNorm
+    monkeypatch.setattr(mappo, "ValueNorm", lambda enabled: norms.append(original(enabled))
+                        or norms[-1])
+    seen, evaluate = [], mappo.evaluate
+
+    def spy(*args, **kwargs):
+        before = dict(norms[0].state_dict())
+        returns = evaluate(*args, **kwargs)
+        seen.append((before, norms[0].state_dict()))
+        return returns
+
+    monkeypatch.setattr(mappo, "evaluate", spy)
+    loss_spy(total_timesteps=8, eval_every=4, eval_episodes=1, save_model=True)
+    expected = [(0.0, 1.0, 0), (5.75, 5.0625, 4), (10.0, 21.765625, 8)]
+    assert [(b["mean"], b["var"], b["count"]) for b, _ in seen] == [
+        (pytest.approx(m), pytest.approx(v), c) for m, v, c in expected]
+    assert all(before == after for before, after in seen)
+    rows = read_csv(next(tmp_path.glob("*/evaluations.csv")))
+    means = [float(r["eval_return_mean"]) for r in rows]
+    best = means.index(max(means))  # the first row of the best mean
+    saved = torch.load(next(tmp_path.glob("*/best_model.pt")), weights_only=True)["value_norm"]
+    assert saved == seen[best][0]
+
+
+def test_approx_kl_and_clipfrac_read_every_epoch_of_the_active_agents_at_clip_coef(loss_spy,
+                                                                                   tmp_path):
+    # Relay (short is done at steps 1 and 2: 6 of the 8 entries active), one rollout, one
+    # minibatch, 3 epochs, --clip-coef 0.01 (default 0.2) and --learning-rate 1e-2 (at 1e-3
+    # the ratios hardly leave [0.99, 1.01]). With log r = newlogprob - oldlogprob of each
+    # mappo_loss call and m the active mask, epoch e's KL is k_e = sum(m (r - 1 - log r)) / 6
+    # and its clipped fraction sum(m (|r - 1| > 0.01)) / 6; the first epoch's comes before
+    # any gradient step (log r = 0: k_1 = 0). updates.csv's row holds the means over the 3
+    # epochs (a fraction at 0.2, or a KL over all 8 entries, would differ).
+    loss_spy(update_epochs=3, clip_coef=0.01, learning_rate=1e-2)
+    log_ratios = [c["newlogprob"].detach() - c["oldlogprob"] for c in loss_spy.calls]
+    active = loss_spy.calls[0]["active"]
+    assert active.sum() == 6
+
+    def masked(x):
+        return ((x * active).sum() / 6).item()
+
+    k = [masked(r.exp() - 1 - r) for r in log_ratios]
+    assert len(k) == 3 and k[0] < 1e-9 < k[1]
+    everyone = np.mean([(r.exp() - 1 - r).mean().item() for r in log_ratios])
+    assert everyone != pytest.approx(np.mean(k), rel=1e-3)
+    fractions = {clip: np.mean([masked(((r.exp() - 1).abs() > clip).float()) for r in log_ratios])
+                 for clip in (0.01, 0.2)}
+    assert fractions[0.01] != fractions[0.2]
+    (row,) = read_csv(next(tmp_path.glob("*/updates.csv")))
+    assert float(row["approx_kl"]) == pytest.approx(np.mean(k), rel=1e-3)
+    assert float(row["clipfrac"]) == pytest.approx(fractions[0.01], rel=1e-6)

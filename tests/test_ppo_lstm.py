@@ -12,9 +12,12 @@ import pytest
 import torch
 
 import ppo_lstm
-from conftest import (ActionLogEnv, CountingEnv, check_evaluations, detached, interrupt_on_call,
-                      read_csv, same_seed_episodes, spy_on, spy_on_adam, spy_on_seeds,
-                      spy_on_weights, unreadable_checkpoints)
+from conftest import (ActionLogEnv, CountingEnv, check_an_evaluation_trains_nothing,
+                      check_evaluations,
+                      check_every_evaluation_reads_the_running_statistics_and_leaves_them_alone,
+                      check_named_and_tracked, check_the_epochs_kl_and_clipfrac, detached,
+                      interrupt_on_call, read_csv, same_seed_episodes, spy_on, spy_on_adam,
+                      spy_on_seeds, spy_on_weights, unreadable_checkpoints)
 
 # Episodes of 5 steps cut by a time limit: observations 0, 1, 2, 3, 4, then the fifth step
 # (from observation 4) is truncated with the true final observation 5.
@@ -557,6 +560,9 @@ def test_stop_at_return_stops_and_records_when(tmp_path):
                                           eval_episodes=0, output_dir=str(tmp_path)))
     episodes = read_csv(next(tmp_path.glob("*/episodes.csv")))
     assert len(episodes) >= 20 and summary["solved_at_step"] == int(episodes[19]["global_step"])
+    # CartPole pays at least 1 an episode: the 20th episode's end reaches 1.0 and training
+    # stops at that step, not at the budget of 100,000 (nor at the rollout's end)
+    assert summary["global_steps"] == summary["solved_at_step"] < 100_000
 
 
 def test_interrupted_run_keeps_its_data(tmp_path, monkeypatch):
@@ -606,14 +612,15 @@ def test_the_budget_does_not_change_the_learning(tmp_path):
 
 
 def test_without_anneal_lr_the_rate_stays_and_so_does_the_learning(tmp_path):
-    # --no-anneal-lr: 2 rollouts at 1e-3, then the same run with the rate annealed over
-    # --anneal-steps 64 (1e-3, then 0.5e-3): the first rollout learns the same, the second not.
+    # --no-anneal-lr: 2 rollouts at --learning-rate 3e-3 (default 1e-3), then the same run
+    # with the rate annealed over --anneal-steps 64 (3e-3, then 1.5e-3): the first rollout
+    # learns the same, the second not. updates.csv reads the rate back from the one Adam.
     constant = learning_rates_and_losses(tmp_path, "constant", total_timesteps=64,
-                                         anneal_lr=False, learning_rate=1e-3)
+                                         anneal_lr=False, learning_rate=3e-3)
     annealed = learning_rates_and_losses(tmp_path, "annealed", total_timesteps=64,
-                                         anneal_steps=64, learning_rate=1e-3)
-    assert [lr for lr, _, _ in constant] == [1e-3, 1e-3]
-    assert [lr for lr, _, _ in annealed] == pytest.approx([1e-3, 0.5e-3])
+                                         anneal_steps=64, learning_rate=3e-3)
+    assert [lr for lr, _, _ in constant] == [3e-3, 3e-3]
+    assert [lr for lr, _, _ in annealed] == pytest.approx([3e-3, 1.5e-3])
     assert constant[0] == annealed[0] and constant[1][1:] != annealed[1][1:]
 
 
@@ -734,3 +741,46 @@ def test_the_run_folder_and_config_name_the_hidden_dimensions(tmp_path):
                                 output_dir=str(tmp_path / "eval")))
     (folder,) = (tmp_path / "eval").iterdir()
     assert folder.name.startswith("CartPole-v1__ppo_lstm-hide1-3__1__")
+
+
+# ---------------------------------------------------------------------------------------
+# Flags at values other than their defaults (issue 59), through conftest.py's shared checks
+# ---------------------------------------------------------------------------------------
+# A 6-step run: one rollout of 2 environments * 3 steps, one chunk of 3 steps each, in 2
+# minibatches of one chunk (the default --data-chunk-length 8 does not divide 3 steps)
+SIX_STEPS = dict(num_envs=2, num_steps=3, data_chunk_length=3, num_minibatches=2)
+
+
+def test_exp_name_seed_and_track_name_the_run_folder_the_curve_and_the_wandb_run(tmp_path,
+                                                                                monkeypatch):
+    check_named_and_tracked(ppo_lstm, tmp_path, monkeypatch, env_id="CountToThree-v0",
+                            tiny=SIX_STEPS)
+
+
+def test_an_evaluation_of_a_checkpoint_trains_nothing(tmp_path, capsys):
+    # The shared check (a model --hidden-size 8 evaluated without the flag), on a model with
+    # --lstm-hidden-size 4 and --no-norm-obs as well: its evaluation under the defaults (64
+    # and --norm-obs) takes the model's (a 4-unit LSTM would not load into 64 units: exit 2;
+    # config.json records the flags it ran with)
+    check_an_evaluation_trains_nothing(ppo_lstm, tmp_path, capsys, env_id="my_envs:ThreeSteps-v0",
+                                       tiny={**SIX_STEPS, "lstm_hidden_size": 4,
+                                             "norm_obs": False})
+    (evaluation,) = (tmp_path / "eval").iterdir()
+    config = json.loads((evaluation / "config.json").read_text())
+    assert config["lstm_hidden_size"] == 4 and config["norm_obs"] is False
+
+
+def test_every_evaluation_reads_the_running_statistics_and_leaves_them_alone(tmp_path,
+                                                                             monkeypatch):
+    # T = 4 in one chunk of 4 a minibatch (the default --data-chunk-length 8 does not divide 4)
+    check_every_evaluation_reads_the_running_statistics_and_leaves_them_alone(
+        ppo_lstm, tmp_path, monkeypatch, data_chunk_length=4)
+
+
+def test_target_kl_and_clipfrac_read_each_epochs_own_ratios(tmp_path, monkeypatch):
+    # T = 8: one chunk of --data-chunk-length 8 per environment, both in the one minibatch;
+    # --anneal-clip's factor is 1 in the first rollout, so epsilon is --clip-coef's 0.01. At
+    # the default --learning-rate 1e-3 no ratio of these 16 steps leaves [0.99, 1.01] within
+    # 3 epochs (both fractions 0); 1e-2 moves some
+    check_the_epochs_kl_and_clipfrac(ppo_lstm, tmp_path, monkeypatch, "CountToThree-v0",
+                                     learning_rate=1e-2)
