@@ -761,10 +761,11 @@ def test_an_evaluation_of_a_checkpoint_trains_nothing(tmp_path, capsys):
     # The shared check (a model --hidden-size 8 evaluated without the flag), on a model with
     # --lstm-hidden-size 4 and --no-norm-obs as well: its evaluation under the defaults (64
     # and --norm-obs) takes the model's (a 4-unit LSTM would not load into 64 units: exit 2;
-    # config.json records the flags it ran with)
+    # config.json records the flags it ran with). The evaluation's --num-steps 64 makes a
+    # rollout of 2 * 64 = 128 steps, more than its 101, which check_args refuses for training.
     check_an_evaluation_trains_nothing(ppo_lstm, tmp_path, capsys, env_id="my_envs:ThreeSteps-v0",
                                        tiny={**SIX_STEPS, "lstm_hidden_size": 4,
-                                             "norm_obs": False})
+                                             "norm_obs": False}, num_steps=64)
     (evaluation,) = (tmp_path / "eval").iterdir()
     config = json.loads((evaluation / "config.json").read_text())
     assert config["lstm_hidden_size"] == 4 and config["norm_obs"] is False
