@@ -901,7 +901,9 @@ def test_every_evaluation_leaves_the_value_norm_alone_and_the_best_model_keeps_i
     # step 4 (before the first update: mean 0, var 1, count 0), step 8 (after it: the EP
     # returns 8.5, 7, 5, 2.5: mean 5.75, var 20.25 / 4 = 5.0625, count 4) and the final one
     # (after the second: the 8 returns of the test above, mean 10, var 21.765625, count 8).
-    # Each must leave the statistics as they are; best_model.pt keeps those of its row.
+    # Each must leave the statistics as they are. The spy makes the k-th evaluation return k
+    # (on Relay every evaluation returns the same, so the best row would be the first, whose
+    # statistics a fresh ValueNorm has too): best_model.pt is step 8's, with its statistics.
     norms, original = [], mappo.ValueNorm
     monkeypatch.setattr(mappo, "ValueNorm", lambda enabled: norms.append(original(enabled))
                         or norms[-1])
@@ -911,7 +913,7 @@ def test_every_evaluation_leaves_the_value_norm_alone_and_the_best_model_keeps_i
         before = dict(norms[0].state_dict())
         returns = evaluate(*args, **kwargs)
         seen.append((before, norms[0].state_dict()))
-        return returns
+        return np.full_like(returns, len(seen))
 
     monkeypatch.setattr(mappo, "evaluate", spy)
     loss_spy(total_timesteps=8, eval_every=4, eval_episodes=1, save_model=True)
@@ -920,10 +922,9 @@ def test_every_evaluation_leaves_the_value_norm_alone_and_the_best_model_keeps_i
         (pytest.approx(m), pytest.approx(v), c) for m, v, c in expected]
     assert all(before == after for before, after in seen)
     rows = read_csv(next(tmp_path.glob("*/evaluations.csv")))
-    means = [float(r["eval_return_mean"]) for r in rows]
-    best = means.index(max(means))  # the first row of the best mean
+    assert [(r["global_step"], float(r["eval_return_mean"])) for r in rows] == [("4", 1), ("8", 2)]
     saved = torch.load(next(tmp_path.glob("*/best_model.pt")), weights_only=True)["value_norm"]
-    assert saved == seen[best][0]
+    assert saved == seen[1][0] and saved["count"] == 4
 
 
 def test_approx_kl_and_clipfrac_read_every_epoch_of_the_active_agents_at_clip_coef(loss_spy,
