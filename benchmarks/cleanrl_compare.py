@@ -85,9 +85,10 @@ class Pair:
     @property
     def cleanrl_task(self):
         """CleanRL's side as a task of benchmark.py (for read_run and results.json): its
-        script's name, the same environment, threshold and window."""
+        script's name, the same environment, threshold and window; no evaluation threshold,
+        as CleanRL's scripts do not evaluate (its figure has the training panel alone)."""
         return dataclasses.replace(self.ours, script=f"cleanrl-{self.cleanrl[:-3]}", flags=[],
-                                   label="")
+                                   label="", eval_threshold=False)
 
 
 GOAL = ("beside CleanRL's {cleanrl} on the same seeds, started together: the return at the "

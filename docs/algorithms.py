@@ -788,6 +788,14 @@ ALGORITHMS = {
              + TD3_PAPER_MUJOCO
              + ", and the figures draw the authors' own runs (v1) as the median and min-max of "
              "their 10 seeds."),
+            (("ddpg_td3-HalfCheetah-v4-vs-cleanrl", "cleanrl-td3_continuous_action-HalfCheetah-v4"),
+             "Beside CleanRL's td3_continuous_action.py (its commit fe8d8a0) on HalfCheetah-v4, "
+             "the version CleanRL's Gymnasium 0.29.1 makes, for 100k steps, ours with its v5 "
+             "task's TD3-paper flags and CleanRL's with its own defaults: seeds 101-103, a "
+             "seed's two processes started together on one torch thread each, comparing the "
+             "median [min, max] over the three seeds of the 100-episode training mean at the "
+             "budget (CleanRL's measure) and the whole-process seconds, beside our greedy "
+             "evaluation return, which CleanRL's script does not make."),
             (("ddpg_td3-Pendulum-v1", "ddpg_td3-Pendulum-v1-ddpg"),
              "DDPG beside TD3, the same flags but --algo, on Pendulum-v1 for 15k steps, both on "
              "seeds 1-5: the median and min-max of the 10-episode training mean and the greedy "

@@ -209,6 +209,10 @@ def test_each_pair_is_our_task_beside_cleanrls_script_on_the_same_environment_an
     sac_v5 = next(t for t in benchmark.TASKS["sac"] if t.name == "sac-HalfCheetah-v5-100k")
     sac_v4 = compare.PAIRS["sac-HalfCheetah-v4"].ours
     assert (sac_v4.env_id, sac_v4.flags, sac_v4.window) == ("HalfCheetah-v4", sac_v5.flags, 100)
+    # ours is held to an evaluation threshold, CleanRL's side, which never evaluates, is not
+    cleanrl_side = compare.PAIRS["sac-HalfCheetah-v4"].cleanrl_task
+    assert sac_v4.eval_threshold and not cleanrl_side.eval_threshold
+    assert (cleanrl_side.threshold, cleanrl_side.window) == (sac_v4.threshold, 100)
     command = compare.cleanrl_command(compare.PAIRS["ppo-Hopper-v4"], 101, python="py")
     assert command[2:] == ["--seed", "101", "--env-id", "Hopper-v4", "--total-timesteps",
                            "1000000", "--no-cuda", "--no-track", "--no-capture-video"]

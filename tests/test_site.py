@@ -544,6 +544,13 @@ def test_the_benchmarks_pages_cleanrl_table_is_results_jsons_pairs_seed_by_seed(
     ratios = [ours[seed]["process_s"] / theirs[seed]["process_s"] for seed in ours]
     assert f"dqn.py reaches 475 in {steps[0] / steps[1]:.2f} of CleanRL's steps" in readme
     assert f"takes {np.median(ratios):.2f} times as long" in readme
+    # and ddpg_td3.py's: 2,938.4 / 1,613.4 = 1.82 the training mean, the process ratio 0.94
+    ours = {r["seed"]: r for r in results["ddpg_td3-HalfCheetah-v4-vs-cleanrl"]["runs"]}
+    theirs = {r["seed"]: r for r in results["cleanrl-td3_continuous_action-HalfCheetah-v4"]["runs"]}
+    means = [np.median([r["final_train_mean"] for r in side.values()]) for side in (ours, theirs)]
+    ratios = [ours[seed]["process_s"] / theirs[seed]["process_s"] for seed in ours]
+    assert (f"training mean at 100k steps of HalfCheetah-v4 is {means[0] / means[1]:.1f} times "
+            f"CleanRL's td3, in {np.median(ratios):.2f} of the time") in readme
 
 
 # ---------------------------------------------------------------------------------------
