@@ -3,14 +3,15 @@ import json
 import os
 import random
 import struct
+from dataclasses import dataclass
 
 import gymnasium as gym
 import numpy as np
 import pytest
 
 import qlearning as ql
-from conftest import (check_evaluations, check_import_is_quiet, interrupt_on_call, read_csv,
-                      same_seed_episodes, spy_on)
+from conftest import (check_evaluations, check_import_is_quiet, check_named_and_tracked,
+                      interrupt_on_call, read_csv, same_seed_episodes, spy_on)
 
 
 # ---------------------------------------------------------------------------------------
@@ -552,6 +553,45 @@ def test_eval_every_writes_rows_keeps_the_best_model_and_leaves_training_alone(t
                    eval_episodes=50, save_model=True, seed=1)
     check_evaluations(ql.main, args, tmp_path, [3000, 6000, 9000, 12000, 15000, 18000],
                       best_file="best_model.npz")
+
+
+# ---------------------------------------------------------------------------------------
+# Flags that name, track and skip a run (issue 59's audit, /work/plants/audit/qlearning.md)
+# ---------------------------------------------------------------------------------------
+@dataclass
+class ArgsWithAWidth(ql.Args):
+    """ql.Args with the hidden_size that the shared check_named_and_tracked gives every
+    script's Args (8); a table has no width, and nothing in qlearning.py reads it."""
+    hidden_size: int = 0
+
+
+def test_exp_name_seed_and_track_name_the_run_folder_the_curve_and_the_wandb_run(
+        tmp_path, monkeypatch):
+    # conftest's check on 6 steps of TableCountToThree-v0 (two 3-step episodes, Discrete
+    # observations and actions) with --exp-name sweep-a, --seed 7, --track to plainrl-tests
+    # of team-a: folder TableCountToThree-v0__sweep-a__7__<t>, summary seed 7, the title
+    # "qlearning.py (sweep-a) on TableCountToThree-v0, seed 7", wandb.init(project
+    # plainrl-tests, entity team-a, name = the folder's), its summary = summary.json, exit 0.
+    # (make_table compares --bins with Args.bins, which the subclass keeps.)
+    monkeypatch.setattr(ql, "Args", ArgsWithAWidth)
+    check_named_and_tracked(ql, tmp_path, monkeypatch, env_id="TableCountToThree-v0", tiny={})
+
+
+def test_an_evaluation_of_a_checkpoint_has_no_threshold_and_trains_nothing(tmp_path, capsys):
+    # my_envs:ThreeSteps-v0 pays 1 a step for 3 steps, reward_threshold 3. Training for 6
+    # steps records that threshold; evaluating its model.npz (--eval-checkpoint, default
+    # None) trains nothing (no step, no episodes.csv row), has no threshold to reach (None,
+    # and the closing line names none) and plays one greedy episode of 3 steps: return 3.
+    trained = ql.main(ql.Args(env_id="my_envs:ThreeSteps-v0", total_timesteps=6, save_model=True,
+                              eval_episodes=0, output_dir=str(tmp_path / "train")))
+    (folder,) = (tmp_path / "train").iterdir()
+    capsys.readouterr()
+    evaluated = ql.main(ql.Args(env_id="my_envs:ThreeSteps-v0", eval_checkpoint=str(folder),
+                                eval_episodes=1, output_dir=str(tmp_path / "eval")))
+    out = capsys.readouterr().out
+    assert trained["solved_threshold"] == 3.0 and evaluated["solved_threshold"] is None
+    assert "solved_at_step" not in out
+    assert evaluated["global_steps"] == 0 and evaluated["eval_return_mean"] == 3.0
 
 
 # ---------------------------------------------------------------------------------------
