@@ -501,7 +501,7 @@ def test_command_line_with_grid_bounds_for_unbounded_dimensions(tmp_path, run_cl
     assert config["bins"] == [1, 1, 6, 12] and config["obs_low"] == [-2.4, -3, -0.21, -3.5]
 
 
-def test_stop_at_return_stops_and_records_when(tmp_path):
+def test_stop_at_return_stops_and_records_when(tmp_path, capsys):
     # Chain returns are 1 (reached the end) or 0 (cut by the time limit): a 20-episode mean
     # of at least 0 is reached as soon as 20 episodes have ended.
     summary = ql.main(ql.Args(env_id="TableChain-v0", total_timesteps=100_000, stop_at_return=0.0,
@@ -510,6 +510,13 @@ def test_stop_at_return_stops_and_records_when(tmp_path):
     episodes = read_csv(path / "episodes.csv")
     assert len(episodes) == 20 and summary["solved_at_step"] == int(episodes[19]["global_step"])
     assert summary["global_steps"] == summary["solved_at_step"] < 100_000
+    # the threshold recorded and named is --stop-at-return's 0 (TableChain-v0 has no
+    # reward_threshold: None, and no solved_at_step in the closing line, had the environment's
+    # been taken)
+    assert summary["solved_threshold"] == 0.0
+    closing = capsys.readouterr().out.splitlines()[-1]
+    assert f"solved_at_step {summary['solved_at_step']} (last-20 mean >= --stop-at-return 0)" \
+        in closing
     assert int(read_csv(path / "updates.csv")[-1]["global_step"]) == summary["global_steps"]
 
 
