@@ -466,7 +466,11 @@ def test_box_smoke_run_with_a_grid_and_its_heat_map(tmp_path, check_run_folder):
                                 eval_episodes=1, output_dir=str(tmp_path / "eval")))
     assert evaluated["eval_return_mean"] == summary["eval_return_mean"]
     with open(next((tmp_path / "eval").glob("*/config.json"))) as f:
-        assert json.load(f)["bins"] == [8, 6]  # the grid of the checkpoint, not the default
+        config = json.load(f)
+    assert config["bins"] == [8, 6]  # the grid of the checkpoint, not the default
+    # and its bounds, MountainCar's [-1.2, -0.07] to [0.6, 0.07], where the flags say None
+    assert config["obs_low"] == pytest.approx([-1.2, -0.07])
+    assert config["obs_high"] == pytest.approx([0.6, 0.07])
 
 
 @pytest.mark.parametrize("env_id, states", [("GridCells-v0", 16), ("GridWorld-v0", 16)])
