@@ -317,9 +317,9 @@ def test_time_limit_steps_bootstrap_from_the_true_final_state(tmp_path, monkeypa
 
 def test_the_loop_acts_with_the_scheduled_epsilon_and_learns_with_the_annealed_alpha(
         tmp_path, monkeypatch):
-    # 10 steps of the chain, --exploration-fraction 0.5: epsilon goes from 1 to 0.2 over
-    # 0.5 * 10 = 5 steps, epsilon_t = 1 - 0.8 * min(1, t / 5):
-    #   1, 0.84, 0.68, 0.52, 0.36, then 0.2;
+    # 10 steps of the chain, --exploration-fraction 0.5: epsilon goes from --start-e 0.6 to
+    # --end-e 0.2 over 0.5 * 10 = 5 steps, epsilon_t = 0.6 - 0.4 * min(1, t / 5):
+    #   0.6, 0.52, 0.44, 0.36, 0.28, then 0.2;
     # --anneal-lr from 0.5: alpha_t = 0.5 * (1 - t / 10) = 0.5, 0.45, ..., 0.05.
     # Step t acts with epsilon_t from the state it is in and q_update learns from that state
     # and the action taken with alpha_t; the visit is counted for the state acted from.
@@ -337,10 +337,10 @@ def test_the_loop_acts_with_the_scheduled_epsilon_and_learns_with_the_annealed_a
     monkeypatch.setattr(ql.QTable, "act", spy_act)
     monkeypatch.setattr(ql, "q_update", spy_update)
     ql.main(ql.Args(env_id="TableChain-v0", total_timesteps=10, exploration_fraction=0.5,
-                    start_e=1.0, end_e=0.2, anneal_lr=True, learning_rate=0.5, gamma=0.9,
+                    start_e=0.6, end_e=0.2, anneal_lr=True, learning_rate=0.5, gamma=0.9,
                     q_init=1.0, log_interval=4, eval_episodes=0, save_model=True,
                     output_dir=str(tmp_path)))
-    assert [e for _, e, _ in acted] == pytest.approx([1.0, 0.84, 0.68, 0.52, 0.36] + [0.2] * 5)
+    assert [e for _, e, _ in acted] == pytest.approx([0.6, 0.52, 0.44, 0.36, 0.28] + [0.2] * 5)
     assert [alpha for _, _, alpha, _ in learned] == pytest.approx([0.5 * (1 - t / 10)
                                                                    for t in range(10)])
     assert [(s, a) for s, a, _, _ in learned] == [(s, a) for s, _, a in acted]
@@ -355,7 +355,7 @@ def test_the_loop_acts_with_the_scheduled_epsilon_and_learns_with_the_annealed_a
     deltas = np.abs([delta for _, _, _, delta in learned])
     rows = read_csv(path / "updates.csv")
     assert [int(r["global_step"]) for r in rows] == [4, 8, 10]
-    assert [float(r["epsilon"]) for r in rows] == pytest.approx([0.52, 0.2, 0.2])
+    assert [float(r["epsilon"]) for r in rows] == pytest.approx([0.36, 0.2, 0.2])
     assert [float(r["learning_rate"]) for r in rows] == pytest.approx([0.35, 0.15, 0.05])
     assert [float(r["td_error_abs"]) for r in rows] == pytest.approx(
         [deltas[:4].mean(), deltas[4:8].mean(), deltas[8:].mean()])
