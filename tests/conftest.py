@@ -730,19 +730,21 @@ def fake_wandb(monkeypatch):
 
 
 def check_named_and_tracked(module, tmp_path, monkeypatch, env_id="BoxZeroToFour-v0",
-                            tiny=SIX_REPLAYED_STEPS):
+                            tiny=SIX_REPLAYED_STEPS, width=8):
     """module.main on env_id (dqn.py: a Discrete one, CountToThree-v0) for 6 steps with
     --exp-name sweep-a, --seed 7 and --track to project plainrl-tests of entity team-a (the
     defaults: the script's name, 1, no tracking, plainrl, None): the run folder,
-    summary.json, the curve's title and the Weights & Biases run (fake_wandb) say so."""
+    summary.json, the curve's title and the Weights & Biases run (fake_wandb) say so.
+    width: the networks' --hidden-size (None for qlearning.py's table, which has none)."""
     script = os.path.basename(module.__file__)
     titles = spy_on(monkeypatch, module, "plot_learning_curve",
                     lambda path, steps, returns, title, *rest, **more: title)  # impala's lags
     seen = fake_wandb(monkeypatch)
     summary = module.main(module.Args(
         env_id=env_id, total_timesteps=6, **tiny,
-        hidden_size=8, eval_episodes=0, exp_name="sweep-a", seed=7, track=True,
-        wandb_project_name="plainrl-tests", wandb_entity="team-a", output_dir=str(tmp_path)))
+        **({} if width is None else {"hidden_size": width}), eval_episodes=0,
+        exp_name="sweep-a", seed=7, track=True, wandb_project_name="plainrl-tests",
+        wandb_entity="team-a", output_dir=str(tmp_path)))
     # <env id>__<exp name>__<seed>__<unix time>; the title adds a name that is not the
     # script's in brackets
     (path,) = tmp_path.iterdir()

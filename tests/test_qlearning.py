@@ -3,7 +3,6 @@ import json
 import os
 import random
 import struct
-from dataclasses import dataclass
 
 import gymnasium as gym
 import numpy as np
@@ -569,13 +568,6 @@ def test_eval_every_writes_rows_keeps_the_best_model_and_leaves_training_alone(t
 # ---------------------------------------------------------------------------------------
 # Flags that name, track and skip a run (issue 59's audit, /work/plants/audit/qlearning.md)
 # ---------------------------------------------------------------------------------------
-@dataclass
-class ArgsWithAWidth(ql.Args):
-    """ql.Args with the hidden_size that the shared check_named_and_tracked gives every
-    script's Args (8); a table has no width, and nothing in qlearning.py reads it."""
-    hidden_size: int = 0
-
-
 def test_exp_name_seed_and_track_name_the_run_folder_the_curve_and_the_wandb_run(
         tmp_path, monkeypatch):
     # conftest's check on 6 steps of TableCountToThree-v0 (two 3-step episodes, Discrete
@@ -583,9 +575,9 @@ def test_exp_name_seed_and_track_name_the_run_folder_the_curve_and_the_wandb_run
     # of team-a: folder TableCountToThree-v0__sweep-a__7__<t>, summary seed 7, the title
     # "qlearning.py (sweep-a) on TableCountToThree-v0, seed 7", wandb.init(project
     # plainrl-tests, entity team-a, name = the folder's), its summary = summary.json, exit 0.
-    # (make_table compares --bins with Args.bins, which the subclass keeps.)
-    monkeypatch.setattr(ql, "Args", ArgsWithAWidth)
-    check_named_and_tracked(ql, tmp_path, monkeypatch, env_id="TableCountToThree-v0", tiny={})
+    # A table has no --hidden-size: width=None.
+    check_named_and_tracked(ql, tmp_path, monkeypatch, env_id="TableCountToThree-v0", tiny={},
+                            width=None)
 
 
 def test_an_evaluation_of_a_checkpoint_has_no_threshold_and_trains_nothing(tmp_path, capsys):
