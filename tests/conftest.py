@@ -251,6 +251,37 @@ def sigint_as_in_a_terminal():
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
+def start_in_a_terminal(args, **kwargs):
+    """Popen of a command as a terminal runs its foreground job, for a test that stops it with
+    ctrl_c: a process group of its own, SIGINT at its default, its output kept, and
+    faulthandler on (PYTHONFAULTHANDLER), so that ctrl_c can show where a Python was that
+    outlived its SIGINT."""
+    return subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True, preexec_fn=sigint_as_in_a_terminal,
+                            env={**os.environ, "PYTHONFAULTHANDLER": "1"}, **kwargs)
+
+
+def ctrl_c(command, timeout=60):
+    """SIGINT to every process of a command from start_in_a_terminal, as Ctrl-C in a terminal
+    sends it; then its (stdout, stderr). A command still running `timeout` s later fails the
+    test with what each of its processes was: ps's line, then SIGABRT, on which faulthandler
+    writes every Python's stacks to the stderr shown."""
+    os.killpg(command.pid, signal.SIGINT)
+    try:
+        return command.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        ps = subprocess.run(["ps", "-o", "pid,ppid,stat,etime,args", "-g", str(command.pid)],
+                            capture_output=True, text=True).stdout
+        os.killpg(command.pid, signal.SIGABRT)
+        try:
+            err = command.communicate(timeout=30)[1]
+        except subprocess.TimeoutExpired:
+            os.killpg(command.pid, signal.SIGKILL)
+            err = command.communicate()[1]
+        pytest.fail(f"still running {timeout} s after SIGINT:\n{ps}\nits stderr, ending with "
+                    f"the stacks on SIGABRT:\n{err[-6000:]}")
+
+
 def interrupt_on_call(n, original=None):
     """A stand-in for a method that raises KeyboardInterrupt (Ctrl-C) on its n-th call and
     otherwise calls the original (if given): monkeypatch it over, say, Adam.step."""

@@ -13,14 +13,13 @@ import os
 import re
 import shlex
 import signal
-import subprocess
 import sys
 import time
 
 import numpy as np
 import pytest
 
-from conftest import (COMMON_FLAGS, read_csv, sigint_as_in_a_terminal, spy_on,
+from conftest import (COMMON_FLAGS, read_csv, start_in_a_terminal, ctrl_c, spy_on,
                       unreadable_checkpoints, video_names)
 
 # script: (its flags of a tiny training run, whether it has a device and so --cuda)
@@ -314,15 +313,12 @@ def test_ctrl_c_stops_a_shell_loop_of_runs(tmp_path):
     # The script writes its run folder and dies of SIGINT, so bash stops the loop too.
     loop = (f"for s in 1 2; do {sys.executable} ppo.py --seed $s --total-timesteps 1000000 "
             f"--output-dir {tmp_path}; done; echo after the loop")
-    shell = subprocess.Popen(["bash", "-c", loop], cwd=ROOT, start_new_session=True,
-                             preexec_fn=sigint_as_in_a_terminal, stdout=subprocess.PIPE,
-                             stderr=subprocess.DEVNULL, text=True)
+    shell = start_in_a_terminal(["bash", "-c", loop], cwd=ROOT)
     deadline = time.time() + 60
     while not glob.glob(os.path.join(tmp_path, "*", "episodes.csv")) and time.time() < deadline:
         time.sleep(0.2)
     time.sleep(1.0)  # into training
-    os.killpg(shell.pid, signal.SIGINT)
-    out = shell.communicate(timeout=60)[0]
+    out = ctrl_c(shell)[0]
     assert shell.returncode == -signal.SIGINT and "after the loop" not in out
     (path,) = glob.glob(os.path.join(tmp_path, "*"))  # the second seed never started
     with open(os.path.join(path, "summary.json")) as f:

@@ -6,7 +6,6 @@ import math
 import multiprocessing
 import os
 import signal
-import subprocess
 import sys
 import time
 
@@ -16,9 +15,9 @@ import pytest
 import torch
 
 import es
-from conftest import (CountingEnv, check_evaluations, check_import_is_quiet, episode_rows,
-                      interrupt_on_call, read_csv, same_seed_episodes, sigint_as_in_a_terminal,
-                      spy_on, unreadable_checkpoints)
+from conftest import (CountingEnv, check_evaluations, check_import_is_quiet,
+                      check_named_and_tracked, episode_rows, interrupt_on_call, read_csv,
+                      same_seed_episodes, start_in_a_terminal, ctrl_c, spy_on, unreadable_checkpoints)
 
 
 # ---------------------------------------------------------------------------------------
@@ -740,9 +739,10 @@ def test_continuous_smoke_run_with_every_option(tmp_path, check_run_folder):
     assert evaluated["eval_return_mean"] == pytest.approx(summary["eval_return_mean"])
 
 
-def test_stop_at_return_stops_after_the_generation_and_records_when(tmp_path):
+def test_stop_at_return_stops_after_the_generation_and_records_when(tmp_path, capsys):
     # CartPole gives 1 per step, so the 20-episode mean reaches 1 at the 20th episode, in
     # generation 3 of 8 members (episodes 17-24); the generation is finished, then it stops.
+    # summary.json and the closing line name --stop-at-return's 1, not CartPole's own 475.
     summary = es.main(es.Args(population_size=8, stop_at_return=1.0, num_workers=1,
                               eval_episodes=0, output_dir=str(tmp_path)))
     (path,) = tmp_path.iterdir()
@@ -750,6 +750,48 @@ def test_stop_at_return_stops_after_the_generation_and_records_when(tmp_path):
     assert len(episodes) == 24 and summary["solved_at_step"] == int(episodes[19]["global_step"])
     assert summary["global_steps"] == int(episodes[23]["global_step"]) < 500_000
     assert len(read_csv(path / "updates.csv")) == 3
+    assert summary["solved_threshold"] == 1.0
+    assert (f"solved_at_step {summary['solved_at_step']} (last-20 mean >= --stop-at-return 1)"
+            in capsys.readouterr().out.splitlines()[-1])
+
+
+def test_exp_name_seed_and_track_name_the_run_folder_the_curve_and_the_wandb_run(
+        tmp_path, monkeypatch):
+    # conftest's check on one generation of 2 mirrored members, each one 3-step episode of
+    # BoxZeroToFour-v0: 2 x 3 = 6 steps, played in this process, with --exp-name sweep-a,
+    # --seed 7, --track to plainrl-tests of team-a: folder BoxZeroToFour-v0__sweep-a__7__<t>,
+    # summary seed 7, the title "es.py (sweep-a) on BoxZeroToFour-v0, seed 7",
+    # wandb.init(project plainrl-tests, entity team-a, name = the folder's), its summary =
+    # summary.json, exit 0. es.py's widths are --hidden-sizes (left at 32): width=None.
+    check_named_and_tracked(es, tmp_path, monkeypatch, tiny=dict(population_size=2,
+                                                                 num_workers=1), width=None)
+
+
+def test_an_evaluation_of_a_checkpoint_takes_its_network_and_trains_nothing(tmp_path, capsys):
+    # Trained for one generation of 2 members on my_envs:ThreeSteps-v0 (observations [2],
+    # actions Discrete(2), 1 a step for 3 steps, reward_threshold 3) with --hidden-sizes 8 4:
+    # sizes [2, 8, 4, 2], (2 + 1) * 8 + (8 + 1) * 4 + (4 + 1) * 2 = 24 + 36 + 10 = 70
+    # parameters (the default 32: 3 * 32 + 33 * 2 = 162). Evaluated with the flags'
+    # defaults, the model's --hidden-sizes 8 4 and --norm-obs are taken (a 70-parameter theta
+    # does not load into 162: bad input); no worker is started, nothing is trained, no budget
+    # line, no threshold (training had the environment's 3), and the episode returns 3.
+    trained = es.main(es.Args(env_id="my_envs:ThreeSteps-v0", total_timesteps=6,
+                              population_size=2, num_workers=1, hidden_sizes=(8, 4),
+                              norm_obs=True, save_model=True, eval_episodes=0,
+                              output_dir=str(tmp_path / "train")))
+    (folder,) = (tmp_path / "train").iterdir()
+    assert torch.load(folder / "model.pt", weights_only=True)["theta"].shape == (70,)
+    capsys.readouterr()
+    evaluated = es.main(es.Args(env_id="my_envs:ThreeSteps-v0", eval_checkpoint=str(folder),
+                                eval_episodes=1, output_dir=str(tmp_path / "eval")))
+    out = capsys.readouterr().out
+    assert "training runs" not in out and "solved_at_step" not in out
+    assert trained["solved_threshold"] == 3.0 and evaluated["solved_threshold"] is None
+    assert evaluated["global_steps"] == 0 and evaluated["eval_return_mean"] == 3.0
+    (evaluation,) = (tmp_path / "eval").iterdir()
+    config = json.loads((evaluation / "config.json").read_text())
+    assert (config["hidden_sizes"], config["norm_obs"], config["num_workers"]) == ([8, 4], True,
+                                                                                   None)
 
 
 def test_interrupted_run_keeps_its_data_and_stops_its_workers(tmp_path, monkeypatch):
@@ -878,16 +920,13 @@ def test_ctrl_c_on_the_command_line_ends_by_sigint_and_its_workers_end_quietly(t
     # processes. es.py writes its run folder and dies of SIGINT (status 130 in a shell: a
     # Popen's returncode says -SIGINT); the workers, which ignore
     # SIGINT, are stopped by it and print no traceback; no process of the command is left.
-    command = subprocess.Popen(
+    command = start_in_a_terminal(
         [sys.executable, es.__file__, "--num-workers", "2", "--population-size", "8",
-         "--total-timesteps", "100000000", "--output-dir", str(tmp_path)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
-        preexec_fn=sigint_as_in_a_terminal)
+         "--total-timesteps", "100000000", "--output-dir", str(tmp_path)])
     deadline = time.time() + 60
     while len(glob.glob(str(tmp_path / "*" / "updates.csv"))) == 0 and time.time() < deadline:
         time.sleep(0.1)  # until a generation has been played and written
-    os.killpg(command.pid, signal.SIGINT)
-    out, err = command.communicate(timeout=60)
+    out, err = ctrl_c(command)
     assert command.returncode == -signal.SIGINT
     assert "Traceback" not in err and "KeyboardInterrupt" not in err
     assert "interrupted; writing what the run has so far" in out

@@ -18,7 +18,7 @@ import torch
 import impala
 from conftest import (approx, check_an_evaluation_trains_nothing, check_evaluations,
                       check_named_and_tracked, read_csv, same_seed_episodes,
-                      sigint_as_in_a_terminal, spy_on, spy_on_seeds, tensor)
+                      start_in_a_terminal, ctrl_c, spy_on, spy_on_seeds, tensor)
 
 
 def column(*values):
@@ -531,15 +531,12 @@ def test_ctrl_c_while_ray_starts_leaves_no_process_behind(tmp_path):
     # no process of the command runs: let through at once, the interrupt left the raylet's
     # dashboard and runtime-env agents running, orphaned, for about a minute.
     pytest.importorskip("ray", reason="impala.py's actors need Ray: pip install ray==2.60.0")
-    command = subprocess.Popen([sys.executable, impala.__file__, "--output-dir", str(tmp_path)],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                               start_new_session=True, preexec_fn=sigint_as_in_a_terminal)
+    command = start_in_a_terminal([sys.executable, impala.__file__, "--output-dir", str(tmp_path)])
     deadline = time.time() + 60
     while (not any("agent" in p.lower() for p in live_processes(command.pid))
            and time.time() < deadline):
         time.sleep(0.05)
-    os.killpg(command.pid, signal.SIGINT)
-    out, err = command.communicate(timeout=60)
+    out, err = ctrl_c(command)
     assert command.returncode == -signal.SIGINT, err
     deadline = time.time() + 5
     while live_processes(command.pid) and time.time() < deadline:
