@@ -766,7 +766,8 @@ def check_named_and_tracked(module, tmp_path, monkeypatch, env_id="BoxZeroToFour
     --exp-name sweep-a, --seed 7 and --track to project plainrl-tests of entity team-a (the
     defaults: the script's name, 1, no tracking, plainrl, None): the run folder,
     summary.json, the curve's title and the Weights & Biases run (fake_wandb) say so.
-    width: the networks' --hidden-size (None for qlearning.py's table, which has none)."""
+    width: the networks' --hidden-size (None for qlearning.py's table, which has none, and
+    es.py's --hidden-sizes, left at their default)."""
     script = os.path.basename(module.__file__)
     titles = spy_on(monkeypatch, module, "plot_learning_curve",
                     lambda path, steps, returns, title, *rest, **more: title)  # impala's lags
