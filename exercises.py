@@ -727,7 +727,9 @@ def run_tests(path, exercises, time_limit):
         # busy machine, does not count): it writes the stacks to `dump`, and check, seeing
         # them written, stops the tests and every process they started; a minute past the
         # limit, check stops them anyway. pytest's own faulthandler plugin is left out: it
-        # would cancel the plugin's limit at the first failing test.
+        # would cancel the plugin's limit at the first failing test. Other packages' pytest
+        # plugins are not loaded: the tests need none, and one (Hypothesis's) takes seconds
+        # to import at every start.
         dump = report + ".timeout"
         _, output, timed_out = run_limited(
             [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p",
@@ -735,7 +737,8 @@ def run_tests(path, exercises, time_limit):
              "--exercise-time-limit", str(time_limit), "--script-file",
              os.path.abspath(path), *nodeids], time_limit + 60, cwd=ROOT,
             given_up=lambda: os.path.exists(dump) and os.path.getsize(dump) > 0
-            and time.time() - os.path.getmtime(dump) > 0.2)
+            and time.time() - os.path.getmtime(dump) > 0.2,
+            env={**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"})
         if timed_out:
             where = running_line(dump, path) if os.path.exists(dump) else ""
             raise NotYet(f"the tests were stopped after {time_limit:g} s "
@@ -755,14 +758,15 @@ def run_tests(path, exercises, time_limit):
     return results
 
 
-def run_limited(command, time_limit, cwd=None, given_up=lambda: False):
+def run_limited(command, time_limit, cwd=None, given_up=lambda: False, env=None):
     """Run a command of the student's code in a session of its own, its output in a file;
     stop it and every process it started after `time_limit` seconds, once `given_up()` is
     true, or when check itself is stopped. Returns (exit status, output, whether it ran
     past the limit)."""
     with tempfile.TemporaryFile("w+", errors="replace") as output:
-        process = subprocess.Popen(command, cwd=cwd, stdin=subprocess.DEVNULL, stdout=output,
-                                   stderr=subprocess.STDOUT, start_new_session=True)
+        process = subprocess.Popen(command, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
+                                   stdout=output, stderr=subprocess.STDOUT,
+                                   start_new_session=True)
         deadline, timed_out = time.monotonic() + time_limit, False
         try:
             while process.poll() is None and not timed_out:
