@@ -21,6 +21,7 @@ tests/test_site.py imports the same functions to check what the pages claim.
   page fetches nothing from any other host.
 """
 import ast
+import functools
 import html
 import json
 import os
@@ -57,6 +58,13 @@ def read(path):
         return f.read()
 
 
+@functools.lru_cache(maxsize=None)
+def parse(source):
+    """ast.parse(source), once per text: a page looks up dozens of lines of one script
+    (read only: every caller walks the tree, none changes it)."""
+    return ast.parse(source)
+
+
 def part(name):
     """A Markdown source of docs/parts/, without its opening comment (which says where it
     goes)."""
@@ -79,7 +87,7 @@ def running_it(script):
 
 
 def module_docstring(script):
-    return ast.get_docstring(ast.parse(read(f"{script}.py")), clean=True)
+    return ast.get_docstring(parse(read(f"{script}.py")), clean=True)
 
 
 def docstring_lines(script):
@@ -96,7 +104,7 @@ def definitions(source):
     """{name: line} for every top-level function and class and every method
     (Class.method) of the script."""
     found = {}
-    for node in ast.parse(source).body:
+    for node in parse(source).body:
         if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
             found[node.name] = node.lineno
         if isinstance(node, ast.ClassDef):
@@ -117,7 +125,7 @@ def locate(script, ref, source=None):
     line = definitions(source).get(name)
     if line is None or not heading:
         return line
-    node = next(n for n in ast.walk(ast.parse(source))
+    node = next(n for n in ast.walk(parse(source))
                 if isinstance(n, (ast.FunctionDef, ast.ClassDef)) and n.lineno == line)
     lines, start = source.splitlines(), node.lineno
     if heading.startswith(":"):  # a line of code: below the docstring, never in it
@@ -134,7 +142,7 @@ def locate(script, ref, source=None):
 
 def flags(script):
     """[(flag, default, docstring)] of the script's Args, in order."""
-    tree = ast.parse(read(f"{script}.py"))
+    tree = parse(read(f"{script}.py"))
     args = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Args")
     rows, body = [], args.body
     for i, node in enumerate(body):
