@@ -62,7 +62,7 @@ def test_every_algorithm_script_has_an_exercise():
 @pytest.mark.parametrize("exercise", exercises.EXERCISES, ids=lambda e: e.id)
 def test_each_exercise_names_a_function_and_tests_that_exist(exercise):
     with open(os.path.join(ROOT, f"{exercise.script}.py")) as f:
-        assert exercise.function in exercises.function_sources(f.read())
+        assert exercise.function in exercises.function_nodes(ast.parse(f.read()))
     with open(os.path.join(ROOT, "tests", f"test_{exercise.script}.py")) as f:
         tests = {n.name for n in ast.parse(f.read()).body if isinstance(n, ast.FunctionDef)}
     assert set(exercise.tests) <= tests
@@ -117,6 +117,9 @@ def test_blanking_keeps_the_signature_and_docstring_and_every_other_line():
                      "    def g(self):\n        return 1\n")
     method = exercises.blank_function(source, "C.g", "m")
     assert method.endswith("    def g(self):\n        raise NotImplementedError('m')\n")
+    # a function's text is read as written, a method's from its def; by name, those alone
+    assert exercises.function_sources(source, {"C.g"}) == {"C.g": "def g(self):\n        return 1"}
+    assert list(exercises.function_sources(source)) == ["f", "C.g"]
 
 
 @pytest.mark.parametrize("script", SCRIPTS)
@@ -144,12 +147,13 @@ def test_make_blanks_the_exercises_and_check_fails_them_but_passes_the_original(
 
     # Every line outside the blanked functions (the flags, the classes, the banner) is the
     # original's: with each exercise's function cut from both texts, the two are equal.
-    def without_exercises(source):
-        texts = [function_sources(source)[e.function] for e in exercises_of(script)]
-        for text in texts:  # each cut from the text as read (a method cut first would leave
-            source = source.replace(text, "", 1)  # a module that no longer parses)
+    def without_exercises(source, texts):
+        # texts: the functions of the source as read, before any cut (a method cut first
+        # would leave a module that no longer parses)
+        for e in exercises_of(script):
+            source = source.replace(texts[e.function], "", 1)
         return source
-    assert without_exercises(blanked) == without_exercises(original)
+    assert without_exercises(blanked, after) == without_exercises(original, before)
 
     # check on the blank copy and on a copy of the repository's own file, side by side (two
     # processes: the suite's slowest test otherwise)
