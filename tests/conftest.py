@@ -538,6 +538,16 @@ def replay_transitions(first, n):
             np.stack([i + 0.5, i + 0.5], 1))
 
 
+def check_a_batch_of_the_written_rows(buffer):
+    """A replay buffer (ddpg_td3.py's, sac.py's) of 5 rows holding replay_transitions(0, 3):
+    rows 3 and 4 are still zeros (s' = 0 with r = 0, where transition 0 has s' = 0.5), and a
+    batch is drawn from the 3 written rows alone, not from the whole capacity of 5."""
+    torch.manual_seed(0)
+    _, _, rewards, _, next_obs = buffer.sample(64)
+    assert set(rewards.tolist()) == {0.0, 1.0, 2.0}
+    assert torch.equal(next_obs[:, 1], rewards + 0.5)
+
+
 def check_replay_evaluations(module, tmp_path):
     """check_evaluations for ddpg_td3.py and sac.py on one tiny run: my_envs:Slider-v0, 3
     environments, 600 steps, learning from step 60. The 3 environments step global_step by 3

@@ -13,8 +13,9 @@ import tyro
 from torch.nn.utils import parameters_to_vector
 
 import ddpg_td3
-from conftest import (ActionLogEnv, BoxCountingEnv, approx, check_an_evaluation_trains_nothing,
-                      check_episode_ends, check_named_and_tracked, check_replay_evaluations,
+from conftest import (ActionLogEnv, BoxCountingEnv, approx, check_a_batch_of_the_written_rows,
+                      check_an_evaluation_trains_nothing, check_episode_ends,
+                      check_named_and_tracked, check_replay_evaluations,
                       check_the_buffer_is_never_larger_than_the_budget, check_whole_steps_budget,
                       interrupt_on_call, read_csv, replay_transitions, same_seed_episodes,
                       spy_on_acting, spy_on_seeds, tensor, unreadable_checkpoints)
@@ -135,6 +136,7 @@ def test_buffer_wraps_around_and_keeps_constant_memory():
     assert buffer.table.shape == (5, 2 + 1 + 1 + 1 + 2)
     buffer.add(*replay_transitions(0, 3))
     assert (buffer.pos, buffer.size) == (3, 3)
+    check_a_batch_of_the_written_rows(buffer)
     buffer.add(*replay_transitions(3, 4))  # 3, 4 fill rows 3, 4; 5, 6 overwrite rows 0, 1
     assert (buffer.pos, buffer.size) == (2, 5) and buffer.table.shape == (5, 7)
     assert buffer.table[:, 3].tolist() == [5, 6, 2, 3, 4]  # the rewards: the newest five

@@ -11,7 +11,8 @@ import torch
 import torch.nn as nn
 
 import sac
-from conftest import (ActionLogEnv, approx, check_an_evaluation_trains_nothing, check_episode_ends,
+from conftest import (ActionLogEnv, approx, check_a_batch_of_the_written_rows,
+                      check_an_evaluation_trains_nothing, check_episode_ends,
                       check_named_and_tracked, check_replay_evaluations,
                       check_the_buffer_is_never_larger_than_the_budget,
                       check_whole_steps_budget, copies, interrupt_on_call, moved_since,
@@ -182,11 +183,7 @@ def test_buffer_wraps_around_and_samples_whole_transitions():
     buffer = sac.ReplayBuffer(5, obs_dim=2, action_dim=1, device="cpu")
     buffer.add(*replay_transitions(0, 3))
     assert (buffer.pos, buffer.size) == (3, 3)
-    # Rows 3 and 4 are still zeros (s' = 0 with r = 0, where transition 0 has s' = 0.5): a
-    # batch is drawn from the 3 written rows alone, not from the whole capacity of 5
-    _, _, rewards, _, next_obs = buffer.sample(64)
-    assert set(rewards.tolist()) == {0.0, 1.0, 2.0}
-    assert torch.equal(next_obs[:, 1], rewards + 0.5)
+    check_a_batch_of_the_written_rows(buffer)
     buffer.add(*replay_transitions(3, 4))  # 3, 4 fill rows 3, 4; 5, 6 overwrite rows 0, 1
     assert (buffer.pos, buffer.size) == (2, 5) and buffer.obs.shape == (5, 2)
     assert buffer.rewards.tolist() == [5, 6, 2, 3, 4]  # the newest five
