@@ -533,6 +533,29 @@ def test_threads_reach_torch_and_the_seed_the_final_evaluation(tmp_path, monkeyp
     assert threads == [3] and resets == [7, 100_007]
 
 
+def test_every_evaluation_plays_the_online_actor_not_its_target(tmp_path, monkeypatch):
+    # --eval-every 3 over 6 steps evaluates at steps 3 and 6, then the final evaluation: all
+    # three play nets.actor, the network the updates step, never nets.actor_target (a slow
+    # copy of it; round seven's plant of it was seen only through a checkpoint's return)
+    made, played = [], []
+    networks, evaluate = ddpg_td3.Networks, ddpg_td3.evaluate
+
+    def spy_networks(*args):
+        made.append(networks(*args))
+        return made[-1]
+
+    def spy_evaluate(actor, *args, **kwargs):
+        played.append(actor)
+        return evaluate(actor, *args, **kwargs)
+    monkeypatch.setattr(ddpg_td3, "Networks", spy_networks)
+    monkeypatch.setattr(ddpg_td3, "evaluate", spy_evaluate)
+    ddpg_td3.main(ddpg_td3.Args(env_id="BoxZeroToFour-v0", total_timesteps=6, learning_starts=3,
+                                batch_size=2, hidden_size=8, eval_every=3, eval_episodes=1,
+                                output_dir=str(tmp_path)))
+    (nets,) = made
+    assert len(played) == 3 and all(actor is nets.actor for actor in played)
+
+
 def test_the_update_reads_the_critics_at_s_and_the_target_networks_at_s_prime(target_calls):
     # TD3 without smoothing noise, gamma 0.5, learning rates 0 (nothing moves), gradient
     # step 2 (an actor step too):
