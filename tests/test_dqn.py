@@ -458,6 +458,11 @@ def test_the_update_reads_q_at_s_and_both_networks_at_s_prime(tmp_path, monkeypa
     assert seen["loss"]["loss"] == "huber" and torch.equal(seen["loss"]["actions"], actions)
     assert torch.equal(seen["targets"]["rewards"], rewards)
     assert torch.equal(seen["targets"]["terminated"], terminated)
+    # The target is a label, computed without autograd: the backward pass fills Q's .grad
+    # and never Q_target's (with the target's graph kept, Q's step would be the same, argmax
+    # carries no gradient, but every step would also run the target network's backward)
+    assert q_network.weight.grad is not None and target_network.weight.grad is None
+    assert not seen["targets"]["next_q_target"].requires_grad
 
 
 @pytest.mark.parametrize("num_envs, decaying", [(1, [0.65, 0.45, 0.25, 0.05]),
