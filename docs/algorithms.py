@@ -456,6 +456,14 @@ ALGORITHMS = {
              "seeds of the 20-episode training mean at the budget, the steps until it first "
              "reached 475 and the whole-process seconds; our greedy evaluation return has no "
              "CleanRL counterpart."),
+            (("ppo-Hopper-v4-vs-cleanrl", "cleanrl-ppo_continuous_action-Hopper-v4"),
+             "Beside CleanRL's ppo_continuous_action.py (its commit fe8d8a0) on Hopper-v4, the "
+             "version CleanRL's Gymnasium 0.29.1 makes, for 1M steps, ours with its v5 task's "
+             "flags and CleanRL's with its own defaults: seeds 101-103, a seed's two processes "
+             "started together on one torch thread each, comparing the median [min, max] over "
+             "the three seeds of the 100-episode training mean at the budget (CleanRL's "
+             "measure) and the whole-process seconds, beside our greedy evaluation return, "
+             "which CleanRL's script does not make."),
             (("ppo-HalfCheetah-v5", "ppo-Hopper-v5", "ppo-Walker2d-v5"),
              "MuJoCo at 1M steps: our median over 3 seeds (fresh seeds 101-103 on "
              "HalfCheetah-v5, 104-106 on Hopper-v5 and Walker2d-v5) of the final greedy "
