@@ -537,27 +537,28 @@ def test_the_benchmarks_pages_cleanrl_table_is_results_jsons_pairs_seed_by_seed(
     steps = [np.median([r["solve_step"] for r in side.values()]) for side in (ours, theirs)]
     assert round(steps[1] / steps[0]) == 9 and "reaches 475 in a ninth of CleanRL's steps" in readme
     assert f"its whole process in {np.median(ratios):.2f} of the time" in readme
+
+    def medians(pair, field):
+        """A pair's (our median, CleanRL's median) of a field over the seeds, and the median
+        of the seeds' process ratios (ours over CleanRL's, paired by seed)."""
+        ours, theirs = ({r["seed"]: r for r in results[name]["runs"]} for name in pair)
+        ratios = [ours[seed]["process_s"] / theirs[seed]["process_s"] for seed in ours]
+        return ([np.median([r[field] for r in side.values()]) for side in (ours, theirs)],
+                np.median(ratios))
     # and dqn.py's: 127,929 / 225,699 = 0.57 of the steps, the ratio of the processes 2.47
-    ours = {r["seed"]: r for r in results["dqn-CartPole-v1-vs-cleanrl"]["runs"]}
-    theirs = {r["seed"]: r for r in results["cleanrl-dqn-CartPole-v1"]["runs"]}
-    steps = [np.median([r["solve_step"] for r in side.values()]) for side in (ours, theirs)]
-    ratios = [ours[seed]["process_s"] / theirs[seed]["process_s"] for seed in ours]
+    steps, ratio = medians(("dqn-CartPole-v1-vs-cleanrl", "cleanrl-dqn-CartPole-v1"), "solve_step")
     assert f"dqn.py reaches 475 in {steps[0] / steps[1]:.2f} of CleanRL's steps" in readme
-    assert f"takes {np.median(ratios):.2f} times as long" in readme
+    assert f"takes {ratio:.2f} times as long" in readme
     # and ddpg_td3.py's: 2,938.4 / 1,613.4 = 1.82 the training mean, the process ratio 0.94
-    ours = {r["seed"]: r for r in results["ddpg_td3-HalfCheetah-v4-vs-cleanrl"]["runs"]}
-    theirs = {r["seed"]: r for r in results["cleanrl-td3_continuous_action-HalfCheetah-v4"]["runs"]}
-    means = [np.median([r["final_train_mean"] for r in side.values()]) for side in (ours, theirs)]
-    ratios = [ours[seed]["process_s"] / theirs[seed]["process_s"] for seed in ours]
+    means, ratio = medians(("ddpg_td3-HalfCheetah-v4-vs-cleanrl",
+                            "cleanrl-td3_continuous_action-HalfCheetah-v4"), "final_train_mean")
     assert (f"training mean at 100k steps of HalfCheetah-v4 is {means[0] / means[1]:.1f} times "
-            f"CleanRL's td3, in {np.median(ratios):.2f} of the time") in readme
+            f"CleanRL's td3, in {ratio:.2f} of the time") in readme
     # and ppo.py's on Hopper-v4: the medians 2,502.1 and 2,180.7, the process ratio 0.94
-    ours = {r["seed"]: r for r in results["ppo-Hopper-v4-vs-cleanrl"]["runs"]}
-    theirs = {r["seed"]: r for r in results["cleanrl-ppo_continuous_action-Hopper-v4"]["runs"]}
-    means = [np.median([r["final_train_mean"] for r in side.values()]) for side in (ours, theirs)]
-    ratios = [ours[seed]["process_s"] / theirs[seed]["process_s"] for seed in ours]
+    means, ratio = medians(("ppo-Hopper-v4-vs-cleanrl", "cleanrl-ppo_continuous_action-Hopper-v4"),
+                           "final_train_mean")
     assert (f"ppo.py's at 1M steps of Hopper-v4 is {means[0]:,.0f} against CleanRL's "
-            f"{means[1]:,.0f}, in {np.median(ratios):.2f} of the time") in readme
+            f"{means[1]:,.0f}, in {ratio:.2f} of the time") in readme
 
 
 # ---------------------------------------------------------------------------------------
