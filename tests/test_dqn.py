@@ -258,19 +258,26 @@ def test_the_loop_bootstraps_from_the_target_network(tmp_path, monkeypatch, doub
     assert targets.tolist() == [1.0 if t else 1.0 + 0.5 * bootstrap for t in terminated.tolist()]
 
 
-@pytest.mark.parametrize("epsilon", [0.0, 1.0])
-def test_the_loop_acts_greedily_save_with_probability_epsilon(tmp_path, monkeypatch, epsilon):
+@pytest.mark.parametrize("epsilon, num_envs, steps", [(0.0, 1, 40), (1.0, 1, 40), (0.5, 4, 400)])
+def test_the_loop_acts_greedily_save_with_probability_epsilon(tmp_path, monkeypatch, epsilon,
+                                                              num_envs, steps):
     # Q(s, .) = [1, 2] everywhere: the greedy action is 1. Epsilon 0 (start_e = end_e = 0)
-    # takes it at all 40 steps; epsilon 1 draws every action uniformly: 0 and 1 both come.
+    # takes it at every step; epsilon 1 draws every action uniformly: 0 and 1 both come.
+    # Epsilon 0.5 in 4 environments: each explores on its own, so action 0 comes at a rate of
+    # 0.5 (explore) * 0.5 (draw 0) = 0.25, some 100 of the 400 actions (binomial, sd
+    # sqrt(400 * 0.25 * 0.75) = 8.7; the bounds 60 and 140 are 40 / 8.7 = 4.6 sd away); a
+    # loop that explored in all 4 or in none would give it at 0.5^4 * 0.5 = 0.03 (some 12).
     # The target network, Q_target(s, .) = [2, 1], would take 0: it only values targets.
     actions, add = [], dqn.ReplayBuffer.add
     monkeypatch.setattr(dqn.ReplayBuffer, "add",
                         lambda self, *fields: actions.extend(fields[2]) or add(self, *fields))
     train_directly(tmp_path, network_with_outputs(1.0, 2.0), network_with_outputs(2.0, 1.0),
-                   total_timesteps=40, learning_starts=39, batch_size=8, buffer_size=40,
-                   start_e=epsilon, end_e=epsilon)
-    assert len(actions) == 40
+                   total_timesteps=steps, num_envs=num_envs, learning_starts=steps - 1,
+                   batch_size=8, buffer_size=steps, start_e=epsilon, end_e=epsilon)
+    assert len(actions) == steps
     assert set(actions) == ({1} if epsilon == 0 else {0, 1})
+    if epsilon == 0.5:
+        assert 0.15 <= actions.count(0) / steps <= 0.35
 
 
 @pytest.mark.parametrize("tau, expected", [(1.0, 4.0), (0.25, 1.75)])
