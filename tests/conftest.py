@@ -510,6 +510,20 @@ class BoxImageEnv(BoxCountingEnv):
     observation_space = gym.spaces.Box(0.0, 1.0, (2, 2))
 
 
+class Float64BoxEnv(BoxCountingEnv):
+    """BoxCountingEnv whose observations are float64, as MuJoCo's are."""
+    observation_space = gym.spaces.Box(0.0, 1e6, (1,), dtype=np.float64)
+
+    def reset(self, *, seed=None, options=None):
+        obs, info = super().reset(seed=seed, options=options)
+        return obs.astype(np.float64), info
+
+    def step(self, action):
+        obs, *rest = super().step(action)
+        return (obs.astype(np.float64), *rest)
+
+
+
 class NoDisplayEnv(BoxCountingEnv):
     """Renders as MuJoCo does on a machine without a display."""
     metadata = {"render_modes": ["rgb_array"]}
@@ -522,6 +536,7 @@ class NoDisplayEnv(BoxCountingEnv):
 
 
 gym.register("BoxCountToThree-v0", entry_point=BoxCountingEnv, max_episode_steps=3)
+gym.register("Float64Box-v0", entry_point=Float64BoxEnv, max_episode_steps=3)
 gym.register("BoxTerminateAtThree-v0", entry_point=BoxTerminatingEnv)
 gym.register("UnboundedCount-v0", entry_point=UnboundedBoxEnv)
 gym.register("BoxImage-v0", entry_point=BoxImageEnv)
@@ -536,6 +551,19 @@ def replay_transitions(first, n):
     i = np.arange(first, first + n, dtype=np.float32)
     return (np.stack([i, i], 1), (i / 10)[:, None], i, (i % 2).astype(bool),
             np.stack([i + 0.5, i + 0.5], 1))
+
+
+def check_the_actor_acts_on_float64_observations_as_float32(script, method, monkeypatch,
+                                                           tmp_path, **flags):
+    """MuJoCo's observations are float64 and an actor's weights float32: the loop casts the
+    first observation and every next one (on Float64Box-v0, steps 0-1 are random and steps
+    2-3 the actor's, on the observations steps 1 and 2 returned; each update reads the
+    buffer's float32 rows). script.Actor.<method> records the dtype of what it is given."""
+    dtypes = spy_on(monkeypatch, script.Actor, method, lambda self, obs: obs.dtype)
+    script.main(script.Args(env_id="Float64Box-v0", total_timesteps=4, learning_starts=2,
+                            batch_size=2, hidden_size=8, eval_episodes=0,
+                            output_dir=str(tmp_path), **flags))
+    assert len(dtypes) >= 2 and set(dtypes) == {torch.float32}
 
 
 def check_a_batch_of_the_written_rows(buffer):
@@ -615,23 +643,30 @@ def check_whole_steps_budget(module, tmp_path, capsys, **flags):
 
 class ActionLogEnv(BoxCountingEnv):
     """BoxCountingEnv with one action in [0, 4], which keeps every action it is given in
-    `received` (spy_on_acting empties it)."""
+    `received` (read it with received_actions(); spy_on_acting empties it)."""
     action_space = gym.spaces.Box(0.0, 4.0, (1,))
     received = []
 
     def step(self, action):
-        ActionLogEnv.received.append(float(action[0]))
+        type(self).received.append(float(action[0]))
         return super().step(action)
 
 
 gym.register("BoxZeroToFour-v0", entry_point=ActionLogEnv, max_episode_steps=3)
 
 
+def received_actions():
+    """The actions BoxZeroToFour-v0's environments were given: the list of the class that
+    gym's registry holds, which gym.make builds. (A tool that imports this file twice, as
+    mutmut does, registers a second ActionLogEnv; the name imported may be the other one.)"""
+    return gym.spec("BoxZeroToFour-v0").entry_point.received
+
+
 def spy_on_acting(module, monkeypatch):
     """For a glue test of how ddpg_td3.py or sac.py act on BoxZeroToFour-v0 (one environment,
-    observations 0, 1, 2 in each episode of 3 steps): empties ActionLogEnv.received and spies
+    observations 0, 1, 2 in each episode of 3 steps): empties received_actions() and spies
     on module.ReplayBuffer.add. Returns the list of (s, a) pairs the buffer stores."""
-    ActionLogEnv.received.clear()
+    received_actions().clear()
     stored, add = [], module.ReplayBuffer.add
 
     def spy(self, obs, actions, rewards, terminated, next_obs):
@@ -677,7 +712,7 @@ def check_gaussian_actions_clipped_for_the_environment_only(module, gae_method, 
     it receives. The first Gaussian has mean ~0 and std 1, so about half of its samples are
     below 0: the environment receives them clipped to 0, the buffer keeps them as sampled
     (their log-probabilities are the ones the gradient pushes)."""
-    ActionLogEnv.received.clear()
+    received_actions().clear()
     stored = spy_on(monkeypatch, module.RolloutBuffer, gae_method,
                     lambda self, *a, **k: self.actions[:, 0, 0].clone())
     module.main(module.Args(env_id="BoxZeroToFour-v0", total_timesteps=16, num_envs=1,
@@ -685,7 +720,7 @@ def check_gaussian_actions_clipped_for_the_environment_only(module, gae_method, 
                             output_dir=str(tmp_path)))
     (actions,) = stored
     assert (actions < 0).any() and (actions > 0).any()
-    assert ActionLogEnv.received == pytest.approx(actions.clamp(0, 4).tolist())
+    assert received_actions() == pytest.approx(actions.clamp(0, 4).tolist())
 
 
 def check_evaluation_normalizes_with_the_frozen_statistics(module):

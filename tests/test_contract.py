@@ -412,10 +412,10 @@ def test_the_evaluation_scales_the_greedy_action_to_the_bounds(script):
     # BoxZeroToFour-v0 (conftest.py) takes actions in [0, 4] and keeps each it receives: the
     # actor's 0.5 arrives as low + (a + 1) / 2 * (high - low) = 0 + 1.5 / 2 * 4 = 3, at each
     # of the 2 episodes' 3 steps (the unscaled 0.5 would arrive as itself).
-    from conftest import ActionLogEnv
-    ActionLogEnv.received.clear()
+    from conftest import received_actions
+    received_actions().clear()
     module_of(script).evaluate(HalfActor(), "BoxZeroToFour-v0", 2, 0, "cpu")
-    assert ActionLogEnv.received == [3.0] * 6
+    assert received_actions() == [3.0] * 6
 
 
 # MuJoCo (requirements.txt's gymnasium[mujoco]): each continuous-action script trains a few

@@ -12,12 +12,13 @@ import torch
 import torch.nn as nn
 
 import crossq
-from conftest import (ActionLogEnv, approx, check_an_evaluation_trains_nothing,
-                      check_episode_ends, check_evaluations, check_named_and_tracked,
+from conftest import (approx, check_an_evaluation_trains_nothing, check_episode_ends,
+                      check_evaluations, check_named_and_tracked,
+                      check_the_actor_acts_on_float64_observations_as_float32,
                       check_the_buffer_is_never_larger_than_the_budget, check_whole_steps_budget,
-                      copies, interrupt_on_call, moved_since, read_csv, run_folder_env,
-                      same_seed_episodes, spy_on, spy_on_acting, spy_on_seeds, tensor,
-                      unreadable_checkpoints)
+                      copies, interrupt_on_call, moved_since, read_csv, received_actions,
+                      run_folder_env, same_seed_episodes, spy_on, spy_on_acting, spy_on_seeds,
+                      tensor, unreadable_checkpoints)
 
 
 # ---------------------------------------------------------------------------------------
@@ -426,7 +427,7 @@ def test_the_loop_acts_with_a_sample_of_the_policy_in_evaluation_mode(tmp_path, 
     # evaluation mode.
     assert [s for s, _ in stored] == [0, 1, 2] * 3
     assert [a for _, a in stored[3:]] == approx([0.0, 0.1, 0.2] * 2)
-    assert ActionLogEnv.received == approx([2 + 2 * a for _, a in stored])
+    assert received_actions() == approx([2 + 2 * a for _, a in stored])
     assert len({a for _, a in stored[:3]}) == 3
     (actor,) = made  # one row: acting; --batch-size 4 rows: the updates
     assert [mode for mode, rows in actor.calls if rows == 1] == [False] * 6
@@ -436,9 +437,14 @@ def test_the_evaluation_plays_the_greedy_action_scaled_to_the_bounds():
     # BoxZeroToFour-v0 (actions in [0, 4], observations 0, 1, 2, cut after 3 steps) with the
     # LinePolicy: the greedy action at s is -0.1 s - 0.05 = -0.05, -0.15, -0.25, which the
     # environment receives as 2 + 2a = 1.9, 1.7, 1.5 (a sample, 0.1 s, would give 2, 2.2, 2.4)
-    ActionLogEnv.received.clear()
+    received_actions().clear()
     returns = crossq.evaluate(LinePolicy(), "BoxZeroToFour-v0", 1, 100_001, "cpu")
-    assert returns.tolist() == [3.0] and ActionLogEnv.received == approx([1.9, 1.7, 1.5])
+    assert returns.tolist() == [3.0] and received_actions() == approx([1.9, 1.7, 1.5])
+
+
+def test_the_policy_acts_on_float64_observations_as_float32(tmp_path, monkeypatch):
+    check_the_actor_acts_on_float64_observations_as_float32(crossq, "sample", monkeypatch,
+                                                            tmp_path, critic_hidden_size=8)
 
 
 def test_the_loop_gives_the_agent_its_scale_batches_and_steps(tmp_path, monkeypatch):

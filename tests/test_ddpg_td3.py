@@ -13,12 +13,14 @@ import tyro
 from torch.nn.utils import parameters_to_vector
 
 import ddpg_td3
-from conftest import (ActionLogEnv, BoxCountingEnv, approx, check_a_batch_of_the_written_rows,
+from conftest import (BoxCountingEnv, approx, check_a_batch_of_the_written_rows,
                       check_an_evaluation_trains_nothing, check_episode_ends,
                       check_named_and_tracked, check_replay_evaluations,
+                      check_the_actor_acts_on_float64_observations_as_float32,
                       check_the_buffer_is_never_larger_than_the_budget, check_whole_steps_budget,
-                      interrupt_on_call, read_csv, replay_transitions, same_seed_episodes,
-                      spy_on_acting, spy_on_seeds, tensor, unreadable_checkpoints)
+                      interrupt_on_call, read_csv, received_actions, replay_transitions,
+                      same_seed_episodes, spy_on_acting, spy_on_seeds, tensor,
+                      unreadable_checkpoints)
 
 
 # ---------------------------------------------------------------------------------------
@@ -354,19 +356,26 @@ def test_ddpg_has_one_critic_and_updates_the_actor_every_step():
 def test_update_rows_hold_the_means_since_the_last_row(tmp_path, monkeypatch):
     # update() stands in with losses that say which gradient step n made them: critic n,
     # q_mean -n, and on every 3rd step an actor step of loss 10n. One environment, learning
-    # from step 4 to 10 (gradient steps 1..7), a row every 2 steps: at 4 (step 1), 6 (2, 3),
-    # 8 (4, 5), 10 (6, 7). Means: critic 1, 2.5, 4.5, 6.5; actor NaN (none), 30, NaN, 60.
+    # from step 4 to 11 (gradient steps 1..8), a row every 2 steps: at 4 (step 1), 6 (2, 3),
+    # 8 (4, 5), 10 (6, 7), and after the last step, 11 (8), although 11 - 10 < 2. Means:
+    # critic 1, 2.5, 4.5, 6.5, 8; actor NaN (none), 30, NaN, 60, NaN.
     def losses(batch, nets, critic_optimizer, actor_optimizer, args, n):
         return {"critic_loss": n, "q_mean": -n, **({"actor_loss": 10 * n} if n % 3 == 0 else {})}
 
     monkeypatch.setattr(ddpg_td3, "update", losses)
-    ddpg_td3.main(ddpg_td3.Args(env_id="BoxCountToThree-v0", total_timesteps=10, learning_starts=4,
+    ddpg_td3.main(ddpg_td3.Args(env_id="BoxCountToThree-v0", total_timesteps=11, learning_starts=4,
                                 batch_size=2, hidden_size=8, log_interval=2, eval_episodes=0,
                                 output_dir=str(tmp_path)))
     rows = read_csv(next(tmp_path.glob("*/updates.csv")))
     assert [(r["global_step"], r["critic_loss"], r["q_mean"], r["actor_loss"], r["gradient_steps"])
             for r in rows] == [("4", "1.0", "-1.0", "nan", "1"), ("6", "2.5", "-2.5", "30.0", "3"),
-                               ("8", "4.5", "-4.5", "nan", "5"), ("10", "6.5", "-6.5", "60.0", "7")]
+                               ("8", "4.5", "-4.5", "nan", "5"), ("10", "6.5", "-6.5", "60.0", "7"),
+                               ("11", "8.0", "-8.0", "nan", "8")]
+
+
+def test_the_actor_acts_on_float64_observations_as_float32(tmp_path, monkeypatch):
+    check_the_actor_acts_on_float64_observations_as_float32(ddpg_td3, "forward", monkeypatch,
+                                                            tmp_path)
 
 
 # ---------------------------------------------------------------------------------------
@@ -406,8 +415,8 @@ def test_the_loop_explores_around_the_online_actor_scaled_to_the_bounds(tmp_path
     # -0.3 s + 0.3), stored as it is, while the environment gets 0 + (a + 1) / 2 * 4 = 2 + 2a.
     assert [s for s, _ in stored] == [0, 1, 2] * 3
     assert [a for _, a in stored[3:]] == approx([0.3, 0.4, 0.5] * 2)
-    assert ActionLogEnv.received[3:] == approx([2.6, 2.8, 3.0] * 2)
-    assert ActionLogEnv.received == approx([2 + 2 * a for _, a in stored])  # random ones too
+    assert received_actions()[3:] == approx([2.6, 2.8, 3.0] * 2)
+    assert received_actions() == approx([2 + 2 * a for _, a in stored])  # random ones too
     assert all(-1 <= a <= 1 for _, a in stored[:3]) and len({a for _, a in stored[:3]}) == 3
     # 6 explorations with sigma = 0.3; the 7 updates (after global steps 3 to 9) each smooth
     # their target action with TD3's sigma' = 0.2

@@ -9,11 +9,11 @@ import pytest
 import torch
 
 import ppo
-from conftest import (ActionLogEnv, approx, check_an_evaluation_trains_nothing,
+from conftest import (approx, check_an_evaluation_trains_nothing,
                       check_evaluation_normalizes_with_the_frozen_statistics, check_evaluations,
                       check_every_evaluation_reads_the_running_statistics_and_leaves_them_alone,
-                      check_named_and_tracked, check_the_epochs_kl_and_clipfrac,
-                      interrupt_on_call, read_csv, run_folder_env, same_seed_episodes, spy_on,
+                      check_named_and_tracked, check_the_epochs_kl_and_clipfrac, interrupt_on_call,
+                      read_csv, received_actions, run_folder_env, same_seed_episodes, spy_on,
                       spy_on_adam, spy_on_seeds, spy_on_weights, tensor, unreadable_checkpoints)
 
 
@@ -437,13 +437,13 @@ def test_the_buffer_keeps_the_sample_and_the_environment_gets_it_clipped(tmp_pat
     # log-probabilities the ratio compares, the sample itself.
     stored = spy_on(monkeypatch, ppo.RolloutBuffer, "gae",
                     lambda self, *a: self.actions[:, 0, 0].tolist())
-    ActionLogEnv.received.clear()
+    received_actions().clear()
     ppo.main(ppo.Args(env_id="BoxZeroToFour-v0", total_timesteps=16, num_envs=1, num_steps=16,
                       num_minibatches=2, update_epochs=1, eval_episodes=0,
                       output_dir=str(tmp_path)))
     (actions,) = stored
     assert min(actions) < 0 < max(actions)
-    assert ActionLogEnv.received == pytest.approx(np.clip(actions, 0, 4).tolist(), abs=1e-6)
+    assert received_actions() == pytest.approx(np.clip(actions, 0, 4).tolist(), abs=1e-6)
 
 
 @pytest.mark.parametrize("target_kl, anneal_lr, epochs, rates", [

@@ -12,12 +12,11 @@ import pytest
 import torch
 
 import ppo_lstm
-from conftest import (ActionLogEnv, CountingEnv, check_an_evaluation_trains_nothing,
-                      check_evaluations,
+from conftest import (CountingEnv, check_an_evaluation_trains_nothing, check_evaluations,
                       check_every_evaluation_reads_the_running_statistics_and_leaves_them_alone,
                       check_named_and_tracked, check_the_epochs_kl_and_clipfrac, detached,
-                      interrupt_on_call, read_csv, same_seed_episodes, spy_on, spy_on_adam,
-                      spy_on_seeds, spy_on_weights, unreadable_checkpoints)
+                      interrupt_on_call, read_csv, received_actions, same_seed_episodes, spy_on,
+                      spy_on_adam, spy_on_seeds, spy_on_weights, unreadable_checkpoints)
 
 # Episodes of 5 steps cut by a time limit: observations 0, 1, 2, 3, 4, then the fifth step
 # (from observation 4) is truncated with the true final observation 5.
@@ -437,12 +436,12 @@ def test_the_environment_gets_the_clipped_action_and_the_buffer_keeps_the_sample
         return gae(self, *args)
 
     monkeypatch.setattr(ppo_lstm.RolloutBuffer, "gae", spy_gae)
-    ActionLogEnv.received.clear()
+    received_actions().clear()
     ppo_lstm.main(ppo_lstm.Args(env_id="BoxZeroToFour-v0", total_timesteps=8, num_envs=1,
                                 num_steps=8, data_chunk_length=4, num_minibatches=2,
                                 update_epochs=1, eval_episodes=0, output_dir=str(tmp_path)))
     assert min(stored) < 0 < max(stored)
-    assert ActionLogEnv.received == pytest.approx(np.clip(stored, 0, 4).tolist(), abs=1e-6)
+    assert received_actions() == pytest.approx(np.clip(stored, 0, 4).tolist(), abs=1e-6)
 
 
 def test_evaluation_normalizes_observations_with_the_frozen_statistics(monkeypatch):

@@ -5,19 +5,19 @@ import json
 import math
 import os
 
-import gymnasium as gym
 import numpy as np
 import pytest
 import torch
 import torch.nn as nn
 
 import sac
-from conftest import (ActionLogEnv, BoxCountingEnv, approx, check_a_batch_of_the_written_rows,
+from conftest import (approx, check_a_batch_of_the_written_rows,
                       check_an_evaluation_trains_nothing, check_episode_ends,
                       check_named_and_tracked, check_replay_evaluations,
-                      check_the_buffer_is_never_larger_than_the_budget,
-                      check_whole_steps_budget, copies, interrupt_on_call, moved_since,
-                      read_csv, replay_transitions, run_folder_env, same_seed_episodes, spy_on,
+                      check_the_actor_acts_on_float64_observations_as_float32,
+                      check_the_buffer_is_never_larger_than_the_budget, check_whole_steps_budget,
+                      copies, interrupt_on_call, moved_since, read_csv, received_actions,
+                      replay_transitions, run_folder_env, same_seed_episodes, spy_on,
                       spy_on_acting, spy_on_seeds, tensor, unreadable_checkpoints)
 
 LOG_2PI_HALF = 0.9189385  # log(2 pi) / 2 = 1.8378771 / 2
@@ -492,8 +492,8 @@ def test_the_loop_acts_with_a_sample_of_the_policy_scaled_to_the_bounds(tmp_path
     # it is, while the environment gets it scaled to [0, 4]: 0 + (a + 1) / 2 * 4 = 2 + 2a.
     assert [s for s, _ in stored] == [0, 1, 2] * 3
     assert [a for _, a in stored[3:]] == approx([0.0, 0.1, 0.2] * 2)
-    assert ActionLogEnv.received[3:] == approx([2.0, 2.2, 2.4] * 2)
-    assert ActionLogEnv.received == approx([2 + 2 * a for _, a in stored])  # random ones too
+    assert received_actions()[3:] == approx([2.0, 2.2, 2.4] * 2)
+    assert received_actions() == approx([2 + 2 * a for _, a in stored])  # random ones too
     assert all(-1 <= a <= 1 for _, a in stored[:3]) and len({a for _, a in stored[:3]}) == 3
 
 
@@ -506,33 +506,11 @@ def test_the_evaluation_acts_greedily_with_tanh_mu_not_a_sample(tmp_path, monkey
     # evaluation's one episode at s = 0, 1, 2 takes the greedy action -0.1 s - 0.05 = -0.05,
     # -0.15, -0.25, which arrives scaled to [0, 4] as 2 + 2a = 1.9, 1.7, 1.5 (a sample, 0.1 s,
     # would arrive as 2.0, 2.2, 2.4)
-    assert ActionLogEnv.received[3:] == approx([2.0, 1.9, 1.7, 1.5])
-
-
-class Float64BoxEnv(BoxCountingEnv):
-    """BoxCountingEnv whose observations are float64, as MuJoCo's are."""
-    observation_space = gym.spaces.Box(0.0, 1e6, (1,), dtype=np.float64)
-
-    def reset(self, *, seed=None, options=None):
-        obs, info = super().reset(seed=seed, options=options)
-        return obs.astype(np.float64), info
-
-    def step(self, action):
-        obs, *rest = super().step(action)
-        return (obs.astype(np.float64), *rest)
-
-
-gym.register("Float64Box-v0", entry_point=Float64BoxEnv, max_episode_steps=3)
+    assert received_actions()[3:] == approx([2.0, 1.9, 1.7, 1.5])
 
 
 def test_the_policy_acts_on_float64_observations_as_float32(tmp_path, monkeypatch):
-    # MuJoCo's observations are float64 and the actor's weights float32: the loop hands the
-    # actor its observation as float32 (steps 0-1 are random, steps 2-3 the policy's, and
-    # each update samples at the buffer's float32 s and s').
-    dtypes = spy_on(monkeypatch, sac.Actor, "sample", lambda self, obs: obs.dtype)
-    sac.main(sac.Args(env_id="Float64Box-v0", total_timesteps=4, learning_starts=2,
-                      batch_size=2, hidden_size=8, eval_episodes=0, output_dir=str(tmp_path)))
-    assert len(dtypes) >= 2 and set(dtypes) == {torch.float32}
+    check_the_actor_acts_on_float64_observations_as_float32(sac, "sample", monkeypatch, tmp_path)
 
 
 def test_the_loop_gives_the_agent_its_scale_batches_and_steps(tmp_path, monkeypatch):
