@@ -392,15 +392,24 @@ def check_help(run_cli):
     return check
 
 
-def check_import_is_quiet(module, tmp_path, also=""):
-    """Importing the script in a fresh interpreter prints nothing and writes nothing; `also`
-    is a statement run after the import (say, an assert about sys.modules)."""
-    result = subprocess.run([sys.executable, "-c", f"import sys, {module}; {also}"], cwd=tmp_path,
+def check_import_is_quiet(modules, tmp_path, also=""):
+    """Importing the scripts (a module's name or a list of them), one after another in one
+    fresh interpreter, prints nothing and writes nothing: after each import the interpreter
+    prints the module's name and the files of its working folder, so that a line out of
+    place names the import before it. `also` is a statement run after the imports (say, an
+    assert about sys.modules)."""
+    modules = [modules] if isinstance(modules, str) else modules
+    program = ("import os, sys\nfor name in sys.argv[1:]:\n    __import__(name)\n"
+               "    print(name, os.listdir(), flush=True)\n" + also)
+    # each script's folder (a --script-file copy's, else the repository's, which comes last)
+    folders = sorted(dict.fromkeys(os.path.dirname(script_path(f"{m}.py")) for m in modules),
+                     key=lambda folder: folder == ROOT)
+    result = subprocess.run([sys.executable, "-c", program, *modules], cwd=tmp_path,
                             capture_output=True, text=True,
-                            env={**os.environ,
-                                 "PYTHONPATH": os.path.dirname(script_path(f"{module}.py"))})
+                            env={**os.environ, "PYTHONPATH": os.pathsep.join(folders)})
     assert result.returncode == 0, result.stderr
-    assert result.stdout == "" and list(tmp_path.iterdir()) == []
+    assert result.stdout == "".join(f"{m} []\n" for m in modules)
+    assert list(tmp_path.iterdir()) == []
 
 
 @pytest.fixture
