@@ -2,6 +2,7 @@
 `check` with its hint while the original passes, and bad input is one line with exit 2."""
 import ast
 import csv
+import functools
 import glob
 import io
 import os
@@ -29,6 +30,13 @@ EXPECTED_ENVS = {"qlearning": {"Taxi-v4", "MountainCar-v0"}, "dqn": {"CartPole-v
 
 def exercises_of(script):
     return [e for e in exercises.EXERCISES if e.script == script]
+
+
+@functools.cache
+def parsed(*path):
+    """The module at ROOT/path, parsed once for all the exercises that read it."""
+    with open(os.path.join(ROOT, *path)) as f:
+        return ast.parse(f.read())
 
 
 def start_exercises(*argv):
@@ -61,10 +69,9 @@ def test_every_algorithm_script_has_an_exercise():
 
 @pytest.mark.parametrize("exercise", exercises.EXERCISES, ids=lambda e: e.id)
 def test_each_exercise_names_a_function_and_tests_that_exist(exercise):
-    with open(os.path.join(ROOT, f"{exercise.script}.py")) as f:
-        assert exercise.function in exercises.function_nodes(ast.parse(f.read()))
-    with open(os.path.join(ROOT, "tests", f"test_{exercise.script}.py")) as f:
-        tests = {n.name for n in ast.parse(f.read()).body if isinstance(n, ast.FunctionDef)}
+    assert exercise.function in exercises.function_nodes(parsed(f"{exercise.script}.py"))
+    tests = {n.name for n in parsed("tests", f"test_{exercise.script}.py").body
+             if isinstance(n, ast.FunctionDef)}
     assert set(exercise.tests) <= tests
     assert exercise.run[0] == "--env-id" and exercise.run[1] in EXPECTED_ENVS[exercise.script]
 
