@@ -576,13 +576,35 @@ def check_the_actor_acts_on_float64_observations_as_float32(script, method, monk
 
 
 def check_a_batch_of_the_written_rows(buffer):
-    """A replay buffer (ddpg_td3.py's, sac.py's) of 5 rows holding replay_transitions(0, 3):
-    rows 3 and 4 are still zeros (s' = 0 with r = 0, where transition 0 has s' = 0.5), and a
-    batch is drawn from the 3 written rows alone, not from the whole capacity of 5."""
+    """A replay buffer (ddpg_td3.py's, sac.py's, crossq.py's) of 5 rows holding
+    replay_transitions(0, 3): rows 3 and 4 are still zeros (s' = 0 with r = 0, where
+    transition 0 has s' = 0.5), and a batch is drawn from the 3 written rows alone, not from
+    the whole capacity of 5."""
     torch.manual_seed(0)
     _, _, rewards, _, next_obs = buffer.sample(64)
     assert set(rewards.tolist()) == {0.0, 1.0, 2.0}
     assert torch.equal(next_obs[:, 1], rewards + 0.5)
+
+
+def check_the_ring_of_field_tensors(module):
+    """A replay buffer of one tensor per field (sac.py's, crossq.py's) of 5 rows: 3
+    transitions are rows 0-2 and a batch comes from them alone; 4 more fill rows 3, 4 and
+    overwrite rows 0, 1; a batch of 64 holds whole transitions of the newest five."""
+    torch.manual_seed(0)
+    buffer = module.ReplayBuffer(5, obs_dim=2, action_dim=1, device="cpu")
+    buffer.add(*replay_transitions(0, 3))
+    assert (buffer.pos, buffer.size) == (3, 3)
+    check_a_batch_of_the_written_rows(buffer)
+    buffer.add(*replay_transitions(3, 4))  # 3, 4 fill rows 3, 4; 5, 6 overwrite rows 0, 1
+    assert (buffer.pos, buffer.size) == (2, 5) and buffer.obs.shape == (5, 2)
+    assert buffer.rewards.tolist() == [5, 6, 2, 3, 4]  # the newest five
+    obs, actions, rewards, terminated, next_obs = buffer.sample(64)
+    assert obs.shape == (64, 2) and actions.shape == (64, 1) and next_obs.shape == (64, 2)
+    assert rewards.shape == (64,) and terminated.shape == (64,)
+    i = rewards  # every field of a row belongs to the same transition
+    assert torch.equal(obs[:, 0], i) and torch.allclose(actions[:, 0], i / 10)
+    assert torch.equal(terminated, i % 2) and torch.equal(next_obs[:, 1], i + 0.5)
+    assert set(i.tolist()) == {2.0, 3.0, 4.0, 5.0, 6.0}
 
 
 def check_replay_evaluations(module, tmp_path):
@@ -685,6 +707,21 @@ def spy_on_acting(module, monkeypatch):
     monkeypatch.setattr(module.ReplayBuffer, "add", spy)
     return stored
 
+
+
+def check_the_random_actions_fill_minus_one_to_one(module, tmp_path, monkeypatch, **flags):
+    """ddpg_td3.py's and crossq.py's warm-up on BoxZeroToFour-v0: 61 steps, the first 60
+    before --learning-starts 60, a ~ U[-1, 1] each. A quarter of [-1, 1] lies above 0.5 and a
+    quarter below -0.5; 60 uniform draws miss one of them with probability 2 * 0.75^60 = 6e-8
+    (and the seed fixes the draws), while U[0, 1] / 2 - 1 stays in [-1, -0.5], U[0, 1] * 2 + 1
+    in [1, 3] and U[0, 1] * 2 - 2 in [-2, 0]."""
+    stored = spy_on_acting(module, monkeypatch)
+    module.main(module.Args(env_id="BoxZeroToFour-v0", total_timesteps=61, learning_starts=60,
+                            batch_size=4, hidden_size=8, eval_episodes=0,
+                            output_dir=str(tmp_path), **flags))
+    actions = [a for _, a in stored[:60]]
+    assert len(actions) == 60 and all(-1 <= a <= 1 for a in actions)
+    assert min(actions) < -0.5 and max(actions) > 0.5
 
 def check_norm_obs_on_count_to_three(module, gae_method, tmp_path, monkeypatch):
     """vpg.py's and trpo.py's --norm-obs, read where the buffer computes its advantages

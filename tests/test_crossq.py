@@ -15,7 +15,9 @@ import crossq
 from conftest import (approx, check_an_evaluation_trains_nothing, check_episode_ends,
                       check_evaluations, check_named_and_tracked,
                       check_the_actor_acts_on_float64_observations_as_float32,
-                      check_the_buffer_is_never_larger_than_the_budget, check_whole_steps_budget,
+                      check_the_buffer_is_never_larger_than_the_budget,
+                      check_the_random_actions_fill_minus_one_to_one,
+                      check_the_ring_of_field_tensors, check_whole_steps_budget,
                       copies, interrupt_on_call, moved_since, read_csv, received_actions,
                       run_folder_env, same_seed_episodes, spy_on, spy_on_acting, spy_on_seeds,
                       tensor, unreadable_checkpoints)
@@ -412,6 +414,13 @@ def test_actor_steps_on_fixed_critics_raise_the_soft_value(monkeypatch):
 
 
 # ---------------------------------------------------------------------------------------
+# The replay buffer
+# ---------------------------------------------------------------------------------------
+def test_buffer_wraps_around_and_samples_whole_transitions():
+    check_the_ring_of_field_tensors(crossq)
+
+
+# ---------------------------------------------------------------------------------------
 # How the loop acts: the policy's sample in evaluation mode, scaled to the bounds
 # ---------------------------------------------------------------------------------------
 def test_the_loop_acts_with_a_sample_of_the_policy_in_evaluation_mode(tmp_path, monkeypatch):
@@ -431,6 +440,12 @@ def test_the_loop_acts_with_a_sample_of_the_policy_in_evaluation_mode(tmp_path, 
     assert len({a for _, a in stored[:3]}) == 3
     (actor,) = made  # one row: acting; --batch-size 4 rows: the updates
     assert [mode for mode, rows in actor.calls if rows == 1] == [False] * 6
+
+
+def test_the_random_actions_before_learning_starts_fill_the_whole_of_minus_one_to_one(
+        tmp_path, monkeypatch):
+    check_the_random_actions_fill_minus_one_to_one(crossq, tmp_path, monkeypatch,
+                                                   critic_hidden_size=8)
 
 
 def test_the_evaluation_plays_the_greedy_action_scaled_to_the_bounds():

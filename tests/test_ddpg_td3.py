@@ -17,7 +17,8 @@ from conftest import (BoxCountingEnv, approx, check_a_batch_of_the_written_rows,
                       check_an_evaluation_trains_nothing, check_episode_ends,
                       check_named_and_tracked, check_replay_evaluations,
                       check_the_actor_acts_on_float64_observations_as_float32,
-                      check_the_buffer_is_never_larger_than_the_budget, check_whole_steps_budget,
+                      check_the_buffer_is_never_larger_than_the_budget,
+                      check_the_random_actions_fill_minus_one_to_one, check_whole_steps_budget,
                       interrupt_on_call, read_csv, received_actions, replay_transitions,
                       same_seed_episodes, spy_on_acting, spy_on_seeds, tensor,
                       unreadable_checkpoints)
@@ -425,17 +426,7 @@ def test_the_loop_explores_around_the_online_actor_scaled_to_the_bounds(tmp_path
 
 def test_the_random_actions_before_learning_starts_fill_the_whole_of_minus_one_to_one(
         tmp_path, monkeypatch):
-    # 61 steps, the first 60 before --learning-starts 60: a ~ U[-1, 1] each. A quarter of
-    # [-1, 1] lies above 0.5 and a quarter below -0.5; 60 uniform draws miss one of them with
-    # probability 2 * 0.75^60 = 6e-8 (and the seed fixes the draws), while the mutant
-    # U[0, 1] / 2 - 1 stays in [-1, -0.5].
-    stored = spy_on_acting(ddpg_td3, monkeypatch)
-    ddpg_td3.main(ddpg_td3.Args(env_id="BoxZeroToFour-v0", total_timesteps=61,
-                                learning_starts=60, batch_size=4, hidden_size=8,
-                                eval_episodes=0, output_dir=str(tmp_path)))
-    actions = [a for _, a in stored[:60]]
-    assert len(actions) == 60 and all(-1 <= a <= 1 for a in actions)
-    assert min(actions) < -0.5 and max(actions) > 0.5
+    check_the_random_actions_fill_minus_one_to_one(ddpg_td3, tmp_path, monkeypatch)
 
 
 def test_only_the_target_smoothing_noise_is_clipped_to_noise_clip(tmp_path, monkeypatch):

@@ -11,14 +11,14 @@ import torch
 import torch.nn as nn
 
 import sac
-from conftest import (approx, check_a_batch_of_the_written_rows,
-                      check_an_evaluation_trains_nothing, check_episode_ends,
+from conftest import (approx, check_an_evaluation_trains_nothing, check_episode_ends,
                       check_named_and_tracked, check_replay_evaluations,
                       check_the_actor_acts_on_float64_observations_as_float32,
-                      check_the_buffer_is_never_larger_than_the_budget, check_whole_steps_budget,
-                      copies, interrupt_on_call, moved_since, read_csv, received_actions,
-                      replay_transitions, run_folder_env, same_seed_episodes, spy_on,
-                      spy_on_acting, spy_on_seeds, tensor, unreadable_checkpoints)
+                      check_the_buffer_is_never_larger_than_the_budget,
+                      check_the_ring_of_field_tensors, check_whole_steps_budget, copies,
+                      interrupt_on_call, moved_since, read_csv, received_actions,
+                      run_folder_env, same_seed_episodes, spy_on, spy_on_acting, spy_on_seeds,
+                      tensor, unreadable_checkpoints)
 
 LOG_2PI_HALF = 0.9189385  # log(2 pi) / 2 = 1.8378771 / 2
 
@@ -180,21 +180,7 @@ def test_soft_update_by_hand():
 # The replay buffer
 # ---------------------------------------------------------------------------------------
 def test_buffer_wraps_around_and_samples_whole_transitions():
-    torch.manual_seed(0)
-    buffer = sac.ReplayBuffer(5, obs_dim=2, action_dim=1, device="cpu")
-    buffer.add(*replay_transitions(0, 3))
-    assert (buffer.pos, buffer.size) == (3, 3)
-    check_a_batch_of_the_written_rows(buffer)
-    buffer.add(*replay_transitions(3, 4))  # 3, 4 fill rows 3, 4; 5, 6 overwrite rows 0, 1
-    assert (buffer.pos, buffer.size) == (2, 5) and buffer.obs.shape == (5, 2)
-    assert buffer.rewards.tolist() == [5, 6, 2, 3, 4]  # the newest five
-    obs, actions, rewards, terminated, next_obs = buffer.sample(64)
-    assert obs.shape == (64, 2) and actions.shape == (64, 1) and next_obs.shape == (64, 2)
-    assert rewards.shape == (64,) and terminated.shape == (64,)
-    i = rewards  # every field of a row belongs to the same transition
-    assert torch.equal(obs[:, 0], i) and torch.allclose(actions[:, 0], i / 10)
-    assert torch.equal(terminated, i % 2) and torch.equal(next_obs[:, 1], i + 0.5)
-    assert set(i.tolist()) == {2.0, 3.0, 4.0, 5.0, 6.0}
+    check_the_ring_of_field_tensors(sac)
 
 
 # ---------------------------------------------------------------------------------------
