@@ -505,10 +505,12 @@ def test_the_loop_gives_the_agent_its_scale_batches_and_steps(tmp_path, monkeypa
     # steps from global steps 0, 2 and 4 act at random, those from 6, 8 and 10 with the
     # policy's sample (the stand-in's a = 0.1 s at s = 0, 1, 2, in both environments); after
     # the steps that reach 6, 8, 10 and 12 two updates each, 8, each on --batch-size 5
-    # transitions of a ring of --buffer-size 8 rows (not the budget's 12). The networks are
-    # --hidden-size 8 wide.
+    # transitions of a ring of --buffer-size 8 rows (not the budget's 12), each on a batch
+    # of its own drawn just before it (8 draws, not one a vector step replayed twice). The
+    # networks are --hidden-size 8 wide.
     made, scales, batches = [], [], []
     buffer, update = sac.ReplayBuffer, sac.Agent.update
+    draws = spy_on(monkeypatch, buffer, "sample", lambda self, batch_size: batch_size)
 
     def spy_buffer(capacity, obs_dim, action_dim, device):
         made.append((capacity, obs_dim, action_dim))
@@ -519,7 +521,7 @@ def test_the_loop_gives_the_agent_its_scale_batches_and_steps(tmp_path, monkeypa
         return StandInActor()
 
     def spy_update(self, obs, actions, rewards, terminated, next_obs):
-        batches.append(rewards.shape)
+        batches.append((rewards.shape, len(draws)))  # the draws so far
         return update(self, obs, actions, rewards, terminated, next_obs)
 
     stored = spy_on_acting(sac, monkeypatch)
@@ -532,7 +534,8 @@ def test_the_loop_gives_the_agent_its_scale_batches_and_steps(tmp_path, monkeypa
                       learning_starts=6, gradient_steps=2, buffer_size=8, batch_size=5,
                       hidden_size=8, seed=7, eval_episodes=0, output_dir=str(tmp_path)))
     assert seeds == [7] and resets == [7]  # torch's and the training environments' seed
-    assert scales == [(8, [2.0])] and made == [(8, 1, 1)] and batches == [(5,)] * 8
+    assert scales == [(8, [2.0])] and made == [(8, 1, 1)] and draws == [5] * 8
+    assert batches == [((5,), k) for k in range(1, 9)]  # update k after draw k
     (agent,) = agents  # the critics --hidden-size wide too
     assert {net.net[0].out_features for net in (agent.critic1, agent.critic2, agent.critic1_target,
                                                 agent.critic2_target)} == {8}
@@ -639,6 +642,22 @@ def test_nan_loss_stops_cleanly(tmp_path, monkeypatch):
     assert (path / "summary.json").exists()
 
 
+def test_a_row_without_an_actor_step_is_no_non_finite_loss(tmp_path):
+    # --policy-frequency 2 and a row every step: the critic steps at steps 200, 201, ...,
+    # 210 are the 1st to the 11th, and every second one (201, 203, ..., 209) brings the
+    # actor's steps. The rows of 200, 202, ..., 210 have no actor step, so their actor_loss
+    # is NaN, the mean of nothing (as the log comment says), while the critics' losses are
+    # finite: the run goes on to its budget, not stopped as non-finite at step 200.
+    summary = sac.main(sac.Args(**{**TINY, "total_timesteps": 210, "log_interval": 1},
+                                policy_frequency=2, eval_episodes=0, output_dir=str(tmp_path)))
+    assert summary["interrupted"] is False and summary["global_steps"] == 210
+    updates = read_csv(next(tmp_path.glob("*/updates.csv")))
+    assert [int(u["global_step"]) for u in updates] == list(range(200, 211))
+    assert [u["actor_loss"] == "nan" for u in updates] == [True, False] * 5 + [True]
+    assert all(math.isfinite(float(u["critic1_loss"]) + float(u["critic2_loss"]))
+               for u in updates)
+
+
 def test_same_seed_gives_the_same_episodes(tmp_path):
     rows = same_seed_episodes(lambda out: sac.main(sac.Args(
         env_id="my_envs:Slider-v0", total_timesteps=200, num_envs=2, learning_starts=40,
@@ -675,6 +694,21 @@ def test_the_buffer_is_never_larger_than_the_budget(tmp_path, monkeypatch):
 # ---------------------------------------------------------------------------------------
 def test_eval_every_writes_rows_keeps_the_best_model_and_leaves_training_alone(tmp_path):
     check_replay_evaluations(sac, tmp_path)
+
+
+def test_best_model_is_the_first_of_equal_evaluations(tmp_path, monkeypatch):
+    # Every BoxCountToThree-v0 episode returns 3 (1 a step, cut after 3) whatever the actor
+    # does, so the evaluations at steps 4, 8 and 12 tie at 3.0: best_model.pt is written at
+    # the first of them alone (CONTRIBUTING.md: the first, on a tie), model.pt at the end.
+    saved = spy_on(monkeypatch, sac, "save_checkpoint",
+                   lambda path, agent, args: os.path.basename(path))
+    sac.main(sac.Args(env_id="BoxCountToThree-v0", total_timesteps=12, learning_starts=2,
+                      batch_size=2, hidden_size=8, eval_every=4, eval_episodes=1,
+                      save_model=True, output_dir=str(tmp_path)))
+    rows = read_csv(next(tmp_path.glob("*/evaluations.csv")))
+    assert [(r["global_step"], float(r["eval_return_mean"])) for r in rows] \
+        == [("4", 3.0), ("8", 3.0), ("12", 3.0)]
+    assert saved == ["best_model.pt", "model.pt"]
 
 
 # ---------------------------------------------------------------------------------------
