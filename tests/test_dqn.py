@@ -602,21 +602,28 @@ class Uint8Cells(BoolCells):  # MinAtar's GitHub code since 2023: uint8 cells, 1
     on = 1
 
 
+class FloatCells(BoolCells):  # an image of floats, a cell set to 0.5
+    observation_space = gym.spaces.Box(0, 1, (4, 4, 6), dtype=np.float32)
+    on = 0.5
+
+
 gym.register("DqnBoolCells-v0", entry_point=BoolCells, max_episode_steps=3)
 gym.register("DqnByteCells-v0", entry_point=ByteCells, max_episode_steps=3)
 gym.register("DqnUint8Cells-v0", entry_point=Uint8Cells, max_episode_steps=3)
+gym.register("DqnFloatCells-v0", entry_point=FloatCells, max_episode_steps=3)
 
 
-@pytest.mark.parametrize("env_id, pixels, set_cell", [("DqnBoolCells-v0", False, 1),
-                                                      ("DqnByteCells-v0", True, 255),
-                                                      ("DqnUint8Cells-v0", False, 1)])
-def test_an_image_of_cells_or_pixels_reaches_the_network_as_it_should(tmp_path, monkeypatch,
-                                                                      env_id, pixels, set_cell):
+@pytest.mark.parametrize("env_id, pixels, set_cell, stored_as", [
+    ("DqnBoolCells-v0", False, 1, np.uint8), ("DqnByteCells-v0", True, 255, np.uint8),
+    ("DqnUint8Cells-v0", False, 1, np.uint8), ("DqnFloatCells-v0", False, 0.5, np.float32)])
+def test_an_image_of_cells_or_pixels_reaches_the_network_as_it_should(
+        tmp_path, monkeypatch, env_id, pixels, set_cell, stored_as):
     # Bool cells, and uint8 cells of a Box whose top is 1, are 0/1 already: the encoder reads
     # them as they are (uint8=False), where bytes of a Box whose top is 255 are pixels it
-    # scales by 1/255 (a set cell read as a byte would be 1/255). All
-    # are kept in the replay buffer as uint8 (a set cell 1 or 255), and both keep their
-    # channels last, by the convention, though 6 channels outnumber the 4 cells of a side.
+    # scales by 1/255 (a set cell read as a byte would be 1/255). Those three
+    # are kept in the replay buffer as uint8 (a set cell 1 or 255), and a float image as
+    # float32, the dtype deciding and not the shape (its 0.5 as a byte would be 0); all keep
+    # their channels last, by the convention, though 6 channels outnumber the 4 cells of a side.
     # The preset follows the shape, not the dtype: every image, of cells or of pixels, takes
     # the image preset (the MinAtar paper's: a gradient step every environment step, so steps
     # 9-12 sample the buffer, the target copied every 1,000, Huber, epsilon down to 0.1,
@@ -644,7 +651,7 @@ def test_an_image_of_cells_or_pixels_reaches_the_network_as_it_should(tmp_path, 
     assert [config[k] for k in preset] == [1, 1, 1000, "huber", 0.1, 2.5e-4, 0.05]
     assert len(buffers) == 4  # one batch at each of steps 9, 10, 11 and 12
     buffer = buffers[0]
-    assert buffer.obs.dtype == buffer.next_obs.dtype == np.uint8
+    assert buffer.obs.dtype == buffer.next_obs.dtype == stored_as
     assert set(np.unique(buffer.obs[:buffer.size]).tolist()) == {0, set_cell}
 
 
@@ -674,6 +681,20 @@ def test_smoke_run_writes_every_file_and_its_model_evaluates(tmp_path, check_run
                                   output_dir=str(tmp_path / "eval")))
     assert evaluated["eval_return_mean"] == summary["eval_return_mean"]  # same greedy policy, seeds
     assert evaluated["global_steps"] == 0
+
+
+def test_updates_rows_come_where_the_steps_cross_each_multiple_of_log_interval(tmp_path):
+    # 3 environments step global_step by 3 (3, 6, ..., 60), learning after step 6 with one
+    # gradient step a vector step (--train-frequency 3): at 9, 12, ..., so (g - 6) / 3 of
+    # them by step g. A row each time the steps cross a multiple of --log-interval 10: at 12
+    # (past 10), 21, 30, 42, 51 and 60 (on the multiple only at 30 and 60), with 2, 5, 8,
+    # 12, 15 and 18 gradient steps.
+    dqn.main(dqn.Args(env_id="DqnCountToThree-v0", total_timesteps=60, num_envs=3,
+                      learning_starts=6, train_frequency=3, gradient_steps=1, batch_size=4,
+                      buffer_size=60, log_interval=10, eval_episodes=0, output_dir=str(tmp_path)))
+    updates = read_csv(next(tmp_path.glob("*/updates.csv")))
+    assert [(int(u["global_step"]), int(u["gradient_steps"])) for u in updates] \
+        == [(12, 2), (21, 5), (30, 8), (42, 12), (51, 15), (60, 18)]
 
 
 def test_smoke_run_with_the_other_options(tmp_path, check_run_folder):

@@ -323,8 +323,10 @@ def test_atari_frames_stacks_and_rewards_clipped_for_training_only(script):
     shown = {}
     for training in (True, False):
         envs = module.make_vector_env("ALE/Pong-v5", 1, training=training, life_loss=True)
-        stats = find(envs, gym.wrappers.vector.RecordEpisodeStatistics)  # under the clipping
-        vector = stats.env
+        stats = find(envs, gym.wrappers.vector.RecordEpisodeStatistics)
+        vector = envs  # the games themselves, under every wrapper (the statistics, the clipping)
+        while hasattr(vector, "env"):
+            vector = vector.env
         step = vector.step
 
         def step_with_reward_five(actions, step=step):  # a game score of +5 a step
