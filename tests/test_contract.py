@@ -557,6 +557,26 @@ def test_the_curve_shows_the_final_evaluation(script, tmp_path, monkeypatch):
                              summary["eval_return_std"])]
 
 
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_best_model_is_the_first_of_equal_evaluations(script, tmp_path, monkeypatch):
+    # Every --eval-every evaluation scores 1.0 (a stand-in evaluate): the first row writes
+    # best_model.pt (best_model.npz), the equal rows after it do not, and --save-model's
+    # model file comes at the end (CONTRIBUTING.md: the best model, the first of equal means).
+    module = module_of(script)
+    monkeypatch.setattr(module, "evaluate", lambda *args, **kwargs: np.ones(1))
+    saved = spy_on(monkeypatch, module, "save_checkpoint",
+                   lambda path, *args, **kwargs: os.path.basename(path))
+    flags = [*TINY[script], "--eval-every", "1", "--eval-episodes", "1", "--save-model",
+             "--output-dir", str(tmp_path)]
+    module.main(module.tyro.cli(module.Args, args=flags))
+    rows = read_csv(os.path.join(run_folder(tmp_path), "evaluations.csv"))
+    means = [float(r["eval_return_mean"]) for r in rows]
+    best, model = ("best_model.npz", "model.npz") if script == "qlearning.py" else (
+        "best_model.pt", "model.pt")
+    assert len(means) >= 2 and set(means) == {1.0}
+    assert saved == [best, model]
+
+
 PROGRESS = re.compile(r"step ([\d,]+)/([\d,]+) \(\d+%\) \| (- sps \| ETA -|[\d,]+ sps \| ETA "
                       r"\d+:\d\d:\d\d) \| return \(last \d+\) (n/a|-?\d+\.\d)( \| .+)?")
 

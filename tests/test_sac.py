@@ -696,21 +696,6 @@ def test_eval_every_writes_rows_keeps_the_best_model_and_leaves_training_alone(t
     check_replay_evaluations(sac, tmp_path)
 
 
-def test_best_model_is_the_first_of_equal_evaluations(tmp_path, monkeypatch):
-    # Every BoxCountToThree-v0 episode returns 3 (1 a step, cut after 3) whatever the actor
-    # does, so the evaluations at steps 4, 8 and 12 tie at 3.0: best_model.pt is written at
-    # the first of them alone (CONTRIBUTING.md: the first, on a tie), model.pt at the end.
-    saved = spy_on(monkeypatch, sac, "save_checkpoint",
-                   lambda path, agent, args: os.path.basename(path))
-    sac.main(sac.Args(env_id="BoxCountToThree-v0", total_timesteps=12, learning_starts=2,
-                      batch_size=2, hidden_size=8, eval_every=4, eval_episodes=1,
-                      save_model=True, output_dir=str(tmp_path)))
-    rows = read_csv(next(tmp_path.glob("*/evaluations.csv")))
-    assert [(r["global_step"], float(r["eval_return_mean"])) for r in rows] \
-        == [("4", 3.0), ("8", 3.0), ("12", 3.0)]
-    assert saved == ["best_model.pt", "model.pt"]
-
-
 # ---------------------------------------------------------------------------------------
 # Bad input: one line on stderr, exit status 2, nothing trained
 # ---------------------------------------------------------------------------------------
