@@ -190,6 +190,7 @@ def test_save_and_load_round_trip(tmp_path):
     ql.save_checkpoint(tmp_path / "model.npz", table, ql.Args(env_id="Some-v0"))
     loaded = ql.load_checkpoint(str(tmp_path / "model.npz"), "Some-v0", space, gym.spaces.Discrete(2))
     assert (loaded.q == table.q).all() and (loaded.visits == table.visits).all()
+    assert loaded.visits.tolist() == [0, 1, 2, 3, 4, 5]  # the counts given, not fresh zeros
     assert loaded.grid == ([-1.0, -0.5], [1.0, 0.5], [3, 2])
     with np.load(tmp_path / "model.npz", allow_pickle=False) as f:
         assert json.loads(str(f["args"]))["env_id"] == "Some-v0"  # the flags, as JSON
