@@ -360,9 +360,21 @@ def test_what_the_loop_gives_ppo_loss(norm_adv, tmp_path, monkeypatch):
     # values are the stored ones, row for row (ratio 1), if the shuffled indices pick the
     # same rows of every stored array. Advantages are normalized within each minibatch
     # (mean 0, std 1), or with --no-norm-adv passed as GAE made them, so that
-    # returns = advantages + stored values (R_t = A_t + V(s_t)).
-    calls = []
+    # returns = advantages + stored values (R_t = A_t + V(s_t)). Each epoch shuffles the
+    # rollout anew: its 4 minibatches of 64 hold each of the 256 stored rows once (told
+    # apart by their stored values, floats of a critic on CartPole's observations), and the
+    # second epoch's first minibatch is not the first epoch's (a shuffle drawn once and
+    # kept would give the same 64 rows; a fresh one gives the same set with probability
+    # 1 / C(256, 64)). updates.csv's explained_variance is 1 - Var[R - V] / Var[R] of the
+    # rollout's stored values V and GAE's returns R (Var[V] in the denominator differs).
+    calls, rollouts = [], []
     original = ppo.ppo_loss
+    original_gae = ppo.compute_gae
+
+    def gae_spy(*args, **kwargs):
+        advantages, returns = original_gae(*args, **kwargs)
+        rollouts.append((args[1].flatten().clone(), returns.flatten().clone()))  # V, R
+        return advantages, returns
 
     def spy(newlogprob, oldlogprob, advantages, newvalue, oldvalue, returns, *rest, **kwargs):
         calls.append([t.detach().clone() for t in (newlogprob, oldlogprob, advantages,
@@ -371,10 +383,19 @@ def test_what_the_loop_gives_ppo_loss(norm_adv, tmp_path, monkeypatch):
                         *rest, **kwargs)
 
     monkeypatch.setattr(ppo, "ppo_loss", spy)
+    monkeypatch.setattr(ppo, "compute_gae", gae_spy)
     ppo.main(ppo.Args(total_timesteps=256, num_envs=2, num_steps=128, num_minibatches=4,
                       update_epochs=2, norm_adv=norm_adv, eval_episodes=0,
                       output_dir=str(tmp_path)))
     assert len(calls) == 8
+    ((values, returns),) = rollouts
+    assert values.unique().numel() == 256
+    for epoch in (calls[:4], calls[4:]):
+        assert torch.equal(torch.cat([c[4] for c in epoch]).sort().values, values.sort().values)
+    assert set(calls[4][4].tolist()) != set(calls[0][4].tolist())
+    (update,) = read_csv(next(tmp_path.glob("*/updates.csv")))
+    assert float(update["explained_variance"]) == pytest.approx(
+        1 - ((returns - values).var() / returns.var()).item(), rel=1e-5)
     newlogprob, oldlogprob, _, newvalue, oldvalue, _ = calls[0]
     assert torch.allclose(newlogprob, oldlogprob, atol=1e-6)
     assert torch.allclose(newvalue, oldvalue, atol=1e-6)
@@ -388,6 +409,39 @@ def test_what_the_loop_gives_ppo_loss(norm_adv, tmp_path, monkeypatch):
 
 def test_evaluation_normalizes_observations_with_the_frozen_statistics():
     check_evaluation_normalizes_with_the_frozen_statistics(ppo)
+
+
+class EpisodeNumberEnv(gym.Env):
+    """Pays the number of its episode each step (1 in the first, 2 in the second, ...); a
+    reset with an even seed makes episodes of 1 step, with an odd seed of 3 steps."""
+    observation_space = gym.spaces.Box(0.0, 1.0, (1,))
+    action_space = gym.spaces.Discrete(2)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        if seed is not None:
+            self.length, self.episode = 1 if seed % 2 == 0 else 3, 0
+        self.episode, self.t = self.episode + 1, 0
+        return np.zeros(1, np.float32), {}
+
+    def step(self, action):
+        self.t += 1
+        return np.zeros(1, np.float32), float(self.episode), self.t == self.length, False, {}
+
+
+gym.register("EpisodeNumber-v0", entry_point=EpisodeNumberEnv)
+
+
+def test_each_evaluation_environment_counts_its_first_episode():
+    # Two evaluation episodes at seed 100,000: environment 0 (seed 100,000, even) plays
+    # episodes of 1 step and pays 1, then 2, then 3; environment 1 (seed 100,001, odd) one
+    # of 3 steps paying 1 a step, 3 in all, which ends at step 3. Meanwhile environment 0
+    # ended 3 episodes (returns 1, 2, 3): its first, 1, is the one that counts. Mean 2.
+    agent = ppo.Agent((1,), 2, continuous=False)
+    normalizer = ppo.ObsNormalizer((1,), enabled=False)
+    returns = ppo.evaluate(agent, normalizer, "EpisodeNumber-v0", 2, 100_000,
+                           torch.device("cpu"))
+    assert returns.tolist() == [1.0, 3.0]
 
 
 # ---------------------------------------------------------------------------------------
