@@ -577,6 +577,33 @@ def test_best_model_is_the_first_of_equal_evaluations(script, tmp_path, monkeypa
     assert saved == [best, model]
 
 
+# The scripts whose evaluation plays its episodes side by side, one environment each (not
+# es.py and qlearning.py, ONE_ENVIRONMENT; mappo.py and matd3.py play PettingZoo's games;
+# ppod.py needs demonstrations of the environment it learns)
+SIDE_BY_SIDE = [s for s in SCRIPTS
+                if s not in ONE_ENVIRONMENT | {"mappo.py", "matd3.py", "ppod.py"}]
+CONTINUOUS = {"ddpg_td3.py", "sac.py", "crossq.py"}
+
+
+@pytest.mark.parametrize("script", SIDE_BY_SIDE)
+def test_each_evaluation_environment_counts_its_first_episode(script, tmp_path):
+    # The final evaluation of 2 episodes at seed 0 + 100,000, on my_envs:EpisodeNumber-v0:
+    # environment 0 (seed 100,000, even) plays episodes of 1 step paying 1, then 2, then 3;
+    # environment 1 (seed 100,001, odd) one of 3 steps paying 1 a step, 3 in all, which ends
+    # at the third step, when environment 0 has ended 3 episodes (1, 2, 3). Each counts its
+    # first: [1, 3], mean 2 (the last of each would give [3, 3], 3).
+    module = module_of(script)
+    flags = TINY[script]
+    if "--env-id" in flags:  # the tiny run's own environment, replaced
+        at = flags.index("--env-id")
+        flags = flags[:at] + flags[at + 2:]
+    env_id = "my_envs:EpisodeNumberBox-v0" if script in CONTINUOUS else "my_envs:EpisodeNumber-v0"
+    summary = module.main(module.tyro.cli(module.Args, args=[
+        *flags, "--env-id", env_id, "--seed", "0", "--eval-episodes", "2",
+        "--output-dir", str(tmp_path)]))
+    assert summary["eval_return_mean"] == 2.0 and summary["eval_return_std"] == 1.0
+
+
 PROGRESS = re.compile(r"step ([\d,]+)/([\d,]+) \(\d+%\) \| (- sps \| ETA -|[\d,]+ sps \| ETA "
                       r"\d+:\d\d:\d\d) \| return \(last \d+\) (n/a|-?\d+\.\d)( \| .+)?")
 

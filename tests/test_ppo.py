@@ -411,39 +411,6 @@ def test_evaluation_normalizes_observations_with_the_frozen_statistics():
     check_evaluation_normalizes_with_the_frozen_statistics(ppo)
 
 
-class EpisodeNumberEnv(gym.Env):
-    """Pays the number of its episode each step (1 in the first, 2 in the second, ...); a
-    reset with an even seed makes episodes of 1 step, with an odd seed of 3 steps."""
-    observation_space = gym.spaces.Box(0.0, 1.0, (1,))
-    action_space = gym.spaces.Discrete(2)
-
-    def reset(self, *, seed=None, options=None):
-        super().reset(seed=seed)
-        if seed is not None:
-            self.length, self.episode = 1 if seed % 2 == 0 else 3, 0
-        self.episode, self.t = self.episode + 1, 0
-        return np.zeros(1, np.float32), {}
-
-    def step(self, action):
-        self.t += 1
-        return np.zeros(1, np.float32), float(self.episode), self.t == self.length, False, {}
-
-
-gym.register("EpisodeNumber-v0", entry_point=EpisodeNumberEnv)
-
-
-def test_each_evaluation_environment_counts_its_first_episode():
-    # Two evaluation episodes at seed 100,000: environment 0 (seed 100,000, even) plays
-    # episodes of 1 step and pays 1, then 2, then 3; environment 1 (seed 100,001, odd) one
-    # of 3 steps paying 1 a step, 3 in all, which ends at step 3. Meanwhile environment 0
-    # ended 3 episodes (returns 1, 2, 3): its first, 1, is the one that counts. Mean 2.
-    agent = ppo.Agent((1,), 2, continuous=False)
-    normalizer = ppo.ObsNormalizer((1,), enabled=False)
-    returns = ppo.evaluate(agent, normalizer, "EpisodeNumber-v0", 2, 100_000,
-                           torch.device("cpu"))
-    assert returns.tolist() == [1.0, 3.0]
-
-
 # ---------------------------------------------------------------------------------------
 # The glue: which flag reaches which function, what the loop stores, which parameters
 # each optimizer step moves

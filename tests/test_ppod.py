@@ -624,6 +624,16 @@ def threshold_agent():
     return agent
 
 
+def test_each_evaluation_environment_counts_its_first_episode():
+    # test_contract.py's test of the same name, for ppod.py, which learns with demonstrations
+    # of its environment: 2 episodes at seed 100,000 on my_envs:EpisodeNumber-v0, environment
+    # 0 ending episodes paying 1, 2, 3 while environment 1 plays its one of 3 steps paying 3.
+    # Each counts its first: [1, 3] (the last of each would give [3, 3]).
+    returns = ppod.evaluate(ppod.Agent(1, 2, False, 4), ppod.ObsNormalizer((1,), False),
+                            "my_envs:EpisodeNumber-v0", 2, 100_000, torch.device("cpu"))
+    assert returns.tolist() == [1.0, 3.0]
+
+
 def test_a_normalizing_model_acts_on_normalized_observations_and_records_raw_ones(tmp_path):
     # Statistics mean 1.5, var 1: the agent sees (s - 1.5) / sqrt(1 + 1e-8), which is above 0
     # first at s = 2, so it takes action 1 at its third step: return 3, demo observations
