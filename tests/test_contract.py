@@ -604,6 +604,23 @@ def test_each_evaluation_environment_counts_its_first_episode(script, tmp_path):
     assert summary["eval_return_mean"] == 2.0 and summary["eval_return_std"] == 1.0
 
 
+@pytest.mark.parametrize("script", ["ppo.py", "ppo_masked.py", "ppo_rnd.py", "vpg.py", "trpo.py",
+                                    "impala.py"])
+def test_the_explained_variance_row_takes_the_values_and_then_the_returns(script, tmp_path):
+    # On my_envs:EpisodeNumber-v0 every observation is 0, so the critic gives every state the
+    # same value c, while the returns vary (the episodes pay 1, 2, 3, ...). Then
+    # 1 - Var[R - V] / Var[R] = 1 - Var[R] / Var[R] = 0 in every row of updates.csv; with the
+    # arguments swapped, 1 - Var[V - R] / Var[V] divides by Var[V] = 0: NaN. (ppo_lstm.py's
+    # values vary with its hidden state; ppod.py needs demonstrations of the environment.)
+    module = module_of(script)
+    module.main(module.tyro.cli(module.Args, args=[
+        *TINY[script], "--env-id", "my_envs:EpisodeNumber-v0", "--eval-episodes", "0",
+        "--output-dir", str(tmp_path)]))
+    rows = read_csv(os.path.join(run_folder(tmp_path), "updates.csv"))
+    assert rows and all(float(r["explained_variance"]) == pytest.approx(0, abs=1e-5)
+                        for r in rows), [r["explained_variance"] for r in rows]
+
+
 PROGRESS = re.compile(r"step ([\d,]+)/([\d,]+) \(\d+%\) \| (- sps \| ETA -|[\d,]+ sps \| ETA "
                       r"\d+:\d\d:\d\d) \| return \(last \d+\) (n/a|-?\d+\.\d)( \| .+)?")
 
