@@ -621,6 +621,32 @@ def test_the_explained_variance_row_takes_the_values_and_then_the_returns(script
                         for r in rows), [r["explained_variance"] for r in rows]
 
 
+# The flag of each update's epochs of minibatches (vpg.py and trpo.py: of the value function)
+EPOCHS = {"ppo.py": "--update-epochs", "ppo_masked.py": "--update-epochs",
+          "ppo_rnd.py": "--update-epochs", "ppod.py": "--update-epochs",
+          "mappo.py": "--update-epochs", "vpg.py": "--vf-iters", "trpo.py": "--vf-iters"}
+
+
+@pytest.mark.parametrize("script", EPOCHS)
+def test_each_epoch_draws_its_own_shuffle(script, tmp_path, monkeypatch):
+    # 3 epochs an update, one row of updates.csv an update: torch.randperm is drawn 3 times
+    # an update, each a fresh order of the rollout's n rows (two equal ones: probability
+    # 1 / n!); one draw kept for every epoch would come once an update.
+    import torch
+    module, drawn, randperm = module_of(script), [], torch.randperm
+
+    def spy(*args, **kwargs):
+        drawn.append(randperm(*args, **kwargs))
+        return drawn[-1]
+
+    monkeypatch.setattr(torch, "randperm", spy)
+    module.main(module.tyro.cli(module.Args, args=[
+        *TINY[script], EPOCHS[script], "3", "--eval-episodes", "0", "--output-dir", str(tmp_path)]))
+    rows = read_csv(os.path.join(run_folder(tmp_path), "updates.csv"))
+    assert rows and len(drawn) == 3 * len(rows)
+    assert len({tuple(order.tolist()) for order in drawn}) == len(drawn)
+
+
 PROGRESS = re.compile(r"step ([\d,]+)/([\d,]+) \(\d+%\) \| (- sps \| ETA -|[\d,]+ sps \| ETA "
                       r"\d+:\d\d:\d\d) \| return \(last \d+\) (n/a|-?\d+\.\d)( \| .+)?")
 
