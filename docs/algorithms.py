@@ -894,6 +894,15 @@ ALGORITHMS = {
              "and a whole-process time ratio (0.22x) measured on seed 1 alone."),
             PENDULUM_THREE,
             CROSSQ_VS_SAC,
+            (("sac-HalfCheetah-v4-vs-cleanrl", "cleanrl-sac_continuous_action-HalfCheetah-v4"),
+             "Beside CleanRL's sac_continuous_action.py (its commit fe8d8a0) on HalfCheetah-v4, "
+             "the version CleanRL's Gymnasium 0.29.1 makes, for 100k steps, ours with its v5 "
+             "task's flags (one rate of 3e-4, 10,000 random steps) and CleanRL's with its own "
+             "defaults (critics and temperature at 1e-3, 5,000 random steps): seeds 101-103, a "
+             "seed's two processes started together on one torch thread each, comparing the "
+             "median [min, max] over the three seeds of the 100-episode training mean at the "
+             "budget (CleanRL's measure) and the whole-process seconds, beside our greedy "
+             "evaluation return, which CleanRL's script does not make."),
         ]),
     "crossq": Algorithm(
         title="CrossQ",
