@@ -586,6 +586,18 @@ def check_a_batch_of_the_written_rows(buffer):
     assert torch.equal(next_obs[:, 1], rewards + 0.5)
 
 
+def check_a_batch_of_whole_transitions_2_to_6(buffer):
+    """A batch of 64 from a buffer that holds replay_transitions 2-6 (obs dimension 2, one
+    action): every field of a row comes from the same transition, and all five come."""
+    obs, actions, rewards, terminated, next_obs = buffer.sample(64)
+    assert obs.shape == (64, 2) and actions.shape == (64, 1) and next_obs.shape == (64, 2)
+    assert rewards.shape == (64,) and terminated.shape == (64,)
+    i = rewards  # every field of a row belongs to the same transition
+    assert torch.equal(obs[:, 0], i) and torch.allclose(actions[:, 0], i / 10)
+    assert torch.equal(terminated, i % 2) and torch.equal(next_obs[:, 1], i + 0.5)
+    assert set(i.tolist()) == {2.0, 3.0, 4.0, 5.0, 6.0}
+
+
 def check_the_ring_of_field_tensors(module):
     """A replay buffer of one tensor per field (sac.py's, crossq.py's) of 5 rows: 3
     transitions are rows 0-2 and a batch comes from them alone; 4 more fill rows 3, 4 and
@@ -598,13 +610,7 @@ def check_the_ring_of_field_tensors(module):
     buffer.add(*replay_transitions(3, 4))  # 3, 4 fill rows 3, 4; 5, 6 overwrite rows 0, 1
     assert (buffer.pos, buffer.size) == (2, 5) and buffer.obs.shape == (5, 2)
     assert buffer.rewards.tolist() == [5, 6, 2, 3, 4]  # the newest five
-    obs, actions, rewards, terminated, next_obs = buffer.sample(64)
-    assert obs.shape == (64, 2) and actions.shape == (64, 1) and next_obs.shape == (64, 2)
-    assert rewards.shape == (64,) and terminated.shape == (64,)
-    i = rewards  # every field of a row belongs to the same transition
-    assert torch.equal(obs[:, 0], i) and torch.allclose(actions[:, 0], i / 10)
-    assert torch.equal(terminated, i % 2) and torch.equal(next_obs[:, 1], i + 0.5)
-    assert set(i.tolist()) == {2.0, 3.0, 4.0, 5.0, 6.0}
+    check_a_batch_of_whole_transitions_2_to_6(buffer)
 
 
 def check_replay_evaluations(module, tmp_path):

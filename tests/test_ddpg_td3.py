@@ -14,6 +14,7 @@ from torch.nn.utils import parameters_to_vector
 
 import ddpg_td3
 from conftest import (BoxCountingEnv, approx, check_a_batch_of_the_written_rows,
+                      check_a_batch_of_whole_transitions_2_to_6,
                       check_an_evaluation_trains_nothing, check_episode_ends,
                       check_named_and_tracked, check_replay_evaluations,
                       check_the_actor_acts_on_float64_observations_as_float32,
@@ -149,13 +150,7 @@ def test_buffer_samples_whole_transitions_of_the_stored_ones():
     torch.manual_seed(0)
     buffer = ddpg_td3.ReplayBuffer(5, 2, 1, "cpu")
     buffer.add(*replay_transitions(0, 7))  # keeps 2..6
-    obs, actions, rewards, terminated, next_obs = buffer.sample(64)
-    assert obs.shape == (64, 2) and actions.shape == (64, 1) and next_obs.shape == (64, 2)
-    assert rewards.shape == (64,) and terminated.shape == (64,)
-    i = rewards  # every field of a row belongs to the same transition
-    assert torch.equal(obs[:, 0], i) and torch.allclose(actions[:, 0], i / 10)
-    assert torch.equal(terminated, i % 2) and torch.equal(next_obs[:, 1], i + 0.5)
-    assert set(i.tolist()) == {2.0, 3.0, 4.0, 5.0, 6.0}
+    check_a_batch_of_whole_transitions_2_to_6(buffer)
 
 
 # ---------------------------------------------------------------------------------------
