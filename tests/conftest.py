@@ -532,7 +532,6 @@ class Float64BoxEnv(BoxCountingEnv):
         return (obs.astype(np.float64), *rest)
 
 
-
 class NoDisplayEnv(BoxCountingEnv):
     """Renders as MuJoCo does on a machine without a display."""
     metadata = {"render_modes": ["rgb_array"]}
@@ -714,7 +713,6 @@ def spy_on_acting(module, monkeypatch):
     return stored
 
 
-
 def check_the_random_actions_fill_minus_one_to_one(module, tmp_path, monkeypatch, **flags):
     """ddpg_td3.py's and crossq.py's warm-up on BoxZeroToFour-v0: 61 steps, the first 60
     before --learning-starts 60, a ~ U[-1, 1] each. A quarter of [-1, 1] lies above 0.5 and a
@@ -728,6 +726,7 @@ def check_the_random_actions_fill_minus_one_to_one(module, tmp_path, monkeypatch
     actions = [a for _, a in stored[:60]]
     assert len(actions) == 60 and all(-1 <= a <= 1 for a in actions)
     assert min(actions) < -0.5 and max(actions) > 0.5
+
 
 def check_norm_obs_on_count_to_three(module, gae_method, tmp_path, monkeypatch):
     """vpg.py's and trpo.py's --norm-obs, read where the buffer computes its advantages
