@@ -34,7 +34,8 @@ Where this file differs from the papers (2018a, 2018b) and their common implemen
   - The defaults are tuned for Pendulum-v1 on a CPU: 64-unit networks, learning rate 2e-3,
     batch 128, gamma 0.98, tau 0.02, 500 random steps, alpha starting at 0.1; the papers use
     256 units, 3e-4, 256, 0.99, 0.005 and alpha from 1 (CleanRL: learning rates 3e-4 actor,
-    1e-3 critic, 5000 random steps; SB3: 3e-4, 100 random steps; rl-zoo's Pendulum: 1e-3).
+    1e-3 critics and temperature, 5000 random steps, which --critic-learning-rate 1e-3
+    --learning-starts 5000 give here; SB3: 3e-4, 100 random steps; rl-zoo's Pendulum: 1e-3).
   - log pi includes -log(scale) (the density of the environment's action, as in CleanRL);
     SB3 takes the density of the [-1, 1] action. With bounds of +-2 (Pendulum) the two
     differ by log 2 per dimension, which shifts where the target entropy settles.
@@ -160,7 +161,10 @@ class Args:
     batch_size: int = 128
     """transitions sampled from the replay buffer for each gradient step (256 in the SAC papers)"""
     learning_rate: float = 2e-3
-    """Adam learning rate of the actor, the critics and the temperature (3e-4 in the SAC papers)"""
+    """Adam learning rate of the actor, the critics and alpha (3e-4 in the SAC papers)"""
+    # CleanRL's q_lr: 1e-3 for its critics and its temperature, 3e-4 for its actor.
+    critic_learning_rate: Optional[float] = None
+    """Adam learning rate of the critics and alpha instead (None: --learning-rate)"""
     gamma: float = 0.98
     """discount factor (0.99 in the SAC papers)"""
     tau: float = 0.02
@@ -362,12 +366,14 @@ class Agent:
         self.critic1_target = copy.deepcopy(self.critic1).requires_grad_(False)
         self.critic2_target = copy.deepcopy(self.critic2).requires_grad_(False)
         critic_params = [*self.critic1.parameters(), *self.critic2.parameters()]
-        self.critic_optimizer = torch.optim.Adam(critic_params, lr=args.learning_rate)
+        critic_lr = (args.learning_rate if args.critic_learning_rate is None
+                     else args.critic_learning_rate)
+        self.critic_optimizer = torch.optim.Adam(critic_params, lr=critic_lr)
         self.actor_optimizer = torch.optim.Adam(self.actor.parameters(), lr=args.learning_rate)
         self.log_alpha = torch.tensor([math.log(args.alpha)], device=device,
                                       requires_grad=args.autotune)
         if args.autotune:
-            self.alpha_optimizer = torch.optim.Adam([self.log_alpha], lr=args.learning_rate)
+            self.alpha_optimizer = torch.optim.Adam([self.log_alpha], lr=critic_lr)
         self.target_entropy = -action_dim if args.target_entropy is None else args.target_entropy
         self.critic_steps = 0
 
@@ -613,6 +619,8 @@ def check_args(args):
                  "threads"):
         if not getattr(args, name) > 0:
             fail(f"--{name.replace('_', '-')} must be positive, got {getattr(args, name)}")
+    if args.critic_learning_rate is not None and not args.critic_learning_rate > 0:
+        fail(f"--critic-learning-rate must be positive, got {args.critic_learning_rate}")
     for name in ("learning_starts", "eval_episodes"):
         if not getattr(args, name) >= 0:
             fail(f"--{name.replace('_', '-')} must be 0 or more, got {getattr(args, name)}")

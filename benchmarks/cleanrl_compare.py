@@ -77,10 +77,14 @@ class Pair:
     """our script's task: its env_id, flags (the budget among them) and the window"""
     cleanrl: str
     """CleanRL's script beside it, in benchmarks/cleanrl/cleanrl/"""
+    variant: str = ""
+    """tells apart a second pair of the same scripts on the same environment (ours with other
+    flags); its name ends with it"""
 
     @property
     def name(self):
-        return f"{self.ours.script}-{self.ours.env_id}"
+        return f"{self.ours.script}-{self.ours.env_id}" + (f"-{self.variant}" if self.variant
+                                                           else "")
 
     @property
     def cleanrl_task(self):
@@ -102,13 +106,20 @@ def cartpole(script, cleanrl):
                                ["--total-timesteps", "500000"], label="vs-cleanrl"), cleanrl)
 
 
-def mujoco_v4(task_name, cleanrl):
+def mujoco_v4(task_name, cleanrl, variant="", values=None):
     """benchmark.py's v5 task on the v4 environment that CleanRL's Gymnasium makes, the same
-    flags and budget; the window of 100 training episodes is CleanRL's measure."""
+    flags and budget; a variant gives some flags other values ({flag: value}, a flag the
+    task lacks added at the end). The window of 100 training episodes is CleanRL's measure."""
     task = next(t for tasks in benchmark.TASKS.values() for t in tasks if t.name == task_name)
-    return Pair(dataclasses.replace(task, env_id=task.env_id.replace("-v5", "-v4"),
-                                    goal=GOAL.format(cleanrl=cleanrl), label="vs-cleanrl",
-                                    window=100), cleanrl)
+    flags = list(task.flags)
+    for flag, value in (values or {}).items():
+        if flag in flags:
+            flags[flags.index(flag) + 1] = value
+        else:
+            flags += [flag, value]
+    return Pair(dataclasses.replace(task, env_id=task.env_id.replace("-v5", "-v4"), flags=flags,
+                                    goal=GOAL.format(cleanrl=cleanrl),
+                                    label=variant or "vs-cleanrl", window=100), cleanrl, variant)
 
 
 PAIRS = {pair.name: pair for pair in [
@@ -117,6 +128,12 @@ PAIRS = {pair.name: pair for pair in [
     mujoco_v4("ppo-Hopper-v5", "ppo_continuous_action.py"),
     mujoco_v4("ddpg_td3-HalfCheetah-v5-100k", "td3_continuous_action.py"),
     mujoco_v4("sac-HalfCheetah-v5-100k", "sac_continuous_action.py"),
+    # ours at CleanRL's settings where the two differ (critics and temperature at 1e-3,
+    # 5,000 random steps, two actor steps every second critic step): is the gap of the
+    # pair above the settings or the code?
+    mujoco_v4("sac-HalfCheetah-v5-100k", "sac_continuous_action.py", "cleanrl-settings",
+              {"--critic-learning-rate": "1e-3", "--learning-starts": "5000",
+               "--policy-frequency": "2"}),
 ]}
 """our task beside each CleanRL script, by the pair's name (script-env_id)"""
 

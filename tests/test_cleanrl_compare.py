@@ -202,7 +202,9 @@ def test_each_pair_is_our_task_beside_cleanrls_script_on_the_same_environment_an
                 "dqn-CartPole-v1": ("dqn.py", "dqn", 500_000),
                 "ppo-Hopper-v4": ("ppo_continuous_action.py", "ppo", 1_000_000),
                 "ddpg_td3-HalfCheetah-v4": ("td3_continuous_action.py", "ddpg_td3", 100_000),
-                "sac-HalfCheetah-v4": ("sac_continuous_action.py", "sac", 100_000)}
+                "sac-HalfCheetah-v4": ("sac_continuous_action.py", "sac", 100_000),
+                "sac-HalfCheetah-v4-cleanrl-settings": ("sac_continuous_action.py", "sac",
+                                                        100_000)}
     assert {name: (p.cleanrl, p.ours.script, compare.budget(p))
             for name, p in compare.PAIRS.items()} == expected
     # the MuJoCo pairs: our v5 task's flags on CleanRL's v4, CleanRL's 100-episode window
@@ -213,6 +215,16 @@ def test_each_pair_is_our_task_beside_cleanrls_script_on_the_same_environment_an
     cleanrl_side = compare.PAIRS["sac-HalfCheetah-v4"].cleanrl_task
     assert sac_v4.eval_threshold and not cleanrl_side.eval_threshold
     assert (cleanrl_side.threshold, cleanrl_side.window) == (sac_v4.threshold, 100)
+    # the variant: the same task with CleanRL's values where the two differ, each flag given
+    # once (a value replaced in place, a flag the task lacks added), named apart in results
+    variant = compare.PAIRS["sac-HalfCheetah-v4-cleanrl-settings"]
+    flags = dict(zip(variant.ours.flags[::2], variant.ours.flags[1::2]))
+    assert len(flags) == len(variant.ours.flags) // 2 == len(sac_v5.flags) // 2 + 2
+    assert flags == {**dict(zip(sac_v5.flags[::2], sac_v5.flags[1::2])),
+                     "--learning-starts": "5000", "--critic-learning-rate": "1e-3",
+                     "--policy-frequency": "2"}
+    assert variant.ours.name == "sac-HalfCheetah-v4-cleanrl-settings" != sac_v4.name
+    assert variant.cleanrl_task == cleanrl_side
     command = compare.cleanrl_command(compare.PAIRS["ppo-Hopper-v4"], 101, python="py")
     assert command[2:] == ["--seed", "101", "--env-id", "Hopper-v4", "--total-timesteps",
                            "1000000", "--no-cuda", "--no-track", "--no-capture-video"]

@@ -382,8 +382,13 @@ def test_the_agent_gives_each_optimizer_its_weights_and_the_target_entropy_minus
                                                               *agent.critic2.parameters()]}
     assert params(agent.actor_optimizer) == {id(p) for p in agent.actor.parameters()}
     assert params(agent.alpha_optimizer) == {id(agent.log_alpha)}
-    assert [o.param_groups[0]["lr"] for o in (agent.critic_optimizer, agent.actor_optimizer,
-                                              agent.alpha_optimizer)] == [0.005] * 3
+    rates = lambda agent: [o.param_groups[0]["lr"] for o in (
+        agent.critic_optimizer, agent.actor_optimizer, agent.alpha_optimizer)]
+    assert rates(agent) == [0.005] * 3
+    # --critic-learning-rate 0.001 (CleanRL's q_lr) moves the critics' and the temperature's
+    # rate and leaves the actor's at --learning-rate
+    args = sac.Args(hidden_size=8, learning_rate=0.005, critic_learning_rate=0.001)
+    assert rates(sac.Agent(3, 2, np.ones(2, np.float32), args, "cpu")) == [0.001, 0.005, 0.001]
 
 
 HAND_BATCH = (tensor([1], [2], [5]), tensor([0.5], [-0.5], [0.2]), tensor(1, 1, 2), tensor(0, 0, 1),
@@ -725,6 +730,7 @@ def bad_checkpoints(tmp_path):
     (["--batch-size", "0"], "--batch-size must be positive"),
     (["--policy-frequency", "0"], "--policy-frequency must be positive"),
     (["--learning-rate", "0"], "--learning-rate must be positive"),
+    (["--critic-learning-rate", "-1e-3"], "--critic-learning-rate must be positive, got -0.001"),
     (["--alpha", "0"], "--alpha must be positive"),
     (["--target-entropy", "-1", "--no-autotune"], "--target-entropy needs the learned temperature"),
     (["--gamma", "1.5"], "--gamma must be in [0, 1]"),
@@ -741,5 +747,6 @@ def test_bad_input_is_one_line_and_exit_status_2(argv, message, check_usage_erro
 
 def test_help_lists_the_flags_with_their_docstrings(check_help):
     check_help("sac.py", ("--cuda", "--no-cuda", "--alpha", "--autotune", "--no-autotune",
-                          "--target-entropy", "--policy-frequency", "--learning-starts", "--tau"),
+                          "--target-entropy", "--policy-frequency", "--learning-starts", "--tau",
+                          "--critic-learning-rate"),
                ("H_target", "every d-th critic step"))
