@@ -610,8 +610,8 @@ def test_the_explained_variance_row_takes_the_values_and_then_the_returns(script
     # On my_envs:EpisodeNumber-v0 every observation is 0, so the critic gives every state the
     # same value c, while the returns vary (the episodes pay 1, 2, 3, ...). Then
     # 1 - Var[R - V] / Var[R] = 1 - Var[R] / Var[R] = 0 in every row of updates.csv; with the
-    # arguments swapped, 1 - Var[V - R] / Var[V] divides by Var[V] = 0: NaN. (ppo_lstm.py's
-    # values vary with its hidden state; ppod.py needs demonstrations of the environment.)
+    # arguments swapped, 1 - Var[V - R] / Var[V] divides by Var[V] = 0: NaN. (ppo_lstm.py and
+    # ppod.py: the test below.)
     module = module_of(script)
     module.main(module.tyro.cli(module.Args, args=[
         *TINY[script], "--env-id", "my_envs:EpisodeNumber-v0", "--eval-episodes", "0",
@@ -619,6 +619,36 @@ def test_the_explained_variance_row_takes_the_values_and_then_the_returns(script
     rows = read_csv(os.path.join(run_folder(tmp_path), "updates.csv"))
     assert rows and all(float(r["explained_variance"]) == pytest.approx(0, abs=1e-5)
                         for r in rows), [r["explained_variance"] for r in rows]
+
+
+@pytest.mark.parametrize("script", ["ppo_lstm.py", "ppod.py"])
+def test_the_explained_variance_row_of_ppo_lstm_and_ppod_takes_the_values_first(
+        script, tmp_path, monkeypatch):
+    # The test above needs a constant V, which ppo_lstm.py's hidden state breaks; here
+    # --gamma 0 makes each return its step's reward, R_t = A_t + V_t = (r_t - V_t) + V_t = r_t,
+    # the episode's number (1, 2, 3, ...) on my_envs:EpisodeNumber-v0, while the untrained
+    # critic's values stay near 0, far from any of them (ppo_lstm.py's rewards unscaled:
+    # --no-norm-reward). ppod.py gets one demonstration of the environment, which --rho 0
+    # --phi 0 never replays, so every row is a real step.
+    module = module_of(script)
+    seen = spy_on(monkeypatch, module, "explained_variance", lambda values, returns: (
+        values.flatten().cpu().numpy().copy(), returns.flatten().cpu().numpy().copy()))
+    own = ["--no-norm-reward"] if script == "ppo_lstm.py" else []
+    if script == "ppod.py":
+        os.makedirs(tmp_path / "demo")
+        module.save_demo(tmp_path / "demo" / "demo_0.npz", module.Demo(
+            np.zeros((4, 1), np.float32), np.zeros(3, np.int64), np.ones(3, np.float32)))
+        own = ["--rho", "0", "--phi", "0", "--demos-dir", str(tmp_path / "demo")]
+    module.main(module.tyro.cli(module.Args, args=[
+        *TINY[script], "--env-id", "my_envs:EpisodeNumber-v0", "--gamma", "0", *own,
+        "--eval-episodes", "0", "--output-dir", str(tmp_path / "runs")]))
+    rows = read_csv(os.path.join(run_folder(tmp_path / "runs"), "updates.csv"))
+    assert len(seen) == len(rows) > 0
+    for (values, returns), row in zip(seen, rows):
+        assert np.allclose(returns, returns.round(), atol=1e-5) and returns.min() >= 1
+        assert np.abs(returns - values).min() > 0.5
+        expected = 1 - np.var(returns - values, ddof=1) / np.var(returns, ddof=1)
+        assert float(row["explained_variance"]) == pytest.approx(expected, abs=1e-5)
 
 
 # The flag of each update's epochs of minibatches (vpg.py and trpo.py: of the value function)
