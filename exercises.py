@@ -722,7 +722,9 @@ def run_tests(path, exercises, time_limit):
     student's function and compared. Returns {exercise id: [(test name, its record)]} (a
     record as pytest_runtest_makereport makes it; a test that did not run fails). NotYet
     when the tests run past the time limit (saying which line of the student's file was
-    running) or the file does not import."""
+    running) or the file does not import. With path None the tests run on the repository's
+    own scripts, the exercises of several scripts in one pytest (the test suite's check of
+    every exercise)."""
     nodeids = {f"tests/test_{e.script}.py::{t}": e.id for e in exercises for t in e.tests}
     with tempfile.TemporaryDirectory() as tmp:
         report = os.path.join(tmp, "report.json")
@@ -737,18 +739,19 @@ def run_tests(path, exercises, time_limit):
         _, output, timed_out = run_limited(
             [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p",
              "no:faulthandler", "-p", "exercises", "--exercise-report", report,
-             "--exercise-time-limit", str(time_limit), "--script-file",
-             os.path.abspath(path), *nodeids], time_limit + 60, cwd=ROOT,
+             "--exercise-time-limit", str(time_limit),
+             *(["--script-file", os.path.abspath(path)] if path else []), *nodeids],
+            time_limit + 60, cwd=ROOT,
             given_up=lambda: os.path.exists(dump) and os.path.getsize(dump) > 0
             and time.time() - os.path.getmtime(dump) > 0.2,
             env={**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"})
         if timed_out:
-            where = running_line(dump, path) if os.path.exists(dump) else ""
+            where = running_line(dump, path) if path and os.path.exists(dump) else ""
             raise NotYet(f"the tests were stopped after {time_limit:g} s "
                          f"(--test-time-limit){where}")
         if not os.path.exists(report):
-            raise NotYet(import_error(path, time_limit) or "the tests could not run the "
-                         f"file; pytest said: {last_line(output)}")
+            raise NotYet((path and import_error(path, time_limit))
+                         or f"the tests could not run the file; pytest said: {last_line(output)}")
         with open(report) as f:
             records = json.load(f)
     results = {e.id: [] for e in exercises}
