@@ -248,12 +248,17 @@ def test_buffer_gae_denormalizes_and_bootstraps_from_the_final_state():
 # action counts (2 and 3); "long" is told by info["action_mask"] that its action 0 is not
 # allowed. The state after step k is [k, 10k]; rewards are 1 for short and 2 for long.
 # ---------------------------------------------------------------------------------------
-@pytest.fixture
-def relay(monkeypatch):
-    """mappo.py on Relay (any cooperative id, here simple_v3, builds a Relay); its spec."""
-    monkeypatch.setattr(mappo, "make_env", lambda *args, **kwargs: Relay())
+def use_relay(monkeypatch, relay_class=Relay):
+    """mappo.py on relay_class, Relay or a variant (any cooperative id, here simple_v3, builds
+    one), Relay.sent cleared; its spec."""
+    monkeypatch.setattr(mappo, "make_env", lambda *args, **kwargs: relay_class())
     Relay.sent.clear()
     return mappo.check_env("simple_v3")
+
+
+@pytest.fixture
+def relay(monkeypatch):
+    return use_relay(monkeypatch)
 
 
 def test_a_done_agent_is_inactive_until_its_environment_resets(relay):
@@ -278,6 +283,51 @@ def test_a_done_agent_is_inactive_until_its_environment_resets(relay):
     # the episode: short 1, long 2 + 2 + 2 = 6, mean per-agent (1 + 6)/2 = 3.5 over 3 steps
     assert out.episodes == [(0, 3.5, 3)] and out.ended.tolist() == [True]
     assert out.active.tolist() == [[True, True]] and out.state.tolist() == [[0, 0]]  # reset
+
+
+class SameSizeRelay(Relay):
+    """Relay whose two agents both see [k, k] after step k: no slot's width tells them apart."""
+
+    def observation_space(self, agent):
+        return gym.spaces.Box(-np.inf, np.inf, (2,))
+
+
+class TerminatingRelay(Relay):
+    """Relay whose long also terminates at its third step, the step its time limit truncates it."""
+
+    def step(self, actions):
+        obs, rewards, terminated, truncated, infos = super().step(actions)
+        terminated = {a: terminated[a] or truncated[a] for a in terminated}
+        return obs, rewards, terminated, truncated, infos
+
+
+def test_each_agent_keeps_its_slot_when_an_agent_before_it_is_done(monkeypatch):
+    # After step 1 short (slot 0) is done: long's observation [1, 1] and its action mask
+    # [0, 1, 1] stay in slot 1, which its actor (and the AS critic's row 1) reads; slot 0 is
+    # zero with short's own two actions. The next step sends long slot 1's action.
+    envs = mappo.LockstepEnvs("simple_v3", 1, use_relay(monkeypatch, SameSizeRelay), 3)
+    envs.reset(seed=0)
+    out = envs.step(np.array([[1, 2]]))
+    assert out.obs.tolist() == [[[0, 0], [1, 1]]] and out.active.tolist() == [[False, True]]
+    assert out.avail.tolist() == [[[True, True, False], [False, True, True]]]
+    envs.step(np.array([[0, 1]]))
+    assert Relay.sent[-1] == {"long": 1}
+
+
+def test_an_agent_terminated_at_its_time_limit_is_terminated_not_truncated(monkeypatch):
+    # Step 3: long terminates and its limit truncates it at once. A termination is no time
+    # limit: the step says terminated alone, so the EP critic's last step of the episode is
+    # terminated (no bootstrap from the final state), not truncated.
+    envs = mappo.LockstepEnvs("simple_v3", 1, use_relay(monkeypatch, TerminatingRelay), 3)
+    envs.reset(seed=0)
+    for actions in ([1, 2], [0, 1], [0, 2]):
+        out = envs.step(np.array([actions]))
+    assert out.terminated.tolist() == [[False, True]] and out.truncated.tolist() == [[False, False]]
+    assert out.ended.tolist() == [True]
+    _, terminated, truncated = mappo.critic_step(
+        *(torch.from_numpy(x) for x in (out.rewards, out.terminated, out.truncated)),
+        t([0, 1]), torch.from_numpy(out.ended), "ep")  # short inactive at step 3
+    assert terminated.tolist() == [True] and truncated.tolist() == [False]
 
 
 @pytest.mark.parametrize("critic_state, per_agent_reward", [("ep", False), ("as", False),
