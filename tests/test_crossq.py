@@ -494,14 +494,17 @@ def test_the_loop_gives_the_agent_its_scale_batches_and_steps(tmp_path, monkeypa
 def test_seed_and_threads_reach_torch_and_the_environments(tmp_path, monkeypatch):
     # --seed 7 and --threads 3, not the defaults 1: seed_and_device gets the seed, torch on
     # the CPU the thread count (the spy keeps this process's own as it is), the training
-    # environments' reset the seed and the final evaluation's 7 + 100,000
+    # environments' reset the seed, and the evaluations of --eval-every 3 (at steps 3 and 6)
+    # and the final one each 7 + 100,000, so that evaluations.csv scores what
+    # --eval-checkpoint of best_model.pt replays
     seeds, resets = spy_on_seeds(monkeypatch, crossq)
     threads = []
     monkeypatch.setattr(torch, "set_num_threads", threads.append)
     crossq.main(crossq.Args(env_id="BoxZeroToFour-v0", total_timesteps=6, learning_starts=3,
                             batch_size=2, hidden_size=8, critic_hidden_size=8, seed=7,
-                            threads=3, cuda=False, eval_episodes=2, output_dir=str(tmp_path)))
-    assert seeds == [7] and threads == [3] and resets == [7, 100_007]
+                            threads=3, cuda=False, eval_episodes=2, eval_every=3,
+                            output_dir=str(tmp_path)))
+    assert seeds == [7] and threads == [3] and resets == [7, 100_007, 100_007, 100_007]
 
 
 @pytest.mark.parametrize("env_id, terminated", [("BoxCountToThree-v0", False),
