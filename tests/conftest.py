@@ -498,6 +498,22 @@ class Relay:
         pass
 
 
+class SameSizeRelay(Relay):
+    """Relay whose two agents both see [k, k] after step k: no slot's width tells them apart."""
+
+    def observation_space(self, agent):
+        return gym.spaces.Box(-np.inf, np.inf, (2,))
+
+
+class TerminatingRelay(Relay):
+    """Relay whose long also terminates at its third step, the step its time limit truncates it."""
+
+    def step(self, actions):
+        obs, rewards, terminated, truncated, infos = super().step(actions)
+        terminated = {a: terminated[a] or truncated[a] for a in terminated}
+        return obs, rewards, terminated, truncated, infos
+
+
 # ---------------------------------------------------------------------------------------
 # Continuous-action test environments and replay transitions, for the tests of the
 # replay-buffer scripts (ddpg_td3.py, sac.py)

@@ -14,8 +14,9 @@ import pytest
 import torch
 
 import mappo
-from conftest import (Relay, check_evaluations, check_named_and_tracked, interrupt_on_call,
-                      read_csv, same_seed_episodes, spy_on, spy_on_weights, unreadable_checkpoints)
+from conftest import (Relay, SameSizeRelay, TerminatingRelay, check_evaluations,
+                      check_named_and_tracked, interrupt_on_call, read_csv, same_seed_episodes,
+                      spy_on, spy_on_weights, unreadable_checkpoints)
 from my_envs import TeamEnv
 
 
@@ -283,22 +284,6 @@ def test_a_done_agent_is_inactive_until_its_environment_resets(relay):
     # the episode: short 1, long 2 + 2 + 2 = 6, mean per-agent (1 + 6)/2 = 3.5 over 3 steps
     assert out.episodes == [(0, 3.5, 3)] and out.ended.tolist() == [True]
     assert out.active.tolist() == [[True, True]] and out.state.tolist() == [[0, 0]]  # reset
-
-
-class SameSizeRelay(Relay):
-    """Relay whose two agents both see [k, k] after step k: no slot's width tells them apart."""
-
-    def observation_space(self, agent):
-        return gym.spaces.Box(-np.inf, np.inf, (2,))
-
-
-class TerminatingRelay(Relay):
-    """Relay whose long also terminates at its third step, the step its time limit truncates it."""
-
-    def step(self, actions):
-        obs, rewards, terminated, truncated, infos = super().step(actions)
-        terminated = {a: terminated[a] or truncated[a] for a in terminated}
-        return obs, rewards, terminated, truncated, infos
 
 
 def test_each_agent_keeps_its_slot_when_an_agent_before_it_is_done(monkeypatch):

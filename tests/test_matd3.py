@@ -13,8 +13,9 @@ import pytest
 import torch
 
 import matd3
-from conftest import (Relay, check_evaluations, check_named_and_tracked, copies, moved_since,
-                      read_csv, same_seed_episodes, spy_on, unreadable_checkpoints)
+from conftest import (Relay, SameSizeRelay, TerminatingRelay, check_evaluations,
+                      check_named_and_tracked, copies, moved_since, read_csv, same_seed_episodes,
+                      spy_on, unreadable_checkpoints)
 
 
 def same(x, expected):
@@ -537,6 +538,46 @@ class BoxRelay(Relay):
 
     def action_space(self, agent):
         return gym.spaces.Box(-1.0, 1.0, (1 if agent == "short" else 2,))
+
+
+def box_envs(monkeypatch, relay_class):
+    """matd3.LockstepEnvs over one copy of relay_class (a conftest Relay) with BoxRelay's
+    actions, reset; Relay.sent cleared."""
+    env_class = type(f"Box{relay_class.__name__}", (relay_class, BoxRelay), {})
+    monkeypatch.setattr(matd3, "make_env", lambda *args, **kwargs: env_class())
+    Relay.sent.clear()
+    envs = matd3.LockstepEnvs("simple_v3", 1, matd3.check_env("simple_v3"), 3)
+    envs.reset(seed=0)
+    return envs
+
+
+def test_each_agent_keeps_its_slot_when_an_agent_before_it_is_done(monkeypatch):
+    # Both agents see [k, k] after step k. After step 1 short (slot 0) is done: long's
+    # observation [1, 1] stays in slot 1, which its actor and critic row read; slot 0 is
+    # zero. The next step sends long slot 1's action, its first 2 dimensions.
+    envs = box_envs(monkeypatch, SameSizeRelay)
+    out = envs.step(np.array([[[0.5, 0.0], [0.25, -0.25]]], np.float32))
+    assert out.obs.tolist() == [[[0, 0], [1, 1]]] and out.active.tolist() == [[False, True]]
+    envs.step(np.array([[[0.5, 0.0], [0.75, -0.75]]], np.float32))
+    assert list(Relay.sent[-1]) == ["long"] and Relay.sent[-1]["long"].tolist() == [0.75, -0.75]
+
+
+@pytest.mark.parametrize("critic_state", ["ep", "fp"])
+def test_an_agent_terminated_at_its_time_limit_is_terminated_not_truncated(critic_state,
+                                                                           monkeypatch):
+    # Step 3: long terminates and its limit truncates it at once. A termination is no time
+    # limit: the step says terminated alone, and the critic's row of that step is a
+    # termination (no bootstrap from the final state) for EP and for long's FP row.
+    envs = box_envs(monkeypatch, TerminatingRelay)
+    for _ in range(3):
+        out = envs.step(np.zeros((1, 2, 2), np.float32))
+    assert out.terminated.tolist() == [[False, True]] and out.truncated.tolist() == [[False, False]]
+    assert out.ended.tolist() == [True]
+    _, dones, terms = matd3.critic_rows(
+        *(torch.from_numpy(x) for x in (out.rewards, out.terminated, out.truncated)),
+        torch.tensor([[0.0, 1.0]]), torch.from_numpy(out.ended), critic_state)  # short idle
+    assert terms.tolist() == dones.tolist() == ([[True]] if critic_state == "ep"
+                                                 else [[True, True]])
 
 
 @pytest.mark.parametrize("critic_state", ["ep", "fp"])
