@@ -205,9 +205,14 @@ def test_each_head_reads_its_own_tower_from_its_own_state():
 # ---------------------------------------------------------------------------------------
 @pytest.fixture
 def one_update(tmp_path, monkeypatch):
-    """One update (T = 8, N = 2, L = 4) on CountToFive-v0, spied on: returns the agent,
-    the buffer as it was when GAE ran, each minibatch's chunk indices and each state the
-    update gave the LSTM."""
+    """One update (T = 8, N = 2, L = 4) on CountToFive-v0, spied on (spied_updates)."""
+    return spied_updates(tmp_path, monkeypatch, total_timesteps=16, num_steps=8)
+
+
+def spied_updates(tmp_path, monkeypatch, **flags):
+    """Updates of N = 2 environments on CountToFive-v0 in chunks of L = 4, spied on: returns
+    the agent with the weights the first rollout acted with, the buffer as it was when GAE
+    last ran, each minibatch's chunk indices and each state the updates gave the LSTM."""
     seen = {"chunks": [], "states": []}
     original_gae, original_evaluate = ppo_lstm.RolloutBuffer.gae, ppo_lstm.Agent.evaluate
     original_generator = ppo_lstm.recurrent_generator
@@ -238,10 +243,9 @@ def one_update(tmp_path, monkeypatch):
             initial.update({k: v.clone() for k, v in self.state_dict().items()})
 
     monkeypatch.setattr(ppo_lstm.Agent, "__init__", init)
-    ppo_lstm.main(ppo_lstm.Args(env_id="CountToFive-v0", total_timesteps=16, num_envs=2,
-                                num_steps=8, data_chunk_length=4, num_minibatches=2,
-                                update_epochs=1, norm_obs=False, eval_episodes=0,
-                                output_dir=str(tmp_path)))
+    ppo_lstm.main(ppo_lstm.Args(env_id="CountToFive-v0", num_envs=2, data_chunk_length=4,
+                                num_minibatches=2, update_epochs=1, norm_obs=False,
+                                eval_episodes=0, output_dir=str(tmp_path), **flags))
     agent = ppo_lstm.Agent(1, 2, False, 64, 64)
     agent.load_state_dict(initial)  # the weights the rollout acted with
     return agent, seen
@@ -298,6 +302,23 @@ def test_truncation_bootstraps_from_the_final_observation_with_the_episodes_stat
     assert torch.allclose(buffer["last_value"], agent.value(critic[-1]).expand(2), atol=1e-6)
 
 
+def test_the_state_runs_on_from_one_rollout_into_the_next(tmp_path, monkeypatch):
+    # T = 4, two rollouts: each environment sees 0 1 2 3 | 4 0 1 2, so the second rollout
+    # starts mid-episode at observation 4. Its first step acts with the state the first
+    # rollout carried to its end, after observations 0..3 (the LSTM over them from zeros,
+    # with the weights the first rollout acted with: the update comes after), not with zeros.
+    agent, seen = spied_updates(tmp_path, monkeypatch, total_timesteps=16, num_steps=4)
+    buffer = seen["buffer"]  # the second rollout's
+    assert buffer["obs"][:, :, 0].tolist() == [[t, t] for t in (4, 0, 1, 2)]
+    assert buffer["episode_starts"][:, 0].tolist() == [0, 1, 0, 0]
+    with torch.no_grad():
+        after_0_to_3 = episode_states(agent, range(4))[-1]
+    for n in range(2):
+        assert torch.allclose(buffer["h"][0, n], after_0_to_3[0][0], atol=1e-6)
+        assert torch.allclose(buffer["c"][0, n], after_0_to_3[1][0], atol=1e-6)
+    assert buffer["h"][0].abs().sum() > 0 and buffer["h"][1].abs().sum() == 0  # 0: reset
+
+
 def test_update_starts_each_chunk_from_its_stored_state(one_update):
     _, seen = one_update
     buffer = seen["buffer"]
@@ -351,6 +372,23 @@ def test_advantages_are_normalized_over_the_whole_minibatch(norm_adv, tmp_path, 
     expected = [normalized[r] if norm_adv else r for r in call["returns"].tolist()]
     assert sorted(call["returns"].tolist()) == [0.0, 1.0, 2.0, 4.0]
     assert call["advantages"].tolist() == pytest.approx(expected, abs=1e-5)
+
+
+def test_updates_csv_explains_the_returns_by_the_stored_values(tmp_path, monkeypatch):
+    # GAE stood in for: of the values V(s_t) the rollout stored (those it is given) it returns
+    # the advantages A = V and the returns R = A + V = 2 V. updates.csv's explained_variance
+    # is 1 - Var[R - V] / Var[R] = 1 - Var[V] / (4 Var[V]) = 0.75, whatever V is (T = 2,
+    # N = 2: V(s_0) = 0 at the normalized first observation 0, V(s_1) not, so Var[V] > 0).
+    # Of the advantages instead it would be 1 - Var[A - V] / Var[A] = 1 - 0 = 1.
+    values = []
+    monkeypatch.setattr(ppo_lstm, "compute_gae", lambda rewards, v, *rest: (
+        values.append(v.clone()) or (v.clone(), 2 * v)))
+    ppo_lstm.main(ppo_lstm.Args(env_id="CountToFive-v0", total_timesteps=4, num_envs=2,
+                                num_steps=2, data_chunk_length=2, num_minibatches=1,
+                                update_epochs=1, eval_episodes=0, output_dir=str(tmp_path)))
+    ((row,), (v,)) = read_csv(next(tmp_path.glob("*/updates.csv"))), values
+    assert v.var() > 0
+    assert float(row["explained_variance"]) == pytest.approx(0.75, abs=1e-4)
 
 
 def test_the_loop_gives_the_math_its_flags_and_steps_every_parameter(tmp_path, monkeypatch):
