@@ -391,6 +391,46 @@ def test_the_intrinsic_reward_is_the_rnd_error_on_its_own_normalized_next_states
         assert torch.equal(seen["gae"][2 * r + 1][0], b["rewards_int"])
 
 
+def test_the_scale_of_the_intrinsic_rewards_runs_over_every_rollout_so_far(watch):
+    # The second rollout's rewards are its errors i over the std of every forward discounted
+    # sum so far: R_t = gamma_int R_{t-1} + i_t (R_{-1} = 0 before the first rollout) runs
+    # on through both rollouts' 32 + 32 rows of each environment, and the std is that of
+    # all 2 x 64 of them (RunningMeanStd's prior weight of 1e-4 moves it by less than 1e-5
+    # of itself). The second rollout's sums alone, started again from 0, give another scale.
+    seen = watch(gamma_int=0.9)
+    (_, first, _), (_, second, scaled) = seen["scaler"]
+
+    def sums(errors):  # R_t of each environment, from R_{-1} = 0
+        last, out = np.zeros(2), []
+        for i in errors:
+            last = 0.9 * last + i
+            out.append(last)
+        return np.array(out)
+
+    assert np.allclose(scaled, second / np.sqrt(sums(np.concatenate([first, second])).var()
+                                                + 1e-8), rtol=1e-4)
+    assert not np.allclose(scaled, second / np.sqrt(sums(second).var() + 1e-8), rtol=1e-2)
+
+
+def test_updates_csv_and_the_curve_log_the_rnd_error_beside_the_scaled_reward(watch, tmp_path,
+                                                                            monkeypatch):
+    # Each rollout's row (at steps 64 and 128): intrinsic_reward is the mean of the RND's
+    # errors i (the scaler's input), which the curve's lower panel draws too, and
+    # intrinsic_reward_normalized the mean of r_int = i / sigma_R (its output), another number
+    curves = spy_on(monkeypatch, ppo_rnd, "plot_learning_curve", lambda *a: list(a[6]))
+    seen = watch()
+    rows = read_csv(next(tmp_path.glob("*/updates.csv")))
+    errors = [e.mean() for _, e, _ in seen["scaler"]]
+    assert [int(r["global_step"]) for r in rows] == [64, 128]
+    assert [float(r["intrinsic_reward"]) for r in rows] == pytest.approx(errors, rel=1e-5)
+    assert curves[-1] == [(64, pytest.approx(errors[0], rel=1e-5)),
+                          (128, pytest.approx(errors[1], rel=1e-5))]
+    scaled = [r.mean() for _, _, r in seen["scaler"]]
+    assert [float(r["intrinsic_reward_normalized"]) for r in rows] == pytest.approx(scaled,
+                                                                                   rel=1e-5)
+    assert errors != pytest.approx(scaled, rel=1e-2)
+
+
 def test_each_value_head_regresses_on_its_own_streams_returns(watch):
     # The first minibatch (the whole first rollout, in order) meets the agent that collected
     # it: V = values. d/db of c_v * 0.5 * mean((V - R)^2) for a head's last bias b is
