@@ -77,23 +77,24 @@ class EpisodeNumber(gym.Env):
     """Pays the number of its episode at each step (1 in the first episode, 2 in the second,
     ...); a reset with an even seed makes episodes of 1 step, with an odd seed of 3 steps.
     Discrete actions, every one valid (info["action_mask"]), or a Box in [-1, 1] with
-    continuous=True."""
+    continuous=True. Every observation is [shown], 0 unless given."""
     observation_space = gym.spaces.Box(0.0, 1.0, (1,), dtype=np.float32)
 
-    def __init__(self, continuous=False):
+    def __init__(self, continuous=False, shown=0.0):
         self.action_space = (gym.spaces.Box(-1.0, 1.0, (1,), dtype=np.float32) if continuous
                              else gym.spaces.Discrete(2))
+        self.obs = np.full(1, shown, np.float32)
 
     def reset(self, *, seed=None, options=None):
         super().reset(seed=seed)
         if seed is not None:
             self.length, self.episode = 1 if seed % 2 == 0 else 3, 0
         self.episode, self.t = self.episode + 1, 0
-        return np.zeros(1, np.float32), {"action_mask": np.ones(2, bool)}
+        return self.obs.copy(), {"action_mask": np.ones(2, bool)}
 
     def step(self, action):
         self.t += 1
-        return (np.zeros(1, np.float32), float(self.episode), self.t == self.length, False,
+        return (self.obs.copy(), float(self.episode), self.t == self.length, False,
                 {"action_mask": np.ones(2, bool)})
 
 
@@ -109,6 +110,9 @@ gym.register("ThreeStepsBox-v0", entry_point=Endless, kwargs={"continuous": True
              max_episode_steps=3, reward_threshold=3.0)
 gym.register("EpisodeNumber-v0", entry_point=EpisodeNumber, max_episode_steps=10)
 gym.register("EpisodeNumberBox-v0", entry_point=EpisodeNumber, kwargs={"continuous": True},
+             max_episode_steps=10)
+# observing 1: an untrained critic, whose biases start at 0, gives V(0) = 0 but not V(1) = 0
+gym.register("EpisodeNumberOne-v0", entry_point=EpisodeNumber, kwargs={"shown": 1.0},
              max_episode_steps=10)
 IDS = ("GridWorld-v0", "GridCells-v0", "Slider-v0")
 
