@@ -604,45 +604,47 @@ def test_each_evaluation_environment_counts_its_first_episode(script, tmp_path):
     assert summary["eval_return_mean"] == 2.0 and summary["eval_return_std"] == 1.0
 
 
-@pytest.mark.parametrize("script", ["ppo.py", "ppo_masked.py", "ppo_rnd.py", "vpg.py", "trpo.py",
-                                    "impala.py"])
-def test_the_explained_variance_row_takes_the_values_and_then_the_returns(script, tmp_path):
+def test_impalas_explained_variance_row_takes_the_values_and_then_the_targets(tmp_path):
     # On my_envs:EpisodeNumber-v0 every observation is 0, so the critic gives every state the
-    # same value c, while the returns vary (the episodes pay 1, 2, 3, ...). Then
-    # 1 - Var[R - V] / Var[R] = 1 - Var[R] / Var[R] = 0 in every row of updates.csv; with the
-    # arguments swapped, 1 - Var[V - R] / Var[V] divides by Var[V] = 0: NaN. (ppo_lstm.py and
-    # ppod.py: the test below.)
-    module = module_of(script)
+    # same value c, while the V-trace targets vary (the episodes pay 1, 2, 3, ...). Then
+    # 1 - Var[v - V] / Var[v] = 1 - Var[v] / Var[v] = 0 in every row of updates.csv; with the
+    # arguments swapped, 1 - Var[V - v] / Var[V] divides by Var[V] = 0: NaN. (The targets
+    # v_s = V + rho (r - V) with rho = min(1, pi / mu) are no whole numbers at --gamma 0, which
+    # the next test, of the scripts whose returns are, needs.)
+    module = module_of("impala.py")
     module.main(module.tyro.cli(module.Args, args=[
-        *TINY[script], "--env-id", "my_envs:EpisodeNumber-v0", "--eval-episodes", "0",
+        *TINY["impala.py"], "--env-id", "my_envs:EpisodeNumber-v0", "--eval-episodes", "0",
         "--output-dir", str(tmp_path)]))
     rows = read_csv(os.path.join(run_folder(tmp_path), "updates.csv"))
     assert rows and all(float(r["explained_variance"]) == pytest.approx(0, abs=1e-5)
                         for r in rows), [r["explained_variance"] for r in rows]
 
 
-@pytest.mark.parametrize("script", ["ppo_lstm.py", "ppod.py"])
-def test_the_explained_variance_row_of_ppo_lstm_and_ppod_takes_the_values_first(
+@pytest.mark.parametrize("script", ["ppo.py", "ppo_masked.py", "ppo_rnd.py", "ppod.py",
+                                    "ppo_lstm.py", "vpg.py", "trpo.py"])
+def test_the_explained_variance_row_takes_the_values_and_then_the_returns(
         script, tmp_path, monkeypatch):
     # --gamma 0 makes each return its step's reward, R_t = A_t + V_t = (r_t - V_t) + V_t = r_t,
     # the episode's number (1, 2, 3, ...) on my_envs:EpisodeNumberOne-v0, whose observation 1
-    # (not normalized away: --no-norm-obs) gives the critic values that are not whole numbers
-    # (at an observation of 0 its zero biases give exactly 0), so that neither V nor the
-    # advantages r - V are whole numbers like R (ppo_lstm.py's rewards unscaled:
-    # --no-norm-reward). ppod.py gets one demonstration of the environment, which --rho 0
-    # --phi 0 never replays, so every row is a real step.
+    # (not normalized away: --no-norm-obs where it is on by default) gives the critic values
+    # that are not whole numbers (at an observation of 0 its zero biases give exactly 0), so
+    # that neither V nor the advantages r - V are whole numbers like R. A spy on
+    # explained_variance sees V first and R second, and the row is 1 - Var[R - V] / Var[R]
+    # of the two. (Rewards unscaled: --no-norm-reward where it is on by default. ppod.py gets
+    # one demonstration of the environment, which --rho 0 --phi 0 never replays.)
     module = module_of(script)
     seen = spy_on(monkeypatch, module, "explained_variance", lambda values, returns: (
         values.flatten().cpu().numpy().copy(), returns.flatten().cpu().numpy().copy()))
-    own = ["--no-norm-reward"] if script == "ppo_lstm.py" else []
+    own = [f"--no-{name.replace('_', '-')}" for name in ("norm_obs", "norm_reward")
+           if getattr(module.Args, name, False)]
     if script == "ppod.py":
         os.makedirs(tmp_path / "demo")
         module.save_demo(tmp_path / "demo" / "demo_0.npz", module.Demo(
             np.ones((4, 1), np.float32), np.zeros(3, np.int64), np.ones(3, np.float32)))
-        own = ["--rho", "0", "--phi", "0", "--demos-dir", str(tmp_path / "demo")]
+        own += ["--rho", "0", "--phi", "0", "--demos-dir", str(tmp_path / "demo")]
     module.main(module.tyro.cli(module.Args, args=[
-        *TINY[script], "--env-id", "my_envs:EpisodeNumberOne-v0", "--gamma", "0",
-        "--no-norm-obs", *own, "--eval-episodes", "0", "--output-dir", str(tmp_path / "runs")]))
+        *TINY[script], "--env-id", "my_envs:EpisodeNumberOne-v0", "--gamma", "0", *own,
+        "--eval-episodes", "0", "--output-dir", str(tmp_path / "runs")]))
     rows = read_csv(os.path.join(run_folder(tmp_path / "runs"), "updates.csv"))
     assert len(seen) == len(rows) > 0
     for (values, returns), row in zip(seen, rows):
