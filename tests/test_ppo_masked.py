@@ -316,10 +316,13 @@ def test_each_mask_stays_with_its_observation_across_episode_ends(env_id, source
     assert rollout["actions"][0].tolist() == [0, 0]  # at t = 0 only action 0 is allowed
 
 
-def test_without_masks_the_agent_takes_forbidden_actions(tmp_path, monkeypatch):
+@pytest.mark.parametrize("env_id", ["MaskedCounter-v0", "DictMaskedCounter-v0"])
+def test_without_masks_the_agent_takes_forbidden_actions(env_id, tmp_path, monkeypatch):
+    # --no-mask turns off the mask wherever it comes from: info["action_mask"], and the
+    # "action_mask" entry of a Dict observation too (the entry is there, but not in force)
     seen = spy_on_rollouts(monkeypatch)
     TAKEN.clear()
-    pm.main(pm.Args(env_id="MaskedCounter-v0", no_mask=True, total_timesteps=64, num_envs=2,
+    pm.main(pm.Args(env_id=env_id, no_mask=True, total_timesteps=64, num_envs=2,
                     num_steps=8, num_minibatches=2, eval_episodes=0, output_dir=str(tmp_path)))
     assert seen[0]["action_masks"].all()  # --no-mask: every action allowed
     assert not all(allowed for _, _, allowed in TAKEN)
