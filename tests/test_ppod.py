@@ -712,6 +712,41 @@ def test_demos_of_the_agents_episodes_keep_raw_observations_under_norm_obs(tmp_p
     assert saved.observations[:, 0].tolist() == [10, 11, 12, 13]
 
 
+def test_updates_csv_logs_the_annealed_rho_and_phi_and_demos_are_written_best_first(tmp_path):
+    # One given demo of one step paying 1: return 1, the success threshold. Every real
+    # episode of CountToThree-v0 (3 steps of reward 1, return 3 >= 1) joins the reward demos
+    # and anneals: --demo-capacity 3 leaves K_v = 3 - 1 = 2 value slots, a step of
+    # phi_0 / K_v = 0.2 / 2 = 0.1, so after n admitted episodes (--rho 0, --phi 0.2)
+    #   n = 0: (rho, phi) = (0, 0.2);  n = 1: (0.1, 0.1);  n >= 2: (0.2, 0)
+    # An update's n is the number of episodes.csv rows up to its step (every real episode is
+    # admitted where it ends, none is a value demo). updates.csv logs these, not the flags.
+    given = tmp_path / "given"
+    given.mkdir()
+    ppod.save_demo(given / "demo_0.npz", ppod.Demo(np.array([[0.0], [1.0]], np.float32),
+                                                  np.array([0]), np.array([1.0], np.float32)))
+    ppod.main(ppod.Args(env_id="CountToThree-v0", demos_dir=str(given), rho=0.0, phi=0.2,
+                        demo_capacity=3, norm_obs=False, total_timesteps=12, num_envs=1,
+                        num_steps=2, num_minibatches=1, eval_episodes=0,
+                        output_dir=str(tmp_path / "runs")))
+    (path,) = (tmp_path / "runs").iterdir()
+    ends = [int(e["global_step"]) for e in read_csv(path / "episodes.csv")]
+    annealed = {0: (0.0, 0.2), 1: (0.1, 0.1), 2: (0.2, 0.0)}
+    logged, expected = [], []
+    for row in read_csv(path / "updates.csv"):
+        n = sum(end <= int(row["global_step"]) for end in ends)
+        logged.append((float(row["rho"]), float(row["phi"])))
+        expected.append(annealed[min(n, 2)])
+    assert len(ends) >= 4 and logged[0] == (0.0, 0.2) and expected[-1] == (0.2, 0.0)
+    assert logged == [approx(pair) for pair in expected]
+    # The reward demos at the end: the given one and the last two agent episodes (the
+    # oldest agent demo leaves first), written to demos/ best return first: 3, 3, 1 (in
+    # the buffer's order, given first, they would be 1, 3, 3).
+    saved = ppod.load_demos(str(path / "demos"), (1,), gym.spaces.Discrete(2))
+    assert [d.episode_return for d in saved] == [3.0, 3.0, 1.0]
+    assert saved[2].observations[:, 0].tolist() == [0, 1]
+    assert saved[0].observations[:, 0].tolist() == [0, 1, 2, 3]
+
+
 def test_record_demo_from_a_ppo_checkpoint(tmp_path, count_demos):
     # ppo.py's model.pt has the same layout; a second recording takes the next file name
     model = str(tmp_path / "ppo.pt")
