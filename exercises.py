@@ -657,7 +657,7 @@ def read_student_file(path, script, chosen):
 def report_tests(path, script, exercises, time_limit):
     """Run the exercises' tests on the student's file and print what each gave; returns
     how many pass, how many ran, and the first failing case in one line (None if none)."""
-    results = run_tests(path, exercises, time_limit)
+    results = run_tests([path], exercises, time_limit)
     print(f"{SCRIPT}: checking {path} against tests/test_{script}.py: "
           f"{', '.join(f'{e.id} ({e.function})' for e in exercises)}")
     failed, first = 0, None
@@ -716,15 +716,14 @@ def report_training(path, exercises, time_limit):
                          f"({what}: {reached if reached is None else round(reached, 2)})")
 
 
-def run_tests(path, exercises, time_limit):
-    """Run the exercises' hand-computed tests on the student's file in a fresh pytest, with
-    this file as a plugin (`-p exercises`, below) that records what each test gave the
-    student's function and compared. Returns {exercise id: [(test name, its record)]} (a
-    record as pytest_runtest_makereport makes it; a test that did not run fails). NotYet
-    when the tests run past the time limit (saying which line of the student's file was
-    running) or the file does not import. With path None the tests run on the repository's
-    own scripts, the exercises of several scripts in one pytest (the test suite's check of
-    every exercise)."""
+def run_tests(paths, exercises, time_limit):
+    """Run the exercises' hand-computed tests on the students' files (check gives one; the
+    test suite gives one of each script, or none for the repository's own scripts) in a
+    fresh pytest, with this file as a plugin (`-p exercises`, below) that records what each
+    test gave the student's function and compared. Returns {exercise id: [(test name, its
+    record)]} (a record as pytest_runtest_makereport makes it; a test that did not run
+    fails). NotYet when the tests run past the time limit (saying which line of a student's
+    file was running) or a file does not import."""
     nodeids = {f"tests/test_{e.script}.py::{t}": e.id for e in exercises for t in e.tests}
     with tempfile.TemporaryDirectory() as tmp:
         report = os.path.join(tmp, "report.json")
@@ -740,18 +739,21 @@ def run_tests(path, exercises, time_limit):
             [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p",
              "no:faulthandler", "-p", "exercises", "--exercise-report", report,
              "--exercise-time-limit", str(time_limit),
-             *(["--script-file", os.path.abspath(path)] if path else []), *nodeids],
+             *(arg for path in paths for arg in ("--script-file", os.path.abspath(path))),
+             *nodeids],
             time_limit + 60, cwd=ROOT,
             given_up=lambda: os.path.exists(dump) and os.path.getsize(dump) > 0
             and time.time() - os.path.getmtime(dump) > 0.2,
             env={**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"})
         if timed_out:
-            where = running_line(dump, path) if path and os.path.exists(dump) else ""
+            where = (next(filter(None, (running_line(dump, p) for p in paths)), "")
+                     if os.path.exists(dump) else "")
             raise NotYet(f"the tests were stopped after {time_limit:g} s "
                          f"(--test-time-limit){where}")
         if not os.path.exists(report):
-            raise NotYet((path and import_error(path, time_limit))
-                         or f"the tests could not run the file; pytest said: {last_line(output)}")
+            why = next(filter(None, (import_error(p, time_limit) for p in paths)), None)
+            raise NotYet(why or "the tests could not run the file; pytest said: "
+                         f"{last_line(output)}")
         with open(report) as f:
             records = json.load(f)
     results = {e.id: [] for e in exercises}

@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -130,8 +131,7 @@ def test_blanking_keeps_the_signature_and_docstring_and_every_other_line():
 
 
 @pytest.mark.parametrize("script", SCRIPTS)
-def test_make_blanks_the_exercises_and_check_fails_every_one_of_their_tests(
-        script, tmp_path, run_cli):
+def test_make_blanks_the_exercises_and_keeps_every_other_line(script, tmp_path, run_cli):
     ids = [e.id for e in exercises_of(script)]
     code, out, err = run_cli("exercises.py", ["make", *ids, "--out", str(tmp_path / "blank")])
     assert code == 0, err
@@ -162,29 +162,49 @@ def test_make_blanks_the_exercises_and_check_fails_every_one_of_their_tests(
         return source
     assert without_exercises(blanked, after) == without_exercises(original, before)
 
-    # check: every test of every blanked function fails, naming the blank function and its
-    # exercise, and gives each exercise's hint once. (The repository's own file passes the
-    # same tests: the next test, for every script at once.)
-    code, out, err = run_exercises("check", str(copy), "--no-train")
+
+def test_every_test_of_every_exercise_fails_on_the_blanks_and_passes_on_the_scripts(
+        tmp_path, run_cli):
+    # check's own pytest (its plugin wrapping each exercise's function to record its calls,
+    # no other plugin, no faulthandler), twice side by side: on the sixteen blank files that
+    # make writes (--script-file each) every test of every exercise runs and fails, and at
+    # least one raises its own function's NotImplementedError (a test may call another blank
+    # function first); on the repository's own scripts every one runs and passes. (A test that
+    # did not run is a failing record; a parametrized test gives a record per case.)
+    for script in SCRIPTS:  # make writes one script's copy at a time
+        code, _, err = run_cli("exercises.py", ["make", *(e.id for e in exercises_of(script)),
+                                                "--out", str(tmp_path)])
+        assert code == 0, err
+    blanks = [str(tmp_path / f"{script}.py") for script in SCRIPTS]
+    with ThreadPoolExecutor(2) as pool:
+        on_blanks, on_scripts = (pool.submit(exercises.run_tests, paths, exercises.EXERCISES,
+                                             600) for paths in (blanks, []))
+        on_blanks, on_scripts = on_blanks.result(), on_scripts.result()
+    for e in exercises.EXERCISES:
+        for results in (on_blanks, on_scripts):
+            assert {name.split("[")[0] for name, _ in results[e.id]} == set(e.tests), e.id
+        assert not any(r["passed"] for _, r in on_blanks[e.id]), e.id
+        assert any(r["error"] == f"NotImplementedError: {e.function} is still blank "
+                   f"(exercise {e.id})" for _, r in on_blanks[e.id]), e.id
+        failed = [(name, r["error"] or r["statement"]) for name, r in on_scripts[e.id]
+                  if not r["passed"]]
+        assert failed == [], e.id
+
+
+def test_check_on_a_blank_gives_each_exercises_count_error_and_hint(tmp_path, run_cli):
+    # ppo.py's three exercises blanked: check says 0 of each one's tests pass, names each
+    # blank function and its exercise, and gives each exercise's hint once.
+    ids = [e.id for e in exercises_of("ppo")]
+    assert len(ids) == 3
+    code, _, err = run_cli("exercises.py", ["make", *ids, "--out", str(tmp_path)])
+    assert code == 0, err
+    code, out, err = run_exercises("check", str(tmp_path / "ppo.py"), "--no-train")
     assert code == 1 and err == ""
-    for e in exercises_of(script):  # (a test may call another blank function first)
+    for e in exercises_of("ppo"):
         assert f"{e.id}: 0 of {len(e.tests)} hand-computed tests pass" in out
         assert f"NotImplementedError: {e.function} is still blank (exercise {e.id})" in out
         assert out.count(f"  hint: {e.hint}\n") == 1
     assert "verdict: not yet" in out
-
-
-def test_every_exercise_passes_on_the_repositorys_own_scripts_in_checks_pytest():
-    # check's own pytest (its plugin wrapping each exercise's function to record its calls,
-    # no other plugin, no faulthandler) on the repository's scripts: every test of every
-    # exercise runs and passes, all sixteen scripts in one pytest. (A test that did not run
-    # is a failing record; a parametrized test gives a record per case.)
-    results = exercises.run_tests(None, exercises.EXERCISES, time_limit=600)
-    for e in exercises.EXERCISES:
-        assert {name.split("[")[0] for name, _ in results[e.id]} == set(e.tests), e.id
-        failed = [(name, r["error"] or r["statement"]) for name, r in results[e.id]
-                  if not r["passed"]]
-        assert failed == [], e.id
 
 
 def test_check_reports_a_wrong_number_then_a_right_version_trains(tmp_path):
