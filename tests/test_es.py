@@ -151,6 +151,19 @@ def test_centered_ranks_and_adam_reach_the_optimum_of_a_quadratic():
     assert np.linalg.norm(strategy.theta - OPTIMUM) < 0.2  # from ||theta* - 0|| = 3.74
 
 
+def test_the_strategys_defaults_shape_by_centered_rank_and_step_with_adam():
+    # Members (seed 3, +1), (3, -1), (5, +1) return 1, 100, 2: ranks 0, 2, 1, centered
+    # 0/2 - 0.5, 2/2 - 0.5, 1/2 - 0.5 = -0.5, 0.5, 0 (the raw returns would weigh 100), so
+    #     g = (-0.5 eps_3 + 0.5 (-eps_3) + 0 eps_5) / (3 * 0.1) = -eps_3 / 0.3
+    # and Adam's first step, m_hat = g and sqrt(v_hat) = |g|, moves each coordinate by
+    # lr * g / (|g| + 1e-8) = 0.01 * sign(g) (SGD's would be 0.01 * g, |g| ~ 3).
+    strategy = es.EvolutionStrategy(np.zeros(4), sigma=0.1, learning_rate=0.01)
+    eps_3 = es.member_noise(3, 4)
+    g = strategy.update(np.array([3, 3, 5]), np.array([1.0, -1.0, 1.0]), [1.0, 100.0, 2.0])
+    assert g == pytest.approx(-eps_3 / 0.3)
+    assert strategy.theta == pytest.approx(0.01 * np.sign(g), abs=1e-8)
+
+
 def test_weight_decay_pulls_theta_towards_zero(monkeypatch):
     # unshaped equal returns of a mirrored pair give g = 1*eps - 1*eps = 0, so the SGD step is
     # lr * (0 - (l2 / sigma) * theta); lr 0.5, l2 0.1, sigma 0.5 -> theta - 0.5 * 0.2 * theta
