@@ -321,6 +321,7 @@ def test_the_actor_step_of_agent_i_raises_q_and_takes_the_others_actions_from_th
         hook = nets.qf1.register_forward_hook(lambda m, inputs, out: seen.append(inputs[1]))
         loss = matd3.actor_loss(nets, batch, i, fp=False)
         hook.remove()
+        assert len(seen) == 1  # the online critic Q_1 read once (its target Q'_1 not at all)
         joint, other = seen[0], 1 - i
         assert torch.equal(joint[:, other], batch.actions[:, other])  # the batch's, not mu_j
         with torch.no_grad():
@@ -615,6 +616,33 @@ def test_relay_rows_by_hand_agents_that_finish_early(critic_state, stored, tmp_p
         # its own observation and one-hot id after the state
         assert field["share_obs"][:, 1, 2:].tolist() == [[0, 0, 0, 1], [1, 1, 0, 1],
                                                          [2, 2, 0, 1], [0, 0, 0, 1]]
+
+
+class BoundedRelay(BoxRelay):
+    """BoxRelay with each agent's own bounds: short in [0, 4], long in [-2, 0]."""
+
+    def action_space(self, agent):
+        if agent == "short":
+            return gym.spaces.Box(0.0, 4.0, (1,))
+        return gym.spaces.Box(-2.0, 0.0, (2,))
+
+
+def test_the_loop_scales_each_agents_action_to_its_own_bounds(stored, tmp_path, monkeypatch):
+    # From a in [-1, 1] as stored: short in [0, 4] gets 0 + (a + 1) / 2 * 4 = 2a + 2, long in
+    # [-2, 0] gets -2 + (a + 1) / 2 * 2 = a - 1 (with short's bounds, 2a + 2 in [0, 4]).
+    # 4 lock-steps of one copy, 2 random then 2 of the actors; short acts at steps 0 and 3.
+    monkeypatch.setattr(matd3, "make_env", lambda *args, **kwargs: BoundedRelay())
+    Relay.sent.clear()
+    rows, _ = stored
+    matd3.main(matd3.Args(env_id="simple_v3", num_envs=1, total_timesteps=4, learning_starts=2,
+                          batch_size=2, hidden_size=8, eval_episodes=0, output_dir=str(tmp_path)))
+    assert [sorted(sent) for sent in Relay.sent] == [["long", "short"], ["long"], ["long"],
+                                                     ["long", "short"]]
+    for row, sent in zip(rows, Relay.sent):
+        a = row["actions"][0].numpy()  # copy 0: [agent, d]
+        assert np.allclose(sent["long"], a[1] - 1, atol=1e-6) and (sent["long"] <= 0).all()
+        if "short" in sent:
+            assert np.allclose(sent["short"], 2 * a[0, :1] + 2, atol=1e-6)
 
 
 def test_the_loop_gives_the_update_its_batches_steps_optimizers_and_buffer(tmp_path,
