@@ -178,9 +178,10 @@ def test_a_rollout_keeps_the_true_final_obs_and_the_episodes_that_ended():
     assert played["logprobs"].dtype == np.float32 and played["rewards"].dtype == np.float32
 
 
-def behaviour_matches(played, weights):
-    """Whether the log-probabilities a rollout stored are those of these weights."""
-    agent = impala.Agent((4,), 2, False, 8)
+def behaviour_matches(played, weights, agent=None):
+    """Whether the log-probabilities a rollout stored are those of these weights, for its
+    stored actions (the agent: CartPole's unless given)."""
+    agent = agent or impala.Agent((4,), 2, False, 8)
     agent.load_state_dict(weights)
     obs, actions = (torch.from_numpy(np.array(played[key])) for key in ("obs", "actions"))
     with torch.no_grad():
@@ -199,6 +200,20 @@ def test_an_actor_acts_with_the_weights_whose_version_it_reports():
     assert (first["version"], kept["version"], second["version"]) == (3, 3, 7)
     assert behaviour_matches(first, old) and behaviour_matches(kept, old)
     assert behaviour_matches(second, new) and not behaviour_matches(second, old)
+
+
+def test_a_gaussian_rollout_stores_the_sample_its_logprob_is_of_not_the_clipped_torque():
+    # Pendulum's torque is clipped to [-2, 2]; with log std 1 (std e = 2.72) around a mean
+    # near 0 a sample falls outside with probability 2 * P(z > 2 / 2.72 = 0.74) = 0.46, so
+    # some of the 2 x 8 do (all 16 inside: 0.54^16 = 5e-5). The rollout keeps each sample,
+    # whose behaviour log-probability it stores, not the torque the environment got.
+    actor = impala.Actor("Pendulum-v1", 2, 8, 8, env_seed=0)
+    agent = impala.Agent((3,), 1, True, 8)
+    weights = agent.state_dict()
+    weights["actor_logstd"].fill_(1.0)
+    played = actor.rollout(weights, 0)
+    assert np.abs(played["actions"]).max() > 2
+    assert behaviour_matches(played, weights, agent)
 
 
 # ---------------------------------------------------------------------------------------
@@ -415,6 +430,19 @@ def test_eval_every_writes_rows_keeps_the_best_model_and_leaves_training_alone(t
                        num_actors=1, sync=True, learning_rate=0.02, eval_every=48,
                        eval_episodes=3, save_model=True, seed=5)
     check_evaluations(impala.main, args, tmp_path, [48, 96, 144, 192])
+
+
+def test_evaluation_plays_the_greedy_action():
+    # GridWorld-v0 (tests/my_envs.py) with logits 2 for right, 2.1 for up, -10 for left and
+    # down: greedily the agent goes up to (0, 3) and stays, never reaches (3, 3), and its
+    # time limit ends each episode at 20 steps of -1: returns -20. Sampled, it would go right
+    # with probability e^2 / (e^2 + e^2.1) = 0.475 and reach the corner sooner.
+    agent = impala.Agent((2,), 4, False, 8)
+    with torch.no_grad():
+        agent.actor[4].weight.zero_()
+        agent.actor[4].bias.copy_(torch.tensor([2.0, 2.1, -10.0, -10.0]))
+    returns = impala.evaluate(agent, "my_envs:GridWorld-v0", 4, seed=0, device="cpu")
+    assert returns.tolist() == [-20.0] * 4
 
 
 @pytest.mark.parametrize("env_id, obs_dtype", [("Pendulum-v1", np.float32),
