@@ -80,6 +80,8 @@ class Pair:
     variant: str = ""
     """tells apart a second pair of the same scripts on the same environment (ours with other
     flags); its name ends with it"""
+    said: str = "its defaults"
+    """our flags, as the figure's legend names them"""
 
     @property
     def name(self):
@@ -106,7 +108,7 @@ def cartpole(script, cleanrl):
                                ["--total-timesteps", "500000"], label="vs-cleanrl"), cleanrl)
 
 
-def mujoco_v4(task_name, cleanrl, variant="", values=None):
+def mujoco_v4(task_name, cleanrl, variant="", values=None, said="its defaults"):
     """benchmark.py's v5 task on the v4 environment that CleanRL's Gymnasium makes, the same
     flags and budget; a variant gives some flags other values ({flag: value}, a flag the
     task lacks added at the end). The window of 100 training episodes is CleanRL's measure."""
@@ -119,7 +121,8 @@ def mujoco_v4(task_name, cleanrl, variant="", values=None):
             flags += [flag, value]
     return Pair(dataclasses.replace(task, env_id=task.env_id.replace("-v5", "-v4"), flags=flags,
                                     goal=GOAL.format(cleanrl=cleanrl),
-                                    label=variant or "vs-cleanrl", window=100), cleanrl, variant)
+                                    label=variant or "vs-cleanrl", window=100), cleanrl, variant,
+                said)
 
 
 PAIRS = {pair.name: pair for pair in [
@@ -133,7 +136,7 @@ PAIRS = {pair.name: pair for pair in [
     # pair above the settings or the code?
     mujoco_v4("sac-HalfCheetah-v5-100k", "sac_continuous_action.py", "cleanrl-settings",
               {"--critic-learning-rate": "1e-3", "--learning-starts": "5000",
-               "--policy-frequency": "2"}),
+               "--policy-frequency": "2"}, said="CleanRL's settings"),
 ]}
 """our task beside each CleanRL script, by the pair's name (script-env_id)"""
 
@@ -324,7 +327,7 @@ def draw(args):
         for col, (x, xlabel) in enumerate((("global_step", "environment steps"),
                                            ("wall_time", "seconds since the run started"))):
             ax = fig.add_subplot(len(args.pairs), 2, 2 * row + col + 1)
-            for task, label in ((pair.ours, f"{pair.ours.script}.py (its defaults)"),
+            for task, label in ((pair.ours, f"{pair.ours.script}.py ({pair.said})"),
                                 (pair.cleanrl_task, f"CleanRL {pair.cleanrl} (its defaults)")):
                 curves = [plot.run_curve(plot.read_run(os.path.join(
                     args.out, "runs", task.name, f"seed{seed}", folder)), x, task.window)

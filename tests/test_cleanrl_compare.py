@@ -224,6 +224,8 @@ def test_each_pair_is_our_task_beside_cleanrls_script_on_the_same_environment_an
                      "--learning-starts": "5000", "--critic-learning-rate": "1e-3",
                      "--policy-frequency": "2"}
     assert variant.ours.name == "sac-HalfCheetah-v4-cleanrl-settings" != sac_v4.name
+    assert (variant.said, compare.PAIRS["sac-HalfCheetah-v4"].said) == (
+        "CleanRL's settings", "its defaults")  # the figure's legend
     assert variant.cleanrl_task == cleanrl_side
     command = compare.cleanrl_command(compare.PAIRS["ppo-Hopper-v4"], 101, python="py")
     assert command[2:] == ["--seed", "101", "--env-id", "Hopper-v4", "--total-timesteps",
