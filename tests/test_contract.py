@@ -604,16 +604,17 @@ def test_each_evaluation_environment_counts_its_first_episode(script, tmp_path):
     assert summary["eval_return_mean"] == 2.0 and summary["eval_return_std"] == 1.0
 
 
-def test_impalas_explained_variance_row_takes_the_values_and_then_the_targets(tmp_path):
+@pytest.mark.parametrize("script", ["impala.py"])  # (so that conftest groups it with Ray's)
+def test_impalas_explained_variance_row_takes_the_values_and_then_the_targets(script, tmp_path):
     # On my_envs:EpisodeNumber-v0 every observation is 0, so the critic gives every state the
     # same value c, while the V-trace targets vary (the episodes pay 1, 2, 3, ...). Then
     # 1 - Var[v - V] / Var[v] = 1 - Var[v] / Var[v] = 0 in every row of updates.csv; with the
     # arguments swapped, 1 - Var[V - v] / Var[V] divides by Var[V] = 0: NaN. (The targets
     # v_s = V + rho (r - V) with rho = min(1, pi / mu) are no whole numbers at --gamma 0, which
     # the next test, of the scripts whose returns are, needs.)
-    module = module_of("impala.py")
+    module = module_of(script)
     module.main(module.tyro.cli(module.Args, args=[
-        *TINY["impala.py"], "--env-id", "my_envs:EpisodeNumber-v0", "--eval-episodes", "0",
+        *TINY[script], "--env-id", "my_envs:EpisodeNumber-v0", "--eval-episodes", "0",
         "--output-dir", str(tmp_path)]))
     rows = read_csv(os.path.join(run_folder(tmp_path), "updates.csv"))
     assert rows and all(float(r["explained_variance"]) == pytest.approx(0, abs=1e-5)
