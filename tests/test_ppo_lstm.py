@@ -711,7 +711,6 @@ def test_eval_every_writes_rows_keeps_the_best_model_and_leaves_training_alone(t
     check_evaluations(ppo_lstm.main, args, tmp_path, [42, 81, 120])
 
 
-
 # ---------------------------------------------------------------------------------------
 # Bad input: one line on stderr, exit status 2, nothing trained
 # ---------------------------------------------------------------------------------------
