@@ -34,8 +34,9 @@ Where this file differs from the papers (2018a, 2018b) and their common implemen
   - The defaults are tuned for Pendulum-v1 on a CPU: 64-unit networks, learning rate 2e-3,
     batch 128, gamma 0.98, tau 0.02, 500 random steps, alpha starting at 0.1; the papers use
     256 units, 3e-4, 256, 0.99, 0.005 and alpha from 1 (CleanRL: learning rates 3e-4 actor,
-    1e-3 critics and temperature, 5000 random steps, which --critic-learning-rate 1e-3
-    --learning-starts 5000 give here; SB3: 3e-4, 100 random steps; rl-zoo's Pendulum: 1e-3).
+    1e-3 critics and temperature, 5000 random steps, d = 2, which --critic-learning-rate 1e-3
+    --learning-starts 5000 --policy-frequency 2 give here; SB3: 3e-4, 100 random steps;
+    rl-zoo's Pendulum: 1e-3).
   - log pi includes -log(scale) (the density of the environment's action, as in CleanRL);
     SB3 takes the density of the [-1, 1] action. With bounds of +-2 (Pendulum) the two
     differ by log 2 per dimension, which shifts where the target entropy settles.
