@@ -101,25 +101,35 @@ GOAL = ("beside CleanRL's {cleanrl} on the same seeds, started together: the ret
         "budget within CleanRL's range or above, the whole process at most 0.8x CleanRL's")
 
 
-def cartpole(script, cleanrl):
+def with_values(flags, values):
+    """The flags with some given other values ({flag: value}, None for a switch such as
+    --no-anneal-lr): a value replaced in place, a flag the list lacks added at the end, so
+    that each flag is given once."""
+    flags = list(flags)
+    for flag, value in (values or {}).items():
+        if flag not in flags:
+            flags += [flag] if value is None else [flag, value]
+        elif value is not None:
+            flags[flags.index(flag) + 1] = value
+    return flags
+
+
+def cartpole(script, cleanrl, variant="", values=None, said="its defaults"):
     """Ours on CartPole-v1 with its defaults at CleanRL's 500k steps: the steps and seconds
-    to a 20-episode mean of 475, the 20-episode mean at 500k."""
-    return Pair(benchmark.Task(script, "CartPole-v1", 475, GOAL.format(cleanrl=cleanrl),
-                               ["--total-timesteps", "500000"], label="vs-cleanrl"), cleanrl)
+    to a 20-episode mean of 475, the 20-episode mean at 500k; a variant gives some flags
+    other values, as in mujoco_v4."""
+    flags = with_values(["--total-timesteps", "500000"], values)
+    return Pair(benchmark.Task(script, "CartPole-v1", 475, GOAL.format(cleanrl=cleanrl), flags,
+                               label=variant or "vs-cleanrl"), cleanrl, variant, said)
 
 
 def mujoco_v4(task_name, cleanrl, variant="", values=None, said="its defaults"):
     """benchmark.py's v5 task on the v4 environment that CleanRL's Gymnasium makes, the same
-    flags and budget; a variant gives some flags other values ({flag: value}, a flag the
-    task lacks added at the end). The window of 100 training episodes is CleanRL's measure."""
+    flags and budget; a variant gives some flags other values (with_values). The window of
+    100 training episodes is CleanRL's measure."""
     task = next(t for tasks in benchmark.TASKS.values() for t in tasks if t.name == task_name)
-    flags = list(task.flags)
-    for flag, value in (values or {}).items():
-        if flag in flags:
-            flags[flags.index(flag) + 1] = value
-        else:
-            flags += [flag, value]
-    return Pair(dataclasses.replace(task, env_id=task.env_id.replace("-v5", "-v4"), flags=flags,
+    return Pair(dataclasses.replace(task, env_id=task.env_id.replace("-v5", "-v4"),
+                                    flags=with_values(task.flags, values),
                                     goal=GOAL.format(cleanrl=cleanrl),
                                     label=variant or "vs-cleanrl", window=100), cleanrl, variant,
                 said)
@@ -128,6 +138,15 @@ def mujoco_v4(task_name, cleanrl, variant="", values=None, said="its defaults"):
 PAIRS = {pair.name: pair for pair in [
     cartpole("ppo", "ppo.py"),
     cartpole("dqn", "dqn.py"),
+    # ours at CleanRL's settings (its dqn.py's defaults, each given as our flag; its network's
+    # 120 and 84 units are our two layers of 128, the one difference left): the first pair
+    # replays ten times the transitions of CleanRL's; is its gap the settings or the code?
+    cartpole("dqn", "dqn.py", "cleanrl-settings",
+             {"--learning-rate": "2.5e-4", "--no-anneal-lr": None, "--buffer-size": "10000",
+              "--target-network-frequency": "500", "--batch-size": "128", "--end-e": "0.05",
+              "--exploration-fraction": "0.5", "--learning-starts": "10000",
+              "--train-frequency": "10", "--gradient-steps": "1", "--loss": "mse",
+              "--no-double-dqn": None, "--max-grad-norm": "inf"}, said="CleanRL's settings"),
     mujoco_v4("ppo-Hopper-v5", "ppo_continuous_action.py"),
     mujoco_v4("ddpg_td3-HalfCheetah-v5-100k", "td3_continuous_action.py"),
     mujoco_v4("sac-HalfCheetah-v5-100k", "sac_continuous_action.py"),

@@ -204,7 +204,8 @@ def test_each_pair_is_our_task_beside_cleanrls_script_on_the_same_environment_an
                 "ddpg_td3-HalfCheetah-v4": ("td3_continuous_action.py", "ddpg_td3", 100_000),
                 "sac-HalfCheetah-v4": ("sac_continuous_action.py", "sac", 100_000),
                 "sac-HalfCheetah-v4-cleanrl-settings": ("sac_continuous_action.py", "sac",
-                                                        100_000)}
+                                                        100_000),
+                "dqn-CartPole-v1-cleanrl-settings": ("dqn.py", "dqn", 500_000)}
     assert {name: (p.cleanrl, p.ours.script, compare.budget(p))
             for name, p in compare.PAIRS.items()} == expected
     # the MuJoCo pairs: our v5 task's flags on CleanRL's v4, CleanRL's 100-episode window
@@ -227,6 +228,20 @@ def test_each_pair_is_our_task_beside_cleanrls_script_on_the_same_environment_an
     assert (variant.said, compare.PAIRS["sac-HalfCheetah-v4"].said) == (
         "CleanRL's settings", "its defaults")  # the figure's legend
     assert variant.cleanrl_task == cleanrl_side
+    # dqn's variant: CleanRL's dqn.py defaults as our flags, its switches (None) given bare
+    dqn = compare.PAIRS["dqn-CartPole-v1-cleanrl-settings"].ours
+    assert dqn.flags[:2] == ["--total-timesteps", "500000"] and dqn.window == 20
+    assert [f for f in dqn.flags if f.startswith("--no-")] == ["--no-anneal-lr",
+                                                                 "--no-double-dqn"]
+    values = dict(zip(*[iter(f for f in dqn.flags if not f.startswith("--no-"))] * 2))
+    assert values == {"--total-timesteps": "500000", "--learning-rate": "2.5e-4",
+                      "--buffer-size": "10000", "--target-network-frequency": "500",
+                      "--batch-size": "128", "--end-e": "0.05", "--exploration-fraction": "0.5",
+                      "--learning-starts": "10000", "--train-frequency": "10",
+                      "--gradient-steps": "1", "--loss": "mse", "--max-grad-norm": "inf"}
+    assert compare.with_values(["--a", "1", "--s"], {"--a": "2", "--s": None, "--t": None,
+                                                     "--b": "3"}) == ["--a", "2", "--s", "--t",
+                                                                      "--b", "3"]
     command = compare.cleanrl_command(compare.PAIRS["ppo-Hopper-v4"], 101, python="py")
     assert command[2:] == ["--seed", "101", "--env-id", "Hopper-v4", "--total-timesteps",
                            "1000000", "--no-cuda", "--no-track", "--no-capture-video"]
