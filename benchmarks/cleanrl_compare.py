@@ -273,6 +273,7 @@ def command(args, pair):
 
 
 def report(args):
+    os.makedirs(args.results, exist_ok=True)  # a folder of its own, as for a variant's rows
     with benchmark.locked_results(args.results) as results:
         for name in args.pairs:
             pair = PAIRS[name]
