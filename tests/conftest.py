@@ -60,17 +60,47 @@ def pytest_collection_modifyitems(config, items):
     that starts Ray goes to one worker, one after another, so that two Rays never start
     at once on a small machine."""
     def uses_ray(item):
-        callspec = getattr(item, "callspec", None)
-        params = callspec.params if callspec is not None else {}
-        return ("ray_session" in item.fixturenames or params.get("backend") == "ray"
-                or str(params.get("script", "")).startswith("impala")  # impala.py, impala
-                or str(params.get("run", "")).startswith("impala")  # test_device.py's row
-                or item.path.name == "test_impala.py")
+        return ("ray_session" in item.fixturenames or params_of(item).get("backend") == "ray"
+                or runs_impala(item) or item.path.name == "test_impala.py")
     items.sort(key=uses_ray)
     if config.pluginmanager.hasplugin("xdist"):
         for item in items:
             if uses_ray(item):
                 item.add_marker(pytest.mark.xdist_group("ray"))
+
+
+@pytest.fixture(scope="module")
+def ray_session():
+    """One local Ray for all of a module's Ray tests: impala.py and es.py join it rather than
+    starting their own (Ray's start and stop take seconds a run). 2 CPUs, no dashboard, the
+    workers' output not copied here; stopped at the module's end (the Ray tests run last)."""
+    ray = pytest.importorskip("ray", reason="impala.py and es.py's Ray backend need Ray: "
+                                            "pip install ray==2.60.0")
+    os.environ.setdefault("RAY_worker_niceness", "0")  # as start_ray: Ray's 15 starves them
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR",
+             ignore_reinit_error=True)
+    yield ray
+    ray.shutdown()
+
+
+@pytest.fixture(autouse=True)
+def impala_joins_the_modules_ray(request):
+    """A test of every script run on impala.py in this process (test_contract.py's and the
+    like, parametrized with script or run) joins the module's Ray (ray_session)."""
+    if runs_impala(request.node):
+        request.getfixturevalue("ray_session")
+
+
+def params_of(item):
+    """A test's parameters, {} where it has none."""
+    callspec = getattr(item, "callspec", None)
+    return callspec.params if callspec is not None else {}
+
+
+def runs_impala(item):
+    """Whether a test of every script runs impala.py: its script parameter (impala.py or
+    impala) or its run parameter (test_device.py's row) names it."""
+    return any(str(params_of(item).get(key, "")).startswith("impala") for key in ("script", "run"))
 
 
 def spy_on(monkeypatch, owner, name, record):

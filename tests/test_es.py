@@ -344,18 +344,6 @@ def test_a_worker_process_regenerates_the_same_noise_from_the_same_seed():
     assert not np.allclose(es.member_noise(1235, 5), theirs)
 
 
-@pytest.fixture(scope="module")
-def ray_session():
-    """One local Ray for all of this module's Ray tests (es.py joins it rather than starting
-    its own): 2 CPUs, no dashboard, the workers' output not copied here."""
-    ray = pytest.importorskip("ray", reason="the Ray backend's tests need Ray: "
-                                            "pip install ray==2.60.0")
-    os.environ.setdefault("RAY_worker_niceness", "0")  # as start_ray: Ray's 15 starves them
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
-    yield ray
-    ray.shutdown()
-
-
 def wait_until_gone(ray, actor):
     """Wait until calls to a Ray actor fail: ray.kill takes effect soon, not at once."""
     deadline = time.time() + 30

@@ -4,7 +4,6 @@ twice, a killed actor replaced, the smoke run; bad input."""
 import copy
 import glob
 import inspect
-import os
 import signal
 import subprocess
 import sys
@@ -574,18 +573,6 @@ def test_ctrl_c_while_ray_starts_leaves_no_process_behind(tmp_path):
                                     "once Ray has started, in a few seconds (Ctrl-C again stops "
                                     "at once, and Ray's processes can outlive the run by a minute)"]
     assert "Traceback" not in err
-
-
-@pytest.fixture(scope="module")
-def ray_session():
-    """One local Ray for all of this module's Ray tests (impala.py joins it rather than
-    starting its own): 2 CPUs, no dashboard, the actors' output not copied here."""
-    ray = pytest.importorskip("ray", reason="impala.py's actors need Ray: pip install ray==2.60.0")
-    os.environ.setdefault("RAY_worker_niceness", "0")  # as start_ray: Ray's 15 starves them
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR",
-             ignore_reinit_error=True)
-    yield ray
-    ray.shutdown()
 
 
 SYNC_RUN = impala.Args(total_timesteps=12 * 2 * 16, num_envs=2, num_steps=16, hidden_size=8,
