@@ -52,6 +52,7 @@ def pytest_configure(config):
         SCRIPT_FILES[name] = path
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's own, which reads the groups marked here
 def pytest_collection_modifyitems(config, items):
     """Run the tests that use Ray (tests/test_es.py's) after all the others: es.py forks its
     worker processes, and a process forked while Ray's threads run in the parent could

@@ -575,6 +575,16 @@ def test_ctrl_c_while_ray_starts_leaves_no_process_behind(tmp_path):
     assert "Traceback" not in err
 
 
+def test_the_ray_tests_go_to_one_worker_in_xdists_group(request):
+    """Under the README's `pytest -n 2 --dist loadgroup`, conftest puts every test that uses
+    Ray in xdist's group "ray", which one worker runs, so that two Rays never start at once
+    and a module's tests share its ray_session: the group ends the test's id. With pytest 9.2
+    and pytest-xdist 3.8 the group is dropped, silently (xdist's issue 1386)."""
+    if not request.config.getoption("loadgroup", False):  # xdist's worker under loadgroup
+        pytest.skip("the groups exist under pytest -n 2 --dist loadgroup alone")
+    assert request.node.nodeid.endswith("@ray"), request.node.nodeid
+
+
 SYNC_RUN = impala.Args(total_timesteps=12 * 2 * 16, num_envs=2, num_steps=16, hidden_size=8,
                        num_actors=2, sync=True, eval_episodes=2, save_model=True)
 
