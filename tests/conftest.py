@@ -54,19 +54,21 @@ def pytest_configure(config):
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's own, which reads the groups marked here
 def pytest_collection_modifyitems(config, items):
-    """Run the tests that use Ray (tests/test_es.py's) after all the others: es.py forks its
-    worker processes, and a process forked while Ray's threads run in the parent could
-    inherit a lock that one of them holds. The sort is stable: the rest keep their order.
-    With pytest-xdist (`pytest -n 2 --dist loadgroup`, the README's command), every test
-    that starts Ray goes to one worker, one after another, so that two Rays never start
-    at once on a small machine."""
-    def uses_ray(item):
-        return ("ray_session" in item.fixturenames or params_of(item).get("backend") == "ray"
-                or runs_impala(item) or item.path.name == "test_impala.py")
-    items.sort(key=uses_ray)
+    """Run the tests that use Ray after all the others, and those that run es.py in this
+    process just before them: es.py forks its worker processes, and a process forked while
+    Ray's threads run in the parent could inherit a lock that one of them holds. The sort is
+    stable: the rest keep their order. With pytest-xdist (`pytest -n 2 --dist loadgroup`,
+    the README's command), both kinds go to one worker, in that order (xdist's group "ray"),
+    so that two Rays never start at once on a small machine and no fork follows a Ray."""
+    def order(item):
+        if ("ray_session" in item.fixturenames or params_of(item).get("backend") == "ray"
+                or runs(item, "impala") or item.path.name == "test_impala.py"):
+            return 2  # uses Ray
+        return 1 if runs(item, "es") or item.path.name == "test_es.py" else 0  # forks
+    items.sort(key=order)
     if config.pluginmanager.hasplugin("xdist"):
         for item in items:
-            if uses_ray(item):
+            if order(item):
                 item.add_marker(pytest.mark.xdist_group("ray"))
 
 
@@ -88,7 +90,7 @@ def ray_session():
 def impala_joins_the_modules_ray(request):
     """A test of every script run on impala.py in this process (test_contract.py's and the
     like, parametrized with script or run) joins the module's Ray (ray_session)."""
-    if runs_impala(request.node):
+    if runs(request.node, "impala"):
         request.getfixturevalue("ray_session")
 
 
@@ -98,10 +100,10 @@ def params_of(item):
     return callspec.params if callspec is not None else {}
 
 
-def runs_impala(item):
-    """Whether a test of every script runs impala.py: its script parameter (impala.py or
-    impala) or its run parameter (test_device.py's row) names it."""
-    return any(str(params_of(item).get(key, "")).startswith("impala") for key in ("script", "run"))
+def runs(item, script):
+    """Whether a test of every script runs this one ("impala"): its script parameter
+    (impala.py or impala) or its run parameter (test_device.py's row) names it."""
+    return any(str(params_of(item).get(key, "")).startswith(script) for key in ("script", "run"))
 
 
 def spy_on(monkeypatch, owner, name, record):
