@@ -537,13 +537,18 @@ def test_the_loop_gives_the_agent_its_scale_batches_and_steps(tmp_path, monkeypa
     seeds, resets = spy_on_seeds(monkeypatch, sac)
     sac.main(sac.Args(env_id="BoxZeroToFour-v0", total_timesteps=12, num_envs=2,
                       learning_starts=6, gradient_steps=2, buffer_size=8, batch_size=5,
-                      hidden_size=8, seed=7, eval_episodes=0, output_dir=str(tmp_path)))
+                      hidden_size=8, seed=7, eval_episodes=0, learning_rate=0.004,
+                      critic_learning_rate=0.002, output_dir=str(tmp_path)))
     assert seeds == [7] and resets == [7]  # torch's and the training environments' seed
     assert scales == [(8, [2.0])] and made == [(8, 1, 1)] and draws == [5] * 8
     assert batches == [((5,), k) for k in range(1, 9)]  # update k after draw k
     (agent,) = agents  # the critics --hidden-size wide too
     assert {net.net[0].out_features for net in (agent.critic1, agent.critic2, agent.critic1_target,
                                                 agent.critic2_target)} == {8}
+    # and its rates: --critic-learning-rate the critics' and the temperature's, 0.002, and
+    # --learning-rate the actor's, 0.004
+    assert [o.param_groups[0]["lr"] for o in (agent.critic_optimizer, agent.actor_optimizer,
+                                              agent.alpha_optimizer)] == [0.002, 0.004, 0.002]
     assert [a for _, a in stored[6:]] == approx([0.0, 0.0, 0.1, 0.1, 0.2, 0.2])
     assert all(a not in (0.0, 0.1, 0.2) for _, a in stored[:6])  # uniform draws
 
