@@ -89,7 +89,9 @@ def ray_session():
 @pytest.fixture(autouse=True)
 def impala_joins_the_modules_ray(request):
     """A test of every script run on impala.py in this process (test_contract.py's and the
-    like, parametrized with script or run) joins the module's Ray (ray_session)."""
+    like, parametrized with script or run) joins the module's Ray (ray_session), started
+    before the test's body, so that a test's stand-in for os.kill (which Ray's start-up
+    calls) never meets Ray's start-up."""
     if runs(request.node, "impala"):
         request.getfixturevalue("ray_session")
 

@@ -62,25 +62,6 @@ def module_of(script):
     return importlib.import_module(os.path.splitext(script)[0])
 
 
-@pytest.fixture(autouse=True)
-def ray_for_impala(request):
-    """impala.py's actors are Ray actors: a local Ray is started before each of its tests here
-    unless one runs (every run of this process joins it), so that a test's stand-in for
-    os.kill (which Ray's start-up calls) never meets Ray's start-up."""
-    callspec = getattr(request.node, "callspec", None)
-    if callspec is not None and callspec.params.get("script") == "impala.py":
-        module_of("impala.py").start_ray(None)
-
-
-@pytest.fixture(scope="module", autouse=True)
-def no_ray_after_this_module():
-    """Ray stops when this file's tests end: the tests after them may fork (es.py's worker
-    processes), which a process with Ray's threads running should not (conftest.py)."""
-    yield
-    if "ray" in sys.modules and sys.modules["ray"].is_initialized():
-        sys.modules["ray"].shutdown()
-
-
 def run_folder(output_dir):
     (path,) = glob.glob(os.path.join(output_dir, "*"))
     return path

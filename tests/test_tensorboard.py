@@ -21,8 +21,7 @@ from tensorboard.util import tensor_util
 
 from conftest import ROOT, read_csv, script_path
 # impala.py's Ray: started before its tests here, stopped after this file (test_contract.py's)
-from test_contract import (SCRIPTS, TINY, module_of, no_ray_after_this_module,  # noqa: F401
-                           ray_for_impala, run_folder)
+from test_contract import SCRIPTS, TINY, module_of, run_folder
 
 # The names CleanRL's scripts give these quantities (ppo.py, dqn.py, td3_continuous_action.py,
 # sac_continuous_action.py, ppo_rnd_envpool.py): a column of the same meaning takes the same name.
