@@ -15,6 +15,7 @@ from conftest import (approx, check_an_evaluation_trains_nothing, check_episode_
                       check_named_and_tracked, check_replay_evaluations,
                       check_the_actor_acts_on_float64_observations_as_float32,
                       check_the_buffer_is_never_larger_than_the_budget,
+                      check_the_random_actions_fill_minus_one_to_one,
                       check_the_ring_of_field_tensors, check_whole_steps_budget, copies,
                       interrupt_on_call, moved_since, read_csv, received_actions,
                       run_folder_env, same_seed_episodes, spy_on, spy_on_acting, spy_on_seeds,
@@ -488,6 +489,11 @@ def test_the_loop_acts_with_a_sample_of_the_policy_scaled_to_the_bounds(tmp_path
     assert all(-1 <= a <= 1 for _, a in stored[:3]) and len({a for _, a in stored[:3]}) == 3
 
 
+
+def test_the_random_actions_before_learning_starts_fill_minus_one_to_one(tmp_path, monkeypatch):
+    # 60 warm-up draws a ~ U[-1, 1]: some below -0.5 and some above 0.5 (both missed with
+    # probability 2 * 0.75^60 = 6e-8), where U[0, 1] (the "* 2 - 1" dropped) has none below 0
+    check_the_random_actions_fill_minus_one_to_one(sac, tmp_path, monkeypatch)
 def test_the_evaluation_acts_greedily_with_tanh_mu_not_a_sample(tmp_path, monkeypatch):
     monkeypatch.setattr(sac, "Actor", StandInActor)
     spy_on_acting(sac, monkeypatch)
@@ -668,6 +674,36 @@ def test_a_row_without_an_actor_step_is_no_non_finite_loss(tmp_path):
                for u in updates)
 
 
+
+def test_update_rows_hold_the_means_since_the_last_row_and_one_after_the_last_step(
+        tmp_path, monkeypatch):
+    # Agent.update stands in with numbers that say which update n made them: critic1_loss n,
+    # critic2_loss 2n, q1_mean -n, alpha 0.5, and on every 3rd update an actor step with
+    # actor_loss 10n and entropy -n. One environment, learning from step 4 to 11 (updates
+    # 1..8), a row every 2 steps: at 4 (update 1), 6 (2, 3), 8 (4, 5), 10 (6, 7), and after
+    # the last step, 11 (8), although 11 - 10 < 2. Means: critic1 1, (2+3)/2 = 2.5, 4.5, 6.5,
+    # 8; critic2 twice those; actor NaN (none), 30 (update 3), NaN, 60 (update 6), NaN.
+    calls = []
+
+    def losses(self, obs, actions, rewards, terminated, next_obs):
+        calls.append(len(rewards))
+        n = len(calls)
+        return {"critic1_loss": n, "critic2_loss": 2 * n, "q1_mean": -n, "alpha": 0.5,
+                **({"actor_loss": 10 * n, "entropy": -n} if n % 3 == 0 else {})}
+
+    monkeypatch.setattr(sac.Agent, "update", losses)
+    sac.main(sac.Args(env_id="BoxCountToThree-v0", total_timesteps=11, learning_starts=4,
+                      batch_size=2, hidden_size=8, log_interval=2, eval_episodes=0,
+                      output_dir=str(tmp_path)))
+    rows = read_csv(next(tmp_path.glob("*/updates.csv")))
+    assert calls == [2] * 8
+    assert [(r["global_step"], r["critic1_loss"], r["critic2_loss"], r["q1_mean"],
+             r["actor_loss"], r["entropy"], r["alpha"]) for r in rows] == [
+        ("4", "1.0", "2.0", "-1.0", "nan", "nan", "0.5"),
+        ("6", "2.5", "5.0", "-2.5", "30.0", "-3.0", "0.5"),
+        ("8", "4.5", "9.0", "-4.5", "nan", "nan", "0.5"),
+        ("10", "6.5", "13.0", "-6.5", "60.0", "-6.0", "0.5"),
+        ("11", "8.0", "16.0", "-8.0", "nan", "nan", "0.5")]
 def test_same_seed_gives_the_same_episodes(tmp_path):
     rows = same_seed_episodes(lambda out: sac.main(sac.Args(
         env_id="my_envs:Slider-v0", total_timesteps=200, num_envs=2, learning_starts=40,
