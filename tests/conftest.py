@@ -764,8 +764,20 @@ def spy_on_acting(module, monkeypatch):
     return stored
 
 
+def rows_after_numbered_updates(module, tmp_path):
+    """updates.csv's rows of a run whose updates the test has replaced by a stand-in that
+    reports numbers made of n, the update's count: one environment of BoxCountToThree-v0,
+    11 steps, learning from step 4 (updates 1..8), a row every 2 steps and one after the
+    last step, although 11 - 10 < 2: at 4 (update 1), 6 (2, 3), 8 (4, 5), 10 (6, 7) and
+    11 (8). The means of n: 1, (2 + 3) / 2 = 2.5, 4.5, 6.5, 8."""
+    module.main(module.Args(env_id="BoxCountToThree-v0", total_timesteps=11, learning_starts=4,
+                            batch_size=2, hidden_size=8, log_interval=2, eval_episodes=0,
+                            output_dir=str(tmp_path)))
+    return read_csv(next(tmp_path.glob("*/updates.csv")))
+
+
 def check_the_random_actions_fill_minus_one_to_one(module, tmp_path, monkeypatch, **flags):
-    """ddpg_td3.py's and crossq.py's warm-up on BoxZeroToFour-v0: 61 steps, the first 60
+    """ddpg_td3.py's, sac.py's and crossq.py's warm-up on BoxZeroToFour-v0: 61 steps, the first 60
     before --learning-starts 60, a ~ U[-1, 1] each. A quarter of [-1, 1] lies above 0.5 and a
     quarter below -0.5; 60 uniform draws miss one of them with probability 2 * 0.75^60 = 6e-8
     (and the seed fixes the draws), while U[0, 1] / 2 - 1 stays in [-1, -0.5], U[0, 1] * 2 + 1

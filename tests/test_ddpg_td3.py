@@ -21,6 +21,7 @@ from conftest import (BoxCountingEnv, approx, check_a_batch_of_the_written_rows,
                       check_the_buffer_is_never_larger_than_the_budget,
                       check_the_random_actions_fill_minus_one_to_one, check_whole_steps_budget,
                       interrupt_on_call, read_csv, received_actions, replay_transitions,
+                      rows_after_numbered_updates,
                       same_seed_episodes, spy_on_acting, spy_on_seeds, tensor,
                       unreadable_checkpoints)
 
@@ -351,18 +352,14 @@ def test_ddpg_has_one_critic_and_updates_the_actor_every_step():
 
 def test_update_rows_hold_the_means_since_the_last_row(tmp_path, monkeypatch):
     # update() stands in with losses that say which gradient step n made them: critic n,
-    # q_mean -n, and on every 3rd step an actor step of loss 10n. One environment, learning
-    # from step 4 to 11 (gradient steps 1..8), a row every 2 steps: at 4 (step 1), 6 (2, 3),
-    # 8 (4, 5), 10 (6, 7), and after the last step, 11 (8), although 11 - 10 < 2. Means:
-    # critic 1, 2.5, 4.5, 6.5, 8; actor NaN (none), 30, NaN, 60, NaN.
+    # q_mean -n, and on every 3rd step an actor step of loss 10n. Rows at 4, 6, 8, 10 and 11
+    # (rows_after_numbered_updates): critic 1, 2.5, 4.5, 6.5, 8; actor NaN (none), 30, NaN,
+    # 60, NaN.
     def losses(batch, nets, critic_optimizer, actor_optimizer, args, n):
         return {"critic_loss": n, "q_mean": -n, **({"actor_loss": 10 * n} if n % 3 == 0 else {})}
 
     monkeypatch.setattr(ddpg_td3, "update", losses)
-    ddpg_td3.main(ddpg_td3.Args(env_id="BoxCountToThree-v0", total_timesteps=11, learning_starts=4,
-                                batch_size=2, hidden_size=8, log_interval=2, eval_episodes=0,
-                                output_dir=str(tmp_path)))
-    rows = read_csv(next(tmp_path.glob("*/updates.csv")))
+    rows = rows_after_numbered_updates(ddpg_td3, tmp_path)
     assert [(r["global_step"], r["critic_loss"], r["q_mean"], r["actor_loss"], r["gradient_steps"])
             for r in rows] == [("4", "1.0", "-1.0", "nan", "1"), ("6", "2.5", "-2.5", "30.0", "3"),
                                ("8", "4.5", "-4.5", "nan", "5"), ("10", "6.5", "-6.5", "60.0", "7"),

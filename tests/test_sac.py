@@ -18,6 +18,7 @@ from conftest import (approx, check_an_evaluation_trains_nothing, check_episode_
                       check_the_random_actions_fill_minus_one_to_one,
                       check_the_ring_of_field_tensors, check_whole_steps_budget, copies,
                       interrupt_on_call, moved_since, read_csv, received_actions,
+                      rows_after_numbered_updates,
                       run_folder_env, same_seed_episodes, spy_on, spy_on_acting, spy_on_seeds,
                       tensor, unreadable_checkpoints)
 
@@ -679,10 +680,9 @@ def test_update_rows_hold_the_means_since_the_last_row_and_one_after_the_last_st
         tmp_path, monkeypatch):
     # Agent.update stands in with numbers that say which update n made them: critic1_loss n,
     # critic2_loss 2n, q1_mean -n, alpha 0.5, and on every 3rd update an actor step with
-    # actor_loss 10n and entropy -n. One environment, learning from step 4 to 11 (updates
-    # 1..8), a row every 2 steps: at 4 (update 1), 6 (2, 3), 8 (4, 5), 10 (6, 7), and after
-    # the last step, 11 (8), although 11 - 10 < 2. Means: critic1 1, (2+3)/2 = 2.5, 4.5, 6.5,
-    # 8; critic2 twice those; actor NaN (none), 30 (update 3), NaN, 60 (update 6), NaN.
+    # actor_loss 10n and entropy -n. Rows at 4, 6, 8, 10 and 11 (rows_after_numbered_updates):
+    # critic1 1, 2.5, 4.5, 6.5, 8; critic2 twice those; actor NaN (none), 30 (update 3), NaN,
+    # 60 (update 6), NaN.
     calls = []
 
     def losses(self, obs, actions, rewards, terminated, next_obs):
@@ -692,10 +692,7 @@ def test_update_rows_hold_the_means_since_the_last_row_and_one_after_the_last_st
                 **({"actor_loss": 10 * n, "entropy": -n} if n % 3 == 0 else {})}
 
     monkeypatch.setattr(sac.Agent, "update", losses)
-    sac.main(sac.Args(env_id="BoxCountToThree-v0", total_timesteps=11, learning_starts=4,
-                      batch_size=2, hidden_size=8, log_interval=2, eval_episodes=0,
-                      output_dir=str(tmp_path)))
-    rows = read_csv(next(tmp_path.glob("*/updates.csv")))
+    rows = rows_after_numbered_updates(sac, tmp_path)
     assert calls == [2] * 8
     assert [(r["global_step"], r["critic1_loss"], r["critic2_loss"], r["q1_mean"],
              r["actor_loss"], r["entropy"], r["alpha"]) for r in rows] == [
@@ -704,6 +701,8 @@ def test_update_rows_hold_the_means_since_the_last_row_and_one_after_the_last_st
         ("8", "4.5", "9.0", "-4.5", "nan", "nan", "0.5"),
         ("10", "6.5", "13.0", "-6.5", "60.0", "-6.0", "0.5"),
         ("11", "8.0", "16.0", "-8.0", "nan", "nan", "0.5")]
+
+
 def test_same_seed_gives_the_same_episodes(tmp_path):
     rows = same_seed_episodes(lambda out: sac.main(sac.Args(
         env_id="my_envs:Slider-v0", total_timesteps=200, num_envs=2, learning_starts=40,
