@@ -554,6 +554,9 @@ def test_pairs_share_noise_and_all_members_share_the_start_states(tmp_path, monk
     assert signs == (1.0, -1.0, 1.0, -1.0, 0.0)             # two pairs, then theta itself
     assert seeds[0] == seeds[1] != seeds[2] == seeds[3]
     assert env_seeds[0] == env_seeds[1] == env_seeds[2] == env_seeds[3] and len(env_seeds[0]) == 2
+    # a member's 2 episodes start from 2 start states drawn apart (one state drawn once and
+    # repeated would play the same episode twice: a deterministic policy returns it twice)
+    assert env_seeds[0][0] != env_seeds[0][1]
     assert env_seeds[4] == env_seeds[0][:1]                 # theta plays the first start state
 
 
@@ -572,6 +575,17 @@ def test_the_seed_reaches_the_generators_the_members_and_the_evaluation(tmp_path
     assert seeded == [[7], [7]] and evaluated == [100_007]
     ((rng, state),) = drawn
     assert state == np.random.default_rng(7).bit_generator.state and trained == [rng]
+
+
+def test_an_evaluation_seeds_each_of_its_episodes_one_after_the_other(monkeypatch):
+    # evaluate(..., episodes 3, seed 7) resets its environment with seeds 7, 8 and 9, so that
+    # each episode starts from a state of its own (7 three times would play one episode three
+    # times). The linear policy W = [[0, 1]], b = [0, -1] takes action 1, which ends the
+    # episode, at the first observation x > 1: x = 2, return 3, in each.
+    seeds = spy_on(monkeypatch, CountingEnv, "reset", lambda self, seed=None, options=None: seed)
+    returns = es.evaluate(es.Policy(1, gym.spaces.Discrete(2)), np.array([0.0, 1.0, 0.0, -1.0]),
+                          None, "ESCountUntilActionOne-v0", 3, 7)
+    assert returns.tolist() == [3.0, 3.0, 3.0] and seeds == [7, 8, 9]
 
 
 # 1 episode a member as well as 2: theta's own result comes back last, after the members',
@@ -754,6 +768,24 @@ def test_stop_at_return_stops_after_the_generation_and_records_when(tmp_path, ca
     assert summary["solved_threshold"] == 1.0
     assert (f"solved_at_step {summary['solved_at_step']} (last-20 mean >= --stop-at-return 1)"
             in capsys.readouterr().out.splitlines()[-1])
+
+
+def test_stop_at_return_holds_once_reached_though_the_generation_s_later_episodes_fall_back(
+        tmp_path, monkeypatch):
+    # One generation of 22 members, each playing one episode of 1 step: members 1-20 return 1,
+    # members 21 and 22 return 0 (theta's own episode 0.5, which is not counted). After episode
+    # 20 the mean of the last 20 is 20 / 20 = 1 >= --stop-at-return 1: solved at step 20.
+    # Episodes 21 and 22 bring that mean to 19 / 20 = 0.95 and 18 / 20 = 0.9, below 1, yet the
+    # run stays solved: generation 1 is finished (22 steps) and no second one is played, though
+    # the budget of 44 steps would hold it.
+    member_returns = iter([1.0] * 20 + [0.0] * 24)
+    monkeypatch.setattr(es, "play_task", lambda env, policy, strategy, obs_stats, task: (
+        [next(member_returns) if task[1] else 0.5], [1], None))
+    summary = es.main(es.Args(population_size=22, total_timesteps=44, stop_at_return=1.0,
+                              num_workers=1, eval_episodes=0, output_dir=str(tmp_path)))
+    (path,) = tmp_path.iterdir()
+    assert summary["solved_at_step"] == 20 and summary["global_steps"] == 22
+    assert [int(u["generation"]) for u in read_csv(path / "updates.csv")] == [1]
 
 
 def test_exp_name_seed_and_track_name_the_run_folder_the_curve_and_the_wandb_run(
