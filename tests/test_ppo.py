@@ -281,13 +281,20 @@ def test_norm_reward_scales_what_the_buffer_learns_from_and_episodes_csv_keeps_r
     # discounted returns so far, G_0 = [1, 1] (2 environments), in a RunningMeanStd that starts
     # at mean 0, var 1, count 1e-4: with the batch (mean 1, var 0, count 2; total 2.0001),
     # var = (1e-4 * 1 + 2 * 0 + 1^2 * 1e-4 * 2 / 2.0001) / 2.0001 = 1.0e-4, and
-    # 1 / sqrt(1e-4 + 1e-8) = 99.995 is clipped to 10. The wrappers sit outside the episode
-    # statistics: episodes.csv keeps 3 steps of reward 1.
+    # 1 / sqrt(1e-4 + 1e-8) = 99.995 is clipped to 10. r_1 = 1 is divided by the std of the
+    # returns discounted by --gamma 0.5 (not Gymnasium's default 0.99): G_1 = 0.5 * 1 + 1 =
+    # [1.5, 1.5]; with the batch (mean 1.5, var 0, count 2; total 4.0001), delta = 1.5 -
+    # 2/2.0001 = 0.50005, var = (1.0e-4 * 2.0001 + 0.50005^2 * 2.0001 * 2 / 4.0001) / 4.0001
+    # = 0.25026 / 4.0001 = 0.062562 (the variance 0.0625 of 1, 1, 1.5, 1.5), and
+    # 1 / sqrt(0.062562) = 3.998; at 0.99, G_1 = 1.99 and 1 / sqrt(0.2451) = 2.020.
+    # The wrappers sit outside the episode statistics: episodes.csv keeps 3 steps of reward 1.
     rewards = spy_on(monkeypatch, ppo.RolloutBuffer, "gae", lambda self, *a: self.rewards.clone())
-    ppo.main(ppo.Args(env_id="CountToThree-v0", norm_reward=True, total_timesteps=8, num_envs=2,
-                      num_steps=4, num_minibatches=2, eval_episodes=0, output_dir=str(tmp_path)))
+    ppo.main(ppo.Args(env_id="CountToThree-v0", norm_reward=True, gamma=0.5, total_timesteps=8,
+                      num_envs=2, num_steps=4, num_minibatches=2, eval_episodes=0,
+                      output_dir=str(tmp_path)))
     (scaled,) = rewards
     assert scaled[0].tolist() == [10.0, 10.0] and (scaled[1:] != 1).all()
+    assert scaled[1].tolist() == pytest.approx([3.998, 3.998], abs=1e-3)
     assert (scaled.abs() <= 10).all()
     episodes = read_csv(next(tmp_path.glob("*/episodes.csv")))
     assert [(e["episode_return"], e["episode_length"]) for e in episodes] == [("3.0", "3")] * 2
@@ -409,6 +416,28 @@ def test_what_the_loop_gives_ppo_loss(norm_adv, tmp_path, monkeypatch):
 
 def test_evaluation_normalizes_observations_with_the_frozen_statistics():
     check_evaluation_normalizes_with_the_frozen_statistics(ppo)
+
+
+@pytest.mark.parametrize("continuous", [False, True])
+def test_the_evaluation_takes_the_policys_mode_not_a_sample(continuous, monkeypatch):
+    # An actor whose output is fixed: logits [0, 1], so a sample is action 1 with probability
+    # e / (1 + e) = 0.731 and 0 otherwise, where the mode is always 1; or a Gaussian of mean
+    # 2.5 and std exp(0) = 1 on BoxZeroToFour-v0 (actions in [0, 4]), whose mode is 2.5 and
+    # whose samples are never exactly 2.5. 10 episodes of 3 steps: 30 actions, all the mode
+    # (30 samples would all be 1 with probability 0.731^30 = 8e-5).
+    class Fixed(torch.nn.Module):
+        def forward(self, obs):
+            return torch.tensor([[2.5]] if continuous else [[0.0, 1.0]]).expand(len(obs), -1)
+
+    agent = ppo.Agent((1,), 1 if continuous else 2, continuous=continuous)
+    agent.actor = Fixed()
+    given = spy_on(monkeypatch, ppo, "to_env_action", lambda agent, actions, space: actions.tolist())
+    torch.manual_seed(0)
+    returns = ppo.evaluate(agent, ppo.ObsNormalizer((1,), enabled=False),
+                           "BoxZeroToFour-v0" if continuous else "CountToThree-v0", 10, 0,
+                           torch.device("cpu"))
+    assert returns.tolist() == [3.0] * 10
+    assert given == [[[2.5]] * 10 if continuous else [1] * 10] * 3
 
 
 # ---------------------------------------------------------------------------------------
