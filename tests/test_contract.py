@@ -16,6 +16,7 @@ import signal
 import sys
 import time
 
+import gymnasium as gym
 import numpy as np
 import pytest
 
@@ -796,7 +797,8 @@ def test_the_norm_reward_list_names_every_script_with_the_flag():
 def test_norm_reward_reaches_the_training_environments_alone_with_gamma(script, norm_reward,
                                                                         tmp_path, monkeypatch):
     # With --norm-reward the training environments (--num-envs 2) normalize by the return
-    # discounted by --gamma (0.9 here, no script's default); without it they do not, and the
+    # discounted by --gamma (0.9 here, no script's default; Gymnasium's NormalizeReward is
+    # given it, not its own 0.99); without it they do not, and the
     # other environments (the checks', ppo_rnd.py's random states', the evaluation's one
     # episode) never do. Either way episodes.csv keeps the environment's own returns:
     # CartPole's, 1 a step, equal to the episode's length (ppo_masked.py's without masks).
@@ -810,6 +812,8 @@ def test_norm_reward_reaches_the_training_environments_alone_with_gamma(script, 
         return make(*args, **kwargs)
 
     monkeypatch.setattr(module, "make_vector_env", spy)
+    wrapped = spy_on(monkeypatch, gym.wrappers.vector.NormalizeReward, "__init__",
+                     lambda self, env, gamma=0.99, epsilon=1e-8: gamma)
     monkeypatch.setattr(sys, "argv", [script, *TINY[script], "--env-id", "CartPole-v1",
                                       "--total-timesteps", "256", "--gamma", "0.9",
                                       "--eval-episodes", "1", "--output-dir", str(tmp_path),
@@ -818,6 +822,7 @@ def test_norm_reward_reaches_the_training_environments_alone_with_gamma(script, 
     module.main(module.parse_args())
     assert (2, 0.9 if norm_reward else None) in made
     assert [(n, gamma) for n, gamma in made if gamma is not None] == [(2, 0.9)] * norm_reward
+    assert wrapped == [0.9] * norm_reward
     episodes = read_csv(os.path.join(run_folder(str(tmp_path)), "episodes.csv"))
     assert episodes and all(float(e["episode_return"]) == float(e["episode_length"])
                             for e in episodes)
