@@ -331,6 +331,32 @@ def test_the_policy_step_weighs_the_log_probabilities_of_the_actions_taken(tmp_p
     assert logprob.detach().tolist() == pytest.approx(logprobs.tolist(), abs=1e-6)
 
 
+def test_each_policy_step_follows_its_own_batchs_gradient_alone(tmp_path, monkeypatch):
+    # Two batches of CountToThree-v0 (2 environments, 4 steps). The second batch's advantages
+    # reach vpg_loss multiplied by 0, so its loss is -mean(log pi * 0) = 0 at every weight
+    # and its gradient is exactly 0: the policy's Adam must step on zeros there (a gradient
+    # left from the first batch, not zeroed, would be added). The first batch's advantages,
+    # R - V of a critic at its random start, are not all 0, and neither is its gradient.
+    weighed, grads, original_loss = [], [], vpg.vpg_loss
+    monkeypatch.setattr(vpg, "vpg_loss", lambda logprob, adv: (
+        weighed.append(adv), original_loss(logprob, adv * (len(weighed) == 1)))[1])
+    original_step = torch.optim.Adam.step
+
+    def step(self, *args, **kwargs):
+        if self.param_groups[0]["lr"] == 0.003:  # the policy's Adam (the critic's: 0.0007)
+            grads.append([p.grad.clone() for p in self.param_groups[0]["params"]])
+        return original_step(self, *args, **kwargs)
+
+    monkeypatch.setattr(torch.optim.Adam, "step", step)
+    vpg.main(vpg.Args(env_id="CountToThree-v0", total_timesteps=16, num_envs=2, num_steps=4,
+                      vf_minibatches=2, learning_rate=0.003, vf_learning_rate=0.0007,
+                      norm_adv=False, eval_episodes=0, output_dir=str(tmp_path)))
+    first, second = grads
+    assert len(weighed) == 2 and weighed[0].abs().sum() > 0
+    assert all(g.abs().sum() > 0 for g in first[-2:])  # the actor's last layer
+    assert [g.abs().sum().item() for g in second] == [0.0] * 6  # 3 layers' weights, biases
+
+
 def test_norm_obs_statistics_see_each_acted_on_observation_and_normalize_the_final_one(
         tmp_path, monkeypatch):
     check_norm_obs_on_count_to_three(vpg, "advantages", tmp_path, monkeypatch)  # (conftest.py)
