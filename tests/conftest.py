@@ -764,6 +764,29 @@ def spy_on_acting(module, monkeypatch):
     return stored
 
 
+def check_the_evaluation_takes_the_policys_mode(module, agent, continuous, monkeypatch):
+    """The greedy evaluation of an on-policy script (its evaluate(agent, normalizer, env_id,
+    episodes, seed, device)) sends the policy's mode, never a sample. The agent's actor is
+    fixed: logits [0, 1], whose samples are action 1 with probability e / (1 + e) = 0.731
+    and 0 otherwise where the mode is always 1; or a Gaussian of mean 2.5 and std exp(0) = 1
+    on BoxZeroToFour-v0 (actions in [0, 4]), whose samples are never exactly 2.5. 10 episodes
+    of 3 steps: 30 actions, all the mode (30 samples would all be 1 with probability
+    0.731^30 = 8e-5)."""
+    class Fixed(torch.nn.Module):
+        def forward(self, obs):
+            return torch.tensor([[2.5]] if continuous else [[0.0, 1.0]]).expand(len(obs), -1)
+
+    agent.actor = Fixed()
+    given = spy_on(monkeypatch, module, "to_env_action",
+                   lambda agent, actions, space: actions.tolist())
+    torch.manual_seed(0)
+    returns = module.evaluate(agent, module.ObsNormalizer((1,), enabled=False),
+                              "BoxZeroToFour-v0" if continuous else "CountToThree-v0", 10, 0,
+                              torch.device("cpu"))
+    assert returns.tolist() == [3.0] * 10
+    assert given == [[[2.5]] * 10 if continuous else [1] * 10] * 3
+
+
 def rows_after_numbered_updates(module, tmp_path):
     """updates.csv's rows of a run whose updates the test has replaced by a stand-in that
     reports numbers made of n, the update's count: one environment of BoxCountToThree-v0,

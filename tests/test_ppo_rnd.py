@@ -11,7 +11,8 @@ import torch
 
 import ppo
 import ppo_rnd
-from conftest import (approx, check_an_evaluation_trains_nothing, check_evaluations,
+from conftest import (approx, check_an_evaluation_trains_nothing,
+                      check_the_evaluation_takes_the_policys_mode, check_evaluations,
                       check_every_evaluation_reads_the_running_statistics_and_leaves_them_alone,
                       check_named_and_tracked, check_the_epochs_kl_and_clipfrac, episode_rows,
                       interrupt_on_call, read_csv, same_seed_episodes, spy_on, spy_on_seeds,
@@ -511,6 +512,12 @@ def test_the_predictor_trains_on_the_rnd_inputs_of_the_rollout(watch):
     assert len(trained) == 2
     for x, b in zip(trained, seen["buffers"]):
         assert torch.equal(x, b["rnd_obs"].flatten(0, 1))
+
+
+@pytest.mark.parametrize("continuous", [False, True])
+def test_the_evaluation_takes_the_policys_mode_not_a_sample(continuous, monkeypatch):
+    agent = ppo_rnd.Agent(1, 1 if continuous else 2, continuous=continuous)
+    check_the_evaluation_takes_the_policys_mode(ppo_rnd, agent, continuous, monkeypatch)
 
 
 # ---------------------------------------------------------------------------------------

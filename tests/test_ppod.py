@@ -13,7 +13,8 @@ import torch
 
 import ppo
 import ppod
-from conftest import (CountingEnv, approx, check_an_evaluation_trains_nothing, check_evaluations,
+from conftest import (CountingEnv, approx, check_an_evaluation_trains_nothing,
+                      check_the_evaluation_takes_the_policys_mode, check_evaluations,
                       check_every_evaluation_reads_the_running_statistics_and_leaves_them_alone,
                       check_named_and_tracked, check_the_epochs_kl_and_clipfrac, detached,
                       episode_rows, interrupt_on_call, read_csv, same_seed_episodes, spy_on,
@@ -541,6 +542,12 @@ def test_target_kl_stops_the_epochs_and_no_anneal_lr_keeps_the_rate(target_kl, a
     assert [u["epochs"] for u in updates] == epochs
     assert [float(u["learning_rate"]) for u in updates] == approx(rates)
     assert len(saved) == 2
+
+
+@pytest.mark.parametrize("continuous", [False, True])
+def test_the_evaluation_takes_the_policys_mode_not_a_sample(continuous, monkeypatch):
+    agent = ppod.Agent(1, 1 if continuous else 2, continuous=continuous)
+    check_the_evaluation_takes_the_policys_mode(ppod, agent, continuous, monkeypatch)
 
 
 # ---------------------------------------------------------------------------------------

@@ -10,6 +10,7 @@ from torch.distributions import Categorical
 
 import trpo
 from conftest import (approx, check_an_evaluation_trains_nothing,
+                      check_the_evaluation_takes_the_policys_mode,
                       check_evaluation_normalizes_with_the_frozen_statistics, check_evaluations,
                       check_every_evaluation_reads_the_running_statistics_and_leaves_them_alone,
                       check_gaussian_actions_clipped_for_the_environment_only,
@@ -566,6 +567,12 @@ def test_norm_obs_statistics_see_each_acted_on_observation_and_normalize_the_fin
 def test_gaussian_actions_are_clipped_for_the_environment_only(tmp_path, monkeypatch):
     check_gaussian_actions_clipped_for_the_environment_only(trpo, "gae", tmp_path,
                                                            monkeypatch)  # (conftest.py)
+
+
+@pytest.mark.parametrize("continuous", [False, True])
+def test_the_evaluation_takes_the_policys_mode_not_a_sample(continuous, monkeypatch):
+    agent = trpo.Agent((1,), 1 if continuous else 2, continuous=continuous)
+    check_the_evaluation_takes_the_policys_mode(trpo, agent, continuous, monkeypatch)
 
 
 # ---------------------------------------------------------------------------------------

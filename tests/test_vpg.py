@@ -9,6 +9,7 @@ import torch
 
 import vpg
 from conftest import (approx, check_an_evaluation_trains_nothing,
+                      check_the_evaluation_takes_the_policys_mode,
                       check_evaluation_normalizes_with_the_frozen_statistics, check_evaluations,
                       check_every_evaluation_reads_the_running_statistics_and_leaves_them_alone,
                       check_gaussian_actions_clipped_for_the_environment_only,
@@ -425,24 +426,8 @@ def test_evaluation_normalizes_observations_with_the_frozen_statistics():
 
 @pytest.mark.parametrize("continuous", [False, True])
 def test_the_evaluation_takes_the_policys_mode_not_a_sample(continuous, monkeypatch):
-    # An actor whose output is fixed: logits [0, 1], so a sample is action 1 with probability
-    # e / (1 + e) = 0.731 and 0 otherwise, where the mode (argmax) is always 1; or a Gaussian
-    # of mean 2.5 and std exp(0) = 1 on BoxZeroToFour-v0 (actions in [0, 4]), whose mode is
-    # 2.5 and whose samples are never exactly 2.5. 10 episodes of 3 steps: 30 actions, all
-    # the mode (30 samples would all be 1 with probability 0.731^30 = 8e-5).
-    class Fixed(torch.nn.Module):
-        def forward(self, obs):
-            return torch.tensor([[2.5]] if continuous else [[0.0, 1.0]]).expand(len(obs), -1)
-
     agent = vpg.Agent((1,), 1 if continuous else 2, continuous=continuous)
-    agent.actor = Fixed()
-    given = spy_on(monkeypatch, vpg, "to_env_action", lambda agent, actions, space: actions.tolist())
-    torch.manual_seed(0)
-    returns = vpg.evaluate(agent, vpg.ObsNormalizer((1,), enabled=False),
-                           "BoxZeroToFour-v0" if continuous else "CountToThree-v0", 10, 0,
-                           torch.device("cpu"))
-    assert returns.tolist() == [3.0] * 10
-    assert given == [[[2.5]] * 10 if continuous else [1] * 10] * 3
+    check_the_evaluation_takes_the_policys_mode(vpg, agent, continuous, monkeypatch)
 
 
 # ---------------------------------------------------------------------------------------
