@@ -335,15 +335,19 @@ def test_update_starts_each_chunk_from_its_stored_state(one_update):
     assert not torch.allclose(mid[0], buffer["h"][7, 0], atol=1e-4)
 
 
-def test_the_first_minibatch_reproduces_what_the_rollout_stored(tmp_path, monkeypatch):
+@pytest.mark.parametrize("chunk_length", [4, 1])
+def test_the_first_minibatch_reproduces_what_the_rollout_stored(chunk_length, tmp_path,
+                                                                 monkeypatch):
     # CountToFive-v0, T = 8, L = 4: each environment's chunk of steps 4..7 holds an episode
     # start at step 5. One minibatch of all 4 chunks comes before any gradient step, so
     # re-running each chunk from its stored first state, reset at step 5, must give the
     # log-probabilities and values of acting: newlogprob = oldlogprob, and, with
-    # --no-norm-adv, newvalue = returns - advantages (R_t = A_t + V(s_t) stored).
+    # --no-norm-adv, newvalue = returns - advantages (R_t = A_t + V(s_t) stored). L = 1 (legal:
+    # it divides T) makes 2 * 8 = 16 chunks of one step, each run from its own stored state:
+    # steps and envs are [1, 16], so the first states are read at envs[0], there is no envs[1].
     calls = spy_on(monkeypatch, ppo_lstm, "ppo_loss", detached)
     ppo_lstm.main(ppo_lstm.Args(env_id="CountToFive-v0", total_timesteps=16, num_envs=2,
-                                num_steps=8, data_chunk_length=4, num_minibatches=1,
+                                num_steps=8, data_chunk_length=chunk_length, num_minibatches=1,
                                 update_epochs=1, norm_adv=False, eval_episodes=0,
                                 output_dir=str(tmp_path)))
     first = calls[0]
@@ -661,17 +665,21 @@ def test_without_anneal_lr_the_rate_stays_and_so_does_the_learning(tmp_path):
     assert constant[0] == annealed[0] and constant[1][1:] != annealed[1][1:]
 
 
-@pytest.mark.parametrize("anneal_clip, expected", [(True, [0.2, 0.15, 0.1, 0.05, 0.0]),
-                                                    (False, [0.2] * 5)])
-def test_anneal_clip_decays_epsilon_with_the_learning_rate(anneal_clip, expected, tmp_path,
-                                                           monkeypatch):
+@pytest.mark.parametrize("anneal_clip, anneal_steps, expected", [
+    (True, 128, [0.2, 0.15, 0.1, 0.05, 0.0]), (False, 128, [0.2] * 5),
+    (True, 16, [0.2, 0.0, 0.0, 0.0, 0.0])])
+def test_anneal_clip_decays_epsilon_with_the_learning_rate(anneal_clip, anneal_steps, expected,
+                                                           tmp_path, monkeypatch):
     # --clip-coef 0.2 over --anneal-steps 128 = 4 rollouts of 2 * 16 = 32 steps, 5 rollouts:
     # with --anneal-clip rollout i (from 1) clips at 0.2 * max(0, 1 - (i - 1) / 4) = 0.2, 0.15,
-    # 0.1, 0.05, then 0 (not -0.05); without it at 0.2 throughout. Each rollout is 4 chunks of
-    # 8 steps in 2 minibatches, so ppo_loss gets each value twice, and updates.csv logs it.
+    # 0.1, 0.05, then 0 (not -0.05); without it at 0.2 throughout. --anneal-steps 16, less
+    # than one rollout (16 // 32 = 0), anneals over one: 0.2 * max(0, 1 - (i - 1) / 1) = 0.2,
+    # then 0 (over two, as max(2, ...) would, the second rollout would clip at 0.1). Each
+    # rollout is 4 chunks of 8 steps in 2 minibatches, so ppo_loss gets each value twice, and
+    # updates.csv logs it.
     calls = spy_on(monkeypatch, ppo_lstm, "ppo_loss", detached)
     ppo_lstm.main(ppo_lstm.Args(num_envs=2, num_steps=16, update_epochs=1, eval_episodes=0,
-                                total_timesteps=160, anneal_steps=128, clip_coef=0.2,
+                                total_timesteps=160, anneal_steps=anneal_steps, clip_coef=0.2,
                                 anneal_clip=anneal_clip, output_dir=str(tmp_path)))
     assert [c["clip_coef"] for c in calls] == pytest.approx([e for e in expected for _ in "ab"])
     rows = read_csv(next(tmp_path.glob("*/updates.csv")))
