@@ -664,6 +664,7 @@ def main(args: Args) -> dict:
         raise KeyboardInterrupt  # the run folder is written; the command line exits with 130
     return summary
 
+
 # ---------------------------------------------------------------------------------------
 # Plumbing: checks, run folder, evaluation, checkpoints (not needed to follow the algorithm)
 # ---------------------------------------------------------------------------------------

@@ -181,6 +181,7 @@ def script_path(script):
     """The file that runs for "ppo.py": the --script-file copy if one was given."""
     return SCRIPT_FILES.get(os.path.splitext(script)[0], os.path.join(ROOT, script))
 
+
 SUMMARY_KEYS = {"algorithm", "env_id", "seed", "global_steps", "wall_time_s",
                 "train_return_last20", "eval_return_mean", "eval_return_std", "eval_episodes",
                 "solved_threshold", "solved_at_step", "solved_at_time_s", "interrupted"}

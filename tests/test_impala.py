@@ -596,6 +596,7 @@ def test_sync_gives_the_same_episodes_twice_and_the_run_writes_every_file(
     monkeypatch.setattr(impala.ActorPool, "publish", lambda self, agent, version: published.update(
         {version: copy.deepcopy(agent.state_dict())}) or publish(self, agent, version))
     delivered, next_rollout = [], impala.ActorPool.next
+
     def spy_next(self):
         got = next_rollout(self)
         delivered.append(got[1])

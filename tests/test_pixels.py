@@ -242,6 +242,8 @@ gym.register("PixelBars-v0", entry_point=Bars)
 gym.register("PixelBarsFlat-v0", entry_point=flat_bars)
 gym.register("SquareImage-v0", entry_point=SquareImage)
 gym.register("PixelCatch-v0", entry_point=Catch)
+
+
 class Uint8Cells(BoolCells):
     """BoolCells' frames as uint8 cells in a Box whose top is 1 (MinAtar's GitHub code)."""
     observation_space = gym.spaces.Box(0, 1, (10, 10, 2), dtype=np.uint8)

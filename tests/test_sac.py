@@ -490,11 +490,12 @@ def test_the_loop_acts_with_a_sample_of_the_policy_scaled_to_the_bounds(tmp_path
     assert all(-1 <= a <= 1 for _, a in stored[:3]) and len({a for _, a in stored[:3]}) == 3
 
 
-
 def test_the_random_actions_before_learning_starts_fill_minus_one_to_one(tmp_path, monkeypatch):
     # 60 warm-up draws a ~ U[-1, 1]: some below -0.5 and some above 0.5 (both missed with
     # probability 2 * 0.75^60 = 6e-8), where U[0, 1] (the "* 2 - 1" dropped) has none below 0
     check_the_random_actions_fill_minus_one_to_one(sac, tmp_path, monkeypatch)
+
+
 def test_the_evaluation_acts_greedily_with_tanh_mu_not_a_sample(tmp_path, monkeypatch):
     monkeypatch.setattr(sac, "Actor", StandInActor)
     spy_on_acting(sac, monkeypatch)
@@ -673,7 +674,6 @@ def test_a_row_without_an_actor_step_is_no_non_finite_loss(tmp_path):
     assert [u["actor_loss"] == "nan" for u in updates] == [True, False] * 5 + [True]
     assert all(math.isfinite(float(u["critic1_loss"]) + float(u["critic2_loss"]))
                for u in updates)
-
 
 
 def test_update_rows_hold_the_means_since_the_last_row_and_one_after_the_last_step(
