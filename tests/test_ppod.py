@@ -135,6 +135,19 @@ def test_reward_demos_evict_value_demos_first_and_the_threshold_rises():
     assert all(d is not older for _, d in buffers.reward) and buffers.reward[-1][1] is newer
 
 
+@pytest.mark.parametrize("rising", [False, True])
+def test_a_reward_demo_that_only_fills_the_buffers_evicts_nothing(rising):
+    # capacity 3: the given demo (-5) and a value demo (m = 3), then -4 >= threshold -5 joins:
+    # 3 episodes, not over capacity, so all three stay, under either rule, and the threshold
+    # stays -5 (with --rising-threshold the lowest return kept, min(-5, -4) = -5)
+    buffers = ppod.DemoBuffers([episode(-5.0)], capacity=3, rho=0.3, phi=0.2, alpha=1.0, seed=0,
+                               rising=rising)
+    assert buffers.admit(episode(-9.0), max_value=3.0) == "value"
+    assert buffers.admit(episode(-4.0), max_value=0.0) == "reward"
+    assert [r for r, _ in buffers.reward] == [-5.0, -4.0] and [m for m, _ in buffers.value] == [3.0]
+    assert len(buffers) == 3 and buffers.threshold == -5.0
+
+
 def test_given_demo_stays_and_the_oldest_agent_demo_leaves():
     given = episode(-5.0)
     buffers = ppod.DemoBuffers([given], capacity=3, rho=0.3, phi=0.2, alpha=1.0, seed=0)
@@ -529,10 +542,12 @@ def test_target_kl_stops_the_epochs_and_no_anneal_lr_keeps_the_rate(target_kl, a
     # No replays. 4 epochs of 2 minibatches: the first minibatch of an update comes before
     # its first gradient step (KL 0), the second after one (KL > 0), so the first epoch's
     # mean KL is above 1e-9 and --target-kl 1e-9 stops each update after it. The reward
-    # demos are written every --save-demos-every 2 updates (at the second) and at the end.
+    # demos are written every --save-demos-every 2 updates (at the second, updates.csv then
+    # holding 2 rows, not at the first) and at the end (2 rows).
     # --learning-rate 2e-3, not the default 1e-3.
     saved, save = [], ppod.save_reward_demos
-    monkeypatch.setattr(ppod, "save_reward_demos", lambda *a: (saved.append(1), save(*a)))
+    monkeypatch.setattr(ppod, "save_reward_demos", lambda path, *a: (
+        saved.append(len(read_csv(os.path.join(path, "updates.csv")))), save(path, *a)))
     ppod.main(ppod.Args(env_id="CountToThree-v0", demos_dir=count_demos, rho=0.0, phi=0.0,
                         total_timesteps=32, num_envs=2, num_steps=8, num_minibatches=2,
                         update_epochs=4, target_kl=target_kl, anneal_lr=anneal_lr,
@@ -541,7 +556,7 @@ def test_target_kl_stops_the_epochs_and_no_anneal_lr_keeps_the_rate(target_kl, a
     updates = read_csv(next(tmp_path.glob("*/updates.csv")))
     assert [u["epochs"] for u in updates] == epochs
     assert [float(u["learning_rate"]) for u in updates] == approx(rates)
-    assert len(saved) == 2
+    assert saved == [2, 2]
 
 
 @pytest.mark.parametrize("continuous", [False, True])
@@ -592,7 +607,12 @@ def test_smoke_run_writes_every_file_and_its_model_evaluates_and_records(tmp_pat
     path, episodes, updates = check_run_folder(summary, args.output_dir, "ppod", model=True)
     assert summary["env_id"] == "MountainCar-v0" and summary["global_steps"] >= 1024
     assert {"policy_loss", "value_loss", "approx_kl", "demo_fraction", "rho", "phi", "threshold",
-            "reward_demos", "value_demos"} <= set(updates[0])
+            "reward_demos", "value_demos", "entropy", "clipfrac", "learning_rate",
+            "explained_variance", "epochs"} <= set(updates[0])
+    for u in updates:  # every diagnostic is a number; 2 epochs each time (no --target-kl)
+        assert all(math.isfinite(float(u[k])) for k in ("policy_loss", "value_loss", "entropy",
+                   "approx_kl", "clipfrac", "learning_rate", "demo_fraction"))
+        assert int(u["epochs"]) == 2
     assert all(e["episode_length"] == "200" for e in episodes)  # real episodes, no replays
     assert any(float(u["demo_fraction"]) > 0 for u in updates)
     space = gym.make("MountainCar-v0").action_space
@@ -767,9 +787,13 @@ def test_record_demo_from_a_ppo_checkpoint(tmp_path, count_demos):
     assert demo.observations[:, 0].tolist() == [0, 1, 2, 3] and demo.terminated is False
 
 
-def test_continuous_actions_are_replayed_as_recorded(tmp_path, rollouts):
+def test_continuous_actions_are_replayed_as_recorded_and_read_back_by_the_update(
+        tmp_path, rollouts, monkeypatch):
     # A Pendulum demo recorded from an untrained ppo.py policy: 200 steps, cut by the time
-    # limit. Wherever a slot replays it, the rollout holds the demo's action vectors.
+    # limit. Wherever a slot replays it, the rollout holds the demo's action vectors. The
+    # first minibatch comes before any gradient step, so on the agent's rows (log pi != 0)
+    # the update's log pi of the [B, 1] action vectors it reads back is the stored one
+    # (actions flattened to [B] would broadcast against the [B, 1] mean into [B, B]).
     model = str(tmp_path / "ppo.pt")
     ppo.save_checkpoint(model, ppo.Agent((3,), 1, True), ppo.ObsNormalizer((3,), False),
                         ppo.Args(env_id="Pendulum-v1"))
@@ -777,6 +801,7 @@ def test_continuous_actions_are_replayed_as_recorded(tmp_path, rollouts):
     ppod.main(ppod.Args(env_id="Pendulum-v1", record_demo_from=model, demos_dir=demos_dir))
     (demo,) = ppod.load_demos(demos_dir, (3,), gym.make("Pendulum-v1").action_space)
     assert demo.terminated is False and demo.actions.shape == (200, 1)
+    calls = spy_on(monkeypatch, ppod, "ppo_loss", detached)
     ppod.main(ppod.Args(env_id="Pendulum-v1", demos_dir=demos_dir, rho=0.5, phi=0.0,
                         norm_obs=False, total_timesteps=800, num_envs=2, num_steps=200,
                         num_minibatches=2, update_epochs=1, eval_episodes=0,
@@ -788,6 +813,10 @@ def test_continuous_actions_are_replayed_as_recorded(tmp_path, rollouts):
         assert torch.equal(obs, torch.from_numpy(demo.observations[:200]))
         assert torch.equal(actions, torch.from_numpy(demo.actions))
         assert truncated.tolist() == [False] * 199 + [True]
+    first = calls[0]
+    own = first["oldlogprob"] != 0
+    assert own.any() and first["newlogprob"].shape == own.shape == (200,)  # 400 rows / 2
+    assert torch.allclose(first["newlogprob"][own], first["oldlogprob"][own], atol=1e-5)
 
 
 def test_stop_at_return_counts_real_episodes_only(tmp_path, count_demos):
