@@ -102,10 +102,17 @@ def params_of(item):
     return callspec.params if callspec is not None else {}
 
 
+RUNS_THE_SCRIPTS = {"test_contract.py", "test_tensorboard.py", "test_device.py"}
+"""the modules whose tests of every script run it in this process (test_site.py's and
+test_exercises.py's read its text)"""
+
+
 def runs(item, script):
-    """Whether a test of every script runs this one ("impala"): its script parameter
-    (impala.py or impala) or its run parameter (test_device.py's row) names it."""
-    return any(str(params_of(item).get(key, "")).startswith(script) for key in ("script", "run"))
+    """Whether a test of every script runs this one ("impala") in this process: its module
+    is one of RUNS_THE_SCRIPTS and its script parameter (impala.py or impala) or its run
+    parameter (test_device.py's row) names it."""
+    return item.path.name in RUNS_THE_SCRIPTS and any(
+        str(params_of(item).get(key, "")).startswith(script) for key in ("script", "run"))
 
 
 def spy_on(monkeypatch, owner, name, record):
