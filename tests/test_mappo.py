@@ -576,6 +576,36 @@ def test_explained_variance_uses_the_statistics_the_values_were_made_with(loss_s
     assert float(row["explained_variance"]) == approx(1 - 23.5 / 20.25)
 
 
+def test_as_explained_variance_counts_the_active_agents_only(loss_spy, tmp_path):
+    # AS: the returns of the AS test above, short [1.5, 1.5, 1.5, 1.5] and long [8.5, 7, 5,
+    # 2.5], the values V = k = [0, 1, 2, 0] for each agent. The 6 active entries (short at
+    # steps 0 and 3, long at all 4):
+    #   returns 1.5, 8.5, 7, 5, 1.5, 2.5: mean 26/6, deviations (in sixths) -17, 25, 16, 4,
+    #   -17, -11, squares 289 + 625 + 256 + 16 + 289 + 121 = 1596 (/36)
+    #   errors R - V 1.5, 8.5, 6, 3, 1.5, 2.5: mean 23/6, deviations (in sixths) -14, 28, 13,
+    #   -5, -14, -8, squares 196 + 784 + 169 + 25 + 196 + 64 = 1434 (/36)
+    #   explained variance = 1 - 1434/1596 = 0.101504
+    # (over all 8 entries, short's done steps 1 and 2 with errors 0.5 and -0.5 counted: returns
+    # mean 29/8, squares 56.375; errors mean 23/8, squares 62.375; 1 - 62.375/56.375 = -0.106430)
+    loss_spy(critic_state="as")
+    (row,) = read_csv(next(tmp_path.glob("*/updates.csv")))
+    assert float(row["explained_variance"]) == approx(1 - 1434 / 1596)
+
+
+def test_update_rows_hold_the_learning_rate_and_the_return_statistics(loss_spy, tmp_path):
+    # EP, two updates, --anneal-lr from 2e-3: the first update steps at 2e-3 * (1 - 0/2) =
+    # 2e-3, the second at 2e-3 * (1 - 1/2) = 1e-3. The value norm's statistics after each
+    # update (the tests above): mean 5.75 and std 2.25 after the first rollout's returns
+    # [8.5, 7, 5, 2.5], mean 10 and std sqrt(174.125/8) = sqrt(21.765625) = 4.665364 after
+    # the second's [16.5, 14.5, 13.75, 12.25] joined them.
+    loss_spy(total_timesteps=8, anneal_lr=True, learning_rate=2e-3)
+    rows = read_csv(next(tmp_path.glob("*/updates.csv")))
+    assert {"learning_rate", "return_mean", "return_std"} <= set(rows[0])
+    assert [float(r["learning_rate"]) for r in rows] == approx([2e-3, 1e-3])
+    assert [float(r["return_mean"]) for r in rows] == approx([5.75, 10])
+    assert [float(r["return_std"]) for r in rows] == approx([2.25, 4.665364])
+
+
 # ---------------------------------------------------------------------------------------
 # Your own environment: module:function (tests/my_envs.py's team_env has no state())
 # ---------------------------------------------------------------------------------------
