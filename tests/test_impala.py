@@ -302,6 +302,23 @@ def test_one_actor_lags_one_update_too(tmp_path, local_actors):
     assert [r["version"] for r in actors.delivered] == [0, 0, 1, 2]
 
 
+def test_a_batchs_row_holds_the_mean_and_the_max_of_its_rollouts_lags(tmp_path, local_actors):
+    # One actor, 2 rollouts a batch, asked again as soon as it delivers (before the step):
+    #   v0 published; rollouts 1 and 2 played with v0 (2 asked while v0 was the newest),
+    #   learned at version 0: lags [0, 0] -> mean 0, max 0                       -> version 1
+    #   rollout 3 asked after that step's batch was taken, so with v0; rollout 4 with v1;
+    #   learned at 1: lags [1, 0] -> mean 0.5, max 1                             -> version 2
+    #   rollout 5 with v1, rollout 6 with v2, learned at 2: lags [1, 0] -> 0.5, 1
+    impala.main(impala.Args(total_timesteps=3 * 2 * 2 * 8, num_envs=2, num_steps=8,
+                            hidden_size=8, num_actors=1, rollouts_per_batch=2, sync=True,
+                            eval_episodes=0, output_dir=str(tmp_path)))
+    updates = read_csv(next(tmp_path.glob("*/updates.csv")))
+    assert [float(r["policy_lag"]) for r in updates] == [0, 0.5, 0.5]
+    assert [r.get("policy_lag_max") for r in updates] == ["0", "1", "1"]  # (None: no column)
+    (actors,) = local_actors
+    assert [r["version"] for r in actors.delivered] == [0, 0, 0, 1, 1, 2]
+
+
 def test_the_learner_steps_as_the_module_docstring_says(tmp_path, local_actors, monkeypatch):
     # At the default flags: Adam with eps 1e-5, the gradient's global norm clipped at 0.5 at
     # every step, and the learning rate falling linearly to 0 over the 4 updates,
