@@ -401,9 +401,14 @@ def test_the_loop_gives_the_math_its_flags_and_steps_every_parameter(tmp_path, m
     # its first epoch of 3 (the second minibatch comes after a gradient step: KL > 0); the
     # training environments discount --norm-reward's return (on by default) by --gamma.
     # --seed 7 seeds torch and the training environments, the final evaluation's at 100,007.
+    # --max-grad-norm 1e-3 is below the norm g of every gradient here, so clipping scales
+    # each to norm 1e-3 * g / (g + 1e-6) = 1e-3 (within 1e-6 of it), the norm Adam's step
+    # must find (clipped after the step instead, it would find g itself).
     calls = spy_on(monkeypatch, ppo_lstm, "ppo_loss", detached)
     gae = spy_on(monkeypatch, ppo_lstm, "compute_gae", lambda *a: a[5:7])  # gamma, lambda
     norms = spy_on(monkeypatch, torch.nn.utils, "clip_grad_norm_", lambda params, norm: norm)
+    stepped = spy_on(monkeypatch, torch.optim.Adam, "step", lambda self, *a, **k: torch.cat([
+        p.grad.flatten() for g in self.param_groups for p in g["params"]]).norm().item())
     made = spy_on(monkeypatch, ppo_lstm, "make_vector_env",
                   lambda env_id, num_envs, reward_gamma=None, *rest, **kw: reward_gamma)
     agents = spy_on(monkeypatch, ppo_lstm, "train", lambda args, agent, *rest: agent)
@@ -413,12 +418,13 @@ def test_the_loop_gives_the_math_its_flags_and_steps_every_parameter(tmp_path, m
     ppo_lstm.main(ppo_lstm.Args(env_id="CountToFive-v0", total_timesteps=16, num_envs=2,
                                 num_steps=8, data_chunk_length=4, num_minibatches=2,
                                 update_epochs=3, target_kl=1e-9, gamma=0.9, gae_lambda=0.6,
-                                ent_coef=0.03, vf_coef=0.7, max_grad_norm=0.35, seed=7,
+                                ent_coef=0.03, vf_coef=0.7, max_grad_norm=1e-3, seed=7,
                                 eval_episodes=2, output_dir=str(tmp_path)))
     assert gae == [(0.9, 0.6)] and made == [0.9, None]  # training's, then the evaluation's
     assert seeds == [7] and resets == [7, 100_007]
     assert [(c["ent_coef"], c["vf_coef"]) for c in calls] == [(0.03, 0.7)] * 2
-    assert norms == [0.35] * 2
+    assert norms == [1e-3] * 2
+    assert stepped == pytest.approx([1e-3] * 2, rel=1e-5)
     (update,) = read_csv(next(tmp_path.glob("*/updates.csv")))
     assert update["epochs"] == "1"
     (agent,) = agents
