@@ -671,6 +671,23 @@ def test_an_evaluation_of_a_checkpoint_trains_nothing(tmp_path, capsys):
                                        tiny=ONE_ROLLOUT_OF_SIX)
 
 
+def test_an_evaluated_checkpoint_is_restored_into_a_network_of_its_own_width(tmp_path,
+                                                                           monkeypatch):
+    # A model 8 wide (--hidden-size 8) evaluated with no --hidden-size (the default 64): the
+    # agent handed to restore has the model's 8 units in the first hidden layer of the actor
+    # and of the critic. restore is stood in by a recorder, so a network of the flag's width
+    # fails here, not as load_state_dict's size mismatch (a UsageError) before any assertion.
+    model = tmp_path / "model.pt"
+    pm.save_checkpoint(model, pm.Agent(1, 4, hidden_size=8),
+                       pm.Args(env_id="MaskedCounter-v0", hidden_size=8))
+    widths = []
+    monkeypatch.setattr(pm, "restore", lambda checkpoint, agent, args: widths.append(
+        [net[0].out_features for net in (agent.actor, agent.critic)]))
+    pm.main(pm.Args(env_id="MaskedCounter-v0", eval_checkpoint=str(model), eval_episodes=1,
+                    output_dir=str(tmp_path / "eval")))
+    assert widths == [[8, 8]]
+
+
 def test_same_seed_gives_the_same_episodes(tmp_path):
     rows = same_seed_episodes(lambda out: pm.main(pm.Args(
         total_timesteps=4096, num_envs=16, num_steps=32, eval_episodes=0, output_dir=out)),
@@ -682,7 +699,7 @@ def test_same_seed_gives_the_same_episodes(tmp_path):
 # Watching a run: --eval-every and the progress line
 # ---------------------------------------------------------------------------------------
 def test_eval_every_writes_rows_keeps_the_best_model_and_leaves_training_alone(
-        fresh_env_module, tmp_path):
+        fresh_env_module, tmp_path, monkeypatch):
     # 3 environments step global_step by 3: 3, 6, ..., 864 (9 rollouts of 3 * 32 steps).
     # A row each time it crosses a multiple of 100: at 102 (34 * 3, past 100), 201, 300,
     # 402, 501, 600, 702 and 801; 864 crosses none. On GridWorld (the greedy walk takes the
@@ -692,7 +709,12 @@ def test_eval_every_writes_rows_keeps_the_best_model_and_leaves_training_alone(
     args = pm.Args(env_id=f"{fresh_env_module}:GridWorld-v0", no_mask=True, total_timesteps=864,
                    num_envs=3, num_steps=32, num_minibatches=2, eval_every=100,
                    eval_episodes=2, save_model=True, seed=1)
+    seeds = spy_on(monkeypatch, pm, "evaluate", lambda agent, env_id, episodes, seed, *rest: seed)
     check_evaluations(pm.main, args, tmp_path, [102, 201, 300, 402, 501, 600, 702, 801])
+    # Every evaluation plays from --seed + 100000 = 1 + 100000 = 100001, never the training
+    # environments' --seed 1: the run with --eval-every 8 (its rows) + 1 (the final one), the
+    # run without 1, the best model's 1: 8 + 1 + 1 + 1 = 11 evaluations
+    assert seeds == [100_001] * 11
 
 
 # ---------------------------------------------------------------------------------------
