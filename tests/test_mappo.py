@@ -374,12 +374,15 @@ def test_truncation_at_max_cycles_keeps_the_true_final_state():
     assert not np.allclose(out.state, out.final_state)
 
 
-def test_runs_of_nearby_seeds_do_not_share_start_states():
+def test_copies_and_runs_of_nearby_seeds_do_not_share_start_states():
     # with copy seeds seed + n, run 2's copy 0 would start where run 1's copy 1 does
     spec = mappo.check_env("simple_spread_v3")
     starts = [mappo.LockstepEnvs("simple_spread_v3", 2, spec, 25).reset(seed)[1] for seed in (1, 2, 1)]
     assert np.array_equal(starts[0], starts[2])  # the same seed: the same start
     assert not np.allclose(starts[0][1], starts[1][0]) and not np.allclose(starts[0], starts[1])
+    # and within one run each copy gets a seed of its own from the run's: with every copy
+    # reset at the run's seed, the N copies would play one start state N times
+    assert not np.allclose(starts[0][0], starts[0][1])
 
 
 # ---------------------------------------------------------------------------------------
