@@ -807,6 +807,34 @@ def rows_after_numbered_updates(module, tmp_path):
     return read_csv(next(tmp_path.glob("*/updates.csv")))
 
 
+def check_the_rows_of_numbered_agent_updates(module, tmp_path, monkeypatch):
+    """sac.py's and crossq.py's updates.csv, each row the mean of the updates since the row
+    before. Agent.update stands in with numbers that say which update n made them:
+    critic1_loss n, critic2_loss 2n, q1_mean -n, alpha 0.5, and on every 3rd update an actor
+    step with actor_loss 10n and entropy -n. Rows at 4, 6, 8, 10 and 11
+    (rows_after_numbered_updates): critic1 1, (2 + 3) / 2 = 2.5, 4.5, 6.5, 8; critic2 twice
+    those; actor NaN (none), 30 (update 3), NaN, 60 (update 6), NaN. (Means since the start
+    would give critic1 1, (1 + 2 + 3) / 3 = 2, 3, 4, 4.5.)"""
+    calls = []
+
+    def losses(self, obs, actions, rewards, terminated, next_obs):
+        calls.append(len(rewards))
+        n = len(calls)
+        return {"critic1_loss": n, "critic2_loss": 2 * n, "q1_mean": -n, "alpha": 0.5,
+                **({"actor_loss": 10 * n, "entropy": -n} if n % 3 == 0 else {})}
+
+    monkeypatch.setattr(module.Agent, "update", losses)
+    rows = rows_after_numbered_updates(module, tmp_path)
+    assert calls == [2] * 8  # --batch-size 2
+    assert [(r["global_step"], r["critic1_loss"], r["critic2_loss"], r["q1_mean"],
+             r["actor_loss"], r["entropy"], r["alpha"]) for r in rows] == [
+        ("4", "1.0", "2.0", "-1.0", "nan", "nan", "0.5"),
+        ("6", "2.5", "5.0", "-2.5", "30.0", "-3.0", "0.5"),
+        ("8", "4.5", "9.0", "-4.5", "nan", "nan", "0.5"),
+        ("10", "6.5", "13.0", "-6.5", "60.0", "-6.0", "0.5"),
+        ("11", "8.0", "16.0", "-8.0", "nan", "nan", "0.5")]
+
+
 def check_the_random_actions_fill_minus_one_to_one(module, tmp_path, monkeypatch, **flags):
     """ddpg_td3.py's, sac.py's and crossq.py's warm-up on BoxZeroToFour-v0: 61 steps, the first 60
     before --learning-starts 60, a ~ U[-1, 1] each. A quarter of [-1, 1] lies above 0.5 and a

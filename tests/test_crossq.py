@@ -17,10 +17,10 @@ from conftest import (approx, check_an_evaluation_trains_nothing, check_episode_
                       check_the_actor_acts_on_float64_observations_as_float32,
                       check_the_buffer_is_never_larger_than_the_budget,
                       check_the_random_actions_fill_minus_one_to_one,
-                      check_the_ring_of_field_tensors, check_whole_steps_budget,
-                      copies, interrupt_on_call, moved_since, read_csv, received_actions,
-                      rows_after_numbered_updates, run_folder_env, same_seed_episodes, spy_on, spy_on_acting, spy_on_seeds,
-                      tensor, unreadable_checkpoints)
+                      check_the_ring_of_field_tensors, check_the_rows_of_numbered_agent_updates,
+                      check_whole_steps_budget, copies, interrupt_on_call, moved_since, read_csv,
+                      received_actions, run_folder_env, same_seed_episodes, spy_on,
+                      spy_on_acting, spy_on_seeds, tensor, unreadable_checkpoints)
 
 
 # ---------------------------------------------------------------------------------------
@@ -268,7 +268,6 @@ def test_the_learned_temperature_reaches_the_target_and_the_actor_loss(monkeypat
     assert losses == [pytest.approx(0.5), pytest.approx(learned, rel=1e-6)]
 
 
-
 def test_the_temperature_step_takes_the_actor_steps_log_pi_at_s(monkeypatch):
     # --target-entropy 4 learned, --policy-delay 1. The temperature's loss gets log pi of the
     # actor step's sample at s, -s = [-1, -2, -5], not the target's log pi(a'|s') = -s' =
@@ -282,6 +281,7 @@ def test_the_temperature_step_takes_the_actor_steps_log_pi_at_s(monkeypatch):
     stats = agent.update(*HAND_BATCH)
     assert seen == [[-1, -2, -5]]
     assert stats["alpha"] == pytest.approx(0.5 * math.exp(1e-3), rel=1e-6)
+
 
 def test_the_actor_loss_reads_the_running_statistics_and_leaves_them(monkeypatch):
     # Real critics with batch renormalization, the LinePolicy: after one update with an actor
@@ -506,34 +506,10 @@ def test_the_loop_gives_the_agent_its_scale_batches_and_steps(tmp_path, monkeypa
     assert scales == [[2.0]] and made == [(8, 1, 1)] and batches == [5] * 8
 
 
-
 def test_update_rows_hold_the_means_since_the_last_row_and_one_after_the_last_step(
         tmp_path, monkeypatch):
-    # Agent.update stands in with numbers that say which update n made them: critic1_loss n,
-    # critic2_loss 2n, q1_mean -n, alpha 0.5, and on every 3rd update (--policy-delay 3) an
-    # actor step with actor_loss 10n and entropy -n. Rows at 4, 6, 8, 10 and 11
-    # (rows_after_numbered_updates), each the mean of the updates since the row before:
-    # critic1 1, (2 + 3) / 2 = 2.5, 4.5, 6.5, 8; critic2 twice those; actor NaN (none),
-    # 30 (update 3), NaN, 60 (update 6), NaN. (Means since the start would give critic1 1,
-    # (1 + 2 + 3) / 3 = 2, 3, 4, 4.5.)
-    calls = []
+    check_the_rows_of_numbered_agent_updates(crossq, tmp_path, monkeypatch)
 
-    def losses(self, obs, actions, rewards, terminated, next_obs):
-        calls.append(len(rewards))
-        n = len(calls)
-        return {"critic1_loss": n, "critic2_loss": 2 * n, "q1_mean": -n, "alpha": 0.5,
-                **({"actor_loss": 10 * n, "entropy": -n} if n % 3 == 0 else {})}
-
-    monkeypatch.setattr(crossq.Agent, "update", losses)
-    rows = rows_after_numbered_updates(crossq, tmp_path)
-    assert calls == [2] * 8
-    assert [(r["global_step"], r["critic1_loss"], r["critic2_loss"], r["q1_mean"],
-             r["actor_loss"], r["entropy"], r["alpha"]) for r in rows] == [
-        ("4", "1.0", "2.0", "-1.0", "nan", "nan", "0.5"),
-        ("6", "2.5", "5.0", "-2.5", "30.0", "-3.0", "0.5"),
-        ("8", "4.5", "9.0", "-4.5", "nan", "nan", "0.5"),
-        ("10", "6.5", "13.0", "-6.5", "60.0", "-6.0", "0.5"),
-        ("11", "8.0", "16.0", "-8.0", "nan", "nan", "0.5")]
 
 def test_seed_and_threads_reach_torch_and_the_environments(tmp_path, monkeypatch):
     # --seed 7 and --threads 3, not the defaults 1: seed_and_device gets the seed, torch on

@@ -16,11 +16,10 @@ from conftest import (approx, check_an_evaluation_trains_nothing, check_episode_
                       check_the_actor_acts_on_float64_observations_as_float32,
                       check_the_buffer_is_never_larger_than_the_budget,
                       check_the_random_actions_fill_minus_one_to_one,
-                      check_the_ring_of_field_tensors, check_whole_steps_budget, copies,
-                      interrupt_on_call, moved_since, read_csv, received_actions,
-                      rows_after_numbered_updates,
-                      run_folder_env, same_seed_episodes, spy_on, spy_on_acting, spy_on_seeds,
-                      tensor, unreadable_checkpoints)
+                      check_the_ring_of_field_tensors, check_the_rows_of_numbered_agent_updates,
+                      check_whole_steps_budget, copies, interrupt_on_call, moved_since,
+                      read_csv, received_actions, run_folder_env, same_seed_episodes, spy_on,
+                      spy_on_acting, spy_on_seeds, tensor, unreadable_checkpoints)
 
 LOG_2PI_HALF = 0.9189385  # log(2 pi) / 2 = 1.8378771 / 2
 
@@ -678,29 +677,7 @@ def test_a_row_without_an_actor_step_is_no_non_finite_loss(tmp_path):
 
 def test_update_rows_hold_the_means_since_the_last_row_and_one_after_the_last_step(
         tmp_path, monkeypatch):
-    # Agent.update stands in with numbers that say which update n made them: critic1_loss n,
-    # critic2_loss 2n, q1_mean -n, alpha 0.5, and on every 3rd update an actor step with
-    # actor_loss 10n and entropy -n. Rows at 4, 6, 8, 10 and 11 (rows_after_numbered_updates):
-    # critic1 1, 2.5, 4.5, 6.5, 8; critic2 twice those; actor NaN (none), 30 (update 3), NaN,
-    # 60 (update 6), NaN.
-    calls = []
-
-    def losses(self, obs, actions, rewards, terminated, next_obs):
-        calls.append(len(rewards))
-        n = len(calls)
-        return {"critic1_loss": n, "critic2_loss": 2 * n, "q1_mean": -n, "alpha": 0.5,
-                **({"actor_loss": 10 * n, "entropy": -n} if n % 3 == 0 else {})}
-
-    monkeypatch.setattr(sac.Agent, "update", losses)
-    rows = rows_after_numbered_updates(sac, tmp_path)
-    assert calls == [2] * 8
-    assert [(r["global_step"], r["critic1_loss"], r["critic2_loss"], r["q1_mean"],
-             r["actor_loss"], r["entropy"], r["alpha"]) for r in rows] == [
-        ("4", "1.0", "2.0", "-1.0", "nan", "nan", "0.5"),
-        ("6", "2.5", "5.0", "-2.5", "30.0", "-3.0", "0.5"),
-        ("8", "4.5", "9.0", "-4.5", "nan", "nan", "0.5"),
-        ("10", "6.5", "13.0", "-6.5", "60.0", "-6.0", "0.5"),
-        ("11", "8.0", "16.0", "-8.0", "nan", "nan", "0.5")]
+    check_the_rows_of_numbered_agent_updates(sac, tmp_path, monkeypatch)
 
 
 def test_same_seed_gives_the_same_episodes(tmp_path):
