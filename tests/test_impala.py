@@ -323,10 +323,18 @@ def test_the_learner_steps_as_the_module_docstring_says(tmp_path, local_actors, 
     # At the default flags: Adam with eps 1e-5, the gradient's global norm clipped at 0.5 at
     # every step, and the learning rate falling linearly to 0 over the 4 updates,
     # 2e-3 * (1 - (u - 1) / 4) for u = 1, 2, 3, 4: 2e-3, 1.5e-3, 1e-3, 5e-4.
+    # The clip comes before Adam's step: clip_grad_norm_ scales every gradient by
+    # 0.5 / (total + 1e-6) where the global norm `total` is larger (these 4 steps' are 3.9 to
+    # 5.4), so the step sees total * 0.5 / (total + 1e-6), 0.5 to within 1e-6 / 3.9 of it;
+    # clipped after the step, the step would see `total` itself.
+    stepped = spy_on(monkeypatch, impala.torch.optim.Adam, "step", lambda self, *a, **k: (
+        torch.linalg.vector_norm(torch.stack([p.grad.norm() for g in self.param_groups
+                                              for p in g["params"]])).item()))
     optimizers = spy_on(monkeypatch, impala.torch.optim, "Adam", lambda params, **k: k)
     clips = spy_on(monkeypatch, impala.nn.utils, "clip_grad_norm_", lambda params, norm: norm)
     updates = one_actor_run(tmp_path)
     assert optimizers == [{"lr": 2e-3, "eps": 1e-5}] and clips == [0.5] * 4
+    assert stepped == pytest.approx([0.5] * 4, rel=1e-5)
     assert [float(r["learning_rate"]) for r in updates] == approx([2e-3, 1.5e-3, 1e-3, 5e-4])
 
 
