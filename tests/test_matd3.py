@@ -601,6 +601,12 @@ def test_relay_rows_by_hand_agents_that_finish_early(critic_state, stored, tmp_p
     assert field["next_share_obs"][:, :, :2].tolist() == [[s] * len(field["share_obs"][0]) for s in next_state]
     assert field["next_obs"][:, 0, 0].tolist() == [1, 0, 0, 1]  # short: final obs, idle, idle, k
     assert field["next_obs"][:, 1].tolist() == [[1, 1], [2, 2], [3, 3], [1, 1]]
+    # the episode's return is the mean over the agents of each one's summed reward: short 1
+    # (step 0), long 2 + 2 + 2 = 6, (1 + 6) / 2 = 3.5 (their sum would be 7), logged at
+    # step 3, 3 lock-steps long
+    (episode,) = read_csv(next(tmp_path.glob("*/episodes.csv")))
+    assert [float(episode[k]) for k in ("global_step", "episode_return", "episode_length")] \
+        == [3, 3.5, 3]
     if critic_state == "ep":
         # team reward: the mean over the agents that acted: (1 + 2)/2, 2, 2, (1 + 2)/2; the
         # episode ends at step 2 by a truncation (done, not terminated)
@@ -652,8 +658,8 @@ def test_the_loop_gives_the_update_its_batches_steps_optimizers_and_buffer(tmp_p
     # 10th to the 20th: 11) two updates a lock-step, numbered 1..22, each on a batch of
     # --batch-size rows, with Adam at
     # --learning-rate on the actors' and on the critics' weights. --seed 7, not the default
-    # 1: torch's seed, the training copies' and the final evaluation's at 7 + 100,000
-    # (LockstepEnvs draws each copy's seed from it).
+    # 1: torch's seed, the training copies', and at 7 + 100,000 --eval-every 20's evaluations
+    # (at steps 20 and 40) and the final one (LockstepEnvs draws each copy's seed from it).
     made, calls = [], []
     original_buffer, original_update = matd3.ReplayBuffer, matd3.update
 
@@ -670,9 +676,9 @@ def test_the_loop_gives_the_update_its_batches_steps_optimizers_and_buffer(tmp_p
     seeds = spy_on(monkeypatch, matd3, "seed_and_device", lambda seed, *rest: seed)
     resets = spy_on(monkeypatch, matd3.LockstepEnvs, "reset", lambda self, seed: seed)
     matd3.main(matd3.Args(output_dir=str(tmp_path), gradient_steps=2, buffer_size=30,
-                          n_step=3, gamma=0.9, learning_rate=3e-3, seed=7,
+                          n_step=3, gamma=0.9, learning_rate=3e-3, seed=7, eval_every=20,
                           **{**TINY, "batch_size": 7}))
-    assert seeds == [7] and resets == [7, 100_007]
+    assert seeds == [7] and resets == [7, 100_007, 100_007, 100_007]
     # capacity, N, K, S_c, A, D, d, n, gamma, device: simple_spread_v3's 54, 3, 18, 5
     assert made == [(30, 2, 1, 54, 3, 18, 5, 3, 0.9, made[0][-1])]
     assert [c[1] for c in calls] == list(range(1, 23))
