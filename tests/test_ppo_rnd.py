@@ -365,11 +365,16 @@ def watch(monkeypatch, tmp_path):
 
 def test_the_rollout_stores_each_heads_value_of_the_state_it_acted_on(watch):
     # values and values_int are V_ext(s_t) and V_int(s_t) of the policy's observation s_t,
-    # as the agent that acted computed them: the two heads differ, so a swap shows
-    for b in watch()["buffers"]:
+    # as the agent that acted computed them: the two heads differ, so a swap shows. Both
+    # streams bootstrap after step T - 1 = 31 from last_obs = s_T, the observation the second
+    # rollout then starts from (its s_0), not from the first rollout's last stored s_31.
+    first, second = buffers = watch()["buffers"]
+    for b in buffers:
         assert torch.allclose(b["values"], b["V"], atol=1e-6)
         assert torch.allclose(b["values_int"], b["V_int"], atol=1e-6)
         assert not torch.allclose(b["values"], b["values_int"])
+    assert torch.equal(first["last_obs"], second["obs"][0])
+    assert not torch.equal(first["last_obs"], first["obs"][-1])
 
 
 def test_the_intrinsic_reward_is_the_rnd_error_on_its_own_normalized_next_states(watch):
