@@ -184,6 +184,15 @@ def spy_on_adam(monkeypatch):
     return optimized
 
 
+def spy_on_stepped_gradient_norms(monkeypatch):
+    """Spy on torch.optim.Adam.step: returns the list of the gradient norms that each step
+    found, the norm of every gradient of the optimizer's parameters taken together (after
+    clip_grad_norm_ at --max-grad-norm m, at most m; clipped after the step, the raw one)."""
+    return spy_on(monkeypatch, torch.optim.Adam, "step", lambda self, *args, **kwargs: (
+        torch.cat([p.grad.flatten() for group in self.param_groups for p in group["params"]
+                   if p.grad is not None]).norm().item()))
+
+
 def script_path(script):
     """The file that runs for "ppo.py": the --script-file copy if one was given."""
     return SCRIPT_FILES.get(os.path.splitext(script)[0], os.path.join(ROOT, script))

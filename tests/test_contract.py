@@ -4,11 +4,13 @@ Each script's row in SCRIPTS gives the flags of a tiny run of it; everything her
 rule checked on each script. A script's own tests (tests/test_<script>.py) keep only what is
 its own: its math by hand, its glue, its smoke run, its own bad input and its evaluation rows.
 """
+import dataclasses
 import glob
 import importlib
 import importlib.util
 import inspect
 import json
+import math
 import os
 import re
 import shlex
@@ -21,7 +23,7 @@ import numpy as np
 import pytest
 
 from conftest import (COMMON_FLAGS, read_csv, start_in_a_terminal, ctrl_c, spy_on,
-                      unreadable_checkpoints, video_names)
+                      spy_on_stepped_gradient_norms, unreadable_checkpoints, video_names)
 
 # script: (its flags of a tiny training run, whether it has a device and so --cuda)
 SCRIPTS = {
@@ -540,16 +542,25 @@ def test_the_curve_shows_the_final_evaluation(script, tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize("script", SCRIPTS)
-def test_best_model_is_the_first_of_equal_evaluations(script, tmp_path, monkeypatch):
+def test_every_evaluation_plays_from_seed_100000_on_and_the_best_model_is_the_first(
+        script, tmp_path, monkeypatch):
     # Every --eval-every evaluation scores 1.0 (a stand-in evaluate): the first row writes
     # best_model.pt (best_model.npz), the equal rows after it do not, and --save-model's
     # model file comes at the end (CONTRIBUTING.md: the best model, the first of equal means).
+    # Each evaluation, every row's and the final one, plays from --seed 7 + 100,000, the
+    # seed --eval-checkpoint replays, so that evaluations.csv scores what it will replay.
     module = module_of(script)
-    monkeypatch.setattr(module, "evaluate", lambda *args, **kwargs: np.ones(1))
+    signature, seeds = inspect.signature(module.evaluate), []
+
+    def evaluate(*args, **kwargs):
+        seeds.append(signature.bind(*args, **kwargs).arguments["seed"])
+        return np.ones(1)
+
+    monkeypatch.setattr(module, "evaluate", evaluate)
     saved = spy_on(monkeypatch, module, "save_checkpoint",
                    lambda path, *args, **kwargs: os.path.basename(path))
     flags = [*TINY[script], "--eval-every", "1", "--eval-episodes", "1", "--save-model",
-             "--output-dir", str(tmp_path)]
+             "--seed", "7", "--output-dir", str(tmp_path)]
     module.main(module.tyro.cli(module.Args, args=flags))
     rows = read_csv(os.path.join(run_folder(tmp_path), "evaluations.csv"))
     means = [float(r["eval_return_mean"]) for r in rows]
@@ -557,6 +568,7 @@ def test_best_model_is_the_first_of_equal_evaluations(script, tmp_path, monkeypa
         "best_model.pt", "model.pt")
     assert len(means) >= 2 and set(means) == {1.0}
     assert saved == [best, model]
+    assert seeds == [100_007] * (len(rows) + 1)
 
 
 # The scripts whose evaluation plays its episodes side by side, one environment each (not
@@ -839,6 +851,34 @@ def test_norm_reward_clips_the_normalized_reward_to_ten(script):
     _, reward, _, _, _ = envs.step(np.array([0]))
     envs.close()
     assert reward.tolist() == [10.0]
+
+
+# The scripts with --max-grad-norm
+CLIPPED = ["ppo.py", "ppo_masked.py", "ppod.py", "ppo_lstm.py", "ppo_rnd.py", "impala.py",
+           "mappo.py", "dqn.py"]
+
+
+def test_the_clipped_list_names_every_script_with_the_flag():
+    assert set(CLIPPED) == {s for s in SCRIPTS if "max_grad_norm" in
+                            {field.name for field in dataclasses.fields(module_of(s).Args)}}
+
+
+@pytest.mark.parametrize("script", CLIPPED)
+def test_each_optimizer_step_takes_the_gradient_clipped_to_max_grad_norm(script, tmp_path,
+                                                                         monkeypatch):
+    # --max-grad-norm 1e-3 lies below the gradients' norms g of a tiny run, so clip_grad_norm_
+    # scales a gradient to norm 1e-3 * g / (g + 1e-6), never above 1e-3 and within 1e-6 / g
+    # of it, and that is the norm Adam's step must find (clipped after the step, it would find
+    # g). mappo.py clips its actors and its critic each to 1e-3 (as MAPPO's code does) under
+    # one Adam, whose step then finds sqrt(1e-3^2 + 1e-3^2) = 1.414e-3.
+    bound = 1e-3 * (math.sqrt(2) if script == "mappo.py" else 1)
+    stepped = spy_on_stepped_gradient_norms(monkeypatch)
+    module = module_of(script)
+    module.main(module.tyro.cli(module.Args, args=[*TINY[script], "--max-grad-norm", "1e-3",
+                                                    "--eval-episodes", "0",
+                                                    "--output-dir", str(tmp_path)]))
+    assert stepped and max(stepped) <= bound * (1 + 1e-6)
+    assert max(stepped) == pytest.approx(bound, rel=1e-3)  # the clip acted on some step
 
 
 # ---------------------------------------------------------------------------------------

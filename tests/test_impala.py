@@ -17,7 +17,8 @@ import torch
 import impala
 from conftest import (approx, check_an_evaluation_trains_nothing, check_evaluations,
                       check_named_and_tracked, read_csv, same_seed_episodes,
-                      start_in_a_terminal, ctrl_c, spy_on, spy_on_seeds, tensor)
+                      start_in_a_terminal, ctrl_c, spy_on, spy_on_seeds,
+                      spy_on_stepped_gradient_norms, tensor)
 
 
 def column(*values):
@@ -327,9 +328,7 @@ def test_the_learner_steps_as_the_module_docstring_says(tmp_path, local_actors, 
     # 0.5 / (total + 1e-6) where the global norm `total` is larger (these 4 steps' are 3.9 to
     # 5.4), so the step sees total * 0.5 / (total + 1e-6), 0.5 to within 1e-6 / 3.9 of it;
     # clipped after the step, the step would see `total` itself.
-    stepped = spy_on(monkeypatch, impala.torch.optim.Adam, "step", lambda self, *a, **k: (
-        torch.linalg.vector_norm(torch.stack([p.grad.norm() for g in self.param_groups
-                                              for p in g["params"]])).item()))
+    stepped = spy_on_stepped_gradient_norms(monkeypatch)
     optimizers = spy_on(monkeypatch, impala.torch.optim, "Adam", lambda params, **k: k)
     clips = spy_on(monkeypatch, impala.nn.utils, "clip_grad_norm_", lambda params, norm: norm)
     updates = one_actor_run(tmp_path)

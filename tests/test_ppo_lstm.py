@@ -16,7 +16,8 @@ from conftest import (CountingEnv, check_an_evaluation_trains_nothing, check_eva
                       check_every_evaluation_reads_the_running_statistics_and_leaves_them_alone,
                       check_named_and_tracked, check_the_epochs_kl_and_clipfrac, detached,
                       interrupt_on_call, read_csv, received_actions, same_seed_episodes, spy_on,
-                      spy_on_adam, spy_on_seeds, spy_on_weights, unreadable_checkpoints)
+                      spy_on_adam, spy_on_seeds, spy_on_stepped_gradient_norms, spy_on_weights,
+                      unreadable_checkpoints)
 
 # Episodes of 5 steps cut by a time limit: observations 0, 1, 2, 3, 4, then the fifth step
 # (from observation 4) is truncated with the true final observation 5.
@@ -407,8 +408,7 @@ def test_the_loop_gives_the_math_its_flags_and_steps_every_parameter(tmp_path, m
     calls = spy_on(monkeypatch, ppo_lstm, "ppo_loss", detached)
     gae = spy_on(monkeypatch, ppo_lstm, "compute_gae", lambda *a: a[5:7])  # gamma, lambda
     norms = spy_on(monkeypatch, torch.nn.utils, "clip_grad_norm_", lambda params, norm: norm)
-    stepped = spy_on(monkeypatch, torch.optim.Adam, "step", lambda self, *a, **k: torch.cat([
-        p.grad.flatten() for g in self.param_groups for p in g["params"]]).norm().item())
+    stepped = spy_on_stepped_gradient_norms(monkeypatch)
     made = spy_on(monkeypatch, ppo_lstm, "make_vector_env",
                   lambda env_id, num_envs, reward_gamma=None, *rest, **kw: reward_gamma)
     agents = spy_on(monkeypatch, ppo_lstm, "train", lambda args, agent, *rest: agent)
