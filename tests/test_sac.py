@@ -616,6 +616,25 @@ def test_smoke_run_writes_every_file_and_its_model_evaluates(tmp_path, check_run
     assert evaluated["global_steps"] == 0
 
 
+def test_the_checkpoint_keeps_each_learned_network_under_its_own_name(tmp_path):
+    # Weights a sum tells apart: the actor 3 everywhere, critic 1 ones, critic 2 twos, alpha 0.5
+    agent = agent_for(alpha=0.5)
+    for net, value in ((agent.actor, 3.0), (agent.critic1, 1.0), (agent.critic2, 2.0)):
+        for p in net.parameters():
+            nn.init.constant_(p, value)
+    sac.save_checkpoint(tmp_path / "model.pt", agent, agent.args)
+    state = torch.load(tmp_path / "model.pt", weights_only=True)
+    total = {key: sum(t.sum().item() for t in state[key].values())
+             for key in ("actor", "critic1", "critic2")}
+    # A critic of 1 observation + 1 action, 8 hidden: (2*8 + 8) + (8*8 + 8) + (8*1 + 1)
+    #   = 24 + 72 + 9 = 105 weights: critic 1 sums to 105 * 1 = 105, critic 2 to 105 * 2 = 210.
+    # The actor (mu and log sigma out): (1*8 + 8) + (8*8 + 8) + (8*2 + 2) = 16 + 72 + 18 = 106
+    #   weights of 3 = 318, plus its action_scale buffer [1.0]: 319.
+    assert total == {"actor": approx(319.0), "critic1": approx(105.0), "critic2": approx(210.0)}
+    assert state["log_alpha"].tolist() == approx([math.log(0.5)])  # -0.6931
+    assert state["args"]["alpha"] == 0.5 and state["args"]["hidden_size"] == 8
+
+
 def test_own_environment_module_is_imported(fresh_env_module, tmp_path, check_run_folder):
     env_id = f"{fresh_env_module}:Slider-v0"
     summary = sac.main(sac.Args(env_id=env_id, total_timesteps=60, learning_starts=20,
