@@ -668,6 +668,27 @@ def test_smoke_run_writes_every_file_and_its_model_evaluates(algo, tmp_path, che
     assert evaluated["global_steps"] == 0 and evaluated["algorithm"] == algo
 
 
+def test_the_checkpoint_keeps_each_learned_network_under_its_own_name(tmp_path):
+    # Weights a sum tells apart: the actor 3 everywhere, qf1 ones, qf2 twos, every target 7
+    args = ddpg_td3.resolve_algo(ddpg_td3.Args(hidden_size=8))
+    nets = ddpg_td3.Networks(1, 1, 8, twin_q=True)
+    for net, value in ((nets.actor, 3.0), (nets.qf1, 1.0), (nets.qf2, 2.0),
+                       (nets.actor_target, 7.0), (nets.qf1_target, 7.0), (nets.qf2_target, 7.0)):
+        for p in net.parameters():
+            torch.nn.init.constant_(p, value)
+    ddpg_td3.save_checkpoint(tmp_path / "model.pt", nets, args)
+    state = torch.load(tmp_path / "model.pt", weights_only=True)
+    # A critic of 1 observation + 1 action, 8 hidden: (2*8 + 8) + (8*8 + 8) + (8*1 + 1)
+    #   = 24 + 72 + 9 = 105 weights: qf1 sums to 105 * 1 = 105, qf2 to 105 * 2 = 210.
+    # The actor: (1*8 + 8) + (8*8 + 8) + (8*1 + 1) = 16 + 72 + 9 = 97 weights of 3 = 291.
+    # The targets (7s) are not saved: learned networks only.
+    assert set(state) == {"actor", "qf1", "qf2", "args"}
+    total = {key: sum(t.sum().item() for t in state[key].values())
+             for key in ("actor", "qf1", "qf2")}
+    assert total == {"actor": approx(291.0), "qf1": approx(105.0), "qf2": approx(210.0)}
+    assert state["args"]["twin_q"] is True and state["args"]["hidden_size"] == 8
+
+
 def test_stop_at_return_stops_and_records_when(tmp_path):
     # Every Pendulum return is above -100000, so the 20-episode mean reaches it as soon as
     # 20 episodes have ended: 4 environments * 200 steps * 5 rounds = 4000 steps.
