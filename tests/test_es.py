@@ -274,6 +274,20 @@ def test_evaluations_play_with_the_observation_statistics(tmp_path):
     assert summary["eval_return_mean"] == 14.0
 
 
+def test_normalized_observations_are_clipped_to_obs_clip_before_the_policy_sees_them():
+    # By hand, mean 2 and std 2: (12 - 2) / 2 = 5 stays 5, (-12 - 2) / 2 = -7 becomes -5,
+    # (3 - 2) / 2 = 0.5 stays. In an episode: W = [[0, 1]], b = [0, -5.5] scores
+    # y = [0, z - 5.5], action 1 (which ends the episode, return x + 1) once z > 5.5. With
+    # mean 0 and std 1, z = x would pass 5.5 at x = 6 (return 7), but z is clipped to 5, so
+    # y_1 <= -0.5 < 0: action 0 until the time limit's 50 steps (return 50).
+    stats = (np.full(3, 2.0), np.full(3, 2.0))
+    assert es.normalize(np.array([12.0, -12.0, 3.0]), stats).tolist() == [5.0, -5.0, 0.5]
+    policy, theta = es.Policy(1, gym.spaces.Discrete(2)), np.array([0.0, 1.0, 0.0, -5.5])
+    assert es.evaluate(policy, theta, None, "ESCountUntilActionOne-v0", 1, 0).tolist() == [7.0]
+    assert es.evaluate(policy, theta, (np.zeros(1), np.ones(1)), "ESCountUntilActionOne-v0",
+                       1, 0).tolist() == [50.0]
+
+
 def test_each_fitness_shaping_weighs_the_noise_by_hand(monkeypatch):
     # Two members without mirroring, eps_1 = [1, 0], eps_2 = [0, 1], returns [10, 0], sigma 1,
     # so g = (F~_1 eps_1 + F~_2 eps_2) / 2 = [F~_1, F~_2] / 2:
@@ -826,6 +840,22 @@ def test_an_evaluation_of_a_checkpoint_takes_its_network_and_trains_nothing(tmp_
     config = json.loads((evaluation / "config.json").read_text())
     assert (config["hidden_sizes"], config["norm_obs"], config["num_workers"]) == ([8, 4], True,
                                                                                    None)
+
+
+def test_an_evaluation_of_a_linear_checkpoint_takes_the_model_s_policy(tmp_path):
+    # A --policy linear model of ESCountUntilActionOne-v0 (observation [1], Discrete(2)):
+    # (1 + 1) * 2 = 4 parameters, W = [[0, 1]], b = [0, -1], action 1 (return x + 1) once
+    # x > 1: return 3. Evaluated with the flags' defaults (--policy mlp, --hidden-sizes 32,
+    # whose network has (1 + 1) * 32 + (32 + 1) * 2 = 130 parameters), the model's --policy
+    # linear is taken: config.json records it and the episode returns 3.
+    model = tmp_path / "model.pt"
+    es.save_checkpoint(model, np.array([0.0, 1.0, 0.0, -1.0]), es.ObsNormalizer((1,), False),
+                       es.Args(env_id="ESCountUntilActionOne-v0", policy="linear"))
+    evaluated = es.main(es.Args(env_id="ESCountUntilActionOne-v0", eval_checkpoint=str(model),
+                                eval_episodes=1, output_dir=str(tmp_path / "eval")))
+    assert evaluated["eval_return_mean"] == 3.0
+    (evaluation,) = (tmp_path / "eval").iterdir()
+    assert json.loads((evaluation / "config.json").read_text())["policy"] == "linear"
 
 
 def test_interrupted_run_keeps_its_data_and_stops_its_workers(tmp_path, monkeypatch):
