@@ -159,6 +159,21 @@ def spy_on_seeds(monkeypatch, module):
     return seeds, resets
 
 
+def fill_with_constants(*nets_and_values):
+    """Every parameter of each network set to its constant (net, value pairs), so that a sum
+    tells the networks apart: n weights of 2 sum to 2n."""
+    for net, value in nets_and_values:
+        for p in net.parameters():
+            torch.nn.init.constant_(p, value)
+
+
+def saved_sums(path, keys):
+    """A checkpoint loaded as a stranger would (weights_only) and, for each key, the sum of
+    every tensor of the state dict saved under it: (the checkpoint, {key: sum})."""
+    state = torch.load(path, weights_only=True)
+    return state, {key: sum(t.sum().item() for t in state[key].values()) for key in keys}
+
+
 def copies(net):
     """Copies of a network's parameters, for moved_since after some steps."""
     return [p.detach().clone() for p in net.parameters()]

@@ -20,9 +20,9 @@ from conftest import (BoxCountingEnv, approx, check_a_batch_of_the_written_rows,
                       check_the_actor_acts_on_float64_observations_as_float32,
                       check_the_buffer_is_never_larger_than_the_budget,
                       check_the_random_actions_fill_minus_one_to_one, check_whole_steps_budget,
-                      interrupt_on_call, read_csv, received_actions, replay_transitions,
-                      rows_after_numbered_updates,
-                      same_seed_episodes, spy_on_acting, spy_on_seeds, tensor,
+                      fill_with_constants, interrupt_on_call, read_csv, received_actions,
+                      replay_transitions, rows_after_numbered_updates, same_seed_episodes,
+                      saved_sums, spy_on_acting, spy_on_seeds, tensor,
                       unreadable_checkpoints)
 
 
@@ -672,19 +672,15 @@ def test_the_checkpoint_keeps_each_learned_network_under_its_own_name(tmp_path):
     # Weights a sum tells apart: the actor 3 everywhere, qf1 ones, qf2 twos, every target 7
     args = ddpg_td3.resolve_algo(ddpg_td3.Args(hidden_size=8))
     nets = ddpg_td3.Networks(1, 1, 8, twin_q=True)
-    for net, value in ((nets.actor, 3.0), (nets.qf1, 1.0), (nets.qf2, 2.0),
-                       (nets.actor_target, 7.0), (nets.qf1_target, 7.0), (nets.qf2_target, 7.0)):
-        for p in net.parameters():
-            torch.nn.init.constant_(p, value)
+    fill_with_constants((nets.actor, 3.0), (nets.qf1, 1.0), (nets.qf2, 2.0),
+                        (nets.actor_target, 7.0), (nets.qf1_target, 7.0), (nets.qf2_target, 7.0))
     ddpg_td3.save_checkpoint(tmp_path / "model.pt", nets, args)
-    state = torch.load(tmp_path / "model.pt", weights_only=True)
+    state, total = saved_sums(tmp_path / "model.pt", ("actor", "qf1", "qf2"))
     # A critic of 1 observation + 1 action, 8 hidden: (2*8 + 8) + (8*8 + 8) + (8*1 + 1)
     #   = 24 + 72 + 9 = 105 weights: qf1 sums to 105 * 1 = 105, qf2 to 105 * 2 = 210.
     # The actor: (1*8 + 8) + (8*8 + 8) + (8*1 + 1) = 16 + 72 + 9 = 97 weights of 3 = 291.
     # The targets (7s) are not saved: learned networks only.
     assert set(state) == {"actor", "qf1", "qf2", "args"}
-    total = {key: sum(t.sum().item() for t in state[key].values())
-             for key in ("actor", "qf1", "qf2")}
     assert total == {"actor": approx(291.0), "qf1": approx(105.0), "qf2": approx(210.0)}
     assert state["args"]["twin_q"] is True and state["args"]["hidden_size"] == 8
 

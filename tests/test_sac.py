@@ -17,9 +17,10 @@ from conftest import (approx, check_an_evaluation_trains_nothing, check_episode_
                       check_the_buffer_is_never_larger_than_the_budget,
                       check_the_random_actions_fill_minus_one_to_one,
                       check_the_ring_of_field_tensors, check_the_rows_of_numbered_agent_updates,
-                      check_whole_steps_budget, copies, interrupt_on_call, moved_since,
-                      read_csv, received_actions, run_folder_env, same_seed_episodes, spy_on,
-                      spy_on_acting, spy_on_seeds, tensor, unreadable_checkpoints)
+                      check_whole_steps_budget, copies, fill_with_constants, interrupt_on_call,
+                      moved_since, read_csv, received_actions, run_folder_env, same_seed_episodes,
+                      saved_sums, spy_on, spy_on_acting, spy_on_seeds, tensor,
+                      unreadable_checkpoints)
 
 LOG_2PI_HALF = 0.9189385  # log(2 pi) / 2 = 1.8378771 / 2
 
@@ -619,13 +620,9 @@ def test_smoke_run_writes_every_file_and_its_model_evaluates(tmp_path, check_run
 def test_the_checkpoint_keeps_each_learned_network_under_its_own_name(tmp_path):
     # Weights a sum tells apart: the actor 3 everywhere, critic 1 ones, critic 2 twos, alpha 0.5
     agent = agent_for(alpha=0.5)
-    for net, value in ((agent.actor, 3.0), (agent.critic1, 1.0), (agent.critic2, 2.0)):
-        for p in net.parameters():
-            nn.init.constant_(p, value)
+    fill_with_constants((agent.actor, 3.0), (agent.critic1, 1.0), (agent.critic2, 2.0))
     sac.save_checkpoint(tmp_path / "model.pt", agent, agent.args)
-    state = torch.load(tmp_path / "model.pt", weights_only=True)
-    total = {key: sum(t.sum().item() for t in state[key].values())
-             for key in ("actor", "critic1", "critic2")}
+    state, total = saved_sums(tmp_path / "model.pt", ("actor", "critic1", "critic2"))
     # A critic of 1 observation + 1 action, 8 hidden: (2*8 + 8) + (8*8 + 8) + (8*1 + 1)
     #   = 24 + 72 + 9 = 105 weights: critic 1 sums to 105 * 1 = 105, critic 2 to 105 * 2 = 210.
     # The actor (mu and log sigma out): (1*8 + 8) + (8*8 + 8) + (8*2 + 2) = 16 + 72 + 18 = 106
