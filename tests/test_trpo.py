@@ -381,6 +381,43 @@ def test_the_policy_step_gets_the_gae_advantages_and_the_critic_regresses_on_the
     assert sorted(torch.cat(regressed).tolist()) == approx(sorted(both([6.0625, 10.5, 16.0, 6.0])))
 
 
+class LearnedTenTimesObs(torch.nn.Module):
+    """A critic by hand that learns: V(s) = w * s, w starting at 10 (a gradient moves w)."""
+    def __init__(self):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.tensor(10.0))
+
+    def forward(self, obs):
+        return self.w * obs[..., :1]
+
+
+def test_the_explained_variance_row_takes_the_values_stored_while_acting(tmp_path, monkeypatch):
+    # The batch above with a critic V(s) = w*s that learns, w = 10 while acting: the stored
+    # values are V = [0, 10, 20, 0], the returns R = A + V = [6.0625, 10.5, 16, 6], and
+    # updates.csv's explained variance is that of the stored values, not of the critic refitted
+    # after the value steps (at --vf-learning-rate 0.5 w leaves 10 by about 0.5 a step):
+    #   R - V = [6.0625, 0.5, -4, 6], mean 2.140625, Var 70.6748 / 4 = 17.668701
+    #   R, mean 9.640625, Var 67.2373 / 4 = 16.809326
+    #   1 - 17.668701 / 16.809326 = -0.0511249 (two environments alike: the same variances)
+    built = trpo.Agent.__init__
+    critics = []
+
+    def build(self, *args, **kwargs):
+        built(self, *args, **kwargs)
+        self.critic = LearnedTenTimesObs()
+        critics.append(self.critic)
+
+    monkeypatch.setattr(trpo.Agent, "__init__", build)
+    trpo.main(trpo.Args(env_id="CountToThree-v0", total_timesteps=8, num_envs=2, num_steps=4,
+                        vf_minibatches=2, vf_iters=1, vf_learning_rate=0.5, gamma=0.5,
+                        gae_lambda=0.25, norm_adv=False, eval_episodes=0,
+                        output_dir=str(tmp_path)))
+    (critic,) = critics
+    assert abs(critic.w.item() - 10) > 0.5  # the value steps moved the critic
+    (row,) = read_csv(next(tmp_path.glob("*/updates.csv")))
+    assert float(row["explained_variance"]) == pytest.approx(-0.0511249, abs=1e-6)
+
+
 def test_the_step_solves_the_damped_fisher_system_scales_it_to_delta_and_logs_its_kl(
         tmp_path, monkeypatch):
     # A policy small enough to write its Fisher matrix out: logits = W s + b, 4 parameters,
@@ -639,9 +676,13 @@ def test_the_budget_is_rounded_down_to_whole_batches_and_said_once(tmp_path, cap
     assert summary["global_steps"] == 1920
 
 
-def test_nan_loss_stops_cleanly(tmp_path, monkeypatch, capsys):
-    original = trpo.value_loss
-    monkeypatch.setattr(trpo, "value_loss", lambda *a: original(*a) * math.nan)
+@pytest.mark.parametrize("loss", ["value_loss", "surrogate"])
+def test_nan_loss_stops_cleanly(tmp_path, monkeypatch, capsys, loss):
+    # Either loss made NaN stops the run after the first batch of 2 * 128 = 256 steps: the
+    # critic's, or the policy's surrogate (g is NaN, so no step is tried and the surrogate
+    # gain L(new) - L(old) is NaN while the value loss stays finite)
+    original = getattr(trpo, loss)
+    monkeypatch.setattr(trpo, loss, lambda *a: original(*a) * math.nan)
     summary = trpo.main(trpo.Args(total_timesteps=1024, num_envs=2, num_steps=128,
                                   output_dir=str(tmp_path)))
     assert summary["interrupted"] is True and summary["global_steps"] == 256
