@@ -842,20 +842,23 @@ def test_an_evaluation_of_a_checkpoint_takes_its_network_and_trains_nothing(tmp_
                                                                                    None)
 
 
-def test_an_evaluation_of_a_linear_checkpoint_takes_the_model_s_policy(tmp_path):
+def test_an_evaluation_of_a_linear_checkpoint_takes_the_model_s_policy(tmp_path, run_cli):
     # A --policy linear model of ESCountUntilActionOne-v0 (observation [1], Discrete(2)):
     # (1 + 1) * 2 = 4 parameters, W = [[0, 1]], b = [0, -1], action 1 (return x + 1) once
-    # x > 1: return 3. Evaluated with the flags' defaults (--policy mlp, --hidden-sizes 32,
-    # whose network has (1 + 1) * 32 + (32 + 1) * 2 = 130 parameters), the model's --policy
-    # linear is taken: config.json records it and the episode returns 3.
+    # x > 1: return 3. Evaluated on the command line with the flags' defaults (--policy mlp,
+    # --hidden-sizes 32, whose network has (1 + 1) * 32 + (32 + 1) * 2 = 130 parameters), the
+    # model's --policy linear is taken: exit status 0, config.json records linear, and the
+    # episode returns 3.
     model = tmp_path / "model.pt"
     es.save_checkpoint(model, np.array([0.0, 1.0, 0.0, -1.0]), es.ObsNormalizer((1,), False),
                        es.Args(env_id="ESCountUntilActionOne-v0", policy="linear"))
-    evaluated = es.main(es.Args(env_id="ESCountUntilActionOne-v0", eval_checkpoint=str(model),
-                                eval_episodes=1, output_dir=str(tmp_path / "eval")))
-    assert evaluated["eval_return_mean"] == 3.0
+    code, out, err = run_cli("es.py", ["--env-id", "ESCountUntilActionOne-v0", "--eval-checkpoint",
+                                       str(model), "--eval-episodes", "1",
+                                       "--output-dir", str(tmp_path / "eval")])
+    assert code == 0, err
     (evaluation,) = (tmp_path / "eval").iterdir()
     assert json.loads((evaluation / "config.json").read_text())["policy"] == "linear"
+    assert json.loads((evaluation / "summary.json").read_text())["eval_return_mean"] == 3.0
 
 
 def test_interrupted_run_keeps_its_data_and_stops_its_workers(tmp_path, monkeypatch):
