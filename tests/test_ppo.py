@@ -375,6 +375,10 @@ def test_what_the_loop_gives_ppo_loss(norm_adv, tmp_path, monkeypatch):
     # kept would give the same 64 rows; a fresh one gives the same set with probability
     # 1 / C(256, 64)). updates.csv's explained_variance is 1 - Var[R - V] / Var[R] of the
     # rollout's stored values V and GAE's returns R (Var[V] in the denominator differs).
+    # Its policy_loss and value_loss are the last minibatch's, each in its own column, from
+    # that call's inputs (clip 0.2, no value clipping): L_pg = mean(max(-A r, -A clip(r, 0.8,
+    # 1.2))) with r = exp(log pi - log mu), and L_v = 0.5 mean((V - R)^2), which on CartPole's
+    # returns of up to some 10 under a fresh critic is far from L_pg (near 0: A has mean 0).
     calls, rollouts = [], []
     original = ppo.ppo_loss
     original_gae = ppo.compute_gae
@@ -404,6 +408,12 @@ def test_what_the_loop_gives_ppo_loss(norm_adv, tmp_path, monkeypatch):
     (update,) = read_csv(next(tmp_path.glob("*/updates.csv")))
     assert float(update["explained_variance"]) == pytest.approx(
         1 - ((returns - values).var() / returns.var()).item(), rel=1e-5)
+    newlogprob, oldlogprob, advantages, newvalue, _, targets = calls[-1]
+    ratio = (newlogprob - oldlogprob).exp()
+    policy_loss = torch.max(-advantages * ratio, -advantages * ratio.clamp(0.8, 1.2)).mean()
+    assert float(update["policy_loss"]) == pytest.approx(policy_loss.item(), rel=1e-4, abs=1e-6)
+    assert float(update["value_loss"]) == pytest.approx(
+        0.5 * ((newvalue - targets) ** 2).mean().item(), rel=1e-5)
     newlogprob, oldlogprob, _, newvalue, oldvalue, _ = calls[0]
     assert torch.allclose(newlogprob, oldlogprob, atol=1e-6)
     assert torch.allclose(newvalue, oldvalue, atol=1e-6)
@@ -423,6 +433,32 @@ def test_evaluation_normalizes_observations_with_the_frozen_statistics():
 def test_the_evaluation_takes_the_policys_mode_not_a_sample(continuous, monkeypatch):
     agent = ppo.Agent((1,), 1 if continuous else 2, continuous=continuous)
     check_the_evaluation_takes_the_policys_mode(ppo, agent, continuous, monkeypatch)
+
+
+def test_the_evaluations_random_actions_come_from_a_generator_of_its_seed(monkeypatch):
+    # --eval-epsilon 0.5 on CountToThree-v0: 10 environments, episodes of 3 steps, the
+    # policy's mode fixed at action 1 (logits [0, 1]). Each step draws from
+    # np.random.default_rng(seed): 10 uniforms (an environment explores where its is < 0.5),
+    # then 10 actions in {0, 1}; one that explores takes its drawn action, the others 1. Two
+    # evaluations at seed 3 send the same 3 x 10 actions, the generator's by hand (an unseeded
+    # generator matches them with probability about 2^-15: some 15 explore, each a coin).
+    class ModeOne(torch.nn.Module):
+        def forward(self, obs):
+            return torch.tensor([[0.0, 1.0]]).expand(len(obs), -1)
+
+    agent = ppo.Agent((1,), 2, continuous=False)
+    agent.actor = ModeOne()
+    sent = spy_on(monkeypatch, gym.vector.SyncVectorEnv, "step",
+                  lambda self, actions: np.asarray(actions).tolist())
+    for _ in range(2):
+        returns = ppo.evaluate(agent, ppo.ObsNormalizer((1,), enabled=False), "CountToThree-v0",
+                               10, 3, torch.device("cpu"), epsilon=0.5)
+        assert returns.tolist() == [3.0] * 10
+    rng, expected = np.random.default_rng(3), []
+    for _ in range(3):
+        explore = rng.random(10) < 0.5
+        expected.append(np.where(explore, rng.integers(2, size=10), 1).tolist())
+    assert sent == expected * 2
 
 
 # ---------------------------------------------------------------------------------------
