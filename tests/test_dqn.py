@@ -251,22 +251,28 @@ def test_the_loop_bootstraps_from_the_target_network(tmp_path, monkeypatch, doub
                    total_timesteps=40, learning_starts=32, train_frequency=8, gradient_steps=1,
                    batch_size=16, buffer_size=40, gamma=0.5, start_e=1.0, end_e=1.0,
                    target_network_frequency=10**6, double_dqn=double_dqn)
-    (next_q_target, next_q_online, terminated, targets), = calls  # one gradient step
+    # One gradient step: learning starts after step 32 (global_step > --learning-starts),
+    # and of the steps 33 to 40 only 40 crosses a multiple of 8 (at 32 as well would be 2).
+    assert len(calls) == 1
+    (next_q_target, next_q_online, terminated, targets), = calls
     assert next_q_target.tolist() == [[30.0, 10.0]] * 16
     assert next_q_online is None if not double_dqn else next_q_online.tolist() == [[1.0, 2.0]] * 16
     assert 0 < terminated.sum() < 16  # both kinds of step are in the batch
     assert targets.tolist() == [1.0 if t else 1.0 + 0.5 * bootstrap for t in terminated.tolist()]
 
 
-@pytest.mark.parametrize("epsilon, num_envs, steps", [(0.0, 1, 40), (1.0, 1, 40), (0.5, 4, 400)])
+@pytest.mark.parametrize("epsilon, num_envs, steps", [(0.0, 1, 40), (1.0, 1, 40), (0.5, 4, 1600)])
 def test_the_loop_acts_greedily_save_with_probability_epsilon(tmp_path, monkeypatch, epsilon,
                                                               num_envs, steps):
     # Q(s, .) = [1, 2] everywhere: the greedy action is 1. Epsilon 0 (start_e = end_e = 0)
     # takes it at every step; epsilon 1 draws every action uniformly: 0 and 1 both come.
     # Epsilon 0.5 in 4 environments: each explores on its own, so action 0 comes at a rate of
-    # 0.5 (explore) * 0.5 (draw 0) = 0.25, some 100 of the 400 actions (binomial, sd
-    # sqrt(400 * 0.25 * 0.75) = 8.7; the bounds 60 and 140 are 40 / 8.7 = 4.6 sd away); a
-    # loop that explored in all 4 or in none would give it at 0.5^4 * 0.5 = 0.03 (some 12).
+    # 0.5 (explore) * 0.5 (draw 0) = 0.25, some 400 of the 1,600 actions (binomial, sd
+    # sqrt(1600 * 0.25 * 0.75) = 17.3; the bounds 240 and 560 are 160 / 17.3 = 9.2 sd away).
+    # One coin for all 4 (explore in all or in none) gives 0 at the same rate, but its 400
+    # vector steps are all greedy (four 1s) at 0.5 + 0.5 * 0.5^4 = 0.531, some 212, where
+    # four coins give 0.75^4 = 0.316, some 127 (sd sqrt(400 * 0.316 * 0.684) = 9.3): the
+    # bounds 90 and 165 are 4 sd from 127, and 165 is (212 - 165) / 10 = 4.7 sd below 212.
     # The target network, Q_target(s, .) = [2, 1], would take 0: it only values targets.
     actions, add = [], dqn.ReplayBuffer.add
     monkeypatch.setattr(dqn.ReplayBuffer, "add",
@@ -278,6 +284,8 @@ def test_the_loop_acts_greedily_save_with_probability_epsilon(tmp_path, monkeypa
     assert set(actions) == ({1} if epsilon == 0 else {0, 1})
     if epsilon == 0.5:
         assert 0.15 <= actions.count(0) / steps <= 0.35
+        all_greedy = (np.reshape(actions, (-1, num_envs)) == 1).all(axis=1).sum()
+        assert 90 <= all_greedy <= 165
 
 
 @pytest.mark.parametrize("tau, expected", [(1.0, 4.0), (0.25, 1.75)])
@@ -684,17 +692,18 @@ def test_smoke_run_writes_every_file_and_its_model_evaluates(tmp_path, check_run
 
 
 def test_updates_rows_come_where_the_steps_cross_each_multiple_of_log_interval(tmp_path):
-    # 3 environments step global_step by 3 (3, 6, ..., 60), learning after step 6 with one
+    # 3 environments step global_step by 3 (3, 6, ..., 66), learning after step 6 with one
     # gradient step a vector step (--train-frequency 3): at 9, 12, ..., so (g - 6) / 3 of
     # them by step g. A row each time the steps cross a multiple of --log-interval 10: at 12
     # (past 10), 21, 30, 42, 51 and 60 (on the multiple only at 30 and 60), with 2, 5, 8,
-    # 12, 15 and 18 gradient steps.
-    dqn.main(dqn.Args(env_id="DqnCountToThree-v0", total_timesteps=60, num_envs=3,
+    # 12, 15 and 18 gradient steps; and one after the last step, 66, which crosses none
+    # (66 // 10 - 63 // 10 = 0), with (66 - 6) / 3 = 20.
+    dqn.main(dqn.Args(env_id="DqnCountToThree-v0", total_timesteps=66, num_envs=3,
                       learning_starts=6, train_frequency=3, gradient_steps=1, batch_size=4,
                       buffer_size=60, log_interval=10, eval_episodes=0, output_dir=str(tmp_path)))
     updates = read_csv(next(tmp_path.glob("*/updates.csv")))
     assert [(int(u["global_step"]), int(u["gradient_steps"])) for u in updates] \
-        == [(12, 2), (21, 5), (30, 8), (42, 12), (51, 15), (60, 18)]
+        == [(12, 2), (21, 5), (30, 8), (42, 12), (51, 15), (60, 18), (66, 20)]
 
 
 def test_smoke_run_with_the_other_options(tmp_path, check_run_folder):
