@@ -207,6 +207,16 @@ class TenTimesObs(torch.nn.Module):
         return 10 * obs[..., :1] + 0 * self.unused
 
 
+class LearnedTenTimesObs(torch.nn.Module):
+    """A critic by hand that learns: V(s) = w * s, w starting at 10 (a gradient moves w)."""
+    def __init__(self):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.tensor(10.0))
+
+    def forward(self, obs):
+        return self.w * obs[..., :1]
+
+
 def test_the_loop_gives_the_math_the_truncation_bootstrap_and_the_acting_policy(
         tmp_path, monkeypatch):
     # With V(s) = 10*s, reward_to_go must receive next_values = [V(1), V(2), V(final obs 3),
@@ -272,13 +282,15 @@ def test_the_advantage_flags_reach_the_policy_step_and_the_value_targets(
     # The batch of the test above (V(s) = 10*s, rewards 1, gamma 0.5, truncated after the
     # third step), with --gae-lambda and --no-baseline: vpg_loss gets the advantages they
     # choose, value_loss regresses on the targets, and updates.csv's explained variance is
-    # 1 - Var[R - V] / Var[R] of those targets and the values stored while acting; its
-    # approx_kl is k3 = mean(exp(r) - 1 - r) of r = log pi_new(a|s) - log pi_old(a|s).
+    # 1 - Var[R - V] / Var[R] of those targets and the values stored while acting (V = w*s
+    # with w = 10 then; the value steps at --vf-learning-rate 0.5 move w by about 0.5 each,
+    # and the refitted critic's values would give another row); its approx_kl is
+    # k3 = mean(exp(r) - 1 - r) of r = log pi_new(a|s) - log pi_old(a|s).
     built, agents, batches = vpg.Agent.__init__, [], []
 
     def build_with_critic_by_hand(self, *args, **kwargs):
         built(self, *args, **kwargs)
-        self.critic = TenTimesObs()
+        self.critic = LearnedTenTimesObs()
         agents.append(self)
 
     monkeypatch.setattr(vpg.Agent, "__init__", build_with_critic_by_hand)
@@ -293,9 +305,10 @@ def test_the_advantage_flags_reach_the_policy_step_and_the_value_targets(
     monkeypatch.setattr(vpg, "value_loss", lambda values, returns: (
         regressed.append(returns.clone()), original_value_loss(values, returns))[1])
     vpg.main(vpg.Args(env_id="CountToThree-v0", total_timesteps=8, num_envs=2, num_steps=4,
-                      vf_minibatches=2, vf_iters=1, gamma=0.5, eval_episodes=0,
-                      output_dir=str(tmp_path), **flags))
+                      vf_minibatches=2, vf_iters=1, vf_learning_rate=0.5, gamma=0.5,
+                      eval_episodes=0, output_dir=str(tmp_path), **flags))
     both = lambda values: [v for v in values for _ in range(2)]  # two environments alike
+    assert abs(agents[0].critic.w.item() - 10) > 0.4  # the value steps moved the critic
     (weighed,) = weights
     assert weighed.tolist() == approx(both(advantages))
     assert sorted(torch.cat(regressed).tolist()) == approx(sorted(both(targets)))
@@ -499,9 +512,13 @@ def test_the_budget_is_rounded_down_to_whole_batches_and_said_once(tmp_path, cap
     assert summary["global_steps"] == 1920
 
 
-def test_nan_loss_stops_cleanly(tmp_path, monkeypatch, capsys):
-    original = vpg.vpg_loss
-    monkeypatch.setattr(vpg, "vpg_loss", lambda *a: original(*a) * math.nan)
+@pytest.mark.parametrize("loss", ["vpg_loss", "value_loss"])
+def test_nan_loss_stops_cleanly(tmp_path, monkeypatch, capsys, loss):
+    # Either loss made NaN stops the run after the first batch of 2 * 128 = 256 steps: the
+    # policy's, or the critic's (whose NaN weights would reach the policy's loss only through
+    # the next batch's advantages, at step 512)
+    original = getattr(vpg, loss)
+    monkeypatch.setattr(vpg, loss, lambda *a: original(*a) * math.nan)
     summary = vpg.main(vpg.Args(total_timesteps=1024, num_envs=2, num_steps=128,
                                 output_dir=str(tmp_path)))
     assert summary["interrupted"] is True and summary["global_steps"] == 256
