@@ -33,7 +33,7 @@ SCRIPTS = {
     "es.py": (["--total-timesteps", "400", "--population-size", "4", "--num-workers", "1"], False),
     "qlearning.py": (["--env-id", "FrozenLake-v1", "--total-timesteps", "300"], False),
     "dqn.py": (["--total-timesteps", "300", "--num-envs", "2", "--learning-starts", "100",
-                "--train-frequency", "8", "--batch-size", "32"], True),
+                "--train-frequency", "8", "--gradient-steps", "2", "--batch-size", "32"], True),
     "ddpg_td3.py": (["--env-id", "ShortPendulum-v1", "--total-timesteps", "120", "--num-envs", "2",
                      "--learning-starts", "40", "--batch-size", "16", "--hidden-size", "8"], True),
     "sac.py": (["--env-id", "ShortPendulum-v1", "--total-timesteps", "120", "--num-envs", "2",
@@ -56,7 +56,9 @@ SCRIPTS = {
 # The scripts that evaluate in one environment, episode after episode (the others play the
 # evaluation episodes side by side, one environment each): one video file per episode too.
 ONE_ENVIRONMENT = {"es.py", "qlearning.py"}
-TINY = {script: flags for script, (flags, _) in SCRIPTS.items()}
+# A tiny run's final evaluation plays 2 episodes (not the default 10: the same code, a fifth
+# of the time); a test of the evaluation's episodes gives its own count.
+TINY = {script: [*flags, "--eval-episodes", "2"] for script, (flags, _) in SCRIPTS.items()}
 TORCH = [script for script, (_, torch) in SCRIPTS.items() if torch]
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -337,7 +339,7 @@ def test_ctrl_c_during_the_final_evaluation_keeps_the_run(script, tmp_path, monk
     assert os.path.exists(os.path.join(path, "learning_curve.png"))
     assert glob.glob(os.path.join(path, "model.*"))
     out = capsys.readouterr().out  # the evaluation is announced before it starts
-    assert "final evaluation, 10 episodes; the run is written and Ctrl-C keeps it" in out
+    assert "final evaluation, 2 episodes; the run is written and Ctrl-C keeps it" in out
     assert "final evaluation interrupted" in out
 
 
