@@ -174,6 +174,28 @@ def saved_sums(path, keys):
     return state, {key: sum(t.sum().item() for t in state[key].values()) for key in keys}
 
 
+class TenTimesObs(torch.nn.Module):
+    """vpg.py's and trpo.py's critic by hand: V(s) = 10 * s, with one parameter that its
+    gradient never moves (the value optimizer needs one)."""
+    def __init__(self):
+        super().__init__()
+        self.unused = torch.nn.Parameter(torch.zeros(1))
+
+    def forward(self, obs):
+        return 10 * obs[..., :1] + 0 * self.unused
+
+
+class LearnedTenTimesObs(torch.nn.Module):
+    """vpg.py's and trpo.py's critic by hand that learns: V(s) = w * s, w starting at 10 (a
+    gradient moves w)."""
+    def __init__(self):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.tensor(10.0))
+
+    def forward(self, obs):
+        return self.w * obs[..., :1]
+
+
 def copies(net):
     """Copies of a network's parameters, for moved_since after some steps."""
     return [p.detach().clone() for p in net.parameters()]

@@ -15,8 +15,9 @@ from conftest import (approx, check_an_evaluation_trains_nothing,
                       check_every_evaluation_reads_the_running_statistics_and_leaves_them_alone,
                       check_gaussian_actions_clipped_for_the_environment_only,
                       check_named_and_tracked, check_norm_obs_on_count_to_three,
-                      interrupt_on_call, ONE_ROLLOUT_OF_SIX, read_csv, same_seed_episodes,
-                      spy_on, spy_on_seeds, spy_on_weights, tensor, unreadable_checkpoints)
+                      interrupt_on_call, LearnedTenTimesObs, ONE_ROLLOUT_OF_SIX, read_csv,
+                      same_seed_episodes, spy_on, spy_on_seeds, spy_on_weights, tensor,
+                      TenTimesObs, unreadable_checkpoints)
 
 
 def column(*values):
@@ -252,16 +253,6 @@ def test_the_policy_parameters_are_the_actor_and_its_log_std():
 # ---------------------------------------------------------------------------------------
 # Glue: what the loop gives the math
 # ---------------------------------------------------------------------------------------
-class TenTimesObs(torch.nn.Module):
-    """A critic by hand: V(s) = 10 * s, with one parameter that its gradient never moves."""
-    def __init__(self):
-        super().__init__()
-        self.unused = torch.nn.Parameter(torch.zeros(1))
-
-    def forward(self, obs):
-        return 10 * obs[..., :1] + 0 * self.unused
-
-
 def test_the_truncated_step_bootstraps_from_the_value_of_its_final_observation(tmp_path,
                                                                                  monkeypatch):
     # CountToThree-v0 (conftest.py): each environment sees 0, 1, 2, (cut) 0. With V(s) = 10*s,
@@ -379,16 +370,6 @@ def test_the_policy_step_gets_the_gae_advantages_and_the_critic_regresses_on_the
     (advantages_given,) = given
     assert advantages_given.tolist() == pytest.approx(advantages.tolist(), abs=1e-5)
     assert sorted(torch.cat(regressed).tolist()) == approx(sorted(both([6.0625, 10.5, 16.0, 6.0])))
-
-
-class LearnedTenTimesObs(torch.nn.Module):
-    """A critic by hand that learns: V(s) = w * s, w starting at 10 (a gradient moves w)."""
-    def __init__(self):
-        super().__init__()
-        self.w = torch.nn.Parameter(torch.tensor(10.0))
-
-    def forward(self, obs):
-        return self.w * obs[..., :1]
 
 
 def test_the_explained_variance_row_takes_the_values_stored_while_acting(tmp_path, monkeypatch):

@@ -14,8 +14,9 @@ from conftest import (approx, check_an_evaluation_trains_nothing,
                       check_every_evaluation_reads_the_running_statistics_and_leaves_them_alone,
                       check_gaussian_actions_clipped_for_the_environment_only,
                       check_named_and_tracked, check_norm_obs_on_count_to_three,
-                      interrupt_on_call, ONE_ROLLOUT_OF_SIX, read_csv, same_seed_episodes,
-                      spy_on, spy_on_seeds, spy_on_weights, tensor, unreadable_checkpoints)
+                      interrupt_on_call, LearnedTenTimesObs, ONE_ROLLOUT_OF_SIX, read_csv,
+                      same_seed_episodes, spy_on, spy_on_seeds, spy_on_weights, tensor,
+                      TenTimesObs, unreadable_checkpoints)
 
 
 def column(*values):
@@ -194,27 +195,6 @@ def test_truncated_steps_store_the_true_final_observation(tmp_path, monkeypatch)
     assert obs[:, :, 0].tolist() == [[0, 0], [1, 1], [2, 2], [0, 0]]
     assert truncated.tolist() == [[False, False], [False, False], [True, True], [False, False]]
     assert final_obs[2, :, 0].tolist() == [3, 3] and final_obs[[0, 1, 3]].abs().sum() == 0
-
-
-class TenTimesObs(torch.nn.Module):
-    """A critic by hand: V(s) = 10 * s, with one parameter that its gradient never moves
-    (the value optimizer needs one)."""
-    def __init__(self):
-        super().__init__()
-        self.unused = torch.nn.Parameter(torch.zeros(1))
-
-    def forward(self, obs):
-        return 10 * obs[..., :1] + 0 * self.unused
-
-
-class LearnedTenTimesObs(torch.nn.Module):
-    """A critic by hand that learns: V(s) = w * s, w starting at 10 (a gradient moves w)."""
-    def __init__(self):
-        super().__init__()
-        self.w = torch.nn.Parameter(torch.tensor(10.0))
-
-    def forward(self, obs):
-        return self.w * obs[..., :1]
 
 
 def test_the_loop_gives_the_math_the_truncation_bootstrap_and_the_acting_policy(
