@@ -18,9 +18,9 @@ from conftest import (approx, check_an_evaluation_trains_nothing, check_episode_
                       check_the_buffer_is_never_larger_than_the_budget,
                       check_the_random_actions_fill_minus_one_to_one,
                       check_the_ring_of_field_tensors, check_the_rows_of_numbered_agent_updates,
-                      check_whole_steps_budget, copies, interrupt_on_call, moved_since, read_csv,
-                      received_actions, run_folder_env, same_seed_episodes, spy_on,
-                      spy_on_acting, spy_on_seeds, tensor, unreadable_checkpoints)
+                      check_whole_steps_budget, copies, fill_with_constants, interrupt_on_call,
+                      moved_since, read_csv, received_actions, run_folder_env, same_seed_episodes,
+                      spy_on, spy_on_acting, spy_on_seeds, tensor, unreadable_checkpoints)
 
 
 # ---------------------------------------------------------------------------------------
@@ -657,6 +657,23 @@ def test_an_evaluation_of_a_checkpoint_trains_nothing(tmp_path, capsys):
 
 def test_the_buffer_is_never_larger_than_the_budget(tmp_path, monkeypatch):
     check_the_buffer_is_never_larger_than_the_budget(crossq, tmp_path, monkeypatch)
+
+
+def test_the_checkpoint_keeps_each_learned_network_under_its_own_name(tmp_path):
+    # As sac.py's (round thirteen's S5 there: critic 1 saved as critic2): the actor 3
+    # everywhere, critic 1 ones, critic 2 twos, alpha 0.5; each saved state dict holds its
+    # own network's tensors, batch renormalization's running statistics with them, and so
+    # not the other critic's (ones against twos).
+    args = crossq.Args(hidden_size=8, critic_hidden_size=8, alpha=0.5, autotune=False)
+    agent = crossq.Agent(1, 1, np.ones(1, np.float32), args, "cpu")
+    fill_with_constants((agent.actor, 3.0), (agent.critic1, 1.0), (agent.critic2, 2.0))
+    crossq.save_checkpoint(tmp_path / "model.pt", agent, args)
+    state = torch.load(tmp_path / "model.pt", weights_only=True)
+    for key in ("actor", "critic1", "critic2"):
+        own = getattr(agent, key).state_dict()
+        assert state[key].keys() == own.keys()
+        assert all(torch.equal(state[key][name], own[name]) for name in own), key
+    assert state["log_alpha"].tolist() == approx([math.log(0.5)])  # -0.6931
 
 
 # ---------------------------------------------------------------------------------------
