@@ -651,6 +651,34 @@ def test_the_explained_variance_row_takes_the_values_and_then_the_returns(
         assert float(row["explained_variance"]) == pytest.approx(expected, abs=1e-5)
 
 
+# The scripts whose loss function returns (loss, pg_loss, v_loss, entropy), each its name
+LOSSES = {"ppo.py": "ppo_loss", "ppo_masked.py": "ppo_loss", "ppod.py": "ppo_loss",
+          "ppo_lstm.py": "ppo_loss", "ppo_rnd.py": "ppo_loss", "mappo.py": "mappo_loss",
+          "impala.py": "impala_loss"}
+
+
+@pytest.mark.parametrize("script", LOSSES)
+def test_the_loss_columns_are_the_last_minibatchs_own(script, tmp_path, monkeypatch):
+    # updates.csv's policy_loss, value_loss and entropy, each in its own column, are those the
+    # loss function returned at the update's last minibatch (round thirteen: ppo.py's two
+    # unpacked swapped passed every test of ppo.py but the one written for it then)
+    module = module_of(script)
+    original, returned = getattr(module, LOSSES[script]), []
+
+    def spy(*args, **kwargs):
+        loss, pg_loss, v_loss, entropy = original(*args, **kwargs)
+        returned.append((pg_loss.item(), v_loss.item(), entropy.item()))
+        return loss, pg_loss, v_loss, entropy
+
+    monkeypatch.setattr(module, LOSSES[script], spy)
+    module.main(module.tyro.cli(module.Args, args=[*TINY[script], "--eval-episodes", "0",
+                                                    "--output-dir", str(tmp_path)]))
+    last = read_csv(os.path.join(run_folder(tmp_path), "updates.csv"))[-1]
+    logged = tuple(float(last[key]) for key in ("policy_loss", "value_loss", "entropy"))
+    assert logged == pytest.approx(returned[-1], rel=1e-5)
+    assert len(set(returned[-1])) == 3  # three numbers a swap would move
+
+
 # The flag of each update's epochs of minibatches (vpg.py and trpo.py: of the value function)
 EPOCHS = {"ppo.py": "--update-epochs", "ppo_masked.py": "--update-epochs",
           "ppo_rnd.py": "--update-epochs", "ppod.py": "--update-epochs",
