@@ -677,15 +677,18 @@ def test_shared_actor_pads_observations_and_masks_missing_actions():
 def test_heterogeneous_agents_train_with_one_actor_each_as_and_layer_norm(tmp_path, check_run_folder,
                                                                           monkeypatch):
     moved = spy_on_weights(monkeypatch, mappo)
-    # --seed 7, not the default 1: torch's seed, the training copies' and the final
-    # evaluation's at 7 + 100,000 (LockstepEnvs draws each copy's seed from it)
+    # --seed 7, not the default 1: torch's seed, the training copies', and at 7 + 100,000
+    # each --eval-every 50 evaluation's and the final one's (LockstepEnvs draws each copy's
+    # seed from it). 2 copies step global_step by 2: 2, 4, ..., 100 crosses a multiple of 50
+    # at 50 and at 100, 2 evaluations; with the training copies' seed 7 they would replay
+    # the training's first episodes: [7, 7, 7, 100_007]
     seeds = spy_on(monkeypatch, mappo, "seed_and_device", lambda seed, *rest: seed)
     resets = spy_on(monkeypatch, mappo.LockstepEnvs, "reset", lambda self, seed: seed)
     summary = mappo.main(mappo.Args(env_id="simple_speaker_listener_v4", share_actor=False,
                                     critic_state="as", layer_norm=True, num_envs=2, num_steps=25,
-                                    total_timesteps=100, eval_episodes=2, save_model=True,
-                                    seed=7, output_dir=str(tmp_path)))
-    assert seeds == [7] and resets == [7, 100_007]
+                                    total_timesteps=100, eval_episodes=2, eval_every=50,
+                                    save_model=True, seed=7, output_dir=str(tmp_path)))
+    assert seeds == [7] and resets == [7, 100_007, 100_007, 100_007]
     path, _, _ = check_run_folder(summary, tmp_path, "mappo", model=True)
     state = torch.load(os.path.join(path, "model.pt"), weights_only=True)
     # one actor per agent, each on its own observation (3 and 11 wide), LayerNorm first
