@@ -655,6 +655,30 @@ def test_an_evaluation_of_a_checkpoint_trains_nothing(tmp_path, capsys):
     check_an_evaluation_trains_nothing(crossq, tmp_path, capsys)
 
 
+def test_an_evaluation_of_a_checkpoint_builds_the_networks_at_the_models_widths(
+        tmp_path, monkeypatch):
+    # A Pendulum-v1 model (observation 3, action 1) with an actor 8 wide and critics 12
+    # wide, evaluated by a command line that names neither width (256 each by default):
+    # main builds the agent at the model's widths, then restore loads it. So restore gets
+    # an actor whose first layer is Linear(3, 8) and critics Linear(3 + 1, 12), and the
+    # evaluation's config.json says 8 and 12 (an actor built 256 wide would refuse the
+    # model's 8-wide weights: "does not fit", exit 2).
+    args = crossq.Args(hidden_size=8, critic_hidden_size=12)
+    agent = crossq.Agent(3, 1, np.ones(1, np.float32), args, "cpu")
+    crossq.save_checkpoint(tmp_path / "model.pt", agent, args)
+    built = []
+    monkeypatch.setattr(crossq, "restore", lambda checkpoint, agent, args: built.append(
+        [(net.net[1].in_features, net.net[1].out_features)
+         for net in (agent.actor, agent.critic1, agent.critic2)]))
+    crossq.main(crossq.Args(eval_checkpoint=str(tmp_path / "model.pt"), eval_episodes=1,
+                            output_dir=str(tmp_path / "eval")))
+    assert built == [[(3, 8), (4, 12), (4, 12)]]
+    (folder,) = (tmp_path / "eval").iterdir()
+    with open(folder / "config.json") as f:
+        config = json.load(f)
+    assert (config["hidden_size"], config["critic_hidden_size"]) == (8, 12)
+
+
 def test_the_buffer_is_never_larger_than_the_budget(tmp_path, monkeypatch):
     check_the_buffer_is_never_larger_than_the_budget(crossq, tmp_path, monkeypatch)
 
