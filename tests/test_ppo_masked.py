@@ -242,8 +242,16 @@ class OnlyMask(DictMaskedCounter):
         return {"action_mask": self.mask()}, {}
 
 
+class DictAndInfoMasks(DictMaskedCounter):
+    """DictMaskedCounter whose info carries a second mask that allows every action: with
+    both, --mask-source auto takes the observation's "action_mask" entry."""
+
+    def observe(self):
+        return super().observe()[0], {"action_mask": np.ones(4, dtype=np.int8)}
+
+
 for env_class in (MaskedCounter, DictMaskedCounter, NoActionAtTwo, ShortMask, SequenceObs,
-                  OnlyMask):
+                  OnlyMask, DictAndInfoMasks):
     gym.register(f"{env_class.__name__}-v0", entry_point=env_class, max_episode_steps=3)
 # MaskedCounter with Gymnasium's reward_threshold of 3, every episode's return
 gym.register("MaskedThreeSteps-v0", entry_point=MaskedCounter, max_episode_steps=3,
@@ -294,13 +302,18 @@ def spy_on_rollouts(monkeypatch):
 
 
 @pytest.mark.parametrize("env_id, source", [("MaskedCounter-v0", "info"),
-                                            ("DictMaskedCounter-v0", "obs")])
+                                            ("DictMaskedCounter-v0", "obs"),
+                                            ("DictAndInfoMasks-v0", "auto")])
 def test_each_mask_stays_with_its_observation_across_episode_ends(env_id, source, tmp_path,
-                                                                 monkeypatch):
+                                                                 monkeypatch, capsys):
+    # DictAndInfoMasks under auto: the observation's entry, mask(t) below, is the one in
+    # force; the info's 1111 would store 4 allowed actions at t = 0, 1, 2 (and sample
+    # forbidden ones)
     seen = spy_on_rollouts(monkeypatch)
     TAKEN.clear()
     pm.main(pm.Args(env_id=env_id, mask_source=source, total_timesteps=16, num_envs=2,
                     num_steps=4, num_minibatches=2, eval_episodes=0, output_dir=str(tmp_path)))
+    assert f"masks from {'obs' if source == 'auto' else source}\n" in capsys.readouterr().out
     rollout = seen[0]
     # Each environment sees t = 0, 1, 2, (cut after the third step; final obs 3, mask
     # 1111, stays in final_info) 0: the mask stored at the new episode's first step is
