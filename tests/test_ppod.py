@@ -787,6 +787,22 @@ def test_record_demo_from_a_ppo_checkpoint(tmp_path, count_demos):
     assert demo.observations[:, 0].tolist() == [0, 1, 2, 3] and demo.terminated is False
 
 
+def test_record_demo_from_starts_the_episode_from_seed(tmp_path):
+    # MountainCar-v0's reset(seed=s) draws the start position uniformly from [-0.6, -0.4]
+    # with the generator default_rng(s), velocity 0: position = -0.6 + 0.2 * u, u its first
+    # random(). Seed 3: u = 0.0856492, -0.6 + 0.2 * 0.0856492 = -0.5828702; seed 4:
+    # u = 0.9430561, -0.6 + 0.1886112 = -0.4113888. The recorded demo starts there; an
+    # unseeded reset would draw it from fresh entropy.
+    model = str(tmp_path / "model.pt")
+    ppod.save_checkpoint(model, ppod.Agent(2, 3, False, 4), ppod.ObsNormalizer((2,), False),
+                         ppod.Args(hidden_size=4, norm_obs=False))
+    for seed, position in ((3, -0.5828702), (4, -0.4113888)):
+        recorded = ppod.main(ppod.Args(record_demo_from=model, seed=seed,
+                                       demos_dir=str(tmp_path / f"demos-{seed}")))
+        demo = ppod.load_demo(recorded["demo_path"], (2,), gym.spaces.Discrete(3))
+        assert demo.observations[0].tolist() == approx([position, 0.0])
+
+
 def test_continuous_actions_are_replayed_as_recorded_and_read_back_by_the_update(
         tmp_path, rollouts, monkeypatch):
     # A Pendulum demo recorded from an untrained ppo.py policy: 200 steps, cut by the time
