@@ -541,13 +541,13 @@ class BoxRelay(Relay):
         return gym.spaces.Box(-1.0, 1.0, (1 if agent == "short" else 2,))
 
 
-def box_envs(monkeypatch, relay_class):
-    """matd3.LockstepEnvs over one copy of relay_class (a conftest Relay) with BoxRelay's
-    actions, reset; Relay.sent cleared."""
+def box_envs(monkeypatch, relay_class, num_envs=1):
+    """matd3.LockstepEnvs over num_envs copies of relay_class (a conftest Relay) with
+    BoxRelay's actions, reset at seed 0; Relay.sent cleared."""
     env_class = type(f"Box{relay_class.__name__}", (relay_class, BoxRelay), {})
     monkeypatch.setattr(matd3, "make_env", lambda *args, **kwargs: env_class())
     Relay.sent.clear()
-    envs = matd3.LockstepEnvs("simple_v3", 1, matd3.check_env("simple_v3"), 3)
+    envs = matd3.LockstepEnvs("simple_v3", num_envs, matd3.check_env("simple_v3"), 3)
     envs.reset(seed=0)
     return envs
 
@@ -561,6 +561,35 @@ def test_each_agent_keeps_its_slot_when_an_agent_before_it_is_done(monkeypatch):
     assert out.obs.tolist() == [[[0, 0], [1, 1]]] and out.active.tolist() == [[False, True]]
     envs.step(np.array([[[0.5, 0.0], [0.75, -0.75]]], np.float32))
     assert list(Relay.sent[-1]) == ["long"] and Relay.sent[-1]["long"].tolist() == [0.75, -0.75]
+
+
+def test_each_episode_counts_its_own_return_and_length(monkeypatch):
+    # Two episodes of one copy, 3 lock-steps each (SameSizeRelay has Relay's rewards): short
+    # gets 1 at step 0, long 2 + 2 + 2 = 6, so each episode's return is the mean over the
+    # agents (1 + 6) / 2 = 3.5, 3 long. Carried over from the first episode, the second's
+    # return would be 3.5 + 3.5 = 7 (and its length 6).
+    envs = box_envs(monkeypatch, SameSizeRelay)
+    episodes = [episode for _ in range(6)
+                for episode in envs.step(np.zeros((1, 2, 2), np.float32)).episodes]
+    assert episodes == [(0, 3.5, 3), (0, 3.5, 3)]
+
+
+def test_no_two_copies_of_nearby_seeds_reset_at_the_same_seed(monkeypatch):
+    # 3 copies reset at seeds 0, 1 and 2 (as runs of --seed 0, 1, 2 would): 9 environment
+    # seeds, all different. Seeded seed + n, --seed 0's copies would take 0, 1, 2, --seed 1's
+    # 1, 2, 3 and --seed 2's 2, 3, 4, the same start states more than once: 5 seeds of 9.
+    seeds = []
+
+    class SeedRecordingRelay(Relay):
+        def reset(self, seed=None, options=None):
+            seeds.append(seed)
+            return super().reset(seed, options)
+
+    envs = box_envs(monkeypatch, SeedRecordingRelay, num_envs=3)
+    seeds.clear()  # check_env's reset and box_envs'
+    for seed in (0, 1, 2):
+        envs.reset(seed)
+    assert len(seeds) == 9 and len(set(seeds)) == 9
 
 
 @pytest.mark.parametrize("critic_state", ["ep", "fp"])
@@ -739,13 +768,19 @@ def test_exp_name_seed_and_track_name_the_run_folder_the_curve_and_the_wandb_run
 
 
 def test_the_budget_is_whole_lock_steps_and_the_run_says_so_once(tmp_path, capsys):
-    # --total-timesteps 41 of 2 copies: 41 // 2 = 20 lock-steps, 40 steps, said once at the
-    # start
-    summary = matd3.main(matd3.Args(output_dir=str(tmp_path), **{**TINY, "total_timesteps": 41}))
+    # --total-timesteps 45 of 2 copies: 45 // 2 = 22 lock-steps, 44 steps, said once at the
+    # start. One update a lock-step from the one that reaches step 20 (--learning-starts),
+    # and a row of updates.csv every --log-interval 10 steps and after the last step: at 20
+    # (1 update), 30 (1 + 5 = 6: the lock-steps to 22, 24, ..., 30), 40 (11) and 44 (13);
+    # without the row after the last step they would end at 40, 2 updates unlogged
+    summary = matd3.main(matd3.Args(output_dir=str(tmp_path), **{**TINY, "total_timesteps": 45}))
     assert capsys.readouterr().out.count(
-        "training runs 40 of --total-timesteps 41: whole steps of the 2 copies of the "
+        "training runs 44 of --total-timesteps 45: whole steps of the 2 copies of the "
         "environment\n") == 1
-    assert summary["global_steps"] == 40
+    assert summary["global_steps"] == 44
+    updates = read_csv(next(tmp_path.glob("*/updates.csv")))
+    assert [(int(u["global_step"]), int(u["gradient_steps"])) for u in updates] == [
+        (20, 1), (30, 6), (40, 11), (44, 13)]
 
 
 def test_an_evaluation_of_a_checkpoint_trains_nothing_and_takes_the_models_flags(tmp_path,
