@@ -363,15 +363,16 @@ def test_the_learner_gives_the_math_its_flags(tmp_path, local_actors, monkeypatc
 
 def test_every_update_moves_every_weight_of_the_critic_and_the_actor(tmp_path, local_actors,
                                                                      monkeypatch):
-    # One loss trains both networks: the loss is given the learner's values and
-    # log-probabilities with their gradients (a value detached before it, the critic would
-    # never learn), and each of the 4 steps moves every weight and bias of both MLPs, as the
+    # One loss trains both networks: the loss is given the learner's values,
+    # log-probabilities and entropies with their gradients (a value detached before it, the
+    # critic would never learn; an entropy detached, --ent-coef's bonus would move no
+    # weight), and each of the 4 steps moves every weight and bias of both MLPs, as the
     # versions published after each step show.
     given = spy_on(monkeypatch, impala, "impala_loss", lambda **k: (
-        k["values"].requires_grad, k["logprobs"].requires_grad))
+        k["values"].requires_grad, k["logprobs"].requires_grad, k["entropy"].requires_grad))
     one_actor_run(tmp_path)
     (actors,) = local_actors
-    assert given == [(True, True)] * 4 and sorted(actors.published) == [0, 1, 2, 3, 4]
+    assert given == [(True, True, True)] * 4 and sorted(actors.published) == [0, 1, 2, 3, 4]
     for version in range(4):
         before, after = actors.published[version], actors.published[version + 1]
         assert {name.split(".")[0] for name in before} == {"actor", "critic"}
@@ -453,6 +454,18 @@ def test_eval_every_writes_rows_keeps_the_best_model_and_leaves_training_alone(t
                        num_actors=1, sync=True, learning_rate=0.02, eval_every=48,
                        eval_episodes=3, save_model=True, seed=5)
     check_evaluations(impala.main, args, tmp_path, [48, 96, 144, 192])
+
+
+def test_eval_every_evaluates_where_the_step_count_crosses_a_multiple(tmp_path, local_actors):
+    # 1 actor of 2 environments, rollouts of 8 steps: global_step goes 16, 32, ..., 96, and
+    # --eval-every 40 is crossed between 32 and 48 (40) and reached at 80; the next multiple,
+    # 120, lies past the budget: rows at 48 and 80. Only where a step count is a multiple of
+    # 40 would be 80 alone.
+    impala.main(impala.Args(total_timesteps=96, num_envs=2, num_steps=8, hidden_size=8,
+                            num_actors=1, sync=True, eval_every=40, eval_episodes=1,
+                            output_dir=str(tmp_path)))
+    rows = read_csv(next(tmp_path.glob("*/evaluations.csv")))
+    assert [int(r["global_step"]) for r in rows] == [48, 80]
 
 
 def test_evaluation_plays_the_greedy_action():
