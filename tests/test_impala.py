@@ -528,6 +528,21 @@ def test_stop_at_return_stops_and_nan_loss_stops_cleanly(tmp_path, local_actors,
     assert "the loss became non-finite (NaN or inf) at step 64" in capsys.readouterr().out
 
 
+def test_a_plain_run_records_the_environments_threshold_and_trains_its_whole_budget(
+        tmp_path, local_actors):
+    # my_envs:ThreeSteps-v0 pays 1 a step and is cut at 3 steps (reward_threshold 3). One
+    # actor of 2 environments, rollouts of 8 steps (16 global steps): a pair of episodes ends
+    # every 2 x 3 = 6 steps, so the 20th episode ends with the 10th pair at step 60, inside
+    # the 4th rollout (steps 48 to 64). Without --stop-at-return the run records 60 and trains
+    # on to its budget, 8 rollouts, 128 steps; stopped by the environment's threshold it
+    # would end after that rollout, at 64.
+    summary = impala.main(impala.Args(env_id="my_envs:ThreeSteps-v0", total_timesteps=128,
+                                      num_envs=2, num_steps=8, hidden_size=8, num_actors=1,
+                                      sync=True, eval_episodes=0, output_dir=str(tmp_path)))
+    assert summary["solved_threshold"] == 3.0 and summary["solved_at_step"] == 60
+    assert summary["global_steps"] == 128
+
+
 # One actor of 2 environments, rollouts of 3 steps: one batch of 6 steps, the 6 steps of
 # conftest's checks
 ONE_BATCH_OF_SIX = dict(num_envs=2, num_steps=3, num_actors=1, sync=True)
