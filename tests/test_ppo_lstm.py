@@ -682,14 +682,27 @@ def test_anneal_clip_decays_epsilon_with_the_learning_rate(anneal_clip, anneal_s
     # than one rollout (16 // 32 = 0), anneals over one: 0.2 * max(0, 1 - (i - 1) / 1) = 0.2,
     # then 0 (over two, as max(2, ...) would, the second rollout would clip at 0.1). Each
     # rollout is 4 chunks of 8 steps in 2 minibatches, so ppo_loss gets each value twice, and
-    # updates.csv logs it.
+    # updates.csv logs it. Its clipfrac counts the ratios outside that same epsilon: rollout
+    # i's row is the mean over its two minibatches of mean(|r - 1| > eps_i), r = exp(newlogprob
+    # - oldlogprob) as ppo_loss got them. --no-anneal-lr keeps the rate at 1e-3 (epsilon
+    # anneals by f_k all the same), so each rollout's second minibatch follows a step and its
+    # ratios leave 1 by far less than 0.2: at eps_i = 0 they count, at the flag's 0.2 none does.
     calls = spy_on(monkeypatch, ppo_lstm, "ppo_loss", detached)
     ppo_lstm.main(ppo_lstm.Args(num_envs=2, num_steps=16, update_epochs=1, eval_episodes=0,
                                 total_timesteps=160, anneal_steps=anneal_steps, clip_coef=0.2,
-                                anneal_clip=anneal_clip, output_dir=str(tmp_path)))
+                                anneal_clip=anneal_clip, anneal_lr=False,
+                                output_dir=str(tmp_path)))
     assert [c["clip_coef"] for c in calls] == pytest.approx([e for e in expected for _ in "ab"])
     rows = read_csv(next(tmp_path.glob("*/updates.csv")))
     assert [float(r["clip_coef"]) for r in rows] == pytest.approx(expected)
+    off = [((c["newlogprob"] - c["oldlogprob"]).exp() - 1).abs() for c in calls]
+
+    def clipfracs(epsilons):  # each rollout's two minibatches at its epsilon
+        return [np.mean([(o > eps).float().mean().item() for o in off[2 * i:2 * i + 2]])
+                for i, eps in enumerate(epsilons)]
+
+    assert [float(r["clipfrac"]) for r in rows] == pytest.approx(clipfracs(expected), rel=1e-6)
+    assert (clipfracs(expected) != clipfracs([0.2] * 5)) == anneal_clip  # the run tells them
 
 
 def test_non_finite_loss_stops_cleanly(tmp_path, monkeypatch, capsys):
