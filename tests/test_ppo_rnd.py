@@ -238,11 +238,15 @@ def test_the_rnd_sees_the_state_each_step_reached(env_id, norm_obs, tmp_path, mo
     # The RND's normalization is its own, on with --no-norm-obs too: its statistics hold
     # the 32 + 12 states it was given, and its last output is the last states normalized
     # by them and clipped to [-5, 5] (off, they would keep RunningMeanStd's start, a count
-    # of 1e-4, and pass 3 through as 3).
+    # of 1e-4, and pass 3 through as 3). The RND's normalizer is the second that main makes
+    # (the policy's first); a state of 1,000, about a thousand stds beyond the states 0-3
+    # both have seen, comes out of it clipped to 5 (the authors' clip), and out of the policy's
+    # to 10 (--norm-obs's), or as it is with --no-norm-obs.
     seen, original = [], ppo_rnd.ObsNormalizer.__call__
+    made = spy_on(monkeypatch, ppo_rnd.ObsNormalizer, "__init__", lambda self, *a, **k: self)
 
     def spy(self, obs, update=False):
-        if self.clip == 5.0:
+        if self is made[1]:
             seen.append(np.array(obs))
             assert update  # every state the RND sees moves its statistics, the random ones too
             seen_by.append((self, original(self, obs, update)))
@@ -265,6 +269,19 @@ def test_the_rnd_sees_the_state_each_step_reached(env_id, norm_obs, tmp_path, mo
     assert np.allclose(last, np.clip((np.full((2, 1), 3.0) - rms.mean) / np.sqrt(rms.var + 1e-8),
                                      -5, 5), atol=1e-6)
     assert not np.allclose(last, 3)
+    far = np.full((1, 1), 1e3)
+    assert original(made[1], far).tolist() == [[5.0]]
+    assert original(made[0], far).tolist() == [[10.0 if norm_obs else 1e3]]
+
+
+def test_the_random_steps_are_a_function_of_their_seed():
+    # random_states seeds the random agent's actions as well as the resets: at one seed the
+    # 2 environments x 16 steps of CartPole reach the same 32 states twice, at another seed
+    # others. (Unseeded actions would repeat all 32 coin flips with probability 2^-32.)
+    first, again, other = (ppo_rnd.random_states("CartPole-v1", 2, 16, seed)
+                           for seed in (5, 5, 6))
+    assert first.shape == (32, 4)
+    assert np.array_equal(first, again) and not np.allclose(first, other)
 
 
 def test_the_predictor_learns_from_a_fraction_of_each_minibatch(tmp_path, monkeypatch):
@@ -272,15 +289,26 @@ def test_the_predictor_learns_from_a_fraction_of_each_minibatch(tmp_path, monkey
     # predictor_loss, 3 * 2 * 256 = 1,536 samples. Each is kept with probability
     # --rnd-update-proportion 0.6 (default 0.25): the kept fraction has a std of
     # sqrt(0.6 * 0.4 / 1536) = 0.0125, so 0.6 +- 0.05 (4 std) holds unless the mask is wrong
-    # (all kept: 1.0; the default's 0.25).
-    masks, original = [], ppo_rnd.predictor_loss
-    monkeypatch.setattr(ppo_rnd, "predictor_loss",
-                        lambda predicted, target, keep: masks.append(keep) or
-                        original(predicted, target, keep))
+    # (all kept: 1.0; the default's 0.25). Each rollout's updates.csv row has predictor_loss
+    # the mean of its 4 calls' losses (2 epochs x 2 minibatches), not of the last epoch's 2.
+    masks, losses, original = [], [], ppo_rnd.predictor_loss
+
+    def spy(predicted, target, keep):
+        masks.append(keep)
+        losses.append(original(predicted, target, keep))
+        return losses[-1]
+
+    monkeypatch.setattr(ppo_rnd, "predictor_loss", spy)
     ppo_rnd.main(ppo_rnd.Args(**TINY, rnd_update_proportion=0.6, output_dir=str(tmp_path)))
     kept = torch.cat(masks).float()
     assert len(masks) == 12 and kept.numel() == 1536
     assert abs(kept.mean().item() - 0.6) < 0.05
+    rows = read_csv(next(tmp_path.glob("*/updates.csv")))
+    per_update = [[loss.item() for loss in losses[4 * u:4 * u + 4]] for u in range(3)]
+    assert [float(r["predictor_loss"]) for r in rows] == pytest.approx(
+        [np.mean(u) for u in per_update], rel=1e-5)
+    assert [np.mean(u) for u in per_update] != pytest.approx([np.mean(u[2:]) for u in per_update],
+                                                             rel=1e-5)
 
 
 @pytest.fixture
@@ -473,15 +501,28 @@ def test_the_policy_follows_the_combined_advantage(norm_adv, watch):
         assert (kw["clip_coef"], kw["ent_coef"], kw["vf_coef"]) == (0.15, 0.02, 0.6)
 
 
-def test_a_truncated_step_keeps_its_true_final_observation_for_the_bootstrap(watch):
-    # CountToThree-v0 without --norm-obs: every third step is truncated, its true final
-    # observation 3 is final_obs there (read only there: the first rollout has 0 elsewhere),
-    # and the next row starts the next episode at 0
-    for r, b in enumerate(watch(env_id="CountToThree-v0", norm_obs=False)["buffers"]):
+# CountToThree-v0: every third step is truncated, its true final observation 3 is final_obs
+# there (read only there: the first rollout has 0 elsewhere). Without --norm-obs it is 3 and
+# the next row starts the next episode at 0. With it, the first rollout's rows (both
+# environments alike) are normalized by the policy's statistics after each step's update,
+# and the final observation by those of its row, without updating them:
+#   after 0,0: mean 0 -> 0;  after 0,0,1,1: mean 0.5, var 0.25 -> (1 - 0.5) / 0.5 = 1
+#   after 0,0,1,1,2,2:     mean 1, var 2/3 -> (2 - 1) / 0.8165 = 1.2247
+#   final 3, same stats:                      (3 - 1) / 0.8165 = 2.4495
+#   (after the next episode's 0,0 too: mean 0.75, var 0.6875 -> (3 - 0.75) / 0.8292 = 2.7136)
+@pytest.mark.parametrize("norm_obs, rows, final", [(False, [0, 1, 2], 3),
+                                                   (True, [0, 1, 1.2247], 2.4495)])
+def test_a_truncated_step_keeps_its_true_final_observation_for_the_bootstrap(norm_obs, rows,
+                                                                            final, watch):
+    buffers = watch(env_id="CountToThree-v0", norm_obs=norm_obs)["buffers"]
+    for r, b in enumerate(buffers):
         cut = b["truncated"]
         assert cut.sum() >= 20 and not b["terminated"].any()
-        assert (b["final_obs"][cut] == 3).all() and (r or (b["final_obs"][~cut] == 0).all())
-        assert (b["obs"][1:][cut[:-1]] == 0).all()
+        assert r or (b["final_obs"][~cut] == 0).all()
+        if not norm_obs:  # raw: every final observation 3, every next row 0
+            assert (b["final_obs"][cut] == 3).all() and (b["obs"][1:][cut[:-1]] == 0).all()
+    assert buffers[0]["obs"][:3, :, 0].tolist() == [pytest.approx([x, x], abs=1e-3) for x in rows]
+    assert buffers[0]["final_obs"][2, :, 0].tolist() == pytest.approx([final, final], abs=1e-3)
 
 
 @pytest.mark.parametrize("env_id", ["CartPole-v1", "BoxCountToThree-v0"])
