@@ -760,6 +760,15 @@ def test_eval_every_writes_rows_keeps_the_best_model_and_leaves_training_alone(t
     check_evaluations(matd3.main, args, tmp_path, [16, 32, 48])
 
 
+def test_eval_every_evaluates_where_the_step_count_crosses_a_multiple(tmp_path):
+    # TINY's 2 copies: global_step goes 2, 4, ..., 40, and --eval-every 15 is crossed between
+    # 14 and 16 (15) and reached at 30; the next multiple, 45, lies past the budget: rows at
+    # 16 and 30. Only where a step count is a multiple of 15 would be 30 alone.
+    matd3.main(matd3.Args(eval_every=15, output_dir=str(tmp_path), **TINY))
+    rows = read_csv(next(tmp_path.glob("*/evaluations.csv")))
+    assert [int(r["global_step"]) for r in rows] == [16, 30]
+
+
 def test_exp_name_seed_and_track_name_the_run_folder_the_curve_and_the_wandb_run(tmp_path,
                                                                                   monkeypatch):
     # 3 lock-steps of 2 copies, learning from step 2 on batches of 2
