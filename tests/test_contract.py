@@ -576,20 +576,20 @@ def test_every_evaluation_plays_from_seed_100000_on_and_the_best_model_is_the_fi
 @pytest.mark.parametrize("script", SCRIPTS)
 def test_eval_every_evaluates_where_the_step_count_first_passes_each_multiple(
         script, tmp_path, monkeypatch):
-    # --eval-every 3, which no script's step count moves by (most move by their 2
+    # --eval-every 7, which no script's step count moves by (most move by their 2
     # environments' steps): a row where global_step first reaches or passes each multiple of
-    # 3, one row however many multiples a step passes, not only at exact multiples (round
+    # 7, one row however many multiples a step passes, not only at exact multiples (round
     # fourteen's impala G5). The step counts are those the script gives its RunWriter.step;
     # a stand-in evaluate scores 1.0.
     module = module_of(script)
     steps = spy_on(monkeypatch, module.RunWriter, "step",
                    lambda self, global_step, *args, **kwargs: global_step)
     monkeypatch.setattr(module, "evaluate", lambda *args, **kwargs: np.ones(1))
-    module.main(module.tyro.cli(module.Args, args=[*TINY[script], "--eval-every", "3",
+    module.main(module.tyro.cli(module.Args, args=[*TINY[script], "--eval-every", "7",
                                                     "--output-dir", str(tmp_path)]))
     rows = read_csv(os.path.join(run_folder(tmp_path), "evaluations.csv"))
-    first_past = sorted({min(g for g in steps if g >= 3 * m)
-                         for m in range(1, max(steps) // 3 + 1)})
+    first_past = sorted({min(g for g in steps if g >= 7 * m)
+                         for m in range(1, max(steps) // 7 + 1)})
     assert len(first_past) >= 2
     assert [int(r["global_step"]) for r in rows] == first_past
 
