@@ -577,7 +577,11 @@ def test_pairs_share_noise_and_all_members_share_the_start_states(tmp_path, monk
 def test_the_seed_reaches_the_generators_the_members_and_the_evaluation(tmp_path, monkeypatch):
     # --seed 7, not the default 1: Python's and NumPy's global seeds; the main generator,
     # fresh from 7, draws theta and goes on to draw the members' noise seeds and start
-    # states in train; the final evaluation plays its episodes from 7 + 100,000
+    # states in train; the final evaluation plays its episodes from 7 + 100,000, and so does
+    # --eval-every's: one generation of 4 CartPole episodes, at least 4 steps, crosses the
+    # multiple 1 of --eval-every 1 once, so one evaluation comes before the final one, and
+    # both start at 100,007 (one seeded with --seed alone, 7, would score the best model on
+    # other episodes than best_model.pt's --eval-checkpoint replays)
     seeded = [spy_on(monkeypatch, module, "seed", lambda seed: seed)
               for module in (es.random, es.np.random)]
     drawn = spy_on(monkeypatch, es.Policy, "initial_theta",
@@ -585,8 +589,8 @@ def test_the_seed_reaches_the_generators_the_members_and_the_evaluation(tmp_path
     trained = spy_on(monkeypatch, es, "train", lambda *a: a[-1])  # its rng
     evaluated = spy_on(monkeypatch, es, "evaluate", lambda *a: a[5])  # its seed
     es.main(es.Args(total_timesteps=1, population_size=4, num_workers=1, eval_episodes=2,
-                    seed=7, output_dir=str(tmp_path)))
-    assert seeded == [[7], [7]] and evaluated == [100_007]
+                    eval_every=1, seed=7, output_dir=str(tmp_path)))
+    assert seeded == [[7], [7]] and evaluated == [100_007, 100_007]
     ((rng, state),) = drawn
     assert state == np.random.default_rng(7).bit_generator.state and trained == [rng]
 
