@@ -697,13 +697,16 @@ def test_updates_rows_come_where_the_steps_cross_each_multiple_of_log_interval(t
     # them by step g. A row each time the steps cross a multiple of --log-interval 10: at 12
     # (past 10), 21, 30, 42, 51 and 60 (on the multiple only at 30 and 60), with 2, 5, 8,
     # 12, 15 and 18 gradient steps; and one after the last step, 66, which crosses none
-    # (66 // 10 - 63 // 10 = 0), with (66 - 6) / 3 = 20.
+    # (66 // 10 - 63 // 10 = 0), with (66 - 6) / 3 = 20. buffer_size is the transitions
+    # stored, one per environment step up to the ring's 60 rows: min(g, 60) = 12, 21, 30, 42,
+    # 51, 60, 60 (its capacity, 60, from the first row on would be the flag, not the fill).
     dqn.main(dqn.Args(env_id="DqnCountToThree-v0", total_timesteps=66, num_envs=3,
                       learning_starts=6, train_frequency=3, gradient_steps=1, batch_size=4,
                       buffer_size=60, log_interval=10, eval_episodes=0, output_dir=str(tmp_path)))
     updates = read_csv(next(tmp_path.glob("*/updates.csv")))
-    assert [(int(u["global_step"]), int(u["gradient_steps"])) for u in updates] \
-        == [(12, 2), (21, 5), (30, 8), (42, 12), (51, 15), (60, 18), (66, 20)]
+    assert [(int(u["global_step"]), int(u["gradient_steps"]), int(u["buffer_size"]))
+            for u in updates] == [(12, 2, 12), (21, 5, 21), (30, 8, 30), (42, 12, 42),
+                                  (51, 15, 51), (60, 18, 60), (66, 20, 60)]
 
 
 def test_smoke_run_with_the_other_options(tmp_path, check_run_folder):
@@ -808,6 +811,25 @@ def test_exp_name_seed_and_track_name_the_run_folder_the_curve_and_the_wandb_run
 
 def test_an_evaluation_of_a_checkpoint_trains_nothing(tmp_path, capsys):
     check_an_evaluation_trains_nothing(dqn, tmp_path, capsys, env_id="my_envs:ThreeSteps-v0")
+
+
+def test_an_evaluated_checkpoint_is_rebuilt_as_wide_as_it_was_saved(tmp_path, monkeypatch):
+    # A CartPole model 8 wide (4 inputs, 2 actions), evaluated with no --hidden-size (the
+    # default 128): main builds Linear(4, 8), Linear(8, 8) and the head Linear(8, 2), the
+    # saved width. restore() only records the network here, so a network of the flag's
+    # width would be evaluated, not refused as one that "does not fit", and its widths,
+    # [128, 128, 2], would fail the assertion on the edge itself.
+    path = tmp_path / "model.pt"
+    dqn.save_checkpoint(path, dqn.QNetwork((4,), 2, hidden_size=8),
+                        dqn.Args(env_id="CartPole-v1", hidden_size=8))
+    restored = []
+    monkeypatch.setattr(dqn, "restore", lambda checkpoint, q_network, args:
+                        restored.append(q_network))
+    dqn.main(dqn.Args(env_id="CartPole-v1", eval_checkpoint=str(path), eval_episodes=1,
+                      output_dir=str(tmp_path / "eval")))
+    (network,) = restored
+    linears = [m for m in network.modules() if isinstance(m, torch.nn.Linear)]
+    assert [(m.in_features, m.out_features) for m in linears] == [(4, 8), (8, 8), (8, 2)]
 
 
 def test_the_buffer_is_never_larger_than_the_budget(tmp_path, monkeypatch):
