@@ -325,20 +325,28 @@ def test_the_policy_step_weighs_the_log_probabilities_of_the_actions_taken(tmp_p
     assert logprob.detach().tolist() == pytest.approx(logprobs.tolist(), abs=1e-6)
 
 
-def test_each_policy_step_follows_its_own_batchs_gradient_alone(tmp_path, monkeypatch):
+def test_each_policy_and_value_step_follows_its_own_gradient_alone(tmp_path, monkeypatch):
     # Two batches of CountToThree-v0 (2 environments, 4 steps). The second batch's advantages
     # reach vpg_loss multiplied by 0, so its loss is -mean(log pi * 0) = 0 at every weight
     # and its gradient is exactly 0: the policy's Adam must step on zeros there (a gradient
     # left from the first batch, not zeroed, would be added). The first batch's advantages,
     # R - V of a critic at its random start, are not all 0, and neither is its gradient.
+    # The same for the critic: every value_loss after the first is multiplied by 0, so of the
+    # 2 batches * --vf-iters 20 epochs * --vf-minibatches 2 = 80 value steps the first steps on
+    # the gradient of 0.5 * mean((V - R)^2), not 0 in the critic's last layer, and the 79 others
+    # on exact zeros in all 6 of its weights and biases (the first step's gradient, not zeroed,
+    # would still be there in each).
     weighed, grads, original_loss = [], [], vpg.vpg_loss
     monkeypatch.setattr(vpg, "vpg_loss", lambda logprob, adv: (
         weighed.append(adv), original_loss(logprob, adv * (len(weighed) == 1)))[1])
+    regressed, value_grads, original_value_loss = [], [], vpg.value_loss
+    monkeypatch.setattr(vpg, "value_loss", lambda values, returns: (
+        regressed.append(returns), original_value_loss(values, returns) * (len(regressed) == 1))[1])
     original_step = torch.optim.Adam.step
 
     def step(self, *args, **kwargs):
-        if self.param_groups[0]["lr"] == 0.003:  # the policy's Adam (the critic's: 0.0007)
-            grads.append([p.grad.clone() for p in self.param_groups[0]["params"]])
+        kept = {0.003: grads, 0.0007: value_grads}[self.param_groups[0]["lr"]]  # policy, critic
+        kept.append([p.grad.clone() for p in self.param_groups[0]["params"]])
         return original_step(self, *args, **kwargs)
 
     monkeypatch.setattr(torch.optim.Adam, "step", step)
@@ -349,6 +357,9 @@ def test_each_policy_step_follows_its_own_batchs_gradient_alone(tmp_path, monkey
     assert len(weighed) == 2 and weighed[0].abs().sum() > 0
     assert all(g.abs().sum() > 0 for g in first[-2:])  # the actor's last layer
     assert [g.abs().sum().item() for g in second] == [0.0] * 6  # 3 layers' weights, biases
+    assert len(regressed) == len(value_grads) == 80
+    assert all(g.abs().sum() > 0 for g in value_grads[0][-2:])  # the critic's last layer
+    assert [sum(g.abs().sum().item() for g in later) for later in value_grads[1:]] == [0.0] * 79
 
 
 def test_norm_obs_statistics_see_each_acted_on_observation_and_normalize_the_final_one(
