@@ -483,6 +483,9 @@ def test_the_trust_region_step_moves_the_gaussians_log_std():
     # with the defaults c = 0.1, delta = 0.01:
     #   x = 3 / (2 + 0.1),  full step = sqrt(2 delta / (x (F + c) x)) x = sqrt(0.02 / 2.1)
     #     = 0.09759, whose KL = s + exp(-2 s) / 2 - 1/2 = 0.00893 <= delta: taken whole.
+    # updates.csv's entropy (these diagnostics) is that of pi_old, the policy that acted:
+    # a Gaussian's 0.5 ln(2 pi e) + log sigma = 0.5 (1.837877 + 1) + 0 = 1.418939 at sigma = 1,
+    # not the stepped policy's 1.418939 + 0.09759 = 1.516529.
     agent = trpo.Agent((1,), 1, True)
     obs = torch.zeros(2, 1)
     with torch.no_grad():
@@ -492,6 +495,7 @@ def test_the_trust_region_step_moves_the_gaussians_log_std():
     weights = torch.nn.utils.parameters_to_vector(agent.actor.parameters()).detach().clone()
     stats = trpo.trust_region_step(agent, obs, actions, old_logprobs, torch.ones(2), trpo.Args())
     assert stats["grad_norm"] == pytest.approx(3.0, rel=1e-5) and stats["step_fraction"] == 1.0
+    assert stats["entropy"] == pytest.approx(1.418939, abs=1e-6)
     assert agent.actor_logstd.item() == pytest.approx(0.09759, abs=1e-5)
     assert torch.nn.utils.parameters_to_vector(agent.actor.parameters()).tolist() == \
         pytest.approx(weights.tolist(), abs=1e-6)
