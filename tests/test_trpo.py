@@ -522,6 +522,30 @@ def test_one_update_moves_every_weight_of_the_policy_and_the_critic(tmp_path, mo
     assert rates == [4e-3] and value_steps == [4] * 6
 
 
+def test_each_value_step_follows_its_own_minibatchs_gradient_alone(tmp_path, monkeypatch):
+    # One batch of CountToThree-v0 (2 environments, 4 steps), --vf-iters 3 epochs of
+    # --vf-minibatches 2: 6 steps of the critic's Adam. Every value_loss after the first is
+    # multiplied by 0, so its gradient is exactly 0 at every weight: the first step is on the
+    # gradient of 0.5 * mean((V - R)^2), not 0 in the critic's last layer, the 5 others on
+    # exact zeros in all 6 of its weights and biases (the first gradient, not zeroed, would
+    # still be there in each).
+    regressed, grads, original_value_loss = [], [], trpo.value_loss
+    monkeypatch.setattr(trpo, "value_loss", lambda values, returns: (
+        regressed.append(returns), original_value_loss(values, returns) * (len(regressed) == 1))[1])
+    original_step = torch.optim.Adam.step
+
+    def step(self, *args, **kwargs):  # trpo.py's one Adam: the critic's
+        grads.append([p.grad.clone() for p in self.param_groups[0]["params"]])
+        return original_step(self, *args, **kwargs)
+
+    monkeypatch.setattr(torch.optim.Adam, "step", step)
+    trpo.main(trpo.Args(env_id="CountToThree-v0", total_timesteps=8, num_envs=2, num_steps=4,
+                        vf_minibatches=2, vf_iters=3, eval_episodes=0, output_dir=str(tmp_path)))
+    assert len(regressed) == len(grads) == 6
+    assert all(g.abs().sum() > 0 for g in grads[0][-2:])  # the critic's last layer
+    assert [sum(g.abs().sum().item() for g in later) for later in grads[1:]] == [0.0] * 5
+
+
 def record_calls(monkeypatch, names):
     """Replace trpo's functions of these names by ones that note their name, then run them."""
     calls = []
