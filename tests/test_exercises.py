@@ -370,14 +370,14 @@ def test_check_stops_an_endless_function_and_every_process_it_started(tmp_path):
                + RIGHT_Q_UPDATE.replace(".max()", ".mean()"))
     path = student_copy(tmp_path / "endless", old=RIGHT_Q_UPDATE, new=endless)
     start = time.monotonic()
-    code, out, err = run_exercises("check", path, "--no-train", "--test-time-limit", "10")
+    code, out, err = run_exercises("check", path, "--no-train", "--test-time-limit", "3")
     assert code == 1 and err == ""
     loop = line_of(path, "        while True: pass")
-    assert out == ("verdict: not yet: the tests were stopped after 10 s (--test-time-limit), "
+    assert out == ("verdict: not yet: the tests were stopped after 3 s (--test-time-limit), "
                    f"at line {loop} of the file (in q_update): while True: pass\n")
     # stopped by the limit, not a minute later by check's last resort (the start of
     # pytest, slow on a busy machine, does not count)
-    assert time.monotonic() - start < 10 + 45
+    assert time.monotonic() - start < 3 + 45
     pids = [int(p) for p in (tmp_path / "pids").read_text().split()]
     assert len(pids) == 2 and not any(alive(pid) for pid in pids)
 
@@ -393,12 +393,12 @@ def test_a_training_run_that_runs_past_its_limit_or_crashes_is_one_line(tmp_path
     crash = "    assert s < 100, 'the states of the tests are few'\n"
     crashes = student_copy(tmp_path / "crash", old=RIGHT_Q_UPDATE, new=RIGHT_Q_UPDATE + crash)
     code, out, err = run_exercises("check", endless, crashes, "--exercise", "qlearning.q_update",
-                                   "--train-time-limit", "10")
+                                   "--train-time-limit", "6")
     assert code == 1 and err == ""
     assert out.count("qlearning.q_update: 4 of 4 hand-computed tests pass") == 2
     run = "--env-id Taxi-v4 --total-timesteps 200000 --stop-at-return 7 --seed 1 ..."
     assert (f"\ntraining: python {endless} {run}\nverdict: not yet: the tests pass, but the "
-            "training run was stopped after 10 s (--train-time-limit)\n") in out
+            "training run was stopped after 6 s (--train-time-limit)\n") in out
     assert (f"\ntraining: python {crashes} {run}\nverdict: not yet: the tests pass, but the "
             "training run failed: AssertionError: the states of the tests are few (line "
             f"{line_of(crashes, crash.rstrip())} of the file)\n") in out
