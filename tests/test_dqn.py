@@ -439,7 +439,10 @@ def test_the_update_reads_q_at_s_and_both_networks_at_s_prime(tmp_path, monkeypa
     #   dqn_targets: Q_target(s', .) = [10 (s + 1), -10 (s + 1)]  (at s: [10 s, ...])
     #                Q(s', .)        = [s + 1, -(s + 1)]        (the online net's choice at s')
     # and the sampled actions, rewards and terminated flags as they are, with --loss huber
-    # (the vector preset's is mse).
+    # (the vector preset's is mse). updates.csv's one row (the last step) logs q_mean, the
+    # batch's mean Q(s, a): s where a = 0, -s where a = 1, so in [-2, 2]; the mean target
+    # would read r + 0.99 * (1 - terminated) * 10 (s + 1), 1 + 9.9 (s + 1) >= 10.9 at a step
+    # that runs on.
     monkeypatch.setattr(torch.optim.Adam, "step", lambda self, closure=None: None)
     seen = {}
     sample, targets, loss = dqn.ReplayBuffer.sample, dqn.dqn_targets, dqn.td_loss
@@ -473,6 +476,8 @@ def test_the_update_reads_q_at_s_and_both_networks_at_s_prime(tmp_path, monkeypa
     assert seen["loss"]["loss"] == "huber" and torch.equal(seen["loss"]["actions"], actions)
     assert torch.equal(seen["targets"]["rewards"], rewards)
     assert torch.equal(seen["targets"]["terminated"], terminated)
+    (row,) = read_csv(next(tmp_path.glob("*/updates.csv")))
+    assert float(row["q_mean"]) == approx(torch.where(actions == 0, s, -s).mean().item())
     # The target is a label, computed without autograd: the backward pass fills Q's .grad
     # and never Q_target's (with the target's graph kept, Q's step would be the same, argmax
     # carries no gradient, but every step would also run the target network's backward)
