@@ -581,9 +581,13 @@ def test_your_own_environment_module(tmp_path, fresh_env_module, check_run_folde
 
 
 def test_evaluation_carries_the_state_through_the_episode(monkeypatch):
-    # Greedy evaluation of 2 episodes of CountToFive-v0: the states given at each step are
-    # zeros at the first step and then the state returned by the step before, never reset
-    # (each environment's first episode alone counts).
+    # Greedy evaluation of 2 episodes of my_envs:EpisodeNumberOne-v0 at seed 0: environment 0
+    # (seed 0, even) plays episodes of 1 step paying 1, then 2, then 3; environment 1 (seed 1,
+    # odd) one of 3 steps paying 1 a step, 1 + 1 + 1 = 3, which ends at the third step. The
+    # states given at each step are zeros at the first step and then the state returned by
+    # the step before, never reset, not even where environment 0's episodes end; each
+    # environment's first episode alone counts: [1, 3] (the last of each would give [3, 3]).
+    # (Observations of 1: the zero-bias encoder and LSTM keep the zero state at an input of 0.)
     agent = ppo_lstm.Agent(1, 2, False, 8, 4)
     calls, original = [], ppo_lstm.Agent.greedy
 
@@ -594,8 +598,8 @@ def test_evaluation_carries_the_state_through_the_episode(monkeypatch):
 
     monkeypatch.setattr(ppo_lstm.Agent, "greedy", greedy)
     normalizer = ppo_lstm.ObsNormalizer((1,), enabled=False)
-    returns = ppo_lstm.evaluate(agent, normalizer, "CountToFive-v0", 2, 0, "cpu")
-    assert returns.tolist() == [5.0, 5.0] and len(calls) == 5
+    returns = ppo_lstm.evaluate(agent, normalizer, "my_envs:EpisodeNumberOne-v0", 2, 0, "cpu")
+    assert returns.tolist() == [1.0, 3.0] and len(calls) == 3
     assert calls[0][0][0].abs().sum() == 0 and calls[0][0][1].abs().sum() == 0
     assert all(c[1].sum() == 0 for c in calls) and calls[-1][0][0].abs().sum() > 0
     for before, after in zip(calls, calls[1:]):
