@@ -284,6 +284,11 @@ def test_a_done_agent_is_inactive_until_its_environment_resets(relay):
     # the episode: short 1, long 2 + 2 + 2 = 6, mean per-agent (1 + 6)/2 = 3.5 over 3 steps
     assert out.episodes == [(0, 3.5, 3)] and out.ended.tolist() == [True]
     assert out.active.tolist() == [[True, True]] and out.state.tolist() == [[0, 0]]  # reset
+    # the next episode counts from 0 again: (1 + 6)/2 = 3.5 over 3 steps, not the two
+    # episodes' sums together, (2 + 12)/2 = 7
+    for actions in ([1, 2], [0, 1], [0, 2]):
+        out = envs.step(np.array([actions]))
+    assert out.episodes == [(0, 3.5, 3)] and out.ended.tolist() == [True]
 
 
 def test_each_agent_keeps_its_slot_when_an_agent_before_it_is_done(monkeypatch):
