@@ -231,6 +231,8 @@ def test_the_target_comes_from_the_critics_themselves_in_one_training_pass(monke
     #   critic 2: (11.75^2 + 3.5^2 + 8^2) / 3 = (138.0625 + 12.25 + 64) / 3 = 71.4375
     assert stats["critic1_loss"] == pytest.approx(57.1041667, rel=1e-6)
     assert stats["critic2_loss"] == pytest.approx(71.4375, rel=1e-6)
+    # q1_mean is the batch's Q1(s, a): (7 - 2 + 8) / 3 = 13/3 (Q1(s', a'): 37/3)
+    assert stats["q1_mean"] == pytest.approx(13 / 3, rel=1e-6)
     # The gradients treat y as a constant: dL/dc_j = 2 mean(Q_j(s, a) - y)
     #   c1: 2 (1.75 - 11.5 + 6) / 3 = -2.5;  c2: 2 (11.75 - 3.5 + 8) / 3 = 32.5 / 3
     # (through y, where Q1' is the minimum on row 1 and Q2' on row 2, they would differ)
@@ -480,13 +482,18 @@ def test_the_policy_acts_on_float64_observations_as_float32(tmp_path, monkeypatc
 def test_the_loop_gives_the_agent_its_scale_batches_and_steps(tmp_path, monkeypatch):
     # BoxZeroToFour-v0's actions lie in [0, 4]: the actor's scale is 2. 2 environments,
     # 12 steps, learning from step 6 with --gradient-steps 2: after the steps reaching 6, 8,
-    # 10 and 12 two updates each, 8, on --batch-size 5 of a ring of --buffer-size 8 rows.
-    made, scales, batches = [], [], []
+    # 10 and 12 two updates each, 8, on --batch-size 5 of a ring of --buffer-size 8 rows,
+    # each update on a batch of its own: 8 draws from the ring (4 if both updates of a step
+    # shared one).
+    made, scales, batches, draws = [], [], [], []
     buffer, update = crossq.ReplayBuffer, crossq.Agent.update
 
     def spy_buffer(capacity, obs_dim, action_dim, device):
         made.append((capacity, obs_dim, action_dim))
-        return buffer(capacity, obs_dim, action_dim, device)
+        ring = buffer(capacity, obs_dim, action_dim, device)
+        sample = ring.sample
+        ring.sample = lambda batch_size: draws.append(batch_size) or sample(batch_size)
+        return ring
 
     def spy_actor(obs_dim, action_dim, args, action_scale):
         scales.append(np.asarray(action_scale).tolist())
@@ -503,7 +510,7 @@ def test_the_loop_gives_the_agent_its_scale_batches_and_steps(tmp_path, monkeypa
                             learning_starts=6, gradient_steps=2, buffer_size=8, batch_size=5,
                             hidden_size=8, critic_hidden_size=8, eval_episodes=0,
                             output_dir=str(tmp_path)))
-    assert scales == [[2.0]] and made == [(8, 1, 1)] and batches == [5] * 8
+    assert scales == [[2.0]] and made == [(8, 1, 1)] and batches == draws == [5] * 8
 
 
 def test_update_rows_hold_the_means_since_the_last_row_and_one_after_the_last_step(
