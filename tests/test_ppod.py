@@ -54,6 +54,20 @@ def test_source_frequencies_with_a_fixed_seed():
     assert [d is None for d in draws[:50]] == [again.next_episode() is None for _ in range(50)]
 
 
+def test_reward_replays_draw_among_every_reward_demo_the_agents_too():
+    # rho = 1, phi = 0: every episode replays a reward demo, drawn uniformly among those kept:
+    # the given demo (return -5) and, once admitted, the agent's -4 (>= the threshold -5;
+    # with phi_0 = 0 annealing moves nothing). 2,000 draws: each has probability 1/2, with
+    # standard deviation sqrt(0.5 * 0.5 / 2000) = 0.0112, so the agent's frequency lies
+    # within 0.04 (3.6 deviations) of 0.5; drawn among the given demos alone it would be 0.
+    given, agents = episode(-5.0), episode(-4.0)
+    buffers = ppod.DemoBuffers([given], capacity=3, rho=1.0, phi=0.0, alpha=0.0, seed=0)
+    assert buffers.admit(agents, max_value=0.0) == "reward"
+    draws = [buffers.next_episode() for _ in range(2000)]
+    assert all(d is given or d is agents for d in draws)
+    assert sum(d is agents for d in draws) / 2000 == pytest.approx(0.5, abs=0.04)
+
+
 def test_value_probabilities_by_hand():
     # m = [-2, -1, -1], alpha = 1: weights exp(-1), exp(0), exp(0) = 0.36788, 1, 1
     #   p = [0.36788, 1, 1] / 2.36788 = [0.15536, 0.42232, 0.42232]
@@ -504,6 +518,28 @@ def test_the_agents_real_episodes_are_admitted_with_their_largest_value(tmp_path
     episodes = read_csv(next(tmp_path.glob("*/episodes.csv")))
     assert len(admitted) == len(episodes) > 0
     assert admitted == [([0.0, 1.0, 2.0, 3.0], 20.0)] * len(episodes)
+
+
+def test_gae_bootstraps_from_the_observation_after_each_rollout(tmp_path, monkeypatch,
+                                                                count_demos):
+    # V(s) = 10 * s, no --norm-obs, no replays (--rho 0 --phi 0): CountToThree-v0 in 2
+    # environments, T = 4, two rollouts of 2 * 4 = 8 real steps. The first holds states 0, 1,
+    # 2 (cut by the time limit, final observation 3), 0 and ends before state 1; the second
+    # holds 1, 2 (cut, final 3), 0, 1 and ends before state 2. So GAE gets
+    #   values      10 * [0, 1, 2, 0] = [0, 10, 20, 0],  10 * [1, 2, 0, 1] = [10, 20, 0, 10]
+    #   next_values [V(1), V(2), V(3), V(1)] = [10, 20, 30, 10],
+    #               [V(2), V(3), V(1), V(2)] = [20, 30, 10, 20]
+    # whose last entry is V(s_T) of the observation after the rollout (10, 20), not V(s_{T-1})
+    # of the rollout's last row (0, 10).
+    seen = spy_on(monkeypatch, ppod, "compute_gae", lambda rewards, values, next_values, *rest:
+                  (values.T.tolist(), next_values.T.tolist()))
+    monkeypatch.setattr(ppod, "Agent", CriticByHand)
+    ppod.main(ppod.Args(env_id="CountToThree-v0", demos_dir=count_demos, rho=0.0, phi=0.0,
+                        norm_obs=False, total_timesteps=16, num_envs=2, num_steps=4,
+                        num_minibatches=2, update_epochs=1, eval_episodes=0,
+                        output_dir=str(tmp_path)))
+    assert seen == [([[0.0, 10.0, 20.0, 0.0]] * 2, [[10.0, 20.0, 30.0, 10.0]] * 2),
+                    ([[10.0, 20.0, 0.0, 10.0]] * 2, [[20.0, 30.0, 10.0, 20.0]] * 2)]
 
 
 def test_main_gives_the_demo_buffers_and_the_environments_their_flags(tmp_path, monkeypatch,
