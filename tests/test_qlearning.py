@@ -118,6 +118,12 @@ def test_make_table_sizes_bounds_and_initial_values():
     assert table.q.shape == (50, 3) and (table.q == 2.5).all()
     low, high, bins = table.grid
     assert bins == [10, 5] and low == pytest.approx([-1.2, -0.07]) and high == pytest.approx([0.6, 0.07])
+    # --obs-high alone on a bounded space: the upper bounds are the flag's, the lower ones
+    # stay the space's: MountainCar's [-1.2, -0.07] to [0.6, 0.07] becomes [-1.2, -0.07] to
+    # [0.5, 0.05]
+    table = ql.make_table(ql.Args(bins=(4,), obs_high=(0.5, 0.05)), "MountainCar-v0",
+                          mountain_car.observation_space, mountain_car.action_space)
+    assert table.grid[1] == [0.5, 0.05] and table.grid[0] == pytest.approx([-1.2, -0.07])
     cartpole = gym.make("CartPole-v1")
     table = ql.make_table(ql.Args(bins=(3,), obs_low=(-2.0,), obs_high=(1.0, 2.0, 3.0, 4.0)),
                           "CartPole-v1", cartpole.observation_space, cartpole.action_space)
@@ -313,6 +319,20 @@ def test_time_limit_steps_bootstrap_from_the_true_final_state(tmp_path, monkeypa
     episodes = read_csv(next(tmp_path.glob("*/episodes.csv")))
     assert [(e["global_step"], e["episode_return"], e["episode_length"]) for e in episodes] == \
         [("3", "3.0", "3"), ("6", "3.0", "3")]
+
+
+def test_training_and_evaluation_episodes_end_at_the_environment_s_own_time_limit(tmp_path):
+    # conftest's CountToThree-v0 pays 1 a step and never terminates; its time limit of 3
+    # steps cuts every episode, in training and in the evaluation alike (EVAL_MAX_STEPS,
+    # 10,000, cuts only environments without a limit of their own). 6 steps are 2 episodes
+    # of return 3 ending at steps 3 and 6; 2 evaluation episodes return 3 each, mean 3.
+    # (The counts 0..3 all fall in the first of 20 cells of the grid over [0, 10^6].)
+    summary = ql.main(ql.Args(env_id="CountToThree-v0", total_timesteps=6, eval_episodes=2,
+                              output_dir=str(tmp_path)))
+    episodes = read_csv(next(tmp_path.glob("*/episodes.csv")))
+    assert [(e["global_step"], e["episode_return"], e["episode_length"]) for e in episodes] == \
+        [("3", "3.0", "3"), ("6", "3.0", "3")]
+    assert (summary["eval_return_mean"], summary["eval_return_std"]) == (3.0, 0.0)
 
 
 def test_the_loop_acts_with_the_scheduled_epsilon_and_learns_with_the_annealed_alpha(
