@@ -224,6 +224,12 @@ def test_mlp_layers_are_views_of_theta():
     assert b1.tolist() == [6, 7, 8] and w2.tolist() == [[9], [10], [11]] and b2.tolist() == [12]
     theta0 = policy.initial_theta(np.random.default_rng(0))
     assert theta0.shape == (13,) and (theta0[6:9] == 0).all() and theta0[12] == 0
+    # the weights are N(0, 1 / fan_in) draws z of the generator, layer after layer, the last
+    # layer's scaled by 0.1: W1 = z[0:6] / sqrt(2), W2 = 0.1 z[6:9] / sqrt(3), so that
+    # W2 = 0.0577350 * [1.30400, 0.94708, -0.70374] = [0.075287, 0.054680, -0.040630]
+    z = np.random.default_rng(0).standard_normal(9)
+    assert theta0[0:6] == pytest.approx(z[0:6] / math.sqrt(2))
+    assert theta0[9:12] == pytest.approx([0.075287, 0.054680, -0.040630], abs=1e-6)
 
 
 # ---------------------------------------------------------------------------------------
@@ -559,12 +565,20 @@ def test_a_run_whose_workers_all_die_stops_with_one_line_and_keeps_its_files(
 
 
 def test_pairs_share_noise_and_all_members_share_the_start_states(tmp_path, monkeypatch):
+    # CountToThree-v0's episodes are 3 steps: 4 members x 2 episodes x 3 = 24 steps a
+    # generation, so a budget of 25 plays 2 generations (5 tasks each, theta's last)
     tasks = []
     original = es.play_task
     monkeypatch.setattr(es, "play_task", lambda *a: tasks.append(a[-1]) or original(*a))
-    es.main(es.Args(total_timesteps=1, population_size=4, episodes_per_member=2, num_workers=1,
-                    eval_episodes=0, output_dir=str(tmp_path)))
-    seeds, signs, env_seeds = zip(*tasks)
+    es.main(es.Args(env_id="CountToThree-v0", total_timesteps=25, population_size=4,
+                    episodes_per_member=2, num_workers=1, eval_episodes=0,
+                    output_dir=str(tmp_path)))
+    assert len(tasks) == 10
+    # each generation draws its own noise and its own start states from the main generator
+    # (one seeded afresh each generation would replay generation 1's start states)
+    assert tasks[5][2] != tasks[0][2]
+    assert not {tasks[5][0], tasks[7][0]} & {tasks[0][0], tasks[2][0]}
+    seeds, signs, env_seeds = zip(*tasks[:5])
     assert signs == (1.0, -1.0, 1.0, -1.0, 0.0)             # two pairs, then theta itself
     assert seeds[0] == seeds[1] != seeds[2] == seeds[3]
     assert env_seeds[0] == env_seeds[1] == env_seeds[2] == env_seeds[3] and len(env_seeds[0]) == 2
