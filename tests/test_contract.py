@@ -381,6 +381,10 @@ def test_eval_checkpoint_takes_a_run_folder_for_its_model(script, run_cli, tmp_p
     code, out, _ = run_cli(script, [*TINY[script], "--eval-checkpoint", trained,
                                     "--eval-episodes", "1", "--output-dir", str(tmp_path / "eval")])
     assert code == 0 and re.search(r"eval_return_mean -?\d", out.splitlines()[-1])
+    # finish() is told which run trained: the training run draws its learning curve, the
+    # evaluation, which has no training episode to draw, none
+    assert os.path.exists(os.path.join(trained, "learning_curve.png"))
+    assert not os.path.exists(os.path.join(run_folder(tmp_path / "eval"), "learning_curve.png"))
 
 
 class HalfActor:
@@ -670,6 +674,62 @@ def test_the_explained_variance_row_takes_the_values_and_then_the_returns(
         assert not np.allclose(values, values.round(), atol=1e-5), values
         expected = 1 - np.var(returns - values, ddof=1) / np.var(returns, ddof=1)
         assert float(row["explained_variance"]) == pytest.approx(expected, abs=1e-5)
+
+
+# The scripts with layer_init's networks, each built for 4 observations, 3 actions (discrete)
+# and hidden layers 8 wide (ppo_lstm.py's LSTMs too)
+LAYER_INIT = {"ppo.py": lambda m: m.Agent((4,), 3, False, 8),
+              "impala.py": lambda m: m.Agent((4,), 3, False, 8),
+              "vpg.py": lambda m: m.Agent((4,), 3, False, 8),
+              "trpo.py": lambda m: m.Agent((4,), 3, False, 8),
+              "ppo_masked.py": lambda m: m.Agent(4, 3, 8),
+              "ppod.py": lambda m: m.Agent(4, 3, False, 8),
+              "ppo_rnd.py": lambda m: m.Agent(4, 3, False, 8),
+              "ppo_lstm.py": lambda m: m.Agent(4, 3, False, 8, 8)}
+
+
+@pytest.mark.parametrize("script", LAYER_INIT)
+def test_the_networks_start_as_the_ppo_baselines_start_them(script):
+    # Orthogonal weights, biases 0: gain sqrt(2) in the hidden layers, 0.01 at the actor's
+    # output (its logits start near 0, a near-uniform first policy) and 1 at each critic's
+    # (ppo_rnd.py's intrinsic critic too); ppo_lstm.py's LSTM weights gain 1. A weight W
+    # (out x in) orthogonal with gain g has W W^T = g^2 I where out <= in, else W^T W = g^2 I:
+    # the first layer (8 x 4) W^T W = 2 I_4, the hidden one (8 x 8) 2 I_8, the actor's output
+    # (3 x 8) 0.0001 I_3, the critic's (1 x 8) |w|^2 = 1, each LSTM weight (32 x 8) I_8.
+    import torch
+    torch.manual_seed(0)
+    agent = LAYER_INIT[script](module_of(script))
+
+    def linears(net):
+        return [m for m in net.modules() if isinstance(m, torch.nn.Linear)]
+
+    outputs = {agent.actor: 0.01, agent.critic: 1.0, getattr(agent, "critic_int", None): 1.0}
+    gains = {id(linears(net)[-1]): gain for net, gain in outputs.items() if net is not None}
+    weights = [(gains.get(id(layer), math.sqrt(2)), layer.weight) for layer in linears(agent)]
+    weights += [(1.0, w) for lstm in agent.modules() if isinstance(lstm, torch.nn.LSTM)
+                for name, w in lstm.named_parameters() if name.startswith("weight")]
+    assert len(weights) == {"ppo_rnd.py": 9, "ppo_lstm.py": 10}.get(script, 6)
+    for gain, w in weights:
+        square = w @ w.T if w.shape[0] <= w.shape[1] else w.T @ w
+        assert torch.allclose(square / gain ** 2, torch.eye(len(square)), atol=1e-4), (gain, w)
+    biases = [b for name, b in agent.named_parameters()
+              if name.rsplit(".", 1)[-1].startswith("bias")]
+    assert len(biases) == len(weights) and not any(b.any() for b in biases)
+
+
+@pytest.mark.parametrize("script", ["ppo.py", "ppo_lstm.py", "ppod.py", "ppo_rnd.py", "vpg.py",
+                                    "trpo.py"])
+def test_normalized_observations_are_clipped_to_ten(script):
+    # Statistics mean 2, var 0.25 (std 0.5) in each of 4 dimensions: (obs - 2) / 0.5 takes
+    # 9 -> 14, clipped to 10; -4 -> -12, clipped to -10; 5.5 -> 7, kept (within [-10, 10],
+    # beyond baselines' [-5, 5]); 2.25 -> 0.5. The 1e-8 under the root moves them < 1e-6.
+    # The loop's acting observations, its final observations and the evaluations all pass
+    # through this call (ppo_rnd.py: the policy's normalizer; the RND's clips at 5).
+    normalizer = module_of(script).ObsNormalizer((4,), enabled=True)
+    normalizer.rms.mean, normalizer.rms.var = np.full(4, 2.0), np.full(4, 0.25)
+    normalized = normalizer(np.array([[9.0, -4.0, 5.5, 2.25]]))
+    assert normalized.dtype == np.float32
+    assert normalized.tolist() == [pytest.approx([10.0, -10.0, 7.0, 0.5])]
 
 
 # The scripts whose loss function returns (loss, pg_loss, v_loss, entropy), each its name

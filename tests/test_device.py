@@ -292,6 +292,25 @@ def test_a_run_on_a_pretend_gpu_and_its_model_on_a_machine_without_one(run, tmp_
     assert on_cpu["eval_return_mean"] == on_gpu["eval_return_mean"] == trained["eval_return_mean"]
 
 
+@pytest.mark.parametrize("script", [run for run in RUNS if " " not in run])
+def test_no_cuda_picks_the_cpu_where_a_gpu_is_present(script, tmp_path, monkeypatch):
+    # --no-cuda reaches seed_and_device, which picks the CPU though torch sees a GPU (a GPU
+    # pretended only while the device is picked: the run itself stays on this CPU). The
+    # other way, --cuda picking the GPU, is pretend_gpu's own assertion above.
+    module = module_of(script)
+    picked, seed_and_device = [], module.seed_and_device
+
+    def pick_with_a_gpu_present(*args, **kwargs):
+        with monkeypatch.context() as m:
+            m.setattr(torch.cuda, "is_available", lambda: True)
+            picked.append(seed_and_device(*args, **kwargs).type)
+        return torch.device("cpu")
+
+    monkeypatch.setattr(module, "seed_and_device", pick_with_a_gpu_present)
+    run_of(module, [*RUNS[script], "--no-cuda", "--eval-episodes", "0"], tmp_path)
+    assert picked == ["cpu"]
+
+
 # ---------------------------------------------------------------------------------------
 # The rules themselves, on a pretend GPU and, where there is one, on a real one
 # ---------------------------------------------------------------------------------------

@@ -4,7 +4,6 @@ import json
 import math
 import os
 
-import numpy as np
 import pytest
 import torch
 from torch.distributions import Categorical
@@ -249,23 +248,6 @@ def test_the_policy_parameters_are_the_actor_and_its_log_std():
     assert continuous.policy_parameters()[-1] is continuous.actor_logstd
     assert not {id(p) for p in continuous.critic.parameters()} & \
         {id(p) for p in continuous.policy_parameters()}
-
-
-def test_the_networks_start_orthogonal_and_the_first_policy_near_uniform():
-    # layer_init as in the PPO baselines: orthogonal weights, biases 0, gain sqrt(2) in the
-    # hidden layers, 1 at the critic's output and 0.01 at the actor's, whose two rows (2 x 64)
-    # are then orthogonal, each of norm 0.01. The logits' difference is (w_1 - w_2) . h with
-    # |w_1 - w_2| = 0.01 * sqrt(2) and |h| <= sqrt(64) = 8 (tanh), so at most 0.113: every
-    # first probability is within sigmoid(0.113) - 0.5 = 0.028 of 1/2, whatever the state.
-    torch.manual_seed(0)
-    agent = trpo.Agent((4,), 2, False)
-    assert torch.linalg.norm(agent.actor[-1].weight, dim=1).tolist() == approx([0.01, 0.01])
-    assert torch.linalg.norm(agent.critic[-1].weight, dim=1).tolist() == approx([1.0])
-    hidden = agent.actor[2].weight  # 64 x 64, orthogonal with gain sqrt(2): W W^T = 2 I
-    assert torch.allclose(hidden @ hidden.T, 2 * torch.eye(64), atol=1e-5)
-    assert all(not layer.bias.any() for net in (agent.actor, agent.critic) for layer in net[::2])
-    probs = agent.distribution(10 * torch.randn(100, 4)).probs
-    assert (probs - 0.5).abs().max() < 0.03
 
 
 # ---------------------------------------------------------------------------------------
@@ -628,19 +610,6 @@ def test_norm_obs_statistics_see_each_acted_on_observation_and_normalize_the_fin
     check_norm_obs_on_count_to_three(trpo, "gae", tmp_path, monkeypatch)  # (conftest.py)
 
 
-def test_normalized_observations_are_clipped_to_ten():
-    # Statistics mean 2, var 0.25 (std 0.5) in each of 4 dimensions: (obs - 2) / 0.5 takes
-    # 9 -> 14, clipped to 10; -4 -> -12, clipped to -10; 5.5 -> 7, kept (within [-10, 10],
-    # beyond baselines' [-5, 5]); 2.25 -> 0.5. The 1e-8 under the root moves them < 1e-6.
-    # The loop's acting observations, its final observations and the evaluations all pass
-    # through this call.
-    normalizer = trpo.ObsNormalizer((4,), enabled=True)
-    normalizer.rms.mean, normalizer.rms.var = np.full(4, 2.0), np.full(4, 0.25)
-    normalized = normalizer(np.array([[9.0, -4.0, 5.5, 2.25]]))
-    assert normalized.dtype == np.float32
-    assert normalized.tolist() == [approx([10.0, -10.0, 7.0, 0.5])]
-
-
 def test_gaussian_actions_are_clipped_for_the_environment_only(tmp_path, monkeypatch):
     check_gaussian_actions_clipped_for_the_environment_only(trpo, "gae", tmp_path,
                                                            monkeypatch)  # (conftest.py)
@@ -751,30 +720,6 @@ def test_exp_name_seed_and_track_name_the_run_folder_the_curve_and_the_wandb_run
 
 def test_an_evaluation_of_a_checkpoint_trains_nothing(tmp_path, capsys):
     check_an_evaluation_trains_nothing(trpo, tmp_path, capsys, tiny=ONE_ROLLOUT_OF_SIX)
-    # and finish() is told so: the training run drew its curve, the evaluation has none
-    (trained,), (evaluation,) = (tmp_path / "train").iterdir(), (tmp_path / "eval").iterdir()
-    assert (trained / "learning_curve.png").is_file()
-    assert not (evaluation / "learning_curve.png").exists()
-
-
-def test_no_cuda_keeps_the_run_on_the_cpu_where_a_gpu_is_present(tmp_path, monkeypatch):
-    # --no-cuda reaches seed_and_device, which then picks the CPU though torch sees a GPU
-    # (pretended only while the device is picked: the run itself stays on this CPU);
-    # --cuda picks the GPU there.
-    picked, seed_and_device = [], trpo.seed_and_device
-
-    def pick_with_a_gpu_present(seed, cuda):
-        with monkeypatch.context() as m:
-            m.setattr(torch.cuda, "is_available", lambda: True)
-            picked.append((cuda, seed_and_device(seed, cuda).type))
-        return torch.device("cpu")
-
-    monkeypatch.setattr(trpo, "seed_and_device", pick_with_a_gpu_present)
-    for cuda in (False, True):
-        trpo.main(trpo.Args(env_id="CountToThree-v0", total_timesteps=6, cuda=cuda,
-                            eval_episodes=0, output_dir=str(tmp_path / str(cuda)),
-                            **ONE_ROLLOUT_OF_SIX))
-    assert picked == [(False, "cpu"), (True, "cuda")]
 
 
 def test_evaluation_normalizes_observations_with_the_frozen_statistics():

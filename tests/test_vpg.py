@@ -367,19 +367,6 @@ def test_norm_obs_statistics_see_each_acted_on_observation_and_normalize_the_fin
     check_norm_obs_on_count_to_three(vpg, "advantages", tmp_path, monkeypatch)  # (conftest.py)
 
 
-def test_normalized_observations_are_clipped_to_ten():
-    # Statistics mean 2, var 0.25 (std 0.5) in each of 4 dimensions: (obs - 2) / 0.5 takes
-    # 9 -> 14, clipped to 10; -4 -> -12, clipped to -10; 5.5 -> 7, kept (within [-10, 10],
-    # beyond baselines' [-5, 5]); 2.25 -> 0.5. The 1e-8 under the root moves them < 1e-6.
-    # The loop's acting observations, its final observations and the evaluations all pass
-    # through this call.
-    normalizer = vpg.ObsNormalizer((4,), enabled=True)
-    normalizer.rms.mean, normalizer.rms.var = np.full(4, 2.0), np.full(4, 0.25)
-    normalized = normalizer(np.array([[9.0, -4.0, 5.5, 2.25]]))
-    assert normalized.dtype == np.float32
-    assert normalized.tolist() == [approx([10.0, -10.0, 7.0, 0.5])]
-
-
 def test_each_optimizer_steps_its_own_network_at_its_own_learning_rate(tmp_path, monkeypatch):
     # The policy's Adam holds theta (the actor and the Gaussian's log std) at --learning-rate,
     # the value network's Adam the critic at --vf-learning-rate; and their steps move every
