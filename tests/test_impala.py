@@ -303,19 +303,24 @@ def test_one_actor_lags_one_update_too(tmp_path, local_actors):
     assert [r["version"] for r in actors.delivered] == [0, 0, 1, 2]
 
 
-def test_a_batchs_row_holds_the_mean_and_the_max_of_its_rollouts_lags(tmp_path, local_actors):
+def test_a_batchs_row_holds_the_mean_and_the_max_of_its_rollouts_lags(tmp_path, local_actors,
+                                                                       monkeypatch):
     # One actor, 2 rollouts a batch, asked again as soon as it delivers (before the step):
     #   v0 published; rollouts 1 and 2 played with v0 (2 asked while v0 was the newest),
     #   learned at version 0: lags [0, 0] -> mean 0, max 0                       -> version 1
     #   rollout 3 asked after that step's batch was taken, so with v0; rollout 4 with v1;
     #   learned at 1: lags [1, 0] -> mean 0.5, max 1                             -> version 2
     #   rollout 5 with v1, rollout 6 with v2, learned at 2: lags [1, 0] -> 0.5, 1
+    # The learning curve's lag axis (and the progress line) shows the mean at each batch's
+    # step, 2 rollouts x 2 environments x 8 steps = 32 a batch: 0 at 32, 0.5 at 64 and 96.
+    curves = spy_on(monkeypatch, impala, "plot_learning_curve", lambda *a, lags=(), **k: lags)
     impala.main(impala.Args(total_timesteps=3 * 2 * 2 * 8, num_envs=2, num_steps=8,
                             hidden_size=8, num_actors=1, rollouts_per_batch=2, sync=True,
                             eval_episodes=0, output_dir=str(tmp_path)))
     updates = read_csv(next(tmp_path.glob("*/updates.csv")))
     assert [float(r["policy_lag"]) for r in updates] == [0, 0.5, 0.5]
     assert [r.get("policy_lag_max") for r in updates] == ["0", "1", "1"]  # (None: no column)
+    assert curves == [[(32, 0.0), (64, 0.5), (96, 0.5)]]
     (actors,) = local_actors
     assert [r["version"] for r in actors.delivered] == [0, 0, 0, 1, 1, 2]
 
@@ -340,23 +345,24 @@ def test_the_learner_steps_as_the_module_docstring_says(tmp_path, local_actors, 
 def test_the_learner_gives_the_math_its_flags(tmp_path, local_actors, monkeypatch):
     # Each flag apart from its default and from the others, so that one that does not
     # arrive, or arrives in another's place, shows: V-trace's gamma, rho_bar and c_bar, the
-    # loss's coefficients, the clip's norm, Adam's rate, kept with --no-anneal-lr, and the seed.
+    # loss's coefficients, the clip's norm, Adam's rate, kept with --no-anneal-lr, and the seed
+    # (--eval-every 16 evaluates after each of the 2 rollouts of 2 x 8 = 16 steps).
     vtrace = spy_on(monkeypatch, impala, "compute_vtrace", lambda *a: a[6:9])
     losses = spy_on(monkeypatch, impala, "impala_loss", lambda **k: (k["ent_coef"], k["vf_coef"]))
     clips = spy_on(monkeypatch, impala.nn.utils, "clip_grad_norm_", lambda params, norm: norm)
     rates = spy_on(monkeypatch, impala.torch.optim, "Adam", lambda params, **k: k["lr"])
     # (the one actor's environments reset at 7 by LocalActors, a stand-in for ActorPool whose
-    # seeds test_each_actor_started_seeds_its_environments_apart checks; the final
-    # evaluation's at 7 + 100,000 by impala.py)
+    # seeds test_each_actor_started_seeds_its_environments_apart checks; --eval-every's two
+    # evaluations and the final one at 7 + 100,000 by impala.py)
     seeds, resets = spy_on_seeds(monkeypatch, impala)
     impala.main(impala.Args(total_timesteps=2 * 2 * 8, num_envs=2, num_steps=8, hidden_size=8,
                             num_actors=1, sync=True, learning_rate=3e-3, anneal_lr=False,
                             gamma=0.9, rho_bar=1.7, c_bar=0.8, ent_coef=0.03, vf_coef=0.7,
-                            max_grad_norm=0.35, seed=7, eval_episodes=2,
+                            max_grad_norm=0.35, seed=7, eval_episodes=2, eval_every=16,
                             output_dir=str(tmp_path)))
     assert vtrace == [(0.9, 1.7, 0.8)] * 2 and losses == [(0.03, 0.7)] * 2
     assert clips == [0.35] * 2 and rates == [3e-3] and seeds == [7]  # the learner's torch
-    assert resets == [7, 100_007]
+    assert resets == [7, 100_007, 100_007, 100_007]
     updates = read_csv(next(tmp_path.glob("*/updates.csv")))
     assert [float(r["learning_rate"]) for r in updates] == [3e-3] * 2
 
@@ -484,11 +490,14 @@ def test_evaluation_plays_the_greedy_action():
 @pytest.mark.parametrize("env_id, obs_dtype", [("Pendulum-v1", np.float32),
                                                ("MinAtar/Breakout-v1", np.float32)])
 def test_continuous_actions_and_images_learn_through_the_same_loop(env_id, obs_dtype, tmp_path,
-                                                                   local_actors):
+                                                                   local_actors, monkeypatch):
     # Pendulum: Gaussian actions, stored unclipped as float32 [T, N, 1]; MinAtar: 10 x 10 x 4
-    # boolean frames sent as float32 to the convolutional network
+    # boolean frames sent as float32 to the convolutional network, which is no small network
+    # (on the GPU, no note that the CPU would be faster)
     if env_id.startswith("MinAtar/"):
         pytest.importorskip("minatar", reason="pip install minatar==1.0.15")
+    small = spy_on(monkeypatch, impala, "seed_and_device",
+                   lambda seed, cuda, small_network=True: small_network)
     args = impala.Args(env_id=env_id, total_timesteps=2 * 2 * 8, num_envs=2, num_steps=8,
                        num_actors=1, sync=True, eval_episodes=1, output_dir=str(tmp_path))
     summary = impala.main(args)
@@ -501,6 +510,7 @@ def test_continuous_actions_and_images_learn_through_the_same_loop(env_id, obs_d
         assert played["obs"].shape[2:] == (10, 10, 4) and isinstance(
             actors.actors[0].agent.encoder, impala.ImageEncoder)
     assert summary["global_steps"] == 32 and summary["eval_return_mean"] is not None
+    assert small == [env_id == "Pendulum-v1"]
 
 
 @pytest.mark.parametrize("dtype, top, scaled", [(np.uint8, 255, True), (np.uint8, 1, False),
@@ -675,6 +685,10 @@ def test_a_killed_actor_is_replaced_and_the_run_goes_on(tmp_path, ray_session, m
                                                         capsys):
     # One actor, killed as it is asked for its 3rd rollout: the rollout is lost, a new
     # actor (the 2nd started) takes its place and plays it, and the run ends at its budget.
+    # The new actor plays it with the newest weights and reports their version: asked again
+    # before each step, the actor lags 1 update, but the lost 3rd rollout (asked at version
+    # 1) is asked of the new actor once the learner has taken its 2nd step, so it is played
+    # with version 2 and learned at 2: lags 0, 1, 0, then 1 for the other 9 of 12 updates.
     request, asked = impala.ActorPool.request, []
 
     def kill_then_request(self, i, refresh=True):
@@ -690,6 +704,15 @@ def test_a_killed_actor_is_replaced_and_the_run_goes_on(tmp_path, ray_session, m
         return request(self, i, refresh)
 
     monkeypatch.setattr(impala.ActorPool, "request", kill_then_request)
+    versions, next_rollout = [], impala.ActorPool.next
+
+    def next_with_its_version(self):  # checked as it comes: a None would stop the run first
+        i, played = next_rollout(self)
+        versions.append(played["version"])
+        assert played["version"] is not None, f"rollout {len(versions)} has no version"
+        return i, played
+
+    monkeypatch.setattr(impala.ActorPool, "next", next_with_its_version)
     started = []
     start = impala.ActorPool.start
     monkeypatch.setattr(impala.ActorPool, "start",
@@ -700,8 +723,9 @@ def test_a_killed_actor_is_replaced_and_the_run_goes_on(tmp_path, ray_session, m
     assert err.startswith("impala.py: warning: actor 0 died (") and err.count("\n") == 1
     assert err.endswith("); a new one takes its place\n")
     assert started == [0, 1] and summary["global_steps"] == 12 * 2 * 16
-    assert not summary["interrupted"]
-    assert len(read_csv(glob.glob(str(tmp_path / "*" / "updates.csv"))[0])) == 12
+    assert not summary["interrupted"] and versions[:4] == [0, 0, 2, 2]
+    updates = read_csv(glob.glob(str(tmp_path / "*" / "updates.csv"))[0])
+    assert [r["policy_lag"] for r in updates] == ["0.0", "1.0", "0.0"] + ["1.0"] * 9
 
 
 # ---------------------------------------------------------------------------------------
