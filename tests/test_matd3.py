@@ -351,7 +351,8 @@ def test_fp_actor_loss_reads_agent_is_own_state_row_over_its_valid_rows():
 @pytest.mark.parametrize("algo", ["maddpg", "matd3"])
 def test_fp_critic_loss_masks_out_agents_that_did_not_act(algo, monkeypatch):
     # MADDPG: mean over agent 0's rows of (Q_1 - y)^2; MATD3 adds Q_2's, on the same y
-    # (the smaller target critic's, without smoothing noise here)
+    # (the smaller target critic's, without smoothing noise here); q_mean is Q_1's mean over
+    # the same rows, column 0 alone (agent 1's column, where it did not act, left out)
     twin = algo == "matd3"
     nets, batch = networks(twin_q=twin, state_dim=3), a_batch(K=2, state_dim=3)
     batch = batch._replace(valid=t([1, 0], [1, 0], [1, 0], [1, 0], [1, 0]))
@@ -363,8 +364,10 @@ def test_fp_critic_loss_masks_out_agents_that_did_not_act(algo, monkeypatch):
                                 twin)
         expected = sum(((critic(batch.share_obs, batch.actions) - y)[:, 0] ** 2).mean().item()
                        for _, critic in nets.critics())
+        q_mean = nets.qf1(batch.share_obs, batch.actions)[:, 0].mean().item()
     stats = run_update(nets, batch, "fp", algo=algo, target_policy_noise=0.0)
     assert stats["critic_loss"] == pytest.approx(expected, rel=1e-5)
+    assert stats["q_mean"] == pytest.approx(q_mean, rel=1e-5)
 
 
 @pytest.mark.parametrize("critic_state", ["ep", "fp"])
@@ -689,7 +692,9 @@ def test_the_loop_gives_the_update_its_batches_steps_optimizers_and_buffer(tmp_p
     # --learning-rate on the actors' and on the critics' weights. --seed 7, not the default
     # 1: torch's seed, the training copies', and at 7 + 100,000 --eval-every 20's evaluations
     # (at steps 20 and 40) and the final one (LockstepEnvs draws each copy's seed from it).
-    made, calls = [], []
+    # updates.csv (--log-interval 10) has a row at 20 (updates 1-2), 30 (3-12: 5 lock-steps of
+    # 2) and 40 (13-22), each with the mean of its own updates' losses, not all so far.
+    made, calls, losses = [], [], []
     original_buffer, original_update = matd3.ReplayBuffer, matd3.update
 
     def buffer(*args):
@@ -698,7 +703,9 @@ def test_the_loop_gives_the_update_its_batches_steps_optimizers_and_buffer(tmp_p
 
     def update(batch, nets, critic_optimizer, actor_optimizer, args, gradient_step):
         calls.append((batch.rewards.shape, gradient_step, critic_optimizer, actor_optimizer, nets))
-        return original_update(batch, nets, critic_optimizer, actor_optimizer, args, gradient_step)
+        losses.append(original_update(batch, nets, critic_optimizer, actor_optimizer, args,
+                                      gradient_step))
+        return losses[-1]
 
     monkeypatch.setattr(matd3, "ReplayBuffer", buffer)
     monkeypatch.setattr(matd3, "update", update)
@@ -718,6 +725,12 @@ def test_the_loop_gives_the_update_its_batches_steps_optimizers_and_buffer(tmp_p
     assert {id(p) for g in actor_optimizer.param_groups for p in g["params"]} == \
         {id(p) for p in nets.actors.parameters()}
     assert critic_optimizer.param_groups[0]["lr"] == actor_optimizer.param_groups[0]["lr"] == 3e-3
+    rows = read_csv(next(tmp_path.glob("*/updates.csv")))
+    assert [(r["global_step"], r["gradient_steps"]) for r in rows] == [
+        ("20", "2"), ("30", "12"), ("40", "22")]
+    for row, (start, end) in zip(rows, [(0, 2), (2, 12), (12, 22)]):
+        assert float(row["critic_loss"]) == pytest.approx(
+            np.mean([loss["critic_loss"] for loss in losses[start:end]]), rel=1e-6)
 
 
 # ---------------------------------------------------------------------------------------
