@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 from dataclasses import replace
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -248,6 +249,19 @@ class LocalActors:
         pass
 
 
+def a_clock_per_rollout(monkeypatch, seconds):
+    """impala.py's time.time() replaced by a clock that stands still (at 1000 s, the run's
+    start) but for seconds(k) added as LocalActors delivers its k-th rollout (from 1)."""
+    clock = [1000.0]
+    monkeypatch.setattr(impala, "time", SimpleNamespace(time=lambda: clock[0]))
+    deliver = LocalActors.next
+
+    def next_after_a_while(self):
+        clock[0] += seconds(len(self.delivered) + 1)
+        return deliver(self)
+    monkeypatch.setattr(LocalActors, "next", next_after_a_while)
+
+
 @pytest.fixture
 def local_actors(monkeypatch):
     """main() with LocalActors for its actors (and no Ray to start); yields their list."""
@@ -304,7 +318,7 @@ def test_one_actor_lags_one_update_too(tmp_path, local_actors):
 
 
 def test_a_batchs_row_holds_the_mean_and_the_max_of_its_rollouts_lags(tmp_path, local_actors,
-                                                                       monkeypatch):
+                                                                       monkeypatch, capsys):
     # One actor, 2 rollouts a batch, asked again as soon as it delivers (before the step):
     #   v0 published; rollouts 1 and 2 played with v0 (2 asked while v0 was the newest),
     #   learned at version 0: lags [0, 0] -> mean 0, max 0                       -> version 1
@@ -313,7 +327,11 @@ def test_a_batchs_row_holds_the_mean_and_the_max_of_its_rollouts_lags(tmp_path, 
     #   rollout 5 with v1, rollout 6 with v2, learned at 2: lags [1, 0] -> 0.5, 1
     # The learning curve's lag axis (and the progress line) shows the mean at each batch's
     # step, 2 rollouts x 2 environments x 8 steps = 32 a batch: 0 at 32, 0.5 at 64 and 96.
+    # The progress line comes after every rollout (its clock moves 2 s a rollout) with the
+    # last learned batch's mean: none before batch 1 is learned (rollouts 1 and 2), then 0.0
+    # (rollouts 3, 4) and 0.5 (5, 6); the max would show 1.0.
     curves = spy_on(monkeypatch, impala, "plot_learning_curve", lambda *a, lags=(), **k: lags)
+    a_clock_per_rollout(monkeypatch, lambda k: 2.0)
     impala.main(impala.Args(total_timesteps=3 * 2 * 2 * 8, num_envs=2, num_steps=8,
                             hidden_size=8, num_actors=1, rollouts_per_batch=2, sync=True,
                             eval_episodes=0, output_dir=str(tmp_path)))
@@ -321,6 +339,9 @@ def test_a_batchs_row_holds_the_mean_and_the_max_of_its_rollouts_lags(tmp_path, 
     assert [float(r["policy_lag"]) for r in updates] == [0, 0.5, 0.5]
     assert [r.get("policy_lag_max") for r in updates] == ["0", "1", "1"]  # (None: no column)
     assert curves == [[(32, 0.0), (64, 0.5), (96, 0.5)]]
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("step ")]
+    assert [line.partition(" | policy lag ")[2] for line in lines] == [
+        "", "", "0.0", "0.0", "0.5", "0.5"]
     (actors,) = local_actors
     assert [r["version"] for r in actors.delivered] == [0, 0, 0, 1, 1, 2]
 
@@ -411,6 +432,36 @@ def test_episodes_are_logged_at_the_step_count_where_they_end(tmp_path, local_ac
     assert {e["episode_length"] for e in episodes} == {"3"}
 
 
+def test_each_episode_is_logged_with_its_own_return_on_the_curve_and_in_the_summary(
+        tmp_path, local_actors, monkeypatch):
+    # my_envs:EpisodeNumber-v0 pays its episode's number at each step. At --seed 0 the one
+    # actor's environment 0 (seed 0, even) plays episodes of 1 step, environment 1 (seed 1,
+    # odd) of 3. Over 4 rollouts of 4 steps (environment steps s = 0..15, at global step
+    # 2(s + 1)), environment 0 ends its episode s + 1 at every step: return s + 1, length 1;
+    # environment 1 ends its episode m at s = 3m - 1 (steps 6, 12, 18, 24, 30): return
+    # 3 steps x m = 3m, length 3 (its last reward alone would be m). 16 + 5 = 21 episodes;
+    # the first, environment 0's return 1 at step 2, falls out of the last 20:
+    # train_return_last20 = ((1 + ... + 16) - 1 + (3 + 6 + 9 + 12 + 15)) / 20
+    #                     = (136 - 1 + 45) / 20 = 9.0   (all 21: 181 / 21 = 8.62)
+    # The learning curve draws the same steps and returns.
+    curves = spy_on(monkeypatch, impala, "plot_learning_curve",
+                    lambda path, steps, returns, *a, **k: (steps, returns))
+    summary = impala.main(impala.Args(env_id="my_envs:EpisodeNumber-v0", total_timesteps=32,
+                                      num_envs=2, num_steps=4, hidden_size=8, num_actors=1,
+                                      sync=True, seed=0, eval_episodes=0,
+                                      output_dir=str(tmp_path)))
+    expected = []
+    for s in range(16):
+        expected.append((2 * (s + 1), s + 1, 1))
+        if s % 3 == 2:  # environment 1's episode m = (s + 1) / 3
+            expected.append((2 * (s + 1), 3 * ((s + 1) // 3), 3))
+    episodes = read_csv(next(tmp_path.glob("*/episodes.csv")))
+    assert [(int(e["global_step"]), float(e["episode_return"]), int(e["episode_length"]))
+            for e in episodes] == expected
+    assert curves == [([step for step, _, _ in expected], [float(r) for _, r, _ in expected])]
+    assert summary["train_return_last20"] == 9.0
+
+
 @pytest.mark.parametrize("vtrace", [True, False])
 def test_the_learner_gives_vtrace_the_stored_logprobs_under_its_current_policy(
         vtrace, tmp_path, local_actors, monkeypatch):
@@ -419,12 +470,21 @@ def test_the_learner_gives_vtrace_the_stored_logprobs_under_its_current_policy(
     # version k) minus the behaviour log mu the actors stored; with --no-vtrace, log rho = 0.
     # The batch's columns are its two rollouts side by side. Logged with each update: the
     # mean of rho = pi / mu and the fraction of rho above --rho-bar, here 1.005 (not the
-    # default 1, nor c_bar's 1), which some of the stale batches' ratios pass and some not.
-    seen, fractions = [], []
+    # default 1, nor c_bar's 1), which some of the stale batches' ratios pass and some not;
+    # and the explained variance 1 - Var[vs - V] / Var[vs] (unbiased variances) of the values V
+    # given to V-trace and the targets vs it returned (the advantages in vs's place, which
+    # test_contract's critic of equal values cannot tell from vs, give another number here).
+    seen, fractions, targets = [], [], []
     original = impala.compute_vtrace
     signature = inspect.signature(original)
-    monkeypatch.setattr(impala, "compute_vtrace", lambda *a, **k: seen.append(
-        signature.bind(*a, **k).arguments["log_rhos"].clone()) or original(*a, **k))
+
+    def spy(*args, **kwargs):
+        arguments = signature.bind(*args, **kwargs).arguments
+        advantages, vs = original(*args, **kwargs)
+        seen.append(arguments["log_rhos"].clone())
+        targets.append((arguments["values"].flatten().numpy().copy(), vs.flatten().numpy().copy()))
+        return advantages, vs
+    monkeypatch.setattr(impala, "compute_vtrace", spy)
     args = impala.Args(total_timesteps=3 * 2 * 2 * 4, num_envs=2, num_steps=4, hidden_size=8,
                        num_actors=2, rollouts_per_batch=2, sync=True, vtrace=vtrace,
                        rho_bar=1.005, eval_episodes=0, output_dir=str(tmp_path))
@@ -447,6 +507,9 @@ def test_the_learner_gives_vtrace_the_stored_logprobs_under_its_current_policy(
         rho = (current - behaviour).exp()  # (a ratio within 1e-5 of the bar may go either way)
         assert float(updates[k]["rho_mean"]) == pytest.approx(rho.mean().item(), abs=1e-6)
         fractions.append(float(updates[k]["rho_clipped"]))
+        values, vs = targets[k]
+        assert float(updates[k]["explained_variance"]) == pytest.approx(
+            1 - np.var(vs - values, ddof=1) / np.var(vs, ddof=1), abs=1e-5)
         assert (rho > 1.005 + 1e-5).float().mean() <= fractions[-1] <= \
             (rho > 1.005 - 1e-5).float().mean()
     assert fractions[0] == 0 and any(0 < f < 1 for f in fractions[1:])
@@ -539,18 +602,51 @@ def test_stop_at_return_stops_and_nan_loss_stops_cleanly(tmp_path, local_actors,
 
 
 def test_a_plain_run_records_the_environments_threshold_and_trains_its_whole_budget(
-        tmp_path, local_actors):
+        tmp_path, local_actors, monkeypatch):
     # my_envs:ThreeSteps-v0 pays 1 a step and is cut at 3 steps (reward_threshold 3). One
     # actor of 2 environments, rollouts of 8 steps (16 global steps): a pair of episodes ends
     # every 2 x 3 = 6 steps, so the 20th episode ends with the 10th pair at step 60, inside
     # the 4th rollout (steps 48 to 64). Without --stop-at-return the run records 60 and trains
     # on to its budget, 8 rollouts, 128 steps; stopped by the environment's threshold it
     # would end after that rollout, at 64.
+    # The clock moves 4 s while the first rollout is played (the start-up) and 1 s for each
+    # after it: rollout k arrives at 3 + k s, and every row written after it reads 3 + k:
+    # - episodes.csv: an episode ending at step g came with rollout ceil(g / 16);
+    # - updates.csv: batch k at step 16k, sps int(16k / (3 + k)) = 4, 6, 8, 9, 10, 10, 11, 11
+    #   (the 16 steps since the row before would give 4, then 16; one batch's 16 / (3 + k)
+    #   4, 3, 2, 2, 2, 1, 1, 1);
+    # - evaluations.csv (--eval-every 32): steps 32, 64, 96, 128 at 5, 7, 9, 11 s. A stand-in
+    #   evaluate returns [c, 3c] at its c-th call: mean 2c, std c (NumPy's population std;
+    #   ddof 1 would give c * sqrt(2) = 1.41c): (2, 1), (4, 2), (6, 3), (8, 4), which the
+    #   curve draws too, and the final evaluation (10, 5) in summary.json.
+    # solved_at_time_s is the moment of step 60's episode, rollout 4's 7 s; wall_time_s the
+    # end of training, 11 s.
+    a_clock_per_rollout(monkeypatch, lambda k: 4.0 if k == 1 else 1.0)
+    calls = []
+    monkeypatch.setattr(impala, "evaluate", lambda *a, **k: calls.append(1) or np.array(
+        [len(calls), 3 * len(calls)], float))
+    curves = spy_on(monkeypatch, impala, "plot_learning_curve", lambda path, steps, returns,
+                    title, evaluations=(), final=None, lags=(): (list(evaluations), final))
     summary = impala.main(impala.Args(env_id="my_envs:ThreeSteps-v0", total_timesteps=128,
                                       num_envs=2, num_steps=8, hidden_size=8, num_actors=1,
-                                      sync=True, eval_episodes=0, output_dir=str(tmp_path)))
+                                      sync=True, eval_episodes=2, eval_every=32,
+                                      output_dir=str(tmp_path)))
     assert summary["solved_threshold"] == 3.0 and summary["solved_at_step"] == 60
     assert summary["global_steps"] == 128
+    assert summary["solved_at_time_s"] == 7.0 and summary["wall_time_s"] == 11.0
+    assert (summary["eval_return_mean"], summary["eval_return_std"]) == (10.0, 5.0)
+    assert summary["eval_episodes"] == 2
+    (path,) = tmp_path.glob("*")
+    episodes = read_csv(path / "episodes.csv")
+    assert [float(e["wall_time"]) for e in episodes] == [
+        3 + -(-int(e["global_step"]) // 16) for e in episodes]
+    updates = read_csv(path / "updates.csv")
+    assert [(int(r["global_step"]), float(r["wall_time"]), int(r["sps"])) for r in updates] == [
+        (16 * k, 3 + k, sps) for k, sps in zip(range(1, 9), [4, 6, 8, 9, 10, 10, 11, 11])]
+    rows = [(int(r["global_step"]), float(r["wall_time"]), float(r["eval_return_mean"]),
+             float(r["eval_return_std"])) for r in read_csv(path / "evaluations.csv")]
+    assert rows == [(32, 5, 2, 1), (64, 7, 4, 2), (96, 9, 6, 3), (128, 11, 8, 4)]
+    assert curves[-1] == ([(32, 2, 1), (64, 4, 2), (96, 6, 3), (128, 8, 4)], (128, 10, 5))
 
 
 # One actor of 2 environments, rollouts of 3 steps: one batch of 6 steps, the 6 steps of

@@ -6,6 +6,7 @@ stores, runs end to end, watching a run (--eval-every), bad input, determinism. 
 every script keeps are tests/test_contract.py's."""
 import json
 import os
+from types import SimpleNamespace
 
 import gymnasium as gym
 import numpy as np
@@ -693,7 +694,9 @@ def test_the_loop_gives_the_update_its_batches_steps_optimizers_and_buffer(tmp_p
     # 1: torch's seed, the training copies', and at 7 + 100,000 --eval-every 20's evaluations
     # (at steps 20 and 40) and the final one (LockstepEnvs draws each copy's seed from it).
     # updates.csv (--log-interval 10) has a row at 20 (updates 1-2), 30 (3-12: 5 lock-steps of
-    # 2) and 40 (13-22), each with the mean of its own updates' losses, not all so far.
+    # 2) and 40 (13-22), each with the mean of its own updates' losses, not all so far: the
+    # critics' loss and q_mean of each, the actors' loss of the even ones alone (--policy-delay
+    # 2: update 2 for the row at 20, 4, 6, ..., 12 for 30, 14, ..., 22 for 40).
     made, calls, losses = [], [], []
     original_buffer, original_update = matd3.ReplayBuffer, matd3.update
 
@@ -728,9 +731,11 @@ def test_the_loop_gives_the_update_its_batches_steps_optimizers_and_buffer(tmp_p
     rows = read_csv(next(tmp_path.glob("*/updates.csv")))
     assert [(r["global_step"], r["gradient_steps"]) for r in rows] == [
         ("20", "2"), ("30", "12"), ("40", "22")]
+    assert ["actor_loss" in loss for loss in losses[:4]] == [False, True, False, True]
     for row, (start, end) in zip(rows, [(0, 2), (2, 12), (12, 22)]):
-        assert float(row["critic_loss"]) == pytest.approx(
-            np.mean([loss["critic_loss"] for loss in losses[start:end]]), rel=1e-6)
+        for key in ("critic_loss", "q_mean", "actor_loss"):
+            assert float(row[key]) == pytest.approx(
+                np.mean([loss[key] for loss in losses[start:end] if key in loss]), rel=1e-6)
 
 
 # ---------------------------------------------------------------------------------------
@@ -751,12 +756,61 @@ def test_smoke_run_writes_every_file_and_its_model_evaluates(algo, critic_state,
     assert evaluated["eval_return_mean"] == pytest.approx(summary["eval_return_mean"])
 
 
-def test_stop_at_return_stops_and_records_when(tmp_path):
+def test_stop_at_return_stops_and_records_when(tmp_path, monkeypatch):
     # returns are negative but never below -1000: TINY's 2 copies end two episodes every 5
     # lock-steps (10 steps), the 19th and 20th at step 100, of a budget of 200
+    # The clock (matd3.py's time.time(), standing still at the run's start, 1000 s) moves
+    # 0.25 s at each of the 10 random lock-steps (to step 20, --learning-starts) and 1 s at
+    # each after: lock-step k ends at T(k) = k / 4 up to 2.5 s, then 2.5 + (k - 10).
+    # - episodes.csv: two episodes end at each lock-step 5, 10, ..., 50: T = 1.25, 2.5, 7.5,
+    #   12.5, ..., 42.5;
+    # - updates.csv: a row every 10 steps from step 20, lock-steps 10, 15, ..., 45 (at 50 the
+    #   run stops before it logs): wall_time 2.5, 7.5, ..., 37.5, sps int(2k / T(k)) =
+    #   20/2.5, 30/7.5, 40/12.5, 50/17.5, ... = 8, 4, 3, 2, 2, 2, 2, 2 (the 10 steps since the
+    #   row before would give 8, then 2 at every row; one lock-step's 2 / T(k) 0);
+    # - evaluations.csv (--eval-every 50): at step 50 (lock-step 25, 17.5 s) and 100 (42.5 s);
+    #   a stand-in evaluate returns [c, 3c] at its c-th call: mean 2c, std c (NumPy's
+    #   population std; ddof 1 would give c * sqrt(2) = 1.41c): (2, 1) and (4, 2), which the
+    #   curve draws too, and the final evaluation (6, 3) in summary.json; its episodes are
+    #   episodes.csv's steps and returns;
+    # - solved_at_time_s: the 20th episode's moment, 42.5 s, where the run stops: wall_time_s
+    #   42.5 too.
+    clock, stepped = [1000.0], []
+    monkeypatch.setattr(matd3, "time", SimpleNamespace(time=lambda: clock[0]))
+    step = matd3.LockstepEnvs.step
+
+    def a_while(self, actions):
+        stepped.append(1)
+        clock[0] += 0.25 if len(stepped) <= 10 else 1.0
+        return step(self, actions)
+    monkeypatch.setattr(matd3.LockstepEnvs, "step", a_while)
+    calls = []
+    monkeypatch.setattr(matd3, "evaluate", lambda *a, **k: calls.append(1) or np.array(
+        [len(calls), 3 * len(calls)], float))
+    curves = spy_on(monkeypatch, matd3, "plot_learning_curve", lambda path, steps, returns,
+                    title, evaluations=(), final=None: (steps, returns, list(evaluations), final))
     summary = matd3.main(matd3.Args(stop_at_return=-1000.0, output_dir=str(tmp_path),
-                                    **{**TINY, "total_timesteps": 200}))
+                                    **{**TINY, "total_timesteps": 200, "eval_episodes": 2,
+                                       "eval_every": 50}))
     assert summary["solved_at_step"] == summary["global_steps"] == 100
+    assert summary["solved_threshold"] == -1000.0  # --stop-at-return's (PettingZoo has none)
+    assert summary["solved_at_time_s"] == summary["wall_time_s"] == 42.5
+    assert (summary["eval_return_mean"], summary["eval_return_std"]) == (6.0, 3.0)
+    assert summary["eval_episodes"] == 2
+    (path,) = tmp_path.glob("*")
+    T = [None] + [k / 4 if k <= 10 else 2.5 + (k - 10) for k in range(1, 51)]
+    episodes = read_csv(path / "episodes.csv")
+    assert [float(e["wall_time"]) for e in episodes] == [T[k] for k in range(5, 51, 5)
+                                                         for _ in range(2)]
+    updates = read_csv(path / "updates.csv")
+    assert [(int(r["global_step"]), float(r["wall_time"]), int(r["sps"])) for r in updates] == [
+        (2 * k, T[k], sps) for k, sps in zip(range(10, 46, 5), [8, 4, 3, 2, 2, 2, 2, 2])]
+    rows = [(int(r["global_step"]), float(r["wall_time"]), float(r["eval_return_mean"]),
+             float(r["eval_return_std"])) for r in read_csv(path / "evaluations.csv")]
+    assert rows == [(50, 17.5, 2, 1), (100, 42.5, 4, 2)]
+    assert curves[-1] == ([int(e["global_step"]) for e in episodes],
+                          [float(e["episode_return"]) for e in episodes],
+                          [(50, 2, 1), (100, 4, 2)], (100, 6, 3))
 
 
 def test_same_seed_gives_the_same_episodes(tmp_path):
