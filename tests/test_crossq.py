@@ -648,6 +648,82 @@ def test_eval_every_writes_rows_keeps_the_best_model_and_leaves_training_alone(t
     check_evaluations(crossq.main, args, tmp_path, [102, 201, 300, 402, 501, 600])
 
 
+def test_every_logged_value_of_a_run_against_a_clock_of_the_tests_own(tmp_path, monkeypatch):
+    # The columns of the run that no test above pins: each wall_time, sps, the evaluations'
+    # std, and summary.json's times and train_return_last20, with the curve and the progress
+    # line drawn from the same numbers (issue 59). my_envs:Slider-v0, 2 environments, 480
+    # steps: both end an episode of 20 vector steps every 40 global steps, 24 episodes at
+    # 40, 40, 80, 80, ..., 480, 480. The run's clock is the test's: elapsed() reads
+    # global_steps / 100 + 2 s (2 s of start-up, then 100 steps a second), and its `time`
+    # moves 1 s at each reading, so that the progress line prints every other vector step.
+    # - episodes.csv: wall_time = step / 100 + 2: 2.4, 2.4, 2.8, ..., 6.8, 6.8.
+    # - updates.csv, --log-interval 100 from --learning-starts 40: rows at 100, 200, 300, 400
+    #   and 480 (the end), wall_time 3, 4, 5, 6, 6.8 (the time since the row before: 3, 1,
+    #   1, 1, 0.8); sps = int(global_step / wall_time) = int(33.3), 50, 60, int(66.7),
+    #   int(70.6) = 33, 50, 60, 66, 70 (since --learning-starts: 20, 40, 52, 60, 64; in
+    #   vector steps: 16, 25, 30, 33, 35).
+    # - --eval-every 200 with a stand-in evaluation that returns [1, 3]: rows at 200 and 400,
+    #   wall_time 4 and 6, mean 2 and std sqrt(((1 - 2)^2 + (3 - 2)^2) / 2) = 1 (ddof 1's:
+    #   sqrt(2) = 1.414214); the final evaluation the same, and the curve's marker (480, 2, 1).
+    # - summary.json: wall_time_s 480 / 100 + 2 = 6.8; train_return_last20 the mean of the
+    #   last 20 of episodes.csv's 24 returns (not of all 24); eval_episodes 2; no threshold.
+    # - the progress line at step g: the mean of the last 20 returns of the episodes that
+    #   ended before g (run.step comes before the step's episodes are written), None before
+    #   the first: after the 21st episode not the mean of all, nor the last return.
+    # - the curve: episodes.csv's points, the evaluations and the final one, and the line of
+    #   the mean of the last 20 from the 20th episode on (steps 400, 440, 440, 480, 480), each
+    #   point the mean of its 20 returns, the last train_return_last20.
+    class Clock:  # stands in for the script's `time` module, which it uses for time() alone
+        now = 1e9
+
+        @classmethod
+        def time(cls):
+            cls.now += 1.0
+            return cls.now
+
+    monkeypatch.setattr(crossq, "time", Clock)
+    monkeypatch.setattr(crossq.RunWriter, "elapsed",
+                        lambda self: self.summary["global_steps"] / 100 + 2)
+    monkeypatch.setattr(crossq, "evaluate", lambda *args, **kwargs: np.array([1.0, 3.0]))
+    lines = spy_on(monkeypatch, crossq, "progress_line",
+                   lambda global_step, total, sps, recent: (global_step, recent))
+    drawn = spy_on(monkeypatch, crossq, "plot_learning_curve",
+                   lambda path, steps, returns, title, evaluations=(), final=None:
+                   (list(steps), list(returns), list(evaluations), final))
+    figures = []
+    monkeypatch.setattr(crossq.Figure, "savefig", lambda fig, path: figures.append(fig))
+    summary = crossq.main(crossq.Args(env_id="my_envs:Slider-v0", total_timesteps=480,
+                                      num_envs=2, learning_starts=40, batch_size=16,
+                                      hidden_size=8, critic_hidden_size=8, log_interval=100,
+                                      eval_every=200, eval_episodes=2, output_dir=str(tmp_path)))
+    (path,) = tmp_path.iterdir()
+    episodes = read_csv(path / "episodes.csv")
+    steps = [int(e["global_step"]) for e in episodes]
+    returns = [float(e["episode_return"]) for e in episodes]
+    assert steps == [40 * (i // 2 + 1) for i in range(24)]
+    assert [float(e["wall_time"]) for e in episodes] == approx([g / 100 + 2 for g in steps])
+    updates = read_csv(path / "updates.csv")
+    assert [(int(u["global_step"]), float(u["wall_time"]), int(u["sps"])) for u in updates] == [
+        (100, 3.0, 33), (200, 4.0, 50), (300, 5.0, 60), (400, 6.0, 66), (480, 6.8, 70)]
+    evaluations = [(int(r["global_step"]), float(r["wall_time"]), float(r["eval_return_mean"]),
+                    float(r["eval_return_std"])) for r in read_csv(path / "evaluations.csv")]
+    assert evaluations == [(200, 4.0, 2.0, 1.0), (400, 6.0, 2.0, 1.0)]
+    last20 = float(np.mean(returns[-20:]))
+    assert last20 != pytest.approx(float(np.mean(returns)))  # the two sources differ here
+    assert summary["train_return_last20"] == pytest.approx(last20)
+    assert (summary["wall_time_s"], summary["eval_return_mean"], summary["eval_return_std"],
+            summary["eval_episodes"], summary["solved_at_time_s"]) == (6.8, 2.0, 1.0, 2, None)
+    assert drawn[-1] == (steps, returns, [(200, 2.0, 1.0), (400, 2.0, 1.0)], (480, 2.0, 1.0))
+    line = figures[-1].axes[0].lines[0]
+    assert line.get_label() == "mean of last 20" and line.get_xdata().tolist() == steps[19:]
+    assert line.get_ydata().tolist() == approx([np.mean(returns[i - 19:i + 1])
+                                                for i in range(19, 24)])
+    ended_before = [[r for s, r in zip(steps, returns) if s < g] for g, _ in lines]
+    assert [recent for _, recent in lines] == [
+        pytest.approx(np.mean(before[-20:])) if before else None for before in ended_before]
+    assert max(len(before) for before in ended_before) == 22  # lines after the 21st episode
+
+
 # ---------------------------------------------------------------------------------------
 # Flags that name the run, track it, skip its training or bound its buffer, each at a value
 # other than its default, seen where main and train hand it on (issue 59; the checks are
