@@ -335,6 +335,89 @@ def test_training_and_evaluation_episodes_end_at_the_environment_s_own_time_limi
     assert (summary["eval_return_mean"], summary["eval_return_std"]) == (3.0, 0.0)
 
 
+# tests/my_envs.py's EpisodeNumber with a reward_threshold of 45
+gym.register("TableEpisodeNumber-v0", entry_point="my_envs:EpisodeNumber", max_episode_steps=10,
+             reward_threshold=45.0)
+
+
+def test_every_logged_value_by_hand_over_30_episodes_of_3_steps(tmp_path, monkeypatch, capsys):
+    # EpisodeNumber pays the number of its episode at each step; reset with an odd seed
+    # (--seed 1), every episode is 3 steps. 90 steps are 30 episodes ending at steps 3, 6,
+    # ..., 90 and returning 3 x 1, 3 x 2, ..., 3 x 30. A clock whose n-th reading moves it
+    # n ms runs slower and slower, so that a speed since the start and one since the row
+    # before differ.
+    # - the mean of the last 20 returns after episode k >= 20 is 3 x (k - 9.5): it first
+    #   reaches the threshold 45 at k = 25 (3 x 15.5 = 46.5; k = 24 gives 43.5), step 75
+    #   (the mean of all k returns, 1.5 x (k + 1), at k = 29, step 87); solved_at_time_s is
+    #   the clock then: after episode 25's wall_time, before episode 26's.
+    # - each progress line at step g (one every 2 s of the clock) ends with the epsilon g's
+    #   step acted with, --exploration-fraction 1: 1 - 0.99 x (g - 1) / 90 (step 46: 0.505),
+    #   and its return (last 20) is the mean of the last 20 of the g // 3 returns so far.
+    # - updates.csv, --log-interval 12: rows at 12, 24, ..., 84 and 90 (the end). `episodes`
+    #   counts the episodes so far, g / 3 = 4, 8, ..., 28, 30 (not those since the row
+    #   before: 4, ..., 4, 2); sps = int(global_step / wall_time), the speed since the start
+    #   (not the row's own steps over the seconds since the row before).
+    # - summary.json: train_return_last20 = 3 x (11 + ... + 30) / 20 = 3 x 410 / 20 = 61.5
+    #   (all 30 episodes: 3 x 465 / 30 = 46.5).
+    # - --eval-every 30: evaluations at 30, 60 and 90 and the final one, each 3 episodes on an
+    #   environment of its own seeded with 1 + 100,000 (odd): returns 3, 6, 9, mean 6,
+    #   std sqrt(((3 - 6)^2 + 0^2 + (9 - 6)^2) / 3) = sqrt(6) = 2.449490 (ddof 1's: 3).
+    # - the curve draws episodes.csv's points, steps 3, 6, ..., 90 (not the episodes' numbers
+    #   1..30) and returns 3, 6, ..., 90, the three evaluations and the final one, each
+    #   (step, mean, std).
+    class Clock:  # stands in for the script's `time` module, which it uses for time() alone
+        now, readings = 1e9, 0
+
+        @classmethod
+        def time(cls):
+            cls.readings += 1
+            cls.now += cls.readings / 1000
+            return cls.now
+
+    monkeypatch.setattr(ql, "time", Clock)
+    drawn = spy_on(monkeypatch, ql, "plot_learning_curve",
+                   lambda path, steps, returns, title, evaluations=(), final=None, heat=None:
+                   (list(steps), list(returns), list(evaluations), final))
+    summary = ql.main(ql.Args(env_id="TableEpisodeNumber-v0", total_timesteps=90,
+                              log_interval=12, eval_every=30, eval_episodes=3,
+                              exploration_fraction=1.0, output_dir=str(tmp_path)))
+    printed = [line.split(" | ") for line in capsys.readouterr().out.splitlines()
+               if line.startswith("step ")]
+    assert len(printed) >= 3
+    for line in printed:
+        g = int(line[0].split()[1].split("/")[0])
+        returns = [3 * k for k in range(1, g // 3 + 1)][-20:]
+        assert line[-2] == f"return (last 20) {np.mean(returns):.1f}"
+        assert line[-1] == f"epsilon {1 - 0.99 * (g - 1) / 90:.3f}"
+    (path,) = tmp_path.iterdir()
+    updates = read_csv(path / "updates.csv")
+    steps = [int(u["global_step"]) for u in updates]
+    assert steps == [12, 24, 36, 48, 60, 72, 84, 90]
+    assert [int(u["episodes"]) for u in updates] == [4, 8, 12, 16, 20, 24, 28, 30]
+    walls = [float(u["wall_time"]) for u in updates]
+    speeds = [int(g / w) for g, w in zip(steps, walls)]
+    assert [int(u["sps"]) for u in updates] == speeds
+    assert speeds != [int(g / w) for g, w in zip(np.diff(steps, prepend=0),
+                                                 np.diff(walls, prepend=0))]
+    assert summary["train_return_last20"] == 61.5
+    episodes = read_csv(path / "episodes.csv")
+    assert (summary["solved_threshold"], summary["solved_at_step"]) == (45.0, 75)
+    assert float(episodes[24]["wall_time"]) < summary["solved_at_time_s"] < float(
+        episodes[25]["wall_time"])
+    # every wall_time is the clock since the start: from 0 up to wall_time_s, taken after
+    # the last row and before the final evaluation
+    assert 0 < walls[0] < walls[-1] < summary["wall_time_s"] < Clock.now - 1e9
+    std = 6 ** 0.5
+    evaluations = [(int(r["global_step"]), float(r["eval_return_mean"]),
+                    float(r["eval_return_std"])) for r in read_csv(path / "evaluations.csv")]
+    assert evaluations == [(g, 6.0, pytest.approx(std)) for g in (30, 60, 90)]
+    assert (summary["eval_return_mean"], summary["eval_return_std"], summary["eval_episodes"]) \
+        == (6.0, pytest.approx(std), 3)
+    ends = list(range(3, 91, 3))
+    assert drawn[-1] == (ends, [float(r) for r in ends], evaluations,
+                         (90, 6.0, pytest.approx(std)))
+
+
 def test_the_loop_acts_with_the_scheduled_epsilon_and_learns_with_the_annealed_alpha(
         tmp_path, monkeypatch):
     # 10 steps of the chain, --exploration-fraction 0.5: epsilon goes from --start-e 0.6 to
