@@ -479,6 +479,33 @@ def test_each_value_head_regresses_on_its_own_streams_returns(watch):
     assert not torch.allclose(b["returns"], b["returns_int"])
 
 
+def test_updates_csv_value_loss_int_is_the_mean_over_the_updates_minibatches(watch, tmp_path,
+                                                                             monkeypatch):
+    # Each rollout of 2 x 32 = 64 steps, in rollout order (watch), in 2 minibatches of 32
+    # (rows 0-31 and 32-63 of the flattened [T, N] buffer) for 2 epochs: 4 minibatches an
+    # update, each with L_int = 0.5 * mean((V_int - R^int)^2) of the intrinsic head's values
+    # as the update computed them. The row's value_loss_int is the mean of its 4 (the last
+    # minibatch's alone, like policy_loss's, is another number: the head moves between them).
+    original, values_int = ppo_rnd.Agent.get_action_and_value, []
+
+    def spy(self, obs, action=None):
+        out = original(self, obs, action)
+        if action is not None:  # the update's minibatches, not the rollout's acting
+            values_int.append(out[4].detach().clone())
+        return out
+
+    monkeypatch.setattr(ppo_rnd.Agent, "get_action_and_value", spy)
+    seen = watch(num_minibatches=2, update_epochs=2)
+    rows = read_csv(next(tmp_path.glob("*/updates.csv")))
+    assert len(rows) == 2 and len(values_int) == 8
+    for r, (row, b) in enumerate(zip(rows, seen["buffers"])):
+        returns_int = b["returns_int"].flatten()
+        losses = [0.5 * ((v - returns_int[32 * (m % 2):32 * (m % 2) + 32]) ** 2).mean().item()
+                  for m, v in enumerate(values_int[4 * r:4 * r + 4])]
+        assert float(row["value_loss_int"]) == pytest.approx(np.mean(losses), rel=1e-5)
+        assert np.mean(losses) != pytest.approx(losses[-1], rel=1e-3)
+
+
 @pytest.mark.parametrize("norm_adv", [True, False])
 def test_the_policy_follows_the_combined_advantage(norm_adv, watch):
     # combine_advantages gets each stream's advantages and --ext-coef, --int-coef; ppo_loss
@@ -619,10 +646,46 @@ def test_nan_loss_stops_cleanly_at_the_step_it_came(tmp_path, monkeypatch, capsy
     assert "the loss became non-finite (NaN or inf) at step 256" in capsys.readouterr().out
 
 
-def test_same_seed_gives_the_same_episodes(tmp_path):
-    rows = same_seed_episodes(lambda out: ppo_rnd.main(ppo_rnd.Args(
-        **{**TINY, "eval_episodes": 0}, output_dir=out)), tmp_path)
+class Clock:
+    """Stands in for the script's `time` module, which it uses for time() alone: `tick`
+    seconds pass at each reading. Clock.on(module, monkeypatch, tick) puts it there and
+    returns the list of (global_step, recent return) of each progress line the run prints."""
+    now, tick = 1e9, 1.0
+
+    @classmethod
+    def time(cls):
+        cls.now += cls.tick
+        return cls.now
+
+    @classmethod
+    def on(cls, module, monkeypatch, tick=1.0):
+        monkeypatch.setattr(module, "time", cls)
+        monkeypatch.setattr(cls, "tick", tick)
+        return spy_on(monkeypatch, module, "progress_line",
+                      lambda global_step, total, sps, recent: (global_step, recent))
+
+
+def test_same_seed_gives_the_same_episodes(tmp_path, monkeypatch):
+    summaries, lines = [], Clock.on(ppo_rnd, monkeypatch)
+    rows = same_seed_episodes(lambda out: summaries.append(ppo_rnd.main(ppo_rnd.Args(
+        **{**TINY, "eval_episodes": 0}, output_dir=out))), tmp_path)
     assert len(rows) > 20
+    # summary.json's train_return_last20 is the mean of episodes.csv's last 20 returns, not
+    # of all of them (38 episodes: 17.5, the mean of all 19.76). The progress line at
+    # step g (the clock moves 1 s at each reading: a line every 2 of them) shows the mean of
+    # the last 20 returns of the episodes that ended before g (run.step comes before the
+    # step's episodes are written), n/a before the first: past the 21st episode, neither the
+    # mean of all nor the last one.
+    returns = [float(r) for _, r, _ in rows]
+    assert summaries[0]["train_return_last20"] == pytest.approx(np.mean(returns[-20:]))
+    assert np.mean(returns) != pytest.approx(np.mean(returns[-20:]))
+    first_run = lines[:len(lines) // 2]
+    assert first_run == lines[len(lines) // 2:]  # the two runs print the same lines
+    ended_before = [[r for (s, r, _) in rows if int(s) < g] for g, _ in first_run]
+    assert [recent for _, recent in first_run] == [
+        pytest.approx(np.mean([float(r) for r in before[-20:]])) if before else None
+        for before in ended_before]
+    assert max(len(before) for before in ended_before) > 21
 
 
 def test_eval_every_writes_rows_keeps_the_best_model_and_leaves_training_alone(tmp_path):
@@ -634,6 +697,52 @@ def test_eval_every_writes_rows_keeps_the_best_model_and_leaves_training_alone(t
                         rnd_init_steps=8, eval_every=100, eval_episodes=3, save_model=True, seed=2,
                         int_coef=16.0)  # at 256 CartPole's policy evaluates 9.67 in every row
     check_evaluations(ppo_rnd.main, args, tmp_path, [102, 201, 300, 402, 501, 600, 702, 801])
+
+
+def test_the_time_columns_the_evaluation_rows_and_the_curve_by_hand(tmp_path, monkeypatch):
+    # my_envs:ThreeSteps-v0 pays 1 a step and is cut at 3 steps (reward_threshold 3): 2
+    # environments end an episode each every 3 vector steps, 6 global steps, so the 20th
+    # episode ends at step 60 and the 21st at 66; 5 rollouts of 2 * 12 = 24 steps run on to
+    # 120 (40 episodes). The script's clock moves 0.01 s at each reading; a stand-in evaluate
+    # scores its 2 episodes [1, 3]: mean 2, std sqrt(((1 - 2)^2 + (3 - 2)^2) / 2) = 1 (the
+    # sample std, ddof 1, would be sqrt(2) = 1.414).
+    # - updates.csv: each row's sps is its global_step over its wall_time, 24 / t_1, ...,
+    #   120 / t_5, some 100 steps a second (the budget over the time, 120 / t_k, differs by
+    #   more than 1 in every row but the last: 120 / t_1 is 5 times 24 / t_1);
+    # - summary.json's solved_at_time_s is the moment the 20th episode reached the threshold:
+    #   after its row's wall_time, before the 21st's (taken again at each later episode, it
+    #   would be past the 40th's); wall_time_s comes after every row of every file;
+    # - evaluations.csv has rows at 60 and 120 (--eval-every 60), each mean 2 and std 1;
+    # - the curve draws episodes.csv's steps and returns and the evaluations (step, 2, 1).
+    Clock.on(ppo_rnd, monkeypatch, tick=0.01)
+    monkeypatch.setattr(ppo_rnd, "evaluate", lambda *args, **kwargs: np.array([1.0, 3.0]))
+    curves = spy_on(monkeypatch, ppo_rnd, "plot_learning_curve",
+                    lambda path, steps, returns, title, evaluations=(), final=None, intrinsic=():
+                    (list(steps), list(returns), list(evaluations)))
+    summary = ppo_rnd.main(ppo_rnd.Args(
+        env_id="my_envs:ThreeSteps-v0", total_timesteps=120, num_envs=2, num_steps=12,
+        num_minibatches=2, update_epochs=1, rnd_init_steps=2, eval_every=60, eval_episodes=2,
+        output_dir=str(tmp_path)))
+    (path,) = tmp_path.iterdir()
+    updates, episodes, evaluations = (read_csv(path / f) for f in (
+        "updates.csv", "episodes.csv", "evaluations.csv"))
+    assert [int(u["global_step"]) for u in updates] == [24, 48, 72, 96, 120]
+    for u in updates:  # (within 1: the row's wall_time is rounded to 0.1 ms)
+        step, wall_time = int(u["global_step"]), float(u["wall_time"])
+        assert int(u["sps"]) == pytest.approx(step / wall_time, abs=1)
+        assert step == 120 or int(u["sps"]) != pytest.approx(120 / wall_time, abs=1)
+    assert len(episodes) == 40 and [int(e["global_step"]) for e in episodes[19:21]] == [60, 66]
+    assert summary["solved_at_step"] == 60
+    assert (float(episodes[19]["wall_time"]) < summary["solved_at_time_s"]
+            < float(episodes[20]["wall_time"]))
+    assert summary["wall_time_s"] >= max(float(r["wall_time"])
+                                         for r in (*updates, *episodes, *evaluations))
+    assert [(int(r["global_step"]), float(r["eval_return_mean"]), float(r["eval_return_std"]))
+            for r in evaluations] == [(60, 2.0, 1.0), (120, 2.0, 1.0)]
+    assert summary["eval_return_std"] == 1.0
+    assert curves[-1] == ([int(e["global_step"]) for e in episodes],
+                          [float(e["episode_return"]) for e in episodes],
+                          [(60, 2.0, 1.0), (120, 2.0, 1.0)])
 
 
 # ---------------------------------------------------------------------------------------
