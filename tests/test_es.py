@@ -354,6 +354,96 @@ def test_truncated_episodes_return_what_was_collected_until_the_cut(tmp_path, mo
     assert summary["eval_return_mean"] == 5.0
 
 
+class EpisodeCountEnv(CountingEnv):
+    """Episodes of 2 steps whose second step pays the number of the episode on this
+    environment (1, 2, 3, ...): returns that tell every episode apart."""
+    terminate_at = 2
+
+    def reset(self, *, seed=None, options=None):
+        self.episode = getattr(self, "episode", 0) + 1
+        return super().reset(seed=seed, options=options)
+
+    def step(self, action):
+        obs, _, terminated, truncated, info = super().step(action)
+        return obs, float(self.episode) * terminated, terminated, truncated, info
+
+
+gym.register("ESEpisodeCount-v0", entry_point=EpisodeCountEnv, reward_threshold=15.0)
+
+
+def test_every_logged_value_by_hand_over_6_generations_of_numbered_episodes(tmp_path,
+                                                                            monkeypatch):
+    # ESEpisodeCount-v0: 2-step episodes whose return is the number of the episode on its
+    # environment. One worker plays generation g's 4 members (2 mirrored pairs, 8 steps) and
+    # then theta on one environment: members return 5(g - 1) + 1, ..., 5(g - 1) + 4, theta
+    # 5g. 48 steps are 6 generations, 24 member episodes ending at steps 2, 4, ..., 48.
+    # A clock whose n-th reading moves it n ms runs slower and slower, so that a speed since
+    # the start and one since the row before differ.
+    # - updates.csv, a row a generation at 8, 16, ..., 48: fitness mean, max and min
+    #   5(g - 1) + 2.5, + 4 and + 1; theta_return 5g (not a member's); sps =
+    #   int(global_step / wall_time), the speed since the start (not the row's own 8 steps
+    #   over the seconds since the row before).
+    # - summary.json: the 20 last member returns are generations 2-6's, 20 x (1 + 2 + 3 + 4
+    #   + 5) + 5 x 10 = 350: train_return_last20 = 17.5 (all 24: 360 / 24 = 15; theta's
+    #   returns are no training episodes). The mean of the last 20 first reaches
+    #   reward_threshold 15 at member episode 22 (returns 3, 4, 6, ..., 24, 26, 27: 300 / 20),
+    #   step 44 (the mean of all returns at step 48); solved_at_time_s is the clock then:
+    #   after episode 22's wall_time, before episode 23's.
+    # - --eval-every 16: evaluations at 16, 32 and 48 and the final one, each 3 episodes on an
+    #   environment of its own: returns 1, 2, 3, mean 2, std sqrt((1 + 0 + 1) / 3) =
+    #   sqrt(2/3) = 0.816497 (ddof 1's: 1).
+    # - the curve draws episodes.csv's points, steps 2, 4, ..., 48 (not the episodes'
+    #   numbers 1..24) and the member returns, the three evaluations and the final one.
+    class Clock:  # stands in for the script's `time` module, which it uses for time() alone
+        now, readings = 1e9, 0
+
+        @classmethod
+        def time(cls):
+            cls.readings += 1
+            cls.now += cls.readings / 1000
+            return cls.now
+
+    monkeypatch.setattr(es, "time", Clock)
+    drawn = spy_on(monkeypatch, es, "plot_learning_curve",
+                   lambda path, steps, returns, title, evaluations=(), final=None:
+                   (list(steps), list(returns), list(evaluations), final))
+    summary = es.main(es.Args(env_id="ESEpisodeCount-v0", total_timesteps=48, population_size=4,
+                              num_workers=1, eval_every=16, eval_episodes=3,
+                              output_dir=str(tmp_path)))
+    (path,) = tmp_path.iterdir()
+    member_returns = [5 * g + i for g in range(6) for i in (1, 2, 3, 4)]
+    ends = list(range(2, 49, 2))
+    assert episode_rows(tmp_path) == [(str(s), str(float(r)), "2")
+                                      for s, r in zip(ends, member_returns)]
+    updates = read_csv(path / "updates.csv")
+    steps = [int(u["global_step"]) for u in updates]
+    assert steps == [8, 16, 24, 32, 40, 48]
+    assert [(float(u["fitness_mean"]), float(u["fitness_max"]), float(u["fitness_min"]),
+             float(u["theta_return"])) for u in updates] == [
+        (5 * g + 2.5, 5 * g + 4, 5 * g + 1, 5 * g + 5) for g in range(6)]
+    walls = [float(u["wall_time"]) for u in updates]
+    speeds = [int(g / w) for g, w in zip(steps, walls)]
+    assert [int(u["sps"]) for u in updates] == speeds
+    assert speeds != [int(g / w) for g, w in zip(np.diff(steps, prepend=0),
+                                                 np.diff(walls, prepend=0))]
+    assert summary["train_return_last20"] == 17.5
+    episodes = read_csv(path / "episodes.csv")
+    assert (summary["solved_threshold"], summary["solved_at_step"]) == (15.0, 44)
+    assert float(episodes[21]["wall_time"]) < summary["solved_at_time_s"] < float(
+        episodes[22]["wall_time"])
+    # every wall_time is the clock since the start: from 0 up to wall_time_s, taken after
+    # the last row and before the final evaluation
+    assert 0 < walls[0] < walls[-1] < summary["wall_time_s"] < Clock.now - 1e9
+    std = (2 / 3) ** 0.5
+    evaluations = [(int(r["global_step"]), float(r["eval_return_mean"]),
+                    float(r["eval_return_std"])) for r in read_csv(path / "evaluations.csv")]
+    assert evaluations == [(g, 2.0, pytest.approx(std)) for g in (16, 32, 48)]
+    assert (summary["eval_return_mean"], summary["eval_return_std"], summary["eval_episodes"]) \
+        == (2.0, pytest.approx(std), 3)
+    assert drawn[-1] == (ends, [float(r) for r in member_returns], evaluations,
+                         (48, 2.0, pytest.approx(std)))
+
+
 # ---------------------------------------------------------------------------------------
 # Workers: the same noise from the same seed, replicas that stay equal, worker counts
 # ---------------------------------------------------------------------------------------
@@ -682,6 +772,10 @@ def test_a_generation_plays_each_member_s_parameters_and_steps_theta_as_the_flag
     assert float(row["theta_return"]) == played[4][2][0]
     assert (float(row["fitness_mean"]), float(row["fitness_max"]), float(row["fitness_min"])) == \
         pytest.approx((F.mean(), F.max(), F.min()))
+    # grad_norm is ||g||, the estimate itself: not the decayed g - (0.01 / 0.2) * theta_0 the
+    # optimizer takes, nor the step 0.07 * that
+    assert float(row["grad_norm"]) == pytest.approx(np.linalg.norm(g))
+    assert np.linalg.norm(g - 0.01 / 0.2 * theta_0) != pytest.approx(np.linalg.norm(g))
 
 
 def test_norm_obs_statistics_are_frozen_for_a_generation_and_take_in_the_members_raw_obs(
