@@ -24,6 +24,10 @@ from conftest import (BoxCountingEnv, approx, check_a_batch_of_the_written_rows,
                       replay_transitions, rows_after_numbered_updates, same_seed_episodes,
                       saved_sums, spy_on_acting, spy_on_seeds, tensor,
                       unreadable_checkpoints)
+# the checks of what a run logs (issue 59's column audit), written once in tests/test_sac.py
+from test_sac import (OneSecondClock, check_the_curves_moving_mean,
+                      check_the_episode_rows_the_last_20_and_the_times,
+                      check_the_evaluation_rows_and_the_curves_points)
 
 
 # ---------------------------------------------------------------------------------------
@@ -685,15 +689,19 @@ def test_the_checkpoint_keeps_each_learned_network_under_its_own_name(tmp_path):
     assert state["args"]["twin_q"] is True and state["args"]["hidden_size"] == 8
 
 
-def test_stop_at_return_stops_and_records_when(tmp_path):
+def test_stop_at_return_stops_and_records_when(tmp_path, monkeypatch):
     # Every Pendulum return is above -100000, so the 20-episode mean reaches it as soon as
-    # 20 episodes have ended: 4 environments * 200 steps * 5 rounds = 4000 steps.
+    # 20 episodes have ended: 4 environments * 200 steps * 5 rounds = 4000 steps. Under
+    # OneSecondClock, solved_at_time_s is whole seconds, after the 20th episode's row and
+    # before the end of the run (wall_time_s, which ends later).
+    monkeypatch.setattr(ddpg_td3, "time", OneSecondClock)
     summary = ddpg_td3.main(ddpg_td3.Args(total_timesteps=8000, num_envs=4, learning_starts=6000,
                                           stop_at_return=-100000, eval_episodes=0,
                                           output_dir=str(tmp_path)))
     episodes = read_csv(next(tmp_path.glob("*/episodes.csv")))
     assert len(episodes) == 20 and summary["solved_at_step"] == 4000
-    assert summary["global_steps"] == 4000 and summary["solved_at_time_s"] is not None
+    assert summary["global_steps"] == 4000 and float(summary["solved_at_time_s"]).is_integer()
+    assert float(episodes[-1]["wall_time"]) < summary["solved_at_time_s"] < summary["wall_time_s"]
 
 
 def test_interrupted_run_keeps_its_data(tmp_path, monkeypatch):
@@ -743,6 +751,22 @@ def test_an_environment_of_ones_own_module_trains(fresh_env_module, tmp_path, ch
 
 def test_the_budget_is_rounded_down_to_whole_steps_of_the_environments(tmp_path, capsys):
     check_whole_steps_budget(ddpg_td3, tmp_path, capsys, batch_size=16, hidden_size=8)
+
+
+# ---------------------------------------------------------------------------------------
+# What a run logs, each value against numbers kept apart from the script's own bookkeeping
+# (issue 59's column audit; the checks are tests/test_sac.py's, the plumbing the same lines)
+# ---------------------------------------------------------------------------------------
+def test_the_episode_rows_the_last_20_and_the_times_are_their_own(tmp_path, monkeypatch):
+    check_the_episode_rows_the_last_20_and_the_times(ddpg_td3, tmp_path, monkeypatch)
+
+
+def test_the_evaluation_rows_and_the_curves_points_by_hand(tmp_path, monkeypatch):
+    check_the_evaluation_rows_and_the_curves_points(ddpg_td3, tmp_path, monkeypatch)
+
+
+def test_the_curves_moving_mean_by_hand(tmp_path, monkeypatch):
+    check_the_curves_moving_mean(ddpg_td3, tmp_path, monkeypatch)
 
 
 # ---------------------------------------------------------------------------------------
