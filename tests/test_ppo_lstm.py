@@ -788,6 +788,10 @@ def test_the_time_columns_the_evaluation_rows_and_the_curve_by_hand(tmp_path, mo
     # - updates.csv: each row's sps is its global_step over its wall_time, 24 / t_1, ...,
     #   120 / t_5, some 100 steps a second (the budget over the time, 120 / t_k, differs by
     #   more than 1 in every row but the last: 120 / t_1 is 5 times 24 / t_1);
+    # - every row of the three files, in the order the run wrote them (at a step: its
+    #   evaluation, its episodes, then the rollout's update), has a later wall_time than the
+    #   one before: each is the time since the start (an update's time since the update
+    #   before, the rollout's own, would fall back below the episodes' before it);
     # - summary.json's solved_at_time_s is the moment the 20th episode reached the threshold:
     #   after its row's wall_time, before the 21st's (taken again at each later episode, it
     #   would be past the 40th's); wall_time_s comes after every row of every file;
@@ -810,6 +814,10 @@ def test_the_time_columns_the_evaluation_rows_and_the_curve_by_hand(tmp_path, mo
         step, wall_time = int(u["global_step"]), float(u["wall_time"])
         assert int(u["sps"]) == pytest.approx(step / wall_time, abs=1)
         assert step == 120 or int(u["sps"]) != pytest.approx(120 / wall_time, abs=1)
+    written = sorted((int(r["global_step"]), order, float(r["wall_time"]))
+                     for order, rows in enumerate((evaluations, episodes, updates)) for r in rows)
+    times = [wall_time for _, _, wall_time in written]
+    assert len(times) == 2 + 40 + 5 and times == sorted(times) and times[0] > 0
     assert len(episodes) == 40 and [int(e["global_step"]) for e in episodes[19:21]] == [60, 66]
     assert summary["solved_at_step"] == 60
     assert (float(episodes[19]["wall_time"]) < summary["solved_at_time_s"]
