@@ -827,6 +827,7 @@ def test_the_time_columns_the_evaluation_rows_and_the_curve_by_hand(tmp_path, mo
     assert [(int(r["global_step"]), float(r["eval_return_mean"]), float(r["eval_return_std"]))
             for r in evaluations] == [(60, 2.0, 1.0), (120, 2.0, 1.0)]
     assert summary["eval_return_std"] == 1.0
+    assert summary["eval_episodes"] == 2  # --eval-episodes, not its default 10
     assert curves[-1] == ([int(e["global_step"]) for e in episodes],
                           [float(e["episode_return"]) for e in episodes],
                           [(60, 2.0, 1.0), (120, 2.0, 1.0)])
