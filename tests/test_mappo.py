@@ -914,16 +914,68 @@ def test_the_curve_draws_the_mean_of_the_last_20_as_the_console_and_summary_json
     (line,) = figures[0].axes[0].lines
     assert line.get_label() == "mean of last 20"
     assert line.get_xdata().tolist() == [40, 50] and line.get_ydata().tolist() == approx([9.5, 14.5])
-    # A run of 24 episodes (2 copies, 5-step episodes, 120 steps): the line ends at
-    # train_return_last20, the mean of episodes.csv's last 20 returns
-    summary = mappo.main(mappo.Args(output_dir=str(tmp_path / "run"), eval_episodes=0,
-                                    **{**TINY, "total_timesteps": 120}))
+    # A run of 24 episodes (2 copies, 5-step episodes, 120 steps: two end at each of 10, 20,
+    # ..., 120) on a clock of the test's own, for every logged time and speed (issue 59):
+    # elapsed() reads global_steps / 10 + 2 s (2 s of start-up, then 10 steps a second), and
+    # `time` moves 1 s at each reading, so that the progress line prints every other lock-step.
+    # - episodes.csv: wall_time = step / 10 + 2: 3, 3, 4, 4, ..., 14, 14.
+    # - updates.csv, a row after each rollout of 2 * 10 steps: at 20, 40, ..., 120, wall_time
+    #   4, 6, 8, 10, 12, 14 (the time since the row before: 4, 2, 2, ...); sps =
+    #   int(global_step / wall_time) = int(5), int(6.7), int(7.5), int(8), int(8.3), int(8.6)
+    #   = 5, 6, 7, 8, 8, 8 (in lock-steps of the 2 copies, half as many: 2, 3, 3, 4, 4, 4).
+    # - --eval-every 40 with a stand-in evaluation that returns [1, 3]: rows at 40, 80 and
+    #   120, wall_time 6, 10, 14, mean 2 and std sqrt(((1 - 2)^2 + (3 - 2)^2) / 2) = 1 (ddof
+    #   1's: sqrt(2) = 1.414214); the final evaluation the same.
+    # - summary.json: wall_time_s 120 / 10 + 2 = 14, train_return_last20 the mean of
+    #   episodes.csv's last 20 returns (not of all 24), where the curve's line ends; the
+    #   curve draws episodes.csv's points, the three evaluations and the final one (120, 2, 1).
+    # - the progress line at step g: the mean of the last 20 returns of the episodes that
+    #   ended before g (run.step comes before the step's episodes), None before the first:
+    #   after the 21st episode not the mean of all, nor the last return.
+    class Clock:  # stands in for the script's `time` module, which it uses for time() alone
+        now = 1e9
+
+        @classmethod
+        def time(cls):
+            cls.now += 1.0
+            return cls.now
+
+    monkeypatch.setattr(mappo, "time", Clock)
+    monkeypatch.setattr(mappo.RunWriter, "elapsed",
+                        lambda self: self.summary["global_steps"] / 10 + 2)
+    monkeypatch.setattr(mappo, "evaluate", lambda *args, **kwargs: np.array([1.0, 3.0]))
+    lines = spy_on(monkeypatch, mappo, "progress_line",
+                   lambda global_step, total, sps, recent: (global_step, recent))
+    drawn = spy_on(monkeypatch, mappo, "plot_learning_curve",
+                   lambda path, steps, returns, title, evaluations=(), final=None:
+                   (list(steps), list(returns), list(evaluations), final))
+    summary = mappo.main(mappo.Args(output_dir=str(tmp_path / "run"), eval_episodes=2,
+                                    eval_every=40, **{**TINY, "total_timesteps": 120}))
     (folder,) = os.listdir(tmp_path / "run")
-    returns = [float(r["episode_return"]) for r in
-               read_csv(os.path.join(tmp_path, "run", folder, "episodes.csv"))]
-    assert len(returns) == 24
+    path = os.path.join(tmp_path, "run", folder)
+    episodes = read_csv(os.path.join(path, "episodes.csv"))
+    steps = [int(e["global_step"]) for e in episodes]
+    returns = [float(e["episode_return"]) for e in episodes]
+    assert steps == [10 * (i // 2 + 1) for i in range(24)]
+    assert [float(e["wall_time"]) for e in episodes] == approx([g / 10 + 2 for g in steps])
+    updates = read_csv(os.path.join(path, "updates.csv"))
+    assert [(int(u["global_step"]), float(u["wall_time"]), int(u["sps"])) for u in updates] == [
+        (20, 4.0, 5), (40, 6.0, 6), (60, 8.0, 7), (80, 10.0, 8), (100, 12.0, 8), (120, 14.0, 8)]
+    evaluations = [(int(r["global_step"]), float(r["wall_time"]), float(r["eval_return_mean"]),
+                    float(r["eval_return_std"])) for r in read_csv(os.path.join(path,
+                                                                              "evaluations.csv"))]
+    assert evaluations == [(40, 6.0, 2.0, 1.0), (80, 10.0, 2.0, 1.0), (120, 14.0, 2.0, 1.0)]
+    assert (summary["wall_time_s"], summary["eval_return_mean"], summary["eval_return_std"],
+            summary["eval_episodes"], summary["solved_at_time_s"]) == (14.0, 2.0, 1.0, 2, None)
     assert summary["train_return_last20"] == approx(sum(returns[-20:]) / 20)
-    assert figures[1].axes[0].lines[0].get_ydata()[-1] == approx(summary["train_return_last20"])
+    assert summary["train_return_last20"] != approx(sum(returns) / 24)  # the sources differ
+    assert figures[-1].axes[0].lines[0].get_ydata()[-1] == approx(summary["train_return_last20"])
+    assert drawn[-1] == (steps, returns, [(g, 2.0, 1.0) for g, _, _, _ in evaluations],
+                         (120, 2.0, 1.0))
+    ended_before = [[r for s, r in zip(steps, returns) if s < g] for g, _ in lines]
+    assert [recent for _, recent in lines] == [
+        pytest.approx(np.mean(before[-20:])) if before else None for before in ended_before]
+    assert max(len(before) for before in ended_before) == 22  # lines after the 21st episode
 
 
 # ---------------------------------------------------------------------------------------
