@@ -327,6 +327,14 @@ def test_each_mask_stays_with_its_observation_across_episode_ends(env_id, source
     # and every action the agent sampled was allowed when it was taken
     assert len(TAKEN) == 16 and all(allowed for _, _, allowed in TAKEN)
     assert rollout["actions"][0].tolist() == [0, 0]  # at t = 0 only action 0 is allowed
+    # updates.csv's valid_actions is the mean number of allowed actions in the masks stored
+    # with the rollout's steps: t = 0, 1, 2, 0 allow (1 + 2 + 3 + 1) / 4 = 1.75 in the first
+    # rollout, t = 1, 2, 0, 1 allow (2 + 3 + 1 + 2) / 4 = 2 in the second. The masks in force
+    # after each rollout (t = 1, then 2) would give 2 and 3; the info's 1111 under auto, 4.
+    # The rows are at global steps 8 and 16, where each rollout of 2 * 4 steps ends.
+    updates = read_csv(next(tmp_path.glob("*/updates.csv")))
+    assert [(u["global_step"], float(u["valid_actions"])) for u in updates] == [("8", 1.75),
+                                                                               ("16", 2.0)]
 
 
 @pytest.mark.parametrize("env_id", ["MaskedCounter-v0", "DictMaskedCounter-v0"])
@@ -615,17 +623,24 @@ def test_stop_at_return_averages_the_stop_window(tmp_path, capsys):
     assert "solved_at_step 18 (last-5 mean >= --stop-at-return 3)" in closing
 
 
-def test_the_stop_test_averages_the_last_stop_window_returns(tmp_path):
+def test_the_stop_test_averages_the_last_stop_window_returns_and_the_summary_20(tmp_path):
     # Returns 0, 0, 0, 3, 3, 3, 3, 3 with --stop-window 5 and a threshold of 3: after the
     # seventh the last five, 0, 3, 3, 3, 3, average 2.4; after the eighth they average 3 and
     # the run is solved there. The mean of all eight (a longer window) is 15/8 = 1.875.
-    run = pm.RunWriter(pm.Args(stop_window=5, output_dir=str(tmp_path)), "cpu", None, "info")
+    run = pm.RunWriter(pm.Args(stop_window=5, eval_episodes=0, output_dir=str(tmp_path)), "cpu",
+                       None, "info")
     reached = []
     for step, episode_return in enumerate([0, 0, 0, 3, 3, 3, 3, 3], start=1):
         run.episode(step, episode_return, 1)
         reached.append(run.reached(3.0, step))
-    run.close()
     assert reached == [False] * 7 + [True] and run.summary["solved_at_step"] == 8
+    # 13 more episodes of return 1, 21 in all: summary.json's train_return_last20 is the mean
+    # of the last 20, (0 + 0 + 3 * 5 + 1 * 13) / 20 = 28 / 20 = 1.4, whatever --stop-window
+    # (its last 5 average 1), not the mean of all 21 (28 / 21 = 1.333)
+    for step in range(9, 22):
+        run.episode(step, 1, 1)
+    summary = pm.finish(run.args, run, None, "info", "cpu")  # closes the run
+    assert summary["train_return_last20"] == approx(1.4)
 
 
 def test_interrupted_run_keeps_its_data(tmp_path, monkeypatch):
@@ -728,6 +743,65 @@ def test_eval_every_writes_rows_keeps_the_best_model_and_leaves_training_alone(
     # environments' --seed 1: the run with --eval-every 8 (its rows) + 1 (the final one), the
     # run without 1, the best model's 1: 8 + 1 + 1 + 1 = 11 evaluations
     assert seeds == [100_001] * 11
+
+
+def test_each_evaluation_row_is_the_mean_and_std_of_its_episodes(fresh_env_module, tmp_path):
+    # --eval-every 32 on my_envs:EpisodeNumber-v0: 2 environments step global_step by 2, so
+    # rows at 32 and 64. Each evaluation, every row's and the final one, plays 2 episodes from
+    # --seed 0 + 100,000 whose first returns are 1 and 3 whatever the policy (environment 0,
+    # seed 100,000, even: 1 step paying 1; environment 1, odd: 3 steps paying 1): mean 2, std
+    # sqrt(((1 - 2)^2 + (3 - 2)^2) / 2) = 1 (the sample std, divided by 2 - 1, would be
+    # sqrt(2) = 1.414; the last episode of each, [3, 3], would give mean 3, std 0).
+    summary = pm.main(pm.Args(env_id=f"{fresh_env_module}:EpisodeNumber-v0", seed=0,
+                              total_timesteps=64, num_envs=2, num_steps=16, num_minibatches=2,
+                              eval_every=32, eval_episodes=2, output_dir=str(tmp_path)))
+    rows = read_csv(next(tmp_path.glob("*/evaluations.csv")))
+    assert [(r["global_step"], float(r["eval_return_mean"]), float(r["eval_return_std"]))
+            for r in rows] == [("32", 2.0, 1.0), ("64", 2.0, 1.0)]
+    assert (summary["eval_return_mean"], summary["eval_return_std"]) == (2.0, 1.0)
+
+
+def test_the_time_columns_are_seconds_since_the_start(tmp_path, monkeypatch):
+    # A clock that stands still but for the test, which moves it at each vector step before
+    # the step is recorded: 1 s at each of the first 4 steps (global steps 2, 4, 6, 8), 3 s at
+    # each of the next 4 (10 to 16), so they end at 1, 2, 3, 4, 7, 10, 13, 16 s.
+    # - episodes.csv: MaskedThreeSteps' episodes end at steps 3 and 6 (global 6, 12), 3 and
+    #   10 s, a row for each of the 2 environments;
+    # - updates.csv: the rollouts of 2 * 4 steps end at global steps 8 and 16, 4 and 16 s:
+    #   sps int(8 / 4) = 2 and int(16 / 16) = 1 (the second rollout's own 8 steps in 12 s
+    #   would give 0);
+    # - evaluations.csv (--eval-every 8): at global steps 8 and 16, 4 and 16 s;
+    # - summary.json: wall_time_s 16; with --stop-window 2 the mean of the last 2 returns
+    #   first reaches the threshold 3 at the first pair of episodes, global step 6 and 3 s
+    #   (not at the last pair's 10 s, nor the run's 16 s).
+    class Clock:  # stands in for the script's `time` module, which it uses for time() alone
+        now = 1e9
+
+        @classmethod
+        def time(cls):
+            return cls.now
+
+    step = pm.RunWriter.step
+
+    def ticking(self, global_step):
+        Clock.now += 1.0 if global_step <= 8 else 3.0
+        return step(self, global_step)
+
+    monkeypatch.setattr(pm, "time", Clock)
+    monkeypatch.setattr(pm.RunWriter, "step", ticking)
+    summary = pm.main(pm.Args(env_id="MaskedThreeSteps-v0", total_timesteps=16, num_envs=2,
+                              num_steps=4, num_minibatches=2, stop_window=2, eval_every=8,
+                              eval_episodes=1, output_dir=str(tmp_path)))
+    (path,) = tmp_path.iterdir()
+    assert [(e["global_step"], e["wall_time"]) for e in read_csv(path / "episodes.csv")] == \
+        [("6", "3.0")] * 2 + [("12", "10.0")] * 2
+    assert [(u["global_step"], u["wall_time"], u["sps"]) for u in read_csv(
+        path / "updates.csv")] == [("8", "4.0", "2"), ("16", "16.0", "1")]
+    assert [(e["global_step"], e["wall_time"]) for e in read_csv(
+        path / "evaluations.csv")] == [("8", "4.0"), ("16", "16.0")]
+    assert (summary["wall_time_s"], summary["solved_at_step"], summary["solved_at_time_s"]) == \
+        (16.0, 6, 3.0)
+    assert summary["eval_episodes"] == 1  # --eval-episodes, not its default 10
 
 
 # ---------------------------------------------------------------------------------------
