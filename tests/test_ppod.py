@@ -381,6 +381,14 @@ def test_replayed_demo_appears_in_the_rollout_step_for_step(tmp_path, rollouts, 
         replays += int(demo.sum())
         real += int(real_rows.sum())
     assert replays >= 6 and summary["global_steps"] == real >= 24  # replays are not counted
+    # updates.csv's demo_fraction is each rollout's share of replayed rows among its
+    # 2 slots * 6 steps = 12, told here by the observation (a demo's 10, 11, 12, a real
+    # episode's 0, 1, 2): k replayed rows give k / 12, not the share of the slots replaying
+    # at the rollout's last step (0, 1/2 or 1) nor the agent's own share (12 - k) / 12
+    updates = read_csv(next((tmp_path / "runs").glob("*/updates.csv")))
+    fractions = [int((rollout["obs"][..., 0] >= 10).sum()) / 12 for rollout in rollouts]
+    assert len(updates) == len(rollouts) and any(0 < f < 1 and f != 0.5 for f in fractions)
+    assert [float(u["demo_fraction"]) for u in updates] == approx(fractions)
     episodes = read_csv(next((tmp_path / "runs").glob("*/episodes.csv")))
     assert episodes and {(e["episode_return"], e["episode_length"]) for e in episodes} == {("3.0", "3")}
 
@@ -775,7 +783,8 @@ def test_demos_of_the_agents_episodes_keep_raw_observations_under_norm_obs(tmp_p
     assert saved.observations[:, 0].tolist() == [10, 11, 12, 13]
 
 
-def test_updates_csv_logs_the_annealed_rho_and_phi_and_demos_are_written_best_first(tmp_path):
+def test_updates_csv_logs_rho_phi_and_the_demo_buffers_and_demos_are_written_best_first(
+        tmp_path):
     # One given demo of one step paying 1: return 1, the success threshold. Every real
     # episode of CountToThree-v0 (3 steps of reward 1, return 3 >= 1) joins the reward demos
     # and anneals: --demo-capacity 3 leaves K_v = 3 - 1 = 2 value slots, a step of
@@ -794,13 +803,14 @@ def test_updates_csv_logs_the_annealed_rho_and_phi_and_demos_are_written_best_fi
     (path,) = (tmp_path / "runs").iterdir()
     ends = [int(e["global_step"]) for e in read_csv(path / "episodes.csv")]
     annealed = {0: (0.0, 0.2), 1: (0.1, 0.1), 2: (0.2, 0.0)}
-    logged, expected = [], []
-    for row in read_csv(path / "updates.csv"):
-        n = sum(end <= int(row["global_step"]) for end in ends)
-        logged.append((float(row["rho"]), float(row["phi"])))
-        expected.append(annealed[min(n, 2)])
+    logged = [(float(u["rho"]), float(u["phi"])) for u in read_csv(path / "updates.csv")]
+    expected = [annealed[min(n, 2)] for n in counted(path, ends)]
     assert len(ends) >= 4 and logged[0] == (0.0, 0.2) and expected[-1] == (0.2, 0.0)
     assert logged == [approx(pair) for pair in expected]
+    # and the buffers as they are after each rollout: the given demo and the n agent episodes
+    # among the reward demos, at most 3 (the oldest agent demo leaves), no value demo, and the
+    # threshold the given demo's return 1
+    assert demo_columns(path) == [(min(1 + n, 3), 0, 1.0) for n in counted(path, ends)]
     # The reward demos at the end: the given one and the last two agent episodes (the
     # oldest agent demo leaves first), written to demos/ best return first: 3, 3, 1 (in
     # the buffer's order, given first, they would be 1, 3, 3).
@@ -808,6 +818,31 @@ def test_updates_csv_logs_the_annealed_rho_and_phi_and_demos_are_written_best_fi
     assert [d.episode_return for d in saved] == [3.0, 3.0, 1.0]
     assert saved[2].observations[:, 0].tolist() == [0, 1]
     assert saved[0].observations[:, 0].tolist() == [0, 1, 2, 3]
+    # --success-threshold 5 above every return: the same run's episodes (return 3) are value
+    # demos instead, min(n, 2) of them in the K_v = 2 slots, the given demo the only reward
+    # demo, rho and phi never annealed, and the threshold logged is the flag's 5 (the lowest
+    # reward demo's return is the given demo's 1)
+    ppod.main(ppod.Args(env_id="CountToThree-v0", demos_dir=str(given), rho=0.0, phi=0.2,
+                        demo_capacity=3, success_threshold=5.0, norm_obs=False,
+                        total_timesteps=12, num_envs=1, num_steps=2, num_minibatches=1,
+                        eval_episodes=0, output_dir=str(tmp_path / "valued")))
+    (path,) = (tmp_path / "valued").iterdir()
+    ends = [int(e["global_step"]) for e in read_csv(path / "episodes.csv")]
+    assert len(ends) >= 3
+    assert demo_columns(path) == [(1, min(n, 2), 5.0) for n in counted(path, ends)]
+    assert {(u["rho"], u["phi"]) for u in read_csv(path / "updates.csv")} == {("0.0", "0.2")}
+
+
+def counted(path, ends):
+    """For each row of updates.csv, the real episodes ended up to its step (`ends`)."""
+    return [sum(end <= int(row["global_step"]) for end in ends)
+            for row in read_csv(path / "updates.csv")]
+
+
+def demo_columns(path):
+    """updates.csv's (reward_demos, value_demos, threshold) of each row."""
+    return [(int(u["reward_demos"]), int(u["value_demos"]), float(u["threshold"]))
+            for u in read_csv(path / "updates.csv")]
 
 
 def test_record_demo_from_a_ppo_checkpoint(tmp_path, count_demos):
@@ -869,6 +904,63 @@ def test_continuous_actions_are_replayed_as_recorded_and_read_back_by_the_update
     own = first["oldlogprob"] != 0
     assert own.any() and first["newlogprob"].shape == own.shape == (200,)  # 400 rows / 2
     assert torch.allclose(first["newlogprob"][own], first["oldlogprob"][own], atol=1e-5)
+
+
+def test_the_time_columns_the_evaluation_rows_and_the_last_20_returns_by_hand(
+        tmp_path, monkeypatch, fresh_env_module):
+    # my_envs:EpisodeNumber-v0 at --seed 0 with no replay (--rho 0 --phi 0; the one demo is
+    # never played): environment 0 (seed 0, even) ends an episode at each vector step k,
+    # paying k; environment 1 (seed 1) one every 3 steps, paying j at each step of its j-th:
+    # 3j. A clock that stands still but for the test, which moves it at each vector step
+    # before the step is recorded: 1 s at each of the first 8 steps, 3 s at each of the next
+    # 8, so step k ends at t(k) = k s for k <= 8, 8 + 3 (k - 8) s after.
+    # - episodes.csv: each row's wall_time is t(global_step / 2);
+    # - updates.csv: the rollouts of 2 * 8 steps end at global steps 16 and 32, 8 and 32 s:
+    #   sps int(16 / 8) = 2 and int(32 / 32) = 1 (the second's own 16 steps in 24 s: 0);
+    # - evaluations.csv (--eval-every 16): at 16 and 32, 8 and 32 s, each of 2 episodes from
+    #   seed 100,000 whose first returns are 1 and 3 whatever the policy (as the final
+    #   one's, test_each_evaluation_environment_counts_its_first_episode): mean 2, std
+    #   sqrt(((1 - 2)^2 + (3 - 2)^2) / 2) = 1 (the sample std would give 1.414);
+    # - summary.json: wall_time_s 32; 16 + 5 = 21 episodes, returns 1..16 and 3, 6, 9, 12, 15,
+    #   181 in all: train_return_last20 leaves out the first (1), 180 / 20 = 9 (all 21 would
+    #   average 181 / 21 = 8.62).
+    class Clock:  # stands in for the script's `time` module, which it uses for time() alone
+        now = 1e9
+
+        @classmethod
+        def time(cls):
+            return cls.now
+
+    step = ppod.RunWriter.step
+
+    def ticking(self, global_step):
+        Clock.now += 1.0 if global_step <= 16 else 3.0
+        return step(self, global_step)
+
+    monkeypatch.setattr(ppod, "time", Clock)
+    monkeypatch.setattr(ppod.RunWriter, "step", ticking)
+    os.makedirs(tmp_path / "demo")
+    ppod.save_demo(tmp_path / "demo" / "demo_0.npz", ppod.Demo(
+        np.ones((4, 1), np.float32), np.zeros(3, np.int64), np.ones(3, np.float32)))
+    summary = ppod.main(ppod.Args(
+        env_id=f"{fresh_env_module}:EpisodeNumber-v0", demos_dir=str(tmp_path / "demo"),
+        rho=0.0, phi=0.0, seed=0, total_timesteps=32, num_envs=2, num_steps=8,
+        num_minibatches=2, eval_every=16, eval_episodes=2, output_dir=str(tmp_path / "runs")))
+    (path,) = (tmp_path / "runs").iterdir()
+    episodes = read_csv(path / "episodes.csv")
+    assert sorted(float(e["episode_return"]) for e in episodes) == sorted(
+        [*range(1, 17), 3, 6, 9, 12, 15])
+    t = {k: float(k if k <= 8 else 8 + 3 * (k - 8)) for k in range(1, 17)}
+    assert [float(e["wall_time"]) for e in episodes] == [
+        t[int(e["global_step"]) // 2] for e in episodes]
+    assert [(u["global_step"], u["wall_time"], u["sps"]) for u in read_csv(
+        path / "updates.csv")] == [("16", "8.0", "2"), ("32", "32.0", "1")]
+    assert [(e["global_step"], e["wall_time"], e["eval_return_mean"], e["eval_return_std"])
+            for e in read_csv(path / "evaluations.csv")] == [("16", "8.0", "2.0", "1.0"),
+                                                             ("32", "32.0", "2.0", "1.0")]
+    assert (summary["wall_time_s"], summary["train_return_last20"]) == (32.0, 9.0)
+    assert (summary["eval_return_mean"], summary["eval_return_std"]) == (2.0, 1.0)
+    assert summary["eval_episodes"] == 2  # --eval-episodes, not its default 10
 
 
 def test_stop_at_return_counts_real_episodes_only(tmp_path, count_demos):
