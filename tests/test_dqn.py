@@ -15,6 +15,7 @@ from conftest import (CountingEnv, approx, check_an_evaluation_trains_nothing, c
                       check_named_and_tracked, check_the_buffer_is_never_larger_than_the_budget,
                       check_whole_steps_budget, interrupt_on_call, read_csv, same_seed_episodes,
                       spy_on, spy_on_seeds, tensor, unreadable_checkpoints)
+from test_ppo import check_the_logged_returns  # the same hand-made run for both scripts
 
 
 # ---------------------------------------------------------------------------------------
@@ -407,15 +408,38 @@ def test_updates_log_the_start_value_beside_the_discounted_return(tmp_path, monk
     #       that is 2 * (1 - 0.5^length); undiscounted it would be 1, 2, 3.
     # A row at every vector step of the 2 environments from step 6 on (--log-interval 2):
     # the means over the episodes that ended since the last row (episodes.csv), blank if none.
+    # Each row also follows the 2 gradient steps of its own vector step (--gradient-steps 2).
+    # With Q_target = Q, a sampled transition (s, a, r, s', terminated) has
+    #   Q(s, a) = s + 5 (a = 0) or 3 - s (a = 1)
+    #   y = r + 0.5 (1 - terminated) (s' + 5)   (s' >= 0: s' + 5 > 3 - s', the argmax is 0)
+    # so its q_mean is the mean of the row's 2 batch means of Q(s, a) and its loss the mean of
+    # the 2 batches' mean((Q(s, a) - y)^2) (the preset's mse), e.g. s = 1, a = 0, r = 1, s' = 2
+    # running on: Q = 6, y = 1 + 0.5 * 7 = 4.5, (6 - 4.5)^2 = 2.25. The last batch's alone,
+    # the mean of the targets y, or the means never cleared since the first row differ.
     monkeypatch.setattr(torch.optim.Adam, "step", lambda self, closure=None: None)
+    batches, sample = [], dqn.ReplayBuffer.sample
+    monkeypatch.setattr(dqn.ReplayBuffer, "sample",
+                        lambda self, n: batches.append(sample(self, n)) or batches[-1])
     q_network, target_network = torch.nn.Linear(1, 2), torch.nn.Linear(1, 2)
     q_network.weight.data, q_network.bias.data = torch.tensor([[1.0], [-1.0]]), tensor(5.0, 3.0)
+    target_network.load_state_dict(q_network.state_dict())
     train_directly(tmp_path, q_network, target_network, total_timesteps=80, num_envs=2,
-                   learning_starts=4, train_frequency=2, gradient_steps=1, batch_size=4,
+                   learning_starts=4, train_frequency=2, gradient_steps=2, batch_size=4,
                    gamma=0.5, start_e=1.0, end_e=1.0, log_interval=2)
     episodes = read_csv(next(tmp_path.glob("*/episodes.csv")))
     updates = read_csv(next(tmp_path.glob("*/updates.csv")))
     assert [int(row["global_step"]) for row in updates] == list(range(6, 81, 2))
+    assert len(batches) == 2 * len(updates)
+    for row, pair in zip(updates, zip(batches[::2], batches[1::2])):
+        q_means, losses = [], []
+        for obs, actions, rewards, next_obs, terminated in pair:
+            s = obs[:, 0]
+            q = torch.where(actions == 0, s + 5, 3 - s)
+            y = rewards + 0.5 * (1 - terminated.float()) * (next_obs[:, 0] + 5)
+            q_means.append(q.mean().item())
+            losses.append(((q - y) ** 2).mean().item())
+        assert float(row["q_mean"]) == approx(np.mean(q_means))
+        assert float(row["loss"]) == approx(np.mean(losses))
     previous, blank, lengths = 0, 0, set()
     for row in updates:
         step = int(row["global_step"])
@@ -798,6 +822,11 @@ def test_eval_every_writes_rows_keeps_the_best_model_and_leaves_training_alone(t
                     gradient_steps=4, batch_size=32, buffer_size=900, exploration_fraction=0.5,
                     eval_every=100, eval_episodes=3, save_model=True, seed=3)
     check_evaluations(dqn.main, args, tmp_path, [102, 201, 300, 402, 501, 600, 702, 801, 900])
+
+
+def test_the_logged_returns_by_hand(tmp_path, monkeypatch):
+    check_the_logged_returns(dqn, tmp_path, monkeypatch, learning_starts=16, batch_size=4,
+                             train_frequency=8, gradient_steps=1, log_interval=24)
 
 
 def test_the_budget_is_rounded_down_to_whole_steps_of_the_environments(tmp_path, capsys):
