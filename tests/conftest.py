@@ -1094,6 +1094,70 @@ def check_an_evaluation_trains_nothing(module, tmp_path, capsys,
     assert config["hidden_size"] == 8  # the model's width, not the flag's default
 
 
+def check_the_logged_returns(module, tmp_path, monkeypatch, **flags):
+    """module.main (ppo.py, dqn.py; flags: the script's own) on my_envs:EpisodeNumber-v0 at
+    --seed 0: 2 environments for 24 vector steps (48 global steps), --eval-every 24 with 2
+    episodes. Whatever the actions, environment 0 (seed 0, even) ends an episode at every
+    step, its t-th paying t; environment 1 (seed 1, odd) one every 3 steps, its j-th paying
+    j a step, 3j at vector step t = 3j. So every episode that ends at vector step t (global
+    step 2t) returns t, in 1 step or 3: episodes.csv is (2, 1, 1), (4, 2, 1), (6, 3, 1),
+    (6, 3, 3), (8, 4, 1), ... (48, 24, 1), (48, 24, 3), 24 + 8 = 32 episodes (the lengths of
+    environment 0 for both would be 1, 1; the return summed over both, 6 at step 6).
+    - The mean of the last 20: the first 12 episodes (steps 1-9) sum 1 + 2 + 3 + 3 + 4 + 5 +
+      6 + 6 + 7 + 8 + 9 + 9 = 63 of all 300 + 108 = 408, so (408 - 63) / 20 = 17.25 in
+      summary.json and at the end of the curve's line (the mean of all 32: 12.75); the line
+      starts at the 20th episode, step 15's second (global 30): (120 + 45) / 20 = 8.25.
+    - Each evaluation (evaluations.csv's rows at 24 and 48, the final one) plays seeds
+      100,000 (1 step paying 1) and 100,001 (3 steps paying 1): [1, 3], mean 2, std 1
+      (np.std; with ddof 1 it would be 1.41).
+    - With a reward_threshold of 8.25 given to the id, that first mean reaches it: summary.json's
+      solved_at_step 30 and solved_at_time_s between the 20th and the 21st episode's wall_time
+      (the run goes on: the time at its end would come after).
+    - updates.csv (the flags make rows at 24 and 48, after the rollout or the steps they
+      follow): sps = global_step / wall_time (the steps per second since the start; the
+      budget of 48 over the first row's time would be twice as many at step 24)."""
+    figures = []
+    monkeypatch.setattr(module.Figure, "savefig", lambda fig, path: figures.append(fig))
+    importlib.import_module("my_envs")  # registers the id anew after fresh_env_module's tests
+    monkeypatch.setattr(gym.registry["EpisodeNumber-v0"], "reward_threshold", 8.25)
+    summary = module.main(module.Args(env_id="my_envs:EpisodeNumber-v0", seed=0, num_envs=2,
+                                      total_timesteps=48, eval_every=24, eval_episodes=2,
+                                      output_dir=str(tmp_path), **flags))
+    (path,) = tmp_path.glob("*")
+    expected = [(2 * t, t, length) for t in range(1, 25) for length in (1, 3)[:1 + (t % 3 == 0)]]
+    episodes = read_csv(path / "episodes.csv")
+    assert [(int(e["global_step"]), float(e["episode_return"]), int(e["episode_length"]))
+            for e in episodes] == expected
+    assert summary["train_return_last20"] == 17.25
+    assert (summary["solved_threshold"], summary["solved_at_step"]) == (8.25, 30)
+    # solved_at_time_s (1 ms) is read after the 20th row is written (0.1 ms), before the 21st
+    solved = [float(episodes[i]["wall_time"]) for i in (19, 20)]
+    assert solved[0] - 5e-4 <= summary["solved_at_time_s"] <= solved[1] + 5e-4
+    assert [(int(r["global_step"]), float(r["eval_return_mean"]), float(r["eval_return_std"]))
+            for r in read_csv(path / "evaluations.csv")] == [(24, 2.0, 1.0), (48, 2.0, 1.0)]
+    assert (summary["eval_return_mean"], summary["eval_return_std"]) == (2.0, 1.0)
+    assert summary["eval_episodes"] == 2  # --eval-episodes, not the default 10
+    updates = read_csv(path / "updates.csv")
+    assert [int(u["global_step"]) for u in updates] == [24, 48]
+    times = [float(u["wall_time"]) for u in updates]
+    # wall_time_s, rounded to 1 ms, can come within a millisecond of the last row
+    assert 0 < times[0] and times == sorted(times) and times[-1] <= summary["wall_time_s"] + 5e-4
+    for u in updates:  # sps rounded down, from the wall_time before its rounding to 0.1 ms
+        rate = int(u["global_step"]) / float(u["wall_time"])
+        assert rate * (1 - 1e-2) - 1 < int(u["sps"]) <= rate * (1 + 1e-2)
+    ax = figures[-1].axes[0]  # the curve with the final evaluation
+    assert ax.collections[0].get_offsets().tolist() == [[g, r] for g, r, _ in expected]
+    line = next(line for line in ax.lines if line.get_label() == "mean of last 20")
+    assert (line.get_xdata()[0], line.get_xdata()[-1], len(line.get_xdata())) == (30, 48, 13)
+    assert (line.get_ydata()[0], line.get_ydata()[-1]) == (approx(8.25), approx(17.25))
+    drawn = []  # evaluations.csv's series, then the final evaluation: (step, mean, std)
+    for container in ax.containers:
+        data, _, (bars,) = container.lines
+        drawn.append([(x, y, (b[1][1] - b[0][1]) / 2) for x, y, b in
+                      zip(data.get_xdata(), data.get_ydata(), bars.get_segments())])
+    assert drawn == [[(24, 2.0, 1.0), (48, 2.0, 1.0)], [(48, 2.0, 1.0)]]
+
+
 def check_the_buffer_is_never_larger_than_the_budget(module, tmp_path, monkeypatch,
                                                      env_id="BoxZeroToFour-v0"):
     """--total-timesteps 7 of --num-envs 2 run 7 // 2 = 3 vector steps, 3 * 2 = 6

@@ -13,9 +13,9 @@ import torch
 import dqn
 from conftest import (CountingEnv, approx, check_an_evaluation_trains_nothing, check_evaluations,
                       check_named_and_tracked, check_the_buffer_is_never_larger_than_the_budget,
-                      check_whole_steps_budget, interrupt_on_call, read_csv, same_seed_episodes,
-                      spy_on, spy_on_seeds, tensor, unreadable_checkpoints)
-from test_ppo import check_the_logged_returns  # the same hand-made run for both scripts
+                      check_the_logged_returns, check_whole_steps_budget, interrupt_on_call,
+                      read_csv, same_seed_episodes, spy_on, spy_on_seeds, tensor,
+                      unreadable_checkpoints)
 
 
 # ---------------------------------------------------------------------------------------
