@@ -4,6 +4,7 @@ import json
 import math
 import os
 
+import numpy as np
 import pytest
 import torch
 from torch.distributions import Categorical
@@ -380,8 +381,10 @@ def test_the_explained_variance_row_takes_the_values_stored_while_acting(tmp_pat
     #   R - V = [6.0625, 0.5, -4, 6], mean 2.140625, Var 70.6748 / 4 = 17.668701
     #   R, mean 9.640625, Var 67.2373 / 4 = 16.809326
     #   1 - 17.668701 / 16.809326 = -0.0511249 (two environments alike: the same variances)
+    # Its value_loss is the last value step's 0.5 * mean((V - R)^2) of its minibatch, with V as
+    # the critic gave it then (not the refitted critic's loss over the whole batch).
     built = trpo.Agent.__init__
-    critics = []
+    critics, regressed, original_value_loss = [], [], trpo.value_loss
 
     def build(self, *args, **kwargs):
         built(self, *args, **kwargs)
@@ -389,6 +392,9 @@ def test_the_explained_variance_row_takes_the_values_stored_while_acting(tmp_pat
         critics.append(self.critic)
 
     monkeypatch.setattr(trpo.Agent, "__init__", build)
+    monkeypatch.setattr(trpo, "value_loss", lambda values, returns: (
+        regressed.append((values.detach().clone(), returns.clone())),
+        original_value_loss(values, returns))[1])
     trpo.main(trpo.Args(env_id="CountToThree-v0", total_timesteps=8, num_envs=2, num_steps=4,
                         vf_minibatches=2, vf_iters=1, vf_learning_rate=0.5, gamma=0.5,
                         gae_lambda=0.25, norm_adv=False, eval_episodes=0,
@@ -397,6 +403,9 @@ def test_the_explained_variance_row_takes_the_values_stored_while_acting(tmp_pat
     assert abs(critic.w.item() - 10) > 0.5  # the value steps moved the critic
     (row,) = read_csv(next(tmp_path.glob("*/updates.csv")))
     assert float(row["explained_variance"]) == pytest.approx(-0.0511249, abs=1e-6)
+    values, returns = regressed[-1]
+    assert float(row["value_loss"]) == pytest.approx(0.5 * ((values - returns) ** 2).mean().item(),
+                                                     rel=1e-5)
 
 
 def test_the_step_solves_the_damped_fisher_system_scales_it_to_delta_and_logs_its_kl(
@@ -405,7 +414,8 @@ def test_the_step_solves_the_damped_fisher_system_scales_it_to_delta_and_logs_it
     # on CountToThree-v0's observations. F is the Hessian of the batch's mean
     # KL(pi_old || pi_theta) at theta_old, computed here by torch.autograd.functional.hessian;
     # g is the surrogate's gradient at theta_old, mean(A * grad log pi_theta(a|s)). With
-    # --cg-damping c = 0.5, --cg-iters 4 (exact for 4 parameters), --max-kl delta = 0.02:
+    # --cg-damping c = 0.5, --cg-iters 4 (exact for 4 parameters), --max-kl delta = 0.02 and
+    # the advantages as they are (--no-norm-adv):
     #   conjugate_gradient runs 4 iterations on b = g and returns x = (F + c I)^-1 g
     #   the full step is sqrt(2 delta / (x^T (F + c I) x)) * x
     #   the line search bounds the KL by delta (not c) and tries up to --backtrack-iters 7 steps
@@ -435,7 +445,7 @@ def test_the_step_solves_the_damped_fisher_system_scales_it_to_delta_and_logs_it
     monkeypatch.setattr(trpo, "line_search", spy_search)
     trpo.main(trpo.Args(env_id="CountToThree-v0", total_timesteps=8, num_envs=2, num_steps=4,
                         vf_minibatches=2, cg_damping=0.5, cg_iters=4, max_kl=0.02,
-                        backtrack_coef=0.6, backtrack_iters=7, eval_episodes=0,
+                        backtrack_coef=0.6, backtrack_iters=7, norm_adv=False, eval_episodes=0,
                         output_dir=str(tmp_path)))
     obs, actions, advantages = seen["batch"]
     theta_old = seen["theta_old"]
@@ -471,6 +481,19 @@ def test_the_step_solves_the_damped_fisher_system_scales_it_to_delta_and_logs_it
     by_hand = (p_old * torch.log(p_old / p_new)).sum(-1).mean().item()
     (row,) = read_csv(next(tmp_path.glob("*/updates.csv")))
     assert float(row["kl"]) == pytest.approx(by_hand, rel=1e-4) and 0 < by_hand < 0.01
+    # The row's other diagnostics of the step: grad_norm |g|, step_fraction 1 (the whole
+    # step), the entropy -sum_a p_old(a|s) log p_old(a|s) of the policy that acted, and
+    # surrogate_gain L(theta_new) - L(theta_old) = mean(p_new(a|s) / p_old(a|s) * A) - mean(A)
+    # (the ratio is 1 at theta_old): --no-norm-adv leaves mean(A) > 0, so L(theta_new) alone
+    # would be another number.
+    taken = torch.arange(len(actions)), actions
+    gain = ((p_new[taken] / p_old[taken] * advantages).mean() - advantages.mean()).item()
+    assert advantages.mean().item() > 1 and gain > 0  # mean(A) 18.56, the gain about 1
+    assert float(row["surrogate_gain"]) == pytest.approx(gain, rel=1e-3)
+    assert float(row["grad_norm"]) == pytest.approx(g.norm().item(), rel=1e-5)
+    assert float(row["step_fraction"]) == 1.0
+    assert float(row["entropy"]) == pytest.approx(
+        -(p_old * p_old.log()).sum(-1).mean().item(), rel=1e-6)
 
 
 def test_the_trust_region_step_moves_the_gaussians_log_std():
@@ -654,6 +677,50 @@ def test_continuous_smoke_run_with_every_option(tmp_path, check_run_folder):
     evaluated = trpo.main(trpo.Args(env_id="Pendulum-v1", eval_checkpoint=os.path.join(path, "model.pt"),
                                     eval_episodes=2, output_dir=str(tmp_path / "eval")))
     assert evaluated["eval_return_mean"] == pytest.approx(summary["eval_return_mean"])
+
+
+def test_every_value_a_run_logs_by_hand(tmp_path, monkeypatch):
+    # my_envs:EpisodeNumber-v0 at --seed 0 pays each step the number of its episode:
+    # environment 0 (seed 0, even) plays episodes of 1 step, environment 1 (seed 1) of 3. So
+    # the t-th vector step (global_step 2t, t = 1..128) ends environment 0's t-th episode,
+    # return t, length 1, and where t = 3k environment 1's k-th, return 3k = t, length 3:
+    # episodes.csv holds these 128 + 42 = 170 rows, environment 0's first. The last 20 end at
+    # t = 128, 127, 126 (two), 125, 124, 123 (two), 122, 121, 120 (two), 119, 118, 117 (two),
+    # 116, 115, 114 (two): sum 2415, train_return_last20 = 2415 / 20 = 120.75 (all 170:
+    # (8256 + 2709) / 170 = 64.5; the last alone 128). updates.csv: a row a batch of 2 * 32
+    # steps, at 64, 128, 192, 256, its sps global_step / wall_time. A stand-in evaluation
+    # scores [1, 2, 4]: mean 7/3 = 2.333333, std sqrt((16/9 + 1/9 + 25/9) / 3) = 1.247219
+    # (NumPy's, ddof 0; ddof 1 would give sqrt(42/18) = 1.527525), in evaluations.csv at the
+    # steps 100 and 200 that --eval-every 100 crosses, in summary.json as the final one, and on
+    # the curve, which draws episodes.csv's steps and returns.
+    monkeypatch.setattr(trpo, "evaluate", lambda *args, **kwargs: np.array([1.0, 2.0, 4.0]))
+    drawn = spy_on(monkeypatch, trpo, "plot_learning_curve", lambda path, steps, returns, title,
+                   evaluations=(), final=None: (list(steps), list(returns), list(evaluations),
+                                                final))
+    summary = trpo.main(trpo.Args(env_id="my_envs:EpisodeNumber-v0", seed=0, total_timesteps=256,
+                                  num_envs=2, num_steps=32, eval_every=100, eval_episodes=3,
+                                  output_dir=str(tmp_path)))
+    (path,) = tmp_path.iterdir()
+    episodes = [(int(r["global_step"]), float(r["episode_return"]), int(r["episode_length"]))
+                for r in read_csv(path / "episodes.csv")]
+    assert episodes == [row for t in range(1, 129)
+                        for row in [(2 * t, t, 1)] + [(2 * t, t, 3)] * (t % 3 == 0)]
+    assert summary["train_return_last20"] == approx(120.75)
+    updates = read_csv(path / "updates.csv")
+    assert [int(r["global_step"]) for r in updates] == [64, 128, 192, 256]
+    for r in updates:  # wall_time is rounded to 4 decimals, sps to a whole number
+        assert int(r["sps"]) == pytest.approx(int(r["global_step"]) / float(r["wall_time"]),
+                                              rel=0.01, abs=1)
+    evaluation = approx((7 / 3, 1.247219))
+    assert [(int(r["global_step"]), (float(r["eval_return_mean"]), float(r["eval_return_std"])))
+            for r in read_csv(path / "evaluations.csv")] == [(100, evaluation), (200, evaluation)]
+    assert (summary["eval_return_mean"], summary["eval_return_std"]) == evaluation
+    assert summary["eval_episodes"] == 3
+    assert summary["wall_time_s"] >= float(updates[-1]["wall_time"])
+    steps, returns, evaluations, final = drawn[-1]
+    assert list(zip(steps, returns)) == [(s, r) for s, r, _ in episodes]
+    assert [(s, (m, d)) for s, m, d in evaluations] == [(100, evaluation), (200, evaluation)]
+    assert (final[0], final[1:]) == (256, evaluation)
 
 
 def test_stop_at_return_stops_and_records_when(tmp_path):

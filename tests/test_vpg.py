@@ -265,7 +265,11 @@ def test_the_advantage_flags_reach_the_policy_step_and_the_value_targets(
     # 1 - Var[R - V] / Var[R] of those targets and the values stored while acting (V = w*s
     # with w = 10 then; the value steps at --vf-learning-rate 0.5 move w by about 0.5 each,
     # and the refitted critic's values would give another row); its approx_kl is
-    # k3 = mean(exp(r) - 1 - r) of r = log pi_new(a|s) - log pi_old(a|s).
+    # k3 = mean(exp(r) - 1 - r) of r = log pi_new(a|s) - log pi_old(a|s). Its policy_loss is
+    # -mean(log pi(a|s) * A) of the policy that acted (the one the step starts from), its
+    # entropy that policy's mean over the batch of -p log p - (1 - p) log(1 - p), p the
+    # probability of the action taken (two actions), and its value_loss the last value step's
+    # 0.5 * mean((V - R)^2) of its minibatch, with V as the critic gave it then.
     built, agents, batches = vpg.Agent.__init__, [], []
 
     def build_with_critic_by_hand(self, *args, **kwargs):
@@ -278,12 +282,13 @@ def test_the_advantage_flags_reach_the_policy_step_and_the_value_targets(
     monkeypatch.setattr(vpg.RolloutBuffer, "advantages", lambda self, *a: (batches.append(
         (self.obs.flatten(0, 1), self.actions.flatten(), self.logprobs.flatten())),
         original_advantages(self, *a))[1])
-    weights, regressed = [], []
+    weights, regressed, fitted = [], [], []
     original_loss, original_value_loss = vpg.vpg_loss, vpg.value_loss
     monkeypatch.setattr(vpg, "vpg_loss", lambda logprob, adv: (
         weights.append(adv.clone()), original_loss(logprob, adv))[1])
     monkeypatch.setattr(vpg, "value_loss", lambda values, returns: (
-        regressed.append(returns.clone()), original_value_loss(values, returns))[1])
+        regressed.append(returns.clone()), fitted.append(values.detach().clone()),
+        original_value_loss(values, returns))[2])
     vpg.main(vpg.Args(env_id="CountToThree-v0", total_timesteps=8, num_envs=2, num_steps=4,
                       vf_minibatches=2, vf_iters=1, vf_learning_rate=0.5, gamma=0.5,
                       eval_episodes=0, output_dir=str(tmp_path), **flags))
@@ -304,6 +309,13 @@ def test_the_advantage_flags_reach_the_policy_step_and_the_value_targets(
         r = agent.distribution(obs).log_prob(actions) - old_logprobs
     assert r.abs().max() > 1e-3  # the step moved the policy
     assert float(row["approx_kl"]) == pytest.approx((r.exp() - 1 - r).mean().item(), rel=1e-3)
+    assert float(row["policy_loss"]) == pytest.approx(-(old_logprobs * weighed).mean().item(),
+                                                      rel=1e-5, abs=1e-7)
+    p = old_logprobs.exp()
+    entropy = -(p * p.log() + (1 - p) * (1 - p).log()).mean().item()
+    assert float(row["entropy"]) == pytest.approx(entropy, rel=1e-6)
+    assert float(row["value_loss"]) == pytest.approx(
+        0.5 * ((fitted[-1] - regressed[-1]) ** 2).mean().item(), rel=1e-5)
 
 
 def test_the_policy_step_weighs_the_log_probabilities_of_the_actions_taken(tmp_path, monkeypatch):
@@ -466,6 +478,50 @@ def test_continuous_smoke_run_with_every_option(tmp_path, check_run_folder):
     evaluated = vpg.main(vpg.Args(env_id="Pendulum-v1", eval_checkpoint=os.path.join(path, "model.pt"),
                                   eval_episodes=2, output_dir=str(tmp_path / "eval")))
     assert evaluated["eval_return_mean"] == pytest.approx(summary["eval_return_mean"])
+
+
+def test_every_value_a_run_logs_by_hand(tmp_path, monkeypatch):
+    # my_envs:EpisodeNumber-v0 at --seed 0 pays each step the number of its episode:
+    # environment 0 (seed 0, even) plays episodes of 1 step, environment 1 (seed 1) of 3. So
+    # the t-th vector step (global_step 2t, t = 1..128) ends environment 0's t-th episode,
+    # return t, length 1, and where t = 3k environment 1's k-th, return 3k = t, length 3:
+    # episodes.csv holds these 128 + 42 = 170 rows, environment 0's first. The last 20 end at
+    # t = 128, 127, 126 (two), 125, 124, 123 (two), 122, 121, 120 (two), 119, 118, 117 (two),
+    # 116, 115, 114 (two): sum 2415, train_return_last20 = 2415 / 20 = 120.75 (all 170:
+    # (8256 + 2709) / 170 = 64.5; the last alone 128). updates.csv: a row a batch of 2 * 32
+    # steps, at 64, 128, 192, 256, its sps global_step / wall_time. A stand-in evaluation
+    # scores [1, 2, 4]: mean 7/3 = 2.333333, std sqrt((16/9 + 1/9 + 25/9) / 3) = 1.247219
+    # (NumPy's, ddof 0; ddof 1 would give sqrt(42/18) = 1.527525), in evaluations.csv at the
+    # steps 100 and 200 that --eval-every 100 crosses, in summary.json as the final one, and on
+    # the curve, which draws episodes.csv's steps and returns.
+    monkeypatch.setattr(vpg, "evaluate", lambda *args, **kwargs: np.array([1.0, 2.0, 4.0]))
+    drawn = spy_on(monkeypatch, vpg, "plot_learning_curve", lambda path, steps, returns, title,
+                   evaluations=(), final=None: (list(steps), list(returns), list(evaluations),
+                                                final))
+    summary = vpg.main(vpg.Args(env_id="my_envs:EpisodeNumber-v0", seed=0, total_timesteps=256,
+                                num_envs=2, num_steps=32, eval_every=100, eval_episodes=3,
+                                output_dir=str(tmp_path)))
+    (path,) = tmp_path.iterdir()
+    episodes = [(int(r["global_step"]), float(r["episode_return"]), int(r["episode_length"]))
+                for r in read_csv(path / "episodes.csv")]
+    assert episodes == [row for t in range(1, 129)
+                        for row in [(2 * t, t, 1)] + [(2 * t, t, 3)] * (t % 3 == 0)]
+    assert summary["train_return_last20"] == approx(120.75)
+    updates = read_csv(path / "updates.csv")
+    assert [int(r["global_step"]) for r in updates] == [64, 128, 192, 256]
+    for r in updates:  # wall_time is rounded to 4 decimals, sps to a whole number
+        assert int(r["sps"]) == pytest.approx(int(r["global_step"]) / float(r["wall_time"]),
+                                              rel=0.01, abs=1)
+    evaluation = approx((7 / 3, 1.247219))
+    assert [(int(r["global_step"]), (float(r["eval_return_mean"]), float(r["eval_return_std"])))
+            for r in read_csv(path / "evaluations.csv")] == [(100, evaluation), (200, evaluation)]
+    assert (summary["eval_return_mean"], summary["eval_return_std"]) == evaluation
+    assert summary["eval_episodes"] == 3
+    assert summary["wall_time_s"] >= float(updates[-1]["wall_time"])
+    steps, returns, evaluations, final = drawn[-1]
+    assert list(zip(steps, returns)) == [(s, r) for s, r, _ in episodes]
+    assert [(s, (m, d)) for s, m, d in evaluations] == [(100, evaluation), (200, evaluation)]
+    assert (final[0], final[1:]) == (256, evaluation)
 
 
 def test_stop_at_return_stops_and_records_when(tmp_path):
