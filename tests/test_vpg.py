@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import vpg
-from conftest import (approx, check_an_evaluation_trains_nothing,
+from conftest import (approx, check_an_evaluation_trains_nothing, check_the_logged_returns,
                       check_the_evaluation_takes_the_policys_mode,
                       check_evaluation_normalizes_with_the_frozen_statistics, check_evaluations,
                       check_every_evaluation_reads_the_running_statistics_and_leaves_them_alone,
@@ -481,47 +481,10 @@ def test_continuous_smoke_run_with_every_option(tmp_path, check_run_folder):
 
 
 def test_every_value_a_run_logs_by_hand(tmp_path, monkeypatch):
-    # my_envs:EpisodeNumber-v0 at --seed 0 pays each step the number of its episode:
-    # environment 0 (seed 0, even) plays episodes of 1 step, environment 1 (seed 1) of 3. So
-    # the t-th vector step (global_step 2t, t = 1..128) ends environment 0's t-th episode,
-    # return t, length 1, and where t = 3k environment 1's k-th, return 3k = t, length 3:
-    # episodes.csv holds these 128 + 42 = 170 rows, environment 0's first. The last 20 end at
-    # t = 128, 127, 126 (two), 125, 124, 123 (two), 122, 121, 120 (two), 119, 118, 117 (two),
-    # 116, 115, 114 (two): sum 2415, train_return_last20 = 2415 / 20 = 120.75 (all 170:
-    # (8256 + 2709) / 170 = 64.5; the last alone 128). updates.csv: a row a batch of 2 * 32
-    # steps, at 64, 128, 192, 256, its sps global_step / wall_time. A stand-in evaluation
-    # scores [1, 2, 4]: mean 7/3 = 2.333333, std sqrt((16/9 + 1/9 + 25/9) / 3) = 1.247219
-    # (NumPy's, ddof 0; ddof 1 would give sqrt(42/18) = 1.527525), in evaluations.csv at the
-    # steps 100 and 200 that --eval-every 100 crosses, in summary.json as the final one, and on
-    # the curve, which draws episodes.csv's steps and returns.
-    monkeypatch.setattr(vpg, "evaluate", lambda *args, **kwargs: np.array([1.0, 2.0, 4.0]))
-    drawn = spy_on(monkeypatch, vpg, "plot_learning_curve", lambda path, steps, returns, title,
-                   evaluations=(), final=None: (list(steps), list(returns), list(evaluations),
-                                                final))
-    summary = vpg.main(vpg.Args(env_id="my_envs:EpisodeNumber-v0", seed=0, total_timesteps=256,
-                                num_envs=2, num_steps=32, eval_every=100, eval_episodes=3,
-                                output_dir=str(tmp_path)))
-    (path,) = tmp_path.iterdir()
-    episodes = [(int(r["global_step"]), float(r["episode_return"]), int(r["episode_length"]))
-                for r in read_csv(path / "episodes.csv")]
-    assert episodes == [row for t in range(1, 129)
-                        for row in [(2 * t, t, 1)] + [(2 * t, t, 3)] * (t % 3 == 0)]
-    assert summary["train_return_last20"] == approx(120.75)
-    updates = read_csv(path / "updates.csv")
-    assert [int(r["global_step"]) for r in updates] == [64, 128, 192, 256]
-    for r in updates:  # wall_time is rounded to 4 decimals, sps to a whole number
-        assert int(r["sps"]) == pytest.approx(int(r["global_step"]) / float(r["wall_time"]),
-                                              rel=0.01, abs=1)
-    evaluation = approx((7 / 3, 1.247219))
-    assert [(int(r["global_step"]), (float(r["eval_return_mean"]), float(r["eval_return_std"])))
-            for r in read_csv(path / "evaluations.csv")] == [(100, evaluation), (200, evaluation)]
-    assert (summary["eval_return_mean"], summary["eval_return_std"]) == evaluation
-    assert summary["eval_episodes"] == 3
-    assert summary["wall_time_s"] >= float(updates[-1]["wall_time"])
-    steps, returns, evaluations, final = drawn[-1]
-    assert list(zip(steps, returns)) == [(s, r) for s, r, _ in episodes]
-    assert [(s, (m, d)) for s, m, d in evaluations] == [(100, evaluation), (200, evaluation)]
-    assert (final[0], final[1:]) == (256, evaluation)
+    # episodes.csv's rows, train_return_last20, solved_at_step and solved_at_time_s, the
+    # evaluations' mean and std, eval_episodes, updates.csv's global_step, wall_time and sps,
+    # and the curve's series, by hand (conftest.py); batches of 2 * 12 steps make rows at 24, 48
+    check_the_logged_returns(vpg, tmp_path, monkeypatch, num_steps=12)
 
 
 def test_stop_at_return_stops_and_records_when(tmp_path):
