@@ -128,6 +128,32 @@ def spy_on(monkeypatch, owner, name, record):
     return calls
 
 
+class Clock:
+    """Stands in for a script's `time` module, which the scripts use for time() alone: it
+    starts at 1e9 s and moves `tick` seconds at each reading (tick 0: it stands still but for
+    the test, which moves `now`)."""
+    def __init__(self, tick):
+        self.now, self.tick = 1e9, tick
+
+    def time(self):
+        self.now += self.tick
+        return self.now
+
+
+def set_clock(module, monkeypatch, tick=1.0):
+    """A Clock in place of module's `time` (a progress line at every second reading); returns
+    it."""
+    clock = Clock(tick)
+    monkeypatch.setattr(module, "time", clock)
+    return clock
+
+
+def spy_on_progress_lines(module, monkeypatch):
+    """The (global_step, mean of the last 20 returns) of each progress line module prints."""
+    return spy_on(monkeypatch, module, "progress_line",
+                  lambda global_step, total, sps, recent: (global_step, recent))
+
+
 def detached(**kwargs):
     """The keyword arguments of a call, tensors detached and copied (a spy_on record)."""
     return {k: v.detach().clone() if torch.is_tensor(v) else v for k, v in kwargs.items()}

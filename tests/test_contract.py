@@ -22,8 +22,9 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from conftest import (COMMON_FLAGS, read_csv, start_in_a_terminal, ctrl_c, spy_on,
-                      spy_on_stepped_gradient_norms, unreadable_checkpoints, video_names)
+from conftest import (COMMON_FLAGS, ctrl_c, read_csv, set_clock, spy_on,
+                      spy_on_stepped_gradient_norms, start_in_a_terminal, unreadable_checkpoints,
+                      video_names)
 
 # script: (its flags of a tiny training run, whether it has a device and so --cuda)
 SCRIPTS = {
@@ -810,15 +811,7 @@ def progress_lines_of_a_tiny_run(script, tmp_path, monkeypatch, capsys, eval_epi
     reading, so that it prints many; with evaluation episodes, all it printed."""
     module = module_of(script)
 
-    class Clock:  # stands in for the script's `time` module, which it uses for time() alone
-        now = 1e9
-
-        @classmethod
-        def time(cls):
-            cls.now += 1.0
-            return cls.now
-
-    monkeypatch.setattr(module, "time", Clock)
+    set_clock(module, monkeypatch)
     args = module.tyro.cli(module.Args, args=[*TINY[script], "--eval-episodes",
                                               str(eval_episodes), "--output-dir", str(tmp_path)])
     capsys.readouterr()

@@ -20,7 +20,8 @@ from conftest import (approx, check_an_evaluation_trains_nothing, check_episode_
                       check_the_ring_of_field_tensors, check_the_rows_of_numbered_agent_updates,
                       check_whole_steps_budget, copies, fill_with_constants, interrupt_on_call,
                       moved_since, read_csv, received_actions, run_folder_env, same_seed_episodes,
-                      spy_on, spy_on_acting, spy_on_seeds, tensor, unreadable_checkpoints)
+                      set_clock, spy_on, spy_on_acting, spy_on_progress_lines, spy_on_seeds, tensor,
+                      unreadable_checkpoints)
 
 
 # ---------------------------------------------------------------------------------------
@@ -673,20 +674,11 @@ def test_every_logged_value_of_a_run_against_a_clock_of_the_tests_own(tmp_path, 
     # - the curve: episodes.csv's points, the evaluations and the final one, and the line of
     #   the mean of the last 20 from the 20th episode on (steps 400, 440, 440, 480, 480), each
     #   point the mean of its 20 returns, the last train_return_last20.
-    class Clock:  # stands in for the script's `time` module, which it uses for time() alone
-        now = 1e9
-
-        @classmethod
-        def time(cls):
-            cls.now += 1.0
-            return cls.now
-
-    monkeypatch.setattr(crossq, "time", Clock)
+    set_clock(crossq, monkeypatch)
     monkeypatch.setattr(crossq.RunWriter, "elapsed",
                         lambda self: self.summary["global_steps"] / 100 + 2)
     monkeypatch.setattr(crossq, "evaluate", lambda *args, **kwargs: np.array([1.0, 3.0]))
-    lines = spy_on(monkeypatch, crossq, "progress_line",
-                   lambda global_step, total, sps, recent: (global_step, recent))
+    lines = spy_on_progress_lines(crossq, monkeypatch)
     drawn = spy_on(monkeypatch, crossq, "plot_learning_curve",
                    lambda path, steps, returns, title, evaluations=(), final=None:
                    (list(steps), list(returns), list(evaluations), final))

@@ -16,7 +16,8 @@ import torch
 import mappo
 from conftest import (Relay, SameSizeRelay, TerminatingRelay, check_evaluations,
                       check_named_and_tracked, interrupt_on_call, read_csv, same_seed_episodes,
-                      spy_on, spy_on_weights, unreadable_checkpoints)
+                      set_clock, spy_on, spy_on_progress_lines, spy_on_weights,
+                      unreadable_checkpoints)
 from my_envs import TeamEnv
 
 
@@ -932,20 +933,11 @@ def test_the_curve_draws_the_mean_of_the_last_20_as_the_console_and_summary_json
     # - the progress line at step g: the mean of the last 20 returns of the episodes that
     #   ended before g (run.step comes before the step's episodes), None before the first:
     #   after the 21st episode not the mean of all, nor the last return.
-    class Clock:  # stands in for the script's `time` module, which it uses for time() alone
-        now = 1e9
-
-        @classmethod
-        def time(cls):
-            cls.now += 1.0
-            return cls.now
-
-    monkeypatch.setattr(mappo, "time", Clock)
+    set_clock(mappo, monkeypatch)
     monkeypatch.setattr(mappo.RunWriter, "elapsed",
                         lambda self: self.summary["global_steps"] / 10 + 2)
     monkeypatch.setattr(mappo, "evaluate", lambda *args, **kwargs: np.array([1.0, 3.0]))
-    lines = spy_on(monkeypatch, mappo, "progress_line",
-                   lambda global_step, total, sps, recent: (global_step, recent))
+    lines = spy_on_progress_lines(mappo, monkeypatch)
     drawn = spy_on(monkeypatch, mappo, "plot_learning_curve",
                    lambda path, steps, returns, title, evaluations=(), final=None:
                    (list(steps), list(returns), list(evaluations), final))

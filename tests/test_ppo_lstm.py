@@ -15,9 +15,9 @@ import ppo_lstm
 from conftest import (CountingEnv, check_an_evaluation_trains_nothing, check_evaluations,
                       check_every_evaluation_reads_the_running_statistics_and_leaves_them_alone,
                       check_named_and_tracked, check_the_epochs_kl_and_clipfrac, detached,
-                      interrupt_on_call, read_csv, received_actions, same_seed_episodes, spy_on,
-                      spy_on_adam, spy_on_seeds, spy_on_stepped_gradient_norms, spy_on_weights,
-                      unreadable_checkpoints)
+                      interrupt_on_call, read_csv, received_actions, same_seed_episodes, set_clock,
+                      spy_on, spy_on_adam, spy_on_progress_lines, spy_on_seeds,
+                      spy_on_stepped_gradient_norms, spy_on_weights, unreadable_checkpoints)
 
 # Episodes of 5 steps cut by a time limit: observations 0, 1, 2, 3, 4, then the fifth step
 # (from observation 4) is truncated with the true final observation 5.
@@ -720,27 +720,9 @@ def test_non_finite_loss_stops_cleanly(tmp_path, monkeypatch, capsys):
     assert "the loss became non-finite (NaN or inf) at step 64" in capsys.readouterr().out
 
 
-class Clock:
-    """Stands in for the script's `time` module, which it uses for time() alone: `tick`
-    seconds pass at each reading. Clock.on(module, monkeypatch, tick) puts it there and
-    returns the list of (global_step, recent return) of each progress line the run prints."""
-    now, tick = 1e9, 1.0
-
-    @classmethod
-    def time(cls):
-        cls.now += cls.tick
-        return cls.now
-
-    @classmethod
-    def on(cls, module, monkeypatch, tick=1.0):
-        monkeypatch.setattr(module, "time", cls)
-        monkeypatch.setattr(cls, "tick", tick)
-        return spy_on(monkeypatch, module, "progress_line",
-                      lambda global_step, total, sps, recent: (global_step, recent))
-
-
 def test_same_seed_gives_the_same_episodes(tmp_path, monkeypatch):
-    summaries, lines = [], Clock.on(ppo_lstm, monkeypatch)
+    set_clock(ppo_lstm, monkeypatch)
+    summaries, lines = [], spy_on_progress_lines(ppo_lstm, monkeypatch)
     rows = same_seed_episodes(lambda out: summaries.append(ppo_lstm.main(ppo_lstm.Args(
         hide_obs=[1, 3], total_timesteps=1024, num_envs=4, num_steps=32, eval_episodes=0,
         output_dir=out))), tmp_path)
@@ -797,7 +779,7 @@ def test_the_time_columns_the_evaluation_rows_and_the_curve_by_hand(tmp_path, mo
     #   would be past the 40th's); wall_time_s comes after every row of every file;
     # - evaluations.csv has rows at 60 and 120 (--eval-every 60), each mean 2 and std 1;
     # - the curve draws episodes.csv's steps and returns and the evaluations (step, 2, 1).
-    Clock.on(ppo_lstm, monkeypatch, tick=0.01)
+    set_clock(ppo_lstm, monkeypatch, tick=0.01)
     monkeypatch.setattr(ppo_lstm, "evaluate", lambda *args, **kwargs: np.array([1.0, 3.0]))
     curves = spy_on(monkeypatch, ppo_lstm, "plot_learning_curve",
                     lambda path, steps, returns, title, evaluations=(), final=None:

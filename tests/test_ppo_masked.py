@@ -13,8 +13,8 @@ import torch
 import ppo_masked as pm
 from conftest import (approx, check_an_evaluation_trains_nothing, check_evaluations,
                       check_named_and_tracked, check_the_epochs_kl_and_clipfrac, detached,
-                      interrupt_on_call, read_csv, same_seed_episodes, spy_on, spy_on_adam,
-                      spy_on_seeds, spy_on_weights, unreadable_checkpoints)
+                      interrupt_on_call, read_csv, same_seed_episodes, set_clock, spy_on,
+                      spy_on_adam, spy_on_seeds, spy_on_weights, unreadable_checkpoints)
 
 LN2, LN3 = math.log(2.0), math.log(3.0)
 
@@ -774,20 +774,13 @@ def test_the_time_columns_are_seconds_since_the_start(tmp_path, monkeypatch):
     # - summary.json: wall_time_s 16; with --stop-window 2 the mean of the last 2 returns
     #   first reaches the threshold 3 at the first pair of episodes, global step 6 and 3 s
     #   (not at the last pair's 10 s, nor the run's 16 s).
-    class Clock:  # stands in for the script's `time` module, which it uses for time() alone
-        now = 1e9
-
-        @classmethod
-        def time(cls):
-            return cls.now
-
+    clock = set_clock(pm, monkeypatch, tick=0.0)
     step = pm.RunWriter.step
 
     def ticking(self, global_step):
-        Clock.now += 1.0 if global_step <= 8 else 3.0
+        clock.now += 1.0 if global_step <= 8 else 3.0
         return step(self, global_step)
 
-    monkeypatch.setattr(pm, "time", Clock)
     monkeypatch.setattr(pm.RunWriter, "step", ticking)
     summary = pm.main(pm.Args(env_id="MaskedThreeSteps-v0", total_timesteps=16, num_envs=2,
                               num_steps=4, num_minibatches=2, stop_window=2, eval_every=8,

@@ -11,12 +11,12 @@ import torch
 
 import ppo
 import ppo_rnd
-from conftest import (approx, check_an_evaluation_trains_nothing,
-                      check_the_evaluation_takes_the_policys_mode, check_evaluations,
+from conftest import (approx, check_an_evaluation_trains_nothing, check_evaluations,
                       check_every_evaluation_reads_the_running_statistics_and_leaves_them_alone,
-                      check_named_and_tracked, check_the_epochs_kl_and_clipfrac, episode_rows,
-                      interrupt_on_call, read_csv, same_seed_episodes, spy_on, spy_on_seeds,
-                      spy_on_weights, tensor, unreadable_checkpoints)
+                      check_named_and_tracked, check_the_epochs_kl_and_clipfrac,
+                      check_the_evaluation_takes_the_policys_mode, episode_rows, interrupt_on_call,
+                      read_csv, same_seed_episodes, set_clock, spy_on, spy_on_progress_lines,
+                      spy_on_seeds, spy_on_weights, tensor, unreadable_checkpoints)
 
 
 def column(*values):
@@ -646,27 +646,9 @@ def test_nan_loss_stops_cleanly_at_the_step_it_came(tmp_path, monkeypatch, capsy
     assert "the loss became non-finite (NaN or inf) at step 256" in capsys.readouterr().out
 
 
-class Clock:
-    """Stands in for the script's `time` module, which it uses for time() alone: `tick`
-    seconds pass at each reading. Clock.on(module, monkeypatch, tick) puts it there and
-    returns the list of (global_step, recent return) of each progress line the run prints."""
-    now, tick = 1e9, 1.0
-
-    @classmethod
-    def time(cls):
-        cls.now += cls.tick
-        return cls.now
-
-    @classmethod
-    def on(cls, module, monkeypatch, tick=1.0):
-        monkeypatch.setattr(module, "time", cls)
-        monkeypatch.setattr(cls, "tick", tick)
-        return spy_on(monkeypatch, module, "progress_line",
-                      lambda global_step, total, sps, recent: (global_step, recent))
-
-
 def test_same_seed_gives_the_same_episodes(tmp_path, monkeypatch):
-    summaries, lines = [], Clock.on(ppo_rnd, monkeypatch)
+    set_clock(ppo_rnd, monkeypatch)
+    summaries, lines = [], spy_on_progress_lines(ppo_rnd, monkeypatch)
     rows = same_seed_episodes(lambda out: summaries.append(ppo_rnd.main(ppo_rnd.Args(
         **{**TINY, "eval_episodes": 0}, output_dir=out))), tmp_path)
     assert len(rows) > 20
@@ -718,7 +700,7 @@ def test_the_time_columns_the_evaluation_rows_and_the_curve_by_hand(tmp_path, mo
     #   would be past the 40th's); wall_time_s comes after every row of every file;
     # - evaluations.csv has rows at 60 and 120 (--eval-every 60), each mean 2 and std 1;
     # - the curve draws episodes.csv's steps and returns and the evaluations (step, 2, 1).
-    Clock.on(ppo_rnd, monkeypatch, tick=0.01)
+    set_clock(ppo_rnd, monkeypatch, tick=0.01)
     monkeypatch.setattr(ppo_rnd, "evaluate", lambda *args, **kwargs: np.array([1.0, 3.0]))
     curves = spy_on(monkeypatch, ppo_rnd, "plot_learning_curve",
                     lambda path, steps, returns, title, evaluations=(), final=None, intrinsic=():

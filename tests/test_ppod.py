@@ -13,11 +13,11 @@ import torch
 
 import ppo
 import ppod
-from conftest import (CountingEnv, approx, check_an_evaluation_trains_nothing,
-                      check_the_evaluation_takes_the_policys_mode, check_evaluations,
+from conftest import (CountingEnv, approx, check_an_evaluation_trains_nothing, check_evaluations,
                       check_every_evaluation_reads_the_running_statistics_and_leaves_them_alone,
-                      check_named_and_tracked, check_the_epochs_kl_and_clipfrac, detached,
-                      episode_rows, interrupt_on_call, read_csv, same_seed_episodes, spy_on,
+                      check_named_and_tracked, check_the_epochs_kl_and_clipfrac,
+                      check_the_evaluation_takes_the_policys_mode, detached, episode_rows,
+                      interrupt_on_call, read_csv, same_seed_episodes, set_clock, spy_on,
                       spy_on_adam, spy_on_seeds, spy_on_weights)
 
 
@@ -924,20 +924,13 @@ def test_the_time_columns_the_evaluation_rows_and_the_last_20_returns_by_hand(
     # - summary.json: wall_time_s 32; 16 + 5 = 21 episodes, returns 1..16 and 3, 6, 9, 12, 15,
     #   181 in all: train_return_last20 leaves out the first (1), 180 / 20 = 9 (all 21 would
     #   average 181 / 21 = 8.62).
-    class Clock:  # stands in for the script's `time` module, which it uses for time() alone
-        now = 1e9
-
-        @classmethod
-        def time(cls):
-            return cls.now
-
+    clock = set_clock(ppod, monkeypatch, tick=0.0)
     step = ppod.RunWriter.step
 
     def ticking(self, global_step):
-        Clock.now += 1.0 if global_step <= 16 else 3.0
+        clock.now += 1.0 if global_step <= 16 else 3.0
         return step(self, global_step)
 
-    monkeypatch.setattr(ppod, "time", Clock)
     monkeypatch.setattr(ppod.RunWriter, "step", ticking)
     os.makedirs(tmp_path / "demo")
     ppod.save_demo(tmp_path / "demo" / "demo_0.npz", ppod.Demo(
