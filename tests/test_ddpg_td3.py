@@ -14,20 +14,18 @@ from torch.nn.utils import parameters_to_vector
 
 import ddpg_td3
 from conftest import (BoxCountingEnv, approx, check_a_batch_of_the_written_rows,
-                      check_a_batch_of_whole_transitions_2_to_6,
-                      check_an_evaluation_trains_nothing, check_episode_ends,
-                      check_named_and_tracked, check_replay_evaluations,
+                      check_a_batch_of_whole_transitions_2_to_6, check_an_evaluation_trains_nothing,
+                      check_episode_ends, check_named_and_tracked, check_replay_evaluations,
                       check_the_actor_acts_on_float64_observations_as_float32,
                       check_the_buffer_is_never_larger_than_the_budget,
+                      check_the_curves_moving_mean,
+                      check_the_episode_rows_the_last_20_and_the_times,
+                      check_the_evaluation_rows_and_the_curves_points,
                       check_the_random_actions_fill_minus_one_to_one, check_whole_steps_budget,
                       fill_with_constants, interrupt_on_call, read_csv, received_actions,
                       replay_transitions, rows_after_numbered_updates, same_seed_episodes,
-                      saved_sums, spy_on_acting, spy_on_seeds, tensor,
+                      saved_sums, set_clock, spy_on_acting, spy_on_seeds, tensor,
                       unreadable_checkpoints)
-# the checks of what a run logs (issue 59's column audit), written once in tests/test_sac.py
-from test_sac import (OneSecondClock, check_the_curves_moving_mean,
-                      check_the_episode_rows_the_last_20_and_the_times,
-                      check_the_evaluation_rows_and_the_curves_points)
 
 
 # ---------------------------------------------------------------------------------------
@@ -692,9 +690,9 @@ def test_the_checkpoint_keeps_each_learned_network_under_its_own_name(tmp_path):
 def test_stop_at_return_stops_and_records_when(tmp_path, monkeypatch):
     # Every Pendulum return is above -100000, so the 20-episode mean reaches it as soon as
     # 20 episodes have ended: 4 environments * 200 steps * 5 rounds = 4000 steps. Under
-    # OneSecondClock, solved_at_time_s is whole seconds, after the 20th episode's row and
+    # set_clock's Clock, solved_at_time_s is whole seconds, after the 20th episode's row and
     # before the end of the run (wall_time_s, which ends later).
-    monkeypatch.setattr(ddpg_td3, "time", OneSecondClock)
+    set_clock(ddpg_td3, monkeypatch)
     summary = ddpg_td3.main(ddpg_td3.Args(total_timesteps=8000, num_envs=4, learning_starts=6000,
                                           stop_at_return=-100000, eval_episodes=0,
                                           output_dir=str(tmp_path)))
@@ -755,7 +753,7 @@ def test_the_budget_is_rounded_down_to_whole_steps_of_the_environments(tmp_path,
 
 # ---------------------------------------------------------------------------------------
 # What a run logs, each value against numbers kept apart from the script's own bookkeeping
-# (issue 59's column audit; the checks are tests/test_sac.py's, the plumbing the same lines)
+# (issue 59's column audit; the checks are conftest.py's, run by tests/test_sac.py too)
 # ---------------------------------------------------------------------------------------
 def test_the_episode_rows_the_last_20_and_the_times_are_their_own(tmp_path, monkeypatch):
     check_the_episode_rows_the_last_20_and_the_times(ddpg_td3, tmp_path, monkeypatch)

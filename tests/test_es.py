@@ -16,8 +16,9 @@ import torch
 
 import es
 from conftest import (CountingEnv, check_evaluations, check_import_is_quiet,
-                      check_named_and_tracked, episode_rows, interrupt_on_call, read_csv,
-                      same_seed_episodes, start_in_a_terminal, ctrl_c, spy_on, unreadable_checkpoints)
+                      check_named_and_tracked, ctrl_c, episode_rows, interrupt_on_call, read_csv,
+                      same_seed_episodes, set_clock, spy_on, start_in_a_terminal,
+                      unreadable_checkpoints)
 
 
 # ---------------------------------------------------------------------------------------
@@ -394,16 +395,7 @@ def test_every_logged_value_by_hand_over_6_generations_of_numbered_episodes(tmp_
     #   sqrt(2/3) = 0.816497 (ddof 1's: 1).
     # - the curve draws episodes.csv's points, steps 2, 4, ..., 48 (not the episodes'
     #   numbers 1..24) and the member returns, the three evaluations and the final one.
-    class Clock:  # stands in for the script's `time` module, which it uses for time() alone
-        now, readings = 1e9, 0
-
-        @classmethod
-        def time(cls):
-            cls.readings += 1
-            cls.now += cls.readings / 1000
-            return cls.now
-
-    monkeypatch.setattr(es, "time", Clock)
+    clock = set_clock(es, monkeypatch, tick=0.001, growth=0.001)  # n ms at reading n
     drawn = spy_on(monkeypatch, es, "plot_learning_curve",
                    lambda path, steps, returns, title, evaluations=(), final=None:
                    (list(steps), list(returns), list(evaluations), final))
@@ -433,7 +425,7 @@ def test_every_logged_value_by_hand_over_6_generations_of_numbered_episodes(tmp_
         episodes[22]["wall_time"])
     # every wall_time is the clock since the start: from 0 up to wall_time_s, taken after
     # the last row and before the final evaluation
-    assert 0 < walls[0] < walls[-1] < summary["wall_time_s"] < Clock.now - 1e9
+    assert 0 < walls[0] < walls[-1] < summary["wall_time_s"] < clock.now - 1e9
     std = (2 / 3) ** 0.5
     evaluations = [(int(r["global_step"]), float(r["eval_return_mean"]),
                     float(r["eval_return_std"])) for r in read_csv(path / "evaluations.csv")]

@@ -10,7 +10,7 @@ import pytest
 
 import qlearning as ql
 from conftest import (check_evaluations, check_import_is_quiet, check_named_and_tracked,
-                      interrupt_on_call, read_csv, same_seed_episodes, spy_on)
+                      interrupt_on_call, read_csv, same_seed_episodes, set_clock, spy_on)
 
 
 # ---------------------------------------------------------------------------------------
@@ -365,16 +365,7 @@ def test_every_logged_value_by_hand_over_30_episodes_of_3_steps(tmp_path, monkey
     # - the curve draws episodes.csv's points, steps 3, 6, ..., 90 (not the episodes' numbers
     #   1..30) and returns 3, 6, ..., 90, the three evaluations and the final one, each
     #   (step, mean, std).
-    class Clock:  # stands in for the script's `time` module, which it uses for time() alone
-        now, readings = 1e9, 0
-
-        @classmethod
-        def time(cls):
-            cls.readings += 1
-            cls.now += cls.readings / 1000
-            return cls.now
-
-    monkeypatch.setattr(ql, "time", Clock)
+    clock = set_clock(ql, monkeypatch, tick=0.001, growth=0.001)  # n ms at reading n
     drawn = spy_on(monkeypatch, ql, "plot_learning_curve",
                    lambda path, steps, returns, title, evaluations=(), final=None, heat=None:
                    (list(steps), list(returns), list(evaluations), final))
@@ -406,7 +397,7 @@ def test_every_logged_value_by_hand_over_30_episodes_of_3_steps(tmp_path, monkey
         episodes[25]["wall_time"])
     # every wall_time is the clock since the start: from 0 up to wall_time_s, taken after
     # the last row and before the final evaluation
-    assert 0 < walls[0] < walls[-1] < summary["wall_time_s"] < Clock.now - 1e9
+    assert 0 < walls[0] < walls[-1] < summary["wall_time_s"] < clock.now - 1e9
     std = 6 ** 0.5
     evaluations = [(int(r["global_step"]), float(r["eval_return_mean"]),
                     float(r["eval_return_std"])) for r in read_csv(path / "evaluations.csv")]

@@ -5,7 +5,6 @@ import json
 import math
 import os
 
-import gymnasium as gym
 import numpy as np
 import pytest
 import torch
@@ -16,11 +15,14 @@ from conftest import (approx, check_an_evaluation_trains_nothing, check_episode_
                       check_named_and_tracked, check_replay_evaluations,
                       check_the_actor_acts_on_float64_observations_as_float32,
                       check_the_buffer_is_never_larger_than_the_budget,
+                      check_the_curves_moving_mean,
+                      check_the_episode_rows_the_last_20_and_the_times,
+                      check_the_evaluation_rows_and_the_curves_points,
                       check_the_random_actions_fill_minus_one_to_one,
                       check_the_ring_of_field_tensors, check_the_rows_of_numbered_agent_updates,
                       check_whole_steps_budget, copies, fill_with_constants, interrupt_on_call,
                       moved_since, read_csv, received_actions, run_folder_env, same_seed_episodes,
-                      saved_sums, spy_on, spy_on_acting, spy_on_seeds, tensor,
+                      saved_sums, set_clock, spy_on, spy_on_acting, spy_on_seeds, tensor,
                       unreadable_checkpoints)
 
 LOG_2PI_HALF = 0.9189385  # log(2 pi) / 2 = 1.8378771 / 2
@@ -649,9 +651,9 @@ def test_own_environment_module_is_imported(fresh_env_module, tmp_path, check_ru
 def test_stop_at_return_stops_and_records_when(tmp_path, monkeypatch):
     # Every Pendulum return is above -100000, so the 20-episode mean reaches it as soon as
     # 20 episodes have ended: 4 environments * 200 steps * 5 rounds = 4000 steps. Under
-    # OneSecondClock, solved_at_time_s is whole seconds, after the 20th episode's row and
+    # set_clock's Clock, solved_at_time_s is whole seconds, after the 20th episode's row and
     # before the end of the run (wall_time_s, which ends later).
-    monkeypatch.setattr(sac, "time", OneSecondClock)
+    set_clock(sac, monkeypatch)
     summary = sac.main(sac.Args(total_timesteps=8000, num_envs=4, learning_starts=6000,
                                 stop_at_return=-100000, eval_episodes=0, output_dir=str(tmp_path)))
     assert summary["solved_at_step"] == 4000 and summary["global_steps"] == 4000
@@ -720,155 +722,8 @@ def test_the_budget_is_rounded_down_to_whole_steps_of_the_environments(tmp_path,
 
 # ---------------------------------------------------------------------------------------
 # What a run logs, each value against numbers kept apart from the script's own bookkeeping
-# (issue 59's column audit). tests/test_ddpg_td3.py runs these checks too: their plumbing
-# is the same lines.
+# (issue 59's column audit; the checks are conftest.py's, run by tests/test_ddpg_td3.py too)
 # ---------------------------------------------------------------------------------------
-class OneSecondClock:
-    """Stands in for a script's `time` module, which it uses for time() alone: each reading
-    is one second after the one before, so every elapsed time a run logs is whole seconds."""
-    now = 1e9
-
-    @classmethod
-    def time(cls):
-        cls.now += 1.0
-        return cls.now
-
-
-def check_the_episode_rows_the_last_20_and_the_times(module, tmp_path, monkeypatch):
-    """my_envs:Slider-v0 (reward -|x|, a random start, cut at 20 steps) in 2 environments for
-    480 steps, learning from step 40, a row of updates.csv every 100 steps: 240 vector steps,
-    so each environment ends 12 episodes, both at global steps 40, 80, ..., 480, 24 in all.
-    A spy on the vector environment sums each environment's rewards itself. Then
-    - episodes.csv holds (global step, that sum, 20) for each episode, environment 0's first
-      (not the step's last reward, nor the other environment's return: the two differ);
-    - summary.json's train_return_last20 is the mean of the last 20 of the 24 (not of all
-      24), and the curve draws those steps and returns;
-    - the progress line at step g shows the mean of the last 20 returns of the episodes that
-      ended before g (the loop calls run.step before it writes the step's episodes), None
-      before the first; lines after step 440 see 22 (not the mean of all 22);
-    - the run's clock is the test's: elapsed() reads global_steps / 100 + 2 s (2 s of
-      start-up, then 100 steps a second; OneSecondClock prints the progress line every other
-      vector step). episodes.csv's wall_time is step / 100 + 2: 2.4, 2.4, 2.8, ..., 6.8;
-      updates.csv's rows at 100, 200, 300, 400 and 480 (the end) have wall_time 3, 4, 5, 6,
-      6.8 and sps = int(global_step / wall_time) = int(33.3), 50, 60, int(66.7), int(70.6)
-      = 33, 50, 60, 66, 70 (the speed since the row before: 33, 100, 100, 100, 100);
-      summary.json's wall_time_s is 480 / 100 + 2 = 6.8."""
-    sums, rows, calls, step = np.zeros(2), [], [], gym.vector.SyncVectorEnv.step
-
-    def spy_step(self, actions):
-        out = step(self, actions)
-        calls.append(1)
-        sums[:] += out[1]
-        for i in np.flatnonzero(out[2] | out[3]):  # (global step, return) of each that ended
-            rows.append((2 * len(calls), float(sums[i])))
-            sums[i] = 0.0
-        return out
-
-    monkeypatch.setattr(gym.vector.SyncVectorEnv, "step", spy_step)
-    monkeypatch.setattr(module, "time", OneSecondClock)
-    monkeypatch.setattr(module.RunWriter, "elapsed",
-                        lambda self: self.summary["global_steps"] / 100 + 2)
-    drawn = spy_on(monkeypatch, module, "plot_learning_curve",
-                   lambda path, steps, returns, *rest: (list(steps), list(returns)))
-    lines = spy_on(monkeypatch, module, "progress_line",
-                   lambda global_step, total, sps, recent: (global_step, recent))
-    summary = module.main(module.Args(env_id="my_envs:Slider-v0", total_timesteps=480,
-                                      num_envs=2, learning_starts=40, batch_size=16,
-                                      hidden_size=8, log_interval=100, eval_episodes=0,
-                                      output_dir=str(tmp_path)))
-    path = next(tmp_path.glob("*"))
-    episodes, updates = read_csv(path / "episodes.csv"), read_csv(path / "updates.csv")
-    steps, returns = [s for s, _ in rows], [r for _, r in rows]
-    assert steps == [40 * k for k in range(1, 13) for _ in range(2)]
-    assert all(returns[i] != returns[i + 1] for i in range(0, 24, 2))
-    assert [(int(e["global_step"]), int(e["episode_length"])) for e in episodes] == [
-        (s, 20) for s in steps]
-    assert [float(e["episode_return"]) for e in episodes] == pytest.approx(returns, rel=1e-9)
-    last20, all24 = np.mean(returns[-20:]), np.mean(returns)
-    assert summary["train_return_last20"] == pytest.approx(last20, rel=1e-9)
-    assert last20 != pytest.approx(all24, rel=1e-6)
-    assert drawn[0] == (steps, pytest.approx(returns, rel=1e-9))
-    ended_before = [[r for s, r in zip(steps, returns) if s < g] for g, _ in lines]
-    assert [recent for _, recent in lines] == [
-        pytest.approx(np.mean(before[-20:]), rel=1e-9) if before else None
-        for before in ended_before]
-    assert max(len(before) for before in ended_before) == 22
-    assert [float(e["wall_time"]) for e in episodes] == approx([s / 100 + 2 for s in steps])
-    assert [(int(u["global_step"]), float(u["wall_time"]), int(u["sps"])) for u in updates] == [
-        (100, 3.0, 33), (200, 4.0, 50), (300, 5.0, 60), (400, 6.0, 66), (480, 6.8, 70)]
-    assert summary["wall_time_s"] == 6.8
-
-
-def check_the_evaluation_rows_and_the_curves_points(module, tmp_path, monkeypatch):
-    """my_envs:EpisodeNumberBox-v0 at --seed 0 pays each step the number of its episode,
-    whatever the actions: environment 0 (seed 0, even) plays episodes of 1 step, environment 1
-    (seed 1, odd) of 3. 12 steps of 2 environments, learning from step 4:
-    - training: environment 0's t-th episode ends at global step 2t returning t, environment
-      1's first at 6 returning 3 * 1 = 3, its second at 12 returning 3 * 2 = 6; episodes.csv
-      (step, return, length): (2, 1, 1), (4, 2, 1), (6, 3, 1), (6, 3, 3), (8, 4, 1),
-      (10, 5, 1), (12, 6, 1), (12, 6, 3); train_return_last20 the mean of all 8,
-      (1 + 2 + 3 + 3 + 4 + 5 + 6 + 6) / 8 = 30 / 8 = 3.75;
-    - --eval-every 4: rows at 4, 8 and 12, each of 2 episodes from seeds 100,000 (1 step,
-      paying 1) and 100,001 (3 steps paying 1: 3), whatever the policy: mean (1 + 3) / 2 = 2,
-      std sqrt(((1 - 2)^2 + (3 - 2)^2) / 2) = 1 (NumPy's population std; the sample's, with
-      n - 1, would be sqrt(2) = 1.414); the curve draws those three points, and the final
-      evaluation (12, 2, 1) on its own;
-    - under OneSecondClock each evaluation row's wall_time is whole seconds, after those of the
-      episodes that ended before its step and before those that end at it (the loop
-      evaluates at the step, then writes the step's episodes)."""
-    drawn = spy_on(monkeypatch, module, "plot_learning_curve",
-                   lambda path, steps, returns, title, evaluations=(), final=None:
-                   (list(evaluations), final))
-    monkeypatch.setattr(module, "time", OneSecondClock)
-    summary = module.main(module.Args(env_id="my_envs:EpisodeNumberBox-v0", seed=0,
-                                      total_timesteps=12, num_envs=2, learning_starts=4,
-                                      batch_size=4, hidden_size=8, eval_every=4,
-                                      eval_episodes=2, output_dir=str(tmp_path)))
-    path = next(tmp_path.glob("*"))
-    episodes, rows = read_csv(path / "episodes.csv"), read_csv(path / "evaluations.csv")
-    assert [(int(e["global_step"]), float(e["episode_return"]), int(e["episode_length"]))
-            for e in episodes] == [(2, 1.0, 1), (4, 2.0, 1), (6, 3.0, 1), (6, 3.0, 3),
-                                   (8, 4.0, 1), (10, 5.0, 1), (12, 6.0, 1), (12, 6.0, 3)]
-    assert summary["train_return_last20"] == 3.75
-    evaluations = [(4, 2.0, 1.0), (8, 2.0, 1.0), (12, 2.0, 1.0)]
-    assert [(int(r["global_step"]), float(r["eval_return_mean"]), float(r["eval_return_std"]))
-            for r in rows] == evaluations
-    assert drawn == [(evaluations, None), (evaluations, (12, 2.0, 1.0))]
-    for row in rows:
-        step, wall_time = int(row["global_step"]), float(row["wall_time"])
-        before = [float(e["wall_time"]) for e in episodes if int(e["global_step"]) < step]
-        at_or_after = [float(e["wall_time"]) for e in episodes if int(e["global_step"]) >= step]
-        assert wall_time.is_integer() and max(before) < wall_time < min(at_or_after)
-
-
-def check_the_curves_moving_mean(module, tmp_path, monkeypatch):
-    """plot_learning_curve's points are the returns at their steps, its line the mean of the
-    last 20 returns at each step from the 20th episode on. Returns 0, 1, ..., 21 at steps
-    10, 20, ..., 220: the line is (0 + 1 + ... + 19) / 20 = 190 / 20 = 9.5, then 10.5, 11.5,
-    at steps 200, 210, 220 (the mean since the first episode would give 9.5, 10, 10.5; the
-    line drawn from the first step, at 10, 20, 30). Fewer than 20, returns 0, 2, 4, 6, 8 at
-    steps 10, ..., 50: one point, their mean (0 + 2 + 4 + 6 + 8) / 5 = 4, at step 50."""
-    figures = []
-
-    class Kept(module.Figure):
-        def __init__(self, *args, **kwargs):
-            super().__init__(*args, **kwargs)
-            figures.append(self)
-
-    monkeypatch.setattr(module, "Figure", Kept)
-    steps = [10 * k for k in range(1, 23)]
-    module.plot_learning_curve(str(tmp_path), steps, [float(k) for k in range(22)], "22")
-    module.plot_learning_curve(str(tmp_path), steps[:5], [0.0, 2.0, 4.0, 6.0, 8.0], "5")
-    (twenty_two, five) = [fig.axes[0] for fig in figures]
-    assert twenty_two.collections[0].get_offsets().tolist() == [[10 * k, k - 1]
-                                                                for k in range(1, 23)]
-    (line,) = twenty_two.lines
-    assert line.get_xdata().tolist() == [200, 210, 220]
-    assert line.get_ydata().tolist() == approx([9.5, 10.5, 11.5])
-    (line,) = five.lines
-    assert line.get_xdata().tolist() == [50] and line.get_ydata().tolist() == approx([4.0])
-
-
 def test_the_episode_rows_the_last_20_and_the_times_are_their_own(tmp_path, monkeypatch):
     check_the_episode_rows_the_last_20_and_the_times(sac, tmp_path, monkeypatch)
 
