@@ -1321,6 +1321,63 @@ def check_the_curves_moving_mean(module, tmp_path, monkeypatch):
     assert line.get_xdata().tolist() == [50] and line.get_ydata().tolist() == approx([4.0])
 
 
+def check_the_time_columns_the_evaluation_rows_and_the_curve(module, tmp_path, monkeypatch,
+                                                              **flags):
+    """module.main (ppo_lstm.py, ppo_rnd.py; flags: the script's own) under a clock of the
+    test's own. my_envs:ThreeSteps-v0 pays 1 a step and is cut at 3 steps (reward_threshold
+    3): 2 environments end an episode each every 3 vector steps, 6 global steps, so the 20th
+    episode ends at step 60 and the 21st at 66; 5 rollouts of 2 * 12 = 24 steps run on to
+    120 (40 episodes). The script's clock moves 0.01 s at each reading; a stand-in evaluate
+    scores its 2 episodes [1, 3]: mean 2, std sqrt(((1 - 2)^2 + (3 - 2)^2) / 2) = 1 (the
+    sample std, ddof 1, would be sqrt(2) = 1.414).
+    - updates.csv: each row's sps is its global_step over its wall_time, 24 / t_1, ...,
+      120 / t_5, some 100 steps a second (the budget over the time, 120 / t_k, differs by
+      more than 1 in every row but the last: 120 / t_1 is 5 times 24 / t_1);
+    - every row of the three files, in the order the run wrote them (at a step: its
+      evaluation, its episodes, then the rollout's update), has a later wall_time than the
+      one before: each is the time since the start (an update's time since the update
+      before, the rollout's own, would fall back below the episodes' before it);
+    - summary.json's solved_at_time_s is the moment the 20th episode reached the threshold:
+      after its row's wall_time, before the 21st's (taken again at each later episode, it
+      would be past the 40th's); wall_time_s comes after every row of every file;
+    - evaluations.csv has rows at 60 and 120 (--eval-every 60), each mean 2 and std 1;
+    - the curve draws episodes.csv's steps and returns and the evaluations (step, 2, 1)."""
+    set_clock(module, monkeypatch, tick=0.01)
+    monkeypatch.setattr(module, "evaluate", lambda *args, **kwargs: np.array([1.0, 3.0]))
+    curves = spy_on(monkeypatch, module, "plot_learning_curve",
+                    lambda path, steps, returns, title, evaluations=(), *rest, **more:
+                    (list(steps), list(returns), list(evaluations)))
+    summary = module.main(module.Args(
+        env_id="my_envs:ThreeSteps-v0", total_timesteps=120, num_envs=2, num_steps=12,
+        num_minibatches=2, update_epochs=1, eval_every=60, eval_episodes=2,
+        output_dir=str(tmp_path), **flags))
+    (path,) = tmp_path.iterdir()
+    updates, episodes, evaluations = (read_csv(path / f) for f in (
+        "updates.csv", "episodes.csv", "evaluations.csv"))
+    assert [int(u["global_step"]) for u in updates] == [24, 48, 72, 96, 120]
+    for u in updates:  # (within 1: the row's wall_time is rounded to 0.1 ms)
+        step, wall_time = int(u["global_step"]), float(u["wall_time"])
+        assert int(u["sps"]) == pytest.approx(step / wall_time, abs=1)
+        assert step == 120 or int(u["sps"]) != pytest.approx(120 / wall_time, abs=1)
+    written = sorted((int(r["global_step"]), order, float(r["wall_time"]))
+                     for order, rows in enumerate((evaluations, episodes, updates)) for r in rows)
+    times = [wall_time for _, _, wall_time in written]
+    assert len(times) == 2 + 40 + 5 and times == sorted(times) and times[0] > 0
+    assert len(episodes) == 40 and [int(e["global_step"]) for e in episodes[19:21]] == [60, 66]
+    assert summary["solved_at_step"] == 60
+    assert (float(episodes[19]["wall_time"]) < summary["solved_at_time_s"]
+            < float(episodes[20]["wall_time"]))
+    assert summary["wall_time_s"] >= max(float(r["wall_time"])
+                                         for r in (*updates, *episodes, *evaluations))
+    assert [(int(r["global_step"]), float(r["eval_return_mean"]), float(r["eval_return_std"]))
+            for r in evaluations] == [(60, 2.0, 1.0), (120, 2.0, 1.0)]
+    assert summary["eval_return_std"] == 1.0
+    assert summary["eval_episodes"] == 2  # --eval-episodes, not its default 10
+    assert curves[-1] == ([int(e["global_step"]) for e in episodes],
+                          [float(e["episode_return"]) for e in episodes],
+                          [(60, 2.0, 1.0), (120, 2.0, 1.0)])
+
+
 def check_the_buffer_is_never_larger_than_the_budget(module, tmp_path, monkeypatch,
                                                      env_id="BoxZeroToFour-v0"):
     """--total-timesteps 7 of --num-envs 2 run 7 // 2 = 3 vector steps, 3 * 2 = 6
