@@ -1378,6 +1378,26 @@ def check_the_time_columns_the_evaluation_rows_and_the_curve(module, tmp_path, m
                           [(60, 2.0, 1.0), (120, 2.0, 1.0)])
 
 
+def check_the_last_20_in_the_summary_and_the_progress_lines(rows, summary, lines):
+    """Two runs of one seed: rows, same_seed_episodes' (global_step, return, length) of the
+    first; summary, its summary.json; lines, spy_on_progress_lines' record of both, under
+    set_clock's 1 s a reading (a line every 2 readings). summary.json's train_return_last20 is
+    the mean of episodes.csv's last 20 returns, not of all of them; the progress line at step
+    g shows the mean of the last 20 returns of the episodes that ended before g (run.step
+    comes before the step's episodes are written), None before the first: past the 21st
+    episode, neither the mean of all nor the last one."""
+    returns = [float(r) for _, r, _ in rows]
+    assert summary["train_return_last20"] == pytest.approx(np.mean(returns[-20:]))
+    assert np.mean(returns) != pytest.approx(np.mean(returns[-20:]))
+    first_run = lines[:len(lines) // 2]
+    assert first_run == lines[len(lines) // 2:]  # the two runs print the same lines
+    ended_before = [[r for (s, r, _) in rows if int(s) < g] for g, _ in first_run]
+    assert [recent for _, recent in first_run] == [
+        pytest.approx(np.mean([float(r) for r in before[-20:]])) if before else None
+        for before in ended_before]
+    assert max(len(before) for before in ended_before) > 21
+
+
 def check_the_buffer_is_never_larger_than_the_budget(module, tmp_path, monkeypatch,
                                                      env_id="BoxZeroToFour-v0"):
     """--total-timesteps 7 of --num-envs 2 run 7 // 2 = 3 vector steps, 3 * 2 = 6

@@ -15,6 +15,7 @@ import ppo_lstm
 from conftest import (CountingEnv, check_an_evaluation_trains_nothing, check_evaluations,
                       check_every_evaluation_reads_the_running_statistics_and_leaves_them_alone,
                       check_named_and_tracked, check_the_epochs_kl_and_clipfrac,
+                      check_the_last_20_in_the_summary_and_the_progress_lines,
                       check_the_time_columns_the_evaluation_rows_and_the_curve, detached,
                       interrupt_on_call, read_csv, received_actions, same_seed_episodes, set_clock,
                       spy_on, spy_on_adam, spy_on_progress_lines, spy_on_seeds,
@@ -728,22 +729,8 @@ def test_same_seed_gives_the_same_episodes(tmp_path, monkeypatch):
         hide_obs=[1, 3], total_timesteps=1024, num_envs=4, num_steps=32, eval_episodes=0,
         output_dir=out))), tmp_path)
     assert len(rows) > 20
-    # summary.json's train_return_last20 is the mean of episodes.csv's last 20 returns, not
-    # of all of them (38 episodes: 31.35, the mean of all 26.08). The progress line at
-    # step g (the clock moves 1 s at each reading: a line every 2 of them) shows the mean of
-    # the last 20 returns of the episodes that ended before g (run.step comes before the
-    # step's episodes are written), n/a before the first: past the 21st episode, neither the
-    # mean of all nor the last one.
-    returns = [float(r) for _, r, _ in rows]
-    assert summaries[0]["train_return_last20"] == pytest.approx(np.mean(returns[-20:]))
-    assert np.mean(returns) != pytest.approx(np.mean(returns[-20:]))
-    first_run = lines[:len(lines) // 2]
-    assert first_run == lines[len(lines) // 2:]  # the two runs print the same lines
-    ended_before = [[r for (s, r, _) in rows if int(s) < g] for g, _ in first_run]
-    assert [recent for _, recent in first_run] == [
-        pytest.approx(np.mean([float(r) for r in before[-20:]])) if before else None
-        for before in ended_before]
-    assert max(len(before) for before in ended_before) > 21
+    # the last 20 of 38 episodes: 31.35, the mean of all 26.08
+    check_the_last_20_in_the_summary_and_the_progress_lines(rows, summaries[0], lines)
 
 
 # ---------------------------------------------------------------------------------------
