@@ -753,7 +753,6 @@ def test_the_time_columns_the_evaluation_rows_and_the_curve_by_hand(tmp_path, mo
                                                              data_chunk_length=4)
 
 
-
 # ---------------------------------------------------------------------------------------
 # Bad input: one line on stderr, exit status 2, nothing trained
 # ---------------------------------------------------------------------------------------

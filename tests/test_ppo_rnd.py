@@ -675,7 +675,6 @@ def test_the_time_columns_the_evaluation_rows_and_the_curve_by_hand(tmp_path, mo
                                                              rnd_init_steps=2)
 
 
-
 # ---------------------------------------------------------------------------------------
 # Flags at values other than their defaults (issue 59), most through conftest.py's checks
 # ---------------------------------------------------------------------------------------
