@@ -1398,6 +1398,21 @@ def check_the_last_20_in_the_summary_and_the_progress_lines(rows, summary, lines
     assert max(len(before) for before in ended_before) > 21
 
 
+def check_the_speeds_and_times_since_the_start(updates, summary, clock):
+    """updates.csv's rows and summary.json of a run under set_clock's uneven clock (n ms at
+    its n-th reading). Each row's sps is int(global_step / wall_time), the steps per second
+    since the start (the row's own interval, int(dg / dt), differs on an uneven clock), and
+    every wall_time is the clock's since the start: from 0 up to wall_time_s, which is taken
+    after the last row and before the final evaluation's readings."""
+    steps = [int(u["global_step"]) for u in updates]
+    walls = [float(u["wall_time"]) for u in updates]
+    speeds = [int(g / w) for g, w in zip(steps, walls)]
+    assert [int(u["sps"]) for u in updates] == speeds
+    assert speeds != [int(g / w) for g, w in zip(np.diff(steps, prepend=0),
+                                                 np.diff(walls, prepend=0))]
+    assert 0 < walls[0] < walls[-1] < summary["wall_time_s"] < clock.now - 1e9
+
+
 def check_the_buffer_is_never_larger_than_the_budget(module, tmp_path, monkeypatch,
                                                      env_id="BoxZeroToFour-v0"):
     """--total-timesteps 7 of --num-envs 2 run 7 // 2 = 3 vector steps, 3 * 2 = 6

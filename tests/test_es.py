@@ -16,9 +16,9 @@ import torch
 
 import es
 from conftest import (CountingEnv, check_evaluations, check_import_is_quiet,
-                      check_named_and_tracked, ctrl_c, episode_rows, interrupt_on_call, read_csv,
-                      same_seed_episodes, set_clock, spy_on, start_in_a_terminal,
-                      unreadable_checkpoints)
+                      check_named_and_tracked, check_the_speeds_and_times_since_the_start, ctrl_c,
+                      episode_rows, interrupt_on_call, read_csv, same_seed_episodes, set_clock,
+                      spy_on, start_in_a_terminal, unreadable_checkpoints)
 
 
 # ---------------------------------------------------------------------------------------
@@ -413,19 +413,12 @@ def test_every_logged_value_by_hand_over_6_generations_of_numbered_episodes(tmp_
     assert [(float(u["fitness_mean"]), float(u["fitness_max"]), float(u["fitness_min"]),
              float(u["theta_return"])) for u in updates] == [
         (5 * g + 2.5, 5 * g + 4, 5 * g + 1, 5 * g + 5) for g in range(6)]
-    walls = [float(u["wall_time"]) for u in updates]
-    speeds = [int(g / w) for g, w in zip(steps, walls)]
-    assert [int(u["sps"]) for u in updates] == speeds
-    assert speeds != [int(g / w) for g, w in zip(np.diff(steps, prepend=0),
-                                                 np.diff(walls, prepend=0))]
+    check_the_speeds_and_times_since_the_start(updates, summary, clock)
     assert summary["train_return_last20"] == 17.5
     episodes = read_csv(path / "episodes.csv")
     assert (summary["solved_threshold"], summary["solved_at_step"]) == (15.0, 44)
     assert float(episodes[21]["wall_time"]) < summary["solved_at_time_s"] < float(
         episodes[22]["wall_time"])
-    # every wall_time is the clock since the start: from 0 up to wall_time_s, taken after
-    # the last row and before the final evaluation
-    assert 0 < walls[0] < walls[-1] < summary["wall_time_s"] < clock.now - 1e9
     std = (2 / 3) ** 0.5
     evaluations = [(int(r["global_step"]), float(r["eval_return_mean"]),
                     float(r["eval_return_std"])) for r in read_csv(path / "evaluations.csv")]

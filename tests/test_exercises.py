@@ -334,6 +334,11 @@ def student_copy(folder, script="qlearning", old=None, new=None):
     return str(folder / f"{script}.py")
 
 
+# the line of tests/test_qlearning.py where a q_update that takes the mean first fails
+TEST_QLEARNING = os.path.join(os.path.dirname(os.path.abspath(__file__)), "test_qlearning.py")
+FIRST_FAILING = "    assert ql.q_update(q, 0, 1, 1.0, 1, False, 0.5, 0.9) == pytest.approx(4.6)"
+
+
 def line_of(path, text):
     """The number of the line of the file that is `text`."""
     with open(path) as f:
@@ -438,7 +443,8 @@ def test_checking_several_files_gives_a_grade_book_and_summary_keeps_a_row_per_f
     rows = [  # ann's first failing test: 1 + 0.9 * max(2, 4) = 4.6 by hand, the mean gives 3.7
         [wrong, "qlearning.q_update", "failed", "1", "4",
          "3 of 4 tests fail; the first: test_q_update_bootstraps_from_the_best_next_action "
-         "(tests/test_qlearning.py, line 60): expected 4.6, obtained 3.7"],
+         f"(tests/test_qlearning.py, line {line_of(TEST_QLEARNING, FIRST_FAILING)}): expected "
+         "4.6, obtained 3.7"],
         [right, both, "passed", "7", "7", ""],
         [syntax, both, "failed", "0", "7",
          f"line {line_of(syntax, '    target = (')}: syntax error: '(' was never closed"]]

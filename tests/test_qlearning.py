@@ -10,7 +10,8 @@ import pytest
 
 import qlearning as ql
 from conftest import (check_evaluations, check_import_is_quiet, check_named_and_tracked,
-                      interrupt_on_call, read_csv, same_seed_episodes, set_clock, spy_on)
+                      check_the_speeds_and_times_since_the_start, interrupt_on_call, read_csv,
+                      same_seed_episodes, set_clock, spy_on)
 
 
 # ---------------------------------------------------------------------------------------
@@ -385,19 +386,12 @@ def test_every_logged_value_by_hand_over_30_episodes_of_3_steps(tmp_path, monkey
     steps = [int(u["global_step"]) for u in updates]
     assert steps == [12, 24, 36, 48, 60, 72, 84, 90]
     assert [int(u["episodes"]) for u in updates] == [4, 8, 12, 16, 20, 24, 28, 30]
-    walls = [float(u["wall_time"]) for u in updates]
-    speeds = [int(g / w) for g, w in zip(steps, walls)]
-    assert [int(u["sps"]) for u in updates] == speeds
-    assert speeds != [int(g / w) for g, w in zip(np.diff(steps, prepend=0),
-                                                 np.diff(walls, prepend=0))]
+    check_the_speeds_and_times_since_the_start(updates, summary, clock)
     assert summary["train_return_last20"] == 61.5
     episodes = read_csv(path / "episodes.csv")
     assert (summary["solved_threshold"], summary["solved_at_step"]) == (45.0, 75)
     assert float(episodes[24]["wall_time"]) < summary["solved_at_time_s"] < float(
         episodes[25]["wall_time"])
-    # every wall_time is the clock since the start: from 0 up to wall_time_s, taken after
-    # the last row and before the final evaluation
-    assert 0 < walls[0] < walls[-1] < summary["wall_time_s"] < clock.now - 1e9
     std = 6 ** 0.5
     evaluations = [(int(r["global_step"]), float(r["eval_return_mean"]),
                     float(r["eval_return_std"])) for r in read_csv(path / "evaluations.csv")]
