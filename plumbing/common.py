@@ -1,0 +1,612 @@
+# The plumbing every script shares: checks, run folder, evaluation, checkpoints. This file is
+# its one source: `python plumbing/stamp.py` writes it below the plumbing banner of every
+# script, and tests/test_plumbing.py fails where a script's copy differs by one byte. Lines
+# between "# [torch]" and "# [end]" are left out of qlearning.py's NumPy-only copy, lines
+# between "# [numpy]" and "# [end]" are its alone. Everything else a script differs in is a
+# named hook above its banner, which the block calls:
+#
+#   SCRIPT, Args                    the file's name; the flags (those of CONTRIBUTING.md first)
+#   check_flags(args)               the algorithm's own checks of its flags
+#   check_spaces(args, obs_space, action_space)
+#                                   whether the algorithm handles the spaces; returns what main needs
+#   make_vector_env(env_id, num_envs, video_folder=None)
+#                                   the environments (evaluation's: one per episode)
+#   greedy_policy(models, envs)     act(obs, info) -> the evaluation's actions
+#   MODEL_FLAGS                     the flags that shape the networks, read from a checkpoint
+#   TENSORBOARD_NAMES               the algorithm's own diagnostics under CleanRL's names
+class UsageError(Exception):
+    """Bad input: reported as one line on stderr with exit status 2, before training."""
+
+
+def fail(message):
+    raise UsageError(message)
+
+
+def parse_args():
+    """tyro.cli(Args), with a mistake on the command line (an unknown flag, a missing value,
+    a value of the wrong type or not among the choices) as one whole line at any terminal
+    width: tyro hands the mistake over as data through its parse-error hook (tyro._errors,
+    marked experimental, which is one reason requirements.txt pins tyro), and usage_error
+    words it. --help prints as tyro writes it."""
+    with tyro._errors.on_parse_error(usage_error):
+        return tyro.cli(Args)
+
+
+def usage_error(event):
+    """Raise UsageError with one line for a tyro parse error: the flag, what it takes, and
+    what to write instead (the closest flags to an unknown one; 100000 for 1e5)."""
+    types = typing.get_type_hints(Args)
+    flags = [f"--{name.replace('_', '-')}" for name in types]
+    flags += [f"--no-{name.replace('_', '-')}" for name, kind in types.items() if kind is bool]
+    help_hint = f"(python {SCRIPT} --help lists the flags)"
+    if isinstance(event, tyro._errors.UnrecognizedArgs):
+        close = difflib.get_close_matches(event.tokens[0].partition("=")[0], flags, n=2)
+        also = f"; did you mean {' or '.join(close)}?" if close else ""
+        fail(f"unrecognized options: {', '.join(event.tokens)}{also} {help_hint}")
+    if getattr(event, "argument", None) is None:
+        fail(f"cannot read the command line ({type(event).__name__}) {help_hint}")
+    flag = event.argument.display_name().split("/")[0]
+    if isinstance(event, tyro._errors.InvalidChoice):
+        fail(f"{flag} takes {' or '.join(event.choices)}, not {event.value!r} {help_hint}")
+    words = sys.argv[1:]
+    given = [w.partition("=")[2] or next(iter(words[i + 1:i + 2]), "")
+             for i, w in enumerate(words) if w.partition("=")[0] == flag]
+    if not given or isinstance(event, tyro._errors.BadValue):
+        fail(f"{flag} needs a value {help_hint}")
+    kind = types[flag[2:].replace("-", "_")]
+    whole = int in (kind, *typing.get_args(kind))
+    try:
+        instead = (f": write {int(float(given[-1]))}"
+                   if whole and float(given[-1]).is_integer() else "")
+    except ValueError:  # not a number at all
+        instead = ""
+    fail(f"{flag} takes {'a whole number' if whole else 'a number'}, not {given[-1]!r}"
+         f"{instead} {help_hint}")
+
+
+def check_args(args):
+    """Everything a user can get wrong in the flags, before any environment is made: the
+    algorithm's own checks (check_flags), then those of the flags every script has."""
+    check_flags(args)
+    if args.total_timesteps <= 0:
+        fail(f"--total-timesteps must be positive, got {args.total_timesteps}")
+    if args.eval_episodes < 0:
+        fail(f"--eval-episodes must be 0 or more, got {args.eval_episodes}")
+    if args.eval_every < 0:
+        fail(f"--eval-every must be 0 (evaluate only after training) or more, got {args.eval_every}")
+    if args.eval_every and not args.eval_episodes:
+        fail("--eval-every needs at least one evaluation episode; pass --eval-episodes 1 or more")
+    if args.capture_video and not args.eval_episodes:
+        fail("--capture-video records the evaluation episodes, and --eval-episodes 0 has none; "
+             "pass --eval-episodes 1 or more")
+    for flag, needed, package in (("capture_video", "moviepy", "moviepy==2.2.1"),
+                                  ("track", "wandb", "wandb==0.31.0")):
+        if getattr(args, flag) and importlib.util.find_spec(needed) is None:
+            fail(f"--{flag.replace('_', '-')} needs {needed}: pip install {package}")
+    if args.track and not args.tensorboard:
+        fail("--track syncs TensorBoard's event files to Weights & Biases; drop --no-tensorboard")
+
+
+def check_env(args, make=gym.make):
+    """Make the environment once with make(env_id) (gym.make imports a module:EnvId id's
+    module itself), hand its spaces to check_spaces and return what that returns; with
+    --capture-video, render a frame first, so that a machine without a display says so now
+    and not after training. Gymnasium's own errors are kept, in one line."""
+    env_id = args.env_id
+    try:
+        env = make(env_id)
+        obs_space, action_space = env.observation_space, env.action_space
+        env.close()
+    except (gym.error.NameNotFound, gym.error.VersionNotFound, gym.error.NamespaceNotFound):
+        close = [i for i in difflib.get_close_matches(env_id.rpartition(":")[2], gym.registry,
+                                                      n=6, cutoff=0.6) if makeable(i)][:3]
+        fail(f"unknown environment id {env_id!r}"
+             + (f"; did you mean {', '.join(close)}?" if close else "; see gymnasium.registry"))
+    except ModuleNotFoundError as e:  # gym.make's own message does not keep e.name
+        missing = re.search(r"named '([\w.]+)'", str(e))[1]
+        where = ("; put its folder on PYTHONPATH (PYTHONPATH=. when it is in this folder)"
+                 if missing == env_id.rpartition(":")[0] else "")
+        fail(f"cannot make {env_id}: no module named {missing}{where}")
+    except Exception as e:  # a missing extra (pinned to this Gymnasium), a module that fails
+        message = re.sub(r'"gymnasium\[(\w+)\]"', rf'"gymnasium[\1]=={gym.__version__}"', str(e))
+        fail(f"cannot make {env_id}: {type(e).__name__}: {(message.splitlines() or [''])[0]}")
+    if args.capture_video:
+        try:
+            with warnings.catch_warnings():  # the line below says it
+                warnings.simplefilter("ignore")
+                os.environ.setdefault("SDL_VIDEODRIVER", "dummy")  # frames only, no window
+                env = make(env_id, render_mode="rgb_array")
+                env.reset(seed=0)
+                env.render()
+                env.close()
+        except Exception as e:
+            fail(f"cannot record videos of {env_id} ({type(e).__name__}: "
+                 f"{(str(e).splitlines() or [''])[0]}); for MuJoCo on a machine without a "
+                 "display set MUJOCO_GL=egl")
+    return check_spaces(args, obs_space, action_space)
+
+
+def makeable(env_id):
+    """Whether gym.make(env_id) works here (its dependencies installed), for suggestions."""
+    try:
+        with warnings.catch_warnings():  # an old version's deprecation is no news here
+            warnings.simplefilter("ignore")
+            gym.make(env_id).close()
+        return True
+    except Exception:
+        return False
+# [torch]
+
+
+def seed_and_device(seed, cuda, threads=1, small_network=True):
+    """Seed Python's, NumPy's and torch's random generators (the environments are seeded by
+    their reset) and pick the device: the GPU if asked for and present, else the CPU with
+    `threads` threads (one runs a small MLP fastest). On the GPU, a small network (not an
+    image's) gets a note that the CPU is faster."""
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+    device = torch.device("cuda" if cuda and torch.cuda.is_available() else "cpu")
+    if device.type == "cpu":
+        torch.set_num_threads(threads)
+    elif small_network:
+        print(f"{SCRIPT}: note: networks this small train faster on one CPU thread than on "
+              "a GPU (measured for every script at its reference settings); --no-cuda uses the CPU")
+    return device
+# [end]
+
+
+EVAL_MAX_STEPS = 27_000
+"""an evaluation episode still running after this many steps is cut there (its return so
+far counts): a greedy policy can balance or walk in a circle forever in an environment
+without a time limit. 27,000 steps are ALE's own end of an Atari game (108,000 frames)."""
+
+
+def evaluate(args, models, video_folder=None):
+    """Greedy returns of --eval-episodes episodes, one per environment of a vector env, all
+    at once, seeded seed + 100,000 (every evaluation plays the same starts). The actions
+    come from the script's greedy_policy; with --eval-epsilon (where a script has it), a
+    uniformly random one instead with that probability, from a generator of the
+    evaluation's own. A line every 2 seconds says how far it is."""
+    episodes, seed = args.eval_episodes, args.seed + 100_000
+    envs = make_vector_env(args.env_id, episodes, video_folder=video_folder)
+    act, epsilon = greedy_policy(models, envs), getattr(args, "eval_epsilon", 0.0)
+    obs, info = envs.reset(seed=seed)
+    rng = np.random.default_rng(seed)  # epsilon's draws; training's streams stay untouched
+    returns, steps, last_print = np.full(episodes, np.nan), 0, time.time()
+    while np.isnan(returns).any() and steps < EVAL_MAX_STEPS:
+        actions = act(obs, info)
+        if epsilon:  # Discrete actions only (check_spaces)
+            explore = rng.random(episodes) < epsilon
+            actions = np.where(explore, rng.integers(envs.single_action_space.n, size=episodes),
+                               actions)
+        obs, _, _, _, info = envs.step(actions)
+        if "_episode" in info:
+            first = info["_episode"] & np.isnan(returns)
+            returns[first] = info["episode"]["r"][first]
+        steps += 1
+        if time.time() - last_print >= 2.0:
+            last_print = time.time()
+            print(f"{SCRIPT}: evaluating, {episodes - np.isnan(returns).sum()} of {episodes} "
+                  f"episodes done, {steps:,} steps")
+    if np.isnan(returns).any():
+        print(f"{SCRIPT}: evaluation episodes cut at {EVAL_MAX_STEPS:,} steps; give "
+              f"{args.env_id} a time limit (max_episode_steps)")
+        returns = np.where(np.isnan(returns), envs.episode_returns, returns)
+    envs.close()
+    return returns
+
+
+class RunWriter:
+    """The run folder (the files the docstring at the top lists): config.json at once, the CSV
+    files row by row (flushed, so an interrupted run keeps them) and TensorBoard's events
+    from the same rows, a progress line every 2 seconds, the evaluations of --eval-every
+    with best_model; finish() writes the rest. `models` names what a checkpoint holds (each
+    with state_dict and load_state_dict). Training that runs whole rollouts of
+    `rollout_steps` rounds the budget down to them, said at the start."""
+
+    def __init__(self, args, device, models, rollout_steps=1, note=""):
+        name = "__".join([args.env_id.replace("/", "-").replace(":", "-"), args.exp_name,
+                          str(args.seed), str(int(time.time()))])
+        self.path, suffix = os.path.join(args.output_dir, name), 1
+        while os.path.exists(self.path):  # a run with the same flags in the same second
+            suffix += 1
+            self.path = os.path.join(args.output_dir, f"{name}-{suffix}")
+        versions = {"gymnasium": gym.__version__, "numpy": np.__version__,
+                    "python": sys.version.split()[0]}
+        # [torch]
+        versions["torch"] = torch.__version__
+        # [end]
+        config = {**asdict(args), "device": str(device), "versions": versions}
+        if args.track:  # before the folder and the event files (it syncs those made after it)
+            start_tracking(args, os.path.basename(self.path), config)
+        try:
+            os.makedirs(self.path)
+        except OSError as e:
+            fail(f"cannot create the run folder {self.path}: {e.strerror}")
+        with open(os.path.join(self.path, "config.json"), "w") as f:
+            json.dump(config, f, indent=2)
+        self.tensorboard = None
+        if args.tensorboard:  # TensorBoard's event files get each CSV row too (write_row)
+            self.tensorboard = TensorBoardWriter(self.path)
+            self.tensorboard.add_text("config", "|flag|value|\n|-|-|\n" + "\n".join(
+                f"|{key}|{value}|" for key, value in config.items()))
+        # summary.json records when the mean of the last 20 training returns first
+        # reached --stop-at-return, else the environment's reward_threshold (CartPole-v1: 475)
+        threshold = args.stop_at_return if args.stop_at_return is not None else getattr(
+            gym.registry.get(args.env_id.rpartition(":")[2]), "reward_threshold", None)
+        self.summary = dict.fromkeys(SUMMARY_KEYS) | {
+            "solved_threshold": None if args.eval_checkpoint else threshold,
+            "algorithm": args.exp_name, "env_id": args.env_id, "seed": args.seed,
+            "global_steps": 0, "eval_episodes": args.eval_episodes, "interrupted": False}
+        self.args, self.device, self.models = args, device, models
+        self.budget = args.total_timesteps // rollout_steps * rollout_steps
+        self.files, self.steps, self.returns, self.evaluations = {}, [], [], []
+        self.write_row("episodes.csv")  # its header now: a run with no episode has the file
+        self.start = self.last_print = time.time()
+        self.first_print = None  # (step, time) of the first progress line
+        print(f"{SCRIPT}: {args.env_id}, seed {args.seed}, device {device}{note}")
+        if self.budget != args.total_timesteps and args.eval_checkpoint is None:
+            print(f"{SCRIPT}: training runs {self.budget:,} of --total-timesteps "
+                  f"{args.total_timesteps:,}: whole rollouts of {rollout_steps:,} steps")
+
+    def elapsed(self):
+        return time.time() - self.start
+
+    def write_row(self, filename, **row):
+        """Append a row to a CSV file of the run folder, made with a header at first use
+        (episodes.csv's columns are fixed; no row writes the header alone), and its values
+        to TensorBoard at the row's step and moment."""
+        if filename not in self.files:
+            f = open(os.path.join(self.path, filename), "w", newline="")
+            fields = EPISODE_FIELDS if filename == "episodes.csv" else list(row)
+            self.files[filename] = (f, csv.DictWriter(f, fieldnames=fields))
+            self.files[filename][1].writeheader()
+        f, writer = self.files[filename]
+        if row:
+            writer.writerow(row)
+        if row and self.tensorboard:
+            for column, value in row.items():
+                if column not in ("global_step", "wall_time") and value != "":  # "": no value
+                    name = {**COMMON_NAMES, **TENSORBOARD_NAMES}.get(column, f"charts/{column}")
+                    self.tensorboard.add_scalar(name, value, row["global_step"],
+                                                self.start + row["wall_time"])
+        f.flush()
+
+    def episode(self, global_step, episode_return, episode_length):
+        self.steps.append(global_step)
+        self.returns.append(float(episode_return))
+        self.write_row("episodes.csv", global_step=global_step, wall_time=round(self.elapsed(), 4),
+                       episode_return=float(episode_return), episode_length=int(episode_length))
+        self.reached(self.summary["solved_threshold"], global_step)  # records when
+
+    def update(self, global_step, **diagnostics):
+        wall_time = self.elapsed()
+        self.write_row("updates.csv", global_step=global_step, wall_time=round(wall_time, 4),
+                       sps=int(global_step / wall_time), **diagnostics)
+
+    def step(self, global_step):
+        """After each environment step: record the step count (should Ctrl-C stop the run),
+        evaluate each time global_step crosses a multiple of --eval-every, and print the
+        progress line every 2 seconds (flushing TensorBoard's events), its speed measured from
+        the first line on (the first seconds hold the start-up)."""
+        every, previous = self.args.eval_every, self.summary["global_steps"]
+        self.summary["global_steps"] = global_step
+        if every and global_step // every > previous // every:
+            self.evaluation(global_step)
+        now = time.time()
+        if now - self.last_print >= 2.0:
+            first, self.last_print = self.first_print or (global_step, now), now
+            sps = (global_step - first[0]) / (now - first[1]) if self.first_print else None
+            print(progress_line(global_step, self.budget, sps, self.recent_return()))
+            self.first_print = first
+            if self.tensorboard:
+                self.tensorboard.flush()
+
+    def evaluation(self, global_step):
+        """Evaluate the policy as it is now on environments of its own (the training ones, the
+        observation statistics and the random streams are untouched), append the row to
+        evaluations.csv and, with --save-model, keep the best model so far (best_model)."""
+        wall_time = self.elapsed()
+        returns = evaluate(self.args, self.models)
+        mean, std = float(returns.mean()), float(returns.std())
+        self.write_row("evaluations.csv", global_step=global_step, wall_time=round(wall_time, 4),
+                       eval_return_mean=mean, eval_return_std=std)
+        if self.args.save_model and mean > max((m for _, m, _ in self.evaluations), default=-math.inf):
+            save_checkpoint(os.path.join(self.path, "best_" + CHECKPOINT), self.models, self.args)
+        self.evaluations.append((global_step, mean, std))
+
+    def non_finite(self, loss, global_step):
+        """True, after saying so and marking the run interrupted, when the loss is NaN or inf."""
+        if math.isfinite(loss):
+            return False
+        print(f"{SCRIPT}: the loss became non-finite (NaN or inf) at step {global_step}; "
+              "stopping (try a lower --learning-rate)")
+        self.summary["interrupted"] = True
+        return True
+
+    def recent_return(self):
+        """The mean of the last 20 training episode returns (None before the first)."""
+        return float(np.mean(self.returns[-20:])) if self.returns else None
+
+    def reached(self, threshold, global_step):
+        """True once the mean of the last 20 returns reaches threshold; records the first step
+        it did (each episode asks it of solved_threshold, train of --stop-at-return)."""
+        if threshold is None or len(self.returns) < 20 or self.recent_return() < threshold:
+            return False
+        if self.summary["solved_at_step"] is None:  # the first time only
+            self.summary["solved_at_step"] = global_step
+            self.summary["solved_at_time_s"] = round(self.elapsed(), 3)
+        return True
+
+    def close(self):
+        for f, _ in self.files.values():
+            f.close()
+        if self.tensorboard:
+            self.tensorboard.close()
+# [torch]
+
+
+TensorBoardWriter = SummaryWriter
+CHECKPOINT = "model.pt"
+# [end]
+# [numpy]
+
+
+class TensorBoardWriter(event_file_writer.EventFileWriter):
+    """torch's SummaryWriter without torch: TensorBoard's own writer, the same events."""
+
+    def add_text(self, tag, text):
+        self.add_event(Event(wall_time=time.time(), summary=Summary(value=[Summary.Value(
+            tag=tag, metadata=create_summary_metadata(tag, None), tensor=make_tensor_proto(text))])))
+
+    def add_scalar(self, tag, value, global_step, walltime):
+        self.add_event(Event(step=global_step, wall_time=walltime, summary=Summary(
+            value=[Summary.Value(tag=tag, simple_value=float(value))])))
+
+
+CHECKPOINT = "model.npz"
+# [end]
+
+
+EPISODE_FIELDS = ("global_step", "wall_time", "episode_return", "episode_length")
+SUMMARY_KEYS = ("algorithm", "env_id", "seed", "global_steps", "wall_time_s",
+                "train_return_last20", "eval_return_mean", "eval_return_std", "eval_episodes",
+                "solved_threshold", "solved_at_step", "solved_at_time_s", "interrupted")
+# The columns every script writes, as TensorBoard's scalars under CleanRL's names (each point
+# at the row's global_step and wall_time); a column in neither these nor the script's own
+# TENSORBOARD_NAMES goes under charts/.
+COMMON_NAMES = {"episode_return": "charts/episodic_return", "sps": "charts/SPS",
+                "episode_length": "charts/episodic_length", "eval_return_mean":
+                "eval/episodic_return", "eval_return_std": "eval/episodic_return_std"}
+
+
+def progress_line(global_step, total_steps, sps, recent_return):
+    """The console's progress: the step out of the budget, the percentage, steps per second,
+    the time left at that speed (h:mm:ss) and the mean of the last 20 training returns; the
+    speed and the time left read "-" while sps is None (the first line: nothing measured).
+
+        ETA = max(total_steps - global_step, 0) / sps
+    """
+    if sps:
+        minutes, seconds = divmod(round(max(total_steps - global_step, 0) / sps), 60)
+        speed = f"{sps:,.0f} sps | ETA {minutes // 60}:{minutes % 60:02}:{seconds:02}"
+    else:
+        speed = "- sps | ETA -"
+    recent = "n/a" if recent_return is None else f"{recent_return:.1f}"
+    return (f"step {global_step:,}/{total_steps:,} ({100 * global_step / total_steps:.0f}%) | "
+            f"{speed} | return (last 20) {recent}")
+
+
+def plot_learning_curve(path, steps, returns, title, evaluations=(), final=None):
+    """learning_curve.png: episode return against environment steps, raw points faded and
+    a moving average of 20 episodes on top; the greedy evaluations (step, mean, std) of
+    --eval-every as a second series, the mean with the std as error bars, and the final
+    evaluation (step, mean, std) after training as a marker of its own."""
+    fig = Figure(figsize=(7, 4), dpi=100)
+    ax = fig.add_subplot()
+    ax.scatter(steps, returns, s=6, alpha=0.25, label="episode return")
+    if returns:
+        window = min(20, len(returns))
+        smooth = np.convolve(returns, np.ones(window) / window, mode="valid")
+        ax.plot(steps[window - 1:], smooth, color="tab:blue", lw=2, label=f"mean of last {window}")
+    for points, style, label in ((evaluations, dict(color="tab:orange", marker="o", ms=4),
+                                  "greedy evaluation (mean, std)"),
+                                 ([final] if final else [], dict(color="tab:red", marker="D", ms=7),
+                                  "final greedy evaluation")):
+        if points:
+            eval_steps, means, stds = zip(*points)
+            ax.errorbar(eval_steps, means, yerr=stds, capsize=3, label=label, **style)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(loc="lower right")
+    ax.set(xlabel="environment steps", ylabel="episode return", title=title)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(os.path.join(path, "learning_curve.png"))
+    return os.path.join(path, "learning_curve.png")
+# [torch]
+
+
+def save_checkpoint(path, models, args):
+    """model.pt: each model's state dict under its name, and the flags."""
+    torch.save({**{name: m.state_dict() for name, m in models.items()}, "args": asdict(args)},
+               path)
+
+
+def read_checkpoint(path):
+    """A model.pt's dict, loaded safely (weights_only: tensors and plain data, never code)."""
+    return torch.load(path, map_location="cpu", weights_only=True)
+# [end]
+# [numpy]
+
+
+def save_checkpoint(path, models, args):
+    """model.npz: plain arrays only, each model's under "name.key", the flags as a JSON
+    string, so that it loads with allow_pickle=False."""
+    np.savez(path, args=np.array(json.dumps(asdict(args))), **{
+        f"{name}.{key}": value for name, m in models.items() for key, value in m.state_dict().items()})
+
+
+def read_checkpoint(path):
+    """A model.npz as the dict save_checkpoint wrote, loaded safely (allow_pickle=False)."""
+    with np.load(path, allow_pickle=False) as f:
+        checkpoint = {"args": json.loads(str(f["args"]))}
+        for key in f.files:
+            name, _, part = key.partition(".")
+            if part:
+                checkpoint.setdefault(name, {})[part] = f[key]
+    return checkpoint
+# [end]
+
+
+def load_checkpoint(args):
+    """(args, checkpoint) for --eval-checkpoint: the file (or a run folder's), read safely and
+    checked to be this script's and made for --env-id, and the flags that shape the networks
+    (MODEL_FLAGS) taken from it; (args, None) without the flag."""
+    path = args.eval_checkpoint
+    if path is None:
+        return args, None
+    if os.path.isdir(path):  # a run folder stands for its checkpoint
+        path = os.path.join(path, CHECKPOINT)
+        if not os.path.isfile(path):
+            fail(f"run folder {os.path.dirname(path)} has no {CHECKPOINT}; train with --save-model")
+    if not os.path.isfile(path):
+        fail(f"checkpoint {path} does not exist")
+    try:
+        checkpoint = read_checkpoint(path)
+        flags = {name: checkpoint["args"][name] for name in ("env_id", *MODEL_FLAGS)}
+    except Exception as e:
+        fail(f"checkpoint {path} is not a {SCRIPT} {CHECKPOINT} ({type(e).__name__}); "
+             "make one with --save-model")
+    if flags["env_id"] != args.env_id:
+        fail(f"checkpoint {path} was made for {flags['env_id']}, not {args.env_id}; "
+             f"pass --env-id {flags['env_id']}")
+    return replace(args, **flags), checkpoint
+
+
+def restore(checkpoint, models, args):
+    """Put a checkpoint's state into each model."""
+    try:
+        for name, model in models.items():
+            model.load_state_dict(checkpoint[name])
+    except Exception as e:
+        fail(f"checkpoint {args.eval_checkpoint} does not fit {args.env_id}'s networks: "
+             f"{type(e).__name__}: {(str(e).splitlines() or [''])[0]}")
+
+
+def train_and_finish(run, train, envs=None):
+    """Train (unless --eval-checkpoint gave a model) and finish the run. Ctrl-C during
+    training stops it: the run folder is written, then KeyboardInterrupt goes on up (cli
+    ends the process as an interrupted one); the environments are closed either way."""
+    interrupted = False
+    if run.args.eval_checkpoint is None:
+        try:
+            train()
+        except KeyboardInterrupt:
+            print(f"{SCRIPT}: interrupted; writing what the run has so far")
+            interrupted = run.summary["interrupted"] = True
+        finally:
+            if envs is not None:
+                envs.close()
+    summary = finish(run.args, run, trained=run.args.eval_checkpoint is None)
+    if interrupted:
+        raise KeyboardInterrupt
+    return summary
+
+
+def finish(args, run, trained=True):
+    """Write the run first (the model if asked, summary.json, the curve), then evaluate
+    greedily and write summary.json and the curve again with the evaluation, so that Ctrl-C
+    during a long evaluation keeps the run; print the closing line. An interrupted run skips
+    the evaluation."""
+    summary = run.summary
+    summary["train_return_last20"] = run.recent_return()
+    summary["wall_time_s"] = round(run.elapsed(), 3)
+    if trained and not run.steps and not summary["interrupted"]:
+        print(f"{SCRIPT}: no training episode ended in {summary['global_steps']:,} steps; if "
+              f"{args.env_id} has no time limit, register it with max_episode_steps")
+    if args.save_model and trained:
+        save_checkpoint(os.path.join(run.path, CHECKPOINT), run.models, args)
+    run.close()
+    curve = write_summary(args, run, trained)
+    if args.eval_episodes and not summary["interrupted"]:
+        print(f"{SCRIPT}: final evaluation, {args.eval_episodes:,} "
+              f"episode{'s' * (args.eval_episodes > 1)}; the run is written and Ctrl-C keeps it")
+        try:
+            returns = evaluate(args, run.models, os.path.join(run.path, "videos")
+                               if args.capture_video else None)
+        except KeyboardInterrupt:
+            print(f"{SCRIPT}: final evaluation interrupted; {run.path} keeps the run without it")
+            finish_tracking(args, run, exit_code=130)
+            raise
+        summary["eval_return_mean"] = float(returns.mean())
+        summary["eval_return_std"] = float(returns.std())
+        curve = write_summary(args, run, trained, final=(
+            summary["global_steps"], summary["eval_return_mean"], summary["eval_return_std"]))
+    closing = [f"{SCRIPT}: run folder {run.path}", f"global_steps {summary['global_steps']:,}"]
+    for key in ("train_return_last20", "eval_return_mean"):
+        closing.append(f"{key} " + ("-" if summary[key] is None else f"{summary[key]:.2f}"))
+    if summary["solved_threshold"] is not None:  # --stop-at-return, else the environment's
+        source = "--stop-at-return" if args.stop_at_return is not None else "reward_threshold"
+        closing.append(f"solved_at_step {summary['solved_at_step'] or 'not reached'} "
+                       f"(last-20 mean >= {source} {summary['solved_threshold']:g})")
+    if curve:
+        closing.append(f"learning curve {curve}")
+    print(" | ".join(closing))
+    finish_tracking(args, run)
+    return summary
+
+
+def write_summary(args, run, trained, final=None):
+    """summary.json and, after training, learning_curve.png (with the final evaluation as a
+    marker of its own, titled with --exp-name where it is not the script's name: a variant
+    such as maddpg); returns the curve's path, or None."""
+    with open(os.path.join(run.path, "summary.json"), "w") as f:
+        json.dump(run.summary, f, indent=2)
+    variant = f" ({args.exp_name})" if args.exp_name != SCRIPT.removesuffix(".py") else ""
+    # an interrupted run (Ctrl-C, a non-finite loss) stops short of its budget: say so
+    stopped = (f", interrupted at step {run.summary['global_steps']:,}"
+               if run.summary["interrupted"] else "")
+    if trained:
+        return plot_learning_curve(run.path, run.steps, run.returns,
+                                   f"{SCRIPT}{variant} on {args.env_id}, seed {args.seed}{stopped}",
+                                   run.evaluations, final)
+    return None
+
+
+def start_tracking(args, name, config):
+    """--track: a Weights & Biases run as CleanRL starts one, which syncs the TensorBoard event
+    files written after it; one that cannot start (no API key) is bad input."""
+    import wandb  # not a requirement: check_args found it
+    try:
+        wandb.init(project=args.wandb_project_name, entity=args.wandb_entity, name=name,
+                   config=config, sync_tensorboard=True)
+    except wandb.errors.Error as e:
+        fail(f"--track: {' '.join(str(e).split())} Or set WANDB_MODE=offline: the run stays "
+             "here until `wandb sync` uploads it")
+
+
+def finish_tracking(args, run, exit_code=0):
+    """--track: summary.json and the evaluation's videos to the Weights & Biases run, which
+    then ends (exit_code 130: Ctrl-C during the final evaluation)."""
+    if not args.track:
+        return
+    import wandb  # not a requirement: check_args found it
+    wandb.run.summary.update(run.summary)
+    videos = sorted(glob.glob(os.path.join(run.path, "videos", "*.mp4")))
+    if videos:
+        wandb.log({"videos": [wandb.Video(video) for video in videos]})
+    wandb.finish(exit_code=exit_code)
+
+
+def cli():
+    """main(flags) from the command line. Bad input: one line, exit status 2. Ctrl-C: the
+    run folder written, the process dies of SIGINT (130), so a shell loop of runs stops too."""
+    try:
+        main(parse_args())
+    except UsageError as e:
+        print(f"{SCRIPT}: error: {e}", file=sys.stderr)
+        sys.exit(2)
+    except KeyboardInterrupt:
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGINT)
