@@ -31,6 +31,7 @@ import difflib
 import fcntl
 import importlib
 import json
+import math
 import os
 import subprocess
 import sys
@@ -178,12 +179,25 @@ MINATAR_GAMES = [("Asterix", 5), ("Breakout", 5), ("Freeway", 20), ("Seaquest", 
 
 def minatar_tasks(script, flags, per_game=None):
     """A Task for each MinAtar game, the script's settings as above, 1M steps; per_game: the
-    flags a game adds to them (the last of a repeated flag counts)."""
+    flags a game changes (its value in place of the settings'), so that the command has each
+    flag once."""
     return [Task(script, f"MinAtar/{game}-v1", threshold, f"MinAtar {game}: the 100-episode "
                  "mean and the evaluation after 1M steps, beside the MinAtar paper's DQN and "
                  f"the other script; steps per second",
-                 flags + (per_game or {}).get(game, []), window=100)
+                 with_values(flags, (per_game or {}).get(game, [])), window=100)
             for game, threshold in MINATAR_GAMES]
+
+
+def with_values(flags, changes):
+    """flags with each `--flag value` pair of changes put in place of that flag's value
+    there, or added at the end where flags lack it."""
+    flags = list(flags)
+    for flag, value in zip(changes[::2], changes[1::2]):
+        if flag in flags:
+            flags[flags.index(flag) + 1] = value
+        else:
+            flags += [flag, value]
+    return flags
 
 
 # Freeway takes 5e-4: at 1e-3 ppo.py's 100-episode mean was still 1.6 at 540k steps (seed 1);
@@ -653,13 +667,22 @@ def locked_results(out):
 
 
 def spread(values, fmt="{:.0f}"):
-    """'median [min, max]' of the values that exist, with how many are missing."""
-    present = [v for v in values if v is not None]
+    """'median [min, max]' over every seed, for a figure where less is better (steps or
+    seconds to the threshold): a seed without a value (None: it never reached the threshold)
+    counts as the worst, after every value, so that the median of three seeds of which one
+    reached it is not reached: "not reached [729000, not reached], 1 of 3 reached". No seed
+    with a value: "not reached"."""
+    present = sorted(v for v in values if v is not None)
     if not present:
         return "not reached"
-    text = f"{fmt.format(np.median(present))} [{fmt.format(min(present))}, {fmt.format(max(present))}]"
-    missing = len(values) - len(present)
-    return text + (f", {missing} of {len(values)} not reached" if missing else "")
+    if len(present) == len(values):
+        return f"{fmt.format(np.median(present))} [{fmt.format(present[0])}, {fmt.format(present[-1])}]"
+    ordered = present + [None] * (len(values) - len(present))
+    middle = ordered[(len(ordered) - 1) // 2:len(ordered) // 2 + 1]  # one value, or two
+    median = None if None in middle else float(np.mean(middle))
+    shown = "not reached" if median is None else fmt.format(median)
+    return (f"{shown} [{fmt.format(present[0])}, not reached], {len(present)} of {len(values)} "
+            "reached")
 
 
 def write_results(results, out):
@@ -744,9 +767,37 @@ def plot_task(task, runs, out):
                           f"{task.threshold:g}" + (" (an evaluation)" if task.eval_threshold
                                                    else ""))
     for ax, *_ in panels:
-        ax.legend(fontsize=7, loc="best")
-    fig.tight_layout()
-    fig.savefig(os.path.join(out, f"{task.name}.png"))
+        legend_below(ax)
+    save_figure(fig, os.path.join(out, f"{task.name}.png"))
+
+
+def legend_below(ax):
+    """Takes the panel's legend out of it: save_figure gathers every panel's entries into
+    one legend under the panels, where it covers no curve (plot.py's finish_axis puts it
+    inside, at the emptiest corner, which a figure of many seeds has not)."""
+    if ax.get_legend() is not None:
+        ax.get_legend().remove()
+
+
+def save_figure(fig, path):
+    """The figure with one legend under its panels (each label once, in the order the panels
+    draw them), in as many columns as its longest label lets fit, the figure made taller by
+    its rows."""
+    entries = {}
+    for ax in fig.axes:
+        for handle, label in zip(*ax.get_legend_handles_labels()):
+            entries.setdefault(label, handle)
+    width, height = fig.get_size_inches()
+    longest = max((len(label) for label in entries), default=1)
+    ncol = max(1, min(4, len(entries), int(width * 100 * 0.95 // (longest * 5.5 + 45))))
+    rows = math.ceil(len(entries) / ncol)
+    below = 0.2 * rows + 0.15 if entries else 0
+    fig.set_size_inches(width, height + below)
+    if entries:
+        fig.legend(list(entries.values()), list(entries), loc="lower center", ncol=ncol,
+                   fontsize=8, frameon=False)
+    fig.tight_layout(rect=(0, below / (height + below), 1, 1))
+    fig.savefig(path)
 
 
 def draw_references(ax, name, up_to=None, first_color=0):
@@ -797,8 +848,8 @@ def plot_comparison(name, title, members, results, out):
             ax.axhline(first["threshold"], color="gray", ls="--", lw=1,
                        label=f"threshold {first['threshold']:g}")
         plot.finish_axis(ax, panel_title, "environment steps", ylabel)
-    fig.tight_layout()
-    fig.savefig(os.path.join(out, f"{name}.png"))
+        legend_below(ax)
+    save_figure(fig, os.path.join(out, f"{name}.png"))
 
 
 def replot(tasks, out):

@@ -263,6 +263,40 @@ def test_benchmark_lists_the_tasks_it_would_run_with_their_budgets_and_commands(
                               "--output-dir", str(tmp_path / "runs" / "ppo-CartPole-v1" / "seed7")]
 
 
+def test_every_listed_command_gives_each_flag_once(capsys):
+    # issue 73: ppo.py's MinAtar games printed --learning-rate twice (the settings' 1e-3,
+    # then the game's 2e-3); a game's flag now takes the settings' place, so the command a
+    # reader copies says one thing (a --flag and its --no-flag count as one flag)
+    benchmark.main(benchmark.Args(list=True))
+    commands = [line.split() for line in capsys.readouterr().out.splitlines()[1::2]]
+    assert len(commands) == sum(len(tasks) for tasks in benchmark.TASKS.values())
+    for words in commands:
+        flags = [w[5:] if w.startswith("--no-") else w[2:] for w in words if w.startswith("--")]
+        assert len(flags) == len(set(flags)), " ".join(words)
+    tasks = {t.name: t for t in benchmark.TASKS["ppo"]}
+    for game, rate in (("Asterix", "2e-3"), ("Breakout", "2e-3"), ("Freeway", "5e-4"),
+                       ("Seaquest", "1e-3")):
+        flags = tasks[f"ppo-MinAtar-{game}-v1"].flags
+        assert flags[flags.index("--learning-rate") + 1] == rate, game
+    assert benchmark.with_values(["--a", "1", "--b", "2"], ["--b", "3", "--c", "4"]) == [
+        "--a", "1", "--b", "3", "--c", "4"]
+
+
+def test_a_median_over_seeds_counts_every_seed_and_one_that_did_not_reach_as_the_worst():
+    # issue 73: the median of the seeds that reached the threshold only said "729000" where
+    # two of three seeds never reached it; a seed without a value now sorts after every value
+    # (steps and seconds: less is better), so the median is the middle seed's, worked out here
+    spread = benchmark.spread
+    assert spread([34480, 16928, 18176]) == "18176 [16928, 34480]"
+    assert spread([729000, None, None]) == "not reached [729000, not reached], 1 of 3 reached"
+    assert spread([2.0, None, 1.0], "{:.1f}") == "2.0 [1.0, not reached], 2 of 3 reached"
+    # four seeds: the mean of the two in the middle, 20 and 30; not reached where one of them
+    # did not reach it
+    assert spread([10, 30, 20, None]) == "25 [10, not reached], 3 of 4 reached"
+    assert spread([10, 20, None, None]) == "not reached [10, not reached], 2 of 4 reached"
+    assert spread([None, None, None]) == "not reached"
+
+
 def test_a_task_figure_draws_the_median_over_seeds_and_measures_evaluation_figures_on_evaluations(
         tmp_path, monkeypatch):
     # Two seeds on a grid of 3 points (steps 10, 15, 20). Training curves 1 -> 3 and 3 -> 5:
