@@ -752,7 +752,7 @@ TENSORBOARD_NAMES = {
 # ---------------------------------------------------------------------------------------
 # Plumbing: checks, run folder, evaluation, checkpoints (not needed to follow the algorithm)
 # ---------------------------------------------------------------------------------------
-# Stamped from plumbing/common.py by `python plumbing/stamp.py`: edit it there, not here.
+# Stamped from plainrl's plumbing/common.py by its stamp.py: edit it there, not here.
 # The plumbing every script shares: checks, run folder, evaluation, checkpoints. This file is
 # its one source: `python plumbing/stamp.py` writes it below the plumbing banner of every
 # script, and tests/test_plumbing.py fails where a script's copy differs by one byte. Lines
@@ -843,26 +843,16 @@ def check_args(args):
 
 
 def check_env(args, make=gym.make):
-    """Make the environment once with make(env_id) (gym.make imports a module:EnvId id's
-    module itself), hand its spaces to check_spaces and return what that returns; with
-    --capture-video, render a frame first, so that a machine without a display says so now
-    and not after training. Gymnasium's own errors are kept, in one line."""
+    """Make the environment once (gym.make imports a module:EnvId id's module itself), hand
+    its spaces to check_spaces and return what that returns; with --capture-video, render a
+    frame, so that a machine without a display says so now, not after training."""
     env_id = args.env_id
     try:
         env = make(env_id)
         obs_space, action_space = env.observation_space, env.action_space
         env.close()
-    except (gym.error.NameNotFound, gym.error.VersionNotFound, gym.error.NamespaceNotFound):
-        close = [i for i in difflib.get_close_matches(env_id.rpartition(":")[2], gym.registry,
-                                                      n=6, cutoff=0.6) if makeable(i)][:3]
-        fail(f"unknown environment id {env_id!r}"
-             + (f"; did you mean {', '.join(close)}?" if close else "; see gymnasium.registry"))
-    except ModuleNotFoundError as e:  # gym.make's own message does not keep e.name
-        missing = re.search(r"named '([\w.]+)'", str(e))[1]
-        where = ("; put its folder on PYTHONPATH (PYTHONPATH=. when it is in this folder)"
-                 if missing == env_id.rpartition(":")[0] else "")
-        fail(f"cannot make {env_id}: no module named {missing}{where}")
-    except Exception as e:  # a missing extra (pinned to this Gymnasium), a module that fails
+    except Exception as e:  # Gymnasium's own line: the closest id to an unknown one, the
+        # extra to install (pinned here to this Gymnasium); or a module of the user's that fails
         message = re.sub(r'"gymnasium\[(\w+)\]"', rf'"gymnasium[\1]=={gym.__version__}"', str(e))
         fail(f"cannot make {env_id}: {type(e).__name__}: {(message.splitlines() or [''])[0]}")
     if args.capture_video:
@@ -879,17 +869,6 @@ def check_env(args, make=gym.make):
                  f"{(str(e).splitlines() or [''])[0]}); for MuJoCo on a machine without a "
                  "display set MUJOCO_GL=egl")
     return check_spaces(args, obs_space, action_space)
-
-
-def makeable(env_id):
-    """Whether gym.make(env_id) works here (its dependencies installed), for suggestions."""
-    try:
-        with warnings.catch_warnings():  # an old version's deprecation is no news here
-            warnings.simplefilter("ignore")
-            gym.make(env_id).close()
-        return True
-    except Exception:
-        return False
 
 
 def seed_and_device(seed, cuda, threads=1, small_network=True):
@@ -1326,7 +1305,7 @@ def cli():
 # ---------------------------------------------------------------------------------------
 # Plumbing for pixels: Atari's and MinAtar's packages and wrappers
 # ---------------------------------------------------------------------------------------
-# Stamped from plumbing/pixels.py by `python plumbing/stamp.py`: edit it there, not here.
+# Stamped from plainrl's plumbing/pixels.py by its stamp.py: edit it there, not here.
 # The plumbing of the scripts that learn from pixels (ppo.py and dqn.py): Atari's and MinAtar's
 # packages, wrappers and image conventions. Its one source is this file; plumbing/stamp.py
 # writes it below the common block (see plumbing/common.py).

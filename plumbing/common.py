@@ -14,6 +14,8 @@
 #   greedy_policy(models, envs)     act(obs, info) -> the evaluation's actions
 #   MODEL_FLAGS                     the flags that shape the networks, read from a checkpoint
 #   TENSORBOARD_NAMES               the algorithm's own diagnostics under CleanRL's names
+
+
 class UsageError(Exception):
     """Bad input: reported as one line on stderr with exit status 2, before training."""
 
@@ -88,26 +90,16 @@ def check_args(args):
 
 
 def check_env(args, make=gym.make):
-    """Make the environment once with make(env_id) (gym.make imports a module:EnvId id's
-    module itself), hand its spaces to check_spaces and return what that returns; with
-    --capture-video, render a frame first, so that a machine without a display says so now
-    and not after training. Gymnasium's own errors are kept, in one line."""
+    """Make the environment once (gym.make imports a module:EnvId id's module itself), hand
+    its spaces to check_spaces and return what that returns; with --capture-video, render a
+    frame, so that a machine without a display says so now, not after training."""
     env_id = args.env_id
     try:
         env = make(env_id)
         obs_space, action_space = env.observation_space, env.action_space
         env.close()
-    except (gym.error.NameNotFound, gym.error.VersionNotFound, gym.error.NamespaceNotFound):
-        close = [i for i in difflib.get_close_matches(env_id.rpartition(":")[2], gym.registry,
-                                                      n=6, cutoff=0.6) if makeable(i)][:3]
-        fail(f"unknown environment id {env_id!r}"
-             + (f"; did you mean {', '.join(close)}?" if close else "; see gymnasium.registry"))
-    except ModuleNotFoundError as e:  # gym.make's own message does not keep e.name
-        missing = re.search(r"named '([\w.]+)'", str(e))[1]
-        where = ("; put its folder on PYTHONPATH (PYTHONPATH=. when it is in this folder)"
-                 if missing == env_id.rpartition(":")[0] else "")
-        fail(f"cannot make {env_id}: no module named {missing}{where}")
-    except Exception as e:  # a missing extra (pinned to this Gymnasium), a module that fails
+    except Exception as e:  # Gymnasium's own line: the closest id to an unknown one, the
+        # extra to install (pinned here to this Gymnasium); or a module of the user's that fails
         message = re.sub(r'"gymnasium\[(\w+)\]"', rf'"gymnasium[\1]=={gym.__version__}"', str(e))
         fail(f"cannot make {env_id}: {type(e).__name__}: {(message.splitlines() or [''])[0]}")
     if args.capture_video:
@@ -126,15 +118,6 @@ def check_env(args, make=gym.make):
     return check_spaces(args, obs_space, action_space)
 
 
-def makeable(env_id):
-    """Whether gym.make(env_id) works here (its dependencies installed), for suggestions."""
-    try:
-        with warnings.catch_warnings():  # an old version's deprecation is no news here
-            warnings.simplefilter("ignore")
-            gym.make(env_id).close()
-        return True
-    except Exception:
-        return False
 # [torch]
 
 

@@ -1,6 +1,8 @@
 # The plumbing of the scripts that learn from pixels (ppo.py and dqn.py): Atari's and MinAtar's
 # packages, wrappers and image conventions. Its one source is this file; plumbing/stamp.py
 # writes it below the common block (see plumbing/common.py).
+
+
 def make_game(env_id, **kwargs):
     """gym.make for every id: an ALE/ (Atari) or MinAtar/ id's package imported first (or
     its install named), an Atari game with the DQN paper's preprocessing (atari_wrappers)."""

@@ -1,6 +1,7 @@
 """Stamp the shared plumbing into every script: python plumbing/stamp.py [--check]
 
-Each file of this folder but this one is the one source of a block of plumbing. A script
+Each file of this folder but this one is the one source of a block of plumbing; its first
+comment lines, up to the first blank line, are notes on the source, not stamped. A script
 holds a block between the line "# Stamped from plumbing/<name>.py ..." and the line
 "# End of plumbing/<name>.py"; this command rewrites what lies between them from the
 source, and --check only says which scripts differ (exit status 1), as
@@ -16,7 +17,7 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 NUMPY_ONLY = {"qlearning.py"}
-START = "# Stamped from plumbing/{name}.py by `python plumbing/stamp.py`: edit it there, not here."
+START = "# Stamped from plainrl's plumbing/{name}.py by its stamp.py: edit it there, not here."
 END = "# End of plumbing/{name}.py"
 
 
@@ -31,7 +32,7 @@ def variant(source, numpy_only):
             keep = True
         elif keep:
             out.append(line)
-    return "".join(out)
+    return re.sub(r"\n{4,}", "\n\n\n", "".join(out))  # two blank lines where a region was
 
 
 def stamped(text, script):
@@ -41,9 +42,11 @@ def stamped(text, script):
         if name == "stamp":
             continue
         start, end = START.format(name=name), END.format(name=name)
-        pattern = re.compile(re.escape(start) + r"\n.*?" + re.escape(end), re.S)
+        pattern = re.compile(rf"# Stamped from (plainrl's )?plumbing/{name}\.py[^\n]*\n.*?"
+                             + re.escape(end), re.S)
         with open(path) as f:
-            block = variant(f.read(), script in NUMPY_ONLY).strip("\n")
+            source = f.read().partition("\n\n")[2]  # without the notes on the source
+        block = variant(source, script in NUMPY_ONLY).strip("\n")
         text = pattern.sub(lambda _: f"{start}\n{block}\n{end}", text)
     return text
 
