@@ -753,22 +753,6 @@ TENSORBOARD_NAMES = {
 # Plumbing: checks, run folder, evaluation, checkpoints (not needed to follow the algorithm)
 # ---------------------------------------------------------------------------------------
 # Stamped from plainrl's plumbing/common.py by its stamp.py: edit it there, not here.
-# The plumbing every script shares: checks, run folder, evaluation, checkpoints. This file is
-# its one source: `python plumbing/stamp.py` writes it below the plumbing banner of every
-# script, and tests/test_plumbing.py fails where a script's copy differs by one byte. Lines
-# between "# [torch]" and "# [end]" are left out of qlearning.py's NumPy-only copy, lines
-# between "# [numpy]" and "# [end]" are its alone. Everything else a script differs in is a
-# named hook above its banner, which the block calls:
-#
-#   SCRIPT, Args                    the file's name; the flags (those of CONTRIBUTING.md first)
-#   check_flags(args)               the algorithm's own checks of its flags
-#   check_spaces(args, obs_space, action_space)
-#                                   whether the algorithm handles the spaces; returns what main needs
-#   make_vector_env(env_id, num_envs, video_folder=None)
-#                                   the environments (evaluation's: one per episode)
-#   greedy_policy(models, envs)     act(obs, info) -> the evaluation's actions
-#   MODEL_FLAGS                     the flags that shape the networks, read from a checkpoint
-#   TENSORBOARD_NAMES               the algorithm's own diagnostics under CleanRL's names
 class UsageError(Exception):
     """Bad input: reported as one line on stderr with exit status 2, before training."""
 
@@ -1306,9 +1290,6 @@ def cli():
 # Plumbing for pixels: Atari's and MinAtar's packages and wrappers
 # ---------------------------------------------------------------------------------------
 # Stamped from plainrl's plumbing/pixels.py by its stamp.py: edit it there, not here.
-# The plumbing of the scripts that learn from pixels (ppo.py and dqn.py): Atari's and MinAtar's
-# packages, wrappers and image conventions. Its one source is this file; plumbing/stamp.py
-# writes it below the common block (see plumbing/common.py).
 def make_game(env_id, **kwargs):
     """gym.make for every id: an ALE/ (Atari) or MinAtar/ id's package imported first (or
     its install named), an Atari game with the DQN paper's preprocessing (atari_wrappers)."""

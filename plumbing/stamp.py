@@ -54,7 +54,7 @@ def stamped(text, script):
 def scripts():
     """The repository's scripts that hold a stamped block."""
     return [p for p in sorted(glob.glob(os.path.join(ROOT, "*.py")))
-            if "# Stamped from plumbing/" in open(p).read()]
+            if re.search(r"^# Stamped from (plainrl's )?plumbing/", open(p).read(), re.M)]
 
 
 def main(check=False):
