@@ -124,10 +124,23 @@ ALGORITHMS = {
              r"\text{cell}_i = \operatorname{clip}\left(\left\lfloor \frac{x_i - \text{low}_i}{\text{high}_i - \text{low}_i}\, \text{bins}_i \right\rfloor, 0, \text{bins}_i - 1\right)"),
         ],
         loop=[
-            ("map the observation to a row of the table (a grid cell for a Box)", "discretize"),
-            ("act epsilon-greedily on the row", "QTable.act"),
-            ("move Q(s, a) a fraction alpha towards the target", "q_update"),
-            ("the loop: step, learn, decay epsilon, log", "train:Learn"),
+            (0, "Q(s, a) = q_init for every row s and every action a", "make_table"),
+            (0, "reset the environment; s = the row of the first observation", "train"),
+            (0, "for t = 0, 1, ..., total_timesteps - 1 do", "train"),
+            (1, "epsilon = linear from start_e to end_e over the first exploration_fraction of "
+                "the budget; alpha = learning_rate, times (1 - t / budget) with --anneal-lr",
+             "linear_schedule"),
+            (1, "a = a uniformly random action with probability epsilon, else argmax_a Q(s, a) "
+                "(ties to the lowest action)", "QTable.act"),
+            (1, "take a; observe r, terminated, truncated and s' = the row of the next "
+                "observation (for a Box, its cell of the grid)", "discretize"),
+            (1, "y = r if terminated, else r + gamma max_a' Q(s', a') (a truncated step "
+                "bootstraps); Q(s, a) = Q(s, a) + alpha (y - Q(s, a))", "q_update"),
+            (1, "s = s'; if the episode ended (terminated or truncated): record its return, "
+                "reset, s = the row of the new first observation, stop if the last 20 returns "
+                "reach --stop-at-return", "train:Learn"),
+            (1, "every log_interval steps, at a stop and at the end: a row of updates.csv",
+             "train:Log"),
         ],
         details=[
             ("A time-limit truncation is not a termination: the truncated step bootstraps from "
@@ -181,11 +194,29 @@ ALGORITHMS = {
              r"\epsilon_t = \epsilon_{\text{start}} + (\epsilon_{\text{end}} - \epsilon_{\text{start}}) \min\left(1, \frac{t}{\text{fraction}\cdot\text{budget}}\right)"),
         ],
         loop=[
-            ("act epsilon-greedily", "train:Act"),
-            ("store (s, a, r, s', terminated), s' the true final observation", "ReplayBuffer.add"),
-            ("sample a minibatch and compute the targets", "dqn_targets"),
-            ("a gradient step on the TD loss", "td_loss"),
-            ("move the target network", "soft_update"),
+            (0, "Q-network Q_theta; target network theta' = a copy of theta", "main"),
+            (0, "replay buffer of min(buffer_size, budget) transitions; reset the N environments",
+             "ReplayBuffer"),
+            (0, "for iteration = 1, 2, ..., total_timesteps / N do", "train"),
+            (1, "epsilon = linear from start_e to end_e over the first exploration_fraction of "
+                "the budget; in each environment a = a random action with probability epsilon, "
+                "else argmax_a Q_theta(s, a); step the N environments", "train:Act"),
+            (1, "store (s, a, r, s', terminated), s' the true final observation where an episode "
+                "ended; record the episodes that ended (max_a Q(s_0, a) beside their discounted "
+                "return); stop at --stop-at-return", "train:Store"),
+            (1, "once past learning_starts, every train_frequency steps: the learning rate = "
+                "lr (1 - t / budget) with --anneal-lr, then gradient_steps times do",
+             "train:Learn"),
+            (2, "sample B transitions uniformly from the buffer", "ReplayBuffer.sample"),
+            (2, "y = r + gamma (1 - terminated) Q_theta'(s', argmax_a' Q_theta(s', a')); with "
+                "--no-double-dqn, y = r + gamma (1 - terminated) max_a' Q_theta'(s', a')",
+             "dqn_targets"),
+            (2, "one optimizer step on the mean squared (or Huber) error of Q_theta(s, a) - y, "
+                "the gradient clipped to the norm max_grad_norm", "td_loss"),
+            (1, "every target_network_frequency steps: theta' = tau theta + (1 - tau) theta' "
+                "(tau = 1: a copy)", "soft_update"),
+            (1, "every log_interval steps, and at the end: a row of updates.csv (loss, q_mean, "
+                "q_start, discounted_return)", "train:Log"),
         ],
         details=[
             ("Adam with torch's default eps 1e-8, as CleanRL's and Stable-Baselines3's DQN use "
@@ -751,11 +782,30 @@ ALGORITHMS = {
              r"\theta' \leftarrow \tau\,\theta + (1 - \tau)\,\theta'"),
         ],
         loop=[
-            ("act with Gaussian noise", "noisy_action"),
-            ("store the transition, s' the true final observation", "ReplayBuffer.add"),
-            ("sample a batch; the critic target", "td3_target"),
-            ("critic steps, and every d-th an actor step and the target update", "update"),
-            ("the soft target update", "soft_update"),
+            (0, "actor mu, critic Q_1 (and Q_2 with --twin-q), a target copy mu', Q'_1, Q'_2 of "
+                "each", "Networks"),
+            (0, "replay buffer of min(buffer_size, budget) transitions; one Adam for the actor, "
+                "one for the critics; reset the N environments", "train"),
+            (0, "for iteration = 1, 2, ..., total_timesteps / N do", "train"),
+            (1, "a = uniform in [-1, 1]^d before learning_starts, else a = clip(mu(s) + eps, -1, "
+                "1), eps ~ N(0, sigma^2); step the environments with a scaled to their bounds",
+             "train:Collect"),
+            (1, "store (s, a, r, terminated, s'), s' the true final observation where an episode "
+                "ended; record the episodes that ended; stop at --stop-at-return",
+             "ReplayBuffer.add"),
+            (1, "from learning_starts on, gradient_steps times: sample B transitions and do",
+             "train:Learn"),
+            (2, "a' = clip(mu'(s') + clip(eps', -c, c), -1, 1), eps' ~ N(0, sigma'^2) "
+                "(a' = mu'(s') when sigma' = 0)", "noisy_action"),
+            (2, "y = r + gamma (1 - terminated) min(Q'_1(s', a'), Q'_2(s', a')) (Q'_1 alone "
+                "without --twin-q)", "td3_target"),
+            (2, "one Adam step on the critics' loss, the sum over i of mean (Q_i(s, a) - y)^2",
+             "update"),
+            (2, "every d-th critic step: one Adam step on the actor's loss -mean Q_1(s, mu(s)), "
+                "the critic frozen", "update:The deterministic policy gradient"),
+            (2, "and on that step, theta' = tau theta + (1 - tau) theta' for the actor and each "
+                "critic", "soft_update"),
+            (1, "every log_interval steps, and at the end: a row of updates.csv", "train:Log"),
         ],
         details=[
             ("--algo sets TD3's three improvements at once (twin critics, target smoothing "
@@ -834,11 +884,31 @@ ALGORITHMS = {
              r"\log\big(1 - \tanh(u)^2\big) = 2\big(\log 2 - u - \operatorname{softplus}(-2u)\big)"),
         ],
         loop=[
-            ("act with a sample of the policy", "train:Act"),
-            ("store the transition", "ReplayBuffer.add"),
-            ("the soft critic target", "sac_target"),
-            ("critic, actor and temperature steps", "Agent.update"),
-            ("log pi of a squashed Gaussian", "squashed_logprob"),
+            (0, "actor pi, critics Q_1, Q_2, their target copies Q'_1, Q'_2, log alpha = "
+                "log(--alpha); Adam for the actor, the critics and alpha", "Agent.__init__"),
+            (0, "replay buffer of min(buffer_size, budget) transitions; reset the N environments",
+             "ReplayBuffer"),
+            (0, "for iteration = 1, 2, ..., total_timesteps / N do", "train"),
+            (1, "a = uniform in [-1, 1]^d before learning_starts, else a = tanh(u), u ~ N(mu(s), "
+                "sigma(s)^2); step the environments with a scaled to their bounds", "train:Act"),
+            (1, "store (s, a, r, terminated, s'), s' the true final observation where an episode "
+                "ended; record the episodes that ended; stop at --stop-at-return",
+             "ReplayBuffer.add"),
+            (1, "from learning_starts on, gradient_steps times: sample B transitions and do",
+             "Agent.update"),
+            (2, "a' = tanh(u'), u' ~ N(mu(s'), sigma(s')^2), and log pi(a'|s') = sum_i [log "
+                "N(u'_i) - log(1 - tanh(u'_i)^2) - log scale_i]", "squashed_logprob"),
+            (2, "y = r + gamma (1 - terminated) (min_j Q'_j(s', a') - alpha log pi(a'|s'))",
+             "sac_target"),
+            (2, "one Adam step on the critics' loss, the sum over j of mean (Q_j(s, a) - y)^2",
+             "Agent.update"),
+            (2, "every d-th critic step, d times: a~ = tanh(mu(s) + sigma(s) xi), xi ~ N(0, I); "
+                "one Adam step on the actor's loss mean (alpha log pi(a~|s) - min_j Q_j(s, a~))",
+             "actor_loss"),
+            (2, "and after each, with --autotune, one Adam step on -mean alpha (log pi(a~|s) + "
+                "H_target), the same sample's log pi", "temperature_loss"),
+            (2, "theta'_j = tau theta_j + (1 - tau) theta'_j for both critics", "soft_update"),
+            (1, "every log_interval steps, and at the end: a row of updates.csv", "train:Log"),
         ],
         details=[
             ("SAC as in the 2018b paper: twin critics and a learned temperature, no value "
@@ -917,11 +987,36 @@ ALGORITHMS = {
              r"y = r + \gamma\,(1 - \text{terminated})\Big(\min_j \operatorname{sg}\big[Q_j(s', a')\big] - \alpha \log \pi(a' \mid s')\Big)"),
         ],
         loop=[
-            ("act with a sample of the policy", "train:Act"),
-            ("the joint pass of current and next pairs", "joint_pass"),
-            ("the critic target, from the critics themselves", "crossq_target"),
-            ("batch renormalization in each layer", "BatchRenorm.forward"),
-            ("critic, actor and temperature steps", "Agent.update"),
+            (0, "actor pi and critics Q_1, Q_2 with batch renorm layers, kept in evaluation mode; "
+                "no target copies; log alpha = log(--alpha); Adam (beta1 = 0.5 for the actor "
+                "and the critics)", "Agent.__init__"),
+            (0, "replay buffer of min(buffer_size, budget) transitions; reset the N environments",
+             "ReplayBuffer"),
+            (0, "for iteration = 1, 2, ..., total_timesteps / N do", "train"),
+            (1, "a = uniform in [-1, 1]^d before learning_starts, else a = tanh(u) sampled from "
+                "the actor in evaluation mode; step the environments with a scaled to their "
+                "bounds", "train:Act"),
+            (1, "store (s, a, r, terminated, s'), s' the true final observation where an episode "
+                "ended; record the episodes that ended; stop at --stop-at-return",
+             "ReplayBuffer.add"),
+            (1, "from learning_starts on, gradient_steps times: sample B transitions and do",
+             "Agent.update"),
+            (2, "a' ~ pi(.|s') and log pi(a'|s'), the actor in evaluation mode", "Actor.sample"),
+            (2, "in training mode, one pass of each critic on [s; s'], [a; a'] gives Q_j(s, a) "
+                "and Q_j(s', a')", "joint_pass"),
+            (2, "in it, each batch renorm layer normalizes the 2B rows with their mean and "
+                "variance, corrected by r_bn and d_bn (1 and 0 in the warm-up), and moves its "
+                "running statistics", "BatchRenorm.forward"),
+            (2, "y = r + gamma (1 - terminated) (min_j sg[Q_j(s', a')] - alpha log pi(a'|s'))",
+             "crossq_target"),
+            (2, "one Adam step on the critics' loss, the sum over j of mean (Q_j(s, a) - y)^2",
+             "Agent.update"),
+            (2, "every policy_delay-th critic step: a~ from the actor in training mode; one Adam "
+                "step on the actor's loss mean (alpha log pi(a~|s) - min_j Q_j(s, a~)), the "
+                "critics in evaluation mode", "actor_loss"),
+            (2, "and after it, with --autotune, one Adam step on -mean alpha (log pi(a~|s) + "
+                "H_target)", "temperature_loss"),
+            (1, "every log_interval steps, and at the end: a row of updates.csv", "train:Log"),
         ],
         details=[
             ("No target networks: the critic's target takes the critics' own values at "
