@@ -296,11 +296,30 @@ ALGORITHMS = {
              r"L_V(\phi) = \operatorname{mean}_t\big[\tfrac12 (V_\phi(s_t) - R_t)^2\big]"),
         ],
         loop=[
-            ("collect a batch of N*T steps with the current policy", "train:Batch"),
-            ("reward-to-go R_t, bootstrapped where the batch cuts an episode", "reward_to_go"),
-            ("advantages A_t = R_t - V(s_t) (or GAE)", "RolloutBuffer.advantages"),
-            ("one gradient step on the policy loss", "vpg_loss"),
-            ("several steps of regression of V on R_t", "value_loss"),
+            (0, "policy pi_theta and value network V_phi, each an MLP of two tanh layers",
+             "Agent"),
+            (0, "one Adam for the policy (lr 1e-2), one for the critic (1e-3); reset the N "
+                "environments", "train"),
+            (0, "for iteration = 1, 2, ..., total_timesteps / (N T) do", "train"),
+            (1, "for T steps, in each of the N environments: a ~ pi_theta(.|s) (a Gaussian "
+                "sample clipped to the bounds for the environment only); store s, a, "
+                "log pi_theta(a|s), V(s), r, terminated, truncated, and the true final "
+                "observation where a time limit cut the episode; record the episodes that "
+                "ended; stop at --stop-at-return", "train:Batch"),
+            (1, "V(s_{t+1}) of every row: the next row's value, V(s_T) after the batch, and the "
+                "true final observation's value where the episode was truncated",
+             "RolloutBuffer.next_values"),
+            (1, "R_t = r_t + gamma (1 - terminated_t) V(s_{t+1}) where the episode ended or the "
+                "batch ends, else R_t = r_t + gamma R_{t+1}", "reward_to_go"),
+            (1, "A_t = R_t - V(s_t) (R_t itself with --no-baseline); with --gae-lambda, "
+                "A = GAE(gamma, lambda) and R = A + V", "RolloutBuffer.advantages"),
+            (1, "standardize A over the whole batch (--norm-adv, with the baseline only)",
+             "train:Targets"),
+            (1, "one Adam step of the policy on L_pi = -mean_t[log pi_theta(a_t|s_t) A_t] over "
+                "the whole batch", "train:Policy"),
+            (1, "for epoch = 1, ..., vf_iters, for each of vf_minibatches shuffled minibatches do",
+             "train:Value"),
+            (2, "one Adam step of the critic on mean[0.5 (V_phi(s_t) - R_t)^2]", "value_loss"),
         ],
         details=[
             ("The reward-to-go weighs by the discounted R_t, and the factor gamma^t of the "
@@ -360,14 +379,33 @@ ALGORITHMS = {
              r"\text{step} = \sqrt{\frac{2\delta}{x^\top (F + cI)\, x}}\; x"),
         ],
         loop=[
-            ("collect a batch with the current policy", "train:Batch"),
-            ("GAE advantages and return targets", "compute_gae"),
-            ("the policy gradient g of the surrogate", "surrogate"),
-            ("x = F^-1 g by conjugate gradient, with Fisher-vector products",
+            (0, "policy pi_theta and value network V_phi, each an MLP of two tanh layers",
+             "Agent"),
+            (0, "one Adam for the critic only (the policy moves by trust-region steps); reset "
+                "the N environments", "train"),
+            (0, "for iteration = 1, 2, ..., total_timesteps / (N T) do", "train"),
+            (1, "for T steps, in each of the N environments: a ~ pi_old(.|s) (a Gaussian sample "
+                "clipped to the bounds for the environment only); store s, a, log pi_old(a|s), "
+                "V(s), r, terminated, truncated, and the true final observation where a time "
+                "limit cut the episode; record the episodes that ended; stop at "
+                "--stop-at-return", "train:Batch"),
+            (1, "A = GAE(gamma, lambda) from the stored values, bootstrapped from V of the true "
+                "final observation where the episode was truncated; R = A + V", "compute_gae"),
+            (1, "standardize A over the whole batch (--norm-adv)", "train:Targets"),
+            (1, "the policy's trust-region step, pi_old fixed as the policy that collected the "
+                "batch:", "trust_region_step"),
+            (2, "g = the gradient at theta_old of the surrogate L(theta) = mean_t[pi_theta(a_t|s_t) "
+                "/ pi_old(a_t|s_t) A_t]; if g is zero or not finite, no step", "surrogate"),
+            (2, "x = (F + c I)^-1 g by cg_iters iterations of conjugate gradient",
              "conjugate_gradient"),
-            ("scale the step to the KL radius", "natural_step"),
-            ("backtracking line search on L and KL", "line_search"),
-            ("fit the critic by Adam", "train:Value"),
+            (2, "each iteration's product (F + c I) v = grad(grad KL(theta) . v) + c v: two "
+                "backward passes through the mean KL, F never formed", "fisher_vector_product"),
+            (2, "full step = sqrt(2 delta / (x^T (F + c I) x)) x", "natural_step"),
+            (2, "for j = 0, 1, ..., K - 1: theta = theta_old + b^j full step; keep the first "
+                "with L(theta) > L(theta_old) and KL(theta) <= delta; if none, theta = theta_old",
+             "line_search"),
+            (1, "for epoch = 1, ..., vf_iters, for each of vf_minibatches shuffled minibatches: "
+                "one Adam step of the critic on mean[0.5 (V_phi(s_t) - R_t)^2]", "train:Value"),
         ],
         details=[
             ("Departure from baselines (1.5 delta): the line search keeps a step only where "
@@ -431,12 +469,28 @@ ALGORITHMS = {
              r"\text{loss} = -L^{\text{clip}} + c_v \cdot \tfrac12 \big(V(s_t) - R_t\big)^2 - c_e\, \mathcal{H}\big[\pi_\theta(\cdot \mid s_t)\big]"),
         ],
         loop=[
-            ("collect a rollout of T steps from N environments", "train:Rollout"),
-            ("GAE advantages and returns (or V-trace)", "compute_gae"),
-            ("the rollout's targets, bootstrapped from the true final observation",
-             "RolloutBuffer.gae"),
-            ("epochs of minibatch steps on the clipped loss", "train:Update"),
-            ("the loss: clipped surrogate, value, entropy", "ppo_loss"),
+            (0, "actor pi_theta and critic V: two MLPs, or for images one convolutional encoder "
+                "with a linear head each; orthogonal initialization (--ortho-init)", "Agent"),
+            (0, "one Adam (eps 1e-5) over all the parameters; reset the N environments",
+             "train"),
+            (0, "for iteration = 1, 2, ..., I = total_timesteps / (N T) do", "train"),
+            (1, "with --anneal-lr, the learning rate = lr (1 - (iteration - 1) / I)", "train"),
+            (1, "for T steps, in each of the N environments: a ~ pi_old(.|s) (a Gaussian sample "
+                "clipped to the bounds for the environment only); store s, a, log pi_old(a|s), "
+                "V(s), r, terminated, truncated, and the true final observation where a time "
+                "limit cut the episode; record the episodes that ended; stop at "
+                "--stop-at-return", "train:Rollout"),
+            (1, "A = GAE(gamma, lambda) from the stored values, bootstrapped from V of the true "
+                "final observation where the episode was truncated; R = A + V",
+             "compute_gae"),
+            (1, "for epoch = 1, ..., K do", "train:Update"),
+            (2, "with --advantage vtrace (in place of GAE): A and R = V-trace under the current "
+                "policy and critic", "compute_vtrace"),
+            (2, "for each of the M shuffled minibatches: normalize A within it (--norm-adv); one "
+                "Adam step on -L_clip + c_v 0.5 (V(s_t) - R_t)^2 - c_e H, the gradient clipped to "
+                "the norm max_grad_norm", "ppo_loss"),
+            (2, "with --target-kl: stop the epochs once this epoch's mean approx KL exceeds it",
+             "train:Diagnostics"),
         ],
         details=[
             ("Orthogonal initialization of every layer, gain sqrt(2) in the hidden layers, 0.01 "
@@ -533,11 +587,31 @@ ALGORITHMS = {
              r"\rho_t = \frac{\pi_\theta(a_t \mid s_t, m_t)}{\pi_{\text{old}}(a_t \mid s_t, m_t)}"),
         ],
         loop=[
-            ("read the masks from info or the observation", "read_masks"),
-            ("the masked distribution", "masked_categorical"),
-            ("collect a rollout, storing each step's mask", "train:Rollout"),
-            ("GAE targets", "compute_gae"),
-            ("epochs of PPO steps with the stored masks", "train:Update"),
+            (0, "actor and critic MLPs (two tanh layers each) over the flattened observation",
+             "Agent"),
+            (0, "one Adam (eps 1e-5); reset the N environments; flatten the observations and "
+                "read their masks", "train"),
+            (0, "for iteration = 1, 2, ..., I = total_timesteps / (N T) do", "train"),
+            (1, "with --anneal-lr, the learning rate = lr (1 - (iteration - 1) / I)", "train"),
+            (1, "for T steps, in each of the N environments do", "train:Rollout"),
+            (2, "store s and its mask m; a ~ pi_old(.|s, m), the softmax of the logits with every "
+                "invalid one set to -1e8; store a, log pi_old(a|s, m), V(s)",
+             "masked_categorical"),
+            (2, "step; store r, terminated, truncated, and the true final observation "
+                "(flattened) where a time limit cut the episode; record the episodes that "
+                "ended; stop at --stop-at-return", "train:Rollout"),
+            (2, "flatten the next observations and read their masks (from info or the Dict "
+                "observation; where an episode ended, the next episode's first mask)",
+             "read_masks"),
+            (1, "A = GAE(gamma, lambda), bootstrapped from V of the true final observation where "
+                "the episode was truncated; R = A + V", "compute_gae"),
+            (1, "for epoch = 1, ..., K do", "train:Update"),
+            (2, "for each of the M shuffled minibatches: log pi_theta(a|s, m) and the entropy "
+                "under each row's stored mask m; normalize A within the minibatch; one Adam step "
+                "on -L_clip + c_v 0.5 (V(s_t) - R_t)^2 - c_e H, the gradient clipped to the norm "
+                "max_grad_norm", "Agent.evaluate"),
+            (2, "with --target-kl: stop the epochs once this epoch's mean approx KL exceeds it",
+             "train:Diagnostics"),
         ],
         details=[
             ("Invalid actions' logits are replaced by -1e8 (Huang & Ontañón 2020): they get "
@@ -593,12 +667,39 @@ ALGORITHMS = {
              r"\rho_t = \frac{\pi_\theta(a_t \mid s_t)}{\mu(a_t \mid s_t)}, \qquad \mu = 1 \text{ on a demo step}"),
         ],
         loop=[
-            ("choose each new episode's source", "choose_source"),
-            ("play or replay one step in each slot", "act_or_replay"),
-            ("admit successful episodes to the reward demos", "DemoBuffers.admit"),
-            ("GAE over the rollout, replays included", "train:Targets"),
-            ("PPO's epochs of minibatch steps", "train:Update"),
-            ("re-rank the value demos under the new critic", "value_probabilities"),
+            (0, "reward demos = the given demonstrations, no value demos; threshold = their "
+                "lowest return (or --success-threshold); rho, phi = --rho, --phi", "DemoBuffers"),
+            (0, "actor and critic MLPs (two tanh layers each); one Adam (eps 1e-5); reset the N "
+                "slots", "train"),
+            (0, "while the environment steps taken < total_timesteps do", "train"),
+            (1, "with --anneal-lr, the learning rate = lr (1 - steps taken / total_timesteps)",
+             "train"),
+            (1, "for T steps, in each of the N slots do", "train:Rollout"),
+            (2, "a real slot: a ~ pi_old(.|s), log pi_old(a|s); a replaying slot: a = the demo's "
+                "action, log mu = 0 (mu = 1)", "act_or_replay"),
+            (2, "step: a real slot steps its environment; a replaying slot returns the demo's "
+                "next observation and reward, and ends where the demo ended", "DemoReplay.step"),
+            (2, "where an episode ended, the slot's next one is a reward demo w.p. rho (drawn "
+                "uniformly), a value demo w.p. phi (demo i w.p. p_i), else a real episode",
+             "choose_source"),
+            (2, "store s, a, log mu, V(s), r, terminated, truncated, whether the row was "
+                "replayed, and the true final observation where a time limit cut the episode; "
+                "count the real steps only", "train:Rollout"),
+            (2, "a finished real episode with return >= threshold joins the reward demos: phi "
+                "down and rho up by phi_0 / K_v (until phi = 0), and over capacity the lowest "
+                "value demo leaves, or else the oldest of the agent's reward demos; any other "
+                "episode joins the value demos if there is room, or replaces the lowest if its "
+                "max V is higher", "DemoBuffers.admit"),
+            (1, "A = GAE(gamma, lambda) over the whole rollout, replayed rows included; "
+                "R = A + V", "train:Targets"),
+            (1, "for epoch = 1, ..., K do", "train:Update"),
+            (2, "for each of the M shuffled minibatches: normalize A within it; one Adam step on "
+                "-L_clip + c_v 0.5 (V(s_t) - R_t)^2 - c_e H with ratio = pi_theta(a|s) / mu(a|s), "
+                "the gradient clipped to the norm max_grad_norm", "ppo_loss"),
+            (2, "with --target-kl: stop the epochs once this epoch's mean approx KL on the "
+                "agent's own rows exceeds it", "train:Update"),
+            (1, "each value demo's m_i = max_t V(s_t) under the updated critic",
+             "DemoBuffers.refresh"),
         ],
         details=[
             ("A replayed step is taken with mu = 1 (log mu = 0): the ratio is pi_theta(a_t|s_t) "
