@@ -88,7 +88,7 @@ def ray_session():
 
 @pytest.fixture(autouse=True)
 def impala_joins_the_modules_ray(request):
-    """A test of every script run on impala.py in this process (test_contract.py's and the
+    """A test of every script run on impala.py in this process (test_plumbing.py's and the
     like, parametrized with script or run) joins the module's Ray (ray_session), started
     before the test's body, so that a test's stand-in for os.kill (which Ray's start-up
     calls) never meets Ray's start-up."""
@@ -102,7 +102,7 @@ def params_of(item):
     return callspec.params if callspec is not None else {}
 
 
-RUNS_THE_SCRIPTS = {"test_contract.py", "test_tensorboard.py", "test_device.py"}
+RUNS_THE_SCRIPTS = {"test_plumbing.py", "test_tensorboard.py", "test_device.py"}
 """the modules whose tests of every script run it in this process (test_site.py's and
 test_exercises.py's read its text)"""
 

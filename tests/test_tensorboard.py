@@ -20,8 +20,8 @@ from tensorboard.summary.writer import event_file_writer
 from tensorboard.util import tensor_util
 
 from conftest import ROOT, read_csv, script_path
-# impala.py's Ray: started before its tests here, stopped after this file (test_contract.py's)
-from test_contract import SCRIPTS, TINY, module_of, run_folder
+# impala.py's Ray: started before its tests here, stopped after this file (test_plumbing.py's)
+from test_plumbing import SCRIPTS, TINY, module_of, run_folder
 
 # The names CleanRL's scripts give these quantities (ppo.py, dqn.py, td3_continuous_action.py,
 # sac_continuous_action.py, ppo_rnd_envpool.py): a column of the same meaning takes the same name.
