@@ -750,11 +750,34 @@ ALGORITHMS = {
              r"\text{lr}_k = \text{lr}\, f_k, \quad \epsilon_k = \epsilon\, f_k, \quad f_k = \max\left(0, 1 - \frac{k-1}{K}\right)"),
         ],
         loop=[
-            ("collect a rollout, storing the LSTM state of every step", "train:Rollout"),
-            ("GAE advantages and returns", "compute_gae"),
-            ("cut each environment's rollout into chunks of L steps", "recurrent_generator"),
-            ("re-run the LSTM over a chunk from its stored first state", "unroll"),
-            ("PPO's loss on the chunk's outputs", "ppo_loss"),
+            (0, "reset the N environments; every environment starts an episode, with the LSTM "
+                "states (h, c) at zero", "train::state = agent.initial_state("),
+            (0, "for rollout k = 1, 2, ..., total_timesteps / (N T) do", "train"),
+            (1, "set the factor f_k = max(0, 1 - (k - 1) / K), K = anneal_steps / (N T): "
+                "learning rate lr f_k and clip range eps f_k", "train::frac = max("),
+            (1, "for t = 0, ..., T - 1, in the N environments at once, do", "train:Rollout"),
+            (2, "zero (h, c) where an episode starts; store o_t, the episode-start flag and the "
+                "state (h, c) the agent acts with",
+             "train::buffer.h[step], buffer.c[step] = state"),
+            (2, "run both LSTMs one step: sample a_t ~ pi(. | h_t), store a_t, log pi_old(a_t | "
+                "h_t) and V_t; carry the new state on", "Agent.step"),
+            (2, "step the environments; store r_t, terminated_t and truncated_t",
+             "train::buffer.rewards[step] ="),
+            (2, "where an episode was truncated, store V(true final observation), computed from "
+                "the state the episode had reached", "train::buffer.final_values[step, i]"),
+            (1, "V(s_T) from the state carried on; GAE advantages A_t and returns R_t = A_t + "
+                "V_t", "compute_gae"),
+            (1, "for epoch = 1, ..., E, for each minibatch do", "train:Update"),
+            (2, "the minibatch: chunks of L consecutive steps of one environment's rollout, all "
+                "N T / L chunks shuffled afresh each epoch", "recurrent_generator"),
+            (2, "re-run both LSTMs over each chunk from the state stored at its first step, "
+                "zeroing the state at every episode start inside it", "unroll"),
+            (2, "normalize the advantages over the minibatch; the loss -L_clip + c_v 0.5 (V - "
+                "R)^2 - c_e entropy", "ppo_loss"),
+            (2, "one Adam step, the gradient's global norm clipped to 0.5",
+             "train::clip_grad_norm_"),
+            (1, "with --target-kl (off by default), stop the epochs once an epoch's mean approx "
+                "KL exceeds it", "train::args.target_kl is not None"),
         ],
         details=[
             ("Minibatches are chunks of L = --data-chunk-length steps of one environment's "
@@ -827,12 +850,36 @@ ALGORITHMS = {
              r"A_t = c_{\text{ext}}\, A^{\text{ext}}_t + c_{\text{int}}\, A^{\text{int}}_t"),
         ],
         loop=[
-            ("collect a rollout with the current policy", "train:Rollout"),
-            ("the intrinsic reward: the predictor's error", "intrinsic_reward"),
-            ("scale it by the running std of its forward sum", "IntrinsicRewardScaler.__call__"),
-            ("GAE of each stream, then the combined advantage", "RolloutBuffer.compute_returns"),
-            ("PPO's loss with two value heads", "ppo_loss"),
-            ("train the predictor on a fraction of each minibatch", "predictor_loss"),
+            (0, "start the RND's state statistics from --rnd-init-steps random steps per "
+                "environment, not counted in the budget", "random_states"),
+            (0, "for iteration k = 1, ..., I do", "train"),
+            (1, "set the learning rate to lr (1 - (k - 1) / I)", "train::if args.anneal_lr"),
+            (1, "for t = 0, ..., T - 1, in the N environments at once, do", "train:Rollout"),
+            (2, "sample a_t ~ pi(. | s_t); store s_t, a_t, log pi_old, V_ext(s_t) and "
+                "V_int(s_t); step; store r_t, terminated_t, truncated_t",
+             "Agent.get_action_and_value"),
+            (2, "the state reached, s_{t+1} (the true final observation where an episode ended): "
+                "update the RND's statistics with it, store it normalized and clipped to [-5, 5]",
+             "train::buffer.rnd_obs[step] ="),
+            (2, "where an episode was truncated, store its true final observation for the "
+                "extrinsic bootstrap", "train::buffer.final_obs[step, i] ="),
+            (1, "the intrinsic rewards i_t: the predictor's error on the states reached",
+             "intrinsic_reward"),
+            (1, "divide them by the running std of their forward discounted sum, carried over "
+                "rollouts and not centred", "IntrinsicRewardScaler.__call__"),
+            (1, "GAE of each stream: extrinsic with gamma, cut by terminations; intrinsic with "
+                "gamma_int, cut by nothing", "RolloutBuffer.compute_returns"),
+            (1, "the advantage the policy follows, A = c_ext A_ext + c_int A_int",
+             "combine_advantages"),
+            (1, "for epoch = 1, ..., E, for each shuffled minibatch do", "train:Update"),
+            (2, "normalize A over the minibatch; PPO's clipped loss with the extrinsic value "
+                "loss and the entropy bonus", "ppo_loss"),
+            (2, "add c_v times the intrinsic value loss and the predictor's loss on a random "
+                "fraction p of the minibatch (neither with --int-coef 0)", "predictor_loss"),
+            (2, "one Adam step on the agent and the predictor, the gradient's global norm "
+                "clipped to 0.5", "train::clip_grad_norm_"),
+            (1, "with --target-kl (off by default), stop the epochs once an epoch's mean approx "
+                "KL exceeds it", "train::args.target_kl is not None"),
         ],
         details=[
             ("The intrinsic stream is non-episodic, the paper's choice (Section 2.3): no episode "
@@ -1184,12 +1231,22 @@ ALGORITHMS = {
              r"\theta \leftarrow \theta + \operatorname{optimizer}\Big(g - \frac{l_2}{\sigma}\,\theta\Big)"),
         ],
         loop=[
-            ("draw the generation's seeds and signs", "sample_population"),
-            ("each member's noise, regenerated from its seed", "member_noise"),
-            ("play each perturbed policy", "play_episodes"),
-            ("shape the returns into centered ranks", "centered_ranks"),
-            ("the gradient estimate", "es_gradient"),
-            ("the step, on every worker's copy", "EvolutionStrategy.update"),
+            (0, "theta: weights ~ N(0, 1 / fan_in), the last layer's scaled by 0.1, biases 0; "
+                "every worker holds a copy of theta and of the optimizer", "Policy.initial_theta"),
+            (0, "for generation = 1, 2, ... until the budget of environment steps do", "train"),
+            (1, "draw n / 2 noise seeds with signs +1 and -1 (antithetic), and the start states "
+                "every member plays from", "sample_population"),
+            (1, "for each member i = 1, ..., n, on the workers in parallel, do", "play_task"),
+            (2, "regenerate eps_i from its seed alone: the member's parameters are theta + "
+                "sign_i sigma eps_i", "member_noise"),
+            (2, "play them from the generation's start states; F_i = the mean return (theta "
+                "itself also plays one episode, for the log)", "play_episodes"),
+            (1, "with --norm-obs, merge the members' observation moments into the statistics",
+             "train::normalizer.update("),
+            (1, "shape the returns into centered ranks F~_i in [-0.5, 0.5]", "centered_ranks"),
+            (1, "g = 1 / (n sigma) sum_i F~_i eps_i", "es_gradient"),
+            (1, "theta <- theta + Adam(g - (l2_coef / sigma) theta), here and on every worker's "
+                "copy from the same seeds, signs and returns", "EvolutionStrategy.update"),
         ],
         details=[
             ("Fitness shaping by centered ranks (Salimans et al. 2017): only the order of the "
@@ -1247,11 +1304,24 @@ ALGORITHMS = {
              r"A_t = \rho_t\big(r_t + \gamma\,(1 - \text{terminated}_t)\, G_t - V(s_t)\big)"),
         ],
         loop=[
-            ("each actor plays a rollout with its weights' version", "Actor.rollout"),
-            ("the learner takes rollouts as they arrive", "train:Collect"),
-            ("V-trace targets under the current policy", "compute_vtrace"),
-            ("one gradient step on the batch", "impala_loss"),
-            ("publish the new weights", "train:Update"),
+            (0, "each actor, in its own process, repeats:", "Actor"),
+            (1, "take the newest published weights (every --refresh-every rollouts); play T "
+                "steps in its N environments with them, the behaviour policy mu; send s, a, log "
+                "mu(a | s), r, terminated, truncated, the true final observations of truncated "
+                "steps and the weights' version", "Actor.rollout"),
+            (0, "the learner publishes the weights as version 0 and asks each actor for a "
+                "rollout; then, for update k = 1, ..., K, do",
+             "train::actors.publish(agent, version)"),
+            (1, "set the learning rate to lr (1 - (k - 1) / K)", "train::if args.anneal_lr"),
+            (1, "take --rollouts-per-batch rollouts as they arrive; each actor that sent one "
+                "plays its next at once", "train:Collect"),
+            (1, "recompute log pi(a_t | s_t) and V(s_t) with the current networks; the lag k - v "
+                "of each rollout", "train:Targets"),
+            (1, "V-trace targets v_t and advantages A_t with the truncated weights rho_t and c_t "
+                "(--no-vtrace: rho = c = 1)", "compute_vtrace"),
+            (1, "the loss -mean(A log pi) + c_v 0.5 (v - V)^2 - c_e entropy", "impala_loss"),
+            (1, "one Adam step, the gradient's global norm clipped to 0.5; publish the new "
+                "weights as version k", "train:Update"),
         ],
         details=[
             ("Departure from the authors' RMSProp (decay 0.99, eps 0.1; TorchBeast's and "
@@ -1303,11 +1373,26 @@ ALGORITHMS = {
             ("GAE       delta_t = r_t + gamma (1 - terminated_t) V(s_{t+1}) - V(s_t)", GAE_DELTA),
         ],
         loop=[
-            ("collect T lock-steps of the N copies", "train:Collect"),
-            ("the team reward", "team_reward"),
-            ("GAE from the centralized critic", "compute_gae"),
-            ("value normalization", "ValueNorm.update"),
-            ("PPO's masked losses", "mappo_loss"),
+            (0, "for iteration = 1, ..., I do", "train"),
+            (1, "for t = 0, ..., T - 1, in the N copies in lock-step, do", "train:Collect"),
+            (2, "store each agent's o^i, available actions and active mask, and the critic's "
+                "input (EP: s; AS: s | o^i | one-hot i)", "critic_input"),
+            (2, "sample every agent's a^i ~ pi(. | o^i); store log pi_old and the critic's value",
+             "Actors.act"),
+            (2, "step the copies; store the team reward (the mean over the agents that acted) "
+                "and the ends, and where an episode was truncated the critic's input of the true "
+                "final state", "critic_step"),
+            (1, "GAE on the denormalized values; returns R = A + V (EP: every agent of a copy "
+                "shares its advantage)", "RolloutBuffer.gae"),
+            (1, "merge the returns into the value normalizer's mean and variance, once per "
+                "rollout", "ValueNorm.update"),
+            (1, "for epoch = 1, ..., E, for each minibatch of (step, copy) rows do",
+             "train:Update"),
+            (2, "normalize the advantages over the active agent steps", "normalize_advantages"),
+            (2, "the masked loss: clipped surrogate, clipped value loss on the normalized "
+                "returns, entropy bonus", "mappo_loss"),
+            (2, "one Adam step, the actors' and the critic's gradients each clipped to a global "
+                "norm of 10", "train::clip_grad_norm_"),
         ],
         details=[
             ("The critic sees one of two states (Yu et al. 2022, section 4; the buffers follow "
@@ -1396,12 +1481,24 @@ ALGORITHMS = {
              r"L_{\mu_i} = -\operatorname{mean}\, Q_1\big(s, a^1, \ldots, \mu_i(o^i), \ldots, a^n\big)"),
         ],
         loop=[
-            ("collect one lock-step with noisy actions", "train:Collect"),
-            ("store it; the n-step windows", "ReplayBuffer.gather"),
-            ("n-step returns", "nstep_return"),
-            ("the critic target", "critic_target"),
-            ("each actor up the critic's gradient", "actor_loss"),
-            ("critic, actor and target steps", "update"),
+            (0, "for each lock-step of the N copies, until the budget, do", "train"),
+            (1, "act: uniformly random actions for the first --learning-starts steps, then a^i = "
+                "clip(mu_i(o^i) + eps, -1, 1), eps ~ N(0, sigma^2)", "train:Collect"),
+            (1, "step the copies; store a row per copy (EP) or per copy and agent (FP): state, "
+                "observations, actions, team reward, ends, valid flags, and the next state and "
+                "observations (the true final ones where an episode ended)", "train:Store"),
+            (1, "from --learning-starts on, for each of --gradient-steps do", "train:Learn"),
+            (2, "sample B rows uniformly with replacement", "ReplayBuffer.sample"),
+            (2, "each row's n-step return R and discount gamma^m, its window stopped at the "
+                "first episode end or at its copy's newest row", "nstep_return"),
+            (2, "every agent's target action a'^j, with clipped smoothing noise; y = R + gamma^m "
+                "(1 - terminated) min(Q'_1, Q'_2)(s', a')", "critic_target"),
+            (2, "one Adam step on the critics' loss sum_c mean (Q_c(s, a) - y)^2 (FP: over the "
+                "rows where the agent acted)", "update"),
+            (2, "every d-th step: one step on the summed actor losses -mean Q_1(s, a^1, ..., "
+                "mu_i(o^i), ..., a^n), each reaching its own actor", "actor_loss"),
+            (2, "then every target network moves: theta' <- tau theta + (1 - tau) theta'",
+             "update::soft_update(nets.actors_target"),
         ],
         details=[
             ("--algo sets TD3's three fixes at once (twin critics, target smoothing noise 0.2, "
