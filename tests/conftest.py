@@ -847,8 +847,8 @@ def spy_on_acting(module, monkeypatch):
 
 
 def check_the_evaluation_takes_the_policys_mode(module, agent, continuous, monkeypatch):
-    """The greedy evaluation of an on-policy script (its evaluate(agent, normalizer, env_id,
-    episodes, seed, device)) sends the policy's mode, never a sample. The agent's actor is
+    """The greedy evaluation of an on-policy script (the plumbing's evaluate(args, models)
+    through the script's greedy_policy) sends the policy's mode, never a sample. The agent's actor is
     fixed: logits [0, 1], whose samples are action 1 with probability e / (1 + e) = 0.731
     and 0 otherwise where the mode is always 1; or a Gaussian of mean 2.5 and std exp(0) = 1
     on BoxZeroToFour-v0 (actions in [0, 4]), whose samples are never exactly 2.5. 10 episodes
@@ -862,9 +862,10 @@ def check_the_evaluation_takes_the_policys_mode(module, agent, continuous, monke
     given = spy_on(monkeypatch, module, "to_env_action",
                    lambda agent, actions, space: actions.tolist())
     torch.manual_seed(0)
-    returns = module.evaluate(agent, module.ObsNormalizer((1,), enabled=False),
-                              "BoxZeroToFour-v0" if continuous else "CountToThree-v0", 10, 0,
-                              torch.device("cpu"))
+    args = module.Args(env_id="BoxZeroToFour-v0" if continuous else "CountToThree-v0",
+                       eval_episodes=10)
+    returns = module.evaluate(args, {"agent": agent,
+                                     "obs_rms": module.ObsNormalizer((1,), enabled=False)})
     assert returns.tolist() == [3.0] * 10
     assert given == [[[2.5]] * 10 if continuous else [1] * 10] * 3
 
@@ -985,7 +986,8 @@ def check_evaluation_normalizes_with_the_frozen_statistics(module):
     agent.actor = Recorder()
     normalizer = module.ObsNormalizer((1,), enabled=True)
     normalizer.rms.mean, normalizer.rms.var = np.array([1.0]), np.array([4.0])
-    returns = module.evaluate(agent, normalizer, "CountToThree-v0", 1, 0, torch.device("cpu"))
+    returns = module.evaluate(module.Args(env_id="CountToThree-v0", eval_episodes=1),
+                              {"agent": agent, "obs_rms": normalizer})
     assert returns.tolist() == [3.0] and seen == pytest.approx([-0.5, 0.0, 0.5], abs=1e-6)
     assert normalizer.rms.mean.tolist() == [1.0] and normalizer.rms.var.tolist() == [4.0]
 
@@ -1011,10 +1013,10 @@ def check_every_evaluation_reads_the_running_statistics_and_leaves_them_alone(
 
     seen, evaluate = [], module.evaluate
 
-    def spy(agent, normalizer, *args, **kwargs):
-        before = stats(normalizer)
-        returns = evaluate(agent, normalizer, *args, **kwargs)
-        seen.append((before, stats(normalizer)))
+    def spy(args, models, *rest, **kwargs):
+        before = stats(models["obs_rms"])
+        returns = evaluate(args, models, *rest, **kwargs)
+        seen.append((before, stats(models["obs_rms"])))
         return returns
 
     monkeypatch.setattr(module, "evaluate", spy)

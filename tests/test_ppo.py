@@ -438,9 +438,9 @@ def test_the_evaluation_takes_the_policys_mode_not_a_sample(continuous, monkeypa
 def test_the_evaluations_random_actions_come_from_a_generator_of_its_seed(monkeypatch):
     # --eval-epsilon 0.5 on CountToThree-v0: 10 environments, episodes of 3 steps, the
     # policy's mode fixed at action 1 (logits [0, 1]). Each step draws from
-    # np.random.default_rng(seed): 10 uniforms (an environment explores where its is < 0.5),
+    # np.random.default_rng(--seed + 100,000): 10 uniforms (an environment explores where its is < 0.5),
     # then 10 actions in {0, 1}; one that explores takes its drawn action, the others 1. Two
-    # evaluations at seed 3 send the same 3 x 10 actions, the generator's by hand (an unseeded
+    # evaluations at --seed 3 send the same 3 x 10 actions, the generator's by hand (an unseeded
     # generator matches them with probability about 2^-15: some 15 explore, each a coin).
     class ModeOne(torch.nn.Module):
         def forward(self, obs):
@@ -451,10 +451,11 @@ def test_the_evaluations_random_actions_come_from_a_generator_of_its_seed(monkey
     sent = spy_on(monkeypatch, gym.vector.SyncVectorEnv, "step",
                   lambda self, actions: np.asarray(actions).tolist())
     for _ in range(2):
-        returns = ppo.evaluate(agent, ppo.ObsNormalizer((1,), enabled=False), "CountToThree-v0",
-                               10, 3, torch.device("cpu"), epsilon=0.5)
+        returns = ppo.evaluate(ppo.Args(env_id="CountToThree-v0", eval_episodes=10, seed=3,
+                                        eval_epsilon=0.5),
+                               {"agent": agent, "obs_rms": ppo.ObsNormalizer((1,), enabled=False)})
         assert returns.tolist() == [3.0] * 10
-    rng, expected = np.random.default_rng(3), []
+    rng, expected = np.random.default_rng(100_003), []
     for _ in range(3):
         explore = rng.random(10) < 0.5
         expected.append(np.where(explore, rng.integers(2, size=10), 1).tolist())
@@ -575,9 +576,8 @@ def environment_flags(env_id, num_envs, training=False, reward_gamma=None, life_
     return training, reward_gamma, life_loss
 
 
-def evaluation_epsilon(agent, normalizer, env_id, episodes, seed, device, video_folder=None,
-                       epsilon=0.0):
-    return epsilon
+def evaluation_epsilon(args, models, video_folder=None):
+    return args.eval_epsilon
 
 
 @pytest.mark.parametrize("norm_reward, life_loss", [(True, False), (False, True)])
@@ -804,10 +804,11 @@ def test_the_logged_returns_by_hand(tmp_path, monkeypatch):
 def bad_checkpoints(tmp_path):
     pendulum = tmp_path / "pendulum.pt"
     args = ppo.Args(env_id="Pendulum-v1")
-    ppo.save_checkpoint(pendulum, ppo.Agent((3,), 1, True), ppo.ObsNormalizer((3,), False), args)
+    ppo.save_checkpoint(pendulum, {"agent": ppo.Agent((3,), 1, True),
+                                   "obs_rms": ppo.ObsNormalizer((3,), False)}, args)
     misfit = tmp_path / "misfit.pt"  # says 32 hidden units, holds a 64-unit network
-    ppo.save_checkpoint(misfit, ppo.Agent((4,), 2, False, 64), ppo.ObsNormalizer((4,), False),
-                        ppo.Args(hidden_size=32))
+    ppo.save_checkpoint(misfit, {"agent": ppo.Agent((4,), 2, False, 64),
+                                 "obs_rms": ppo.ObsNormalizer((4,), False)}, ppo.Args(hidden_size=32))
     return {**unreadable_checkpoints(tmp_path),
             "pendulum": str(pendulum), "misfit": str(misfit)}
 
