@@ -1,9 +1,8 @@
 """Tests of ppo_masked.py: the masked distribution and GAE by hand, the buffer and its masks,
-dict observations, runs end to end, bad input, determinism."""
-import json
+dict observations, the loop's glue, its own hooks (check_flags, check_spaces, greedy_policy,
+MODEL_FLAGS), determinism. The plumbing's behaviour is tested once, in test_plumbing.py."""
 import math
 import os
-import sys
 
 import gymnasium as gym
 import numpy as np
@@ -11,10 +10,8 @@ import pytest
 import torch
 
 import ppo_masked as pm
-from conftest import (approx, check_an_evaluation_trains_nothing, check_evaluations,
-                      check_named_and_tracked, check_the_epochs_kl_and_clipfrac, detached,
-                      interrupt_on_call, read_csv, same_seed_episodes, set_clock, spy_on,
-                      spy_on_adam, spy_on_seeds, spy_on_weights, unreadable_checkpoints)
+from conftest import (approx, check_the_epochs_kl_and_clipfrac, detached, read_csv,
+                      same_seed_episodes, spy_on, spy_on_adam, spy_on_seeds, spy_on_weights)
 
 LN2, LN3 = math.log(2.0), math.log(3.0)
 
@@ -608,53 +605,23 @@ def test_dict_observation_smoke_run(tmp_path, check_run_folder):
     assert summary["eval_return_mean"] == 3.0
 
 
-def test_stop_at_return_averages_the_stop_window(tmp_path, capsys):
-    # Every MaskedCounter episode returns 3 in 3 steps; with 2 environments episodes end in
-    # pairs at global steps 6, 12, 18, so the 5-episode window is first full, with mean 3,
-    # at step 18 (a 20-episode window would not fill within the budget of 64 steps). The
-    # closing line names the window it averaged.
-    summary = pm.main(pm.Args(env_id="MaskedCounter-v0", total_timesteps=64, num_envs=2,
-                              num_steps=16, num_minibatches=2, stop_at_return=3.0, stop_window=5,
-                              eval_episodes=0, output_dir=str(tmp_path)))
+@pytest.mark.parametrize("threshold, stop", [(10.0, 12), (1.0, 5)])
+def test_stop_at_return_averages_the_last_stop_window_returns(threshold, stop,
+                                                             fresh_env_module, tmp_path):
+    # One EpisodeNumber environment at --seed 0 ends an episode at every step, its k-th
+    # paying k. With --stop-window 5 the last five after episode k >= 5 average k - 2:
+    # threshold 10 is reached at k = 12 (the mean of all k returns, (k + 1) / 2, would stop
+    # at 19; a 20-episode window at 20; the last return alone at 10); threshold 1 once the
+    # window is full, at k = 5 (not at the first episode). summary.json's solved_at_step is
+    # every script's, the last 20's: not reached in 12 or 5 episodes.
+    summary = pm.main(pm.Args(env_id=f"{fresh_env_module}:EpisodeNumber-v0", seed=0,
+                              total_timesteps=32, num_envs=1, num_steps=8, num_minibatches=2,
+                              stop_at_return=threshold, stop_window=5, eval_episodes=0,
+                              output_dir=str(tmp_path)))
     episodes = read_csv(next(tmp_path.glob("*/episodes.csv")))
-    assert summary["solved_at_step"] == summary["global_steps"] == 18
-    assert len(episodes) == 6 and summary["solved_at_time_s"] is not None
-    closing = capsys.readouterr().out.splitlines()[-1]
-    assert "solved_at_step 18 (last-5 mean >= --stop-at-return 3)" in closing
-
-
-def test_the_stop_test_averages_the_last_stop_window_returns_and_the_summary_20(tmp_path):
-    # Returns 0, 0, 0, 3, 3, 3, 3, 3 with --stop-window 5 and a threshold of 3: after the
-    # seventh the last five, 0, 3, 3, 3, 3, average 2.4; after the eighth they average 3 and
-    # the run is solved there. The mean of all eight (a longer window) is 15/8 = 1.875.
-    run = pm.RunWriter(pm.Args(stop_window=5, eval_episodes=0, output_dir=str(tmp_path)), "cpu",
-                       None, "info")
-    reached = []
-    for step, episode_return in enumerate([0, 0, 0, 3, 3, 3, 3, 3], start=1):
-        run.episode(step, episode_return, 1)
-        reached.append(run.reached(3.0, step))
-    assert reached == [False] * 7 + [True] and run.summary["solved_at_step"] == 8
-    # 13 more episodes of return 1, 21 in all: summary.json's train_return_last20 is the mean
-    # of the last 20, (0 + 0 + 3 * 5 + 1 * 13) / 20 = 28 / 20 = 1.4, whatever --stop-window
-    # (its last 5 average 1), not the mean of all 21 (28 / 21 = 1.333)
-    for step in range(9, 22):
-        run.episode(step, 1, 1)
-    summary = pm.finish(run.args, run, None, "info", "cpu")  # closes the run
-    assert summary["train_return_last20"] == approx(1.4)
-
-
-def test_interrupted_run_keeps_its_data(tmp_path, monkeypatch):
-    # main writes the run folder, then lets the KeyboardInterrupt go on (to exit status 130)
-    monkeypatch.setattr(torch.optim.Adam, "step", interrupt_on_call(3, torch.optim.Adam.step))
-    with pytest.raises(KeyboardInterrupt):
-        pm.main(pm.Args(env_id="MaskedCounter-v0", total_timesteps=64, num_envs=2, num_steps=8,
-                        num_minibatches=2, update_epochs=1, save_model=True,
-                        output_dir=str(tmp_path)))
-    (path,) = tmp_path.iterdir()
-    summary = json.loads((path / "summary.json").read_text())
-    assert summary["interrupted"] is True and summary["eval_return_mean"] is None
-    assert len(read_csv(path / "updates.csv")) == 1 and read_csv(path / "episodes.csv")
-    assert (path / "learning_curve.png").exists() and (path / "model.pt").exists()
+    assert summary["global_steps"] == stop and len(episodes) == stop
+    assert [float(e["episode_return"]) for e in episodes] == list(range(1, stop + 1))
+    assert summary["solved_threshold"] == threshold and summary["solved_at_step"] is None
 
 
 @pytest.mark.parametrize("bad", [math.nan, math.inf])
@@ -665,52 +632,35 @@ def test_a_non_finite_loss_stops_cleanly(bad, tmp_path, monkeypatch, capsys):
     summary = pm.main(pm.Args(env_id="MaskedCounter-v0", total_timesteps=64, num_envs=2,
                               num_steps=8, num_minibatches=2, output_dir=str(tmp_path)))
     assert summary["interrupted"] is True and summary["global_steps"] == 16
-    assert (next(tmp_path.iterdir()) / "summary.json").exists()
     assert "the loss became non-finite (NaN or inf) at step 16" in capsys.readouterr().out
 
 
-def test_whole_rollouts_the_masks_and_the_stop_window_are_said(tmp_path, capsys):
-    # 100 steps in rollouts of 2 * 16 = 32: 3 whole rollouts, 96 steps, said once; the masks'
-    # source is said; the progress line shows the mean of --stop-window returns.
-    summary = pm.main(pm.Args(env_id="MaskedCounter-v0", total_timesteps=100, num_envs=2,
-                              num_steps=16, num_minibatches=2, eval_episodes=0,
+@pytest.mark.parametrize("no_mask, said", [(False, "masks from info"),
+                                           (True, "masks off (--no-mask)")])
+def test_whole_rollouts_and_the_masks_are_said(no_mask, said, tmp_path, capsys):
+    # 100 steps in rollouts of 2 * 16 = 32: 3 whole rollouts, 96 steps, said once; the
+    # first line says where the masks come from.
+    summary = pm.main(pm.Args(env_id="MaskedCounter-v0", no_mask=no_mask, total_timesteps=100,
+                              num_envs=2, num_steps=16, num_minibatches=2, eval_episodes=0,
                               output_dir=str(tmp_path)))
     out = capsys.readouterr().out
     assert summary["global_steps"] == 96 and out.count("training runs 96 of --total-timesteps "
                                                       "100: whole rollouts of 32 steps\n") == 1
-    assert "ppo_masked.py: masks from info\n" in out
-    assert pm.progress_line(2500, 10_000, 500.0, 7.46, window=100) == (
-        "step 2,500/10,000 (25%) | 500 sps | ETA 0:00:15 | return (last 100) 7.5")
-
-
-# The flags of one rollout of 6 steps: 2 environments * 3 steps, minibatches of 3
-ONE_ROLLOUT_OF_SIX = dict(num_envs=2, num_steps=3, num_minibatches=2)
-
-
-def test_exp_name_seed_and_track_name_the_run_folder_the_curve_and_the_wandb_run(tmp_path,
-                                                                                 monkeypatch):
-    check_named_and_tracked(pm, tmp_path, monkeypatch, env_id="MaskedCounter-v0",
-                            tiny=ONE_ROLLOUT_OF_SIX)
-
-
-def test_an_evaluation_of_a_checkpoint_trains_nothing(tmp_path, capsys):
-    # 101 steps are less than one rollout of 2 environments * the default 64 steps
-    check_an_evaluation_trains_nothing(pm, tmp_path, capsys, env_id="MaskedThreeSteps-v0",
-                                       tiny=ONE_ROLLOUT_OF_SIX)
+    assert out.startswith(f"ppo_masked.py: MaskedCounter-v0, seed 1, device cpu, {said}\n")
 
 
 def test_an_evaluated_checkpoint_is_restored_into_a_network_of_its_own_width(tmp_path,
                                                                            monkeypatch):
     # A model 8 wide (--hidden-size 8) evaluated with no --hidden-size (the default 64): the
     # agent handed to restore has the model's 8 units in the first hidden layer of the actor
-    # and of the critic. restore is stood in by a recorder, so a network of the flag's width
-    # fails here, not as load_state_dict's size mismatch (a UsageError) before any assertion.
+    # and of the critic (MODEL_FLAGS). restore is stood in by a recorder, so a network of the
+    # flag's width fails here, not as load_state_dict's size mismatch before any assertion.
     model = tmp_path / "model.pt"
-    pm.save_checkpoint(model, pm.Agent(1, 4, hidden_size=8),
+    pm.save_checkpoint(model, {"agent": pm.Agent(1, 4, hidden_size=8)},
                        pm.Args(env_id="MaskedCounter-v0", hidden_size=8))
     widths = []
-    monkeypatch.setattr(pm, "restore", lambda checkpoint, agent, args: widths.append(
-        [net[0].out_features for net in (agent.actor, agent.critic)]))
+    monkeypatch.setattr(pm, "restore", lambda checkpoint, models, args: widths.append(
+        [net[0].out_features for net in (models["agent"].actor, models["agent"].critic)]))
     pm.main(pm.Args(env_id="MaskedCounter-v0", eval_checkpoint=str(model), eval_episodes=1,
                     output_dir=str(tmp_path / "eval")))
     assert widths == [[8, 8]]
@@ -724,92 +674,10 @@ def test_same_seed_gives_the_same_episodes(tmp_path):
 
 
 # ---------------------------------------------------------------------------------------
-# Watching a run: --eval-every and the progress line
+# Bad input: one line on stderr, exit status 2 (ppo_masked.py's own checks: check_flags,
+# check_spaces)
 # ---------------------------------------------------------------------------------------
-def test_eval_every_writes_rows_keeps_the_best_model_and_leaves_training_alone(
-        fresh_env_module, tmp_path, monkeypatch):
-    # 3 environments step global_step by 3: 3, 6, ..., 864 (9 rollouts of 3 * 32 steps).
-    # A row each time it crosses a multiple of 100: at 102 (34 * 3, past 100), 201, 300,
-    # 402, 501, 600, 702 and 801; 864 crosses none. On GridWorld (the greedy walk takes the
-    # 6 steps to the far corner, or is cut at 20) the first row is this seed's best: -6,
-    # then -20. (Taxi's early greedy policies all loop until its 200-step limit: all rows
-    # would tie at -200.)
-    args = pm.Args(env_id=f"{fresh_env_module}:GridWorld-v0", no_mask=True, total_timesteps=864,
-                   num_envs=3, num_steps=32, num_minibatches=2, eval_every=100,
-                   eval_episodes=2, save_model=True, seed=1)
-    seeds = spy_on(monkeypatch, pm, "evaluate", lambda agent, env_id, episodes, seed, *rest: seed)
-    check_evaluations(pm.main, args, tmp_path, [102, 201, 300, 402, 501, 600, 702, 801])
-    # Every evaluation plays from --seed + 100000 = 1 + 100000 = 100001, never the training
-    # environments' --seed 1: the run with --eval-every 8 (its rows) + 1 (the final one), the
-    # run without 1, the best model's 1: 8 + 1 + 1 + 1 = 11 evaluations
-    assert seeds == [100_001] * 11
-
-
-def test_each_evaluation_row_is_the_mean_and_std_of_its_episodes(fresh_env_module, tmp_path):
-    # --eval-every 32 on my_envs:EpisodeNumber-v0: 2 environments step global_step by 2, so
-    # rows at 32 and 64. Each evaluation, every row's and the final one, plays 2 episodes from
-    # --seed 0 + 100,000 whose first returns are 1 and 3 whatever the policy (environment 0,
-    # seed 100,000, even: 1 step paying 1; environment 1, odd: 3 steps paying 1): mean 2, std
-    # sqrt(((1 - 2)^2 + (3 - 2)^2) / 2) = 1 (the sample std, divided by 2 - 1, would be
-    # sqrt(2) = 1.414; the last episode of each, [3, 3], would give mean 3, std 0).
-    summary = pm.main(pm.Args(env_id=f"{fresh_env_module}:EpisodeNumber-v0", seed=0,
-                              total_timesteps=64, num_envs=2, num_steps=16, num_minibatches=2,
-                              eval_every=32, eval_episodes=2, output_dir=str(tmp_path)))
-    rows = read_csv(next(tmp_path.glob("*/evaluations.csv")))
-    assert [(r["global_step"], float(r["eval_return_mean"]), float(r["eval_return_std"]))
-            for r in rows] == [("32", 2.0, 1.0), ("64", 2.0, 1.0)]
-    assert (summary["eval_return_mean"], summary["eval_return_std"]) == (2.0, 1.0)
-
-
-def test_the_time_columns_are_seconds_since_the_start(tmp_path, monkeypatch):
-    # A clock that stands still but for the test, which moves it at each vector step before
-    # the step is recorded: 1 s at each of the first 4 steps (global steps 2, 4, 6, 8), 3 s at
-    # each of the next 4 (10 to 16), so they end at 1, 2, 3, 4, 7, 10, 13, 16 s.
-    # - episodes.csv: MaskedThreeSteps' episodes end at steps 3 and 6 (global 6, 12), 3 and
-    #   10 s, a row for each of the 2 environments;
-    # - updates.csv: the rollouts of 2 * 4 steps end at global steps 8 and 16, 4 and 16 s:
-    #   sps int(8 / 4) = 2 and int(16 / 16) = 1 (the second rollout's own 8 steps in 12 s
-    #   would give 0);
-    # - evaluations.csv (--eval-every 8): at global steps 8 and 16, 4 and 16 s;
-    # - summary.json: wall_time_s 16; with --stop-window 2 the mean of the last 2 returns
-    #   first reaches the threshold 3 at the first pair of episodes, global step 6 and 3 s
-    #   (not at the last pair's 10 s, nor the run's 16 s).
-    clock = set_clock(pm, monkeypatch, tick=0.0)
-    step = pm.RunWriter.step
-
-    def ticking(self, global_step):
-        clock.now += 1.0 if global_step <= 8 else 3.0
-        return step(self, global_step)
-
-    monkeypatch.setattr(pm.RunWriter, "step", ticking)
-    summary = pm.main(pm.Args(env_id="MaskedThreeSteps-v0", total_timesteps=16, num_envs=2,
-                              num_steps=4, num_minibatches=2, stop_window=2, eval_every=8,
-                              eval_episodes=1, output_dir=str(tmp_path)))
-    (path,) = tmp_path.iterdir()
-    assert [(e["global_step"], e["wall_time"]) for e in read_csv(path / "episodes.csv")] == \
-        [("6", "3.0")] * 2 + [("12", "10.0")] * 2
-    assert [(u["global_step"], u["wall_time"], u["sps"]) for u in read_csv(
-        path / "updates.csv")] == [("8", "4.0", "2"), ("16", "16.0", "1")]
-    assert [(e["global_step"], e["wall_time"]) for e in read_csv(
-        path / "evaluations.csv")] == [("8", "4.0"), ("16", "16.0")]
-    assert (summary["wall_time_s"], summary["solved_at_step"], summary["solved_at_time_s"]) == \
-        (16.0, 6, 3.0)
-    assert summary["eval_episodes"] == 1  # --eval-episodes, not its default 10
-
-
-# ---------------------------------------------------------------------------------------
-# Bad input: one line on stderr, exit status 2
-# ---------------------------------------------------------------------------------------
-@pytest.fixture
-def bad_checkpoints(tmp_path):
-    counter = tmp_path / "counter.pt"
-    pm.save_checkpoint(counter, pm.Agent(1, 4), pm.Args(env_id="MaskedCounter-v0"))
-    return {**unreadable_checkpoints(tmp_path),
-            "counter": str(counter)}
-
-
 @pytest.mark.parametrize("argv, message", [
-    (["--env-id", "Taxi-v9"], "unknown environment id 'Taxi-v9'; did you mean Taxi-v4"),
     (["--env-id", "CartPole-v1"], "environment 0 gave no info['action_mask'] after reset of "
      "CartPole-v1; pass --mask-source obs if the mask is an 'action_mask' entry of a Dict "
      "observation, or train without masks with --no-mask"),
@@ -830,51 +698,17 @@ def bad_checkpoints(tmp_path):
     (["--total-timesteps", "100"], "less than one rollout"),
     (["--learning-rate", "0"], "--learning-rate must be positive"),
     (["--gamma", "1.5"], "--gamma must be in [0, 1]"),
-    (["--eval-checkpoint", "corrupt"], "is not a ppo_masked.py model.pt"),
-    (["--eval-checkpoint", "counter"], "was made for MaskedCounter-v0, not Taxi-v4; pass --env-id "
-     "MaskedCounter-v0"),
 ])
-def test_bad_input_is_one_line_and_exit_status_2(argv, message, check_usage_error, bad_checkpoints):
-    check_usage_error("ppo_masked.py", [bad_checkpoints.get(a, a) for a in argv], message)
+def test_bad_input_is_one_line_and_exit_status_2(argv, message, check_usage_error):
+    check_usage_error("ppo_masked.py", argv, message)
 
 
-# ---------------------------------------------------------------------------------------
-# A practitioner's own environment module, `--env-id my_envs:GridWorld-v0` (tests/my_envs.py;
-# CONTRIBUTING.md, "Environments"). GridWorld gives no masks: like any environment without
-# them it needs --no-mask.
-# ---------------------------------------------------------------------------------------
-def test_an_environment_of_ones_own_module_trains_with_no_mask(fresh_env_module, tmp_path,
-                                                                check_run_folder):
-    env_id = f"{fresh_env_module}:GridWorld-v0"
-    args = pm.Args(env_id=env_id, no_mask=True, total_timesteps=256, num_envs=2, num_steps=32,
-                   num_minibatches=2, eval_episodes=2, save_model=True,
-                   output_dir=str(tmp_path / "train"))
-    summary = pm.main(args)
-    path, episodes, _ = check_run_folder(summary, args.output_dir, "ppo_masked", model=True)
-    assert summary["env_id"] == "my_envs:GridWorld-v0"
-    # reward -1 a step, so each return is minus the episode's length, at most 20 steps
-    assert all(float(e["episode_return"]) == -int(e["episode_length"]) <= -1 for e in episodes)
-    assert max(int(e["episode_length"]) for e in episodes) <= 20
-    evaluated = pm.main(pm.Args(env_id=env_id, no_mask=True, eval_episodes=2,
-                                eval_checkpoint=os.path.join(path, "model.pt"),
-                                output_dir=str(tmp_path / "eval")))
-    assert evaluated["eval_return_mean"] == summary["eval_return_mean"]
-
-
-def test_an_environment_of_ones_own_module_without_masks_needs_no_mask(fresh_env_module,
-                                                                      check_usage_error):
-    check_usage_error("ppo_masked.py", ["--env-id", "my_envs:GridWorld-v0"],
-                      "gave no info['action_mask'] after reset of my_envs:GridWorld-v0; "
-                      "pass --mask-source obs")
-
-
-def test_a_module_of_ones_own_that_fails_on_import_is_one_line(tmp_path, monkeypatch,
-                                                               check_usage_error):
-    (tmp_path / "broken_envs.py").write_text("raise RuntimeError('a bug in my module')\n")
-    monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.delitem(sys.modules, "broken_envs", raising=False)
-    check_usage_error("ppo_masked.py", ["--env-id", "broken_envs:Broken-v0"],
-                      "cannot make broken_envs:Broken-v0: RuntimeError: a bug in my module")
+def test_a_checkpoints_evaluation_is_not_held_to_one_rollout():
+    # --total-timesteps 100 is less than one rollout of 32 * 64 steps: refused for training,
+    # not for evaluating a checkpoint, which trains nothing
+    pm.check_flags(pm.Args(total_timesteps=100, eval_checkpoint="model.pt"))
+    with pytest.raises(pm.UsageError, match="less than one rollout"):
+        pm.check_flags(pm.Args(total_timesteps=100))
 
 
 def test_an_environment_without_masks_trains_with_no_mask(tmp_path):
@@ -884,7 +718,8 @@ def test_an_environment_without_masks_trains_with_no_mask(tmp_path):
 
 
 def test_a_mask_that_allows_nothing_mid_run_names_the_step(run_cli, tmp_path):
-    # NoActionAtTwo's mask is empty at t = 2, reached after 2 steps of 2 environments.
+    # NoActionAtTwo's mask is empty at t = 2, reached after 2 steps of 2 environments: the
+    # run stops there, in one line and exit status 2, as bad input does
     code, out, err = run_cli("ppo_masked.py", ["--env-id", "NoActionAtTwo-v0", "--num-envs", "2",
                                                "--num-steps", "8", "--num-minibatches", "2",
                                                "--total-timesteps", "64",
@@ -892,10 +727,3 @@ def test_a_mask_that_allows_nothing_mid_run_names_the_step(run_cli, tmp_path):
     assert code == 2 and err.count("\n") == 1
     assert err == ("ppo_masked.py: error: the action mask of environment 0 at step 4 allows no "
                    "action; the environment must allow at least one\n")
-    (path,) = tmp_path.iterdir()  # the run stopped cleanly and kept what it had
-    assert '"interrupted": true' in (path / "summary.json").read_text()
-
-
-def test_help_lists_the_flags_with_their_docstrings(check_help):
-    check_help("ppo_masked.py", ("--cuda", "--no-cuda", "--stop-window", "--mask-source",
-                                 "--no-mask", "--norm-reward"), ("lambda of GAE", "{auto,info,obs}"))
