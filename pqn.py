@@ -1,0 +1,1061 @@
+# From plainrl (MIT licence, (c) 2026 the plainrl authors): keep this line in a copy.
+"""Parallelized Q-Network (PQN): DQN without a replay buffer or a target network, in one file.
+
+PQN learns Q(s, a) as DQN does, but collects its data as PPO does: N environments step
+together for T steps with an epsilon-greedy policy, the rollout's targets are Q(lambda)
+returns computed backward through it, and a few epochs of minibatch regression on those
+targets follow; then the rollout is thrown away. No transition is replayed and no copy of
+the network is held still. What makes it stable without them is LayerNorm in the network
+(Gallici et al. 2024 prove that normalized features keep the TD update from diverging) and
+the many environments, whose steps are less correlated than one environment's.
+
+Key equations (t indexes the T steps of one environment's rollout):
+
+    epsilon   a_t = argmax_a Q(s_t, a), or uniform with probability eps_t (each environment
+              draws on its own); eps_t = start_e + (end_e - start_e) * min(1, t / (fraction * budget))
+    Q(lambda) G_t = r_t + gamma * (1 - terminated_t) * ((1 - lambda) * max_a Q(s'_t, a)
+                                                        + lambda * G_{t+1})
+              where s'_t is the true next observation, and G_{t+1} becomes max_a Q(s'_t, a)
+              where the episode was cut (truncated_t) or the rollout ends (t = T - 1)
+    loss      L = mean( 0.5 * (Q(s_t, a_t) - G_t)^2 )     over a minibatch of the rollout
+    network   Linear -> LayerNorm -> ReLU, twice, then a linear head: one Q-value per action
+
+lambda = 0 gives DQN's one-step target r + gamma * max_a Q(s', a); lambda = 1 the Monte
+Carlo return bootstrapped only at the rollout's end. A time-limit truncation is not a
+termination: the step bootstraps from the true final observation (info["final_obs"]);
+the authors' code (purejaxql) and CleanRL's pqn.py treat it as one.
+
+The optimizer is RAdam, as the authors' code and CleanRL's; the learning rate decays
+linearly to 0 over the budget. Images (MinAtar's 10 x 10 grids) get one convolution of
+16 3 x 3 filters before the LayerNorm MLP, the MinAtar paper's small-grid encoder.
+
+Papers:
+    Gallici et al. 2024, "Simplifying Deep Temporal Difference Learning", arXiv:2407.04811
+        (PQN; code: github.com/mttga/purejaxql)
+    Peng & Williams 1996, "Incremental Multi-Step Q-Learning", Machine Learning 22 (Q(lambda))
+    Ba, Kiros & Hinton 2016, "Layer Normalization", arXiv:1607.06450
+    Mnih et al. 2015, "Human-level control through deep reinforcement learning", Nature 518
+    Young & Tian 2019, "MinAtar: An Atari-Inspired Testbed for Thorough and Reproducible
+        Reinforcement Learning Experiments", arXiv:1903.03176 (the small-grid network)
+
+Run:
+    python pqn.py --env-id CartPole-v1
+    python pqn.py --env-id Acrobot-v1
+    python pqn.py --env-id MinAtar/Breakout-v1 --total-timesteps 1000000 --num-envs 128 \
+        --num-steps 32 --num-minibatches 32 --update-epochs 2 --learning-rate 5e-4 \
+        --end-e 0.05 --exploration-fraction 0.1 --q-lambda 0.65 --reward-scale 1
+        # the authors' MinAtar settings; pip install minatar
+    python pqn.py --help
+
+Writes runs/<env_id>__pqn__<seed>__<unix_time>/ with config.json, episodes.csv,
+updates.csv, learning_curve.png, summary.json, model.pt with --save-model, and with
+--eval-every N evaluations.csv (and best_model.pt). TensorBoard's event file gets the CSV
+rows too (--no-tensorboard: none; --track syncs it to Weights & Biases, as CleanRL does).
+"""
+
+# ---------------------------------------------------------------------------------------
+# Imports
+# ---------------------------------------------------------------------------------------
+import csv
+import difflib
+import glob
+import importlib.util
+import json
+import math
+import os
+import random
+import re
+import signal
+import sys
+import time
+import typing
+import warnings
+from dataclasses import asdict, dataclass, replace
+from typing import Optional
+
+import gymnasium as gym
+import numpy as np
+import torch
+import torch.nn as nn
+import tyro
+from matplotlib.figure import Figure
+from torch.utils.tensorboard import SummaryWriter
+
+SCRIPT = os.path.basename(__file__)
+
+
+# ---------------------------------------------------------------------------------------
+# Flags
+# ---------------------------------------------------------------------------------------
+@dataclass
+class Args:
+    # MinAtar/ ids need the minatar package.
+    env_id: str = "CartPole-v1"
+    """a Gymnasium id (or module:id) with Discrete actions, flat Box or MinAtar observations"""
+    seed: int = 1
+    """seeds Python, NumPy, torch and the environments"""
+    total_timesteps: int = 500_000
+    """the training budget in environment steps, all environments together"""
+    cuda: bool = True
+    """use the GPU when one is present"""
+    output_dir: str = "runs"
+    """where run folders go"""
+    exp_name: str = os.path.splitext(SCRIPT)[0]
+    """the experiment name, part of the run folder's name"""
+    eval_episodes: int = 10
+    """greedy evaluation episodes after training (0 skips evaluation)"""
+    eval_every: int = 0
+    """also evaluate greedily every N environment steps (0: only after training)"""
+    stop_at_return: Optional[float] = None
+    """stop once the mean of the last 20 training episode returns reaches this"""
+    save_model: bool = False
+    """write model.pt into the run folder"""
+    eval_checkpoint: Optional[str] = None
+    """skip training: load this model.pt and evaluate it"""
+    capture_video: bool = False
+    """record the evaluation episodes into videos/ in the run folder"""
+    tensorboard: bool = True
+    """write TensorBoard's event files into the run folder too (tensorboard --logdir runs)"""
+    track: bool = False
+    """sync the run to Weights & Biases as CleanRL does (needs pip install wandb==0.31.0)"""
+    wandb_project_name: str = "plainrl"
+    """the Weights & Biases project of --track"""
+    wandb_entity: Optional[str] = None
+    """the Weights & Biases team or user of --track (None: your default entity)"""
+    # Algorithm: the authors' CartPole settings (purejaxql's pqn_cartpole.yaml) but for
+    # CleanRL's Q(lambda) and a shorter exploration, chosen on seeds 1-5.
+    num_envs: int = 32
+    """N: parallel environments, each exploring on its own"""
+    num_steps: int = 64
+    """T: steps per environment in each rollout; the batch is N*T"""
+    learning_rate: float = 1e-4
+    """RAdam's learning rate, decayed linearly to 0 over the budget (1e-4 on CartPole, 5e-4 on MinAtar in the paper's code)"""
+    gamma: float = 0.99
+    """discount factor"""
+    q_lambda: float = 0.65
+    """lambda of the Q(lambda) returns (0.65 on MinAtar and Atari, 0.95 on CartPole in the paper's code)"""
+    num_minibatches: int = 16
+    """minibatches per epoch; must divide N*T"""
+    update_epochs: int = 4
+    """epochs over each rollout (2-4 in the paper's code)"""
+    start_e: float = 1.0
+    """epsilon at the start"""
+    end_e: float = 0.05
+    """epsilon at the end of the decay (0.05 on MinAtar, 0.2 on CartPole in the paper's code)"""
+    exploration_fraction: float = 0.2
+    """the fraction of the budget over which epsilon decays linearly (0.1-0.2 in the paper's code)"""
+    reward_scale: float = 0.1
+    """rewards are multiplied by this for learning (0.1 on CartPole in the paper's code)"""
+    max_grad_norm: float = 10.0
+    """gradient clipping: the largest global norm of the gradient"""
+    hidden_size: int = 256
+    """width of the two LayerNorm hidden layers"""
+
+
+# ---------------------------------------------------------------------------------------
+# The math
+# ---------------------------------------------------------------------------------------
+def linear_schedule(start, end, duration, t):
+    """A value at environment step t, linear from `start` at t = 0 to `end` at t = duration,
+    then constant: epsilon, start_e to end_e over fraction * budget.
+
+        x_t = start + (end - start) * min(1, t / duration)      (end if duration = 0)
+    """
+    if duration <= 0:
+        return end
+    return start + (end - start) * min(1.0, t / duration)
+
+
+def q_lambda_returns(rewards, next_q, terminated, truncated, gamma, q_lambda):
+    """Peng's Q(lambda) returns of a rollout, computed backward (all tensors [T, N]):
+
+        G_t = r_t + gamma * (1 - terminated_t) * ((1 - lambda) * next_q_t + lambda * G_{t+1})
+
+    next_q_t = max_a Q(s'_t, a) at the true next observation (info["final_obs"] where the
+    step was truncated). Where the episode was cut (truncated_t) or at the rollout's last
+    step, nothing after s'_t belongs to the episode in the rollout: G_{t+1} is replaced by
+    next_q_t, so G_t = r_t + gamma * (1 - terminated_t) * next_q_t. A terminated step ends
+    the return: G_t = r_t. lambda = 0 gives the one-step target; lambda = 1 the Monte Carlo
+    return, bootstrapped only where the rollout or a time limit cuts it."""
+    returns = torch.zeros_like(rewards)
+    following = next_q[-1]  # G_T: the rollout's end bootstraps from next_q
+    for t in reversed(range(len(rewards))):
+        following = torch.where(truncated[t], next_q[t], following)
+        mixed = (1 - q_lambda) * next_q[t] + q_lambda * following
+        returns[t] = rewards[t] + gamma * (1 - terminated[t]) * mixed
+        following = returns[t]
+    return returns
+
+
+def epsilon_greedy(q_values, epsilon, generator=None):
+    """a = argmax_a Q(s, a) for each environment, or a uniform action where that
+    environment's own draw is below epsilon (q_values [N, A] -> actions [N])."""
+    num_envs, num_actions = q_values.shape
+    explore = torch.rand(num_envs, generator=generator) < epsilon
+    random_actions = torch.randint(num_actions, (num_envs,), generator=generator)
+    return torch.where(explore, random_actions, q_values.argmax(dim=1))
+
+
+class Rollout:
+    """One rollout of T steps of N environments: what the agent saw, did and got, and the
+    true next observation of every step (info["final_obs"] where the step was truncated,
+    the observation after the rollout at its last step), from which targets computes the
+    Q(lambda) returns once the rollout is complete."""
+
+    def __init__(self, num_steps, num_envs, obs_shape, device):
+        self.obs = torch.zeros((num_steps, num_envs, *obs_shape), device=device)
+        self.next_obs = torch.zeros_like(self.obs)
+        self.actions = torch.zeros((num_steps, num_envs), dtype=torch.long, device=device)
+        self.rewards = torch.zeros((num_steps, num_envs), device=device)
+        self.terminated = torch.zeros((num_steps, num_envs), device=device)
+        self.truncated = torch.zeros((num_steps, num_envs), dtype=torch.bool, device=device)
+
+    @torch.no_grad()
+    def targets(self, q_network, gamma, q_lambda):
+        """The Q(lambda) returns G [T, N], next_q read off the network as it is now."""
+        next_q = q_network(self.next_obs.flatten(0, 1)).max(dim=1).values
+        return q_lambda_returns(self.rewards, next_q.view_as(self.rewards), self.terminated,
+                                self.truncated, gamma, q_lambda)
+
+
+# ---------------------------------------------------------------------------------------
+# Networks
+# ---------------------------------------------------------------------------------------
+class QNetwork(nn.Module):
+    """Q(s, .) [B, A]: two hidden layers, each Linear -> LayerNorm -> ReLU, and a linear head.
+    An image (MinAtar's 10 x 10 x C grid, channels last) first goes through one convolution
+    of 16 3 x 3 filters with ReLU, flattened: 10 -> 8, so 16 * 8 * 8 = 1024 features. PyTorch's
+    default initialization (the authors' code has Flax's, which differs in scale only)."""
+
+    def __init__(self, obs_shape, num_actions, hidden_size=256):
+        super().__init__()
+        self.image = len(obs_shape) == 3
+        if self.image:
+            channels, height, width = obs_shape[2], *obs_shape[:2]
+            self.encoder = nn.Sequential(nn.Conv2d(channels, 16, 3), nn.ReLU(), nn.Flatten())
+            features = 16 * (height - 2) * (width - 2)
+        else:
+            self.encoder, features = nn.Flatten(), int(np.prod(obs_shape))
+        self.mlp = nn.Sequential(
+            nn.Linear(features, hidden_size), nn.LayerNorm(hidden_size), nn.ReLU(),
+            nn.Linear(hidden_size, hidden_size), nn.LayerNorm(hidden_size), nn.ReLU(),
+            nn.Linear(hidden_size, num_actions))
+
+    def forward(self, obs):
+        obs = obs.float()
+        if self.image:
+            obs = obs.movedim(-1, -3)  # [B, H, W, C] -> [B, C, H, W]
+        return self.mlp(self.encoder(obs))
+
+
+def make_vector_env(env_id, num_envs, video_folder=None):
+    """N copies of env_id in one synchronous vector environment, with SAME_STEP autoreset
+    (the observation after an episode ends is the next episode's first; the true last one
+    is in info["final_obs"]) and episode statistics recorded by Gymnasium's wrapper. With
+    video_folder, the evaluation's environments record their first episode."""
+    def make(i):
+        if video_folder is None:
+            return gym.make(env_id)
+        os.environ.setdefault("SDL_VIDEODRIVER", "dummy")  # frames only, no window to open
+        env = gym.make(env_id, render_mode="rgb_array")
+        env = MinAtarScreen(env) if env_id.startswith("MinAtar/") else env
+        with warnings.catch_warnings():  # the environments share one folder on purpose
+            warnings.filterwarnings("ignore", message=".*Overwriting existing videos")
+            return gym.wrappers.RecordVideo(env, video_folder, name_prefix=f"eval-{i}",
+                                           episode_trigger=lambda episode: episode == 0)
+
+    envs = gym.vector.SyncVectorEnv([lambda i=i: make(i) for i in range(num_envs)],
+                                    autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
+    return gym.wrappers.vector.RecordEpisodeStatistics(envs)
+
+
+# ---------------------------------------------------------------------------------------
+# Training
+# ---------------------------------------------------------------------------------------
+def train(args, q_network, envs, run, device):
+    """PQN's loop: collect a rollout epsilon-greedily, compute its Q(lambda) returns, take
+    epochs of minibatch steps on the squared error, log; until the budget, --stop-at-return
+    or a non-finite loss. No replay buffer, no target network."""
+    optimizer = torch.optim.RAdam(q_network.parameters(), lr=args.learning_rate)
+    rollout = Rollout(args.num_steps, args.num_envs, envs.single_observation_space.shape, device)
+    batch_size = args.num_envs * args.num_steps
+    num_iterations = args.total_timesteps // batch_size
+    global_step = 0
+    next_obs = torch.as_tensor(envs.reset(seed=args.seed)[0], dtype=torch.float32, device=device)
+    for iteration in range(1, num_iterations + 1):
+        for group in optimizer.param_groups:  # linearly from --learning-rate to 0 at the end
+            group["lr"] = args.learning_rate * (1 - (iteration - 1) / num_iterations)
+
+        # Rollout: T steps of the N environments, each exploring epsilon-greedily on its own.
+        for step in range(args.num_steps):
+            epsilon = linear_schedule(args.start_e, args.end_e,
+                                      args.exploration_fraction * args.total_timesteps, global_step)
+            with torch.no_grad():
+                action = epsilon_greedy(q_network(next_obs), epsilon)
+            obs, reward, terminated, truncated, info = envs.step(action.cpu().numpy())
+            global_step += args.num_envs
+            run.step(global_step)  # progress line; evaluation every --eval-every steps
+            rollout.obs[step], rollout.actions[step] = next_obs, action
+            rollout.rewards[step] = torch.as_tensor(reward * args.reward_scale, device=device)
+            rollout.terminated[step] = torch.as_tensor(terminated, device=device)
+            rollout.truncated[step] = torch.as_tensor(truncated, device=device)
+            next_obs = torch.as_tensor(obs, dtype=torch.float32, device=device)
+            rollout.next_obs[step] = next_obs
+            for i in np.flatnonzero(truncated):  # the true last observation of a cut episode
+                rollout.next_obs[step, i] = torch.as_tensor(info["final_obs"][i], device=device)
+            for i in np.flatnonzero(info.get("_episode", [])):
+                run.episode(global_step, info["episode"]["r"][i], info["episode"]["l"][i])
+            if run.reached(args.stop_at_return, global_step):  # the summary records when
+                return
+
+        # Targets: Q(lambda) returns, backward through the rollout, from the network as it is.
+        returns = rollout.targets(q_network, args.gamma, args.q_lambda).flatten()
+        b_obs, b_actions = rollout.obs.flatten(0, 1), rollout.actions.flatten()
+
+        # Update: epochs of minibatch regression of Q(s_t, a_t) on G_t.
+        for epoch in range(args.update_epochs):
+            for idx in torch.randperm(batch_size, device=device).chunk(args.num_minibatches):
+                q_taken = q_network(b_obs[idx]).gather(1, b_actions[idx, None]).squeeze(1)
+                loss = 0.5 * ((q_taken - returns[idx]) ** 2).mean()
+                optimizer.zero_grad()
+                loss.backward()
+                nn.utils.clip_grad_norm_(q_network.parameters(), args.max_grad_norm)
+                optimizer.step()
+
+        if run.non_finite(loss.item(), global_step):  # says so; the run stops as interrupted
+            return
+        run.update(global_step, learning_rate=optimizer.param_groups[0]["lr"], epsilon=epsilon,
+                   td_loss=loss.item(), q_values=q_taken.mean().item())
+
+
+def main(args: Args) -> dict:
+    """Train PQN (or evaluate an --eval-checkpoint), write the run folder, return the summary.
+    Ctrl-C stops training; the run folder is written, then KeyboardInterrupt goes on up."""
+    # Check everything a user can get wrong before anything runs: one line, exit status 2.
+    check_args(args)
+    obs_shape, num_actions = check_env(args, make=make_game)
+    args, checkpoint = load_checkpoint(args)  # the network's width comes from a checkpoint
+
+    # Set up: seeds, device, the Q-network, the run folder.
+    device = seed_and_device(args.seed, args.cuda)
+    q_network = QNetwork(obs_shape, num_actions, args.hidden_size).to(device)
+    models = {"q_network": q_network}  # what model.pt holds
+    if checkpoint is not None:
+        restore(checkpoint, models, args)
+    run = RunWriter(args, device, models, rollout_steps=args.num_envs * args.num_steps)
+
+    # Train (unless evaluating a checkpoint), then finish: evaluate, save, write, plot.
+    envs = None if checkpoint else make_vector_env(args.env_id, args.num_envs)
+    return train_and_finish(run, lambda: train(args, q_network, envs, run, device), envs)
+
+
+# ---------------------------------------------------------------------------------------
+# What the plumbing asks of pqn.py: its own checks, its greedy policy, its model's flags
+# ---------------------------------------------------------------------------------------
+def check_flags(args):
+    """pqn.py's own flags, checked before any environment is made."""
+    for name in ("num_envs", "num_steps", "num_minibatches", "update_epochs", "hidden_size",
+                 "learning_rate", "max_grad_norm", "reward_scale"):
+        if not getattr(args, name) > 0:
+            fail(f"--{name.replace('_', '-')} must be positive, got {getattr(args, name)}")
+    for name in ("gamma", "q_lambda", "start_e", "end_e", "exploration_fraction"):
+        if not 0.0 <= getattr(args, name) <= 1.0:
+            fail(f"--{name.replace('_', '-')} must be in [0, 1], got {getattr(args, name)}")
+    batch_size = args.num_envs * args.num_steps
+    if batch_size % args.num_minibatches:
+        fail(f"num_envs*num_steps = {batch_size} is not divisible by --num-minibatches "
+             f"{args.num_minibatches}; pick a divisor of {batch_size}")
+    if args.eval_checkpoint is None and 0 < args.total_timesteps < batch_size:
+        fail(f"--total-timesteps {args.total_timesteps} is less than one rollout "
+             f"(num_envs*num_steps = {batch_size}); raise it or shrink the rollout")
+    if args.env_id.startswith("ALE/"):
+        fail(f"{args.env_id}: pqn.py learns from vectors and MinAtar's grids; for Atari's "
+             "frames use dqn.py or ppo.py")
+
+
+def check_spaces(args, obs_space, action_space):
+    """Whether pqn.py handles the environment's spaces; returns (obs_shape, num_actions)."""
+    if not isinstance(action_space, gym.spaces.Discrete):
+        fail(f"{args.env_id} has a {type(action_space).__name__} action space; pqn.py takes "
+             "the max over Discrete actions (for continuous ones use sac.py or crossq.py)")
+    if not (isinstance(obs_space, gym.spaces.Box) and len(obs_space.shape) in (1, 3)):
+        fail(f"{args.env_id} has a {type(obs_space).__name__} observation space of shape "
+             f"{obs_space.shape}; pqn.py needs a flat Box or an H x W x C image Box")
+    if len(obs_space.shape) == 3 and min(obs_space.shape[:2]) < 3:
+        fail(f"{args.env_id} has images of shape {obs_space.shape}; the convolution needs "
+             "3 x 3 pixels or more")
+    return obs_space.shape, int(action_space.n)
+
+
+def greedy_policy(models, envs):
+    """The evaluation's policy, act(obs, info) -> argmax_a Q(s, a) for each environment."""
+    q_network = models["q_network"]
+    device = next(q_network.parameters()).device
+
+    @torch.no_grad()
+    def act(obs, info):
+        return q_network(torch.as_tensor(obs, device=device)).argmax(dim=1).cpu().numpy()
+    return act
+
+
+MODEL_FLAGS = ("hidden_size",)  # a checkpoint's network is built by these
+# pqn.py's columns of updates.csv as TensorBoard's scalars, under CleanRL's names
+TENSORBOARD_NAMES = {"learning_rate": "charts/learning_rate", "epsilon": "charts/epsilon",
+                     "td_loss": "losses/td_loss", "q_values": "losses/q_values"}
+
+
+# ---------------------------------------------------------------------------------------
+# Plumbing: checks, run folder, evaluation, checkpoints (not needed to follow the algorithm)
+# ---------------------------------------------------------------------------------------
+# Stamped from plainrl's plumbing/common.py by its stamp.py: edit it there, not here.
+class UsageError(Exception):
+    """Bad input: reported as one line on stderr with exit status 2, before training."""
+
+
+def fail(message):
+    raise UsageError(message)
+
+
+def parse_args():
+    """tyro.cli(Args), with a mistake on the command line (an unknown flag, a missing value,
+    a value of the wrong type or not among the choices) as one whole line at any terminal
+    width: tyro hands the mistake over as data through its parse-error hook (tyro._errors,
+    marked experimental, which is one reason requirements.txt pins tyro), and usage_error
+    words it. --help prints as tyro writes it."""
+    with tyro._errors.on_parse_error(usage_error):
+        return tyro.cli(Args)
+
+
+def usage_error(event):
+    """Raise UsageError with one line for a tyro parse error: the flag, what it takes, and
+    what to write instead (the closest flags to an unknown one; 100000 for 1e5)."""
+    types = typing.get_type_hints(Args)
+    flags = [f"--{name.replace('_', '-')}" for name in types]
+    flags += [f"--no-{name.replace('_', '-')}" for name, kind in types.items() if kind is bool]
+    help_hint = f"(python {SCRIPT} --help lists the flags)"
+    if isinstance(event, tyro._errors.UnrecognizedArgs):
+        close = difflib.get_close_matches(event.tokens[0].partition("=")[0], flags, n=2)
+        also = f"; did you mean {' or '.join(close)}?" if close else ""
+        fail(f"unrecognized options: {', '.join(event.tokens)}{also} {help_hint}")
+    if getattr(event, "argument", None) is None:
+        fail(f"cannot read the command line ({type(event).__name__}) {help_hint}")
+    flag = event.argument.display_name().split("/")[0]
+    if isinstance(event, tyro._errors.InvalidChoice):
+        fail(f"{flag} takes {' or '.join(event.choices)}, not {event.value!r} {help_hint}")
+    words = sys.argv[1:]
+    given = [w.partition("=")[2] or next(iter(words[i + 1:i + 2]), "")
+             for i, w in enumerate(words) if w.partition("=")[0] == flag]
+    if not given or isinstance(event, tyro._errors.BadValue):
+        fail(f"{flag} needs a value {help_hint}")
+    kind = types[flag[2:].replace("-", "_")]
+    whole = int in (kind, *typing.get_args(kind))
+    try:
+        instead = (f": write {int(float(given[-1]))}"
+                   if whole and float(given[-1]).is_integer() else "")
+    except ValueError:  # not a number at all
+        instead = ""
+    fail(f"{flag} takes {'a whole number' if whole else 'a number'}, not {given[-1]!r}"
+         f"{instead} {help_hint}")
+
+
+def check_args(args):
+    """Everything a user can get wrong in the flags, before any environment is made: the
+    algorithm's own checks (check_flags), then those of the flags every script has."""
+    check_flags(args)
+    if args.total_timesteps <= 0:
+        fail(f"--total-timesteps must be positive, got {args.total_timesteps}")
+    if args.eval_episodes < 0:
+        fail(f"--eval-episodes must be 0 or more, got {args.eval_episodes}")
+    if args.eval_every < 0:
+        fail(f"--eval-every must be 0 (evaluate only after training) or more, got {args.eval_every}")
+    if args.eval_every and not args.eval_episodes:
+        fail("--eval-every needs at least one evaluation episode; pass --eval-episodes 1 or more")
+    if args.capture_video and not args.eval_episodes:
+        fail("--capture-video records the evaluation episodes, and --eval-episodes 0 has none; "
+             "pass --eval-episodes 1 or more")
+    for flag, needed, package in (("capture_video", "moviepy", "moviepy==2.2.1"),
+                                  ("track", "wandb", "wandb==0.31.0")):
+        if getattr(args, flag) and importlib.util.find_spec(needed) is None:
+            fail(f"--{flag.replace('_', '-')} needs {needed}: pip install {package}")
+    if args.track and not args.tensorboard:
+        fail("--track syncs TensorBoard's event files to Weights & Biases; drop --no-tensorboard")
+
+
+def check_env(args, make=gym.make):
+    """Make the environment once (gym.make imports a module:EnvId id's module itself), hand
+    its spaces to check_spaces and return what that returns; with --capture-video, render a
+    frame, so that a machine without a display says so now, not after training."""
+    env_id = args.env_id
+    try:
+        env = make(env_id)
+        obs_space, action_space = env.observation_space, env.action_space
+        env.close()
+    except Exception as e:  # Gymnasium's own line: the closest id to an unknown one, the
+        # extra to install (pinned here to this Gymnasium); or a module of the user's that fails
+        message = re.sub(r'"gymnasium\[(\w+)\]"', rf'"gymnasium[\1]=={gym.__version__}"', str(e))
+        fail(f"cannot make {env_id}: {type(e).__name__}: {(message.splitlines() or [''])[0]}")
+    if args.capture_video:
+        try:
+            with warnings.catch_warnings():  # the line below says it
+                warnings.simplefilter("ignore")
+                os.environ.setdefault("SDL_VIDEODRIVER", "dummy")  # frames only, no window
+                env = make(env_id, render_mode="rgb_array")
+                env.reset(seed=0)
+                env.render()
+                env.close()
+        except Exception as e:
+            fail(f"cannot record videos of {env_id} ({type(e).__name__}: "
+                 f"{(str(e).splitlines() or [''])[0]}); for MuJoCo on a machine without a "
+                 "display set MUJOCO_GL=egl")
+    return check_spaces(args, obs_space, action_space)
+
+
+def seed_and_device(seed, cuda, threads=1, small_network=True):
+    """Seed Python's, NumPy's and torch's random generators (the environments are seeded by
+    their reset) and pick the device: the GPU if asked for and present, else the CPU with
+    `threads` threads (one runs a small MLP fastest). On the GPU, a small network (not an
+    image's) gets a note that the CPU is faster."""
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+    device = torch.device("cuda" if cuda and torch.cuda.is_available() else "cpu")
+    if device.type == "cpu":
+        torch.set_num_threads(threads)
+    elif small_network:
+        print(f"{SCRIPT}: note: networks this small train faster on one CPU thread than on "
+              "a GPU (measured for every script at its reference settings); --no-cuda uses the CPU")
+    return device
+
+
+EVAL_MAX_STEPS = 27_000
+"""an evaluation episode still running after this many steps is cut there (its return so
+far counts): a greedy policy can balance or walk in a circle forever in an environment
+without a time limit. 27,000 steps are ALE's own end of an Atari game (108,000 frames)."""
+
+
+def evaluate(args, models, video_folder=None):
+    """Greedy returns of --eval-episodes episodes, one per environment of a vector env, all
+    at once, seeded seed + 100,000 (every evaluation plays the same starts). The actions
+    come from the script's greedy_policy; with --eval-epsilon (where a script has it), a
+    uniformly random one instead with that probability, from a generator of the
+    evaluation's own. A line every 2 seconds says how far it is."""
+    episodes, seed = args.eval_episodes, args.seed + 100_000
+    envs = make_vector_env(args.env_id, episodes, video_folder=video_folder)
+    act, epsilon = greedy_policy(models, envs), getattr(args, "eval_epsilon", 0.0)
+    obs, info = envs.reset(seed=seed)
+    rng = np.random.default_rng(seed)  # epsilon's draws; training's streams stay untouched
+    returns, steps, last_print = np.full(episodes, np.nan), 0, time.time()
+    while np.isnan(returns).any() and steps < EVAL_MAX_STEPS:
+        actions = act(obs, info)
+        if epsilon:  # Discrete actions only (check_spaces)
+            explore = rng.random(episodes) < epsilon
+            actions = np.where(explore, rng.integers(envs.single_action_space.n, size=episodes),
+                               actions)
+        obs, _, _, _, info = envs.step(actions)
+        if "_episode" in info:
+            first = info["_episode"] & np.isnan(returns)
+            returns[first] = info["episode"]["r"][first]
+        steps += 1
+        if time.time() - last_print >= 2.0:
+            last_print = time.time()
+            print(f"{SCRIPT}: evaluating, {episodes - np.isnan(returns).sum()} of {episodes} "
+                  f"episodes done, {steps:,} steps")
+    if np.isnan(returns).any():
+        print(f"{SCRIPT}: evaluation episodes cut at {EVAL_MAX_STEPS:,} steps; give "
+              f"{args.env_id} a time limit (max_episode_steps)")
+        returns = np.where(np.isnan(returns), envs.episode_returns, returns)
+    envs.close()
+    return returns
+
+
+class RunWriter:
+    """The run folder (the files the docstring at the top lists): config.json at once, the CSV
+    files row by row (flushed, so an interrupted run keeps them) and TensorBoard's events
+    from the same rows, a progress line every 2 seconds, the evaluations of --eval-every
+    with best_model; finish() writes the rest. `models` names what a checkpoint holds (each
+    with state_dict and load_state_dict). Training that runs whole rollouts of
+    `rollout_steps` rounds the budget down to them, said at the start."""
+
+    def __init__(self, args, device, models, rollout_steps=1, note=""):
+        name = "__".join([args.env_id.replace("/", "-").replace(":", "-"), args.exp_name,
+                          str(args.seed), str(int(time.time()))])
+        self.path, suffix = os.path.join(args.output_dir, name), 1
+        while os.path.exists(self.path):  # a run with the same flags in the same second
+            suffix += 1
+            self.path = os.path.join(args.output_dir, f"{name}-{suffix}")
+        versions = {"gymnasium": gym.__version__, "numpy": np.__version__,
+                    "python": sys.version.split()[0]}
+        versions["torch"] = torch.__version__
+        config = {**asdict(args), "device": str(device), "versions": versions}
+        if args.track:  # before the folder and the event files (it syncs those made after it)
+            start_tracking(args, os.path.basename(self.path), config)
+        try:
+            os.makedirs(self.path)
+        except OSError as e:
+            fail(f"cannot create the run folder {self.path}: {e.strerror}")
+        with open(os.path.join(self.path, "config.json"), "w") as f:
+            json.dump(config, f, indent=2)
+        self.tensorboard = None
+        if args.tensorboard:  # TensorBoard's event files get each CSV row too (write_row)
+            self.tensorboard = TensorBoardWriter(self.path)
+            self.tensorboard.add_text("config", "|flag|value|\n|-|-|\n" + "\n".join(
+                f"|{key}|{value}|" for key, value in config.items()))
+        # summary.json records when the mean of the last 20 training returns first
+        # reached --stop-at-return, else the environment's reward_threshold (CartPole-v1: 475)
+        threshold = args.stop_at_return if args.stop_at_return is not None else getattr(
+            gym.registry.get(args.env_id.rpartition(":")[2]), "reward_threshold", None)
+        self.summary = dict.fromkeys(SUMMARY_KEYS) | {
+            "solved_threshold": None if args.eval_checkpoint else threshold,
+            "algorithm": args.exp_name, "env_id": args.env_id, "seed": args.seed,
+            "global_steps": 0, "eval_episodes": args.eval_episodes, "interrupted": False}
+        self.args, self.device, self.models = args, device, models
+        self.budget = args.total_timesteps // rollout_steps * rollout_steps
+        self.files, self.steps, self.returns, self.evaluations = {}, [], [], []
+        self.write_row("episodes.csv")  # its header now: a run with no episode has the file
+        self.start = self.last_print = time.time()
+        self.first_print = None  # (step, time) of the first progress line
+        print(f"{SCRIPT}: {args.env_id}, seed {args.seed}, device {device}{note}")
+        if self.budget != args.total_timesteps and args.eval_checkpoint is None:
+            print(f"{SCRIPT}: training runs {self.budget:,} of --total-timesteps "
+                  f"{args.total_timesteps:,}: whole rollouts of {rollout_steps:,} steps")
+
+    def elapsed(self):
+        return time.time() - self.start
+
+    def write_row(self, filename, **row):
+        """Append a row to a CSV file of the run folder, made with a header at first use
+        (episodes.csv's columns are fixed; no row writes the header alone), and its values
+        to TensorBoard at the row's step and moment."""
+        if filename not in self.files:
+            f = open(os.path.join(self.path, filename), "w", newline="")
+            fields = EPISODE_FIELDS if filename == "episodes.csv" else list(row)
+            self.files[filename] = (f, csv.DictWriter(f, fieldnames=fields))
+            self.files[filename][1].writeheader()
+        f, writer = self.files[filename]
+        if row:
+            writer.writerow(row)
+        if row and self.tensorboard:
+            for column, value in row.items():
+                if column not in ("global_step", "wall_time") and value != "":  # "": no value
+                    name = {**COMMON_NAMES, **TENSORBOARD_NAMES}.get(column, f"charts/{column}")
+                    self.tensorboard.add_scalar(name, value, row["global_step"],
+                                                self.start + row["wall_time"])
+        f.flush()
+
+    def episode(self, global_step, episode_return, episode_length):
+        self.steps.append(global_step)
+        self.returns.append(float(episode_return))
+        self.write_row("episodes.csv", global_step=global_step, wall_time=round(self.elapsed(), 4),
+                       episode_return=float(episode_return), episode_length=int(episode_length))
+        self.reached(self.summary["solved_threshold"], global_step)  # records when
+
+    def update(self, global_step, **diagnostics):
+        wall_time = self.elapsed()
+        self.write_row("updates.csv", global_step=global_step, wall_time=round(wall_time, 4),
+                       sps=int(global_step / wall_time), **diagnostics)
+
+    def step(self, global_step):
+        """After each environment step: record the step count (should Ctrl-C stop the run),
+        evaluate each time global_step crosses a multiple of --eval-every, and print the
+        progress line every 2 seconds (flushing TensorBoard's events), its speed measured from
+        the first line on (the first seconds hold the start-up)."""
+        every, previous = self.args.eval_every, self.summary["global_steps"]
+        self.summary["global_steps"] = global_step
+        if every and global_step // every > previous // every:
+            self.evaluation(global_step)
+        now = time.time()
+        if now - self.last_print >= 2.0:
+            first, self.last_print = self.first_print or (global_step, now), now
+            sps = (global_step - first[0]) / (now - first[1]) if self.first_print else None
+            print(progress_line(global_step, self.budget, sps, self.recent_return()))
+            self.first_print = first
+            if self.tensorboard:
+                self.tensorboard.flush()
+
+    def evaluation(self, global_step):
+        """Evaluate the policy as it is now on environments of its own (the training ones, the
+        observation statistics and the random streams are untouched), append the row to
+        evaluations.csv and, with --save-model, keep the best model so far (best_model)."""
+        wall_time = self.elapsed()
+        returns = evaluate(self.args, self.models)
+        mean, std = float(returns.mean()), float(returns.std())
+        self.write_row("evaluations.csv", global_step=global_step, wall_time=round(wall_time, 4),
+                       eval_return_mean=mean, eval_return_std=std)
+        if self.args.save_model and mean > max((m for _, m, _ in self.evaluations), default=-math.inf):
+            save_checkpoint(os.path.join(self.path, "best_" + CHECKPOINT), self.models, self.args)
+        self.evaluations.append((global_step, mean, std))
+
+    def non_finite(self, loss, global_step):
+        """True, after saying so and marking the run interrupted, when the loss is NaN or inf."""
+        if math.isfinite(loss):
+            return False
+        print(f"{SCRIPT}: the loss became non-finite (NaN or inf) at step {global_step}; "
+              "stopping (try a lower --learning-rate)")
+        self.summary["interrupted"] = True
+        return True
+
+    def recent_return(self):
+        """The mean of the last 20 training episode returns (None before the first)."""
+        return float(np.mean(self.returns[-20:])) if self.returns else None
+
+    def reached(self, threshold, global_step):
+        """True once the mean of the last 20 returns reaches threshold; records the first step
+        it did (each episode asks it of solved_threshold, train of --stop-at-return)."""
+        if threshold is None or len(self.returns) < 20 or self.recent_return() < threshold:
+            return False
+        if self.summary["solved_at_step"] is None:  # the first time only
+            self.summary["solved_at_step"] = global_step
+            self.summary["solved_at_time_s"] = round(self.elapsed(), 3)
+        return True
+
+    def close(self):
+        for f, _ in self.files.values():
+            f.close()
+        if self.tensorboard:
+            self.tensorboard.close()
+
+
+TensorBoardWriter = SummaryWriter
+CHECKPOINT = "model.pt"
+
+
+EPISODE_FIELDS = ("global_step", "wall_time", "episode_return", "episode_length")
+SUMMARY_KEYS = ("algorithm", "env_id", "seed", "global_steps", "wall_time_s",
+                "train_return_last20", "eval_return_mean", "eval_return_std", "eval_episodes",
+                "solved_threshold", "solved_at_step", "solved_at_time_s", "interrupted")
+# The columns every script writes, as TensorBoard's scalars under CleanRL's names (each point
+# at the row's global_step and wall_time); a column in neither these nor the script's own
+# TENSORBOARD_NAMES goes under charts/.
+COMMON_NAMES = {"episode_return": "charts/episodic_return", "sps": "charts/SPS",
+                "episode_length": "charts/episodic_length", "eval_return_mean":
+                "eval/episodic_return", "eval_return_std": "eval/episodic_return_std"}
+
+
+def progress_line(global_step, total_steps, sps, recent_return):
+    """The console's progress: the step out of the budget, the percentage, steps per second,
+    the time left at that speed (h:mm:ss) and the mean of the last 20 training returns; the
+    speed and the time left read "-" while sps is None (the first line: nothing measured).
+
+        ETA = max(total_steps - global_step, 0) / sps
+    """
+    if sps:
+        minutes, seconds = divmod(round(max(total_steps - global_step, 0) / sps), 60)
+        speed = f"{sps:,.0f} sps | ETA {minutes // 60}:{minutes % 60:02}:{seconds:02}"
+    else:
+        speed = "- sps | ETA -"
+    recent = "n/a" if recent_return is None else f"{recent_return:.1f}"
+    return (f"step {global_step:,}/{total_steps:,} ({100 * global_step / total_steps:.0f}%) | "
+            f"{speed} | return (last 20) {recent}")
+
+
+def plot_learning_curve(path, steps, returns, title, evaluations=(), final=None):
+    """learning_curve.png: episode return against environment steps, raw points faded and
+    a moving average of 20 episodes on top; the greedy evaluations (step, mean, std) of
+    --eval-every as a second series, the mean with the std as error bars, and the final
+    evaluation (step, mean, std) after training as a marker of its own."""
+    fig = Figure(figsize=(7, 4), dpi=100)
+    ax = fig.add_subplot()
+    ax.scatter(steps, returns, s=6, alpha=0.25, label="episode return")
+    if returns:
+        window = min(20, len(returns))
+        smooth = np.convolve(returns, np.ones(window) / window, mode="valid")
+        ax.plot(steps[window - 1:], smooth, color="tab:blue", lw=2, label=f"mean of last {window}")
+    for points, style, label in ((evaluations, dict(color="tab:orange", marker="o", ms=4),
+                                  "greedy evaluation (mean, std)"),
+                                 ([final] if final else [], dict(color="tab:red", marker="D", ms=7),
+                                  "final greedy evaluation")):
+        if points:
+            eval_steps, means, stds = zip(*points)
+            ax.errorbar(eval_steps, means, yerr=stds, capsize=3, label=label, **style)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(loc="lower right")
+    ax.set(xlabel="environment steps", ylabel="episode return", title=title)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(os.path.join(path, "learning_curve.png"))
+    return os.path.join(path, "learning_curve.png")
+
+
+def save_checkpoint(path, models, args):
+    """model.pt: each model's state dict under its name, and the flags."""
+    torch.save({**{name: m.state_dict() for name, m in models.items()}, "args": asdict(args)},
+               path)
+
+
+def read_checkpoint(path):
+    """A model.pt's dict, loaded safely (weights_only: tensors and plain data, never code)."""
+    return torch.load(path, map_location="cpu", weights_only=True)
+
+
+def load_checkpoint(args):
+    """(args, checkpoint) for --eval-checkpoint: the file (or a run folder's), read safely and
+    checked to be this script's and made for --env-id, and the flags that shape the networks
+    (MODEL_FLAGS) taken from it; (args, None) without the flag."""
+    path = args.eval_checkpoint
+    if path is None:
+        return args, None
+    if os.path.isdir(path):  # a run folder stands for its checkpoint
+        path = os.path.join(path, CHECKPOINT)
+        if not os.path.isfile(path):
+            fail(f"run folder {os.path.dirname(path)} has no {CHECKPOINT}; train with --save-model")
+    if not os.path.isfile(path):
+        fail(f"checkpoint {path} does not exist")
+    try:
+        checkpoint = read_checkpoint(path)
+        flags = {name: checkpoint["args"][name] for name in ("env_id", *MODEL_FLAGS)}
+    except Exception as e:
+        fail(f"checkpoint {path} is not a {SCRIPT} {CHECKPOINT} ({type(e).__name__}); "
+             "make one with --save-model")
+    if flags["env_id"] != args.env_id:
+        fail(f"checkpoint {path} was made for {flags['env_id']}, not {args.env_id}; "
+             f"pass --env-id {flags['env_id']}")
+    return replace(args, **flags), checkpoint
+
+
+def restore(checkpoint, models, args):
+    """Put a checkpoint's state into each model."""
+    try:
+        for name, model in models.items():
+            model.load_state_dict(checkpoint[name])
+    except Exception as e:
+        fail(f"checkpoint {args.eval_checkpoint} does not fit {args.env_id}'s networks: "
+             f"{type(e).__name__}: {(str(e).splitlines() or [''])[0]}")
+
+
+def train_and_finish(run, train, envs=None):
+    """Train (unless --eval-checkpoint gave a model) and finish the run. Ctrl-C during
+    training stops it: the run folder is written, then KeyboardInterrupt goes on up (cli
+    ends the process as an interrupted one); the environments are closed either way."""
+    interrupted = False
+    if run.args.eval_checkpoint is None:
+        try:
+            train()
+        except KeyboardInterrupt:
+            print(f"{SCRIPT}: interrupted; writing what the run has so far")
+            interrupted = run.summary["interrupted"] = True
+        finally:
+            if envs is not None:
+                envs.close()
+    summary = finish(run.args, run, trained=run.args.eval_checkpoint is None)
+    if interrupted:
+        raise KeyboardInterrupt
+    return summary
+
+
+def finish(args, run, trained=True):
+    """Write the run first (the model if asked, summary.json, the curve), then evaluate
+    greedily and write summary.json and the curve again with the evaluation, so that Ctrl-C
+    during a long evaluation keeps the run; print the closing line. An interrupted run skips
+    the evaluation."""
+    summary = run.summary
+    summary["train_return_last20"] = run.recent_return()
+    summary["wall_time_s"] = round(run.elapsed(), 3)
+    if trained and not run.steps and not summary["interrupted"]:
+        print(f"{SCRIPT}: no training episode ended in {summary['global_steps']:,} steps; if "
+              f"{args.env_id} has no time limit, register it with max_episode_steps")
+    if args.save_model and trained:
+        save_checkpoint(os.path.join(run.path, CHECKPOINT), run.models, args)
+    run.close()
+    curve = write_summary(args, run, trained)
+    if args.eval_episodes and not summary["interrupted"]:
+        print(f"{SCRIPT}: final evaluation, {args.eval_episodes:,} "
+              f"episode{'s' * (args.eval_episodes > 1)}; the run is written and Ctrl-C keeps it")
+        try:
+            returns = evaluate(args, run.models, os.path.join(run.path, "videos")
+                               if args.capture_video else None)
+        except KeyboardInterrupt:
+            print(f"{SCRIPT}: final evaluation interrupted; {run.path} keeps the run without it")
+            finish_tracking(args, run, exit_code=130)
+            raise
+        summary["eval_return_mean"] = float(returns.mean())
+        summary["eval_return_std"] = float(returns.std())
+        curve = write_summary(args, run, trained, final=(
+            summary["global_steps"], summary["eval_return_mean"], summary["eval_return_std"]))
+    closing = [f"{SCRIPT}: run folder {run.path}", f"global_steps {summary['global_steps']:,}"]
+    for key in ("train_return_last20", "eval_return_mean"):
+        closing.append(f"{key} " + ("-" if summary[key] is None else f"{summary[key]:.2f}"))
+    if summary["solved_threshold"] is not None:  # --stop-at-return, else the environment's
+        source = "--stop-at-return" if args.stop_at_return is not None else "reward_threshold"
+        closing.append(f"solved_at_step {summary['solved_at_step'] or 'not reached'} "
+                       f"(last-20 mean >= {source} {summary['solved_threshold']:g})")
+    if curve:
+        closing.append(f"learning curve {curve}")
+    print(" | ".join(closing))
+    finish_tracking(args, run)
+    return summary
+
+
+def write_summary(args, run, trained, final=None):
+    """summary.json and, after training, learning_curve.png (with the final evaluation as a
+    marker of its own, titled with --exp-name where it is not the script's name: a variant
+    such as maddpg); returns the curve's path, or None."""
+    with open(os.path.join(run.path, "summary.json"), "w") as f:
+        json.dump(run.summary, f, indent=2)
+    variant = f" ({args.exp_name})" if args.exp_name != SCRIPT.removesuffix(".py") else ""
+    # an interrupted run (Ctrl-C, a non-finite loss) stops short of its budget: say so
+    stopped = (f", interrupted at step {run.summary['global_steps']:,}"
+               if run.summary["interrupted"] else "")
+    if trained:
+        return plot_learning_curve(run.path, run.steps, run.returns,
+                                   f"{SCRIPT}{variant} on {args.env_id}, seed {args.seed}{stopped}",
+                                   run.evaluations, final)
+    return None
+
+
+def start_tracking(args, name, config):
+    """--track: a Weights & Biases run as CleanRL starts one, which syncs the TensorBoard event
+    files written after it; one that cannot start (no API key) is bad input."""
+    import wandb  # not a requirement: check_args found it
+    try:
+        wandb.init(project=args.wandb_project_name, entity=args.wandb_entity, name=name,
+                   config=config, sync_tensorboard=True)
+    except wandb.errors.Error as e:
+        fail(f"--track: {' '.join(str(e).split())} Or set WANDB_MODE=offline: the run stays "
+             "here until `wandb sync` uploads it")
+
+
+def finish_tracking(args, run, exit_code=0):
+    """--track: summary.json and the evaluation's videos to the Weights & Biases run, which
+    then ends (exit_code 130: Ctrl-C during the final evaluation)."""
+    if not args.track:
+        return
+    import wandb  # not a requirement: check_args found it
+    wandb.run.summary.update(run.summary)
+    videos = sorted(glob.glob(os.path.join(run.path, "videos", "*.mp4")))
+    if videos:
+        wandb.log({"videos": [wandb.Video(video) for video in videos]})
+    wandb.finish(exit_code=exit_code)
+
+
+def cli():
+    """main(flags) from the command line. Bad input: one line, exit status 2. Ctrl-C: the
+    run folder written, the process dies of SIGINT (130), so a shell loop of runs stops too."""
+    try:
+        main(parse_args())
+    except UsageError as e:
+        print(f"{SCRIPT}: error: {e}", file=sys.stderr)
+        sys.exit(2)
+    except KeyboardInterrupt:
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGINT)
+# End of plumbing/common.py
+
+
+# ---------------------------------------------------------------------------------------
+# Plumbing for pixels: Atari's and MinAtar's packages and wrappers
+# ---------------------------------------------------------------------------------------
+# Stamped from plainrl's plumbing/pixels.py by its stamp.py: edit it there, not here.
+def make_game(env_id, **kwargs):
+    """gym.make for every id: an ALE/ (Atari) or MinAtar/ id's package imported first (or
+    its install named), an Atari game with the DQN paper's preprocessing (atari_wrappers)."""
+    register_game_ids(env_id)
+    if not env_id.startswith("ALE/"):
+        return gym.make(env_id, **kwargs)
+    return atari_wrappers(gym.make(env_id, frameskip=1, **kwargs))  # the wrapper skips frames
+
+
+def channels_last(env_id):
+    """Where an image keeps its channels, by convention and never by its sizes (a 10 x 10 x
+    10 Seaquest frame has no shorter side): last (H x W x C) in Gymnasium's images and
+    MinAtar's; first (C x H x W) in the stack of 4 frames that atari_wrappers makes of an
+    ALE/ id. An environment of one's own with C x H x W images moves the axis to the end
+    (gymnasium.wrappers.TransformObservation with np.moveaxis(obs, 0, -1))."""
+    return not env_id.startswith("ALE/")
+
+
+def byte_pixels(space):
+    """Whether an image holds 0-255 pixels to scale to [0, 1]: uint8 with 255 at the top of
+    its Box (Atari's frames). Any other image is read as it is: MinAtar's cells are 0/1
+    whether its build declares them bool (PyPI's 1.0.15) or uint8 with a top of 1 (its
+    GitHub code since 2023), and 0/1 divided by 255 would be all but blank."""
+    return space.dtype == np.uint8 and bool(np.all(space.high == 255))
+
+
+def register_game_ids(env_id):
+    """ALE/ (Atari) and MinAtar/ ids are registered by packages that gym.make does not import
+    by itself: import them here, or say how to install them."""
+    for prefix, package, pin in (("ALE/", "ale_py", "ale-py==0.12.1"),
+                                  ("ALE/", "cv2", "opencv-python-headless==5.0.0.93"),
+                                  ("MinAtar/", "minatar", "minatar==1.0.15")):
+        if env_id.startswith(prefix) and importlib.util.find_spec(package) is None:
+            fail(f"{env_id} needs the {package} package: pip install {pin}")
+    if env_id.startswith("ALE/"):
+        gym.register_envs(importlib.import_module("ale_py"))
+    elif env_id.startswith("MinAtar/") and env_id not in gym.registry:
+        importlib.import_module("minatar.gym").register_envs()
+
+
+class MinAtarScreen(gym.Wrapper):
+    """MinAtar draws its 10 x 10 grid as floats in [0, 1], which a video shows black: bytes
+    instead, each cell 16 x 16 pixels."""
+
+    def render(self):
+        with warnings.catch_warnings():  # Gymnasium's checker warns of the floats once
+            warnings.simplefilter("ignore")
+            frame = self.env.render()
+        return (frame * 255).astype(np.uint8).repeat(16, axis=0).repeat(16, axis=1)
+
+
+class FireReset(gym.Wrapper):
+    """Presses FIRE (action 1) at the start of a game and after each lost life, in the games
+    whose ball or round waits for it (Breakout), as OpenAI's baselines and CleanRL do: a
+    policy that never presses it would idle until ALE's cap of 108,000 frames. The press is
+    a step of 4 frames that the agent does not take (not counted in the budget); its reward
+    is dropped at reset, as theirs, and added to the step's after a lost life. Departures:
+    after a lost life theirs drop it too (it is almost always 0: the ball is not yet in
+    play), and they press RIGHT (action 2) after FIRE as well; FIRE alone launches the
+    ball."""
+
+    def reset(self, **kwargs):
+        self.env.reset(**kwargs)
+        obs, _, _, _, info = self.env.step(1)
+        self.lives = info["lives"]
+        return obs, info
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        if info["lives"] < self.lives and not (terminated or truncated):
+            obs, fire_reward, terminated, truncated, info = self.env.step(1)
+            reward += fire_reward
+        self.lives = info["lives"]
+        return obs, reward, terminated, truncated, info
+
+
+class LifeLossTermination(gym.vector.VectorWrapper):
+    """Atari in training (--terminal-on-life-loss): the step that loses a life is terminated
+    for the learner (it does not bootstrap), as in the DQN paper and CleanRL, while the game
+    plays on with the lives it has left; only a game's real end resets it. Wrapped over the
+    episode statistics, so episodes.csv holds whole games. CleanRL's EpisodicLifeEnv fakes a
+    reset with a no-op step; here the next life starts from the frame where the last ended."""
+
+    def reset(self, **kwargs):
+        obs, info = self.env.reset(**kwargs)
+        self.lives = info["lives"].copy()
+        return obs, info
+
+    def step(self, actions):
+        obs, rewards, terminated, truncated, info = self.env.step(actions)
+        lost = info["lives"] < self.lives  # a game that ended shows its next game's lives
+        self.lives = info["lives"].copy()
+        return obs, rewards, terminated | lost, truncated, info
+
+
+def atari_wrappers(env):
+    """The DQN paper's Atari preprocessing with Gymnasium's own wrappers: up to 30 no-op
+    actions at reset, every action repeated for 4 frames (the max of the last two frames
+    against flicker), frames gray and resized to 84 x 84, the last 4 stacked into one
+    uint8 observation [4, 84, 84] (channels first); FIRE pressed where the game waits for it
+    (FireReset). A lost life ends the training episode in make_vector_env, not here:
+    Gymnasium's terminal_on_life_loss would start a new game at every lost life. Departure
+    from the paper: ALE v5's sticky actions (the previous action repeats with probability
+    0.25) stay on, as Machado et al. 2018 recommend."""
+    env = gym.wrappers.AtariPreprocessing(env, noop_max=30, frame_skip=4, screen_size=84,
+                                          grayscale_obs=True)
+    if env.unwrapped.get_action_meanings()[1:2] == ["FIRE"]:
+        env = FireReset(env)
+    return gym.wrappers.FrameStackObservation(env, 4)
+# End of plumbing/pixels.py
+
+
+if __name__ == "__main__":
+    cli()
