@@ -13,7 +13,9 @@ import torch
 import ppo
 import ppo_rnd
 from conftest import (approx, check_an_evaluation_trains_nothing,
-                      check_the_epochs_kl_and_clipfrac, episode_rows, read_csv,
+                      check_every_evaluation_reads_the_running_statistics_and_leaves_them_alone,
+                      check_the_epochs_kl_and_clipfrac,
+                      check_the_evaluation_takes_the_policys_mode, episode_rows, read_csv,
                       same_seed_episodes, spy_on, spy_on_seeds, spy_on_weights, tensor)
 
 
@@ -582,87 +584,19 @@ def test_the_predictor_trains_on_the_rnd_inputs_of_the_rollout(watch):
 
 
 # ---------------------------------------------------------------------------------------
-# The hooks the plumbing calls: the greedy policy, the checks, the model's flags
+# The greedy policy that the plumbing's evaluation calls (greedy_policy)
 # ---------------------------------------------------------------------------------------
-@pytest.mark.parametrize("continuous, mean, sent", [(False, None, 1), (True, 2.5, 2.5),
-                                                    (True, 7.0, 4.0)])
-def test_the_greedy_policy_sends_the_policys_mode_not_a_sample(continuous, mean, sent):
-    # The actor is fixed: logits [0, 1], whose samples are action 1 with probability
-    # e / (1 + e) = 0.731 and 0 otherwise, where the mode is always 1; or a Gaussian of
-    # mean 2.5 and std 1 on BoxZeroToFour-v0 (actions in [0, 4]), whose samples are never
-    # exactly 2.5, and a mean of 7 is sent clipped to the bound 4. 10 environments, 3 steps:
-    # 30 actions, all the mode (30 samples would all be 1 with probability 0.731^30 = 8e-5).
-    class Fixed(torch.nn.Module):
-        def forward(self, obs):
-            return torch.tensor([[mean]] if continuous else [[0.0, 1.0]]).expand(len(obs), -1)
-
+@pytest.mark.parametrize("continuous", [False, True])
+def test_the_evaluation_takes_the_policys_mode_not_a_sample(continuous, monkeypatch):
     agent = ppo_rnd.Agent(1, 1 if continuous else 2, continuous=continuous)
-    agent.actor = Fixed()
-    envs = ppo_rnd.make_vector_env("BoxZeroToFour-v0" if continuous else "CountToThree-v0", 10)
-    act = ppo_rnd.greedy_policy({"agent": agent, "obs_rms": ppo_rnd.ObsNormalizer((1,), False)},
-                                envs)
-    obs, info = envs.reset(seed=0)
-    torch.manual_seed(0)
-    for _ in range(3):
-        actions = act(obs, info)
-        assert actions.tolist() == ([[sent]] * 10 if continuous else [sent] * 10)
-        obs, _, _, _, info = envs.step(actions)
-    envs.close()
+    check_the_evaluation_takes_the_policys_mode(ppo_rnd, agent, continuous, monkeypatch)
 
 
-def test_the_greedy_policy_reads_the_policys_frozen_statistics():
-    # statistics mean 1, var 4 (std 2): the greedy actor sees 0, 1, 2 as -0.5, 0, 0.5, and
-    # the statistics stay as they were
-    seen = []
-
-    class Recorder(torch.nn.Module):  # always action 0, noting the observation it is given
-        def forward(self, obs):
-            seen.append(obs[0, 0].item())
-            return torch.tensor([[1.0, 0.0]])
-
-    agent = ppo_rnd.Agent(1, 2, continuous=False)
-    agent.actor = Recorder()
-    normalizer = ppo_rnd.ObsNormalizer((1,), enabled=True)
-    normalizer.rms.mean, normalizer.rms.var = np.array([1.0]), np.array([4.0])
-    envs = ppo_rnd.make_vector_env("CountToThree-v0", 1)
-    act = ppo_rnd.greedy_policy({"agent": agent, "obs_rms": normalizer}, envs)
-    obs, info = envs.reset(seed=0)
-    for _ in range(3):
-        obs, _, _, _, info = envs.step(act(obs, info))
-    assert seen == pytest.approx([-0.5, 0.0, 0.5], abs=1e-6)
-    assert normalizer.rms.mean.tolist() == [1.0] and normalizer.rms.var.tolist() == [4.0]
-
-
-def test_every_evaluation_gets_the_training_statistics_and_leaves_them_alone(tmp_path,
+def test_every_evaluation_reads_the_running_statistics_and_leaves_them_alone(tmp_path,
                                                                              monkeypatch):
-    # --norm-obs on CountToThree-v0, 2 environments, 4 steps, --eval-every 4: evaluations
-    # at global steps 4 and 8 and the final one, each given the policy's statistics as
-    # they stand (enabled; not the RND's, started by the random steps), which it must not
-    # update. The loop adds each step's observations after that step's evaluation
-    # (RunningMeanStd's prior count of 1e-4 moves these by less than 1e-3):
-    #   step 4: the reset's 0, 0 and step 2's 1, 1:  mean 0.5,  var 0.25,   count 4
-    #   step 8: then 2, 2 and (the cut episode's next) 0, 0:
-    #                                                mean 0.75, var 0.6875, count 8
-    #   final: then 1, 1:                            mean 0.8,  var 0.56,   count 10
-    def stats(normalizer):
-        rms = normalizer.rms
-        return (normalizer.enabled, *rms.mean.tolist(), *rms.var.tolist(), float(rms.count))
-
-    seen, evaluate = [], ppo_rnd.evaluate
-
-    def spy(args, models, *rest, **kwargs):
-        before = stats(models["obs_rms"])
-        returns = evaluate(args, models, *rest, **kwargs)
-        seen.append((before, stats(models["obs_rms"])))
-        return returns
-
-    monkeypatch.setattr(ppo_rnd, "evaluate", spy)
-    ppo_rnd.main(ppo_rnd.Args(env_id="CountToThree-v0", norm_obs=True, total_timesteps=8,
-                              num_envs=2, num_steps=4, rnd_init_steps=2, eval_every=4,
-                              eval_episodes=1, output_dir=str(tmp_path)))
-    expected = [(True, 0.5, 0.25, 4), (True, 0.75, 0.6875, 8), (True, 0.8, 0.56, 10)]
-    assert [before for before, _ in seen] == [pytest.approx(e, abs=1e-3) for e in expected]
-    assert all(before == after for before, after in seen)
+    # The policy's statistics (the RND's have their own, started by the random steps)
+    check_every_evaluation_reads_the_running_statistics_and_leaves_them_alone(
+        ppo_rnd, tmp_path, monkeypatch, rnd_init_steps=2)
 
 
 # ---------------------------------------------------------------------------------------
