@@ -456,22 +456,6 @@ def greedy_actions(q_network, obs):
 # What the agent sees: the vector environment (dqn.py changes observations and rewards only
 # on Atari, as the DQN paper did)
 # ---------------------------------------------------------------------------------------
-def atari_wrappers(env):
-    """The DQN paper's Atari preprocessing with Gymnasium's own wrappers: up to 30 no-op
-    actions at reset, every action repeated for 4 frames (the max of the last two frames
-    against flicker), frames gray and resized to 84 x 84, the last 4 stacked into one
-    uint8 observation [4, 84, 84] (channels first); FIRE pressed where the game waits for it
-    (FireReset). A lost life ends the training episode in make_vector_env, not here:
-    Gymnasium's terminal_on_life_loss would start a new game at every lost life. Departure
-    from the paper: ALE v5's sticky actions (the previous action repeats with probability
-    0.25) stay on, as Machado et al. 2018 recommend."""
-    env = gym.wrappers.AtariPreprocessing(env, noop_max=30, frame_skip=4, screen_size=84,
-                                          grayscale_obs=True)
-    if env.unwrapped.get_action_meanings()[1:2] == ["FIRE"]:
-        env = FireReset(env)
-    return gym.wrappers.FrameStackObservation(env, 4)
-
-
 def make_vector_env(env_id, num_envs, training=False, life_loss=False, video_folder=None):
     """N copies of env_id in one synchronous vector environment, with SAME_STEP autoreset
     (the observation after an episode ends is the next episode's first; the true last one
@@ -547,7 +531,7 @@ def train(args, envs, q_network, target_network, run):
             actions = np.where(explore, actions, greedy_actions(q_network, obs))
         next_obs, rewards, terminated, truncated, info = envs.step(actions)
         global_step += args.num_envs
-        run.step(global_step, epsilon)  # progress line; evaluation every --eval-every steps
+        run.step(global_step)  # progress line; evaluation every --eval-every steps
 
         # Store: where an episode ended, s' is its true final observation (a truncated step
         # bootstraps from it), not the next episode's first one that autoreset returned.
@@ -617,49 +601,115 @@ def main(args: Args) -> dict:
     Ctrl-C stops training; the run folder is written, then KeyboardInterrupt goes on up."""
     # Check everything a user can get wrong before anything runs: one line, exit status 2.
     check_args(args)
-    obs_space, num_actions = check_env(args.env_id)
+    obs_space, num_actions = check_env(args, make=make_game)
     # The flags left at None take the observation's preset (PRESETS), checked in their turn.
     args, given = with_preset(args, image=len(obs_space.shape) == 3), args
-    check_args(args, given)
-    checkpoint = load_checkpoint(args.eval_checkpoint, args.env_id)  # None without the flag
-    if checkpoint is not None:  # the network's size comes from the model
-        args = replace(args, hidden_size=checkpoint["args"]["hidden_size"])
+    check_flags(args, given)
+    args, checkpoint = load_checkpoint(args)  # the network's width comes from a checkpoint
 
-    # Set up: seeds, device (on the CPU: one thread, denormals flushed), the network, the run folder.
+    # Set up: seeds, device (on the CPU: denormals flushed), the network, the run folder.
     device = seed_and_device(args.seed, args.cuda, small_network=len(obs_space.shape) != 3)
+    if device.type == "cpu":  # dead ReLU units' Adam moments decay into denormals, slow on x86
+        torch.set_flush_denormal(True)
     uint8 = byte_pixels(obs_space)  # pixels to scale to [0, 1]
     shape = (obs_space.shape, num_actions, args.hidden_size, uint8, channels_last(args.env_id))
     q_network = QNetwork(*shape).to(device)
+    models = {"q_network": q_network}  # what model.pt holds
     if checkpoint is not None:
-        restore(checkpoint, q_network, args)
-    run = RunWriter(args, device, q_network)
+        restore(checkpoint, models, args)
+    run = RunWriter(args, device, models, rollout_steps=args.num_envs)
 
     # Train (unless evaluating a checkpoint) from a target network that starts as a copy,
     # then finish: evaluate, save, write, plot.
-    interrupted = False
-    if checkpoint is None:
-        target_network = QNetwork(*shape).to(device)
-        target_network.load_state_dict(q_network.state_dict())
-        envs = make_vector_env(args.env_id, args.num_envs, training=True,
-                               life_loss=args.terminal_on_life_loss)
-        try:
-            train(args, envs, q_network, target_network, run)
-        except KeyboardInterrupt:
-            print(f"{SCRIPT}: interrupted; writing what the run has so far")
-            interrupted = run.summary["interrupted"] = True
-        finally:
-            envs.close()
-    summary = finish(args, run, q_network, trained=checkpoint is None)
-    if interrupted:
-        raise KeyboardInterrupt  # the run folder is written; the command line exits with 130
-    return summary
+    target_network = QNetwork(*shape).to(device)
+    target_network.load_state_dict(q_network.state_dict())
+    envs = None if checkpoint else make_vector_env(args.env_id, args.num_envs, training=True,
+                                                   life_loss=args.terminal_on_life_loss)
+    return train_and_finish(run, lambda: train(args, envs, q_network, target_network, run), envs)
+
+
+# ---------------------------------------------------------------------------------------
+# What the plumbing asks of dqn.py: its own checks, its greedy policy, its model's flags
+# ---------------------------------------------------------------------------------------
+def check_flags(args, given=None):
+    """dqn.py's own flags, checked before any environment is made; main checks again once the
+    flags left at None have their preset's values (with_preset), given the flags as the user
+    gave them, and a check that needs one of those waits for it. A value the user did not
+    give is named as the preset's, which a flag overrides."""
+    flags = {k: v for k, v in asdict(args).items() if v is not None}
+
+    def preset(*names):  # " (the preset ... set --batch-size 256; ...)" for the values not given
+        taken = [f"--{n.replace('_', '-')} {getattr(args, n)}" for n in names
+                 if given is not None and getattr(given, n) is None]
+        return (f" (the preset for {args.env_id}'s observations, dqn.py's PRESETS, set "
+                f"{' and '.join(taken)}; a flag given overrides it)" if taken else "")
+    for name in ("num_envs", "buffer_size", "batch_size", "target_network_frequency",
+                 "train_frequency", "gradient_steps", "hidden_size", "log_interval",
+                 "learning_rate", "max_grad_norm"):
+        if name in flags and not flags[name] > 0:
+            fail(f"--{name.replace('_', '-')} must be positive, got {flags[name]}")
+    for name in ("gamma", "start_e", "end_e", "exploration_fraction", "eval_epsilon"):
+        if name in flags and not 0.0 <= flags[name] <= 1.0:
+            fail(f"--{name.replace('_', '-')} must be in [0, 1], got {flags[name]}")
+    if not 0.0 < args.tau <= 1.0:
+        fail(f"--tau must be in (0, 1], got {args.tau}")
+    if flags.get("learning_starts", 0) < 0:
+        fail(f"--learning-starts must be 0 or more, got {flags['learning_starts']}")
+    if {"buffer_size", "batch_size"} <= flags.keys() and args.buffer_size < args.batch_size:
+        fail(f"--buffer-size {args.buffer_size} is smaller than one batch (--batch-size "
+             f"{args.batch_size}); raise it or shrink the batch"
+             + preset("buffer_size", "batch_size"))
+    if "buffer_size" in flags and args.buffer_size % args.num_envs:
+        multiple = max(args.buffer_size // args.num_envs, 1) * args.num_envs
+        fail(f"--buffer-size {args.buffer_size} is not divisible by --num-envs {args.num_envs}; "
+             f"pass --buffer-size {multiple}, a multiple of {args.num_envs}" + preset("buffer_size"))
+    budget = args.total_timesteps // args.num_envs * args.num_envs  # whole steps of N envs
+    if (args.eval_checkpoint is None and "learning_starts" in flags
+            and 0 < args.total_timesteps and args.learning_starts >= budget):
+        fail(f"--learning-starts {args.learning_starts} is not below the budget of {budget:,} "
+             f"steps (--total-timesteps {args.total_timesteps} in whole steps of --num-envs "
+             f"{args.num_envs}): the network would never train; lower it or raise the budget"
+             + preset("learning_starts"))
+
+
+def check_spaces(args, obs_space, action_space):
+    """Whether dqn.py handles the environment's spaces (an Atari id's as the agent sees them,
+    after atari_wrappers); returns (observation space, number of actions)."""
+    if not isinstance(action_space, gym.spaces.Discrete):
+        fail(f"{args.env_id} has a {type(action_space).__name__} action space; dqn.py needs "
+             "Discrete actions (ddpg_td3.py, sac.py and ppo.py take Box ones; no script here "
+             "takes MultiDiscrete or MultiBinary)")
+    if not (isinstance(obs_space, gym.spaces.Box) and len(obs_space.shape) in (1, 3)):
+        fail(f"{args.env_id} has a {type(obs_space).__name__} observation space of shape "
+             f"{obs_space.shape}; dqn.py needs a flat Box or an image Box (H x W x C, "
+             "channels last; a 2-D frame gets its channel from gymnasium.wrappers.ReshapeObservation; "
+             "qlearning.py uses a table for Discrete ones)")
+    shape = obs_space.shape  # an image's height and width, by the convention of channels_last
+    if len(shape) == 3 and min(shape[:2] if channels_last(args.env_id) else shape[1:]) < 3:
+        fail(f"{args.env_id} has images of shape {shape}; the smallest convolution needs "
+             "3 x 3 pixels or more")
+    return obs_space, int(action_space.n)
+
+
+def greedy_policy(models, envs):
+    """The evaluation's policy, act(obs, info) -> actions: the action of highest Q of the
+    online network (--eval-epsilon's random actions are the plumbing's evaluate's)."""
+    return lambda obs, info: greedy_actions(models["q_network"], obs)
+
+
+MODEL_FLAGS = ("hidden_size",)  # a checkpoint's network is built by these
+# dqn.py's columns of updates.csv as TensorBoard's scalars, under CleanRL's names
+TENSORBOARD_NAMES = {
+    "learning_rate": "charts/learning_rate", "epsilon": "charts/epsilon",
+    "q_start": "charts/q_start", "discounted_return": "charts/discounted_return",
+    "gradient_steps": "charts/gradient_steps", "buffer_size": "charts/buffer_size",
+    "loss": "losses/td_loss", "q_mean": "losses/q_values"}
 
 
 # ---------------------------------------------------------------------------------------
 # Plumbing: checks, run folder, evaluation, checkpoints (not needed to follow the algorithm)
 # ---------------------------------------------------------------------------------------
-# More than the 450 lines of the other scripts: Atari and MinAtar have wrappers here
-# (the frame preprocessing, a lost life as a termination, FIRE at reset, MinAtar's screen).
+# Stamped from plainrl's plumbing/common.py by its stamp.py: edit it there, not here.
 class UsageError(Exception):
     """Bad input: reported as one line on stderr with exit status 2, before training."""
 
@@ -710,214 +760,70 @@ def usage_error(event):
          f"{instead} {help_hint}")
 
 
-def check_args(args, given=None):
-    """Everything a user can get wrong in the flags, checked before any environment runs;
-    main checks again once the flags left at None have their preset's values (with_preset),
-    given the flags as the user gave them, and a check that needs one of those waits for it.
-    A value the user did not give is named as the preset's, which a flag overrides."""
-    flags = {k: v for k, v in asdict(args).items() if v is not None}
-
-    def preset(*names):  # " (the preset ... set --batch-size 256; ...)" for the values not given
-        taken = [f"--{n.replace('_', '-')} {getattr(args, n)}" for n in names
-                 if given is not None and getattr(given, n) is None]
-        return (f" (the preset for {args.env_id}'s observations, dqn.py's PRESETS, set "
-                f"{' and '.join(taken)}; a flag given overrides it)" if taken else "")
-    for name in ("total_timesteps", "num_envs", "buffer_size", "batch_size",
-                 "target_network_frequency", "train_frequency", "gradient_steps", "hidden_size",
-                 "log_interval", "learning_rate", "max_grad_norm"):
-        if name in flags and not flags[name] > 0:
-            fail(f"--{name.replace('_', '-')} must be positive, got {flags[name]}")
-    for name in ("gamma", "start_e", "end_e", "exploration_fraction", "eval_epsilon"):
-        if name in flags and not 0.0 <= flags[name] <= 1.0:
-            fail(f"--{name.replace('_', '-')} must be in [0, 1], got {flags[name]}")
-    if not 0.0 < args.tau <= 1.0:
-        fail(f"--tau must be in (0, 1], got {args.tau}")
-    for name in ("learning_starts", "eval_episodes"):
-        if flags.get(name, 0) < 0:
-            fail(f"--{name.replace('_', '-')} must be 0 or more, got {flags[name]}")
+def check_args(args):
+    """Everything a user can get wrong in the flags, before any environment is made: the
+    algorithm's own checks (check_flags), then those of the flags every script has."""
+    check_flags(args)
+    if args.total_timesteps <= 0:
+        fail(f"--total-timesteps must be positive, got {args.total_timesteps}")
+    if args.eval_episodes < 0:
+        fail(f"--eval-episodes must be 0 or more, got {args.eval_episodes}")
     if args.eval_every < 0:
-        fail("--eval-every must be 0 (evaluate only after training) or more, "
-             f"got {args.eval_every}")
+        fail(f"--eval-every must be 0 (evaluate only after training) or more, got {args.eval_every}")
     if args.eval_every and not args.eval_episodes:
         fail("--eval-every needs at least one evaluation episode; pass --eval-episodes 1 or more")
     if args.capture_video and not args.eval_episodes:
         fail("--capture-video records the evaluation episodes, and --eval-episodes 0 has none; "
              "pass --eval-episodes 1 or more")
-    if args.capture_video and importlib.util.find_spec("moviepy") is None:
-        fail("--capture-video needs moviepy: pip install moviepy==2.2.1")
-    if args.track and importlib.util.find_spec("wandb") is None:
-        fail("--track needs wandb: pip install wandb==0.31.0")
+    for flag, needed, package in (("capture_video", "moviepy", "moviepy==2.2.1"),
+                                  ("track", "wandb", "wandb==0.31.0")):
+        if getattr(args, flag) and importlib.util.find_spec(needed) is None:
+            fail(f"--{flag.replace('_', '-')} needs {needed}: pip install {package}")
     if args.track and not args.tensorboard:
         fail("--track syncs TensorBoard's event files to Weights & Biases; drop --no-tensorboard")
-    if {"buffer_size", "batch_size"} <= flags.keys() and args.buffer_size < args.batch_size:
-        fail(f"--buffer-size {args.buffer_size} is smaller than one batch (--batch-size "
-             f"{args.batch_size}); raise it or shrink the batch"
-             + preset("buffer_size", "batch_size"))
-    if "buffer_size" in flags and args.buffer_size % args.num_envs:
-        multiple = max(args.buffer_size // args.num_envs, 1) * args.num_envs
-        fail(f"--buffer-size {args.buffer_size} is not divisible by --num-envs {args.num_envs}; "
-             f"pass --buffer-size {multiple}, a multiple of {args.num_envs}" + preset("buffer_size"))
-    budget = args.total_timesteps // args.num_envs * args.num_envs  # whole steps of N envs
-    if (args.eval_checkpoint is None and "learning_starts" in flags
-            and args.learning_starts >= budget):
-        fail(f"--learning-starts {args.learning_starts} is not below the budget of {budget:,} "
-             f"steps (--total-timesteps {args.total_timesteps} in whole steps of --num-envs "
-             f"{args.num_envs}): the network would never train; lower it or raise the budget"
-             + preset("learning_starts"))
 
 
-def check_env(env_id):
-    """Make env_id once (gym.make imports the module of a module:EnvId id itself) and check
-    that dqn.py handles its spaces; returns (observation space, number of actions)."""
-    register_game_ids(env_id)
-    atari = env_id.startswith("ALE/")
+def check_env(args, make=gym.make):
+    """Make the environment once (gym.make imports a module:EnvId id's module itself), hand
+    its spaces to check_spaces and return what that returns; with --capture-video, render a
+    frame, so that a machine without a display says so now, not after training."""
+    env_id = args.env_id
     try:
-        env = gym.make(env_id, **({"frameskip": 1} if atari else {}))
-        env = atari_wrappers(env) if atari else env  # the agent's frames
-    except (gym.error.NameNotFound, gym.error.VersionNotFound, gym.error.NamespaceNotFound):
-        close = [i for i in difflib.get_close_matches(env_id.rpartition(":")[2], gym.registry,
-                                                      n=6, cutoff=0.6) if makeable(i)][:3]
-        fail(f"unknown environment id {env_id!r}"
-             + (f"; did you mean {', '.join(close)}?" if close else "; see gymnasium.registry"))
-    except ModuleNotFoundError as e:  # gym.make's own message does not keep e.name
-        missing = re.search(r"named '([\w.]+)'", str(e))[1]
-        where = ("; put its folder on PYTHONPATH (PYTHONPATH=. when it is in this folder)"
-                 if missing == env_id.rpartition(":")[0] else "")
-        fail(f"cannot make {env_id}: no module named {missing}{where}")
-    except (gym.error.Error, ImportError) as e:  # pin the extra to the installed Gymnasium
+        env = make(env_id)
+        obs_space, action_space = env.observation_space, env.action_space
+        env.close()
+    except Exception as e:  # Gymnasium's own line: the closest id to an unknown one, the
+        # extra to install (pinned here to this Gymnasium); or a module of the user's that fails
         message = re.sub(r'"gymnasium\[(\w+)\]"', rf'"gymnasium[\1]=={gym.__version__}"', str(e))
-        fail(f"cannot make {env_id}: {message.splitlines()[0]}")
-    except Exception as e:  # a module of the user's that fails while it is imported or made
-        fail(f"cannot make {env_id}: {type(e).__name__}: {(str(e).splitlines() or [''])[0]}")
-    obs_space, action_space = env.observation_space, env.action_space
-    env.close()
-    if not isinstance(action_space, gym.spaces.Discrete):
-        fail(f"{env_id} has a {type(action_space).__name__} action space; dqn.py needs "
-             "Discrete actions (ddpg_td3.py, sac.py and ppo.py take Box ones; no script here "
-             "takes MultiDiscrete or MultiBinary)")
-    if not (isinstance(obs_space, gym.spaces.Box) and len(obs_space.shape) in (1, 3)):
-        fail(f"{env_id} has a {type(obs_space).__name__} observation space of shape "
-             f"{obs_space.shape}; dqn.py needs a flat Box or an image Box (H x W x C, "
-             "channels last; a 2-D frame gets its channel from gymnasium.wrappers.ReshapeObservation; "
-             "qlearning.py uses a table for Discrete ones)")
-    shape = obs_space.shape  # an image's height and width, by the convention of channels_last
-    if len(shape) == 3 and min(shape[:2] if channels_last(env_id) else shape[1:]) < 3:
-        fail(f"{env_id} has images of shape {shape}; the smallest convolution needs "
-             "3 x 3 pixels or more")
-    return obs_space, int(action_space.n)
+        fail(f"cannot make {env_id}: {type(e).__name__}: {(message.splitlines() or [''])[0]}")
+    if args.capture_video:
+        try:
+            with warnings.catch_warnings():  # the line below says it
+                warnings.simplefilter("ignore")
+                os.environ.setdefault("SDL_VIDEODRIVER", "dummy")  # frames only, no window
+                env = make(env_id, render_mode="rgb_array")
+                env.reset(seed=0)
+                env.render()
+                env.close()
+        except Exception as e:
+            fail(f"cannot record videos of {env_id} ({type(e).__name__}: "
+                 f"{(str(e).splitlines() or [''])[0]}); for MuJoCo on a machine without a "
+                 "display set MUJOCO_GL=egl")
+    return check_spaces(args, obs_space, action_space)
 
 
-def channels_last(env_id):
-    """Where an image keeps its channels, by convention and never by its sizes (a 10 x 10 x
-    10 Seaquest frame has no shorter side): last (H x W x C) in Gymnasium's images and
-    MinAtar's; first (C x H x W) in the stack of 4 frames that atari_wrappers makes of an
-    ALE/ id. An environment of one's own with C x H x W images moves the axis to the end
-    (gymnasium.wrappers.TransformObservation with np.moveaxis(obs, 0, -1))."""
-    return not env_id.startswith("ALE/")
-
-
-def byte_pixels(space):
-    """Whether an image holds 0-255 pixels to scale to [0, 1]: uint8 with 255 at the top of
-    its Box (Atari's frames). Any other image is read as it is: MinAtar's cells are 0/1
-    whether its build declares them bool (PyPI's 1.0.15) or uint8 with a top of 1 (its
-    GitHub code since 2023), and 0/1 divided by 255 would be all but blank."""
-    return space.dtype == np.uint8 and bool(np.all(space.high == 255))
-
-
-def register_game_ids(env_id):
-    """ALE/ (Atari) and MinAtar/ ids are registered by packages that gym.make does not import
-    by itself: import them here, or say how to install them."""
-    for prefix, package, pin in (("ALE/", "ale_py", "ale-py==0.12.1"),
-                                 ("ALE/", "cv2", "opencv-python-headless==5.0.0.93"),
-                                 ("MinAtar/", "minatar", "minatar==1.0.15")):
-        if env_id.startswith(prefix) and importlib.util.find_spec(package) is None:
-            fail(f"{env_id} needs the {package} package: pip install {pin}")
-    if env_id.startswith("ALE/"):
-        gym.register_envs(importlib.import_module("ale_py"))
-    elif env_id.startswith("MinAtar/") and env_id not in gym.registry:
-        importlib.import_module("minatar.gym").register_envs()
-
-
-class MinAtarScreen(gym.Wrapper):
-    """MinAtar draws its 10 x 10 grid as floats in [0, 1], which a video shows black: bytes
-    instead, each cell 16 x 16 pixels."""
-
-    def render(self):
-        with warnings.catch_warnings():  # Gymnasium's checker warns of the floats once
-            warnings.simplefilter("ignore")
-            frame = self.env.render()
-        return (frame * 255).astype(np.uint8).repeat(16, axis=0).repeat(16, axis=1)
-
-
-class FireReset(gym.Wrapper):
-    """Presses FIRE (action 1) at the start of a game and after each lost life, in the games
-    whose ball or round waits for it (Breakout), as OpenAI's baselines and CleanRL do: a
-    policy that never presses it would idle until ALE's cap of 108,000 frames. The press is
-    a step of 4 frames that the agent does not take (not counted in the budget); its reward
-    is dropped at reset, as theirs, and added to the step's after a lost life. Departures:
-    after a lost life theirs drop it too (it is almost always 0: the ball is not yet in
-    play), and they press RIGHT (action 2) after FIRE as well; FIRE alone launches the
-    ball."""
-
-    def reset(self, **kwargs):
-        self.env.reset(**kwargs)
-        obs, _, _, _, info = self.env.step(1)
-        self.lives = info["lives"]
-        return obs, info
-
-    def step(self, action):
-        obs, reward, terminated, truncated, info = self.env.step(action)
-        if info["lives"] < self.lives and not (terminated or truncated):
-            obs, fire_reward, terminated, truncated, info = self.env.step(1)
-            reward += fire_reward
-        self.lives = info["lives"]
-        return obs, reward, terminated, truncated, info
-
-
-class LifeLossTermination(gym.vector.VectorWrapper):
-    """Atari in training (--terminal-on-life-loss): the step that loses a life is terminated
-    for the learner (it does not bootstrap), as in the DQN paper and CleanRL, while the game
-    plays on with the lives it has left; only a game's real end resets it. Wrapped over the
-    episode statistics, so episodes.csv holds whole games. CleanRL's EpisodicLifeEnv fakes a
-    reset with a no-op step; here the next life starts from the frame where the last ended."""
-
-    def reset(self, **kwargs):
-        obs, info = self.env.reset(**kwargs)
-        self.lives = info["lives"].copy()
-        return obs, info
-
-    def step(self, actions):
-        obs, rewards, terminated, truncated, info = self.env.step(actions)
-        lost = info["lives"] < self.lives  # a game that ended shows its next game's lives
-        self.lives = info["lives"].copy()
-        return obs, rewards, terminated | lost, truncated, info
-
-
-def makeable(env_id):
-    """Whether gym.make(env_id) works here (its dependencies installed), for suggestions."""
-    try:
-        with warnings.catch_warnings():  # an old version's deprecation is no news here
-            warnings.simplefilter("ignore")
-            gym.make(env_id).close()
-        return True
-    except Exception:
-        return False
-
-
-def seed_and_device(seed, cuda, small_network=True):
+def seed_and_device(seed, cuda, threads=1, small_network=True):
     """Seed Python's, NumPy's and torch's random generators (the environments are seeded by
-    their reset), and pick the device: the GPU if asked for and present, else the CPU with
-    one thread (faster for a small MLP) and denormals flushed to zero (dead ReLU units' Adam
-    moments decay into denormals, which x86 handles slowly). With the GPU, a note says that
-    a small network is faster on the CPU (an image network is not small)."""
+    their reset) and pick the device: the GPU if asked for and present, else the CPU with
+    `threads` threads (one runs a small MLP fastest). On the GPU, a small network (not an
+    image's) gets a note that the CPU is faster."""
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)
     device = torch.device("cuda" if cuda and torch.cuda.is_available() else "cpu")
     if device.type == "cpu":
-        torch.set_num_threads(1)
-        torch.set_flush_denormal(True)
-    if device.type == "cuda" and small_network:  # an image's convolutions are what pays there
+        torch.set_num_threads(threads)
+    elif small_network:
         print(f"{SCRIPT}: note: networks this small train faster on one CPU thread than on "
               "a GPU (measured for every script at its reference settings); --no-cuda uses the CPU")
     return device
@@ -929,21 +835,21 @@ far counts): a greedy policy can balance or walk in a circle forever in an envir
 without a time limit. 27,000 steps are ALE's own end of an Atari game (108,000 frames)."""
 
 
-def evaluate(q_network, env_id, episodes, seed, video_folder=None, epsilon=0.0):
-    """Returns of `episodes` episodes, one per environment of a vector env, all at once: the
-    action of highest Q or, with probability epsilon (--eval-epsilon: 0.05 for images, as the
-    DQN papers and CleanRL evaluate; 0 for vectors, when no random number is drawn), a
-    uniformly random one from a generator of the evaluation's own. A line every 2 seconds
-    says how far it is; an episode still running at EVAL_MAX_STEPS counts with its return
-    so far."""
-    envs = make_vector_env(env_id, episodes, video_folder=video_folder)
-    obs, _ = envs.reset(seed=seed)
+def evaluate(args, models, video_folder=None):
+    """Greedy returns of --eval-episodes episodes, one per environment of a vector env, all
+    at once, seeded seed + 100,000 (every evaluation plays the same starts). The actions
+    come from the script's greedy_policy; with --eval-epsilon (where a script has it), a
+    uniformly random one instead with that probability, from a generator of the
+    evaluation's own. A line every 2 seconds says how far it is."""
+    episodes, seed = args.eval_episodes, args.seed + 100_000
+    envs = make_vector_env(args.env_id, episodes, video_folder=video_folder)
+    act, epsilon = greedy_policy(models, envs), getattr(args, "eval_epsilon", 0.0)
+    obs, info = envs.reset(seed=seed)
     rng = np.random.default_rng(seed)  # epsilon's draws; training's streams stay untouched
-    returns = np.full(episodes, np.nan)
-    steps, last_print = 0, time.time()
+    returns, steps, last_print = np.full(episodes, np.nan), 0, time.time()
     while np.isnan(returns).any() and steps < EVAL_MAX_STEPS:
-        actions = greedy_actions(q_network, obs)
-        if epsilon:
+        actions = act(obs, info)
+        if epsilon:  # Discrete actions only (check_spaces)
             explore = rng.random(episodes) < epsilon
             actions = np.where(explore, rng.integers(envs.single_action_space.n, size=episodes),
                                actions)
@@ -958,7 +864,7 @@ def evaluate(q_network, env_id, episodes, seed, video_folder=None, epsilon=0.0):
                   f"episodes done, {steps:,} steps")
     if np.isnan(returns).any():
         print(f"{SCRIPT}: evaluation episodes cut at {EVAL_MAX_STEPS:,} steps; give "
-              f"{env_id} a time limit (max_episode_steps)")
+              f"{args.env_id} a time limit (max_episode_steps)")
         returns = np.where(np.isnan(returns), envs.episode_returns, returns)
     envs.close()
     return returns
@@ -966,19 +872,22 @@ def evaluate(q_network, env_id, episodes, seed, video_folder=None, epsilon=0.0):
 
 class RunWriter:
     """The run folder (the files the docstring at the top lists): config.json at once, the CSV
-    files row by row (flushed, so an interrupted run keeps them), a progress line every 2
-    seconds, the evaluations of --eval-every with best_model.pt; finish() writes the rest.
-    The budget is rounded down to whole steps of the N environments, said at the start."""
+    files row by row (flushed, so an interrupted run keeps them) and TensorBoard's events
+    from the same rows, a progress line every 2 seconds, the evaluations of --eval-every
+    with best_model; finish() writes the rest. `models` names what a checkpoint holds (each
+    with state_dict and load_state_dict). Training that runs whole rollouts of
+    `rollout_steps` rounds the budget down to them, said at the start."""
 
-    def __init__(self, args, device, q_network):
+    def __init__(self, args, device, models, rollout_steps=1, note=""):
         name = "__".join([args.env_id.replace("/", "-").replace(":", "-"), args.exp_name,
                           str(args.seed), str(int(time.time()))])
         self.path, suffix = os.path.join(args.output_dir, name), 1
         while os.path.exists(self.path):  # a run with the same flags in the same second
             suffix += 1
             self.path = os.path.join(args.output_dir, f"{name}-{suffix}")
-        versions = {"torch": torch.__version__, "gymnasium": gym.__version__,
-                    "numpy": np.__version__, "python": sys.version.split()[0]}
+        versions = {"gymnasium": gym.__version__, "numpy": np.__version__,
+                    "python": sys.version.split()[0]}
+        versions["torch"] = torch.__version__
         config = {**asdict(args), "device": str(device), "versions": versions}
         if args.track:  # before the folder and the event files (it syncs those made after it)
             start_tracking(args, os.path.basename(self.path), config)
@@ -988,9 +897,9 @@ class RunWriter:
             fail(f"cannot create the run folder {self.path}: {e.strerror}")
         with open(os.path.join(self.path, "config.json"), "w") as f:
             json.dump(config, f, indent=2)
-        # TensorBoard's event files get each row of the CSV files too (write_row)
-        self.tensorboard = SummaryWriter(self.path) if args.tensorboard else None
-        if self.tensorboard:  # the flags as a table, in TensorBoard's TEXT tab
+        self.tensorboard = None
+        if args.tensorboard:  # TensorBoard's event files get each CSV row too (write_row)
+            self.tensorboard = TensorBoardWriter(self.path)
             self.tensorboard.add_text("config", "|flag|value|\n|-|-|\n" + "\n".join(
                 f"|{key}|{value}|" for key, value in config.items()))
         # summary.json records when the mean of the last 20 training returns first
@@ -999,26 +908,26 @@ class RunWriter:
             gym.registry.get(args.env_id.rpartition(":")[2]), "reward_threshold", None)
         self.summary = dict.fromkeys(SUMMARY_KEYS) | {
             "solved_threshold": None if args.eval_checkpoint else threshold,
-            "algorithm": "dqn", "env_id": args.env_id, "seed": args.seed, "global_steps": 0,
-            "eval_episodes": args.eval_episodes, "interrupted": False}
-        self.args, self.q_network = args, q_network
-        self.budget = args.total_timesteps // args.num_envs * args.num_envs
+            "algorithm": args.exp_name, "env_id": args.env_id, "seed": args.seed,
+            "global_steps": 0, "eval_episodes": args.eval_episodes, "interrupted": False}
+        self.args, self.device, self.models = args, device, models
+        self.budget = args.total_timesteps // rollout_steps * rollout_steps
         self.files, self.steps, self.returns, self.evaluations = {}, [], [], []
         self.write_row("episodes.csv")  # its header now: a run with no episode has the file
         self.start = self.last_print = time.time()
-        self.first_print = None  # (step, time) of the first progress line after the warm-up
-        self.warm_up = args.learning_starts
-        print(f"{SCRIPT}: {args.env_id}, seed {args.seed}, device {device}")
+        self.first_print = None  # (step, time) of the first progress line
+        print(f"{SCRIPT}: {args.env_id}, seed {args.seed}, device {device}{note}")
         if self.budget != args.total_timesteps and args.eval_checkpoint is None:
             print(f"{SCRIPT}: training runs {self.budget:,} of --total-timesteps "
-                  f"{args.total_timesteps:,}: whole steps of the {args.num_envs} environments")
+                  f"{args.total_timesteps:,}: whole rollouts of {rollout_steps:,} steps")
 
     def elapsed(self):
         return time.time() - self.start
 
     def write_row(self, filename, **row):
         """Append a row to a CSV file of the run folder, made with a header at first use
-        (episodes.csv's columns are fixed; no row writes the header alone)."""
+        (episodes.csv's columns are fixed; no row writes the header alone), and its values
+        to TensorBoard at the row's step and moment."""
         if filename not in self.files:
             f = open(os.path.join(self.path, filename), "w", newline="")
             fields = EPISODE_FIELDS if filename == "episodes.csv" else list(row)
@@ -1027,12 +936,12 @@ class RunWriter:
         f, writer = self.files[filename]
         if row:
             writer.writerow(row)
-        if row and self.tensorboard:  # the row's values at its step and moment, flushed too
-            when = {"global_step": row["global_step"], "walltime": self.start + row["wall_time"]}
+        if row and self.tensorboard:
             for column, value in row.items():
                 if column not in ("global_step", "wall_time") and value != "":  # "": no value
-                    self.tensorboard.add_scalar(TENSORBOARD_NAMES[column], value, **when)
-            self.tensorboard.flush()
+                    name = {**COMMON_NAMES, **TENSORBOARD_NAMES}.get(column, f"charts/{column}")
+                    self.tensorboard.add_scalar(name, value, row["global_step"],
+                                                self.start + row["wall_time"])
         f.flush()
 
     def episode(self, global_step, episode_return, episode_length):
@@ -1047,12 +956,11 @@ class RunWriter:
         self.write_row("updates.csv", global_step=global_step, wall_time=round(wall_time, 4),
                        sps=int(global_step / wall_time), **diagnostics)
 
-    def step(self, global_step, epsilon):
-        """After each vector step: record the step count (should Ctrl-C stop the run), run a
-        greedy evaluation each time global_step crosses a multiple of --eval-every, and
-        print the progress line, with the step's epsilon, every 2 seconds, its speed
-        measured from the first line after the --learning-starts warm-up (the start-up and
-        the random warm-up steps would make the speed and ETA wrong)."""
+    def step(self, global_step):
+        """After each environment step: record the step count (should Ctrl-C stop the run),
+        evaluate each time global_step crosses a multiple of --eval-every, and print the
+        progress line every 2 seconds (flushing TensorBoard's events), its speed measured from
+        the first line on (the first seconds hold the start-up)."""
         every, previous = self.args.eval_every, self.summary["global_steps"]
         self.summary["global_steps"] = global_step
         if every and global_step // every > previous // every:
@@ -1061,25 +969,22 @@ class RunWriter:
         if now - self.last_print >= 2.0:
             first, self.last_print = self.first_print or (global_step, now), now
             sps = (global_step - first[0]) / (now - first[1]) if self.first_print else None
-            print(progress_line(global_step, self.budget, sps, self.recent_return())
-                  + f" | epsilon {epsilon:.3f}")
-            if global_step >= self.warm_up:  # random steps without updates are far faster
-                self.first_print = first
+            print(progress_line(global_step, self.budget, sps, self.recent_return()))
+            self.first_print = first
+            if self.tensorboard:
+                self.tensorboard.flush()
 
     def evaluation(self, global_step):
-        """Evaluate the greedy policy of the online network as it is now on environments of
-        its own (the training environments and the exploration generator are untouched),
-        append the row to evaluations.csv and, with --save-model, keep the best network so
-        far as best_model.pt (the first of equal means)."""
+        """Evaluate the policy as it is now on environments of its own (the training ones, the
+        observation statistics and the random streams are untouched), append the row to
+        evaluations.csv and, with --save-model, keep the best model so far (best_model)."""
         wall_time = self.elapsed()
-        returns = evaluate(self.q_network, self.args.env_id, self.args.eval_episodes,
-                           self.args.seed + 100_000, epsilon=self.args.eval_epsilon)
+        returns = evaluate(self.args, self.models)
         mean, std = float(returns.mean()), float(returns.std())
         self.write_row("evaluations.csv", global_step=global_step, wall_time=round(wall_time, 4),
                        eval_return_mean=mean, eval_return_std=std)
-        best = max((m for _, m, _ in self.evaluations), default=-math.inf)
-        if self.args.save_model and mean > best:
-            save_checkpoint(os.path.join(self.path, "best_model.pt"), self.q_network, self.args)
+        if self.args.save_model and mean > max((m for _, m, _ in self.evaluations), default=-math.inf):
+            save_checkpoint(os.path.join(self.path, "best_" + CHECKPOINT), self.models, self.args)
         self.evaluations.append((global_step, mean, std))
 
     def non_finite(self, loss, global_step):
@@ -1096,8 +1001,8 @@ class RunWriter:
         return float(np.mean(self.returns[-20:])) if self.returns else None
 
     def reached(self, threshold, global_step):
-        """True once the mean of the last 20 returns reaches threshold; records the
-        first step it did (each episode asks it of solved_threshold, train of --stop-at-return)."""
+        """True once the mean of the last 20 returns reaches threshold; records the first step
+        it did (each episode asks it of solved_threshold, train of --stop-at-return)."""
         if threshold is None or len(self.returns) < 20 or self.recent_return() < threshold:
             return False
         if self.summary["solved_at_step"] is None:  # the first time only
@@ -1112,19 +1017,20 @@ class RunWriter:
             self.tensorboard.close()
 
 
+TensorBoardWriter = SummaryWriter
+CHECKPOINT = "model.pt"
+
+
 EPISODE_FIELDS = ("global_step", "wall_time", "episode_return", "episode_length")
 SUMMARY_KEYS = ("algorithm", "env_id", "seed", "global_steps", "wall_time_s",
                 "train_return_last20", "eval_return_mean", "eval_return_std", "eval_episodes",
                 "solved_threshold", "solved_at_step", "solved_at_time_s", "interrupted")
-# The CSV columns as TensorBoard's scalars, under the names CleanRL's scripts give the same
-# quantities (each point at the row's global_step and wall_time)
-TENSORBOARD_NAMES = {
-    "episode_return": "charts/episodic_return", "episode_length": "charts/episodic_length",
-    "sps": "charts/SPS", "learning_rate": "charts/learning_rate", "epsilon": "charts/epsilon",
-    "q_start": "charts/q_start", "discounted_return": "charts/discounted_return",
-    "gradient_steps": "charts/gradient_steps", "buffer_size": "charts/buffer_size",
-    "loss": "losses/td_loss", "q_mean": "losses/q_values",
-    "eval_return_mean": "eval/episodic_return", "eval_return_std": "eval/episodic_return_std"}
+# The columns every script writes, as TensorBoard's scalars under CleanRL's names (each point
+# at the row's global_step and wall_time); a column in neither these nor the script's own
+# TENSORBOARD_NAMES goes under charts/.
+COMMON_NAMES = {"episode_return": "charts/episodic_return", "sps": "charts/SPS",
+                "episode_length": "charts/episodic_length", "eval_return_mean":
+                "eval/episodic_return", "eval_return_std": "eval/episodic_return_std"}
 
 
 def progress_line(global_step, total_steps, sps, recent_return):
@@ -1172,48 +1078,77 @@ def plot_learning_curve(path, steps, returns, title, evaluations=(), final=None)
     return os.path.join(path, "learning_curve.png")
 
 
-def save_checkpoint(path, q_network, args):
-    torch.save({"q_network": q_network.state_dict(), "args": asdict(args)}, path)
+def save_checkpoint(path, models, args):
+    """model.pt: each model's state dict under its name, and the flags."""
+    torch.save({**{name: m.state_dict() for name, m in models.items()}, "args": asdict(args)},
+               path)
 
 
-def load_checkpoint(path, env_id):
-    """Load a model.pt safely (weights_only, onto the CPU, wherever it was saved) and check
-    it was made for env_id; None when path is None (no --eval-checkpoint)."""
+def read_checkpoint(path):
+    """A model.pt's dict, loaded safely (weights_only: tensors and plain data, never code)."""
+    return torch.load(path, map_location="cpu", weights_only=True)
+
+
+def load_checkpoint(args):
+    """(args, checkpoint) for --eval-checkpoint: the file (or a run folder's), read safely and
+    checked to be this script's and made for --env-id, and the flags that shape the networks
+    (MODEL_FLAGS) taken from it; (args, None) without the flag."""
+    path = args.eval_checkpoint
     if path is None:
-        return None
-    if os.path.isdir(path):  # a run folder stands for its model.pt
-        path = os.path.join(path, "model.pt")
+        return args, None
+    if os.path.isdir(path):  # a run folder stands for its checkpoint
+        path = os.path.join(path, CHECKPOINT)
         if not os.path.isfile(path):
-            fail(f"run folder {os.path.dirname(path)} has no model.pt; train with --save-model")
+            fail(f"run folder {os.path.dirname(path)} has no {CHECKPOINT}; train with --save-model")
     if not os.path.isfile(path):
         fail(f"checkpoint {path} does not exist")
     try:
-        checkpoint = torch.load(path, map_location="cpu", weights_only=True)
-        saved = checkpoint["args"]  # each lookup raises KeyError where an entry is missing
-        checkpoint["q_network"], saved["hidden_size"], saved["env_id"]
+        checkpoint = read_checkpoint(path)
+        flags = {name: checkpoint["args"][name] for name in ("env_id", *MODEL_FLAGS)}
     except Exception as e:
-        fail(f"checkpoint {path} is not a dqn.py model.pt ({type(e).__name__}); "
+        fail(f"checkpoint {path} is not a {SCRIPT} {CHECKPOINT} ({type(e).__name__}); "
              "make one with --save-model")
-    if saved["env_id"] != env_id:
-        fail(f"checkpoint {path} was made for {saved['env_id']}, not {env_id}; "
-             f"pass --env-id {saved['env_id']}")
-    return checkpoint
+    if flags["env_id"] != args.env_id:
+        fail(f"checkpoint {path} was made for {flags['env_id']}, not {args.env_id}; "
+             f"pass --env-id {flags['env_id']}")
+    return replace(args, **flags), checkpoint
 
 
-def restore(checkpoint, q_network, args):
-    """Put a checkpoint's weights into the network (on its device)."""
+def restore(checkpoint, models, args):
+    """Put a checkpoint's state into each model."""
     try:
-        q_network.load_state_dict(checkpoint["q_network"])
-    except (RuntimeError, KeyError, AttributeError) as e:
-        fail(f"checkpoint {args.eval_checkpoint} does not fit {args.env_id}'s network: "
-             f"{str(e).splitlines()[0]}")
+        for name, model in models.items():
+            model.load_state_dict(checkpoint[name])
+    except Exception as e:
+        fail(f"checkpoint {args.eval_checkpoint} does not fit {args.env_id}'s networks: "
+             f"{type(e).__name__}: {(str(e).splitlines() or [''])[0]}")
 
 
-def finish(args, run, q_network, trained=True):
-    """Write the run first (model.pt if asked, summary.json, the curve), then
-    evaluate greedily and write summary.json and the curve again with the evaluation, so that
-    Ctrl-C during a long evaluation keeps the run; print the closing line. An interrupted
-    run skips the evaluation."""
+def train_and_finish(run, train, envs=None):
+    """Train (unless --eval-checkpoint gave a model) and finish the run. Ctrl-C during
+    training stops it: the run folder is written, then KeyboardInterrupt goes on up (cli
+    ends the process as an interrupted one); the environments are closed either way."""
+    interrupted = False
+    if run.args.eval_checkpoint is None:
+        try:
+            train()
+        except KeyboardInterrupt:
+            print(f"{SCRIPT}: interrupted; writing what the run has so far")
+            interrupted = run.summary["interrupted"] = True
+        finally:
+            if envs is not None:
+                envs.close()
+    summary = finish(run.args, run, trained=run.args.eval_checkpoint is None)
+    if interrupted:
+        raise KeyboardInterrupt
+    return summary
+
+
+def finish(args, run, trained=True):
+    """Write the run first (the model if asked, summary.json, the curve), then evaluate
+    greedily and write summary.json and the curve again with the evaluation, so that Ctrl-C
+    during a long evaluation keeps the run; print the closing line. An interrupted run skips
+    the evaluation."""
     summary = run.summary
     summary["train_return_last20"] = run.recent_return()
     summary["wall_time_s"] = round(run.elapsed(), 3)
@@ -1221,16 +1156,15 @@ def finish(args, run, q_network, trained=True):
         print(f"{SCRIPT}: no training episode ended in {summary['global_steps']:,} steps; if "
               f"{args.env_id} has no time limit, register it with max_episode_steps")
     if args.save_model and trained:
-        save_checkpoint(os.path.join(run.path, "model.pt"), q_network, args)
+        save_checkpoint(os.path.join(run.path, CHECKPOINT), run.models, args)
     run.close()
     curve = write_summary(args, run, trained)
     if args.eval_episodes and not summary["interrupted"]:
-        video_folder = os.path.join(run.path, "videos") if args.capture_video else None
         print(f"{SCRIPT}: final evaluation, {args.eval_episodes:,} "
               f"episode{'s' * (args.eval_episodes > 1)}; the run is written and Ctrl-C keeps it")
         try:
-            returns = evaluate(q_network, args.env_id, args.eval_episodes, args.seed + 100_000,
-                               video_folder, args.eval_epsilon)
+            returns = evaluate(args, run.models, os.path.join(run.path, "videos")
+                               if args.capture_video else None)
         except KeyboardInterrupt:
             print(f"{SCRIPT}: final evaluation interrupted; {run.path} keeps the run without it")
             finish_tracking(args, run, exit_code=130)
@@ -1306,6 +1240,123 @@ def cli():
     except KeyboardInterrupt:
         signal.signal(signal.SIGINT, signal.SIG_DFL)
         os.kill(os.getpid(), signal.SIGINT)
+# End of plumbing/common.py
+
+
+# ---------------------------------------------------------------------------------------
+# Plumbing for pixels: Atari's and MinAtar's packages and wrappers
+# ---------------------------------------------------------------------------------------
+# Stamped from plainrl's plumbing/pixels.py by its stamp.py: edit it there, not here.
+def make_game(env_id, **kwargs):
+    """gym.make for every id: an ALE/ (Atari) or MinAtar/ id's package imported first (or
+    its install named), an Atari game with the DQN paper's preprocessing (atari_wrappers)."""
+    register_game_ids(env_id)
+    if not env_id.startswith("ALE/"):
+        return gym.make(env_id, **kwargs)
+    return atari_wrappers(gym.make(env_id, frameskip=1, **kwargs))  # the wrapper skips frames
+
+
+def channels_last(env_id):
+    """Where an image keeps its channels, by convention and never by its sizes (a 10 x 10 x
+    10 Seaquest frame has no shorter side): last (H x W x C) in Gymnasium's images and
+    MinAtar's; first (C x H x W) in the stack of 4 frames that atari_wrappers makes of an
+    ALE/ id. An environment of one's own with C x H x W images moves the axis to the end
+    (gymnasium.wrappers.TransformObservation with np.moveaxis(obs, 0, -1))."""
+    return not env_id.startswith("ALE/")
+
+
+def byte_pixels(space):
+    """Whether an image holds 0-255 pixels to scale to [0, 1]: uint8 with 255 at the top of
+    its Box (Atari's frames). Any other image is read as it is: MinAtar's cells are 0/1
+    whether its build declares them bool (PyPI's 1.0.15) or uint8 with a top of 1 (its
+    GitHub code since 2023), and 0/1 divided by 255 would be all but blank."""
+    return space.dtype == np.uint8 and bool(np.all(space.high == 255))
+
+
+def register_game_ids(env_id):
+    """ALE/ (Atari) and MinAtar/ ids are registered by packages that gym.make does not import
+    by itself: import them here, or say how to install them."""
+    for prefix, package, pin in (("ALE/", "ale_py", "ale-py==0.12.1"),
+                                  ("ALE/", "cv2", "opencv-python-headless==5.0.0.93"),
+                                  ("MinAtar/", "minatar", "minatar==1.0.15")):
+        if env_id.startswith(prefix) and importlib.util.find_spec(package) is None:
+            fail(f"{env_id} needs the {package} package: pip install {pin}")
+    if env_id.startswith("ALE/"):
+        gym.register_envs(importlib.import_module("ale_py"))
+    elif env_id.startswith("MinAtar/") and env_id not in gym.registry:
+        importlib.import_module("minatar.gym").register_envs()
+
+
+class MinAtarScreen(gym.Wrapper):
+    """MinAtar draws its 10 x 10 grid as floats in [0, 1], which a video shows black: bytes
+    instead, each cell 16 x 16 pixels."""
+
+    def render(self):
+        with warnings.catch_warnings():  # Gymnasium's checker warns of the floats once
+            warnings.simplefilter("ignore")
+            frame = self.env.render()
+        return (frame * 255).astype(np.uint8).repeat(16, axis=0).repeat(16, axis=1)
+
+
+class FireReset(gym.Wrapper):
+    """Presses FIRE (action 1) at the start of a game and after each lost life, in the games
+    whose ball or round waits for it (Breakout), as OpenAI's baselines and CleanRL do: a
+    policy that never presses it would idle until ALE's cap of 108,000 frames. The press is
+    a step of 4 frames that the agent does not take (not counted in the budget); its reward
+    is dropped at reset, as theirs, and added to the step's after a lost life. Departures:
+    after a lost life theirs drop it too (it is almost always 0: the ball is not yet in
+    play), and they press RIGHT (action 2) after FIRE as well; FIRE alone launches the
+    ball."""
+
+    def reset(self, **kwargs):
+        self.env.reset(**kwargs)
+        obs, _, _, _, info = self.env.step(1)
+        self.lives = info["lives"]
+        return obs, info
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        if info["lives"] < self.lives and not (terminated or truncated):
+            obs, fire_reward, terminated, truncated, info = self.env.step(1)
+            reward += fire_reward
+        self.lives = info["lives"]
+        return obs, reward, terminated, truncated, info
+
+
+class LifeLossTermination(gym.vector.VectorWrapper):
+    """Atari in training (--terminal-on-life-loss): the step that loses a life is terminated
+    for the learner (it does not bootstrap), as in the DQN paper and CleanRL, while the game
+    plays on with the lives it has left; only a game's real end resets it. Wrapped over the
+    episode statistics, so episodes.csv holds whole games. CleanRL's EpisodicLifeEnv fakes a
+    reset with a no-op step; here the next life starts from the frame where the last ended."""
+
+    def reset(self, **kwargs):
+        obs, info = self.env.reset(**kwargs)
+        self.lives = info["lives"].copy()
+        return obs, info
+
+    def step(self, actions):
+        obs, rewards, terminated, truncated, info = self.env.step(actions)
+        lost = info["lives"] < self.lives  # a game that ended shows its next game's lives
+        self.lives = info["lives"].copy()
+        return obs, rewards, terminated | lost, truncated, info
+
+
+def atari_wrappers(env):
+    """The DQN paper's Atari preprocessing with Gymnasium's own wrappers: up to 30 no-op
+    actions at reset, every action repeated for 4 frames (the max of the last two frames
+    against flicker), frames gray and resized to 84 x 84, the last 4 stacked into one
+    uint8 observation [4, 84, 84] (channels first); FIRE pressed where the game waits for it
+    (FireReset). A lost life ends the training episode in make_vector_env, not here:
+    Gymnasium's terminal_on_life_loss would start a new game at every lost life. Departure
+    from the paper: ALE v5's sticky actions (the previous action repeats with probability
+    0.25) stay on, as Machado et al. 2018 recommend."""
+    env = gym.wrappers.AtariPreprocessing(env, noop_max=30, frame_skip=4, screen_size=84,
+                                          grayscale_obs=True)
+    if env.unwrapped.get_action_meanings()[1:2] == ["FIRE"]:
+        env = FireReset(env)
+    return gym.wrappers.FrameStackObservation(env, 4)
+# End of plumbing/pixels.py
 
 
 if __name__ == "__main__":

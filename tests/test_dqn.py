@@ -1,5 +1,6 @@
-"""Tests of dqn.py: the math by hand, the replay buffer, runs end to end, bad input,
-determinism (the rules every script keeps are tests/test_contract.py's)."""
+"""Tests of dqn.py: the math by hand, the replay buffer, the glue of its loop and its main,
+its hooks of the plumbing (check_flags, check_spaces, greedy_policy, MODEL_FLAGS), runs end to
+end, determinism (the plumbing's own behaviour is tests/test_plumbing.py's)."""
 import copy
 import json
 import math
@@ -11,11 +12,8 @@ import pytest
 import torch
 
 import dqn
-from conftest import (CountingEnv, approx, check_an_evaluation_trains_nothing, check_evaluations,
-                      check_named_and_tracked, check_the_buffer_is_never_larger_than_the_budget,
-                      check_the_logged_returns, check_whole_steps_budget, interrupt_on_call,
-                      read_csv, same_seed_episodes, spy_on, spy_on_seeds, tensor,
-                      unreadable_checkpoints)
+from conftest import (CountingEnv, approx, check_the_buffer_is_never_larger_than_the_budget,
+                      read_csv, same_seed_episodes, spy_on, spy_on_seeds, tensor)
 
 
 # ---------------------------------------------------------------------------------------
@@ -225,7 +223,8 @@ def train_directly(tmp_path, q_network, target_network, env_id="DqnCountToThree-
     args = dqn.Args(env_id=env_id, eval_episodes=0, output_dir=str(tmp_path), **flags)
     args = dqn.with_preset(args, image=False)  # main fills the flags left at None
     envs = dqn.make_vector_env(args.env_id, args.num_envs)
-    dqn.train(args, envs, q_network, target_network, dqn.RunWriter(args, "cpu", q_network))
+    run = dqn.RunWriter(args, "cpu", {"q_network": q_network}, rollout_steps=args.num_envs)
+    dqn.train(args, envs, q_network, target_network, run)
     envs.close()
 
 
@@ -547,9 +546,9 @@ def test_main_hands_its_flags_and_networks_to_training_and_evaluation(tmp_path, 
         made.append((num_envs, training, life_loss))
         return make(env_id, num_envs, training, life_loss, video_folder)
 
-    def spy_evaluate(q_network, env_id, episodes, seed, video_folder=None, epsilon=0.0):
-        evaluated.append((q_network, episodes, epsilon))
-        return evaluate(q_network, env_id, episodes, seed, video_folder, epsilon)
+    def spy_evaluate(args, models, video_folder=None):
+        evaluated.append((models["q_network"], args.eval_episodes, args.eval_epsilon))
+        return evaluate(args, models, video_folder)
 
     def spy_train(args, envs, q_network, target_network, run):
         vector = torch.nn.utils.parameters_to_vector
@@ -695,25 +694,31 @@ def test_an_image_of_cells_or_pixels_reaches_the_network_as_it_should(
 # ---------------------------------------------------------------------------------------
 # Runs end to end
 # ---------------------------------------------------------------------------------------
-def test_smoke_run_writes_every_file_and_its_model_evaluates(tmp_path, check_run_folder):
+def test_smoke_run_logs_its_columns_and_its_model_evaluates_the_same(tmp_path):
     # 2 environments, updates every 4 environment steps after step 200: global steps 204,
-    # 208, ..., 600 -> 100 updates of 2 gradient steps = 200
+    # 208, ..., 600 -> 100 updates of 2 gradient steps = 200. Every column of updates.csv
+    # has its TensorBoard name in TENSORBOARD_NAMES. The saved model, evaluated alone, plays
+    # the same greedy policy (model.pt's "q_network" restored) on the same seeds.
     args = dqn.Args(env_id="CartPole-v1", total_timesteps=600, num_envs=2, learning_starts=200,
                     train_frequency=4, gradient_steps=2, batch_size=32, buffer_size=400,
                     exploration_fraction=0.5, eval_episodes=2, save_model=True,
                     output_dir=str(tmp_path / "train"))
     summary = dqn.main(args)
-    path, episodes, updates = check_run_folder(summary, args.output_dir, "dqn", model=True)
+    (path,) = (tmp_path / "train").iterdir()
+    episodes, updates = read_csv(path / "episodes.csv"), read_csv(path / "updates.csv")
     assert summary["global_steps"] == 600 and summary["eval_return_mean"] >= 8  # CartPole: > 8 steps
-    assert list(updates[0])[3:] == ["epsilon", "learning_rate", "loss", "q_mean", "q_start",
-                                    "discounted_return", "gradient_steps", "buffer_size"]
+    columns = ["epsilon", "learning_rate", "loss", "q_mean", "q_start", "discounted_return",
+               "gradient_steps", "buffer_size"]
+    assert list(updates[0])[3:] == columns and sorted(dqn.TENSORBOARD_NAMES) == sorted(columns)
+    assert (dqn.TENSORBOARD_NAMES["loss"], dqn.TENSORBOARD_NAMES["q_mean"]) == (
+        "losses/td_loss", "losses/q_values")  # CleanRL's dqn.py's names
     last = updates[-1]
     assert last["global_step"] == "600" and last["gradient_steps"] == "200"
     assert float(last["epsilon"]) == approx(0.01) and last["buffer_size"] == "400"
     assert math.isfinite(float(last["loss"])) and math.isfinite(float(last["q_mean"]))
     assert sum(float(e["episode_return"]) for e in episodes) <= 600
 
-    evaluated = dqn.main(dqn.Args(env_id="CartPole-v1", eval_checkpoint=os.path.join(path, "model.pt"),
+    evaluated = dqn.main(dqn.Args(env_id="CartPole-v1", eval_checkpoint=str(path / "model.pt"),
                                   eval_episodes=2, seed=summary["seed"],
                                   output_dir=str(tmp_path / "eval")))
     assert evaluated["eval_return_mean"] == summary["eval_return_mean"]  # same greedy policy, seeds
@@ -738,30 +743,16 @@ def test_updates_rows_come_where_the_steps_cross_each_multiple_of_log_interval(t
                                   (51, 15, 51), (60, 18, 60), (66, 20, 60)]
 
 
-def test_smoke_run_with_the_other_options(tmp_path, check_run_folder):
+def test_smoke_run_with_the_other_options(tmp_path):
     args = dqn.Args(env_id="Acrobot-v1", total_timesteps=500, learning_starts=100, train_frequency=1,
                     gradient_steps=1, batch_size=16, buffer_size=128, double_dqn=False, loss="mse", tau=0.5,
                     target_network_frequency=1, hidden_size=16, eval_episodes=1,
                     output_dir=str(tmp_path))
     summary = dqn.main(args)
-    _, _, updates = check_run_folder(summary, args.output_dir, "dqn")
+    updates = read_csv(next(tmp_path.glob("*/updates.csv")))
     # one gradient step per environment step after step 100; the buffer keeps only 128
     assert updates[-1]["gradient_steps"] == "400" and updates[-1]["buffer_size"] == "128"
     assert summary["global_steps"] == 500 and summary["eval_return_mean"] >= -500
-
-
-def test_smoke_run_on_an_environment_of_your_own_module(tmp_path, fresh_env_module, check_run_folder):
-    # tests/my_envs.py registers GridWorld-v0 only when imported: the script must import it
-    args = dqn.Args(env_id=f"{fresh_env_module}:GridWorld-v0", total_timesteps=300,
-                    learning_starts=100, train_frequency=4, gradient_steps=1, batch_size=16,
-                    eval_episodes=1, output_dir=str(tmp_path))
-    summary = dqn.main(args)
-    path, episodes, _ = check_run_folder(summary, args.output_dir, "dqn")
-    assert summary["env_id"] == "my_envs:GridWorld-v0"
-    assert os.path.basename(path).startswith("my_envs-GridWorld-v0__dqn__1__")
-    # -1 a step: at best 6 steps to the opposite corner, at most 20 (the time limit)
-    assert all(-20 <= float(e["episode_return"]) <= -6 for e in episodes)
-    assert -20 <= summary["eval_return_mean"] <= -6
 
 
 def test_stop_at_return_stops_and_records_when(tmp_path):
@@ -772,23 +763,6 @@ def test_stop_at_return_stops_and_records_when(tmp_path):
     episodes = read_csv(next(tmp_path.glob("*/episodes.csv")))
     assert len(episodes) >= 20 and summary["solved_at_step"] == int(episodes[19]["global_step"])
     assert summary["global_steps"] == summary["solved_at_step"] < 100_000
-
-
-def test_interrupted_run_keeps_its_data(tmp_path, monkeypatch):
-    monkeypatch.setattr(torch.optim.Adam, "step", interrupt_on_call(150, torch.optim.Adam.step))
-    with pytest.raises(KeyboardInterrupt):  # after the run folder is written (exit 130 in cli)
-        dqn.main(dqn.Args(total_timesteps=2000, learning_starts=100, train_frequency=1,
-                          gradient_steps=1, batch_size=16, log_interval=100, save_model=True,
-                          output_dir=str(tmp_path)))
-    (path,) = tmp_path.iterdir()
-    summary = json.loads((path / "summary.json").read_text())
-    # gradient steps at global steps 101, 102, ...: the 150th is at step 250, after the
-    # rows of steps 200 (100 gradient steps) and 300 would have been the next
-    assert summary["interrupted"] is True and summary["eval_return_mean"] is None
-    assert summary["global_steps"] == 250
-    assert [r["global_step"] for r in read_csv(path / "updates.csv")] == ["200"]
-    assert read_csv(path / "episodes.csv") and (path / "learning_curve.png").exists()
-    assert (path / "model.pt").exists()
 
 
 def test_nan_loss_stops_cleanly(tmp_path, monkeypatch, capsys):
@@ -810,58 +784,36 @@ def test_same_seed_gives_the_same_episodes(tmp_path):
     assert len(rows) > 20
 
 
-# ---------------------------------------------------------------------------------------
-# Watching a run: --eval-every and the progress line
-# ---------------------------------------------------------------------------------------
-def test_eval_every_writes_rows_keeps_the_best_model_and_leaves_training_alone(tmp_path):
-    # 3 environments step global_step by 3: 3, 6, ..., 900. A row each time it crosses a
-    # multiple of 100: at 102 (34 * 3, past 100), 201, 300, 402, 501, 600, 702, 801 and 900
-    # (exactly on the multiple). Seed 3's means: 10 five times (best_model.pt stays the one
-    # of 102, the first of the tie), 15.7 at 600, 8.7, 19.7 at 801 (the best), 18.0 at 900.
-    args = dqn.Args(total_timesteps=900, num_envs=3, learning_starts=300, train_frequency=6,
-                    gradient_steps=4, batch_size=32, buffer_size=900, exploration_fraction=0.5,
-                    eval_every=100, eval_episodes=3, save_model=True, seed=3)
-    check_evaluations(dqn.main, args, tmp_path, [102, 201, 300, 402, 501, 600, 702, 801, 900])
-
-
-def test_the_logged_returns_by_hand(tmp_path, monkeypatch):
-    check_the_logged_returns(dqn, tmp_path, monkeypatch, learning_starts=16, batch_size=4,
-                             train_frequency=8, gradient_steps=1, log_interval=24)
-
-
 def test_the_budget_is_rounded_down_to_whole_steps_of_the_environments(tmp_path, capsys):
-    check_whole_steps_budget(dqn, tmp_path, capsys, buffer_size=999, batch_size=16)
+    # main hands the run writer whole steps of --num-envs: --total-timesteps 1,000 with 3
+    # environments runs 333 vector steps, 333 * 3 = 999 environment steps, said once at the
+    # start (whole steps of 1,000 environments would be none; of 1, all 1,000)
+    summary = dqn.main(dqn.Args(total_timesteps=1000, num_envs=3, learning_starts=990,
+                                buffer_size=999, batch_size=16, eval_episodes=0,
+                                output_dir=str(tmp_path)))
+    assert capsys.readouterr().out.count("training runs 999 of --total-timesteps 1,000") == 1
+    assert summary["global_steps"] == 999
 
 
 # ---------------------------------------------------------------------------------------
-# Flags that name the run, track it, skip its training or bound its buffer, each at a value
-# other than its default, seen where main and train hand it on (issue 59; the checks are
-# conftest.py's, run by the tests of sac.py, ddpg_td3.py and crossq.py too), on Discrete ids
+# What a checkpoint holds and rebuilds (MODEL_FLAGS), and the buffer's size
 # ---------------------------------------------------------------------------------------
-def test_exp_name_seed_and_track_name_the_run_folder_the_curve_and_the_wandb_run(
-        tmp_path, monkeypatch):
-    check_named_and_tracked(dqn, tmp_path, monkeypatch, env_id="CountToThree-v0")
-
-
-def test_an_evaluation_of_a_checkpoint_trains_nothing(tmp_path, capsys):
-    check_an_evaluation_trains_nothing(dqn, tmp_path, capsys, env_id="my_envs:ThreeSteps-v0")
-
-
 def test_an_evaluated_checkpoint_is_rebuilt_as_wide_as_it_was_saved(tmp_path, monkeypatch):
     # A CartPole model 8 wide (4 inputs, 2 actions), evaluated with no --hidden-size (the
     # default 128): main builds Linear(4, 8), Linear(8, 8) and the head Linear(8, 2), the
-    # saved width. restore() only records the network here, so a network of the flag's
-    # width would be evaluated, not refused as one that "does not fit", and its widths,
-    # [128, 128, 2], would fail the assertion on the edge itself.
+    # saved width (MODEL_FLAGS). restore() only records the network here, so a network of
+    # the flag's width would be evaluated, not refused as one that "does not fit", and its
+    # widths, [128, 128, 2], would fail the assertion on the edge itself.
     path = tmp_path / "model.pt"
-    dqn.save_checkpoint(path, dqn.QNetwork((4,), 2, hidden_size=8),
+    dqn.save_checkpoint(path, {"q_network": dqn.QNetwork((4,), 2, hidden_size=8)},
                         dqn.Args(env_id="CartPole-v1", hidden_size=8))
     restored = []
-    monkeypatch.setattr(dqn, "restore", lambda checkpoint, q_network, args:
-                        restored.append(q_network))
+    monkeypatch.setattr(dqn, "restore", lambda checkpoint, models, args:
+                        restored.append((sorted(checkpoint), models["q_network"])))
     dqn.main(dqn.Args(env_id="CartPole-v1", eval_checkpoint=str(path), eval_episodes=1,
                       output_dir=str(tmp_path / "eval")))
-    (network,) = restored
+    ((saved, network),) = restored
+    assert saved == ["args", "q_network"] and dqn.MODEL_FLAGS == ("hidden_size",)
     linears = [m for m in network.modules() if isinstance(m, torch.nn.Linear)]
     assert [(m.in_features, m.out_features) for m in linears] == [(4, 8), (8, 8), (8, 2)]
 
@@ -872,85 +824,123 @@ def test_the_buffer_is_never_larger_than_the_budget(tmp_path, monkeypatch):
 
 
 # ---------------------------------------------------------------------------------------
-# Bad input: one line on stderr, exit status 2, nothing trained
+# The hooks the plumbing calls: dqn.py's checks of its flags and spaces, its greedy policy
 # ---------------------------------------------------------------------------------------
-@pytest.fixture
-def bad_checkpoints(tmp_path):
-    acrobot = tmp_path / "acrobot.pt"
-    dqn.save_checkpoint(acrobot, dqn.QNetwork((6,), 3), dqn.Args(env_id="Acrobot-v1"))
-    misfit = tmp_path / "misfit.pt"  # says CartPole-v1 but holds a network for 3 inputs
-    dqn.save_checkpoint(misfit, dqn.QNetwork((3,), 2), dqn.Args(env_id="CartPole-v1"))
-    return {**unreadable_checkpoints(tmp_path),
-            "acrobot": str(acrobot), "misfit": str(misfit)}
-
-
-@pytest.mark.parametrize("argv, message", [
-    (["--env-id", "Pendulum-v1"], "Box action space; dqn.py needs Discrete actions (ddpg_td3.py, "
-     "sac.py and ppo.py take Box ones"),
-    (["--env-id", "SpinTheBits-v0"], "MultiBinary action space; dqn.py needs Discrete actions"),
-    (["--env-id", "FrozenLake-v1"], "Discrete observation space of shape (); dqn.py needs a "
-     "flat Box or an image Box"),
-    (["--env-id", "my_envs:GridCells-v0"], "Discrete observation space of shape ()"),
-    (["--buffer-size", "100", "--batch-size", "128"], "--buffer-size 100 is smaller than one batch"),
-    (["--buffer-size", "1000", "--num-envs", "3"], "--buffer-size 1000 is not divisible by --num-envs 3"),
-    (["--learning-starts", "50000", "--total-timesteps", "50000"],
+@pytest.mark.parametrize("flags, message", [
+    (dict(buffer_size=100, batch_size=128), "--buffer-size 100 is smaller than one batch"),
+    (dict(buffer_size=1000, num_envs=3), "--buffer-size 1000 is not divisible by --num-envs 3; "
+     "pass --buffer-size 999, a multiple of 3"),
+    (dict(learning_starts=50000, total_timesteps=50000),
      "--learning-starts 50000 is not below the budget of 50,000 steps (--total-timesteps 50000 "
      "in whole steps of --num-envs 1)"),
     # 1,001 steps in whole steps of 4 environments run 1,000: learning from 1,000 never comes
-    (["--learning-starts", "1000", "--total-timesteps", "1001", "--num-envs", "4",
-      "--buffer-size", "1000"], "--learning-starts 1000 is not below the budget of 1,000 steps"),
-    (["--total-timesteps", "2", "--num-envs", "4", "--buffer-size", "1000", "--learning-starts", "0"],
+    (dict(learning_starts=1000, total_timesteps=1001, num_envs=4, buffer_size=1000),
+     "--learning-starts 1000 is not below the budget of 1,000 steps"),
+    (dict(total_timesteps=2, num_envs=4, buffer_size=1000, learning_starts=0),
      "--learning-starts 0 is not below the budget of 0 steps (--total-timesteps 2 in whole "
      "steps of --num-envs 4)"),
-    (["--num-envs", "0"], "--num-envs must be positive"),
-    (["--train-frequency", "0"], "--train-frequency must be positive"),
-    (["--learning-rate", "0"], "--learning-rate must be positive"),
-    (["--gamma", "1.5"], "--gamma must be in [0, 1]"),
-    (["--end-e", "-0.1"], "--end-e must be in [0, 1]"),
-    (["--exploration-fraction", "2"], "--exploration-fraction must be in [0, 1]"),
-    (["--tau", "0"], "--tau must be in (0, 1]"),
-    (["--learning-starts", "-1"], "--learning-starts must be 0 or more"),
-    (["--optimizer", "sgd"], "--optimizer takes adam or rmsprop, not 'sgd'"),
-    (["--eval-checkpoint", "corrupt"], "is not a dqn.py model.pt"),
-    (["--eval-checkpoint", "acrobot"], "was made for Acrobot-v1, not CartPole-v1; pass --env-id Acrobot-v1"),
-    (["--eval-checkpoint", "misfit"], "does not fit CartPole-v1's network"),
+    (dict(num_envs=0), "--num-envs must be positive"),
+    (dict(train_frequency=0), "--train-frequency must be positive"),
+    (dict(learning_rate=0.0), "--learning-rate must be positive"),
+    (dict(gamma=1.5), "--gamma must be in [0, 1]"),
+    (dict(end_e=-0.1), "--end-e must be in [0, 1]"),
+    (dict(exploration_fraction=2.0), "--exploration-fraction must be in [0, 1]"),
+    (dict(eval_epsilon=1.1), "--eval-epsilon must be in [0, 1]"),
+    (dict(tau=0.0), "--tau must be in (0, 1]"),
+    (dict(learning_starts=-1), "--learning-starts must be 0 or more"),
 ])
-def test_bad_input_is_one_line_and_exit_status_2(argv, message, check_usage_error, bad_checkpoints):
-    check_usage_error("dqn.py", [bad_checkpoints.get(a, a) for a in argv], message)
+def test_check_flags_refuses_a_bad_flag_in_one_line(flags, message):
+    with pytest.raises(dqn.UsageError) as refused:
+        dqn.check_flags(dqn.Args(**flags))
+    assert message in str(refused.value) and "\n" not in str(refused.value)
+
+
+def test_check_flags_passes_the_defaults_and_both_presets_and_waits_for_a_total_timesteps():
+    for image in (False, True):
+        dqn.check_flags(dqn.with_preset(dqn.Args(), image), dqn.Args())
+    dqn.check_flags(dqn.Args(num_envs=3))  # the preset's --buffer-size is checked once it is set
+    # the plumbing's own check says --total-timesteps 0 must be positive; no budget of 0 first
+    dqn.check_flags(dqn.Args(total_timesteps=0, learning_starts=10))
+    dqn.check_flags(dqn.Args(learning_starts=50000, eval_checkpoint="model.pt"))  # no training
 
 
 PRESET_SAYS = " (the preset for CartPole-v1's observations, dqn.py's PRESETS, set {}; a flag " \
               "given overrides it)"
 
 
-@pytest.mark.parametrize("argv, message, preset", [
+@pytest.mark.parametrize("flags, message, preset", [
     # CartPole's vector preset keeps 50,000 transitions, no multiple of 3 environments: the
     # multiple below is 3 x 16,666 = 49,998 (50,000 = 3 x 16,666 + 2)
-    (["--num-envs", "3"], "--buffer-size 50000 is not divisible by --num-envs 3; pass "
+    (dict(num_envs=3), "--buffer-size 50000 is not divisible by --num-envs 3; pass "
      "--buffer-size 49998, a multiple of 3", "--buffer-size 50000"),
-    (["--num-envs", "3", "--buffer-size", "50000"], "--buffer-size 50000 is not divisible by "
+    (dict(num_envs=3, buffer_size=50000), "--buffer-size 50000 is not divisible by "
      "--num-envs 3; pass --buffer-size 49998, a multiple of 3", None),  # given: the user's own
-    (["--buffer-size", "100"], "--buffer-size 100 is smaller than one batch (--batch-size 256)",
+    (dict(buffer_size=100), "--buffer-size 100 is smaller than one batch (--batch-size 256)",
      "--batch-size 256"),
-    (["--total-timesteps", "500"], "--learning-starts 1000 is not below the budget of 500 steps",
+    (dict(total_timesteps=500), "--learning-starts 1000 is not below the budget of 500 steps",
      "--learning-starts 1000"),
 ])
-def test_a_value_the_user_did_not_give_is_named_as_the_presets(argv, message, preset, run_cli,
-                                                               tmp_path):
-    # The flags left at None take the preset's values (with_preset), checked in their turn: a
-    # value that does not fit, and that the user never wrote, is named as the preset's.
-    code, _, err = run_cli("dqn.py", ["--env-id", "CartPole-v1", *argv,
-                                      "--output-dir", str(tmp_path)])
-    assert code == 2 and err.count("\n") == 1 and message in err
-    assert err.endswith(PRESET_SAYS.format(preset) + "\n") if preset else "PRESETS" not in err
+def test_a_value_the_user_did_not_give_is_named_as_the_presets(flags, message, preset, tmp_path):
+    # main fills the flags left at None from the preset (with_preset) and checks them in their
+    # turn, given the flags as the user gave them: a value that does not fit, and that the
+    # user never wrote, is named as the preset's; nothing is written.
+    with pytest.raises(dqn.UsageError) as refused:
+        dqn.main(dqn.Args(env_id="CartPole-v1", output_dir=str(tmp_path), **flags))
+    error = str(refused.value)
+    assert message in error
+    assert error.endswith(PRESET_SAYS.format(preset)) if preset else "PRESETS" not in error
     assert not os.listdir(tmp_path)
 
 
-def test_help_lists_the_flags_with_their_docstrings(check_help):
-    out = check_help("dqn.py", ("--cuda", "--no-cuda", "--start-e", "--end-e",
-                                "--exploration-fraction", "--learning-starts", "--train-frequency",
-                                "--gradient-steps", "--target-network-frequency", "--tau",
-                                "--double-dqn", "--no-double-dqn", "--loss", "--max-grad-norm",
-                                "--buffer-size", "--optimizer"))
-    words = " ".join(out.replace("│", " ").split())  # undo the help's line wrapping
-    assert "double DQN: choose the next action with the online network, value it with the target" in words
+BOX = gym.spaces.Box(-1.0, 1.0, (4,))
+
+
+def image(*shape):
+    return gym.spaces.Box(0, 255, shape, dtype=np.uint8)
+
+
+@pytest.mark.parametrize("env_id, obs_space, action_space, message", [
+    ("Pendulum-v1", BOX, gym.spaces.Box(-2.0, 2.0, (1,)), "Pendulum-v1 has a Box action space; "
+     "dqn.py needs Discrete actions (ddpg_td3.py, sac.py and ppo.py take Box ones"),
+    ("SpinTheBits-v0", BOX, gym.spaces.MultiBinary(3),
+     "MultiBinary action space; dqn.py needs Discrete actions"),
+    ("FrozenLake-v1", gym.spaces.Discrete(16), gym.spaces.Discrete(4), "FrozenLake-v1 has a "
+     "Discrete observation space of shape (); dqn.py needs a flat Box or an image Box"),
+    ("Frames-v0", image(8, 8), gym.spaces.Discrete(2),
+     "Box observation space of shape (8, 8); dqn.py needs a flat Box or an image Box"),
+    ("Tiny-v0", image(2, 2, 1), gym.spaces.Discrete(2),
+     "Tiny-v0 has images of shape (2, 2, 1); the smallest convolution needs 3 x 3 pixels"),
+    # an Atari frame stack keeps its channels first: 84 high, 2 wide (read as channels last,
+    # 84 x 84 of 2 channels would pass)
+    ("ALE/Narrow-v5", image(84, 84, 2), gym.spaces.Discrete(2), "images of shape (84, 84, 2)"),
+])
+def test_check_spaces_refuses_what_dqn_cannot_learn_in_one_line(env_id, obs_space, action_space,
+                                                                message):
+    with pytest.raises(dqn.UsageError) as refused:
+        dqn.check_spaces(dqn.Args(env_id=env_id), obs_space, action_space)
+    assert message in str(refused.value) and "\n" not in str(refused.value)
+
+
+@pytest.mark.parametrize("env_id, obs_space", [
+    ("CartPole-v1", BOX), ("MinAtar/Breakout-v1", image(10, 10, 4)),
+    ("ALE/Breakout-v5", image(2, 84, 84))])  # 2 frames of 84 x 84 (channels last: 2 high)
+def test_check_spaces_returns_the_observation_space_and_the_number_of_actions(env_id, obs_space):
+    space, num_actions = dqn.check_spaces(dqn.Args(env_id=env_id), obs_space,
+                                          gym.spaces.Discrete(np.int64(3)))
+    assert space is obs_space and num_actions == 3 and type(num_actions) is int
+
+
+def test_main_hands_the_environments_spaces_to_check_spaces(tmp_path):
+    with pytest.raises(dqn.UsageError, match="Pendulum-v1 has a Box action space"):
+        dqn.main(dqn.Args(env_id="Pendulum-v1", output_dir=str(tmp_path)))
+    assert not os.listdir(tmp_path)
+
+
+def test_the_greedy_policy_takes_the_online_networks_argmax():
+    # Q(s, .) = [s, 0.5 - s]: action 1 at s = 0, action 0 at s = 1 and 2 (an argmin, or the
+    # first action always, would differ); the info dict is not read
+    q_network = torch.nn.Linear(1, 2)
+    q_network.weight.data, q_network.bias.data = tensor([1.0], [-1.0]), tensor(0.0, 0.5)
+    act = dqn.greedy_policy({"q_network": q_network}, envs=None)
+    actions = act(np.array([[0.0], [1.0], [2.0]], dtype=np.float32), {})
+    assert np.asarray(actions).tolist() == [1, 0, 0]

@@ -581,11 +581,11 @@ def preferring(module, obs_shape, num_actions, action, channels_last=True):
 
 
 def evaluate(module, net, env_id, obs_shape, episodes, epsilon):
-    """The script's evaluate() on env_id, seed 0."""
-    if module is ppo:
-        return ppo.evaluate(net, ppo.ObsNormalizer(obs_shape, False), env_id, episodes, 0,
-                            torch.device("cpu"), epsilon=epsilon)
-    return dqn.evaluate(net, env_id, episodes, 0, epsilon=epsilon)
+    """The script's evaluate() on env_id, seed 0 (it plays --seed + 100,000)."""
+    models = ({"agent": net, "obs_rms": ppo.ObsNormalizer(obs_shape, False)} if module is ppo
+              else {"q_network": net})
+    return module.evaluate(module.Args(env_id=env_id, eval_episodes=episodes, seed=-100_000,
+                                       eval_epsilon=epsilon), models)
 
 
 @pytest.mark.parametrize("script", MODULES)
