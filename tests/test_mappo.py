@@ -1,9 +1,10 @@
 """Tests of mappo.py: GAE, the losses with active masks and value normalization by hand, the
-EP and AS buffers, agents that are done before their environment, what the training loop
-passes to the loss, heterogeneous agents, your own environment, runs end to end, watching a
-run (--eval-every), bad input, determinism. The rules every script keeps (--help's common
-flags, a quiet import, the common bad input, Ctrl-C, the progress line, the closing line,
-the curve's final evaluation, the videos) are tests/test_contract.py's."""
+EP and AS buffers, agents that are done before their environment (the lock-step plumbing),
+what the training loop passes to the loss, heterogeneous agents, your own environment, runs
+end to end, its hooks (check_flags, check_spaces, greedy_policy, MODEL_FLAGS), bad input,
+determinism. The plumbing every script keeps (--help's common flags, a quiet import, the
+common bad input, Ctrl-C, the run folder's files, the progress line, the closing line, the
+curve, the videos) is tests/test_plumbing.py's."""
 import json
 import math
 import os
@@ -14,10 +15,9 @@ import pytest
 import torch
 
 import mappo
-from conftest import (Relay, SameSizeRelay, TerminatingRelay, check_evaluations,
-                      check_named_and_tracked, interrupt_on_call, read_csv, same_seed_episodes,
-                      set_clock, spy_on, spy_on_progress_lines, spy_on_weights,
-                      unreadable_checkpoints)
+from conftest import (Relay, SameSizeRelay, TerminatingRelay, check_evaluations, read_csv,
+                      same_seed_episodes, set_clock, spy_on, spy_on_progress_lines,
+                      spy_on_weights)
 from my_envs import TeamEnv
 
 
@@ -250,12 +250,17 @@ def test_buffer_gae_denormalizes_and_bootstraps_from_the_final_state():
 # action counts (2 and 3); "long" is told by info["action_mask"] that its action 0 is not
 # allowed. The state after step k is [k, 10k]; rewards are 1 for short and 2 for long.
 # ---------------------------------------------------------------------------------------
+def spec_of(env_id):
+    """What check_env returns for env_id (check_spaces' spec), made as main makes it."""
+    return mappo.check_env(mappo.Args(env_id=env_id), make=mappo.LockstepEnvs)
+
+
 def use_relay(monkeypatch, relay_class=Relay):
     """mappo.py on relay_class, Relay or a variant (any cooperative id, here simple_v3, builds
     one), Relay.sent cleared; its spec."""
     monkeypatch.setattr(mappo, "make_env", lambda *args, **kwargs: relay_class())
     Relay.sent.clear()
-    return mappo.check_env("simple_v3")
+    return spec_of("simple_v3")
 
 
 @pytest.fixture
@@ -265,8 +270,9 @@ def relay(monkeypatch):
 
 def test_a_done_agent_is_inactive_until_its_environment_resets(relay):
     assert relay == {"agents": ["short", "long"], "obs_dims": [1, 2], "action_counts": [2, 3],
-                     "state_dim": 2, "has_state": True}
-    envs = mappo.LockstepEnvs("simple_v3", 1, relay, max_cycles=3)
+                     "state_dim": 2}
+    envs = mappo.LockstepEnvs("simple_v3", 1, max_cycles=3)
+    assert envs.has_state
     obs, state, avail, active = envs.reset(seed=0)
     # padding: short's action 2 does not exist; long's action 0 is masked by the env
     assert avail.tolist() == [[[True, True, False], [False, True, True]]]
@@ -296,7 +302,8 @@ def test_each_agent_keeps_its_slot_when_an_agent_before_it_is_done(monkeypatch):
     # After step 1 short (slot 0) is done: long's observation [1, 1] and its action mask
     # [0, 1, 1] stay in slot 1, which its actor (and the AS critic's row 1) reads; slot 0 is
     # zero with short's own two actions. The next step sends long slot 1's action.
-    envs = mappo.LockstepEnvs("simple_v3", 1, use_relay(monkeypatch, SameSizeRelay), 3)
+    use_relay(monkeypatch, SameSizeRelay)
+    envs = mappo.LockstepEnvs("simple_v3", 1, 3)
     envs.reset(seed=0)
     out = envs.step(np.array([[1, 2]]))
     assert out.obs.tolist() == [[[0, 0], [1, 1]]] and out.active.tolist() == [[False, True]]
@@ -309,7 +316,8 @@ def test_an_agent_terminated_at_its_time_limit_is_terminated_not_truncated(monke
     # Step 3: long terminates and its limit truncates it at once. A termination is no time
     # limit: the step says terminated alone, so the EP critic's last step of the episode is
     # terminated (no bootstrap from the final state), not truncated.
-    envs = mappo.LockstepEnvs("simple_v3", 1, use_relay(monkeypatch, TerminatingRelay), 3)
+    use_relay(monkeypatch, TerminatingRelay)
+    envs = mappo.LockstepEnvs("simple_v3", 1, 3)
     envs.reset(seed=0)
     for actions in ([1, 2], [0, 1], [0, 2]):
         out = envs.step(np.array([actions]))
@@ -366,8 +374,7 @@ def test_the_buffers_store_active_masks_rewards_and_ends(relay, critic_state, pe
 
 
 def test_truncation_at_max_cycles_keeps_the_true_final_state():
-    spec = mappo.check_env("simple_spread_v3")
-    envs = mappo.LockstepEnvs("simple_spread_v3", 2, spec, max_cycles=2)
+    envs = mappo.LockstepEnvs("simple_spread_v3", 2, max_cycles=2)
     envs.reset(seed=0)
     envs.step(np.zeros((2, 3), dtype=np.int64))
     out = envs.step(np.zeros((2, 3), dtype=np.int64))
@@ -382,8 +389,7 @@ def test_truncation_at_max_cycles_keeps_the_true_final_state():
 
 def test_copies_and_runs_of_nearby_seeds_do_not_share_start_states():
     # with copy seeds seed + n, run 2's copy 0 would start where run 1's copy 1 does
-    spec = mappo.check_env("simple_spread_v3")
-    starts = [mappo.LockstepEnvs("simple_spread_v3", 2, spec, 25).reset(seed)[1] for seed in (1, 2, 1)]
+    starts = [mappo.LockstepEnvs("simple_spread_v3", 2, 25).reset(seed)[1] for seed in (1, 2, 1)]
     assert np.array_equal(starts[0], starts[2])  # the same seed: the same start
     assert not np.allclose(starts[0][1], starts[1][0]) and not np.allclose(starts[0], starts[1])
     # and within one run each copy gets a seed of its own from the run's: with every copy
@@ -629,6 +635,17 @@ def box_actions_env():
     return BoxActions()
 
 
+class ImageObservations(TeamEnv):
+    """TeamEnv with 2 x 2 observations, which mappo.py's MLPs refuse."""
+
+    def observation_space(self, agent):
+        return gym.spaces.Box(0.0, 3.0, (2, 2))
+
+
+def image_observations_env():
+    return ImageObservations()
+
+
 def aec_env():
     """An AEC environment where a parallel one is needed."""
     from mpe2 import simple_v3
@@ -636,10 +653,10 @@ def aec_env():
 
 
 def test_team_env_without_state_gets_the_observations_joined(fresh_env_module):
-    spec = mappo.check_env("my_envs:team_env")
-    assert spec == {"agents": ["a", "b"], "obs_dims": [1, 1], "action_counts": [2, 2],
-                    "state_dim": 2, "has_state": False}
-    envs = mappo.LockstepEnvs("my_envs:team_env", 1, spec, max_cycles=25)
+    assert spec_of("my_envs:team_env") == {"agents": ["a", "b"], "obs_dims": [1, 1],
+                                           "action_counts": [2, 2], "state_dim": 2}
+    envs = mappo.LockstepEnvs("my_envs:team_env", 1, max_cycles=25)
+    assert not envs.has_state
     assert envs.reset(seed=0)[1].tolist() == [[0, 0]]
     for _ in range(2):
         out = envs.step(np.array([[0, 1]]))  # b walks to 2
@@ -664,9 +681,9 @@ def test_smoke_run_on_your_own_environment(fresh_env_module, tmp_path, check_run
 # actions, its listener 11 and 5.
 # ---------------------------------------------------------------------------------------
 def test_shared_actor_pads_observations_and_masks_missing_actions():
-    spec = mappo.check_env("simple_speaker_listener_v4")
+    spec = spec_of("simple_speaker_listener_v4")
     assert spec["obs_dims"] == [3, 11] and spec["action_counts"] == [3, 5]
-    envs = mappo.LockstepEnvs("simple_speaker_listener_v4", 2, spec, max_cycles=25)
+    envs = mappo.LockstepEnvs("simple_speaker_listener_v4", 2, max_cycles=25)
     obs, state, avail, _ = envs.reset(seed=0)
     assert obs.shape == (2, 2, 11) and state.shape == (2, 14) and not obs[:, 0, 3:].any()
     assert avail[0].tolist() == [[True] * 3 + [False] * 2, [True] * 5]
@@ -738,21 +755,6 @@ def test_stop_at_return_stops_and_records_when(tmp_path):
     assert summary["global_steps"] == summary["solved_at_step"] < 1000
 
 
-def test_interrupted_run_keeps_its_data(tmp_path, monkeypatch):
-    # Ctrl-C at the 12th optimizer step: 10 an update (10 epochs of 1 minibatch), so during
-    # the second update, after 2 rollouts of 2*10 = 20 steps. main writes the run folder,
-    # model.pt included, then lets the KeyboardInterrupt go on.
-    monkeypatch.setattr(torch.optim.Adam, "step", interrupt_on_call(12, torch.optim.Adam.step))
-    with pytest.raises(KeyboardInterrupt):
-        mappo.main(mappo.Args(save_model=True, output_dir=str(tmp_path), **TINY))
-    (path,) = tmp_path.iterdir()
-    summary = json.loads((path / "summary.json").read_text())
-    assert summary["interrupted"] is True and summary["eval_return_mean"] is None
-    assert summary["global_steps"] == 40
-    assert len(read_csv(path / "updates.csv")) == 1 and read_csv(path / "episodes.csv")
-    assert (path / "learning_curve.png").exists() and (path / "model.pt").exists()
-
-
 def test_the_budget_is_rounded_down_to_whole_rollouts_and_said_once(tmp_path, capsys):
     # 70 steps in rollouts of 2 * 10 = 20: 3 whole rollouts, 60 steps
     summary = mappo.main(mappo.Args(eval_episodes=0, output_dir=str(tmp_path),
@@ -782,7 +784,7 @@ def test_same_seed_gives_the_same_episodes(critic_state, tmp_path):
 
 
 # ---------------------------------------------------------------------------------------
-# Watching a run: --eval-every (the progress line is tests/test_contract.py's)
+# Watching a run: --eval-every (the progress line is tests/test_plumbing.py's)
 # ---------------------------------------------------------------------------------------
 def test_eval_every_writes_rows_keeps_the_best_model_and_leaves_training_alone(tmp_path):
     # 3 copies step global_step by 3: 3, 6, ..., 90 (3 rollouts of 3 * 10 lock-steps). A row
@@ -799,13 +801,14 @@ def test_evaluation_is_greedy_over_the_available_actions_and_done_agents_send_no
     # 0 and 1 (2 is padding): greedy 0. long may not take 0 (its action mask): greedy 2
     # over [0, 0.5]. Sampled, long would take 1 with probability 1/(1 + e^0.5) = 0.38 at
     # each of its 12 steps. Relay's episodes: short acts once, long 3 times; every episode's
-    # mean per-agent return is (1 + 3*2)/2 = 3.5. The 4 copies step in turn.
+    # mean per-agent return is (1 + 3*2)/2 = 3.5. The 4 copies step in turn. (The plumbing's
+    # evaluate plays greedy_policy's actions on make_vector_env's EvaluationEnvs.)
     torch.manual_seed(0)
     actors = mappo.Actors([1, 2], 3, share=True)
     with torch.no_grad():
         actors.actor[-1].weight.zero_()
         actors.actor[-1].bias.copy_(t(2, 0, 0.5))
-    returns = mappo.evaluate(actors, "simple_v3", relay, 3, 4, seed=0, device="cpu")
+    returns = mappo.evaluate(mappo.Args(env_id="simple_v3", eval_episodes=4), {"actors": actors})
     assert returns.tolist() == [3.5] * 4
     assert Relay.sent == [{"short": 0, "long": 2}] * 4 + [{"long": 2}] * 8
 
@@ -837,9 +840,10 @@ def test_evaluation_follows_each_steps_masks_and_keeps_each_copys_first_episode(
     # first and play 1-step episodes (return (1 + 2)/2 = 1.5) until copy 2 ends: those do
     # not count. Greedy over the mask of each step, long takes 1 + k % 2 at step k.
     monkeypatch.setattr(mappo, "make_env", lambda *args, **kwargs: Varied())
-    Varied.resets, Varied.taken = 0, []
+    # -1: the reset of the environment LockstepEnvs reads the state's size from comes first
+    Varied.resets, Varied.taken = -1, []
     actors = mappo.Actors([1, 2], 3, share=True)
-    returns = mappo.evaluate(actors, "simple_v3", relay, 3, 3, seed=0, device="cpu")
+    returns = mappo.evaluate(mappo.Args(env_id="simple_v3", eval_episodes=3), {"actors": actors})
     assert returns.tolist() == [2.5, 3.5, 4.5]
     # 4 lock-steps of 3 copies, long acting in every one
     assert len(Varied.taken) == 12 and all(a == 1 + k % 2 for k, a in Varied.taken)
@@ -848,20 +852,6 @@ def test_evaluation_follows_each_steps_masks_and_keeps_each_copys_first_episode(
 # ---------------------------------------------------------------------------------------
 # Bad input: one line on stderr, exit status 2, nothing trained
 # ---------------------------------------------------------------------------------------
-@pytest.fixture
-def bad_checkpoints(tmp_path):
-    def save(path, args, critic_dim=54, hidden_size=64):
-        actors = mappo.Actors([18] * 3, 5, True, hidden_size)
-        mappo.save_checkpoint(path, actors, mappo.Critic(critic_dim, hidden_size),
-                              mappo.ValueNorm(True), args)
-        return str(path)
-
-    return {**unreadable_checkpoints(tmp_path),
-            "reference": save(tmp_path / "reference.pt", mappo.Args(env_id="simple_reference_v3")),
-            # says 32 hidden units, holds 64-unit networks
-            "misfit": save(tmp_path / "misfit.pt", mappo.Args(hidden_size=32))}
-
-
 @pytest.mark.parametrize("argv, message", [
     (["--env-id", "foo"], "unknown environment id 'foo'; mappo.py runs the cooperative MPE tasks "
      "(collect_treasure_v1, simple_formation_v1"),
@@ -869,6 +859,8 @@ def bad_checkpoints(tmp_path):
     (["--env-id", "simple_tag_v3"], "simple_tag_v3 is a competitive MPE task"),
     (["--env-id", "test_mappo:box_actions_env"], "test_mappo:box_actions_env's agent a has a "
      "Box action space; mappo.py's actors are categorical"),
+    (["--env-id", "test_mappo:image_observations_env"], "test_mappo:image_observations_env's "
+     "agent a has observations Box(0.0, 3.0, (2, 2), float32); mappo.py's MLPs need flat Box"),
     (["--env-id", "my_envs:team_envs"], "module my_envs has no function team_envs (did you mean "
      "my_envs:team_env"),
     (["--env-id", "my_envs:NOT_AN_ENV"], "cannot make my_envs:NOT_AN_ENV: TypeError: 'int' "
@@ -885,14 +877,10 @@ def bad_checkpoints(tmp_path):
     (["--total-timesteps", "100"], "less than one rollout"),
     (["--learning-rate", "0"], "--learning-rate must be positive"),
     (["--gae-lambda", "1.5"], "--gae-lambda must be in [0, 1]"),
-    (["--eval-checkpoint", "corrupt"], "is not a mappo.py model.pt"),
-    (["--eval-checkpoint", "reference"], "was made for simple_reference_v3, not simple_spread_v3; "
-     "pass --env-id simple_reference_v3"),
-    (["--eval-checkpoint", "misfit"], "does not fit simple_spread_v3's networks"),
 ])
-def test_bad_input_is_one_line_and_exit_status_2(argv, message, check_usage_error, bad_checkpoints,
+def test_bad_input_is_one_line_and_exit_status_2(argv, message, check_usage_error,
                                                  fresh_env_module):
-    check_usage_error("mappo.py", [bad_checkpoints.get(a, a) for a in argv], message)
+    check_usage_error("mappo.py", argv, message)
 
 
 def test_help_lists_the_flags_with_their_docstrings(check_help):
@@ -901,69 +889,34 @@ def test_help_lists_the_flags_with_their_docstrings(check_help):
                ("lambda of GAE", "ep = env.state(), team reward"))
 
 
-def test_the_curve_draws_the_mean_of_the_last_20_as_the_console_and_summary_json(tmp_path,
-                                                                                 monkeypatch):
-    # The progress line's "return (last 20)", summary.json's train_return_last20 and the
-    # curve's line are one figure. By hand: 25 episodes, 5 ending at each of the steps 10, 20,
-    # 30, 40, 50 (copies that end together), returns 0, 1, ..., 24. The mean of the last 20
-    # first exists after episode 20 (the last of step 40): (0+...+19)/20 = 9.5; after the last
-    # of step 50: (5+...+24)/20 = 14.5. One point per step: (40, 9.5), (50, 14.5).
-    figures = []
-    monkeypatch.setattr(mappo.Figure, "savefig", lambda fig, path: figures.append(fig))
-    mappo.plot_learning_curve(str(tmp_path), [10 * (i // 5 + 1) for i in range(25)],
-                              [float(i) for i in range(25)], "made up")
-    (line,) = figures[0].axes[0].lines
-    assert line.get_label() == "mean of last 20"
-    assert line.get_xdata().tolist() == [40, 50] and line.get_ydata().tolist() == approx([9.5, 14.5])
+def test_episodes_updates_and_evaluations_come_at_the_lock_steps_global_step(tmp_path,
+                                                                          monkeypatch):
     # A run of 24 episodes (2 copies, 5-step episodes, 120 steps: two end at each of 10, 20,
-    # ..., 120) on a clock of the test's own, for every logged time and speed (issue 59):
-    # elapsed() reads global_steps / 10 + 2 s (2 s of start-up, then 10 steps a second), and
-    # `time` moves 1 s at each reading, so that the progress line prints every other lock-step.
-    # - episodes.csv: wall_time = step / 10 + 2: 3, 3, 4, 4, ..., 14, 14.
-    # - updates.csv, a row after each rollout of 2 * 10 steps: at 20, 40, ..., 120, wall_time
-    #   4, 6, 8, 10, 12, 14 (the time since the row before: 4, 2, 2, ...); sps =
-    #   int(global_step / wall_time) = int(5), int(6.7), int(7.5), int(8), int(8.3), int(8.6)
-    #   = 5, 6, 7, 8, 8, 8 (in lock-steps of the 2 copies, half as many: 2, 3, 3, 4, 4, 4).
-    # - --eval-every 40 with a stand-in evaluation that returns [1, 3]: rows at 40, 80 and
-    #   120, wall_time 6, 10, 14, mean 2 and std sqrt(((1 - 2)^2 + (3 - 2)^2) / 2) = 1 (ddof
-    #   1's: sqrt(2) = 1.414214); the final evaluation the same.
-    # - summary.json: wall_time_s 120 / 10 + 2 = 14, train_return_last20 the mean of
-    #   episodes.csv's last 20 returns (not of all 24), where the curve's line ends; the
-    #   curve draws episodes.csv's points, the three evaluations and the final one (120, 2, 1).
+    # ..., 120), on a clock of the test's own (`time` moves 1 s at each reading, so that the
+    # progress line prints every other lock-step), --eval-every 40 with a stand-in evaluation:
+    # - episodes.csv: each episode at the global_step of the lock-step that ended it, with
+    #   the mean per-agent return; updates.csv: a row after each rollout of 2 * 10 steps, at
+    #   20, 40, ..., 120; evaluations.csv: rows at 40, 80 and 120;
+    # - summary.json: train_return_last20 the mean of episodes.csv's last 20 returns;
     # - the progress line at step g: the mean of the last 20 returns of the episodes that
     #   ended before g (run.step comes before the step's episodes), None before the first:
     #   after the 21st episode not the mean of all, nor the last return.
     set_clock(mappo, monkeypatch)
-    monkeypatch.setattr(mappo.RunWriter, "elapsed",
-                        lambda self: self.summary["global_steps"] / 10 + 2)
     monkeypatch.setattr(mappo, "evaluate", lambda *args, **kwargs: np.array([1.0, 3.0]))
     lines = spy_on_progress_lines(mappo, monkeypatch)
-    drawn = spy_on(monkeypatch, mappo, "plot_learning_curve",
-                   lambda path, steps, returns, title, evaluations=(), final=None:
-                   (list(steps), list(returns), list(evaluations), final))
     summary = mappo.main(mappo.Args(output_dir=str(tmp_path / "run"), eval_episodes=2,
                                     eval_every=40, **{**TINY, "total_timesteps": 120}))
-    (folder,) = os.listdir(tmp_path / "run")
-    path = os.path.join(tmp_path, "run", folder)
-    episodes = read_csv(os.path.join(path, "episodes.csv"))
+    (path,) = (tmp_path / "run").iterdir()
+    episodes = read_csv(path / "episodes.csv")
     steps = [int(e["global_step"]) for e in episodes]
     returns = [float(e["episode_return"]) for e in episodes]
     assert steps == [10 * (i // 2 + 1) for i in range(24)]
-    assert [float(e["wall_time"]) for e in episodes] == approx([g / 10 + 2 for g in steps])
-    updates = read_csv(os.path.join(path, "updates.csv"))
-    assert [(int(u["global_step"]), float(u["wall_time"]), int(u["sps"])) for u in updates] == [
-        (20, 4.0, 5), (40, 6.0, 6), (60, 8.0, 7), (80, 10.0, 8), (100, 12.0, 8), (120, 14.0, 8)]
-    evaluations = [(int(r["global_step"]), float(r["wall_time"]), float(r["eval_return_mean"]),
-                    float(r["eval_return_std"])) for r in read_csv(os.path.join(path,
-                                                                              "evaluations.csv"))]
-    assert evaluations == [(40, 6.0, 2.0, 1.0), (80, 10.0, 2.0, 1.0), (120, 14.0, 2.0, 1.0)]
-    assert (summary["wall_time_s"], summary["eval_return_mean"], summary["eval_return_std"],
-            summary["eval_episodes"], summary["solved_at_time_s"]) == (14.0, 2.0, 1.0, 2, None)
+    assert {e["episode_length"] for e in episodes} == {"5"}
+    assert [int(u["global_step"]) for u in read_csv(path / "updates.csv")] == [20, 40, 60, 80,
+                                                                              100, 120]
+    assert [int(r["global_step"]) for r in read_csv(path / "evaluations.csv")] == [40, 80, 120]
     assert summary["train_return_last20"] == approx(sum(returns[-20:]) / 20)
     assert summary["train_return_last20"] != approx(sum(returns) / 24)  # the sources differ
-    assert figures[-1].axes[0].lines[0].get_ydata()[-1] == approx(summary["train_return_last20"])
-    assert drawn[-1] == (steps, returns, [(g, 2.0, 1.0) for g, _, _, _ in evaluations],
-                         (120, 2.0, 1.0))
     ended_before = [[r for s, r in zip(steps, returns) if s < g] for g, _ in lines]
     assert [recent for _, recent in lines] == [
         pytest.approx(np.mean(before[-20:])) if before else None for before in ended_before]
@@ -973,16 +926,9 @@ def test_the_curve_draws_the_mean_of_the_last_20_as_the_console_and_summary_json
 # ---------------------------------------------------------------------------------------
 # Flags at values other than their defaults (issue 59)
 # ---------------------------------------------------------------------------------------
-def test_exp_name_seed_and_track_name_the_run_folder_the_curve_and_the_wandb_run(tmp_path,
-                                                                                monkeypatch):
-    # conftest.py's shared check on simple_v3 (one agent), one rollout of 2 copies * 3 steps
-    check_named_and_tracked(mappo, tmp_path, monkeypatch, env_id="simple_v3",
-                            tiny=dict(num_envs=2, num_steps=3, max_cycles=3))
-
-
 def test_an_evaluation_of_a_checkpoint_takes_the_models_flags_and_trains_nothing(
         tmp_path, capsys, monkeypatch, fresh_env_module):
-    # A model of my_envs:team_env with every CHECKPOINT_ARGS flag apart from its default
+    # A model of my_envs:team_env with every MODEL_FLAGS flag apart from its default
     # (--hidden-size 8, --no-share-actor, --layer-norm, --critic-state as, --max-cycles 3),
     # trained 6 steps, is evaluated with the defaults and --total-timesteps 101, less than one
     # rollout of 32 copies * 25 steps = 800 (refused for training), and --stop-at-return 5.
@@ -1001,7 +947,8 @@ def test_an_evaluation_of_a_checkpoint_takes_the_models_flags_and_trains_nothing
     assert [model["actors"][f"actors.{i}.1.weight"].shape for i in (0, 1)] == [(8, 1)] * 2
     assert model["critic"]["net.1.weight"].shape == (8, 5)
     capsys.readouterr()
-    cycles = spy_on(monkeypatch, mappo, "evaluate", lambda actors, env, spec, max_cycles, *r: max_cycles)
+    cycles = spy_on(monkeypatch, mappo, "EvaluationEnvs",
+                    lambda env_id, num_envs, max_cycles, *rest: max_cycles)
     evaluated = mappo.main(mappo.Args(env_id=env_id, eval_checkpoint=str(folder / "model.pt"),
                                       total_timesteps=101, eval_episodes=1,
                                       stop_at_return=5.0, output_dir=str(tmp_path / "eval")))
@@ -1012,7 +959,7 @@ def test_an_evaluation_of_a_checkpoint_takes_the_models_flags_and_trains_nothing
     assert evaluated["global_steps"] == 0 and cycles == [3]
     (evaluation,) = (tmp_path / "eval").iterdir()
     config = json.loads((evaluation / "config.json").read_text())
-    assert {k: config[k] for k in mappo.CHECKPOINT_ARGS} == flags
+    assert {k: config[k] for k in mappo.MODEL_FLAGS} == flags
 
 
 def test_every_evaluation_leaves_the_value_norm_alone_and_the_best_model_keeps_its_own(
