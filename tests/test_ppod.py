@@ -1,6 +1,7 @@
 """Tests of ppod.py: the demo buffers and annealing by hand, replays in the rollout, GAE over
-a rollout that mixes a replay and real steps, demo files, runs end to end, bad input,
-determinism."""
+a rollout that mixes a replay and real steps, demo files, the loop's glue, its own hooks
+(check_flags, check_spaces, greedy_policy, MODEL_FLAGS), determinism. The plumbing's
+behaviour is tested once, in test_plumbing.py."""
 import json
 import math
 import os
@@ -13,12 +14,12 @@ import torch
 
 import ppo
 import ppod
-from conftest import (CountingEnv, approx, check_an_evaluation_trains_nothing, check_evaluations,
+from conftest import (CountingEnv, approx,
                       check_every_evaluation_reads_the_running_statistics_and_leaves_them_alone,
-                      check_named_and_tracked, check_the_epochs_kl_and_clipfrac,
+                      check_the_epochs_kl_and_clipfrac,
                       check_the_evaluation_takes_the_policys_mode, detached, episode_rows,
-                      interrupt_on_call, read_csv, same_seed_episodes, set_clock, spy_on,
-                      spy_on_adam, spy_on_seeds, spy_on_weights)
+                      interrupt_on_call, read_csv, same_seed_episodes, spy_on, spy_on_adam,
+                      spy_on_seeds, spy_on_weights)
 
 
 def episode(episode_return, steps=2):
@@ -695,16 +696,6 @@ def threshold_agent():
     return agent
 
 
-def test_each_evaluation_environment_counts_its_first_episode():
-    # test_contract.py's test of the same name, for ppod.py, which learns with demonstrations
-    # of its environment: 2 episodes at seed 100,000 on my_envs:EpisodeNumber-v0, environment
-    # 0 ending episodes paying 1, 2, 3 while environment 1 plays its one of 3 steps paying 3.
-    # Each counts its first: [1, 3] (the last of each would give [3, 3]).
-    returns = ppod.evaluate(ppod.Agent(1, 2, False, 4), ppod.ObsNormalizer((1,), False),
-                            "my_envs:EpisodeNumber-v0", 2, 100_000, torch.device("cpu"))
-    assert returns.tolist() == [1.0, 3.0]
-
-
 def test_a_normalizing_model_acts_on_normalized_observations_and_records_raw_ones(tmp_path):
     # Statistics mean 1.5, var 1: the agent sees (s - 1.5) / sqrt(1 + 1e-8), which is above 0
     # first at s = 2, so it takes action 1 at its third step: return 3, demo observations
@@ -713,7 +704,7 @@ def test_a_normalizing_model_acts_on_normalized_observations_and_records_raw_one
     normalizer = ppod.ObsNormalizer((1,), True)
     normalizer.rms.mean[:], normalizer.rms.var[:] = 1.5, 1.0
     model = str(tmp_path / "model.pt")
-    ppod.save_checkpoint(model, threshold_agent(), normalizer,
+    ppod.save_checkpoint(model, {"agent": threshold_agent(), "obs_rms": normalizer},
                          ppod.Args(env_id="CountUntilOne-v0", hidden_size=4, norm_obs=True))
     evaluated = ppod.main(ppod.Args(env_id="CountUntilOne-v0", eval_checkpoint=model,
                                     eval_episodes=2, output_dir=str(tmp_path / "eval")))
@@ -723,6 +714,21 @@ def test_a_normalizing_model_acts_on_normalized_observations_and_records_raw_one
     demo = ppod.load_demo(recorded["demo_path"], (1,), gym.spaces.Discrete(2))
     assert demo.observations[:, 0].tolist() == [0, 1, 2, 3] and demo.actions.tolist() == [0, 0, 1]
     assert demo.terminated is True and recorded["episode_return"] == 3.0
+
+
+def test_an_evaluated_checkpoint_takes_its_networks_flags(tmp_path):
+    # MODEL_FLAGS: threshold_agent is 4 wide and its model says --no-norm-obs, though it
+    # stores statistics (mean 1.5, var 1). Evaluated under the defaults (64 wide, --norm-obs)
+    # it is rebuilt 4 wide (a 64-wide network would not load it: exit 2) and acts on raw
+    # observations: action 1 at s = 1, return 2 (normalized, above 0 first at s = 2: 3).
+    normalizer = ppod.ObsNormalizer((1,), False)
+    normalizer.rms.mean[:], normalizer.rms.var[:] = 1.5, 1.0
+    model = str(tmp_path / "model.pt")
+    ppod.save_checkpoint(model, {"agent": threshold_agent(), "obs_rms": normalizer},
+                         ppod.Args(env_id="CountUntilOne-v0", hidden_size=4, norm_obs=False))
+    evaluated = ppod.main(ppod.Args(env_id="CountUntilOne-v0", eval_checkpoint=model,
+                                    eval_episodes=2, output_dir=str(tmp_path / "eval")))
+    assert evaluated["eval_return_mean"] == 2.0
 
 
 class CountFromFive(CountUntilOne):
@@ -848,7 +854,8 @@ def demo_columns(path):
 def test_record_demo_from_a_ppo_checkpoint(tmp_path, count_demos):
     # ppo.py's model.pt has the same layout; a second recording takes the next file name
     model = str(tmp_path / "ppo.pt")
-    ppo.save_checkpoint(model, ppo.Agent((1,), 2, False, 16), ppo.ObsNormalizer((1,), False),
+    ppo.save_checkpoint(model, {"agent": ppo.Agent((1,), 2, False, 16),
+                                "obs_rms": ppo.ObsNormalizer((1,), False)},
                         ppo.Args(env_id="CountToThree-v0", hidden_size=16))
     recorded = ppod.main(ppod.Args(env_id="CountToThree-v0", record_demo_from=model,
                                    demos_dir=count_demos))
@@ -865,7 +872,8 @@ def test_record_demo_from_starts_the_episode_from_seed(tmp_path):
     # u = 0.9430561, -0.6 + 0.1886112 = -0.4113888. The recorded demo starts there; an
     # unseeded reset would draw it from fresh entropy.
     model = str(tmp_path / "model.pt")
-    ppod.save_checkpoint(model, ppod.Agent(2, 3, False, 4), ppod.ObsNormalizer((2,), False),
+    ppod.save_checkpoint(model, {"agent": ppod.Agent(2, 3, False, 4),
+                                 "obs_rms": ppod.ObsNormalizer((2,), False)},
                          ppod.Args(hidden_size=4, norm_obs=False))
     for seed, position in ((3, -0.5828702), (4, -0.4113888)):
         recorded = ppod.main(ppod.Args(record_demo_from=model, seed=seed,
@@ -882,7 +890,8 @@ def test_continuous_actions_are_replayed_as_recorded_and_read_back_by_the_update
     # the update's log pi of the [B, 1] action vectors it reads back is the stored one
     # (actions flattened to [B] would broadcast against the [B, 1] mean into [B, B]).
     model = str(tmp_path / "ppo.pt")
-    ppo.save_checkpoint(model, ppo.Agent((3,), 1, True), ppo.ObsNormalizer((3,), False),
+    ppo.save_checkpoint(model, {"agent": ppo.Agent((3,), 1, True),
+                                "obs_rms": ppo.ObsNormalizer((3,), False)},
                         ppo.Args(env_id="Pendulum-v1"))
     demos_dir = str(tmp_path / "demos")
     ppod.main(ppod.Args(env_id="Pendulum-v1", record_demo_from=model, demos_dir=demos_dir))
@@ -904,56 +913,6 @@ def test_continuous_actions_are_replayed_as_recorded_and_read_back_by_the_update
     own = first["oldlogprob"] != 0
     assert own.any() and first["newlogprob"].shape == own.shape == (200,)  # 400 rows / 2
     assert torch.allclose(first["newlogprob"][own], first["oldlogprob"][own], atol=1e-5)
-
-
-def test_the_time_columns_the_evaluation_rows_and_the_last_20_returns_by_hand(
-        tmp_path, monkeypatch, fresh_env_module):
-    # my_envs:EpisodeNumber-v0 at --seed 0 with no replay (--rho 0 --phi 0; the one demo is
-    # never played): environment 0 (seed 0, even) ends an episode at each vector step k,
-    # paying k; environment 1 (seed 1) one every 3 steps, paying j at each step of its j-th:
-    # 3j. A clock that stands still but for the test, which moves it at each vector step
-    # before the step is recorded: 1 s at each of the first 8 steps, 3 s at each of the next
-    # 8, so step k ends at t(k) = k s for k <= 8, 8 + 3 (k - 8) s after.
-    # - episodes.csv: each row's wall_time is t(global_step / 2);
-    # - updates.csv: the rollouts of 2 * 8 steps end at global steps 16 and 32, 8 and 32 s:
-    #   sps int(16 / 8) = 2 and int(32 / 32) = 1 (the second's own 16 steps in 24 s: 0);
-    # - evaluations.csv (--eval-every 16): at 16 and 32, 8 and 32 s, each of 2 episodes from
-    #   seed 100,000 whose first returns are 1 and 3 whatever the policy (as the final
-    #   one's, test_each_evaluation_environment_counts_its_first_episode): mean 2, std
-    #   sqrt(((1 - 2)^2 + (3 - 2)^2) / 2) = 1 (the sample std would give 1.414);
-    # - summary.json: wall_time_s 32; 16 + 5 = 21 episodes, returns 1..16 and 3, 6, 9, 12, 15,
-    #   181 in all: train_return_last20 leaves out the first (1), 180 / 20 = 9 (all 21 would
-    #   average 181 / 21 = 8.62).
-    clock = set_clock(ppod, monkeypatch, tick=0.0)
-    step = ppod.RunWriter.step
-
-    def ticking(self, global_step):
-        clock.now += 1.0 if global_step <= 16 else 3.0
-        return step(self, global_step)
-
-    monkeypatch.setattr(ppod.RunWriter, "step", ticking)
-    os.makedirs(tmp_path / "demo")
-    ppod.save_demo(tmp_path / "demo" / "demo_0.npz", ppod.Demo(
-        np.ones((4, 1), np.float32), np.zeros(3, np.int64), np.ones(3, np.float32)))
-    summary = ppod.main(ppod.Args(
-        env_id=f"{fresh_env_module}:EpisodeNumber-v0", demos_dir=str(tmp_path / "demo"),
-        rho=0.0, phi=0.0, seed=0, total_timesteps=32, num_envs=2, num_steps=8,
-        num_minibatches=2, eval_every=16, eval_episodes=2, output_dir=str(tmp_path / "runs")))
-    (path,) = (tmp_path / "runs").iterdir()
-    episodes = read_csv(path / "episodes.csv")
-    assert sorted(float(e["episode_return"]) for e in episodes) == sorted(
-        [*range(1, 17), 3, 6, 9, 12, 15])
-    t = {k: float(k if k <= 8 else 8 + 3 * (k - 8)) for k in range(1, 17)}
-    assert [float(e["wall_time"]) for e in episodes] == [
-        t[int(e["global_step"]) // 2] for e in episodes]
-    assert [(u["global_step"], u["wall_time"], u["sps"]) for u in read_csv(
-        path / "updates.csv")] == [("16", "8.0", "2"), ("32", "32.0", "1")]
-    assert [(e["global_step"], e["wall_time"], e["eval_return_mean"], e["eval_return_std"])
-            for e in read_csv(path / "evaluations.csv")] == [("16", "8.0", "2.0", "1.0"),
-                                                             ("32", "32.0", "2.0", "1.0")]
-    assert (summary["wall_time_s"], summary["train_return_last20"]) == (32.0, 9.0)
-    assert (summary["eval_return_mean"], summary["eval_return_std"]) == (2.0, 1.0)
-    assert summary["eval_episodes"] == 2  # --eval-episodes, not its default 10
 
 
 def test_stop_at_return_counts_real_episodes_only(tmp_path, count_demos):
@@ -1013,26 +972,6 @@ def six_real_steps(demos_dir):
                 phi=0.0)
 
 
-def test_exp_name_seed_and_track_name_the_run_folder_the_curve_and_the_wandb_run(
-        tmp_path, monkeypatch, count_demos):
-    check_named_and_tracked(ppod, tmp_path, monkeypatch, env_id="CountToThree-v0",
-                            tiny=six_real_steps(count_demos))
-
-
-def test_an_evaluation_of_a_checkpoint_trains_nothing(tmp_path, capsys):
-    # The shared check on my_envs:ThreeSteps-v0 (2 zeros seen, 2 actions), with a demo that
-    # fits it, and a model trained with --no-norm-obs: its evaluation under the default
-    # --norm-obs takes the model's (config.json records the flags it ran with)
-    os.makedirs(tmp_path / "demo")
-    ppod.save_demo(tmp_path / "demo" / "demo_0.npz", ppod.Demo(
-        np.zeros((4, 2), np.float32), np.zeros(3, np.int64), np.ones(3, np.float32), False))
-    check_an_evaluation_trains_nothing(ppod, tmp_path, capsys, env_id="my_envs:ThreeSteps-v0",
-                                       tiny={**six_real_steps(str(tmp_path / "demo")),
-                                             "norm_obs": False})
-    (evaluation,) = (tmp_path / "eval").iterdir()
-    assert json.loads((evaluation / "config.json").read_text())["norm_obs"] is False
-
-
 def test_target_kl_and_clipfrac_read_each_epochs_own_ratios(tmp_path, monkeypatch,
                                                             count_demos):
     # No replays: every row is the agent's, whose KL and clipped fraction ppod.py reads
@@ -1055,21 +994,6 @@ def test_every_evaluation_reads_the_running_statistics_and_leaves_them_alone(
 # ---------------------------------------------------------------------------------------
 # Watching a run: --eval-every and the progress line
 # ---------------------------------------------------------------------------------------
-def test_eval_every_writes_rows_keeps_the_best_model_and_leaves_training_alone(
-        tmp_path, fresh_env_module, grid_demos):
-    # No replays (rho = phi = 0), so that the rows can be counted by hand: 3 environments
-    # step global_step by 3: 3, 6, ..., 864 (9 rollouts of 3 * 32 steps). A row each time it
-    # crosses a multiple of 100: at 102 (34 * 3, past 100), 201, 300, 402, 501, 600, 702 and
-    # 801; 864 crosses none. The greedy walk on GridWorld takes the 6 steps to the far
-    # corner (-6) or is cut at 20 (-20): this seed reaches -6 at step 600 only, so the best
-    # model is that of the 6th row. (The next test has replays.)
-    args = ppod.Args(env_id=f"{fresh_env_module}:GridWorld-v0", demos_dir=grid_demos, rho=0.0,
-                     phi=0.0, learning_rate=0.01, total_timesteps=864, num_envs=3, num_steps=32,
-                     num_minibatches=2, eval_every=100, eval_episodes=2, save_model=True, seed=8)
-    rows = check_evaluations(ppod.main, args, tmp_path, [102, 201, 300, 402, 501, 600, 702, 801])
-    assert [r["eval_return_mean"] for r in rows] == ["-20.0"] * 5 + ["-6.0"] + ["-20.0"] * 2
-
-
 def test_eval_every_counts_real_steps_and_leaves_the_replays_alone(tmp_path, fresh_env_module,
                                                                    grid_demos):
     # With replays (rho 0.3, phi 0.2), a vector step adds 0 to 3 real steps: each multiple of
@@ -1108,10 +1032,12 @@ def bad_files(tmp_path):
     corrupt_pt = tmp_path / "corrupt.pt"
     corrupt_pt.write_bytes(b"this is not a checkpoint")
     pendulum = tmp_path / "pendulum.pt"
-    ppod.save_checkpoint(pendulum, ppod.Agent(3, 1, True), ppod.ObsNormalizer((3,), False),
+    ppod.save_checkpoint(pendulum, {"agent": ppod.Agent(3, 1, True),
+                                    "obs_rms": ppod.ObsNormalizer((3,), False)},
                          ppod.Args(env_id="Pendulum-v1"))
     misfit = tmp_path / "misfit.pt"  # says 32 hidden units, holds a 64-unit network
-    ppod.save_checkpoint(misfit, ppod.Agent(2, 3, False, 64), ppod.ObsNormalizer((2,), False),
+    ppod.save_checkpoint(misfit, {"agent": ppod.Agent(2, 3, False, 64),
+                                  "obs_rms": ppod.ObsNormalizer((2,), False)},
                          ppod.Args(hidden_size=32))
     two = demo_folder("two", observations=obs3, actions=actions3, rewards=rewards3)
     np.savez(os.path.join(two, "demo_1.npz"), observations=obs3, actions=actions3, rewards=rewards3)
@@ -1152,20 +1078,13 @@ def bad_files(tmp_path):
     (["--demos-dir", "no-rewards"], "lacks rewards"),
     (["--demos-dir", "corrupt"], "is not a readable .npz file"),
     (["--record-demo-from", "missing.pt"], "does not exist"),
-    (["--record-demo-from", "corrupt.pt"], "is not a ppod.py or ppo.py model.pt"),
-    (["--eval-checkpoint", "pendulum.pt"], "was made for Pendulum-v1, not MountainCar-v0"),
+    (["--record-demo-from", "corrupt.pt"], "is not a ppod.py model.pt"),
+    (["--record-demo-from", "pendulum.pt"], "was made for Pendulum-v1, not MountainCar-v0"),
     (["--record-demo-from", "misfit.pt"], "does not fit MountainCar-v0's network"),
     (["--eval-checkpoint", "misfit.pt", "--record-demo-from", "misfit.pt"], "pass one of them"),
 ])
 def test_bad_input_is_one_line_and_exit_status_2(argv, message, check_usage_error, bad_files):
     check_usage_error("ppod.py", [bad_files.get(a, a) for a in argv], message)
-
-
-def test_help_lists_the_flags_with_their_docstrings(check_help):
-    check_help("ppod.py", ("--cuda", "--no-cuda", "--rho", "--phi", "--alpha", "--demo-capacity",
-                           "--demos-dir", "--save-demos-every", "--record-demo-from",
-                           "--success-threshold", "--rising-threshold"),
-               ("replays a reward demo",))
 
 
 # ---------------------------------------------------------------------------------------
