@@ -40,8 +40,8 @@ Run:
     python qlearning.py --help
 
 Writes runs/<env_id>__qlearning__<seed>__<unix_time>/ with config.json, episodes.csv,
-updates.csv, learning_curve.png (beside the curve, a heat map of the greedy policy when the
-table is a map like FrozenLake's or a grid of one or two dimensions), summary.json,
+updates.csv, learning_curve.png, heat_map.png (the greedy policy, when the table is a map
+like FrozenLake's or a grid of one or two dimensions), summary.json,
 model.npz with --save-model, and with --eval-every N evaluations.csv (and best_model.npz,
 the best evaluated table) (plainrl's CONTRIBUTING.md, "What a run writes").
 TensorBoard's event file gets the CSV rows too (--no-tensorboard: none; --track syncs it
@@ -65,7 +65,6 @@ import sys
 import time
 import typing
 import warnings
-import zipfile
 from dataclasses import asdict, dataclass, replace
 from typing import Optional
 
@@ -221,6 +220,14 @@ class QTable:
             return rng.randrange(self.q.shape[1])
         return self.greedy(s)
 
+    def state_dict(self):  # what model.npz keeps; the grid is made again from the flags
+        return {"q": self.q, "visits": self.visits}
+
+    def load_state_dict(self, state):
+        if state["q"].shape != self.q.shape:
+            raise ValueError(f"a table of shape {state['q'].shape}, not {self.q.shape}")
+        self.q, self.visits = state["q"], state["visits"]
+
 
 # ---------------------------------------------------------------------------------------
 # What the agent sees: a Discrete state's index, or a Box observation's cell of the grid
@@ -232,7 +239,7 @@ def make_table(args, env_id, obs_space, action_space):
     Refuses grids with unbounded or empty sides, and tables too large for the memory."""
     num_actions = int(action_space.n)
     if isinstance(obs_space, gym.spaces.Discrete):
-        if args.bins != Args.bins or args.obs_low is not None or args.obs_high is not None:
+        if tuple(args.bins) != Args.bins or args.obs_low is not None or args.obs_high is not None:
             fail(f"--bins, --obs-low and --obs-high are for Box observations; {env_id}'s are "
                  f"Discrete({obs_space.n}), already a table row each")
         grid, num_states = None, int(obs_space.n)
@@ -293,6 +300,31 @@ def human_bytes(n):
         if n < 1000 or unit == "PB":
             return f"{n:.3g} {unit}"
         n /= 1000
+
+
+def make_env(env_id):
+    """The training environment, whose episode returns are recorded by Gymnasium's
+    RecordEpisodeStatistics (info["episode"] when an episode ends)."""
+    return gym.wrappers.RecordEpisodeStatistics(gym.make(env_id))
+
+
+def make_vector_env(env_id, num_envs, video_folder=None):
+    """The evaluation's environments: num_envs copies of env_id in one synchronous vector
+    environment, with SAME_STEP autoreset and episode statistics recorded by Gymnasium's
+    wrapper; with video_folder, each records its first episode."""
+    def make(i):
+        if video_folder is None:
+            return gym.make(env_id)
+        os.environ.setdefault("SDL_VIDEODRIVER", "dummy")  # frames only, no window to open
+        with warnings.catch_warnings():  # the environments share one folder on purpose
+            warnings.filterwarnings("ignore", message=".*Overwriting existing videos")
+            return gym.wrappers.RecordVideo(gym.make(env_id, render_mode="rgb_array"),
+                                            video_folder, name_prefix=f"eval-{i}",
+                                            episode_trigger=lambda episode: episode == 0)
+
+    envs = gym.vector.SyncVectorEnv([lambda i=i: make(i) for i in range(num_envs)],
+                                    autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
+    return gym.wrappers.vector.RecordEpisodeStatistics(envs)
 
 
 # ---------------------------------------------------------------------------------------
@@ -357,6 +389,15 @@ def draw_heat_map(fig, ax, heat):
     ax.set(xlabel=heat["xlabel"], ylabel=heat["ylabel"], title=heat["title"])
 
 
+def plot_heat_map(path, heat):
+    """heat_map.png in the run folder: heat_map's drawing, where the table has one."""
+    if heat is not None:
+        fig = Figure(figsize=(7, 4), dpi=100)
+        draw_heat_map(fig, fig.add_subplot(), heat)
+        fig.tight_layout()
+        fig.savefig(os.path.join(path, "heat_map.png"))
+
+
 # ---------------------------------------------------------------------------------------
 # Training
 # ---------------------------------------------------------------------------------------
@@ -379,7 +420,7 @@ def train(args, env, table, run):
         a = table.act(s, epsilon, rng)
         obs, reward, terminated, truncated, info = env.step(a)
         global_step = step + 1
-        run.step(global_step, epsilon)  # progress line; evaluation every --eval-every steps
+        run.step(global_step)  # progress line; evaluation every --eval-every steps
 
         # Learn: after a truncation s_next is the true final state and is bootstrapped from;
         # after a termination q_update drops the bootstrap term.
@@ -413,40 +454,88 @@ def main(args: Args) -> dict:
     summary. Ctrl-C stops training; the run folder is written, then KeyboardInterrupt goes on up."""
     # Check everything a user can get wrong before anything runs: one line, exit status 2.
     check_args(args)
-    obs_space, action_space, board = check_env(args.env_id)
-    if args.eval_checkpoint is not None:
-        table = load_checkpoint(args.eval_checkpoint, args.env_id, obs_space, action_space)
-        if table.grid is not None:  # config.json records the grid the table was made on
-            low, high, bins = table.grid
-            args = replace(args, bins=tuple(bins), obs_low=tuple(low), obs_high=tuple(high))
-    else:
-        table = make_table(args, args.env_id, obs_space, action_space)
+    obs_space, action_space = check_env(args)
+    args, checkpoint = load_checkpoint(args)  # the grid's flags come from a checkpoint
 
-    # Set up: seeds (the environment is seeded by its first reset), the run folder.
+    # Set up: seeds (the environment is seeded by its first reset), the table, the run folder.
     random.seed(args.seed)
     np.random.seed(args.seed)
-    run = RunWriter(args, table)
+    table = make_table(args, args.env_id, obs_space, action_space)
+    models = {"table": table}  # what model.npz holds
+    if checkpoint is not None:
+        restore(checkpoint, models, args)
+    run = RunWriter(args, "cpu", models,
+                    note=f", table of {table.q.shape[0]} states x {table.q.shape[1]} actions")
 
-    # Train (unless evaluating a checkpoint), then finish: evaluate, save, write, plot.
-    interrupted = False
-    if args.eval_checkpoint is None:
-        env = make_env(args.env_id)
+    # Train (unless evaluating a checkpoint), then draw the table's heat map; then finish:
+    # evaluate, save, write, plot.
+    env = None if checkpoint else make_env(args.env_id)
+
+    def train_and_draw():
         try:
             train(args, env, table, run)
-        except KeyboardInterrupt:
-            print(f"{SCRIPT}: interrupted; writing what the run has so far")
-            interrupted = run.summary["interrupted"] = True
-        finally:
-            env.close()
-    summary = finish(args, run, table, board, trained=args.eval_checkpoint is None)
-    if interrupted:
-        raise KeyboardInterrupt  # the run folder is written; the command line exits with 130
-    return summary
+        finally:  # Ctrl-C too: the table as far as it got
+            plot_heat_map(run.path, heat_map(table, getattr(env.unwrapped, "desc", None)))
+    return train_and_finish(run, train_and_draw, env)
+
+
+# ---------------------------------------------------------------------------------------
+# What the plumbing asks of qlearning.py: its own checks, its greedy policy, its table's flags
+# ---------------------------------------------------------------------------------------
+def check_flags(args):
+    """qlearning.py's own flags, checked before any environment is made."""
+    if args.env_id.startswith(("ALE/", "MinAtar/")):  # image games, registered by their packages
+        pixels = ("ppo.py and dqn.py" if args.env_id.startswith("ALE/")
+                  else "ppo.py, dqn.py and impala.py")
+        fail(f"{args.env_id} is a game of images ({pixels} learn from them); qlearning.py needs "
+             "a Discrete observation or a small Box to cut into a grid")
+    if args.log_interval <= 0:
+        fail(f"--log-interval must be positive, got {args.log_interval}")
+    if not 0.0 < args.learning_rate <= 1.0:
+        fail(f"--learning-rate must be in (0, 1], got {args.learning_rate}")
+    for name in ("gamma", "start_e", "end_e", "exploration_fraction"):
+        if not 0.0 <= getattr(args, name) <= 1.0:
+            fail(f"--{name.replace('_', '-')} must be in [0, 1], got {getattr(args, name)}")
+    if not math.isfinite(args.q_init):
+        fail(f"--q-init must be a finite number, got {args.q_init}")
+    if not args.bins:
+        fail("--bins needs one number for all dimensions or one per dimension")
+    if min(args.bins) < 1:
+        fail(f"--bins must be positive, got {' '.join(map(str, args.bins))}")
+
+
+def check_spaces(args, obs_space, action_space):
+    """Whether qlearning.py handles the environment's spaces (make_table checks the grid);
+    returns (observation space, action space)."""
+    if not isinstance(action_space, gym.spaces.Discrete):  # a table row holds one Q per action
+        fail(f"{args.env_id} has a {type(action_space).__name__} action space; qlearning.py "
+             "handles Discrete actions" + ("; for continuous ones use ddpg_td3.py or sac.py"
+                                           if isinstance(action_space, gym.spaces.Box) else ""))
+    if not isinstance(obs_space, (gym.spaces.Discrete, gym.spaces.Box)):
+        fail(f"{args.env_id} has a {type(obs_space).__name__} observation space; qlearning.py "
+             "handles Discrete (a state index) and Box (cut into a grid) observations")
+    return obs_space, action_space
+
+
+def greedy_policy(models, envs):
+    """The evaluation's policy, act(obs, info) -> actions: argmax_a Q(s, a) in each
+    environment's state (ties to the lowest action; no random number is drawn)."""
+    table = models["table"]
+    return lambda obs, info: np.array([table.greedy(table.state(o)) for o in obs])
+
+
+MODEL_FLAGS = ("bins", "obs_low", "obs_high")  # a checkpoint's table is made on their grid
+# qlearning.py's columns of updates.csv as TensorBoard's scalars, under CleanRL's names
+TENSORBOARD_NAMES = {
+    "epsilon": "charts/epsilon", "learning_rate": "charts/learning_rate",
+    "states_visited": "charts/states_visited", "episodes": "charts/episodes",
+    "td_error_abs": "losses/td_error_abs"}
 
 
 # ---------------------------------------------------------------------------------------
 # Plumbing: checks, run folder, evaluation, checkpoints (not needed to follow the algorithm)
 # ---------------------------------------------------------------------------------------
+# Stamped from plainrl's plumbing/common.py by its stamp.py: edit it there, not here.
 class UsageError(Exception):
     """Bad input: reported as one line on stderr with exit status 2, before training."""
 
@@ -460,10 +549,7 @@ def parse_args():
     a value of the wrong type or not among the choices) as one whole line at any terminal
     width: tyro hands the mistake over as data through its parse-error hook (tyro._errors,
     marked experimental, which is one reason requirements.txt pins tyro), and usage_error
-    words it. --help prints as tyro writes it. qlearning.py has no device,
-    so --cuda is refused."""
-    if {"--cuda", "--no-cuda"} & set(sys.argv[1:]):
-        fail("qlearning.py has no --cuda: its table is a NumPy array, on the CPU (no torch)")
+    words it. --help prints as tyro writes it."""
     with tyro._errors.on_parse_error(usage_error):
         return tyro.cli(Args)
 
@@ -501,139 +587,116 @@ def usage_error(event):
 
 
 def check_args(args):
-    """Everything a user can get wrong in the flags, checked before any environment runs."""
-    for name in ("total_timesteps", "log_interval"):
-        if getattr(args, name) <= 0:
-            fail(f"--{name.replace('_', '-')} must be positive, got {getattr(args, name)}")
-    if not 0.0 < args.learning_rate <= 1.0:
-        fail(f"--learning-rate must be in (0, 1], got {args.learning_rate}")
-    for name in ("gamma", "start_e", "end_e", "exploration_fraction"):
-        if not 0.0 <= getattr(args, name) <= 1.0:
-            fail(f"--{name.replace('_', '-')} must be in [0, 1], got {getattr(args, name)}")
-    if not math.isfinite(args.q_init):
-        fail(f"--q-init must be a finite number, got {args.q_init}")
-    if not args.bins:
-        fail("--bins needs one number for all dimensions or one per dimension")
-    if min(args.bins) < 1:
-        fail(f"--bins must be positive, got {' '.join(map(str, args.bins))}")
+    """Everything a user can get wrong in the flags, before any environment is made: the
+    algorithm's own checks (check_flags), then those of the flags every script has."""
+    check_flags(args)
+    if args.total_timesteps <= 0:
+        fail(f"--total-timesteps must be positive, got {args.total_timesteps}")
     if args.eval_episodes < 0:
         fail(f"--eval-episodes must be 0 or more, got {args.eval_episodes}")
     if args.eval_every < 0:
-        fail("--eval-every must be 0 (evaluate only after training) or more, "
-             f"got {args.eval_every}")
+        fail(f"--eval-every must be 0 (evaluate only after training) or more, got {args.eval_every}")
     if args.eval_every and not args.eval_episodes:
         fail("--eval-every needs at least one evaluation episode; pass --eval-episodes 1 or more")
     if args.capture_video and not args.eval_episodes:
         fail("--capture-video records the evaluation episodes, and --eval-episodes 0 has none; "
              "pass --eval-episodes 1 or more")
-    if args.capture_video and importlib.util.find_spec("moviepy") is None:
-        fail("--capture-video needs moviepy: pip install moviepy==2.2.1")
-    if args.track and importlib.util.find_spec("wandb") is None:
-        fail("--track needs wandb: pip install wandb==0.31.0")
+    for flag, needed, package in (("capture_video", "moviepy", "moviepy==2.2.1"),
+                                  ("track", "wandb", "wandb==0.31.0")):
+        if getattr(args, flag) and importlib.util.find_spec(needed) is None:
+            fail(f"--{flag.replace('_', '-')} needs {needed}: pip install {package}")
     if args.track and not args.tensorboard:
         fail("--track syncs TensorBoard's event files to Weights & Biases; drop --no-tensorboard")
 
 
-def check_env(env_id):
-    """Make env_id once (gym.make imports the module of a module:EnvId id itself) and check
-    that qlearning.py handles its spaces; returns (obs_space, action_space, board), board
-    being the environment's map where it has one (FrozenLake's desc), else None."""
-    module = env_id.rpartition(":")[0]
-    if env_id.startswith(("ALE/", "MinAtar/")):  # image games, registered by their packages
-        pixels = ("ppo.py and dqn.py" if env_id.startswith("ALE/")
-                  else "ppo.py, dqn.py and impala.py")
-        fail(f"{env_id} is a game of images ({pixels} learn from them); qlearning.py needs "
-             "a Discrete observation or a small Box to cut into a grid")
+def check_env(args, make=gym.make):
+    """Make the environment once (gym.make imports a module:EnvId id's module itself), hand
+    its spaces to check_spaces and return what that returns; with --capture-video, render a
+    frame, so that a machine without a display says so now, not after training."""
+    env_id = args.env_id
     try:
-        env = gym.make(env_id)
-    except (gym.error.NameNotFound, gym.error.VersionNotFound, gym.error.NamespaceNotFound):
-        close = [module + ":" * bool(module) + i for i in difflib.get_close_matches(
-            env_id.rpartition(":")[2], gym.registry, n=6, cutoff=0.6) if makeable(i)][:3]
-        fail(f"unknown environment id {env_id!r}"
-             + (f"; did you mean {', '.join(close)}?" if close else "; see gymnasium.registry"))
-    except ModuleNotFoundError as e:  # gym.make's own message does not keep e.name
-        missing = re.search(r"named '([\w.]+)'", str(e))[1]
-        where = ("; put its folder on PYTHONPATH (PYTHONPATH=. when it is in this folder)"
-                 if missing == module else "")
-        fail(f"cannot make {env_id}: no module named {missing}{where}")
-    except (gym.error.Error, ImportError) as e:  # pin the extra to the installed Gymnasium
+        env = make(env_id)
+        obs_space, action_space = env.observation_space, env.action_space
+        env.close()
+    except Exception as e:  # Gymnasium's own line: the closest id to an unknown one, the
+        # extra to install (pinned here to this Gymnasium); or a module of the user's that fails
         message = re.sub(r'"gymnasium\[(\w+)\]"', rf'"gymnasium[\1]=={gym.__version__}"', str(e))
-        fail(f"cannot make {env_id}: {message.splitlines()[0]}")
-    except Exception as e:  # a module of the user's that fails while it is imported
-        fail(f"cannot make {env_id}: {type(e).__name__}: {(str(e).splitlines() or [''])[0]}")
-    obs_space, action_space = env.observation_space, env.action_space
-    board = getattr(env.unwrapped, "desc", None)  # FrozenLake's map: rows of letters (bytes)
-    env.close()
-    if not isinstance(action_space, gym.spaces.Discrete):  # a table row holds one Q per action
-        fail(f"{env_id} has a {type(action_space).__name__} action space; qlearning.py handles "
-             "Discrete actions" + ("; for continuous ones use ddpg_td3.py or sac.py"
-                                   if isinstance(action_space, gym.spaces.Box) else ""))
-    if not isinstance(obs_space, (gym.spaces.Discrete, gym.spaces.Box)):
-        fail(f"{env_id} has a {type(obs_space).__name__} observation space; qlearning.py "
-             "handles Discrete (a state index) and Box (cut into a grid) observations")
-    return obs_space, action_space, board
+        fail(f"cannot make {env_id}: {type(e).__name__}: {(message.splitlines() or [''])[0]}")
+    if args.capture_video:
+        try:
+            with warnings.catch_warnings():  # the line below says it
+                warnings.simplefilter("ignore")
+                os.environ.setdefault("SDL_VIDEODRIVER", "dummy")  # frames only, no window
+                env = make(env_id, render_mode="rgb_array")
+                env.reset(seed=0)
+                env.render()
+                env.close()
+        except Exception as e:
+            fail(f"cannot record videos of {env_id} ({type(e).__name__}: "
+                 f"{(str(e).splitlines() or [''])[0]}); for MuJoCo on a machine without a "
+                 "display set MUJOCO_GL=egl")
+    return check_spaces(args, obs_space, action_space)
 
 
-def makeable(env_id):
-    """Whether gym.make(env_id) works here (its dependencies installed), for suggestions."""
-    try:
-        with warnings.catch_warnings():  # an old version's deprecation is no news here
-            warnings.simplefilter("ignore")
-            gym.make(env_id).close()
-        return True
-    except Exception:
-        return False
+EVAL_MAX_STEPS = 27_000
+"""an evaluation episode still running after this many steps is cut there (its return so
+far counts): a greedy policy can balance or walk in a circle forever in an environment
+without a time limit. 27,000 steps are ALE's own end of an Atari game (108,000 frames)."""
 
 
-def make_env(env_id, video_folder=None, max_episode_steps=None):
-    """One environment whose episode returns are recorded by Gymnasium's
-    RecordEpisodeStatistics (info["episode"] when an episode ends), filmed into video_folder."""
-    if video_folder is None:
-        env = gym.make(env_id, max_episode_steps=max_episode_steps)
-    else:
-        os.environ.setdefault("SDL_VIDEODRIVER", "dummy")  # frames only, no window to open
-        env = gym.make(env_id, render_mode="rgb_array", max_episode_steps=max_episode_steps)
-        env = gym.wrappers.RecordVideo(env, video_folder, name_prefix="eval",
-                                       episode_trigger=lambda episode: True)
-    return gym.wrappers.RecordEpisodeStatistics(env)
-
-
-def evaluate(table, env_id, episodes, seed, video_folder=None):
-    """Greedy returns of `episodes` episodes, one after another in one environment seeded
-    once; environments without a time limit are cut at EVAL_MAX_STEPS steps."""
-    limit = None if gym.spec(env_id.rpartition(":")[2]).max_episode_steps else EVAL_MAX_STEPS
-    env = make_env(env_id, video_folder, limit)
-    returns = np.zeros(episodes)
-    for i in range(episodes):
-        obs, _ = env.reset(seed=seed if i == 0 else None)
-        terminated = truncated = False
-        while not (terminated or truncated):
-            obs, _, terminated, truncated, info = env.step(table.greedy(table.state(obs)))
-        returns[i] = info["episode"]["r"]
-    env.close()
+def evaluate(args, models, video_folder=None):
+    """Greedy returns of --eval-episodes episodes, one per environment of a vector env, all
+    at once, seeded seed + 100,000 (every evaluation plays the same starts). The actions
+    come from the script's greedy_policy; with --eval-epsilon (where a script has it), a
+    uniformly random one instead with that probability, from a generator of the
+    evaluation's own. A line every 2 seconds says how far it is."""
+    episodes, seed = args.eval_episodes, args.seed + 100_000
+    envs = make_vector_env(args.env_id, episodes, video_folder=video_folder)
+    act, epsilon = greedy_policy(models, envs), getattr(args, "eval_epsilon", 0.0)
+    obs, info = envs.reset(seed=seed)
+    rng = np.random.default_rng(seed)  # epsilon's draws; training's streams stay untouched
+    returns, steps, last_print = np.full(episodes, np.nan), 0, time.time()
+    while np.isnan(returns).any() and steps < EVAL_MAX_STEPS:
+        actions = act(obs, info)
+        if epsilon:  # Discrete actions only (check_spaces)
+            explore = rng.random(episodes) < epsilon
+            actions = np.where(explore, rng.integers(envs.single_action_space.n, size=episodes),
+                               actions)
+        obs, _, _, _, info = envs.step(actions)
+        if "_episode" in info:
+            first = info["_episode"] & np.isnan(returns)
+            returns[first] = info["episode"]["r"][first]
+        steps += 1
+        if time.time() - last_print >= 2.0:
+            last_print = time.time()
+            print(f"{SCRIPT}: evaluating, {episodes - np.isnan(returns).sum()} of {episodes} "
+                  f"episodes done, {steps:,} steps")
+    if np.isnan(returns).any():
+        print(f"{SCRIPT}: evaluation episodes cut at {EVAL_MAX_STEPS:,} steps; give "
+              f"{args.env_id} a time limit (max_episode_steps)")
+        returns = np.where(np.isnan(returns), envs.episode_returns, returns)
+    envs.close()
     return returns
-
-
-EVAL_MAX_STEPS = 10_000
-"""greedy evaluation episodes of environments without a time limit are cut here: a greedy
-policy can walk in a circle forever"""
 
 
 class RunWriter:
     """The run folder (the files the docstring at the top lists): config.json at once, the CSV
-    files row by row (flushed, so an interrupted run keeps them), a progress line every 2
-    seconds, the evaluations of --eval-every with best_model.npz; finish() writes the rest."""
+    files row by row (flushed, so an interrupted run keeps them) and TensorBoard's events
+    from the same rows, a progress line every 2 seconds, the evaluations of --eval-every
+    with best_model; finish() writes the rest. `models` names what a checkpoint holds (each
+    with state_dict and load_state_dict). Training that runs whole rollouts of
+    `rollout_steps` rounds the budget down to them, said at the start."""
 
-    def __init__(self, args, table):
+    def __init__(self, args, device, models, rollout_steps=1, note=""):
         name = "__".join([args.env_id.replace("/", "-").replace(":", "-"), args.exp_name,
                           str(args.seed), str(int(time.time()))])
         self.path, suffix = os.path.join(args.output_dir, name), 1
         while os.path.exists(self.path):  # a run with the same flags in the same second
             suffix += 1
             self.path = os.path.join(args.output_dir, f"{name}-{suffix}")
-        versions = {"torch": None, "gymnasium": gym.__version__, "numpy": np.__version__,
-                    "python": sys.version.split()[0]}  # torch: none, the script is NumPy only
-        config = {**asdict(args), "device": "cpu", "versions": versions}
+        versions = {"gymnasium": gym.__version__, "numpy": np.__version__,
+                    "python": sys.version.split()[0]}
+        config = {**asdict(args), "device": str(device), "versions": versions}
         if args.track:  # before the folder and the event files (it syncs those made after it)
             start_tracking(args, os.path.basename(self.path), config)
         try:
@@ -642,39 +705,37 @@ class RunWriter:
             fail(f"cannot create the run folder {self.path}: {e.strerror}")
         with open(os.path.join(self.path, "config.json"), "w") as f:
             json.dump(config, f, indent=2)
-        # TensorBoard's event files get each row of the CSV files too (write_row). This script
-        # imports no torch, so not torch.utils.tensorboard's SummaryWriter but the writer it
-        # writes through, TensorBoard's own EventFileWriter: the same events, by hand.
-        self.tensorboard = (event_file_writer.EventFileWriter(self.path) if args.tensorboard
-                            else None)  # looked up now: --track's Weights & Biases patches it
-        if self.tensorboard:  # the flags as a table, in TensorBoard's TEXT tab
-            flags = "|flag|value|\n|-|-|\n" + "\n".join(f"|{key}|{value}|"
-                                                       for key, value in config.items())
-            self.tensorboard.add_event(Event(wall_time=time.time(), summary=Summary(value=[
-                Summary.Value(tag="config", metadata=create_summary_metadata("config", None),
-                              tensor=make_tensor_proto(flags))])))
+        self.tensorboard = None
+        if args.tensorboard:  # TensorBoard's event files get each CSV row too (write_row)
+            self.tensorboard = TensorBoardWriter(self.path)
+            self.tensorboard.add_text("config", "|flag|value|\n|-|-|\n" + "\n".join(
+                f"|{key}|{value}|" for key, value in config.items()))
         # summary.json records when the mean of the last 20 training returns first
         # reached --stop-at-return, else the environment's reward_threshold (CartPole-v1: 475)
         threshold = args.stop_at_return if args.stop_at_return is not None else getattr(
             gym.registry.get(args.env_id.rpartition(":")[2]), "reward_threshold", None)
         self.summary = dict.fromkeys(SUMMARY_KEYS) | {
             "solved_threshold": None if args.eval_checkpoint else threshold,
-            "algorithm": "qlearning", "env_id": args.env_id, "seed": args.seed,
+            "algorithm": args.exp_name, "env_id": args.env_id, "seed": args.seed,
             "global_steps": 0, "eval_episodes": args.eval_episodes, "interrupted": False}
-        self.args, self.table = args, table
+        self.args, self.device, self.models = args, device, models
+        self.budget = args.total_timesteps // rollout_steps * rollout_steps
         self.files, self.steps, self.returns, self.evaluations = {}, [], [], []
         self.write_row("episodes.csv")  # its header now: a run with no episode has the file
         self.start = self.last_print = time.time()
         self.first_print = None  # (step, time) of the first progress line
-        print(f"{SCRIPT}: {args.env_id}, seed {args.seed}, table of {table.q.shape[0]} states "
-              f"x {table.q.shape[1]} actions")
+        print(f"{SCRIPT}: {args.env_id}, seed {args.seed}, device {device}{note}")
+        if self.budget != args.total_timesteps and args.eval_checkpoint is None:
+            print(f"{SCRIPT}: training runs {self.budget:,} of --total-timesteps "
+                  f"{args.total_timesteps:,}: whole rollouts of {rollout_steps:,} steps")
 
     def elapsed(self):
         return time.time() - self.start
 
     def write_row(self, filename, **row):
         """Append a row to a CSV file of the run folder, made with a header at first use
-        (episodes.csv's columns are fixed; no row writes the header alone)."""
+        (episodes.csv's columns are fixed; no row writes the header alone), and its values
+        to TensorBoard at the row's step and moment."""
         if filename not in self.files:
             f = open(os.path.join(self.path, filename), "w", newline="")
             fields = EPISODE_FIELDS if filename == "episodes.csv" else list(row)
@@ -683,13 +744,12 @@ class RunWriter:
         f, writer = self.files[filename]
         if row:
             writer.writerow(row)
-        if row and self.tensorboard:  # the row's values at its step and moment, flushed too
-            values = [Summary.Value(tag=TENSORBOARD_NAMES[column], simple_value=float(value))
-                      for column, value in row.items()
-                      if column not in ("global_step", "wall_time")]
-            self.tensorboard.add_event(Event(step=row["global_step"], summary=Summary(
-                value=values), wall_time=self.start + row["wall_time"]))
-            self.tensorboard.flush()
+        if row and self.tensorboard:
+            for column, value in row.items():
+                if column not in ("global_step", "wall_time") and value != "":  # "": no value
+                    name = {**COMMON_NAMES, **TENSORBOARD_NAMES}.get(column, f"charts/{column}")
+                    self.tensorboard.add_scalar(name, value, row["global_step"],
+                                                self.start + row["wall_time"])
         f.flush()
 
     def episode(self, global_step, episode_return, episode_length):
@@ -704,10 +764,11 @@ class RunWriter:
         self.write_row("updates.csv", global_step=global_step, wall_time=round(wall_time, 4),
                        sps=int(global_step / wall_time), **diagnostics)
 
-    def step(self, global_step, epsilon):
+    def step(self, global_step):
         """After each environment step: record the step count (should Ctrl-C stop the run),
         evaluate each time global_step crosses a multiple of --eval-every, and print the
-        progress line with the step's epsilon every 2 seconds, its speed from the first line on."""
+        progress line every 2 seconds (flushing TensorBoard's events), its speed measured from
+        the first line on (the first seconds hold the start-up)."""
         every, previous = self.args.eval_every, self.summary["global_steps"]
         self.summary["global_steps"] = global_step
         if every and global_step // every > previous // every:
@@ -716,32 +777,30 @@ class RunWriter:
         if now - self.last_print >= 2.0:
             first, self.last_print = self.first_print or (global_step, now), now
             sps = (global_step - first[0]) / (now - first[1]) if self.first_print else None
-            print(progress_line(global_step, self.args.total_timesteps, sps, self.recent_return())
-                  + f" | epsilon {epsilon:.3f}")
+            print(progress_line(global_step, self.budget, sps, self.recent_return()))
             self.first_print = first
+            if self.tensorboard:
+                self.tensorboard.flush()
 
     def evaluation(self, global_step):
-        """Evaluate the table's greedy policy as it is now on an environment of its own (the
-        training environment and the exploration generator are untouched: greedy actions draw
-        no random numbers), append the row to evaluations.csv and, with --save-model, keep the
-        best table so far as best_model.npz."""
+        """Evaluate the policy as it is now on environments of its own (the training ones, the
+        observation statistics and the random streams are untouched), append the row to
+        evaluations.csv and, with --save-model, keep the best model so far (best_model)."""
         wall_time = self.elapsed()
-        returns = evaluate(self.table, self.args.env_id, self.args.eval_episodes,
-                           self.args.seed + 100_000)
+        returns = evaluate(self.args, self.models)
         mean, std = float(returns.mean()), float(returns.std())
         self.write_row("evaluations.csv", global_step=global_step, wall_time=round(wall_time, 4),
                        eval_return_mean=mean, eval_return_std=std)
-        best = max((m for _, m, _ in self.evaluations), default=-math.inf)
-        if self.args.save_model and mean > best:
-            save_checkpoint(os.path.join(self.path, "best_model.npz"), self.table, self.args)
+        if self.args.save_model and mean > max((m for _, m, _ in self.evaluations), default=-math.inf):
+            save_checkpoint(os.path.join(self.path, "best_" + CHECKPOINT), self.models, self.args)
         self.evaluations.append((global_step, mean, std))
 
-    def non_finite(self, delta, global_step):
-        """True, after saying so and marking the run interrupted, when the TD error is not finite."""
-        if math.isfinite(delta):
+    def non_finite(self, loss, global_step):
+        """True, after saying so and marking the run interrupted, when the loss is NaN or inf."""
+        if math.isfinite(loss):
             return False
-        print(f"{SCRIPT}: the TD error became non-finite ({delta}) at step {global_step}; "
-              "stopping (check the rewards, or lower --gamma)")
+        print(f"{SCRIPT}: the loss became non-finite (NaN or inf) at step {global_step}; "
+              "stopping (try a lower --learning-rate)")
         self.summary["interrupted"] = True
         return True
 
@@ -750,8 +809,8 @@ class RunWriter:
         return float(np.mean(self.returns[-20:])) if self.returns else None
 
     def reached(self, threshold, global_step):
-        """True once the mean of the last 20 returns reaches threshold; records the
-        first step it did (each episode asks it of solved_threshold, train of --stop-at-return)."""
+        """True once the mean of the last 20 returns reaches threshold; records the first step
+        it did (each episode asks it of solved_threshold, train of --stop-at-return)."""
         if threshold is None or len(self.returns) < 20 or self.recent_return() < threshold:
             return False
         if self.summary["solved_at_step"] is None:  # the first time only
@@ -766,18 +825,31 @@ class RunWriter:
             self.tensorboard.close()
 
 
+class TensorBoardWriter(event_file_writer.EventFileWriter):
+    """torch's SummaryWriter without torch: TensorBoard's own writer, the same events."""
+
+    def add_text(self, tag, text):
+        self.add_event(Event(wall_time=time.time(), summary=Summary(value=[Summary.Value(
+            tag=tag, metadata=create_summary_metadata(tag, None), tensor=make_tensor_proto(text))])))
+
+    def add_scalar(self, tag, value, global_step, walltime):
+        self.add_event(Event(step=global_step, wall_time=walltime, summary=Summary(
+            value=[Summary.Value(tag=tag, simple_value=float(value))])))
+
+
+CHECKPOINT = "model.npz"
+
+
 EPISODE_FIELDS = ("global_step", "wall_time", "episode_return", "episode_length")
 SUMMARY_KEYS = ("algorithm", "env_id", "seed", "global_steps", "wall_time_s",
                 "train_return_last20", "eval_return_mean", "eval_return_std", "eval_episodes",
                 "solved_threshold", "solved_at_step", "solved_at_time_s", "interrupted")
-# The CSV columns as TensorBoard's scalars, under the names CleanRL's scripts give the same
-# quantities (each point at the row's global_step and wall_time)
-TENSORBOARD_NAMES = {
-    "episode_return": "charts/episodic_return", "episode_length": "charts/episodic_length",
-    "sps": "charts/SPS", "epsilon": "charts/epsilon",
-    "learning_rate": "charts/learning_rate", "states_visited": "charts/states_visited",
-    "episodes": "charts/episodes", "td_error_abs": "losses/td_error_abs",
-    "eval_return_mean": "eval/episodic_return", "eval_return_std": "eval/episodic_return_std"}
+# The columns every script writes, as TensorBoard's scalars under CleanRL's names (each point
+# at the row's global_step and wall_time); a column in neither these nor the script's own
+# TENSORBOARD_NAMES goes under charts/.
+COMMON_NAMES = {"episode_return": "charts/episodic_return", "sps": "charts/SPS",
+                "episode_length": "charts/episodic_length", "eval_return_mean":
+                "eval/episodic_return", "eval_return_std": "eval/episodic_return_std"}
 
 
 def progress_line(global_step, total_steps, sps, recent_return):
@@ -797,14 +869,13 @@ def progress_line(global_step, total_steps, sps, recent_return):
             f"{speed} | return (last 20) {recent}")
 
 
-def plot_learning_curve(path, steps, returns, title, evaluations=(), final=None, heat=None):
+def plot_learning_curve(path, steps, returns, title, evaluations=(), final=None):
     """learning_curve.png: episode return against environment steps, raw points faded and
     a moving average of 20 episodes on top; the greedy evaluations (step, mean, std) of
     --eval-every as a second series, the mean with the std as error bars, and the final
-    evaluation (step, mean, std) after training as a marker of its own; beside it, with
-    `heat` (see heat_map), the table's V(s) and greedy actions."""
-    fig = Figure(figsize=(12 if heat else 7, 4), dpi=100)
-    ax = fig.add_subplot(1, 2 if heat else 1, 1)
+    evaluation (step, mean, std) after training as a marker of its own."""
+    fig = Figure(figsize=(7, 4), dpi=100)
+    ax = fig.add_subplot()
     ax.scatter(steps, returns, s=6, alpha=0.25, label="episode return")
     if returns:
         window = min(20, len(returns))
@@ -821,56 +892,89 @@ def plot_learning_curve(path, steps, returns, title, evaluations=(), final=None,
         ax.legend(loc="lower right")
     ax.set(xlabel="environment steps", ylabel="episode return", title=title)
     ax.grid(alpha=0.3)
-    if heat:
-        draw_heat_map(fig, fig.add_subplot(1, 2, 2), heat)
     fig.tight_layout()
     fig.savefig(os.path.join(path, "learning_curve.png"))
     return os.path.join(path, "learning_curve.png")
 
 
-def save_checkpoint(path, table, args):
-    """model.npz: plain arrays only (the flags as a JSON string), so that it loads with
-    allow_pickle=False. An empty bins array marks a Discrete observation space."""
-    low, high, bins = table.grid if table.grid is not None else ([], [], [])
-    np.savez(path, q=table.q, visits=table.visits, low=np.array(low, dtype=np.float64),
-             high=np.array(high, dtype=np.float64), bins=np.array(bins, dtype=np.int64),
-             env_id=np.array(args.env_id), args=np.array(json.dumps(asdict(args))))
+def save_checkpoint(path, models, args):
+    """model.npz: plain arrays only, each model's under "name.key", the flags as a JSON
+    string, so that it loads with allow_pickle=False."""
+    np.savez(path, args=np.array(json.dumps(asdict(args))), **{
+        f"{name}.{key}": value for name, m in models.items() for key, value in m.state_dict().items()})
 
 
-def load_checkpoint(path, env_id, obs_space, action_space):
-    """Load a model.npz safely (allow_pickle=False), check it was made for env_id and fits
-    its spaces, and return its QTable."""
-    if os.path.isdir(path):  # a run folder stands for its model.npz
-        path = os.path.join(path, "model.npz")
+def read_checkpoint(path):
+    """A model.npz as the dict save_checkpoint wrote, loaded safely (allow_pickle=False)."""
+    with np.load(path, allow_pickle=False) as f:
+        checkpoint = {"args": json.loads(str(f["args"]))}
+        for key in f.files:
+            name, _, part = key.partition(".")
+            if part:
+                checkpoint.setdefault(name, {})[part] = f[key]
+    return checkpoint
+
+
+def load_checkpoint(args):
+    """(args, checkpoint) for --eval-checkpoint: the file (or a run folder's), read safely and
+    checked to be this script's and made for --env-id, and the flags that shape the networks
+    (MODEL_FLAGS) taken from it; (args, None) without the flag."""
+    path = args.eval_checkpoint
+    if path is None:
+        return args, None
+    if os.path.isdir(path):  # a run folder stands for its checkpoint
+        path = os.path.join(path, CHECKPOINT)
         if not os.path.isfile(path):
-            fail(f"run folder {os.path.dirname(path)} has no model.npz; train with --save-model")
+            fail(f"run folder {os.path.dirname(path)} has no {CHECKPOINT}; train with --save-model")
     if not os.path.isfile(path):
         fail(f"checkpoint {path} does not exist")
     try:
-        with np.load(path, allow_pickle=False) as f:
-            data = {k: f[k] for k in ("q", "visits", "low", "high", "bins", "env_id")}
-        saved_env = str(data["env_id"])
-    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as e:
-        fail(f"checkpoint {path} is not a qlearning.py model.npz ({type(e).__name__}); "
+        checkpoint = read_checkpoint(path)
+        flags = {name: checkpoint["args"][name] for name in ("env_id", *MODEL_FLAGS)}
+    except Exception as e:
+        fail(f"checkpoint {path} is not a {SCRIPT} {CHECKPOINT} ({type(e).__name__}); "
              "make one with --save-model")
-    if saved_env != env_id:
-        fail(f"checkpoint {path} was made for {saved_env}, not {env_id}; pass --env-id {saved_env}")
-    q, bins = data["q"], data["bins"]
-    discrete = isinstance(obs_space, gym.spaces.Discrete)
-    states = int(obs_space.n) if discrete else int(np.prod(bins))
-    dims = 0 if discrete else int(np.prod(obs_space.shape))
-    if q.ndim != 2 or q.shape != (states, action_space.n) or len(bins) != dims:
-        fail(f"checkpoint {path} holds a table of shape {q.shape} that does not fit {env_id}")
-    start = int(obs_space.start) if discrete else 0
-    grid = (None, None, None) if discrete else (data["low"], data["high"], bins)
-    return QTable(q, *grid, start=start, visits=data["visits"])
+    if flags["env_id"] != args.env_id:
+        fail(f"checkpoint {path} was made for {flags['env_id']}, not {args.env_id}; "
+             f"pass --env-id {flags['env_id']}")
+    return replace(args, **flags), checkpoint
 
 
-def finish(args, run, table, board, trained=True):
-    """Write the run first (model.npz if asked, summary.json, the curve), then
-    evaluate greedily and write summary.json and the curve again with the evaluation, so that
-    Ctrl-C during a long evaluation keeps the run; print the closing line. An interrupted
-    run skips the evaluation."""
+def restore(checkpoint, models, args):
+    """Put a checkpoint's state into each model."""
+    try:
+        for name, model in models.items():
+            model.load_state_dict(checkpoint[name])
+    except Exception as e:
+        fail(f"checkpoint {args.eval_checkpoint} does not fit {args.env_id}'s networks: "
+             f"{type(e).__name__}: {(str(e).splitlines() or [''])[0]}")
+
+
+def train_and_finish(run, train, envs=None):
+    """Train (unless --eval-checkpoint gave a model) and finish the run. Ctrl-C during
+    training stops it: the run folder is written, then KeyboardInterrupt goes on up (cli
+    ends the process as an interrupted one); the environments are closed either way."""
+    interrupted = False
+    if run.args.eval_checkpoint is None:
+        try:
+            train()
+        except KeyboardInterrupt:
+            print(f"{SCRIPT}: interrupted; writing what the run has so far")
+            interrupted = run.summary["interrupted"] = True
+        finally:
+            if envs is not None:
+                envs.close()
+    summary = finish(run.args, run, trained=run.args.eval_checkpoint is None)
+    if interrupted:
+        raise KeyboardInterrupt
+    return summary
+
+
+def finish(args, run, trained=True):
+    """Write the run first (the model if asked, summary.json, the curve), then evaluate
+    greedily and write summary.json and the curve again with the evaluation, so that Ctrl-C
+    during a long evaluation keeps the run; print the closing line. An interrupted run skips
+    the evaluation."""
     summary = run.summary
     summary["train_return_last20"] = run.recent_return()
     summary["wall_time_s"] = round(run.elapsed(), 3)
@@ -878,23 +982,22 @@ def finish(args, run, table, board, trained=True):
         print(f"{SCRIPT}: no training episode ended in {summary['global_steps']:,} steps; if "
               f"{args.env_id} has no time limit, register it with max_episode_steps")
     if args.save_model and trained:
-        save_checkpoint(os.path.join(run.path, "model.npz"), table, args)
+        save_checkpoint(os.path.join(run.path, CHECKPOINT), run.models, args)
     run.close()
-    curve = write_summary(args, run, trained, heat_map(table, board))
+    curve = write_summary(args, run, trained)
     if args.eval_episodes and not summary["interrupted"]:
-        video_folder = os.path.join(run.path, "videos") if args.capture_video else None
         print(f"{SCRIPT}: final evaluation, {args.eval_episodes:,} "
               f"episode{'s' * (args.eval_episodes > 1)}; the run is written and Ctrl-C keeps it")
         try:
-            returns = evaluate(table, args.env_id, args.eval_episodes, args.seed + 100_000,
-                               video_folder)
+            returns = evaluate(args, run.models, os.path.join(run.path, "videos")
+                               if args.capture_video else None)
         except KeyboardInterrupt:
             print(f"{SCRIPT}: final evaluation interrupted; {run.path} keeps the run without it")
             finish_tracking(args, run, exit_code=130)
             raise
         summary["eval_return_mean"] = float(returns.mean())
         summary["eval_return_std"] = float(returns.std())
-        curve = write_summary(args, run, trained, heat_map(table, board), final=(
+        curve = write_summary(args, run, trained, final=(
             summary["global_steps"], summary["eval_return_mean"], summary["eval_return_std"]))
     closing = [f"{SCRIPT}: run folder {run.path}", f"global_steps {summary['global_steps']:,}"]
     for key in ("train_return_last20", "eval_return_mean"):
@@ -910,9 +1013,10 @@ def finish(args, run, table, board, trained=True):
     return summary
 
 
-def write_summary(args, run, trained, heat, final=None):
+def write_summary(args, run, trained, final=None):
     """summary.json and, after training, learning_curve.png (with the final evaluation as a
-    marker of its own, and the table's heat map); returns the curve's path, or None."""
+    marker of its own, titled with --exp-name where it is not the script's name: a variant
+    such as maddpg); returns the curve's path, or None."""
     with open(os.path.join(run.path, "summary.json"), "w") as f:
         json.dump(run.summary, f, indent=2)
     variant = f" ({args.exp_name})" if args.exp_name != SCRIPT.removesuffix(".py") else ""
@@ -922,7 +1026,7 @@ def write_summary(args, run, trained, heat, final=None):
     if trained:
         return plot_learning_curve(run.path, run.steps, run.returns,
                                    f"{SCRIPT}{variant} on {args.env_id}, seed {args.seed}{stopped}",
-                                   run.evaluations, final, heat)
+                                   run.evaluations, final)
     return None
 
 
@@ -962,6 +1066,7 @@ def cli():
     except KeyboardInterrupt:
         signal.signal(signal.SIGINT, signal.SIG_DFL)
         os.kill(os.getpid(), signal.SIGINT)
+# End of plumbing/common.py
 
 
 if __name__ == "__main__":

@@ -1,17 +1,18 @@
-"""Tests of qlearning.py: the math by hand, the table, runs end to end, bad input, determinism."""
+"""Tests of qlearning.py: the math by hand, the table, the glue of its loop and its main, its
+hooks of the plumbing (check_flags, check_spaces, greedy_policy, MODEL_FLAGS and the table's
+state in model.npz), runs end to end, determinism (the plumbing's own behaviour is
+tests/test_plumbing.py's)."""
 import json
 import os
 import random
-import struct
 
 import gymnasium as gym
 import numpy as np
 import pytest
 
 import qlearning as ql
-from conftest import (check_evaluations, check_import_is_quiet, check_named_and_tracked,
-                      check_the_speeds_and_times_since_the_start, interrupt_on_call, read_csv,
-                      same_seed_episodes, set_clock, spy_on)
+from conftest import (check_import_is_quiet, interrupt_on_call, read_csv, same_seed_episodes,
+                      spy_on)
 
 
 # ---------------------------------------------------------------------------------------
@@ -135,7 +136,7 @@ def test_make_table_sizes_bounds_and_initial_values():
 def test_heat_maps_of_a_board_and_of_a_box_grid():
     # FrozenLake's map, row 0 at the top:  S F F F / F H F H / F F F H / H F F G
     lake = gym.make("FrozenLake-v1")
-    _, _, board = ql.check_env("FrozenLake-v1")
+    board = lake.unwrapped.desc
     table = ql.make_table(ql.Args(env_id="FrozenLake-v1"), "FrozenLake-v1",
                           lake.observation_space, lake.action_space)
     table.q[6] = [0.1, 0.2, 0.7, 0.3]   # state 6 = row 1, column 2: best action 2, right
@@ -162,12 +163,12 @@ def test_heat_maps_of_a_board_and_of_a_box_grid():
     assert heat["labels"][1, 2] == "1" and heat["values"].sum() == 5.0
     assert (heat["labels"] == "1").sum() == 1 and (heat["labels"] == "0").sum() == 11
     # Taxi's 500 states have a map of 7 x 11 characters, not of its states; a 3-d grid is not drawn
-    assert ql.heat_map(ql.QTable(np.zeros((500, 6))), ql.check_env("Taxi-v4")[2]) is None
+    assert ql.heat_map(ql.QTable(np.zeros((500, 6))), gym.make("Taxi-v4").unwrapped.desc) is None
     assert ql.heat_map(ql.QTable(np.zeros((8, 2)), low=[0] * 3, high=[1] * 3, bins=[2] * 3), None) is None
 
 
 def test_the_heat_map_is_drawn_with_its_labels(tmp_path):
-    # A FrozenLake run draws its map beside the curve: every label that heat_map gives (the
+    # A FrozenLake run draws its map into heat_map.png: every label that heat_map gives (the
     # arrows of the visited cells, the four holes and the goal) is written in its cell.
     drawn = {}
     original = ql.draw_heat_map
@@ -185,22 +186,43 @@ def test_the_heat_map_is_drawn_with_its_labels(tmp_path):
         ql.draw_heat_map = original
     labels = drawn["heat"]["labels"]
     expected = sorted(((c, r), label) for (r, c), label in np.ndenumerate(labels) if label)
-    assert drawn["texts"] == expected
+    assert drawn["texts"] == expected and next(tmp_path.glob("*/heat_map.png")).exists()
     assert [label for _, label in expected].count("H") == 4 and labels[3, 3] == "G"
     assert {label for _, label in expected} - {"H", "G"} <= set("←↓→↑")
 
 
+def load_table(path, env_id, obs_space, action_space):
+    """A model.npz's table as main loads it: the grid's flags from the checkpoint
+    (MODEL_FLAGS), a table made on them, the checkpoint's state restored into it."""
+    args, checkpoint = ql.load_checkpoint(ql.Args(env_id=env_id, eval_checkpoint=str(path)))
+    table = ql.make_table(args, env_id, obs_space, action_space)
+    ql.restore(checkpoint, {"table": table}, args)
+    return table
+
+
 def test_save_and_load_round_trip(tmp_path):
+    # a grid of 3 x 2 cells on the bounds of the flags, and the space's own bounds where the
+    # flags give none: MODEL_FLAGS brings the grid back, the state its table and visits
     space = gym.spaces.Box(-1.0, 1.0, (2,))
-    table = ql.QTable(np.arange(12.0).reshape(6, 2), low=[-1, -0.5], high=[1, 0.5], bins=[3, 2],
-                      visits=np.arange(6))
-    ql.save_checkpoint(tmp_path / "model.npz", table, ql.Args(env_id="Some-v0"))
-    loaded = ql.load_checkpoint(str(tmp_path / "model.npz"), "Some-v0", space, gym.spaces.Discrete(2))
-    assert (loaded.q == table.q).all() and (loaded.visits == table.visits).all()
-    assert loaded.visits.tolist() == [0, 1, 2, 3, 4, 5]  # the counts given, not fresh zeros
-    assert loaded.grid == ([-1.0, -0.5], [1.0, 0.5], [3, 2])
+    for obs_low, obs_high, grid in [((-1.0, -0.5), (1.0, 0.5), ([-1.0, -0.5], [1.0, 0.5], [3, 2])),
+                                    (None, None, ([-1.0, -1.0], [1.0, 1.0], [3, 2]))]:
+        args = ql.Args(env_id="Some-v0", bins=(3, 2), obs_low=obs_low, obs_high=obs_high)
+        table = ql.make_table(args, "Some-v0", space, gym.spaces.Discrete(2))
+        table.q[:], table.visits[:] = np.arange(12.0).reshape(6, 2), np.arange(6)
+        ql.save_checkpoint(tmp_path / "model.npz", {"table": table}, args)
+        loaded = load_table(tmp_path / "model.npz", "Some-v0", space, gym.spaces.Discrete(2))
+        assert (loaded.q == table.q).all() and loaded.visits.tolist() == [0, 1, 2, 3, 4, 5]
+        assert loaded.grid == grid
     with np.load(tmp_path / "model.npz", allow_pickle=False) as f:
         assert json.loads(str(f["args"]))["env_id"] == "Some-v0"  # the flags, as JSON
+        assert sorted(f.files) == ["args", "table.q", "table.visits"]  # plain arrays only
+
+
+def test_a_table_of_another_shape_does_not_load():
+    table = ql.QTable(np.zeros((500, 6)))
+    with pytest.raises(ValueError, match=r"a table of shape \(16, 4\), not \(500, 6\)"):
+        table.load_state_dict({"q": np.zeros((16, 4)), "visits": np.zeros(16, np.int64)})
+    assert table.q.shape == (500, 6)
 
 
 def test_a_checkpoint_of_a_discrete_space_with_a_start_reads_its_rows_from_the_start(tmp_path):
@@ -210,9 +232,9 @@ def test_a_checkpoint_of_a_discrete_space_with_a_start_reads_its_rows_from_the_s
     space = gym.spaces.Discrete(3, start=10)
     q = np.array([[0.0, 5.0], [1.0, -1.0], [2.0, -2.0]])
     made = ql.make_table(ql.Args(), "Offset-v0", space, gym.spaces.Discrete(2))
-    ql.save_checkpoint(tmp_path / "model.npz", ql.QTable(q, start=10), ql.Args(env_id="Offset-v0"))
-    loaded = ql.load_checkpoint(str(tmp_path / "model.npz"), "Offset-v0", space,
-                                gym.spaces.Discrete(2))
+    ql.save_checkpoint(tmp_path / "model.npz", {"table": ql.QTable(q, start=10)},
+                       ql.Args(env_id="Offset-v0"))
+    loaded = load_table(tmp_path / "model.npz", "Offset-v0", space, gym.spaces.Discrete(2))
     for table in (made, loaded):
         assert [table.state(np.int64(obs)) for obs in (10, 11, 12)] == [0, 1, 2]
     assert [loaded.greedy(loaded.state(np.int64(obs))) for obs in (10, 11, 12)] == [1, 0, 0]
@@ -280,7 +302,7 @@ def test_chain_converges_to_the_values_solved_by_hand(tmp_path):
                               output_dir=str(tmp_path)))
     (path,) = tmp_path.iterdir()
     with np.load(path / "model.npz", allow_pickle=False) as f:
-        q = f["q"]
+        q = f["table.q"]
     assert q.tolist() == [pytest.approx([0.729, 0.81]), pytest.approx([0.729, 0.9]),
                           pytest.approx([0.81, 1.0])]
     lengths = {int(e["episode_length"]) for e in read_csv(path / "episodes.csv")}
@@ -324,9 +346,9 @@ def test_time_limit_steps_bootstrap_from_the_true_final_state(tmp_path, monkeypa
 
 def test_training_and_evaluation_episodes_end_at_the_environment_s_own_time_limit(tmp_path):
     # conftest's CountToThree-v0 pays 1 a step and never terminates; its time limit of 3
-    # steps cuts every episode, in training and in the evaluation alike (EVAL_MAX_STEPS,
-    # 10,000, cuts only environments without a limit of their own). 6 steps are 2 episodes
-    # of return 3 ending at steps 3 and 6; 2 evaluation episodes return 3 each, mean 3.
+    # steps cuts every episode, in training and in the evaluation alike (EVAL_MAX_STEPS cuts
+    # only environments without a limit of their own). 6 steps are 2 episodes of return 3
+    # ending at steps 3 and 6; 2 evaluation episodes return 3 each, mean 3.
     # (The counts 0..3 all fall in the first of 20 cells of the grid over [0, 10^6].)
     summary = ql.main(ql.Args(env_id="CountToThree-v0", total_timesteps=6, eval_episodes=2,
                               output_dir=str(tmp_path)))
@@ -341,66 +363,27 @@ gym.register("TableEpisodeNumber-v0", entry_point="my_envs:EpisodeNumber", max_e
              reward_threshold=45.0)
 
 
-def test_every_logged_value_by_hand_over_30_episodes_of_3_steps(tmp_path, monkeypatch, capsys):
+def test_the_loop_logs_its_episodes_and_its_rows_by_hand_over_30_episodes_of_3_steps(tmp_path):
     # EpisodeNumber pays the number of its episode at each step; reset with an odd seed
     # (--seed 1), every episode is 3 steps. 90 steps are 30 episodes ending at steps 3, 6,
-    # ..., 90 and returning 3 x 1, 3 x 2, ..., 3 x 30. A clock whose n-th reading moves it
-    # n ms runs slower and slower, so that a speed since the start and one since the row
-    # before differ.
-    # - the mean of the last 20 returns after episode k >= 20 is 3 x (k - 9.5): it first
-    #   reaches the threshold 45 at k = 25 (3 x 15.5 = 46.5; k = 24 gives 43.5), step 75
-    #   (the mean of all k returns, 1.5 x (k + 1), at k = 29, step 87); solved_at_time_s is
-    #   the clock then: after episode 25's wall_time, before episode 26's.
-    # - each progress line at step g (one every 2 s of the clock) ends with the epsilon g's
-    #   step acted with, --exploration-fraction 1: 1 - 0.99 x (g - 1) / 90 (step 46: 0.505),
-    #   and its return (last 20) is the mean of the last 20 of the g // 3 returns so far.
-    # - updates.csv, --log-interval 12: rows at 12, 24, ..., 84 and 90 (the end). `episodes`
-    #   counts the episodes so far, g / 3 = 4, 8, ..., 28, 30 (not those since the row
-    #   before: 4, ..., 4, 2); sps = int(global_step / wall_time), the speed since the start
-    #   (not the row's own steps over the seconds since the row before).
-    # - summary.json: train_return_last20 = 3 x (11 + ... + 30) / 20 = 3 x 410 / 20 = 61.5
-    #   (all 30 episodes: 3 x 465 / 30 = 46.5).
-    # - --eval-every 30: evaluations at 30, 60 and 90 and the final one, each 3 episodes on an
-    #   environment of its own seeded with 1 + 100,000 (odd): returns 3, 6, 9, mean 6,
-    #   std sqrt(((3 - 6)^2 + 0^2 + (9 - 6)^2) / 3) = sqrt(6) = 2.449490 (ddof 1's: 3).
-    # - the curve draws episodes.csv's points, steps 3, 6, ..., 90 (not the episodes' numbers
-    #   1..30) and returns 3, 6, ..., 90, the three evaluations and the final one, each
-    #   (step, mean, std).
-    clock = set_clock(ql, monkeypatch, tick=0.001, growth=0.001)  # n ms at reading n
-    drawn = spy_on(monkeypatch, ql, "plot_learning_curve",
-                   lambda path, steps, returns, title, evaluations=(), final=None, heat=None:
-                   (list(steps), list(returns), list(evaluations), final))
+    # ..., 90 and returning 3 x 1, 3 x 2, ..., 3 x 30, each handed to the run writer at the
+    # step it ends (not at the next reset's, nor with the step count of the episode).
+    # updates.csv, --log-interval 12: rows at 12, 24, ..., 84 and 90 (the end). `episodes`
+    # counts the episodes so far, g / 3 = 4, 8, ..., 28, 30 (not those since the row
+    # before: 4, ..., 4, 2). The mean of the last 20 reaches the threshold 45 at episode 25
+    # (3 x 15.5 = 46.5), step 75, which is no multiple of --log-interval: the run goes on
+    # (it stops only at --stop-at-return) and writes no row there.
     summary = ql.main(ql.Args(env_id="TableEpisodeNumber-v0", total_timesteps=90,
-                              log_interval=12, eval_every=30, eval_episodes=3,
-                              exploration_fraction=1.0, output_dir=str(tmp_path)))
-    printed = [line.split(" | ") for line in capsys.readouterr().out.splitlines()
-               if line.startswith("step ")]
-    assert len(printed) >= 3
-    for line in printed:
-        g = int(line[0].split()[1].split("/")[0])
-        returns = [3 * k for k in range(1, g // 3 + 1)][-20:]
-        assert line[-2] == f"return (last 20) {np.mean(returns):.1f}"
-        assert line[-1] == f"epsilon {1 - 0.99 * (g - 1) / 90:.3f}"
+                              log_interval=12, eval_episodes=0, exploration_fraction=1.0,
+                              output_dir=str(tmp_path)))
     (path,) = tmp_path.iterdir()
-    updates = read_csv(path / "updates.csv")
-    steps = [int(u["global_step"]) for u in updates]
-    assert steps == [12, 24, 36, 48, 60, 72, 84, 90]
-    assert [int(u["episodes"]) for u in updates] == [4, 8, 12, 16, 20, 24, 28, 30]
-    check_the_speeds_and_times_since_the_start(updates, summary, clock)
-    assert summary["train_return_last20"] == 61.5
     episodes = read_csv(path / "episodes.csv")
-    assert (summary["solved_threshold"], summary["solved_at_step"]) == (45.0, 75)
-    assert float(episodes[24]["wall_time"]) < summary["solved_at_time_s"] < float(
-        episodes[25]["wall_time"])
-    std = 6 ** 0.5
-    evaluations = [(int(r["global_step"]), float(r["eval_return_mean"]),
-                    float(r["eval_return_std"])) for r in read_csv(path / "evaluations.csv")]
-    assert evaluations == [(g, 6.0, pytest.approx(std)) for g in (30, 60, 90)]
-    assert (summary["eval_return_mean"], summary["eval_return_std"], summary["eval_episodes"]) \
-        == (6.0, pytest.approx(std), 3)
-    ends = list(range(3, 91, 3))
-    assert drawn[-1] == (ends, [float(r) for r in ends], evaluations,
-                         (90, 6.0, pytest.approx(std)))
+    assert [(int(e["global_step"]), float(e["episode_return"]), int(e["episode_length"]))
+            for e in episodes] == [(3 * k, 3.0 * k, 3) for k in range(1, 31)]
+    updates = read_csv(path / "updates.csv")
+    assert [int(u["global_step"]) for u in updates] == [12, 24, 36, 48, 60, 72, 84, 90]
+    assert [int(u["episodes"]) for u in updates] == [4, 8, 12, 16, 20, 24, 28, 30]
+    assert (summary["solved_at_step"], summary["global_steps"]) == (75, 90)
 
 
 def test_the_loop_acts_with_the_scheduled_epsilon_and_learns_with_the_annealed_alpha(
@@ -434,7 +417,7 @@ def test_the_loop_acts_with_the_scheduled_epsilon_and_learns_with_the_annealed_a
     assert [(s, a) for s, a, _, _ in learned] == [(s, a) for s, _, a in acted]
     (path,) = tmp_path.iterdir()
     with np.load(path / "model.npz", allow_pickle=False) as f:
-        visits = f["visits"]
+        visits = f["table.visits"]
     states = [s for s, _, _, _ in learned]
     assert visits.tolist() == np.bincount(states, minlength=3).tolist()
     # updates.csv's rows at 4, 8 and 10: the epsilon and alpha of their last step (t = 3, 7,
@@ -462,123 +445,107 @@ class SeedLogEnv(CountingEnv):
 gym.register("TableSeedLog-v0", entry_point=SeedLogEnv, max_episode_steps=3)
 
 
-def test_evaluation_seeds_its_environment_once_and_plays_the_table_greedily(monkeypatch):
-    # 3 episodes seeded once, with 7: the next episodes go on from its random stream (a
-    # seed at every reset would replay one start state). Each step plays the greedy action
-    # of the current observation's row: Q(s, .) = [s, -s] makes it action 0 in every state.
-    SeedLogEnv.seeds.clear()
-    table = ql.QTable(np.array([[0.0, 0.0], [1.0, -1.0], [2.0, -2.0], [3.0, -3.0]]))
-    seen = []
-    greedy = ql.QTable.greedy
-    monkeypatch.setattr(ql.QTable, "greedy", lambda self, s: seen.append(s) or greedy(self, s))
-    assert ql.evaluate(table, "TableSeedLog-v0", 3, 7).tolist() == [3.0, 3.0, 3.0]
-    assert SeedLogEnv.seeds == [7, None, None] and seen == [0, 1, 2] * 3
+def test_the_greedy_policy_plays_each_environments_row_greedily():
+    # Q(s, .) = [s, -s] in rows 1-3 and [0, 1] in row 0: action 1 in state 0, action 0 in
+    # the others, each environment of the evaluation's vector its own state's; a Box table
+    # reads each environment's cell of the grid (cells 0 and 1 of [0, 2] in 2 bins)
+    table = ql.QTable(np.array([[0.0, 1.0], [1.0, -1.0], [2.0, -2.0], [3.0, -3.0]]))
+    act = ql.greedy_policy({"table": table}, envs=None)
+    assert np.asarray(act(np.array([0, 2, 1, 0, 3]), {})).tolist() == [1, 0, 0, 1, 0]
+    grid = ql.QTable(np.array([[0.0, 1.0], [1.0, 0.0]]), low=[0.0], high=[2.0], bins=[2])
+    act = ql.greedy_policy({"table": grid}, envs=None)
+    assert np.asarray(act(np.array([[0.5], [1.5], [0.2]], np.float32), {})).tolist() == [1, 0, 1]
 
 
 def test_training_seeds_its_environment_once(tmp_path, monkeypatch):
     # 9 steps of 3-step episodes with --seed 5: the first reset takes the seed, the resets
-    # after each of the three episodes none, so that the episodes go on from its stream;
-    # then the final evaluation's 2 episodes, seeded once with 5 + 100,000. The seed (not
-    # the default 1) also reaches Python's and NumPy's global seeds, and the exploration's
-    # generator comes to its first epsilon-greedy draw fresh from it.
+    # after each of the three episodes none, so that the episodes go on from its stream.
+    # The seed (not the default 1) also reaches Python's and NumPy's global seeds, and the
+    # exploration's generator comes to its first epsilon-greedy draw fresh from it.
     SeedLogEnv.seeds.clear()
     seeded = [spy_on(monkeypatch, module, "seed", lambda seed: seed)
               for module in (ql.random, ql.np.random)]
     states = spy_on(monkeypatch, ql.QTable, "act", lambda self, s, epsilon, rng: rng.getstate())
-    ql.main(ql.Args(env_id="TableSeedLog-v0", total_timesteps=9, seed=5, eval_episodes=2,
+    ql.main(ql.Args(env_id="TableSeedLog-v0", total_timesteps=9, seed=5, eval_episodes=0,
                     output_dir=str(tmp_path)))
-    assert SeedLogEnv.seeds == [5, None, None, None, 100_005, None]
+    assert SeedLogEnv.seeds == [5, None, None, None]
     assert seeded == [[5], [5]] and states[0] == random.Random(5).getstate()
-
-
-def test_eval_every_plays_on_the_final_evaluation_s_seed(tmp_path):
-    # --seed 5, --eval-every 3, 3-step episodes, 9 steps: the training environment is reset
-    # with 5 and then with none; each evaluation (at 3, 6 and 9, before the training
-    # episode that ended there restarts) and the final one reset their own with 5 + 100,000
-    SeedLogEnv.seeds.clear()
-    ql.main(ql.Args(env_id="TableSeedLog-v0", total_timesteps=9, seed=5, eval_every=3,
-                    eval_episodes=1, output_dir=str(tmp_path)))
-    assert SeedLogEnv.seeds == [5, 100_005, None, 100_005, None, 100_005, None, 100_005]
 
 
 # ---------------------------------------------------------------------------------------
 # Runs end to end
 # ---------------------------------------------------------------------------------------
-def png_width(path):
-    with open(path, "rb") as f:
-        header = f.read(24)
-    return struct.unpack(">I", header[16:20])[0]
-
-
-def check_model(path, env_id, shape):
+def model_of(path):
+    """A run folder's model.npz: its flags and the table's arrays."""
     with np.load(os.path.join(path, "model.npz"), allow_pickle=False) as f:
-        assert str(f["env_id"]) == env_id and f["q"].shape == shape
-        return {k: f[k] for k in f.files}
+        return json.loads(str(f["args"])), {k: f[k] for k in f.files if k != "args"}
 
 
-def test_discrete_smoke_run_writes_every_file_and_its_model_evaluates(tmp_path, check_run_folder):
+def test_discrete_smoke_run_logs_its_columns_and_its_model_evaluates_the_same(tmp_path):
+    # Taxi's 500 states: no heat map (its map is of 7 x 11 characters, not of its states).
+    # Every column of updates.csv has its TensorBoard name in TENSORBOARD_NAMES; the table
+    # saved, evaluated alone, plays the same greedy policy on the same seeds.
     args = ql.Args(total_timesteps=3000, eval_episodes=3, save_model=True, log_interval=500,
                    output_dir=str(tmp_path / "train"))
     summary = ql.main(args)
-    path, episodes, updates = check_run_folder(summary, args.output_dir, "qlearning")
-    assert summary["global_steps"] == 3000 and len(updates) == 6
+    (path,) = (tmp_path / "train").iterdir()
+    episodes, updates = read_csv(path / "episodes.csv"), read_csv(path / "updates.csv")
+    assert summary["global_steps"] == 3000
     assert [int(u["global_step"]) for u in updates] == [500, 1000, 1500, 2000, 2500, 3000]
-    assert {"epsilon", "learning_rate", "td_error_abs", "states_visited", "episodes"} <= set(updates[0])
+    columns = ["epsilon", "learning_rate", "td_error_abs", "states_visited", "episodes"]
+    assert list(updates[0])[3:] == columns and sorted(ql.TENSORBOARD_NAMES) == sorted(columns)
+    assert ql.TENSORBOARD_NAMES["td_error_abs"] == "losses/td_error_abs"
     assert float(updates[0]["epsilon"]) > float(updates[-1]["epsilon"])
     assert sum(int(e["episode_length"]) for e in episodes) <= 3000
-    with open(os.path.join(path, "config.json")) as f:
-        assert json.load(f)["versions"]["torch"] is None   # NumPy only
-    model = check_model(path, "Taxi-v4", (500, 6))
-    assert model["bins"].size == 0 and model["visits"].sum() == 3000
-    assert png_width(os.path.join(path, "learning_curve.png")) == 700  # no map of Taxi's states
+    flags, table = model_of(path)
+    assert flags["env_id"] == "Taxi-v4" and table["table.q"].shape == (500, 6)
+    assert table["table.visits"].sum() == 3000
+    assert not (path / "heat_map.png").exists()
 
-    evaluated = ql.main(ql.Args(eval_checkpoint=os.path.join(path, "model.npz"), eval_episodes=3,
+    evaluated = ql.main(ql.Args(eval_checkpoint=str(path / "model.npz"), eval_episodes=3,
                                 output_dir=str(tmp_path / "eval")))
     assert evaluated["eval_return_mean"] == summary["eval_return_mean"]  # same table, same seeds
     assert evaluated["global_steps"] == 0
 
 
-def test_box_smoke_run_with_a_grid_and_its_heat_map(tmp_path, check_run_folder):
+def test_box_smoke_run_with_a_grid_and_its_heat_map(tmp_path):
     args = ql.Args(env_id="MountainCar-v0", total_timesteps=1000, bins=(8, 6), eval_episodes=1,
                    save_model=True, anneal_lr=True, q_init=1.0, output_dir=str(tmp_path / "train"))
     summary = ql.main(args)
-    path, episodes, updates = check_run_folder(summary, args.output_dir, "qlearning")
+    (path,) = (tmp_path / "train").iterdir()
+    episodes, updates = read_csv(path / "episodes.csv"), read_csv(path / "updates.csv")
     # MountainCar episodes are cut at 200 steps and never reached the goal this early
     assert [(e["episode_return"], e["episode_length"]) for e in episodes] == [("-200.0", "200")] * 5
     assert float(updates[-1]["learning_rate"]) == pytest.approx(0.1 / 1000)  # annealed
-    model = check_model(path, "MountainCar-v0", (48, 3))
-    assert model["bins"].tolist() == [8, 6] and model["low"] == pytest.approx([-1.2, -0.07])
-    assert png_width(os.path.join(path, "learning_curve.png")) == 1200  # curve and heat map
+    flags, table = model_of(path)
+    assert table["table.q"].shape == (48, 3) and flags["bins"] == [8, 6]
+    assert (path / "heat_map.png").exists()  # a grid of two dimensions
 
-    evaluated = ql.main(ql.Args(env_id="MountainCar-v0", eval_checkpoint=os.path.join(path, "model.npz"),
+    evaluated = ql.main(ql.Args(env_id="MountainCar-v0", eval_checkpoint=str(path / "model.npz"),
                                 eval_episodes=1, output_dir=str(tmp_path / "eval")))
     assert evaluated["eval_return_mean"] == summary["eval_return_mean"]
     with open(next((tmp_path / "eval").glob("*/config.json"))) as f:
         config = json.load(f)
-    assert config["bins"] == [8, 6]  # the grid of the checkpoint, not the default
-    # and its bounds, MountainCar's [-1.2, -0.07] to [0.6, 0.07], where the flags say None
-    assert config["obs_low"] == pytest.approx([-1.2, -0.07])
-    assert config["obs_high"] == pytest.approx([0.6, 0.07])
+    assert config["bins"] == [8, 6]  # the grid of the checkpoint, not the default 20
 
 
 @pytest.mark.parametrize("env_id, states", [("GridCells-v0", 16), ("GridWorld-v0", 16)])
-def test_smoke_run_on_an_environment_of_your_own_module(tmp_path, fresh_env_module,
-                                                        check_run_folder, env_id, states):
-    # tests/my_envs.py registers its ids only when imported: the script must import it.
+def test_smoke_run_on_an_environment_of_your_own_module(tmp_path, fresh_env_module, env_id,
+                                                        states):
     # GridCells-v0 has Discrete(16) observations, table rows as they are; GridWorld-v0 has
     # the position as a Box in [0, 3]^2: 4 bins of width 3/4 put x = 0, 1, 2, 3 in cells
     # floor(0), floor(4/3) = 1, floor(8/3) = 2, floor(4) -> 3, so again 16 rows, one per cell.
     flags = {"bins": (4,)} if env_id == "GridWorld-v0" else {}
     args = ql.Args(env_id=f"{fresh_env_module}:{env_id}", total_timesteps=400, eval_episodes=1,
                    save_model=True, output_dir=str(tmp_path), **flags)
-    summary = ql.main(args)
-    path, episodes, _ = check_run_folder(summary, args.output_dir, "qlearning")
-    assert os.path.basename(path).startswith(f"my_envs-{env_id}__qlearning__1__")
+    ql.main(args)
+    (path,) = tmp_path.iterdir()
     # -1 a step: at best 6 steps to the opposite corner, at most 20 (the time limit)
-    assert all(-20 <= float(e["episode_return"]) <= -6 for e in episodes)
-    model = check_model(path, f"my_envs:{env_id}", (states, 4))
+    assert all(-20 <= float(e["episode_return"]) <= -6 for e in read_csv(path / "episodes.csv"))
+    _, table = model_of(path)
+    assert table["table.q"].shape == (states, 4)
     # every cell is acted from but the goal (cell 4*3 + 3 = 15), which ends the episode
-    assert np.flatnonzero(model["visits"] == 0).tolist() == [15]
+    assert np.flatnonzero(table["table.visits"] == 0).tolist() == [15]
 
 
 def test_command_line_with_grid_bounds_for_unbounded_dimensions(tmp_path, run_cli):
@@ -593,7 +560,7 @@ def test_command_line_with_grid_bounds_for_unbounded_dimensions(tmp_path, run_cl
     assert config["bins"] == [1, 1, 6, 12] and config["obs_low"] == [-2.4, -3, -0.21, -3.5]
 
 
-def test_stop_at_return_stops_and_records_when(tmp_path, capsys):
+def test_stop_at_return_stops_and_records_when(tmp_path):
     # Chain returns are 1 (reached the end) or 0 (cut by the time limit): a 20-episode mean
     # of at least 0 is reached as soon as 20 episodes have ended. --log-interval 100,000 is
     # the budget: only the row of the step that stops the run is written before it.
@@ -603,38 +570,26 @@ def test_stop_at_return_stops_and_records_when(tmp_path, capsys):
     episodes = read_csv(path / "episodes.csv")
     assert len(episodes) == 20 and summary["solved_at_step"] == int(episodes[19]["global_step"])
     assert summary["global_steps"] == summary["solved_at_step"] < 100_000
-    # the threshold recorded and named is --stop-at-return's 0 (TableChain-v0 has no
-    # reward_threshold: None, and no solved_at_step in the closing line, had the environment's
-    # been taken)
-    assert summary["solved_threshold"] == 0.0
-    closing = capsys.readouterr().out.splitlines()[-1]
-    assert f"solved_at_step {summary['solved_at_step']} (last-20 mean >= --stop-at-return 0)" \
-        in closing
     # the stopping step writes its row of updates.csv though it is no multiple of
     # --log-interval (without it, the run would have no updates.csv at all)
     updates = read_csv(path / "updates.csv") if (path / "updates.csv").exists() else []
     assert [int(u["global_step"]) for u in updates] == [summary["global_steps"]]
 
 
-def test_interrupted_run_keeps_its_data(tmp_path, monkeypatch):
-    # main writes the run folder, then lets the KeyboardInterrupt go on (exit status 130)
+def test_an_interrupted_run_draws_the_heat_map_of_its_table_so_far(tmp_path, monkeypatch):
+    drawn = spy_on(monkeypatch, ql, "plot_heat_map", lambda path, heat: heat["values"].copy())
     monkeypatch.setattr(ql.QTable, "act", interrupt_on_call(1500, ql.QTable.act))
     with pytest.raises(KeyboardInterrupt):
-        ql.main(ql.Args(total_timesteps=3000, save_model=True, output_dir=str(tmp_path)))
-    (path,) = tmp_path.iterdir()
-    summary = json.loads((path / "summary.json").read_text())
-    assert summary["interrupted"] is True and summary["eval_return_mean"] is None
-    assert summary["global_steps"] == 1499 and len(read_csv(path / "updates.csv")) == 1
-    assert read_csv(path / "episodes.csv") and (path / "learning_curve.png").exists()
-    assert (path / "model.npz").exists() and (path / "summary.json").exists()
+        ql.main(ql.Args(env_id="FrozenLake-v1", total_timesteps=3000, output_dir=str(tmp_path)))
+    (values,) = drawn
+    assert np.isfinite(values).any()  # the cells visited in the first 1,499 steps
 
 
-def test_nan_td_error_stops_cleanly(tmp_path, monkeypatch, capsys):
+def test_a_non_finite_td_error_stops_cleanly(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(ql, "q_update", lambda *args: float("nan"))
     summary = ql.main(ql.Args(total_timesteps=1000, output_dir=str(tmp_path)))
     assert summary["interrupted"] is True and summary["global_steps"] == 1
-    assert "the TD error became non-finite (nan) at step 1" in capsys.readouterr().out
-    assert (next(tmp_path.iterdir()) / "summary.json").exists()
+    assert "non-finite (NaN or inf) at step 1" in capsys.readouterr().out
 
 
 def test_same_seed_gives_the_same_episodes(tmp_path):
@@ -644,111 +599,80 @@ def test_same_seed_gives_the_same_episodes(tmp_path):
 
 
 # ---------------------------------------------------------------------------------------
-# Watching a run: --eval-every
+# The hooks the plumbing calls: qlearning.py's checks of its flags and spaces (make_table's
+# of the grid), and the table's state in model.npz
 # ---------------------------------------------------------------------------------------
-def test_eval_every_writes_rows_keeps_the_best_model_and_leaves_training_alone(tmp_path):
-    # qlearning.py steps one environment, so global_step goes up by 1: 1, 2, ..., 20000. A
-    # row each time it crosses a multiple of 3000, which it reaches exactly: at 3000, 6000,
-    # 9000, 12000, 15000 and 18000; 20000 crosses none. Seed 1's means of 50 slippery
-    # FrozenLake episodes: 0.12 five times (best_model.npz stays the table of 3000, the first
-    # of the tie), then 0.06 at 18000.
-    args = ql.Args(env_id="FrozenLake-v1", total_timesteps=20_000, eval_every=3000,
-                   eval_episodes=50, save_model=True, seed=1)
-    check_evaluations(ql.main, args, tmp_path, [3000, 6000, 9000, 12000, 15000, 18000],
-                      best_file="best_model.npz")
-
-
-# ---------------------------------------------------------------------------------------
-# Flags that name, track and skip a run (issue 59's audit, /work/plants/audit/qlearning.md)
-# ---------------------------------------------------------------------------------------
-def test_exp_name_seed_and_track_name_the_run_folder_the_curve_and_the_wandb_run(
-        tmp_path, monkeypatch):
-    # conftest's check on 6 steps of TableCountToThree-v0 (two 3-step episodes, Discrete
-    # observations and actions) with --exp-name sweep-a, --seed 7, --track to plainrl-tests
-    # of team-a: folder TableCountToThree-v0__sweep-a__7__<t>, summary seed 7, the title
-    # "qlearning.py (sweep-a) on TableCountToThree-v0, seed 7", wandb.init(project
-    # plainrl-tests, entity team-a, name = the folder's), its summary = summary.json, exit 0.
-    # A table has no --hidden-size: width=None.
-    check_named_and_tracked(ql, tmp_path, monkeypatch, env_id="TableCountToThree-v0", tiny={},
-                            width=None)
-
-
-def test_an_evaluation_of_a_checkpoint_has_no_threshold_and_trains_nothing(tmp_path, capsys):
-    # my_envs:ThreeSteps-v0 pays 1 a step for 3 steps, reward_threshold 3. Training for 6
-    # steps records that threshold; evaluating its model.npz (--eval-checkpoint, default
-    # None) trains nothing (no step, no episodes.csv row), has no threshold to reach (None,
-    # and the closing line names none) and plays one greedy episode of 3 steps: return 3.
-    trained = ql.main(ql.Args(env_id="my_envs:ThreeSteps-v0", total_timesteps=6, save_model=True,
-                              eval_episodes=0, output_dir=str(tmp_path / "train")))
-    (folder,) = (tmp_path / "train").iterdir()
-    capsys.readouterr()
-    evaluated = ql.main(ql.Args(env_id="my_envs:ThreeSteps-v0", eval_checkpoint=str(folder),
-                                eval_episodes=1, output_dir=str(tmp_path / "eval")))
-    out = capsys.readouterr().out
-    assert trained["solved_threshold"] == 3.0 and evaluated["solved_threshold"] is None
-    assert "solved_at_step" not in out
-    assert evaluated["global_steps"] == 0 and evaluated["eval_return_mean"] == 3.0
-
-
-# ---------------------------------------------------------------------------------------
-# Bad input: one line on stderr, exit status 2, nothing trained
-# ---------------------------------------------------------------------------------------
-@pytest.fixture
-def bad_checkpoints(tmp_path):
-    corrupt = tmp_path / "corrupt.npz"
-    corrupt.write_bytes(b"this is not a checkpoint")
-    pickled = tmp_path / "pickled.npz"
-    np.savez(pickled, q=np.array([{"a": 1}], dtype=object))
-    lake = tmp_path / "lake.npz"
-    ql.save_checkpoint(lake, ql.QTable(np.zeros((16, 4))), ql.Args(env_id="FrozenLake-v1"))
-    wrong_shape = tmp_path / "wrong_shape.npz"
-    ql.save_checkpoint(wrong_shape, ql.QTable(np.zeros((16, 4))), ql.Args(env_id="Taxi-v4"))
-    return {name: str(tmp_path / f"{name}.npz")
-            for name in ("corrupt", "pickled", "lake", "wrong_shape")}
-
-
-@pytest.mark.parametrize("argv, message", [
-    (["--env-id", "Pendulum-v1"], "Box action space; qlearning.py handles Discrete actions; for "
-     "continuous ones use ddpg_td3.py or sac.py"),
-    (["--env-id", "TableBits-v0"], "MultiBinary action space; qlearning.py handles Discrete actions"),
-    (["--env-id", "Blackjack-v1"], "Tuple observation space"),
-    (["--env-id", "my_envs:GridCells-v9"], "unknown environment id 'my_envs:GridCells-v9'; did "
-     "you mean my_envs:GridCells-v0"),
-    (["--env-id", "my_envs:Slider-v0"], "Box action space; qlearning.py handles Discrete"),
-    (["--env-id", "CartPole-v1"], "observation dimensions 1, 3 (counting from 0) are unbounded; "
-     "give finite grid bounds with --obs-low and --obs-high"),
-    (["--env-id", "CartPole-v1", "--obs-low", "-3", "--obs-high", "3", "--bins", "1000"],
-     "--bins 1000 1000 1000 1000 makes a table of 1,000,000,000,000 states x 2 actions, 24 TB"),
-    (["--env-id", "MountainCar-v0", "--bins", "3", "4", "5"],
-     "--bins takes one number or one per observation dimension (2), got 3"),
-    (["--env-id", "MountainCar-v0", "--obs-low", "0", "--obs-high", "0", "1"],
-     "need --obs-low < --obs-high in every dimension; not in dimensions 0"),
-    (["--bins", "5"], "--bins, --obs-low and --obs-high are for Box observations; Taxi-v4's are "
-     "Discrete(500)"),
-    (["--env-id", "MountainCar-v0", "--bins", "0"], "--bins must be positive, got 0"),
-    (["--log-interval", "0"], "--log-interval must be positive"),
-    (["--learning-rate", "0"], "--learning-rate must be in (0, 1]"),
-    (["--learning-rate", "1.5"], "--learning-rate must be in (0, 1]"),
-    (["--gamma", "1.5"], "--gamma must be in [0, 1]"),
-    (["--end-e", "-0.1"], "--end-e must be in [0, 1]"),
-    (["--q-init", "inf"], "--q-init must be a finite number"),
-    (["--eval-checkpoint", "corrupt"], "is not a qlearning.py model.npz"),
-    (["--eval-checkpoint", "pickled"], "is not a qlearning.py model.npz"),
-    (["--eval-checkpoint", "lake"], "was made for FrozenLake-v1, not Taxi-v4; pass --env-id FrozenLake-v1"),
-    (["--eval-checkpoint", "wrong_shape"], "holds a table of shape (16, 4) that does not fit Taxi-v4"),
+@pytest.mark.parametrize("flags, message", [
+    (dict(bins=(0,)), "--bins must be positive, got 0"),
+    (dict(bins=()), "--bins needs one number for all dimensions or one per dimension"),
+    (dict(log_interval=0), "--log-interval must be positive"),
+    (dict(learning_rate=0.0), "--learning-rate must be in (0, 1]"),
+    (dict(learning_rate=1.5), "--learning-rate must be in (0, 1]"),
+    (dict(gamma=1.5), "--gamma must be in [0, 1]"),
+    (dict(end_e=-0.1), "--end-e must be in [0, 1]"),
+    (dict(exploration_fraction=2.0), "--exploration-fraction must be in [0, 1]"),
+    (dict(q_init=float("inf")), "--q-init must be a finite number"),
+    (dict(env_id="MinAtar/Breakout-v1"), "MinAtar/Breakout-v1 is a game of images (ppo.py, "
+     "dqn.py and impala.py learn from them); qlearning.py needs a Discrete observation"),
+    (dict(env_id="ALE/Pong-v5"), "ALE/Pong-v5 is a game of images (ppo.py and dqn.py learn"),
 ])
-def test_bad_input_is_one_line_and_exit_status_2(argv, message, check_usage_error, bad_checkpoints,
-                                                 fresh_env_module):
-    check_usage_error("qlearning.py", [bad_checkpoints.get(a, a) for a in argv], message)
+def test_check_flags_refuses_a_bad_flag_in_one_line(flags, message):
+    with pytest.raises(ql.UsageError) as refused:
+        ql.check_flags(ql.Args(**flags))
+    assert message in str(refused.value) and "\n" not in str(refused.value)
+    ql.check_flags(ql.Args())  # the defaults pass
 
 
-def test_help_lists_the_flags_with_their_docstrings(check_help):
-    check_help("qlearning.py", ("--learning-rate", "--anneal-lr", "--start-e", "--end-e",
-                                "--exploration-fraction", "--q-init", "--bins", "--obs-low",
-                                "--obs-high"), ("grid cells per dimension", "Sutton & Barto"))
+@pytest.mark.parametrize("obs_space, action_space, message", [
+    (gym.spaces.Box(-1.0, 1.0, (3,)), gym.spaces.Box(-2.0, 2.0, (1,)), "Box action space; "
+     "qlearning.py handles Discrete actions; for continuous ones use ddpg_td3.py or sac.py"),
+    (gym.spaces.Discrete(4), gym.spaces.MultiBinary(3),
+     "MultiBinary action space; qlearning.py handles Discrete actions"),
+    (gym.spaces.Tuple((gym.spaces.Discrete(32), gym.spaces.Discrete(11))),
+     gym.spaces.Discrete(2), "Tuple observation space; qlearning.py handles Discrete"),
+])
+def test_check_spaces_refuses_what_a_table_cannot_hold_in_one_line(obs_space, action_space,
+                                                                   message):
+    with pytest.raises(ql.UsageError) as refused:
+        ql.check_spaces(ql.Args(env_id="Some-v0"), obs_space, action_space)
+    assert message in str(refused.value) and "\n" not in str(refused.value)
+
+
+def test_check_spaces_returns_both_spaces():
+    for obs_space in (gym.spaces.Discrete(16), gym.spaces.Box(-1.0, 1.0, (2,))):
+        action_space = gym.spaces.Discrete(4)
+        assert ql.check_spaces(ql.Args(), obs_space, action_space) == (obs_space, action_space)
+
+
+@pytest.mark.parametrize("flags, message", [
+    (dict(env_id="CartPole-v1"), "observation dimensions 1, 3 (counting from 0) are unbounded; "
+     "give finite grid bounds with --obs-low and --obs-high"),
+    (dict(env_id="CartPole-v1", obs_low=(-3.0,), obs_high=(3.0,), bins=(1000,)),
+     "--bins 1000 1000 1000 1000 makes a table of 1,000,000,000,000 states x 2 actions, 24 TB"),
+    (dict(env_id="MountainCar-v0", bins=(3, 4, 5)),
+     "--bins takes one number or one per observation dimension (2), got 3"),
+    (dict(env_id="MountainCar-v0", obs_low=(0.0,), obs_high=(0.0, 1.0)),
+     "need --obs-low < --obs-high in every dimension; not in dimensions 0"),
+    (dict(bins=(5,)), "--bins, --obs-low and --obs-high are for Box observations; Taxi-v4's are "
+     "Discrete(500)"),
+])
+def test_main_refuses_a_grid_that_does_not_fit_in_one_line(flags, message, tmp_path):
+    with pytest.raises(ql.UsageError) as refused:
+        ql.main(ql.Args(output_dir=str(tmp_path), **flags))
+    assert message in str(refused.value) and "\n" not in str(refused.value)
+    assert not os.listdir(tmp_path)
+
+
+def test_a_checkpoint_of_another_table_is_refused_in_one_line(tmp_path):
+    # a FrozenLake table of 16 x 4 saved as Taxi's: main makes Taxi's 500 x 6 and restore
+    # refuses the checkpoint's state
+    ql.save_checkpoint(tmp_path / "model.npz", {"table": ql.QTable(np.zeros((16, 4)))},
+                       ql.Args(env_id="Taxi-v4"))
+    with pytest.raises(ql.UsageError) as refused:
+        ql.main(ql.Args(eval_checkpoint=str(tmp_path / "model.npz"),
+                        output_dir=str(tmp_path / "eval")))
+    assert "a table of shape (16, 4), not (500, 6)" in str(refused.value)
 
 
 def test_importing_the_script_has_no_side_effects_and_no_torch(tmp_path):
     check_import_is_quiet("qlearning", tmp_path, also="assert 'torch' not in sys.modules")
-
-
