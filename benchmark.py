@@ -738,12 +738,13 @@ def plot_task(task, runs, out):
     --eval-every evaluations the same way, each seed's final evaluation (after the last
     update) as a star at its last step, the published curves of REFERENCE_CURVES up to the
     task's budget, and the threshold."""
-    fig = Figure(figsize=(12 if task.eval_threshold else 7, 4), dpi=100)
-    train = fig.add_subplot(1, 2 if task.eval_threshold else 1, 1)
+    # the panels one above the other, so that a page shows each at its width
+    fig = Figure(figsize=(7, 8 if task.eval_threshold else 4), dpi=100)
+    train = fig.add_subplot(2 if task.eval_threshold else 1, 1, 1)
     panels = [(train, "curve", f"{task.script}.py on {task.env_id}: training",
                f"mean of the last {task.window} episode returns")]
     if task.eval_threshold:
-        panels.append((fig.add_subplot(1, 2, 2, sharey=train), "evaluations",
+        panels.append((fig.add_subplot(2, 1, 2, sharey=train), "evaluations",
                        "greedy evaluations (--eval-every)", "greedy evaluation return"))
     for ax, key, title, ylabel in panels:
         drawn = [run for run in runs if len(run.get(key, [[]])[0])]
@@ -828,13 +829,13 @@ def plot_comparison(name, title, members, results, out):
     if not all(m in results and all("curve" in r for r in results[m]["runs"]) for m in members):
         return
     evaluated = all(r.get("evaluations") for m in members for r in results[m]["runs"])
-    fig = Figure(figsize=(12 if evaluated else 7, 4), dpi=100)
+    fig = Figure(figsize=(7, 8 if evaluated else 4), dpi=100)  # panels one above the other
     first = results[next(iter(members))]
-    train = fig.add_subplot(1, 1 + evaluated, 1)
+    train = fig.add_subplot(1 + evaluated, 1, 1)
     panels = [(train, "curve", f"{title}\nmedian over seeds, min-max shaded",
                f"mean of the last {first.get('window', 20)} episode returns")]
     if evaluated:
-        panels.append((fig.add_subplot(1, 2, 2, sharey=train), "evaluations",
+        panels.append((fig.add_subplot(2, 1, 2, sharey=train), "evaluations",
                        "greedy evaluations (--eval-every)", "greedy evaluation return"))
     on_evaluations = evaluated and any(t.eval_threshold for s in TASKS.values() for t in s
                                        if t.name == next(iter(members)))

@@ -28,6 +28,7 @@ import os
 import re
 import shutil
 import sys
+from urllib.parse import quote_plus
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -247,6 +248,170 @@ def spread(values, fmt="{:.0f}"):
     return benchmark.spread(values, fmt)
 
 
+# ---------------------------------------------------------------------------------------
+# The teaching text of docs/teach/<script>.md
+# ---------------------------------------------------------------------------------------
+TEACH = os.path.join(HERE, "teach")
+
+
+def teach_sections(script):
+    """{heading: Markdown} of docs/teach/<script>.md's `## ` sections (Background, Questions,
+    References), each as its writer wrote it; {} where the script has no such file yet."""
+    path = os.path.join(TEACH, f"{script}.md")
+    if not os.path.exists(path):
+        return {}
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    found = {}
+    for piece in re.split(r"^## ", text, flags=re.M)[1:]:
+        heading, _, body = piece.partition("\n")
+        found[heading.strip()] = body.strip()
+    return found
+
+
+# ---------------------------------------------------------------------------------------
+# The pseudocode box
+# ---------------------------------------------------------------------------------------
+def loop_steps(script):
+    """docs/algorithms.py's loop as (depth, text, place): a step is (text, place) at depth 0
+    or (depth, text, place), depth 0, 1 or 2 the lines of the loops it is inside; place None
+    for a line that no code does by itself (`end for`)."""
+    steps = []
+    for step in ALGORITHMS[script].loop:
+        depth, text, place = step if len(step) == 3 else (0, *step)
+        if depth not in (0, 1, 2):
+            raise ValueError(f"docs/algorithms.py: {script}'s loop step {text!r} has depth "
+                             f"{depth}; 0, 1 or 2")
+        steps.append((depth, text, place))
+    return steps
+
+
+def pseudocode(script, source):
+    """The loop as one boxed, numbered algorithm: each line indented by its depth, with the
+    link to the line of the source that does it (code_link)."""
+    out = ['<div class="pseudocode" markdown>',
+           f'<p class="pseudocode__title"><strong>Algorithm</strong> {html.escape(ALGORITHMS[script].title)}'
+           f" (<code>{script}.py</code>)</p>"]
+    for n, (depth, text, place) in enumerate(loop_steps(script), 1):
+        where = f' <span class="pseudocode__code">{code_link(script, place, source)}</span>' \
+            if place else ""
+        out.append(f'<div class="pseudocode__line pseudocode__line--{depth}" markdown="span">'
+                   f'<span class="pseudocode__n">{n}</span> <span class="pseudocode__text">'
+                   f"{text}</span>{where}</div>")
+    return "\n".join(out + ["</div>"])
+
+
+# ---------------------------------------------------------------------------------------
+# Results: the short table, the figures, the long tables folded
+# ---------------------------------------------------------------------------------------
+def load_baselines():
+    """benchmarks/baselines.json's {env_id: {"zero": {mean, std}, "random": {...}}} (written
+    by benchmarks/baselines.py); {} where it is missing."""
+    path = os.path.join(ROOT, "benchmarks", "baselines.json")
+    if not os.path.exists(path):
+        return {}
+    with open(path) as f:
+        return json.load(f)["envs"]
+
+
+def baseline_cells(env_id, baselines):
+    """The mean return of doing nothing and of random actions on the environment, or "-"
+    where benchmarks/baselines.py does not measure it (the MPE ids)."""
+    found = baselines.get(env_id)
+    if not found:
+        return ["-", "-"]
+    return [f"{found[kind]['mean']:,.4g}" for kind in ("zero", "random")]
+
+
+def task_of(name):
+    """benchmark.py's Task of a results.json name; None for a peer's (cleanrl-ppo)."""
+    return next((t for ts in benchmark.TASKS.values() for t in ts if t.name == name), None)
+
+
+def peers(results):
+    """{task: (peer task, what the peer is, the field both are read on)}: a CleanRL pair's
+    other side on the training mean at the budget (the pair's measure, CleanRL's scripts
+    evaluate nothing), else the second member of a comparison whose first member the task
+    is (benchmark.py's COMPARISONS), on the greedy evaluation after training."""
+    found = {}
+    for pair in cleanrl_compare.PAIRS.values():
+        if pair.ours.name in results and pair.cleanrl_task.name in results:
+            found[pair.ours.name] = (pair.cleanrl_task.name, f"CleanRL's {pair.cleanrl}",
+                                     "final_train_mean")
+    for _, members in benchmark.COMPARISONS.values():
+        first, second, *_ = list(members)
+        if first in results and second in results:
+            found.setdefault(first, (second, members[second], "eval_return"))
+    return found
+
+
+def glance_row(name, results, baselines, found_peers, first_cells=()):
+    """A row of a short results table: the measure, ours, beside it (a peer on the same
+    measure, else the task's goal and what it is measured on), doing nothing, random."""
+    r = results[name]
+    peer, said, field = found_peers.get(name, (None, None, "eval_return"))
+    ours = spread([run[field] for run in r["runs"]], "{:,.4g}")
+    if peer:
+        beside = f"{escape_prose(said).replace('|', '&#124;')}: " + spread([run[field] for run in results[peer]["runs"]],
+                                                    "{:,.4g}")
+    else:
+        task = task_of(name)
+        on = "evaluation" if task is not None and task.eval_threshold else \
+            f"{r.get('window', 20)}-episode training mean"
+        beside = f"goal {r['threshold']:,g} ({on})"
+    measure = (f"training mean, last {r.get('window', 20)} episodes" if field == "final_train_mean"
+               else "greedy evaluation")
+    cells = [*first_cells, measure, ours, beside, *baseline_cells(r["env_id"], baselines)]
+    return "| " + " | ".join(cells) + " |"
+
+
+GLANCE_HEAD = ("| measure | ours, median [min, max] | beside it | doing nothing | random actions |",
+               "| --- | --- | --- | --- | --- |")
+
+
+def glance_table(script, results, baselines=None):
+    """The script's tasks, one row each: ours beside the peer or goal on the same measure,
+    and what doing nothing and random actions score on the environment."""
+    baselines = load_baselines() if baselines is None else baselines
+    found_peers = peers(results)
+    rows = ["| task " + GLANCE_HEAD[0], "| --- " + GLANCE_HEAD[1]]
+    for name, r in results_for(script, results).items():
+        rows.append(glance_row(name, results, baselines, found_peers,
+                               (f"[{name}](../benchmarks/results.md#{name.lower()})",)))
+    return "\n".join(rows)
+
+
+def caption(name, results):
+    """A figure's caption: a comparison's title (benchmark.COMPARISONS), else the task's
+    script, environment and goal from results.json, else the figure's name."""
+    if name in benchmark.COMPARISONS:
+        return benchmark.COMPARISONS[name][0]
+    if name in results:
+        r = results[name]
+        return f"{r['script']}.py on {r['env_id']}: {r['goal']}"
+    return name.replace("-", " ")
+
+
+def figure(name, results, base):
+    """A figure at the content's width, a link to the full-size image, with its caption."""
+    png = f"{base}{name}.png"
+    return "\n".join([f'<figure class="result" markdown="span">',
+                      f"  [![{name}]({png})]({png})",
+                      f"  <figcaption>{html.escape(caption(name, results), quote=False)} "
+                      f'(<a href="{png}">full size</a>)</figcaption>',
+                      "</figure>"])
+
+
+def indented(text, by="    "):
+    """Markdown moved inside a fold (`??? note`): every line indented, blank lines kept."""
+    return "\n".join(by + line if line.strip() else "" for line in text.splitlines())
+
+
+def fold(title, text, kind="note"):
+    """A folded block (pymdownx.details) holding Markdown."""
+    return f'??? {kind} "{title}"\n\n{indented(text)}\n'
+
+
 def results_for(script, results):
     """The tasks of results.json that ran this script, by name."""
     return {name: r for name, r in sorted(results.items()) if r["script"] == script}
@@ -302,22 +467,56 @@ def check_seconds():
     return seconds
 
 
+def reference_list(script):
+    """The docstring's papers as a list, each linked: to arXiv where it gives an arXiv id,
+    else to a search for its title (the fallback of a page whose docs/teach file has no
+    References)."""
+    items = []
+    for p in docstring_sections(script)["papers"]:
+        lines = p.splitlines()
+        head = re.sub(r"^\s*Papers?:\s*", "", lines[0])
+        entries = [head] if head.strip() else []
+        for line in lines[1:]:
+            if re.match(r"^ {4}\S", line) or not entries:
+                entries.append(line.strip())
+            else:
+                entries[-1] += " " + line.strip()
+        items += [" ".join(e.split()) for e in entries if e.strip()]
+    out = []
+    for item in items:
+        arxiv = re.search(r"arXiv:(\d{4}\.\d{4,5})", item)
+        title = re.search(r'"([^"]+)"', item)
+        url = (f"https://arxiv.org/abs/{arxiv.group(1)}" if arxiv else
+               "https://scholar.google.com/scholar?q=" + quote_plus(title.group(1)) if title
+               else None)
+        text = escape_prose(item)
+        out.append(f"- [{text}]({url})" if url else f"- {text}")
+    return "\n".join(out)
+
+
 # ---------------------------------------------------------------------------------------
 # The pages
 # ---------------------------------------------------------------------------------------
 def algorithm_page(script, results=None):
+    """A script's page, in Spinning Up's order: what a student needs to understand the
+    algorithm first (background, equations, pseudocode), then what it achieves, how the code
+    does it, how to run it, exercises and questions, references, and the source folded."""
     results = results if results is not None else load_results()
     algo = ALGORITHMS[script]
     source = read(f"{script}.py")
     sections = docstring_sections(script)
+    teach = teach_sections(script)
     out = [f"# {algo.title}: `{script}.py`", ""]
 
-    out += ["## The idea", ""]
-    for p in sections["idea"]:
-        out += [prose(p), ""]
-    position = ORDER.index(script)
-    before = f" After [{ORDER[position - 1]}.py]({ORDER[position - 1]}.md): " if position else " "
-    out += [f"!!! abstract \"On the road\"\n    {before.strip()} {algo.road}", ""]
+    out += ["## Background", ""]
+    if "Background" in teach:
+        out += [teach["Background"], ""]
+    else:  # until docs/teach/<script>.md is written: the docstring's idea and the road
+        for p in sections["idea"]:
+            out += [prose(p), ""]
+        position = ORDER.index(script)
+        before = f" After [{ORDER[position - 1]}.py]({ORDER[position - 1]}.md): " if position else " "
+        out += [f"!!! abstract \"On the road\"\n    {before.strip()} {algo.road}", ""]
 
     out += ["## Key equations", ""]
     for line, tex in algo.equations:
@@ -328,10 +527,34 @@ def algorithm_page(script, results=None):
         for p in sections["equations"]:
             out += ["    " + l for l in prose(p).splitlines()] + [""]
 
-    out += ["## The loop", "", "Each step links to the line of the source below that does it.", ""]
-    for n, (text, ref) in enumerate(algo.loop, 1):
-        out.append(f"{n}. {text}: {code_link(script, ref, source)}")
-    out.append("")
+    out += ["## Pseudocode", "",
+            "Each line links to the line of the source (at the end of the page) that does it.",
+            "", pseudocode(script, source), ""]
+
+    out += ["## Results at a glance", ""]
+    tasks = results_for(script, results)
+    if tasks:
+        out += ["Each cell is the median [min, max] over seeds, from `benchmarks/results.json`: "
+                "ours beside a peer or the task's goal on the same measure, and what doing "
+                "nothing (the same action at every step) and uniform random actions score on "
+                "the environment (`benchmarks/baselines.py`, 10 episodes).", "",
+                glance_table(script, results), ""]
+    for name in figures_for(script, results):
+        out += [figure(name, results, "../benchmarks/"), ""]
+    if tasks:
+        out += [fold("Every task: steps to the threshold, evaluation, speed, goal",
+                     "*steps to threshold*: until the mean of the last *window* training "
+                     "returns first reached the threshold (a seed that never did counts as the "
+                     "worst); *eval return*: the greedy evaluation after training. The task's "
+                     "name links its row, command and date in the "
+                     "[lab notebook](../benchmarks/results.md).\n\n" + results_table(tasks))]
+    if algo.protocols:
+        out += [fold("How each comparison was made", "\n".join(
+            f"- {escape_prose(text)}" for _, text in algo.protocols))]
+    notebook = lab_notebook_anchor(script)
+    if notebook:
+        out += [f"The measurements and comparisons written up by hand: "
+                f"[the lab notebook's {script}.py section](../benchmarks/results.md#{notebook}).", ""]
 
     if algo.details:  # numbered as CleanRL numbers them, each linked to its line
         out += ["## Implementation details and departures", "",
@@ -356,7 +579,8 @@ def algorithm_page(script, results=None):
             "every-script-has).", "", "| flag | default | what it does |", "| --- | --- | --- |"]
     for name, default, doc in flags(script):
         if name not in COMMON_FLAGS:
-            out.append(f"| `--{name.replace('_', '-')}` | `{html.escape(default)}` "
+            # a code span shows its text as it is: no entities (html.escape showed &#x27;gae&#x27;)
+            out.append(f"| `--{name.replace('_', '-')}` | `{default}` "
                        f"| {html.escape(doc, quote=False)} |")
     out += ["", "### Commands", ""]
     out += ["```bash"] + [shown for shown, _ in commands(script)] + ["```", ""]
@@ -365,24 +589,6 @@ def algorithm_page(script, results=None):
             "What to run, what to look at in the run folder, and what to try next.", ""]
     for heading, body in running_it(script):
         out += [f"### {heading}", "", body, ""]
-
-    out += ["## Results", ""]
-    tasks = results_for(script, results)
-    if tasks:
-        out += ["Each cell is the median [min, max] over seeds, from `benchmarks/results.json`; "
-                "*steps to threshold*: until the mean of the last *window* training returns "
-                "first reached the threshold; *eval return*: the greedy evaluation after "
-                "training. The task's name links its row, command and date in the "
-                "[lab notebook](../benchmarks/results.md).", "", results_table(tasks), ""]
-    for name in figures_for(script, results):
-        out += [f"![{name}](../benchmarks/{name}.png)", ""]
-    if algo.protocols:
-        out += ["How each comparison was made:", ""]
-        out += [f"- {escape_prose(text)}" for _, text in algo.protocols] + [""]
-    notebook = lab_notebook_anchor(script)
-    if notebook:
-        out += [f"The measurements and comparisons written up by hand: "
-                f"[the lab notebook's {script}.py section](../benchmarks/results.md#{notebook}).", ""]
 
     out += ["## Exercises", ""]
     seconds = check_seconds()
@@ -398,16 +604,23 @@ def algorithm_page(script, results=None):
     else:
         out += ["No exercise yet.", ""]
 
+    if "Questions" in teach:
+        out += ["## Questions", "",
+                "Each answer is folded: try the question from the page first.", "",
+                teach["Questions"], ""]
+
     out += ["## References", ""]
-    for p in sections["papers"]:
-        out += [prose(p), ""]
+    out += [teach["References"] if "References" in teach else reference_list(script), ""]
 
     out += ["## The source", "",
-            f"`{script}.py` whole. The algorithm is everything above the line `{BANNER} ...`; "
-            "below it is the plumbing (checks, run folder, evaluation, checkpoints), which a "
-            "reader may skip.", "",
+            f"`{script}.py` whole, folded: a link above to one of its lines opens it. The "
+            f"algorithm is everything above the line `{BANNER} ...`; below it is the plumbing "
+            "(checks, run folder, evaluation, checkpoints), which a reader may skip. Search "
+            "leaves it out, so that a term finds the page that teaches it.", "",
+            f'<details class="abstract source" data-search-exclude markdown>',
+            f"<summary>{script}.py, {len(source.splitlines()):,} lines</summary>", "",
             f'```{{ .python #{SOURCE_ID} linenums="1" hl_lines="{banner_line(source)}" }}',
-            source.rstrip("\n"), "```", ""]
+            source.rstrip("\n"), "```", "", "</details>", ""]
     return "\n".join(out)
 
 
@@ -524,15 +737,58 @@ def field_text(field, results):
     return text.strip()
 
 
+# The benchmarks page's first table: one task per script, the one whose result says most
+# (beside a peer on the same measure where results.json has one)
+SUMMARY_TASKS = {
+    "qlearning": "qlearning-Taxi-v4", "dqn": "dqn-CartPole-v1-vs-cleanrl",
+    "vpg": "vpg-CartPole-v1", "trpo": "trpo-Hopper-v5", "ppo": "ppo-Hopper-v4-vs-cleanrl",
+    "ppo_masked": "ppo_masked-Taxi-v4", "ppod": "ppod-MountainCar-v0",
+    "ppo_lstm": "ppo_lstm-CartPole-v1-novel", "ppo_rnd": "ppo_rnd-SparseChain-v0",
+    "ddpg_td3": "ddpg_td3-HalfCheetah-v4-vs-cleanrl", "sac": "sac-HalfCheetah-v4-vs-cleanrl",
+    "crossq": "crossq-Hopper-v5-100k", "es": "es-CartPole-v1",
+    "impala": "impala-CartPole-v1-lag-vtrace", "mappo": "mappo-simple_spread_v3",
+    "matd3": "matd3-simple_speaker_listener_v4",
+}
+
+
+def summary_table(results, baselines=None):
+    """A row per script, in the learning path's order: its reference task, ours beside the
+    peer or goal on the same measure, doing nothing and random actions."""
+    baselines = load_baselines() if baselines is None else baselines
+    found_peers = peers(results)
+    rows = ["| script | task " + GLANCE_HEAD[0], "| --- | --- " + GLANCE_HEAD[1]]
+    for script in ORDER:
+        name = SUMMARY_TASKS.get(script)
+        if name not in results:
+            continue
+        rows.append(glance_row(name, results, baselines, found_peers, (
+            f"[{script}.py](algorithms/{script}.md#results-at-a-glance)", name)))
+    return "\n".join(rows)
+
+
 def benchmarks_page(results):
-    """results.json's tasks, a table per field, then every figure of benchmarks/."""
-    out = ["# Benchmarks", "",
-           "Every figure on this page is read from `benchmarks/results.json` when the site is "
-           "built; `benchmark.py` writes it (CONTRIBUTING.md, \"Benchmark\"). Each cell is the "
-           "median [min, max] over seeds. A task's name links its row in the "
-           "[lab notebook](benchmarks/results.md), which gives the command, the date and the "
-           "machine's load, and whose notes below the table hold every comparison with a "
-           "paper or a peer library, with its protocol.", ""]
+    """The summary a reader wants first (a row per script), then results.json's tasks field
+    by field (the field's text and tables, every task's row folded, the figures), the
+    comparisons with peers, and every other figure of benchmarks/."""
+    out = ["---", "search:", "  boost: 0.5", "---", "", "# Benchmarks", "",
+           "One task per script: ours beside a peer (CleanRL's script, or the variant without "
+           "the script's addition) or the task's goal on the same measure, and what doing "
+           "nothing (the same action at every step) and uniform random actions score on the "
+           "same environment, so that what was learned shows. A cell is the median [min, max] "
+           "over seeds; a script's name opens its page's results.", "",
+           summary_table(results), "",
+           fold("How these figures were made", "Every figure on this page is read from "
+                "`benchmarks/results.json` when the site is built; `benchmark.py` writes it "
+                "(CONTRIBUTING.md, \"Benchmark\"). Each cell is the median [min, max] over "
+                "seeds; in *steps to threshold* a seed that never reached the threshold counts "
+                "as the worst, so a median over three seeds of which one reached it is *not "
+                "reached*. *Doing nothing* and *random actions*: the mean return of 10 episodes "
+                "(seeds 101-110) of the same action at every step (a Discrete space's action "
+                "0, a Box's zeros) and of uniform random actions, measured by "
+                "`benchmarks/baselines.py` (not on the multi-agent MPE tasks). A task's name "
+                "links its row in the [lab notebook](benchmarks/results.md), which gives the "
+                "command, the date and the machine's load, and whose notes below the table hold "
+                "every comparison with a paper or a peer library, with its protocol.")]
     shown = set()
     for field in FIELDS:
         tasks = {n: r for n, r in sorted(results.items()) if field_of(r["env_id"]) == field}
@@ -540,11 +796,13 @@ def benchmarks_page(results):
             continue
         out += [f"## {field}", ""]
         if field in FIELD_TEXT:
-            out += [field_text(field, results), "", "Every task of the field:", ""]
-        out += [results_table(tasks, script_column=True, base="benchmarks/"), ""]
+            out += [field_text(field, results), ""]
+        out += [fold(f"Every task of the field ({len(tasks)}): steps to the threshold, "
+                     "evaluation, speed, goal",
+                     results_table(tasks, script_column=True, base="benchmarks/"))]
         for name in tasks:
             if os.path.exists(os.path.join(ROOT, "benchmarks", f"{name}.png")):
-                out += [f"![{name}](benchmarks/{name}.png)", ""]
+                out += [figure(name, results, "benchmarks/"), ""]
                 shown.add(name)
     out += ["## Side by side", "",
             "The comparisons that benchmark.py draws from results.json (the median over seeds, "
@@ -564,16 +822,16 @@ def benchmarks_page(results):
                 "commands, the loads and what each pair showed.", "", cleanrl, ""]
         for png in sorted(os.listdir(os.path.join(ROOT, "benchmarks"))):
             if png.startswith("vs-cleanrl-") and png.endswith(".png"):
-                out += [f"![{png[:-4]}](benchmarks/{png})", ""]
+                out += [figure(png[:-4], results, "benchmarks/"), ""]
                 shown.add(png[:-4])
     for name in benchmark.COMPARISONS:
         if os.path.exists(os.path.join(ROOT, "benchmarks", f"{name}.png")):
-            out += [f"![{name}](benchmarks/{name}.png)", ""]
+            out += [figure(name, results, "benchmarks/"), ""]
             shown.add(name)
     for png in sorted(os.listdir(os.path.join(ROOT, "benchmarks"))):
         name = png[:-4]
         if png.endswith(".png") and name not in shown:
-            out += [f"![{name}](benchmarks/{png})", ""]
+            out += [figure(name, results, "benchmarks/"), ""]
     return "\n".join(out)
 
 

