@@ -84,9 +84,9 @@ Run:
     python impala.py --help
 
 Writes runs/<env_id>__impala__<seed>__<unix_time>/ with config.json, episodes.csv,
-updates.csv (one row per gradient step, with the policy lag of its batch),
-learning_curve.png (the returns, and the lag on a second axis), summary.json, model.pt
-with --save-model, and with --eval-every N evaluations.csv (and best_model.pt).
+updates.csv (one row per gradient step, with the policy lag of its batch: TensorBoard's
+charts/policy_lag), learning_curve.png, summary.json, model.pt with --save-model, and
+with --eval-every N evaluations.csv (and best_model.pt).
 TensorBoard's event file gets the CSV rows too (--no-tensorboard: none; --track syncs it
 to Weights & Biases, as CleanRL does).
 """
@@ -431,14 +431,6 @@ class Agent(nn.Module):
         return action, logprob, entropy, self.critic(features).squeeze(-1)
 
 
-def byte_pixels(space):
-    """Whether an image holds 0-255 pixels to scale to [0, 1]: uint8 with 255 at the top of
-    its Box (Atari's frames). Any other image is read as it is: MinAtar's cells are 0/1
-    whether its build declares them bool (PyPI's 1.0.15) or uint8 with a top of 1 (its
-    GitHub code since 2023), and 0/1 divided by 255 would be all but blank."""
-    return space.dtype == np.uint8 and bool(np.all(space.high == 255))
-
-
 def make_agent(obs_space, action_space, hidden_size):
     continuous = isinstance(action_space, gym.spaces.Box)
     action_dim = action_space.shape[0] if continuous else int(action_space.n)
@@ -620,48 +612,98 @@ def main(args: Args) -> dict:
     summary. Ctrl-C stops training; the run folder is written, then KeyboardInterrupt goes on up."""
     # Check everything a user can get wrong before anything runs: one line, exit status 2.
     check_args(args)
-    obs_space, action_space = check_env(args.env_id)
-    checkpoint = load_checkpoint(args.eval_checkpoint, args.env_id)  # None without the flag
+    obs_space, action_space = check_env(args, make=make_game)
+    args, checkpoint = load_checkpoint(args)  # the network's flags come from a checkpoint
     own_ray = checkpoint is None and starts_ray(args)  # then stopped however the run ends
     try:
-        if checkpoint is not None:  # the network's size comes from the model
-            args = replace(args, hidden_size=checkpoint["args"]["hidden_size"])
-        else:  # Ray joined or started; no more actors than its CPUs
+        if checkpoint is None:  # Ray joined or started; no more actors than its CPUs
             args = join_ray(args)
 
         # Set up: seeds, device, the learner's agent, the run folder, the actors.
         device = seed_and_device(args.seed, args.cuda, small_network=len(obs_space.shape) != 3)
         agent = make_agent(obs_space, action_space, args.hidden_size).to(device)
+        models = {"agent": agent}  # what model.pt holds
         if checkpoint is not None:
-            restore(checkpoint, agent, args)
-        run = RunWriter(args, device, agent,
+            restore(checkpoint, models, args)
+        run = RunWriter(args, device, models,
                         rollout_steps=args.num_envs * args.num_steps * args.rollouts_per_batch)
 
         # Train (unless evaluating a checkpoint), then finish: evaluate, save, write, plot.
-        interrupted = False
-        if checkpoint is None:
-            actors = ActorPool(args)  # Ray actors; a dead one is replaced
-            try:
-                train(args, agent, actors, run, device)
-            except KeyboardInterrupt:
-                print(f"{SCRIPT}: interrupted; writing what the run has so far")
-                interrupted = run.summary["interrupted"] = True
-            finally:
-                actors.close()
-        summary = finish(args, run, agent, device, trained=checkpoint is None)
+        actors = None if checkpoint else ActorPool(args)  # Ray actors; a dead one is replaced
+        return train_and_finish(run, lambda: train(args, agent, actors, run, device), actors)
     finally:  # whatever ended the run, Ctrl-C at any moment included: no Ray process outlives it
         if own_ray:
             stop_ray()
-    if interrupted:
-        raise KeyboardInterrupt  # the run folder is written; the command line exits with 130
-    return summary
+
+
+# ---------------------------------------------------------------------------------------
+# What the plumbing asks of impala.py: its own checks, its greedy policy, its model's flags
+# ---------------------------------------------------------------------------------------
+def check_flags(args):
+    """impala.py's own flags, checked before any environment is made."""
+    if args.env_id.startswith("ALE/"):
+        fail(f"impala.py does not preprocess Atari frames; ppo.py and dqn.py train "
+             f"{args.env_id}")
+    for name in ("num_actors", "num_envs", "num_steps", "rollouts_per_batch", "refresh_every",
+                 "hidden_size", "learning_rate", "rho_bar", "c_bar", "max_grad_norm"):
+        if not getattr(args, name) > 0:
+            fail(f"--{name.replace('_', '-')} must be positive, got {getattr(args, name)}")
+    if not 0.0 <= args.gamma <= 1.0:
+        fail(f"--gamma must be in [0, 1], got {args.gamma}")
+    if args.eval_checkpoint is None and importlib.util.find_spec("ray") is None:
+        fail("impala.py's actors are Ray actors: pip install ray==2.60.0")
+    batch_size = args.num_envs * args.num_steps * args.rollouts_per_batch
+    if args.eval_checkpoint is None and 0 < args.total_timesteps < batch_size:
+        fail(f"--total-timesteps {args.total_timesteps} is less than one batch "
+             f"(rollouts_per_batch*num_envs*num_steps = {batch_size}); raise it or shrink "
+             "the batch")
+
+
+def check_spaces(args, obs_space, action_space):
+    """Whether impala.py handles the environment's spaces; returns (observation space,
+    action space)."""
+    if not (isinstance(action_space, gym.spaces.Discrete)
+            or isinstance(action_space, gym.spaces.Box) and len(action_space.shape) == 1):
+        fail(f"{args.env_id} has a {type(action_space).__name__} action space of shape "
+             f"{action_space.shape}; impala.py handles Discrete and flat Box actions (for "
+             "MultiDiscrete or MultiBinary, number the combinations as one Discrete action)")
+    if not (isinstance(obs_space, gym.spaces.Box) and len(obs_space.shape) in (1, 3)):
+        fail(f"{args.env_id} has a {type(obs_space).__name__} observation space of shape "
+             f"{obs_space.shape}; impala.py needs a flat Box or an image Box (H x W x C, "
+             "channels last; ppo_masked.py one-hot encodes Discrete ones, qlearning.py uses a "
+             "table)")
+    if len(obs_space.shape) == 3 and min(obs_space.shape[:2]) < 3:
+        fail(f"{args.env_id} has images of shape {obs_space.shape}; the smallest convolution "
+             "needs 3 x 3 pixels or more")
+    return obs_space, action_space
+
+
+def greedy_policy(models, envs):
+    """The evaluation's policy, act(obs, info) -> actions: the learner's most likely action
+    (the argmax of the logits, or the Gaussian's mean clipped to the bounds)."""
+    agent = models["agent"]
+    device = next(agent.parameters()).device
+
+    @torch.no_grad()
+    def act(obs, info):
+        out = agent.actor(agent.encoder(torch.from_numpy(obs_array(obs)).to(device)))
+        return to_env_action(agent, out if agent.continuous else out.argmax(-1),
+                             envs.single_action_space)
+    return act
+
+
+MODEL_FLAGS = ("hidden_size",)  # a checkpoint's network is built by this (and the spaces)
+# impala.py's losses in updates.csv as TensorBoard's scalars, under CleanRL's names (the
+# others, such as policy_lag and rho_mean, go under charts/)
+TENSORBOARD_NAMES = {
+    "policy_loss": "losses/policy_loss", "value_loss": "losses/value_loss",
+    "entropy": "losses/entropy", "explained_variance": "losses/explained_variance"}
 
 
 # ---------------------------------------------------------------------------------------
 # Plumbing: checks, run folder, evaluation, checkpoints (not needed to follow the algorithm)
 # ---------------------------------------------------------------------------------------
-# After the common pieces come impala.py's own: the actors on Ray (ActorPool, which
-# replaces a dead actor) and Ray itself, joined or started, and stopped however a run ends.
+# Stamped from plainrl's plumbing/common.py by its stamp.py: edit it there, not here.
 class UsageError(Exception):
     """Bad input: reported as one line on stderr with exit status 2, before training."""
 
@@ -713,123 +755,69 @@ def usage_error(event):
 
 
 def check_args(args):
-    """Everything a user can get wrong in the flags, checked before any environment runs."""
-    for name in ("total_timesteps", "num_actors", "num_envs", "num_steps", "rollouts_per_batch",
-                 "refresh_every", "hidden_size", "learning_rate", "rho_bar", "c_bar",
-                 "max_grad_norm"):
-        if not getattr(args, name) > 0:
-            fail(f"--{name.replace('_', '-')} must be positive, got {getattr(args, name)}")
-    if not 0.0 <= args.gamma <= 1.0:
-        fail(f"--gamma must be in [0, 1], got {args.gamma}")
+    """Everything a user can get wrong in the flags, before any environment is made: the
+    algorithm's own checks (check_flags), then those of the flags every script has."""
+    check_flags(args)
+    if args.total_timesteps <= 0:
+        fail(f"--total-timesteps must be positive, got {args.total_timesteps}")
     if args.eval_episodes < 0:
         fail(f"--eval-episodes must be 0 or more, got {args.eval_episodes}")
     if args.eval_every < 0:
-        fail("--eval-every must be 0 (evaluate only after training) or more, "
-             f"got {args.eval_every}")
+        fail(f"--eval-every must be 0 (evaluate only after training) or more, got {args.eval_every}")
     if args.eval_every and not args.eval_episodes:
         fail("--eval-every needs at least one evaluation episode; pass --eval-episodes 1 or more")
     if args.capture_video and not args.eval_episodes:
         fail("--capture-video records the evaluation episodes, and --eval-episodes 0 has none; "
              "pass --eval-episodes 1 or more")
-    if args.capture_video and importlib.util.find_spec("moviepy") is None:
-        fail("--capture-video needs moviepy: pip install moviepy==2.2.1")
-    if args.track and importlib.util.find_spec("wandb") is None:
-        fail("--track needs wandb: pip install wandb==0.31.0")
+    for flag, needed, package in (("capture_video", "moviepy", "moviepy==2.2.1"),
+                                  ("track", "wandb", "wandb==0.31.0")):
+        if getattr(args, flag) and importlib.util.find_spec(needed) is None:
+            fail(f"--{flag.replace('_', '-')} needs {needed}: pip install {package}")
     if args.track and not args.tensorboard:
         fail("--track syncs TensorBoard's event files to Weights & Biases; drop --no-tensorboard")
-    if args.eval_checkpoint is None and importlib.util.find_spec("ray") is None:
-        fail("impala.py's actors are Ray actors: pip install ray==2.60.0")
-    batch_size = args.num_envs * args.num_steps * args.rollouts_per_batch
-    if args.eval_checkpoint is None and args.total_timesteps < batch_size:
-        fail(f"--total-timesteps {args.total_timesteps} is less than one batch "
-             f"(rollouts_per_batch*num_envs*num_steps = {batch_size}); raise it or shrink "
-             "the batch")
 
 
-def check_env(env_id):
-    """Make env_id once (gym.make imports the module of a module:EnvId id itself) and check
-    that impala.py handles its spaces; returns (observation space, action space)."""
-    if env_id.startswith("ALE/"):
-        fail(f"impala.py does not preprocess Atari frames; ppo.py and dqn.py train {env_id}")
-    register_game_ids(env_id)
+def check_env(args, make=gym.make):
+    """Make the environment once (gym.make imports a module:EnvId id's module itself), hand
+    its spaces to check_spaces and return what that returns; with --capture-video, render a
+    frame, so that a machine without a display says so now, not after training."""
+    env_id = args.env_id
     try:
-        env = gym.make(env_id)
-    except (gym.error.NameNotFound, gym.error.VersionNotFound, gym.error.NamespaceNotFound):
-        close = [i for i in difflib.get_close_matches(env_id.rpartition(":")[2], gym.registry,
-                                                      n=6, cutoff=0.6) if makeable(i)][:3]
-        fail(f"unknown environment id {env_id!r}"
-             + (f"; did you mean {', '.join(close)}?" if close else "; see gymnasium.registry"))
-    except ModuleNotFoundError as e:  # gym.make's own message does not keep e.name
-        missing = re.search(r"named '([\w.]+)'", str(e))[1]
-        where = ("; put its folder on PYTHONPATH (PYTHONPATH=. when it is in this folder)"
-                 if missing == env_id.rpartition(":")[0] else "")
-        fail(f"cannot make {env_id}: no module named {missing}{where}")
-    except (gym.error.Error, ImportError) as e:  # pin the extra to the installed Gymnasium
+        env = make(env_id)
+        obs_space, action_space = env.observation_space, env.action_space
+        env.close()
+    except Exception as e:  # Gymnasium's own line: the closest id to an unknown one, the
+        # extra to install (pinned here to this Gymnasium); or a module of the user's that fails
         message = re.sub(r'"gymnasium\[(\w+)\]"', rf'"gymnasium[\1]=={gym.__version__}"', str(e))
-        fail(f"cannot make {env_id}: {message.splitlines()[0]}")
-    except Exception as e:  # a module of the user's own that fails while being imported
-        fail(f"cannot make {env_id}: {type(e).__name__}: {e}".splitlines()[0])
-    obs_space, action_space = env.observation_space, env.action_space
-    env.close()
-    if not (isinstance(action_space, gym.spaces.Discrete)
-            or isinstance(action_space, gym.spaces.Box) and len(action_space.shape) == 1):
-        fail(f"{env_id} has a {type(action_space).__name__} action space of shape "
-             f"{action_space.shape}; impala.py handles Discrete and flat Box actions (for "
-             "MultiDiscrete or MultiBinary, number the combinations as one Discrete action)")
-    if not (isinstance(obs_space, gym.spaces.Box) and len(obs_space.shape) in (1, 3)):
-        fail(f"{env_id} has a {type(obs_space).__name__} observation space of shape "
-             f"{obs_space.shape}; impala.py needs a flat Box or an image Box (H x W x C, "
-             "channels last; ppo_masked.py one-hot encodes Discrete ones, qlearning.py uses a "
-             "table)")
-    if len(obs_space.shape) == 3 and min(obs_space.shape[:2]) < 3:
-        fail(f"{env_id} has images of shape {obs_space.shape}; the smallest convolution needs "
-             "3 x 3 pixels or more")
-    return obs_space, action_space
+        fail(f"cannot make {env_id}: {type(e).__name__}: {(message.splitlines() or [''])[0]}")
+    if args.capture_video:
+        try:
+            with warnings.catch_warnings():  # the line below says it
+                warnings.simplefilter("ignore")
+                os.environ.setdefault("SDL_VIDEODRIVER", "dummy")  # frames only, no window
+                env = make(env_id, render_mode="rgb_array")
+                env.reset(seed=0)
+                env.render()
+                env.close()
+        except Exception as e:
+            fail(f"cannot record videos of {env_id} ({type(e).__name__}: "
+                 f"{(str(e).splitlines() or [''])[0]}); for MuJoCo on a machine without a "
+                 "display set MUJOCO_GL=egl")
+    return check_spaces(args, obs_space, action_space)
 
 
-def register_game_ids(env_id):
-    """MinAtar/ ids are registered by a package that gym.make does not import by itself:
-    import it here, or say how to install it."""
-    if env_id.startswith("MinAtar/") and importlib.util.find_spec("minatar") is None:
-        fail(f"{env_id} needs the minatar package: pip install minatar==1.0.15")
-    if env_id.startswith("MinAtar/") and env_id not in gym.registry:
-        importlib.import_module("minatar.gym").register_envs()
-
-
-class MinAtarScreen(gym.Wrapper):
-    """MinAtar draws its 10 x 10 grid as floats in [0, 1], which a video shows black: bytes
-    instead, each cell 16 x 16 pixels."""
-
-    def render(self):
-        with warnings.catch_warnings():  # Gymnasium's checker warns of the floats once
-            warnings.simplefilter("ignore")
-            frame = self.env.render()
-        return (frame * 255).astype(np.uint8).repeat(16, axis=0).repeat(16, axis=1)
-
-
-def makeable(env_id):
-    """Whether gym.make(env_id) works here (its dependencies installed), for suggestions."""
-    try:
-        with warnings.catch_warnings():  # an old version's deprecation is no news here
-            warnings.simplefilter("ignore")
-            gym.make(env_id).close()
-        return True
-    except Exception:
-        return False
-
-
-def seed_and_device(seed, cuda, small_network=True):
-    """Seed Python's, NumPy's and torch's random generators (the actors seed their own), and
-    pick the learner's device: the GPU if asked for and present, else the CPU with one
-    thread (a 64-unit MLP runs faster without torch's thread pool). With the GPU, a note
-    says that a small network is faster on the CPU (an image network is not small)."""
+def seed_and_device(seed, cuda, threads=1, small_network=True):
+    """Seed Python's, NumPy's and torch's random generators (the environments are seeded by
+    their reset) and pick the device: the GPU if asked for and present, else the CPU with
+    `threads` threads (one runs a small MLP fastest). On the GPU, a small network (not an
+    image's) gets a note that the CPU is faster."""
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)
     device = torch.device("cuda" if cuda and torch.cuda.is_available() else "cpu")
     if device.type == "cpu":
-        torch.set_num_threads(1)
-    if device.type == "cuda" and small_network:  # an image's convolutions are what pays there
+        torch.set_num_threads(threads)
+    elif small_network:
         print(f"{SCRIPT}: note: networks this small train faster on one CPU thread than on "
               "a GPU (measured for every script at its reference settings); --no-cuda uses the CPU")
     return device
@@ -841,20 +829,25 @@ far counts): a greedy policy can balance or walk in a circle forever in an envir
 without a time limit. 27,000 steps are ALE's own end of an Atari game (108,000 frames)."""
 
 
-@torch.no_grad()
-def evaluate(agent, env_id, episodes, seed, device, video_folder=None):
-    """Greedy returns of `episodes` episodes, one per environment of a vector env, all at
-    once, with the learner's agent. The greedy action is the most likely one: the argmax of
-    the logits, or the Gaussian's mean. A line every 2 seconds says how far it is; an
-    episode still running at EVAL_MAX_STEPS counts with its return so far."""
-    envs = make_vector_env(env_id, episodes, video_folder=video_folder)
-    obs, _ = envs.reset(seed=seed)
-    returns = np.full(episodes, np.nan)
-    steps, last_print = 0, time.time()
+def evaluate(args, models, video_folder=None):
+    """Greedy returns of --eval-episodes episodes, one per environment of a vector env, all
+    at once, seeded seed + 100,000 (every evaluation plays the same starts). The actions
+    come from the script's greedy_policy; with --eval-epsilon (where a script has it), a
+    uniformly random one instead with that probability, from a generator of the
+    evaluation's own. A line every 2 seconds says how far it is."""
+    episodes, seed = args.eval_episodes, args.seed + 100_000
+    envs = make_vector_env(args.env_id, episodes, video_folder=video_folder)
+    act, epsilon = greedy_policy(models, envs), getattr(args, "eval_epsilon", 0.0)
+    obs, info = envs.reset(seed=seed)
+    rng = np.random.default_rng(seed)  # epsilon's draws; training's streams stay untouched
+    returns, steps, last_print = np.full(episodes, np.nan), 0, time.time()
     while np.isnan(returns).any() and steps < EVAL_MAX_STEPS:
-        out = agent.actor(agent.encoder(torch.from_numpy(obs_array(obs)).to(device)))
-        action = out if agent.continuous else out.argmax(-1)
-        obs, _, _, _, info = envs.step(to_env_action(agent, action, envs.single_action_space))
+        actions = act(obs, info)
+        if epsilon:  # Discrete actions only (check_spaces)
+            explore = rng.random(episodes) < epsilon
+            actions = np.where(explore, rng.integers(envs.single_action_space.n, size=episodes),
+                               actions)
+        obs, _, _, _, info = envs.step(actions)
         if "_episode" in info:
             first = info["_episode"] & np.isnan(returns)
             returns[first] = info["episode"]["r"][first]
@@ -865,7 +858,7 @@ def evaluate(agent, env_id, episodes, seed, device, video_folder=None):
                   f"episodes done, {steps:,} steps")
     if np.isnan(returns).any():
         print(f"{SCRIPT}: evaluation episodes cut at {EVAL_MAX_STEPS:,} steps; give "
-              f"{env_id} a time limit (max_episode_steps)")
+              f"{args.env_id} a time limit (max_episode_steps)")
         returns = np.where(np.isnan(returns), envs.episode_returns, returns)
     envs.close()
     return returns
@@ -873,20 +866,22 @@ def evaluate(agent, env_id, episodes, seed, device, video_folder=None):
 
 class RunWriter:
     """The run folder (the files the docstring at the top lists): config.json at once, the CSV
-    files row by row (flushed, so an interrupted run keeps them), a progress line every 2
-    seconds (with the policy lag of the last batch), the evaluations of --eval-every with
-    best_model.pt; finish() writes the rest. Training runs whole batches: the budget is
-    rounded down to them, said at the start."""
+    files row by row (flushed, so an interrupted run keeps them) and TensorBoard's events
+    from the same rows, a progress line every 2 seconds, the evaluations of --eval-every
+    with best_model; finish() writes the rest. `models` names what a checkpoint holds (each
+    with state_dict and load_state_dict). Training that runs whole rollouts of
+    `rollout_steps` rounds the budget down to them, said at the start."""
 
-    def __init__(self, args, device, agent, rollout_steps=1):
+    def __init__(self, args, device, models, rollout_steps=1, note=""):
         name = "__".join([args.env_id.replace("/", "-").replace(":", "-"), args.exp_name,
                           str(args.seed), str(int(time.time()))])
         self.path, suffix = os.path.join(args.output_dir, name), 1
         while os.path.exists(self.path):  # a run with the same flags in the same second
             suffix += 1
             self.path = os.path.join(args.output_dir, f"{name}-{suffix}")
-        versions = {"torch": torch.__version__, "gymnasium": gym.__version__,
-                    "numpy": np.__version__, "python": sys.version.split()[0]}
+        versions = {"gymnasium": gym.__version__, "numpy": np.__version__,
+                    "python": sys.version.split()[0]}
+        versions["torch"] = torch.__version__
         config = {**asdict(args), "device": str(device), "versions": versions}
         if args.track:  # before the folder and the event files (it syncs those made after it)
             start_tracking(args, os.path.basename(self.path), config)
@@ -896,9 +891,9 @@ class RunWriter:
             fail(f"cannot create the run folder {self.path}: {e.strerror}")
         with open(os.path.join(self.path, "config.json"), "w") as f:
             json.dump(config, f, indent=2)
-        # TensorBoard's event files get each row of the CSV files too (write_row)
-        self.tensorboard = SummaryWriter(self.path) if args.tensorboard else None
-        if self.tensorboard:  # the flags as a table, in TensorBoard's TEXT tab
+        self.tensorboard = None
+        if args.tensorboard:  # TensorBoard's event files get each CSV row too (write_row)
+            self.tensorboard = TensorBoardWriter(self.path)
             self.tensorboard.add_text("config", "|flag|value|\n|-|-|\n" + "\n".join(
                 f"|{key}|{value}|" for key, value in config.items()))
         # summary.json records when the mean of the last 20 training returns first
@@ -907,26 +902,26 @@ class RunWriter:
             gym.registry.get(args.env_id.rpartition(":")[2]), "reward_threshold", None)
         self.summary = dict.fromkeys(SUMMARY_KEYS) | {
             "solved_threshold": None if args.eval_checkpoint else threshold,
-            "algorithm": "impala", "env_id": args.env_id, "seed": args.seed, "global_steps": 0,
-            "eval_episodes": args.eval_episodes, "interrupted": False}
-        self.args, self.device, self.agent = args, device, agent
+            "algorithm": args.exp_name, "env_id": args.env_id, "seed": args.seed,
+            "global_steps": 0, "eval_episodes": args.eval_episodes, "interrupted": False}
+        self.args, self.device, self.models = args, device, models
         self.budget = args.total_timesteps // rollout_steps * rollout_steps
         self.files, self.steps, self.returns, self.evaluations = {}, [], [], []
-        self.lags = []  # (global_step, mean policy lag) of every batch, for the curve
         self.write_row("episodes.csv")  # its header now: a run with no episode has the file
         self.start = self.last_print = time.time()
         self.first_print = None  # (step, time) of the first progress line
-        print(f"{SCRIPT}: {args.env_id}, seed {args.seed}, device {device}")
+        print(f"{SCRIPT}: {args.env_id}, seed {args.seed}, device {device}{note}")
         if self.budget != args.total_timesteps and args.eval_checkpoint is None:
             print(f"{SCRIPT}: training runs {self.budget:,} of --total-timesteps "
-                  f"{args.total_timesteps:,}: whole batches of {rollout_steps:,} steps")
+                  f"{args.total_timesteps:,}: whole rollouts of {rollout_steps:,} steps")
 
     def elapsed(self):
         return time.time() - self.start
 
     def write_row(self, filename, **row):
         """Append a row to a CSV file of the run folder, made with a header at first use
-        (episodes.csv's columns are fixed; no row writes the header alone)."""
+        (episodes.csv's columns are fixed; no row writes the header alone), and its values
+        to TensorBoard at the row's step and moment."""
         if filename not in self.files:
             f = open(os.path.join(self.path, filename), "w", newline="")
             fields = EPISODE_FIELDS if filename == "episodes.csv" else list(row)
@@ -935,12 +930,12 @@ class RunWriter:
         f, writer = self.files[filename]
         if row:
             writer.writerow(row)
-        if row and self.tensorboard:  # the row's values at its step and moment, flushed too
-            when = {"global_step": row["global_step"], "walltime": self.start + row["wall_time"]}
+        if row and self.tensorboard:
             for column, value in row.items():
                 if column not in ("global_step", "wall_time") and value != "":  # "": no value
-                    self.tensorboard.add_scalar(TENSORBOARD_NAMES[column], value, **when)
-            self.tensorboard.flush()
+                    name = {**COMMON_NAMES, **TENSORBOARD_NAMES}.get(column, f"charts/{column}")
+                    self.tensorboard.add_scalar(name, value, row["global_step"],
+                                                self.start + row["wall_time"])
         f.flush()
 
     def episode(self, global_step, episode_return, episode_length):
@@ -952,15 +947,14 @@ class RunWriter:
 
     def update(self, global_step, **diagnostics):
         wall_time = self.elapsed()
-        self.lags.append((global_step, diagnostics["policy_lag"]))
         self.write_row("updates.csv", global_step=global_step, wall_time=round(wall_time, 4),
                        sps=int(global_step / wall_time), **diagnostics)
 
     def step(self, global_step):
-        """After each rollout: record the step count (should Ctrl-C stop the run), run a
-        greedy evaluation each time global_step crosses a multiple of --eval-every, and
-        print the progress line every 2 seconds, its speed measured from the first line on
-        (the first seconds hold the start-up, which would make the speed and ETA wrong)."""
+        """After each environment step: record the step count (should Ctrl-C stop the run),
+        evaluate each time global_step crosses a multiple of --eval-every, and print the
+        progress line every 2 seconds (flushing TensorBoard's events), its speed measured from
+        the first line on (the first seconds hold the start-up)."""
         every, previous = self.args.eval_every, self.summary["global_steps"]
         self.summary["global_steps"] = global_step
         if every and global_step // every > previous // every:
@@ -969,23 +963,22 @@ class RunWriter:
         if now - self.last_print >= 2.0:
             first, self.last_print = self.first_print or (global_step, now), now
             sps = (global_step - first[0]) / (now - first[1]) if self.first_print else None
-            lag = self.lags[-1][1] if self.lags else None
-            print(progress_line(global_step, self.budget, sps, self.recent_return(), lag))
+            print(progress_line(global_step, self.budget, sps, self.recent_return()))
             self.first_print = first
+            if self.tensorboard:
+                self.tensorboard.flush()
 
     def evaluation(self, global_step):
-        """Evaluate the learner's policy as it is now on separate environments (the actors'
-        are untouched), append the row to evaluations.csv and, with --save-model, keep the
-        best model so far as best_model.pt."""
+        """Evaluate the policy as it is now on environments of its own (the training ones, the
+        observation statistics and the random streams are untouched), append the row to
+        evaluations.csv and, with --save-model, keep the best model so far (best_model)."""
         wall_time = self.elapsed()
-        returns = evaluate(self.agent, self.args.env_id, self.args.eval_episodes,
-                           self.args.seed + 100_000, self.device)
+        returns = evaluate(self.args, self.models)
         mean, std = float(returns.mean()), float(returns.std())
         self.write_row("evaluations.csv", global_step=global_step, wall_time=round(wall_time, 4),
                        eval_return_mean=mean, eval_return_std=std)
-        best = max((m for _, m, _ in self.evaluations), default=-math.inf)
-        if self.args.save_model and mean > best:
-            save_checkpoint(os.path.join(self.path, "best_model.pt"), self.agent, self.args)
+        if self.args.save_model and mean > max((m for _, m, _ in self.evaluations), default=-math.inf):
+            save_checkpoint(os.path.join(self.path, "best_" + CHECKPOINT), self.models, self.args)
         self.evaluations.append((global_step, mean, std))
 
     def non_finite(self, loss, global_step):
@@ -1002,8 +995,8 @@ class RunWriter:
         return float(np.mean(self.returns[-20:])) if self.returns else None
 
     def reached(self, threshold, global_step):
-        """True once the mean of the last 20 returns reaches threshold; records the
-        first step it did (each episode asks it of solved_threshold, train of --stop-at-return)."""
+        """True once the mean of the last 20 returns reaches threshold; records the first step
+        it did (each episode asks it of solved_threshold, train of --stop-at-return)."""
         if threshold is None or len(self.returns) < 20 or self.recent_return() < threshold:
             return False
         if self.summary["solved_at_step"] is None:  # the first time only
@@ -1018,27 +1011,26 @@ class RunWriter:
             self.tensorboard.close()
 
 
+TensorBoardWriter = SummaryWriter
+CHECKPOINT = "model.pt"
+
+
 EPISODE_FIELDS = ("global_step", "wall_time", "episode_return", "episode_length")
 SUMMARY_KEYS = ("algorithm", "env_id", "seed", "global_steps", "wall_time_s",
                 "train_return_last20", "eval_return_mean", "eval_return_std", "eval_episodes",
                 "solved_threshold", "solved_at_step", "solved_at_time_s", "interrupted")
-# The CSV columns as TensorBoard's scalars, under the names CleanRL's scripts give the same
-# quantities (each point at the row's global_step and wall_time)
-TENSORBOARD_NAMES = {
-    "episode_return": "charts/episodic_return", "episode_length": "charts/episodic_length",
-    "sps": "charts/SPS", "learning_rate": "charts/learning_rate", "rho_mean": "charts/rho_mean",
-    "rho_clipped": "charts/rho_clipped", "policy_lag": "charts/policy_lag",
-    "policy_lag_max": "charts/policy_lag_max", "version": "charts/version",
-    "policy_loss": "losses/policy_loss", "value_loss": "losses/value_loss",
-    "entropy": "losses/entropy", "explained_variance": "losses/explained_variance",
-    "eval_return_mean": "eval/episodic_return", "eval_return_std": "eval/episodic_return_std"}
+# The columns every script writes, as TensorBoard's scalars under CleanRL's names (each point
+# at the row's global_step and wall_time); a column in neither these nor the script's own
+# TENSORBOARD_NAMES goes under charts/.
+COMMON_NAMES = {"episode_return": "charts/episodic_return", "sps": "charts/SPS",
+                "episode_length": "charts/episodic_length", "eval_return_mean":
+                "eval/episodic_return", "eval_return_std": "eval/episodic_return_std"}
 
 
-def progress_line(global_step, total_steps, sps, recent_return, policy_lag=None):
+def progress_line(global_step, total_steps, sps, recent_return):
     """The console's progress: the step out of the budget, the percentage, steps per second,
-    the time left at that speed (h:mm:ss), the mean of the last 20 training returns and,
-    once the learner has learned, the policy lag of its last batch; the speed and the time
-    left read "-" while sps is None (the first line: nothing measured).
+    the time left at that speed (h:mm:ss) and the mean of the last 20 training returns; the
+    speed and the time left read "-" while sps is None (the first line: nothing measured).
 
         ETA = max(total_steps - global_step, 0) / sps
     """
@@ -1048,27 +1040,17 @@ def progress_line(global_step, total_steps, sps, recent_return, policy_lag=None)
     else:
         speed = "- sps | ETA -"
     recent = "n/a" if recent_return is None else f"{recent_return:.1f}"
-    lag = "" if policy_lag is None else f" | policy lag {policy_lag:.1f}"
     return (f"step {global_step:,}/{total_steps:,} ({100 * global_step / total_steps:.0f}%) | "
-            f"{speed} | return (last 20) {recent}{lag}")
+            f"{speed} | return (last 20) {recent}")
 
 
-def plot_learning_curve(path, steps, returns, title, evaluations=(), final=None, lags=()):
+def plot_learning_curve(path, steps, returns, title, evaluations=(), final=None):
     """learning_curve.png: episode return against environment steps, raw points faded and
     a moving average of 20 episodes on top; the greedy evaluations (step, mean, std) of
-    --eval-every as a second series, the mean with the std as error bars, the final
-    evaluation (step, mean, std) after training as a marker of its own, and the policy lag
-    of each batch (step, lag) on a second axis at the right."""
+    --eval-every as a second series, the mean with the std as error bars, and the final
+    evaluation (step, mean, std) after training as a marker of its own."""
     fig = Figure(figsize=(7, 4), dpi=100)
     ax = fig.add_subplot()
-    if lags:
-        lag_ax = ax.twinx()
-        lag_steps, lag_values = zip(*lags)
-        lag_ax.plot(lag_steps, lag_values, color="tab:gray", lw=0.8, alpha=0.6)
-        lag_ax.set_ylabel("policy lag (updates)", color="tab:gray")
-        lag_ax.set_ylim(bottom=0)
-        ax.set_zorder(lag_ax.get_zorder() + 1)  # the returns in front, the lag behind
-        ax.patch.set_visible(False)
     ax.scatter(steps, returns, s=6, alpha=0.25, label="episode return")
     if returns:
         window = min(20, len(returns))
@@ -1090,45 +1072,74 @@ def plot_learning_curve(path, steps, returns, title, evaluations=(), final=None,
     return os.path.join(path, "learning_curve.png")
 
 
-def save_checkpoint(path, agent, args):
-    torch.save({"agent": agent.state_dict(), "args": asdict(args)}, path)
+def save_checkpoint(path, models, args):
+    """model.pt: each model's state dict under its name, and the flags."""
+    torch.save({**{name: m.state_dict() for name, m in models.items()}, "args": asdict(args)},
+               path)
 
 
-def load_checkpoint(path, env_id):
-    """Load a model.pt safely (weights_only, onto the CPU) and check it was made for env_id;
-    None when path is None (no --eval-checkpoint)."""
+def read_checkpoint(path):
+    """A model.pt's dict, loaded safely (weights_only: tensors and plain data, never code)."""
+    return torch.load(path, map_location="cpu", weights_only=True)
+
+
+def load_checkpoint(args):
+    """(args, checkpoint) for --eval-checkpoint: the file (or a run folder's), read safely and
+    checked to be this script's and made for --env-id, and the flags that shape the networks
+    (MODEL_FLAGS) taken from it; (args, None) without the flag."""
+    path = args.eval_checkpoint
     if path is None:
-        return None
-    if os.path.isdir(path):  # a run folder stands for its model.pt
-        path = os.path.join(path, "model.pt")
+        return args, None
+    if os.path.isdir(path):  # a run folder stands for its checkpoint
+        path = os.path.join(path, CHECKPOINT)
         if not os.path.isfile(path):
-            fail(f"run folder {os.path.dirname(path)} has no model.pt; train with --save-model")
+            fail(f"run folder {os.path.dirname(path)} has no {CHECKPOINT}; train with --save-model")
     if not os.path.isfile(path):
         fail(f"checkpoint {path} does not exist")
     try:
-        checkpoint = torch.load(path, map_location="cpu", weights_only=True)
-        saved = checkpoint["args"]  # each lookup raises KeyError where an entry is missing
-        checkpoint["agent"], saved["hidden_size"], saved["env_id"]
+        checkpoint = read_checkpoint(path)
+        flags = {name: checkpoint["args"][name] for name in ("env_id", *MODEL_FLAGS)}
     except Exception as e:
-        fail(f"checkpoint {path} is not an impala.py model.pt ({type(e).__name__}); "
+        fail(f"checkpoint {path} is not a {SCRIPT} {CHECKPOINT} ({type(e).__name__}); "
              "make one with --save-model")
-    if saved["env_id"] != env_id:
-        fail(f"checkpoint {path} was made for {saved['env_id']}, not {env_id}; "
-             f"pass --env-id {saved['env_id']}")
-    return checkpoint
+    if flags["env_id"] != args.env_id:
+        fail(f"checkpoint {path} was made for {flags['env_id']}, not {args.env_id}; "
+             f"pass --env-id {flags['env_id']}")
+    return replace(args, **flags), checkpoint
 
 
-def restore(checkpoint, agent, args):
-    """Put a checkpoint's weights into the agent."""
+def restore(checkpoint, models, args):
+    """Put a checkpoint's state into each model."""
     try:
-        agent.load_state_dict(checkpoint["agent"])
-    except (RuntimeError, KeyError, AttributeError) as e:
-        fail(f"checkpoint {args.eval_checkpoint} does not fit {args.env_id}'s network: "
-             f"{str(e).splitlines()[0]}")
+        for name, model in models.items():
+            model.load_state_dict(checkpoint[name])
+    except Exception as e:
+        fail(f"checkpoint {args.eval_checkpoint} does not fit {args.env_id}'s networks: "
+             f"{type(e).__name__}: {(str(e).splitlines() or [''])[0]}")
 
 
-def finish(args, run, agent, device, trained=True):
-    """Write the run first (model.pt if asked, summary.json, the curve), then evaluate
+def train_and_finish(run, train, envs=None):
+    """Train (unless --eval-checkpoint gave a model) and finish the run. Ctrl-C during
+    training stops it: the run folder is written, then KeyboardInterrupt goes on up (cli
+    ends the process as an interrupted one); the environments are closed either way."""
+    interrupted = False
+    if run.args.eval_checkpoint is None:
+        try:
+            train()
+        except KeyboardInterrupt:
+            print(f"{SCRIPT}: interrupted; writing what the run has so far")
+            interrupted = run.summary["interrupted"] = True
+        finally:
+            if envs is not None:
+                envs.close()
+    summary = finish(run.args, run, trained=run.args.eval_checkpoint is None)
+    if interrupted:
+        raise KeyboardInterrupt
+    return summary
+
+
+def finish(args, run, trained=True):
+    """Write the run first (the model if asked, summary.json, the curve), then evaluate
     greedily and write summary.json and the curve again with the evaluation, so that Ctrl-C
     during a long evaluation keeps the run; print the closing line. An interrupted run skips
     the evaluation."""
@@ -1139,16 +1150,15 @@ def finish(args, run, agent, device, trained=True):
         print(f"{SCRIPT}: no training episode ended in {summary['global_steps']:,} steps; if "
               f"{args.env_id} has no time limit, register it with max_episode_steps")
     if args.save_model and trained:
-        save_checkpoint(os.path.join(run.path, "model.pt"), agent, args)
+        save_checkpoint(os.path.join(run.path, CHECKPOINT), run.models, args)
     run.close()
     curve = write_summary(args, run, trained)
     if args.eval_episodes and not summary["interrupted"]:
-        video_folder = os.path.join(run.path, "videos") if args.capture_video else None
         print(f"{SCRIPT}: final evaluation, {args.eval_episodes:,} "
               f"episode{'s' * (args.eval_episodes > 1)}; the run is written and Ctrl-C keeps it")
         try:
-            returns = evaluate(agent, args.env_id, args.eval_episodes, args.seed + 100_000,
-                               device, video_folder)
+            returns = evaluate(args, run.models, os.path.join(run.path, "videos")
+                               if args.capture_video else None)
         except KeyboardInterrupt:
             print(f"{SCRIPT}: final evaluation interrupted; {run.path} keeps the run without it")
             finish_tracking(args, run, exit_code=130)
@@ -1173,8 +1183,8 @@ def finish(args, run, agent, device, trained=True):
 
 def write_summary(args, run, trained, final=None):
     """summary.json and, after training, learning_curve.png (with the final evaluation as a
-    marker of its own and the policy lag, titled with --exp-name where it is not the
-    script's name); returns the curve's path, or None."""
+    marker of its own, titled with --exp-name where it is not the script's name: a variant
+    such as maddpg); returns the curve's path, or None."""
     with open(os.path.join(run.path, "summary.json"), "w") as f:
         json.dump(run.summary, f, indent=2)
     variant = f" ({args.exp_name})" if args.exp_name != SCRIPT.removesuffix(".py") else ""
@@ -1184,7 +1194,7 @@ def write_summary(args, run, trained, final=None):
     if trained:
         return plot_learning_curve(run.path, run.steps, run.returns,
                                    f"{SCRIPT}{variant} on {args.env_id}, seed {args.seed}{stopped}",
-                                   run.evaluations, final, lags=run.lags)
+                                   run.evaluations, final)
     return None
 
 
@@ -1224,10 +1234,220 @@ def cli():
     except KeyboardInterrupt:
         signal.signal(signal.SIGINT, signal.SIG_DFL)
         os.kill(os.getpid(), signal.SIGINT)
+# End of plumbing/common.py
 
 
-# impala.py's own pieces: the actors on Ray, and Ray joined or started, then stopped.
+# ---------------------------------------------------------------------------------------
+# Plumbing for pixels: Atari's and MinAtar's packages and wrappers
+# ---------------------------------------------------------------------------------------
+# Stamped from plainrl's plumbing/pixels.py by its stamp.py: edit it there, not here.
+def make_game(env_id, **kwargs):
+    """gym.make for every id: an ALE/ (Atari) or MinAtar/ id's package imported first (or
+    its install named), an Atari game with the DQN paper's preprocessing (atari_wrappers)."""
+    register_game_ids(env_id)
+    if not env_id.startswith("ALE/"):
+        return gym.make(env_id, **kwargs)
+    return atari_wrappers(gym.make(env_id, frameskip=1, **kwargs))  # the wrapper skips frames
 
+
+def channels_last(env_id):
+    """Where an image keeps its channels, by convention and never by its sizes (a 10 x 10 x
+    10 Seaquest frame has no shorter side): last (H x W x C) in Gymnasium's images and
+    MinAtar's; first (C x H x W) in the stack of 4 frames that atari_wrappers makes of an
+    ALE/ id. An environment of one's own with C x H x W images moves the axis to the end
+    (gymnasium.wrappers.TransformObservation with np.moveaxis(obs, 0, -1))."""
+    return not env_id.startswith("ALE/")
+
+
+def byte_pixels(space):
+    """Whether an image holds 0-255 pixels to scale to [0, 1]: uint8 with 255 at the top of
+    its Box (Atari's frames). Any other image is read as it is: MinAtar's cells are 0/1
+    whether its build declares them bool (PyPI's 1.0.15) or uint8 with a top of 1 (its
+    GitHub code since 2023), and 0/1 divided by 255 would be all but blank."""
+    return space.dtype == np.uint8 and bool(np.all(space.high == 255))
+
+
+def register_game_ids(env_id):
+    """ALE/ (Atari) and MinAtar/ ids are registered by packages that gym.make does not import
+    by itself: import them here, or say how to install them."""
+    for prefix, package, pin in (("ALE/", "ale_py", "ale-py==0.12.1"),
+                                  ("ALE/", "cv2", "opencv-python-headless==5.0.0.93"),
+                                  ("MinAtar/", "minatar", "minatar==1.0.15")):
+        if env_id.startswith(prefix) and importlib.util.find_spec(package) is None:
+            fail(f"{env_id} needs the {package} package: pip install {pin}")
+    if env_id.startswith("ALE/"):
+        gym.register_envs(importlib.import_module("ale_py"))
+    elif env_id.startswith("MinAtar/") and env_id not in gym.registry:
+        importlib.import_module("minatar.gym").register_envs()
+
+
+class MinAtarScreen(gym.Wrapper):
+    """MinAtar draws its 10 x 10 grid as floats in [0, 1], which a video shows black: bytes
+    instead, each cell 16 x 16 pixels."""
+
+    def render(self):
+        with warnings.catch_warnings():  # Gymnasium's checker warns of the floats once
+            warnings.simplefilter("ignore")
+            frame = self.env.render()
+        return (frame * 255).astype(np.uint8).repeat(16, axis=0).repeat(16, axis=1)
+
+
+class FireReset(gym.Wrapper):
+    """Presses FIRE (action 1) at the start of a game and after each lost life, in the games
+    whose ball or round waits for it (Breakout), as OpenAI's baselines and CleanRL do: a
+    policy that never presses it would idle until ALE's cap of 108,000 frames. The press is
+    a step of 4 frames that the agent does not take (not counted in the budget); its reward
+    is dropped at reset, as theirs, and added to the step's after a lost life. Departures:
+    after a lost life theirs drop it too (it is almost always 0: the ball is not yet in
+    play), and they press RIGHT (action 2) after FIRE as well; FIRE alone launches the
+    ball."""
+
+    def reset(self, **kwargs):
+        self.env.reset(**kwargs)
+        obs, _, _, _, info = self.env.step(1)
+        self.lives = info["lives"]
+        return obs, info
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        if info["lives"] < self.lives and not (terminated or truncated):
+            obs, fire_reward, terminated, truncated, info = self.env.step(1)
+            reward += fire_reward
+        self.lives = info["lives"]
+        return obs, reward, terminated, truncated, info
+
+
+class LifeLossTermination(gym.vector.VectorWrapper):
+    """Atari in training (--terminal-on-life-loss): the step that loses a life is terminated
+    for the learner (it does not bootstrap), as in the DQN paper and CleanRL, while the game
+    plays on with the lives it has left; only a game's real end resets it. Wrapped over the
+    episode statistics, so episodes.csv holds whole games. CleanRL's EpisodicLifeEnv fakes a
+    reset with a no-op step; here the next life starts from the frame where the last ended."""
+
+    def reset(self, **kwargs):
+        obs, info = self.env.reset(**kwargs)
+        self.lives = info["lives"].copy()
+        return obs, info
+
+    def step(self, actions):
+        obs, rewards, terminated, truncated, info = self.env.step(actions)
+        lost = info["lives"] < self.lives  # a game that ended shows its next game's lives
+        self.lives = info["lives"].copy()
+        return obs, rewards, terminated | lost, truncated, info
+
+
+def atari_wrappers(env):
+    """The DQN paper's Atari preprocessing with Gymnasium's own wrappers: up to 30 no-op
+    actions at reset, every action repeated for 4 frames (the max of the last two frames
+    against flicker), frames gray and resized to 84 x 84, the last 4 stacked into one
+    uint8 observation [4, 84, 84] (channels first); FIRE pressed where the game waits for it
+    (FireReset). A lost life ends the training episode in make_vector_env, not here:
+    Gymnasium's terminal_on_life_loss would start a new game at every lost life. Departure
+    from the paper: ALE v5's sticky actions (the previous action repeats with probability
+    0.25) stay on, as Machado et al. 2018 recommend."""
+    env = gym.wrappers.AtariPreprocessing(env, noop_max=30, frame_skip=4, screen_size=84,
+                                          grayscale_obs=True)
+    if env.unwrapped.get_action_meanings()[1:2] == ["FIRE"]:
+        env = FireReset(env)
+    return gym.wrappers.FrameStackObservation(env, 4)
+# End of plumbing/pixels.py
+
+
+# ---------------------------------------------------------------------------------------
+# Plumbing for Ray: joined or started, then stopped
+# ---------------------------------------------------------------------------------------
+# Stamped from plainrl's plumbing/ray.py by its stamp.py: edit it there, not here.
+def starts_ray(args):
+    """Whether this run starts a Ray of its own here (no --ray-address, and none running in
+    this process yet), which it must then stop however it ends (stop_ray)."""
+    import ray
+    return args.ray_address is None and not ray.is_initialized()
+
+
+def stop_ray():
+    """Stop the Ray this run started, its processes with it. Ray's own exit handler would
+    not run after Ctrl-C (cli ends the process by SIGINT), and its raylet, killed with this
+    process, would leave its dashboard and runtime-env agents running, orphaned, a minute."""
+    import ray
+    ray.shutdown()
+
+
+def check_reachable(address):
+    """Fail at once if a host:port address takes no connection (Ray itself would retry it
+    for minutes); None, "auto" and the like are Ray's to resolve."""
+    host, _, port = (address or "").removeprefix("ray://").rpartition(":")
+    if not host or not port.isdigit():
+        return
+    try:
+        socket.create_connection((host, int(port)), timeout=10).close()
+    except OSError as e:
+        fail(f"cannot reach the Ray cluster at {address}: {e.strerror or e}; start it with "
+             "`ray start --head --port=6379` on the head machine")
+
+
+def start_ray(address):
+    """Join the Ray cluster at address, or start Ray on this machine (None), unless this
+    process already has; returns the cluster's CPUs. Says so first: Ray takes seconds to
+    start, and Ctrl-C meanwhile is held back until it has (ctrl_c_held_back)."""
+    import ray
+    check_reachable(address)
+    if not ray.is_initialized():
+        if address is None:  # Ray runs its workers at niceness 15, below any other busy
+            # process: beside one on 2 cores an actor took 48 s to import torch (2.5 s at 0)
+            os.environ.setdefault("RAY_worker_niceness", "0")
+        print(f"{SCRIPT}: " + (f"joining Ray at {address} ..." if address else "starting Ray ..."),
+              flush=True)
+        try:
+            with ctrl_c_held_back(active=address is None):
+                ray.init(address=address, include_dashboard=False, log_to_driver=False,
+                         logging_level="ERROR")
+        except Exception as e:  # Ray raises a bare Exception when its node starts too slowly
+            if address is None:
+                fail(f"cannot start Ray: {str(e).strip().splitlines()[0]} (on a busy machine, "
+                     "try again)")
+            fail(f"cannot join Ray at {address}: {str(e).strip().splitlines()[0]} (is `ray start` "
+                 "running there? If its cluster uses token authentication, set RAY_AUTH_MODE=token"
+                 " and copy its ~/.ray/auth_token here)")
+    cpus = int(ray.cluster_resources().get("CPU", 0))
+    if cpus < 1:
+        fail("the Ray cluster has no CPU to run on; start it with some (ray start --num-cpus)")
+    return cpus
+
+
+@contextlib.contextmanager
+def ctrl_c_held_back(active=True):
+    """Hold Ctrl-C back while Ray starts (active) and raise its KeyboardInterrupt once it has
+    started: interrupted inside ray.init, Ray leaves its processes half-started, out of
+    ray.shutdown's reach (its dashboard and runtime-env agents lived on, orphaned, for about
+    a minute), where once started it stops them all (main's stop_ray). A second Ctrl-C
+    raises at once. Only in the main thread under Python's own SIGINT handler (not where
+    SIGINT is ignored, as in a background job)."""
+    if (not active or signal.getsignal(signal.SIGINT) is not signal.default_int_handler
+            or threading.current_thread() is not threading.main_thread()):
+        yield
+        return
+    pressed = []
+
+    def hold(signum, frame):
+        if pressed:
+            raise KeyboardInterrupt
+        pressed.append(signum)
+        print(f"{SCRIPT}: Ctrl-C: stopping once Ray has started, in a few seconds (Ctrl-C again "
+              "stops at once, and Ray's processes can outlive the run by a minute)", flush=True)
+
+    signal.signal(signal.SIGINT, hold)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    if pressed:
+        raise KeyboardInterrupt
+# End of plumbing/ray.py
+
+
+# ---------------------------------------------------------------------------------------
+# Plumbing of impala.py's own: the actors on Ray
+# ---------------------------------------------------------------------------------------
 class ActorPool:
     """The actors: Ray actors, each an Actor with one CPU, wherever the cluster puts them
     (start_ray has joined or started it). This script's code travels with them (pickled by
@@ -1294,21 +1514,6 @@ class ActorPool:
             self.ray.kill(actor)
 
 
-def starts_ray(args):
-    """Whether this run starts a Ray of its own here (no --ray-address, and none running in
-    this process yet), which it must then stop however it ends (stop_ray)."""
-    import ray
-    return args.ray_address is None and not ray.is_initialized()
-
-
-def stop_ray():
-    """Stop the Ray this run started, its processes with it. Ray's own exit handler would
-    not run after Ctrl-C (cli ends the process by SIGINT), and its raylet, killed with this
-    process, would leave its dashboard and runtime-env agents running, orphaned, a minute."""
-    import ray
-    ray.shutdown()
-
-
 def join_ray(args):
     """Join or start Ray (start_ray) and cap --num-actors, with a warning, at the cluster's
     CPUs: an actor holds one CPU, and one more would wait for it forever. Returns the flags."""
@@ -1318,78 +1523,6 @@ def join_ray(args):
               f"of the Ray cluster; using {cpus}", file=sys.stderr)
         args = replace(args, num_actors=cpus)
     return args
-
-
-def check_reachable(address):
-    """Fail at once if a host:port address takes no connection (Ray itself would retry it
-    for minutes); None, "auto" and the like are Ray's to resolve."""
-    host, _, port = (address or "").removeprefix("ray://").rpartition(":")
-    if not host or not port.isdigit():
-        return
-    try:
-        socket.create_connection((host, int(port)), timeout=10).close()
-    except OSError as e:
-        fail(f"cannot reach the Ray cluster at {address}: {e.strerror or e}; start it with "
-             "`ray start --head --port=6379` on the head machine")
-
-
-def start_ray(address):
-    """Join the Ray cluster at address, or start Ray on this machine (None), unless this
-    process already has; returns the cluster's CPUs. Says so first: Ray takes seconds to
-    start, and Ctrl-C meanwhile is held back until it has (ctrl_c_held_back)."""
-    import ray
-    check_reachable(address)
-    if not ray.is_initialized():
-        if address is None:  # Ray runs its workers at niceness 15, below any other busy
-            # process: beside one on 2 cores an actor took 48 s to import torch (2.5 s at 0)
-            os.environ.setdefault("RAY_worker_niceness", "0")
-        print(f"{SCRIPT}: " + (f"joining Ray at {address} ..." if address else "starting Ray ..."),
-              flush=True)
-        try:
-            with ctrl_c_held_back(active=address is None):
-                ray.init(address=address, include_dashboard=False, log_to_driver=False,
-                         logging_level="ERROR")
-        except Exception as e:  # Ray raises a bare Exception when its node starts too slowly
-            if address is None:
-                fail(f"cannot start Ray: {str(e).strip().splitlines()[0]} (on a busy machine, "
-                     "try again)")
-            fail(f"cannot join Ray at {address}: {str(e).strip().splitlines()[0]} (is `ray start` "
-                 "running there? If its cluster uses token authentication, set RAY_AUTH_MODE=token"
-                 " and copy its ~/.ray/auth_token here)")
-    cpus = int(ray.cluster_resources().get("CPU", 0))
-    if cpus < 1:
-        fail("the Ray cluster has no CPU for an actor; start it with some (ray start --num-cpus)")
-    return cpus
-
-
-@contextlib.contextmanager
-def ctrl_c_held_back(active=True):
-    """Hold Ctrl-C back while Ray starts (active) and raise its KeyboardInterrupt once it has
-    started: interrupted inside ray.init, Ray leaves its processes half-started, out of
-    ray.shutdown's reach (its dashboard and runtime-env agents lived on, orphaned, for about
-    a minute), where once started it stops them all (main's stop_ray). A second Ctrl-C
-    raises at once. Only in the main thread under Python's own SIGINT handler (not where
-    SIGINT is ignored, as in a background job)."""
-    if (not active or signal.getsignal(signal.SIGINT) is not signal.default_int_handler
-            or threading.current_thread() is not threading.main_thread()):
-        yield
-        return
-    pressed = []
-
-    def hold(signum, frame):
-        if pressed:
-            raise KeyboardInterrupt
-        pressed.append(signum)
-        print(f"{SCRIPT}: Ctrl-C: stopping once Ray has started, in a few seconds (Ctrl-C again "
-              "stops at once, and Ray's processes can outlive the run by a minute)", flush=True)
-
-    signal.signal(signal.SIGINT, hold)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-    if pressed:
-        raise KeyboardInterrupt
 
 
 if __name__ == "__main__":
