@@ -1,23 +1,20 @@
-"""Tests of trpo.py: the math by hand, the buffer, runs end to end, bad input, determinism."""
+"""Tests of trpo.py: the math by hand, the buffer, the loop's glue, its hooks (check_flags,
+check_spaces, greedy_policy, MODEL_FLAGS), runs end to end. The plumbing's behaviour is
+tested once for every script, in test_plumbing.py."""
 import copy
-import json
+import importlib
 import math
-import os
 
+import numpy as np
 import pytest
 import torch
 from torch.distributions import Categorical
 
 import trpo
-from conftest import (approx, check_an_evaluation_trains_nothing, check_the_logged_returns,
-                      check_the_evaluation_takes_the_policys_mode,
-                      check_evaluation_normalizes_with_the_frozen_statistics, check_evaluations,
-                      check_every_evaluation_reads_the_running_statistics_and_leaves_them_alone,
-                      check_gaussian_actions_clipped_for_the_environment_only,
-                      check_named_and_tracked, check_norm_obs_on_count_to_three,
-                      interrupt_on_call, LearnedTenTimesObs, ONE_ROLLOUT_OF_SIX, read_csv,
+from conftest import (approx, check_gaussian_actions_clipped_for_the_environment_only,
+                      check_norm_obs_on_count_to_three, LearnedTenTimesObs, read_csv,
                       same_seed_episodes, spy_on, spy_on_seeds, spy_on_weights, tensor,
-                      TenTimesObs, unreadable_checkpoints)
+                      TenTimesObs)
 
 
 def column(*values):
@@ -637,52 +634,125 @@ def test_gaussian_actions_are_clipped_for_the_environment_only(tmp_path, monkeyp
                                                            monkeypatch)  # (conftest.py)
 
 
+# ---------------------------------------------------------------------------------------
+# The greedy policy (greedy_policy: the evaluation's actions)
+# ---------------------------------------------------------------------------------------
+class FixedActor(torch.nn.Module):
+    """logits [0, 1] (action 1 with probability e / (1 + e) = 0.731 when sampled, 1 always
+    as the mode) or a Gaussian's mean 2.5, for every observation; notes what it was given."""
+
+    def __init__(self, continuous, mean=2.5):
+        super().__init__()
+        self.out, self.seen = [mean] if continuous else [0.0, 1.0], []
+
+    def forward(self, obs):
+        self.seen.append(obs.clone())
+        return torch.tensor([self.out]).expand(len(obs), -1)
+
+
 @pytest.mark.parametrize("continuous", [False, True])
 def test_the_evaluation_takes_the_policys_mode_not_a_sample(continuous, monkeypatch):
+    # 10 episodes of 3 steps through the block's evaluate: 30 actions, all the mode (30
+    # samples would all be 1 with probability 0.731^30 = 8e-5; a Gaussian's never exactly 2.5)
     agent = trpo.Agent((1,), 1 if continuous else 2, continuous=continuous)
-    check_the_evaluation_takes_the_policys_mode(trpo, agent, continuous, monkeypatch)
+    agent.actor = FixedActor(continuous)
+    given = spy_on(monkeypatch, trpo, "to_env_action", lambda agent, actions, space: actions.tolist())
+    models = {"agent": agent, "obs_rms": trpo.ObsNormalizer((1,), enabled=False)}
+    torch.manual_seed(0)
+    returns = trpo.evaluate(trpo.Args(env_id="BoxZeroToFour-v0" if continuous else "CountToThree-v0",
+                                    eval_episodes=10), models)
+    assert returns.tolist() == [3.0] * 10
+    assert given == [[[2.5]] * 10 if continuous else [1] * 10] * 3
+
+
+def test_the_greedy_gaussian_mean_is_clipped_to_the_bounds():
+    # BoxZeroToFour-v0 takes actions in [0, 4]: a mean of 7 is sent as 4, one of -2 as 0
+    envs = trpo.make_vector_env("BoxZeroToFour-v0", 2)
+    for mean, sent in ((7.0, 4.0), (-2.0, 0.0)):
+        agent = trpo.Agent((1,), 1, continuous=True)
+        agent.actor = FixedActor(True, mean)
+        act = trpo.greedy_policy({"agent": agent, "obs_rms": trpo.ObsNormalizer((1,), False)}, envs)
+        assert act(np.zeros((2, 1)), {}).tolist() == [[sent], [sent]]
+    envs.close()
+
+
+def test_the_greedy_policy_normalizes_observations_with_the_frozen_statistics():
+    # statistics mean 1, var 4 (std 2): the actor sees 0, 1, 2 as -0.5, 0, 0.5, and the
+    # statistics stay as they were
+    agent = trpo.Agent((1,), 2, continuous=False)
+    agent.actor = FixedActor(False)
+    normalizer = trpo.ObsNormalizer((1,), enabled=True)
+    normalizer.rms.mean, normalizer.rms.var = np.array([1.0]), np.array([4.0])
+    envs = trpo.make_vector_env("CountToThree-v0", 3)
+    act = trpo.greedy_policy({"agent": agent, "obs_rms": normalizer}, envs)
+    assert act(np.array([[0.0], [1.0], [2.0]]), {}).tolist() == [1, 1, 1]
+    envs.close()
+    (seen,) = agent.actor.seen
+    assert seen[:, 0].tolist() == pytest.approx([-0.5, 0.0, 0.5], abs=1e-6)
+    assert normalizer.rms.mean.tolist() == [1.0] and normalizer.rms.var.tolist() == [4.0]
 
 
 # ---------------------------------------------------------------------------------------
 # Runs end to end
 # ---------------------------------------------------------------------------------------
-def test_discrete_smoke_run_writes_every_file_and_its_model_evaluates(tmp_path, check_run_folder):
+def test_a_run_logs_trpos_diagnostics_and_its_model_evaluates_as_it_was(tmp_path):
+    # updates.csv: a row per batch (4 of 2 * 128 steps), the common columns and trpo.py's own,
+    # each of them under a TensorBoard name (TENSORBOARD_NAMES), every step within the trust
+    # region (--max-kl 0.01) and gaining; model.pt, evaluated by --eval-checkpoint, scores
+    # what the run's own final evaluation scored
     args = trpo.Args(total_timesteps=1024, num_envs=2, num_steps=128, eval_episodes=2,
                      save_model=True, output_dir=str(tmp_path / "train"))
     summary = trpo.main(args)
-    path, _, updates = check_run_folder(summary, args.output_dir, "trpo", model=True)
+    (path,) = (tmp_path / "train").iterdir()
+    updates = read_csv(path / "updates.csv")
     assert summary["global_steps"] == 1024 and len(updates) == 4
-    assert {"value_loss", "surrogate_gain", "grad_norm", "step_fraction", "kl", "entropy",
-            "explained_variance"} <= set(updates[0])
+    own = ["value_loss", "surrogate_gain", "grad_norm", "step_fraction", "kl", "entropy",
+           "explained_variance"]
+    assert sorted(updates[0]) == sorted(["global_step", "wall_time", "sps", *own])
+    assert sorted(trpo.TENSORBOARD_NAMES) == sorted(own)
     assert all(0 <= float(u["kl"]) <= 0.01 and float(u["surrogate_gain"]) >= 0 for u in updates)
-    evaluated = trpo.main(trpo.Args(eval_checkpoint=os.path.join(path, "model.pt"),
-                                    eval_episodes=2, output_dir=str(tmp_path / "eval")))
+    evaluated = trpo.main(trpo.Args(eval_checkpoint=str(path / "model.pt"), eval_episodes=2,
+                                    output_dir=str(tmp_path / "eval")))
     assert evaluated["eval_return_mean"] == summary["eval_return_mean"]
-    (eval_path,) = (tmp_path / "eval").iterdir()
-    assert read_csv(eval_path / "episodes.csv") == [] and not (eval_path / "updates.csv").exists()
 
 
-def test_continuous_smoke_run_with_every_option(tmp_path, check_run_folder):
+def test_the_checkpoint_keeps_the_statistics_and_the_networks_flags(tmp_path):
+    # --hidden-size 32 and --norm-obs come from model.pt (MODEL_FLAGS) when it is evaluated
+    # with neither flag given, and the running statistics with it (obs_rms, the training
+    # normalizer's: 2 * 400 observations and the reset's) and the Gaussian's log std; raw
+    # returns in episodes.csv
     args = trpo.Args(env_id="Pendulum-v1", total_timesteps=800, num_envs=2, num_steps=200,
                      eval_episodes=2, save_model=True, norm_obs=True, norm_reward=True,
                      hidden_size=32, vf_minibatches=4, output_dir=str(tmp_path / "train"))
     summary = trpo.main(args)
-    path, episodes, updates = check_run_folder(summary, args.output_dir, "trpo", model=True)
+    (path,) = (tmp_path / "train").iterdir()
+    episodes = read_csv(path / "episodes.csv")
     assert [e["episode_length"] for e in episodes] == ["200"] * 4
-    assert float(episodes[0]["episode_return"]) < 0
-    assert all(float(u["kl"]) <= 0.01 for u in updates)
-    state = torch.load(os.path.join(path, "model.pt"), weights_only=True)
-    assert state["obs_rms"]["count"] > 800 and "actor_logstd" in state["agent"]
-    evaluated = trpo.main(trpo.Args(env_id="Pendulum-v1", eval_checkpoint=os.path.join(path, "model.pt"),
+    assert float(episodes[0]["episode_return"]) < 0  # raw returns, not normalized rewards
+    assert all(float(u["kl"]) <= 0.01 for u in read_csv(path / "updates.csv"))
+    state = torch.load(path / "model.pt", weights_only=True)
+    assert state["obs_rms"]["count"] > 800 and state["obs_rms"]["mean"].shape == (3,)
+    assert state["agent"]["actor.0.weight"].shape == (32, 3) and "actor_logstd" in state["agent"]
+    evaluated = trpo.main(trpo.Args(env_id="Pendulum-v1", eval_checkpoint=str(path / "model.pt"),
                                     eval_episodes=2, output_dir=str(tmp_path / "eval")))
     assert evaluated["eval_return_mean"] == pytest.approx(summary["eval_return_mean"])
+    assert trpo.MODEL_FLAGS == ("hidden_size", "norm_obs")
 
 
-def test_every_value_a_run_logs_by_hand(tmp_path, monkeypatch):
-    # episodes.csv's rows, train_return_last20, solved_at_step and solved_at_time_s, the
-    # evaluations' mean and std, eval_episodes, updates.csv's global_step, wall_time and sps,
-    # and the curve's series, by hand (conftest.py); batches of 2 * 12 steps make rows at 24, 48
-    check_the_logged_returns(trpo, tmp_path, monkeypatch, num_steps=12, vf_minibatches=4)
+def test_each_ended_episode_is_logged_at_its_step_and_each_batch_makes_a_row(tmp_path):
+    # my_envs:EpisodeNumber-v0 at --seed 0, 2 environments: environment 0 ends an episode at
+    # every vector step t paying t, environment 1 one every 3 steps paying 3j = t, so each
+    # episode that ends at vector step t (global step 2t) returns t, in 1 step or 3.
+    # Batches of 2 * 12 steps make rows at 24 and 48.
+    importlib.import_module("my_envs")  # registers the id anew after fresh_env_module's tests
+    trpo.main(trpo.Args(env_id="my_envs:EpisodeNumber-v0", seed=0, num_envs=2, num_steps=12,
+                        vf_minibatches=4, total_timesteps=48, eval_episodes=0,
+                        output_dir=str(tmp_path)))
+    (path,) = tmp_path.iterdir()
+    expected = [(2 * t, t, length) for t in range(1, 25) for length in (1, 3)[:1 + (t % 3 == 0)]]
+    assert [(int(e["global_step"]), float(e["episode_return"]), int(e["episode_length"]))
+            for e in read_csv(path / "episodes.csv")] == expected
+    assert [int(u["global_step"]) for u in read_csv(path / "updates.csv")] == [24, 48]
 
 
 def test_stop_at_return_stops_and_records_when(tmp_path):
@@ -692,23 +762,10 @@ def test_stop_at_return_stops_and_records_when(tmp_path):
     assert summary["global_steps"] == summary["solved_at_step"]
 
 
-def test_interrupted_run_keeps_its_data(tmp_path, monkeypatch):
-    # Ctrl-C in the second trust-region step: after two batches of 2*128 = 256 steps.
-    monkeypatch.setattr(trpo, "trust_region_step", interrupt_on_call(2, trpo.trust_region_step))
-    with pytest.raises(KeyboardInterrupt):
-        trpo.main(trpo.Args(total_timesteps=2048, num_envs=2, num_steps=128, save_model=True,
-                            output_dir=str(tmp_path)))
-    (path,) = tmp_path.iterdir()
-    summary = json.loads((path / "summary.json").read_text())
-    assert summary["interrupted"] is True and summary["eval_return_mean"] is None
-    assert summary["global_steps"] == 512
-    assert len(read_csv(path / "updates.csv")) == 1 and read_csv(path / "episodes.csv")
-    assert (path / "learning_curve.png").exists() and (path / "model.pt").exists()
-
-
 def test_the_budget_is_rounded_down_to_whole_batches_and_said_once(tmp_path, capsys):
-    summary = trpo.main(trpo.Args(total_timesteps=2000, num_envs=2, num_steps=64,
-                                  eval_episodes=0, output_dir=str(tmp_path)))
+    # 2,000 steps in batches of 2 * 64 = 128: 15 whole batches, 1,920 steps.
+    summary = trpo.main(trpo.Args(total_timesteps=2000, num_envs=2, num_steps=64, eval_episodes=0,
+                                output_dir=str(tmp_path)))
     assert capsys.readouterr().out.count("training runs 1,920 of --total-timesteps 2,000: "
                                          "whole rollouts of 128 steps") == 1
     assert summary["global_steps"] == 1920
@@ -734,51 +791,15 @@ def test_same_seed_gives_the_same_episodes(tmp_path):
     assert len(rows) > 20
 
 
-def test_eval_every_writes_rows_keeps_the_best_model_and_leaves_training_alone(tmp_path):
-    # 3 environments step global_step by 3: 3, 6, ..., 864 (9 batches of 3 * 32 steps).
-    # A row each time it crosses a multiple of 100: at 102, 201, 300, 402, 501, 600, 702, 801.
-    args = trpo.Args(total_timesteps=864, num_envs=3, num_steps=32, vf_minibatches=2,
-                     eval_every=100, eval_episodes=3, save_model=True, seed=1)
-    check_evaluations(trpo.main, args, tmp_path, [102, 201, 300, 402, 501, 600, 702, 801])
-
-
-def test_exp_name_seed_and_track_name_the_run_folder_the_curve_and_the_wandb_run(
-        tmp_path, monkeypatch):
-    check_named_and_tracked(trpo, tmp_path, monkeypatch, tiny=ONE_ROLLOUT_OF_SIX)  # (conftest.py)
-
-
-def test_an_evaluation_of_a_checkpoint_trains_nothing(tmp_path, capsys):
-    check_an_evaluation_trains_nothing(trpo, tmp_path, capsys, tiny=ONE_ROLLOUT_OF_SIX)
-
-
-def test_evaluation_normalizes_observations_with_the_frozen_statistics():
-    check_evaluation_normalizes_with_the_frozen_statistics(trpo)  # (conftest.py)
-
-
-def test_every_evaluation_reads_the_running_statistics_and_leaves_them_alone(tmp_path,
-                                                                             monkeypatch):
-    check_every_evaluation_reads_the_running_statistics_and_leaves_them_alone(
-        trpo, tmp_path, monkeypatch, vf_minibatches=2)  # (conftest.py)
-
-
 # ---------------------------------------------------------------------------------------
-# Bad input: one line on stderr, exit status 2, nothing trained
+# Bad input of trpo.py's own (check_flags, check_spaces): one line on stderr, exit status 2
 # ---------------------------------------------------------------------------------------
-@pytest.fixture
-def bad_checkpoints(tmp_path):
-    pendulum = tmp_path / "pendulum.pt"
-    trpo.save_checkpoint(pendulum, trpo.Agent((3,), 1, True), trpo.ObsNormalizer((3,), False),
-                         trpo.Args(env_id="Pendulum-v1"))
-    misfit = tmp_path / "misfit.pt"  # says 32 hidden units, holds a 64-unit network
-    trpo.save_checkpoint(misfit, trpo.Agent((4,), 2, False, 64), trpo.ObsNormalizer((4,), False),
-                         trpo.Args(hidden_size=32))
-    return {**unreadable_checkpoints(tmp_path), "pendulum": str(pendulum), "misfit": str(misfit)}
-
-
 @pytest.mark.parametrize("argv, message", [
     (["--env-id", "SpinTheBits-v0"], "MultiBinary action space of shape (3,); trpo.py handles "
      "Discrete and flat Box actions"),
-    (["--env-id", "Taxi-v4"], "Discrete observation space"),
+    (["--env-id", "Taxi-v4"], "Discrete observation space of shape (); trpo.py needs a flat Box"),
+    (["--env-id", "MinAtar/Breakout-v1"], "MinAtar/Breakout-v1 is a game of images (ppo.py, "
+     "dqn.py and impala.py learn from them); trpo.py needs a flat Box observation"),
     (["--num-envs", "3", "--num-steps", "5", "--vf-minibatches", "4"],
      "num_envs*num_steps = 15 is not divisible by --vf-minibatches 4"),
     (["--max-kl", "0"], "--max-kl must be positive"),
@@ -786,16 +807,19 @@ def bad_checkpoints(tmp_path):
     (["--cg-damping", "-1"], "--cg-damping must be positive"),
     (["--backtrack-coef", "1"], "--backtrack-coef must be in (0, 1)"),
     (["--backtrack-iters", "0"], "--backtrack-iters must be positive"),
+    (["--vf-iters", "0"], "--vf-iters must be positive"),
     (["--total-timesteps", "100"], "less than one rollout"),
+    (["--gamma", "-0.5"], "--gamma must be in [0, 1]"),
     (["--gae-lambda", "1.5"], "--gae-lambda must be in [0, 1]"),
-    (["--eval-checkpoint", "corrupt"], "is not a trpo.py model.pt"),
-    (["--eval-checkpoint", "pendulum"], "was made for Pendulum-v1, not CartPole-v1; pass --env-id Pendulum-v1"),
-    (["--eval-checkpoint", "misfit"], "does not fit CartPole-v1's network"),
 ])
-def test_bad_input_is_one_line_and_exit_status_2(argv, message, check_usage_error, bad_checkpoints):
-    check_usage_error("trpo.py", [bad_checkpoints.get(a, a) for a in argv], message)
+def test_bad_input_is_one_line_and_exit_status_2(argv, message, check_usage_error):
+    check_usage_error("trpo.py", argv, message)
 
 
-def test_help_lists_the_flags_with_their_docstrings(check_help):
-    check_help("trpo.py", ("--cuda", "--no-cuda", "--max-kl", "--cg-iters", "--cg-damping",
-                           "--backtrack-coef", "--norm-obs"), ("trust region's radius",))
+def test_a_checkpoints_evaluation_needs_no_rollout_of_the_budget():
+    # --total-timesteps below one rollout is fine with --eval-checkpoint (nothing trains), and
+    # the rollout's check leaves a non-positive budget to the block's own line
+    trpo.check_flags(trpo.Args(total_timesteps=100, eval_checkpoint="model.pt"))
+    trpo.check_flags(trpo.Args(total_timesteps=0))
+    with pytest.raises(trpo.UsageError, match="--total-timesteps must be positive"):
+        trpo.check_args(trpo.Args(total_timesteps=-5))
