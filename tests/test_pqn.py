@@ -167,7 +167,7 @@ def test_the_greedy_policy_takes_the_argmax_per_environment():
 
 
 def test_a_checkpoint_rebuilds_its_network_width(tmp_path):
-    # trained at --hidden-size 8; evaluated with the default 256 on the command line, the
+    # trained at --hidden-size 8; evaluated with the default 128 on the command line, the
     # checkpoint's 8 builds the network that loads it, and it plays as it did.
     trained = pqn.main(pqn.Args(env_id="CartPole-v1", total_timesteps=256, num_envs=4,
                                 num_steps=64, num_minibatches=4, hidden_size=8, eval_episodes=2,
