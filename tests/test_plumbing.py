@@ -53,7 +53,14 @@ SCRIPTS = {
     # one Ray actor (a local Ray, started once and joined by every later run of the process)
     "impala.py": (["--total-timesteps", "256", "--num-envs", "2", "--num-steps", "8",
                    "--num-actors", "1"], True),
+    "pqn.py": (["--total-timesteps", "256", "--num-envs", "2", "--num-steps", "32",
+                "--num-minibatches", "2"], True),
 }
+# The block's own behaviour is the same text in every script (the stamp test holds it), so
+# it is tested on one script of each variant: ppo.py (torch) and qlearning.py (NumPy only).
+# A test runs over every script where a hook makes the behaviour differ: the flags and
+# their help, the checkpoint's models, the training loop's steps and Ctrl-C, the videos.
+BLOCK = ["ppo.py", "qlearning.py"]
 # The scripts that evaluate in one environment, episode after episode (the others play the
 # evaluation episodes side by side, one environment each): one video file per episode too.
 ONE_ENVIRONMENT = {"es.py", "qlearning.py"}
@@ -176,7 +183,7 @@ PETTINGZOO_ROWS = {
 
 @pytest.mark.parametrize("argv, message", BAD_INPUT, ids=lambda a: " ".join(a)
                          if isinstance(a, list) else "")
-@pytest.mark.parametrize("script", SCRIPTS)
+@pytest.mark.parametrize("script", BLOCK + ["mappo.py"])
 def test_bad_input_is_one_line_and_exit_status_2(script, argv, message, check_usage_error,
                                                  tmp_path, fresh_env_module):
     checkpoints = unreadable_checkpoints(tmp_path)
@@ -186,7 +193,7 @@ def test_bad_input_is_one_line_and_exit_status_2(script, argv, message, check_us
 
 
 @pytest.mark.parametrize("columns", ["60", "200"])
-@pytest.mark.parametrize("script", SCRIPTS)
+@pytest.mark.parametrize("script", BLOCK)
 def test_a_parse_error_is_one_whole_line_at_any_terminal_width(script, columns, run_cli,
                                                                monkeypatch):
     # tyro draws its errors in a box wrapped at the terminal's width; the script words them
@@ -198,7 +205,7 @@ def test_a_parse_error_is_one_whole_line_at_any_terminal_width(script, columns, 
                                  "flags)\n")
 
 
-@pytest.mark.parametrize("script", SCRIPTS)
+@pytest.mark.parametrize("script", BLOCK + ["mappo.py", "matd3.py"])
 def test_an_unknown_id_gets_gymnasiums_closest_id(script, run_cli):
     # Gymnasium's own line names the closest registered id (CartPole to "CartPol"); mappo.py's
     # and matd3.py's PettingZoo form names the closest MPE game.
@@ -310,7 +317,7 @@ def test_ctrl_c_stops_a_shell_loop_of_runs(tmp_path):
         assert json.load(f)["interrupted"] is True
 
 
-@pytest.mark.parametrize("script", SCRIPTS)
+@pytest.mark.parametrize("script", BLOCK)
 def test_ctrl_c_during_the_final_evaluation_keeps_the_run(script, tmp_path, monkeypatch, capsys):
     # Training ends, then Ctrl-C comes during the final evaluation: the model, summary.json
     # (without the evaluation) and the curve are already written, and the process ends by
@@ -482,7 +489,7 @@ def test_the_curve_is_titled_with_the_variant(script, exp_name, tmp_path, monkey
     assert titles == [f"{script}{name} on {args.env_id}, seed 1"]
 
 
-@pytest.mark.parametrize("script", SCRIPTS)
+@pytest.mark.parametrize("script", BLOCK)
 def test_the_closing_line_says_not_reached_and_never_none(script, run_cli, tmp_path):
     # A return of 1e9 is never reached in a tiny run: "not reached", never "None".
     code, out, _ = run_cli(script, [*TINY[script], "--stop-at-return", "1e9", "--eval-episodes",
@@ -494,7 +501,7 @@ def test_the_closing_line_says_not_reached_and_never_none(script, run_cli, tmp_p
 
 
 @pytest.mark.parametrize("threshold", [3.0, None])
-@pytest.mark.parametrize("script", [s for s in SCRIPTS if s not in ("mappo.py", "matd3.py")])
+@pytest.mark.parametrize("script", BLOCK)
 def test_a_plain_run_records_when_it_reached_the_environments_threshold(script, threshold,
                                                                         run_cli, tmp_path):
     # No --stop-at-return: the run goes on to its budget, and summary.json records when the
@@ -530,7 +537,7 @@ def test_a_plain_run_records_when_it_reached_the_environments_threshold(script, 
     assert threshold or "solved_at_step" not in closing
 
 
-@pytest.mark.parametrize("script", SCRIPTS)
+@pytest.mark.parametrize("script", BLOCK)
 def test_the_curve_shows_the_final_evaluation(script, tmp_path, monkeypatch):
     module = module_of(script)
     drawn = []
@@ -546,7 +553,7 @@ def test_the_curve_shows_the_final_evaluation(script, tmp_path, monkeypatch):
                              summary["eval_return_std"])]
 
 
-@pytest.mark.parametrize("script", SCRIPTS)
+@pytest.mark.parametrize("script", BLOCK)
 def test_every_evaluation_plays_from_seed_100000_on_and_the_best_model_is_the_first(
         script, tmp_path, monkeypatch):
     # Every --eval-every evaluation scores 1.0 (a stand-in evaluate): the first row writes
@@ -609,8 +616,7 @@ def test_eval_every_evaluates_where_the_step_count_first_passes_each_multiple(
 # The scripts whose evaluation plays its episodes side by side, one environment each (not
 # es.py and qlearning.py, ONE_ENVIRONMENT; mappo.py and matd3.py play PettingZoo's games;
 # ppod.py needs demonstrations of the environment it learns)
-SIDE_BY_SIDE = [s for s in SCRIPTS
-                if s not in ONE_ENVIRONMENT | {"mappo.py", "matd3.py", "ppod.py"}]
+SIDE_BY_SIDE = ["ppo.py"]  # the block's evaluate, one environment per episode, in every script
 CONTINUOUS = {"ddpg_td3.py", "sac.py", "crossq.py"}
 
 
@@ -798,7 +804,7 @@ PROGRESS = re.compile(r"step ([\d,]+)/([\d,]+) \(\d+%\) \| (- sps \| ETA -|[\d,]
                       r"\d+:\d\d:\d\d) \| return \(last \d+\) (n/a|-?\d+\.\d)( \| .+)?")
 
 
-@pytest.mark.parametrize("script", SCRIPTS)
+@pytest.mark.parametrize("script", BLOCK)
 def test_progress_lines_measure_speed_from_the_first_line(script, tmp_path, monkeypatch,
                                                            capsys):
     # A clock that moves 1 s at each reading makes a tiny run print many progress lines.
@@ -877,7 +883,7 @@ def test_capture_video_names_one_video_per_evaluation_episode_quietly(script, tm
     assert os.environ.get("SDL_VIDEODRIVER") == "dummy"
 
 
-@pytest.mark.parametrize("script", SCRIPTS)
+@pytest.mark.parametrize("script", BLOCK)
 def test_progress_line_by_hand(script):
     # 2,500 of 10,000 steps at 500 steps per second: 25 %, and the 7,500 steps left take
     # 7,500 / 500 = 15 s. 100 of 4,000,000 at 100 sps: 0 % (0.0025 rounds down), and
@@ -891,7 +897,7 @@ def test_progress_line_by_hand(script):
         "step 32/200,000 (0%) | - sps | ETA - | return (last 20) -3.0")
 
 
-@pytest.mark.parametrize("script", SCRIPTS)
+@pytest.mark.parametrize("script", BLOCK)
 def test_a_missing_extra_is_named_with_the_version_requirements_txt_pins(
         script, check_usage_error, monkeypatch):
     """--capture-video without moviepy: one line naming the install command of the version
