@@ -21,7 +21,7 @@ from tensorboard.util import tensor_util
 
 from conftest import ROOT, read_csv, script_path
 # impala.py's Ray: started before its tests here, stopped after this file (test_plumbing.py's)
-from test_plumbing import SCRIPTS, TINY, module_of, run_folder
+from test_plumbing import BLOCK, SCRIPTS, TINY, module_of, run_folder
 
 # The names CleanRL's scripts give these quantities (ppo.py, dqn.py, td3_continuous_action.py,
 # sac_continuous_action.py, ppo_rnd_envpool.py): a column of the same meaning takes the same name.
@@ -155,7 +155,7 @@ class WrittenWhenFlushed:
 
 
 @pytest.mark.parametrize("stop", [KeyboardInterrupt, RuntimeError], ids=["ctrl-c", "crash"])
-@pytest.mark.parametrize("script", SCRIPTS)
+@pytest.mark.parametrize("script", BLOCK)
 def test_a_stopped_runs_events_are_readable(script, stop, tmp_path, monkeypatch):
     # Ctrl-C closes the event file with the CSV files; a crash closes nothing, and the
     # writer's thread may not have written the last rows when the process dies: each row
@@ -166,7 +166,7 @@ def test_a_stopped_runs_events_are_readable(script, stop, tmp_path, monkeypatch)
     check_events_equal_the_csv_rows(script, path, written_csv_files(path))
 
 
-@pytest.mark.parametrize("script", SCRIPTS)
+@pytest.mark.parametrize("script", BLOCK)
 def test_no_tensorboard_writes_no_event_file(script, tmp_path, monkeypatch):
     stopped_run(script, tmp_path, monkeypatch, KeyboardInterrupt, ["--no-tensorboard"])
     assert os.listdir(tmp_path) and not event_files(tmp_path)
@@ -188,7 +188,7 @@ def ci_wandb_pin():
     return pin
 
 
-@pytest.mark.parametrize("script", SCRIPTS)
+@pytest.mark.parametrize("script", BLOCK)
 def test_track_without_wandb_stops_in_one_line_naming_the_install(script, check_usage_error,
                                                                   monkeypatch):
     import importlib.util
@@ -198,7 +198,7 @@ def test_track_without_wandb_stops_in_one_line_naming_the_install(script, check_
     check_usage_error(script, ["--track"], f"--track needs wandb: pip install {ci_wandb_pin()}")
 
 
-@pytest.mark.parametrize("script", SCRIPTS)
+@pytest.mark.parametrize("script", BLOCK)
 def test_track_without_tensorboard_is_bad_input(script, check_usage_error):
     # --track syncs the event files: without them Weights & Biases would get no scalar
     pytest.importorskip("wandb", reason=f"pip install {ci_wandb_pin()}")
