@@ -11,10 +11,12 @@ import torch
 from torch.distributions import Categorical
 
 import trpo
-from conftest import (approx, check_gaussian_actions_clipped_for_the_environment_only,
-                      check_norm_obs_on_count_to_three, LearnedTenTimesObs, read_csv,
-                      same_seed_episodes, spy_on, spy_on_seeds, spy_on_weights, tensor,
-                      TenTimesObs)
+from conftest import (approx, check_evaluation_normalizes_with_the_frozen_statistics,
+                      check_every_evaluation_reads_the_running_statistics_and_leaves_them_alone,
+                      check_gaussian_actions_clipped_for_the_environment_only,
+                      check_norm_obs_on_count_to_three, check_the_evaluation_takes_the_policys_mode,
+                      LearnedTenTimesObs, read_csv, same_seed_episodes, spy_on, spy_on_seeds,
+                      spy_on_weights, tensor, TenTimesObs)
 
 
 def column(*values):
@@ -637,59 +639,35 @@ def test_gaussian_actions_are_clipped_for_the_environment_only(tmp_path, monkeyp
 # ---------------------------------------------------------------------------------------
 # The greedy policy (greedy_policy: the evaluation's actions)
 # ---------------------------------------------------------------------------------------
-class FixedActor(torch.nn.Module):
-    """logits [0, 1] (action 1 with probability e / (1 + e) = 0.731 when sampled, 1 always
-    as the mode) or a Gaussian's mean 2.5, for every observation; notes what it was given."""
-
-    def __init__(self, continuous, mean=2.5):
-        super().__init__()
-        self.out, self.seen = [mean] if continuous else [0.0, 1.0], []
-
-    def forward(self, obs):
-        self.seen.append(obs.clone())
-        return torch.tensor([self.out]).expand(len(obs), -1)
+def test_evaluation_normalizes_observations_with_the_frozen_statistics():
+    check_evaluation_normalizes_with_the_frozen_statistics(trpo)  # (conftest.py)
 
 
 @pytest.mark.parametrize("continuous", [False, True])
 def test_the_evaluation_takes_the_policys_mode_not_a_sample(continuous, monkeypatch):
-    # 10 episodes of 3 steps through the block's evaluate: 30 actions, all the mode (30
-    # samples would all be 1 with probability 0.731^30 = 8e-5; a Gaussian's never exactly 2.5)
     agent = trpo.Agent((1,), 1 if continuous else 2, continuous=continuous)
-    agent.actor = FixedActor(continuous)
-    given = spy_on(monkeypatch, trpo, "to_env_action", lambda agent, actions, space: actions.tolist())
-    models = {"agent": agent, "obs_rms": trpo.ObsNormalizer((1,), enabled=False)}
-    torch.manual_seed(0)
-    returns = trpo.evaluate(trpo.Args(env_id="BoxZeroToFour-v0" if continuous else "CountToThree-v0",
-                                    eval_episodes=10), models)
-    assert returns.tolist() == [3.0] * 10
-    assert given == [[[2.5]] * 10 if continuous else [1] * 10] * 3
+    check_the_evaluation_takes_the_policys_mode(trpo, agent, continuous, monkeypatch)
 
 
 def test_the_greedy_gaussian_mean_is_clipped_to_the_bounds():
     # BoxZeroToFour-v0 takes actions in [0, 4]: a mean of 7 is sent as 4, one of -2 as 0
+    class Fixed(torch.nn.Module):
+        def forward(self, obs):
+            return torch.tensor([[mean]]).expand(len(obs), -1)
+
     envs = trpo.make_vector_env("BoxZeroToFour-v0", 2)
     for mean, sent in ((7.0, 4.0), (-2.0, 0.0)):
         agent = trpo.Agent((1,), 1, continuous=True)
-        agent.actor = FixedActor(True, mean)
+        agent.actor = Fixed()
         act = trpo.greedy_policy({"agent": agent, "obs_rms": trpo.ObsNormalizer((1,), False)}, envs)
         assert act(np.zeros((2, 1)), {}).tolist() == [[sent], [sent]]
     envs.close()
 
 
-def test_the_greedy_policy_normalizes_observations_with_the_frozen_statistics():
-    # statistics mean 1, var 4 (std 2): the actor sees 0, 1, 2 as -0.5, 0, 0.5, and the
-    # statistics stay as they were
-    agent = trpo.Agent((1,), 2, continuous=False)
-    agent.actor = FixedActor(False)
-    normalizer = trpo.ObsNormalizer((1,), enabled=True)
-    normalizer.rms.mean, normalizer.rms.var = np.array([1.0]), np.array([4.0])
-    envs = trpo.make_vector_env("CountToThree-v0", 3)
-    act = trpo.greedy_policy({"agent": agent, "obs_rms": normalizer}, envs)
-    assert act(np.array([[0.0], [1.0], [2.0]]), {}).tolist() == [1, 1, 1]
-    envs.close()
-    (seen,) = agent.actor.seen
-    assert seen[:, 0].tolist() == pytest.approx([-0.5, 0.0, 0.5], abs=1e-6)
-    assert normalizer.rms.mean.tolist() == [1.0] and normalizer.rms.var.tolist() == [4.0]
+def test_every_evaluation_reads_the_running_statistics_and_leaves_them_alone(tmp_path,
+                                                                             monkeypatch):
+    check_every_evaluation_reads_the_running_statistics_and_leaves_them_alone(
+        trpo, tmp_path, monkeypatch, vf_minibatches=2)  # (conftest.py)
 
 
 # ---------------------------------------------------------------------------------------
