@@ -418,6 +418,21 @@ def test_the_benchmarks_page_opens_with_a_row_per_script(pages):
     assert page.count('??? note "Every task of the field') == 4
 
 
+def test_the_teaching_pages_exercises_follow_the_learning_path_and_name_the_longest_check(pages):
+    # issue 73: the suggested order put DDPG, SAC and TRPO before PPO, and the text called a
+    # 273 s check the longest where the table lists 505 s
+    page = pages["teaching.md"]
+    rows = [[c.strip() for c in line.strip("|").split("|")] for line in page.splitlines()
+            if re.match(r"\| \d+ \| `", line)]
+    scripts = [row[1].strip("`").split(".")[0] for row in rows]
+    assert [row[0] for row in rows] == [str(n) for n in range(1, len(rows) + 1)]
+    assert scripts == sorted(scripts, key=ORDER.index)
+    longest = max(rows, key=lambda row: int(row[-1]))
+    text = " ".join(page.split())
+    assert (f"the longest check of the table below, {longest[1].strip('`')}'s, took "
+            f"{longest[-1]} s") in text
+
+
 def test_docstring_prose_reads_on_the_page_as_in_the_script():
     # underscores, angle brackets and backslashes are text; a `code span` stays code
     import markdown
