@@ -156,9 +156,9 @@ def test_the_scripts_own_environment_commands_run_from_the_root():
         assert command.startswith("PYTHONPATH=tests python "), command
 
 
-def test_a_minatar_game_adds_its_own_flags_last_and_the_last_flag_counts():
-    # ppo.py's MinAtar tasks: Freeway at 5e-4, Asterix and Breakout at 2e-3,
-    # the other two at PPO_MINATAR's 1e-3
+def test_a_minatar_game_takes_its_own_rate_and_tyro_takes_the_last_of_a_repeated_flag():
+    # ppo.py's MinAtar tasks: Freeway at 5e-4, Asterix and Breakout at 2e-3 (in place of
+    # PPO_MINATAR's, issue 73), the other two at PPO_MINATAR's 1e-3
     rates = {t.env_id: t.flags[max(i for i, f in enumerate(t.flags) if f == "--learning-rate") + 1]
              for t in benchmark.TASKS["ppo"] if t.env_id.startswith("MinAtar/")}
     assert rates == {"MinAtar/Asterix-v1": "2e-3", "MinAtar/Breakout-v1": "2e-3",
