@@ -147,6 +147,10 @@ PAIRS = {pair.name: pair for pair in [
               "--exploration-fraction": "0.5", "--learning-starts": "10000",
               "--train-frequency": "10", "--gradient-steps": "1", "--loss": "mse",
               "--no-double-dqn": None, "--max-grad-norm": "inf"}, said="CleanRL's settings"),
+    # issue 74: PQN, both at their defaults and CleanRL's 500k (ours 32 environments of 64
+    # steps, 128 units, 16 minibatches; CleanRL's 4 of 128, 120 and 84 units, 4 minibatches);
+    # CleanRL's pqn.py is at the pinned commit
+    cartpole("pqn", "pqn.py"),
     mujoco_v4("ppo-Hopper-v5", "ppo_continuous_action.py"),
     mujoco_v4("ddpg_td3-HalfCheetah-v5-100k", "td3_continuous_action.py"),
     mujoco_v4("sac-HalfCheetah-v5-100k", "sac_continuous_action.py"),

@@ -200,6 +200,7 @@ def test_report_writes_both_sides_into_results_json_and_md_and_a_row_for_the_not
 def test_each_pair_is_our_task_beside_cleanrls_script_on_the_same_environment_and_budget():
     expected = {"ppo-CartPole-v1": ("ppo.py", "ppo", 500_000),
                 "dqn-CartPole-v1": ("dqn.py", "dqn", 500_000),
+                "pqn-CartPole-v1": ("pqn.py", "pqn", 500_000),
                 "ppo-Hopper-v4": ("ppo_continuous_action.py", "ppo", 1_000_000),
                 "ddpg_td3-HalfCheetah-v4": ("td3_continuous_action.py", "ddpg_td3", 100_000),
                 "sac-HalfCheetah-v4": ("sac_continuous_action.py", "sac", 100_000),
