@@ -72,12 +72,12 @@ import copy
 import csv
 import difflib
 import glob
-import importlib.metadata
 import importlib.util
 import json
 import math
 import os
 import random
+import re
 import signal
 import sys
 import time
@@ -632,10 +632,10 @@ def main(args: Args) -> dict:
     # Check everything a user can get wrong before anything runs: one line, exit status 2.
     args = resolve_algo(args)
     check_args(args)
-    spec = check_env(args.env_id)
-    checkpoint = load_checkpoint(args.eval_checkpoint, args.env_id)  # None without the flag
-    if checkpoint is not None:  # the networks, the algorithm and the time limit: the model's
-        args = replace(args, **{k: checkpoint["args"][k] for k in CHECKPOINT_ARGS})
+    spec = check_env(args, make=LockstepEnvs)
+    args, checkpoint = load_checkpoint(args)  # the networks, the algorithm, the time limit
+    global EVAL_MAX_CYCLES  # the evaluation's time limit (make_vector_env)
+    EVAL_MAX_CYCLES = args.max_cycles
 
     # Set up: seeds, device, the actors and critics with their targets, the run folder.
     args = replace(args, exp_name=experiment_name(args))  # maddpg with --algo maddpg, unless given
@@ -644,33 +644,112 @@ def main(args: Args) -> dict:
     state_dim = spec["state_dim"] + (obs_dim + num_agents if args.critic_state == "fp" else 0)
     nets = Networks(spec["obs_dims"], spec["action_dims"], state_dim, args.hidden_size,
                     args.twin_q).to(device)
+    models = {"nets": nets}  # what model.pt holds
     if checkpoint is not None:
-        restore(checkpoint, nets, args)
-    run = RunWriter(args, device, spec, nets, rollout_steps=args.num_envs)
+        restore(checkpoint, models, args)
+    run = RunWriter(args, device, models, rollout_steps=args.num_envs,
+                    note=f", {num_agents} agents, {algorithm_name(args)}, "
+                         f"{args.critic_state.upper()} critic")
+    run.summary["algorithm"] = algorithm_name(args)  # what ran, whatever --exp-name says
 
     # Train (unless evaluating a checkpoint), then finish: evaluate, save, write, plot.
-    interrupted = False
-    if checkpoint is None:
-        envs = LockstepEnvs(args.env_id, args.num_envs, spec, args.max_cycles)
-        try:
-            train(args, envs, nets, run, spec, device)
-        except KeyboardInterrupt:
-            print(f"{SCRIPT}: interrupted; writing what the run has so far")
-            interrupted = run.summary["interrupted"] = True
-        finally:
-            envs.close()
-    summary = finish(args, run, nets, spec, device, trained=checkpoint is None)
-    if interrupted:
-        raise KeyboardInterrupt  # the run folder is written; the command line exits with 130
-    return summary
+    envs = None if checkpoint else LockstepEnvs(args.env_id, args.num_envs, args.max_cycles)
+    return train_and_finish(run, lambda: train(args, envs, nets, run, spec, device), envs)
+
+
+# ---------------------------------------------------------------------------------------
+# What the plumbing asks of matd3.py: its own checks, its greedy policy, its model's flags
+# ---------------------------------------------------------------------------------------
+CONTINUOUS_ACTIONS = True  # the lock-step plumbing's MPE tasks: Box actions
+
+
+def check_flags(args):
+    """matd3.py's own flags, checked before any environment is made; args has its --algo
+    preset resolved."""
+    for name in ("num_envs", "gradient_steps", "buffer_size", "batch_size", "hidden_size",
+                 "policy_delay", "log_interval", "learning_rate", "max_cycles", "n_step"):
+        if not getattr(args, name) > 0:
+            fail(f"--{name.replace('_', '-')} must be positive, got {getattr(args, name)}")
+    for name in ("learning_starts", "exploration_noise", "target_policy_noise", "noise_clip"):
+        if not getattr(args, name) >= 0:
+            fail(f"--{name.replace('_', '-')} must be 0 or more, got {getattr(args, name)}")
+    if not 0.0 <= args.gamma <= 1.0:
+        fail(f"--gamma must be in [0, 1], got {args.gamma}")
+    if not 0.0 < args.tau <= 1.0:
+        fail(f"--tau must be in (0, 1], got {args.tau}")
+    if args.target_policy_noise > 0 and args.noise_clip == 0:
+        fail("--noise-clip 0 cancels --target-policy-noise; use --target-policy-noise 0 to "
+             "switch smoothing off")
+    budget = args.total_timesteps // args.num_envs * args.num_envs  # whole lock-steps
+    if args.eval_checkpoint is None and 0 < args.total_timesteps and budget <= args.learning_starts:
+        fail(f"--learning-starts {args.learning_starts} leaves no step of the budget, {budget:,} "
+             f"steps (--total-timesteps {args.total_timesteps} in whole lock-steps of "
+             f"--num-envs {args.num_envs}), to learn in; lower it or raise the budget")
+    if args.buffer_size < args.num_envs:
+        fail(f"--buffer-size {args.buffer_size} holds less than one lock-step of --num-envs "
+             f"{args.num_envs}; raise it")
+
+
+def check_spaces(args, obs_space, action_space):
+    """Whether matd3.py handles every agent's spaces (LockstepEnvs': observations
+    {"agents": each agent's, "state": the state's}, each agent's actions); returns the spec
+    dict: agents, obs_dims, action_dims, low and high (action_bounds), state_dim."""
+    for agent, space in action_space.items():
+        if isinstance(space, gym.spaces.Discrete):
+            fail(f"{args.env_id}'s agent {agent} has a Discrete action space; matd3.py's "
+                 "actors are deterministic and need Box actions: use mappo.py for discrete "
+                 "actions")
+        if not (isinstance(space, gym.spaces.Box) and len(space.shape) == 1
+                and np.isfinite(space.low).all() and np.isfinite(space.high).all()):
+            fail(f"{args.env_id}'s agent {agent} has actions {space}; matd3.py needs bounded flat "
+                 "Box actions")
+    for agent, space in obs_space["agents"].items():
+        if not isinstance(space, gym.spaces.Box) or len(space.shape) != 1:
+            fail(f"{args.env_id}'s agent {agent} has observations {space}; matd3.py's MLPs "
+                 "need flat Box vectors")
+    low, high = action_bounds(action_space)
+    return {"agents": list(action_space),
+            "obs_dims": [s.shape[0] for s in obs_space["agents"].values()],
+            "action_dims": [s.shape[0] for s in action_space.values()], "low": low, "high": high,
+            "state_dim": obs_space["state"].shape[0]}
+
+
+def action_bounds(action_space):
+    """Each agent's action bounds low, high [A, d] (float32), padded to the largest d with 0
+    and 1, which no agent uses."""
+    dims = [space.shape[0] for space in action_space.values()]
+    low = np.zeros((len(dims), max(dims)), dtype=np.float32)
+    high = np.ones((len(dims), max(dims)), dtype=np.float32)
+    for i, space in enumerate(action_space.values()):
+        low[i, :dims[i]], high[i, :dims[i]] = space.low, space.high
+    return low, high
+
+
+def greedy_policy(models, envs):
+    """The evaluation's policy, act(obs, info) -> actions: every agent's mu_i(o^i), without
+    noise, scaled to its bounds; a done agent's is not sent (LockstepEnvs)."""
+    nets = models["nets"]
+    device = next(nets.parameters()).device
+    low, high = action_bounds(envs.action_space)
+
+    @torch.no_grad()
+    def act(obs, info):
+        return to_env_action(nets.act(torch.from_numpy(obs).to(device)), low, high)
+    return act
+
+
+# the networks, the algorithm and the time limit, which --eval-checkpoint takes over
+MODEL_FLAGS = ("hidden_size", "algo", "twin_q", "target_policy_noise", "policy_delay",
+               "critic_state", "max_cycles")
+# matd3.py's columns of updates.csv as TensorBoard's scalars, under CleanRL's names
+TENSORBOARD_NAMES = {"gradient_steps": "charts/gradient_steps", "critic_loss": "losses/qf_loss",
+                     "q_mean": "losses/qf1_values", "actor_loss": "losses/actor_loss"}
 
 
 # ---------------------------------------------------------------------------------------
 # Plumbing: checks, run folder, evaluation, checkpoints (not needed to follow the algorithm)
 # ---------------------------------------------------------------------------------------
-# More than the 450 lines of the other scripts: PettingZoo has no vector environment, so
-# LockstepEnvs (after the common pieces) steps N copies whose agents finish at different
-# times, and make_env and check_env speak PettingZoo's ids and module:function.
+# Stamped from plainrl's plumbing/common.py by its stamp.py: edit it there, not here.
 class UsageError(Exception):
     """Bad input: reported as one line on stderr with exit status 2, before training."""
 
@@ -722,192 +801,134 @@ def usage_error(event):
 
 
 def check_args(args):
-    """Everything a user can get wrong in the flags, checked before any environment runs;
-    args has its --algo preset resolved."""
-    for name in ("total_timesteps", "num_envs", "gradient_steps", "buffer_size", "batch_size",
-                 "hidden_size", "policy_delay", "log_interval", "learning_rate", "max_cycles",
-                 "n_step"):
-        if not getattr(args, name) > 0:
-            fail(f"--{name.replace('_', '-')} must be positive, got {getattr(args, name)}")
-    for name in ("learning_starts", "exploration_noise", "target_policy_noise", "noise_clip",
-                 "eval_episodes"):
-        if not getattr(args, name) >= 0:
-            fail(f"--{name.replace('_', '-')} must be 0 or more, got {getattr(args, name)}")
+    """Everything a user can get wrong in the flags, before any environment is made: the
+    algorithm's own checks (check_flags), then those of the flags every script has."""
+    check_flags(args)
+    if args.total_timesteps <= 0:
+        fail(f"--total-timesteps must be positive, got {args.total_timesteps}")
+    if args.eval_episodes < 0:
+        fail(f"--eval-episodes must be 0 or more, got {args.eval_episodes}")
     if args.eval_every < 0:
-        fail("--eval-every must be 0 (evaluate only after training) or more, "
-             f"got {args.eval_every}")
+        fail(f"--eval-every must be 0 (evaluate only after training) or more, got {args.eval_every}")
     if args.eval_every and not args.eval_episodes:
         fail("--eval-every needs at least one evaluation episode; pass --eval-episodes 1 or more")
     if args.capture_video and not args.eval_episodes:
         fail("--capture-video records the evaluation episodes, and --eval-episodes 0 has none; "
              "pass --eval-episodes 1 or more")
-    if args.capture_video and importlib.util.find_spec("moviepy") is None:
-        fail("--capture-video needs moviepy: pip install moviepy==2.2.1")
-    if args.track and importlib.util.find_spec("wandb") is None:
-        fail("--track needs wandb: pip install wandb==0.31.0")
+    for flag, needed, package in (("capture_video", "moviepy", "moviepy==2.2.1"),
+                                  ("track", "wandb", "wandb==0.31.0")):
+        if getattr(args, flag) and importlib.util.find_spec(needed) is None:
+            fail(f"--{flag.replace('_', '-')} needs {needed}: pip install {package}")
     if args.track and not args.tensorboard:
         fail("--track syncs TensorBoard's event files to Weights & Biases; drop --no-tensorboard")
-    if not 0.0 <= args.gamma <= 1.0:
-        fail(f"--gamma must be in [0, 1], got {args.gamma}")
-    if not 0.0 < args.tau <= 1.0:
-        fail(f"--tau must be in (0, 1], got {args.tau}")
-    if args.target_policy_noise > 0 and args.noise_clip == 0:
-        fail("--noise-clip 0 cancels --target-policy-noise; use --target-policy-noise 0 to "
-             "switch smoothing off")
-    budget = args.total_timesteps // args.num_envs * args.num_envs  # whole lock-steps
-    if args.eval_checkpoint is None and args.learning_starts >= budget:
-        fail(f"--learning-starts {args.learning_starts} leaves no step of the budget, {budget:,} "
-             f"steps (--total-timesteps {args.total_timesteps} in whole lock-steps of "
-             f"--num-envs {args.num_envs}), to learn in; lower it or raise the budget")
-    if args.buffer_size < args.num_envs:
-        fail(f"--buffer-size {args.buffer_size} holds less than one lock-step of --num-envs "
-             f"{args.num_envs}; raise it")
 
 
-def check_env(env_id):
-    """Make env_id once (make_env imports the module of a module:function id itself) and
-    check that matd3.py handles its agents and spaces; returns the spec dict: agents,
-    obs_dims, action_dims, low and high (each agent's action bounds, padded), state_dim,
-    has_state."""
-    module, _, name = env_id.rpartition(":")
-    tasks = f"matd3.py runs the cooperative MPE tasks ({', '.join(sorted(COOPERATIVE))})"
-    if name in gym.registry:
-        fail(f"{name} is a single-agent Gymnasium environment; use ddpg_td3.py ({tasks})")
-    if not module and env_id in COMPETITIVE:
-        fail(f"{env_id} is a competitive MPE task (adversaries against good agents); {tasks}")
-    if not module and env_id not in COOPERATIVE:
-        close = [i for i in difflib.get_close_matches(env_id, COOPERATIVE, n=3, cutoff=0.6)
-                 if makeable(i)]
-        fail(f"unknown environment id {env_id!r}" + (f"; did you mean {', '.join(close)}?"
-             if close else "") + f"; {tasks}, or module:function for your own")
+def check_env(args, make=gym.make):
+    """Make the environment once (gym.make imports a module:EnvId id's module itself), hand
+    its spaces to check_spaces and return what that returns; with --capture-video, render a
+    frame, so that a machine without a display says so now, not after training."""
+    env_id = args.env_id
     try:
-        env = make_env(env_id, max_cycles=25)  # the spaces do not depend on the time limit
-    except ModuleNotFoundError as e:
-        where = ("; put its folder on PYTHONPATH (PYTHONPATH=. when it is in this folder)"
-                 if e.name == module else "")
-        fail(f"cannot make {env_id}: no module named {e.name}{where}")
-    except AttributeError as e:
-        if e.name != name or getattr(e.obj, "__name__", None) != module:
-            fail(f"cannot make {env_id}: AttributeError: {e}".splitlines()[0])
-        if name in gym.registry:  # registered by the module's import
-            fail(f"{name} is a single-agent Gymnasium environment; use ddpg_td3.py ({tasks})")
-        close = [f"{module}:{n}" for n in difflib.get_close_matches(name, dir(e.obj), n=3)
-                 if callable(getattr(e.obj, n))]
-        fail(f"unknown environment id {env_id!r}: module {module} has no function {name}"
-             + (f" (did you mean {', '.join(close)}?)" if close else "")
-             + "; pass module:function, a function that returns a PettingZoo parallel env")
-    except Exception as e:  # a module or function of the user's own that fails
-        fail(f"cannot make {env_id}: {type(e).__name__}: {e}".splitlines()[0])
-    if not (hasattr(env, "possible_agents") and callable(getattr(env, "step", None))
-            and not hasattr(env, "agent_iter")):
-        fail(f"{env_id} gives a {type(env).__name__}, not a PettingZoo parallel "
-             "environment; pass a function that returns one (like parallel_env)")
-    agents = list(env.possible_agents)
-    obs_spaces = [env.observation_space(a) for a in agents]
-    action_spaces = [env.action_space(a) for a in agents]
-    env.reset(seed=0)
-    try:
-        state_dim, has_state = int(np.size(env.state())), True
-    except (NotImplementedError, AttributeError):
-        state_dim, has_state = sum(int(np.prod(s.shape)) for s in obs_spaces), False
-    env.close()
-    for agent, space in zip(agents, action_spaces):
-        if isinstance(space, gym.spaces.Discrete):
-            fail(f"{env_id}'s agent {agent} has a Discrete action space; matd3.py's actors are "
-                 "deterministic and need Box actions: use mappo.py for discrete actions")
-        if not (isinstance(space, gym.spaces.Box) and len(space.shape) == 1
-                and np.isfinite(space.low).all() and np.isfinite(space.high).all()):
-            fail(f"{env_id}'s agent {agent} has actions {space}; matd3.py needs bounded flat "
-                 "Box actions")
-    for agent, space in zip(agents, obs_spaces):
-        if not isinstance(space, gym.spaces.Box) or len(space.shape) != 1:
-            fail(f"{env_id}'s agent {agent} has observations {space}; matd3.py's MLPs "
-                 "need flat Box vectors")
-    action_dims = [s.shape[0] for s in action_spaces]
-    low, high = np.zeros((len(agents), max(action_dims))), np.ones((len(agents), max(action_dims)))
-    for i, space in enumerate(action_spaces):  # padding dimensions stay 0 and 1, unused
-        low[i, :action_dims[i]], high[i, :action_dims[i]] = space.low, space.high
-    return {"agents": agents, "obs_dims": [s.shape[0] for s in obs_spaces],
-            "action_dims": action_dims, "low": low.astype(np.float32),
-            "high": high.astype(np.float32), "state_dim": state_dim, "has_state": has_state}
+        env = make(env_id)
+        obs_space, action_space = env.observation_space, env.action_space
+        env.close()
+    except Exception as e:  # Gymnasium's own line: the closest id to an unknown one, the
+        # extra to install (pinned here to this Gymnasium); or a module of the user's that fails
+        message = re.sub(r'"gymnasium\[(\w+)\]"', rf'"gymnasium[\1]=={gym.__version__}"', str(e))
+        fail(f"cannot make {env_id}: {type(e).__name__}: {(message.splitlines() or [''])[0]}")
+    if args.capture_video:
+        try:
+            with warnings.catch_warnings():  # the line below says it
+                warnings.simplefilter("ignore")
+                os.environ.setdefault("SDL_VIDEODRIVER", "dummy")  # frames only, no window
+                env = make(env_id, render_mode="rgb_array")
+                env.reset(seed=0)
+                env.render()
+                env.close()
+        except Exception as e:
+            fail(f"cannot record videos of {env_id} ({type(e).__name__}: "
+                 f"{(str(e).splitlines() or [''])[0]}); for MuJoCo on a machine without a "
+                 "display set MUJOCO_GL=egl")
+    return check_spaces(args, obs_space, action_space)
 
 
-def makeable(env_id):
-    """Whether make_env(env_id) works here (its dependencies installed), for suggestions."""
-    try:
-        with warnings.catch_warnings():  # an old version's deprecation is no news here
-            warnings.simplefilter("ignore")
-            make_env(env_id, max_cycles=25).close()
-        return True
-    except Exception:
-        return False
-
-
-def seed_and_device(seed, cuda):
+def seed_and_device(seed, cuda, threads=1, small_network=True):
     """Seed Python's, NumPy's and torch's random generators (the environments are seeded by
-    their reset), and pick the device: the GPU if asked for and present, else the CPU with
-    one thread (64-unit MLPs run faster without torch's thread pool). With the GPU, a note
-    says that a small network is faster on the CPU."""
+    their reset) and pick the device: the GPU if asked for and present, else the CPU with
+    `threads` threads (one runs a small MLP fastest). On the GPU, a small network (not an
+    image's) gets a note that the CPU is faster."""
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)
     device = torch.device("cuda" if cuda and torch.cuda.is_available() else "cpu")
     if device.type == "cpu":
-        torch.set_num_threads(1)
-    if device.type == "cuda":
+        torch.set_num_threads(threads)
+    elif small_network:
         print(f"{SCRIPT}: note: networks this small train faster on one CPU thread than on "
               "a GPU (measured for every script at its reference settings); --no-cuda uses the CPU")
     return device
 
 
-@torch.no_grad()
-def evaluate(nets, env_id, spec, max_cycles, episodes, seed, device, video_folder=None):
-    """Greedy mean per-agent returns of `episodes` episodes, one per environment copy, all
-    at once. The greedy action is mu_i(o^i), without noise; a done agent sends none. With a video folder each copy's episode is eval-<copy>-episode-0.mp4."""
-    if video_folder is not None:
-        os.environ.setdefault("SDL_VIDEODRIVER", "dummy")  # frames only, no window to open
-    envs = LockstepEnvs(env_id, episodes, spec, max_cycles,
-                        render_mode="rgb_array" if video_folder else None)
-    obs, _, _ = envs.reset(seed)
-    returns = np.full(episodes, np.nan)
-    frames = [[envs.render(n)] for n in range(episodes)] if video_folder else None
-    while np.isnan(returns).any():
-        actions = nets.act(torch.from_numpy(obs).to(device))
-        out = envs.step(to_env_action(actions, spec["low"], spec["high"]))
-        obs = out.obs
-        if video_folder:  # a copy that ended has reset: its frame is the next episode's
-            for n in np.flatnonzero(np.isnan(returns)):
-                frames[n].append(envs.render(n))
-        for n, episode_return, _ in out.episodes:
-            if np.isnan(returns[n]):
-                returns[n] = episode_return
+EVAL_MAX_STEPS = 27_000
+"""an evaluation episode still running after this many steps is cut there (its return so
+far counts): a greedy policy can balance or walk in a circle forever in an environment
+without a time limit. 27,000 steps are ALE's own end of an Atari game (108,000 frames)."""
+
+
+def evaluate(args, models, video_folder=None):
+    """Greedy returns of --eval-episodes episodes, one per environment of a vector env, all
+    at once, seeded seed + 100,000 (every evaluation plays the same starts). The actions
+    come from the script's greedy_policy; with --eval-epsilon (where a script has it), a
+    uniformly random one instead with that probability, from a generator of the
+    evaluation's own. A line every 2 seconds says how far it is."""
+    episodes, seed = args.eval_episodes, args.seed + 100_000
+    envs = make_vector_env(args.env_id, episodes, video_folder=video_folder)
+    act, epsilon = greedy_policy(models, envs), getattr(args, "eval_epsilon", 0.0)
+    obs, info = envs.reset(seed=seed)
+    rng = np.random.default_rng(seed)  # epsilon's draws; training's streams stay untouched
+    returns, steps, last_print = np.full(episodes, np.nan), 0, time.time()
+    while np.isnan(returns).any() and steps < EVAL_MAX_STEPS:
+        actions = act(obs, info)
+        if epsilon:  # Discrete actions only (check_spaces)
+            explore = rng.random(episodes) < epsilon
+            actions = np.where(explore, rng.integers(envs.single_action_space.n, size=episodes),
+                               actions)
+        obs, _, _, _, info = envs.step(actions)
+        if "_episode" in info:
+            first = info["_episode"] & np.isnan(returns)
+            returns[first] = info["episode"]["r"][first]
+        steps += 1
+        if time.time() - last_print >= 2.0:
+            last_print = time.time()
+            print(f"{SCRIPT}: evaluating, {episodes - np.isnan(returns).sum()} of {episodes} "
+                  f"episodes done, {steps:,} steps")
+    if np.isnan(returns).any():
+        print(f"{SCRIPT}: evaluation episodes cut at {EVAL_MAX_STEPS:,} steps; give "
+              f"{args.env_id} a time limit (max_episode_steps)")
+        returns = np.where(np.isnan(returns), envs.episode_returns, returns)
     envs.close()
-    if video_folder:
-        from gymnasium.utils.save_video import save_video  # imports moviepy, only when needed
-    for n, episode_frames in enumerate(frames or []):
-        save_video(episode_frames[:-1], video_folder, fps=10, name_prefix=f"eval-{n}",
-                   episode_index=0, episode_trigger=lambda episode: True)
     return returns
 
 
 class RunWriter:
     """The run folder (the files the docstring at the top lists): config.json at once, the CSV
-    files row by row (flushed, so an interrupted run keeps them), a progress line every 2
-    seconds, the evaluations of --eval-every with best_model.pt; finish() writes the rest.
-    Training runs whole lock-steps of the --num-envs copies: the budget is rounded down to
-    them, said at the start."""
+    files row by row (flushed, so an interrupted run keeps them) and TensorBoard's events
+    from the same rows, a progress line every 2 seconds, the evaluations of --eval-every
+    with best_model; finish() writes the rest. `models` names what a checkpoint holds (each
+    with state_dict and load_state_dict). Training that runs whole rollouts of
+    `rollout_steps` rounds the budget down to them, said at the start."""
 
-    def __init__(self, args, device, spec, nets, rollout_steps=1):
+    def __init__(self, args, device, models, rollout_steps=1, note=""):
         name = "__".join([args.env_id.replace("/", "-").replace(":", "-"), args.exp_name,
                           str(args.seed), str(int(time.time()))])
         self.path, suffix = os.path.join(args.output_dir, name), 1
         while os.path.exists(self.path):  # a run with the same flags in the same second
             suffix += 1
             self.path = os.path.join(args.output_dir, f"{name}-{suffix}")
-        versions = {package: importlib.metadata.version(package) for package in
-                    ("torch", "gymnasium", "numpy", "pettingzoo", "mpe2")}
-        config = {**asdict(args), "device": str(device),
-                  "versions": {**versions, "python": sys.version.split()[0]}}
+        versions = {"gymnasium": gym.__version__, "numpy": np.__version__,
+                    "python": sys.version.split()[0]}
+        versions["torch"] = torch.__version__
+        config = {**asdict(args), "device": str(device), "versions": versions}
         if args.track:  # before the folder and the event files (it syncs those made after it)
             start_tracking(args, os.path.basename(self.path), config)
         try:
@@ -916,36 +937,37 @@ class RunWriter:
             fail(f"cannot create the run folder {self.path}: {e.strerror}")
         with open(os.path.join(self.path, "config.json"), "w") as f:
             json.dump(config, f, indent=2)
-        # TensorBoard's event files get each row of the CSV files too (write_row)
-        self.tensorboard = SummaryWriter(self.path) if args.tensorboard else None
-        if self.tensorboard:  # the flags as a table, in TensorBoard's TEXT tab
+        self.tensorboard = None
+        if args.tensorboard:  # TensorBoard's event files get each CSV row too (write_row)
+            self.tensorboard = TensorBoardWriter(self.path)
             self.tensorboard.add_text("config", "|flag|value|\n|-|-|\n" + "\n".join(
                 f"|{key}|{value}|" for key, value in config.items()))
-        self.summary = dict.fromkeys(SUMMARY_KEYS) | {  # PettingZoo declares no reward_threshold
-            "solved_threshold": None if args.eval_checkpoint else args.stop_at_return,
-            "algorithm": algorithm_name(args), "env_id": args.env_id, "seed": args.seed, "global_steps": 0,
-            "eval_episodes": args.eval_episodes, "interrupted": False}
-        self.args, self.device, self.spec = args, device, spec
-        self.model = nets  # what evaluations play and checkpoints hold
+        # summary.json records when the mean of the last 20 training returns first
+        # reached --stop-at-return, else the environment's reward_threshold (CartPole-v1: 475)
+        threshold = args.stop_at_return if args.stop_at_return is not None else getattr(
+            gym.registry.get(args.env_id.rpartition(":")[2]), "reward_threshold", None)
+        self.summary = dict.fromkeys(SUMMARY_KEYS) | {
+            "solved_threshold": None if args.eval_checkpoint else threshold,
+            "algorithm": args.exp_name, "env_id": args.env_id, "seed": args.seed,
+            "global_steps": 0, "eval_episodes": args.eval_episodes, "interrupted": False}
+        self.args, self.device, self.models = args, device, models
         self.budget = args.total_timesteps // rollout_steps * rollout_steps
         self.files, self.steps, self.returns, self.evaluations = {}, [], [], []
         self.write_row("episodes.csv")  # its header now: a run with no episode has the file
         self.start = self.last_print = time.time()
-        self.first_print = None  # (step, time) of the first progress line after the warm-up
-        self.warm_up = args.learning_starts
-        print(f"{SCRIPT}: {args.env_id}, {len(spec['agents'])} agents, "
-              f"{algorithm_name(args)}, {args.critic_state.upper()} critic, seed {args.seed}, device {device}")
+        self.first_print = None  # (step, time) of the first progress line
+        print(f"{SCRIPT}: {args.env_id}, seed {args.seed}, device {device}{note}")
         if self.budget != args.total_timesteps and args.eval_checkpoint is None:
             print(f"{SCRIPT}: training runs {self.budget:,} of --total-timesteps "
-                  f"{args.total_timesteps:,}: whole steps of the {rollout_steps} copies of "
-                  "the environment")
+                  f"{args.total_timesteps:,}: whole rollouts of {rollout_steps:,} steps")
 
     def elapsed(self):
         return time.time() - self.start
 
     def write_row(self, filename, **row):
         """Append a row to a CSV file of the run folder, made with a header at first use
-        (episodes.csv's columns are fixed; no row writes the header alone)."""
+        (episodes.csv's columns are fixed; no row writes the header alone), and its values
+        to TensorBoard at the row's step and moment."""
         if filename not in self.files:
             f = open(os.path.join(self.path, filename), "w", newline="")
             fields = EPISODE_FIELDS if filename == "episodes.csv" else list(row)
@@ -954,12 +976,12 @@ class RunWriter:
         f, writer = self.files[filename]
         if row:
             writer.writerow(row)
-        if row and self.tensorboard:  # the row's values at its step and moment, flushed too
-            when = {"global_step": row["global_step"], "walltime": self.start + row["wall_time"]}
+        if row and self.tensorboard:
             for column, value in row.items():
                 if column not in ("global_step", "wall_time") and value != "":  # "": no value
-                    self.tensorboard.add_scalar(TENSORBOARD_NAMES[column], value, **when)
-            self.tensorboard.flush()
+                    name = {**COMMON_NAMES, **TENSORBOARD_NAMES}.get(column, f"charts/{column}")
+                    self.tensorboard.add_scalar(name, value, row["global_step"],
+                                                self.start + row["wall_time"])
         f.flush()
 
     def episode(self, global_step, episode_return, episode_length):
@@ -975,11 +997,10 @@ class RunWriter:
                        sps=int(global_step / wall_time), **diagnostics)
 
     def step(self, global_step):
-        """After each lock-step: record the step count (should Ctrl-C stop the run), run a
-        greedy evaluation each time global_step crosses a multiple of --eval-every, and
-        print the progress line every 2 seconds, its speed measured from the first line
-        after the --learning-starts warm-up (the start-up and the random warm-up steps would
-        make the speed and ETA wrong)."""
+        """After each environment step: record the step count (should Ctrl-C stop the run),
+        evaluate each time global_step crosses a multiple of --eval-every, and print the
+        progress line every 2 seconds (flushing TensorBoard's events), its speed measured from
+        the first line on (the first seconds hold the start-up)."""
         every, previous = self.args.eval_every, self.summary["global_steps"]
         self.summary["global_steps"] = global_step
         if every and global_step // every > previous // every:
@@ -989,22 +1010,21 @@ class RunWriter:
             first, self.last_print = self.first_print or (global_step, now), now
             sps = (global_step - first[0]) / (now - first[1]) if self.first_print else None
             print(progress_line(global_step, self.budget, sps, self.recent_return()))
-            if global_step >= self.warm_up:  # random steps without updates are far faster
-                self.first_print = first
+            self.first_print = first
+            if self.tensorboard:
+                self.tensorboard.flush()
 
     def evaluation(self, global_step):
-        """Evaluate the actors as they are now on copies of their own (the training copies
-        and the random streams are untouched), append the row to evaluations.csv and, with
-        --save-model, keep the best model so far as best_model.pt."""
+        """Evaluate the policy as it is now on environments of its own (the training ones, the
+        observation statistics and the random streams are untouched), append the row to
+        evaluations.csv and, with --save-model, keep the best model so far (best_model)."""
         wall_time = self.elapsed()
-        returns = evaluate(self.model, self.args.env_id, self.spec, self.args.max_cycles,
-                           self.args.eval_episodes, self.args.seed + 100_000, self.device)
+        returns = evaluate(self.args, self.models)
         mean, std = float(returns.mean()), float(returns.std())
         self.write_row("evaluations.csv", global_step=global_step, wall_time=round(wall_time, 4),
                        eval_return_mean=mean, eval_return_std=std)
-        best = max((m for _, m, _ in self.evaluations), default=-math.inf)
-        if self.args.save_model and mean > best:
-            save_checkpoint(os.path.join(self.path, "best_model.pt"), self.model, self.args)
+        if self.args.save_model and mean > max((m for _, m, _ in self.evaluations), default=-math.inf):
+            save_checkpoint(os.path.join(self.path, "best_" + CHECKPOINT), self.models, self.args)
         self.evaluations.append((global_step, mean, std))
 
     def non_finite(self, loss, global_step):
@@ -1021,8 +1041,8 @@ class RunWriter:
         return float(np.mean(self.returns[-20:])) if self.returns else None
 
     def reached(self, threshold, global_step):
-        """True once the mean of the last 20 returns reaches threshold; records the
-        first step it did (each episode asks it of solved_threshold, train of --stop-at-return)."""
+        """True once the mean of the last 20 returns reaches threshold; records the first step
+        it did (each episode asks it of solved_threshold, train of --stop-at-return)."""
         if threshold is None or len(self.returns) < 20 or self.recent_return() < threshold:
             return False
         if self.summary["solved_at_step"] is None:  # the first time only
@@ -1037,18 +1057,20 @@ class RunWriter:
             self.tensorboard.close()
 
 
+TensorBoardWriter = SummaryWriter
+CHECKPOINT = "model.pt"
+
+
 EPISODE_FIELDS = ("global_step", "wall_time", "episode_return", "episode_length")
 SUMMARY_KEYS = ("algorithm", "env_id", "seed", "global_steps", "wall_time_s",
                 "train_return_last20", "eval_return_mean", "eval_return_std", "eval_episodes",
                 "solved_threshold", "solved_at_step", "solved_at_time_s", "interrupted")
-# The CSV columns as TensorBoard's scalars, under the names CleanRL's scripts give the same
-# quantities (each point at the row's global_step and wall_time)
-TENSORBOARD_NAMES = {
-    "episode_return": "charts/episodic_return", "episode_length": "charts/episodic_length",
-    "sps": "charts/SPS", "gradient_steps": "charts/gradient_steps",
-    "critic_loss": "losses/qf_loss", "q_mean": "losses/qf1_values",
-    "actor_loss": "losses/actor_loss",
-    "eval_return_mean": "eval/episodic_return", "eval_return_std": "eval/episodic_return_std"}
+# The columns every script writes, as TensorBoard's scalars under CleanRL's names (each point
+# at the row's global_step and wall_time); a column in neither these nor the script's own
+# TENSORBOARD_NAMES goes under charts/.
+COMMON_NAMES = {"episode_return": "charts/episodic_return", "sps": "charts/SPS",
+                "episode_length": "charts/episodic_length", "eval_return_mean":
+                "eval/episodic_return", "eval_return_std": "eval/episodic_return_std"}
 
 
 def progress_line(global_step, total_steps, sps, recent_return):
@@ -1069,22 +1091,17 @@ def progress_line(global_step, total_steps, sps, recent_return):
 
 
 def plot_learning_curve(path, steps, returns, title, evaluations=(), final=None):
-    """learning_curve.png: mean per-agent episode return against environment steps, raw
-    points faded and on top the mean of the last 20 episodes, the figure of the progress line
-    and of summary.json's train_return_last20 (the line's last point), one point per step
-    that ended episodes (the N copies end many at the same step: the mean after the last of
-    them); benchmark.py's MPE figures count the last 100 instead. The greedy evaluations
-    (step, mean, std) of --eval-every as a second series, the mean with the std as error
-    bars, and the final evaluation (step, mean, std) after training as a marker of its own."""
+    """learning_curve.png: episode return against environment steps, raw points faded and
+    a moving average of 20 episodes on top; the greedy evaluations (step, mean, std) of
+    --eval-every as a second series, the mean with the std as error bars, and the final
+    evaluation (step, mean, std) after training as a marker of its own."""
     fig = Figure(figsize=(7, 4), dpi=100)
     ax = fig.add_subplot()
-    ax.scatter(steps, returns, s=4, alpha=0.1, label="episode return")
+    ax.scatter(steps, returns, s=6, alpha=0.25, label="episode return")
     if returns:
         window = min(20, len(returns))
         smooth = np.convolve(returns, np.ones(window) / window, mode="valid")
-        ends = np.asarray(steps[window - 1:])
-        last = np.append(ends[1:] != ends[:-1], True)  # a step's last episode
-        ax.plot(ends[last], smooth[last], color="tab:blue", lw=2, label=f"mean of last {window}")
+        ax.plot(steps[window - 1:], smooth, color="tab:blue", lw=2, label=f"mean of last {window}")
     for points, style, label in ((evaluations, dict(color="tab:orange", marker="o", ms=4),
                                   "greedy evaluation (mean, std)"),
                                  ([final] if final else [], dict(color="tab:red", marker="D", ms=7),
@@ -1094,56 +1111,84 @@ def plot_learning_curve(path, steps, returns, title, evaluations=(), final=None)
             ax.errorbar(eval_steps, means, yerr=stds, capsize=3, label=label, **style)
     if ax.get_legend_handles_labels()[0]:
         ax.legend(loc="lower right")
-    ax.set(xlabel="environment steps", ylabel="mean per-agent episode return", title=title)
+    ax.set(xlabel="environment steps", ylabel="episode return", title=title)
     ax.grid(alpha=0.3)
     fig.tight_layout()
     fig.savefig(os.path.join(path, "learning_curve.png"))
     return os.path.join(path, "learning_curve.png")
 
 
-def save_checkpoint(path, nets, args):
-    torch.save({"nets": nets.state_dict(), "args": asdict(args)}, path)
+def save_checkpoint(path, models, args):
+    """model.pt: each model's state dict under its name, and the flags."""
+    torch.save({**{name: m.state_dict() for name, m in models.items()}, "args": asdict(args)},
+               path)
 
 
-def load_checkpoint(path, env_id):
-    """Load a model.pt safely (weights_only, onto the CPU) and check it was made for env_id;
-    None when path is None (no --eval-checkpoint)."""
+def read_checkpoint(path):
+    """A model.pt's dict, loaded safely (weights_only: tensors and plain data, never code)."""
+    return torch.load(path, map_location="cpu", weights_only=True)
+
+
+def load_checkpoint(args):
+    """(args, checkpoint) for --eval-checkpoint: the file (or a run folder's), read safely and
+    checked to be this script's and made for --env-id, and the flags that shape the networks
+    (MODEL_FLAGS) taken from it; (args, None) without the flag."""
+    path = args.eval_checkpoint
     if path is None:
-        return None
-    if os.path.isdir(path):  # a run folder stands for its model.pt
-        path = os.path.join(path, "model.pt")
+        return args, None
+    if os.path.isdir(path):  # a run folder stands for its checkpoint
+        path = os.path.join(path, CHECKPOINT)
         if not os.path.isfile(path):
-            fail(f"run folder {os.path.dirname(path)} has no model.pt; train with --save-model")
+            fail(f"run folder {os.path.dirname(path)} has no {CHECKPOINT}; train with --save-model")
     if not os.path.isfile(path):
         fail(f"checkpoint {path} does not exist")
     try:
-        checkpoint = torch.load(path, map_location="cpu", weights_only=True)
-        saved = checkpoint["args"]  # each lookup raises KeyError where an entry is missing
-        checkpoint["nets"], saved["env_id"]
-        [saved[k] for k in CHECKPOINT_ARGS]
+        checkpoint = read_checkpoint(path)
+        flags = {name: checkpoint["args"][name] for name in ("env_id", *MODEL_FLAGS)}
     except Exception as e:
-        fail(f"checkpoint {path} is not a matd3.py model.pt ({type(e).__name__}); "
+        fail(f"checkpoint {path} is not a {SCRIPT} {CHECKPOINT} ({type(e).__name__}); "
              "make one with --save-model")
-    if saved["env_id"] != env_id:
-        fail(f"checkpoint {path} was made for {saved['env_id']}, not {env_id}; "
-             f"pass --env-id {saved['env_id']}")
-    return checkpoint
+    if flags["env_id"] != args.env_id:
+        fail(f"checkpoint {path} was made for {flags['env_id']}, not {args.env_id}; "
+             f"pass --env-id {flags['env_id']}")
+    return replace(args, **flags), checkpoint
 
 
-def restore(checkpoint, nets, args):
-    """Put a checkpoint's weights into the networks."""
+def restore(checkpoint, models, args):
+    """Put a checkpoint's state into each model."""
     try:
-        nets.load_state_dict(checkpoint["nets"])
-    except (RuntimeError, KeyError, AttributeError, TypeError, ValueError) as e:
+        for name, model in models.items():
+            model.load_state_dict(checkpoint[name])
+    except Exception as e:
         fail(f"checkpoint {args.eval_checkpoint} does not fit {args.env_id}'s networks: "
-             f"{str(e).splitlines()[0]}")
+             f"{type(e).__name__}: {(str(e).splitlines() or [''])[0]}")
 
 
-def finish(args, run, nets, spec, device, trained=True):
-    """Write the run first (model.pt if asked, summary.json, the curve), then
-    evaluate greedily and write summary.json and the curve again with the evaluation, so that
-    Ctrl-C during a long evaluation keeps the run; print the closing line. An interrupted
-    run skips the evaluation."""
+def train_and_finish(run, train, envs=None):
+    """Train (unless --eval-checkpoint gave a model) and finish the run. Ctrl-C during
+    training stops it: the run folder is written, then KeyboardInterrupt goes on up (cli
+    ends the process as an interrupted one); the environments are closed either way."""
+    interrupted = False
+    if run.args.eval_checkpoint is None:
+        try:
+            train()
+        except KeyboardInterrupt:
+            print(f"{SCRIPT}: interrupted; writing what the run has so far")
+            interrupted = run.summary["interrupted"] = True
+        finally:
+            if envs is not None:
+                envs.close()
+    summary = finish(run.args, run, trained=run.args.eval_checkpoint is None)
+    if interrupted:
+        raise KeyboardInterrupt
+    return summary
+
+
+def finish(args, run, trained=True):
+    """Write the run first (the model if asked, summary.json, the curve), then evaluate
+    greedily and write summary.json and the curve again with the evaluation, so that Ctrl-C
+    during a long evaluation keeps the run; print the closing line. An interrupted run skips
+    the evaluation."""
     summary = run.summary
     summary["train_return_last20"] = run.recent_return()
     summary["wall_time_s"] = round(run.elapsed(), 3)
@@ -1151,16 +1196,15 @@ def finish(args, run, nets, spec, device, trained=True):
         print(f"{SCRIPT}: no training episode ended in {summary['global_steps']:,} steps; if "
               f"{args.env_id} has no time limit, register it with max_episode_steps")
     if args.save_model and trained:
-        save_checkpoint(os.path.join(run.path, "model.pt"), nets, args)
+        save_checkpoint(os.path.join(run.path, CHECKPOINT), run.models, args)
     run.close()
     curve = write_summary(args, run, trained)
     if args.eval_episodes and not summary["interrupted"]:
-        video_folder = os.path.join(run.path, "videos") if args.capture_video else None
         print(f"{SCRIPT}: final evaluation, {args.eval_episodes:,} "
               f"episode{'s' * (args.eval_episodes > 1)}; the run is written and Ctrl-C keeps it")
         try:
-            returns = evaluate(nets, args.env_id, spec, args.max_cycles, args.eval_episodes,
-                               args.seed + 100_000, device, video_folder)
+            returns = evaluate(args, run.models, os.path.join(run.path, "videos")
+                               if args.capture_video else None)
         except KeyboardInterrupt:
             print(f"{SCRIPT}: final evaluation interrupted; {run.path} keeps the run without it")
             finish_tracking(args, run, exit_code=130)
@@ -1172,9 +1216,10 @@ def finish(args, run, nets, spec, device, trained=True):
     closing = [f"{SCRIPT}: run folder {run.path}", f"global_steps {summary['global_steps']:,}"]
     for key in ("train_return_last20", "eval_return_mean"):
         closing.append(f"{key} " + ("-" if summary[key] is None else f"{summary[key]:.2f}"))
-    if summary["solved_threshold"] is not None:  # --stop-at-return's
+    if summary["solved_threshold"] is not None:  # --stop-at-return, else the environment's
+        source = "--stop-at-return" if args.stop_at_return is not None else "reward_threshold"
         closing.append(f"solved_at_step {summary['solved_at_step'] or 'not reached'} "
-                       f"(last-20 mean >= --stop-at-return {summary['solved_threshold']:g})")
+                       f"(last-20 mean >= {source} {summary['solved_threshold']:g})")
     if curve:
         closing.append(f"learning curve {curve}")
     print(" | ".join(closing))
@@ -1235,37 +1280,87 @@ def cli():
     except KeyboardInterrupt:
         signal.signal(signal.SIGINT, signal.SIG_DFL)
         os.kill(os.getpid(), signal.SIGINT)
+# End of plumbing/common.py
 
 
+# ---------------------------------------------------------------------------------------
+# Plumbing for PettingZoo: the lock-step vector of parallel environments, their ids
+# ---------------------------------------------------------------------------------------
+# Stamped from plainrl's plumbing/lockstep.py by its stamp.py: edit it there, not here.
 # The MPE tasks in which every agent works for one team, and those with adversaries.
 COOPERATIVE = ("simple_spread_v3", "simple_speaker_listener_v4", "simple_reference_v3",
                "simple_v3", "simple_line_v1", "simple_formation_v1", "collect_treasure_v1")
 COMPETITIVE = ("simple_adversary_v3", "simple_crypto_v3", "simple_push_v3", "simple_tag_v3",
                "simple_world_comm_v3")
-# the flags a checkpoint's networks were built with, which --eval-checkpoint takes over
-CHECKPOINT_ARGS = ("hidden_size", "algo", "twin_q", "target_policy_noise", "policy_delay",
-                   "critic_state", "max_cycles")
 
 
-def make_env(env_id, max_cycles, render_mode=None):
-    """One PettingZoo parallel environment. An MPE task, with continuous actions, is
-    PettingZoo's own AEC-to-parallel conversion of the raw environment, without the wrappers
-    that check every action's bounds and the call order (the script's actions are always
-    in bounds; the checks cost a third of the step time). module:function imports the module and calls the user's function (with
-    render_mode if set)."""
+def make_env(env_id, max_cycles=25, render_mode=None):
+    """One PettingZoo parallel environment. An MPE task is PettingZoo's own AEC-to-parallel
+    conversion of the raw environment (with continuous actions where CONTINUOUS_ACTIONS),
+    without the wrappers that check every action's bounds and the call order (the script's
+    actions are always valid; the checks cost a third of the step time). module:function
+    imports the module and calls the user's function (with render_mode if set). An id the
+    script cannot run raises an error whose line says what to pass instead."""
     module, _, name = env_id.rpartition(":")
-    if module:
-        function = getattr(importlib.import_module(module), name)
-        return function(render_mode=render_mode) if render_mode else function()
-    mpe = importlib.import_module(f"mpe2.{env_id}")  # only this task's: some import SciPy
-    return aec_to_parallel_wrapper(mpe.raw_env(max_cycles=max_cycles, continuous_actions=True,
-                                               render_mode=render_mode))
+    tasks = f"{SCRIPT} runs the cooperative MPE tasks ({', '.join(sorted(COOPERATIVE))})"
+    single_agent = (f"{name} is a single-agent Gymnasium environment; use "
+                    f"{'ddpg_td3.py' if CONTINUOUS_ACTIONS else 'ppo.py'} ({tasks})")
+    if name in gym.registry:
+        raise ValueError(single_agent)
+    if not module:
+        if env_id in COMPETITIVE:
+            raise ValueError(f"{env_id} is a competitive MPE task (adversaries against good "
+                             f"agents); {tasks}")
+        if env_id not in COOPERATIVE:
+            close = [i for i in difflib.get_close_matches(env_id, COOPERATIVE, n=3, cutoff=0.6)
+                     if makeable(i)]
+            raise gym.error.NameNotFound(f"unknown environment id {env_id!r}" + (
+                f"; did you mean {', '.join(close)}?" if close else "")
+                + f"; {tasks}, or module:function for your own")
+        mpe = importlib.import_module(f"mpe2.{env_id}")  # only this task's: some import SciPy
+        return aec_to_parallel_wrapper(mpe.raw_env(
+            max_cycles=max_cycles, continuous_actions=CONTINUOUS_ACTIONS, render_mode=render_mode))
+    try:
+        imported = importlib.import_module(module)
+    except ModuleNotFoundError as e:
+        if e.name != module:  # a module that the user's imports
+            raise
+        raise ModuleNotFoundError(f"no module named {module}; put its folder on PYTHONPATH "
+                                  "(PYTHONPATH=. when it is in this folder)") from None
+    if not hasattr(imported, name):
+        if name in gym.registry:  # registered by the module's import
+            raise ValueError(single_agent)
+        close = [f"{module}:{n}" for n in difflib.get_close_matches(name, dir(imported), n=3)
+                 if callable(getattr(imported, n))]
+        raise gym.error.NameNotFound(
+            f"unknown environment id {env_id!r}: module {module} has no function {name}"
+            + (f" (did you mean {', '.join(close)}?)" if close else "")
+            + "; pass module:function, a function that returns a PettingZoo parallel env")
+    function = getattr(imported, name)
+    env = function(render_mode=render_mode) if render_mode else function()
+    if not (hasattr(env, "possible_agents") and callable(getattr(env, "step", None))
+            and not hasattr(env, "agent_iter")):
+        raise TypeError(f"{env_id} gives a {type(env).__name__}, not a PettingZoo parallel "
+                        "environment; pass a function that returns one (like parallel_env)")
+    return env
+
+
+def makeable(env_id):
+    """Whether make_env(env_id) works here (its dependencies installed), for suggestions."""
+    try:
+        with warnings.catch_warnings():  # an old version's deprecation is no news here
+            warnings.simplefilter("ignore")
+            make_env(env_id).close()
+        return True
+    except Exception:
+        return False
 
 
 class StepResult(NamedTuple):
     """One lock-step of LockstepEnvs: what the agents see next, and what this step gave."""
     obs: np.ndarray  # [N, A, D] next observations (zeros for done agents)
     state: np.ndarray  # [N, S] next states
+    avail: np.ndarray  # [N, A, K] next available actions (K = 0: Box actions)
     active: np.ndarray  # [N, A] who acts next
     rewards: np.ndarray  # [N, A] of this step (0 for agents that did not act)
     terminated: np.ndarray  # [N, A]
@@ -1284,16 +1379,39 @@ class LockstepEnvs:
     (observations after the reset are the next episode's first). Episode returns are the
     mean over agents of each agent's summed reward (PettingZoo has no
     RecordEpisodeStatistics). Without env.state(), the state is the agents' observations
-    joined."""
+    joined. The spaces are copy 0's, as check_env hands them to check_spaces:
+    observation_space {"agents": each agent's, "state": the state's Box}, action_space each
+    agent's. A Discrete agent's available actions are its first n (padded to the largest
+    n), less those its info["action_mask"] forbids; Box actions have none (K = 0)."""
 
-    def __init__(self, env_id, num_envs, spec, max_cycles, render_mode=None):
+    def __init__(self, env_id, num_envs=1, max_cycles=25, render_mode=None):
         self.envs = [make_env(env_id, max_cycles, render_mode) for _ in range(num_envs)]
-        self.agents, self.obs_dims = spec["agents"], spec["obs_dims"]
-        self.has_state = spec["has_state"]
-        self.action_dims = spec["action_dims"]
+        env = self.envs[0]
+        self.agents = list(env.possible_agents)
+        spaces = {agent: env.observation_space(agent) for agent in self.agents}
+        self.action_space = {agent: env.action_space(agent) for agent in self.agents}
+        probe = make_env(env_id, max_cycles)  # reset for the state's size, so that the copies
+        probe.reset(seed=0)                   # are reset by reset() alone
+        try:
+            state_dim, self.has_state = int(np.size(probe.state())), True
+        except (NotImplementedError, AttributeError):
+            state_dim, self.has_state = sum(int(np.prod(s.shape)) for s in spaces.values()), False
+        probe.close()
+        self.observation_space = {"agents": spaces,
+                                  "state": gym.spaces.Box(-np.inf, np.inf, (state_dim,))}
+        # the sizes, read before check_spaces has checked the spaces: each agent's
+        # observation's, and its action count (Discrete) or size (Box)
+        self.obs_dims = [int(np.prod(s.shape)) for s in spaces.values()]
+        self.action_dims = [int(getattr(s, "n", 0)) or int(np.prod(s.shape))
+                            for s in self.action_space.values()]
+        num_actions = 0 if CONTINUOUS_ACTIONS else max(self.action_dims)
+        self.base_avail = np.zeros((len(self.agents), num_actions), dtype=bool)
+        for i, n in enumerate(self.action_dims):
+            self.base_avail[i, :n] = True
         self.shape = (num_envs, len(self.agents))
         self.obs = np.zeros((*self.shape, max(self.obs_dims)), dtype=np.float32)
-        self.state = np.zeros((num_envs, spec["state_dim"]), dtype=np.float32)
+        self.state = np.zeros((num_envs, state_dim), dtype=np.float32)
+        self.avail = np.zeros((*self.shape, num_actions), dtype=bool)
         self.alive = np.zeros(self.shape, dtype=bool)
         self.returns = np.zeros(self.shape)
         self.lengths = np.zeros(num_envs, dtype=np.int64)
@@ -1305,36 +1423,45 @@ class LockstepEnvs:
         return np.concatenate([obs[i, :d] for i, d in enumerate(self.obs_dims)])
 
     def _observe(self, n, observations, infos):
-        """Write copy n's observations and state for its next step."""
+        """Write copy n's observations, state and available actions for its next step."""
         env = self.envs[n]
         self.obs[n] = 0.0
+        self.avail[n] = self.base_avail
         for i, agent in enumerate(self.agents):
             if agent in env.agents:
                 self.obs[n, i, :self.obs_dims[i]] = observations[agent]
+                mask = infos.get(agent, {}).get("action_mask")
+                if mask is not None and not CONTINUOUS_ACTIONS:
+                    self.avail[n, i, :len(mask)] = np.asarray(mask, dtype=bool)
         self.alive[n] = [agent in env.agents for agent in self.agents]
         self.state[n] = self._state(n, self.obs[n])
 
     def reset(self, seed):
         """Reset every copy, each with its own seed drawn from `seed` (with seed + n, run 2's
         copy 0 would replay run 1's copy 1: MPE draws its random start states only at
-        resets, so runs of nearby seeds would share their episodes' start states)."""
+        resets, so runs of nearby seeds would share their episodes' start states). Returns
+        obs, state, avail (Discrete actions only) and active."""
         seeds = np.random.SeedSequence(seed).generate_state(len(self.envs))
         for n, env in enumerate(self.envs):
             self._observe(n, *env.reset(seed=int(seeds[n])))
         self.returns[:] = 0.0
         self.lengths[:] = 0
-        return self.obs.copy(), self.state.copy(), self.alive.copy()
+        seen = ((self.obs, self.state, self.alive) if CONTINUOUS_ACTIONS
+                else (self.obs, self.state, self.avail, self.alive))
+        return tuple(x.copy() for x in seen)
 
     def step(self, actions):
-        """actions [N, A, d] (each agent's first d_i in its bounds) -> StepResult."""
+        """actions [N, A] (Discrete) or [N, A, d] (Box: each agent's first d_i, in its
+        bounds) -> StepResult."""
         rewards = np.zeros(self.shape, dtype=np.float32)
         terminated, truncated = np.zeros(self.shape, dtype=bool), np.zeros(self.shape, dtype=bool)
         final_obs, final_state = np.zeros_like(self.obs), np.zeros_like(self.state)
         ended, episodes = np.zeros(len(self.envs), dtype=bool), []
         for n, env in enumerate(self.envs):
             acting = [(i, agent) for i, agent in enumerate(self.agents) if self.alive[n, i]]
-            observations, rew, term, trunc, infos = env.step(
-                {agent: actions[n, i, :self.action_dims[i]] for i, agent in acting})
+            observations, rew, term, trunc, infos = env.step({
+                agent: actions[n, i, :self.action_dims[i]] if CONTINUOUS_ACTIONS
+                else int(actions[n, i]) for i, agent in acting})
             step_obs = np.zeros_like(self.obs[n])
             for i, agent in acting:
                 step_obs[i, :self.obs_dims[i]] = observations[agent]
@@ -1353,15 +1480,73 @@ class LockstepEnvs:
             episodes.append((n, float(self.returns[n].mean()), int(self.lengths[n])))
             self.returns[n], self.lengths[n] = 0.0, 0
             self._observe(n, *env.reset())
-        return StepResult(self.obs.copy(), self.state.copy(), self.alive.copy(), rewards, terminated, truncated, final_obs,
+        return StepResult(self.obs.copy(), self.state.copy(), self.avail.copy(),
+                          self.alive.copy(), rewards, terminated, truncated, final_obs,
                           final_state, ended, episodes)
 
-    def render(self, n):
+    def render(self, n=0):
         return self.envs[n].render()
 
     def close(self):
         for env in self.envs:
             env.close()
+
+
+EVAL_MAX_CYCLES = 25  # the evaluation's time limit: the run's --max-cycles, which main sets
+
+
+def make_vector_env(env_id, num_envs, video_folder=None):
+    """The evaluation's environments: num_envs copies of env_id in lock-step with Gymnasium's
+    vector API (EvaluationEnvs) at the run's --max-cycles, each copy's first episode
+    recorded into video_folder."""
+    return EvaluationEnvs(env_id, num_envs, EVAL_MAX_CYCLES, video_folder)
+
+
+class EvaluationEnvs(LockstepEnvs):
+    """LockstepEnvs as the plumbing's evaluate plays them, with Gymnasium's vector API:
+    reset(seed=) -> (obs, info) and step(actions) -> (obs, rewards, terminated, truncated,
+    info). info holds the available actions ("avail") and, at a step where copies ended
+    an episode, its mean per-agent return as RecordEpisodeStatistics gives one
+    (info["episode"]["r"] where info["_episode"]); episode_returns are those so far. With a
+    video folder, each copy's first episode is eval-<copy>-episode-0.mp4 there, written at
+    close."""
+
+    def __init__(self, env_id, num_envs, max_cycles=25, video_folder=None):
+        if video_folder is not None:
+            os.environ.setdefault("SDL_VIDEODRIVER", "dummy")  # frames only, no window to open
+        super().__init__(env_id, num_envs, max_cycles, "rgb_array" if video_folder else None)
+        self.video_folder, self.frames = video_folder, [[] for _ in self.envs]
+
+    @property
+    def episode_returns(self):
+        return self.returns.mean(-1)
+
+    def reset(self, seed=None, options=None):
+        super().reset(seed)
+        self.first = np.ones(len(self.envs), dtype=bool)  # in its first episode
+        self.frames = [[self.render(n)] if self.video_folder else [] for n in range(len(self.envs))]
+        return self.obs.copy(), {"avail": self.avail.copy()}
+
+    def step(self, actions):
+        out = super().step(actions)
+        if self.video_folder:  # a copy that ended has reset: its frame is the next episode's
+            for n in np.flatnonzero(self.first):
+                self.frames[n].append(self.render(n))
+        returns = np.zeros(len(self.envs))
+        for n, episode_return, _ in out.episodes:
+            returns[n] = episode_return
+        self.first &= ~out.ended
+        info = {"avail": out.avail, "episode": {"r": returns}, "_episode": out.ended}
+        return out.obs, out.rewards, out.terminated, out.truncated, info
+
+    def close(self):
+        super().close()
+        if self.video_folder:
+            from gymnasium.utils.save_video import save_video  # imports moviepy, only when needed
+        for n, frames in enumerate(self.frames if self.video_folder else []):
+            save_video(frames[:-1], self.video_folder, fps=10, name_prefix=f"eval-{n}",
+                       episode_index=0, episode_trigger=lambda episode: True)
+# End of plumbing/lockstep.py
 
 
 if __name__ == "__main__":

@@ -2,11 +2,11 @@
 hand, HARL's EP and FP replay buffers (insert, windows, wrap-around, valid_transitions), what
 the update passes to the math (every agent's target actor, the target critics, smoothing
 noise and its clip, agent i's actor step on the batch's other actions), what the loop
-stores, runs end to end, watching a run (--eval-every), bad input, determinism. The rules
-every script keeps are tests/test_contract.py's."""
+stores, the lock-step plumbing with Box actions, runs end to end, its hooks (check_flags,
+check_spaces, greedy_policy, MODEL_FLAGS), bad input, determinism. The plumbing every script
+keeps is tests/test_plumbing.py's."""
 import json
 import os
-from types import SimpleNamespace
 
 import gymnasium as gym
 import numpy as np
@@ -14,9 +14,9 @@ import pytest
 import torch
 
 import matd3
-from conftest import (Relay, SameSizeRelay, TerminatingRelay, check_evaluations,
-                      check_named_and_tracked, copies, moved_since, read_csv, same_seed_episodes,
-                      spy_on, unreadable_checkpoints)
+from conftest import (Relay, SameSizeRelay, TerminatingRelay, check_evaluations, copies,
+                      moved_since, read_csv, same_seed_episodes, spy_on)
+from my_envs import TeamEnv
 
 
 def same(x, expected):
@@ -118,6 +118,16 @@ def test_to_env_action_scales_each_agent_to_its_bounds():
     low, high = np.array([[0.0, 0.0], [-2.0, -2.0]]), np.array([[1.0, 1.0], [2.0, 2.0]])
     scaled = matd3.to_env_action(t([[-1, 0], [0.5, 1]]).unsqueeze(0), low, high)
     assert np.allclose(scaled, [[[0, 0.5], [1, 2]]])
+
+
+def test_action_bounds_are_each_agents_own_padded_with_0_and_1():
+    # a: 2 dimensions of their own bounds, [0, 4] and [-1, 1]; b: 1 dimension in [-2, 0],
+    # padded to 2 with [0, 1], which no action uses
+    low, high = matd3.action_bounds({
+        "a": gym.spaces.Box(np.array([0, -1], np.float32), np.array([4, 1], np.float32)),
+        "b": gym.spaces.Box(-2.0, 0.0, (1,))})
+    assert low.tolist() == [[0, -1], [-2, 0]] and high.tolist() == [[4, 1], [0, 1]]
+    assert low.dtype == high.dtype == np.float32
 
 
 def test_resolve_algo_presets_and_overrides():
@@ -551,7 +561,7 @@ def box_envs(monkeypatch, relay_class, num_envs=1):
     env_class = type(f"Box{relay_class.__name__}", (relay_class, BoxRelay), {})
     monkeypatch.setattr(matd3, "make_env", lambda *args, **kwargs: env_class())
     Relay.sent.clear()
-    envs = matd3.LockstepEnvs("simple_v3", num_envs, matd3.check_env("simple_v3"), 3)
+    envs = matd3.LockstepEnvs("simple_v3", num_envs, 3)
     envs.reset(seed=0)
     return envs
 
@@ -590,7 +600,7 @@ def test_no_two_copies_of_nearby_seeds_reset_at_the_same_seed(monkeypatch):
             return super().reset(seed, options)
 
     envs = box_envs(monkeypatch, SeedRecordingRelay, num_envs=3)
-    seeds.clear()  # check_env's reset and box_envs'
+    seeds.clear()  # the reset LockstepEnvs reads the state's size at, and box_envs'
     for seed in (0, 1, 2):
         envs.reset(seed)
     assert len(seeds) == 9 and len(set(seeds)) == 9
@@ -684,6 +694,26 @@ def test_the_loop_scales_each_agents_action_to_its_own_bounds(stored, tmp_path, 
             assert np.allclose(sent["short"], 2 * a[0, :1] + 2, atol=1e-6)
 
 
+def test_the_evaluation_sends_each_agents_noiseless_action_scaled_to_its_bounds(monkeypatch):
+    # greedy_policy through the plumbing's evaluate, one episode on BoundedRelay (short acts
+    # in [0, 4], long in [-2, 0]^2): each lock-step sends every active agent's online actor's
+    # own action mu_i(o^i), without exploration noise, scaled as the loop scales it: short
+    # 2 mu + 2 at step 0 (o = [0]), long mu - 1 at steps 0, 1, 2 (o = [k, k]); short is done
+    # after step 0, long truncated after step 2, which ends the episode.
+    monkeypatch.setattr(matd3, "make_env", lambda *args, **kwargs: BoundedRelay())
+    Relay.sent.clear()
+    torch.manual_seed(0)
+    nets = matd3.Networks([1, 2], [1, 2], 2, 8, twin_q=True)
+    matd3.evaluate(matd3.Args(env_id="simple_v3", eval_episodes=1), {"nets": nets})
+    assert [sorted(sent) for sent in Relay.sent] == [["long", "short"], ["long"], ["long"]]
+    with torch.no_grad():
+        short = 2 * nets.actor(0, torch.zeros(2, 2))[:1].numpy() + 2  # o [A, D] -> [d]
+        assert np.allclose(Relay.sent[0]["short"], short, atol=1e-6)
+        for k, sent in enumerate(Relay.sent):
+            mu = nets.actor(1, torch.full((2, 2), float(k))).numpy()
+            assert np.allclose(sent["long"], mu - 1, atol=1e-6)
+
+
 def test_the_loop_gives_the_update_its_batches_steps_optimizers_and_buffer(tmp_path,
                                                                           monkeypatch):
     # TINY with --gradient-steps 2 and a buffer of 30 rows: the ring holds 30 (not the
@@ -756,61 +786,17 @@ def test_smoke_run_writes_every_file_and_its_model_evaluates(algo, critic_state,
     assert evaluated["eval_return_mean"] == pytest.approx(summary["eval_return_mean"])
 
 
-def test_stop_at_return_stops_and_records_when(tmp_path, monkeypatch):
+def test_stop_at_return_stops_and_records_when(tmp_path):
     # returns are negative but never below -1000: TINY's 2 copies end two episodes every 5
-    # lock-steps (10 steps), the 19th and 20th at step 100, of a budget of 200
-    # The clock (matd3.py's time.time(), standing still at the run's start, 1000 s) moves
-    # 0.25 s at each of the 10 random lock-steps (to step 20, --learning-starts) and 1 s at
-    # each after: lock-step k ends at T(k) = k / 4 up to 2.5 s, then 2.5 + (k - 10).
-    # - episodes.csv: two episodes end at each lock-step 5, 10, ..., 50: T = 1.25, 2.5, 7.5,
-    #   12.5, ..., 42.5;
-    # - updates.csv: a row every 10 steps from step 20, lock-steps 10, 15, ..., 45 (at 50 the
-    #   run stops before it logs): wall_time 2.5, 7.5, ..., 37.5, sps int(2k / T(k)) =
-    #   20/2.5, 30/7.5, 40/12.5, 50/17.5, ... = 8, 4, 3, 2, 2, 2, 2, 2 (the 10 steps since the
-    #   row before would give 8, then 2 at every row; one lock-step's 2 / T(k) 0);
-    # - evaluations.csv (--eval-every 50): at step 50 (lock-step 25, 17.5 s) and 100 (42.5 s);
-    #   a stand-in evaluate returns [c, 3c] at its c-th call: mean 2c, std c (NumPy's
-    #   population std; ddof 1 would give c * sqrt(2) = 1.41c): (2, 1) and (4, 2), which the
-    #   curve draws too, and the final evaluation (6, 3) in summary.json; its episodes are
-    #   episodes.csv's steps and returns;
-    # - solved_at_time_s: the 20th episode's moment, 42.5 s, where the run stops: wall_time_s
-    #   42.5 too.
-    clock, stepped = [1000.0], []
-    monkeypatch.setattr(matd3, "time", SimpleNamespace(time=lambda: clock[0]))
-    step = matd3.LockstepEnvs.step
-
-    def a_while(self, actions):
-        stepped.append(1)
-        clock[0] += 0.25 if len(stepped) <= 10 else 1.0
-        return step(self, actions)
-    monkeypatch.setattr(matd3.LockstepEnvs, "step", a_while)
-    calls = []
-    monkeypatch.setattr(matd3, "evaluate", lambda *a, **k: calls.append(1) or np.array(
-        [len(calls), 3 * len(calls)], float))
-    curves = spy_on(monkeypatch, matd3, "plot_learning_curve", lambda path, steps, returns,
-                    title, evaluations=(), final=None: (steps, returns, list(evaluations), final))
+    # lock-steps (10 steps), the 19th and 20th at step 100, of a budget of 200: the run
+    # stops there, and the summary records it (--stop-at-return's threshold: PettingZoo
+    # has no reward_threshold)
     summary = matd3.main(matd3.Args(stop_at_return=-1000.0, output_dir=str(tmp_path),
-                                    **{**TINY, "total_timesteps": 200, "eval_episodes": 2,
-                                       "eval_every": 50}))
+                                    **{**TINY, "total_timesteps": 200, "eval_episodes": 0}))
     assert summary["solved_at_step"] == summary["global_steps"] == 100
-    assert summary["solved_threshold"] == -1000.0  # --stop-at-return's (PettingZoo has none)
-    assert summary["solved_at_time_s"] == summary["wall_time_s"] == 42.5
-    assert (summary["eval_return_mean"], summary["eval_return_std"]) == (6.0, 3.0)
-    assert summary["eval_episodes"] == 2
-    (path,) = tmp_path.glob("*")
-    T = [None] + [k / 4 if k <= 10 else 2.5 + (k - 10) for k in range(1, 51)]
-    episodes = read_csv(path / "episodes.csv")
-    assert [float(e["wall_time"]) for e in episodes] == [T[k] for k in range(5, 51, 5)
-                                                         for _ in range(2)]
-    updates = read_csv(path / "updates.csv")
-    assert [(int(r["global_step"]), float(r["wall_time"]), int(r["sps"])) for r in updates] == [
-        (2 * k, T[k], sps) for k, sps in zip(range(10, 46, 5), [8, 4, 3, 2, 2, 2, 2, 2])]
-    rows = [(int(r["global_step"]), float(r["wall_time"]), float(r["eval_return_mean"]),
-             float(r["eval_return_std"])) for r in read_csv(path / "evaluations.csv")]
-    assert rows == [(50, 17.5, 2, 1), (100, 42.5, 4, 2)]
-    assert curves[-1] == ([int(e["global_step"]) for e in episodes],
-                          [float(e["episode_return"]) for e in episodes],
-                          [(50, 2, 1), (100, 4, 2)], (100, 6, 3))
+    assert summary["solved_threshold"] == -1000.0
+    episodes = read_csv(next(tmp_path.glob("*/episodes.csv")))
+    assert [int(e["global_step"]) for e in episodes] == [10 * (i // 2 + 1) for i in range(20)]
 
 
 def test_same_seed_gives_the_same_episodes(tmp_path):
@@ -836,13 +822,6 @@ def test_eval_every_evaluates_where_the_step_count_crosses_a_multiple(tmp_path):
     assert [int(r["global_step"]) for r in rows] == [16, 30]
 
 
-def test_exp_name_seed_and_track_name_the_run_folder_the_curve_and_the_wandb_run(tmp_path,
-                                                                                  monkeypatch):
-    # 3 lock-steps of 2 copies, learning from step 2 on batches of 2
-    check_named_and_tracked(matd3, tmp_path, monkeypatch, env_id="simple_spread_v3",
-                            tiny=dict(num_envs=2, max_cycles=5, learning_starts=2, batch_size=2))
-
-
 def test_the_budget_is_whole_lock_steps_and_the_run_says_so_once(tmp_path, capsys):
     # --total-timesteps 45 of 2 copies: 45 // 2 = 22 lock-steps, 44 steps, said once at the
     # start. One update a lock-step from the one that reaches step 20 (--learning-starts),
@@ -850,9 +829,8 @@ def test_the_budget_is_whole_lock_steps_and_the_run_says_so_once(tmp_path, capsy
     # (1 update), 30 (1 + 5 = 6: the lock-steps to 22, 24, ..., 30), 40 (11) and 44 (13);
     # without the row after the last step they would end at 40, 2 updates unlogged
     summary = matd3.main(matd3.Args(output_dir=str(tmp_path), **{**TINY, "total_timesteps": 45}))
-    assert capsys.readouterr().out.count(
-        "training runs 44 of --total-timesteps 45: whole steps of the 2 copies of the "
-        "environment\n") == 1
+    assert capsys.readouterr().out.count("training runs 44 of --total-timesteps 45: whole "
+                                         "rollouts of 2 steps\n") == 1
     assert summary["global_steps"] == 44
     updates = read_csv(next(tmp_path.glob("*/updates.csv")))
     assert [(int(u["global_step"]), int(u["gradient_steps"])) for u in updates] == [
@@ -879,8 +857,8 @@ def test_an_evaluation_of_a_checkpoint_trains_nothing_and_takes_the_models_flags
     # --hidden-size 8 built it: each network's two hidden layers (0 and 2) are 8 wide
     assert {tuple(p.shape) for name, p in saved.items() if name.endswith(("0.bias", "2.bias"))} \
         == {(8,)}
-    limits = spy_on(monkeypatch, matd3, "evaluate", lambda nets, env_id, spec, max_cycles,
-                    *rest, **more: max_cycles)
+    limits = spy_on(monkeypatch, matd3, "EvaluationEnvs",
+                    lambda env_id, num_envs, max_cycles, *rest: max_cycles)
     capsys.readouterr()
     summary = matd3.main(matd3.Args(eval_checkpoint=str(trained), total_timesteps=101,
                                     num_envs=2, eval_episodes=1, stop_at_return=5.0,
@@ -890,7 +868,7 @@ def test_an_evaluation_of_a_checkpoint_trains_nothing_and_takes_the_models_flags
     assert limits == [5]
     (evaluation,) = (tmp_path / "eval").iterdir()
     config = json.loads((evaluation / "config.json").read_text())
-    assert {k: config[k] for k in matd3.CHECKPOINT_ARGS} == {
+    assert {k: config[k] for k in matd3.MODEL_FLAGS} == {
         "hidden_size": 8, "algo": "maddpg", "twin_q": False, "target_policy_noise": 0.0,
         "policy_delay": 1, "critic_state": "fp", "max_cycles": 5}
 
@@ -898,19 +876,6 @@ def test_an_evaluation_of_a_checkpoint_trains_nothing_and_takes_the_models_flags
 # ---------------------------------------------------------------------------------------
 # Bad input
 # ---------------------------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def bad_checkpoints(tmp_path_factory):
-    """corrupt and missing from conftest, and a real model.pt of simple_speaker_listener_v4,
-    made once for every row."""
-    tmp_path = tmp_path_factory.mktemp("checkpoints")
-    paths = unreadable_checkpoints(tmp_path)
-    matd3.main(matd3.Args(env_id="simple_speaker_listener_v4", save_model=True,
-                          output_dir=str(tmp_path / "other"), **TINY))
-    (folder,) = os.listdir(tmp_path / "other")
-    paths["listener"] = str(tmp_path / "other" / folder / "model.pt")
-    return paths
-
-
 @pytest.mark.parametrize("argv, message", [
     (["--env-id", "my_envs:team_env"], "has a Discrete action space; matd3.py's actors are "
      "deterministic and need Box actions: use mappo.py"),
@@ -923,47 +888,45 @@ def bad_checkpoints(tmp_path_factory):
     (["--gamma", "1.5"], "--gamma must be in [0, 1]"),
     (["--noise-clip", "0"], "--noise-clip 0 cancels --target-policy-noise"),
     (["--buffer-size", "2"], "holds less than one lock-step"),
-    (["--eval-checkpoint", "corrupt"], "is not a matd3.py model.pt"),
-    (["--eval-checkpoint", "listener"], "was made for simple_speaker_listener_v4, not "
-     "simple_spread_v3; pass --env-id simple_speaker_listener_v4"),
+    (["--env-id", "test_matd3:unbounded_actions_env"], "test_matd3:unbounded_actions_env's "
+     "agent a has actions Box(-inf, inf, (1,), float32); matd3.py needs bounded flat Box"),
+    (["--env-id", "test_matd3:image_observations_env"], "test_matd3:image_observations_env's "
+     "agent a has observations Box(0.0, 3.0, (2, 2), float32); matd3.py's MLPs need flat Box"),
 ])
-def test_bad_input_is_one_line_and_exit_status_2(argv, message, check_usage_error, bad_checkpoints,
+def test_bad_input_is_one_line_and_exit_status_2(argv, message, check_usage_error,
                                                  fresh_env_module):
-    check_usage_error("matd3.py", [bad_checkpoints.get(a, a) for a in argv], message)
+    check_usage_error("matd3.py", argv, message)
+
+
+class UnboundedActions(TeamEnv):
+    """TeamEnv with unbounded Box actions, which matd3.py cannot scale to."""
+
+    def action_space(self, agent):
+        return gym.spaces.Box(-np.inf, np.inf, (1,))
+
+
+def unbounded_actions_env():
+    return UnboundedActions()
+
+
+class ImageObservations(UnboundedActions):
+    """TeamEnv with bounded Box actions and 2 x 2 observations, which matd3.py's MLPs refuse."""
+
+    def action_space(self, agent):
+        return gym.spaces.Box(-1.0, 1.0, (1,))
+
+    def observation_space(self, agent):
+        return gym.spaces.Box(0.0, 3.0, (2, 2))
+
+
+def image_observations_env():
+    return ImageObservations()
 
 
 def test_help_lists_the_flags_with_their_docstrings(check_help):
     check_help("matd3.py", ("--algo", "--twin-q", "--critic-state", "--n-step", "--noise-clip",
                             "--policy-delay", "--max-cycles"),
                ("n of the n-step return", "one row per step"))
-
-
-def test_the_curve_draws_the_mean_of_the_last_20_as_the_console_and_summary_json(tmp_path,
-                                                                                 monkeypatch):
-    # The progress line's "return (last 20)", summary.json's train_return_last20 and the
-    # curve's line are one figure. By hand: 25 episodes, 5 ending at each of the steps 10, 20,
-    # 30, 40, 50 (copies that end together), returns 0, 1, ..., 24. The mean of the last 20
-    # first exists after episode 20 (the last of step 40): (0+...+19)/20 = 9.5; after the last
-    # of step 50: (5+...+24)/20 = 14.5. One point per step: (40, 9.5), (50, 14.5).
-    figures = []
-    monkeypatch.setattr(matd3.Figure, "savefig", lambda fig, path: figures.append(fig))
-    matd3.plot_learning_curve(str(tmp_path), [10 * (i // 5 + 1) for i in range(25)],
-                              [float(i) for i in range(25)], "made up")
-    (line,) = figures[0].axes[0].lines
-    assert line.get_label() == "mean of last 20"
-    assert line.get_xdata().tolist() == [40, 50]
-    assert line.get_ydata().tolist() == pytest.approx([9.5, 14.5])
-    # A run of 24 episodes (2 copies, 5-step episodes, 120 steps): the line ends at
-    # train_return_last20, the mean of episodes.csv's last 20 returns
-    summary = matd3.main(matd3.Args(output_dir=str(tmp_path / "run"),
-                                    **{**TINY, "total_timesteps": 120, "eval_episodes": 0}))
-    (folder,) = os.listdir(tmp_path / "run")
-    returns = [float(r["episode_return"]) for r in
-               read_csv(os.path.join(tmp_path, "run", folder, "episodes.csv"))]
-    assert len(returns) == 24
-    assert summary["train_return_last20"] == pytest.approx(sum(returns[-20:]) / 20)
-    assert figures[1].axes[0].lines[0].get_ydata()[-1] == pytest.approx(
-        summary["train_return_last20"])
 
 
 def test_the_run_folder_and_config_name_the_algorithm(tmp_path):
