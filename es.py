@@ -69,6 +69,7 @@ to Weights & Biases, as CleanRL does).
 # ---------------------------------------------------------------------------------------
 # Imports
 # ---------------------------------------------------------------------------------------
+import contextlib
 import csv
 import difflib
 import glob
@@ -82,6 +83,7 @@ import re
 import signal
 import socket
 import sys
+import threading
 import time
 import typing
 import traceback
@@ -354,9 +356,9 @@ OBS_CLIP = 5.0
 
 
 def make_env(env_id, video_folder=None, name_prefix="eval"):
-    """One environment whose episode returns are recorded by Gymnasium's
-    RecordEpisodeStatistics, cut at EPISODE_STEP_LIMIT steps if it has no time limit (the
-    return of a cut episode is what it collected until then); filmed into video_folder."""
+    """One environment, cut at EPISODE_STEP_LIMIT steps if it has no time limit (the return
+    of a cut episode is what it collected until then); filmed into video_folder (its first
+    episode). A worker's records its episode returns (RecordEpisodeStatistics)."""
     if video_folder is not None:
         os.environ.setdefault("SDL_VIDEODRIVER", "dummy")  # frames only, no window to open
     env = gym.make(env_id, **({"render_mode": "rgb_array"} if video_folder else {}))
@@ -364,8 +366,18 @@ def make_env(env_id, video_folder=None, name_prefix="eval"):
         env = gym.wrappers.TimeLimit(env, EPISODE_STEP_LIMIT)
     if video_folder is not None:
         env = gym.wrappers.RecordVideo(env, video_folder, name_prefix=name_prefix,
-                                       episode_trigger=lambda episode: True)
-    return gym.wrappers.RecordEpisodeStatistics(env)
+                                       episode_trigger=lambda episode: episode == 0)
+    return env
+
+
+def make_vector_env(env_id, num_envs, video_folder=None):
+    """The evaluation's environments: num_envs of make_env's (environment i films as eval-i)
+    in one synchronous vector environment, with SAME_STEP autoreset and the episode statistics
+    recorded by Gymnasium's wrapper."""
+    envs = gym.vector.SyncVectorEnv(
+        [lambda i=i: make_env(env_id, video_folder, f"eval-{i}") for i in range(num_envs)],
+        autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
+    return gym.wrappers.vector.RecordEpisodeStatistics(envs)
 
 
 def normalize(obs, obs_stats):
@@ -476,7 +488,7 @@ def train(args, strategy, normalizer, workers, run, rng):
                    fitness_max=float(np.max(fitness)), fitness_min=float(np.min(fitness)),
                    theta_return=theta_return, theta_norm=theta_norm,
                    grad_norm=float(np.linalg.norm(gradient)))
-        run.step(global_step, strategy.theta)  # progress line; evaluation every --eval-every
+        run.step(global_step)  # progress line; evaluation every --eval-every
 
 
 def main(args: Args) -> dict:
@@ -485,51 +497,139 @@ def main(args: Args) -> dict:
     up (a run whose workers have all died stops the same way, and returns)."""
     # Check everything a user can get wrong before anything runs: one line, exit status 2.
     check_args(args)
-    obs_shape, action_space = check_env(args.env_id)
-    checkpoint = load_checkpoint(args.eval_checkpoint, args.env_id)  # None without the flag
-    if checkpoint is not None:  # the network and the normalization come from the model
-        saved = checkpoint["args"]
-        args = replace(args, policy=saved["policy"], hidden_sizes=tuple(saved["hidden_sizes"]),
-                       norm_obs=saved["norm_obs"])
-    else:
-        args = replace(args, num_workers=worker_count(args))
+    obs_shape, action_space = check_env(args)
+    args, checkpoint = load_checkpoint(args)  # the network's flags come from a checkpoint
+    own_ray = checkpoint is None and args.backend == "ray" and starts_ray(args)  # then stopped
+    try:
+        if checkpoint is None:  # no more workers than the cores (or Ray's CPUs) and members
+            args = replace(args, num_workers=worker_count(args))
 
-    # Set up: seeds, the policy and theta, the observation normalizer, the run folder.
-    random.seed(args.seed)
-    np.random.seed(args.seed)
-    rng = np.random.default_rng(args.seed)  # theta, every member's noise and start states
-    policy = Policy(obs_shape[0], action_space, args.hidden_sizes if args.policy == "mlp" else ())
-    normalizer = ObsNormalizer(obs_shape, args.norm_obs)
-    strategy = EvolutionStrategy(policy.initial_theta(rng), args.sigma, args.learning_rate,
-                                 args.optimizer, args.l2_coef, args.fitness_shaping)
-    if checkpoint is not None:
-        strategy.theta = restore(checkpoint, policy, normalizer, args)
-    run = RunWriter(args, policy, normalizer)
+        # Set up: seeds, the policy and theta, the observation normalizer, the run folder.
+        random.seed(args.seed)
+        np.random.seed(args.seed)
+        rng = np.random.default_rng(args.seed)  # theta, every member's noise and start states
+        policy = Policy(obs_shape[0], action_space,
+                        args.hidden_sizes if args.policy == "mlp" else ())
+        normalizer = ObsNormalizer(obs_shape, args.norm_obs)
+        strategy = EvolutionStrategy(policy.initial_theta(rng), args.sigma, args.learning_rate,
+                                     args.optimizer, args.l2_coef, args.fitness_shaping)
+        models = {"theta": Theta(policy, strategy), "obs_rms": normalizer}  # what model.pt holds
+        if checkpoint is not None:
+            restore(checkpoint, models, args)
+        run = RunWriter(args, "cpu", models, note=f", {policy.num_params} parameters")
 
-    # Train (unless evaluating a checkpoint) on the workers, then finish: evaluate, save, plot.
-    interrupted = False
-    if checkpoint is None:
-        workers = start_workers(args, policy, strategy)  # processes or Ray actors (plumbing)
-        try:
-            train(args, strategy, normalizer, workers, run, rng)
-        except (KeyboardInterrupt, WorkersLost) as stop:
-            print(f"{SCRIPT}: interrupted; writing what the run has so far")
-            run.summary["interrupted"] = True
-            interrupted = not isinstance(stop, WorkersLost)
-        finally:
-            workers.close()
-    summary = finish(args, run, policy, strategy.theta, normalizer, trained=checkpoint is None)
-    if interrupted:
-        raise KeyboardInterrupt  # the run folder is written; the command line exits with 130
-    return summary
+        # Train (unless evaluating a checkpoint) on the workers, then finish: evaluate, save, plot.
+        if checkpoint is None:
+            print(f"{SCRIPT}: population {args.population_size}, {args.num_workers} "
+                  f"{args.backend} worker(s); training runs whole generations: the one whose "
+                  f"episodes reach --total-timesteps {args.total_timesteps:,} is finished")
+        workers = None if checkpoint else start_workers(args, policy, strategy)
+
+        def train_on_the_workers():
+            try:
+                train(args, strategy, normalizer, workers, run, rng)
+            except WorkersLost:  # said by the workers; the run stops as after Ctrl-C, and returns
+                run.summary["interrupted"] = True
+        return train_and_finish(run, train_on_the_workers, workers)
+    finally:  # however the run ends, Ctrl-C included: no Ray process it started outlives it
+        if own_ray:
+            stop_ray()
+
+
+# ---------------------------------------------------------------------------------------
+# What the plumbing asks of es.py: its own checks, its greedy policy, its model's flags
+# ---------------------------------------------------------------------------------------
+def check_flags(args):
+    """es.py's own flags, checked before any environment is made."""
+    if args.env_id.startswith(("ALE/", "MinAtar/")):  # image games, registered by their packages
+        pixels = ("ppo.py and dqn.py" if args.env_id.startswith("ALE/")
+                  else "ppo.py, dqn.py and impala.py")
+        fail(f"{args.env_id} is a game of images ({pixels} learn from them); es.py needs "
+             "a flat Box observation")
+    for name in ("population_size", "episodes_per_member", "sigma", "learning_rate"):
+        if not getattr(args, name) > 0:  # also refuses NaN
+            fail(f"--{name.replace('_', '-')} must be positive, got {getattr(args, name)}")
+    if not args.l2_coef >= 0:
+        fail(f"--l2-coef must be 0 or more, got {args.l2_coef}")
+    if args.num_workers is not None and args.num_workers <= 0:
+        fail(f"--num-workers must be positive, got {args.num_workers}")
+    if args.ray_address is not None and args.backend != "ray":
+        fail("--ray-address is for Ray's workers; add --backend ray")
+    if args.backend == "ray" and importlib.util.find_spec("ray") is None:
+        fail("--backend ray needs Ray: pip install ray==2.60.0 (or use --backend process)")
+    if args.antithetic and args.population_size % 2:
+        fail(f"--population-size {args.population_size} is odd, but --antithetic makes the "
+             f"members in mirrored pairs; use {args.population_size + 1} or --no-antithetic")
+    if args.population_size < 2:
+        fail("--population-size must be at least 2: one member gives no direction")
+    if args.policy == "mlp" and (not args.hidden_sizes or min(args.hidden_sizes) <= 0):
+        fail(f"--hidden-sizes must be positive widths, got {' '.join(map(str, args.hidden_sizes))}"
+             " (for no hidden layer use --policy linear)")
+
+
+def check_spaces(args, obs_space, action_space):
+    """Whether es.py handles the environment's spaces; returns (observation shape, action
+    space)."""
+    env_id = args.env_id
+    if isinstance(action_space, gym.spaces.Box):
+        if len(action_space.shape) != 1:
+            fail(f"{env_id} has a Box action space of shape {action_space.shape}; es.py needs "
+                 "a flat one")
+        if not (np.isfinite(action_space.low).all() and np.isfinite(action_space.high).all()):
+            fail(f"{env_id} has unbounded Box actions; es.py scales a tanh output to the "
+                 "bounds (ppo.py handles unbounded actions)")
+    elif not isinstance(action_space, gym.spaces.Discrete):
+        fail(f"{env_id} has a {type(action_space).__name__} action space; es.py handles "
+             "Discrete and Box (ppo_masked.py masks Discrete actions; no script here takes "
+             "MultiDiscrete)")
+    if not isinstance(obs_space, gym.spaces.Box):
+        fail(f"{env_id} has a {type(obs_space).__name__} observation space; es.py needs a "
+             "Box (ppo_masked.py one-hot encodes Discrete ones, qlearning.py uses a table)")
+    if len(obs_space.shape) != 1:
+        fail(f"{env_id} has observations of shape {obs_space.shape}; es.py's policy needs "
+             "flat vectors")
+    return obs_space.shape, action_space
+
+
+class Theta:
+    """What model.pt keeps of the policy: theta (the strategy's, as a tensor), which must fit
+    the network its flags make; and the policy that plays it."""
+
+    def __init__(self, policy, strategy):
+        self.policy, self.strategy = policy, strategy
+
+    def state_dict(self):
+        return {"theta": torch.from_numpy(np.asarray(self.strategy.theta, dtype=np.float64))}
+
+    def load_state_dict(self, state):
+        theta = state["theta"].numpy().astype(np.float64)
+        if theta.shape != (self.policy.num_params,):
+            raise ValueError(f"theta has {theta.size} parameters, the network "
+                             f"{self.policy.num_params}")
+        self.strategy.theta = theta
+
+
+def greedy_policy(models, envs):
+    """The evaluation's policy, act(obs, info) -> actions: theta itself (the policy is
+    deterministic) in each environment, with the observation statistics as they are, frozen."""
+    policy, obs_stats = models["theta"].policy, models["obs_rms"].frozen()
+    layers = policy.layers(models["theta"].strategy.theta)
+    return lambda obs, info: np.array([policy.act(layers, normalize(o, obs_stats)) for o in obs])
+
+
+MODEL_FLAGS = ("policy", "hidden_sizes", "norm_obs")  # a checkpoint's network is built by these
+# es.py's columns of updates.csv as TensorBoard's scalars, under CleanRL's names
+TENSORBOARD_NAMES = {
+    "generation": "charts/generation", "fitness_mean": "charts/fitness_mean",
+    "fitness_max": "charts/fitness_max", "fitness_min": "charts/fitness_min",
+    "theta_return": "charts/theta_return", "theta_norm": "charts/theta_norm",
+    "grad_norm": "charts/grad_norm"}
 
 
 # ---------------------------------------------------------------------------------------
 # Plumbing: checks, run folder, evaluation, checkpoints (not needed to follow the algorithm)
 # ---------------------------------------------------------------------------------------
-# es.py needs more than the 450 lines below the banner that other scripts keep: after the
-# common pieces come its workers, processes of this machine or Ray actors of a cluster,
-# that replace dead workers' members and check their replicas of theta.
+# Stamped from plainrl's plumbing/common.py by its stamp.py: edit it there, not here.
 class UsageError(Exception):
     """Bad input: reported as one line on stderr with exit status 2, before training."""
 
@@ -543,11 +643,7 @@ def parse_args():
     a value of the wrong type or not among the choices) as one whole line at any terminal
     width: tyro hands the mistake over as data through its parse-error hook (tyro._errors,
     marked experimental, which is one reason requirements.txt pins tyro), and usage_error
-    words it. --help prints as tyro writes it. es.py has no device,
-    so --cuda is refused."""
-    if {"--cuda", "--no-cuda"} & set(sys.argv[1:]):
-        fail("es.py has no --cuda: its networks are NumPy matrices that train without "
-             "gradients, on the CPU (torch only writes and reads model.pt)")
+    words it. --help prints as tyro writes it."""
     with tyro._errors.on_parse_error(usage_error):
         return tyro.cli(Args)
 
@@ -585,133 +681,136 @@ def usage_error(event):
 
 
 def check_args(args):
-    """Everything a user can get wrong in the flags, checked before any environment runs."""
-    for name in ("total_timesteps", "population_size", "episodes_per_member", "sigma",
-                 "learning_rate"):
-        if not getattr(args, name) > 0:  # also refuses NaN
-            fail(f"--{name.replace('_', '-')} must be positive, got {getattr(args, name)}")
-    if not args.l2_coef >= 0:
-        fail(f"--l2-coef must be 0 or more, got {args.l2_coef}")
-    if args.num_workers is not None and args.num_workers <= 0:
-        fail(f"--num-workers must be positive, got {args.num_workers}")
-    if args.ray_address is not None and args.backend != "ray":
-        fail("--ray-address is for Ray's workers; add --backend ray")
-    if args.backend == "ray" and importlib.util.find_spec("ray") is None:
-        fail("--backend ray needs Ray: pip install ray==2.60.0 (or use --backend process)")
-    if args.antithetic and args.population_size % 2:
-        fail(f"--population-size {args.population_size} is odd, but --antithetic makes the "
-             f"members in mirrored pairs; use {args.population_size + 1} or --no-antithetic")
-    if args.population_size < 2:
-        fail("--population-size must be at least 2: one member gives no direction")
-    if args.policy == "mlp" and (not args.hidden_sizes or min(args.hidden_sizes) <= 0):
-        fail(f"--hidden-sizes must be positive widths, got {' '.join(map(str, args.hidden_sizes))}"
-             " (for no hidden layer use --policy linear)")
+    """Everything a user can get wrong in the flags, before any environment is made: the
+    algorithm's own checks (check_flags), then those of the flags every script has."""
+    check_flags(args)
+    if args.total_timesteps <= 0:
+        fail(f"--total-timesteps must be positive, got {args.total_timesteps}")
     if args.eval_episodes < 0:
         fail(f"--eval-episodes must be 0 or more, got {args.eval_episodes}")
     if args.eval_every < 0:
-        fail("--eval-every must be 0 (evaluate only after training) or more, "
-             f"got {args.eval_every}")
+        fail(f"--eval-every must be 0 (evaluate only after training) or more, got {args.eval_every}")
     if args.eval_every and not args.eval_episodes:
         fail("--eval-every needs at least one evaluation episode; pass --eval-episodes 1 or more")
     if args.capture_video and not args.eval_episodes:
         fail("--capture-video records the evaluation episodes, and --eval-episodes 0 has none; "
              "pass --eval-episodes 1 or more")
-    if args.capture_video and importlib.util.find_spec("moviepy") is None:
-        fail("--capture-video needs moviepy: pip install moviepy==2.2.1")
-    if args.track and importlib.util.find_spec("wandb") is None:
-        fail("--track needs wandb: pip install wandb==0.31.0")
+    for flag, needed, package in (("capture_video", "moviepy", "moviepy==2.2.1"),
+                                  ("track", "wandb", "wandb==0.31.0")):
+        if getattr(args, flag) and importlib.util.find_spec(needed) is None:
+            fail(f"--{flag.replace('_', '-')} needs {needed}: pip install {package}")
     if args.track and not args.tensorboard:
         fail("--track syncs TensorBoard's event files to Weights & Biases; drop --no-tensorboard")
 
 
-def check_env(env_id):
-    """Make env_id once (gym.make imports the module of a module:EnvId id itself) and check
-    that es.py handles its spaces; returns (obs_shape, action_space)."""
-    module = env_id.rpartition(":")[0]
-    if env_id.startswith(("ALE/", "MinAtar/")):  # image games, registered by their packages
-        pixels = ("ppo.py and dqn.py" if env_id.startswith("ALE/")
-                  else "ppo.py, dqn.py and impala.py")
-        fail(f"{env_id} is a game of images ({pixels} learn from them); es.py needs "
-             "a flat Box observation")
+def check_env(args, make=gym.make):
+    """Make the environment once (gym.make imports a module:EnvId id's module itself), hand
+    its spaces to check_spaces and return what that returns; with --capture-video, render a
+    frame, so that a machine without a display says so now, not after training."""
+    env_id = args.env_id
     try:
-        env = gym.make(env_id)
-    except (gym.error.NameNotFound, gym.error.VersionNotFound, gym.error.NamespaceNotFound):
-        close = [i for i in difflib.get_close_matches(env_id.rpartition(":")[2], gym.registry,
-                                                      n=6, cutoff=0.6) if makeable(i)][:3]
-        close = [f"{module}:{i}" if module else i for i in close]  # as --env-id takes them
-        fail(f"unknown environment id {env_id!r}"
-             + (f"; did you mean {', '.join(close)}?" if close else "; see gymnasium.registry"))
-    except ModuleNotFoundError as e:  # gym.make's own message does not keep e.name
-        missing = re.search(r"named '([\w.]+)'", str(e))[1]
-        where = ("; put its folder on PYTHONPATH (PYTHONPATH=. when it is in this folder)"
-                 if missing == module else "")
-        fail(f"cannot make {env_id}: no module named {missing}{where}")
-    except (gym.error.Error, ImportError) as e:  # pin the extra to the installed Gymnasium
+        env = make(env_id)
+        obs_space, action_space = env.observation_space, env.action_space
+        env.close()
+    except Exception as e:  # Gymnasium's own line: the closest id to an unknown one, the
+        # extra to install (pinned here to this Gymnasium); or a module of the user's that fails
         message = re.sub(r'"gymnasium\[(\w+)\]"', rf'"gymnasium[\1]=={gym.__version__}"', str(e))
-        fail(f"cannot make {env_id}: {message.splitlines()[0]}")
-    except Exception as e:  # a module of the user's that fails while it is imported
-        fail(f"cannot make {env_id}: {type(e).__name__}: {(str(e).splitlines() or [''])[0]}")
-    obs_space, action_space = env.observation_space, env.action_space
-    env.close()
-    if isinstance(action_space, gym.spaces.Box):
-        if len(action_space.shape) != 1:
-            fail(f"{env_id} has a Box action space of shape {action_space.shape}; es.py needs "
-                 "a flat one")
-        if not (np.isfinite(action_space.low).all() and np.isfinite(action_space.high).all()):
-            fail(f"{env_id} has unbounded Box actions; es.py scales a tanh output to the "
-                 "bounds (ppo.py handles unbounded actions)")
-    elif not isinstance(action_space, gym.spaces.Discrete):
-        fail(f"{env_id} has a {type(action_space).__name__} action space; es.py handles "
-             "Discrete and Box (ppo_masked.py masks Discrete actions; no script here takes "
-             "MultiDiscrete)")
-    if not isinstance(obs_space, gym.spaces.Box):
-        fail(f"{env_id} has a {type(obs_space).__name__} observation space; es.py needs a "
-             "Box (ppo_masked.py one-hot encodes Discrete ones, qlearning.py uses a table)")
-    if len(obs_space.shape) != 1:
-        fail(f"{env_id} has observations of shape {obs_space.shape}; es.py's policy needs "
-             "flat vectors")
-    return obs_space.shape, action_space
+        fail(f"cannot make {env_id}: {type(e).__name__}: {(message.splitlines() or [''])[0]}")
+    spaces = check_spaces(args, obs_space, action_space)
+    if args.capture_video:
+        try:
+            with warnings.catch_warnings():  # the line below says it
+                warnings.simplefilter("ignore")
+                os.environ.setdefault("SDL_VIDEODRIVER", "dummy")  # frames only, no window
+                env = make(env_id, render_mode="rgb_array")
+                env.reset(seed=0)
+                env.render()
+                env.close()
+        except Exception as e:
+            fail(f"cannot record videos of {env_id} ({type(e).__name__}: "
+                 f"{(str(e).splitlines() or [''])[0]}); for MuJoCo on a machine without a "
+                 "display set MUJOCO_GL=egl")
+    return spaces
 
 
-def makeable(env_id):
-    """Whether gym.make(env_id) works here (its dependencies installed), for suggestions."""
-    try:
-        with warnings.catch_warnings():  # an old version's deprecation is no news here
-            warnings.simplefilter("ignore")
-            gym.make(env_id).close()
-        return True
-    except Exception:
-        return False
+def seed_and_device(seed, cuda, threads=1, small_network=True):
+    """Seed Python's, NumPy's and torch's random generators (the environments are seeded by
+    their reset) and pick the device: the GPU if asked for and present, else the CPU with
+    `threads` threads (one runs a small MLP fastest). On the GPU, a small network (not an
+    image's) gets a note that the CPU is faster."""
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+    device = torch.device("cuda" if cuda and torch.cuda.is_available() else "cpu")
+    if device.type == "cpu":
+        torch.set_num_threads(threads)
+    elif small_network:
+        print(f"{SCRIPT}: note: networks this small train faster on one CPU thread than on "
+              "a GPU (measured for every script at its reference settings); --no-cuda uses the CPU")
+    return device
 
 
-def evaluate(policy, theta, obs_stats, env_id, episodes, seed, video_folder=None):
-    """Returns of `episodes` episodes of theta itself (the policy is deterministic, so this
-    is the greedy evaluation), one after another in one environment, seeds seed, seed+1, ...,
-    with the observation statistics obs_stats, frozen."""
-    env = make_env(env_id, video_folder)
-    returns, _, _ = play_episodes(env, policy, policy.layers(theta), obs_stats,
-                                  range(seed, seed + episodes))
-    env.close()
-    return np.array(returns)
+EVAL_MAX_STEPS = 27_000
+"""an evaluation episode still running after this many steps is cut there (its return so
+far counts): a greedy policy can balance or walk in a circle forever in an environment
+without a time limit. 27,000 steps are ALE's own end of an Atari game (108,000 frames)."""
+
+
+def evaluate(args, models, video_folder=None):
+    """Greedy returns of --eval-episodes episodes, one per environment of a vector env, all
+    at once, seeded seed + 100,000 (every evaluation plays the same starts). The actions
+    come from the script's greedy_policy; with --eval-epsilon (where a script has it), a
+    uniformly random one instead with that probability, from a generator of the
+    evaluation's own. A line every 2 seconds says how far it is."""
+    episodes, seed = args.eval_episodes, args.seed + 100_000
+    flags = {flag: getattr(args, flag) for flag in globals().get("ENV_FLAGS", ())}
+    envs = make_vector_env(args.env_id, episodes, video_folder=video_folder, **flags)
+    act, epsilon = greedy_policy(models, envs), getattr(args, "eval_epsilon", 0.0)
+    obs, info = envs.reset(seed=seed)
+    rng = np.random.default_rng(seed)  # epsilon's draws; training's streams stay untouched
+    returns, steps, last_print = np.full(episodes, np.nan), 0, time.time()
+    while np.isnan(returns).any() and steps < EVAL_MAX_STEPS:
+        actions = act(obs, info)
+        if epsilon:  # Discrete actions only (check_spaces)
+            explore = rng.random(episodes) < epsilon
+            actions = np.where(explore, rng.integers(envs.single_action_space.n, size=episodes),
+                               actions)
+        obs, _, _, _, info = envs.step(actions)
+        if "_episode" in info:
+            first = info["_episode"] & np.isnan(returns)
+            returns[first] = info["episode"]["r"][first]
+        steps += 1
+        if time.time() - last_print >= 2.0:
+            last_print = time.time()
+            print(f"{SCRIPT}: evaluating, {episodes - np.isnan(returns).sum()} of {episodes} "
+                  f"episodes done, {steps:,} steps")
+    if np.isnan(returns).any():
+        print(f"{SCRIPT}: evaluation episodes cut at {EVAL_MAX_STEPS:,} steps; give "
+              f"{args.env_id} a time limit (max_episode_steps)")
+        returns = np.where(np.isnan(returns), envs.episode_returns, returns)
+    envs.close()
+    return returns
 
 
 class RunWriter:
     """The run folder (the files the docstring at the top lists): config.json at once, the CSV
-    files row by row (flushed, so an interrupted run keeps them), a progress line every 2
-    seconds, the evaluations of --eval-every with best_model.pt; finish() writes the rest.
-    Training runs whole generations: the one that reaches the budget is finished, as said at
-    the start."""
+    files row by row (flushed, so an interrupted run keeps them) and TensorBoard's events
+    from the same rows, a progress line every 2 seconds, the evaluations of --eval-every
+    with best_model; finish() writes the rest. `models` names what a checkpoint holds (each
+    with state_dict and load_state_dict). Training that runs whole rollouts of
+    `rollout_steps` rounds the budget down to them, said at the start."""
 
-    def __init__(self, args, policy, normalizer):
+    def __init__(self, args, device, models, rollout_steps=1, note=""):
         name = "__".join([args.env_id.replace("/", "-").replace(":", "-"), args.exp_name,
                           str(args.seed), str(int(time.time()))])
         self.path, suffix = os.path.join(args.output_dir, name), 1
         while os.path.exists(self.path):  # a run with the same flags in the same second
             suffix += 1
             self.path = os.path.join(args.output_dir, f"{name}-{suffix}")
-        versions = {"torch": torch.__version__, "gymnasium": gym.__version__,  # torch: model.pt
-                    "numpy": np.__version__, "python": sys.version.split()[0]}
-        config = {**asdict(args), "device": "cpu", "versions": versions}
+        versions = {"gymnasium": gym.__version__, "numpy": np.__version__,
+                    "python": sys.version.split()[0]}
+        versions["torch"] = torch.__version__
+        config = {**asdict(args), "device": str(device), "versions": versions}
         if args.track:  # before the folder and the event files (it syncs those made after it)
             start_tracking(args, os.path.basename(self.path), config)
         try:
@@ -720,9 +819,9 @@ class RunWriter:
             fail(f"cannot create the run folder {self.path}: {e.strerror}")
         with open(os.path.join(self.path, "config.json"), "w") as f:
             json.dump(config, f, indent=2)
-        # TensorBoard's event files get each row of the CSV files too (write_row)
-        self.tensorboard = SummaryWriter(self.path) if args.tensorboard else None
-        if self.tensorboard:  # the flags as a table, in TensorBoard's TEXT tab
+        self.tensorboard = None
+        if args.tensorboard:  # TensorBoard's event files get each CSV row too (write_row)
+            self.tensorboard = TensorBoardWriter(self.path)
             self.tensorboard.add_text("config", "|flag|value|\n|-|-|\n" + "\n".join(
                 f"|{key}|{value}|" for key, value in config.items()))
         # summary.json records when the mean of the last 20 training returns first
@@ -731,25 +830,26 @@ class RunWriter:
             gym.registry.get(args.env_id.rpartition(":")[2]), "reward_threshold", None)
         self.summary = dict.fromkeys(SUMMARY_KEYS) | {
             "solved_threshold": None if args.eval_checkpoint else threshold,
-            "algorithm": "es", "env_id": args.env_id, "seed": args.seed, "global_steps": 0,
-            "eval_episodes": args.eval_episodes, "interrupted": False}
-        self.args, self.policy, self.normalizer = args, policy, normalizer
+            "algorithm": args.exp_name, "env_id": args.env_id, "seed": args.seed,
+            "global_steps": 0, "eval_episodes": args.eval_episodes, "interrupted": False}
+        self.args, self.device, self.models = args, device, models
+        self.budget = args.total_timesteps // rollout_steps * rollout_steps
         self.files, self.steps, self.returns, self.evaluations = {}, [], [], []
         self.write_row("episodes.csv")  # its header now: a run with no episode has the file
         self.start = self.last_print = time.time()
-        self.first_print, self.last_step = None, 0  # (step, time) of the first progress line
-        print(f"{SCRIPT}: {args.env_id}, seed {args.seed}, {policy.num_params} parameters")
-        if args.eval_checkpoint is None:
-            print(f"{SCRIPT}: population {args.population_size}, {args.num_workers} "
-                  f"{args.backend} worker(s); training runs whole generations: the one whose "
-                  f"episodes reach --total-timesteps {args.total_timesteps:,} is finished")
+        self.first_print = None  # (step, time) of the first progress line
+        print(f"{SCRIPT}: {args.env_id}, seed {args.seed}, device {device}{note}")
+        if self.budget != args.total_timesteps and args.eval_checkpoint is None:
+            print(f"{SCRIPT}: training runs {self.budget:,} of --total-timesteps "
+                  f"{args.total_timesteps:,}: whole rollouts of {rollout_steps:,} steps")
 
     def elapsed(self):
         return time.time() - self.start
 
     def write_row(self, filename, **row):
         """Append a row to a CSV file of the run folder, made with a header at first use
-        (episodes.csv's columns are fixed; no row writes the header alone)."""
+        (episodes.csv's columns are fixed; no row writes the header alone), and its values
+        to TensorBoard at the row's step and moment."""
         if filename not in self.files:
             f = open(os.path.join(self.path, filename), "w", newline="")
             fields = EPISODE_FIELDS if filename == "episodes.csv" else list(row)
@@ -758,17 +858,15 @@ class RunWriter:
         f, writer = self.files[filename]
         if row:
             writer.writerow(row)
-        if row and self.tensorboard:  # the row's values at its step and moment, flushed too
-            when = {"global_step": row["global_step"], "walltime": self.start + row["wall_time"]}
+        if row and self.tensorboard:
             for column, value in row.items():
                 if column not in ("global_step", "wall_time") and value != "":  # "": no value
-                    self.tensorboard.add_scalar(TENSORBOARD_NAMES[column], value, **when)
-            self.tensorboard.flush()
+                    name = {**COMMON_NAMES, **TENSORBOARD_NAMES}.get(column, f"charts/{column}")
+                    self.tensorboard.add_scalar(name, value, row["global_step"],
+                                                self.start + row["wall_time"])
         f.flush()
 
     def episode(self, global_step, episode_return, episode_length):
-        """A member's episode: its row, and the steps of all members so far."""
-        self.summary["global_steps"] = global_step
         self.steps.append(global_step)
         self.returns.append(float(episode_return))
         self.write_row("episodes.csv", global_step=global_step, wall_time=round(self.elapsed(), 4),
@@ -780,54 +878,55 @@ class RunWriter:
         self.write_row("updates.csv", global_step=global_step, wall_time=round(wall_time, 4),
                        sps=int(global_step / wall_time), **diagnostics)
 
-    def step(self, global_step, theta):
-        """After each generation: evaluate theta each time global_step crosses a multiple of
-        --eval-every, and print the progress line every 2 seconds, its speed measured from
-        the first line on (the first seconds hold the start-up, which would make the speed
-        and ETA wrong)."""
-        every, previous, self.last_step = self.args.eval_every, self.last_step, global_step
+    def step(self, global_step):
+        """After each environment step: record the step count (should Ctrl-C stop the run),
+        evaluate each time global_step crosses a multiple of --eval-every, and print the
+        progress line every 2 seconds (flushing TensorBoard's events), its speed measured from
+        the first line on (the first seconds hold the start-up), or from the first after
+        --learning-starts where a script has it (random steps run far faster)."""
+        every, previous = self.args.eval_every, self.summary["global_steps"]
+        self.summary["global_steps"] = global_step
         if every and global_step // every > previous // every:
-            self.evaluation(global_step, theta)
+            self.evaluation(global_step)
         now = time.time()
         if now - self.last_print >= 2.0:
             first, self.last_print = self.first_print or (global_step, now), now
             sps = (global_step - first[0]) / (now - first[1]) if self.first_print else None
-            print(progress_line(global_step, self.args.total_timesteps, sps, self.recent_return()))
-            self.first_print = first
+            print(progress_line(global_step, self.budget, sps, self.recent_return()))
+            if global_step >= getattr(self.args, "learning_starts", 0):
+                self.first_print = first
+            if self.tensorboard:
+                self.tensorboard.flush()
 
-    def evaluation(self, global_step, theta):
-        """Evaluate theta as it is now on an environment of its own, seeded as the final
-        evaluation, with the observation statistics as they are (frozen: no worker, training
-        generator or statistic is touched); append the row to evaluations.csv and, with
-        --save-model, keep the best theta so far as best_model.pt."""
+    def evaluation(self, global_step):
+        """Evaluate the policy as it is now on environments of its own (the training ones, the
+        observation statistics and the random streams are untouched), append the row to
+        evaluations.csv and, with --save-model, keep the best model so far (best_model)."""
         wall_time = self.elapsed()
-        returns = evaluate(self.policy, theta, self.normalizer.frozen(), self.args.env_id,
-                           self.args.eval_episodes, self.args.seed + 100_000)
+        returns = evaluate(self.args, self.models)
         mean, std = float(returns.mean()), float(returns.std())
         self.write_row("evaluations.csv", global_step=global_step, wall_time=round(wall_time, 4),
                        eval_return_mean=mean, eval_return_std=std)
-        best = max((m for _, m, _ in self.evaluations), default=-math.inf)
-        if self.args.save_model and mean > best:
-            save_checkpoint(os.path.join(self.path, "best_model.pt"), theta, self.normalizer,
-                            self.args)
+        if self.args.save_model and mean > max((m for _, m, _ in self.evaluations), default=-math.inf):
+            save_checkpoint(os.path.join(self.path, "best_" + CHECKPOINT), self.models, self.args)
         self.evaluations.append((global_step, mean, std))
 
-    def non_finite(self, theta_norm, global_step):
-        """True, after saying so and marking the run interrupted, when theta is NaN or inf."""
-        if math.isfinite(theta_norm):
+    def non_finite(self, loss, global_step):
+        """True, after saying so and marking the run interrupted, when the loss is NaN or inf."""
+        if math.isfinite(loss):
             return False
-        print(f"{SCRIPT}: theta became NaN or infinite at step {global_step}; stopping (try a "
-              "lower --learning-rate or --sigma)")
+        print(f"{SCRIPT}: the loss became non-finite (NaN or inf) at step {global_step}; "
+              "stopping (try a lower --learning-rate)")
         self.summary["interrupted"] = True
         return True
 
     def recent_return(self):
-        """The mean of the last 20 member episode returns (None before the first)."""
+        """The mean of the last 20 training episode returns (None before the first)."""
         return float(np.mean(self.returns[-20:])) if self.returns else None
 
     def reached(self, threshold, global_step):
-        """True once the mean of the last 20 returns reaches threshold; records the
-        first step it did (each episode asks it of solved_threshold, train of --stop-at-return)."""
+        """True once the mean of the last 20 returns reaches threshold; records the first step
+        it did (each episode asks it of solved_threshold, train of --stop-at-return)."""
         if threshold is None or len(self.returns) < 20 or self.recent_return() < threshold:
             return False
         if self.summary["solved_at_step"] is None:  # the first time only
@@ -842,19 +941,20 @@ class RunWriter:
             self.tensorboard.close()
 
 
+TensorBoardWriter = SummaryWriter
+CHECKPOINT = "model.pt"
+
+
 EPISODE_FIELDS = ("global_step", "wall_time", "episode_return", "episode_length")
 SUMMARY_KEYS = ("algorithm", "env_id", "seed", "global_steps", "wall_time_s",
                 "train_return_last20", "eval_return_mean", "eval_return_std", "eval_episodes",
                 "solved_threshold", "solved_at_step", "solved_at_time_s", "interrupted")
-# The CSV columns as TensorBoard's scalars, under the names CleanRL's scripts give the same
-# quantities (each point at the row's global_step and wall_time)
-TENSORBOARD_NAMES = {
-    "episode_return": "charts/episodic_return", "episode_length": "charts/episodic_length",
-    "sps": "charts/SPS", "generation": "charts/generation",
-    "fitness_mean": "charts/fitness_mean", "fitness_max": "charts/fitness_max",
-    "fitness_min": "charts/fitness_min", "theta_return": "charts/theta_return",
-    "theta_norm": "charts/theta_norm", "grad_norm": "charts/grad_norm",
-    "eval_return_mean": "eval/episodic_return", "eval_return_std": "eval/episodic_return_std"}
+# The columns every script writes, as TensorBoard's scalars under CleanRL's names (each point
+# at the row's global_step and wall_time); a column in neither these nor the script's own
+# TENSORBOARD_NAMES goes under charts/.
+COMMON_NAMES = {"episode_return": "charts/episodic_return", "sps": "charts/SPS",
+                "episode_length": "charts/episodic_length", "eval_return_mean":
+                "eval/episodic_return", "eval_return_std": "eval/episodic_return_std"}
 
 
 def progress_line(global_step, total_steps, sps, recent_return):
@@ -881,7 +981,7 @@ def plot_learning_curve(path, steps, returns, title, evaluations=(), final=None)
     evaluation (step, mean, std) after training as a marker of its own."""
     fig = Figure(figsize=(7, 4), dpi=100)
     ax = fig.add_subplot()
-    ax.scatter(steps, returns, s=6, alpha=0.25, label="member episode return")
+    ax.scatter(steps, returns, s=6, alpha=0.25, label="episode return")
     if returns:
         window = min(20, len(returns))
         smooth = np.convolve(returns, np.ones(window) / window, mode="valid")
@@ -895,63 +995,84 @@ def plot_learning_curve(path, steps, returns, title, evaluations=(), final=None)
             ax.errorbar(eval_steps, means, yerr=stds, capsize=3, label=label, **style)
     if ax.get_legend_handles_labels()[0]:
         ax.legend(loc="lower right")
-    ax.set(xlabel="environment steps", ylabel="member episode return", title=title)
+    ax.set(xlabel="environment steps", ylabel="episode return", title=title)
     ax.grid(alpha=0.3)
     fig.tight_layout()
     fig.savefig(os.path.join(path, "learning_curve.png"))
     return os.path.join(path, "learning_curve.png")
 
 
-CHECKPOINT_FLAGS = ("env_id", "policy", "hidden_sizes", "norm_obs")
+def save_checkpoint(path, models, args):
+    """model.pt: each model's state dict under its name, and the flags."""
+    torch.save({**{name: m.state_dict() for name, m in models.items()}, "args": asdict(args)},
+               path)
 
 
-def save_checkpoint(path, theta, normalizer, args):
-    torch.save({"theta": torch.from_numpy(np.asarray(theta, dtype=np.float64)),
-                "obs_rms": normalizer.state_dict(), "args": asdict(args)}, path)
+def read_checkpoint(path):
+    """A model.pt's dict, loaded safely (weights_only: tensors and plain data, never code)."""
+    return torch.load(path, map_location="cpu", weights_only=True)
 
 
-def load_checkpoint(path, env_id):
-    """Load a model.pt safely (weights_only) and check it was made for env_id (as given);
-    None when path is None (no --eval-checkpoint)."""
+def load_checkpoint(args):
+    """(args, checkpoint) for --eval-checkpoint: the file (or a run folder's), read safely and
+    checked to be this script's and made for --env-id, and the flags that shape the networks
+    (MODEL_FLAGS) taken from it; (args, None) without the flag."""
+    path = args.eval_checkpoint
     if path is None:
-        return None
-    if os.path.isdir(path):  # a run folder stands for its model.pt
-        path = os.path.join(path, "model.pt")
+        return args, None
+    if os.path.isdir(path):  # a run folder stands for its checkpoint
+        path = os.path.join(path, CHECKPOINT)
         if not os.path.isfile(path):
-            fail(f"run folder {os.path.dirname(path)} has no model.pt; train with --save-model")
+            fail(f"run folder {os.path.dirname(path)} has no {CHECKPOINT}; train with --save-model")
     if not os.path.isfile(path):
         fail(f"checkpoint {path} does not exist")
     try:
-        checkpoint = torch.load(path, map_location="cpu", weights_only=True)
-        saved = checkpoint["args"]
-        if not {"theta", "obs_rms"} <= set(checkpoint) or not set(CHECKPOINT_FLAGS) <= set(saved):
-            raise KeyError("missing entries")
+        checkpoint = read_checkpoint(path)
+        flags = {name: checkpoint["args"][name] for name in ("env_id", *MODEL_FLAGS)}
     except Exception as e:
-        fail(f"checkpoint {path} is not an es.py model.pt ({type(e).__name__}); "
+        fail(f"checkpoint {path} is not a {SCRIPT} {CHECKPOINT} ({type(e).__name__}); "
              "make one with --save-model")
-    if saved["env_id"] != env_id:
-        fail(f"checkpoint {path} was made for {saved['env_id']}, not {env_id}; "
-             f"pass --env-id {saved['env_id']}")
-    return checkpoint
+    if flags["env_id"] != args.env_id:
+        fail(f"checkpoint {path} was made for {flags['env_id']}, not {args.env_id}; "
+             f"pass --env-id {flags['env_id']}")
+    return replace(args, **flags), checkpoint
 
 
-def restore(checkpoint, policy, normalizer, args):
-    """The checkpoint's theta, checked against the network; loads its observation statistics."""
+def restore(checkpoint, models, args):
+    """Put a checkpoint's state into each model."""
     try:
-        theta = checkpoint["theta"].numpy().astype(np.float64)
-        if theta.shape != (policy.num_params,):
-            raise ValueError(f"theta has {theta.size} parameters, the network {policy.num_params}")
-        normalizer.load_state_dict(checkpoint["obs_rms"])
-    except (ValueError, KeyError, AttributeError, TypeError) as e:
-        fail(f"checkpoint {args.eval_checkpoint} does not fit {args.env_id}'s network: {e}")
-    return theta
+        for name, model in models.items():
+            model.load_state_dict(checkpoint[name])
+    except Exception as e:
+        fail(f"checkpoint {args.eval_checkpoint} does not fit {args.env_id}'s networks: "
+             f"{type(e).__name__}: {(str(e).splitlines() or [''])[0]}")
 
 
-def finish(args, run, policy, theta, normalizer, trained=True):
-    """Write the run first (model.pt if asked, summary.json, the curve), then
-    evaluate theta and write summary.json and the curve again with the evaluation, so that
-    Ctrl-C during a long evaluation keeps the run; print the closing line. An interrupted
-    run skips the evaluation."""
+def train_and_finish(run, train, envs=None):
+    """Train (unless --eval-checkpoint gave a model) and finish the run. Ctrl-C during
+    training stops it: the run folder is written, then KeyboardInterrupt goes on up (cli
+    ends the process as an interrupted one); the environments are closed either way."""
+    interrupted = False
+    if run.args.eval_checkpoint is None:
+        try:
+            train()
+        except KeyboardInterrupt:
+            print(f"{SCRIPT}: interrupted; writing what the run has so far")
+            interrupted = run.summary["interrupted"] = True
+        finally:
+            if envs is not None:
+                envs.close()
+    summary = finish(run.args, run, trained=run.args.eval_checkpoint is None)
+    if interrupted:
+        raise KeyboardInterrupt
+    return summary
+
+
+def finish(args, run, trained=True):
+    """Write the run first (the model if asked, summary.json, the curve), then evaluate
+    greedily and write summary.json and the curve again with the evaluation, so that Ctrl-C
+    during a long evaluation keeps the run; print the closing line. An interrupted run skips
+    the evaluation."""
     summary = run.summary
     summary["train_return_last20"] = run.recent_return()
     summary["wall_time_s"] = round(run.elapsed(), 3)
@@ -959,16 +1080,15 @@ def finish(args, run, policy, theta, normalizer, trained=True):
         print(f"{SCRIPT}: no training episode ended in {summary['global_steps']:,} steps; if "
               f"{args.env_id} has no time limit, register it with max_episode_steps")
     if args.save_model and trained:
-        save_checkpoint(os.path.join(run.path, "model.pt"), theta, normalizer, args)
+        save_checkpoint(os.path.join(run.path, CHECKPOINT), run.models, args)
     run.close()
     curve = write_summary(args, run, trained)
     if args.eval_episodes and not summary["interrupted"]:
-        video_folder = os.path.join(run.path, "videos") if args.capture_video else None
         print(f"{SCRIPT}: final evaluation, {args.eval_episodes:,} "
               f"episode{'s' * (args.eval_episodes > 1)}; the run is written and Ctrl-C keeps it")
         try:
-            returns = evaluate(policy, theta, normalizer.frozen(), args.env_id, args.eval_episodes,
-                               args.seed + 100_000, video_folder)
+            returns = evaluate(args, run.models, os.path.join(run.path, "videos")
+                               if args.capture_video else None)
         except KeyboardInterrupt:
             print(f"{SCRIPT}: final evaluation interrupted; {run.path} keeps the run without it")
             finish_tracking(args, run, exit_code=130)
@@ -1035,8 +1155,7 @@ def finish_tracking(args, run, exit_code=0):
 
 def cli():
     """main(flags) from the command line. Bad input: one line, exit status 2. Ctrl-C: the
-    run folder written, the process dies of SIGINT (130), so a shell loop of runs stops too.
-    The worker processes ignore Ctrl-C and end quietly with the pool."""
+    run folder written, the process dies of SIGINT (130), so a shell loop of runs stops too."""
     try:
         main(parse_args())
     except UsageError as e:
@@ -1045,10 +1164,104 @@ def cli():
     except KeyboardInterrupt:
         signal.signal(signal.SIGINT, signal.SIG_DFL)
         os.kill(os.getpid(), signal.SIGINT)
+# End of plumbing/common.py
 
 
-# es.py's own pieces: the cores, the workers (processes or Ray actors) and Ray.
+# ---------------------------------------------------------------------------------------
+# Plumbing for Ray: joined or started, then stopped
+# ---------------------------------------------------------------------------------------
+# Stamped from plainrl's plumbing/ray.py by its stamp.py: edit it there, not here.
+def starts_ray(args):
+    """Whether this run starts a Ray of its own here (no --ray-address, and none running in
+    this process yet), which it must then stop however it ends (stop_ray)."""
+    import ray
+    return args.ray_address is None and not ray.is_initialized()
 
+
+def stop_ray():
+    """Stop the Ray this run started, its processes with it. Ray's own exit handler would
+    not run after Ctrl-C (cli ends the process by SIGINT), and its raylet, killed with this
+    process, would leave its dashboard and runtime-env agents running, orphaned, a minute."""
+    import ray
+    ray.shutdown()
+
+
+def check_reachable(address):
+    """Fail at once if a host:port address takes no connection (Ray itself would retry it
+    for minutes); None, "auto" and the like are Ray's to resolve."""
+    host, _, port = (address or "").removeprefix("ray://").rpartition(":")
+    if not host or not port.isdigit():
+        return
+    try:
+        socket.create_connection((host, int(port)), timeout=10).close()
+    except OSError as e:
+        fail(f"cannot reach the Ray cluster at {address}: {e.strerror or e}; start it with "
+             "`ray start --head --port=6379` on the head machine")
+
+
+def start_ray(address):
+    """Join the Ray cluster at address, or start Ray on this machine (None), unless this
+    process already has; returns the cluster's CPUs. Says so first: Ray takes seconds to
+    start, and Ctrl-C meanwhile is held back until it has (ctrl_c_held_back)."""
+    import ray
+    check_reachable(address)
+    if not ray.is_initialized():
+        if address is None:  # Ray runs its workers at niceness 15, below any other busy
+            # process: beside one on 2 cores an actor took 48 s to import torch (2.5 s at 0)
+            os.environ.setdefault("RAY_worker_niceness", "0")
+        print(f"{SCRIPT}: " + (f"joining Ray at {address} ..." if address else "starting Ray ..."),
+              flush=True)
+        try:
+            with ctrl_c_held_back(active=address is None):
+                ray.init(address=address, include_dashboard=False, log_to_driver=False,
+                         logging_level="ERROR")
+        except Exception as e:  # Ray raises a bare Exception when its node starts too slowly
+            if address is None:
+                fail(f"cannot start Ray: {str(e).strip().splitlines()[0]} (on a busy machine, "
+                     "try again)")
+            fail(f"cannot join Ray at {address}: {str(e).strip().splitlines()[0]} (is `ray start` "
+                 "running there? If its cluster uses token authentication, set RAY_AUTH_MODE=token"
+                 " and copy its ~/.ray/auth_token here)")
+    cpus = int(ray.cluster_resources().get("CPU", 0))
+    if cpus < 1:
+        fail("the Ray cluster has no CPU to run on; start it with some (ray start --num-cpus)")
+    return cpus
+
+
+@contextlib.contextmanager
+def ctrl_c_held_back(active=True):
+    """Hold Ctrl-C back while Ray starts (active) and raise its KeyboardInterrupt once it has
+    started: interrupted inside ray.init, Ray leaves its processes half-started, out of
+    ray.shutdown's reach (its dashboard and runtime-env agents lived on, orphaned, for about
+    a minute), where once started it stops them all (main's stop_ray). A second Ctrl-C
+    raises at once. Only in the main thread under Python's own SIGINT handler (not where
+    SIGINT is ignored, as in a background job)."""
+    if (not active or signal.getsignal(signal.SIGINT) is not signal.default_int_handler
+            or threading.current_thread() is not threading.main_thread()):
+        yield
+        return
+    pressed = []
+
+    def hold(signum, frame):
+        if pressed:
+            raise KeyboardInterrupt
+        pressed.append(signum)
+        print(f"{SCRIPT}: Ctrl-C: stopping once Ray has started, in a few seconds (Ctrl-C again "
+              "stops at once, and Ray's processes can outlive the run by a minute)", flush=True)
+
+    signal.signal(signal.SIGINT, hold)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    if pressed:
+        raise KeyboardInterrupt
+# End of plumbing/ray.py
+
+
+# ---------------------------------------------------------------------------------------
+# Plumbing of es.py's own: the workers, processes of this machine or Ray actors
+# ---------------------------------------------------------------------------------------
 def available_cores():
     """The cores this process may run on."""
     if hasattr(os, "sched_getaffinity"):
@@ -1157,7 +1370,8 @@ class Replica:
     process runs one in worker_loop; a Ray actor is one."""
 
     def __init__(self, env_id, policy, strategy):
-        self.env, self.policy, self.strategy = make_env(env_id), policy, strategy
+        self.env = gym.wrappers.RecordEpisodeStatistics(make_env(env_id))
+        self.policy, self.strategy = policy, strategy
         strategy.theta = np.array(strategy.theta)  # writable: Ray hands arrays over read-only
 
     def handle(self, message):
@@ -1191,8 +1405,8 @@ class ProcessWorkers(Workers):
                 self.processes.append(process)
         finally:
             signal.signal(signal.SIGINT, handler)
-        super().__init__(self.conns, policy, strategy,
-                         env=make_env(env_id) if num_workers == 1 else None)
+        own = gym.wrappers.RecordEpisodeStatistics(make_env(env_id)) if num_workers == 1 else None
+        super().__init__(self.conns, policy, strategy, env=own)  # one worker: this process plays
 
     def send(self, conn, message):
         try:
@@ -1277,43 +1491,6 @@ class RayWorkers(Workers):
     def close(self):
         for actor in self.actors:
             self.ray.kill(actor)
-
-
-def check_reachable(address):
-    """Fail at once if a host:port address takes no connection (Ray itself would retry it
-    for minutes); None, "auto" and the like are Ray's to resolve."""
-    host, _, port = (address or "").removeprefix("ray://").rpartition(":")
-    if not host or not port.isdigit():
-        return
-    try:
-        socket.create_connection((host, int(port)), timeout=10).close()
-    except OSError as e:
-        fail(f"cannot reach the Ray cluster at {address}: {e.strerror or e}; start it with "
-             "`ray start --head --port=6379` on the head machine")
-
-
-def start_ray(address):
-    """Join the Ray cluster at address, or start Ray on this machine (None), unless this
-    process already has; returns the cluster's CPUs."""
-    import ray
-    check_reachable(address)
-    if not ray.is_initialized():
-        if address is None:  # Ray runs its workers at niceness 15, below any other busy
-            # process: beside one on 2 cores an actor took 48 s to import torch (2.5 s at 0)
-            os.environ.setdefault("RAY_worker_niceness", "0")
-        try:
-            ray.init(address=address, include_dashboard=False, log_to_driver=False,
-                     logging_level="ERROR")
-        except (ConnectionError, ValueError, RuntimeError) as e:
-            if address is None:
-                fail(f"cannot start Ray: {str(e).strip().splitlines()[0]}")
-            fail(f"cannot join Ray at {address}: {str(e).strip().splitlines()[0]} (is `ray start` "
-                 "running there? If its cluster uses token authentication, set RAY_AUTH_MODE=token"
-                 " and copy its ~/.ray/auth_token here)")
-    cpus = int(ray.cluster_resources().get("CPU", 0))
-    if cpus < 1:
-        fail("the Ray cluster has no CPU for a worker; start it with some (ray start --num-cpus)")
-    return cpus
 
 
 if __name__ == "__main__":
