@@ -1,7 +1,8 @@
 """Tests of ppo_lstm.py: the chunk generators and the unroll by hand, what the rollout stores
-and what the update feeds the LSTM (the glue), runs end to end, watching a run
-(--eval-every), its own bad input, determinism. The rules every script keeps (--help, a quiet
-import, the common bad input, Ctrl-C, the progress line, videos) are tests/test_contract.py's."""
+and what the update feeds the LSTM (the glue), its hooks (its own checks, its greedy policy
+with its state, its model's flags), runs end to end, its own bad input, determinism. The
+plumbing's behaviour (--help, the common bad input, Ctrl-C, the run folder, the progress
+line, --eval-every's rows, videos) is tests/test_plumbing.py's."""
 import json
 import math
 import os
@@ -12,14 +13,11 @@ import pytest
 import torch
 
 import ppo_lstm
-from conftest import (CountingEnv, check_an_evaluation_trains_nothing, check_evaluations,
+from conftest import (CountingEnv, check_an_evaluation_trains_nothing,
                       check_every_evaluation_reads_the_running_statistics_and_leaves_them_alone,
-                      check_named_and_tracked, check_the_epochs_kl_and_clipfrac,
-                      check_the_last_20_in_the_summary_and_the_progress_lines,
-                      check_the_time_columns_the_evaluation_rows_and_the_curve, detached,
-                      interrupt_on_call, read_csv, received_actions, same_seed_episodes, set_clock,
-                      spy_on, spy_on_adam, spy_on_progress_lines, spy_on_seeds,
-                      spy_on_stepped_gradient_norms, spy_on_weights, unreadable_checkpoints)
+                      check_the_epochs_kl_and_clipfrac, detached, read_csv, received_actions,
+                      same_seed_episodes, spy_on, spy_on_adam, spy_on_seeds,
+                      spy_on_stepped_gradient_norms, spy_on_weights)
 
 # Episodes of 5 steps cut by a time limit: observations 0, 1, 2, 3, 4, then the fifth step
 # (from observation 4) is truncated with the true final observation 5.
@@ -504,10 +502,12 @@ def test_evaluation_normalizes_observations_with_the_frozen_statistics(monkeypat
         return original(self, obs, state, starts)
 
     monkeypatch.setattr(ppo_lstm.Agent, "greedy", greedy)
+    monkeypatch.setattr(ppo_lstm, "EVAL_HIDE_OBS", ())  # no run's --hide-obs
     normalizer = ppo_lstm.ObsNormalizer((1,), enabled=True)
     normalizer.rms.mean, normalizer.rms.var = np.array([1.0]), np.array([4.0])
     agent = ppo_lstm.Agent(1, 2, False, 8, 4)
-    returns = ppo_lstm.evaluate(agent, normalizer, "CountToThree-v0", 1, 0, torch.device("cpu"))
+    returns = ppo_lstm.evaluate(ppo_lstm.Args(env_id="CountToThree-v0", eval_episodes=1),
+                                {"agent": agent, "obs_rms": normalizer})
     assert returns.tolist() == [3.0] and seen == pytest.approx([-0.5, 0.0, 0.5], abs=1e-6)
     assert normalizer.rms.mean.tolist() == [1.0] and normalizer.rms.var.tolist() == [4.0]
 
@@ -541,7 +541,8 @@ def test_hidden_velocity_smoke_run_writes_every_file_and_its_model_evaluates(tmp
                          eval_episodes=2, eval_every=256, save_model=True,
                          output_dir=str(tmp_path / "train"))
     summary = ppo_lstm.main(args)
-    path, episodes, updates = check_run_folder(summary, args.output_dir, "ppo_lstm", model=True)
+    path, episodes, updates = check_run_folder(summary, args.output_dir, "ppo_lstm-hide1-3",
+                                               model=True)
     assert summary["global_steps"] == 512 and len(updates) == 8
     assert [r["global_step"] for r in read_csv(os.path.join(path, "evaluations.csv"))] == \
         ["256", "512"]
@@ -569,7 +570,7 @@ def test_continuous_run_with_the_naive_generator(tmp_path, check_run_folder):
                          update_epochs=1, eval_episodes=1, norm_reward=True, target_kl=0.5,
                          output_dir=str(tmp_path))
     summary = ppo_lstm.main(args)
-    _, episodes, _ = check_run_folder(summary, args.output_dir, "ppo_lstm")
+    _, episodes, _ = check_run_folder(summary, args.output_dir, "ppo_lstm-hide2")
     assert [e["episode_length"] for e in episodes] == ["200"] * 4  # cut by the time limit
     assert float(episodes[0]["episode_return"]) < 0  # raw returns, not normalized rewards
 
@@ -583,9 +584,10 @@ def test_your_own_environment_module(tmp_path, fresh_env_module, check_run_folde
 
 
 def test_evaluation_carries_the_state_through_the_episode(monkeypatch):
-    # Greedy evaluation of 2 episodes of my_envs:EpisodeNumberOne-v0 at seed 0: environment 0
-    # (seed 0, even) plays episodes of 1 step paying 1, then 2, then 3; environment 1 (seed 1,
-    # odd) one of 3 steps paying 1 a step, 1 + 1 + 1 = 3, which ends at the third step. The
+    # Greedy evaluation of 2 episodes of my_envs:EpisodeNumberOne-v0 at --seed 0: environment
+    # 0 (seed 100,000, even) plays episodes of 1 step paying 1, then 2, then 3; environment 1
+    # (100,001, odd) one of 3 steps paying 1 a step, 1 + 1 + 1 = 3, which ends at the third
+    # step. The
     # states given at each step are zeros at the first step and then the state returned by
     # the step before, never reset, not even where environment 0's episodes end; each
     # environment's first episode alone counts: [1, 3] (the last of each would give [3, 3]).
@@ -599,8 +601,11 @@ def test_evaluation_carries_the_state_through_the_episode(monkeypatch):
         return action, new_state
 
     monkeypatch.setattr(ppo_lstm.Agent, "greedy", greedy)
+    monkeypatch.setattr(ppo_lstm, "EVAL_HIDE_OBS", ())  # no run's --hide-obs
     normalizer = ppo_lstm.ObsNormalizer((1,), enabled=False)
-    returns = ppo_lstm.evaluate(agent, normalizer, "my_envs:EpisodeNumberOne-v0", 2, 0, "cpu")
+    returns = ppo_lstm.evaluate(ppo_lstm.Args(env_id="my_envs:EpisodeNumberOne-v0", seed=0,
+                                              eval_episodes=2),
+                                {"agent": agent, "obs_rms": normalizer})
     assert returns.tolist() == [1.0, 3.0] and len(calls) == 3
     assert calls[0][0][0].abs().sum() == 0 and calls[0][0][1].abs().sum() == 0
     assert all(c[1].sum() == 0 for c in calls) and calls[-1][0][0].abs().sum() > 0
@@ -616,21 +621,6 @@ def test_stop_at_return_stops_and_records_when(tmp_path):
     # CartPole pays at least 1 an episode: the 20th episode's end reaches 1.0 and training
     # stops at that step, not at the budget of 100,000 (nor at the rollout's end)
     assert summary["global_steps"] == summary["solved_at_step"] < 100_000
-
-
-def test_interrupted_run_keeps_its_data(tmp_path, monkeypatch):
-    # Ctrl-C at the third optimizer step: 2 steps an update, so during the second update,
-    # after two rollouts of 2*32 = 64 steps, 128 in all. main writes the run folder, then lets the
-    # KeyboardInterrupt go on (the command line turns it into exit status 130).
-    monkeypatch.setattr(torch.optim.Adam, "step", interrupt_on_call(3, torch.optim.Adam.step))
-    with pytest.raises(KeyboardInterrupt):
-        ppo_lstm.main(ppo_lstm.Args(total_timesteps=2048, num_envs=2, num_steps=32,
-                                    update_epochs=1, save_model=True, output_dir=str(tmp_path)))
-    (path,) = tmp_path.iterdir()
-    summary = json.loads((path / "summary.json").read_text())
-    assert summary["interrupted"] is True and summary["eval_return_mean"] is None
-    assert summary["global_steps"] == 128 and len(read_csv(path / "updates.csv")) == 1
-    assert (path / "learning_curve.png").exists() and (path / "model.pt").exists()
 
 
 def test_the_budget_is_rounded_down_to_whole_rollouts_and_said_once(tmp_path, capsys):
@@ -722,35 +712,11 @@ def test_non_finite_loss_stops_cleanly(tmp_path, monkeypatch, capsys):
     assert "the loss became non-finite (NaN or inf) at step 64" in capsys.readouterr().out
 
 
-def test_same_seed_gives_the_same_episodes(tmp_path, monkeypatch):
-    set_clock(ppo_lstm, monkeypatch)
-    summaries, lines = [], spy_on_progress_lines(ppo_lstm, monkeypatch)
-    rows = same_seed_episodes(lambda out: summaries.append(ppo_lstm.main(ppo_lstm.Args(
+def test_same_seed_gives_the_same_episodes(tmp_path):
+    rows = same_seed_episodes(lambda out: ppo_lstm.main(ppo_lstm.Args(
         hide_obs=[1, 3], total_timesteps=1024, num_envs=4, num_steps=32, eval_episodes=0,
-        output_dir=out))), tmp_path)
+        output_dir=out)), tmp_path)
     assert len(rows) > 20
-    # the last 20 of 38 episodes: 31.35, the mean of all 26.08
-    check_the_last_20_in_the_summary_and_the_progress_lines(rows, summaries[0], lines)
-
-
-# ---------------------------------------------------------------------------------------
-# Watching a run: --eval-every (the progress line is tests/test_contract.py's)
-# ---------------------------------------------------------------------------------------
-def test_eval_every_writes_rows_keeps_the_best_model_and_leaves_training_alone(tmp_path):
-    # Slider-v0 (tests/my_envs.py): 20-step episodes from random starts, so the evaluation's
-    # episodes differ from one another and its mean depends on the observation statistics
-    # that best_model.pt must hold. 3 environments step global_step by 3: 3, 6, ..., 144
-    # (3 rollouts of 3 * 16 steps). A row each time it crosses a multiple of 40: at 42
-    # (14 * 3, past 40), 81 (past 80) and 120 (exactly); 144 crosses none.
-    args = ppo_lstm.Args(env_id="my_envs:Slider-v0", total_timesteps=144, num_envs=3,
-                         num_steps=16, data_chunk_length=8, num_minibatches=2, update_epochs=2,
-                         eval_every=40, eval_episodes=3, save_model=True, seed=1)
-    check_evaluations(ppo_lstm.main, args, tmp_path, [42, 81, 120])
-
-
-def test_the_time_columns_the_evaluation_rows_and_the_curve_by_hand(tmp_path, monkeypatch):
-    check_the_time_columns_the_evaluation_rows_and_the_curve(ppo_lstm, tmp_path, monkeypatch,
-                                                             data_chunk_length=4)
 
 
 # ---------------------------------------------------------------------------------------
@@ -758,13 +724,13 @@ def test_the_time_columns_the_evaluation_rows_and_the_curve_by_hand(tmp_path, mo
 # ---------------------------------------------------------------------------------------
 @pytest.fixture
 def bad_checkpoints(tmp_path):
-    pendulum, misfit = str(tmp_path / "pendulum.pt"), str(tmp_path / "misfit.pt")
-    ppo_lstm.save_checkpoint(pendulum, ppo_lstm.Agent(3, 1, True), ppo_lstm.ObsNormalizer(
-        (3,), True), ppo_lstm.Args(env_id="Pendulum-v1"))
-    # says 32 LSTM units, holds a 64-unit network
-    ppo_lstm.save_checkpoint(misfit, ppo_lstm.Agent(4, 2, False), ppo_lstm.ObsNormalizer(
-        (4,), True), ppo_lstm.Args(lstm_hidden_size=32))
-    return {**unreadable_checkpoints(tmp_path), "pendulum": pendulum, "misfit": misfit}
+    # says 32 LSTM units, holds a 64-unit network: the network is built by the checkpoint's
+    # --lstm-hidden-size (MODEL_FLAGS), not the command line's default 64
+    misfit = str(tmp_path / "misfit.pt")
+    ppo_lstm.save_checkpoint(misfit, {"agent": ppo_lstm.Agent(4, 2, False),
+                                      "obs_rms": ppo_lstm.ObsNormalizer((4,), True)},
+                             ppo_lstm.Args(lstm_hidden_size=32))
+    return {"misfit": misfit}
 
 
 @pytest.mark.parametrize("argv, message", [
@@ -783,18 +749,11 @@ def bad_checkpoints(tmp_path):
     (["--learning-rate", "0"], "--learning-rate must be positive"),
     (["--anneal-steps", "0"], "--anneal-steps must be positive"),
     (["--gae-lambda", "1.5"], "--gae-lambda must be in [0, 1]"),
-    (["--eval-checkpoint", "corrupt"], "is not a ppo_lstm.py model.pt"),
-    (["--eval-checkpoint", "pendulum"], "was made for Pendulum-v1, not CartPole-v1"),
     (["--eval-checkpoint", "misfit"], "does not fit CartPole-v1's network"),
 ])
 def test_bad_input_is_one_line_and_exit_status_2(argv, message, check_usage_error,
                                                  bad_checkpoints, fresh_env_module):
     check_usage_error("ppo_lstm.py", [bad_checkpoints.get(a, a) for a in argv], message)
-
-
-def test_help_lists_the_flags_with_their_docstrings(check_help):
-    check_help("ppo_lstm.py", ("--hide-obs", "--data-chunk-length", "--lstm-hidden-size",
-                               "--no-norm-obs"), ("lambda of GAE",))
 
 
 def test_the_run_folder_and_config_name_the_hidden_dimensions(tmp_path):
@@ -827,12 +786,6 @@ def test_the_run_folder_and_config_name_the_hidden_dimensions(tmp_path):
 # A 6-step run: one rollout of 2 environments * 3 steps, one chunk of 3 steps each, in 2
 # minibatches of one chunk (the default --data-chunk-length 8 does not divide 3 steps)
 SIX_STEPS = dict(num_envs=2, num_steps=3, data_chunk_length=3, num_minibatches=2)
-
-
-def test_exp_name_seed_and_track_name_the_run_folder_the_curve_and_the_wandb_run(tmp_path,
-                                                                                monkeypatch):
-    check_named_and_tracked(ppo_lstm, tmp_path, monkeypatch, env_id="CountToThree-v0",
-                            tiny=SIX_STEPS)
 
 
 def test_an_evaluation_of_a_checkpoint_trains_nothing(tmp_path, capsys):
