@@ -211,14 +211,11 @@ class LockstepEnvs:
             env.close()
 
 
-EVAL_MAX_CYCLES = 25  # the evaluation's time limit: the run's --max-cycles, which main sets
-
-
-def make_vector_env(env_id, num_envs, video_folder=None):
+def make_vector_env(env_id, num_envs, video_folder=None, max_cycles=25):
     """The evaluation's environments: num_envs copies of env_id in lock-step with Gymnasium's
-    vector API (EvaluationEnvs) at the run's --max-cycles, each copy's first episode
-    recorded into video_folder."""
-    return EvaluationEnvs(env_id, num_envs, EVAL_MAX_CYCLES, video_folder)
+    vector API (EvaluationEnvs) at the run's --max-cycles (ENV_FLAGS), each copy's first
+    episode recorded into video_folder."""
+    return EvaluationEnvs(env_id, num_envs, max_cycles, video_folder)
 
 
 class EvaluationEnvs(LockstepEnvs):

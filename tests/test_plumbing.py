@@ -61,9 +61,6 @@ SCRIPTS = {
 # A test runs over every script where a hook makes the behaviour differ: the flags and
 # their help, the checkpoint's models, the training loop's steps and Ctrl-C, the videos.
 BLOCK = ["ppo.py", "qlearning.py"]
-# The scripts that evaluate in one environment, episode after episode (the others play the
-# evaluation episodes side by side, one environment each): one video file per episode too.
-ONE_ENVIRONMENT = {"es.py", "qlearning.py"}
 # A tiny run's final evaluation plays 2 episodes (not the default 10: the same code, a fifth
 # of the time); a test of the evaluation's episodes gives its own count.
 TINY = {script: [*flags, "--eval-episodes", "2"] for script, (flags, _) in SCRIPTS.items()}
@@ -876,9 +873,7 @@ def test_capture_video_names_one_video_per_evaluation_episode_quietly(script, tm
                                     "--output-dir", str(tmp_path)])
     err += capfd.readouterr().err
     assert code == 0
-    assert video_names(tmp_path) == (["eval-episode-0.mp4", "eval-episode-1.mp4"]
-                                     if script in ONE_ENVIRONMENT else
-                                     ["eval-0-episode-0.mp4", "eval-1-episode-0.mp4"])
+    assert video_names(tmp_path) == ["eval-0-episode-0.mp4", "eval-1-episode-0.mp4"]
     assert "XDG_RUNTIME_DIR" not in err  # SDL's complaint, harmless when only frames are drawn
     assert os.environ.get("SDL_VIDEODRIVER") == "dummy"
 
@@ -1027,8 +1022,11 @@ def test_every_flag_docstring_is_one_line_so_help_never_breaks_a_sentence(script
 
 
 # One source: the plumbing below every banner is plumbing/common.py's, stamped
-sys.path.insert(0, os.path.join(ROOT, "plumbing"))
-import stamp  # noqa: E402  (plumbing/stamp.py, the command that writes the blocks)
+# plumbing/stamp.py, the command that writes the blocks, imported from its file (plumbing/ on
+# sys.path would let plumbing/ray.py stand in for the ray package)
+stamp = importlib.util.module_from_spec(importlib.util.spec_from_file_location(
+    "stamp", os.path.join(ROOT, "plumbing", "stamp.py")))
+stamp.__spec__.loader.exec_module(stamp)
 
 
 @pytest.mark.parametrize("script", SCRIPTS)
