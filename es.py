@@ -712,6 +712,8 @@ def check_env(args, make=gym.make):
         env = make(env_id)
         obs_space, action_space = env.observation_space, env.action_space
         env.close()
+    except UsageError:  # a make of the script's own said it already (a package to install)
+        raise
     except Exception as e:  # Gymnasium's own line: the closest id to an unknown one, the
         # extra to install (pinned here to this Gymnasium); or a module of the user's that fails
         message = re.sub(r'"gymnasium\[(\w+)\]"', rf'"gymnasium[\1]=={gym.__version__}"', str(e))
@@ -837,7 +839,7 @@ class RunWriter:
         self.files, self.steps, self.returns, self.evaluations = {}, [], [], []
         self.write_row("episodes.csv")  # its header now: a run with no episode has the file
         self.start = self.last_print = time.time()
-        self.first_print = None  # (step, time) of the first progress line
+        self.first_print, self.last_step = None, 0  # (step, time) of the first progress line
         print(f"{SCRIPT}: {args.env_id}, seed {args.seed}, device {device}{note}")
         if self.budget != args.total_timesteps and args.eval_checkpoint is None:
             print(f"{SCRIPT}: training runs {self.budget:,} of --total-timesteps "
@@ -867,6 +869,7 @@ class RunWriter:
         f.flush()
 
     def episode(self, global_step, episode_return, episode_length):
+        self.summary["global_steps"] = max(self.summary["global_steps"], global_step)
         self.steps.append(global_step)
         self.returns.append(float(episode_return))
         self.write_row("episodes.csv", global_step=global_step, wall_time=round(self.elapsed(), 4),
@@ -884,8 +887,8 @@ class RunWriter:
         progress line every 2 seconds (flushing TensorBoard's events), its speed measured from
         the first line on (the first seconds hold the start-up), or from the first after
         --learning-starts where a script has it (random steps run far faster)."""
-        every, previous = self.args.eval_every, self.summary["global_steps"]
-        self.summary["global_steps"] = global_step
+        every, previous, self.last_step = self.args.eval_every, self.last_step, global_step
+        self.summary["global_steps"] = max(self.summary["global_steps"], global_step)
         if every and global_step // every > previous // every:
             self.evaluation(global_step)
         now = time.time()
