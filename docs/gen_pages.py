@@ -350,10 +350,10 @@ def glance_row(name, results, baselines, found_peers, first_cells=()):
     measure, else the task's goal and what it is measured on), doing nothing, random."""
     r = results[name]
     peer, said, field = found_peers.get(name, (None, None, "eval_return"))
-    ours = spread([run[field] for run in r["runs"]], "{:,.4g}")
+    ours = measured([run[field] for run in r["runs"]])
     if peer:
-        beside = f"{escape_prose(said).replace('|', '&#124;')}: " + spread([run[field] for run in results[peer]["runs"]],
-                                                    "{:,.4g}")
+        beside = (f"{escape_prose(said).replace('|', '&#124;')}: "
+                  + measured([run[field] for run in results[peer]["runs"]]))
     else:
         task = task_of(name)
         on = "evaluation" if task is not None and task.eval_threshold else \
@@ -363,6 +363,14 @@ def glance_row(name, results, baselines, found_peers, first_cells=()):
                else "greedy evaluation")
     cells = [*first_cells, measure, ours, beside, *baseline_cells(r["env_id"], baselines)]
     return "| " + " | ".join(cells) + " |"
+
+
+def measured(values):
+    """A return's median [min, max] over seeds; "not evaluated" where no seed has one (a
+    speed task run with --eval-episodes 0)."""
+    if all(v is None for v in values):
+        return "not evaluated"
+    return spread(values, "{:,.4g}")
 
 
 GLANCE_HEAD = ("| measure | ours, median [min, max] | beside it | doing nothing | random actions |",
