@@ -754,6 +754,7 @@ class RunWriter:
                     name = {**COMMON_NAMES, **TENSORBOARD_NAMES}.get(column, f"charts/{column}")
                     self.tensorboard.add_scalar(name, value, row["global_step"],
                                                 self.start + row["wall_time"])
+            self.tensorboard.flush()  # as the CSV file: a run that crashes keeps its rows
         f.flush()
 
     def episode(self, global_step, episode_return, episode_length):
@@ -772,9 +773,9 @@ class RunWriter:
     def step(self, global_step):
         """After each environment step: record the step count (should Ctrl-C stop the run),
         evaluate each time global_step crosses a multiple of --eval-every, and print the
-        progress line every 2 seconds (flushing TensorBoard's events), its speed measured from
-        the first line on (the first seconds hold the start-up), or from the first after
-        --learning-starts where a script has it (random steps run far faster)."""
+        progress line every 2 seconds, its speed measured from the first line on (the first
+        seconds hold the start-up), or from the first after --learning-starts where a script
+        has it (random steps run far faster)."""
         every, previous, self.last_step = self.args.eval_every, self.last_step, global_step
         self.summary["global_steps"] = max(self.summary["global_steps"], global_step)
         if every and global_step // every > previous // every:
@@ -786,8 +787,6 @@ class RunWriter:
             print(progress_line(global_step, self.budget, sps, self.recent_return()))
             if global_step >= getattr(self.args, "learning_starts", 0):
                 self.first_print = first
-            if self.tensorboard:
-                self.tensorboard.flush()
 
     def evaluation(self, global_step):
         """Evaluate the policy as it is now on environments of its own (the training ones, the

@@ -74,13 +74,14 @@ def check_events_equal_the_csv_rows(script, path, files=CSV_FILES):
     named as the table says, whose points are the file's rows in order: the step is the row's
     global_step, the value the cell (as float32; an empty cell has no point), and the time
     the run's start plus the row's wall_time, the same start for every point."""
-    accumulator, names = events(path), module_of(script).TENSORBOARD_NAMES
+    module = module_of(script)  # the block's common names, then the script's own
+    accumulator, names = events(path), {**module.COMMON_NAMES, **module.TENSORBOARD_NAMES}
     starts, expected_tags = [], set()
     for filename in files:
         rows = read_csv(os.path.join(path, filename))
         assert rows, f"{script} wrote no row of {filename}"
         for column in list(rows[0])[2:]:
-            tag = names[column]
+            tag = names.get(column, f"charts/{column}")  # the block's rule for the rest
             own = CLEANRL_OWN.get(script, {}).get(column, CLEANRL.get(column))
             assert tag == own if own else tag in (f"charts/{column}", f"losses/{column}")
             written = [r for r in rows if r[column] != ""]
