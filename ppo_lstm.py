@@ -515,18 +515,15 @@ class ObsNormalizer:
             setattr(self.rms, k, state[k].numpy())
 
 
-EVAL_HIDE_OBS = ()  # the run's --hide-obs, which main sets, for the evaluation's environments
-
-
-def make_vector_env(env_id, num_envs, reward_gamma=None, video_folder=None, hide_obs=None):
+def make_vector_env(env_id, num_envs, reward_gamma=None, video_folder=None, hide_obs=()):
     """N copies of env_id in one synchronous vector environment, with SAME_STEP autoreset
     (the observation after an episode ends is the next episode's first; the true last one
     is in info["final_obs"]) and episode statistics recorded by Gymnasium's wrapper. Each
-    copy drops the hide_obs dimensions (--hide-obs; None: the run's, EVAL_HIDE_OBS) of every
-    observation it returns, so the agent, the statistics, info["final_obs"] and the
-    evaluation never see them. With reward_gamma (--norm-reward), rewards are divided by the
-    running std of the return discounted by it (Gymnasium's NormalizeReward) and clipped to
-    [-10, 10], after the statistics wrapper, so that episodes.csv keeps the raw returns."""
+    copy drops the hide_obs dimensions (--hide-obs) of every observation it returns, so the
+    agent, the statistics, info["final_obs"] and the evaluation never see them. With
+    reward_gamma (--norm-reward), rewards are divided by the running std of the return
+    discounted by it (Gymnasium's NormalizeReward) and clipped to [-10, 10], after the
+    statistics wrapper, so that episodes.csv keeps the raw returns."""
     def make(i):
         if video_folder is None:
             env = gym.make(env_id)
@@ -537,8 +534,8 @@ def make_vector_env(env_id, num_envs, reward_gamma=None, video_folder=None, hide
                 warnings.filterwarnings("ignore", message=".*Overwriting existing videos")
                 env = gym.wrappers.RecordVideo(env, video_folder, name_prefix=f"eval-{i}",
                                                episode_trigger=lambda episode: episode == 0)
-        space, hidden = env.observation_space, EVAL_HIDE_OBS if hide_obs is None else hide_obs
-        keep = [d for d in range(space.shape[0]) if d not in hidden]
+        space = env.observation_space
+        keep = [d for d in range(space.shape[0]) if d not in hide_obs]
         return gym.wrappers.TransformObservation(env, lambda obs: obs[keep], gym.spaces.Box(
             space.low[keep], space.high[keep], dtype=space.dtype))
 
@@ -668,8 +665,6 @@ def main(args: Args) -> dict:
     check_args(args)
     args, checkpoint = load_checkpoint(args)  # the network's flags and --hide-obs from a model
     obs_dim, action_dim, continuous = check_env(args)  # the dimensions --hide-obs leaves
-    global EVAL_HIDE_OBS  # the evaluation's environments drop them too (make_vector_env)
-    EVAL_HIDE_OBS = args.hide_obs
 
     # Set up: seeds, device, the agent, the observation normalizer, the run folder.
     args = replace(args, exp_name=experiment_name(args))  # ppo_lstm-hide1-3, unless given
@@ -761,6 +756,7 @@ def greedy_policy(models, envs):
 
 # a checkpoint's network is built by these, and it sees what --hide-obs leaves
 MODEL_FLAGS = ("hidden_size", "lstm_hidden_size", "norm_obs", "hide_obs")
+ENV_FLAGS = ("hide_obs",)  # the evaluation's environments drop those dimensions too
 # ppo_lstm.py's losses in updates.csv as TensorBoard's scalars, under CleanRL's names (the
 # others, such as clip_coef, go under charts/)
 TENSORBOARD_NAMES = {
@@ -855,6 +851,8 @@ def check_env(args, make=gym.make):
         env = make(env_id)
         obs_space, action_space = env.observation_space, env.action_space
         env.close()
+    except UsageError:  # a make of the script's own said it already (a package to install)
+        raise
     except Exception as e:  # Gymnasium's own line: the closest id to an unknown one, the
         # extra to install (pinned here to this Gymnasium); or a module of the user's that fails
         message = re.sub(r'"gymnasium\[(\w+)\]"', rf'"gymnasium[\1]=={gym.__version__}"', str(e))
@@ -980,7 +978,7 @@ class RunWriter:
         self.files, self.steps, self.returns, self.evaluations = {}, [], [], []
         self.write_row("episodes.csv")  # its header now: a run with no episode has the file
         self.start = self.last_print = time.time()
-        self.first_print = None  # (step, time) of the first progress line
+        self.first_print, self.last_step = None, 0  # (step, time) of the first progress line
         print(f"{SCRIPT}: {args.env_id}, seed {args.seed}, device {device}{note}")
         if self.budget != args.total_timesteps and args.eval_checkpoint is None:
             print(f"{SCRIPT}: training runs {self.budget:,} of --total-timesteps "
@@ -1007,9 +1005,11 @@ class RunWriter:
                     name = {**COMMON_NAMES, **TENSORBOARD_NAMES}.get(column, f"charts/{column}")
                     self.tensorboard.add_scalar(name, value, row["global_step"],
                                                 self.start + row["wall_time"])
+            self.tensorboard.flush()  # as the CSV file: a run that crashes keeps its rows
         f.flush()
 
     def episode(self, global_step, episode_return, episode_length):
+        self.summary["global_steps"] = max(self.summary["global_steps"], global_step)
         self.steps.append(global_step)
         self.returns.append(float(episode_return))
         self.write_row("episodes.csv", global_step=global_step, wall_time=round(self.elapsed(), 4),
@@ -1024,11 +1024,11 @@ class RunWriter:
     def step(self, global_step):
         """After each environment step: record the step count (should Ctrl-C stop the run),
         evaluate each time global_step crosses a multiple of --eval-every, and print the
-        progress line every 2 seconds (flushing TensorBoard's events), its speed measured from
-        the first line on (the first seconds hold the start-up), or from the first after
-        --learning-starts where a script has it (random steps run far faster)."""
-        every, previous = self.args.eval_every, self.summary["global_steps"]
-        self.summary["global_steps"] = global_step
+        progress line every 2 seconds, its speed measured from the first line on (the first
+        seconds hold the start-up), or from the first after --learning-starts where a script
+        has it (random steps run far faster)."""
+        every, previous, self.last_step = self.args.eval_every, self.last_step, global_step
+        self.summary["global_steps"] = max(self.summary["global_steps"], global_step)
         if every and global_step // every > previous // every:
             self.evaluation(global_step)
         now = time.time()
@@ -1038,8 +1038,6 @@ class RunWriter:
             print(progress_line(global_step, self.budget, sps, self.recent_return()))
             if global_step >= getattr(self.args, "learning_starts", 0):
                 self.first_print = first
-            if self.tensorboard:
-                self.tensorboard.flush()
 
     def evaluation(self, global_step):
         """Evaluate the policy as it is now on environments of its own (the training ones, the

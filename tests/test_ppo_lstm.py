@@ -502,7 +502,6 @@ def test_evaluation_normalizes_observations_with_the_frozen_statistics(monkeypat
         return original(self, obs, state, starts)
 
     monkeypatch.setattr(ppo_lstm.Agent, "greedy", greedy)
-    monkeypatch.setattr(ppo_lstm, "EVAL_HIDE_OBS", ())  # no run's --hide-obs
     normalizer = ppo_lstm.ObsNormalizer((1,), enabled=True)
     normalizer.rms.mean, normalizer.rms.var = np.array([1.0]), np.array([4.0])
     agent = ppo_lstm.Agent(1, 2, False, 8, 4)
@@ -601,7 +600,6 @@ def test_evaluation_carries_the_state_through_the_episode(monkeypatch):
         return action, new_state
 
     monkeypatch.setattr(ppo_lstm.Agent, "greedy", greedy)
-    monkeypatch.setattr(ppo_lstm, "EVAL_HIDE_OBS", ())  # no run's --hide-obs
     normalizer = ppo_lstm.ObsNormalizer((1,), enabled=False)
     returns = ppo_lstm.evaluate(ppo_lstm.Args(env_id="my_envs:EpisodeNumberOne-v0", seed=0,
                                               eval_episodes=2),
