@@ -1,29 +1,23 @@
 """Tests of sac.py: the math by hand, the buffer, what the update passes to the math (glue),
-runs end to end, bad input, determinism (CONTRIBUTING.md, "Tests"; the rules every script
-keeps are tests/test_contract.py's)."""
-import json
+its hooks (check_flags, check_spaces, greedy_policy, MODEL_FLAGS), runs end to end. The
+plumbing's behaviour is tested once for every script, in test_plumbing.py."""
+import importlib
 import math
-import os
 
+import gymnasium as gym
 import numpy as np
 import pytest
 import torch
 import torch.nn as nn
 
 import sac
-from conftest import (approx, check_an_evaluation_trains_nothing, check_episode_ends,
-                      check_named_and_tracked, check_replay_evaluations,
+from conftest import (approx, check_episode_ends,
                       check_the_actor_acts_on_float64_observations_as_float32,
                       check_the_buffer_is_never_larger_than_the_budget,
-                      check_the_curves_moving_mean,
-                      check_the_episode_rows_the_last_20_and_the_times,
-                      check_the_evaluation_rows_and_the_curves_points,
                       check_the_random_actions_fill_minus_one_to_one,
                       check_the_ring_of_field_tensors, check_the_rows_of_numbered_agent_updates,
-                      check_whole_steps_budget, copies, fill_with_constants, interrupt_on_call,
-                      moved_since, read_csv, received_actions, run_folder_env, same_seed_episodes,
-                      saved_sums, set_clock, spy_on, spy_on_acting, spy_on_seeds, tensor,
-                      unreadable_checkpoints)
+                      copies, fill_with_constants, moved_since, read_csv, received_actions,
+                      same_seed_episodes, saved_sums, spy_on, spy_on_acting, spy_on_seeds, tensor)
 
 LOG_2PI_HALF = 0.9189385  # log(2 pi) / 2 = 1.8378771 / 2
 
@@ -600,81 +594,73 @@ TINY = dict(env_id="Pendulum-v1", total_timesteps=600, learning_starts=200, batc
             hidden_size=16, log_interval=200)
 
 
-def test_smoke_run_writes_every_file_and_its_model_evaluates(tmp_path, check_run_folder):
+def test_smoke_run_logs_sacs_diagnostics_and_its_model_evaluates(tmp_path):
     args = sac.Args(**TINY, eval_episodes=2, save_model=True, output_dir=str(tmp_path / "train"))
     summary = sac.main(args)
-    path, episodes, updates = check_run_folder(summary, args.output_dir, "sac", model=True)
+    (path,) = (tmp_path / "train").iterdir()
+    episodes, updates = read_csv(path / "episodes.csv"), read_csv(path / "updates.csv")
     # 600 Pendulum steps are 3 episodes of 200; a row of updates.csv every 200 steps once
-    # learning started at step 200: at 200, 400 and 600
+    # learning started at step 200: at 200, 400 and 600, sac.py's own columns each under a
+    # TensorBoard name (TENSORBOARD_NAMES)
     assert [e["episode_length"] for e in episodes] == ["200"] * 3
     assert [u["global_step"] for u in updates] == ["200", "400", "600"]
-    assert list(updates[0])[3:] == ["critic1_loss", "critic2_loss", "q1_mean", "actor_loss",
-                                    "entropy", "alpha"]
+    own = ["critic1_loss", "critic2_loss", "q1_mean", "actor_loss", "entropy", "alpha"]
+    assert list(updates[0]) == ["global_step", "wall_time", "sps", *own]
+    assert sorted(sac.TENSORBOARD_NAMES) == sorted(own)
     assert all(math.isfinite(float(v)) for u in updates for v in u.values())
     alphas = [float(u["alpha"]) for u in updates]
     assert alphas[0] < 0.1 and alphas[-1] < alphas[0]  # from --alpha 0.1, the entropy is high
-    assert summary["eval_return_mean"] < 0 and summary["eval_episodes"] == 2  # Pendulum's costs
-    state = torch.load(os.path.join(path, "model.pt"), weights_only=True)
-    assert {"actor", "critic1", "critic2", "log_alpha", "args"} <= set(state)
+    assert summary["eval_return_mean"] < 0  # Pendulum's costs
+    # evaluated at the default --hidden-size 64, the checkpoint's 16 comes from model.pt
+    # (MODEL_FLAGS): the same policy on the same evaluation episodes
+    evaluated = sac.main(sac.Args(eval_checkpoint=str(path / "model.pt"), eval_episodes=2,
+                                  output_dir=str(tmp_path / "eval")))
+    assert evaluated["eval_return_mean"] == summary["eval_return_mean"]
+    assert sac.MODEL_FLAGS == ("hidden_size",)
 
-    evaluated = sac.main(sac.Args(eval_checkpoint=os.path.join(path, "model.pt"),
-                                  eval_episodes=2, output_dir=str(tmp_path / "eval")))
-    assert evaluated["eval_return_mean"] == summary["eval_return_mean"]  # same policy, seeds
-    assert evaluated["global_steps"] == 0
 
-
-def test_the_checkpoint_keeps_each_learned_network_under_its_own_name(tmp_path):
-    # Weights a sum tells apart: the actor 3 everywhere, critic 1 ones, critic 2 twos, alpha 0.5
-    agent = agent_for(alpha=0.5)
-    fill_with_constants((agent.actor, 3.0), (agent.critic1, 1.0), (agent.critic2, 2.0))
-    sac.save_checkpoint(tmp_path / "model.pt", agent, agent.args)
-    state, total = saved_sums(tmp_path / "model.pt", ("actor", "critic1", "critic2"))
+def test_the_checkpoint_keeps_each_learned_network_under_its_own_name(tmp_path, monkeypatch):
+    # model.pt holds the actor and the two critics, each under its own name, not the target
+    # critics (updates.csv's alpha column keeps the temperature). Training stands in: it fills
+    # weights a sum tells apart, the actor 3 everywhere, critic 1 ones, critic 2 twos.
+    monkeypatch.setattr(sac, "train", lambda args, agent, *rest: fill_with_constants(
+        (agent.actor, 3.0), (agent.critic1, 1.0), (agent.critic2, 2.0),
+        (agent.critic1_target, 5.0), (agent.critic2_target, 5.0)))
+    sac.main(sac.Args(env_id="BoxZeroToFour-v0", hidden_size=8, save_model=True,
+                      eval_episodes=0, output_dir=str(tmp_path)))
+    state, total = saved_sums(next(tmp_path.glob("*/model.pt")), ("actor", "critic1", "critic2"))
     # A critic of 1 observation + 1 action, 8 hidden: (2*8 + 8) + (8*8 + 8) + (8*1 + 1)
     #   = 24 + 72 + 9 = 105 weights: critic 1 sums to 105 * 1 = 105, critic 2 to 105 * 2 = 210.
     # The actor (mu and log sigma out): (1*8 + 8) + (8*8 + 8) + (8*2 + 2) = 16 + 72 + 18 = 106
-    #   weights of 3 = 318, plus its action_scale buffer [1.0]: 319.
-    assert total == {"actor": approx(319.0), "critic1": approx(105.0), "critic2": approx(210.0)}
-    assert state["log_alpha"].tolist() == approx([math.log(0.5)])  # -0.6931
-    assert state["args"]["alpha"] == 0.5 and state["args"]["hidden_size"] == 8
+    #   weights of 3 = 318, plus its action_scale buffer [2.0] (half of [0, 4]): 320.
+    assert total == {"actor": approx(320.0), "critic1": approx(105.0), "critic2": approx(210.0)}
+    assert sorted(state) == ["actor", "args", "critic1", "critic2"]
+    assert state["args"]["hidden_size"] == 8
 
 
-def test_own_environment_module_is_imported(fresh_env_module, tmp_path, check_run_folder):
-    env_id = f"{fresh_env_module}:Slider-v0"
-    summary = sac.main(sac.Args(env_id=env_id, total_timesteps=60, learning_starts=20,
-                                batch_size=8, hidden_size=8, log_interval=20, eval_episodes=1,
-                                output_dir=str(tmp_path)))
-    path, episodes, _ = check_run_folder(summary, str(tmp_path), "sac")
-    assert os.path.basename(path).startswith(run_folder_env(env_id) + "__")
-    assert [e["episode_length"] for e in episodes] == ["20"] * 3  # Slider's time limit
+def test_each_ended_episode_is_logged_at_its_step(tmp_path):
+    # my_envs:EpisodeNumberBox-v0 at --seed 0, 2 environments: environment 0 ends an episode
+    # at every vector step t paying t, environment 1 one every 3 steps paying 3j = t, so each
+    # episode that ends at vector step t (global step 2t) returns t, in 1 step or 3; rows of
+    # updates.csv every 24 steps once learning started at 10
+    importlib.import_module("my_envs")  # registers the id anew after fresh_env_module's tests
+    sac.main(sac.Args(env_id="my_envs:EpisodeNumberBox-v0", seed=0, num_envs=2,
+                      total_timesteps=48, learning_starts=10, batch_size=4, hidden_size=8,
+                      log_interval=24, eval_episodes=0, output_dir=str(tmp_path)))
+    (path,) = tmp_path.iterdir()
+    expected = [(2 * t, t, length) for t in range(1, 25) for length in (1, 3)[:1 + (t % 3 == 0)]]
+    assert [(int(e["global_step"]), float(e["episode_return"]), int(e["episode_length"]))
+            for e in read_csv(path / "episodes.csv")] == expected
+    assert [int(u["global_step"]) for u in read_csv(path / "updates.csv")] == [24, 48]
 
 
-def test_stop_at_return_stops_and_records_when(tmp_path, monkeypatch):
+def test_stop_at_return_stops_and_records_when(tmp_path):
     # Every Pendulum return is above -100000, so the 20-episode mean reaches it as soon as
-    # 20 episodes have ended: 4 environments * 200 steps * 5 rounds = 4000 steps. Under
-    # set_clock's Clock, solved_at_time_s is whole seconds, after the 20th episode's row and
-    # before the end of the run (wall_time_s, which ends later).
-    set_clock(sac, monkeypatch)
+    # 20 episodes have ended: 4 environments * 200 steps * 5 rounds = 4000 steps
     summary = sac.main(sac.Args(total_timesteps=8000, num_envs=4, learning_starts=6000,
                                 stop_at_return=-100000, eval_episodes=0, output_dir=str(tmp_path)))
     assert summary["solved_at_step"] == 4000 and summary["global_steps"] == 4000
-    episodes = read_csv(next(tmp_path.glob("*/episodes.csv")))
-    assert len(episodes) == 20 and float(summary["solved_at_time_s"]).is_integer()
-    assert float(episodes[-1]["wall_time"]) < summary["solved_at_time_s"] < summary["wall_time_s"]
-
-
-def test_interrupted_run_keeps_its_data(tmp_path, monkeypatch):
-    # Adam steps: critic (1), actor (2), temperature (3) at step 400; critic (4) at 401
-    monkeypatch.setattr(torch.optim.Adam, "step", interrupt_on_call(4, torch.optim.Adam.step))
-    with pytest.raises(KeyboardInterrupt):  # after the run folder is written (exit 130 in cli)
-        sac.main(sac.Args(**{**TINY, "learning_starts": 400, "log_interval": 1},
-                          save_model=True, output_dir=str(tmp_path)))
-    (path,) = tmp_path.iterdir()
-    summary = json.loads((path / "summary.json").read_text())
-    assert summary["interrupted"] is True and summary["eval_return_mean"] is None
-    assert summary["global_steps"] == 401
-    assert [u["global_step"] for u in read_csv(path / "updates.csv")] == ["400"]
-    assert len(read_csv(path / "episodes.csv")) == 2
-    assert (path / "learning_curve.png").exists() and (path / "model.pt").exists()
+    assert len(read_csv(next(tmp_path.glob("*/episodes.csv")))) == 20
 
 
 def test_nan_loss_stops_cleanly(tmp_path, monkeypatch):
@@ -683,7 +669,6 @@ def test_nan_loss_stops_cleanly(tmp_path, monkeypatch):
     (path,) = tmp_path.iterdir()
     assert summary["interrupted"] is True and summary["global_steps"] == 200
     assert read_csv(path / "updates.csv")[0]["critic1_loss"] == "nan"
-    assert (path / "summary.json").exists()
 
 
 def test_a_row_without_an_actor_step_is_no_non_finite_loss(tmp_path):
@@ -717,37 +702,13 @@ def test_same_seed_gives_the_same_episodes(tmp_path):
 
 
 def test_the_budget_is_rounded_down_to_whole_steps_of_the_environments(tmp_path, capsys):
-    check_whole_steps_budget(sac, tmp_path, capsys, batch_size=16, hidden_size=8)
-
-
-# ---------------------------------------------------------------------------------------
-# What a run logs, each value against numbers kept apart from the script's own bookkeeping
-# (issue 59's column audit; the checks are conftest.py's, run by tests/test_ddpg_td3.py too)
-# ---------------------------------------------------------------------------------------
-def test_the_episode_rows_the_last_20_and_the_times_are_their_own(tmp_path, monkeypatch):
-    check_the_episode_rows_the_last_20_and_the_times(sac, tmp_path, monkeypatch)
-
-
-def test_the_curves_moving_mean_by_hand(tmp_path, monkeypatch):
-    check_the_curves_moving_mean(sac, tmp_path, monkeypatch)
-
-
-def test_the_evaluation_rows_and_the_curves_points_by_hand(tmp_path, monkeypatch):
-    check_the_evaluation_rows_and_the_curves_points(sac, tmp_path, monkeypatch)
-
-
-# ---------------------------------------------------------------------------------------
-# Flags that name the run, track it, skip its training or bound its buffer, each at a value
-# other than its default, seen where main and train hand it on (issue 59). The checks take
-# the script's module (conftest.py): tests/test_ddpg_td3.py runs them too.
-# ---------------------------------------------------------------------------------------
-def test_exp_name_seed_and_track_name_the_run_folder_the_curve_and_the_wandb_run(
-        tmp_path, monkeypatch):
-    check_named_and_tracked(sac, tmp_path, monkeypatch)
-
-
-def test_an_evaluation_of_a_checkpoint_trains_nothing(tmp_path, capsys):
-    check_an_evaluation_trains_nothing(sac, tmp_path, capsys)
+    # --total-timesteps 1,000 with 3 environments runs 333 vector steps, 999 environment
+    # steps, said once at the start; learning starts at 990
+    summary = sac.main(sac.Args(total_timesteps=1000, num_envs=3, learning_starts=990,
+                                batch_size=16, hidden_size=8, eval_episodes=0,
+                                output_dir=str(tmp_path)))
+    assert capsys.readouterr().out.count("training runs 999 of --total-timesteps 1,000") == 1
+    assert summary["global_steps"] == 999
 
 
 def test_the_buffer_is_never_larger_than_the_budget(tmp_path, monkeypatch):
@@ -755,58 +716,47 @@ def test_the_buffer_is_never_larger_than_the_budget(tmp_path, monkeypatch):
 
 
 # ---------------------------------------------------------------------------------------
-# Watching a run: --eval-every
+# Bad input of sac.py's own (check_flags, check_spaces): one line, before any training
 # ---------------------------------------------------------------------------------------
-def test_eval_every_writes_rows_keeps_the_best_model_and_leaves_training_alone(tmp_path):
-    check_replay_evaluations(sac, tmp_path)
-
-
-# ---------------------------------------------------------------------------------------
-# Bad input: one line on stderr, exit status 2, nothing trained
-# ---------------------------------------------------------------------------------------
-@pytest.fixture
-def bad_checkpoints(tmp_path):
-    mountain_car = tmp_path / "mountain_car.pt"
-    args = sac.Args(env_id="MountainCarContinuous-v0", hidden_size=8)
-    sac.save_checkpoint(mountain_car, sac.Agent(2, 1, np.ones(1, np.float32), args, "cpu"), args)
-    return {**unreadable_checkpoints(tmp_path),
-            "mountain_car": str(mountain_car)}
-
-
-@pytest.mark.parametrize("argv, message", [
-    (["--env-id", "my_envs:GridWorld-v0"], "Discrete action space of shape (); sac.py needs a "
-                                           "flat continuous (Box) one (for Discrete actions use "
-                                           "dqn.py or ppo.py)"),
-    (["--env-id", "SpinTheBits-v0"], "MultiBinary action space"),
-    (["--env-id", "UnboundedCount-v0"], "unbounded actions"),
-    (["--env-id", "BoxImage-v0"], "observation space of shape (2, 2)"),
-    (["--env-id", "NoDisplay-v0", "--capture-video"],
-     "cannot record videos of NoDisplay-v0 (RuntimeError: no OpenGL context); for MuJoCo"),
-    (["--num-envs", "0"], "--num-envs must be positive"),
-    (["--total-timesteps", "500"], "--learning-starts 500 leaves no step"),
+@pytest.mark.parametrize("flags, message", [
+    (dict(env_id="my_envs:GridWorld-v0"), "Discrete action space of shape (); sac.py needs a "
+     "flat continuous (Box) one (for Discrete actions use dqn.py or ppo.py)"),
+    (dict(env_id="SpinTheBits-v0"), "MultiBinary action space"),
+    (dict(env_id="UnboundedCount-v0"), "unbounded actions"),
+    (dict(env_id="BoxImage-v0"), "observation space of shape (2, 2); sac.py's MLPs need a flat Box"),
+    (dict(env_id="MinAtar/Breakout-v1"), "MinAtar/Breakout-v1 is a game of images (ppo.py, "
+     "dqn.py and impala.py learn from them); sac.py needs a flat Box observation"),
+    (dict(num_envs=0), "--num-envs must be positive"),
+    (dict(total_timesteps=500), "--learning-starts 500 leaves no step"),
     # 503 steps of 4 environments run 500: learning from 500 on would never come
-    (["--total-timesteps", "503", "--num-envs", "4"], "--learning-starts 500 leaves no step of "
-     "the budget, 500 steps (--total-timesteps 503 in whole steps of --num-envs 4)"),
-    (["--batch-size", "0"], "--batch-size must be positive"),
-    (["--policy-frequency", "0"], "--policy-frequency must be positive"),
-    (["--learning-rate", "0"], "--learning-rate must be positive"),
-    (["--critic-learning-rate", "-1e-3"], "--critic-learning-rate must be positive, got -0.001"),
-    (["--alpha", "0"], "--alpha must be positive"),
-    (["--target-entropy", "-1", "--no-autotune"], "--target-entropy needs the learned temperature"),
-    (["--gamma", "1.5"], "--gamma must be in [0, 1]"),
-    (["--tau", "0"], "--tau must be in (0, 1]"),
-    (["--eval-checkpoint", "corrupt"], "is not a sac.py model.pt"),
-    (["--eval-checkpoint", "mountain_car"],
-     "was made for MountainCarContinuous-v0, not Pendulum-v1; "
-     "pass --env-id MountainCarContinuous-v0"),
+    (dict(total_timesteps=503, num_envs=4), "--learning-starts 500 leaves no step of the "
+     "budget, 500 steps (--total-timesteps 503 in whole steps of --num-envs 4)"),
+    (dict(learning_starts=-1), "--learning-starts must be 0 or more"),
+    (dict(batch_size=0), "--batch-size must be positive"),
+    (dict(buffer_size=0), "--buffer-size must be positive"),
+    (dict(gradient_steps=0), "--gradient-steps must be positive"),
+    (dict(log_interval=0), "--log-interval must be positive"),
+    (dict(threads=0), "--threads must be positive"),
+    (dict(policy_frequency=0), "--policy-frequency must be positive"),
+    (dict(learning_rate=0), "--learning-rate must be positive"),
+    (dict(critic_learning_rate=-1e-3), "--critic-learning-rate must be positive, got -0.001"),
+    (dict(alpha=0), "--alpha must be positive"),
+    (dict(target_entropy=-1, autotune=False), "--target-entropy needs the learned temperature"),
+    (dict(gamma=1.5), "--gamma must be in [0, 1]"),
+    (dict(tau=0), "--tau must be in (0, 1]"),
 ])
-def test_bad_input_is_one_line_and_exit_status_2(argv, message, check_usage_error, bad_checkpoints,
-                                                 fresh_env_module):
-    check_usage_error("sac.py", [bad_checkpoints.get(a, a) for a in argv], message)
+def test_sacs_own_checks_refuse_bad_input_in_one_line(flags, message, fresh_env_module):
+    args = sac.Args(**flags)
+    with pytest.raises(sac.UsageError) as error:
+        sac.check_args(args)
+        sac.check_env(args)
+    assert message in str(error.value) and "\n" not in str(error.value)
 
 
-def test_help_lists_the_flags_with_their_docstrings(check_help):
-    check_help("sac.py", ("--cuda", "--no-cuda", "--alpha", "--autotune", "--no-autotune",
-                          "--target-entropy", "--policy-frequency", "--learning-starts", "--tau",
-                          "--critic-learning-rate"),
-               ("H_target", "every d-th critic step"))
+def test_sacs_own_checks_pass_its_defaults_and_a_checkpoints_evaluation():
+    # check_spaces returns what main builds the agent from: the observations' shape and the
+    # action space; a checkpoint's evaluation needs no budget beyond --learning-starts
+    assert sac.check_env(sac.Args()) == ((3,), gym.spaces.Box(-2.0, 2.0, (1,)))
+    sac.check_args(sac.Args(total_timesteps=100, eval_checkpoint="model.pt"))
+    with pytest.raises(sac.UsageError, match="--total-timesteps must be positive"):
+        sac.check_args(sac.Args(total_timesteps=0))
