@@ -141,6 +141,15 @@ EXERCISES = (
               "test_targets_of_double_dqn_value_the_online_argmax_with_the_target_network",
               "test_targets_take_boolean_terminated_flags_and_gamma_zero"),
              ("--env-id", "CartPole-v1", "--stop-at-return", "475"), 475),
+    Exercise("pqn.q_lambda", "q_lambda_returns", "Peng & Williams 1996, Q(lambda); Gallici "
+             "et al. 2024, PQN",
+             "loop backwards over t, carrying G from step t+1; at the rollout's last step and "
+             "where step t was truncated, carry next_q[t] instead; then G_t = r_t + gamma * "
+             "(1 - terminated_t) * ((1 - lambda) * next_q_t + lambda * carried)",
+             ("test_q_lambda_returns_by_hand",
+              "test_lambda_0_is_the_one_step_target_and_1_the_monte_carlo_return",
+              "test_q_lambda_returns_agree_with_the_recursive_definition"),
+             ("--env-id", "CartPole-v1", "--stop-at-return", "475"), 475),
     Exercise("ddpg_td3.soft_update", "soft_update", "Lillicrap et al. 2016, DDPG (target "
              "networks)",
              "for each pair of parameters of the two networks: theta' <- tau * theta + "

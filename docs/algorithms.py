@@ -41,8 +41,8 @@ class Algorithm:
 
 
 # The order a course walks them (the learning path and the navigation).
-ORDER = ["qlearning", "dqn", "vpg", "trpo", "ppo", "ppo_masked", "ppod", "ppo_lstm", "ppo_rnd",
-         "ddpg_td3", "sac", "crossq", "es", "impala", "mappo", "matd3"]
+ORDER = ["qlearning", "dqn", "pqn", "vpg", "trpo", "ppo", "ppo_masked", "ppod", "ppo_lstm",
+         "ppo_rnd", "ddpg_td3", "sac", "crossq", "es", "impala", "mappo", "matd3"]
 
 PPO_CLIP = r"L^{\text{clip}} = \mathbb{E}_t\left[\min\left(\rho_t A_t,\ \operatorname{clip}(\rho_t, 1-\epsilon, 1+\epsilon)\, A_t\right)\right]"
 GAE_DELTA = r"\delta_t = r_t + \gamma\,(1 - \text{terminated}_t)\, V(s_{t+1}) - V(s_t)"
@@ -280,6 +280,118 @@ ALGORITHMS = {
              + MINATAR_PAPER
              + " (the evaluation column, ours alone, plays at epsilon 0.05)."),
             MINATAR_BESIDE,
+        ]),
+    "pqn": Algorithm(
+        title="Parallelized Q-Network (PQN)",
+        road="dqn.py without its replay buffer and its target network: many environments "
+             "explore side by side, LayerNorm in the Q-network keeps the bootstrapped "
+             "regression stable, and Q(lambda) returns over a short rollout are learned in a "
+             "few epochs of minibatches, as PPO learns its rollouts; the lesson of why the "
+             "target network existed.",
+        equations=[
+            ("epsilon   a_t = argmax_a Q(s_t, a), or uniform with probability eps_t (each environment",
+             r"a_t = \begin{cases} \arg\max_a Q(s_t, a) & \text{with probability } 1 - \epsilon_t \\ \text{a uniform action} & \text{with probability } \epsilon_t \end{cases}"),
+            ("draws on its own); eps_t = start_e + (end_e - start_e) * min(1, t / (fraction * budget))",
+             r"\epsilon_t = \epsilon_{\text{start}} + (\epsilon_{\text{end}} - \epsilon_{\text{start}}) \min\left(1, \frac{t}{\text{fraction}\cdot\text{budget}}\right)"),
+            ("Q(lambda) G_t = r_t + gamma * (1 - terminated_t) * ((1 - lambda) * max_a Q(s'_t, a)",
+             r"G_t = r_t + \gamma\,(1 - \text{terminated}_t)\Big((1 - \lambda)\max_a Q(s'_t, a) + \lambda\, G_{t+1}\Big)"),
+            ("where the episode was cut (truncated_t) or the rollout ends (t = T - 1)",
+             r"G_{t+1} \to \max_a Q(s'_t, a) \quad \text{where truncated}_t \text{ or } t = T - 1"),
+            ("loss      L = mean( 0.5 * (Q(s_t, a_t) - G_t)^2 )     over a minibatch of the rollout",
+             r"L = \operatorname{mean}\ \tfrac12 \big(Q(s_t, a_t) - G_t\big)^2"),
+            ("network   Linear -> LayerNorm -> ReLU, twice, then a linear head: one Q-value per action",
+             r"Q(s, \cdot) = W_3\, h_2 + b_3, \qquad h_k = \operatorname{ReLU}\big(\operatorname{LayerNorm}(W_k h_{k-1} + b_k)\big), \quad h_0 = s"),
+        ],
+        loop=[
+            (0, "Q-network Q_theta: two hidden layers of Linear, LayerNorm and ReLU and a linear "
+                "head (for MinAtar's grids one 3 x 3 convolution first); no target network",
+             "QNetwork"),
+            (0, "RAdam on theta; room for one rollout of T steps of the N environments, no "
+                "replay buffer; reset the N environments", "Rollout"),
+            (0, "for iteration = 1, 2, ..., total_timesteps / (N T) do", "train"),
+            (1, "learning rate = lr (1 - (iteration - 1) / iterations)",
+             "train::for group in optimizer.param_groups"),
+            (1, "for t = 0, ..., T - 1 do", "train:Rollout"),
+            (2, "epsilon = linear from start_e to end_e over the first exploration_fraction of "
+                "the budget", "linear_schedule"),
+            (2, "in each environment, by a draw of its own: a = a uniform action with "
+                "probability epsilon, else argmax_a Q_theta(s, a); step the N environments",
+             "epsilon_greedy"),
+            (2, "store s, a, reward_scale r, terminated, truncated and s' (the true final "
+                "observation where a time limit cut the episode); record the episodes that "
+                "ended; stop at --stop-at-return",
+             "train::rollout.obs[step], rollout.actions[step]"),
+            (1, "next_q_t = max_a Q_theta(s'_t, a) for every step of the rollout, from the "
+                "network as it is now, without gradient", "Rollout.targets"),
+            (1, "backward from t = T - 1: G_t = r_t + gamma (1 - terminated_t) ((1 - lambda) "
+                "next_q_t + lambda G_{t+1}), with G_{t+1} = next_q_t where truncated_t or "
+                "t = T - 1", "q_lambda_returns"),
+            (1, "for epoch = 1, ..., update_epochs, for each of num_minibatches shuffled "
+                "minibatches of the N T steps do", "train:Update"),
+            (2, "one RAdam step on L = mean[0.5 (Q_theta(s_t, a_t) - G_t)^2], the gradient "
+                "clipped to the norm max_grad_norm", "train::loss = 0.5"),
+            (1, "a row of updates.csv (td_loss, q_values, epsilon, learning_rate); stop where "
+                "the loss is not finite; the rollout is dropped", "train::run.update("),
+        ],
+        details=[
+            ("No replay buffer: a rollout's N*T transitions are learned from in --update-epochs "
+             "epochs of shuffled minibatches and then overwritten by the next rollout, so each "
+             "transition is used update_epochs times and never again; the many environments, "
+             "not the buffer's age, decorrelate a minibatch", "Rollout"),
+            ("No target network: the targets are read off the one network before the rollout's "
+             "update, without gradient, and held fixed through its epochs; the next rollout's "
+             "are read off the updated network", "Rollout.targets"),
+            ("LayerNorm after each hidden layer's linear map and before its ReLU, with a learned "
+             "scale and shift: each sample's features normalized over the features, no batch "
+             "statistics, so acting, targets and training compute the same function; Gallici et "
+             "al. 2024 prove that normalized features (with a small l2 penalty, not added here) "
+             "keep the TD update from diverging without a target network",
+             "QNetwork.__init__::nn.Linear(features, hidden_size), nn.LayerNorm"),
+            ("Peng's Q(lambda): every step mixes the max over the next "
+             "Q-values with the return that follows, whichever action was taken (Watkins's "
+             "Q(lambda) would cut the trace at an exploratory action)", "q_lambda_returns"),
+            ("Departure from the authors' code (purejaxql) and CleanRL's pqn.py, which treat a "
+             "time-limit truncation as a termination: the truncated step bootstraps from the "
+             "true final observation (info[\"final_obs\"]), and the return does not run on into "
+             "the next episode", "train::for i in np.flatnonzero(truncated)"),
+            ("Each environment draws its own exploration at every step, so that at epsilon 0.05 "
+             "some of the N environments explore while the rest act greedily", "epsilon_greedy"),
+            ("Epsilon decays linearly from --start-e to --end-e over the first "
+             "--exploration-fraction of the budget, counted in environment steps of all "
+             "environments together", "linear_schedule"),
+            ("RAdam, as the authors' code and CleanRL's, its learning rate decayed linearly to 0 "
+             "over the budget, set once per rollout", "train::torch.optim.RAdam"),
+            ("Rewards are multiplied by --reward-scale (0.1, the authors' CartPole setting) for "
+             "learning only: Q-values and td_loss are in the scaled units, episodes.csv keeps "
+             "the environment's returns", "train::reward * args.reward_scale"),
+            ("The loss is the halved squared error, and the gradient is clipped to a global "
+             "norm of 10 (--max-grad-norm)", "train::clip_grad_norm_"),
+            ("Images (MinAtar's 10 x 10 grids, channels last) get one convolution of 16 3 x 3 "
+             "filters with ReLU before the LayerNorm MLP, the MinAtar paper's small-grid "
+             "encoder; Atari's ALE/ ids are refused before anything runs (dqn.py and ppo.py "
+             "take Atari's frames)", "QNetwork.__init__::nn.Conv2d(channels, 16, 3)"),
+            ("PyTorch's default initialization; departure from the authors' code, whose Flax "
+             "initialization differs in scale only", "QNetwork"),
+        ],
+        protocols=[
+            ((),
+             "CartPole-v1 and Acrobot-v1 at the default 500k steps, with the defaults chosen on "
+             "seeds 1-5 and measured on fresh seeds: on CartPole-v1 the steps and seconds until "
+             "the 20-episode training mean first reached 475 beside dqn.py's defaults, and the "
+             "median of that mean at 500k beside CleanRL's pqn.py in "
+             "benchmarks/cleanrl_compare.py's pqn-CartPole-v1 pair (each seed's two processes "
+             "started together, one torch thread each, the whole-process seconds compared, the "
+             "goal 0.8 of CleanRL's), and on Acrobot-v1 the 20-episode training mean against "
+             "-100 (CleanRL's pqn.py: -95.6 +- 5.7)."),
+            ((),
+             "The five MinAtar v1 games at 1M steps with the authors' MinAtar settings "
+             "(purejaxql's pqn_minatar.yaml, whose budget is 10M): the median over seeds of the "
+             "100-episode training mean beside dqn.py's on the same seeds, and the wall time "
+             "beside dqn.py's, " + MINATAR_PAPER + "."),
+            ((),
+             "The seeds, the median over seeds of the training mean and of the greedy "
+             "evaluation return, and the commands of every pqn.py row are in the lab "
+             "notebook's pqn.py section (benchmarks/results.md)."),
         ]),
     "vpg": Algorithm(
         title="Vanilla policy gradient (REINFORCE)",

@@ -26,7 +26,7 @@ EXPECTED_ENVS = {"qlearning": {"Taxi-v4", "MountainCar-v0"}, "dqn": {"CartPole-v
                  "es": {"CartPole-v1"}, "ppod": {"MountainCar-v0"},
                  "mappo": {"simple_spread_v3"}, "matd3": {"simple_spread_v3"},
                  "vpg": {"CartPole-v1"}, "trpo": {"CartPole-v1"}, "impala": {"CartPole-v1"},
-                 "crossq": {"Pendulum-v1"}}
+                 "crossq": {"Pendulum-v1"}, "pqn": {"CartPole-v1"}}
 
 
 def exercises_of(script):
@@ -63,7 +63,7 @@ def test_every_algorithm_script_has_an_exercise():
     # test_pixels.py tests ppo.py's and dqn.py's images, test_sparse_chain.py a benchmark task,
     # test_sb3_compare.py and test_cleanrl_compare.py the side by sides of benchmarks/,
     # test_site.py the documentation site, test_tensorboard.py every script's event files
-    assert scripts - {"exercises", "plot", "contract", "device", "readme", "pixels",
+    assert scripts - {"exercises", "plot", "plumbing", "device", "readme", "pixels",
                       "sparse_chain", "sb3_compare", "cleanrl_compare", "site",
                       "tensorboard"} == set(SCRIPTS)
 
@@ -166,7 +166,7 @@ def test_make_blanks_the_exercises_and_keeps_every_other_line(script, tmp_path, 
 def test_every_test_of_every_exercise_fails_on_the_blanks_and_passes_on_the_scripts(
         tmp_path, run_cli):
     # check's own pytest (its plugin wrapping each exercise's function to record its calls,
-    # no other plugin, no faulthandler), twice side by side: on the sixteen blank files that
+    # no other plugin, no faulthandler), twice side by side: on the seventeen blank files that
     # make writes (--script-file each) every test of every exercise runs and fails, and at
     # least one raises its own function's NotImplementedError (a test may call another blank
     # function first); on the repository's own scripts every one runs and passes. (A test that
