@@ -7,9 +7,15 @@ written to disk, so no page can be edited by hand and drift from the code it sho
 tests/test_site.py imports the same functions to check what the pages claim.
 
 - one page per algorithm script (algorithms/<script>.md), in the order Spinning Up gives
-  its pages: the idea, the key equations, the pseudocode, the implementation details and
-  departures (numbered, each linked to its line) with the docstring's other notes, the
-  flags, the results, the exercises, the references, the source;
+  its pages, what a student needs to understand the algorithm first: the background
+  (docs/teach/<script>.md's "## Background", written by hand; the docstring's idea until
+  there is one), the key equations, the pseudocode (one numbered box, its loops indented,
+  each line linked to its line of the source); then the results at a glance (a short table,
+  ours beside a peer or the goal, doing nothing and random actions; captioned figures; the
+  long tables folded), the implementation details and departures (numbered, each linked to
+  its line) with the docstring's other notes, the flags, running it, the exercises, the
+  questions and references (docs/teach/<script>.md's, else the docstring's papers, linked),
+  and the source, folded and left out of the search index;
 - the learning path, the benchmarks page, the teaching page, the lab notebook
   (benchmarks/results.md as it is, its figures beside it), the contributing page
   (CONTRIBUTING.md as it is);
@@ -48,6 +54,7 @@ COMMON_FLAGS = {"env_id", "seed", "total_timesteps", "cuda", "output_dir", "exp_
                 "eval_episodes", "eval_every", "stop_at_return", "save_model",
                 "eval_checkpoint", "capture_video"}
 NOTEBOOK_META = "---\nsearch:\n  boost: 0.5\n---\n"
+SUMMARY_META = NOTEBOOK_META  # the learning path, teaching and benchmarks pages: they name every term
 SOURCE_ID = "source"  # the id of a page's source block: its lines are #__codelineno-source-N
 
 
@@ -778,7 +785,7 @@ def benchmarks_page(results):
     """The summary a reader wants first (a row per script), then results.json's tasks field
     by field (the field's text and tables, every task's row folded, the figures), the
     comparisons with peers, and every other figure of benchmarks/."""
-    out = ["---", "search:", "  boost: 0.5", "---", "", "# Benchmarks", "",
+    out = [SUMMARY_META, "# Benchmarks", "",
            "One task per script: ours beside a peer (CleanRL's script, or the variant without "
            "the script's addition) or the task's goal on the same measure, and what doing "
            "nothing (the same action at every step) and uniform random actions score on the "
@@ -944,9 +951,10 @@ def generated_pages():
     results = load_results()
     pages = {f"algorithms/{s}.md": algorithm_page(s, results) for s in ORDER}
     pages["index.md"] = home_page()
-    pages["learning-path.md"] = learning_path_page()
+    # the pages that name every script's terms rank below the pages that teach them in search
+    pages["learning-path.md"] = SUMMARY_META + learning_path_page()
     pages["benchmarks.md"] = benchmarks_page(results)
-    pages["teaching.md"] = teaching_page()
+    pages["teaching.md"] = SUMMARY_META + teaching_page()
     pages["contributing.md"] = read("CONTRIBUTING.md")
     return pages
 
