@@ -724,8 +724,6 @@ def test_the_buffer_is_never_larger_than_the_budget(tmp_path, monkeypatch):
     (dict(env_id="SpinTheBits-v0"), "MultiBinary action space"),
     (dict(env_id="UnboundedCount-v0"), "unbounded actions"),
     (dict(env_id="BoxImage-v0"), "observation space of shape (2, 2); sac.py's MLPs need a flat Box"),
-    (dict(env_id="MinAtar/Breakout-v1"), "MinAtar/Breakout-v1 is a game of images (ppo.py, "
-     "dqn.py and impala.py learn from them); sac.py needs a flat Box observation"),
     (dict(num_envs=0), "--num-envs must be positive"),
     (dict(total_timesteps=500), "--learning-starts 500 leaves no step"),
     # 503 steps of 4 environments run 500: learning from 500 on would never come

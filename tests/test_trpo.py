@@ -776,8 +776,6 @@ def test_same_seed_gives_the_same_episodes(tmp_path):
     (["--env-id", "SpinTheBits-v0"], "MultiBinary action space of shape (3,); trpo.py handles "
      "Discrete and flat Box actions"),
     (["--env-id", "Taxi-v4"], "Discrete observation space of shape (); trpo.py needs a flat Box"),
-    (["--env-id", "MinAtar/Breakout-v1"], "MinAtar/Breakout-v1 is a game of images (ppo.py, "
-     "dqn.py and impala.py learn from them); trpo.py needs a flat Box observation"),
     (["--num-envs", "3", "--num-steps", "5", "--vf-minibatches", "4"],
      "num_envs*num_steps = 15 is not divisible by --vf-minibatches 4"),
     (["--max-kl", "0"], "--max-kl must be positive"),
