@@ -177,10 +177,6 @@ ALGOS = {
 }
 
 
-# The flags an evaluation takes from the checkpoint: the network's size and the algorithm.
-CHECKPOINT_FLAGS = ("hidden_size", "algo", "twin_q", "target_policy_noise", "policy_delay")
-
-
 def resolve_algo(args):
     """The flags with every one of ALGOS' flags that was not given (None) taken from
     --algo's preset; the ones given override it."""
@@ -492,39 +488,93 @@ def main(args: Args) -> dict:
     # Check everything a user can get wrong before anything runs: one line, exit status 2.
     args = resolve_algo(args)
     check_args(args)
-    obs_shape, action_space = check_env(args.env_id, args.capture_video)
-    checkpoint = load_checkpoint(args.eval_checkpoint, args.env_id)  # None without the flag
-    if checkpoint is not None:  # the networks' size and the algorithm come from the model
-        args = replace(args, **{k: checkpoint["args"][k] for k in CHECKPOINT_FLAGS})
+    obs_shape, action_space = check_env(args)
+    args, checkpoint = load_checkpoint(args)  # the networks' size and the algorithm too
 
     # Set up: seeds, device, the networks and their targets, the run folder.
     device = seed_and_device(args.seed, args.cuda, args.threads)
     nets = Networks(obs_shape[0], action_space.shape[0], args.hidden_size, args.twin_q)
     nets = nets.to(device)
+    # what model.pt holds: the learned networks, not their targets
+    models = {"actor": nets.actor, "qf1": nets.qf1, **({"qf2": nets.qf2} if args.twin_q else {})}
     if checkpoint is not None:
-        restore(checkpoint, nets, args)
-    run = RunWriter(args, device, nets)
+        restore(checkpoint, models, args)
+    run = RunWriter(args, device, models, rollout_steps=args.num_envs,
+                    note=f", {algorithm_name(args)}")
+    run.summary["algorithm"] = algorithm_name(args)  # what ran, whatever --exp-name says
 
     # Train (unless evaluating a checkpoint), then finish: evaluate, save, write, plot.
-    interrupted = False
-    if checkpoint is None:
-        envs = make_vector_env(args.env_id, args.num_envs)
-        try:
-            train(args, envs, nets, run)
-        except KeyboardInterrupt:
-            print(f"{SCRIPT}: interrupted; writing what the run has so far")
-            interrupted = run.summary["interrupted"] = True
-        finally:
-            envs.close()
-    summary = finish(args, run, nets, device, trained=checkpoint is None)
-    if interrupted:
-        raise KeyboardInterrupt  # the run folder is written; the command line exits with 130
-    return summary
+    envs = None if checkpoint else make_vector_env(args.env_id, args.num_envs)
+    return train_and_finish(run, lambda: train(args, envs, nets, run), envs)
+
+
+# ---------------------------------------------------------------------------------------
+# What the plumbing asks of ddpg_td3.py: its own checks, its greedy policy, its model's flags
+# ---------------------------------------------------------------------------------------
+def check_flags(args):
+    """ddpg_td3.py's own flags, checked before any environment is made; args has its --algo
+    preset resolved."""
+    for name in ("num_envs", "gradient_steps", "buffer_size", "batch_size", "hidden_size",
+                 "policy_delay", "log_interval", "learning_rate", "threads"):
+        if not getattr(args, name) > 0:
+            fail(f"--{name.replace('_', '-')} must be positive, got {getattr(args, name)}")
+    for name in ("learning_starts", "exploration_noise", "target_policy_noise", "noise_clip"):
+        if not getattr(args, name) >= 0:
+            fail(f"--{name.replace('_', '-')} must be 0 or more, got {getattr(args, name)}")
+    if not 0.0 <= args.gamma <= 1.0:
+        fail(f"--gamma must be in [0, 1], got {args.gamma}")
+    if not 0.0 < args.tau <= 1.0:
+        fail(f"--tau must be in (0, 1], got {args.tau}")
+    if args.target_policy_noise > 0 and args.noise_clip == 0:
+        fail("--noise-clip 0 cancels --target-policy-noise; use --target-policy-noise 0 to "
+             "switch smoothing off")
+    budget = args.total_timesteps // args.num_envs * args.num_envs  # whole steps of N envs
+    if args.eval_checkpoint is None and 0 < args.total_timesteps and args.learning_starts >= budget:
+        fail(f"--learning-starts {args.learning_starts} leaves no step of the budget, {budget:,} "
+             f"steps (--total-timesteps {args.total_timesteps} in whole steps of --num-envs "
+             f"{args.num_envs}), to learn in; lower it or raise the budget")
+
+
+def check_spaces(args, obs_space, action_space):
+    """Whether ddpg_td3.py handles the environment's spaces; returns (obs_shape, action_space)."""
+    if not (isinstance(action_space, gym.spaces.Box) and len(action_space.shape) == 1):
+        fail(f"{args.env_id} has a {type(action_space).__name__} action space of shape "
+             f"{action_space.shape}; ddpg_td3.py needs a flat continuous (Box) one (for "
+             "Discrete actions use dqn.py or ppo.py)")
+    if not (np.isfinite(action_space.low).all() and np.isfinite(action_space.high).all()):
+        fail(f"{args.env_id} has unbounded actions (an infinite low or high bound); ddpg_td3.py "
+             "scales its tanh actor to finite bounds (ppo.py's Gaussian policy needs none)")
+    if not (isinstance(obs_space, gym.spaces.Box) and len(obs_space.shape) == 1):
+        fail(f"{args.env_id} has a {type(obs_space).__name__} observation space of shape "
+             f"{obs_space.shape}; ddpg_td3.py's MLPs need a flat Box")
+    return obs_space.shape, action_space
+
+
+def greedy_policy(models, envs):
+    """The evaluation's policy, act(obs, info) -> actions: a = mu(s), no noise, scaled to the
+    action bounds."""
+    actor = models["actor"]
+    device = next(actor.parameters()).device
+
+    @torch.inference_mode()
+    def act(obs, info):
+        action = actor(torch.as_tensor(obs, dtype=torch.float32, device=device))
+        return to_env_action(action, envs.single_action_space)
+    return act
+
+
+# The flags an evaluation takes from the checkpoint: the network's size and the algorithm.
+MODEL_FLAGS = ("hidden_size", "algo", "twin_q", "target_policy_noise", "policy_delay")
+# ddpg_td3.py's columns of updates.csv as TensorBoard's scalars, under CleanRL's names
+TENSORBOARD_NAMES = {
+    "gradient_steps": "charts/gradient_steps", "critic_loss": "losses/qf_loss",
+    "q_mean": "losses/qf1_values", "actor_loss": "losses/actor_loss"}
 
 
 # ---------------------------------------------------------------------------------------
 # Plumbing: checks, run folder, evaluation, checkpoints (not needed to follow the algorithm)
 # ---------------------------------------------------------------------------------------
+# Stamped from plainrl's plumbing/common.py by its stamp.py: edit it there, not here.
 class UsageError(Exception):
     """Bad input: reported as one line on stderr with exit status 2, before training."""
 
@@ -576,120 +626,77 @@ def usage_error(event):
 
 
 def check_args(args):
-    """Everything a user can get wrong in the flags, checked before any environment runs;
-    args has its --algo preset resolved."""
-    for name in ("total_timesteps", "num_envs", "gradient_steps", "buffer_size", "batch_size",
-                 "hidden_size", "policy_delay", "log_interval", "learning_rate", "threads"):
-        if not getattr(args, name) > 0:
-            fail(f"--{name.replace('_', '-')} must be positive, got {getattr(args, name)}")
-    for name in ("learning_starts", "exploration_noise", "target_policy_noise", "noise_clip",
-                 "eval_episodes"):
-        if not getattr(args, name) >= 0:
-            fail(f"--{name.replace('_', '-')} must be 0 or more, got {getattr(args, name)}")
+    """Everything a user can get wrong in the flags, before any environment is made: the
+    algorithm's own checks (check_flags), then those of the flags every script has."""
+    check_flags(args)
+    if args.total_timesteps <= 0:
+        fail(f"--total-timesteps must be positive, got {args.total_timesteps}")
+    if args.eval_episodes < 0:
+        fail(f"--eval-episodes must be 0 or more, got {args.eval_episodes}")
     if args.eval_every < 0:
-        fail("--eval-every must be 0 (evaluate only after training) or more, "
-             f"got {args.eval_every}")
+        fail(f"--eval-every must be 0 (evaluate only after training) or more, got {args.eval_every}")
     if args.eval_every and not args.eval_episodes:
         fail("--eval-every needs at least one evaluation episode; pass --eval-episodes 1 or more")
     if args.capture_video and not args.eval_episodes:
         fail("--capture-video records the evaluation episodes, and --eval-episodes 0 has none; "
              "pass --eval-episodes 1 or more")
-    if args.capture_video and importlib.util.find_spec("moviepy") is None:
-        fail("--capture-video needs moviepy: pip install moviepy==2.2.1")
-    if args.track and importlib.util.find_spec("wandb") is None:
-        fail("--track needs wandb: pip install wandb==0.31.0")
+    for flag, needed, package in (("capture_video", "moviepy", "moviepy==2.2.1"),
+                                  ("track", "wandb", "wandb==0.31.0")):
+        if getattr(args, flag) and importlib.util.find_spec(needed) is None:
+            fail(f"--{flag.replace('_', '-')} needs {needed}: pip install {package}")
     if args.track and not args.tensorboard:
         fail("--track syncs TensorBoard's event files to Weights & Biases; drop --no-tensorboard")
-    if not 0.0 <= args.gamma <= 1.0:
-        fail(f"--gamma must be in [0, 1], got {args.gamma}")
-    if not 0.0 < args.tau <= 1.0:
-        fail(f"--tau must be in (0, 1], got {args.tau}")
-    if args.target_policy_noise > 0 and args.noise_clip == 0:
-        fail("--noise-clip 0 cancels --target-policy-noise; use --target-policy-noise 0 to "
-             "switch smoothing off")
-    budget = args.total_timesteps // args.num_envs * args.num_envs  # whole steps of N envs
-    if args.eval_checkpoint is None and args.learning_starts >= budget:
-        fail(f"--learning-starts {args.learning_starts} leaves no step of the budget, {budget:,} "
-             f"steps (--total-timesteps {args.total_timesteps} in whole steps of --num-envs "
-             f"{args.num_envs}), to learn in; lower it or raise the budget")
 
 
-def check_env(env_id, capture_video=False):
-    """Make env_id once (gym.make imports a module:EnvId id's module), check its spaces and,
-    for --capture-video, that it renders; returns (obs_shape, action_space)."""
-    if env_id.startswith(("ALE/", "MinAtar/")):  # image games, registered by their packages
+def check_env(args, make=gym.make):
+    """Make the environment once (gym.make imports a module:EnvId id's module itself), hand
+    its spaces to check_spaces and return what that returns; with --capture-video, render a
+    frame, so that a machine without a display says so now, not after training."""
+    env_id = args.env_id
+    if env_id.startswith(("ALE/", "MinAtar/")) and make is gym.make:  # ids their packages
+        # register, which the scripts that learn from images import (their make_game)
         pixels = ("ppo.py and dqn.py" if env_id.startswith("ALE/")
-                  else "ppo.py, dqn.py and impala.py")
-        fail(f"{env_id} is a game of images ({pixels} learn from them); ddpg_td3.py needs "
-             "a flat Box observation")
+                  else "ppo.py, dqn.py, pqn.py and impala.py")
+        fail(f"{env_id} is a game of images ({pixels} learn from them); {SCRIPT} does not")
     try:
-        env = gym.make(env_id)
-    except (gym.error.NameNotFound, gym.error.VersionNotFound, gym.error.NamespaceNotFound):
-        close = [i for i in difflib.get_close_matches(env_id.rpartition(":")[2], gym.registry,
-                                                      n=6, cutoff=0.6) if makeable(i)][:3]
-        fail(f"unknown environment id {env_id!r}"
-             + (f"; did you mean {', '.join(close)}?" if close else "; see gymnasium.registry"))
-    except ModuleNotFoundError as e:  # gym.make's own message does not keep e.name
-        missing = re.search(r"named '([\w.]+)'", str(e))[1]
-        where = ("; put its folder on PYTHONPATH (PYTHONPATH=. when it is in this folder)"
-                 if missing == env_id.rpartition(":")[0] else "")
-        fail(f"cannot make {env_id}: no module named {missing}{where}")
-    except (gym.error.Error, ImportError) as e:  # pin the extra to the installed Gymnasium
+        env = make(env_id)
+        obs_space, action_space = env.observation_space, env.action_space
+        env.close()
+    except UsageError:  # a make of the script's own said it already (a package to install)
+        raise
+    except Exception as e:  # Gymnasium's own line: the closest id to an unknown one, the
+        # extra to install (pinned here to this Gymnasium); or a module of the user's that fails
         message = re.sub(r'"gymnasium\[(\w+)\]"', rf'"gymnasium[\1]=={gym.__version__}"', str(e))
-        fail(f"cannot make {env_id}: {message.splitlines()[0]}")
-    except Exception as e:  # a module of the user's that fails while it is imported or made
-        fail(f"cannot make {env_id}: {type(e).__name__}: {(str(e).splitlines() or [''])[0]}")
-    obs_space, action_space = env.observation_space, env.action_space
-    env.close()
-    if not (isinstance(action_space, gym.spaces.Box) and len(action_space.shape) == 1):
-        fail(f"{env_id} has a {type(action_space).__name__} action space of shape "
-             f"{action_space.shape}; ddpg_td3.py needs a flat continuous (Box) one (for "
-             "Discrete actions use dqn.py or ppo.py)")
-    if not (np.isfinite(action_space.low).all() and np.isfinite(action_space.high).all()):
-        fail(f"{env_id} has unbounded actions (an infinite low or high bound); ddpg_td3.py "
-             "scales its tanh actor to finite bounds (ppo.py's Gaussian policy needs none)")
-    if not (isinstance(obs_space, gym.spaces.Box) and len(obs_space.shape) == 1):
-        fail(f"{env_id} has a {type(obs_space).__name__} observation space of shape "
-             f"{obs_space.shape}; ddpg_td3.py's MLPs need a flat Box")
-    if capture_video:  # rendering can fail (MuJoCo without a display): find out before training
+        fail(f"cannot make {env_id}: {type(e).__name__}: {(message.splitlines() or [''])[0]}")
+    spaces = check_spaces(args, obs_space, action_space)
+    if args.capture_video:
         try:
-            with warnings.catch_warnings():  # the error below says it in one line
+            with warnings.catch_warnings():  # the line below says it
                 warnings.simplefilter("ignore")
                 os.environ.setdefault("SDL_VIDEODRIVER", "dummy")  # frames only, no window
-                env = gym.make(env_id, render_mode="rgb_array")
+                env = make(env_id, render_mode="rgb_array")
                 env.reset(seed=0)
                 env.render()
                 env.close()
         except Exception as e:
             fail(f"cannot record videos of {env_id} ({type(e).__name__}: "
-                 f"{(str(e).splitlines() or [''])[0]}); for MuJoCo on a machine without a display "
-                 "set MUJOCO_GL=egl")
-    return obs_space.shape, action_space
+                 f"{(str(e).splitlines() or [''])[0]}); for MuJoCo on a machine without a "
+                 "display set MUJOCO_GL=egl")
+    return spaces
 
 
-def makeable(env_id):
-    """Whether gym.make(env_id) works here (its dependencies installed), for suggestions."""
-    try:
-        with warnings.catch_warnings():  # an old version's deprecation is no news here
-            warnings.simplefilter("ignore")
-            gym.make(env_id).close()
-        return True
-    except Exception:
-        return False
-
-
-def seed_and_device(seed, cuda, threads=1):
+def seed_and_device(seed, cuda, threads=1, small_network=True):
     """Seed Python's, NumPy's and torch's random generators (the environments are seeded by
-    their reset); the device is the GPU if asked for and present, else the CPU with `threads`
-    threads (--threads).
-    With the GPU, a note says that a small network is faster on the CPU."""
+    their reset) and pick the device: the GPU if asked for and present, else the CPU with
+    `threads` threads (one runs a small MLP fastest). On the GPU, a small network (not an
+    image's) gets a note that the CPU is faster."""
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)
     device = torch.device("cuda" if cuda and torch.cuda.is_available() else "cpu")
     if device.type == "cpu":
         torch.set_num_threads(threads)
-    if device.type == "cuda":
+    elif small_network:
         print(f"{SCRIPT}: note: networks this small train faster on one CPU thread than on "
               "a GPU (measured for every script at its reference settings); --no-cuda uses the CPU")
     return device
@@ -701,29 +708,37 @@ far counts): a greedy policy can balance or walk in a circle forever in an envir
 without a time limit. 27,000 steps are ALE's own end of an Atari game (108,000 frames)."""
 
 
-def evaluate(actor, env_id, episodes, seed, device, video_folder=None):
-    """Greedy returns (a = mu(s), no noise) of `episodes` episodes, one per environment. A
-    line every 2 seconds says how far it is; an episode still running at EVAL_MAX_STEPS
-    counts with its return so far."""
-    envs = make_vector_env(env_id, episodes, video_folder)
-    obs, _ = envs.reset(seed=seed)
-    returns = np.full(episodes, np.nan)
-    with torch.inference_mode():
-        steps, last_print = 0, time.time()
-        while np.isnan(returns).any() and steps < EVAL_MAX_STEPS:
-            action = actor(torch.as_tensor(obs, dtype=torch.float32, device=device))
-            obs, _, _, _, info = envs.step(to_env_action(action, envs.single_action_space))
-            if "_episode" in info:
-                first = info["_episode"] & np.isnan(returns)
-                returns[first] = info["episode"]["r"][first]
-            steps += 1
-            if time.time() - last_print >= 2.0:
-                last_print = time.time()
-                done = episodes - np.isnan(returns).sum()
-                print(f"{SCRIPT}: evaluating, {done} of {episodes} episodes done, {steps:,} steps")
+def evaluate(args, models, video_folder=None):
+    """Greedy returns of --eval-episodes episodes, one per environment of a vector env, all
+    at once, seeded seed + 100,000 (every evaluation plays the same starts). The actions
+    come from the script's greedy_policy; with --eval-epsilon (where a script has it), a
+    uniformly random one instead with that probability, from a generator of the
+    evaluation's own. A line every 2 seconds says how far it is."""
+    episodes, seed = args.eval_episodes, args.seed + 100_000
+    flags = {flag: getattr(args, flag) for flag in globals().get("ENV_FLAGS", ())}
+    envs = make_vector_env(args.env_id, episodes, video_folder=video_folder, **flags)
+    act, epsilon = greedy_policy(models, envs), getattr(args, "eval_epsilon", 0.0)
+    obs, info = envs.reset(seed=seed)
+    rng = np.random.default_rng(seed)  # epsilon's draws; training's streams stay untouched
+    returns, steps, last_print = np.full(episodes, np.nan), 0, time.time()
+    while np.isnan(returns).any() and steps < EVAL_MAX_STEPS:
+        actions = act(obs, info)
+        if epsilon:  # Discrete actions only (check_spaces)
+            explore = rng.random(episodes) < epsilon
+            actions = np.where(explore, rng.integers(envs.single_action_space.n, size=episodes),
+                               actions)
+        obs, _, _, _, info = envs.step(actions)
+        if "_episode" in info:
+            first = info["_episode"] & np.isnan(returns)
+            returns[first] = info["episode"]["r"][first]
+        steps += 1
+        if time.time() - last_print >= 2.0:
+            last_print = time.time()
+            print(f"{SCRIPT}: evaluating, {episodes - np.isnan(returns).sum()} of {episodes} "
+                  f"episodes done, {steps:,} steps")
     if np.isnan(returns).any():
         print(f"{SCRIPT}: evaluation episodes cut at {EVAL_MAX_STEPS:,} steps; give "
-              f"{env_id} a time limit (max_episode_steps)")
+              f"{args.env_id} a time limit (max_episode_steps)")
         returns = np.where(np.isnan(returns), envs.episode_returns, returns)
     envs.close()
     return returns
@@ -731,18 +746,22 @@ def evaluate(actor, env_id, episodes, seed, device, video_folder=None):
 
 class RunWriter:
     """The run folder (the files the docstring at the top lists): config.json at once, the CSV
-    files row by row (flushed), the progress line, the evaluations of --eval-every with
-    best_model.pt. The budget is rounded down to whole steps of the N environments, said once."""
+    files row by row (flushed, so an interrupted run keeps them) and TensorBoard's events
+    from the same rows, a progress line every 2 seconds, the evaluations of --eval-every
+    with best_model; finish() writes the rest. `models` names what a checkpoint holds (each
+    with state_dict and load_state_dict). Training that runs whole rollouts of
+    `rollout_steps` rounds the budget down to them, said at the start."""
 
-    def __init__(self, args, device, nets):
+    def __init__(self, args, device, models, rollout_steps=1, note=""):
         name = "__".join([args.env_id.replace("/", "-").replace(":", "-"), args.exp_name,
                           str(args.seed), str(int(time.time()))])
         self.path, suffix = os.path.join(args.output_dir, name), 1
         while os.path.exists(self.path):  # a run with the same flags in the same second
             suffix += 1
             self.path = os.path.join(args.output_dir, f"{name}-{suffix}")
-        versions = {"torch": torch.__version__, "gymnasium": gym.__version__,
-                    "numpy": np.__version__, "python": sys.version.split()[0]}
+        versions = {"gymnasium": gym.__version__, "numpy": np.__version__,
+                    "python": sys.version.split()[0]}
+        versions["torch"] = torch.__version__
         config = {**asdict(args), "device": str(device), "versions": versions}
         if args.track:  # before the folder and the event files (it syncs those made after it)
             start_tracking(args, os.path.basename(self.path), config)
@@ -752,9 +771,9 @@ class RunWriter:
             fail(f"cannot create the run folder {self.path}: {e.strerror}")
         with open(os.path.join(self.path, "config.json"), "w") as f:
             json.dump(config, f, indent=2)
-        # TensorBoard's event files get each row of the CSV files too (write_row)
-        self.tensorboard = SummaryWriter(self.path) if args.tensorboard else None
-        if self.tensorboard:  # the flags as a table, in TensorBoard's TEXT tab
+        self.tensorboard = None
+        if args.tensorboard:  # TensorBoard's event files get each CSV row too (write_row)
+            self.tensorboard = TensorBoardWriter(self.path)
             self.tensorboard.add_text("config", "|flag|value|\n|-|-|\n" + "\n".join(
                 f"|{key}|{value}|" for key, value in config.items()))
         # summary.json records when the mean of the last 20 training returns first
@@ -763,25 +782,26 @@ class RunWriter:
             gym.registry.get(args.env_id.rpartition(":")[2]), "reward_threshold", None)
         self.summary = dict.fromkeys(SUMMARY_KEYS) | {
             "solved_threshold": None if args.eval_checkpoint else threshold,
-            "algorithm": algorithm_name(args), "env_id": args.env_id, "seed": args.seed,
+            "algorithm": args.exp_name, "env_id": args.env_id, "seed": args.seed,
             "global_steps": 0, "eval_episodes": args.eval_episodes, "interrupted": False}
-        self.args, self.device, self.nets = args, device, nets
-        self.budget = args.total_timesteps // args.num_envs * args.num_envs
+        self.args, self.device, self.models = args, device, models
+        self.budget = args.total_timesteps // rollout_steps * rollout_steps
         self.files, self.steps, self.returns, self.evaluations = {}, [], [], []
         self.write_row("episodes.csv")  # its header now: a run with no episode has the file
         self.start = self.last_print = time.time()
-        self.first_print = None  # (step, time) of the first progress line after the warm-up
-        self.warm_up = args.learning_starts
-        print(f"{SCRIPT}: {args.env_id}, seed {args.seed}, {algorithm_name(args)}, device {device}")
+        self.first_print, self.last_step = None, 0  # (step, time) of the first progress line
+        print(f"{SCRIPT}: {args.env_id}, seed {args.seed}, device {device}{note}")
         if self.budget != args.total_timesteps and args.eval_checkpoint is None:
             print(f"{SCRIPT}: training runs {self.budget:,} of --total-timesteps "
-                  f"{args.total_timesteps:,}: whole steps of the {args.num_envs} environments")
+                  f"{args.total_timesteps:,}: whole rollouts of {rollout_steps:,} steps")
 
     def elapsed(self):
         return time.time() - self.start
 
     def write_row(self, filename, **row):
-        """Append a row to a CSV file of the run folder, made with its header at first use."""
+        """Append a row to a CSV file of the run folder, made with a header at first use
+        (episodes.csv's columns are fixed; no row writes the header alone), and its values
+        to TensorBoard at the row's step and moment."""
         if filename not in self.files:
             f = open(os.path.join(self.path, filename), "w", newline="")
             fields = EPISODE_FIELDS if filename == "episodes.csv" else list(row)
@@ -790,15 +810,17 @@ class RunWriter:
         f, writer = self.files[filename]
         if row:
             writer.writerow(row)
-        if row and self.tensorboard:  # the row's values at its step and moment, flushed too
-            when = {"global_step": row["global_step"], "walltime": self.start + row["wall_time"]}
+        if row and self.tensorboard:
             for column, value in row.items():
                 if column not in ("global_step", "wall_time") and value != "":  # "": no value
-                    self.tensorboard.add_scalar(TENSORBOARD_NAMES[column], value, **when)
-            self.tensorboard.flush()
+                    name = {**COMMON_NAMES, **TENSORBOARD_NAMES}.get(column, f"charts/{column}")
+                    self.tensorboard.add_scalar(name, value, row["global_step"],
+                                                self.start + row["wall_time"])
+            self.tensorboard.flush()  # as the CSV file: a run that crashes keeps its rows
         f.flush()
 
     def episode(self, global_step, episode_return, episode_length):
+        self.summary["global_steps"] = max(self.summary["global_steps"], global_step)
         self.steps.append(global_step)
         self.returns.append(float(episode_return))
         self.write_row("episodes.csv", global_step=global_step, wall_time=round(self.elapsed(), 4),
@@ -811,13 +833,13 @@ class RunWriter:
                        sps=int(global_step / wall_time), **diagnostics)
 
     def step(self, global_step):
-        """After each vector step: record the step count (should Ctrl-C stop the run), run a
-        greedy evaluation each time global_step crosses a multiple of --eval-every, and
-        print the progress line every 2 seconds, its speed measured from the first line
-        after the --learning-starts warm-up (the start-up and the random warm-up steps would
-        make the speed and ETA wrong)."""
-        every, previous = self.args.eval_every, self.summary["global_steps"]
-        self.summary["global_steps"] = global_step
+        """After each environment step: record the step count (should Ctrl-C stop the run),
+        evaluate each time global_step crosses a multiple of --eval-every, and print the
+        progress line every 2 seconds, its speed measured from the first line on (the first
+        seconds hold the start-up), or from the first after --learning-starts where a script
+        has it (random steps run far faster)."""
+        every, previous, self.last_step = self.args.eval_every, self.last_step, global_step
+        self.summary["global_steps"] = max(self.summary["global_steps"], global_step)
         if every and global_step // every > previous // every:
             self.evaluation(global_step)
         now = time.time()
@@ -825,29 +847,27 @@ class RunWriter:
             first, self.last_print = self.first_print or (global_step, now), now
             sps = (global_step - first[0]) / (now - first[1]) if self.first_print else None
             print(progress_line(global_step, self.budget, sps, self.recent_return()))
-            if global_step >= self.warm_up:  # random steps without updates are far faster
+            if global_step >= getattr(self.args, "learning_starts", 0):
                 self.first_print = first
 
     def evaluation(self, global_step):
-        """Evaluate a = mu(s), no noise, as it is now on environments of its own (no random
-        stream or training environment is touched), append the row to evaluations.csv and,
-        with --save-model, keep the best model (the first of equal means) as best_model.pt."""
+        """Evaluate the policy as it is now on environments of its own (the training ones, the
+        observation statistics and the random streams are untouched), append the row to
+        evaluations.csv and, with --save-model, keep the best model so far (best_model)."""
         wall_time = self.elapsed()
-        returns = evaluate(self.nets.actor, self.args.env_id, self.args.eval_episodes,
-                           self.args.seed + 100_000, self.device)
+        returns = evaluate(self.args, self.models)
         mean, std = float(returns.mean()), float(returns.std())
         self.write_row("evaluations.csv", global_step=global_step, wall_time=round(wall_time, 4),
                        eval_return_mean=mean, eval_return_std=std)
-        best = max((m for _, m, _ in self.evaluations), default=-math.inf)
-        if self.args.save_model and mean > best:
-            save_checkpoint(os.path.join(self.path, "best_model.pt"), self.nets, self.args)
+        if self.args.save_model and mean > max((m for _, m, _ in self.evaluations), default=-math.inf):
+            save_checkpoint(os.path.join(self.path, "best_" + CHECKPOINT), self.models, self.args)
         self.evaluations.append((global_step, mean, std))
 
-    def non_finite(self, critic_loss, global_step):
+    def non_finite(self, loss, global_step):
         """True, after saying so and marking the run interrupted, when the loss is NaN or inf."""
-        if math.isfinite(critic_loss):
+        if math.isfinite(loss):
             return False
-        print(f"{SCRIPT}: the critic loss became non-finite (NaN or inf) at step {global_step}; "
+        print(f"{SCRIPT}: the loss became non-finite (NaN or inf) at step {global_step}; "
               "stopping (try a lower --learning-rate)")
         self.summary["interrupted"] = True
         return True
@@ -857,8 +877,8 @@ class RunWriter:
         return float(np.mean(self.returns[-20:])) if self.returns else None
 
     def reached(self, threshold, global_step):
-        """True once the mean of the last 20 returns reaches threshold; records the
-        first step it did (each episode asks it of solved_threshold, train of --stop-at-return)."""
+        """True once the mean of the last 20 returns reaches threshold; records the first step
+        it did (each episode asks it of solved_threshold, train of --stop-at-return)."""
         if threshold is None or len(self.returns) < 20 or self.recent_return() < threshold:
             return False
         if self.summary["solved_at_step"] is None:  # the first time only
@@ -873,18 +893,20 @@ class RunWriter:
             self.tensorboard.close()
 
 
+TensorBoardWriter = SummaryWriter
+CHECKPOINT = "model.pt"
+
+
 EPISODE_FIELDS = ("global_step", "wall_time", "episode_return", "episode_length")
 SUMMARY_KEYS = ("algorithm", "env_id", "seed", "global_steps", "wall_time_s",
                 "train_return_last20", "eval_return_mean", "eval_return_std", "eval_episodes",
                 "solved_threshold", "solved_at_step", "solved_at_time_s", "interrupted")
-# The CSV columns as TensorBoard's scalars, under the names CleanRL's scripts give the same
-# quantities (each point at the row's global_step and wall_time)
-TENSORBOARD_NAMES = {
-    "episode_return": "charts/episodic_return", "episode_length": "charts/episodic_length",
-    "sps": "charts/SPS", "gradient_steps": "charts/gradient_steps",
-    "critic_loss": "losses/qf_loss", "q_mean": "losses/qf1_values",
-    "actor_loss": "losses/actor_loss",
-    "eval_return_mean": "eval/episodic_return", "eval_return_std": "eval/episodic_return_std"}
+# The columns every script writes, as TensorBoard's scalars under CleanRL's names (each point
+# at the row's global_step and wall_time); a column in neither these nor the script's own
+# TENSORBOARD_NAMES goes under charts/.
+COMMON_NAMES = {"episode_return": "charts/episodic_return", "sps": "charts/SPS",
+                "episode_length": "charts/episodic_length", "eval_return_mean":
+                "eval/episodic_return", "eval_return_std": "eval/episodic_return_std"}
 
 
 def progress_line(global_step, total_steps, sps, recent_return):
@@ -905,9 +927,10 @@ def progress_line(global_step, total_steps, sps, recent_return):
 
 
 def plot_learning_curve(path, steps, returns, title, evaluations=(), final=None):
-    """learning_curve.png: episode returns against environment steps (faded) and their moving
-    average of 20; the greedy evaluations (step, mean, std) of --eval-every as a second series
-    with the std as error bars, and the final evaluation after training as a marker of its own."""
+    """learning_curve.png: episode return against environment steps, raw points faded and
+    a moving average of 20 episodes on top; the greedy evaluations (step, mean, std) of
+    --eval-every as a second series, the mean with the std as error bars, and the final
+    evaluation (step, mean, std) after training as a marker of its own."""
     fig = Figure(figsize=(7, 4), dpi=100)
     ax = fig.add_subplot()
     ax.scatter(steps, returns, s=6, alpha=0.25, label="episode return")
@@ -931,51 +954,77 @@ def plot_learning_curve(path, steps, returns, title, evaluations=(), final=None)
     return os.path.join(path, "learning_curve.png")
 
 
-def save_checkpoint(path, nets, args):
-    """The learned networks' state dicts (not the targets) and the flags."""
-    torch.save({"actor": nets.actor.state_dict(), "qf1": nets.qf1.state_dict(),
-                **({"qf2": nets.qf2.state_dict()} if nets.qf2 is not None else {}),
-                "args": asdict(args)}, path)
+def save_checkpoint(path, models, args):
+    """model.pt: each model's state dict under its name, and the flags."""
+    torch.save({**{name: m.state_dict() for name, m in models.items()}, "args": asdict(args)},
+               path)
 
 
-def load_checkpoint(path, env_id):
-    """Load a model.pt safely (weights_only, onto the CPU, wherever it was saved) and check
-    it was made for env_id; None when path is None (no --eval-checkpoint)."""
+def read_checkpoint(path):
+    """A model.pt's dict, loaded safely (weights_only: tensors and plain data, never code)."""
+    return torch.load(path, map_location="cpu", weights_only=True)
+
+
+def load_checkpoint(args):
+    """(args, checkpoint) for --eval-checkpoint: the file (or a run folder's), read safely and
+    checked to be this script's and made for --env-id, and the flags that shape the networks
+    (MODEL_FLAGS) taken from it; (args, None) without the flag."""
+    path = args.eval_checkpoint
     if path is None:
-        return None
-    if os.path.isdir(path):  # a run folder stands for its model.pt
-        path = os.path.join(path, "model.pt")
+        return args, None
+    if os.path.isdir(path):  # a run folder stands for its checkpoint
+        path = os.path.join(path, CHECKPOINT)
         if not os.path.isfile(path):
-            fail(f"run folder {os.path.dirname(path)} has no model.pt; train with --save-model")
+            fail(f"run folder {os.path.dirname(path)} has no {CHECKPOINT}; train with --save-model")
     if not os.path.isfile(path):
         fail(f"checkpoint {path} does not exist")
     try:
-        checkpoint = torch.load(path, map_location="cpu", weights_only=True)
-        saved = checkpoint["args"]  # each lookup raises KeyError where an entry is missing
-        checkpoint["actor"], saved["env_id"], [saved[k] for k in CHECKPOINT_FLAGS]
+        checkpoint = read_checkpoint(path)
+        flags = {name: checkpoint["args"][name] for name in ("env_id", *MODEL_FLAGS)}
     except Exception as e:
-        fail(f"checkpoint {path} is not a ddpg_td3.py model.pt ({type(e).__name__}); "
+        fail(f"checkpoint {path} is not a {SCRIPT} {CHECKPOINT} ({type(e).__name__}); "
              "make one with --save-model")
-    if saved["env_id"] != env_id:
-        fail(f"checkpoint {path} was made for {saved['env_id']}, not {env_id}; "
-             f"pass --env-id {saved['env_id']}")
-    return checkpoint
+    if flags["env_id"] != args.env_id:
+        fail(f"checkpoint {path} was made for {flags['env_id']}, not {args.env_id}; "
+             f"pass --env-id {flags['env_id']}")
+    return replace(args, **flags), checkpoint
 
 
-def restore(checkpoint, nets, args):
-    """Put a checkpoint's actor into nets (on its device): evaluation needs only mu(s)."""
+def restore(checkpoint, models, args):
+    """Put a checkpoint's state into each model."""
     try:
-        nets.actor.load_state_dict(checkpoint["actor"])
-    except (RuntimeError, KeyError, AttributeError) as e:
-        fail(f"checkpoint {args.eval_checkpoint} does not fit {args.env_id}'s network: "
-             f"{str(e).splitlines()[0]}")
+        for name, model in models.items():
+            model.load_state_dict(checkpoint[name])
+    except Exception as e:
+        fail(f"checkpoint {args.eval_checkpoint} does not fit {args.env_id}'s networks: "
+             f"{type(e).__name__}: {(str(e).splitlines() or [''])[0]}")
 
 
-def finish(args, run, nets, device, trained=True):
-    """Write the run first (model.pt if asked, summary.json, the curve), then
-    evaluate greedily and write summary.json and the curve again with the evaluation, so that
-    Ctrl-C during a long evaluation keeps the run; print the closing line. An interrupted
-    run skips the evaluation."""
+def train_and_finish(run, train, envs=None):
+    """Train (unless --eval-checkpoint gave a model) and finish the run. Ctrl-C during
+    training stops it: the run folder is written, then KeyboardInterrupt goes on up (cli
+    ends the process as an interrupted one); the environments are closed either way."""
+    interrupted = False
+    if run.args.eval_checkpoint is None:
+        try:
+            train()
+        except KeyboardInterrupt:
+            print(f"{SCRIPT}: interrupted; writing what the run has so far")
+            interrupted = run.summary["interrupted"] = True
+        finally:
+            if envs is not None:
+                envs.close()
+    summary = finish(run.args, run, trained=run.args.eval_checkpoint is None)
+    if interrupted:
+        raise KeyboardInterrupt
+    return summary
+
+
+def finish(args, run, trained=True):
+    """Write the run first (the model if asked, summary.json, the curve), then evaluate
+    greedily and write summary.json and the curve again with the evaluation, so that Ctrl-C
+    during a long evaluation keeps the run; print the closing line. An interrupted run skips
+    the evaluation."""
     summary = run.summary
     summary["train_return_last20"] = run.recent_return()
     summary["wall_time_s"] = round(run.elapsed(), 3)
@@ -983,16 +1032,15 @@ def finish(args, run, nets, device, trained=True):
         print(f"{SCRIPT}: no training episode ended in {summary['global_steps']:,} steps; if "
               f"{args.env_id} has no time limit, register it with max_episode_steps")
     if args.save_model and trained:
-        save_checkpoint(os.path.join(run.path, "model.pt"), nets, args)
+        save_checkpoint(os.path.join(run.path, CHECKPOINT), run.models, args)
     run.close()
     curve = write_summary(args, run, trained)
     if args.eval_episodes and not summary["interrupted"]:
-        video_folder = os.path.join(run.path, "videos") if args.capture_video else None
         print(f"{SCRIPT}: final evaluation, {args.eval_episodes:,} "
               f"episode{'s' * (args.eval_episodes > 1)}; the run is written and Ctrl-C keeps it")
         try:
-            returns = evaluate(nets.actor, args.env_id, args.eval_episodes, args.seed + 100_000,
-                               device, video_folder)
+            returns = evaluate(args, run.models, os.path.join(run.path, "videos")
+                               if args.capture_video else None)
         except KeyboardInterrupt:
             print(f"{SCRIPT}: final evaluation interrupted; {run.path} keeps the run without it")
             finish_tracking(args, run, exit_code=130)
@@ -1068,6 +1116,7 @@ def cli():
     except KeyboardInterrupt:
         signal.signal(signal.SIGINT, signal.SIG_DFL)
         os.kill(os.getpid(), signal.SIGINT)
+# End of plumbing/common.py
 
 
 if __name__ == "__main__":

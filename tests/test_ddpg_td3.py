@@ -1,7 +1,6 @@
 """Tests of ddpg_td3.py: the math by hand, the buffer, what the update feeds the math
-(networks with hand-set weights), runs end to end, bad input, determinism
-(CONTRIBUTING.md, "Tests"; the rules every script keeps are tests/test_contract.py's)."""
-import json
+(networks with hand-set weights), its own hooks (check_flags, check_spaces, greedy_policy,
+MODEL_FLAGS), determinism. The plumbing's behaviour is tested once, in test_plumbing.py."""
 import math
 import os
 
@@ -14,18 +13,12 @@ from torch.nn.utils import parameters_to_vector
 
 import ddpg_td3
 from conftest import (BoxCountingEnv, approx, check_a_batch_of_the_written_rows,
-                      check_a_batch_of_whole_transitions_2_to_6, check_an_evaluation_trains_nothing,
-                      check_episode_ends, check_named_and_tracked, check_replay_evaluations,
+                      check_a_batch_of_whole_transitions_2_to_6, check_episode_ends,
                       check_the_actor_acts_on_float64_observations_as_float32,
                       check_the_buffer_is_never_larger_than_the_budget,
-                      check_the_curves_moving_mean,
-                      check_the_episode_rows_the_last_20_and_the_times,
-                      check_the_evaluation_rows_and_the_curves_points,
-                      check_the_random_actions_fill_minus_one_to_one, check_whole_steps_budget,
-                      fill_with_constants, interrupt_on_call, read_csv, received_actions,
+                      check_the_random_actions_fill_minus_one_to_one, read_csv, received_actions,
                       replay_transitions, rows_after_numbered_updates, same_seed_episodes,
-                      saved_sums, set_clock, spy_on_acting, spy_on_seeds, tensor,
-                      unreadable_checkpoints)
+                      set_clock, spy_on_acting, spy_on_seeds, tensor)
 
 
 # ---------------------------------------------------------------------------------------
@@ -387,6 +380,17 @@ class LineActor(torch.nn.Module):
         return self.slope * obs[:, :1] + 0 * self.w
 
 
+def test_the_evaluation_plays_mu_without_noise_scaled_to_the_bounds():
+    # BoxZeroToFour-v0 (actions in [0, 4], observations 0, 1, 2, cut after 3 steps) with
+    # mu(s) = 0.1 s: the greedy actions 0, 0.1, 0.2 reach the environment as 2 + 2a = 2, 2.2,
+    # 2.4 in each of the 2 episodes (unscaled they would arrive as 0, 0.1, 0.2)
+    received_actions().clear()
+    returns = ddpg_td3.evaluate(ddpg_td3.Args(env_id="BoxZeroToFour-v0", eval_episodes=2),
+                                {"actor": LineActor(0.1)})
+    assert returns.tolist() == [3.0, 3.0]
+    assert received_actions() == approx([2.0, 2.0, 2.2, 2.2, 2.4, 2.4])
+
+
 def test_the_loop_explores_around_the_online_actor_scaled_to_the_bounds(tmp_path, monkeypatch):
     class HandNetworks(ddpg_td3.Networks):  # online mu(s) = 0.1 s, target mu'(s) = -0.3 s
         def __init__(self, *args):
@@ -553,9 +557,9 @@ def test_every_evaluation_plays_the_online_actor_not_its_target(tmp_path, monkey
         made.append(networks(*args))
         return made[-1]
 
-    def spy_evaluate(actor, *args, **kwargs):
-        played.append(actor)
-        return evaluate(actor, *args, **kwargs)
+    def spy_evaluate(args, models, *rest, **kwargs):
+        played.append(models["actor"])
+        return evaluate(args, models, *rest, **kwargs)
     monkeypatch.setattr(ddpg_td3, "Networks", spy_networks)
     monkeypatch.setattr(ddpg_td3, "evaluate", spy_evaluate)
     ddpg_td3.main(ddpg_td3.Args(env_id="BoxZeroToFour-v0", total_timesteps=6, learning_starts=3,
@@ -670,21 +674,25 @@ def test_smoke_run_writes_every_file_and_its_model_evaluates(algo, tmp_path, che
     assert evaluated["global_steps"] == 0 and evaluated["algorithm"] == algo
 
 
-def test_the_checkpoint_keeps_each_learned_network_under_its_own_name(tmp_path):
-    # Weights a sum tells apart: the actor 3 everywhere, qf1 ones, qf2 twos, every target 7
-    args = ddpg_td3.resolve_algo(ddpg_td3.Args(hidden_size=8))
-    nets = ddpg_td3.Networks(1, 1, 8, twin_q=True)
-    fill_with_constants((nets.actor, 3.0), (nets.qf1, 1.0), (nets.qf2, 2.0),
-                        (nets.actor_target, 7.0), (nets.qf1_target, 7.0), (nets.qf2_target, 7.0))
-    ddpg_td3.save_checkpoint(tmp_path / "model.pt", nets, args)
-    state, total = saved_sums(tmp_path / "model.pt", ("actor", "qf1", "qf2"))
-    # A critic of 1 observation + 1 action, 8 hidden: (2*8 + 8) + (8*8 + 8) + (8*1 + 1)
-    #   = 24 + 72 + 9 = 105 weights: qf1 sums to 105 * 1 = 105, qf2 to 105 * 2 = 210.
-    # The actor: (1*8 + 8) + (8*8 + 8) + (8*1 + 1) = 16 + 72 + 9 = 97 weights of 3 = 291.
-    # The targets (7s) are not saved: learned networks only.
-    assert set(state) == {"actor", "qf1", "qf2", "args"}
-    assert total == {"actor": approx(291.0), "qf1": approx(105.0), "qf2": approx(210.0)}
-    assert state["args"]["twin_q"] is True and state["args"]["hidden_size"] == 8
+@pytest.mark.parametrize("algo", ["td3", "ddpg"])
+def test_the_checkpoint_keeps_each_learned_network_under_its_own_name(algo, tmp_path,
+                                                                      monkeypatch):
+    # After a run with --save-model, model.pt holds the learned networks, each under its own
+    # name (qf2 with twin critics alone), and not their targets, which lag behind them
+    made, networks = [], ddpg_td3.Networks
+    monkeypatch.setattr(ddpg_td3, "Networks",
+                        lambda *args: made.append(networks(*args)) or made[-1])
+    ddpg_td3.main(ddpg_td3.Args(env_id="BoxCountToThree-v0", algo=algo, total_timesteps=12,
+                                learning_starts=6, batch_size=4, hidden_size=8, eval_episodes=0,
+                                save_model=True, output_dir=str(tmp_path)))
+    (nets,) = made
+    state = torch.load(next(tmp_path.glob("*/model.pt")), weights_only=True)
+    names = ("actor", "qf1", "qf2") if algo == "td3" else ("actor", "qf1")
+    assert set(state) == {*names, "args"} and state["args"]["twin_q"] == (algo == "td3")
+    for name in names:
+        own, target = getattr(nets, name).state_dict(), getattr(nets, f"{name}_target").state_dict()
+        assert all(torch.equal(state[name][key], own[key]) for key in own), name
+        assert not all(torch.equal(state[name][key], target[key]) for key in own), name
 
 
 def test_stop_at_return_stops_and_records_when(tmp_path, monkeypatch):
@@ -702,28 +710,13 @@ def test_stop_at_return_stops_and_records_when(tmp_path, monkeypatch):
     assert float(episodes[-1]["wall_time"]) < summary["solved_at_time_s"] < summary["wall_time_s"]
 
 
-def test_interrupted_run_keeps_its_data(tmp_path, monkeypatch):
-    monkeypatch.setattr(ddpg_td3, "update", interrupt_on_call(2, ddpg_td3.update))
-    with pytest.raises(KeyboardInterrupt):  # after the run folder is written (exit 130 in cli)
-        ddpg_td3.main(ddpg_td3.Args(**{**TINY, "learning_starts": 400, "log_interval": 1},
-                                    save_model=True, output_dir=str(tmp_path)))
-    (path,) = tmp_path.iterdir()
-    summary = json.loads((path / "summary.json").read_text())
-    # updates: at step 400 (1), then Ctrl-C in the one at step 401 (2)
-    assert summary["interrupted"] is True and summary["eval_return_mean"] is None
-    assert summary["global_steps"] == 401
-    assert [u["global_step"] for u in read_csv(path / "updates.csv")] == ["400"]
-    assert len(read_csv(path / "episodes.csv")) == 2
-    assert (path / "learning_curve.png").exists() and (path / "model.pt").exists()
-
-
 def test_nan_loss_stops_cleanly(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(ddpg_td3, "td3_target", lambda rewards, *a, **k: rewards * math.nan)
     summary = ddpg_td3.main(ddpg_td3.Args(**{**TINY, "log_interval": 100},
                                           output_dir=str(tmp_path)))
     (path,) = tmp_path.iterdir()
     out = capsys.readouterr().out
-    assert "the critic loss became non-finite (NaN or inf) at step 200" in out
+    assert "the loss became non-finite (NaN or inf) at step 200" in out
     assert summary["interrupted"] is True and summary["global_steps"] == 200
     assert read_csv(path / "updates.csv")[0]["critic_loss"] == "nan"
     assert (path / "summary.json").exists()
@@ -736,77 +729,38 @@ def test_same_seed_gives_the_same_episodes(tmp_path):
     assert len(rows) == 4  # 2 environments * 500 steps, the last two after 300 of learning
 
 
-def test_an_environment_of_ones_own_module_trains(fresh_env_module, tmp_path, check_run_folder):
-    # gym.make("my_envs:Slider-v0") imports my_envs, which registers Slider-v0 (time limit 20)
-    summary = ddpg_td3.main(ddpg_td3.Args(
-        env_id=f"{fresh_env_module}:Slider-v0", total_timesteps=60, learning_starts=20,
-        batch_size=8, hidden_size=8, log_interval=20, eval_episodes=1, output_dir=str(tmp_path)))
-    path, episodes, _ = check_run_folder(summary, str(tmp_path), "td3")
-    assert os.path.basename(path).startswith("my_envs-Slider-v0__")
-    assert summary["env_id"] == "my_envs:Slider-v0"
-    assert [e["episode_length"] for e in episodes] == ["20"] * 3
-
-
 def test_the_budget_is_rounded_down_to_whole_steps_of_the_environments(tmp_path, capsys):
-    check_whole_steps_budget(ddpg_td3, tmp_path, capsys, batch_size=16, hidden_size=8)
+    # --total-timesteps 1,000 with 3 environments runs 333 vector steps, 999 environment
+    # steps, said once at the start; learning starts at 990
+    summary = ddpg_td3.main(ddpg_td3.Args(total_timesteps=1000, num_envs=3, learning_starts=990,
+                                          batch_size=16, hidden_size=8, eval_episodes=0,
+                                          output_dir=str(tmp_path)))
+    assert capsys.readouterr().out.count("training runs 999 of --total-timesteps 1,000") == 1
+    assert summary["global_steps"] == 999
 
 
 # ---------------------------------------------------------------------------------------
-# What a run logs, each value against numbers kept apart from the script's own bookkeeping
-# (issue 59's column audit; the checks are conftest.py's, run by tests/test_sac.py too)
+# Flags that skip training or bound the buffer, each at a value other than its default,
+# seen where main and train hand it on
 # ---------------------------------------------------------------------------------------
-def test_the_episode_rows_the_last_20_and_the_times_are_their_own(tmp_path, monkeypatch):
-    check_the_episode_rows_the_last_20_and_the_times(ddpg_td3, tmp_path, monkeypatch)
-
-
-def test_the_evaluation_rows_and_the_curves_points_by_hand(tmp_path, monkeypatch):
-    check_the_evaluation_rows_and_the_curves_points(ddpg_td3, tmp_path, monkeypatch)
-
-
-def test_the_curves_moving_mean_by_hand(tmp_path, monkeypatch):
-    check_the_curves_moving_mean(ddpg_td3, tmp_path, monkeypatch)
-
-
-# ---------------------------------------------------------------------------------------
-# Flags that name the run, track it, skip its training or bound its buffer, each at a value
-# other than its default, seen where main and train hand it on (the checks are conftest.py's,
-# run by tests/test_sac.py too)
-# ---------------------------------------------------------------------------------------
-def test_exp_name_seed_and_track_name_the_run_folder_the_curve_and_the_wandb_run(
-        tmp_path, monkeypatch):
-    check_named_and_tracked(ddpg_td3, tmp_path, monkeypatch)
-
-
-def test_an_evaluation_of_a_checkpoint_trains_nothing(tmp_path, capsys):
-    check_an_evaluation_trains_nothing(ddpg_td3, tmp_path, capsys)
-
-
 def test_the_buffer_is_never_larger_than_the_budget(tmp_path, monkeypatch):
     check_the_buffer_is_never_larger_than_the_budget(ddpg_td3, tmp_path, monkeypatch)
 
 
-# ---------------------------------------------------------------------------------------
-# Watching a run: --eval-every
-# ---------------------------------------------------------------------------------------
-def test_eval_every_writes_rows_keeps_the_best_model_and_leaves_training_alone(tmp_path):
-    check_replay_evaluations(ddpg_td3, tmp_path)
+def test_an_evaluation_of_a_checkpoint_is_not_held_to_the_warm_up():
+    # --learning-starts 1,000 leaves no step of a 101-step budget to learn in: refused for
+    # training, not for evaluating a checkpoint, which trains nothing
+    ddpg_td3.check_flags(ddpg_td3.resolve_algo(ddpg_td3.Args(total_timesteps=101,
+                                                             eval_checkpoint="model.pt")))
+    with pytest.raises(ddpg_td3.UsageError, match="leaves no step of the budget"):
+        ddpg_td3.check_flags(ddpg_td3.resolve_algo(ddpg_td3.Args(total_timesteps=101)))
 
 
 # ---------------------------------------------------------------------------------------
-# Bad input: one line on stderr, exit status 2, nothing trained
+# Bad input: one line on stderr, exit status 2, nothing trained (ddpg_td3.py's own checks:
+# check_flags, check_spaces)
 # ---------------------------------------------------------------------------------------
-@pytest.fixture
-def bad_checkpoints(tmp_path):
-    mountain_car = tmp_path / "mountain_car.pt"
-    args = ddpg_td3.resolve_algo(ddpg_td3.Args(env_id="MountainCarContinuous-v0", hidden_size=8))
-    ddpg_td3.save_checkpoint(mountain_car, ddpg_td3.Networks(2, 1, 8, args.twin_q), args)
-    return {**unreadable_checkpoints(tmp_path),
-            "mountain_car": str(mountain_car)}
-
-
 @pytest.mark.parametrize("argv, message", [
-    (["--env-id", "my_envs:Slider-v9"], "unknown environment id 'my_envs:Slider-v9'; did you "
-                                        "mean Slider-v0"),
     (["--env-id", "CartPole-v1"], "Discrete action space of shape (); ddpg_td3.py needs a flat "
                                   "continuous (Box) one (for Discrete actions use dqn.py or ppo.py)"),
     (["--env-id", "SpinTheBits-v0"], "MultiBinary action space"),
@@ -814,8 +768,6 @@ def bad_checkpoints(tmp_path):
     (["--env-id", "BoxImage-v0"], "Box observation space of shape (2, 2); ddpg_td3.py's MLPs "
                                   "need a flat Box"),
     (["--env-id", "BoxTable-v0"], "Discrete observation space"),
-    (["--env-id", "NoDisplay-v0", "--capture-video"],
-     "cannot record videos of NoDisplay-v0 (RuntimeError: no OpenGL context); for MuJoCo"),
     (["--num-envs", "0"], "--num-envs must be positive"),
     (["--total-timesteps", "1000"], "--learning-starts 1000 leaves no step of the budget, 1,000 "
                                     "steps (--total-timesteps 1000 in whole steps of --num-envs 1)"),
@@ -828,17 +780,8 @@ def bad_checkpoints(tmp_path):
     (["--noise-clip", "0"], "--noise-clip 0 cancels --target-policy-noise"),
     (["--gamma", "1.5"], "--gamma must be in [0, 1]"),
     (["--tau", "0"], "--tau must be in (0, 1]"),
-    (["--eval-checkpoint", "corrupt"], "is not a ddpg_td3.py model.pt"),
-    (["--eval-checkpoint", "mountain_car"], "was made for MountainCarContinuous-v0, not "
-                                            "Pendulum-v1; pass --env-id MountainCarContinuous-v0"),
 ])
-def test_bad_input_is_one_line_and_exit_status_2(argv, message, check_usage_error, bad_checkpoints,
-                                                 fresh_env_module):
-    check_usage_error("ddpg_td3.py", [bad_checkpoints.get(a, a) for a in argv], message)
+def test_bad_input_is_one_line_and_exit_status_2(argv, message, check_usage_error):
+    check_usage_error("ddpg_td3.py", argv, message)
 
 
-def test_help_lists_the_flags_with_their_docstrings(check_help):
-    check_help("ddpg_td3.py", ("--cuda", "--no-cuda", "--algo", "--twin-q",
-                               "--target-policy-noise", "--noise-clip", "--policy-delay",
-                               "--exploration-noise", "--learning-starts", "--tau"),
-               ("clipped double Q", "set by --algo"))
