@@ -782,6 +782,11 @@ def check_env(args, make=gym.make):
     its spaces to check_spaces and return what that returns; with --capture-video, render a
     frame, so that a machine without a display says so now, not after training."""
     env_id = args.env_id
+    if env_id.startswith(("ALE/", "MinAtar/")) and make is gym.make:  # ids their packages
+        # register, which the scripts that learn from images import (their make_game)
+        pixels = ("ppo.py and dqn.py" if env_id.startswith("ALE/")
+                  else "ppo.py, dqn.py, pqn.py and impala.py")
+        fail(f"{env_id} is a game of images ({pixels} learn from them); {SCRIPT} does not")
     try:
         env = make(env_id)
         obs_space, action_space = env.observation_space, env.action_space

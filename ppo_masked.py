@@ -583,11 +583,6 @@ def check_flags(args):
     if args.eval_checkpoint is None and 0 < args.total_timesteps < batch_size:
         fail(f"--total-timesteps {args.total_timesteps} is less than one rollout "
              f"(num_envs*num_steps = {batch_size}); raise it or shrink the rollout")
-    if args.env_id.startswith(("ALE/", "MinAtar/")):  # image games, registered by their packages
-        pixels = ("ppo.py and dqn.py" if args.env_id.startswith("ALE/")
-                  else "ppo.py, dqn.py and impala.py")
-        fail(f"{args.env_id} is a game of images ({pixels} learn from them); ppo_masked.py "
-             "needs observations its MLP takes flat")
 
 
 def check_spaces(args, obs_space, action_space):
@@ -724,6 +719,11 @@ def check_env(args, make=gym.make):
     its spaces to check_spaces and return what that returns; with --capture-video, render a
     frame, so that a machine without a display says so now, not after training."""
     env_id = args.env_id
+    if env_id.startswith(("ALE/", "MinAtar/")) and make is gym.make:  # ids their packages
+        # register, which the scripts that learn from images import (their make_game)
+        pixels = ("ppo.py and dqn.py" if env_id.startswith("ALE/")
+                  else "ppo.py, dqn.py, pqn.py and impala.py")
+        fail(f"{env_id} is a game of images ({pixels} learn from them); {SCRIPT} does not")
     try:
         env = make(env_id)
         obs_space, action_space = env.observation_space, env.action_space

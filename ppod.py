@@ -756,11 +756,6 @@ def check_flags(args):
     if args.norm_adv and batch_size // args.num_minibatches < 2:
         fail("minibatches of 1 sample cannot normalize advantages; use fewer "
              "--num-minibatches or --no-norm-adv")
-    if args.env_id.startswith(("ALE/", "MinAtar/")):  # image games, registered by their packages
-        pixels = ("ppo.py and dqn.py" if args.env_id.startswith("ALE/")
-                  else "ppo.py, dqn.py and impala.py")
-        fail(f"{args.env_id} is a game of images ({pixels} learn from them); ppod.py needs "
-             "a flat Box observation")
 
 
 def check_spaces(args, obs_space, action_space):
@@ -887,6 +882,11 @@ def check_env(args, make=gym.make):
     its spaces to check_spaces and return what that returns; with --capture-video, render a
     frame, so that a machine without a display says so now, not after training."""
     env_id = args.env_id
+    if env_id.startswith(("ALE/", "MinAtar/")) and make is gym.make:  # ids their packages
+        # register, which the scripts that learn from images import (their make_game)
+        pixels = ("ppo.py and dqn.py" if env_id.startswith("ALE/")
+                  else "ppo.py, dqn.py, pqn.py and impala.py")
+        fail(f"{env_id} is a game of images ({pixels} learn from them); {SCRIPT} does not")
     try:
         env = make(env_id)
         obs_space, action_space = env.observation_space, env.action_space

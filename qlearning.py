@@ -484,11 +484,6 @@ def main(args: Args) -> dict:
 # ---------------------------------------------------------------------------------------
 def check_flags(args):
     """qlearning.py's own flags, checked before any environment is made."""
-    if args.env_id.startswith(("ALE/", "MinAtar/")):  # image games, registered by their packages
-        pixels = ("ppo.py and dqn.py" if args.env_id.startswith("ALE/")
-                  else "ppo.py, dqn.py and impala.py")
-        fail(f"{args.env_id} is a game of images ({pixels} learn from them); qlearning.py needs "
-             "a Discrete observation or a small Box to cut into a grid")
     if args.log_interval <= 0:
         fail(f"--log-interval must be positive, got {args.log_interval}")
     if not 0.0 < args.learning_rate <= 1.0:
@@ -614,6 +609,11 @@ def check_env(args, make=gym.make):
     its spaces to check_spaces and return what that returns; with --capture-video, render a
     frame, so that a machine without a display says so now, not after training."""
     env_id = args.env_id
+    if env_id.startswith(("ALE/", "MinAtar/")) and make is gym.make:  # ids their packages
+        # register, which the scripts that learn from images import (their make_game)
+        pixels = ("ppo.py and dqn.py" if env_id.startswith("ALE/")
+                  else "ppo.py, dqn.py, pqn.py and impala.py")
+        fail(f"{env_id} is a game of images ({pixels} learn from them); {SCRIPT} does not")
     try:
         env = make(env_id)
         obs_space, action_space = env.observation_space, env.action_space

@@ -978,9 +978,6 @@ def test_same_seed_gives_the_same_episodes(tmp_path):
     (dict(hidden_sizes=(32, 0)), "--hidden-sizes must be positive widths, got 32 0"),
     (dict(hidden_sizes=()), "--hidden-sizes must be positive widths, got  (for no hidden layer "
      "use --policy linear)"),
-    (dict(env_id="MinAtar/Breakout-v1"), "MinAtar/Breakout-v1 is a game of images (ppo.py, "
-     "dqn.py and impala.py learn from them); es.py needs a flat Box observation"),
-    (dict(env_id="ALE/Pong-v5"), "ALE/Pong-v5 is a game of images (ppo.py and dqn.py learn"),
 ])
 def test_check_flags_refuses_a_bad_flag_in_one_line(flags, message):
     with pytest.raises(es.UsageError) as refused:

@@ -15,6 +15,7 @@ import os
 import re
 import shlex
 import signal
+import subprocess
 import sys
 import time
 
@@ -215,34 +216,32 @@ def test_an_unknown_id_gets_gymnasiums_closest_id(script, run_cli):
 # Games of images, whose ids exist only once their package is imported (ppo.py, dqn.py and
 # impala.py import it): the scripts of flat observations name the scripts that learn from
 # them, instead of "unknown environment id". impala.py takes MinAtar's grids, not Atari.
-LEARN_FROM_IMAGES = {"MinAtar/Breakout-v1": ("minatar", "ppo.py, dqn.py and impala.py"),
+LEARN_FROM_IMAGES = {"MinAtar/Breakout-v1": ("minatar", "ppo.py, dqn.py, pqn.py and impala.py"),
                      "ALE/Pong-v5": ("ale_py", "ppo.py and dqn.py")}
 GAMES_HERE = [i for i, (package, _) in LEARN_FROM_IMAGES.items()
               if importlib.util.find_spec(package)]
 
 
 @pytest.mark.parametrize("env_id", GAMES_HERE)
-@pytest.mark.parametrize("script", [s for s in SCRIPTS if s not in (
-    "ppo.py", "dqn.py", "impala.py", "mappo.py", "matd3.py")])  # mappo, matd3: PettingZoo ids
+@pytest.mark.parametrize("script", ["vpg.py", "qlearning.py"])  # the block's, both variants
 def test_a_game_of_images_names_the_scripts_that_learn_from_it(script, env_id,
                                                                 check_usage_error):
     learners = LEARN_FROM_IMAGES[env_id][1]
     check_usage_error(script, ["--env-id", env_id], f"{env_id} is a game of images "
-                      f"({learners} learn from them); {script} needs ")
+                      f"({learners} learn from them); {script} does not")
 
 
 @pytest.mark.parametrize("env_id", GAMES_HERE)
-def test_the_scripts_named_for_a_game_of_images_take_it(env_id):
+def test_the_scripts_named_for_a_game_of_images_take_it(env_id, check_usage_error):
     # what the line above promises: each script it names checks the id and its spaces
-    # without a word; impala.py, not named for Atari, refuses Atari's ids.
+    # without a word (the run stops only at the missing checkpoint, read after check_env);
+    # impala.py and pqn.py, not named for Atari, refuse Atari's ids.
     learners = LEARN_FROM_IMAGES[env_id][1]
-    for script in ("ppo.py", "dqn.py", "impala.py"):
-        module = module_of(script)
-        if script in learners:
-            module.check_env(env_id)
-        else:
-            with pytest.raises(module.UsageError, match="does not preprocess Atari frames"):
-                module.check_env(env_id)
+    for script in ("ppo.py", "dqn.py", "pqn.py", "impala.py"):
+        expected = ("checkpoint no-such-model.pt does not exist" if script in learners
+                    else "Atari")
+        check_usage_error(script, ["--env-id", env_id, "--eval-checkpoint",
+                                   "no-such-model.pt"], expected)
 
 
 @pytest.mark.parametrize("script", [s for s in SCRIPTS if s not in TORCH])
@@ -1045,3 +1044,17 @@ def test_the_numpy_variant_keeps_its_own_regions_and_drops_torchs():
     assert stamp.variant(source, numpy_only=True) == "a\nn\nb\n"
     assert stamp.stamped(f"x\n{stamp.START.format(name='common')}\nold\n"
                          f"{stamp.END.format(name='common')}\ny\n", "ppo.py").count("old") == 0
+
+
+@pytest.mark.skipif(bool(os.environ.get("DISPLAY")), reason="a display renders MuJoCo's frames")
+def test_capture_video_on_a_machine_without_a_display_stops_before_training(tmp_path):
+    # MuJoCo's default renderer (GLFW) needs a display: --capture-video renders a frame in
+    # check_env, so the run stops in one line naming MUJOCO_GL=egl, before any training,
+    # instead of failing at the final evaluation (a subprocess: MuJoCo reads MUJOCO_GL once).
+    env = {k: v for k, v in os.environ.items() if k not in ("MUJOCO_GL", "PYOPENGL_PLATFORM")}
+    done = subprocess.run([sys.executable, "ppo.py", "--env-id", "Hopper-v5", "--capture-video",
+                           "--output-dir", str(tmp_path / "runs")], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1
+    assert done.stderr.startswith("ppo.py: error: cannot record videos of Hopper-v5 (")
+    assert "set MUJOCO_GL=egl" in done.stderr and not (tmp_path / "runs").exists()

@@ -612,9 +612,6 @@ def test_same_seed_gives_the_same_episodes(tmp_path):
     (dict(end_e=-0.1), "--end-e must be in [0, 1]"),
     (dict(exploration_fraction=2.0), "--exploration-fraction must be in [0, 1]"),
     (dict(q_init=float("inf")), "--q-init must be a finite number"),
-    (dict(env_id="MinAtar/Breakout-v1"), "MinAtar/Breakout-v1 is a game of images (ppo.py, "
-     "dqn.py and impala.py learn from them); qlearning.py needs a Discrete observation"),
-    (dict(env_id="ALE/Pong-v5"), "ALE/Pong-v5 is a game of images (ppo.py and dqn.py learn"),
 ])
 def test_check_flags_refuses_a_bad_flag_in_one_line(flags, message):
     with pytest.raises(ql.UsageError) as refused:
