@@ -554,11 +554,6 @@ def main(args: Args) -> dict:
 # ---------------------------------------------------------------------------------------
 def check_flags(args):
     """sac.py's own flags, checked before any environment is made."""
-    if args.env_id.startswith(("ALE/", "MinAtar/")):  # image games, registered by their packages
-        pixels = ("ppo.py and dqn.py" if args.env_id.startswith("ALE/")
-                  else "ppo.py, dqn.py and impala.py")
-        fail(f"{args.env_id} is a game of images ({pixels} learn from them); sac.py needs "
-             "a flat Box observation")
     for name in ("num_envs", "gradient_steps", "buffer_size", "batch_size", "hidden_size",
                  "policy_frequency", "log_interval", "learning_rate", "alpha", "threads"):
         if not getattr(args, name) > 0:
@@ -698,6 +693,11 @@ def check_env(args, make=gym.make):
     its spaces to check_spaces and return what that returns; with --capture-video, render a
     frame, so that a machine without a display says so now, not after training."""
     env_id = args.env_id
+    if env_id.startswith(("ALE/", "MinAtar/")) and make is gym.make:  # ids their packages
+        # register, which the scripts that learn from images import (their make_game)
+        pixels = ("ppo.py and dqn.py" if env_id.startswith("ALE/")
+                  else "ppo.py, dqn.py, pqn.py and impala.py")
+        fail(f"{env_id} is a game of images ({pixels} learn from them); {SCRIPT} does not")
     try:
         env = make(env_id)
         obs_space, action_space = env.observation_space, env.action_space
