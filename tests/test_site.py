@@ -1077,11 +1077,4 @@ def test_search_finds_the_page_that_teaches_the_term_first(site):
     print(firsts)
     missed = {query: firsts[query] for query, scripts in SEARCHES.items()
               if firsts[query][0] not in [["algorithms", f"{s}.html"] for s in scripts]}
-    # Material ranks a section whose heading holds a word of the query (title boost 1000)
-    # above any text: these two hold once the teaching text's headings name the term
-    waiting = {"clipped surrogate": "docs/teach/ppo.md", "replay buffer": "docs/teach/dqn.md"}
-    assert not set(missed) - set(waiting), missed
-    if missed:
-        pytest.xfail("search: " + "; ".join(
-            f"{q!r} finds {'/'.join(missed[q][0])} first until {waiting[q]} has a heading that "
-            "names it" for q in missed))
+    assert not missed, missed  # Material ranks a page whose heading names the term first
