@@ -651,11 +651,6 @@ def check_flags(args):
         fail(f"--learning-starts {args.learning_starts} leaves no step of the budget, {budget:,} "
              f"steps (--total-timesteps {args.total_timesteps} in whole steps of --num-envs "
              f"{args.num_envs}), to learn in; lower it or raise the budget")
-    if args.env_id.startswith(("ALE/", "MinAtar/")):  # image games, registered by their packages
-        pixels = ("ppo.py and dqn.py" if args.env_id.startswith("ALE/")
-                  else "ppo.py, dqn.py and impala.py")
-        fail(f"{args.env_id} is a game of images ({pixels} learn from them); crossq.py needs "
-             "a flat Box observation")
 
 
 def check_spaces(args, obs_space, action_space):
@@ -776,14 +771,22 @@ def check_env(args, make=gym.make):
     its spaces to check_spaces and return what that returns; with --capture-video, render a
     frame, so that a machine without a display says so now, not after training."""
     env_id = args.env_id
+    if env_id.startswith(("ALE/", "MinAtar/")) and make is gym.make:  # ids their packages
+        # register, which the scripts that learn from images import (their make_game)
+        pixels = ("ppo.py and dqn.py" if env_id.startswith("ALE/")
+                  else "ppo.py, dqn.py, pqn.py and impala.py")
+        fail(f"{env_id} is a game of images ({pixels} learn from them); {SCRIPT} does not")
     try:
         env = make(env_id)
         obs_space, action_space = env.observation_space, env.action_space
         env.close()
+    except UsageError:  # a make of the script's own said it already (a package to install)
+        raise
     except Exception as e:  # Gymnasium's own line: the closest id to an unknown one, the
         # extra to install (pinned here to this Gymnasium); or a module of the user's that fails
         message = re.sub(r'"gymnasium\[(\w+)\]"', rf'"gymnasium[\1]=={gym.__version__}"', str(e))
         fail(f"cannot make {env_id}: {type(e).__name__}: {(message.splitlines() or [''])[0]}")
+    spaces = check_spaces(args, obs_space, action_space)
     if args.capture_video:
         try:
             with warnings.catch_warnings():  # the line below says it
@@ -797,7 +800,7 @@ def check_env(args, make=gym.make):
             fail(f"cannot record videos of {env_id} ({type(e).__name__}: "
                  f"{(str(e).splitlines() or [''])[0]}); for MuJoCo on a machine without a "
                  "display set MUJOCO_GL=egl")
-    return check_spaces(args, obs_space, action_space)
+    return spaces
 
 
 def seed_and_device(seed, cuda, threads=1, small_network=True):
@@ -830,7 +833,8 @@ def evaluate(args, models, video_folder=None):
     uniformly random one instead with that probability, from a generator of the
     evaluation's own. A line every 2 seconds says how far it is."""
     episodes, seed = args.eval_episodes, args.seed + 100_000
-    envs = make_vector_env(args.env_id, episodes, video_folder=video_folder)
+    flags = {flag: getattr(args, flag) for flag in globals().get("ENV_FLAGS", ())}
+    envs = make_vector_env(args.env_id, episodes, video_folder=video_folder, **flags)
     act, epsilon = greedy_policy(models, envs), getattr(args, "eval_epsilon", 0.0)
     obs, info = envs.reset(seed=seed)
     rng = np.random.default_rng(seed)  # epsilon's draws; training's streams stay untouched
@@ -903,7 +907,7 @@ class RunWriter:
         self.files, self.steps, self.returns, self.evaluations = {}, [], [], []
         self.write_row("episodes.csv")  # its header now: a run with no episode has the file
         self.start = self.last_print = time.time()
-        self.first_print = None  # (step, time) of the first progress line
+        self.first_print, self.last_step = None, 0  # (step, time) of the first progress line
         print(f"{SCRIPT}: {args.env_id}, seed {args.seed}, device {device}{note}")
         if self.budget != args.total_timesteps and args.eval_checkpoint is None:
             print(f"{SCRIPT}: training runs {self.budget:,} of --total-timesteps "
@@ -930,9 +934,11 @@ class RunWriter:
                     name = {**COMMON_NAMES, **TENSORBOARD_NAMES}.get(column, f"charts/{column}")
                     self.tensorboard.add_scalar(name, value, row["global_step"],
                                                 self.start + row["wall_time"])
+            self.tensorboard.flush()  # as the CSV file: a run that crashes keeps its rows
         f.flush()
 
     def episode(self, global_step, episode_return, episode_length):
+        self.summary["global_steps"] = max(self.summary["global_steps"], global_step)
         self.steps.append(global_step)
         self.returns.append(float(episode_return))
         self.write_row("episodes.csv", global_step=global_step, wall_time=round(self.elapsed(), 4),
@@ -947,10 +953,11 @@ class RunWriter:
     def step(self, global_step):
         """After each environment step: record the step count (should Ctrl-C stop the run),
         evaluate each time global_step crosses a multiple of --eval-every, and print the
-        progress line every 2 seconds (flushing TensorBoard's events), its speed measured from
-        the first line on (the first seconds hold the start-up)."""
-        every, previous = self.args.eval_every, self.summary["global_steps"]
-        self.summary["global_steps"] = global_step
+        progress line every 2 seconds, its speed measured from the first line on (the first
+        seconds hold the start-up), or from the first after --learning-starts where a script
+        has it (random steps run far faster)."""
+        every, previous, self.last_step = self.args.eval_every, self.last_step, global_step
+        self.summary["global_steps"] = max(self.summary["global_steps"], global_step)
         if every and global_step // every > previous // every:
             self.evaluation(global_step)
         now = time.time()
@@ -958,9 +965,8 @@ class RunWriter:
             first, self.last_print = self.first_print or (global_step, now), now
             sps = (global_step - first[0]) / (now - first[1]) if self.first_print else None
             print(progress_line(global_step, self.budget, sps, self.recent_return()))
-            self.first_print = first
-            if self.tensorboard:
-                self.tensorboard.flush()
+            if global_step >= getattr(self.args, "learning_starts", 0):
+                self.first_print = first
 
     def evaluation(self, global_step):
         """Evaluate the policy as it is now on environments of its own (the training ones, the
