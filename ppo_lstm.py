@@ -787,7 +787,8 @@ def usage_error(event):
     what to write instead (the closest flags to an unknown one; 100000 for 1e5)."""
     types = typing.get_type_hints(Args)
     flags = [f"--{name.replace('_', '-')}" for name in types]
-    flags += [f"--no-{name.replace('_', '-')}" for name, kind in types.items() if kind is bool]
+    flags += [f"--no-{name.replace('_', '-')}" for name, kind in types.items()
+              if kind is bool and not name.startswith("no_")]  # not --no-no-mask
     help_hint = f"(python {SCRIPT} --help lists the flags)"
     if isinstance(event, tyro._errors.UnrecognizedArgs):
         close = difflib.get_close_matches(event.tokens[0].partition("=")[0], flags, n=2)

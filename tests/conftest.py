@@ -799,17 +799,6 @@ def check_episode_ends(module, target_name, monkeypatch, args, terminated,
     return summary
 
 
-def check_whole_steps_budget(module, tmp_path, capsys, **flags):
-    """A replay-buffer script (dqn.py, ddpg_td3.py, sac.py) steps N environments at a time:
-    --total-timesteps 1,000 with 3 environments runs 333 vector steps, 333 * 3 = 999
-    environment steps, and says so once at the start. Learning starts at 990."""
-    summary = module.main(module.Args(total_timesteps=1000, num_envs=3, learning_starts=990,
-                                      eval_episodes=0, output_dir=str(tmp_path), **flags))
-    assert capsys.readouterr().out.count("training runs 999 of --total-timesteps 1,000: whole "
-                                         "steps of the 3 environments") == 1
-    assert summary["global_steps"] == 999
-
-
 class ActionLogEnv(BoxCountingEnv):
     """BoxCountingEnv with one action in [0, 4], which keeps every action it is given in
     `received` (read it with received_actions(); spy_on_acting empties it)."""
@@ -1378,41 +1367,6 @@ def check_the_time_columns_the_evaluation_rows_and_the_curve(module, tmp_path, m
     assert curves[-1] == ([int(e["global_step"]) for e in episodes],
                           [float(e["episode_return"]) for e in episodes],
                           [(60, 2.0, 1.0), (120, 2.0, 1.0)])
-
-
-def check_the_last_20_in_the_summary_and_the_progress_lines(rows, summary, lines):
-    """Two runs of one seed: rows, same_seed_episodes' (global_step, return, length) of the
-    first; summary, its summary.json; lines, spy_on_progress_lines' record of both, under
-    set_clock's 1 s a reading (a line every 2 readings). summary.json's train_return_last20 is
-    the mean of episodes.csv's last 20 returns, not of all of them; the progress line at step
-    g shows the mean of the last 20 returns of the episodes that ended before g (run.step
-    comes before the step's episodes are written), None before the first: past the 21st
-    episode, neither the mean of all nor the last one."""
-    returns = [float(r) for _, r, _ in rows]
-    assert summary["train_return_last20"] == pytest.approx(np.mean(returns[-20:]))
-    assert np.mean(returns) != pytest.approx(np.mean(returns[-20:]))
-    first_run = lines[:len(lines) // 2]
-    assert first_run == lines[len(lines) // 2:]  # the two runs print the same lines
-    ended_before = [[r for (s, r, _) in rows if int(s) < g] for g, _ in first_run]
-    assert [recent for _, recent in first_run] == [
-        pytest.approx(np.mean([float(r) for r in before[-20:]])) if before else None
-        for before in ended_before]
-    assert max(len(before) for before in ended_before) > 21
-
-
-def check_the_speeds_and_times_since_the_start(updates, summary, clock):
-    """updates.csv's rows and summary.json of a run under set_clock's uneven clock (n ms at
-    its n-th reading). Each row's sps is int(global_step / wall_time), the steps per second
-    since the start (the row's own interval, int(dg / dt), differs on an uneven clock), and
-    every wall_time is the clock's since the start: from 0 up to wall_time_s, which is taken
-    after the last row and before the final evaluation's readings."""
-    steps = [int(u["global_step"]) for u in updates]
-    walls = [float(u["wall_time"]) for u in updates]
-    speeds = [int(g / w) for g, w in zip(steps, walls)]
-    assert [int(u["sps"]) for u in updates] == speeds
-    assert speeds != [int(g / w) for g, w in zip(np.diff(steps, prepend=0),
-                                                 np.diff(walls, prepend=0))]
-    assert 0 < walls[0] < walls[-1] < summary["wall_time_s"] < clock.now - 1e9
 
 
 def check_the_buffer_is_never_larger_than_the_budget(module, tmp_path, monkeypatch,

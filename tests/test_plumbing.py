@@ -22,8 +22,11 @@ import time
 import gymnasium as gym
 import numpy as np
 import pytest
+import torch
 
-from conftest import (COMMON_FLAGS, ctrl_c, read_csv, set_clock, spy_on,
+from conftest import (check_the_curves_moving_mean, check_the_episode_rows_the_last_20_and_the_times,
+                      check_the_evaluation_rows_and_the_curves_points, check_replay_evaluations,
+                      check_the_time_columns_the_evaluation_rows_and_the_curve, COMMON_FLAGS, ctrl_c, read_csv, set_clock, spy_on,
                       spy_on_stepped_gradient_norms, start_in_a_terminal, unreadable_checkpoints,
                       video_names)
 
@@ -389,14 +392,19 @@ def test_eval_checkpoint_takes_a_run_folder_for_its_model(script, run_cli, tmp_p
     assert not os.path.exists(os.path.join(run_folder(tmp_path / "eval"), "learning_curve.png"))
 
 
-class HalfActor:
+class HalfActor(torch.nn.Module):
     """An actor by hand: 0.5 in [-1, 1] for every observation, as ddpg_td3.py's actor(obs)
-    and as sac.py's actor.greedy(obs) give it."""
-    def __call__(self, obs):
-        import torch
+    and as sac.py's actor.greedy(obs) give it (a parameter, where greedy_policy reads the
+    device)."""
+    def __init__(self):
+        super().__init__()
+        self.unused = torch.nn.Parameter(torch.zeros(1))
+
+    def forward(self, obs):
         return torch.full((len(obs), 1), 0.5)
 
-    greedy = __call__
+    def greedy(self, obs):
+        return self(obs)
 
 
 @pytest.mark.parametrize("script", ["ddpg_td3.py", "sac.py", "crossq.py"])
@@ -406,7 +414,8 @@ def test_the_evaluation_scales_the_greedy_action_to_the_bounds(script):
     # of the 2 episodes' 3 steps (the unscaled 0.5 would arrive as itself).
     from conftest import received_actions
     received_actions().clear()
-    module_of(script).evaluate(HalfActor(), "BoxZeroToFour-v0", 2, 0, "cpu")
+    module = module_of(script)
+    module.evaluate(module.Args(env_id="BoxZeroToFour-v0", eval_episodes=2), {"actor": HalfActor()})
     assert received_actions() == [3.0] * 6
 
 
@@ -1058,3 +1067,27 @@ def test_capture_video_on_a_machine_without_a_display_stops_before_training(tmp_
     assert done.returncode == 2 and done.stderr.count("\n") == 1
     assert done.stderr.startswith("ppo.py: error: cannot record videos of Hopper-v5 (")
     assert "set MUJOCO_GL=egl" in done.stderr and not (tmp_path / "runs").exists()
+
+
+# The logged values, each asserted by its value once (the column audit's checks, conftest.py):
+# the block writes them alike for every script, so one script of each loop's kind runs them.
+def test_the_time_columns_the_evaluation_rows_and_the_curve(tmp_path, monkeypatch):
+    check_the_time_columns_the_evaluation_rows_and_the_curve(module_of("ppo_lstm.py"), tmp_path,
+                                                             monkeypatch, data_chunk_length=4)
+
+
+@pytest.mark.parametrize("script", BLOCK)
+def test_the_curves_moving_mean(script, tmp_path, monkeypatch):
+    check_the_curves_moving_mean(module_of(script), tmp_path, monkeypatch)
+
+
+def test_the_episode_rows_the_last_20_and_the_times(tmp_path, monkeypatch):
+    check_the_episode_rows_the_last_20_and_the_times(module_of("sac.py"), tmp_path, monkeypatch)
+
+
+def test_the_evaluation_rows_and_the_curves_points(tmp_path, monkeypatch):
+    check_the_evaluation_rows_and_the_curves_points(module_of("sac.py"), tmp_path, monkeypatch)
+
+
+def test_the_evaluations_of_a_replay_script(tmp_path):
+    check_replay_evaluations(module_of("sac.py"), tmp_path)
