@@ -5,7 +5,8 @@ from its wall_time column.
     git worktree add /tmp/before 7dc0ba6
     python benchmarks/same_episodes.py --before /tmp/before --after . [--scripts ppo dqn]
 
-Each command runs once in each checkout (one at a time, one torch thread, no evaluation);
+Each command runs once in each checkout (one at a time, one torch thread, no evaluation,
+on a machine without a GPU: CPU and GPU float rounding differ);
 the line per script says "same" or where the two files first differ. Exit status 1 if any
 differs.
 """
@@ -42,7 +43,7 @@ def episodes(checkout, script, flags):
     """The rows of episodes.csv of the script's run in that checkout, without wall_time."""
     with tempfile.TemporaryDirectory() as out:
         command = [sys.executable, f"{script}.py", "--seed", "1", "--eval-episodes", "0",
-                   "--no-cuda", "--no-tensorboard", "--output-dir", out, *flags]
+                   "--no-tensorboard", "--output-dir", out, *flags]  # on a machine's CPU
         subprocess.run(command, cwd=checkout, check=True, capture_output=True,
                        env={**os.environ, "OMP_NUM_THREADS": "1"})
         (path,) = glob.glob(os.path.join(out, "*", "episodes.csv"))
