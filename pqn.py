@@ -6,8 +6,10 @@ together for T steps with an epsilon-greedy policy, the rollout's targets are Q(
 returns computed backward through it, and a few epochs of minibatch regression on those
 targets follow; then the rollout is thrown away. No transition is replayed and no copy of
 the network is held still. What makes it stable without them is LayerNorm in the network
-(Gallici et al. 2024 prove that normalized features keep the TD update from diverging) and
-the many environments, whose steps are less correlated than one environment's.
+(Gallici et al. 2024 show that normalized features keep the TD update from diverging) and
+the many environments, whose steps are less correlated than one environment's. Their analysis
+pairs LayerNorm with a small L2 penalty on the weights; their gymnax code (purejaxql), as this
+file, uses none.
 
 Key equations (t indexes the T steps of one environment's rollout):
 
