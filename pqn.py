@@ -132,11 +132,11 @@ class Args:
     num_steps: int = 64
     """T: steps per environment in each rollout; the batch is N*T"""
     learning_rate: float = 2.5e-4
-    """RAdam's learning rate, decayed linearly to 0 over the budget (1e-4 on CartPole, 5e-4 on MinAtar in the paper's code)"""
+    """RAdam's rate, linearly to 0 over the budget (paper's code: 1e-4 CartPole, 5e-4 MinAtar)"""
     gamma: float = 0.99
     """discount factor"""
     q_lambda: float = 0.65
-    """lambda of the Q(lambda) returns (0.65 on MinAtar and Atari, 0.95 on CartPole in the paper's code)"""
+    """lambda of the Q(lambda) returns (paper's code: 0.65 MinAtar and Atari, 0.95 CartPole)"""
     num_minibatches: int = 16
     """minibatches per epoch; must divide N*T"""
     update_epochs: int = 4
@@ -144,9 +144,9 @@ class Args:
     start_e: float = 1.0
     """epsilon at the start"""
     end_e: float = 0.05
-    """epsilon at the end of the decay (0.05 on MinAtar, 0.2 on CartPole in the paper's code)"""
+    """epsilon at the end of its decay (paper's code: 0.05 MinAtar, 0.2 CartPole)"""
     exploration_fraction: float = 0.2
-    """the fraction of the budget over which epsilon decays linearly (0.1-0.2 in the paper's code)"""
+    """the fraction of the budget over which epsilon decays (0.1-0.2 in the paper's code)"""
     reward_scale: float = 0.1
     """rewards are multiplied by this for learning (0.1 on CartPole in the paper's code)"""
     max_grad_norm: float = 10.0

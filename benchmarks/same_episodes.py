@@ -31,7 +31,7 @@ COMMANDS = {
     "ppo_rnd": ["--total-timesteps", "50000"],
     "ddpg_td3": ["--total-timesteps", "5000"],
     "sac": ["--total-timesteps", "5000"],
-    "crossq": ["--total-timesteps", "5000"],
+    "crossq": ["--total-timesteps", "6000"],
     "es": ["--total-timesteps", "50000", "--num-workers", "1"],
     "impala": ["--total-timesteps", "30000", "--sync"],
     "mappo": ["--total-timesteps", "16000"],

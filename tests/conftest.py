@@ -115,10 +115,10 @@ def runs(item, script):
         str(params_of(item).get(key, "")).startswith(script) for key in ("script", "run"))
 
 
-def spy_on(monkeypatch, owner, name, record):
+def spy_on(monkeypatch, owner, name, record, calls=None):
     """Replace owner.name by a function that calls record(*args, **kwargs) and then the
-    original; returns the list record's results are kept in."""
-    calls, original = [], getattr(owner, name)
+    original; returns the list record's results are kept in (calls, where given)."""
+    calls, original = [] if calls is None else calls, getattr(owner, name)
 
     def spy(*args, **kwargs):
         calls.append(record(*args, **kwargs))
@@ -250,12 +250,15 @@ def spy_on_adam(monkeypatch):
 
 
 def spy_on_stepped_gradient_norms(monkeypatch):
-    """Spy on torch.optim.Adam.step: returns the list of the gradient norms that each step
-    found, the norm of every gradient of the optimizer's parameters taken together (after
-    clip_grad_norm_ at --max-grad-norm m, at most m; clipped after the step, the raw one)."""
-    return spy_on(monkeypatch, torch.optim.Adam, "step", lambda self, *args, **kwargs: (
-        torch.cat([p.grad.flatten() for group in self.param_groups for p in group["params"]
-                   if p.grad is not None]).norm().item()))
+    """Spy on torch.optim.Adam.step (and RAdam's, pqn.py's): returns the list of the gradient
+    norms that each step found, the norm of every gradient of the optimizer's parameters taken
+    together (after clip_grad_norm_ at --max-grad-norm m, at most m; clipped after the step,
+    the raw one)."""
+    def norm(self, *args, **kwargs):
+        return torch.cat([p.grad.flatten() for group in self.param_groups
+                          for p in group["params"] if p.grad is not None]).norm().item()
+    stepped = spy_on(monkeypatch, torch.optim.Adam, "step", norm)
+    return spy_on(monkeypatch, torch.optim.RAdam, "step", norm, calls=stepped)
 
 
 def script_path(script):
