@@ -35,7 +35,7 @@ COMMANDS = {
     "es": ["--total-timesteps", "50000", "--num-workers", "1"],
     "impala": ["--total-timesteps", "30000", "--sync"],
     "mappo": ["--total-timesteps", "16000"],
-    "matd3": ["--total-timesteps", "5000"],
+    "matd3": ["--total-timesteps", "8000"],
 }
 
 
