@@ -150,6 +150,7 @@ BAD_INPUT = [
     (["--env-id", "crashing_envs:Anything-v0"], "cannot make crashing_envs:Anything-v0: "
      "RuntimeError: a bug in the user's own environment module"),
     (["--total-timesteps", "-5"], "--total-timesteps must be positive"),
+    (["--total-timesteps", "0"], "--total-timesteps must be positive, got 0"),
     (["--eval-episodes", "-1"], "--eval-episodes must be 0 or more"),
     (["--eval-every", "-1"], "--eval-every must be 0 (evaluate only after training) or more"),
     (["--eval-every", "500", "--eval-episodes", "0"],
@@ -373,6 +374,8 @@ def test_an_environment_without_a_time_limit_ends_with_a_clear_line(script, tmp_
     out = capsys.readouterr().out
     said = f"no training episode ended in {summary['global_steps']:,} steps" in out
     assert said == (script != "es.py")
+    if said:  # no training return: none to average, not a mean of 0 (issue 72's plants)
+        assert summary["train_return_last20"] is None and "train_return_last20 - |" in out
     assert summary["eval_return_mean"] == 40.0 and summary["eval_return_std"] == 0.0
 
 
@@ -1092,3 +1095,53 @@ def test_the_evaluation_rows_and_the_curves_points(tmp_path, monkeypatch):
 
 def test_the_evaluations_of_a_replay_script(tmp_path):
     check_replay_evaluations(module_of("sac.py"), tmp_path)
+
+
+# ---------------------------------------------------------------------------------------
+# The block's pieces that planted bugs got past (issue 72): each checked on its own
+# ---------------------------------------------------------------------------------------
+@pytest.mark.parametrize("script, argv, message", [
+    # tuple[int, ...] and Optional[int] take whole numbers too, and get the same hint
+    ("qlearning.py", ["--bins", "1e1"], "--bins takes a whole number, not '1e1': write 10 ("),
+    ("dqn.py", ["--batch-size", "3.2e1"], "--batch-size takes a whole number, not '3.2e1': "
+     "write 32 ("),
+])
+def test_a_flag_of_whole_numbers_in_a_container_gets_the_whole_number_hint(
+        script, argv, message, check_usage_error):
+    check_usage_error(script, argv, message)
+
+
+def test_capture_video_renders_a_frame_in_process_before_training(check_usage_error):
+    # test_capture_video_on_a_machine_without_a_display_stops_before_training runs ppo.py's
+    # file in a subprocess; here check_env itself: a reset is not enough, the frame must be
+    # rendered (NoDisplay-v0's render fails as MuJoCo's does without a display)
+    check_usage_error("ppo.py", [*TINY["ppo.py"], "--env-id", "NoDisplay-v0", "--capture-video"],
+                      "cannot record videos of NoDisplay-v0 (RuntimeError: no OpenGL context); "
+                      "for MuJoCo on a machine without a display set MUJOCO_GL=egl")
+
+
+def test_seed_and_device_seeds_python_numpy_and_torch():
+    # each generator draws after seed_and_device(7) what it draws after its own seed(7)
+    module = module_of("ppo.py")
+    random, seeded = module.random, []
+    for seed in (lambda: module.seed_and_device(7, cuda=False),
+                 lambda: (random.seed(7), np.random.seed(7), torch.manual_seed(7))):
+        random.seed(0), np.random.seed(0), torch.manual_seed(0)  # another state in between
+        seed()
+        seeded.append((random.random(), np.random.random(), torch.rand(1).item()))
+    assert seeded[0] == seeded[1]
+
+
+@pytest.mark.parametrize("script", BLOCK)
+def test_an_updates_speed_is_its_own_step_over_its_time(script, tmp_path, monkeypatch):
+    # RunWriter.update(300) 10 s after the start writes sps 300 / 10 = 30, whatever step()
+    # last counted (50 here: 5 a second)
+    module = module_of(script)
+    clock = set_clock(module, monkeypatch, tick=0)
+    run = module.RunWriter(module.Args(output_dir=str(tmp_path), tensorboard=False), "cpu", {})
+    run.step(50)
+    clock.now += 10
+    run.update(300)
+    run.close()
+    (row,) = read_csv(os.path.join(run.path, "updates.csv"))
+    assert (row["global_step"], float(row["wall_time"]), row["sps"]) == ("300", 10.0, "30")

@@ -93,6 +93,10 @@ def check_events_equal_the_csv_rows(script, path, files=CSV_FILES):
             expected_tags.add(tag)
     assert set(accumulator.Tags()["scalars"]) == expected_tags  # nothing else
     assert max(starts) - min(starts) < 1e-3
+    # the start is the run's own moment (the folder's name holds its second), not 0: a point
+    # at its row's wall_time alone would sit in January 1970
+    named = int(os.path.basename(path).split("__")[-1].split("-")[0])
+    assert named - 1 <= min(starts) < named + 60
     return accumulator
 
 
