@@ -145,6 +145,21 @@ def test_the_learning_rate_decays_to_zero_and_epsilon_follows_its_flags(tmp_path
 # ---------------------------------------------------------------------------------------
 # pqn.py's hooks: its checks, its greedy policy, its model's flags
 # ---------------------------------------------------------------------------------------
+def test_updates_csvs_columns_go_to_tensorboard_under_cleanrls_names(tmp_path):
+    # TENSORBOARD_NAMES is keyed by the columns pqn.py writes: td_loss and q_values under
+    # losses/ (CleanRL's pqn.py), not charts/td_loss as an unknown column would go
+    pqn.main(pqn.Args(env_id="CountToThree-v0", total_timesteps=16, num_envs=2, num_steps=8,
+                      num_minibatches=2, hidden_size=8, eval_episodes=0, tensorboard=False,
+                      output_dir=str(tmp_path)))
+    (folder,) = tmp_path.iterdir()
+    columns = list(read_csv(folder / "updates.csv")[0])[2:]
+    names = {**pqn.COMMON_NAMES, **pqn.TENSORBOARD_NAMES}
+    assert {c: names.get(c, f"charts/{c}") for c in columns} == {
+        "sps": "charts/SPS", "learning_rate": "charts/learning_rate", "epsilon": "charts/epsilon",
+        "td_loss": "losses/td_loss", "q_values": "losses/q_values"}
+    assert set(pqn.TENSORBOARD_NAMES) <= set(columns)  # no name for a column it never writes
+
+
 @pytest.mark.parametrize("argv, message", [
     (["--q-lambda", "1.5"], "--q-lambda must be in [0, 1], got 1.5"),
     (["--reward-scale", "0"], "--reward-scale must be positive, got 0.0"),

@@ -751,6 +751,15 @@ def test_sacs_own_checks_refuse_bad_input_in_one_line(flags, message, fresh_env_
     assert message in str(error.value) and "\n" not in str(error.value)
 
 
+@pytest.mark.parametrize("low, high", [(-1.0, np.inf), (-np.inf, 1.0)])
+def test_an_action_space_unbounded_on_one_side_is_refused(low, high):
+    # UnboundedCount-v0's actions are unbounded on both sides; each bound is checked alone
+    # (planted bug of issue 72: only the low one read)
+    actions = gym.spaces.Box(np.float32(low), np.float32(high), (1,))
+    with pytest.raises(sac.UsageError, match="has unbounded actions"):
+        sac.check_spaces(sac.Args(), gym.spaces.Box(-1.0, 1.0, (3,)), actions)
+
+
 def test_sacs_own_checks_pass_its_defaults_and_a_checkpoints_evaluation():
     # check_spaces returns what main builds the agent from: the observations' shape and the
     # action space; a checkpoint's evaluation needs no budget beyond --learning-starts
