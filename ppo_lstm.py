@@ -1211,10 +1211,10 @@ def train_and_finish(run, train, envs=None):
 
 
 def finish(args, run, trained=True):
-    """Write the run first (the model if asked, summary.json, the curve), then evaluate
-    greedily and write summary.json and the curve again with the evaluation, so that Ctrl-C
-    during a long evaluation keeps the run; print the closing line. An interrupted run skips
-    the evaluation."""
+    """Write the run first (the model if asked, summary.json), then evaluate greedily and
+    write summary.json and the curve with the evaluation, so that Ctrl-C during a long
+    evaluation keeps the run (its curve drawn then, without the evaluation); print the
+    closing line. An interrupted run skips the evaluation."""
     summary = run.summary
     summary["train_return_last20"] = run.recent_return()
     summary["wall_time_s"] = round(run.elapsed(), 3)
@@ -1224,8 +1224,9 @@ def finish(args, run, trained=True):
     if args.save_model and trained:
         save_checkpoint(os.path.join(run.path, CHECKPOINT), run.models, args)
     run.close()
-    curve = write_summary(args, run, trained)
-    if args.eval_episodes and not summary["interrupted"]:
+    evaluating = args.eval_episodes and not summary["interrupted"]
+    curve = write_summary(args, run, trained and not evaluating)  # the curve once, at the end
+    if evaluating:
         print(f"{SCRIPT}: final evaluation, {args.eval_episodes:,} "
               f"episode{'s' * (args.eval_episodes > 1)}; the run is written and Ctrl-C keeps it")
         try:
@@ -1233,6 +1234,7 @@ def finish(args, run, trained=True):
                                if args.capture_video else None)
         except KeyboardInterrupt:
             print(f"{SCRIPT}: final evaluation interrupted; {run.path} keeps the run without it")
+            write_summary(args, run, trained)
             finish_tracking(args, run, exit_code=130)
             raise
         summary["eval_return_mean"] = float(returns.mean())

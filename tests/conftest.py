@@ -1279,7 +1279,7 @@ def check_the_evaluation_rows_and_the_curves_points(module, tmp_path, monkeypatc
     evaluations = [(4, 2.0, 1.0), (8, 2.0, 1.0), (12, 2.0, 1.0)]
     assert [(int(r["global_step"]), float(r["eval_return_mean"]), float(r["eval_return_std"]))
             for r in rows] == evaluations
-    assert drawn == [(evaluations, None), (evaluations, (12, 2.0, 1.0))]
+    assert drawn == [(evaluations, (12, 2.0, 1.0))]  # once, with the final evaluation
     for row in rows:
         step, wall_time = int(row["global_step"]), float(row["wall_time"])
         before = [float(e["wall_time"]) for e in episodes if int(e["global_step"]) < step]
