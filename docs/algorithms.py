@@ -55,6 +55,7 @@ FROM_VPG_TO_PPO = (
     "the 20-episode training mean of vpg.py and trpo.py on fresh seeds 101-105 and of ppo.py "
     "on seeds 1-5 (results.json's ppo-CartPole-v1 row; the lab notebook's table gives ppo.py "
     "on 101-105 too), each with its defaults and stopped at 475.")
+MINATAR_GAMES = ("Asterix", "Breakout", "Freeway", "Seaquest", "SpaceInvaders")
 MINATAR_PAPER = (
     "against the MinAtar paper's DQN (Young & Tian 2019), whose curve is the 100-episode moving "
     "average of training returns, the mean of 30 seeds, read off its figure at 1M of 5M frames "
@@ -388,11 +389,13 @@ ALGORITHMS = {
              "20-episode training mean at the budget on each side, the steps to 475, and the "
              "whole-process seconds, ours over CleanRL's (the goal at most 0.8); CleanRL's "
              "script runs on its pinned Gymnasium 0.29.1, ours on 1.4.0."),
-            ((),
+            (tuple(f"pqn-MinAtar-{game}-v1" for game in MINATAR_GAMES),
              "The five MinAtar v1 games at 1M steps with the authors' MinAtar settings "
-             "(purejaxql's pqn_minatar.yaml, whose budget is 10M): the median over seeds of the "
-             "100-episode training mean beside dqn.py's on the same seeds, and the wall time "
-             "beside dqn.py's, " + MINATAR_PAPER + "."),
+             "(purejaxql's pqn_minatar.yaml, whose budget is 10M) on seeds 101-103, one run at "
+             "a time: the median over seeds of the 100-episode training mean beside dqn.py's "
+             "on the same seeds 101-103 (its MinAtar paper settings), and the whole-process "
+             "seconds beside dqn.py's (measured on another day at another load), "
+             + MINATAR_PAPER + "."),
             ((),
              "The seeds, the median over seeds of the training mean and of the greedy "
              "evaluation return, and the commands of every pqn.py row are in the lab "
