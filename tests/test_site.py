@@ -976,7 +976,7 @@ def test_every_page_opens_in_chromium_whole_and_offline(site):
     problems = {kind: [] for kind in ("unrendered math", "no math", "broken images",
                                       "dead links", "off-site requests", "console errors")}
     ids, links, loaded, layout = {}, [], {}, {}
-    with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as profile:  # Chromium may still write
+    with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as profile:  # Chromium writes late
         browser = Chromium(profile)
         try:
             for page in html_pages:
@@ -1060,7 +1060,7 @@ def test_search_finds_the_page_that_teaches_the_term_first(site):
             assert "__main__" not in entry["text"] and "def cli(" not in entry["text"], \
                 entry["location"]
     firsts = {}
-    with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as profile:  # Chromium may still write
+    with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as profile:  # Chromium writes late
         browser = Chromium(profile)
         try:
             # the source is folded; a click on a pseudocode step's link opens it at the line
