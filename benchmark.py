@@ -410,6 +410,9 @@ TASKS = {
              "that of benchmarks/sb3_dqn_cartpole.py (SB3 DQN, rl-zoo's CartPole "
              "hyperparameters) run interleaved",
              ["--stop-at-return", "475"]),
+        Task("dqn", "CartPole-v1", 475, "at ten times the default budget (500k steps, the "
+             "long preset): the 20-episode training mean at the budget at least 475 on every "
+             "fresh seed", ["--total-timesteps", "500000"], label="500k"),
         *minatar_tasks("dqn", DQN_MINATAR),
         Task("dqn", "Acrobot-v1", -100, "20-episode mean -100 (Gymnasium's threshold) with the "
              "defaults; eval after the default 50k steps"),

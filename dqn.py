@@ -30,13 +30,21 @@ dqn.py).
 The network follows the observation: an MLP for a flat vector, the DQN paper's convolutional
 network for an image (a smaller one for small grids such as MinAtar's); Atari ids (ALE/...)
 get the paper's preprocessing, and the replay buffer keeps frames as uint8. The settings
-follow it too: the flags left at None take PRESETS' values for a vector or for an image.
+follow it too: the flags left at None take PRESETS' values for a vector or for an image, and
+a vector's depend on the budget.
 
-A vector's defaults update in bursts: every 64 environment steps, 32 gradient steps regress Q
-on targets from the target network, which is then copied from Q (C = 64, tau = 1), so each
-update fits the Bellman backup of the previous one, a little like fitted Q iteration. An
-image's are the MinAtar paper's: a gradient step every environment step, the target network
-copied every 1,000, epsilon down to 0.1, the evaluation at epsilon 0.05.
+A vector's defaults, for budgets up to 50k steps, update in bursts: every 64 environment
+steps, 32 gradient steps regress Q on targets from the target network, which is then copied
+from Q (C = 64, tau = 1), so each update fits the Bellman backup of the previous one, a little
+like fitted Q iteration. They solve CartPole in about 30k steps and do not keep it: replaying
+128 transitions per environment step, the network forgets what failing looks like once the
+buffer holds only balanced states, and the return swings between under 100 and 500 for as
+long as the run goes on, even at a learning rate 30 times lower. A longer budget takes the
+long preset, CleanRL's settings (one gradient step on 128 transitions every 10 steps from a
+buffer of 10,000, a copy every 500, lr 2.5e-4): it learns several times slower and keeps what
+it learned (benchmarks/results.md, "dqn.py at ten times its budget"). An image's are the
+MinAtar paper's: a gradient step every environment step, the target network copied every
+1,000, epsilon down to 0.1, the evaluation at epsilon 0.05.
 
 Overestimation: the max in the target picks the highest of noisy estimates, and each update
 fits the previous one's, so Q can climb above every true value (van Hasselt et al. 2016).
@@ -144,14 +152,15 @@ class Args:
     wandb_entity: Optional[str] = None
     """the Weights & Biases team or user of --track (None: your default entity)"""
 
-    # Algorithm. A flag left at None takes the value of the observation's preset, PRESETS:
-    # a vector's (chosen on CartPole) or an image's (the MinAtar paper's, Young & Tian 2019).
+    # Algorithm. A flag left at None takes the value of the observation's preset, PRESETS: a
+    # vector's (chosen on CartPole), for budgets up to 50k steps; a vector's long (CleanRL's),
+    # for longer ones; an image's (the MinAtar paper's, Young & Tian 2019).
     num_envs: int = 1
     """N: parallel environments (synchronous vector environment)"""
     # An image's 2.5e-4 is the MinAtar paper's and the Nature DQN's, both with RMSProp; 1e-4 in
     # SB3.
     learning_rate: Optional[float] = None
-    """the learning rate where --anneal-lr starts (None: 1e-3 for a vector, 2.5e-4 for an image)"""
+    """the learning rate where --anneal-lr starts (None: 1e-3 for a vector, 2.5e-4 long or image)"""
     # rmsprop: the MinAtar paper's (make_optimizer); Adam for a vector and an image alike.
     optimizer: Literal["adam", "rmsprop"] = "adam"
     """adam (CleanRL's and SB3's DQN) or rmsprop (the MinAtar paper's centered RMSProp)"""
@@ -162,7 +171,7 @@ class Args:
     # than --total-timesteps. An image's 100,000 as in the MinAtar paper; 1,000,000 in the
     # Nature DQN.
     buffer_size: Optional[int] = None
-    """replay buffer capacity in transitions (None: 50,000 for a vector, 100,000 for an image)"""
+    """replay buffer capacity in transitions (None: vector 50,000, long 10,000, image 100,000)"""
     gamma: float = 0.99
     """discount factor (0.99 in the DQN papers)"""
     # 1, a hard copy, in the DQN papers; 0.001 in DDPG's soft updates.
@@ -171,16 +180,16 @@ class Args:
     # An image's 1,000, with its gradient step per environment step, is the MinAtar paper's
     # 1,000 gradient steps; the Nature DQN: 10,000 gradient steps, 40,000 environment steps.
     target_network_frequency: Optional[int] = None
-    """environment steps between target updates (None: 64 for a vector, 1,000 for an image)"""
+    """environment steps between target updates (None: vector 64, long 500, image 1,000)"""
     # An image's 32 as in the DQN papers and the MinAtar paper.
     batch_size: Optional[int] = None
-    """transitions sampled for each gradient step (None: 256 for a vector, 32 for an image)"""
+    """transitions sampled for each gradient step (None: vector 256, long 128, image 32)"""
     start_e: float = 1.0
     """epsilon of the epsilon-greedy policy at the start (1.0 in the Nature DQN)"""
     # A vector's 0.01 as in later work and SB3; an image's 0.1 as in the Nature DQN and the
     # MinAtar paper.
     end_e: Optional[float] = None
-    """epsilon at the end of the linear decay, kept (None: 0.01 for a vector, 0.1 for an image)"""
+    """epsilon at the end of the linear decay, kept (None: 0.01 for a vector or long, 0.1 image)"""
     # The Nature DQN: 1M of its 50M frames, 0.02; the MinAtar paper: its first 100,000 steps,
     # 0.1 of a 1M budget, as benchmark.py runs it. A fraction here, so a shorter budget explores
     # for fewer steps.
@@ -188,16 +197,16 @@ class Args:
     """the fraction of the budget over which epsilon decays from start_e to end_e (0.1 in SB3)"""
     # An image's 5,000 as in the MinAtar paper; 50,000 in the Nature DQN.
     learning_starts: Optional[int] = None
-    """environment steps before learning starts (None: 1,000 for a vector, 5,000 for an image)"""
+    """environment steps before learning starts (None: vector 1,000, long 10,000, image 5,000)"""
     # An image's 1 as in the MinAtar paper; 4 in the Nature DQN.
     train_frequency: Optional[int] = None
-    """environment steps between updates (None: 64 for a vector, 1 for an image)"""
+    """environment steps between updates (None: vector 64, long 10, image 1)"""
     gradient_steps: Optional[int] = None
-    """gradient steps per update (None: 32 for a vector; 1 for an image, as in the DQN papers)"""
+    """gradient steps per update (None: 32 for a vector; 1 long or image, as in the DQN papers)"""
     # Huber is smooth L1 with delta 1, the Nature DQN's error clipping; an image's huber as in the
     # MinAtar paper.
     loss: Optional[Literal["huber", "mse"]] = None
-    """loss on the TD error: Huber or squared error (None: mse for a vector, huber for an image)"""
+    """loss on the TD error: Huber or squared error (None: mse for a vector or long, huber image)"""
     max_grad_norm: float = 10.0
     """gradient clipping: the largest global norm of the gradient (10 in SB3's DQN)"""
     # On for images too; the MinAtar paper's DQN is not double.
@@ -215,10 +224,13 @@ class Args:
     # loops that a little randomness escapes; a vector's 0, greedy, as CartPole's benchmark rows
     # were measured, where CleanRL takes 0.05 on every task.
     eval_epsilon: Optional[float] = None
-    """epsilon of the epsilon-greedy evaluation (None: 0.05 for an image, 0 for a vector)"""
+    """epsilon of the epsilon-greedy evaluation (None: 0.05 for an image, 0 for a vector or long)"""
 
 
-# The presets of the flags left at None: a vector's, chosen on CartPole; an image's, the
+# The presets of the flags left at None. A vector's, chosen on CartPole for its 50k budget
+# (SHORT_BUDGET); past it, a vector's long preset, CleanRL's dqn.py's settings with epsilon
+# down to 0.01 over 10% of the budget (CleanRL: 0.05 over 50%), chosen on seeds 1-5 at 500k,
+# where these held 500 and the vector's swung between 100 and 500 (results.md). An image's, the
 # MinAtar paper's (Young & Tian 2019; its RMSProp is Adam here), checked on seeds 1-5 of
 # tests/test_pixels.py's Catch (30k steps): they learn it, where a gradient step every 4
 # environment steps (target every 4,000) had not by 30k. The vector's learn Catch sooner,
@@ -227,16 +239,29 @@ PRESETS = {
     "vector": dict(learning_rate=1e-3, buffer_size=50_000, target_network_frequency=64,
                    batch_size=256, end_e=0.01, learning_starts=1000, train_frequency=64,
                    gradient_steps=32, loss="mse", eval_epsilon=0.0),
+    "long": dict(learning_rate=2.5e-4, buffer_size=10_000, target_network_frequency=500,
+                 batch_size=128, end_e=0.01, learning_starts=10_000, train_frequency=10,
+                 gradient_steps=1, loss="mse", eval_epsilon=0.0),
     "image": dict(learning_rate=2.5e-4, buffer_size=100_000, target_network_frequency=1000,
                   batch_size=32, end_e=0.1, learning_starts=5000, train_frequency=1,
                   gradient_steps=1, loss="huber", eval_epsilon=0.05),
 }
 
 
+SHORT_BUDGET = 50_000
+"""the longest budget a vector's preset is for; a longer one takes the long preset"""
+
+
+def preset_name(args, image):
+    """Which of PRESETS the flags left at None take: "image" for an image, else "vector" for a
+    budget up to SHORT_BUDGET steps and "long" past it."""
+    return "image" if image else "vector" if args.total_timesteps <= SHORT_BUDGET else "long"
+
+
 def with_preset(args, image):
     """The flags with every one of PRESETS' flags that was not given (None) taken from the
-    observation's preset, an image's or a vector's; the ones given override it."""
-    preset = PRESETS["image" if image else "vector"]
+    preset of the observation and the budget (preset_name); the ones given override it."""
+    preset = PRESETS[preset_name(args, image)]
     return replace(args, **{k: v for k, v in preset.items() if getattr(args, k) is None})
 
 
@@ -602,7 +627,9 @@ def main(args: Args) -> dict:
     # Check everything a user can get wrong before anything runs: one line, exit status 2.
     check_args(args)
     obs_space, num_actions = check_env(args, make=make_game)
-    # The flags left at None take the observation's preset (PRESETS), checked in their turn.
+    # The flags left at None take the preset of the observation and the budget (PRESETS),
+    # checked in their turn.
+    preset = preset_name(args, image=len(obs_space.shape) == 3)
     args, given = with_preset(args, image=len(obs_space.shape) == 3), args
     check_flags(args, given)
     args, checkpoint = load_checkpoint(args)  # the network's width comes from a checkpoint
@@ -617,7 +644,8 @@ def main(args: Args) -> dict:
     models = {"q_network": q_network}  # what model.pt holds
     if checkpoint is not None:
         restore(checkpoint, models, args)
-    run = RunWriter(args, device, models, rollout_steps=args.num_envs)
+    run = RunWriter(args, device, models, rollout_steps=args.num_envs, note=f", {preset} preset"
+                    + (f" (a budget past {SHORT_BUDGET:,} steps)" if preset == "long" else ""))
 
     # Train (unless evaluating a checkpoint) from a target network that starts as a copy,
     # then finish: evaluate, save, write, plot.
@@ -641,7 +669,7 @@ def check_flags(args, given=None):
     def preset(*names):  # " (the preset ... set --batch-size 256; ...)" for the values not given
         taken = [f"--{n.replace('_', '-')} {getattr(args, n)}" for n in names
                  if given is not None and getattr(given, n) is None]
-        return (f" (the preset for {args.env_id}'s observations, dqn.py's PRESETS, set "
+        return (f" (the preset for {args.env_id}'s observations and budget, dqn.py's PRESETS, set "
                 f"{' and '.join(taken)}; a flag given overrides it)" if taken else "")
     for name in ("num_envs", "buffer_size", "batch_size", "target_network_frequency",
                  "train_frequency", "gradient_steps", "hidden_size", "log_interval",

@@ -241,10 +241,12 @@ ALGORITHMS = {
              "loss; squared error for vectors (--loss)", "td_loss::if loss == \"huber\""),
             ("The gradient clipped to a global norm of 10 (--max-grad-norm), as SB3's DQN",
              "train::clip_grad_norm_"),
-            ("The flags left at None take a preset: a vector's, chosen on CartPole, updates in "
-             "bursts (every 64 steps 32 gradient steps, then the target network copied, a "
-             "little like fitted Q iteration); an image's is the MinAtar paper's (a gradient "
-             "step every step, the target copied every 1,000)", "with_preset"),
+            ("The flags left at None take a preset: a vector's, chosen on CartPole for budgets "
+             "up to 50k, updates in bursts (every 64 steps 32 gradient steps, then the target "
+             "network copied, a little like fitted Q iteration); past 50k, a vector's long "
+             "preset, CleanRL's (a gradient step every 10 steps, a copy every 500), which keeps "
+             "what it learns; an image's is the MinAtar paper's (a gradient step every step, "
+             "the target copied every 1,000)", "preset_name"),
             ("The replay buffer keeps frames as uint8 in host memory and sends only the sampled "
              "batch to the device, as Stable-Baselines3: a quarter of float32's memory, and "
              "NumPy's few-row writes cost a tenth of torch's on the CPU", "ReplayBuffer"),

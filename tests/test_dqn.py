@@ -864,8 +864,29 @@ def test_check_flags_passes_the_defaults_and_both_presets_and_waits_for_a_total_
     dqn.check_flags(dqn.Args(learning_starts=50000, eval_checkpoint="model.pt"))  # no training
 
 
-PRESET_SAYS = " (the preset for CartPole-v1's observations, dqn.py's PRESETS, set {}; a flag " \
-              "given overrides it)"
+PRESET_SAYS = " (the preset for CartPole-v1's observations and budget, dqn.py's PRESETS, set {}; " \
+              "a flag given overrides it)"
+
+
+@pytest.mark.parametrize("budget, image, name", [
+    (50_000, False, "vector"), (50_001, False, "long"), (500_000, False, "long"),
+    (10_000, True, "image"), (5_000_000, True, "image")])
+def test_the_preset_follows_the_observation_and_the_budget(budget, image, name):
+    # a vector's budget up to SHORT_BUDGET = 50,000 takes the vector preset, past it the long
+    # one; an image takes the image preset whatever its budget
+    assert dqn.preset_name(dqn.Args(total_timesteps=budget), image) == name
+    args = dqn.with_preset(dqn.Args(total_timesteps=budget), image)
+    assert {k: getattr(args, k) for k in dqn.PRESETS[name]} == dqn.PRESETS[name]
+
+
+def test_the_long_preset_replays_a_tenth_as_often_and_a_flag_overrides_it():
+    # replays per environment step = batch_size * gradient_steps / train_frequency:
+    # vector 256 * 32 / 64 = 128, long 128 * 1 / 10 = 12.8
+    replays = {name: p["batch_size"] * p["gradient_steps"] / p["train_frequency"]
+               for name, p in dqn.PRESETS.items() if name != "image"}
+    assert replays == {"vector": 128.0, "long": 12.8}
+    args = dqn.with_preset(dqn.Args(total_timesteps=500_000, learning_rate=1e-3), False)
+    assert (args.learning_rate, args.buffer_size) == (1e-3, 10_000)  # given; the preset's
 
 
 @pytest.mark.parametrize("flags, message, preset", [
@@ -879,6 +900,9 @@ PRESET_SAYS = " (the preset for CartPole-v1's observations, dqn.py's PRESETS, se
      "--batch-size 256"),
     (dict(total_timesteps=500), "--learning-starts 1000 is not below the budget of 500 steps",
      "--learning-starts 1000"),
+    # past 50,000 steps the long preset's batch of 128 is the one checked
+    (dict(total_timesteps=60_000, buffer_size=100), "--buffer-size 100 is smaller than one "
+     "batch (--batch-size 128)", "--batch-size 128"),
 ])
 def test_a_value_the_user_did_not_give_is_named_as_the_presets(flags, message, preset, tmp_path):
     # main fills the flags left at None from the preset (with_preset) and checks them in their
