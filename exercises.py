@@ -716,8 +716,8 @@ def report_training(path, exercises, time_limit):
         what = ("mean of the last 20 training returns" if e.measure == "train_return_last20"
                 else f"mean greedy return of {summary['eval_episodes']} evaluation episodes")
         print(f"  {summary['global_steps']} steps in {time.time() - start:.0f} s; {what} "
-              f"{reached if reached is None else round(reached, 2)}; learning curve "
-              f"{os.path.join(folder, 'learning_curve.png')}")
+              f"{reached if reached is None else round(reached, 2)}; curve: python plot.py "
+              f"{folder}")
         if reached is None or reached < e.goal:
             print("look for a case the tests do not cover (several environments? a "
                   "truncation?), or try another seed")

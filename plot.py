@@ -3,9 +3,11 @@
 seeds with the min-max band, and the greedy evaluations where the runs wrote them.
 
 plot.py is a tool, not an algorithm script: it trains nothing and reads only the run folders
-that every script writes (plainrl's CONTRIBUTING.md, "What a run writes").
+that every script writes (plainrl's CONTRIBUTING.md, "What a run writes"). A run draws no
+figure of its own: its closing line ends with this tool's command for its curve.
 
 Run:
+    python plot.py runs/CartPole-v1__ppo__1__1767225600    # one run, as its closing line says
     python plot.py runs/CartPole-v1__ppo__* runs/CartPole-v1__dqn__*
     python plot.py 'runs/sweep/*' --group-by gae_lambda --out lambda.png
     python plot.py 'runs/Pendulum-v1__*' --x wall_time --window 50

@@ -69,11 +69,11 @@ Run:
     python sac.py --help
 
 Writes runs/<env_id>__sac__<seed>__<unix_time>/ with config.json, episodes.csv, updates.csv,
-learning_curve.png, summary.json, model.pt with --save-model, and with --eval-every N
-evaluations.csv (and best_model.pt, the best evaluated model) (plainrl's CONTRIBUTING.md, "What a run
-writes").
+summary.json, model.pt with --save-model, and with --eval-every N evaluations.csv (and
+best_model.pt, the best evaluated model) (plainrl's CONTRIBUTING.md, "What a run writes").
 TensorBoard's event file gets the CSV rows too (--no-tensorboard: none; --track syncs it
 to Weights & Biases, as CleanRL does).
+python plot.py <run folder> draws its learning curve (with the --eval-every evaluations).
 """
 
 # ---------------------------------------------------------------------------------------
@@ -104,7 +104,6 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 import tyro
-from matplotlib.figure import Figure
 from torch.utils.tensorboard import SummaryWriter
 
 SCRIPT = os.path.basename(__file__)
@@ -827,7 +826,7 @@ class RunWriter:
             "global_steps": 0, "eval_episodes": args.eval_episodes, "interrupted": False}
         self.args, self.device, self.models = args, device, models
         self.budget = args.total_timesteps // rollout_steps * rollout_steps
-        self.files, self.steps, self.returns, self.evaluations = {}, [], [], []
+        self.files, self.returns, self.evaluations = {}, [], []
         self.write_row("episodes.csv")  # its header now: a run with no episode has the file
         self.start = self.last_print = time.time()
         self.first_print, self.last_step = None, 0  # (step, time) of the first progress line
@@ -862,7 +861,6 @@ class RunWriter:
 
     def episode(self, global_step, episode_return, episode_length):
         self.summary["global_steps"] = max(self.summary["global_steps"], global_step)
-        self.steps.append(global_step)
         self.returns.append(float(episode_return))
         self.write_row("episodes.csv", global_step=global_step, wall_time=round(self.elapsed(), 4),
                        episode_return=float(episode_return), episode_length=int(episode_length))
@@ -967,34 +965,6 @@ def progress_line(global_step, total_steps, sps, recent_return):
             f"{speed} | return (last 20) {recent}")
 
 
-def plot_learning_curve(path, steps, returns, title, evaluations=(), final=None):
-    """learning_curve.png: episode return against environment steps, raw points faded and
-    a moving average of 20 episodes on top; the greedy evaluations (step, mean, std) of
-    --eval-every as a second series, the mean with the std as error bars, and the final
-    evaluation (step, mean, std) after training as a marker of its own."""
-    fig = Figure(figsize=(7, 4), dpi=100)
-    ax = fig.add_subplot()
-    ax.scatter(steps, returns, s=6, alpha=0.25, label="episode return")
-    if returns:
-        window = min(20, len(returns))
-        smooth = np.convolve(returns, np.ones(window) / window, mode="valid")
-        ax.plot(steps[window - 1:], smooth, color="tab:blue", lw=2, label=f"mean of last {window}")
-    for points, style, label in ((evaluations, dict(color="tab:orange", marker="o", ms=4),
-                                  "greedy evaluation (mean, std)"),
-                                 ([final] if final else [], dict(color="tab:red", marker="D", ms=7),
-                                  "final greedy evaluation")):
-        if points:
-            eval_steps, means, stds = zip(*points)
-            ax.errorbar(eval_steps, means, yerr=stds, capsize=3, label=label, **style)
-    if ax.get_legend_handles_labels()[0]:
-        ax.legend(loc="lower right")
-    ax.set(xlabel="environment steps", ylabel="episode return", title=title)
-    ax.grid(alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(os.path.join(path, "learning_curve.png"))
-    return os.path.join(path, "learning_curve.png")
-
-
 def save_checkpoint(path, models, args):
     """model.pt: each model's state dict under its name, and the flags."""
     torch.save({**{name: m.state_dict() for name, m in models.items()}, "args": asdict(args)},
@@ -1063,21 +1033,21 @@ def train_and_finish(run, train, envs=None):
 
 def finish(args, run, trained=True):
     """Write the run first (the model if asked, summary.json), then evaluate greedily and
-    write summary.json and the curve with the evaluation, so that Ctrl-C during a long
-    evaluation keeps the run (its curve drawn then, without the evaluation); print the
-    closing line. An interrupted run skips the evaluation."""
+    write summary.json again with the evaluation, so that Ctrl-C during a long evaluation
+    keeps the run (without the evaluation); print the closing line, ending with plot.py's
+    command for the curve where a training episode ended. An interrupted run skips the
+    evaluation."""
     summary = run.summary
     summary["train_return_last20"] = run.recent_return()
     summary["wall_time_s"] = round(run.elapsed(), 3)
-    if trained and not run.steps and not summary["interrupted"]:
+    if trained and not run.returns and not summary["interrupted"]:
         print(f"{SCRIPT}: no training episode ended in {summary['global_steps']:,} steps; if "
               f"{args.env_id} has no time limit, register it with max_episode_steps")
     if args.save_model and trained:
         save_checkpoint(os.path.join(run.path, CHECKPOINT), run.models, args)
     run.close()
-    evaluating = args.eval_episodes and not summary["interrupted"]
-    curve = write_summary(args, run, trained and not evaluating)  # the curve once, at the end
-    if evaluating:
+    write_summary(run)
+    if args.eval_episodes and not summary["interrupted"]:
         print(f"{SCRIPT}: final evaluation, {args.eval_episodes:,} "
               f"episode{'s' * (args.eval_episodes > 1)}; the run is written and Ctrl-C keeps it")
         try:
@@ -1085,13 +1055,11 @@ def finish(args, run, trained=True):
                                if args.capture_video else None)
         except KeyboardInterrupt:
             print(f"{SCRIPT}: final evaluation interrupted; {run.path} keeps the run without it")
-            write_summary(args, run, trained)
             finish_tracking(args, run, exit_code=130)
             raise
         summary["eval_return_mean"] = float(returns.mean())
         summary["eval_return_std"] = float(returns.std())
-        curve = write_summary(args, run, trained, final=(
-            summary["global_steps"], summary["eval_return_mean"], summary["eval_return_std"]))
+        write_summary(run)
     closing = [f"{SCRIPT}: run folder {run.path}", f"global_steps {summary['global_steps']:,}"]
     for key in ("train_return_last20", "eval_return_mean"):
         closing.append(f"{key} " + ("-" if summary[key] is None else f"{summary[key]:.2f}"))
@@ -1099,28 +1067,18 @@ def finish(args, run, trained=True):
         source = "--stop-at-return" if args.stop_at_return is not None else "reward_threshold"
         closing.append(f"solved_at_step {summary['solved_at_step'] or 'not reached'} "
                        f"(last-20 mean >= {source} {summary['solved_threshold']:g})")
-    if curve:
-        closing.append(f"learning curve {curve}")
+    if run.returns:  # plot.py draws the training episodes, an unfinished run's on request
+        unfinished = "--include-unfinished " if summary["interrupted"] else ""
+        closing.append(f"curve: python plot.py {unfinished}{run.path}")
     print(" | ".join(closing))
     finish_tracking(args, run)
     return summary
 
 
-def write_summary(args, run, trained, final=None):
-    """summary.json and, after training, learning_curve.png (with the final evaluation as a
-    marker of its own, titled with --exp-name where it is not the script's name: a variant
-    such as maddpg); returns the curve's path, or None."""
+def write_summary(run):
+    """summary.json: the run's summary as it stands."""
     with open(os.path.join(run.path, "summary.json"), "w") as f:
         json.dump(run.summary, f, indent=2)
-    variant = f" ({args.exp_name})" if args.exp_name != SCRIPT.removesuffix(".py") else ""
-    # an interrupted run (Ctrl-C, a non-finite loss) stops short of its budget: say so
-    stopped = (f", interrupted at step {run.summary['global_steps']:,}"
-               if run.summary["interrupted"] else "")
-    if trained:
-        return plot_learning_curve(run.path, run.steps, run.returns,
-                                   f"{SCRIPT}{variant} on {args.env_id}, seed {args.seed}{stopped}",
-                                   run.evaluations, final)
-    return None
 
 
 def start_tracking(args, name, config):

@@ -883,7 +883,8 @@ def teaching_page():
     first_week = [
         "## A course's first week", "",
         "1. Install (the README's quickstart) and run `python qlearning.py --env-id Taxi-v4`; "
-        "open the run folder's `learning_curve.png` and `episodes.csv`.",
+        "draw its learning curve with the command its last line names (`python plot.py "
+        "runs/<folder>`) and open its `episodes.csv`.",
         "2. Read [qlearning.py's page](algorithms/qlearning.md) and the script above its "
         "plumbing banner; do the exercise `qlearning.q_update` "
         "(`python exercises.py make qlearning.q_update`, then `check`).",

@@ -559,8 +559,7 @@ def check_run_folder():
         updates = read_csv(os.path.join(path, "updates.csv"))
         assert updates and list(updates[0])[:3] == ["global_step", "wall_time", "sps"]
 
-        with open(os.path.join(path, "learning_curve.png"), "rb") as f:
-            assert f.read(8) == b"\x89PNG\r\n\x1a\n"
+        assert not glob.glob(os.path.join(path, "*.png"))  # the curve is plot.py's to draw
         with open(os.path.join(path, "summary.json")) as f:
             written = json.load(f)
         assert set(written) == SUMMARY_KEYS and written == summary
@@ -1051,24 +1050,20 @@ def check_named_and_tracked(module, tmp_path, monkeypatch, env_id="BoxZeroToFour
     """module.main on env_id (dqn.py: a Discrete one, CountToThree-v0) for 6 steps with
     --exp-name sweep-a, --seed 7 and --track to project plainrl-tests of entity team-a (the
     defaults: the script's name, 1, no tracking, plainrl, None): the run folder,
-    summary.json, the curve's title and the Weights & Biases run (fake_wandb) say so.
+    summary.json and the Weights & Biases run (fake_wandb) say so.
     width: the networks' --hidden-size (None for qlearning.py's table, which has none, and
     es.py's --hidden-sizes, left at their default)."""
-    script = os.path.basename(module.__file__)
-    titles = spy_on(monkeypatch, module, "plot_learning_curve",
-                    lambda path, steps, returns, title, *rest, **more: title)  # impala's lags
     seen = fake_wandb(monkeypatch)
     summary = module.main(module.Args(
         env_id=env_id, total_timesteps=6, **tiny,
         **({} if width is None else {"hidden_size": width}), eval_episodes=0,
         exp_name="sweep-a", seed=7, track=True, wandb_project_name="plainrl-tests",
         wandb_entity="team-a", output_dir=str(tmp_path)))
-    # <env id>__<exp name>__<seed>__<unix time>; the title adds a name that is not the
-    # script's in brackets
+    # <env id>__<exp name>__<seed>__<unix time>; summary.json's algorithm is the name
     (path,) = tmp_path.iterdir()
     folder_env, exp_name, seed, unix_time = path.name.split("__")
     assert (folder_env, exp_name, seed) == (env_id, "sweep-a", "7") and unix_time.isdigit()
-    assert summary["seed"] == 7 and titles == [f"{script} (sweep-a) on {env_id}, seed 7"]
+    assert summary["seed"] == 7 and summary["algorithm"] == "sweep-a"
     # The W&B run: in the project and entity given, named as the folder, the flags as its
     # configuration; ended (exit code 0) with summary.json's values, 6 steps among them
     init = seen["init"]
@@ -1127,8 +1122,8 @@ def check_the_logged_returns(module, tmp_path, monkeypatch, **flags):
     environment 0 for both would be 1, 1; the return summed over both, 6 at step 6).
     - The mean of the last 20: the first 12 episodes (steps 1-9) sum 1 + 2 + 3 + 3 + 4 + 5 +
       6 + 6 + 7 + 8 + 9 + 9 = 63 of all 300 + 108 = 408, so (408 - 63) / 20 = 17.25 in
-      summary.json and at the end of the curve's line (the mean of all 32: 12.75); the line
-      starts at the 20th episode, step 15's second (global 30): (120 + 45) / 20 = 8.25.
+      summary.json (the mean of all 32: 12.75); the first mean of 20, at the 20th episode,
+      step 15's second (global 30), is (120 + 45) / 20 = 8.25.
     - Each evaluation (evaluations.csv's rows at 24 and 48, the final one) plays seeds
       100,000 (1 step paying 1) and 100,001 (3 steps paying 1): [1, 3], mean 2, std 1
       (np.std; with ddof 1 it would be 1.41).
@@ -1138,8 +1133,6 @@ def check_the_logged_returns(module, tmp_path, monkeypatch, **flags):
     - updates.csv (the flags make rows at 24 and 48, after the rollout or the steps they
       follow): sps = global_step / wall_time (the steps per second since the start; the
       budget of 48 over the first row's time would be twice as many at step 24)."""
-    figures = []
-    monkeypatch.setattr(module.Figure, "savefig", lambda fig, path: figures.append(fig))
     importlib.import_module("my_envs")  # registers the id anew after fresh_env_module's tests
     monkeypatch.setattr(gym.registry["EpisodeNumber-v0"], "reward_threshold", 8.25)
     summary = module.main(module.Args(env_id="my_envs:EpisodeNumber-v0", seed=0, num_envs=2,
@@ -1167,17 +1160,6 @@ def check_the_logged_returns(module, tmp_path, monkeypatch, **flags):
     for u in updates:  # sps rounded down, from the wall_time before its rounding to 0.1 ms
         rate = int(u["global_step"]) / float(u["wall_time"])
         assert rate * (1 - 1e-2) - 1 < int(u["sps"]) <= rate * (1 + 1e-2)
-    ax = figures[-1].axes[0]  # the curve with the final evaluation
-    assert ax.collections[0].get_offsets().tolist() == [[g, r] for g, r, _ in expected]
-    line = next(line for line in ax.lines if line.get_label() == "mean of last 20")
-    assert (line.get_xdata()[0], line.get_xdata()[-1], len(line.get_xdata())) == (30, 48, 13)
-    assert (line.get_ydata()[0], line.get_ydata()[-1]) == (approx(8.25), approx(17.25))
-    drawn = []  # evaluations.csv's series, then the final evaluation: (step, mean, std)
-    for container in ax.containers:
-        data, _, (bars,) = container.lines
-        drawn.append([(x, y, (b[1][1] - b[0][1]) / 2) for x, y, b in
-                      zip(data.get_xdata(), data.get_ydata(), bars.get_segments())])
-    assert drawn == [[(24, 2.0, 1.0), (48, 2.0, 1.0)], [(48, 2.0, 1.0)]]
 
 
 def check_the_episode_rows_the_last_20_and_the_times(module, tmp_path, monkeypatch):
@@ -1188,7 +1170,7 @@ def check_the_episode_rows_the_last_20_and_the_times(module, tmp_path, monkeypat
     - episodes.csv holds (global step, that sum, 20) for each episode, environment 0's first
       (not the step's last reward, nor the other environment's return: the two differ);
     - summary.json's train_return_last20 is the mean of the last 20 of the 24 (not of all
-      24), and the curve draws those steps and returns;
+      24);
     - the progress line at step g shows the mean of the last 20 returns of the episodes that
       ended before g (the loop calls run.step before it writes the step's episodes), None
       before the first; lines after step 440 see 22 (not the mean of all 22);
@@ -1214,8 +1196,6 @@ def check_the_episode_rows_the_last_20_and_the_times(module, tmp_path, monkeypat
     set_clock(module, monkeypatch)
     monkeypatch.setattr(module.RunWriter, "elapsed",
                         lambda self: self.summary["global_steps"] / 100 + 2)
-    drawn = spy_on(monkeypatch, module, "plot_learning_curve",
-                   lambda path, steps, returns, *rest: (list(steps), list(returns)))
     lines = spy_on(monkeypatch, module, "progress_line",
                    lambda global_step, total, sps, recent: (global_step, recent))
     summary = module.main(module.Args(env_id="my_envs:Slider-v0", total_timesteps=480,
@@ -1233,7 +1213,6 @@ def check_the_episode_rows_the_last_20_and_the_times(module, tmp_path, monkeypat
     last20, all24 = np.mean(returns[-20:]), np.mean(returns)
     assert summary["train_return_last20"] == pytest.approx(last20, rel=1e-9)
     assert last20 != pytest.approx(all24, rel=1e-6)
-    assert drawn[0] == (steps, pytest.approx(returns, rel=1e-9))
     ended_before = [[r for s, r in zip(steps, returns) if s < g] for g, _ in lines]
     assert [recent for _, recent in lines] == [
         pytest.approx(np.mean(before[-20:]), rel=1e-9) if before else None
@@ -1245,7 +1224,7 @@ def check_the_episode_rows_the_last_20_and_the_times(module, tmp_path, monkeypat
     assert summary["wall_time_s"] == 6.8
 
 
-def check_the_evaluation_rows_and_the_curves_points(module, tmp_path, monkeypatch):
+def check_the_evaluation_rows(module, tmp_path, monkeypatch):
     """my_envs:EpisodeNumberBox-v0 at --seed 0 pays each step the number of its episode,
     whatever the actions: environment 0 (seed 0, even) plays episodes of 1 step, environment 1
     (seed 1, odd) of 3. 12 steps of 2 environments, learning from step 4:
@@ -1257,14 +1236,11 @@ def check_the_evaluation_rows_and_the_curves_points(module, tmp_path, monkeypatc
     - --eval-every 4: rows at 4, 8 and 12, each of 2 episodes from seeds 100,000 (1 step,
       paying 1) and 100,001 (3 steps paying 1: 3), whatever the policy: mean (1 + 3) / 2 = 2,
       std sqrt(((1 - 2)^2 + (3 - 2)^2) / 2) = 1 (NumPy's population std; the sample's, with
-      n - 1, would be sqrt(2) = 1.414); the curve draws those three points, and the final
-      evaluation (12, 2, 1) on its own;
+      n - 1, would be sqrt(2) = 1.414); the final evaluation after training scores the same,
+      summary.json's mean 2 and std 1;
     - under set_clock's Clock each evaluation row's wall_time is whole seconds, after those of the
       episodes that ended before its step and before those that end at it (the loop
       evaluates at the step, then writes the step's episodes)."""
-    drawn = spy_on(monkeypatch, module, "plot_learning_curve",
-                   lambda path, steps, returns, title, evaluations=(), final=None:
-                   (list(evaluations), final))
     set_clock(module, monkeypatch)
     summary = module.main(module.Args(env_id="my_envs:EpisodeNumberBox-v0", seed=0,
                                       total_timesteps=12, num_envs=2, learning_starts=4,
@@ -1279,7 +1255,7 @@ def check_the_evaluation_rows_and_the_curves_points(module, tmp_path, monkeypatc
     evaluations = [(4, 2.0, 1.0), (8, 2.0, 1.0), (12, 2.0, 1.0)]
     assert [(int(r["global_step"]), float(r["eval_return_mean"]), float(r["eval_return_std"]))
             for r in rows] == evaluations
-    assert drawn == [(evaluations, (12, 2.0, 1.0))]  # once, with the final evaluation
+    assert (summary["eval_return_mean"], summary["eval_return_std"]) == (2.0, 1.0)
     for row in rows:
         step, wall_time = int(row["global_step"]), float(row["wall_time"])
         before = [float(e["wall_time"]) for e in episodes if int(e["global_step"]) < step]
@@ -1287,36 +1263,7 @@ def check_the_evaluation_rows_and_the_curves_points(module, tmp_path, monkeypatc
         assert wall_time.is_integer() and max(before) < wall_time < min(at_or_after)
 
 
-def check_the_curves_moving_mean(module, tmp_path, monkeypatch):
-    """plot_learning_curve's points are the returns at their steps, its line the mean of the
-    last 20 returns at each step from the 20th episode on. Returns 0, 1, ..., 21 at steps
-    10, 20, ..., 220: the line is (0 + 1 + ... + 19) / 20 = 190 / 20 = 9.5, then 10.5, 11.5,
-    at steps 200, 210, 220 (the mean since the first episode would give 9.5, 10, 10.5; the
-    line drawn from the first step, at 10, 20, 30). Fewer than 20, returns 0, 2, 4, 6, 8 at
-    steps 10, ..., 50: one point, their mean (0 + 2 + 4 + 6 + 8) / 5 = 4, at step 50."""
-    figures = []
-
-    class Kept(module.Figure):
-        def __init__(self, *args, **kwargs):
-            super().__init__(*args, **kwargs)
-            figures.append(self)
-
-    monkeypatch.setattr(module, "Figure", Kept)
-    steps = [10 * k for k in range(1, 23)]
-    module.plot_learning_curve(str(tmp_path), steps, [float(k) for k in range(22)], "22")
-    module.plot_learning_curve(str(tmp_path), steps[:5], [0.0, 2.0, 4.0, 6.0, 8.0], "5")
-    (twenty_two, five) = [fig.axes[0] for fig in figures]
-    assert twenty_two.collections[0].get_offsets().tolist() == [[10 * k, k - 1]
-                                                                for k in range(1, 23)]
-    (line,) = twenty_two.lines
-    assert line.get_xdata().tolist() == [200, 210, 220]
-    assert line.get_ydata().tolist() == approx([9.5, 10.5, 11.5])
-    (line,) = five.lines
-    assert line.get_xdata().tolist() == [50] and line.get_ydata().tolist() == approx([4.0])
-
-
-def check_the_time_columns_the_evaluation_rows_and_the_curve(module, tmp_path, monkeypatch,
-                                                              **flags):
+def check_the_time_columns_and_the_evaluation_rows(module, tmp_path, monkeypatch, **flags):
     """module.main (ppo_lstm.py, ppo_rnd.py; flags: the script's own) under a clock of the
     test's own. my_envs:ThreeSteps-v0 pays 1 a step and is cut at 3 steps (reward_threshold
     3): 2 environments end an episode each every 3 vector steps, 6 global steps, so the 20th
@@ -1334,13 +1281,9 @@ def check_the_time_columns_the_evaluation_rows_and_the_curve(module, tmp_path, m
     - summary.json's solved_at_time_s is the moment the 20th episode reached the threshold:
       after its row's wall_time, before the 21st's (taken again at each later episode, it
       would be past the 40th's); wall_time_s comes after every row of every file;
-    - evaluations.csv has rows at 60 and 120 (--eval-every 60), each mean 2 and std 1;
-    - the curve draws episodes.csv's steps and returns and the evaluations (step, 2, 1)."""
+    - evaluations.csv has rows at 60 and 120 (--eval-every 60), each mean 2 and std 1."""
     set_clock(module, monkeypatch, tick=0.01)
     monkeypatch.setattr(module, "evaluate", lambda *args, **kwargs: np.array([1.0, 3.0]))
-    curves = spy_on(monkeypatch, module, "plot_learning_curve",
-                    lambda path, steps, returns, title, evaluations=(), *rest, **more:
-                    (list(steps), list(returns), list(evaluations)))
     summary = module.main(module.Args(
         env_id="my_envs:ThreeSteps-v0", total_timesteps=120, num_envs=2, num_steps=12,
         num_minibatches=2, update_epochs=1, eval_every=60, eval_episodes=2,
@@ -1367,9 +1310,6 @@ def check_the_time_columns_the_evaluation_rows_and_the_curve(module, tmp_path, m
             for r in evaluations] == [(60, 2.0, 1.0), (120, 2.0, 1.0)]
     assert summary["eval_return_std"] == 1.0
     assert summary["eval_episodes"] == 2  # --eval-episodes, not its default 10
-    assert curves[-1] == ([int(e["global_step"]) for e in episodes],
-                          [float(e["episode_return"]) for e in episodes],
-                          [(60, 2.0, 1.0), (120, 2.0, 1.0)])
 
 
 def check_the_buffer_is_never_larger_than_the_budget(module, tmp_path, monkeypatch,

@@ -1076,6 +1076,6 @@ def test_ctrl_c_on_the_command_line_ends_by_sigint_and_its_workers_end_quietly(t
     assert "interrupted; writing what the run has so far" in out
     (path,) = tmp_path.iterdir()
     assert json.loads((path / "summary.json").read_text())["interrupted"] is True
-    assert read_csv(path / "episodes.csv") and (path / "learning_curve.png").exists()
+    assert read_csv(path / "episodes.csv")
     with pytest.raises(ProcessLookupError):  # the process group is empty: the workers ended
         os.killpg(command.pid, 0)

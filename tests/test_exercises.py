@@ -242,9 +242,10 @@ def test_check_reports_a_wrong_number_then_a_right_version_trains(tmp_path):
     right_copy.write_text(original.replace(right, right.replace("r + gamma", "r + (gamma)")))
     code, out, _ = run_exercises("check", str(right_copy))
     assert code == 0, out
-    assert "qlearning.discretize" not in out and "learning curve" in out
+    (folder,) = glob.glob(str(tmp_path / "right" / "runs" / "*"))  # beside the student's file
+    assert "qlearning.discretize" not in out and f"curve: python plot.py {folder}\n" in out
     assert "verdict: correct" in out
-    assert glob.glob(str(tmp_path / "right" / "runs" / "*" / "learning_curve.png"))
+    assert os.path.isfile(os.path.join(folder, "summary.json"))
 
 
 def test_check_shows_tensors_compared_and_the_line_of_the_students_file_that_raised(tmp_path):

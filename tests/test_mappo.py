@@ -4,7 +4,7 @@ what the training loop passes to the loss, heterogeneous agents, your own enviro
 end to end, its hooks (check_flags, check_spaces, greedy_policy, MODEL_FLAGS), bad input,
 determinism. The plumbing every script keeps (--help's common flags, a quiet import, the
 common bad input, Ctrl-C, the run folder's files, the progress line, the closing line, the
-curve, the videos) is tests/test_plumbing.py's."""
+videos) is tests/test_plumbing.py's."""
 import json
 import math
 import os

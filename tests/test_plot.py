@@ -400,6 +400,46 @@ def test_group_by_a_flag_of_real_runs(real_runs, run_cli, tmp_path):
                                          ["CartPole-v1", "learning_rate=0.1", "2"]]
 
 
+def test_one_run_folder_as_its_closing_line_names_it(tmp_path, monkeypatch, capsys):
+    # python plot.py <run folder>, the command a run's closing line ends with (a run draws no
+    # figure of its own), on a tiny ppo.py run with --eval-every 64: the line is the run's
+    # episode returns, each the mean of the last 20 (of all, while fewer have ended) at the
+    # step it ended (the last of a step's episodes counts), so it ends at summary.json's
+    # train_return_last20; the points are evaluations.csv's rows (one seed: no bar); the
+    # table has summary.json's figures, the final evaluation among them.
+    figures = drawn_figure(monkeypatch)
+    monkeypatch.chdir(tmp_path)
+    summary = ppo.main(tyro.cli(ppo.Args, args=[*PPO_TINY, "--env-id", "CartPole-v1",
+                                                "--eval-every", "64", "--eval-episodes", "2",
+                                                "--output-dir", str(tmp_path / "runs")]))
+    (folder,) = glob.glob(str(tmp_path / "runs" / "*"))
+    capsys.readouterr()
+    plot.main(plot.Args(runs=[folder]))
+    with open(os.path.join(folder, "episodes.csv")) as f:
+        episodes = [(int(r["global_step"]), float(r["episode_return"])) for r in csv.DictReader(f)]
+    returns = [r for _, r in episodes]
+    smoothed = {step: np.mean(returns[max(0, i - 19):i + 1])
+                for i, (step, _) in enumerate(episodes)}
+    (ax,) = figures[0].axes
+    (line,) = [line for line in ax.lines if line.get_label() == "ppo (1 seed)"]
+    x, y = line.get_xdata(), line.get_ydata()
+    assert len(episodes) >= 2 and (x[0], x[-1]) == (episodes[0][0], episodes[-1][0])
+    assert y.tolist() == approx(np.interp(x, list(smoothed), list(smoothed.values())).tolist())
+    assert y[-1] == approx(summary["train_return_last20"])
+    with open(os.path.join(folder, "evaluations.csv")) as f:
+        rows = [(int(r["global_step"]), float(r["eval_return_mean"])) for r in csv.DictReader(f)]
+    (container,) = ax.containers
+    points, _, (bars,) = container.lines
+    assert [(x, y) for x, y in zip(points.get_xdata(), points.get_ydata())] == rows
+    assert [s[:, 1].tolist() for s in bars.get_segments()] == [[m, m] for _, m in rows]
+    assert [step for step, _ in rows] == [64, 128]
+    header, row = table_rows(capsys.readouterr().out)
+    assert row[:4] == ["CartPole-v1", "ppo", "1", "1"]
+    for name in ("train_return_last20", "eval_return_mean", "global_steps"):
+        assert row[header.index(name)] == plot.format_figure(summary[name],
+                                                             plot.SUMMARY_FIGURES[name])
+
+
 # ---------------------------------------------------------------------------------------
 # Bad input: one line, exit status 2, no figure
 # ---------------------------------------------------------------------------------------

@@ -24,9 +24,9 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import (check_the_curves_moving_mean, check_the_episode_rows_the_last_20_and_the_times,
-                      check_the_evaluation_rows_and_the_curves_points, check_replay_evaluations,
-                      check_the_time_columns_the_evaluation_rows_and_the_curve, COMMON_FLAGS, ctrl_c, read_csv, set_clock, spy_on,
+from conftest import (check_the_episode_rows_the_last_20_and_the_times, check_the_evaluation_rows,
+                      check_replay_evaluations, check_the_time_columns_and_the_evaluation_rows,
+                      COMMON_FLAGS, ctrl_c, read_csv, set_clock, spy_on,
                       spy_on_stepped_gradient_norms, start_in_a_terminal, unreadable_checkpoints,
                       video_names)
 
@@ -260,13 +260,10 @@ def test_a_script_without_torch_refuses_cuda_in_one_line(script, run_cli):
 @pytest.mark.parametrize("script", SCRIPTS)
 def test_ctrl_c_keeps_the_run_folder_and_ends_by_sigint(script, tmp_path, monkeypatch, capsys):
     # Ctrl-C at the third finished episode: the first two are in episodes.csv, the summary
-    # says interrupted, the curve is drawn and its title says where the run stopped (the
-    # curve of a run cut short must not look finished), and the process then ends by SIGINT
-    # with the default handler (status 130 to the shell). os.kill and signal.signal are
-    # stood in for.
+    # says interrupted (plot.py leaves the run out of its averages unless asked: a run cut
+    # short must not pass for a finished one), and the process then ends by SIGINT with the
+    # default handler (status 130 to the shell). os.kill and signal.signal are stood in for.
     module = module_of(script)
-    titles = spy_on(monkeypatch, module, "plot_learning_curve",
-                    lambda path, steps, returns, title, *args, **kwargs: title)
     episode, calls, signals = module.RunWriter.episode, [], []
 
     def interrupted_episode(self, *args):
@@ -294,9 +291,6 @@ def test_ctrl_c_keeps_the_run_folder_and_ends_by_sigint(script, tmp_path, monkey
     with open(os.path.join(path, "summary.json")) as f:
         summary = json.load(f)
     assert summary["interrupted"] is True and summary["global_steps"] > 0
-    assert os.path.exists(os.path.join(path, "learning_curve.png"))
-    assert titles and titles[-1].endswith(
-        f", seed 1, interrupted at step {summary['global_steps']:,}")
     assert "interrupted; writing what the run has so far" in capsys.readouterr().out
 
 
@@ -320,8 +314,8 @@ def test_ctrl_c_stops_a_shell_loop_of_runs(tmp_path):
 @pytest.mark.parametrize("script", BLOCK)
 def test_ctrl_c_during_the_final_evaluation_keeps_the_run(script, tmp_path, monkeypatch, capsys):
     # Training ends, then Ctrl-C comes during the final evaluation: the model and summary.json
-    # (without the evaluation) are already written, the curve is drawn then, and the process
-    # ends by SIGINT (130) with a line that says so.
+    # (without the evaluation) are already written, and the process ends by SIGINT (130)
+    # with a line that says so.
     module = module_of(script)
 
     def interrupted_evaluation(*args, **kwargs):
@@ -342,7 +336,6 @@ def test_ctrl_c_during_the_final_evaluation_keeps_the_run(script, tmp_path, monk
     with open(os.path.join(path, "summary.json")) as f:
         summary = json.load(f)
     assert summary["global_steps"] > 0 and summary["eval_return_mean"] is None
-    assert os.path.exists(os.path.join(path, "learning_curve.png"))
     assert glob.glob(os.path.join(path, "model.*"))
     out = capsys.readouterr().out  # the evaluation is announced before it starts
     assert "final evaluation, 2 episodes; the run is written and Ctrl-C keeps it" in out
@@ -374,8 +367,10 @@ def test_an_environment_without_a_time_limit_ends_with_a_clear_line(script, tmp_
     out = capsys.readouterr().out
     said = f"no training episode ended in {summary['global_steps']:,} steps" in out
     assert said == (script != "es.py")
-    if said:  # no training return: none to average, not a mean of 0 (issue 72's plants)
+    if said:  # no training return: none to average, not a mean of 0 (issue 72's plants), and
+        # no curve for plot.py to draw
         assert summary["train_return_last20"] is None and "train_return_last20 - |" in out
+    assert ("| curve: python plot.py" in out.splitlines()[-1]) == (not said)
     assert summary["eval_return_mean"] == 40.0 and summary["eval_return_std"] == 0.0
 
 
@@ -383,16 +378,18 @@ def test_an_environment_without_a_time_limit_ends_with_a_clear_line(script, tmp_
 def test_eval_checkpoint_takes_a_run_folder_for_its_model(script, run_cli, tmp_path):
     # --eval-checkpoint runs/<folder> evaluates the folder's model.pt (model.npz), as the
     # closing line names the folder, not the file.
-    code, out, _ = run_cli(script, [*TINY[script], "--save-model", "--eval-episodes", "0",
-                                    "--output-dir", str(tmp_path / "train")])
+    code, trained_out, _ = run_cli(script, [*TINY[script], "--save-model", "--eval-episodes",
+                                            "0", "--output-dir", str(tmp_path / "train")])
     trained = run_folder(tmp_path / "train")
     code, out, _ = run_cli(script, [*TINY[script], "--eval-checkpoint", trained,
                                     "--eval-episodes", "1", "--output-dir", str(tmp_path / "eval")])
     assert code == 0 and re.search(r"eval_return_mean -?\d", out.splitlines()[-1])
-    # finish() is told which run trained: the training run draws its learning curve, the
-    # evaluation, which has no training episode to draw, none
-    assert os.path.exists(os.path.join(trained, "learning_curve.png"))
-    assert not os.path.exists(os.path.join(run_folder(tmp_path / "eval"), "learning_curve.png"))
+    # finish() is told which run trained: the training run's closing line names the command
+    # that draws its curve (where an episode ended: ppod.py's tiny MountainCar run has none),
+    # the evaluation's, which has no training episode to draw, none
+    ended = bool(read_csv(os.path.join(trained, "episodes.csv")))
+    assert trained_out.splitlines()[-1].endswith(f" | curve: python plot.py {trained}") == ended
+    assert "plot.py" not in out.splitlines()[-1]
 
 
 class HalfActor(torch.nn.Module):
@@ -480,23 +477,6 @@ def test_a_local_ray_runs_its_workers_at_niceness_0(script, monkeypatch):
     assert seen == [("auto", None), (None, "0"), (None, "5")]
 
 
-@pytest.mark.parametrize("exp_name", [None, "sweep-a"])
-@pytest.mark.parametrize("script", ["ppo.py", "dqn.py", "es.py", "qlearning.py"])
-def test_the_curve_is_titled_with_the_variant(script, exp_name, tmp_path, monkeypatch):
-    # The default experiment name is the script's: the title says only the script. A name
-    # of the user's own (or a variant's, such as matd3.py's maddpg) is added to it.
-    module = module_of(script)
-    titles = []
-    monkeypatch.setattr(module, "plot_learning_curve",
-                        lambda path, steps, returns, title, *a, **k: titles.append(title) or "c")
-    flags = [*TINY[script], "--eval-episodes", "0", "--output-dir", str(tmp_path)]
-    args = module.tyro.cli(module.Args, args=flags + (["--exp-name", exp_name] if exp_name
-                                                       else []))
-    module.main(args)
-    name = f" ({exp_name})" if exp_name else ""
-    assert titles == [f"{script}{name} on {args.env_id}, seed 1"]
-
-
 @pytest.mark.parametrize("script", BLOCK)
 def test_the_closing_line_says_not_reached_and_never_none(script, run_cli, tmp_path):
     # A return of 1e9 is never reached in a tiny run: "not reached", never "None".
@@ -546,20 +526,44 @@ def test_a_plain_run_records_when_it_reached_the_environments_threshold(script, 
 
 
 @pytest.mark.parametrize("script", BLOCK)
-def test_the_curve_shows_the_final_evaluation(script, tmp_path, monkeypatch):
+def test_the_closing_line_names_the_command_that_draws_the_curve(script, run_cli, tmp_path,
+                                                                   monkeypatch, capsys):
+    # A run draws no figure: its closing line ends with the command that draws its curve,
+    # plot.py on its run folder, which runs as printed. An interrupted run's command adds
+    # --include-unfinished, without which plot.py refuses a run that did not finish.
+    # (An --eval-checkpoint run, with no training episode, names none: the test above.)
+    monkeypatch.chdir(tmp_path)  # plot.py writes plots/ in the current folder
+    code, out, err = run_cli(script, [*TINY[script], "--eval-episodes", "1",
+                                      "--output-dir", str(tmp_path / "done")])
+    assert code == 0, err
+    done = run_folder(tmp_path / "done")
+    prefix, _, command = out.splitlines()[-1].rpartition(" | curve: ")
+    assert prefix.startswith(f"{script}: run folder {done} | ") and "eval_return_mean" in prefix
+    assert command == f"python plot.py {done}"
+    code, out, err = run_cli("plot.py", shlex.split(command)[2:])
+    assert code == 0, err
+    assert len(glob.glob(str(tmp_path / "plots" / "*.png"))) == 1
+
     module = module_of(script)
-    drawn = []
-    monkeypatch.setattr(module, "plot_learning_curve",
-                        lambda *args, **kwargs: drawn.append((args, kwargs)) or "curve.png")
-    args = module.tyro.cli(module.Args, args=[*TINY[script], "--eval-episodes", "2",
-                                              "--output-dir", str(tmp_path)])
-    summary = module.main(args)
-    # drawn once, with the final evaluation (Ctrl-C during it draws it without: the test of
-    # Ctrl-C during the final evaluation)
-    finals = [keywords.get("final", positional[5] if len(positional) > 5 else None)
-              for positional, keywords in drawn]
-    assert finals == [(summary["global_steps"], summary["eval_return_mean"],
-                       summary["eval_return_std"])]
+    episode, calls = module.RunWriter.episode, []
+
+    def interrupted_episode(self, *args):  # Ctrl-C at the third finished episode
+        calls.append(1)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return episode(self, *args)
+
+    monkeypatch.setattr(module.RunWriter, "episode", interrupted_episode)
+    capsys.readouterr()
+    with pytest.raises(KeyboardInterrupt):
+        module.main(module.tyro.cli(module.Args, args=[
+            *TINY[script], "--total-timesteps", "100000", "--output-dir", str(tmp_path / "cut")]))
+    cut = run_folder(tmp_path / "cut")
+    command = capsys.readouterr().out.splitlines()[-1].rpartition(" | curve: ")[2]
+    assert command == f"python plot.py --include-unfinished {cut}"
+    assert run_cli("plot.py", [cut])[0] == 2  # "none of the runs finished"
+    code, out, err = run_cli("plot.py", shlex.split(command)[2:])
+    assert code == 0 and "1 (1 unfinished)" in out, err
 
 
 @pytest.mark.parametrize("script", BLOCK)
@@ -1076,22 +1080,17 @@ def test_capture_video_on_a_machine_without_a_display_stops_before_training(tmp_
 
 # The logged values, each asserted by its value once (the column audit's checks, conftest.py):
 # the block writes them alike for every script, so one script of each loop's kind runs them.
-def test_the_time_columns_the_evaluation_rows_and_the_curve(tmp_path, monkeypatch):
-    check_the_time_columns_the_evaluation_rows_and_the_curve(module_of("ppo_lstm.py"), tmp_path,
-                                                             monkeypatch, data_chunk_length=4)
-
-
-@pytest.mark.parametrize("script", BLOCK)
-def test_the_curves_moving_mean(script, tmp_path, monkeypatch):
-    check_the_curves_moving_mean(module_of(script), tmp_path, monkeypatch)
+def test_the_time_columns_and_the_evaluation_rows(tmp_path, monkeypatch):
+    check_the_time_columns_and_the_evaluation_rows(module_of("ppo_lstm.py"), tmp_path,
+                                                   monkeypatch, data_chunk_length=4)
 
 
 def test_the_episode_rows_the_last_20_and_the_times(tmp_path, monkeypatch):
     check_the_episode_rows_the_last_20_and_the_times(module_of("sac.py"), tmp_path, monkeypatch)
 
 
-def test_the_evaluation_rows_and_the_curves_points(tmp_path, monkeypatch):
-    check_the_evaluation_rows_and_the_curves_points(module_of("sac.py"), tmp_path, monkeypatch)
+def test_the_evaluation_rows(tmp_path, monkeypatch):
+    check_the_evaluation_rows(module_of("sac.py"), tmp_path, monkeypatch)
 
 
 def test_the_evaluations_of_a_replay_script(tmp_path):
