@@ -43,7 +43,9 @@ What it does:
   stopped early).
 - Where a run folder has evaluations.csv (written with --eval-every), the k-th evaluations of
   the group's seeds make one point: at the mean of their steps, the mean over seeds of
-  eval_return_mean, with a bar from the lowest seed to the highest.
+  eval_return_mean, with a bar from the lowest seed to the highest. The final evaluations
+  after training (summary.json's eval_return_mean) make one diamond the same way, at the
+  runs' last step.
 - One figure (one panel per environment) goes to `--out`, by default
   `plots/<env ids>__by-<flag>.png` (plots/ in the current folder; the repository's
   .gitignore keeps it out of git); a table with each group's number of runs and of seeds and
@@ -177,6 +179,21 @@ def evaluation_points(tables, x="global_step"):
     return tuple(np.array(column) for column in zip(*points))
 
 
+def final_point(runs, x="global_step"):
+    """The final greedy evaluations of a group's runs (summary.json's eval_return_mean, made
+    after the last update) as one point: at the mean of their last step (global_steps; with
+    --x wall_time, wall_time_s), the mean over the runs with their min and max. Returns
+    (x, mean, low, high), each of one element, or None where no run has one."""
+    key = "global_steps" if x == "global_step" else "wall_time_s"
+    finals = [(r["summary"][key], r["summary"]["eval_return_mean"]) for r in runs
+              if r["summary"] and r["summary"].get("eval_return_mean") is not None]
+    if not finals:
+        return None
+    at, returns = zip(*finals)
+    return tuple(np.array([v]) for v in (np.mean(at), np.mean(returns), min(returns),
+                                         max(returns)))
+
+
 def run_curve(run, x, window):
     """One run's smoothed training return: (its episodes' `x` column, moving mean of the
     episode returns over `window` episodes)."""
@@ -287,13 +304,14 @@ def format_table(groups):
 # Drawing (benchmark.py draws its comparison figures with draw_group and finish_axis too)
 # ---------------------------------------------------------------------------------------
 def draw_group(ax, curves, label, color=None, evaluations=None, seeds=None, unfinished=0,
-               center="mean"):
+               center="mean", final=None):
     """One group on the axis: the mean (or median, center) over seeds of `curves` (one (x, y)
     per seed) as a line and the min-max band shaded, on a grid of GRID_POINTS from the first
     x of any seed to the last. The line is solid where every seed is present, dotted where
     only some are (a seed stopped early by --stop-at-return, or its first episode ended
     later), so that a seed dropping out does not pass for learning. `evaluations` (x, mean,
-    low, high), if given, are drawn as points with min-max bars. `seeds`, the runs' seeds
+    low, high), if given, are drawn as points with min-max bars, and so is `final`, the final
+    evaluation after training, as a diamond. `seeds`, the runs' seeds
     (one per curve; default: all different), are counted in the legend, and so are the
     `unfinished` runs among them. Returns the solid line."""
     grid = np.linspace(min(x[0] for x, _ in curves), max(x[-1] for x, _ in curves),
@@ -310,6 +328,10 @@ def draw_group(ax, curves, label, color=None, evaluations=None, seeds=None, unfi
         ex, em, el, eh = evaluations
         ax.errorbar(ex, em, yerr=[em - el, eh - em], fmt="o", ms=4, capsize=3,
                     color=line.get_color(), label=f"{label}: greedy evaluation")
+    if final is not None:
+        fx, fm, fl, fh = final
+        ax.errorbar(fx, fm, yerr=[fm - fl, fh - fm], fmt="D", ms=6, capsize=3,
+                    color=line.get_color(), label=f"{label}: final greedy evaluation")
     return line
 
 
@@ -337,7 +359,7 @@ def draw_figure(groups, x, window):
                        color=f"C{labels.index(label) % 10}",
                        evaluations=evaluation_points(tables, x) if tables else None,
                        seeds=seeds_of(runs),
-                       unfinished=count_unfinished(runs))
+                       unfinished=count_unfinished(runs), final=final_point(runs, x))
         finish_axis(ax, f"{env_id}: mean over seeds, min-max shaded",
                     "environment steps" if x == "global_step" else
                     "seconds since training started",

@@ -177,12 +177,17 @@ def test_made_up_runs_grouped_drawn_and_tabled(made_up, tmp_path, monkeypatch, c
     for x, y in [(15, 2), (15, 2.5), (20, 3), (20, 4), (25, 4), (25, 5), (30, 6)]:
         assert np.isclose(band, [x, y]).all(axis=1).any()
     # its evaluations, as in test_evaluation_points_by_hand: points (10, 7), (21, 9), (30, 8)
-    # with bars 5..9, 7..11, 8..8
-    (container,) = ax.containers
+    # with bars 5..9, 7..11, 8..8; then its final evaluations (summary.json: A 8 at step 30,
+    # B 11 at step 26), one diamond at (30+26)/2=28, (8+11)/2=9.5, its bar 8..11
+    container, final = ax.containers
     points, _, (bars,) = container.lines
     assert points.get_xdata().tolist() == approx([10, 21, 30])
     assert points.get_ydata().tolist() == approx([7, 9, 8])
     assert [s[:, 1].tolist() for s in bars.get_segments()] == [[5, 9], [7, 11], [8, 8]]
+    diamond, _, (bar,) = final.lines
+    assert diamond.get_marker() == "D" and final.get_label().endswith("final greedy evaluation")
+    assert (diamond.get_xdata().tolist(), diamond.get_ydata().tolist()) == ([28], [9.5])
+    assert [s[:, 1].tolist() for s in bar.get_segments()] == [[8, 11]]
 
     # C, averaged in by --include-unfinished, is counted as unfinished in its legend
     assert [line.get_label() for line in ax.lines if not line.get_label().startswith("_")] == [
@@ -406,7 +411,8 @@ def test_one_run_folder_as_its_closing_line_names_it(tmp_path, monkeypatch, caps
     # episode returns, each the mean of the last 20 (of all, while fewer have ended) at the
     # step it ended (the last of a step's episodes counts), so it ends at summary.json's
     # train_return_last20; the points are evaluations.csv's rows (one seed: no bar); the
-    # table has summary.json's figures, the final evaluation among them.
+    # final evaluation a diamond at the last step; the table has summary.json's figures, the
+    # final evaluation among them.
     figures = drawn_figure(monkeypatch)
     monkeypatch.chdir(tmp_path)
     summary = ppo.main(tyro.cli(ppo.Args, args=[*PPO_TINY, "--env-id", "CartPole-v1",
@@ -428,11 +434,15 @@ def test_one_run_folder_as_its_closing_line_names_it(tmp_path, monkeypatch, caps
     assert y[-1] == approx(summary["train_return_last20"])
     with open(os.path.join(folder, "evaluations.csv")) as f:
         rows = [(int(r["global_step"]), float(r["eval_return_mean"])) for r in csv.DictReader(f)]
-    (container,) = ax.containers
+    container, final = ax.containers
     points, _, (bars,) = container.lines
     assert [(x, y) for x, y in zip(points.get_xdata(), points.get_ydata())] == rows
     assert [s[:, 1].tolist() for s in bars.get_segments()] == [[m, m] for _, m in rows]
     assert [step for step, _ in rows] == [64, 128]
+    # the final evaluation, after the last update, a diamond at the run's last step
+    diamond = final.lines[0]
+    assert diamond.get_xdata().tolist() == [summary["global_steps"]]
+    assert diamond.get_ydata().tolist() == approx([summary["eval_return_mean"]])
     header, row = table_rows(capsys.readouterr().out)
     assert row[:4] == ["CartPole-v1", "ppo", "1", "1"]
     for name in ("train_return_last20", "eval_return_mean", "global_steps"):
