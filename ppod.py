@@ -840,18 +840,26 @@ def usage_error(event):
     if isinstance(event, tyro._errors.InvalidChoice):
         fail(f"{flag} takes {' or '.join(event.choices)}, not {event.value!r} {help_hint}")
     words = sys.argv[1:]
-    given = [w.partition("=")[2] or next(iter(words[i + 1:i + 2]), "")
-             for i, w in enumerate(words) if w.partition("=")[0] == flag]
-    if not given or isinstance(event, tyro._errors.BadValue):
+    starts = [i for i, w in enumerate(words) if w.partition("=")[0] == flag]
+    if not starts or isinstance(event, tyro._errors.BadValue):
         fail(f"{flag} needs a value {help_hint}")
+    word, rest = words[starts[-1]], words[starts[-1] + 1:] + ["--"]  # the last time it is given
+    given = ([word.partition("=")[2]] if "=" in word else  # a list flag takes several values
+             rest[:next(j for j, w in enumerate(rest) if w.startswith("--"))]) or [""]
     kind = types[flag[2:].replace("-", "_")]
     whole = int in (kind, *typing.get_args(kind))
+
+    def reads(value):  # as the flag's type would: int("2.5") fails, float("2.5") does not
+        try:
+            return (int if whole else float)(value) is not None
+        except ValueError:
+            return False
+    wrong = next((value for value in given if not reads(value)), given[-1])
     try:
-        instead = (f": write {int(float(given[-1]))}"
-                   if whole and float(given[-1]).is_integer() else "")
+        instead = f": write {int(float(wrong))}" if whole and float(wrong).is_integer() else ""
     except ValueError:  # not a number at all
         instead = ""
-    fail(f"{flag} takes {'a whole number' if whole else 'a number'}, not {given[-1]!r}"
+    fail(f"{flag} takes {'a whole number' if whole else 'a number'}, not {wrong!r}"
          f"{instead} {help_hint}")
 
 

@@ -1105,6 +1105,10 @@ def test_the_evaluations_of_a_replay_script(tmp_path):
     ("qlearning.py", ["--bins", "1e1"], "--bins takes a whole number, not '1e1': write 10 ("),
     ("dqn.py", ["--batch-size", "3.2e1"], "--batch-size takes a whole number, not '3.2e1': "
      "write 32 ("),
+    # a flag of several values names the one that is wrong, not the first: 4 is a whole number
+    ("qlearning.py", ["--bins", "4", "2.5", "--seed", "3"], "--bins takes a whole number, not "
+     "'2.5' ("),
+    ("qlearning.py", ["--bins", "4", "x"], "--bins takes a whole number, not 'x' ("),
 ])
 def test_a_flag_of_whole_numbers_in_a_container_gets_the_whole_number_hint(
         script, argv, message, check_usage_error):
