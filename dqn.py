@@ -67,6 +67,7 @@ Papers:
 Run:
     python dqn.py --env-id CartPole-v1
     python dqn.py --env-id CartPole-v1 --no-double-dqn --loss huber
+    python dqn.py --env-id CartPole-v1 --total-timesteps 500000    # past 50k: the long preset
     python dqn.py --env-id Acrobot-v1
     PYTHONPATH=tests python dqn.py --env-id my_envs:GridWorld-v0   # tests/my_envs.py's id
     python dqn.py --env-id MinAtar/Breakout-v1 --total-timesteps 1000000 --no-anneal-lr \
