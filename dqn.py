@@ -629,13 +629,14 @@ def main(args: Args) -> dict:
     obs_space, num_actions = check_env(args, make=make_game)
     # The flags left at None take the preset of the observation and the budget (PRESETS),
     # checked in their turn.
-    preset = preset_name(args, image=len(obs_space.shape) == 3)
-    args, given = with_preset(args, image=len(obs_space.shape) == 3), args
+    image = len(obs_space.shape) == 3
+    preset = preset_name(args, image)
+    args, given = with_preset(args, image), args
     check_flags(args, given)
     args, checkpoint = load_checkpoint(args)  # the network's width comes from a checkpoint
 
     # Set up: seeds, device (on the CPU: denormals flushed), the network, the run folder.
-    device = seed_and_device(args.seed, args.cuda, small_network=len(obs_space.shape) != 3)
+    device = seed_and_device(args.seed, args.cuda, small_network=not image)
     if device.type == "cpu":  # dead ReLU units' Adam moments decay into denormals, slow on x86
         torch.set_flush_denormal(True)
     uint8 = byte_pixels(obs_space)  # pixels to scale to [0, 1]
