@@ -230,7 +230,7 @@ class Args:
 # The presets of the flags left at None. A vector's, chosen on CartPole for its 50k budget
 # (SHORT_BUDGET); past it, a vector's long preset, CleanRL's dqn.py's settings with epsilon
 # down to 0.01 over 10% of the budget (CleanRL: 0.05 over 50%), chosen on seeds 1-5 at 500k,
-# where these held 500 and the vector's swung between 100 and 500 (results.md). An image's, the
+# where these held 500 and the vector's swung between under 70 and 500 (results.md). An image's, the
 # MinAtar paper's (Young & Tian 2019; its RMSProp is Adam here), checked on seeds 1-5 of
 # tests/test_pixels.py's Catch (30k steps): they learn it, where a gradient step every 4
 # environment steps (target every 4,000) had not by 30k. The vector's learn Catch sooner,

@@ -879,6 +879,23 @@ def test_the_preset_follows_the_observation_and_the_budget(budget, image, name):
     assert {k: getattr(args, k) for k in dqn.PRESETS[name]} == dqn.PRESETS[name]
 
 
+def test_a_run_past_50k_steps_trains_with_the_long_preset_and_says_so(tmp_path, monkeypatch,
+                                                                     capsys):
+    # main fills the flags from the budget's preset, hands them to train and config.json, and
+    # names the preset on the run's first line (train is replaced: nothing trains)
+    trained = []
+    monkeypatch.setattr(dqn, "train", lambda args, *rest: trained.append(args))
+    dqn.main(dqn.Args(env_id="CartPole-v1", total_timesteps=60_000, eval_episodes=0,
+                      tensorboard=False, output_dir=str(tmp_path)))
+    (args,) = trained
+    assert (args.buffer_size, args.batch_size, args.train_frequency) == (10_000, 128, 10)
+    (folder,) = os.listdir(tmp_path)
+    with open(tmp_path / folder / "config.json") as f:
+        assert json.load(f)["target_network_frequency"] == 500
+    assert capsys.readouterr().out.splitlines()[0].endswith(
+        ", long preset (a budget past 50,000 steps)")
+
+
 def test_the_long_preset_replays_a_tenth_as_often_and_a_flag_overrides_it():
     # replays per environment step = batch_size * gradient_steps / train_frequency:
     # vector 256 * 32 / 64 = 128, long 128 * 1 / 10 = 12.8
