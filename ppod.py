@@ -1137,7 +1137,7 @@ CHECKPOINT = "model.pt"
 EPISODE_FIELDS = ("global_step", "wall_time", "episode_return", "episode_length")
 SUMMARY_KEYS = ("algorithm", "env_id", "seed", "global_steps", "wall_time_s",
                 "train_return_last20", "eval_return_mean", "eval_return_std", "eval_episodes",
-                "solved_threshold", "solved_at_step", "solved_at_time_s", "interrupted")
+                "solved_threshold", "holds", "solved_at_step", "solved_at_time_s", "interrupted")
 # The columns every script writes, as TensorBoard's scalars under CleanRL's names (each point
 # at the row's global_step and wall_time); a column in neither these nor the script's own
 # TENSORBOARD_NAMES goes under charts/.
@@ -1234,9 +1234,15 @@ def finish(args, run, trained=True):
     write summary.json again with the evaluation, so that Ctrl-C during a long evaluation
     keeps the run (without the evaluation); print the closing line, ending with plot.py's
     command for the curve where a training episode ended. An interrupted run skips the
-    evaluation."""
+    evaluation. summary.json's holds: whether the last-20 mean where training ended is at or
+    above solved_threshold (a run that reached it once can end below it)."""
     summary = run.summary
-    summary["train_return_last20"] = run.recent_return()
+    summary["train_return_last20"] = end = run.recent_return()
+    # Where the run ends, not where it first got: a run can reach its threshold and lose it.
+    # Null without a threshold, without 20 episodes, or for a run stopped before its budget.
+    threshold = summary["solved_threshold"]
+    summary["holds"] = (None if threshold is None or len(run.returns) < 20
+                        or summary["interrupted"] else end >= threshold)
     summary["wall_time_s"] = round(run.elapsed(), 3)
     if trained and not run.returns and not summary["interrupted"]:
         print(f"{SCRIPT}: no training episode ended in {summary['global_steps']:,} steps; if "
@@ -1261,10 +1267,14 @@ def finish(args, run, trained=True):
     closing = [f"{SCRIPT}: run folder {run.path}", f"global_steps {summary['global_steps']:,}"]
     for key in ("train_return_last20", "eval_return_mean"):
         closing.append(f"{key} " + ("-" if summary[key] is None else f"{summary[key]:.2f}"))
-    if summary["solved_threshold"] is not None:  # --stop-at-return, else the environment's
+    if threshold is not None:  # --stop-at-return, else the environment's
         source = "--stop-at-return" if args.stop_at_return is not None else "reward_threshold"
+        if summary["holds"] is not None:  # the end first: what a user gets from the run
+            closing.append(("holds: the last-20 mean at the end >= " if summary["holds"] else
+                            "does not hold: the last-20 mean at the end < ") + f"{threshold:g}")
+        lost = " (lost by the end)" if summary["solved_at_step"] and summary["holds"] is False else ""
         closing.append(f"solved_at_step {summary['solved_at_step'] or 'not reached'} "
-                       f"(last-20 mean >= {source} {summary['solved_threshold']:g})")
+                       f"(last-20 mean >= {source} {threshold:g}){lost}")
     if run.returns:  # plot.py draws the training episodes, an unfinished run's on request
         unfinished = "--include-unfinished " if summary["interrupted"] else ""
         closing.append(f"curve: python plot.py {unfinished}{run.path}")

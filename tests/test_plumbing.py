@@ -520,9 +520,56 @@ def test_a_plain_run_records_when_it_reached_the_environments_threshold(script, 
     assert summary["global_steps"] > 60  # training went on past the threshold
     assert summary["solved_threshold"] == threshold
     assert summary["solved_at_step"] == (60 if threshold else None)
+    assert summary["holds"] is (True if threshold else None)  # every episode returns 3: 3 >= 3
     closing = out.splitlines()[-1]
-    assert ("solved_at_step 60 (last-20 mean >= reward_threshold 3)" in closing) == bool(threshold)
-    assert threshold or "solved_at_step" not in closing
+    assert ("| holds: the last-20 mean at the end >= 3 | solved_at_step 60 (last-20 mean >= "
+            "reward_threshold 3) |" in closing) == bool(threshold)
+    assert threshold or ("solved_at_step" not in closing and "hold" not in closing)
+
+
+@pytest.mark.parametrize("script", BLOCK)
+@pytest.mark.parametrize("late_return, holds", [(0.0, False), (2.0, False), (2.5, True)])
+def test_holds_says_where_the_run_ends_not_where_it_first_got(script, late_return, holds,
+                                                              tmp_path, capsys):
+    # --stop-at-return 3 is the threshold here; no episode reaches the step that would stop a
+    # run, since RunWriter.episode only records. 30 episodes return 3, so the last-20 mean
+    # first reaches 3 with the 20th (step 20 x 10 = 200); then 10 return late_return. At the
+    # end the last 20 are 10 x 3 + 10 x late_return: (30 + 0) / 20 = 1.5 < 3, does not hold;
+    # (30 + 20) / 20 = 2.5 < 3; with --stop-at-return 2.5 and late 2.5: (30 + 25) / 20 = 2.75
+    # >= 2.5, holds (and it first got there with the 20th episode too).
+    module = module_of(script)
+    threshold = 2.5 if holds else 3.0
+    args = module.Args(output_dir=str(tmp_path), tensorboard=False, eval_episodes=0,
+                       stop_at_return=threshold)
+    run = module.RunWriter(args, "cpu", {})
+    for k in range(1, 41):
+        run.episode(10 * k, 3.0 if k <= 30 else late_return, 10)
+    summary = module.finish(args, run)
+    assert summary["train_return_last20"] == pytest.approx((30 + 10 * late_return) / 20)
+    assert (summary["holds"], summary["solved_at_step"]) == (holds, 200)
+    with open(os.path.join(run.path, "summary.json")) as f:
+        assert json.load(f)["holds"] is holds
+    closing = capsys.readouterr().out.splitlines()[-1]
+    said = (f"holds: the last-20 mean at the end >= {threshold:g}" if holds else
+            f"does not hold: the last-20 mean at the end < {threshold:g}")
+    assert f"| {said} | solved_at_step 200 (last-20 mean >= --stop-at-return {threshold:g})" \
+        + ("" if holds else " (lost by the end)") in closing
+
+
+@pytest.mark.parametrize("script", BLOCK)
+def test_holds_is_null_without_twenty_episodes_or_for_an_interrupted_run(script, tmp_path):
+    # 19 episodes of 5 >= 3: no last-20 mean, so neither holds nor fails; 25 of them, but
+    # interrupted: the run did not reach the end of its budget, so null too.
+    module = module_of(script)
+    for episodes, interrupted in ((19, False), (25, True), (25, False)):
+        args = module.Args(output_dir=str(tmp_path / f"{episodes}{interrupted}"),
+                           tensorboard=False, eval_episodes=0, stop_at_return=3.0)
+        run = module.RunWriter(args, "cpu", {})
+        for k in range(1, episodes + 1):
+            run.episode(k, 5.0, 1)
+        run.summary["interrupted"] = interrupted
+        assert module.finish(args, run)["holds"] is (True if (episodes, interrupted) == (25, False)
+                                                     else None)
 
 
 @pytest.mark.parametrize("script", BLOCK)
