@@ -48,8 +48,10 @@ What it does:
   runs' last step.
 - One figure (one panel per environment) goes to `--out`, by default
   `plots/<env ids>__by-<flag>.png` (plots/ in the current folder; the repository's
-  .gitignore keeps it out of git); a table with each group's number of runs and of seeds and
-  the median over its runs of summary.json's figures is printed, each to one decimal or two
+  .gitignore keeps it out of git); a table with each group's number of runs and of seeds,
+  how many of them hold (summary.json's holds: the last-20 mean where training ended at or
+  above the threshold; "3 of 5") and the median over its runs of summary.json's figures,
+  where training ended first, is printed, each to one decimal or two
   significant digits, whichever shows more (0.74 stays 0.74); a median over only k of the n
   runs (solved_at_step is null where --stop-at-return did not stop the run, a killed run
   averaged in with --include-unfinished has no summary.json) is marked (k/n), and "-" where
@@ -280,16 +282,25 @@ def medians(runs):
     return result
 
 
+def count_holds(runs):
+    """'k of n': of the n runs whose summary.json says whether they hold (a threshold, 20
+    episodes, a finished budget), the k whose last-20 mean at the end is at or above it;
+    '-' where none says."""
+    said = [r["summary"]["holds"] for r in runs
+            if r["summary"] and r["summary"].get("holds") is not None]
+    return f"{sum(said)} of {len(said)}" if said else "-"
+
+
 def format_table(groups):
     """The printed table: a row per group, its number of runs (and how many of them did not
-    finish, with --include-unfinished) and of distinct seeds and the medians; a median over
-    only k of the n runs says (k/n), none at all is '-'."""
-    header = ["environment", "group", "runs", "seeds", *SUMMARY_FIGURES]
+    finish, with --include-unfinished) and of distinct seeds, how many hold at the end, and
+    the medians; a median over only k of the n runs says (k/n), none at all is '-'."""
+    header = ["environment", "group", "runs", "seeds", "holds", *SUMMARY_FIGURES]
     rows = [header]
     for (env_id, label), runs in groups.items():
         left = count_unfinished(runs)
         cells = [env_id, label, f"{len(runs)}" + (f" ({left} unfinished)" if left else ""),
-                 str(len(set(seeds_of(runs))))]
+                 str(len(set(seeds_of(runs)))), count_holds(runs)]
         for name, (value, have) in medians(runs).items():
             text = "-" if value is None else format_figure(value, SUMMARY_FIGURES[name])
             cells.append(text + (f" ({have}/{len(runs)})" if value is not None

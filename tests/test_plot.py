@@ -54,10 +54,10 @@ def write_run(folder, config, episodes, evaluations=None, summary=FINISHED):
     return str(folder)
 
 
-def summary_of(train, evaluation, solved, wall, steps):
+def summary_of(train, evaluation, solved, wall, steps, holds=None):
     return {"train_return_last20": train, "eval_return_mean": evaluation,
             "solved_at_step": solved, "wall_time_s": wall, "global_steps": steps,
-            "interrupted": False}
+            "holds": holds, "interrupted": False}
 
 
 @pytest.fixture
@@ -68,7 +68,8 @@ def made_up(tmp_path):
     runs = tmp_path / "runs"
     # A: two episodes end at step 20 (a vector of environments)
     write_run(runs / "A", {"seed": 1, "num_steps": 16}, [(10, 1), (20, 3), (20, 5), (30, 7)],
-              evaluations=[(10, 5), (20, 7), (30, 8)], summary=summary_of(4.0, 8.0, 20, 3.0, 30))
+              evaluations=[(10, 5), (20, 7), (30, 8)],
+              summary=summary_of(4.0, 8.0, 20, 3.0, 30, holds=False))
     write_run(runs / "B", {"seed": 2, "num_steps": 16}, [(15, 2), (25, 6)],
               evaluations=[(10, 9), (22, 11)], summary=summary_of(6.0, 11.0, None, 2.0, 26))
     write_run(runs / "C", {"seed": 3, "num_steps": 8}, [(5, 0), (10, 0)], summary=None)
@@ -194,12 +195,32 @@ def test_made_up_runs_grouped_drawn_and_tabled(made_up, tmp_path, monkeypatch, c
         "num_steps=8 (1 seed, 1 unfinished)", "num_steps=16 (2 seeds)"]
 
     # The table: C alone (no summary.json: every figure missing), then A and B:
-    # train (4+6)/2=5.0, eval (8+11)/2=9.5, solved 20 (only A), wall (3+2)/2=2.5,
-    # steps (30+26)/2=28
+    # holds: A says false, B says nothing (null): 0 of 1; train (4+6)/2=5.0, eval
+    # (8+11)/2=9.5, solved 20 (only A), wall (3+2)/2=2.5, steps (30+26)/2=28
     header, c, ab = table_rows(stdout)
-    assert header == ["environment", "group", "runs", "seeds", *plot.SUMMARY_FIGURES]
-    assert c == ["Made-v0", "num_steps=8", "1 (1 unfinished)", "1", "-", "-", "-", "-", "-"]
-    assert ab == ["Made-v0", "num_steps=16", "2", "2", "5.0", "9.5", "20 (1/2)", "2.5", "28"]
+    assert header == ["environment", "group", "runs", "seeds", "holds", *plot.SUMMARY_FIGURES]
+    assert c == ["Made-v0", "num_steps=8", "1 (1 unfinished)", "1", "-", "-", "-", "-", "-", "-"]
+    assert ab == ["Made-v0", "num_steps=16", "2", "2", "0 of 1", "5.0", "9.5", "20 (1/2)", "2.5",
+                  "28"]
+
+
+def test_the_table_puts_each_groups_median_under_its_own_heading(tmp_path, capsys, monkeypatch):
+    # Three finished runs, every figure different, so that a mean in place of the median, or a
+    # figure under another's heading, shows: train 1, 2, 90 -> median 2 (mean 31); eval 10,
+    # 40, 50 -> 40 (mean 33.3); solved 300, null, 100 -> (100+300)/2 = 200 over 2 of 3;
+    # wall 7, 5, 6 -> 6; steps 1000, 3000, 2000 -> 2000. holds true, false, true: 2 of 3.
+    monkeypatch.setattr(plot, "draw_figure", lambda *a: plot.Figure())
+    runs = tmp_path / "runs"
+    for name, summary in [("A", summary_of(1.0, 10.0, 300, 7.0, 1000, holds=True)),
+                          ("B", summary_of(2.0, 40.0, None, 5.0, 3000, holds=False)),
+                          ("C", summary_of(90.0, 50.0, 100, 6.0, 2000, holds=True))]:
+        write_run(runs / name, {"seed": ord(name)}, [(5, 1), (10, 2)], summary=summary)
+    plot.main(plot.Args(runs=[str(runs / "*")], out=str(tmp_path / "t.png")))
+    header, row = table_rows(capsys.readouterr().out)
+    assert dict(zip(header, row)) == {
+        "environment": "Made-v0", "group": "made", "runs": "3", "seeds": "3", "holds": "2 of 3",
+        "train_return_last20": "2.0", "eval_return_mean": "40.0", "solved_at_step": "200 (2/3)",
+        "wall_time_s": "6.0", "global_steps": "2000"}
 
 
 def test_made_up_runs_by_exp_name_against_wall_time(made_up, monkeypatch, capsys, tmp_path):
@@ -249,7 +270,7 @@ def test_unfinished_runs_are_left_out_and_named_unless_included(include, tmp_pat
     monkeypatch.setattr(plot, "GRID_POINTS", 3)
     runs = tmp_path / "runs"
     a = write_run(runs / "A", {"seed": 1}, [(10, 2), (20, 4)],
-                  summary=summary_of(3.0, 5.0, None, 2.0, 20))
+                  summary=summary_of(3.0, 5.0, None, 2.0, 20, holds=True))
     b = write_run(runs / "B", {"seed": 2}, [(10, 100), (20, 100)],
                   summary={**summary_of(100.0, None, None, 1.0, 20), "interrupted": True})
     c = write_run(runs / "C", {"seed": 3}, [(10, 0), (20, 0)], summary=None)
@@ -266,7 +287,7 @@ def test_unfinished_runs_are_left_out_and_named_unless_included(include, tmp_pat
                 "running)\n") in stdout
         assert line.get_label() == "made (1 seed)"
         assert line.get_ydata().tolist() == approx([2, 2.5, 3])
-        assert row == ["Made-v0", "made", "1", "1", "3.0", "5.0", "-", "2.0", "20"]
+        assert row == ["Made-v0", "made", "1", "1", "1 of 1", "3.0", "5.0", "-", "2.0", "20"]
     else:
         # A, B, C: at 10 (2+100+0)/3=34, at 15 (2.5+100+0)/3=34.1667, at 20 (3+100+0)/3=34.3333
         assert [r["folder"] for r in groups["Made-v0", "made"]] == [a, b, c]
@@ -274,9 +295,9 @@ def test_unfinished_runs_are_left_out_and_named_unless_included(include, tmp_pat
         assert line.get_label() == "made (3 seeds, 2 unfinished)"
         assert line.get_ydata().tolist() == approx([34, 102.5 / 3, 103 / 3])
         # the medians over the summaries there are: train (3+100)/2=51.5 of 2, eval 5.0 of 1
-        # (B's run skipped it), wall (2+1)/2=1.5 of 2, steps 20 of 2
-        assert row == ["Made-v0", "made", "3 (2 unfinished)", "3", "51.5 (2/3)", "5.0 (1/3)",
-                       "-", "1.5 (2/3)", "20 (2/3)"]
+        # (B's run skipped it), wall (2+1)/2=1.5 of 2, steps 20 of 2; only A says it holds
+        assert row == ["Made-v0", "made", "3 (2 unfinished)", "3", "1 of 1", "51.5 (2/3)",
+                       "5.0 (1/3)", "-", "1.5 (2/3)", "20 (2/3)"]
 
 
 def lstm_config(seed, hide_obs, **rest):
