@@ -40,11 +40,13 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Annotated
 
+import matplotlib
 import numpy as np
 import tyro
 from matplotlib.figure import Figure
 
 import plot  # plot.py, the tool that compares run folders: the comparison figures use it
+from rliable import library as rly, metrics, plot_utils  # the field's statistics (Agarwal et al. 2021)
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
 
@@ -73,7 +75,8 @@ class Args:
     list: bool = False
     """print the tasks these flags select and run nothing"""
     replot: bool = False
-    """redraw the selected tasks' figures and comparisons from --out's results.json; run nothing"""
+    """redraw the selected tasks' figures and comparisons and rewrite results.md (its statistics
+    and profiles) from --out's results.json; run nothing"""
 
 
 # ---------------------------------------------------------------------------------------
@@ -668,6 +671,193 @@ def read_run(task, output_dir):
                                 if best is not None else None)}
 
 
+# ---------------------------------------------------------------------------------------
+# Where runs end: how many hold, the IQM with its interval, the fields (rliable)
+# ---------------------------------------------------------------------------------------
+BOOTSTRAP_REPS = 2000
+"""bootstrap resamples for each interval (rliable's default for performance profiles)"""
+
+FIELDS = {"classic control": "classic control, toy text, the chains and MPE",
+          "MinAtar": "MinAtar's five games", "MuJoCo": "MuJoCo's Hopper, HalfCheetah, Walker2d"}
+MUJOCO = ("Hopper", "HalfCheetah", "Walker2d", "Ant", "Humanoid", "Swimmer", "Reacher")
+REFERENCE_LABELS = ("", "100k", "500k", "novel")
+"""the labels of a script's own reference tasks (a budget, CartPole without velocities), which
+the fields' aggregates count; speed runs, lags on purpose, ablations and peers' runs they
+leave out"""
+NOT_IN_FIELDS = ("ppo-CartPoleNoVel-v1", "es-Pendulum-v1")
+"""tasks without a label that no default is meant to solve: ppo.py without memory beside
+ppo_lstm.py, es.py's "what these flags reach" on Pendulum"""
+
+
+def end_of(entry, run):
+    """Where a run ended, on the measure its task's threshold is set on: the greedy evaluation
+    after training where the threshold is an evaluation figure (eval_threshold: MuJoCo),
+    else the mean of the last `window` training returns when the budget ran out (an entry
+    written before final_train_mean was kept: the last point of its kept curve, the same
+    mean to two decimals). None where the run has no such figure (no evaluation)."""
+    if entry.get("eval_threshold"):
+        return run.get("eval_return")
+    if "final_train_mean" in run:
+        return run["final_train_mean"]
+    curve = run.get("curve")
+    return curve[1][-1] if curve and curve[1] else None
+
+
+def holds(entry):
+    """(k, n): of the n runs with an end figure, the k that end at or above the threshold:
+    runs that hold, where "first reached" would count runs that got there and fell back."""
+    ends = [end for end in (end_of(entry, run) for run in entry["runs"]) if end is not None]
+    return sum(end >= entry["threshold"] for end in ends), len(ends)
+
+
+def iqm_interval(values, seed=0):
+    """(IQM, low, high): the interquartile mean of the runs' values, the mean of the middle
+    half (scipy's trim_mean cuts floor(n/4) runs at each end: none of 3, 2 of 10, so that
+    3 runs give their mean), with its 95% percentile interval over BOOTSTRAP_REPS resamples
+    of the runs, as rliable computes them (seeded: seeded_bootstrap); None for no values."""
+    values = [v for v in values if v is not None]
+    if not values:
+        return None
+    scores = {"runs": np.asarray(values, dtype=float).reshape(-1, 1)}  # runs x 1 task
+    with seeded_bootstrap(seed):
+        point, interval = rly.get_interval_estimates(
+            scores, lambda x: np.array([metrics.aggregate_iqm(x)]), reps=BOOTSTRAP_REPS)
+    return float(point["runs"][0]), float(interval["runs"][0, 0]), float(interval["runs"][1, 0])
+
+
+@contextlib.contextmanager
+def seeded_bootstrap(seed=0):
+    """rliable's bootstraps drawn from NumPy's global generator seeded with `seed`, its state
+    put back after, so that results.md is remade the same: rliable 1.2.0's own random_state
+    does not repeat its draws under arch 7.2 (the interval moved between two calls)."""
+    state = np.random.get_state()
+    np.random.seed(seed)
+    try:
+        yield
+    finally:
+        np.random.set_state(state)
+
+
+def format_interval(estimate, fmt="{:.4g}"):
+    """'IQM [low, high]', or '-' for None."""
+    if estimate is None:
+        return "-"
+    return f"{fmt.format(estimate[0])} [{fmt.format(estimate[1])}, {fmt.format(estimate[2])}]"
+
+
+def field_of(env_id):
+    """The field a task's environment belongs to (FIELDS)."""
+    if env_id.startswith("MinAtar/"):
+        return "MinAtar"
+    return "MuJoCo" if env_id.split("-v")[0] in MUJOCO else "classic control"
+
+
+def normalized(end, random_return, threshold):
+    """The end return on a scale where acting at random scores 0 and the task's threshold
+    (the level its row calls solved, or the published figure it is measured against) 1:
+
+        (end - random) / (threshold - random)
+
+    so that tasks of different returns can be put together; a run holds where it is 1 or
+    more."""
+    return (end - random_return) / (threshold - random_return)
+
+
+def field_scores(results, baselines):
+    """{field: {script: (runs x tasks) array of normalized end returns}} over each script's
+    reference tasks (REFERENCE_LABELS) whose environment has a random-actions baseline, each
+    task cut to the seeds that all of that script's tasks in the field have (the first n),
+    and {field: {script: [task names]}}."""
+    grouped = {}
+    for name, entry in sorted(results.items()):
+        random_return = baselines.get(entry["env_id"], {}).get("random", {}).get("mean")
+        if (entry["script"].startswith("cleanrl") or entry.get("label", "") not in REFERENCE_LABELS
+                or name in NOT_IN_FIELDS or random_return is None
+                or random_return == entry["threshold"]):
+            continue
+        ends = [end_of(entry, run) for run in sorted(entry["runs"], key=lambda r: r["seed"])]
+        if None in ends:
+            continue
+        scores = [normalized(end, random_return, entry["threshold"]) for end in ends]
+        grouped.setdefault(field_of(entry["env_id"]), {}).setdefault(entry["script"], []).append(
+            (name, scores))
+    matrices, names = {}, {}
+    for field, scripts in grouped.items():
+        for script, tasks in scripts.items():
+            n = min(len(scores) for _, scores in tasks)
+            matrices.setdefault(field, {})[script] = np.array([scores[:n] for _, scores in tasks]).T
+            names.setdefault(field, {})[script] = [name for name, _ in tasks]
+    return matrices, names
+
+
+def aggregates(matrix, seed=0):
+    """rliable's four aggregates of a (runs x tasks) matrix of normalized scores, each with its
+    95% stratified-bootstrap interval (runs resampled within each task): IQM, median, mean
+    and the optimality gap, the mean shortfall below 1 (the threshold), mean(max(1 - x, 0)),
+    where less is better. Returns {name: (point, low, high)}."""
+    def four(x):
+        return np.array([metrics.aggregate_iqm(x), metrics.aggregate_median(x),
+                         metrics.aggregate_mean(x), metrics.aggregate_optimality_gap(x, 1.0)])
+    with seeded_bootstrap(seed):
+        point, interval = rly.get_interval_estimates({"s": matrix}, four, reps=BOOTSTRAP_REPS)
+    return {key: (float(point["s"][i]), float(interval["s"][0, i]), float(interval["s"][1, i]))
+            for i, key in enumerate(("IQM", "median", "mean", "optimality gap"))}
+
+
+def read_baselines():
+    """benchmarks/baselines.json's environments: {env_id: {"zero": ..., "random": ...}}."""
+    with open(os.path.join(ROOT, "benchmarks", "baselines.json")) as f:
+        return json.load(f)["envs"]
+
+
+def field_lines(results, out):
+    """The fields' section of results.md: per field and script, the aggregates of the
+    normalized end returns with their intervals, and the performance profile of each field
+    (the fraction of runs whose normalized end return is above tau, for tau from 0 to 2,
+    with 95% intervals), drawn into profile-<field>.png."""
+    matrices, names = field_scores(results, read_baselines())
+    lines = ["## Where runs end, per field", "",
+             "Each run's end return (the task's own measure at the end of its budget) normalized so "
+             "that random actions score 0 and the task's threshold 1 (`benchmarks/baselines.json`); "
+             "over each script's reference tasks in the field, rliable's aggregates with 95% "
+             "stratified-bootstrap intervals. The *optimality gap* is the mean shortfall below 1 "
+             "(0: every run holds). A script's tasks are cut to the seeds they all have; MPE has no "
+             "random baseline here and is left out. With 3 runs an interval is wide and its IQM "
+             "is the mean: read n beside it.", ""]
+    for field in FIELDS:
+        if field not in matrices:
+            continue
+        lines += [f"### {field}", "", "| script | tasks | runs per task | IQM | median | mean | "
+                  "optimality gap |", "| --- | --- | --- | --- | --- | --- | --- |"]
+        for script, matrix in sorted(matrices[field].items()):
+            a = aggregates(matrix)
+            lines.append(f"| {script}.py | {', '.join(names[field][script])} | {matrix.shape[0]} | "
+                         + " | ".join(format_interval(a[k], "{:.2f}") for k in a) + " |")
+        draw_profile(field, matrices[field], out)
+        lines += ["", f"![performance profile, {field}](profile-{field.replace(' ', '-')}.png)", ""]
+    return lines
+
+
+def draw_profile(field, matrices, out):
+    """profile-<field>.png: rliable's performance profile of each script in the field."""
+    taus = np.linspace(0.0, 2.0, 81)
+    with seeded_bootstrap():
+        profiles, intervals = rly.create_performance_profile(
+            {f"{script}.py": matrix for script, matrix in matrices.items()}, taus,
+            reps=BOOTSTRAP_REPS)
+    fig = Figure(figsize=(7.5, 4.5), dpi=100)
+    ax = fig.add_subplot()
+    colors = {name: matplotlib.colormaps["tab20"](i % 20) for i, name in enumerate(sorted(profiles))}
+    plot_utils.plot_performance_profiles(profiles, taus, performance_profile_cis=intervals, ax=ax,
+                                         colors=colors, xlabel="normalized end return "
+                                         "(random actions 0, threshold 1)",
+                                         ylabel="fraction of runs above")
+    ax.axvline(1.0, color="gray", ls="--", lw=1)  # at or above: the run holds
+    ax.set_title(f"{field}: where runs end (performance profile, 95% intervals)", fontsize=10)
+    fig.tight_layout()
+    save_figure(fig, os.path.join(out, f"profile-{field.replace(' ', '-')}.png"))
+
+
 @contextlib.contextmanager
 def locked_results(out):
     """results.json of out, read when a task ends and written back with its new entry, under
@@ -704,38 +894,58 @@ def spread(values, fmt="{:.0f}"):
 
 
 def write_results(results, out):
-    """results.md from every task in results.json: the table and the curves, then the line
-    NOTES and whatever results.md had from that line on (the notes written by hand). Each
-    row's first cell holds an anchor, the task's name in lower case, for links to the row
-    (results.md#ppo-cartpole-v1)."""
+    """results.md from every task in results.json: the table, the fields' aggregates and the
+    curves, then the line NOTES and whatever results.md had from that line on (the notes
+    written by hand). Each row's first cell holds an anchor, the task's name in lower case,
+    for links to the row (results.md#ppo-cartpole-v1). A row leads with where its runs end
+    (how many hold, the IQM of the end with its interval), then when they first got there."""
+    every = {t.name: t for s in TASKS.values() for t in s}
+    for name, entry in results.items():  # entries written before it was kept
+        if name in every:
+            entry.setdefault("eval_threshold", every[name].eval_threshold)
     lines = ["# Benchmark results", "",
-             "Made by `benchmark.py` on this repository's 2-core CPU machine; each cell is the "
-             "median [min, max] over seeds. *Steps* and *seconds to threshold*: until the mean "
+             "Made by `benchmark.py` on this repository's 2-core CPU machine. A row leads with "
+             "where its runs *end*. *Holds*: the runs whose end, the task's own measure when the "
+             "budget ran out (the mean of the last *window* training returns, or the greedy "
+             "evaluation where the threshold is an evaluation figure, MuJoCo's), is at or above "
+             "the threshold. *End* and *eval*: the interquartile mean over seeds (the mean of "
+             "the middle half; of 3 seeds, their mean) with its 95% stratified-bootstrap "
+             "interval, by rliable (Agarwal et al. 2021). The other cells are the median "
+             "[min, max] over seeds. *Steps* and *seconds to threshold*: until the mean "
              "of the last *window* training episode returns first reached the threshold "
              "(seconds inside the run; a seed that never reached it counts as the worst, so "
-             "the median of three seeds of which one reached it is not reached). *Process s*: the whole process, start-up, evaluation and plot "
-             "included. *Eval*: mean greedy return of the evaluation episodes after training. "
+             "the median of three seeds of which one reached it is not reached); a run can get "
+             "there and fall back, which *holds* shows. *Process s*: the whole process, "
+             "start-up and evaluation included. *Eval*: mean greedy return of the evaluation "
+             "episodes after training. *Seeds*: their number and range; settings are chosen on "
+             "seeds 1-5, so rows on 101 and up are fresh. "
              "*Load*: the machine's 1-minute load average before and after the task; timings "
              "taken above a load of 2 (this machine has 2 cores) shared the cores with other "
              "work and are slower than on a quiet machine. The same seed gives the same episodes "
              "on one machine with one set of library versions; elsewhere, compare the medians "
              "and ranges, not single seeds.",
-             "", "| script | environment | threshold (window) | seeds | steps to threshold | "
-             "seconds to threshold | process s | eval return | steps/s | goal | command | load |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+             "", "| script | environment | threshold (window) | seeds | holds | end, IQM [95% CI] "
+             "| eval, IQM [95% CI] | steps to threshold | seconds to threshold | process s "
+             "| steps/s | goal | command | load |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for name, r in sorted(results.items()):
         runs = r["runs"]
+        seeds = sorted(x["seed"] for x in runs)
+        k, n = holds(r)
         lines.append(
             f"| <a id=\"{name.lower()}\"></a>{r['script']}.py"
             f"{' ' + r['label'] if r.get('label') else ''} | {r['env_id']} "
-            f"| {r['threshold']:g} ({r.get('window', 20)}) | {len(runs)} "
+            f"| {r['threshold']:g} ({'eval' if r.get('eval_threshold') else r.get('window', 20)}) "
+            f"| {len(runs)} ({seeds[0]}–{seeds[-1]}) | {k} of {n} "
+            f"| {format_interval(iqm_interval([end_of(r, x) for x in runs]))} "
+            f"| {format_interval(iqm_interval([x['eval_return'] for x in runs]))} "
             f"| {spread([x['solve_step'] for x in runs])} "
             f"| {spread([x['solve_s'] for x in runs], '{:.1f}')} "
             f"| {spread([x['process_s'] for x in runs], '{:.1f}')} "
-            f"| {spread([x['eval_return'] for x in runs], '{:.4g}')} "
             f"| {spread([x['sps'] for x in runs])} | {r['goal']} "
             f"| `{r.get('command') or command_of(name, runs, r['jobs'])}` ({r['date']}) "
             f"| {'–'.join(str(x) for x in r.get('load', []))} |")
+    lines += [""] + field_lines(results, out)
     lines += ["", "Per-seed figures are in `results.json`; the curves:", ""]
     lines += [f"![{name}]({name}.png)" for name in sorted(results)]
     path = os.path.join(out, "results.md")
@@ -890,8 +1100,9 @@ def replot(tasks, out):
                    if names & set(members) and set(members) <= set(results)]
     for name in comparisons:
         plot_comparison(name, *COMPARISONS[name], results, out)
+    write_results(results, out)  # its statistics and the fields' profiles too
     print(f"benchmark.py: drew {len(kept)} task figures and the comparisons they are in "
-          f"({len(comparisons)}) in {out}")
+          f"({len(comparisons)}) in {out}, and wrote its results.md")
 
 
 def command_of(name, runs, jobs):
@@ -969,13 +1180,17 @@ def main(args: Args):
             runs = [future.result() for future in futures]
             print(task.name, flush=True)
             for run in runs:
-                print(f"  seed {run['seed']}: solved at step {run['solve_step']}, "
-                      f"process {run['process_s']:.1f} s, eval {run['eval_return']}", flush=True)
+                end = end_of({"eval_threshold": task.eval_threshold}, run)
+                print(f"  seed {run['seed']}: ends at {end} ("
+                      f"{'holds' if end is not None and end >= task.threshold else 'does not hold'}"
+                      f"), first reached at step {run['solve_step']}, process "
+                      f"{run['process_s']:.1f} s, eval {run['eval_return']}", flush=True)
             plot_task(task, runs, args.out)
             with locked_results(args.out) as results:
                 results[task.name] = {"script": task.script, "env_id": task.env_id,
                                       "label": task.label, "window": task.window,
                                       "threshold": task.threshold, "goal": task.goal,
+                                      "eval_threshold": task.eval_threshold,
                                       "jobs": args.jobs, "date": time.strftime("%Y-%m-%d"),
                                       "load": [round(load_before, 1), round(os.getloadavg()[0], 1)],
                                       "runs": runs}

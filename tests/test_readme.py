@@ -356,18 +356,27 @@ def test_replot_draws_every_figure_of_the_kept_tasks_again_and_runs_nothing(tmp_
     # results.json holds DDPG's and TD3's Pendulum tasks, not sac.py's: --replot draws both
     # task figures and "DDPG beside TD3" (both members kept), not the three-way comparison
     # with SAC (a member missing) nor any task that results.json lacks; it starts no run and
-    # leaves results.json as it was. A folder without results.json: one line, exit status 2.
+    # leaves results.json as it was; it writes results.md again from it (the statistics of
+    # where runs end, the fields' profile). A folder without results.json: one line, exit
+    # status 2.
     monkeypatch.setattr(benchmark, "run_one", lambda *args: pytest.fail("a run started"))
     runs = [{"seed": 1, "curve": [[10, 20], [-900.0, -300.0]], "global_steps": 20,
-             "eval_return": -250.0}]
-    entries = {name: {"threshold": -200, "window": 10, "runs": runs}
-               for name in ("ddpg_td3-Pendulum-v1", "ddpg_td3-Pendulum-v1-ddpg")}
+             "eval_return": -250.0, "solve_step": None, "solve_s": None, "process_s": 1.0,
+             "sps": 20}]
+    entries = {name: {"script": "ddpg_td3", "env_id": "Pendulum-v1", "label": label,
+                      "threshold": -200, "window": 10, "goal": "g", "jobs": 1,
+                      "date": "2026-11-27", "runs": runs}
+               for name, label in (("ddpg_td3-Pendulum-v1", ""),
+                                   ("ddpg_td3-Pendulum-v1-ddpg", "ddpg"))}
     (tmp_path / "results.json").write_text(json.dumps(entries))
     benchmark.main(benchmark.Args(scripts=["ddpg_td3", "sac"], replot=True, out=str(tmp_path)))
     assert sorted(os.listdir(tmp_path)) == [
         "ddpg_td3-Pendulum-v1-ddpg.png", "ddpg_td3-Pendulum-v1.png",
-        "ddpg_td3-pendulum-ddpg-vs-td3.png", "results.json"]
+        "ddpg_td3-pendulum-ddpg-vs-td3.png", "profile-classic-control.png", "results.json",
+        "results.md"]
     assert json.loads((tmp_path / "results.json").read_text()) == entries
+    # ends at -300 (the curve's last point) below -200: 0 of 1 holds, on both rows
+    assert (tmp_path / "results.md").read_text().count("| 1 (1–1) | 0 of 1 | -300 [-300, -300] |") == 2
     assert "drew 2 task figures and the comparisons they are in (1)" in capsys.readouterr().out
     with pytest.raises(SystemExit) as exit_:
         benchmark.main(benchmark.Args(replot=True, out=str(tmp_path / "nowhere")))

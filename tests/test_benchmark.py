@@ -1,0 +1,152 @@
+"""benchmark.py's statistics of where runs end (issue 78): which figure is a run's end, how
+many runs hold, the IQM with its interval (rliable), the normalized scores and the fields'
+aggregates, and the table's row that leads with them. The numbers are worked by hand."""
+import json
+import os
+
+import numpy as np
+import pytest
+from pytest import approx
+
+import benchmark
+
+
+def entry(threshold=475, runs=(), eval_threshold=False, **extra):
+    return {"script": "ppo", "env_id": "CartPole-v1", "label": "", "window": 20,
+            "threshold": threshold, "goal": "a goal", "jobs": 1, "date": "2026-11-27",
+            "eval_threshold": eval_threshold, "runs": list(runs), **extra}
+
+
+def run(seed, end=None, evaluation=None, curve_end=None, solve_step=None):
+    """A run of results.json; end: final_train_mean (left out when None: an older entry, whose
+    end is its curve's last point, curve_end)."""
+    r = {"seed": seed, "eval_return": evaluation, "solve_step": solve_step, "solve_s": None,
+         "process_s": 1.0, "sps": 10, "curve": [[1, 2], [0.0, curve_end]]}
+    if end is not None:
+        r["final_train_mean"] = end
+    return r
+
+
+def test_a_runs_end_is_its_tasks_own_measure():
+    # a training threshold: the last-window training mean; an older entry without it: the
+    # curve's last point; an evaluation threshold (MuJoCo): the evaluation after training
+    assert benchmark.end_of(entry(), run(1, end=480.0, evaluation=12.0, curve_end=3.0)) == 480.0
+    assert benchmark.end_of(entry(), run(1, evaluation=12.0, curve_end=3.0)) == 3.0
+    assert benchmark.end_of(entry(eval_threshold=True), run(1, end=480.0, evaluation=12.0)) == 12.0
+    assert benchmark.end_of(entry(eval_threshold=True), run(1, end=480.0)) is None
+
+
+def test_holds_counts_the_runs_that_end_at_or_above_the_threshold():
+    # ends 475 (exactly: holds), 474.9 (reached it first at step 100, fell: does not), 500;
+    # one evaluation task with no evaluation: counted in neither
+    e = entry(runs=[run(1, end=475.0), run(2, end=474.9, solve_step=100), run(3, end=500.0)])
+    assert benchmark.holds(e) == (2, 3)
+    e = entry(eval_threshold=True, runs=[run(1, evaluation=475.0), run(2, evaluation=None)])
+    assert benchmark.holds(e) == (1, 1)
+
+
+def test_the_iqm_and_its_interval_by_hand():
+    # 1, 2, 3, 4, 100, 5, 6, 7 sorted: 1 2 | 3 4 5 6 | 7 100; 8 / 4 = 2 cut at each end,
+    # the middle half's mean (3+4+5+6)/4 = 4.5 (the mean, 16, is pulled up by the 100)
+    point, low, high = benchmark.iqm_interval([1, 2, 3, 4, 100, 5, 6, 7])
+    assert point == approx(4.5)
+    assert 1 <= low <= point <= high <= 100 and high > low  # an interval, not a point
+    # 3 runs: floor(3 / 4) = 0 cut, the IQM is their mean (10+20+60)/3 = 30
+    assert benchmark.iqm_interval([10, 20, 60])[0] == approx(30)
+    # the same values, the same interval (the bootstrap is seeded, so results.md is remade
+    # the same); runs all equal: a point; None values are left out; none at all: None
+    assert benchmark.iqm_interval([1, 2, 3, 4, 100, 5, 6, 7]) == (point, low, high)
+    state = np.random.get_state()[1].copy()  # NumPy's global generator is left as it was
+    benchmark.iqm_interval([1, 2, 3])
+    assert (np.random.get_state()[1] == state).all()
+    assert benchmark.iqm_interval([500, 500, None, 500]) == (500, 500, 500)
+    assert benchmark.iqm_interval([None]) is None
+    assert benchmark.format_interval((4.5, 2.5, 29.75)) == "4.5 [2.5, 29.75]"
+    assert benchmark.format_interval(None) == "-"
+
+
+def test_normalized_scores_and_the_fields():
+    # CartPole: random 30, threshold 475: an end of 475 is 1, 30 is 0, 252.5 is (252.5-30)/445
+    # = 0.5; Pendulum: random -1200, threshold -200: -700 is (-700+1200)/1000 = 0.5
+    assert benchmark.normalized(475, 30, 475) == 1 and benchmark.normalized(30, 30, 475) == 0
+    assert benchmark.normalized(252.5, 30, 475) == approx(0.5)
+    assert benchmark.normalized(-700, -1200, -200) == approx(0.5)
+    assert [benchmark.field_of(e) for e in ("MinAtar/Breakout-v1", "Hopper-v5", "Walker2d-v5",
+                                            "CartPole-v1", "benchmarks.sparse_chain:SparseChain-v0",
+                                            "simple_spread_v3")] == [
+        "MinAtar", "MuJoCo", "MuJoCo", "classic control", "classic control", "classic control"]
+
+
+def test_field_scores_take_each_scripts_reference_tasks_on_their_common_seeds():
+    baselines = {"CartPole-v1": {"random": {"mean": 25.0}},
+                 "Pendulum-v1": {"random": {"mean": -1200.0}},
+                 "Hopper-v5": {"random": {"mean": 10.0}}}
+    results = {
+        # ppo: CartPole on 3 seeds, Pendulum on 2: both cut to the first 2 seeds (by seed)
+        "ppo-CartPole-v1": entry(runs=[run(3, end=25.0), run(1, end=475.0), run(2, end=250.0)]),
+        "ppo-Pendulum-v1": {**entry(threshold=-200, runs=[run(1, end=-200.0), run(2, end=-700.0)]),
+                            "env_id": "Pendulum-v1"},
+        # left out: an ablation's label, a peer's run, a task no default is meant to solve,
+        # an environment without a baseline
+        "ppo-CartPole-v1-lag": entry(runs=[run(1, end=0.0)], label="lag"),
+        "cleanrl-ppo-CartPole-v1": {**entry(runs=[run(1, end=0.0)]), "script": "cleanrl-ppo"},
+        "ppo-CartPoleNoVel-v1": entry(runs=[run(1, end=0.0)]),
+        "ppo-Unknown-v0": {**entry(runs=[run(1, end=0.0)]), "env_id": "Unknown-v0"},
+        # sac on MuJoCo, an evaluation threshold: its evaluations count
+        "sac-Hopper-v5-100k": {**entry(threshold=660, eval_threshold=True, label="100k",
+                                       runs=[run(1, end=1.0, evaluation=335.0)]),
+                               "script": "sac", "env_id": "Hopper-v5"},
+    }
+    matrices, names = benchmark.field_scores(results, baselines)
+    assert names == {"classic control": {"ppo": ["ppo-CartPole-v1", "ppo-Pendulum-v1"]},
+                     "MuJoCo": {"sac": ["sac-Hopper-v5-100k"]}}
+    # seed 1: (475-25)/450 = 1, (-200+1200)/1000 = 1; seed 2: (250-25)/450 = 0.5, 0.5
+    assert matrices["classic control"]["ppo"] == approx(np.array([[1.0, 1.0], [0.5, 0.5]]))
+    # (335 - 10) / (660 - 10) = 0.5
+    assert matrices["MuJoCo"]["sac"] == approx(np.array([[0.5]]))
+
+
+def test_the_aggregates_by_hand():
+    # 4 runs x 1 task, scores 0.2, 0.6, 1.0, 1.4: mean 0.8; IQM cuts 1 at each end:
+    # (0.6+1.0)/2 = 0.8; optimality gap mean(max(1-x, 0)) = (0.8+0.4+0+0)/4 = 0.3 (1.4 above
+    # the threshold makes up for nothing). 0.2, 0.2, 0.2, 2.6: mean 0.8 too, but IQM 0.2,
+    # gap 0.8*3/4 = 0.6. rliable's median is over tasks of each task's mean over runs, so
+    # with one task it is that task's mean, 0.8 both times.
+    a = benchmark.aggregates(np.array([[0.2], [0.6], [1.0], [1.4]]))
+    assert {k: v[0] for k, v in a.items()} == approx(
+        {"IQM": 0.8, "median": 0.8, "mean": 0.8, "optimality gap": 0.3})
+    for point, low, high in a.values():
+        assert low <= point <= high
+    b = benchmark.aggregates(np.array([[0.2], [0.2], [0.2], [2.6]]))
+    assert {k: v[0] for k, v in b.items()} == approx(
+        {"IQM": 0.2, "median": 0.8, "mean": 0.8, "optimality gap": 0.6})
+    # three tasks, two runs each: task means 0.1, 0.5, 3.0 -> median over tasks 0.5 (mean 1.2)
+    c = benchmark.aggregates(np.array([[0.0, 0.4, 2.0], [0.2, 0.6, 4.0]]))
+    assert c["median"][0] == approx(0.5) and c["mean"][0] == approx(1.2)
+
+
+def test_a_row_leads_with_where_its_runs_end(tmp_path):
+    # 5 fresh seeds 101-105 ending 500, 500, 300 (reached 475 at step 9,000 and fell), 480,
+    # 500: holds 4 of 5; IQM cuts floor(5/4) = 1 at each end of 300 480 500 500 500:
+    # (480+500+500)/3 = 493.3; evaluations 500, 500, 200, 500, 490 -> (490+500+500)/3 = 496.7
+    ends, evals = [500.0, 500.0, 300.0, 480.0, 500.0], [500.0, 500.0, 200.0, 500.0, 490.0]
+    runs = [run(101 + i, end=e, evaluation=v, solve_step=1000 * (i + 5))
+            for i, (e, v) in enumerate(zip(ends, evals))]
+    benchmark.write_results({"ppo-CartPole-v1": entry(runs=runs, load=[0.5, 0.7])}, tmp_path)
+    text = (tmp_path / "results.md").read_text()
+    header = next(line for line in text.splitlines() if line.startswith("| script |"))
+    row = next(line for line in text.splitlines() if line.startswith('| <a id="ppo-cartpole-v1"'))
+    cells = dict(zip([c.strip() for c in header.split("|")[1:-1]],
+                     [c.strip() for c in row.split("|")[1:-1]]))
+    assert cells["seeds"] == "5 (101–105)" and cells["holds"] == "4 of 5"
+    assert cells["end, IQM [95% CI]"].startswith("493.3 [")
+    assert cells["eval, IQM [95% CI]"].startswith("496.7 [")
+    assert cells["steps to threshold"] == "7000 [5000, 9000]"  # median of 5000..9000
+    assert list(cells).index("holds") < list(cells).index("steps to threshold")
+    # the field's section: ppo.py on CartPole, normalized by baselines.json's random return
+    with open(os.path.join(benchmark.ROOT, "benchmarks", "baselines.json")) as f:
+        random_return = json.load(f)["envs"]["CartPole-v1"]["random"]["mean"]
+    scores = sorted((e - random_return) / (475 - random_return) for e in ends)
+    line = next(line for line in text.splitlines() if line.startswith("| ppo.py | ppo-CartPole-v1"))
+    assert line.split("|")[4].strip().startswith(f"{np.mean(scores[1:4]):.2f} [")  # the IQM
+    assert (tmp_path / "profile-classic-control.png").read_bytes()[:4] == b"\x89PNG"
