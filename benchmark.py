@@ -740,6 +740,20 @@ def seeded_bootstrap(seed=0):
         np.random.set_state(state)
 
 
+def statistics(entry):
+    """An entry's figures of where its runs end: {"seeds": the seeds, "holds": [k, n], "end"
+    and "eval": [IQM, low, high] (iqm_interval) or None}. results.json keeps them with the
+    entry (a bootstrap takes a fraction of a second: the site and results.md read them
+    kept); an entry whose kept figures are of other seeds, or none, gets them computed."""
+    kept = entry.get("statistics")
+    seeds = sorted(run["seed"] for run in entry["runs"])
+    if kept and kept.get("seeds") == seeds:
+        return kept
+    return {"seeds": seeds, "holds": list(holds(entry)),
+            "end": iqm_interval([end_of(entry, run) for run in entry["runs"]]),
+            "eval": iqm_interval([run["eval_return"] for run in entry["runs"]])}
+
+
 def format_interval(estimate, fmt="{:.4g}"):
     """'IQM [low, high]', or '-' for None."""
     if estimate is None:
@@ -895,16 +909,23 @@ def spread(values, fmt="{:.0f}"):
             "reached")
 
 
+def with_eval_thresholds(results):
+    """Each entry of a task of TASKS told whether its threshold is an evaluation figure
+    (entries written before results.json kept it)."""
+    every = {t.name: t for s in TASKS.values() for t in s}
+    for name, entry in results.items():
+        if name in every:
+            entry.setdefault("eval_threshold", every[name].eval_threshold)
+    return results
+
+
 def write_results(results, out):
     """results.md from every task in results.json: the table, the fields' aggregates and the
     curves, then the line NOTES and whatever results.md had from that line on (the notes
     written by hand). Each row's first cell holds an anchor, the task's name in lower case,
     for links to the row (results.md#ppo-cartpole-v1). A row leads with where its runs end
     (how many hold, the IQM of the end with its interval), then when they first got there."""
-    every = {t.name: t for s in TASKS.values() for t in s}
-    for name, entry in results.items():  # entries written before it was kept
-        if name in every:
-            entry.setdefault("eval_threshold", every[name].eval_threshold)
+    with_eval_thresholds(results)
     lines = ["# Benchmark results", "",
              "Made by `benchmark.py` on this repository's 2-core CPU machine. A row leads with "
              "where its runs *end*. *Holds*: the runs whose end, the task's own measure when the "
@@ -932,15 +953,14 @@ def write_results(results, out):
              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for name, r in sorted(results.items()):
         runs = r["runs"]
-        seeds = sorted(x["seed"] for x in runs)
-        k, n = holds(r)
+        stats = statistics(r)
+        seeds, (k, n) = stats["seeds"], stats["holds"]
         lines.append(
             f"| <a id=\"{name.lower()}\"></a>{r['script']}.py"
             f"{' ' + r['label'] if r.get('label') else ''} | {r['env_id']} "
             f"| {r['threshold']:g} ({'eval' if r.get('eval_threshold') else r.get('window', 20)}) "
             f"| {len(runs)} ({seeds[0]}–{seeds[-1]}) | {k} of {n} "
-            f"| {format_interval(iqm_interval([end_of(r, x) for x in runs]))} "
-            f"| {format_interval(iqm_interval([x['eval_return'] for x in runs]))} "
+            f"| {format_interval(stats['end'])} | {format_interval(stats['eval'])} "
             f"| {spread([x['solve_step'] for x in runs])} "
             f"| {spread([x['solve_s'] for x in runs], '{:.1f}')} "
             f"| {spread([x['process_s'] for x in runs], '{:.1f}')} "
@@ -1102,7 +1122,12 @@ def replot(tasks, out):
                    if names & set(members) and set(members) <= set(results)]
     for name in comparisons:
         plot_comparison(name, *COMPARISONS[name], results, out)
-    write_results(results, out)  # its statistics and the fields' profiles too
+    with locked_results(out) as kept:  # the statistics of entries written without them
+        for name, entry in with_eval_thresholds(kept).items():
+            if "statistics" not in entry:
+                entry["statistics"] = statistics(entry)
+        results = kept
+    write_results(results, out)  # the fields' aggregates and profiles too
     print(f"benchmark.py: drew {len(kept)} task figures and the comparisons they are in "
           f"({len(comparisons)}) in {out}, and wrote its results.md")
 
@@ -1196,6 +1221,7 @@ def main(args: Args):
                                       "jobs": args.jobs, "date": time.strftime("%Y-%m-%d"),
                                       "load": [round(load_before, 1), round(os.getloadavg()[0], 1)],
                                       "runs": runs}
+                results[task.name]["statistics"] = statistics(results[task.name])
                 write_results(results, args.out)
                 for name, (title, members) in COMPARISONS.items():
                     if task.name in members:

@@ -247,8 +247,8 @@ def test_benchmark_lists_the_tasks_it_would_run_with_their_budgets_and_commands(
         ["ppo-Pendulum-v1", "200,000", "steps"],
         ["ppo-CartPole-v1", f"{ppo.Args().total_timesteps:,}", "steps"]]
     assert lines[0].endswith(tasks["ppo-Pendulum-v1"].goal)
-    assert lines[3] == ("    python ppo.py --env-id CartPole-v1 --seed 7 --no-cuda "
-                        "--stop-at-return 475")
+    # the headline task is the default command, run to its budget (where it ends counts)
+    assert lines[3] == "    python ppo.py --env-id CartPole-v1 --seed 7 --no-cuda"
     assert not (tmp_path / "out").exists()  # nothing run, nothing written
     benchmark.main(benchmark.Args(scripts=["sac"], envs=["Hopper-v5"], list=True))
     assert [line.split()[:2] for line in capsys.readouterr().out.splitlines()[::2]] == [
@@ -371,11 +371,17 @@ def test_replot_draws_every_figure_of_the_kept_tasks_again_and_runs_nothing(tmp_
     (tmp_path / "results.json").write_text(json.dumps(entries))
     benchmark.main(benchmark.Args(scripts=["ddpg_td3", "sac"], replot=True, out=str(tmp_path)))
     assert sorted(os.listdir(tmp_path)) == [
-        "ddpg_td3-Pendulum-v1-ddpg.png", "ddpg_td3-Pendulum-v1.png",
+        ".results.lock", "ddpg_td3-Pendulum-v1-ddpg.png", "ddpg_td3-Pendulum-v1.png",
         "ddpg_td3-pendulum-ddpg-vs-td3.png", "profile-classic-control.png", "results.json",
         "results.md"]
-    assert json.loads((tmp_path / "results.json").read_text()) == entries
-    # ends at -300 (the curve's last point) below -200: 0 of 1 holds, on both rows
+    # results.json keeps its entries, each with its statistics of where the runs end added:
+    # the one run ends at -300 (the curve's last point) below -200, 0 of 1 holds
+    kept = json.loads((tmp_path / "results.json").read_text())
+    for name, entry in entries.items():
+        stats = kept[name].pop("statistics")
+        assert stats == {"seeds": [1], "holds": [0, 1], "end": [-300, -300, -300],
+                         "eval": [-250, -250, -250]}
+        assert kept[name] == {**entry, "eval_threshold": False}
     assert (tmp_path / "results.md").read_text().count("| 1 (1–1) | 0 of 1 | -300 [-300, -300] |") == 2
     assert "drew 2 task figures and the comparisons they are in (1)" in capsys.readouterr().out
     with pytest.raises(SystemExit) as exit_:
