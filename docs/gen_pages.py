@@ -432,6 +432,26 @@ def results_for(script, results):
     return {name: r for name, r in sorted(results.items()) if r["script"] == script}
 
 
+def ends_table(tasks, base="../benchmarks/"):
+    """Where the script's runs end, a row per task (benchmark.py's statistics, kept in
+    results.json): how many of its seeds hold at the end of the budget, the IQM of the end
+    and of the evaluation with their 95% intervals, then when the threshold was first
+    reached (median [min, max])."""
+    rows = ["| task | seeds | holds at the end | end, IQM [95% CI] | eval, IQM [95% CI] "
+            "| first reached (steps) |", "| --- | --- | --- | --- | --- | --- |"]
+    for name, r in tasks.items():
+        stats = benchmark.statistics(benchmark.with_eval_thresholds({name: r})[name])
+        seeds, (k, n) = stats["seeds"], stats["holds"]
+        fresh = "fresh " if seeds[0] > 5 else ""
+        on = "eval" if r.get("eval_threshold") else f"last {r.get('window', 20)}"
+        rows.append(f"| [{name}]({base}results.md#{name.lower()}) | {len(seeds)} {fresh}"
+                    f"({seeds[0]}–{seeds[-1]}) | **{k} of {n}** (≥ {r['threshold']:g}, {on}) "
+                    f"| {benchmark.format_interval(stats['end'])} "
+                    f"| {benchmark.format_interval(stats['eval'])} "
+                    f"| {spread([x['solve_step'] for x in r['runs']])} |")
+    return "\n".join(rows)
+
+
 def results_table(tasks, script_column=False, base="../benchmarks/"):
     """The table of tasks as results.md gives it (benchmark.py's spread), a row per task;
     with script_column, the script's page linked in a first column."""
@@ -549,6 +569,12 @@ def algorithm_page(script, results=None):
     out += ["## Results at a glance", ""]
     tasks = results_for(script, results)
     if tasks:
+        out += ["Where the runs *end*, first: of each task's seeds, how many hold (the task's "
+                "measure at the end of its budget at or above its threshold; a run can reach "
+                "it and fall back), the interquartile mean of the end and of the greedy "
+                "evaluation with 95% bootstrap intervals (rliable; of 3 seeds, their mean), "
+                "then the step at which the threshold was first reached. Settings are chosen "
+                "on seeds 1–5: seeds from 101 on are fresh.", "", ends_table(tasks), ""]
         out += ["Each cell is the median [min, max] over seeds, from `benchmarks/results.json`: "
                 "ours beside a peer or the task's goal on the same measure, and what doing "
                 "nothing (the same action at every step) and uniform random actions score on "
