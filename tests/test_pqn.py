@@ -1,12 +1,15 @@
 """pqn.py: its math by hand (Q(lambda) returns, the epsilon schedule and choice), its network,
 and its glue (which flag reaches which piece, what the rollout stores, which parameters
 learn). The plumbing's behaviour is tests/test_plumbing.py's."""
+import inspect
+
+import gymnasium as gym
 import numpy as np
 import pytest
 import torch
 
 import pqn
-from conftest import read_csv, spy_on, tensor
+from conftest import approx, read_csv, spy_on, tensor
 
 # ---------------------------------------------------------------------------------------
 # The math, by hand
@@ -140,6 +143,296 @@ def test_the_learning_rate_decays_to_zero_and_epsilon_follows_its_flags(tmp_path
     assert [float(r["learning_rate"]) for r in rows] == pytest.approx([1e-3, 7.5e-4, 5e-4, 2.5e-4])
     assert [float(r["epsilon"]) for r in rows] == pytest.approx([0.55, 0.15, 0.1, 0.1])
     assert summary["global_steps"] == 64
+
+
+# ---------------------------------------------------------------------------------------
+# The glue with Q by hand: pqn.train on an environment whose observation says where it is,
+# with a linear Q whose values are known, every piece it hands the math spied on.
+# ---------------------------------------------------------------------------------------
+class TaggedCount(gym.Env):
+    """Observation [t, tag, age]: t counts the steps of the episode, tag is the seed of the
+    copy's first reset (the vector seeds its copies --seed, --seed + 1, ...: 1, 2, 3 at
+    --seed 1), age counts the copy's steps over all its episodes (so no two rows of a
+    rollout are alike). Reward tag a step; action 2 terminates; a time limit cuts the
+    third step (registered below), whose true last observation is [3, tag, age]."""
+    observation_space = gym.spaces.Box(0.0, 1e6, (3,), dtype=np.float32)
+    action_space = gym.spaces.Discrete(3)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        if seed is not None:
+            self.tag, self.age = seed, 0
+        self.t = 0
+        return self.observation(), {}
+
+    def step(self, action):
+        self.t, self.age = self.t + 1, self.age + 1
+        return self.observation(), float(self.tag), bool(action == 2), False, {}
+
+    def observation(self):
+        return np.array([self.t, self.tag, self.age], dtype=np.float32)
+
+
+gym.register("PqnTaggedCount-v0", entry_point=TaggedCount, max_episode_steps=3)
+
+
+def q_by_hand(obs):
+    """The network's values before it learns: Q(s, .) = [t + tag, 3 - t + 2 tag, 10 t - 5 tag].
+    Greedily, copy 1 takes action 1 at t = 0 (1, 5, -5 at s = [0, 1]) and ends its episode
+    at t = 1 (2, 4, 5); copy 2 takes 1, 1 and ends at t = 2 (4, 5, 10), the step the time
+    limit cuts as well; copy 3 takes 1, 1, 1 (5, 7, 5 at t = 2) and is only cut."""
+    t, tag = obs[..., 0], obs[..., 1]
+    return torch.stack([t + tag, 3 - t + 2 * tag, 10 * t - 5 * tag], -1)
+
+
+def linear(obs, weights):
+    """Q(s, .) = W s + b of a linear network's weights [W, b], as they were when copied."""
+    return obs @ weights[0].T + weights[1]
+
+
+def train_by_hand(tmp_path, monkeypatch, **flags):
+    """pqn.train on PqnTaggedCount-v0 with Q a linear layer set to q_by_hand, spied on:
+    acts: each epsilon_greedy call (q_values, epsilon, actions, Q's weights at the call);
+    rollouts: each Rollout.targets call (obs, actions, next_obs, the network it was given,
+    Q's weights at the call) with q_lambda_returns' arguments and returns (G);
+    forwards: each forward pass of Q that a backward pass reaches (its obs, Q(s, .) and
+    dL/dQ(s, .)); steps: each RAdam step (lr, parameters before and after, gradients, the
+    parameters it holds, how many such forward passes came before it)."""
+    q_network = torch.nn.Linear(3, 3)
+    q_network.weight.data = tensor([1, 1, 0], [-1, 2, 0], [10, -5, 0])
+    q_network.bias.data = tensor(0, 3, 0)
+    weights = lambda: [p.detach().clone() for p in q_network.parameters()]
+    seen = {"acts": [], "rollouts": [], "forwards": [], "steps": []}
+
+    greedy = pqn.epsilon_greedy
+
+    def act(*args, **kwargs):
+        bound = inspect.signature(greedy).bind(*args, **kwargs).arguments
+        actions = greedy(*args, **kwargs)
+        seen["acts"].append((bound["q_values"].clone(), bound["epsilon"], actions.clone(),
+                             weights()))
+        return actions
+
+    targets, returns = pqn.Rollout.targets, pqn.q_lambda_returns
+
+    def spy_targets(self, net, *args, **kwargs):
+        seen["rollouts"].append({"obs": self.obs.clone(), "actions": self.actions.clone(),
+                                 "next_obs": self.next_obs.clone(), "net": net,
+                                 "weights": weights()})
+        return targets(self, net, *args, **kwargs)
+
+    def spy_returns(*args, **kwargs):
+        G = returns(*args, **kwargs)
+        bound = inspect.signature(returns).bind(*args, **kwargs).arguments
+        seen["rollouts"][-1].update({k: v.clone() if torch.is_tensor(v) else v
+                                     for k, v in bound.items()}, G=G.clone())
+        return G
+
+    def hook(module, inputs, out):
+        if out.requires_grad:
+            entry = {"obs": inputs[0].detach().clone(), "q": out.detach().clone()}
+            out.register_hook(lambda grad: entry.update(grad=grad.clone()) or
+                              seen["forwards"].append(entry))
+
+    radam_step = torch.optim.RAdam.step
+
+    def step(self, *args, **kwargs):
+        params = [p for group in self.param_groups for p in group["params"]]
+        entry = {"lr": self.param_groups[0]["lr"], "params": params, "before": weights(),
+                 "grads": [p.grad.clone() for p in params], "forwards": len(seen["forwards"])}
+        result = radam_step(self, *args, **kwargs)
+        seen["steps"].append({**entry, "after": weights()})
+        return result
+
+    monkeypatch.setattr(pqn, "epsilon_greedy", act)
+    monkeypatch.setattr(pqn.Rollout, "targets", spy_targets)
+    monkeypatch.setattr(pqn, "q_lambda_returns", spy_returns)
+    monkeypatch.setattr(torch.optim.RAdam, "step", step)
+    q_network.register_forward_hook(hook)
+    args = pqn.Args(env_id="PqnTaggedCount-v0", eval_episodes=0, output_dir=str(tmp_path), **flags)
+    envs = pqn.make_vector_env(args.env_id, args.num_envs)
+    run = pqn.RunWriter(args, "cpu", {"q_network": q_network},
+                        rollout_steps=args.num_envs * args.num_steps)
+    torch.manual_seed(0)
+    pqn.train(args, q_network, envs, run, torch.device("cpu"))
+    envs.close()
+    return q_network, seen
+
+
+def test_the_loop_acts_on_q_of_the_current_observation_with_the_epsilon_of_its_step(
+        tmp_path, monkeypatch):
+    # 2 rollouts of 4 steps of 2 environments (16 steps). Epsilon 0.8 -> 0.2 over
+    # --exploration-fraction 0.5 * 16 = 8 steps, at the step count g before each vector step
+    # (g = 0, 2, ..., 14): 0.8 - 0.6 * g/8 = 0.8, 0.65, 0.5, 0.35, then 0.2 from g = 8 on
+    # (over the whole budget, g = 2 would give 0.8 - 0.6 * 2/16 = 0.725; after the step,
+    # 0.8 - 0.6 * 4/8 = 0.5). epsilon_greedy gets Q(s_t, .) of the observation the
+    # environments are in, from the network as it is: in the first rollout Q by hand, in the
+    # second the network the first update moved (a copy kept for acting would still give Q
+    # by hand); the rollout stores the actions it returns.
+    q_network, seen = train_by_hand(tmp_path, monkeypatch, num_envs=2, num_steps=4,
+                                    total_timesteps=16, num_minibatches=2, update_epochs=1,
+                                    start_e=0.8, end_e=0.2, exploration_fraction=0.5,
+                                    learning_rate=0.01)
+    assert [e for _, e, _, _ in seen["acts"]] == approx([0.8, 0.65, 0.5, 0.35] + [0.2] * 4)
+    obs = torch.cat([r["obs"] for r in seen["rollouts"]])  # [8, 2, 3]
+    actions = torch.cat([r["actions"] for r in seen["rollouts"]])
+    for k, (q_values, _, chosen, weights) in enumerate(seen["acts"]):
+        assert torch.allclose(q_values, linear(obs[k], weights), atol=1e-5)
+        assert torch.equal(chosen, actions[k])
+    assert torch.equal(torch.stack([q for q, *_ in seen["acts"][:4]]), q_by_hand(obs[:4]))
+    assert not torch.allclose(seen["acts"][4][0], q_by_hand(obs[4]), atol=1e-3)
+    assert len(set(actions.flatten().tolist())) > 1  # epsilon-greedy, not all alike
+
+
+@pytest.mark.parametrize("num_steps", [3, 5])
+def test_the_returns_get_the_true_next_observations_max_q_and_the_episodes_ends(
+        num_steps, tmp_path, monkeypatch):
+    # 2 rollouts of 3 environments (tags 1, 2, 3), greedy (epsilon 0): action 2 terminates,
+    # the third step of an episode is truncated; in the first rollout Q by hand makes all
+    # three kinds of end (q_by_hand): a termination, a truncation, both at once; the time
+    # limit cuts copy 3 at the first rollout's last step with --num-steps 3.
+    # q_lambda_returns must get
+    #   rewards     --reward-scale 0.5 * tag = 0.5, 1, 1.5 (the copy's own, in its column)
+    #   terminated  where the action was 2, and nowhere else (a time limit is no termination)
+    #   truncated   where t was 2 (the third step), whatever the action
+    #   next_q      max_a Q(s'_t, a) at the true next observation s'_t = s_t + [1, 0, 1]:
+    #               at a truncated step [3, tag, age] (info["final_obs"]), not the
+    #               [0, tag, age] that starts the next episode; in the first rollout with Q
+    #               by hand, e.g. s' = [3, 3, 3]: max(3 + 3, 3 - 3 + 6, 30 - 15) = 15, at
+    #               s' = [1, 2, 1]: max(3, 3 - 1 + 4, 10 - 10) = 6; in the second from the
+    #               network as the first update left it (a frozen copy, a target network,
+    #               would give Q by hand)
+    #   gamma 0.5, lambda 0.3 from the flags.
+    # The rows follow the environments: each row is the last row's next observation, or
+    # [0, tag, age] after an episode's end; the second rollout goes on from the first.
+    # num_steps 3: a rollout ends on a truncated step, whose s' is still the final [3, ...].
+    q_network, seen = train_by_hand(tmp_path, monkeypatch, num_envs=3, num_steps=num_steps,
+                                    total_timesteps=6 * num_steps, num_minibatches=3,
+                                    update_epochs=1, start_e=0.0, end_e=0.0, gamma=0.5,
+                                    q_lambda=0.3, reward_scale=0.5, learning_rate=0.01)
+    assert len(seen["rollouts"]) == 2
+    obs = torch.cat([r["obs"] for r in seen["rollouts"]])
+    rows = [torch.cat([r[k] for r in seen["rollouts"]]) for k in
+            ("actions", "next_obs", "rewards", "terminated", "truncated", "next_q")]
+    actions, next_obs, rewards, terminated, truncated, next_q = rows
+    tags = tensor(1, 2, 3)
+    assert obs[0].tolist() == [[0, tag, 0] for tag in (1, 2, 3)]
+    assert torch.equal(terminated.bool(), actions == 2)
+    assert torch.equal(truncated.bool(), obs[..., 0] == 2)
+    assert torch.equal(rewards, (0.5 * tags).expand_as(rewards))
+    runs_on = ~terminated.bool()
+    assert torch.equal(next_obs[runs_on], (obs + tensor(1, 0, 1))[runs_on])
+    ended = terminated.bool() | truncated.bool()
+    for k in range(len(obs) - 1):
+        restart = torch.stack([torch.zeros(3), tags, obs[k, :, 2] + 1], 1)
+        following = obs[k] + tensor(1, 0, 1)
+        assert torch.equal(obs[k + 1], torch.where(ended[k, :, None], restart, following))
+    for r in seen["rollouts"]:
+        assert r["net"] is q_network and (r["gamma"], r["q_lambda"]) == (0.5, 0.3)
+        live = linear(r["next_obs"], r["weights"]).max(-1).values
+        assert torch.allclose(r["next_q"], live, atol=1e-5)
+    first = seen["rollouts"][0]
+    assert torch.equal(first["next_q"], q_by_hand(first["next_obs"]).max(-1).values)
+    second = seen["rollouts"][1]
+    frozen = q_by_hand(second["next_obs"]).max(-1).values
+    assert not torch.allclose(second["next_q"], frozen, atol=1e-3)
+    # the first rollout's ends, as q_by_hand makes them (the columns are the copies)
+    assert first["terminated"][:3].tolist() == [[0, 0, 0], [1, 0, 0], [0, 1, 0]]
+    assert first["truncated"][:3].tolist() == [[False] * 3, [False] * 3, [False, True, True]]
+    assert first["next_obs"][2, 2].tolist() == [3, 3, 3]  # the last row when num_steps is 3
+
+
+def minibatch_rows(forward):
+    """What a minibatch's loss regressed, row by row, read off its gradient: with
+    L = mean_j 0.5 (Q(s_j, a_j) - G_j)^2 over B rows, dL/dQ(s_j, a) = (Q(s_j, a_j) - G_j) / B
+    at the taken action a_j and 0 at the others, so a_j is the one nonzero column and
+    G_j = Q(s_j, a_j) - B dL/dQ(s_j, a_j). Returns (obs rows as tuples, a, G)."""
+    grad, q = forward["grad"], forward["q"]
+    assert ((grad != 0).sum(1) == 1).all()  # one Q-value per row reaches the loss
+    a = grad.abs().argmax(1)
+    rows = torch.arange(len(q))
+    G = q[rows, a] - len(q) * grad[rows, a]
+    return [tuple(s) for s in forward["obs"].tolist()], a.tolist(), G.tolist()
+
+
+def test_each_epoch_regresses_every_stored_q_s_a_once_on_its_own_return(tmp_path, monkeypatch):
+    # 2 rollouts of 4 steps of 3 environments: 12 rows each, --num-minibatches 3 of 4 rows,
+    # --update-epochs 2; so 2 * 2 * 3 = 12 forward passes of Q that the loss reaches, each of
+    # 4 rows. Each row of a minibatch (minibatch_rows) must be a stored row: its observation
+    # s_t (not s'_t), its taken action a_t (not argmax_a Q(s_t, a), nor another row's), its
+    # own G_t of q_lambda_returns (not another row's, nor another environment's). Each epoch
+    # covers the 12 stored rows once, in minibatches that a fresh shuffle makes: the two
+    # epochs of a rollout split it differently (a shuffle drawn once, or none, would split
+    # both alike). updates.csv logs the last minibatch's loss and mean Q(s_t, a_t).
+    q_network, seen = train_by_hand(tmp_path, monkeypatch, num_envs=3, num_steps=4,
+                                    total_timesteps=24, num_minibatches=3, update_epochs=2,
+                                    start_e=1.0, end_e=1.0, gamma=0.5, q_lambda=0.3,
+                                    reward_scale=0.5, learning_rate=0.01)
+    forwards = seen["forwards"]
+    assert len(forwards) == 12 and all(len(f["obs"]) == 4 for f in forwards)
+    for i, rollout in enumerate(seen["rollouts"]):
+        stored = {tuple(s): (a, G) for s, a, G in zip(rollout["obs"].flatten(0, 1).tolist(),
+                                                      rollout["actions"].flatten().tolist(),
+                                                      rollout["G"].flatten().tolist())}
+        assert len(stored) == 12  # every row's observation is its own
+        splits = []
+        for epoch in range(2):
+            covered, split = [], []
+            for forward in forwards[6 * i + 3 * epoch: 6 * i + 3 * epoch + 3]:
+                obs, actions, returns = minibatch_rows(forward)
+                for s, a, G in zip(obs, actions, returns):
+                    assert s in stored and a == stored[s][0]
+                    assert G == pytest.approx(stored[s][1], abs=1e-4)
+                covered += obs
+                split.append(frozenset(obs))
+            assert sorted(covered) == sorted(stored)
+            splits.append(set(split))
+        assert splits[0] != splits[1]
+    updates = read_csv(next(tmp_path.glob("*/updates.csv")))
+    assert [int(u["global_step"]) for u in updates] == [12, 24]
+    update = updates[-1]
+    obs, actions, returns = minibatch_rows(forwards[-1])
+    q_taken = forwards[-1]["q"][torch.arange(4), actions]
+    assert float(update["td_loss"]) == pytest.approx(
+        0.5 * ((q_taken - torch.tensor(returns)) ** 2).mean().item(), rel=1e-4)
+    assert float(update["q_values"]) == pytest.approx(q_taken.mean().item(), rel=1e-4, abs=1e-5)
+
+
+def test_each_step_is_radams_on_its_own_minibatchs_gradient_clipped_and_the_rate_decays(
+        tmp_path, monkeypatch):
+    # A run as the test above's, with --max-grad-norm 0.5, --learning-rate 0.01. Each RAdam
+    # step follows one minibatch's forward pass and holds Q's own parameters (no other
+    # network's). Its gradient is that minibatch's alone (not added to the last one's), of
+    # the linear Q: dL/dW = (dL/dQ)^T S, dL/db = sum of the rows of dL/dQ, scaled to the
+    # global norm 0.5 where it is larger (clip_grad_norm_: g * 0.5 / (|g| + 1e-6)).
+    # RAdam's first step is plain SGD (its variance term is not yet trusted: rho_1 =
+    # 2 / (1 - 0.999) - 1 - 2 * 0.999 / (1 - 0.999) = 1999 - 1998 = 1 <= 5, and the bias-
+    # corrected mean of one gradient is the gradient): theta <- theta - 0.01 g (Adam's would
+    # move each parameter by 0.01 against its sign). The rate decays linearly over the 2
+    # rollouts: 0.01 for the first's 6 steps, 0.01 * (1 - 1/2) = 0.005 for the second's.
+    q_network, seen = train_by_hand(tmp_path, monkeypatch, num_envs=3, num_steps=4,
+                                    total_timesteps=24, num_minibatches=3, update_epochs=2,
+                                    start_e=1.0, end_e=1.0, learning_rate=0.01,
+                                    max_grad_norm=0.5)
+    steps, forwards = seen["steps"], seen["forwards"]
+    assert [s["forwards"] for s in steps] == list(range(1, 13))
+    assert [s["lr"] for s in steps] == approx([0.01] * 6 + [0.005] * 6)
+    clipped = 0
+    for s in steps:
+        assert all(p is q for p, q in zip(s["params"], q_network.parameters()))
+        assert len(s["params"]) == 2
+        forward = forwards[s["forwards"] - 1]
+        raw = [forward["grad"].T @ forward["obs"], forward["grad"].sum(0)]
+        norm = torch.cat([g.flatten() for g in raw]).norm().item()
+        scale = min(1.0, 0.5 / (norm + 1e-6))
+        clipped += scale < 1
+        for g, expected in zip(s["grads"], raw):
+            assert torch.allclose(g, expected * scale, rtol=1e-4, atol=1e-6)
+    assert clipped >= 6  # the clip binds in most steps (the age column's gradients are large)
+    first = steps[0]
+    for before, g, after in zip(first["before"], first["grads"], first["after"]):
+        assert torch.allclose(after, before - 0.01 * g, rtol=0, atol=1e-7)
+    assert all(not torch.equal(a, b) for s in steps for a, b in zip(s["before"], s["after"]))
 
 
 # ---------------------------------------------------------------------------------------
