@@ -441,11 +441,12 @@ def ends_table(tasks, base="../benchmarks/"):
             "| first reached (steps) |", "| --- | --- | --- | --- | --- | --- |"]
     for name, r in tasks.items():
         stats = benchmark.statistics(benchmark.with_eval_thresholds({name: r})[name])
-        seeds, (k, n) = stats["seeds"], stats["holds"]
+        seeds = stats["seeds"]
         fresh = "fresh " if seeds[0] > 5 else ""
         on = "eval" if r.get("eval_threshold") else f"last {r.get('window', 20)}"
         rows.append(f"| [{name}]({base}results.md#{name.lower()}) | {len(seeds)} {fresh}"
-                    f"({seeds[0]}–{seeds[-1]}) | **{k} of {n}** (≥ {r['threshold']:g}, {on}) "
+                    f"({seeds[0]}–{seeds[-1]}) | **{benchmark.holds_cell(r, stats)}** "
+                    f"(≥ {r['threshold']:g}, {on}) "
                     f"| {benchmark.format_interval(stats['end'])} "
                     f"| {benchmark.format_interval(stats['eval'])} "
                     f"| {spread([x['solve_step'] for x in r['runs']])} |")

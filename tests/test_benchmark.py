@@ -161,3 +161,18 @@ def test_statistics_are_kept_with_their_seeds_and_remade_for_other_seeds():
     e["statistics"]["seeds"] = [1, 3]
     stats = benchmark.statistics(e)
     assert stats["holds"] == [1, 2] and stats["end"][0] == approx((501 + 470) / 2)
+
+
+def test_a_task_that_stops_at_its_threshold_shows_no_holds(tmp_path):
+    # impala's lag tasks run with --stop-at-return 475: each run ends where it stopped, so
+    # "5 of 5 hold" would say nothing; the row says they stop there instead
+    name = "impala-CartPole-v1-lag-vtrace"
+    assert "--stop-at-return" in next(t for t in benchmark.TASKS["impala"] if t.name == name).flags
+    results = {name: {**entry(runs=[run(1, end=476.0), run(2, end=480.0)], label="lag-vtrace"),
+                      "script": "impala"},
+               "ppo-CartPole-v1": entry(runs=[run(1, end=476.0), run(2, end=400.0)])}
+    benchmark.write_results(results, tmp_path)
+    rows = {line.split("</a>")[0]: line for line in (tmp_path / "results.md").read_text().splitlines()
+            if line.startswith("| <a id=")}
+    assert "| 2 (1–2) | stop there (--stop-at-return) |" in rows['| <a id="impala-cartpole-v1-lag-vtrace">']
+    assert "| 2 (1–2) | 1 of 2 |" in rows['| <a id="ppo-cartpole-v1">']
