@@ -869,23 +869,24 @@ PRESET_SAYS = " (the preset for CartPole-v1's observations and budget, dqn.py's 
 
 
 @pytest.mark.parametrize("budget, image, name", [
-    (50_000, False, "vector"), (50_001, False, "long"), (500_000, False, "long"),
+    (200_000, False, "vector"), (200_001, False, "long"), (500_000, False, "long"),
+    (100_000, False, "vector"),
     (10_000, True, "image"), (5_000_000, True, "image")])
 def test_the_preset_follows_the_observation_and_the_budget(budget, image, name):
-    # a vector's budget up to SHORT_BUDGET = 50,000 takes the vector preset, past it the long
+    # a vector's budget up to SHORT_BUDGET = 200,000 takes the vector preset, past it the long
     # one; an image takes the image preset whatever its budget
     assert dqn.preset_name(dqn.Args(total_timesteps=budget), image) == name
     args = dqn.with_preset(dqn.Args(total_timesteps=budget), image)
     assert {k: getattr(args, k) for k in dqn.PRESETS[name]} == dqn.PRESETS[name]
 
 
-def test_a_run_past_50k_steps_trains_with_the_long_preset_and_says_so(tmp_path, monkeypatch,
-                                                                     capsys):
+def test_a_run_past_200k_steps_trains_with_the_long_preset_and_says_so(tmp_path, monkeypatch,
+                                                                      capsys):
     # main fills the flags from the budget's preset, hands them to train and config.json, and
     # names the preset on the run's first line (train is replaced: nothing trains)
     trained = []
     monkeypatch.setattr(dqn, "train", lambda args, *rest: trained.append(args))
-    dqn.main(dqn.Args(env_id="CartPole-v1", total_timesteps=60_000, eval_episodes=0,
+    dqn.main(dqn.Args(env_id="CartPole-v1", total_timesteps=210_000, eval_episodes=0,
                       tensorboard=False, output_dir=str(tmp_path)))
     (args,) = trained
     assert (args.buffer_size, args.batch_size, args.train_frequency) == (10_000, 128, 10)
@@ -893,15 +894,15 @@ def test_a_run_past_50k_steps_trains_with_the_long_preset_and_says_so(tmp_path, 
     with open(tmp_path / folder / "config.json") as f:
         assert json.load(f)["target_network_frequency"] == 500
     assert capsys.readouterr().out.splitlines()[0].endswith(
-        ", long preset (a budget past 50,000 steps)")
+        ", long preset (a budget past 200,000 steps)")
 
 
-def test_the_long_preset_replays_a_tenth_as_often_and_a_flag_overrides_it():
+def test_the_long_preset_replays_less_often_and_a_flag_overrides_it():
     # replays per environment step = batch_size * gradient_steps / train_frequency:
-    # vector 256 * 32 / 64 = 128, long 128 * 1 / 10 = 12.8
+    # vector 128 * 1 / 4 = 32, long 128 * 1 / 10 = 12.8
     replays = {name: p["batch_size"] * p["gradient_steps"] / p["train_frequency"]
                for name, p in dqn.PRESETS.items() if name != "image"}
-    assert replays == {"vector": 128.0, "long": 12.8}
+    assert replays == {"vector": 32.0, "long": 12.8}
     args = dqn.with_preset(dqn.Args(total_timesteps=500_000, learning_rate=1e-3), False)
     assert (args.learning_rate, args.buffer_size) == (1e-3, 10_000)  # given; the preset's
 
@@ -913,13 +914,14 @@ def test_the_long_preset_replays_a_tenth_as_often_and_a_flag_overrides_it():
      "--buffer-size 49998, a multiple of 3", "--buffer-size 50000"),
     (dict(num_envs=3, buffer_size=50000), "--buffer-size 50000 is not divisible by "
      "--num-envs 3; pass --buffer-size 49998, a multiple of 3", None),  # given: the user's own
-    (dict(buffer_size=100), "--buffer-size 100 is smaller than one batch (--batch-size 256)",
-     "--batch-size 256"),
+    (dict(buffer_size=100, learning_starts=50), "--buffer-size 100 is smaller than one "
+     "batch (--batch-size 128)", "--batch-size 128"),
     (dict(total_timesteps=500), "--learning-starts 1000 is not below the budget of 500 steps",
      "--learning-starts 1000"),
-    # past 50,000 steps the long preset's batch of 128 is the one checked
-    (dict(total_timesteps=60_000, buffer_size=100), "--buffer-size 100 is smaller than one "
-     "batch (--batch-size 128)", "--batch-size 128"),
+    # past 200,000 steps the long preset's buffer of 10,000 is the one checked:
+    # 10,000 = 3 x 3,333 + 1, so the multiple below is 9,999
+    (dict(total_timesteps=210_000, num_envs=3), "--buffer-size 10000 is not divisible by "
+     "--num-envs 3; pass --buffer-size 9999, a multiple of 3", "--buffer-size 10000"),
 ])
 def test_a_value_the_user_did_not_give_is_named_as_the_presets(flags, message, preset, tmp_path):
     # main fills the flags left at None from the preset (with_preset) and checks them in their
