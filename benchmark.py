@@ -101,6 +101,10 @@ class Task:
     eval_threshold: bool = False
     """the threshold is a figure of greedy evaluations (a paper's or the RL Zoo's MuJoCo
     curves): the task's figure draws its --eval-every evaluations against it"""
+    holds_on_eval: bool = False
+    """whether a run holds is read on its final greedy evaluation, not on the training mean:
+    the goal is an evaluation figure (Q-learning's and Pendulum's goals, es.py's, whose
+    training episodes are the population's perturbed members, not the policy it returns)"""
 
     @property
     def name(self):
@@ -348,7 +352,7 @@ TASKS = {
              "100k budget at least 475) on at least 9 of 10 fresh seeds; 475 first at a median "
              "of at most 25k steps, eval 500"),
         Task("ppo", "Pendulum-v1", -200, "eval return at least -200 within 200k steps",
-             PPO_PENDULUM),
+             PPO_PENDULUM, holds_on_eval=True),
         *minatar_tasks("ppo", PPO_MINATAR, PPO_MINATAR_PER_GAME),
         *mujoco_tasks("ppo"),
     ],
@@ -367,16 +371,16 @@ TASKS = {
     "ddpg_td3": [
         Task("ddpg_td3", "Pendulum-v1", -200, "TD3: eval return at least -200 within 15k steps "
              "at the median, in at most 0.7x the whole-process time of SB3 TD3 run side by side "
-             "(benchmarks/sb3_td3_pendulum.py)", window=10),
+             "(benchmarks/sb3_td3_pendulum.py)", window=10, holds_on_eval=True),
         Task("ddpg_td3", "Pendulum-v1", -200, "DDPG beside TD3: the same flags, --algo ddpg",
-             ["--algo", "ddpg"], label="ddpg", window=10),
+             ["--algo", "ddpg"], label="ddpg", window=10, holds_on_eval=True),
         *mujoco_tasks("ddpg_td3"),
     ],
     "sac": [
         Task("sac", "Pendulum-v1", -200, "eval return at least -200 after 10k steps at the "
              "median; the 20-episode mean at -200 in fewer steps than SB3 SAC with rl-zoo's "
              "Pendulum hyperparameters (6.4k-7.2k steps) and at most 0.7x its whole-process "
-             "time (78-88 s); benchmarks/sb3_sac_pendulum.py"),
+             "time (78-88 s); benchmarks/sb3_sac_pendulum.py", holds_on_eval=True),
         *mujoco_tasks("sac"),
     ],
     "crossq": crossq_mujoco_tasks(),
@@ -390,16 +394,17 @@ TASKS = {
     ],
     "qlearning": [
         Task("qlearning", "Taxi-v4", 7.5, "eval mean at least 7.5 over 1000 episodes within "
-             "300k steps (optimal 7.93)", ["--eval-episodes", "1000"], window=100, torch=False),
+             "300k steps (optimal 7.93)", ["--eval-episodes", "1000"], window=100, torch=False,
+             holds_on_eval=True),
         Task("qlearning", "FrozenLake-v1", 0.7, "eval success rate at least 0.70 over 1000 "
              "episodes (optimal 0.744)", ["--total-timesteps", "200000", "--gamma", "0.999",
                                           "--anneal-lr", "--eval-episodes", "1000"], window=100,
-             torch=False),
+             torch=False, holds_on_eval=True),
         Task("qlearning", "MountainCar-v0", -150, "eval return at least -150 over 100 episodes "
              "with a 20x20 grid", ["--total-timesteps", "2000000", "--bins", "20",
                                    "--learning-rate", "0.2", "--anneal-lr", "--start-e", "0",
                                    "--end-e", "0", "--eval-episodes", "100"], window=100,
-             torch=False),
+             torch=False, holds_on_eval=True),
     ],
     "pqn": [
         Task("pqn", "CartPole-v1", 475, "20-episode mean 475 in less wall time than dqn.py's "
@@ -492,7 +497,7 @@ TASKS = {
     "es": [
         Task("es", "CartPole-v1", 475, "eval return 500 within 20 generations at the median "
              "(generations: rows of updates.csv); the default command holds at its 500k "
-             "budget on at least 9 of 10 fresh seeds", torch=False),
+             "budget on at least 9 of 10 fresh seeds", torch=False, holds_on_eval=True),
         Task("es", "CartPole-v1", 475, "speed: one worker, a fixed 300k steps (compare its "
              "process seconds and steps/s with the 2-worker task's)", ES_SPEED + ["1"],
              label="1-worker", torch=False),
@@ -694,11 +699,12 @@ ppo_lstm.py, es.py's "what these flags reach" on Pendulum"""
 
 def end_of(entry, run):
     """Where a run ended, on the measure its task's threshold is set on: the greedy evaluation
-    after training where the threshold is an evaluation figure (eval_threshold: MuJoCo),
+    after training where the threshold is an evaluation figure (eval_threshold: MuJoCo;
+    holds_on_eval: Q-learning, Pendulum, es.py),
     else the mean of the last `window` training returns when the budget ran out (an entry
     written before final_train_mean was kept: the last point of its kept curve, the same
     mean to two decimals). None where the run has no such figure (no evaluation)."""
-    if entry.get("eval_threshold"):
+    if entry.get("eval_threshold") or entry.get("holds_on_eval"):
         return run.get("eval_return")
     if "final_train_mean" in run:
         return run["final_train_mean"]
@@ -742,15 +748,17 @@ def seeded_bootstrap(seed=0):
 
 
 def statistics(entry):
-    """An entry's figures of where its runs end: {"seeds": the seeds, "holds": [k, n], "end"
+    """An entry's figures of where its runs end: {"seeds": the seeds, "measure": "train" or
+    "eval" (end_of's), "holds": [k, n], "end"
     and "eval": [IQM, low, high] (iqm_interval) or None}. results.json keeps them with the
     entry (a bootstrap takes a fraction of a second: the site and results.md read them
     kept); an entry whose kept figures are of other seeds, or none, gets them computed."""
     kept = entry.get("statistics")
     seeds = sorted(run["seed"] for run in entry["runs"])
-    if kept and kept.get("seeds") == seeds:
+    measure = "eval" if entry.get("eval_threshold") or entry.get("holds_on_eval") else "train"
+    if kept and kept.get("seeds") == seeds and kept.get("measure", "train") == measure:
         return kept
-    return {"seeds": seeds, "holds": list(holds(entry)),
+    return {"seeds": seeds, "measure": measure, "holds": list(holds(entry)),
             "end": iqm_interval([end_of(entry, run) for run in entry["runs"]]),
             "eval": iqm_interval([run["eval_return"] for run in entry["runs"]])}
 
@@ -918,6 +926,7 @@ def with_eval_thresholds(results):
     for name, entry in results.items():
         if name in every:
             entry.setdefault("eval_threshold", every[name].eval_threshold)
+            entry["holds_on_eval"] = every[name].holds_on_eval
             entry["stops"] = "--stop-at-return" in every[name].flags
     return results
 
@@ -1134,8 +1143,7 @@ def replot(tasks, out):
         plot_comparison(name, *COMPARISONS[name], results, out)
     with locked_results(out) as kept:  # the statistics of entries written without them
         for name, entry in with_eval_thresholds(kept).items():
-            if "statistics" not in entry:
-                entry["statistics"] = statistics(entry)
+            entry["statistics"] = statistics(entry)  # the kept ones where they still apply
         results = kept
     write_results(results, out)  # the fields' aggregates and profiles too
     print(f"benchmark.py: drew {len(kept)} task figures and the comparisons they are in "
@@ -1217,7 +1225,8 @@ def main(args: Args):
             runs = [future.result() for future in futures]
             print(task.name, flush=True)
             for run in runs:
-                end = end_of({"eval_threshold": task.eval_threshold}, run)
+                end = end_of({"eval_threshold": task.eval_threshold,
+                              "holds_on_eval": task.holds_on_eval}, run)
                 print(f"  seed {run['seed']}: ends at {end} ("
                       f"{'holds' if end is not None and end >= task.threshold else 'does not hold'}"
                       f"), first reached at step {run['solve_step']}, process "
@@ -1231,6 +1240,7 @@ def main(args: Args):
                                       "jobs": args.jobs, "date": time.strftime("%Y-%m-%d"),
                                       "load": [round(load_before, 1), round(os.getloadavg()[0], 1)],
                                       "runs": runs}
+                results[task.name]["holds_on_eval"] = task.holds_on_eval
                 results[task.name]["statistics"] = statistics(results[task.name])
                 write_results(results, args.out)
                 for name, (title, members) in COMPARISONS.items():

@@ -34,6 +34,10 @@ def test_a_runs_end_is_its_tasks_own_measure():
     assert benchmark.end_of(entry(), run(1, evaluation=12.0, curve_end=3.0)) == 3.0
     assert benchmark.end_of(entry(eval_threshold=True), run(1, end=480.0, evaluation=12.0)) == 12.0
     assert benchmark.end_of(entry(eval_threshold=True), run(1, end=480.0)) is None
+    # a goal on the final evaluation (Q-learning's, Pendulum's, es.py's): the evaluation too
+    assert benchmark.end_of({**entry(), "holds_on_eval": True}, run(1, end=5.0, evaluation=7.9)) == 7.9
+    taxi = next(t for t in benchmark.TASKS["qlearning"] if t.env_id == "Taxi-v4")
+    assert taxi.holds_on_eval and not taxi.eval_threshold
 
 
 def test_holds_counts_the_runs_that_end_at_or_above_the_threshold():
@@ -161,6 +165,11 @@ def test_statistics_are_kept_with_their_seeds_and_remade_for_other_seeds():
     e["statistics"]["seeds"] = [1, 3]
     stats = benchmark.statistics(e)
     assert stats["holds"] == [1, 2] and stats["end"][0] == approx((501 + 470) / 2)
+    # kept for the training measure, asked for the evaluation (evaluations 400, 480): again
+    e["statistics"], e["holds_on_eval"] = stats, True
+    e["runs"][0]["eval_return"], e["runs"][1]["eval_return"] = 400.0, 480.0
+    stats = benchmark.statistics(e)
+    assert (stats["measure"], stats["holds"]) == ("eval", [1, 2]) and stats["end"][0] == approx(440)
 
 
 def test_a_task_that_stops_at_its_threshold_shows_no_holds(tmp_path):
