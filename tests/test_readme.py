@@ -375,14 +375,16 @@ def test_replot_draws_every_figure_of_the_kept_tasks_again_and_runs_nothing(tmp_
         "ddpg_td3-pendulum-ddpg-vs-td3.png", "profile-classic-control.png", "results.json",
         "results.md"]
     # results.json keeps its entries, each with its statistics of where the runs end added:
-    # the one run ends at -300 (the curve's last point) below -200, 0 of 1 holds
+    # Pendulum's goal is the evaluation (holds_on_eval), so the one run ends at its
+    # evaluation, -250, below -200 (its training mean, the curve's last point, is -300): 0 of 1
     kept = json.loads((tmp_path / "results.json").read_text())
     for name, entry in entries.items():
         stats = kept[name].pop("statistics")
-        assert stats == {"seeds": [1], "holds": [0, 1], "end": [-300, -300, -300],
-                         "eval": [-250, -250, -250]}
-        assert kept[name] == {**entry, "eval_threshold": False}
-    assert (tmp_path / "results.md").read_text().count("| 1 (1–1) | 0 of 1 | -300 [-300, -300] |") == 2
+        assert stats == {"seeds": [1], "measure": "eval", "holds": [0, 1],
+                         "end": [-250, -250, -250], "eval": [-250, -250, -250]}
+        assert kept[name] == {**entry, "eval_threshold": False, "holds_on_eval": True,
+                              "stops": False}
+    assert (tmp_path / "results.md").read_text().count("| 1 (1–1) | 0 of 1 | -250 [-250, -250] |") == 2
     assert "drew 2 task figures and the comparisons they are in (1)" in capsys.readouterr().out
     with pytest.raises(SystemExit) as exit_:
         benchmark.main(benchmark.Args(replot=True, out=str(tmp_path / "nowhere")))
