@@ -756,7 +756,7 @@ def statistics(entry):
     kept = entry.get("statistics")
     seeds = sorted(run["seed"] for run in entry["runs"])
     measure = "eval" if entry.get("eval_threshold") or entry.get("holds_on_eval") else "train"
-    if kept and kept.get("seeds") == seeds and kept.get("measure", "train") == measure:
+    if kept and kept.get("seeds") == seeds and kept.get("measure") == measure:
         return kept
     return {"seeds": seeds, "measure": measure, "holds": list(holds(entry)),
             "end": iqm_interval([end_of(entry, run) for run in entry["runs"]]),

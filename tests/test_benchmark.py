@@ -160,7 +160,8 @@ def test_statistics_are_kept_with_their_seeds_and_remade_for_other_seeds():
     # kept figures of the same seeds are used as they are (made up here: 1 of 1, IQM 7);
     # kept figures of other seeds are computed again: 501 and 470 -> 1 of 2
     e = entry(runs=[run(1, end=501.0), run(2, end=470.0)])
-    e["statistics"] = {"seeds": [1, 2], "holds": [1, 1], "end": [7, 7, 7], "eval": None}
+    e["statistics"] = {"seeds": [1, 2], "measure": "train", "holds": [1, 1], "end": [7, 7, 7],
+                       "eval": None}
     assert benchmark.statistics(e)["end"] == [7, 7, 7]
     e["statistics"]["seeds"] = [1, 3]
     stats = benchmark.statistics(e)
