@@ -940,6 +940,8 @@ GUIDE = [
     ("pixels", "Learning from pixels", "ppo.py and dqn.py on Atari and MinAtar"),
     ("tests", "Tests", "the suite, one script's tests, the tests against a copy"),
     ("benchmark", "Running the benchmark", "benchmark.py's seeds, tasks and tables"),
+    ("tuning", "Tuning a script", "tune.py: Optuna's search over flags on several seeds, "
+     "resumable"),
 ]
 
 

@@ -1059,7 +1059,7 @@ def test_each_optimizer_step_takes_the_gradient_clipped_to_max_grad_norm(script,
 # ---------------------------------------------------------------------------------------
 # --help reads as written: one line per flag's docstring
 # ---------------------------------------------------------------------------------------
-@pytest.mark.parametrize("script", [*SCRIPTS, "plot.py", "benchmark.py"])
+@pytest.mark.parametrize("script", [*SCRIPTS, "plot.py", "benchmark.py", "tune.py"])
 def test_every_flag_docstring_is_one_line_so_help_never_breaks_a_sentence(script):
     # tyro removes a docstring's single line breaks before it dedents it, so the indented
     # second line of a flag's docstring starts a line of its own in --help, mid-sentence

@@ -70,7 +70,7 @@ def test_the_site_builds_strict_with_every_script_on_a_page(site):
     for script in ORDER:
         assert os.path.exists(os.path.join(folder, "algorithms", f"{script}.html"))
     scripts = {f[:-3] for f in os.listdir(ROOT) if f.endswith(".py")} - {
-        "benchmark", "plot", "exercises"}
+        "benchmark", "plot", "exercises", "tune"}
     assert scripts == set(ORDER), "every algorithm script has a page, and only those"
     assert os.path.exists(os.path.join(folder, "mathjax", "tex-svg.js"))
 
