@@ -75,8 +75,7 @@ class Args:
     list: bool = False
     """print the tasks these flags select and run nothing"""
     replot: bool = False
-    """redraw the selected tasks' figures and comparisons and rewrite results.md (its statistics
-    and profiles) from --out's results.json; run nothing"""
+    """redraw the selected tasks' figures and results.md from --out's results.json; run nothing"""
 
 
 # ---------------------------------------------------------------------------------------

@@ -59,12 +59,12 @@ def run_exercises(*argv):
 
 def test_every_algorithm_script_has_an_exercise():
     scripts = {os.path.basename(p)[5:-3] for p in glob.glob(os.path.join(ROOT, "tests", "test_*.py"))}
-    # plot.py and tune.py are tools; test_plumbing.py and test_device.py check rules every
+    # plot.py, tune.py and benchmark.py are tools; test_plumbing.py and test_device.py check rules every
     # script keeps; test_pixels.py tests ppo.py's and dqn.py's images, test_sparse_chain.py a
     # benchmark task,
     # test_sb3_compare.py and test_cleanrl_compare.py the side by sides of benchmarks/,
     # test_site.py the documentation site, test_tensorboard.py every script's event files
-    assert scripts - {"exercises", "plot", "tune", "plumbing", "device", "readme", "pixels",
+    assert scripts - {"exercises", "plot", "tune", "benchmark", "plumbing", "device", "readme", "pixels",
                       "sparse_chain", "sb3_compare", "cleanrl_compare", "site",
                       "tensorboard"} == set(SCRIPTS)
 
