@@ -485,6 +485,7 @@ def test_the_closing_line_says_not_reached_and_never_none(script, run_cli, tmp_p
     closing = out.splitlines()[-1]
     assert code == 0 and closing.startswith(f"{script}: run folder ")
     assert "solved_at_step not reached" in closing and "None" not in closing
+    assert "(lost by the end)" not in closing  # never reached: nothing was lost
     assert "final evaluation, 1 episode; the run is written" in out  # one episode, not "1 episodes"
 
 
@@ -557,7 +558,22 @@ def test_holds_says_where_the_run_ends_not_where_it_first_got(script, late_retur
 
 
 @pytest.mark.parametrize("script", BLOCK)
-def test_holds_is_null_without_twenty_episodes_or_for_an_interrupted_run(script, tmp_path):
+def test_holds_reads_the_last_20_mean_not_the_last_episode(script, tmp_path):
+    # 30 episodes of 3, 9 of 0, then one of 3: the last episode is at the threshold 3 but the
+    # last 20 (episodes 21-40) are 10 x 3 + 9 x 0 + 3 = 33 / 20 = 1.65 < 3: does not hold
+    module = module_of(script)
+    args = module.Args(output_dir=str(tmp_path), tensorboard=False, eval_episodes=0,
+                       stop_at_return=3.0)
+    run = module.RunWriter(args, "cpu", {})
+    for k in range(1, 41):
+        run.episode(10 * k, 3.0 if k <= 30 or k == 40 else 0.0, 10)
+    summary = module.finish(args, run)
+    assert summary["train_return_last20"] == pytest.approx(1.65) and summary["holds"] is False
+
+
+@pytest.mark.parametrize("script", BLOCK)
+def test_holds_is_null_without_twenty_episodes_or_for_an_interrupted_run(script, tmp_path,
+                                                                         capsys):
     # 19 episodes of 5 >= 3: no last-20 mean, so neither holds nor fails; 25 of them, but
     # interrupted: the run did not reach the end of its budget, so null too.
     module = module_of(script)
@@ -570,6 +586,8 @@ def test_holds_is_null_without_twenty_episodes_or_for_an_interrupted_run(script,
         run.summary["interrupted"] = interrupted
         assert module.finish(args, run)["holds"] is (True if (episodes, interrupted) == (25, False)
                                                      else None)
+        # an interrupted run that had reached 3 lost nothing by the end: it did not get there
+        assert "(lost by the end)" not in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("script", BLOCK)

@@ -351,6 +351,39 @@ def test_baselines_measure_doing_nothing_and_random_actions_on_every_environment
     assert found["Taxi-v4"]["zero"]["mean"] == -200  # moving south into the wall, 200 steps
 
 
+def test_where_runs_end_leads_each_results_section_by_hand():
+    # Three made-up entries. ppo's on seeds 8, 6, 7 (listed out of order), ending 500, 300,
+    # 480 against 475, evaluations 500, 100, 490: seeds "3 fresh (6–8)", 2 of 3 hold on the
+    # last 20, end IQM of 3 = their mean (500+300+480)/3 = 426.7, eval (500+100+490)/3 = 363.3.
+    # sac's MuJoCo task, an older entry without eval_threshold: seeds 5-7 are not fresh (5 is a
+    # tuning seed); it
+    # holds on its evaluations 700, 600, 650 against 659 (1 of 3), IQM 650. impala's lag task
+    # stops at 475 (--stop-at-return): no holds count.
+    def runs(seeds, ends, evals):
+        return [{"seed": s, "final_train_mean": e, "eval_return": v, "solve_step": 1000 * s,
+                 "curve": [[1], [e]]} for s, e, v in zip(seeds, ends, evals)]
+    results = {
+        "ppo-CartPole-v1": {"script": "ppo", "env_id": "CartPole-v1", "threshold": 475,
+                            "window": 20, "runs": runs([8, 6, 7], [500, 300, 480], [500, 100, 490])},
+        "sac-Hopper-v5-100k": {"script": "sac", "env_id": "Hopper-v5", "threshold": 659,
+                               "window": 100, "runs": runs([5, 6, 7], [1.0, 2.0, 3.0], [700, 600, 650])},
+        "impala-CartPole-v1-lag-vtrace": {"script": "impala", "env_id": "CartPole-v1",
+                                          "threshold": 475, "window": 20,
+                                          "runs": runs([1, 2], [476, 478], [500, 500])}}
+    table = gen_pages.ends_table(results, base="")
+    rows = {row.split("]")[0][3:]: [c.strip() for c in row.split("|")[1:-1]]
+            for row in table.splitlines()[2:]}
+    assert table.splitlines()[0].startswith("| task | seeds | holds at the end | end, IQM [95% CI] "
+                                            "| eval, IQM [95% CI] |")
+    assert rows["ppo-CartPole-v1"][1:5] == ["3 fresh (6–8)", "**2 of 3** (≥ 475, last 20)",
+                                           rows["ppo-CartPole-v1"][3], rows["ppo-CartPole-v1"][4]]
+    assert rows["ppo-CartPole-v1"][3].startswith("426.7 [")
+    assert rows["ppo-CartPole-v1"][4].startswith("363.3 [")
+    assert rows["sac-Hopper-v5-100k"][1:3] == ["3 (5–7)", "**1 of 3** (≥ 659, eval)"]
+    assert rows["sac-Hopper-v5-100k"][3].startswith("650 [")
+    assert rows["impala-CartPole-v1-lag-vtrace"][2].startswith("**stop there")
+
+
 @pytest.mark.parametrize("script", ORDER)
 def test_each_results_at_a_glance_row_is_results_json_beside_its_peer_or_goal(script, pages):
     results, baselines = results_json(), baselines_json()["envs"]
@@ -359,7 +392,7 @@ def test_each_results_at_a_glance_row_is_results_json_beside_its_peer_or_goal(sc
     if not tasks:  # a script with no benchmark yet: no table
         assert "| task |" not in section
         return
-    table = next(block for block in section.split("\n\n") if block.startswith("| task |"))
+    table = next(block for block in section.split("\n\n") if block.startswith("| task | measure |"))
     rows = glance_cells(table)
     assert table.startswith("| task | measure | ours, median [min, max] | beside it | doing nothing "
                             "| random actions |")
