@@ -287,8 +287,9 @@ ALGORITHMS = {
              "whole-process seconds; our greedy evaluation return has no CleanRL counterpart."),
             (("dqn-Acrobot-v1",),
              "Acrobot-v1 against Gymnasium's threshold of -100 for the 20-episode training "
-             "mean, with no peer beside it: fresh seeds 301-305, the median steps to it and the "
-             "median greedy evaluation return after the default budget."),
+             "mean, with no peer beside it: fresh seeds 101-110 run to the default 100k budget, "
+             "how many hold at the end, the median steps to it and the median greedy "
+             "evaluation return."),
             (("dqn-MinAtar-Asterix-v1", "dqn-MinAtar-Breakout-v1", "dqn-MinAtar-Freeway-v1",
               "dqn-MinAtar-Seaquest-v1", "dqn-MinAtar-SpaceInvaders-v1"),
              "MinAtar with the paper's DQN schedule (Adam in place of its RMSProp): our median "
