@@ -241,8 +241,9 @@ ALGORITHMS = {
              "not double (--no-double-dqn)", "dqn_targets"),
             ("Huber loss for images, the Nature DQN's error clipping and the MinAtar paper's "
              "loss; squared error for vectors (--loss)", "td_loss::if loss == \"huber\""),
-            ("The gradient clipped to a global norm of 10 (--max-grad-norm), as SB3's DQN",
-             "train::clip_grad_norm_"),
+            ("The gradient clipped to a global norm of 10 (--max-grad-norm), as SB3's DQN, so "
+             "that a batch with a few huge TD errors (a target still far off, a rare large "
+             "reward) cannot take one huge step", "train::clip_grad_norm_"),
             ("The flags left at None take a preset: a vector's, chosen on CartPole for budgets "
              "up to 50k, updates in bursts (every 64 steps 32 gradient steps, then the target "
              "network copied, a little like fitted Q iteration); past 50k, a vector's long "
@@ -635,10 +636,12 @@ ALGORITHMS = {
              "baselines do: the first policy is close to uniform and the first values small "
              "(--no-ortho-init keeps PyTorch's default, the RL Zoo's HalfCheetah setting)",
              "layer_init"),
-            ("Adam with eps 1e-5, the PPO authors' baselines' value, not torch's default 1e-8",
+            ("Adam with eps 1e-5, the PPO authors' baselines' value, not torch's default 1e-8: "
+             "a weight whose gradients have been tiny does not get a full-size step",
              "train::eps=1e-5"),
             ("The learning rate annealed linearly from --learning-rate to 0 over the run, as "
-             "in the PPO paper's Atari runs and CleanRL (--no-anneal-lr keeps it constant)",
+             "in the PPO paper's Atari runs and CleanRL, so that the late steps refine a good "
+             "policy instead of knocking it off (--no-anneal-lr keeps it constant)",
              "train::if args.anneal_lr"),
             ("A time-limit truncation is not a termination (Pardo et al. 2018): GAE "
              "bootstraps a truncated step from the value of the true final observation "
@@ -651,7 +654,9 @@ ALGORITHMS = {
              "as the PPO baselines clip it; Stable-Baselines3's is (V - R)^2, so benchmark.py "
              "doubles the RL Zoo's --vf-coef", "ppo_loss::if clip_vloss"),
             ("The gradient of the whole loss clipped to a global norm of --max-grad-norm "
-             "(0.5), as in the PPO baselines", "train::clip_grad_norm_"),
+             "(0.5), as in the PPO baselines: the ratio's clip bounds what the loss rewards, not "
+             "how far one step goes, and a minibatch with a few huge advantages or value errors "
+             "would otherwise take one large step", "train::clip_grad_norm_"),
             ("Observations normalized by running statistics and clipped to [-10, 10] "
              "(--norm-obs), by the script itself: Gymnasium's vector NormalizeObservation "
              "refuses SAME_STEP autoreset and would leave the true final observation raw; that "
