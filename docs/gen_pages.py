@@ -12,7 +12,8 @@ tests/test_site.py imports the same functions to check what the pages claim.
   there is one), the key equations, the pseudocode (one numbered box, its loops indented,
   each line linked to its line of the source); then the results at a glance (a short table,
   ours beside a peer or the goal, doing nothing and random actions; captioned figures; the
-  long tables folded), the implementation details and departures (numbered, each linked to
+  long tables folded; above them, where docs/record.py recorded one, a short video of the
+  trained agent, docs/videos/<script>.mp4, captioned from docs/videos/videos.json), the implementation details and departures (numbered, each linked to
   its line) with the docstring's other notes, the flags, running it, the exercises, the
   questions and references (docs/teach/<script>.md's, else the docstring's papers, linked),
   and the source, folded and left out of the search index;
@@ -417,6 +418,52 @@ def figure(name, results, base):
                       "</figure>"])
 
 
+VIDEOS = os.path.join(HERE, "videos")  # docs/record.py's recordings and its videos.json
+
+
+def load_videos():
+    """docs/videos/videos.json (docs/record.py): {script: its recording's entry}, keeping only
+    the entries whose mp4 is there; {} before any recording."""
+    path = os.path.join(VIDEOS, "videos.json")
+    if not os.path.exists(path):
+        return {}
+    with open(path, encoding="utf-8") as f:
+        entries = json.load(f)
+    return {s: e for s, e in entries.items() if os.path.isfile(os.path.join(VIDEOS, e["video"]))}
+
+
+def video_caption(entry):
+    """A recording's caption: what trained it and for how long, where training ended, and
+    the recorded episode's return, from its videos.json entry."""
+    budget = f"{entry['steps']:,} steps " + (
+        "(its default budget)" if entry["default_budget"] else
+        f"(--total-timesteps {entry['total_timesteps']:,}, not its default budget of "
+        f"{entry['default_total_timesteps']:,})")
+    end = f"last-20 training return {entry['train_return_last20']:,.2f} at the end"
+    if entry.get("solved_threshold") is not None and entry.get("holds") is not None:
+        end += f" ({'at or above' if entry['holds'] else 'below'} its threshold " \
+               f"{entry['solved_threshold']:,g})"
+    return (f"The trained agent on {entry['env_id']}, seed {entry['seed']}: "
+            f"`{entry['train_command']}` trained run {entry['run']} for {budget}, {end}; then "
+            f"`{entry['record_command']}` recorded this greedy episode, return "
+            f"**{entry['episode_return']:,.2f}** ({entry['bytes'] / 1000:.0f} KB, "
+            f"{entry['date']}, [recording your agent](../guide/every-script.md#recording-your-agent)).")
+
+
+def video(script, videos, base="../videos/"):
+    """The script's recorded agent, an HTML5 video that plays from the offline site (its
+    path relative to the page), with its caption; [] where the script has none yet."""
+    entry = videos.get(script)
+    if entry is None:
+        return []
+    return [f'<div class="agent-video" markdown="block">',
+            f'<video controls loop muted playsinline preload="metadata" width="{entry["width"]}" '
+            f'height="{entry["height"]}" style="max-width: 100%; height: auto" '
+            f'src="{base}{entry["video"]}"></video>',
+            f'<p class="caption" markdown="span">{video_caption(entry)}</p>',
+            "</div>", ""]
+
+
 def indented(text, by="    "):
     """Markdown moved inside a fold (`??? note`): every line indented, blank lines kept."""
     return "\n".join(by + line if line.strip() else "" for line in text.splitlines())
@@ -533,7 +580,7 @@ def reference_list(script):
 # ---------------------------------------------------------------------------------------
 # The pages
 # ---------------------------------------------------------------------------------------
-def algorithm_page(script, results=None):
+def algorithm_page(script, results=None, videos=None):
     """A script's page, in Spinning Up's order: what a student needs to understand the
     algorithm first (background, equations, pseudocode), then what it achieves, how the code
     does it, how to run it, exercises and questions, references, and the source folded."""
@@ -568,6 +615,7 @@ def algorithm_page(script, results=None):
             "", pseudocode(script, source), ""]
 
     out += ["## Results at a glance", ""]
+    out += video(script, load_videos() if videos is None else videos)
     tasks = results_for(script, results)
     if tasks:
         out += ["Where the runs *end*, first: of each task's seeds, how many hold (the task's "
@@ -979,7 +1027,8 @@ def home_page():
 def generated_pages():
     """{path under docs/: Markdown} of every generated page."""
     results = load_results()
-    pages = {f"algorithms/{s}.md": algorithm_page(s, results) for s in ORDER}
+    videos = load_videos()
+    pages = {f"algorithms/{s}.md": algorithm_page(s, results, videos) for s in ORDER}
     pages["index.md"] = home_page()
     # the pages that name every script's terms rank below the pages that teach them in search
     pages["learning-path.md"] = SUMMARY_META + learning_path_page()

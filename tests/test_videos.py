@@ -1,0 +1,194 @@
+"""Issue 79: the trained agent on every algorithm page, and MuJoCo's frames without a display.
+
+docs/record.py trains each script (seed 101), records one greedy episode with the script's
+own --eval-checkpoint --capture-video, keeps it small in docs/videos/<script>.mp4 and its
+figures in docs/videos/videos.json; docs/gen_pages.py shows each listed video, captioned,
+at the top of the page's "Results at a glance". Here: every page embeds the video that
+videos.json lists for it (a path that plays from the offline site, the caption's figures
+from the entry), every listed file exists, plays in a browser (H.264, yuv420p) and is under
+MAX_BYTES, a page without a recording says nothing, and record.py's command reads a run's
+config.json as written. Last, a MuJoCo environment is recorded offscreen (EGL or OSMesa,
+which .ci/run installs), as a user without a display records one.
+"""
+import json
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT
+
+pytest.importorskip("mkdocs", reason="pip install -r docs/requirements.txt")
+sys.path[:0] = [os.path.join(ROOT, "docs")]
+import gen_pages  # noqa: E402
+import record  # noqa: E402
+from algorithms import ORDER  # noqa: E402
+
+VIDEOS = os.path.join(ROOT, "docs", "videos")
+MAX_BYTES = 400_000  # each video (record.py's --max-kb 400): the offline site stays light
+MAX_TOTAL = 3_000_000  # all of them together, against a site of about 35 MB (goal: 50 MB)
+
+
+def listed():
+    with open(os.path.join(VIDEOS, "videos.json"), encoding="utf-8") as f:
+        return json.load(f)
+
+
+def glance(page):
+    """A page's "Results at a glance" section, up to the next heading of its level."""
+    return page.split("\n## Results at a glance\n", 1)[1].split("\n## ", 1)[0]
+
+
+@pytest.fixture(scope="module")
+def pages():
+    return {script: gen_pages.algorithm_page(script) for script in ORDER}
+
+
+def test_videos_json_lists_scripts_of_the_site_with_their_files_small():
+    entries = listed()
+    assert entries and set(entries) <= set(ORDER)
+    total = 0
+    for script, entry in entries.items():
+        path = os.path.join(VIDEOS, entry["video"])
+        assert entry["video"] == f"{script}.mp4" and os.path.isfile(path), script
+        size = os.path.getsize(path)
+        assert size == entry["bytes"] and 0 < size <= MAX_BYTES, (script, size)
+        total += size
+    assert total <= MAX_TOTAL, total
+    # nothing in docs/videos/ that videos.json does not list (a stale file would ship)
+    assert sorted(os.listdir(VIDEOS)) == sorted(["videos.json", *(e["video"] for e in entries.values())])
+
+
+@pytest.mark.parametrize("script", ORDER)
+def test_each_page_embeds_the_video_videos_json_lists_with_its_figures(script, pages):
+    section = glance(pages[script])
+    entry = listed().get(script)
+    if entry is None:  # no recording yet: no video, no caption, no link to one
+        assert "<video" not in pages[script] and "../videos/" not in pages[script]
+        return
+    videos = re.findall(r"<video ([^>]*)></video>", pages[script])
+    assert len(videos) == 1 and "<video" in section, script
+    if "| task |" in section:  # at the top of the section, above the tables
+        assert section.index("<video") < section.index("| task |")
+    tag = videos[0]
+    for attribute in ("controls", "loop", "muted", "playsinline"):
+        assert re.search(rf"\b{attribute}\b", tag), (script, attribute)
+    # the path is relative to the page (algorithms/<script>.html), so it plays from file://
+    assert f'src="../videos/{script}.mp4"' in tag
+    assert os.path.isfile(os.path.normpath(os.path.join(ROOT, "docs", "algorithms",
+                                                        f"../videos/{script}.mp4")))
+    caption = re.search(r'<p class="caption" markdown="span">(.*)</p>', section).group(1)
+    # the caption's figures, each as the entry has it: the run, the seed, the steps, both
+    # returns (the training's at the end, the recorded episode's), the size
+    assert f"`{entry['train_command']}`" in caption and f"`{entry['record_command']}`" in caption
+    assert f"seed {entry['seed']}" in caption and entry["run"] in caption
+    assert f"{entry['steps']:,} steps" in caption
+    assert f"last-20 training return {entry['train_return_last20']:,.2f}" in caption
+    assert f"return **{entry['episode_return']:,.2f}**" in caption
+    assert f"({entry['bytes'] / 1000:.0f} KB" in caption
+    assert ("its default budget" in caption) == entry["default_budget"]
+    if not entry["default_budget"]:
+        assert f"not its default budget of {entry['default_total_timesteps']:,}" in caption
+    # the entry is the run record.py made: the script's default command, seed 101, its model
+    assert entry["train_command"].startswith(f"python {script}.py --seed 101")
+    assert "--save-model" in entry["train_command"].split()
+    assert entry["record_command"] == (f"python {script}.py --eval-checkpoint runs/{entry['run']} "
+                                       "--seed 101 --capture-video --eval-episodes 1")
+    assert entry["run"].startswith(entry["env_id"].replace("/", "-").replace(":", "-") + "__")
+    assert f"__{entry['seed']}__" in entry["run"]
+
+
+@pytest.mark.parametrize("script", sorted(listed()))
+def test_each_video_plays_in_a_browser_as_videos_json_describes_it(script):
+    import imageio_ffmpeg
+    entry = listed()[script]
+    path = os.path.join(VIDEOS, entry["video"])
+    reader = imageio_ffmpeg.read_frames(path)
+    meta = next(reader)
+    reader.close()
+    assert meta["codec"].startswith("h264") and meta["pix_fmt"].startswith("yuv420p"), meta
+    assert list(meta["size"]) == [entry["width"], entry["height"]] and entry["width"] <= 360
+    assert imageio_ffmpeg.count_frames_and_secs(path)[0] == entry["frames"] > 1
+
+
+def test_a_page_whose_script_has_no_recording_says_nothing(tmp_path, monkeypatch):
+    # videos.json lists ppo and vpg; only vpg's file is there: ppo's page shows nothing
+    entry = {"video": "vpg.mp4"}
+    (tmp_path / "videos.json").write_text(json.dumps({"ppo": {"video": "ppo.mp4"}, "vpg": entry}))
+    (tmp_path / "vpg.mp4").write_bytes(b"\0")
+    monkeypatch.setattr(gen_pages, "VIDEOS", str(tmp_path))
+    assert gen_pages.load_videos() == {"vpg": entry}
+    page = gen_pages.algorithm_page("ppo", videos=gen_pages.load_videos())
+    assert "<video" not in page and "../videos/" not in page
+    monkeypatch.setattr(gen_pages, "VIDEOS", str(tmp_path / "none"))  # before any recording
+    assert gen_pages.load_videos() == {}
+
+
+def test_the_site_ships_the_videos():
+    # MkDocs copies docs/ into the site but what exclude_docs names: not the videos
+    from mkdocs.config import load_config
+    config = load_config(os.path.join(ROOT, "mkdocs.yml"))
+    for name in ("videos/ppo.mp4", "videos/videos.json"):
+        assert not config["exclude_docs"].match_file(name), name
+    assert config["exclude_docs"].match_file("record.py")  # the recorder itself stays out
+
+
+def test_record_writes_the_command_a_run_was_trained_with():
+    # ppo.py's defaults with --seed 101, --save-model and a budget of 50,000: those three,
+    # in the order of ppo.py's Args (seed, total_timesteps, ..., save_model); the output
+    # folder, the device and ppo.py's own filled-in --eval-epsilon (default None) left out
+    config = {name: default for name, default in record.args_fields("ppo").items()}
+    config.update(seed=101, total_timesteps=50_000, save_model=True, output_dir="/tmp/x",
+                  cuda=False, eval_epsilon=0.0)
+    assert record.command_of("ppo", config) == (
+        "python ppo.py --seed 101 --total-timesteps 50000 --save-model")
+    config.update(norm_obs=not config["norm_obs"])  # a flag of the algorithm's, either way
+    assert record.command_of("ppo", config).endswith(
+        "--save-model" + (" --norm-obs" if config["norm_obs"] else " --no-norm-obs"))
+
+
+# ---------------------------------------------------------------------------------------
+# MuJoCo's frames without a display (.ci/run installs EGL's Debian packages)
+# ---------------------------------------------------------------------------------------
+BACKENDS = {"egl": "apt-get install -y libegl1 libegl-mesa0 libgl1-mesa-dri libopengl0",
+            "osmesa": "apt-get install -y libosmesa6"}
+
+
+def offscreen_backend():
+    """The first of MuJoCo's offscreen OpenGL backends that makes a context here, else None."""
+    for backend in BACKENDS:
+        probe = subprocess.run([sys.executable, "-c", "import mujoco; mujoco.GLContext(8, 8)"
+                                ".make_current()"], env={**os.environ, "MUJOCO_GL": backend},
+                               capture_output=True, timeout=60)
+        if probe.returncode == 0:
+            return backend
+    return None
+
+
+def test_a_mujoco_environment_is_recorded_offscreen(tmp_path):
+    pytest.importorskip("mujoco", reason='pip install "gymnasium[mujoco]" (requirements.txt)')
+    backend = offscreen_backend()
+    if backend is None:
+        pytest.skip("no offscreen OpenGL backend for MuJoCo: "
+                    + " or ".join(f"{b} ({command})" for b, command in BACKENDS.items()))
+    # a few steps of Hopper-v5, then the evaluation's episode recorded (an untrained hopper
+    # falls within a few dozen steps); a subprocess: MuJoCo reads MUJOCO_GL once
+    done = subprocess.run([sys.executable, "ppo.py", "--env-id", "Hopper-v5", "--num-envs", "1",
+                           "--num-steps", "32", "--total-timesteps", "32", "--eval-episodes", "1",
+                           "--capture-video", "--no-tensorboard", "--no-cuda",
+                           "--output-dir", str(tmp_path)], cwd=ROOT, capture_output=True,
+                          text=True, timeout=300, env={**os.environ, "MUJOCO_GL": backend})
+    assert done.returncode == 0, done.stderr[-2000:]
+    videos = [os.path.join(d, f) for d, _, fs in os.walk(tmp_path) for f in fs if f.endswith(".mp4")]
+    assert [os.path.basename(v) for v in videos] == ["eval-0-episode-0.mp4"]
+    import imageio_ffmpeg
+    frames = list(imageio_ffmpeg.read_frames(videos[0]))
+    meta, frames = frames[0], frames[1:]
+    width, height = meta["size"]
+    assert len(frames) > 1 and (width, height) == (480, 480)
+    # MuJoCo drew the scene: a frame is not one flat colour (a black or blank context is)
+    import numpy as np
+    frame = np.frombuffer(frames[-1], dtype=np.uint8)
+    assert frame.std() > 10, frame.std()
