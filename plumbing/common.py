@@ -140,20 +140,29 @@ def check_env(args, make=gym.make):
 # [torch]
 
 
-def seed_and_device(seed, cuda, threads=1, small_network=True):
+def seed_and_device(seed, cuda, threads=1, image=False):
     """Seed Python's, NumPy's and torch's random generators (the environments are seeded by
-    their reset) and pick the device: the GPU if asked for and present, else the CPU with
-    `threads` threads (one runs a small MLP fastest). On the GPU, a small network (not an
-    image's) gets a note that the CPU is faster."""
+    their reset) and pick the device, printing which and why: --cuda the GPU where one is
+    present, --no-cuda the CPU, and neither (cuda None) the GPU for an image's network, the
+    CPU for a flat observation's: its small MLP trains faster on one CPU thread than on a
+    GPU, measured for every script (results.md, "On a GPU"). On the CPU, `threads` threads."""
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)
-    device = torch.device("cuda" if cuda and torch.cuda.is_available() else "cpu")
+    present = torch.cuda.is_available()
+    device = torch.device("cuda" if present and (image if cuda is None else cuda) else "cpu")
     if device.type == "cpu":
         torch.set_num_threads(threads)
-    elif small_network:
-        print(f"{SCRIPT}: note: networks this small train faster on one CPU thread than on "
-              "a GPU (measured for every script at its reference settings); --no-cuda uses the CPU")
+    if cuda is not None:
+        why = "--cuda" if cuda else "--no-cuda"
+        why += ", but no GPU is present" if cuda and not present else ""
+    elif image:
+        why = ("an image's convolutional network goes to the GPU; --no-cuda for the CPU"
+               if present else "an image's network, but no GPU is present")
+    else:
+        why = ("a flat observation's small network trains faster on one CPU thread than on a "
+               "GPU" + ("; --cuda for the GPU" if present else ""))
+    print(f"{SCRIPT}: device {device}: {why}")
     return device
 # [end]
 
@@ -244,11 +253,11 @@ class RunWriter:
             "global_steps": 0, "eval_episodes": args.eval_episodes, "interrupted": False}
         self.args, self.device, self.models = args, device, models
         self.budget = args.total_timesteps // rollout_steps * rollout_steps
-        self.files, self.returns, self.evaluations = {}, [], []
+        self.files, self.returns, self.ends, self.evaluations = {}, [], [], []
         self.write_row("episodes.csv")  # its header now: a run with no episode has the file
         self.start = self.last_print = time.time()
         self.first_print, self.last_step = None, 0  # (step, time) of the first progress line
-        print(f"{SCRIPT}: {args.env_id}, seed {args.seed}, device {device}{note}")
+        print(f"{SCRIPT}: {args.env_id}, seed {args.seed}{note}")  # after the device's line
         if self.budget != args.total_timesteps and args.eval_checkpoint is None:
             print(f"{SCRIPT}: training runs {self.budget:,} of --total-timesteps "
                   f"{args.total_timesteps:,}: whole rollouts of {rollout_steps:,} steps")
@@ -280,6 +289,7 @@ class RunWriter:
     def episode(self, global_step, episode_return, episode_length):
         self.summary["global_steps"] = max(self.summary["global_steps"], global_step)
         self.returns.append(float(episode_return))
+        self.ends.append(global_step)  # where it ended, for curve.png
         self.write_row("episodes.csv", global_step=global_step, wall_time=round(self.elapsed(), 4),
                        episode_return=float(episode_return), episode_length=int(episode_length))
         self.reached(self.summary["solved_threshold"], global_step)  # records when
@@ -520,11 +530,13 @@ def finish(args, run, trained=True):
                                if args.capture_video else None)
         except KeyboardInterrupt:
             print(f"{SCRIPT}: final evaluation interrupted; {run.path} keeps the run without it")
+            draw_curve(run)
             finish_tracking(args, run, exit_code=130)
             raise
         summary["eval_return_mean"] = float(returns.mean())
         summary["eval_return_std"] = float(returns.std())
         write_summary(run)
+    curve = draw_curve(run)
     closing = [f"{SCRIPT}: run folder {run.path}", f"global_steps {summary['global_steps']:,}"]
     for key in ("train_return_last20", "eval_return_mean"):
         closing.append(f"{key} " + ("-" if summary[key] is None else f"{summary[key]:.2f}"))
@@ -536,12 +548,63 @@ def finish(args, run, trained=True):
         lost = " (lost by the end)" if summary["solved_at_step"] and summary["holds"] is False else ""
         closing.append(f"solved_at_step {summary['solved_at_step'] or 'not reached'} "
                        f"(last-20 mean >= {source} {threshold:g}){lost}")
-    if run.returns:  # plot.py draws the training episodes, an unfinished run's on request
+    if curve:
+        closing.append(f"curve {curve}")
+    elif run.returns:  # plot.py draws the training episodes, an unfinished run's on request
         unfinished = "--include-unfinished " if summary["interrupted"] else ""
         closing.append(f"curve: python plot.py {unfinished}{run.path}")
     print(" | ".join(closing))
     finish_tracking(args, run)
     return summary
+
+
+def rolling_means(returns, window=20):
+    """The mean of the last `window` returns where each episode ended (fewer at the start):
+    the curve of summary.json's train_return_last20.
+
+        m_i = mean(R_j for max(0, i - window + 1) <= j <= i)
+    """
+    sums = np.cumsum(np.concatenate([[0.0], returns]))
+    i = np.arange(1, len(returns) + 1)
+    start = np.maximum(i - window, 0)
+    return (sums[i] - sums[start]) / (i - start)
+
+
+def draw_curve(run):
+    """--curve: curve.png in the run folder, the run's learning curve, after training (also
+    one stopped by Ctrl-C): each training episode's return (dots), the mean of the last 20
+    (the run's measure), the greedy evaluations (--eval-every's and the final one, mean and
+    std) and solved_threshold. No pyplot: a Figure of its own, so a notebook's or a caller's
+    figures are left alone. Returns the file's path, None where it draws nothing (the flag
+    off, or neither an episode nor an evaluation to draw)."""
+    summary = run.summary
+    evaluations = list(run.evaluations)
+    if summary["eval_return_mean"] is not None:
+        evaluations.append((summary["global_steps"], summary["eval_return_mean"],
+                            summary["eval_return_std"]))
+    if not run.args.curve or not (run.returns or evaluations):
+        return None
+    from matplotlib.figure import Figure  # only a run that draws pays for the import
+    fig = Figure(figsize=(7, 4.2), layout="constrained")
+    ax = fig.add_subplot()
+    if run.returns:
+        ax.plot(run.ends, run.returns, ".", ms=3, alpha=0.3, color="C0", label="episode return")
+        ax.plot(run.ends, rolling_means(run.returns), color="C0", label="mean of the last 20")
+    if evaluations:
+        steps, means, stds = zip(*evaluations)
+        ax.errorbar(steps, means, yerr=stds, fmt="o", color="C1", capsize=3,
+                    label="greedy evaluation (mean, std)")
+    if summary["solved_threshold"] is not None:
+        ax.axhline(summary["solved_threshold"], ls="--", color="gray",
+                   label=f"threshold {summary['solved_threshold']:g}")
+    stopped = " (interrupted)" if summary["interrupted"] else ""
+    ax.set(xlabel="environment steps", ylabel="return",
+           title=f"{SCRIPT} on {summary['env_id']}, seed {summary['seed']}{stopped}")
+    ax.grid(alpha=0.3)
+    ax.legend(loc="best", fontsize="small")
+    path = os.path.join(run.path, "curve.png")
+    fig.savefig(path, dpi=100)
+    return path
 
 
 def write_summary(run):

@@ -23,6 +23,11 @@ import torch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
+# Every script's --curve defaults to off in the suite (before any script is imported; the
+# commands it starts inherit it): matplotlib's import and a figure cost about a second a run.
+# The tests of curve.png turn it on with curve=True or --curve.
+os.environ["PLAINRL_CURVE"] = "0"
+
 # The copies of scripts given with --script-file, by module name ("ppo"): the tests import
 # and run those instead of the repository's files (exercises.py check uses it).
 SCRIPT_FILES = {}

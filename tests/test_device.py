@@ -1,6 +1,7 @@
 """Every torch script on a device other than the CPU (issue 29), with and without a GPU.
 
-`--cuda` is on by default, and the CI has no GPU. So that a device mistake fails there too,
+Without --cuda or --no-cuda, an image's network goes to the GPU and a flat observation's to
+the CPU (issue 79); `--cuda` forces the GPU, and the CI has no GPU. So that a device mistake fails there too,
 `pretend_gpu` makes a script's device `cuda` while every tensor stays on the CPU: a
 TorchFunctionMode sees each torch call, keeps for each tensor's storage where it would live
 on a machine with a GPU ("gpu" or "cpu"), and raises PyTorch's own error where a GPU would.
@@ -272,10 +273,8 @@ def test_a_run_on_a_pretend_gpu_and_its_model_on_a_machine_without_one(run, tmp_
     with pretend_gpu(monkeypatch, module) as saved_from_gpu:
         trained, folder = run_of(module, [*flags, "--cuda", "--save-model", "--eval-episodes",
                                           "1"], tmp_path / "gpu")
-    # A small network on the GPU is slower than on one CPU thread (measured on an H100
-    # machine): the run says so in a note, except for an image's convolutions.
-    noted = "train faster on one CPU thread than on a GPU" in capsys.readouterr().out
-    assert noted == ("MinAtar" not in run)
+    # --cuda forces the GPU, for a small network too; the first line says so
+    assert capsys.readouterr().out.startswith(f"{run.split()[0]}: device cuda: --cuda\n")
     with open(os.path.join(folder, "config.json")) as f:
         assert json.load(f)["device"] == "cuda"
     assert read_csv(os.path.join(folder, "updates.csv"))  # the update path ran on the GPU
@@ -309,6 +308,63 @@ def test_no_cuda_picks_the_cpu_where_a_gpu_is_present(script, tmp_path, monkeypa
     monkeypatch.setattr(module, "seed_and_device", pick_with_a_gpu_present)
     run_of(module, [*RUNS[script], "--no-cuda", "--eval-episodes", "0"], tmp_path)
     assert picked == ["cpu"]
+
+
+@pytest.mark.parametrize("run", RUNS)
+def test_without_a_flag_an_image_goes_to_the_gpu_and_a_flat_observation_to_the_cpu(
+        run, tmp_path, monkeypatch, capsys):
+    # Neither --cuda nor --no-cuda, a GPU present (pretended while the device is picked): the
+    # CPU for a flat observation's small network, which trains faster on one CPU thread
+    # (results.md, "On a GPU"), the GPU for MinAtar's images; the first line says which, why
+    # and how to force the other.
+    module, flags = module_of(run.split()[0]), RUNS[run]
+    picked, seed_and_device = [], module.seed_and_device
+
+    def pick_with_a_gpu_present(*args, **kwargs):
+        with monkeypatch.context() as m:
+            m.setattr(torch.cuda, "is_available", lambda: True)
+            picked.append(seed_and_device(*args, **kwargs).type)
+        return torch.device("cpu")
+
+    monkeypatch.setattr(module, "seed_and_device", pick_with_a_gpu_present)
+    run_of(module, [*flags, "--eval-episodes", "0"], tmp_path)
+    first = capsys.readouterr().out.splitlines()[0]
+    script = run.split()[0]
+    if "MinAtar" in run:
+        assert picked == ["cuda"] and first == (
+            f"{script}: device cuda: an image's convolutional network goes to the GPU; "
+            "--no-cuda for the CPU")
+    else:
+        assert picked == ["cpu"] and first == (
+            f"{script}: device cpu: a flat observation's small network trains faster on one "
+            "CPU thread than on a GPU; --cuda for the GPU")
+
+
+@pytest.mark.parametrize("cuda, image, present, device, why", [
+    (None, False, False, "cpu", "a flat observation's small network trains faster on one CPU "
+                                "thread than on a GPU"),
+    (None, False, True, "cpu", "a flat observation's small network trains faster on one CPU "
+                               "thread than on a GPU; --cuda for the GPU"),
+    (None, True, False, "cpu", "an image's network, but no GPU is present"),
+    (None, True, True, "cuda", "an image's convolutional network goes to the GPU; --no-cuda for "
+                               "the CPU"),
+    (True, False, True, "cuda", "--cuda"),
+    (True, True, False, "cpu", "--cuda, but no GPU is present"),
+    (False, True, True, "cpu", "--no-cuda"),
+    (False, False, False, "cpu", "--no-cuda"),
+])
+def test_the_device_and_its_reason(cuda, image, present, device, why, monkeypatch, capsys):
+    # seed_and_device alone (stamped alike into every torch script): the flag wins where it
+    # is given; without it, the observation decides; a GPU that is absent is never picked
+    module = module_of("ppo.py")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: present)
+    threads = torch.get_num_threads()
+    try:
+        assert module.seed_and_device(3, cuda, threads=2, image=image).type == device
+        assert torch.get_num_threads() == (2 if device == "cpu" else threads)
+    finally:
+        torch.set_num_threads(threads)
+    assert capsys.readouterr().out == f"ppo.py: device {device}: {why}\n"
 
 
 # ---------------------------------------------------------------------------------------

@@ -24,7 +24,7 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import (check_the_episode_rows_the_last_20_and_the_times, check_the_evaluation_rows,
+from conftest import (interrupt_on_call, check_the_episode_rows_the_last_20_and_the_times, check_the_evaluation_rows,
                       check_replay_evaluations, check_the_time_columns_and_the_evaluation_rows,
                       COMMON_FLAGS, ctrl_c, read_csv, set_clock, spy_on,
                       spy_on_stepped_gradient_norms, start_in_a_terminal, unreadable_checkpoints,
@@ -327,7 +327,7 @@ def test_ctrl_c_during_the_final_evaluation_keeps_the_run(script, tmp_path, monk
     monkeypatch.setattr(module, "evaluate", interrupted_evaluation)
     monkeypatch.setattr(module.signal, "signal", lambda *a: None)
     monkeypatch.setattr(module.os, "kill", kill)
-    monkeypatch.setattr(sys, "argv", [script, *TINY[script], "--save-model",
+    monkeypatch.setattr(sys, "argv", [script, *TINY[script], "--save-model", "--curve",
                                       "--output-dir", str(tmp_path)])
     with pytest.raises(SystemExit) as exit_status:
         module.cli()
@@ -337,6 +337,7 @@ def test_ctrl_c_during_the_final_evaluation_keeps_the_run(script, tmp_path, monk
         summary = json.load(f)
     assert summary["global_steps"] > 0 and summary["eval_return_mean"] is None
     assert glob.glob(os.path.join(path, "model.*"))
+    assert os.path.exists(os.path.join(path, "curve.png"))  # drawn without the evaluation
     out = capsys.readouterr().out  # the evaluation is announced before it starts
     assert "final evaluation, 2 episodes; the run is written and Ctrl-C keeps it" in out
     assert "final evaluation interrupted" in out
@@ -629,6 +630,126 @@ def test_the_closing_line_names_the_command_that_draws_the_curve(script, run_cli
     assert run_cli("plot.py", [cut])[0] == 2  # "none of the runs finished"
     code, out, err = run_cli("plot.py", shlex.split(command)[2:])
     assert code == 0 and "1 (1 unfinished)" in out, err
+
+
+# ---------------------------------------------------------------------------------------
+# curve.png: the learning curve a run draws itself (--curve, on outside the suite)
+# ---------------------------------------------------------------------------------------
+def test_rolling_means_by_hand():
+    # window 3 over returns 3, 6, 9, 0: fewer than 3 at the start, then the last 3
+    #   m0 = 3 / 1 = 3;  m1 = (3 + 6) / 2 = 4.5;  m2 = (3 + 6 + 9) / 3 = 6;  m3 = (6 + 9 + 0) / 3 = 5
+    module = module_of("ppo.py")
+    assert module.rolling_means([3.0, 6.0, 9.0, 0.0], window=3).tolist() == [3, 4.5, 6, 5]
+    # the run's own window, 20: the 21st mean leaves the first return out
+    returns = [float(i) for i in range(21)]
+    means = module.rolling_means(returns)
+    assert means[19] == pytest.approx(9.5) and means[20] == pytest.approx(10.5)
+
+
+def spy_on_figures(monkeypatch):
+    """The figures that matplotlib's Figure.savefig saves as a curve.png (it still saves
+    them; qlearning.py's heat_map.png is left out)."""
+    from matplotlib.figure import Figure
+    saved, savefig = [], Figure.savefig
+
+    def save(self, fname, *args, **kwargs):
+        if os.path.basename(fname) == "curve.png":
+            saved.append(self)
+        return savefig(self, fname, *args, **kwargs)
+    monkeypatch.setattr(Figure, "savefig", save)
+    return saved
+
+
+def check_curve(fig, path, script, env_id, seed, threshold, interrupted=False):
+    """curve.png of the run folder is the figure, and it draws what the run folder holds:
+    the episodes of episodes.csv at their steps, the mean of their last 20 (by hand), the
+    rows of evaluations.csv and summary.json's final evaluation, and the threshold."""
+    with open(os.path.join(path, "curve.png"), "rb") as f:
+        assert f.read(8) == b"\x89PNG\r\n\x1a\n"
+    with open(os.path.join(path, "summary.json")) as f:
+        summary = json.load(f)
+    (ax,) = fig.axes
+    episodes = read_csv(os.path.join(path, "episodes.csv"))
+    steps = [int(row["global_step"]) for row in episodes]
+    returns = [float(row["episode_return"]) for row in episodes]
+    by_hand = [sum(returns[max(0, i - 19):i + 1]) / len(returns[max(0, i - 19):i + 1])
+               for i in range(len(returns))]
+    lines = {line.get_label(): line for line in ax.get_lines()}
+    assert lines["episode return"].get_xdata().tolist() == steps
+    assert lines["episode return"].get_ydata().tolist() == returns
+    assert lines["mean of the last 20"].get_xdata().tolist() == steps
+    assert lines["mean of the last 20"].get_ydata() == pytest.approx(by_hand)
+    rows = os.path.join(path, "evaluations.csv")  # where --eval-every evaluated
+    evaluations = [(int(row["global_step"]), float(row["eval_return_mean"]))
+                   for row in (read_csv(rows) if os.path.exists(rows) else [])]
+    if summary["eval_return_mean"] is not None:
+        evaluations.append((summary["global_steps"], summary["eval_return_mean"]))
+    if evaluations:
+        (container,) = ax.containers  # the errorbar: its points, then its bars
+        points = container.lines[0]
+        assert list(zip(points.get_xdata().tolist(), points.get_ydata().tolist())) == (
+            pytest.approx(evaluations))
+    else:
+        assert not ax.containers
+    assert list(lines[f"threshold {threshold:g}"].get_ydata()) == [threshold, threshold]
+    stopped = " (interrupted)" if interrupted else ""
+    assert ax.get_title() == f"{script} on {env_id}, seed {seed}{stopped}"
+    return summary
+
+
+CURVE_RUNS = {"ppo.py": ("CartPole-v1", 475, "--eval-every", "128"),
+              "qlearning.py": ("FrozenLake-v1", 0.7, "--eval-every", "100")}
+
+
+@pytest.mark.parametrize("script", BLOCK)
+def test_a_run_draws_its_curve_with_its_evaluations_and_says_where(script, tmp_path, monkeypatch,
+                                                                    capsys):
+    # --curve, seed 3: the figure is the run's own data (check_curve), the closing line ends
+    # with the file's path; without --curve (the suite's default), no file and plot.py's
+    # command as before
+    env_id, threshold, *every = CURVE_RUNS[script]
+    module, saved = module_of(script), spy_on_figures(monkeypatch)
+    module.main(module.tyro.cli(module.Args, args=[*TINY[script], "--seed", "3", "--curve",
+                                                   *every, "--output-dir", str(tmp_path / "a")]))
+    path = run_folder(tmp_path / "a")
+    (fig,) = saved
+    summary = check_curve(fig, path, script, env_id, 3, threshold)
+    assert summary["eval_return_mean"] is not None
+    assert len(read_csv(os.path.join(path, "evaluations.csv"))) >= 2
+    assert capsys.readouterr().out.splitlines()[-1].endswith(
+        f" | curve {os.path.join(path, 'curve.png')}")
+    module.main(module.tyro.cli(module.Args, args=[*TINY[script], "--no-curve",
+                                                   "--output-dir", str(tmp_path / "b")]))
+    assert saved == [fig] and not os.path.exists(os.path.join(run_folder(tmp_path / "b"),
+                                                              "curve.png"))
+    assert " | curve: python plot.py " in capsys.readouterr().out.splitlines()[-1]
+
+
+@pytest.mark.parametrize("script", BLOCK)
+def test_ctrl_c_draws_the_curve_of_what_the_run_has(script, tmp_path, monkeypatch):
+    # Ctrl-C at the third finished episode: the curve of the two episodes, no final
+    # evaluation, the title says the run was interrupted
+    env_id, threshold, *_ = CURVE_RUNS[script]
+    module, saved = module_of(script), spy_on_figures(monkeypatch)
+    monkeypatch.setattr(module.RunWriter, "episode", interrupt_on_call(3, module.RunWriter.episode))
+    with pytest.raises(KeyboardInterrupt):
+        module.main(module.tyro.cli(module.Args, args=[
+            *TINY[script], "--curve", "--total-timesteps", "100000", "--output-dir", str(tmp_path)]))
+    path = run_folder(tmp_path)
+    (fig,) = saved
+    summary = check_curve(fig, path, script, env_id, 1, threshold, interrupted=True)
+    assert summary["interrupted"] and len(read_csv(os.path.join(path, "episodes.csv"))) == 2
+
+
+def test_the_curve_flag_is_on_unless_plainrl_curve_is_0(tmp_path):
+    # a user's run draws its curve with no flag; PLAINRL_CURVE=0 (the suite's) turns it off
+    code = "import ppo, qlearning; print(ppo.Args().curve, qlearning.Args().curve)"
+    env = {k: v for k, v in os.environ.items() if k != "PLAINRL_CURVE"}
+    for value, expected in ((None, "True True"), ("0", "False False"), ("1", "True True")):
+        run_env = env if value is None else {**env, "PLAINRL_CURVE": value}
+        out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=run_env,
+                             capture_output=True, text=True, check=True).stdout
+        assert out.split("\n")[-2] == expected
 
 
 @pytest.mark.parametrize("script", BLOCK)

@@ -1,0 +1,219 @@
+# %% [markdown]
+# # Road 1: Q-learning → DQN → PQN
+#
+# The value-based road of plainrl's learning path (the site's *Learning path* page): a
+# table of action values (`qlearning.py` on Taxi), the same target with a neural network, a
+# replay buffer and a target network (`dqn.py` on CartPole), then DQN without either, many
+# environments and Q(λ) returns instead (`pqn.py`). Each script runs here as it is, from the
+# command line; its run folder holds its learning curve, and the last run's its video. Then
+# DQN and PQN on the same seeds, one exercise from blank function to passing check, and the
+# pages' questions.
+#
+# Run the cells in order. The first one finds the scripts (or clones them) and installs what
+# this notebook needs; the second sets the budgets.
+
+# %%
+# Setup: the scripts, and only the packages this notebook needs (PyTorch only where it is missing)
+REPO = "https://github.com/plainrl/plainrl"  # cloned when the scripts are not found
+PACKAGES = ["gymnasium[classic-control]==1.4.0", "pygame-ce", "numpy==2.4.6", "matplotlib==3.11.2",
+            "tyro==1.0.17", "tensorboard==2.21.0", "moviepy==2.2.1", "pytest==9.1.1"]
+TORCH = "torch==2.13.0"
+import importlib.metadata, importlib.util, os, re, shutil, subprocess, sys
+
+
+def scripts_folder():
+    """The folder holding the scripts: this one, the one above (notebooks/..), or a clone."""
+    for folder in (".", "..", "plainrl"):
+        if os.path.exists(os.path.join(folder, "exercises.py")):
+            return os.path.abspath(folder)
+
+
+if scripts_folder() is None:
+    subprocess.run(["git", "clone", "--depth", "1", REPO, "plainrl"], check=True)
+os.chdir(scripts_folder())
+
+
+def installed(spec):
+    """Whether the spec ("name==version", or a bare name) is installed, extras aside."""
+    name, _, version = spec.partition("==")
+    try:
+        return version in ("", importlib.metadata.version(re.sub(r"\[.*\]", "", name)))
+    except importlib.metadata.PackageNotFoundError:
+        return False
+
+
+missing = [spec for spec in PACKAGES if not installed(spec)]
+if importlib.util.find_spec("torch") is None:  # Colab has its own PyTorch: keep it
+    # on Linux without an NVIDIA GPU, PyTorch's CPU build (0.2 GB) instead of the CUDA one (2.7 GB)
+    cpu = sys.platform == "linux" and shutil.which("nvidia-smi") is None
+    missing += [TORCH] + (["--extra-index-url", "https://download.pytorch.org/whl/cpu"] if cpu else [])
+if missing:
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", *missing], check=True)
+print("scripts in", os.getcwd(), "| installed:", missing or "nothing (all there)")
+
+# %% tags=["parameters"]
+# Parameters: the budgets. SMOKE = True shrinks every run to a few hundred steps (the whole
+# notebook in about 30 s: what the tests run); False trains for real (about 6 minutes on two
+# CPU cores).
+SMOKE = False
+OUT = "runs/notebooks/01"  # the run folders, figures and exercise file of this notebook
+SEEDS = [1, 2]  # the seeds of the comparison (the first alone when SMOKE)
+CHECK_TRAINS = True  # the exercise's check also trains the script briefly (never when SMOKE)
+
+
+def budget(full, smoke):
+    """A flag's value: `full` for real, `smoke` when SMOKE shrinks the notebook."""
+    return str(smoke if SMOKE else full)
+
+
+# %%
+# Helpers: run a script and show what its run folder holds
+import glob
+from IPython.display import Image, Markdown, Video, display
+
+
+def sh(*command):
+    """Run a command in the scripts' folder, printing its output as it comes; an error if it fails."""
+    print("$", " ".join(command), flush=True)
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    for line in process.stdout:
+        print(line, end="", flush=True)
+    if process.wait() != 0:
+        raise RuntimeError(f"exit status {process.returncode}: {' '.join(command)}")
+
+
+def run(script, *flags):
+    """Train: `python <script> <flags> --output-dir OUT`; returns the run folder it wrote."""
+    before = set(glob.glob(os.path.join(OUT, "*__*")))
+    sh(sys.executable, script, *flags, "--output-dir", OUT)
+    (folder,) = set(glob.glob(os.path.join(OUT, "*__*"))) - before
+    return folder
+
+
+def show_curve(run_folder):
+    """The run's learning curve: its own curve.png, or else the one plot.py draws."""
+    curve = os.path.join(run_folder, "curve.png")
+    if not os.path.exists(curve):
+        curve = os.path.join(run_folder, "plot.png")
+        sh(sys.executable, "plot.py", run_folder, "--out", curve)
+    display(Image(filename=curve, width=640))
+
+
+def show_video(run_folder):
+    """The first episode that --capture-video recorded, played in the notebook."""
+    videos = sorted(glob.glob(os.path.join(run_folder, "videos", "**", "*.mp4"), recursive=True))
+    display(Video(videos[0], embed=True, width=400))
+
+
+def compare(name, *run_folders):
+    """plot.py over the runs: one curve per script (mean and min-max over seeds), and its table."""
+    figure = os.path.join(OUT, f"{name}.png")
+    sh(sys.executable, "plot.py", *run_folders, "--out", figure)
+    display(Image(filename=figure, width=640))
+
+
+def fill_in(path, exercise_id, body):
+    """Write `body` in place of the line `raise NotImplementedError("exercise <id>: ...")`."""
+    with open(path) as f:
+        text = f.read()
+    blank = re.search(rf"^( +)raise NotImplementedError\(['\"]exercise {exercise_id}:.*\n", text, re.M)
+    lines = [blank.group(1) + line if line.strip() else "" for line in body.strip("\n").split("\n")]
+    with open(path, "w") as f:
+        f.write(text[:blank.start()] + "\n".join(lines) + "\n" + text[blank.end():])
+
+
+def questions(script):
+    """The questions of the script's page (docs/teach/<script>.md), each answer folded."""
+    text = open(f"docs/teach/{script}.md").read().split("## Questions\n", 1)[1].split("\n## ", 1)[0]
+    out = [f"**{script}.py**"]
+    for title, answer in re.findall(r'\?\?\? question "(.*?)"\n((?:    .*\n|\n)*)', text + "\n"):
+        answer = "\n".join(line[4:] for line in answer.strip("\n").split("\n"))
+        out.append(f"<details><summary>{title}</summary>\n\n{answer}\n\n</details>")
+    display(Markdown("\n\n".join(out)))
+
+
+# %% [markdown]
+# ## 1. Q-learning on Taxi: a table of action values
+#
+# `qlearning.py` keeps one number per state and action and moves it towards
+# $r + \gamma \max_{a'} Q(s', a')$ (its docstring has the equations; its page, the details).
+# NumPy only. Its last line names the run folder; the folder's `curve.png` is the training
+# return, a moving mean over 20 episodes.
+
+# %%
+taxi = run("qlearning.py", "--env-id", "Taxi-v4", "--total-timesteps", budget(300_000, 2_000),
+           "--eval-episodes", budget(100, 5))
+show_curve(taxi)
+
+# %% [markdown]
+# ## 2. DQN on CartPole: the same target, a network in place of the table
+#
+# `dqn.py` learns from a replay buffer and bootstraps from a target network. It runs here for
+# the seeds of the comparison below, on a budget under its default 100,000 steps (its page
+# says what the default reaches).
+
+# %%
+dqn_runs = [run("dqn.py", "--env-id", "CartPole-v1", "--seed", str(seed),
+                "--total-timesteps", budget(40_000, 1_200), "--eval-episodes", budget(10, 1))
+            for seed in (SEEDS[:1] if SMOKE else SEEDS)]
+show_curve(dqn_runs[0])
+
+# %% [markdown]
+# ## 3. PQN: no replay buffer, no target network
+#
+# `pqn.py` collects from many environments at once and regresses on Q(λ) returns of the fresh
+# rollout; LayerNorm keeps the bootstrap stable. The same seeds, and the first seed's run
+# records its evaluation episodes (`--capture-video`: the mp4 lands in the run folder's
+# `videos/`).
+
+# %%
+pqn_runs = [run("pqn.py", "--env-id", "CartPole-v1", "--seed", str(seed),
+                "--total-timesteps", budget(150_000, 2_048), "--eval-episodes", budget(10, 1),
+                *(["--capture-video"] if seed == SEEDS[0] else []))
+            for seed in (SEEDS[:1] if SMOKE else SEEDS)]
+show_curve(pqn_runs[0])
+show_video(pqn_runs[0])
+
+# %% [markdown]
+# ## 4. DQN against PQN on the same seeds
+#
+# `plot.py` averages each script's seeds (the mean, and the band from the lowest to the
+# highest) and prints a table: how many runs hold the threshold at the end, the median final
+# training return, the greedy evaluation, the first step at the threshold and the wall time.
+
+# %%
+compare("dqn-vs-pqn", *dqn_runs, *pqn_runs)
+
+# %% [markdown]
+# ## 5. An exercise: the Q-learning update
+#
+# `exercises.py make` writes a copy of `qlearning.py` whose `q_update` keeps its signature and
+# docstring (the equation) and whose body raises `NotImplementedError`. Write the body in the
+# next cell's `ANSWER` (what is there is one answer: try your own first), then `check` runs the
+# repository's hand-computed tests on the copy and, when they pass, trains it briefly.
+
+# %%
+exercise = os.path.join(OUT, "exercises", "qlearning.py")
+sh(sys.executable, "exercises.py", "make", "qlearning.q_update", "--out", os.path.dirname(exercise), "--force")
+sh(sys.executable, "exercises.py", "hint", "qlearning.q_update")
+print(re.search(r"def q_update\(.*?raise NotImplementedError\(.*?\n", open(exercise).read(), re.S).group(0))
+
+# %%
+ANSWER = """
+target = r if terminated else r + gamma * q[s_next].max()
+delta = float(target - q[s, a])
+q[s, a] += alpha * delta
+return delta
+"""
+fill_in(exercise, "qlearning.q_update", ANSWER)
+sh(sys.executable, "exercises.py", "check", exercise, "--exercise", "qlearning.q_update",
+   *([] if CHECK_TRAINS and not SMOKE else ["--no-train"]))
+
+# %% [markdown]
+# ## 6. Questions
+#
+# The questions of each script's page, with their answers folded: answer before you unfold.
+
+# %%
+for script in ["qlearning", "dqn", "pqn"]:
+    questions(script)
