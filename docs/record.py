@@ -114,15 +114,18 @@ def read_json(path):
 
 def is_run_of(script, folder, seed, same_flags=True):
     """Whether a folder is a finished training run with this seed and a saved model, and
-    (same_flags) of this script: its config.json's flags are the script's Args."""
+    (same_flags) of this script: its --exp-name is the script's (or a variant's,
+    ppo_lstm-hide1-3) and its config.json's flags are among the script's Args (a flag added
+    since the run is missing from it)."""
     try:
         config = read_json(os.path.join(folder, "config.json"))
         summary = read_json(os.path.join(folder, "summary.json"))
     except (OSError, ValueError):
         return False
-    fields = set(args_fields(script))
-    return ((not same_flags or (fields <= set(config) and set(config) - fields <= {"device", "versions"}))
-            and config.get("seed") == seed and not config.get("eval_checkpoint")
+    exp_name = str(config.get("exp_name"))
+    ours = (exp_name == script or exp_name.startswith(script + "-")) and \
+        set(config) - set(args_fields(script)) <= {"device", "versions"}
+    return ((ours or not same_flags) and config.get("seed") == seed and not config.get("eval_checkpoint")
             and not summary.get("interrupted")
             and bool(glob.glob(os.path.join(folder, "model.*"))))
 

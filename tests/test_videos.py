@@ -149,6 +149,32 @@ def test_record_writes_the_command_a_run_was_trained_with():
         "--save-model" + (" --norm-obs" if config["norm_obs"] else " --no-norm-obs"))
 
 
+def test_record_reuses_the_newest_finished_run_of_the_script_and_seed(tmp_path):
+    # five folders under one output dir; only the two plain ppo.py runs of seed 101 that
+    # finished with a model qualify, and the newer (by the folder's unix time) is chosen
+    def run(name, model=True, interrupted=False, script="ppo", **flags):
+        folder = tmp_path / name
+        folder.mkdir()
+        config = {**record.args_fields(script), "seed": 101, "device": "cpu", "versions": {}, **flags}
+        (folder / "config.json").write_text(json.dumps(config))
+        (folder / "summary.json").write_text(json.dumps({"interrupted": interrupted}))
+        if model:
+            (folder / "model.pt").write_bytes(b"")
+        return str(folder)
+
+    run("CartPole-v1__ppo__101__1000")
+    newer = run("CartPole-v1__ppo__101__2000")
+    run("CartPole-v1__ppo__101__3000", model=False)  # trained without --save-model
+    run("CartPole-v1__ppo__101__4000", interrupted=True)  # Ctrl-C
+    run("CartPole-v1__ppo__101__5000", eval_checkpoint=newer)  # a recording, not a training run
+    run("CartPole-v1__ppo__7__6000", seed=7)
+    run("CartPole-v1__ppo_lstm__101__7000", script="ppo_lstm", exp_name="ppo_lstm")
+    assert record.newest_run("ppo", str(tmp_path), 101) == newer
+    assert record.newest_run("ppo", str(tmp_path), 7).endswith("__ppo__7__6000")
+    assert record.newest_run("ppo_lstm", str(tmp_path), 101).endswith("__ppo_lstm__101__7000")
+    assert record.newest_run("vpg", str(tmp_path), 101) is None
+
+
 # ---------------------------------------------------------------------------------------
 # MuJoCo's frames without a display (.ci/run installs EGL's Debian packages)
 # ---------------------------------------------------------------------------------------
