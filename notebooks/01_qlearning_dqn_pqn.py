@@ -46,7 +46,8 @@ missing = [spec for spec in PACKAGES if not installed(spec)]
 if importlib.util.find_spec("torch") is None:  # Colab has its own PyTorch: keep it
     # on Linux without an NVIDIA GPU, PyTorch's CPU build (0.2 GB) instead of the CUDA one (2.7 GB)
     cpu = sys.platform == "linux" and shutil.which("nvidia-smi") is None
-    missing += [TORCH] + (["--extra-index-url", "https://download.pytorch.org/whl/cpu"] if cpu else [])
+    cpu_index = ["--extra-index-url", "https://download.pytorch.org/whl/cpu"]
+    missing += [TORCH] + (cpu_index if cpu else [])
 if missing:
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", *missing], check=True)
 print("scripts in", os.getcwd(), "| installed:", missing or "nothing (all there)")
@@ -73,7 +74,7 @@ from IPython.display import Image, Markdown, Video, display
 
 
 def sh(*command):
-    """Run a command in the scripts' folder, printing its output as it comes; an error if it fails."""
+    """Run a command in the scripts' folder, its output printed as it comes; raise if it fails."""
     print("$", " ".join(command), flush=True)
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     for line in process.stdout:
@@ -116,7 +117,8 @@ def fill_in(path, exercise_id, body):
     """Write `body` in place of the line `raise NotImplementedError("exercise <id>: ...")`."""
     with open(path) as f:
         text = f.read()
-    blank = re.search(rf"^( +)raise NotImplementedError\(['\"]exercise {exercise_id}:.*\n", text, re.M)
+    blank_line = rf"^( +)raise NotImplementedError\(['\"]exercise {exercise_id}:.*\n"
+    blank = re.search(blank_line, text, re.M)
     lines = [blank.group(1) + line if line.strip() else "" for line in body.strip("\n").split("\n")]
     with open(path, "w") as f:
         f.write(text[:blank.start()] + "\n".join(lines) + "\n" + text[blank.end():])
@@ -193,10 +195,12 @@ compare("dqn-vs-pqn", *dqn_runs, *pqn_runs)
 # repository's hand-computed tests on the copy and, when they pass, trains it briefly.
 
 # %%
-exercise = os.path.join(OUT, "exercises", "qlearning.py")
-sh(sys.executable, "exercises.py", "make", "qlearning.q_update", "--out", os.path.dirname(exercise), "--force")
+folder = os.path.join(OUT, "exercises")
+exercise = os.path.join(folder, "qlearning.py")
+sh(sys.executable, "exercises.py", "make", "qlearning.q_update", "--out", folder, "--force")
 sh(sys.executable, "exercises.py", "hint", "qlearning.q_update")
-print(re.search(r"def q_update\(.*?raise NotImplementedError\(.*?\n", open(exercise).read(), re.S).group(0))
+text = open(exercise).read()
+print(re.search(r"def q_update\(.*?raise NotImplementedError\(.*?\n", text, re.S).group(0))
 
 # %%
 ANSWER = """

@@ -48,7 +48,8 @@ missing = [spec for spec in PACKAGES if not installed(spec)]
 if importlib.util.find_spec("torch") is None:  # Colab has its own PyTorch: keep it
     # on Linux without an NVIDIA GPU, PyTorch's CPU build (0.2 GB) instead of the CUDA one (2.7 GB)
     cpu = sys.platform == "linux" and shutil.which("nvidia-smi") is None
-    missing += [TORCH] + (["--extra-index-url", "https://download.pytorch.org/whl/cpu"] if cpu else [])
+    cpu_index = ["--extra-index-url", "https://download.pytorch.org/whl/cpu"]
+    missing += [TORCH] + (cpu_index if cpu else [])
 if missing:
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", *missing], check=True)
 print("scripts in", os.getcwd(), "| installed:", missing or "nothing (all there)")
@@ -60,7 +61,7 @@ print("scripts in", os.getcwd(), "| installed:", missing or "nothing (all there)
 SMOKE = False
 OUT = "runs/notebooks/03"  # the run folders, figures and exercise file of this notebook
 SEEDS = [1, 2]  # the seeds of the comparison (the first alone when SMOKE)
-CHECK_TRAINS = True  # the exercise's check also trains the script briefly (never when SMOKE)
+CHECK_TRAINS = False  # the exercise's check trains too: 10,000 steps, minutes (never when SMOKE)
 
 
 def budget(full, smoke):
@@ -75,7 +76,7 @@ from IPython.display import Image, Markdown, Video, display
 
 
 def sh(*command):
-    """Run a command in the scripts' folder, printing its output as it comes; an error if it fails."""
+    """Run a command in the scripts' folder, its output printed as it comes; raise if it fails."""
     print("$", " ".join(command), flush=True)
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     for line in process.stdout:
@@ -118,7 +119,8 @@ def fill_in(path, exercise_id, body):
     """Write `body` in place of the line `raise NotImplementedError("exercise <id>: ...")`."""
     with open(path) as f:
         text = f.read()
-    blank = re.search(rf"^( +)raise NotImplementedError\(['\"]exercise {exercise_id}:.*\n", text, re.M)
+    blank_line = rf"^( +)raise NotImplementedError\(['\"]exercise {exercise_id}:.*\n"
+    blank = re.search(blank_line, text, re.M)
     lines = [blank.group(1) + line if line.strip() else "" for line in body.strip("\n").split("\n")]
     with open(path, "w") as f:
         f.write(text[:blank.start()] + "\n".join(lines) + "\n" + text[blank.end():])
@@ -139,7 +141,8 @@ def questions(script):
 #
 # `ddpg_td3.py` (TD3 by default, `--algo ddpg` for DDPG) regresses two critics on
 # $r + \gamma \min_i Q'_i(s', \mu'(s') + \text{clipped noise})$ and updates the actor every
-# second step. 1,000 random steps first (its default), then learning. The seeds of the comparison below.
+# second step. 1,000 random steps first (its default), then learning. The seeds of the
+# comparison below.
 
 # %%
 td3_runs = [run("ddpg_td3.py", "--env-id", "Pendulum-v1", "--seed", str(seed),
@@ -169,11 +172,12 @@ show_video(sac_runs[0])
 #
 # `crossq.py` passes $(s, a)$ and $(s', a')$ through the critics in one batch, so that batch
 # renormalization sees both, and bootstraps from the critics themselves. Its default waits
-# 5,000 random steps; here 3,000, on one seed.
+# 5,000 random steps; here 1,000, on one seed. Its gradient step costs more than SAC's (each
+# takes a few minutes here).
 
 # %%
-crossq_run = run("crossq.py", "--env-id", "Pendulum-v1", "--total-timesteps", budget(8_000, 200),
-                 "--learning-starts", budget(3_000, 100), "--eval-episodes", budget(10, 1))
+crossq_run = run("crossq.py", "--env-id", "Pendulum-v1", "--total-timesteps", budget(4_000, 200),
+                 "--learning-starts", budget(1_000, 100), "--eval-episodes", budget(10, 1))
 show_curve(crossq_run)
 
 # %% [markdown]
@@ -192,13 +196,16 @@ compare("td3-vs-sac", *td3_runs, *sac_runs)
 # `exercises.py make` writes a copy of `sac.py` whose `sac_target` keeps its signature and
 # docstring (the equation) and whose body raises `NotImplementedError`. Write the body in the
 # next cell's `ANSWER` (what is there is one answer: try your own first), then `check` runs the
-# repository's hand-computed tests on the copy and, when they pass, trains it briefly.
+# repository's hand-computed tests on the copy and, when they pass (with `CHECK_TRAINS`),
+# trains it briefly.
 
 # %%
-exercise = os.path.join(OUT, "exercises", "sac.py")
-sh(sys.executable, "exercises.py", "make", "sac.target", "--out", os.path.dirname(exercise), "--force")
+folder = os.path.join(OUT, "exercises")
+exercise = os.path.join(folder, "sac.py")
+sh(sys.executable, "exercises.py", "make", "sac.target", "--out", folder, "--force")
 sh(sys.executable, "exercises.py", "hint", "sac.target")
-print(re.search(r"def sac_target\(.*?raise NotImplementedError\(.*?\n", open(exercise).read(), re.S).group(0))
+text = open(exercise).read()
+print(re.search(r"def sac_target\(.*?raise NotImplementedError\(.*?\n", text, re.S).group(0))
 
 # %%
 ANSWER = """

@@ -18,7 +18,8 @@
 # Setup: the scripts, and only the packages this notebook needs (PyTorch only where it is missing)
 REPO = "https://github.com/plainrl/plainrl"  # cloned when the scripts are not found
 PACKAGES = ["gymnasium==1.4.0", "pettingzoo==1.27.0", "mpe2==1.1.1", "pygame-ce", "numpy==2.4.6",
-            "matplotlib==3.11.2", "tyro==1.0.17", "tensorboard==2.21.0", "moviepy==2.2.1", "pytest==9.1.1"]
+            "matplotlib==3.11.2", "tyro==1.0.17", "tensorboard==2.21.0", "moviepy==2.2.1",
+            "pytest==9.1.1"]
 TORCH = "torch==2.13.0"
 import importlib.metadata, importlib.util, os, re, shutil, subprocess, sys
 
@@ -48,7 +49,8 @@ missing = [spec for spec in PACKAGES if not installed(spec)]
 if importlib.util.find_spec("torch") is None:  # Colab has its own PyTorch: keep it
     # on Linux without an NVIDIA GPU, PyTorch's CPU build (0.2 GB) instead of the CUDA one (2.7 GB)
     cpu = sys.platform == "linux" and shutil.which("nvidia-smi") is None
-    missing += [TORCH] + (["--extra-index-url", "https://download.pytorch.org/whl/cpu"] if cpu else [])
+    cpu_index = ["--extra-index-url", "https://download.pytorch.org/whl/cpu"]
+    missing += [TORCH] + (cpu_index if cpu else [])
 if missing:
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", *missing], check=True)
 print("scripts in", os.getcwd(), "| installed:", missing or "nothing (all there)")
@@ -75,7 +77,7 @@ from IPython.display import Image, Markdown, Video, display
 
 
 def sh(*command):
-    """Run a command in the scripts' folder, printing its output as it comes; an error if it fails."""
+    """Run a command in the scripts' folder, its output printed as it comes; raise if it fails."""
     print("$", " ".join(command), flush=True)
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     for line in process.stdout:
@@ -118,7 +120,8 @@ def fill_in(path, exercise_id, body):
     """Write `body` in place of the line `raise NotImplementedError("exercise <id>: ...")`."""
     with open(path) as f:
         text = f.read()
-    blank = re.search(rf"^( +)raise NotImplementedError\(['\"]exercise {exercise_id}:.*\n", text, re.M)
+    blank_line = rf"^( +)raise NotImplementedError\(['\"]exercise {exercise_id}:.*\n"
+    blank = re.search(blank_line, text, re.M)
     lines = [blank.group(1) + line if line.strip() else "" for line in body.strip("\n").split("\n")]
     with open(path, "w") as f:
         f.write(text[:blank.start()] + "\n".join(lines) + "\n" + text[blank.end():])
@@ -182,10 +185,12 @@ compare("mappo-vs-matd3", *mappo_runs, *matd3_runs)
 # trains it briefly.
 
 # %%
-exercise = os.path.join(OUT, "exercises", "matd3.py")
-sh(sys.executable, "exercises.py", "make", "matd3.nstep", "--out", os.path.dirname(exercise), "--force")
+folder = os.path.join(OUT, "exercises")
+exercise = os.path.join(folder, "matd3.py")
+sh(sys.executable, "exercises.py", "make", "matd3.nstep", "--out", folder, "--force")
 sh(sys.executable, "exercises.py", "hint", "matd3.nstep")
-print(re.search(r"def nstep_return\(.*?raise NotImplementedError\(.*?\n", open(exercise).read(), re.S).group(0))
+text = open(exercise).read()
+print(re.search(r"def nstep_return\(.*?raise NotImplementedError\(.*?\n", text, re.S).group(0))
 
 # %%
 ANSWER = """
