@@ -180,41 +180,51 @@ def test_record_reuses_the_newest_finished_run_of_the_script_and_seed(tmp_path):
 # ---------------------------------------------------------------------------------------
 BACKENDS = {"egl": "apt-get install -y libegl1 libegl-mesa0 libgl1-mesa-dri libopengl0",
             "osmesa": "apt-get install -y libosmesa6"}
-
-
-def offscreen_backend():
-    """The first of MuJoCo's offscreen OpenGL backends that makes a context here, else None."""
-    for backend in BACKENDS:
-        probe = subprocess.run([sys.executable, "-c", "import mujoco; mujoco.GLContext(8, 8)"
-                                ".make_current()"], env={**os.environ, "MUJOCO_GL": backend},
-                               capture_output=True, timeout=60)
-        if probe.returncode == 0:
-            return backend
-    return None
+NO_BACKEND = 3  # RECORD_HOPPER's exit status where MUJOCO_GL's backend makes no context
+RECORD_HOPPER = f"""
+import sys
+try:  # the backend's library loads, makes a context and MuJoCo draws into it
+    import mujoco
+    context = mujoco.GLContext(8, 8)
+    context.make_current()
+    mujoco.MjrContext(mujoco.MjModel.from_xml_string("<mujoco/>"), mujoco.mjtFontScale.mjFONTSCALE_100)
+    context.free()
+except Exception:
+    sys.exit({NO_BACKEND})
+import gymnasium as gym
+env = gym.make("Hopper-v5", render_mode="rgb_array", max_episode_steps=5, width=128,
+               height=128)  # small frames: a software renderer draws them fast
+env = gym.wrappers.RecordVideo(env, sys.argv[1], name_prefix="hopper")  # as the scripts record
+env.reset(seed=0)
+done = False
+while not done:
+    _, _, terminated, truncated, _ = env.step(env.action_space.sample())
+    done = terminated or truncated
+env.close()
+"""
 
 
 def test_a_mujoco_environment_is_recorded_offscreen(tmp_path):
+    # an episode of Hopper-v5 cut at 5 steps, recorded with Gymnasium's RecordVideo (the
+    # wrapper the scripts' --capture-video uses) without a display, on the first of MuJoCo's
+    # offscreen backends that makes a context here; a subprocess each: MuJoCo reads
+    # MUJOCO_GL once
     pytest.importorskip("mujoco", reason='pip install "gymnasium[mujoco]" (requirements.txt)')
-    backend = offscreen_backend()
-    if backend is None:
+    for backend in BACKENDS:
+        done = subprocess.run([sys.executable, "-c", RECORD_HOPPER, str(tmp_path)], cwd=ROOT,
+                              capture_output=True, text=True, timeout=120,
+                              env={**os.environ, "MUJOCO_GL": backend})
+        if done.returncode != NO_BACKEND:
+            break
+    else:
         pytest.skip("no offscreen OpenGL backend for MuJoCo: "
-                    + " or ".join(f"{b} ({command})" for b, command in BACKENDS.items()))
-    # a few steps of Hopper-v5, then the evaluation's episode recorded (an untrained hopper
-    # falls within a few dozen steps); a subprocess: MuJoCo reads MUJOCO_GL once
-    done = subprocess.run([sys.executable, "ppo.py", "--env-id", "Hopper-v5", "--num-envs", "1",
-                           "--num-steps", "32", "--total-timesteps", "32", "--eval-episodes", "1",
-                           "--capture-video", "--no-tensorboard", "--no-cuda",
-                           "--output-dir", str(tmp_path)], cwd=ROOT, capture_output=True,
-                          text=True, timeout=300, env={**os.environ, "MUJOCO_GL": backend})
-    assert done.returncode == 0, done.stderr[-2000:]
-    videos = [os.path.join(d, f) for d, _, fs in os.walk(tmp_path) for f in fs if f.endswith(".mp4")]
-    assert [os.path.basename(v) for v in videos] == ["eval-0-episode-0.mp4"]
+                    + " or ".join(f"MUJOCO_GL={b} ({command})" for b, command in BACKENDS.items()))
+    assert done.returncode == 0, (backend, done.stderr[-2000:])
+    assert sorted(os.listdir(tmp_path)) == ["hopper-episode-0.mp4"]
     import imageio_ffmpeg
-    frames = list(imageio_ffmpeg.read_frames(videos[0]))
-    meta, frames = frames[0], frames[1:]
-    width, height = meta["size"]
-    assert len(frames) > 1 and (width, height) == (480, 480)
-    # MuJoCo drew the scene: a frame is not one flat colour (a black or blank context is)
     import numpy as np
-    frame = np.frombuffer(frames[-1], dtype=np.uint8)
-    assert frame.std() > 10, frame.std()
+    reader = imageio_ffmpeg.read_frames(str(tmp_path / "hopper-episode-0.mp4"))
+    meta, frames = next(reader), list(reader)
+    assert tuple(meta["size"]) == (128, 128) and len(frames) == 6  # the reset's and 5 steps'
+    # MuJoCo drew the scene: a frame is not one flat colour (a context that draws nothing is)
+    assert np.frombuffer(frames[-1], dtype=np.uint8).std() > 10
