@@ -43,13 +43,14 @@ def installed(spec):
 
 
 missing = [spec for spec in PACKAGES if not installed(spec)]
+if missing:
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", *missing], check=True)
 if importlib.util.find_spec("torch") is None:  # Colab has its own PyTorch: keep it
     # on Linux without an NVIDIA GPU, PyTorch's CPU build (0.2 GB) instead of the CUDA one (2.7 GB)
     cpu = sys.platform == "linux" and shutil.which("nvidia-smi") is None
-    cpu_index = ["--extra-index-url", "https://download.pytorch.org/whl/cpu"]
-    missing += [TORCH] + (cpu_index if cpu else [])
-if missing:
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", *missing], check=True)
+    index = ["--extra-index-url", "https://download.pytorch.org/whl/cpu"] if cpu else []
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", TORCH, *index], check=True)
+    missing.append(TORCH)
 print("scripts in", os.getcwd(), "| installed:", missing or "nothing (all there)")
 
 # %% tags=["parameters"]
