@@ -980,7 +980,8 @@ def teaching_page():
 # lists them; mkdocs.yml's nav names the same files (--strict fails on a page left out)
 GUIDE = [
     ("every-script", "What every script does",
-     "the flags, bad input in one line, the console, Ctrl-C, what a GPU buys"),
+     "the flags, bad input in one line, the console, Ctrl-C, what a GPU buys, recording your "
+     "agent"),
     ("run-folders", "Run folders", "what a run writes, and watching it in TensorBoard or "
      "Weights & Biases"),
     ("comparing-runs", "Comparing runs", "seeds and a flag's values on one figure with plot.py"),
@@ -990,6 +991,8 @@ GUIDE = [
     ("benchmark", "Running the benchmark", "benchmark.py's seeds, tasks and tables"),
     ("tuning", "Tuning a script", "tune.py: Optuna's search over flags on several seeds, "
      "resumable"),
+    ("notebooks", "Notebooks for the classroom", "one per road of the learning path, in Jupyter "
+     "or Colab, what each installs and how long it runs"),
 ]
 
 
