@@ -88,7 +88,7 @@ def test_each_page_embeds_the_video_videos_json_lists_with_its_figures(script, p
     assert f"last-20 training return {entry['train_return_last20']:,.2f}" in caption
     assert f"return **{entry['episode_return']:,.2f}**" in caption
     assert f"({entry['bytes'] / 1000:.0f} KB" in caption
-    assert ("its default budget" in caption) == entry["default_budget"]
+    assert ("(its default budget)" in caption) == entry["default_budget"]
     if not entry["default_budget"]:
         assert f"not its default budget of {entry['default_total_timesteps']:,}" in caption
     # the entry is the run record.py made: the script's default command, seed 101, its model
