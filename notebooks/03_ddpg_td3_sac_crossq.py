@@ -134,6 +134,8 @@ def questions(script):
     for title, answer in re.findall(r'\?\?\? question "(.*?)"\n((?:    .*\n|\n)*)', text + "\n"):
         answer = "\n".join(line[4:] for line in answer.strip("\n").split("\n"))
         out.append(f"<details><summary>{title}</summary>\n\n{answer}\n\n</details>")
+    if len(out) == 1:
+        raise ValueError(f"docs/teach/{script}.md: no '??? question' under its Questions heading")
     display(Markdown("\n\n".join(out)))
 
 
