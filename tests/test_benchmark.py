@@ -208,3 +208,25 @@ def test_seeds_are_sorted_and_an_older_mujoco_entry_is_read_on_its_evaluation(tm
     old = {k: v for k, v in entry().items() if k != "eval_threshold"}
     filled = benchmark.with_eval_thresholds({"sac-Hopper-v5-100k": old})["sac-Hopper-v5-100k"]
     assert filled["eval_threshold"] is True and filled["stops"] is False
+
+
+def test_each_entry_is_told_its_tasks_own_measure_and_whether_it_stops():
+    # with_eval_thresholds copies three facts of the task in TASKS onto its results.json
+    # entry: Taxi's Q-learning holds on its evaluation though its threshold is a training
+    # figure (holds_on_eval without eval_threshold); ppo's CartPole on its training mean;
+    # impala's lag task stops at 475. Entries written with other values get the task's.
+    tasks = {t.name: t for s in benchmark.TASKS.values() for t in s}
+    taxi, cartpole = tasks["qlearning-Taxi-v4"], tasks["ppo-CartPole-v1"]
+    assert (taxi.holds_on_eval, taxi.eval_threshold) == (True, False)
+    assert (cartpole.holds_on_eval, cartpole.eval_threshold) == (False, False)
+    wrong = {"holds_on_eval": None, "stops": None}
+    filled = benchmark.with_eval_thresholds({
+        "qlearning-Taxi-v4": {**entry(), "eval_threshold": False, **wrong},
+        "ppo-CartPole-v1": {**entry(), "eval_threshold": False, **wrong},
+        "impala-CartPole-v1-lag-vtrace": {**entry(), **wrong},
+        "not-a-task": {**entry(), **wrong}})
+    assert filled["qlearning-Taxi-v4"]["holds_on_eval"] is True
+    assert filled["ppo-CartPole-v1"]["holds_on_eval"] is False
+    assert filled["qlearning-Taxi-v4"]["stops"] is filled["ppo-CartPole-v1"]["stops"] is False
+    assert filled["impala-CartPole-v1-lag-vtrace"]["stops"] is True
+    assert filled["not-a-task"]["holds_on_eval"] is None  # left as it was

@@ -635,10 +635,11 @@ def test_the_closing_line_names_the_command_that_draws_the_curve(script, run_cli
 # ---------------------------------------------------------------------------------------
 # curve.png: the learning curve a run draws itself (--curve, on outside the suite)
 # ---------------------------------------------------------------------------------------
-def test_rolling_means_by_hand():
+@pytest.mark.parametrize("script", BLOCK)
+def test_rolling_means_by_hand(script):
     # window 3 over returns 3, 6, 9, 0: fewer than 3 at the start, then the last 3
     #   m0 = 3 / 1 = 3;  m1 = (3 + 6) / 2 = 4.5;  m2 = (3 + 6 + 9) / 3 = 6;  m3 = (6 + 9 + 0) / 3 = 5
-    module = module_of("ppo.py")
+    module = module_of(script)
     assert module.rolling_means([3.0, 6.0, 9.0, 0.0], window=3).tolist() == [3, 4.5, 6, 5]
     # the run's own window, 20: the 21st mean leaves the first return out
     returns = [float(i) for i in range(21)]

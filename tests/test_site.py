@@ -369,7 +369,11 @@ def test_where_runs_end_leads_each_results_section_by_hand():
                                "window": 100, "runs": runs([5, 6, 7], [1.0, 2.0, 3.0], [700, 600, 650])},
         "impala-CartPole-v1-lag-vtrace": {"script": "impala", "env_id": "CartPole-v1",
                                           "threshold": 475, "window": 20,
-                                          "runs": runs([1, 2], [476, 478], [500, 500])}}
+                                          "runs": runs([1, 2], [476, 478], [500, 500])},
+        # a window of its own (50 episodes): the note names it
+        "ppo_rnd-MountainCar-v0": {"script": "ppo_rnd", "env_id": "MountainCar-v0",
+                                   "threshold": -120, "window": 50,
+                                   "runs": runs([101, 102], [-110, -130], [-100, -140])}}
     table = gen_pages.ends_table(results, base="")
     rows = {row.split("]")[0][3:]: [c.strip() for c in row.split("|")[1:-1]]
             for row in table.splitlines()[2:]}
@@ -382,6 +386,7 @@ def test_where_runs_end_leads_each_results_section_by_hand():
     assert rows["sac-Hopper-v5-100k"][1:3] == ["3 (5–7)", "**1 of 3** (≥ 659, eval)"]
     assert rows["sac-Hopper-v5-100k"][3].startswith("650 [")
     assert rows["impala-CartPole-v1-lag-vtrace"][2].startswith("**stop there")
+    assert rows["ppo_rnd-MountainCar-v0"][1:3] == ["2 fresh (101–102)", "**1 of 2** (≥ -120, last 50)"]
 
 
 @pytest.mark.parametrize("script", ORDER)

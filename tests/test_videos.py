@@ -77,6 +77,8 @@ def test_each_page_embeds_the_video_videos_json_lists_with_its_figures(script, p
         assert re.search(rf"\b{attribute}\b", tag), (script, attribute)
     # the path is relative to the page (algorithms/<script>.html), so it plays from file://
     assert f'src="../videos/{script}.mp4"' in tag
+    # the frame's own size (most are not square: 360 x 240, 360 x 306), each where it belongs
+    assert f'width="{entry["width"]}"' in tag and f'height="{entry["height"]}"' in tag
     assert os.path.isfile(os.path.normpath(os.path.join(ROOT, "docs", "algorithms",
                                                         f"../videos/{script}.mp4")))
     caption = re.search(r'<p class="caption" markdown="span">(.*)</p>', section).group(1)
