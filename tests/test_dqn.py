@@ -883,7 +883,7 @@ def test_the_preset_follows_the_observation_and_the_budget(budget, image, name):
 def test_a_run_past_200k_steps_trains_with_the_long_preset_and_says_so(tmp_path, monkeypatch,
                                                                       capsys):
     # main fills the flags from the budget's preset, hands them to train and config.json, and
-    # names the preset on the run's first line (train is replaced: nothing trains)
+    # names the preset on the run's line, after the device's (train is replaced: nothing trains)
     trained = []
     monkeypatch.setattr(dqn, "train", lambda args, *rest: trained.append(args))
     dqn.main(dqn.Args(env_id="CartPole-v1", total_timesteps=210_000, eval_episodes=0,
@@ -893,8 +893,8 @@ def test_a_run_past_200k_steps_trains_with_the_long_preset_and_says_so(tmp_path,
     (folder,) = os.listdir(tmp_path)
     with open(tmp_path / folder / "config.json") as f:
         assert json.load(f)["target_network_frequency"] == 500
-    assert capsys.readouterr().out.splitlines()[0].endswith(
-        ", long preset (a budget past 200,000 steps)")
+    assert capsys.readouterr().out.splitlines()[1] == (
+        "dqn.py: CartPole-v1, seed 1, long preset (a budget past 200,000 steps)")
 
 
 def test_the_long_preset_replays_less_often_and_a_flag_overrides_it():

@@ -63,10 +63,11 @@ def test_every_algorithm_script_has_an_exercise():
     # script keeps; test_pixels.py tests ppo.py's and dqn.py's images, test_sparse_chain.py a
     # benchmark task,
     # test_sb3_compare.py and test_cleanrl_compare.py the side by sides of benchmarks/,
-    # test_site.py the documentation site, test_tensorboard.py every script's event files
+    # test_site.py the documentation site, test_tensorboard.py every script's event files,
+    # test_videos.py the pages' recordings, test_notebooks.py the classroom notebooks
     assert scripts - {"exercises", "plot", "tune", "benchmark", "plumbing", "device", "readme", "pixels",
                       "sparse_chain", "sb3_compare", "cleanrl_compare", "site",
-                      "tensorboard"} == set(SCRIPTS)
+                      "tensorboard", "videos", "notebooks"} == set(SCRIPTS)
 
 
 @pytest.mark.parametrize("exercise", exercises.EXERCISES, ids=lambda e: e.id)

@@ -1169,7 +1169,8 @@ def test_the_budget_is_passed_by_the_last_rollout_as_said_once_at_the_start(tmp_
             "demonstration steps do not count): the one that reaches --total-timesteps 240 is "
             "finished")
     out = capsys.readouterr().out
-    assert out.splitlines()[1] == said and out.count("whole rollouts") == 1
+    # the device's line, the run's line, then this one
+    assert out.splitlines()[2] == said and out.count("whole rollouts") == 1
     assert 240 < summary["global_steps"] < 240 + 64  # 240 is not met at a rollout's end here
     # the last rollout (a row of updates.csv each) started below the budget and passed it
     updates = read_csv(next(tmp_path.glob("*/updates.csv")))
