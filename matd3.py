@@ -1249,9 +1249,10 @@ def finish(args, run, trained=True):
 
 def rolling_means(returns, window=20):
     """The mean of the last `window` returns where each episode ended (fewer at the start):
-    the curve of summary.json's train_return_last20.
+    the curve of summary.json's train_return_last20. returns [n] -> means [n], from prefix
+    sums S_k = R_0 + ... + R_{k-1}:
 
-        m_i = mean(R_j for max(0, i - window + 1) <= j <= i)
+        m_i = (S_{i+1} - S_{s_i}) / (i + 1 - s_i),   s_i = max(0, i + 1 - window)
     """
     sums = np.cumsum(np.concatenate([[0.0], returns]))
     i = np.arange(1, len(returns) + 1)

@@ -744,13 +744,17 @@ def test_ctrl_c_draws_the_curve_of_what_the_run_has(script, tmp_path, monkeypatc
 
 def test_the_curve_flag_is_on_unless_plainrl_curve_is_0(tmp_path):
     # a user's run draws its curve with no flag; PLAINRL_CURVE=0 (the suite's) turns it off
-    code = "import ppo, qlearning; print(ppo.Args().curve, qlearning.Args().curve)"
-    env = {k: v for k, v in os.environ.items() if k != "PLAINRL_CURVE"}
-    for value, expected in ((None, "True True"), ("0", "False False"), ("1", "True True")):
-        run_env = env if value is None else {**env, "PLAINRL_CURVE": value}
-        out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=run_env,
-                             capture_output=True, text=True, check=True).stdout
-        assert out.split("\n")[-2] == expected
+    # (one process: each setting, then the two scripts imported again, as a fresh run would)
+    code = ("import importlib, os, ppo, qlearning\n"
+            "print(ppo.Args().curve, qlearning.Args().curve)\n"
+            "for value in ('0', '1'):\n"
+            "    os.environ['PLAINRL_CURVE'] = value\n"
+            "    importlib.reload(ppo), importlib.reload(qlearning)\n"
+            "    print(ppo.Args().curve, qlearning.Args().curve)\n")
+    env = {k: v for k, v in os.environ.items() if k != "PLAINRL_CURVE"}  # unset: a user's
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True,
+                         text=True, check=True).stdout
+    assert out.splitlines()[-3:] == ["True True", "False False", "True True"]
 
 
 @pytest.mark.parametrize("script", BLOCK)
