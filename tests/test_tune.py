@@ -462,13 +462,27 @@ def processes_naming(text):
 
 
 def test_ctrl_c_keeps_the_completed_trials_and_the_same_command_goes_on(tmp_path):
+    # 30,000 steps (half a second of training) where FIXED has 3,000, so that the Ctrl-C
+    # below finds trial-1's runs training
+    fixed = [*FIXED[:FIXED.index("--total-timesteps")], "--total-timesteps", "30000",
+             *FIXED[FIXED.index("--total-timesteps") + 2:]]
     command = [sys.executable, script_path("tune.py"), *STUDY_FLAGS, "--trials", "2",
-               "--study", str(tmp_path / "s.db"), "--", *FIXED]
+               "--study", str(tmp_path / "s.db"), "--", *fixed]
     process = subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True)
     first = process.stdout.readline()
     assert first.startswith("trial 1 of 2 (trial-0): "), (first, process.stderr.read())
-    time.sleep(0.3)  # trial-1's runs under way
+    # Ctrl-C once one of trial-1's runs has written a row of updates.csv, so that it lands
+    # while that run trains. A fixed sleep raced the runs: on a loaded machine the test woke
+    # after they had ended.
+    def training():
+        return [path.parent for path in (tmp_path / "s" / "trial-1").glob("*/updates.csv")
+                if len(path.read_text().splitlines()) >= 2]
+    deadline = time.time() + 30
+    while not training() and time.time() < deadline:
+        time.sleep(0.01)
+    seen = training()
+    signalled = time.time()
     process.send_signal(signal.SIGINT)
     out, err = process.communicate(timeout=60)
     assert process.returncode == -signal.SIGINT  # died of SIGINT: 130 in a shell
@@ -483,11 +497,16 @@ def test_ctrl_c_keeps_the_completed_trials_and_the_same_command_goes_on(tmp_path
         f"trials are kept in {tmp_path / 's.db'}; the same command resumes: python tune.py "
         + " ".join(command[2:]) + "\n")
     # the interrupted trial's runs were stopped by Ctrl-C, not waited for: each one that got
-    # as far as its run folder says "interrupted", short of the budget
+    # as far as its run folder and was still training says "interrupted", short of the
+    # budget; only a run that wrote its summary before the Ctrl-C may have finished
     folder = tmp_path / "s" / f"trial-{len(done)}"
-    for summary in folder.glob("*/summary.json"):
-        summary = json.loads(summary.read_text())
-        assert summary["interrupted"] is True and summary["global_steps"] < 3000
+    assert seen and all((run / "summary.json").exists() for run in seen)
+    for path in folder.glob("*/summary.json"):
+        summary = json.loads(path.read_text())
+        if path.stat().st_mtime < signalled:
+            assert (summary["interrupted"], summary["global_steps"]) == (False, 30000)
+        else:
+            assert summary["interrupted"] is True and summary["global_steps"] < 30000
 
     resumed = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert (resumed.returncode, resumed.stderr) == (0, "")
