@@ -881,13 +881,19 @@ class Chromium:
                 return reply["result"]
             self.events.append(reply)
 
-    def drain(self, seconds):
+    def drain(self, seconds, until=None):
+        """Collect the events of the next seconds, or until one of them is `until` (a method's
+        name): whether it came."""
         end = time.time() + seconds
         while time.time() < end:
             try:
-                self.events.append(json.loads(self.socket.recv(timeout=max(0.01, end - time.time()))))
+                event = json.loads(self.socket.recv(timeout=max(0.01, end - time.time())))
             except TimeoutError:
                 break
+            self.events.append(event)
+            if until is not None and event.get("method") == until:
+                return True
+        return False
 
     def evaluate(self, expression):
         result = self.send("Runtime.evaluate", session=True, expression=expression,
@@ -899,17 +905,15 @@ class Chromium:
     def open(self, url):
         self.events = []
         self.send("Page.navigate", session=True, url=url)
-        end = time.time() + 60
-        while not any(e.get("method") == "Page.loadEventFired" for e in self.events):
-            assert time.time() < end, f"{url} did not load"
-            self.drain(0.2)
+        assert (any(e.get("method") == "Page.loadEventFired" for e in self.events)
+                or self.drain(60, until="Page.loadEventFired")), f"{url} did not load"
         # MathJax typesets after the load: wait for it (at most 30 s)
         self.evaluate("new Promise(r => { const t0 = Date.now(); (function wait() {"
                       " if (window.MathJax && MathJax.startup && MathJax.startup.promise)"
                       " MathJax.startup.promise.then(() => r(true));"
                       " else if (Date.now() - t0 > 30000) r(false); else setTimeout(wait, 50);"
                       " })(); })")
-        self.drain(0.3)
+        self.drain(0.15)  # late requests and console errors
 
     def screenshot(self, path, width, height, mobile):
         self.send("Emulation.setDeviceMetricsOverride", session=True, width=width,
@@ -1029,7 +1033,7 @@ def test_every_page_opens_in_chromium_whole_and_offline(site):
                 problems["console errors"] += [(page, x) for x in errors]
                 browser.send("Emulation.setDeviceMetricsOverride", session=True, width=1280,
                              height=2400, deviceScaleFactor=1, mobile=False)
-                browser.drain(0.3)
+                browser.drain(0.1)
                 layout[page] = browser.evaluate(LAYOUT_CHECK)
                 browser.send("Emulation.clearDeviceMetricsOverride", session=True)
                 ids[page] = set(found["ids"])
