@@ -961,6 +961,11 @@ ALGORITHMS = {
              "needs memory", "make_vector_env"),
         ],
         protocols=[
+            (("ppo_lstm-CartPole-v1",),
+             "The default command as a user types it (CartPole-v1, nothing hidden, 100k): "
+             "fresh seeds 101-110 run to the budget, how many hold at the end (the 20-episode "
+             "training mean at least 475), the median steps until it first reached 475, and "
+             "the median greedy evaluation return."),
             (("ppo_lstm-CartPole-v1-novel",),
              "CartPole-v1 without its velocities (--hide-obs 1 3) against our own goals: fresh "
              "seeds 101-110 run to the 100k budget (the defaults chosen on seeds 1-5), how many "
