@@ -1714,7 +1714,8 @@ ALGORITHMS = {
         protocols=[
             (("matd3-simple_speaker_listener_v4", "matd3-simple_speaker_listener_v4-maddpg"),
              "MATD3 beside MADDPG, the same flags but --algo, on simple_speaker_listener_v4 for "
-             "100k steps, both on seeds 101-105: the median and min-max of the 100-episode "
+             "100k steps: MATD3 on fresh seeds 101-110, MADDPG on 101-105; how many hold at "
+             "the end, the median and min-max of the 100-episode "
              "training mean and the greedy evaluation return, against the threshold -12, set "
              "from scripted listeners on environment seeds 1-5 (no training)."),
             ((),
