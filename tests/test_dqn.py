@@ -653,7 +653,7 @@ gym.register("DqnFloatCells-v0", entry_point=FloatCells, max_episode_steps=3)
     ("DqnBoolCells-v0", False, 1, np.uint8), ("DqnByteCells-v0", True, 255, np.uint8),
     ("DqnUint8Cells-v0", False, 1, np.uint8), ("DqnFloatCells-v0", False, 0.5, np.float32)])
 def test_an_image_of_cells_or_pixels_reaches_the_network_as_it_should(
-        tmp_path, monkeypatch, env_id, pixels, set_cell, stored_as):
+        tmp_path, monkeypatch, capsys, env_id, pixels, set_cell, stored_as):
     # Bool cells, and uint8 cells of a Box whose top is 1, are 0/1 already: the encoder reads
     # them as they are (uint8=False), where bytes of a Box whose top is 255 are pixels it
     # scales by 1/255 (a set cell read as a byte would be 1/255). Those three
@@ -685,6 +685,8 @@ def test_an_image_of_cells_or_pixels_reaches_the_network_as_it_should(
     preset = ("train_frequency", "gradient_steps", "target_network_frequency", "loss", "end_e",
               "learning_rate", "eval_epsilon")
     assert [config[k] for k in preset] == [1, 1, 1000, "huber", 0.1, 2.5e-4, 0.05]
+    # and the run's line names it (a budget of 12 steps would be the vector's, not an image's)
+    assert capsys.readouterr().out.splitlines()[1] == f"dqn.py: {env_id}, seed 1, image preset"
     assert len(buffers) == 4  # one batch at each of steps 9, 10, 11 and 12
     buffer = buffers[0]
     assert buffer.obs.dtype == buffer.next_obs.dtype == stored_as
@@ -880,6 +882,21 @@ def test_the_preset_follows_the_observation_and_the_budget(budget, image, name):
     assert {k: getattr(args, k) for k in dqn.PRESETS[name]} == dqn.PRESETS[name]
 
 
+def test_the_default_command_trains_500k_steps_with_the_long_preset():
+    # `python dqn.py` with no flags: a 500k budget, so a vector takes the long preset (the one
+    # that held on fresh seeds, results.md); the vector preset is for budgets of 200k or less.
+    # The long preset is CleanRL's dqn.py settings as the docstring gives them, written out
+    # here (PRESETS compared with itself could not see a value moved between presets), with
+    # epsilon down to 0.01 (CleanRL: 0.05) and a greedy evaluation
+    assert dqn.Args().total_timesteps == 500_000
+    assert dqn.preset_name(dqn.Args(), False) == "long"
+    args = dqn.with_preset(dqn.Args(), False)
+    assert {k: getattr(args, k) for k in dqn.PRESETS["long"]} == dict(
+        learning_rate=2.5e-4, buffer_size=10_000, target_network_frequency=500, batch_size=128,
+        end_e=0.01, learning_starts=10_000, train_frequency=10, gradient_steps=1, loss="mse",
+        eval_epsilon=0.0)
+
+
 def test_a_run_past_200k_steps_trains_with_the_long_preset_and_says_so(tmp_path, monkeypatch,
                                                                       capsys):
     # main fills the flags from the budget's preset, hands them to train and config.json, and
@@ -910,10 +927,10 @@ def test_the_long_preset_replays_less_often_and_a_flag_overrides_it():
 @pytest.mark.parametrize("flags, message, preset", [
     # CartPole's vector preset keeps 50,000 transitions, no multiple of 3 environments: the
     # multiple below is 3 x 16,666 = 49,998 (50,000 = 3 x 16,666 + 2)
-    (dict(num_envs=3), "--buffer-size 50000 is not divisible by --num-envs 3; pass "
-     "--buffer-size 49998, a multiple of 3", "--buffer-size 50000"),
-    (dict(num_envs=3, buffer_size=50000), "--buffer-size 50000 is not divisible by "
-     "--num-envs 3; pass --buffer-size 49998, a multiple of 3", None),  # given: the user's own
+    (dict(total_timesteps=100_000, num_envs=3), "--buffer-size 50000 is not divisible by "
+     "--num-envs 3; pass --buffer-size 49998, a multiple of 3", "--buffer-size 50000"),
+    (dict(total_timesteps=100_000, num_envs=3, buffer_size=50000), "--buffer-size 50000 is "
+     "not divisible by --num-envs 3; pass --buffer-size 49998, a multiple of 3", None),  # given
     (dict(buffer_size=100, learning_starts=50), "--buffer-size 100 is smaller than one "
      "batch (--batch-size 128)", "--batch-size 128"),
     (dict(total_timesteps=500), "--learning-starts 1000 is not below the budget of 500 steps",
