@@ -1709,6 +1709,12 @@ ALGORITHMS = {
              "ReplayBuffer.gather::self.next_obs"),
         ],
         protocols=[
+            (("matd3-simple_spread_v3",),
+             "The default command as a user types it (continuous simple_spread_v3, MATD3, the "
+             "default 200k steps): fresh seeds 101-110 run to the budget one at a time, how "
+             "many hold at the end (the 100-episode training mean of the per-agent return "
+             "above -16), the median steps until it first got there and the median greedy "
+             "evaluation return."),
             (("matd3-simple_speaker_listener_v4", "matd3-simple_speaker_listener_v4-maddpg"),
              "MATD3 beside MADDPG, the same flags but --algo, on simple_speaker_listener_v4 for "
              "100k steps: MATD3 on fresh seeds 101-110, MADDPG on 101-105; how many hold at "
