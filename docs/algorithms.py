@@ -1359,6 +1359,10 @@ ALGORITHMS = {
              "Args::critic_hidden_size:"),
         ],
         protocols=[
+            (("crossq-Pendulum-v1",),
+             "The default command as a user types it (Pendulum-v1, 10k steps): fresh seeds "
+             "101-110 run to the budget, how many hold at the end (the greedy evaluation return "
+             "at least -200, as sac.py's row) and the median evaluation return."),
             CROSSQ_VS_SAC,
             (("crossq-Hopper-v5-100k", "crossq-HalfCheetah-v5-100k"),
              "Against CrossQ's published runs, the authors' critics 2,048 wide against our 256: "
