@@ -69,6 +69,13 @@ class Args:
     """the first seed (defaults are chosen on seeds 1-5, figures reported on 101 and up)"""
     jobs: int = os.cpu_count() or 1
     """runs at once; use 1 for timings"""
+    # docs/guide/cluster.md
+    ray: Annotated[str, tyro.conf.arg(metavar="ADDRESS", help_behavior_hint="")] = ""
+    """run on the Ray cluster at ADDRESS (host:6379, or auto for the one `ray start` began here),
+    each run a Ray task asking for the cores its script uses; --jobs is then Ray's to decide"""
+    image_gpu: float = 0.0
+    """with --ray: image tasks (MinAtar, Atari) run with --cuda, each asking for this share of a
+    GPU (0.25: four at once on one); 0: on the CPU, as without --ray"""
     out: str = os.path.join(ROOT, "benchmarks")
     """where results.md, results.json, the figures and the run folders go"""
     # Each task's name, budget, goal and the command of --first-seed's run.
@@ -521,7 +528,7 @@ TASKS = {
              "over one Ray actor is the goal (1.6x)", ES_SPEED + ["2", "--backend", "ray"],
              label="ray-2-workers", torch=False),
         Task("es", "Pendulum-v1", -200, "what these flags reach (results.md's notes)",
-             ES_PENDULUM, torch=False),
+             ES_PENDULUM, torch=False, holds_on_eval=True),
     ],
     "impala": [
         Task("impala", "CartPole-v1", 475, "the default command holds (20-episode mean at the "
@@ -687,6 +694,322 @@ def read_run(task, output_dir):
                                       for i in ended]],
             "best_train_mean": ([round(float(mean_w[best]), 2), int(steps[best])]
                                 if best is not None else None)}
+
+
+# ---------------------------------------------------------------------------------------
+# Running on a Ray cluster (--ray ADDRESS; docs/guide/cluster.md)
+# ---------------------------------------------------------------------------------------
+RAY_RETRIES = 2
+"""times a run whose node or worker died is started again (elsewhere, where Ray finds room);
+after that it counts as failed"""
+
+RAY_EXCLUDES = [".git", "runs", "tune", "site", "benchmarks/runs", "benchmarks/cleanrl",
+                "benchmarks/*.png", "docs", "notebooks", ".venv", ".venv-cleanrl", ".whl",
+                "__pycache__", "*.pyc", "videos"]
+"""what of the repository Ray leaves out of the copy it sends to each node (runtime_env's
+working_dir): run folders, figures, the site; the scripts and benchmarks/'s modules go"""
+
+RAY_MARK = "seed{}.ray.json"
+"""the file beside a run's seed<s> folder (runs/<task>/seed<s>.ray.json) that says a cluster's
+run of it finished: its run folder, process seconds, node and the tries whose node died; a
+second invocation keeps that run"""
+
+# the modules a task's runs import, by what they are (the scripts' own imports and the
+# environments' packages), and the requirements.txt line that installs each
+MODULES = {"torch": "torch", "gymnasium": "gymnasium", "numpy": "numpy", "tyro": "tyro",
+           "matplotlib": "matplotlib", "tensorboard": "tensorboard", "mujoco": "gymnasium",
+           "ale_py": "ale-py", "cv2": "opencv-python-headless", "minatar": "minatar",
+           "pettingzoo": "pettingzoo", "mpe2": "mpe2", "ray": "ray"}
+
+
+def needs(task):
+    """The modules a task's runs import on a node: the scripts' own, the environment's
+    package (MuJoCo, ale_py, minatar, PettingZoo's MPE) and Ray for es.py's and impala.py's
+    actors."""
+    modules = ["gymnasium", "numpy", "tyro", "matplotlib", "tensorboard"]
+    modules += ["torch"] if task.torch else []
+    if field_of(task.env_id) == "MuJoCo":
+        modules.append("mujoco")
+    if task.env_id.startswith("ALE/"):
+        modules += ["ale_py", "cv2"]
+    if task.env_id.startswith("MinAtar/"):
+        modules.append("minatar")
+    if task.script in ("mappo", "matd3"):
+        modules += ["pettingzoo", "mpe2"]
+    if task.script == "impala" or "ray" in task.flags:
+        modules.append("ray")
+    return modules
+
+
+def install_line(module):
+    """The pinned install command of the package that provides module, from requirements.txt
+    (pip install "gymnasium[mujoco]==1.4.0" for mujoco)."""
+    package = MODULES.get(module, module)
+    with open(os.path.join(ROOT, "requirements.txt")) as f:
+        for line in f:
+            name = line.split("==")[0].split("[")[0].strip()
+            if name == package:
+                return f'pip install "{line.strip()}"'
+    return f"pip install {package}"
+
+
+def flag_value(task, flag, default):
+    """The last value the task's flags give flag (tyro takes the last), else default."""
+    given = [task.flags[i + 1] for i, f in enumerate(task.flags[:-1]) if f == flag]
+    return int(given[-1]) if given else default
+
+
+def cores(task):
+    """The CPUs a run uses, which its Ray task asks for: es.py's --num-workers (without it es.py
+    takes every core of its node; 2, the cores of the machine its rows were measured on),
+    impala.py's actors and its learner, one for every other script (their torch runs on one
+    thread: seed_and_device)."""
+    if task.script == "es":
+        return flag_value(task, "--num-workers", 2)
+    if task.script == "impala":
+        return flag_value(task, "--num-actors", 2) + 1
+    return 1
+
+
+def is_image(task):
+    """Whether the task learns from images (MinAtar, Atari): those --image-gpu sends to a GPU."""
+    return task.env_id.startswith(("MinAtar/", "ALE/"))
+
+
+def ray_command(task, seed, args):
+    """A cluster run's script and flags: the local run's, with --cuda after --no-cuda for an
+    image task under --image-gpu (the script takes the last)."""
+    words = command_line(task, seed)
+    return words + (["--cuda"] if args.image_gpu > 0 and task.torch and is_image(task) else [])
+
+
+def reachable(address, fail=None):
+    """Fail at once, in one line, where nobody answers at a host:port address (ray.init would
+    retry it for minutes); auto, local and ray:// are Ray's to resolve."""
+    fail = fail or globals()["fail"]  # benchmark.py's, unless tune.py gives its own
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    if not host or not port.isdigit():
+        return
+    import socket
+    try:
+        socket.create_connection((host, int(port)), timeout=5).close()
+    except OSError as e:
+        fail(f"--ray {address}: nobody answers there ({e.strerror or e}); start the cluster's "
+             "head with `ray start --head --port=6379` and give its address")
+
+
+def join_ray(address, fail=None):
+    """Join the Ray cluster at address (reachable first), sending it this repository's
+    scripts (runtime_env's working_dir, RAY_EXCLUDES left out): a node needs the packages of
+    requirements.txt, not a copy of the repository. Ray is imported here only: without --ray
+    nothing of it loads."""
+    fail = fail or globals()["fail"]  # benchmark.py's, unless tune.py gives its own
+    reachable(address, fail)
+    import ray
+    try:
+        ray.init(address=address, log_to_driver=False, logging_level="ERROR",
+                 runtime_env={"working_dir": ROOT, "excludes": RAY_EXCLUDES})
+    except Exception as e:  # ConnectionError for auto without a cluster, and Ray's others
+        fail(f"--ray {address}: cannot join Ray there: "
+             f"{(str(e).strip().splitlines() or [type(e).__name__])[0]}")
+    return ray
+
+
+def node_function():
+    """The function each run is on a node, made here as a closure so that Ray sends it by value
+    (a node imports nothing of benchmark.py, whose figures and statistics it does not need):
+    run(words, env) runs `python <words> --output-dir <a temporary folder>` in the copy of the
+    repository, timed from start to exit as run_one times a local run, and returns the
+    folder's files (relative path: bytes), its console output, its exit status, seconds and
+    node. The process dies with its Ray worker (Linux's parent-death signal), so a run whose
+    worker is killed leaves nothing running."""
+    def run(words, env):
+        import ctypes, os, shutil, signal, socket, subprocess, sys, tempfile, time
+        import ray
+
+        def die_with_worker():
+            try:
+                ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+            except (AttributeError, OSError):
+                pass
+        folder = tempfile.mkdtemp(prefix="plainrl-run-")
+        # es.py and impala.py start a Ray of their own, as on one machine, not join this one
+        environ = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
+        try:
+            start = time.time()
+            done = subprocess.run([sys.executable, *words, "--output-dir", folder],
+                                  capture_output=True, text=True, stdin=subprocess.DEVNULL,
+                                  env={**environ, "RAY_ADDRESS": "local", **env},
+                                  preexec_fn=die_with_worker)
+            seconds = time.time() - start
+            files = {}
+            for where, _, names in os.walk(folder):
+                for name in names:
+                    with open(os.path.join(where, name), "rb") as f:
+                        files[os.path.relpath(os.path.join(where, name), folder)] = f.read()
+            return {"returncode": done.returncode, "stdout": done.stdout, "stderr": done.stderr,
+                    "process_s": seconds, "files": files, "host": socket.gethostname(),
+                    "node": ray.get_runtime_context().get_node_id()}
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+    return run
+
+
+def missing_function():
+    """missing(modules) on a node: (its host name, the modules it cannot import), found
+    without importing them. A closure, sent by value as node_function's run."""
+    def missing(modules):
+        import importlib.util, socket
+        return socket.gethostname(), [m for m in modules if importlib.util.find_spec(m) is None]
+    return missing
+
+
+def check_cluster(ray, tasks, fail=None):
+    """Bad input before any run (fail: benchmark.py's, or tune.py's): a cluster without CPUs,
+    or a node that lacks a package a task's script needs (named, with the pinned install
+    command); asked of every node. Returns the nodes."""
+    fail = fail or globals()["fail"]  # benchmark.py's, unless tune.py gives its own
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+    nodes = [n for n in ray.nodes() if n["Alive"] and n["Resources"].get("CPU", 0) > 0]
+    if not nodes:
+        fail("--ray: the cluster has no node with a CPU (ray start --num-cpus)")
+    missing = ray.remote(num_cpus=0)(missing_function())
+    wanted = sorted({m for task in tasks for m in needs(task)})
+    answers = ray.get([missing.options(scheduling_strategy=NodeAffinitySchedulingStrategy(
+        n["NodeID"], soft=False)).remote(wanted) for n in nodes], timeout=300)
+    for host, lacks in answers:
+        for task in tasks:
+            lacking = [m for m in needs(task) if m in lacks]
+            if lacking:
+                fail(f"{task.script}.py on {task.env_id} needs {lacking[0]}, which the Ray node "
+                     f"{host} lacks: "
+                     f"{install_line(lacking[0])} on every node (requirements.txt)")
+    return nodes
+
+
+def write_run(result, output_dir):
+    """A cluster run's files written under output_dir, where a local run writes them."""
+    for relative, data in result["files"].items():
+        path = os.path.join(output_dir, relative)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "wb") as f:
+            f.write(data)
+
+
+def kept_run(task, seed, out):
+    """The figures of a run that an earlier --ray invocation finished (its RAY_MARK and run
+    folder in out), else None: that run is not run again."""
+    output_dir = os.path.join(out, "runs", task.name, f"seed{seed}")
+    try:
+        with open(os.path.join(out, "runs", task.name, RAY_MARK.format(seed))) as f:
+            mark = json.load(f)
+        if not os.path.isdir(os.path.join(output_dir, mark["folder"])):
+            return None
+        return {"seed": seed, "process_s": mark["process_s"], **read_run(task, output_dir)}
+    except (OSError, ValueError, KeyError):
+        return None
+
+
+def run_on_ray(tasks, seeds, args, load_before):
+    """Every (task, seed) run a Ray task of the cluster at --ray, asking for cores(task) CPUs
+    and --image-gpu of a GPU for an image task; the runs that an earlier invocation finished
+    kept (kept_run). A run whose node or worker dies is started again up to RAY_RETRIES
+    times; one that fails then, or whose script exits with a status other than 0, is a
+    failed run: printed, kept in its task's results.json entry ("failed") and counted in
+    results.md's row. Each task is reported (report_task) when its last run ends. Returns
+    the number of failed runs."""
+    ray = join_ray(args.ray)
+    try:
+        nodes = check_cluster(ray, tasks)
+        cpus = int(ray.cluster_resources().get("CPU", 0))
+        for task in tasks:
+            if cores(task) > max(n["Resources"]["CPU"] for n in nodes):
+                fail(f"task {task.name} needs {cores(task)} CPUs on one node; the largest node "
+                     "has fewer")
+            if is_image(task) and args.image_gpu > 0 and not ray.cluster_resources().get("GPU"):
+                fail(f"--image-gpu {args.image_gpu:g}: the cluster has no GPU for {task.name}")
+        run = ray.remote(max_retries=0)(node_function())
+        done = {task.name: {} for task in tasks}
+        failed = {task.name: [] for task in tasks}
+        pending, attempts = {}, {}
+
+        def submit(task, seed):
+            ref = run.options(num_cpus=cores(task), num_gpus=args.image_gpu
+                              if args.image_gpu > 0 and task.torch and is_image(task) else 0
+                              ).remote(ray_command(task, seed, args), {"PLAINRL_CURVE": os.environ.get(
+                                  "PLAINRL_CURVE", "1")})
+            pending[ref] = (task, seed)
+
+        kept = 0
+        for task in tasks:
+            for seed in seeds:
+                run_figures = kept_run(task, seed, args.out)
+                if run_figures is None:
+                    submit(task, seed)
+                else:
+                    done[task.name][seed], kept = run_figures, kept + 1
+        print(f"{len(tasks)} tasks x {len(seeds)} seeds on Ray at {args.ray} ({len(nodes)} nodes, "
+              f"{cpus} CPUs): {len(pending)} runs to go, {kept} kept from before", flush=True)
+        for task in tasks:  # tasks kept whole are reported at once
+            if not any(t.name == task.name for t, _ in pending.values()):
+                report_task(task, [done[task.name][s] for s in seeds], args, load_before,
+                            ray_entry(task, seeds, args, []))
+        while pending:
+            [ref], _ = ray.wait(list(pending), num_returns=1)
+            task, seed = pending.pop(ref)
+            tries = attempts.setdefault((task.name, seed), [])
+            output_dir = os.path.join(args.out, "runs", task.name, f"seed{seed}")
+            try:
+                result = ray.get(ref)
+            except ray.exceptions.RayError as e:  # the node or the worker died, not the script
+                tries.append((str(e).strip().splitlines() or [type(e).__name__])[0][:300])
+                if len(tries) <= RAY_RETRIES:
+                    print(f"  {task.name} seed {seed}: {type(e).__name__} (its node or worker "
+                          f"died); started again, try {len(tries) + 1}", flush=True)
+                    submit(task, seed)
+                    continue
+                failed[task.name].append({"seed": seed, "error": f"{len(tries)} tries, the last: "
+                                          f"{tries[-1]}"})
+            else:
+                if result["returncode"] != 0:
+                    line = [x for x in result["stderr"].splitlines() if x.strip()][-1:]
+                    failed[task.name].append({"seed": seed, "error": f"exit status "
+                                              f"{result['returncode']} on {result['host']}: "
+                                              f"{line[0] if line else '(nothing on stderr)'}"})
+                else:
+                    write_run(result, output_dir)
+                    folder = os.path.dirname(next(iter(result["files"]))).split(os.sep)[0]
+                    with open(os.path.join(output_dir + ".ray.json"), "w") as f:
+                        json.dump({"folder": folder, "process_s": round(result["process_s"], 3),
+                                   "host": result["host"], "node": result["node"],
+                                   "died_before": tries, "command": ray_command(task, seed, args)},
+                                  f, indent=1)
+                    done[task.name][seed] = {"seed": seed, "process_s": round(result["process_s"], 3),
+                                             **read_run(task, output_dir)}
+            for item in failed[task.name][-1:]:
+                if item["seed"] == seed:
+                    print(f"  {task.name} seed {seed} failed: {item['error']}", flush=True)
+            if any(t.name == task.name for t, _ in pending.values()):
+                continue
+            runs = [done[task.name][s] for s in seeds if s in done[task.name]]
+            if runs:
+                report_task(task, runs, args, load_before,
+                            ray_entry(task, seeds, args, failed[task.name]))
+            else:
+                print(f"{task.name}: every run failed; results.json keeps what it had", flush=True)
+        return sum(len(f) for f in failed.values())
+    finally:
+        ray.shutdown()
+
+
+def ray_entry(task, seeds, args, failed):
+    """What a cluster's task entry in results.json adds to a local one: its command (with
+    --ray) and its failed runs, which results.md's row counts."""
+    command = (f"python benchmark.py --tasks {task.name} --seeds {len(seeds)}"
+               f"{'' if seeds[0] == 1 else f' --first-seed {seeds[0]}'} --ray {args.ray}"
+               + (f" --image-gpu {args.image_gpu:g}" if args.image_gpu > 0 and is_image(task)
+                  else ""))
+    return {"command": command, "failed": failed} if failed else {"command": command}
 
 
 # ---------------------------------------------------------------------------------------
@@ -941,6 +1264,14 @@ def with_eval_thresholds(results):
     return results
 
 
+def failed_runs(entry):
+    """', and 1 failed (seed 3)' after the seeds of a cluster's row whose runs failed
+    (run_on_ray): a failed run is counted, never dropped."""
+    failed = [item["seed"] for item in entry.get("failed", [])]
+    return (f", and {len(failed)} failed (seed{'s' * (len(failed) > 1)} "
+            f"{', '.join(map(str, failed))})" if failed else "")
+
+
 def holds_cell(entry, stats):
     """'k of n', or what the runs did instead where they stop at the threshold."""
     if entry.get("stops"):
@@ -988,7 +1319,7 @@ def write_results(results, out):
             f"| <a id=\"{name.lower()}\"></a>{r['script']}.py"
             f"{' ' + r['label'] if r.get('label') else ''} | {r['env_id']} "
             f"| {r['threshold']:g} ({'eval' if r.get('eval_threshold') else r.get('window', 20)}) "
-            f"| {len(runs)} ({seeds[0]}–{seeds[-1]}) | {holds_cell(r, stats)} "
+            f"| {len(runs)} ({seeds[0]}–{seeds[-1]}){failed_runs(r)} | {holds_cell(r, stats)} "
             f"| {format_interval(stats['end'])} | {format_interval(stats['eval'])} "
             f"| {spread([x['solve_step'] for x in runs])} "
             f"| {spread([x['solve_s'] for x in runs], '{:.1f}')} "
@@ -1214,6 +1545,36 @@ def budget(task):
     return importlib.import_module(task.script).Args.__dataclass_fields__["total_timesteps"].default
 
 
+def report_task(task, runs, args, load_before, entry=None):
+    """A task's finished runs: a line per seed, its figure, its entry in results.json (with
+    entry's keys added: a cluster's command, its failed runs), results.md and the
+    comparisons it is in."""
+    print(task.name, flush=True)
+    for run in runs:
+        end = end_of({"eval_threshold": task.eval_threshold,
+                      "holds_on_eval": task.holds_on_eval}, run)
+        print(f"  seed {run['seed']}: ends at {end} ("
+              f"{'holds' if end is not None and end >= task.threshold else 'does not hold'}"
+              f"), first reached at step {run['solve_step']}, process "
+              f"{run['process_s']:.1f} s, eval {run['eval_return']}", flush=True)
+    plot_task(task, runs, args.out)
+    with locked_results(args.out) as results:
+        results[task.name] = {"script": task.script, "env_id": task.env_id,
+                              "label": task.label, "window": task.window,
+                              "threshold": task.threshold, "goal": task.goal,
+                              "eval_threshold": task.eval_threshold,
+                              "jobs": args.jobs, "date": time.strftime("%Y-%m-%d"),
+                              "load": [round(load_before, 1), round(os.getloadavg()[0], 1)],
+                              "runs": runs}
+        results[task.name]["holds_on_eval"] = task.holds_on_eval
+        results[task.name].update(entry or {})
+        results[task.name]["statistics"] = statistics(results[task.name])
+        write_results(results, args.out)
+        for name, (title, members) in COMPARISONS.items():
+            if task.name in members:
+                plot_comparison(name, title, members, results, args.out)
+
+
 def main(args: Args):
     tasks = select_tasks(args)
     if args.list:
@@ -1227,35 +1588,22 @@ def main(args: Args):
     os.makedirs(args.out, exist_ok=True)
     seeds = range(args.first_seed, args.first_seed + args.seeds)
     load_before = os.getloadavg()[0]
+    if args.image_gpu and (not args.ray or not 0 < args.image_gpu <= 1):
+        fail("--image-gpu takes a share of one GPU, above 0 and at most 1, and needs --ray")
+    if args.ray:  # docs/guide/cluster.md
+        failed = run_on_ray(tasks, seeds, args, load_before)
+        print(f"benchmark.py: wrote {os.path.join(args.out, 'results.md')}")
+        if failed:
+            print(f"benchmark.py: {failed} runs failed (above); the same command runs them "
+                  "again and keeps the finished ones", file=sys.stderr)
+            sys.exit(1)
+        return
     print(f"{len(tasks)} tasks x {args.seeds} seeds, {args.jobs} runs at a time", flush=True)
     # every (task, seed) run is queued at once, so that no job waits for a task's last seed
     with ThreadPoolExecutor(args.jobs) as pool:
         queued = [[pool.submit(run_one, task, seed, args.out) for seed in seeds] for task in tasks]
         for task, futures in zip(tasks, queued):
-            runs = [future.result() for future in futures]
-            print(task.name, flush=True)
-            for run in runs:
-                end = end_of({"eval_threshold": task.eval_threshold,
-                              "holds_on_eval": task.holds_on_eval}, run)
-                print(f"  seed {run['seed']}: ends at {end} ("
-                      f"{'holds' if end is not None and end >= task.threshold else 'does not hold'}"
-                      f"), first reached at step {run['solve_step']}, process "
-                      f"{run['process_s']:.1f} s, eval {run['eval_return']}", flush=True)
-            plot_task(task, runs, args.out)
-            with locked_results(args.out) as results:
-                results[task.name] = {"script": task.script, "env_id": task.env_id,
-                                      "label": task.label, "window": task.window,
-                                      "threshold": task.threshold, "goal": task.goal,
-                                      "eval_threshold": task.eval_threshold,
-                                      "jobs": args.jobs, "date": time.strftime("%Y-%m-%d"),
-                                      "load": [round(load_before, 1), round(os.getloadavg()[0], 1)],
-                                      "runs": runs}
-                results[task.name]["holds_on_eval"] = task.holds_on_eval
-                results[task.name]["statistics"] = statistics(results[task.name])
-                write_results(results, args.out)
-                for name, (title, members) in COMPARISONS.items():
-                    if task.name in members:
-                        plot_comparison(name, title, members, results, args.out)
+            report_task(task, [future.result() for future in futures], args, load_before)
     print(f"benchmark.py: wrote {os.path.join(args.out, 'results.md')}")
 
 
