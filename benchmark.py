@@ -71,11 +71,9 @@ class Args:
     """runs at once; use 1 for timings"""
     # docs/guide/cluster.md
     ray: Annotated[str, tyro.conf.arg(metavar="ADDRESS", help_behavior_hint="")] = ""
-    """run on the Ray cluster at ADDRESS (host:6379, or auto for the one `ray start` began here),
-    each run a Ray task asking for the cores its script uses; --jobs is then Ray's to decide"""
+    """run on the Ray cluster at ADDRESS (host:6379; auto: the one `ray start` began here), not --jobs"""
     image_gpu: float = 0.0
-    """with --ray: image tasks (MinAtar, Atari) run with --cuda, each asking for this share of a
-    GPU (0.25: four at once on one); 0: on the CPU, as without --ray"""
+    """with --ray: image tasks (MinAtar, Atari) run with --cuda on this share of a GPU each (0: CPU)"""
     out: str = os.path.join(ROOT, "benchmarks")
     """where results.md, results.json, the figures and the run folders go"""
     # Each task's name, budget, goal and the command of --first-seed's run.

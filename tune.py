@@ -125,6 +125,11 @@ class Args:
     """the study's SQLite file (default: tune/<script>-<env>.db); runs go to its folder"""
     tpe_seed: int = 0
     """seeds the TPE sampler (plus the trials the study holds, so a resume draws anew)"""
+    # docs/guide/cluster.md
+    ray: Annotated[str, tyro.conf.arg(metavar="ADDRESS", help_behavior_hint="")] = ""
+    """run each trial's seeds on the Ray cluster at ADDRESS (host:6379; auto: `ray start`'s here)"""
+    storage: Annotated[str, tyro.conf.arg(metavar="URL", help_behavior_hint="")] = ""
+    """an Optuna storage several drivers share (postgresql://...), the study named --study in it"""
 
 
 DESCRIPTION = ("Tune a plainrl script's flags with Optuna's TPE sampler over several seeds; "
@@ -404,6 +409,71 @@ def run_seeds(commands, folder, jobs, objective):
     return values
 
 
+def join_cluster(plan, address):
+    """Join the Ray cluster at --ray (benchmark.py's join_ray: one line where nobody answers,
+    and the repository's scripts sent to its nodes) and check that each of its nodes has
+    the packages the script and environment need (benchmark.py's check_cluster), before any
+    run; returns what run_seeds_on_ray needs: Ray, the function each run is on a node, the
+    CPUs a run asks for. benchmark.py (and Ray) are imported only with --ray."""
+    import benchmark
+    task = benchmark.Task(plan["script"][:-3], plan["env_id"], 0.0, "", list(plan["fixed"]),
+                          torch=plan["cuda"])
+    ray = benchmark.join_ray(address, fail)
+    try:
+        benchmark.check_cluster(ray, [task], fail)
+    except BaseException:
+        ray.shutdown()
+        raise
+    return {"ray": ray, "run": ray.remote(max_retries=benchmark.RAY_RETRIES)(
+        benchmark.node_function()), "cores": benchmark.cores(task), "write": benchmark.write_run,
+            "retries": benchmark.RAY_RETRIES}
+
+
+def run_seeds_on_ray(commands, folder, cluster, objective):
+    """run_seeds on a Ray cluster (join_cluster): each seed's command a Ray task asking for the
+    CPUs the script uses, all at once; each run's folder, console output (seed-<s>.out and
+    .err) and value come back to folder here, as run_seeds writes them. A run whose node dies
+    is started again (benchmark.py's RAY_RETRIES) and then fails its trial, as does one that
+    exits with a status other than 0. On Ctrl-C the runs are cancelled, their folders lost."""
+    ray = cluster["ray"]
+    os.makedirs(folder, exist_ok=True)
+    before = set(os.listdir(folder))
+    refs = {}
+    for seed, argv in commands.items():  # [python, path, flags..., --output-dir, folder]
+        words = [os.path.basename(argv[1]), *argv[2:-2]]
+        refs[seed] = cluster["run"].options(num_cpus=cluster["cores"]).remote(
+            words, {"PLAINRL_CURVE": os.environ.get("PLAINRL_CURVE", "1")})
+    try:
+        for seed, ref in refs.items():
+            try:
+                result = ray.get(ref)
+            except ray.exceptions.RayError as e:
+                raise TrialFailed(f"seed {seed}: its Ray node or worker died "
+                                  f"{1 + cluster['retries']} times, the last: "
+                                  f"{(str(e).strip().splitlines() or [type(e).__name__])[0]}")
+            for kind in ("out", "err"):
+                with open(os.path.join(folder, f"seed-{seed}.{kind}"), "w") as f:
+                    f.write(result[f"std{kind}"])
+            if result["returncode"] != 0:
+                line = last_line(os.path.join(folder, f"seed-{seed}.err"))
+                raise TrialFailed(f"seed {seed} exited with status {result['returncode']} on "
+                                  f"{result['host']}: {line or '(nothing on stderr)'}")
+            cluster["write"](result, folder)
+    finally:
+        for ref in refs.values():
+            ray.cancel(ref, force=True)  # those still running, after a failure or Ctrl-C
+    values = {}
+    for seed in commands:
+        path = os.path.join(run_folder_of(folder, seed, before), "summary.json")
+        try:
+            with open(path) as f:
+                summary = json.load(f)
+        except (OSError, ValueError) as e:
+            raise TrialFailed(f"seed {seed}: cannot read {path}: {e}")
+        values[seed] = read_value(summary, objective, seed)
+    return values
+
+
 # ---------------------------------------------------------------------------------------
 # main
 # ---------------------------------------------------------------------------------------
@@ -413,6 +483,17 @@ def main(args: Args, fixed: list) -> optuna.Study:
     plan = check(args, fixed)
     optuna.logging.set_verbosity(optuna.logging.WARNING)  # our line per trial, not its INFO
     study = open_study(plan)
+    if args.ray:  # docs/guide/cluster.md: the study stays here, the runs go to the cluster
+        plan["ray"] = join_cluster(plan, args.ray)
+        try:
+            return run_study(study, plan, args)
+        finally:
+            plan["ray"]["ray"].shutdown()
+    return run_study(study, plan, args)
+
+
+def run_study(study, plan, args):
+    """Trials until --trials completed, the best printed; returns the study."""
     study.sampler = optuna.samplers.TPESampler(seed=args.tpe_seed + len(study.trials))
     done = completed(study)
     if done >= args.trials:
@@ -468,7 +549,10 @@ def run_trial(trial, plan, args):
     folder = os.path.join(plan["folder"], f"trial-{trial.number}")
     commands = {seed: run_command(plan["script"], plan["env_id"], seed, plan["fixed"], flags,
                                   folder, plan["cuda"]) for seed in args.seeds}
-    values = run_seeds(commands, folder, args.jobs, args.objective)
+    if plan.get("ray"):  # the seeds on the cluster, not --jobs processes here
+        values = run_seeds_on_ray(commands, folder, plan["ray"], args.objective)
+    else:
+        values = run_seeds(commands, folder, args.jobs, args.objective)
     for seed, value in values.items():
         trial.set_user_attr(f"seed {seed}", value)
     return flags, values
@@ -669,6 +753,17 @@ def check(args, fixed):
     env_id = parsed.env_id
     path = args.study or os.path.join(
         "tune", f"{script[:-3]}-{env_id.replace('/', '-').replace(':', '-')}.db")
+    if args.storage:  # --study names the study in the shared storage; runs go to tune/<name>/
+        name = args.study or os.path.splitext(os.path.basename(path))[0]
+        if "://" not in args.storage:
+            fail(f"--storage {args.storage}: give an Optuna storage URL, e.g. "
+                 "postgresql://user:password@host/tune (a file here: --study PATH)")
+        keep = {"script": script, "env_id": env_id, "params": sorted(str(p) for p in params),
+                "fixed": list(fixed), "seeds": list(args.seeds), "objective": args.objective,
+                "aggregate": args.aggregate}
+        return {**keep, "params": params, "switches": switches, "cuda": "cuda" in hints,
+                "path": f"study {name} of {args.storage}", "url": args.storage, "name": name,
+                "folder": os.path.join("tune", name), "keep": keep}
     if os.path.isdir(path):
         fail(f"--study {path} is a folder; give the study's file, e.g. {path}/study.db")
     keep = {"script": script, "env_id": env_id, "params": sorted(str(p) for p in params),
@@ -683,13 +778,12 @@ def open_study(plan):
     attributes) where the file has none, else loaded; one made with other settings is bad
     input."""
     path = plan["path"]
-    url = f"sqlite:///{os.path.abspath(path)}"
-    exists = os.path.exists(path)
-    if not exists:
+    url = plan.get("url") or f"sqlite:///{os.path.abspath(path)}"
+    if not plan.get("url") and not os.path.exists(path):
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     try:
-        study = optuna.create_study(study_name="tune", storage=url, direction="maximize",
-                                    load_if_exists=True)
+        study = optuna.create_study(study_name=plan.get("name", "tune"), storage=url,
+                                    direction="maximize", load_if_exists=True)
     except Exception as e:  # not a SQLite file, or one of another program
         fail(f"--study {path}: cannot open it as an Optuna study: {type(e).__name__}: "
              f"{str(e).splitlines()[0] if str(e) else ''}")
