@@ -26,8 +26,11 @@ truncated_t):
     G_t      = vs_{t+1} where t < T-1 and not done_t, else V'_t (the bootstrap at the
                rollout's end and at the episode's)
     A_t      = rho_t * (r_t + gamma * (1 - terminated_t) * G_t - V(s_t))
-    loss     = -mean(A_t * log pi(a_t|s_t)) + c_v * mean(0.5 * (vs_t - V(s_t))^2)
+    loss     = -mean(A_t * log pi(a_t|s_t)) + c_v * mean(0.5 * ((vs_t - V(s_t)) / sigma)^2)
                - c_e * mean(entropy of pi(.|s_t))
+    PopArt   V(s) = sigma * n(s) + mu: the critic's network outputs n(s), and mu and sigma
+               are the running mean and standard deviation of the targets vs, updated
+               after each step with the critic's last layer rescaled so that V stays the same
 
 pi and V are the learner's current policy and critic; A_t carries no gradient. With
 --no-vtrace, rho_t = c_t = 1: plain n-step returns that ignore the lag. A time-limit
@@ -60,6 +63,16 @@ cleanba_impala.py) are named where they differ from it:
     also holds the last action and the clipped last reward. The environments here show
     their state in each observation.
   - c_bar a flag (default 1), to try other clips; the authors' code fixes c_t = min(1, pi/mu).
+  - PopArt on the critic (--popart-beta; 0: off, the paper's critic), from the IMPALA
+    authors' own later work (Hessel et al. 2019): the critic regresses the normalized
+    target (vs - mu) / sigma. Without it the critic cannot follow CartPole's values: a
+    time-limit truncation bootstraps, so a policy that balances is worth 1 / (1 - gamma)
+    = 100, and one Adam step of the critic moves V by about 0.1. V then stayed nearly the
+    same for every state (its spread in a batch 0.00-0.08) and climbed from 0 to about 90
+    over the whole 300k budget, always 5-10 below the targets: every advantage carried that
+    gap, the policy gradient was noise scaled by it, and Adam turned the noise into steps
+    of the full learning rate that walked a policy at 500 away from it (4 of 20 fresh
+    seeds fell; docs/teach/impala.md).
   - One actor per vector of N environments rather than per environment: fewer processes.
 
 As in the authors' code, the learning rate falls linearly to 0 over the budget. Atari ids
@@ -72,6 +85,10 @@ Papers:
     Mnih et al. 2016, "Asynchronous Methods for Deep Reinforcement Learning", ICML 2016
         (the advantage actor-critic losses)
     Pardo et al. 2018, "Time Limits in Reinforcement Learning", ICML 2018
+    van Hasselt et al. 2016, "Learning values across many orders of magnitude", NeurIPS 2016
+        (PopArt)
+    Hessel et al. 2019, "Multi-task Deep Reinforcement Learning with PopArt", AAAI 2019
+        (PopArt in IMPALA)
     Young & Tian 2019, "MinAtar: An Atari-Inspired Testbed for Thorough and Reproducible
         Reinforcement Learning Experiments", arXiv:1903.03176 (the small-grid network)
 
@@ -210,6 +227,10 @@ class Args:
     """entropy bonus coefficient c_e (0.01 in the paper's Atari runs)"""
     vf_coef: float = 0.5
     """value loss coefficient c_v (the paper's baseline cost, 0.5)"""
+    # 0.01 chosen on CartPole's tuning seeds 1-10 (docs/teach/impala.md); 0 is the paper's
+    # critic, which regresses vs itself.
+    popart_beta: float = 0.01
+    """PopArt: the step of the running mean and std of the value targets (0: no PopArt)"""
     # The authors' code clips no gradient; TorchBeast and Cleanba clip at 40.
     max_grad_norm: float = 0.5
     """gradient clipping: the largest global norm of the gradient"""
@@ -257,21 +278,53 @@ def compute_vtrace(rewards, values, next_values, terminated, truncated, log_rhos
     return advantages, vs
 
 
-def impala_loss(logprobs, entropy, values, advantages, vs, ent_coef, vf_coef):
+def impala_loss(logprobs, entropy, values, advantages, vs, ent_coef, vf_coef, value_std=1.0):
     """IMPALA's loss to minimize on a batch of B samples (all inputs are [B] tensors):
     logprobs = log pi(a_t|s_t) and values = V(s_t) under the learner's current networks,
-    advantages and vs from compute_vtrace (constants: no gradient flows into them).
+    advantages and vs from compute_vtrace (constants: no gradient flows into them), and
+    sigma = value_std, PopArt's scale of the targets (1: none):
 
         L_pg = -mean(A_t * log pi(a_t|s_t))
-        L_v  = mean(0.5 * (vs_t - V(s_t))^2)
+        L_v  = mean(0.5 * ((vs_t - V(s_t)) / sigma)^2)
+             = mean(0.5 * ((vs_t - mu) / sigma - n(s_t))^2)   where V = sigma * n + mu
         loss = L_pg + c_v * L_v - c_e * mean(entropy)
 
     Returns (loss, L_pg, L_v, mean entropy).
     """
     pg_loss = -(advantages.detach() * logprobs).mean()
-    v_loss = 0.5 * ((vs.detach() - values) ** 2).mean()
+    v_loss = 0.5 * (((vs.detach() - values) / value_std) ** 2).mean()
     entropy = entropy.mean()
     return pg_loss + vf_coef * v_loss - ent_coef * entropy, pg_loss, v_loss, entropy
+
+
+def popart_statistics(mean, mean_sq, targets, beta):
+    """PopArt's running statistics of the value targets (van Hasselt et al. 2016): their
+    mean mu and second moment nu, moved a fraction beta towards the batch's, and the
+    standard deviation sigma they give (kept in [1e-4, 1e6]):
+
+        mu' = (1 - beta) * mu + beta * mean(vs)        nu' = (1 - beta) * nu + beta * mean(vs^2)
+        sigma' = sqrt(nu' - mu'^2)
+
+    mean, mean_sq: 0-d tensors; targets: vs, any shape. Returns (mu', nu', sigma')."""
+    mean = (1 - beta) * mean + beta * targets.mean()
+    mean_sq = (1 - beta) * mean_sq + beta * (targets ** 2).mean()
+    return mean, mean_sq, popart_std(mean, mean_sq)
+
+
+def popart_std(mean, mean_sq):
+    """sigma = sqrt(nu - mu^2), kept in [1e-4, 1e6] (nu - mu^2 is 0 before any target)."""
+    return (mean_sq - mean ** 2).clamp(min=0.0).sqrt().clamp(1e-4, 1e6)
+
+
+def popart_preserve(weight, bias, mean, std, new_mean, new_std):
+    """The critic's last layer (weight [1, H], bias [1]) rescaled so that V = sigma * n + mu
+    is the same for every state after mu, sigma become mu', sigma' ("Preserving Outputs
+    Precisely", the Pop of PopArt): with n = w h + b,
+
+        w' = w * sigma / sigma'        b' = (sigma * b + mu - mu') / sigma'
+
+    Returns (w', b')."""
+    return weight * std / new_std, (std * bias + mean - new_mean) / new_std
 
 
 def policy_lags(learner_version, versions):
@@ -400,7 +453,9 @@ class Agent(nn.Module):
     action and the clipped last reward too (module docstring). The actor outputs the
     logits of a categorical distribution, or the mean of a diagonal Gaussian whose log std
     is a learned state-independent parameter. The learner and every actor build the same one
-    from the environment's spaces (make_agent)."""
+    from the environment's spaces (make_agent). The critic's network outputs n(s), and
+    V(s) = sigma * n(s) + mu with PopArt's statistics of the value targets, mu and sigma
+    (buffers: they travel with the weights and the checkpoint; 0 and 1 until they move)."""
 
     def __init__(self, obs_shape, action_dim, continuous, hidden_size=64, uint8=False):
         super().__init__()
@@ -415,9 +470,32 @@ class Agent(nn.Module):
             self.actor = mlp(obs_shape[0], hidden_size, action_dim, out_std=0.01)
         if continuous:
             self.actor_logstd = nn.Parameter(torch.zeros(1, action_dim))
+        self.register_buffer("value_mean", torch.zeros(()))  # mu
+        self.register_buffer("value_mean_sq", torch.ones(()))  # nu: sigma = 1 at the start
+
+    def value_std(self):
+        return popart_std(self.value_mean, self.value_mean_sq)
+
+    def value(self, features):
+        """V(s) = sigma * n(s) + mu from the critic's output n(s)."""
+        return self.critic(features).squeeze(-1) * self.value_std() + self.value_mean
+
+    @torch.no_grad()
+    def update_value_statistics(self, targets, beta):
+        """PopArt: move mu and sigma towards the targets' (popart_statistics) and rescale the
+        critic's last layer so that V stays what it was (popart_preserve)."""
+        mean, std = self.value_mean.clone(), self.value_std()
+        new_mean, new_mean_sq, new_std = popart_statistics(mean, self.value_mean_sq, targets,
+                                                           beta)
+        head = self.critic if isinstance(self.critic, nn.Linear) else self.critic[-1]
+        weight, bias = popart_preserve(head.weight, head.bias, mean, std, new_mean, new_std)
+        head.weight.copy_(weight)
+        head.bias.copy_(bias)
+        self.value_mean.copy_(new_mean)
+        self.value_mean_sq.copy_(new_mean_sq)
 
     def get_value(self, obs):
-        return self.critic(self.encoder(obs)).squeeze(-1)
+        return self.value(self.encoder(obs))
 
     def get_action_and_value(self, obs, action=None):
         """(action, log-probability, entropy, value) for each observation, sampling the
@@ -434,7 +512,7 @@ class Agent(nn.Module):
         logprob, entropy = dist.log_prob(action), dist.entropy()
         if self.continuous:
             logprob, entropy = logprob.sum(-1), entropy.sum(-1)
-        return action, logprob, entropy, self.critic(features).squeeze(-1)
+        return action, logprob, entropy, self.value(features)
 
 
 def make_agent(obs_space, action_space, hidden_size):
@@ -589,15 +667,18 @@ def train(args, agent, actors, run, device):
         advantages, vs = batch.vtrace(logprobs, values, agent.get_value, args.gamma,
                                       args.rho_bar, args.c_bar, correct=args.vtrace)
 
-        # Update: one gradient step on the batch; then publish the new weights.
+        # Update: one gradient step on the batch, PopArt's statistics moved with V kept as it
+        # was, then the new weights published.
         loss, pg_loss, v_loss, entropy = impala_loss(
             logprobs=logprobs.flatten(), entropy=entropy, values=values.flatten(),
             advantages=advantages.flatten(), vs=vs.flatten(), ent_coef=args.ent_coef,
-            vf_coef=args.vf_coef)
+            vf_coef=args.vf_coef, value_std=agent.value_std())
         optimizer.zero_grad()
         loss.backward()
         nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)
         optimizer.step()
+        if args.popart_beta:  # PopArt: mu and sigma towards this batch's targets, V unchanged
+            agent.update_value_statistics(vs, args.popart_beta)
         version += 1
         actors.publish(agent, version)
 
@@ -610,7 +691,8 @@ def train(args, agent, actors, run, device):
                    explained_variance=explained_variance(values.detach(), vs),
                    rho_mean=rhos.mean().item(),
                    rho_clipped=(rhos > args.rho_bar).float().mean().item(),
-                   policy_lag=float(np.mean(lags)), policy_lag_max=max(lags), version=version)
+                   policy_lag=float(np.mean(lags)), policy_lag_max=max(lags), version=version,
+                   value_mean=agent.value_mean.item(), value_std=agent.value_std().item())
 
 
 def main(args: Args) -> dict:
@@ -656,6 +738,8 @@ def check_flags(args):
             fail(f"--{name.replace('_', '-')} must be positive, got {getattr(args, name)}")
     if not 0.0 <= args.gamma <= 1.0:
         fail(f"--gamma must be in [0, 1], got {args.gamma}")
+    if not 0.0 <= args.popart_beta <= 1.0:
+        fail(f"--popart-beta must be in [0, 1], got {args.popart_beta}")
     if args.eval_checkpoint is None and importlib.util.find_spec("ray") is None:
         fail("impala.py's actors are Ray actors: pip install ray==2.60.0")
     batch_size = args.num_envs * args.num_steps * args.rollouts_per_batch
@@ -698,6 +782,10 @@ def greedy_policy(models, envs):
     return act
 
 
+# What a run is judged on, by environment id (its benchmark task in benchmark.py, its README
+# row): (threshold, window of training episodes, "train": the last-window mean at the end,
+# or "eval": the final greedy evaluation). Another id: its reward_threshold over 20, "train".
+GOALS = {"CartPole-v1": (475, 20, "train")}
 MODEL_FLAGS = ("hidden_size",)  # a checkpoint's network is built by this (and the spaces)
 # impala.py's losses in updates.csv as TensorBoard's scalars, under CleanRL's names (the
 # others, such as policy_lag and rho_mean, go under charts/)
@@ -897,6 +985,22 @@ def evaluate(args, models, video_folder=None):
     return returns
 
 
+def goal(args):
+    """(threshold, window, holds_on, source): what a run is judged on. The script's GOALS for
+    the environment (its benchmark task's goal, the README row's), else Gymnasium's
+    reward_threshold (CartPole-v1's 475) over the last 20 training returns; --stop-at-return
+    gives the threshold in place of either. holds_on "train": the mean of the last `window`
+    training returns at the end; "eval": the final greedy evaluation."""
+    name = args.env_id.rpartition(":")[2]
+    threshold, window, holds_on = globals().get("GOALS", {}).get(name, (None, 20, "train"))
+    source = "GOALS" if threshold is not None else "reward_threshold"
+    if threshold is None:
+        threshold = getattr(gym.registry.get(name), "reward_threshold", None)
+    if args.stop_at_return is not None:
+        threshold, source = args.stop_at_return, "--stop-at-return"
+    return threshold, window, holds_on, source
+
+
 class RunWriter:
     """The run folder (the files the docstring at the top lists): config.json at once, the CSV
     files row by row (flushed, so an interrupted run keeps them) and TensorBoard's events
@@ -929,12 +1033,10 @@ class RunWriter:
             self.tensorboard = TensorBoardWriter(self.path)
             self.tensorboard.add_text("config", "|flag|value|\n|-|-|\n" + "\n".join(
                 f"|{key}|{value}|" for key, value in config.items()))
-        # summary.json records when the mean of the last 20 training returns first
-        # reached --stop-at-return, else the environment's reward_threshold (CartPole-v1: 475)
-        threshold = args.stop_at_return if args.stop_at_return is not None else getattr(
-            gym.registry.get(args.env_id.rpartition(":")[2]), "reward_threshold", None)
+        threshold, self.window, holds_on, self.source = goal(args)
         self.summary = dict.fromkeys(SUMMARY_KEYS) | {
             "solved_threshold": None if args.eval_checkpoint else threshold,
+            "solved_window": self.window, "holds_on": holds_on,
             "algorithm": args.exp_name, "env_id": args.env_id, "seed": args.seed,
             "global_steps": 0, "eval_episodes": args.eval_episodes, "interrupted": False}
         self.args, self.device, self.models = args, device, models
@@ -1025,14 +1127,15 @@ class RunWriter:
         self.summary["interrupted"] = True
         return True
 
-    def recent_return(self):
-        """The mean of the last 20 training episode returns (None before the first)."""
-        return float(np.mean(self.returns[-20:])) if self.returns else None
+    def recent_return(self, window=20):
+        """The mean of the last `window` training episode returns (None before the first)."""
+        return float(np.mean(self.returns[-window:])) if self.returns else None
 
     def reached(self, threshold, global_step):
-        """True once the mean of the last 20 returns reaches threshold; records the first step
-        it did (each episode asks it of solved_threshold, train of --stop-at-return)."""
-        if threshold is None or len(self.returns) < 20 or self.recent_return() < threshold:
+        """True once the mean of the last solved_window returns reaches threshold; records the
+        first step it did (each episode asks it of solved_threshold, train of --stop-at-return)."""
+        if (threshold is None or len(self.returns) < self.window
+                or self.recent_return(self.window) < threshold):
             return False
         if self.summary["solved_at_step"] is None:  # the first time only
             self.summary["solved_at_step"] = global_step
@@ -1053,7 +1156,8 @@ CHECKPOINT = "model.pt"
 EPISODE_FIELDS = ("global_step", "wall_time", "episode_return", "episode_length")
 SUMMARY_KEYS = ("algorithm", "env_id", "seed", "global_steps", "wall_time_s",
                 "train_return_last20", "eval_return_mean", "eval_return_std", "eval_episodes",
-                "solved_threshold", "holds", "solved_at_step", "solved_at_time_s", "interrupted")
+                "solved_threshold", "solved_window", "holds_on", "end_return", "holds",
+                "solved_at_step", "solved_at_time_s", "interrupted")
 # The columns every script writes, as TensorBoard's scalars under CleanRL's names (each point
 # at the row's global_step and wall_time); a column in neither these nor the script's own
 # TENSORBOARD_NAMES goes under charts/.
@@ -1150,15 +1254,12 @@ def finish(args, run, trained=True):
     write summary.json again with the evaluation, so that Ctrl-C during a long evaluation
     keeps the run (without the evaluation); print the closing line, ending with plot.py's
     command for the curve where a training episode ended. An interrupted run skips the
-    evaluation. summary.json's holds: whether the last-20 mean where training ended is at or
-    above solved_threshold (a run that reached it once can end below it)."""
+    evaluation. summary.json's holds: whether the run's end (judge) is at or above
+    solved_threshold (a run that reached it once can end below it)."""
     summary = run.summary
-    summary["train_return_last20"] = end = run.recent_return()
-    # Where the run ends, not where it first got: a run can reach its threshold and lose it.
-    # Null without a threshold, without 20 episodes, or for a run stopped before its budget.
-    threshold = summary["solved_threshold"]
-    summary["holds"] = (None if threshold is None or len(run.returns) < 20
-                        or summary["interrupted"] else end >= threshold)
+    summary["train_return_last20"] = run.recent_return()
+    threshold, window = summary["solved_threshold"], summary["solved_window"]
+    judge(run)
     summary["wall_time_s"] = round(run.elapsed(), 3)
     if trained and not run.returns and not summary["interrupted"]:
         print(f"{SCRIPT}: no training episode ended in {summary['global_steps']:,} steps; if "
@@ -1180,19 +1281,22 @@ def finish(args, run, trained=True):
             raise
         summary["eval_return_mean"] = float(returns.mean())
         summary["eval_return_std"] = float(returns.std())
+        judge(run)
         write_summary(run)
     curve = draw_curve(run)
     closing = [f"{SCRIPT}: run folder {run.path}", f"global_steps {summary['global_steps']:,}"]
     for key in ("train_return_last20", "eval_return_mean"):
         closing.append(f"{key} " + ("-" if summary[key] is None else f"{summary[key]:.2f}"))
-    if threshold is not None:  # --stop-at-return, else the environment's
-        source = "--stop-at-return" if args.stop_at_return is not None else "reward_threshold"
+    if threshold is not None:  # --stop-at-return, else GOALS's, else the environment's
         if summary["holds"] is not None:  # the end first: what a user gets from the run
-            closing.append(("holds: the last-20 mean at the end >= " if summary["holds"] else
-                            "does not hold: the last-20 mean at the end < ") + f"{threshold:g}")
+            end = ("the final evaluation" if summary["holds_on"] == "eval"
+                   else f"the last-{window} mean at the end")
+            closing.append(f"{'holds' if summary['holds'] else 'does not hold'}: {end} "
+                           f"{summary['end_return']:.2f} {'>=' if summary['holds'] else '<'} "
+                           f"{threshold:g}")
         lost = " (lost by the end)" if summary["solved_at_step"] and summary["holds"] is False else ""
         closing.append(f"solved_at_step {summary['solved_at_step'] or 'not reached'} "
-                       f"(last-20 mean >= {source} {threshold:g}){lost}")
+                       f"(last-{window} mean >= {run.source} {threshold:g}){lost}")
     if curve:
         closing.append(f"curve {curve}")
     elif run.returns:  # plot.py draws the training episodes, an unfinished run's on request
@@ -1201,6 +1305,20 @@ def finish(args, run, trained=True):
     print(" | ".join(closing))
     finish_tracking(args, run)
     return summary
+
+
+def judge(run):
+    """summary.json's end_return, the figure the run is judged on where it ends (not where it
+    first got: a run can reach its threshold and lose it): the mean of the last solved_window
+    training returns (holds_on "train") or the final evaluation's mean ("eval"); and holds,
+    end_return >= solved_threshold, null without either, or for a run stopped before its
+    budget."""
+    summary, window = run.summary, run.window
+    summary["end_return"] = (summary["eval_return_mean"] if summary["holds_on"] == "eval" else
+                             run.recent_return(window) if len(run.returns) >= window else None)
+    summary["holds"] = (None if None in (summary["solved_threshold"], summary["end_return"])
+                        or summary["interrupted"] else
+                        summary["end_return"] >= summary["solved_threshold"])
 
 
 def rolling_means(returns, window=20):
@@ -1218,9 +1336,9 @@ def rolling_means(returns, window=20):
 
 def draw_curve(run):
     """--curve: curve.png in the run folder, the run's learning curve, after training (also
-    one stopped by Ctrl-C): each training episode's return (dots), the mean of the last 20
-    (the run's measure), the greedy evaluations (--eval-every's and the final one, mean and
-    std) and solved_threshold. No pyplot: a Figure of its own, so a notebook's or a caller's
+    one stopped by Ctrl-C): each training episode's return (dots), the mean of the last
+    solved_window, the greedy evaluations (--eval-every's and the final one, mean and std)
+    and solved_threshold, of the measure holds_on names. No pyplot: a Figure of its own, so a notebook's or a caller's
     figures are left alone. Returns the file's path, None where it draws nothing (the flag
     off, or neither an episode nor an evaluation to draw)."""
     summary = run.summary
@@ -1235,14 +1353,16 @@ def draw_curve(run):
     ax = fig.add_subplot()
     if run.returns:
         ax.plot(run.ends, run.returns, ".", ms=3, alpha=0.3, color="C0", label="episode return")
-        ax.plot(run.ends, rolling_means(run.returns), color="C0", label="mean of the last 20")
+        ax.plot(run.ends, rolling_means(run.returns, run.window), color="C0",
+                label=f"mean of the last {run.window}")
     if evaluations:
         steps, means, stds = zip(*evaluations)
         ax.errorbar(steps, means, yerr=stds, fmt="o", color="C1", capsize=3,
                     label="greedy evaluation (mean, std)")
     if summary["solved_threshold"] is not None:
+        on = "evaluation" if summary["holds_on"] == "eval" else f"last-{run.window} mean"
         ax.axhline(summary["solved_threshold"], ls="--", color="gray",
-                   label=f"threshold {summary['solved_threshold']:g}")
+                   label=f"threshold {summary['solved_threshold']:g} ({on})")
     stopped = " (interrupted)" if summary["interrupted"] else ""
     ax.set(xlabel="environment steps", ylabel="return",
            title=f"{SCRIPT} on {summary['env_id']}, seed {summary['seed']}{stopped}")

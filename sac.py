@@ -608,6 +608,11 @@ def greedy_policy(models, envs):
     return act
 
 
+# What a run is judged on, by environment id (its benchmark task in benchmark.py, its README
+# row): (threshold, window of training episodes, "train": the last-window mean at the end,
+# or "eval": the final greedy evaluation). Another id: its reward_threshold over 20, "train".
+GOALS = {"Pendulum-v1": (-200, 20, "eval"), "Hopper-v5": (2410, 100, "eval"),
+         "HalfCheetah-v5": (7697, 100, "eval"), "Walker2d-v5": (3335, 100, "eval")}
 MODEL_FLAGS = ("hidden_size",)  # a checkpoint's networks are built by these
 # sac.py's columns of updates.csv as TensorBoard's scalars, under CleanRL's names
 TENSORBOARD_NAMES = {
@@ -807,6 +812,22 @@ def evaluate(args, models, video_folder=None):
     return returns
 
 
+def goal(args):
+    """(threshold, window, holds_on, source): what a run is judged on. The script's GOALS for
+    the environment (its benchmark task's goal, the README row's), else Gymnasium's
+    reward_threshold (CartPole-v1's 475) over the last 20 training returns; --stop-at-return
+    gives the threshold in place of either. holds_on "train": the mean of the last `window`
+    training returns at the end; "eval": the final greedy evaluation."""
+    name = args.env_id.rpartition(":")[2]
+    threshold, window, holds_on = globals().get("GOALS", {}).get(name, (None, 20, "train"))
+    source = "GOALS" if threshold is not None else "reward_threshold"
+    if threshold is None:
+        threshold = getattr(gym.registry.get(name), "reward_threshold", None)
+    if args.stop_at_return is not None:
+        threshold, source = args.stop_at_return, "--stop-at-return"
+    return threshold, window, holds_on, source
+
+
 class RunWriter:
     """The run folder (the files the docstring at the top lists): config.json at once, the CSV
     files row by row (flushed, so an interrupted run keeps them) and TensorBoard's events
@@ -839,12 +860,10 @@ class RunWriter:
             self.tensorboard = TensorBoardWriter(self.path)
             self.tensorboard.add_text("config", "|flag|value|\n|-|-|\n" + "\n".join(
                 f"|{key}|{value}|" for key, value in config.items()))
-        # summary.json records when the mean of the last 20 training returns first
-        # reached --stop-at-return, else the environment's reward_threshold (CartPole-v1: 475)
-        threshold = args.stop_at_return if args.stop_at_return is not None else getattr(
-            gym.registry.get(args.env_id.rpartition(":")[2]), "reward_threshold", None)
+        threshold, self.window, holds_on, self.source = goal(args)
         self.summary = dict.fromkeys(SUMMARY_KEYS) | {
             "solved_threshold": None if args.eval_checkpoint else threshold,
+            "solved_window": self.window, "holds_on": holds_on,
             "algorithm": args.exp_name, "env_id": args.env_id, "seed": args.seed,
             "global_steps": 0, "eval_episodes": args.eval_episodes, "interrupted": False}
         self.args, self.device, self.models = args, device, models
@@ -935,14 +954,15 @@ class RunWriter:
         self.summary["interrupted"] = True
         return True
 
-    def recent_return(self):
-        """The mean of the last 20 training episode returns (None before the first)."""
-        return float(np.mean(self.returns[-20:])) if self.returns else None
+    def recent_return(self, window=20):
+        """The mean of the last `window` training episode returns (None before the first)."""
+        return float(np.mean(self.returns[-window:])) if self.returns else None
 
     def reached(self, threshold, global_step):
-        """True once the mean of the last 20 returns reaches threshold; records the first step
-        it did (each episode asks it of solved_threshold, train of --stop-at-return)."""
-        if threshold is None or len(self.returns) < 20 or self.recent_return() < threshold:
+        """True once the mean of the last solved_window returns reaches threshold; records the
+        first step it did (each episode asks it of solved_threshold, train of --stop-at-return)."""
+        if (threshold is None or len(self.returns) < self.window
+                or self.recent_return(self.window) < threshold):
             return False
         if self.summary["solved_at_step"] is None:  # the first time only
             self.summary["solved_at_step"] = global_step
@@ -963,7 +983,8 @@ CHECKPOINT = "model.pt"
 EPISODE_FIELDS = ("global_step", "wall_time", "episode_return", "episode_length")
 SUMMARY_KEYS = ("algorithm", "env_id", "seed", "global_steps", "wall_time_s",
                 "train_return_last20", "eval_return_mean", "eval_return_std", "eval_episodes",
-                "solved_threshold", "holds", "solved_at_step", "solved_at_time_s", "interrupted")
+                "solved_threshold", "solved_window", "holds_on", "end_return", "holds",
+                "solved_at_step", "solved_at_time_s", "interrupted")
 # The columns every script writes, as TensorBoard's scalars under CleanRL's names (each point
 # at the row's global_step and wall_time); a column in neither these nor the script's own
 # TENSORBOARD_NAMES goes under charts/.
@@ -1060,15 +1081,12 @@ def finish(args, run, trained=True):
     write summary.json again with the evaluation, so that Ctrl-C during a long evaluation
     keeps the run (without the evaluation); print the closing line, ending with plot.py's
     command for the curve where a training episode ended. An interrupted run skips the
-    evaluation. summary.json's holds: whether the last-20 mean where training ended is at or
-    above solved_threshold (a run that reached it once can end below it)."""
+    evaluation. summary.json's holds: whether the run's end (judge) is at or above
+    solved_threshold (a run that reached it once can end below it)."""
     summary = run.summary
-    summary["train_return_last20"] = end = run.recent_return()
-    # Where the run ends, not where it first got: a run can reach its threshold and lose it.
-    # Null without a threshold, without 20 episodes, or for a run stopped before its budget.
-    threshold = summary["solved_threshold"]
-    summary["holds"] = (None if threshold is None or len(run.returns) < 20
-                        or summary["interrupted"] else end >= threshold)
+    summary["train_return_last20"] = run.recent_return()
+    threshold, window = summary["solved_threshold"], summary["solved_window"]
+    judge(run)
     summary["wall_time_s"] = round(run.elapsed(), 3)
     if trained and not run.returns and not summary["interrupted"]:
         print(f"{SCRIPT}: no training episode ended in {summary['global_steps']:,} steps; if "
@@ -1090,19 +1108,22 @@ def finish(args, run, trained=True):
             raise
         summary["eval_return_mean"] = float(returns.mean())
         summary["eval_return_std"] = float(returns.std())
+        judge(run)
         write_summary(run)
     curve = draw_curve(run)
     closing = [f"{SCRIPT}: run folder {run.path}", f"global_steps {summary['global_steps']:,}"]
     for key in ("train_return_last20", "eval_return_mean"):
         closing.append(f"{key} " + ("-" if summary[key] is None else f"{summary[key]:.2f}"))
-    if threshold is not None:  # --stop-at-return, else the environment's
-        source = "--stop-at-return" if args.stop_at_return is not None else "reward_threshold"
+    if threshold is not None:  # --stop-at-return, else GOALS's, else the environment's
         if summary["holds"] is not None:  # the end first: what a user gets from the run
-            closing.append(("holds: the last-20 mean at the end >= " if summary["holds"] else
-                            "does not hold: the last-20 mean at the end < ") + f"{threshold:g}")
+            end = ("the final evaluation" if summary["holds_on"] == "eval"
+                   else f"the last-{window} mean at the end")
+            closing.append(f"{'holds' if summary['holds'] else 'does not hold'}: {end} "
+                           f"{summary['end_return']:.2f} {'>=' if summary['holds'] else '<'} "
+                           f"{threshold:g}")
         lost = " (lost by the end)" if summary["solved_at_step"] and summary["holds"] is False else ""
         closing.append(f"solved_at_step {summary['solved_at_step'] or 'not reached'} "
-                       f"(last-20 mean >= {source} {threshold:g}){lost}")
+                       f"(last-{window} mean >= {run.source} {threshold:g}){lost}")
     if curve:
         closing.append(f"curve {curve}")
     elif run.returns:  # plot.py draws the training episodes, an unfinished run's on request
@@ -1111,6 +1132,20 @@ def finish(args, run, trained=True):
     print(" | ".join(closing))
     finish_tracking(args, run)
     return summary
+
+
+def judge(run):
+    """summary.json's end_return, the figure the run is judged on where it ends (not where it
+    first got: a run can reach its threshold and lose it): the mean of the last solved_window
+    training returns (holds_on "train") or the final evaluation's mean ("eval"); and holds,
+    end_return >= solved_threshold, null without either, or for a run stopped before its
+    budget."""
+    summary, window = run.summary, run.window
+    summary["end_return"] = (summary["eval_return_mean"] if summary["holds_on"] == "eval" else
+                             run.recent_return(window) if len(run.returns) >= window else None)
+    summary["holds"] = (None if None in (summary["solved_threshold"], summary["end_return"])
+                        or summary["interrupted"] else
+                        summary["end_return"] >= summary["solved_threshold"])
 
 
 def rolling_means(returns, window=20):
@@ -1128,9 +1163,9 @@ def rolling_means(returns, window=20):
 
 def draw_curve(run):
     """--curve: curve.png in the run folder, the run's learning curve, after training (also
-    one stopped by Ctrl-C): each training episode's return (dots), the mean of the last 20
-    (the run's measure), the greedy evaluations (--eval-every's and the final one, mean and
-    std) and solved_threshold. No pyplot: a Figure of its own, so a notebook's or a caller's
+    one stopped by Ctrl-C): each training episode's return (dots), the mean of the last
+    solved_window, the greedy evaluations (--eval-every's and the final one, mean and std)
+    and solved_threshold, of the measure holds_on names. No pyplot: a Figure of its own, so a notebook's or a caller's
     figures are left alone. Returns the file's path, None where it draws nothing (the flag
     off, or neither an episode nor an evaluation to draw)."""
     summary = run.summary
@@ -1145,14 +1180,16 @@ def draw_curve(run):
     ax = fig.add_subplot()
     if run.returns:
         ax.plot(run.ends, run.returns, ".", ms=3, alpha=0.3, color="C0", label="episode return")
-        ax.plot(run.ends, rolling_means(run.returns), color="C0", label="mean of the last 20")
+        ax.plot(run.ends, rolling_means(run.returns, run.window), color="C0",
+                label=f"mean of the last {run.window}")
     if evaluations:
         steps, means, stds = zip(*evaluations)
         ax.errorbar(steps, means, yerr=stds, fmt="o", color="C1", capsize=3,
                     label="greedy evaluation (mean, std)")
     if summary["solved_threshold"] is not None:
+        on = "evaluation" if summary["holds_on"] == "eval" else f"last-{run.window} mean"
         ax.axhline(summary["solved_threshold"], ls="--", color="gray",
-                   label=f"threshold {summary['solved_threshold']:g}")
+                   label=f"threshold {summary['solved_threshold']:g} ({on})")
     stopped = " (interrupted)" if summary["interrupted"] else ""
     ax.set(xlabel="environment steps", ylabel="return",
            title=f"{SCRIPT} on {summary['env_id']}, seed {summary['seed']}{stopped}")
