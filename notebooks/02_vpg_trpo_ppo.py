@@ -9,27 +9,56 @@
 # and the last run's its video. Then TRPO and PPO on the same seeds, one exercise (GAE) from
 # blank function to passing check, and the pages' questions.
 #
-# Run the cells in order. The first one finds the scripts (or clones them) and installs what
+# Run the cells in order. The first one finds the scripts (or fetches them) and installs what
 # this notebook needs; the second sets the budgets.
 
 # %%
 # Setup: the scripts, and only the packages this notebook needs (PyTorch only where it is missing)
-REPO = "https://github.com/plainrl/plainrl"  # cloned when the scripts are not found
+SCRIPTS_URL = ""  # where the scripts are not beside this notebook: your copy's git or .zip address
 PACKAGES = ["gymnasium[classic-control]==1.4.0", "pygame-ce", "numpy==2.4.6", "matplotlib==3.11.2",
             "tyro==1.0.17", "tensorboard==2.21.0", "moviepy==2.2.1", "pytest==9.1.1"]
 TORCH = "torch==2.13.0"
-import importlib.metadata, importlib.util, os, re, shutil, subprocess, sys
+import glob, importlib.metadata, importlib.util, os, re, shutil, subprocess, sys, urllib.request, zipfile
 
 
 def scripts_folder():
-    """The folder holding the scripts: this one, the one above (notebooks/..), or a clone."""
-    for folder in (".", "..", "plainrl"):
+    """The folder holding the scripts: this notebook's (Jupyter's working folder), the one above
+    it (notebooks/..), or plainrl/, where fetch_scripts puts them."""
+    for folder in (".", "..", "plainrl", *sorted(glob.glob(os.path.join("plainrl", "*", "")))):
         if os.path.exists(os.path.join(folder, "exercises.py")):
             return os.path.abspath(folder)
 
 
+def fetch_scripts():
+    """Only from where the teacher says, none built in: the address in SCRIPTS_URL (else the
+    environment's PLAINRL_SCRIPTS_URL), a git repository or a .zip; else a .zip of the scripts
+    in the working folder; else, in Colab, a .zip uploaded now. Each goes into plainrl/."""
+    url = SCRIPTS_URL or os.environ.get("PLAINRL_SCRIPTS_URL", "")
+    if url and not url.endswith(".zip"):
+        subprocess.run(["git", "clone", "--depth", "1", url, "plainrl"], check=True)
+        return
+    archives = [urllib.request.urlretrieve(url)[0]] if url else sorted(glob.glob("*.zip"))
+    if not archives and "google.colab" in sys.modules:
+        from google.colab import files
+        print("Upload a .zip of the scripts (your copy of the repository, exercises.py in it):")
+        archives = list(files.upload())
+    for archive in archives:
+        if zipfile.is_zipfile(archive) and any(
+                name.endswith("exercises.py") for name in zipfile.ZipFile(archive).namelist()):
+            return zipfile.ZipFile(archive).extractall("plainrl")
+
+
+class NoScripts(Exception):
+    def _render_traceback_(self):  # what IPython shows: this one line, no traceback
+        return [f"NoScripts: {self}"]
+
+
 if scripts_folder() is None:
-    subprocess.run(["git", "clone", "--depth", "1", REPO, "plainrl"], check=True)
+    fetch_scripts()
+if scripts_folder() is None:
+    raise NoScripts("no scripts here: open this notebook in notebooks/ of your copy of plainrl, "
+                    "put a .zip of that copy beside it (in Colab: upload one when asked), or "
+                    "set SCRIPTS_URL to its git or .zip address")
 os.chdir(scripts_folder())
 
 

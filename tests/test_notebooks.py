@@ -1,11 +1,15 @@
 """The classroom notebooks (notebooks/, docs/guide/notebooks.md): each .ipynb is what its text
 source gives (python notebooks/build.py), holds no outputs, shares its setup and helpers with
-the others, and runs top to bottom in a real kernel with its budgets shrunk (SMOKE = True)."""
+the others, and runs top to bottom in a real kernel with its budgets shrunk (SMOKE = True); the
+setup takes the scripts only from where the teacher says, and stops with one line where there
+are none (issue 86; tests/test_addresses.py checks that no file names an address)."""
 import importlib.util
 import json
 import os
 import re
+import subprocess
 import time
+import zipfile
 
 import pytest
 
@@ -104,3 +108,76 @@ def test_the_notebook_runs_top_to_bottom_shrunk(name, tmp_path):
     assert seconds < SMOKE_LIMIT_S, f"{name}: {seconds:.0f} s shrunk"
     assert list(tmp_path.glob("*/curve.png")) or list(tmp_path.glob("*/plot.png"))
     assert list(tmp_path.glob("*/videos/**/*.mp4"))
+
+
+def run_setup(folder, url="", env_url=None, timeout=60):
+    """Run the notebooks' setup cell alone (its PACKAGES emptied: nothing to install) in a
+    fresh kernel whose working folder is `folder`, SCRIPTS_URL = url and the environment's
+    PLAINRL_SCRIPTS_URL env_url; returns the cell's printed text, its error's text (None
+    where it ran) and the tracebacks IPython showed."""
+    nbformat = pytest.importorskip("nbformat", reason="pip install nbformat==5.11.1")
+    nbclient = pytest.importorskip("nbclient", reason="pip install nbclient==0.11.0 ipykernel==7.4.0")
+    cell = re.sub(r"PACKAGES = \[.*?\]\n", "PACKAGES = []\n", code_cells(NAMES[0])[0], flags=re.S)
+    cell = cell.replace('SCRIPTS_URL = ""', f"SCRIPTS_URL = {url!r}", 1)
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(cell)])
+    env = {k: v for k, v in os.environ.items() if k != "PLAINRL_SCRIPTS_URL"}
+    if env_url is not None:
+        env["PLAINRL_SCRIPTS_URL"] = env_url
+    client = nbclient.NotebookClient(notebook, timeout=timeout, kernel_name="python3",
+                                     resources={"metadata": {"path": str(folder)}})
+    try:
+        client.execute(env=env)  # the kernel's environment (jupyter_client's start_kernel)
+        error = None
+    except nbclient.exceptions.CellExecutionError as e:
+        error = re.sub(r"\x1b\[[0-9;]*m", "", str(e))
+    outputs = notebook.cells[0].get("outputs", [])
+    printed = "".join(o.get("text", "") for o in outputs if o.get("output_type") == "stream")
+    tracebacks = [o["traceback"] for o in outputs if o.get("output_type") == "error"]
+    return printed, error, tracebacks
+
+
+def scripts_zip(path, top="my-copy-main/"):
+    """A .zip like a git host's "Download ZIP": the scripts one folder down (exercises.py is
+    what the setup cell looks for)."""
+    with zipfile.ZipFile(path, "w") as z:
+        z.write(os.path.join(ROOT, "exercises.py"), top + "exercises.py")
+    return path
+
+
+def test_without_scripts_or_an_address_the_setup_stops_with_one_line(tmp_path):
+    """No default address (issue 86): with no scripts near, no SCRIPTS_URL, no zip and no Colab,
+    the cell raises NoScripts, shown as its one line, and fetches nothing."""
+    printed, error, tracebacks = run_setup(tmp_path)
+    assert tracebacks and len(tracebacks[0]) == 1, tracebacks
+    line = tracebacks[0][0]
+    assert line.startswith("NoScripts: no scripts here: ") and "SCRIPTS_URL" in line and ".zip" in line
+    assert "\n" not in line
+    assert os.listdir(tmp_path) == [], "the cell fetched or wrote something"
+
+
+def test_the_setup_takes_a_zip_beside_the_notebook(tmp_path):
+    scripts_zip(tmp_path / "scripts.zip")
+    printed, error, _ = run_setup(tmp_path)
+    assert error is None, error
+    assert f"scripts in {tmp_path / 'plainrl' / 'my-copy-main'}" in printed
+
+
+def test_the_setup_takes_the_address_the_teacher_sets(tmp_path):
+    """SCRIPTS_URL as a .zip address (here a file:// one), and PLAINRL_SCRIPTS_URL as a git
+    address (here a local repository): each lands in plainrl/."""
+    source = scripts_zip(tmp_path / "served.zip")
+    (tmp_path / "a").mkdir()
+    printed, error, _ = run_setup(tmp_path / "a", url=source.as_uri())
+    assert error is None, error
+    assert f"scripts in {tmp_path / 'a' / 'plainrl' / 'my-copy-main'}" in printed
+
+    repository = tmp_path / "repository"
+    repository.mkdir()
+    (repository / "exercises.py").write_text(open(os.path.join(ROOT, "exercises.py")).read())
+    git = ["git", "-C", str(repository), "-c", "user.name=t", "-c", "user.email=t@t"]
+    for command in (["init", "-q"], ["add", "exercises.py"], ["commit", "-q", "-m", "scripts"]):
+        subprocess.run(git + command, check=True)
+    (tmp_path / "b").mkdir()
+    printed, error, _ = run_setup(tmp_path / "b", env_url=str(repository))
+    assert error is None, error
+    assert f"scripts in {tmp_path / 'b' / 'plainrl'}" in printed
