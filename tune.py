@@ -483,7 +483,8 @@ def main(args: Args, fixed: list) -> optuna.Study:
     plan = check(args, fixed)
     optuna.logging.set_verbosity(optuna.logging.WARNING)  # our line per trial, not its INFO
     study = open_study(plan)
-    if args.ray:  # docs/guide/cluster.md: the study stays here, the runs go to the cluster
+    if args.ray and completed(study) < args.trials:  # docs/guide/cluster.md: the study
+        # stays here, the runs go to the cluster
         plan["ray"] = join_cluster(plan, args.ray)
         try:
             return run_study(study, plan, args)

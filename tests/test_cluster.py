@@ -116,22 +116,28 @@ def episodes(folder):
     return [",".join(c for i, c in enumerate(row.split(",")) if i != 1) for row in rows]
 
 
-def test_bad_addresses_are_one_line_before_anything_runs(tmp_path):
-    # a port nobody answers at: one line at once, not Ray's minutes of retries
-    for argv in ([sys.executable, "benchmark.py", "--tasks", "qlearning-Taxi-v4", "--ray",
-                  "127.0.0.1:9", "--out", str(tmp_path)],
-                 [sys.executable, "tune.py", "qlearning.py", "--param", "gamma=float:0.9:0.99",
-                  "--ray", "127.0.0.1:9", "--study", str(tmp_path / "s.db")]):
-        status, out, err = run(argv, tmp_path)
-        assert status == 2 and err.count("\n") == 1, err
-        assert "--ray 127.0.0.1:9: nobody answers there" in err and "ray start --head" in err
-    assert not os.path.exists(tmp_path / "results.json")
-    status, _, err = run([sys.executable, "benchmark.py", "--tasks", "qlearning-Taxi-v4",
-                          "--image-gpu", "0.5", "--out", str(tmp_path)], tmp_path)
-    assert status == 2 and "--image-gpu" in err and "needs --ray" in err
+def test_bad_addresses_are_one_line_before_anything_runs(tmp_path, capsys):
+    # a port nobody answers at: one line at once, not Ray's minutes of retries (in this
+    # process: both fail before Ray is imported)
+    import benchmark
+    import tune
+    with pytest.raises(SystemExit) as e:
+        benchmark.main(benchmark.Args(tasks=["qlearning-Taxi-v4"], ray="127.0.0.1:9",
+                                      out=str(tmp_path)))
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and err.count("\n") == 1, err
+    assert err.startswith("benchmark.py: error: --ray 127.0.0.1:9: nobody answers there (")
+    assert "ray start --head" in err and not os.path.exists(tmp_path / "results.json")
+    with pytest.raises(tune.UsageError, match=r"^--ray 127.0.0.1:9: nobody answers there"):
+        tune.main(tune.Args("qlearning.py", param=["gamma=float:0.9:0.99"], ray="127.0.0.1:9",
+                            study=str(tmp_path / "s.db")), [])
+    with pytest.raises(SystemExit) as e:
+        benchmark.main(benchmark.Args(tasks=["qlearning-Taxi-v4"], image_gpu=0.5,
+                                      out=str(tmp_path)))
+    assert e.value.code == 2 and "--image-gpu" in capsys.readouterr().err
 
 
-def test_tune_spreads_a_trials_seeds_and_survives_a_node_dying(cluster, tmp_path):
+def test_tune_spreads_a_trials_seeds_and_survives_a_node_dying(cluster, tmp_path, capsys):
     study = tmp_path / "study.db"
     argv = [sys.executable, "tune.py", "qlearning.py", "--env-id", "FrozenLake-v1",
             "--param", "learning-rate=float:0.1:0.9", "--seeds", "1", "2", "--trials", "2",
@@ -149,13 +155,14 @@ def test_tune_spreads_a_trials_seeds_and_survives_a_node_dying(cluster, tmp_path
             folders = glob.glob(str(tmp_path / "study" / f"trial-{trial}" / f"FrozenLake-v1__qlearning__{seed}__*"))
             assert len(folders) == 1 and os.path.exists(os.path.join(folders[0], "summary.json"))
             assert "FrozenLake-v1" in (tmp_path / "study" / f"trial-{trial}" / f"seed-{seed}.out").read_text()
-    # the study is the driver's SQLite file: the same command finds its trials done, and a
-    # command of other settings is refused in one line
-    status, out, _ = run(argv, tmp_path)
-    assert status == 0 and "holds 2 completed trials" in out
-    status, _, err = run([*argv[:argv.index("--seeds") + 1], "1", *argv[argv.index("--trials"):]],
-                         tmp_path)
-    assert status == 2 and err.count("\n") == 1 and "was made with seeds [1, 2]" in err
+    # the study is the driver's SQLite file: the same command finds its trials done (and
+    # joins no cluster), and one of other settings is refused before it would
+    import tune
+    own, fixed = tune.split_argv(argv[2:])
+    args = tune.tyro.cli(tune.Args, args=own)
+    assert tune.completed(tune.main(args, fixed)) == 2 and "holds 2 completed trials" in capsys.readouterr().out
+    with pytest.raises(tune.UsageError, match="was made with seeds \\[1, 2\\], not \\[1\\]"):
+        tune.main(tune.dataclasses.replace(args, seeds=[1]), fixed)
 
 
 def test_benchmark_keeps_reruns_and_reports_what_a_dying_node_costs(cluster, tmp_path):
@@ -180,16 +187,16 @@ def test_benchmark_keeps_reruns_and_reports_what_a_dying_node_costs(cluster, tmp
     assert entry["command"] == f"python benchmark.py --tasks {NAME} --seeds 2 --first-seed 9101 --ray {cluster.address}"
     assert (out / f"{NAME}.png").exists() and f"| 2 (9101–9102) |" in (out / "results.md").read_text()
     # the run folders are a local run's: the same episodes as the same command without --ray
-    local = tmp_path / "local"
-    status, _, err = benchmark(tmp_path, "--seeds", "1", "--first-seed", "9102", "--jobs", "1",
-                               "--out", str(local))
-    assert status == 0, err
+    local = tmp_path / "local"  # run_one, the local path's run, here
+    import benchmark as local_benchmark
+    task = local_benchmark.Task("qlearning", "FrozenLake-v1", 0.7, "", TINY, window=100,
+                                torch=False, holds_on_eval=True)
+    local_run = local_benchmark.run_one(task, 9102, str(local))
     [here] = (local / "runs" / NAME / "seed9102").iterdir()
     [there] = [p for p in (out / "runs" / NAME / "seed9102").iterdir()]
     assert there.name == marks[9102]["folder"]
     assert sorted(os.listdir(here)) == sorted(os.listdir(there))
     assert episodes(here) == episodes(there) and len(episodes(here)) > 100
-    local_run = json.loads((local / "results.json").read_text())[NAME]["runs"][0]
     assert {k: v for k, v in local_run.items() if k not in ("process_s", "sps", "solve_s")} == {
         k: v for k, v in entry["runs"][1].items() if k not in ("process_s", "sps", "solve_s")}
     # a second invocation with a third seed keeps the two finished runs, runs the third, whose
