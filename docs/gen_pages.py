@@ -1013,6 +1013,8 @@ def home_page():
         "## Start here", "",
         "- **Run PPO and read its GAE**: [ppo.py's page](algorithms/ppo.md) gives the commands, "
         "the GAE's equations rendered beside the docstring lines they render, and each step "
+    ("cluster", "From a laptop to a cluster", "benchmark.py and tune.py on a Ray cluster, and "
+     "what the MuJoCo table costs"),
         "of the loop linked to its line of the source.",
         "- **Grade a class**: [handing out and collecting](teaching.md#handing-out-and-collecting)"
         " an exercise, and the one command that checks every student's file and writes the "
