@@ -20,6 +20,11 @@ Run:
     python benchmark.py --scripts ppo --envs CartPole-v1 --seeds 5 --jobs 1
     python benchmark.py --scripts mappo --tasks mappo-simple_spread_v3-as --seeds 3 --jobs 1
     python benchmark.py --list                 # every task: name, budget, goal, command
+    python benchmark.py --scripts sac --seeds 10 --first-seed 101 --ray HEAD_IP:6379
+
+--ray ADDRESS runs each (task, seed) as a task of a Ray cluster instead of --jobs processes
+here, with the same run folders, results.json rows and figures; a node's death starts its runs
+again, a second invocation keeps the finished ones (docs/guide/cluster.md).
 """
 
 # ---------------------------------------------------------------------------------------
@@ -1277,6 +1282,20 @@ def holds_cell(entry, stats):
     return "{} of {}".format(*stats["holds"])
 
 
+OVERLOADED = "† (load above the cores: not comparable)"
+CORES = 2
+"""the cores of the machine that wrote the entries of results.json without `cores`"""
+
+
+def timed(entry, cell):
+    """A time cell of results.md (seconds, steps/s), marked OVERLOADED where the task ran at a
+    1-minute load (results.json's, before and after) above the cores of its machine, or where
+    no load was recorded: its runs shared the cores with other work, so their time is not
+    one to compare (issue 86)."""
+    load = entry.get("load") or [math.inf]
+    return f"{cell} †" if max(load) > entry.get("cores", CORES) else cell
+
+
 def write_results(results, out):
     """results.md from every task in results.json: the table, the fields' aggregates and the
     curves, then the line NOTES and whatever results.md had from that line on (the notes
@@ -1300,9 +1319,10 @@ def write_results(results, out):
              "start-up and evaluation included. *Eval*: mean greedy return of the evaluation "
              "episodes after training. *Seeds*: their number and range; settings are chosen on "
              "seeds 1-5, so rows on 101 and up are fresh. "
-             "*Load*: the machine's 1-minute load average before and after the task; timings "
-             "taken above a load of 2 (this machine has 2 cores) shared the cores with other "
-             "work and are slower than on a quiet machine. The same seed gives the same episodes "
+             "*Load*: the machine's 1-minute load average before and after the task. A time "
+             "(*seconds to threshold*, *process s*, *steps/s*) of a row whose load was above "
+             f"the cores of its machine (2 here), or not recorded, is marked {OVERLOADED}: "
+             "its runs shared the cores with other work. The same seed gives the same episodes "
              "on one machine with one set of library versions; elsewhere, compare the medians "
              "and ranges, not single seeds.",
              "", "| script | environment | threshold (window) | seeds | holds | end, IQM [95% CI] "
@@ -1320,9 +1340,9 @@ def write_results(results, out):
             f"| {len(runs)} ({seeds[0]}–{seeds[-1]}){failed_runs(r)} | {holds_cell(r, stats)} "
             f"| {format_interval(stats['end'])} | {format_interval(stats['eval'])} "
             f"| {spread([x['solve_step'] for x in runs])} "
-            f"| {spread([x['solve_s'] for x in runs], '{:.1f}')} "
-            f"| {spread([x['process_s'] for x in runs], '{:.1f}')} "
-            f"| {spread([x['sps'] for x in runs])} | {r['goal']} "
+            f"| {timed(r, spread([x['solve_s'] for x in runs], '{:.1f}'))} "
+            f"| {timed(r, spread([x['process_s'] for x in runs], '{:.1f}'))} "
+            f"| {timed(r, spread([x['sps'] for x in runs]))} | {r['goal']} "
             f"| `{r.get('command') or command_of(name, runs, r['jobs'])}` ({r['date']}) "
             f"| {'–'.join(str(x) for x in r.get('load', []))} |")
     lines += [""] + field_lines(results, out)
@@ -1563,7 +1583,7 @@ def report_task(task, runs, args, load_before, entry=None):
                               "eval_threshold": task.eval_threshold,
                               "jobs": args.jobs, "date": time.strftime("%Y-%m-%d"),
                               "load": [round(load_before, 1), round(os.getloadavg()[0], 1)],
-                              "runs": runs}
+                              "cores": os.cpu_count(), "runs": runs}
         results[task.name]["holds_on_eval"] = task.holds_on_eval
         results[task.name].update(entry or {})
         results[task.name]["statistics"] = statistics(results[task.name])

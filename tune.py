@@ -64,6 +64,10 @@ objective, aggregate), which the file keeps; --trials, --jobs and --tpe-seed may
 the end (and when nothing is left to run) it prints the best trial's command line, ready to
 paste, and its seeds' values.
 
+--ray ADDRESS runs each trial's seeds as tasks of a Ray cluster (each run's folder and output
+come back here), the study still in its SQLite file on this machine, or with --storage URL in
+a database several drivers share, --study then naming it there (docs/guide/cluster.md).
+
 A run that fails (an exit status other than 0, a non-finite loss, no value) fails its trial
 with the last line of the run's stderr; three failed trials in a row stop the study (exit
 status 1). Bad input (a script that is not one of plainrl's algorithm scripts, a flag the
