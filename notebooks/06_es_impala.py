@@ -34,7 +34,7 @@ def fetch_scripts():
     environment's PLAINRL_SCRIPTS_URL), a git repository or a .zip; else a .zip of the scripts
     in the working folder; else, in Colab, a .zip uploaded now. Each goes into plainrl/."""
     url = SCRIPTS_URL or os.environ.get("PLAINRL_SCRIPTS_URL", "")
-    if url and not url.endswith(".zip"):
+    if url and not re.search(r"\.zip($|\?)", url):  # a .zip address, a query after it or not
         subprocess.run(["git", "clone", "--depth", "1", url, "plainrl"], check=True)
         return
     archives = [urllib.request.urlretrieve(url)[0]] if url else sorted(glob.glob("*.zip"))
