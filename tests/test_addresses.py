@@ -10,7 +10,8 @@ holder put there. So:
   line that fetches code from a written-out address: `git clone`, `pip install git+...` or
   `pip install https://...`, `wget`/`curl`, `urlretrieve`/`urlopen`, an `..._URL`/`REPO`
   variable set to one. A placeholder (`<your copy's address>`) is fine, and so is a link to a
-  peer's repository cited as a reference, which fetches nothing.
+  peer's repository cited as a reference, which fetches nothing, and a tool's own maker's
+  index or installer (INDEXES).
 
 ALLOWED lists the addresses the project controls: none, unless mkdocs.yml's repo_url names
 one. benchmarks/ fetches peers' reference code from their authors' own repositories (CleanRL,
@@ -49,8 +50,9 @@ FETCH = re.compile(
 """a line that fetches code, from where it starts to the line's end"""
 
 ADDRESS = re.compile(r"(?:https?|git|ssh)://[^\s\"'<>)\]`]+|git@[\w.-]+:[^\s\"'<>)\]`]+", re.I)
-INDEXES = ("https://download.pytorch.org/whl/",)
-"""package indexes, not code to run: `--index-url` of PyTorch's CPU build"""
+INDEXES = ("https://download.pytorch.org/whl/", "https://astral.sh/uv/")
+"""where tools' own makers publish them, as a registry does: PyTorch's index (`--index-url` of
+its CPU build) and uv's installer (docs/guide/cluster.yaml's nodes install uv with it)"""
 
 
 def files():
@@ -170,9 +172,10 @@ def violations_in(path, text):
 
 
 def test_what_is_fine_stays_fine():
-    """A peer's repository cited as a link, PyTorch's package index and a placeholder pass."""
+    """A peer's repository cited as a link, PyTorch's index, uv's installer and a placeholder pass."""
     for line in ["[rliable](https://github.com/google-research/rliable)",
                  "pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu",
+                 "  - curl -LsSf https://astral.sh/uv/install.sh | sh",
                  "git clone <your copy's git address> my-copy",
                  'SCRIPTS_URL = ""  # your copy',
                  "pip install -r requirements.txt"]:
