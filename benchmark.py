@@ -808,13 +808,20 @@ def join_ray(address, fail=None):
     nothing of it loads."""
     fail = fail or globals()["fail"]  # benchmark.py's, unless tune.py gives its own
     reachable(address, fail)
+    token = os.environ.get("RAY_AUTH_TOKEN_PATH", os.path.expanduser("~/.ray/auth_token"))
+    if "RAY_AUTH_MODE" not in os.environ and (os.environ.get("RAY_AUTH_TOKEN")
+                                              or os.path.exists(token)):
+        # Ray 2.60's `ray start` makes a token and asks for it; Ray sends it only to a cluster
+        # it finds itself (auto), not to a given address, unless told
+        os.environ["RAY_AUTH_MODE"] = "token"
     import ray
     try:
         ray.init(address=address, log_to_driver=False, logging_level="ERROR",
                  runtime_env={"working_dir": ROOT, "excludes": RAY_EXCLUDES})
     except Exception as e:  # ConnectionError for auto without a cluster, and Ray's others
         fail(f"--ray {address}: cannot join Ray there: "
-             f"{(str(e).strip().splitlines() or [type(e).__name__])[0]}")
+             f"{(str(e).strip().splitlines() or [type(e).__name__])[0]} (if its head asks for "
+             "a token: copy its ~/.ray/auth_token here)")
     return ray
 
 
@@ -1275,6 +1282,12 @@ def failed_runs(entry):
             f"{', '.join(map(str, failed))})" if failed else "")
 
 
+def judged_on_eval(entry):
+    """Whether a task's runs are judged on their greedy evaluation (its threshold column says
+    "eval"), as a run of its script is (its GOALS' "eval")."""
+    return bool(entry.get("eval_threshold") or entry.get("holds_on_eval"))
+
+
 def holds_cell(entry, stats):
     """'k of n', or what the runs did instead where they stop at the threshold."""
     if entry.get("stops"):
@@ -1336,7 +1349,7 @@ def write_results(results, out):
         lines.append(
             f"| <a id=\"{name.lower()}\"></a>{r['script']}.py"
             f"{' ' + r['label'] if r.get('label') else ''} | {r['env_id']} "
-            f"| {r['threshold']:g} ({'eval' if r.get('eval_threshold') else r.get('window', 20)}) "
+            f"| {r['threshold']:g} ({'eval' if judged_on_eval(r) else r.get('window', 20)}) "
             f"| {len(runs)} ({seeds[0]}–{seeds[-1]}){failed_runs(r)} | {holds_cell(r, stats)} "
             f"| {format_interval(stats['end'])} | {format_interval(stats['eval'])} "
             f"| {spread([x['solve_step'] for x in runs])} "

@@ -432,6 +432,26 @@ def load_videos():
     return {s: e for s, e in entries.items() if os.path.isfile(os.path.join(VIDEOS, e["video"]))}
 
 
+def judged_on_its_row(entry):
+    """(what, figure, threshold): a recording's run judged as its script's row judges it (the
+    task of benchmark.py on the environment, equal to the script's GOALS): the last-20
+    training return (what None), the final evaluation, or the last-window mean the entry
+    kept; None where there is no such row or the entry lacks its figure."""
+    tasks = [t for t in benchmark.TASKS.get(entry["script"][:-3], [])
+             if (t.env_id, t.label) == (entry["env_id"], "")]
+    if not tasks:
+        return None
+    task = tasks[0]
+    if task.eval_threshold or task.holds_on_eval:
+        what, figure = "its final evaluation", entry.get("eval_return_mean")
+    elif task.window == 20:
+        what, figure = None, entry["train_return_last20"]
+    else:  # entries recorded before summary.json kept the window's mean lack it
+        what = f"the last-{task.window} mean"
+        figure = entry.get("end_return") if entry.get("solved_window") == task.window else None
+    return None if figure is None else (what, figure, task.threshold)
+
+
 def video_caption(entry):
     """A recording's caption: what trained it and for how long, where training ended, and
     the recorded episode's return, from its videos.json entry."""
@@ -440,9 +460,11 @@ def video_caption(entry):
         f"(--total-timesteps {entry['total_timesteps']:,}, not its default budget of "
         f"{entry['default_total_timesteps']:,})")
     end = f"last-20 training return {entry['train_return_last20']:,.2f} at the end"
-    if entry.get("solved_threshold") is not None and entry.get("holds") is not None:
-        end += f" ({'at or above' if entry['holds'] else 'below'} its threshold " \
-               f"{entry['solved_threshold']:,g})"
+    judged = judged_on_its_row(entry)
+    if judged:
+        what, figure, threshold = judged
+        side = "at or above" if figure >= threshold else "below"
+        end += f" ({what + f' {figure:,.2f}, ' if what else ''}{side} its row's threshold {threshold:,g})"
     return (f"The trained agent on {entry['env_id']}, seed {entry['seed']}: "
             f"`{entry['train_command']}` trained run {entry['run']} for {budget}, {end}; then "
             f"`{entry['record_command']}` recorded this greedy episode, return "
@@ -490,7 +512,7 @@ def ends_table(tasks, base="../benchmarks/"):
         stats = benchmark.statistics(benchmark.with_eval_thresholds({name: r})[name])
         seeds = stats["seeds"]
         fresh = "fresh " if seeds[0] > 5 else ""
-        on = "eval" if r.get("eval_threshold") else f"last {r.get('window', 20)}"
+        on = "eval" if benchmark.judged_on_eval(r) else f"last {r.get('window', 20)}"
         rows.append(f"| [{name}]({base}results.md#{name.lower()}) | {len(seeds)} {fresh}"
                     f"({seeds[0]}–{seeds[-1]}) | **{benchmark.holds_cell(r, stats)}** "
                     f"(≥ {r['threshold']:g}, {on}) "
@@ -515,10 +537,14 @@ def results_table(tasks, script_column=False, base="../benchmarks/"):
                 else f"| {r['script']} ")
         rows.append(
             f"{page}| [{name}]({base}results.md#{name.lower()}) | {r['env_id']} "
-            f"| {r['threshold']:g} ({r.get('window', 20)}) | {len(runs)} "
-            f"| {spread([x['solve_step'] for x in runs])} "
+            f"| {r['threshold']:g} ({'eval' if benchmark.judged_on_eval(r) else r.get('window', 20)}) "
+            f"| {len(runs)} | {spread([x['solve_step'] for x in runs])} "
             f"| {spread([x['eval_return'] for x in runs], '{:.4g}')} "
-            f"| {spread([x['sps'] for x in runs])} | {html.escape(r['goal'], quote=False)} |")
+            f"| {benchmark.timed(r, spread([x['sps'] for x in runs]))} "
+            f"| {html.escape(r['goal'], quote=False)} |")
+    if any(benchmark.timed(r, "") for r in tasks.values()):  # a time at a load above the cores
+        rows += ["", "† a load above the machine's cores (results.md's *load*): the runs shared "
+                 "them with other work, so the time is not comparable."]
     return "\n".join(rows)
 
 
@@ -991,6 +1017,8 @@ GUIDE = [
     ("benchmark", "Running the benchmark", "benchmark.py's seeds, tasks and tables"),
     ("tuning", "Tuning a script", "tune.py: Optuna's search over flags on several seeds, "
      "resumable"),
+    ("cluster", "From a laptop to a cluster", "benchmark.py and tune.py on a Ray cluster, and "
+     "what the MuJoCo table costs"),
     ("notebooks", "Notebooks for the classroom", "one per road of the learning path, in Jupyter "
      "or Colab, what each installs and how long it runs"),
 ]
@@ -1013,8 +1041,6 @@ def home_page():
         "## Start here", "",
         "- **Run PPO and read its GAE**: [ppo.py's page](algorithms/ppo.md) gives the commands, "
         "the GAE's equations rendered beside the docstring lines they render, and each step "
-    ("cluster", "From a laptop to a cluster", "benchmark.py and tune.py on a Ray cluster, and "
-     "what the MuJoCo table costs"),
         "of the loop linked to its line of the source.",
         "- **Grade a class**: [handing out and collecting](teaching.md#handing-out-and-collecting)"
         " an exercise, and the one command that checks every student's file and writes the "

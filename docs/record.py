@@ -25,8 +25,8 @@ For each script, from the repository root and with the script's own flags only:
    docs/videos/<script>.mp4, shrinking further while it is over --max-kb kilobytes;
 4. write the script's entry into docs/videos/videos.json (the other entries are kept): the
    two commands, the run folder, the seed, the steps trained and the budget, the training
-   return at the end (summary.json's train_return_last20, with its threshold and whether it
-   holds) and the run's final evaluation, the recorded episode's return, the file's size and
+   return at the end (summary.json's train_return_last20, with its threshold, its window's
+   mean and whether it holds) and the run's final evaluation, the recorded episode's return, the file's size and
    frames, and the date. docs/gen_pages.py shows the video and a caption made from this
    entry near the top of the page's "Results at a glance"; a script without an entry shows
    nothing.
@@ -235,6 +235,8 @@ def record(script, args):
         "steps": summary["global_steps"],
         "train_return_last20": summary["train_return_last20"],
         "solved_threshold": summary["solved_threshold"],
+        "solved_window": summary.get("solved_window"),  # run folders of issue 86 on
+        "end_return": summary.get("end_return"),
         "holds": summary["holds"],
         "eval_return_mean": summary["eval_return_mean"],
         "eval_episodes": summary["eval_episodes"],

@@ -156,6 +156,30 @@ def test_a_row_leads_with_where_its_runs_end(tmp_path):
     assert (tmp_path / "profile-classic-control.png").read_bytes()[:4] == b"\x89PNG"
 
 
+def test_a_time_taken_above_the_cores_is_marked_not_comparable(tmp_path):
+    # Issue 86: seconds and steps per second of a task whose 1-minute load (before, after)
+    # rose above its machine's cores are marked; at or below them, or with the cores kept
+    # (4), they are not; an entry without a load is marked (nothing says it was quiet)
+    # and an entry without cores was made on the 2-core machine.
+    runs = [run(1, end=500.0, solve_step=10), run(2, end=500.0, solve_step=20)]
+    results = {f"ppo-CartPole-v1-{label}": {**entry(runs=runs, label=label, **extra)}
+               for label, extra in (("quiet", {"load": [1.0, 2.0]}), ("busy", {"load": [0.4, 2.1]}),
+                                    ("four", {"load": [3.5, 4.0], "cores": 4}),
+                                    ("unknown", {}))}
+    benchmark.write_results(results, tmp_path)
+    text = (tmp_path / "results.md").read_text()
+    header = next(line for line in text.splitlines() if line.startswith("| script |"))
+    for label, marked in (("quiet", False), ("busy", True), ("four", False), ("unknown", True)):
+        row = next(line for line in text.splitlines()
+                   if line.startswith(f'| <a id="ppo-cartpole-v1-{label}"'))
+        cells = dict(zip([c.strip() for c in header.split("|")[1:-1]],
+                         [c.strip() for c in row.split("|")[1:-1]]))
+        for column in ("seconds to threshold", "process s", "steps/s"):
+            assert cells[column].endswith(" †") is marked, (label, column)
+        assert not cells["steps to threshold"].endswith("†")  # steps are not a time
+    assert "† (load above the cores: not comparable)" in text
+
+
 def test_statistics_are_kept_with_their_seeds_and_remade_for_other_seeds():
     # kept figures of the same seeds are used as they are (made up here: 1 of 1, IQM 7);
     # kept figures of other seeds are computed again: 501 and 470 -> 1 of 2
