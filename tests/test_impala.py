@@ -94,6 +94,73 @@ def test_impala_loss_by_hand():
     assert advantages.grad is None and vs.grad is None
 
 
+def test_impala_loss_divides_the_value_error_by_popart_sigma():
+    # V = [1, 3], vs = [2, 2], sigma = 2: L_v = 0.5*((1/2)^2 + (1/2)^2)/2 = 0.125, which is
+    # mean(0.5*((vs - mu)/sigma - n)^2) for V = sigma*n + mu whatever mu (here 1: n = [0, 1],
+    # (vs - mu)/sigma = [0.5, 0.5]); dL_v/dV = (V - vs)/(sigma^2 * 2) = [-0.125, 0.125]
+    values = tensor(1.0, 3.0).requires_grad_()
+    _, _, v_loss, _ = impala.impala_loss(
+        logprobs=torch.log(tensor(0.5, 0.25)), entropy=tensor(0.6, 0.4), values=values,
+        advantages=tensor(2.0, 1.0), vs=tensor(2.0, 2.0), ent_coef=0.01, vf_coef=0.5,
+        value_std=2.0)
+    assert v_loss.item() == approx(0.125)
+    v_loss.backward()
+    assert values.grad.tolist() == approx([-0.125, 0.125])
+
+
+def test_popart_statistics_and_preserved_outputs_by_hand():
+    # mu = 0, nu = 1 (sigma 1), targets [2, 4], beta 0.5: mu' = 0.5*0 + 0.5*3 = 1.5,
+    # nu' = 0.5*1 + 0.5*(4 + 16)/2 = 5.5, sigma' = sqrt(5.5 - 1.5^2) = sqrt(3.25) = 1.802776
+    mean, mean_sq, std = impala.popart_statistics(torch.tensor(0.0), torch.tensor(1.0),
+                                                  tensor(2.0, 4.0), 0.5)
+    assert (mean.item(), mean_sq.item(), std.item()) == approx((1.5, 5.5, 1.802776))
+    # w = [2, -1], b = 0.5 with mu 1.5, sigma 2 -> mu' 3, sigma' 4: w' = w*2/4 = [1, -0.5],
+    # b' = (2*0.5 + 1.5 - 3)/4 = -0.125. At h = [1, 1]: n = 1.5, V = 2*1.5 + 1.5 = 4.5;
+    # after, n' = 1 - 0.5 - 0.125 = 0.375, V = 4*0.375 + 3 = 4.5, the same
+    weight, bias = impala.popart_preserve(torch.tensor([[2.0, -1.0]]), tensor(0.5), 1.5, 2.0,
+                                          3.0, 4.0)
+    assert weight.tolist() == [[1.0, -0.5]] and bias.tolist() == [-0.125]
+    # sigma is 0 before any spread (nu = mu^2) and kept at 1e-4 at least
+    assert impala.popart_std(torch.tensor(3.0), torch.tensor(9.0)).item() == approx(1e-4)
+
+
+@pytest.mark.parametrize("obs_shape", [(4,), (10, 10, 4)])
+def test_the_agent_moves_popart_statistics_and_keeps_every_value(obs_shape):
+    # mu, sigma from 0, 1 towards targets [100, 102] with beta 0.5: mu' = 50.5,
+    # nu' = 0.5 + 0.5*(10000 + 10404)/2 = 5101.5, sigma' = sqrt(5101.5 - 50.5^2) = 50.49...;
+    # the critic's last layer (the MLP's or the image head's) is rescaled: V stays the same
+    torch.manual_seed(0)
+    agent = impala.Agent(obs_shape, 2, continuous=False, hidden_size=8)
+    obs = torch.rand(5, *obs_shape)
+    before = agent.get_value(obs)
+    agent.update_value_statistics(tensor(100.0, 102.0), beta=0.5)
+    assert agent.value_mean.item() == approx(50.5)
+    assert agent.value_std().item() == approx((5101.5 - 50.5 ** 2) ** 0.5)
+    same = pytest.approx(before.tolist(), rel=1e-5, abs=1e-5)
+    assert agent.get_value(obs).tolist() == same
+    assert agent.get_action_and_value(obs)[3].tolist() == same
+
+
+def test_popart_beta_zero_is_the_papers_critic_and_the_default_moves_it(tmp_path, local_actors,
+                                                                        monkeypatch):
+    # --popart-beta 0: mu and sigma stay 0 and 1, V is the critic's output itself (the
+    # IMPALA paper's); the default 0.01 moves mu a hundredth of the way to each batch's mean
+    # target: after the first, mu = 0.01 * mean(vs) of that batch
+    given = []  # (advantages, vs) of each batch, as V-trace computed them
+    vtrace = impala.RolloutBatch.vtrace
+    monkeypatch.setattr(impala.RolloutBatch, "vtrace", lambda self, *a, **k: given.append(
+        vtrace(self, *a, **k)) or given[-1])
+    impala.main(impala.Args(total_timesteps=2 * 2 * 8, num_envs=2, num_steps=8, hidden_size=8,
+                            num_actors=1, sync=True, eval_episodes=0, popart_beta=0.0,
+                            output_dir=str(tmp_path / "off")))
+    (updates,) = [read_csv(p) for p in glob.glob(str(tmp_path / "off" / "*" / "updates.csv"))]
+    assert [(float(r["value_mean"]), float(r["value_std"])) for r in updates] == [(0, 1)] * 2
+    given.clear()
+    updates = one_actor_run(tmp_path / "on")
+    first_mean = given[0][1].mean().item()
+    assert float(updates[0]["value_mean"]) == pytest.approx(0.01 * first_mean, rel=1e-4)
+
+
 def test_policy_lags_by_hand():
     # the learner has taken 5 steps: weights of version 5 are on-policy, 3 are 2 steps old
     assert impala.policy_lags(5, [5, 3, 0]) == [0, 2, 5]
@@ -371,8 +438,8 @@ def test_every_update_moves_every_weight_of_the_critic_and_the_actor(tmp_path, l
     # One loss trains both networks: the loss is given the learner's values,
     # log-probabilities and entropies with their gradients (a value detached before it, the
     # critic would never learn; an entropy detached, --ent-coef's bonus would move no
-    # weight), and each of the 4 steps moves every weight and bias of both MLPs, as the
-    # versions published after each step show.
+    # weight), and each of the 4 steps moves every weight and bias of both MLPs, and PopArt's
+    # mean and second moment of the targets, as the versions published after each step show.
     given = spy_on(monkeypatch, impala, "impala_loss", lambda **k: (
         k["values"].requires_grad, k["logprobs"].requires_grad, k["entropy"].requires_grad))
     one_actor_run(tmp_path)
@@ -380,7 +447,8 @@ def test_every_update_moves_every_weight_of_the_critic_and_the_actor(tmp_path, l
     assert given == [(True, True, True)] * 4 and sorted(actors.published) == [0, 1, 2, 3, 4]
     for version in range(4):
         before, after = actors.published[version], actors.published[version + 1]
-        assert {name.split(".")[0] for name in before} == {"actor", "critic"}
+        assert {name.split(".")[0] for name in before} == {"actor", "critic", "value_mean",
+                                                           "value_mean_sq"}
         assert [name for name in before if torch.equal(before[name], after[name])] == []
 
 
