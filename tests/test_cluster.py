@@ -222,3 +222,24 @@ def test_a_package_a_node_lacks_is_named_before_any_run(cluster, tmp_path):
                           "plainrl_absent_module, which the Ray node ")
     assert "pip install plainrl_absent_module on every node" in err
     assert not os.path.exists(tmp_path / "out" / "runs")
+
+
+def test_a_study_in_a_shared_storage_is_named_there_and_keeps_its_settings(tmp_path, monkeypatch,
+                                                                           capsys):
+    # --storage URL (here SQLite's, as a PostgreSQL URL would be): the study is --study's name
+    # in it, its runs in tune/<name>/; a second driver with other settings is refused
+    import tune
+    monkeypatch.chdir(tmp_path)
+    url = f"sqlite:///{tmp_path / 'shared.db'}"
+    args = tune.Args("qlearning.py", env_id="FrozenLake-v1", param=["gamma=float:0.9:0.99"],
+                     seeds=[1], trials=1, jobs=1, storage=url, study="frozen")
+    fixed = ["--total-timesteps", "2000", "--eval-episodes", "0", "--no-tensorboard"]
+    study = tune.main(args, fixed)
+    assert tune.completed(study) == 1 and study.study_name == "frozen"
+    assert glob.glob(str(tmp_path / "tune" / "frozen" / "trial-0" / "FrozenLake-v1__qlearning__1__*"))
+    assert [s.study_name for s in tune.optuna.get_all_study_summaries(url)] == ["frozen"]
+    with pytest.raises(tune.UsageError, match=r"^--study study frozen of sqlite:.* was made with "
+                                              r"seeds \[1\], not \[2\]"):
+        tune.main(tune.dataclasses.replace(args, seeds=[2]), fixed)
+    with pytest.raises(tune.UsageError, match="give an Optuna storage URL"):
+        tune.main(tune.dataclasses.replace(args, storage="shared.db"), fixed)
