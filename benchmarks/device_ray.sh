@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # benchmark.py's Ray backend on one bigger machine (issue 85, item 5): a Ray of 16 CPUs and
 # its GPU on this machine, benchmark.py --ray over 16 seeds of five CPU tasks of the table
-# (their commands unchanged) and of one short image task on the GPU (a quarter each, four at
+# (their commands unchanged) and of one short image task on the GPU (an eighth each, eight at
 # once), then runs per hour against the two-core machine's rows of benchmarks/results.json.
 # Made for a machine without internet whose Python has torch and the common scientific stack:
 # what it lacks comes as wheels in .whl/r85/ (installed into a folder of its own, only where
@@ -104,7 +104,7 @@ else:
     print("no minatar or no GPU: the CPU tasks only", flush=True)
 args = benchmark.Args(scripts=sorted({n.split("-")[0] for n in tasks}), tasks=tasks, seeds=seeds,
                       first_seed=101, jobs=16, out=out, ray=os.environ["ADDRESS"] if ray else "",
-                      image_gpu=0.25 if ray and image.name in tasks else 0.0)
+                      image_gpu=0.125 if ray and image.name in tasks else 0.0)
 start = time.time()
 try:
     benchmark.main(args)
