@@ -75,6 +75,12 @@ RUNS = {
     "trpo.py": ["--num-envs", "2", "--num-steps", "32", "--total-timesteps", "64"],
     "trpo.py Pendulum": ["--env-id", "Pendulum-v1", "--num-envs", "2", "--num-steps", "32",
                          "--total-timesteps", "64", "--norm-obs", "--norm-reward"],
+    "grpo.py": ["--num-prompts", "4", "--group-size", "4", "--total-timesteps", "32",
+                "--sft-steps", "3", "--sft-problems", "16", "--n-layer", "1", "--n-head", "2",
+                "--n-embd", "16"],
+    "grpo.py nlpo": ["--num-prompts", "4", "--group-size", "4", "--total-timesteps", "32",
+                     "--sft-steps", "3", "--sft-problems", "16", "--n-layer", "1", "--n-head",
+                     "2", "--n-embd", "16", "--top-p", "0.9"],
 }
 
 # PyTorch's own messages for each mistake, as a GPU machine gives them

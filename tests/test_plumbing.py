@@ -59,6 +59,10 @@ SCRIPTS = {
                    "--num-actors", "1"], True),
     "pqn.py": (["--total-timesteps", "256", "--num-envs", "2", "--num-steps", "32",
                 "--num-minibatches", "2"], True),
+    # 4 prompts in groups of 4 (16 completions, one step each, a batch), a one-block transformer
+    "grpo.py": (["--total-timesteps", "64", "--num-prompts", "4", "--group-size", "4",
+                 "--sft-steps", "3", "--sft-problems", "16", "--n-layer", "1", "--n-head", "2",
+                 "--n-embd", "16"], True),
 }
 # The block's own behaviour is the same text in every script (the stamp test holds it), so
 # it is tested on one script of each variant: ppo.py (torch) and qlearning.py (NumPy only).
@@ -350,12 +354,13 @@ def test_ctrl_c_during_the_final_evaluation_keeps_the_run(script, tmp_path, monk
 # script says that no training episode ended and cuts the evaluation episodes at its bound
 # (monkeypatched to 40 steps), so every evaluation return is 40 steps of reward 1. es.py
 # cuts its training episodes at the same bound, so they end. mappo.py and matd3.py play
-# PettingZoo's environments, which always end at --max-cycles; ppod.py needs a demonstration.
+# PettingZoo's environments, which always end at --max-cycles; ppod.py needs a demonstration;
+# grpo.py's text tasks end every episode at its one answer.
 STEP_BOUND = {"es.py": "EPISODE_STEP_LIMIT"}
 ENDLESS = {script: ["--env-id", "my_envs:EndlessBox-v0" if script in ("ddpg_td3.py", "sac.py",
                                                                                 "crossq.py")
                     else "my_envs:Endless-v0", *(["--no-mask"] if script == "ppo_masked.py" else [])]
-           for script in SCRIPTS if script not in ("mappo.py", "matd3.py", "ppod.py")}
+           for script in SCRIPTS if script not in ("mappo.py", "matd3.py", "ppod.py", "grpo.py")}
 
 
 @pytest.mark.parametrize("script", ENDLESS)
@@ -1145,11 +1150,13 @@ def progress_lines_of_a_tiny_run(script, tmp_path, monkeypatch, capsys, eval_epi
 
 
 @pytest.mark.parametrize("script", [s for s in SCRIPTS if s not in ("es.py", "qlearning.py",
-                                                                  "mappo.py", "matd3.py")])
+                                                                  "mappo.py", "matd3.py",
+                                                                  "grpo.py")])
 def test_a_long_final_evaluation_says_how_far_it_is(script, tmp_path, monkeypatch, capsys):
     # The clock moves 1 s at each reading: the evaluation's 2-second lines appear, each
     # counting the episodes done out of those asked for. (es.py and qlearning.py play their
-    # short evaluation episodes one after another; mappo.py and matd3.py end at --max-cycles.)
+    # short evaluation episodes one after another; mappo.py and matd3.py end at --max-cycles;
+    # grpo.py's episodes are one answer, one step, all at once.)
     out = progress_lines_of_a_tiny_run(script, tmp_path, monkeypatch, capsys, eval_episodes=3)
     said = re.findall(rf"{script}: evaluating, (\d) of 3 episodes done, [\d,]+ steps", out)
     assert said and all(done in "0123" for done in said)

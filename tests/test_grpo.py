@@ -1,0 +1,593 @@
+"""Tests of grpo.py: the reward, the group advantages, the clipped per-token loss, its three
+aggregations, k3 and NLPO's mask by hand, and the loss against TRL's on the same tensors;
+the sampler, the buffer and the loop's glue (which tokens count, the frozen reference, the
+sampler's log-probabilities, temperature and the mask); the task environment; a smoke run,
+a Hugging Face model built and saved here (offline), bad input, determinism. The
+plumbing's behaviour is tested once, in test_plumbing.py."""
+import glob
+import json
+import math
+import os
+import zlib
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import torch
+
+import grpo
+from conftest import approx, read_csv, same_seed_episodes, spy_on, tensor
+
+LN2, LN3 = math.log(2.0), math.log(3.0)
+# A tiny run: 4 prompts in groups of 4 (16 completions a batch), a one-block transformer
+TINY = dict(total_timesteps=64, num_prompts=4, group_size=4, sft_steps=3, sft_problems=16,
+            n_layer=1, n_head=2, n_embd=16, eval_episodes=2, tensorboard=False, curve=False)
+TINY_FLAGS = ["--total-timesteps", "64", "--num-prompts", "4", "--group-size", "4",
+              "--sft-steps", "3", "--sft-problems", "16", "--n-layer", "1", "--n-head", "2",
+              "--n-embd", "16", "--eval-episodes", "2"]
+
+
+def tiny_args(tmp_path, **flags):
+    return grpo.Args(**{**TINY, "output_dir": str(tmp_path), **flags})
+
+
+# ---------------------------------------------------------------------------------------
+# The reward, by hand: exact answers only
+# ---------------------------------------------------------------------------------------
+@pytest.mark.parametrize("prompt, completion, reward", [
+    ("347+85=", "432", 1.0),      # 347 + 85 = 432
+    ("347+85=", "0432", 0.0),     # a leading zero is not the answer as written
+    ("347+85=", "", 0.0),         # a missing answer (the end-of-sequence token first)
+    ("347+85=", "4320", 0.0),     # an overlong completion, cut at --max-new-tokens: too long
+    ("347+85=", "433", 0.0),      # off by one
+    ("347+85=", " 432", 0.0),     # a space is not part of the answer
+    ("0+0=", "0", 1.0),           # zero is written "0"
+    ("999+999=", "1998", 1.0),    # a carry into a new digit
+])
+def test_the_reward_is_one_for_the_exact_answer_only(prompt, completion, reward):
+    assert grpo.addition_reward(prompt, completion) == reward
+
+
+# ---------------------------------------------------------------------------------------
+# Group advantages by hand: two groups of G = 4, rewards [1, 0, 0, 0] and [1, 1, 0, 0]
+# ---------------------------------------------------------------------------------------
+REWARDS = tensor(1, 0, 0, 0, 1, 1, 0, 0)
+
+
+def test_group_advantages_with_the_std():
+    # group 1: mean 1/4, unbiased std sqrt((0.75^2 + 3 * 0.25^2) / 3) = sqrt(0.25) = 0.5,
+    # A = [0.75, -0.25, -0.25, -0.25] / (0.5 + 1e-4); group 2: mean 1/2, std
+    # sqrt(4 * 0.25 / 3) = 0.57735, A = [0.5, 0.5, -0.5, -0.5] / 0.57745
+    a = grpo.group_advantages(REWARDS, 4)
+    s1, s2 = 0.5 + 1e-4, math.sqrt(1 / 3) + 1e-4
+    assert a.tolist() == approx([0.75 / s1, -0.25 / s1, -0.25 / s1, -0.25 / s1,
+                                 0.5 / s2, 0.5 / s2, -0.5 / s2, -0.5 / s2])
+
+
+def test_group_advantages_without_the_std_are_dr_grpos():
+    a = grpo.group_advantages(REWARDS, 4, scale_rewards=False)
+    assert a.tolist() == approx([0.75, -0.25, -0.25, -0.25, 0.5, 0.5, -0.5, -0.5])
+
+
+def test_rloo_leaves_each_completion_out_of_its_baseline():
+    # r_1 = 1 against the others' mean (0 + 0 + 0) / 3 = 0: 1; r_2 = 0 against (1 + 0 + 0) / 3:
+    # -1/3. Group 2: 1 - (1 + 0 + 0) / 3 = 2/3, 0 - (1 + 1 + 0) / 3 = -2/3.
+    a = grpo.group_advantages(REWARDS, 4, scale_rewards=False, baseline="rloo")
+    assert a.tolist() == approx([1, -1 / 3, -1 / 3, -1 / 3, 2 / 3, 2 / 3, -2 / 3, -2 / 3])
+    # explicitly, each r_i minus the mean of the other three
+    loo = [REWARDS[i].item() - (REWARDS[(i // 4) * 4:(i // 4) * 4 + 4].sum().item()
+                                - REWARDS[i].item()) / 3 for i in range(8)]
+    assert a.tolist() == approx(loo)
+
+
+def test_a_group_of_one_reward_value_has_no_advantage():
+    for scale in (True, False):
+        assert grpo.group_advantages(tensor(1, 1, 1, 0, 0, 0), 3, scale).tolist() == approx(
+            [0.0] * 6)
+
+
+# ---------------------------------------------------------------------------------------
+# The clipped per-token loss by hand: ratios 1.5, 0.5, 1.1 with A = +1 and -1
+# ---------------------------------------------------------------------------------------
+def test_the_clipped_token_loss_by_hand():
+    # logprobs - old = ln 1.5, ln 0.5, ln 1.1: ratios 1.5, 0.5, 1.1; clip [0.8, 1.2]
+    # A = +1: -min(1.5, 1.2) = -1.2, -min(0.5, 0.8) = -0.5, -min(1.1, 1.1) = -1.1
+    # A = -1: -min(-1.5, -1.2) = 1.5, -min(-0.5, -0.8) = 0.8, -min(-1.1, -1.1) = 1.1
+    logp = torch.log(tensor(1.5, 0.5, 1.1)).repeat(2, 1)
+    loss, clipped = grpo.clipped_token_loss(logp, torch.zeros(2, 3), tensor(1, -1), 0.2, 0.2)
+    assert loss.tolist() == [approx([-1.2, -0.5, -1.1]), approx([1.5, 0.8, 1.1])]
+    assert clipped.tolist() == [[True, True, False]] * 2
+    # DAPO's clip-higher, [0.8, 1.28]: only the ratio above 1 moves, -min(1.5, 1.28) = -1.28
+    loss, _ = grpo.clipped_token_loss(logp, torch.zeros(2, 3), tensor(1, -1), 0.2, 0.28)
+    assert loss.tolist() == [approx([-1.28, -0.5, -1.1]), approx([1.5, 0.8, 1.1])]
+
+
+def test_the_clipped_token_loss_gradient_is_zero_where_clipped():
+    # d/dlogp of -ratio * A = -ratio * A where the unclipped term is the minimum; 0 where the
+    # clipped one is (ratio 1.5 > 1.2, A = +1): the token's gradient stops.
+    logp = torch.log(tensor(1.5, 1.1)).unsqueeze(0).requires_grad_()
+    loss, _ = grpo.clipped_token_loss(logp, torch.zeros(1, 2), tensor(1.0), 0.2, 0.2)
+    loss.sum().backward()
+    assert logp.grad.tolist() == [approx([0.0, -1.1])]
+
+
+# ---------------------------------------------------------------------------------------
+# The three aggregations by hand: two completions of 3 and 1 tokens, T_max = 3
+# ---------------------------------------------------------------------------------------
+PER_TOKEN = tensor(1, 2, 3, 4, 100, 100).view(2, 3)  # 100: padding, which must never count
+MASK = tensor(1, 1, 1, 1, 0, 0).view(2, 3)
+
+
+@pytest.mark.parametrize("loss_agg, expected", [
+    ("seq-mean-token-mean", 3.0),        # ((1 + 2 + 3) / 3 + 4 / 1) / 2 = (2 + 4) / 2
+    ("token-mean", 2.5),                 # (1 + 2 + 3 + 4) / 4
+    ("seq-mean-token-sum-norm", 10 / 6), # (1 + 2 + 3 + 4) / (2 completions * 3)
+])
+def test_the_three_aggregations_by_hand(loss_agg, expected):
+    assert grpo.aggregate(PER_TOKEN, MASK, loss_agg, 3).item() == approx(expected)
+
+
+def test_dr_grpos_constant_is_the_longest_completion_not_the_batchs():
+    # 10 / (2 * 5) = 1 with T_max 5, whatever the completions' lengths
+    assert grpo.aggregate(PER_TOKEN, MASK, "seq-mean-token-sum-norm", 5).item() == approx(1.0)
+
+
+# ---------------------------------------------------------------------------------------
+# k3 by hand, and its gradient's sign
+# ---------------------------------------------------------------------------------------
+def test_k3_by_hand():
+    # pi = 0.5, pi_ref = 0.25: r = pi_ref / pi = 0.5, k3 = r - ln r - 1 = 0.5 + ln 2 - 1
+    # = 0.193147; pi = 0.25, pi_ref = 0.5: r = 2, k3 = 2 - ln 2 - 1 = 0.306853; equal: 0
+    logp, ref = torch.log(tensor(0.5, 0.25, 0.3)), torch.log(tensor(0.25, 0.5, 0.3))
+    assert grpo.k3_kl(logp, ref).tolist() == approx([0.5 + LN2 - 1, 1 - LN2, 0.0])
+
+
+def test_k3s_gradient_pulls_the_policy_toward_the_reference():
+    # d k3 / d logp = 1 - pi_ref / pi: 1 - 0.5 = 0.5 > 0 where pi = 0.5 > pi_ref = 0.25 (a
+    # descent step lowers logp), 1 - 2 = -1 < 0 where pi = 0.25 < pi_ref = 0.5 (raises it)
+    logp = torch.log(tensor(0.5, 0.25)).requires_grad_()
+    grpo.k3_kl(logp, torch.log(tensor(0.25, 0.5))).sum().backward()
+    assert logp.grad.tolist() == approx([0.5, -1.0])
+
+
+def test_the_grpo_loss_adds_beta_times_k3_to_the_clipped_term():
+    # one completion of 2 tokens, ratio 1 (logp = old), A = 2: l = -2 a token; k3 of pi = 0.5
+    # against pi_ref = 0.25 is 0.193147 a token; beta 0.1: L = -2 + 0.0193147 a token, mean the same
+    logp = torch.log(tensor(0.5, 0.5)).unsqueeze(0)
+    loss, pg, kl, clipfrac = grpo.grpo_loss(
+        logprobs=logp, old_logprobs=logp, ref_logprobs=torch.log(tensor(0.25, 0.25)).unsqueeze(0),
+        advantages=tensor(2.0), completion_mask=torch.ones(1, 2), clip_low=0.2, clip_high=0.2,
+        beta=0.1, loss_agg="seq-mean-token-mean", max_new_tokens=2)
+    assert loss.item() == approx(-2 + 0.1 * (0.5 + LN2 - 1))
+    assert (pg.item(), kl.item(), clipfrac.item()) == (approx(-2), approx(0.5 + LN2 - 1), 0.0)
+
+
+# ---------------------------------------------------------------------------------------
+# The loss against TRL's GRPOTrainer._compute_loss on the same tensors (TRL is not a
+# requirement: pip install trl==1.16.0)
+# ---------------------------------------------------------------------------------------
+TRL_LOSS = {"seq-mean-token-mean": "grpo", "token-mean": "bnpo",
+            "seq-mean-token-sum-norm": "dr_grpo"}
+
+
+@pytest.mark.parametrize("loss_agg", TRL_LOSS)
+@pytest.mark.parametrize("beta, clip_high", [(0.0, 0.2), (0.04, 0.28)])
+def test_the_loss_equals_trls_on_the_same_tensors(loss_agg, beta, clip_high):
+    trainer = pytest.importorskip("trl.trainer.grpo_trainer", reason="pip install trl==1.16.0")
+    torch.manual_seed(0)
+    n, t = 6, 5
+    logp = (torch.rand(n, t) * -3).requires_grad_()
+    old = (logp + torch.randn(n, t) * 0.3).detach()  # ratios on both sides of the clip range
+    ref = (logp + torch.randn(n, t) * 0.5).detach()
+    mask = grpo.completion_mask_of(torch.tensor([[3, 1, 0, 0, 0], [3, 4, 5, 6, 7], [1, 0, 0, 0, 0],
+                                                 [3, 4, 1, 0, 0], [3, 4, 5, 1, 0], [3, 1, 0, 0, 0]]), 1)
+    advantages = grpo.group_advantages(tensor(1, 0, 0, 1, 1, 0), 3)
+    ours, *_ = grpo.grpo_loss(logprobs=logp, old_logprobs=old, ref_logprobs=ref,
+                              advantages=advantages, completion_mask=mask, clip_low=0.2,
+                              clip_high=clip_high, beta=beta, loss_agg=loss_agg, max_new_tokens=t)
+    ours_grad, = torch.autograd.grad(ours, logp)
+
+    # TRL's trainer method on a stand-in trainer: its per-token log-probabilities are ours
+    logp_trl = logp.detach().clone().requires_grad_()
+    metrics = {"eval": __import__("collections").defaultdict(list)}
+    stand_in = SimpleNamespace(
+        _get_per_token_logps_and_entropies=lambda *a, **k: (logp_trl, torch.zeros(n, t), None),
+        top_entropy_quantile=1.0, off_policy_mask_threshold=None, importance_sampling_level="token",
+        beta=beta, loss_type=TRL_LOSS[loss_agg], epsilon_low=0.2, epsilon_high=clip_high,
+        use_vllm=False, model=SimpleNamespace(training=False), max_completion_length=t,
+        current_gradient_accumulation_steps=1, _entropy_bonus_enabled=False,
+        aux_loss_enabled=False, _metrics=metrics,
+        args=SimpleNamespace(use_bias_correction_kl=False, delta=None),
+        accelerator=SimpleNamespace(num_processes=1, reduce=lambda x, reduction: x,
+                                    gather=lambda x: x, gather_for_metrics=lambda x: x))
+    inputs = {"prompt_ids": torch.zeros(n, 2, dtype=torch.long), "prompt_mask": torch.ones(n, 2),
+              "completion_ids": torch.zeros(n, t, dtype=torch.long), "completion_mask": mask,
+              "advantages": advantages, "old_per_token_logps": old, "ref_per_token_logps": ref}
+    theirs = trainer.GRPOTrainer._compute_loss(stand_in, None, inputs)
+    theirs_grad, = torch.autograd.grad(theirs, logp_trl)
+    assert ours.item() == pytest.approx(theirs.item(), rel=1e-6, abs=1e-7)
+    assert torch.allclose(ours_grad, theirs_grad, atol=1e-7)
+
+
+def test_the_loss_equals_a_loop_over_completions_and_tokens():
+    # The same loss written another way: Python loops, math.exp, each case of the clip
+    torch.manual_seed(1)
+    n, t, beta, lo, hi = 4, 3, 0.04, 0.2, 0.28
+    logp, old, ref = torch.rand(n, t) * -2, torch.rand(n, t) * -2, torch.rand(n, t) * -2
+    mask = tensor(1, 1, 1, 1, 0, 0, 1, 1, 0, 1, 1, 1).view(n, t)
+    adv = tensor(1.0, -0.5, 0.25, -2.0)
+    per_token = [[0.0] * t for _ in range(n)]
+    for i in range(n):
+        for j in range(t):
+            ratio = math.exp(logp[i, j] - old[i, j])
+            clipped = min(max(ratio, 1 - lo), 1 + hi)
+            d = (ref[i, j] - logp[i, j]).item()
+            per_token[i][j] = -min(ratio * adv[i].item(), clipped * adv[i].item()) + beta * (
+                math.exp(d) - d - 1)
+    lengths = [sum(mask[i].tolist()) for i in range(n)]
+    sums = [sum(per_token[i][j] for j in range(t) if mask[i, j]) for i in range(n)]
+    expected = {"seq-mean-token-mean": sum(s / k for s, k in zip(sums, lengths)) / n,
+                "token-mean": sum(sums) / sum(lengths), "seq-mean-token-sum-norm": sum(sums) / (n * t)}
+    for loss_agg, value in expected.items():
+        loss, *_ = grpo.grpo_loss(logprobs=logp, old_logprobs=old, ref_logprobs=ref, advantages=adv,
+                                  completion_mask=mask, clip_low=lo, clip_high=hi, beta=beta,
+                                  loss_agg=loss_agg, max_new_tokens=t)
+        assert loss.item() == pytest.approx(value, rel=1e-5)
+
+
+# ---------------------------------------------------------------------------------------
+# NLPO's top-p mask, the masked and tempered log-probabilities
+# ---------------------------------------------------------------------------------------
+@pytest.mark.parametrize("top_p, expected", [
+    (0.5, [True, False, False]),   # before each, most likely first: 0, 0.5, 0.8; < 0.5: one
+    (0.7, [True, True, False]),    # < 0.7: two (0.5 + 0.3 = 0.8 reaches it)
+    (0.8, [True, True, False]),    # 0.8 < 0.8 is false: still two
+    (0.85, [True, True, True]),
+    (1e-3, [True, False, False]),  # the most likely token is always kept
+])
+def test_top_p_mask_by_hand(top_p, expected):
+    logits = torch.log(tensor(0.5, 0.3, 0.2))
+    assert grpo.top_p_mask(logits, top_p).tolist() == expected
+    # the order of the vocabulary does not matter: [0.2, 0.5, 0.3]
+    assert grpo.top_p_mask(logits[[2, 0, 1]], top_p).tolist() == [expected[i] for i in (2, 0, 1)]
+
+
+def test_masked_tokens_get_no_probability():
+    # logits [0, ln 2, 100, ln 3], token 2 masked: e^l = [1, 2, -, 3], sum 6
+    logits = tensor(0, LN2, 100, LN3).view(1, 1, 4).expand(1, 4, 4)
+    masks = tensor(1, 1, 0, 1).bool().view(1, 1, 4).expand(1, 4, 4)
+    logp = grpo.token_logprobs(logits, torch.tensor([[0, 1, 3, 2]]), action_masks=masks)
+    assert logp[0, :3].tolist() == approx([-math.log(6), -LN3, -LN2])
+    assert logp[0, 3].item() < -1e7  # about -1e8: probability exactly 0
+
+
+def test_token_logprobs_divide_the_logits_by_the_temperature():
+    # logits [0, ln 4] at temperature 2: [0, ln 2], pi = [1/3, 2/3]
+    logits = tensor(0, math.log(4)).view(1, 1, 2)
+    assert grpo.token_logprobs(logits, torch.tensor([[1]]), temperature=2.0).item() == approx(
+        math.log(2 / 3))
+
+
+class FixedLogits(torch.nn.Module):
+    """A 'language model' whose next-token logits are the same at every position."""
+
+    def __init__(self, logits):
+        super().__init__()
+        self.logits = torch.nn.Parameter(torch.as_tensor(logits, dtype=torch.float32))
+
+    def forward(self, tokens):
+        return self.logits.expand(*tokens.shape, len(self.logits))
+
+
+def test_sampling_follows_the_temperature_and_returns_its_log_probabilities():
+    # tokens 0 (pad), 1 (eos), 2, 3 with logits [-inf-ish, -inf-ish, 0, ln 9]: at temperature 2
+    # the logits are [0, ln 3], so pi(3) = 3/4 (at temperature 1 it would be 9/10)
+    torch.manual_seed(0)
+    model = FixedLogits([-1e9, -1e9, 0.0, math.log(9)])
+    prompts = torch.full((4000, 2), 2)
+    tokens, mask, logp, masks = grpo.sample(model, prompts, 2, 1, 0, temperature=2.0)
+    completions = tokens[:, 2:]
+    assert masks is None and mask.eq(1).all()  # no end-of-sequence token: all count
+    assert completions.eq(3).float().mean().item() == pytest.approx(0.75, abs=0.02)
+    expected = torch.where(completions == 3, math.log(3 / 4), math.log(1 / 4))
+    assert torch.allclose(logp, expected, atol=1e-6)
+
+
+def test_sampling_under_nlpos_mask_never_takes_a_masked_token():
+    # The masking model puts 0.6 and 0.3 on tokens 2 and 3 and 0.1 on the end token 1: top-p
+    # 0.85 keeps 2 and 3 only (before each: 0, 0.6, 0.9). The policy prefers token 1 (the end)
+    # most, but may not take it: completions run their full length, of tokens 2 and 3, whose
+    # log-probabilities are renormalized over {2, 3}: policy logits [., 5, 0, ln 3] -> 1/4, 3/4.
+    torch.manual_seed(0)
+    mask_model = FixedLogits(torch.log(tensor(1e-9, 0.1, 0.6, 0.3)))
+    policy = FixedLogits([-1e9, 5.0, 0.0, LN3])
+    tokens, mask, logp, masks = grpo.sample(policy, torch.full((500, 2), 2), 3, 1, 0,
+                                            mask_model=mask_model, top_p=0.85)
+    completions = tokens[:, 2:]
+    assert set(completions.unique().tolist()) == {2, 3} and mask.eq(1).all()
+    assert masks.shape == (500, 3, 4) and masks[..., 2:].all() and not masks[..., :2].any()
+    assert torch.allclose(logp, torch.where(completions == 3, math.log(0.75), math.log(0.25)))
+
+
+def test_greedy_sampling_takes_the_most_likely_token_and_pads_after_the_end():
+    # the policy's most likely token is 1, the end: every completion is [1, pad, pad]
+    tokens, mask, logp, _ = grpo.sample(FixedLogits([0.0, 3.0, 1.0]), torch.full((2, 2), 2), 3,
+                                        1, 0, greedy=True)
+    assert tokens[:, 2:].tolist() == [[1, 0, 0]] * 2 and mask.tolist() == [[1, 0, 0]] * 2
+    assert logp[:, 1:].eq(0).all()  # padding's log-probabilities are 0, never counted
+
+
+# ---------------------------------------------------------------------------------------
+# Tokens: left-padded prompts, completion masks, decoding
+# ---------------------------------------------------------------------------------------
+def test_the_completion_mask_counts_up_to_and_with_the_first_end_token():
+    completions = torch.tensor([[5, 1, 0, 0], [5, 6, 7, 8], [1, 0, 0, 0], [5, 1, 1, 1]])
+    assert grpo.completion_mask_of(completions, 1).tolist() == [
+        [1, 1, 0, 0], [1, 1, 1, 1], [1, 0, 0, 0], [1, 1, 0, 0]]  # the last: pad = eos (GPT-2)
+
+
+def test_prompts_are_left_padded_and_completions_decoded_before_their_end():
+    tok = grpo.CharTokenizer("0123456789+=")  # <pad> 0, <eos> 1, "+" 2, "0" 3, ..., "=" 13
+    assert tok.encode("12+3=") == [4, 5, 2, 6, 13] and tok.decode([4, 5]) == "12"
+    prompts = grpo.encode_prompts(tok, ["12+3=", "1+2="], 6, "cpu")
+    assert prompts.tolist() == [[0, 4, 5, 2, 6, 13], [0, 0, 4, 2, 5, 13]]
+    completions = torch.tensor([[4, 8, 1, 0], [1, 0, 0, 0], [4, 4, 4, 4]])
+    assert grpo.decode_completions(tok, completions) == ("15", "", "1111")
+
+
+# ---------------------------------------------------------------------------------------
+# The task environment
+# ---------------------------------------------------------------------------------------
+def held_out(prompt):
+    return zlib.crc32(prompt.removesuffix("=").encode()) % 10 == 0
+
+
+def test_training_never_poses_a_held_out_problem_and_the_evaluation_only_those():
+    grpo.register_tasks()
+    for flag in (False, True):
+        for env_id, digits in (("Addition-v0", 2), ("Addition3-v0", 3)):
+            env = grpo.gym.make(env_id, held_out=flag)
+            prompts = [env.reset(seed=7 if i == 0 else None)[0] for i in range(300)]
+            assert {held_out(p) for p in prompts} == {flag}
+            assert len(set(prompts)) > 200  # drawn at random from thousands of problems
+            numbers = [int(x) for p in prompts for x in p[:-1].split("+")]
+            assert min(numbers) >= 0 and max(numbers) < 10 ** digits
+            assert max(numbers) >= 10 ** digits - 10 ** (digits - 1)  # up to digits digits
+
+
+def test_an_episode_is_one_answer_and_its_return_the_reward():
+    grpo.register_tasks()
+    env = grpo.gym.make("Addition-v0")
+    prompt, info = env.reset(seed=0)
+    a, b = (int(x) for x in prompt[:-1].split("+"))
+    assert info["answer"] == str(a + b)
+    _, reward, terminated, truncated, _ = env.step(str(a + b))
+    assert (reward, terminated, truncated) == (1.0, True, False)
+    env.reset(seed=0)
+    assert env.step(str(a + b + 1))[1] == 0.0
+    frame = grpo.AdditionEnv(render_mode="rgb_array")
+    frame.reset(seed=0)
+    image = frame.render()
+    assert image.dtype == np.uint8 and image.ndim == 3 and image.shape[0] % 2 == 0
+
+
+def test_a_groups_identically_seeded_environments_pose_the_same_problems():
+    # the loop seeds the G environments of a group alike: their prompts agree at every step
+    grpo.register_tasks()
+    envs = grpo.make_vector_env("Addition-v0", 6, held_out=False)
+    prompts, _ = envs.reset(seed=[11, 11, 11, 12, 12, 12])
+    for _ in range(3):
+        assert len(set(prompts[:3])) == 1 and len(set(prompts[3:])) == 1
+        assert prompts[0] != prompts[3]
+        prompts = envs.step(("1",) * 6)[0]
+    envs.close()
+
+
+# ---------------------------------------------------------------------------------------
+# The loop's glue
+# ---------------------------------------------------------------------------------------
+def spy_on_buffers(monkeypatch):
+    """Each GroupBuffer the loop builds."""
+    buffers, init = [], grpo.GroupBuffer.__init__
+
+    def spy(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        buffers.append(self)
+    monkeypatch.setattr(grpo.GroupBuffer, "__init__", spy)
+    return buffers
+
+
+def test_the_buffer_holds_what_the_sampler_gave_and_counts_only_completion_tokens(
+        tmp_path, monkeypatch):
+    outputs, sample = [], grpo.sample
+
+    def keep(*args, **kwargs):
+        outputs.append(sample(*args, **kwargs))
+        return outputs[-1]
+    monkeypatch.setattr(grpo, "sample", keep)
+    buffers = spy_on_buffers(monkeypatch)
+    losses = spy_on(monkeypatch, grpo, "grpo_loss", lambda **kw: kw)
+    grpo.main(tiny_args(tmp_path, eval_episodes=0))
+    assert len(buffers) == len(outputs) == 4  # 64 completions in batches of 16
+    prompt_len = 6  # Addition-v0's longest prompt, "99+99="
+    for buffer, (tokens, mask, logprobs, masks) in zip(buffers, outputs):
+        # the old log-probabilities are the sampler's own, not recomputed
+        assert buffer.old_logprobs is logprobs or torch.equal(buffer.old_logprobs, logprobs)
+        assert torch.equal(buffer.tokens, tokens) and masks is None
+        # the mask counts each completion's tokens up to its end token (an explicit loop)
+        for row, m in zip(tokens[:, prompt_len:].tolist(), buffer.completion_mask.tolist()):
+            n = row.index(1) + 1 if 1 in row else len(row)
+            assert m == [1.0] * n + [0.0] * (len(row) - n)
+        assert buffer.completion_mask.shape == (16, 5)  # T columns: no prompt position
+        assert buffer.old_logprobs[buffer.completion_mask == 0].eq(0).all()
+    # every loss call got the buffer's rows: its completion mask, old and reference log-probs
+    assert len(losses) == 8  # 4 updates x 2 minibatches of 8
+    for kw in losses:
+        assert kw["completion_mask"].shape == (8, 5) and kw["max_new_tokens"] == 5
+
+
+def test_the_reference_never_learns_and_is_the_warm_started_policy(tmp_path, monkeypatch):
+    # frozen_copy is called once (no --top-p: no masking copy), after the warm start: the
+    # reference is the policy as the warm start left it, and stays so while the policy moves
+    made, frozen_copy, policies, make_policy = [], grpo.frozen_copy, [], grpo.make_policy
+
+    def keep(model):
+        made.append((frozen_copy(model), {k: v.clone() for k, v in model.state_dict().items()}))
+        return made[-1][0]
+    monkeypatch.setattr(grpo, "frozen_copy", keep)
+    monkeypatch.setattr(grpo, "make_policy", lambda *a: policies.append(make_policy(*a)) or policies[-1])
+    starts = spy_on(monkeypatch, grpo, "warm_start", lambda args, policy, *a: {
+        k: v.clone() for k, v in policy.state_dict().items()})
+    grpo.main(tiny_args(tmp_path, eval_episodes=0, learning_rate=0.05))
+    ((reference, at_copy),) = made
+    assert any(not torch.equal(starts[0][k], v) for k, v in at_copy.items())  # after the warm start
+    assert all(torch.equal(reference.state_dict()[k], v) for k, v in at_copy.items())
+    assert not any(p.requires_grad for p in reference.parameters())
+    (policy,) = policies
+    assert any(not torch.equal(policy.state_dict()[k], v) for k, v in at_copy.items())
+
+
+def test_dynamic_sampling_keeps_only_groups_of_varied_rewards(tmp_path, monkeypatch):
+    # A stand-in reward pays 1 with probability 0.3, whatever the answer: about a quarter of
+    # the groups of 4 are all 0 (0.7^4 = 0.24). Every group in a buffer has two reward values,
+    # and the buffer is full (16 completions) from at most --max-sample-rounds rounds.
+    rng = np.random.default_rng(0)
+    monkeypatch.setattr(grpo, "addition_reward", lambda prompt, completion: float(rng.random() < 0.3))
+    buffers = spy_on_buffers(monkeypatch)
+    updates = spy_on(monkeypatch, grpo.RunWriter, "update", lambda self, step, **kw: (step, kw))
+    grpo.main(tiny_args(tmp_path, eval_episodes=0, dynamic_sampling=True, total_timesteps=160))
+    assert buffers
+    for buffer in buffers:
+        groups = buffer.rewards.view(-1, 4)
+        assert (groups.max(1).values > groups.min(1).values).all()
+    # full batches, but the last, which the budget may cut short
+    assert [len(b) for b in buffers[:-1]] == [16] * (len(buffers) - 1) and len(buffers[-1]) <= 16
+    # more completions were sampled than trained on: the budget counts them all
+    assert updates[-1][0] == 160 and len(updates) < 10
+
+
+def test_nlpos_masks_reach_the_buffer_and_the_update(tmp_path, monkeypatch):
+    buffers = spy_on_buffers(monkeypatch)
+    losses = spy_on(monkeypatch, grpo, "token_logprobs", lambda *a, **k: a[3] if len(a) > 3 else
+                    k.get("action_masks"))
+    grpo.main(tiny_args(tmp_path, eval_episodes=0, top_p=0.9))
+    assert all(b.action_masks is not None and b.action_masks.shape[:2] == (16, 5) for b in buffers)
+    assert any(m is not None for m in losses)  # the update re-applied stored masks
+
+
+# ---------------------------------------------------------------------------------------
+# Smoke run, checkpoint, determinism
+# ---------------------------------------------------------------------------------------
+def test_smoke_run_writes_every_file_and_its_model_evaluates(tmp_path, check_run_folder):
+    summary = grpo.main(tiny_args(tmp_path / "train", save_model=True))
+    path, episodes, updates = check_run_folder(summary, str(tmp_path / "train"), "grpo", model=True)
+    assert len(episodes) == 64 and {e["episode_return"] for e in episodes} <= {"0.0", "1.0"}
+    assert {e["episode_length"] for e in episodes} == {"1"}  # one step: one answer
+    assert [int(u["global_step"]) for u in updates] == [16, 32, 48, 64]
+    assert list(updates[0])[3:] == ["policy_loss", "kl", "clipfrac", "approx_kl", "reward_mean",
+                                    "completion_length", "groups_kept"]
+    assert summary["solved_threshold"] == 0.95 and summary["global_steps"] == 64
+    evaluated = grpo.main(tiny_args(tmp_path / "eval", eval_checkpoint=path))
+    assert evaluated["eval_return_mean"] == summary["eval_return_mean"]
+
+
+def test_same_seed_gives_the_same_episodes(tmp_path):
+    rows = same_seed_episodes(lambda out: grpo.main(tiny_args(out)), tmp_path)
+    assert len(rows) == 64
+
+
+# ---------------------------------------------------------------------------------------
+# A Hugging Face causal LM, built and saved here (no hub)
+# ---------------------------------------------------------------------------------------
+def save_tiny_hf_model(folder, characters="0123456789+="):
+    """A 1-layer GPT-2 and a character-level tokenizer (tokenizers' WordLevel), saved."""
+    transformers = pytest.importorskip("transformers", reason="pip install transformers==5.24.0")
+    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
+    vocab = {"<pad>": 0, "<eos>": 1, "<unk>": 2, **{c: i + 3 for i, c in enumerate(characters)}}
+    tok = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.Split(Regex("."), behavior="isolated")
+    tok.decoder = decoders.Fuse()
+    tokenizer = transformers.PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<eos>",
+                                                     pad_token="<pad>", unk_token="<unk>")
+    tokenizer.save_pretrained(folder)
+    config = transformers.GPT2Config(vocab_size=len(vocab), n_positions=32, n_embd=16,
+                                     n_layer=1, n_head=2, eos_token_id=1, pad_token_id=0,
+                                     bos_token_id=1)
+    torch.manual_seed(0)
+    transformers.GPT2LMHeadModel(config).save_pretrained(folder)
+    return str(folder)
+
+
+def test_a_local_hugging_face_model_trains_and_its_checkpoint_evaluates(tmp_path):
+    folder = save_tiny_hf_model(tmp_path / "tiny-gpt2")
+    summary = grpo.main(tiny_args(tmp_path / "train", model=folder, save_model=True))
+    (path,) = glob.glob(str(tmp_path / "train" / "*"))
+    assert len(read_csv(os.path.join(path, "episodes.csv"))) == 64
+    updates = read_csv(os.path.join(path, "updates.csv"))
+    assert len(updates) == 4 and all(math.isfinite(float(u["policy_loss"])) for u in updates)
+    with open(os.path.join(path, "config.json")) as f:
+        assert json.load(f)["model"] == folder
+    # --eval-checkpoint takes the model's folder from the checkpoint (MODEL_FLAGS)
+    evaluated = grpo.main(tiny_args(tmp_path / "eval", eval_checkpoint=path))
+    assert evaluated["eval_return_mean"] == summary["eval_return_mean"]
+
+
+def test_the_hugging_face_policy_counts_the_same_tokens(tmp_path):
+    # the same loss and buffer: the sampler's log-probabilities equal the update's on the
+    # Hugging Face model too (left padding masked out of its attention)
+    folder = save_tiny_hf_model(tmp_path / "tiny-gpt2")
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True)
+    policy = grpo.HFPolicy(AutoModelForCausalLM.from_pretrained(folder, local_files_only=True), 0)
+    prompts = grpo.encode_prompts(tokenizer, ["12+3=", "1+2="], 8, "cpu")
+    assert prompts[1].tolist()[:4] == [0, 0, 0, 0]
+    torch.manual_seed(0)
+    tokens, mask, logp, _ = grpo.sample(policy, prompts, 4, 1, 0)
+    again = grpo.token_logprobs(grpo.completion_logits(policy, tokens, 8), tokens[:, 8:])
+    assert torch.allclose(logp, again * mask, atol=1e-5)
+
+
+# ---------------------------------------------------------------------------------------
+# Bad input: one line, exit status 2
+# ---------------------------------------------------------------------------------------
+@pytest.mark.parametrize("argv, message", [
+    (["--group-size", "1"], "--group-size must be at least 2, got 1: a group of one"),
+    (["--beta", "-0.1"], "--beta must be 0 or more, got -0.1"),
+    (["--clip-coef", "1.5"], "the clip range [1 - 1.5, 1 + 1.5] is not a range around 1"),
+    (["--clip-coef", "0"], "is not a range around 1"),
+    (["--clip-coef-high", "-0.1"], "the clip range [1 - 0.2, 1 + -0.1] is not a range"),
+    (["--total-timesteps", "100"], "--total-timesteps 100 is less than one batch "
+     "(num_prompts*group_size = 128 completions)"),
+    (["--top-p", "0"], "--top-p must be in (0, 1], got 0.0"),
+    (["--top-p", "1.5"], "--top-p must be in (0, 1], got 1.5"),
+    (["--n-embd", "30"], "--n-embd 30 is not divisible by --n-head 4"),
+    (["--temperature", "0"], "--temperature must be positive"),
+    (["--model", "no/such/folder"], "--model no/such/folder is not a folder"),
+    (["--env-id", "CartPole-v1"], "CartPole-v1 has a Box observation and a Discrete action "
+     "space; grpo.py needs Text for both"),
+])
+def test_bad_input_is_one_line_and_exit_status_2(argv, message, check_usage_error):
+    check_usage_error("grpo.py", argv, message)
+
+
+def test_a_model_folder_without_a_model_or_a_tokenizer_is_bad_input(tmp_path, check_usage_error):
+    folder = save_tiny_hf_model(tmp_path / "full")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    check_usage_error("grpo.py", [*TINY_FLAGS, "--model", str(empty)],
+                      f"--model {empty} holds no tokenizer that transformers can load")
+    only_tokenizer = tmp_path / "tokenizer-only"
+    only_tokenizer.mkdir()
+    for name in os.listdir(folder):
+        if name.startswith(("tokenizer", "special_tokens")):
+            os.link(os.path.join(folder, name), only_tokenizer / name)
+    check_usage_error("grpo.py", [*TINY_FLAGS, "--model", str(only_tokenizer)],
+                      f"--model {only_tokenizer} holds no causal LM that transformers can load")
+
+
+def test_a_tokenizer_that_cannot_write_the_tasks_characters_is_bad_input(tmp_path,
+                                                                        check_usage_error):
+    folder = save_tiny_hf_model(tmp_path / "no-plus", characters="0123456789=")
+    check_usage_error("grpo.py", [*TINY_FLAGS, "--model", folder],
+                      f"--model {folder}'s tokenizer cannot write '+', which Addition-v0's "
+                      "prompts and answers use")
