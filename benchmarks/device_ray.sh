@@ -13,6 +13,7 @@
 #   OUT=/tmp/device_ray bash benchmarks/device_ray.sh            # about 5 minutes on 16 cores
 #   SEEDS=8 bash benchmarks/device_ray.sh                         # fewer seeds, shorter
 #   SEEDS=2 CPU_TASKS=qlearning-FrozenLake-v1 bash benchmarks/device_ray.sh   # a smoke test
+#   IMAGE=0 ...                                                   # the CPU tasks alone
 set -u
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/device_ray}
@@ -97,7 +98,7 @@ image = benchmark.Task("ppo", "MinAtar/Breakout-v1", 5, "device check: 50k steps
                        "--total-timesteps", "50000"]) + ["--cuda"], label="device-50k", window=100)
 tasks = list(CPU)
 import torch
-if importlib.util.find_spec("minatar") and torch.cuda.is_available():
+if importlib.util.find_spec("minatar") and torch.cuda.is_available() and os.environ.get("IMAGE", "1") != "0":
     benchmark.TASKS["ppo"].append(image)
     tasks.append(image.name)
 else:
