@@ -6,8 +6,8 @@ started again and reported, that a second invocation keeps the finished runs, an
 run folders are a local run's. The cluster is always stopped, a test that fails included.
 
 This process never joins the cluster (the drivers are processes of their own, as a user's
-are): no thread of Ray runs here, so the tests that fork after these in the same worker are
-safe; xdist's group "ray" keeps two Rays from starting at once (conftest.py)."""
+are); the tests with a cluster run with the other Ray tests, after those that fork, in xdist's
+group "ray", which keeps two Rays from starting at once (conftest.py)."""
 import glob
 import json
 import os
@@ -45,8 +45,16 @@ benchmark.main(tyro.cli(benchmark.Args))
 NAME = "qlearning-FrozenLake-v1"
 
 
+@pytest.fixture(scope="module", params=["ray"])
+def backend(request):
+    """The tests with a cluster are Ray tests to conftest.py (a parameter backend "ray"), which
+    runs them after those that fork: starting the cluster opens a GCS client, whose threads
+    live in this process."""
+    return request.param
+
+
 @pytest.fixture(scope="module")
-def cluster():
+def cluster(backend):
     """A head (1 CPU) and a worker node (1 CPU) on this machine, stopped however the module's
     tests end."""
     env = {"PLAINRL_CURVE": "0", "RAY_worker_niceness": "0"}  # the nodes' workers inherit them
