@@ -825,6 +825,9 @@ def greedy_policy(models, envs):
     return act
 
 
+# What a run is judged on, by environment id: (threshold, window of training episodes,
+# "eval": the final greedy evaluation, the accuracy on --eval-episodes held-out problems).
+GOALS = {"Addition-v0": (0.95, 20, "eval"), "Addition3-v0": (0.95, 20, "eval")}
 MODEL_FLAGS = ("model", "n_layer", "n_head", "n_embd", "max_new_tokens")
 # grpo.py's columns of updates.csv as TensorBoard's scalars, under CleanRL's names
 TENSORBOARD_NAMES = {
