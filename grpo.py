@@ -179,7 +179,7 @@ class Args:
 
     # The supervised warm start (the reference model is the policy after it)
     sft_steps: int = 400
-    """supervised steps before GRPO on the task's reference answers (0: start from the model as is)"""
+    """supervised steps on the task's reference answers before GRPO (0: the model as it is)"""
     sft_problems: int = 3000
     """how many training problems the warm start learns from"""
     sft_batch_size: int = 64
