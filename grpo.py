@@ -178,7 +178,7 @@ class Args:
     """T_max: the longest completion in tokens, the end-of-sequence token included"""
 
     # The supervised warm start (the reference model is the policy after it)
-    sft_steps: int = 400
+    sft_steps: int = 800
     """supervised steps on the task's reference answers before GRPO (0: the model as it is)"""
     sft_problems: int = 3000
     """how many training problems the warm start learns from"""
