@@ -68,6 +68,18 @@ def test_the_epsilon_schedule_by_hand():
     assert pqn.linear_schedule(1.0, 0.05, 0, 0) == 0.05
 
 
+def test_the_default_epsilon_falls_to_0_075_over_the_first_100k_steps():
+    # The defaults: 1 -> 0.075 (not 0.05: the floor that keeps failures coming into the
+    # rollouts, issue 86) over 0.2 * 500,000 = 100,000 steps: halfway 1 + (0.075 - 1) * 0.5 =
+    # 0.5375, then 0.075 to the end of the budget.
+    args = pqn.Args()
+    duration = args.exploration_fraction * args.total_timesteps
+    assert (args.start_e, args.end_e, duration) == (1.0, 0.075, 100_000)
+    at = lambda t: pqn.linear_schedule(args.start_e, args.end_e, duration, t)
+    assert [at(0), at(50_000), at(100_000), at(499_968)] == pytest.approx(
+        [1.0, 0.5375, 0.075, 0.075])
+
+
 def test_epsilon_greedy_explores_per_environment():
     q_values = tensor(0, 1, 0).expand(4000, 3)  # argmax 1 in every environment
     assert pqn.epsilon_greedy(q_values, 0.0).tolist() == [1] * 4000
