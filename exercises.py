@@ -112,8 +112,15 @@ MAPPO_RUN = ("--env-id", "simple_spread_v3", "--total-timesteps", "100000", "--e
 MATD3_RUN = ("--env-id", "simple_spread_v3", "--total-timesteps", "30000", "--eval-episodes",
              "100")
 
+# grpo.py on two-digit addition: 4,096 completions (32 updates) after the warm start, judged
+# on the greedy accuracy over 200 held-out problems: on seed 1 the warm start alone reached
+# 0.715 and the run 0.85 (grpo.py's defaults of commit dcca4f1), so that an update that
+# learns nothing stays below the goal
+GRPO_RUN = ("--env-id", "Addition-v0", "--total-timesteps", "4096", "--eval-episodes", "200")
+GRPO_GOAL = 0.8
+
 # in the order EXERCISES.md suggests: tables first, then value-based, policy-gradient,
-# evolution, demonstrations, and several agents last
+# evolution, demonstrations, several agents, and a language model last
 EXERCISES = (
     Exercise("qlearning.q_update", "q_update", "Watkins & Dayan 1992, Q-learning",
              "move q[s, a] a fraction alpha towards r + gamma * max_a' q[s_next, a'], "
@@ -389,6 +396,23 @@ EXERCISES = (
              "the weights after v of them: its lag is the difference",
              ("test_policy_lags_by_hand", "test_the_lag_is_counted_right"),
              ("--env-id", "CartPole-v1", "--stop-at-return", "475"), 475),
+    Exercise("grpo.advantages", "group_advantages", "Shao et al. 2024, DeepSeekMath (GRPO); "
+             "Liu et al. 2025, Dr. GRPO; Ahmadian et al. 2024, RLOO",
+             "view the rewards as [B, G] and subtract each group's mean (rloo: then times "
+             "G / (G - 1)); with scale_rewards divide by the group's unbiased std plus eps; "
+             "flatten",
+             ("test_group_advantages_with_the_std",
+              "test_group_advantages_without_the_std_are_dr_grpos",
+              "test_rloo_leaves_each_completion_out_of_its_baseline",
+              "test_a_group_of_one_reward_value_has_no_advantage"),
+             GRPO_RUN, GRPO_GOAL, "eval_return_mean"),
+    Exercise("grpo.k3", "k3_kl", "Schulman 2020, Approximating KL Divergence (k3); Shao et "
+             "al. 2024, DeepSeekMath (GRPO)",
+             "with delta = ref_logprobs - logprobs, the log of pi_ref / pi_theta, k3 = "
+             "exp(delta) - delta - 1, token by token",
+             ("test_k3_by_hand", "test_k3s_gradient_pulls_the_policy_toward_the_reference",
+              "test_the_grpo_loss_adds_beta_times_k3_to_the_clipped_term"),
+             GRPO_RUN, GRPO_GOAL, "eval_return_mean"),
 )
 
 

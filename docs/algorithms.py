@@ -4,9 +4,12 @@ Everything else on a page (the idea, the notes, the flags, the results, the exer
 papers, the source) is read from the script, results.json and exercises.py when the site is
 built (docs/gen_pages.py). What is written here is held to the scripts by tests/test_site.py:
 
-- `equations`: (docstring line, LaTeX). The line is quoted under the rendered equation and
-  must stand, word for word, in the script's module docstring: change an equation in the
-  script and the test names the page to change with it.
+- `equations`: (docstring line, LaTeX), or (docstring line, LaTeX, place). The line is
+  quoted under the rendered equation and must stand, word for word, in the script's module
+  docstring: change an equation in the script and the test names the page to change with it.
+  A place (a top-level function or `Class.method`) puts that function's code, read from the
+  script by name when the page is built (its docstring left out), beside the equation, with a
+  link to its line: give it on the last equation that the function computes.
 - `loop`: the pseudocode, (what the step does, where the code does it). The place is a
   top-level name (`compute_gae`), a method (`Agent.update`), or `function:Heading`, the
   one-line sub-heading comment `# Heading: ...` inside that function (`train:Rollout`). The
@@ -42,7 +45,7 @@ class Algorithm:
 
 # The order a course walks them (the learning path and the navigation).
 ORDER = ["qlearning", "dqn", "pqn", "vpg", "trpo", "ppo", "ppo_masked", "ppod", "ppo_lstm",
-         "ppo_rnd", "ddpg_td3", "sac", "crossq", "es", "impala", "mappo", "matd3"]
+         "ppo_rnd", "ddpg_td3", "sac", "crossq", "es", "impala", "mappo", "matd3", "grpo"]
 
 PPO_CLIP = r"L^{\text{clip}} = \mathbb{E}_t\left[\min\left(\rho_t A_t,\ \operatorname{clip}(\rho_t, 1-\epsilon, 1+\epsilon)\, A_t\right)\right]"
 GAE_DELTA = r"\delta_t = r_t + \gamma\,(1 - \text{terminated}_t)\, V(s_{t+1}) - V(s_t)"
@@ -1731,5 +1734,111 @@ ALGORITHMS = {
              "on simple_speaker_listener_v4 for 100k steps: seeds 101-103 run interleaved, the "
              "step at which matd3.py's 100-episode training mean passes the peer's final one "
              "and the whole-process seconds, seed by seed."),
+        ]),
+    "grpo": Algorithm(
+        title="GRPO: Group Relative Policy Optimization",
+        road="The language-model road: PPO's clipped ratio on every token of a sampled "
+             "answer, with no critic. Each answer's advantage is its reward relative to a "
+             "group of answers to the same prompt, and a k3 penalty keeps the policy near a "
+             "frozen reference, its supervised warm start.",
+        equations=[
+            ("advantage      A_i = (r_i - mean_j r_j) / (std_j r_j + 1e-4)     (GRPO)",
+             r"A_i = \frac{r_i - \operatorname{mean}_j r_j}{\operatorname{std}_j r_j + 10^{-4}}"),
+            ("A_i =  r_i - mean_j r_j                            (--no-scale-rewards)",
+             r"A_i = r_i - \operatorname{mean}_j r_j \qquad \text{(Dr. GRPO)}"),
+            ("A_i =  r_i - 1/(G-1) sum_{j != i} r_j              (--baseline rloo)",
+             r"A_i = r_i - \frac{1}{G-1} \sum_{j \ne i} r_j \qquad \text{(RLOO)}",
+             "group_advantages"),
+            ("ratio          rho_{i,t} = pi_theta(o_{i,t} | q, o_{i,<t}) / pi_old(o_{i,t} | q, o_{i,<t})",
+             r"\rho_{i,t} = \frac{\pi_\theta(o_{i,t} \mid q, o_{i,<t})}{\pi_{\text{old}}(o_{i,t} \mid q, o_{i,<t})}"),
+            ("clipped loss   l_{i,t} = -min(rho A_i, clip(rho, 1 - eps_low, 1 + eps_high) A_i)",
+             r"l_{i,t} = -\min\big(\rho_{i,t} A_i,\ \operatorname{clip}(\rho_{i,t}, 1 - \epsilon_{\text{low}}, 1 + \epsilon_{\text{high}})\, A_i\big)",
+             "clipped_token_loss"),
+            ("k3 estimator   k3_{i,t} = pi_ref / pi_theta - log(pi_ref / pi_theta) - 1   (>= 0)",
+             r"k_{3,i,t} = \frac{\pi_{\text{ref}}}{\pi_\theta} - \log \frac{\pi_{\text{ref}}}{\pi_\theta} - 1 \;\ge\; 0",
+             "k3_kl"),
+            ("per token      L_{i,t} = l_{i,t} + beta * k3_{i,t}",
+             r"L_{i,t} = l_{i,t} + \beta\, k_{3,i,t}", "grpo_loss"),
+            ("aggregation    seq-mean-token-mean     (1/N) sum_i (1/|o_i|) sum_t L_{i,t}     (GRPO)",
+             r"\mathcal{L} = \frac{1}{N} \sum_i \frac{1}{|o_i|} \sum_t L_{i,t} \qquad \text{(GRPO)}"),
+            ("token-mean              sum_{i,t} L_{i,t} / sum_i |o_i|          (DAPO)",
+             r"\mathcal{L} = \frac{\sum_{i,t} L_{i,t}}{\sum_i |o_i|} \qquad \text{(DAPO)}"),
+            ("seq-mean-token-sum-norm sum_{i,t} L_{i,t} / (N * T_max)         (Dr. GRPO)",
+             r"\mathcal{L} = \frac{\sum_{i,t} L_{i,t}}{N\, T_{\max}} \qquad \text{(Dr. GRPO)}",
+             "aggregate"),
+        ],
+        loop=[
+            (0, "warm start: --sft-steps Adam steps of cross-entropy on the task's reference "
+                "answers", "warm_start"),
+            (0, "pi_ref = a frozen copy of the policy; with --top-p below 1, the masking policy "
+                "another", "train::reference = frozen_copy"),
+            (0, "reset the B G environments, the G of a group seeded alike so that they pose "
+                "the same prompts", "train::prompts, _ = envs.reset"),
+            (0, "while completions sampled < total_timesteps do", "train"),
+            (1, "sample G completions of each of the B prompts token by token from "
+                "softmax(logits / temperature), keeping log pi_old of each token (NLPO: from the "
+                "masking policy's top-p nucleus alone, the masks kept)", "sample"),
+            (1, "score each completion in its environment (1 for the exact sum, else 0) and "
+                "record the episodes; with --dynamic-sampling keep only the groups of two reward "
+                "values and sample again, up to --max-sample-rounds", "train:Sample"),
+            (1, "A_i = r_i minus its group's mean (RLOO: the others' mean), divided by the "
+                "group's std unless --no-scale-rewards", "group_advantages"),
+            (1, "log pi_ref of every sampled token under the frozen reference", "train:Targets"),
+            (1, "for epoch = 1, ..., mu, for each of the shuffled minibatches do", "train:Update"),
+            (2, "log pi_theta of the kept tokens (under the kept masks); per token l + beta k3, "
+                "aggregated over the completions' tokens by --loss-agg", "grpo_loss"),
+            (2, "one Adam step, the gradient clipped to the global norm --max-grad-norm",
+             "train::clip_grad_norm_"),
+            (1, "NLPO: every --mask-sync-every updates, the masking policy becomes a copy of the "
+                "policy", "train::mask_model.load_state_dict"),
+            (1, "a row of updates.csv: the clipped term, k3, the clipped fraction, approx KL, "
+                "the mean reward, the completions' length, the groups kept", "train::run.update("),
+        ],
+        details=[
+            ("A supervised warm start before any RL: the policy learns only from answers it "
+             "samples, and a random policy over 14 tokens samples an exact sum about once in "
+             "10^3 to 10^4 tries; a few hundred steps of cross-entropy on reference answers make "
+             "right answers common enough to appear in most groups, as the SFT stage before "
+             "InstructGPT's PPO does", "warm_start"),
+            ("The reference model is the policy after the warm start, frozen for the whole run: "
+             "beta k3 pulls every sampled token toward it. Departure from DeepSeekMath's "
+             "iterative GRPO, which sets the reference to the current policy at each iteration "
+             "(and retrains its reward model), because here the reward is exact and a run is "
+             "one iteration", "train::reference = frozen_copy"),
+            ("The G completions of a group are G environments given the same seed, which pose "
+             "the same problems in the same order; a task that poses a group different prompts "
+             "is refused, since its advantages would compare answers to different questions",
+             "train::posed different prompts"),
+            ("The group's std is the unbiased one, as TRL's, plus 1e-4, so that a group of one "
+             "reward value (std 0) gets advantage 0 rather than 0/0", "group_advantages"),
+            ("Every token of a completion carries its completion's advantage, the "
+             "end-of-sequence token included; the prompt and the padding after the end never "
+             "count in the loss, its statistics or the completion's length",
+             "completion_mask_of"),
+            ("The loss's probabilities are the tempered softmax(logits / temperature) that "
+             "sampled the tokens, as TRL divides its logits, so that the ratio is 1 on the "
+             "first minibatch whatever the temperature", "token_logprobs"),
+            ("NLPO's mask is ppo_masked.py's, learned instead of given: tokens outside a "
+             "masking policy's top-p nucleus get the logit -1e8, and the masks are kept in "
+             "the buffer and applied again in the update; the masking policy is a frozen copy "
+             "of the policy, refreshed every --mask-sync-every updates", "top_p_mask"),
+            ("With --dynamic-sampling the budget counts every sampled completion, the dropped "
+             "groups' too, and an update whose rounds kept no group is skipped",
+             "train::if len(tokens) == 0"),
+            ("The evaluation decodes greedily, without NLPO's mask, on held-out problems: a "
+             "tenth of all problems, chosen by a hash, that training never poses, so that the "
+             "accuracy measures addition and not memory of the training sums", "AdditionEnv"),
+            ("Adam at 3e-4 with the gradient clipped to norm 1, where DeepSeekMath takes 1e-6 "
+             "for a 7B model: the built-in transformer has about 100k parameters, nanoGPT's "
+             "shape at 2 layers of width 64 with its tied head and GPT-2's initialization",
+             "GPT"),
+        ],
+        protocols=[
+            ((),
+             "Pending: no benchmark task runs grpo.py yet, so this page shows no figure; a run "
+             "of the default command judges itself, as the lead's task will, on the mean "
+             "accuracy of the final greedy evaluation over 500 held-out problems of "
+             "Addition-v0 against 0.95 (the script's GOALS), and the task will report it per "
+             "seed on fresh seeds with the median over them."),
         ]),
 }

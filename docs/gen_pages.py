@@ -149,6 +149,27 @@ def locate(script, ref, source=None):
     return None
 
 
+def function_code(source, name):
+    """A top-level function's or a method's (`Class.method`) code as the script writes it,
+    dedented, its docstring left out (the equation above it says what it computes); a name
+    the script no longer has fails the page, as code_link does."""
+    import textwrap
+    node = next((n for n in ast.walk(parse(source))
+                 if isinstance(n, (ast.FunctionDef, ast.ClassDef))
+                 and n.lineno == definitions(source).get(name)), None)
+    if node is None:
+        raise ValueError(f"docs/algorithms.py: the script has no {name!r} (its page shows it)")
+    lines = source.splitlines()
+    start = node.lineno - 1 - len(node.decorator_list)
+    keep = list(range(start, node.end_lineno))
+    first = node.body[0]
+    if isinstance(first, ast.Expr) and isinstance(getattr(first, "value", None), ast.Constant) \
+            and isinstance(first.value.value, str):
+        docstring = set(range(first.lineno - 1, first.end_lineno))
+        keep = [i for i in keep if i not in docstring]
+    return textwrap.dedent("\n".join(lines[i] for i in keep)).rstrip()
+
+
 def flags(script):
     """[(flag, default, docstring)] of the script's Args, in order."""
     tree = parse(read(f"{script}.py"))
@@ -628,9 +649,13 @@ def algorithm_page(script, results=None, videos=None):
         out += [f"!!! abstract \"On the road\"\n    {before.strip()} {algo.road}", ""]
 
     out += ["## Key equations", ""]
-    for line, tex in algo.equations:
+    for line, tex, *place in algo.equations:
         out += [f"$$\n{tex}\n$$", "", f'<p class="docline">the docstring\'s line: '
                 f"<code>{html.escape(line)}</code></p>", ""]
+        if place:  # the function that computes it, read from the script by name
+            out += [f"The code, {code_link(script, place[0], source)} "
+                    f"(line {locate(script, place[0], source)} of the source below):", "",
+                    "```python", function_code(source, place[0]), "```", ""]
     if sections["equations"]:
         out += ['??? note "The key equations as the docstring writes them"', ""]
         for p in sections["equations"]:
@@ -956,7 +981,8 @@ def learning_path_page():
     out = ["# Learning path", "",
            "The scripts in the order a course walks them: tables first, then value-based deep "
            "RL, the policy-gradient road from VPG to PPO and its variants, the off-policy "
-           "actor-critics, evolution and distributed acting, and several agents last. Each "
+           "actor-critics, evolution and distributed acting, several agents, and a language "
+           "model last. Each "
            "step names what it adds to the one before and the exercise to do there "
            "(`python exercises.py make <id>`; [teaching](teaching.md) says how).", "",
            script_by_script()[0], "",

@@ -26,7 +26,7 @@ EXPECTED_ENVS = {"qlearning": {"Taxi-v4", "MountainCar-v0"}, "dqn": {"CartPole-v
                  "es": {"CartPole-v1"}, "ppod": {"MountainCar-v0"},
                  "mappo": {"simple_spread_v3"}, "matd3": {"simple_spread_v3"},
                  "vpg": {"CartPole-v1"}, "trpo": {"CartPole-v1"}, "impala": {"CartPole-v1"},
-                 "crossq": {"Pendulum-v1"}, "pqn": {"CartPole-v1"}}
+                 "crossq": {"Pendulum-v1"}, "pqn": {"CartPole-v1"}, "grpo": {"Addition-v0"}}
 
 
 def exercises_of(script):
@@ -64,10 +64,11 @@ def test_every_algorithm_script_has_an_exercise():
     # benchmark task,
     # test_sb3_compare.py and test_cleanrl_compare.py the side by sides of benchmarks/,
     # test_site.py the documentation site, test_tensorboard.py every script's event files,
-    # test_videos.py the pages' recordings, test_notebooks.py the classroom notebooks
+    # test_videos.py the pages' recordings, test_notebooks.py the classroom notebooks,
+    # test_cluster.py benchmark.py's and tune.py's Ray cluster (issue 85)
     assert scripts - {"exercises", "plot", "tune", "benchmark", "plumbing", "device", "readme", "pixels",
                       "sparse_chain", "sb3_compare", "cleanrl_compare", "site",
-                      "tensorboard", "videos", "notebooks"} == set(SCRIPTS)
+                      "tensorboard", "videos", "notebooks", "cluster"} == set(SCRIPTS)
 
 
 @pytest.mark.parametrize("exercise", exercises.EXERCISES, ids=lambda e: e.id)
@@ -168,7 +169,7 @@ def test_make_blanks_the_exercises_and_keeps_every_other_line(script, tmp_path, 
 def test_every_test_of_every_exercise_fails_on_the_blanks_and_passes_on_the_scripts(
         tmp_path, run_cli):
     # check's own pytest (its plugin wrapping each exercise's function to record its calls,
-    # no other plugin, no faulthandler), twice side by side: on the seventeen blank files that
+    # no other plugin, no faulthandler), twice side by side: on the eighteen blank files that
     # make writes (--script-file each) every test of every exercise runs and fails, and at
     # least one raises its own function's NotImplementedError (a test may call another blank
     # function first); on the repository's own scripts every one runs and passes. (A test that

@@ -81,10 +81,28 @@ def test_the_site_builds_strict_with_every_script_on_a_page(site):
 @pytest.mark.parametrize("script", ORDER)
 def test_each_rendered_equation_names_a_line_that_stands_in_the_docstring(script, pages):
     lines = [line.strip() for line in importlib.import_module(script).__doc__.splitlines()]
-    for line, tex in ALGORITHMS[script].equations:
+    page = pages[f"algorithms/{script}.md"]
+    for line, tex, *place in ALGORITHMS[script].equations:
         assert line.strip() in lines, f"{script}.py's docstring no longer has {line!r}: " \
                                       "change its equation in docs/algorithms.py too"
-        assert tex in pages[f"algorithms/{script}.md"]
+        assert tex in page
+        if place:  # the code that computes it, beside it: read from the script by name
+            code = gen_pages.function_code(gen_pages.read(f"{script}.py"), place[0])
+            section = page_section(page, "Key equations")
+            assert f"```python\n{code}\n```" in section
+            assert section.index(tex) < section.index(code)
+
+
+def test_an_equations_code_is_its_function_without_the_docstring_and_a_gone_name_fails():
+    source = ('import torch\n\n\n@torch.no_grad()\ndef k3(logp, ref):\n    """k3 = e^d - d - 1.\n\n'
+              '    More.\n    """\n    delta = ref - logp  # d\n    return torch.exp(delta) - delta - 1\n\n\n'
+              'class B:\n    def f(self):\n        """F."""\n        return 1\n')
+    assert gen_pages.function_code(source, "k3") == (
+        "@torch.no_grad()\ndef k3(logp, ref):\n    delta = ref - logp  # d\n"
+        "    return torch.exp(delta) - delta - 1")
+    assert gen_pages.function_code(source, "B.f") == "def f(self):\n    return 1"
+    with pytest.raises(ValueError, match="no 'k4'"):
+        gen_pages.function_code(source, "k4")
 
 
 def source_line(script, number):
@@ -547,8 +565,8 @@ def test_every_exercise_the_site_names_is_one_of_exercises_py(pages):
 def test_each_script_by_script_section_is_on_the_page_of_every_script_it_names(pages):
     intro, sections = gen_pages.script_by_script()
     assert intro and intro in pages["learning-path.md"]
-    # the README's 14 and pqn.py's: vpg.py and trpo.py share one, sac.py and crossq.py
-    assert len(sections) == 15
+    # the README's 14, pqn.py's and grpo.py's: vpg.py and trpo.py share one, sac.py and crossq.py
+    assert len(sections) == 16
     for script in ORDER:
         assert gen_pages.running_it(script), f"no section of docs/parts/script-by-script.md " \
                                              f"names {script}.py"
