@@ -86,8 +86,9 @@ print("scripts in", os.getcwd(), "| installed:", missing or "nothing (all there)
 
 # %% tags=["parameters"]
 # Parameters: the budgets. SMOKE = True shrinks every run to a few batches (the whole
-# notebook in about a minute: what the tests run); False trains for real (about 8 minutes on
-# two CPU cores).
+# notebook in about 100 s on two busy CPU cores: what the tests run); False trains for real
+# (five runs, 61,440 completions in all: some 5-10 minutes on two free CPU cores, estimated
+# from single runs, the whole notebook not yet timed).
 SMOKE = False
 OUT = "runs/notebooks/07"  # the run folders, figures and exercise file of this notebook
 SEEDS = [1, 2]  # the seeds of the comparison (the first alone when SMOKE)
