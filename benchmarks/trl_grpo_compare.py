@@ -51,6 +51,8 @@ What stays different (TRL's options are set to grpo.py's values wherever TRL has
 import argparse
 import json
 import os
+import re
+import resource
 import subprocess
 import sys
 import time
@@ -215,17 +217,22 @@ def peer_command(seed, updates, out, prompts_file, python):
 
 
 def timed(command, log_path):
-    """Run a command to its exit, its output into log_path; (seconds, load before, after)."""
+    """Run a command to its exit, its output into log_path; (seconds, [load before, after],
+    CPU seconds: user and system time of the process and its children, which the load
+    changes far less than the seconds on the clock)."""
     load_before = os.getloadavg()[0]
+    cpu_before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.time()
     environ = {**os.environ, "OMP_NUM_THREADS": str(SETTINGS["threads"])}
     with open(log_path, "w") as log:
         done = subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT,
                               env=environ)
     seconds = time.time() - start
+    cpu = resource.getrusage(resource.RUSAGE_CHILDREN)
     if done.returncode != 0:
         raise RuntimeError(f"{command[1]} exited {done.returncode}; see {log_path}")
-    return round(seconds, 1), [round(load_before, 1), round(os.getloadavg()[0], 1)]
+    cpu_s = cpu.ru_utime + cpu.ru_stime - cpu_before.ru_utime - cpu_before.ru_stime
+    return round(seconds, 1), [round(load_before, 1), round(os.getloadavg()[0], 1)], round(cpu_s, 1)
 
 
 def run(args):
@@ -238,7 +245,7 @@ def run(args):
                "completions": args.updates * SETTINGS["num_prompts"] * SETTINGS["group_size"],
                "warm_start": warm, "runs": []}
     for seed in args.seeds:
-        out = os.path.join(TRL_DIR, "runs", f"seed{seed}")
+        out = os.path.join(args.results, "runs", f"seed{seed}")
         os.makedirs(out, exist_ok=True)
         prompts_file = os.path.join(out, "prompts.json")
         with open(prompts_file, "w") as f:
@@ -247,23 +254,33 @@ def run(args):
         print(f"{time.strftime('%H:%M:%S')} seed {seed}: grpo.py (load {os.getloadavg()[0]:.1f})",
               flush=True)
         ours_out = os.path.join(out, "grpo")
-        row["grpo_s"], row["grpo_load"] = timed(grpo_command(seed, args.updates, ours_out),
+        row["grpo_s"], row["grpo_load"], row["grpo_cpu_s"] = timed(grpo_command(seed, args.updates, ours_out),
                                                 os.path.join(out, "grpo.log"))
         folder = max((os.path.join(ours_out, d) for d in os.listdir(ours_out)),
                      key=os.path.getmtime)
         row["grpo"] = held_out_accuracy(MODEL_DIR, os.path.join(folder, "model.pt"))
+        with open(os.path.join(folder, "summary.json")) as f:
+            row["grpo_train_s"] = json.load(f)["wall_time_s"]  # its run's clock: training
         print(f"{time.strftime('%H:%M:%S')} seed {seed}: grpo.py {row['grpo_s']} s, accuracy "
               f"{row['grpo']:.3f}; TRL (load {os.getloadavg()[0]:.1f})", flush=True)
         trl_out = os.path.join(out, "trl")
-        row["trl_s"], row["trl_load"] = timed(
+        row["trl_s"], row["trl_load"], row["trl_cpu_s"] = timed(
             peer_command(seed, args.updates, trl_out, prompts_file, args.peer_python),
             os.path.join(out, "trl.log"))
         row["trl"] = held_out_accuracy(os.path.join(trl_out, "final"))
+        row["trl_train_s"] = trl_train_seconds(os.path.join(out, "trl.log"))
         print(f"{time.strftime('%H:%M:%S')} seed {seed}: TRL {row['trl_s']} s, accuracy "
               f"{row['trl']:.3f}", flush=True)
         results["runs"].append(row)
         write(results, args.results)
     print(table(results))
+
+
+def trl_train_seconds(log_path):
+    """Trainer.train's own clock (its train_runtime, printed in its last log line)."""
+    with open(log_path) as f:
+        found = re.findall(r"'train_runtime': '?([0-9.]+)", f.read())
+    return float(found[-1]) if found else None
 
 
 def peer_version(python):
@@ -274,12 +291,21 @@ def peer_version(python):
 
 def table(results):
     """The markdown table: per seed the held-out accuracy of the warm start, grpo.py and TRL,
-    each whole process's seconds and the load (1-minute average) before and after."""
-    lines = ["| seed | warm start | grpo.py | TRL | grpo.py process s | TRL process s | ratio "
-             "| load (grpo.py; TRL) |", "|" + " --- |" * 8]
+    each whole process's seconds (its training's own clock in parentheses: grpo.py's
+    summary.json wall_time_s, TRL's train_runtime), the ratio of the two, each process's CPU
+    seconds (user and system) and the load (1-minute average) before and after."""
+    lines = ["| seed | warm start | grpo.py | TRL | grpo.py process s (training) "
+             "| TRL process s (training) | ratio | grpo.py CPU s | TRL CPU s "
+             "| load (grpo.py; TRL) |", "|" + " --- |" * 10]
+
+    def seconds(r, side):
+        train = r.get(f"{side}_train_s")
+        return f"{r[side + '_s']:.1f}" + ("" if train is None else f" ({train:.1f})")
     for r in results["runs"]:
         lines.append(f"| {r['seed']} | {r['warm_start']:.3f} | {r['grpo']:.3f} | {r['trl']:.3f} "
-                     f"| {r['grpo_s']:.1f} | {r['trl_s']:.1f} | {r['grpo_s'] / r['trl_s']:.2f} "
+                     f"| {seconds(r, 'grpo')} | {seconds(r, 'trl')} "
+                     f"| {r['grpo_s'] / r['trl_s']:.2f} "
+                     f"| {r.get('grpo_cpu_s', '-')} | {r.get('trl_cpu_s', '-')} "
                      f"| {r['grpo_load'][0]}-{r['grpo_load'][1]}; "
                      f"{r['trl_load'][0]}-{r['trl_load'][1]} |")
     return "\n".join(lines)
@@ -310,7 +336,8 @@ def main():
                    help="run: batches of num_prompts x group_size completions for both")
     p.add_argument("--peer-python", default=sys.executable,
                    help="run: the Python with trl installed")
-    p.add_argument("--results", default=TRL_DIR, help="run: where results.json/.md go")
+    p.add_argument("--results", default=TRL_DIR,
+                   help="run: where results.json, results.md and the runs (runs/seed<s>/) go")
     args = p.parse_args()
     if args.command == "make-model":
         make_model(args)
