@@ -135,6 +135,17 @@ ES_PENDULUM = ["--total-timesteps", "3000000", "--population-size", "32",
                "--episodes-per-member", "2", "--sigma", "0.3", "--learning-rate", "0.1",
                "--l2-coef", "0.0015"]
 
+# grpo.py: the held-out accuracy every 4,096 completions too (the figure's second panel), and
+# the field's corrections of GRPO as grpo.py's flags: label -> (name, flags)
+GRPO_EVAL = ["--eval-every", "4096"]
+GRPO_CORRECTIONS = {
+    "dr_grpo": ("Dr. GRPO", ["--no-scale-rewards", "--loss-agg", "seq-mean-token-sum-norm"]),
+    "dapo": ("DAPO", ["--clip-coef-high", "0.28", "--loss-agg", "token-mean",
+                      "--dynamic-sampling", "--beta", "0"]),
+    "rloo": ("RLOO", ["--baseline", "rloo", "--no-scale-rewards"]),
+    "nlpo": ("NLPO", ["--top-p", "0.9"]),
+}
+
 # CartPole-v1 without its velocities for scripts without --hide-obs (benchmarks/no_velocity.py)
 NO_VELOCITY = "benchmarks.no_velocity:CartPoleNoVel-v1"
 
@@ -533,6 +544,16 @@ TASKS = {
         Task("es", "Pendulum-v1", -200, "what these flags reach (results.md's notes)",
              ES_PENDULUM, torch=False, holds_on_eval=True),
     ],
+    "grpo": [
+        Task("grpo", "Addition-v0", 0.95, "the default command: held-out greedy accuracy (500 "
+             "problems never trained on) from the supervised warm start to at least 0.95 at the "
+             "budget on at least 9 of 10 fresh seeds (issue 84)", GRPO_EVAL, holds_on_eval=True,
+             eval_threshold=True),
+        *[Task("grpo", "Addition-v0", 0.95, f"{name}: the default command with its correction's "
+               "flags, the same budget and seeds: accuracy and completion length (issue 84)",
+               GRPO_EVAL + flags, label=label, holds_on_eval=True, eval_threshold=True)
+          for label, (name, flags) in GRPO_CORRECTIONS.items()],
+    ],
     "impala": [
         Task("impala", "CartPole-v1", 475, "the default command holds (20-episode mean at the "
              "300k budget at least 475) on at least 9 of 10 fresh seeds; 475 first on every "
@@ -603,6 +624,10 @@ COMPARISONS = {
                                        {"impala-CartPole-v1-lag-vtrace": "V-trace (the default)",
                                         "impala-CartPole-v1-lag-no-vtrace": "--no-vtrace "
                                         "(rho = c = 1)"}),
+    "grpo-Addition-v0-corrections": ("grpo.py on Addition-v0: GRPO and the field's corrections",
+                                     {"grpo-Addition-v0": "GRPO (the defaults)",
+                                      **{f"grpo-Addition-v0-{label}": f"{name}: {' '.join(flags)}"
+                                         for label, (name, flags) in GRPO_CORRECTIONS.items()}}),
 }
 
 # Published curves drawn beside our evaluations, dash-dotted: figure name (a task's or a
@@ -705,6 +730,12 @@ def read_run(task, output_dir):
 RAY_RETRIES = 2
 """times a run whose node or worker died is started again (elsewhere, where Ray finds room);
 after that it counts as failed"""
+
+
+def started_again(deaths):
+    """Whether a run whose node or worker has died `deaths` times is started once more: up to
+    RAY_RETRIES times after its first try, RAY_RETRIES + 1 tries in all; then it has failed."""
+    return deaths <= RAY_RETRIES
 
 RAY_EXCLUDES = [".git", "runs", "tune", "site", "benchmarks/runs", "benchmarks/cleanrl",
                 "benchmarks/*.png", "docs", "notebooks", ".venv", ".venv-cleanrl", ".whl",
@@ -973,7 +1004,7 @@ def run_on_ray(tasks, seeds, args, load_before):
                 result = ray.get(ref)
             except ray.exceptions.RayError as e:  # the node or the worker died, not the script
                 tries.append((str(e).strip().splitlines() or [type(e).__name__])[0][:300])
-                if len(tries) <= RAY_RETRIES:
+                if started_again(len(tries)):
                     print(f"  {task.name} seed {seed}: {type(e).__name__} (its node or worker "
                           f"died); started again, try {len(tries) + 1}", flush=True)
                     submit(task, seed)

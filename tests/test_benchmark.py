@@ -254,3 +254,30 @@ def test_each_entry_is_told_its_tasks_own_measure_and_whether_it_stops():
     assert filled["qlearning-Taxi-v4"]["stops"] is filled["ppo-CartPole-v1"]["stops"] is False
     assert filled["impala-CartPole-v1-lag-vtrace"]["stops"] is True
     assert filled["not-a-task"]["holds_on_eval"] is None  # left as it was
+
+
+def test_a_window_mean_on_the_threshold_reaches_it_and_the_curve_is_that_windows(tmp_path):
+    # Window 3, threshold 5: returns 2, 8, 5, 2, 8, 6 at steps 10-60. The means of the last
+    # (up to) 3 episodes: 2/1 = 2, (2+8)/2 = 5, (2+8+5)/3 = 5, (8+5+2)/3 = 5, (5+2+8)/3 = 5,
+    # (2+8+6)/3 = 16/3 = 5.33. The first full window (the third episode, step 30) stands
+    # exactly on 5, which reaches it (at or above, as the run's own solved_at_step); the
+    # highest full-window mean is 5.33 at step 60; the end is (2+8+6)/3 too.
+    folder = tmp_path / "seed1" / "run"
+    folder.mkdir(parents=True)
+    (folder / "summary.json").write_text(json.dumps(
+        {"global_steps": 60, "eval_return_mean": None, "wall_time_s": 6.0}))
+    (folder / "episodes.csv").write_text("global_step,wall_time,episode_return\n" + "".join(
+        f"{10 * i},{i}.0,{r}\n" for i, r in enumerate([2, 8, 5, 2, 8, 6], start=1)))
+    task = benchmark.Task("ppo", "CartPole-v1", 5, "a goal", window=3)
+    figures = benchmark.read_run(task, str(tmp_path / "seed1"))
+    assert figures["solve_step"] == 30 and figures["solve_s"] == 3.0
+    assert figures["curve"] == [[10, 20, 30, 40, 50, 60], [2.0, 5.0, 5.0, 5.0, 5.0, 5.33]]
+    assert figures["best_train_mean"] == [5.33, 60]
+    assert figures["final_train_mean"] == 5.33
+
+
+def test_a_run_whose_node_dies_is_started_again_twice_then_fails():
+    # RAY_RETRIES = 2: after the first and the second death the run starts again (tries 2 and
+    # 3); the third death is the last, and the run counts as failed
+    assert benchmark.RAY_RETRIES == 2
+    assert [benchmark.started_again(deaths) for deaths in (1, 2, 3)] == [True, True, False]

@@ -7,7 +7,9 @@ import importlib.util
 import json
 import os
 import re
+import shutil
 import subprocess
+import sys
 import time
 import zipfile
 
@@ -359,3 +361,25 @@ def test_what_is_fine_stays_fine():
                  'SCRIPTS_URL = ""  # your copy',
                  "pip install -r requirements.txt"]:
         assert not violations_in("docs/guide/notebooks.md", line), line
+
+
+def test_check_exits_1_naming_a_stale_notebook_and_0_when_all_are_built(tmp_path):
+    # build.py --check on a copy of one source: before a build its .ipynb is missing (stale:
+    # exit status 1, the file named); after a build it is current (exit 0); a changed cell in
+    # the source makes it stale again (exit 1), which CI relies on to catch a forgotten build
+    pytest.importorskip("jupytext", reason="pip install jupytext==1.19.6 (requirements.txt)")
+    shutil.copy(os.path.join(FOLDER, "build.py"), tmp_path / "build.py")
+    shutil.copy(os.path.join(FOLDER, f"{NAMES[0]}.py"), tmp_path / f"{NAMES[0]}.py")
+
+    def build_py(*argv):
+        return subprocess.run([sys.executable, "build.py", *argv], cwd=tmp_path,
+                              capture_output=True, text=True, timeout=120)
+
+    missing = build_py("--check")
+    assert missing.returncode == 1 and f"{NAMES[0]}.ipynb" in missing.stderr
+    assert not (tmp_path / f"{NAMES[0]}.ipynb").exists()  # --check writes nothing
+    assert build_py().returncode == 0 and build_py("--check").returncode == 0
+    source = tmp_path / f"{NAMES[0]}.py"
+    source.write_text(source.read_text() + "\n# %%\nprint('a new cell')\n")
+    changed = build_py("--check")
+    assert changed.returncode == 1 and f"{NAMES[0]}.ipynb" in changed.stderr
