@@ -1796,8 +1796,8 @@ ALGORITHMS = {
         ],
         details=[
             ("A supervised warm start before any RL: the policy learns only from answers it "
-             "samples, and a random policy over 14 tokens samples an exact sum about once in "
-             "10^3 to 10^4 tries; a few hundred steps of cross-entropy on reference answers make "
+             "samples, and a random policy over 14 tokens writes a given two-digit sum and its end "
+             "token once in 14^3 = 2,744 tries, a three-digit one once in 14^4; a few hundred steps of cross-entropy on reference answers make "
              "right answers common enough to appear in most groups, as the SFT stage before "
              "InstructGPT's PPO does", "warm_start"),
             ("The reference model is the policy after the warm start, frozen for the whole run: "
