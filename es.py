@@ -1299,8 +1299,10 @@ def start_ray(address):
               flush=True)
         try:
             with ctrl_c_held_back(active=address is None):
-                ray.init(address=address, include_dashboard=False, log_to_driver=False,
-                         logging_level="ERROR")
+                # "local": a Ray of this run's own, even where another is running on the
+                # machine (address None would join that one, or RAY_ADDRESS's)
+                ray.init(address=address or "local", include_dashboard=False,
+                         log_to_driver=False, logging_level="ERROR")
         except Exception as e:  # Ray raises a bare Exception when its node starts too slowly
             if address is None:
                 fail(f"cannot start Ray: {str(e).strip().splitlines()[0]} (on a busy machine, "
