@@ -76,7 +76,8 @@ Run:
     python grpo.py --help
 
 Writes runs/<env_id>__grpo__<seed>__<unix_time>/ with config.json, episodes.csv (a row per
-completion), updates.csv, summary.json, model.pt with --save-model, and with --eval-every N
+completion), updates.csv, warm_start.csv (the warm start's held-out accuracy, where GRPO
+begins), summary.json, model.pt with --save-model, and with --eval-every N
 evaluations.csv (and best_model.pt, the best evaluated model) (plainrl's CONTRIBUTING.md,
 "What a run writes").
 TensorBoard's event file gets the CSV rows too (--no-tensorboard: none; --track syncs it
@@ -129,12 +130,15 @@ class Args:
     """a text task: Addition-v0, or a module:id whose environment speaks Text (see --help's top)"""
     seed: int = 1
     """seeds Python, NumPy, torch and the environments"""
-    total_timesteps: int = 40_000
+    # 200 batches of 128: on seeds 1-3 held-out accuracy stood at 0.94-0.96 from 8k completions on.
+    total_timesteps: int = 25_600
     """the training budget in completions (one environment step each), all groups together"""
     # Without either flag, the small transformer goes to the CPU.
     cuda: tyro.conf.DisallowNone[Optional[bool]] = None
     """--cuda: the GPU; --no-cuda: the CPU; neither: the CPU"""
-    threads: int = 2
+    # One thread, as the other scripts: at a load above the cores two threads wait on each other
+    # (50 supervised steps: 0.8 s of CPU on one thread, 25 s on two at load 16 on two cores).
+    threads: int = 1
     """CPU threads torch may use for the networks"""
     output_dir: str = "runs"
     """where run folders go"""
@@ -178,7 +182,9 @@ class Args:
     """T_max: the longest completion in tokens, the end-of-sequence token included"""
 
     # The supervised warm start (the reference model is the policy after it)
-    sft_steps: int = 800
+    # 1,000 steps: held-out accuracy 0.92 on seed 2 where 800 gave 0.53 (the warm start turns from
+    # 0.1 to 0.9 between 600 and 1,000 steps, at a seed's own pace); GRPO lifts it from there.
+    sft_steps: int = 1000
     """supervised steps on the task's reference answers before GRPO (0: the model as it is)"""
     sft_problems: int = 3000
     """how many training problems the warm start learns from"""
@@ -194,7 +200,9 @@ class Args:
     """G: sampled completions per prompt (4-64 in the papers; 64 in DeepSeekMath)"""
     temperature: float = 1.0
     """the sampling temperature; the loss's probabilities are the same tempered ones"""
-    learning_rate: float = 3e-4
+    # 1e-4: seed 2 from its 0.92 warm start held 0.95-0.96 from 12k completions on; at 3e-4 it
+    # reached 0.95 and fell back to 0.92 (5e-4 with 4 minibatches: 0.71 -> 0.73-0.78, seed 1).
+    learning_rate: float = 1e-4
     """Adam's learning rate (1e-6 in DeepSeekMath, for a 7B model)"""
     update_epochs: int = 1
     """mu: passes over each batch (1 in DeepSeekMath's main runs)"""
@@ -604,6 +612,8 @@ def train(args, policy, envs, run, device):
         accuracy = evaluate(args, {"policy": policy}).mean()
         print(f"{SCRIPT}: warm start: {args.sft_steps} supervised steps, loss {sft_loss:.3f}, "
               f"held-out accuracy {accuracy:.3f} (greedy, {args.eval_episodes} problems)")
+        run.write_row("warm_start.csv", global_step=0, wall_time=round(run.elapsed(), 4),
+                      sft_steps=args.sft_steps, sft_loss=sft_loss, eval_return_mean=float(accuracy))
     reference = frozen_copy(policy)  # pi_ref: the policy where GRPO starts, for ever
     mask_model = frozen_copy(policy) if args.top_p < 1 else None  # NLPO's masking policy
     optimizer = torch.optim.Adam(policy.parameters(), lr=args.learning_rate)
