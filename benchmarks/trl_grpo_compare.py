@@ -19,7 +19,10 @@ decoding and reward); the accuracy reached and each whole process's seconds.
                 and prints the table
 
     python benchmarks/trl_grpo_compare.py make-model
-    python benchmarks/trl_grpo_compare.py run --seeds 101 102 103 --updates 80
+    python benchmarks/trl_grpo_compare.py run --seeds 101 102 103 --updates 200 \
+        --results benchmarks/trl/u200
+
+(results.md's notes, "grpo.py beside TRL's GRPOTrainer", hold the measured tables.)
 
 TRL is not a requirement of the repository, as no peer's code is. Pinned here: trl 1.16.0,
 with datasets 5.2.0 (and the repository's transformers 5.24.0, torch 2.13.0, accelerate 1.15.0):
@@ -115,8 +118,9 @@ def make_model(args):
     torch.set_num_threads(SETTINGS["threads"])
     tokenizer = make_tokenizer()
     config = transformers.LlamaConfig(
-        vocab_size=len(tokenizer), hidden_size=args.hidden_size, intermediate_size=4 * args.hidden_size,
-        num_hidden_layers=args.layers, num_attention_heads=4, num_key_value_heads=4,
+        vocab_size=len(tokenizer), hidden_size=args.hidden_size,
+        intermediate_size=4 * args.hidden_size, num_hidden_layers=args.layers,
+        num_attention_heads=4, num_key_value_heads=4,
         max_position_embeddings=32, tie_word_embeddings=True, attention_dropout=0.0,
         bos_token_id=1, eos_token_id=1, pad_token_id=0)
     model = transformers.LlamaForCausalLM(config)
@@ -232,7 +236,8 @@ def timed(command, log_path):
     if done.returncode != 0:
         raise RuntimeError(f"{command[1]} exited {done.returncode}; see {log_path}")
     cpu_s = cpu.ru_utime + cpu.ru_stime - cpu_before.ru_utime - cpu_before.ru_stime
-    return round(seconds, 1), [round(load_before, 1), round(os.getloadavg()[0], 1)], round(cpu_s, 1)
+    load = [round(load_before, 1), round(os.getloadavg()[0], 1)]
+    return round(seconds, 1), load, round(cpu_s, 1)
 
 
 def run(args):
@@ -254,8 +259,8 @@ def run(args):
         print(f"{time.strftime('%H:%M:%S')} seed {seed}: grpo.py (load {os.getloadavg()[0]:.1f})",
               flush=True)
         ours_out = os.path.join(out, "grpo")
-        row["grpo_s"], row["grpo_load"], row["grpo_cpu_s"] = timed(grpo_command(seed, args.updates, ours_out),
-                                                os.path.join(out, "grpo.log"))
+        row["grpo_s"], row["grpo_load"], row["grpo_cpu_s"] = timed(
+            grpo_command(seed, args.updates, ours_out), os.path.join(out, "grpo.log"))
         folder = max((os.path.join(ours_out, d) for d in os.listdir(ours_out)),
                      key=os.path.getmtime)
         row["grpo"] = held_out_accuracy(MODEL_DIR, os.path.join(folder, "model.pt"))
@@ -332,7 +337,7 @@ def main():
                    help="make-model: grpo.py's warm start's supervised steps")
     p.add_argument("--model-seed", type=int, default=0)
     p.add_argument("--seeds", type=int, nargs="+", default=[101, 102, 103])
-    p.add_argument("--updates", type=int, default=80,
+    p.add_argument("--updates", type=int, default=200,
                    help="run: batches of num_prompts x group_size completions for both")
     p.add_argument("--peer-python", default=sys.executable,
                    help="run: the Python with trl installed")
