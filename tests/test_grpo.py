@@ -1,9 +1,10 @@
 """Tests of grpo.py: the reward, the group advantages, the clipped per-token loss, its three
 aggregations, k3 and NLPO's mask by hand, and the loss against TRL's on the same tensors;
 the sampler, the buffer and the loop's glue (which tokens count, the frozen reference, the
-sampler's log-probabilities, temperature and the mask); the task environment; a smoke run,
-a Hugging Face model built and saved here (offline), bad input, determinism. The
-plumbing's behaviour is tested once, in test_plumbing.py."""
+sampler's log-probabilities, the reference's at the temperature, the group advantages,
+NLPO's mask and its sync, the evaluation's held-out split, the warm start's targets); the
+task environment; a smoke run, a Hugging Face model built and saved here (offline), bad
+input, determinism. The plumbing's behaviour is tested once, in test_plumbing.py."""
 import glob
 import json
 import math
@@ -16,7 +17,7 @@ import pytest
 import torch
 
 import grpo
-from conftest import approx, read_csv, same_seed_episodes, spy_on, tensor
+from conftest import approx, detached, read_csv, same_seed_episodes, spy_on, tensor
 
 LN2, LN3 = math.log(2.0), math.log(3.0)
 # A tiny run: 4 prompts in groups of 4 (16 completions a batch), a one-block transformer
@@ -386,6 +387,28 @@ def test_a_groups_identically_seeded_environments_pose_the_same_problems():
 # ---------------------------------------------------------------------------------------
 # The loop's glue
 # ---------------------------------------------------------------------------------------
+def pay_at_random(monkeypatch, p=0.5, seed=0):
+    """A stand-in reward that pays 1 with probability p whatever the answer; returns the list
+    of what it paid, in the order the environments asked. A tiny model's answers are all wrong:
+    every group would hold one reward value, every advantage 0, and the policy would move only
+    by floating-point noise (two threads' sums; none on one thread)."""
+    rng, paid = np.random.default_rng(seed), []
+
+    def reward(prompt, completion):
+        paid.append(float(rng.random() < p))
+        return paid[-1]
+    monkeypatch.setattr(grpo, "addition_reward", reward)
+    return paid
+
+
+def state_of(model):
+    return {k: v.clone() for k, v in model.state_dict().items()}
+
+
+def same_state(model, state):
+    return all(torch.equal(model.state_dict()[k], v) for k, v in state.items())
+
+
 def spy_on_buffers(monkeypatch):
     """Each GroupBuffer the loop builds."""
     buffers, init = [], grpo.GroupBuffer.__init__
@@ -438,6 +461,7 @@ def test_the_reference_never_learns_and_is_the_warm_started_policy(tmp_path, mon
     monkeypatch.setattr(grpo, "make_policy", lambda *a: policies.append(make_policy(*a)) or policies[-1])
     starts = spy_on(monkeypatch, grpo, "warm_start", lambda args, policy, *a: {
         k: v.clone() for k, v in policy.state_dict().items()})
+    pay_at_random(monkeypatch)  # advantages that are not all 0: the policy moves
     grpo.main(tiny_args(tmp_path, eval_episodes=0, learning_rate=0.05))
     ((reference, at_copy),) = made
     assert any(not torch.equal(starts[0][k], v) for k, v in at_copy.items())  # after the warm start
@@ -473,6 +497,116 @@ def test_nlpos_masks_reach_the_buffer_and_the_update(tmp_path, monkeypatch):
     grpo.main(tiny_args(tmp_path, eval_episodes=0, top_p=0.9))
     assert all(b.action_masks is not None and b.action_masks.shape[:2] == (16, 5) for b in buffers)
     assert any(m is not None for m in losses)  # the update re-applied stored masks
+
+
+def test_the_update_gets_the_samplers_and_the_references_log_probs_and_the_group_advantages(
+        tmp_path, monkeypatch):
+    # 3 batches of 16, 2 epochs of 2 minibatches (the policy moves between the loss's calls:
+    # new != old), temperature 0.7, beta 0.5. Each grpo_loss call against tensors made here:
+    # the sampler's log-probabilities as it returned them, the frozen reference's own at 0.7,
+    # and the group advantages by hand from the rewards the stand-in paid.
+    paid = pay_at_random(monkeypatch)
+    outputs, sample, copies, frozen_copy = [], grpo.sample, [], grpo.frozen_copy
+    monkeypatch.setattr(grpo, "sample",
+                        lambda *a, **k: outputs.append(sample(*a, **k)) or outputs[-1])
+    monkeypatch.setattr(grpo, "frozen_copy", lambda m: copies.append(frozen_copy(m)) or copies[-1])
+    buffers = spy_on_buffers(monkeypatch)
+    chunks, minibatches = [], grpo.GroupBuffer.minibatches
+
+    def record(self, n):
+        parts = minibatches(self, n)
+        chunks.extend((self, idx) for idx in parts)
+        return parts
+    monkeypatch.setattr(grpo.GroupBuffer, "minibatches", record)
+    losses = spy_on(monkeypatch, grpo, "grpo_loss", detached)
+    grpo.main(tiny_args(tmp_path, eval_episodes=0, total_timesteps=48, temperature=0.7, beta=0.5,
+                        update_epochs=2, num_minibatches=2, learning_rate=0.05))
+    (reference,) = copies
+    P = 6  # Addition-v0's longest prompt, "99+99="
+    assert len(buffers) == len(outputs) == 3 and len(paid) == 48
+    assert len(chunks) == len(losses) == 3 * 2 * 2
+    for (buffer, idx), kw in zip(chunks, losses):
+        b = [i for i, x in enumerate(buffers) if x is buffer][0]
+        tokens, mask, logprobs, _ = outputs[b]
+        m = mask[idx].bool()
+        assert kw["beta"] == 0.5
+        # pi_old: the sampler's log-probabilities, saved at sampling time
+        assert torch.equal(kw["old_logprobs"], logprobs[idx])
+        # pi_ref: the reference model's own logits over the sampled tokens, divided by 0.7
+        with torch.no_grad():
+            logits = reference(tokens[idx])[:, P - 1:-1] / 0.7
+        ref = torch.log_softmax(logits, -1).gather(-1, tokens[idx, P:, None]).squeeze(-1)
+        assert torch.allclose(kw["ref_logprobs"][m], ref[m], atol=1e-5)
+        # A_i = (r_i - group mean) / (unbiased group std + 1e-4), groups of 4 in the paid order
+        rewards = paid[16 * b:16 * (b + 1)]
+        assert buffer.rewards.tolist() == rewards
+        hand = []
+        for g in range(4):
+            group = rewards[4 * g:4 * g + 4]
+            mean = sum(group) / 4
+            std = math.sqrt(sum((r - mean) ** 2 for r in group) / 3)
+            hand += [(r - mean) / (std + 1e-4) for r in group]
+        assert kw["advantages"].tolist() == approx([hand[i] for i in idx.tolist()])
+    # the checks above could fail: the policy moved off pi_old within a batch and off pi_ref,
+    # and some group's advantages are not 0
+    moved = [(kw["logprobs"] - kw["old_logprobs"])[kw["completion_mask"].bool()].abs().max()
+             for kw in losses]
+    assert max(moved) > 1e-3
+    assert max((kw["logprobs"] - kw["ref_logprobs"]).abs().max() for kw in losses) > 1e-3
+    assert any(kw["advantages"].abs().max() > 0.1 for kw in losses)
+
+
+def test_nlpos_sync_moves_the_masking_policy_to_the_policy_and_never_the_reference(
+        tmp_path, monkeypatch):
+    # With --top-p, frozen_copy makes the reference, then the masking policy; with
+    # --mask-sync-every 1 the masking policy is the policy after every update, and the
+    # reference stays the warm start
+    copies, frozen_copy, policies, make_policy = [], grpo.frozen_copy, [], grpo.make_policy
+
+    def keep(model):
+        copies.append((frozen_copy(model), state_of(model)))
+        return copies[-1][0]
+    monkeypatch.setattr(grpo, "frozen_copy", keep)
+    monkeypatch.setattr(grpo, "make_policy", lambda *a: policies.append(make_policy(*a)) or policies[-1])
+    pay_at_random(monkeypatch)
+    grpo.main(tiny_args(tmp_path, eval_episodes=0, top_p=0.9, mask_sync_every=1,
+                        total_timesteps=32, learning_rate=0.05))
+    (reference, warm), (mask_model, _) = copies
+    (policy,) = policies
+    assert not same_state(policy, warm)  # the policy moved
+    assert same_state(reference, warm)
+    assert same_state(mask_model, policy.state_dict())
+
+
+def test_the_evaluation_poses_only_held_out_problems(tmp_path, monkeypatch):
+    grpo.register_tasks()
+    args = tiny_args(tmp_path, eval_episodes=20)
+    tokenizer, prompt_len = grpo.check_env(args)
+    policy = grpo.make_policy(args, tokenizer, prompt_len)
+    posed = spy_on(monkeypatch, grpo, "addition_reward", lambda prompt, completion: prompt)
+    returns = grpo.evaluate(args, {"policy": policy})
+    assert len(returns) == 20 and len(posed) == 20 and len(set(posed)) > 10
+    assert all(held_out(p) for p in posed)
+
+
+def test_the_warm_starts_targets_are_the_answer_then_the_end_token(tmp_path, monkeypatch):
+    # each supervised row: the prompt a+b=, then the digits of a + b (worked out here), <eos>
+    # (1) and padding (0) up to --max-new-tokens 5; the loss's targets are those completions
+    grpo.register_tasks()
+    args = tiny_args(tmp_path, sft_steps=2, sft_problems=16, sft_batch_size=8)
+    tokenizer, prompt_len = grpo.check_env(args)
+    policy = grpo.make_policy(args, tokenizer, prompt_len)
+    inputs = spy_on(monkeypatch, grpo, "completion_logits",
+                    lambda model, tokens, p: tokens.clone())
+    targets = spy_on(monkeypatch, grpo.F, "cross_entropy", lambda x, target, **k: target.clone())
+    grpo.warm_start(args, policy, tokenizer, prompt_len, "cpu")
+    assert len(inputs) == len(targets) == 2
+    for tokens, target in zip(inputs, targets):
+        assert tokens.shape == (8, prompt_len + 5) and torch.equal(tokens[:, prompt_len:], target)
+        for row in tokens.tolist():
+            a, b = tokenizer.decode([t for t in row[:prompt_len] if t != 0])[:-1].split("+")
+            answer = tokenizer.encode(str(int(a) + int(b)))
+            assert row[prompt_len:] == answer + [1] + [0] * (4 - len(answer))
 
 
 # ---------------------------------------------------------------------------------------
