@@ -76,9 +76,9 @@ class Args:
     """runs at once; use 1 for timings"""
     # docs/guide/cluster.md
     ray: Annotated[str, tyro.conf.arg(metavar="ADDRESS", help_behavior_hint="")] = ""
-    """run on the Ray cluster at ADDRESS (host:6379; auto: the one `ray start` began here), not --jobs"""
+    """run each run on the Ray cluster at ADDRESS (host:6379; auto: `ray start`'s here)"""
     image_gpu: float = 0.0
-    """with --ray: image tasks (MinAtar, Atari) run with --cuda on this share of a GPU each (0: CPU)"""
+    """with --ray: image tasks run with --cuda on this share of a GPU each (0: on CPUs)"""
     out: str = os.path.join(ROOT, "benchmarks")
     """where results.md, results.json, the figures and the run folders go"""
     # Each task's name, budget, goal and the command of --first-seed's run.

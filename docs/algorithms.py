@@ -1511,8 +1511,9 @@ ALGORITHMS = {
             (("impala-CartPole-v1",),
              "CartPole-v1 with the defaults (2 Ray actors) against our own goal, the 20-episode "
              "training mean at 475 or more at the end of the 300k budget on at least 9 of 10 "
-             "fresh seeds 101-110 (the learning rate chosen on seeds 1-5), the median steps "
-             "until it first got there and the median greedy evaluation return."),
+             "fresh seeds 121-130, with the critic under PopArt (chosen on tuning seeds 1-10; "
+             "seeds 101-120 held 16 of 20 with the paper's critic, --popart-beta 0), the median "
+             "steps until it first got there and the median greedy evaluation return."),
             (("impala-CartPole-v1-lag-vtrace", "impala-CartPole-v1-lag-no-vtrace"),
              "V-trace beside --no-vtrace (rho = c = 1) at a large policy lag (--refresh-every "
              "16) on CartPole-v1, both on fresh seeds 101-105: the median and min-max of the "
