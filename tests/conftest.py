@@ -81,12 +81,17 @@ def pytest_collection_modifyitems(config, items):
 def ray_session():
     """One local Ray for all of a module's Ray tests: impala.py and es.py join it rather than
     starting their own (Ray's start and stop take seconds a run). 2 CPUs, no dashboard, the
-    workers' output not copied here; stopped at the module's end (the Ray tests run last)."""
+    workers' output not copied here; stopped at the module's end (the Ray tests run last).
+    Address "local", as start_ray's: a Ray of the module's own. Address None would join
+    whatever Ray this machine runs (the one /tmp/ray/ray_current_cluster names, as
+    test_cluster.py's Cluster writes it, another checkout's included, or RAY_ADDRESS's),
+    where num_cpus is refused ("When connecting to an existing cluster, num_cpus and
+    num_gpus must not be provided") and the tests would run on another's workers."""
     ray = pytest.importorskip("ray", reason="impala.py and es.py's Ray backend need Ray: "
                                             "pip install ray==2.60.0")
     os.environ.setdefault("RAY_worker_niceness", "0")  # as start_ray: Ray's 15 starves them
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR",
-             ignore_reinit_error=True)
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False,
+             logging_level="ERROR", ignore_reinit_error=True)
     yield ray
     ray.shutdown()
 

@@ -696,18 +696,26 @@ def test_the_checkpoint_keeps_each_learned_network_under_its_own_name(algo, tmp_
 
 
 def test_stop_at_return_stops_and_records_when(tmp_path, monkeypatch):
-    # Every Pendulum return is above -100000, so the 20-episode mean reaches it as soon as
-    # 20 episodes have ended: 4 environments * 200 steps * 5 rounds = 4000 steps. Under
-    # set_clock's Clock, solved_at_time_s is whole seconds, after the 20th episode's row and
-    # before the end of the run (wall_time_s, which ends later).
+    # --stop-at-return replaces GOALS["Pendulum-v1"]'s threshold and keeps its window of 10
+    # episodes. Every Pendulum return is above -100000, so the 10-episode mean reaches it as
+    # soon as 10 episodes have ended: the 4 environments end 4 episodes together every 200 of
+    # their steps (4 * 200 = 800 global steps), so 8 have ended at 1600 steps and 12 at
+    # 3 * 800 = 2400, where the run stops: 12 episodes, solved_at_step 2400 (of a budget of
+    # 8000). The 10th episode's row records the moment (RunWriter.episode asks reached of
+    # solved_threshold after each row), so under set_clock's Clock (a tick a reading)
+    # solved_at_time_s is whole seconds, after the 10th episode's row and before the 11th's
+    # (written later in the same step) and the end of the run (wall_time_s).
+    assert ddpg_td3.GOALS["Pendulum-v1"][1] == 10
     set_clock(ddpg_td3, monkeypatch)
     summary = ddpg_td3.main(ddpg_td3.Args(total_timesteps=8000, num_envs=4, learning_starts=6000,
                                           stop_at_return=-100000, eval_episodes=0,
                                           output_dir=str(tmp_path)))
     episodes = read_csv(next(tmp_path.glob("*/episodes.csv")))
-    assert len(episodes) == 20 and summary["solved_at_step"] == 4000
-    assert summary["global_steps"] == 4000 and float(summary["solved_at_time_s"]).is_integer()
-    assert float(episodes[-1]["wall_time"]) < summary["solved_at_time_s"] < summary["wall_time_s"]
+    assert [int(e["global_step"]) for e in episodes] == [800] * 4 + [1600] * 4 + [2400] * 4
+    assert summary["solved_at_step"] == 2400 and summary["solved_window"] == 10
+    assert summary["global_steps"] == 2400 and float(summary["solved_at_time_s"]).is_integer()
+    assert (float(episodes[9]["wall_time"]) < summary["solved_at_time_s"]
+            < float(episodes[10]["wall_time"]) < summary["wall_time_s"])
 
 
 def test_nan_loss_stops_cleanly(tmp_path, monkeypatch, capsys):

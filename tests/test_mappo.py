@@ -747,12 +747,19 @@ def test_smoke_run_writes_every_file_and_its_model_evaluates(critic_state, tmp_p
 
 
 def test_stop_at_return_stops_and_records_when(tmp_path):
-    # returns are negative but never below -1000: 20 episodes are enough
+    # --stop-at-return replaces GOALS["simple_spread_v3"]'s threshold and keeps its window of
+    # 100 episodes. Returns are negative but never below -1000, so the 100-episode mean
+    # reaches it as soon as 100 episodes have ended: TINY's 2 copies end two episodes every
+    # 5 lock-steps (max_cycles 5, 2 steps a lock-step: 10 steps), the 99th and 100th at
+    # 50 * 10 = 500 steps, of a budget of 600 (30 whole rollouts of 2 * 10 = 20 steps): the
+    # run stops there, mid-budget, and the summary records it
+    assert mappo.GOALS["simple_spread_v3"][1] == 100
     summary = mappo.main(mappo.Args(stop_at_return=-1000.0, eval_episodes=0,
-                                    output_dir=str(tmp_path), **{**TINY, "total_timesteps": 1000}))
+                                    output_dir=str(tmp_path), **{**TINY, "total_timesteps": 600}))
     episodes = read_csv(next(tmp_path.glob("*/episodes.csv")))
-    assert len(episodes) >= 20 and summary["solved_at_step"] == int(episodes[19]["global_step"])
-    assert summary["global_steps"] == summary["solved_at_step"] < 1000
+    assert [int(e["global_step"]) for e in episodes] == [10 * (i // 2 + 1) for i in range(100)]
+    assert summary["solved_at_step"] == summary["global_steps"] == 500
+    assert summary["solved_threshold"] == -1000.0 and summary["solved_window"] == 100
 
 
 def test_the_budget_is_rounded_down_to_whole_rollouts_and_said_once(tmp_path, capsys):

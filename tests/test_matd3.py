@@ -787,16 +787,18 @@ def test_smoke_run_writes_every_file_and_its_model_evaluates(algo, critic_state,
 
 
 def test_stop_at_return_stops_and_records_when(tmp_path):
-    # returns are negative but never below -1000: TINY's 2 copies end two episodes every 5
-    # lock-steps (10 steps), the 19th and 20th at step 100, of a budget of 200: the run
-    # stops there, and the summary records it (--stop-at-return's threshold: PettingZoo
-    # has no reward_threshold)
+    # --stop-at-return replaces GOALS["simple_spread_v3"]'s threshold and keeps its window of
+    # 100 episodes. Returns are negative but never below -1000: TINY's 2 copies end two
+    # episodes every 5 lock-steps (10 steps), the 99th and 100th at 50 * 10 = 500 steps, of a
+    # budget of 600: the run stops there, and the summary records it (--stop-at-return's
+    # threshold, the goal's window)
+    assert matd3.GOALS["simple_spread_v3"][1] == 100
     summary = matd3.main(matd3.Args(stop_at_return=-1000.0, output_dir=str(tmp_path),
-                                    **{**TINY, "total_timesteps": 200, "eval_episodes": 0}))
-    assert summary["solved_at_step"] == summary["global_steps"] == 100
-    assert summary["solved_threshold"] == -1000.0
+                                    **{**TINY, "total_timesteps": 600, "eval_episodes": 0}))
+    assert summary["solved_at_step"] == summary["global_steps"] == 500
+    assert summary["solved_threshold"] == -1000.0 and summary["solved_window"] == 100
     episodes = read_csv(next(tmp_path.glob("*/episodes.csv")))
-    assert [int(e["global_step"]) for e in episodes] == [10 * (i // 2 + 1) for i in range(20)]
+    assert [int(e["global_step"]) for e in episodes] == [10 * (i // 2 + 1) for i in range(100)]
 
 
 def test_same_seed_gives_the_same_episodes(tmp_path):
