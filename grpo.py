@@ -672,6 +672,10 @@ def train(args, policy, envs, run, device):
                 logits = completion_logits(policy, buffer.tokens[idx], prompt_len)
                 new_logprobs = token_logprobs(logits, buffer.tokens[idx, prompt_len:],
                                               args.temperature, buffer.masks_of(idx))
+                # 0 after the end, as the sampler's: NLPO's mask leaves the padding token out of
+                # the nucleus, log pi = -1e8 there, and k3's exp(ref - log pi) would be inf (inf *
+                # mask 0 = NaN: every --top-p run stopped at its first update)
+                new_logprobs = new_logprobs * buffer.completion_mask[idx]
                 loss, pg_loss, kl, clipped = grpo_loss(
                     logprobs=new_logprobs, old_logprobs=buffer.old_logprobs[idx],
                     ref_logprobs=buffer.ref_logprobs[idx], advantages=buffer.advantages[idx],
