@@ -114,7 +114,7 @@ class Args:
     eval_every: int = 0
     """also evaluate greedily every N environment steps (0: only after training)"""
     stop_at_return: Optional[float] = None
-    """stop once the mean of the last 20 training episode returns reaches this"""
+    """stop once the training mean over its goal's window (GOALS; else 20 episodes) reaches this"""
     save_model: bool = False
     """write model.pt into the run folder"""
     eval_checkpoint: Optional[str] = None
@@ -461,7 +461,7 @@ def train(args, envs, nets, run):
         buffer.add(obs, actions.numpy(), rewards, terminated, final_obs)
         obs = next_obs
 
-        # Record the episodes that ended; stop once the last 20 returns reach --stop-at-return
+        # Record the episodes that ended; stop once the goal's window reaches --stop-at-return
         for i in np.flatnonzero(info.get("_episode", [])):
             run.episode(global_step, info["episode"]["r"][i], info["episode"]["l"][i])
         if run.reached(args.stop_at_return, global_step):  # the summary records when

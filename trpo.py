@@ -107,7 +107,7 @@ class Args:
     eval_every: int = 0
     """also evaluate greedily every N environment steps (0: only after training)"""
     stop_at_return: Optional[float] = None
-    """stop once the mean of the last 20 training episode returns reaches this"""
+    """stop once the training mean over its goal's window (GOALS; else 20 episodes) reaches this"""
     save_model: bool = False
     """write model.pt into the run folder"""
     eval_checkpoint: Optional[str] = None

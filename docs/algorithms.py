@@ -142,8 +142,8 @@ ALGORITHMS = {
             (1, "y = r if terminated, else r + gamma max_a' Q(s', a') (a truncated step "
                 "bootstraps); Q(s, a) = Q(s, a) + alpha (y - Q(s, a))", "q_update"),
             (1, "s = s'; if the episode ended (terminated or truncated): record its return, "
-                "reset, s = the row of the new first observation, stop if the last 20 returns "
-                "reach --stop-at-return", "train:Learn"),
+                "reset, s = the row of the new first observation, stop if the mean over the "
+                "goal's window reaches --stop-at-return", "train:Learn"),
             (1, "every log_interval steps, at a stop and at the end: a row of updates.csv",
              "train:Log"),
         ],
