@@ -1835,11 +1835,12 @@ ALGORITHMS = {
              "GPT"),
         ],
         protocols=[
-            ((),
-             "Pending: no benchmark task runs grpo.py yet, so this page shows no figure; a run "
-             "of the default command judges itself, as the lead's task will, on the mean "
-             "accuracy of the final greedy evaluation over 500 held-out problems of "
-             "Addition-v0 against 0.95 (the script's GOALS), and the task will report it per "
-             "seed on fresh seeds with the median over them."),
+            (("grpo-Addition-v0",),
+             "Addition-v0 with the defaults (25,600 completions after 1,000 supervised warm-start "
+             "steps) on fresh seeds 101-110, against the script's GOALS: the mean accuracy of "
+             "the final greedy evaluation over 500 held-out problems at 0.95 or more, on at "
+             "least 9 of 10 seeds; measured, 4 of 10 hold, the end accuracy's IQM is 0.947 "
+             "from warm starts of 0.52-0.946 (median 0.917), so the run adds about two points "
+             "and the goal is not met (results.md, grpo.py)."),
         ]),
 }
