@@ -281,3 +281,29 @@ def test_a_run_whose_node_dies_is_started_again_twice_then_fails():
     # 3); the third death is the last, and the run counts as failed
     assert benchmark.RAY_RETRIES == 2
     assert [benchmark.started_again(deaths) for deaths in (1, 2, 3)] == [True, True, False]
+
+
+def test_a_cluster_run_asks_for_the_cores_its_script_uses():
+    # es.py: its --num-workers (2 where a task gives none: es.py would take every core of its
+    # node); impala.py: its actors and one more for its learner (2 actors by default: 3); every
+    # other script one, whatever its task
+    tasks = {t.name: t for s in benchmark.TASKS.values() for t in s}
+    impala = tasks["impala-CartPole-v1"]
+    assert "--num-actors" not in impala.flags and benchmark.cores(impala) == 2 + 1
+    one_actor = tasks["impala-CartPole-v1-1-actor"]
+    assert benchmark.cores(one_actor) == benchmark.flag_value(one_actor, "--num-actors", 2) + 1 == 2
+    assert benchmark.cores(tasks["ppo-CartPole-v1"]) == benchmark.cores(tasks["sac-Pendulum-v1"]) == 1
+    es = [t for t in benchmark.TASKS["es"]]
+    assert all(benchmark.cores(t) == benchmark.flag_value(t, "--num-workers", 2) for t in es)
+
+
+def test_an_image_task_runs_on_the_gpu_under_any_share_of_one():
+    # --image-gpu 0.25 (a quarter of a GPU each, as the cluster page suggests) adds --cuda after
+    # the local command's device flag, for an image task only; 0 leaves every command as it is
+    tasks = {t.name: t for s in benchmark.TASKS.values() for t in s}
+    image = next(t for t in tasks.values() if t.env_id.startswith("MinAtar/") and t.torch)
+    flat = tasks["ppo-CartPole-v1"]
+    quarter, none = benchmark.Args(image_gpu=0.25), benchmark.Args()
+    assert benchmark.ray_command(image, 101, quarter) == [*benchmark.command_line(image, 101), "--cuda"]
+    assert benchmark.ray_command(image, 101, none) == benchmark.command_line(image, 101)
+    assert benchmark.ray_command(flat, 101, quarter) == benchmark.command_line(flat, 101)
