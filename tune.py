@@ -367,6 +367,35 @@ def run_folder_of(folder, seed, before):
     return os.path.join(folder, new[-1])
 
 
+def read_values(seeds, folder, before, objective):
+    """{seed: the objective's value} read from each seed's own run folder in folder
+    (run_folder_of), in the order of seeds; a missing or bad summary.json raises TrialFailed."""
+    values = {}
+    for seed in seeds:
+        path = os.path.join(run_folder_of(folder, seed, before), "summary.json")
+        try:
+            with open(path) as f:
+                summary = json.load(f)
+        except (OSError, ValueError) as e:
+            raise TrialFailed(f"seed {seed}: cannot read {path}: {e}")
+        values[seed] = read_value(summary, objective, seed)
+    return values
+
+
+def take_result(seed, result, folder, write):
+    """A cluster run's result (node_function's dict) kept in folder: its console output as
+    seed-<s>.out and .err, then its files (write) -- unless it exited with a status other
+    than 0, which fails the trial (TrialFailed) even when it sent back files, as run_seeds."""
+    for kind in ("out", "err"):
+        with open(os.path.join(folder, f"seed-{seed}.{kind}"), "w") as f:
+            f.write(result[f"std{kind}"])
+    if result["returncode"] != 0:
+        line = last_line(os.path.join(folder, f"seed-{seed}.err"))
+        raise TrialFailed(f"seed {seed} exited with status {result['returncode']} on "
+                          f"{result['host']}: {line or '(nothing on stderr)'}")
+    write(result, folder)
+
+
 def run_seeds(commands, folder, jobs, objective):
     """Run the commands ({seed: argv}) as processes, at most jobs at a time, each writing
     its output to folder/seed-<s>.out and .err; returns {seed: the objective's value} in
@@ -401,16 +430,7 @@ def run_seeds(commands, folder, jobs, objective):
         stop(list(running.values()))
         for f in files:
             f.close()
-    values = {}
-    for seed in commands:
-        path = os.path.join(run_folder_of(folder, seed, before), "summary.json")
-        try:
-            with open(path) as f:
-                summary = json.load(f)
-        except (OSError, ValueError) as e:
-            raise TrialFailed(f"seed {seed}: cannot read {path}: {e}")
-        values[seed] = read_value(summary, objective, seed)
-    return values
+    return read_values(commands, folder, before, objective)
 
 
 def join_cluster(plan, address):
@@ -442,40 +462,33 @@ def run_seeds_on_ray(commands, folder, cluster, objective):
     ray = cluster["ray"]
     os.makedirs(folder, exist_ok=True)
     before = set(os.listdir(folder))
-    refs = {}
+    pending = {}  # seed: its Ray task's ref, until its result is in
     for seed, argv in commands.items():  # [python, path, flags..., --output-dir, folder]
         words = [os.path.basename(argv[1]), *argv[2:-2]]
-        refs[seed] = cluster["run"].options(num_cpus=cluster["cores"]).remote(
+        pending[seed] = cluster["run"].options(num_cpus=cluster["cores"]).remote(
             words, {"PLAINRL_CURVE": os.environ.get("PLAINRL_CURVE", "1")})
     try:
-        for seed, ref in refs.items():
+        for seed in list(commands):
+            # a task that has ended (a result or an error) drops its ref: Ray then neither
+            # runs it again to rebuild a result lost with its node (lineage reconstruction)
+            # nor is asked to cancel it; one cut short by Ctrl-C stays pending (cancelled)
             try:
-                result = ray.get(ref)
+                result = ray.get(pending[seed])
             except ray.exceptions.RayError as e:
+                del pending[seed]
                 raise TrialFailed(f"seed {seed}: its Ray node or worker died "
                                   f"{1 + cluster['retries']} times, the last: "
                                   f"{(str(e).strip().splitlines() or [type(e).__name__])[0]}")
-            for kind in ("out", "err"):
-                with open(os.path.join(folder, f"seed-{seed}.{kind}"), "w") as f:
-                    f.write(result[f"std{kind}"])
-            if result["returncode"] != 0:
-                line = last_line(os.path.join(folder, f"seed-{seed}.err"))
-                raise TrialFailed(f"seed {seed} exited with status {result['returncode']} on "
-                                  f"{result['host']}: {line or '(nothing on stderr)'}")
-            cluster["write"](result, folder)
-    finally:
-        for ref in refs.values():
-            ray.cancel(ref, force=True)  # those still running, after a failure or Ctrl-C
-    values = {}
-    for seed in commands:
-        path = os.path.join(run_folder_of(folder, seed, before), "summary.json")
-        try:
-            with open(path) as f:
-                summary = json.load(f)
-        except (OSError, ValueError) as e:
-            raise TrialFailed(f"seed {seed}: cannot read {path}: {e}")
-        values[seed] = read_value(summary, objective, seed)
-    return values
+            del pending[seed]
+            take_result(seed, result, folder, cluster["write"])
+    finally:  # after a failure or Ctrl-C: the runs still going are stopped; a finished one
+        # is never cancelled (Ray's driver aborts on "Tried to complete task that was not
+        # pending" when a finished or retried task is force-cancelled as its node goes)
+        if pending:
+            going = ray.wait(list(pending.values()), num_returns=len(pending), timeout=0)[1]
+            for ref in going:
+                ray.cancel(ref, force=True)
+    return read_values(commands, folder, before, objective)
 
 
 # ---------------------------------------------------------------------------------------

@@ -518,3 +518,94 @@ def test_ctrl_c_keeps_the_completed_trials_and_the_same_command_goes_on(tmp_path
     assert lines[0] == f"tune.py: resuming {tmp_path / 's.db'}: {len(done)} of 2 trials done"
     assert lines[1].startswith(f"trial {len(done) + 1} of 2 (trial-{len(done) + 1}): ")
     assert after.trials[-1].params not in [t.params for t in before]
+
+
+# ---------------------------------------------------------------------------------------
+# --ray: a seed's result, its value, the tasks cancelled (no cluster: run_seeds_on_ray's
+# pieces, and a stand-in for Ray)
+# ---------------------------------------------------------------------------------------
+def ray_result(seed, returncode=0, value=1.0):
+    """What benchmark.node_function sends back for a run of seed: its files and output."""
+    run = f"FrozenLake-v1__qlearning__{seed}__1700000000"
+    return {"returncode": returncode, "stdout": f"out {seed}\n", "stderr": f"err {seed}\nlast\n",
+            "host": "node-a", "node": "n1", "process_s": 1.0,
+            "files": {f"{run}/summary.json": json.dumps({"train_return_last20": value}).encode(),
+                      f"{run}/episodes.csv": b"step,return\n"}}
+
+
+def write_files(result, folder):
+    for relative, data in result["files"].items():
+        os.makedirs(os.path.dirname(os.path.join(folder, relative)), exist_ok=True)
+        with open(os.path.join(folder, relative), "wb") as f:
+            f.write(data)
+
+
+def test_a_cluster_seed_that_exits_non_zero_fails_its_trial_even_with_files(tmp_path):
+    """As run_seeds: a status other than 0 fails the trial with stderr's last line, though
+    the run sent back its folder (which is not kept); status 0 keeps output and files."""
+    written = []
+    with pytest.raises(tune.TrialFailed, match="^seed 3 exited with status 1 on node-a: last$"):
+        tune.take_result(3, ray_result(3, returncode=1), str(tmp_path),
+                         lambda result, folder: written.append(result))
+    assert written == [] and (tmp_path / "seed-3.err").read_text() == "err 3\nlast\n"
+    tune.take_result(4, ray_result(4), str(tmp_path), write_files)
+    assert (tmp_path / "seed-4.out").read_text() == "out 4\n"
+    assert (tmp_path / "FrozenLake-v1__qlearning__4__1700000000" / "summary.json").exists()
+
+
+def test_each_seeds_value_is_read_from_its_own_run_folder(tmp_path):
+    before = set(os.listdir(tmp_path))
+    for seed, value in ((1, -3.0), (2, 5.5)):
+        write_files(ray_result(seed, value=value), str(tmp_path))
+    assert tune.read_values([1, 2], str(tmp_path), before, "train_return_last20") == {1: -3.0, 2: 5.5}
+    assert tune.read_values([2, 1], str(tmp_path), before, "train_return_last20") == {2: 5.5, 1: -3.0}
+
+
+class FakeRay:
+    """Ray as run_seeds_on_ray uses it: each seed's task a ref whose result is ready (or
+    never is: not_ready); cancel records what it is asked to cancel."""
+    class exceptions:
+        RayError = RuntimeError
+
+    def __init__(self, results, not_ready=()):
+        self.results, self.not_ready, self.cancelled = results, set(not_ready), []
+        self.run = self
+        self.seeds = iter(results)
+
+    def options(self, **kwargs):
+        return self
+
+    def remote(self, words, env):
+        return f"ref-{next(self.seeds)}"
+
+    def get(self, ref):
+        assert ref[4:] not in self.not_ready, "the driver would wait forever"
+        return self.results[ref[4:]]
+
+    def wait(self, refs, num_returns=1, timeout=None):
+        assert timeout == 0
+        return ([r for r in refs if r[4:] not in self.not_ready],
+                [r for r in refs if r[4:] in self.not_ready])
+
+    def cancel(self, ref, force=False):
+        self.cancelled.append(ref)
+
+
+@pytest.mark.parametrize("failing", [False, True])
+def test_ray_cancels_only_the_tasks_still_running(tmp_path, failing):
+    """A finished task is never cancelled (Ray's driver can abort, "Tried to complete task
+    that was not pending", when one is force-cancelled as its node goes): none after a trial
+    whose seeds all ended; after a failing seed, only those still running."""
+    results = {"1": ray_result(1), "2": ray_result(2, returncode=1 if failing else 0),
+               "3": ray_result(3)}
+    ray = FakeRay(results, not_ready={"3"} if failing else ())
+    cluster = {"ray": ray, "run": ray, "cores": 1, "write": write_files, "retries": 2}
+    commands = {int(s): ["python", "qlearning.py", "--seed", s, "--output-dir", str(tmp_path)]
+                for s in results}
+    if failing:
+        with pytest.raises(tune.TrialFailed, match="seed 2 exited with status 1"):
+            tune.run_seeds_on_ray(commands, str(tmp_path), cluster, "train_return_last20")
+        assert ray.cancelled == ["ref-3"]
+    else:
+        values = tune.run_seeds_on_ray(commands, str(tmp_path), cluster, "train_return_last20")
+        assert values == {1: 1.0, 2: 1.0, 3: 1.0} and ray.cancelled == []
