@@ -937,6 +937,18 @@ def write_run(result, output_dir):
             f.write(data)
 
 
+def keep_run(result, output_dir, mark):
+    """A finished cluster run kept: its files written (write_run), and only then its
+    RAY_MARK beside output_dir (mark, its run folder's name added), written whole (a
+    temporary file renamed): a mark never names a run whose files are not all there, which
+    kept_run (a later invocation) would keep without running it again."""
+    write_run(result, output_dir)
+    folder = os.path.dirname(next(iter(result["files"]))).split(os.sep)[0]
+    with open(output_dir + ".ray.json.part", "w") as f:
+        json.dump({"folder": folder, **mark}, f, indent=1)
+    os.replace(output_dir + ".ray.json.part", output_dir + ".ray.json")
+
+
 def kept_run(task, seed, out):
     """The figures of a run that an earlier --ray invocation finished (its RAY_MARK and run
     folder in out), else None: that run is not run again."""
@@ -1018,13 +1030,10 @@ def run_on_ray(tasks, seeds, args, load_before):
                                               f"{result['returncode']} on {result['host']}: "
                                               f"{line[0] if line else '(nothing on stderr)'}"})
                 else:
-                    write_run(result, output_dir)
-                    folder = os.path.dirname(next(iter(result["files"]))).split(os.sep)[0]
-                    with open(os.path.join(output_dir + ".ray.json"), "w") as f:
-                        json.dump({"folder": folder, "process_s": round(result["process_s"], 3),
-                                   "host": result["host"], "node": result["node"],
-                                   "died_before": tries, "command": ray_command(task, seed, args)},
-                                  f, indent=1)
+                    keep_run(result, output_dir, {
+                        "process_s": round(result["process_s"], 3), "host": result["host"],
+                        "node": result["node"], "died_before": tries,
+                        "command": ray_command(task, seed, args)})
                     done[task.name][seed] = {"seed": seed, "process_s": round(result["process_s"], 3),
                                              **read_run(task, output_dir)}
             for item in failed[task.name][-1:]:

@@ -307,3 +307,27 @@ def test_an_image_task_runs_on_the_gpu_under_any_share_of_one():
     assert benchmark.ray_command(image, 101, quarter) == [*benchmark.command_line(image, 101), "--cuda"]
     assert benchmark.ray_command(image, 101, none) == benchmark.command_line(image, 101)
     assert benchmark.ray_command(flat, 101, quarter) == benchmark.command_line(flat, 101)
+
+
+def test_a_cluster_runs_mark_is_written_after_its_files_or_not_at_all(tmp_path, monkeypatch):
+    # keep_run: the run's files first, then its seed<s>.ray.json; a write that fails midway
+    # (a full disk, a Ctrl-C) leaves no mark, so a later --ray invocation runs it again
+    # (kept_run keeps a marked run without running it)
+    run = "CartPole-v1__ppo__7__1700000000"
+    result = {"files": {f"{run}/summary.json": b"{}", f"{run}/episodes.csv": b"step,return\n"}}
+    output_dir = str(tmp_path / "runs" / "ppo-CartPole-v1" / "seed7")
+    write_run = benchmark.write_run
+
+    def dies_midway(result, output_dir):
+        write_run({"files": dict(list(result["files"].items())[:1])}, output_dir)
+        raise OSError("No space left on device")
+    monkeypatch.setattr(benchmark, "write_run", dies_midway)
+    with pytest.raises(OSError):
+        benchmark.keep_run(result, output_dir, {"process_s": 1.0})
+    assert os.listdir(tmp_path / "runs" / "ppo-CartPole-v1") == ["seed7"]  # no mark
+    monkeypatch.setattr(benchmark, "write_run", write_run)
+    benchmark.keep_run(result, output_dir, {"process_s": 1.0})
+    assert json.loads((tmp_path / "runs" / "ppo-CartPole-v1" / "seed7.ray.json").read_text()) == {
+        "folder": run, "process_s": 1.0}
+    assert sorted(os.listdir(os.path.join(output_dir, run))) == ["episodes.csv", "summary.json"]
+    assert sorted(os.listdir(tmp_path / "runs" / "ppo-CartPole-v1")) == ["seed7", "seed7.ray.json"]
