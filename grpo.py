@@ -613,7 +613,8 @@ def train(args, policy, envs, run, device):
         print(f"{SCRIPT}: warm start: {args.sft_steps} supervised steps, loss {sft_loss:.3f}, "
               f"held-out accuracy {accuracy:.3f} (greedy, {args.eval_episodes} problems)")
         run.write_row("warm_start.csv", global_step=0, wall_time=round(run.elapsed(), 4),
-                      sft_steps=args.sft_steps, sft_loss=sft_loss, eval_return_mean=float(accuracy))
+                      sft_steps=args.sft_steps, sft_loss=sft_loss,
+                      warm_start_accuracy=float(accuracy))
     reference = frozen_copy(policy)  # pi_ref: the policy where GRPO starts, for ever
     mask_model = frozen_copy(policy) if args.top_p < 1 else None  # NLPO's masking policy
     optimizer = torch.optim.Adam(policy.parameters(), lr=args.learning_rate)
