@@ -174,7 +174,7 @@ def questions(script):
 # ## 1. GRPO on two-digit addition
 #
 # One run with the defaults: supervised steps on reference answers (the warm start, whose
-# held-out accuracy the script prints), then GRPO on groups of 8 answers to each of 16 prompts.
+# held-out accuracy the script prints), then GRPO on groups of 8 answers to each of 64 prompts.
 # `--eval-every` evaluates the greedy policy on held-out problems (sums that training never
 # poses) as it learns, and `--capture-video` records the final evaluation's first answers.
 

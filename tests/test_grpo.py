@@ -490,6 +490,129 @@ def test_dynamic_sampling_keeps_only_groups_of_varied_rewards(tmp_path, monkeypa
     assert updates[-1][0] == 160 and len(updates) < 10
 
 
+def test_dynamic_sampling_drops_all_correct_groups_and_logs_every_sampled_reward(
+        tmp_path, monkeypatch):
+    # A stand-in pays 1 with probability 0.7: about a quarter of the groups of 4 are all 1
+    # (0.7^4 = 0.24), which carry no signal either and are dropped as the all-0 ones are.
+    # updates.csv's reward_mean is the mean of every completion sampled since the last update,
+    # dropped groups included: paid[step_(k-1):step_k], the completions counted in order.
+    paid = pay_at_random(monkeypatch, p=0.7)
+    buffers = spy_on_buffers(monkeypatch)
+    updates = spy_on(monkeypatch, grpo.RunWriter, "update", lambda self, step, **kw: (step, kw))
+    grpo.main(tiny_args(tmp_path, eval_episodes=0, dynamic_sampling=True, total_timesteps=160))
+    groups = [paid[i:i + 4] for i in range(0, len(paid), 4)]
+    assert any(sum(g) == 4 for g in groups)  # could fail: some group was all correct
+    for buffer in buffers:
+        kept = buffer.rewards.view(-1, 4)
+        assert (kept.max(1).values > kept.min(1).values).all()
+    previous = 0
+    for step, kw in updates:
+        assert kw["reward_mean"] == approx(sum(paid[previous:step]) / (step - previous))
+        previous = step
+    # could fail: some update sampled a group that was dropped, so the kept batch's mean differs
+    assert any(kw["reward_mean"] != approx(b.rewards.mean().item())
+               for (_, kw), b in zip(updates, buffers))
+
+
+def test_training_poses_only_training_problems(tmp_path, monkeypatch):
+    # The held-out tenth (crc32 of "a+b" divisible by 10) is the evaluation's alone: every
+    # prompt a training batch is paid for is a training problem, and every evaluation prompt
+    # a held-out one. 64 training prompts: were they drawn from all problems, about 6 would be
+    # held out.
+    asked = []
+    reward = grpo.addition_reward
+    monkeypatch.setattr(grpo, "addition_reward",
+                        lambda prompt, completion: asked.append(prompt) or reward(prompt, completion))
+    evaluated = []
+    act_of = grpo.greedy_policy
+
+    def spy(models, envs):
+        act = act_of(models, envs)
+        return lambda obs, info: evaluated.extend(obs) or act(obs, info)
+    monkeypatch.setattr(grpo, "greedy_policy", spy)
+    grpo.main(tiny_args(tmp_path, eval_episodes=8))
+    # paid in turn: the warm start's evaluation (8), the 64 training completions, the final 8
+    assert len(asked) == 8 + 64 + 8 and len(evaluated) == 16
+    assert asked[:8] + asked[-8:] == evaluated
+    assert not any(zlib.crc32(p[:-1].encode()) % 10 == 0 for p in asked[8:72])
+    assert all(zlib.crc32(p[:-1].encode()) % 10 == 0 for p in evaluated)
+
+
+def test_the_evaluation_decodes_greedily(tmp_path):
+    # greedy_policy's answers are the argmax decoding, token by token, written out here with
+    # the model's own logits (no sampling: the same answers whatever the torch seed).
+    args = tiny_args(tmp_path, n_embd=16)
+    grpo.register_tasks()
+    tokenizer, prompt_len = grpo.check_env(args)
+    torch.manual_seed(3)
+    policy = grpo.make_policy(args, tokenizer, prompt_len)
+    with torch.no_grad():  # a sharper, arbitrary model, so that sampling would differ
+        for p in policy.parameters():
+            p.mul_(4.0)
+    prompts = ["12+34=", "5+67=", "99+1=", "3+4="]
+    act = grpo.greedy_policy({"policy": policy}, None)
+    torch.manual_seed(0)
+    first = act(prompts, {})
+    torch.manual_seed(1)
+    assert act(prompts, {}) == first
+    tokens = grpo.encode_prompts(tokenizer, prompts, prompt_len, "cpu")
+    done = torch.zeros(len(prompts), dtype=torch.bool)
+    for _ in range(args.max_new_tokens):
+        with torch.no_grad():
+            nxt = policy(tokens)[:, -1].argmax(-1)
+        nxt = torch.where(done, torch.full_like(nxt, grpo.pad_id_of(tokenizer)), nxt)
+        done |= nxt == tokenizer.eos_token_id
+        tokens = torch.cat([tokens, nxt[:, None]], dim=1)
+    assert first == grpo.decode_completions(tokenizer, tokens[:, prompt_len:])
+    # could fail: sampling at temperature 1 gives other answers for some seed
+    sampled = set()
+    for seed in range(5):
+        torch.manual_seed(seed)
+        out, _, _, _ = grpo.sample(policy, grpo.encode_prompts(tokenizer, prompts, prompt_len,
+                                                                "cpu"),
+                                   args.max_new_tokens, tokenizer.eos_token_id,
+                                   grpo.pad_id_of(tokenizer))
+        sampled.add(tuple(grpo.decode_completions(tokenizer, out[:, prompt_len:])))
+    assert sampled != {tuple(first)}
+
+
+@pytest.mark.parametrize("anneal", [True, False])
+def test_the_warm_starts_learning_rate_falls_linearly_to_0(tmp_path, monkeypatch, anneal):
+    # 4 supervised steps at 0.02: with --sft-anneal-lr the rate of step k is 0.02 (1 - k/4),
+    # 0.02, 0.015, 0.01, 0.005; without, 0.02 throughout. The first Adam is the warm start's.
+    rates = {}
+    step = torch.optim.Adam.step
+
+    def spy(self, *a, **k):
+        rates.setdefault(id(self), []).append(self.param_groups[0]["lr"])
+        return step(self, *a, **k)
+    monkeypatch.setattr(torch.optim.Adam, "step", spy)
+    grpo.main(tiny_args(tmp_path, eval_episodes=0, sft_steps=4, sft_learning_rate=0.02,
+                        sft_anneal_lr=anneal))
+    warm = next(iter(rates.values()))
+    assert warm == approx([0.02, 0.015, 0.01, 0.005] if anneal else [0.02] * 4)
+
+
+def test_the_hugging_face_policy_masks_the_padding_out_of_the_attention(tmp_path):
+    # HFPolicy's logits are the model's with attention_mask = (tokens != pad): a left-padded
+    # row's logits equal the model called with that mask by hand, and differ from the model
+    # called without one (the padding attended to), so the check could fail.
+    folder = save_tiny_hf_model(tmp_path / "tiny-gpt2")
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True)
+    model = AutoModelForCausalLM.from_pretrained(folder, local_files_only=True)
+    policy = grpo.HFPolicy(model, 0)
+    tokens = grpo.encode_prompts(tokenizer, ["12+3=", "1+2="], 8, "cpu")
+    assert tokens[1].tolist()[:4] == [0, 0, 0, 0]
+    with torch.no_grad():
+        got = policy(tokens)
+        masked = model(input_ids=tokens, attention_mask=(tokens != 0).long()).logits
+        unmasked = model(input_ids=tokens).logits
+    real = tokens != 0
+    assert torch.allclose(got[real], masked[real].float(), atol=1e-5)
+    assert not torch.allclose(got[1][real[1]], unmasked[1][real[1]].float(), atol=1e-3)
+
+
 def test_nlpos_masks_reach_the_buffer_and_the_update(tmp_path, monkeypatch):
     buffers = spy_on_buffers(monkeypatch)
     losses = spy_on(monkeypatch, grpo, "token_logprobs", lambda *a, **k: a[3] if len(a) > 3 else
@@ -547,12 +670,55 @@ def test_the_update_gets_the_samplers_and_the_references_log_probs_and_the_group
             std = math.sqrt(sum((r - mean) ** 2 for r in group) / 3)
             hand += [(r - mean) / (std + 1e-4) for r in group]
         assert kw["advantages"].tolist() == approx([hand[i] for i in idx.tolist()])
+    # pi_theta at the first step of each batch is still pi_old, at the same temperature 0.7:
+    # the ratio is 1 on every counted token (a loss without the temperature would not be)
+    for k in range(0, len(losses), 4):
+        kw = losses[k]
+        m = kw["completion_mask"].bool()
+        assert torch.allclose(kw["logprobs"][m], kw["old_logprobs"][m], atol=1e-5)
     # the checks above could fail: the policy moved off pi_old within a batch and off pi_ref,
     # and some group's advantages are not 0
     moved = [(kw["logprobs"] - kw["old_logprobs"])[kw["completion_mask"].bool()].abs().max()
              for kw in losses]
     assert max(moved) > 1e-3
     assert max((kw["logprobs"] - kw["ref_logprobs"]).abs().max() for kw in losses) > 1e-3
+    assert any(kw["advantages"].abs().max() > 0.1 for kw in losses)
+
+
+@pytest.mark.parametrize("baseline, scale_rewards", [("rloo", False), ("mean", False),
+                                                     ("rloo", True)])
+def test_the_baseline_and_std_flags_reach_the_advantages_the_loss_gets(
+        tmp_path, monkeypatch, baseline, scale_rewards):
+    # --baseline and --scale-rewards away from their defaults (mean, True): the advantages
+    # each grpo_loss call receives are those of the flags, by hand from the rewards paid, in
+    # groups of 4 in the paid order. A group [1, 0, 0, 1]: mean 0.5; RLOO's baseline of the
+    # first is (0 + 0 + 1) / 3, so A = 1 - 1/3 = 2/3; without the std, A = r - 0.5 = 0.5;
+    # RLOO over the std: (2/3) / (std 0.577 + 1e-4).
+    paid = pay_at_random(monkeypatch)
+    buffers = spy_on_buffers(monkeypatch)
+    chunks, minibatches = [], grpo.GroupBuffer.minibatches
+
+    def record(self, n):
+        parts = minibatches(self, n)
+        chunks.extend((self, idx) for idx in parts)
+        return parts
+    monkeypatch.setattr(grpo.GroupBuffer, "minibatches", record)
+    losses = spy_on(monkeypatch, grpo, "grpo_loss", detached)
+    grpo.main(tiny_args(tmp_path, eval_episodes=0, total_timesteps=32, baseline=baseline,
+                        scale_rewards=scale_rewards))
+    assert len(losses) == len(chunks) == 2 * 2
+    for (buffer, idx), kw in zip(chunks, losses):
+        b = [i for i, x in enumerate(buffers) if x is buffer][0]
+        rewards, hand = paid[16 * b:16 * (b + 1)], []
+        for g in range(4):
+            group = rewards[4 * g:4 * g + 4]
+            mean = sum(group) / 4
+            std = math.sqrt(sum((r - mean) ** 2 for r in group) / 3)
+            for i, r in enumerate(group):
+                base = (sum(group) - r) / 3 if baseline == "rloo" else mean
+                hand.append((r - base) / (std + 1e-4) if scale_rewards else r - base)
+        assert kw["advantages"].tolist() == approx([hand[i] for i in idx.tolist()])
+    # could fail: some group held two reward values
     assert any(kw["advantages"].abs().max() > 0.1 for kw in losses)
 
 
@@ -690,8 +856,8 @@ def test_the_hugging_face_policy_counts_the_same_tokens(tmp_path):
     (["--clip-coef", "1.5"], "the clip range [1 - 1.5, 1 + 1.5] is not a range around 1"),
     (["--clip-coef", "0"], "is not a range around 1"),
     (["--clip-coef-high", "-0.1"], "the clip range [1 - 0.2, 1 + -0.1] is not a range"),
-    (["--total-timesteps", "100"], "--total-timesteps 100 is less than one batch "
-     "(num_prompts*group_size = 128 completions)"),
+    (["--total-timesteps", "100", "--num-prompts", "16"],
+     "--total-timesteps 100 is less than one batch (num_prompts*group_size = 128 completions)"),
     (["--top-p", "0"], "--top-p must be in (0, 1], got 0.0"),
     (["--top-p", "1.5"], "--top-p must be in (0, 1], got 1.5"),
     (["--n-embd", "30"], "--n-embd 30 is not divisible by --n-head 4"),
