@@ -791,6 +791,50 @@ def test_smoke_run_writes_every_file_and_its_model_evaluates(tmp_path, check_run
     assert evaluated["eval_return_mean"] == summary["eval_return_mean"]
 
 
+def test_a_checkpoint_brings_back_the_flags_that_shape_the_model(tmp_path):
+    # Trained with a width, a depth and a completion length other than the defaults (and than
+    # TINY's), then evaluated with none of them given: --eval-checkpoint takes each from the
+    # checkpoint (MODEL_FLAGS), so the model loads and answers as it did. The position table
+    # is prompt_len + max_new_tokens long: a length not restored would not even load.
+    shape = dict(n_embd=24, n_head=3, n_layer=2, max_new_tokens=6)
+    summary = grpo.main(tiny_args(tmp_path / "train", save_model=True, **shape))
+    (path,) = glob.glob(str(tmp_path / "train" / "*"))
+    evaluated = grpo.main(tiny_args(tmp_path / "eval", eval_checkpoint=path))
+    assert evaluated["eval_return_mean"] == summary["eval_return_mean"]
+    (folder,) = glob.glob(str(tmp_path / "eval" / "*"))
+    with open(os.path.join(folder, "config.json")) as f:
+        config = json.load(f)
+    assert {k: config[k] for k in shape} == shape
+
+
+def test_the_warm_start_learns_from_many_training_problems_and_their_answers(tmp_path,
+                                                                            monkeypatch):
+    # --sft-problems 40: the warm start's prompts (its first encode_prompts call) are 40
+    # training problems (none of the held-out tenth), drawn one after another from one seeded
+    # environment, so nearly all differ (40 of 9,000 training sums), and each target is the
+    # problem's sum and the end token.
+    calls = spy_on(monkeypatch, grpo, "encode_prompts", lambda tokenizer, prompts, *a: list(prompts))
+    targets = []
+    cross_entropy = grpo.F.cross_entropy
+    monkeypatch.setattr(grpo.F, "cross_entropy",
+                        lambda logits, target, **k: targets.append(target) or
+                        cross_entropy(logits, target, **k))
+    args = tiny_args(tmp_path, eval_episodes=0, sft_problems=40, sft_steps=2)
+    grpo.main(args)
+    prompts = calls[0]
+    assert len(prompts) == 40 and len(set(prompts)) >= 35
+    assert not any(zlib.crc32(p[:-1].encode()) % 10 == 0 for p in prompts)
+    # every supervised target row is some prompt's answer, then <eos>, then padding
+    tokenizer, _ = grpo.check_env(args)
+    answers = {}
+    for p in prompts:
+        a, b = p[:-1].split("+")
+        row = tokenizer.encode(str(int(a) + int(b))) + [tokenizer.eos_token_id]
+        answers[tuple(row + [grpo.pad_id_of(tokenizer)] * (5 - len(row)))] = p
+    assert len(targets) == 2
+    assert all(tuple(r) in answers for t in targets for r in t.tolist())
+
+
 def test_same_seed_gives_the_same_episodes(tmp_path):
     rows = same_seed_episodes(lambda out: grpo.main(tiny_args(out)), tmp_path)
     assert len(rows) == 64
