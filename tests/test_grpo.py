@@ -835,6 +835,73 @@ def test_the_warm_start_learns_from_many_training_problems_and_their_answers(tmp
     assert all(tuple(r) in answers for t in targets for r in t.tolist())
 
 
+def test_the_seed_sets_the_problems_the_groups_are_posed(tmp_path, monkeypatch):
+    # The rewards of a tiny model's answers are all 0, so episodes.csv cannot tell one seed's
+    # problems from another's: the prompts paid for can. Seed 5 twice poses the same 64
+    # training prompts in the same order; seed 6 others.
+    asked = []
+    reward = grpo.addition_reward
+    monkeypatch.setattr(grpo, "addition_reward",
+                        lambda prompt, completion: asked.append(prompt) or reward(prompt, completion))
+    runs = []
+    for i, seed in enumerate((5, 5, 6)):
+        asked.clear()
+        grpo.main(tiny_args(tmp_path / str(i), eval_episodes=0, seed=seed))
+        runs.append(list(asked))
+    assert len(runs[0]) == 64 and runs[0] == runs[1]
+    assert runs[2] != runs[0]
+
+
+def test_updates_csv_logs_approx_kl_of_the_ratio_and_the_groups_kept(tmp_path, monkeypatch):
+    # approx_kl, each update's mean over its loss calls of the token mean of (rho - 1) - log rho
+    # with log rho = log pi_theta - log pi_old (Schulman's k3 of the ratio, >= 0), by hand from
+    # what each grpo_loss call received; groups_kept, the groups of G in the update's buffer
+    # (dynamic sampling drops the groups of one reward value; a stand-in pays 1 with p 0.7).
+    pay_at_random(monkeypatch, p=0.7)
+    buffers = spy_on_buffers(monkeypatch)
+    losses = spy_on(monkeypatch, grpo, "grpo_loss", detached)
+    updates = spy_on(monkeypatch, grpo.RunWriter, "update", lambda self, step, **kw: kw)
+    grpo.main(tiny_args(tmp_path, eval_episodes=0, dynamic_sampling=True, total_timesteps=96,
+                        update_epochs=2, learning_rate=0.05))
+    calls = len(losses) // len(updates)
+    assert calls * len(updates) == len(losses) == 2 * 2 * len(updates)
+    for k, (kw, buffer) in enumerate(zip(updates, buffers)):
+        hand = []
+        for c in losses[calls * k:calls * (k + 1)]:
+            m = c["completion_mask"].bool()
+            r = (c["logprobs"] - c["old_logprobs"])[m]
+            hand.append(((r.exp() - 1) - r).mean().item())
+        assert kw["approx_kl"] == pytest.approx(sum(hand) / len(hand), rel=1e-4, abs=1e-9)
+        assert kw["groups_kept"] == len(buffer.rewards) // 4
+    assert any(kw["approx_kl"] > 1e-6 for kw in updates)  # could fail: the policy moved
+    # and a full buffer's 16 completions are 4 groups, so a count of completions would differ
+    assert any(len(b.rewards) == 16 and kw["groups_kept"] == 4 for kw, b in zip(updates, buffers))
+
+
+def test_nlpos_nucleus_is_taken_at_the_sampling_temperature(tmp_path):
+    # With a masking policy, the nucleus is top-p of softmax(mask_model logits / temperature),
+    # the distribution sampled from: at temperature 3 a flatter one, so more tokens. A sharp
+    # arbitrary model, 4 prompts, one token each: the mask equals top_p_mask of the tempered
+    # logits, and differs from the untempered one's (so the check could fail).
+    args = tiny_args(tmp_path)
+    grpo.register_tasks()
+    tokenizer, prompt_len = grpo.check_env(args)
+    torch.manual_seed(2)
+    policy = grpo.make_policy(args, tokenizer, prompt_len)
+    with torch.no_grad():
+        for p in policy.parameters():
+            p.mul_(3.0)
+    prompts = grpo.encode_prompts(tokenizer, ["12+34=", "5+67=", "99+1=", "3+4="], prompt_len,
+                                  "cpu")
+    _, _, _, masks = grpo.sample(policy, prompts, 1, tokenizer.eos_token_id,
+                                 grpo.pad_id_of(tokenizer), temperature=3.0, mask_model=policy,
+                                 top_p=0.5)
+    with torch.no_grad():
+        logits = policy(prompts)[:, -1]
+    assert torch.equal(masks[:, 0], grpo.top_p_mask(logits / 3.0, 0.5))
+    assert not torch.equal(masks[:, 0], grpo.top_p_mask(logits, 0.5))
+
+
 def test_same_seed_gives_the_same_episodes(tmp_path):
     rows = same_seed_episodes(lambda out: grpo.main(tiny_args(out)), tmp_path)
     assert len(rows) == 64
