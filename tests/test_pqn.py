@@ -114,10 +114,14 @@ def test_one_network_learns_with_no_target_network_and_no_replay(tmp_path, monke
         radam(self, optimized[-1], **kwargs)
 
     monkeypatch.setattr(torch.optim.RAdam, "__init__", spy)
+    optimizers = spy_on(monkeypatch, torch.optim.RAdam, "step", lambda self, *a, **k: self)
     pqn.main(pqn.Args(env_id="CountToThree-v0", total_timesteps=32, num_envs=4, num_steps=2,
-                      num_minibatches=2, hidden_size=8, eval_episodes=0, output_dir=str(tmp_path)))
+                      num_minibatches=2, hidden_size=8, eval_episodes=0, adam_eps=0.02,
+                      output_dir=str(tmp_path)))
     assert len(made) == 1 and len(rollouts) == 1
     assert len(optimized) == 1 and len(optimized[0]) == 10  # 3 Linear + 2 LayerNorm, w and b
+    # --adam-eps reaches the optimizer that steps (0.02, neither torch's 1e-8 nor the default)
+    assert optimizers and {o.param_groups[0]["eps"] for o in optimizers} == {0.02}
 
 
 def test_the_loop_gives_the_targets_their_flags_and_the_rollout_its_true_next_states(
