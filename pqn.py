@@ -48,7 +48,7 @@ Run:
     python pqn.py --env-id MinAtar/Breakout-v1 --total-timesteps 1000000 --num-envs 128 \
         --num-steps 32 --num-minibatches 32 --update-epochs 2 --learning-rate 5e-4 \
         --end-e 0.05 --exploration-fraction 0.1 --q-lambda 0.65 --reward-scale 1 \
-        --hidden-size 256   # the authors' MinAtar settings; pip install minatar
+        --hidden-size 256 --adam-eps 1e-8   # the authors' MinAtar settings; pip install minatar
     python pqn.py --help
 
 Writes runs/<env_id>__pqn__<seed>__<unix_time>/ with config.json, episodes.csv, updates.csv,
