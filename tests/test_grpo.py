@@ -12,6 +12,7 @@ import os
 import zlib
 from types import SimpleNamespace
 
+import gymnasium as gym
 import numpy as np
 import pytest
 import torch
@@ -370,6 +371,29 @@ def test_an_episode_is_one_answer_and_its_return_the_reward():
     frame.reset(seed=0)
     image = frame.render()
     assert image.dtype == np.uint8 and image.ndim == 3 and image.shape[0] % 2 == 0
+
+
+def test_the_task_draws_every_operand_from_0_to_99():
+    # Addition-v0's operands are uniform over 0..99: over 3,000 training problems (6,000
+    # operands, each value missed with probability 0.99^6000 < 1e-26) both ends turn up, and
+    # every problem is a + b = with its sum as the answer.
+    grpo.register_tasks()
+    env = gym.make("Addition-v0", held_out=False)
+    operands = []
+    for i in range(3000):
+        prompt, info = env.reset(seed=7 if i == 0 else None)
+        a, b = (int(x) for x in prompt[:-1].split("+"))
+        assert info["answer"] == str(a + b)
+        operands += [a, b]
+    assert min(operands) == 0 and max(operands) == 99
+
+
+def test_the_budget_is_rounded_down_to_whole_batches(tmp_path):
+    # 4 prompts in groups of 2: a batch is 8 completions, so --total-timesteps 44 trains on
+    # 44 // 8 * 8 = 40 (5 batches), never 44 // 4 * 2 = 22 rounded up to 24 (3 batches).
+    summary = grpo.main(tiny_args(tmp_path, eval_episodes=0, num_prompts=4, group_size=2,
+                                  total_timesteps=44))
+    assert summary["global_steps"] == 40
 
 
 def test_a_groups_identically_seeded_environments_pose_the_same_problems():
