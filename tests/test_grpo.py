@@ -388,6 +388,22 @@ def test_the_task_draws_every_operand_from_0_to_99():
     assert min(operands) == 0 and max(operands) == 99
 
 
+def test_minibatches_are_a_fresh_shuffle_of_the_whole_batch():
+    # 16 completions in 2 minibatches: together each completion exactly once, in an order
+    # that is shuffled (the identity order has probability 1/16! here) and new at each pass,
+    # so a minibatch is not always the same half of the groups.
+    n = 16
+    buffer = grpo.GroupBuffer(torch.zeros(n, 8, dtype=torch.long), torch.ones(n, 2),
+                              torch.zeros(n, 2), torch.zeros(n, 2), torch.zeros(n), torch.zeros(n))
+    torch.manual_seed(0)
+    first, second = buffer.minibatches(2), buffer.minibatches(2)
+    for parts in (first, second):
+        assert [len(p) for p in parts] == [8, 8]
+        assert sorted(torch.cat(parts).tolist()) == list(range(n))
+    assert torch.cat(first).tolist() != list(range(n))
+    assert torch.cat(first).tolist() != torch.cat(second).tolist()
+
+
 def test_the_budget_is_rounded_down_to_whole_batches(tmp_path):
     # 4 prompts in groups of 2: a batch is 8 completions, so --total-timesteps 44 trains on
     # 44 // 8 * 8 = 40 (5 batches), never 44 // 4 * 2 = 22 rounded up to 24 (3 batches).
