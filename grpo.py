@@ -578,15 +578,16 @@ def warm_start(args, policy, tokenizer, prompt_len, device):
     """Supervised fine-tuning before GRPO: --sft-steps Adam steps of cross-entropy on the
     reference completions (info["answer"] and the end-of-sequence token) of --sft-problems
     training problems, drawn from a task environment seeded seed + 200,000. The reference
-    model is the policy after it. Returns the final batch's loss (None without steps)."""
-    env = gym.make(args.env_id, held_out=False)
+    model is the policy after it. With --sft-anneal-lr the rate of step k is
+    sft_learning_rate * (1 - k / sft_steps). Returns the final batch's loss (None without
+    steps)."""
+    env, T = gym.make(args.env_id, held_out=False), args.max_new_tokens
     rows, targets = [], []
     for i in range(args.sft_problems if args.sft_steps else 0):
         prompt, info = env.reset(seed=args.seed + 200_000 if i == 0 else None)
         answer = tokenizer.encode(info["answer"]) + [tokenizer.eos_token_id]
-        answer = answer + [pad_id_of(tokenizer)] * (args.max_new_tokens - len(answer))
-        rows.append(prompt)
-        targets.append(answer[:args.max_new_tokens])
+        rows.append(prompt)  # the target: the answer, <eos>, padding, T tokens in all
+        targets.append((answer + [pad_id_of(tokenizer)] * T)[:T])
     env.close()
     if not rows:
         return None

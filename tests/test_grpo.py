@@ -449,6 +449,26 @@ def same_state(model, state):
     return all(torch.equal(model.state_dict()[k], v) for k, v in state.items())
 
 
+def spy_on_minibatches(monkeypatch):
+    """(buffer, index tensor) of each minibatch the update takes, in order."""
+    chunks, minibatches = [], grpo.GroupBuffer.minibatches
+
+    def record(self, n):
+        parts = minibatches(self, n)
+        chunks.extend((self, idx) for idx in parts)
+        return parts
+    monkeypatch.setattr(grpo.GroupBuffer, "minibatches", record)
+    return chunks
+
+
+def spy_on_prompts(monkeypatch):
+    """Each prompt the task's reward is asked about, in order (the reward itself unchanged)."""
+    asked, reward = [], grpo.addition_reward
+    monkeypatch.setattr(grpo, "addition_reward",
+                        lambda prompt, completion: asked.append(prompt) or reward(prompt, completion))
+    return asked
+
+
 def spy_on_buffers(monkeypatch):
     """Each GroupBuffer the loop builds."""
     buffers, init = [], grpo.GroupBuffer.__init__
@@ -559,10 +579,7 @@ def test_training_poses_only_training_problems(tmp_path, monkeypatch):
     # prompt a training batch is paid for is a training problem, and every evaluation prompt
     # a held-out one. 64 training prompts: were they drawn from all problems, about 6 would be
     # held out.
-    asked = []
-    reward = grpo.addition_reward
-    monkeypatch.setattr(grpo, "addition_reward",
-                        lambda prompt, completion: asked.append(prompt) or reward(prompt, completion))
+    asked = spy_on_prompts(monkeypatch)
     evaluated = []
     act_of = grpo.greedy_policy
 
@@ -674,13 +691,7 @@ def test_the_update_gets_the_samplers_and_the_references_log_probs_and_the_group
                         lambda *a, **k: outputs.append(sample(*a, **k)) or outputs[-1])
     monkeypatch.setattr(grpo, "frozen_copy", lambda m: copies.append(frozen_copy(m)) or copies[-1])
     buffers = spy_on_buffers(monkeypatch)
-    chunks, minibatches = [], grpo.GroupBuffer.minibatches
-
-    def record(self, n):
-        parts = minibatches(self, n)
-        chunks.extend((self, idx) for idx in parts)
-        return parts
-    monkeypatch.setattr(grpo.GroupBuffer, "minibatches", record)
+    chunks = spy_on_minibatches(monkeypatch)
     losses = spy_on(monkeypatch, grpo, "grpo_loss", detached)
     grpo.main(tiny_args(tmp_path, eval_episodes=0, total_timesteps=48, temperature=0.7, beta=0.5,
                         update_epochs=2, num_minibatches=2, learning_rate=0.05))
@@ -736,13 +747,7 @@ def test_the_baseline_and_std_flags_reach_the_advantages_the_loss_gets(
     # RLOO over the std: (2/3) / (std 0.577 + 1e-4).
     paid = pay_at_random(monkeypatch)
     buffers = spy_on_buffers(monkeypatch)
-    chunks, minibatches = [], grpo.GroupBuffer.minibatches
-
-    def record(self, n):
-        parts = minibatches(self, n)
-        chunks.extend((self, idx) for idx in parts)
-        return parts
-    monkeypatch.setattr(grpo.GroupBuffer, "minibatches", record)
+    chunks = spy_on_minibatches(monkeypatch)
     losses = spy_on(monkeypatch, grpo, "grpo_loss", detached)
     grpo.main(tiny_args(tmp_path, eval_episodes=0, total_timesteps=32, baseline=baseline,
                         scale_rewards=scale_rewards))
@@ -879,10 +884,7 @@ def test_the_seed_sets_the_problems_the_groups_are_posed(tmp_path, monkeypatch):
     # The rewards of a tiny model's answers are all 0, so episodes.csv cannot tell one seed's
     # problems from another's: the prompts paid for can. Seed 5 twice poses the same 64
     # training prompts in the same order; seed 6 others.
-    asked = []
-    reward = grpo.addition_reward
-    monkeypatch.setattr(grpo, "addition_reward",
-                        lambda prompt, completion: asked.append(prompt) or reward(prompt, completion))
+    asked = spy_on_prompts(monkeypatch)
     runs = []
     for i, seed in enumerate((5, 5, 6)):
         asked.clear()
