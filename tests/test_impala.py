@@ -452,6 +452,20 @@ def test_every_update_moves_every_weight_of_the_critic_and_the_actor(tmp_path, l
         assert [name for name in before if torch.equal(before[name], after[name])] == []
 
 
+def test_the_value_loss_is_divided_by_the_sigma_popart_holds_at_that_step(tmp_path, local_actors,
+                                                                           monkeypatch):
+    # Each step's loss gets sigma as PopArt's statistics stand when it is taken: 1 at the
+    # first (nu = 1, mu = 0), then the sigma that the step before logged after moving the
+    # statistics (updates.csv's value_std); a loss left at its default of 1 would read 1 at
+    # every step, and sigma taken after the step's own move would be one row ahead.
+    sigmas = spy_on(monkeypatch, impala, "impala_loss", lambda **k: float(k.get("value_std", 1.0)))
+    updates = one_actor_run(tmp_path)
+    logged = [float(r["value_std"]) for r in updates]
+    assert sigmas[0] == 1.0 and len(sigmas) == 4
+    assert sigmas[1:] == pytest.approx(logged[:3], rel=1e-5)
+    assert all(abs(sigma - 1.0) > 1e-3 for sigma in sigmas[1:])  # PopArt did move it
+
+
 def test_each_actor_started_seeds_its_environments_apart():
     # --seed 7, 3 environments an actor: the k-th actor started (replacements count on) seeds
     # 7 + 3k, so 7, 10, 13: no two actors play the same episodes. ActorPool.start alone,
