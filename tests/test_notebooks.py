@@ -185,6 +185,18 @@ def test_the_setup_takes_the_address_the_teacher_sets(tmp_path):
     assert f"scripts in {tmp_path / 'b' / 'plainrl'}" in printed
 
 
+def test_the_cells_scripts_url_comes_before_the_environments(tmp_path):
+    """The teacher's SCRIPTS_URL in the cell wins; PLAINRL_SCRIPTS_URL is only the fallback.
+    With the cell's .zip set, an environment naming a repository that is not there, or set
+    empty, changes nothing: the scripts come from the cell's address either way."""
+    source = scripts_zip(tmp_path / "served.zip")
+    for folder, env_url in (("a", str(tmp_path / "no-such-repository")), ("b", "")):
+        (tmp_path / folder).mkdir()
+        printed, error, _ = run_setup(tmp_path / folder, url=source.as_uri(), env_url=env_url)
+        assert error is None, (env_url, error)
+        assert f"scripts in {tmp_path / folder / 'plainrl' / 'my-copy-main'}" in printed
+
+
 # No address the project does not control (issue 86)
 # No file sends a reader's machine to fetch code from an address this project does not control
 # (issue 86). The name plainrl is taken on the code hosts by others: a notebook that cloned
