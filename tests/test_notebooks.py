@@ -197,6 +197,28 @@ def test_the_cells_scripts_url_comes_before_the_environments(tmp_path):
         assert f"scripts in {tmp_path / folder / 'plainrl' / 'my-copy-main'}" in printed
 
 
+def test_a_zip_address_with_a_query_after_it_is_downloaded_not_cloned(tmp_path):
+    """A download link such as .../scripts.zip?raw=1 is a .zip address too: served here over
+    HTTP on this machine (the server ignores the query), the cell downloads and unpacks it,
+    where git clone of the same address would fail."""
+    import functools
+    import http.server
+    import threading
+    scripts_zip(tmp_path / "served.zip")
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(tmp_path))
+    handler.log_message = lambda *args: None
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        (tmp_path / "a").mkdir()
+        url = f"http://127.0.0.1:{server.server_address[1]}/served.zip?raw=1"
+        printed, error, _ = run_setup(tmp_path / "a", url=url)
+    finally:
+        server.shutdown()
+    assert error is None, error
+    assert f"scripts in {tmp_path / 'a' / 'plainrl' / 'my-copy-main'}" in printed
+
+
 # No address the project does not control (issue 86)
 # No file sends a reader's machine to fetch code from an address this project does not control
 # (issue 86). The name plainrl is taken on the code hosts by others: a notebook that cloned
