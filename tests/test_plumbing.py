@@ -486,7 +486,11 @@ def test_a_local_ray_runs_its_workers_at_niceness_0(script, monkeypatch):
     module.start_ray(None)
     os.environ["RAY_worker_niceness"] = "5"
     module.start_ray(None)
-    assert seen == [("auto", None), ("local", "0"), ("local", "5")]
+    # a cluster named in the environment (RAY_ADDRESS) is not joined either: without
+    # --ray-address the run's Ray is its own
+    os.environ["RAY_ADDRESS"] = "10.0.0.9:6379"
+    module.start_ray(None)
+    assert seen == [("auto", None), ("local", "0"), ("local", "5"), ("local", "5")]
 
 
 @pytest.mark.parametrize("script", BLOCK)
