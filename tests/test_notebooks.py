@@ -164,6 +164,17 @@ def test_the_setup_takes_a_zip_beside_the_notebook(tmp_path):
     assert f"scripts in {tmp_path / 'plainrl' / 'my-copy-main'}" in printed
 
 
+def test_the_setup_takes_the_zip_that_holds_the_scripts_not_the_first_one(tmp_path):
+    """Of the .zip files in the working folder, the one with exercises.py in it is unpacked:
+    an unrelated one sorted before it (a-notes.zip) is passed over, not taken and stopped at."""
+    with zipfile.ZipFile(tmp_path / "a-notes.zip", "w") as z:
+        z.writestr("notes/readme.txt", "not the scripts")
+    scripts_zip(tmp_path / "b-scripts.zip")
+    printed, error, _ = run_setup(tmp_path)
+    assert error is None, error
+    assert f"scripts in {tmp_path / 'plainrl' / 'my-copy-main'}" in printed
+
+
 def test_the_setup_takes_the_address_the_teacher_sets(tmp_path):
     """SCRIPTS_URL as a .zip address (here a file:// one), and PLAINRL_SCRIPTS_URL as a git
     address (here a local repository): each lands in plainrl/."""
