@@ -112,16 +112,18 @@ def test_the_notebook_runs_top_to_bottom_shrunk(name, tmp_path):
     assert list(tmp_path.glob("*/videos/**/*.mp4"))
 
 
-def run_setup(folder, url="", env_url=None, timeout=60):
-    """Run the notebooks' setup cell alone (its PACKAGES emptied: nothing to install) in a
-    fresh kernel whose working folder is `folder`, SCRIPTS_URL = url and the environment's
-    PLAINRL_SCRIPTS_URL env_url; returns the cell's printed text, its error's text (None
-    where it ran) and the tracebacks IPython showed."""
+def run_setup(folder, url="", env_url=None, timeout=60, packages=(), prelude="", after=""):
+    """Run the notebooks' setup cell alone (its PACKAGES set to `packages`: by default nothing
+    to install) in a fresh kernel whose working folder is `folder`, SCRIPTS_URL = url and the
+    environment's PLAINRL_SCRIPTS_URL env_url, between the code `prelude` (stand-ins) and
+    `after`; returns the cell's printed text, its error's text (None where it ran) and the
+    tracebacks IPython showed."""
     nbformat = pytest.importorskip("nbformat", reason="pip install nbformat==5.11.1")
     nbclient = pytest.importorskip("nbclient", reason="pip install nbclient==0.11.0 ipykernel==7.4.0")
-    cell = re.sub(r"PACKAGES = \[.*?\]\n", "PACKAGES = []\n", code_cells(NAMES[0])[0], flags=re.S)
+    cell = re.sub(r"PACKAGES = \[.*?\]\n", f"PACKAGES = {list(packages)!r}\n", code_cells(NAMES[0])[0],
+                  flags=re.S)
     cell = cell.replace('SCRIPTS_URL = ""', f"SCRIPTS_URL = {url!r}", 1)
-    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(cell)])
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(prelude + cell + after)])
     env = {k: v for k, v in os.environ.items() if k != "PLAINRL_SCRIPTS_URL"}
     if env_url is not None:
         env["PLAINRL_SCRIPTS_URL"] = env_url
@@ -155,6 +157,54 @@ def test_without_scripts_or_an_address_the_setup_stops_with_one_line(tmp_path):
     assert line.startswith("NoScripts: no scripts here: ") and "SCRIPTS_URL" in line and ".zip" in line
     assert "\n" not in line
     assert os.listdir(tmp_path) == [], "the cell fetched or wrote something"
+
+
+# Stand-ins for the setup's installs: pip is recorded, not run, and PyTorch can be made to
+# look missing and nvidia-smi present or not
+PIP_STAND_IN = """import importlib.util, shutil, subprocess, sys
+PIP = []
+subprocess.run = lambda command, **kwargs: PIP.append(command)
+_find_spec = importlib.util.find_spec
+importlib.util.find_spec = lambda name, *a: None if (TORCH_MISSING and name == "torch") else _find_spec(name, *a)
+shutil.which = lambda name, *a: NVIDIA_SMI if name == "nvidia-smi" else None
+"""
+
+
+PIP_PRINTED = """
+import json as _json
+print("PIP=" + _json.dumps(PIP))
+"""
+
+
+def pip_commands(printed):
+    """The pip commands the setup cell ran (the stand-in prints them after the cell)."""
+    return json.loads(printed.split("PIP=", 1)[1].strip().splitlines()[0])
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="the CPU build's index is for Linux")
+@pytest.mark.parametrize("nvidia_smi, cpu_index", [(None, True), ("/usr/bin/nvidia-smi", False)])
+def test_without_an_nvidia_gpu_pytorch_comes_from_its_cpu_index(tmp_path, nvidia_smi, cpu_index):
+    # Where PyTorch is missing, the setup installs it: from PyTorch's CPU index (0.2 GB) on a
+    # Linux machine without nvidia-smi, from PyPI (the CUDA build) where there is one
+    shutil.copy(os.path.join(ROOT, "exercises.py"), tmp_path)
+    prelude = f"TORCH_MISSING, NVIDIA_SMI = True, {nvidia_smi!r}\n" + PIP_STAND_IN
+    printed, error, _ = run_setup(tmp_path, prelude=prelude + "\n", after=PIP_PRINTED)
+    assert error is None, error
+    (torch_install,) = [c for c in pip_commands(printed) if any(a.startswith("torch") for a in c)]
+    index = "https://download.pytorch.org/whl/cpu"
+    assert (index in torch_install) == cpu_index, torch_install
+
+
+def test_the_setup_installs_a_pinned_version_that_is_not_the_one_there(tmp_path):
+    # installed() reads the version: numpy at the version that is there is kept, numpy at
+    # another is installed (a name alone counts as there)
+    import numpy
+    shutil.copy(os.path.join(ROOT, "exercises.py"), tmp_path)
+    prelude = "TORCH_MISSING, NVIDIA_SMI = False, None\n" + PIP_STAND_IN + "\n"
+    packages = [f"numpy=={numpy.__version__}", "numpy==0.0.1", "numpy"]
+    printed, error, _ = run_setup(tmp_path, packages=packages, prelude=prelude, after=PIP_PRINTED)
+    assert error is None, error
+    assert pip_commands(printed) == [[sys.executable, "-m", "pip", "install", "-q", "numpy==0.0.1"]]
 
 
 def test_the_setup_takes_a_zip_beside_the_notebook(tmp_path):
