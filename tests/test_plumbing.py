@@ -687,6 +687,18 @@ def test_the_default_command_is_judged_on_its_rows_goal(script, run_cli, tmp_pat
                 f"{'>=' if summary['holds'] else '<'} {threshold:g} |") in closing
 
 
+@pytest.mark.parametrize("script", BLOCK)
+def test_stop_at_return_0_is_a_threshold_too(script):
+    # Only None means no --stop-at-return: 0 (a goal of zero return, as on a task whose returns
+    # are costs) replaces the threshold as any other value does, and the window and measure
+    # stay those the run has without the flag
+    A = dataclasses.make_dataclass("A", ["env_id", "stop_at_return"])
+    goal = module_of(script).goal
+    _, window, on, _ = goal(A("CartPole-v1", None))
+    assert goal(A("CartPole-v1", 0.0)) == (0.0, window, on, "--stop-at-return")
+    assert goal(A("CartPole-v1", -5.0)) == (-5.0, window, on, "--stop-at-return")
+
+
 def test_every_benchmark_task_judges_as_its_scripts_run():
     # Each task's threshold, window and measure (results.md's row, the README's) equal what a
     # run of its script on its environment is judged on (goal(): GOALS, --stop-at-return
