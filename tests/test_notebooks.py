@@ -140,6 +140,14 @@ def run_setup(folder, url="", env_url=None, timeout=60, packages=(), prelude="",
     return printed, error, tracebacks
 
 
+def assert_scripts_unpacked(setup, folder):
+    """The setup cell ran (setup: run_setup's result) and found the scripts that a
+    scripts_zip unpacked into folder/plainrl/."""
+    printed, error, _ = setup
+    assert error is None, error
+    assert f"scripts in {folder / 'plainrl' / 'my-copy-main'}" in printed
+
+
 def scripts_zip(path, top="my-copy-main/"):
     """A .zip like a git host's "Download ZIP": the scripts one folder down (exercises.py is
     what the setup cell looks for)."""
@@ -170,15 +178,16 @@ shutil.which = lambda name, *a: NVIDIA_SMI if name == "nvidia-smi" else None
 """
 
 
-PIP_PRINTED = """
-import json as _json
-print("PIP=" + _json.dumps(PIP))
-"""
-
-
-def pip_commands(printed):
-    """The pip commands the setup cell ran (the stand-in prints them after the cell)."""
-    return json.loads(printed.split("PIP=", 1)[1].strip().splitlines()[0])
+def pip_commands_of_setup(folder, torch_missing, nvidia_smi, packages=()):
+    """Run the setup cell in `folder` (exercises.py put there: no fetch) with PACKAGES =
+    packages, PyTorch looking missing or not and nvidia-smi at `nvidia_smi` (None: absent);
+    returns the pip commands it ran, recorded by PIP_STAND_IN and printed after the cell."""
+    shutil.copy(os.path.join(ROOT, "exercises.py"), folder)
+    prelude = f"TORCH_MISSING, NVIDIA_SMI = {torch_missing!r}, {nvidia_smi!r}\n" + PIP_STAND_IN
+    printed, error, _ = run_setup(folder, packages=packages, prelude=prelude,
+                                  after='\nimport json\nprint("PIP=" + json.dumps(PIP))\n')
+    assert error is None, error
+    return json.loads(printed.split("PIP=", 1)[1].splitlines()[0])
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="the CPU build's index is for Linux")
@@ -186,11 +195,8 @@ def pip_commands(printed):
 def test_without_an_nvidia_gpu_pytorch_comes_from_its_cpu_index(tmp_path, nvidia_smi, cpu_index):
     # Where PyTorch is missing, the setup installs it: from PyTorch's CPU index (0.2 GB) on a
     # Linux machine without nvidia-smi, from PyPI (the CUDA build) where there is one
-    shutil.copy(os.path.join(ROOT, "exercises.py"), tmp_path)
-    prelude = f"TORCH_MISSING, NVIDIA_SMI = True, {nvidia_smi!r}\n" + PIP_STAND_IN
-    printed, error, _ = run_setup(tmp_path, prelude=prelude + "\n", after=PIP_PRINTED)
-    assert error is None, error
-    (torch_install,) = [c for c in pip_commands(printed) if any(a.startswith("torch") for a in c)]
+    commands = pip_commands_of_setup(tmp_path, torch_missing=True, nvidia_smi=nvidia_smi)
+    (torch_install,) = [c for c in commands if any(a.startswith("torch") for a in c)]
     index = "https://download.pytorch.org/whl/cpu"
     assert (index in torch_install) == cpu_index, torch_install
 
@@ -199,19 +205,15 @@ def test_the_setup_installs_a_pinned_version_that_is_not_the_one_there(tmp_path)
     # installed() reads the version: numpy at the version that is there is kept, numpy at
     # another is installed (a name alone counts as there)
     import numpy
-    shutil.copy(os.path.join(ROOT, "exercises.py"), tmp_path)
-    prelude = "TORCH_MISSING, NVIDIA_SMI = False, None\n" + PIP_STAND_IN + "\n"
     packages = [f"numpy=={numpy.__version__}", "numpy==0.0.1", "numpy"]
-    printed, error, _ = run_setup(tmp_path, packages=packages, prelude=prelude, after=PIP_PRINTED)
-    assert error is None, error
-    assert pip_commands(printed) == [[sys.executable, "-m", "pip", "install", "-q", "numpy==0.0.1"]]
+    assert pip_commands_of_setup(tmp_path, torch_missing=False, nvidia_smi=None,
+                                 packages=packages) == [
+        [sys.executable, "-m", "pip", "install", "-q", "numpy==0.0.1"]]
 
 
 def test_the_setup_takes_a_zip_beside_the_notebook(tmp_path):
     scripts_zip(tmp_path / "scripts.zip")
-    printed, error, _ = run_setup(tmp_path)
-    assert error is None, error
-    assert f"scripts in {tmp_path / 'plainrl' / 'my-copy-main'}" in printed
+    assert_scripts_unpacked(run_setup(tmp_path), tmp_path)
 
 
 def test_the_setup_takes_the_zip_that_holds_the_scripts_not_the_first_one(tmp_path):
@@ -220,9 +222,7 @@ def test_the_setup_takes_the_zip_that_holds_the_scripts_not_the_first_one(tmp_pa
     with zipfile.ZipFile(tmp_path / "a-notes.zip", "w") as z:
         z.writestr("notes/readme.txt", "not the scripts")
     scripts_zip(tmp_path / "b-scripts.zip")
-    printed, error, _ = run_setup(tmp_path)
-    assert error is None, error
-    assert f"scripts in {tmp_path / 'plainrl' / 'my-copy-main'}" in printed
+    assert_scripts_unpacked(run_setup(tmp_path), tmp_path)
 
 
 def test_the_setup_takes_the_address_the_teacher_sets(tmp_path):
@@ -230,9 +230,7 @@ def test_the_setup_takes_the_address_the_teacher_sets(tmp_path):
     address (here a local repository): each lands in plainrl/."""
     source = scripts_zip(tmp_path / "served.zip")
     (tmp_path / "a").mkdir()
-    printed, error, _ = run_setup(tmp_path / "a", url=source.as_uri())
-    assert error is None, error
-    assert f"scripts in {tmp_path / 'a' / 'plainrl' / 'my-copy-main'}" in printed
+    assert_scripts_unpacked(run_setup(tmp_path / "a", url=source.as_uri()), tmp_path / "a")
 
     repository = tmp_path / "repository"
     repository.mkdir()
@@ -253,9 +251,8 @@ def test_the_cells_scripts_url_comes_before_the_environments(tmp_path):
     source = scripts_zip(tmp_path / "served.zip")
     for folder, env_url in (("a", str(tmp_path / "no-such-repository")), ("b", "")):
         (tmp_path / folder).mkdir()
-        printed, error, _ = run_setup(tmp_path / folder, url=source.as_uri(), env_url=env_url)
-        assert error is None, (env_url, error)
-        assert f"scripts in {tmp_path / folder / 'plainrl' / 'my-copy-main'}" in printed
+        setup = run_setup(tmp_path / folder, url=source.as_uri(), env_url=env_url)
+        assert_scripts_unpacked(setup, tmp_path / folder)
 
 
 def test_a_zip_address_with_a_query_after_it_is_downloaded_not_cloned(tmp_path):
@@ -273,11 +270,10 @@ def test_a_zip_address_with_a_query_after_it_is_downloaded_not_cloned(tmp_path):
     try:
         (tmp_path / "a").mkdir()
         url = f"http://127.0.0.1:{server.server_address[1]}/served.zip?raw=1"
-        printed, error, _ = run_setup(tmp_path / "a", url=url)
+        setup = run_setup(tmp_path / "a", url=url)
     finally:
         server.shutdown()
-    assert error is None, error
-    assert f"scripts in {tmp_path / 'a' / 'plainrl' / 'my-copy-main'}" in printed
+    assert_scripts_unpacked(setup, tmp_path / "a")
 
 
 # No address the project does not control (issue 86)
