@@ -180,6 +180,23 @@ def test_a_time_taken_above_the_cores_is_marked_not_comparable(tmp_path):
     assert "† (load above the cores: not comparable)" in text
 
 
+def test_a_task_keeps_its_machines_cores_not_its_jobs(tmp_path, monkeypatch):
+    # The dagger compares the load with the machine's cores: report_task keeps os.cpu_count()
+    # (6 here), not --jobs (1), with the 1-minute load before and after (0.5, 3.0). 3.0 is
+    # above 1 job but not above 6 cores: the times stand unmarked.
+    from types import SimpleNamespace
+    monkeypatch.setattr(benchmark.os, "cpu_count", lambda: 6)
+    monkeypatch.setattr(benchmark.os, "getloadavg", lambda: (3.0, 3.0, 3.0))
+    task = next(t for t in benchmark.TASKS["ppo"] if t.name == "ppo-CartPole-v1")
+    runs = [run(1, end=500.0, solve_step=10), run(2, end=480.0, solve_step=20)]
+    benchmark.report_task(task, runs, SimpleNamespace(out=str(tmp_path), jobs=1), 0.5)
+    kept = json.loads((tmp_path / "results.json").read_text())["ppo-CartPole-v1"]
+    assert (kept["cores"], kept["jobs"], kept["load"]) == (6, 1, [0.5, 3.0])
+    row = next(line for line in (tmp_path / "results.md").read_text().splitlines()
+               if line.startswith('| <a id="ppo-cartpole-v1"'))
+    assert "†" not in row
+
+
 def test_statistics_are_kept_with_their_seeds_and_remade_for_other_seeds():
     # kept figures of the same seeds are used as they are (made up here: 1 of 1, IQM 7);
     # kept figures of other seeds are computed again: 501 and 470 -> 1 of 2

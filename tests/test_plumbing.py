@@ -493,6 +493,24 @@ def test_a_local_ray_runs_its_workers_at_niceness_0(script, monkeypatch):
     assert seen == [("auto", None), ("local", "0"), ("local", "5"), ("local", "5")]
 
 
+@pytest.mark.parametrize("script", ["es.py", "impala.py"])
+def test_a_ray_client_address_is_checked_at_its_host_and_port(script):
+    # --ray-address ray://HOST:PORT (Ray Client, a cluster's port 10001) is reachable where
+    # HOST:PORT takes a connection: a socket listening on 127.0.0.1 stands in for the head.
+    # Once it is closed, the same address is bad input at once, with or without ray://.
+    import socket
+    module = module_of(script)
+    head = socket.create_server(("127.0.0.1", 0))
+    port = head.getsockname()[1]
+    module.check_reachable(f"ray://127.0.0.1:{port}")
+    module.check_reachable(f"127.0.0.1:{port}")
+    head.close()
+    for address in (f"ray://127.0.0.1:{port}", f"127.0.0.1:{port}"):
+        with pytest.raises(module.UsageError, match=f"cannot reach the Ray cluster at {address}:"):
+            module.check_reachable(address)
+    module.check_reachable("auto")  # Ray's to resolve, as None is
+
+
 @pytest.mark.parametrize("script", BLOCK)
 def test_the_closing_line_says_not_reached_and_never_none(script, run_cli, tmp_path):
     # A return of 1e9 is never reached in a tiny run: "not reached", never "None".
@@ -869,6 +887,26 @@ def test_ctrl_c_draws_the_curve_of_what_the_run_has(script, tmp_path, monkeypatc
     (fig,) = saved
     summary = check_curve(fig, path, script, env_id, 1, threshold, interrupted=True)
     assert summary["interrupted"] and len(read_csv(os.path.join(path, "episodes.csv"))) == 2
+
+
+@pytest.mark.parametrize("script", BLOCK)
+def test_the_curves_mean_is_over_the_goals_window_not_20(script, tmp_path, monkeypatch):
+    # A goal's window of 3 (MountainCar's and Taxi's are 50 and 100, the default 20): returns
+    # 3, 6, 9, 0 at steps 10, 20, 30, 40 draw the means 3, 4.5, 6, 5 (by hand in
+    # test_rolling_means_by_hand), where a mean over 20 would end at (3+6+9+0)/4 = 4.5
+    from types import SimpleNamespace
+    module, saved = module_of(script), spy_on_figures(monkeypatch)
+    summary = {"eval_return_mean": None, "eval_return_std": None, "global_steps": 40,
+               "solved_threshold": 5.0, "holds_on": "train", "interrupted": False,
+               "env_id": "CartPole-v1", "seed": 7}
+    run = SimpleNamespace(summary=summary, evaluations=[], args=SimpleNamespace(curve=True),
+                          returns=[3.0, 6.0, 9.0, 0.0], ends=[10, 20, 30, 40], window=3,
+                          path=str(tmp_path))
+    assert module.draw_curve(run) == os.path.join(str(tmp_path), "curve.png")
+    (fig,) = saved
+    lines = {line.get_label(): line for line in fig.axes[0].get_lines()}
+    assert lines["mean of the last 3"].get_ydata().tolist() == [3, 4.5, 6, 5]
+    assert list(lines["threshold 5 (last-3 mean)"].get_ydata()) == [5.0, 5.0]
 
 
 def test_the_curve_flag_is_on_unless_plainrl_curve_is_0(tmp_path):

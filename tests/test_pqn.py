@@ -135,6 +135,27 @@ def test_the_default_radam_epsilon_is_3e_4_and_the_minatar_rows_keep_1e_8():
     assert float(given[given.index("--adam-eps") + 1]) == 1e-8
 
 
+def test_the_minatar_command_is_the_authors_pqn_minatar_yaml():
+    # benchmark.py's PQN_MINATAR, read as pqn.py reads flags, against the authors' settings
+    # (purejaxql's config/alg/pqn_minatar.yaml, written out by its own names): NUM_ENVS 128,
+    # NUM_STEPS 32, NUM_MINIBATCHES 32, NUM_EPOCHS 2, LR 0.0005, EPS_START 1, EPS_FINISH 0.05,
+    # EPS_DECAY 0.1, MAX_GRAD_NORM 10, GAMMA 0.99, LAMBDA 0.65. The yaml scales no reward, so
+    # the command's scale is 1, not pqn.py's CartPole default; RAdam's epsilon the authors' 1e-8.
+    import benchmark
+    import tyro
+    args = tyro.cli(pqn.Args, args=benchmark.PQN_MINATAR)
+    assert pqn.Args().reward_scale != 1.0  # so the command must give it
+    assert dict(num_envs=args.num_envs, num_steps=args.num_steps,
+                num_minibatches=args.num_minibatches, update_epochs=args.update_epochs,
+                learning_rate=args.learning_rate, start_e=args.start_e, end_e=args.end_e,
+                exploration_fraction=args.exploration_fraction,
+                max_grad_norm=args.max_grad_norm, gamma=args.gamma, q_lambda=args.q_lambda,
+                reward_scale=args.reward_scale, adam_eps=args.adam_eps) == dict(
+        num_envs=128, num_steps=32, num_minibatches=32, update_epochs=2, learning_rate=5e-4,
+        start_e=1.0, end_e=0.05, exploration_fraction=0.1, max_grad_norm=10.0, gamma=0.99,
+        q_lambda=0.65, reward_scale=1.0, adam_eps=1e-8)
+
+
 def test_the_loop_gives_the_targets_their_flags_and_the_rollout_its_true_next_states(
         tmp_path, monkeypatch):
     # CountToThree-v0: the observation counts 0, 1, 2 and the third step is truncated (true
