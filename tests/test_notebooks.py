@@ -175,15 +175,20 @@ subprocess.run = lambda command, **kwargs: PIP.append(command)
 _find_spec = importlib.util.find_spec
 importlib.util.find_spec = lambda name, *a: None if (TORCH_MISSING and name == "torch") else _find_spec(name, *a)
 shutil.which = lambda name, *a: NVIDIA_SMI if name == "nvidia-smi" else None
+import importlib.metadata
+_version = importlib.metadata.version
+importlib.metadata.version = lambda name: TORCH_VERSION if (TORCH_VERSION and name == "torch") else _version(name)
 """
 
 
-def pip_commands_of_setup(folder, torch_missing, nvidia_smi, packages=()):
+def pip_commands_of_setup(folder, torch_missing, nvidia_smi, packages=(), torch_version=None):
     """Run the setup cell in `folder` (exercises.py put there: no fetch) with PACKAGES =
-    packages, PyTorch looking missing or not and nvidia-smi at `nvidia_smi` (None: absent);
-    returns the pip commands it ran, recorded by PIP_STAND_IN and printed after the cell."""
+    packages, PyTorch looking missing or not (and, where there, at `torch_version`: None, the
+    one installed) and nvidia-smi at `nvidia_smi` (None: absent); returns the pip commands it
+    ran, recorded by PIP_STAND_IN and printed after the cell."""
     shutil.copy(os.path.join(ROOT, "exercises.py"), folder)
-    prelude = f"TORCH_MISSING, NVIDIA_SMI = {torch_missing!r}, {nvidia_smi!r}\n" + PIP_STAND_IN
+    prelude = (f"TORCH_MISSING, NVIDIA_SMI, TORCH_VERSION = {torch_missing!r}, {nvidia_smi!r}, "
+               f"{torch_version!r}\n" + PIP_STAND_IN)
     printed, error, _ = run_setup(folder, packages=packages, prelude=prelude,
                                   after='\nimport json\nprint("PIP=" + json.dumps(PIP))\n')
     assert error is None, error
@@ -195,10 +200,15 @@ def pip_commands_of_setup(folder, torch_missing, nvidia_smi, packages=()):
 def test_without_an_nvidia_gpu_pytorch_comes_from_its_cpu_index(tmp_path, nvidia_smi, cpu_index):
     # Where PyTorch is missing, the setup installs it: from PyTorch's CPU index (0.2 GB) on a
     # Linux machine without nvidia-smi, from PyPI (the CUDA build) where there is one
+    # at the version the cell pins (TORCH, requirements.txt's), not whatever is newest
     commands = pip_commands_of_setup(tmp_path, torch_missing=True, nvidia_smi=nvidia_smi)
     (torch_install,) = [c for c in commands if any(a.startswith("torch") for a in c)]
     index = "https://download.pytorch.org/whl/cpu"
     assert (index in torch_install) == cpu_index, torch_install
+    (pin,) = re.findall(r'^TORCH = "(torch==[^"]+)"$', code_cells(NAMES[0])[0], flags=re.M)
+    with open(os.path.join(ROOT, "requirements.txt")) as f:
+        assert pin in f.read().split()
+    assert pin in torch_install and "torch" not in torch_install, torch_install
 
 
 def test_the_setup_installs_a_pinned_version_that_is_not_the_one_there(tmp_path):
@@ -209,6 +219,15 @@ def test_the_setup_installs_a_pinned_version_that_is_not_the_one_there(tmp_path)
     assert pip_commands_of_setup(tmp_path, torch_missing=False, nvidia_smi=None,
                                  packages=packages) == [
         [sys.executable, "-m", "pip", "install", "-q", "numpy==0.0.1"]]
+
+
+def test_a_pytorch_that_is_there_is_kept_whatever_its_version(tmp_path):
+    # Colab's own PyTorch (here made to look like 9.9.9, not the pin) is kept: it matches
+    # Colab's CUDA, and reinstalling it would download gigabytes; only a missing one is
+    # installed (the test above)
+    commands = pip_commands_of_setup(tmp_path, torch_missing=False, nvidia_smi=None,
+                                     torch_version="9.9.9")
+    assert commands == []
 
 
 def test_the_setup_takes_a_zip_beside_the_notebook(tmp_path):
@@ -223,6 +242,39 @@ def test_the_setup_takes_the_zip_that_holds_the_scripts_not_the_first_one(tmp_pa
         z.writestr("notes/readme.txt", "not the scripts")
     scripts_zip(tmp_path / "b-scripts.zip")
     assert_scripts_unpacked(run_setup(tmp_path), tmp_path)
+
+
+def colab_stand_in(upload):
+    """The code that puts a stand-in google.colab in sys.modules: files.upload() counts its
+    calls in UPLOADS, copies the .zip at `upload` into the working folder as Colab does and
+    returns {its name: its bytes}."""
+    return f"""import os, shutil, sys, types
+UPLOADS = []
+def _upload():
+    UPLOADS.append(1)
+    shutil.copy({str(upload)!r}, "uploaded.zip")
+    return {{"uploaded.zip": open("uploaded.zip", "rb").read()}}
+_colab = types.ModuleType("google.colab")
+_colab.files = types.SimpleNamespace(upload=_upload)
+sys.modules["google"] = types.ModuleType("google")
+sys.modules["google.colab"] = _colab
+"""
+
+
+def test_in_colab_with_nothing_given_the_setup_asks_for_an_upload(tmp_path):
+    """In Colab (google.colab imported), with no scripts, no address and no .zip there, the
+    cell asks for a .zip and unpacks the one uploaded; where a .zip is already there it asks
+    for none and takes that one."""
+    source = scripts_zip(tmp_path / "source.zip")
+    count = '\nprint("UPLOADS=%d" % len(UPLOADS))\n'
+    for folder, beside in (("a", False), ("b", True)):
+        (tmp_path / folder).mkdir()
+        if beside:
+            scripts_zip(tmp_path / folder / "scripts.zip")
+        setup = run_setup(tmp_path / folder, prelude=colab_stand_in(source), after=count)
+        assert_scripts_unpacked(setup, tmp_path / folder)
+        assert ("UPLOADS=0" if beside else "UPLOADS=1") in setup[0]
+        assert ("Upload a .zip" in setup[0]) is not beside
 
 
 def test_the_setup_takes_the_address_the_teacher_sets(tmp_path):
