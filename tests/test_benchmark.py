@@ -348,3 +348,116 @@ def test_a_cluster_runs_mark_is_written_after_its_files_or_not_at_all(tmp_path, 
         "folder": run, "process_s": 1.0}
     assert sorted(os.listdir(os.path.join(output_dir, run))) == ["episodes.csv", "summary.json"]
     assert sorted(os.listdir(tmp_path / "runs" / "ppo-CartPole-v1")) == ["seed7", "seed7.ray.json"]
+
+
+def test_report_task_keeps_the_tasks_goal_and_the_1_minute_load_and_prints_each_seeds_end(
+        tmp_path, monkeypatch, capsys):
+    # os.getloadavg() gives the 1-, 5- and 15-minute loads (3.0, 2.0, 1.0): the entry keeps
+    # the load before (0.46 -> 0.5) and the 1-minute one after, 3.0. ppo-CartPole-v1's goal
+    # is 475 over 20 training episodes: seed 1 ends at 475.0 (exactly: holds), seed 2 at
+    # 474.9 (does not hold, though it first reached 475 at step 100).
+    from types import SimpleNamespace
+    monkeypatch.setattr(benchmark.os, "cpu_count", lambda: 8)
+    monkeypatch.setattr(benchmark.os, "getloadavg", lambda: (3.0, 2.0, 1.0))
+    monkeypatch.setattr(benchmark, "plot_task", lambda *args: None)
+    task = next(t for t in benchmark.TASKS["ppo"] if t.name == "ppo-CartPole-v1")
+    runs = [run(1, end=475.0, evaluation=9.0, solve_step=50),
+            run(2, end=474.9, evaluation=500.0, solve_step=100)]
+    benchmark.report_task(task, runs, SimpleNamespace(out=str(tmp_path), jobs=1), 0.46)
+    kept = json.loads((tmp_path / "results.json").read_text())["ppo-CartPole-v1"]
+    assert kept["load"] == [0.5, 3.0]
+    assert {k: kept[k] for k in ("script", "env_id", "label", "window", "threshold", "goal",
+                                 "eval_threshold", "holds_on_eval")} == {
+        "script": "ppo", "env_id": "CartPole-v1", "label": "", "window": 20, "threshold": 475,
+        "goal": task.goal, "eval_threshold": False, "holds_on_eval": False}
+    assert kept["statistics"]["holds"] == [1, 2]
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "ppo-CartPole-v1"
+    assert lines[1].startswith("  seed 1: ends at 475.0 (holds), first reached at step 50,")
+    assert lines[2].startswith("  seed 2: ends at 474.9 (does not hold), first reached at step 100,")
+
+
+def test_report_task_reads_an_evaluation_goals_end_on_the_evaluation(tmp_path, monkeypatch,
+                                                                     capsys):
+    # qlearning-Taxi-v4 holds on its final greedy evaluation (holds_on_eval): a seed whose
+    # training mean is far below the threshold but whose evaluation is at it holds, and the
+    # line says the evaluation's figure; one without an evaluation has no end and does not hold
+    from types import SimpleNamespace
+    monkeypatch.setattr(benchmark, "plot_task", lambda *args: None)
+    task = next(t for t in benchmark.TASKS["qlearning"] if t.env_id == "Taxi-v4")
+    runs = [run(1, end=task.threshold - 100, evaluation=float(task.threshold), solve_step=None),
+            run(2, end=task.threshold + 100, evaluation=None, solve_step=None)]
+    benchmark.report_task(task, runs, SimpleNamespace(out=str(tmp_path), jobs=1), 0.0)
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1].startswith(f"  seed 1: ends at {float(task.threshold)} (holds)")
+    assert lines[2].startswith("  seed 2: ends at None (does not hold)")
+    kept = json.loads((tmp_path / "results.json").read_text())[task.name]
+    assert kept["holds_on_eval"] is True and kept["statistics"]["holds"] == [1, 1]
+
+
+def test_budget_is_the_last_total_timesteps_the_flags_give_else_the_scripts_default():
+    # tyro takes the last of a repeated flag; a task without the flag runs the script's default
+    import ppo
+    twice = benchmark.Task("ppo", "CartPole-v1", 475, "a goal",
+                           flags=["--total-timesteps", "100", "--seed", "3",
+                                  "--total-timesteps", "2500"])
+    assert benchmark.budget(twice) == 2500
+    plain = benchmark.Task("ppo", "CartPole-v1", 475, "a goal", flags=["--seed", "3"])
+    assert benchmark.budget(plain) == ppo.Args().total_timesteps
+    assert benchmark.budget(plain) != 2500
+
+
+def test_the_dqn_minatar_command_is_the_minatar_papers_dqn_with_its_named_departures():
+    # DQN_MINATAR read as dqn.py reads flags, against the comment above it (the MinAtar
+    # paper's DQN, Young & Tian 2019): one environment, a step of 32 transitions every
+    # environment step, target copied every 1,000, epsilon 1 -> 0.1 over 0.1 of 1M, replay of
+    # 100k from step 5,000, Huber loss, a constant rate (2.5e-4), no double DQN; departures:
+    # an evaluation at epsilon 0.05, gradients clipped at dqn.py's 10, gamma 0.99.
+    import dqn
+    import tyro
+    args = tyro.cli(dqn.Args, args=benchmark.DQN_MINATAR)
+    assert dict(total_timesteps=args.total_timesteps, num_envs=args.num_envs,
+                buffer_size=args.buffer_size, batch_size=args.batch_size,
+                learning_rate=args.learning_rate, train_frequency=args.train_frequency,
+                gradient_steps=args.gradient_steps,
+                target_network_frequency=args.target_network_frequency,
+                learning_starts=args.learning_starts, start_e=args.start_e, end_e=args.end_e,
+                exploration_fraction=args.exploration_fraction, loss=args.loss,
+                anneal_lr=args.anneal_lr, double_dqn=args.double_dqn,
+                eval_epsilon=args.eval_epsilon, max_grad_norm=args.max_grad_norm,
+                gamma=args.gamma) == dict(
+        total_timesteps=1_000_000, num_envs=1, buffer_size=100_000, batch_size=32,
+        learning_rate=2.5e-4, train_frequency=1, gradient_steps=1, target_network_frequency=1000,
+        learning_starts=5000, start_e=1.0, end_e=0.1, exploration_fraction=0.1, loss="huber",
+        anneal_lr=False, double_dqn=False, eval_epsilon=0.05, max_grad_norm=10.0, gamma=0.99)
+
+
+def test_the_ppo_minatar_command_is_cleanrls_ppo_atari_at_1e_3_and_1m_steps():
+    # PPO_MINATAR read as ppo.py reads flags: CleanRL's ppo_atari.py (8 environments of 128
+    # steps, 4 minibatches, 4 epochs, clip 0.1, value loss clipped, entropy 0.01, value 0.5,
+    # norm 0.5, gamma 0.99, GAE 0.95, the rate annealed, advantages normalized), at the rate
+    # 1e-3 and 1M steps, the comment's two departures in the command
+    import ppo
+    import tyro
+    args = tyro.cli(ppo.Args, args=benchmark.PPO_MINATAR)
+    assert dict(total_timesteps=args.total_timesteps, num_envs=args.num_envs,
+                num_steps=args.num_steps, learning_rate=args.learning_rate,
+                anneal_lr=args.anneal_lr, gamma=args.gamma, gae_lambda=args.gae_lambda,
+                num_minibatches=args.num_minibatches, update_epochs=args.update_epochs,
+                norm_adv=args.norm_adv, clip_coef=args.clip_coef, clip_vloss=args.clip_vloss,
+                ent_coef=args.ent_coef, vf_coef=args.vf_coef,
+                max_grad_norm=args.max_grad_norm) == dict(
+        total_timesteps=1_000_000, num_envs=8, num_steps=128, learning_rate=1e-3,
+        anneal_lr=True, gamma=0.99, gae_lambda=0.95, num_minibatches=4, update_epochs=4,
+        norm_adv=True, clip_coef=0.1, clip_vloss=True, ent_coef=0.01, vf_coef=0.5,
+        max_grad_norm=0.5)
+    # each MinAtar task of dqn.py and pqn.py runs its preset as it is, ppo.py's with its
+    # game's own rate in place (PPO_MINATAR_PER_GAME); all over a 100-episode window
+    for script, preset in (("dqn", benchmark.DQN_MINATAR), ("pqn", benchmark.PQN_MINATAR),
+                           ("ppo", benchmark.PPO_MINATAR)):
+        games = [t for t in benchmark.TASKS[script] if t.env_id.startswith("MinAtar/")]
+        assert len(games) == 5 and all(t.window == 100 for t in games)
+        for t in games:
+            game = t.env_id[len("MinAtar/"):-len("-v1")]
+            own = benchmark.PPO_MINATAR_PER_GAME.get(game, []) if script == "ppo" else []
+            assert t.flags == benchmark.with_values(preset, own), t.name

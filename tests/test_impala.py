@@ -866,3 +866,12 @@ def test_the_spaces_that_the_networks_cannot_take_are_bad_input(shape, message):
     for taken in ((3, 3, 4), (5,)):
         assert impala.check_spaces(impala.Args(), box(taken), gym.spaces.Discrete(2)) == (
             box(taken), gym.spaces.Discrete(2))
+
+
+def test_popart_sigma_is_kept_between_1e_4_and_1e6():
+    # sigma = sqrt(nu - mu^2): mu 0, nu 1e14 -> 1e7, kept at 1e6; mu 1, nu 5 -> 2 as it is;
+    # nu a rounding below mu^2 (3, 8.9999: nu - mu^2 < 0, whose root is NaN) -> 1e-4, a number
+    std = lambda mu, nu: impala.popart_std(torch.tensor(mu), torch.tensor(nu)).item()
+    assert std(0.0, 1e14) == approx(1e6)
+    assert std(1.0, 5.0) == approx(2.0)
+    assert std(3.0, 8.9999) == approx(1e-4)

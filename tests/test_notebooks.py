@@ -526,3 +526,28 @@ def test_check_exits_1_naming_a_stale_notebook_and_0_when_all_are_built(tmp_path
     source.write_text(source.read_text() + "\n# %%\nprint('a new cell')\n")
     changed = build_py("--check")
     assert changed.returncode == 1 and f"{NAMES[0]}.ipynb" in changed.stderr
+
+
+def test_a_file_named_zip_that_is_no_zip_is_passed_over_and_extras_do_not_hide_a_pin(tmp_path):
+    """a-broken.zip (text, not a .zip) sorts before the scripts' .zip: it is passed over,
+    not opened and failed on. A pin with an extra (numpy[x]==the version there) is the
+    package's own version, so nothing is installed; the closing line says so."""
+    import numpy
+    (tmp_path / "a-broken.zip").write_text("not a zip")
+    scripts_zip(tmp_path / "b-scripts.zip")
+    prelude = "TORCH_MISSING, NVIDIA_SMI, TORCH_VERSION = False, None, None\n" + PIP_STAND_IN
+    setup = run_setup(tmp_path, packages=[f"numpy[x]=={numpy.__version__}"], prelude=prelude,
+                      after='\nprint("PIP=" + str(PIP))\n')
+    assert_scripts_unpacked(setup, tmp_path)
+    assert "PIP=[]" in setup[0] and "installed: nothing (all there)" in setup[0]
+
+
+def test_the_setup_says_it_installed_pytorch_where_it_was_missing(tmp_path):
+    """PyTorch missing: the closing line lists the pinned torch (the cell's TORCH) with what
+    it installed."""
+    shutil.copy(os.path.join(ROOT, "exercises.py"), tmp_path)
+    prelude = "TORCH_MISSING, NVIDIA_SMI, TORCH_VERSION = True, '/usr/bin/nvidia-smi', None\n" + PIP_STAND_IN
+    printed, error, _ = run_setup(tmp_path, prelude=prelude)
+    assert error is None, error
+    (pin,) = re.findall(r'^TORCH = "(torch==[^"]+)"$', code_cells(NAMES[0])[0], flags=re.M)
+    assert f"scripts in {tmp_path} | installed: [{pin!r}]" in printed

@@ -1517,3 +1517,268 @@ def test_an_updates_speed_is_its_own_step_over_its_time(script, tmp_path, monkey
     run.close()
     (row,) = read_csv(os.path.join(run.path, "updates.csv"))
     assert (row["global_step"], float(row["wall_time"]), row["sps"]) == ("300", 10.0, "30")
+
+
+# ---------------------------------------------------------------------------------------
+# The run's goal and verdict, unit by unit (RunWriter, judge, finish, draw_curve)
+# ---------------------------------------------------------------------------------------
+@pytest.mark.parametrize("script", BLOCK)
+def test_a_checkpoints_evaluation_is_judged_on_no_threshold(script, tmp_path):
+    # --eval-checkpoint trains nothing: summary.json has no threshold to reach (and so no
+    # verdict), though the run's window and measure are its goal's (--stop-at-return 3 over
+    # the default 20 training episodes); the same flags without it keep the threshold 3
+    module = module_of(script)
+    for checkpoint, threshold in (("model-file", None), (None, 3.0)):
+        args = module.Args(output_dir=str(tmp_path), tensorboard=False, eval_episodes=0,
+                           stop_at_return=3.0, env_id=NO_GOAL, eval_checkpoint=checkpoint)
+        summary = module.RunWriter(args, "cpu", {}).summary
+        assert (summary["solved_threshold"], summary["solved_window"], summary["holds_on"]) == (
+            threshold, 20, "train")
+
+
+@pytest.mark.parametrize("script", BLOCK)
+def test_the_summary_starts_with_the_runs_own_fields(script, tmp_path):
+    # summary.json has SUMMARY_KEYS, in that order, from the start: the flags' algorithm,
+    # environment, seed and evaluation episodes, no step, not interrupted, the verdict empty
+    module = module_of(script)
+    args = module.Args(output_dir=str(tmp_path), tensorboard=False, eval_episodes=3, seed=11,
+                       exp_name="mine", env_id=NO_GOAL)
+    summary = module.RunWriter(args, "cpu", {}).summary
+    assert tuple(summary) == module.SUMMARY_KEYS
+    assert {k: summary[k] for k in ("algorithm", "env_id", "seed", "eval_episodes",
+                                    "global_steps", "interrupted")} == {
+        "algorithm": "mine", "env_id": NO_GOAL, "seed": 11, "eval_episodes": 3,
+        "global_steps": 0, "interrupted": False}
+    assert [summary[k] for k in ("end_return", "holds", "solved_at_step", "solved_at_time_s",
+                                 "train_return_last20", "eval_return_mean")] == [None] * 6
+
+
+@pytest.mark.parametrize("script", BLOCK)
+def test_a_run_without_an_episode_has_no_last_20_mean_and_no_verdict(script, tmp_path, capsys):
+    # No training episode ended: recent_return is None (not 0), so train_return_last20 is
+    # null and printed "-", end_return and holds are null, and a threshold of 0 (which a
+    # mean of 0 would reach) is not reached
+    module = module_of(script)
+    args = module.Args(output_dir=str(tmp_path), tensorboard=False, eval_episodes=0,
+                       stop_at_return=0.0, env_id=NO_GOAL)
+    run = module.RunWriter(args, "cpu", {})
+    assert run.recent_return() is None and run.reached(0.0, 10) is False
+    run.step(40)
+    summary = module.finish(args, run)
+    assert summary["global_steps"] == 40
+    assert [summary[k] for k in ("train_return_last20", "end_return", "holds",
+                                 "solved_at_step")] == [None] * 4
+    closing = capsys.readouterr().out.splitlines()[-1]
+    assert "| train_return_last20 - | eval_return_mean - |" in closing
+    assert "hold" not in closing.replace("holds_on", "")
+    assert "| solved_at_step not reached (last-20 mean >= --stop-at-return 0) " in closing + " "
+
+
+@pytest.mark.parametrize("script", BLOCK)
+def test_the_step_count_is_the_largest_an_episode_or_a_step_reported(script, tmp_path):
+    # an episode that ended at step 30, then one reported at 20 (another environment's,
+    # counted before): global_steps stays 30; a step at 50 raises it, an episode at 45 not
+    module = module_of(script)
+    args = module.Args(output_dir=str(tmp_path), tensorboard=False, eval_episodes=0,
+                       env_id=NO_GOAL)
+    run = module.RunWriter(args, "cpu", {})
+    run.episode(30, 1.0, 3)
+    run.episode(20, 1.0, 3)
+    assert run.summary["global_steps"] == 30
+    run.step(50)
+    run.episode(45, 1.0, 3)
+    assert run.summary["global_steps"] == 50 and run.ends == [30, 20, 45]
+
+
+@pytest.mark.parametrize("script", BLOCK)
+def test_an_evaluation_goal_holds_at_its_threshold_exactly_and_says_so(script, tmp_path,
+                                                                      monkeypatch, capsys):
+    # GOALS judges ThreeSteps-v0 on the final evaluation, threshold 2: evaluations of 1 and 3
+    # (a stand-in evaluate) have mean 2 and std 1 (the population's: sqrt((1 + 1) / 2)); 2 >= 2
+    # holds, whatever the training returns (25 of 0: a last-20 mean of 0); 1.5 and 2.4 (mean
+    # 1.95) do not
+    module = module_of(script)
+    monkeypatch.setattr(module, "GOALS", {"ThreeSteps-v0": (2.0, 20, "eval")}, raising=False)
+    for returns, holds in (([1.0, 3.0], True), ([1.5, 2.4], False)):
+        monkeypatch.setattr(module, "evaluate", lambda *a, r=returns: np.array(r))
+        args = module.Args(output_dir=str(tmp_path / str(holds)), tensorboard=False,
+                           eval_episodes=2, env_id=NO_GOAL)
+        run = module.RunWriter(args, "cpu", {})
+        for k in range(1, 26):
+            run.episode(k, 0.0, 1)
+        summary = module.finish(args, run)
+        mean = sum(returns) / 2
+        assert summary["eval_return_mean"] == pytest.approx(mean)
+        assert summary["eval_return_std"] == pytest.approx(abs(returns[1] - returns[0]) / 2)
+        assert summary["end_return"] == pytest.approx(mean) and summary["holds"] is holds
+        closing = capsys.readouterr().out.splitlines()[-1]
+        said = (f"holds: the final evaluation {mean:.2f} >= 2" if holds else
+                f"does not hold: the final evaluation {mean:.2f} < 2")
+        assert f"| {said} | solved_at_step not reached (last-20 mean >= GOALS 2) |" in closing
+
+
+@pytest.mark.parametrize("script", BLOCK)
+def test_the_curve_of_evaluations_alone_and_of_nothing(script, tmp_path, monkeypatch):
+    # No training episode (an --eval-checkpoint run): the curve draws the evaluations, the
+    # --eval-every one at step 10 (mean 1, std 0.5) and the final one at global_steps 20
+    # (mean 2, std 0.25), no episode line; a threshold of 1.5 on "eval" is drawn as the
+    # evaluation's. Without a threshold, no threshold line. Nothing at all to draw, or
+    # --no-curve: no file (None).
+    from types import SimpleNamespace
+    module, saved = module_of(script), spy_on_figures(monkeypatch)
+
+    def a_run(threshold, evaluations, final, curve=True, path="a"):
+        os.makedirs(tmp_path / path, exist_ok=True)
+        summary = {"eval_return_mean": final[0] if final else None,
+                   "eval_return_std": final[1] if final else None, "global_steps": 20,
+                   "solved_threshold": threshold, "holds_on": "eval", "interrupted": False,
+                   "env_id": "CartPole-v1", "seed": 4}
+        return SimpleNamespace(summary=summary, evaluations=evaluations,
+                               args=SimpleNamespace(curve=curve), returns=[], ends=[],
+                               window=20, path=str(tmp_path / path))
+
+    assert module.draw_curve(a_run(1.5, [(10, 1.0, 0.5)], (2.0, 0.25))) == str(
+        tmp_path / "a" / "curve.png")
+    (fig,) = saved
+    (ax,) = fig.axes
+    (container,) = ax.containers
+    points = container.lines[0]
+    assert list(zip(points.get_xdata().tolist(), points.get_ydata().tolist())) == [(10, 1.0),
+                                                                                  (20, 2.0)]
+    labels = [line.get_label() for line in ax.get_lines()]
+    assert "threshold 1.5 (evaluation)" in labels
+    assert not any(label.startswith(("episode return", "mean of the last")) for label in labels)
+    assert module.draw_curve(a_run(None, [], (2.0, 0.25), path="b")) is not None
+    assert not any(line.get_label().startswith("threshold") for line in saved[1].axes[0].get_lines())
+    assert module.draw_curve(a_run(1.5, [], None, path="c")) is None
+    assert module.draw_curve(a_run(1.5, [(10, 1.0, 0.5)], (2.0, 0.25), curve=False,
+                                   path="d")) is None
+    assert len(saved) == 2 and not os.path.exists(tmp_path / "c" / "curve.png")
+
+
+# ---------------------------------------------------------------------------------------
+# plumbing/ray.py (stamped into impala.py and es.py), with ray's calls stood in for
+# ---------------------------------------------------------------------------------------
+def stand_in_ray(monkeypatch, initialized=False, cpus=2, init_error=None):
+    """ray's functions that start_ray calls, recorded: (address, active) of each ray.init
+    with whether ctrl_c_held_back was active around it."""
+    ray = pytest.importorskip("ray", reason="pip install ray==2.60.0")
+    calls = []
+
+    def init(address=None, **kwargs):
+        calls.append(address)
+        if init_error:
+            raise init_error
+    monkeypatch.setattr(ray, "is_initialized", lambda: initialized)
+    monkeypatch.setattr(ray, "init", init)
+    monkeypatch.setattr(ray, "cluster_resources", lambda: {} if cpus is None else {"CPU": cpus})
+    return ray, calls
+
+
+@pytest.mark.parametrize("script", ["es.py", "impala.py"])
+def test_start_ray_returns_the_clusters_cpus_and_fails_without_one(script, monkeypatch, capsys):
+    # 1 CPU is enough (at least one), 3.0 reads 3; none, or 0.5 (int: 0), is bad input
+    module = module_of(script)
+    monkeypatch.setattr(os, "environ", {})
+    for cpus, got in ((1, 1), (3.0, 3)):
+        stand_in_ray(monkeypatch, cpus=cpus)
+        assert module.start_ray(None) == got
+    for cpus in (None, 0.5):
+        stand_in_ray(monkeypatch, cpus=cpus)
+        with pytest.raises(module.UsageError, match="the Ray cluster has no CPU to run on"):
+            module.start_ray(None)
+
+
+@pytest.mark.parametrize("script", ["es.py", "impala.py"])
+def test_start_ray_says_which_ray_and_holds_ctrl_c_back_only_for_its_own(script, monkeypatch,
+                                                                         capsys):
+    # Starting a Ray of its own (no address): "starting Ray ...", Ctrl-C held back around
+    # ray.init; joining one: "joining Ray at auto ...", Ctrl-C not held back; a process whose
+    # Ray is already running starts nothing, says nothing and still counts its CPUs
+    module = module_of(script)
+    monkeypatch.setattr(os, "environ", {})
+    held = []
+    real = module.ctrl_c_held_back
+
+    def spy(active=True):
+        held.append(active)
+        return real(active=False)
+    monkeypatch.setattr(module, "ctrl_c_held_back", spy)
+    _, calls = stand_in_ray(monkeypatch)
+    module.start_ray(None)
+    assert capsys.readouterr().out == f"{script}: starting Ray ...\n"
+    module.start_ray("auto")
+    assert capsys.readouterr().out == f"{script}: joining Ray at auto ...\n"
+    assert held == [True, False] and calls == ["local", "auto"]
+    _, calls = stand_in_ray(monkeypatch, initialized=True, cpus=5)
+    assert module.start_ray(None) == 5 and module.start_ray("auto") == 5
+    assert calls == [] and capsys.readouterr().out == "" and held == [True, False]
+
+
+@pytest.mark.parametrize("script", ["es.py", "impala.py"])
+def test_a_ray_that_fails_to_start_or_to_be_joined_is_one_line_that_says_which(
+        script, monkeypatch):
+    # ray.init's error, first line only: "cannot start Ray" for a Ray of the run's own (the
+    # hint: a busy machine), "cannot join Ray at ADDRESS" for a cluster (the hint: ray start)
+    module = module_of(script)
+    monkeypatch.setattr(os, "environ", {})
+    stand_in_ray(monkeypatch, init_error=Exception("  node timed out\nsecond line"))
+    with pytest.raises(module.UsageError) as own:
+        module.start_ray(None)
+    assert str(own.value).startswith("cannot start Ray: node timed out (on a busy machine")
+    with pytest.raises(module.UsageError) as joined:
+        module.start_ray("auto")
+    assert str(joined.value).startswith("cannot join Ray at auto: node timed out (is `ray start`")
+    assert "second line" not in str(own.value) + str(joined.value)
+
+
+@pytest.mark.parametrize("script", ["es.py", "impala.py"])
+def test_a_run_starts_its_own_ray_only_without_an_address_and_without_one_running(
+        script, monkeypatch):
+    from types import SimpleNamespace
+    module = module_of(script)
+    for address, initialized, starts in ((None, False, True), (None, True, False),
+                                         ("auto", False, False), ("auto", True, False)):
+        stand_in_ray(monkeypatch, initialized=initialized)
+        assert module.starts_ray(SimpleNamespace(ray_address=address)) is starts
+
+
+@pytest.mark.parametrize("script", ["es.py", "impala.py"])
+def test_ctrl_c_is_held_back_until_ray_has_started_and_a_second_one_stops_at_once(
+        script, capsys):
+    # Inside an active ctrl_c_held_back a first SIGINT only prints; the KeyboardInterrupt
+    # comes as the block ends, and Python's own handler is back. A second SIGINT raises at
+    # once. Not active: the SIGINT raises at once, as without it.
+    import threading
+    if threading.current_thread() is not threading.main_thread():
+        pytest.skip("signals reach the main thread only")
+    module = module_of(script)
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        reached = []
+        with pytest.raises(KeyboardInterrupt):
+            with module.ctrl_c_held_back():
+                os.kill(os.getpid(), signal.SIGINT)
+                time.sleep(0.05)
+                reached.append("after the first")
+        assert reached == ["after the first"]
+        assert "Ctrl-C: stopping once Ray has started" in capsys.readouterr().out
+        with pytest.raises(KeyboardInterrupt):
+            with module.ctrl_c_held_back():
+                os.kill(os.getpid(), signal.SIGINT)
+                time.sleep(0.05)
+                os.kill(os.getpid(), signal.SIGINT)
+                time.sleep(0.05)
+                reached.append("after the second")
+        assert reached == ["after the first"]
+        with pytest.raises(KeyboardInterrupt):
+            with module.ctrl_c_held_back(active=False):
+                os.kill(os.getpid(), signal.SIGINT)
+                time.sleep(0.05)
+                reached.append("not held")
+        assert reached == ["after the first"]
+        with module.ctrl_c_held_back():
+            pass  # no Ctrl-C: nothing raised
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # put back
+    finally:
+        signal.signal(signal.SIGINT, previous)

@@ -532,3 +532,38 @@ def test_a_checkpoint_rebuilds_its_network_width(tmp_path):
     evaluated = pqn.main(pqn.Args(env_id="CartPole-v1", eval_checkpoint=str(folder),
                                   eval_episodes=2, output_dir=str(tmp_path / "eval")))
     assert evaluated["eval_return_mean"] == trained["eval_return_mean"]
+
+
+def test_the_defaults_are_the_ones_the_flags_document():
+    # Args' comment: the authors' CartPole settings with lambda 0.65, epsilon 1 down to 0.05,
+    # 128 units and RAdam at 2.5e-4; rewards scaled by 0.1 (the paper's CartPole code), the
+    # gradient's norm clipped at 10, gamma 0.99, 32 environments of 64 steps in 16
+    # minibatches, 4 epochs. Each differs from the others' and from its neighbours' values,
+    # so a default moved to another's place shows.
+    args = pqn.Args()
+    assert dict(q_lambda=args.q_lambda, learning_rate=args.learning_rate,
+                hidden_size=args.hidden_size, reward_scale=args.reward_scale,
+                max_grad_norm=args.max_grad_norm, gamma=args.gamma, num_envs=args.num_envs,
+                num_steps=args.num_steps, num_minibatches=args.num_minibatches,
+                update_epochs=args.update_epochs, start_e=args.start_e) == dict(
+        q_lambda=0.65, learning_rate=2.5e-4, hidden_size=128, reward_scale=0.1,
+        max_grad_norm=10.0, gamma=0.99, num_envs=32, num_steps=64, num_minibatches=16,
+        update_epochs=4, start_e=1.0)
+
+
+def test_the_network_is_linear_layernorm_relu_of_the_hidden_width_to_one_q_per_action():
+    # hidden 8, 4 inputs, 3 actions: Linear 4 -> 8, LayerNorm(8) with its learnt scale and
+    # shift, ReLU, Linear 8 -> 8, LayerNorm(8), ReLU, Linear 8 -> 3. LayerNorm at its start
+    # (scale 1, shift 0) gives each row mean 0 and variance 1 (biased, eps 1e-5): so after
+    # the first LayerNorm, any input's 8 features average 0 and their squares 1
+    net = pqn.QNetwork((4,), 3, hidden_size=8)
+    shapes = [(m.in_features, m.out_features) for m in net.mlp if isinstance(m, torch.nn.Linear)]
+    assert shapes == [(4, 8), (8, 8), (8, 3)]
+    norms = [m for m in net.mlp if isinstance(m, torch.nn.LayerNorm)]
+    assert [n.normalized_shape for n in norms] == [(8,), (8,)]
+    assert all(n.elementwise_affine for n in norms)
+    x = torch.randn(5, 4, generator=torch.Generator().manual_seed(0)) * 10
+    h = net.mlp[1](net.mlp[0](x))
+    assert h.mean(1).tolist() == pytest.approx([0.0] * 5, abs=1e-5)
+    assert (h ** 2).mean(1).tolist() == pytest.approx([1.0] * 5, abs=1e-3)
+    assert net(x).shape == (5, 3)
