@@ -717,6 +717,20 @@ def test_stop_at_return_0_is_a_threshold_too(script):
     assert goal(A("CartPole-v1", -5.0)) == (-5.0, window, on, "--stop-at-return")
 
 
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_stop_at_return_changes_the_threshold_and_keeps_each_goals_window_and_measure(script):
+    # --stop-at-return 3 on each environment in the script's GOALS: the threshold is 3, the
+    # window and the measure (an evaluation goal's "eval": Q-learning's FrozenLake, 0.7 over
+    # 100 on the evaluation) stay the goal's own, so a run judged on its evaluation still is
+    A = dataclasses.make_dataclass("A", ["env_id", "stop_at_return"])
+    module = module_of(script)
+    for env_id, (threshold, window, on) in getattr(module, "GOALS", {}).items():
+        assert module.goal(A(env_id, None)) == (threshold, window, on, "GOALS")
+        assert module.goal(A(env_id, 3.0)) == (3.0, window, on, "--stop-at-return"), env_id
+    if script == "qlearning.py":  # the case that matters is there
+        assert module.goal(A("FrozenLake-v1", 3.0))[2] == "eval"
+
+
 def test_every_benchmark_task_judges_as_its_scripts_run():
     # Each task's threshold, window and measure (results.md's row, the README's) equal what a
     # run of its script on its environment is judged on (goal(): GOALS, --stop-at-return
