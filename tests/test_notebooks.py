@@ -181,14 +181,27 @@ importlib.metadata.version = lambda name: TORCH_VERSION if (TORCH_VERSION and na
 """
 
 
+def stand_ins(torch_missing, nvidia_smi, torch_version=None):
+    """The prelude of PIP_STAND_IN with its three settings: PyTorch looking missing or not
+    (and, where there, at `torch_version`: None, the one installed) and nvidia-smi at
+    `nvidia_smi` (None: absent)."""
+    return (f"TORCH_MISSING, NVIDIA_SMI, TORCH_VERSION = {torch_missing!r}, {nvidia_smi!r}, "
+            f"{torch_version!r}\n" + PIP_STAND_IN)
+
+
+def torch_pin():
+    """The PyTorch the setup cell pins (its TORCH, "torch==X")."""
+    (pin,) = re.findall(r'^TORCH = "(torch==[^"]+)"$', code_cells(NAMES[0])[0], flags=re.M)
+    return pin
+
+
 def pip_commands_of_setup(folder, torch_missing, nvidia_smi, packages=(), torch_version=None):
     """Run the setup cell in `folder` (exercises.py put there: no fetch) with PACKAGES =
     packages, PyTorch looking missing or not (and, where there, at `torch_version`: None, the
     one installed) and nvidia-smi at `nvidia_smi` (None: absent); returns the pip commands it
     ran, recorded by PIP_STAND_IN and printed after the cell."""
     shutil.copy(os.path.join(ROOT, "exercises.py"), folder)
-    prelude = (f"TORCH_MISSING, NVIDIA_SMI, TORCH_VERSION = {torch_missing!r}, {nvidia_smi!r}, "
-               f"{torch_version!r}\n" + PIP_STAND_IN)
+    prelude = stand_ins(torch_missing, nvidia_smi, torch_version)
     printed, error, _ = run_setup(folder, packages=packages, prelude=prelude,
                                   after='\nimport json\nprint("PIP=" + json.dumps(PIP))\n')
     assert error is None, error
@@ -205,7 +218,7 @@ def test_without_an_nvidia_gpu_pytorch_comes_from_its_cpu_index(tmp_path, nvidia
     (torch_install,) = [c for c in commands if any(a.startswith("torch") for a in c)]
     index = "https://download.pytorch.org/whl/cpu"
     assert (index in torch_install) == cpu_index, torch_install
-    (pin,) = re.findall(r'^TORCH = "(torch==[^"]+)"$', code_cells(NAMES[0])[0], flags=re.M)
+    pin = torch_pin()
     with open(os.path.join(ROOT, "requirements.txt")) as f:
         assert pin in f.read().split()
     assert pin in torch_install and "torch" not in torch_install, torch_install
@@ -535,7 +548,7 @@ def test_a_file_named_zip_that_is_no_zip_is_passed_over_and_extras_do_not_hide_a
     import numpy
     (tmp_path / "a-broken.zip").write_text("not a zip")
     scripts_zip(tmp_path / "b-scripts.zip")
-    prelude = "TORCH_MISSING, NVIDIA_SMI, TORCH_VERSION = False, None, None\n" + PIP_STAND_IN
+    prelude = stand_ins(torch_missing=False, nvidia_smi=None)
     setup = run_setup(tmp_path, packages=[f"numpy[x]=={numpy.__version__}"], prelude=prelude,
                       after='\nprint("PIP=" + str(PIP))\n')
     assert_scripts_unpacked(setup, tmp_path)
@@ -546,8 +559,7 @@ def test_the_setup_says_it_installed_pytorch_where_it_was_missing(tmp_path):
     """PyTorch missing: the closing line lists the pinned torch (the cell's TORCH) with what
     it installed."""
     shutil.copy(os.path.join(ROOT, "exercises.py"), tmp_path)
-    prelude = "TORCH_MISSING, NVIDIA_SMI, TORCH_VERSION = True, '/usr/bin/nvidia-smi', None\n" + PIP_STAND_IN
+    prelude = stand_ins(torch_missing=True, nvidia_smi="/usr/bin/nvidia-smi")
     printed, error, _ = run_setup(tmp_path, prelude=prelude)
     assert error is None, error
-    (pin,) = re.findall(r'^TORCH = "(torch==[^"]+)"$', code_cells(NAMES[0])[0], flags=re.M)
-    assert f"scripts in {tmp_path} | installed: [{pin!r}]" in printed
+    assert f"scripts in {tmp_path} | installed: [{torch_pin()!r}]" in printed
