@@ -125,13 +125,14 @@ SCRIPT = os.path.basename(__file__)
 # ---------------------------------------------------------------------------------------
 @dataclass
 class Args:
-    # Addition-v0: 2-digit addition, Addition3-v0: 3 digits; module:id imports your module first.
-    env_id: str = "Addition-v0"
+    # AdditionPartial-v0: 2-digit sums whose worked answers leave out most carries (the reward
+    # checks every sum); Addition-v0: every sum has its answer; Addition3-v0: 3 digits of those.
+    env_id: str = "AdditionPartial-v0"
     """a text task: Addition-v0, or a module:id whose environment speaks Text (see --help's top)"""
     seed: int = 1
     """seeds Python, NumPy, torch and the environments"""
-    # 200 batches of 128: on seeds 1-3 held-out accuracy stood at 0.94-0.96 from 8k completions on.
-    total_timesteps: int = 25_600
+    # 600 batches of 512: on tuning seeds 1-3 held-out accuracy still rose at 500 (results.md)
+    total_timesteps: int = 307_200
     """the training budget in completions (one environment step each), all groups together"""
     # Without either flag, the small transformer goes to the CPU.
     cuda: tyro.conf.DisallowNone[Optional[bool]] = None
@@ -146,8 +147,13 @@ class Args:
     """the experiment name, part of the run folder's name"""
     eval_episodes: int = 500
     """greedy evaluation episodes after training, one held-out problem each (0 skips it)"""
-    eval_every: int = 0
-    """also evaluate greedily every N completions (0: only after training)"""
+    eval_every: int = 25_600
+    """also evaluate every N completions, and every N answers of the warm start (0: only after training)"""
+    eval_samples: int = 16
+    """n: answers sampled for each held-out problem at each evaluation, for pass@1 and pass@k
+    (at the warm start and at the end, at least 64: pass@k for k up to 64 in summary.json)"""
+    pass_k: int = 8
+    """the k of held_out.csv's pass@k column (at most --eval-samples)"""
     stop_at_return: Optional[float] = None
     """stop once the mean of the last 20 training episode returns (the accuracy) reaches this"""
     save_model: bool = False
@@ -182,20 +188,20 @@ class Args:
     """T_max: the longest completion in tokens, the end-of-sequence token included"""
 
     # The supervised warm start (the reference model is the policy after it)
-    # Its accuracy turns from about 0.1 to 0.9 somewhere in its first 600-2,000 steps, at each
-    # seed's own pace; 3,000 annealed steps on 9,000 problems let every tuning seed turn and
-    # settle (2,000 left seed 10 at 0.78; 1,000 on 3,000 problems at a constant rate ended
-    # 0.66-0.96 as the last steps happened to fall) (results.md, "grpo.py").
-    sft_steps: int = 3000
-    """supervised steps on the task's reference answers before GRPO (0: the model as it is)"""
+    # 1,500 annealed steps: the sums its data covers are learned (0.92-0.97 of them on the
+    # tuning seeds) and the carries it leaves out mostly not (results.md, "grpo.py").
+    sft_steps: int = 1500
+    """supervised steps on the task's worked answers before GRPO (0: the model as it is)"""
     sft_problems: int = 9000
-    """how many training problems the warm start learns from (drawn with replacement)"""
+    """how many training problems with a worked answer the warm start learns from"""
     sft_batch_size: int = 64
     """problems in each supervised step"""
     sft_learning_rate: float = 3e-3
     """Adam's learning rate in the warm start"""
     sft_anneal_lr: bool = True
     """anneal the warm start's learning rate linearly to 0 at its last step"""
+    warm_start: Optional[str] = None
+    """start from this warm_start.pt (another run's, with --save-model) instead of training one"""
 
     # Algorithm
     # 64: from a good warm start most groups are all correct and carry no signal. From 2,000-step
@@ -210,17 +216,17 @@ class Args:
     """the sampling temperature; the loss's probabilities are the same tempered ones"""
     # 1e-4: seed 2 from its 0.92 warm start held 0.95-0.96 from 12k completions on; at 3e-4 it
     # reached 0.95 and fell back to 0.92 (5e-4 with 4 minibatches: 0.71 -> 0.73-0.78, seed 1).
-    learning_rate: float = 1e-4
+    learning_rate: float = 3e-4
     """Adam's learning rate (1e-6 in DeepSeekMath, for a 7B model)"""
     update_epochs: int = 1
     """mu: passes over each batch (1 in DeepSeekMath's main runs)"""
-    num_minibatches: int = 2
+    num_minibatches: int = 4
     """gradient steps per pass, each on an equal share of the batch's completions"""
     clip_coef: float = 0.2
     """eps_low: the ratio's lower clip is 1 - eps_low (0.2 in DeepSeekMath and DAPO)"""
     clip_coef_high: Optional[float] = None
     """eps_high: the ratio's upper clip is 1 + eps_high (None: eps_low; DAPO's clip-higher: 0.28)"""
-    beta: float = 0.04
+    beta: float = 0.01
     """the KL penalty's weight (0.04 in DeepSeekMath; 0 in DAPO and Dr. GRPO)"""
     scale_rewards: bool = True
     """divide the group-relative advantage by the group's std (--no-scale-rewards: Dr. GRPO)"""
@@ -239,6 +245,8 @@ class Args:
     """NLPO's mu: updates between copies of the policy into the masking policy"""
     max_grad_norm: float = 1.0
     """gradient clipping: the largest global norm of the gradient"""
+    shuffle_rewards: bool = False
+    """a control, not GRPO: shuffle each group's rewards among its completions before the update"""
 
 
 # ---------------------------------------------------------------------------------------
@@ -255,6 +263,28 @@ def addition_reward(prompt, completion):
     arrives whole and is longer than any answer); an empty completion is wrong."""
     a, b = prompt.removesuffix("=").split("+")
     return float(completion == str(int(a) + int(b)))
+
+
+def pass_at_k(n, c, k):
+    """The unbiased estimate of pass@k (Chen et al. 2021) from n sampled answers of one
+    problem, c of them correct: the chance that k answers drawn without replacement from
+    the n hold at least one correct one,
+
+        pass@k = 1 - C(n - c, k) / C(n, k)       (1 where n - c < k: every draw holds one)
+
+    pass@1 = c / n, the sampled accuracy; pass@n = 1 if any answer is right, else 0."""
+    if not 0 <= c <= n or not 1 <= k <= n:
+        raise ValueError(f"pass@k needs 0 <= c <= n and 1 <= k <= n, got n={n}, c={c}, k={k}")
+    return 1.0 if n - c < k else 1.0 - math.comb(n - c, k) / math.comb(n, k)
+
+
+def shuffle_within_groups(rewards, group_size, generator=None):
+    """The control that keeps everything of GRPO but the credit: each group's rewards
+    [B * G] permuted among its own G completions, so every group keeps its mean, its spread
+    and its share of updates, but which completion earned the reward is lost."""
+    groups = rewards.view(-1, group_size)
+    order = torch.rand(groups.shape, generator=generator, device=rewards.device).argsort(dim=1)
+    return groups.gather(1, order).flatten()
 
 
 def group_advantages(rewards, group_size, scale_rewards=True, baseline="mean", eps=1e-4):
@@ -574,39 +604,95 @@ def make_vector_env(env_id, num_envs, video_folder=None, held_out=True):
     return gym.wrappers.vector.RecordEpisodeStatistics(envs)
 
 
-def warm_start(args, policy, tokenizer, prompt_len, device):
-    """Supervised fine-tuning before GRPO: --sft-steps Adam steps of cross-entropy on the
-    reference completions (info["answer"] and the end-of-sequence token) of --sft-problems
-    training problems, drawn from a task environment seeded seed + 200,000. The reference
-    model is the policy after it. With --sft-anneal-lr the rate of step k is
-    sft_learning_rate * (1 - k / sft_steps). Returns the final batch's loss (None without
-    steps)."""
+def demonstrations(args, tokenizer, prompt_len, device):
+    """The warm start's data: --sft-problems training problems that have a worked answer
+    (info["answer"] not None; a problem without one is left to the reward), drawn from a
+    task environment seeded seed + 200,000. Returns (tokens [N, P + T]: the prompt then
+    the target, targets [N, T]: the answer, <eos>, padding, and their loss mask [N, T])."""
     env, T = gym.make(args.env_id, held_out=False), args.max_new_tokens
     rows, targets = [], []
-    for i in range(args.sft_problems if args.sft_steps else 0):
+    for i in range(100 * args.sft_problems):
+        if len(rows) == args.sft_problems:
+            break
         prompt, info = env.reset(seed=args.seed + 200_000 if i == 0 else None)
-        answer = tokenizer.encode(info["answer"]) + [tokenizer.eos_token_id]
-        rows.append(prompt)  # the target: the answer, <eos>, padding, T tokens in all
-        targets.append((answer + [pad_id_of(tokenizer)] * T)[:T])
+        if info["answer"] is not None:
+            rows.append(prompt)
+            answer = tokenizer.encode(info["answer"]) + [tokenizer.eos_token_id]
+            targets.append((answer + [pad_id_of(tokenizer)] * T)[:T])
     env.close()
-    if not rows:
-        return None
     prompts = encode_prompts(tokenizer, rows, prompt_len, device)
-    targets = torch.tensor(targets, dtype=torch.long, device=device)
-    tokens = torch.cat([prompts, targets], dim=1)
-    mask = completion_mask_of(targets, tokenizer.eos_token_id)
+    targets = torch.tensor(targets, dtype=torch.long, device=device).view(len(rows), T)
+    return torch.cat([prompts, targets], dim=1), targets, completion_mask_of(
+        targets, tokenizer.eos_token_id)
+
+
+def supervised_step(policy, optimizer, data, batch_size, prompt_len):
+    """One Adam step of cross-entropy on a random batch of the demonstrations, over the
+    answer's tokens and its <eos> (the mask); returns the loss."""
+    tokens, targets, mask = data
+    idx = torch.randint(len(tokens), (batch_size,), device=tokens.device)
+    logits = completion_logits(policy, tokens[idx], prompt_len)
+    nll = F.cross_entropy(logits.transpose(1, 2), targets[idx], reduction="none")
+    loss = (nll * mask[idx]).sum() / mask[idx].sum()
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    return loss.item()
+
+
+def warm_start(args, policy, run):
+    """Supervised fine-tuning before GRPO: --sft-steps steps on the demonstrations, the
+    held-out measures every --eval-every answers learned from (the curve's first phase).
+    With --sft-anneal-lr the rate of step k is sft_learning_rate * (1 - k / sft_steps).
+    Returns the final batch's loss (None without steps)."""
+    data = demonstrations(args, policy.tokenizer, policy.prompt_len, next(policy.parameters()).device)
     optimizer = torch.optim.Adam(policy.parameters(), lr=args.sft_learning_rate)
-    for step in range(args.sft_steps):
+    loss, every = None, args.eval_every
+    for step in range(args.sft_steps if len(data[0]) else 0):
         if args.sft_anneal_lr:  # linearly from --sft-learning-rate at the start to 0 at the end
             optimizer.param_groups[0]["lr"] = args.sft_learning_rate * (1 - step / args.sft_steps)
-        idx = torch.randint(len(tokens), (args.sft_batch_size,), device=device)
-        logits = completion_logits(policy, tokens[idx], prompt_len)
-        nll = F.cross_entropy(logits.transpose(1, 2), targets[idx], reduction="none")
-        loss = (nll * mask[idx]).sum() / mask[idx].sum()
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-    return loss.item()
+        loss = supervised_step(policy, optimizer, data, args.sft_batch_size, policy.prompt_len)
+        seen = (step + 1) * args.sft_batch_size
+        if every and seen // every > (seen - args.sft_batch_size) // every and step + 1 < args.sft_steps:
+            held_out(args, run, policy, policy, seen - args.sft_steps * args.sft_batch_size)
+    return loss
+
+
+@torch.no_grad()
+def held_out(args, run, policy, reference, step, n=None):
+    """What the model answers on the --eval-episodes held-out problems (the evaluation's,
+    seeded seed + 100,000; never trained on): its greedy accuracy, and from n (default
+    --eval-samples) answers sampled at the training temperature, c_j right of problem j's n, pass@1 and
+    pass@k (the mean over problems of pass_at_k), the mean completion length in tokens and
+    the KL to the reference, sum_t k3 per completion. A row of held_out.csv, its step the
+    answers learned from (negative: before GRPO, the warm start's) or the completions
+    sampled. Sampling draws on a random stream of its own, so training's is untouched.
+    Returns (the row, pass@k for k = 1..n)."""
+    tokenizer, P, T, n = policy.tokenizer, policy.prompt_len, args.max_new_tokens, n or args.eval_samples
+    device, envs = next(policy.parameters()).device, make_vector_env(args.env_id, args.eval_episodes)
+    correct, lengths, kls = 0, [], []
+    with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+        torch.manual_seed(args.seed + 100_000)
+        for j in range(n + 1):  # the greedy answers, then n sampled ones, of the same problems
+            prompts, _ = envs.reset(seed=args.seed + 100_000)
+            tokens, mask, logprobs, _ = sample(
+                policy, encode_prompts(tokenizer, prompts, P, device), T, tokenizer.eos_token_id,
+                pad_id_of(tokenizer), args.temperature, greedy=j == 0)
+            _, rewards, _, _, _ = envs.step(decode_completions(tokenizer, tokens[:, P:]))
+            if j == 0:
+                greedy = float(np.mean(rewards))
+                continue
+            ref = token_logprobs(completion_logits(reference, tokens, P), tokens[:, P:],
+                                 args.temperature)
+            correct = correct + (rewards == 1)
+            lengths.append(mask.sum(1).mean().item())
+            kls.append((k3_kl(logprobs, ref) * mask).sum(1).mean().item())
+    envs.close()
+    curve = [float(np.mean([pass_at_k(n, int(c), k) for c in correct])) for k in range(1, n + 1)]
+    row = {"accuracy": greedy, "pass@1": curve[0], f"pass@{args.pass_k}": curve[args.pass_k - 1],
+           "answer_length": float(np.mean(lengths)), "kl_to_reference": float(np.mean(kls))}
+    run.write_row("held_out.csv", global_step=step, wall_time=round(run.elapsed(), 4), **row)
+    return row, curve
 
 
 # ---------------------------------------------------------------------------------------
@@ -618,14 +704,17 @@ def train(args, policy, envs, run, device):
     log; until the budget, --stop-at-return or a non-finite loss."""
     tokenizer, prompt_len, T = policy.tokenizer, policy.prompt_len, args.max_new_tokens
     eos, pad = tokenizer.eos_token_id, pad_id_of(tokenizer)
-    sft_loss = warm_start(args, policy, tokenizer, prompt_len, device)
-    if sft_loss is not None and args.eval_episodes:
-        accuracy = evaluate(args, {"policy": policy}).mean()
-        print(f"{SCRIPT}: warm start: {args.sft_steps} supervised steps, loss {sft_loss:.3f}, "
-              f"held-out accuracy {accuracy:.3f} (greedy, {args.eval_episodes} problems)")
-        run.write_row("warm_start.csv", global_step=0, wall_time=round(run.elapsed(), 4),
-                      sft_steps=args.sft_steps, sft_loss=sft_loss,
-                      warm_start_accuracy=float(accuracy))
+    if args.warm_start:  # a warm start saved by another run (its warm_start.pt): the controls'
+        policy.load_state_dict(read_checkpoint(args.warm_start)["policy"])
+    else:
+        sft_loss = warm_start(args, policy, run)
+        if args.save_model:
+            save_checkpoint(os.path.join(run.path, "warm_start.pt"), {"policy": policy}, args)
+    if args.eval_episodes:  # where GRPO begins: what the run's verdict measures RL's gain from
+        start, start_curve = held_out(args, run, policy, policy, 0, max(64, args.eval_samples))
+        run.summary["start_return"] = start["accuracy"]
+        print(f"{SCRIPT}: warm start: held-out accuracy {start['accuracy']:.3f} (greedy), "
+              f"pass@1 {start['pass@1']:.3f}, pass@{args.pass_k} {start[f'pass@{args.pass_k}']:.3f}")
     reference = frozen_copy(policy)  # pi_ref: the policy where GRPO starts, for ever
     mask_model = frozen_copy(policy) if args.top_p < 1 else None  # NLPO's masking policy
     optimizer = torch.optim.Adam(policy.parameters(), lr=args.learning_rate)
@@ -653,6 +742,9 @@ def train(args, policy, envs, run, device):
             prompts, rewards, _, _, info = envs.step(completions)
             global_step += B * G
             run.step(global_step)  # progress line; evaluation every --eval-every completions
+            if args.eval_every and global_step // args.eval_every > (global_step - B * G) // args.eval_every:
+                if global_step < budget:  # the last one is the end's, below
+                    held_out(args, run, policy, reference, global_step)
             for i in np.flatnonzero(info["_episode"]):
                 run.episode(global_step, info["episode"]["r"][i], info["episode"]["l"][i])
             rewards = torch.tensor(rewards, dtype=torch.float32, device=device)
@@ -670,6 +762,8 @@ def train(args, policy, envs, run, device):
             continue
 
         # Targets: group-relative advantages, and the reference's log-probabilities.
+        if args.shuffle_rewards:  # the control: each group's rewards, credited at random
+            rewards = shuffle_within_groups(rewards, G)
         advantages = group_advantages(rewards, G, args.scale_rewards, args.baseline)
         with torch.no_grad():
             ref_logprobs = token_logprobs(completion_logits(reference, tokens, prompt_len),
@@ -712,6 +806,9 @@ def train(args, policy, envs, run, device):
                    approx_kl=approx_kl, reward_mean=torch.cat(rewards_seen).mean().item(),
                    completion_length=torch.cat(lengths).mean().item(),
                    groups_kept=len(buffer) // G)
+    if args.eval_episodes:  # where RL ended, measured as it began (64 answers a problem)
+        _, end_curve = held_out(args, run, policy, reference, global_step, max(64, args.eval_samples))
+        write_pass_at_k(run.path, start_curve, end_curve)  # Yue et al.'s picture
 
 
 def main(args: Args) -> dict:
@@ -766,9 +863,15 @@ def check_flags(args):
     for name in ("threads", "n_layer", "n_head", "n_embd", "max_new_tokens", "num_prompts",
                  "update_epochs", "num_minibatches", "learning_rate", "temperature",
                  "max_sample_rounds", "mask_sync_every", "max_grad_norm", "sft_batch_size",
-                 "sft_learning_rate"):
+                 "sft_learning_rate", "eval_samples"):
         if not getattr(args, name) > 0:
             fail(f"--{name.replace('_', '-')} must be positive, got {getattr(args, name)}")
+    if not 1 <= args.pass_k <= args.eval_samples:
+        fail(f"--pass-k must be from 1 to --eval-samples ({args.eval_samples}), got {args.pass_k}: "
+             "pass@k draws k of the n sampled answers")
+    if args.warm_start is not None and not os.path.isfile(args.warm_start):
+        fail(f"--warm-start {args.warm_start} is not a file; give a run's warm_start.pt "
+             "(written with --save-model)")
     for name in ("sft_steps", "sft_problems"):
         if getattr(args, name) < 0:
             fail(f"--{name.replace('_', '-')} must be 0 or more, got {getattr(args, name)}")
@@ -853,13 +956,17 @@ def greedy_policy(models, envs):
 
 # What a run is judged on, by environment id: (threshold, window of training episodes,
 # "eval": the final greedy evaluation, the accuracy on --eval-episodes held-out problems).
-GOALS = {"Addition-v0": (0.95, 20, "eval"), "Addition3-v0": (0.95, 20, "eval")}
+# AdditionPartial-v0's: RL's gain, the final evaluation less the warm start's, at least 0.3.
+GOALS = {"Addition-v0": (0.95, 20, "eval"), "Addition3-v0": (0.95, 20, "eval"),
+         "AdditionPartial-v0": (0.3, 20, "gain")}
 MODEL_FLAGS = ("model", "n_layer", "n_head", "n_embd", "max_new_tokens")
 # grpo.py's columns of updates.csv as TensorBoard's scalars, under CleanRL's names
 TENSORBOARD_NAMES = {
     "policy_loss": "losses/policy_loss", "approx_kl": "losses/approx_kl",
     "clipfrac": "losses/clipfrac", "kl": "losses/kl", "reward_mean": "charts/reward_mean",
     "completion_length": "charts/completion_length", "groups_kept": "charts/groups_kept",
+    "accuracy": "held_out/accuracy", "pass@1": "held_out/pass@1", "kl_to_reference":
+    "held_out/kl_to_reference", "answer_length": "held_out/completion_length",
 }
 
 
@@ -1059,7 +1166,9 @@ def goal(args):
     the environment (its benchmark task's goal, the README row's), else Gymnasium's
     reward_threshold (CartPole-v1's 475) over the last 20 training returns; --stop-at-return
     gives the threshold in place of either. holds_on "train": the mean of the last `window`
-    training returns at the end; "eval": the final greedy evaluation."""
+    training returns at the end; "eval": the final greedy evaluation; "gain": the final
+    greedy evaluation less the one where the run's learning began, summary's start_return
+    (grpo.py's warm start: what reinforcement learning added)."""
     name = args.env_id.rpartition(":")[2]
     threshold, window, holds_on = globals().get("GOALS", {}).get(name, (None, 20, "train"))
     source = "GOALS" if threshold is not None else "reward_threshold"
@@ -1149,7 +1258,8 @@ class RunWriter:
         self.ends.append(global_step)  # where it ended, for curve.png
         self.write_row("episodes.csv", global_step=global_step, wall_time=round(self.elapsed(), 4),
                        episode_return=float(episode_return), episode_length=int(episode_length))
-        self.reached(self.summary["solved_threshold"], global_step)  # records when
+        if self.summary["holds_on"] != "gain":  # a gain is measured once, at the end
+            self.reached(self.summary["solved_threshold"], global_step)  # records when
 
     def update(self, global_step, **diagnostics):
         wall_time = self.elapsed()
@@ -1225,7 +1335,7 @@ CHECKPOINT = "model.pt"
 EPISODE_FIELDS = ("global_step", "wall_time", "episode_return", "episode_length")
 SUMMARY_KEYS = ("algorithm", "env_id", "seed", "global_steps", "wall_time_s",
                 "train_return_last20", "eval_return_mean", "eval_return_std", "eval_episodes",
-                "solved_threshold", "solved_window", "holds_on", "end_return", "holds",
+                "solved_threshold", "solved_window", "holds_on", "start_return", "end_return", "holds",
                 "solved_at_step", "solved_at_time_s", "interrupted")
 # The columns every script writes, as TensorBoard's scalars under CleanRL's names (each point
 # at the row's global_step and wall_time); a column in neither these nor the script's own
@@ -1358,14 +1468,17 @@ def finish(args, run, trained=True):
         closing.append(f"{key} " + ("-" if summary[key] is None else f"{summary[key]:.2f}"))
     if threshold is not None:  # --stop-at-return, else GOALS's, else the environment's
         if summary["holds"] is not None:  # the end first: what a user gets from the run
-            end = ("the final evaluation" if summary["holds_on"] == "eval"
+            end = ("the final evaluation" if summary["holds_on"] == "eval" else
+                   f"the gain over the start ({summary['start_return']:.2f} -> "
+                   f"{summary['eval_return_mean']:.2f})" if summary["holds_on"] == "gain"
                    else f"the last-{window} mean at the end")
-            closing.append(f"{'holds' if summary['holds'] else 'does not hold'}: {end} "
-                           f"{summary['end_return']:.2f} {'>=' if summary['holds'] else '<'} "
-                           f"{threshold:g}")
+            value = f"{summary['end_return']:{'+' if summary['holds_on'] == 'gain' else ''}.2f}"
+            closing.append(f"{'holds' if summary['holds'] else 'does not hold'}: {end} {value} "
+                           f"{'>=' if summary['holds'] else '<'} {threshold:g}")
         lost = " (lost by the end)" if summary["solved_at_step"] and summary["holds"] is False else ""
-        closing.append(f"solved_at_step {summary['solved_at_step'] or 'not reached'} "
-                       f"(last-{window} mean >= {run.source} {threshold:g}){lost}")
+        if summary["holds_on"] != "gain":  # a gain has no training mean to reach it first
+            closing.append(f"solved_at_step {summary['solved_at_step'] or 'not reached'} "
+                           f"(last-{window} mean >= {run.source} {threshold:g}){lost}")
     if curve:
         closing.append(f"curve {curve}")
     elif run.returns:  # plot.py draws the training episodes, an unfinished run's on request
@@ -1379,12 +1492,17 @@ def finish(args, run, trained=True):
 def judge(run):
     """summary.json's end_return, the figure the run is judged on where it ends (not where it
     first got: a run can reach its threshold and lose it): the mean of the last solved_window
-    training returns (holds_on "train") or the final evaluation's mean ("eval"); and holds,
+    training returns (holds_on "train"), the final evaluation's mean ("eval") or that less
+    start_return ("gain"); and holds,
     end_return >= solved_threshold, null without either, or for a run stopped before its
     budget."""
     summary, window = run.summary, run.window
     summary["end_return"] = (summary["eval_return_mean"] if summary["holds_on"] == "eval" else
+                             None if summary["holds_on"] == "gain" else
                              run.recent_return(window) if len(run.returns) >= window else None)
+    if summary["holds_on"] == "gain" and None not in (summary["eval_return_mean"],
+                                                      summary["start_return"]):
+        summary["end_return"] = summary["eval_return_mean"] - summary["start_return"]
     summary["holds"] = (None if None in (summary["solved_threshold"], summary["end_return"])
                         or summary["interrupted"] else
                         summary["end_return"] >= summary["solved_threshold"])
@@ -1409,7 +1527,10 @@ def draw_curve(run):
     solved_window, the greedy evaluations (--eval-every's and the final one, mean and std)
     and solved_threshold, of the measure holds_on names. No pyplot: a Figure of its own, so a notebook's or a caller's
     figures are left alone. Returns the file's path, None where it draws nothing (the flag
-    off, or neither an episode nor an evaluation to draw)."""
+    off, or neither an episode nor an evaluation to draw). A script with a curve of its own
+    (draw_own_curve: grpo.py's phases) draws that instead."""
+    if "draw_own_curve" in globals():
+        return draw_own_curve(run) if run.args.curve else None
     summary = run.summary
     evaluations = list(run.evaluations)
     if summary["eval_return_mean"] is not None:
@@ -1496,11 +1617,14 @@ class AdditionEnv(gym.Env):
     Problems are drawn uniformly with the environment's np_random; a tenth of them (by a
     hash of the problem, fixed for ever) are held out: training (held_out=False) never
     poses them and the evaluation (held_out=True) poses only them. info["answer"] is the
-    reference completion, for the supervised warm start only."""
+    worked answer, for the supervised warm start only: every problem has one, except that
+    of the problems whose ones column carries (a mod 10 + b mod 10 >= 10) only the share
+    carry_demos (by another fixed hash) has one, the others None."""
     metadata = {"render_modes": ["rgb_array"], "render_fps": 1}
 
-    def __init__(self, digits=2, held_out=False, render_mode=None):
+    def __init__(self, digits=2, held_out=False, carry_demos=1.0, render_mode=None):
         self.digits, self.held_out, self.render_mode = digits, held_out, render_mode
+        self.carry_demos = carry_demos
         self.observation_space = gym.spaces.Text(2 * digits + 2, min_length=4,
                                                  charset="0123456789+=")
         self.action_space = gym.spaces.Text(digits + 1, min_length=0, charset="0123456789")
@@ -1513,7 +1637,9 @@ class AdditionEnv(gym.Env):
             if (zlib.crc32(f"{a}+{b}".encode()) % 10 == 0) == self.held_out:
                 break
         self.prompt, self.completion = f"{a}+{b}=", ""
-        return self.prompt, {"answer": str(a + b)}
+        demo = (a % 10 + b % 10 < 10
+                or zlib.crc32(f"demo {a}+{b}".encode()) % 10_000 < self.carry_demos * 10_000)
+        return self.prompt, {"answer": str(a + b) if demo else None}
 
     def step(self, action):
         self.completion = action
@@ -1525,12 +1651,60 @@ class AdditionEnv(gym.Env):
 
 
 def register_tasks():
-    """Register Addition-v0 (2 digits) and Addition3-v0 (3 digits), each with its accuracy
-    goal, 0.95, as reward_threshold."""
-    for env_id, digits in (("Addition-v0", 2), ("Addition3-v0", 3)):
+    """Register Addition-v0 (2 digits) and Addition3-v0 (3 digits), every problem with its
+    worked answer and the accuracy goal 0.95 as reward_threshold; and AdditionPartial-v0, 2
+    digits whose worked answers leave out 98% of the problems that carry in the ones column,
+    judged on RL's gain (GOALS)."""
+    for env_id, digits, carry_demos in (("Addition-v0", 2, 1.0), ("Addition3-v0", 3, 1.0),
+                                        ("AdditionPartial-v0", 2, 0.02)):
         if env_id not in gym.registry:
-            gym.register(env_id, entry_point=AdditionEnv, kwargs={"digits": digits},
-                         reward_threshold=0.95)
+            gym.register(env_id, entry_point=AdditionEnv, reward_threshold=0.95,
+                         kwargs={"digits": digits, "carry_demos": carry_demos})
+
+
+def write_pass_at_k(path, start, end):
+    """pass_at_k.csv: pass@k for k = 1..n at the warm start and at the end of GRPO."""
+    with open(os.path.join(path, "pass_at_k.csv"), "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["k", "warm_start", "end"])
+        writer.writerows([k, a, b] for k, (a, b) in enumerate(zip(start, end), start=1))
+
+
+def draw_own_curve(run):
+    """curve.png (the stamped draw_curve hands grpo.py's run here): held_out.csv's greedy
+    accuracy, pass@1 and pass@k against the answers learned from, the warm start's before 0
+    and GRPO's completions after it, with the final evaluation and the goal (the warm
+    start's accuracy plus GOALS's gain). Batches of completions make a mean of the last 20
+    episodes a sample of one batch, so it is not drawn. Returns the file's path, None
+    without a held-out row."""
+    path = os.path.join(run.path, "held_out.csv")
+    rows = list(csv.DictReader(open(path))) if os.path.exists(path) else []
+    if not rows:
+        return None
+    from matplotlib.figure import Figure  # only a run that draws pays for the import
+    summary, k = run.summary, run.args.pass_k
+    fig = Figure(figsize=(7, 4.2), layout="constrained")
+    ax = fig.add_subplot()
+    steps = [int(row["global_step"]) for row in rows]
+    for column, style in (("accuracy", "o-"), ("pass@1", "s-"), (f"pass@{k}", "^-")):
+        label = "greedy accuracy" if column == "accuracy" else f"{column} (sampled)"
+        ax.plot(steps, [float(row[column]) for row in rows], style, ms=4, label=label)
+    ax.axvline(0, color="gray", lw=1)
+    ax.text(0, 0.02, " GRPO starts", color="gray", fontsize="small", transform=ax.get_xaxis_transform())
+    if summary["eval_return_mean"] is not None:
+        ax.plot([summary["global_steps"]], [summary["eval_return_mean"]], "*", ms=12, color="C3",
+                label="final evaluation (greedy)")
+    if summary["holds_on"] == "gain" and summary["start_return"] is not None:
+        ax.axhline(summary["start_return"] + summary["solved_threshold"], ls="--", color="gray",
+                   label=f"goal: the warm start + {summary['solved_threshold']:g}")
+    stopped = " (interrupted)" if summary["interrupted"] else ""
+    ax.set(xlabel="answers learned from: the warm start's (< 0), then GRPO's completions",
+           ylabel="held-out accuracy", ylim=(0, 1.02),
+           title=f"{SCRIPT} on {summary['env_id']}, seed {summary['seed']}{stopped}")
+    ax.grid(alpha=0.3)
+    ax.legend(loc="lower right", fontsize="small")
+    fig.savefig(os.path.join(run.path, "curve.png"), dpi=100)
+    return os.path.join(run.path, "curve.png")
 
 
 # A 3 x 5 pixel font, each glyph's rows top to bottom; any other character is a box.

@@ -216,7 +216,9 @@ def goal(args):
     the environment (its benchmark task's goal, the README row's), else Gymnasium's
     reward_threshold (CartPole-v1's 475) over the last 20 training returns; --stop-at-return
     gives the threshold in place of either. holds_on "train": the mean of the last `window`
-    training returns at the end; "eval": the final greedy evaluation."""
+    training returns at the end; "eval": the final greedy evaluation; "gain": the final
+    greedy evaluation less the one where the run's learning began, summary's start_return
+    (grpo.py's warm start: what reinforcement learning added)."""
     name = args.env_id.rpartition(":")[2]
     threshold, window, holds_on = globals().get("GOALS", {}).get(name, (None, 20, "train"))
     source = "GOALS" if threshold is not None else "reward_threshold"
@@ -308,7 +310,8 @@ class RunWriter:
         self.ends.append(global_step)  # where it ended, for curve.png
         self.write_row("episodes.csv", global_step=global_step, wall_time=round(self.elapsed(), 4),
                        episode_return=float(episode_return), episode_length=int(episode_length))
-        self.reached(self.summary["solved_threshold"], global_step)  # records when
+        if self.summary["holds_on"] != "gain":  # a gain is measured once, at the end
+            self.reached(self.summary["solved_threshold"], global_step)  # records when
 
     def update(self, global_step, **diagnostics):
         wall_time = self.elapsed()
@@ -403,7 +406,7 @@ CHECKPOINT = "model.npz"
 EPISODE_FIELDS = ("global_step", "wall_time", "episode_return", "episode_length")
 SUMMARY_KEYS = ("algorithm", "env_id", "seed", "global_steps", "wall_time_s",
                 "train_return_last20", "eval_return_mean", "eval_return_std", "eval_episodes",
-                "solved_threshold", "solved_window", "holds_on", "end_return", "holds",
+                "solved_threshold", "solved_window", "holds_on", "start_return", "end_return", "holds",
                 "solved_at_step", "solved_at_time_s", "interrupted")
 # The columns every script writes, as TensorBoard's scalars under CleanRL's names (each point
 # at the row's global_step and wall_time); a column in neither these nor the script's own
@@ -558,14 +561,17 @@ def finish(args, run, trained=True):
         closing.append(f"{key} " + ("-" if summary[key] is None else f"{summary[key]:.2f}"))
     if threshold is not None:  # --stop-at-return, else GOALS's, else the environment's
         if summary["holds"] is not None:  # the end first: what a user gets from the run
-            end = ("the final evaluation" if summary["holds_on"] == "eval"
+            end = ("the final evaluation" if summary["holds_on"] == "eval" else
+                   f"the gain over the start ({summary['start_return']:.2f} -> "
+                   f"{summary['eval_return_mean']:.2f})" if summary["holds_on"] == "gain"
                    else f"the last-{window} mean at the end")
-            closing.append(f"{'holds' if summary['holds'] else 'does not hold'}: {end} "
-                           f"{summary['end_return']:.2f} {'>=' if summary['holds'] else '<'} "
-                           f"{threshold:g}")
+            value = f"{summary['end_return']:{'+' if summary['holds_on'] == 'gain' else ''}.2f}"
+            closing.append(f"{'holds' if summary['holds'] else 'does not hold'}: {end} {value} "
+                           f"{'>=' if summary['holds'] else '<'} {threshold:g}")
         lost = " (lost by the end)" if summary["solved_at_step"] and summary["holds"] is False else ""
-        closing.append(f"solved_at_step {summary['solved_at_step'] or 'not reached'} "
-                       f"(last-{window} mean >= {run.source} {threshold:g}){lost}")
+        if summary["holds_on"] != "gain":  # a gain has no training mean to reach it first
+            closing.append(f"solved_at_step {summary['solved_at_step'] or 'not reached'} "
+                           f"(last-{window} mean >= {run.source} {threshold:g}){lost}")
     if curve:
         closing.append(f"curve {curve}")
     elif run.returns:  # plot.py draws the training episodes, an unfinished run's on request
@@ -579,12 +585,17 @@ def finish(args, run, trained=True):
 def judge(run):
     """summary.json's end_return, the figure the run is judged on where it ends (not where it
     first got: a run can reach its threshold and lose it): the mean of the last solved_window
-    training returns (holds_on "train") or the final evaluation's mean ("eval"); and holds,
+    training returns (holds_on "train"), the final evaluation's mean ("eval") or that less
+    start_return ("gain"); and holds,
     end_return >= solved_threshold, null without either, or for a run stopped before its
     budget."""
     summary, window = run.summary, run.window
     summary["end_return"] = (summary["eval_return_mean"] if summary["holds_on"] == "eval" else
+                             None if summary["holds_on"] == "gain" else
                              run.recent_return(window) if len(run.returns) >= window else None)
+    if summary["holds_on"] == "gain" and None not in (summary["eval_return_mean"],
+                                                      summary["start_return"]):
+        summary["end_return"] = summary["eval_return_mean"] - summary["start_return"]
     summary["holds"] = (None if None in (summary["solved_threshold"], summary["end_return"])
                         or summary["interrupted"] else
                         summary["end_return"] >= summary["solved_threshold"])
@@ -609,7 +620,10 @@ def draw_curve(run):
     solved_window, the greedy evaluations (--eval-every's and the final one, mean and std)
     and solved_threshold, of the measure holds_on names. No pyplot: a Figure of its own, so a notebook's or a caller's
     figures are left alone. Returns the file's path, None where it draws nothing (the flag
-    off, or neither an episode nor an evaluation to draw)."""
+    off, or neither an episode nor an evaluation to draw). A script with a curve of its own
+    (draw_own_curve: grpo.py's phases) draws that instead."""
+    if "draw_own_curve" in globals():
+        return draw_own_curve(run) if run.args.curve else None
     summary = run.summary
     evaluations = list(run.evaluations)
     if summary["eval_return_mean"] is not None:

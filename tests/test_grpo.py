@@ -23,10 +23,12 @@ from conftest import approx, detached, read_csv, same_seed_episodes, spy_on, ten
 LN2, LN3 = math.log(2.0), math.log(3.0)
 # A tiny run: 4 prompts in groups of 4 (16 completions a batch), a one-block transformer
 TINY = dict(total_timesteps=64, num_prompts=4, group_size=4, sft_steps=3, sft_problems=16,
-            n_layer=1, n_head=2, n_embd=16, eval_episodes=2, tensorboard=False, curve=False)
+            n_layer=1, n_head=2, n_embd=16, eval_episodes=2, eval_every=0, eval_samples=2,
+            pass_k=2, tensorboard=False, curve=False)
 TINY_FLAGS = ["--total-timesteps", "64", "--num-prompts", "4", "--group-size", "4",
               "--sft-steps", "3", "--sft-problems", "16", "--n-layer", "1", "--n-head", "2",
-              "--n-embd", "16", "--eval-episodes", "2"]
+              "--n-embd", "16", "--eval-episodes", "2", "--eval-every", "0", "--eval-samples", "2",
+              "--pass-k", "2"]
 
 
 def tiny_args(tmp_path, **flags):
@@ -588,11 +590,15 @@ def test_training_poses_only_training_problems(tmp_path, monkeypatch):
         return lambda obs, info: evaluated.extend(obs) or act(obs, info)
     monkeypatch.setattr(grpo, "greedy_policy", spy)
     grpo.main(tiny_args(tmp_path, eval_episodes=8))
-    # paid in turn: the warm start's evaluation (8), the 64 training completions, the final 8
-    assert len(asked) == 8 + 64 + 8 and len(evaluated) == 16
-    assert asked[:8] + asked[-8:] == evaluated
-    assert not any(zlib.crc32(p[:-1].encode()) % 10 == 0 for p in asked[8:72])
-    assert all(zlib.crc32(p[:-1].encode()) % 10 == 0 for p in evaluated)
+    # paid in turn: the warm start's held-out measures (8 greedy, then 64 samples of each of
+    # the 8), the 64 training completions, the end's held-out measures (as the start's),
+    # then the final greedy evaluation's 8
+    measured = 8 + 64 * 8
+    assert len(asked) == measured + 64 + measured + 8 and len(evaluated) == 8
+    assert asked[-8:] == evaluated and asked[:8] == asked[-measured - 8:-measured] == evaluated
+    training = asked[measured:measured + 64]
+    assert not any(zlib.crc32(p[:-1].encode()) % 10 == 0 for p in training)
+    assert all(zlib.crc32(p[:-1].encode()) % 10 == 0 for p in asked if p not in training)
 
 
 def test_the_evaluation_decodes_greedily(tmp_path):
@@ -810,7 +816,7 @@ def test_the_warm_starts_targets_are_the_answer_then_the_end_token(tmp_path, mon
     inputs = spy_on(monkeypatch, grpo, "completion_logits",
                     lambda model, tokens, p: tokens.clone())
     targets = spy_on(monkeypatch, grpo.F, "cross_entropy", lambda x, target, **k: target.clone())
-    grpo.warm_start(args, policy, tokenizer, prompt_len, "cpu")
+    grpo.warm_start(args, policy, None)  # --eval-every 0: no held-out row to write
     assert len(inputs) == len(targets) == 2
     for tokens, target in zip(inputs, targets):
         assert tokens.shape == (8, prompt_len + 5) and torch.equal(tokens[:, prompt_len:], target)
@@ -831,7 +837,10 @@ def test_smoke_run_writes_every_file_and_its_model_evaluates(tmp_path, check_run
     assert [int(u["global_step"]) for u in updates] == [16, 32, 48, 64]
     assert list(updates[0])[3:] == ["policy_loss", "kl", "clipfrac", "approx_kl", "reward_mean",
                                     "completion_length", "groups_kept"]
-    assert summary["solved_threshold"] == 0.95 and summary["global_steps"] == 64
+    # the default task's goal: RL's gain, the final evaluation less the warm start's
+    assert summary["solved_threshold"] == 0.3 and summary["holds_on"] == "gain"
+    assert summary["end_return"] == summary["eval_return_mean"] - summary["start_return"]
+    assert summary["global_steps"] == 64
     evaluated = grpo.main(tiny_args(tmp_path / "eval", eval_checkpoint=path))
     assert evaluated["eval_return_mean"] == summary["eval_return_mean"]
 
@@ -1001,6 +1010,169 @@ def test_the_hugging_face_policy_counts_the_same_tokens(tmp_path):
 
 
 # ---------------------------------------------------------------------------------------
+# pass@k, the shuffled control, the partial warm start, the held-out measures and the phases
+# ---------------------------------------------------------------------------------------
+@pytest.mark.parametrize("n, c, k, expected", [
+    (5, 2, 2, 0.7),        # 1 - C(3, 2) / C(5, 2) = 1 - 3/10
+    (8, 3, 1, 3 / 8),      # k = 1: 1 - C(5, 1) / C(8, 1) = 1 - 5/8 = c/n, the sampled accuracy
+    (10, 1, 3, 0.3),       # 1 - C(9, 3) / C(10, 3) = 1 - 84/120 = 36/120
+    (6, 0, 3, 0.0),        # c = 0: 1 - C(6, 3) / C(6, 3): no draw holds a right answer
+    (6, 6, 3, 1.0),        # c = n: every draw does
+    (4, 1, 4, 1.0),        # k = n with c >= 1: n - c = 3 < 4, the draw is all n answers
+    (4, 0, 4, 0.0),        # k = n with c = 0: 1 - C(4, 4) / C(4, 4)
+    (5, 3, 3, 1.0),        # n - c = 2 < k = 3: every 3 of 5 hold one of the 3 right
+])
+def test_pass_at_k_by_hand(n, c, k, expected):
+    assert grpo.pass_at_k(n, c, k) == pytest.approx(expected, abs=1e-12)
+
+
+@pytest.mark.parametrize("n, c, k", [(4, 1, 5), (4, 1, 0), (4, 5, 2), (4, -1, 2)])
+def test_pass_at_k_refuses_an_impossible_draw(n, c, k):
+    with pytest.raises(ValueError, match="pass@k needs"):
+        grpo.pass_at_k(n, c, k)
+
+
+def test_the_shuffled_control_permutes_rewards_within_each_group_only():
+    # two groups of 4 with values of their own: after any shuffle each group holds the same
+    # values (its mean and spread kept), none crosses to the other; over 200 shuffles every
+    # value lands in every position of its group (credit at random), not only where it was
+    rewards = torch.tensor([1.0, 2.0, 3.0, 4.0, 10.0, 20.0, 30.0, 40.0])
+    generator = torch.Generator().manual_seed(0)
+    seen = [set() for _ in range(8)]
+    for _ in range(200):
+        shuffled = grpo.shuffle_within_groups(rewards, 4, generator)
+        assert sorted(shuffled[:4].tolist()) == [1, 2, 3, 4]
+        assert sorted(shuffled[4:].tolist()) == [10, 20, 30, 40]
+        for i, value in enumerate(shuffled.tolist()):
+            seen[i].add(value)
+    assert all(seen[i] == {1, 2, 3, 4} for i in range(4))
+    assert all(seen[i] == {10, 20, 30, 40} for i in range(4, 8))
+
+
+@pytest.mark.parametrize("shuffle", [False, True])
+def test_shuffle_rewards_hands_the_advantages_the_shuffled_rewards(tmp_path, monkeypatch,
+                                                                  shuffle):
+    # --shuffle-rewards: group_advantages gets shuffle_within_groups's output, a permutation
+    # of the rewards paid within each group; without it, the rewards as paid, unshuffled
+    paid = pay_at_random(monkeypatch)
+    shuffled = spy_on(monkeypatch, grpo, "shuffle_within_groups", lambda r, g, *a: r.clone())
+    got = spy_on(monkeypatch, grpo, "group_advantages", lambda r, *a, **k: r.clone())
+    grpo.main(tiny_args(tmp_path, eval_episodes=0, shuffle_rewards=shuffle))
+    assert len(got) == 4 and len(shuffled) == (4 if shuffle else 0)
+    for u, rewards in enumerate(got):
+        as_paid = torch.tensor(paid[16 * u:16 * (u + 1)])
+        if shuffle:
+            assert torch.equal(shuffled[u], as_paid)
+        for g in range(4):  # each group keeps its own rewards
+            assert sorted(rewards[4 * g:4 * g + 4].tolist()) == sorted(as_paid[4 * g:4 * g + 4].tolist())
+        if not shuffle:
+            assert torch.equal(rewards, as_paid)
+
+
+def test_the_partial_tasks_worked_answers_leave_out_most_carries():
+    # AdditionPartial-v0: a problem whose ones column carries (a % 10 + b % 10 >= 10) has a
+    # worked answer only where crc32("demo a+b") % 10,000 < 200 (2%); every other problem has
+    # one. Addition-v0: every problem. The reward checks every sum on both.
+    grpo.register_tasks()
+    for env_id, share in (("AdditionPartial-v0", 0.02), ("Addition-v0", 1.0)):
+        env = gym.make(env_id)
+        with_answer = {True: 0, False: 0}
+        for i in range(3000):
+            prompt, info = env.reset(seed=i)
+            a, b = (int(x) for x in prompt[:-1].split("+"))
+            carry = a % 10 + b % 10 >= 10
+            demo = not carry or zlib.crc32(f"demo {a}+{b}".encode()) % 10_000 < share * 10_000
+            assert info["answer"] == (str(a + b) if demo else None)
+            with_answer[carry] += info["answer"] is not None
+            assert env.step(str(a + b))[1] == 1.0
+        if share < 1:
+            assert with_answer[True] < 0.05 * with_answer[False]
+        else:
+            assert with_answer[True] > 0.6 * with_answer[False]
+
+
+def test_the_warm_start_learns_only_from_problems_with_a_worked_answer(tmp_path):
+    # demonstrations(): --sft-problems rows, every one a training problem with an answer:
+    # on AdditionPartial-v0 carries only from the 2% that have one
+    grpo.register_tasks()
+    args = tiny_args(tmp_path, sft_problems=400)
+    tokenizer, prompt_len = grpo.check_env(args)
+    tokens, targets, mask = grpo.demonstrations(args, tokenizer, prompt_len, "cpu")
+    assert tokens.shape == (400, prompt_len + 5) and torch.equal(tokens[:, prompt_len:], targets)
+    for row in tokens.tolist():
+        a, b = (int(x) for x in tokenizer.decode([t for t in row[:prompt_len] if t])[:-1].split("+"))
+        assert zlib.crc32(f"{a}+{b}".encode()) % 10  # never a held-out problem
+        assert a % 10 + b % 10 < 10 or zlib.crc32(f"demo {a}+{b}".encode()) % 10_000 < 200
+
+
+def test_held_out_measures_and_the_curves_phases(tmp_path, monkeypatch):
+    # --eval-every 16 with 3 supervised steps of 8 answers: a warm-start row where 16 answers
+    # were learned from (16 - 24 = -8 before GRPO starts), the warm start's at 0, GRPO's at
+    # 16, 32, 48 and the end's at 64; the curve draws those rows, the warm start's phase
+    # left of 0 and GRPO's right of it, and no mean of the last 20 episodes
+    from matplotlib.figure import Figure
+    saved, savefig = [], Figure.savefig
+    monkeypatch.setattr(Figure, "savefig", lambda self, *a, **k: saved.append(self) or savefig(self, *a, **k))
+    summary = grpo.main(tiny_args(tmp_path, sft_batch_size=8, eval_every=16, curve=True))
+    (path,) = glob.glob(str(tmp_path / "*"))
+    rows = read_csv(os.path.join(path, "held_out.csv"))
+    assert [int(r["global_step"]) for r in rows] == [-8, 0, 16, 32, 48, 64]
+    assert list(rows[0])[2:] == ["accuracy", "pass@1", "pass@2", "answer_length", "kl_to_reference"]
+    assert float(rows[1]["kl_to_reference"]) == pytest.approx(0, abs=1e-6)  # the reference itself
+    assert summary["start_return"] == float(rows[1]["accuracy"])
+    assert read_csv(os.path.join(path, "pass_at_k.csv"))[0].keys() == {"k", "warm_start", "end"}
+    assert len(read_csv(os.path.join(path, "pass_at_k.csv"))) == 64  # k = 1..64
+    (fig,) = saved
+    lines = {line.get_label(): line for line in fig.axes[0].lines}
+    assert "greedy accuracy" in lines and not any("last" in label for label in lines)
+    assert list(lines["greedy accuracy"].get_xdata()) == [-8, 0, 16, 32, 48, 64]
+
+
+def test_a_warm_start_checkpoint_replaces_the_supervised_steps(tmp_path, monkeypatch):
+    # --save-model writes warm_start.pt, the policy where GRPO began; --warm-start PATH
+    # starts another run there: no supervised step, the reference equals that checkpoint
+    first = grpo.main(tiny_args(tmp_path / "a", save_model=True, eval_episodes=0))
+    (folder,) = glob.glob(str(tmp_path / "a" / "*"))
+    saved = torch.load(os.path.join(folder, "warm_start.pt"), weights_only=True)["policy"]
+    steps = spy_on(monkeypatch, grpo, "supervised_step", lambda *a: None)
+    made = spy_on(monkeypatch, grpo, "frozen_copy", lambda m: {k: v.clone() for k, v in m.state_dict().items()})
+    grpo.main(tiny_args(tmp_path / "b", warm_start=os.path.join(folder, "warm_start.pt"),
+                        eval_episodes=0))
+    assert steps == [] and all(torch.equal(made[0][k], v) for k, v in saved.items())
+    assert first["global_steps"] == 64
+
+
+def test_continued_supervision_starts_from_the_same_checkpoint_on_the_same_data(tmp_path,
+                                                                               monkeypatch):
+    # benchmarks/grpo_controls.py's sft arm: the policy it first measures is warm_start.pt,
+    # its data the warm start's own demonstrations (the same problems and answers), and it
+    # learns from as many answers as GRPO sampled (64 / 8 = 8 steps of 8)
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("grpo_controls", os.path.join(
+        os.path.dirname(grpo.__file__), "benchmarks", "grpo_controls.py"))
+    controls = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(controls)
+    data = spy_on(monkeypatch, grpo, "demonstrations", lambda *a: None)
+    grpo.main(tiny_args(tmp_path / "a", save_model=True, eval_episodes=0, sft_batch_size=8))
+    (folder,) = glob.glob(str(tmp_path / "a" / "*"))
+    saved = torch.load(os.path.join(folder, "warm_start.pt"), weights_only=True)["policy"]
+    first = spy_on(monkeypatch, grpo, "held_out", lambda a, run, policy, *r, **k: {
+        k: v.clone() for k, v in policy.state_dict().items()})
+    steps = spy_on(monkeypatch, grpo, "supervised_step", lambda policy, opt, d, *a: d)
+    flags = {f: TINY[f] for f in ("total_timesteps", "sft_problems", "n_layer", "n_head", "n_embd",
+                                  "eval_episodes", "eval_samples", "pass_k")}
+    controls.sft_arm(str(tmp_path / "c"), 1, os.path.join(folder, "warm_start.pt"), 1e-3,
+                     sft_batch_size=8, eval_every=0, **flags)
+    assert all(torch.equal(first[0][k], v) for k, v in saved.items())
+    assert len(steps) == 8
+    warm, again = grpo.demonstrations, None  # the sft arm's data is the warm start's
+    args = tiny_args(tmp_path, sft_batch_size=8)
+    tokenizer, prompt_len = grpo.check_env(args)
+    again = warm(args, tokenizer, prompt_len, "cpu")
+    assert all(torch.equal(x, y) for x, y in zip(steps[0], again))
+
+
+# ---------------------------------------------------------------------------------------
 # Bad input: one line, exit status 2
 # ---------------------------------------------------------------------------------------
 @pytest.mark.parametrize("argv, message", [
@@ -1018,6 +1190,10 @@ def test_the_hugging_face_policy_counts_the_same_tokens(tmp_path):
     (["--model", "no/such/folder"], "--model no/such/folder is not a folder"),
     (["--env-id", "CartPole-v1"], "CartPole-v1 has a Box observation and a Discrete action "
      "space; grpo.py needs Text for both"),
+    (["--pass-k", "65", "--eval-samples", "64"], "--pass-k must be from 1 to --eval-samples (64), got 65"),
+    (["--pass-k", "0"], "--pass-k must be from 1 to --eval-samples (16), got 0"),
+    (["--eval-samples", "0"], "--eval-samples must be positive, got 0"),
+    (["--warm-start", "no/such/warm_start.pt"], "--warm-start no/such/warm_start.pt is not a file"),
 ])
 def test_bad_input_is_one_line_and_exit_status_2(argv, message, check_usage_error):
     check_usage_error("grpo.py", argv, message)
@@ -1042,5 +1218,5 @@ def test_a_tokenizer_that_cannot_write_the_tasks_characters_is_bad_input(tmp_pat
                                                                         check_usage_error):
     folder = save_tiny_hf_model(tmp_path / "no-plus", characters="0123456789=")
     check_usage_error("grpo.py", [*TINY_FLAGS, "--model", folder],
-                      f"--model {folder}'s tokenizer cannot write '+', which Addition-v0's "
+                      f"--model {folder}'s tokenizer cannot write '+', which AdditionPartial-v0's "
                       "prompts and answers use")

@@ -1627,6 +1627,39 @@ def test_an_evaluation_goal_holds_at_its_threshold_exactly_and_says_so(script, t
 
 
 @pytest.mark.parametrize("script", BLOCK)
+def test_a_gain_goal_judges_the_final_evaluation_less_the_start(script, tmp_path, monkeypatch,
+                                                                capsys):
+    # GOALS judges ThreeSteps-v0 on the gain, threshold 0.3: from a start of 0.5 (the
+    # evaluation the script records in start_return, grpo.py's warm start) evaluations of
+    # 0.75 and 0.95 (mean 0.85) gain 0.85 - 0.5 = 0.35 >= 0.3 and hold; 0.6 and 0.7 (0.65)
+    # gain 0.15 and do not. Training returns of 1 (a last-20 mean of 1 >= 0.3) never record
+    # solved_at_step: a gain is measured at the end alone. No start recorded: no verdict.
+    module = module_of(script)
+    monkeypatch.setattr(module, "GOALS", {"ThreeSteps-v0": (0.3, 20, "gain")}, raising=False)
+    for returns, start, holds in (([0.75, 0.95], 0.5, True), ([0.6, 0.7], 0.5, False),
+                                  ([0.75, 0.95], None, None)):
+        monkeypatch.setattr(module, "evaluate", lambda *a, r=returns: np.array(r))
+        args = module.Args(output_dir=str(tmp_path / f"{holds}"), tensorboard=False,
+                           eval_episodes=2, env_id=NO_GOAL)
+        run = module.RunWriter(args, "cpu", {})
+        run.summary["start_return"] = start
+        for k in range(1, 26):
+            run.episode(k, 1.0, 1)
+        summary = module.finish(args, run)
+        mean = sum(returns) / 2
+        assert summary["solved_at_step"] is None and summary["holds"] is holds
+        closing = capsys.readouterr().out.splitlines()[-1]
+        assert "solved_at_step" not in closing
+        if start is None:
+            assert summary["end_return"] is None and "hold" not in closing.replace("holds_on", "")
+            continue
+        assert summary["end_return"] == pytest.approx(mean - start)
+        said = "holds" if holds else "does not hold"
+        assert (f"| {said}: the gain over the start (0.50 -> {mean:.2f}) "
+                f"{mean - start:+.2f} {'>=' if holds else '<'} 0.3 |") in closing
+
+
+@pytest.mark.parametrize("script", BLOCK)
 def test_the_curve_of_evaluations_alone_and_of_nothing(script, tmp_path, monkeypatch):
     # No training episode (an --eval-checkpoint run): the curve draws the evaluations, the
     # --eval-every one at step 10 (mean 1, std 0.5) and the final one at global_steps 20
