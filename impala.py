@@ -72,7 +72,7 @@ cleanba_impala.py) are named where they differ from it:
     over the whole 300k budget, always 5-10 below the targets: every advantage carried that
     gap, the policy gradient was noise scaled by it, and Adam turned the noise into steps
     of the full learning rate that walked a policy at 500 away from it (4 of 20 fresh
-    seeds fell; docs/teach/impala.md).
+    seeds fell; benchmarks/results.md, impala.py's notes).
   - One actor per vector of N environments rather than per environment: fewer processes.
 
 As in the authors' code, the learning rate falls linearly to 0 over the budget. Atari ids
@@ -227,7 +227,7 @@ class Args:
     """entropy bonus coefficient c_e (0.01 in the paper's Atari runs)"""
     vf_coef: float = 0.5
     """value loss coefficient c_v (the paper's baseline cost, 0.5)"""
-    # 0.01 chosen on CartPole's tuning seeds 1-10 (docs/teach/impala.md); 0 is the paper's
+    # 0.01 chosen on CartPole's tuning seeds 1-10 (benchmarks/results.md); 0 is the paper's
     # critic, which regresses vs itself.
     popart_beta: float = 0.01
     """PopArt: the step of the running mean and std of the value targets (0: no PopArt)"""

@@ -163,7 +163,7 @@ class Args:
     # failure (seed 11), its gradients shrink 60-fold, and at 1e-8 RAdam divides the first
     # failure's gradient by that small root and overturns the policy in one update; an epsilon
     # above the quiet stretch's root bounds those steps (seeds 11 and 126 fell at 1e-8 and hold
-    # at 1e-4, 3e-4 and 1e-3) (issue 86, docs/teach/pqn.md).
+    # at 1e-4, 3e-4 and 1e-3) (issue 86, benchmarks/results.md).
     adam_eps: float = 3e-4
     """RAdam's epsilon, added to the root of its running mean square of the gradient"""
     hidden_size: int = 128

@@ -71,7 +71,7 @@ def test_the_epsilon_schedule_by_hand():
 def test_the_default_epsilon_falls_to_0_05_over_the_first_100k_steps():
     # The defaults: 1 -> 0.05 over 0.2 * 500,000 = 100,000 steps: halfway 1 + (0.05 - 1) *
     # 0.5 = 0.525, then 0.05 to the end of the budget (issue 86 tried 0.075: seed 126 still
-    # fell, docs/teach/pqn.md).
+    # fell, benchmarks/results.md, pqn.py's notes).
     args = pqn.Args()
     duration = args.exploration_fraction * args.total_timesteps
     assert (args.start_e, args.end_e, duration) == (1.0, 0.05, 100_000)
