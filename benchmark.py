@@ -114,6 +114,9 @@ class Task:
     """whether a run holds is read on its final greedy evaluation, not on the training mean:
     the goal is an evaluation figure (Q-learning's and Pendulum's goals, es.py's, whose
     training episodes are the population's perturbed members, not the policy it returns)"""
+    holds_on_gain: bool = False
+    """the threshold is a gain: the final greedy evaluation less the run's start_return (grpo.py's
+    warm start), what reinforcement learning added"""
 
     @property
     def name(self):
@@ -138,6 +141,19 @@ ES_PENDULUM = ["--total-timesteps", "3000000", "--population-size", "32",
 # grpo.py: the held-out accuracy every 4,096 completions too (the figure's second panel), and
 # the field's corrections of GRPO as grpo.py's flags: label -> (name, flags)
 GRPO_EVAL = ["--eval-every", "4096"]
+# issue 84's defaults on Addition-v0 (every sum with its worked answer), before issue 92's
+GRPO_ADDITION = ["--total-timesteps", "25600", "--sft-steps", "3000",
+                 "--learning-rate", "1e-4", "--beta", "0.04", "--num-minibatches", "2",
+                 *GRPO_EVAL]
+
+
+def grpo_addition(flags=()):
+    """GRPO_ADDITION's pairs with a correction's flags after them; a flag that both give is
+    the correction's alone (DAPO's --beta 0), so that each command names it once."""
+    pairs = zip(GRPO_ADDITION[::2], GRPO_ADDITION[1::2])
+    return [word for flag, value in pairs if flag not in flags for word in (flag, value)] + list(flags)
+
+
 GRPO_CORRECTIONS = {
     "dr_grpo": ("Dr. GRPO", ["--no-scale-rewards", "--loss-agg", "seq-mean-token-sum-norm"]),
     "dapo": ("DAPO", ["--clip-coef-high", "0.28", "--loss-agg", "token-mean",
@@ -546,13 +562,21 @@ TASKS = {
              ES_PENDULUM, torch=False, holds_on_eval=True),
     ],
     "grpo": [
-        Task("grpo", "Addition-v0", 0.95, "the default command: held-out greedy accuracy (500 "
-             "problems never trained on) from the supervised warm start to at least 0.95 at the "
-             "budget on at least 9 of 10 fresh seeds (issue 84)", GRPO_EVAL, holds_on_eval=True,
-             eval_threshold=True),
-        *[Task("grpo", "Addition-v0", 0.95, f"{name}: the default command with its correction's "
+        Task("grpo", "AdditionPartial-v0", 0.3, "the default command: RL's gain, the held-out "
+             "greedy accuracy (500 problems never trained on) after GRPO less the warm start's, at "
+             "least 0.3 on at least 9 of 10 fresh seeds (issue 92; its controls: "
+             "benchmarks/grpo_controls.py)", holds_on_gain=True),
+        *[Task("grpo", "AdditionPartial-v0", 0.3, f"{name}: the default command with its "
+               "correction's flags, the same budget and seeds: RL's gain, completion length, KL "
+               "(issue 92)", flags, label=label, holds_on_gain=True)
+          for label, (name, flags) in GRPO_CORRECTIONS.items()],
+        Task("grpo", "Addition-v0", 0.95, "issue 84's default command, every sum with its worked "
+             "answer: held-out greedy accuracy from the supervised warm start to at least 0.95 at "
+             "the budget on at least 9 of 10 fresh seeds (the warm start alone gets there)",
+             grpo_addition(), holds_on_eval=True, eval_threshold=True),
+        *[Task("grpo", "Addition-v0", 0.95, f"{name}: issue 84's command with its correction's "
                "flags, the same budget and seeds: accuracy and completion length (issue 84)",
-               GRPO_EVAL + flags, label=label, holds_on_eval=True, eval_threshold=True)
+               grpo_addition(flags), label=label, holds_on_eval=True, eval_threshold=True)
           for label, (name, flags) in GRPO_CORRECTIONS.items()],
     ],
     "impala": [
@@ -625,8 +649,13 @@ COMPARISONS = {
                                        {"impala-CartPole-v1-lag-vtrace": "V-trace (the default)",
                                         "impala-CartPole-v1-lag-no-vtrace": "--no-vtrace "
                                         "(rho = c = 1)"}),
+    "grpo-AdditionPartial-v0-corrections": (
+        "grpo.py on AdditionPartial-v0: GRPO and the field's corrections",
+        {"grpo-AdditionPartial-v0": "GRPO (the defaults)",
+         **{f"grpo-AdditionPartial-v0-{label}": f"{name}: {' '.join(flags)}"
+            for label, (name, flags) in GRPO_CORRECTIONS.items()}}),
     "grpo-Addition-v0-corrections": ("grpo.py on Addition-v0: GRPO and the field's corrections",
-                                     {"grpo-Addition-v0": "GRPO (the defaults)",
+                                     {"grpo-Addition-v0": "GRPO (issue 84's defaults)",
                                       **{f"grpo-Addition-v0-{label}": f"{name}: {' '.join(flags)}"
                                          for label, (name, flags) in GRPO_CORRECTIONS.items()}}),
 }
@@ -717,6 +746,7 @@ def read_run(task, output_dir):
     return {**figures,"solve_step": int(steps[first]) if first is not None else None,
             "solve_s": float(times[first]) if first is not None else None,
             "global_steps": summary["global_steps"], "eval_return": summary["eval_return_mean"],
+            "start_return": summary.get("start_return"),
             "sps": round(summary["global_steps"] / summary["wall_time_s"]),
             "curve": [steps[keep].tolist(), mean_w[keep].round(2).tolist()],
             "train_mean_at": [marks, [round(float(mean_w[i]), 2) if i >= 0 else None
@@ -1087,7 +1117,11 @@ def end_of(entry, run):
     holds_on_eval: Q-learning, Pendulum, es.py),
     else the mean of the last `window` training returns when the budget ran out (an entry
     written before final_train_mean was kept: the last point of its kept curve, the same
-    mean to two decimals). None where the run has no such figure (no evaluation)."""
+    mean to two decimals). holds_on_gain: that evaluation less the run's start_return. None
+    where the run has no such figure (no evaluation)."""
+    if entry.get("holds_on_gain"):
+        return (None if None in (run.get("eval_return"), run.get("start_return"))
+                else run["eval_return"] - run["start_return"])
     if entry.get("eval_threshold") or entry.get("holds_on_eval"):
         return run.get("eval_return")
     if "final_train_mean" in run:
@@ -1139,7 +1173,8 @@ def statistics(entry):
     kept); an entry whose kept figures are of other seeds, or none, gets them computed."""
     kept = entry.get("statistics")
     seeds = sorted(run["seed"] for run in entry["runs"])
-    measure = "eval" if entry.get("eval_threshold") or entry.get("holds_on_eval") else "train"
+    measure = ("gain" if entry.get("holds_on_gain") else "eval" if entry.get("eval_threshold")
+               or entry.get("holds_on_eval") else "train")
     if kept and kept.get("seeds") == seeds and kept.get("measure") == measure:
         return kept
     return {"seeds": seeds, "measure": measure, "holds": list(holds(entry)),
@@ -1311,6 +1346,7 @@ def with_eval_thresholds(results):
         if name in every:
             entry.setdefault("eval_threshold", every[name].eval_threshold)
             entry["holds_on_eval"] = every[name].holds_on_eval
+            entry["holds_on_gain"] = every[name].holds_on_gain
             entry["stops"] = "--stop-at-return" in every[name].flags
     return results
 
@@ -1390,7 +1426,7 @@ def write_results(results, out):
         lines.append(
             f"| <a id=\"{name.lower()}\"></a>{r['script']}.py"
             f"{' ' + r['label'] if r.get('label') else ''} | {r['env_id']} "
-            f"| {r['threshold']:g} ({'eval' if judged_on_eval(r) else r.get('window', 20)}) "
+            f"| {r['threshold']:g} ({'gain' if r.get('holds_on_gain') else 'eval' if judged_on_eval(r) else r.get('window', 20)}) "
             f"| {len(runs)} ({seeds[0]}–{seeds[-1]}){failed_runs(r)} | {holds_cell(r, stats)} "
             f"| {format_interval(stats['end'])} | {format_interval(stats['eval'])} "
             f"| {spread([x['solve_step'] for x in runs])} "
@@ -1623,8 +1659,8 @@ def report_task(task, runs, args, load_before, entry=None):
     comparisons it is in."""
     print(task.name, flush=True)
     for run in runs:
-        end = end_of({"eval_threshold": task.eval_threshold,
-                      "holds_on_eval": task.holds_on_eval}, run)
+        end = end_of({"eval_threshold": task.eval_threshold, "holds_on_eval": task.holds_on_eval,
+                      "holds_on_gain": task.holds_on_gain}, run)
         print(f"  seed {run['seed']}: ends at {end} ("
               f"{'holds' if end is not None and end >= task.threshold else 'does not hold'}"
               f"), first reached at step {run['solve_step']}, process "
@@ -1639,6 +1675,7 @@ def report_task(task, runs, args, load_before, entry=None):
                               "load": [round(load_before, 1), round(os.getloadavg()[0], 1)],
                               "cores": os.cpu_count(), "runs": runs}
         results[task.name]["holds_on_eval"] = task.holds_on_eval
+        results[task.name]["holds_on_gain"] = task.holds_on_gain
         results[task.name].update(entry or {})
         results[task.name]["statistics"] = statistics(results[task.name])
         write_results(results, args.out)

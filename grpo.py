@@ -1,12 +1,16 @@
 # From plainrl (MIT licence, (c) 2026 the plainrl authors): keep this line in a copy.
 """Group Relative Policy Optimization (GRPO) on a task with a verifiable reward, in one file.
 
-A small causal transformer (nanoGPT's shape) learns multi-digit addition written as text,
-"347+85=" -> "432", from a reward it can check: 1 for the exact answer, 0 otherwise. For
-each prompt the policy samples a group of G completions; each completion's advantage is its
-reward relative to its group, so GRPO needs no critic. The update is PPO's clipped ratio on
-every token of a completion, with a penalty for drifting from a frozen reference model (the
-supervised warm start the run begins with), estimated by Schulman's k3.
+A small causal transformer (nanoGPT's shape) learns two-digit addition written as text,
+"47+85=" -> "132", from a reward it can check: 1 for the exact answer, 0 otherwise. A
+supervised warm start learns from worked answers that cover only part of the task (on the
+default AdditionPartial-v0, the sums without a carry in the ones column and 2% of the rest);
+the reward checks every sum. For each prompt the policy samples a group of G completions;
+each completion's advantage is its reward relative to its group, so GRPO needs no critic. The
+update is PPO's clipped ratio on every token of a completion, with a penalty for drifting
+from a frozen reference model (the warm start the run begins with), estimated by Schulman's
+k3. The run is judged on what RL added: the held-out accuracy after GRPO less the warm
+start's.
 
 Key equations (a group of G completions o_1..o_G of one prompt q, o_i of |o_i| tokens,
 r_i in {0, 1} its reward, pi_old the policy that sampled them, pi_ref the frozen reference):
@@ -18,6 +22,7 @@ r_i in {0, 1} its reward, pi_old the policy that sampled them, pi_ref the frozen
     clipped loss   l_{i,t} = -min(rho A_i, clip(rho, 1 - eps_low, 1 + eps_high) A_i)
     k3 estimator   k3_{i,t} = pi_ref / pi_theta - log(pi_ref / pi_theta) - 1   (>= 0)
     per token      L_{i,t} = l_{i,t} + beta * k3_{i,t}
+    pass@k         1 - C(n - c, k) / C(n, k)   of n answers sampled, c right (Chen et al. 2021)
     aggregation    seq-mean-token-mean     (1/N) sum_i (1/|o_i|) sum_t L_{i,t}     (GRPO)
                    token-mean              sum_{i,t} L_{i,t} / sum_i |o_i|          (DAPO)
                    seq-mean-token-sum-norm sum_{i,t} L_{i,t} / (N * T_max)         (Dr. GRPO)
@@ -43,7 +48,10 @@ never sees. --total-timesteps counts completions (environment steps). The G memb
 group are G environments given the same seed, so they pose the same problems in the same
 order; a text task of your own (--env-id module:Id) keeps that by drawing its problems from
 its np_random alone, takes held_out=True for the evaluation's problems, and gives
-info["answer"] at reset for the supervised warm start (or train with --sft-steps 0).
+info["answer"] at reset for the supervised warm start (None where a problem has no worked
+answer; or train with --sft-steps 0). --shuffle-rewards (each group's rewards shuffled among
+its completions) and --warm-start (another run's warm_start.pt) run the controls of
+benchmarks/grpo_controls.py, which set RL's gain beside continued supervision.
 
 --model PATH replaces the built-in transformer by a local Hugging Face causal LM and its
 tokenizer (transformers is imported only then; nothing is downloaded), with the same loss,
@@ -63,6 +71,10 @@ Papers:
         Optimization", ICLR 2023 (NLPO, RL4LMs)
     Schulman et al. 2017, "Proximal Policy Optimization Algorithms", arXiv:1707.06347
     Schulman 2020, "Approximating KL Divergence", joschu.net/blog/kl-approx.html (k3)
+    Chen et al. 2021, "Evaluating Large Language Models Trained on Code", arXiv:2107.03374
+        (the unbiased pass@k)
+    Yue et al. 2025, "Does Reinforcement Learning Really Incentivize Reasoning Capacity in
+        LLMs Beyond the Base Model?", arXiv:2504.13837 (pass@k before and after RL)
     Radford et al. 2019, "Language Models are Unsupervised Multitask Learners" (GPT-2,
         whose shape nanoGPT follows)
 
@@ -76,10 +88,12 @@ Run:
     python grpo.py --help
 
 Writes runs/<env_id>__grpo__<seed>__<unix_time>/ with config.json, episodes.csv (a row per
-completion), updates.csv, warm_start.csv (the warm start's held-out accuracy, where GRPO
-begins), summary.json, model.pt with --save-model, and with --eval-every N
-evaluations.csv (and best_model.pt, the best evaluated model) (plainrl's CONTRIBUTING.md,
-"What a run writes").
+completion), updates.csv, held_out.csv (greedy accuracy, pass@1, pass@k, answer length and KL
+to the reference on held-out problems, every --eval-every answers of both phases; the warm
+start's at step 0), pass_at_k.csv (pass@1..64 at the warm start and the end), summary.json
+(start_return: the warm start's accuracy), model.pt and warm_start.pt with --save-model, and
+with --eval-every N evaluations.csv (and best_model.pt, the best evaluated model) (plainrl's
+CONTRIBUTING.md, "What a run writes").
 TensorBoard's event file gets the CSV rows too (--no-tensorboard: none; --track syncs it
 to Weights & Biases, as CleanRL does).
 python plot.py <run folder> draws its learning curve (with the --eval-every evaluations).
@@ -656,43 +670,6 @@ def warm_start(args, policy, run):
         if every and seen // every > (seen - args.sft_batch_size) // every and step + 1 < args.sft_steps:
             held_out(args, run, policy, policy, seen - args.sft_steps * args.sft_batch_size)
     return loss
-
-
-@torch.no_grad()
-def held_out(args, run, policy, reference, step, n=None):
-    """What the model answers on the --eval-episodes held-out problems (the evaluation's,
-    seeded seed + 100,000; never trained on): its greedy accuracy, and from n (default
-    --eval-samples) answers sampled at the training temperature, c_j right of problem j's n, pass@1 and
-    pass@k (the mean over problems of pass_at_k), the mean completion length in tokens and
-    the KL to the reference, sum_t k3 per completion. A row of held_out.csv, its step the
-    answers learned from (negative: before GRPO, the warm start's) or the completions
-    sampled. Sampling draws on a random stream of its own, so training's is untouched.
-    Returns (the row, pass@k for k = 1..n)."""
-    tokenizer, P, T, n = policy.tokenizer, policy.prompt_len, args.max_new_tokens, n or args.eval_samples
-    device, envs = next(policy.parameters()).device, make_vector_env(args.env_id, args.eval_episodes)
-    correct, lengths, kls = 0, [], []
-    with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
-        torch.manual_seed(args.seed + 100_000)
-        for j in range(n + 1):  # the greedy answers, then n sampled ones, of the same problems
-            prompts, _ = envs.reset(seed=args.seed + 100_000)
-            tokens, mask, logprobs, _ = sample(
-                policy, encode_prompts(tokenizer, prompts, P, device), T, tokenizer.eos_token_id,
-                pad_id_of(tokenizer), args.temperature, greedy=j == 0)
-            _, rewards, _, _, _ = envs.step(decode_completions(tokenizer, tokens[:, P:]))
-            if j == 0:
-                greedy = float(np.mean(rewards))
-                continue
-            ref = token_logprobs(completion_logits(reference, tokens, P), tokens[:, P:],
-                                 args.temperature)
-            correct = correct + (rewards == 1)
-            lengths.append(mask.sum(1).mean().item())
-            kls.append((k3_kl(logprobs, ref) * mask).sum(1).mean().item())
-    envs.close()
-    curve = [float(np.mean([pass_at_k(n, int(c), k) for c in correct])) for k in range(1, n + 1)]
-    row = {"accuracy": greedy, "pass@1": curve[0], f"pass@{args.pass_k}": curve[args.pass_k - 1],
-           "answer_length": float(np.mean(lengths)), "kl_to_reference": float(np.mean(kls))}
-    run.write_row("held_out.csv", global_step=step, wall_time=round(run.elapsed(), 4), **row)
-    return row, curve
 
 
 # ---------------------------------------------------------------------------------------
@@ -1609,7 +1586,7 @@ def cli():
 
 
 # ---------------------------------------------------------------------------------------
-# grpo.py's own plumbing: the task (Addition-v0), its held-out problems, its frames
+# grpo.py's own plumbing: the task (Addition-v0), its held-out measures and curve, its frames
 # ---------------------------------------------------------------------------------------
 class AdditionEnv(gym.Env):
     """Addition as text: reset() poses "a+b=" with a and b of at most `digits` digits (a
@@ -1660,6 +1637,43 @@ def register_tasks():
         if env_id not in gym.registry:
             gym.register(env_id, entry_point=AdditionEnv, reward_threshold=0.95,
                          kwargs={"digits": digits, "carry_demos": carry_demos})
+
+
+@torch.no_grad()
+def held_out(args, run, policy, reference, step, n=None):
+    """What the model answers on the --eval-episodes held-out problems (the evaluation's,
+    seeded seed + 100,000; never trained on): its greedy accuracy, and from n (default
+    --eval-samples) answers sampled at the training temperature, c_j right of problem j's n, pass@1 and
+    pass@k (the mean over problems of pass_at_k), the mean completion length in tokens and
+    the KL to the reference, sum_t k3 per completion. A row of held_out.csv, its step the
+    answers learned from (negative: before GRPO, the warm start's) or the completions
+    sampled. Sampling draws on a random stream of its own, so training's is untouched.
+    Returns (the row, pass@k for k = 1..n)."""
+    tokenizer, P, T, n = policy.tokenizer, policy.prompt_len, args.max_new_tokens, n or args.eval_samples
+    device, envs = next(policy.parameters()).device, make_vector_env(args.env_id, args.eval_episodes)
+    correct, lengths, kls = 0, [], []
+    with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+        torch.manual_seed(args.seed + 100_000)
+        for j in range(n + 1):  # the greedy answers, then n sampled ones, of the same problems
+            prompts, _ = envs.reset(seed=args.seed + 100_000)
+            tokens, mask, logprobs, _ = sample(
+                policy, encode_prompts(tokenizer, prompts, P, device), T, tokenizer.eos_token_id,
+                pad_id_of(tokenizer), args.temperature, greedy=j == 0)
+            _, rewards, _, _, _ = envs.step(decode_completions(tokenizer, tokens[:, P:]))
+            if j == 0:
+                greedy = float(np.mean(rewards))
+                continue
+            ref = token_logprobs(completion_logits(reference, tokens, P), tokens[:, P:],
+                                 args.temperature)
+            correct = correct + (rewards == 1)
+            lengths.append(mask.sum(1).mean().item())
+            kls.append((k3_kl(logprobs, ref) * mask).sum(1).mean().item())
+    envs.close()
+    curve = [float(np.mean([pass_at_k(n, int(c), k) for c in correct])) for k in range(1, n + 1)]
+    row = {"accuracy": greedy, "pass@1": curve[0], f"pass@{args.pass_k}": curve[args.pass_k - 1],
+           "answer_length": float(np.mean(lengths)), "kl_to_reference": float(np.mean(kls))}
+    run.write_row("held_out.csv", global_step=step, wall_time=round(run.elapsed(), 4), **row)
+    return row, curve
 
 
 def write_pass_at_k(path, start, end):

@@ -19,6 +19,10 @@ control's, on greedy accuracy and on pass@1.
     python benchmarks/grpo_controls.py run --seeds 1 2 3 --sft-rates 1e-4 3e-4 1e-3 --out DIR
     python benchmarks/grpo_controls.py run --seeds 101 102 ... --sft-rates 1e-3 --out DIR
     python benchmarks/grpo_controls.py report --out DIR     (table, figures, results.json)
+    python benchmarks/grpo_controls.py record --out DIR --jobs 2   (the grpo arm's runs as
+                                            benchmark.py's row of grpo-AdditionPartial-v0)
+    python benchmarks/grpo_controls.py answers --run DIR/runs/<grpo's folder> --seeds 7
+                                            (held-out problems and both models' answers)
 
 --jobs N runs N seeds at once (one thread each); results.md's notes, "grpo.py", hold the
 measured tables.
@@ -39,20 +43,36 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, ROOT)
 
 
+TASK = "grpo-AdditionPartial-v0"  # benchmark.py's task of the default command
+
+
+def arm_dir(out, arm, seed):
+    """Where an arm's run of a seed goes: out/runs/<arm>/seed<S>/ (benchmark.py's layout)."""
+    return os.path.join(out, "runs", arm, f"seed{seed}")
+
+
 def run_dir(out, arm, seed):
-    found = sorted(glob.glob(os.path.join(out, "runs", f"*__{arm}__{seed}__*")))
+    """The arm's run folder for the seed (the newest), None before it ran."""
+    found = sorted(glob.glob(os.path.join(arm_dir(out, arm, seed), "*__*")), key=os.path.getmtime)
     return found[-1] if found else None
 
 
 def grpo_arm(out, seed, extra, arm):
-    """A grpo.py run of the arm in out/runs, its console in out/logs; returns its folder."""
+    """A grpo.py run of the arm, the benchmark task's command plus extra, its console in
+    out/logs and its process seconds in process_s.txt; returns its run folder."""
+    import benchmark
     os.makedirs(os.path.join(out, "logs"), exist_ok=True)
-    command = [sys.executable, os.path.join(ROOT, "grpo.py"), "--seed", str(seed), "--no-cuda",
-               "--output-dir", os.path.join(out, "runs"), "--exp-name", arm, *extra]
+    (task,) = [t for t in benchmark.TASKS["grpo"] if t.name == TASK]
+    script, *flags = benchmark.command_line(task, seed)
+    command = [sys.executable, os.path.join(ROOT, script), *flags, "--output-dir",
+               arm_dir(out, arm, seed), *extra]
     with open(os.path.join(out, "logs", f"{arm}-{seed}.log"), "w") as log:
         start = time.time()
-        subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, check=True)
-        print(f"{arm} seed {seed}: {time.time() - start:.0f} s", flush=True)
+        subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, check=True, cwd=ROOT)
+        seconds = time.time() - start
+    with open(os.path.join(arm_dir(out, arm, seed), "process_s.txt"), "w") as f:
+        f.write(f"{seconds:.3f}\n")
+    print(f"{arm} seed {seed}: {seconds:.0f} s (load {os.getloadavg()[0]:.1f})", flush=True)
     return run_dir(out, arm, seed)
 
 
@@ -61,7 +81,7 @@ def sft_arm(out, seed, warm_start_path, rate, **flags):
     import torch
     import grpo
     grpo.register_tasks()
-    args = replace(grpo.Args(**flags), seed=seed, output_dir=os.path.join(out, "runs"),
+    args = replace(grpo.Args(**flags), seed=seed, output_dir=arm_dir(out, f"sft-{rate:g}", seed),
                    exp_name=f"sft-{rate:g}", warm_start=warm_start_path, tensorboard=False,
                    curve=False)
     tokenizer, prompt_len = grpo.check_env(args)
@@ -109,9 +129,9 @@ def pass_at_k(folder):
 
 def report(out, k=8):
     """results.json and a Markdown table of each seed's ends, and the two figures."""
-    seeds = sorted({int(os.path.basename(p).split("__")[2]) for p in
-                    glob.glob(os.path.join(out, "runs", "*__grpo__*"))})
-    arms = sorted({os.path.basename(p).split("__")[1] for p in glob.glob(os.path.join(out, "runs", "*"))})
+    seeds = sorted(int(os.path.basename(p)[4:]) for p in glob.glob(arm_dir(out, "grpo", "*"))
+                   if run_dir(out, "grpo", int(os.path.basename(p)[4:])))
+    arms = sorted(os.path.basename(p) for p in glob.glob(os.path.join(out, "runs", "*")))
     table, curves = [], {arm: {} for arm in arms}
     for seed in seeds:
         ends = {}
@@ -201,14 +221,75 @@ def draw(out, curves, table):
     fig.savefig(os.path.join(out, "pass_at_k.png"), dpi=100)
 
 
+def answers(folder, seed, count=8):
+    """A Markdown table of held-out problems (half with a carry in the ones column, half
+    without) and the greedy answers of the run's warm start (warm_start.pt) and of its final
+    model (model.pt): the model seen acting, for grpo.py's page."""
+    import gymnasium as gym
+    import torch
+    import grpo
+    grpo.register_tasks()
+    config = json.load(open(os.path.join(folder, "config.json")))
+    args = grpo.Args(**{k: v for k, v in config.items() if k in grpo.Args.__dataclass_fields__})
+    tokenizer, prompt_len = grpo.check_env(args)
+    models = {}
+    for name in ("warm_start.pt", "model.pt"):
+        models[name] = grpo.make_policy(args, tokenizer, prompt_len)
+        models[name].load_state_dict(grpo.read_checkpoint(os.path.join(folder, name))["policy"])
+    env, picked = gym.make(args.env_id, held_out=True), {True: [], False: []}
+    prompt, _ = env.reset(seed=seed)
+    while min(len(v) for v in picked.values()) < count // 2:
+        a, b = (int(x) for x in prompt[:-1].split("+"))
+        carry = a % 10 + b % 10 >= 10
+        if len(picked[carry]) < count // 2 and prompt not in picked[carry]:
+            picked[carry].append(prompt)
+        prompt, _ = env.reset()
+    prompts = picked[True] + picked[False]
+    said = {}
+    for name, policy in models.items():
+        tokens = grpo.encode_prompts(tokenizer, prompts, prompt_len, "cpu")
+        out, _, _, _ = grpo.sample(policy, tokens, args.max_new_tokens, tokenizer.eos_token_id,
+                                   grpo.pad_id_of(tokenizer), greedy=True)
+        said[name] = grpo.decode_completions(tokenizer, out[:, prompt_len:])
+    mark = lambda p, c: f"{c or '(nothing)'} {'✓' if grpo.addition_reward(p, c) else '✗'}"  # noqa: E731
+    lines = ["| held-out problem | carries in the ones column | the warm start's answer | "
+             "the answer after RL |", "| --- | --- | --- | --- |"]
+    for i, p in enumerate(prompts):
+        lines.append(f"| `{p}` | {'yes' if i < len(picked[True]) else 'no'} | "
+                     f"{mark(p, said['warm_start.pt'][i])} | {mark(p, said['model.pt'][i])} |")
+    print("\n".join(lines))
+
+
+def record(out, bench_out, jobs):
+    """The grpo arm's runs as benchmark.py's row of TASK: its results.json entry, results.md
+    row and figure in bench_out (the benchmark's own reading of each run folder)."""
+    from types import SimpleNamespace
+    import benchmark
+    (task,) = [t for t in benchmark.TASKS["grpo"] if t.name == TASK]
+    runs = []
+    for p in sorted(glob.glob(arm_dir(out, "grpo", "*"))):
+        seed = int(os.path.basename(p)[4:])
+        with open(os.path.join(p, "process_s.txt")) as f:
+            process_s = float(f.read())
+        runs.append({"seed": seed, "process_s": round(process_s, 3), **benchmark.read_run(task, p)})
+    runs.sort(key=lambda r: r["seed"])
+    benchmark.report_task(task, runs, SimpleNamespace(out=bench_out, jobs=jobs), os.getloadavg()[0])
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("command", choices=["run", "report"])
+    parser.add_argument("command", choices=["run", "report", "answers", "record"])
+    parser.add_argument("--bench-out", default=HERE, help="record: benchmark.py's --out (benchmarks/)")
+    parser.add_argument("--run", help="answers: a grpo.py run folder with warm_start.pt and model.pt")
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
-    parser.add_argument("--sft-rates", type=float, nargs="+", default=[1e-3])
-    parser.add_argument("--out", required=True)
+    parser.add_argument("--sft-rates", type=float, nargs="*", default=[1e-3])
+    parser.add_argument("--out")
     parser.add_argument("--jobs", type=int, default=1)
     args = parser.parse_args()
+    if args.command == "answers":
+        return answers(args.run, args.seeds[0])
+    if args.command == "record":
+        return record(args.out, args.bench_out, args.jobs)
     if args.command == "run":
         with concurrent.futures.ProcessPoolExecutor(args.jobs) as pool:
             for future in [pool.submit(one_seed, args.out, s, args.sft_rates) for s in args.seeds]:

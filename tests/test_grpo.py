@@ -24,11 +24,11 @@ LN2, LN3 = math.log(2.0), math.log(3.0)
 # A tiny run: 4 prompts in groups of 4 (16 completions a batch), a one-block transformer
 TINY = dict(total_timesteps=64, num_prompts=4, group_size=4, sft_steps=3, sft_problems=16,
             n_layer=1, n_head=2, n_embd=16, eval_episodes=2, eval_every=0, eval_samples=2,
-            pass_k=2, tensorboard=False, curve=False)
+            pass_k=2, num_minibatches=2, tensorboard=False, curve=False)
 TINY_FLAGS = ["--total-timesteps", "64", "--num-prompts", "4", "--group-size", "4",
               "--sft-steps", "3", "--sft-problems", "16", "--n-layer", "1", "--n-head", "2",
               "--n-embd", "16", "--eval-episodes", "2", "--eval-every", "0", "--eval-samples", "2",
-              "--pass-k", "2"]
+              "--pass-k", "2", "--num-minibatches", "2"]
 
 
 def tiny_args(tmp_path, **flags):

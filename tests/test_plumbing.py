@@ -661,7 +661,7 @@ def row_of(task):
     """(threshold, window, measure) of a benchmark task: its row in results.md and the
     README's, where a run "holds" (benchmark.py's end_of: the greedy evaluation where the
     threshold is an evaluation figure)."""
-    return (task.threshold, task.window,
+    return (task.threshold, task.window, "gain" if task.holds_on_gain else
             "eval" if task.eval_threshold or task.holds_on_eval else "train")
 
 
@@ -697,6 +697,13 @@ def test_the_default_command_is_judged_on_its_rows_goal(script, run_cli, tmp_pat
     assert (summary["solved_threshold"], summary["solved_window"], summary["holds_on"]) == (
         threshold, window, measure)
     closing = out.splitlines()[-1]
+    if measure == "gain":  # the final evaluation less the warm start's: no training mean
+        assert summary["end_return"] == summary["eval_return_mean"] - summary["start_return"]
+        said = "holds" if summary["holds"] else "does not hold"
+        assert (f"| {said}: the gain over the start ({summary['start_return']:.2f} -> "
+                f"{summary['eval_return_mean']:.2f}) {summary['end_return']:+.2f} "
+                f"{'>=' if summary['holds'] else '<'} {threshold:g} |") in closing
+        return
     assert f"(last-{window} mean >= GOALS {threshold:g})" in closing
     if measure == "eval":  # the final evaluation ran: the verdict is there, on it
         assert summary["end_return"] == summary["eval_return_mean"]
