@@ -135,11 +135,13 @@ def report(out, k=8):
     table, curves = [], {arm: {} for arm in arms}
     for seed in seeds:
         ends = {}
-        for arm in arms:
+        for arm in sorted(arms, key=lambda a: a != "grpo"):  # grpo's first: its budget
             folder = run_dir(out, arm, seed)
-            if folder is None:
-                continue
+            if folder is None or not os.path.exists(os.path.join(folder, "held_out.csv")):
+                continue  # not run, or still starting
             rows = read_rows(folder)
+            if arm != "grpo" and rows[-1]["global_step"] < ends["grpo"]["global_step"]:
+                continue  # still running: not yet as many answers as GRPO's
             curves[arm][seed] = rows
             ends[arm] = rows[-1]
         grpo_rows = curves["grpo"][seed]
@@ -157,7 +159,7 @@ def report(out, k=8):
     lines = ["| seed | warm start (greedy; pass@1) | GRPO | shuffled | " +
              " | ".join(a for a in arms if a.startswith("sft")) +
              " | RL's gain (greedy; pass@1) | RL's own: GRPO less the better control | GRPO s |",
-             "|" + " --- |" * (6 + sum(a.startswith("sft") for a in arms))]
+             "|" + " --- |" * (7 + sum(a.startswith("sft") for a in arms))]
     for row in table:
         e = row["ends"]
         cell = lambda r: f"{r['accuracy']:.3f}; {r['pass@1']:.3f}"  # noqa: E731
