@@ -214,6 +214,8 @@ class Args:
     """Adam's learning rate in the warm start"""
     sft_anneal_lr: bool = True
     """anneal the warm start's learning rate linearly to 0 at its last step"""
+    sft_stop_at: Optional[float] = None
+    """stop the warm start once its held-out greedy accuracy reaches this (read every --eval-every answers)"""
     warm_start: Optional[str] = None
     """start from this warm_start.pt (another run's, with --save-model) instead of training one"""
 
@@ -656,7 +658,8 @@ def supervised_step(policy, optimizer, data, batch_size, prompt_len):
 
 def warm_start(args, policy, run):
     """Supervised fine-tuning before GRPO: --sft-steps steps on the demonstrations, the
-    held-out measures every --eval-every answers learned from (the curve's first phase).
+    held-out measures every --eval-every answers learned from (the curve's first phase);
+    with --sft-stop-at, fewer, once the held-out greedy accuracy reaches it.
     With --sft-anneal-lr the rate of step k is sft_learning_rate * (1 - k / sft_steps).
     Returns the final batch's loss (None without steps)."""
     data = demonstrations(args, policy.tokenizer, policy.prompt_len, next(policy.parameters()).device)
@@ -668,7 +671,9 @@ def warm_start(args, policy, run):
         loss = supervised_step(policy, optimizer, data, args.sft_batch_size, policy.prompt_len)
         seen = (step + 1) * args.sft_batch_size
         if every and seen // every > (seen - args.sft_batch_size) // every and step + 1 < args.sft_steps:
-            held_out(args, run, policy, policy, seen - args.sft_steps * args.sft_batch_size)
+            row, _ = held_out(args, run, policy, policy, seen - args.sft_steps * args.sft_batch_size)
+            if args.sft_stop_at is not None and row["accuracy"] >= args.sft_stop_at:
+                break  # the stopping measure: RL begins here
     return loss
 
 
@@ -846,6 +851,10 @@ def check_flags(args):
     if not 1 <= args.pass_k <= args.eval_samples:
         fail(f"--pass-k must be from 1 to --eval-samples ({args.eval_samples}), got {args.pass_k}: "
              "pass@k draws k of the n sampled answers")
+    if args.sft_stop_at is not None and not 0 <= args.sft_stop_at <= 1:
+        fail(f"--sft-stop-at must be an accuracy in [0, 1], got {args.sft_stop_at}")
+    if args.sft_stop_at is not None and not args.eval_every:
+        fail("--sft-stop-at reads the held-out accuracy every --eval-every answers; give --eval-every")
     if args.warm_start is not None and not os.path.isfile(args.warm_start):
         fail(f"--warm-start {args.warm_start} is not a file; give a run's warm_start.pt "
              "(written with --save-model)")

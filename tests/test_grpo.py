@@ -1128,6 +1128,18 @@ def test_held_out_measures_and_the_curves_phases(tmp_path, monkeypatch):
     assert list(lines["greedy accuracy"].get_xdata()) == [-8, 0, 16, 32, 48, 64]
 
 
+@pytest.mark.parametrize("stop, steps", [(0.0, 2), (None, 3)])
+def test_the_warm_start_stops_where_its_held_out_accuracy_reaches_sft_stop_at(
+        tmp_path, monkeypatch, stop, steps):
+    # 3 steps of 8 answers, measured every 16: at 16 answers (the second step) an accuracy of
+    # 0 or more stops it with --sft-stop-at 0 (2 steps); without the flag all 3 run. A tiny
+    # model's accuracy is 0, so any threshold above 0 would never stop it: 0 is the case
+    # that can be checked
+    taken = spy_on(monkeypatch, grpo, "supervised_step", lambda *a: None)
+    grpo.main(tiny_args(tmp_path, sft_batch_size=8, eval_every=16, sft_stop_at=stop))
+    assert len(taken) == steps
+
+
 def test_a_warm_start_checkpoint_replaces_the_supervised_steps(tmp_path, monkeypatch):
     # --save-model writes warm_start.pt, the policy where GRPO began; --warm-start PATH
     # starts another run there: no supervised step, the reference equals that checkpoint
@@ -1194,6 +1206,9 @@ def test_continued_supervision_starts_from_the_same_checkpoint_on_the_same_data(
     (["--pass-k", "0"], "--pass-k must be from 1 to --eval-samples (16), got 0"),
     (["--eval-samples", "0"], "--eval-samples must be positive, got 0"),
     (["--warm-start", "no/such/warm_start.pt"], "--warm-start no/such/warm_start.pt is not a file"),
+    (["--sft-stop-at", "1.5"], "--sft-stop-at must be an accuracy in [0, 1], got 1.5"),
+    (["--sft-stop-at", "-0.1"], "--sft-stop-at must be an accuracy in [0, 1], got -0.1"),
+    (["--sft-stop-at", "0.5", "--eval-every", "0"], "--sft-stop-at reads the held-out accuracy"),
 ])
 def test_bad_input_is_one_line_and_exit_status_2(argv, message, check_usage_error):
     check_usage_error("grpo.py", argv, message)
