@@ -660,21 +660,20 @@ def warm_start(args, policy, run):
     """Supervised fine-tuning before GRPO: --sft-steps steps on the demonstrations, the
     held-out measures every --eval-every answers learned from (the curve's first phase);
     with --sft-stop-at, fewer, once the held-out greedy accuracy reaches it.
-    With --sft-anneal-lr the rate of step k is sft_learning_rate * (1 - k / sft_steps).
-    Returns the final batch's loss (None without steps)."""
+    With --sft-anneal-lr the rate of step k is sft_learning_rate * (1 - k / sft_steps)."""
+    if not args.sft_steps:  # --sft-steps 0: the model as it is, no demonstration needed
+        return
     data = demonstrations(args, policy.tokenizer, policy.prompt_len, next(policy.parameters()).device)
-    optimizer = torch.optim.Adam(policy.parameters(), lr=args.sft_learning_rate)
-    loss, every = None, args.eval_every
+    optimizer, every = torch.optim.Adam(policy.parameters(), lr=args.sft_learning_rate), args.eval_every
     for step in range(args.sft_steps if len(data[0]) else 0):
         if args.sft_anneal_lr:  # linearly from --sft-learning-rate at the start to 0 at the end
             optimizer.param_groups[0]["lr"] = args.sft_learning_rate * (1 - step / args.sft_steps)
-        loss = supervised_step(policy, optimizer, data, args.sft_batch_size, policy.prompt_len)
+        supervised_step(policy, optimizer, data, args.sft_batch_size, policy.prompt_len)
         seen = (step + 1) * args.sft_batch_size
         if every and seen // every > (seen - args.sft_batch_size) // every and step + 1 < args.sft_steps:
             row, _ = held_out(args, run, policy, policy, seen - args.sft_steps * args.sft_batch_size)
             if args.sft_stop_at is not None and row["accuracy"] >= args.sft_stop_at:
                 break  # the stopping measure: RL begins here
-    return loss
 
 
 # ---------------------------------------------------------------------------------------
@@ -689,7 +688,7 @@ def train(args, policy, envs, run, device):
     if args.warm_start:  # a warm start saved by another run (its warm_start.pt): the controls'
         policy.load_state_dict(read_checkpoint(args.warm_start)["policy"])
     else:
-        sft_loss = warm_start(args, policy, run)
+        warm_start(args, policy, run)
         if args.save_model:
             save_checkpoint(os.path.join(run.path, "warm_start.pt"), {"policy": policy}, args)
     if args.eval_episodes:  # where GRPO begins: what the run's verdict measures RL's gain from
