@@ -130,7 +130,7 @@ def pass_at_k(folder):
 def report(out, k=8):
     """results.json and a Markdown table of each seed's ends, and the two figures."""
     seeds = sorted(int(os.path.basename(p)[4:]) for p in glob.glob(arm_dir(out, "grpo", "*"))
-                   if run_dir(out, "grpo", int(os.path.basename(p)[4:])))
+                   if os.path.exists(os.path.join(p, "process_s.txt")))  # finished runs only
     arms = sorted(os.path.basename(p) for p in glob.glob(os.path.join(out, "runs", "*")))
     table, curves = [], {arm: {} for arm in arms}
     for seed in seeds:
