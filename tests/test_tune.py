@@ -444,6 +444,38 @@ def test_a_failing_run_fails_its_trial_with_its_last_stderr_line(tmp_path, capsy
     assert study.trials[0].user_attrs["error"] == line
 
 
+def test_a_completed_trial_starts_the_count_of_failures_in_a_row_again(tmp_path, capsys,
+                                                                       monkeypatch):
+    """Runs replaced by made-up outcomes, FAILED_IN_A_ROW 3 (its own): fail, fail, a value,
+    fail, fail, a value, then fail, fail, fail. Six failures in all, never three in a row until
+    the last three: the study completes trials 2 and 5 and stops after trial-8 with exit
+    status 1, "3 trials failed in a row". A count that a completed trial did not start again
+    would stop it at trial-3, its third failure (2 completed of --trials 3)."""
+    assert tune.FAILED_IN_A_ROW == 3
+    outcomes = iter([None, None, 4.0, None, None, 6.0, None, None, None])
+
+    def made_up(*args):
+        value = next(outcomes)
+        if value is None:
+            raise tune.TrialFailed("seed 1 exited with status 1: made up")
+        return {1: value, 2: value}
+    monkeypatch.setattr(tune, "run_seeds", made_up)
+    with pytest.raises(SystemExit) as e:
+        tune.main(study_args(tmp_path, 3), FIXED)
+    assert e.value.code == 1
+    captured = capsys.readouterr()
+    assert captured.err == ("tune.py: 3 trials failed in a row; stopping (the last: seed 1 "
+                            "exited with status 1: made up)\n")
+    assert states(load(tmp_path / "s.db")) == ["FAIL", "FAIL", "COMPLETE", "FAIL", "FAIL",
+                                               "COMPLETE", "FAIL", "FAIL", "FAIL"]
+    out = captured.out.splitlines()
+    assert [line.split(" ")[0] for line in out] == [
+        "trial-0", "trial-1", "trial", "trial-3", "trial-4", "trial", "trial-6", "trial-7",
+        "trial-8"]
+    assert out[2].startswith("trial 1 of 3 (trial-2): ") and out[5].startswith(
+        "trial 2 of 3 (trial-5): ")
+
+
 # ---------------------------------------------------------------------------------------
 # Ctrl-C: the runs stopped, the trial under way failed, the rest kept, the same command
 # goes on
