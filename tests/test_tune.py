@@ -304,6 +304,7 @@ def test_the_docstrings_commands_pass_every_check():
         assert plan["params"] and plan["fixed"][0] == "--total-timesteps"
 
 
+@pytest.mark.slow  # a Python process of its own
 def test_importing_tune_has_no_side_effects(tmp_path):
     check_import_is_quiet("tune", tmp_path, also="assert 'qlearning' not in sys.modules\n")
 
@@ -336,6 +337,7 @@ def states(study):
     return [t.state.name for t in study.trials]
 
 
+@pytest.mark.slow  # a real study's runs
 def test_a_tiny_study_runs_reads_each_seed_and_resumes(tmp_path, capsys, run_cli,
                                                        monkeypatch):
     study = tune.main(study_args(tmp_path, 1), FIXED)
@@ -421,6 +423,7 @@ def test_each_line_names_the_best_trial_so_far(tmp_path, capsys, monkeypatch):
                                        study.trials[2].user_attrs["flags"])
 
 
+@pytest.mark.slow  # a real study's runs
 def test_a_failing_run_fails_its_trial_with_its_last_stderr_line(tmp_path, capsys,
                                                                  monkeypatch):
     """An environment module that raises when imported: each run says so in one line and
@@ -493,6 +496,7 @@ def processes_naming(text):
     return found
 
 
+@pytest.mark.slow  # a real study's runs, stopped by Ctrl-C
 def test_ctrl_c_keeps_the_completed_trials_and_the_same_command_goes_on(tmp_path):
     # 30,000 steps (half a second of training) where FIXED has 3,000, so that the Ctrl-C
     # below finds trial-1's runs training
