@@ -741,7 +741,7 @@ def test_ctrl_c_while_ray_starts_leaves_no_process_behind(tmp_path):
 
 
 def test_the_ray_tests_go_to_one_worker_in_xdists_group(request):
-    """Under the README's `pytest -n 2 --dist loadgroup`, conftest puts every test that uses
+    """Under `pytest -n 2 --dist loadgroup` (either tier), conftest puts every test that uses
     Ray in xdist's group "ray", which one worker runs, so that two Rays never start at once
     and a module's tests share its ray_session: the group ends the test's id. With pytest 9.2
     and pytest-xdist 3.8 the group is dropped, silently (xdist's issue 1386)."""
