@@ -64,17 +64,30 @@ def pytest_collection_modifyitems(config, items):
     Ray's threads run in the parent could inherit a lock that one of them holds. The sort is
     stable: the rest keep their order. With pytest-xdist (`pytest -n 2 --dist loadgroup`,
     the README's command), both kinds go to one worker, in that order (xdist's group "ray"),
-    so that two Rays never start at once on a small machine and no fork follows a Ray."""
+    so that two Rays never start at once on a small machine and no fork follows a Ray.
+    Every test that starts or joins a Ray (starts_ray) is marked slow (pytest.ini): the
+    parametrizations of a test of every script that run impala.py can be marked only here.
+    Before pytest's own hook, which deselects by mark."""
     def order(item):
         if ("ray_session" in item.fixturenames or params_of(item).get("backend") == "ray"
                 or runs(item, "impala") or item.path.name == "test_impala.py"):
             return 2  # uses Ray
         return 1 if runs(item, "es") or item.path.name == "test_es.py" else 0  # forks
     items.sort(key=order)
+    for item in items:  # Ray's start and stop take some 6 s a module: the slow tier's
+        if starts_ray(item):
+            item.add_marker(pytest.mark.slow)
     if config.pluginmanager.hasplugin("xdist"):
         for item in items:
             if order(item):
                 item.add_marker(pytest.mark.xdist_group("ray"))
+
+
+def starts_ray(item):
+    """Whether a test starts or joins a Ray in this process: it uses ray_session, runs es.py's
+    Ray backend or, as a test of every script, runs impala.py (which joins ray_session)."""
+    return ("ray_session" in item.fixturenames or params_of(item).get("backend") == "ray"
+            or runs(item, "impala"))
 
 
 @pytest.fixture(scope="module")

@@ -3,6 +3,7 @@ many runs hold, the IQM with its interval (rliable), the normalized scores and t
 aggregates, and the table's row that leads with them. The numbers are worked by hand."""
 import json
 import os
+import sys
 
 import numpy as np
 import pytest
@@ -331,6 +332,97 @@ def test_a_cluster_runs_mark_is_written_after_its_files_or_not_at_all(tmp_path, 
         "folder": run, "process_s": 1.0}
     assert sorted(os.listdir(os.path.join(output_dir, run))) == ["episodes.csv", "summary.json"]
     assert sorted(os.listdir(tmp_path / "runs" / "ppo-CartPole-v1")) == ["seed7", "seed7.ray.json"]
+
+
+# a run of a cluster's node (node_function's process) that writes a whole run folder of
+# FrozenLake-v1 (two episodes returning 1 and summary.json) into its --output-dir, then, as
+# seed 2, is killed by SIGKILL as the kernel's OOM killer kills (its exit status -9)
+KILLED_RUN = """
+import json, os, signal, sys
+seed, folder = sys.argv[1], sys.argv[-1]
+run = os.path.join(folder, f"FrozenLake-v1__qlearning__{seed}__1700000000")
+os.makedirs(run)
+with open(os.path.join(run, "episodes.csv"), "w") as f:
+    f.write("global_step,wall_time,episode_return,episode_length\\n5,0.1,1.0,5\\n10,0.2,1.0,5\\n")
+with open(os.path.join(run, "summary.json"), "w") as f:
+    json.dump({"global_steps": 10, "eval_return_mean": 1.0, "wall_time_s": 0.2}, f)
+if seed == "2":
+    os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+class FakeCluster:
+    """Ray as run_on_ray uses it, in this process: a task runs when it is submitted (the real
+    node_function, its process and all), wait gives the oldest; submitted keeps the seeds.
+    It is also the `ray` that node_function imports on its node (its node id)."""
+    class exceptions:
+        RayError = RuntimeError
+
+    def __init__(self):
+        self.submitted, self.results = [], {}
+
+    def remote(self, max_retries=None):
+        return lambda function: self.Remote(self, function)
+
+    class Remote:
+        def __init__(self, cluster, function):
+            self.cluster, self.function = cluster, function
+
+        def options(self, **kwargs):
+            return self
+
+        def remote(self, words, env):
+            ref = f"ref-{len(self.cluster.results)}"
+            self.cluster.submitted.append(int(words[2]))
+            self.cluster.results[ref] = self.function(words, env)
+            return ref
+
+    def wait(self, refs, num_returns=1):
+        return refs[:1], refs[1:]
+
+    def get(self, ref):
+        return self.results[ref]
+
+    def cluster_resources(self):
+        return {"CPU": 2}
+
+    def get_runtime_context(self):
+        return type("Context", (), {"get_node_id": lambda self: "node-a"})()
+
+    def shutdown(self):
+        pass
+
+
+def test_a_cluster_run_killed_by_a_signal_fails_and_is_run_again(tmp_path, monkeypatch, capsys):
+    """benchmark.py --ray with two seeds whose runs (KILLED_RUN, through the real node_function)
+    both write a whole run folder; seed 2's process is then killed by SIGKILL (exit status -9,
+    as the OOM killer gives). Seed 1 is kept (its files and seed1.ray.json); seed 2 is a
+    failed run, "exit status -9", counted (run_on_ray returns 1) and in the task's entry, with
+    no mark and no files; a second invocation keeps seed 1 and runs seed 2 again. A negative
+    status taken as finished would keep seed 2 with its mark and never run it again."""
+    task = benchmark.Task("qlearning", "FrozenLake-v1", 0.7, "a killed run", window=2,
+                          torch=False, holds_on_eval=True)
+    reported = []
+    monkeypatch.setattr(benchmark, "check_cluster", lambda ray, tasks: [{"Resources": {"CPU": 2}}])
+    monkeypatch.setattr(benchmark, "ray_command",
+                        lambda task, seed, args: ["-c", KILLED_RUN, str(seed)])
+    monkeypatch.setattr(benchmark, "report_task", lambda task, runs, args, load, entry: (
+        reported.append(([r["seed"] for r in runs], entry))))
+    args = benchmark.Args(ray="10.0.0.1:6379", out=str(tmp_path))
+    folder = tmp_path / "runs" / task.name
+    for invocation in (1, 2):
+        cluster = FakeCluster()
+        monkeypatch.setattr(benchmark, "join_ray", lambda address: cluster)
+        monkeypatch.setitem(sys.modules, "ray", cluster)  # node_function's `import ray`
+        assert benchmark.run_on_ray([task], range(1, 3), args, 0.0) == 1
+        assert cluster.submitted == ([1, 2] if invocation == 1 else [2])
+        assert sorted(os.listdir(folder)) == ["seed1", "seed1.ray.json"]
+        [(seeds, entry)] = reported[invocation - 1:]
+        assert seeds == [1] and [f["seed"] for f in entry["failed"]] == [2]
+        assert entry["failed"][0]["error"].startswith("exit status -9 on ")
+        assert f"  {task.name} seed 2 failed: exit status -9 on " in capsys.readouterr().out
+    assert json.loads((folder / "seed1.ray.json").read_text())["folder"] == (
+        "FrozenLake-v1__qlearning__1__1700000000")
 
 
 def test_report_task_keeps_the_tasks_goal_and_the_1_minute_load_and_prints_each_seeds_end(

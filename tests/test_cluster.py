@@ -145,6 +145,7 @@ def test_bad_addresses_are_one_line_before_anything_runs(tmp_path, capsys):
     assert e.value.code == 2 and "--image-gpu" in capsys.readouterr().err
 
 
+@pytest.mark.slow  # a two-node Ray cluster
 def test_tune_spreads_a_trials_seeds_and_survives_a_node_dying(cluster, tmp_path, capsys):
     study = tmp_path / "study.db"
     argv = [sys.executable, "tune.py", "qlearning.py", "--env-id", "FrozenLake-v1",
@@ -173,6 +174,7 @@ def test_tune_spreads_a_trials_seeds_and_survives_a_node_dying(cluster, tmp_path
         tune.main(tune.dataclasses.replace(args, seeds=[1]), fixed)
 
 
+@pytest.mark.slow  # a two-node Ray cluster
 def test_benchmark_keeps_reruns_and_reports_what_a_dying_node_costs(cluster, tmp_path):
     if cluster.worker not in cluster.worker_nodes:  # the tune test removed it
         cluster.worker = cluster.add_node(num_cpus=1)
@@ -222,6 +224,7 @@ def test_benchmark_keeps_reruns_and_reports_what_a_dying_node_costs(cluster, tmp
     assert "| 2 (9101–9102), and 1 failed (seed 9103) |" in (out / "results.md").read_text()
 
 
+@pytest.mark.slow  # a two-node Ray cluster
 def test_a_package_a_node_lacks_is_named_before_any_run(cluster, tmp_path):
     status, stdout, err = benchmark(tmp_path, "--seeds", "1", "--ray", cluster.address, "--out",
                                     str(tmp_path / "out"), PLANT_MISSING="plainrl_absent_module")
@@ -232,6 +235,7 @@ def test_a_package_a_node_lacks_is_named_before_any_run(cluster, tmp_path):
     assert not os.path.exists(tmp_path / "out" / "runs")
 
 
+@pytest.mark.slow  # a real study's runs
 def test_a_study_in_a_shared_storage_is_named_there_and_keeps_its_settings(tmp_path, monkeypatch,
                                                                            capsys):
     # --storage URL (here SQLite's, as a PostgreSQL URL would be): the study is --study's name

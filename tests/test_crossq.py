@@ -550,6 +550,7 @@ TINY = dict(env_id="Pendulum-v1", total_timesteps=400, learning_starts=200, batc
             hidden_size=16, critic_hidden_size=16, log_interval=100)
 
 
+@pytest.mark.slow  # a smoke run: a whole tiny run and every file it writes
 def test_smoke_run_writes_every_file_and_its_model_evaluates(tmp_path, check_run_folder):
     args = crossq.Args(**TINY, eval_episodes=2, save_model=True,
                        output_dir=str(tmp_path / "train"))
@@ -599,6 +600,7 @@ def test_nan_loss_stops_cleanly(tmp_path, monkeypatch):
     assert read_csv(path / "updates.csv")[0]["critic1_loss"] == "nan"
 
 
+@pytest.mark.slow  # determinism: two whole runs
 def test_same_seed_gives_the_same_episodes(tmp_path):
     rows = same_seed_episodes(lambda out: crossq.main(crossq.Args(
         env_id="my_envs:Slider-v0", total_timesteps=200, num_envs=2, learning_starts=40,

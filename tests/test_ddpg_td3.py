@@ -651,6 +651,7 @@ TINY = dict(env_id="Pendulum-v1", total_timesteps=600, learning_starts=200, batc
 
 
 @pytest.mark.parametrize("algo", ["td3", "ddpg"])
+@pytest.mark.slow  # a smoke run: a whole tiny run and every file it writes
 def test_smoke_run_writes_every_file_and_its_model_evaluates(algo, tmp_path, check_run_folder):
     args = ddpg_td3.Args(**TINY, algo=algo, eval_episodes=2, save_model=True,
                          output_dir=str(tmp_path / "train"))
@@ -730,6 +731,7 @@ def test_nan_loss_stops_cleanly(tmp_path, monkeypatch, capsys):
     assert (path / "summary.json").exists()
 
 
+@pytest.mark.slow  # determinism: two whole runs
 def test_same_seed_gives_the_same_episodes(tmp_path):
     rows = same_seed_episodes(lambda out: ddpg_td3.main(ddpg_td3.Args(
         **{**TINY, "total_timesteps": 1000, "num_envs": 2}, eval_episodes=0, output_dir=out)),

@@ -696,6 +696,7 @@ def test_an_image_of_cells_or_pixels_reaches_the_network_as_it_should(
 # ---------------------------------------------------------------------------------------
 # Runs end to end
 # ---------------------------------------------------------------------------------------
+@pytest.mark.slow  # a smoke run: a whole tiny run and every file it writes
 def test_smoke_run_logs_its_columns_and_its_model_evaluates_the_same(tmp_path):
     # 2 environments, updates every 4 environment steps after step 200: global steps 204,
     # 208, ..., 600 -> 100 updates of 2 gradient steps = 200. Every column of updates.csv
@@ -745,6 +746,7 @@ def test_updates_rows_come_where_the_steps_cross_each_multiple_of_log_interval(t
                                   (51, 15, 51), (60, 18, 60), (66, 20, 60)]
 
 
+@pytest.mark.slow  # a smoke run: a whole tiny run and every file it writes
 def test_smoke_run_with_the_other_options(tmp_path):
     args = dqn.Args(env_id="Acrobot-v1", total_timesteps=500, learning_starts=100, train_frequency=1,
                     gradient_steps=1, batch_size=16, buffer_size=128, double_dqn=False, loss="mse", tau=0.5,
@@ -779,6 +781,7 @@ def test_nan_loss_stops_cleanly(tmp_path, monkeypatch, capsys):
     assert (next(tmp_path.iterdir()) / "summary.json").exists()
 
 
+@pytest.mark.slow  # determinism: two whole runs
 def test_same_seed_gives_the_same_episodes(tmp_path):
     rows = same_seed_episodes(lambda out: dqn.main(dqn.Args(
         total_timesteps=2000, num_envs=2, learning_starts=500, train_frequency=8,

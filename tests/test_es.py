@@ -513,6 +513,7 @@ def test_results_do_not_depend_on_the_number_of_workers(tmp_path, monkeypatch):
     assert len(one[1]) >= 3 and one == two
 
 
+@pytest.mark.slow  # real Ray workers
 def test_ray_workers_give_the_same_generations_returns_and_theta_as_processes(tmp_path,
                                                                               ray_session):
     processes = short_run(tmp_path / "process")
@@ -771,6 +772,7 @@ def test_norm_obs_statistics_are_frozen_for_a_generation_and_take_in_the_members
 # ---------------------------------------------------------------------------------------
 # Runs end to end
 # ---------------------------------------------------------------------------------------
+@pytest.mark.slow  # a smoke run: a whole tiny run and every file it writes
 def test_discrete_smoke_run_with_workers_logs_its_columns_and_its_model_evaluates(
         tmp_path, monkeypatch):
     # Every column of updates.csv has its TensorBoard name in TENSORBOARD_NAMES; model.pt's
@@ -819,6 +821,7 @@ def test_an_environment_of_your_own_module_trains_with_workers_and_evaluates(
     assert evaluated["eval_return_mean"] == summary["eval_return_mean"]
 
 
+@pytest.mark.slow  # a smoke run: a whole tiny run and every file it writes
 def test_continuous_smoke_run_with_every_option(tmp_path):
     # 3 members without mirroring, 2 episodes each of Pendulum's 200 steps: 1200 steps,
     # one generation
@@ -953,6 +956,7 @@ def test_nan_theta_stops_cleanly(tmp_path, monkeypatch):
     assert (path / "summary.json").exists() and not (path / "updates.csv").exists()
 
 
+@pytest.mark.slow  # determinism: two whole runs
 def test_same_seed_gives_the_same_episodes(tmp_path):
     rows = same_seed_episodes(lambda out: es.main(es.Args(
         total_timesteps=3000, population_size=8, num_workers=1, eval_episodes=0,
@@ -1053,12 +1057,14 @@ def test_an_unreachable_ray_cluster_is_bad_input_at_once(check_usage_error):
                       "with `ray start --head --port=6379` on the head machine")
 
 
+@pytest.mark.slow  # a Python process of its own
 def test_importing_the_script_has_no_side_effects(tmp_path):
     check_import_is_quiet("es", tmp_path, also="import multiprocessing; "
                           "assert not multiprocessing.active_children(); "
                           "assert 'ray' not in sys.modules")
 
 
+@pytest.mark.slow  # a real process and its workers, stopped by Ctrl-C
 def test_ctrl_c_on_the_command_line_ends_by_sigint_and_its_workers_end_quietly(tmp_path):
     # Ctrl-C in a terminal sends SIGINT to every process of the command: es.py and its worker
     # processes. es.py writes its run folder and dies of SIGINT (status 130 in a shell: a

@@ -74,9 +74,12 @@ def test_every_algorithm_script_has_an_exercise():
 @pytest.mark.parametrize("exercise", exercises.EXERCISES, ids=lambda e: e.id)
 def test_each_exercise_names_a_function_and_tests_that_exist(exercise):
     assert exercise.function in exercises.function_nodes(parsed(f"{exercise.script}.py"))
-    tests = {n.name for n in parsed("tests", f"test_{exercise.script}.py").body
-             if isinstance(n, ast.FunctionDef)}
-    assert set(exercise.tests) <= tests
+    functions = [n for n in parsed("tests", f"test_{exercise.script}.py").body
+                 if isinstance(n, ast.FunctionDef)]
+    assert set(exercise.tests) <= {n.name for n in functions}
+    # check's pytest runs the fast tier (pytest.ini deselects `slow`): a slow test would not run
+    assert not [n.name for n in functions if n.name in exercise.tests and any(
+        "mark.slow" in ast.unparse(d) for d in n.decorator_list)]
     assert exercise.run[0] == "--env-id" and exercise.run[1] in EXPECTED_ENVS[exercise.script]
 
 
@@ -166,6 +169,7 @@ def test_make_blanks_the_exercises_and_keeps_every_other_line(script, tmp_path, 
     assert without_exercises(blanked, after) == without_exercises(original, before)
 
 
+@pytest.mark.slow  # exercises.py check on every exercise: a pytest of its own each
 def test_every_test_of_every_exercise_fails_on_the_blanks_and_passes_on_the_scripts(
         tmp_path, run_cli):
     # check's own pytest (its plugin wrapping each exercise's function to record its calls,
@@ -194,6 +198,7 @@ def test_every_test_of_every_exercise_fails_on_the_blanks_and_passes_on_the_scri
         assert failed == [], e.id
 
 
+@pytest.mark.slow  # exercises.py check: a pytest of its own
 def test_check_on_a_blank_gives_each_exercises_count_error_and_hint(tmp_path, run_cli):
     # ppo.py's three exercises blanked: check says 0 of each one's tests pass, names each
     # blank function and its exercise, and gives each exercise's hint once.
@@ -210,6 +215,7 @@ def test_check_on_a_blank_gives_each_exercises_count_error_and_hint(tmp_path, ru
     assert "verdict: not yet" in out
 
 
+@pytest.mark.slow  # exercises.py check, then its training run
 def test_check_reports_a_wrong_number_then_a_right_version_trains(tmp_path):
     with open(os.path.join(ROOT, "qlearning.py")) as f:
         original = f.read()
@@ -251,6 +257,7 @@ def test_check_reports_a_wrong_number_then_a_right_version_trains(tmp_path):
     assert os.path.isfile(os.path.join(folder, "summary.json"))
 
 
+@pytest.mark.slow  # exercises.py check: a pytest of its own
 def test_check_shows_tensors_compared_and_the_line_of_the_students_file_that_raised(tmp_path):
     with open(os.path.join(ROOT, "ppo.py")) as f:
         original = f.read()
@@ -371,6 +378,7 @@ def alive(pid):
 
 
 @pytest.mark.skipif(not os.path.isdir("/proc"), reason="finds the processes through /proc")
+@pytest.mark.slow  # exercises.py check waits out its time limit
 def test_check_stops_an_endless_function_and_every_process_it_started(tmp_path):
     # q_update is wrong when the step goes on (its first test fails), and loops forever
     # after starting two processes when the step terminated (its second test)
@@ -392,6 +400,7 @@ def test_check_stops_an_endless_function_and_every_process_it_started(tmp_path):
 
 
 @pytest.mark.skipif(not os.path.isdir("/proc"), reason="finds the processes through /proc")
+@pytest.mark.slow  # exercises.py check's training runs
 def test_a_training_run_that_runs_past_its_limit_or_crashes_is_one_line(tmp_path):
     start_of_train = "    rng = random.Random(args.seed)  # exploration\n"
     endless = ("    if args.env_id == 'Taxi-v4':  # the check's run, not the tests'\n"
@@ -434,6 +443,7 @@ def test_a_file_that_does_not_parse_or_import_or_lacks_a_function_is_one_line(tm
         "")
 
 
+@pytest.mark.slow  # exercises.py check on several files, with their training runs
 def test_checking_several_files_gives_a_grade_book_and_summary_keeps_a_row_per_file(
         tmp_path):
     wrong = student_copy(tmp_path / "ann", old=RIGHT_Q_UPDATE,

@@ -9,6 +9,7 @@ import glob
 import json
 import math
 import os
+import re
 import zlib
 from types import SimpleNamespace
 
@@ -18,7 +19,7 @@ import pytest
 import torch
 
 import grpo
-from conftest import approx, detached, read_csv, same_seed_episodes, spy_on, tensor
+from conftest import ROOT, approx, detached, read_csv, same_seed_episodes, spy_on, tensor
 
 LN2, LN3 = math.log(2.0), math.log(3.0)
 # A tiny run: 4 prompts in groups of 4 (16 completions a batch), a one-block transformer
@@ -168,16 +169,26 @@ def test_the_grpo_loss_adds_beta_times_k3_to_the_clipped_term():
 
 # ---------------------------------------------------------------------------------------
 # The loss against TRL's GRPOTrainer._compute_loss on the same tensors (TRL is not a
-# requirement: pip install trl==1.16.0)
+# requirement: pip install trl==1.16.0; .ci/run installs it, and these run in the slow tier)
 # ---------------------------------------------------------------------------------------
 TRL_LOSS = {"seq-mean-token-mean": "grpo", "token-mean": "bnpo",
             "seq-mean-token-sum-norm": "dr_grpo"}
+TRL_PIN = "trl==1.16.0"
+"""the TRL whose GRPOTrainer the loss is checked against: the one the skip names and .ci/run
+installs"""
+
+
+def test_ci_installs_the_trl_the_cross_checks_name():
+    # a CI without TRL would skip the cross-checks below (issue 95): .ci/run installs the pin
+    with open(os.path.join(ROOT, ".ci", "run")) as f:
+        assert re.findall(r"\btrl==[\w.]+", f.read()) == [TRL_PIN]
 
 
 @pytest.mark.parametrize("loss_agg", TRL_LOSS)
 @pytest.mark.parametrize("beta, clip_high", [(0.0, 0.2), (0.04, 0.28)])
+@pytest.mark.slow  # TRL's cross-check: importing trl takes seconds
 def test_the_loss_equals_trls_on_the_same_tensors(loss_agg, beta, clip_high):
-    trainer = pytest.importorskip("trl.trainer.grpo_trainer", reason="pip install trl==1.16.0")
+    trainer = pytest.importorskip("trl.trainer.grpo_trainer", reason=f"pip install {TRL_PIN}")
     torch.manual_seed(0)
     n, t = 6, 5
     logp = (torch.rand(n, t) * -3).requires_grad_()
@@ -829,6 +840,7 @@ def test_the_warm_starts_targets_are_the_answer_then_the_end_token(tmp_path, mon
 # ---------------------------------------------------------------------------------------
 # Smoke run, checkpoint, determinism
 # ---------------------------------------------------------------------------------------
+@pytest.mark.slow  # a smoke run: a whole tiny run and every file it writes
 def test_smoke_run_writes_every_file_and_its_model_evaluates(tmp_path, check_run_folder):
     summary = grpo.main(tiny_args(tmp_path / "train", save_model=True))
     path, episodes, updates = check_run_folder(summary, str(tmp_path / "train"), "grpo", model=True)
@@ -953,6 +965,7 @@ def test_nlpos_nucleus_is_taken_at_the_sampling_temperature(tmp_path):
     assert not torch.equal(masks[:, 0], grpo.top_p_mask(logits, 0.5))
 
 
+@pytest.mark.slow  # determinism: two whole runs
 def test_same_seed_gives_the_same_episodes(tmp_path):
     rows = same_seed_episodes(lambda out: grpo.main(tiny_args(out)), tmp_path)
     assert len(rows) == 64

@@ -714,6 +714,7 @@ def live_processes(session):
             if line.split()[:1] == [str(session)] and not line.split()[1].startswith("Z")]
 
 
+@pytest.mark.slow  # a real process starting Ray
 def test_ctrl_c_while_ray_starts_leaves_no_process_behind(tmp_path):
     # python impala.py with a Ray of its own says "starting Ray ..." at once. Ctrl-C (SIGINT
     # to the whole command, as a terminal sends it) comes once the raylet has started its
@@ -740,7 +741,7 @@ def test_ctrl_c_while_ray_starts_leaves_no_process_behind(tmp_path):
 
 
 def test_the_ray_tests_go_to_one_worker_in_xdists_group(request):
-    """Under the README's `pytest -n 2 --dist loadgroup`, conftest puts every test that uses
+    """Under `pytest -n 2 --dist loadgroup` (either tier), conftest puts every test that uses
     Ray in xdist's group "ray", which one worker runs, so that two Rays never start at once
     and a module's tests share its ray_session: the group ends the test's id. With pytest 9.2
     and pytest-xdist 3.8 the group is dropped, silently (xdist's issue 1386)."""
@@ -753,6 +754,7 @@ SYNC_RUN = impala.Args(total_timesteps=12 * 2 * 16, num_envs=2, num_steps=16, hi
                        num_actors=2, sync=True, eval_episodes=2, save_model=True)
 
 
+@pytest.mark.slow  # real Ray actors
 def test_sync_gives_the_same_episodes_twice_and_the_run_writes_every_file(
         tmp_path, ray_session, check_run_folder, monkeypatch):
     published = {}
@@ -783,6 +785,7 @@ def test_sync_gives_the_same_episodes_twice_and_the_run_writes_every_file(
     assert again["eval_return_mean"] == summaries[0]["eval_return_mean"]
 
 
+@pytest.mark.slow  # real Ray actors
 def test_a_killed_actor_is_replaced_and_the_run_goes_on(tmp_path, ray_session, monkeypatch,
                                                         capsys):
     # One actor, killed as it is asked for its 3rd rollout: the rollout is lost, a new

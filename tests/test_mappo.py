@@ -665,6 +665,7 @@ def test_team_env_without_state_gets_the_observations_joined(fresh_env_module):
     assert out.state.tolist() == [[1, 0]] and out.active.tolist() == [[True, False]]
 
 
+@pytest.mark.slow  # a smoke run: a whole tiny run and every file it writes
 def test_smoke_run_on_your_own_environment(fresh_env_module, tmp_path, check_run_folder):
     summary = mappo.main(mappo.Args(env_id="my_envs:team_env", critic_state="as",
                                     eval_episodes=2, save_model=True,
@@ -733,6 +734,7 @@ TINY = dict(num_envs=2, num_steps=10, max_cycles=5, total_timesteps=60)
 
 
 @pytest.mark.parametrize("critic_state", ["ep", "as"])
+@pytest.mark.slow  # a smoke run: a whole tiny run and every file it writes
 def test_smoke_run_writes_every_file_and_its_model_evaluates(critic_state, tmp_path, check_run_folder):
     summary = mappo.main(mappo.Args(critic_state=critic_state, eval_episodes=2, save_model=True,
                                     output_dir=str(tmp_path / "train"), **TINY))
@@ -782,6 +784,7 @@ def test_nan_loss_stops_cleanly(tmp_path, monkeypatch, capsys):
 
 
 @pytest.mark.parametrize("critic_state", ["ep", "as"])
+@pytest.mark.slow  # determinism: two whole runs
 def test_same_seed_gives_the_same_episodes(critic_state, tmp_path):
     rows = same_seed_episodes(lambda out: mappo.main(mappo.Args(
         critic_state=critic_state, eval_episodes=0, output_dir=out,
@@ -793,6 +796,7 @@ def test_same_seed_gives_the_same_episodes(critic_state, tmp_path):
 # ---------------------------------------------------------------------------------------
 # Watching a run: --eval-every (the progress line is tests/test_plumbing.py's)
 # ---------------------------------------------------------------------------------------
+@pytest.mark.slow  # watching a run: evaluations during it
 def test_eval_every_writes_rows_keeps_the_best_model_and_leaves_training_alone(tmp_path):
     # 3 copies step global_step by 3: 3, 6, ..., 90 (3 rollouts of 3 * 10 lock-steps). A row
     # each time it crosses a multiple of 20: at 21 (7 * 3, past 20), 42, 60 (exactly) and 81;

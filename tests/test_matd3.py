@@ -772,6 +772,7 @@ def test_the_loop_gives_the_update_its_batches_steps_optimizers_and_buffer(tmp_p
 # Runs end to end
 # ---------------------------------------------------------------------------------------
 @pytest.mark.parametrize("algo, critic_state, n_step", [("matd3", "ep", 1), ("maddpg", "fp", 3)])
+@pytest.mark.slow  # a smoke run: a whole tiny run and every file it writes
 def test_smoke_run_writes_every_file_and_its_model_evaluates(algo, critic_state, n_step, tmp_path,
                                                              check_run_folder):
     summary = matd3.main(matd3.Args(algo=algo, critic_state=critic_state, n_step=n_step,
@@ -801,11 +802,13 @@ def test_stop_at_return_stops_and_records_when(tmp_path):
     assert [int(e["global_step"]) for e in episodes] == [10 * (i // 2 + 1) for i in range(100)]
 
 
+@pytest.mark.slow  # determinism: two whole runs
 def test_same_seed_gives_the_same_episodes(tmp_path):
     rows = same_seed_episodes(lambda out: matd3.main(matd3.Args(output_dir=out, **TINY)), tmp_path)
     assert len(rows) == 8
 
 
+@pytest.mark.slow  # watching a run: evaluations during it
 def test_eval_every_writes_rows_keeps_the_best_model_and_leaves_training_alone(tmp_path):
     # 4 copies x 15 lock-steps = 60 steps; --eval-every 16 crosses at 16, 32, 48 (each a
     # lock-step of 4 steps lands on it)

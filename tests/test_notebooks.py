@@ -15,6 +15,10 @@ import zipfile
 
 import pytest
 
+# The slow tier (pytest.ini): each notebook runs in a real kernel, and the setup cell's tests
+# each start a Python of their own
+pytestmark = pytest.mark.slow
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FOLDER = os.path.join(ROOT, "notebooks")
 SOURCES = sorted(name for name in os.listdir(FOLDER) if re.fullmatch(r"\d\d_\w+\.py", name))

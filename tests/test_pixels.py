@@ -264,6 +264,7 @@ LEARN = {  # short runs: PPO's defaults; DQN updating every 4 steps from step 50
 
 
 @pytest.mark.parametrize("script", MODULES)
+@pytest.mark.slow  # two learning runs
 def test_the_cnn_learns_a_pixel_task_that_an_mlp_on_the_flat_frame_learns_more_slowly(
         script, tmp_path):
     # Measured with these flags on seeds 1-3 (2026-11-23): PPO's CNN 7.34-7.62 against its
@@ -483,6 +484,7 @@ def test_the_learner_sees_a_termination_at_each_lost_life(script, tmp_path, monk
 
 @pytest.mark.skipif(not HAS_MINATAR, reason="minatar is not installed")
 @pytest.mark.parametrize("script", MODULES)
+@pytest.mark.slow  # a run that records a video
 def test_a_minatar_id_runs_and_films_its_grid_in_colour(script, tmp_path):
     from moviepy import VideoFileClip
     module = MODULES[script]

@@ -527,6 +527,7 @@ def test_bad_input(argv, message, made_up, run_cli, tmp_path, monkeypatch):
     assert not glob.glob(str(tmp_path / "**" / "*.txt"), recursive=True)
 
 
+@pytest.mark.slow  # a Python process of its own
 def test_importing_plot_has_no_side_effects(tmp_path):
     check_import_is_quiet("plot", tmp_path)
 

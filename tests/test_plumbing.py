@@ -138,6 +138,7 @@ def test_the_docstrings_commands_parse_with_the_values_they_give(script, monkeyp
             assert args.env_id == argv[argv.index("--env-id") + 1]
 
 
+@pytest.mark.slow  # a Python process of its own per script
 def test_importing_the_scripts_has_no_side_effects(tmp_path):
     # one interpreter imports them all, one after another (torch is imported once)
     from conftest import check_import_is_quiet
@@ -301,6 +302,7 @@ def test_ctrl_c_keeps_the_run_folder_and_ends_by_sigint(script, tmp_path, monkey
     assert "interrupted; writing what the run has so far" in capsys.readouterr().out
 
 
+@pytest.mark.slow  # two real processes in a shell loop, stopped by Ctrl-C
 def test_ctrl_c_stops_a_shell_loop_of_runs(tmp_path):
     # Ctrl-C in a terminal reaches the whole foreground group: the shell and the script.
     # The script writes its run folder and dies of SIGINT, so bash stops the loop too.
@@ -384,6 +386,7 @@ def test_an_environment_without_a_time_limit_ends_with_a_clear_line(script, tmp_
 
 
 @pytest.mark.parametrize("script", SCRIPTS)
+@pytest.mark.slow  # two runs per script: trained and saved, then evaluated
 def test_eval_checkpoint_takes_a_run_folder_for_its_model(script, run_cli, tmp_path):
     # --eval-checkpoint runs/<folder> evaluates the folder's model.pt (model.npz), as the
     # closing line names the folder, not the file.
@@ -441,6 +444,7 @@ MUJOCO = {"ppo.py": ["--num-envs", "2", "--num-steps", "64", "--total-timesteps"
 
 
 @pytest.mark.parametrize("script", MUJOCO)
+@pytest.mark.slow  # a MuJoCo run per script
 def test_a_mujoco_id_trains_and_evaluates(script, run_cli, tmp_path):
     code, out, err = run_cli(script, ["--env-id", "Hopper-v5", *MUJOCO[script], "--eval-episodes",
                                       "1", "--output-dir", str(tmp_path)])
@@ -676,6 +680,7 @@ OTHER_GOALS = {f"{script}-{env}-100k" for script in ("ddpg_td3", "sac")
 
 
 @pytest.mark.parametrize("script", SCRIPTS)
+@pytest.mark.slow  # the shrunk default command, per script
 def test_the_default_command_is_judged_on_its_rows_goal(script, run_cli, tmp_path):
     # Issue 86: the run's verdict (summary.json, the closing line) uses the threshold, the
     # window and the measure of the script's benchmark task on its default environment, the
@@ -925,6 +930,7 @@ def test_the_curves_mean_is_over_the_goals_window_not_20(script, tmp_path, monke
     assert list(lines["threshold 5 (last-3 mean)"].get_ydata()) == [5.0, 5.0]
 
 
+@pytest.mark.slow  # a Python process of its own
 def test_the_curve_flag_is_on_unless_plainrl_curve_is_0(tmp_path):
     # a user's run draws its curve with no flag; PLAINRL_CURVE=0 (the suite's) turns it off
     # (one process: each setting, then the two scripts imported again, as a fresh run would)
@@ -980,6 +986,7 @@ def test_every_evaluation_plays_from_seed_100000_on_and_the_best_model_is_the_fi
 
 
 @pytest.mark.parametrize("script", SCRIPTS)
+@pytest.mark.slow  # watching a run: evaluations during it, per script
 def test_eval_every_evaluates_where_the_step_count_first_passes_each_multiple(
         script, tmp_path, monkeypatch):
     # --eval-every 7, which no script's step count moves by (most move by their 2
@@ -1255,6 +1262,7 @@ def test_the_speed_is_measured_after_the_random_warm_up(script, tmp_path, monkey
 
 
 @pytest.mark.parametrize("script", SCRIPTS)
+@pytest.mark.slow  # a run recording videos, per script
 def test_capture_video_names_one_video_per_evaluation_episode_quietly(script, tmp_path,
                                                                        run_cli, capfd,
                                                                        monkeypatch):

@@ -610,6 +610,7 @@ def test_training_keeps_the_rewards_of_an_environment_that_is_not_atari():
 # ---------------------------------------------------------------------------------------
 # Runs end to end
 # ---------------------------------------------------------------------------------------
+@pytest.mark.slow  # a smoke run: a whole tiny run and every file it writes
 def test_discrete_smoke_run_writes_every_file_and_its_model_evaluates(tmp_path, check_run_folder):
     args = ppo.Args(env_id="CartPole-v1", total_timesteps=1024, num_envs=2, num_steps=128,
                     num_minibatches=4, update_epochs=2, eval_episodes=2, save_model=True,
@@ -633,6 +634,7 @@ def test_discrete_smoke_run_writes_every_file_and_its_model_evaluates(tmp_path, 
     assert read_csv(eval_path / "episodes.csv") == [] and not (eval_path / "updates.csv").exists()
 
 
+@pytest.mark.slow  # a smoke run: a whole tiny run and every file it writes
 def test_continuous_smoke_run_with_every_option(tmp_path, check_run_folder):
     args = ppo.Args(env_id="Pendulum-v1", total_timesteps=800, num_envs=2, num_steps=200,
                     num_minibatches=2, update_epochs=2, eval_episodes=2, save_model=True,
@@ -774,6 +776,7 @@ def test_an_evaluation_of_a_checkpoint_trains_nothing(tmp_path, capsys):
     check_an_evaluation_trains_nothing(ppo, tmp_path, capsys, tiny=ONE_ROLLOUT_OF_SIX)
 
 
+@pytest.mark.slow  # determinism: two whole runs
 def test_same_seed_gives_the_same_episodes(tmp_path):
     rows = same_seed_episodes(lambda out: ppo.main(ppo.Args(
         total_timesteps=2048, num_envs=4, num_steps=64, eval_episodes=0, output_dir=out)),
@@ -784,6 +787,7 @@ def test_same_seed_gives_the_same_episodes(tmp_path):
 # ---------------------------------------------------------------------------------------
 # Watching a run: --eval-every and the progress line
 # ---------------------------------------------------------------------------------------
+@pytest.mark.slow  # watching a run: evaluations during it
 def test_eval_every_writes_rows_keeps_the_best_model_and_leaves_training_alone(tmp_path):
     # 3 environments step global_step by 3: 3, 6, ..., 864 (9 rollouts of 3 * 32 steps).
     # A row each time it crosses a multiple of 100: at 102 (34 * 3, past 100), 201, 300,

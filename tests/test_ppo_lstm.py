@@ -532,6 +532,7 @@ def test_hide_obs_drops_the_dimensions_everywhere_the_agent_looks():
 # ---------------------------------------------------------------------------------------
 # Runs end to end
 # ---------------------------------------------------------------------------------------
+@pytest.mark.slow  # a smoke run: a whole tiny run and every file it writes
 def test_hidden_velocity_smoke_run_writes_every_file_and_its_model_evaluates(tmp_path,
                                                                              check_run_folder):
     # --eval-every 256 evaluates at 256 and 512 with the hidden dimensions dropped too
@@ -710,6 +711,7 @@ def test_non_finite_loss_stops_cleanly(tmp_path, monkeypatch, capsys):
     assert "the loss became non-finite (NaN or inf) at step 64" in capsys.readouterr().out
 
 
+@pytest.mark.slow  # determinism: two whole runs
 def test_same_seed_gives_the_same_episodes(tmp_path):
     rows = same_seed_episodes(lambda out: ppo_lstm.main(ppo_lstm.Args(
         hide_obs=[1, 3], total_timesteps=1024, num_envs=4, num_steps=32, eval_episodes=0,

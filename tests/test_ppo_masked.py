@@ -572,6 +572,7 @@ def test_target_kl_and_clipfrac_read_each_epochs_own_ratios(tmp_path, monkeypatc
 # ---------------------------------------------------------------------------------------
 # Runs end to end
 # ---------------------------------------------------------------------------------------
+@pytest.mark.slow  # a smoke run: a whole tiny run and every file it writes
 def test_taxi_smoke_run_writes_every_file_and_its_model_evaluates(tmp_path, check_run_folder):
     args = pm.Args(env_id="Taxi-v4", total_timesteps=512, num_envs=2, num_steps=128,
                    num_minibatches=4, update_epochs=2, eval_episodes=2, save_model=True,
@@ -595,6 +596,7 @@ def test_taxi_smoke_run_writes_every_file_and_its_model_evaluates(tmp_path, chec
     assert evaluated["global_steps"] == 0
 
 
+@pytest.mark.slow  # a smoke run: a whole tiny run and every file it writes
 def test_dict_observation_smoke_run(tmp_path, check_run_folder):
     args = pm.Args(env_id="DictMaskedCounter-v0", total_timesteps=48, num_envs=2, num_steps=8,
                    num_minibatches=2, eval_episodes=2, output_dir=str(tmp_path))
@@ -668,6 +670,7 @@ def test_an_evaluated_checkpoint_is_restored_into_a_network_of_its_own_width(tmp
     assert widths == [[8, 8]]
 
 
+@pytest.mark.slow  # determinism: two whole runs
 def test_same_seed_gives_the_same_episodes(tmp_path):
     rows = same_seed_episodes(lambda out: pm.main(pm.Args(
         total_timesteps=4096, num_envs=16, num_steps=32, eval_episodes=0, output_dir=out)),

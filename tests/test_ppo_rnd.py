@@ -602,6 +602,7 @@ def test_every_evaluation_reads_the_running_statistics_and_leaves_them_alone(tmp
 # ---------------------------------------------------------------------------------------
 # Runs end to end
 # ---------------------------------------------------------------------------------------
+@pytest.mark.slow  # a smoke run: a whole tiny run and every file it writes
 def test_smoke_run_writes_every_file_and_its_model_evaluates(tmp_path, check_run_folder):
     args = ppo_rnd.Args(**TINY, save_model=True, output_dir=str(tmp_path / "train"))
     summary = ppo_rnd.main(args)
@@ -640,6 +641,7 @@ def test_nan_loss_stops_cleanly_at_the_step_it_came(tmp_path, monkeypatch, capsy
     assert "the loss became non-finite (NaN or inf) at step 256" in capsys.readouterr().out
 
 
+@pytest.mark.slow  # determinism: two whole runs
 def test_same_seed_gives_the_same_episodes(tmp_path):
     rows = same_seed_episodes(lambda out: ppo_rnd.main(ppo_rnd.Args(
         **{**TINY, "eval_episodes": 0}, output_dir=out)), tmp_path)

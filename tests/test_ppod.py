@@ -644,6 +644,7 @@ def test_own_environment_module_with_demos_made_here(tmp_path, fresh_env_module,
     assert any(d.observations.tolist() == GRID_PATH for d in saved)
 
 
+@pytest.mark.slow  # a smoke run: a whole tiny run and every file it writes
 def test_smoke_run_writes_every_file_and_its_model_evaluates_and_records(tmp_path, check_run_folder):
     args = ppod.Args(total_timesteps=1024, num_envs=2, num_steps=128, num_minibatches=4,
                      update_epochs=2, eval_episodes=1, save_model=True, save_demos_every=1,
@@ -953,6 +954,7 @@ def test_nan_loss_stops_cleanly(tmp_path, monkeypatch, count_demos, capsys):
     assert (next(tmp_path.iterdir()) / "summary.json").exists()
 
 
+@pytest.mark.slow  # determinism: two whole runs
 def test_same_seed_gives_the_same_episodes(tmp_path, count_demos):
     # Replays, value demos and admissions all draw from the seeded generators.
     rows = same_seed_episodes(lambda out: ppod.main(ppod.Args(

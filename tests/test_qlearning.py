@@ -481,6 +481,7 @@ def model_of(path):
         return json.loads(str(f["args"])), {k: f[k] for k in f.files if k != "args"}
 
 
+@pytest.mark.slow  # a smoke run: a whole tiny run and every file it writes
 def test_discrete_smoke_run_logs_its_columns_and_its_model_evaluates_the_same(tmp_path):
     # Taxi's 500 states: no heat map (its map is of 7 x 11 characters, not of its states).
     # Every column of updates.csv has its TensorBoard name in TENSORBOARD_NAMES; the table
@@ -508,6 +509,7 @@ def test_discrete_smoke_run_logs_its_columns_and_its_model_evaluates_the_same(tm
     assert evaluated["global_steps"] == 0
 
 
+@pytest.mark.slow  # a smoke run: a whole tiny run and every file it writes
 def test_box_smoke_run_with_a_grid_and_its_heat_map(tmp_path):
     args = ql.Args(env_id="MountainCar-v0", total_timesteps=1000, bins=(8, 6), eval_episodes=1,
                    save_model=True, anneal_lr=True, q_init=1.0, output_dir=str(tmp_path / "train"))
@@ -530,6 +532,7 @@ def test_box_smoke_run_with_a_grid_and_its_heat_map(tmp_path):
 
 
 @pytest.mark.parametrize("env_id, states", [("GridCells-v0", 16), ("GridWorld-v0", 16)])
+@pytest.mark.slow  # a smoke run: a whole tiny run and every file it writes
 def test_smoke_run_on_an_environment_of_your_own_module(tmp_path, fresh_env_module, env_id,
                                                         states):
     # GridCells-v0 has Discrete(16) observations, table rows as they are; GridWorld-v0 has
@@ -593,6 +596,7 @@ def test_a_non_finite_td_error_stops_cleanly(tmp_path, monkeypatch, capsys):
     assert "non-finite (NaN or inf) at step 1" in capsys.readouterr().out
 
 
+@pytest.mark.slow  # determinism: two whole runs
 def test_same_seed_gives_the_same_episodes(tmp_path):
     rows = same_seed_episodes(lambda out: ql.main(ql.Args(
         total_timesteps=5000, eval_episodes=0, output_dir=out)), tmp_path)
@@ -672,5 +676,6 @@ def test_a_checkpoint_of_another_table_is_refused_in_one_line(tmp_path):
     assert "a table of shape (16, 4), not (500, 6)" in str(refused.value)
 
 
+@pytest.mark.slow  # a Python process of its own
 def test_importing_the_script_has_no_side_effects_and_no_torch(tmp_path):
     check_import_is_quiet("qlearning", tmp_path, also="assert 'torch' not in sys.modules")

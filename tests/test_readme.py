@@ -49,6 +49,7 @@ def anchors(text):
     return found | set(re.findall(r"<a (?:id|name)=\"([^\"]+)\"", text))
 
 
+@pytest.mark.slow  # the guide's snippet run as a user runs it
 def test_the_guides_environment_snippet_runs_as_written(tmp_path):
     """The guide's my_corridor.py (docs/guide/your-own-environment.md, the README's section
     before), written to a folder that plays the repository root (it holds ppo.py), and the

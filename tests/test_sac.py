@@ -594,6 +594,7 @@ TINY = dict(env_id="Pendulum-v1", total_timesteps=600, learning_starts=200, batc
             hidden_size=16, log_interval=200)
 
 
+@pytest.mark.slow  # a smoke run: a whole tiny run and every file it writes
 def test_smoke_run_logs_sacs_diagnostics_and_its_model_evaluates(tmp_path):
     args = sac.Args(**TINY, eval_episodes=2, save_model=True, output_dir=str(tmp_path / "train"))
     summary = sac.main(args)
@@ -692,6 +693,7 @@ def test_update_rows_hold_the_means_since_the_last_row_and_one_after_the_last_st
     check_the_rows_of_numbered_agent_updates(sac, tmp_path, monkeypatch)
 
 
+@pytest.mark.slow  # determinism: two whole runs
 def test_same_seed_gives_the_same_episodes(tmp_path):
     rows = same_seed_episodes(lambda out: sac.main(sac.Args(
         env_id="my_envs:Slider-v0", total_timesteps=200, num_envs=2, learning_starts=40,

@@ -64,6 +64,7 @@ def pages():
     return found
 
 
+@pytest.mark.slow  # mkdocs build of the whole site
 def test_the_site_builds_strict_with_every_script_on_a_page(site):
     folder, seconds = site
     print(f"mkdocs build --strict: {seconds:.1f} s")
@@ -296,6 +297,7 @@ def test_each_page_gives_background_equations_and_pseudocode_before_anything_els
             assert gen_pages.prose(paragraph) in page_section(page, "Background")
 
 
+@pytest.mark.slow  # the built site
 def test_the_teaching_texts_are_not_pages_of_their_own(site):
     # docs/teach/*.md are read into the algorithm pages (mkdocs.yml's exclude_docs), never
     # published beside them
@@ -649,6 +651,7 @@ def clicks(folder, arrived):
     return None
 
 
+@pytest.mark.slow  # the built site
 def test_from_the_home_page_to_running_ppo_and_its_gae_and_to_grading_a_class(site):
     """Issue 55's goals, by the links of the built pages: a new user reaches, in three clicks
     or fewer, the page with ppo.py's command and its GAE (the equation with its docstring
@@ -1026,6 +1029,7 @@ def failures_of(events, site_url):
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="needs Chromium: apt-get install -y chromium")
+@pytest.mark.slow  # the built site in headless Chromium
 def test_every_page_opens_in_chromium_whole_and_offline(site):
     pytest.importorskip("websockets", reason="pip install -r docs/requirements.txt")
     folder = site[0]
@@ -1117,6 +1121,7 @@ FOLDED_SOURCE_CLICK = r"""new Promise(resolve => {
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="needs Chromium: apt-get install -y chromium")
+@pytest.mark.slow  # the built site in headless Chromium
 def test_search_finds_the_page_that_teaches_the_term_first(site):
     pytest.importorskip("websockets", reason="pip install -r docs/requirements.txt")
     folder = site[0]

@@ -246,6 +246,7 @@ def wandb_records(path):
     return records
 
 
+@pytest.mark.slow  # a run synced to wandb offline, with its videos
 def test_track_offline_syncs_the_episodic_returns_config_and_videos(tmp_path):
     # ppo.py --track with WANDB_MODE=offline, a classroom without an account: the W&B run
     # (under WANDB_DIR) has the flags as its configuration, charts/episodic_return's history

@@ -304,6 +304,7 @@ def test_the_docstrings_commands_pass_every_check():
         assert plan["params"] and plan["fixed"][0] == "--total-timesteps"
 
 
+@pytest.mark.slow  # a Python process of its own
 def test_importing_tune_has_no_side_effects(tmp_path):
     check_import_is_quiet("tune", tmp_path, also="assert 'qlearning' not in sys.modules\n")
 
@@ -336,6 +337,7 @@ def states(study):
     return [t.state.name for t in study.trials]
 
 
+@pytest.mark.slow  # a real study's runs
 def test_a_tiny_study_runs_reads_each_seed_and_resumes(tmp_path, capsys, run_cli,
                                                        monkeypatch):
     study = tune.main(study_args(tmp_path, 1), FIXED)
@@ -421,6 +423,7 @@ def test_each_line_names_the_best_trial_so_far(tmp_path, capsys, monkeypatch):
                                        study.trials[2].user_attrs["flags"])
 
 
+@pytest.mark.slow  # a real study's runs
 def test_a_failing_run_fails_its_trial_with_its_last_stderr_line(tmp_path, capsys,
                                                                  monkeypatch):
     """An environment module that raises when imported: each run says so in one line and
@@ -444,6 +447,38 @@ def test_a_failing_run_fails_its_trial_with_its_last_stderr_line(tmp_path, capsy
     assert study.trials[0].user_attrs["error"] == line
 
 
+def test_a_completed_trial_starts_the_count_of_failures_in_a_row_again(tmp_path, capsys,
+                                                                       monkeypatch):
+    """Runs replaced by made-up outcomes, FAILED_IN_A_ROW 3 (its own): fail, fail, a value,
+    fail, fail, a value, then fail, fail, fail. Six failures in all, never three in a row until
+    the last three: the study completes trials 2 and 5 and stops after trial-8 with exit
+    status 1, "3 trials failed in a row". A count that a completed trial did not start again
+    would stop it at trial-3, its third failure (2 completed of --trials 3)."""
+    assert tune.FAILED_IN_A_ROW == 3
+    outcomes = iter([None, None, 4.0, None, None, 6.0, None, None, None])
+
+    def made_up(*args):
+        value = next(outcomes)
+        if value is None:
+            raise tune.TrialFailed("seed 1 exited with status 1: made up")
+        return {1: value, 2: value}
+    monkeypatch.setattr(tune, "run_seeds", made_up)
+    with pytest.raises(SystemExit) as e:
+        tune.main(study_args(tmp_path, 3), FIXED)
+    assert e.value.code == 1
+    captured = capsys.readouterr()
+    assert captured.err == ("tune.py: 3 trials failed in a row; stopping (the last: seed 1 "
+                            "exited with status 1: made up)\n")
+    assert states(load(tmp_path / "s.db")) == ["FAIL", "FAIL", "COMPLETE", "FAIL", "FAIL",
+                                               "COMPLETE", "FAIL", "FAIL", "FAIL"]
+    out = captured.out.splitlines()
+    assert [line.split(" ")[0] for line in out] == [
+        "trial-0", "trial-1", "trial", "trial-3", "trial-4", "trial", "trial-6", "trial-7",
+        "trial-8"]
+    assert out[2].startswith("trial 1 of 3 (trial-2): ") and out[5].startswith(
+        "trial 2 of 3 (trial-5): ")
+
+
 # ---------------------------------------------------------------------------------------
 # Ctrl-C: the runs stopped, the trial under way failed, the rest kept, the same command
 # goes on
@@ -461,6 +496,7 @@ def processes_naming(text):
     return found
 
 
+@pytest.mark.slow  # a real study's runs, stopped by Ctrl-C
 def test_ctrl_c_keeps_the_completed_trials_and_the_same_command_goes_on(tmp_path):
     # 30,000 steps (half a second of training) where FIXED has 3,000, so that the Ctrl-C
     # below finds trial-1's runs training

@@ -103,6 +103,7 @@ def test_each_page_embeds_the_video_videos_json_lists_with_its_figures(script, p
 
 
 @pytest.mark.parametrize("script", sorted(listed()))
+@pytest.mark.slow  # decodes every video with ffmpeg
 def test_each_video_plays_in_a_browser_as_videos_json_describes_it(script):
     import imageio_ffmpeg
     entry = listed()[script]
@@ -206,6 +207,7 @@ env.close()
 """
 
 
+@pytest.mark.slow  # a MuJoCo video recorded offscreen
 def test_a_mujoco_environment_is_recorded_offscreen(tmp_path):
     # an episode of Hopper-v5 cut at 5 steps, recorded with Gymnasium's RecordVideo (the
     # wrapper the scripts' --capture-video uses) without a display, on the first of MuJoCo's

@@ -556,6 +556,7 @@ def test_nan_loss_stops_cleanly(tmp_path, monkeypatch, capsys, loss):
     assert "the loss became non-finite (NaN or inf) at step 256" in capsys.readouterr().out
 
 
+@pytest.mark.slow  # determinism: two whole runs
 def test_same_seed_gives_the_same_episodes(tmp_path):
     rows = same_seed_episodes(lambda out: vpg.main(vpg.Args(
         total_timesteps=2048, num_envs=4, num_steps=64, eval_episodes=0, output_dir=out)),
