@@ -199,7 +199,7 @@ def draw(out, curves, table):
             ys = np.mean([[r[measure] for r in rows if r["global_step"] >= 0][:common]
                           for rows in by_seed.values()], axis=0)
             ax.plot(xs, ys, "o-", ms=3, color=f"C{j}", label=f"{label} (mean of {len(by_seed)})")
-        ax.set(xlabel="answers learned from since the warm start (completions or demonstrations)",
+        ax.set(xlabel="answers since the warm start (completions, or demonstrations)",
                ylabel=f"held-out {'greedy accuracy' if measure == 'accuracy' else 'pass@1 (sampled)'}",
                ylim=(0, 1))
         ax.grid(alpha=0.3)
