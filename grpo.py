@@ -92,8 +92,8 @@ completion), updates.csv, held_out.csv (greedy accuracy, pass@1, pass@k, answer 
 to the reference on held-out problems, every --eval-every answers of both phases; the warm
 start's at step 0), pass_at_k.csv (pass@1..64 at the warm start and the end), summary.json
 (start_return: the warm start's accuracy), model.pt and warm_start.pt with --save-model, and
-with --eval-every N evaluations.csv (and best_model.pt, the best evaluated model) (plainrl's
-CONTRIBUTING.md, "What a run writes").
+with --eval-every N evaluations.csv (and best_model.pt, the best evaluated model)
+(plainrl's CONTRIBUTING.md, "What a run writes").
 TensorBoard's event file gets the CSV rows too (--no-tensorboard: none; --track syncs it
 to Weights & Biases, as CleanRL does).
 python plot.py <run folder> draws its learning curve (with the --eval-every evaluations).
@@ -161,11 +161,12 @@ class Args:
     """the experiment name, part of the run folder's name"""
     eval_episodes: int = 500
     """greedy evaluation episodes after training, one held-out problem each (0 skips it)"""
+    # also every N answers of the warm start (its phase of held_out.csv and the curve)
     eval_every: int = 25_600
-    """also evaluate every N completions, and every N answers of the warm start (0: only after training)"""
+    """measure on held-out problems every N completions (0: only after training)"""
+    # at the warm start and at the end 64 at least: pass_at_k.csv's pass@1..64
     eval_samples: int = 16
-    """n: answers sampled for each held-out problem at each evaluation, for pass@1 and pass@k
-    (at the warm start and at the end, at least 64: pass@k for k up to 64 in summary.json)"""
+    """n: answers sampled per held-out problem for pass@1 and pass@k"""
     pass_k: int = 8
     """the k of held_out.csv's pass@k column (at most --eval-samples)"""
     stop_at_return: Optional[float] = None
@@ -215,7 +216,7 @@ class Args:
     sft_anneal_lr: bool = True
     """anneal the warm start's learning rate linearly to 0 at its last step"""
     sft_stop_at: Optional[float] = None
-    """stop the warm start once its held-out greedy accuracy reaches this (read every --eval-every answers)"""
+    """stop the warm start once its held-out greedy accuracy reaches this (read at --eval-every)"""
     warm_start: Optional[str] = None
     """start from this warm_start.pt (another run's, with --save-model) instead of training one"""
 
@@ -950,8 +951,6 @@ TENSORBOARD_NAMES = {
     "policy_loss": "losses/policy_loss", "approx_kl": "losses/approx_kl",
     "clipfrac": "losses/clipfrac", "kl": "losses/kl", "reward_mean": "charts/reward_mean",
     "completion_length": "charts/completion_length", "groups_kept": "charts/groups_kept",
-    "accuracy": "held_out/accuracy", "pass@1": "held_out/pass@1", "kl_to_reference":
-    "held_out/kl_to_reference", "answer_length": "held_out/completion_length",
 }
 
 
@@ -1029,7 +1028,8 @@ def check_args(args):
     if args.eval_every < 0:
         fail(f"--eval-every must be 0 (evaluate only after training) or more, got {args.eval_every}")
     if args.eval_every and not args.eval_episodes:
-        fail("--eval-every needs at least one evaluation episode; pass --eval-episodes 1 or more")
+        fail("--eval-every needs at least one evaluation episode; pass --eval-episodes 1 or more, "
+             "or --eval-every 0")
     if args.capture_video and not args.eval_episodes:
         fail("--capture-video records the evaluation episodes, and --eval-episodes 0 has none; "
              "pass --eval-episodes 1 or more")
@@ -1660,7 +1660,7 @@ def held_out(args, run, policy, reference, step, n=None):
     tokenizer, P, T, n = policy.tokenizer, policy.prompt_len, args.max_new_tokens, n or args.eval_samples
     device, envs = next(policy.parameters()).device, make_vector_env(args.env_id, args.eval_episodes)
     correct, lengths, kls = 0, [], []
-    with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+    with torch.random.fork_rng(devices=[device] if torch.cuda.is_available() and device.type == "cuda" else []):
         torch.manual_seed(args.seed + 100_000)
         for j in range(n + 1):  # the greedy answers, then n sampled ones, of the same problems
             prompts, _ = envs.reset(seed=args.seed + 100_000)

@@ -611,7 +611,8 @@ def check_args(args):
     if args.eval_every < 0:
         fail(f"--eval-every must be 0 (evaluate only after training) or more, got {args.eval_every}")
     if args.eval_every and not args.eval_episodes:
-        fail("--eval-every needs at least one evaluation episode; pass --eval-episodes 1 or more")
+        fail("--eval-every needs at least one evaluation episode; pass --eval-episodes 1 or more, "
+             "or --eval-every 0")
     if args.capture_video and not args.eval_episodes:
         fail("--capture-video records the evaluation episodes, and --eval-episodes 0 has none; "
              "pass --eval-episodes 1 or more")

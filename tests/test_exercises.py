@@ -65,10 +65,11 @@ def test_every_algorithm_script_has_an_exercise():
     # test_sb3_compare.py and test_cleanrl_compare.py the side by sides of benchmarks/,
     # test_site.py the documentation site, test_tensorboard.py every script's event files,
     # test_videos.py the pages' recordings, test_notebooks.py the classroom notebooks,
-    # test_cluster.py benchmark.py's and tune.py's Ray cluster (issue 85)
+    # test_cluster.py benchmark.py's and tune.py's Ray cluster (issue 85), test_pages.py the
+    # teaching pages' length and voice
     assert scripts - {"exercises", "plot", "tune", "benchmark", "plumbing", "device", "readme", "pixels",
                       "sparse_chain", "sb3_compare", "cleanrl_compare", "site",
-                      "tensorboard", "videos", "notebooks", "cluster"} == set(SCRIPTS)
+                      "tensorboard", "videos", "notebooks", "cluster", "pages"} == set(SCRIPTS)
 
 
 @pytest.mark.parametrize("exercise", exercises.EXERCISES, ids=lambda e: e.id)

@@ -62,7 +62,7 @@ SCRIPTS = {
     # 4 prompts in groups of 4 (16 completions, one step each, a batch), a one-block transformer
     "grpo.py": (["--total-timesteps", "64", "--num-prompts", "4", "--group-size", "4",
                  "--sft-steps", "3", "--sft-problems", "16", "--n-layer", "1", "--n-head", "2",
-                 "--n-embd", "16"], True),
+                 "--n-embd", "16", "--eval-every", "0"], True),
 }
 # The block's own behaviour is the same text in every script (the stamp test holds it), so
 # it is tested on one script of each variant: ppo.py (torch) and qlearning.py (NumPy only).

@@ -317,10 +317,13 @@ def test_a_task_figure_draws_the_median_over_seeds_and_measures_evaluation_figur
             {"seed": 8, "curve": [[10, 20], [3.0, 5.0]], "evaluations": [[10, 20], [7.0, 9.0]],
              "global_steps": 100_000, "eval_return": 8.0}]
     tasks = {t.name: t for s in benchmark.TASKS.values() for t in s}
-    # (and grpo.py's, whose goal is its held-out accuracy, an evaluation figure too)
+    # (and grpo.py's on Addition-v0, whose goal is its held-out accuracy, an evaluation figure
+    # too; on AdditionPartial-v0 the goal is RL's gain, holds_on_gain)
     assert {n for n, t in tasks.items() if t.eval_threshold} == {
         n for n in tasks if n.startswith(("ppo-", "sac-", "ddpg_td3-", "crossq-")) and "-v5" in n
-    } | {n for n in tasks if n.startswith("grpo-")}
+    } | {n for n in tasks if n.startswith("grpo-Addition-v0")}
+    assert {n for n, t in tasks.items() if t.holds_on_gain} == {
+        n for n in tasks if n.startswith("grpo-AdditionPartial-v0")}
     benchmark.plot_task(tasks["sac-Hopper-v5-100k"], runs, str(tmp_path))
     benchmark.plot_task(tasks["ppo-CartPole-v1"], runs, str(tmp_path))
     (train, evaluation), (only,) = figures[0].axes, figures[1].axes
@@ -386,7 +389,7 @@ def test_replot_draws_every_figure_of_the_kept_tasks_again_and_runs_nothing(tmp_
         assert stats == {"seeds": [1], "measure": "eval", "holds": [0, 1],
                          "end": [-250, -250, -250], "eval": [-250, -250, -250]}
         assert kept[name] == {**entry, "eval_threshold": False, "holds_on_eval": True,
-                              "stops": False}
+                              "holds_on_gain": False, "stops": False}
     assert (tmp_path / "results.md").read_text().count("| 1 (1–1) | 0 of 1 | -250 [-250, -250] |") == 2
     assert "drew 2 task figures and the comparisons they are in (1)" in capsys.readouterr().out
     with pytest.raises(SystemExit) as exit_:
