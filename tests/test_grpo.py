@@ -1065,21 +1065,28 @@ def test_the_shuffled_control_permutes_rewards_within_each_group_only():
 @pytest.mark.parametrize("shuffle", [False, True])
 def test_shuffle_rewards_hands_the_advantages_the_shuffled_rewards(tmp_path, monkeypatch,
                                                                   shuffle):
-    # --shuffle-rewards: group_advantages gets shuffle_within_groups's output, a permutation
-    # of the rewards paid within each group; without it, the rewards as paid, unshuffled
-    paid = pay_at_random(monkeypatch)
-    shuffled = spy_on(monkeypatch, grpo, "shuffle_within_groups", lambda r, g, *a: r.clone())
+    # --shuffle-rewards: shuffle_within_groups gets the rewards as paid, and group_advantages
+    # gets exactly what it returns (a stand-in that reverses each group of 4, so the order
+    # differs from the paid one), before the advantages are computed; without the flag,
+    # group_advantages gets the rewards as paid and nothing is shuffled
+    paid, given, returned = pay_at_random(monkeypatch), [], []
+
+    def reverse_each_group(rewards, group_size, *a):
+        given.append(rewards.clone())
+        returned.append(rewards.view(-1, group_size).flip(1).flatten())
+        return returned[-1]
+    monkeypatch.setattr(grpo, "shuffle_within_groups", reverse_each_group)
     got = spy_on(monkeypatch, grpo, "group_advantages", lambda r, *a, **k: r.clone())
     grpo.main(tiny_args(tmp_path, eval_episodes=0, shuffle_rewards=shuffle))
-    assert len(got) == 4 and len(shuffled) == (4 if shuffle else 0)
+    assert len(got) == 4 and len(given) == (4 if shuffle else 0)
     for u, rewards in enumerate(got):
         as_paid = torch.tensor(paid[16 * u:16 * (u + 1)])
         if shuffle:
-            assert torch.equal(shuffled[u], as_paid)
-        for g in range(4):  # each group keeps its own rewards
-            assert sorted(rewards[4 * g:4 * g + 4].tolist()) == sorted(as_paid[4 * g:4 * g + 4].tolist())
-        if not shuffle:
+            assert torch.equal(given[u], as_paid) and torch.equal(rewards, returned[u])
+        else:
             assert torch.equal(rewards, as_paid)
+    if shuffle:  # the stand-in's reversal moved some reward: the test can tell the two apart
+        assert any(not torch.equal(r, g) for r, g in zip(returned, given))
 
 
 def test_the_partial_tasks_worked_answers_leave_out_most_carries():
