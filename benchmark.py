@@ -1373,6 +1373,8 @@ def holds_cell(entry, stats):
 
 
 OVERLOADED = "† (load above the cores: not comparable)"
+NO_FIRST = "– (a gain is read once, at the end)"
+"""the cells of when a run first reached its threshold, for a task judged on a gain (holds_on_gain)"""
 CORES = 2
 """the cores of the machine that wrote the entries of results.json without `cores`"""
 
@@ -1429,8 +1431,8 @@ def write_results(results, out):
             f"| {r['threshold']:g} ({'gain' if r.get('holds_on_gain') else 'eval' if judged_on_eval(r) else r.get('window', 20)}) "
             f"| {len(runs)} ({seeds[0]}–{seeds[-1]}){failed_runs(r)} | {holds_cell(r, stats)} "
             f"| {format_interval(stats['end'])} | {format_interval(stats['eval'])} "
-            f"| {spread([x['solve_step'] for x in runs])} "
-            f"| {timed(r, spread([x['solve_s'] for x in runs], '{:.1f}'))} "
+            f"| {spread([x['solve_step'] for x in runs]) if not r.get('holds_on_gain') else NO_FIRST} "
+            f"| {timed(r, spread([x['solve_s'] for x in runs], '{:.1f}')) if not r.get('holds_on_gain') else NO_FIRST} "
             f"| {timed(r, spread([x['process_s'] for x in runs], '{:.1f}'))} "
             f"| {timed(r, spread([x['sps'] for x in runs]))} | {r['goal']} "
             f"| `{r.get('command') or command_of(name, runs, r['jobs'])}` ({r['date']}) "

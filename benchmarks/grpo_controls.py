@@ -20,7 +20,8 @@ control's, on greedy accuracy and on pass@1.
     python benchmarks/grpo_controls.py run --seeds 101 102 ... --sft-rates 1e-3 --out DIR
     python benchmarks/grpo_controls.py report --out DIR     (table, figures, results.json)
     python benchmarks/grpo_controls.py record --out DIR --jobs 2   (the grpo arm's runs as
-                                            benchmark.py's row of grpo-AdditionPartial-v0)
+                                            benchmark.py's row of grpo-AdditionPartial-v0; the
+                                            loads of DIR/run.log, run's console, if kept)
     python benchmarks/grpo_controls.py answers --run DIR/runs/<grpo's folder> --seeds 7
                                             (held-out problems and both models' answers)
 
@@ -59,7 +60,7 @@ def run_dir(out, arm, seed):
 
 def grpo_arm(out, seed, extra, arm):
     """A grpo.py run of the arm, the benchmark task's command plus extra, its console in
-    out/logs and its process seconds in process_s.txt; returns its run folder."""
+    out/logs and its process seconds in seed<S>.process_s beside its folder; returns its run folder."""
     import benchmark
     os.makedirs(os.path.join(out, "logs"), exist_ok=True)
     (task,) = [t for t in benchmark.TASKS["grpo"] if t.name == TASK]
@@ -70,7 +71,7 @@ def grpo_arm(out, seed, extra, arm):
         start = time.time()
         subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, check=True, cwd=ROOT)
         seconds = time.time() - start
-    with open(os.path.join(arm_dir(out, arm, seed), "process_s.txt"), "w") as f:
+    with open(arm_dir(out, arm, seed) + ".process_s", "w") as f:  # beside it: read_run takes the newest entry
         f.write(f"{seconds:.3f}\n")
     print(f"{arm} seed {seed}: {seconds:.0f} s (load {os.getloadavg()[0]:.1f})", flush=True)
     return run_dir(out, arm, seed)
@@ -129,8 +130,8 @@ def pass_at_k(folder):
 
 def report(out, k=8):
     """results.json and a Markdown table of each seed's ends, and the two figures."""
-    seeds = sorted(int(os.path.basename(p)[4:]) for p in glob.glob(arm_dir(out, "grpo", "*"))
-                   if os.path.exists(os.path.join(p, "process_s.txt")))  # finished runs only
+    seeds = sorted(int(os.path.basename(p)[4:]) for p in glob.glob(arm_dir(out, "grpo", "*[0-9]"))
+                   if os.path.exists(p + ".process_s"))  # finished runs only
     arms = sorted(os.path.basename(p) for p in glob.glob(os.path.join(out, "runs", "*")))
     table, curves = [], {arm: {} for arm in arms}
     for seed in seeds:
@@ -269,13 +270,19 @@ def record(out, bench_out, jobs):
     import benchmark
     (task,) = [t for t in benchmark.TASKS["grpo"] if t.name == TASK]
     runs = []
-    for p in sorted(glob.glob(arm_dir(out, "grpo", "*"))):
+    for p in sorted(glob.glob(arm_dir(out, "grpo", "*[0-9]"))):
         seed = int(os.path.basename(p)[4:])
-        with open(os.path.join(p, "process_s.txt")) as f:
+        with open(p + ".process_s") as f:
             process_s = float(f.read())
         runs.append({"seed": seed, "process_s": round(process_s, 3), **benchmark.read_run(task, p)})
     runs.sort(key=lambda r: r["seed"])
-    benchmark.report_task(task, runs, SimpleNamespace(out=bench_out, jobs=jobs), os.getloadavg()[0])
+    loads = [float(line.rsplit("(load ", 1)[1].rstrip(")\n")) for line in open(
+        os.path.join(out, "run.log")) if line.startswith("grpo seed")] if os.path.exists(
+        os.path.join(out, "run.log")) else []
+    command = (f"python benchmarks/grpo_controls.py run --seeds {' '.join(str(r['seed']) for r in runs)}"
+               f" --jobs {jobs} (its grpo arm: the task's command with --save-model)")
+    benchmark.report_task(task, runs, SimpleNamespace(out=bench_out, jobs=jobs), os.getloadavg()[0],
+                          {"command": command, **({"load": [min(loads), max(loads)]} if loads else {})})
 
 
 def main():
