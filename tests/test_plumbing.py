@@ -1651,11 +1651,14 @@ def test_a_gain_goal_judges_the_final_evaluation_less_the_start(script, tmp_path
     # solved_at_step: a gain is measured at the end alone. No start recorded: no verdict.
     module = module_of(script)
     monkeypatch.setattr(module, "GOALS", {"ThreeSteps-v0": (0.3, 20, "gain")}, raising=False)
+    # A start of exactly 0 (a warm start that answers nothing right) is a start like any
+    # other: 0.25 and 0.45 (mean 0.35) gain 0.35 and hold.
     for returns, start, holds in (([0.75, 0.95], 0.5, True), ([0.6, 0.7], 0.5, False),
-                                  ([0.75, 0.95], None, None)):
+                                  ([0.25, 0.45], 0.0, True), ([0.75, 0.95], None, None)):
         monkeypatch.setattr(module, "evaluate", lambda *a, r=returns: np.array(r))
         args = module.Args(output_dir=str(tmp_path / f"{holds}"), tensorboard=False,
                            eval_episodes=2, env_id=NO_GOAL)
+        args = dataclasses.replace(args, output_dir=str(tmp_path / f"{holds}-{start}"))
         run = module.RunWriter(args, "cpu", {})
         run.summary["start_return"] = start
         for k in range(1, 26):
@@ -1670,7 +1673,7 @@ def test_a_gain_goal_judges_the_final_evaluation_less_the_start(script, tmp_path
             continue
         assert summary["end_return"] == pytest.approx(mean - start)
         said = "holds" if holds else "does not hold"
-        assert (f"| {said}: the gain over the start (0.50 -> {mean:.2f}) "
+        assert (f"| {said}: the gain over the start ({start:.2f} -> {mean:.2f}) "
                 f"{mean - start:+.2f} {'>=' if holds else '<'} 0.3 |") in closing
 
 
