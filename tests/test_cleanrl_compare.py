@@ -16,6 +16,9 @@ from tensorboard.summary.writer.record_writer import RecordWriter
 
 import benchmark
 from benchmarks import cleanrl_compare as compare
+import pytest
+
+pytestmark = pytest.mark.slow  # the side by side with CleanRL's scripts (benchmarks/): a tool's processes, no script's math
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

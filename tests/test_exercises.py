@@ -17,6 +17,11 @@ import pytest
 import exercises
 from conftest import ROOT
 
+# the slow tier: exercises.py, the students' checker, a tool of its own (its make, hint and check,
+# and the pytest runs and short trainings check starts); the exercises' own hand-computed
+# tests are the scripts' and stay in the fast tier
+pytestmark = pytest.mark.slow
+
 SCRIPTS = sorted({e.script for e in exercises.EXERCISES})
 # each check run trains on the script's reference environment (README, benchmark.py)
 EXPECTED_ENVS = {"qlearning": {"Taxi-v4", "MountainCar-v0"}, "dqn": {"CartPole-v1"},

@@ -9,6 +9,9 @@ import subprocess
 import sys
 
 from benchmarks import sb3_mujoco_compare as compare
+import pytest
+
+pytestmark = pytest.mark.slow  # the side by sides with SB3 (benchmarks/): a tool's processes, no script's math
 
 
 def write_ours(out, algo, seed, evaluations, final, wall_time_s, process_s):
