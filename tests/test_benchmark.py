@@ -50,6 +50,20 @@ def test_holds_counts_the_runs_that_end_at_or_above_the_threshold():
     assert benchmark.holds(e) == (1, 1)
 
 
+def test_a_gain_task_ends_at_its_evaluation_less_its_start_and_without_either_at_none():
+    # holds_on_gain (grpo.py's AdditionPartial-v0, threshold 0.3): a run's end is its final
+    # evaluation less its start_return: 0.85 - 0.5 = 0.35 holds, 0.75 - 0.5 = 0.25 does not,
+    # 0.3 - 0.0 = 0.3 holds (a start of 0 is a start); a run without its evaluation or
+    # without its start has no end and is counted in neither
+    runs = [{"eval_return": 0.85, "start_return": 0.5}, {"eval_return": 0.75, "start_return": 0.5},
+            {"eval_return": 0.3, "start_return": 0.0}, {"eval_return": None, "start_return": 0.5},
+            {"eval_return": 0.9, "start_return": None}]
+    e = {"holds_on_gain": True, "threshold": 0.3, "runs": runs}
+    assert [benchmark.end_of(e, r) for r in runs] == [approx(0.35), approx(0.25), approx(0.3),
+                                                      None, None]
+    assert benchmark.holds(e) == (2, 3)
+
+
 def test_the_iqm_and_its_interval_by_hand():
     # 1, 2, 3, 4, 100, 5, 6, 7 sorted: 1 2 | 3 4 5 6 | 7 100; 8 / 4 = 2 cut at each end,
     # the middle half's mean (3+4+5+6)/4 = 4.5 (the mean, 16, is pulled up by the 100)
