@@ -1184,7 +1184,6 @@ def test_continued_supervision_starts_from_the_same_checkpoint_on_the_same_data(
         os.path.dirname(grpo.__file__), "benchmarks", "grpo_controls.py"))
     controls = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(controls)
-    data = spy_on(monkeypatch, grpo, "demonstrations", lambda *a: None)
     grpo.main(tiny_args(tmp_path / "a", save_model=True, eval_episodes=0, sft_batch_size=8))
     (folder,) = glob.glob(str(tmp_path / "a" / "*"))
     saved = torch.load(os.path.join(folder, "warm_start.pt"), weights_only=True)["policy"]
@@ -1197,10 +1196,9 @@ def test_continued_supervision_starts_from_the_same_checkpoint_on_the_same_data(
                      sft_batch_size=8, eval_every=0, **flags)
     assert all(torch.equal(first[0][k], v) for k, v in saved.items())
     assert len(steps) == 8
-    warm, again = grpo.demonstrations, None  # the sft arm's data is the warm start's
-    args = tiny_args(tmp_path, sft_batch_size=8)
+    args = tiny_args(tmp_path, sft_batch_size=8)  # the sft arm's data is the warm start's
     tokenizer, prompt_len = grpo.check_env(args)
-    again = warm(args, tokenizer, prompt_len, "cpu")
+    again = grpo.demonstrations(args, tokenizer, prompt_len, "cpu")
     assert all(torch.equal(x, y) for x, y in zip(steps[0], again))
 
 
