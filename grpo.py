@@ -776,16 +776,19 @@ def train(args, policy, envs, run, device):
                 optimizer.step()
                 m = buffer.completion_mask[idx]
                 logratio = (new_logprobs - buffer.old_logprobs[idx]).detach()
+                logp = torch.log_softmax(logits.detach() / args.temperature, dim=-1)
+                entropy = -(logp.exp() * logp).sum(-1)  # of the policy's tokens (DAPO's measure)
                 stats.append((pg_loss.item(), kl.item(), clipped.item(),
-                              aggregate(logratio.exp() - 1 - logratio, m, "token-mean", T).item()))
+                              aggregate(logratio.exp() - 1 - logratio, m, "token-mean", T).item(),
+                              aggregate(entropy, m, "token-mean", T).item()))
         if mask_model is not None and update % args.mask_sync_every == 0:
             mask_model.load_state_dict(policy.state_dict())  # NLPO: the mask follows the policy
 
         if run.non_finite(loss.item(), global_step):  # says so; the run stops as interrupted
             return
-        pg_loss, kl, clipfrac, approx_kl = np.mean(stats, axis=0)
+        pg_loss, kl, clipfrac, approx_kl, entropy = np.mean(stats, axis=0)
         run.update(global_step, policy_loss=pg_loss, kl=kl, clipfrac=clipfrac,
-                   approx_kl=approx_kl, reward_mean=torch.cat(rewards_seen).mean().item(),
+                   approx_kl=approx_kl, entropy=entropy, reward_mean=torch.cat(rewards_seen).mean().item(),
                    completion_length=torch.cat(lengths).mean().item(),
                    groups_kept=len(buffer) // G)
     if args.eval_episodes:  # where RL ended, measured as it began (64 answers a problem)
@@ -950,7 +953,7 @@ MODEL_FLAGS = ("model", "n_layer", "n_head", "n_embd", "max_new_tokens")
 TENSORBOARD_NAMES = {
     "policy_loss": "losses/policy_loss", "approx_kl": "losses/approx_kl",
     "clipfrac": "losses/clipfrac", "kl": "losses/kl", "reward_mean": "charts/reward_mean",
-    "completion_length": "charts/completion_length", "groups_kept": "charts/groups_kept",
+    "entropy": "losses/entropy", "completion_length": "charts/completion_length", "groups_kept": "charts/groups_kept",
 }
 
 
