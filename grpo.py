@@ -953,7 +953,8 @@ MODEL_FLAGS = ("model", "n_layer", "n_head", "n_embd", "max_new_tokens")
 TENSORBOARD_NAMES = {
     "policy_loss": "losses/policy_loss", "approx_kl": "losses/approx_kl",
     "clipfrac": "losses/clipfrac", "kl": "losses/kl", "reward_mean": "charts/reward_mean",
-    "entropy": "losses/entropy", "completion_length": "charts/completion_length", "groups_kept": "charts/groups_kept",
+    "entropy": "losses/entropy", "completion_length": "charts/completion_length",
+    "groups_kept": "charts/groups_kept",
 }
 
 
@@ -1428,7 +1429,8 @@ def finish(args, run, trained=True):
     threshold, window = summary["solved_threshold"], summary["solved_window"]
     judge(run)
     summary["wall_time_s"] = round(run.elapsed(), 3)
-    if trained and not run.returns and not summary["interrupted"]:
+    episodic = globals().get("trains_on_episodes", lambda args: True)(args)  # rlhf.py's DPO: no
+    if trained and episodic and not run.returns and not summary["interrupted"]:
         print(f"{SCRIPT}: no training episode ended in {summary['global_steps']:,} steps; if "
               f"{args.env_id} has no time limit, register it with max_episode_steps")
     if args.save_model and trained:

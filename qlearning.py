@@ -999,7 +999,8 @@ def finish(args, run, trained=True):
     threshold, window = summary["solved_threshold"], summary["solved_window"]
     judge(run)
     summary["wall_time_s"] = round(run.elapsed(), 3)
-    if trained and not run.returns and not summary["interrupted"]:
+    episodic = globals().get("trains_on_episodes", lambda args: True)(args)  # rlhf.py's DPO: no
+    if trained and episodic and not run.returns and not summary["interrupted"]:
         print(f"{SCRIPT}: no training episode ended in {summary['global_steps']:,} steps; if "
               f"{args.env_id} has no time limit, register it with max_episode_steps")
     if args.save_model and trained:

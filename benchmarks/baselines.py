@@ -18,8 +18,10 @@ evaluation: `gym.make(env_id)`, `module:EnvId` importing its module, MinAtar's i
 `minatar.gym.register_envs()`. The multi-agent MPE ids (simple_spread_v3,
 simple_speaker_listener_v4) are left out: mappo.py's and matd3.py's tables measure a mean
 per-agent return of discrete and continuous variants that a single number here would not
-match. So are grpo.py's text tasks (Addition-v0, AdditionPartial-v0): their action is a string of tokens, with no
-zero action, and a run's own baseline is its warm start's held-out accuracy (held_out.csv's row at step 0, summary.json's start_return).
+match. So are grpo.py's text tasks (Addition-v0, AdditionPartial-v0) and rlhf.py's
+(Preference-v0): their action is a string of tokens, with no zero action, and a run's own
+baseline is its warm start (grpo.py's held-out accuracy, rlhf.py's greedy gold score:
+held_out.csv's row at step 0, summary.json's start_return).
 """
 import importlib
 import json
@@ -34,7 +36,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 SEEDS = range(101, 111)
 MAX_STEPS = 27_000
-SKIPPED = ("simple_", "Addition")  # MPE's ids and grpo.py's text tasks (the docstring says why)
+SKIPPED = ("simple_", "Addition", "Preference")  # MPE's ids, grpo.py's and rlhf.py's text tasks
 
 
 def make(env_id):

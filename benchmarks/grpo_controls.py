@@ -24,6 +24,8 @@ control's, on greedy accuracy and on pass@1.
                                             loads of DIR/run.log, run's console, if kept)
     python benchmarks/grpo_controls.py answers --run DIR/runs/<grpo's folder> --seeds 7
                                             (held-out problems and both models' answers)
+    python benchmarks/grpo_controls.py corrections --folders benchmarks/runs/<task> ... \
+        --labels GRPO ...                   (the corrections' table: gain, length, KL, entropy)
 
 --jobs N runs N seeds at once (one thread each); results.md's notes, "grpo.py", hold the
 measured tables.
@@ -285,9 +287,54 @@ def record(out, bench_out, jobs):
                           {"command": command, **({"load": [min(loads), max(loads)]} if loads else {})})
 
 
+def corrections(folders, labels):
+    """The corrections' table (issue 92, deliverable 4): for each label's benchmark run folders
+    (folder/seed<S>/<run>/), the medians over seeds [min, max] of the warm start's and the
+    end's greedy accuracy, RL's gain, pass@1 at the end, the completion length and the KL to
+    the reference on the held-out problems at the end, the token entropy of the policy over
+    the last 10% of updates (updates.csv) and its change from the first 10%."""
+    import statistics
+
+    def cell(values, fmt="{:.3f}"):
+        return (fmt.format(statistics.median(values)) + " [" + fmt.format(min(values)) + ", "
+                + fmt.format(max(values)) + "]") if values else "n/a"
+    print("| run | seeds | warm start | end (greedy) | RL's gain | pass@1 end | length end "
+          "| KL end | entropy end | entropy change |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    for folder, label in zip(folders, labels):
+        cols = {k: [] for k in ("start", "end", "gain", "p1", "len", "kl", "ent", "dent")}
+        seeds = []
+        for summary_path in sorted(glob.glob(os.path.join(folder, "seed*", "*", "summary.json"))):
+            run = os.path.dirname(summary_path)
+            summary = json.load(open(summary_path))
+            if summary["start_return"] is None or summary["eval_return_mean"] is None:
+                continue
+            seeds.append(summary["seed"])
+            rows = read_rows(run)
+            with open(os.path.join(run, "updates.csv")) as f:
+                updates = [float(r["entropy"]) for r in csv.DictReader(f) if r.get("entropy")]
+            cols["start"].append(summary["start_return"])
+            cols["end"].append(summary["eval_return_mean"])
+            cols["gain"].append(summary["eval_return_mean"] - summary["start_return"])
+            cols["p1"].append(rows[-1]["pass@1"])
+            cols["len"].append(rows[-1]["answer_length"])
+            cols["kl"].append(rows[-1]["kl_to_reference"])
+            if updates:
+                tenth = max(1, len(updates) // 10)
+                cols["ent"].append(statistics.mean(updates[-tenth:]))
+                cols["dent"].append(statistics.mean(updates[-tenth:]) - statistics.mean(updates[:tenth]))
+        print(f"| {label} | {', '.join(map(str, seeds))} | {cell(cols['start'])} | {cell(cols['end'])} "
+              f"| {cell(cols['gain'], '{:+.3f}')} | {cell(cols['p1'])} | {cell(cols['len'], '{:.2f}')} "
+              f"| {cell(cols['kl'], '{:.3f}')} | {cell(cols['ent'], '{:.3f}')} "
+              f"| {cell(cols['dent'], '{:+.3f}')} |")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("command", choices=["run", "report", "answers", "record"])
+    parser.add_argument("command", choices=["run", "report", "answers", "record", "corrections"])
+    parser.add_argument("--folders", nargs="*", default=[],
+                        help="corrections: benchmark.py task folders (benchmarks/runs/<task>)")
+    parser.add_argument("--labels", nargs="*", default=[], help="corrections: a label per folder")
     parser.add_argument("--bench-out", default=HERE, help="record: benchmark.py's --out (benchmarks/)")
     parser.add_argument("--run", help="answers: a grpo.py run folder with warm_start.pt and model.pt")
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
@@ -297,6 +344,8 @@ def main():
     args = parser.parse_args()
     if args.command == "answers":
         return answers(args.run, args.seeds[0])
+    if args.command == "corrections":
+        return corrections(args.folders, args.labels or args.folders)
     if args.command == "record":
         return record(args.out, args.bench_out, args.jobs)
     if args.command == "run":

@@ -12,7 +12,7 @@ import statistics
 import sys
 
 SCRIPTS = ["qlearning", "dqn", "pqn", "vpg", "trpo", "ppo", "ppo_masked", "ppod", "ppo_lstm",
-           "ppo_rnd", "ddpg_td3", "sac", "crossq", "es", "impala", "mappo", "matd3"]
+           "ppo_rnd", "ddpg_td3", "sac", "crossq", "es", "impala", "mappo", "matd3", "grpo", "rlhf"]
 
 
 def code_lines(lines):

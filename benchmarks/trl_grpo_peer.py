@@ -1,5 +1,7 @@
-"""TRL's GRPOTrainer on Addition-v0 with grpo.py's settings: the peer side of
-benchmarks/trl_grpo_compare.py, which runs it (one process, timed from start to exit).
+"""TRL's GRPOTrainer on Addition-v0 or AdditionPartial-v0 with grpo.py's settings: the peer side
+of benchmarks/trl_grpo_compare.py, which runs it (one process, timed from start to exit). The
+two tasks pose the same problems and share the reward (every sum checked); they differ in the
+warm start the model folder holds, made by trl_grpo_compare.py's make-model.
 
 TRL is not a requirement of the repository. Pinned: trl 1.16.0 with datasets 5.2.0
 (`pip install trl==1.16.0 datasets==5.2.0`), beside the repository's transformers 5.24.0 and

@@ -45,7 +45,8 @@ class Algorithm:
 
 # The order a course walks them (the learning path and the navigation).
 ORDER = ["qlearning", "dqn", "pqn", "vpg", "trpo", "ppo", "ppo_masked", "ppod", "ppo_lstm",
-         "ppo_rnd", "ddpg_td3", "sac", "crossq", "es", "impala", "mappo", "matd3", "grpo"]
+         "ppo_rnd", "ddpg_td3", "sac", "crossq", "es", "impala", "mappo", "matd3", "grpo",
+         "rlhf"]
 
 PPO_CLIP = r"L^{\text{clip}} = \mathbb{E}_t\left[\min\left(\rho_t A_t,\ \operatorname{clip}(\rho_t, 1-\epsilon, 1+\epsilon)\, A_t\right)\right]"
 GAE_DELTA = r"\delta_t = r_t + \gamma\,(1 - \text{terminated}_t)\, V(s_{t+1}) - V(s_t)"
@@ -1862,5 +1863,149 @@ ALGORITHMS = {
              "completion length "
              "(every one ends within 0.01 of GRPO, every completion about 3.5 tokens long, so "
              "on this task of short answers no correction changes the length)."),
+        ]),
+    "rlhf": Algorithm(
+        title="RLHF: PPO from a learned reward model, and DPO",
+        road="The language-model road's other half: the reward is learned from preferences "
+             "instead of checked. A reward model learns a simulated labeller's choices between "
+             "pairs of completions, PPO with a value head maximizes its score less a KL "
+             "penalty to the warm start on every token, and DPO learns from the same pairs "
+             "without a reward model or RL.",
+        equations=[
+            ("labeller       P(y_a preferred to y_b) = sigma((gold(y_a) - gold(y_b)) / tau)",
+             r"P(y_a \succ y_b) = \sigma\!\left(\frac{\text{gold}(y_a) - \text{gold}(y_b)}{\tau}\right)",
+             "bradley_terry_labels"),
+            ("Bradley-Terry  L_RM = -log sigma(r_phi(x, y_w) - r_phi(x, y_l))   (w preferred to l)",
+             r"\mathcal{L}_{\text{RM}} = -\log \sigma\big(r_\phi(x, y_w) - r_\phi(x, y_l)\big)",
+             "bradley_terry_loss"),
+            ("token reward   r_t = -beta (log pi_old(y_t) - log pi_ref(y_t)) + [t = n] r_phi(x, y)",
+             r"r_t = -\beta\,\big(\log \pi_{\text{old}}(y_t) - \log \pi_{\text{ref}}(y_t)\big) + [t = n]\; r_\phi(x, y)",
+             "kl_penalized_rewards"),
+            ("GAE            delta_t = r_t + gamma V(t+1) - V(t),  A_t = delta_t + gamma lambda A_{t+1},",
+             r"\delta_t = r_t + \gamma V_{t+1} - V_t, \qquad A_t = \delta_t + \gamma\lambda\, A_{t+1}"),
+            ("V(n+1) = 0, gamma = 1: the completion is one episode",
+             r"V_{n+1} = 0, \qquad \gamma = 1", "compute_gae"),
+            ("whitening      w(z) = (z - mean z) / std z   over the batch's completion tokens",
+             r"w(z) = \frac{z - \operatorname{mean} z}{\operatorname{std} z}", "masked_whiten"),
+            ("PPO            L = mean_t max(-A_t rho_t, -A_t clip(rho_t, 1 - eps, 1 + eps))",
+             r"\mathcal{L} = \operatorname{mean}_t \max\big(-A_t \rho_t,\ -A_t \operatorname{clip}(\rho_t, 1 - \epsilon, 1 + \epsilon)\big)"),
+            ("+ c_v mean_t max((V_t - R_t)^2, (clip(V_t, V_old +- eps_v) - R_t)^2) / 2",
+             r"\quad + \frac{c_v}{2} \operatorname{mean}_t \max\big((V_t - R_t)^2,\ (\operatorname{clip}(V_t, V_{\text{old}} \pm \epsilon_v) - R_t)^2\big)",
+             "ppo_loss"),
+            ("adaptive KL    e = clip(KL / KL_target - 1, -0.2, 0.2),  beta <- beta (1 + e n / horizon)",
+             r"e = \operatorname{clip}\!\left(\frac{\mathrm{KL}}{\mathrm{KL}_{\text{target}}} - 1, -0.2, 0.2\right), \qquad \beta \leftarrow \beta\,\Big(1 + e\,\frac{n}{\text{horizon}}\Big)",
+             "AdaptiveKLController"),
+            ("DPO            L = -log sigma(beta [log pi(y_w)/pi_ref(y_w) - log pi(y_l)/pi_ref(y_l)])",
+             r"\mathcal{L}_{\text{DPO}} = -\log \sigma\!\left(\beta \left[\log \frac{\pi(y_w)}{\pi_{\text{ref}}(y_w)} - \log \frac{\pi(y_l)}{\pi_{\text{ref}}(y_l)}\right]\right)",
+             "dpo_loss"),
+        ],
+        loop=[
+            (0, "warm start: --sft-steps Adam steps of cross-entropy on grammatical "
+                "continuations of training prompts, the rate annealed to 0", "warm_start"),
+            (0, "pi_ref = a frozen copy of the policy after the warm start",
+             "train::reference = frozen_copy"),
+            (0, "sample two completions of each training prompt from the warm start; the "
+                "simulated labeller prefers one with the Bradley-Terry probability of their gold "
+                "scores, --num-pairs pairs", "preference_pairs"),
+            (0, "r_phi = the warm start's body with a scalar head: --rm-steps Adam steps of the "
+                "Bradley-Terry loss on nine pairs in ten, its accuracy on the tenth; then "
+                "normalized to mean 0 and std 1 on the pairs' completions, and frozen",
+             "train_reward_model"),
+            (0, "with --algo dpo: passes over the same pairs, an Adam step of the DPO loss on each "
+                "batch, in place of the loop below", "train_dpo"),
+            (0, "while completions sampled < total_timesteps do", "train::while global_step < budget"),
+            (1, "sample a completion of each of the N prompts token by token, keeping log pi_old "
+                "of each token (NLPO: from the masking policy's top-p nucleus alone, the masks "
+                "kept)", "sample"),
+            (1, "the task's gold score of each completion goes to episodes.csv, never to the "
+                "learner", "train:Sample"),
+            (1, "score = r_phi(x, y) read at the last token; log pi_ref of every token; V_old "
+                "from the value head", "train:Targets"),
+            (1, "r_t = -beta (log pi_old - log pi_ref) on every token, the score added on the "
+                "last (whitened with --whiten-rewards)", "kl_penalized_rewards"),
+            (1, "A and R by GAE over each completion (gamma 1, V(n+1) = 0); A whitened over "
+                "the batch's completion tokens", "compute_gae"),
+            (1, "for epoch = 1, ..., update_epochs, for each of the shuffled minibatches do",
+             "train:Update"),
+            (2, "log pi_theta and V of the completion tokens (under the kept masks); PPO's "
+                "clipped loss plus c_v times the clipped value loss", "ppo_loss"),
+            (2, "one Adam step, the gradient clipped to the global norm --max-grad-norm",
+             "train::clip_grad_norm_"),
+            (1, "NLPO: every --mask-sync-every updates, the masking policy becomes a copy of "
+                "the policy", "train::mask_model.load_state_dict"),
+            (1, "KL = the batch's mean of sum_t (log pi_old - log pi_ref); with --adaptive-kl, "
+                "beta moves towards --kl-target", "AdaptiveKLController.update"),
+            (1, "a row of updates.csv; every --eval-every completions, a row of held_out.csv: "
+                "the proxy, the gold score and the KL on held-out prompts", "held_out"),
+        ],
+        details=[
+            ("The value head is a linear layer on the policy's own last hidden states, zero "
+             "at the start, as in Ziegler et al. and TRL: the critic starts from what the warm "
+             "start learned of the language, for the price of one layer, where a separate "
+             "critic would be a second transformer to train", "PolicyWithValue"),
+            ("The reward model is a copy of the warm start's body with a scalar head read at "
+             "the completion's last real token (its end-of-sequence token, or the T_max-th of "
+             "a completion cut there): under causal attention only that position has seen the "
+             "whole completion; InstructGPT's reward model also starts from its SFT model",
+             "RewardModel"),
+            ("The reward model's scores are shifted and scaled to mean 0 and std 1 on the warm "
+             "start's completions before RL, Ziegler et al.'s normalization, so that a beta "
+             "weighs the KL against a score of the same scale whatever the reward model "
+             "learned", "train_reward_model::reward_model.head.bias -= scores.mean()"),
+            ("The KL penalty is paid on every token and the score once, on the last token: "
+             "the rewards of a completion sum to the score less beta times the sampled KL, and "
+             "each token is charged for its own departure from the reference (Ziegler et al.)",
+             "kl_penalized_rewards"),
+            ("gamma 1 and lambda 0.95 over a completion's tokens: a completion is one short "
+             "episode whose score comes at its end, which a discount would only shrink for "
+             "the early tokens; V(n+1) = 0, since nothing follows the end",
+             "compute_gae"),
+            ("The advantages are whitened over the batch's completion tokens; the rewards only "
+             "with --whiten-rewards, and then keeping their mean (shift_mean=False), as TRL's "
+             "whiten_rewards; the prompt and the padding never count in a mean, a variance or "
+             "a loss", "masked_whiten"),
+            ("The prompt is left-padded and the completion padded after its end-of-sequence "
+             "token; the completion mask is 1 up to and including that token and 0 on the "
+             "prompt and the padding, and every loss and statistic is a mean under it",
+             "completion_mask_of"),
+            ("The reference and the reward model are frozen copies (no gradients, in no "
+             "optimizer) for the whole run: the reference is the policy after the warm start, "
+             "and the reward model never learns from the policy's own completions, which is "
+             "why a policy pushed far from the warm start can find where it is wrong",
+             "frozen_copy"),
+            ("The old log-probabilities are the sampler's own, kept as each token is drawn, "
+             "so that the ratio compares the policy being updated with the one that drew the "
+             "token", "sample"),
+            ("With --adaptive-kl, Ziegler et al.'s proportional controller moves beta after "
+             "each batch, by at most 20% of n / horizon, towards the KL of --kl-target; without "
+             "it beta stays where --beta puts it", "AdaptiveKLController"),
+            ("NLPO's mask is ppo_masked.py's, learned instead of given: tokens outside a "
+             "masking policy's top-p nucleus get the logit -1e8, the masks are kept in the "
+             "buffer and applied again in the update, and the masking policy is a frozen copy "
+             "of the policy refreshed every --mask-sync-every updates", "top_p_mask"),
+            ("DPO starts from the same warm start and the same pairs with the same frozen "
+             "reference; the reward model only measures it (held_out.csv's proxy) and is not "
+             "in its loss", "train_dpo"),
+        ],
+        protocols=[
+            (("rlhf-Preference-v0",),
+             "Preference-v0 with the defaults on fresh seeds 101-110, against the script's "
+             "GOALS: the gain, the gold score of the final greedy evaluation over 200 held-out "
+             "prompts (the mean over them) less the warm start's, at 0.2 or more on at least "
+             "9 of 10 seeds; measured, [[FIGURE: how many of 10 hold, the IQM of the gain with "
+             "its 95% interval, the medians of the warm start and of the end]] (results.md, "
+             "rlhf.py)."),
+            (("rlhf-Preference-v0-dpo",),
+             "DPO (--algo dpo) on the same fresh seeds 101-110, each seed's warm start and "
+             "preference pairs the same as its PPO run's, at the same budget of completions "
+             "(2 a pair): the gain in the mean gold score of the final greedy evaluation over "
+             "200 held-out prompts; measured, [[FIGURE: DPO's holds out of 10 and the IQM of "
+             "its gain, beside PPO's]] (results.md, rlhf.py)."),
+            ((),
+             "The reward over-optimization and frontier figures (benchmarks/rlhf_frontier.py): "
+             "PPO at several betas and DPO at several betas on seeds [[FIGURE: the seeds "
+             "run]], each run's held-out proxy and gold score (the mean over 200 prompts, 4 "
+             "samples each) against its KL to the warm start every 1,280 completions of "
+             "training, the median over seeds drawn."),
         ]),
 }

@@ -981,8 +981,9 @@ def learning_path_page():
     out = ["# Learning path", "",
            "The scripts in the order a course walks them: tables first, then value-based deep "
            "RL, the policy-gradient road from VPG to PPO and its variants, the off-policy "
-           "actor-critics, evolution and distributed acting, several agents, and a language "
-           "model last. Each "
+           "actor-critics, evolution and distributed acting, several agents, and language "
+           "models last: a reward a program checks (GRPO), then one learned from preferences "
+           "(RLHF, and DPO beside it). Each "
            "step names what it adds to the one before and the exercise to do there "
            "(`python exercises.py make <id>`; [teaching](teaching.md) says how).", "",
            script_by_script()[0], "",

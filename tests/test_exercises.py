@@ -31,7 +31,8 @@ EXPECTED_ENVS = {"qlearning": {"Taxi-v4", "MountainCar-v0"}, "dqn": {"CartPole-v
                  "es": {"CartPole-v1"}, "ppod": {"MountainCar-v0"},
                  "mappo": {"simple_spread_v3"}, "matd3": {"simple_spread_v3"},
                  "vpg": {"CartPole-v1"}, "trpo": {"CartPole-v1"}, "impala": {"CartPole-v1"},
-                 "crossq": {"Pendulum-v1"}, "pqn": {"CartPole-v1"}, "grpo": {"Addition-v0"}}
+                 "crossq": {"Pendulum-v1"}, "pqn": {"CartPole-v1"}, "grpo": {"Addition-v0"},
+                 "rlhf": {"Preference-v0"}}
 
 
 def exercises_of(script):
@@ -67,13 +68,15 @@ def test_every_algorithm_script_has_an_exercise():
     # plot.py, tune.py and benchmark.py are tools; test_plumbing.py and test_device.py check rules every
     # script keeps; test_pixels.py tests ppo.py's and dqn.py's images, test_sparse_chain.py a
     # benchmark task,
-    # test_sb3_compare.py and test_cleanrl_compare.py the side by sides of benchmarks/,
+    # test_sb3_compare.py, test_cleanrl_compare.py, test_trl_grpo_compare.py and
+    # test_trl_dpo_compare.py the side by sides of benchmarks/,
     # test_site.py the documentation site, test_tensorboard.py every script's event files,
     # test_videos.py the pages' recordings, test_notebooks.py the classroom notebooks,
     # test_cluster.py benchmark.py's and tune.py's Ray cluster (issue 85), test_pages.py the
     # teaching pages' length and voice
     assert scripts - {"exercises", "plot", "tune", "benchmark", "plumbing", "device", "readme", "pixels",
-                      "sparse_chain", "sb3_compare", "cleanrl_compare", "site",
+                      "sparse_chain", "sb3_compare", "cleanrl_compare", "trl_grpo_compare",
+                      "trl_dpo_compare", "site",
                       "tensorboard", "videos", "notebooks", "cluster", "pages"} == set(SCRIPTS)
 
 

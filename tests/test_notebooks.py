@@ -49,7 +49,8 @@ def code_cells(name):
 
 
 def test_there_is_a_notebook_per_road_each_with_its_source():
-    assert len(NAMES) == 7  # 07_grpo: the language-model road (issue 84)
+    assert len(NAMES) == 8  # 07_grpo: the language-model road (issue 84); 08_rlhf: its
+    # second half, a reward learned from preferences (issue 93)
     assert sorted(n for n in os.listdir(FOLDER) if n.endswith(".ipynb")) == [f"{n}.ipynb" for n in NAMES]
 
 

@@ -63,6 +63,10 @@ SCRIPTS = {
     "grpo.py": (["--total-timesteps", "64", "--num-prompts", "4", "--group-size", "4",
                  "--sft-steps", "3", "--sft-problems", "16", "--n-layer", "1", "--n-head", "2",
                  "--n-embd", "16", "--eval-every", "0"], True),
+    # 16 prompts a batch (one completion each), 20 preference pairs, a one-block transformer
+    "rlhf.py": (["--total-timesteps", "32", "--num-prompts", "16", "--sft-steps", "3",
+                 "--sft-problems", "16", "--num-pairs", "20", "--rm-steps", "3",
+                 "--n-layer", "1", "--n-head", "2", "--n-embd", "16", "--eval-every", "0"], True),
 }
 # The block's own behaviour is the same text in every script (the stamp test holds it), so
 # it is tested on one script of each variant: ppo.py (torch) and qlearning.py (NumPy only).
@@ -357,12 +361,13 @@ def test_ctrl_c_during_the_final_evaluation_keeps_the_run(script, tmp_path, monk
 # (monkeypatched to 40 steps), so every evaluation return is 40 steps of reward 1. es.py
 # cuts its training episodes at the same bound, so they end. mappo.py and matd3.py play
 # PettingZoo's environments, which always end at --max-cycles; ppod.py needs a demonstration;
-# grpo.py's text tasks end every episode at its one answer.
+# grpo.py's and rlhf.py's text tasks end every episode at its one answer.
 STEP_BOUND = {"es.py": "EPISODE_STEP_LIMIT"}
 ENDLESS = {script: ["--env-id", "my_envs:EndlessBox-v0" if script in ("ddpg_td3.py", "sac.py",
                                                                                 "crossq.py")
                     else "my_envs:Endless-v0", *(["--no-mask"] if script == "ppo_masked.py" else [])]
-           for script in SCRIPTS if script not in ("mappo.py", "matd3.py", "ppod.py", "grpo.py")}
+           for script in SCRIPTS
+           if script not in ("mappo.py", "matd3.py", "ppod.py", "grpo.py", "rlhf.py")}
 
 
 @pytest.mark.parametrize("script", ENDLESS)
@@ -1231,12 +1236,12 @@ def progress_lines_of_a_tiny_run(script, tmp_path, monkeypatch, capsys, eval_epi
 
 @pytest.mark.parametrize("script", [s for s in SCRIPTS if s not in ("es.py", "qlearning.py",
                                                                   "mappo.py", "matd3.py",
-                                                                  "grpo.py")])
+                                                                  "grpo.py", "rlhf.py")])
 def test_a_long_final_evaluation_says_how_far_it_is(script, tmp_path, monkeypatch, capsys):
     # The clock moves 1 s at each reading: the evaluation's 2-second lines appear, each
     # counting the episodes done out of those asked for. (es.py and qlearning.py play their
     # short evaluation episodes one after another; mappo.py and matd3.py end at --max-cycles;
-    # grpo.py's episodes are one answer, one step, all at once.)
+    # grpo.py's and rlhf.py's episodes are one answer, one step, all at once.)
     out = progress_lines_of_a_tiny_run(script, tmp_path, monkeypatch, capsys, eval_episodes=3)
     said = re.findall(rf"{script}: evaluating, (\d) of 3 episodes done, [\d,]+ steps", out)
     assert said and all(done in "0123" for done in said)
@@ -1367,7 +1372,7 @@ def test_norm_reward_clips_the_normalized_reward_to_ten(script):
 
 # The scripts with --max-grad-norm
 CLIPPED = ["ppo.py", "ppo_masked.py", "ppod.py", "ppo_lstm.py", "ppo_rnd.py", "impala.py", "pqn.py",
-           "mappo.py", "dqn.py", "grpo.py"]
+           "mappo.py", "dqn.py", "grpo.py", "rlhf.py"]
 
 
 def test_the_clipped_list_names_every_script_with_the_flag():
@@ -1394,6 +1399,13 @@ def test_each_optimizer_step_takes_the_gradient_clipped_to_max_grad_norm(script,
         monkeypatch.setattr(module, "warm_start",
                             lambda *a, **k: (original(*a, **k), stepped.clear())[0])
         monkeypatch.setattr(module, "addition_reward", lambda *a: float(rng.random() < 0.5))
+    if script == "rlhf.py":
+        # its warm start and its reward model have optimizers of their own, unclipped
+        # (--max-grad-norm is PPO's): their steps, all taken before the reward model is
+        # returned, are not counted
+        original = module.train_reward_model
+        monkeypatch.setattr(module, "train_reward_model",
+                            lambda *a, **k: (original(*a, **k), stepped.clear())[0])
     module.main(module.tyro.cli(module.Args, args=[*TINY[script], "--max-grad-norm", "1e-3",
                                                     "--eval-episodes", "0",
                                                     "--output-dir", str(tmp_path)]))

@@ -318,12 +318,13 @@ def test_a_task_figure_draws_the_median_over_seeds_and_measures_evaluation_figur
              "global_steps": 100_000, "eval_return": 8.0}]
     tasks = {t.name: t for s in benchmark.TASKS.values() for t in s}
     # (and grpo.py's on Addition-v0, whose goal is its held-out accuracy, an evaluation figure
-    # too; on AdditionPartial-v0 the goal is RL's gain, holds_on_gain)
+    # too; on AdditionPartial-v0 the goal is RL's gain, holds_on_gain, as rlhf.py's on
+    # Preference-v0: the gold score's gain over the warm start)
     assert {n for n, t in tasks.items() if t.eval_threshold} == {
         n for n in tasks if n.startswith(("ppo-", "sac-", "ddpg_td3-", "crossq-")) and "-v5" in n
     } | {n for n in tasks if n.startswith("grpo-Addition-v0")}
     assert {n for n, t in tasks.items() if t.holds_on_gain} == {
-        n for n in tasks if n.startswith("grpo-AdditionPartial-v0")}
+        n for n in tasks if n.startswith(("grpo-AdditionPartial-v0", "rlhf-Preference-v0"))}
     benchmark.plot_task(tasks["sac-Hopper-v5-100k"], runs, str(tmp_path))
     benchmark.plot_task(tasks["ppo-CartPole-v1"], runs, str(tmp_path))
     (train, evaluation), (only,) = figures[0].axes, figures[1].axes

@@ -362,8 +362,8 @@ def test_baselines_measure_doing_nothing_and_random_actions_on_every_environment
     # pushed one way, MountainCar never reaches the flag (-200), Acrobot never swings up
     baselines = baselines_json()
     envs = {r["env_id"] for r in results_json().values()}
-    # (and grpo.py's text task, whose action is a string: the docstring says why)
-    skipped = ("simple_", "Addition")
+    # (and grpo.py's and rlhf.py's text tasks, whose action is a string: the docstring says why)
+    skipped = ("simple_", "Addition", "Preference")
     assert set(baselines["envs"]) == {e for e in envs if not e.startswith(skipped)}
     assert baselines["skipped"] == sorted(e for e in envs if e.startswith(skipped))
     assert baselines["episodes"] == 10 and baselines["seeds"] == "101-110"
@@ -571,8 +571,9 @@ def test_every_exercise_the_site_names_is_one_of_exercises_py(pages):
 def test_each_script_by_script_section_is_on_the_page_of_every_script_it_names(pages):
     intro, sections = gen_pages.script_by_script()
     assert intro and intro in pages["learning-path.md"]
-    # the README's 14, pqn.py's and grpo.py's: vpg.py and trpo.py share one, sac.py and crossq.py
-    assert len(sections) == 16
+    # the README's 14, pqn.py's, grpo.py's and rlhf.py's: vpg.py and trpo.py share one, sac.py
+    # and crossq.py
+    assert len(sections) == 17
     for script in ORDER:
         assert gen_pages.running_it(script), f"no section of docs/parts/script-by-script.md " \
                                              f"names {script}.py"
