@@ -16,6 +16,9 @@ proxy), the gold score and the KL to the warm start on 200 held-out prompts, 4 s
         benchmarks/rlhf-Preference-v0-frontier.png, gold against KL for every arm (Rafailov et
         al. 2023, figure 2))
 
+    python benchmarks/rlhf_frontier.py answers --runs RUN [RUN ...]   (held-out prompts and the
+        greedy completions of the warm start and of each run's model.pt: runs with --save-model)
+
 --jobs N runs N runs at once (one thread each). results.md's notes, "rlhf.py", hold the tables.
 """
 import argparse
@@ -150,6 +153,40 @@ def draw(curves, figures):
     plt.close(fig)
 
 
+def answers(runs, count):
+    """"The model answering": the first `count` held-out prompts (the evaluation's, seed +
+    100,000) and the greedy completion of the warm start (the first run's warm_start.pt) and
+    of each run's model.pt (rlhf.py --save-model), each with its gold score and its words
+    that the grammar forbids in brackets, as a Markdown table."""
+    sys.path.insert(0, ROOT)
+    import torch
+    import rlhf
+    rlhf.register_tasks()
+    models = []
+    for i, folder in enumerate(runs):
+        config = json.load(open(os.path.join(folder, "config.json")))
+        args = rlhf.Args(**{k: v for k, v in config.items() if k in rlhf.Args.__dataclass_fields__})
+        tokenizer, prompt_len = rlhf.check_env(args)
+        for name in (["warm_start.pt"] if i == 0 else []) + ["model.pt"]:
+            policy = rlhf.make_policy(args, tokenizer, prompt_len)
+            policy.load_state_dict(torch.load(os.path.join(folder, name), weights_only=True)["policy"])
+            label = "warm start" if name == "warm_start.pt" else f"beta {args.beta:g}, {args.algo}"
+            models.append((label, policy.eval()))
+    envs = rlhf.make_vector_env(args.env_id, count)
+    prompts, _ = envs.reset(seed=args.seed + 100_000)
+    envs.close()
+    print("| prompt | " + " | ".join(label for label, _ in models) + " |")
+    print("| --- |" + " --- |" * len(models))
+    for prompt, *texts in zip(prompts, *(rlhf.greedy_policy({"policy": p}, None)(prompts, {})
+                                         for _, p in models)):
+        def shown(text):
+            words = prompt[-1] + text
+            marked = "".join(f"[{b}]" if b not in rlhf.SUCCESSORS.get(a, "") else b
+                             for a, b in zip(words, words[1:]))
+            return f"`{marked or '(empty)'}` ({rlhf.gold_score(prompt, text):+.2f})"
+        print(f"| `{prompt}` | " + " | ".join(shown(t) for t in texts) + " |")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -159,6 +196,10 @@ def main():
     run.add_argument("--dpo-betas", type=float, nargs="*", default=[0.05, 0.2, 1.0])
     run.add_argument("--jobs", type=int, default=2)
     run.add_argument("--out", required=True)
+    ans = sub.add_parser("answers")
+    ans.add_argument("--runs", nargs="+", required=True,
+                     help="rlhf.py run folders written with --save-model (the first's warm start too)")
+    ans.add_argument("--count", type=int, default=6)
     rep = sub.add_parser("report")
     rep.add_argument("--out", required=True)
     rep.add_argument("--figures", default=HERE)
@@ -170,6 +211,8 @@ def main():
         with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
             for future in [pool.submit(run_arm, args.out, *job) for job in todo]:
                 future.result()
+    elif args.command == "answers":
+        answers(args.runs, args.count)
     else:
         report(args.out, args.figures)
 
