@@ -135,7 +135,7 @@ def draw(curves, figures):
         fig.tight_layout()
         fig.savefig(os.path.join(figures, "rlhf-Preference-v0-gao.png"), dpi=100)
         plt.close(fig)
-    fig, ax = plt.subplots(figsize=(7, 4.5))
+    fig, ax = plt.subplots(figsize=(8, 4.5))
     for i, arm in enumerate(a for a in curves if curves[a]):
         marker = "o" if arm.startswith("ppo") else "^"
         xs, ys = [], []
@@ -145,7 +145,7 @@ def draw(curves, figures):
         ax.scatter(xs, ys, s=12, marker=marker, color=f"C{i}", alpha=0.7,
                    label=arm.replace("-beta", ", beta "))
     ax.set(xlabel="KL(pi || pi_ref) per completion, nats (sampled)", ylabel="gold score (sampled)",
-           title="rlhf.py on Preference-v0: gold score against KL, every held-out measurement")
+           title="rlhf.py on Preference-v0: the gold score against the KL, each held-out row")
     ax.grid(alpha=0.3)
     ax.legend(fontsize="small")
     fig.tight_layout()

@@ -847,8 +847,10 @@ def test_smoke_run_writes_every_file_and_its_model_evaluates(tmp_path, check_run
     assert len(episodes) == 64 and {e["episode_return"] for e in episodes} <= {"0.0", "1.0"}
     assert {e["episode_length"] for e in episodes} == {"1"}  # one step: one answer
     assert [int(u["global_step"]) for u in updates] == [16, 32, 48, 64]
-    assert list(updates[0])[3:] == ["policy_loss", "kl", "clipfrac", "approx_kl", "reward_mean",
-                                    "completion_length", "groups_kept"]
+    assert list(updates[0])[3:] == ["policy_loss", "kl", "clipfrac", "approx_kl", "entropy",
+                                    "reward_mean", "completion_length", "groups_kept"]
+    # the policy's token entropy: positive, and below log |V| (14 tokens: ln 14 = 2.639)
+    assert all(0 < float(u["entropy"]) <= math.log(14) for u in updates)
     # the default task's goal: RL's gain, the final evaluation less the warm start's
     assert summary["solved_threshold"] == 0.3 and summary["holds_on"] == "gain"
     assert summary["end_return"] == summary["eval_return_mean"] - summary["start_return"]
