@@ -1162,6 +1162,44 @@ def test_the_warm_start_stops_where_its_held_out_accuracy_reaches_sft_stop_at(
     assert len(taken) == steps
 
 
+@pytest.mark.parametrize("accuracy, pass1, steps", [(0.6, 0.1, 2), (0.1, 0.6, 3)])
+def test_sft_stop_at_reads_the_greedy_accuracy_not_the_sampled_pass_at_1(
+        tmp_path, monkeypatch, accuracy, pass1, steps):
+    # held_out stands in with a row whose greedy accuracy and pass@1 differ: --sft-stop-at
+    # 0.5 stops the warm start at its first measurement (16 answers: the second of 3 steps
+    # of 8) when the greedy accuracy is 0.6 >= 0.5, and never when only pass@1 reaches it
+    def row(args, run, policy, reference, step, n=None):
+        return ({"accuracy": accuracy, "pass@1": pass1, f"pass@{args.pass_k}": pass1},
+                [pass1] * (n or args.eval_samples))
+    monkeypatch.setattr(grpo, "held_out", row)
+    taken = spy_on(monkeypatch, grpo, "supervised_step", lambda *a: None)
+    grpo.main(tiny_args(tmp_path, sft_batch_size=8, eval_every=16, sft_stop_at=0.5))
+    assert len(taken) == steps
+
+
+def test_the_entropy_column_is_the_tempered_sampling_distributions(tmp_path, monkeypatch):
+    # updates.csv's entropy is that of softmax(logits / temperature), what the sampler draws
+    # from: with --temperature 2 the untempered entropy would be lower. The spy keeps each
+    # minibatch's logits and completion mask; the row's entropy is their token-mean entropy
+    # at temperature 2, averaged over the update's minibatches
+    seen = spy_on(monkeypatch, grpo, "token_logprobs",
+                  lambda logits, tokens, temperature=1.0, action_masks=None:
+                  (logits.detach().clone(), temperature))
+    masks = spy_on(monkeypatch, grpo, "grpo_loss", lambda **kw: kw["completion_mask"].clone())
+    grpo.main(tiny_args(tmp_path, temperature=2.0, total_timesteps=16, eval_episodes=0,
+                        eval_every=0, num_minibatches=2))
+    (path,) = glob.glob(str(tmp_path / "*"))
+    (row,) = read_csv(os.path.join(path, "updates.csv"))
+    update = seen[-len(masks):]  # the update's minibatches (the reference's call comes first)
+    expected = []
+    for (logits, temperature), mask in zip(update, masks):
+        assert temperature == 2.0
+        logp = torch.log_softmax(logits / 2.0, dim=-1)
+        entropy = -(logp.exp() * logp).sum(-1)
+        expected.append(((entropy * mask).sum() / mask.sum()).item())
+    assert float(row["entropy"]) == pytest.approx(sum(expected) / len(expected), rel=1e-5)
+
+
 def test_a_warm_start_checkpoint_replaces_the_supervised_steps(tmp_path, monkeypatch):
     # --save-model writes warm_start.pt, the policy where GRPO began; --warm-start PATH
     # starts another run there: no supervised step, the reference equals that checkpoint

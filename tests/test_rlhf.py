@@ -1320,3 +1320,29 @@ def test_the_rewards_sum_to_the_score_less_beta_times_the_sampled_kl():
     rewards = rlhf.kl_penalized_rewards(tensor(2.0, -1.0), LOGPROBS, REF_LOGPROBS,
                                         COMPLETION_MASK, 0.1)
     assert rewards.sum(1).tolist() == approx([1.85, -0.95])
+
+
+def test_updates_kl_is_nats_per_completion_and_the_controller_reads_the_same(tmp_path,
+                                                                              monkeypatch):
+    # updates.csv's kl, and the adaptive controller's input, is the sampled KL of a whole
+    # completion, mean_i sum_t (log pi_old - log pi_ref)_{i,t} m_{i,t} (Ziegler et al.'s
+    # KL is per sample), not a per-token mean, which is smaller by the completion's length.
+    # The spy keeps what each update's rewards were made from; a rate of 1e-2 moves the
+    # policy away from the reference, so that the later updates' KL is not 0.
+    made = spy_on(monkeypatch, rlhf, "kl_penalized_rewards",
+                  lambda scores, logprobs, ref_logprobs, mask, beta:
+                  (logprobs.clone(), ref_logprobs.clone(), mask.clone()))
+    read = spy_on(monkeypatch, rlhf.AdaptiveKLController, "update",
+                  lambda self, kl, n_steps: kl)
+    rlhf.main(tiny_args(tmp_path, adaptive_kl=True, kl_target=1.0, learning_rate=1e-2,
+                        eval_episodes=0, eval_every=0))
+    (path,) = glob.glob(str(tmp_path / "*"))
+    rows = read_csv(os.path.join(path, "updates.csv"))
+    assert len(made) == len(rows) == len(read) == 4
+    for (logprobs, ref, mask), row, kl in zip(made, rows, read):
+        per_completion = ((logprobs - ref) * mask).sum(1).mean().item()
+        assert float(row["kl"]) == pytest.approx(per_completion, rel=1e-5, abs=1e-7)
+        assert kl == pytest.approx(per_completion, rel=1e-5, abs=1e-7)
+    logprobs, ref, mask = made[-1]
+    per_token = (((logprobs - ref) * mask).sum() / mask.sum()).item()
+    assert mask.sum(1).mean() > 1 and abs(float(rows[-1]["kl"])) > 1.5 * abs(per_token) > 0
