@@ -1293,3 +1293,12 @@ def test_a_tokenizer_that_cannot_write_the_tasks_characters_is_bad_input(tmp_pat
     check_usage_error("grpo.py", [*TINY_FLAGS, "--model", folder],
                       f"--model {folder}'s tokenizer cannot write '+', which AdditionPartial-v0's "
                       "prompts and answers use")
+
+
+def test_pass_at_k_csv_holds_the_warm_starts_curve_then_the_ends(tmp_path):
+    # write_pass_at_k(path, start, end): a row per k = 1..n, the warm start's pass@k in the
+    # column warm_start and the end's in end (Yue et al.'s figure reads them so)
+    grpo.write_pass_at_k(str(tmp_path), [0.25, 0.5, 0.75], [0.6, 0.8, 0.9])
+    rows = read_csv(os.path.join(tmp_path, "pass_at_k.csv"))
+    assert [(int(r["k"]), float(r["warm_start"]), float(r["end"])) for r in rows] == [
+        (1, 0.25, 0.6), (2, 0.5, 0.8), (3, 0.75, 0.9)]
