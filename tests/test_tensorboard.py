@@ -104,8 +104,10 @@ def check_events_equal_the_csv_rows(script, path, files=CSV_FILES):
 def test_the_event_files_hold_the_csv_rows_under_cleanrls_names(script, tmp_path):
     args = tiny_run_with_evaluations(script, tmp_path)
     path = run_folder(tmp_path)
-    # grpo.py writes its held-out measures too, held_out.csv (the warm start's at step 0)
-    own = ("held_out.csv",) if os.path.exists(os.path.join(path, "held_out.csv")) else ()
+    # grpo.py and rlhf.py write their held-out measures too, held_out.csv (the warm start's at
+    # step 0), and rlhf.py its reward model's training, reward_model.csv (before step 0)
+    own = tuple(f for f in ("held_out.csv", "reward_model.csv")
+                if os.path.exists(os.path.join(path, f)))
     accumulator = check_events_equal_the_csv_rows(script, path, (*CSV_FILES, *own))
     # the configuration, as a table of flags in the TEXT tab
     (tag,) = accumulator.Tags()["tensors"]
