@@ -583,12 +583,9 @@ TASKS = {
         Task("rlhf", "Preference-v0", 0.4, "the default command (PPO from a learned reward "
              "model): the gain, the final greedy gold score on 200 held-out prompts less the warm "
              "start's, at least 0.4 and held to the end on at least 9 of 10 fresh seeds (issue 93; "
-             "the frontier and Gao et al.'s picture: benchmarks/rlhf_frontier.py)",
+             "DPO, the frontier and Gao et al.'s picture: benchmarks/rlhf_frontier.py, since a DPO "
+             "run has no training episodes for this table to read)",
              holds_on_gain=True),
-        Task("rlhf", "Preference-v0", 0.4, "DPO on the same kind of preference pairs from the "
-             "same warm start, the same budget of completions (2 a pair): the gold score's gain "
-             "(issue 93; rate 1e-3, chosen on seed 1 over 1e-4)", ["--algo", "dpo", "--learning-rate",
-             "1e-3"], label="dpo", holds_on_gain=True),
     ],
     "impala": [
         Task("impala", "CartPole-v1", 475, "the default command holds (20-episode mean at the "
@@ -665,9 +662,6 @@ COMPARISONS = {
         {"grpo-AdditionPartial-v0": "GRPO (the defaults)",
          **{f"grpo-AdditionPartial-v0-{label}": f"{name}: {' '.join(flags)}"
             for label, (name, flags) in GRPO_CORRECTIONS.items()}}),
-    "rlhf-Preference-v0-ppo-vs-dpo": ("rlhf.py on Preference-v0: PPO from a reward model beside DPO",
-                                      {"rlhf-Preference-v0": "PPO (the defaults)",
-                                       "rlhf-Preference-v0-dpo": "DPO (--algo dpo)"}),
     "grpo-Addition-v0-corrections": ("grpo.py on Addition-v0: GRPO and the field's corrections",
                                      {"grpo-Addition-v0": "GRPO (issue 84's defaults)",
                                       **{f"grpo-Addition-v0-{label}": f"{name}: {' '.join(flags)}"

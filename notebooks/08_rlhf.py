@@ -249,7 +249,7 @@ def show_scores(runs, name):
     display(Image(filename=path, width=900))
 
 
-show_scores({"PPO, beta 0.05": ppo_run}, "ppo-scores")
+show_scores({"PPO, beta 0.1": ppo_run}, "ppo-scores")
 
 # %% [markdown]
 # ## 3. A small beta, and DPO on the same pairs
@@ -265,7 +265,7 @@ same_start = ["--warm-start", os.path.join(ppo_run, "warm_start.pt"),
               "--pairs", os.path.join(ppo_run, "pairs.jsonl")]
 small_beta_run = run("rlhf.py", *COMMON, *same_start, "--beta", "0.005", "--exp-name", "rlhf-beta0.005")
 dpo_run = run("rlhf.py", *COMMON, *same_start, "--algo", "dpo", "--exp-name", "dpo")
-runs = {"PPO, beta 0.05": ppo_run, "PPO, beta 0.005": small_beta_run, "DPO": dpo_run}
+runs = {"PPO, beta 0.1": ppo_run, "PPO, beta 0.005": small_beta_run, "DPO": dpo_run}
 show_scores(runs, "ppo-small-beta-dpo")
 for label, folder in runs.items():
     rows = read_rows(os.path.join(folder, "held_out.csv"))
