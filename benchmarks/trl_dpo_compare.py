@@ -237,7 +237,7 @@ def evaluate(folder, seed, max_new_tokens, checkpoint=None, reference=MODEL_DIR)
     row = rlhf.held_out(args, NoRunFolder(), policy, ref, no_reward_model, 0)
     return {"greedy": round(greedy, 4), "sampled": round(row["gold_score"], 4),
             "kl": round(row["kl_to_reference"], 4) + 0.0,  # not -0.0
-            "length": round(row["completion_length"], 3)}
+            "length": round(row["answer_length"], 3)}
 
 
 # ---------------------------------------------------------------------------------------
