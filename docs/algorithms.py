@@ -1846,6 +1846,13 @@ ALGORITHMS = {
              "or more on at least 9 of 10 seeds; measured, 8 of 10 hold with an IQM of 0.347, "
              "and beside continued supervision and shuffled rewards from the same checkpoint "
              "RL's own contribution is 0.2 or more on 9 of 10 (results.md, grpo.py)."),
+            (("grpo-AdditionPartial-v0-dr_grpo", "grpo-AdditionPartial-v0-dapo",
+              "grpo-AdditionPartial-v0-rloo", "grpo-AdditionPartial-v0-nlpo"),
+             "The field's corrections as flags on AdditionPartial-v0 at the default budget on "
+             "fresh seeds 111-115, judged as the default is (RL's gain over the warm start, "
+             "0.3 or more): measured, Dr. GRPO, DAPO and RLOO gain +0.34 to +0.36 (medians) and "
+             "NLPO's top-p 0.9 +0.17; the answers' length stays at 3.46-3.48 tokens in every "
+             "variant (results.md, grpo.py)."),
             (("grpo-Addition-v0",),
              "Addition-v0 with issue 84's defaults (25,600 completions after 3,000 annealed "
              "supervised warm-start steps on 9,000 problems) on fresh seeds 111-120, against "
