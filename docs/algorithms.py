@@ -1849,8 +1849,8 @@ ALGORITHMS = {
             (("grpo-AdditionPartial-v0-dr_grpo", "grpo-AdditionPartial-v0-dapo",
               "grpo-AdditionPartial-v0-rloo", "grpo-AdditionPartial-v0-nlpo"),
              "The field's corrections as flags on AdditionPartial-v0 at the default budget on "
-             "fresh seeds 111-115, judged as the default is (RL's gain over the warm start, "
-             "0.3 or more): measured, Dr. GRPO, DAPO and RLOO gain +0.34 to +0.36 (medians) and "
+             "fresh seeds 111-115, judged as the default is (RL's gain in the final greedy evaluation over the warm start's, "
+             "0.3 or more): measured, DAPO, RLOO and Dr GRPO gain +0.34 to +0.36 (the median over seeds) and "
              "NLPO's top-p 0.9 +0.17; the answers' length stays at 3.46-3.48 tokens in every "
              "variant (results.md, grpo.py)."),
             (("grpo-Addition-v0",),
