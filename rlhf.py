@@ -919,6 +919,16 @@ def main(args: Args) -> dict:
     return train_and_finish(run, lambda: train(args, policy, envs, run, device), envs)
 
 
+def from_pretrained(loader, path, what):
+    """loader.from_pretrained(path) from local files alone (nothing is downloaded); a folder
+    it cannot load is bad input, in one line naming what was missing."""
+    try:
+        return loader.from_pretrained(path, local_files_only=True)
+    except Exception as e:
+        fail(f"--model {path} holds no {what} that transformers can load "
+             f"({type(e).__name__}: {(str(e).splitlines() or [''])[0]})")
+
+
 def make_policy(args, tokenizer, prompt_len):
     """The built-in GPT sized by the flags, or --model's Hugging Face causal LM, with a value
     head; it gets the tokenizer and the lengths that greedy_policy and train read."""
@@ -927,12 +937,8 @@ def make_policy(args, tokenizer, prompt_len):
                  args.n_embd)
     else:
         from transformers import AutoModelForCausalLM  # only with --model
-        try:
-            model = AutoModelForCausalLM.from_pretrained(args.model, local_files_only=True)
-        except Exception as e:
-            fail(f"--model {args.model} holds no causal LM that transformers can load "
-                 f"({type(e).__name__}: {(str(e).splitlines() or [''])[0]})")
-        lm = HFModel(model, pad_id_of(tokenizer))
+        lm = HFModel(from_pretrained(AutoModelForCausalLM, args.model, "causal LM"),
+                     pad_id_of(tokenizer))
     policy = PolicyWithValue(lm)
     policy.tokenizer, policy.prompt_len, policy.max_new_tokens = (
         tokenizer, prompt_len, args.max_new_tokens)
@@ -1010,11 +1016,7 @@ def check_spaces(args, obs_space, action_space):
         tokenizer = CharTokenizer(characters)
     else:
         from transformers import AutoTokenizer  # only with --model
-        try:
-            tokenizer = AutoTokenizer.from_pretrained(args.model, local_files_only=True)
-        except Exception as e:
-            fail(f"--model {args.model} holds no tokenizer that transformers can load "
-                 f"({type(e).__name__}: {(str(e).splitlines() or [''])[0]})")
+        tokenizer = from_pretrained(AutoTokenizer, args.model, "tokenizer")
         if tokenizer.eos_token_id is None:
             fail(f"--model {args.model}'s tokenizer has no end-of-sequence token to end a completion")
         cannot = [c for c in characters if tokenizer.decode(tokenizer.encode(
