@@ -573,13 +573,16 @@ def encode_prompts(tokenizer, prompts, prompt_len, device):
     return torch.tensor(rows, dtype=torch.long, device=device)
 
 
-def encode_completions(tokenizer, completions, max_new_tokens, device):
-    """Completions (strings) -> tokens [N, T]: each one's tokens, <eos>, then padding (cut at
-    T = max_new_tokens, as the sampler cuts them)."""
+def encode_texts(tokenizer, prompts, completions, prompt_len, max_new_tokens, device):
+    """Prompts and their completions (strings) -> (tokens [N, P + T]: the left-padded prompt,
+    the completion's tokens, <eos>, then padding, cut at T = max_new_tokens as the sampler
+    cuts them; the completion mask [N, T])."""
     pad, T = pad_id_of(tokenizer), max_new_tokens
     rows = [(tokenizer.encode(c, add_special_tokens=False) + [tokenizer.eos_token_id]
              + [pad] * T)[:T] for c in completions]
-    return torch.tensor(rows, dtype=torch.long, device=device).view(len(rows), T)
+    completions = torch.tensor(rows, dtype=torch.long, device=device).view(len(rows), T)
+    tokens = torch.cat([encode_prompts(tokenizer, prompts, prompt_len, device), completions], 1)
+    return tokens, completion_mask_of(completions, tokenizer.eos_token_id)
 
 
 def completion_mask_of(completions, eos_token_id):
@@ -670,9 +673,8 @@ def warm_start(args, policy):
     prompts, answers = zip(*((p, i["answer"]) for p, i in (
         env.reset(seed=args.seed + 200_000 if k == 0 else None) for k in range(args.sft_problems))))
     env.close()
-    targets = encode_completions(tokenizer, answers, args.max_new_tokens, device)
-    tokens = torch.cat([encode_prompts(tokenizer, prompts, P, device), targets], dim=1)
-    mask = completion_mask_of(targets, tokenizer.eos_token_id)
+    tokens, mask = encode_texts(tokenizer, prompts, answers, P, args.max_new_tokens, device)
+    targets = tokens[:, P:]
     optimizer = torch.optim.Adam(policy.parameters(), lr=args.sft_learning_rate)
     for step in range(args.sft_steps):
         optimizer.param_groups[0]["lr"] = args.sft_learning_rate * (1 - step / args.sft_steps)
@@ -713,13 +715,9 @@ def preference_pairs(args, policy, envs):
 
 def encode_pairs(tokenizer, rows, prompt_len, max_new_tokens, device):
     """Pairs -> (tokens and completion masks of the chosen, the same of the rejected)."""
-    prompts = encode_prompts(tokenizer, [r["prompt"] for r in rows], prompt_len, device)
-    out = []
-    for key in ("chosen", "rejected"):
-        completions = encode_completions(tokenizer, [r[key] for r in rows], max_new_tokens, device)
-        out += [torch.cat([prompts, completions], dim=1),
-                completion_mask_of(completions, tokenizer.eos_token_id)]
-    return out
+    prompts = [r["prompt"] for r in rows]
+    return [x for key in ("chosen", "rejected") for x in encode_texts(
+        tokenizer, prompts, [r[key] for r in rows], prompt_len, max_new_tokens, device)]
 
 
 def train_reward_model(args, policy, pairs, run):
@@ -919,16 +917,6 @@ def main(args: Args) -> dict:
     return train_and_finish(run, lambda: train(args, policy, envs, run, device), envs)
 
 
-def from_pretrained(loader, path, what):
-    """loader.from_pretrained(path) from local files alone (nothing is downloaded); a folder
-    it cannot load is bad input, in one line naming what was missing."""
-    try:
-        return loader.from_pretrained(path, local_files_only=True)
-    except Exception as e:
-        fail(f"--model {path} holds no {what} that transformers can load "
-             f"({type(e).__name__}: {(str(e).splitlines() or [''])[0]})")
-
-
 def make_policy(args, tokenizer, prompt_len):
     """The built-in GPT sized by the flags, or --model's Hugging Face causal LM, with a value
     head; it gets the tokenizer and the lengths that greedy_policy and train read."""
@@ -956,7 +944,7 @@ def check_flags(args):
                  "rm_learning_rate", "eval_samples", "kl_horizon"):
         if not getattr(args, name) > 0:
             fail(f"--{name.replace('_', '-')} must be positive, got {getattr(args, name)}")
-    for name in ("sft_steps", "sft_problems", "rm_steps", "labeller_temperature"):
+    for name in ("sft_steps", "sft_problems", "rm_steps", "labeller_temperature", "vf_coef"):
         if getattr(args, name) < 0:
             fail(f"--{name.replace('_', '-')} must be 0 or more, got {getattr(args, name)}")
     if args.sft_steps and not args.sft_problems:
@@ -984,8 +972,6 @@ def check_flags(args):
     if not (0 < args.clip_coef < 1 and args.clip_coef_value > 0):
         fail(f"--clip-coef must be in (0, 1) and --clip-coef-value positive, got "
              f"{args.clip_coef} and {args.clip_coef_value}")
-    if args.vf_coef < 0:
-        fail(f"--vf-coef must be 0 or more, got {args.vf_coef}")
     if not 0 < args.top_p <= 1:
         fail(f"--top-p must be in (0, 1], got {args.top_p}")
     if args.n_embd % args.n_head:
@@ -1012,18 +998,7 @@ def check_spaces(args, obs_space, action_space):
              f"{type(action_space).__name__} action space; rlhf.py needs Text for both (a "
              "prompt in, a completion out); for other spaces see ppo.py")
     characters = "".join(sorted(obs_space.character_set | action_space.character_set))
-    if args.model is None:
-        tokenizer = CharTokenizer(characters)
-    else:
-        from transformers import AutoTokenizer  # only with --model
-        tokenizer = from_pretrained(AutoTokenizer, args.model, "tokenizer")
-        if tokenizer.eos_token_id is None:
-            fail(f"--model {args.model}'s tokenizer has no end-of-sequence token to end a completion")
-        cannot = [c for c in characters if tokenizer.decode(tokenizer.encode(
-            c, add_special_tokens=False)) != c]
-        if cannot:
-            fail(f"--model {args.model}'s tokenizer cannot write {''.join(cannot)!r}, which "
-                 f"{args.env_id}'s prompts and completions use; pick a tokenizer that can")
+    tokenizer = CharTokenizer(characters) if args.model is None else load_tokenizer(args, characters)
     if args.sft_steps:
         env = gym.make(args.env_id, held_out=False)
         _, info = env.reset(seed=0)
@@ -1797,6 +1772,31 @@ def register_tasks():
     """Register Preference-v0 (4-word prompts, completions of up to 7 words)."""
     if "Preference-v0" not in gym.registry:
         gym.register("Preference-v0", entry_point=PreferenceEnv)
+
+
+def from_pretrained(loader, path, what):
+    """loader.from_pretrained(path) from local files alone (nothing is downloaded); a folder
+    it cannot load is bad input, in one line naming what was missing."""
+    try:
+        return loader.from_pretrained(path, local_files_only=True)
+    except Exception as e:
+        fail(f"--model {path} holds no {what} that transformers can load "
+             f"({type(e).__name__}: {(str(e).splitlines() or [''])[0]})")
+
+
+def load_tokenizer(args, characters):
+    """--model's tokenizer, which must end a completion (an end-of-sequence token) and write
+    every character of the task's prompts and completions."""
+    from transformers import AutoTokenizer  # only with --model
+    tokenizer = from_pretrained(AutoTokenizer, args.model, "tokenizer")
+    if tokenizer.eos_token_id is None:
+        fail(f"--model {args.model}'s tokenizer has no end-of-sequence token to end a completion")
+    cannot = [c for c in characters if tokenizer.decode(tokenizer.encode(
+        c, add_special_tokens=False)) != c]
+    if cannot:
+        fail(f"--model {args.model}'s tokenizer cannot write {''.join(cannot)!r}, which "
+             f"{args.env_id}'s prompts and completions use; pick a tokenizer that can")
+    return tokenizer
 
 
 def read_pairs(path, tokenizer, prompt_len):

@@ -44,7 +44,7 @@ What stays the same: the model folder both sides start from (and both sides' ref
 warm start itself, frozen); the pairs, every one of them, the same text; the sequences (the
 prompt's 4 tokens, the completion's, <eos>, everything cut at 4 + max_new_tokens tokens:
 TRL's max_length with truncation keep_start cuts the <eos> of an 8-word completion where
-rlhf.py's encode_completions does); DPO's sigmoid loss on the summed log-probabilities of the
+rlhf.py's encode_texts does); DPO's sigmoid loss on the summed log-probabilities of the
 completion's tokens and its <eos>, at beta; the reference's log-probabilities computed once
 before training (TRL's precompute_ref_log_probs, rlhf.py's train_dpo); Adam at a constant
 rate, betas (0.9, 0.999), eps 1e-8, no weight decay, the gradient clipped at the same norm;

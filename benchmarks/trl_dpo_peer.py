@@ -46,7 +46,7 @@ def dpo_config_kwargs(s, seed, steps, output_dir):
         # training (rlhf.py's train_dpo does the same)
         precompute_ref_log_probs=True, precompute_ref_batch_size=s["num_prompts"],
         # the sequences: the prompt, the completion and <eos>, cut at P + T_max tokens as
-        # rlhf.py's encode_completions cuts them (an 8-word completion loses its <eos>)
+        # rlhf.py's encode_texts cuts them (an 8-word completion loses its <eos>)
         max_length=PROMPT_LEN + s["max_new_tokens"], truncation_mode="keep_start",
         pad_to_multiple_of=None,
     )

@@ -294,10 +294,11 @@ def test_prompts_are_left_padded_and_completions_end_with_eos_then_padding():
     prompts = rlhf.encode_prompts(tok, ["pcha", "ab"], 4, "cpu")
     assert prompts.tolist() == [[16, 3, 8, 1], [0, 0, 1, 2]]
     # 2 words, <eos>, padding; nothing but <eos>; 10 words cut at T = 8 without an <eos>
-    completions = rlhf.encode_completions(tok, ["mg", "", "abcdefghij"], 8, "cpu")
+    tokens, mask = rlhf.encode_texts(tok, ["pcha", "ab", "b"], ["mg", "", "abcdefghij"], 4, 8, "cpu")
+    assert tokens[:, :4].tolist() == [[16, 3, 8, 1], [0, 0, 1, 2], [0, 0, 0, 2]]
+    completions = tokens[:, 4:]
     assert completions.tolist() == [[13, 7, 0, 0, 0, 0, 0, 0], [0] * 8, list(range(1, 9))]
-    assert rlhf.completion_mask_of(completions, 0).tolist() == [
-        [1, 1, 1, 0, 0, 0, 0, 0], [1, 0, 0, 0, 0, 0, 0, 0], [1] * 8]
+    assert mask.tolist() == [[1, 1, 1, 0, 0, 0, 0, 0], [1, 0, 0, 0, 0, 0, 0, 0], [1] * 8]
     assert rlhf.decode_completions(tok, completions) == ("mg", "", "abcdefgh")
 
 
