@@ -106,7 +106,8 @@ SETTINGS = {
     "group_size": 8,        # TRL: num_generations
     "num_minibatches": 2,   # TRL: steps_per_generation, per_device_train_batch_size 64
     "update_epochs": 1,     # TRL: num_iterations
-    "learning_rate": 3e-4,  # TRL: learning_rate, constant schedule, no warm-up
+    "learning_rate": 3e-4,  # TRL: learning_rate, no warm-up
+    "anneal_lr": False,     # TRL: lr_scheduler_type "constant" (True: "linear", to 0)
     "beta": 0.04,           # TRL: beta (its default 0.0)
     "clip_coef": 0.2,       # TRL: epsilon (epsilon_high None: the same)
     "max_new_tokens": 5,    # TRL: max_completion_length (answer of 1-3 digits, and <eos>)
@@ -353,11 +354,14 @@ def grpo_command(seed, updates, out, env_id=ENV_ID, settings=SETTINGS, model_dir
     """grpo.py's command line: the model as it is (--sft-steps 0), the settings as flags, no
     evaluation inside the process (--eval-every 0 with --eval-episodes 0, which grpo.py
     asks for since its held-out rows came), the final model saved."""
-    flags = {f"--{k.replace('_', '-')}": str(v) for k, v in settings.items()}
+    flags = {f"--{k.replace('_', '-')}": str(v) for k, v in settings.items()
+             if not isinstance(v, bool)}
+    switches = [f"--{'' if v else 'no-'}{k.replace('_', '-')}" for k, v in settings.items()
+                if isinstance(v, bool)]  # tyro's booleans: --anneal-lr or --no-anneal-lr
     budget = updates * settings["num_prompts"] * settings["group_size"]
     return [sys.executable, os.path.join(ROOT, "grpo.py"), "--model", model_dir, "--sft-steps",
             "0", "--seed", str(seed), "--total-timesteps", str(budget), "--env-id", env_id,
-            *[x for kv in flags.items() for x in kv], "--loss-agg", "seq-mean-token-mean",
+            *[x for kv in flags.items() for x in kv], *switches, "--loss-agg", "seq-mean-token-mean",
             "--scale-rewards", "--baseline", "mean", "--eval-episodes", "0", "--eval-every",
             "0", "--save-model", "--no-tensorboard", "--no-curve", "--output-dir", out]
 

@@ -62,8 +62,11 @@ def main():
         per_device_train_batch_size=B * G // steps, gradient_accumulation_steps=1,
         num_iterations=s["update_epochs"], max_steps=args.updates * steps,
         shuffle_dataset=False,  # grpo.py's prompts in grpo.py's order
-        # the optimizer: Adam (AdamW without weight decay) at a constant rate, clipped
-        learning_rate=s["learning_rate"], lr_scheduler_type="constant", warmup_steps=0,
+        # the optimizer: Adam (AdamW without weight decay), clipped, at a constant rate or
+        # (grpo.py's --anneal-lr) one falling linearly to 0, TRL's per optimizer step where
+        # grpo.py's falls per update (constant over an update's minibatches)
+        learning_rate=s["learning_rate"], warmup_steps=0,
+        lr_scheduler_type="linear" if s.get("anneal_lr") else "constant",
         optim="adamw_torch", weight_decay=0.0, max_grad_norm=s["max_grad_norm"],
         # the loss: GRPO's (per-sequence token mean), std-scaled group advantages, k3 at beta
         # without TRL's importance-weighted KL, PPO's symmetric clip

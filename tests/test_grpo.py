@@ -667,6 +667,27 @@ def test_the_warm_starts_learning_rate_falls_linearly_to_0(tmp_path, monkeypatch
     assert warm == approx([0.02, 0.015, 0.01, 0.005] if anneal else [0.02] * 4)
 
 
+@pytest.mark.parametrize("anneal", [True, False])
+def test_grpos_learning_rate_falls_linearly_to_0_over_the_budget(tmp_path, monkeypatch, anneal):
+    # 4 updates of 16 completions (4 prompts x 4) at 0.02, 2 minibatches each: with
+    # --anneal-lr the rate of update u (u = 0..3) is 0.02 (1 - 16 u / 64): 0.02, 0.015,
+    # 0.01, 0.005, the same for both minibatches of an update; without, 0.02 throughout. The
+    # warm start's own Adam (a constant 0.001 here) is the first; GRPO's the second.
+    rates = {}
+    step = torch.optim.Adam.step
+
+    def spy(self, *a, **k):
+        rates.setdefault(id(self), []).append(self.param_groups[0]["lr"])
+        return step(self, *a, **k)
+    monkeypatch.setattr(torch.optim.Adam, "step", spy)
+    grpo.main(tiny_args(tmp_path, eval_episodes=0, sft_steps=2, sft_learning_rate=1e-3,
+                        sft_anneal_lr=False, learning_rate=0.02, anneal_lr=anneal))
+    warm, grpo_rates = rates.values()
+    assert warm == approx([1e-3, 1e-3])
+    expected = [0.02, 0.015, 0.01, 0.005] if anneal else [0.02] * 4
+    assert grpo_rates == approx([r for r in expected for _ in range(2)])
+
+
 def test_the_hugging_face_policy_masks_the_padding_out_of_the_attention(tmp_path):
     # HFPolicy's logits are the model's with attention_mask = (tokens != pad): a left-padded
     # row's logits equal the model called with that mask by hand, and differ from the model
