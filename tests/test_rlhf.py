@@ -760,6 +760,34 @@ def test_the_warm_start_learns_the_tasks_answers_after_their_prompts(tmp_path, m
     assert len(drawn) > 8  # random rows of the 24, not one batch again and again
 
 
+def test_the_warm_starts_loss_is_the_cross_entropy_of_the_completion_tokens_alone(
+        tmp_path, monkeypatch, one_thread):
+    # A supervised step's loss is the mean over the batch's completion tokens, <eos> included,
+    # of -log softmax(logits)[target], worked out here from the step's own logits; the padding
+    # after <eos> is not in it. The batches hold padding, so the mean over every position (a
+    # smaller number: the padding's targets are learned at once) would differ.
+    args = tiny_args(tmp_path, sft_steps=3, sft_problems=24, sft_batch_size=8, seed=4)
+    rlhf.register_tasks()
+    tokenizer, prompt_len = rlhf.check_env(args)
+    policy = rlhf.make_policy(args, tokenizer, prompt_len)
+    seen, losses, original = [], [], rlhf.completion_outputs
+
+    def outputs(model, tokens, p):
+        logits, values = original(model, tokens, p)
+        seen.append((logits.detach().clone(), tokens[:, p:].clone()))
+        return logits, values
+    monkeypatch.setattr(rlhf, "completion_outputs", outputs)
+    spy_on(monkeypatch, torch.Tensor, "backward", lambda self, *a, **k: self.item(), calls=losses)
+    rlhf.warm_start(args, policy)
+    assert len(seen) == len(losses) == 3
+    for (logits, targets), loss in zip(seen, losses):
+        mask = (torch.cumsum((targets == 0).long(), 1) - (targets == 0).long() == 0).float()
+        assert 0 < mask.sum() < mask.numel()  # some padding in the batch
+        nll = -torch.log_softmax(logits, -1).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+        assert loss == pytest.approx((nll * mask).sum().item() / mask.sum().item(), rel=1e-5)
+        assert loss != pytest.approx(nll.mean().item(), rel=1e-3)
+
+
 def test_sft_steps_0_leaves_the_model_as_it_is(tmp_path, monkeypatch):
     # --sft-steps 0 --sft-problems 0: no supervised step, no environment made, weights kept
     args = tiny_args(tmp_path, sft_steps=0, sft_problems=0)
@@ -771,6 +799,22 @@ def test_sft_steps_0_leaves_the_model_as_it_is(tmp_path, monkeypatch):
     steps = spy_on(monkeypatch, rlhf.F, "cross_entropy", lambda *a, **k: 1)
     rlhf.warm_start(args, policy)
     assert made == [] and steps == [] and same_state(policy, before)
+
+
+def test_held_out_measures_on_the_held_out_prompts_alone(tmp_path, monkeypatch):
+    # held_out.csv's prompts are the evaluation's: --eval-episodes of the tenth of
+    # Preference-v0's prompts that training never poses (crc32 % 10 == 0), the same ones at
+    # each of the --eval-samples draws.
+    args = tiny_args(tmp_path, eval_episodes=12, eval_samples=2)
+    rlhf.register_tasks()
+    tokenizer, prompt_len = rlhf.check_env(args)
+    policy = rlhf.make_policy(args, tokenizer, prompt_len)
+    reward_model = rlhf.RewardModel(policy.lm, prompt_len)
+    asked = spy_on(monkeypatch, rlhf, "encode_prompts", lambda tok, prompts, *a: list(prompts))
+    run = SimpleNamespace(write_row=lambda *a, **k: None, elapsed=lambda: 0)
+    rlhf.held_out(args, run, policy, policy, reward_model, 0)
+    assert len(asked) == 2 and asked[0] == asked[1] and len(asked[0]) == 12
+    assert all(zlib.crc32(prompt.encode()) % 10 == 0 for prompt in asked[0])
 
 
 def test_held_out_never_touches_trainings_random_stream(tmp_path, monkeypatch):
@@ -1321,6 +1365,26 @@ def test_the_rewards_sum_to_the_score_less_beta_times_the_sampled_kl():
     rewards = rlhf.kl_penalized_rewards(tensor(2.0, -1.0), LOGPROBS, REF_LOGPROBS,
                                         COMPLETION_MASK, 0.1)
     assert rewards.sum(1).tolist() == approx([1.85, -0.95])
+
+
+def test_updates_score_is_the_reward_models_and_gold_the_tasks(tmp_path, monkeypatch):
+    # updates.csv's score is the mean of the reward model's scores that went into the rewards
+    # (kl_penalized_rewards' first argument); its gold is the mean gold score of the same
+    # completions, episodes.csv's returns at the update's step. The two differ, so columns
+    # swapped (or either taken from the other) fail.
+    made = spy_on(monkeypatch, rlhf, "kl_penalized_rewards", lambda scores, *rest: scores.clone())
+    rlhf.main(tiny_args(tmp_path))
+    (path,) = glob.glob(str(tmp_path / "*"))
+    rows = read_csv(os.path.join(path, "updates.csv"))
+    episodes = read_csv(os.path.join(path, "episodes.csv"))
+    assert len(made) == len(rows) == 4
+    for scores, row in zip(made, rows):
+        gold = [float(e["episode_return"]) for e in episodes
+                if e["global_step"] == row["global_step"]]
+        assert len(gold) == len(scores) == 16
+        assert float(row["score"]) == pytest.approx(scores.mean().item(), rel=1e-5, abs=1e-7)
+        assert float(row["gold"]) == pytest.approx(np.mean(gold), rel=1e-5, abs=1e-7)
+        assert abs(scores.mean().item() - np.mean(gold)) > 1e-3
 
 
 def test_updates_kl_is_nats_per_completion_and_the_controller_reads_the_same(tmp_path,
