@@ -1156,7 +1156,10 @@ def test_held_out_measures_and_the_curves_phases(tmp_path, monkeypatch):
     from matplotlib.figure import Figure
     saved, savefig = [], Figure.savefig
     monkeypatch.setattr(Figure, "savefig", lambda self, *a, **k: saved.append(self) or savefig(self, *a, **k))
-    summary = grpo.main(tiny_args(tmp_path, sft_batch_size=8, eval_every=16, curve=True))
+    # 4 answers sampled a problem and pass@2 (--pass-k 2, below --eval-samples 4): the curve
+    # draws held_out.csv's pass@2 column, the one the run writes
+    summary = grpo.main(tiny_args(tmp_path, sft_batch_size=8, eval_every=16, curve=True,
+                                  eval_samples=4, pass_k=2))
     (path,) = glob.glob(str(tmp_path / "*"))
     rows = read_csv(os.path.join(path, "held_out.csv"))
     assert [int(r["global_step"]) for r in rows] == [-8, 0, 16, 32, 48, 64]
@@ -1168,7 +1171,23 @@ def test_held_out_measures_and_the_curves_phases(tmp_path, monkeypatch):
     (fig,) = saved
     lines = {line.get_label(): line for line in fig.axes[0].lines}
     assert "greedy accuracy" in lines and not any("last" in label for label in lines)
+    assert list(lines["pass@2 (sampled)"].get_ydata()) == [float(r["pass@2"]) for r in rows]
     assert list(lines["greedy accuracy"].get_xdata()) == [-8, 0, 16, 32, 48, 64]
+
+
+def test_the_gain_is_measured_from_the_warm_starts_greedy_accuracy(tmp_path, monkeypatch):
+    # start_return is the warm start's greedy accuracy, not its sampled pass@1: held_out
+    # stands in with an accuracy of 0.25 and a pass@1 of 0.75 at every row, so the gain is
+    # the final greedy evaluation less 0.25
+    original = grpo.held_out
+
+    def measured(*args, **kwargs):
+        row, curve = original(*args, **kwargs)
+        return {**row, "accuracy": 0.25, "pass@1": 0.75}, curve
+    monkeypatch.setattr(grpo, "held_out", measured)
+    summary = grpo.main(tiny_args(tmp_path, eval_episodes=4))
+    assert summary["start_return"] == 0.25
+    assert summary["end_return"] == pytest.approx(summary["eval_return_mean"] - 0.25)
 
 
 @pytest.mark.parametrize("stop, steps", [(0.0, 2), (None, 3)])
@@ -1283,6 +1302,7 @@ def test_continued_supervision_starts_from_the_same_checkpoint_on_the_same_data(
      "space; grpo.py needs Text for both"),
     (["--pass-k", "65", "--eval-samples", "64"], "--pass-k must be from 1 to --eval-samples (64), got 65"),
     (["--pass-k", "0"], "--pass-k must be from 1 to --eval-samples (16), got 0"),
+    (["--pass-k", "10", "--eval-samples", "8"], "--pass-k must be from 1 to --eval-samples (8), got 10"),
     (["--eval-samples", "0"], "--eval-samples must be positive, got 0"),
     (["--warm-start", "no/such/warm_start.pt"], "--warm-start no/such/warm_start.pt is not a file"),
     (["--sft-stop-at", "1.5"], "--sft-stop-at must be an accuracy in [0, 1], got 1.5"),
