@@ -89,7 +89,8 @@ print("scripts in", os.getcwd(), "| installed:", missing or "nothing (all there)
 # %% tags=["parameters"]
 # Parameters: the budgets. SMOKE = True shrinks every run to a batch or two (what the tests
 # run); False trains for real (three runs of 20,480 completions each, after the warm start and
-# the reward model; the whole notebook not yet timed).
+# the reward model: the whole notebook took 234 s on two CPU cores at a load of 1, seed 1's
+# gold gains +0.67 at beta 0.1, -0.04 at 0.005 and +0.50 with DPO).
 SMOKE = False
 OUT = "runs/notebooks/08"  # the run folders, figures and exercise file of this notebook
 SEEDS = [1]  # the seed of the runs: one seed's runs share its warm start and its pairs
