@@ -650,17 +650,23 @@ def test_the_evaluation_decodes_greedily(tmp_path):
     assert sampled != {tuple(first)}
 
 
-@pytest.mark.parametrize("anneal", [True, False])
-def test_the_warm_starts_learning_rate_falls_linearly_to_0(tmp_path, monkeypatch, anneal):
-    # 4 supervised steps at 0.02: with --sft-anneal-lr the rate of step k is 0.02 (1 - k/4),
-    # 0.02, 0.015, 0.01, 0.005; without, 0.02 throughout. The first Adam is the warm start's.
-    rates = {}
-    step = torch.optim.Adam.step
+def spy_on_adam_rates(monkeypatch):
+    """{each Adam's id: the learning rate of each of its steps, in order}, Adams in the order
+    of their first step."""
+    rates, step = {}, torch.optim.Adam.step
 
     def spy(self, *a, **k):
         rates.setdefault(id(self), []).append(self.param_groups[0]["lr"])
         return step(self, *a, **k)
     monkeypatch.setattr(torch.optim.Adam, "step", spy)
+    return rates
+
+
+@pytest.mark.parametrize("anneal", [True, False])
+def test_the_warm_starts_learning_rate_falls_linearly_to_0(tmp_path, monkeypatch, anneal):
+    # 4 supervised steps at 0.02: with --sft-anneal-lr the rate of step k is 0.02 (1 - k/4),
+    # 0.02, 0.015, 0.01, 0.005; without, 0.02 throughout. The first Adam is the warm start's.
+    rates = spy_on_adam_rates(monkeypatch)
     grpo.main(tiny_args(tmp_path, eval_episodes=0, sft_steps=4, sft_learning_rate=0.02,
                         sft_anneal_lr=anneal))
     warm = next(iter(rates.values()))
@@ -673,13 +679,7 @@ def test_grpos_learning_rate_falls_linearly_to_0_over_the_budget(tmp_path, monke
     # --anneal-lr the rate of update u (u = 0..3) is 0.02 (1 - 16 u / 64): 0.02, 0.015,
     # 0.01, 0.005, the same for both minibatches of an update; without, 0.02 throughout. The
     # warm start's own Adam (a constant 0.001 here) is the first; GRPO's the second.
-    rates = {}
-    step = torch.optim.Adam.step
-
-    def spy(self, *a, **k):
-        rates.setdefault(id(self), []).append(self.param_groups[0]["lr"])
-        return step(self, *a, **k)
-    monkeypatch.setattr(torch.optim.Adam, "step", spy)
+    rates = spy_on_adam_rates(monkeypatch)
     grpo.main(tiny_args(tmp_path, eval_episodes=0, sft_steps=2, sft_learning_rate=1e-3,
                         sft_anneal_lr=False, learning_rate=0.02, anneal_lr=anneal))
     warm, grpo_rates = rates.values()
