@@ -509,6 +509,14 @@ class HFPolicy(nn.Module):
         mask = (tokens != self.pad_token_id).long()
         return self.model(input_ids=tokens, attention_mask=mask).logits.float()
 
+    def next_token_logits(self, tokens, cache=None):
+        """The sampler's step: logits [N, V] for the token after tokens [N, L], and the model's
+        key-value cache, with which the next step feeds in only the newest token."""
+        out = self.model(input_ids=tokens if cache is None else tokens[:, -1:], cache=cache,
+                         attention_mask=(tokens != self.pad_token_id).long(), use_cache=True,
+                         logits_to_keep=1)
+        return out.logits[:, -1].float(), out.cache
+
 
 def frozen_copy(model):
     """The reference model: a copy that never learns (no gradients, never in an optimizer)."""
@@ -577,19 +585,21 @@ def decode_completions(tokenizer, completions):
 @torch.no_grad()
 def sample(policy, prompt_tokens, max_new_tokens, eos_token_id, pad_token_id, temperature=1.0,
            greedy=False, mask_model=None, top_p=1.0):
-    """Generate completions token by token (no key-value cache: the sequences are short).
-    prompt_tokens [N, P] -> (tokens [N, P + T], completion_mask [N, T], log pi_old [N, T] of
-    each sampled token under softmax(logits / temperature), the action masks [N, T, V] with
-    a mask_model (NLPO: its top-p nucleus, the only tokens that may be sampled), else None).
-    greedy takes the most likely token. After its end-of-sequence token a completion is
-    padded."""
+    """Generate completions token by token. prompt_tokens [N, P] -> (tokens [N, P + T],
+    completion_mask [N, T], log pi_old [N, T] of each sampled token under
+    softmax(logits / temperature), the action masks [N, T, V] with a mask_model (NLPO: its
+    top-p nucleus, the only tokens that may be sampled), else None). greedy takes the most
+    likely token. After its end-of-sequence token a completion is padded."""
     tokens, n = prompt_tokens, len(prompt_tokens)
     logprobs = torch.zeros((n, max_new_tokens), device=tokens.device)
     masks, done = [], torch.zeros(n, dtype=torch.bool, device=tokens.device)
+    cache = mask_cache = None  # a Hugging Face model's keys and values (next_token_logits)
     for t in range(max_new_tokens):
-        logits = policy(tokens)[:, -1] / temperature
+        logits, cache = next_token_logits(policy, tokens, cache)
+        logits = logits / temperature
         if mask_model is not None:
-            masks.append(top_p_mask(mask_model(tokens)[:, -1] / temperature, top_p))
+            mask_logits, mask_cache = next_token_logits(mask_model, tokens, mask_cache)
+            masks.append(top_p_mask(mask_logits / temperature, top_p))
             logits = torch.where(masks[-1], logits, MASKED_LOGIT)
         dist = Categorical(logits=logits, validate_args=False)
         token = logits.argmax(-1) if greedy else dist.sample()
@@ -600,6 +610,15 @@ def sample(policy, prompt_tokens, max_new_tokens, eos_token_id, pad_token_id, te
     completions = tokens[:, prompt_tokens.shape[1]:]
     mask = completion_mask_of(completions, eos_token_id)
     return tokens, mask, logprobs * mask, torch.stack(masks, 1) if masks else None
+
+
+def next_token_logits(model, tokens, cache=None):
+    """(logits [N, V] for the token after tokens [N, L], the cache for the next call). The
+    built-in GPT runs the whole sequence again, as nanoGPT's generate does (cache stays None);
+    a Hugging Face model keeps its keys and values and then reads only the newest token."""
+    if isinstance(model, HFPolicy):
+        return model.next_token_logits(tokens, cache)
+    return model(tokens)[:, -1], None
 
 
 def completion_logits(model, tokens, prompt_len):

@@ -53,9 +53,10 @@ with datasets 5.2.0 (and the repository's transformers 5.24.0, torch 2.13.0, acc
 datasets==5.2.0`, then `run --peer-python .venv-trl/bin/python`).
 
 What stays different (TRL's options are set to grpo.py's values wherever TRL has one):
-  - sampling: TRL's model.generate() (a key-value cache, positions from the attention mask)
-    against grpo.py's own loop (no cache, the whole sequence each token); the same tempered
-    softmax, no top-k, no top-p
+  - sampling: TRL's model.generate() against grpo.py's own loop, both with a key-value cache
+    (grpo.py's HFPolicy.next_token_logits; before 2026-11-28's rerun it ran the whole
+    sequence each token); positions from the attention mask in TRL's, from the sequence's
+    start in grpo.py's; the same tempered softmax, no top-k, no top-p
   - padding: TRL pads each batch's prompts to its longest, grpo.py to the task's 6 characters
     (masked out of attention on both sides; RoPE makes the offset moot)
   - the minibatches: TRL shuffles the 128 completions of a generation and splits them in two

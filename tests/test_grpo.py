@@ -1045,6 +1045,40 @@ def test_the_hugging_face_policy_counts_the_same_tokens(tmp_path):
     assert torch.allclose(logp, again * mask, atol=1e-5)
 
 
+def test_the_hugging_face_sampler_keeps_a_cache_for_each_model(tmp_path):
+    # With --model the sampler keeps each model's keys and values: after the prompt, the
+    # policy and NLPO's mask model each read one new token a step, from caches of their own
+    # (the two models differ here, so a shared or missing cache would change the numbers),
+    # and the log-probabilities and top-p masks equal those of whole-sequence passes.
+    folder = save_tiny_hf_model(tmp_path / "tiny-gpt2")
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True)
+    policy = grpo.HFPolicy(AutoModelForCausalLM.from_pretrained(folder, local_files_only=True), 0)
+    reference = grpo.frozen_copy(policy)
+    with torch.no_grad():
+        for p in reference.parameters():
+            p.add_(0.5 * torch.randn_like(p))
+    seen = {policy: [], reference: []}
+    for m in seen:
+        m.model.register_forward_pre_hook(
+            lambda mod, args, kwargs, m=m: seen[m].append(tuple(kwargs["input_ids"].shape)),
+            with_kwargs=True)
+    prompts = grpo.encode_prompts(tokenizer, ["12+3=", "1+2="], 8, "cpu")
+    torch.manual_seed(0)
+    tokens, mask, logp, masks = grpo.sample(policy, prompts, 4, 1, 0, mask_model=reference,
+                                            top_p=0.9)
+    assert seen[policy] == seen[reference] == [(2, 8), (2, 1), (2, 1), (2, 1)]
+    with torch.no_grad():
+        whole = grpo.token_logprobs(grpo.completion_logits(policy, tokens, 8), tokens[:, 8:],
+                                    action_masks=masks)
+        nucleus = grpo.top_p_mask(grpo.completion_logits(reference, tokens, 8), 0.9)
+    assert torch.allclose(logp, whole * mask, atol=1e-5)
+    real = mask.bool()
+    assert torch.equal(masks[real], nucleus[real])
+    assert not torch.equal(nucleus[real], grpo.top_p_mask(  # the two models' nuclei differ
+        grpo.completion_logits(policy, tokens, 8), 0.9)[real])
+
+
 # ---------------------------------------------------------------------------------------
 # pass@k, the shuffled control, the partial warm start, the held-out measures and the phases
 # ---------------------------------------------------------------------------------------
