@@ -583,9 +583,12 @@ TASKS = {
         Task("rlhf", "Preference-v0", 0.4, "the default command (PPO from a learned reward "
              "model): the gain, the final greedy gold score on 200 held-out prompts less the warm "
              "start's, at least 0.4 and held to the end on at least 9 of 10 fresh seeds (issue 93; "
-             "DPO, the frontier and Gao et al.'s picture: benchmarks/rlhf_frontier.py, since a DPO "
-             "run has no training episodes for this table to read)",
+             "the frontier and Gao et al.'s picture: benchmarks/rlhf_frontier.py)",
              holds_on_gain=True),
+        Task("rlhf", "Preference-v0", 0.4, "DPO (--algo dpo) on the default command's "
+             "preference pairs from the same warm start, the same seeds: the gain in greedy gold "
+             "score on 200 held-out prompts over the warm start's, at least 0.4 (issue 93)",
+             ["--algo", "dpo"], label="dpo", holds_on_gain=True),
     ],
     "impala": [
         Task("impala", "CartPole-v1", 475, "the default command holds (20-episode mean at the "
@@ -732,8 +735,23 @@ def read_run(task, output_dir):
     with open(os.path.join(folder, "episodes.csv"), newline="") as f:
         episodes = [(int(r["global_step"]), float(r["wall_time"]), float(r["episode_return"]))
                     for r in csv.DictReader(f)]
+    evaluations = os.path.join(folder, "evaluations.csv")  # with --eval-every
+    if os.path.exists(evaluations):
+        with open(evaluations, newline="") as f:
+            rows = list(csv.DictReader(f))
+        figures = {"evaluations": [[int(r["global_step"]) for r in rows],
+                                   [round(float(r["eval_return_mean"]), 2) for r in rows]]}
+    else:
+        figures = {}
+    figures.update({"global_steps": summary["global_steps"],
+                    "eval_return": summary["eval_return_mean"],
+                    "start_return": summary.get("start_return"),
+                    "sps": round(summary["global_steps"] / summary["wall_time_s"])})
+    if not episodes:  # a run that trains on none (rlhf.py --algo dpo), judged on its gain
+        return {**figures, "final_train_mean": None, "solve_step": None, "solve_s": None,
+                "curve": [[], []], "train_mean_at": None, "best_train_mean": None}
     steps, times, returns = (np.array(c) for c in zip(*episodes))
-    figures = {"final_train_mean": round(float(returns[-task.window:].mean()), 2)}
+    figures["final_train_mean"] = round(float(returns[-task.window:].mean()), 2)
     w = task.window
     mean_w = np.array([returns[max(0, i - w + 1):i + 1].mean() for i in range(len(returns))])
     reached = np.flatnonzero((np.arange(len(returns)) >= w - 1) & (mean_w >= task.threshold))
@@ -745,17 +763,8 @@ def read_run(task, output_dir):
     ended = [np.searchsorted(steps, m, side="right") - 1 for m in marks]
     full = np.arange(w - 1, len(returns))
     best = full[np.argmax(mean_w[full])] if len(full) else None
-    evaluations = os.path.join(folder, "evaluations.csv")  # with --eval-every
-    if os.path.exists(evaluations):
-        with open(evaluations, newline="") as f:
-            rows = list(csv.DictReader(f))
-        figures["evaluations"] = [[int(r["global_step"]) for r in rows],
-                                  [round(float(r["eval_return_mean"]), 2) for r in rows]]
-    return {**figures,"solve_step": int(steps[first]) if first is not None else None,
+    return {**figures, "solve_step": int(steps[first]) if first is not None else None,
             "solve_s": float(times[first]) if first is not None else None,
-            "global_steps": summary["global_steps"], "eval_return": summary["eval_return_mean"],
-            "start_return": summary.get("start_return"),
-            "sps": round(summary["global_steps"] / summary["wall_time_s"]),
             "curve": [steps[keep].tolist(), mean_w[keep].round(2).tolist()],
             "train_mean_at": [marks, [round(float(mean_w[i]), 2) if i >= 0 else None
                                       for i in ended]],
@@ -1466,15 +1475,23 @@ def plot_task(task, runs, out):
     threshold is an evaluation figure (task.eval_threshold), a second panel draws the
     --eval-every evaluations the same way, each seed's final evaluation (after the last
     update) as a star at its last step, the published curves of REFERENCE_CURVES up to the
-    task's budget, and the threshold."""
-    # the panels one above the other, so that a page shows each at its width
-    fig = Figure(figsize=(7, 8 if task.eval_threshold else 4), dpi=100)
-    train = fig.add_subplot(2 if task.eval_threshold else 1, 1, 1)
-    panels = [(train, "curve", f"{task.script}.py on {task.env_id}: training",
-               f"mean of the last {task.window} episode returns")]
-    if task.eval_threshold:
-        panels.append((fig.add_subplot(2, 1, 2, sharey=train), "evaluations",
-                       "greedy evaluations (--eval-every)", "greedy evaluation return"))
+    task's budget, and the threshold. Runs that train on no episodes (rlhf.py --algo dpo)
+    get the evaluations' panel alone, without a threshold where it is a gain."""
+    # the panels one above the other, so that a page shows each at its width; a task whose
+    # runs train on no episodes (rlhf.py --algo dpo) shows its evaluations alone
+    trained = any(len(run.get("curve", [[]])[0]) for run in runs)
+    fig = Figure(figsize=(7, 8 if task.eval_threshold and trained else 4), dpi=100)
+    panels = []
+    if trained:
+        panels.append((fig.add_subplot(2 if task.eval_threshold else 1, 1, 1), "curve",
+                       f"{task.script}.py on {task.env_id}: training",
+                       f"mean of the last {task.window} episode returns"))
+    if task.eval_threshold or not trained:
+        panels.append((fig.add_subplot(2 if trained else 1, 1, 2 if trained else 1,
+                                       sharey=panels[0][0] if panels else None), "evaluations",
+                       "greedy evaluations (--eval-every)" if trained else
+                       f"{task.script}.py on {task.env_id}: greedy evaluations (--eval-every)",
+                       "greedy evaluation return"))
     for ax, key, title, ylabel in panels:
         drawn = [run for run in runs if len(run.get(key, [[]])[0])]
         if drawn:
@@ -1493,9 +1510,10 @@ def plot_task(task, runs, out):
             draw_references(ax, task.name, up_to=max(run["global_steps"] for run in runs),
                             first_color=len(runs))
         plot.finish_axis(ax, title, "environment steps", ylabel)
-    panels[-1][0].axhline(task.threshold, color="gray", ls="--", lw=1, label=f"threshold "
-                          f"{task.threshold:g}" + (" (an evaluation)" if task.eval_threshold
-                                                   else ""))
+    if trained or not task.holds_on_gain:  # a gain's threshold is no height on that axis
+        panels[-1][0].axhline(task.threshold, color="gray", ls="--", lw=1, label=f"threshold "
+                              f"{task.threshold:g}" + (" (an evaluation)" if task.eval_threshold
+                                                       else ""))
     for ax, *_ in panels:
         legend_below(ax)
     save_figure(fig, os.path.join(out, f"{task.name}.png"))

@@ -291,6 +291,38 @@ def test_a_window_mean_on_the_threshold_reaches_it_and_the_curve_is_that_windows
     assert figures["final_train_mean"] == 5.33
 
 
+def test_a_run_without_training_episodes_is_read_from_its_summary_and_drawn_from_its_evaluations(
+        tmp_path, monkeypatch):
+    # rlhf.py --algo dpo trains on no episodes: its episodes.csv has the header alone. The
+    # row reads its gain from the summary (0.5 - (-0.1) = 0.6, at or above 0.4: holds), and
+    # its figure is the one panel of --eval-every evaluations, with no threshold line (a gain
+    # is no height on that axis).
+    folder = tmp_path / "seed1" / "run"
+    folder.mkdir(parents=True)
+    (folder / "summary.json").write_text(json.dumps(
+        {"global_steps": 200, "eval_return_mean": 0.5, "start_return": -0.1, "wall_time_s": 4.0}))
+    (folder / "episodes.csv").write_text("global_step,wall_time,episode_return\n")
+    (folder / "evaluations.csv").write_text(
+        "global_step,eval_return_mean\n100,0.214\n200,0.5\n")
+    task = benchmark.Task("rlhf", "Preference-v0", 0.4, "a goal", ["--algo", "dpo"],
+                          label="dpo", holds_on_gain=True)
+    run = benchmark.read_run(task, str(tmp_path / "seed1"))
+    assert run["curve"] == [[], []] and run["final_train_mean"] is None
+    assert run["evaluations"] == [[100, 200], [0.21, 0.5]]
+    assert (run["eval_return"], run["start_return"], run["sps"]) == (0.5, -0.1, 50)
+    entry = {"holds_on_gain": True, "threshold": 0.4, "runs": [{**run, "seed": 1}]}
+    assert benchmark.end_of(entry, entry["runs"][0]) == approx(0.6)
+    assert benchmark.holds(entry) == (1, 1)
+    saved = []
+    monkeypatch.setattr(benchmark, "save_figure", lambda fig, path: saved.append(fig))
+    benchmark.plot_task(task, [{**run, "seed": 1}], str(tmp_path))
+    (ax,) = saved[0].axes
+    assert "greedy evaluations" in ax.get_title()
+    assert [list(line.get_ydata()) for line in ax.get_lines()
+            if line.get_label() == "seed 1"] == [[0.21, 0.5]]
+    assert not any(str(line.get_label()).startswith("threshold") for line in ax.get_lines())
+
+
 def test_a_run_whose_node_dies_is_started_again_twice_then_fails():
     # RAY_RETRIES = 2: after the first and the second death the run starts again (tries 2 and
     # 3); the third death is the last, and the run counts as failed
