@@ -817,6 +817,67 @@ def test_held_out_measures_on_the_held_out_prompts_alone(tmp_path, monkeypatch):
     assert all(zlib.crc32(prompt.encode()) % 10 == 0 for prompt in asked[0])
 
 
+def test_a_hugging_face_models_value_head_and_reward_model_read_its_last_layer():
+    # --model's HFModel hands the value head and the reward model the last hidden states (the
+    # layer the logits are read from, padding masked out of the attention as for the logits),
+    # not the embeddings: equal to hidden_states[-1] of a call by hand, unequal to [0].
+    transformers = pytest.importorskip("transformers", reason="pip install transformers==5.24.0")
+    config = transformers.LlamaConfig(
+        vocab_size=18, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+        num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=32,
+        pad_token_id=0, eos_token_id=1)
+    torch.manual_seed(0)
+    model = transformers.LlamaForCausalLM(config)
+    lm = rlhf.HFModel(model, 0)
+    tokens = torch.tensor([[0, 0, 3, 4, 5, 1], [2, 3, 4, 5, 6, 7]])
+    with torch.no_grad():
+        logits, hidden = lm(tokens)
+        by_hand = model(input_ids=tokens, attention_mask=(tokens != 0).long(),
+                        output_hidden_states=True)
+        last = by_hand.hidden_states[-1]
+        assert torch.allclose(logits, by_hand.logits) and torch.allclose(hidden, last)
+        assert not torch.allclose(hidden, by_hand.hidden_states[0], atol=1e-2)
+        policy, reward_model = rlhf.PolicyWithValue(lm), rlhf.RewardModel(lm, 2)
+        torch.nn.init.normal_(policy.v_head.weight)
+        _, values = policy(tokens)
+        assert torch.allclose(values, policy.v_head(last).squeeze(-1), atol=1e-6)
+        # the reward model reads its copy's last layer at the last real token: 2 + 3 - 1 = 4
+        scores = reward_model(tokens, torch.tensor([[1.0, 1, 1, 0], [1, 1, 1, 1]]))
+        assert torch.allclose(scores, reward_model.head(last[[0, 1], [4, 5]]).squeeze(-1),
+                              atol=1e-6)
+
+
+def test_held_out_rows_kl_is_each_completions_sum_and_its_means_are_over_completions(
+        tmp_path, monkeypatch):
+    # held_out's row from set numbers: 2 prompts, 2 draws, completions of 2 tokens and of 1
+    # (mask [1, 1, 0, ...] and [1, 0, ...]), log pi - log pi_ref 0.5 on each real token and 9.5
+    # past the end (never counted). The KL is each completion's sum, then the mean over
+    # completions: (0.5 + 0.5 + 0.5) / 2 = 0.75, not the per-token mean 0.5; the length
+    # (2 + 1) / 2 = 1.5; the proxy the reward model's mean score, (0.2 + 0.4) / 2 = 0.3.
+    args = tiny_args(tmp_path, eval_episodes=2, eval_samples=2)
+    rlhf.register_tasks()
+    tokenizer, prompt_len = rlhf.check_env(args)
+    policy = rlhf.make_policy(args, tokenizer, prompt_len)
+    T, real_sample = args.max_new_tokens, rlhf.sample
+    mask = torch.zeros(2, T)
+    mask[0, :2], mask[1, :1] = 1, 1
+    logprobs = -0.5 * mask
+
+    def fixed(policy, prompt_tokens, *a, **k):
+        return real_sample(policy, prompt_tokens, *a, **k)[0], mask, logprobs, None
+    monkeypatch.setattr(rlhf, "sample", fixed)
+    monkeypatch.setattr(rlhf, "token_logprobs", lambda logits, tokens, *a: torch.where(
+        mask.bool(), -1.0, -9.5))
+    reward_model = lambda tokens, m: torch.tensor([0.2, 0.4])  # noqa: E731
+    rows = []
+    run = SimpleNamespace(write_row=lambda name, **row: rows.append((name, row)),
+                          elapsed=lambda: 0)
+    row = rlhf.held_out(args, run, policy, policy, reward_model, 7)
+    assert row["kl_to_reference"] == approx(0.75)
+    assert row["answer_length"] == approx(1.5) and row["proxy_score"] == approx(0.3)
+    assert rows[0][0] == "held_out.csv" and rows[0][1]["global_step"] == 7
+
+
 def test_held_out_never_touches_trainings_random_stream(tmp_path, monkeypatch):
     # The same run with held_out.csv measured every 16 completions, and with held_out a
     # stand-in that does nothing: the same episodes.csv and the same losses. Each real call
