@@ -416,6 +416,8 @@ class RolloutBuffer:
 # ---------------------------------------------------------------------------------------
 # Networks: nanoGPT's transformer (grpo.py has the same), a value head, a reward model
 # ---------------------------------------------------------------------------------------
+# --model's Hugging Face causal LM gets the transformer's interface from HFModel, under
+# rlhf.py's own plumbing at the end of the file.
 class CausalSelfAttention(nn.Module):
     """Multi-head self-attention in which each position sees only itself and earlier ones."""
 
@@ -474,21 +476,6 @@ class GPT(nn.Module):
             x = block(x)
         hidden = self.ln_f(x)
         return self.lm_head(hidden), hidden
-
-
-class HFModel(nn.Module):
-    """A Hugging Face causal LM behind the built-in model's interface: tokens [N, L] ->
-    (logits, last hidden states), padding masked out of the attention (as TRL passes it)."""
-
-    def __init__(self, model, pad_token_id):
-        super().__init__()
-        self.model, self.pad_token_id = model, pad_token_id
-        self.hidden_size = model.config.hidden_size
-
-    def forward(self, tokens):
-        out = self.model(input_ids=tokens, attention_mask=(tokens != self.pad_token_id).long(),
-                         output_hidden_states=True)
-        return out.logits.float(), out.hidden_states[-1].float()
 
 
 class PolicyWithValue(nn.Module):
@@ -627,6 +614,16 @@ def sample(policy, prompt_tokens, max_new_tokens, eos_token_id, pad_token_id, gr
     return tokens, mask, logprobs * mask, torch.stack(masks, 1) if masks else None
 
 
+def complete(policy, prompts, **kwargs):
+    """sample on text prompts, with the policy's tokenizer and lengths (kwargs go to sample):
+    (the completions' texts, then sample's tokens, completion mask, log pi_old, masks)."""
+    tokenizer, P = policy.tokenizer, policy.prompt_len
+    prompt_tokens = encode_prompts(tokenizer, prompts, P, next(policy.parameters()).device)
+    out = sample(policy, prompt_tokens, policy.max_new_tokens, tokenizer.eos_token_id,
+                 pad_id_of(tokenizer), **kwargs)
+    return (decode_completions(tokenizer, out[0][:, P:]), *out)
+
+
 def completion_outputs(model, tokens, prompt_len):
     """What predicted each completion token: tokens [N, P + T] -> (logits [N, T, V], values
     [N, T]: the value of the state each token was chosen in, read where its logits are)."""
@@ -644,17 +641,9 @@ def make_vector_env(env_id, num_envs, video_folder=None, held_out=True):
     """N copies of a text task in one synchronous vector environment (SAME_STEP autoreset,
     episode statistics recorded by Gymnasium's wrapper). held_out: the held-out prompts (the
     evaluation's environments, the default) or the training ones (held_out=False)."""
-    def make(i):
-        if video_folder is None:
-            return gym.make(env_id, held_out=held_out)
-        env = gym.make(env_id, held_out=held_out, render_mode="rgb_array")
-        with warnings.catch_warnings():  # the environments share one folder on purpose
-            warnings.filterwarnings("ignore", message=".*Overwriting existing videos")
-            return gym.wrappers.RecordVideo(env, video_folder, name_prefix=f"eval-{i}",
-                                           episode_trigger=lambda episode: episode == 0)
-
-    envs = gym.vector.SyncVectorEnv([lambda i=i: make(i) for i in range(num_envs)],
-                                    autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
+    envs = gym.vector.SyncVectorEnv(
+        [lambda i=i: make_env(env_id, held_out, video_folder, i) for i in range(num_envs)],
+        autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
     return gym.wrappers.vector.RecordEpisodeStatistics(envs)
 
 
@@ -692,15 +681,12 @@ def preference_pairs(args, policy, envs):
     warm start, scored by the task (the gold score, which only the labeller sees) and
     labelled by bradley_terry_labels. The environments come in twos that share a seed, so
     each two pose the same prompt. Returns rows {prompt, chosen, rejected} (pairs.jsonl's)."""
-    tokenizer, P, n = policy.tokenizer, policy.prompt_len, envs.num_envs // 2
-    device, generator = next(policy.parameters()).device, torch.Generator().manual_seed(args.seed)
+    n, generator = envs.num_envs // 2, torch.Generator().manual_seed(args.seed)
     seeds = np.random.default_rng(args.seed + 300_000).integers(2 ** 31, size=n)
     prompts, _ = envs.reset(seed=[int(s) for s in seeds for _ in range(2)])
     rows = []
     while len(rows) < args.num_pairs:
-        tokens, _, _, _ = sample(policy, encode_prompts(tokenizer, prompts, P, device),
-                                 args.max_new_tokens, tokenizer.eos_token_id, pad_id_of(tokenizer))
-        texts = decode_completions(tokenizer, tokens[:, P:])
+        texts = complete(policy, prompts)[0]
         asked, (prompts, gold, _, _, _) = prompts, envs.step(texts)
         gold = torch.tensor(gold, dtype=torch.float32).view(n, 2)
         prefer_a = bradley_terry_labels(gold[:, 0], gold[:, 1], args.labeller_temperature,
@@ -731,6 +717,7 @@ def train_reward_model(args, policy, pairs, run):
     reward_model = RewardModel(policy.lm, P).to(device)
     cw, mw, cl, ml = encode_pairs(policy.tokenizer, pairs, P, args.max_new_tokens, device)
     n_test = max(1, len(pairs) // 10)
+    held_out_pairs = [x[:n_test] for x in (cw, mw, cl, ml)]  # never trained on
     optimizer = torch.optim.Adam(reward_model.parameters(), lr=args.rm_learning_rate)
     for step in range(1, args.rm_steps + 1):
         idx = torch.randint(n_test, len(pairs), (args.rm_batch_size,), device=device)
@@ -739,13 +726,7 @@ def train_reward_model(args, policy, pairs, run):
         loss.backward()
         optimizer.step()
         if step % 100 == 0 or step == args.rm_steps:
-            with torch.no_grad():
-                chosen = reward_model(cw[:n_test], mw[:n_test])
-                rejected = reward_model(cl[:n_test], ml[:n_test])
-            run.write_row("reward_model.csv", global_step=step - args.rm_steps,
-                          wall_time=round(run.elapsed(), 4), loss=loss.item(),
-                          held_out_loss=bradley_terry_loss(chosen, rejected).item(),
-                          held_out_accuracy=(chosen > rejected).float().mean().item())
+            reward_model_row(run, reward_model, held_out_pairs, step - args.rm_steps, loss.item())
     with torch.no_grad():  # normalize on the warm start's own completions (the pairs')
         scores = torch.cat([reward_model(cw, mw), reward_model(cl, ml)])
         reward_model.head.bias -= scores.mean()
@@ -757,13 +738,12 @@ def train_reward_model(args, policy, pairs, run):
 # ---------------------------------------------------------------------------------------
 # Training
 # ---------------------------------------------------------------------------------------
-def train(args, policy, envs, run, device):
+def train(args, policy, envs, run):
     """The warm start, the labelled pairs, the reward model, then PPO: sample a completion of
     each prompt, score it with the reward model, per-token KL rewards, GAE, clipped updates
     of the policy and its value head, log; until the budget, --stop-at-return or a
     non-finite loss. --algo dpo trains on the pairs instead (train_dpo)."""
-    tokenizer, P, T = policy.tokenizer, policy.prompt_len, args.max_new_tokens
-    eos, pad = tokenizer.eos_token_id, pad_id_of(tokenizer)
+    P = policy.prompt_len
     if args.warm_start:  # a warm start saved by another run (its warm_start.pt)
         policy.load_state_dict(read_checkpoint(args.warm_start)["policy"])
     else:
@@ -779,9 +759,7 @@ def train(args, policy, envs, run, device):
         pairs_envs.close()
     write_pairs(run.path, pairs)
     reward_model = train_reward_model(args, policy, pairs, run)
-    if args.eval_episodes:  # where RL begins: what the run's verdict measures the gain from
-        run.summary["start_return"] = float(np.mean(evaluate(args, {"policy": policy})))
-        held_out(args, run, policy, reference, reward_model, 0)
+    measure_start(args, run, policy, reference, reward_model)  # where RL begins
     if args.algo == "dpo":
         return train_dpo(args, policy, reference, reward_model, pairs, run)
     mask_model = frozen_copy(policy) if args.top_p < 1 else None  # NLPO's masking policy
@@ -794,10 +772,9 @@ def train(args, policy, envs, run, device):
         update += 1
 
         # Sample: a completion of each prompt; the task's gold score goes to episodes.csv only.
-        tokens, mask, logprobs, masks = sample(
-            policy, encode_prompts(tokenizer, prompts, P, device), T, eos, pad,
-            mask_model=mask_model, top_p=args.top_p)
-        prompts, gold, _, _, info = envs.step(decode_completions(tokenizer, tokens[:, P:]))
+        texts, tokens, mask, logprobs, masks = complete(policy, prompts, mask_model=mask_model,
+                                                        top_p=args.top_p)
+        prompts, gold, _, _, info = envs.step(texts)
         global_step += N
         run.step(global_step)  # progress line; --eval-every's greedy evaluation
         for i in np.flatnonzero(info["_episode"]):
@@ -851,8 +828,7 @@ def train(args, policy, envs, run, device):
         run.update(global_step, policy_loss=pg_loss, value_loss=v_loss, clipfrac=clipfrac,
                    entropy=entropy, kl=kl, beta=beta, score=scores.mean().item(),
                    gold=float(np.mean(gold)), completion_length=mask.sum(1).mean().item())
-        crossed = args.eval_every and global_step // args.eval_every > (global_step - N) // args.eval_every
-        if args.eval_episodes and (crossed or global_step >= budget):  # and the end's row
+        if held_out_due(args, global_step, N, last=global_step >= budget):
             held_out(args, run, policy, reference, reward_model, global_step)
 
 
@@ -887,8 +863,7 @@ def train_dpo(args, policy, reference, reward_model, pairs, run):
         run.update(global_step, dpo_loss=loss.item(), chosen_reward=chosen.mean().item(),
                    rejected_reward=rejected.mean().item(),
                    pair_accuracy=(chosen > rejected).float().mean().item())
-        crossed = args.eval_every and global_step // args.eval_every > (global_step - 2 * N) // args.eval_every
-        if args.eval_episodes and (crossed or step == steps):  # and the end's row
+        if held_out_due(args, global_step, 2 * N, last=step == steps):
             held_out(args, run, policy, reference, reward_model, global_step)
 
 
@@ -899,9 +874,7 @@ def main(args: Args) -> dict:
     # Check everything a user can get wrong before anything runs: one line, exit status 2.
     check_args(args)
     args, checkpoint = load_checkpoint(args)  # the model's flags (--model too) from a checkpoint
-    tokenizer, prompt_len = check_env(args)
-    if args.pairs:
-        read_pairs(args.pairs, tokenizer, prompt_len)  # pairs that are not pairs: one line
+    tokenizer, prompt_len = check_env(args)  # and --pairs's file: pairs that are not pairs
 
     # Set up: seeds, device, the policy with its value head, the run folder.
     device = seed_and_device(args.seed, args.cuda, args.threads)
@@ -914,7 +887,7 @@ def main(args: Args) -> dict:
 
     # Train (unless evaluating a checkpoint), then finish: evaluate, save, write, plot.
     envs = None if checkpoint else make_vector_env(args.env_id, args.num_prompts, held_out=False)
-    return train_and_finish(run, lambda: train(args, policy, envs, run, device), envs)
+    return train_and_finish(run, lambda: train(args, policy, envs, run), envs)
 
 
 def make_policy(args, tokenizer, prompt_len):
@@ -924,9 +897,7 @@ def make_policy(args, tokenizer, prompt_len):
         lm = GPT(len(tokenizer), prompt_len + args.max_new_tokens, args.n_layer, args.n_head,
                  args.n_embd)
     else:
-        from transformers import AutoModelForCausalLM  # only with --model
-        lm = HFModel(from_pretrained(AutoModelForCausalLM, args.model, "causal LM"),
-                     pad_id_of(tokenizer))
+        lm = load_model(args, tokenizer)
     policy = PolicyWithValue(lm)
     policy.tokenizer, policy.prompt_len, policy.max_new_tokens = (
         tokenizer, prompt_len, args.max_new_tokens)
@@ -960,13 +931,9 @@ def check_flags(args):
         fail("--adaptive-kl steers PPO's penalty; DPO's beta is fixed (drop it with --algo dpo)")
     if args.adaptive_kl and args.beta == 0:
         fail("--adaptive-kl multiplies beta, which stays 0 from --beta 0; start it above 0")
-    if args.warm_start is not None and not os.path.isfile(args.warm_start):
-        fail(f"--warm-start {args.warm_start} is not a file; give a run's warm_start.pt "
-             "(written with --save-model)")
+    check_paths(args)  # --warm-start's, --pairs's and --model's
     if args.pairs is None and args.num_pairs < 10:
         fail(f"--num-pairs must be at least 10 (a tenth is held out), got {args.num_pairs}")
-    if args.pairs is not None and not os.path.isfile(args.pairs):
-        fail(f"--pairs {args.pairs} is not a file; give a run's pairs.jsonl")
     if not 0 <= args.gamma <= 1 or not 0 <= args.gae_lambda <= 1:
         fail(f"--gamma and --gae-lambda must be in [0, 1], got {args.gamma} and {args.gae_lambda}")
     if not (0 < args.clip_coef < 1 and args.clip_coef_value > 0):
@@ -976,9 +943,6 @@ def check_flags(args):
         fail(f"--top-p must be in (0, 1], got {args.top_p}")
     if args.n_embd % args.n_head:
         fail(f"--n-embd {args.n_embd} is not divisible by --n-head {args.n_head}")
-    if args.model is not None and not os.path.isdir(args.model):
-        fail(f"--model {args.model} is not a folder; give the local folder of a Hugging Face "
-             "causal LM and its tokenizer (save_pretrained writes one)")
     if args.num_minibatches > args.num_prompts:
         fail(f"--num-minibatches {args.num_minibatches} is more than the batch's "
              f"{args.num_prompts} completions (--num-prompts)")
@@ -991,35 +955,23 @@ def check_flags(args):
 def check_spaces(args, obs_space, action_space):
     """Whether rlhf.py handles the task: Text observations (prompts) and Text actions
     (completions), a tokenizer that writes every character of both (the built-in one, or
-    --model's), and info["answer"] at reset for the warm start. Returns (tokenizer, the
-    prompt's length in tokens: the observation space's longest text)."""
+    --model's), info["answer"] at reset for the warm start and --pairs's file (check_data).
+    Returns (tokenizer, the prompt's length in tokens: the observation space's longest text)."""
     if not all(isinstance(space, gym.spaces.Text) for space in (obs_space, action_space)):
         fail(f"{args.env_id} has a {type(obs_space).__name__} observation and a "
              f"{type(action_space).__name__} action space; rlhf.py needs Text for both (a "
              "prompt in, a completion out); for other spaces see ppo.py")
     characters = "".join(sorted(obs_space.character_set | action_space.character_set))
     tokenizer = CharTokenizer(characters) if args.model is None else load_tokenizer(args, characters)
-    if args.sft_steps:
-        env = gym.make(args.env_id, held_out=False)
-        _, info = env.reset(seed=0)
-        env.close()
-        if info.get("answer") is None:
-            fail(f"{args.env_id} gives no info['answer'] at reset for the supervised warm "
-                 "start; train with --sft-steps 0")
+    check_data(args, tokenizer, obs_space.max_length)  # the warm start's, --pairs's
     return tokenizer, obs_space.max_length
 
 
 def greedy_policy(models, envs):
     """The evaluation's policy, act(obs, info) -> completions: greedy decoding of each
     prompt, the most likely token at each step, without NLPO's mask."""
-    policy = models["policy"]
-    device, tokenizer = next(policy.parameters()).device, policy.tokenizer
-
     def act(obs, info):
-        prompt_tokens = encode_prompts(tokenizer, obs, policy.prompt_len, device)
-        tokens, _, _, _ = sample(policy, prompt_tokens, policy.max_new_tokens,
-                                 tokenizer.eos_token_id, pad_id_of(tokenizer), greedy=True)
-        return decode_completions(tokenizer, tokens[:, policy.prompt_len:])
+        return complete(models["policy"], obs, greedy=True)[0]
     return act
 
 
@@ -1768,12 +1720,25 @@ class PreferenceEnv(gym.Env):
         return frame
 
 
+def make_env(env_id, held_out, video_folder, i):
+    """make_vector_env's i-th copy of the task; with a video_folder, its first episode
+    recorded there as eval-<i> (--capture-video)."""
+    if video_folder is None:
+        return gym.make(env_id, held_out=held_out)
+    env = gym.make(env_id, held_out=held_out, render_mode="rgb_array")
+    with warnings.catch_warnings():  # the environments share one folder on purpose
+        warnings.filterwarnings("ignore", message=".*Overwriting existing videos")
+        return gym.wrappers.RecordVideo(env, video_folder, name_prefix=f"eval-{i}",
+                                       episode_trigger=lambda episode: episode == 0)
+
+
 def register_tasks():
     """Register Preference-v0 (4-word prompts, completions of up to 7 words)."""
     if "Preference-v0" not in gym.registry:
         gym.register("Preference-v0", entry_point=PreferenceEnv)
 
 
+# --model: a local Hugging Face causal LM and its tokenizer, in the built-in ones' places
 def from_pretrained(loader, path, what):
     """loader.from_pretrained(path) from local files alone (nothing is downloaded); a folder
     it cannot load is bad input, in one line naming what was missing."""
@@ -1782,6 +1747,28 @@ def from_pretrained(loader, path, what):
     except Exception as e:
         fail(f"--model {path} holds no {what} that transformers can load "
              f"({type(e).__name__}: {(str(e).splitlines() or [''])[0]})")
+
+
+class HFModel(nn.Module):
+    """A Hugging Face causal LM behind the built-in model's interface: tokens [N, L] ->
+    (logits, last hidden states), padding masked out of the attention (as TRL passes it)."""
+
+    def __init__(self, model, pad_token_id):
+        super().__init__()
+        self.model, self.pad_token_id = model, pad_token_id
+        self.hidden_size = model.config.hidden_size
+
+    def forward(self, tokens):
+        out = self.model(input_ids=tokens, attention_mask=(tokens != self.pad_token_id).long(),
+                         output_hidden_states=True)
+        return out.logits.float(), out.hidden_states[-1].float()
+
+
+def load_model(args, tokenizer):
+    """--model's causal LM, in HFModel: the language model of make_policy's policy."""
+    from transformers import AutoModelForCausalLM  # only with --model
+    return HFModel(from_pretrained(AutoModelForCausalLM, args.model, "causal LM"),
+                   pad_id_of(tokenizer))
 
 
 def load_tokenizer(args, characters):
@@ -1797,6 +1784,34 @@ def load_tokenizer(args, characters):
         fail(f"--model {args.model}'s tokenizer cannot write {''.join(cannot)!r}, which "
              f"{args.env_id}'s prompts and completions use; pick a tokenizer that can")
     return tokenizer
+
+
+def check_data(args, tokenizer, prompt_len):
+    """check_spaces's checks of what training will read: the task's info["answer"] at reset,
+    the continuations the supervised warm start learns from (with --sft-steps 0 it needs
+    none), and --pairs's file (read_pairs's checks)."""
+    if args.sft_steps:
+        env = gym.make(args.env_id, held_out=False)
+        _, info = env.reset(seed=0)
+        env.close()
+        if info.get("answer") is None:
+            fail(f"{args.env_id} gives no info['answer'] at reset for the supervised warm "
+                 "start; train with --sft-steps 0")
+    if args.pairs:
+        read_pairs(args.pairs, tokenizer, prompt_len)
+
+
+def check_paths(args):
+    """check_flags's checks that --warm-start and --pairs name files and --model a folder
+    (what they hold is read later: read_checkpoint, read_pairs, from_pretrained)."""
+    if args.warm_start is not None and not os.path.isfile(args.warm_start):
+        fail(f"--warm-start {args.warm_start} is not a file; give a run's warm_start.pt "
+             "(written with --save-model)")
+    if args.pairs is not None and not os.path.isfile(args.pairs):
+        fail(f"--pairs {args.pairs} is not a file; give a run's pairs.jsonl")
+    if args.model is not None and not os.path.isdir(args.model):
+        fail(f"--model {args.model} is not a folder; give the local folder of a Hugging Face "
+             "causal LM and its tokenizer (save_pretrained writes one)")
 
 
 def read_pairs(path, tokenizer, prompt_len):
@@ -1851,16 +1866,15 @@ def held_out(args, run, policy, reference, reward_model, step):
     below 0 where the two models agree) and the completion's length
     in tokens, their means a row of held_out.csv. Sampling draws on a random stream of its
     own, so training's is untouched."""
-    tokenizer, P, T = policy.tokenizer, policy.prompt_len, args.max_new_tokens
-    device, envs = next(policy.parameters()).device, make_vector_env(args.env_id, args.eval_episodes)
+    P, device = policy.prompt_len, next(policy.parameters()).device
+    envs = make_vector_env(args.env_id, args.eval_episodes)
     proxy, gold, kls, lengths = [], [], [], []
     with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
         torch.manual_seed(args.seed + 100_000)
         for _ in range(args.eval_samples):
             prompts, _ = envs.reset(seed=args.seed + 100_000)
-            tokens, mask, logprobs, _ = sample(policy, encode_prompts(tokenizer, prompts, P, device),
-                                               T, tokenizer.eos_token_id, pad_id_of(tokenizer))
-            _, scores, _, _, _ = envs.step(decode_completions(tokenizer, tokens[:, P:]))
+            texts, tokens, mask, logprobs, _ = complete(policy, prompts)
+            _, scores, _, _, _ = envs.step(texts)
             ref = token_logprobs(completion_outputs(reference, tokens, P)[0], tokens[:, P:])
             proxy.append(reward_model(tokens, mask).mean().item())
             gold.append(float(np.mean(scores)))
@@ -1871,6 +1885,35 @@ def held_out(args, run, policy, reference, reward_model, step):
            "kl_to_reference": float(np.mean(kls)), "answer_length": float(np.mean(lengths))}
     run.write_row("held_out.csv", global_step=step, wall_time=round(run.elapsed(), 4), **row)
     return row
+
+
+def measure_start(args, run, policy, reference, reward_model):
+    """Where RL begins, with --eval-episodes: the greedy evaluation's gold score
+    (summary.json's start_return, what the run's verdict measures the gain from) and
+    held_out.csv's row at step 0."""
+    if args.eval_episodes:
+        run.summary["start_return"] = float(np.mean(evaluate(args, {"policy": policy})))
+        held_out(args, run, policy, reference, reward_model, 0)
+
+
+@torch.no_grad()
+def reward_model_row(run, reward_model, pairs, step, loss):
+    """train_reward_model's row of reward_model.csv at step: its training loss, and on the
+    held-out pairs (encode_pairs's) the Bradley-Terry loss and the pair accuracy (the share
+    of pairs whose chosen completion scores higher)."""
+    cw, mw, cl, ml = pairs
+    chosen, rejected = reward_model(cw, mw), reward_model(cl, ml)
+    run.write_row("reward_model.csv", global_step=step, wall_time=round(run.elapsed(), 4),
+                  loss=loss, held_out_loss=bradley_terry_loss(chosen, rejected).item(),
+                  held_out_accuracy=(chosen > rejected).float().mean().item())
+
+
+def held_out_due(args, step, batch, last):
+    """Whether a batch of completions that brought training to step earns a row of
+    held_out.csv: where it crossed a multiple of --eval-every, and the last batch's (none
+    with --eval-episodes 0)."""
+    crossed = args.eval_every and step // args.eval_every > (step - batch) // args.eval_every
+    return bool(args.eval_episodes and (crossed or last))
 
 
 def draw_own_curve(run):
