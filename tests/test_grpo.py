@@ -1209,6 +1209,27 @@ def test_held_out_measures_and_the_curves_phases(tmp_path, monkeypatch):
     assert list(lines["greedy accuracy"].get_xdata()) == [-8, 0, 16, 32, 48, 64]
 
 
+def test_the_curves_goal_is_the_warm_starts_accuracy_plus_the_gain(tmp_path, monkeypatch):
+    # A gain of 0.3 over a warm start at 0.25: the goal's line stands at 0.25 + 0.3 = 0.55,
+    # not at 0.3; the final evaluation (0.75) is a star at the run's last step (64).
+    from matplotlib.figure import Figure
+    saved = []
+    monkeypatch.setattr(Figure, "savefig", lambda self, *a, **k: saved.append(self))
+    (tmp_path / "held_out.csv").write_text(
+        "global_step,wall_time,accuracy,pass@1,pass@2,answer_length,kl_to_reference\n"
+        "0,1.0,0.25,0.2,0.4,3.0,0.0\n64,2.0,0.75,0.7,0.8,3.0,0.5\n")
+    summary = {"holds_on": "gain", "start_return": 0.25, "solved_threshold": 0.3,
+               "eval_return_mean": 0.75, "global_steps": 64, "interrupted": False,
+               "env_id": "AdditionPartial-v0", "seed": 1}
+    run = SimpleNamespace(path=str(tmp_path), summary=summary, args=SimpleNamespace(pass_k=2))
+    assert grpo.draw_own_curve(run) == os.path.join(str(tmp_path), "curve.png")
+    lines = {line.get_label(): line for line in saved[0].axes[0].lines}
+    (goal,) = [line for label, line in lines.items() if label.startswith("goal")]
+    assert list(goal.get_ydata()) == approx([0.55, 0.55])
+    star = lines["final evaluation (greedy)"]
+    assert (list(star.get_xdata()), list(star.get_ydata())) == ([64], [0.75])
+
+
 def test_the_gain_is_measured_from_the_warm_starts_greedy_accuracy(tmp_path, monkeypatch):
     # start_return is the warm start's greedy accuracy, not its sampled pass@1: held_out
     # stands in with an accuracy of 0.25 and a pass@1 of 0.75 at every row, so the gain is
@@ -1345,6 +1366,16 @@ def test_continued_supervision_starts_from_the_same_checkpoint_on_the_same_data(
 ])
 def test_bad_input_is_one_line_and_exit_status_2(argv, message, check_usage_error):
     check_usage_error("grpo.py", argv, message)
+
+
+@pytest.mark.parametrize("text_obs", [True, False])
+def test_a_task_with_text_on_one_side_alone_is_bad_input(tmp_path, text_obs):
+    # a prompt in AND a completion out: Text observations with Discrete actions, or the other
+    # way round, fail as CartPole's two non-text spaces do
+    text, discrete = gym.spaces.Text(6, charset="0123456789+="), gym.spaces.Discrete(3)
+    spaces = (text, discrete) if text_obs else (discrete, text)
+    with pytest.raises(grpo.UsageError, match="grpo.py needs Text for both"):
+        grpo.check_spaces(tiny_args(tmp_path), *spaces)
 
 
 def test_a_model_folder_without_a_model_or_a_tokenizer_is_bad_input(tmp_path, check_usage_error):
