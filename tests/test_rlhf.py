@@ -1256,6 +1256,10 @@ GOOD = json.dumps({"prompt": "pcha", "chosen": "mg", "rejected": "mf"})
     ([GOOD] * 9, "{path} holds 9 pairs; the reward model needs at least 10"),
     ([*[GOOD] * 10, json.dumps({"prompt": "pcha", "chosen": "mz", "rejected": "mf"})],
      "{path}, line 11: chosen holds 'z', which the tokenizer cannot write"),
+    ([*[GOOD] * 3, json.dumps({"prompt": "pcha", "chosen": "mg", "rejected": "m!"}), *[GOOD] * 7],
+     "{path}, line 4: rejected holds '!', which the tokenizer cannot write"),
+    ([json.dumps({"prompt": "pcxa", "chosen": "mg", "rejected": "mf"}), *[GOOD] * 10],
+     "{path}, line 1: prompt holds 'x', which the tokenizer cannot write"),
 ])
 def test_a_bad_pairs_file_is_bad_input(tmp_path, check_usage_error, lines, message):
     path = write_lines(tmp_path, lines)
