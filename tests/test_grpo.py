@@ -1230,6 +1230,37 @@ def test_the_curves_goal_is_the_warm_starts_accuracy_plus_the_gain(tmp_path, mon
     assert (list(star.get_xdata()), list(star.get_ydata())) == ([64], [0.75])
 
 
+def test_every_pass_of_the_held_out_measure_answers_the_same_problems(tmp_path, monkeypatch):
+    # held_out's greedy pass and each of its n sampled passes pose the same --eval-episodes
+    # problems (pass@k counts c right of n answers to ONE problem): 1 + 3 passes, 5 problems
+    args = tiny_args(tmp_path, eval_episodes=5, eval_samples=3)
+    tokenizer, prompt_len = grpo.check_env(args)
+    policy = grpo.make_policy(args, tokenizer, prompt_len)
+    asked = spy_on(monkeypatch, grpo, "encode_prompts", lambda tok, prompts, *a: list(prompts))
+    run = SimpleNamespace(write_row=lambda *a, **k: None, elapsed=lambda: 0)
+    grpo.held_out(args, run, policy, policy, 0)
+    assert len(asked) == 4 and len(asked[0]) == 5 and len(set(asked[0])) > 1
+    assert all(prompts == asked[0] for prompts in asked[1:])
+
+
+def test_pass_at_k_csv_gets_the_warm_starts_curve_and_the_ends(tmp_path, monkeypatch):
+    # held_out stands in with a curve that tells the calls apart (call i: i + k / 100): the
+    # warm start's is the first call's (i = 0), the end's the last one's, each 64 long
+    calls, original = [], grpo.held_out
+
+    def marked(*args, **kwargs):
+        row, curve = original(*args, **kwargs)
+        calls.append([len(calls) + k / 100 for k in range(len(curve))])
+        return row, calls[-1]
+    monkeypatch.setattr(grpo, "held_out", marked)
+    grpo.main(tiny_args(tmp_path))
+    (path,) = glob.glob(str(tmp_path / "*"))
+    rows = read_csv(os.path.join(path, "pass_at_k.csv"))
+    assert len(calls) >= 2 and len(rows) == 64
+    assert [float(r["warm_start"]) for r in rows] == approx(calls[0])
+    assert [float(r["end"]) for r in rows] == approx(calls[-1])
+
+
 def test_the_gain_is_measured_from_the_warm_starts_greedy_accuracy(tmp_path, monkeypatch):
     # start_return is the warm start's greedy accuracy, not its sampled pass@1: held_out
     # stands in with an accuracy of 0.25 and a pass@1 of 0.75 at every row, so the gain is
