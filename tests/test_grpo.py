@@ -1230,10 +1230,59 @@ def test_the_curves_goal_is_the_warm_starts_accuracy_plus_the_gain(tmp_path, mon
     assert (list(star.get_xdata()), list(star.get_ydata())) == ([64], [0.75])
 
 
+def test_the_supervised_loss_is_the_mean_over_the_answers_tokens_alone():
+    # A policy whose logits are all 0 over V = 5 tokens: every token's cross-entropy is
+    # log 5, so the mean over the masked tokens (3 of the 6 positions here) is log 5 too; a
+    # mean over all positions, padding included, would give log 5 * 3 / 6.
+    class Uniform(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.b = torch.nn.Parameter(torch.zeros(5))
+
+        def forward(self, tokens):
+            return self.b.expand(*tokens.shape, 5)
+    policy = Uniform()
+    tokens = torch.tensor([[2, 3, 4, 1, 0], [2, 3, 1, 0, 0]])  # prompt of 2, answers of 3
+    targets, mask = tokens[:, 2:], torch.tensor([[1.0, 1, 0], [1, 0, 0]])
+    loss = grpo.supervised_step(policy, torch.optim.Adam(policy.parameters()),
+                                (tokens, targets, mask), 2, 2)
+    assert loss == approx(math.log(5))
+
+
+def test_held_outs_pass_k_column_is_pass_at_k(tmp_path, monkeypatch):
+    # pass_at_k stands in with k / 10: the row's pass@1 is 0.1 and its pass@3 0.3 (--pass-k 3
+    # of 4 samples), the curve 0.1 .. 0.4
+    args = tiny_args(tmp_path, eval_samples=4, pass_k=3)
+    grpo.register_tasks()
+    tokenizer, prompt_len = grpo.check_env(args)
+    policy = grpo.make_policy(args, tokenizer, prompt_len)
+    monkeypatch.setattr(grpo, "pass_at_k", lambda n, c, k: k / 10)
+    run = SimpleNamespace(write_row=lambda *a, **k: None, elapsed=lambda: 0)
+    row, curve = grpo.held_out(args, run, policy, policy, 0)
+    assert curve == approx([0.1, 0.2, 0.3, 0.4])
+    assert row["pass@1"] == approx(0.1) and row["pass@3"] == approx(0.3)
+
+
+def test_warm_start_pt_holds_the_policy_after_the_warm_start(tmp_path, monkeypatch):
+    # --save-model writes warm_start.pt once the supervised steps are done: the controls start
+    # from it, so it must hold the warmed-up weights, not the initial ones
+    after, original = [], grpo.warm_start
+
+    def kept(args, policy, run):
+        original(args, policy, run)
+        after.append({k: v.clone() for k, v in policy.state_dict().items()})
+    monkeypatch.setattr(grpo, "warm_start", kept)
+    grpo.main(tiny_args(tmp_path, save_model=True, sft_learning_rate=0.01))
+    (path,) = glob.glob(str(tmp_path / "*" / "warm_start.pt"))
+    saved = grpo.read_checkpoint(path)["policy"]
+    assert len(after) == 1 and all(torch.equal(saved[k], v) for k, v in after[0].items())
+
+
 def test_every_pass_of_the_held_out_measure_answers_the_same_problems(tmp_path, monkeypatch):
     # held_out's greedy pass and each of its n sampled passes pose the same --eval-episodes
     # problems (pass@k counts c right of n answers to ONE problem): 1 + 3 passes, 5 problems
     args = tiny_args(tmp_path, eval_episodes=5, eval_samples=3)
+    grpo.register_tasks()
     tokenizer, prompt_len = grpo.check_env(args)
     policy = grpo.make_policy(args, tokenizer, prompt_len)
     asked = spy_on(monkeypatch, grpo, "encode_prompts", lambda tok, prompts, *a: list(prompts))
