@@ -615,8 +615,8 @@ def sample(policy, prompt_tokens, max_new_tokens, eos_token_id, pad_token_id, gr
 
 
 def complete(policy, prompts, **kwargs):
-    """sample on text prompts, with the policy's tokenizer and lengths (kwargs go to sample):
-    (the completions' texts, then sample's tokens, completion mask, log pi_old, masks)."""
+    """sample (kwargs) on N text prompts: (N texts, then sample's tokens [N, P + T], completion
+    mask [N, T], log pi_old [N, T], masks [N, T, V] or None), the policy's tokenizer and sizes."""
     tokenizer, P = policy.tokenizer, policy.prompt_len
     prompt_tokens = encode_prompts(tokenizer, prompts, P, next(policy.parameters()).device)
     out = sample(policy, prompt_tokens, policy.max_new_tokens, tokenizer.eos_token_id,
