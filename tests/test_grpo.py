@@ -5,6 +5,7 @@ sampler's log-probabilities, the reference's at the temperature, the group advan
 NLPO's mask and its sync, the evaluation's held-out split, the warm start's targets); the
 task environment; a smoke run, a Hugging Face model built and saved here (offline), bad
 input, determinism. The plumbing's behaviour is tested once, in test_plumbing.py."""
+import copy
 import glob
 import json
 import math
@@ -1488,3 +1489,261 @@ def test_pass_at_k_csv_holds_the_warm_starts_curve_then_the_ends(tmp_path):
     rows = read_csv(os.path.join(tmp_path, "pass_at_k.csv"))
     assert [(int(r["k"]), float(r["warm_start"]), float(r["end"])) for r in rows] == [
         (1, 0.25, 0.6), (2, 0.5, 0.8), (3, 0.75, 0.9)]
+
+
+# ---------------------------------------------------------------------------------------
+# Every column of every file a run writes, recomputed by the test: from the saved models
+# (warm_start.pt, model.pt) with a decoder, a reward, pass@k and k3 of the test's own, and
+# from the answers the training environments scored
+# ---------------------------------------------------------------------------------------
+# A warm start that answers some held-out problems and not others (0.9 s): 300 supervised
+# steps of a 32-wide block, sampled at temperature 0.8 (not the default 1), 8 problems
+# answered 64 times at the start and the end, held_out.csv's pass@3 (--pass-k 3)
+RECOMPUTED = dict(sft_steps=300, sft_learning_rate=0.01, sft_batch_size=32, sft_problems=400,
+                  n_embd=32, temperature=0.8, eval_episodes=8, eval_samples=4, pass_k=3,
+                  save_model=True)
+
+
+@pytest.fixture(scope="module")
+def recomputed_run(tmp_path_factory):
+    """RECOMPUTED's run, once: (its folder, its summary, what it printed, and each training
+    answer as (prompt, completion) in the order the environments scored them)."""
+    output_dir, scored = tmp_path_factory.mktemp("recomputed"), []
+    with pytest.MonkeyPatch.context() as mp:
+        original = grpo.AdditionEnv.step
+
+        def step(self, action):
+            if not self.held_out:
+                scored.append((self.prompt, action))
+            return original(self, action)
+        mp.setattr(grpo.AdditionEnv, "step", step)
+        import contextlib
+        import io
+        printed = io.StringIO()
+        with contextlib.redirect_stdout(printed):
+            summary = grpo.main(tiny_args(output_dir, **RECOMPUTED))
+    (path,) = glob.glob(str(output_dir / "*"))
+    return path, summary, printed.getvalue(), scored
+
+
+def right(prompt, completion):
+    """The test's own reward: "a+b=" answered with the decimal a + b exactly."""
+    a, b = prompt[:-1].split("+")
+    return completion == str(int(a) + int(b))
+
+
+def held_out_prompts(seed, n):
+    """The evaluation's problems: a held-out AdditionPartial-v0 reset with seed + 100,000 + i
+    for its i-th problem, as a vector environment seeds its i-th copy."""
+    grpo.register_tasks()
+    env = gym.make("AdditionPartial-v0", held_out=True)
+    return [env.reset(seed=seed + 100_000 + i)[0] for i in range(n)]
+
+
+def answers(policy, prompts, temperature=None):
+    """The test's own decoder: the prompts left-padded (token 0) to 6 characters, then 5
+    tokens, each the most likely one (temperature None) or drawn from softmax(logits /
+    temperature), every row drawn at every step; pad after the end token (1). Returns
+    (tokens [N, 11], the completions' texts)."""
+    ids = policy.tokenizer.ids
+    tokens = torch.tensor([[0] * (6 - len(p)) + [ids[c] for c in p] for p in prompts])
+    done = torch.zeros(len(prompts), dtype=torch.bool)
+    for _ in range(5):
+        logits = policy(tokens)[:, -1]
+        token = (logits.argmax(-1) if temperature is None else
+                 torch.distributions.Categorical(logits=logits / temperature).sample())
+        token = torch.where(done, 0, token)
+        tokens = torch.cat([tokens, token[:, None]], 1)
+        done |= token == 1
+    texts = []
+    for row in tokens[:, 6:].tolist():
+        row = row[:row.index(1)] if 1 in row else row
+        texts.append("".join(policy.tokenizer.tokens[i] for i in row))
+    return tokens, texts
+
+
+def pass_at_k_by_count(n, c, k):
+    """1 - C(n - c, k) / C(n, k), written out: the chance that k of the n answers, drawn
+    without replacement, are all wrong, is the product over i < k of (n - c - i) / (n - i)."""
+    all_wrong = 1.0
+    for i in range(k):
+        all_wrong *= max(n - c - i, 0) / (n - i)
+    return 1 - all_wrong
+
+
+def held_out_by_hand(policy, reference, prompts, seed, n=64, k=3, temperature=0.8):
+    """A held_out.csv row recomputed: greedy accuracy; n answers sampled a problem on the
+    random stream seeded seed + 100,000, c right of each problem's n; pass@1 and pass@k the
+    means over problems of pass_at_k_by_count; the mean length in tokens through the end
+    token; the KL to the reference, sum over those tokens of exp(r) - r - 1 with
+    r = log pi_ref - log pi at the temperature, averaged over the answers. Returns (the row,
+    pass@1..n)."""
+    with torch.no_grad():
+        _, greedy = answers(policy, prompts)
+        torch.manual_seed(seed + 100_000)
+        counts, lengths, kls = np.zeros(len(prompts), dtype=int), [], []
+        for _ in range(n):
+            tokens, texts = answers(policy, prompts, temperature)
+            counts += [right(p, t) for p, t in zip(prompts, texts)]
+            completion = tokens[:, 6:]
+            length = torch.tensor([min(len(t) + 1, 5) for t in texts])
+            mask = torch.arange(5)[None] < length[:, None]
+            logp, ref = (torch.log_softmax(m(tokens)[:, 5:-1] / temperature, -1)
+                         .gather(-1, completion[..., None])[..., 0] for m in (policy, reference))
+            r = ref - logp
+            kls += ((r.exp() - r - 1) * mask).sum(1).tolist()
+            lengths += length.tolist()
+    curve = [float(np.mean([pass_at_k_by_count(n, c, j) for c in counts])) for j in range(1, n + 1)]
+    return {"accuracy": np.mean([right(p, t) for p, t in zip(prompts, greedy)]),
+            "pass@1": float(np.mean(counts / n)), f"pass@{k}": curve[k - 1],
+            "answer_length": float(np.mean(lengths)), "kl_to_reference": float(np.mean(kls))}, curve
+
+
+def saved_policy(path, name=None):
+    """RECOMPUTED's model with the weights of a run's checkpoint (name) or a state dict."""
+    args = grpo.Args(**{**TINY, **RECOMPUTED})
+    grpo.register_tasks()
+    tokenizer, prompt_len = grpo.check_env(args)
+    policy = grpo.make_policy(args, tokenizer, prompt_len)
+    state = path if name is None else grpo.read_checkpoint(os.path.join(path, name))["policy"]
+    policy.load_state_dict(state)
+    return policy.eval()
+
+
+def test_held_out_csv_pass_at_k_csv_and_the_summary_recomputed_from_the_saved_models(
+        recomputed_run):
+    # held_out.csv's row at 0 is warm_start.pt's answers with itself as the reference, its
+    # row at the end (64) model.pt's with warm_start.pt as the reference; pass_at_k.csv
+    # holds the two curves; summary.json's start is the warm start's greedy accuracy, its
+    # final evaluation model.pt's greedy accuracy on the same 8 problems, its gain the
+    # difference, judged against 0.3
+    path, summary, printed, _ = recomputed_run
+    prompts = held_out_prompts(1, 8)
+    start_model, end_model = saved_policy(path, "warm_start.pt"), saved_policy(path, "model.pt")
+    start, start_curve = held_out_by_hand(start_model, start_model, prompts, seed=1)
+    end, end_curve = held_out_by_hand(end_model, start_model, prompts, seed=1)
+    rows = read_csv(os.path.join(path, "held_out.csv"))
+    assert [int(r["global_step"]) for r in rows] == [0, 64]
+    for row, hand in ((rows[0], start), (rows[1], end)):
+        assert list(row)[2:] == list(hand)
+        for column, value in hand.items():
+            assert float(row[column]) == pytest.approx(value, rel=1e-5, abs=1e-6), column
+    # the measures this run must tell apart, or the checks above could not fail on a swap
+    assert 0 < start["pass@1"] < start["pass@3"] < 1 and 0 < start["accuracy"] < 1
+    assert end["kl_to_reference"] > 1e-3 and 3 < start["answer_length"] < 5
+    table = read_csv(os.path.join(path, "pass_at_k.csv"))
+    assert [int(r["k"]) for r in table] == list(range(1, 65))
+    assert [float(r["warm_start"]) for r in table] == approx(start_curve)
+    assert [float(r["end"]) for r in table] == approx(end_curve)
+    assert start_curve != approx(end_curve)
+
+    with open(os.path.join(path, "summary.json")) as f:
+        written = json.load(f)
+    final = np.array([right(p, t) for p, t in zip(prompts, answers(end_model, prompts)[1])], float)
+    assert written["start_return"] == approx(start["accuracy"])
+    assert written["eval_return_mean"] == approx(final.mean())
+    assert written["eval_return_std"] == approx(final.std())
+    assert written["end_return"] == approx(final.mean() - start["accuracy"])
+    assert written["holds"] == (final.mean() - start["accuracy"] >= 0.3)
+    assert (written["solved_threshold"], written["holds_on"]) == (0.3, "gain")
+    assert written["global_steps"] == 64 and written == summary
+    gain = final.mean() - start["accuracy"]
+    assert f"({start['accuracy']:.2f} -> {final.mean():.2f}) {gain:+.2f}" in printed
+
+
+def test_episodes_csv_updates_csv_and_the_training_mean_recomputed_from_the_answers_scored(
+        recomputed_run, monkeypatch):
+    # episodes.csv: a row per training answer, in the order the 16 environments scored
+    # them, at the batch's step (16, 32, 48, 64), its return the test's reward, its length 1
+    # step; updates.csv: per batch the mean reward and the mean length in tokens (through the
+    # end token, 5 for an answer cut without one) and 4 groups kept; summary.json's training
+    # mean the last 20 answers' rewards
+    path, summary, _, scored = recomputed_run
+    rewards = [float(right(p, c)) for p, c in scored]
+    lengths = [min(len(c) + 1, 5) for _, c in scored]
+    assert len(scored) == 64
+    episodes = read_csv(os.path.join(path, "episodes.csv"))
+    assert [int(e["global_step"]) for e in episodes] == [16 * (i // 16 + 1) for i in range(64)]
+    assert [float(e["episode_return"]) for e in episodes] == rewards
+    assert {e["episode_length"] for e in episodes} == {"1"}
+    updates = read_csv(os.path.join(path, "updates.csv"))
+    assert [int(u["global_step"]) for u in updates] == [16, 32, 48, 64]
+    for u, row in enumerate(updates):
+        batch = slice(16 * u, 16 * (u + 1))
+        assert float(row["reward_mean"]) == approx(np.mean(rewards[batch]))
+        assert float(row["completion_length"]) == approx(np.mean(lengths[batch]))
+        assert int(row["groups_kept"]) == 4
+    assert 0 < np.mean(rewards) < 1 and len(set(lengths)) > 1  # both columns could be wrong
+    assert summary["train_return_last20"] == approx(np.mean(rewards[-20:]))
+
+
+def test_the_warm_starts_held_out_rows_recomputed_from_its_weights_then(tmp_path, monkeypatch):
+    # --eval-every 3200 with 32 answers a supervised step: rows after steps 100 and 200 (3,200
+    # and 6,400 answers learned from, at -6,400 and -3,200 before GRPO), each what the weights
+    # of that moment answer, 4 samples a problem, the reference the policy itself (KL 0)
+    states, original = [], grpo.supervised_step
+
+    def kept(policy, *args):
+        loss = original(policy, *args)
+        states.append(copy.deepcopy(policy.state_dict()))
+        return loss
+    monkeypatch.setattr(grpo, "supervised_step", kept)
+    grpo.main(tiny_args(tmp_path, **{**RECOMPUTED, "save_model": False}, eval_every=3200))
+    (path,) = glob.glob(str(tmp_path / "*"))
+    rows = read_csv(os.path.join(path, "held_out.csv"))
+    assert [int(r["global_step"]) for r in rows] == [-6400, -3200, 0, 64]
+    prompts = held_out_prompts(1, 8)
+    for row, after in zip(rows, (100, 200)):
+        policy = saved_policy(states[after - 1])
+        hand, _ = held_out_by_hand(policy, policy, prompts, seed=1, n=4)
+        for column, value in hand.items():
+            assert float(row[column]) == pytest.approx(value, rel=1e-5, abs=1e-6), column
+    assert float(rows[0]["answer_length"]) != float(rows[1]["answer_length"])  # they differ
+
+
+def test_evaluations_csv_and_held_out_csv_measure_the_same_policy_at_each_step(
+        recomputed_run, tmp_path):
+    # From the run's warm_start.pt (--warm-start) with --eval-every 16: the greedy
+    # evaluation at 16, 32 and 48 (evaluations.csv) and held_out.csv's greedy accuracy there
+    # answer the same 8 problems with the same weights, so they are equal; the row at 0 is
+    # the checkpoint's own, as recomputed from it
+    path = recomputed_run[0]
+    grpo.main(tiny_args(tmp_path, **{**RECOMPUTED, "save_model": False}, eval_every=16,
+                        warm_start=os.path.join(path, "warm_start.pt"), learning_rate=0.01))
+    (folder,) = glob.glob(str(tmp_path / "*"))
+    rows = {int(r["global_step"]): r for r in read_csv(os.path.join(folder, "held_out.csv"))}
+    evaluations = read_csv(os.path.join(folder, "evaluations.csv"))
+    assert sorted(rows) == [0, 16, 32, 48, 64]
+    assert [int(e["global_step"]) for e in evaluations] == [16, 32, 48, 64]
+    for e in evaluations[:3]:
+        assert float(e["eval_return_mean"]) == float(rows[int(e["global_step"])]["accuracy"])
+    model = saved_policy(path, "warm_start.pt")
+    start, _ = held_out_by_hand(model, model, held_out_prompts(1, 8), seed=1)
+    assert float(rows[0]["accuracy"]) == approx(start["accuracy"])
+    assert float(rows[0]["pass@1"]) == approx(start["pass@1"])
+    assert any(float(rows[s]["kl_to_reference"]) > 1e-4 for s in (16, 32, 48))
+
+
+def test_updates_csvs_loss_columns_are_the_means_of_the_updates_loss_calls(tmp_path,
+                                                                          monkeypatch):
+    # policy_loss, kl and clipfrac: each update's mean over its 2 epochs x 2 minibatches of
+    # what grpo_loss returned (the clipped term, the k3 term, the clipped fraction), each
+    # in its own column; a high rate so that the three differ from 0 and from each other
+    returned, original = [], grpo.grpo_loss
+
+    def kept(**kw):
+        out = original(**kw)
+        returned.append([x.item() for x in out[1:]])
+        return out
+    monkeypatch.setattr(grpo, "grpo_loss", kept)
+    pay_at_random(monkeypatch, p=0.5)
+    grpo.main(tiny_args(tmp_path, eval_episodes=0, update_epochs=2, learning_rate=0.05,
+                        total_timesteps=48))
+    (path,) = glob.glob(str(tmp_path / "*"))
+    updates = read_csv(os.path.join(path, "updates.csv"))
+    assert len(returned) == 4 * len(updates) == 12
+    for u, row in enumerate(updates):
+        pg, kl, clipped = np.mean(returned[4 * u:4 * (u + 1)], axis=0)
+        assert [float(row[c]) for c in ("policy_loss", "kl", "clipfrac")] == approx([pg, kl, clipped])
+    last = [float(updates[-1][c]) for c in ("policy_loss", "kl", "clipfrac")]
+    assert last[1] > 0 and last[2] > 0 and len(set(last)) == 3
