@@ -18,6 +18,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
+import torch.nn.functional as F
 
 import grpo
 from conftest import ROOT, approx, detached, read_csv, same_seed_episodes, spy_on, tensor
@@ -249,6 +250,70 @@ def test_the_loss_equals_a_loop_over_completions_and_tokens():
                                   completion_mask=mask, clip_low=lo, clip_high=hi, beta=beta,
                                   loss_agg=loss_agg, max_new_tokens=t)
         assert loss.item() == pytest.approx(value, rel=1e-5)
+
+
+# ---------------------------------------------------------------------------------------
+# The built-in model: nanoGPT's shape, written out here one head and one position at a time
+# ---------------------------------------------------------------------------------------
+def gpt_by_hand(model, tokens, n_head):
+    """The forward pass spelled out: x = wte[token] + wpe[position]; each block adds
+    attention of LayerNorm(x) (per head h of size d = C / n_head: softmax over s <= t of
+    q_t . k_s / sqrt(d), times v_s, the heads side by side, then c_proj) and the MLP (Linear,
+    GELU, Linear) of LayerNorm(x); logits = LayerNorm_f(x) times the token embedding."""
+    x = model.wte.weight[tokens] + model.wpe.weight[torch.arange(tokens.shape[1])]
+    for block in model.h:
+        h = F.layer_norm(x, x.shape[-1:], block.ln_1.weight, block.ln_1.bias)
+        q, k, v = (h @ block.attn.c_attn.weight.T + block.attn.c_attn.bias).chunk(3, dim=-1)
+        C, d = x.shape[-1], x.shape[-1] // n_head
+        out = torch.zeros_like(x)
+        for head in range(n_head):
+            cols = slice(head * d, (head + 1) * d)
+            for t in range(tokens.shape[1]):
+                scores = (q[:, t, None, cols] * k[:, :t + 1, cols]).sum(-1) / math.sqrt(d)
+                w = torch.softmax(scores, dim=-1)  # [N, t + 1]: position t's weights on s <= t
+                out[:, t, cols] = (w[:, :, None] * v[:, :t + 1, cols]).sum(1)
+        x = x + out @ block.attn.c_proj.weight.T + block.attn.c_proj.bias
+        h = F.layer_norm(x, (C,), block.ln_2.weight, block.ln_2.bias)
+        fc, proj = block.mlp[0], block.mlp[2]
+        x = x + F.gelu(h @ fc.weight.T + fc.bias) @ proj.weight.T + proj.bias
+    x = F.layer_norm(x, x.shape[-1:], model.ln_f.weight, model.ln_f.bias)
+    return x @ model.wte.weight.T
+
+
+def test_the_built_in_model_is_the_flags_shape_and_its_forward_pass_by_hand(tmp_path):
+    # --n-layer 3 --n-head 2 --n-embd 8: three blocks of two heads of 4; the logits equal the
+    # forward pass written out position by position (causal: changing the last token leaves
+    # every earlier position's logits as they were); the head shares the token embedding
+    args = tiny_args(tmp_path, n_layer=3, n_head=2, n_embd=8)
+    grpo.register_tasks()
+    tokenizer, prompt_len = grpo.check_env(args)
+    model = grpo.make_policy(args, tokenizer, prompt_len)
+    assert len(model.h) == 3 and all(block.attn.n_head == 2 for block in model.h)
+    assert model.wpe.weight.shape == (prompt_len + args.max_new_tokens, 8)
+    assert model.lm_head.weight is model.wte.weight
+    with torch.no_grad():
+        for p in model.parameters():  # away from the initialization's zero biases
+            p.add_(torch.randn_like(p) * 0.3)
+        tokens = torch.randint(len(tokenizer), (2, 7))
+        logits = model(tokens)
+        assert torch.allclose(logits, gpt_by_hand(model, tokens, n_head=2), atol=1e-5)
+        changed = tokens.clone()
+        changed[:, -1] = (changed[:, -1] + 1) % len(tokenizer)
+        assert torch.allclose(model(changed)[:, :-1], logits[:, :-1], atol=1e-6)
+        assert not torch.allclose(model(changed)[:, -1], logits[:, -1])
+
+
+def test_the_built_in_models_initialization_is_gpt_2s():
+    # N(0, 0.02) for every matrix, 0.02 / sqrt(2 * n_layer) for the attention's output
+    # projection (n_layer 2: 0.01), zero biases; 64-wide, so 4,096 draws a matrix
+    torch.manual_seed(0)
+    model = grpo.GPT(vocab_size=14, block_size=11, n_layer=2, n_head=4, n_embd=64)
+    for name, p in model.named_parameters():
+        if name.endswith("bias"):
+            assert not p.any(), name
+        elif p.dim() == 2:
+            expected = 0.01 if name.endswith("attn.c_proj.weight") else 0.02
+            assert p.std().item() == pytest.approx(expected, rel=0.1), name
 
 
 # ---------------------------------------------------------------------------------------
@@ -1447,6 +1512,77 @@ def test_continued_supervision_starts_from_the_same_checkpoint_on_the_same_data(
 ])
 def test_bad_input_is_one_line_and_exit_status_2(argv, message, check_usage_error):
     check_usage_error("grpo.py", argv, message)
+
+
+# every flag check_flags holds positive, each at 0 (a float one prints "got 0.0")
+@pytest.mark.parametrize("flag", [
+    "threads", "n-layer", "n-head", "n-embd", "max-new-tokens", "num-prompts", "update-epochs",
+    "num-minibatches", "learning-rate", "temperature", "max-sample-rounds", "mask-sync-every",
+    "max-grad-norm", "sft-batch-size", "sft-learning-rate", "eval-samples"])
+def test_each_size_and_rate_at_0_is_bad_input(flag, check_usage_error):
+    check_usage_error("grpo.py", [f"--{flag}", "0"], f"--{flag} must be positive, got 0")
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--sft-steps", "-1"], "--sft-steps must be 0 or more, got -1"),
+    (["--sft-problems", "-1"], "--sft-problems must be 0 or more, got -1"),
+    (["--sft-steps", "5", "--sft-problems", "0"], "--sft-steps needs --sft-problems 1 or more"),
+    (["--num-prompts", "2", "--group-size", "2", "--num-minibatches", "5"],
+     "--num-minibatches 5 is more than the batch's 4 completions"),
+])
+def test_a_warm_start_without_data_and_more_minibatches_than_completions_are_bad_input(
+        argv, message, check_usage_error):
+    check_usage_error("grpo.py", argv, message)
+
+
+class NoAnswers(gym.Env):
+    """A text task whose reset gives no worked answer (info without "answer"); with
+    shared=True every instance counts its resets on one counter, so that a group's
+    identically seeded copies pose different problems."""
+    observation_space = gym.spaces.Text(6, min_length=4, charset="0123456789+=")
+    action_space = gym.spaces.Text(3, min_length=0, charset="0123456789")
+    resets = 0
+
+    def __init__(self, shared=False, held_out=False, render_mode=None):
+        self.shared = shared
+
+    def reset(self, seed=None, options=None):
+        super().reset(seed=seed)
+        NoAnswers.resets += self.shared
+        return f"{NoAnswers.resets % 10}+1=", {}
+
+    def step(self, action):
+        return "", 0.0, True, False, {}
+
+
+def test_a_task_without_worked_answers_needs_sft_steps_0(check_usage_error):
+    # info["answer"] is what the warm start learns from; a task without it is told to skip
+    # the warm start, and with --sft-steps 0 it trains
+    gym.register("NoAnswers-v0", entry_point=NoAnswers)
+    check_usage_error("grpo.py", [*TINY_FLAGS, "--env-id", "NoAnswers-v0"],
+                      "NoAnswers-v0 gives no info['answer'] at reset for the supervised warm "
+                      "start; train with --sft-steps 0")
+
+
+def test_a_task_whose_group_poses_different_problems_is_stopped(tmp_path):
+    # the G copies of a group share a seed so that they pose one problem; a task drawing its
+    # problems from elsewhere (here a counter shared by every copy) is stopped at the first
+    # batch with one line, not trained on mismatched groups
+    gym.register("SharedCounter-v0", entry_point=NoAnswers, kwargs={"shared": True})
+    with pytest.raises(grpo.UsageError, match="SharedCounter-v0 posed different prompts to a "
+                                               "group's identically seeded environments"):
+        grpo.main(tiny_args(tmp_path, env_id="SharedCounter-v0", sft_steps=0, eval_episodes=0))
+
+
+def test_a_prompt_longer_than_its_observation_space_is_bad_input():
+    # the prompt's tokens are left-padded to the observation space's longest text; one that
+    # takes more tokens than that would be cut, so it stops with one line
+    tokenizer = grpo.CharTokenizer("0123456789+=")
+    assert grpo.encode_prompts(tokenizer, ["1+2="], 6, "cpu").tolist() == [
+        [0, 0] + [tokenizer.ids[c] for c in "1+2="]]
+    with pytest.raises(grpo.UsageError, match=re.escape(
+            "the prompt '12+34=' takes 6 tokens, more than its observation space's 5 characters")):
+        grpo.encode_prompts(tokenizer, ["12+34="], 5, "cpu")
 
 
 @pytest.mark.parametrize("text_obs", [True, False])
