@@ -1722,7 +1722,9 @@ def held_out_by_hand(policy, reference, prompts, seed, n=64, k=3, temperature=0.
             tokens, texts = answers(policy, prompts, temperature)
             counts += [right(p, t) for p, t in zip(prompts, texts)]
             completion = tokens[:, 6:]
-            length = torch.tensor([min(len(t) + 1, 5) for t in texts])
+            # through the first end token (1), all 5 without one
+            length = torch.tensor([row.index(1) + 1 if 1 in row else 5
+                                   for row in completion.tolist()])
             mask = torch.arange(5)[None] < length[:, None]
             logp, ref = (torch.log_softmax(m(tokens)[:, 5:-1] / temperature, -1)
                          .gather(-1, completion[..., None])[..., 0] for m in (policy, reference))
@@ -1796,7 +1798,9 @@ def test_episodes_csv_updates_csv_and_the_training_mean_recomputed_from_the_answ
     # mean the last 20 answers' rewards
     path, summary, _, scored = recomputed_run
     rewards = [float(right(p, c)) for p, c in scored]
-    lengths = [min(len(c) + 1, 5) for _, c in scored]
+    # tokens through the end token, 5 for an answer cut without one; a padding token
+    # sampled before the end is one token though its text is "<pad>"
+    lengths = [min(len(c) - 4 * c.count("<pad>") + 1, 5) for _, c in scored]
     assert len(scored) == 64
     episodes = read_csv(os.path.join(path, "episodes.csv"))
     assert [int(e["global_step"]) for e in episodes] == [16 * (i // 16 + 1) for i in range(64)]
