@@ -3,10 +3,14 @@ aggregations, k3 and NLPO's mask by hand, and the loss against TRL's on the same
 the sampler, the buffer and the loop's glue (which tokens count, the frozen reference, the
 sampler's log-probabilities, the reference's at the temperature, the group advantages,
 NLPO's mask and its sync, the evaluation's held-out split, the warm start's targets); the
-task environment; a smoke run, a Hugging Face model built and saved here (offline), bad
-input, determinism. The plumbing's behaviour is tested once, in test_plumbing.py."""
+task environment; the built-in model's forward pass written out; a smoke run, a Hugging Face
+model built and saved here (offline), bad input, determinism; every column of every file a
+run writes, recomputed by the test from the saved models and the answers scored. The
+plumbing's behaviour is tested once, in test_plumbing.py."""
+import contextlib
 import copy
 import glob
+import io
 import json
 import math
 import os
@@ -1653,8 +1657,6 @@ def recomputed_run(tmp_path_factory):
                 scored.append((self.prompt, action))
             return original(self, action)
         mp.setattr(grpo.AdditionEnv, "step", step)
-        import contextlib
-        import io
         printed = io.StringIO()
         with contextlib.redirect_stdout(printed):
             summary = grpo.main(tiny_args(output_dir, **RECOMPUTED))
