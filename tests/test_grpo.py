@@ -1739,6 +1739,12 @@ def held_out_by_hand(policy, reference, prompts, seed, n=64, k=3, temperature=0.
             "answer_length": float(np.mean(lengths)), "kl_to_reference": float(np.mean(kls))}, curve
 
 
+def assert_row(row, hand):
+    """Each column of a held_out.csv row equals the test's number, up to float32 rounding."""
+    for column, value in hand.items():
+        assert float(row[column]) == pytest.approx(value, rel=1e-5, abs=1e-6), column
+
+
 def saved_policy(path, name=None):
     """RECOMPUTED's model with the weights of a run's checkpoint (name) or a state dict."""
     args = grpo.Args(**{**TINY, **RECOMPUTED})
@@ -1766,8 +1772,7 @@ def test_held_out_csv_pass_at_k_csv_and_the_summary_recomputed_from_the_saved_mo
     assert [int(r["global_step"]) for r in rows] == [0, 64]
     for row, hand in ((rows[0], start), (rows[1], end)):
         assert list(row)[2:] == list(hand)
-        for column, value in hand.items():
-            assert float(row[column]) == pytest.approx(value, rel=1e-5, abs=1e-6), column
+        assert_row(row, hand)
     # the measures this run must tell apart, or the checks above could not fail on a swap
     assert 0 < start["pass@1"] < start["pass@3"] < 1 and 0 < start["accuracy"] < 1
     assert end["kl_to_reference"] > 1e-3 and 3 < start["answer_length"] < 5
@@ -1838,9 +1843,9 @@ def test_the_warm_starts_held_out_rows_recomputed_from_its_weights_then(tmp_path
     for row, after in zip(rows, (100, 200)):
         policy = saved_policy(states[after - 1])
         hand, _ = held_out_by_hand(policy, policy, prompts, seed=1, n=4)
-        for column, value in hand.items():
-            assert float(row[column]) == pytest.approx(value, rel=1e-5, abs=1e-6), column
-    assert float(rows[0]["answer_length"]) != float(rows[1]["answer_length"])  # they differ
+        assert_row(row, hand)
+    measures = ["accuracy", "pass@1", "pass@3", "answer_length"]  # the two moments' rows differ,
+    assert [rows[0][c] for c in measures] != [rows[1][c] for c in measures]  # or a mix-up would pass
 
 
 def test_evaluations_csv_and_held_out_csv_measure_the_same_policy_at_each_step(
