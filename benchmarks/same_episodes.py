@@ -1,6 +1,8 @@
 """A refactor changes nothing an agent learns: each script's reference command at seed 1 and a
 short budget, run in two checkouts on the same machine, writes the same episodes.csv apart
-from its wall_time column.
+from its wall_time column, and the same rows in every other CSV file of its run folder
+(updates.csv, grpo.py's and rlhf.py's held_out.csv, ...) apart from the time columns
+(wall_time, sps).
 
     git worktree add /tmp/before 7dc0ba6
     python benchmarks/same_episodes.py --before /tmp/before --after . [--scripts ppo dqn]
@@ -36,19 +38,34 @@ COMMANDS = {
     "impala": ["--total-timesteps", "30000", "--sync"],
     "mappo": ["--total-timesteps", "16000"],
     "matd3": ["--total-timesteps", "8000"],
+    "pqn": ["--total-timesteps", "20000"],
+    # the language road: a short warm start, then a few updates, measured twice on the way
+    "grpo": ["--total-timesteps", "2048", "--sft-steps", "60", "--eval-every", "1024",
+             "--eval-episodes", "16", "--eval-samples", "4"],
+    "rlhf": ["--total-timesteps", "1024", "--sft-steps", "60", "--rm-steps", "30",
+             "--num-pairs", "400", "--eval-every", "512", "--eval-episodes", "16"],
+    "rlhf-dpo": ["--algo", "dpo", "--total-timesteps", "1024", "--sft-steps", "60",
+                 "--num-pairs", "400", "--eval-every", "512", "--eval-episodes", "16"],
 }
+TIME_COLUMNS = ("wall_time", "sps")
 
 
 def episodes(checkout, script, flags):
-    """The rows of episodes.csv of the script's run in that checkout, without wall_time."""
+    """{file name: its rows without the time columns} of the CSV files of the script's run in
+    that checkout (a variant's name, rlhf-dpo, runs its script with the variant's flags)."""
     with tempfile.TemporaryDirectory() as out:
-        command = [sys.executable, f"{script}.py", "--seed", "1", "--eval-episodes", "0",
-                   "--no-tensorboard", "--output-dir", out, *flags]  # on a machine's CPU
+        evaluation = [] if "--eval-episodes" in flags else ["--eval-episodes", "0"]
+        command = [sys.executable, f"{script.split('-')[0]}.py", "--seed", "1", *evaluation,
+                   "--no-tensorboard", "--no-curve", "--output-dir", out, *flags]  # on the CPU
         subprocess.run(command, cwd=checkout, check=True, capture_output=True,
                        env={**os.environ, "OMP_NUM_THREADS": "1"})
-        (path,) = glob.glob(os.path.join(out, "*", "episodes.csv"))
-        with open(path) as f:
-            return [{k: v for k, v in row.items() if k != "wall_time"} for row in csv.DictReader(f)]
+        found = {}
+        for path in sorted(glob.glob(os.path.join(out, "*", "*.csv"))):
+            with open(path) as f:
+                found[os.path.basename(path)] = [
+                    {k: v for k, v in row.items() if k not in TIME_COLUMNS}
+                    for row in csv.DictReader(f)]
+        return found
 
 
 def main():
@@ -61,14 +78,21 @@ def main():
     for script in args.scripts:
         before = episodes(args.before, script, COMMANDS[script])
         after = episodes(args.after, script, COMMANDS[script])
-        first = next((i for i, (b, a) in enumerate(zip(before, after)) if b != a), None)
-        if before == after:
-            print(f"{script}: same, {len(after)} episodes ({' '.join(COMMANDS[script])})", flush=True)
+        wrong = []
+        for name in sorted(set(before) | set(after)):
+            b, a = before.get(name), after.get(name)
+            if b is None or a is None:
+                wrong.append(f"{name} only {'after' if b is None else 'before'}")
+            elif b != a:
+                first = next((i for i, (x, y) in enumerate(zip(b, a)) if x != y), None)
+                wrong.append(f"{name} at row {first + 1}" if first is not None
+                             else f"{name}: {len(b)} rows before, {len(a)} after")
+        if not wrong:
+            print(f"{script}: same, {len(after.get('episodes.csv', []))} episodes and "
+                  f"{', '.join(sorted(after))} ({' '.join(COMMANDS[script])})", flush=True)
         else:
             differ += 1
-            where = (f"row {first + 1}" if first is not None
-                     else f"{len(before)} episodes before, {len(after)} after")
-            print(f"{script}: DIFFERS at {where}", flush=True)
+            print(f"{script}: DIFFERS: {'; '.join(wrong)}", flush=True)
     return 1 if differ else 0
 
 
