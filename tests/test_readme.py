@@ -104,6 +104,38 @@ def test_the_readme_is_the_front_door():
     assert "](docs/img/tensorboard.png)" in site  # issue 60: the screenshot, from the README too
 
 
+def row_words(row):
+    """The words a reader reads in a table row: link targets left out, `|` not a word."""
+    text = re.sub(r"\]\([^)]*\)", "]", row).replace("|", " ")
+    return [w for w in text.split() if re.search(r"\w", w)]
+
+
+def test_row_words_count_what_a_reader_reads():
+    # "| [`a.py`](a.py) | x y | `python a.py` | [7.9](r.md#a) ([page](p.md)) | 16 s |":
+    # `a.py`, x, y, `python, a.py`, 7.9], ([page]), 16, s = 9 words; the targets are not read
+    assert len(row_words("| [`a.py`](a.py) | x y | `python a.py` | [7.9](r.md#a) "
+                         "([page](p.md)) | 16 s |")) == 9
+
+
+def test_the_scripts_table_is_a_row_a_newcomer_scans():
+    """Issue 102: one row per script, the command, the result in one sentence and the time of
+    a run, at most 40 words a row, each row linking its results.md row and its page."""
+    table = read(README).split("\n## The scripts\n")[1].split("\n## ")[0]
+    header = next(line for line in table.splitlines() if line.startswith("| script |"))
+    assert [c.strip().split(" (")[0] for c in header.strip("|").split("|")] == [
+        "script", "algorithm", "command", "where its runs end", "one run"]
+    rows = [line for line in table.splitlines() if line.startswith("| [`")]
+    assert len(rows) == 19
+    for row in rows:
+        script = re.match(r"\| \[`(\w+)\.py`\]", row).group(1)
+        cells = [c.strip() for c in row.strip().strip("|").split("|")]
+        assert len(row_words(row)) <= 40, (script, len(row_words(row)))
+        assert cells[2].startswith(f"`python {script}.py") and cells[2].endswith("`"), script
+        assert "](benchmarks/results.md#" in cells[3], script
+        assert f"](docs/teach/{script}.md)" in cells[3], script
+        assert re.search(r"\d+(\.\d+)? (s|min)\b", cells[4]), script
+
+
 def test_readme_links_lead_somewhere():
     """Every relative link of the README names a file that exists and, after #, an anchor
     that file has (results.md's rows carry <a id="task-name"></a>)."""
