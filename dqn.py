@@ -7,63 +7,31 @@ else the action of highest Q), stores every transition in a replay buffer, and r
 Q(s, a) on minibatches sampled uniformly from it towards a bootstrapped target computed
 with a slowly moving copy of the network, the target network.
 
-Key equations (a batch of transitions (s, a, r, s', terminated) from the replay buffer):
+Key equations (a batch of transitions (s, a, r, s', terminated) from the replay buffer;
+theta the Q-network's parameters, theta' the target network's, gamma the discount, t the
+environment step, C = --target-network-frequency):
 
     target      y = r + gamma * (1 - terminated) * max_a' Q_target(s', a')
     double DQN  y = r + gamma * (1 - terminated) * Q_target(s', argmax_a' Q(s', a'))
     loss        L = mean( huber(Q(s, a) - y) )   or   mean( (Q(s, a) - y)^2 )
     target net  theta' <- tau * theta + (1 - tau) * theta'   every C steps (tau = 1: copy)
     epsilon     eps_t = start_e + (end_e - start_e) * min(1, t / (fraction * budget))
-    lr          lr_t  = lr * (1 - t / budget)   (--anneal-lr; t the environment step)
+    lr          lr_t  = lr * (1 - t / budget)   (--anneal-lr)
 
-A time-limit truncation is not a termination: the buffer stores the true final observation
-(Gymnasium's info["final_obs"]) as s' and the target bootstraps from it; only a terminated
-step drops the bootstrap term.
-
-The optimizer is Adam with torch's default eps = 1e-8, as CleanRL's and Stable-Baselines3's
-DQN use it; the 2015 paper and the MinAtar paper used RMSProp (--optimizer rmsprop is the
-MinAtar paper's). Its learning rate decays linearly to 0 over the budget (--anneal-lr), a
-departure from the DQN papers' constant rate, taken from rl-baselines3-zoo's linear
-schedules: on CartPole a good policy otherwise drifts away again (benchmarks/results.md,
-dqn.py).
-
-The network follows the observation: an MLP for a flat vector, the DQN paper's convolutional
-network for an image (a smaller one for small grids such as MinAtar's); Atari ids (ALE/...)
-get the paper's preprocessing, and the replay buffer keeps frames as uint8. The settings
-follow it too: the flags left at None take PRESETS' values for a vector or for an image, and
-a vector's depend on the budget.
-
-The default budget is 500k steps, and a vector's flags then take the long preset,
-CleanRL's settings: one gradient step on 128 transitions every 10 environment steps from a
-buffer of 10,000, the target network copied from Q every 500 steps (C = 500, tau = 1), at a
-learning rate of 2.5e-4 annealed to 0. The budget and the preset were chosen for where a run
-*ends*, not where it first gets. Faster settings that update in bursts (32 gradient steps
-every 64, replaying 128 transitions per environment step) solve CartPole in about 30k steps
-and do not keep it: the network forgets what failing looks like once the buffer holds only
-balanced states, and the return swings between under 100 and 500 for as long as the run goes
-on. A budget up to 200k takes the vector preset (one gradient step every 4 steps from a
-buffer of 50,000, lr 1e-3): it reaches 475 at about 80k steps and keeps it on only 7 of 10
-fresh seeds, at 100k and at 200k alike, which is why 100k is no longer the default. The long
-preset replays 12.8 transitions per environment step where the vector one replays 32: it
-reaches 475 later, at about 170k steps, and kept 500 to the end on 10 of 10 fresh seeds
-(benchmarks/results.md, dqn-CartPole-v1). An image's are the
-MinAtar paper's: a gradient step every environment step, the target network copied every
-1,000, epsilon down to 0.1, the evaluation at epsilon 0.05.
-
-Overestimation: the max in the target picks the highest of noisy estimates, and each update
-fits the previous one's, so Q can climb above every true value (van Hasselt et al. 2016).
-updates.csv shows it: q_start, V(s_0) = max_a Q(s_0, a) at each episode's first observation,
-beside discounted_return, the G_0 = r_0 + gamma r_1 + gamma^2 r_2 + ... that the episode then
-collected (acting epsilon-greedily; a time limit at T steps leaves out gamma^T V(s_T), at most
-0.66 on CartPole). On CartPole the gap is large with double DQN and without (README, dqn.py).
+A time-limit truncation is not a termination: s' is the true final observation
+(info["final_obs"]) and the target bootstraps from it; only a termination drops that term.
+The network and the flags left at None (PRESETS) follow the observation: an MLP and
+CleanRL's settings for a vector (chosen for where a run *ends*: results.md, dqn-CartPole-v1),
+the DQN paper's convolutional network (a smaller one for MinAtar's grids) and the MinAtar
+paper's settings for an image; Atari ids get the DQN paper's preprocessing. updates.csv's
+q_start, max_a Q(s_0, a) at each episode's start, beside discounted_return, the G_0 = r_0 +
+gamma r_1 + ... it then collected, shows overestimation (van Hasselt et al. 2016).
 
 Papers:
     Mnih et al. 2013, "Playing Atari with Deep Reinforcement Learning", arXiv:1312.5602
     Mnih et al. 2015, "Human-level control through deep reinforcement learning", Nature 518
-    van Hasselt, Guez & Silver 2016, "Deep Reinforcement Learning with Double Q-learning",
-        AAAI 2016
-    Lillicrap et al. 2016, "Continuous control with deep reinforcement learning", ICLR 2016
-        (the soft target update with tau)
+    van Hasselt, Guez & Silver 2016, "Deep Reinforcement Learning with Double Q-learning", AAAI
+    Lillicrap et al. 2016, "Continuous control with deep reinforcement learning", ICLR (tau)
     Pardo et al. 2018, "Time Limits in Reinforcement Learning", ICML 2018
     Young & Tian 2019, "MinAtar: An Atari-Inspired Testbed for Thorough and Reproducible
         Reinforcement Learning Experiments", arXiv:1903.03176 (the small-grid network)
@@ -71,19 +39,12 @@ Papers:
 Run:
     python dqn.py --env-id CartPole-v1
     python dqn.py --env-id CartPole-v1 --no-double-dqn --loss huber
-    python dqn.py --env-id CartPole-v1 --total-timesteps 100000    # up to 200k: the vector preset
-    python dqn.py --env-id Acrobot-v1
-    PYTHONPATH=tests python dqn.py --env-id my_envs:GridWorld-v0   # tests/my_envs.py's id
     python dqn.py --env-id MinAtar/Breakout-v1 --total-timesteps 1000000 --no-anneal-lr \
         --no-double-dqn    # DQN_MINATAR: the image preset is the MinAtar paper's settings
-    python dqn.py --help
 
-Writes runs/<env_id>__dqn__<seed>__<unix_time>/ with config.json, episodes.csv, updates.csv,
-summary.json, model.pt with --save-model, and with --eval-every N evaluations.csv (and
-best_model.pt, the best evaluated model) (plainrl's CONTRIBUTING.md, "What a run writes").
-TensorBoard's event file gets the CSV rows too (--no-tensorboard: none; --track syncs it
-to Weights & Biases, as CleanRL does).
-python plot.py <run folder> draws its learning curve (with the --eval-every evaluations).
+Writes runs/<env_id>__dqn__<seed>__<unix_time>/: config.json, episodes.csv, updates.csv,
+summary.json, curve.png; model.pt with --save-model, evaluations.csv and best_model.pt with
+--eval-every, TensorBoard's events (plainrl's CONTRIBUTING.md, "What a run writes").
 """
 
 # ---------------------------------------------------------------------------------------
@@ -162,19 +123,17 @@ class Args:
     wandb_entity: Optional[str] = None
     """the Weights & Biases team or user of --track (None: your default entity)"""
 
-    # Algorithm. A flag left at None takes the value of the observation's preset, PRESETS: a
-    # vector's (chosen on CartPole), for budgets up to 200k steps; a vector's long (CleanRL's),
-    # for longer ones; an image's (the MinAtar paper's, Young & Tian 2019).
+    # Algorithm. A flag left at None takes the value of the observation's preset (PRESETS).
     num_envs: int = 1
     """N: parallel environments (synchronous vector environment)"""
-    # An image's 2.5e-4 is the MinAtar paper's and the Nature DQN's, both with RMSProp; 1e-4 in
-    # SB3.
+    # An image's 2.5e-4 is the MinAtar paper's and the Nature DQN's (RMSProp); 1e-4 in SB3.
     learning_rate: Optional[float] = None
     """the learning rate where --anneal-lr starts (None: 1e-3 for a vector, 2.5e-4 long or image)"""
     # rmsprop: the MinAtar paper's (make_optimizer); Adam for a vector and an image alike.
     optimizer: Literal["adam", "rmsprop"] = "adam"
     """adam (CleanRL's and SB3's DQN) or rmsprop (the MinAtar paper's centered RMSProp)"""
-    # Constant in the DQN papers and the MinAtar paper; on for images too.
+    # Constant in the DQN papers and the MinAtar paper; on here, for images too, as in
+    # rl-baselines3-zoo's linear schedules: on CartPole a good policy otherwise drifts away.
     anneal_lr: bool = True
     """decay the learning rate linearly to 0 over the budget (so the budget changes the schedule)"""
     # The oldest transition is overwritten when the buffer is full; it is never allocated larger
@@ -237,18 +196,11 @@ class Args:
     """epsilon of the epsilon-greedy evaluation (None: 0.05 for an image, 0 for a vector or long)"""
 
 
-# The presets of the flags left at None. A vector's, chosen on CartPole at 100k (the default
-# budget until the long preset at 500k held where it did not) and checked at 200k
-# (SHORT_BUDGET) on seeds 1-5 for the 20-episode mean where the run ends
-# (tune.py's objective; results.md, "dqn.py's defaults hold"), where the earlier 50k preset
-# (a copy every 64 steps, 32 gradient steps on 256 transitions every 64) ended below 475 on 4
-# of 5 fresh seeds; past 200k, a vector's long preset, CleanRL's dqn.py's settings with epsilon
-# down to 0.01 over 10% of the budget (CleanRL: 0.05 over 50%), chosen on seeds 1-5 at 500k,
-# where these held 500 and the burst preset swung between under 70 and 500. An image's, the
-# MinAtar paper's (Young & Tian 2019; its RMSProp is Adam here), checked on seeds 1-5 of
-# tests/test_pixels.py's Catch (30k steps): they learn it, where a gradient step every 4
-# environment steps (target every 4,000) had not by 30k. The vector's learn Catch sooner,
-# but a sparse goal on a 10 x 10 board not at all in 100k steps (issue 38).
+# The presets of the flags left at None: a vector's for budgets up to SHORT_BUDGET; past it a
+# vector's long, CleanRL's dqn.py's settings with epsilon down to 0.01 over 10% of the budget
+# (CleanRL: 0.05 over 50%); an image's, the MinAtar paper's (Young & Tian 2019; its RMSProp is
+# Adam here). Chosen on seeds 1-5 for the 20-episode mean where the run ends (tune.py's
+# objective); results.md, "dqn.py's defaults hold".
 PRESETS = {
     "vector": dict(learning_rate=1e-3, buffer_size=50_000, target_network_frequency=500,
                    batch_size=128, end_e=0.01, learning_starts=1000, train_frequency=4,
@@ -381,9 +333,7 @@ class ReplayBuffer:
     environment order; capacity is a multiple of N, so a write never wraps mid-way.
     Observations keep obs_dtype: uint8 frames take a quarter of the memory of float32 ones
     (100,000 Atari transitions, s and s' of 4 x 84 x 84 bytes each: 5.6 GB). The buffer stays
-    in host memory and only the sampled batch goes to the device, as in Stable-Baselines3:
-    NumPy's writes and reads of a few rows cost a tenth of torch's on the CPU, and a batch of
-    uint8 frames is a small copy for a GPU.
+    in host memory and only the sampled batch goes to the device, as in Stable-Baselines3.
     """
 
     def __init__(self, capacity, obs_shape, device, rng, obs_dtype=np.float32):
@@ -555,9 +505,8 @@ def train(args, envs, q_network, target_network, run):
     exploration_steps = args.exploration_fraction * args.total_timesteps
     global_step, gradient_step, losses, q_means = 0, 0, [], []
     # The overestimation check: V(s_0) = max_a Q(s_0, a) as each episode starts, beside the
-    # discounted return G_0 = r_0 + gamma r_1 + gamma^2 r_2 + ... that the episode collects,
-    # in the episodes and rewards Q learns from (Atari: clipped, a lost life ends one).
-    episode_g, discount, starts = np.zeros(args.num_envs), np.ones(args.num_envs), []
+    # G_0 = r_0 + gamma r_1 + ... it collects (Atari: clipped rewards, a lost life ends one).
+    g0_so_far, discount, starts = np.zeros(args.num_envs), np.ones(args.num_envs), []
 
     obs, _ = envs.reset(seed=args.seed)
     start_q = q_values_np(q_network, obs).max(axis=1)
@@ -579,11 +528,11 @@ def train(args, envs, q_network, target_network, run):
             real_next_obs[i] = info["final_obs"][i]
         buffer.add(obs, real_next_obs, actions, rewards, terminated)
         obs = next_obs
-        episode_g += discount * rewards  # G_0 so far, in each environment
+        g0_so_far += discount * rewards  # each environment's G_0 so far
         discount *= args.gamma
         for i in np.flatnonzero(terminated | truncated):  # the next episode starts at obs[i]
-            starts.append((start_q[i], episode_g[i]))
-            episode_g[i], discount[i] = 0.0, 1.0
+            starts.append((start_q[i], g0_so_far[i]))
+            g0_so_far[i], discount[i] = 0.0, 1.0
             start_q[i] = q_values_np(q_network, obs[i:i + 1]).max()
         for i in np.flatnonzero(info.get("_episode", [])):
             run.episode(global_step, info["episode"]["r"][i], info["episode"]["l"][i])
@@ -669,91 +618,6 @@ def main(args: Args) -> dict:
     envs = None if checkpoint else make_vector_env(args.env_id, args.num_envs, training=True,
                                                    life_loss=args.terminal_on_life_loss)
     return train_and_finish(run, lambda: train(args, envs, q_network, target_network, run), envs)
-
-
-# ---------------------------------------------------------------------------------------
-# What the plumbing asks of dqn.py: its own checks, its greedy policy, its model's flags
-# ---------------------------------------------------------------------------------------
-def check_flags(args, given=None):
-    """dqn.py's own flags, checked before any environment is made; main checks again once the
-    flags left at None have their preset's values (with_preset), given the flags as the user
-    gave them, and a check that needs one of those waits for it. A value the user did not
-    give is named as the preset's, which a flag overrides."""
-    flags = {k: v for k, v in asdict(args).items() if v is not None}
-
-    def preset(*names):  # " (the preset ... set --batch-size 256; ...)" for the values not given
-        taken = [f"--{n.replace('_', '-')} {getattr(args, n)}" for n in names
-                 if given is not None and getattr(given, n) is None]
-        return (f" (the preset for {args.env_id}'s observations and budget, dqn.py's PRESETS, set "
-                f"{' and '.join(taken)}; a flag given overrides it)" if taken else "")
-    for name in ("num_envs", "buffer_size", "batch_size", "target_network_frequency",
-                 "train_frequency", "gradient_steps", "hidden_size", "log_interval",
-                 "learning_rate", "max_grad_norm"):
-        if name in flags and not flags[name] > 0:
-            fail(f"--{name.replace('_', '-')} must be positive, got {flags[name]}")
-    for name in ("gamma", "start_e", "end_e", "exploration_fraction", "eval_epsilon"):
-        if name in flags and not 0.0 <= flags[name] <= 1.0:
-            fail(f"--{name.replace('_', '-')} must be in [0, 1], got {flags[name]}")
-    if not 0.0 < args.tau <= 1.0:
-        fail(f"--tau must be in (0, 1], got {args.tau}")
-    if flags.get("learning_starts", 0) < 0:
-        fail(f"--learning-starts must be 0 or more, got {flags['learning_starts']}")
-    if {"buffer_size", "batch_size"} <= flags.keys() and args.buffer_size < args.batch_size:
-        fail(f"--buffer-size {args.buffer_size} is smaller than one batch (--batch-size "
-             f"{args.batch_size}); raise it or shrink the batch"
-             + preset("buffer_size", "batch_size"))
-    if "buffer_size" in flags and args.buffer_size % args.num_envs:
-        multiple = max(args.buffer_size // args.num_envs, 1) * args.num_envs
-        fail(f"--buffer-size {args.buffer_size} is not divisible by --num-envs {args.num_envs}; "
-             f"pass --buffer-size {multiple}, a multiple of {args.num_envs}" + preset("buffer_size"))
-    budget = args.total_timesteps // args.num_envs * args.num_envs  # whole steps of N envs
-    if (args.eval_checkpoint is None and "learning_starts" in flags
-            and 0 < args.total_timesteps and args.learning_starts >= budget):
-        fail(f"--learning-starts {args.learning_starts} is not below the budget of {budget:,} "
-             f"steps (--total-timesteps {args.total_timesteps} in whole steps of --num-envs "
-             f"{args.num_envs}): the network would never train; lower it or raise the budget"
-             + preset("learning_starts"))
-
-
-def check_spaces(args, obs_space, action_space):
-    """Whether dqn.py handles the environment's spaces (an Atari id's as the agent sees them,
-    after atari_wrappers); returns (observation space, number of actions)."""
-    if not isinstance(action_space, gym.spaces.Discrete):
-        fail(f"{args.env_id} has a {type(action_space).__name__} action space; dqn.py needs "
-             "Discrete actions (ddpg_td3.py, sac.py and ppo.py take Box ones; no script here "
-             "takes MultiDiscrete or MultiBinary)")
-    if not (isinstance(obs_space, gym.spaces.Box) and len(obs_space.shape) in (1, 3)):
-        fail(f"{args.env_id} has a {type(obs_space).__name__} observation space of shape "
-             f"{obs_space.shape}; dqn.py needs a flat Box or an image Box (H x W x C, "
-             "channels last; a 2-D frame gets its channel from gymnasium.wrappers.ReshapeObservation; "
-             "qlearning.py uses a table for Discrete ones)")
-    shape = obs_space.shape  # an image's height and width, by the convention of channels_last
-    if len(shape) == 3 and min(shape[:2] if channels_last(args.env_id) else shape[1:]) < 3:
-        fail(f"{args.env_id} has images of shape {shape}; the smallest convolution needs "
-             "3 x 3 pixels or more")
-    return obs_space, int(action_space.n)
-
-
-def greedy_policy(models, envs):
-    """The evaluation's policy, act(obs, info) -> actions: the action of highest Q of the
-    online network (--eval-epsilon's random actions are the plumbing's evaluate's)."""
-    return lambda obs, info: greedy_actions(models["q_network"], obs)
-
-
-# What a run is judged on, by environment id (its benchmark task in benchmark.py, its README
-# row): (threshold, window of training episodes, "train": the last-window mean at the end,
-# or "eval": the final greedy evaluation). Another id: its reward_threshold over 20, "train".
-GOALS = {"CartPole-v1": (475, 20, "train"), "Acrobot-v1": (-100, 20, "train"),
-         "MinAtar/Asterix-v1": (5, 100, "train"), "MinAtar/Breakout-v1": (5, 100, "train"),
-         "MinAtar/Freeway-v1": (20, 100, "train"), "MinAtar/Seaquest-v1": (5, 100, "train"),
-         "MinAtar/SpaceInvaders-v1": (20, 100, "train")}
-MODEL_FLAGS = ("hidden_size",)  # a checkpoint's network is built by these
-# dqn.py's columns of updates.csv as TensorBoard's scalars, under CleanRL's names
-TENSORBOARD_NAMES = {
-    "learning_rate": "charts/learning_rate", "epsilon": "charts/epsilon",
-    "q_start": "charts/q_start", "discounted_return": "charts/discounted_return",
-    "gradient_steps": "charts/gradient_steps", "buffer_size": "charts/buffer_size",
-    "loss": "losses/td_loss", "q_mean": "losses/q_values"}
 
 
 # ---------------------------------------------------------------------------------------
@@ -1510,6 +1374,91 @@ def atari_wrappers(env):
         env = FireReset(env)
     return gym.wrappers.FrameStackObservation(env, 4)
 # End of plumbing/pixels.py
+
+
+# ---------------------------------------------------------------------------------------
+# What the plumbing asks of dqn.py: its own checks, its greedy policy, its model's flags
+# ---------------------------------------------------------------------------------------
+def check_flags(args, given=None):
+    """dqn.py's own flags, checked before any environment is made; main checks again once the
+    flags left at None have their preset's values (with_preset), given the flags as the user
+    gave them, and a check that needs one of those waits for it. A value the user did not
+    give is named as the preset's, which a flag overrides."""
+    flags = {k: v for k, v in asdict(args).items() if v is not None}
+
+    def preset(*names):  # " (the preset ... set --batch-size 256; ...)" for the values not given
+        taken = [f"--{n.replace('_', '-')} {getattr(args, n)}" for n in names
+                 if given is not None and getattr(given, n) is None]
+        return (f" (the preset for {args.env_id}'s observations and budget, dqn.py's PRESETS, set "
+                f"{' and '.join(taken)}; a flag given overrides it)" if taken else "")
+    for name in ("num_envs", "buffer_size", "batch_size", "target_network_frequency",
+                 "train_frequency", "gradient_steps", "hidden_size", "log_interval",
+                 "learning_rate", "max_grad_norm"):
+        if name in flags and not flags[name] > 0:
+            fail(f"--{name.replace('_', '-')} must be positive, got {flags[name]}")
+    for name in ("gamma", "start_e", "end_e", "exploration_fraction", "eval_epsilon"):
+        if name in flags and not 0.0 <= flags[name] <= 1.0:
+            fail(f"--{name.replace('_', '-')} must be in [0, 1], got {flags[name]}")
+    if not 0.0 < args.tau <= 1.0:
+        fail(f"--tau must be in (0, 1], got {args.tau}")
+    if flags.get("learning_starts", 0) < 0:
+        fail(f"--learning-starts must be 0 or more, got {flags['learning_starts']}")
+    if {"buffer_size", "batch_size"} <= flags.keys() and args.buffer_size < args.batch_size:
+        fail(f"--buffer-size {args.buffer_size} is smaller than one batch (--batch-size "
+             f"{args.batch_size}); raise it or shrink the batch"
+             + preset("buffer_size", "batch_size"))
+    if "buffer_size" in flags and args.buffer_size % args.num_envs:
+        multiple = max(args.buffer_size // args.num_envs, 1) * args.num_envs
+        fail(f"--buffer-size {args.buffer_size} is not divisible by --num-envs {args.num_envs}; "
+             f"pass --buffer-size {multiple}, a multiple of {args.num_envs}" + preset("buffer_size"))
+    budget = args.total_timesteps // args.num_envs * args.num_envs  # whole steps of N envs
+    if (args.eval_checkpoint is None and "learning_starts" in flags
+            and 0 < args.total_timesteps and args.learning_starts >= budget):
+        fail(f"--learning-starts {args.learning_starts} is not below the budget of {budget:,} "
+             f"steps (--total-timesteps {args.total_timesteps} in whole steps of --num-envs "
+             f"{args.num_envs}): the network would never train; lower it or raise the budget"
+             + preset("learning_starts"))
+
+
+def check_spaces(args, obs_space, action_space):
+    """Whether dqn.py handles the environment's spaces (an Atari id's as the agent sees them,
+    after atari_wrappers); returns (observation space, number of actions)."""
+    if not isinstance(action_space, gym.spaces.Discrete):
+        fail(f"{args.env_id} has a {type(action_space).__name__} action space; dqn.py needs "
+             "Discrete actions (ddpg_td3.py, sac.py and ppo.py take Box ones; no script here "
+             "takes MultiDiscrete or MultiBinary)")
+    if not (isinstance(obs_space, gym.spaces.Box) and len(obs_space.shape) in (1, 3)):
+        fail(f"{args.env_id} has a {type(obs_space).__name__} observation space of shape "
+             f"{obs_space.shape}; dqn.py needs a flat Box or an image Box (H x W x C, "
+             "channels last; a 2-D frame gets its channel from gymnasium.wrappers.ReshapeObservation; "
+             "qlearning.py uses a table for Discrete ones)")
+    shape = obs_space.shape  # an image's height and width, by the convention of channels_last
+    if len(shape) == 3 and min(shape[:2] if channels_last(args.env_id) else shape[1:]) < 3:
+        fail(f"{args.env_id} has images of shape {shape}; the smallest convolution needs "
+             "3 x 3 pixels or more")
+    return obs_space, int(action_space.n)
+
+
+def greedy_policy(models, envs):
+    """The evaluation's policy, act(obs, info) -> actions: the action of highest Q of the
+    online network (--eval-epsilon's random actions are the plumbing's evaluate's)."""
+    return lambda obs, info: greedy_actions(models["q_network"], obs)
+
+
+# What a run is judged on, by environment id (its benchmark task in benchmark.py, its README
+# row): (threshold, window of training episodes, "train": the last-window mean at the end,
+# or "eval": the final greedy evaluation). Another id: its reward_threshold over 20, "train".
+GOALS = {"CartPole-v1": (475, 20, "train"), "Acrobot-v1": (-100, 20, "train"),
+         "MinAtar/Asterix-v1": (5, 100, "train"), "MinAtar/Breakout-v1": (5, 100, "train"),
+         "MinAtar/Freeway-v1": (20, 100, "train"), "MinAtar/Seaquest-v1": (5, 100, "train"),
+         "MinAtar/SpaceInvaders-v1": (20, 100, "train")}
+MODEL_FLAGS = ("hidden_size",)  # a checkpoint's network is built by these
+# dqn.py's columns of updates.csv as TensorBoard's scalars, under CleanRL's names
+TENSORBOARD_NAMES = {
+    "learning_rate": "charts/learning_rate", "epsilon": "charts/epsilon",
+    "q_start": "charts/q_start", "discounted_return": "charts/discounted_return",
+    "gradient_steps": "charts/gradient_steps", "buffer_size": "charts/buffer_size",
+    "loss": "losses/td_loss", "q_mean": "losses/q_values"}
 
 
 if __name__ == "__main__":
