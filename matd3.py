@@ -1,18 +1,15 @@
 # From plainrl (MIT licence, (c) 2026 the plainrl authors): keep this line in a copy.
 """MADDPG and MATD3: deterministic actors, one per agent, and a centralized critic, off-policy.
 
-Each agent i acts with its own deterministic policy mu_i(o^i) on its own observation; a
-critic Q(s, a^1, ..., a^n), used only in training, sees the global state and every agent's
-action. Transitions of N copies of a PettingZoo parallel environment go into a replay
-buffer (HARL's off-policy buffers, Zhong et al. 2024); each gradient step samples a batch,
-regresses the critic on an n-step bootstrapped target computed with target networks, and
-moves every actor up the critic's gradient with respect to its own action. `--algo maddpg`
-(Lowe et al. 2017) and `--algo matd3` (Ackermann et al. 2019, the default) differ in TD3's
-three fixes (Fujimoto et al. 2018): twin critics whose smaller target is used, target policy
-smoothing noise on every agent's target action, and delayed actor and target updates. Each
-is a flag of its own (--twin-q, --target-policy-noise, --policy-delay) that overrides
---algo's preset, as in ddpg_td3.py. MADDPG here is MATD3's paper's: Gaussian exploration, a
-critic shared by the cooperating agents (one team reward), no policy ensembles.
+Each agent i acts with its own deterministic policy mu_i(o^i); a critic Q(s, a^1, ..., a^n),
+used only in training, sees the global state and every agent's action. N copies of a
+PettingZoo parallel environment with continuous actions fill a replay buffer (HARL's, Zhong
+et al. 2024: --critic-state ep, one row s = env.state() per step; fp, one row per agent, the
+state with its observation and id); each gradient step regresses the critic on an n-step
+target from target networks and moves every actor up the critic's gradient in its own
+action. `--algo maddpg` (Lowe et al. 2017) and `--algo matd3` (Ackermann et al. 2019, the
+default) differ in TD3's three fixes (Fujimoto et al. 2018), each a flag of its own that
+overrides the preset: twin critics, target smoothing noise, delayed actor and target updates.
 
 Key equations (actions live in [-1, 1]^d, the actors' tanh range, scaled to the
 environment's bounds only when stepping; k indexes the sampled step, m <= n its window):
@@ -29,14 +26,6 @@ environment's bounds only when stepping; k indexes the sampled step, m <= n its 
                   (the other agents' actions a^j as stored in the batch), every d-th step
     targets       theta' <- tau theta + (1 - tau) theta', with every actor step
 
-The critic's state (--critic-state, HARL's EP and FP buffers): EP stores one row s = env.state()
-per step with the team reward (the mean over the agents that acted; HARL's MPE wrapper gives
-every agent the sum, A times this mean, so its Q values are A times ours) and the copy's end; FP
-one row per agent, its own state s^i with the team reward and the agent's own end, each
-agent's row cut at its own end. MPE has no per-agent state, so FP's s^i is env.state() joined
-with the agent's own observation and a one-hot id (mappo.py's AS state). Deviations from HARL
-and the papers are named where they occur (ReplayBuffer, actor_loss, update).
-
 Papers:
     Lowe et al. 2017, "Multi-Agent Actor-Critic for Mixed Cooperative-Competitive
         Environments", NeurIPS 2017 (MADDPG, the MPE tasks)
@@ -44,25 +33,18 @@ Papers:
         Double Centralized Critics", arXiv:1910.01465 (MATD3)
     Fujimoto, van Hoof & Meger 2018, "Addressing Function Approximation Error in
         Actor-Critic Methods", ICML 2018 (TD3)
-    Zhong et al. 2024, "Heterogeneous-Agent Reinforcement Learning", JMLR 25 (HARL: the EP
-        and FP off-policy buffers, n-step returns, HATD3)
+    Zhong et al. 2024, "Heterogeneous-Agent Reinforcement Learning", JMLR 25 (HARL)
     Pardo et al. 2018, "Time Limits in Reinforcement Learning", ICML 2018
 
 Run:
     python matd3.py --env-id simple_spread_v3                  # MATD3, EP critic, the defaults
     python matd3.py --env-id simple_spread_v3 --algo maddpg    # MADDPG
     python matd3.py --env-id simple_speaker_listener_v4 --critic-state fp --n-step 3
-    PYTHONPATH=. python matd3.py --env-id my_module:my_env     # your own continuous-action env
     python matd3.py --help
 
-The MPE tasks are made with continuous_actions=True; a task or environment with discrete
-actions is refused (mappo.py trains those). Writes runs/<env_id>__matd3__<seed>__<unix_time>/
-(maddpg in place of matd3 with --algo maddpg; --exp-name names it yourself) with
-config.json, episodes.csv, updates.csv, summary.json, model.pt with --save-model, and with
---eval-every N evaluations.csv (and best_model.pt, the best evaluated model).
-TensorBoard's event file gets the CSV rows too (--no-tensorboard: none; --track syncs it
-to Weights & Biases, as CleanRL does).
-python plot.py <run folder> draws its learning curve (with the --eval-every evaluations).
+Writes runs/<env_id>__matd3__<seed>__<unix_time>/ (maddpg with --algo maddpg): config.json,
+episodes.csv, updates.csv, summary.json (plainrl's CONTRIBUTING.md, "What a run writes");
+python plot.py <run folder> draws its learning curve.
 """
 
 # ---------------------------------------------------------------------------------------
@@ -105,7 +87,6 @@ SCRIPT = os.path.basename(__file__)
 # ---------------------------------------------------------------------------------------
 @dataclass
 class Args:
-    # MPE tasks are made with continuous actions; module:function returns a PettingZoo parallel env.
     env_id: str = "simple_spread_v3"
     """a cooperative MPE task (mpe2) or module:function returning a parallel env with Box actions"""
     seed: int = 1
@@ -203,20 +184,6 @@ def resolve_algo(args):
     --algo's preset; the ones given override it."""
     preset = ALGOS[args.algo]
     return replace(args, **{k: v for k, v in preset.items() if getattr(args, k) is None})
-
-
-def algorithm_name(args):
-    """'matd3' with all three improvements, 'maddpg' with none, else 'maddpg+' the ones on."""
-    on = [name for name, used in (("twin_q", args.twin_q),
-                                  ("target_policy_noise", args.target_policy_noise > 0),
-                                  ("policy_delay", args.policy_delay > 1)) if used]
-    return {3: "matd3", 0: "maddpg"}.get(len(on), "maddpg+" + "+".join(on))
-
-
-def experiment_name(args):
-    """--exp-name as given, else algorithm_name (matd3 by default, maddpg with --algo maddpg),
-    so that the run folder's name and plot.py's legend say which algorithm ran."""
-    return args.exp_name or algorithm_name(args)
 
 
 # ---------------------------------------------------------------------------------------
@@ -658,101 +625,6 @@ def main(args: Args) -> dict:
     # Train (unless evaluating a checkpoint), then finish: evaluate, save, write, plot.
     envs = None if checkpoint else LockstepEnvs(args.env_id, args.num_envs, args.max_cycles)
     return train_and_finish(run, lambda: train(args, envs, nets, run, spec, device), envs)
-
-
-# ---------------------------------------------------------------------------------------
-# What the plumbing asks of matd3.py: its own checks, its greedy policy, its model's flags
-# ---------------------------------------------------------------------------------------
-CONTINUOUS_ACTIONS = True  # the lock-step plumbing's MPE tasks: Box actions
-
-
-def check_flags(args):
-    """matd3.py's own flags, checked before any environment is made; args has its --algo
-    preset resolved."""
-    for name in ("num_envs", "gradient_steps", "buffer_size", "batch_size", "hidden_size",
-                 "policy_delay", "log_interval", "learning_rate", "max_cycles", "n_step"):
-        if not getattr(args, name) > 0:
-            fail(f"--{name.replace('_', '-')} must be positive, got {getattr(args, name)}")
-    for name in ("learning_starts", "exploration_noise", "target_policy_noise", "noise_clip"):
-        if not getattr(args, name) >= 0:
-            fail(f"--{name.replace('_', '-')} must be 0 or more, got {getattr(args, name)}")
-    if not 0.0 <= args.gamma <= 1.0:
-        fail(f"--gamma must be in [0, 1], got {args.gamma}")
-    if not 0.0 < args.tau <= 1.0:
-        fail(f"--tau must be in (0, 1], got {args.tau}")
-    if args.target_policy_noise > 0 and args.noise_clip == 0:
-        fail("--noise-clip 0 cancels --target-policy-noise; use --target-policy-noise 0 to "
-             "switch smoothing off")
-    budget = args.total_timesteps // args.num_envs * args.num_envs  # whole lock-steps
-    if args.eval_checkpoint is None and 0 < args.total_timesteps and budget <= args.learning_starts:
-        fail(f"--learning-starts {args.learning_starts} leaves no step of the budget, {budget:,} "
-             f"steps (--total-timesteps {args.total_timesteps} in whole lock-steps of "
-             f"--num-envs {args.num_envs}), to learn in; lower it or raise the budget")
-    if args.buffer_size < args.num_envs:
-        fail(f"--buffer-size {args.buffer_size} holds less than one lock-step of --num-envs "
-             f"{args.num_envs}; raise it")
-
-
-def check_spaces(args, obs_space, action_space):
-    """Whether matd3.py handles every agent's spaces (LockstepEnvs': observations
-    {"agents": each agent's, "state": the state's}, each agent's actions); returns the spec
-    dict: agents, obs_dims, action_dims, low and high (action_bounds), state_dim."""
-    for agent, space in action_space.items():
-        if isinstance(space, gym.spaces.Discrete):
-            fail(f"{args.env_id}'s agent {agent} has a Discrete action space; matd3.py's "
-                 "actors are deterministic and need Box actions: use mappo.py for discrete "
-                 "actions")
-        if not (isinstance(space, gym.spaces.Box) and len(space.shape) == 1
-                and np.isfinite(space.low).all() and np.isfinite(space.high).all()):
-            fail(f"{args.env_id}'s agent {agent} has actions {space}; matd3.py needs bounded flat "
-                 "Box actions")
-    for agent, space in obs_space["agents"].items():
-        if not isinstance(space, gym.spaces.Box) or len(space.shape) != 1:
-            fail(f"{args.env_id}'s agent {agent} has observations {space}; matd3.py's MLPs "
-                 "need flat Box vectors")
-    low, high = action_bounds(action_space)
-    return {"agents": list(action_space),
-            "obs_dims": [s.shape[0] for s in obs_space["agents"].values()],
-            "action_dims": [s.shape[0] for s in action_space.values()], "low": low, "high": high,
-            "state_dim": obs_space["state"].shape[0]}
-
-
-def action_bounds(action_space):
-    """Each agent's action bounds low, high [A, d] (float32), padded to the largest d with 0
-    and 1, which no agent uses."""
-    dims = [space.shape[0] for space in action_space.values()]
-    low = np.zeros((len(dims), max(dims)), dtype=np.float32)
-    high = np.ones((len(dims), max(dims)), dtype=np.float32)
-    for i, space in enumerate(action_space.values()):
-        low[i, :dims[i]], high[i, :dims[i]] = space.low, space.high
-    return low, high
-
-
-def greedy_policy(models, envs):
-    """The evaluation's policy, act(obs, info) -> actions: every agent's mu_i(o^i), without
-    noise, scaled to its bounds; a done agent's is not sent (LockstepEnvs)."""
-    nets = models["nets"]
-    device = next(nets.parameters()).device
-    low, high = action_bounds(envs.action_space)
-
-    @torch.no_grad()
-    def act(obs, info):
-        return to_env_action(nets.act(torch.from_numpy(obs).to(device)), low, high)
-    return act
-
-
-# What a run is judged on, by environment id (its benchmark task in benchmark.py, its README
-# row): (threshold, window of training episodes, "train": the last-window mean at the end,
-# or "eval": the final greedy evaluation). Another id: its reward_threshold over 20, "train".
-GOALS = {"simple_spread_v3": (-16, 100, "train"),
-         "simple_speaker_listener_v4": (-12, 100, "train")}
-# the networks, the algorithm and the time limit, which --eval-checkpoint takes over
-ENV_FLAGS = ("max_cycles",)  # the evaluation's environments get the run's --max-cycles
-MODEL_FLAGS = ("hidden_size", "algo", "twin_q", "target_policy_noise", "policy_delay",
-               "critic_state", "max_cycles")
-# matd3.py's columns of updates.csv as TensorBoard's scalars, under CleanRL's names
-TENSORBOARD_NAMES = {"gradient_steps": "charts/gradient_steps", "critic_loss": "losses/qf_loss",
-                     "q_mean": "losses/qf1_values", "actor_loss": "losses/actor_loss"}
 
 
 # ---------------------------------------------------------------------------------------
@@ -1656,6 +1528,115 @@ class EvaluationEnvs(LockstepEnvs):
             save_video(frames[:-1], self.video_folder, fps=10, name_prefix=f"eval-{n}",
                        episode_index=0, episode_trigger=lambda episode: True)
 # End of plumbing/lockstep.py
+
+
+# ---------------------------------------------------------------------------------------
+# What the plumbing asks of matd3.py: its own checks, its greedy policy, its model's flags
+# ---------------------------------------------------------------------------------------
+CONTINUOUS_ACTIONS = True  # the lock-step plumbing's MPE tasks: Box actions
+
+
+def algorithm_name(args):
+    """'matd3' with all three improvements, 'maddpg' with none, else 'maddpg+' the ones on."""
+    on = [name for name, used in (("twin_q", args.twin_q),
+                                  ("target_policy_noise", args.target_policy_noise > 0),
+                                  ("policy_delay", args.policy_delay > 1)) if used]
+    return {3: "matd3", 0: "maddpg"}.get(len(on), "maddpg+" + "+".join(on))
+
+
+def experiment_name(args):
+    """--exp-name as given, else algorithm_name (matd3 by default, maddpg with --algo maddpg),
+    so that the run folder's name and plot.py's legend say which algorithm ran."""
+    return args.exp_name or algorithm_name(args)
+
+
+def check_flags(args):
+    """matd3.py's own flags, checked before any environment is made; args has its --algo
+    preset resolved."""
+    for name in ("num_envs", "gradient_steps", "buffer_size", "batch_size", "hidden_size",
+                 "policy_delay", "log_interval", "learning_rate", "max_cycles", "n_step"):
+        if not getattr(args, name) > 0:
+            fail(f"--{name.replace('_', '-')} must be positive, got {getattr(args, name)}")
+    for name in ("learning_starts", "exploration_noise", "target_policy_noise", "noise_clip"):
+        if not getattr(args, name) >= 0:
+            fail(f"--{name.replace('_', '-')} must be 0 or more, got {getattr(args, name)}")
+    if not 0.0 <= args.gamma <= 1.0:
+        fail(f"--gamma must be in [0, 1], got {args.gamma}")
+    if not 0.0 < args.tau <= 1.0:
+        fail(f"--tau must be in (0, 1], got {args.tau}")
+    if args.target_policy_noise > 0 and args.noise_clip == 0:
+        fail("--noise-clip 0 cancels --target-policy-noise; use --target-policy-noise 0 to "
+             "switch smoothing off")
+    budget = args.total_timesteps // args.num_envs * args.num_envs  # whole lock-steps
+    if args.eval_checkpoint is None and 0 < args.total_timesteps and budget <= args.learning_starts:
+        fail(f"--learning-starts {args.learning_starts} leaves no step of the budget, {budget:,} "
+             f"steps (--total-timesteps {args.total_timesteps} in whole lock-steps of "
+             f"--num-envs {args.num_envs}), to learn in; lower it or raise the budget")
+    if args.buffer_size < args.num_envs:
+        fail(f"--buffer-size {args.buffer_size} holds less than one lock-step of --num-envs "
+             f"{args.num_envs}; raise it")
+
+
+def check_spaces(args, obs_space, action_space):
+    """Whether matd3.py handles every agent's spaces (LockstepEnvs': observations
+    {"agents": each agent's, "state": the state's}, each agent's actions); returns the spec
+    dict: agents, obs_dims, action_dims, low and high (action_bounds), state_dim."""
+    for agent, space in action_space.items():
+        if isinstance(space, gym.spaces.Discrete):
+            fail(f"{args.env_id}'s agent {agent} has a Discrete action space; matd3.py's "
+                 "actors are deterministic and need Box actions: use mappo.py for discrete "
+                 "actions")
+        if not (isinstance(space, gym.spaces.Box) and len(space.shape) == 1
+                and np.isfinite(space.low).all() and np.isfinite(space.high).all()):
+            fail(f"{args.env_id}'s agent {agent} has actions {space}; matd3.py needs bounded flat "
+                 "Box actions")
+    for agent, space in obs_space["agents"].items():
+        if not isinstance(space, gym.spaces.Box) or len(space.shape) != 1:
+            fail(f"{args.env_id}'s agent {agent} has observations {space}; matd3.py's MLPs "
+                 "need flat Box vectors")
+    low, high = action_bounds(action_space)
+    return {"agents": list(action_space),
+            "obs_dims": [s.shape[0] for s in obs_space["agents"].values()],
+            "action_dims": [s.shape[0] for s in action_space.values()], "low": low, "high": high,
+            "state_dim": obs_space["state"].shape[0]}
+
+
+def action_bounds(action_space):
+    """Each agent's action bounds low, high [A, d] (float32), padded to the largest d with 0
+    and 1, which no agent uses."""
+    dims = [space.shape[0] for space in action_space.values()]
+    low = np.zeros((len(dims), max(dims)), dtype=np.float32)
+    high = np.ones((len(dims), max(dims)), dtype=np.float32)
+    for i, space in enumerate(action_space.values()):
+        low[i, :dims[i]], high[i, :dims[i]] = space.low, space.high
+    return low, high
+
+
+def greedy_policy(models, envs):
+    """The evaluation's policy, act(obs, info) -> actions: every agent's mu_i(o^i), without
+    noise, scaled to its bounds; a done agent's is not sent (LockstepEnvs)."""
+    nets = models["nets"]
+    device = next(nets.parameters()).device
+    low, high = action_bounds(envs.action_space)
+
+    @torch.no_grad()
+    def act(obs, info):
+        return to_env_action(nets.act(torch.from_numpy(obs).to(device)), low, high)
+    return act
+
+
+# What a run is judged on, by environment id (its benchmark task in benchmark.py, its README
+# row): (threshold, window of training episodes, "train": the last-window mean at the end,
+# or "eval": the final greedy evaluation). Another id: its reward_threshold over 20, "train".
+GOALS = {"simple_spread_v3": (-16, 100, "train"),
+         "simple_speaker_listener_v4": (-12, 100, "train")}
+# the networks, the algorithm and the time limit, which --eval-checkpoint takes over
+ENV_FLAGS = ("max_cycles",)  # the evaluation's environments get the run's --max-cycles
+MODEL_FLAGS = ("hidden_size", "algo", "twin_q", "target_policy_noise", "policy_delay",
+               "critic_state", "max_cycles")
+# matd3.py's columns of updates.csv as TensorBoard's scalars, under CleanRL's names
+TENSORBOARD_NAMES = {"gradient_steps": "charts/gradient_steps", "critic_loss": "losses/qf_loss",
+                     "q_mean": "losses/qf1_values", "actor_loss": "losses/actor_loss"}
 
 
 if __name__ == "__main__":
