@@ -8,37 +8,13 @@ agent carries a hidden state (h_t, c_t) that summarizes the episode so far,
     (h_t, c_t) = LSTM(enc(o_t), (h_{t-1}, c_{t-1})),   (h, c) = 0 where an episode starts
     pi(a_t | h_t),   V(h_t)
 
-and PPO trains it as ppo.py trains an MLP (clipped surrogate, GAE, value loss, entropy
-bonus), with three changes:
-
-1. The rollout buffer also stores, per step, the episode-start flag and the state (h, c)
-   the agent acted with at that step.
-2. Minibatches are sequences, not single steps: the rollout of each environment is cut
-   into chunks of L = --data-chunk-length steps, and the update re-runs the LSTM over each
-   chunk from the state stored at the chunk's first step, resetting it to zeros at every
-   episode start inside the chunk. The chunk's outputs then go into PPO's loss step by step.
-3. A time-limit truncation at step t bootstraps from V(final observation) computed with
-   the hidden state the episode had reached (the state after step t); a termination does
-   not bootstrap.
-
-What else differs from ppo.py: no --clip-vloss and no V-trace (--advantage); --norm-obs and
---norm-reward are on by default; the learning rate and the clip range epsilon anneal to 0
-(--anneal-clip, as RecurrentPPO's rl-zoo entry for CartPoleNoVel-v1 does) over --anneal-steps,
-not over --total-timesteps (over the budget, the same seed learned differently under another
-one); gamma is 0.99, not ppo.py's 0.98 (--gamma says why); the critic has an LSTM of its
-own (Agent says why); and --hide-obs 1 3 drops those observation dimensions (CartPole's two
-velocities), which turns a Markov task into one that needs memory.
-
-How recurrent PPO implementations batch sequences:
-    HARL (Zhong et al. 2024): chunks of L steps, each re-run from the state stored at its
-        first step (recurrent_generator here); its naive generator feeds whole rollouts.
-    CleanRL's ppo_atari_lstm: minibatches of whole per-environment rollouts, the LSTM re-run
-        from the state at the rollout's start with the dones resetting it inside: L = T here
-        (naive_recurrent_generator gives the same chunks).
-    sb3-contrib's RecurrentPPO: each environment's rollout is cut into sequences at episode
-        starts, each from its stored first state, padded to the longest and the padding
-        masked out of the loss. Here a chunk resets the state where an episode starts
-        inside it (unroll), so every chunk has exactly L steps and nothing is padded.
+and PPO trains it as ppo.py trains an MLP, with three changes: the buffer also stores each
+step's episode-start flag and the state (h, c) the agent acted with; minibatches are chunks of
+L = --data-chunk-length steps of one environment's rollout, each re-run from the state stored
+at its first step and reset to zeros at every episode start inside it; and a time-limit
+truncation bootstraps from V(final observation) valued with the state the episode had reached.
+Unlike ppo.py: no --clip-vloss or V-trace, --norm-obs and --norm-reward on, gamma 0.99, lr and
+epsilon annealed over --anneal-steps, not the budget, and a critic with an LSTM of its own.
 
 Key equations (t indexes steps, done_t = terminated_t or truncated_t):
 
@@ -61,18 +37,11 @@ Papers:
 
 Run:
     python ppo_lstm.py --env-id CartPole-v1 --hide-obs 1 3
-    python ppo_lstm.py --env-id Pendulum-v1 --hide-obs 2 --total-timesteps 200000 \
-        --anneal-steps 200000 --num-steps 256 --data-chunk-length 16 --num-minibatches 16 \
-        --gamma 0.95 --gae-lambda 0.95 --learning-rate 1e-3 --ent-coef 0.001 --no-anneal-clip
+    python ppo_lstm.py --env-id CartPole-v1 --hide-obs 1 3 --data-chunk-length 32   # whole rollouts
     python ppo_lstm.py --help
 
-Writes runs/<env_id>__ppo_lstm__<seed>__<unix_time>/ (ppo_lstm-hide1-3 with --hide-obs 1 3;
---exp-name names it yourself) with config.json, episodes.csv, updates.csv, summary.json,
-model.pt with --save-model, and with --eval-every N evaluations.csv (and best_model.pt, the
-best evaluated model).
-TensorBoard's event file gets the CSV rows too (--no-tensorboard: none; --track syncs it
-to Weights & Biases, as CleanRL does).
-python plot.py <run folder> draws its learning curve (with the --eval-every evaluations).
+Writes runs/<env_id>__ppo_lstm-hide1-3__<seed>__<time>/ (--hide-obs 1 3): config.json, episodes.csv,
+updates.csv, summary.json, curve.png, TensorBoard's events (--save-model: model.pt).
 """
 
 # ---------------------------------------------------------------------------------------
@@ -118,13 +87,11 @@ class Args:
     """seeds Python, NumPy, torch and the environments"""
     total_timesteps: int = 100_000
     """the training budget in environment steps, all environments together"""
-    # Without either flag, a flat observation's small network goes to the CPU: on one thread
-    # it trains faster than on a GPU (results.md, "On a GPU").
+    # Neither: a flat input's small network is faster on one CPU thread (results.md, "On a GPU").
     cuda: tyro.conf.DisallowNone[Optional[bool]] = None
     """--cuda: the GPU; --no-cuda: the CPU; neither: the GPU for an image, the CPU for a vector"""
     output_dir: str = "runs"
     """where run folders go"""
-    # None: the script's name with the dimensions --hide-obs drops, ppo_lstm-hide1-3.
     exp_name: Optional[str] = None
     """the experiment name, in the run folder's name (None: ppo_lstm-hide1-3 for --hide-obs 1 3)"""
     eval_episodes: int = 10
@@ -141,8 +108,7 @@ class Args:
     """record the evaluation episodes into videos/ in the run folder"""
     tensorboard: bool = True
     """write TensorBoard's event files into the run folder too (tensorboard --logdir runs)"""
-    # PLAINRL_CURVE=0 in the environment turns the default off (the test suite's runs skip
-    # matplotlib's import and the figure, about a second a run).
+    # PLAINRL_CURVE=0 in the environment turns the default off (the test suite's runs do).
     curve: bool = os.environ.get("PLAINRL_CURVE") != "0"
     """draw curve.png, the learning curve, into the run folder at the end of training"""
     track: bool = False
@@ -166,20 +132,16 @@ class Args:
     """minibatches per epoch; must divide the number of chunks N*T/L"""
     update_epochs: int = 10
     """epochs over each rollout (3-10 in the PPO paper)"""
-    # 1e-3 with --anneal-clip chosen on tuning seeds 1-5 of CartPole without velocities, where
-    # 2e-3 without it reached 475 on 3 of 5 within 100k steps (benchmarks/results.md).
+    # With --anneal-clip, chosen on tuning seeds 1-5; results.md, "ppo_lstm.py".
     learning_rate: float = 1e-3
     """Adam learning rate at the start (3e-4 in the PPO paper's MuJoCo runs, 2.5e-4 on Atari)"""
     anneal_lr: bool = True
     """decay the learning rate linearly to 0 over --anneal-steps"""
-    # --anneal-lr decays the rate (and --anneal-clip epsilon) to 0 over them, whatever
-    # --total-timesteps is, so that the budget does not change the learning (annealed over the
-    # budget, a seed took 3-8x as many steps to 475 under 300k as under 100k).
+    # Not over --total-timesteps, so that the budget does not change the learning.
     anneal_steps: int = 100_000
     """environment steps over which --anneal-lr and --anneal-clip decay to 0, then stay 0"""
-    # ppo.py and RecurrentPPO's rl-zoo entry for CartPoleNoVel-v1 use 0.98, with which the
-    # 20-episode mean fell back further from 475 on tuning seeds 1-5 of CartPole without
-    # velocities (benchmarks/results.md).
+    # Not the 0.98 of ppo.py and RecurrentPPO's rl-zoo entry for CartPoleNoVel-v1: chosen on
+    # tuning seeds 1-5; results.md, "ppo_lstm.py".
     gamma: float = 0.99
     """discount factor, also that of --norm-reward's return (0.99 in the PPO paper and CleanRL)"""
     gae_lambda: float = 0.8
@@ -188,8 +150,7 @@ class Args:
     """normalize advantages within each minibatch (over all its chunks' steps)"""
     clip_coef: float = 0.2
     """epsilon of the clipped surrogate (0.1-0.3 in the PPO paper's experiments)"""
-    # By the learning rate's factor f_k; smaller steps as the policy gets good (RecurrentPPO's
-    # rl-zoo entry for CartPoleNoVel-v1: 0.2 annealed).
+    # Smaller steps as the policy gets good (RecurrentPPO's rl-zoo entry for CartPoleNoVel-v1).
     anneal_clip: bool = True
     """decay epsilon linearly to 0 over --anneal-steps (factor f_k), with or without --anneal-lr"""
     ent_coef: float = 0.0
@@ -208,16 +169,6 @@ class Args:
     """width of the encoder layer before the LSTM and of the heads' hidden layer after it"""
     lstm_hidden_size: int = 64
     """size of the LSTM's hidden state h and cell state c (CleanRL's Atari LSTM: 128)"""
-
-
-def experiment_name(args):
-    """--exp-name as given, else the script's name with the dimensions --hide-obs drops
-    (--hide-obs 3 1: ppo_lstm-hide1-3), so that the run folder's name and plot.py's legend
-    tell a partially observed task from the full one."""
-    name = os.path.splitext(SCRIPT)[0]
-    if args.hide_obs:
-        name += "-hide" + "-".join(str(d) for d in sorted(args.hide_obs))
-    return args.exp_name or name
 
 
 # ---------------------------------------------------------------------------------------
@@ -298,11 +249,9 @@ def recurrent_generator(num_steps, num_envs, chunk_length, num_minibatches, gene
 
 
 def naive_recurrent_generator(num_steps, num_envs, num_minibatches, generator=None):
-    """Minibatches of whole rollouts: each environment's T steps are one sequence that
-    starts from the state stored at the rollout's first step (HARL's
-    naive_recurrent_generator; CleanRL's ppo_atari_lstm batches so too). It is the chunked
-    generator with L = T: train calls recurrent_generator, which with --data-chunk-length
-    equal to --num-steps yields these same chunks; this one is kept for teaching."""
+    """Minibatches of whole rollouts, each from the state stored at the rollout's first step
+    (HARL's naive_recurrent_generator; CleanRL's ppo_atari_lstm batches so too): the chunked
+    generator with L = T, which train gets with --data-chunk-length equal to --num-steps."""
     return recurrent_generator(num_steps, num_envs, num_steps, num_minibatches, generator)
 
 
@@ -315,11 +264,10 @@ def unroll(lstm, features, state, episode_starts):
         (h, c) <- (1 - start_t) * (h, c)
         out_t, (h, c) = LSTM(features_t, (h, c))
 
-    Returns (outputs [L, B, H], final state (h, c)). The reset at t = 0 is what lets a
-    chunk start from its stored state whatever that state is: where the chunk's first
-    step starts an episode, it starts from zeros. The steps between two resets (anywhere
-    in the batch) go to torch.nn.LSTM in one call: the same arithmetic, step by step
-    inside the library.
+    Returns (outputs [L, B, H], final state (h, c)). With the reset at t = 0, a chunk whose
+    first step starts an episode starts from zeros, whatever state is stored. The steps
+    between two resets (anywhere in the batch) go to torch.nn.LSTM in one call: the same
+    arithmetic, step by step inside the library.
     """
     h, c = state
     length = features.shape[0]
@@ -391,10 +339,8 @@ class Agent(nn.Module):
 
     The critic has an LSTM of its own, as in Stable-Baselines3's RecurrentPPO (CleanRL's
     LSTM agent shares one): the value loss, whose targets are returns of tens to hundreds,
-    would otherwise pull on the memory the actor uses. In single-seed trials on CartPole
-    without velocities, a shared LSTM learned faster when the value loss weighed less
-    (benchmarks/results.md, "ppo_lstm.py"). The agent's state holds both LSTMs' states:
-    h and c are each [B, 2, H], index 0 the actor's and index 1 the critic's.
+    would otherwise pull on the memory the actor uses. The agent's state holds both LSTMs'
+    states: h and c are each [B, 2, H], index 0 the actor's and index 1 the critic's.
     """
 
     def __init__(self, obs_dim, action_dim, continuous, hidden_size=64, lstm_hidden_size=64):
@@ -463,8 +409,7 @@ class Agent(nn.Module):
 
     @torch.no_grad()
     def greedy(self, obs, state, episode_starts):
-        """The most likely action (argmax of the logits, or the Gaussian's mean) and the
-        state after the step."""
+        """The most likely action (the logits' argmax or the Gaussian's mean), the state after."""
         (actor, _), state = self.features(obs.unsqueeze(0), state, episode_starts.unsqueeze(0))
         out = self.actor(actor[0])
         return (out if self.continuous else out.argmax(-1)), state
@@ -477,8 +422,7 @@ def head(in_size, hidden_size, out_size, out_std):
 
 
 def recurrent_tower(obs_dim, hidden_size, lstm_hidden_size):
-    """A Linear + tanh encoder and an LSTM over its outputs (orthogonal weights, zero
-    biases)."""
+    """A Linear + tanh encoder and an LSTM over its outputs (orthogonal weights, zero biases)."""
     encoder = nn.Sequential(layer_init(nn.Linear(obs_dim, hidden_size)), nn.Tanh())
     lstm = nn.LSTM(hidden_size, lstm_hidden_size)
     for name, param in lstm.named_parameters():
@@ -490,8 +434,7 @@ def recurrent_tower(obs_dim, hidden_size, lstm_hidden_size):
 
 
 # ---------------------------------------------------------------------------------------
-# What the agent sees and sends: hidden dimensions, normalized observations and rewards,
-# clipped actions
+# What the agent sees and sends: hidden dimensions, normalized observations, clipped actions
 # ---------------------------------------------------------------------------------------
 class ObsNormalizer:
     """(obs - mean) / sqrt(var + 1e-8), clipped to [-10, 10], with running statistics
@@ -523,13 +466,11 @@ class ObsNormalizer:
 
 def make_vector_env(env_id, num_envs, reward_gamma=None, video_folder=None, hide_obs=()):
     """N copies of env_id in one synchronous vector environment, with SAME_STEP autoreset
-    (the observation after an episode ends is the next episode's first; the true last one
-    is in info["final_obs"]) and episode statistics recorded by Gymnasium's wrapper. Each
-    copy drops the hide_obs dimensions (--hide-obs) of every observation it returns, so the
-    agent, the statistics, info["final_obs"] and the evaluation never see them. With
-    reward_gamma (--norm-reward), rewards are divided by the running std of the return
-    discounted by it (Gymnasium's NormalizeReward) and clipped to [-10, 10], after the
-    statistics wrapper, so that episodes.csv keeps the raw returns."""
+    (the true last observation of an episode is in info["final_obs"]) and episode statistics.
+    Each copy drops the hide_obs dimensions (--hide-obs), so the agent, the statistics,
+    info["final_obs"] and the evaluation never see them. With reward_gamma (--norm-reward),
+    rewards are divided by the running std of the return discounted by it and clipped to
+    [-10, 10], after the statistics wrapper, so that episodes.csv keeps the raw returns."""
     def make(i):
         if video_folder is None:
             env = gym.make(env_id)
@@ -568,8 +509,8 @@ def to_env_action(agent, actions, action_space):
 # ---------------------------------------------------------------------------------------
 def train(args, agent, normalizer, envs, run, device):
     """PPO with an LSTM agent: collect a rollout carrying the hidden state, compute GAE, then
-    epochs of minibatch steps on chunks re-run from their stored first states, log; until
-    the budget, --stop-at-return or a non-finite loss."""
+    epochs of minibatch steps on chunks re-run from their stored first states, log; until the
+    budget, --stop-at-return or a non-finite loss."""
     # eps = 1e-5 as in the PPO authors' baselines (torch's default is 1e-8)
     optimizer = torch.optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5)
     T, N, L = args.num_steps, args.num_envs, args.data_chunk_length
@@ -598,20 +539,17 @@ def train(args, agent, normalizer, envs, run, device):
             action, logprob, value, state = agent.step(next_obs, state, next_start)
             buffer.actions[step], buffer.logprobs[step] = action, logprob
             buffer.values[step] = value
-            # A Gaussian sample is clipped to the action bounds for the environment only: the
-            # buffer keeps the unclipped sample, whose log-probability the ratio compares.
+            # The buffer keeps the unclipped sample, whose log-probability the ratio compares.
             obs, reward, terminated, truncated, info = envs.step(
                 to_env_action(agent, action, envs.single_action_space))
             global_step += N
             run.step(global_step)  # progress line; evaluation every --eval-every steps
-            # With --norm-reward (on by default) the reward arrives divided by the running
-            # std of the discounted return and clipped to [-10, 10] (make_vector_env).
+            # With --norm-reward (on by default) the reward arrives scaled (make_vector_env).
             buffer.rewards[step] = torch.from_numpy(reward).to(device)
             buffer.terminated[step] = torch.from_numpy(terminated).to(device)
             buffer.truncated[step] = torch.from_numpy(truncated).to(device)
-            # With --norm-obs (on by default), observations become (obs - mean) / std clipped
-            # to [-10, 10]; a time limit's true final observation is normalized by the same
-            # statistics without updating them and valued with the state the episode reached.
+            # A time limit's true final observation is normalized without updating the
+            # statistics and valued with the state the episode reached.
             for i in np.flatnonzero(truncated):
                 final_obs = torch.from_numpy(normalizer(info["final_obs"][i])).to(device)
                 buffer.final_values[step, i] = agent.bootstrap_value(
@@ -688,86 +626,6 @@ def main(args: Args) -> dict:
         args.env_id, args.num_envs, hide_obs=args.hide_obs,
         reward_gamma=args.gamma if args.norm_reward else None)
     return train_and_finish(run, lambda: train(args, agent, normalizer, envs, run, device), envs)
-
-
-# ---------------------------------------------------------------------------------------
-# What the plumbing asks of ppo_lstm.py: its own checks, its greedy policy, its model's flags
-# ---------------------------------------------------------------------------------------
-def check_flags(args):
-    """ppo_lstm.py's own flags, checked before any environment is made."""
-    for name in ("num_envs", "num_steps", "data_chunk_length", "num_minibatches",
-                 "update_epochs", "hidden_size", "lstm_hidden_size", "learning_rate",
-                 "clip_coef", "max_grad_norm", "anneal_steps"):
-        if not getattr(args, name) > 0:
-            fail(f"--{name.replace('_', '-')} must be positive, got {getattr(args, name)}")
-    for name in ("gamma", "gae_lambda"):
-        if not 0.0 <= getattr(args, name) <= 1.0:
-            fail(f"--{name.replace('_', '-')} must be in [0, 1], got {getattr(args, name)}")
-    if args.num_steps % args.data_chunk_length:
-        fail(f"--data-chunk-length {args.data_chunk_length} does not divide --num-steps "
-             f"{args.num_steps}; pick a divisor of {args.num_steps}")
-    batch_size = args.num_envs * args.num_steps
-    if batch_size // args.data_chunk_length % args.num_minibatches:
-        fail(f"num_envs*num_steps/data_chunk_length = {batch_size // args.data_chunk_length} "
-             f"chunks do not split into --num-minibatches {args.num_minibatches}; pick a divisor")
-    if args.eval_checkpoint is None and 0 < args.total_timesteps < batch_size:
-        fail(f"--total-timesteps {args.total_timesteps} is less than one rollout "
-             f"(num_envs*num_steps = {batch_size}); raise it or shrink the rollout")
-
-
-def check_spaces(args, obs_space, action_space):
-    """Whether ppo_lstm.py handles the environment's spaces and --hide-obs; returns (obs_dim,
-    the dimensions --hide-obs leaves; action_dim, continuous)."""
-    if not (isinstance(action_space, gym.spaces.Discrete)
-            or isinstance(action_space, gym.spaces.Box) and len(action_space.shape) == 1):
-        fail(f"{args.env_id} has a {type(action_space).__name__} action space of shape "
-             f"{action_space.shape}; ppo_lstm.py handles Discrete and flat Box actions (number "
-             "MultiDiscrete or MultiBinary combinations as one Discrete action)")
-    if not (isinstance(obs_space, gym.spaces.Box) and len(obs_space.shape) == 1):
-        fail(f"{args.env_id} has a {type(obs_space).__name__} observation space of shape "
-             f"{obs_space.shape}; ppo_lstm.py's encoder needs a flat Box (ppo_masked.py "
-             "one-hot encodes Discrete ones, qlearning.py uses a table)")
-    hide_obs = args.hide_obs
-    if len(set(hide_obs)) < len(hide_obs) or not set(hide_obs) < set(range(obs_space.shape[0])):
-        fail(f"--hide-obs {' '.join(map(str, hide_obs))} must name distinct dimensions among "
-             f"{args.env_id}'s 0 to {obs_space.shape[0] - 1}, keeping at least one")
-    continuous = isinstance(action_space, gym.spaces.Box)
-    action_dim = action_space.shape[0] if continuous else int(action_space.n)
-    return obs_space.shape[0] - len(hide_obs), action_dim, continuous
-
-
-def greedy_policy(models, envs):
-    """The evaluation's policy, act(obs, info) -> actions: the most likely action (the
-    argmax of the logits, or the Gaussian's mean clipped to the bounds), the observation
-    statistics frozen. Each environment carries its own LSTM state from zeros, never reset:
-    only its first episode counts."""
-    agent, normalizer = models["agent"], models["obs_rms"]
-    device = next(agent.parameters()).device
-    state = agent.initial_state(envs.num_envs, device)
-    no_starts = torch.zeros(envs.num_envs, device=device)
-
-    @torch.no_grad()
-    def act(obs, info):
-        nonlocal state
-        action, state = agent.greedy(torch.from_numpy(normalizer(obs)).to(device), state,
-                                     no_starts)
-        return to_env_action(agent, action, envs.single_action_space)
-    return act
-
-
-# What a run is judged on, by environment id (its benchmark task in benchmark.py, its README
-# row): (threshold, window of training episodes, "train": the last-window mean at the end,
-# or "eval": the final greedy evaluation). Another id: its reward_threshold over 20, "train".
-GOALS = {"CartPole-v1": (475, 20, "train"), "Pendulum-v1": (-200, 20, "train")}
-# a checkpoint's network is built by these, and it sees what --hide-obs leaves
-MODEL_FLAGS = ("hidden_size", "lstm_hidden_size", "norm_obs", "hide_obs")
-ENV_FLAGS = ("hide_obs",)  # the evaluation's environments drop those dimensions too
-# ppo_lstm.py's losses in updates.csv as TensorBoard's scalars, under CleanRL's names (the
-# others, such as clip_coef, go under charts/)
-TENSORBOARD_NAMES = {
-    "policy_loss": "losses/policy_loss", "value_loss": "losses/value_loss",
-    "entropy": "losses/entropy", "approx_kl": "losses/approx_kl", "clipfrac": "losses/clipfrac",
-    "explained_variance": "losses/explained_variance"}
 
 
 # ---------------------------------------------------------------------------------------
@@ -1408,6 +1266,96 @@ def cli():
         signal.signal(signal.SIGINT, signal.SIG_DFL)
         os.kill(os.getpid(), signal.SIGINT)
 # End of plumbing/common.py
+
+
+# ---------------------------------------------------------------------------------------
+# What the plumbing asks of ppo_lstm.py: its run's name, its checks, greedy policy, model flags
+# ---------------------------------------------------------------------------------------
+def experiment_name(args):
+    """--exp-name as given, else the script's name with the dimensions --hide-obs drops
+    (--hide-obs 3 1: ppo_lstm-hide1-3), so that the run folder's name and plot.py's legend
+    tell a partially observed task from the full one."""
+    name = os.path.splitext(SCRIPT)[0]
+    if args.hide_obs:
+        name += "-hide" + "-".join(str(d) for d in sorted(args.hide_obs))
+    return args.exp_name or name
+
+
+def check_flags(args):
+    """ppo_lstm.py's own flags, checked before any environment is made."""
+    for name in ("num_envs", "num_steps", "data_chunk_length", "num_minibatches",
+                 "update_epochs", "hidden_size", "lstm_hidden_size", "learning_rate",
+                 "clip_coef", "max_grad_norm", "anneal_steps"):
+        if not getattr(args, name) > 0:
+            fail(f"--{name.replace('_', '-')} must be positive, got {getattr(args, name)}")
+    for name in ("gamma", "gae_lambda"):
+        if not 0.0 <= getattr(args, name) <= 1.0:
+            fail(f"--{name.replace('_', '-')} must be in [0, 1], got {getattr(args, name)}")
+    if args.num_steps % args.data_chunk_length:
+        fail(f"--data-chunk-length {args.data_chunk_length} does not divide --num-steps "
+             f"{args.num_steps}; pick a divisor of {args.num_steps}")
+    batch_size = args.num_envs * args.num_steps
+    if batch_size // args.data_chunk_length % args.num_minibatches:
+        fail(f"num_envs*num_steps/data_chunk_length = {batch_size // args.data_chunk_length} "
+             f"chunks do not split into --num-minibatches {args.num_minibatches}; pick a divisor")
+    if args.eval_checkpoint is None and 0 < args.total_timesteps < batch_size:
+        fail(f"--total-timesteps {args.total_timesteps} is less than one rollout "
+             f"(num_envs*num_steps = {batch_size}); raise it or shrink the rollout")
+
+
+def check_spaces(args, obs_space, action_space):
+    """Whether ppo_lstm.py handles the environment's spaces and --hide-obs; returns (obs_dim,
+    the dimensions --hide-obs leaves; action_dim, continuous)."""
+    if not (isinstance(action_space, gym.spaces.Discrete)
+            or isinstance(action_space, gym.spaces.Box) and len(action_space.shape) == 1):
+        fail(f"{args.env_id} has a {type(action_space).__name__} action space of shape "
+             f"{action_space.shape}; ppo_lstm.py handles Discrete and flat Box actions (number "
+             "MultiDiscrete or MultiBinary combinations as one Discrete action)")
+    if not (isinstance(obs_space, gym.spaces.Box) and len(obs_space.shape) == 1):
+        fail(f"{args.env_id} has a {type(obs_space).__name__} observation space of shape "
+             f"{obs_space.shape}; ppo_lstm.py's encoder needs a flat Box (ppo_masked.py "
+             "one-hot encodes Discrete ones, qlearning.py uses a table)")
+    hide_obs = args.hide_obs
+    if len(set(hide_obs)) < len(hide_obs) or not set(hide_obs) < set(range(obs_space.shape[0])):
+        fail(f"--hide-obs {' '.join(map(str, hide_obs))} must name distinct dimensions among "
+             f"{args.env_id}'s 0 to {obs_space.shape[0] - 1}, keeping at least one")
+    continuous = isinstance(action_space, gym.spaces.Box)
+    action_dim = action_space.shape[0] if continuous else int(action_space.n)
+    return obs_space.shape[0] - len(hide_obs), action_dim, continuous
+
+
+def greedy_policy(models, envs):
+    """The evaluation's policy, act(obs, info) -> actions: the most likely action (the
+    argmax of the logits, or the Gaussian's mean clipped to the bounds), the observation
+    statistics frozen. Each environment carries its own LSTM state from zeros, never reset:
+    only its first episode counts."""
+    agent, normalizer = models["agent"], models["obs_rms"]
+    device = next(agent.parameters()).device
+    state = agent.initial_state(envs.num_envs, device)
+    no_starts = torch.zeros(envs.num_envs, device=device)
+
+    @torch.no_grad()
+    def act(obs, info):
+        nonlocal state
+        action, state = agent.greedy(torch.from_numpy(normalizer(obs)).to(device), state,
+                                     no_starts)
+        return to_env_action(agent, action, envs.single_action_space)
+    return act
+
+
+# What a run is judged on, by environment id (its benchmark task in benchmark.py, its README
+# row): (threshold, window of training episodes, "train": the last-window mean at the end,
+# or "eval": the final greedy evaluation). Another id: its reward_threshold over 20, "train".
+GOALS = {"CartPole-v1": (475, 20, "train"), "Pendulum-v1": (-200, 20, "train")}
+# a checkpoint's network is built by these, and it sees what --hide-obs leaves
+MODEL_FLAGS = ("hidden_size", "lstm_hidden_size", "norm_obs", "hide_obs")
+ENV_FLAGS = ("hide_obs",)  # the evaluation's environments drop those dimensions too
+# ppo_lstm.py's losses in updates.csv as TensorBoard's scalars, under CleanRL's names (the
+# others, such as clip_coef, go under charts/)
+TENSORBOARD_NAMES = {
+    "policy_loss": "losses/policy_loss", "value_loss": "losses/value_loss",
+    "entropy": "losses/entropy", "approx_kl": "losses/approx_kl", "clipfrac": "losses/clipfrac",
+    "explained_variance": "losses/explained_variance"}
 
 
 if __name__ == "__main__":
