@@ -1,26 +1,22 @@
 # From plainrl (MIT licence, (c) 2026 the plainrl authors): keep this line in a copy.
 """MADDPG and MATD3: deterministic actors, one per agent, and a centralized critic, off-policy.
 
-Each agent i acts with its own deterministic policy mu_i(o^i); a critic Q(s, a^1, ..., a^n),
-used only in training, sees the global state and every agent's action. N copies of a
-PettingZoo parallel environment with continuous actions fill a replay buffer (HARL's, Zhong
-et al. 2024: --critic-state ep, one row s = env.state() per step; fp, one row per agent, the
-state with its observation and id); each gradient step regresses the critic on an n-step
-target from target networks and moves every actor up the critic's gradient in its own
-action. `--algo maddpg` (Lowe et al. 2017) and `--algo matd3` (Ackermann et al. 2019, the
-default) differ in TD3's three fixes (Fujimoto et al. 2018), each a flag of its own that
-overrides the preset: twin critics, target smoothing noise, delayed actor and target updates.
+Each agent i of a PettingZoo parallel environment with continuous actions acts with its own
+deterministic policy mu_i(o^i); a critic Q(s, a^1, ..., a^n), used only in training, sees the
+global state and every agent's action (--critic-state ep: s = env.state(), a row per step;
+fp: a row per agent, s joined with its observation and id; HARL's buffers, Zhong et al.
+2024). Each gradient step on a replay batch regresses the critic on an n-step target and
+moves every actor up the critic's gradient in its own action. MADDPG (Lowe et al. 2017) and
+MATD3 (Ackermann et al. 2019, the default) differ in TD3's three fixes (Fujimoto et al. 2018).
 
-Key equations (actions live in [-1, 1]^d, the actors' tanh range, scaled to the
-environment's bounds only when stepping; k indexes the sampled step, m <= n its window):
+Key equations (actions live in [-1, 1]^d, scaled to the environment's bounds when stepping):
 
     exploration   a^i = clip(mu_i(o^i) + eps, -1, 1),                   eps ~ N(0, sigma^2)
     target action a'^j = clip(mu'_j(o'^j) + clip(eps', -c, c), -1, 1)   for EVERY agent j
     n-step return R = sum_{l<m} gamma^l r_{k+l}; m = n, or the window stops at the first
-                  episode end (done) inside it; the bootstrap uses the state after step k+m-1
+                  episode end in it (k: the sampled step); bootstrap from the state after k+m-1
     critic target y = R + gamma^m (1 - terminated_{k+m-1}) min(Q'_1, Q'_2)(s', a'^1..a'^n)
-                  (MADDPG: Q'_1 alone); a truncated episode (time limit) ends the window but
-                  bootstraps, only a termination cuts the bootstrap
+                  (MADDPG: Q'_1 alone); a truncation (time limit) ends the window, bootstrapping
     critic loss   L_Q = sum_c mean over the batch of (Q_c(s, a) - y)^2
     actor loss    L_mu_i = -mean over the batch of Q_1(s, a^1, .., mu_i(o^i), .., a^n)
                   (the other agents' actions a^j as stored in the batch), every d-th step
@@ -40,11 +36,8 @@ Run:
     python matd3.py --env-id simple_spread_v3                  # MATD3, EP critic, the defaults
     python matd3.py --env-id simple_spread_v3 --algo maddpg    # MADDPG
     python matd3.py --env-id simple_speaker_listener_v4 --critic-state fp --n-step 3
-    python matd3.py --help
 
-Writes runs/<env_id>__matd3__<seed>__<unix_time>/ (maddpg with --algo maddpg): config.json,
-episodes.csv, updates.csv, summary.json (plainrl's CONTRIBUTING.md, "What a run writes");
-python plot.py <run folder> draws its learning curve.
+Writes runs/<env_id>__matd3__<seed>__<unix_time>/ (plainrl's CONTRIBUTING.md, "What a run writes").
 """
 
 # ---------------------------------------------------------------------------------------
