@@ -15,60 +15,27 @@ Key equations (t indexes steps, done_t = terminated_t or truncated_t):
     R_t       = A_t + V(s_t), the return target of the critic (with V-trace, R_t = vs_t)
     loss      = -L_clip + c_v * 0.5 * (V(s_t) - R_t)^2 - c_e * entropy
 
+with eps --clip-coef, gamma --gamma, lambda --gae-lambda, c_v --vf-coef, c_e --ent-coef.
 A time-limit truncation is not a termination: the step bootstraps from the value of the
 true final observation (Gymnasium's info["final_obs"]), while a terminated step does not.
-V-trace targets (Espeholt et al. 2018) can replace GAE with --advantage vtrace.
+V-trace targets can replace GAE with --advantage vtrace. An image observation gets a
+convolutional network (Agent), an Atari id (ALE/...) the DQN paper's preprocessing.
 
-The network follows the observation: a flat vector gets two MLPs (actor and critic), an
-image a convolutional encoder shared by a linear actor head and a linear critic head, as
-in the PPO paper's Atari runs. Atari ids (ALE/...) get the DQN paper's preprocessing.
-On MuJoCo, benchmark.py runs CleanRL's settings on Hopper and Walker2d (this file's own
-64-unit tanh networks, one environment of 2,048 steps, the value loss clipped) and the RL
-Zoo's tuned settings on HalfCheetah (PPO_ZOO: ReLU 256-unit networks in PyTorch's
-initialization, --log-std-init -2, one environment of 512 steps); the zoo's value
-coefficient is doubled there, because Stable-Baselines3's value loss is (V - R)^2 and this
-file's is 0.5 (V - R)^2. With the zoo's Hopper settings the hopper learned to stand still,
-and with its Walker2d settings the walker reached 409-768 where CleanRL's reached 3,740-4,758
-(seeds 1-3, 1M steps; benchmark.py's PPO_CLEANRL_MUJOCO).
+Papers: Schulman et al. 2017 (PPO, arXiv:1707.06347); Schulman et al. 2016 (GAE, ICLR);
+Espeholt et al. 2018 (IMPALA's V-trace, ICML); Pardo et al. 2018 (Time Limits in RL, ICML);
+Mnih et al. 2015 (DQN's network and Atari preprocessing, Nature 518); Young & Tian 2019
+(MinAtar and its small-grid network, arXiv:1903.03176).
 
-Papers:
-    Schulman et al. 2017, "Proximal Policy Optimization Algorithms", arXiv:1707.06347
-    Schulman et al. 2016, "High-Dimensional Continuous Control Using Generalized
-        Advantage Estimation", ICLR 2016
-    Espeholt et al. 2018, "IMPALA: Scalable Distributed Deep-RL with Importance Weighted
-        Actor-Learner Architectures", ICML 2018
-    Pardo et al. 2018, "Time Limits in Reinforcement Learning", ICML 2018
-    Mnih et al. 2015, "Human-level control through deep reinforcement learning", Nature 518
-        (the convolutional network and the Atari preprocessing)
-    Young & Tian 2019, "MinAtar: An Atari-Inspired Testbed for Thorough and Reproducible
-        Reinforcement Learning Experiments", arXiv:1903.03176 (the small-grid network)
-
-Run:
+Run (Pendulum, MinAtar, HalfCheetah, your own environment: the docs' "Running it"):
     python ppo.py --env-id CartPole-v1
-    python ppo.py --env-id Pendulum-v1 --total-timesteps 200000 --num-envs 8 \
-        --num-steps 256 --num-minibatches 32 --update-epochs 10 --gamma 0.95 \
-        --gae-lambda 0.95 --learning-rate 2e-3 --ent-coef 0.001 --norm-obs --norm-reward
-    PYTHONPATH=tests python ppo.py --env-id my_envs:GridWorld-v0   # tests/my_envs.py's id
-    python ppo.py --env-id MinAtar/Breakout-v1 --num-steps 128 --learning-rate 2e-3 \
-        --gamma 0.99 --gae-lambda 0.95 --num-minibatches 4 --update-epochs 4 --clip-coef 0.1 \
-        --clip-vloss --ent-coef 0.01 --total-timesteps 1000000   # benchmark.py's; pip install minatar
     python ppo.py --env-id Hopper-v5 --total-timesteps 1000000 --num-envs 1 \
         --num-steps 2048 --num-minibatches 32 --update-epochs 10 --learning-rate 3e-4 \
         --gamma 0.99 --gae-lambda 0.95 --clip-vloss --ent-coef 0 --norm-obs --norm-reward \
         --eval-every 100000   # CleanRL's MuJoCo settings, benchmark.py's Hopper and Walker2d
-    python ppo.py --env-id HalfCheetah-v5 --total-timesteps 1000000 --num-envs 1 --num-steps 512 \
-        --num-minibatches 8 --update-epochs 20 --gamma 0.98 --gae-lambda 0.92 --eval-every 100000 \
-        --learning-rate 2.0633e-05 --no-anneal-lr --ent-coef 0.000401762 --clip-coef 0.1 \
-        --max-grad-norm 0.8 --vf-coef 1.16192 --norm-obs --norm-reward --hidden-size 256 \
-        --activation relu --no-ortho-init --log-std-init -2   # the RL Zoo's HalfCheetah settings
-    python ppo.py --help
 
-Writes runs/<env_id>__ppo__<seed>__<unix_time>/ with config.json, episodes.csv, updates.csv,
-summary.json, model.pt with --save-model, and with --eval-every N evaluations.csv (and
-best_model.pt, the best evaluated model).
-TensorBoard's event file gets the CSV rows too (--no-tensorboard: none; --track syncs it
-to Weights & Biases, as CleanRL does).
-python plot.py <run folder> draws its learning curve (with the --eval-every evaluations).
+Writes runs/<env_id>__ppo__<seed>__<unix_time>/: config.json, episodes.csv, updates.csv,
+summary.json, TensorBoard's events (--track: W&B too), model.pt (--save-model), evaluations.csv
+and best_model.pt (--eval-every N); python plot.py <run folder> draws its learning curve.
 """
 
 # ---------------------------------------------------------------------------------------
@@ -137,8 +104,7 @@ class Args:
     """record the evaluation episodes into videos/ in the run folder"""
     tensorboard: bool = True
     """write TensorBoard's event files into the run folder too (tensorboard --logdir runs)"""
-    # PLAINRL_CURVE=0 in the environment turns the default off (the test suite's runs skip
-    # matplotlib's import and the figure, about a second a run).
+    # PLAINRL_CURVE=0 turns the default off: the test suite's runs skip matplotlib (1 s a run).
     curve: bool = os.environ.get("PLAINRL_CURVE") != "0"
     """draw curve.png, the learning curve, into the run folder at the end of training"""
     track: bool = False
@@ -190,7 +156,6 @@ class Args:
     """normalize observations by running mean and variance, clip to [-10, 10] (kept in model.pt)"""
     norm_reward: bool = False
     """divide rewards by the running std of the discounted return, then clip to [-10, 10]"""
-    # Image observations get the convolutional network, whose sizes are fixed.
     hidden_size: int = 64
     """width of the two hidden layers of the actor and of the critic, for vector observations"""
     # tanh and orthogonal weights as in the PPO baselines and CleanRL; the RL Zoo's MuJoCo
@@ -204,18 +169,10 @@ class Args:
     # ALE/ ids only. The game plays on after a lost life, as in the DQN paper and CleanRL.
     terminal_on_life_loss: bool = True
     """Atari: a lost life ends the training episode (no bootstrap); evaluation plays whole games"""
-    # Discrete actions; otherwise the evaluation takes the most likely action. None: 0.05 on ALE/
-    # ids, as the DQN papers and CleanRL evaluate Atari, where a policy that never presses FIRE
-    # would idle; 0, greedy, elsewhere.
+    # Discrete actions only (else the most likely action). 0.05 on ALE/ ids as the DQN papers
+    # and CleanRL evaluate Atari, where a policy that never presses FIRE would idle.
     eval_epsilon: Optional[float] = None
     """the evaluation's probability of a uniformly random action (None: 0.05 on ALE/ ids, else 0)"""
-
-
-def with_eval_epsilon(args):
-    """The flags with --eval-epsilon left at None filled in: 0.05 for an ALE/ id, else 0."""
-    if args.eval_epsilon is not None:
-        return args
-    return replace(args, eval_epsilon=0.05 if args.env_id.startswith("ALE/") else 0.0)
 
 
 # ---------------------------------------------------------------------------------------
@@ -378,14 +335,11 @@ def layer_init(layer, std=math.sqrt(2), bias_const=0.0, ortho=True):
     return layer
 
 
-ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU}
-
-
 def mlp(in_size, hidden_size, out_size, out_std, activation="tanh", ortho=True):
     """[B, in_size] -> [B, out_size]: y = W3 f(W2 f(W1 x + b1) + b2) + b3, with f tanh or
     ReLU (--activation); the last layer's orthogonal gain is out_std (0.01 for the actor's
     mean, 1 for the value), unless ortho=False (--no-ortho-init)."""
-    act = ACTIVATIONS[activation]
+    act = {"tanh": nn.Tanh, "relu": nn.ReLU}[activation]
     return nn.Sequential(
         layer_init(nn.Linear(in_size, hidden_size), ortho=ortho), act(),
         layer_init(nn.Linear(hidden_size, hidden_size), ortho=ortho), act(),
@@ -400,14 +354,12 @@ class ImageEncoder(nn.Module):
     frames are 10 x 10 x 10): channels_last for H x W x C images, Gymnasium's and MinAtar's
     convention, moved first for the convolutions; channels first (C x H x W) for the stack
     of Atari frames that atari_wrappers makes. 0-255 pixels (byte_pixels) are scaled to [0, 1].
-    A convolution's output side is (side - kernel) // stride + 1. Two sizes:
+    Two sizes, a convolution's output side being (side - kernel) // stride + 1:
 
-        at least 36 x 36 (Atari's 84 x 84 frames; Mnih et al. 2015): conv 32 8x8 stride 4,
-            conv 64 4x4 stride 2, conv 64 3x3 stride 1, linear 512;
-            84 -> (84 - 8) // 4 + 1 = 20 -> (20 - 4) // 2 + 1 = 9 -> 9 - 3 + 1 = 7,
-            so 64 * 7 * 7 = 3136 inputs to the linear layer
-        smaller grids (MinAtar's 10 x 10; Young & Tian 2019): conv 16 3x3 stride 1, linear 128;
-            10 -> 8, so 16 * 8 * 8 = 1024 inputs to the linear layer
+        at least 36 x 36 (Atari's 84 x 84; Mnih et al. 2015): conv 32 8x8 stride 4, conv 64
+            4x4 stride 2, conv 64 3x3 stride 1 (84 -> 20 -> 9 -> 7: 64 * 7 * 7 = 3136), linear 512
+        smaller grids (MinAtar's 10 x 10; Young & Tian 2019): conv 16 3x3 stride 1
+            (10 -> 8: 16 * 8 * 8 = 1024), linear 128
     """
 
     def __init__(self, obs_shape, uint8, channels_last=True):
@@ -512,16 +464,14 @@ class ObsNormalizer:
 
 def make_vector_env(env_id, num_envs, training=False, reward_gamma=None, life_loss=False,
                     video_folder=None):
-    """N copies of env_id in one synchronous vector environment, with SAME_STEP autoreset
+    """N copies of env_id in one synchronous vector environment with SAME_STEP autoreset
     (the observation after an episode ends is the next episode's first; the true last one
-    is in info["final_obs"]) and episode statistics recorded by Gymnasium's wrapper. With
-    reward_gamma (--norm-reward), rewards are divided by the running std of the return
-    discounted by it (Gymnasium's NormalizeReward) and clipped to [-10, 10], after the
-    statistics wrapper, so that episodes.csv keeps the raw returns. An Atari id gets
-    atari_wrappers and, in training, rewards clipped to their sign after the statistics
-    wrapper, as in the DQN paper, and with life_loss a lost life as a termination
-    (LifeLossTermination): episodes.csv keeps the score of whole games. A video records the
-    game's own screen, before the preprocessing."""
+    is in info["final_obs"]) and Gymnasium's episode statistics, which the wrappers after
+    them leave raw: reward_gamma (--norm-reward) divides rewards by the running std of the
+    return discounted by it and clips them to [-10, 10] (Gymnasium's NormalizeReward); an
+    Atari id gets atari_wrappers and, in training, rewards clipped to their sign (the DQN
+    paper) and with life_loss a lost life as a termination (LifeLossTermination), so that
+    episodes.csv keeps whole games' scores. video_folder: recording_env (--capture-video)."""
     atari = env_id.startswith("ALE/")
     options = {"frameskip": 1} if atari else {}  # AtariPreprocessing skips frames itself
 
@@ -529,13 +479,7 @@ def make_vector_env(env_id, num_envs, training=False, reward_gamma=None, life_lo
         if video_folder is None:
             env = gym.make(env_id, **options)
         else:
-            os.environ.setdefault("SDL_VIDEODRIVER", "dummy")  # frames only, no window to open
-            env = gym.make(env_id, render_mode="rgb_array", **options)
-            env = MinAtarScreen(env) if env_id.startswith("MinAtar/") else env
-            with warnings.catch_warnings():  # the environments share one folder on purpose
-                warnings.filterwarnings("ignore", message=".*Overwriting existing videos")
-                env = gym.wrappers.RecordVideo(env, video_folder, name_prefix=f"eval-{i}",
-                                               episode_trigger=lambda episode: episode == 0)
+            env = recording_env(env_id, video_folder, f"eval-{i}", **options)
         return atari_wrappers(env) if atari else env
 
     envs = gym.vector.SyncVectorEnv([lambda i=i: make(i) for i in range(num_envs)],
@@ -552,8 +496,7 @@ def make_vector_env(env_id, num_envs, training=False, reward_gamma=None, life_lo
 
 
 def to_env_action(agent, actions, action_space):
-    """Tensor actions to what the environment takes: Gaussian samples are clipped to the
-    bounds when stepping (the unclipped sample is what the buffer stores)."""
+    """Tensor actions to what the environment takes: a Gaussian sample clipped to the bounds."""
     actions = actions.cpu().numpy()
     if agent.continuous:
         return np.clip(actions, action_space.low, action_space.high)
@@ -592,14 +535,12 @@ def train(args, agent, normalizer, envs, run, device):
                 to_env_action(agent, action, envs.single_action_space))
             global_step += args.num_envs
             run.step(global_step)  # progress line; evaluation every --eval-every steps
-            # With --norm-reward the reward arrives divided by the running std of the
-            # discounted return and clipped to [-10, 10] (make_vector_env).
+            # --norm-reward: the reward arrives scaled and clipped to [-10, 10] (make_vector_env)
             buffer.rewards[step] = torch.from_numpy(reward).to(device)
             buffer.terminated[step] = torch.from_numpy(terminated).to(device)
             buffer.truncated[step] = torch.from_numpy(truncated).to(device)
-            # With --norm-obs, observations become (obs - mean) / std clipped to [-10, 10];
-            # the true final observation of a time limit is normalized by the same
-            # statistics without updating them, and the step bootstraps from its value.
+            # --norm-obs normalizes a time limit's true final observation without updating the
+            # statistics (ObsNormalizer); the step bootstraps from its value.
             for i in np.flatnonzero(truncated):
                 final_obs = normalizer(info["final_obs"][i])
                 buffer.final_obs[step, i] = torch.from_numpy(final_obs).to(device)
@@ -679,90 +620,6 @@ def main(args: Args) -> dict:
         args.env_id, args.num_envs, training=True, life_loss=args.terminal_on_life_loss,
         reward_gamma=args.gamma if args.norm_reward else None)
     return train_and_finish(run, lambda: train(args, agent, normalizer, envs, run, device), envs)
-
-
-# ---------------------------------------------------------------------------------------
-# What the plumbing asks of ppo.py: its own checks, its greedy policy, its model's flags
-# ---------------------------------------------------------------------------------------
-def check_flags(args):
-    """ppo.py's own flags, checked before any environment is made."""
-    for name in ("num_envs", "num_steps", "num_minibatches", "update_epochs", "hidden_size",
-                 "learning_rate", "clip_coef", "rho_bar", "c_bar", "max_grad_norm"):
-        if not getattr(args, name) > 0:
-            fail(f"--{name.replace('_', '-')} must be positive, got {getattr(args, name)}")
-    for name in ("gamma", "gae_lambda", "eval_epsilon"):
-        if not 0.0 <= getattr(args, name) <= 1.0:
-            fail(f"--{name.replace('_', '-')} must be in [0, 1], got {getattr(args, name)}")
-    batch_size = args.num_envs * args.num_steps
-    if batch_size % args.num_minibatches:
-        fail(f"num_envs*num_steps = {batch_size} is not divisible by --num-minibatches "
-             f"{args.num_minibatches}; pick a divisor of {batch_size}")
-    if args.norm_adv and batch_size // args.num_minibatches < 2:
-        fail("minibatches of 1 sample cannot normalize advantages; use fewer "
-             "--num-minibatches or --no-norm-adv")
-    if args.eval_checkpoint is None and 0 < args.total_timesteps < batch_size:
-        fail(f"--total-timesteps {args.total_timesteps} is less than one rollout "
-             f"(num_envs*num_steps = {batch_size}); raise it or shrink the rollout")
-
-
-def check_spaces(args, obs_space, action_space):
-    """Whether ppo.py handles the environment's spaces; returns (observation space,
-    action_dim, continuous)."""
-    if not (isinstance(action_space, gym.spaces.Discrete)
-            or isinstance(action_space, gym.spaces.Box) and len(action_space.shape) == 1):
-        fail(f"{args.env_id} has a {type(action_space).__name__} action space of shape "
-             f"{action_space.shape}; ppo.py handles Discrete and flat Box actions (for "
-             "MultiDiscrete or MultiBinary, number the combinations as one Discrete action; "
-             "ppo_masked.py can then mask the invalid ones)")
-    if not (isinstance(obs_space, gym.spaces.Box) and len(obs_space.shape) in (1, 3)):
-        fail(f"{args.env_id} has a {type(obs_space).__name__} observation space of shape "
-             f"{obs_space.shape}; ppo.py needs a flat Box or an image Box (H x W x C, channels "
-             "last; a 2-D frame gets its channel from gymnasium.wrappers.ReshapeObservation; "
-             "ppo_masked.py one-hot encodes Discrete ones, qlearning.py uses a table)")
-    shape = obs_space.shape  # an image's height and width, by the convention of channels_last
-    if len(shape) == 3 and min(shape[:2] if channels_last(args.env_id) else shape[1:]) < 3:
-        fail(f"{args.env_id} has images of shape {shape}; the smallest convolution needs "
-             "3 x 3 pixels or more")
-    if args.norm_obs and len(shape) == 3:
-        fail("--norm-obs is for vector observations; the network scales an image's pixels itself")
-    continuous = isinstance(action_space, gym.spaces.Box)
-    if continuous and args.eval_epsilon:
-        fail(f"--eval-epsilon is for Discrete actions; {args.env_id}'s are continuous")
-    return obs_space, action_space.shape[0] if continuous else int(action_space.n), continuous
-
-
-def greedy_policy(models, envs):
-    """The evaluation's policy, act(obs, info) -> actions: the most likely action (the
-    argmax of the logits, or the Gaussian's mean clipped to the bounds), the observation
-    statistics frozen."""
-    agent, normalizer = models["agent"], models["obs_rms"]
-    device = next(agent.parameters()).device
-
-    @torch.no_grad()
-    def act(obs, info):
-        out = agent.actor(agent.encoder(torch.from_numpy(normalizer(obs)).to(device)))
-        return to_env_action(agent, out if agent.continuous else out.argmax(-1),
-                             envs.single_action_space)
-    return act
-
-
-# What a run is judged on, by environment id (its benchmark task in benchmark.py, its README
-# row): (threshold, window of training episodes, "train": the last-window mean at the end,
-# or "eval": the final greedy evaluation). Another id: its reward_threshold over 20, "train".
-GOALS = {"CartPole-v1": (475, 20, "train"), "Pendulum-v1": (-200, 20, "eval"),
-         "MinAtar/Asterix-v1": (5, 100, "train"), "MinAtar/Breakout-v1": (5, 100, "train"),
-         "MinAtar/Freeway-v1": (20, 100, "train"), "MinAtar/Seaquest-v1": (5, 100, "train"),
-         "MinAtar/SpaceInvaders-v1": (20, 100, "train"), "Hopper-v5": (2410, 100, "eval"),
-         "HalfCheetah-v5": (5819, 100, "eval"), "Walker2d-v5": (3479, 100, "eval"),
-         "MountainCar-v0": (-120, 50, "train"), "SparseChain-v0": (0.9, 50, "train"),
-         "CartPoleNoVel-v1": (475, 20, "train")}
-MODEL_FLAGS = ("hidden_size", "norm_obs", "activation")  # a checkpoint's network is built by these
-# ppo.py's columns of updates.csv as TensorBoard's scalars, under CleanRL's names
-TENSORBOARD_NAMES = {
-    "learning_rate": "charts/learning_rate", "epochs": "charts/epochs",
-    "policy_loss": "losses/policy_loss", "value_loss": "losses/value_loss",
-    "entropy": "losses/entropy", "approx_kl": "losses/approx_kl", "clipfrac": "losses/clipfrac",
-    "explained_variance": "losses/explained_variance"}
 
 
 # ---------------------------------------------------------------------------------------
@@ -1519,6 +1376,109 @@ def atari_wrappers(env):
         env = FireReset(env)
     return gym.wrappers.FrameStackObservation(env, 4)
 # End of plumbing/pixels.py
+
+
+# ---------------------------------------------------------------------------------------
+# What the plumbing asks of ppo.py: its own checks, its greedy policy, its model's flags
+# ---------------------------------------------------------------------------------------
+def with_eval_epsilon(args):
+    """The flags with --eval-epsilon left at None filled in: 0.05 for an ALE/ id, else 0."""
+    if args.eval_epsilon is not None:
+        return args
+    return replace(args, eval_epsilon=0.05 if args.env_id.startswith("ALE/") else 0.0)
+
+
+def recording_env(env_id, video_folder, name_prefix, **options):
+    """An evaluation environment of --capture-video: its first episode recorded into
+    video_folder from the game's own screen, before any preprocessing."""
+    os.environ.setdefault("SDL_VIDEODRIVER", "dummy")  # frames only, no window to open
+    env = gym.make(env_id, render_mode="rgb_array", **options)
+    env = MinAtarScreen(env) if env_id.startswith("MinAtar/") else env
+    with warnings.catch_warnings():  # the environments share one folder on purpose
+        warnings.filterwarnings("ignore", message=".*Overwriting existing videos")
+        return gym.wrappers.RecordVideo(env, video_folder, name_prefix=name_prefix,
+                                        episode_trigger=lambda episode: episode == 0)
+
+
+def check_flags(args):
+    """ppo.py's own flags, checked before any environment is made."""
+    for name in ("num_envs", "num_steps", "num_minibatches", "update_epochs", "hidden_size",
+                 "learning_rate", "clip_coef", "rho_bar", "c_bar", "max_grad_norm"):
+        if not getattr(args, name) > 0:
+            fail(f"--{name.replace('_', '-')} must be positive, got {getattr(args, name)}")
+    for name in ("gamma", "gae_lambda", "eval_epsilon"):
+        if not 0.0 <= getattr(args, name) <= 1.0:
+            fail(f"--{name.replace('_', '-')} must be in [0, 1], got {getattr(args, name)}")
+    batch_size = args.num_envs * args.num_steps
+    if batch_size % args.num_minibatches:
+        fail(f"num_envs*num_steps = {batch_size} is not divisible by --num-minibatches "
+             f"{args.num_minibatches}; pick a divisor of {batch_size}")
+    if args.norm_adv and batch_size // args.num_minibatches < 2:
+        fail("minibatches of 1 sample cannot normalize advantages; use fewer "
+             "--num-minibatches or --no-norm-adv")
+    if args.eval_checkpoint is None and 0 < args.total_timesteps < batch_size:
+        fail(f"--total-timesteps {args.total_timesteps} is less than one rollout "
+             f"(num_envs*num_steps = {batch_size}); raise it or shrink the rollout")
+
+
+def check_spaces(args, obs_space, action_space):
+    """Whether ppo.py handles the environment's spaces; returns (observation space,
+    action_dim, continuous)."""
+    if not (isinstance(action_space, gym.spaces.Discrete)
+            or isinstance(action_space, gym.spaces.Box) and len(action_space.shape) == 1):
+        fail(f"{args.env_id} has a {type(action_space).__name__} action space of shape "
+             f"{action_space.shape}; ppo.py handles Discrete and flat Box actions (for "
+             "MultiDiscrete or MultiBinary, number the combinations as one Discrete action; "
+             "ppo_masked.py can then mask the invalid ones)")
+    if not (isinstance(obs_space, gym.spaces.Box) and len(obs_space.shape) in (1, 3)):
+        fail(f"{args.env_id} has a {type(obs_space).__name__} observation space of shape "
+             f"{obs_space.shape}; ppo.py needs a flat Box or an image Box (H x W x C, channels "
+             "last; a 2-D frame gets its channel from gymnasium.wrappers.ReshapeObservation; "
+             "ppo_masked.py one-hot encodes Discrete ones, qlearning.py uses a table)")
+    shape = obs_space.shape  # an image's height and width, by the convention of channels_last
+    if len(shape) == 3 and min(shape[:2] if channels_last(args.env_id) else shape[1:]) < 3:
+        fail(f"{args.env_id} has images of shape {shape}; the smallest convolution needs "
+             "3 x 3 pixels or more")
+    if args.norm_obs and len(shape) == 3:
+        fail("--norm-obs is for vector observations; the network scales an image's pixels itself")
+    continuous = isinstance(action_space, gym.spaces.Box)
+    if continuous and args.eval_epsilon:
+        fail(f"--eval-epsilon is for Discrete actions; {args.env_id}'s are continuous")
+    return obs_space, action_space.shape[0] if continuous else int(action_space.n), continuous
+
+
+def greedy_policy(models, envs):
+    """The evaluation's policy, act(obs, info) -> actions: the most likely action (the
+    argmax of the logits, or the Gaussian's mean clipped to the bounds), the observation
+    statistics frozen."""
+    agent, normalizer = models["agent"], models["obs_rms"]
+    device = next(agent.parameters()).device
+
+    @torch.no_grad()
+    def act(obs, info):
+        out = agent.actor(agent.encoder(torch.from_numpy(normalizer(obs)).to(device)))
+        return to_env_action(agent, out if agent.continuous else out.argmax(-1),
+                             envs.single_action_space)
+    return act
+
+
+# What a run is judged on, by environment id (its benchmark task in benchmark.py, its README
+# row): (threshold, window of training episodes, "train": the last-window mean at the end,
+# or "eval": the final greedy evaluation). Another id: its reward_threshold over 20, "train".
+GOALS = {"CartPole-v1": (475, 20, "train"), "Pendulum-v1": (-200, 20, "eval"),
+         "MinAtar/Asterix-v1": (5, 100, "train"), "MinAtar/Breakout-v1": (5, 100, "train"),
+         "MinAtar/Freeway-v1": (20, 100, "train"), "MinAtar/Seaquest-v1": (5, 100, "train"),
+         "MinAtar/SpaceInvaders-v1": (20, 100, "train"), "Hopper-v5": (2410, 100, "eval"),
+         "HalfCheetah-v5": (5819, 100, "eval"), "Walker2d-v5": (3479, 100, "eval"),
+         "MountainCar-v0": (-120, 50, "train"), "SparseChain-v0": (0.9, 50, "train"),
+         "CartPoleNoVel-v1": (475, 20, "train")}
+MODEL_FLAGS = ("hidden_size", "norm_obs", "activation")  # a checkpoint's network is built by these
+# ppo.py's columns of updates.csv as TensorBoard's scalars, under CleanRL's names
+TENSORBOARD_NAMES = {
+    "learning_rate": "charts/learning_rate", "epochs": "charts/epochs",
+    "policy_loss": "losses/policy_loss", "value_loss": "losses/value_loss",
+    "entropy": "losses/entropy", "approx_kl": "losses/approx_kl", "clipfrac": "losses/clipfrac",
+    "explained_variance": "losses/explained_variance"}
 
 
 if __name__ == "__main__":
