@@ -2,20 +2,10 @@
 """CrossQ: Soft Actor-Critic without target networks, with batch renormalization in the critics.
 
 CrossQ is SAC (sac.py) with three changes. The target networks go: the critic's target takes
-the critics' own values at (s', a'). Batch renormalization goes into the critics (and the
-actor). And the current and next state-action pairs go through each critic in ONE forward
-pass, so that both halves are normalized with the statistics of the same mixed batch.
-
-The lesson beside sac.py. Target networks exist because a bootstrapped target computed with
-the weights being updated chases itself: each step moves y along with Q, and the regression
-can diverge (DQN's, DDPG's and SAC's slowly moving copies damp this). Normalization in the
-critic looked useless in RL because it was done wrong: the critic is trained on (s, a) from
-the buffer but evaluated at (s', a' ~ pi), a different distribution, so a critic that
-normalizes with the statistics of the (s, a) batch alone (or a target copy with stale
-running statistics) meets (s', a') out of distribution. Normalizing both with the statistics
-of their union keeps the critic's values on one consistent scale, and the paper finds the
-target network then unnecessary: learning is stable with one update per step and a higher
-learning rate, and faster, because the target is never behind.
+the critics' own values at (s', a'), never behind. Batch renormalization goes into the critics
+(and the actor). And the current and next state-action pairs go through each critic in ONE
+forward pass, so that both halves are normalized with the statistics of the same mixed batch
+(trained on (s, a), a critic is evaluated at (s', a' ~ pi), another distribution).
 
 Key equations (a in [-1, 1]^d as in sac.py; the actor and log pi are sac.py's):
 
@@ -33,35 +23,10 @@ Key equations (a in [-1, 1]^d as in sac.py; the actor and log pi are sac.py's):
                    critic step
     temperature    L_alpha = -mean of alpha (log pi(a~|s) + H_target),   H_target = -dim(A)
 
-A time-limit truncation is not a termination: the transition stores the true final
-observation (Gymnasium's info["final_obs"]) as s' and bootstraps from it.
-
-Where this file differs from the paper and the authors' code (github.com/adityab/CrossQ,
-JAX; the same in Stable-Baselines-Jax's CrossQ):
-  - The critics are 256 units wide by default (--critic-hidden-size), the paper 2,048: a
-    2,048-wide layer costs 64 times the arithmetic of a 256-wide one, which this script's CPU
-    reference machine cannot afford; 256 is sac.py's width, so the two compare at the same
-    cost. The paper reports CrossQ already ahead of SAC at 256, and better still wider.
-  - Defaults otherwise as the authors' code: Adam at 1e-3 with beta1 = 0.5 for the actor
-    and the critics (the temperature's Adam keeps beta1 = 0.9, as theirs), batch 256,
-    gamma 0.99, 5,000 random steps, one actor step every 3rd critic step, alpha from 1,
-    batch renormalization with momentum 0.01 (flax's 0.99), epsilon 0.001, r_max 3, d_max 5
-    and 100,000 warm-up steps, in the actor and the critics. The warm-up counts each layer's
-    training passes, so at a budget of 100k steps the layers are plain batch normalization
-    throughout, as in the authors' runs.
-  - The default environment is Pendulum-v1 (sac.py's), with a 10,000-step budget.
-  - --policy-delay d makes ONE actor (and temperature) step every d-th critic step, as the
-    authors; sac.py's --policy-frequency d makes d of them (CleanRL).
-  - The critic loss is the mean squared error of each critic, summed; the authors halve it,
-    which Adam's steps do not feel (they are invariant to the loss's scale, but for epsilon).
-  - Batch renormalization is written as in Ioffe (2017), epsilon inside sigma_B and sigma;
-    the authors' layer (flax's BatchNorm rewritten) divides by sqrt(var_B / r^2 + epsilon),
-    which differs by terms of the order of epsilon. Both use the biased batch variance, in
-    the running variance too (torch's BatchNorm keeps the unbiased one there).
-  - Weights start as torch's defaults (flax: LeCun-normal weights, zero biases).
-  - From sac.py: log pi includes -log(scale), log(1 - tanh(u)^2) is exact, log sigma is
-    clipped to [-20, 2], and the temperature step reuses the actor step's sample (the
-    authors do too).
+A time-limit truncation is not a termination: s' is the true final observation
+(info["final_obs"]) and the target bootstraps from it. The defaults are the authors' code's
+(github.com/adityab/CrossQ) but the critics' width: 256, sac.py's, where the paper's 2,048 is
+more than a CPU affords (the smaller departures: the script's page, docs/teach/crossq.md).
 
 Papers:
     Bhatt et al. 2024, "CrossQ: Batch Normalization in Deep Reinforcement Learning for Greater
@@ -75,15 +40,10 @@ Run:
     python crossq.py --env-id Pendulum-v1                     # the defaults
     python crossq.py --env-id Hopper-v5 --total-timesteps 100000 --eval-every 10000
     python crossq.py --env-id Hopper-v5 --critic-hidden-size 2048     # the paper's width
-    python crossq.py --help
 
-Writes runs/<env_id>__crossq__<seed>__<unix_time>/ with config.json, episodes.csv,
-updates.csv, summary.json, model.pt with --save-model (the networks with their running
-statistics), and with --eval-every N evaluations.csv (and best_model.pt, the best evaluated
-model) (plainrl's CONTRIBUTING.md, "What a run writes").
-TensorBoard's event file gets the CSV rows too (--no-tensorboard: none; --track syncs it
-to Weights & Biases, as CleanRL does).
-python plot.py <run folder> draws its learning curve (with the --eval-every evaluations).
+Writes runs/<env_id>__crossq__<seed>__<unix_time>/ (plainrl's CONTRIBUTING.md, "What a run
+writes"): config.json, episodes.csv, updates.csv, summary.json, curve.png; model.pt with
+--save-model (the networks with their running statistics), evaluations.csv with --eval-every.
 """
 
 # ---------------------------------------------------------------------------------------
@@ -242,7 +202,7 @@ class BatchRenorm(nn.Module):
             return self.weight * (x - self.running_mean) / sigma + self.bias
         mean = x.mean(0)
         centered = x - mean
-        var = centered.square().mean(0)  # biased; x.var(0) took 10 times as long on a CPU
+        var = centered.square().mean(0)  # biased, and faster on a CPU than x.var(0)
         sigma_batch = (var + self.eps).sqrt()
         with torch.no_grad():  # r and d are constants to the gradient
             warm = self.steps >= self.warmup_steps  # a tensor: no wait for a GPU here
@@ -628,76 +588,6 @@ def main(args: Args) -> dict:
     # Train (unless evaluating a checkpoint), then finish: evaluate, save, write, plot.
     envs = None if checkpoint else make_vector_env(args.env_id, args.num_envs)
     return train_and_finish(run, lambda: train(args, agent, envs, run, device), envs)
-
-
-# ---------------------------------------------------------------------------------------
-# What the plumbing asks of crossq.py: its own checks, its greedy policy, its model's flags
-# ---------------------------------------------------------------------------------------
-def check_flags(args):
-    """crossq.py's own flags, checked before any environment is made."""
-    for name in ("num_envs", "gradient_steps", "buffer_size", "batch_size", "hidden_size",
-                 "critic_hidden_size", "policy_delay", "log_interval", "learning_rate", "alpha",
-                 "threads"):
-        if not getattr(args, name) > 0:
-            fail(f"--{name.replace('_', '-')} must be positive, got {getattr(args, name)}")
-    if args.learning_starts < 0:
-        fail(f"--learning-starts must be 0 or more, got {args.learning_starts}")
-    if not 0.0 <= args.gamma <= 1.0:
-        fail(f"--gamma must be in [0, 1], got {args.gamma}")
-    if not 0.0 <= args.adam_beta1 < 1.0:
-        fail(f"--adam-beta1 must be in [0, 1), got {args.adam_beta1}")
-    if not 0.0 < args.bn_momentum <= 1.0:
-        fail(f"--bn-momentum must be in (0, 1], got {args.bn_momentum}")
-    if args.renorm_warmup_steps < 0:
-        fail(f"--renorm-warmup-steps must be 0 or more, got {args.renorm_warmup_steps}")
-    if args.target_entropy is not None and not args.autotune:
-        fail("--target-entropy needs the learned temperature; drop --no-autotune or the target")
-    budget = args.total_timesteps // args.num_envs * args.num_envs  # whole steps of N envs
-    if args.eval_checkpoint is None and 0 < args.total_timesteps and args.learning_starts >= budget:
-        fail(f"--learning-starts {args.learning_starts} leaves no step of the budget, {budget:,} "
-             f"steps (--total-timesteps {args.total_timesteps} in whole steps of --num-envs "
-             f"{args.num_envs}), to learn in; lower it or raise the budget")
-
-
-def check_spaces(args, obs_space, action_space):
-    """Whether crossq.py handles the environment's spaces; returns (obs_shape, action_space)."""
-    if not (isinstance(action_space, gym.spaces.Box) and len(action_space.shape) == 1):
-        fail(f"{args.env_id} has a {type(action_space).__name__} action space of shape "
-             f"{action_space.shape}; crossq.py needs a flat continuous (Box) one (for "
-             "Discrete actions use dqn.py or ppo.py)")
-    if not (np.isfinite(action_space.low).all() and np.isfinite(action_space.high).all()):
-        fail(f"{args.env_id} has unbounded actions (an infinite low or high bound); crossq.py "
-             "squashes its actions into finite bounds (ppo.py's Gaussian policy needs none)")
-    if not (isinstance(obs_space, gym.spaces.Box) and len(obs_space.shape) == 1):
-        fail(f"{args.env_id} has a {type(obs_space).__name__} observation space of shape "
-             f"{obs_space.shape}; crossq.py's MLPs need a flat Box")
-    return obs_space.shape, action_space
-
-
-def greedy_policy(models, envs):
-    """The evaluation's policy, act(obs, info) -> actions: a = tanh(mu(s)), the actor in
-    evaluation mode (its running statistics), scaled to the action bounds."""
-    actor = models["actor"]
-    device = next(actor.parameters()).device
-
-    @torch.inference_mode()
-    def act(obs, info):
-        action = actor.greedy(torch.as_tensor(obs, dtype=torch.float32, device=device))
-        return to_env_action(action, envs.single_action_space)
-    return act
-
-
-# What a run is judged on, by environment id (its benchmark task in benchmark.py, its README
-# row): (threshold, window of training episodes, "train": the last-window mean at the end,
-# or "eval": the final greedy evaluation). Another id: its reward_threshold over 20, "train".
-GOALS = {"Pendulum-v1": (-200, 20, "eval"), "Hopper-v5": (2410, 100, "eval"),
-         "HalfCheetah-v5": (7697, 100, "eval"), "Walker2d-v5": (3335, 100, "eval")}
-MODEL_FLAGS = ("hidden_size", "critic_hidden_size")  # a checkpoint's networks are built by these
-# crossq.py's columns of updates.csv as TensorBoard's scalars, under CleanRL's names
-TENSORBOARD_NAMES = {
-    "critic1_loss": "losses/qf1_loss", "critic2_loss": "losses/qf2_loss",
-    "q1_mean": "losses/qf1_values", "actor_loss": "losses/actor_loss",
-    "entropy": "losses/entropy", "alpha": "losses/alpha"}
 
 
 # ---------------------------------------------------------------------------------------
@@ -1338,6 +1228,76 @@ def cli():
         signal.signal(signal.SIGINT, signal.SIG_DFL)
         os.kill(os.getpid(), signal.SIGINT)
 # End of plumbing/common.py
+
+
+# ---------------------------------------------------------------------------------------
+# What the plumbing asks of crossq.py: its own checks, its greedy policy, its model's flags
+# ---------------------------------------------------------------------------------------
+def check_flags(args):
+    """crossq.py's own flags, checked before any environment is made."""
+    for name in ("num_envs", "gradient_steps", "buffer_size", "batch_size", "hidden_size",
+                 "critic_hidden_size", "policy_delay", "log_interval", "learning_rate", "alpha",
+                 "threads"):
+        if not getattr(args, name) > 0:
+            fail(f"--{name.replace('_', '-')} must be positive, got {getattr(args, name)}")
+    if args.learning_starts < 0:
+        fail(f"--learning-starts must be 0 or more, got {args.learning_starts}")
+    if not 0.0 <= args.gamma <= 1.0:
+        fail(f"--gamma must be in [0, 1], got {args.gamma}")
+    if not 0.0 <= args.adam_beta1 < 1.0:
+        fail(f"--adam-beta1 must be in [0, 1), got {args.adam_beta1}")
+    if not 0.0 < args.bn_momentum <= 1.0:
+        fail(f"--bn-momentum must be in (0, 1], got {args.bn_momentum}")
+    if args.renorm_warmup_steps < 0:
+        fail(f"--renorm-warmup-steps must be 0 or more, got {args.renorm_warmup_steps}")
+    if args.target_entropy is not None and not args.autotune:
+        fail("--target-entropy needs the learned temperature; drop --no-autotune or the target")
+    budget = args.total_timesteps // args.num_envs * args.num_envs  # whole steps of N envs
+    if args.eval_checkpoint is None and 0 < args.total_timesteps and args.learning_starts >= budget:
+        fail(f"--learning-starts {args.learning_starts} leaves no step of the budget, {budget:,} "
+             f"steps (--total-timesteps {args.total_timesteps} in whole steps of --num-envs "
+             f"{args.num_envs}), to learn in; lower it or raise the budget")
+
+
+def check_spaces(args, obs_space, action_space):
+    """Whether crossq.py handles the environment's spaces; returns (obs_shape, action_space)."""
+    if not (isinstance(action_space, gym.spaces.Box) and len(action_space.shape) == 1):
+        fail(f"{args.env_id} has a {type(action_space).__name__} action space of shape "
+             f"{action_space.shape}; crossq.py needs a flat continuous (Box) one (for "
+             "Discrete actions use dqn.py or ppo.py)")
+    if not (np.isfinite(action_space.low).all() and np.isfinite(action_space.high).all()):
+        fail(f"{args.env_id} has unbounded actions (an infinite low or high bound); crossq.py "
+             "squashes its actions into finite bounds (ppo.py's Gaussian policy needs none)")
+    if not (isinstance(obs_space, gym.spaces.Box) and len(obs_space.shape) == 1):
+        fail(f"{args.env_id} has a {type(obs_space).__name__} observation space of shape "
+             f"{obs_space.shape}; crossq.py's MLPs need a flat Box")
+    return obs_space.shape, action_space
+
+
+def greedy_policy(models, envs):
+    """The evaluation's policy, act(obs, info) -> actions: a = tanh(mu(s)), the actor in
+    evaluation mode (its running statistics), scaled to the action bounds."""
+    actor = models["actor"]
+    device = next(actor.parameters()).device
+
+    @torch.inference_mode()
+    def act(obs, info):
+        action = actor.greedy(torch.as_tensor(obs, dtype=torch.float32, device=device))
+        return to_env_action(action, envs.single_action_space)
+    return act
+
+
+# What a run is judged on, by environment id (its benchmark task in benchmark.py, its README
+# row): (threshold, window of training episodes, "train": the last-window mean at the end,
+# or "eval": the final greedy evaluation). Another id: its reward_threshold over 20, "train".
+GOALS = {"Pendulum-v1": (-200, 20, "eval"), "Hopper-v5": (2410, 100, "eval"),
+         "HalfCheetah-v5": (7697, 100, "eval"), "Walker2d-v5": (3335, 100, "eval")}
+MODEL_FLAGS = ("hidden_size", "critic_hidden_size")  # a checkpoint's networks are built by these
+# crossq.py's columns of updates.csv as TensorBoard's scalars, under CleanRL's names
+TENSORBOARD_NAMES = {
+    "critic1_loss": "losses/qf1_loss", "critic2_loss": "losses/qf2_loss",
+    "q1_mean": "losses/qf1_values", "actor_loss": "losses/actor_loss",
+    "entropy": "losses/entropy", "alpha": "losses/alpha"}
 
 
 if __name__ == "__main__":
