@@ -1,13 +1,12 @@
 # From plainrl (MIT licence, (c) 2026 the plainrl authors): keep this line in a copy.
 """PPO with Random Network Distillation (RND): exploration by an intrinsic reward, in one file.
 
-On a sparse-reward task a policy that explores by its own noise alone may never see the
-reward. RND pays the agent for reaching states it has not learned yet: a fixed, randomly
-initialized target network f maps a state to k features, a predictor network f_hat is
-trained to reproduce them on the states the agent visits, and the predictor's error is
-the intrinsic reward (large where the agent has rarely been, falling as states become
-familiar). PPO then learns from two reward streams, each with its own value head and its
-own discount, and acts on the weighted sum of their advantages.
+On a sparse-reward task a policy that explores by its own noise alone may never see the reward.
+RND pays the agent for reaching states it has not learned yet: a fixed, random target network f
+maps a state to k features, a predictor network f_hat learns to reproduce them on the states
+visited, and its error is the intrinsic reward (large where the agent has rarely been, falling
+as states become familiar). PPO learns from two reward streams, each with its own value head
+and discount, and acts on the weighted sum of their advantages.
 
 Key equations (t indexes steps of one environment, s_{t+1} the state step t reached):
 
@@ -25,61 +24,22 @@ Key equations (t indexes steps of one environment, s_{t+1} the state step t reac
                    - c_e * entropy + L_rnd
     L_rnd        = mean over a random fraction p of each minibatch of (1/k) * ||f_hat(x) - f(x)||^2
 
-with L_clip, GAE, lambda, c_v and c_e as in ppo.py, gamma and gamma_int the two discounts,
-c_ext and c_int (--ext-coef, --int-coef) the weights of the two advantages. Only the
-predictor is trained on L_rnd; the target never changes. With --int-coef 0 the intrinsic
-stream is left out of the update (neither the intrinsic head nor the predictor is trained)
-and the run is ppo.py's, step for step, with the same flags and seed (tested).
-
-The intrinsic stream is non-episodic, the paper's choice (Section 2.3): novelty found after
-an episode ends is worth reaching for, and a game over is no end of exploring. Intrinsic
-rewards are always >= 0, so an episodic intrinsic stream would also make ending the
-episode look bad. The extrinsic stream stays episodic, as everywhere in this repository.
+with L_clip, GAE, lambda, c_v and c_e as in ppo.py, gamma and gamma_int the two discounts, c_ext
+and c_int (--ext-coef, --int-coef) the advantages' weights; only the predictor learns L_rnd.
 
 Paper: Burda, Edwards, Storkey, Klimov 2019, "Exploration by Random Network Distillation",
-ICLR 2019 (arXiv:1810.12894). The authors' code (openai/random-network-distillation) and
-this file agree on: two value heads, gamma_int 0.99 (the paper: gamma_ext 0.999), ext_coef 2
-and int_coef 1, the intrinsic reward divided by the running std of its forward discounted
-sum (not centred), the RND's observation normalization started from random steps and
-clipped to [-5, 5], the predictor trained on a random fraction p of each minibatch (the
-authors' code has p, proportion_of_exp_used_for_predictor_update; 0.25, the default here, is
-the paper's table, while their run_atari.py defaults to 1.0, every sample). Where this file
-departs: an MLP for both RND networks of the same shape (the
-authors' are convolutional, the predictor two layers deeper); the value heads are two MLPs,
-like ppo.py's actor and critic, so that the extrinsic critic is ppo.py's; the RND's state
-statistics are updated at every step, before normalizing it, as --norm-obs does (the
-authors' once per rollout); the intrinsic reward of a step that ends an episode is the
-novelty of the true final observation; gamma defaults to 0.99 (MountainCar's 200 steps;
-0.999 reached -120 on 4 of 5 tuning seeds, some 60k steps later);
-int_coef defaults to 256, not the paper's 1 (below); the random steps that start the statistics
-(--rnd-init-steps per environment) are taken on environments of their own and not counted
-in the budget.
-
-Why int_coef is 256 on MountainCar-v0: its -1 a step makes the extrinsic advantage the
-critic's error (the values, about -60 to -100, take some 100k steps to learn), while the
-intrinsic reward falls with the predictor's error, 100 times within 25 updates (a smooth
-target of a 2-number state is quick to copy), divided by a running std that still holds
-the first rollouts. Measured on seed 3 at int_coef 16, the spread of c_int * A_int fell
-from 0.9 of that of c_ext * A_ext in the first update to 0.01-0.03 by 40k steps: the
-normalized advantage was the extrinsic noise, and the car first reached the flag at 137k
-steps. Atari's rewards, 0 on most steps, leave the paper's 1 room. On seeds 1-5 (300k
-steps, a 50-episode mean of -120): 1 reached it on 2 of 5 seeds, 16 on 4 (seed 3 not),
-256 on 5 (the flag first reached between 24k and 45k steps).
+ICLR 2019 (arXiv:1810.12894). Departures (the page lists them): MLPs for the RND networks, the
+value heads apart, gamma 0.99 and int_coef 256 on MountainCar-v0 (its -1 a step makes the
+extrinsic advantage the critic's error; chosen on seeds 1-5; results.md, "ppo_rnd.py").
 
 Run:
     python ppo_rnd.py                                # MountainCar-v0, 300k steps
     python ppo_rnd.py --int-coef 0                   # the same run as plain PPO
     python ppo_rnd.py --env-id benchmarks.sparse_chain:SparseChain-v0 --total-timesteps 100000
-    PYTHONPATH=tests python ppo_rnd.py --env-id my_envs:GridWorld-v0 --total-timesteps 20000
     python ppo_rnd.py --help
 
-Writes runs/<env_id>__ppo_rnd__<seed>__<unix_time>/ with config.json, episodes.csv,
-updates.csv (with the mean intrinsic reward of each rollout: TensorBoard's
-charts/intrinsic_reward), summary.json, model.pt with --save-model, and with --eval-every N
-evaluations.csv (and best_model.pt, the best evaluated model).
-TensorBoard's event file gets the CSV rows too (--no-tensorboard: none; --track syncs it
-to Weights & Biases, as CleanRL does).
-python plot.py <run folder> draws its learning curve (with the --eval-every evaluations).
+Writes runs/<env_id>__ppo_rnd__<seed>__<unix_time>/: config.json, episodes.csv, updates.csv
+(with each rollout's mean intrinsic reward), summary.json, curve.png, TensorBoard's events.
 """
 
 # ---------------------------------------------------------------------------------------
@@ -126,8 +86,7 @@ class Args:
     """seeds Python, NumPy, torch and the environments"""
     total_timesteps: int = 300_000
     """the training budget in environment steps, all environments together"""
-    # Without either flag, a flat observation's small network goes to the CPU: on one thread
-    # it trains faster than on a GPU (results.md, "On a GPU").
+    # Neither: a flat input's small network is faster on one CPU thread (results.md, "On a GPU").
     cuda: tyro.conf.DisallowNone[Optional[bool]] = None
     """--cuda: the GPU; --no-cuda: the CPU; neither: the GPU for an image, the CPU for a vector"""
     output_dir: str = "runs"
@@ -148,8 +107,7 @@ class Args:
     """record the evaluation episodes into videos/ in the run folder"""
     tensorboard: bool = True
     """write TensorBoard's event files into the run folder too (tensorboard --logdir runs)"""
-    # PLAINRL_CURVE=0 in the environment turns the default off (the test suite's runs skip
-    # matplotlib's import and the figure, about a second a run).
+    # PLAINRL_CURVE=0 in the environment turns the default off (the test suite's runs do).
     curve: bool = os.environ.get("PLAINRL_CURVE") != "0"
     """draw curve.png, the learning curve, into the run folder at the end of training"""
     track: bool = False
@@ -215,10 +173,9 @@ class Args:
 def compute_gae(rewards, values, next_values, terminated, truncated, gamma, gae_lambda):
     """Generalized advantage estimation with time limits handled (Schulman et al. 2016).
 
-    All inputs are tensors of shape [T, N]; terminated and truncated are 0/1 or bool.
-    values[t] = V(s_t); next_values[t] = V(s_{t+1}), the value of the observation that
-    followed step t, which is the true final observation when the episode ended at t.
-    With done_t = terminated_t or truncated_t:
+    All inputs are [T, N] tensors; terminated and truncated are 0/1 or bool. values[t] =
+    V(s_t); next_values[t] = V(s_{t+1}), of the observation that followed step t (the true
+    final observation where the episode ended at t). With done_t = terminated_t or truncated_t:
 
         delta_t = r_t + gamma * (1 - terminated_t) * next_values_t - values_t
         A_t     = delta_t + gamma * lambda * (1 - done_t) * A_{t+1},   A_T = 0
@@ -239,11 +196,9 @@ def compute_gae(rewards, values, next_values, terminated, truncated, gamma, gae_
 
 
 def intrinsic_reward(predicted, target):
-    """The RND error of each state: i = (1/k) * sum_j (f_hat_j(x) - f_j(x))^2.
-
-    predicted = f_hat(x) and target = f(x) are [..., k] tensors; returns [...]. (The
-    authors' code takes the mean over the k features too, for the reward and the loss.)
-    """
+    """The RND error of each state: i = (1/k) * sum_j (f_hat_j(x) - f_j(x))^2, from
+    predicted = f_hat(x) and target = f(x), [..., k] tensors; returns [...]. (The authors'
+    code takes the mean over the k features too, for the reward and the loss.)"""
     return ((predicted - target) ** 2).mean(-1)
 
 
@@ -271,11 +226,10 @@ def discounted_sums(rewards, last, gamma):
 
 
 class IntrinsicRewardScaler:
-    """r_int = i / sqrt(Var[R] + 1e-8): the intrinsic rewards of each rollout divided by the
-    running standard deviation of their forward discounted sums R (discounted_sums, carried
-    from rollout to rollout), over every R seen so far (Gymnasium's RunningMeanStd merges
-    each rollout's moments). The mean is not subtracted: the rewards stay >= 0. (1e-8: the
-    authors divide by the std alone.)"""
+    """r_int = i / sqrt(Var[R] + 1e-8): each rollout's intrinsic rewards divided by the running
+    std of their forward discounted sums R (discounted_sums, carried from rollout to rollout),
+    over every R so far (RunningMeanStd merges each rollout's moments). The mean is not
+    subtracted: the rewards stay >= 0. (1e-8: the authors divide by the std alone.)"""
 
     def __init__(self, num_envs, gamma):
         self.gamma, self.last = gamma, np.zeros(num_envs)
@@ -313,6 +267,14 @@ def ppo_loss(newlogprob, oldlogprob, advantages, newvalue, oldvalue, returns, en
     return pg_loss - ent_coef * entropy + vf_coef * v_loss, pg_loss, v_loss, entropy
 
 
+def kl_and_clipfrac(newlogprob, oldlogprob, clip_coef):
+    """A step's k3 estimate of KL(old || new), mean(ratio - 1 - log ratio), and clip fraction."""
+    logratio = (newlogprob - oldlogprob).detach()
+    ratio = logratio.exp()
+    approx_kl = (ratio - 1 - logratio).mean().item()
+    return approx_kl, ((ratio - 1).abs() > clip_coef).float().mean().item()
+
+
 def explained_variance(values, returns):
     """1 - Var[R - V] / Var[R]: 1 when the critic predicts the targets, 0 or less when it
     does no better than their mean (NaN when the targets do not vary)."""
@@ -322,15 +284,14 @@ def explained_variance(values, returns):
 
 class RolloutBuffer:
     """One rollout of T steps from N environments, preallocated on the device, with the two
-    streams side by side (the names of PyTorchRL's storage: rewards and rewards_int, values
-    and values_int, returns and returns_int, advantages and advantages_int).
+    streams side by side (rewards and rewards_int, values and values_int, ...: PyTorchRL's names).
 
     Row t holds what was seen and done at step t: obs s_t, action a_t, the behaviour
-    log-probability, the extrinsic reward r_t and the flags of the step, V_ext(s_t) and
-    V_int(s_t), rnd_obs[t] the RND's normalized x_{t+1} (the state the step reached, the true
-    final observation where an episode ended) and rewards_int[t] its normalized intrinsic
-    reward. final_obs[t, n] is the true final observation where environment n was truncated
-    at step t; last_obs is s_T, after the rollout.
+    log-probability, the extrinsic reward r_t and the step's flags, V_ext(s_t), V_int(s_t),
+    rnd_obs[t] the RND's normalized x_{t+1} (the state the step reached, the true final
+    observation where an episode ended) and rewards_int[t] its scaled intrinsic reward.
+    final_obs[t, n] is the true final observation where environment n was truncated at step
+    t; last_obs is s_T, after the rollout.
     """
 
     def __init__(self, num_steps, num_envs, obs_shape, action_shape, continuous, device):
@@ -354,7 +315,8 @@ class RolloutBuffer:
         extrinsic stream), it is the true final observation where the step was truncated;
         where it was terminated the value is not used (compute_gae multiplies it by 0).
         Non-episodic (the intrinsic stream), it stays obs[t+1], the next episode's first
-        state: the stream runs on through every episode end.
+        state: novelty past an episode's end is worth reaching for, and rewards >= 0 would
+        make ending an episode look bad (the paper's Section 2.3).
         """
         next_values = torch.empty_like(values)
         next_values[:-1] = values[1:]
@@ -366,9 +328,8 @@ class RolloutBuffer:
 
     @torch.no_grad()
     def compute_returns(self, agent, gamma, gamma_int, gae_lambda):
-        """GAE of each stream with compute_gae, into advantages, returns (extrinsic: cut by
-        termination, bootstrapped at truncation) and advantages_int, returns_int (intrinsic:
-        no end flags, so neither cuts it)."""
+        """GAE of each stream into advantages, returns (extrinsic: cut by termination,
+        bootstrapped at truncation) and advantages_int, returns_int (intrinsic: nothing cuts it)."""
         no_end = torch.zeros_like(self.terminated)
         self.advantages[:], self.returns[:] = compute_gae(
             self.rewards, self.values, self.next_values(agent.get_value, self.values),
@@ -429,9 +390,8 @@ class Agent(nn.Module):
         return self.critic_int(obs).squeeze(-1)
 
     def get_action_and_value(self, obs, action=None):
-        """(action, log-probability, entropy, V_ext, V_int) for each observation, sampling
-        the action from the policy when none is given. A Gaussian's dimensions are
-        independent: their log-probabilities and entropies add up."""
+        """(action, log-probability, entropy, V_ext, V_int) for each observation, the action
+        sampled when none is given (a Gaussian's dimensions independent: their terms add)."""
         if self.continuous:
             mean = self.actor(obs)
             dist = Normal(mean, self.actor_logstd.expand_as(mean).exp(), validate_args=False)
@@ -465,11 +425,10 @@ class RND(nn.Module):
 # What the agent sees and sends: normalized observations and rewards, clipped actions
 # ---------------------------------------------------------------------------------------
 class ObsNormalizer:
-    """(obs - mean) / sqrt(var + 1e-8), clipped to [-clip, clip], with running statistics
-    (Gymnasium's RunningMeanStd). Gymnasium's vector NormalizeObservation refuses SAME_STEP
-    autoreset and would leave info["final_obs"] raw, so the script applies the same
-    statistics to both itself. Disabled, it passes observations through as float32. The
-    policy's clips at 10 (--norm-obs), the RND's at 5 (the authors' clip)."""
+    """(obs - mean) / sqrt(var + 1e-8), clipped to [-clip, clip] (the policy's 10, --norm-obs;
+    the RND's 5, the authors'), with running statistics (Gymnasium's RunningMeanStd). Gymnasium's
+    vector NormalizeObservation refuses SAME_STEP autoreset and would leave info["final_obs"]
+    raw, so the script applies the statistics itself. Disabled: observations as float32."""
 
     def __init__(self, shape, enabled, clip=10.0):
         self.enabled, self.clip = enabled, clip
@@ -495,11 +454,10 @@ class ObsNormalizer:
 
 def make_vector_env(env_id, num_envs, reward_gamma=None, video_folder=None):
     """N copies of env_id in one synchronous vector environment, with SAME_STEP autoreset
-    (the observation after an episode ends is the next episode's first; the true last one
-    is in info["final_obs"]) and episode statistics recorded by Gymnasium's wrapper. With
-    reward_gamma (--norm-reward), rewards are divided by the running std of the return
-    discounted by it (Gymnasium's NormalizeReward) and clipped to [-10, 10], after the
-    statistics wrapper, so that episodes.csv keeps the raw returns."""
+    (the true last observation of an episode is in info["final_obs"]) and episode statistics.
+    With reward_gamma (--norm-reward), rewards are divided by the running std of the return
+    discounted by it and clipped to [-10, 10], after the statistics, so that episodes.csv
+    keeps the raw returns."""
     def make(i):
         if video_folder is None:
             return gym.make(env_id)
@@ -528,10 +486,18 @@ def to_env_action(agent, actions, action_space):
     return actions
 
 
+def states_reached(obs, ended, info):
+    """The state each of N steps reached: obs [N, ...], or info["final_obs"] where one ended."""
+    reached = obs.copy()
+    for i in np.flatnonzero(ended):
+        reached[i] = info["final_obs"][i]
+    return reached
+
+
 def random_states(env_id, num_envs, steps, seed):
-    """The observations of `steps` uniformly random actions in each of num_envs environments
-    of their own, seeded with seed: the states that start the RND's statistics (the
-    authors' random agent before training). Returns [steps * num_envs, obs...]."""
+    """The observations of `steps` uniformly random actions in num_envs environments of their
+    own, seeded with seed: the states that start the RND's statistics (the authors' random
+    agent before training), [steps * num_envs, obs...]."""
     envs = make_vector_env(env_id, num_envs)
     envs.action_space.seed(seed)
     envs.reset(seed=seed)
@@ -544,12 +510,9 @@ def random_states(env_id, num_envs, steps, seed):
 # Training
 # ---------------------------------------------------------------------------------------
 def train(args, agent, rnd, normalizer, rnd_normalizer, envs, run, device):
-    """PPO+RND's loop: collect a rollout, compute the intrinsic rewards and the GAE of both
-    streams, take epochs of minibatch steps on the PPO loss of the combined advantage, the
-    two value losses and the predictor's loss, log; until the budget, --stop-at-return or a
-    non-finite loss."""
-    # One Adam for the agent and the predictor, eps = 1e-5 as in the PPO baselines; the
-    # target is not in it (and has no gradient)
+    """PPO+RND's loop: a rollout, its intrinsic rewards, both streams' GAE, epochs of minibatch
+    steps on the combined loss, log; until the budget, --stop-at-return or a non-finite loss."""
+    # One Adam for the agent and the predictor (not the target), eps = 1e-5 as in ppo.py
     params = [*agent.parameters(), *rnd.predictor.parameters()]
     optimizer = torch.optim.Adam(params, lr=args.learning_rate, eps=1e-5)
     buffer = RolloutBuffer(args.num_steps, args.num_envs, envs.single_observation_space.shape,
@@ -572,27 +535,18 @@ def train(args, agent, rnd, normalizer, rnd_normalizer, envs, run, device):
             buffer.obs[step], buffer.actions[step] = next_obs, action
             buffer.logprobs[step], buffer.values[step], buffer.values_int[step] = (
                 logprob, value, value_int)
-            # A Gaussian sample is clipped to the action bounds for the environment only.
             obs, reward, terminated, truncated, info = envs.step(
                 to_env_action(agent, action, envs.single_action_space))
             global_step += args.num_envs
             run.step(global_step)  # progress line; evaluation every --eval-every steps
-            # With --norm-reward the extrinsic reward arrives divided by the running std of
-            # its discounted return and clipped to [-10, 10] (make_vector_env).
             buffer.rewards[step] = torch.from_numpy(reward).to(device)
             buffer.terminated[step] = torch.from_numpy(terminated).to(device)
             buffer.truncated[step] = torch.from_numpy(truncated).to(device)
-            # The RND sees the state each step reached (the true final observation where an
-            # episode ended), normalized by its own statistics, updated first, clipped to 5.
-            reached = obs.copy()
-            for i in np.flatnonzero(terminated | truncated):
-                reached[i] = info["final_obs"][i]
+            # The RND sees the state each step reached, by its own statistics (updated first).
+            reached = states_reached(obs, terminated | truncated, info)
             buffer.rnd_obs[step] = torch.from_numpy(rnd_normalizer(reached, update=True)).to(device)
-            # With --norm-obs the policy's observations become (obs - mean) / std clipped to
-            # [-10, 10]; the true final observation of a time limit is normalized by the same
-            # statistics without updating them, and the step bootstraps from its value.
-            for i in np.flatnonzero(truncated):
-                final_obs = normalizer(info["final_obs"][i])
+            for i in np.flatnonzero(truncated):  # a time limit: bootstrap from the last state
+                final_obs = normalizer(info["final_obs"][i])  # the statistics not updated
                 buffer.final_obs[step, i] = torch.from_numpy(final_obs).to(device)
             next_obs = torch.from_numpy(normalizer(obs, update=True)).to(device)
             for i in np.flatnonzero(info.get("_episode", [])):
@@ -601,8 +555,7 @@ def train(args, agent, rnd, normalizer, rnd_normalizer, envs, run, device):
                 return
         buffer.last_obs.copy_(next_obs)
 
-        # Intrinsic rewards: the predictor's error on the states reached, divided by the
-        # running std of their discounted sums; they enter the intrinsic stream only.
+        # Intrinsic rewards: the predictor's error on the states reached, then scaled.
         with torch.no_grad():
             errors = intrinsic_reward(*rnd(buffer.rnd_obs))
         buffer.rewards_int.copy_(torch.from_numpy(scaler(errors.cpu().numpy())).to(device))
@@ -639,11 +592,9 @@ def train(args, agent, rnd, normalizer, rnd_normalizer, envs, run, device):
                 loss.backward()
                 nn.utils.clip_grad_norm_(params, args.max_grad_norm)
                 optimizer.step()
-                # Diagnostics: k3 estimate of KL(old || new), mean(ratio - 1 - log ratio); clipfrac
-                logratio = (newlogprob - b_logprobs[idx]).detach()
-                ratio = logratio.exp()
-                approx_kls.append((ratio - 1 - logratio).mean().item())
-                clipfracs.append(((ratio - 1).abs() > args.clip_coef).float().mean().item())
+                approx_kl, clipfrac = kl_and_clipfrac(newlogprob, b_logprobs[idx], args.clip_coef)
+                approx_kls.append(approx_kl)
+                clipfracs.append(clipfrac)
             epoch_kl = np.mean(approx_kls[-args.num_minibatches:])
             if args.target_kl is not None and epoch_kl > args.target_kl:
                 break
@@ -688,78 +639,6 @@ def main(args: Args) -> dict:
                                      args.seed + 200_000), update=True)
         train(args, agent, rnd, normalizer, rnd_normalizer, envs, run, device)
     return train_and_finish(run, start_and_train, envs)
-
-
-# ---------------------------------------------------------------------------------------
-# What the plumbing asks of ppo_rnd.py: its own checks, its greedy policy, its model's flags
-# ---------------------------------------------------------------------------------------
-def check_flags(args):
-    """ppo_rnd.py's own flags, checked before any environment is made."""
-    for name in ("num_envs", "num_steps", "num_minibatches", "update_epochs", "hidden_size",
-                 "learning_rate", "clip_coef", "max_grad_norm", "rnd_output_size",
-                 "rnd_init_steps"):
-        if not getattr(args, name) > 0:
-            fail(f"--{name.replace('_', '-')} must be positive, got {getattr(args, name)}")
-    for name in ("gamma", "gamma_int", "gae_lambda", "rnd_update_proportion"):
-        if not 0.0 <= getattr(args, name) <= 1.0:
-            fail(f"--{name.replace('_', '-')} must be in [0, 1], got {getattr(args, name)}")
-    batch_size = args.num_envs * args.num_steps
-    if batch_size % args.num_minibatches:
-        fail(f"num_envs*num_steps = {batch_size} is not divisible by --num-minibatches "
-             f"{args.num_minibatches}; pick a divisor of {batch_size}")
-    if args.norm_adv and batch_size // args.num_minibatches < 2:
-        fail("minibatches of 1 sample cannot normalize advantages; use fewer "
-             "--num-minibatches or --no-norm-adv")
-    if args.eval_checkpoint is None and 0 < args.total_timesteps < batch_size:
-        fail(f"--total-timesteps {args.total_timesteps} is less than one rollout "
-             f"(num_envs*num_steps = {batch_size}); raise it or shrink the rollout")
-
-
-def check_spaces(args, obs_space, action_space):
-    """Whether ppo_rnd.py handles the environment's spaces; returns (obs_dim, action_dim,
-    continuous)."""
-    if not (isinstance(action_space, gym.spaces.Discrete)
-            or isinstance(action_space, gym.spaces.Box) and len(action_space.shape) == 1):
-        fail(f"{args.env_id} has a {type(action_space).__name__} action space of shape "
-             f"{action_space.shape}; ppo_rnd.py handles Discrete and flat Box actions (for "
-             "MultiDiscrete or MultiBinary, number the combinations as one Discrete action; "
-             "ppo_masked.py can then mask the invalid ones)")
-    if not (isinstance(obs_space, gym.spaces.Box) and len(obs_space.shape) == 1):
-        fail(f"{args.env_id} has a {type(obs_space).__name__} observation space of shape "
-             f"{obs_space.shape}; ppo_rnd.py's MLPs need a flat Box (ppo_masked.py one-hot "
-             "encodes Discrete ones, qlearning.py uses a table)")
-    continuous = isinstance(action_space, gym.spaces.Box)
-    action_dim = action_space.shape[0] if continuous else int(action_space.n)
-    return obs_space.shape[0], action_dim, continuous
-
-
-def greedy_policy(models, envs):
-    """The evaluation's policy, act(obs, info) -> actions: the most likely action (the
-    argmax of the logits, or the Gaussian's mean clipped to the bounds), the observation
-    statistics frozen."""
-    agent, normalizer = models["agent"], models["obs_rms"]
-    device = next(agent.parameters()).device
-
-    @torch.no_grad()
-    def act(obs, info):
-        out = agent.actor(torch.from_numpy(normalizer(obs)).to(device))
-        return to_env_action(agent, out if agent.continuous else out.argmax(-1),
-                             envs.single_action_space)
-    return act
-
-
-# What a run is judged on, by environment id (its benchmark task in benchmark.py, its README
-# row): (threshold, window of training episodes, "train": the last-window mean at the end,
-# or "eval": the final greedy evaluation). Another id: its reward_threshold over 20, "train".
-GOALS = {"MountainCar-v0": (-120, 50, "train"), "SparseChain-v0": (0.9, 50, "train")}
-MODEL_FLAGS = ("hidden_size", "norm_obs")  # a checkpoint's network is built by these
-# ppo_rnd.py's columns of updates.csv as TensorBoard's scalars, under CleanRL's names (the
-# others, such as intrinsic_reward, go under charts/)
-TENSORBOARD_NAMES = {
-    "policy_loss": "losses/policy_loss", "value_loss": "losses/value_loss",
-    "entropy": "losses/entropy", "approx_kl": "losses/approx_kl", "clipfrac": "losses/clipfrac",
-    "explained_variance": "losses/explained_variance",
-    "value_loss_int": "losses/value_loss_int", "predictor_loss": "losses/fwd_loss"}
 
 
 # ---------------------------------------------------------------------------------------
@@ -1400,6 +1279,78 @@ def cli():
         signal.signal(signal.SIGINT, signal.SIG_DFL)
         os.kill(os.getpid(), signal.SIGINT)
 # End of plumbing/common.py
+
+
+# ---------------------------------------------------------------------------------------
+# What the plumbing asks of ppo_rnd.py: its own checks, its greedy policy, its model's flags
+# ---------------------------------------------------------------------------------------
+def check_flags(args):
+    """ppo_rnd.py's own flags, checked before any environment is made."""
+    for name in ("num_envs", "num_steps", "num_minibatches", "update_epochs", "hidden_size",
+                 "learning_rate", "clip_coef", "max_grad_norm", "rnd_output_size",
+                 "rnd_init_steps"):
+        if not getattr(args, name) > 0:
+            fail(f"--{name.replace('_', '-')} must be positive, got {getattr(args, name)}")
+    for name in ("gamma", "gamma_int", "gae_lambda", "rnd_update_proportion"):
+        if not 0.0 <= getattr(args, name) <= 1.0:
+            fail(f"--{name.replace('_', '-')} must be in [0, 1], got {getattr(args, name)}")
+    batch_size = args.num_envs * args.num_steps
+    if batch_size % args.num_minibatches:
+        fail(f"num_envs*num_steps = {batch_size} is not divisible by --num-minibatches "
+             f"{args.num_minibatches}; pick a divisor of {batch_size}")
+    if args.norm_adv and batch_size // args.num_minibatches < 2:
+        fail("minibatches of 1 sample cannot normalize advantages; use fewer "
+             "--num-minibatches or --no-norm-adv")
+    if args.eval_checkpoint is None and 0 < args.total_timesteps < batch_size:
+        fail(f"--total-timesteps {args.total_timesteps} is less than one rollout "
+             f"(num_envs*num_steps = {batch_size}); raise it or shrink the rollout")
+
+
+def check_spaces(args, obs_space, action_space):
+    """Whether ppo_rnd.py handles the environment's spaces; returns (obs_dim, action_dim,
+    continuous)."""
+    if not (isinstance(action_space, gym.spaces.Discrete)
+            or isinstance(action_space, gym.spaces.Box) and len(action_space.shape) == 1):
+        fail(f"{args.env_id} has a {type(action_space).__name__} action space of shape "
+             f"{action_space.shape}; ppo_rnd.py handles Discrete and flat Box actions (for "
+             "MultiDiscrete or MultiBinary, number the combinations as one Discrete action; "
+             "ppo_masked.py can then mask the invalid ones)")
+    if not (isinstance(obs_space, gym.spaces.Box) and len(obs_space.shape) == 1):
+        fail(f"{args.env_id} has a {type(obs_space).__name__} observation space of shape "
+             f"{obs_space.shape}; ppo_rnd.py's MLPs need a flat Box (ppo_masked.py one-hot "
+             "encodes Discrete ones, qlearning.py uses a table)")
+    continuous = isinstance(action_space, gym.spaces.Box)
+    action_dim = action_space.shape[0] if continuous else int(action_space.n)
+    return obs_space.shape[0], action_dim, continuous
+
+
+def greedy_policy(models, envs):
+    """The evaluation's policy, act(obs, info) -> actions: the most likely action (the
+    argmax of the logits, or the Gaussian's mean clipped to the bounds), the observation
+    statistics frozen."""
+    agent, normalizer = models["agent"], models["obs_rms"]
+    device = next(agent.parameters()).device
+
+    @torch.no_grad()
+    def act(obs, info):
+        out = agent.actor(torch.from_numpy(normalizer(obs)).to(device))
+        return to_env_action(agent, out if agent.continuous else out.argmax(-1),
+                             envs.single_action_space)
+    return act
+
+
+# What a run is judged on, by environment id (its benchmark task in benchmark.py, its README
+# row): (threshold, window of training episodes, "train": the last-window mean at the end,
+# or "eval": the final greedy evaluation). Another id: its reward_threshold over 20, "train".
+GOALS = {"MountainCar-v0": (-120, 50, "train"), "SparseChain-v0": (0.9, 50, "train")}
+MODEL_FLAGS = ("hidden_size", "norm_obs")  # a checkpoint's network is built by these
+# ppo_rnd.py's columns of updates.csv as TensorBoard's scalars, under CleanRL's names (the
+# others, such as intrinsic_reward, go under charts/)
+TENSORBOARD_NAMES = {
+    "policy_loss": "losses/policy_loss", "value_loss": "losses/value_loss",
+    "entropy": "losses/entropy", "approx_kl": "losses/approx_kl", "clipfrac": "losses/clipfrac",
+    "explained_variance": "losses/explained_variance",
+    "value_loss_int": "losses/value_loss_int", "predictor_loss": "losses/fwd_loss"}
 
 
 if __name__ == "__main__":
