@@ -2,22 +2,16 @@
 """Multi-Agent PPO (MAPPO) with decentralized actors and a centralized critic, in one file.
 
 Each agent acts on its own observation (one shared actor that also sees a one-hot agent id,
-or one actor per agent); one critic, used only during training, sees more. The update is
-PPO's: a rollout of T steps from N copies of a PettingZoo parallel environment, GAE
-advantages from the critic, then epochs of clipped-surrogate steps. The critic sees one of
-two kinds of state (Yu et al. 2022, section 4; the buffers follow HARL, Zhong et al. 2024):
-
-    EP (environment-provided)   env.state(); one value V(s) per environment copy
-    AS (agent-specific)         env.state() | o^i | one-hot(i); one value per agent and copy,
-                                each cut at the agent's own end
-
-Both learn from the team reward r_t = mean over the agents that acted of r_t^i (AS with
---per-agent-reward: from agent i's own r_t^i). MAPPO's FP (feature-pruned) state is AS less
-the features that state and observation share; which those are depends on the task, so the
-script offers EP and AS only.
+or one actor per agent); one critic, used only during training, sees more (--critic-state,
+Yu et al. 2022, section 4; the buffers follow HARL, Zhong et al. 2024) and learns from the
+team reward, the mean over the agents that acted (AS with --per-agent-reward: r_t^i). The
+update is PPO's: a rollout of T steps from N copies of a PettingZoo parallel environment,
+GAE advantages from the critic, then epochs of clipped-surrogate steps.
 
 Key equations (t indexes steps, i agents, done_t = terminated_t or truncated_t):
 
+    critic    EP: V(s_t), s_t = env.state(), one value per copy; AS (agent-specific):
+              V(s_t | o_t^i | one-hot(i)), one value per agent, cut at the agent's own end
     ratio_t^i = pi_theta(a_t^i | o_t^i) / pi_old(a_t^i | o_t^i)
     L_clip    = sum_{t,i} m_t^i min(ratio_t^i A_t^i, clip(ratio_t^i, 1-eps, 1+eps) A_t^i)
                 / sum_{t,i} m_t^i            (m: active mask, 0 once agent i is done)
@@ -25,17 +19,6 @@ Key equations (t indexes steps, i agents, done_t = terminated_t or truncated_t):
               A_t     = delta_t + gamma lambda (1 - done_t) A_{t+1}
     values    the critic learns (R - mu) / sigma, mu and sigma the running mean and std of
               the returns R (--value-norm); V = sigma * output + mu before GAE
-
-Episodes cut by a time limit (MPE's max_cycles) bootstrap from the value of the true final
-state, taken before the environment resets. One environment step is one step of one copy,
-all of its agents acting at once (the MAPPO papers' convention); --total-timesteps counts
-these. An episode's return is the mean over agents of each agent's summed reward (the mean
-per-agent return): episodes.csv, the console and --stop-at-return use it.
-
---env-id module:function runs your own cooperative PettingZoo parallel environment, the one
-function() returns (as PettingZoo's parallel_env does); one without state() gets its agents'
-observations joined as its state. Deviations from MAPPO's and HARL's code are named where
-they occur (Actors, team_reward, mappo_loss, ValueNorm, train).
 
 Papers:
     Yu et al. 2022, "The Surprising Effectiveness of PPO in Cooperative Multi-Agent Games",
@@ -52,15 +35,9 @@ Run:
     python mappo.py --env-id simple_spread_v3                      # EP critic, the defaults
     python mappo.py --env-id simple_spread_v3 --critic-state as
     python mappo.py --env-id simple_speaker_listener_v4 --no-share-actor
-    PYTHONPATH=tests python mappo.py --env-id my_envs:team_env     # tests/my_envs.py's function
-    python mappo.py --help
 
-Writes runs/<env_id>__mappo__<seed>__<unix_time>/ with config.json, episodes.csv,
-updates.csv, summary.json, model.pt with --save-model, and with --eval-every N
-evaluations.csv (and best_model.pt, the best evaluated model).
-TensorBoard's event file gets the CSV rows too (--no-tensorboard: none; --track syncs it
-to Weights & Biases, as CleanRL does).
-python plot.py <run folder> draws its learning curve (with the --eval-every evaluations).
+Writes runs/<env_id>__mappo__<seed>__<unix_time>/ (plainrl's CONTRIBUTING.md, "What a run writes");
+an episode's return there is the mean over the agents of each one's summed reward.
 """
 
 # ---------------------------------------------------------------------------------------
@@ -622,82 +599,6 @@ def main(args: Args) -> dict:
     envs = None if checkpoint else LockstepEnvs(args.env_id, args.num_envs, args.max_cycles)
     return train_and_finish(run, lambda: train(args, envs, actors, critic, value_norm, run,
                                                device), envs)
-
-
-# ---------------------------------------------------------------------------------------
-# What the plumbing asks of mappo.py: its own checks, its greedy policy, its model's flags
-# ---------------------------------------------------------------------------------------
-CONTINUOUS_ACTIONS = False  # the lock-step plumbing's MPE tasks: Discrete actions
-
-
-def check_flags(args):
-    """mappo.py's own flags, checked before any environment is made."""
-    for name in ("num_envs", "num_steps", "num_minibatches", "update_epochs", "hidden_size",
-                 "max_cycles", "learning_rate", "clip_coef", "max_grad_norm"):
-        if not getattr(args, name) > 0:
-            fail(f"--{name.replace('_', '-')} must be positive, got {getattr(args, name)}")
-    for name in ("gamma", "gae_lambda"):
-        if not 0.0 <= getattr(args, name) <= 1.0:
-            fail(f"--{name.replace('_', '-')} must be in [0, 1], got {getattr(args, name)}")
-    if args.per_agent_reward and args.critic_state == "ep":
-        fail("--per-agent-reward needs --critic-state as (the EP critic has one value per "
-             "copy, learned from the team reward)")
-    batch_size = args.num_envs * args.num_steps
-    if batch_size % args.num_minibatches:
-        fail(f"num_envs*num_steps = {batch_size} is not divisible by --num-minibatches "
-             f"{args.num_minibatches}; pick a divisor of {batch_size}")
-    if args.eval_checkpoint is None and 0 < args.total_timesteps < batch_size:
-        fail(f"--total-timesteps {args.total_timesteps} is less than one rollout "
-             f"(num_envs*num_steps = {batch_size}); raise it or shrink the rollout")
-
-
-def check_spaces(args, obs_space, action_space):
-    """Whether mappo.py handles every agent's spaces (LockstepEnvs': observations
-    {"agents": each agent's, "state": the state's}, each agent's actions); returns the spec
-    dict: agents, obs_dims, action_counts, state_dim."""
-    for agent, space in action_space.items():
-        if not isinstance(space, gym.spaces.Discrete):
-            fail(f"{args.env_id}'s agent {agent} has a {type(space).__name__} action space; "
-                 "mappo.py's actors are categorical and need Discrete actions (for "
-                 "continuous control of one agent see ppo.py or ddpg_td3.py)")
-    for agent, space in obs_space["agents"].items():
-        if not isinstance(space, gym.spaces.Box) or len(space.shape) != 1:
-            fail(f"{args.env_id}'s agent {agent} has observations {space}; mappo.py's MLPs "
-                 "need flat Box vectors")
-    return {"agents": list(action_space),
-            "obs_dims": [s.shape[0] for s in obs_space["agents"].values()],
-            "action_counts": [int(s.n) for s in action_space.values()],
-            "state_dim": obs_space["state"].shape[0]}
-
-
-def greedy_policy(models, envs):
-    """The evaluation's policy, act(obs, info) -> actions: each agent's most likely action
-    among those available (info["avail"]); a done agent's is not sent (LockstepEnvs)."""
-    actors = models["actors"]
-    device = next(actors.parameters()).device
-
-    @torch.no_grad()
-    def act(obs, info):
-        logits = actors.logits(torch.from_numpy(obs).to(device),
-                               torch.from_numpy(info["avail"]).to(device))
-        return logits.argmax(-1).cpu().numpy()
-    return act
-
-
-# What a run is judged on, by environment id (its benchmark task in benchmark.py, its README
-# row): (threshold, window of training episodes, "train": the last-window mean at the end,
-# or "eval": the final greedy evaluation). Another id: its reward_threshold over 20, "train".
-GOALS = {"simple_spread_v3": (-16, 100, "train")}
-# the networks, the critic's state and the time limit, which --eval-checkpoint takes over
-ENV_FLAGS = ("max_cycles",)  # the evaluation's environments get the run's --max-cycles
-MODEL_FLAGS = ("hidden_size", "share_actor", "layer_norm", "critic_state", "max_cycles")
-# mappo.py's columns of updates.csv as TensorBoard's scalars, under CleanRL's names
-TENSORBOARD_NAMES = {
-    "learning_rate": "charts/learning_rate", "return_mean": "charts/return_mean",
-    "return_std": "charts/return_std", "policy_loss": "losses/policy_loss",
-    "value_loss": "losses/value_loss", "entropy": "losses/entropy",
-    "approx_kl": "losses/approx_kl", "clipfrac": "losses/clipfrac",
-    "explained_variance": "losses/explained_variance"}
 
 
 # ---------------------------------------------------------------------------------------
@@ -1601,6 +1502,82 @@ class EvaluationEnvs(LockstepEnvs):
             save_video(frames[:-1], self.video_folder, fps=10, name_prefix=f"eval-{n}",
                        episode_index=0, episode_trigger=lambda episode: True)
 # End of plumbing/lockstep.py
+
+
+# ---------------------------------------------------------------------------------------
+# What the plumbing asks of mappo.py: its own checks, its greedy policy, its model's flags
+# ---------------------------------------------------------------------------------------
+CONTINUOUS_ACTIONS = False  # the lock-step plumbing's MPE tasks: Discrete actions
+
+
+def check_flags(args):
+    """mappo.py's own flags, checked before any environment is made."""
+    for name in ("num_envs", "num_steps", "num_minibatches", "update_epochs", "hidden_size",
+                 "max_cycles", "learning_rate", "clip_coef", "max_grad_norm"):
+        if not getattr(args, name) > 0:
+            fail(f"--{name.replace('_', '-')} must be positive, got {getattr(args, name)}")
+    for name in ("gamma", "gae_lambda"):
+        if not 0.0 <= getattr(args, name) <= 1.0:
+            fail(f"--{name.replace('_', '-')} must be in [0, 1], got {getattr(args, name)}")
+    if args.per_agent_reward and args.critic_state == "ep":
+        fail("--per-agent-reward needs --critic-state as (the EP critic has one value per "
+             "copy, learned from the team reward)")
+    batch_size = args.num_envs * args.num_steps
+    if batch_size % args.num_minibatches:
+        fail(f"num_envs*num_steps = {batch_size} is not divisible by --num-minibatches "
+             f"{args.num_minibatches}; pick a divisor of {batch_size}")
+    if args.eval_checkpoint is None and 0 < args.total_timesteps < batch_size:
+        fail(f"--total-timesteps {args.total_timesteps} is less than one rollout "
+             f"(num_envs*num_steps = {batch_size}); raise it or shrink the rollout")
+
+
+def check_spaces(args, obs_space, action_space):
+    """Whether mappo.py handles every agent's spaces (LockstepEnvs': observations
+    {"agents": each agent's, "state": the state's}, each agent's actions); returns the spec
+    dict: agents, obs_dims, action_counts, state_dim."""
+    for agent, space in action_space.items():
+        if not isinstance(space, gym.spaces.Discrete):
+            fail(f"{args.env_id}'s agent {agent} has a {type(space).__name__} action space; "
+                 "mappo.py's actors are categorical and need Discrete actions (for "
+                 "continuous control of one agent see ppo.py or ddpg_td3.py)")
+    for agent, space in obs_space["agents"].items():
+        if not isinstance(space, gym.spaces.Box) or len(space.shape) != 1:
+            fail(f"{args.env_id}'s agent {agent} has observations {space}; mappo.py's MLPs "
+                 "need flat Box vectors")
+    return {"agents": list(action_space),
+            "obs_dims": [s.shape[0] for s in obs_space["agents"].values()],
+            "action_counts": [int(s.n) for s in action_space.values()],
+            "state_dim": obs_space["state"].shape[0]}
+
+
+def greedy_policy(models, envs):
+    """The evaluation's policy, act(obs, info) -> actions: each agent's most likely action
+    among those available (info["avail"]); a done agent's is not sent (LockstepEnvs)."""
+    actors = models["actors"]
+    device = next(actors.parameters()).device
+
+    @torch.no_grad()
+    def act(obs, info):
+        logits = actors.logits(torch.from_numpy(obs).to(device),
+                               torch.from_numpy(info["avail"]).to(device))
+        return logits.argmax(-1).cpu().numpy()
+    return act
+
+
+# What a run is judged on, by environment id (its benchmark task in benchmark.py, its README
+# row): (threshold, window of training episodes, "train": the last-window mean at the end,
+# or "eval": the final greedy evaluation). Another id: its reward_threshold over 20, "train".
+GOALS = {"simple_spread_v3": (-16, 100, "train")}
+# the networks, the critic's state and the time limit, which --eval-checkpoint takes over
+ENV_FLAGS = ("max_cycles",)  # the evaluation's environments get the run's --max-cycles
+MODEL_FLAGS = ("hidden_size", "share_actor", "layer_norm", "critic_state", "max_cycles")
+# mappo.py's columns of updates.csv as TensorBoard's scalars, under CleanRL's names
+TENSORBOARD_NAMES = {
+    "learning_rate": "charts/learning_rate", "return_mean": "charts/return_mean",
+    "return_std": "charts/return_std", "policy_loss": "losses/policy_loss",
+    "value_loss": "losses/value_loss", "entropy": "losses/entropy",
+    "approx_kl": "losses/approx_kl", "clipfrac": "losses/clipfrac",
+    "explained_variance": "losses/explained_variance"}
 
 
 if __name__ == "__main__":
