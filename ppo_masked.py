@@ -19,37 +19,28 @@ done_t = terminated_t or truncated_t):
                    A_t     = delta_t + gamma * lambda * (1 - done_t) * A_{t+1}
     loss           = -L_clip + c_v * 0.5 * (V(s_t) - R_t)^2 - c_e * H_t,   R_t = A_t + V(s_t)
 
+with eps --clip-coef, gamma --gamma, lambda --gae-lambda, c_v --vf-coef, c_e --ent-coef.
 The gradient of a masked logit is exactly 0, so the update never pushes on actions the
 environment forbade. A time-limit truncation is not a termination: the step bootstraps
 from the value of the true final observation (Gymnasium's info["final_obs"]).
 
-The mask comes from info["action_mask"] (Gymnasium's Taxi) or from the "action_mask" entry
-of a Dict observation (PettingZoo's classic games), whose other entries are flattened
-(Discrete and MultiDiscrete one-hot) and concatenated in sorted key order. An environment
-without masks is refused rather than trained without them by accident: --no-mask trains the
-same agent with every action allowed (for comparison, or for such an environment).
+The mask comes from info["action_mask"] (Gymnasium's Taxi) or a Dict observation's
+"action_mask" entry (PettingZoo's classic games), whose other entries are flattened (Discrete
+and MultiDiscrete one-hot) and concatenated in sorted key order. An environment without masks
+is refused, not trained without them by accident: --no-mask allows every action (to compare).
 
-Papers:
-    Huang & Ontañón 2020, "A Closer Look at Invalid Action Masking in Policy Gradient
-        Algorithms", arXiv:2006.14171 (FLAIRS-35, 2022)
-    Schulman et al. 2017, "Proximal Policy Optimization Algorithms", arXiv:1707.06347
-    Schulman et al. 2016, "High-Dimensional Continuous Control Using Generalized
-        Advantage Estimation", ICLR 2016
-    Pardo et al. 2018, "Time Limits in Reinforcement Learning", ICML 2018
+Papers: Huang & Ontañón 2020 (invalid action masking, arXiv:2006.14171; FLAIRS-35, 2022);
+Schulman et al. 2017 (PPO, arXiv:1707.06347); Schulman et al. 2016 (GAE, ICLR); Pardo et al.
+2018 (Time Limits in RL, ICML).
 
-Run:
+Run (your own environment: the docs' "Running it"):
     python ppo_masked.py --env-id Taxi-v4
     python ppo_masked.py --env-id Taxi-v4 --no-mask --total-timesteps 400000
-    PYTHONPATH=tests python ppo_masked.py --env-id my_envs:GridWorld-v0 --no-mask  # tests/my_envs
-    python ppo_masked.py --help
 
-Writes runs/<env_id>__ppo_masked__<seed>__<unix_time>/ with config.json, episodes.csv,
-updates.csv, summary.json, model.pt with --save-model, and with --eval-every N
-evaluations.csv (and best_model.pt, the best evaluated model) (plainrl's CONTRIBUTING.md,
-"What a run writes").
-TensorBoard's event file gets the CSV rows too (--no-tensorboard: none; --track syncs it
-to Weights & Biases, as CleanRL does).
-python plot.py <run folder> draws its learning curve (with the --eval-every evaluations).
+Writes runs/<env_id>__ppo_masked__<seed>__<unix_time>/ (plainrl's CONTRIBUTING.md, "What a
+run writes"): config.json, episodes.csv, updates.csv, summary.json, TensorBoard's events
+(--track: W&B too), model.pt (--save-model), evaluations.csv and best_model.pt (--eval-every
+N); python plot.py <run folder> draws its learning curve.
 """
 
 # ---------------------------------------------------------------------------------------
@@ -355,16 +346,12 @@ def make_vector_env(env_id, num_envs, reward_gamma=None, video_folder=None):
     is in info["final_obs"]) and episode statistics recorded by Gymnasium's wrapper. With
     reward_gamma (--norm-reward), rewards are divided by the running std of the return
     discounted by it (Gymnasium's NormalizeReward) and clipped to [-10, 10], after the
-    statistics wrapper, so that episodes.csv keeps the raw returns."""
+    statistics wrapper, so that episodes.csv keeps the raw returns. video_folder:
+    recording_env (--capture-video)."""
     def make(i):
         if video_folder is None:
             return gym.make(env_id)
-        os.environ.setdefault("SDL_VIDEODRIVER", "dummy")  # frames only, no window to open
-        env = gym.make(env_id, render_mode="rgb_array")
-        with warnings.catch_warnings():  # the environments share one folder on purpose
-            warnings.filterwarnings("ignore", message=".*Overwriting existing videos")
-            return gym.wrappers.RecordVideo(env, video_folder, name_prefix=f"eval-{i}",
-                                           episode_trigger=lambda episode: episode == 0)
+        return recording_env(env_id, video_folder, f"eval-{i}")
 
     envs = gym.vector.SyncVectorEnv([lambda i=i: make(i) for i in range(num_envs)],
                                     autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
@@ -502,8 +489,8 @@ def train(args, agent, envs, run, mask_source, device):
             advantages, returns = buffer.gae(agent.get_value, args.gamma, args.gae_lambda)
         b_obs, b_masks = buffer.obs.flatten(0, 1), buffer.action_masks.flatten(0, 1)
         b_actions, b_logprobs = buffer.actions.flatten(), buffer.logprobs.flatten()
-        b_values, b_advantages, b_returns = (x.flatten() for x in (buffer.values, advantages,
-                                                                    returns))
+        b_values = buffer.values.flatten()
+        b_advantages, b_returns = advantages.flatten(), returns.flatten()
 
         # Update: epochs of minibatch gradient steps on the rollout.
         approx_kls, clipfracs = [], []
@@ -565,86 +552,6 @@ def main(args: Args) -> dict:
     envs = None if checkpoint else make_vector_env(
         args.env_id, args.num_envs, reward_gamma=args.gamma if args.norm_reward else None)
     return train_and_finish(run, lambda: train(args, agent, envs, run, mask_source, device), envs)
-
-
-# ---------------------------------------------------------------------------------------
-# What the plumbing asks of ppo_masked.py: its own checks, its greedy policy, its model's flags
-# ---------------------------------------------------------------------------------------
-def check_flags(args):
-    """ppo_masked.py's own flags, checked before any environment is made."""
-    for name in ("num_envs", "num_steps", "num_minibatches", "update_epochs", "hidden_size",
-                 "stop_window", "learning_rate", "clip_coef", "max_grad_norm"):
-        if not getattr(args, name) > 0:
-            fail(f"--{name.replace('_', '-')} must be positive, got {getattr(args, name)}")
-    for name in ("gamma", "gae_lambda"):
-        if not 0.0 <= getattr(args, name) <= 1.0:
-            fail(f"--{name.replace('_', '-')} must be in [0, 1], got {getattr(args, name)}")
-    batch_size = args.num_envs * args.num_steps
-    if batch_size % args.num_minibatches:
-        fail(f"num_envs*num_steps = {batch_size} is not divisible by --num-minibatches "
-             f"{args.num_minibatches}; pick a divisor of {batch_size}")
-    if args.norm_adv and batch_size // args.num_minibatches < 2:
-        fail("minibatches of 1 sample cannot normalize advantages; use fewer "
-             "--num-minibatches or --no-norm-adv")
-    if args.eval_checkpoint is None and 0 < args.total_timesteps < batch_size:
-        fail(f"--total-timesteps {args.total_timesteps} is less than one rollout "
-             f"(num_envs*num_steps = {batch_size}); raise it or shrink the rollout")
-
-
-def check_spaces(args, obs_space, action_space):
-    """Whether ppo_masked.py handles the spaces, and where the mask is: a vector of one
-    environment is reset (seed 0) and its first mask checked. Returns (observation space,
-    number of actions, the mask's source: "obs", "info" or None with --no-mask).
-    --mask-source auto takes a Dict observation's "action_mask" entry where there is one,
-    else info["action_mask"]."""
-    env_id = args.env_id
-    if not isinstance(action_space, gym.spaces.Discrete):
-        fail(f"{env_id} has a {type(action_space).__name__} action space; ppo_masked.py "
-             "masks Discrete ones (for Box actions without masks see ppo.py)")
-    if not obs_space.is_np_flattenable:  # Graph and Sequence spaces have no fixed size
-        fail(f"{env_id}'s observation space is a {type(obs_space).__name__} of no fixed size; "
-             "ppo_masked.py needs Box, Discrete, MultiBinary, MultiDiscrete, Dicts and Tuples")
-    if flat_size(obs_space) == 0:
-        fail(f"{env_id}'s observation has nothing but the action mask to feed the network")
-    if args.no_mask:
-        return obs_space, int(action_space.n), None
-    has_entry = isinstance(obs_space, gym.spaces.Dict) and "action_mask" in obs_space.keys()
-    if args.mask_source == "obs" and not has_entry:
-        fail(f"{env_id} has no 'action_mask' entry in its observation (a "
-             f"{type(obs_space).__name__}); pass --mask-source info, or train with --no-mask")
-    source = "obs" if has_entry and args.mask_source != "info" else "info"
-    envs = make_vector_env(env_id, 1)
-    obs, info = envs.reset(seed=0)
-    envs.close()
-    read_masks(obs, info, source, 1, int(action_space.n), f"after reset of {env_id}")
-    return obs_space, int(action_space.n), source
-
-
-def greedy_policy(models, envs):
-    """The evaluation's policy, act(obs, info) -> actions: the most likely action among those
-    the mask allows (every action with --no-mask), the mask read where training reads it."""
-    agent = models["agent"]
-    device = next(agent.parameters()).device
-
-    @torch.no_grad()
-    def act(obs, info):
-        observed = observe(envs, obs, info, agent.mask_source, device, "in evaluation")
-        return agent.greedy(*observed).cpu().numpy()
-    return act
-
-
-# What a run is judged on, by environment id (its benchmark task in benchmark.py, its README
-# row): (threshold, window of training episodes, "train": the last-window mean at the end,
-# or "eval": the final greedy evaluation). Another id: its reward_threshold over 20, "train".
-GOALS = {"Taxi-v4": (7.5, 100, "train")}
-MODEL_FLAGS = ("hidden_size",)  # a checkpoint's network is built by these
-# ppo_masked.py's columns of updates.csv as TensorBoard's scalars, under CleanRL's names
-TENSORBOARD_NAMES = {
-    "learning_rate": "charts/learning_rate", "epochs": "charts/epochs",
-    "valid_actions": "charts/valid_actions",
-    "policy_loss": "losses/policy_loss", "value_loss": "losses/value_loss",
-    "entropy": "losses/entropy", "approx_kl": "losses/approx_kl", "clipfrac": "losses/clipfrac",
-    "explained_variance": "losses/explained_variance"}
 
 
 # ---------------------------------------------------------------------------------------
@@ -1285,6 +1192,97 @@ def cli():
         signal.signal(signal.SIGINT, signal.SIG_DFL)
         os.kill(os.getpid(), signal.SIGINT)
 # End of plumbing/common.py
+
+
+# ---------------------------------------------------------------------------------------
+# What the plumbing asks of ppo_masked.py: its own checks, its greedy policy, its model's flags
+# ---------------------------------------------------------------------------------------
+def recording_env(env_id, video_folder, name_prefix):
+    """An evaluation environment of --capture-video: its first episode recorded into
+    video_folder."""
+    os.environ.setdefault("SDL_VIDEODRIVER", "dummy")  # frames only, no window to open
+    env = gym.make(env_id, render_mode="rgb_array")
+    with warnings.catch_warnings():  # the environments share one folder on purpose
+        warnings.filterwarnings("ignore", message=".*Overwriting existing videos")
+        return gym.wrappers.RecordVideo(env, video_folder, name_prefix=name_prefix,
+                                        episode_trigger=lambda episode: episode == 0)
+
+
+def check_flags(args):
+    """ppo_masked.py's own flags, checked before any environment is made."""
+    for name in ("num_envs", "num_steps", "num_minibatches", "update_epochs", "hidden_size",
+                 "stop_window", "learning_rate", "clip_coef", "max_grad_norm"):
+        if not getattr(args, name) > 0:
+            fail(f"--{name.replace('_', '-')} must be positive, got {getattr(args, name)}")
+    for name in ("gamma", "gae_lambda"):
+        if not 0.0 <= getattr(args, name) <= 1.0:
+            fail(f"--{name.replace('_', '-')} must be in [0, 1], got {getattr(args, name)}")
+    batch_size = args.num_envs * args.num_steps
+    if batch_size % args.num_minibatches:
+        fail(f"num_envs*num_steps = {batch_size} is not divisible by --num-minibatches "
+             f"{args.num_minibatches}; pick a divisor of {batch_size}")
+    if args.norm_adv and batch_size // args.num_minibatches < 2:
+        fail("minibatches of 1 sample cannot normalize advantages; use fewer "
+             "--num-minibatches or --no-norm-adv")
+    if args.eval_checkpoint is None and 0 < args.total_timesteps < batch_size:
+        fail(f"--total-timesteps {args.total_timesteps} is less than one rollout "
+             f"(num_envs*num_steps = {batch_size}); raise it or shrink the rollout")
+
+
+def check_spaces(args, obs_space, action_space):
+    """Whether ppo_masked.py handles the spaces, and where the mask is: a vector of one
+    environment is reset (seed 0) and its first mask checked. Returns (observation space,
+    number of actions, the mask's source: "obs", "info" or None with --no-mask).
+    --mask-source auto takes a Dict observation's "action_mask" entry where there is one,
+    else info["action_mask"]."""
+    env_id = args.env_id
+    if not isinstance(action_space, gym.spaces.Discrete):
+        fail(f"{env_id} has a {type(action_space).__name__} action space; ppo_masked.py "
+             "masks Discrete ones (for Box actions without masks see ppo.py)")
+    if not obs_space.is_np_flattenable:  # Graph and Sequence spaces have no fixed size
+        fail(f"{env_id}'s observation space is a {type(obs_space).__name__} of no fixed size; "
+             "ppo_masked.py needs Box, Discrete, MultiBinary, MultiDiscrete, Dicts and Tuples")
+    if flat_size(obs_space) == 0:
+        fail(f"{env_id}'s observation has nothing but the action mask to feed the network")
+    if args.no_mask:
+        return obs_space, int(action_space.n), None
+    has_entry = isinstance(obs_space, gym.spaces.Dict) and "action_mask" in obs_space.keys()
+    if args.mask_source == "obs" and not has_entry:
+        fail(f"{env_id} has no 'action_mask' entry in its observation (a "
+             f"{type(obs_space).__name__}); pass --mask-source info, or train with --no-mask")
+    source = "obs" if has_entry and args.mask_source != "info" else "info"
+    envs = make_vector_env(env_id, 1)
+    obs, info = envs.reset(seed=0)
+    envs.close()
+    read_masks(obs, info, source, 1, int(action_space.n), f"after reset of {env_id}")
+    return obs_space, int(action_space.n), source
+
+
+def greedy_policy(models, envs):
+    """The evaluation's policy, act(obs, info) -> actions: the most likely action among those
+    the mask allows (every action with --no-mask), the mask read where training reads it."""
+    agent = models["agent"]
+    device = next(agent.parameters()).device
+
+    @torch.no_grad()
+    def act(obs, info):
+        observed = observe(envs, obs, info, agent.mask_source, device, "in evaluation")
+        return agent.greedy(*observed).cpu().numpy()
+    return act
+
+
+# What a run is judged on, by environment id (its benchmark task in benchmark.py, its README
+# row): (threshold, window of training episodes, "train": the last-window mean at the end,
+# or "eval": the final greedy evaluation). Another id: its reward_threshold over 20, "train".
+GOALS = {"Taxi-v4": (7.5, 100, "train")}
+MODEL_FLAGS = ("hidden_size",)  # a checkpoint's network is built by these
+# ppo_masked.py's columns of updates.csv as TensorBoard's scalars, under CleanRL's names
+TENSORBOARD_NAMES = {
+    "learning_rate": "charts/learning_rate", "epochs": "charts/epochs",
+    "valid_actions": "charts/valid_actions",
+    "policy_loss": "losses/policy_loss", "value_loss": "losses/value_loss",
+    "entropy": "losses/entropy", "approx_kl": "losses/approx_kl", "clipfrac": "losses/clipfrac",
+    "explained_variance": "losses/explained_variance"}
 
 
 if __name__ == "__main__":
