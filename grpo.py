@@ -3,100 +3,44 @@
 
 A small causal transformer (nanoGPT's shape) learns two-digit addition written as text,
 "47+85=" -> "132", from a reward it can check: 1 for the exact answer, 0 otherwise. A
-supervised warm start learns from worked answers that cover only part of the task (on the
-default AdditionPartial-v0, the sums without a carry in the ones column and 2% of the rest);
-the reward checks every sum. For each prompt the policy samples a group of G completions;
-each completion's advantage is its reward relative to its group, so GRPO needs no critic. The
-update is PPO's clipped ratio on every token of a completion, with a penalty for drifting
-from a frozen reference model (the warm start the run begins with), estimated by Schulman's
-k3. The run is judged on what RL added: the held-out accuracy after GRPO less the warm
-start's.
+supervised warm start learns from worked answers that leave out most sums with a carry in the
+ones column; the reward checks every sum. For each prompt the policy samples a group of G
+completions, each completion's advantage is its reward relative to its group (no critic),
+and the update is PPO's clipped ratio on every token, with a penalty for drifting from the
+frozen warm start, estimated by Schulman's k3. The run is judged on what RL added: the
+held-out accuracy after GRPO less the warm start's. The field's corrections are flags (Dr.
+GRPO, DAPO, RLOO, NLPO's --top-p); --model trains a local Hugging Face causal LM instead.
 
 Key equations (a group of G completions o_1..o_G of one prompt q, o_i of |o_i| tokens,
-r_i in {0, 1} its reward, pi_old the policy that sampled them, pi_ref the frozen reference):
+r_i in {0, 1} its reward, pi_old the sampler, pi_ref the frozen reference, N completions in
+a minibatch, T_max --max-new-tokens):
 
     advantage      A_i = (r_i - mean_j r_j) / (std_j r_j + 1e-4)     (GRPO)
                    A_i =  r_i - mean_j r_j                            (--no-scale-rewards)
                    A_i =  r_i - 1/(G-1) sum_{j != i} r_j              (--baseline rloo)
     ratio          rho_{i,t} = pi_theta(o_{i,t} | q, o_{i,<t}) / pi_old(o_{i,t} | q, o_{i,<t})
-    clipped loss   l_{i,t} = -min(rho A_i, clip(rho, 1 - eps_low, 1 + eps_high) A_i)
-    k3 estimator   k3_{i,t} = pi_ref / pi_theta - log(pi_ref / pi_theta) - 1   (>= 0)
-    per token      L_{i,t} = l_{i,t} + beta * k3_{i,t}
-    pass@k         1 - C(n - c, k) / C(n, k)   of n answers sampled, c right (Chen et al. 2021)
+    per token      L_{i,t} = -min(rho A_i, clip(rho, 1 - eps_low, 1 + eps_high) A_i)
+                             + beta (pi_ref / pi_theta - log(pi_ref / pi_theta) - 1)   (k3)
     aggregation    seq-mean-token-mean     (1/N) sum_i (1/|o_i|) sum_t L_{i,t}     (GRPO)
                    token-mean              sum_{i,t} L_{i,t} / sum_i |o_i|          (DAPO)
                    seq-mean-token-sum-norm sum_{i,t} L_{i,t} / (N * T_max)         (Dr. GRPO)
+    pass@k         1 - C(n - c, k) / C(n, k)   of n answers sampled, c right
 
-N is the number of completions in a minibatch and T_max --max-new-tokens. The token-level
-distribution is softmax(logits / temperature), sampled and trained on alike; with --top-p
-below 1 (NLPO), only the tokens of the top-p nucleus of a masking copy of the policy
-(refreshed every --mask-sync-every updates) may be sampled, and the stored mask is applied
-again in the update, as ppo_masked.py's buffer does with an environment's action masks.
-
-The field's corrections are flags: Dr. GRPO's --no-scale-rewards and --loss-agg
-seq-mean-token-sum-norm (no std, no length normalization), DAPO's --clip-coef-high 0.28
-(clip-higher), --loss-agg token-mean and --dynamic-sampling (groups whose rewards are all
-equal carry no signal; more are sampled in their place), RLOO's --baseline rloo and NLPO's
---top-p.
-
-The task is a Gymnasium environment: an episode is one prompt answered. reset() poses a
-problem (a Text observation), step(completion) scores the completion (a Text action) and
-ends the episode, so episodes.csv has a row per completion and its return is the reward:
-the mean of the last 20 training returns is the training accuracy, and the greedy
-evaluation of --eval-episodes episodes is the accuracy on held-out problems, which training
-never sees. --total-timesteps counts completions (environment steps). The G members of a
-group are G environments given the same seed, so they pose the same problems in the same
-order; a text task of your own (--env-id module:Id) keeps that by drawing its problems from
-its np_random alone, takes held_out=True for the evaluation's problems, and gives
-info["answer"] at reset for the supervised warm start (None where a problem has no worked
-answer; or train with --sft-steps 0). --shuffle-rewards (each group's rewards shuffled among
-its completions) and --warm-start (another run's warm_start.pt) run the controls of
-benchmarks/grpo_controls.py, which set RL's gain beside continued supervision.
-
---model PATH replaces the built-in transformer by a local Hugging Face causal LM and its
-tokenizer (transformers is imported only then; nothing is downloaded), with the same loss,
-buffer and warm start.
-
-Papers:
-    Shao et al. 2024, "DeepSeekMath: Pushing the Limits of Mathematical Reasoning in Open
-        Language Models", arXiv:2402.03300 (GRPO)
-    Liu et al. 2025, "Understanding R1-Zero-Like Training: A Critical Perspective",
-        arXiv:2503.20783 (Dr. GRPO)
-    Yu et al. 2025, "DAPO: An Open-Source LLM Reinforcement Learning System at Scale",
-        arXiv:2503.14476
-    Ahmadian et al. 2024, "Back to Basics: Revisiting REINFORCE Style Optimization for
-        Learning from Human Feedback in LLMs", ACL 2024 (RLOO)
-    Ramamurthy et al. 2023, "Is Reinforcement Learning (Not) for Natural Language
-        Processing: Benchmarks, Baselines, and Building Blocks for Natural Language Policy
-        Optimization", ICLR 2023 (NLPO, RL4LMs)
-    Schulman et al. 2017, "Proximal Policy Optimization Algorithms", arXiv:1707.06347
-    Schulman 2020, "Approximating KL Divergence", joschu.net/blog/kl-approx.html (k3)
-    Chen et al. 2021, "Evaluating Large Language Models Trained on Code", arXiv:2107.03374
-        (the unbiased pass@k)
-    Yue et al. 2025, "Does Reinforcement Learning Really Incentivize Reasoning Capacity in
-        LLMs Beyond the Base Model?", arXiv:2504.13837 (pass@k before and after RL)
-    Radford et al. 2019, "Language Models are Unsupervised Multitask Learners" (GPT-2,
-        whose shape nanoGPT follows)
+Papers: Shao et al. 2024 (DeepSeekMath, GRPO), arXiv:2402.03300; Liu et al. 2025 (Dr. GRPO),
+arXiv:2503.20783; Yu et al. 2025 (DAPO), arXiv:2503.14476; Ahmadian et al. 2024 (RLOO), ACL
+2024; Ramamurthy et al. 2023 (NLPO), ICLR 2023; Schulman et al. 2017 (PPO), arXiv:1707.06347;
+Schulman 2020 (k3); Chen et al. 2021 (pass@k), arXiv:2107.03374; Yue et al. 2025 (pass@k
+before and after RL), arXiv:2504.13837; Radford et al. 2019 (GPT-2).
 
 Run:
     python grpo.py
-    python grpo.py --no-scale-rewards --loss-agg seq-mean-token-sum-norm   # Dr. GRPO
     python grpo.py --clip-coef-high 0.28 --loss-agg token-mean --dynamic-sampling --beta 0
-    python grpo.py --baseline rloo --no-scale-rewards
     python grpo.py --top-p 0.9   # NLPO's top-p action mask
-    python grpo.py --model path/to/local/causal-lm --sft-steps 0   # a Hugging Face model
-    python grpo.py --help
 
 Writes runs/<env_id>__grpo__<seed>__<unix_time>/ with config.json, episodes.csv (a row per
-completion), updates.csv, held_out.csv (greedy accuracy, pass@1, pass@k, answer length and KL
-to the reference on held-out problems, every --eval-every answers of both phases; the warm
-start's at step 0), pass_at_k.csv (pass@1..64 at the warm start and the end), summary.json
-(start_return: the warm start's accuracy), model.pt and warm_start.pt with --save-model, and
-with --eval-every N evaluations.csv (and best_model.pt, the best evaluated model)
-(plainrl's CONTRIBUTING.md, "What a run writes").
-TensorBoard's event file gets the CSV rows too (--no-tensorboard: none; --track syncs it
-to Weights & Biases, as CleanRL does).
-python plot.py <run folder> draws its learning curve (with the --eval-every evaluations).
+completion), updates.csv, held_out.csv (accuracy, pass@1, pass@k, answer length and KL on
+held-out problems, every --eval-every answers; the warm start's at step 0), pass_at_k.csv,
+summary.json, TensorBoard's events, curve.png, and model.pt and warm_start.pt with --save-model.
 """
 
 # ---------------------------------------------------------------------------------------
@@ -145,14 +89,13 @@ class Args:
     """a text task: Addition-v0, or a module:id whose environment speaks Text (see --help's top)"""
     seed: int = 1
     """seeds Python, NumPy, torch and the environments"""
-    # 600 batches of 512: on tuning seeds 1-3 held-out accuracy still rose at 500 (results.md)
+    # 600 batches of 512, chosen on tuning seeds 1-3 (results.md, "grpo.py")
     total_timesteps: int = 307_200
     """the training budget in completions (one environment step each), all groups together"""
     # Without either flag, the small transformer goes to the CPU.
     cuda: tyro.conf.DisallowNone[Optional[bool]] = None
     """--cuda: the GPU; --no-cuda: the CPU; neither: the CPU"""
     # One thread, as the other scripts: at a load above the cores two threads wait on each other
-    # (50 supervised steps: 0.8 s of CPU on one thread, 25 s on two at load 16 on two cores).
     threads: int = 1
     """CPU threads torch may use for the networks"""
     output_dir: str = "runs"
@@ -203,8 +146,8 @@ class Args:
     """T_max: the longest completion in tokens, the end-of-sequence token included"""
 
     # The supervised warm start (the reference model is the policy after it)
-    # 1,500 annealed steps: the sums its data covers are learned (0.92-0.97 of them on the
-    # tuning seeds) and the carries it leaves out mostly not (results.md, "grpo.py").
+    # 1,500 annealed steps: the sums its data covers are learned and the carries it leaves out
+    # mostly not (results.md, "grpo.py")
     sft_steps: int = 1500
     """supervised steps on the task's worked answers before GRPO (0: the model as it is)"""
     sft_problems: int = 9000
@@ -221,20 +164,15 @@ class Args:
     """start from this warm_start.pt (another run's, with --save-model) instead of training one"""
 
     # Algorithm
-    # 64: from a good warm start most groups are all correct and carry no signal. From 2,000-step
-    # warm starts, with 16 prompts a batch held a few informative groups, Adam's normalized step
-    # followed their noise and the held-out accuracy fell on 4 of 5 tuning seeds (-0.008 to 0);
-    # with 64 it rose on 4 of 5 (-0.006 to +0.010) (results.md, "grpo.py").
+    # 64: from a good warm start most groups are all correct and carry no signal; a batch
+    # needs enough informative groups that Adam's normalized step does not follow their noise
     num_prompts: int = 64
     """B: prompts in each batch, each answered by a group"""
     group_size: int = 8
     """G: sampled completions per prompt (4-64 in the papers; 64 in DeepSeekMath)"""
     temperature: float = 1.0
     """the sampling temperature; the loss's probabilities are the same tempered ones"""
-    # 5e-4 annealed to 0: at a constant 3e-4 the held-out accuracy swung by +-0.04 from one
-    # measure to the next up to the end, and tuning seed 4 ended +0.27 over its warm start; at
-    # a constant 5e-4 +0.23; annealed, 3e-4 gave +0.32 and 5e-4 +0.35, and 5e-4 the most
-    # pass@1 on seeds 1-5 (+0.34 to +0.39) (results.md, "grpo.py on AdditionPartial-v0")
+    # 5e-4 annealed to 0, chosen on seeds 1-5 (results.md, "grpo.py on AdditionPartial-v0")
     learning_rate: float = 5e-4
     """Adam's learning rate (1e-6 in DeepSeekMath, for a 7B model)"""
     anneal_lr: bool = True
@@ -273,32 +211,6 @@ class Args:
 # ---------------------------------------------------------------------------------------
 # The math
 # ---------------------------------------------------------------------------------------
-# The logit of a masked token: its probability is exactly 0 and its gradient 0 (ppo_masked.py)
-MASKED_LOGIT = -1e8
-
-
-def addition_reward(prompt, completion):
-    """The verifiable reward of a completion of "a+b=": 1.0 if it is exactly the decimal
-    a + b, else 0.0. Exact means as written: no leading zeros ("0432" is wrong), no spaces,
-    nothing after it (a completion cut at --max-new-tokens before its end-of-sequence token
-    arrives whole and is longer than any answer); an empty completion is wrong."""
-    a, b = prompt.removesuffix("=").split("+")
-    return float(completion == str(int(a) + int(b)))
-
-
-def pass_at_k(n, c, k):
-    """The unbiased estimate of pass@k (Chen et al. 2021) from n sampled answers of one
-    problem, c of them correct: the chance that k answers drawn without replacement from
-    the n hold at least one correct one,
-
-        pass@k = 1 - C(n - c, k) / C(n, k)       (1 where n - c < k: every draw holds one)
-
-    pass@1 = c / n, the sampled accuracy; pass@n = 1 if any answer is right, else 0."""
-    if not 0 <= c <= n or not 1 <= k <= n:
-        raise ValueError(f"pass@k needs 0 <= c <= n and 1 <= k <= n, got n={n}, c={c}, k={k}")
-    return 1.0 if n - c < k else 1.0 - math.comb(n - c, k) / math.comb(n, k)
-
-
 def shuffle_within_groups(rewards, group_size, generator=None):
     """The control that keeps everything of GRPO but the credit: each group's rewards
     [B * G] permuted among its own G completions, so every group keeps its mean, its spread
@@ -389,27 +301,6 @@ def grpo_loss(logprobs, old_logprobs, ref_logprobs, advantages, completion_mask,
     return loss, *stats
 
 
-def top_p_mask(logits, top_p):
-    """NLPO's action mask: the smallest set of tokens, most likely first, whose probability
-    reaches top_p (the nucleus of Holtzman et al. 2020). logits [..., V] -> mask [..., V]
-    bool. A token is kept when the tokens more likely than it sum to less than top_p, so the
-    most likely token is always kept. (Ties are ordered by torch.sort.)"""
-    probs = torch.softmax(logits, dim=-1)
-    sorted_probs, order = torch.sort(probs, dim=-1, descending=True)
-    keep_sorted = (torch.cumsum(sorted_probs, dim=-1) - sorted_probs) < top_p
-    return torch.zeros_like(keep_sorted).scatter(-1, order, keep_sorted)
-
-
-def token_logprobs(logits, tokens, temperature=1.0, action_masks=None):
-    """log pi(token) under softmax(logits / temperature), masked tokens (action_masks False)
-    given probability 0. logits [N, T, V], tokens [N, T] -> [N, T]; with the masks, also the
-    entropy's ingredients are those of the masked distribution."""
-    logits = logits / temperature
-    if action_masks is not None:
-        logits = torch.where(action_masks, logits, MASKED_LOGIT)
-    return torch.log_softmax(logits, dim=-1).gather(-1, tokens.unsqueeze(-1)).squeeze(-1)
-
-
 class GroupBuffer:
     """A batch of groups of completions, everything the update needs, on the device.
 
@@ -437,8 +328,98 @@ class GroupBuffer:
 
 
 # ---------------------------------------------------------------------------------------
-# Networks: nanoGPT's transformer, or a Hugging Face causal LM
+# The task: addition as text, with a reward a program checks
 # ---------------------------------------------------------------------------------------
+def addition_reward(prompt, completion):
+    """The verifiable reward of a completion of "a+b=": 1.0 if it is exactly the decimal
+    a + b, else 0.0. Exact means as written: no leading zeros ("0432" is wrong), no spaces,
+    nothing after it (a completion cut at --max-new-tokens before its end-of-sequence token
+    arrives whole and is longer than any answer); an empty completion is wrong."""
+    a, b = prompt.removesuffix("=").split("+")
+    return float(completion == str(int(a) + int(b)))
+
+
+class AdditionEnv(gym.Env):
+    """Addition as text: reset() poses "a+b=" with a and b of at most `digits` digits (a
+    Text observation), step(completion) scores it with addition_reward and ends the episode.
+    Problems are drawn uniformly with the environment's np_random; a tenth of them (by a
+    hash of the problem, fixed for ever) are held out: training (held_out=False) never
+    poses them and the evaluation (held_out=True) poses only them. info["answer"] is the
+    worked answer, for the supervised warm start only: every problem has one, except that
+    of the problems whose ones column carries (a mod 10 + b mod 10 >= 10) only the share
+    carry_demos (by another fixed hash) has one, the others None."""
+    metadata = {"render_modes": ["rgb_array"], "render_fps": 1}
+
+    def __init__(self, digits=2, held_out=False, carry_demos=1.0, render_mode=None):
+        self.digits, self.held_out, self.render_mode = digits, held_out, render_mode
+        self.carry_demos = carry_demos
+        self.observation_space = gym.spaces.Text(2 * digits + 2, min_length=4,
+                                                 charset="0123456789+=")
+        self.action_space = gym.spaces.Text(digits + 1, min_length=0, charset="0123456789")
+        self.prompt, self.completion = "", ""
+
+    def reset(self, seed=None, options=None):
+        super().reset(seed=seed)
+        while True:
+            a, b = (int(x) for x in self.np_random.integers(0, 10 ** self.digits, size=2))
+            if (zlib.crc32(f"{a}+{b}".encode()) % 10 == 0) == self.held_out:
+                break
+        self.prompt, self.completion = f"{a}+{b}=", ""
+        demo = (a % 10 + b % 10 < 10
+                or zlib.crc32(f"demo {a}+{b}".encode()) % 10_000 < self.carry_demos * 10_000)
+        return self.prompt, {"answer": str(a + b) if demo else None}
+
+    def step(self, action):
+        self.completion = action
+        return self.prompt, addition_reward(self.prompt, action), True, False, {}
+
+    def render(self):
+        width = self.observation_space.max_length + self.action_space.max_length + 4
+        return draw_text(self.prompt + self.completion, width)
+
+
+def register_tasks():
+    """Register Addition-v0 (2 digits) and Addition3-v0 (3 digits), every problem with its
+    worked answer and the accuracy goal 0.95 as reward_threshold; and AdditionPartial-v0, 2
+    digits whose worked answers leave out 98% of the problems that carry in the ones column,
+    judged on RL's gain (GOALS)."""
+    for env_id, digits, carry_demos in (("Addition-v0", 2, 1.0), ("Addition3-v0", 3, 1.0),
+                                        ("AdditionPartial-v0", 2, 0.02)):
+        if env_id not in gym.registry:
+            gym.register(env_id, entry_point=AdditionEnv, reward_threshold=0.95,
+                         kwargs={"digits": digits, "carry_demos": carry_demos})
+
+
+# ---------------------------------------------------------------------------------------
+# The transformer, and text in, tokens through the model, text out (rlhf.py's too)
+# ---------------------------------------------------------------------------------------
+# grpo.py's special tokens: <pad> (0) pads, <eos> (1) ends a completion (rlhf.py has <eos> alone)
+SPECIAL_TOKENS = ("<pad>", "<eos>")
+# Stamped from plainrl's plumbing/text.py by its stamp.py: edit it there, not here.
+# The logit of a masked token: its probability is exactly 0 and its gradient 0 (ppo_masked.py)
+MASKED_LOGIT = -1e8
+
+
+def top_p_mask(logits, top_p):
+    """NLPO's action mask: the smallest set of tokens, most likely first, whose probability
+    reaches top_p (the nucleus of Holtzman et al. 2020). logits [..., V] -> mask [..., V]
+    bool. A token is kept when the tokens more likely than it sum to less than top_p, so the
+    most likely token is always kept. (Ties are ordered by torch.sort.)"""
+    probs = torch.softmax(logits, dim=-1)
+    sorted_probs, order = torch.sort(probs, dim=-1, descending=True)
+    keep_sorted = (torch.cumsum(sorted_probs, dim=-1) - sorted_probs) < top_p
+    return torch.zeros_like(keep_sorted).scatter(-1, order, keep_sorted)
+
+
+def token_logprobs(logits, tokens, temperature=1.0, action_masks=None):
+    """log pi(token) under softmax(logits / temperature), masked tokens (action_masks False)
+    given probability 0. logits [N, T, V], tokens [N, T] -> [N, T]."""
+    logits = logits / temperature
+    if action_masks is not None:
+        logits = torch.where(action_masks, logits, MASKED_LOGIT)
+    return torch.log_softmax(logits, dim=-1).gather(-1, tokens.unsqueeze(-1)).squeeze(-1)
+
+
 class CausalSelfAttention(nn.Module):
     """Multi-head self-attention in which each position sees only itself and earlier ones."""
 
@@ -473,7 +454,8 @@ class Block(nn.Module):
 
 class GPT(nn.Module):
     """nanoGPT's shape: token and position embeddings, n_layer blocks, a final LayerNorm and
-    a linear head tied to the token embedding. tokens [N, L] -> next-token logits [N, L, V]."""
+    a linear head tied to the token embedding. tokens [N, L] -> (next-token logits [N, L, V],
+    the last hidden states [N, L, n_embd], which rlhf.py's value head and reward model read)."""
 
     def __init__(self, vocab_size, block_size, n_layer=2, n_head=4, n_embd=64):
         super().__init__()
@@ -482,6 +464,7 @@ class GPT(nn.Module):
         self.ln_f = nn.LayerNorm(n_embd)
         self.lm_head = nn.Linear(n_embd, vocab_size, bias=False)
         self.lm_head.weight = self.wte.weight  # weight tying, as GPT-2 and nanoGPT
+        self.hidden_size = n_embd
         for name, p in self.named_parameters():  # GPT-2's initialization, as nanoGPT's
             if p.dim() == 2:
                 std = 0.02 / math.sqrt(2 * n_layer) if name.endswith("c_proj.weight") else 0.02
@@ -490,53 +473,30 @@ class GPT(nn.Module):
                 nn.init.zeros_(p)
 
     def forward(self, tokens):
-        positions = torch.arange(tokens.shape[1], device=tokens.device)
-        x = self.wte(tokens) + self.wpe(positions)
+        x = self.wte(tokens) + self.wpe(torch.arange(tokens.shape[1], device=tokens.device))
         for block in self.h:
             x = block(x)
-        return self.lm_head(self.ln_f(x))
-
-
-class HFPolicy(nn.Module):
-    """A Hugging Face causal LM behind the built-in model's interface: tokens [N, L] ->
-    logits [N, L, V], padding masked out of the attention (as TRL passes it)."""
-
-    def __init__(self, model, pad_token_id):
-        super().__init__()
-        self.model, self.pad_token_id = model, pad_token_id
-
-    def forward(self, tokens):
-        mask = (tokens != self.pad_token_id).long()
-        return self.model(input_ids=tokens, attention_mask=mask).logits.float()
-
-    def next_token_logits(self, tokens, cache=None):
-        """The sampler's step: logits [N, V] for the token after tokens [N, L], and the model's
-        key-value cache, with which the next step feeds in only the newest token."""
-        out = self.model(input_ids=tokens if cache is None else tokens[:, -1:], cache=cache,
-                         attention_mask=(tokens != self.pad_token_id).long(), use_cache=True,
-                         logits_to_keep=1)
-        return out.logits[:, -1].float(), out.cache
+        hidden = self.ln_f(x)
+        return self.lm_head(hidden), hidden
 
 
 def frozen_copy(model):
-    """The reference model: a copy that never learns (no gradients, never in an optimizer)."""
+    """A copy that never learns (no gradients, never in an optimizer): the reference."""
     reference = copy.deepcopy(model)
     for p in reference.parameters():
         p.requires_grad_(False)
     return reference.eval()
 
 
-# ---------------------------------------------------------------------------------------
-# What the agent sees and sends: text in, tokens through the model, text out
-# ---------------------------------------------------------------------------------------
 class CharTokenizer:
-    """The built-in model's tokenizer: one token per character of the task, behind the few
-    methods of a Hugging Face tokenizer that this file calls. Token 0 pads, 1 ends."""
+    """The built-in model's tokenizer: the special tokens first (the script names its own
+    where it builds one), then one token per character of the task, behind the few methods
+    of a Hugging Face tokenizer that the script calls. Without "<pad>" it pads with "<eos>"."""
 
-    def __init__(self, characters):
-        self.tokens = ["<pad>", "<eos>", *sorted(characters)]
+    def __init__(self, characters, special_tokens):
+        self.tokens = [*special_tokens, *sorted(characters)]
         self.ids = {c: i for i, c in enumerate(self.tokens)}
-        self.pad_token_id, self.eos_token_id = 0, 1
+        self.pad_token_id, self.eos_token_id = self.ids.get("<pad>"), self.ids["<eos>"]
 
     def __len__(self):
         return len(self.tokens)
@@ -564,6 +524,18 @@ def encode_prompts(tokenizer, prompts, prompt_len, device):
                  f"space's {prompt_len} characters; use a tokenizer of one token a character")
         rows.append([pad] * (prompt_len - len(ids)) + ids)
     return torch.tensor(rows, dtype=torch.long, device=device)
+
+
+def encode_texts(tokenizer, prompts, completions, prompt_len, max_new_tokens, device):
+    """Prompts and their completions (strings) -> (tokens [N, P + T]: the left-padded prompt,
+    the completion's tokens, <eos>, then padding, cut at T = max_new_tokens as the sampler
+    cuts them; the completion mask [N, T])."""
+    pad, T = pad_id_of(tokenizer), max_new_tokens
+    rows = [(tokenizer.encode(c, add_special_tokens=False) + [tokenizer.eos_token_id]
+             + [pad] * T)[:T] for c in completions]
+    completions = torch.tensor(rows, dtype=torch.long, device=device).view(len(rows), T)
+    tokens = torch.cat([encode_prompts(tokenizer, prompts, prompt_len, device), completions], 1)
+    return tokens, completion_mask_of(completions, tokenizer.eos_token_id)
 
 
 def completion_mask_of(completions, eos_token_id):
@@ -607,63 +579,66 @@ def sample(policy, prompt_tokens, max_new_tokens, eos_token_id, pad_token_id, te
         token = torch.where(done, pad_token_id, token)
         tokens = torch.cat([tokens, token.unsqueeze(1)], dim=1)
         done |= token == eos_token_id
-    completions = tokens[:, prompt_tokens.shape[1]:]
-    mask = completion_mask_of(completions, eos_token_id)
+    mask = completion_mask_of(tokens[:, prompt_tokens.shape[1]:], eos_token_id)
     return tokens, mask, logprobs * mask, torch.stack(masks, 1) if masks else None
 
 
 def next_token_logits(model, tokens, cache=None):
     """(logits [N, V] for the token after tokens [N, L], the cache for the next call). The
     built-in GPT runs the whole sequence again, as nanoGPT's generate does (cache stays None);
-    a Hugging Face model keeps its keys and values and then reads only the newest token."""
-    if isinstance(model, HFPolicy):
+    a model with a next_token_logits of its own (grpo.py's Hugging Face one) keeps its keys
+    and values and then reads only the newest token."""
+    if hasattr(model, "next_token_logits"):
         return model.next_token_logits(tokens, cache)
-    return model(tokens)[:, -1], None
+    return model(tokens)[0][:, -1], None
+
+
+def complete(policy, prompts, **kwargs):
+    """sample (kwargs) on N text prompts: (N texts, then sample's tokens [N, P + T], completion
+    mask [N, T], log pi_old [N, T], masks [N, T, V] or None), the policy's tokenizer and sizes."""
+    tokenizer, P = policy.tokenizer, policy.prompt_len
+    prompt_tokens = encode_prompts(tokenizer, prompts, P, next(policy.parameters()).device)
+    out = sample(policy, prompt_tokens, policy.max_new_tokens, tokenizer.eos_token_id,
+                 pad_id_of(tokenizer), **kwargs)
+    return (decode_completions(tokenizer, out[0][:, P:]), *out)
 
 
 def completion_logits(model, tokens, prompt_len):
     """The logits that predicted each completion token: tokens [N, P + T] -> [N, T, V]."""
-    return model(tokens)[:, prompt_len - 1:-1]
+    return model(tokens)[0][:, prompt_len - 1:-1]
+# End of plumbing/text.py
 
 
 def make_vector_env(env_id, num_envs, video_folder=None, held_out=True):
     """N copies of a text task in one synchronous vector environment (SAME_STEP autoreset,
     episode statistics recorded by Gymnasium's wrapper). held_out: the held-out problems
     (the evaluation's environments, the default) or the training ones (held_out=False)."""
-    def make(i):
-        if video_folder is None:
-            return gym.make(env_id, held_out=held_out)
-        env = gym.make(env_id, held_out=held_out, render_mode="rgb_array")
-        with warnings.catch_warnings():  # the environments share one folder on purpose
-            warnings.filterwarnings("ignore", message=".*Overwriting existing videos")
-            return gym.wrappers.RecordVideo(env, video_folder, name_prefix=f"eval-{i}",
-                                           episode_trigger=lambda episode: episode == 0)
-
-    envs = gym.vector.SyncVectorEnv([lambda i=i: make(i) for i in range(num_envs)],
-                                    autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
+    envs = gym.vector.SyncVectorEnv(
+        [lambda i=i: make_env(env_id, held_out, video_folder, i) for i in range(num_envs)],
+        autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
     return gym.wrappers.vector.RecordEpisodeStatistics(envs)
 
 
+# ---------------------------------------------------------------------------------------
+# The supervised warm start
+# ---------------------------------------------------------------------------------------
 def demonstrations(args, tokenizer, prompt_len, device):
     """The warm start's data: --sft-problems training problems that have a worked answer
     (info["answer"] not None; a problem without one is left to the reward), drawn from a
     task environment seeded seed + 200,000. Returns (tokens [N, P + T]: the prompt then
     the target, targets [N, T]: the answer, <eos>, padding, and their loss mask [N, T])."""
-    env, T = gym.make(args.env_id, held_out=False), args.max_new_tokens
-    rows, targets = [], []
+    env, prompts, answers = gym.make(args.env_id, held_out=False), [], []
     for i in range(100 * args.sft_problems):
-        if len(rows) == args.sft_problems:
+        if len(prompts) == args.sft_problems:
             break
         prompt, info = env.reset(seed=args.seed + 200_000 if i == 0 else None)
         if info["answer"] is not None:
-            rows.append(prompt)
-            answer = tokenizer.encode(info["answer"]) + [tokenizer.eos_token_id]
-            targets.append((answer + [pad_id_of(tokenizer)] * T)[:T])
+            prompts.append(prompt)
+            answers.append(info["answer"])
     env.close()
-    prompts = encode_prompts(tokenizer, rows, prompt_len, device)
-    targets = torch.tensor(targets, dtype=torch.long, device=device).view(len(rows), T)
-    return torch.cat([prompts, targets], dim=1), targets, completion_mask_of(
-        targets, tokenizer.eos_token_id)
+    tokens, mask = encode_texts(tokenizer, prompts, answers, prompt_len, args.max_new_tokens,
+                                device)
+    return tokens, tokens[:, prompt_len:], mask
 
 
 def supervised_step(policy, optimizer, data, batch_size, prompt_len):
@@ -695,7 +670,7 @@ def warm_start(args, policy, run):
         supervised_step(policy, optimizer, data, args.sft_batch_size, policy.prompt_len)
         seen = (step + 1) * args.sft_batch_size
         if every and seen // every > (seen - args.sft_batch_size) // every and step + 1 < args.sft_steps:
-            row, _ = held_out(args, run, policy, policy, seen - args.sft_steps * args.sft_batch_size)
+            row = run.measure(seen - args.sft_steps * args.sft_batch_size, "warm start")
             if args.sft_stop_at is not None and row["accuracy"] >= args.sft_stop_at:
                 break  # the stopping measure: RL begins here
 
@@ -706,21 +681,16 @@ def warm_start(args, policy, run):
 def train(args, policy, envs, run, device):
     """The supervised warm start, the frozen reference, then GRPO: sample groups, score them
     in the environments, group advantages, clipped per-token updates with the k3 penalty,
-    log; until the budget, --stop-at-return or a non-finite loss."""
-    tokenizer, prompt_len, T = policy.tokenizer, policy.prompt_len, args.max_new_tokens
-    eos, pad = tokenizer.eos_token_id, pad_id_of(tokenizer)
+    log; until the budget, --stop-at-return or a non-finite loss (held_out.csv: run.measure)"""
+    prompt_len, T = policy.prompt_len, args.max_new_tokens
     if args.warm_start:  # a warm start saved by another run (its warm_start.pt): the controls'
         policy.load_state_dict(read_checkpoint(args.warm_start)["policy"])
     else:
         warm_start(args, policy, run)
         if args.save_model:
             save_checkpoint(os.path.join(run.path, "warm_start.pt"), {"policy": policy}, args)
-    if args.eval_episodes:  # where GRPO begins: what the run's verdict measures RL's gain from
-        start, start_curve = held_out(args, run, policy, policy, 0, max(64, args.eval_samples))
-        run.summary["start_return"] = start["accuracy"]
-        print(f"{SCRIPT}: warm start: held-out accuracy {start['accuracy']:.3f} (greedy), "
-              f"pass@1 {start['pass@1']:.3f}, pass@{args.pass_k} {start[f'pass@{args.pass_k}']:.3f}")
-    reference = frozen_copy(policy)  # pi_ref: the policy where GRPO starts, for ever
+    run.measure(0, "start")  # where GRPO begins: what the run's verdict measures RL's gain from
+    reference = run.reference = frozen_copy(policy)  # pi_ref: where GRPO starts, for ever
     mask_model = frozen_copy(policy) if args.top_p < 1 else None  # NLPO's masking policy
     optimizer = torch.optim.Adam(policy.parameters(), lr=args.learning_rate)
     B, G = args.num_prompts, args.group_size
@@ -738,20 +708,13 @@ def train(args, policy, envs, run, device):
         # --dynamic-sampling, groups of one reward value are dropped and more are sampled.
         kept, rewards_seen, lengths = [], [], []
         for _ in range(args.max_sample_rounds if args.dynamic_sampling else 1):
-            if any(len(set(prompts[g * G:(g + 1) * G])) > 1 for g in range(B)):
-                fail(f"{args.env_id} posed different prompts to a group's identically seeded "
-                     "environments; draw the problems from the environment's np_random alone")
-            prompt_tokens = encode_prompts(tokenizer, prompts, prompt_len, device)
-            tokens, mask, logprobs, masks = sample(
-                policy, prompt_tokens, T, eos, pad, args.temperature, mask_model=mask_model,
+            check_groups(args, prompts)  # a group's G environments posed one prompt
+            completions, tokens, mask, logprobs, masks = complete(
+                policy, prompts, temperature=args.temperature, mask_model=mask_model,
                 top_p=args.top_p)
-            completions = decode_completions(tokenizer, tokens[:, prompt_len:])
             prompts, rewards, _, _, info = envs.step(completions)
             global_step += B * G
-            run.step(global_step)  # progress line; evaluation every --eval-every completions
-            if args.eval_every and global_step // args.eval_every > (global_step - B * G) // args.eval_every:
-                if global_step < budget:  # the last one is the end's, below
-                    held_out(args, run, policy, reference, global_step)
+            run.step(global_step)  # progress line; --eval-every's evaluation and measures
             for i in np.flatnonzero(info["_episode"]):
                 run.episode(global_step, info["episode"]["r"][i], info["episode"]["l"][i])
             rewards = torch.tensor(rewards, dtype=torch.float32, device=device)
@@ -785,16 +748,14 @@ def train(args, policy, envs, run, device):
                 logits = completion_logits(policy, buffer.tokens[idx], prompt_len)
                 new_logprobs = token_logprobs(logits, buffer.tokens[idx, prompt_len:],
                                               args.temperature, buffer.masks_of(idx))
-                # 0 after the end, as the sampler's: NLPO's mask leaves the padding token out of
-                # the nucleus, log pi = -1e8 there, and k3's exp(ref - log pi) would be inf (inf *
-                # mask 0 = NaN: every --top-p run stopped at its first update)
+                # 0 after the end, as the sampler's: NLPO's mask leaves <pad> out of the nucleus,
+                # so log pi = -1e8 there, and k3's exp(ref - log pi) would be inf
                 new_logprobs = new_logprobs * buffer.completion_mask[idx]
                 loss, pg_loss, kl, clipped = grpo_loss(
                     logprobs=new_logprobs, old_logprobs=buffer.old_logprobs[idx],
                     ref_logprobs=buffer.ref_logprobs[idx], advantages=buffer.advantages[idx],
                     completion_mask=buffer.completion_mask[idx], clip_low=args.clip_coef,
-                    clip_high=clip_high, beta=args.beta, loss_agg=args.loss_agg,
-                    max_new_tokens=T)
+                    clip_high=clip_high, beta=args.beta, loss_agg=args.loss_agg, max_new_tokens=T)
                 optimizer.zero_grad()
                 loss.backward()
                 nn.utils.clip_grad_norm_(policy.parameters(), args.max_grad_norm)
@@ -816,9 +777,7 @@ def train(args, policy, envs, run, device):
                    approx_kl=approx_kl, entropy=entropy, reward_mean=torch.cat(rewards_seen).mean().item(),
                    completion_length=torch.cat(lengths).mean().item(),
                    groups_kept=len(buffer) // G)
-    if args.eval_episodes:  # where RL ended, measured as it began (64 answers a problem)
-        _, end_curve = held_out(args, run, policy, reference, global_step, max(64, args.eval_samples))
-        write_pass_at_k(run.path, start_curve, end_curve)  # Yue et al.'s picture
+    run.measure(global_step, "end")  # where RL ended, measured as it began (64 answers a problem)
 
 
 def main(args: Args) -> dict:
@@ -847,140 +806,16 @@ def main(args: Args) -> dict:
 
 
 def make_policy(args, tokenizer, prompt_len):
-    """The built-in GPT sized by the flags, or --model's Hugging Face causal LM; either gets
-    the tokenizer and the lengths that greedy_policy and train read."""
+    """The built-in GPT sized by the flags, or --model's Hugging Face causal LM (load_model);
+    either gets the tokenizer and the lengths that complete and train read."""
     if args.model is None:
         policy = GPT(len(tokenizer), prompt_len + args.max_new_tokens, args.n_layer,
                      args.n_head, args.n_embd)
     else:
-        from transformers import AutoModelForCausalLM  # only with --model
-        try:
-            model = AutoModelForCausalLM.from_pretrained(args.model, local_files_only=True)
-        except Exception as e:
-            fail(f"--model {args.model} holds no causal LM that transformers can load "
-                 f"({type(e).__name__}: {(str(e).splitlines() or [''])[0]})")
-        policy = HFPolicy(model, pad_id_of(tokenizer))
+        policy = load_model(args, tokenizer)
     policy.tokenizer, policy.prompt_len, policy.max_new_tokens = (
         tokenizer, prompt_len, args.max_new_tokens)
     return policy
-
-
-# ---------------------------------------------------------------------------------------
-# What the plumbing asks of grpo.py: its own checks, its greedy policy, its model's flags
-# ---------------------------------------------------------------------------------------
-def check_flags(args):
-    """grpo.py's own flags, checked before any environment is made."""
-    for name in ("threads", "n_layer", "n_head", "n_embd", "max_new_tokens", "num_prompts",
-                 "update_epochs", "num_minibatches", "learning_rate", "temperature",
-                 "max_sample_rounds", "mask_sync_every", "max_grad_norm", "sft_batch_size",
-                 "sft_learning_rate", "eval_samples"):
-        if not getattr(args, name) > 0:
-            fail(f"--{name.replace('_', '-')} must be positive, got {getattr(args, name)}")
-    if not 1 <= args.pass_k <= args.eval_samples:
-        fail(f"--pass-k must be from 1 to --eval-samples ({args.eval_samples}), got {args.pass_k}: "
-             "pass@k draws k of the n sampled answers")
-    if args.sft_stop_at is not None and not 0 <= args.sft_stop_at <= 1:
-        fail(f"--sft-stop-at must be an accuracy in [0, 1], got {args.sft_stop_at}")
-    if args.sft_stop_at is not None and not args.eval_every:
-        fail("--sft-stop-at reads the held-out accuracy every --eval-every answers; give --eval-every")
-    if args.warm_start is not None and not os.path.isfile(args.warm_start):
-        fail(f"--warm-start {args.warm_start} is not a file; give a run's warm_start.pt "
-             "(written with --save-model)")
-    for name in ("sft_steps", "sft_problems"):
-        if getattr(args, name) < 0:
-            fail(f"--{name.replace('_', '-')} must be 0 or more, got {getattr(args, name)}")
-    if args.sft_steps and not args.sft_problems:
-        fail("--sft-steps needs --sft-problems 1 or more to learn from (or --sft-steps 0)")
-    if args.group_size < 2:
-        fail(f"--group-size must be at least 2, got {args.group_size}: a group of one has no "
-             "other completion to be relative to")
-    if args.beta < 0:
-        fail(f"--beta must be 0 or more, got {args.beta}: it weighs a penalty")
-    high = args.clip_coef if args.clip_coef_high is None else args.clip_coef_high
-    if not (0 < args.clip_coef < 1 and high > 0):
-        fail(f"the clip range [1 - {args.clip_coef}, 1 + {high}] is not a range around 1: "
-             "--clip-coef must be in (0, 1) and --clip-coef-high positive")
-    if not 0 < args.top_p <= 1:
-        fail(f"--top-p must be in (0, 1], got {args.top_p}")
-    if args.n_embd % args.n_head:
-        fail(f"--n-embd {args.n_embd} is not divisible by --n-head {args.n_head}")
-    if args.model is not None and not os.path.isdir(args.model):
-        fail(f"--model {args.model} is not a folder; give the local folder of a Hugging Face "
-             "causal LM and its tokenizer (save_pretrained writes one)")
-    batch = args.num_prompts * args.group_size
-    if args.num_minibatches > batch:
-        fail(f"--num-minibatches {args.num_minibatches} is more than the batch's {batch} "
-             "completions (num_prompts*group_size)")
-    if args.eval_checkpoint is None and 0 < args.total_timesteps < batch:
-        fail(f"--total-timesteps {args.total_timesteps} is less than one batch "
-             f"(num_prompts*group_size = {batch} completions); raise it or shrink the batch")
-
-
-def check_spaces(args, obs_space, action_space):
-    """Whether grpo.py handles the task: Text observations (prompts) and Text actions
-    (completions), a tokenizer that writes every character of both (the built-in one, or
-    --model's), and info["answer"] at reset for the warm start. Returns (tokenizer, the
-    prompt's length in tokens: the observation space's longest text)."""
-    spaces = (obs_space, action_space)
-    if not all(isinstance(space, gym.spaces.Text) for space in spaces):
-        fail(f"{args.env_id} has a {type(obs_space).__name__} observation and a "
-             f"{type(action_space).__name__} action space; grpo.py needs Text for both (a "
-             "prompt in, a completion out); for other spaces see ppo.py")
-    characters = "".join(sorted(obs_space.character_set | action_space.character_set))
-    if args.model is None:
-        tokenizer = CharTokenizer(characters)
-    else:
-        from transformers import AutoTokenizer  # only with --model
-        try:
-            tokenizer = AutoTokenizer.from_pretrained(args.model, local_files_only=True)
-        except Exception as e:
-            fail(f"--model {args.model} holds no tokenizer that transformers can load "
-                 f"({type(e).__name__}: {(str(e).splitlines() or [''])[0]})")
-        if tokenizer.eos_token_id is None:
-            fail(f"--model {args.model}'s tokenizer has no end-of-sequence token to end a completion")
-        cannot = [c for c in characters if tokenizer.decode(tokenizer.encode(
-            c, add_special_tokens=False)) != c]
-        if cannot:
-            fail(f"--model {args.model}'s tokenizer cannot write {''.join(cannot)!r}, which "
-                 f"{args.env_id}'s prompts and answers use; pick a tokenizer that can")
-    if args.sft_steps:
-        env = gym.make(args.env_id, held_out=False)
-        _, info = env.reset(seed=0)
-        env.close()
-        if "answer" not in info:
-            fail(f"{args.env_id} gives no info['answer'] at reset for the supervised warm "
-                 "start; train with --sft-steps 0")
-    return tokenizer, obs_space.max_length
-
-
-def greedy_policy(models, envs):
-    """The evaluation's policy, act(obs, info) -> completions: greedy decoding of each
-    prompt, the most likely token at each step, without NLPO's mask."""
-    policy = models["policy"]
-    device = next(policy.parameters()).device
-    tokenizer = policy.tokenizer
-
-    def act(obs, info):
-        prompt_tokens = encode_prompts(tokenizer, obs, policy.prompt_len, device)
-        tokens, _, _, _ = sample(policy, prompt_tokens, policy.max_new_tokens,
-                                 tokenizer.eos_token_id, pad_id_of(tokenizer), greedy=True)
-        return decode_completions(tokenizer, tokens[:, policy.prompt_len:])
-    return act
-
-
-# What a run is judged on, by environment id: (threshold, window of training episodes,
-# "eval": the final greedy evaluation, the accuracy on --eval-episodes held-out problems).
-# AdditionPartial-v0's: RL's gain, the final evaluation less the warm start's, at least 0.3.
-GOALS = {"Addition-v0": (0.95, 20, "eval"), "Addition3-v0": (0.95, 20, "eval"),
-         "AdditionPartial-v0": (0.3, 20, "gain")}
-MODEL_FLAGS = ("model", "n_layer", "n_head", "n_embd", "max_new_tokens")
-# grpo.py's columns of updates.csv as TensorBoard's scalars, under CleanRL's names
-TENSORBOARD_NAMES = {
-    "policy_loss": "losses/policy_loss", "approx_kl": "losses/approx_kl",
-    "clipfrac": "losses/clipfrac", "kl": "losses/kl", "reward_mean": "charts/reward_mean",
-    "entropy": "losses/entropy", "completion_length": "charts/completion_length",
-    "groups_kept": "charts/groups_kept",
-}
 
 
 # ---------------------------------------------------------------------------------------
@@ -1279,6 +1114,7 @@ class RunWriter:
         wall_time = self.elapsed()
         self.write_row("updates.csv", global_step=global_step, wall_time=round(wall_time, 4),
                        sps=int(global_step / wall_time), **diagnostics)
+        self.measure(global_step, "update")
 
     def step(self, global_step):
         """After each environment step: record the step count (should Ctrl-C stop the run),
@@ -1310,6 +1146,13 @@ class RunWriter:
         if self.args.save_model and mean > max((m for _, m, _ in self.evaluations), default=-math.inf):
             save_checkpoint(os.path.join(self.path, "best_" + CHECKPOINT), self.models, self.args)
         self.evaluations.append((global_step, mean, std))
+        self.measure(global_step, "evaluation")
+
+    def measure(self, global_step, moment):
+        """The script's own measures at a moment of training, where it has the optional hook
+        measure(run, global_step, moment): its answer (None without the hook, or where the
+        hook measures nothing at that moment)."""
+        return measure(self, global_step, moment) if "measure" in globals() else None
 
     def non_finite(self, loss, global_step):
         """True, after saying so and marking the run interrupted, when the loss is NaN or inf."""
@@ -1624,57 +1467,245 @@ def cli():
 
 
 # ---------------------------------------------------------------------------------------
-# grpo.py's own plumbing: the task (Addition-v0), its held-out measures and curve, its frames
+# What the plumbing asks of grpo.py: its checks, its greedy policy, its measures, its flags
 # ---------------------------------------------------------------------------------------
-class AdditionEnv(gym.Env):
-    """Addition as text: reset() poses "a+b=" with a and b of at most `digits` digits (a
-    Text observation), step(completion) scores it with addition_reward and ends the episode.
-    Problems are drawn uniformly with the environment's np_random; a tenth of them (by a
-    hash of the problem, fixed for ever) are held out: training (held_out=False) never
-    poses them and the evaluation (held_out=True) poses only them. info["answer"] is the
-    worked answer, for the supervised warm start only: every problem has one, except that
-    of the problems whose ones column carries (a mod 10 + b mod 10 >= 10) only the share
-    carry_demos (by another fixed hash) has one, the others None."""
-    metadata = {"render_modes": ["rgb_array"], "render_fps": 1}
+def check_flags(args):
+    """grpo.py's own flags, checked before any environment is made."""
+    for name in ("threads", "n_layer", "n_head", "n_embd", "max_new_tokens", "num_prompts",
+                 "update_epochs", "num_minibatches", "learning_rate", "temperature",
+                 "max_sample_rounds", "mask_sync_every", "max_grad_norm", "sft_batch_size",
+                 "sft_learning_rate", "eval_samples"):
+        if not getattr(args, name) > 0:
+            fail(f"--{name.replace('_', '-')} must be positive, got {getattr(args, name)}")
+    if not 1 <= args.pass_k <= args.eval_samples:
+        fail(f"--pass-k must be from 1 to --eval-samples ({args.eval_samples}), got {args.pass_k}: "
+             "pass@k draws k of the n sampled answers")
+    if args.sft_stop_at is not None and not 0 <= args.sft_stop_at <= 1:
+        fail(f"--sft-stop-at must be an accuracy in [0, 1], got {args.sft_stop_at}")
+    if args.sft_stop_at is not None and not args.eval_every:
+        fail("--sft-stop-at reads the held-out accuracy every --eval-every answers; give --eval-every")
+    if args.warm_start is not None and not os.path.isfile(args.warm_start):
+        fail(f"--warm-start {args.warm_start} is not a file; give a run's warm_start.pt "
+             "(written with --save-model)")
+    for name in ("sft_steps", "sft_problems"):
+        if getattr(args, name) < 0:
+            fail(f"--{name.replace('_', '-')} must be 0 or more, got {getattr(args, name)}")
+    if args.sft_steps and not args.sft_problems:
+        fail("--sft-steps needs --sft-problems 1 or more to learn from (or --sft-steps 0)")
+    if args.group_size < 2:
+        fail(f"--group-size must be at least 2, got {args.group_size}: a group of one has no "
+             "other completion to be relative to")
+    if args.beta < 0:
+        fail(f"--beta must be 0 or more, got {args.beta}: it weighs a penalty")
+    high = args.clip_coef if args.clip_coef_high is None else args.clip_coef_high
+    if not (0 < args.clip_coef < 1 and high > 0):
+        fail(f"the clip range [1 - {args.clip_coef}, 1 + {high}] is not a range around 1: "
+             "--clip-coef must be in (0, 1) and --clip-coef-high positive")
+    if not 0 < args.top_p <= 1:
+        fail(f"--top-p must be in (0, 1], got {args.top_p}")
+    if args.n_embd % args.n_head:
+        fail(f"--n-embd {args.n_embd} is not divisible by --n-head {args.n_head}")
+    if args.model is not None and not os.path.isdir(args.model):
+        fail(f"--model {args.model} is not a folder; give the local folder of a Hugging Face "
+             "causal LM and its tokenizer (save_pretrained writes one)")
+    batch = args.num_prompts * args.group_size
+    if args.num_minibatches > batch:
+        fail(f"--num-minibatches {args.num_minibatches} is more than the batch's {batch} "
+             "completions (num_prompts*group_size)")
+    if args.eval_checkpoint is None and 0 < args.total_timesteps < batch:
+        fail(f"--total-timesteps {args.total_timesteps} is less than one batch "
+             f"(num_prompts*group_size = {batch} completions); raise it or shrink the batch")
 
-    def __init__(self, digits=2, held_out=False, carry_demos=1.0, render_mode=None):
-        self.digits, self.held_out, self.render_mode = digits, held_out, render_mode
-        self.carry_demos = carry_demos
-        self.observation_space = gym.spaces.Text(2 * digits + 2, min_length=4,
-                                                 charset="0123456789+=")
-        self.action_space = gym.spaces.Text(digits + 1, min_length=0, charset="0123456789")
-        self.prompt, self.completion = "", ""
 
-    def reset(self, seed=None, options=None):
-        super().reset(seed=seed)
-        while True:
-            a, b = (int(x) for x in self.np_random.integers(0, 10 ** self.digits, size=2))
-            if (zlib.crc32(f"{a}+{b}".encode()) % 10 == 0) == self.held_out:
-                break
-        self.prompt, self.completion = f"{a}+{b}=", ""
-        demo = (a % 10 + b % 10 < 10
-                or zlib.crc32(f"demo {a}+{b}".encode()) % 10_000 < self.carry_demos * 10_000)
-        return self.prompt, {"answer": str(a + b) if demo else None}
-
-    def step(self, action):
-        self.completion = action
-        return self.prompt, addition_reward(self.prompt, action), True, False, {}
-
-    def render(self):
-        width = self.observation_space.max_length + self.action_space.max_length + 4
-        return draw_text(self.prompt + self.completion, width)
+def check_spaces(args, obs_space, action_space):
+    """Whether grpo.py handles the task: Text observations (prompts) and Text actions
+    (completions), a tokenizer that writes every character of both (the built-in one, or
+    --model's), and info["answer"] at reset for the warm start. Returns (tokenizer, the
+    prompt's length in tokens: the observation space's longest text)."""
+    spaces = (obs_space, action_space)
+    if not all(isinstance(space, gym.spaces.Text) for space in spaces):
+        fail(f"{args.env_id} has a {type(obs_space).__name__} observation and a "
+             f"{type(action_space).__name__} action space; grpo.py needs Text for both (a "
+             "prompt in, a completion out); for other spaces see ppo.py")
+    characters = "".join(sorted(obs_space.character_set | action_space.character_set))
+    if args.model is None:
+        tokenizer = CharTokenizer(characters, SPECIAL_TOKENS)
+    else:
+        tokenizer = load_tokenizer(args, characters)
+    if args.sft_steps:
+        env = gym.make(args.env_id, held_out=False)
+        _, info = env.reset(seed=0)
+        env.close()
+        if "answer" not in info:
+            fail(f"{args.env_id} gives no info['answer'] at reset for the supervised warm "
+                 "start; train with --sft-steps 0")
+    return tokenizer, obs_space.max_length
 
 
-def register_tasks():
-    """Register Addition-v0 (2 digits) and Addition3-v0 (3 digits), every problem with its
-    worked answer and the accuracy goal 0.95 as reward_threshold; and AdditionPartial-v0, 2
-    digits whose worked answers leave out 98% of the problems that carry in the ones column,
-    judged on RL's gain (GOALS)."""
-    for env_id, digits, carry_demos in (("Addition-v0", 2, 1.0), ("Addition3-v0", 3, 1.0),
-                                        ("AdditionPartial-v0", 2, 0.02)):
-        if env_id not in gym.registry:
-            gym.register(env_id, entry_point=AdditionEnv, reward_threshold=0.95,
-                         kwargs={"digits": digits, "carry_demos": carry_demos})
+def check_groups(args, prompts):
+    """train's check that a group's identically seeded environments posed one prompt."""
+    G = args.group_size
+    if any(len(set(prompts[g * G:(g + 1) * G])) > 1 for g in range(args.num_prompts)):
+        fail(f"{args.env_id} posed different prompts to a group's identically seeded "
+             "environments; draw the problems from the environment's np_random alone")
+
+
+def greedy_policy(models, envs):
+    """The evaluation's policy, act(obs, info) -> completions: greedy decoding of each
+    prompt, the most likely token at each step, without NLPO's mask."""
+    def act(obs, info):
+        return complete(models["policy"], obs, greedy=True)[0]
+    return act
+
+
+def measure(run, global_step, moment):
+    """grpo.py's held-out measures (held_out: a row of held_out.csv), at the moments of
+    training RunWriter.measure names, with --eval-episodes: "warm start" every --eval-every
+    answers of the warm start (the policy its own reference); "start", where GRPO begins,
+    64 answers a problem at least, its greedy accuracy the summary's start_return (what the
+    verdict measures RL's gain from); "evaluation", with each --eval-every evaluation of
+    GRPO but the last; "end", measured as the start, and pass_at_k.csv from the two (Yue et
+    al.'s picture). Returns the row, None where nothing is measured."""
+    args, policy = run.args, run.models["policy"]
+    many = max(64, args.eval_samples)  # pass_at_k.csv's pass@1..64
+    if not args.eval_episodes:
+        return None
+    if moment == "warm start":
+        return held_out(args, run, policy, policy, global_step)[0]
+    if moment == "start":
+        row, run.start_curve = held_out(args, run, policy, policy, 0, many)
+        run.summary["start_return"] = row["accuracy"]
+        print(f"{SCRIPT}: warm start: held-out accuracy {row['accuracy']:.3f} (greedy), "
+              f"pass@1 {row['pass@1']:.3f}, pass@{args.pass_k} {row[f'pass@{args.pass_k}']:.3f}")
+        return row
+    if moment == "evaluation" and global_step < run.budget:  # the last one is the end's
+        return held_out(args, run, policy, run.reference, global_step)[0]
+    if moment == "end":
+        row, end_curve = held_out(args, run, policy, run.reference, global_step, many)
+        write_pass_at_k(run.path, run.start_curve, end_curve)
+        return row
+    return None
+
+
+def draw_own_curve(run):
+    """curve.png (the stamped draw_curve hands grpo.py's run here): held_out.csv's greedy
+    accuracy, pass@1 and pass@k against the answers learned from, the warm start's before 0
+    and GRPO's completions after it, with the final evaluation and the goal (the warm
+    start's accuracy plus GOALS's gain). Batches of completions make a mean of the last 20
+    episodes a sample of one batch, so it is not drawn. Returns the file's path, None
+    without a held-out row."""
+    path = os.path.join(run.path, "held_out.csv")
+    rows = list(csv.DictReader(open(path))) if os.path.exists(path) else []
+    if not rows:
+        return None
+    from matplotlib.figure import Figure  # only a run that draws pays for the import
+    summary, k = run.summary, run.args.pass_k
+    fig = Figure(figsize=(7, 4.2), layout="constrained")
+    ax = fig.add_subplot()
+    steps = [int(row["global_step"]) for row in rows]
+    for column, style in (("accuracy", "o-"), ("pass@1", "s-"), (f"pass@{k}", "^-")):
+        label = "greedy accuracy" if column == "accuracy" else f"{column} (sampled)"
+        ax.plot(steps, [float(row[column]) for row in rows], style, ms=4, label=label)
+    ax.axvline(0, color="gray", lw=1)
+    ax.text(0, 0.02, " GRPO starts", color="gray", fontsize="small", transform=ax.get_xaxis_transform())
+    if summary["eval_return_mean"] is not None:
+        ax.plot([summary["global_steps"]], [summary["eval_return_mean"]], "*", ms=12, color="C3",
+                label="final evaluation (greedy)")
+    if summary["holds_on"] == "gain" and summary["start_return"] is not None:
+        ax.axhline(summary["start_return"] + summary["solved_threshold"], ls="--", color="gray",
+                   label=f"goal: the warm start + {summary['solved_threshold']:g}")
+    stopped = " (interrupted)" if summary["interrupted"] else ""
+    ax.set(xlabel="answers learned from: the warm start's (< 0), then GRPO's completions",
+           ylabel="held-out accuracy", ylim=(0, 1.02),
+           title=f"{SCRIPT} on {summary['env_id']}, seed {summary['seed']}{stopped}")
+    ax.grid(alpha=0.3)
+    ax.legend(loc="lower right", fontsize="small")
+    fig.savefig(os.path.join(run.path, "curve.png"), dpi=100)
+    return os.path.join(run.path, "curve.png")
+
+
+# What a run is judged on, by environment id: (threshold, window of training episodes,
+# "eval": the final greedy evaluation, the accuracy on --eval-episodes held-out problems).
+# AdditionPartial-v0's: RL's gain, the final evaluation less the warm start's, at least 0.3.
+GOALS = {"Addition-v0": (0.95, 20, "eval"), "Addition3-v0": (0.95, 20, "eval"),
+         "AdditionPartial-v0": (0.3, 20, "gain")}
+MODEL_FLAGS = ("model", "n_layer", "n_head", "n_embd", "max_new_tokens")
+# grpo.py's columns of updates.csv as TensorBoard's scalars, under CleanRL's names
+TENSORBOARD_NAMES = {
+    "policy_loss": "losses/policy_loss", "approx_kl": "losses/approx_kl",
+    "clipfrac": "losses/clipfrac", "kl": "losses/kl", "reward_mean": "charts/reward_mean",
+    "entropy": "losses/entropy", "completion_length": "charts/completion_length",
+    "groups_kept": "charts/groups_kept",
+}
+
+
+# ---------------------------------------------------------------------------------------
+# grpo.py's own plumbing: --model's Hugging Face LM, the held-out measures, video frames
+# ---------------------------------------------------------------------------------------
+class HFPolicy(nn.Module):
+    """A Hugging Face causal LM behind the built-in model's interface: tokens [N, L] ->
+    (logits [N, L, V], None: grpo.py reads no hidden states), padding masked out of the
+    attention (as TRL passes it)."""
+
+    def __init__(self, model, pad_token_id):
+        super().__init__()
+        self.model, self.pad_token_id = model, pad_token_id
+
+    def forward(self, tokens):
+        mask = (tokens != self.pad_token_id).long()
+        return self.model(input_ids=tokens, attention_mask=mask).logits.float(), None
+
+    def next_token_logits(self, tokens, cache=None):
+        """The sampler's step: logits [N, V] for the token after tokens [N, L], and the model's
+        key-value cache, with which the next step feeds in only the newest token."""
+        out = self.model(input_ids=tokens if cache is None else tokens[:, -1:], cache=cache,
+                         attention_mask=(tokens != self.pad_token_id).long(), use_cache=True,
+                         logits_to_keep=1)
+        return out.logits[:, -1].float(), out.cache
+
+
+def load_model(args, tokenizer):
+    """--model's causal LM from local files alone (transformers is imported only then;
+    nothing is downloaded), in HFPolicy."""
+    from transformers import AutoModelForCausalLM  # only with --model
+    try:
+        model = AutoModelForCausalLM.from_pretrained(args.model, local_files_only=True)
+    except Exception as e:
+        fail(f"--model {args.model} holds no causal LM that transformers can load "
+             f"({type(e).__name__}: {(str(e).splitlines() or [''])[0]})")
+    return HFPolicy(model, pad_id_of(tokenizer))
+
+
+def load_tokenizer(args, characters):
+    """--model's tokenizer, which must end a completion (an end-of-sequence token) and write
+    every character of the task's prompts and answers."""
+    from transformers import AutoTokenizer  # only with --model
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(args.model, local_files_only=True)
+    except Exception as e:
+        fail(f"--model {args.model} holds no tokenizer that transformers can load "
+             f"({type(e).__name__}: {(str(e).splitlines() or [''])[0]})")
+    if tokenizer.eos_token_id is None:
+        fail(f"--model {args.model}'s tokenizer has no end-of-sequence token to end a completion")
+    cannot = [c for c in characters if tokenizer.decode(tokenizer.encode(
+        c, add_special_tokens=False)) != c]
+    if cannot:
+        fail(f"--model {args.model}'s tokenizer cannot write {''.join(cannot)!r}, which "
+             f"{args.env_id}'s prompts and answers use; pick a tokenizer that can")
+    return tokenizer
+
+
+def pass_at_k(n, c, k):
+    """The unbiased estimate of pass@k (Chen et al. 2021) from n sampled answers of one
+    problem, c of them correct: the chance that k answers drawn without replacement from
+    the n hold at least one correct one,
+
+        pass@k = 1 - C(n - c, k) / C(n, k)       (1 where n - c < k: every draw holds one)
+
+    pass@1 = c / n, the sampled accuracy; pass@n = 1 if any answer is right, else 0."""
+    if not 0 <= c <= n or not 1 <= k <= n:
+        raise ValueError(f"pass@k needs 0 <= c <= n and 1 <= k <= n, got n={n}, c={c}, k={k}")
+    return 1.0 if n - c < k else 1.0 - math.comb(n - c, k) / math.comb(n, k)
 
 
 @torch.no_grad()
@@ -1722,41 +1753,16 @@ def write_pass_at_k(path, start, end):
         writer.writerows([k, a, b] for k, (a, b) in enumerate(zip(start, end), start=1))
 
 
-def draw_own_curve(run):
-    """curve.png (the stamped draw_curve hands grpo.py's run here): held_out.csv's greedy
-    accuracy, pass@1 and pass@k against the answers learned from, the warm start's before 0
-    and GRPO's completions after it, with the final evaluation and the goal (the warm
-    start's accuracy plus GOALS's gain). Batches of completions make a mean of the last 20
-    episodes a sample of one batch, so it is not drawn. Returns the file's path, None
-    without a held-out row."""
-    path = os.path.join(run.path, "held_out.csv")
-    rows = list(csv.DictReader(open(path))) if os.path.exists(path) else []
-    if not rows:
-        return None
-    from matplotlib.figure import Figure  # only a run that draws pays for the import
-    summary, k = run.summary, run.args.pass_k
-    fig = Figure(figsize=(7, 4.2), layout="constrained")
-    ax = fig.add_subplot()
-    steps = [int(row["global_step"]) for row in rows]
-    for column, style in (("accuracy", "o-"), ("pass@1", "s-"), (f"pass@{k}", "^-")):
-        label = "greedy accuracy" if column == "accuracy" else f"{column} (sampled)"
-        ax.plot(steps, [float(row[column]) for row in rows], style, ms=4, label=label)
-    ax.axvline(0, color="gray", lw=1)
-    ax.text(0, 0.02, " GRPO starts", color="gray", fontsize="small", transform=ax.get_xaxis_transform())
-    if summary["eval_return_mean"] is not None:
-        ax.plot([summary["global_steps"]], [summary["eval_return_mean"]], "*", ms=12, color="C3",
-                label="final evaluation (greedy)")
-    if summary["holds_on"] == "gain" and summary["start_return"] is not None:
-        ax.axhline(summary["start_return"] + summary["solved_threshold"], ls="--", color="gray",
-                   label=f"goal: the warm start + {summary['solved_threshold']:g}")
-    stopped = " (interrupted)" if summary["interrupted"] else ""
-    ax.set(xlabel="answers learned from: the warm start's (< 0), then GRPO's completions",
-           ylabel="held-out accuracy", ylim=(0, 1.02),
-           title=f"{SCRIPT} on {summary['env_id']}, seed {summary['seed']}{stopped}")
-    ax.grid(alpha=0.3)
-    ax.legend(loc="lower right", fontsize="small")
-    fig.savefig(os.path.join(run.path, "curve.png"), dpi=100)
-    return os.path.join(run.path, "curve.png")
+def make_env(env_id, held_out, video_folder, i):
+    """make_vector_env's i-th copy of the task; with a video_folder, its first episode
+    recorded there as eval-<i> (--capture-video)."""
+    if video_folder is None:
+        return gym.make(env_id, held_out=held_out)
+    env = gym.make(env_id, held_out=held_out, render_mode="rgb_array")
+    with warnings.catch_warnings():  # the environments share one folder on purpose
+        warnings.filterwarnings("ignore", message=".*Overwriting existing videos")
+        return gym.wrappers.RecordVideo(env, video_folder, name_prefix=f"eval-{i}",
+                                       episode_trigger=lambda episode: episode == 0)
 
 
 # A 3 x 5 pixel font, each glyph's rows top to bottom; any other character is a box.
@@ -1781,3 +1787,4 @@ def draw_text(text, width, scale=8):
 
 if __name__ == "__main__":
     cli()
+

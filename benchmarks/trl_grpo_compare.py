@@ -188,7 +188,13 @@ def warm_start_args(env_id, model_dir, seed, sft_steps, max_new_tokens):
 
 class NoRunFolder:
     """What grpo.warm_start's held-out measures (--sft-stop-at only) write to: make-model keeps
-    no run folder, so the rows go nowhere."""
+    no run folder, so the rows go nowhere. They are asked of it as of grpo.py's RunWriter."""
+
+    def __init__(self, args=None, policy=None):
+        self.args, self.models = args, {"policy": policy}
+
+    def measure(self, global_step, moment):
+        return grpo.measure(self, global_step, moment)
 
     def write_row(self, filename, **row):
         pass
@@ -234,7 +240,7 @@ def make_model(args):
     sft = warm_start_args(args.env_id, args.model_dir, args.model_seed, args.sft_steps,
                           settings["max_new_tokens"])
     start = time.time()
-    grpo.warm_start(sft, policy, NoRunFolder())
+    grpo.warm_start(sft, policy, NoRunFolder(sft, policy))
     sft_s = time.time() - start
     loss = demonstrations_loss(sft, policy)
     model.generation_config.pad_token_id, model.generation_config.eos_token_id = 0, 1

@@ -18,6 +18,10 @@
 #   TENSORBOARD_NAMES               the algorithm's own diagnostics under CleanRL's names
 #   GOALS (where a script has)      env id: (threshold, window, "train" or "eval"), what a run
 #                                   is judged on (its benchmark task's and README row's goal)
+#   measure(run, global_step, moment)  (optional) the script's own measures: RunWriter.measure
+#                                   calls it at each --eval-every evaluation ("evaluation"),
+#                                   after each update's row ("update") and where train asks
+#                                   ("start", "end", ...); grpo.py's and rlhf.py's held-out ones
 
 
 class UsageError(Exception):
@@ -318,6 +322,7 @@ class RunWriter:
         wall_time = self.elapsed()
         self.write_row("updates.csv", global_step=global_step, wall_time=round(wall_time, 4),
                        sps=int(global_step / wall_time), **diagnostics)
+        self.measure(global_step, "update")
 
     def step(self, global_step):
         """After each environment step: record the step count (should Ctrl-C stop the run),
@@ -349,6 +354,13 @@ class RunWriter:
         if self.args.save_model and mean > max((m for _, m, _ in self.evaluations), default=-math.inf):
             save_checkpoint(os.path.join(self.path, "best_" + CHECKPOINT), self.models, self.args)
         self.evaluations.append((global_step, mean, std))
+        self.measure(global_step, "evaluation")
+
+    def measure(self, global_step, moment):
+        """The script's own measures at a moment of training, where it has the optional hook
+        measure(run, global_step, moment): its answer (None without the hook, or where the
+        hook measures nothing at that moment)."""
+        return measure(self, global_step, moment) if "measure" in globals() else None
 
     def non_finite(self, loss, global_step):
         """True, after saying so and marking the run interrupted, when the loss is NaN or inf."""

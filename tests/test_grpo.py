@@ -299,12 +299,12 @@ def test_the_built_in_model_is_the_flags_shape_and_its_forward_pass_by_hand(tmp_
         for p in model.parameters():  # away from the initialization's zero biases
             p.add_(torch.randn_like(p) * 0.3)
         tokens = torch.randint(len(tokenizer), (2, 7))
-        logits = model(tokens)
+        logits = model(tokens)[0]
         assert torch.allclose(logits, gpt_by_hand(model, tokens, n_head=2), atol=1e-5)
         changed = tokens.clone()
         changed[:, -1] = (changed[:, -1] + 1) % len(tokenizer)
-        assert torch.allclose(model(changed)[:, :-1], logits[:, :-1], atol=1e-6)
-        assert not torch.allclose(model(changed)[:, -1], logits[:, -1])
+        assert torch.allclose(model(changed)[0][:, :-1], logits[:, :-1], atol=1e-6)
+        assert not torch.allclose(model(changed)[0][:, -1], logits[:, -1])
 
 
 def test_the_built_in_models_initialization_is_gpt_2s():
@@ -354,14 +354,15 @@ def test_token_logprobs_divide_the_logits_by_the_temperature():
 
 
 class FixedLogits(torch.nn.Module):
-    """A 'language model' whose next-token logits are the same at every position."""
+    """A 'language model' whose next-token logits are the same at every position (as the
+    built-in GPT's, (logits, hidden states); it has none)."""
 
     def __init__(self, logits):
         super().__init__()
         self.logits = torch.nn.Parameter(torch.as_tensor(logits, dtype=torch.float32))
 
     def forward(self, tokens):
-        return self.logits.expand(*tokens.shape, len(self.logits))
+        return self.logits.expand(*tokens.shape, len(self.logits)), None
 
 
 def test_sampling_follows_the_temperature_and_returns_its_log_probabilities():
@@ -412,7 +413,7 @@ def test_the_completion_mask_counts_up_to_and_with_the_first_end_token():
 
 
 def test_prompts_are_left_padded_and_completions_decoded_before_their_end():
-    tok = grpo.CharTokenizer("0123456789+=")  # <pad> 0, <eos> 1, "+" 2, "0" 3, ..., "=" 13
+    tok = grpo.CharTokenizer("0123456789+=", grpo.SPECIAL_TOKENS)  # <pad> 0, <eos> 1, "+" 2, "0" 3, ..., "=" 13
     assert tok.encode("12+3=") == [4, 5, 2, 6, 13] and tok.decode([4, 5]) == "12"
     prompts = grpo.encode_prompts(tok, ["12+3=", "1+2="], 6, "cpu")
     assert prompts.tolist() == [[0, 4, 5, 2, 6, 13], [0, 0, 4, 2, 5, 13]]
@@ -703,7 +704,7 @@ def test_the_evaluation_decodes_greedily(tmp_path):
     done = torch.zeros(len(prompts), dtype=torch.bool)
     for _ in range(args.max_new_tokens):
         with torch.no_grad():
-            nxt = policy(tokens)[:, -1].argmax(-1)
+            nxt = policy(tokens)[0][:, -1].argmax(-1)
         nxt = torch.where(done, torch.full_like(nxt, grpo.pad_id_of(tokenizer)), nxt)
         done |= nxt == tokenizer.eos_token_id
         tokens = torch.cat([tokens, nxt[:, None]], dim=1)
@@ -770,7 +771,7 @@ def test_the_hugging_face_policy_masks_the_padding_out_of_the_attention(tmp_path
     tokens = grpo.encode_prompts(tokenizer, ["12+3=", "1+2="], 8, "cpu")
     assert tokens[1].tolist()[:4] == [0, 0, 0, 0]
     with torch.no_grad():
-        got = policy(tokens)
+        got = policy(tokens)[0]
         masked = model(input_ids=tokens, attention_mask=(tokens != 0).long()).logits
         unmasked = model(input_ids=tokens).logits
     real = tokens != 0
@@ -816,7 +817,7 @@ def test_the_update_gets_the_samplers_and_the_references_log_probs_and_the_group
         assert torch.equal(kw["old_logprobs"], logprobs[idx])
         # pi_ref: the reference model's own logits over the sampled tokens, divided by 0.7
         with torch.no_grad():
-            logits = reference(tokens[idx])[:, P - 1:-1] / 0.7
+            logits = reference(tokens[idx])[0][:, P - 1:-1] / 0.7
         ref = torch.log_softmax(logits, -1).gather(-1, tokens[idx, P:, None]).squeeze(-1)
         assert torch.allclose(kw["ref_logprobs"][m], ref[m], atol=1e-5)
         # A_i = (r_i - group mean) / (unbiased group std + 1e-4), groups of 4 in the paid order
@@ -1053,7 +1054,7 @@ def test_nlpos_nucleus_is_taken_at_the_sampling_temperature(tmp_path):
                                  grpo.pad_id_of(tokenizer), temperature=3.0, mask_model=policy,
                                  top_p=0.5)
     with torch.no_grad():
-        logits = policy(prompts)[:, -1]
+        logits = policy(prompts)[0][:, -1]
     assert torch.equal(masks[:, 0], grpo.top_p_mask(logits / 3.0, 0.5))
     assert not torch.equal(masks[:, 0], grpo.top_p_mask(logits, 0.5))
 
@@ -1310,7 +1311,7 @@ def test_the_supervised_loss_is_the_mean_over_the_answers_tokens_alone():
             self.b = torch.nn.Parameter(torch.zeros(5))
 
         def forward(self, tokens):
-            return self.b.expand(*tokens.shape, 5)
+            return self.b.expand(*tokens.shape, 5), None  # (logits, hidden states) as GPT's
     policy = Uniform()
     tokens = torch.tensor([[2, 3, 4, 1, 0], [2, 3, 1, 0, 0]])  # prompt of 2, answers of 3
     targets, mask = tokens[:, 2:], torch.tensor([[1.0, 1, 0], [1, 0, 0]])
@@ -1581,7 +1582,7 @@ def test_a_task_whose_group_poses_different_problems_is_stopped(tmp_path):
 def test_a_prompt_longer_than_its_observation_space_is_bad_input():
     # the prompt's tokens are left-padded to the observation space's longest text; one that
     # takes more tokens than that would be cut, so it stops with one line
-    tokenizer = grpo.CharTokenizer("0123456789+=")
+    tokenizer = grpo.CharTokenizer("0123456789+=", grpo.SPECIAL_TOKENS)
     assert grpo.encode_prompts(tokenizer, ["1+2="], 6, "cpu").tolist() == [
         [0, 0] + [tokenizer.ids[c] for c in "1+2="]]
     with pytest.raises(grpo.UsageError, match=re.escape(
@@ -1687,7 +1688,7 @@ def answers(policy, prompts, temperature=None):
     tokens = torch.tensor([[0] * (6 - len(p)) + [ids[c] for c in p] for p in prompts])
     done = torch.zeros(len(prompts), dtype=torch.bool)
     for _ in range(5):
-        logits = policy(tokens)[:, -1]
+        logits = policy(tokens)[0][:, -1]
         token = (logits.argmax(-1) if temperature is None else
                  torch.distributions.Categorical(logits=logits / temperature).sample())
         token = torch.where(done, 0, token)
@@ -1728,7 +1729,7 @@ def held_out_by_hand(policy, reference, prompts, seed, n=64, k=3, temperature=0.
             length = torch.tensor([row.index(1) + 1 if 1 in row else 5
                                    for row in completion.tolist()])
             mask = torch.arange(5)[None] < length[:, None]
-            logp, ref = (torch.log_softmax(m(tokens)[:, 5:-1] / temperature, -1)
+            logp, ref = (torch.log_softmax(m(tokens)[0][:, 5:-1] / temperature, -1)
                          .gather(-1, completion[..., None])[..., 0] for m in (policy, reference))
             r = ref - logp
             kls += ((r.exp() - r - 1) * mask).sum(1).tolist()

@@ -1457,6 +1457,43 @@ def test_every_stamped_block_equals_its_source_byte_for_byte(script):
     assert text == stamp.stamped(text, script), f"run python plumbing/stamp.py ({script} differs)"
 
 
+def test_the_language_scripts_hold_one_text_of_the_text_pieces():
+    # grpo.py and rlhf.py share the tokenizer, the sampler and the transformer as one stamped
+    # text, plumbing/text.py's; the stamp test above holds each copy to it byte for byte
+    assert {os.path.basename(p) for p in stamp.scripts()} >= {"grpo.py", "rlhf.py"}
+    for script in ("grpo.py", "rlhf.py"):
+        with open(os.path.join(ROOT, script)) as f:
+            text = f.read()
+        assert stamp.START.format(name="text") in text and stamp.END.format(name="text") in text
+        assert text.index(stamp.END.format(name="text")) < text.index("\n# Plumbing:")
+        assert "class CharTokenizer" in stamp.stamped(text, script)
+
+
+def test_run_writer_calls_a_scripts_optional_measure_hook(tmp_path, monkeypatch):
+    # A script's optional measure(run, global_step, moment) (grpo.py's and rlhf.py's held-out
+    # measures): RunWriter calls it at each --eval-every evaluation and after each update's
+    # row, and run.measure hands on train's own moments and the hook's answer; a script
+    # without the hook gets None and nothing else happens.
+    module = module_of("grpo.py")  # its own hook stood in for, then taken away
+    args = module.Args(output_dir=str(tmp_path), tensorboard=False, eval_every=100,
+                       eval_samples=8, total_timesteps=300)
+    run = module.RunWriter(args, "cpu", {})
+    monkeypatch.setattr(module, "evaluate", lambda args, models: np.array([1.0, 2.0]))
+    monkeypatch.delattr(module, "measure")
+    assert run.measure(0, "start") is None
+    called = []
+    monkeypatch.setattr(module, "measure", lambda run_, step, moment: called.append(
+        (run_, step, moment)) or moment.upper(), raising=False)
+    assert run.measure(0, "start") == "START"
+    run.step(50)
+    run.step(150)  # crosses 100: an evaluation
+    run.update(150, loss=0.5)
+    run.measure(300, "end")
+    assert called == [(run, 0, "start"), (run, 150, "evaluation"), (run, 150, "update"),
+                      (run, 300, "end")]
+    run.close()
+
+
 def test_the_numpy_variant_keeps_its_own_regions_and_drops_torchs():
     # "a\n# [torch]\nt\n# [end]\n# [numpy]\nn\n# [end]\nb": torch keeps a, t, b; numpy a, n, b;
     # the marker lines are never stamped.
