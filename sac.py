@@ -6,7 +6,8 @@ off-policy from a replay buffer. The actor is a Gaussian squashed by tanh; two c
 the soft Q-function from a target that takes the smaller of their slowly moving target
 copies, minus alpha log pi of an action the current policy samples at s' (SAC has no target
 actor). The temperature alpha is learned so that the policy's entropy stays near a target,
--dim(A) by default, or kept fixed with --no-autotune.
+-dim(A) by default, or kept fixed with --no-autotune. This is SAC as in 2018b: twin critics,
+a learned temperature, no value network V(s).
 
 Key equations (a in [-1, 1]^d is what the networks see; the environment gets
 center + scale * a, scale = (high - low) / 2, and log pi is the density of that action):
@@ -22,35 +23,10 @@ center + scale * a, scale = (high - low) / 2, and log pi is the density of that 
     temperature    L_alpha = -mean of alpha (log pi(a~|s) + H_target),   H_target = -dim(A)
     target update  theta'_j <- tau theta_j + (1 - tau) theta'_j,  after every critic step
 
-A time-limit truncation is not a termination: the transition stores the true final
-observation (Gymnasium's info["final_obs"]) as s' and bootstraps from it.
-
-Where this file differs from the papers (2018a, 2018b) and their common implementations
-(CleanRL's sac_continuous_action.py, Stable-Baselines3's SAC):
-  - It is SAC as in 2018b: twin critics, a learned temperature, no value network V(s)
-    (2018a had one, and a fixed temperature given as a reward scale).
-  - --policy-frequency d: as in CleanRL, every d-th critic step makes d actor (and
-    temperature) steps; the papers and SB3 use d = 1, CleanRL d = 2.
-  - The defaults are tuned for Pendulum-v1 on a CPU: 64-unit networks, learning rate 2e-3,
-    batch 128, gamma 0.98, tau 0.02, 500 random steps, alpha starting at 0.1; the papers use
-    256 units, 3e-4, 256, 0.99, 0.005 and alpha from 1 (CleanRL: learning rates 3e-4 actor,
-    1e-3 critics and temperature, 5000 random steps, d = 2, which --critic-learning-rate 1e-3
-    --learning-starts 5000 --policy-frequency 2 give here; SB3: 3e-4, 100 random steps;
-    rl-zoo's Pendulum: 1e-3).
-  - log pi includes -log(scale) (the density of the environment's action, as in CleanRL);
-    SB3 takes the density of the [-1, 1] action. With bounds of +-2 (Pendulum) the two
-    differ by log 2 per dimension, which shifts where the target entropy settles.
-  - The temperature step takes log pi(a~|s) of the sample a~ that the actor step drew, before
-    that step moved the policy, as SB3 does (one sample serves both losses); CleanRL draws a
-    fresh sample after the actor step. One sample saves a forward pass of the actor, and the
-    two differ only by one actor step, which a slowly moving temperature barely feels. The
-    loss is the paper's, in alpha = exp(log_alpha) (as CleanRL); SB3 puts log_alpha in
-    place of alpha, which scales the gradient by 1/alpha.
-  - log(1 - tanh(u)^2) is exact, 2 (log 2 - u - softplus(-2u)), the form of Spinning Up;
-    CleanRL and SB3 take log(1 - tanh(u)^2 + 1e-6), whose 1e-6 caps the correction at
-    log(1e-6) = -13.8 where an action nears its bound, so their log pi is too low there.
-  - log sigma is clipped to [-20, 2] (Haarnoja's code, SB3); CleanRL squashes it into
-    [-5, 2] with a tanh. The critics see actions in [-1, 1] (CleanRL: environment units).
+A time-limit truncation is not a termination: s' is the true final observation
+(info["final_obs"]) and the target bootstraps from it. The defaults are tuned for
+Pendulum-v1 on a CPU; the papers' settings are the HalfCheetah command's. Where this file
+differs from CleanRL's and Stable-Baselines3's SAC: the script's page, docs/teach/sac.md.
 
 Papers:
     Haarnoja et al. 2018a, "Soft Actor-Critic: Off-Policy Maximum Entropy Deep Reinforcement
@@ -66,14 +42,10 @@ Run:
     python sac.py --env-id HalfCheetah-v5 --total-timesteps 300000 --hidden-size 256 \
         --batch-size 256 --learning-rate 3e-4 --gamma 0.99 --tau 0.005 --alpha 1.0 \
         --learning-starts 10000 --eval-every 10000   # the papers' settings (benchmark.py)
-    python sac.py --help
 
-Writes runs/<env_id>__sac__<seed>__<unix_time>/ with config.json, episodes.csv, updates.csv,
-summary.json, model.pt with --save-model, and with --eval-every N evaluations.csv (and
-best_model.pt, the best evaluated model) (plainrl's CONTRIBUTING.md, "What a run writes").
-TensorBoard's event file gets the CSV rows too (--no-tensorboard: none; --track syncs it
-to Weights & Biases, as CleanRL does).
-python plot.py <run folder> draws its learning curve (with the --eval-every evaluations).
+Writes runs/<env_id>__sac__<seed>__<unix_time>/ (plainrl's CONTRIBUTING.md, "What a run
+writes"): config.json, episodes.csv, updates.csv, summary.json, curve.png; model.pt with
+--save-model, evaluations.csv and best_model.pt with --eval-every.
 """
 
 # ---------------------------------------------------------------------------------------
@@ -190,8 +162,7 @@ class Args:
     """width of the two hidden layers of the actor and of each critic (256 in the SAC papers)"""
     log_interval: int = 1_000
     """environment steps between rows of updates.csv"""
-    # One suits the 64-unit defaults; at 256 units and batch 256 two threads made the update
-    # 1.6x faster on an otherwise idle 2-core machine (results.md, "MuJoCo").
+    # One suits the 64-unit defaults; 256 units gain from two (results.md, "MuJoCo").
     threads: int = 1
     """CPU threads torch may use for the networks"""
 
@@ -552,73 +523,6 @@ def main(args: Args) -> dict:
     # Train (unless evaluating a checkpoint), then finish: evaluate, save, write, plot.
     envs = None if checkpoint else make_vector_env(args.env_id, args.num_envs)
     return train_and_finish(run, lambda: train(args, agent, envs, run, device), envs)
-
-
-# ---------------------------------------------------------------------------------------
-# What the plumbing asks of sac.py: its own checks, its greedy policy, its model's flags
-# ---------------------------------------------------------------------------------------
-def check_flags(args):
-    """sac.py's own flags, checked before any environment is made."""
-    for name in ("num_envs", "gradient_steps", "buffer_size", "batch_size", "hidden_size",
-                 "policy_frequency", "log_interval", "learning_rate", "alpha", "threads"):
-        if not getattr(args, name) > 0:
-            fail(f"--{name.replace('_', '-')} must be positive, got {getattr(args, name)}")
-    if args.critic_learning_rate is not None and not args.critic_learning_rate > 0:
-        fail(f"--critic-learning-rate must be positive, got {args.critic_learning_rate}")
-    if args.learning_starts < 0:
-        fail(f"--learning-starts must be 0 or more, got {args.learning_starts}")
-    if not 0.0 <= args.gamma <= 1.0:
-        fail(f"--gamma must be in [0, 1], got {args.gamma}")
-    if not 0.0 < args.tau <= 1.0:
-        fail(f"--tau must be in (0, 1], got {args.tau}")
-    if args.target_entropy is not None and not args.autotune:
-        fail("--target-entropy needs the learned temperature; drop --no-autotune or the target")
-    budget = args.total_timesteps // args.num_envs * args.num_envs  # whole steps of N envs
-    if args.eval_checkpoint is None and 0 < args.total_timesteps and args.learning_starts >= budget:
-        fail(f"--learning-starts {args.learning_starts} leaves no step of the budget, {budget:,} "
-             f"steps (--total-timesteps {args.total_timesteps} in whole steps of --num-envs "
-             f"{args.num_envs}), to learn in; lower it or raise the budget")
-
-
-def check_spaces(args, obs_space, action_space):
-    """Whether sac.py handles the environment's spaces; returns (obs_shape, action_space)."""
-    if not (isinstance(action_space, gym.spaces.Box) and len(action_space.shape) == 1):
-        fail(f"{args.env_id} has a {type(action_space).__name__} action space of shape "
-             f"{action_space.shape}; sac.py needs a flat continuous (Box) one (for "
-             "Discrete actions use dqn.py or ppo.py)")
-    if not (np.isfinite(action_space.low).all() and np.isfinite(action_space.high).all()):
-        fail(f"{args.env_id} has unbounded actions (an infinite low or high bound); sac.py "
-             "squashes its actions into finite bounds (ppo.py's Gaussian policy needs none)")
-    if not (isinstance(obs_space, gym.spaces.Box) and len(obs_space.shape) == 1):
-        fail(f"{args.env_id} has a {type(obs_space).__name__} observation space of shape "
-             f"{obs_space.shape}; sac.py's MLPs need a flat Box")
-    return obs_space.shape, action_space
-
-
-def greedy_policy(models, envs):
-    """The evaluation's policy, act(obs, info) -> actions: a = tanh(mu(s)), the squashed
-    Gaussian's mean, scaled to the action bounds."""
-    actor = models["actor"]
-    device = next(actor.parameters()).device
-
-    @torch.inference_mode()
-    def act(obs, info):
-        action = actor.greedy(torch.as_tensor(obs, dtype=torch.float32, device=device))
-        return to_env_action(action, envs.single_action_space)
-    return act
-
-
-# What a run is judged on, by environment id (its benchmark task in benchmark.py, its README
-# row): (threshold, window of training episodes, "train": the last-window mean at the end,
-# or "eval": the final greedy evaluation). Another id: its reward_threshold over 20, "train".
-GOALS = {"Pendulum-v1": (-200, 20, "eval"), "Hopper-v5": (2410, 100, "eval"),
-         "HalfCheetah-v5": (7697, 100, "eval"), "Walker2d-v5": (3335, 100, "eval")}
-MODEL_FLAGS = ("hidden_size",)  # a checkpoint's networks are built by these
-# sac.py's columns of updates.csv as TensorBoard's scalars, under CleanRL's names
-TENSORBOARD_NAMES = {
-    "critic1_loss": "losses/qf1_loss", "critic2_loss": "losses/qf2_loss",
-    "q1_mean": "losses/qf1_values", "actor_loss": "losses/actor_loss",
-    "entropy": "losses/entropy", "alpha": "losses/alpha"}
 
 
 # ---------------------------------------------------------------------------------------
@@ -1259,6 +1163,73 @@ def cli():
         signal.signal(signal.SIGINT, signal.SIG_DFL)
         os.kill(os.getpid(), signal.SIGINT)
 # End of plumbing/common.py
+
+
+# ---------------------------------------------------------------------------------------
+# What the plumbing asks of sac.py: its own checks, its greedy policy, its model's flags
+# ---------------------------------------------------------------------------------------
+def check_flags(args):
+    """sac.py's own flags, checked before any environment is made."""
+    for name in ("num_envs", "gradient_steps", "buffer_size", "batch_size", "hidden_size",
+                 "policy_frequency", "log_interval", "learning_rate", "alpha", "threads"):
+        if not getattr(args, name) > 0:
+            fail(f"--{name.replace('_', '-')} must be positive, got {getattr(args, name)}")
+    if args.critic_learning_rate is not None and not args.critic_learning_rate > 0:
+        fail(f"--critic-learning-rate must be positive, got {args.critic_learning_rate}")
+    if args.learning_starts < 0:
+        fail(f"--learning-starts must be 0 or more, got {args.learning_starts}")
+    if not 0.0 <= args.gamma <= 1.0:
+        fail(f"--gamma must be in [0, 1], got {args.gamma}")
+    if not 0.0 < args.tau <= 1.0:
+        fail(f"--tau must be in (0, 1], got {args.tau}")
+    if args.target_entropy is not None and not args.autotune:
+        fail("--target-entropy needs the learned temperature; drop --no-autotune or the target")
+    budget = args.total_timesteps // args.num_envs * args.num_envs  # whole steps of N envs
+    if args.eval_checkpoint is None and 0 < args.total_timesteps and args.learning_starts >= budget:
+        fail(f"--learning-starts {args.learning_starts} leaves no step of the budget, {budget:,} "
+             f"steps (--total-timesteps {args.total_timesteps} in whole steps of --num-envs "
+             f"{args.num_envs}), to learn in; lower it or raise the budget")
+
+
+def check_spaces(args, obs_space, action_space):
+    """Whether sac.py handles the environment's spaces; returns (obs_shape, action_space)."""
+    if not (isinstance(action_space, gym.spaces.Box) and len(action_space.shape) == 1):
+        fail(f"{args.env_id} has a {type(action_space).__name__} action space of shape "
+             f"{action_space.shape}; sac.py needs a flat continuous (Box) one (for "
+             "Discrete actions use dqn.py or ppo.py)")
+    if not (np.isfinite(action_space.low).all() and np.isfinite(action_space.high).all()):
+        fail(f"{args.env_id} has unbounded actions (an infinite low or high bound); sac.py "
+             "squashes its actions into finite bounds (ppo.py's Gaussian policy needs none)")
+    if not (isinstance(obs_space, gym.spaces.Box) and len(obs_space.shape) == 1):
+        fail(f"{args.env_id} has a {type(obs_space).__name__} observation space of shape "
+             f"{obs_space.shape}; sac.py's MLPs need a flat Box")
+    return obs_space.shape, action_space
+
+
+def greedy_policy(models, envs):
+    """The evaluation's policy, act(obs, info) -> actions: a = tanh(mu(s)), the squashed
+    Gaussian's mean, scaled to the action bounds."""
+    actor = models["actor"]
+    device = next(actor.parameters()).device
+
+    @torch.inference_mode()
+    def act(obs, info):
+        action = actor.greedy(torch.as_tensor(obs, dtype=torch.float32, device=device))
+        return to_env_action(action, envs.single_action_space)
+    return act
+
+
+# What a run is judged on, by environment id (its benchmark task in benchmark.py, its README
+# row): (threshold, window of training episodes, "train": the last-window mean at the end,
+# or "eval": the final greedy evaluation). Another id: its reward_threshold over 20, "train".
+GOALS = {"Pendulum-v1": (-200, 20, "eval"), "Hopper-v5": (2410, 100, "eval"),
+         "HalfCheetah-v5": (7697, 100, "eval"), "Walker2d-v5": (3335, 100, "eval")}
+MODEL_FLAGS = ("hidden_size",)  # a checkpoint's networks are built by these
+# sac.py's columns of updates.csv as TensorBoard's scalars, under CleanRL's names
+TENSORBOARD_NAMES = {
+    "critic1_loss": "losses/qf1_loss", "critic2_loss": "losses/qf2_loss",
+    "q1_mean": "losses/qf1_values", "actor_loss": "losses/actor_loss",
+    "entropy": "losses/entropy", "alpha": "losses/alpha"}
 
 
 if __name__ == "__main__":
