@@ -1,112 +1,45 @@
 # From plainrl (MIT licence, (c) 2026 the plainrl authors): keep this line in a copy.
 """IMPALA: actors that only act, a learner that only learns, and V-trace between them.
 
-Several actors (Ray actors, on this machine or on a cluster) each hold a vector of N
-environments and a copy of the policy. An actor plays a rollout of T steps, records for
-every step the log-probability of the action under the policy that chose it (the behaviour
-policy mu) and the version of its weights, sends the rollout to the learner, and plays the
-next one at once with the newest weights the learner has published. The learner takes
-batches of rollouts as they arrive and takes one gradient step per batch. By then the
-policy pi being trained has moved on from mu: the batch is off-policy by the policy lag,
-the number of learner updates between acting and learning. V-trace corrects for it with
-truncated importance weights.
+Actors (Ray actors, here or on a cluster), each with N environments and a copy of the policy,
+play rollouts of T steps, record each step's log-probability under the behaviour policy mu that
+chose it and its weights' version, and send them on, playing the next at once with the newest
+weights. The learner's policy pi has moved on from mu by the policy lag; V-trace corrects for it.
 
-Key equations (t = 0, ..., T-1 indexes the steps of a rollout, done_t = terminated_t or
-truncated_t):
+Key equations (t = 0, ..., T-1 the steps of a rollout, done_t = terminated_t or truncated_t):
 
-    lag      = k - v: the learner has taken k gradient steps; the actor acted with the
-               weights after v of them (its version)
+    lag      = k - v: the learner has taken k gradient steps, the actor's weights v of them
     rho_t    = min(rho_bar, pi(a_t|s_t) / mu(a_t|s_t)),   c_t = min(c_bar, pi / mu)
-    V'_t     = V of the observation that followed a_t: V(s_{t+1}) inside the rollout,
-               V(s_T) after its last step (s_T opens the actor's next rollout), and V of
-               the true final observation where the episode was truncated at t
+    V'_t     = V of what followed a_t: s_{t+1}, or the true final observation if truncated
     delta_t  = rho_t * (r_t + gamma * (1 - terminated_t) * V'_t - V(s_t))
     vs_t     = V(s_t) + delta_t + gamma * c_t * (1 - done_t) * (vs_{t+1} - V(s_{t+1})),
                with vs_T - V(s_T) = 0: the correction ends with the rollout
-    G_t      = vs_{t+1} where t < T-1 and not done_t, else V'_t (the bootstrap at the
-               rollout's end and at the episode's)
+    G_t      = vs_{t+1} where t < T-1 and not done_t, else V'_t
     A_t      = rho_t * (r_t + gamma * (1 - terminated_t) * G_t - V(s_t))
     loss     = -mean(A_t * log pi(a_t|s_t)) + c_v * mean(0.5 * ((vs_t - V(s_t)) / sigma)^2)
                - c_e * mean(entropy of pi(.|s_t))
-    PopArt   V(s) = sigma * n(s) + mu: the critic's network outputs n(s), and mu and sigma
-               are the running mean and standard deviation of the targets vs, updated
-               after each step with the critic's last layer rescaled so that V stays the same
+    PopArt   V(s) = sigma * n(s) + mu, mu and sigma the running mean and std of the targets vs
 
-pi and V are the learner's current policy and critic; A_t carries no gradient. With
---no-vtrace, rho_t = c_t = 1: plain n-step returns that ignore the lag. A time-limit
-truncation is not a termination: the step bootstraps from the value of the true final
-observation (Gymnasium's info["final_obs"]), which the actor sends along.
-
-Which parts are the algorithm and which are transport: Actor.rollout (acting), RolloutBatch
-and compute_vtrace (the targets), impala_loss and train (learning) are the algorithm; how a
-rollout and the weights travel (ActorPool, Ray) is plumbing, below the banner. --sync takes
-the rollouts of the actors in turn rather than as they arrive, so that a seed gives the same
-run twice; the lag is then the same every time too. Acting never waits for learning: an
-actor plays its next rollout while the learner steps on the last, so even one actor's
-batches lag, by one update each after the first (A actors in turn, one rollout a batch:
-by A updates each after the first A).
-
-Departures from the paper and its authors' code (deepmind/scalable_agent, experiment.py),
-and why; TorchBeast (facebookresearch/torchbeast, monobeast.py) and Cleanba (vwxyzjn/cleanba,
-cleanba_impala.py) are named where they differ from it:
-
-  - Adam (eps 1e-5, as in ppo.py), for which the defaults here are set, where the authors'
-    code has RMSProp (decay 0.99, eps 0.1; TorchBeast's and Cleanba's eps is 0.01).
-  - The gradient's global norm clipped at --max-grad-norm (0.5, as in ppo.py) against a
-    rare large step; the authors' code clips none (TorchBeast and Cleanba clip at 40).
-  - The loss averaged over the batch, not summed: the learning rate does not depend on
-    the batch's size.
-  - Rewards as the environment gives them; the authors' code clips them (to [-1, 1] by
-    default), which would flatten Pendulum's (down to -16 a step).
-  - Separate actor and critic networks (on images, one encoder under two heads) that see
-    the observation alone; the authors' agent is one network with an LSTM whose input
-    also holds the last action and the clipped last reward. The environments here show
-    their state in each observation.
-  - c_bar a flag (default 1), to try other clips; the authors' code fixes c_t = min(1, pi/mu).
-  - PopArt on the critic (--popart-beta; 0: off, the paper's critic), from the IMPALA
-    authors' own later work (Hessel et al. 2019): the critic regresses the normalized
-    target (vs - mu) / sigma. Without it the critic cannot follow CartPole's values: a
-    time-limit truncation bootstraps, so a policy that balances is worth 1 / (1 - gamma)
-    = 100, and one Adam step of the critic moves V by about 0.1. V then stayed nearly the
-    same for every state (its spread in a batch 0.00-0.08) and climbed from 0 to about 90
-    over the whole 300k budget, always 5-10 below the targets: every advantage carried that
-    gap, the policy gradient was noise scaled by it, and Adam turned the noise into steps
-    of the full learning rate that walked a policy at 500 away from it (4 of 20 fresh
-    seeds fell; benchmarks/results.md, impala.py's notes).
-  - One actor per vector of N environments rather than per environment: fewer processes.
-
-As in the authors' code, the learning rate falls linearly to 0 over the budget. Atari ids
-are not preprocessed here (ppo.py and dqn.py do it); images (MinAtar) get ppo.py's
-convolutional network.
+pi and V are the learner's; A_t carries no gradient; --no-vtrace: rho_t = c_t = 1. Departures
+from the authors' code (the page lists them): Adam, a clipped gradient, a mean loss, raw
+rewards, no LSTM, and PopArt on the critic (--popart-beta; popart_statistics says why).
 
 Papers:
     Espeholt et al. 2018, "IMPALA: Scalable Distributed Deep-RL with Importance Weighted
         Actor-Learner Architectures", ICML 2018
     Mnih et al. 2016, "Asynchronous Methods for Deep Reinforcement Learning", ICML 2016
-        (the advantage actor-critic losses)
     Pardo et al. 2018, "Time Limits in Reinforcement Learning", ICML 2018
     van Hasselt et al. 2016, "Learning values across many orders of magnitude", NeurIPS 2016
-        (PopArt)
     Hessel et al. 2019, "Multi-task Deep Reinforcement Learning with PopArt", AAAI 2019
-        (PopArt in IMPALA)
-    Young & Tian 2019, "MinAtar: An Atari-Inspired Testbed for Thorough and Reproducible
-        Reinforcement Learning Experiments", arXiv:1903.03176 (the small-grid network)
 
 Run:
     python impala.py --env-id CartPole-v1                      # a Ray of its own, here
-    python impala.py --num-actors 14 --ray-address auto        # on a Ray cluster (README)
     python impala.py --sync --seed 3                           # the same run twice
     python impala.py --refresh-every 16 --no-vtrace            # a large lag, uncorrected
-    PYTHONPATH=tests python impala.py --env-id my_envs:GridWorld-v0   # tests/my_envs.py's id
     python impala.py --help
 
-Writes runs/<env_id>__impala__<seed>__<unix_time>/ with config.json, episodes.csv,
-updates.csv (one row per gradient step, with the policy lag of its batch: TensorBoard's
-charts/policy_lag), summary.json, model.pt with --save-model, and with --eval-every N
-evaluations.csv (and best_model.pt).
-TensorBoard's event file gets the CSV rows too (--no-tensorboard: none; --track syncs it
-to Weights & Biases, as CleanRL does).
-python plot.py <run folder> draws its learning curve (with the --eval-every evaluations).
+Writes runs/<env_id>__impala__<seed>__<unix_time>/: config.json, episodes.csv, updates.csv
+(a row per gradient step, with its batch's policy lag), summary.json, curve.png, TensorBoard's.
 """
 
 # ---------------------------------------------------------------------------------------
@@ -155,8 +88,7 @@ class Args:
     """seeds Python, NumPy, torch, the actors and the environments"""
     total_timesteps: int = 300_000
     """the training budget in environment steps, all actors and environments together"""
-    # Without either flag, a flat observation's small network goes to the CPU: on one thread
-    # it trains faster than on a GPU (results.md, "On a GPU"). The actors act on the CPU.
+    # Neither: small networks run faster on one CPU thread (results.md, "On a GPU"); actors: CPU.
     cuda: tyro.conf.DisallowNone[Optional[bool]] = None
     """the learner's device: --cuda the GPU; --no-cuda the CPU; neither: the GPU for an image"""
     output_dir: str = "runs"
@@ -177,8 +109,7 @@ class Args:
     """record the evaluation episodes into videos/ in the run folder"""
     tensorboard: bool = True
     """write TensorBoard's event files into the run folder too (tensorboard --logdir runs)"""
-    # PLAINRL_CURVE=0 in the environment turns the default off (the test suite's runs skip
-    # matplotlib's import and the figure, about a second a run).
+    # PLAINRL_CURVE=0 in the environment turns the default off (the test suite's runs do).
     curve: bool = os.environ.get("PLAINRL_CURVE") != "0"
     """draw curve.png, the learning curve, into the run folder at the end of training"""
     track: bool = False
@@ -194,8 +125,7 @@ class Args:
     """N: environments of each actor (synchronous vector environment)"""
     num_steps: int = 32
     """T: steps per environment in each rollout (the unroll length, 20 in the paper's Atari runs)"""
-    # The batch is rollouts_per_batch*N*T steps; the paper's Atari runs batch 32 rollouts of
-    # one environment each.
+    # A batch of rollouts_per_batch*N*T steps (the paper's Atari runs: 32 one-env rollouts).
     rollouts_per_batch: int = 1
     """rollouts in each of the learner's batches, taken as they arrive"""
     # 1: before each rollout, as in the paper.
@@ -208,15 +138,14 @@ class Args:
     # Learner
     learning_rate: float = 2e-3
     """Adam learning rate (the IMPALA paper uses RMSProp, its rate tuned per experiment)"""
-    # Linearly to 0, as the authors' code does.
     anneal_lr: bool = True
     """decay the learning rate linearly to 0 over the budget (so the budget changes the schedule)"""
     gamma: float = 0.99
     """discount factor (0.99 in the IMPALA paper)"""
     vtrace: bool = True
     """correct for the lag with V-trace; --no-vtrace sets rho = c = 1 (n-step returns)"""
-    # rho, the importance weight, is clipped in the value targets and in the policy gradient's
-    # weight alike; IMPALA's code clips the latter apart, at 1 by default.
+    # rho clipped alike in the targets and the policy gradient; IMPALA's code clips the latter
+    # apart, at 1 by default.
     rho_bar: float = 1.0
     """V-trace: clip of rho, in the value targets and the policy gradient (1 in the paper)"""
     # A flag here; the authors' code fixes c_bar at 1.
@@ -227,8 +156,7 @@ class Args:
     """entropy bonus coefficient c_e (0.01 in the paper's Atari runs)"""
     vf_coef: float = 0.5
     """value loss coefficient c_v (the paper's baseline cost, 0.5)"""
-    # 0.01 chosen on CartPole's tuning seeds 1-10 (benchmarks/results.md); 0 is the paper's
-    # critic, which regresses vs itself.
+    # Chosen on CartPole's tuning seeds 1-10 (results.md); 0: the paper's critic, regressing vs.
     popart_beta: float = 0.01
     """PopArt: the step of the running mean and std of the value targets (0: no PopArt)"""
     # The authors' code clips no gradient; TorchBeast and Cleanba clip at 40.
@@ -246,11 +174,11 @@ def compute_vtrace(rewards, values, next_values, terminated, truncated, log_rhos
                    rho_bar=1.0, c_bar=1.0):
     """V-trace targets and advantages (Espeholt et al. 2018), with time limits handled.
 
-    All inputs are tensors of shape [T, N]; terminated and truncated are 0/1 or bool.
-    values[t] = V(s_t); next_values[t] = V(s_{t+1}), the value of the observation that
-    followed step t, which is the true final observation when the episode ended at t.
-    log_rhos[t] = log pi(a_t|s_t) - log mu(a_t|s_t), the log importance weight of the
-    target policy pi over the behaviour policy mu. With done_t = terminated_t or truncated_t:
+    All inputs are [T, N] tensors; terminated and truncated are 0/1 or bool. values[t] =
+    V(s_t); next_values[t] = V(s_{t+1}), of the observation that followed step t (the true
+    final observation where the episode ended at t). log_rhos[t] = log pi(a_t|s_t) - log
+    mu(a_t|s_t), the log importance weight of the target policy pi over the behaviour mu.
+    With done_t = terminated_t or truncated_t:
 
         rho_t   = min(rho_bar, exp(log_rhos_t)),   c_t = min(c_bar, exp(log_rhos_t))
         delta_t = rho_t * (r_t + gamma * (1 - terminated_t) * next_values_t - values_t)
@@ -305,7 +233,9 @@ def popart_statistics(mean, mean_sq, targets, beta):
         mu' = (1 - beta) * mu + beta * mean(vs)        nu' = (1 - beta) * nu + beta * mean(vs^2)
         sigma' = sqrt(nu' - mu'^2)
 
-    mean, mean_sq: 0-d tensors; targets: vs, any shape. Returns (mu', nu', sigma')."""
+    mean, mean_sq: 0-d tensors; targets: vs, any shape. Returns (mu', nu', sigma'). Why: one
+    Adam step moves V by about 0.1, and CartPole's values reach 1 / (1 - gamma) = 100 (a
+    truncation bootstraps): regressing vs itself, the critic lagged them all run (results.md)."""
     mean = (1 - beta) * mean + beta * targets.mean()
     mean_sq = (1 - beta) * mean_sq + beta * (targets ** 2).mean()
     return mean, mean_sq, popart_std(mean, mean_sq)
@@ -328,10 +258,8 @@ def popart_preserve(weight, bias, mean, std, new_mean, new_std):
 
 
 def policy_lags(learner_version, versions):
-    """The policy lag of each rollout of a batch: the learner's weights are version k (k
-    gradient steps taken), and a rollout played with version v is k - v updates stale
-    (0: on-policy). An actor reports the version of the weights it acted with, which is not
-    the newest when it has not refreshed them (--refresh-every)."""
+    """The policy lag k - v of each rollout of a batch (0: on-policy): the learner's weights
+    are version k (k gradient steps), the rollout's v (older without a refresh, --refresh-every)."""
     return [learner_version - v for v in versions]
 
 
@@ -344,14 +272,11 @@ def explained_variance(values, returns):
 
 class RolloutBatch:
     """The rollouts of one learner batch side by side: B rollouts of T steps from N
-    environments make [T, B*N] tensors on the learner's device.
-
-    Row t holds what an actor saw and did at step t: obs s_t, action a_t, the behaviour
-    log-probability log mu(a_t|s_t) under the weights it acted with, reward r_t and the
-    terminated/truncated flags. final_obs[t, n] holds the true final observation where
-    environment n was truncated at step t; last_obs is s_T, after the rollout. versions
-    lists the version of the weights each rollout was played with.
-    """
+    environments make [T, B*N] tensors on the learner's device. Row t holds what an actor saw
+    and did at step t: obs s_t, action a_t, log mu(a_t|s_t) under the weights it acted with,
+    reward r_t and the terminated/truncated flags. final_obs[t, n] is the true final
+    observation where environment n was truncated at step t; last_obs is s_T, after the
+    rollout; versions, the version of the weights each rollout was played with."""
 
     def __init__(self, rollouts, device):
         def stack(key, axis=1):
@@ -365,12 +290,10 @@ class RolloutBatch:
         self.versions = [r["version"] for r in rollouts]
 
     def next_values(self, value_fn, values):
-        """next_values[t] = V(s_{t+1}) for every step, from values [T, B*N] of the batch.
-
+        """next_values[t] = V(s_{t+1}) for every step, from values [T, B*N] of the batch:
         s_{t+1} is obs[t+1] inside the rollout, last_obs after it, and the true final
         observation where the step was truncated. Where it was terminated the value is not
-        used (multiplied by 0): the next episode's first value standing there is harmless.
-        """
+        used (multiplied by 0): the next episode's first value standing there is harmless."""
         next_values = torch.empty_like(values)
         next_values[:-1] = values[1:]
         next_values[-1] = value_fn(self.last_obs)
@@ -383,9 +306,8 @@ class RolloutBatch:
     def vtrace(self, logprobs, values, value_fn, gamma, rho_bar, c_bar, correct=True):
         """V-trace (advantages, vs) [T, B*N] for the learner's current policy pi and critic V:
         logprobs [T, B*N] = log pi(a_t|s_t) and values = V(s_t) as the learner computes them
-        now, against the behaviour log-probabilities log mu(a_t|s_t) that the actors stored:
-        log rho_t = log pi(a_t|s_t) - log mu(a_t|s_t). correct=False (--no-vtrace) uses
-        log rho = 0, rho = c = 1, whatever the lag."""
+        now, against the log mu(a_t|s_t) the actors stored: log rho_t = log pi - log mu.
+        correct=False (--no-vtrace) uses log rho = 0, rho = c = 1, whatever the lag."""
         next_values = self.next_values(value_fn, values.detach())
         log_rhos = logprobs.detach() - self.logprobs
         if not correct:
@@ -413,10 +335,9 @@ def mlp(in_size, hidden_size, out_size, out_std):
 
 
 class ImageEncoder(nn.Module):
-    """Convolutions from an H x W x C image (channels last, Gymnasium's and MinAtar's
-    convention, moved first for the convolutions) to a feature vector, with ReLU after every
-    layer; 0-255 pixels (byte_pixels) are scaled to [0, 1]. A convolution's output side is
-    (side - kernel) // stride + 1. Two sizes:
+    """Convolutions from an H x W x C image (channels last, as Gymnasium and MinAtar give it)
+    to a feature vector, ReLU after every layer, 0-255 pixels (byte_pixels) scaled to [0, 1].
+    A convolution's output side is (side - kernel) // stride + 1. Two sizes:
 
         at least 36 x 36 (Mnih et al. 2015): conv 32 8x8 stride 4, conv 64 4x4 stride 2,
             conv 64 3x3 stride 1, linear 512 (84 x 84 -> 20 -> 9 -> 7: 64 * 7 * 7 = 3136 inputs)
@@ -447,15 +368,12 @@ class ImageEncoder(nn.Module):
 
 
 class Agent(nn.Module):
-    """Separate actor and critic MLPs on a vector observation; on an image, one shared
-    ImageEncoder under a linear actor head and a linear critic head. Either sees the
-    observation alone, without memory: the authors' agent adds an LSTM and feeds it the last
-    action and the clipped last reward too (module docstring). The actor outputs the
-    logits of a categorical distribution, or the mean of a diagonal Gaussian whose log std
-    is a learned state-independent parameter. The learner and every actor build the same one
-    from the environment's spaces (make_agent). The critic's network outputs n(s), and
-    V(s) = sigma * n(s) + mu with PopArt's statistics of the value targets, mu and sigma
-    (buffers: they travel with the weights and the checkpoint; 0 and 1 until they move)."""
+    """Separate actor and critic MLPs on a vector observation; on an image, one ImageEncoder
+    under a linear actor head and a linear critic head. Either sees the observation alone (the
+    authors' agent adds an LSTM fed the last action and reward too; the environments here show
+    their state in each observation). The actor gives categorical logits, or a diagonal
+    Gaussian's mean with a learned log std. The critic outputs n(s), V(s) = sigma * n(s) + mu
+    with PopArt's mu and sigma (buffers: they travel with the weights and the checkpoint)."""
 
     def __init__(self, obs_shape, action_dim, continuous, hidden_size=64, uint8=False):
         super().__init__()
@@ -498,9 +416,8 @@ class Agent(nn.Module):
         return self.value(self.encoder(obs))
 
     def get_action_and_value(self, obs, action=None):
-        """(action, log-probability, entropy, value) for each observation, sampling the
-        action from the policy when none is given. A Gaussian's dimensions are independent:
-        their log-probabilities and entropies add up."""
+        """(action, log-probability, entropy, value) for each observation, the action sampled
+        when none is given (a Gaussian's dimensions independent: their terms add up)."""
         features = self.encoder(obs)  # the observation itself, or the image's features
         if self.continuous:
             mean = self.actor(features)
@@ -534,8 +451,7 @@ def obs_array(obs):
 
 def make_vector_env(env_id, num_envs, video_folder=None):
     """N copies of env_id in one synchronous vector environment, with SAME_STEP autoreset
-    (the observation after an episode ends is the next episode's first; the true last one
-    is in info["final_obs"]) and episode statistics recorded by Gymnasium's wrapper."""
+    (an episode's true last observation is in info["final_obs"]) and episode statistics."""
     def make(i):
         if video_folder is None:
             return gym.make(env_id)
@@ -553,8 +469,7 @@ def make_vector_env(env_id, num_envs, video_folder=None):
 
 
 def to_env_action(agent, actions, action_space):
-    """Tensor actions to what the environment takes: Gaussian samples are clipped to the
-    bounds when stepping (the unclipped sample is what the rollout stores)."""
+    """Actions as the environment takes them: a Gaussian's clipped (the rollout keeps it raw)."""
     actions = actions.cpu().numpy()
     if agent.continuous:
         return np.clip(actions, action_space.low, action_space.high)
@@ -580,11 +495,10 @@ class Actor:
 
     @torch.no_grad()
     def rollout(self, weights=None, version=None):
-        """Load the weights of that version if given (else keep those it has), play a rollout
-        of T steps, and return it stamped with the version of the weights that acted:
-        obs, actions, behaviour logprobs, rewards, terminated, truncated [T, N], final_obs
-        (the true last observation where a step was truncated), last_obs [N] and the
-        episodes that ended, (step of the rollout, return, length)."""
+        """Load the weights of that version if given (else keep its own), play T steps and
+        return them stamped with the weights' version: obs, actions, behaviour logprobs,
+        rewards, terminated, truncated [T, N], final_obs (where a step was truncated),
+        last_obs [N] and the episodes that ended, (step of the rollout, return, length)."""
         if weights is not None:
             self.agent.load_state_dict(weights)
             self.version = version
@@ -615,12 +529,9 @@ class Actor:
 # Training
 # ---------------------------------------------------------------------------------------
 def train(args, agent, actors, run, device):
-    """IMPALA's learner: publish the weights, take batches of rollouts as the actors send
-    them (each actor plays on at once), compute V-trace with the current policy and critic,
-    take one gradient step per batch, log the lag; until the budget, --stop-at-return or a
-    non-finite loss."""
+    """IMPALA's learner: publish the weights, take batches of rollouts as they come, V-trace,
+    one step per batch, log the lag; until the budget, --stop-at-return or a non-finite loss."""
     # Adam with eps 1e-5 as in ppo.py, where the authors' code has RMSProp with eps 0.1
-    # (TorchBeast's and Cleanba's: 0.01); see the departures in the module docstring
     optimizer = torch.optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5)
     rollout_steps = args.num_envs * args.num_steps
     num_updates = args.total_timesteps // (rollout_steps * args.rollouts_per_batch)
@@ -642,8 +553,7 @@ def train(args, agent, actors, run, device):
             for group in optimizer.param_groups:
                 group["lr"] = args.learning_rate * (1 - (update - 1) / num_updates)
 
-        # Collect: rollouts as they arrive (in turn with --sync); the actor that sent one
-        # plays on at once, while the learner learns, with the weights published so far.
+        # Collect: rollouts as they arrive (in turn with --sync); the sender plays on at once.
         rollouts = []
         while len(rollouts) < args.rollouts_per_batch:
             i, rollout = actors.next()
@@ -656,9 +566,8 @@ def train(args, agent, actors, run, device):
             if run.reached(args.stop_at_return, global_step):  # the summary records when
                 return
 
-        # Targets: V-trace under the current policy and critic, against the behaviour
-        # log-probabilities the actors stored (--no-vtrace: rho = c = 1), on the rewards as
-        # the environments gave them (the authors' code clips them, to [-1, 1] by default).
+        # Targets: V-trace against the behaviour log-probabilities the actors stored, on the
+        # rewards as the environments gave them (the authors' code clips them to [-1, 1]).
         batch = RolloutBatch(rollouts, device)
         lags = policy_lags(version, batch.versions)
         _, logprobs, entropy, values = agent.get_action_and_value(
@@ -667,8 +576,7 @@ def train(args, agent, actors, run, device):
         advantages, vs = batch.vtrace(logprobs, values, agent.get_value, args.gamma,
                                       args.rho_bar, args.c_bar, correct=args.vtrace)
 
-        # Update: one gradient step on the batch, PopArt's statistics moved with V kept as it
-        # was, then the new weights published.
+        # Update: one gradient step on the batch, PopArt's statistics, the new weights published.
         loss, pg_loss, v_loss, entropy = impala_loss(
             logprobs=logprobs.flatten(), entropy=entropy, values=values.flatten(),
             advantages=advantages.flatten(), vs=vs.flatten(), ent_coef=args.ent_coef,
@@ -722,76 +630,6 @@ def main(args: Args) -> dict:
     finally:  # whatever ended the run, Ctrl-C at any moment included: no Ray process outlives it
         if own_ray:
             stop_ray()
-
-
-# ---------------------------------------------------------------------------------------
-# What the plumbing asks of impala.py: its own checks, its greedy policy, its model's flags
-# ---------------------------------------------------------------------------------------
-def check_flags(args):
-    """impala.py's own flags, checked before any environment is made."""
-    if args.env_id.startswith("ALE/"):
-        fail(f"impala.py does not preprocess Atari frames; ppo.py and dqn.py train "
-             f"{args.env_id}")
-    for name in ("num_actors", "num_envs", "num_steps", "rollouts_per_batch", "refresh_every",
-                 "hidden_size", "learning_rate", "rho_bar", "c_bar", "max_grad_norm"):
-        if not getattr(args, name) > 0:
-            fail(f"--{name.replace('_', '-')} must be positive, got {getattr(args, name)}")
-    if not 0.0 <= args.gamma <= 1.0:
-        fail(f"--gamma must be in [0, 1], got {args.gamma}")
-    if not 0.0 <= args.popart_beta <= 1.0:
-        fail(f"--popart-beta must be in [0, 1], got {args.popart_beta}")
-    if args.eval_checkpoint is None and importlib.util.find_spec("ray") is None:
-        fail("impala.py's actors are Ray actors: pip install ray==2.60.0")
-    batch_size = args.num_envs * args.num_steps * args.rollouts_per_batch
-    if args.eval_checkpoint is None and 0 < args.total_timesteps < batch_size:
-        fail(f"--total-timesteps {args.total_timesteps} is less than one batch "
-             f"(rollouts_per_batch*num_envs*num_steps = {batch_size}); raise it or shrink "
-             "the batch")
-
-
-def check_spaces(args, obs_space, action_space):
-    """Whether impala.py handles the environment's spaces; returns (observation space,
-    action space)."""
-    if not (isinstance(action_space, gym.spaces.Discrete)
-            or isinstance(action_space, gym.spaces.Box) and len(action_space.shape) == 1):
-        fail(f"{args.env_id} has a {type(action_space).__name__} action space of shape "
-             f"{action_space.shape}; impala.py handles Discrete and flat Box actions (for "
-             "MultiDiscrete or MultiBinary, number the combinations as one Discrete action)")
-    if not (isinstance(obs_space, gym.spaces.Box) and len(obs_space.shape) in (1, 3)):
-        fail(f"{args.env_id} has a {type(obs_space).__name__} observation space of shape "
-             f"{obs_space.shape}; impala.py needs a flat Box or an image Box (H x W x C, "
-             "channels last; ppo_masked.py one-hot encodes Discrete ones, qlearning.py uses a "
-             "table)")
-    if len(obs_space.shape) == 3 and min(obs_space.shape[:2]) < 3:
-        fail(f"{args.env_id} has images of shape {obs_space.shape}; the smallest convolution "
-             "needs 3 x 3 pixels or more")
-    return obs_space, action_space
-
-
-def greedy_policy(models, envs):
-    """The evaluation's policy, act(obs, info) -> actions: the learner's most likely action
-    (the argmax of the logits, or the Gaussian's mean clipped to the bounds)."""
-    agent = models["agent"]
-    device = next(agent.parameters()).device
-
-    @torch.no_grad()
-    def act(obs, info):
-        out = agent.actor(agent.encoder(torch.from_numpy(obs_array(obs)).to(device)))
-        return to_env_action(agent, out if agent.continuous else out.argmax(-1),
-                             envs.single_action_space)
-    return act
-
-
-# What a run is judged on, by environment id (its benchmark task in benchmark.py, its README
-# row): (threshold, window of training episodes, "train": the last-window mean at the end,
-# or "eval": the final greedy evaluation). Another id: its reward_threshold over 20, "train".
-GOALS = {"CartPole-v1": (475, 20, "train")}
-MODEL_FLAGS = ("hidden_size",)  # a checkpoint's network is built by this (and the spaces)
-# impala.py's losses in updates.csv as TensorBoard's scalars, under CleanRL's names (the
-# others, such as policy_lag and rho_mean, go under charts/)
-TENSORBOARD_NAMES = {
-    "policy_loss": "losses/policy_loss", "value_loss": "losses/value_loss",
-    "entropy": "losses/entropy", "explained_variance": "losses/explained_variance"}
 
 
 # ---------------------------------------------------------------------------------------
@@ -1642,6 +1480,76 @@ def ctrl_c_held_back(active=True):
     if pressed:
         raise KeyboardInterrupt
 # End of plumbing/ray.py
+
+
+# ---------------------------------------------------------------------------------------
+# What the plumbing asks of impala.py: its own checks, its greedy policy, its model's flags
+# ---------------------------------------------------------------------------------------
+def check_flags(args):
+    """impala.py's own flags, checked before any environment is made."""
+    if args.env_id.startswith("ALE/"):
+        fail(f"impala.py does not preprocess Atari frames; ppo.py and dqn.py train "
+             f"{args.env_id}")
+    for name in ("num_actors", "num_envs", "num_steps", "rollouts_per_batch", "refresh_every",
+                 "hidden_size", "learning_rate", "rho_bar", "c_bar", "max_grad_norm"):
+        if not getattr(args, name) > 0:
+            fail(f"--{name.replace('_', '-')} must be positive, got {getattr(args, name)}")
+    if not 0.0 <= args.gamma <= 1.0:
+        fail(f"--gamma must be in [0, 1], got {args.gamma}")
+    if not 0.0 <= args.popart_beta <= 1.0:
+        fail(f"--popart-beta must be in [0, 1], got {args.popart_beta}")
+    if args.eval_checkpoint is None and importlib.util.find_spec("ray") is None:
+        fail("impala.py's actors are Ray actors: pip install ray==2.60.0")
+    batch_size = args.num_envs * args.num_steps * args.rollouts_per_batch
+    if args.eval_checkpoint is None and 0 < args.total_timesteps < batch_size:
+        fail(f"--total-timesteps {args.total_timesteps} is less than one batch "
+             f"(rollouts_per_batch*num_envs*num_steps = {batch_size}); raise it or shrink "
+             "the batch")
+
+
+def check_spaces(args, obs_space, action_space):
+    """Whether impala.py handles the environment's spaces; returns (observation space,
+    action space)."""
+    if not (isinstance(action_space, gym.spaces.Discrete)
+            or isinstance(action_space, gym.spaces.Box) and len(action_space.shape) == 1):
+        fail(f"{args.env_id} has a {type(action_space).__name__} action space of shape "
+             f"{action_space.shape}; impala.py handles Discrete and flat Box actions (for "
+             "MultiDiscrete or MultiBinary, number the combinations as one Discrete action)")
+    if not (isinstance(obs_space, gym.spaces.Box) and len(obs_space.shape) in (1, 3)):
+        fail(f"{args.env_id} has a {type(obs_space).__name__} observation space of shape "
+             f"{obs_space.shape}; impala.py needs a flat Box or an image Box (H x W x C, "
+             "channels last; ppo_masked.py one-hot encodes Discrete ones, qlearning.py uses a "
+             "table)")
+    if len(obs_space.shape) == 3 and min(obs_space.shape[:2]) < 3:
+        fail(f"{args.env_id} has images of shape {obs_space.shape}; the smallest convolution "
+             "needs 3 x 3 pixels or more")
+    return obs_space, action_space
+
+
+def greedy_policy(models, envs):
+    """The evaluation's policy, act(obs, info) -> actions: the learner's most likely action
+    (the argmax of the logits, or the Gaussian's mean clipped to the bounds)."""
+    agent = models["agent"]
+    device = next(agent.parameters()).device
+
+    @torch.no_grad()
+    def act(obs, info):
+        out = agent.actor(agent.encoder(torch.from_numpy(obs_array(obs)).to(device)))
+        return to_env_action(agent, out if agent.continuous else out.argmax(-1),
+                             envs.single_action_space)
+    return act
+
+
+# What a run is judged on, by environment id (its benchmark task in benchmark.py, its README
+# row): (threshold, window of training episodes, "train": the last-window mean at the end,
+# or "eval": the final greedy evaluation). Another id: its reward_threshold over 20, "train".
+GOALS = {"CartPole-v1": (475, 20, "train")}
+MODEL_FLAGS = ("hidden_size",)  # a checkpoint's network is built by this (and the spaces)
+# impala.py's losses in updates.csv as TensorBoard's scalars, under CleanRL's names (the
+# others, such as policy_lag and rho_mean, go under charts/)
+TENSORBOARD_NAMES = {
+    "policy_loss": "losses/policy_loss", "value_loss": "losses/value_loss",
+    "entropy": "losses/entropy", "explained_variance": "losses/explained_variance"}
 
 
 # ---------------------------------------------------------------------------------------
