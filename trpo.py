@@ -20,13 +20,7 @@ Key equations (theta_old: the policy that collected the batch; A_t: its advantag
 
 The defaults solve CartPole-v1. benchmark.py's Hopper-v5 flags are OpenAI baselines'
 trpo_mpi MuJoCo defaults, the TRPO of the TD3 paper's table (the Args' docstrings give
-them). Departures from baselines: the line search keeps KL <= delta, as the paper and
-Spinning Up do (baselines: 1.5 delta), shrinks by 0.8 (Spinning Up; baselines 0.5) and wants
-L to rise strictly, `>` (both accept equality: a step leaving L where it was gains nothing);
-F v uses the whole batch, as Spinning Up's (baselines: every fifth sample); a time limit
-bootstraps from the value of the true final observation, info["final_obs"], a termination
-does not (baselines ended the episode); observations are clipped to [-10, 10] (baselines:
-[-5, 5]); layers are initialized orthogonally as in ppo.py (baselines: normalized columns).
+them); the departures from baselines are named where they occur.
 
 Papers:
     Schulman et al. 2015, "Trust Region Policy Optimization", ICML 2015
@@ -41,14 +35,8 @@ Run:
     python trpo.py --env-id CartPole-v1
     python trpo.py --env-id Hopper-v5 --total-timesteps 1000000 --num-envs 1 --num-steps 1024 \
         --gae-lambda 0.98 --vf-iters 5 --vf-minibatches 16 --hidden-size 32 --norm-obs  # MuJoCo
-    python trpo.py --help
 
-Writes runs/<env_id>__trpo__<seed>__<unix_time>/ with config.json, episodes.csv,
-updates.csv, summary.json, model.pt with --save-model, and with --eval-every N
-evaluations.csv (and best_model.pt, the best evaluated model).
-TensorBoard's event file gets the CSV rows too (--no-tensorboard: none; --track syncs it
-to Weights & Biases, as CleanRL does).
-python plot.py <run folder> draws its learning curve (with the --eval-every evaluations).
+Writes runs/<env_id>__trpo__<seed>__<unix_time>/ (plainrl's CONTRIBUTING.md, "What a run writes").
 """
 
 # ---------------------------------------------------------------------------------------
@@ -234,6 +222,7 @@ def conjugate_gradient(matrix_vector_product, b, iters, residual_tol=1e-10):
 def fisher_vector_product(kl_fn, params, vector, damping):
     """(F + damping * I) v without building F, the Hessian of the mean KL at theta_old, by
     two backward passes (Pearlmutter 1994): F v = grad_theta( grad_theta KL(theta) . v ).
+    On the whole batch, as Spinning Up's (a departure from baselines: every fifth sample).
 
     kl_fn() is the mean KL from the fixed old policy to the current one, whose parameters
     (a list of tensors) are params, at theta_old; vector and the result are flat, [n].
@@ -261,6 +250,8 @@ def line_search(evaluate, old_params, full_step, max_kl, backtrack_coef, backtra
 
     and keeps the first with L(params_j) > L(old_params) and KL(params_j) <= max_kl:
     (params_j, backtrack_coef^j, its KL); none: evaluate(old_params), (old_params, 0.0, 0.0).
+    KL <= delta as the paper and Spinning Up ask (a departure from baselines: 1.5 delta), and L
+    rising strictly (both accept equality: a step leaving L where it was gains nothing).
     """
     old_surrogate, _ = evaluate(old_params)
     for j in range(backtrack_iters):
@@ -308,8 +299,9 @@ class RolloutBuffer:
         """next_values[t] = V(s_{t+1}) for every step, from values [T, N] of the batch.
 
         s_{t+1} is obs[t+1] inside the batch, last_obs after it, and the true final
-        observation where the step was truncated. Where it was terminated the value is not
-        used (multiplied by 0): the next episode's first value standing there is harmless.
+        observation where the step was truncated (a departure from baselines, which ended
+        the episode). Where it was terminated the value is not used (multiplied by 0): the
+        next episode's first value standing there is harmless.
         """
         next_values = torch.empty_like(values)
         next_values[:-1] = values[1:]
@@ -331,7 +323,8 @@ class RolloutBuffer:
 # Networks
 # ---------------------------------------------------------------------------------------
 def layer_init(layer, std=math.sqrt(2), bias_const=0.0):
-    """Orthogonal weights with gain std and constant bias, as in the PPO baselines."""
+    """Orthogonal weights with gain std and constant bias, as in the PPO baselines and ppo.py
+    (a departure from trpo_mpi's normalized columns)."""
     nn.init.orthogonal_(layer.weight, std)
     nn.init.constant_(layer.bias, bias_const)
     return layer
@@ -386,10 +379,10 @@ class Agent(nn.Module):
 # What the agent sees and sends: normalized observations and rewards, clipped actions
 # ---------------------------------------------------------------------------------------
 class ObsNormalizer:
-    """(obs - mean) / sqrt(var + 1e-8), clipped to [-10, 10], with running statistics
-    (Gymnasium's RunningMeanStd). Gymnasium's vector NormalizeObservation refuses SAME_STEP
-    autoreset and would leave info["final_obs"] raw, so the script applies the same
-    statistics to both itself. Disabled, it passes observations through as float32."""
+    """(obs - mean) / sqrt(var + 1e-8), clipped to [-10, 10] (baselines: [-5, 5]), with
+    running statistics (Gymnasium's RunningMeanStd). Gymnasium's vector NormalizeObservation
+    refuses SAME_STEP autoreset and would leave info["final_obs"] raw, so the script applies
+    the same statistics to both itself. Disabled, it passes observations through as float32."""
 
     def __init__(self, shape, enabled):
         self.enabled = enabled
@@ -479,9 +472,7 @@ def trust_region_step(agent, obs, actions, old_logprobs, advantages, args):
         # Scaled with the damped product (F + c I) x, as baselines and Spinning Up scale it:
         # 0.5 s^T (F + c I) s = delta, so the quadratic KL 0.5 s^T F s falls short of delta by
         # 0.5 c |s|^2 (it is delta * f / (f + c), f the curvature of F along s), and the full
-        # step's KL is short of delta too, not at the edge: updates.csv's kl was 0.005 to
-        # 0.0096, median 0.008, every step taken whole, over seed 1's first 30 updates on
-        # CartPole-v1 with the defaults; far below delta where f is small beside c.
+        # step's KL is short of delta too, not at the edge; far below where f is small beside c.
         full_step = natural_step(direction, fvp(direction), args.max_kl)
         new_params, fraction, kl = line_search(evaluate, old_params, full_step, args.max_kl,
                                                args.backtrack_coef, args.backtrack_iters)
@@ -579,72 +570,6 @@ def main(args: Args) -> dict:
     envs = None if checkpoint else make_vector_env(
         args.env_id, args.num_envs, reward_gamma=args.gamma if args.norm_reward else None)
     return train_and_finish(run, lambda: train(args, agent, normalizer, envs, run, device), envs)
-
-
-# ---------------------------------------------------------------------------------------
-# What the plumbing asks of trpo.py: its own checks, its greedy policy, its model's flags
-# ---------------------------------------------------------------------------------------
-def check_flags(args):
-    """trpo.py's own flags, checked before any environment is made."""
-    for name in ("num_envs", "num_steps", "max_kl", "cg_iters", "cg_damping", "backtrack_iters",
-                 "vf_learning_rate", "vf_iters", "vf_minibatches", "hidden_size"):
-        if not getattr(args, name) > 0:
-            fail(f"--{name.replace('_', '-')} must be positive, got {getattr(args, name)}")
-    if not 0.0 < args.backtrack_coef < 1.0:
-        fail(f"--backtrack-coef must be in (0, 1), got {args.backtrack_coef}")
-    for name in ("gamma", "gae_lambda"):
-        if not 0.0 <= getattr(args, name) <= 1.0:
-            fail(f"--{name.replace('_', '-')} must be in [0, 1], got {getattr(args, name)}")
-    batch_size = args.num_envs * args.num_steps
-    if batch_size % args.vf_minibatches:
-        fail(f"num_envs*num_steps = {batch_size} is not divisible by --vf-minibatches "
-             f"{args.vf_minibatches}; pick a divisor of {batch_size}")
-    if args.eval_checkpoint is None and 0 < args.total_timesteps < batch_size:
-        fail(f"--total-timesteps {args.total_timesteps} is less than one rollout "
-             f"(num_envs*num_steps = {batch_size}); raise it or shrink the rollout")
-
-
-def check_spaces(args, obs_space, action_space):
-    """Whether trpo.py handles the environment's spaces; returns (observation space,
-    action_dim, continuous)."""
-    if not (isinstance(action_space, gym.spaces.Discrete)
-            or isinstance(action_space, gym.spaces.Box) and len(action_space.shape) == 1):
-        fail(f"{args.env_id} has a {type(action_space).__name__} action space of shape "
-             f"{action_space.shape}; trpo.py handles Discrete and flat Box actions (for "
-             "MultiDiscrete or MultiBinary, number the combinations as one Discrete action)")
-    if not (isinstance(obs_space, gym.spaces.Box) and len(obs_space.shape) == 1):
-        fail(f"{args.env_id} has a {type(obs_space).__name__} observation space of shape "
-             f"{obs_space.shape}; trpo.py needs a flat Box (ppo.py learns from images, "
-             "ppo_masked.py one-hot encodes Discrete ones, qlearning.py uses a table)")
-    continuous = isinstance(action_space, gym.spaces.Box)
-    return obs_space, action_space.shape[0] if continuous else int(action_space.n), continuous
-
-
-def greedy_policy(models, envs):
-    """The evaluation's policy, act(obs, info) -> actions: the most likely action (the
-    argmax of the logits, or the Gaussian's mean clipped to the bounds), the observation
-    statistics frozen."""
-    agent, normalizer = models["agent"], models["obs_rms"]
-    device = next(agent.parameters()).device
-
-    @torch.no_grad()
-    def act(obs, info):
-        out = agent.actor(torch.from_numpy(normalizer(obs)).to(device))
-        return to_env_action(agent, out if agent.continuous else out.argmax(-1),
-                             envs.single_action_space)
-    return act
-
-
-# What a run is judged on, by environment id (its benchmark task in benchmark.py, its README
-# row): (threshold, window of training episodes, "train": the last-window mean at the end,
-# or "eval": the final greedy evaluation). Another id: its reward_threshold over 20, "train".
-GOALS = {"CartPole-v1": (475, 20, "train"), "Hopper-v5": (2471, 20, "eval")}
-MODEL_FLAGS = ("hidden_size", "norm_obs")  # a checkpoint's network is built by these
-# trpo.py's columns of updates.csv as TensorBoard's scalars, under CleanRL's names
-TENSORBOARD_NAMES = {
-    "value_loss": "losses/value_loss", "surrogate_gain": "losses/surrogate_gain",
-    "grad_norm": "losses/grad_norm", "step_fraction": "losses/step_fraction", "kl": "losses/kl",
-    "entropy": "losses/entropy", "explained_variance": "losses/explained_variance"}
 
 
 # ---------------------------------------------------------------------------------------
@@ -1285,6 +1210,72 @@ def cli():
         signal.signal(signal.SIGINT, signal.SIG_DFL)
         os.kill(os.getpid(), signal.SIGINT)
 # End of plumbing/common.py
+
+
+# ---------------------------------------------------------------------------------------
+# What the plumbing asks of trpo.py: its own checks, its greedy policy, its model's flags
+# ---------------------------------------------------------------------------------------
+def check_flags(args):
+    """trpo.py's own flags, checked before any environment is made."""
+    for name in ("num_envs", "num_steps", "max_kl", "cg_iters", "cg_damping", "backtrack_iters",
+                 "vf_learning_rate", "vf_iters", "vf_minibatches", "hidden_size"):
+        if not getattr(args, name) > 0:
+            fail(f"--{name.replace('_', '-')} must be positive, got {getattr(args, name)}")
+    if not 0.0 < args.backtrack_coef < 1.0:
+        fail(f"--backtrack-coef must be in (0, 1), got {args.backtrack_coef}")
+    for name in ("gamma", "gae_lambda"):
+        if not 0.0 <= getattr(args, name) <= 1.0:
+            fail(f"--{name.replace('_', '-')} must be in [0, 1], got {getattr(args, name)}")
+    batch_size = args.num_envs * args.num_steps
+    if batch_size % args.vf_minibatches:
+        fail(f"num_envs*num_steps = {batch_size} is not divisible by --vf-minibatches "
+             f"{args.vf_minibatches}; pick a divisor of {batch_size}")
+    if args.eval_checkpoint is None and 0 < args.total_timesteps < batch_size:
+        fail(f"--total-timesteps {args.total_timesteps} is less than one rollout "
+             f"(num_envs*num_steps = {batch_size}); raise it or shrink the rollout")
+
+
+def check_spaces(args, obs_space, action_space):
+    """Whether trpo.py handles the environment's spaces; returns (observation space,
+    action_dim, continuous)."""
+    if not (isinstance(action_space, gym.spaces.Discrete)
+            or isinstance(action_space, gym.spaces.Box) and len(action_space.shape) == 1):
+        fail(f"{args.env_id} has a {type(action_space).__name__} action space of shape "
+             f"{action_space.shape}; trpo.py handles Discrete and flat Box actions (for "
+             "MultiDiscrete or MultiBinary, number the combinations as one Discrete action)")
+    if not (isinstance(obs_space, gym.spaces.Box) and len(obs_space.shape) == 1):
+        fail(f"{args.env_id} has a {type(obs_space).__name__} observation space of shape "
+             f"{obs_space.shape}; trpo.py needs a flat Box (ppo.py learns from images, "
+             "ppo_masked.py one-hot encodes Discrete ones, qlearning.py uses a table)")
+    continuous = isinstance(action_space, gym.spaces.Box)
+    return obs_space, action_space.shape[0] if continuous else int(action_space.n), continuous
+
+
+def greedy_policy(models, envs):
+    """The evaluation's policy, act(obs, info) -> actions: the most likely action (the
+    argmax of the logits, or the Gaussian's mean clipped to the bounds), the observation
+    statistics frozen."""
+    agent, normalizer = models["agent"], models["obs_rms"]
+    device = next(agent.parameters()).device
+
+    @torch.no_grad()
+    def act(obs, info):
+        out = agent.actor(torch.from_numpy(normalizer(obs)).to(device))
+        return to_env_action(agent, out if agent.continuous else out.argmax(-1),
+                             envs.single_action_space)
+    return act
+
+
+# What a run is judged on, by environment id (its benchmark task in benchmark.py, its README
+# row): (threshold, window of training episodes, "train": the last-window mean at the end,
+# or "eval": the final greedy evaluation). Another id: its reward_threshold over 20, "train".
+GOALS = {"CartPole-v1": (475, 20, "train"), "Hopper-v5": (2471, 20, "eval")}
+MODEL_FLAGS = ("hidden_size", "norm_obs")  # a checkpoint's network is built by these
+# trpo.py's columns of updates.csv as TensorBoard's scalars, under CleanRL's names
+TENSORBOARD_NAMES = {
+    "value_loss": "losses/value_loss", "surrogate_gain": "losses/surrogate_gain",
+    "grad_norm": "losses/grad_norm", "step_fraction": "losses/step_fraction", "kl": "losses/kl",
+    "entropy": "losses/entropy", "explained_variance": "losses/explained_variance"}
 
 
 if __name__ == "__main__":
