@@ -32,7 +32,8 @@ def nonblank(lines):
 def measure(path):
     """One script's counts: lines, the story above the banner (nonblank and code lines), the
     plumbing below, train()'s lines (def to its last line), the module docstring's lines and
-    its run commands (lines holding `python <script>.py`, continued lines counted once)."""
+    its run commands (lines holding `python <script>.py`, continued lines counted once,
+    `--help` not counted)."""
     text = open(path).read()
     lines = text.splitlines()
     banner = next(i for i, line in enumerate(lines) if line.startswith("# Plumbing"))
@@ -46,7 +47,8 @@ def measure(path):
             "story": nonblank(above), "code_above": code_lines(above),
             "code_below": code_lines(below), "train": train.end_lineno - train.lineno + 1,
             "docstring": doc.end_lineno - doc.lineno + 1,
-            "commands": sum(f"python {name}" in line for line in docstring.splitlines()),
+            "commands": sum(f"python {name}" in line and "--help" not in line
+                            for line in docstring.splitlines()),
             "below_lines": [line.rstrip() for line in below if line.strip()]}
 
 

@@ -29,16 +29,17 @@ def measured():
 
 
 def test_measure_counts_by_hand(tmp_path):
-    # A six-part script: line 1 the licence comment, 2-6 the docstring (5 lines, one command
-    # continued over two lines: one command), 7 blank, 8-10 train (3 lines, its body's last
-    # line a comment-free return), 11 a comment, 12 blank, 13 the banner, 14-15 below.
-    # Above the banner: 12 lines, 10 nonblank (lines 7 and 12 blank), 8 code lines (less the
-    # licence line and line 11, comments); below: 3 lines, all nonblank, 2 code lines.
+    # A six-part script: line 1 the licence comment, 2-7 the docstring (6 lines: one command
+    # continued over two lines, one command, --help, not counted, and another script's), 8
+    # blank, 9-11 train (3 lines), 12 a comment, 13 blank, 14 the banner, 15-16 below.
+    # Above the banner: 13 lines, 11 nonblank (lines 8 and 13 blank), 9 code lines (less the
+    # licence line and line 12, comments); below: 3 lines, all nonblank, 2 code lines.
     path = tmp_path / "toy.py"
     path.write_text("# licence\n"
                     '"""Toy.\n'
                     "    python toy.py --a 1 \\\n"
                     "        --b 2\n"
+                    "    python toy.py --help\n"
                     '    python other.py\n"""\n'
                     "\n"
                     "def train():\n"
@@ -50,9 +51,9 @@ def test_measure_counts_by_hand(tmp_path):
                     "def cli():\n"
                     "    pass\n")
     row = lines_of_code.measure(str(path))
-    assert (row["lines"], row["above"], row["below"]) == (15, 12, 3)
-    assert (row["story"], row["code_above"], row["code_below"]) == (10, 8, 2)
-    assert (row["train"], row["docstring"], row["commands"]) == (3, 5, 1)
+    assert (row["lines"], row["above"], row["below"]) == (16, 13, 3)
+    assert (row["story"], row["code_above"], row["code_below"]) == (11, 9, 2)
+    assert (row["train"], row["docstring"], row["commands"]) == (3, 6, 1)
 
 
 @pytest.mark.parametrize("script", SCRIPTS)
