@@ -4,8 +4,8 @@
 PPO+D (Libardi et al. 2021) is PPO whose rollouts sometimes replay a stored episode. When an
 environment's episode ends, its next one is, with probability rho, a *reward demo* (a given
 demonstration, or an agent episode whose return reached the success threshold), with
-probability phi a *value demo* (an agent episode whose states the critic values most), else
-a real episode. A replay fills that environment's slot of the rollout step by step with its
+probability phi a *value demo* (an agent episode whose states the critic values most), else a
+real episode. A replay fills that environment's slot of the rollout step by step with its
 observations, actions and rewards: PPO learns from it as if the policy had acted by luck.
 
 Key equations (t indexes steps, done_t = terminated_t or truncated_t):
@@ -13,43 +13,34 @@ Key equations (t indexes steps, done_t = terminated_t or truncated_t):
     episode source   reward demo w.p. rho, value demo w.p. phi, real w.p. 1 - rho - phi
     value demos      sampled with p_i = exp(alpha * (m_i - max_j m_j)) / sum_k (same),
                      m_i = max_t V(s_t) along episode i under the current critic
-    annealing        each time an episode joins the reward demos:
-                     phi <- phi - phi_0 / K_v,  rho <- rho + phi_0 / K_v   (phi >= 0)
-                     K_v = demo_capacity - number of given demonstrations
+    annealing        phi <- phi - phi_0 / K_v, rho <- rho + phi_0 / K_v (phi >= 0) each time an
+                     episode joins the reward demos; K_v = demo_capacity - given demos
     ratio_t          = pi_theta(a_t | s_t) / mu(a_t | s_t),  mu = 1 on a demo step (log mu = 0)
     L_clip           = E[ min(ratio_t * A_t, clip(ratio_t, 1 - eps, 1 + eps) * A_t) ]
     GAE              delta_t = r_t + gamma * (1 - terminated_t) * V(s_{t+1}) - V(s_t)
                      A_t     = delta_t + gamma * lambda * (1 - done_t) * A_{t+1}
     loss             = -L_clip + c_v * 0.5 * (V(s_t) - R_t)^2 - c_e * entropy,  R_t = A_t + V(s_t)
 
-The success threshold (--success-threshold, by default the given demos' lowest return) stays
-fixed, as in the paper, and the given demonstrations are never evicted, as in the authors'
-code. Deviations, named again where the code meets them: replayed steps are not counted in
---total-timesteps (a run takes more updates than PPO on the same budget); value demos are
-drawn by a softmax of m_i, not by m_i^alpha (which needs m > 0); --rising-threshold (off by
-default) lets the threshold rise and the given demonstrations leave.
+with rho, phi (phi_0 its start), alpha and demo_capacity their flags, eps --clip-coef, gamma
+--gamma, lambda --gae-lambda, c_v --vf-coef, c_e --ent-coef. The success threshold stays
+fixed (--success-threshold; default: the given demos' lowest return), as in the paper, and the
+given demos stay, as in the authors' code. Deviations, named again where the code meets them:
+replayed steps do not count in --total-timesteps; value demos are drawn by a softmax of m_i,
+not by m_i^alpha (which needs m > 0); --rising-threshold lets the threshold rise and the given
+demos leave.
 
-Papers:
-    Libardi, De Fabritiis & Dittert 2021, "Guided Exploration with Proximal Policy
-        Optimization using a Single Demonstration", arXiv:2007.03328
-    Schulman et al. 2017, "Proximal Policy Optimization Algorithms", arXiv:1707.06347
-    Schulman et al. 2016, "High-Dimensional Continuous Control Using Generalized
-        Advantage Estimation", ICLR 2016
-    Pardo et al. 2018, "Time Limits in Reinforcement Learning", ICML 2018
+Papers: Libardi, De Fabritiis & Dittert 2021 (PPO+D, arXiv:2007.03328); Schulman et al. 2017
+(PPO, arXiv:1707.06347); Schulman et al. 2016 (GAE, ICLR); Pardo et al. 2018 (Time Limits in
+RL, ICML).
 
-Run:
+Run (recording a demonstration: the docs' "Running it"):
     python ppod.py --env-id MountainCar-v0          # with the shipped demos/MountainCar-v0/
     python ppod.py --env-id Acrobot-v1 --demos-dir my_demos
-    python ppod.py --env-id Acrobot-v1 --demos-dir my_demos --record-demo-from runs/.../model.pt
 
 Demonstrations: .npz files with observations [T+1, ...], actions [T, ...], rewards [T] and
-optionally terminated (0/1, default 1). Writes runs/<env_id>__ppod__<seed>__<unix_time>/:
-config.json, episodes.csv (real episodes only), updates.csv, summary.json, demos/ (the
-reward demos, every --save-demos-every updates), model.pt with --save-model, and with
---eval-every N evaluations.csv (and best_model.pt, the best evaluated model).
-TensorBoard's event file gets the CSV rows too (--no-tensorboard: none; --track syncs it
-to Weights & Biases, as CleanRL does).
-python plot.py <run folder> draws its learning curve (with the --eval-every evaluations).
+optionally terminated (0/1, default 1). Writes runs/<env_id>__ppod__<seed>__<unix_time>/ as
+every script does (plainrl's CONTRIBUTING.md, "What a run writes"), episodes.csv of real
+episodes only, and demos/, the reward demos (every --save-demos-every updates).
 """
 
 # ---------------------------------------------------------------------------------------
@@ -82,7 +73,6 @@ from torch.distributions import Categorical, Normal
 from torch.utils.tensorboard import SummaryWriter
 
 SCRIPT = os.path.basename(__file__)
-HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 # ---------------------------------------------------------------------------------------
@@ -119,8 +109,7 @@ class Args:
     """record the evaluation episodes into videos/ in the run folder"""
     tensorboard: bool = True
     """write TensorBoard's event files into the run folder too (tensorboard --logdir runs)"""
-    # PLAINRL_CURVE=0 in the environment turns the default off (the test suite's runs skip
-    # matplotlib's import and the figure, about a second a run).
+    # PLAINRL_CURVE=0 turns the default off: the test suite's runs skip matplotlib (1 s a run).
     curve: bool = os.environ.get("PLAINRL_CURVE") != "0"
     """draw curve.png, the learning curve, into the run folder at the end of training"""
     track: bool = False
@@ -223,11 +212,9 @@ def ppo_loss(newlogprob, oldlogprob, advantages, newvalue, oldvalue, returns, en
                  mean( 0.5 * max((V - R)^2, (V_old + clip(V - V_old, -eps, eps) - R)^2) )
         loss   = L_pg - c_e * mean(entropy) + c_v * L_v
 
-    On a demo step ratio = pi(a_demo | s) <= 1. With A > 0 the clip never binds (clip(ratio)
-    >= ratio there, so the max takes -A * ratio): the gradient raises pi(a_demo | s) however
-    close to 1 it is. With A < 0 the clipped term is the larger one, and its gradient
-    vanishes only while pi < 1 - eps; above that the gradient lowers pi. Returns (loss, L_pg,
-    L_v, mean entropy)."""
+    On a demo step ratio = pi(a_demo | s) <= 1, so clip(ratio) >= ratio: with A > 0 the clip
+    never binds and the gradient raises pi(a_demo | s) however close to 1 it is; with A < 0
+    the row gives no gradient while pi < 1 - eps. Returns (loss, L_pg, L_v, mean entropy)."""
     if norm_adv:
         advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
     ratio = torch.exp(newlogprob - oldlogprob)
@@ -271,6 +258,7 @@ class RolloutBuffer:
         self.final_obs = zeros(*obs_shape)
         self.last_obs = torch.zeros((num_envs, *obs_shape), device=device)
 
+    @torch.no_grad()
     def gae(self, value_fn, gamma, gae_lambda):
         """GAE advantages and returns [T, N] from the values stored during the rollout, with
         next_values[t] = V(s_{t+1}): obs[t+1] inside the rollout, last_obs after it, and the
@@ -339,7 +327,7 @@ class DemoBuffers:
          demonstrations never leave; the threshold stays.
       2. otherwise it joins the value demos if there is room, or replaces the value demo
          with the lowest m if its own is higher; else it is dropped.
-    Deviation, rising=True (--rising-threshold, this script's former rule): step 1 evicts the
+    Deviation, rising=True (--rising-threshold): step 1 evicts the
     reward demo with the lowest return, a given one too (the oldest of equals), and the
     threshold rises to the lowest return kept. next_episode() draws a source with
     choose_source and returns the Demo to replay (reward demos uniformly, value demos by
@@ -382,12 +370,12 @@ class DemoBuffers:
             return "value"
         return None
 
+    @torch.no_grad()
     def refresh(self, value_fn):
         """Recompute every value demo's m = max_t V(s_t) over its states s_0..s_{T-1} with
-        value_fn (raw observations [T, ...] -> values [T]): the current critic. The training
-        loop calls it after every update, so that admission and sampling compare numbers of
-        one critic, not those each episode got when it was played (the authors' code
-        refreshes a value demo's m when it is replayed)."""
+        value_fn (raw observations [T, ...] -> values [T]), the critic just updated: admission
+        and sampling compare numbers of one critic (the authors' code refreshes a value demo's
+        m when it is replayed)."""
         self.value = [(float(np.max(value_fn(demo.observations[:-1]))), demo)
                       for _, demo in self.value]
 
@@ -457,11 +445,6 @@ class Agent(nn.Module):
             logprob, entropy = logprob.sum(-1), entropy.sum(-1)
         return action, logprob, entropy, self.get_value(obs)
 
-    def greedy(self, obs):
-        """The most likely action: the argmax of the logits, or the Gaussian's mean."""
-        out = self.actor(obs)
-        return out if self.continuous else out.argmax(-1)
-
 
 # ---------------------------------------------------------------------------------------
 # What the agent sees and sends: replayed episodes, normalized observations, clipped actions
@@ -500,17 +483,13 @@ def make_vector_env(env_id, num_envs, buffers=None, video_folder=None):
     (the observation after an episode ends is the next episode's first; the true last one
     is in info["final_obs"]) and episode statistics recorded by Gymnasium's wrapper (for
     replays too: the training loop keeps the real episodes). With buffers, each copy is a
-    DemoReplay, whose episodes are sometimes replayed demos."""
+    DemoReplay, whose episodes are sometimes replayed demos. video_folder: recording_env
+    (--capture-video)."""
     def make(i):
-        if video_folder is None:
-            env = gym.make(env_id)
-            return env if buffers is None else DemoReplay(env, buffers)
-        os.environ.setdefault("SDL_VIDEODRIVER", "dummy")  # frames only, no window to open
-        env = gym.make(env_id, render_mode="rgb_array")
-        with warnings.catch_warnings():  # the environments share one folder on purpose
-            warnings.filterwarnings("ignore", message=".*Overwriting existing videos")
-            return gym.wrappers.RecordVideo(env, video_folder, name_prefix=f"eval-{i}",
-                                           episode_trigger=lambda episode: episode == 0)
+        if video_folder is not None:
+            return recording_env(env_id, video_folder, f"eval-{i}")
+        env = gym.make(env_id)
+        return env if buffers is None else DemoReplay(env, buffers)
 
     envs = gym.vector.SyncVectorEnv([lambda i=i: make(i) for i in range(num_envs)],
                                     autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
@@ -576,15 +555,12 @@ def act_or_replay(agent, obs, info, replayed):
 
 
 def train(args, agent, normalizer, envs, buffers, run, device):
-    """PPO+D's loop: collect a rollout in which slots replay demos, compute GAE, update on
-    the clipped surrogate, refresh the value demos' priorities, log. Ends at the budget, at
-    --stop-at-return or at a non-finite loss."""
+    """PPO+D's loop: rollouts in which slots replay demos, GAE, PPO updates, priorities, log."""
     # eps = 1e-5 as in the PPO authors' baselines (torch's default is 1e-8)
     optimizer = torch.optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5)
     space = envs.single_action_space
     buffer = RolloutBuffer(args.num_steps, args.num_envs, envs.single_observation_space.shape,
-                           space.shape if agent.continuous else (),
-                           torch.float32 if agent.continuous else torch.long, device)
+                           space.shape, torch.float32 if agent.continuous else torch.long, device)
     recorder = EpisodeRecorder(args.num_envs)
     batch_size = args.num_envs * args.num_steps
     minibatch_size = batch_size // args.num_minibatches
@@ -602,8 +578,6 @@ def train(args, agent, normalizer, envs, buffers, run, device):
         for step in range(args.num_steps):
             replayed = info.get("_demo_action", np.zeros(args.num_envs, dtype=bool))
             action, logprob, value = act_or_replay(agent, next_obs, info, replayed)
-            # A Gaussian sample is clipped to the action bounds for the environment only: the
-            # buffer keeps the unclipped sample, whose log-probability the ratio compares.
             env_action = to_env_action(agent, action, space)
             obs, reward, terminated, truncated, info = envs.step(env_action)
             # Deviation: replayed steps touch no environment and do not count in the budget.
@@ -614,14 +588,12 @@ def train(args, agent, normalizer, envs, buffers, run, device):
             buffer.rewards[step] = torch.from_numpy(reward).to(device)
             buffer.terminated[step] = torch.from_numpy(terminated).to(device)
             buffer.truncated[step] = torch.from_numpy(truncated).to(device)
-            # With --norm-obs, observations become (obs - mean) / std clipped to [-10, 10];
-            # the true final observation of a time limit is normalized by the same
-            # statistics without updating them, and the step bootstraps from its value.
+            # --norm-obs normalizes a time limit's true final observation without updating the
+            # statistics (ObsNormalizer); the step bootstraps from its value.
             for i in np.flatnonzero(truncated):
                 final_obs = normalizer(info["final_obs"][i])
                 buffer.final_obs[step, i] = torch.from_numpy(final_obs).to(device)
-            # The agent's finished real episodes, with their raw observations, are candidate
-            # reward or value demos.
+            # Finished real episodes, with their raw observations, are candidate demos.
             for demo, max_value in recorder.step(raw_obs, env_action, reward, value.cpu().numpy(),
                                                  terminated, truncated, info.get("final_obs"),
                                                  ~replayed):
@@ -636,8 +608,7 @@ def train(args, agent, normalizer, envs, buffers, run, device):
         buffer.last_obs.copy_(next_obs)
 
         # Targets: GAE over the whole rollout, replayed rows included.
-        with torch.no_grad():
-            advantages, returns = buffer.gae(agent.get_value, args.gamma, args.gae_lambda)
+        advantages, returns = buffer.gae(agent.get_value, args.gamma, args.gae_lambda)
         b_obs, b_actions = buffer.obs.flatten(0, 1), buffer.actions.flatten(0, 1)
         b_logprobs, b_values = buffer.logprobs.flatten(), buffer.values.flatten()
         b_advantages, b_returns = advantages.flatten(), returns.flatten()
@@ -669,11 +640,9 @@ def train(args, agent, normalizer, envs, buffers, run, device):
         if run.non_finite(loss.item(), global_step):  # says so; the run stops as interrupted
             return
 
-        # Priorities: every value demo's max V under the critic just updated, on its raw
-        # observations normalized as the agent sees them.
-        with torch.no_grad():
-            buffers.refresh(lambda raw: agent.get_value(
-                torch.from_numpy(normalizer(raw)).to(device)).cpu().numpy())
+        # Priorities: each value demo's max V under the updated critic, observations normalized.
+        buffers.refresh(lambda raw: agent.get_value(
+            torch.from_numpy(normalizer(raw)).to(device)).cpu().numpy())
 
         run.update(global_step, learning_rate=optimizer.param_groups[0]["lr"],
                    policy_loss=pg_loss.item(), value_loss=v_loss.item(), entropy=entropy.item(),
@@ -731,83 +700,6 @@ def main(args: Args) -> dict:
         finally:
             save_reward_demos(run.path, buffers)
     return train_and_finish(run, train_and_save_demos, envs)
-
-
-# ---------------------------------------------------------------------------------------
-# What the plumbing asks of ppod.py: its own checks, its greedy policy, its model's flags
-# ---------------------------------------------------------------------------------------
-def check_flags(args):
-    """ppod.py's own flags, checked before any environment is made."""
-    for name in ("num_envs", "num_steps", "num_minibatches", "update_epochs", "hidden_size",
-                 "demo_capacity", "learning_rate", "clip_coef", "max_grad_norm"):
-        if not getattr(args, name) > 0:
-            fail(f"--{name.replace('_', '-')} must be positive, got {getattr(args, name)}")
-    for name in ("gamma", "gae_lambda", "rho", "phi"):
-        if not 0.0 <= getattr(args, name) <= 1.0:
-            fail(f"--{name.replace('_', '-')} must be in [0, 1], got {getattr(args, name)}")
-    if args.rho + args.phi >= 1.0:
-        fail(f"--rho {args.rho} + --phi {args.phi} must be less than 1, or no real episode "
-             "would ever be played")
-    for name in ("alpha", "save_demos_every"):
-        if getattr(args, name) < 0:
-            fail(f"--{name.replace('_', '-')} must be 0 or more, got {getattr(args, name)}")
-    if args.success_threshold is not None and not math.isfinite(args.success_threshold):
-        fail(f"--success-threshold must be a finite number, got {args.success_threshold}")
-    if args.eval_checkpoint is not None and args.record_demo_from is not None:
-        fail("--eval-checkpoint and --record-demo-from both skip training; pass one of them")
-    batch_size = args.num_envs * args.num_steps
-    if batch_size % args.num_minibatches:
-        fail(f"num_envs*num_steps = {batch_size} is not divisible by --num-minibatches "
-             f"{args.num_minibatches}; pick a divisor of {batch_size}")
-    if args.norm_adv and batch_size // args.num_minibatches < 2:
-        fail("minibatches of 1 sample cannot normalize advantages; use fewer "
-             "--num-minibatches or --no-norm-adv")
-
-
-def check_spaces(args, obs_space, action_space):
-    """Whether ppod.py handles the environment's spaces; returns (obs_shape, action_space)."""
-    if not (isinstance(action_space, gym.spaces.Discrete)
-            or isinstance(action_space, gym.spaces.Box) and len(action_space.shape) == 1):
-        fail(f"{args.env_id} has a {type(action_space).__name__} action space of shape "
-             f"{action_space.shape}; ppod.py handles Discrete and flat Box actions "
-             "(ppo_masked.py masks Discrete actions; no script here takes MultiDiscrete)")
-    if not isinstance(obs_space, gym.spaces.Box):
-        fail(f"{args.env_id} has a {type(obs_space).__name__} observation space; ppod.py needs "
-             "a Box (ppo_masked.py one-hot encodes Discrete ones, qlearning.py uses a table)")
-    if len(obs_space.shape) != 1:
-        fail(f"{args.env_id} has observations of shape {obs_space.shape}; ppod.py's MLP needs "
-             "flat vectors (wrap images with a CNN, which this script does not have)")
-    return obs_space.shape, action_space
-
-
-def greedy_policy(models, envs):
-    """The evaluation's policy, act(obs, info) -> actions, on real episodes (no replays): the
-    most likely action (the argmax of the logits, or the Gaussian's mean clipped to the
-    bounds), the observation statistics frozen."""
-    agent, normalizer = models["agent"], models["obs_rms"]
-    device = next(agent.parameters()).device
-
-    @torch.no_grad()
-    def act(obs, info):
-        action = agent.greedy(torch.from_numpy(normalizer(obs)).to(device))
-        return to_env_action(agent, action, envs.single_action_space)
-    return act
-
-
-# What a run is judged on, by environment id (its benchmark task in benchmark.py, its README
-# row): (threshold, window of training episodes, "train": the last-window mean at the end,
-# or "eval": the final greedy evaluation). Another id: its reward_threshold over 20, "train".
-GOALS = {"MountainCar-v0": (-120, 50, "train")}
-MODEL_FLAGS = ("hidden_size", "norm_obs")  # a checkpoint's network (ppod.py's or ppo.py's)
-# ppod.py's columns of updates.csv as TensorBoard's scalars, under CleanRL's names
-TENSORBOARD_NAMES = {
-    "learning_rate": "charts/learning_rate", "epochs": "charts/epochs",
-    "demo_fraction": "charts/demo_fraction", "rho": "charts/rho", "phi": "charts/phi",
-    "threshold": "charts/threshold", "reward_demos": "charts/reward_demos",
-    "value_demos": "charts/value_demos",
-    "policy_loss": "losses/policy_loss", "value_loss": "losses/value_loss",
-    "entropy": "losses/entropy", "approx_kl": "losses/approx_kl", "clipfrac": "losses/clipfrac",
-    "explained_variance": "losses/explained_variance"}
 
 
 # ---------------------------------------------------------------------------------------
@@ -1451,9 +1343,106 @@ def cli():
 
 
 # ---------------------------------------------------------------------------------------
+# What the plumbing asks of ppod.py: its own checks, its greedy policy, its model's flags
+# ---------------------------------------------------------------------------------------
+def recording_env(env_id, video_folder, name_prefix):
+    """An evaluation environment of --capture-video: its first episode recorded into
+    video_folder."""
+    os.environ.setdefault("SDL_VIDEODRIVER", "dummy")  # frames only, no window to open
+    env = gym.make(env_id, render_mode="rgb_array")
+    with warnings.catch_warnings():  # the environments share one folder on purpose
+        warnings.filterwarnings("ignore", message=".*Overwriting existing videos")
+        return gym.wrappers.RecordVideo(env, video_folder, name_prefix=name_prefix,
+                                        episode_trigger=lambda episode: episode == 0)
+
+
+def check_flags(args):
+    """ppod.py's own flags, checked before any environment is made."""
+    for name in ("num_envs", "num_steps", "num_minibatches", "update_epochs", "hidden_size",
+                 "demo_capacity", "learning_rate", "clip_coef", "max_grad_norm"):
+        if not getattr(args, name) > 0:
+            fail(f"--{name.replace('_', '-')} must be positive, got {getattr(args, name)}")
+    for name in ("gamma", "gae_lambda", "rho", "phi"):
+        if not 0.0 <= getattr(args, name) <= 1.0:
+            fail(f"--{name.replace('_', '-')} must be in [0, 1], got {getattr(args, name)}")
+    if args.rho + args.phi >= 1.0:
+        fail(f"--rho {args.rho} + --phi {args.phi} must be less than 1, or no real episode "
+             "would ever be played")
+    for name in ("alpha", "save_demos_every"):
+        if getattr(args, name) < 0:
+            fail(f"--{name.replace('_', '-')} must be 0 or more, got {getattr(args, name)}")
+    if args.success_threshold is not None and not math.isfinite(args.success_threshold):
+        fail(f"--success-threshold must be a finite number, got {args.success_threshold}")
+    if args.eval_checkpoint is not None and args.record_demo_from is not None:
+        fail("--eval-checkpoint and --record-demo-from both skip training; pass one of them")
+    batch_size = args.num_envs * args.num_steps
+    if batch_size % args.num_minibatches:
+        fail(f"num_envs*num_steps = {batch_size} is not divisible by --num-minibatches "
+             f"{args.num_minibatches}; pick a divisor of {batch_size}")
+    if args.norm_adv and batch_size // args.num_minibatches < 2:
+        fail("minibatches of 1 sample cannot normalize advantages; use fewer "
+             "--num-minibatches or --no-norm-adv")
+
+
+def check_spaces(args, obs_space, action_space):
+    """Whether ppod.py handles the environment's spaces; returns (obs_shape, action_space)."""
+    if not (isinstance(action_space, gym.spaces.Discrete)
+            or isinstance(action_space, gym.spaces.Box) and len(action_space.shape) == 1):
+        fail(f"{args.env_id} has a {type(action_space).__name__} action space of shape "
+             f"{action_space.shape}; ppod.py handles Discrete and flat Box actions "
+             "(ppo_masked.py masks Discrete actions; no script here takes MultiDiscrete)")
+    if not isinstance(obs_space, gym.spaces.Box):
+        fail(f"{args.env_id} has a {type(obs_space).__name__} observation space; ppod.py needs "
+             "a Box (ppo_masked.py one-hot encodes Discrete ones, qlearning.py uses a table)")
+    if len(obs_space.shape) != 1:
+        fail(f"{args.env_id} has observations of shape {obs_space.shape}; ppod.py's MLP needs "
+             "flat vectors (wrap images with a CNN, which this script does not have)")
+    return obs_space.shape, action_space
+
+
+def greedy_action(agent, obs):
+    """The agent's most likely action: the argmax of the logits, or the Gaussian's mean."""
+    out = agent.actor(obs)
+    return out if agent.continuous else out.argmax(-1)
+
+
+def greedy_policy(models, envs):
+    """The evaluation's policy, act(obs, info) -> actions, on real episodes (no replays): the
+    most likely action (the argmax of the logits, or the Gaussian's mean clipped to the
+    bounds), the observation statistics frozen."""
+    agent, normalizer = models["agent"], models["obs_rms"]
+    device = next(agent.parameters()).device
+
+    @torch.no_grad()
+    def act(obs, info):
+        action = greedy_action(agent, torch.from_numpy(normalizer(obs)).to(device))
+        return to_env_action(agent, action, envs.single_action_space)
+    return act
+
+
+# What a run is judged on, by environment id (its benchmark task in benchmark.py, its README
+# row): (threshold, window of training episodes, "train": the last-window mean at the end,
+# or "eval": the final greedy evaluation). Another id: its reward_threshold over 20, "train".
+GOALS = {"MountainCar-v0": (-120, 50, "train")}
+MODEL_FLAGS = ("hidden_size", "norm_obs")  # a checkpoint's network (ppod.py's or ppo.py's)
+# ppod.py's columns of updates.csv as TensorBoard's scalars, under CleanRL's names
+TENSORBOARD_NAMES = {
+    "learning_rate": "charts/learning_rate", "epochs": "charts/epochs",
+    "demo_fraction": "charts/demo_fraction", "rho": "charts/rho", "phi": "charts/phi",
+    "threshold": "charts/threshold", "reward_demos": "charts/reward_demos",
+    "value_demos": "charts/value_demos",
+    "policy_loss": "losses/policy_loss", "value_loss": "losses/value_loss",
+    "entropy": "losses/entropy", "approx_kl": "losses/approx_kl", "clipfrac": "losses/clipfrac",
+    "explained_variance": "losses/explained_variance"}
+
+
+# ---------------------------------------------------------------------------------------
 # Plumbing of ppod.py's own: the demonstration files (found, read and checked, recorded
 # from a model, saved from a run)
 # ---------------------------------------------------------------------------------------
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
 def demos_folder(args):
     """--demos-dir, or demos/<env-id> beside this script (where MountainCar-v0's ships; in
     the folder name, "/" and ":" of the id become "-")."""
@@ -1570,7 +1559,7 @@ def record_demo_into(folder, agent, normalizer, args, device):
     terminated = truncated = False
     with torch.inference_mode():
         while not (terminated or truncated):
-            action = agent.greedy(torch.from_numpy(normalizer(obs[None])).to(device))
+            action = greedy_action(agent, torch.from_numpy(normalizer(obs[None])).to(device))
             action = to_env_action(agent, action, env.action_space)[0]
             next_obs, reward, terminated, truncated, _ = env.step(action)
             recorder.add(0, obs, action, reward, 0.0)
