@@ -2,84 +2,48 @@
 """RLHF: a reward model learned from preferences, then PPO on a language model, in one file;
 DPO on the same preferences beside it.
 
-The pipeline of Ziegler et al. (2019), Stiennon et al. (2020) and InstructGPT (2022), RL4LMs'
-algorithm, small enough for a laptop. A made-up language of 16 words (the letters a-p, one
-token each) has a grammar: each word may be followed by 4 of them. A prompt is 4 words; a
-completion continues it. A hidden gold score rates a completion: its words' mean sentiment,
-less 2 times the share of its transitions that the grammar forbids. A simulated labeller
-prefers one of two completions with the Bradley-Terry probability of their gold scores, so
-its labels are noisy. The policy and the reward model never see the gold score; the
-evaluation reports it. (1) A supervised warm start learns the language from grammatical
-continuations of no particular sentiment. (2) A reward model (a copy of the warm start's
-body with a scalar head) learns from labelled pairs of the warm start's completions. (3) PPO
-samples completions, each token an action, with a value head on the policy's body as its
-critic; the reward model's score lands on the last token and a KL penalty to the frozen warm
-start on every token. --algo dpo replaces (2) and (3) by DPO on the same pairs.
+The pipeline of Ziegler et al. (2019), Stiennon et al. (2020) and InstructGPT (2022), small
+enough for a laptop. A made-up language of 16 words (the letters a-p, one token each) has a
+grammar: each word may be followed by 4 of them. A prompt is 4 words; a completion continues
+it. A hidden gold score rates a completion: its words' mean sentiment, less 2 times the share
+of its transitions that the grammar forbids. A simulated labeller prefers one of two
+completions with the Bradley-Terry probability of their gold scores. The policy and the
+reward model never see the gold score. (1) A supervised warm start learns the language. (2) A
+reward model (the warm start's body with a scalar head) learns from labelled pairs of the
+warm start's completions. (3) PPO samples completions, each token an action, with a value
+head on the policy's body as its critic; the reward model's score lands on the last token and
+a KL penalty to the frozen warm start on every token. --algo dpo replaces (2) and (3) by DPO.
+Pushed far from the warm start (a small beta), the proxy keeps rising while the gold score
+peaks and falls (Gao et al.): held_out.csv records both against the KL.
 
-The warm start's completions are nearly all grammatical, so the reward model barely learns
-the grammar's penalty. Pushed far from the warm start (a small beta), PPO finds completions it
-rates highly and the gold score does not: the proxy keeps rising while the gold score peaks
-and falls (Gao et al.). held_out.csv records both against the KL.
-
-Key equations (prompt x, completion y = y_1..y_n, its last token y_n the end-of-sequence
-token or the n = T_max-th; pi the policy, pi_old the sampler, pi_ref the warm start, r_phi
-the reward model, sigma the logistic function):
+Key equations (prompt x, completion y = y_1..y_n, y_n the end-of-sequence token or the
+T_max-th; pi the policy, pi_old the sampler, pi_ref the warm start, r_phi the reward model,
+sigma the logistic function, tau the labeller's temperature):
 
     labeller       P(y_a preferred to y_b) = sigma((gold(y_a) - gold(y_b)) / tau)
     Bradley-Terry  L_RM = -log sigma(r_phi(x, y_w) - r_phi(x, y_l))   (w preferred to l)
     token reward   r_t = -beta (log pi_old(y_t) - log pi_ref(y_t)) + [t = n] r_phi(x, y)
-    GAE            delta_t = r_t + gamma V(t+1) - V(t),  A_t = delta_t + gamma lambda A_{t+1},
-                   V(n+1) = 0, gamma = 1: the completion is one episode
-    whitening      w(z) = (z - mean z) / std z   over the batch's completion tokens
+    GAE            delta_t = r_t + gamma V(t+1) - V(t),  A_t = delta_t + gamma lambda A_{t+1}
     PPO            L = mean_t max(-A_t rho_t, -A_t clip(rho_t, 1 - eps, 1 + eps))
                        + c_v mean_t max((V_t - R_t)^2, (clip(V_t, V_old +- eps_v) - R_t)^2) / 2
     adaptive KL    e = clip(KL / KL_target - 1, -0.2, 0.2),  beta <- beta (1 + e n / horizon)
     DPO            L = -log sigma(beta [log pi(y_w)/pi_ref(y_w) - log pi(y_l)/pi_ref(y_l)])
-    NLPO's mask    token v may be sampled iff the tokens likelier than v under the masking
-                   copy hold less than top_p of the probability
 
-With --top-p below 1 (NLPO), tokens are sampled only from the top-p nucleus of a masking copy
-of the policy, refreshed every --mask-sync-every updates; the stored mask is applied again in
-the update, as ppo_masked.py's buffer does with action masks. grpo.py is the road's other
-half (a verifiable reward, no critic); the two share the transformer and the sampler, each
-keeping its own copy.
-
-Papers:
-    Ziegler et al. 2019, "Fine-Tuning Language Models from Human Preferences",
-        arXiv:1909.08593 (the per-token KL reward, the adaptive KL controller)
-    Stiennon et al. 2020, "Learning to Summarize from Human Feedback", NeurIPS 2020
-    Ouyang et al. 2022, "Training Language Models to Follow Instructions with Human
-        Feedback", NeurIPS 2022 (InstructGPT)
-    Gao et al. 2023, "Scaling Laws for Reward Model Overoptimization", ICML 2023
-        (proxy and gold reward against sqrt KL)
-    Rafailov et al. 2023, "Direct Preference Optimization: Your Language Model is Secretly a
-        Reward Model", NeurIPS 2023 (DPO)
-    Ramamurthy et al. 2023, "Is Reinforcement Learning (Not) for Natural Language
-        Processing", ICLR 2023 (NLPO, RL4LMs)
-    Schulman et al. 2016, "High-Dimensional Continuous Control Using Generalized Advantage
-        Estimation", ICLR 2016 (GAE)
-    Schulman et al. 2017, "Proximal Policy Optimization Algorithms", arXiv:1707.06347
-    Bradley and Terry 1952, "Rank Analysis of Incomplete Block Designs", Biometrika
+Papers: Ziegler et al. 2019, arXiv:1909.08593; Stiennon et al. 2020, NeurIPS 2020; Ouyang et
+al. 2022 (InstructGPT), NeurIPS 2022; Gao et al. 2023 (reward model overoptimization), ICML
+2023; Rafailov et al. 2023 (DPO), NeurIPS 2023; Ramamurthy et al. 2023 (NLPO), ICLR 2023;
+Schulman et al. 2016 (GAE), ICLR 2016; Schulman et al. 2017 (PPO), arXiv:1707.06347; Bradley
+and Terry 1952, Biometrika.
 
 Run:
     python rlhf.py
     python rlhf.py --beta 0.005   # a small beta: the gold score peaks and falls
-    python rlhf.py --adaptive-kl --kl-target 4
-    python rlhf.py --top-p 0.9    # NLPO's top-p action mask
     python rlhf.py --algo dpo     # DPO on the same preference pairs
-    python rlhf.py --model path/to/local/causal-lm   # a Hugging Face model
-    python rlhf.py --help
 
-Writes runs/<env_id>__rlhf__<seed>__<unix_time>/ with config.json, pairs.jsonl (the labelled
-preference pairs: prompt, chosen, rejected), reward_model.csv (the reward model's loss and
-held-out pair accuracy), episodes.csv (a row per sampled completion, its gold score),
-updates.csv, held_out.csv (the reward model's score, the gold score and the KL to the
-reference on held-out prompts, every --eval-every completions; the warm start's at step 0),
-summary.json (start_return: the warm start's gold score), model.pt and warm_start.pt with
---save-model, and with --eval-every N evaluations.csv (and best_model.pt)
-(plainrl's CONTRIBUTING.md, "What a run writes"). TensorBoard's event file gets the CSV rows
-too (--no-tensorboard: none; --track syncs it to Weights & Biases, as CleanRL does).
-python plot.py <run folder> draws its learning curve.
+Writes runs/<env_id>__rlhf__<seed>__<unix_time>/ with config.json, pairs.jsonl, reward_model.csv,
+episodes.csv (a row per sampled completion, its gold score), updates.csv, held_out.csv (the
+reward model's score, the gold score and the KL on held-out prompts, every --eval-every
+completions), summary.json, TensorBoard's events, curve.png, and model.pt with --save-model.
 """
 
 # ---------------------------------------------------------------------------------------
@@ -191,7 +155,7 @@ class Args:
     """a pairs.jsonl (prompt, chosen, rejected a line) to learn from in place of new labels"""
     labeller_temperature: float = 0.1
     """tau: the simulated labeller's noise; 0 always prefers the higher gold score"""
-    # 300: the held-out pairs' loss is lowest near it (0.35 on seed 1; 0.55 after 1,500 steps)
+    # 300: the held-out pairs' loss is lowest near it; more steps overfit the pairs
     rm_steps: int = 300
     """Adam steps of the reward model on the Bradley-Terry loss"""
     rm_batch_size: int = 64
@@ -204,15 +168,15 @@ class Args:
     """ppo: the reward model's score and PPO; dpo: DPO on the pairs, no reward model in the loss"""
     num_prompts: int = 256
     """the batch: PPO's prompts sampled each update (one completion each), DPO's pairs a step"""
-    # 1e-4: at 3e-4 the KL reached 4 nats within 10 updates, past the gold score's peak (seed 1)
+    # 1e-4: a faster rate takes the KL past the gold score's peak within a few updates
     learning_rate: float = 1e-4
     """Adam's learning rate of PPO (or DPO)"""
     update_epochs: int = 4
     """PPO's passes over each batch (4 in Ziegler et al. and TRL)"""
     num_minibatches: int = 4
     """PPO's gradient steps per pass, each on an equal share of the batch"""
-    # 0.1: at 0.05 the greedy gold score peaked early and fell on tuning seed 4 (+0.58 -> +0.31
-    # over the warm start); at 0.1 it held there (+0.50) and on seed 3 (+0.87) (results.md)
+    # 0.1: a smaller beta lets the greedy gold score peak early and fall; chosen on tuning
+    # seeds 3-4 (results.md, "rlhf.py")
     beta: float = 0.1
     """the KL's weight: PPO's per-token penalty (Ziegler et al.: 0.02-0.2), DPO's beta (0.1-0.5)"""
     adaptive_kl: bool = False
@@ -244,10 +208,6 @@ class Args:
 # ---------------------------------------------------------------------------------------
 # The math
 # ---------------------------------------------------------------------------------------
-# The logit of a masked token: its probability is exactly 0 and its gradient 0 (ppo_masked.py)
-MASKED_LOGIT = -1e8
-
-
 def bradley_terry_labels(gold_a, gold_b, temperature, generator=None):
     """The simulated labeller: for each pair, whether it prefers a to b, drawn with the
     Bradley-Terry probability of the gold scores [N] (temperature 0: the higher score,
@@ -374,24 +334,6 @@ def dpo_loss(chosen_logps, rejected_logps, ref_chosen_logps, ref_rejected_logps,
     return -F.logsigmoid(chosen - rejected).mean(), chosen.detach(), rejected.detach()
 
 
-def top_p_mask(logits, top_p):
-    """NLPO's action mask: the smallest set of tokens, most likely first, whose probability
-    reaches top_p. logits [..., V] -> mask [..., V] bool. A token is kept when the tokens more
-    likely than it sum to less than top_p, so the most likely token is always kept."""
-    probs = torch.softmax(logits, dim=-1)
-    sorted_probs, order = torch.sort(probs, dim=-1, descending=True)
-    keep_sorted = (torch.cumsum(sorted_probs, dim=-1) - sorted_probs) < top_p
-    return torch.zeros_like(keep_sorted).scatter(-1, order, keep_sorted)
-
-
-def token_logprobs(logits, tokens, action_masks=None):
-    """log pi(token) under softmax(logits), masked tokens (action_masks False) given
-    probability 0. logits [N, T, V], tokens [N, T] -> [N, T]."""
-    if action_masks is not None:
-        logits = torch.where(action_masks, logits, MASKED_LOGIT)
-    return torch.log_softmax(logits, dim=-1).gather(-1, tokens.unsqueeze(-1)).squeeze(-1)
-
-
 class RolloutBuffer:
     """A batch of completions, everything PPO's update needs, on the device: tokens
     [N, P + T] (left-padded prompt, completion, padding after its end), completion mask
@@ -414,10 +356,119 @@ class RolloutBuffer:
 
 
 # ---------------------------------------------------------------------------------------
-# Networks: nanoGPT's transformer (grpo.py has the same), a value head, a reward model
+# The task: a made-up language, a hidden gold score, prompts to continue
 # ---------------------------------------------------------------------------------------
-# --model's Hugging Face causal LM gets the transformer's interface from HFModel, under
-# rlhf.py's own plumbing at the end of the file.
+WORDS = "abcdefghijklmnop"
+
+
+def make_language(seed=1952):
+    """The made-up language, fixed for ever: each word's 4 allowed successors (its grammar)
+    and its hidden sentiment, the 16 values of linspace(-1, 1) in a shuffled order."""
+    rng = np.random.default_rng(seed)
+    successors = {w: "".join(sorted(rng.choice(list(WORDS), 4, replace=False))) for w in WORDS}
+    return successors, dict(zip(WORDS, rng.permutation(np.linspace(-1, 1, len(WORDS))).tolist()))
+
+
+SUCCESSORS, SENTIMENT = make_language()
+
+
+SUCCESSORS, SENTIMENT = make_language()
+
+
+def gold_score(prompt, completion):
+    """The hidden gold score of a completion of the prompt: the mean sentiment of its words,
+    less 2 times the share of its transitions (from the prompt's last word on) that the
+    grammar does not allow; -1 for an empty completion. A character that is no word (the
+    decoded text of a padding token the policy sampled) has sentiment -1 and no successor."""
+    if not completion:
+        return -1.0
+    words = prompt[-1] + completion
+    ungrammatical = sum(b not in SUCCESSORS.get(a, "") for a, b in zip(words, words[1:]))
+    sentiment = np.mean([SENTIMENT.get(w, -1.0) for w in completion])
+    return float(sentiment - 2 * ungrammatical / len(completion))
+
+
+class PreferenceEnv(gym.Env):
+    """A text task with a hidden gold score: reset() poses 4 grammatical words (a random walk
+    of the grammar, drawn with the environment's np_random); step(completion) returns its
+    gold score and ends the episode. A tenth of the prompts (by a hash, fixed for ever) are
+    held out: training (held_out=False) never poses them, the evaluation only them.
+    info["answer"] is a continuation for the warm start: a random walk of 2 to 7 words,
+    each word drawn uniformly from its predecessor's successors (grammatical, of no
+    particular sentiment)."""
+    metadata = {"render_modes": ["rgb_array"], "render_fps": 1}
+
+    def __init__(self, prompt_len=4, max_len=7, held_out=False, render_mode=None):
+        self.prompt_len, self.max_len = prompt_len, max_len
+        self.held_out, self.render_mode = held_out, render_mode
+        self.observation_space = gym.spaces.Text(prompt_len, min_length=prompt_len, charset=WORDS)
+        self.action_space = gym.spaces.Text(max_len, min_length=0, charset=WORDS)
+        self.prompt, self.completion = "", ""
+
+    def walk(self, word, length):
+        words = []
+        for _ in range(length):
+            word = SUCCESSORS[word][self.np_random.integers(4)]
+            words.append(word)
+        return "".join(words)
+
+    def reset(self, seed=None, options=None):
+        super().reset(seed=seed)
+        while True:
+            first = WORDS[self.np_random.integers(len(WORDS))]
+            prompt = first + self.walk(first, self.prompt_len - 1)
+            if (zlib.crc32(prompt.encode()) % 10 == 0) == self.held_out:
+                break
+        self.prompt, self.completion = prompt, ""
+        answer = self.walk(prompt[-1], int(self.np_random.integers(2, self.max_len + 1)))
+        return prompt, {"answer": answer}
+
+    def step(self, action):
+        self.completion = action
+        return self.prompt, gold_score(self.prompt, action), True, False, {}
+
+    def render(self):
+        return draw_words(self.prompt, self.completion, self.prompt_len, self.max_len)
+
+
+def register_tasks():
+    """Register Preference-v0 (4-word prompts, completions of up to 7 words)."""
+    if "Preference-v0" not in gym.registry:
+        gym.register("Preference-v0", entry_point=PreferenceEnv)
+
+
+# ---------------------------------------------------------------------------------------
+# The transformer, and text in, tokens through the model, text out (grpo.py's too)
+# ---------------------------------------------------------------------------------------
+# rlhf.py's special token: <eos> (0) ends a completion and pads, as GPT-2's <|endoftext|>: with
+# no padding token of its own, the policy cannot sample one in the middle of a completion
+# (grpo.py has <pad> 0 and <eos> 1)
+SPECIAL_TOKENS = ("<eos>",)
+# Stamped from plainrl's plumbing/text.py by its stamp.py: edit it there, not here.
+# The logit of a masked token: its probability is exactly 0 and its gradient 0 (ppo_masked.py)
+MASKED_LOGIT = -1e8
+
+
+def top_p_mask(logits, top_p):
+    """NLPO's action mask: the smallest set of tokens, most likely first, whose probability
+    reaches top_p (the nucleus of Holtzman et al. 2020). logits [..., V] -> mask [..., V]
+    bool. A token is kept when the tokens more likely than it sum to less than top_p, so the
+    most likely token is always kept. (Ties are ordered by torch.sort.)"""
+    probs = torch.softmax(logits, dim=-1)
+    sorted_probs, order = torch.sort(probs, dim=-1, descending=True)
+    keep_sorted = (torch.cumsum(sorted_probs, dim=-1) - sorted_probs) < top_p
+    return torch.zeros_like(keep_sorted).scatter(-1, order, keep_sorted)
+
+
+def token_logprobs(logits, tokens, temperature=1.0, action_masks=None):
+    """log pi(token) under softmax(logits / temperature), masked tokens (action_masks False)
+    given probability 0. logits [N, T, V], tokens [N, T] -> [N, T]."""
+    logits = logits / temperature
+    if action_masks is not None:
+        logits = torch.where(action_masks, logits, MASKED_LOGIT)
+    return torch.log_softmax(logits, dim=-1).gather(-1, tokens.unsqueeze(-1)).squeeze(-1)
+
+
 class CausalSelfAttention(nn.Module):
     """Multi-head self-attention in which each position sees only itself and earlier ones."""
 
@@ -453,7 +504,7 @@ class Block(nn.Module):
 class GPT(nn.Module):
     """nanoGPT's shape: token and position embeddings, n_layer blocks, a final LayerNorm and
     a linear head tied to the token embedding. tokens [N, L] -> (next-token logits [N, L, V],
-    the last hidden states [N, L, n_embd], which the value head and the reward model read)."""
+    the last hidden states [N, L, n_embd], which rlhf.py's value head and reward model read)."""
 
     def __init__(self, vocab_size, block_size, n_layer=2, n_head=4, n_embd=64):
         super().__init__()
@@ -478,38 +529,6 @@ class GPT(nn.Module):
         return self.lm_head(hidden), hidden
 
 
-class PolicyWithValue(nn.Module):
-    """The policy and its critic on one body, as Ziegler et al. and TRL's value head: the
-    language model's logits, and a linear value head V on the same hidden states (zero at
-    the start). tokens [N, L] -> (logits [N, L, V], values [N, L])."""
-
-    def __init__(self, lm):
-        super().__init__()
-        self.lm, self.v_head = lm, nn.Linear(lm.hidden_size, 1)
-        nn.init.zeros_(self.v_head.weight)
-        nn.init.zeros_(self.v_head.bias)
-
-    def forward(self, tokens):
-        logits, hidden = self.lm(tokens)
-        return logits, self.v_head(hidden).squeeze(-1)
-
-
-class RewardModel(nn.Module):
-    """r_phi: a copy of the warm start's body and a scalar head read at the completion's last
-    token (InstructGPT's reward model starts from its SFT model). (tokens [N, P + T],
-    completion_mask [N, T]) -> scores [N]."""
-
-    def __init__(self, lm, prompt_len):
-        super().__init__()
-        self.lm, self.prompt_len = copy.deepcopy(lm), prompt_len
-        self.head = nn.Linear(lm.hidden_size, 1)
-
-    def forward(self, tokens, completion_mask):
-        _, hidden = self.lm(tokens)
-        last = self.prompt_len + completion_mask.sum(1).long() - 1
-        return self.head(hidden[torch.arange(len(tokens)), last]).squeeze(-1)
-
-
 def frozen_copy(model):
     """A copy that never learns (no gradients, never in an optimizer): the reference."""
     reference = copy.deepcopy(model)
@@ -518,19 +537,15 @@ def frozen_copy(model):
     return reference.eval()
 
 
-# ---------------------------------------------------------------------------------------
-# What the agent sees and sends: text in, tokens through the model, text out
-# ---------------------------------------------------------------------------------------
 class CharTokenizer:
-    """The built-in model's tokenizer: one token per character (a word of the task's
-    language), behind the few methods of a Hugging Face tokenizer that this file calls.
-    Token 0 ends a completion and pads, as GPT-2's <|endoftext|>: with no padding token of
-    its own, the policy cannot sample one in the middle of a completion."""
+    """The built-in model's tokenizer: the special tokens first (the script names its own
+    where it builds one), then one token per character of the task, behind the few methods
+    of a Hugging Face tokenizer that the script calls. Without "<pad>" it pads with "<eos>"."""
 
-    def __init__(self, characters):
-        self.tokens = ["<eos>", *sorted(characters)]
+    def __init__(self, characters, special_tokens):
+        self.tokens = [*special_tokens, *sorted(characters)]
         self.ids = {c: i for i, c in enumerate(self.tokens)}
-        self.pad_token_id, self.eos_token_id = None, 0
+        self.pad_token_id, self.eos_token_id = self.ids.get("<pad>"), self.ids["<eos>"]
 
     def __len__(self):
         return len(self.tokens)
@@ -589,20 +604,23 @@ def decode_completions(tokenizer, completions):
 
 
 @torch.no_grad()
-def sample(policy, prompt_tokens, max_new_tokens, eos_token_id, pad_token_id, greedy=False,
-           mask_model=None, top_p=1.0):
-    """Generate completions token by token (no key-value cache: the sequences are short).
-    prompt_tokens [N, P] -> (tokens [N, P + T], completion_mask [N, T], log pi_old [N, T] of
-    each sampled token, the action masks [N, T, V] with a mask_model (NLPO: its top-p
-    nucleus, the only tokens that may be sampled), else None). greedy takes the most likely
-    token. After its end-of-sequence token a completion is padded."""
+def sample(policy, prompt_tokens, max_new_tokens, eos_token_id, pad_token_id, temperature=1.0,
+           greedy=False, mask_model=None, top_p=1.0):
+    """Generate completions token by token. prompt_tokens [N, P] -> (tokens [N, P + T],
+    completion_mask [N, T], log pi_old [N, T] of each sampled token under
+    softmax(logits / temperature), the action masks [N, T, V] with a mask_model (NLPO: its
+    top-p nucleus, the only tokens that may be sampled), else None). greedy takes the most
+    likely token. After its end-of-sequence token a completion is padded."""
     tokens, n = prompt_tokens, len(prompt_tokens)
     logprobs = torch.zeros((n, max_new_tokens), device=tokens.device)
     masks, done = [], torch.zeros(n, dtype=torch.bool, device=tokens.device)
+    cache = mask_cache = None  # a Hugging Face model's keys and values (next_token_logits)
     for t in range(max_new_tokens):
-        logits = policy(tokens)[0][:, -1]
+        logits, cache = next_token_logits(policy, tokens, cache)
+        logits = logits / temperature
         if mask_model is not None:
-            masks.append(top_p_mask(mask_model(tokens)[0][:, -1], top_p))
+            mask_logits, mask_cache = next_token_logits(mask_model, tokens, mask_cache)
+            masks.append(top_p_mask(mask_logits / temperature, top_p))
             logits = torch.where(masks[-1], logits, MASKED_LOGIT)
         dist = Categorical(logits=logits, validate_args=False)
         token = logits.argmax(-1) if greedy else dist.sample()
@@ -614,6 +632,16 @@ def sample(policy, prompt_tokens, max_new_tokens, eos_token_id, pad_token_id, gr
     return tokens, mask, logprobs * mask, torch.stack(masks, 1) if masks else None
 
 
+def next_token_logits(model, tokens, cache=None):
+    """(logits [N, V] for the token after tokens [N, L], the cache for the next call). The
+    built-in GPT runs the whole sequence again, as nanoGPT's generate does (cache stays None);
+    a model with a next_token_logits of its own (grpo.py's Hugging Face one) keeps its keys
+    and values and then reads only the newest token."""
+    if hasattr(model, "next_token_logits"):
+        return model.next_token_logits(tokens, cache)
+    return model(tokens)[0][:, -1], None
+
+
 def complete(policy, prompts, **kwargs):
     """sample (kwargs) on N text prompts: (N texts, then sample's tokens [N, P + T], completion
     mask [N, T], log pi_old [N, T], masks [N, T, V] or None), the policy's tokenizer and sizes."""
@@ -622,6 +650,47 @@ def complete(policy, prompts, **kwargs):
     out = sample(policy, prompt_tokens, policy.max_new_tokens, tokenizer.eos_token_id,
                  pad_id_of(tokenizer), **kwargs)
     return (decode_completions(tokenizer, out[0][:, P:]), *out)
+
+
+def completion_logits(model, tokens, prompt_len):
+    """The logits that predicted each completion token: tokens [N, P + T] -> [N, T, V]."""
+    return model(tokens)[0][:, prompt_len - 1:-1]
+# End of plumbing/text.py
+
+
+# ---------------------------------------------------------------------------------------
+# Networks: the policy with its value head, the reward model (--model's: HFModel, below)
+# ---------------------------------------------------------------------------------------
+class PolicyWithValue(nn.Module):
+    """The policy and its critic on one body, as Ziegler et al. and TRL's value head: the
+    language model's logits, and a linear value head V on the same hidden states (zero at
+    the start). tokens [N, L] -> (logits [N, L, V], values [N, L])."""
+
+    def __init__(self, lm):
+        super().__init__()
+        self.lm, self.v_head = lm, nn.Linear(lm.hidden_size, 1)
+        nn.init.zeros_(self.v_head.weight)
+        nn.init.zeros_(self.v_head.bias)
+
+    def forward(self, tokens):
+        logits, hidden = self.lm(tokens)
+        return logits, self.v_head(hidden).squeeze(-1)
+
+
+class RewardModel(nn.Module):
+    """r_phi: a copy of the warm start's body and a scalar head read at the completion's last
+    token (InstructGPT's reward model starts from its SFT model). (tokens [N, P + T],
+    completion_mask [N, T]) -> scores [N]."""
+
+    def __init__(self, lm, prompt_len):
+        super().__init__()
+        self.lm, self.prompt_len = copy.deepcopy(lm), prompt_len
+        self.head = nn.Linear(lm.hidden_size, 1)
+
+    def forward(self, tokens, completion_mask):
+        _, hidden = self.lm(tokens)
+        last = self.prompt_len + completion_mask.sum(1).long() - 1
+        return self.head(hidden[torch.arange(len(tokens)), last]).squeeze(-1)
 
 
 def completion_outputs(model, tokens, prompt_len):
@@ -700,7 +769,8 @@ def preference_pairs(args, policy, envs):
 
 
 def encode_pairs(tokenizer, rows, prompt_len, max_new_tokens, device):
-    """Pairs -> (tokens and completion masks of the chosen, the same of the rejected)."""
+    """Pairs -> (chosen_tokens, chosen_mask, rejected_tokens, rejected_mask): the tokens and
+    completion masks of the chosen completions, then the same of the rejected."""
     prompts = [r["prompt"] for r in rows]
     return [x for key in ("chosen", "rejected") for x in encode_texts(
         tokenizer, prompts, [r[key] for r in rows], prompt_len, max_new_tokens, device)]
@@ -715,20 +785,23 @@ def train_reward_model(args, policy, pairs, run):
     std 1 on the pairs' completions (Ziegler et al. normalize it on the warm start's)."""
     P, device = policy.prompt_len, next(policy.parameters()).device
     reward_model = RewardModel(policy.lm, P).to(device)
-    cw, mw, cl, ml = encode_pairs(policy.tokenizer, pairs, P, args.max_new_tokens, device)
+    chosen_tokens, chosen_mask, rejected_tokens, rejected_mask = encoded = encode_pairs(
+        policy.tokenizer, pairs, P, args.max_new_tokens, device)
     n_test = max(1, len(pairs) // 10)
-    held_out_pairs = [x[:n_test] for x in (cw, mw, cl, ml)]  # never trained on
+    held_out_pairs = [x[:n_test] for x in encoded]  # never trained on
     optimizer = torch.optim.Adam(reward_model.parameters(), lr=args.rm_learning_rate)
     for step in range(1, args.rm_steps + 1):
         idx = torch.randint(n_test, len(pairs), (args.rm_batch_size,), device=device)
-        loss = bradley_terry_loss(reward_model(cw[idx], mw[idx]), reward_model(cl[idx], ml[idx]))
+        loss = bradley_terry_loss(reward_model(chosen_tokens[idx], chosen_mask[idx]),
+                                  reward_model(rejected_tokens[idx], rejected_mask[idx]))
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
         if step % 100 == 0 or step == args.rm_steps:
             reward_model_row(run, reward_model, held_out_pairs, step - args.rm_steps, loss.item())
     with torch.no_grad():  # normalize on the warm start's own completions (the pairs')
-        scores = torch.cat([reward_model(cw, mw), reward_model(cl, ml)])
+        scores = torch.cat([reward_model(chosen_tokens, chosen_mask),
+                            reward_model(rejected_tokens, rejected_mask)])
         reward_model.head.bias -= scores.mean()
         reward_model.head.weight /= scores.std()
         reward_model.head.bias /= scores.std()
@@ -742,7 +815,8 @@ def train(args, policy, envs, run):
     """The warm start, the labelled pairs, the reward model, then PPO: sample a completion of
     each prompt, score it with the reward model, per-token KL rewards, GAE, clipped updates
     of the policy and its value head, log; until the budget, --stop-at-return or a
-    non-finite loss. --algo dpo trains on the pairs instead (train_dpo)."""
+    non-finite loss. --algo dpo trains on the pairs instead (train_dpo). The held-out
+    measures are run.measure's: where RL begins here, and after each update."""
     P = policy.prompt_len
     if args.warm_start:  # a warm start saved by another run (its warm_start.pt)
         policy.load_state_dict(read_checkpoint(args.warm_start)["policy"])
@@ -750,7 +824,7 @@ def train(args, policy, envs, run):
         warm_start(args, policy)
         if args.save_model:
             save_checkpoint(os.path.join(run.path, "warm_start.pt"), {"policy": policy}, args)
-    reference = frozen_copy(policy)  # pi_ref: the policy where RL starts, for ever
+    reference = run.reference = frozen_copy(policy)  # pi_ref: where RL starts, for ever
     if args.pairs:  # another run's pairs.jsonl (or pairs of your own)
         pairs = read_pairs(args.pairs, policy.tokenizer, P)
     else:
@@ -758,8 +832,8 @@ def train(args, policy, envs, run):
         pairs = preference_pairs(args, policy, pairs_envs)
         pairs_envs.close()
     write_pairs(run.path, pairs)
-    reward_model = train_reward_model(args, policy, pairs, run)
-    measure_start(args, run, policy, reference, reward_model)  # where RL begins
+    reward_model = run.reward_model = train_reward_model(args, policy, pairs, run)
+    run.measure(0, "start")  # where RL begins: what the run's verdict measures the gain from
     if args.algo == "dpo":
         return train_dpo(args, policy, reference, reward_model, pairs, run)
     mask_model = frozen_copy(policy) if args.top_p < 1 else None  # NLPO's masking policy
@@ -799,7 +873,8 @@ def train(args, policy, envs, run):
         for epoch in range(args.update_epochs):
             for idx in buffer.minibatches(args.num_minibatches):
                 logits, new_values = completion_outputs(policy, buffer.tokens[idx], P)
-                new_logprobs = token_logprobs(logits, buffer.tokens[idx, P:], buffer.masks_of(idx))
+                new_logprobs = token_logprobs(logits, buffer.tokens[idx, P:],
+                                              action_masks=buffer.masks_of(idx))
                 m = buffer.completion_mask[idx]
                 new_logprobs = new_logprobs * m  # 0 after the end, as the sampler's
                 loss, pg_loss, v_loss, clipfrac = ppo_loss(
@@ -828,20 +903,20 @@ def train(args, policy, envs, run):
         run.update(global_step, policy_loss=pg_loss, value_loss=v_loss, clipfrac=clipfrac,
                    entropy=entropy, kl=kl, beta=beta, score=scores.mean().item(),
                    gold=float(np.mean(gold)), completion_length=mask.sum(1).mean().item())
-        if held_out_due(args, global_step, N, last=global_step >= budget):
-            held_out(args, run, policy, reference, reward_model, global_step)
 
 
 def train_dpo(args, policy, reference, reward_model, pairs, run):
     """DPO: Adam steps on batches of --num-prompts pairs, drawn in turn from shuffled passes
     over the labelled pairs, until --total-timesteps completions (2 a pair) are trained on;
-    held_out.csv every --eval-every of them, as PPO's (the reward model only measures, it is
-    not in the loss)."""
+    held_out.csv every --eval-every of them, as PPO's (run.measure after each update; the
+    reward model only measures, it is not in the loss)."""
     P, T, N = policy.prompt_len, args.max_new_tokens, args.num_prompts
     device = next(policy.parameters()).device
-    cw, mw, cl, ml = encode_pairs(policy.tokenizer, pairs, P, T, device)
+    chosen_tokens, chosen_mask, rejected_tokens, rejected_mask = encode_pairs(
+        policy.tokenizer, pairs, P, T, device)
     with torch.no_grad():
-        ref_w, ref_l = sequence_logprobs(reference, cw, P, mw), sequence_logprobs(reference, cl, P, ml)
+        ref_chosen = sequence_logprobs(reference, chosen_tokens, P, chosen_mask)
+        ref_rejected = sequence_logprobs(reference, rejected_tokens, P, rejected_mask)
     optimizer = torch.optim.Adam(policy.parameters(), lr=args.learning_rate)
     steps = args.total_timesteps // (2 * N)
     order = torch.cat([torch.randperm(len(pairs), device=device)
@@ -849,9 +924,9 @@ def train_dpo(args, policy, reference, reward_model, pairs, run):
     for step in range(1, steps + 1):
         idx = order[(step - 1) * N:step * N]
         loss, chosen, rejected = dpo_loss(
-            chosen_logps=sequence_logprobs(policy, cw[idx], P, mw[idx]),
-            rejected_logps=sequence_logprobs(policy, cl[idx], P, ml[idx]),
-            ref_chosen_logps=ref_w[idx], ref_rejected_logps=ref_l[idx], beta=args.beta)
+            chosen_logps=sequence_logprobs(policy, chosen_tokens[idx], P, chosen_mask[idx]),
+            rejected_logps=sequence_logprobs(policy, rejected_tokens[idx], P, rejected_mask[idx]),
+            ref_chosen_logps=ref_chosen[idx], ref_rejected_logps=ref_rejected[idx], beta=args.beta)
         optimizer.zero_grad()
         loss.backward()
         nn.utils.clip_grad_norm_(policy.parameters(), args.max_grad_norm)
@@ -863,8 +938,6 @@ def train_dpo(args, policy, reference, reward_model, pairs, run):
         run.update(global_step, dpo_loss=loss.item(), chosen_reward=chosen.mean().item(),
                    rejected_reward=rejected.mean().item(),
                    pair_accuracy=(chosen > rejected).float().mean().item())
-        if held_out_due(args, global_step, 2 * N, last=step == steps):
-            held_out(args, run, policy, reference, reward_model, global_step)
 
 
 def main(args: Args) -> dict:
@@ -892,7 +965,7 @@ def main(args: Args) -> dict:
 
 def make_policy(args, tokenizer, prompt_len):
     """The built-in GPT sized by the flags, or --model's Hugging Face causal LM, with a value
-    head; it gets the tokenizer and the lengths that greedy_policy and train read."""
+    head; it gets the tokenizer and the lengths that complete and train read."""
     if args.model is None:
         lm = GPT(len(tokenizer), prompt_len + args.max_new_tokens, args.n_layer, args.n_head,
                  args.n_embd)
@@ -902,98 +975,6 @@ def make_policy(args, tokenizer, prompt_len):
     policy.tokenizer, policy.prompt_len, policy.max_new_tokens = (
         tokenizer, prompt_len, args.max_new_tokens)
     return policy
-
-
-# ---------------------------------------------------------------------------------------
-# What the plumbing asks of rlhf.py: its own checks, its greedy policy, its model's flags
-# ---------------------------------------------------------------------------------------
-def check_flags(args):
-    """rlhf.py's own flags, checked before any environment is made."""
-    for name in ("threads", "n_layer", "n_head", "n_embd", "max_new_tokens", "num_prompts",
-                 "update_epochs", "num_minibatches", "learning_rate", "mask_sync_every",
-                 "max_grad_norm", "sft_batch_size", "sft_learning_rate", "rm_batch_size",
-                 "rm_learning_rate", "eval_samples", "kl_horizon"):
-        if not getattr(args, name) > 0:
-            fail(f"--{name.replace('_', '-')} must be positive, got {getattr(args, name)}")
-    for name in ("sft_steps", "sft_problems", "rm_steps", "labeller_temperature", "vf_coef"):
-        if getattr(args, name) < 0:
-            fail(f"--{name.replace('_', '-')} must be 0 or more, got {getattr(args, name)}")
-    if args.sft_steps and not args.sft_problems:
-        fail("--sft-steps needs --sft-problems 1 or more to learn from (or --sft-steps 0)")
-    if args.beta < 0:
-        fail(f"--beta must be 0 or more, got {args.beta}: it weighs the KL to the reference")
-    if args.kl_target is not None and not args.adaptive_kl:
-        fail("--kl-target is the adaptive KL controller's target; give --adaptive-kl too "
-             "(or drop --kl-target for a fixed --beta)")
-    if args.adaptive_kl and (args.kl_target is None or args.kl_target <= 0):
-        fail(f"--adaptive-kl steers beta towards --kl-target, a positive KL in nats; got {args.kl_target}")
-    if args.adaptive_kl and args.algo == "dpo":
-        fail("--adaptive-kl steers PPO's penalty; DPO's beta is fixed (drop it with --algo dpo)")
-    if args.adaptive_kl and args.beta == 0:
-        fail("--adaptive-kl multiplies beta, which stays 0 from --beta 0; start it above 0")
-    check_paths(args)  # --warm-start's, --pairs's and --model's
-    if args.pairs is None and args.num_pairs < 10:
-        fail(f"--num-pairs must be at least 10 (a tenth is held out), got {args.num_pairs}")
-    if not 0 <= args.gamma <= 1 or not 0 <= args.gae_lambda <= 1:
-        fail(f"--gamma and --gae-lambda must be in [0, 1], got {args.gamma} and {args.gae_lambda}")
-    if not (0 < args.clip_coef < 1 and args.clip_coef_value > 0):
-        fail(f"--clip-coef must be in (0, 1) and --clip-coef-value positive, got "
-             f"{args.clip_coef} and {args.clip_coef_value}")
-    if not 0 < args.top_p <= 1:
-        fail(f"--top-p must be in (0, 1], got {args.top_p}")
-    if args.n_embd % args.n_head:
-        fail(f"--n-embd {args.n_embd} is not divisible by --n-head {args.n_head}")
-    if args.num_minibatches > args.num_prompts:
-        fail(f"--num-minibatches {args.num_minibatches} is more than the batch's "
-             f"{args.num_prompts} completions (--num-prompts)")
-    batch = args.num_prompts * (2 if args.algo == "dpo" else 1)  # DPO's: 2 completions a pair
-    if args.eval_checkpoint is None and 0 < args.total_timesteps < batch:
-        fail(f"--total-timesteps {args.total_timesteps} is less than one batch ({batch} "
-             f"completions of --num-prompts {args.num_prompts}); raise it or shrink the batch")
-
-
-def check_spaces(args, obs_space, action_space):
-    """Whether rlhf.py handles the task: Text observations (prompts) and Text actions
-    (completions), a tokenizer that writes every character of both (the built-in one, or
-    --model's), info["answer"] at reset for the warm start and --pairs's file (check_data).
-    Returns (tokenizer, the prompt's length in tokens: the observation space's longest text)."""
-    if not all(isinstance(space, gym.spaces.Text) for space in (obs_space, action_space)):
-        fail(f"{args.env_id} has a {type(obs_space).__name__} observation and a "
-             f"{type(action_space).__name__} action space; rlhf.py needs Text for both (a "
-             "prompt in, a completion out); for other spaces see ppo.py")
-    characters = "".join(sorted(obs_space.character_set | action_space.character_set))
-    tokenizer = CharTokenizer(characters) if args.model is None else load_tokenizer(args, characters)
-    check_data(args, tokenizer, obs_space.max_length)  # the warm start's, --pairs's
-    return tokenizer, obs_space.max_length
-
-
-def greedy_policy(models, envs):
-    """The evaluation's policy, act(obs, info) -> completions: greedy decoding of each
-    prompt, the most likely token at each step, without NLPO's mask."""
-    def act(obs, info):
-        return complete(models["policy"], obs, greedy=True)[0]
-    return act
-
-
-def trains_on_episodes(args):
-    """Whether training plays episodes, for the plumbing's hint when none ended: PPO's are its
-    sampled completions; DPO learns from the pairs alone."""
-    return args.algo != "dpo"
-
-
-# What a run is judged on, by environment id: Preference-v0's is the gain, the final greedy
-# evaluation's gold score less the warm start's.
-GOALS = {"Preference-v0": (0.4, 20, "gain")}
-MODEL_FLAGS = ("model", "n_layer", "n_head", "n_embd", "max_new_tokens")
-# rlhf.py's columns of updates.csv as TensorBoard's scalars, under CleanRL's names
-TENSORBOARD_NAMES = {
-    "policy_loss": "losses/policy_loss", "value_loss": "losses/value_loss",
-    "clipfrac": "losses/clipfrac", "entropy": "losses/entropy", "kl": "losses/kl",
-    "beta": "charts/beta", "score": "charts/score", "gold": "charts/gold",
-    "completion_length": "charts/completion_length", "dpo_loss": "losses/dpo_loss",
-}
-
-
 
 
 # ---------------------------------------------------------------------------------------
@@ -1292,6 +1273,7 @@ class RunWriter:
         wall_time = self.elapsed()
         self.write_row("updates.csv", global_step=global_step, wall_time=round(wall_time, 4),
                        sps=int(global_step / wall_time), **diagnostics)
+        self.measure(global_step, "update")
 
     def step(self, global_step):
         """After each environment step: record the step count (should Ctrl-C stop the run),
@@ -1323,6 +1305,13 @@ class RunWriter:
         if self.args.save_model and mean > max((m for _, m, _ in self.evaluations), default=-math.inf):
             save_checkpoint(os.path.join(self.path, "best_" + CHECKPOINT), self.models, self.args)
         self.evaluations.append((global_step, mean, std))
+        self.measure(global_step, "evaluation")
+
+    def measure(self, global_step, moment):
+        """The script's own measures at a moment of training, where it has the optional hook
+        measure(run, global_step, moment): its answer (None without the hook, or where the
+        hook measures nothing at that moment)."""
+        return measure(self, global_step, moment) if "measure" in globals() else None
 
     def non_finite(self, loss, global_step):
         """True, after saying so and marking the run interrupted, when the loss is NaN or inf."""
@@ -1637,89 +1626,155 @@ def cli():
 
 
 # ---------------------------------------------------------------------------------------
-# rlhf.py's own plumbing: the task (Preference-v0), its pairs files, held-out measures, curve
+# What the plumbing asks of rlhf.py: its checks, its greedy policy, its measures, its flags
 # ---------------------------------------------------------------------------------------
-WORDS = "abcdefghijklmnop"
+def check_flags(args):
+    """rlhf.py's own flags, checked before any environment is made."""
+    for name in ("threads", "n_layer", "n_head", "n_embd", "max_new_tokens", "num_prompts",
+                 "update_epochs", "num_minibatches", "learning_rate", "mask_sync_every",
+                 "max_grad_norm", "sft_batch_size", "sft_learning_rate", "rm_batch_size",
+                 "rm_learning_rate", "eval_samples", "kl_horizon"):
+        if not getattr(args, name) > 0:
+            fail(f"--{name.replace('_', '-')} must be positive, got {getattr(args, name)}")
+    for name in ("sft_steps", "sft_problems", "rm_steps", "labeller_temperature", "vf_coef"):
+        if getattr(args, name) < 0:
+            fail(f"--{name.replace('_', '-')} must be 0 or more, got {getattr(args, name)}")
+    if args.sft_steps and not args.sft_problems:
+        fail("--sft-steps needs --sft-problems 1 or more to learn from (or --sft-steps 0)")
+    if args.beta < 0:
+        fail(f"--beta must be 0 or more, got {args.beta}: it weighs the KL to the reference")
+    if args.kl_target is not None and not args.adaptive_kl:
+        fail("--kl-target is the adaptive KL controller's target; give --adaptive-kl too "
+             "(or drop --kl-target for a fixed --beta)")
+    if args.adaptive_kl and (args.kl_target is None or args.kl_target <= 0):
+        fail(f"--adaptive-kl steers beta towards --kl-target, a positive KL in nats; got {args.kl_target}")
+    if args.adaptive_kl and args.algo == "dpo":
+        fail("--adaptive-kl steers PPO's penalty; DPO's beta is fixed (drop it with --algo dpo)")
+    if args.adaptive_kl and args.beta == 0:
+        fail("--adaptive-kl multiplies beta, which stays 0 from --beta 0; start it above 0")
+    check_paths(args)  # --warm-start's, --pairs's and --model's
+    if args.pairs is None and args.num_pairs < 10:
+        fail(f"--num-pairs must be at least 10 (a tenth is held out), got {args.num_pairs}")
+    if not 0 <= args.gamma <= 1 or not 0 <= args.gae_lambda <= 1:
+        fail(f"--gamma and --gae-lambda must be in [0, 1], got {args.gamma} and {args.gae_lambda}")
+    if not (0 < args.clip_coef < 1 and args.clip_coef_value > 0):
+        fail(f"--clip-coef must be in (0, 1) and --clip-coef-value positive, got "
+             f"{args.clip_coef} and {args.clip_coef_value}")
+    if not 0 < args.top_p <= 1:
+        fail(f"--top-p must be in (0, 1], got {args.top_p}")
+    if args.n_embd % args.n_head:
+        fail(f"--n-embd {args.n_embd} is not divisible by --n-head {args.n_head}")
+    if args.num_minibatches > args.num_prompts:
+        fail(f"--num-minibatches {args.num_minibatches} is more than the batch's "
+             f"{args.num_prompts} completions (--num-prompts)")
+    batch = args.num_prompts * (2 if args.algo == "dpo" else 1)  # DPO's: 2 completions a pair
+    if args.eval_checkpoint is None and 0 < args.total_timesteps < batch:
+        fail(f"--total-timesteps {args.total_timesteps} is less than one batch ({batch} "
+             f"completions of --num-prompts {args.num_prompts}); raise it or shrink the batch")
 
 
-def make_language(seed=1952):
-    """The made-up language, fixed for ever: each word's 4 allowed successors (its grammar)
-    and its hidden sentiment, the 16 values of linspace(-1, 1) in a shuffled order."""
-    rng = np.random.default_rng(seed)
-    successors = {w: "".join(sorted(rng.choice(list(WORDS), 4, replace=False))) for w in WORDS}
-    return successors, dict(zip(WORDS, rng.permutation(np.linspace(-1, 1, len(WORDS))).tolist()))
+def check_spaces(args, obs_space, action_space):
+    """Whether rlhf.py handles the task: Text observations (prompts) and Text actions
+    (completions), a tokenizer that writes every character of both (the built-in one, or
+    --model's), info["answer"] at reset for the warm start and --pairs's file (check_data).
+    Returns (tokenizer, the prompt's length in tokens: the observation space's longest text)."""
+    if not all(isinstance(space, gym.spaces.Text) for space in (obs_space, action_space)):
+        fail(f"{args.env_id} has a {type(obs_space).__name__} observation and a "
+             f"{type(action_space).__name__} action space; rlhf.py needs Text for both (a "
+             "prompt in, a completion out); for other spaces see ppo.py")
+    characters = "".join(sorted(obs_space.character_set | action_space.character_set))
+    tokenizer = CharTokenizer(characters, SPECIAL_TOKENS) if args.model is None else load_tokenizer(args, characters)
+    check_data(args, tokenizer, obs_space.max_length)  # the warm start's, --pairs's
+    return tokenizer, obs_space.max_length
 
 
-SUCCESSORS, SENTIMENT = make_language()
+def greedy_policy(models, envs):
+    """The evaluation's policy, act(obs, info) -> completions: greedy decoding of each
+    prompt, the most likely token at each step, without NLPO's mask."""
+    def act(obs, info):
+        return complete(models["policy"], obs, greedy=True)[0]
+    return act
 
 
-def gold_score(prompt, completion):
-    """The hidden gold score of a completion of the prompt: the mean sentiment of its words,
-    less 2 times the share of its transitions (from the prompt's last word on) that the
-    grammar does not allow; -1 for an empty completion. A character that is no word (the
-    decoded text of a padding token the policy sampled) has sentiment -1 and no successor."""
-    if not completion:
-        return -1.0
-    words = prompt[-1] + completion
-    ungrammatical = sum(b not in SUCCESSORS.get(a, "") for a, b in zip(words, words[1:]))
-    sentiment = np.mean([SENTIMENT.get(w, -1.0) for w in completion])
-    return float(sentiment - 2 * ungrammatical / len(completion))
+def trains_on_episodes(args):
+    """Whether training plays episodes, for the plumbing's hint when none ended: PPO's are its
+    sampled completions; DPO learns from the pairs alone."""
+    return args.algo != "dpo"
 
 
-class PreferenceEnv(gym.Env):
-    """A text task with a hidden gold score: reset() poses 4 grammatical words (a random walk
-    of the grammar, drawn with the environment's np_random); step(completion) returns its
-    gold score and ends the episode. A tenth of the prompts (by a hash, fixed for ever) are
-    held out: training (held_out=False) never poses them, the evaluation only them.
-    info["answer"] is a continuation for the warm start: a random walk of 2 to 7 words,
-    each word drawn uniformly from its predecessor's successors (grammatical, of no
-    particular sentiment)."""
-    metadata = {"render_modes": ["rgb_array"], "render_fps": 1}
-
-    def __init__(self, prompt_len=4, max_len=7, held_out=False, render_mode=None):
-        self.prompt_len, self.max_len = prompt_len, max_len
-        self.held_out, self.render_mode = held_out, render_mode
-        self.observation_space = gym.spaces.Text(prompt_len, min_length=prompt_len, charset=WORDS)
-        self.action_space = gym.spaces.Text(max_len, min_length=0, charset=WORDS)
-        self.prompt, self.completion = "", ""
-
-    def walk(self, word, length):
-        words = []
-        for _ in range(length):
-            word = SUCCESSORS[word][self.np_random.integers(4)]
-            words.append(word)
-        return "".join(words)
-
-    def reset(self, seed=None, options=None):
-        super().reset(seed=seed)
-        while True:
-            first = WORDS[self.np_random.integers(len(WORDS))]
-            prompt = first + self.walk(first, self.prompt_len - 1)
-            if (zlib.crc32(prompt.encode()) % 10 == 0) == self.held_out:
-                break
-        self.prompt, self.completion = prompt, ""
-        answer = self.walk(prompt[-1], int(self.np_random.integers(2, self.max_len + 1)))
-        return prompt, {"answer": answer}
-
-    def step(self, action):
-        self.completion = action
-        return self.prompt, gold_score(self.prompt, action), True, False, {}
-
-    def render(self):
-        """A frame of the prompt (grey) and the completion, each word a square coloured by
-        its sentiment (red -1 to green +1), an ungrammatical word's square crossed out."""
-        width, size = self.prompt_len + self.max_len + 1, 16
-        frame = np.full((size, width * size, 3), 235, dtype=np.uint8)
-        words = self.prompt + self.completion
-        for i, w in enumerate(words[:width]):
-            s = (SENTIMENT.get(w, -1.0) + 1) / 2
-            color = (128, 128, 128) if i < self.prompt_len else (int(255 * (1 - s)), int(255 * s), 60)
-            frame[2:-2, i * size + 2:(i + 1) * size - 2] = color
-            if i >= self.prompt_len and w not in SUCCESSORS.get(words[i - 1], ""):
-                frame[size // 2 - 1:size // 2 + 1, i * size:(i + 1) * size] = 0
-        return frame
+def measure(run, global_step, moment):
+    """rlhf.py's held-out measures (held_out: a row of held_out.csv), at the moments of
+    training RunWriter.measure names, with --eval-episodes: "start", where RL begins, the
+    greedy evaluation's gold score (summary.json's start_return, what the run's verdict
+    measures the gain from) and the row at step 0; "update", after an update whose batch
+    crossed a multiple of --eval-every, and after the last (held_out_due). Returns the row,
+    None where nothing is measured."""
+    args, policy = run.args, run.models["policy"]
+    if not args.eval_episodes:
+        return None
+    if moment == "start":
+        run.summary["start_return"] = float(np.mean(evaluate(args, {"policy": policy})))
+        return held_out(args, run, policy, run.reference, run.reward_model, 0)
+    batch = args.num_prompts * (2 if args.algo == "dpo" else 1)  # DPO's: 2 completions a pair
+    last = global_step + batch > args.total_timesteps  # no whole batch left
+    if moment == "update" and held_out_due(args, global_step, batch, last):
+        return held_out(args, run, policy, run.reference, run.reward_model, global_step)
+    return None
 
 
+def draw_own_curve(run):
+    """curve.png (the stamped draw_curve hands rlhf.py's run here): held_out.csv's proxy
+    (the reward model's score) and gold score against the completions of RL, with the
+    final evaluation's gold and the goal (the warm start's greedy gold plus GOALS's gain),
+    and beside it both against sqrt KL, Gao et al.'s axes. Returns the file's path, None
+    without a held-out row."""
+    path = os.path.join(run.path, "held_out.csv")
+    rows = list(csv.DictReader(open(path))) if os.path.exists(path) else []
+    if not rows:
+        return None
+    from matplotlib.figure import Figure  # only a run that draws pays for the import
+    summary = run.summary
+    fig = Figure(figsize=(10, 4), layout="constrained")
+    ax, gao = fig.subplots(1, 2)
+    steps = [int(row["global_step"]) for row in rows]
+    root_kl = [math.sqrt(max(float(row["kl_to_reference"]), 0.0)) for row in rows]
+    for column, style, label in (("proxy_score", "s-", "reward model's score (proxy)"),
+                                 ("gold_score", "o-", "gold score (sampled)")):
+        ax.plot(steps, [float(row[column]) for row in rows], style, ms=4, label=label)
+        gao.plot(root_kl, [float(row[column]) for row in rows], style, ms=4, label=label)
+    if summary["eval_return_mean"] is not None:
+        ax.plot([summary["global_steps"]], [summary["eval_return_mean"]], "*", ms=12, color="C3",
+                label="final evaluation (greedy gold)")
+    if summary["holds_on"] == "gain" and summary.get("start_return") is not None:
+        ax.axhline(summary["start_return"] + summary["solved_threshold"], ls="--", color="gray",
+                   label=f"goal: the warm start's greedy gold + {summary['solved_threshold']:g}")
+    stopped = " (interrupted)" if summary["interrupted"] else ""
+    ax.set(xlabel=f"completions ({run.args.algo}: 2 a pair for DPO)", ylabel="score",
+           title=f"{SCRIPT} on {summary['env_id']}, seed {summary['seed']}{stopped}")
+    gao.set(xlabel="sqrt KL(pi || pi_ref), nats", ylabel="score", title="Gao et al.'s axes")
+    for a in (ax, gao):
+        a.grid(alpha=0.3)
+        a.legend(loc="lower left", fontsize="small")
+    fig.savefig(os.path.join(run.path, "curve.png"), dpi=100)
+    return os.path.join(run.path, "curve.png")
+
+
+# What a run is judged on, by environment id: Preference-v0's is the gain, the final greedy
+# evaluation's gold score less the warm start's.
+GOALS = {"Preference-v0": (0.4, 20, "gain")}
+MODEL_FLAGS = ("model", "n_layer", "n_head", "n_embd", "max_new_tokens")
+# rlhf.py's columns of updates.csv as TensorBoard's scalars, under CleanRL's names
+TENSORBOARD_NAMES = {
+    "policy_loss": "losses/policy_loss", "value_loss": "losses/value_loss",
+    "clipfrac": "losses/clipfrac", "entropy": "losses/entropy", "kl": "losses/kl",
+    "beta": "charts/beta", "score": "charts/score", "gold": "charts/gold",
+    "completion_length": "charts/completion_length", "dpo_loss": "losses/dpo_loss",
+}
+
+
+# ---------------------------------------------------------------------------------------
+# rlhf.py's own plumbing: --model's Hugging Face LM, the pairs files, the held-out measures
+# ---------------------------------------------------------------------------------------
 def make_env(env_id, held_out, video_folder, i):
     """make_vector_env's i-th copy of the task; with a video_folder, its first episode
     recorded there as eval-<i> (--capture-video)."""
@@ -1732,12 +1787,22 @@ def make_env(env_id, held_out, video_folder, i):
                                        episode_trigger=lambda episode: episode == 0)
 
 
-def register_tasks():
-    """Register Preference-v0 (4-word prompts, completions of up to 7 words)."""
-    if "Preference-v0" not in gym.registry:
-        gym.register("Preference-v0", entry_point=PreferenceEnv)
+def draw_words(prompt, completion, prompt_len, max_len):
+    """PreferenceEnv's frame of the prompt (grey) and the completion, each word a square
+    coloured by its sentiment (red -1 to green +1), an ungrammatical word's square crossed out."""
+    width, size = prompt_len + max_len + 1, 16
+    frame = np.full((size, width * size, 3), 235, dtype=np.uint8)
+    words = prompt + completion
+    for i, w in enumerate(words[:width]):
+        s = (SENTIMENT.get(w, -1.0) + 1) / 2
+        color = (128, 128, 128) if i < prompt_len else (int(255 * (1 - s)), int(255 * s), 60)
+        frame[2:-2, i * size + 2:(i + 1) * size - 2] = color
+        if i >= prompt_len and w not in SUCCESSORS.get(words[i - 1], ""):
+            frame[size // 2 - 1:size // 2 + 1, i * size:(i + 1) * size] = 0
+    return frame
 
 
+# --model: a local Hugging Face causal LM and its tokenizer, in the built-in ones' places
 # --model: a local Hugging Face causal LM and its tokenizer, in the built-in ones' places
 def from_pretrained(loader, path, what):
     """loader.from_pretrained(path) from local files alone (nothing is downloaded); a folder
@@ -1887,22 +1952,14 @@ def held_out(args, run, policy, reference, reward_model, step):
     return row
 
 
-def measure_start(args, run, policy, reference, reward_model):
-    """Where RL begins, with --eval-episodes: the greedy evaluation's gold score
-    (summary.json's start_return, what the run's verdict measures the gain from) and
-    held_out.csv's row at step 0."""
-    if args.eval_episodes:
-        run.summary["start_return"] = float(np.mean(evaluate(args, {"policy": policy})))
-        held_out(args, run, policy, reference, reward_model, 0)
-
-
 @torch.no_grad()
 def reward_model_row(run, reward_model, pairs, step, loss):
     """train_reward_model's row of reward_model.csv at step: its training loss, and on the
     held-out pairs (encode_pairs's) the Bradley-Terry loss and the pair accuracy (the share
     of pairs whose chosen completion scores higher)."""
-    cw, mw, cl, ml = pairs
-    chosen, rejected = reward_model(cw, mw), reward_model(cl, ml)
+    chosen_tokens, chosen_mask, rejected_tokens, rejected_mask = pairs
+    chosen = reward_model(chosen_tokens, chosen_mask)
+    rejected = reward_model(rejected_tokens, rejected_mask)
     run.write_row("reward_model.csv", global_step=step, wall_time=round(run.elapsed(), 4),
                   loss=loss, held_out_loss=bradley_terry_loss(chosen, rejected).item(),
                   held_out_accuracy=(chosen > rejected).float().mean().item())
@@ -1916,42 +1973,6 @@ def held_out_due(args, step, batch, last):
     return bool(args.eval_episodes and (crossed or last))
 
 
-def draw_own_curve(run):
-    """curve.png (the stamped draw_curve hands rlhf.py's run here): held_out.csv's proxy
-    (the reward model's score) and gold score against the completions of RL, with the
-    final evaluation's gold and the goal (the warm start's greedy gold plus GOALS's gain),
-    and beside it both against sqrt KL, Gao et al.'s axes. Returns the file's path, None
-    without a held-out row."""
-    path = os.path.join(run.path, "held_out.csv")
-    rows = list(csv.DictReader(open(path))) if os.path.exists(path) else []
-    if not rows:
-        return None
-    from matplotlib.figure import Figure  # only a run that draws pays for the import
-    summary = run.summary
-    fig = Figure(figsize=(10, 4), layout="constrained")
-    ax, gao = fig.subplots(1, 2)
-    steps = [int(row["global_step"]) for row in rows]
-    root_kl = [math.sqrt(max(float(row["kl_to_reference"]), 0.0)) for row in rows]
-    for column, style, label in (("proxy_score", "s-", "reward model's score (proxy)"),
-                                 ("gold_score", "o-", "gold score (sampled)")):
-        ax.plot(steps, [float(row[column]) for row in rows], style, ms=4, label=label)
-        gao.plot(root_kl, [float(row[column]) for row in rows], style, ms=4, label=label)
-    if summary["eval_return_mean"] is not None:
-        ax.plot([summary["global_steps"]], [summary["eval_return_mean"]], "*", ms=12, color="C3",
-                label="final evaluation (greedy gold)")
-    if summary["holds_on"] == "gain" and summary.get("start_return") is not None:
-        ax.axhline(summary["start_return"] + summary["solved_threshold"], ls="--", color="gray",
-                   label=f"goal: the warm start's greedy gold + {summary['solved_threshold']:g}")
-    stopped = " (interrupted)" if summary["interrupted"] else ""
-    ax.set(xlabel=f"completions ({run.args.algo}: 2 a pair for DPO)", ylabel="score",
-           title=f"{SCRIPT} on {summary['env_id']}, seed {summary['seed']}{stopped}")
-    gao.set(xlabel="sqrt KL(pi || pi_ref), nats", ylabel="score", title="Gao et al.'s axes")
-    for a in (ax, gao):
-        a.grid(alpha=0.3)
-        a.legend(loc="lower left", fontsize="small")
-    fig.savefig(os.path.join(run.path, "curve.png"), dpi=100)
-    return os.path.join(run.path, "curve.png")
-
-
 if __name__ == "__main__":
     cli()
+

@@ -289,7 +289,7 @@ def test_a_masked_token_has_probability_exactly_0_and_no_gradient():
 # Tokens, and the positions the value head and the reward model read
 # ---------------------------------------------------------------------------------------
 def test_prompts_are_left_padded_and_completions_end_with_eos_then_padding():
-    tok = rlhf.CharTokenizer("abcdefghijklmnop")  # <eos> 0, a 1, ..., p 16
+    tok = rlhf.CharTokenizer("abcdefghijklmnop", rlhf.SPECIAL_TOKENS)  # <eos> 0, a 1, ..., p 16
     assert tok.encode("pcha") == [16, 3, 8, 1] and rlhf.pad_id_of(tok) == 0
     prompts = rlhf.encode_prompts(tok, ["pcha", "ab"], 4, "cpu")
     assert prompts.tolist() == [[16, 3, 8, 1], [0, 0, 1, 2]]
@@ -404,7 +404,7 @@ def test_sampling_under_nlpos_mask_never_takes_a_masked_token():
     assert set(completions.unique().tolist()) == {1, 2} and mask.eq(1).all()
     assert masks.shape == (500, 3, 3) and masks[..., 1:].all() and not masks[..., 0].any()
     assert torch.allclose(logp, torch.where(completions == 2, math.log(0.75), math.log(0.25)))
-    again = rlhf.token_logprobs(policy(tokens)[0][:, 1:-1], completions, masks)
+    again = rlhf.token_logprobs(policy(tokens)[0][:, 1:-1], completions, action_masks=masks)
     assert torch.allclose(again, logp)
 
 
@@ -427,7 +427,7 @@ def test_the_samplers_log_probs_are_the_updates_at_the_same_weights(tmp_path, to
     assert (masks is None) == (top_p == 1) and mask.sum(1).min() >= 1
     with torch.no_grad():
         again = rlhf.token_logprobs(rlhf.completion_outputs(policy, tokens, P)[0], tokens[:, P:],
-                                    masks)
+                                    action_masks=masks)
     assert torch.allclose(again * mask, logp, atol=1e-5)
     assert logp[mask == 0].eq(0).all()
     if top_p < 1:  # could fail: the nucleus left some token out
@@ -515,10 +515,11 @@ def test_the_reward_model_learns_on_nine_tenths_and_is_normalized_and_frozen(tmp
     learned = {tuple(row[:P]) for t in batches for row in t.tolist()}
     assert not learned & held_out_prompts and len(learned) > 12
     # normalized on the pairs' completions, its scores by hand: the head on the last real token
-    cw, mw, cl, ml = rlhf.encode_pairs(tokenizer, pairs, P, T, "cpu")
+    chosen_tokens, chosen_mask, rejected_tokens, rejected_mask = rlhf.encode_pairs(
+        tokenizer, pairs, P, T, "cpu")
     with torch.no_grad():
         scores = []
-        for tokens, mask in ((cw, mw), (cl, ml)):
+        for tokens, mask in ((chosen_tokens, chosen_mask), (rejected_tokens, rejected_mask)):
             hidden = reward_model.lm(tokens)[1]
             last = [P + int(m.sum()) - 1 for m in mask]
             scores.append(reward_model.head(hidden[torch.arange(20), last]).squeeze(-1))
@@ -969,7 +970,7 @@ def test_a_pairs_file_skips_blank_lines_and_keeps_the_three_fields(tmp_path):
     rows = some_pairs(10)
     path = tmp_path / "pairs.jsonl"
     path.write_text("\n".join(json.dumps({**r, "note": "x"}) for r in rows) + "\n\n")
-    assert rlhf.read_pairs(str(path), rlhf.CharTokenizer("abcdefghijklmnop"), 4) == rows
+    assert rlhf.read_pairs(str(path), rlhf.CharTokenizer("abcdefghijklmnop", rlhf.SPECIAL_TOKENS), 4) == rows
 
 
 def test_dpo_learns_from_the_pairs_against_the_frozen_reference_without_the_reward_model(
