@@ -1,60 +1,25 @@
 # From plainrl (MIT licence, (c) 2026 the plainrl authors): keep this line in a copy.
 """Vanilla policy gradient (REINFORCE with reward-to-go and a learned baseline), in one file.
 
-The oldest policy-gradient method and the first step towards TRPO and PPO. The policy acts
-for a batch of N*T steps; each action's log-probability is pushed up in proportion to how
-much better than expected its outcome was (the advantage); one gradient step is taken on
-the whole batch, and the batch is thrown away. A value network, fitted by several steps of
-regression on the same batch, supplies the baseline that "better than expected" compares to.
+The oldest policy-gradient method, the first step towards TRPO and PPO: the policy acts for
+a batch of N*T steps, each action's log-probability is pushed up in proportion to how much
+better than expected its outcome was (the advantage, against a value network's baseline
+fitted on the same batch), one gradient step is taken on the batch, which is thrown away.
 
-Key equations (a trajectory tau = s_0, a_0, r_0, s_1, ..., pi_theta the policy, gamma the
-discount, t indexes steps, done_t = terminated_t or truncated_t):
+Key equations (tau = s_0, a_0, r_0, s_1, ... a trajectory, gamma the discount, t a step):
 
     J(theta)       = E_tau[ sum_t r_t ]              the objective: an episode's return
     plain gradient   grad J = E[ sum_t grad log pi_theta(a_t|s_t) * sum_k r_k ] (Williams 1992)
     reward-to-go     grad J = E[ sum_t grad log pi_theta(a_t|s_t) * sum_{k>=t} r_k ]: an action
-                     cannot change the rewards that came before it, so those terms have
-                     expectation 0 and are dropped
-    discounted       the script weighs by R_t = sum_{k>=t} gamma^(k-t) r_k in place of
-                     sum_{k>=t} r_k: rewards long after an action count less (less variance,
-                     a bias for gamma < 1; gamma as in Schulman et al. 2016, section 2)
-    baseline         E[ sum_t grad log pi_theta(a_t|s_t) * (R_t - b(s_t)) ], the same in
-                     expectation, with b(s_t) = V_phi(s_t), a value network fitted to R_t
+                     cannot change the rewards before it, whose terms have expectation 0
+    discounted       R_t = sum_{k>=t} gamma^(k-t) r_k in place of sum_{k>=t} r_k (less variance,
+                     a bias; the discounted objective's factor gamma^t dropped, as Spinning Up's)
+    baseline         R_t - b(s_t), b(s_t) = V_phi(s_t): E_a[ grad log pi(a|s) b(s) ] = 0
     the loss         L_pi(theta) = -mean_t[ log pi_theta(a_t|s_t) * A_t ],  A_t = R_t - V(s_t)
-                     standardized over the batch (--norm-adv: mean 0, std 1); with
-                     --no-baseline A_t = R_t itself, raw (standardizing would subtract the
-                     batch's mean, a baseline of its own)
+                     standardized over the batch (--norm-adv); --no-baseline: A_t = R_t, raw
     the critic       L_V(phi) = mean_t[ 0.5 * (V_phi(s_t) - R_t)^2 ]  (--gae-lambda: target
-                     A_t + V(s_t), below)
-
-Which objective: the reward-to-go gradient of the undiscounted J, with the discounted R_t
-as its weights, a biased estimate of grad J for gamma < 1. It is not the gradient of the
-discounted objective E[ sum_t gamma^t r_t ] either: that is E[ sum_t gamma^t grad log
-pi_theta(a_t|s_t) * R_t ], whose factor gamma^t (late steps of an episode would count for
-almost nothing) is dropped, as in Spinning Up's VPG (its page says so of its own: advantages
-from the discounted return, the gradient formula undiscounted) and most implementations;
-Nota & Thomas 2020 show that the direction so followed is in general no function's gradient.
-
-Why the baseline does not bias the gradient: for any function b of the state alone,
-
-    E_{a ~ pi(.|s)}[ grad log pi(a|s) * b(s) ] = b(s) * sum_a pi(a|s) * grad pi(a|s) / pi(a|s)
-                                               = b(s) * grad sum_a pi(a|s) = b(s) * grad 1 = 0,
-
-so subtracting it changes the variance of the estimate, not its mean (a good baseline,
-close to R_t, makes the variance much smaller). With --gae-lambda the advantage is GAE
-(Schulman et al. 2016) instead, A_t = sum_k (gamma lambda)^k delta_{t+k}; lambda = 1 gives
-R_t - V(s_t) again, lambda < 1 trades a little bias for less variance. The critic's target
-is then A_t + V(s_t), the lambda-return, as trpo.py's and ppo.py's are, so that comparing
-the three does not turn on the critic's target; Spinning Up's VPG regresses on R_t even
-with GAE.
-
-The batch is N*T steps, not whole episodes: an episode cut by the end of the batch, or by a
-time limit (Gymnasium's truncation), goes on in its reward-to-go as the value of the
-observation where it was cut, R_t = r_t + gamma * V(s_{t+1}); a terminated episode stops.
-
-The lesson beside ppo.py: both estimate the same gradient from the same kind of batch, but
-VPG can take only one small step per batch (a second step on the same data would be
-off-policy), while PPO's clipped ratio lets it take many (benchmarks/results.md's notes).
+                     A_t + V(s_t), A_t the GAE, as trpo.py's and ppo.py's)
+    a cut episode    (batch end, time limit) R_t = r_t + gamma V(s_{t+1}); a terminated one stops
 
 Papers:
     Williams 1992, "Simple Statistical Gradient-Following Algorithms for Connectionist
@@ -71,14 +36,8 @@ Run:
     python vpg.py --env-id CartPole-v1
     python vpg.py --env-id CartPole-v1 --gae-lambda 0.97     # GAE instead of reward-to-go
     python vpg.py --env-id Pendulum-v1 --norm-obs --total-timesteps 300000
-    python vpg.py --help
 
-Writes runs/<env_id>__vpg__<seed>__<unix_time>/ with config.json, episodes.csv, updates.csv,
-summary.json, model.pt with --save-model, and with --eval-every N evaluations.csv (and
-best_model.pt, the best evaluated model).
-TensorBoard's event file gets the CSV rows too (--no-tensorboard: none; --track syncs it
-to Weights & Biases, as CleanRL does).
-python plot.py <run folder> draws its learning curve (with the --eval-every evaluations).
+Writes runs/<env_id>__vpg__<seed>__<unix_time>/ (plainrl's CONTRIBUTING.md, "What a run writes").
 """
 
 # ---------------------------------------------------------------------------------------
@@ -537,73 +496,6 @@ def main(args: Args) -> dict:
     envs = None if checkpoint else make_vector_env(
         args.env_id, args.num_envs, reward_gamma=args.gamma if args.norm_reward else None)
     return train_and_finish(run, lambda: train(args, agent, normalizer, envs, run, device), envs)
-
-
-# ---------------------------------------------------------------------------------------
-# What the plumbing asks of vpg.py: its own checks, its greedy policy, its model's flags
-# ---------------------------------------------------------------------------------------
-def check_flags(args):
-    """vpg.py's own flags, checked before any environment is made."""
-    for name in ("num_envs", "num_steps", "learning_rate", "vf_learning_rate", "vf_iters",
-                 "vf_minibatches", "hidden_size"):
-        if not getattr(args, name) > 0:
-            fail(f"--{name.replace('_', '-')} must be positive, got {getattr(args, name)}")
-    for name in ("gamma", "gae_lambda"):
-        if getattr(args, name) is not None and not 0.0 <= getattr(args, name) <= 1.0:
-            fail(f"--{name.replace('_', '-')} must be in [0, 1], got {getattr(args, name)}")
-    if args.gae_lambda is not None and not args.baseline:
-        fail("--gae-lambda builds the advantage from the value function; --no-baseline is "
-             "for the reward-to-go (leave --gae-lambda unset)")
-    batch_size = args.num_envs * args.num_steps
-    if batch_size % args.vf_minibatches:
-        fail(f"num_envs*num_steps = {batch_size} is not divisible by --vf-minibatches "
-             f"{args.vf_minibatches}; pick a divisor of {batch_size}")
-    if args.eval_checkpoint is None and 0 < args.total_timesteps < batch_size:
-        fail(f"--total-timesteps {args.total_timesteps} is less than one rollout "
-             f"(num_envs*num_steps = {batch_size}); raise it or shrink the rollout")
-
-
-def check_spaces(args, obs_space, action_space):
-    """Whether vpg.py handles the environment's spaces; returns (observation space,
-    action_dim, continuous)."""
-    if not (isinstance(action_space, gym.spaces.Discrete)
-            or isinstance(action_space, gym.spaces.Box) and len(action_space.shape) == 1):
-        fail(f"{args.env_id} has a {type(action_space).__name__} action space of shape "
-             f"{action_space.shape}; vpg.py handles Discrete and flat Box actions (for "
-             "MultiDiscrete or MultiBinary, number the combinations as one Discrete action)")
-    if not (isinstance(obs_space, gym.spaces.Box) and len(obs_space.shape) == 1):
-        fail(f"{args.env_id} has a {type(obs_space).__name__} observation space of shape "
-             f"{obs_space.shape}; vpg.py needs a flat Box (ppo.py learns from images, "
-             "ppo_masked.py one-hot encodes Discrete ones, qlearning.py uses a table)")
-    continuous = isinstance(action_space, gym.spaces.Box)
-    return obs_space, action_space.shape[0] if continuous else int(action_space.n), continuous
-
-
-def greedy_policy(models, envs):
-    """The evaluation's policy, act(obs, info) -> actions: the most likely action (the
-    argmax of the logits, or the Gaussian's mean clipped to the bounds), the observation
-    statistics frozen."""
-    agent, normalizer = models["agent"], models["obs_rms"]
-    device = next(agent.parameters()).device
-
-    @torch.no_grad()
-    def act(obs, info):
-        out = agent.actor(torch.from_numpy(normalizer(obs)).to(device))
-        return to_env_action(agent, out if agent.continuous else out.argmax(-1),
-                             envs.single_action_space)
-    return act
-
-
-# What a run is judged on, by environment id (its benchmark task in benchmark.py, its README
-# row): (threshold, window of training episodes, "train": the last-window mean at the end,
-# or "eval": the final greedy evaluation). Another id: its reward_threshold over 20, "train".
-GOALS = {"CartPole-v1": (475, 20, "train")}
-MODEL_FLAGS = ("hidden_size", "norm_obs")  # a checkpoint's network is built by these
-# vpg.py's columns of updates.csv as TensorBoard's scalars, under CleanRL's names
-TENSORBOARD_NAMES = {
-    "policy_loss": "losses/policy_loss", "value_loss": "losses/value_loss",
-    "entropy": "losses/entropy", "approx_kl": "losses/approx_kl",
-    "explained_variance": "losses/explained_variance"}
 
 
 # ---------------------------------------------------------------------------------------
@@ -1244,6 +1136,73 @@ def cli():
         signal.signal(signal.SIGINT, signal.SIG_DFL)
         os.kill(os.getpid(), signal.SIGINT)
 # End of plumbing/common.py
+
+
+# ---------------------------------------------------------------------------------------
+# What the plumbing asks of vpg.py: its own checks, its greedy policy, its model's flags
+# ---------------------------------------------------------------------------------------
+def check_flags(args):
+    """vpg.py's own flags, checked before any environment is made."""
+    for name in ("num_envs", "num_steps", "learning_rate", "vf_learning_rate", "vf_iters",
+                 "vf_minibatches", "hidden_size"):
+        if not getattr(args, name) > 0:
+            fail(f"--{name.replace('_', '-')} must be positive, got {getattr(args, name)}")
+    for name in ("gamma", "gae_lambda"):
+        if getattr(args, name) is not None and not 0.0 <= getattr(args, name) <= 1.0:
+            fail(f"--{name.replace('_', '-')} must be in [0, 1], got {getattr(args, name)}")
+    if args.gae_lambda is not None and not args.baseline:
+        fail("--gae-lambda builds the advantage from the value function; --no-baseline is "
+             "for the reward-to-go (leave --gae-lambda unset)")
+    batch_size = args.num_envs * args.num_steps
+    if batch_size % args.vf_minibatches:
+        fail(f"num_envs*num_steps = {batch_size} is not divisible by --vf-minibatches "
+             f"{args.vf_minibatches}; pick a divisor of {batch_size}")
+    if args.eval_checkpoint is None and 0 < args.total_timesteps < batch_size:
+        fail(f"--total-timesteps {args.total_timesteps} is less than one rollout "
+             f"(num_envs*num_steps = {batch_size}); raise it or shrink the rollout")
+
+
+def check_spaces(args, obs_space, action_space):
+    """Whether vpg.py handles the environment's spaces; returns (observation space,
+    action_dim, continuous)."""
+    if not (isinstance(action_space, gym.spaces.Discrete)
+            or isinstance(action_space, gym.spaces.Box) and len(action_space.shape) == 1):
+        fail(f"{args.env_id} has a {type(action_space).__name__} action space of shape "
+             f"{action_space.shape}; vpg.py handles Discrete and flat Box actions (for "
+             "MultiDiscrete or MultiBinary, number the combinations as one Discrete action)")
+    if not (isinstance(obs_space, gym.spaces.Box) and len(obs_space.shape) == 1):
+        fail(f"{args.env_id} has a {type(obs_space).__name__} observation space of shape "
+             f"{obs_space.shape}; vpg.py needs a flat Box (ppo.py learns from images, "
+             "ppo_masked.py one-hot encodes Discrete ones, qlearning.py uses a table)")
+    continuous = isinstance(action_space, gym.spaces.Box)
+    return obs_space, action_space.shape[0] if continuous else int(action_space.n), continuous
+
+
+def greedy_policy(models, envs):
+    """The evaluation's policy, act(obs, info) -> actions: the most likely action (the
+    argmax of the logits, or the Gaussian's mean clipped to the bounds), the observation
+    statistics frozen."""
+    agent, normalizer = models["agent"], models["obs_rms"]
+    device = next(agent.parameters()).device
+
+    @torch.no_grad()
+    def act(obs, info):
+        out = agent.actor(torch.from_numpy(normalizer(obs)).to(device))
+        return to_env_action(agent, out if agent.continuous else out.argmax(-1),
+                             envs.single_action_space)
+    return act
+
+
+# What a run is judged on, by environment id (its benchmark task in benchmark.py, its README
+# row): (threshold, window of training episodes, "train": the last-window mean at the end,
+# or "eval": the final greedy evaluation). Another id: its reward_threshold over 20, "train".
+GOALS = {"CartPole-v1": (475, 20, "train")}
+MODEL_FLAGS = ("hidden_size", "norm_obs")  # a checkpoint's network is built by these
+# vpg.py's columns of updates.csv as TensorBoard's scalars, under CleanRL's names
+TENSORBOARD_NAMES = {
+    "policy_loss": "losses/policy_loss", "value_loss": "losses/value_loss",
+    "entropy": "losses/entropy", "approx_kl": "losses/approx_kl",
+    "explained_variance": "losses/explained_variance"}
 
 
 if __name__ == "__main__":
