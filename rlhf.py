@@ -2,19 +2,19 @@
 """RLHF: a reward model learned from preferences, then PPO on a language model, in one file;
 DPO on the same preferences beside it.
 
-The pipeline of Ziegler et al. (2019), Stiennon et al. (2020) and InstructGPT (2022), small
-enough for a laptop. A made-up language of 16 words (the letters a-p, one token each) has a
-grammar: each word may be followed by 4 of them. A prompt is 4 words; a completion continues
-it. A hidden gold score rates a completion: its words' mean sentiment, less 2 times the share
-of its transitions that the grammar forbids. A simulated labeller prefers one of two
-completions with the Bradley-Terry probability of their gold scores. The policy and the
-reward model never see the gold score. (1) A supervised warm start learns the language. (2) A
-reward model (the warm start's body with a scalar head) learns from labelled pairs of the
-warm start's completions. (3) PPO samples completions, each token an action, with a value
-head on the policy's body as its critic; the reward model's score lands on the last token and
-a KL penalty to the frozen warm start on every token. --algo dpo replaces (2) and (3) by DPO.
-Pushed far from the warm start (a small beta), the proxy keeps rising while the gold score
-peaks and falls (Gao et al.): held_out.csv records both against the KL.
+The pipeline of Ziegler et al., Stiennon et al. and InstructGPT, laptop-sized. A made-up
+language of 16 words (the letters a-p, one token each) has a grammar: each word may be
+followed by 4 of them. A prompt is 4 words; a completion continues it. A hidden gold score
+rates a completion: its words' mean sentiment, less 2 times the share of its transitions that
+the grammar forbids. A simulated labeller prefers one of two completions with the Bradley-
+Terry probability of their gold scores. The policy and the reward model never see the gold
+score. (1) A supervised warm start learns the language. (2) A reward model (the warm start's
+body with a scalar head) learns from labelled pairs of the warm start's completions. (3) PPO
+samples completions, each token an action, with a value head on the policy's body as its
+critic; the reward model's score lands on the last token and a KL penalty to the frozen warm
+start on every token. --algo dpo replaces (2) and (3) by DPO. Pushed far from the warm start
+(a small beta), the proxy keeps rising while the gold score peaks and falls (Gao et al.):
+held_out.csv records both against the KL.
 
 Key equations (prompt x, completion y = y_1..y_n, y_n the end-of-sequence token or the
 T_max-th; pi the policy, pi_old the sampler, pi_ref the warm start, r_phi the reward model,
@@ -29,11 +29,9 @@ sigma the logistic function, tau the labeller's temperature):
     adaptive KL    e = clip(KL / KL_target - 1, -0.2, 0.2),  beta <- beta (1 + e n / horizon)
     DPO            L = -log sigma(beta [log pi(y_w)/pi_ref(y_w) - log pi(y_l)/pi_ref(y_l)])
 
-Papers: Ziegler et al. 2019, arXiv:1909.08593; Stiennon et al. 2020, NeurIPS 2020; Ouyang et
-al. 2022 (InstructGPT), NeurIPS 2022; Gao et al. 2023 (reward model overoptimization), ICML
-2023; Rafailov et al. 2023 (DPO), NeurIPS 2023; Ramamurthy et al. 2023 (NLPO), ICLR 2023;
-Schulman et al. 2016 (GAE), ICLR 2016; Schulman et al. 2017 (PPO), arXiv:1707.06347; Bradley
-and Terry 1952, Biometrika.
+Papers: Ziegler et al. 2019, arXiv:1909.08593; Stiennon et al. 2020; Ouyang et al. 2022
+(InstructGPT); Gao et al. 2023 (overoptimization); Rafailov et al. 2023 (DPO); Ramamurthy et
+al. 2023 (NLPO); Schulman et al. 2016 (GAE), 2017 (PPO); Bradley and Terry 1952.
 
 Run:
     python rlhf.py
