@@ -41,7 +41,7 @@ COMMANDS = {
     "pqn": ["--total-timesteps", "20000"],
     # the language road: a short warm start, then a few updates, measured twice on the way
     "grpo": ["--total-timesteps", "2048", "--sft-steps", "60", "--eval-every", "1024",
-             "--eval-episodes", "16", "--eval-samples", "4"],
+             "--eval-episodes", "16", "--eval-samples", "4", "--pass-k", "4"],
     "rlhf": ["--total-timesteps", "1024", "--sft-steps", "60", "--rm-steps", "30",
              "--num-pairs", "400", "--eval-every", "512", "--eval-episodes", "16"],
     "rlhf-dpo": ["--algo", "dpo", "--total-timesteps", "1024", "--sft-steps", "60",
