@@ -16,29 +16,6 @@ Key equations (generation with members i = 1..n, returns F_i):
     g     = 1 / (n * sigma) * sum_i F~_i * eps_i          (estimates grad E[F(theta + sigma eps)])
     theta <- theta + optimizer(g - (l2_coef / sigma) * theta)    (SGD or Adam, ascending)
 
-l2_coef is the authors' l2coeff (0.005 in their code and here): their gradient leaves out the
-1/sigma, g_ref = sigma * g, and their step follows g_ref - l2coeff * theta, sigma times the
-direction above: for Adam, which ignores the gradient's scale, the same step; their SGD (with
-momentum 0.9, ours has none) steps by stepsize = our --learning-rate / sigma.
-
-Parallelism as in the paper: every worker (a process, or a Ray actor with --backend ray)
-holds its own copy of theta and of the optimizer. A worker gets a member as an integer seed
-and a sign, regenerates eps_i = sign * N(0, I)(seed) itself and sends back the return. After
-a generation every worker takes on its copy the main process's step, from the generation's
-seeds, signs and returns: only seeds and returns (and, with --norm-obs, the observation
-statistics) travel, never a noise vector or theta. Results depend only on the seed, not on
---num-workers or on which worker plays which member: each member's noise and environment
-seeds come from the main generator, and the returns are put back in member order.
-
-An episode ends when the environment terminates it or a time limit truncates it; the return
-of a truncated episode is what was collected until the cut (ES optimizes the return of the
-episodes as played, time limit included, and needs no bootstrapping). All members of a
-generation play from the same start states (the same environment seeds: common random
-numbers), so that their returns differ by their parameters, not by their luck. Each
-generation the unperturbed theta also plays one episode from the first of them, logged as
-theta_return in updates.csv; like the final evaluation, its steps are not counted in the
-budget, which counts the steps of all members.
-
 Training needs no gradients, so the networks are NumPy matrices; torch is imported only to
 write and read model.pt (with weights_only=True) and there is no --cuda flag.
 
@@ -53,18 +30,11 @@ Papers:
 Run:
     python es.py --env-id CartPole-v1
     python es.py --policy linear --backend ray --ray-address auto   # on a Ray cluster (README)
-    PYTHONPATH=tests python es.py --env-id my_envs:GridWorld-v0   # tests/my_envs.py's id
     python es.py --env-id Pendulum-v1 --total-timesteps 3000000 --population-size 32 \
         --episodes-per-member 2 --sigma 0.3 --learning-rate 0.1 --l2-coef 0.0015
-    python es.py --help
 
-Writes runs/<env_id>__es__<seed>__<unix_time>/ with config.json, episodes.csv (one row per
-member episode), updates.csv (one row per generation), summary.json, model.pt (theta, the
-observation statistics and the flags) with --save-model, and with --eval-every N
-evaluations.csv (and best_model.pt, the best evaluated theta).
-TensorBoard's event file gets the CSV rows too (--no-tensorboard: none; --track syncs it
-to Weights & Biases, as CleanRL does).
-python plot.py <run folder> draws its learning curve (with the --eval-every evaluations).
+Writes runs/<env_id>__es__<seed>__<unix_time>/ (plainrl's CONTRIBUTING.md, "What a run writes"):
+episodes.csv has a row per member episode, updates.csv a row per generation.
 """
 
 # ---------------------------------------------------------------------------------------
@@ -290,7 +260,11 @@ class EvolutionStrategy:
 
     def update(self, seeds, signs, returns):
         """One ES step from a generation's seeds, signs and returns [n]; returns g. The decay
-        is divided by sigma to put l2_coef on the authors' scale (module docstring)."""
+        is divided by sigma to put l2_coef on the authors' scale: their l2coeff (0.005 in
+        their code and here) goes with a gradient that leaves out the 1/sigma, g_ref = sigma *
+        g, and their step follows g_ref - l2coeff * theta, sigma times the direction here: for
+        Adam, which ignores the gradient's scale, the same step; their SGD (with momentum 0.9,
+        ours has none) steps by stepsize = our --learning-rate / sigma."""
         noise = np.stack([sign * member_noise(seed, len(self.theta))
                           for seed, sign in zip(seeds, signs)])
         gradient = es_gradient(shape_fitness(returns, self.fitness_shaping), noise, self.sigma)
@@ -457,7 +431,17 @@ def play_task(env, policy, strategy, obs_stats, task):
 def train(args, strategy, normalizer, workers, run, rng):
     """The ES loop: whole generations until the budget, --stop-at-return or a theta that is
     no longer finite. Each generation samples the population, plays its members on the
-    workers, shapes their fitness, and steps theta (and every worker's replica of it)."""
+    workers, shapes their fitness, and steps theta (and every worker's replica of it).
+
+    Every worker (a process, or a Ray actor with --backend ray) holds its own theta and
+    optimizer; it gets a member as an integer seed and a sign, regenerates eps_i itself and
+    sends back the return. Only seeds and returns (and, with --norm-obs, the observation
+    statistics) travel, never a noise vector or theta; each member's noise and start states
+    come from the main generator and the returns come back in member order, so results
+    depend on the seed alone, not on --num-workers or on which worker plays which member.
+    An episode ends at a termination or a time limit, its return what was collected until
+    then (ES needs no bootstrap). The budget counts the members' steps; theta's own episode
+    each generation (theta_return in updates.csv), like the evaluation's, is not counted."""
     global_step, generation, solved = 0, 0, False
     while global_step < args.total_timesteps and not solved:
         generation += 1
@@ -538,95 +522,6 @@ def main(args: Args) -> dict:
     finally:  # however the run ends, Ctrl-C included: no Ray process it started outlives it
         if own_ray:
             stop_ray()
-
-
-# ---------------------------------------------------------------------------------------
-# What the plumbing asks of es.py: its own checks, its greedy policy, its model's flags
-# ---------------------------------------------------------------------------------------
-def check_flags(args):
-    """es.py's own flags, checked before any environment is made."""
-    for name in ("population_size", "episodes_per_member", "sigma", "learning_rate"):
-        if not getattr(args, name) > 0:  # also refuses NaN
-            fail(f"--{name.replace('_', '-')} must be positive, got {getattr(args, name)}")
-    if not args.l2_coef >= 0:
-        fail(f"--l2-coef must be 0 or more, got {args.l2_coef}")
-    if args.num_workers is not None and args.num_workers <= 0:
-        fail(f"--num-workers must be positive, got {args.num_workers}")
-    if args.ray_address is not None and args.backend != "ray":
-        fail("--ray-address is for Ray's workers; add --backend ray")
-    if args.backend == "ray" and importlib.util.find_spec("ray") is None:
-        fail("--backend ray needs Ray: pip install ray==2.60.0 (or use --backend process)")
-    if args.antithetic and args.population_size % 2:
-        fail(f"--population-size {args.population_size} is odd, but --antithetic makes the "
-             f"members in mirrored pairs; use {args.population_size + 1} or --no-antithetic")
-    if args.population_size < 2:
-        fail("--population-size must be at least 2: one member gives no direction")
-    if args.policy == "mlp" and (not args.hidden_sizes or min(args.hidden_sizes) <= 0):
-        fail(f"--hidden-sizes must be positive widths, got {' '.join(map(str, args.hidden_sizes))}"
-             " (for no hidden layer use --policy linear)")
-
-
-def check_spaces(args, obs_space, action_space):
-    """Whether es.py handles the environment's spaces; returns (observation shape, action
-    space)."""
-    env_id = args.env_id
-    if isinstance(action_space, gym.spaces.Box):
-        if len(action_space.shape) != 1:
-            fail(f"{env_id} has a Box action space of shape {action_space.shape}; es.py needs "
-                 "a flat one")
-        if not (np.isfinite(action_space.low).all() and np.isfinite(action_space.high).all()):
-            fail(f"{env_id} has unbounded Box actions; es.py scales a tanh output to the "
-                 "bounds (ppo.py handles unbounded actions)")
-    elif not isinstance(action_space, gym.spaces.Discrete):
-        fail(f"{env_id} has a {type(action_space).__name__} action space; es.py handles "
-             "Discrete and Box (ppo_masked.py masks Discrete actions; no script here takes "
-             "MultiDiscrete)")
-    if not isinstance(obs_space, gym.spaces.Box):
-        fail(f"{env_id} has a {type(obs_space).__name__} observation space; es.py needs a "
-             "Box (ppo_masked.py one-hot encodes Discrete ones, qlearning.py uses a table)")
-    if len(obs_space.shape) != 1:
-        fail(f"{env_id} has observations of shape {obs_space.shape}; es.py's policy needs "
-             "flat vectors")
-    return obs_space.shape, action_space
-
-
-class Theta:
-    """What model.pt keeps of the policy: theta (the strategy's, as a tensor), which must fit
-    the network its flags make; and the policy that plays it."""
-
-    def __init__(self, policy, strategy):
-        self.policy, self.strategy = policy, strategy
-
-    def state_dict(self):
-        return {"theta": torch.from_numpy(np.asarray(self.strategy.theta, dtype=np.float64))}
-
-    def load_state_dict(self, state):
-        theta = state["theta"].numpy().astype(np.float64)
-        if theta.shape != (self.policy.num_params,):
-            raise ValueError(f"theta has {theta.size} parameters, the network "
-                             f"{self.policy.num_params}")
-        self.strategy.theta = theta
-
-
-def greedy_policy(models, envs):
-    """The evaluation's policy, act(obs, info) -> actions: theta itself (the policy is
-    deterministic) in each environment, with the observation statistics as they are, frozen."""
-    policy, obs_stats = models["theta"].policy, models["obs_rms"].frozen()
-    layers = policy.layers(models["theta"].strategy.theta)
-    return lambda obs, info: np.array([policy.act(layers, normalize(o, obs_stats)) for o in obs])
-
-
-# What a run is judged on, by environment id (its benchmark task in benchmark.py, its README
-# row): (threshold, window of training episodes, "train": the last-window mean at the end,
-# or "eval": the final greedy evaluation). Another id: its reward_threshold over 20, "train".
-GOALS = {"CartPole-v1": (475, 20, "eval"), "Pendulum-v1": (-200, 20, "eval")}
-MODEL_FLAGS = ("policy", "hidden_sizes", "norm_obs")  # a checkpoint's network is built by these
-# es.py's columns of updates.csv as TensorBoard's scalars, under CleanRL's names
-TENSORBOARD_NAMES = {
-    "generation": "charts/generation", "fitness_mean": "charts/fitness_mean",
-    "fitness_max": "charts/fitness_max", "fitness_min": "charts/fitness_min",
-    "theta_return": "charts/theta_return", "theta_norm": "charts/theta_norm",
-    "grad_norm": "charts/grad_norm"}
 
 
 # ---------------------------------------------------------------------------------------
@@ -1361,6 +1256,95 @@ def ctrl_c_held_back(active=True):
     if pressed:
         raise KeyboardInterrupt
 # End of plumbing/ray.py
+
+
+# ---------------------------------------------------------------------------------------
+# What the plumbing asks of es.py: its own checks, its greedy policy, its model's flags
+# ---------------------------------------------------------------------------------------
+def check_flags(args):
+    """es.py's own flags, checked before any environment is made."""
+    for name in ("population_size", "episodes_per_member", "sigma", "learning_rate"):
+        if not getattr(args, name) > 0:  # also refuses NaN
+            fail(f"--{name.replace('_', '-')} must be positive, got {getattr(args, name)}")
+    if not args.l2_coef >= 0:
+        fail(f"--l2-coef must be 0 or more, got {args.l2_coef}")
+    if args.num_workers is not None and args.num_workers <= 0:
+        fail(f"--num-workers must be positive, got {args.num_workers}")
+    if args.ray_address is not None and args.backend != "ray":
+        fail("--ray-address is for Ray's workers; add --backend ray")
+    if args.backend == "ray" and importlib.util.find_spec("ray") is None:
+        fail("--backend ray needs Ray: pip install ray==2.60.0 (or use --backend process)")
+    if args.antithetic and args.population_size % 2:
+        fail(f"--population-size {args.population_size} is odd, but --antithetic makes the "
+             f"members in mirrored pairs; use {args.population_size + 1} or --no-antithetic")
+    if args.population_size < 2:
+        fail("--population-size must be at least 2: one member gives no direction")
+    if args.policy == "mlp" and (not args.hidden_sizes or min(args.hidden_sizes) <= 0):
+        fail(f"--hidden-sizes must be positive widths, got {' '.join(map(str, args.hidden_sizes))}"
+             " (for no hidden layer use --policy linear)")
+
+
+def check_spaces(args, obs_space, action_space):
+    """Whether es.py handles the environment's spaces; returns (observation shape, action
+    space)."""
+    env_id = args.env_id
+    if isinstance(action_space, gym.spaces.Box):
+        if len(action_space.shape) != 1:
+            fail(f"{env_id} has a Box action space of shape {action_space.shape}; es.py needs "
+                 "a flat one")
+        if not (np.isfinite(action_space.low).all() and np.isfinite(action_space.high).all()):
+            fail(f"{env_id} has unbounded Box actions; es.py scales a tanh output to the "
+                 "bounds (ppo.py handles unbounded actions)")
+    elif not isinstance(action_space, gym.spaces.Discrete):
+        fail(f"{env_id} has a {type(action_space).__name__} action space; es.py handles "
+             "Discrete and Box (ppo_masked.py masks Discrete actions; no script here takes "
+             "MultiDiscrete)")
+    if not isinstance(obs_space, gym.spaces.Box):
+        fail(f"{env_id} has a {type(obs_space).__name__} observation space; es.py needs a "
+             "Box (ppo_masked.py one-hot encodes Discrete ones, qlearning.py uses a table)")
+    if len(obs_space.shape) != 1:
+        fail(f"{env_id} has observations of shape {obs_space.shape}; es.py's policy needs "
+             "flat vectors")
+    return obs_space.shape, action_space
+
+
+class Theta:
+    """What model.pt keeps of the policy: theta (the strategy's, as a tensor), which must fit
+    the network its flags make; and the policy that plays it."""
+
+    def __init__(self, policy, strategy):
+        self.policy, self.strategy = policy, strategy
+
+    def state_dict(self):
+        return {"theta": torch.from_numpy(np.asarray(self.strategy.theta, dtype=np.float64))}
+
+    def load_state_dict(self, state):
+        theta = state["theta"].numpy().astype(np.float64)
+        if theta.shape != (self.policy.num_params,):
+            raise ValueError(f"theta has {theta.size} parameters, the network "
+                             f"{self.policy.num_params}")
+        self.strategy.theta = theta
+
+
+def greedy_policy(models, envs):
+    """The evaluation's policy, act(obs, info) -> actions: theta itself (the policy is
+    deterministic) in each environment, with the observation statistics as they are, frozen."""
+    policy, obs_stats = models["theta"].policy, models["obs_rms"].frozen()
+    layers = policy.layers(models["theta"].strategy.theta)
+    return lambda obs, info: np.array([policy.act(layers, normalize(o, obs_stats)) for o in obs])
+
+
+# What a run is judged on, by environment id (its benchmark task in benchmark.py, its README
+# row): (threshold, window of training episodes, "train": the last-window mean at the end,
+# or "eval": the final greedy evaluation). Another id: its reward_threshold over 20, "train".
+GOALS = {"CartPole-v1": (475, 20, "eval"), "Pendulum-v1": (-200, 20, "eval")}
+MODEL_FLAGS = ("policy", "hidden_sizes", "norm_obs")  # a checkpoint's network is built by these
+# es.py's columns of updates.csv as TensorBoard's scalars, under CleanRL's names
+TENSORBOARD_NAMES = {
+    "generation": "charts/generation", "fitness_mean": "charts/fitness_mean",
+    "fitness_max": "charts/fitness_max", "fitness_min": "charts/fitness_min",
+    "theta_return": "charts/theta_return", "theta_norm": "charts/theta_norm",
+    "grad_norm": "charts/grad_norm"}
 
 
 # ---------------------------------------------------------------------------------------
