@@ -488,72 +488,6 @@ def frozen_copy(model):
     return reference.eval()
 
 
-class CharTokenizer:
-    """The built-in model's tokenizer: the special tokens first (the script names its own
-    where it builds one), then one token per character of the task, behind the few methods
-    of a Hugging Face tokenizer that the script calls. Without "<pad>" it pads with "<eos>"."""
-
-    def __init__(self, characters, special_tokens):
-        self.tokens = [*special_tokens, *sorted(characters)]
-        self.ids = {c: i for i, c in enumerate(self.tokens)}
-        self.pad_token_id, self.eos_token_id = self.ids.get("<pad>"), self.ids["<eos>"]
-
-    def __len__(self):
-        return len(self.tokens)
-
-    def encode(self, text, add_special_tokens=False):
-        return [self.ids[c] for c in text]
-
-    def decode(self, ids):
-        return "".join(self.tokens[i] for i in ids)
-
-
-def pad_id_of(tokenizer):
-    """The padding token: the tokenizer's own, else its end-of-sequence token (GPT-2's)."""
-    return tokenizer.eos_token_id if tokenizer.pad_token_id is None else tokenizer.pad_token_id
-
-
-def encode_prompts(tokenizer, prompts, prompt_len, device):
-    """Prompts (strings) -> tokens [N, prompt_len], left-padded so that every completion
-    starts at the same position."""
-    pad, rows = pad_id_of(tokenizer), []
-    for prompt in prompts:
-        ids = tokenizer.encode(prompt, add_special_tokens=False)
-        if len(ids) > prompt_len:
-            fail(f"the prompt {prompt!r} takes {len(ids)} tokens, more than its observation "
-                 f"space's {prompt_len} characters; use a tokenizer of one token a character")
-        rows.append([pad] * (prompt_len - len(ids)) + ids)
-    return torch.tensor(rows, dtype=torch.long, device=device)
-
-
-def encode_texts(tokenizer, prompts, completions, prompt_len, max_new_tokens, device):
-    """Prompts and their completions (strings) -> (tokens [N, P + T]: the left-padded prompt,
-    the completion's tokens, <eos>, then padding, cut at T = max_new_tokens as the sampler
-    cuts them; the completion mask [N, T])."""
-    pad, T = pad_id_of(tokenizer), max_new_tokens
-    rows = [(tokenizer.encode(c, add_special_tokens=False) + [tokenizer.eos_token_id]
-             + [pad] * T)[:T] for c in completions]
-    completions = torch.tensor(rows, dtype=torch.long, device=device).view(len(rows), T)
-    tokens = torch.cat([encode_prompts(tokenizer, prompts, prompt_len, device), completions], 1)
-    return tokens, completion_mask_of(completions, tokenizer.eos_token_id)
-
-
-def completion_mask_of(completions, eos_token_id):
-    """[N, T] float: 1 up to and including the first end-of-sequence token, 0 after it;
-    all 1 for a completion cut at T_max without one."""
-    is_eos = (completions == eos_token_id).long()
-    return ((torch.cumsum(is_eos, dim=1) - is_eos) == 0).float()
-
-
-def decode_completions(tokenizer, completions):
-    """The text of each completion [N, T]: its tokens before the end-of-sequence token."""
-    texts = []
-    for row in completions.tolist():
-        ids = row[:row.index(tokenizer.eos_token_id)] if tokenizer.eos_token_id in row else row
-        texts.append(tokenizer.decode(ids))
-    return tuple(texts)
-
-
 @torch.no_grad()
 def sample(policy, prompt_tokens, max_new_tokens, eos_token_id, pad_token_id, temperature=1.0,
            greedy=False, mask_model=None, top_p=1.0):
@@ -1464,6 +1398,74 @@ def cli():
         signal.signal(signal.SIGINT, signal.SIG_DFL)
         os.kill(os.getpid(), signal.SIGINT)
 # End of plumbing/common.py
+
+
+# Stamped from plainrl's plumbing/tokens.py by its stamp.py: edit it there, not here.
+class CharTokenizer:
+    """The built-in model's tokenizer: the special tokens first (the script names its own
+    where it builds one), then one token per character of the task, behind the few methods
+    of a Hugging Face tokenizer that the script calls. Without "<pad>" it pads with "<eos>"."""
+
+    def __init__(self, characters, special_tokens):
+        self.tokens = [*special_tokens, *sorted(characters)]
+        self.ids = {c: i for i, c in enumerate(self.tokens)}
+        self.pad_token_id, self.eos_token_id = self.ids.get("<pad>"), self.ids["<eos>"]
+
+    def __len__(self):
+        return len(self.tokens)
+
+    def encode(self, text, add_special_tokens=False):
+        return [self.ids[c] for c in text]
+
+    def decode(self, ids):
+        return "".join(self.tokens[i] for i in ids)
+
+
+def pad_id_of(tokenizer):
+    """The padding token: the tokenizer's own, else its end-of-sequence token (GPT-2's)."""
+    return tokenizer.eos_token_id if tokenizer.pad_token_id is None else tokenizer.pad_token_id
+
+
+def encode_prompts(tokenizer, prompts, prompt_len, device):
+    """Prompts (strings) -> tokens [N, prompt_len], left-padded so that every completion
+    starts at the same position."""
+    pad, rows = pad_id_of(tokenizer), []
+    for prompt in prompts:
+        ids = tokenizer.encode(prompt, add_special_tokens=False)
+        if len(ids) > prompt_len:
+            fail(f"the prompt {prompt!r} takes {len(ids)} tokens, more than its observation "
+                 f"space's {prompt_len} characters; use a tokenizer of one token a character")
+        rows.append([pad] * (prompt_len - len(ids)) + ids)
+    return torch.tensor(rows, dtype=torch.long, device=device)
+
+
+def encode_texts(tokenizer, prompts, completions, prompt_len, max_new_tokens, device):
+    """Prompts and their completions (strings) -> (tokens [N, P + T]: the left-padded prompt,
+    the completion's tokens, <eos>, then padding, cut at T = max_new_tokens as the sampler
+    cuts them; the completion mask [N, T])."""
+    pad, T = pad_id_of(tokenizer), max_new_tokens
+    rows = [(tokenizer.encode(c, add_special_tokens=False) + [tokenizer.eos_token_id]
+             + [pad] * T)[:T] for c in completions]
+    completions = torch.tensor(rows, dtype=torch.long, device=device).view(len(rows), T)
+    tokens = torch.cat([encode_prompts(tokenizer, prompts, prompt_len, device), completions], 1)
+    return tokens, completion_mask_of(completions, tokenizer.eos_token_id)
+
+
+def completion_mask_of(completions, eos_token_id):
+    """[N, T] float: 1 up to and including the first end-of-sequence token, 0 after it;
+    all 1 for a completion cut at T_max without one."""
+    is_eos = (completions == eos_token_id).long()
+    return ((torch.cumsum(is_eos, dim=1) - is_eos) == 0).float()
+
+
+def decode_completions(tokenizer, completions):
+    """The text of each completion [N, T]: its tokens before the end-of-sequence token."""
+    texts = []
+    for row in completions.tolist():
+        ids = row[:row.index(tokenizer.eos_token_id)] if tokenizer.eos_token_id in row else row
+        texts.append(tokenizer.decode(ids))
+    return tuple(texts)
+# End of plumbing/tokens.py
 
 
 # ---------------------------------------------------------------------------------------

@@ -1458,14 +1458,21 @@ def test_every_stamped_block_equals_its_source_byte_for_byte(script):
 
 
 def test_the_language_scripts_hold_one_text_of_the_text_pieces():
-    # grpo.py and rlhf.py share the tokenizer, the sampler and the transformer as one stamped
-    # text, plumbing/text.py's; the stamp test above holds each copy to it byte for byte
+    # grpo.py and rlhf.py share the sampler and the transformer as one stamped text,
+    # plumbing/text.py's, above the banner, and the tokenizer and the encoding as another,
+    # plumbing/tokens.py's, below it; the stamp test above holds each copy to its source
     assert {os.path.basename(p) for p in stamp.scripts()} >= {"grpo.py", "rlhf.py"}
     for script in ("grpo.py", "rlhf.py"):
         with open(os.path.join(ROOT, script)) as f:
             text = f.read()
+        banner = text.index("\n# Plumbing:")
         assert stamp.START.format(name="text") in text and stamp.END.format(name="text") in text
-        assert text.index(stamp.END.format(name="text")) < text.index("\n# Plumbing:")
+        assert text.index(stamp.END.format(name="text")) < banner
+        assert "def sample(" in stamp.stamped(text, script)
+        assert stamp.START.format(name="tokens") in text
+        assert banner < text.index(stamp.START.format(name="tokens"))
+        assert text.index(stamp.END.format(name="common")) < text.index(
+            stamp.START.format(name="tokens"))
         assert "class CharTokenizer" in stamp.stamped(text, script)
 
 
