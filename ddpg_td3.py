@@ -3,18 +3,15 @@
 
 DDPG learns a deterministic policy mu(s) and a critic Q(s, a) from a replay buffer: the
 critic regresses on a one-step bootstrapped target computed with slowly moving target
-networks, and the actor climbs the critic's gradient with respect to the action. TD3 keeps
-all of that and adds three fixes for the critic's overestimation: clipped double Q (two
-critics, the target takes the smaller), target policy smoothing (noise on the target
-action) and a delayed policy (the actor and the targets move once every d critic steps).
-`--algo td3` (the default) and `--algo ddpg` set the three at once; each flag given as well
-overrides its part, so the improvements can be switched on one at a time. DDPG here is the
-one TD3's paper compares with: Gaussian exploration noise rather than Ornstein-Uhlenbeck,
-no batch normalization, the same networks and optimizer as TD3.
+networks, and the actor climbs the critic's gradient with respect to the action. TD3 adds
+three fixes for the critic's overestimation: clipped double Q (two critics, the target takes
+the smaller), target policy smoothing (noise on the target action) and a delayed policy (the
+actor and the targets move once every d critic steps). `--algo td3` (the default) and
+`--algo ddpg` set the three at once; each flag given overrides its part. DDPG here is the one
+TD3's paper compares with: Gaussian exploration noise, no batch normalization, TD3's networks.
 
-Key equations (every action lives in [-1, 1]^d, the range of the actor's tanh; it is scaled
-to the environment's bounds only when stepping, so the noise scales are fractions of the
-half-range of each dimension):
+Key equations (actions in [-1, 1]^d, the actor's tanh, scaled to the environment's bounds
+only when stepping: the noise scales are fractions of each dimension's half-range):
 
     exploration    a  = clip(mu(s) + eps, -1, 1),                 eps ~ N(0, sigma^2)
     target action  a' = clip(mu'(s') + clip(eps', -c, c), -1, 1), eps' ~ N(0, sigma'^2)
@@ -25,36 +22,22 @@ half-range of each dimension):
     actor loss     L_mu = -mean over the batch of Q_1(s, mu(s)),   every d-th critic step
     target update  theta' <- tau * theta + (1 - tau) * theta',     with every actor step
 
-A time-limit truncation is not a termination: the transition stores the true final
-observation (Gymnasium's info["final_obs"]) as s' and bootstraps from it, while a
-terminated step does not bootstrap.
+A time-limit truncation is not a termination: the target bootstraps from the true final s'.
 
 Papers:
     Silver et al. 2014, "Deterministic Policy Gradient Algorithms", ICML 2014
     Lillicrap et al. 2016, "Continuous Control with Deep Reinforcement Learning", ICLR 2016
-    Fujimoto, van Hoof & Meger 2018, "Addressing Function Approximation Error in
-        Actor-Critic Methods", ICML 2018
+    Fujimoto, van Hoof & Meger 2018, "Addressing Function Approximation Error in Actor-Critic
+        Methods", ICML 2018 (TD3)
     Pardo et al. 2018, "Time Limits in Reinforcement Learning", ICML 2018
 
 Run:
     python ddpg_td3.py --env-id Pendulum-v1                  # TD3, the defaults
     python ddpg_td3.py --env-id Pendulum-v1 --algo ddpg      # DDPG
     python ddpg_td3.py --env-id Pendulum-v1 --algo ddpg --twin-q True   # DDPG + clipped double Q
-    PYTHONPATH=tests python ddpg_td3.py --env-id my_envs:Slider-v0   # tests/my_envs.py's id
-    python ddpg_td3.py --env-id HalfCheetah-v5 --total-timesteps 300000 --gamma 0.99 \
-        --tau 0.005 --learning-rate 1e-3 --batch-size 100 --learning-starts 10000 \
-        --hidden-size 256 --eval-every 10000   # the TD3 paper's settings, 256-unit layers
-                                               # (benchmark.py; 1,000 random steps on Hopper
-                                               # and Walker2d)
-    python ddpg_td3.py --help
 
-Writes runs/<env_id>__ddpg_td3__<seed>__<unix_time>/ with config.json, episodes.csv,
-updates.csv, summary.json, model.pt with --save-model, and with --eval-every N
-evaluations.csv (and best_model.pt, the best evaluated model) (plainrl's CONTRIBUTING.md,
-"What a run writes").
-TensorBoard's event file gets the CSV rows too (--no-tensorboard: none; --track syncs it
-to Weights & Biases, as CleanRL does).
-python plot.py <run folder> draws its learning curve (with the --eval-every evaluations).
+Writes runs/<env_id>__ddpg_td3__<seed>__<unix_time>/ (plainrl's CONTRIBUTING.md, "What a run
+writes"); summary.json's algorithm names what ran (ddpg, td3, ddpg+twin_q, ...).
 """
 
 # ---------------------------------------------------------------------------------------
@@ -170,8 +153,7 @@ class Args:
     """width of the two hidden layers of the actor and of each critic (400 and 300 in TD3)"""
     log_interval: int = 1_000
     """environment steps between rows of updates.csv"""
-    # One suits the 64-unit defaults; at 256 units and batch 256 two threads made the update
-    # 1.6x faster on an otherwise idle 2-core machine (results.md, "MuJoCo").
+    # One suits the 64-unit defaults; 256 units gain from two (results.md, "MuJoCo").
     threads: int = 1
     """CPU threads torch may use for the networks"""
 
@@ -512,74 +494,6 @@ def main(args: Args) -> dict:
     # Train (unless evaluating a checkpoint), then finish: evaluate, save, write, plot.
     envs = None if checkpoint else make_vector_env(args.env_id, args.num_envs)
     return train_and_finish(run, lambda: train(args, envs, nets, run), envs)
-
-
-# ---------------------------------------------------------------------------------------
-# What the plumbing asks of ddpg_td3.py: its own checks, its greedy policy, its model's flags
-# ---------------------------------------------------------------------------------------
-def check_flags(args):
-    """ddpg_td3.py's own flags, checked before any environment is made; args has its --algo
-    preset resolved."""
-    for name in ("num_envs", "gradient_steps", "buffer_size", "batch_size", "hidden_size",
-                 "policy_delay", "log_interval", "learning_rate", "threads"):
-        if not getattr(args, name) > 0:
-            fail(f"--{name.replace('_', '-')} must be positive, got {getattr(args, name)}")
-    for name in ("learning_starts", "exploration_noise", "target_policy_noise", "noise_clip"):
-        if not getattr(args, name) >= 0:
-            fail(f"--{name.replace('_', '-')} must be 0 or more, got {getattr(args, name)}")
-    if not 0.0 <= args.gamma <= 1.0:
-        fail(f"--gamma must be in [0, 1], got {args.gamma}")
-    if not 0.0 < args.tau <= 1.0:
-        fail(f"--tau must be in (0, 1], got {args.tau}")
-    if args.target_policy_noise > 0 and args.noise_clip == 0:
-        fail("--noise-clip 0 cancels --target-policy-noise; use --target-policy-noise 0 to "
-             "switch smoothing off")
-    budget = args.total_timesteps // args.num_envs * args.num_envs  # whole steps of N envs
-    if args.eval_checkpoint is None and 0 < args.total_timesteps and args.learning_starts >= budget:
-        fail(f"--learning-starts {args.learning_starts} leaves no step of the budget, {budget:,} "
-             f"steps (--total-timesteps {args.total_timesteps} in whole steps of --num-envs "
-             f"{args.num_envs}), to learn in; lower it or raise the budget")
-
-
-def check_spaces(args, obs_space, action_space):
-    """Whether ddpg_td3.py handles the environment's spaces; returns (obs_shape, action_space)."""
-    if not (isinstance(action_space, gym.spaces.Box) and len(action_space.shape) == 1):
-        fail(f"{args.env_id} has a {type(action_space).__name__} action space of shape "
-             f"{action_space.shape}; ddpg_td3.py needs a flat continuous (Box) one (for "
-             "Discrete actions use dqn.py or ppo.py)")
-    if not (np.isfinite(action_space.low).all() and np.isfinite(action_space.high).all()):
-        fail(f"{args.env_id} has unbounded actions (an infinite low or high bound); ddpg_td3.py "
-             "scales its tanh actor to finite bounds (ppo.py's Gaussian policy needs none)")
-    if not (isinstance(obs_space, gym.spaces.Box) and len(obs_space.shape) == 1):
-        fail(f"{args.env_id} has a {type(obs_space).__name__} observation space of shape "
-             f"{obs_space.shape}; ddpg_td3.py's MLPs need a flat Box")
-    return obs_space.shape, action_space
-
-
-def greedy_policy(models, envs):
-    """The evaluation's policy, act(obs, info) -> actions: a = mu(s), no noise, scaled to the
-    action bounds."""
-    actor = models["actor"]
-    device = next(actor.parameters()).device
-
-    @torch.inference_mode()
-    def act(obs, info):
-        action = actor(torch.as_tensor(obs, dtype=torch.float32, device=device))
-        return to_env_action(action, envs.single_action_space)
-    return act
-
-
-# What a run is judged on, by environment id (its benchmark task in benchmark.py, its README
-# row): (threshold, window of training episodes, "train": the last-window mean at the end,
-# or "eval": the final greedy evaluation). Another id: its reward_threshold over 20, "train".
-GOALS = {"Pendulum-v1": (-200, 10, "eval"), "Hopper-v5": (2410, 100, "eval"),
-         "HalfCheetah-v5": (7697, 100, "eval"), "Walker2d-v5": (3335, 100, "eval")}
-# The flags an evaluation takes from the checkpoint: the network's size and the algorithm.
-MODEL_FLAGS = ("hidden_size", "algo", "twin_q", "target_policy_noise", "policy_delay")
-# ddpg_td3.py's columns of updates.csv as TensorBoard's scalars, under CleanRL's names
-TENSORBOARD_NAMES = {
-    "gradient_steps": "charts/gradient_steps", "critic_loss": "losses/qf_loss",
-    "q_mean": "losses/qf1_values", "actor_loss": "losses/actor_loss"}
 
 
 # ---------------------------------------------------------------------------------------
@@ -1220,6 +1134,74 @@ def cli():
         signal.signal(signal.SIGINT, signal.SIG_DFL)
         os.kill(os.getpid(), signal.SIGINT)
 # End of plumbing/common.py
+
+
+# ---------------------------------------------------------------------------------------
+# What the plumbing asks of ddpg_td3.py: its own checks, its greedy policy, its model's flags
+# ---------------------------------------------------------------------------------------
+def check_flags(args):
+    """ddpg_td3.py's own flags, checked before any environment is made; args has its --algo
+    preset resolved."""
+    for name in ("num_envs", "gradient_steps", "buffer_size", "batch_size", "hidden_size",
+                 "policy_delay", "log_interval", "learning_rate", "threads"):
+        if not getattr(args, name) > 0:
+            fail(f"--{name.replace('_', '-')} must be positive, got {getattr(args, name)}")
+    for name in ("learning_starts", "exploration_noise", "target_policy_noise", "noise_clip"):
+        if not getattr(args, name) >= 0:
+            fail(f"--{name.replace('_', '-')} must be 0 or more, got {getattr(args, name)}")
+    if not 0.0 <= args.gamma <= 1.0:
+        fail(f"--gamma must be in [0, 1], got {args.gamma}")
+    if not 0.0 < args.tau <= 1.0:
+        fail(f"--tau must be in (0, 1], got {args.tau}")
+    if args.target_policy_noise > 0 and args.noise_clip == 0:
+        fail("--noise-clip 0 cancels --target-policy-noise; use --target-policy-noise 0 to "
+             "switch smoothing off")
+    budget = args.total_timesteps // args.num_envs * args.num_envs  # whole steps of N envs
+    if args.eval_checkpoint is None and 0 < args.total_timesteps and args.learning_starts >= budget:
+        fail(f"--learning-starts {args.learning_starts} leaves no step of the budget, {budget:,} "
+             f"steps (--total-timesteps {args.total_timesteps} in whole steps of --num-envs "
+             f"{args.num_envs}), to learn in; lower it or raise the budget")
+
+
+def check_spaces(args, obs_space, action_space):
+    """Whether ddpg_td3.py handles the environment's spaces; returns (obs_shape, action_space)."""
+    if not (isinstance(action_space, gym.spaces.Box) and len(action_space.shape) == 1):
+        fail(f"{args.env_id} has a {type(action_space).__name__} action space of shape "
+             f"{action_space.shape}; ddpg_td3.py needs a flat continuous (Box) one (for "
+             "Discrete actions use dqn.py or ppo.py)")
+    if not (np.isfinite(action_space.low).all() and np.isfinite(action_space.high).all()):
+        fail(f"{args.env_id} has unbounded actions (an infinite low or high bound); ddpg_td3.py "
+             "scales its tanh actor to finite bounds (ppo.py's Gaussian policy needs none)")
+    if not (isinstance(obs_space, gym.spaces.Box) and len(obs_space.shape) == 1):
+        fail(f"{args.env_id} has a {type(obs_space).__name__} observation space of shape "
+             f"{obs_space.shape}; ddpg_td3.py's MLPs need a flat Box")
+    return obs_space.shape, action_space
+
+
+def greedy_policy(models, envs):
+    """The evaluation's policy, act(obs, info) -> actions: a = mu(s), no noise, scaled to the
+    action bounds."""
+    actor = models["actor"]
+    device = next(actor.parameters()).device
+
+    @torch.inference_mode()
+    def act(obs, info):
+        action = actor(torch.as_tensor(obs, dtype=torch.float32, device=device))
+        return to_env_action(action, envs.single_action_space)
+    return act
+
+
+# What a run is judged on, by environment id (its benchmark task in benchmark.py, its README
+# row): (threshold, window of training episodes, "train": the last-window mean at the end,
+# or "eval": the final greedy evaluation). Another id: its reward_threshold over 20, "train".
+GOALS = {"Pendulum-v1": (-200, 10, "eval"), "Hopper-v5": (2410, 100, "eval"),
+         "HalfCheetah-v5": (7697, 100, "eval"), "Walker2d-v5": (3335, 100, "eval")}
+# The flags an evaluation takes from the checkpoint: the network's size and the algorithm.
+MODEL_FLAGS = ("hidden_size", "algo", "twin_q", "target_policy_noise", "policy_delay")
+# ddpg_td3.py's columns of updates.csv as TensorBoard's scalars, under CleanRL's names
+TENSORBOARD_NAMES = {
+    "gradient_steps": "charts/gradient_steps", "critic_loss": "losses/qf_loss",
+    "q_mean": "losses/qf1_values", "actor_loss": "losses/actor_loss"}
 
 
 if __name__ == "__main__":
