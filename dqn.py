@@ -2,14 +2,12 @@
 """Deep Q-Network (DQN) with experience replay and a target network, in one file.
 
 DQN learns the action-value function Q(s, a) of the greedy policy with a neural network.
-It acts epsilon-greedily (a random action with probability epsilon, which decays linearly,
-else the action of highest Q), stores every transition in a replay buffer, and regresses
-Q(s, a) on minibatches sampled uniformly from it towards a bootstrapped target computed
-with a slowly moving copy of the network, the target network.
+It acts epsilon-greedily (a random action with probability epsilon, else the action of
+highest Q), stores every transition in a replay buffer, and regresses Q(s, a) on minibatches
+drawn from it towards a target computed with a slowly moving copy, the target network.
 
-Key equations (a batch of transitions (s, a, r, s', terminated) from the replay buffer;
-theta the Q-network's parameters, theta' the target network's, gamma the discount, t the
-environment step, C = --target-network-frequency):
+Key equations (transitions (s, a, r, s', terminated) from the buffer; theta the Q-network's
+parameters, theta' the target's, gamma the discount, t the step, C --target-network-frequency):
 
     target      y = r + gamma * (1 - terminated) * max_a' Q_target(s', a')
     double DQN  y = r + gamma * (1 - terminated) * Q_target(s', argmax_a' Q(s', a'))
@@ -18,20 +16,16 @@ environment step, C = --target-network-frequency):
     epsilon     eps_t = start_e + (end_e - start_e) * min(1, t / (fraction * budget))
     lr          lr_t  = lr * (1 - t / budget)   (--anneal-lr)
 
-A time-limit truncation is not a termination: s' is the true final observation
-(info["final_obs"]) and the target bootstraps from it; only a termination drops that term.
-The network and the flags left at None (PRESETS) follow the observation: an MLP and
-CleanRL's settings for a vector (chosen for where a run *ends*: results.md, dqn-CartPole-v1),
-the DQN paper's convolutional network (a smaller one for MinAtar's grids) and the MinAtar
-paper's settings for an image; Atari ids get the DQN paper's preprocessing. updates.csv's
-q_start, max_a Q(s_0, a) at each episode's start, beside discounted_return, the G_0 = r_0 +
-gamma r_1 + ... it then collected, shows overestimation (van Hasselt et al. 2016).
+A time-limit truncation is not a termination: the target bootstraps from the true final s'.
+The network and the flags left at None (PRESETS) follow the observation: an MLP and CleanRL's
+settings for a vector (chosen for where a run *ends*: results.md, dqn-CartPole-v1), the DQN
+paper's convolutional network (smaller for MinAtar's grids) and the MinAtar paper's settings.
 
 Papers:
     Mnih et al. 2013, "Playing Atari with Deep Reinforcement Learning", arXiv:1312.5602
     Mnih et al. 2015, "Human-level control through deep reinforcement learning", Nature 518
     van Hasselt, Guez & Silver 2016, "Deep Reinforcement Learning with Double Q-learning", AAAI
-    Lillicrap et al. 2016, "Continuous control with deep reinforcement learning", ICLR (tau)
+    Lillicrap et al. 2016, "Continuous control with deep reinforcement learning" (tau)
     Pardo et al. 2018, "Time Limits in Reinforcement Learning", ICML 2018
     Young & Tian 2019, "MinAtar: An Atari-Inspired Testbed for Thorough and Reproducible
         Reinforcement Learning Experiments", arXiv:1903.03176 (the small-grid network)
@@ -42,9 +36,8 @@ Run:
     python dqn.py --env-id MinAtar/Breakout-v1 --total-timesteps 1000000 --no-anneal-lr \
         --no-double-dqn    # DQN_MINATAR: the image preset is the MinAtar paper's settings
 
-Writes runs/<env_id>__dqn__<seed>__<unix_time>/: config.json, episodes.csv, updates.csv,
-summary.json, curve.png; model.pt with --save-model, evaluations.csv and best_model.pt with
---eval-every, TensorBoard's events (plainrl's CONTRIBUTING.md, "What a run writes").
+Writes runs/<env_id>__dqn__<seed>__<unix_time>/ (plainrl's CONTRIBUTING.md, "What a run
+writes"); updates.csv's q_start beside discounted_return shows overestimation (van Hasselt).
 """
 
 # ---------------------------------------------------------------------------------------
