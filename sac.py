@@ -2,19 +2,15 @@
 """Soft Actor-Critic (SAC) for continuous actions, with automatic entropy tuning.
 
 SAC learns a stochastic policy that maximizes the return plus alpha times its own entropy,
-off-policy from a replay buffer. The actor is a Gaussian squashed by tanh; two critics learn
-the soft Q-function from a target that takes the smaller of their slowly moving target
-copies, minus alpha log pi of an action the current policy samples at s' (SAC has no target
-actor). The temperature alpha is learned so that the policy's entropy stays near a target,
--dim(A) by default, or kept fixed with --no-autotune. This is SAC as in 2018b: twin critics,
-a learned temperature, no value network V(s).
+off-policy from a replay buffer: a Gaussian actor squashed by tanh, two critics with slowly
+moving target copies (no target actor), and a temperature alpha learned so that the entropy
+stays near a target (--no-autotune: fixed). This is 2018b's SAC, without 2018a's V(s) network.
 
-Key equations (a in [-1, 1]^d is what the networks see; the environment gets
-center + scale * a, scale = (high - low) / 2, and log pi is the density of that action):
+Key equations (the networks see a in [-1, 1]^d, the environment center + scale * a):
 
     actor          u ~ N(mu(s), sigma(s)^2),   a = tanh(u)
     log-prob       log pi(a|s) = sum_i [log N(u_i; mu_i, sigma_i^2) - log(1 - tanh(u_i)^2)
-                                        - log(scale_i)],
+                                        - log(scale_i)],   scale = (high - low) / 2
                    log(1 - tanh(u)^2) = 2 (log 2 - u - softplus(-2u))     (stable form)
     critic target  y = r + gamma (1 - terminated) (min_j Q'_j(s', a') - alpha log pi(a'|s')),
                    a' ~ pi(.|s') from the current actor
@@ -23,17 +19,15 @@ center + scale * a, scale = (high - low) / 2, and log pi is the density of that 
     temperature    L_alpha = -mean of alpha (log pi(a~|s) + H_target),   H_target = -dim(A)
     target update  theta'_j <- tau theta_j + (1 - tau) theta'_j,  after every critic step
 
-A time-limit truncation is not a termination: s' is the true final observation
-(info["final_obs"]) and the target bootstraps from it. The defaults are tuned for
-Pendulum-v1 on a CPU; the papers' settings are the HalfCheetah command's. Where this file
-differs from CleanRL's and Stable-Baselines3's SAC: the script's page, docs/teach/sac.md.
+A time-limit truncation is not a termination: s' is the true final observation and the
+target bootstraps from it. The defaults are tuned for Pendulum-v1 on a CPU (the papers': the
+HalfCheetah command); docs/teach/sac.md gives the differences from CleanRL's and SB3's SAC.
 
 Papers:
     Haarnoja et al. 2018a, "Soft Actor-Critic: Off-Policy Maximum Entropy Deep Reinforcement
         Learning with a Stochastic Actor", ICML 2018
     Haarnoja et al. 2018b, "Soft Actor-Critic Algorithms and Applications", arXiv:1812.05905
-    Fujimoto et al. 2018, "Addressing Function Approximation Error in Actor-Critic
-        Methods", ICML 2018 (clipped double Q)
+    Fujimoto et al. 2018, "Addressing Function Approximation Error in Actor-Critic Methods"
     Pardo et al. 2018, "Time Limits in Reinforcement Learning", ICML 2018
 
 Run:
@@ -43,9 +37,7 @@ Run:
         --batch-size 256 --learning-rate 3e-4 --gamma 0.99 --tau 0.005 --alpha 1.0 \
         --learning-starts 10000 --eval-every 10000   # the papers' settings (benchmark.py)
 
-Writes runs/<env_id>__sac__<seed>__<unix_time>/ (plainrl's CONTRIBUTING.md, "What a run
-writes"): config.json, episodes.csv, updates.csv, summary.json, curve.png; model.pt with
---save-model, evaluations.csv and best_model.pt with --eval-every.
+Writes runs/<env_id>__sac__<seed>__<unix_time>/ (plainrl's CONTRIBUTING.md, "What a run writes").
 """
 
 # ---------------------------------------------------------------------------------------
