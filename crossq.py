@@ -1,32 +1,27 @@
 # From plainrl (MIT licence, (c) 2026 the plainrl authors): keep this line in a copy.
 """CrossQ: Soft Actor-Critic without target networks, with batch renormalization in the critics.
 
-CrossQ is SAC (sac.py) with three changes. The target networks go: the critic's target takes
-the critics' own values at (s', a'), never behind. Batch renormalization goes into the critics
-(and the actor). And the current and next state-action pairs go through each critic in ONE
-forward pass, so that both halves are normalized with the statistics of the same mixed batch
-(trained on (s, a), a critic is evaluated at (s', a' ~ pi), another distribution).
+CrossQ is SAC (sac.py) with three changes: no target networks (the target takes the critics'
+own values at (s', a'), never behind); batch renormalization in the critics (and the actor);
+and (s, a) and (s', a') through each critic in ONE forward pass, so that both are normalized
+with one mixed batch's statistics (trained on (s, a), a critic is queried at (s', a' ~ pi)).
 
 Key equations (a in [-1, 1]^d as in sac.py; the actor and log pi are sac.py's):
 
     batch renorm   y = gamma_bn ((x - mu_B) / sigma_B * r + d) + beta_bn,   per feature,
                    r = clip(sigma_B / sigma, 1/r_max, r_max),  d = clip((mu_B - mu) / sigma,
-                   -d_max, d_max), r and d with no gradient (plain batch norm, r = 1 and
-                   d = 0, for the first renorm_warmup_steps training passes)
-    joint pass     [Q_j(s, a); Q_j(s', a')] = Q_j([s; s'], [a; a']) on the batch of 2B in
-                   training mode, a' ~ pi(.|s') from the actor in evaluation mode
+                   -d_max, d_max), no gradient (r = 1, d = 0 for renorm_warmup_steps passes)
+    joint pass     [Q_j(s, a); Q_j(s', a')] = Q_j([s; s'], [a; a']), a' ~ pi(.|s'): 2B rows
     critic target  y = r + gamma (1 - terminated) (min_j sg[Q_j(s', a')] - alpha log pi(a'|s')),
                    sg: stop gradient, Q_j the critics themselves (no target copies)
     critic loss    L_Q = mean over the batch of (Q_1(s, a) - y)^2 + (Q_2(s, a) - y)^2
-    actor loss     L_pi = mean over s of alpha log pi(a~|s) - min_j Q_j(s, a~), the critics in
-                   evaluation mode (running statistics, not updated), every policy_delay-th
-                   critic step
+    actor loss     L_pi = mean over s of alpha log pi(a~|s) - min_j Q_j(s, a~), every
+                   policy_delay-th critic step, the critics in evaluation mode (not updated)
     temperature    L_alpha = -mean of alpha (log pi(a~|s) + H_target),   H_target = -dim(A)
 
-A time-limit truncation is not a termination: s' is the true final observation
-(info["final_obs"]) and the target bootstraps from it. The defaults are the authors' code's
-(github.com/adityab/CrossQ) but the critics' width: 256, sac.py's, where the paper's 2,048 is
-more than a CPU affords (the smaller departures: the script's page, docs/teach/crossq.md).
+A time-limit truncation is not a termination: s' is the true final observation and the
+target bootstraps from it. The defaults are the authors' code's (github.com/adityab/CrossQ)
+but the critics' width: 256, sac.py's, where the paper's 2,048 is more than a CPU affords.
 
 Papers:
     Bhatt et al. 2024, "CrossQ: Batch Normalization in Deep Reinforcement Learning for Greater
@@ -42,8 +37,7 @@ Run:
     python crossq.py --env-id Hopper-v5 --critic-hidden-size 2048     # the paper's width
 
 Writes runs/<env_id>__crossq__<seed>__<unix_time>/ (plainrl's CONTRIBUTING.md, "What a run
-writes"): config.json, episodes.csv, updates.csv, summary.json, curve.png; model.pt with
---save-model (the networks with their running statistics), evaluations.csv with --eval-every.
+writes"); model.pt holds the networks with their running statistics.
 """
 
 # ---------------------------------------------------------------------------------------
