@@ -4,12 +4,9 @@
 PQN learns Q(s, a) as DQN does, but collects its data as PPO does: N environments step
 together for T steps with an epsilon-greedy policy, the rollout's targets are Q(lambda)
 returns computed backward through it, and a few epochs of minibatch regression on those
-targets follow; then the rollout is thrown away. No transition is replayed and no copy of
-the network is held still. What makes it stable without them is LayerNorm in the network
-(Gallici et al. 2024 show that normalized features keep the TD update from diverging) and
-the many environments, whose steps are less correlated than one environment's. Their analysis
-pairs LayerNorm with a small L2 penalty on the weights; their gymnax code (purejaxql), as this
-file, uses none.
+targets follow; then the rollout is thrown away. What keeps it stable without a buffer or a
+target copy is LayerNorm in the network (Gallici et al. 2024: normalized features keep the
+TD update from diverging) and the many environments, less correlated than one.
 
 Key equations (t indexes the T steps of one environment's rollout):
 
@@ -22,20 +19,14 @@ Key equations (t indexes the T steps of one environment's rollout):
     loss      L = mean( 0.5 * (Q(s_t, a_t) - G_t)^2 )     over a minibatch of the rollout
     network   Linear -> LayerNorm -> ReLU, twice, then a linear head: one Q-value per action
 
-lambda = 0 gives DQN's one-step target r + gamma * max_a Q(s', a); lambda = 1 the Monte
-Carlo return bootstrapped only at the rollout's end. A time-limit truncation is not a
-termination: the step bootstraps from the true final observation (info["final_obs"]);
-the authors' code (purejaxql) and CleanRL's pqn.py treat it as one.
-
-The optimizer is RAdam, as the authors' code and CleanRL's, but with an epsilon of 3e-4
-where theirs keep the default 1e-8 (--adam-eps: after a long stretch without a failure the
-default lets the first failure's update overturn the policy); the learning rate decays
-linearly to 0 over the budget. Images (MinAtar's 10 x 10 grids) get one convolution of
-16 3 x 3 filters before the LayerNorm MLP, the MinAtar paper's small-grid encoder.
+lambda = 0 gives DQN's one-step target; lambda = 1 the Monte Carlo return bootstrapped only
+at the rollout's end. A time-limit truncation is not a termination (the authors' code treats
+it as one). The optimizer is RAdam with epsilon 3e-4 (--adam-eps), the rate decaying to 0.
+Images (MinAtar's 10 x 10 grids) get one convolution of 16 3 x 3 filters before the
+LayerNorm MLP, the MinAtar paper's small-grid encoder.
 
 Papers:
     Gallici et al. 2024, "Simplifying Deep Temporal Difference Learning", arXiv:2407.04811
-        (PQN; code: github.com/mttga/purejaxql)
     Peng & Williams 1996, "Incremental Multi-Step Q-Learning", Machine Learning 22 (Q(lambda))
     Ba, Kiros & Hinton 2016, "Layer Normalization", arXiv:1607.06450
     Mnih et al. 2015, "Human-level control through deep reinforcement learning", Nature 518
@@ -44,18 +35,9 @@ Papers:
 
 Run:
     python pqn.py --env-id CartPole-v1
-    python pqn.py --env-id Acrobot-v1
-    python pqn.py --env-id MinAtar/Breakout-v1 --total-timesteps 1000000 --num-envs 128 \
-        --num-steps 32 --num-minibatches 32 --update-epochs 2 --learning-rate 5e-4 \
-        --end-e 0.05 --exploration-fraction 0.1 --q-lambda 0.65 --reward-scale 1 \
-        --hidden-size 256 --adam-eps 1e-8   # the authors' MinAtar settings; pip install minatar
-    python pqn.py --help
+    python pqn.py --env-id CartPole-v1 --q-lambda 0     # DQN's one-step target
 
-Writes runs/<env_id>__pqn__<seed>__<unix_time>/ with config.json, episodes.csv, updates.csv,
-summary.json, model.pt with --save-model, and with --eval-every N evaluations.csv (and
-best_model.pt). TensorBoard's event file gets the CSV rows too (--no-tensorboard: none;
---track syncs it to Weights & Biases, as CleanRL does).
-python plot.py <run folder> draws its learning curve (with the --eval-every evaluations).
+Writes runs/<env_id>__pqn__<seed>__<unix_time>/ (plainrl's CONTRIBUTING.md, "What a run writes").
 """
 
 # ---------------------------------------------------------------------------------------
@@ -159,11 +141,10 @@ class Args:
     """rewards are multiplied by this for learning (0.1 on CartPole in the paper's code)"""
     max_grad_norm: float = 10.0
     """gradient clipping: the largest global norm of the gradient"""
-    # 3e-4, not torch's 1e-8: a policy that balances CartPole can go 276k steps without a
-    # failure (seed 11), its gradients shrink 60-fold, and at 1e-8 RAdam divides the first
-    # failure's gradient by that small root and overturns the policy in one update; an epsilon
-    # above the quiet stretch's root bounds those steps (seeds 11 and 126 fell at 1e-8 and hold
-    # at 1e-4, 3e-4 and 1e-3) (issue 86, benchmarks/results.md).
+    # 3e-4, not torch's 1e-8: after a long stretch without a failure the gradients shrink, and
+    # at 1e-8 RAdam divides the first failure's gradient by that small root and overturns the
+    # policy in one update; an epsilon above the quiet stretch's root bounds those steps
+    # (benchmarks/results.md, pqn.py).
     adam_eps: float = 3e-4
     """RAdam's epsilon, added to the root of its running mean square of the gradient"""
     hidden_size: int = 128
@@ -365,68 +346,6 @@ def main(args: Args) -> dict:
     # Train (unless evaluating a checkpoint), then finish: evaluate, save, write, plot.
     envs = None if checkpoint else make_vector_env(args.env_id, args.num_envs)
     return train_and_finish(run, lambda: train(args, q_network, envs, run, device), envs)
-
-
-# ---------------------------------------------------------------------------------------
-# What the plumbing asks of pqn.py: its own checks, its greedy policy, its model's flags
-# ---------------------------------------------------------------------------------------
-def check_flags(args):
-    """pqn.py's own flags, checked before any environment is made."""
-    for name in ("num_envs", "num_steps", "num_minibatches", "update_epochs", "hidden_size",
-                 "learning_rate", "max_grad_norm", "reward_scale"):
-        if not getattr(args, name) > 0:
-            fail(f"--{name.replace('_', '-')} must be positive, got {getattr(args, name)}")
-    for name in ("gamma", "q_lambda", "start_e", "end_e", "exploration_fraction"):
-        if not 0.0 <= getattr(args, name) <= 1.0:
-            fail(f"--{name.replace('_', '-')} must be in [0, 1], got {getattr(args, name)}")
-    batch_size = args.num_envs * args.num_steps
-    if batch_size % args.num_minibatches:
-        fail(f"num_envs*num_steps = {batch_size} is not divisible by --num-minibatches "
-             f"{args.num_minibatches}; pick a divisor of {batch_size}")
-    if args.eval_checkpoint is None and 0 < args.total_timesteps < batch_size:
-        fail(f"--total-timesteps {args.total_timesteps} is less than one rollout "
-             f"(num_envs*num_steps = {batch_size}); raise it or shrink the rollout")
-    if args.env_id.startswith("ALE/"):
-        fail(f"{args.env_id}: pqn.py learns from vectors and MinAtar's grids; for Atari's "
-             "frames use dqn.py or ppo.py")
-
-
-def check_spaces(args, obs_space, action_space):
-    """Whether pqn.py handles the environment's spaces; returns (obs_shape, num_actions)."""
-    if not isinstance(action_space, gym.spaces.Discrete):
-        fail(f"{args.env_id} has a {type(action_space).__name__} action space; pqn.py takes "
-             "the max over Discrete actions (for continuous ones use sac.py or crossq.py)")
-    if not (isinstance(obs_space, gym.spaces.Box) and len(obs_space.shape) in (1, 3)):
-        fail(f"{args.env_id} has a {type(obs_space).__name__} observation space of shape "
-             f"{obs_space.shape}; pqn.py needs a flat Box or an H x W x C image Box")
-    if len(obs_space.shape) == 3 and min(obs_space.shape[:2]) < 3:
-        fail(f"{args.env_id} has images of shape {obs_space.shape}; the convolution needs "
-             "3 x 3 pixels or more")
-    return obs_space.shape, int(action_space.n)
-
-
-def greedy_policy(models, envs):
-    """The evaluation's policy, act(obs, info) -> argmax_a Q(s, a) for each environment."""
-    q_network = models["q_network"]
-    device = next(q_network.parameters()).device
-
-    @torch.no_grad()
-    def act(obs, info):
-        return q_network(torch.as_tensor(obs, device=device)).argmax(dim=1).cpu().numpy()
-    return act
-
-
-# What a run is judged on, by environment id (its benchmark task in benchmark.py, its README
-# row): (threshold, window of training episodes, "train": the last-window mean at the end,
-# or "eval": the final greedy evaluation). Another id: its reward_threshold over 20, "train".
-GOALS = {"CartPole-v1": (475, 20, "train"), "Acrobot-v1": (-100, 20, "train"),
-         "MinAtar/Asterix-v1": (5, 100, "train"), "MinAtar/Breakout-v1": (5, 100, "train"),
-         "MinAtar/Freeway-v1": (20, 100, "train"), "MinAtar/Seaquest-v1": (5, 100, "train"),
-         "MinAtar/SpaceInvaders-v1": (20, 100, "train")}
-MODEL_FLAGS = ("hidden_size",)  # a checkpoint's network is built by these
-# pqn.py's columns of updates.csv as TensorBoard's scalars, under CleanRL's names
-TENSORBOARD_NAMES = {"learning_rate": "charts/learning_rate", "epsilon": "charts/epsilon",
-                     "td_loss": "losses/td_loss", "q_values": "losses/q_values"}
 
 
 # ---------------------------------------------------------------------------------------
@@ -1183,6 +1102,68 @@ def atari_wrappers(env):
         env = FireReset(env)
     return gym.wrappers.FrameStackObservation(env, 4)
 # End of plumbing/pixels.py
+
+
+# ---------------------------------------------------------------------------------------
+# What the plumbing asks of pqn.py: its own checks, its greedy policy, its model's flags
+# ---------------------------------------------------------------------------------------
+def check_flags(args):
+    """pqn.py's own flags, checked before any environment is made."""
+    for name in ("num_envs", "num_steps", "num_minibatches", "update_epochs", "hidden_size",
+                 "learning_rate", "max_grad_norm", "reward_scale"):
+        if not getattr(args, name) > 0:
+            fail(f"--{name.replace('_', '-')} must be positive, got {getattr(args, name)}")
+    for name in ("gamma", "q_lambda", "start_e", "end_e", "exploration_fraction"):
+        if not 0.0 <= getattr(args, name) <= 1.0:
+            fail(f"--{name.replace('_', '-')} must be in [0, 1], got {getattr(args, name)}")
+    batch_size = args.num_envs * args.num_steps
+    if batch_size % args.num_minibatches:
+        fail(f"num_envs*num_steps = {batch_size} is not divisible by --num-minibatches "
+             f"{args.num_minibatches}; pick a divisor of {batch_size}")
+    if args.eval_checkpoint is None and 0 < args.total_timesteps < batch_size:
+        fail(f"--total-timesteps {args.total_timesteps} is less than one rollout "
+             f"(num_envs*num_steps = {batch_size}); raise it or shrink the rollout")
+    if args.env_id.startswith("ALE/"):
+        fail(f"{args.env_id}: pqn.py learns from vectors and MinAtar's grids; for Atari's "
+             "frames use dqn.py or ppo.py")
+
+
+def check_spaces(args, obs_space, action_space):
+    """Whether pqn.py handles the environment's spaces; returns (obs_shape, num_actions)."""
+    if not isinstance(action_space, gym.spaces.Discrete):
+        fail(f"{args.env_id} has a {type(action_space).__name__} action space; pqn.py takes "
+             "the max over Discrete actions (for continuous ones use sac.py or crossq.py)")
+    if not (isinstance(obs_space, gym.spaces.Box) and len(obs_space.shape) in (1, 3)):
+        fail(f"{args.env_id} has a {type(obs_space).__name__} observation space of shape "
+             f"{obs_space.shape}; pqn.py needs a flat Box or an H x W x C image Box")
+    if len(obs_space.shape) == 3 and min(obs_space.shape[:2]) < 3:
+        fail(f"{args.env_id} has images of shape {obs_space.shape}; the convolution needs "
+             "3 x 3 pixels or more")
+    return obs_space.shape, int(action_space.n)
+
+
+def greedy_policy(models, envs):
+    """The evaluation's policy, act(obs, info) -> argmax_a Q(s, a) for each environment."""
+    q_network = models["q_network"]
+    device = next(q_network.parameters()).device
+
+    @torch.no_grad()
+    def act(obs, info):
+        return q_network(torch.as_tensor(obs, device=device)).argmax(dim=1).cpu().numpy()
+    return act
+
+
+# What a run is judged on, by environment id (its benchmark task in benchmark.py, its README
+# row): (threshold, window of training episodes, "train": the last-window mean at the end,
+# or "eval": the final greedy evaluation). Another id: its reward_threshold over 20, "train".
+GOALS = {"CartPole-v1": (475, 20, "train"), "Acrobot-v1": (-100, 20, "train"),
+         "MinAtar/Asterix-v1": (5, 100, "train"), "MinAtar/Breakout-v1": (5, 100, "train"),
+         "MinAtar/Freeway-v1": (20, 100, "train"), "MinAtar/Seaquest-v1": (5, 100, "train"),
+         "MinAtar/SpaceInvaders-v1": (20, 100, "train")}
+MODEL_FLAGS = ("hidden_size",)  # a checkpoint's network is built by these
+# pqn.py's columns of updates.csv as TensorBoard's scalars, under CleanRL's names
+TENSORBOARD_NAMES = {"learning_rate": "charts/learning_rate", "epsilon": "charts/epsilon",
+                     "td_loss": "losses/td_loss", "q_values": "losses/q_values"}
 
 
 if __name__ == "__main__":
