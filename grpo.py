@@ -37,10 +37,9 @@ Run:
     python grpo.py --clip-coef-high 0.28 --loss-agg token-mean --dynamic-sampling --beta 0
     python grpo.py --top-p 0.9   # NLPO's top-p action mask
 
-Writes runs/<env_id>__grpo__<seed>__<unix_time>/ with config.json, episodes.csv (a row per
-completion), updates.csv, held_out.csv (accuracy, pass@1, pass@k, answer length and KL on
-held-out problems, every --eval-every answers; the warm start's at step 0), pass_at_k.csv,
-summary.json, TensorBoard's events, curve.png, and model.pt and warm_start.pt with --save-model.
+Writes runs/<env_id>__grpo__<seed>__<unix_time>/: config.json, episodes.csv (a completion a
+row), updates.csv, held_out.csv (held-out accuracy, pass@k, length and KL, every --eval-every
+answers from the warm start's), pass_at_k.csv, summary.json, TensorBoard's events, curve.png.
 """
 
 # ---------------------------------------------------------------------------------------
@@ -83,8 +82,6 @@ SCRIPT = os.path.basename(__file__)
 # ---------------------------------------------------------------------------------------
 @dataclass
 class Args:
-    # AdditionPartial-v0: 2-digit sums whose worked answers leave out most carries (the reward
-    # checks every sum); Addition-v0: every sum has its answer; Addition3-v0: 3 digits of those.
     env_id: str = "AdditionPartial-v0"
     """a text task: Addition-v0, or a module:id whose environment speaks Text (see --help's top)"""
     seed: int = 1
@@ -104,10 +101,8 @@ class Args:
     """the experiment name, part of the run folder's name"""
     eval_episodes: int = 500
     """greedy evaluation episodes after training, one held-out problem each (0 skips it)"""
-    # also every N answers of the warm start (its phase of held_out.csv and the curve)
     eval_every: int = 25_600
     """measure on held-out problems every N completions (0: only after training)"""
-    # at the warm start and at the end 64 at least: pass_at_k.csv's pass@1..64
     eval_samples: int = 16
     """n: answers sampled per held-out problem for pass@1 and pass@k"""
     pass_k: int = 8
@@ -146,8 +141,7 @@ class Args:
     """T_max: the longest completion in tokens, the end-of-sequence token included"""
 
     # The supervised warm start (the reference model is the policy after it)
-    # 1,500 annealed steps: the sums its data covers are learned and the carries it leaves out
-    # mostly not (results.md, "grpo.py")
+    # chosen so the sums its data covers are learned, the carries it leaves out mostly not
     sft_steps: int = 1500
     """supervised steps on the task's worked answers before GRPO (0: the model as it is)"""
     sft_problems: int = 9000
@@ -221,15 +215,10 @@ def shuffle_within_groups(rewards, group_size, generator=None):
 
 
 def group_advantages(rewards, group_size, scale_rewards=True, baseline="mean", eps=1e-4):
-    """Group-relative advantages. rewards [B * G], groups of G consecutive completions
-    (completion i of group g at g * G + i) -> advantages [B * G]. With mean_g and std_g the
-    mean and the (unbiased, as TRL's) standard deviation of the group's rewards:
-
-        mean:  A_i = r_i - mean_g
-        rloo:  A_i = r_i - 1/(G-1) sum_{j != i} r_j  = G/(G-1) (r_i - mean_g)
-        scale_rewards: A_i / (std_g + eps)
-
-    A group whose rewards are all equal gets advantages 0 (it carries no signal)."""
+    """Group-relative advantages, the module docstring's. rewards [B * G], groups of G
+    consecutive completions (completion i of group g at g * G + i) -> advantages [B * G].
+    RLOO's is G/(G-1) (r_i - mean_g); the std is unbiased, as TRL's. A group whose rewards
+    are all equal gets advantages 0 (it carries no signal)."""
     groups = rewards.view(-1, group_size)
     mean = groups.mean(dim=1, keepdim=True)
     advantages = groups - mean
@@ -244,11 +233,7 @@ def clipped_token_loss(logprobs, old_logprobs, advantages, clip_low, clip_high):
     """PPO's clipped objective on every token, to minimize, with DAPO's asymmetric clip.
     logprobs, old_logprobs [N, T] (log pi_theta and log pi_old of the sampled tokens),
     advantages [N] (one per completion, the same for its tokens) -> (loss [N, T], whether
-    the token's ratio was clipped [N, T]):
-
-        rho = exp(logprobs - old_logprobs)
-        l   = -min(rho * A, clip(rho, 1 - clip_low, 1 + clip_high) * A)
-    """
+    the token's ratio was clipped [N, T])."""
     ratio = torch.exp(logprobs - old_logprobs)
     clipped = torch.clamp(ratio, 1 - clip_low, 1 + clip_high)
     adv = advantages.unsqueeze(1)
@@ -256,10 +241,7 @@ def clipped_token_loss(logprobs, old_logprobs, advantages, clip_low, clip_high):
 
 
 def k3_kl(logprobs, ref_logprobs):
-    """Schulman's k3 estimator of KL(pi_theta || pi_ref) on each sampled token [N, T]:
-
-        k3 = exp(ref - logp) - (ref - logp) - 1
-
+    """Schulman's k3 estimator of KL(pi_theta || pi_ref) on each sampled token [N, T].
     Unbiased for tokens sampled from pi_theta, never negative (e^x >= 1 + x), and 0 where
     the two agree. Its gradient in logp is 1 - pi_ref / pi_theta: positive where the policy
     gives the token more probability than the reference, so minimizing pulls it back."""
@@ -268,17 +250,11 @@ def k3_kl(logprobs, ref_logprobs):
 
 
 def aggregate(per_token, completion_mask, loss_agg, max_new_tokens):
-    """One number from per-token values [N, T], over the tokens the mask [N, T] counts
-    (each completion's own tokens and its end-of-sequence token; never the prompt or
-    padding). With n_i = sum_t mask_{i,t} and N completions:
-
-        seq-mean-token-mean      (1/N) sum_i (1/n_i) sum_t L_{i,t}       GRPO
-        token-mean               sum_{i,t} L_{i,t} / sum_i n_i           DAPO
-        seq-mean-token-sum-norm  sum_{i,t} L_{i,t} / (N * T_max)         Dr. GRPO
-
-    GRPO's mean over each completion's tokens gives a long wrong completion's tokens less
-    weight each than a short one's (Dr. GRPO's length bias); the other two weigh every
-    token alike, Dr. GRPO's by a constant that does not depend on the batch."""
+    """One number from per-token values [N, T] by the module docstring's aggregation, over the
+    tokens the mask [N, T] counts (each completion's own tokens and its end-of-sequence token;
+    never the prompt or padding). GRPO's mean over each completion's tokens gives a long wrong
+    completion's tokens less weight each than a short one's (Dr. GRPO's length bias); the other
+    two weigh every token alike, Dr. GRPO's by a constant that does not depend on the batch."""
     masked = per_token * completion_mask
     if loss_agg == "seq-mean-token-mean":
         return (masked.sum(1) / completion_mask.sum(1).clamp(min=1)).mean()
@@ -342,12 +318,9 @@ def addition_reward(prompt, completion):
 class AdditionEnv(gym.Env):
     """Addition as text: reset() poses "a+b=" with a and b of at most `digits` digits (a
     Text observation), step(completion) scores it with addition_reward and ends the episode.
-    Problems are drawn uniformly with the environment's np_random; a tenth of them (by a
-    hash of the problem, fixed for ever) are held out: training (held_out=False) never
-    poses them and the evaluation (held_out=True) poses only them. info["answer"] is the
-    worked answer, for the supervised warm start only: every problem has one, except that
-    of the problems whose ones column carries (a mod 10 + b mod 10 >= 10) only the share
-    carry_demos (by another fixed hash) has one, the others None."""
+    A tenth of the problems, by a fixed hash, are held out: only the evaluation poses them
+    (held_out=True). info["answer"], the worked answer for the warm start alone, is None for
+    the problems that carry in the ones column but the share carry_demos of them."""
     metadata = {"render_modes": ["rgb_array"], "render_fps": 1}
 
     def __init__(self, digits=2, held_out=False, carry_demos=1.0, render_mode=None):
@@ -379,10 +352,9 @@ class AdditionEnv(gym.Env):
 
 
 def register_tasks():
-    """Register Addition-v0 (2 digits) and Addition3-v0 (3 digits), every problem with its
-    worked answer and the accuracy goal 0.95 as reward_threshold; and AdditionPartial-v0, 2
-    digits whose worked answers leave out 98% of the problems that carry in the ones column,
-    judged on RL's gain (GOALS)."""
+    """Register the tasks, each with the accuracy goal 0.95 as reward_threshold: Addition-v0
+    and Addition3-v0, every problem with its worked answer, and AdditionPartial-v0, whose
+    worked answers leave out 98% of the carries, judged on RL's gain (GOALS)."""
     for env_id, digits, carry_demos in (("Addition-v0", 2, 1.0), ("Addition3-v0", 3, 1.0),
                                         ("AdditionPartial-v0", 2, 0.02)):
         if env_id not in gym.registry:
@@ -391,10 +363,8 @@ def register_tasks():
 
 
 # ---------------------------------------------------------------------------------------
-# The transformer, and text in, tokens through the model, text out (rlhf.py's too)
+# The transformer and the sampler, rlhf.py's too (the tokenizer: plumbing/tokens.py, below)
 # ---------------------------------------------------------------------------------------
-# grpo.py's special tokens: <pad> (0) pads, <eos> (1) ends a completion (rlhf.py has <eos> alone)
-SPECIAL_TOKENS = ("<pad>", "<eos>")
 # Stamped from plainrl's plumbing/text.py by its stamp.py: edit it there, not here.
 # The logit of a masked token: its probability is exactly 0 and its gradient 0 (ppo_masked.py)
 MASKED_LOGIT = -1e8
@@ -592,8 +562,7 @@ def supervised_step(policy, optimizer, data, batch_size, prompt_len):
 def warm_start(args, policy, run):
     """Supervised fine-tuning before GRPO: --sft-steps steps on the demonstrations, the
     held-out measures every --eval-every answers learned from (the curve's first phase);
-    with --sft-stop-at, fewer, once the held-out greedy accuracy reaches it.
-    With --sft-anneal-lr the rate of step k is sft_learning_rate * (1 - k / sft_steps)."""
+    with --sft-stop-at, fewer, once the held-out greedy accuracy reaches it."""
     if not args.sft_steps:  # --sft-steps 0: the model as it is, no demonstration needed
         return
     data = demonstrations(args, policy.tokenizer, policy.prompt_len, next(policy.parameters()).device)
@@ -737,19 +706,6 @@ def main(args: Args) -> dict:
     envs = None if checkpoint else make_vector_env(
         args.env_id, args.num_prompts * args.group_size, held_out=False)
     return train_and_finish(run, lambda: train(args, policy, envs, run, device), envs)
-
-
-def make_policy(args, tokenizer, prompt_len):
-    """The built-in GPT sized by the flags, or --model's Hugging Face causal LM (load_model);
-    either gets the tokenizer and the lengths that complete and train read."""
-    if args.model is None:
-        policy = GPT(len(tokenizer), prompt_len + args.max_new_tokens, args.n_layer,
-                     args.n_head, args.n_embd)
-    else:
-        policy = load_model(args, tokenizer)
-    policy.tokenizer, policy.prompt_len, policy.max_new_tokens = (
-        tokenizer, prompt_len, args.max_new_tokens)
-    return policy
 
 
 # ---------------------------------------------------------------------------------------
@@ -1519,6 +1475,10 @@ def check_flags(args):
              f"(num_prompts*group_size = {batch} completions); raise it or shrink the batch")
 
 
+# grpo.py's special tokens: <pad> (0) pads, <eos> (1) ends a completion (rlhf.py has <eos> alone)
+SPECIAL_TOKENS = ("<pad>", "<eos>")
+
+
 def check_spaces(args, obs_space, action_space):
     """Whether grpo.py handles the task: Text observations (prompts) and Text actions
     (completions), a tokenizer that writes every character of both (the built-in one, or
@@ -1542,6 +1502,19 @@ def check_spaces(args, obs_space, action_space):
             fail(f"{args.env_id} gives no info['answer'] at reset for the supervised warm "
                  "start; train with --sft-steps 0")
     return tokenizer, obs_space.max_length
+
+
+def make_policy(args, tokenizer, prompt_len):
+    """The built-in GPT sized by the flags, or --model's Hugging Face causal LM (load_model);
+    either gets the tokenizer and the lengths that complete and train read."""
+    if args.model is None:
+        policy = GPT(len(tokenizer), prompt_len + args.max_new_tokens, args.n_layer,
+                     args.n_head, args.n_embd)
+    else:
+        policy = load_model(args, tokenizer)
+    policy.tokenizer, policy.prompt_len, policy.max_new_tokens = (
+        tokenizer, prompt_len, args.max_new_tokens)
+    return policy
 
 
 def check_groups(args, prompts):
