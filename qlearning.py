@@ -34,19 +34,10 @@ Run:
         --anneal-lr --eval-episodes 1000
     python qlearning.py --env-id MountainCar-v0 --total-timesteps 2000000 --bins 20 \
         --learning-rate 0.2 --anneal-lr --start-e 0 --end-e 0 --eval-episodes 100
-    python qlearning.py --env-id CartPole-v1 --bins 1 1 6 12 \
-        --obs-low -2.4 -3 -0.21 -3.5 --obs-high 2.4 3 0.21 3.5
-    PYTHONPATH=tests python qlearning.py --env-id my_envs:GridCells-v0   # tests/my_envs.py's id
-    python qlearning.py --help
 
-Writes runs/<env_id>__qlearning__<seed>__<unix_time>/ with config.json, episodes.csv,
-updates.csv, heat_map.png (the greedy policy, when the table is a map like FrozenLake's or a
-grid of one or two dimensions), summary.json, model.npz with --save-model, and with
---eval-every N evaluations.csv (and best_model.npz, the best evaluated table)
-(plainrl's CONTRIBUTING.md, "What a run writes").
-TensorBoard's event file gets the CSV rows too (--no-tensorboard: none; --track syncs it
-to Weights & Biases, as CleanRL does).
-python plot.py <run folder> draws its learning curve (with the --eval-every evaluations).
+Writes runs/<env_id>__qlearning__<seed>__<unix_time>/ (plainrl's CONTRIBUTING.md, "What a run
+writes"), with heat_map.png, the greedy policy, where the table is a map like FrozenLake's or a
+grid of one or two dimensions; --save-model writes the table as model.npz.
 """
 
 # ---------------------------------------------------------------------------------------
@@ -482,59 +473,6 @@ def main(args: Args) -> dict:
         finally:  # Ctrl-C too: the table as far as it got
             plot_heat_map(run.path, heat_map(table, getattr(env.unwrapped, "desc", None)))
     return train_and_finish(run, train_and_draw, env)
-
-
-# ---------------------------------------------------------------------------------------
-# What the plumbing asks of qlearning.py: its own checks, its greedy policy, its table's flags
-# ---------------------------------------------------------------------------------------
-def check_flags(args):
-    """qlearning.py's own flags, checked before any environment is made."""
-    if args.log_interval <= 0:
-        fail(f"--log-interval must be positive, got {args.log_interval}")
-    if not 0.0 < args.learning_rate <= 1.0:
-        fail(f"--learning-rate must be in (0, 1], got {args.learning_rate}")
-    for name in ("gamma", "start_e", "end_e", "exploration_fraction"):
-        if not 0.0 <= getattr(args, name) <= 1.0:
-            fail(f"--{name.replace('_', '-')} must be in [0, 1], got {getattr(args, name)}")
-    if not math.isfinite(args.q_init):
-        fail(f"--q-init must be a finite number, got {args.q_init}")
-    if not args.bins:
-        fail("--bins needs one number for all dimensions or one per dimension")
-    if min(args.bins) < 1:
-        fail(f"--bins must be positive, got {' '.join(map(str, args.bins))}")
-
-
-def check_spaces(args, obs_space, action_space):
-    """Whether qlearning.py handles the environment's spaces (make_table checks the grid);
-    returns (observation space, action space)."""
-    if not isinstance(action_space, gym.spaces.Discrete):  # a table row holds one Q per action
-        fail(f"{args.env_id} has a {type(action_space).__name__} action space; qlearning.py "
-             "handles Discrete actions" + ("; for continuous ones use ddpg_td3.py or sac.py"
-                                           if isinstance(action_space, gym.spaces.Box) else ""))
-    if not isinstance(obs_space, (gym.spaces.Discrete, gym.spaces.Box)):
-        fail(f"{args.env_id} has a {type(obs_space).__name__} observation space; qlearning.py "
-             "handles Discrete (a state index) and Box (cut into a grid) observations")
-    return obs_space, action_space
-
-
-def greedy_policy(models, envs):
-    """The evaluation's policy, act(obs, info) -> actions: argmax_a Q(s, a) in each
-    environment's state (ties to the lowest action; no random number is drawn)."""
-    table = models["table"]
-    return lambda obs, info: np.array([table.greedy(table.state(o)) for o in obs])
-
-
-# What a run is judged on, by environment id (its benchmark task in benchmark.py, its README
-# row): (threshold, window of training episodes, "train": the last-window mean at the end,
-# or "eval": the final greedy evaluation). Another id: its reward_threshold over 20, "train".
-GOALS = {"Taxi-v4": (7.5, 100, "eval"), "FrozenLake-v1": (0.7, 100, "eval"),
-         "MountainCar-v0": (-150, 100, "eval")}
-MODEL_FLAGS = ("bins", "obs_low", "obs_high")  # a checkpoint's table is made on their grid
-# qlearning.py's columns of updates.csv as TensorBoard's scalars, under CleanRL's names
-TENSORBOARD_NAMES = {
-    "epsilon": "charts/epsilon", "learning_rate": "charts/learning_rate",
-    "states_visited": "charts/states_visited", "episodes": "charts/episodes",
-    "td_error_abs": "losses/td_error_abs"}
 
 
 # ---------------------------------------------------------------------------------------
@@ -1166,6 +1104,59 @@ def cli():
         signal.signal(signal.SIGINT, signal.SIG_DFL)
         os.kill(os.getpid(), signal.SIGINT)
 # End of plumbing/common.py
+
+
+# ---------------------------------------------------------------------------------------
+# What the plumbing asks of qlearning.py: its own checks, its greedy policy, its table's flags
+# ---------------------------------------------------------------------------------------
+def check_flags(args):
+    """qlearning.py's own flags, checked before any environment is made."""
+    if args.log_interval <= 0:
+        fail(f"--log-interval must be positive, got {args.log_interval}")
+    if not 0.0 < args.learning_rate <= 1.0:
+        fail(f"--learning-rate must be in (0, 1], got {args.learning_rate}")
+    for name in ("gamma", "start_e", "end_e", "exploration_fraction"):
+        if not 0.0 <= getattr(args, name) <= 1.0:
+            fail(f"--{name.replace('_', '-')} must be in [0, 1], got {getattr(args, name)}")
+    if not math.isfinite(args.q_init):
+        fail(f"--q-init must be a finite number, got {args.q_init}")
+    if not args.bins:
+        fail("--bins needs one number for all dimensions or one per dimension")
+    if min(args.bins) < 1:
+        fail(f"--bins must be positive, got {' '.join(map(str, args.bins))}")
+
+
+def check_spaces(args, obs_space, action_space):
+    """Whether qlearning.py handles the environment's spaces (make_table checks the grid);
+    returns (observation space, action space)."""
+    if not isinstance(action_space, gym.spaces.Discrete):  # a table row holds one Q per action
+        fail(f"{args.env_id} has a {type(action_space).__name__} action space; qlearning.py "
+             "handles Discrete actions" + ("; for continuous ones use ddpg_td3.py or sac.py"
+                                           if isinstance(action_space, gym.spaces.Box) else ""))
+    if not isinstance(obs_space, (gym.spaces.Discrete, gym.spaces.Box)):
+        fail(f"{args.env_id} has a {type(obs_space).__name__} observation space; qlearning.py "
+             "handles Discrete (a state index) and Box (cut into a grid) observations")
+    return obs_space, action_space
+
+
+def greedy_policy(models, envs):
+    """The evaluation's policy, act(obs, info) -> actions: argmax_a Q(s, a) in each
+    environment's state (ties to the lowest action; no random number is drawn)."""
+    table = models["table"]
+    return lambda obs, info: np.array([table.greedy(table.state(o)) for o in obs])
+
+
+# What a run is judged on, by environment id (its benchmark task in benchmark.py, its README
+# row): (threshold, window of training episodes, "train": the last-window mean at the end,
+# or "eval": the final greedy evaluation). Another id: its reward_threshold over 20, "train".
+GOALS = {"Taxi-v4": (7.5, 100, "eval"), "FrozenLake-v1": (0.7, 100, "eval"),
+         "MountainCar-v0": (-150, 100, "eval")}
+MODEL_FLAGS = ("bins", "obs_low", "obs_high")  # a checkpoint's table is made on their grid
+# qlearning.py's columns of updates.csv as TensorBoard's scalars, under CleanRL's names
+TENSORBOARD_NAMES = {
+    "epsilon": "charts/epsilon", "learning_rate": "charts/learning_rate",
+    "states_visited": "charts/states_visited", "episodes": "charts/episodes",
+    "td_error_abs": "losses/td_error_abs"}
 
 
 if __name__ == "__main__":
