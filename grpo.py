@@ -278,13 +278,10 @@ def grpo_loss(logprobs, old_logprobs, ref_logprobs, advantages, completion_mask,
 
 
 class GroupBuffer:
-    """A batch of groups of completions, everything the update needs, on the device.
-
-    tokens [N, P + T] (left-padded prompt, completion, padding after its end), completion
-    mask [N, T] (1 for the completion's tokens up to and including the end-of-sequence
-    token), the sampler's log-probabilities log pi_old [N, T] and the reference's log pi_ref
-    [N, T] of the sampled tokens, the rewards [N] and advantages [N], and with NLPO the
-    action masks [N, T, V] the tokens were sampled under. Groups are G consecutive rows."""
+    """A batch of groups of completions (G consecutive rows), everything the update needs, on
+    the device: the sampler's tokens [N, P + T] and completion mask [N, T], the sampler's log
+    pi_old [N, T] and the reference's log pi_ref [N, T] of the sampled tokens, the rewards [N]
+    and advantages [N], and with NLPO the action masks [N, T, V] the tokens were sampled under."""
 
     def __init__(self, tokens, completion_mask, old_logprobs, ref_logprobs, rewards,
                  advantages, action_masks=None):
@@ -514,9 +511,8 @@ def completion_logits(model, tokens, prompt_len):
 
 
 def make_vector_env(env_id, num_envs, video_folder=None, held_out=True):
-    """N copies of a text task in one synchronous vector environment (SAME_STEP autoreset,
-    episode statistics recorded by Gymnasium's wrapper). held_out: the held-out problems
-    (the evaluation's environments, the default) or the training ones (held_out=False)."""
+    """N copies of a text task in one synchronous vector environment. held_out: the held-out
+    problems (the evaluation's environments, the default) or the training ones."""
     envs = gym.vector.SyncVectorEnv(
         [lambda i=i: make_env(env_id, held_out, video_folder, i) for i in range(num_envs)],
         autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
