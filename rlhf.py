@@ -2,14 +2,12 @@
 """RLHF: a reward model learned from preferences, then PPO on a language model, in one file;
 DPO on the same preferences beside it.
 
-The pipeline of Ziegler et al., Stiennon et al. and InstructGPT, laptop-sized. A made-up
-language of 16 words (the letters a-p, one token each) has a grammar: each word may be
-followed by 4 of them. A prompt is 4 words; a completion continues it. A hidden gold score
-rates a completion: its words' mean sentiment, less 2 times the share of its transitions that
-the grammar forbids. A simulated labeller prefers one of two completions with the Bradley-
-Terry probability of their gold scores. The policy and the reward model never see the gold
-score. (1) A supervised warm start learns the language. (2) A reward model (the warm start's
-body with a scalar head) learns from labelled pairs of the warm start's completions. (3) PPO
+The pipeline of Ziegler et al., Stiennon et al. and InstructGPT, laptop-sized, on 4-word
+prompts of a made-up language of 16 words, whose completions a hidden gold score rates (the
+task, below). A simulated labeller prefers one of two completions with the Bradley-Terry
+probability of their gold scores; the policy and the reward model never see the gold score.
+(1) A supervised warm start learns the language. (2) A reward model (the warm start's body
+with a scalar head) learns from labelled pairs of the warm start's completions. (3) PPO
 samples completions, each token an action, with a value head on the policy's body as its
 critic; the reward model's score lands on the last token and a KL penalty to the frozen warm
 start on every token. --algo dpo replaces (2) and (3) by DPO. Pushed far from the warm start
@@ -38,10 +36,9 @@ Run:
     python rlhf.py --beta 0.005   # a small beta: the gold score peaks and falls
     python rlhf.py --algo dpo     # DPO on the same preference pairs
 
-Writes runs/<env_id>__rlhf__<seed>__<unix_time>/ with config.json, pairs.jsonl, reward_model.csv,
-episodes.csv (a row per sampled completion, its gold score), updates.csv, held_out.csv (the
-reward model's score, the gold score and the KL on held-out prompts, every --eval-every
-completions), summary.json, TensorBoard's events, curve.png, and model.pt with --save-model.
+Writes runs/<env_id>__rlhf__<seed>__<unix_time>/: config.json, pairs.jsonl, reward_model.csv,
+episodes.csv (each completion's gold score), updates.csv, held_out.csv (proxy, gold and KL on
+held-out prompts), summary.json, TensorBoard's events, curve.png, model.pt (--save-model).
 """
 
 # ---------------------------------------------------------------------------------------
@@ -173,8 +170,7 @@ class Args:
     """PPO's passes over each batch (4 in Ziegler et al. and TRL)"""
     num_minibatches: int = 4
     """PPO's gradient steps per pass, each on an equal share of the batch"""
-    # 0.1: a smaller beta lets the greedy gold score peak early and fall; chosen on tuning
-    # seeds 3-4 (results.md, "rlhf.py")
+    # 0.1: smaller lets the gold score peak early and fall; chosen on tuning seeds 3-4 (results.md)
     beta: float = 0.1
     """the KL's weight: PPO's per-token penalty (Ziegler et al.: 0.02-0.2), DPO's beta (0.1-0.5)"""
     adaptive_kl: bool = False
@@ -207,9 +203,8 @@ class Args:
 # The math
 # ---------------------------------------------------------------------------------------
 def bradley_terry_labels(gold_a, gold_b, temperature, generator=None):
-    """The simulated labeller: for each pair, whether it prefers a to b, drawn with the
-    Bradley-Terry probability of the gold scores [N] (temperature 0: the higher score,
-    a on a tie):
+    """The simulated labeller: whether it prefers a to b in each pair, gold scores [N] ->
+    bool [N], drawn with the Bradley-Terry probability (temperature 0: the higher, a on a tie):
 
         P(a preferred) = sigma((gold_a - gold_b) / tau)"""
     if temperature == 0:
@@ -220,12 +215,10 @@ def bradley_terry_labels(gold_a, gold_b, temperature, generator=None):
 
 def bradley_terry_loss(chosen_scores, rejected_scores):
     """The reward model's loss on N labelled pairs, its scores [N] of the preferred and the
-    other completion: the negative log-likelihood of the labels under Bradley-Terry,
+    other completion: the negative log-likelihood of the labels under Bradley-Terry (log 2 at
+    equal scores; only their difference counts, so a reward model is fixed up to a constant),
 
-        L = -mean log sigma(r_w - r_l)
-
-    It is log 2 where the two scores are equal, and it depends only on their difference: a
-    reward model is fixed up to a constant."""
+        L = -mean log sigma(r_w - r_l)"""
     return -F.logsigmoid(chosen_scores - rejected_scores).mean()
 
 
@@ -261,14 +254,13 @@ def kl_penalized_rewards(scores, logprobs, ref_logprobs, completion_mask, beta):
 
 
 def compute_gae(rewards, values, completion_mask, gamma, gae_lambda):
-    """Generalized advantage estimation over each completion's tokens [N, T], one episode a
-    completion (values and rewards after its end are taken as 0, and so V(n+1) = 0):
+    """Generalized advantage estimation, one episode a completion (values and rewards after
+    its end taken as 0, so V(n+1) = 0): rewards, values, completion_mask [N, T] ->
+    (advantages A, returns R) [N, T], 0 after the end:
 
         delta_t = r_t + gamma V_{t+1} - V_t
         A_t     = delta_t + gamma lambda A_{t+1}
-        R_t     = A_t + V_t   (the value's target)
-
-    Returns (advantages, returns) [N, T], 0 after the end."""
+        R_t     = A_t + V_t   (the value's target)"""
     values, rewards = values * completion_mask, rewards * completion_mask
     advantages, next_advantage = torch.zeros_like(rewards), 0.0
     for t in reversed(range(rewards.shape[1])):
@@ -281,13 +273,10 @@ def compute_gae(rewards, values, completion_mask, gamma, gae_lambda):
 
 class AdaptiveKLController:
     """Ziegler et al.'s controller of beta: after a batch of n completions whose KL to the
-    reference was KL (nats per completion),
+    reference was KL (nats per completion), beta grows while KL is above its target:
 
         e    = clip(KL / KL_target - 1, -0.2, 0.2)
-        beta = beta * (1 + e * n / horizon)
-
-    so beta grows while the KL is above its target and shrinks below it, at most 20% of
-    n / horizon a batch."""
+        beta = beta * (1 + e * n / horizon)"""
 
     def __init__(self, beta, target, horizon):
         self.beta, self.target, self.horizon = beta, target, horizon
@@ -300,15 +289,13 @@ class AdaptiveKLController:
 
 def ppo_loss(logprobs, old_logprobs, advantages, values, old_values, returns,
              completion_mask, clip_coef, clip_coef_value, vf_coef):
-    """PPO's loss on a minibatch of completions, every term a mean over completion tokens
-    ([N, T] tensors):
+    """PPO's loss on a minibatch of completions ([N, T] tensors), every term a mean over
+    completion tokens -> (L, pg, vf, the fraction of clipped ratios):
 
         rho = exp(logprobs - old_logprobs)
         pg  = max(-A rho, -A clip(rho, 1 - eps, 1 + eps))
         vf  = max((V - R)^2, (V_old + clip(V - V_old, -eps_v, eps_v) - R)^2) / 2
-        L   = pg + c_v vf
-
-    Returns (L, pg, vf, the fraction of clipped ratios)."""
+        L   = pg + c_v vf"""
     ratio = torch.exp(logprobs - old_logprobs)
     pg = torch.max(-advantages * ratio,
                    -advantages * torch.clamp(ratio, 1 - clip_coef, 1 + clip_coef))
@@ -370,9 +357,6 @@ def make_language(seed=1952):
 SUCCESSORS, SENTIMENT = make_language()
 
 
-SUCCESSORS, SENTIMENT = make_language()
-
-
 def gold_score(prompt, completion):
     """The hidden gold score of a completion of the prompt: the mean sentiment of its words,
     less 2 times the share of its transitions (from the prompt's last word on) that the
@@ -388,12 +372,11 @@ def gold_score(prompt, completion):
 
 class PreferenceEnv(gym.Env):
     """A text task with a hidden gold score: reset() poses 4 grammatical words (a random walk
-    of the grammar, drawn with the environment's np_random); step(completion) returns its
-    gold score and ends the episode. A tenth of the prompts (by a hash, fixed for ever) are
-    held out: training (held_out=False) never poses them, the evaluation only them.
-    info["answer"] is a continuation for the warm start: a random walk of 2 to 7 words,
-    each word drawn uniformly from its predecessor's successors (grammatical, of no
-    particular sentiment)."""
+    of the grammar); step(completion) returns its gold score and ends the episode. A tenth of
+    the prompts (by a hash, fixed for ever) are held out: training (held_out=False) never
+    poses them, the evaluation only them. info["answer"] is the warm start's continuation: a
+    random walk of 2 to 7 words (grammatical, of no particular sentiment)."""
+
     metadata = {"render_modes": ["rgb_array"], "render_fps": 1}
 
     def __init__(self, prompt_len=4, max_len=7, held_out=False, render_mode=None):
@@ -436,12 +419,9 @@ def register_tasks():
 
 
 # ---------------------------------------------------------------------------------------
-# The transformer, and text in, tokens through the model, text out (grpo.py's too)
+# The transformer and the sampler (grpo.py's too)
 # ---------------------------------------------------------------------------------------
-# rlhf.py's special token: <eos> (0) ends a completion and pads, as GPT-2's <|endoftext|>: with
-# no padding token of its own, the policy cannot sample one in the middle of a completion
-# (grpo.py has <pad> 0 and <eos> 1)
-SPECIAL_TOKENS = ("<eos>",)
+# The character tokenizer and the encoding, below the banner (plumbing/tokens.py)
 # Stamped from plainrl's plumbing/text.py by its stamp.py: edit it there, not here.
 # The logit of a masked token: its probability is exactly 0 and its gradient 0 (ppo_masked.py)
 MASKED_LOGIT = -1e8
@@ -639,9 +619,9 @@ def sequence_logprobs(model, tokens, prompt_len, completion_mask):
 
 
 def make_vector_env(env_id, num_envs, video_folder=None, held_out=True):
-    """N copies of a text task in one synchronous vector environment (SAME_STEP autoreset,
-    episode statistics recorded by Gymnasium's wrapper). held_out: the held-out prompts (the
-    evaluation's environments, the default) or the training ones (held_out=False)."""
+    """N copies of a text task, one vector environment with episode statistics: the held-out
+    prompts (the evaluation's, the default) or, held_out=False, the training ones."""
+
     envs = gym.vector.SyncVectorEnv(
         [lambda i=i: make_env(env_id, held_out, video_folder, i) for i in range(num_envs)],
         autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
@@ -652,10 +632,8 @@ def make_vector_env(env_id, num_envs, video_folder=None, held_out=True):
 # Steps 1 and 2: the warm start, the preference pairs, the reward model
 # ---------------------------------------------------------------------------------------
 def warm_start(args, policy):
-    """Supervised fine-tuning: --sft-steps Adam steps of cross-entropy on the continuations
-    of --sft-problems training prompts (info["answer"] at reset, drawn from a task
-    environment seeded seed + 200,000), over each continuation's tokens and its <eos>, the
-    rate annealed linearly to 0. --sft-steps 0: the model as it is."""
+    """Supervised fine-tuning: cross-entropy on the continuations (info["answer"]) of
+    --sft-problems training prompts, over each continuation's tokens and its <eos>."""
     if not args.sft_steps:
         return
     env, tokenizer, P = gym.make(args.env_id, held_out=False), policy.tokenizer, policy.prompt_len
@@ -700,21 +678,11 @@ def preference_pairs(args, policy, envs):
     return rows[:args.num_pairs]
 
 
-def encode_pairs(tokenizer, rows, prompt_len, max_new_tokens, device):
-    """Pairs -> (chosen_tokens, chosen_mask, rejected_tokens, rejected_mask): the tokens and
-    completion masks of the chosen completions, then the same of the rejected."""
-    prompts = [r["prompt"] for r in rows]
-    return [x for key in ("chosen", "rejected") for x in encode_texts(
-        tokenizer, prompts, [r[key] for r in rows], prompt_len, max_new_tokens, device)]
-
-
 def train_reward_model(args, policy, pairs, run):
-    """r_phi from the pairs: --rm-steps Adam steps of the Bradley-Terry loss on random
-    batches of nine in ten pairs. Every 100 steps and at the end, a row of reward_model.csv
-    (at the step less --rm-steps: before RL's step 0): the loss, and on the tenth held out
-    the loss and the pair accuracy (the share of pairs whose chosen completion scores
-    higher). Returns the frozen reward model, its scores shifted and scaled to mean 0 and
-    std 1 on the pairs' completions (Ziegler et al. normalize it on the warm start's)."""
+    """r_phi from the pairs: Adam steps of the Bradley-Terry loss on batches of nine in ten
+    pairs, a row of reward_model.csv every 100 (with the held-out tenth's loss and accuracy).
+    Returns the frozen reward model, its scores shifted and scaled to mean 0 and std 1 on the
+    pairs' completions (Ziegler et al. normalize it on the warm start's)."""
     P, device = policy.prompt_len, next(policy.parameters()).device
     reward_model = RewardModel(policy.lm, P).to(device)
     chosen_tokens, chosen_mask, rejected_tokens, rejected_mask = encoded = encode_pairs(
@@ -744,11 +712,9 @@ def train_reward_model(args, policy, pairs, run):
 # Training
 # ---------------------------------------------------------------------------------------
 def train(args, policy, envs, run):
-    """The warm start, the labelled pairs, the reward model, then PPO: sample a completion of
-    each prompt, score it with the reward model, per-token KL rewards, GAE, clipped updates
-    of the policy and its value head, log; until the budget, --stop-at-return or a
-    non-finite loss. --algo dpo trains on the pairs instead (train_dpo). The held-out
-    measures are run.measure's: where RL begins here, and after each update."""
+    """The warm start, the labelled pairs, the reward model, then PPO (--algo dpo: train_dpo)
+    until the budget, --stop-at-return or a non-finite loss. The held-out measures are
+    run.measure's: where RL begins here, and after each update."""
     P = policy.prompt_len
     if args.warm_start:  # a warm start saved by another run (its warm_start.pt)
         policy.load_state_dict(read_checkpoint(args.warm_start)["policy"])
@@ -838,9 +804,8 @@ def train(args, policy, envs, run):
 
 
 def train_dpo(args, policy, reference, reward_model, pairs, run):
-    """DPO: Adam steps on batches of --num-prompts pairs, drawn in turn from shuffled passes
-    over the labelled pairs, until --total-timesteps completions (2 a pair) are trained on;
-    held_out.csv every --eval-every of them, as PPO's (run.measure after each update; the
+    """DPO: Adam steps on batches of --num-prompts pairs, in turn from shuffled passes over
+    the pairs, until --total-timesteps completions (2 a pair); held_out.csv as PPO's (the
     reward model only measures, it is not in the loss)."""
     P, T, N = policy.prompt_len, args.max_new_tokens, args.num_prompts
     device = next(policy.parameters()).device
@@ -893,20 +858,6 @@ def main(args: Args) -> dict:
     # Train (unless evaluating a checkpoint), then finish: evaluate, save, write, plot.
     envs = None if checkpoint else make_vector_env(args.env_id, args.num_prompts, held_out=False)
     return train_and_finish(run, lambda: train(args, policy, envs, run), envs)
-
-
-def make_policy(args, tokenizer, prompt_len):
-    """The built-in GPT sized by the flags, or --model's Hugging Face causal LM, with a value
-    head; it gets the tokenizer and the lengths that complete and train read."""
-    if args.model is None:
-        lm = GPT(len(tokenizer), prompt_len + args.max_new_tokens, args.n_layer, args.n_head,
-                 args.n_embd)
-    else:
-        lm = load_model(args, tokenizer)
-    policy = PolicyWithValue(lm)
-    policy.tokenizer, policy.prompt_len, policy.max_new_tokens = (
-        tokenizer, prompt_len, args.max_new_tokens)
-    return policy
 
 
 # ---------------------------------------------------------------------------------------
@@ -1626,7 +1577,7 @@ def decode_completions(tokenizer, completions):
 
 
 # ---------------------------------------------------------------------------------------
-# What the plumbing asks of rlhf.py: its checks, its greedy policy, its measures, its flags
+# What the plumbing asks of rlhf.py: its checks, its policy, its measures, its flags
 # ---------------------------------------------------------------------------------------
 def check_flags(args):
     """rlhf.py's own flags, checked before any environment is made."""
@@ -1673,6 +1624,12 @@ def check_flags(args):
              f"completions of --num-prompts {args.num_prompts}); raise it or shrink the batch")
 
 
+# rlhf.py's special token: <eos> (0) ends a completion and pads, as GPT-2's <|endoftext|>: with
+# no padding token of its own, the policy cannot sample one in the middle of a completion
+# (grpo.py has <pad> 0 and <eos> 1)
+SPECIAL_TOKENS = ("<eos>",)
+
+
 def check_spaces(args, obs_space, action_space):
     """Whether rlhf.py handles the task: Text observations (prompts) and Text actions
     (completions), a tokenizer that writes every character of both (the built-in one, or
@@ -1686,6 +1643,20 @@ def check_spaces(args, obs_space, action_space):
     tokenizer = CharTokenizer(characters, SPECIAL_TOKENS) if args.model is None else load_tokenizer(args, characters)
     check_data(args, tokenizer, obs_space.max_length)  # the warm start's, --pairs's
     return tokenizer, obs_space.max_length
+
+
+def make_policy(args, tokenizer, prompt_len):
+    """The built-in GPT sized by the flags, or --model's Hugging Face causal LM, with a value
+    head; it gets the tokenizer and the lengths that complete and train read."""
+    if args.model is None:
+        lm = GPT(len(tokenizer), prompt_len + args.max_new_tokens, args.n_layer, args.n_head,
+                 args.n_embd)
+    else:
+        lm = load_model(args, tokenizer)
+    policy = PolicyWithValue(lm)
+    policy.tokenizer, policy.prompt_len, policy.max_new_tokens = (
+        tokenizer, prompt_len, args.max_new_tokens)
+    return policy
 
 
 def greedy_policy(models, envs):
@@ -1773,7 +1744,7 @@ TENSORBOARD_NAMES = {
 
 
 # ---------------------------------------------------------------------------------------
-# rlhf.py's own plumbing: --model's Hugging Face LM, the pairs files, the held-out measures
+# rlhf.py's own plumbing: --model's Hugging Face LM, the pairs (files, tokens), the measures
 # ---------------------------------------------------------------------------------------
 def make_env(env_id, held_out, video_folder, i):
     """make_vector_env's i-th copy of the task; with a video_folder, its first episode
@@ -1916,6 +1887,14 @@ def read_pairs(path, tokenizer, prompt_len):
     return rows
 
 
+def encode_pairs(tokenizer, rows, prompt_len, max_new_tokens, device):
+    """Pairs -> (chosen_tokens, chosen_mask, rejected_tokens, rejected_mask): the tokens and
+    completion masks of the chosen completions, then the same of the rejected."""
+    prompts = [r["prompt"] for r in rows]
+    return [x for key in ("chosen", "rejected") for x in encode_texts(
+        tokenizer, prompts, [r[key] for r in rows], prompt_len, max_new_tokens, device)]
+
+
 def write_pairs(path, rows):
     """pairs.jsonl: the labelled pairs, one JSON object a line."""
     with open(os.path.join(path, "pairs.jsonl"), "w") as f:
@@ -1954,9 +1933,10 @@ def held_out(args, run, policy, reference, reward_model, step):
 
 @torch.no_grad()
 def reward_model_row(run, reward_model, pairs, step, loss):
-    """train_reward_model's row of reward_model.csv at step: its training loss, and on the
-    held-out pairs (encode_pairs's) the Bradley-Terry loss and the pair accuracy (the share
-    of pairs whose chosen completion scores higher)."""
+    """train_reward_model's row of reward_model.csv at step (its step less --rm-steps: before
+    RL's step 0): its training loss, and on the held-out pairs (encode_pairs's) the
+    Bradley-Terry loss and the pair accuracy (the share of pairs whose chosen completion
+    scores higher)."""
     chosen_tokens, chosen_mask, rejected_tokens, rejected_mask = pairs
     chosen = reward_model(chosen_tokens, chosen_mask)
     rejected = reward_model(rejected_tokens, rejected_mask)
