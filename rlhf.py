@@ -376,7 +376,6 @@ class PreferenceEnv(gym.Env):
     the prompts (by a hash, fixed for ever) are held out: training (held_out=False) never
     poses them, the evaluation only them. info["answer"] is the warm start's continuation: a
     random walk of 2 to 7 words (grammatical, of no particular sentiment)."""
-
     metadata = {"render_modes": ["rgb_array"], "render_fps": 1}
 
     def __init__(self, prompt_len=4, max_len=7, held_out=False, render_mode=None):
