@@ -1,46 +1,38 @@
 # From plainrl (MIT licence, (c) 2026 the plainrl authors): keep this line in a copy.
 """PPO+D: Proximal Policy Optimization guided by a single demonstration, in one file.
 
-PPO+D (Libardi et al. 2021) is PPO whose rollouts sometimes replay a stored episode. When an
+PPO+D (Libardi et al. 2021) is PPO whose rollouts sometimes replay a stored episode: when an
 environment's episode ends, its next one is, with probability rho, a *reward demo* (a given
 demonstration, or an agent episode whose return reached the success threshold), with
 probability phi a *value demo* (an agent episode whose states the critic values most), else a
-real episode. A replay fills that environment's slot of the rollout step by step with its
-observations, actions and rewards: PPO learns from it as if the policy had acted by luck.
+real episode. PPO learns from a replayed step as if the policy had acted by luck.
 
 Key equations (t indexes steps, done_t = terminated_t or truncated_t):
 
     episode source   reward demo w.p. rho, value demo w.p. phi, real w.p. 1 - rho - phi
     value demos      sampled with p_i = exp(alpha * (m_i - max_j m_j)) / sum_k (same),
                      m_i = max_t V(s_t) along episode i under the current critic
-    annealing        phi <- phi - phi_0 / K_v, rho <- rho + phi_0 / K_v (phi >= 0) each time an
-                     episode joins the reward demos; K_v = demo_capacity - given demos
+    annealing        when an episode joins the reward demos, with K_v = demo_capacity - given demos:
+                     phi <- phi - phi_0 / K_v,  rho <- rho + phi_0 / K_v   (phi >= 0)
     ratio_t          = pi_theta(a_t | s_t) / mu(a_t | s_t),  mu = 1 on a demo step (log mu = 0)
     L_clip           = E[ min(ratio_t * A_t, clip(ratio_t, 1 - eps, 1 + eps) * A_t) ]
     GAE              delta_t = r_t + gamma * (1 - terminated_t) * V(s_{t+1}) - V(s_t)
                      A_t     = delta_t + gamma * lambda * (1 - done_t) * A_{t+1}
     loss             = -L_clip + c_v * 0.5 * (V(s_t) - R_t)^2 - c_e * entropy,  R_t = A_t + V(s_t)
 
-with rho, phi (phi_0 its start), alpha and demo_capacity their flags, eps --clip-coef, gamma
---gamma, lambda --gae-lambda, c_v --vf-coef, c_e --ent-coef. The success threshold stays
-fixed (--success-threshold; default: the given demos' lowest return), as in the paper, and the
-given demos stay, as in the authors' code. Deviations, named again where the code meets them:
-replayed steps do not count in --total-timesteps; value demos are drawn by a softmax of m_i,
-not by m_i^alpha (which needs m > 0); --rising-threshold lets the threshold rise and the given
-demos leave.
+with rho, phi (phi_0 its start), alpha, demo_capacity and gamma their flags, eps --clip-coef,
+lambda --gae-lambda, c_v --vf-coef, c_e --ent-coef. Departures are named at the code.
 
-Papers: Libardi, De Fabritiis & Dittert 2021 (PPO+D, arXiv:2007.03328); Schulman et al. 2017
-(PPO, arXiv:1707.06347); Schulman et al. 2016 (GAE, ICLR); Pardo et al. 2018 (Time Limits in
-RL, ICML).
+Papers: Libardi, De Fabritiis & Dittert 2021 (PPO+D, arXiv:2007.03328); Schulman et al. 2017 (PPO,
+arXiv:1707.06347); Schulman et al. 2016 (GAE, ICLR); Pardo et al. 2018 (Time Limits in RL, ICML).
 
 Run (recording a demonstration: the docs' "Running it"):
     python ppod.py --env-id MountainCar-v0          # with the shipped demos/MountainCar-v0/
     python ppod.py --env-id Acrobot-v1 --demos-dir my_demos
 
-Demonstrations: .npz files with observations [T+1, ...], actions [T, ...], rewards [T] and
-optionally terminated (0/1, default 1). Writes runs/<env_id>__ppod__<seed>__<unix_time>/ as
-every script does (plainrl's CONTRIBUTING.md, "What a run writes"), episodes.csv of real
-episodes only, and demos/, the reward demos (every --save-demos-every updates).
+Demonstrations: .npz files of observations [T+1, ...], actions [T, ...], rewards [T], optionally
+terminated (0/1, default 1). Writes runs/<env_id>__ppod__<seed>__<unix_time>/, episodes.csv of
+real episodes only, demos/ the reward demos (plainrl's CONTRIBUTING.md, "What a run writes").
 """
 
 # ---------------------------------------------------------------------------------------
@@ -84,7 +76,6 @@ class Args:
     """a Gymnasium id (or module:Id) with Discrete or Box actions and flat Box observations"""
     seed: int = 1
     """seeds Python, NumPy, torch, the environments and the choice of episode sources"""
-    # The rollout that reaches the budget is finished.
     total_timesteps: int = 300_000
     """the budget in environment steps, all environments together (replays do not count)"""
     # Without either flag, a flat observation's small network goes to the CPU: on one thread
@@ -178,18 +169,9 @@ class Args:
 # The math: GAE, the PPO loss, the rollout, and the demonstration buffers
 # ---------------------------------------------------------------------------------------
 def compute_gae(rewards, values, next_values, terminated, truncated, gamma, gae_lambda):
-    """Generalized advantage estimation with time limits handled (Schulman et al. 2016).
-
-    All inputs are tensors of shape [T, N]; terminated and truncated are 0/1 or bool.
-    values[t] = V(s_t); next_values[t] = V(s_{t+1}), the value of the observation that
-    followed step t, which is the true final observation when the episode ended at t.
-    Replayed demo steps are ordinary rows. Returns (A, returns), each [T, N], with
-    done_t = terminated_t or truncated_t:
-
-        delta_t = r_t + gamma * (1 - terminated_t) * next_values_t - values_t
-        A_t     = delta_t + gamma * lambda * (1 - done_t) * A_{t+1},   A_T = 0
-        returns = A + values
-    """
+    """GAE (Schulman et al. 2016) as the module docstring has it, A_T = 0, on [T, N] tensors:
+    next_values[t] = V(s_{t+1}), of the true final observation where the episode ended at t;
+    terminated, truncated 0/1 or bool; replayed rows are ordinary rows. Returns (A, A + values)."""
     not_terminated = 1.0 - terminated.to(rewards.dtype)
     not_done = 1.0 - (terminated.bool() | truncated.bool()).to(rewards.dtype)
     deltas = rewards + gamma * not_terminated * next_values - values
@@ -203,18 +185,11 @@ def compute_gae(rewards, values, next_values, terminated, truncated, gamma, gae_
 
 def ppo_loss(newlogprob, oldlogprob, advantages, newvalue, oldvalue, returns, entropy,
              clip_coef, ent_coef, vf_coef, clip_vloss=False, norm_adv=False):
-    """The PPO loss to minimize on a minibatch of B samples (all inputs are [B] tensors).
-
-        A      = (A - mean(A)) / (std(A) + 1e-8)   with norm_adv; as given otherwise
-        ratio  = exp(newlogprob - oldlogprob)     (oldlogprob = 0 on demo steps: mu = 1)
-        L_pg   = mean( max(-A * ratio, -A * clip(ratio, 1 - eps, 1 + eps)) )
-        L_v    = mean( 0.5 * (V - R)^2 ),  or with clip_vloss
-                 mean( 0.5 * max((V - R)^2, (V_old + clip(V - V_old, -eps, eps) - R)^2) )
-        loss   = L_pg - c_e * mean(entropy) + c_v * L_v
-
-    On a demo step ratio = pi(a_demo | s) <= 1, so clip(ratio) >= ratio: with A > 0 the clip
-    never binds and the gradient raises pi(a_demo | s) however close to 1 it is; with A < 0
-    the row gives no gradient while pi < 1 - eps. Returns (loss, L_pg, L_v, mean entropy)."""
+    """The module docstring's loss on a minibatch of [B] tensors, A normalized with norm_adv;
+    with clip_vloss, L_v = mean(0.5 * max((V - R)^2, (V_old + clip(V - V_old, -eps, eps) - R)^2))
+    as in the PPO baselines. On a demo step ratio = pi(a_demo | s) <= 1 (oldlogprob = 0): with
+    A > 0 the clip never binds, however close to 1 pi is; with A < 0 the row gives no gradient
+    while pi < 1 - eps. Returns (loss, L_pg = -L_clip, L_v, mean entropy)."""
     if norm_adv:
         advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
     ratio = torch.exp(newlogprob - oldlogprob)
@@ -229,19 +204,10 @@ def ppo_loss(newlogprob, oldlogprob, advantages, newvalue, oldvalue, returns, en
     return pg_loss - ent_coef * entropy + vf_coef * v_loss, pg_loss, v_loss, entropy
 
 
-def explained_variance(values, returns):
-    """1 - Var[R - V] / Var[R]: 1 when the critic predicts the targets, 0 or less when it
-    does no better than their mean (NaN when the targets do not vary)."""
-    var_returns = returns.var().item()
-    return 1 - (returns - values).var().item() / var_returns if var_returns else math.nan
-
-
 class RolloutBuffer:
-    """One rollout of T steps from N environment slots, preallocated on the device. Row t
-    holds s_t, a_t, the behaviour log mu(a_t|s_t) (0 on a replayed demo step), r_t, the
-    terminated/truncated flags, V(s_t), and demo[t] (the step was replayed). final_obs[t, n]:
-    the true final observation where slot n was truncated at step t (bootstrapped); last_obs
-    is s_T, the observation after the last step."""
+    """One rollout of T steps from N slots, preallocated on the device: logprobs holds the
+    behaviour log mu (0 on a replayed step), demo whether the step was replayed, final_obs the
+    true final observation where a slot was truncated, and last_obs s_T, after the last step."""
 
     def __init__(self, num_steps, num_envs, obs_shape, action_shape, action_dtype, device):
         def zeros(*shape, dtype=torch.float32):
@@ -260,11 +226,8 @@ class RolloutBuffer:
 
     @torch.no_grad()
     def gae(self, value_fn, gamma, gae_lambda):
-        """GAE advantages and returns [T, N] from the values stored during the rollout, with
-        next_values[t] = V(s_{t+1}): obs[t+1] inside the rollout, last_obs after it, and the
-        true final observation where the step was truncated. Where it was terminated, the
-        value is multiplied by 0, so the next episode's first value standing there is harmless.
-        """
+        """compute_gae, V(s_{t+1}) being the next row's stored value, V(last_obs) after the last
+        row, V(final_obs) where truncated (where terminated, whatever stands there counts 0)."""
         next_values = torch.empty_like(self.values)
         next_values[:-1] = self.values[1:]
         next_values[-1] = value_fn(self.last_obs)
@@ -276,11 +239,8 @@ class RolloutBuffer:
 
 
 def choose_source(u, rho, phi, have_value_demos):
-    """The source of an environment's next episode from one uniform draw u in [0, 1):
-
-        'reward' if u < rho;  'value' if rho <= u < rho + phi;  'real' otherwise.
-
-    With no value demos stored yet, the 'value' band plays a real episode."""
+    """The source ('reward', 'value' or 'real') of an environment's next episode from one
+    uniform draw u in [0, 1); with no value demos stored yet, the 'value' band plays 'real'."""
     if u < rho:
         return "reward"
     if u < rho + phi and have_value_demos:
@@ -293,46 +253,26 @@ def value_probabilities(max_values, alpha):
 
         p_i = exp(alpha * (m_i - max_j m_j)) / sum_k exp(alpha * (m_k - max_j m_j))
 
-    Subtracting the largest m keeps every exponent <= 0, so negative, zero or large values
-    give finite, positive probabilities; alpha = 0 draws uniformly. Deviation: the paper's
-    m_i^alpha needs positive m, which returns such as MountainCar's -1 per step are not."""
+    Every exponent is <= 0, so any m gives finite, positive probabilities; alpha = 0 draws
+    uniformly. Deviation: the paper's m_i^alpha needs m > 0, which MountainCar's are not."""
     m = np.asarray(max_values, dtype=np.float64)
     weights = np.exp(alpha * (m - m.max()))
     return weights / weights.sum()
 
 
 def anneal(rho, phi, phi0, value_slots):
-    """One annealing step, taken each time an episode joins the reward demos:
-
-        step = min(phi, phi_0 / K_v);   rho <- rho + step;   phi <- phi - step
-
-    K_v (value_slots): the value demos' room at the start (a deviation: PyTorchRL divides by
-    those held at the time). After K_v reward demos have joined, phi = 0 and rho = rho_0 + phi_0."""
+    """One annealing step, taken each time an episode joins the reward demos: min(phi, phi_0/K_v)
+    moves from phi to rho, K_v (value_slots) being the value demos' room at the start (PyTorchRL
+    divides by those held then: a deviation). After K_v joins, phi = 0, rho = rho_0 + phi_0."""
     step = min(phi, phi0 / max(1, value_slots))
     return rho + step, phi - step
 
 
 class DemoBuffers:
-    """The reward demos and the value demos, at most `capacity` episodes together.
-
-    reward: [(episode_return, Demo)], the `given` demonstrations, then the agent's episodes
-            whose return reached `threshold` (by default the given demos' lowest), oldest first.
-    value:  [(m, Demo)], the agent's other episodes with the highest m = max_t V(s_t), brought
-            up to date with the current critic by refresh().
-
-    admit(demo, max_value) files a finished real episode:
-      1. return >= threshold: it joins the reward demos, rho and phi are annealed, and over
-         capacity the value demo with the lowest m leaves, or with none left the oldest of the
-         agent's reward demos (first in, first out, as in the authors' storage). The given
-         demonstrations never leave; the threshold stays.
-      2. otherwise it joins the value demos if there is room, or replaces the value demo
-         with the lowest m if its own is higher; else it is dropped.
-    Deviation, rising=True (--rising-threshold): step 1 evicts the
-    reward demo with the lowest return, a given one too (the oldest of equals), and the
-    threshold rises to the lowest return kept. next_episode() draws a source with
-    choose_source and returns the Demo to replay (reward demos uniformly, value demos by
-    value_probabilities) or None for a real episode.
-    """
+    """The reward demos and the value demos, at most `capacity` episodes together. reward:
+    [(episode_return, Demo)], the `given` demonstrations, then the agent's episodes whose return
+    reached `threshold` (by default the given demos' lowest), oldest first. value: [(m, Demo)],
+    the agent's other episodes of highest m = max_t V(s_t) (refresh())."""
 
     def __init__(self, demos, capacity, rho, phi, alpha, seed, threshold=None, rising=False):
         self.reward = [(demo.episode_return, demo) for demo in demos]
@@ -347,7 +287,16 @@ class DemoBuffers:
         return len(self.reward) + len(self.value)
 
     def admit(self, demo, max_value):
-        """File a finished real episode; returns 'reward', 'value' or None (dropped)."""
+        """File a finished real episode; returns 'reward', 'value' or None (dropped).
+
+        1. Return >= threshold: it joins the reward demos, rho and phi are annealed, and over
+           capacity the value demo with the lowest m leaves, or with none left the oldest of
+           the agent's reward demos (first in, first out, as in the authors' code, where the
+           given demos never leave; the threshold stays, as in the paper). Deviation, rising
+           (--rising-threshold): the reward demo with the lowest return leaves, a given one
+           too (the oldest of equals), and the threshold rises to the lowest return kept.
+        2. Else it joins the value demos if there is room, or replaces the value demo with the
+           lowest m if its own is higher; else it is dropped."""
         episode_return = demo.episode_return
         if episode_return >= self.threshold:
             self.reward.append((episode_return, demo))
@@ -372,10 +321,9 @@ class DemoBuffers:
 
     @torch.no_grad()
     def refresh(self, value_fn):
-        """Recompute every value demo's m = max_t V(s_t) over its states s_0..s_{T-1} with
-        value_fn (raw observations [T, ...] -> values [T]), the critic just updated: admission
-        and sampling compare numbers of one critic (the authors' code refreshes a value demo's
-        m when it is replayed)."""
+        """Every value demo's m = max_t V(s_t) over s_0..s_{T-1} again, with value_fn (raw
+        observations [T, ...] -> values [T]) the critic just updated, so that admission and
+        sampling compare one critic's numbers (the authors' code refreshes m on a replay)."""
         self.value = [(float(np.max(value_fn(demo.observations[:-1]))), demo)
                       for _, demo in self.value]
 
@@ -435,8 +383,7 @@ class Agent(nn.Module):
         return Categorical(logits=self.actor(obs), validate_args=False)
 
     def get_action_and_value(self, obs, action=None):
-        """Sample an action (unless given); returns (action, log pi(a|s), entropy, V(s)), each
-        [B] apart from the action. A Gaussian's independent dimensions are summed over."""
+        """Sample an action (unless given); returns (action, log pi(a|s), entropy, V(s))."""
         dist = self.distribution(obs)
         if action is None:
             action = dist.sample()
@@ -450,11 +397,8 @@ class Agent(nn.Module):
 # What the agent sees and sends: replayed episodes, normalized observations, clipped actions
 # ---------------------------------------------------------------------------------------
 class ObsNormalizer:
-    """(obs - mean) / sqrt(var + 1e-8), clipped to [-10, 10], with running statistics
-    (Gymnasium's RunningMeanStd). The script applies it to every observation the agent
-    learns from, replayed ones included, and to info["final_obs"] alike (without updating
-    the statistics); demos keep raw observations. Disabled, it passes observations through
-    as float32."""
+    """Running normalization (Gymnasium's RunningMeanStd) of every observation the agent learns
+    from, replayed ones too; info["final_obs"] without updating the statistics."""
 
     def __init__(self, shape, enabled):
         self.enabled = enabled
@@ -479,12 +423,9 @@ class ObsNormalizer:
 
 
 def make_vector_env(env_id, num_envs, buffers=None, video_folder=None):
-    """N copies of env_id in one synchronous vector environment, with SAME_STEP autoreset
-    (the observation after an episode ends is the next episode's first; the true last one
-    is in info["final_obs"]) and episode statistics recorded by Gymnasium's wrapper (for
-    replays too: the training loop keeps the real episodes). With buffers, each copy is a
-    DemoReplay, whose episodes are sometimes replayed demos. video_folder: recording_env
-    (--capture-video)."""
+    """N copies of env_id (DemoReplays with buffers) in a synchronous vector environment with
+    SAME_STEP autoreset (a step that ends an episode returns the next one's first observation,
+    the true last one in info["final_obs"]) and episode statistics, of replays too."""
     def make(i):
         if video_folder is not None:
             return recording_env(env_id, video_folder, f"eval-{i}")
@@ -497,12 +438,10 @@ def make_vector_env(env_id, num_envs, buffers=None, video_folder=None):
 
 
 class DemoReplay(gym.Wrapper):
-    """An environment whose episodes are sometimes replays: at each reset it asks the
-    DemoBuffers for the next episode. A replay leaves the environment untouched: step
-    ignores the action, returns the demo's next observation and reward, and ends the way the
-    demo ended after its last step. While a replay plays, info["demo_action"] is the demo's
-    action for the observation just returned, which the agent must record as its own.
-    A seed given while a replay plays is kept for the environment's next real reset."""
+    """An environment whose episodes are sometimes replays (each reset asks the DemoBuffers).
+    A replay leaves the environment untouched and ends as the demo ended; info["demo_action"]
+    is the demo's action for the observation just returned, which the agent records as its
+    own. A seed given during a replay waits for the next real reset."""
 
     def __init__(self, env, buffers):
         super().__init__(env)
@@ -531,8 +470,7 @@ class DemoReplay(gym.Wrapper):
 
 
 def to_env_action(agent, actions, action_space):
-    """Tensor actions to what the environment takes: Gaussian samples are clipped to the
-    bounds when stepping (the unclipped sample is what the buffer stores)."""
+    """Actions for env.step: a Gaussian's clipped to the bounds, unclipped in the buffer."""
     actions = actions.cpu().numpy()
     if agent.continuous:
         return np.clip(actions, action_space.low, action_space.high)
@@ -588,8 +526,7 @@ def train(args, agent, normalizer, envs, buffers, run, device):
             buffer.rewards[step] = torch.from_numpy(reward).to(device)
             buffer.terminated[step] = torch.from_numpy(terminated).to(device)
             buffer.truncated[step] = torch.from_numpy(truncated).to(device)
-            # --norm-obs normalizes a time limit's true final observation without updating the
-            # statistics (ObsNormalizer); the step bootstraps from its value.
+            # A time limit's true final observation, for the step to bootstrap from its value.
             for i in np.flatnonzero(truncated):
                 final_obs = normalizer(info["final_obs"][i])
                 buffer.final_obs[step, i] = torch.from_numpy(final_obs).to(device)
@@ -657,17 +594,12 @@ def train(args, agent, normalizer, envs, buffers, run, device):
 
 
 def main(args: Args) -> dict:
-    """Train PPO+D (or evaluate an --eval-checkpoint), write the run folder, return the
-    summary; with --record-demo-from, save one greedy episode of a saved model into
-    --demos-dir and return {"demo_path", "episode_return", "episode_length"}. Ctrl-C stops
-    training; the run folder is written, then KeyboardInterrupt goes on up."""
+    """Train PPO+D (or evaluate --eval-checkpoint, or record a demo), write the run folder,
+    return the summary. Ctrl-C: the run folder is written, then KeyboardInterrupt goes on up."""
     # Check everything a user can get wrong before anything runs: one line, exit status 2.
     check_args(args)
     obs_shape, action_space = check_env(args)
-    # --record-demo-from reads its model as --eval-checkpoint does; the network's flags
-    # come from the model
-    args, checkpoint = load_checkpoint(
-        replace(args, eval_checkpoint=args.eval_checkpoint or args.record_demo_from))
+    args, checkpoint = load_checkpoint(with_demo_model(args))  # the network's flags from it
     if checkpoint is None:
         demos = load_demos(demos_folder(args), obs_shape, action_space, args.demo_capacity)
 
@@ -687,19 +619,12 @@ def main(args: Args) -> dict:
     # Train (unless evaluating a checkpoint), then finish: evaluate, save, write, plot.
     if checkpoint is not None:
         return train_and_finish(run, None)
-    print(f"{SCRIPT}: training runs whole rollouts of up to {args.num_envs * args.num_steps:,} "
-          "real steps (replayed demonstration steps do not count): the one that reaches "
-          f"--total-timesteps {args.total_timesteps:,} is finished")  # so the budget is not rounded
+    print_budget(args)
     buffers = DemoBuffers(demos, args.demo_capacity, args.rho, args.phi, args.alpha,
                           args.seed, args.success_threshold, args.rising_threshold)
     envs = make_vector_env(args.env_id, args.num_envs, buffers=buffers)
-
-    def train_and_save_demos():  # the reward demos into the run folder, Ctrl-C or not
-        try:
-            train(args, agent, normalizer, envs, buffers, run, device)
-        finally:
-            save_reward_demos(run.path, buffers)
-    return train_and_finish(run, train_and_save_demos, envs)
+    return train_and_finish(run, lambda: train_and_save_demos(
+        args, agent, normalizer, envs, buffers, run, device), envs)
 
 
 # ---------------------------------------------------------------------------------------
@@ -1437,9 +1362,37 @@ TENSORBOARD_NAMES = {
 
 
 # ---------------------------------------------------------------------------------------
-# Plumbing of ppod.py's own: the demonstration files (found, read and checked, recorded
-# from a model, saved from a run)
+# Plumbing of ppod.py's own: the budget's line, updates.csv's explained variance, and the
+# demonstration files (found, read and checked, recorded from a model, saved from a run)
 # ---------------------------------------------------------------------------------------
+def print_budget(args):
+    """Said at the start, since the budget is not rounded to whole rollouts."""
+    print(f"{SCRIPT}: training runs whole rollouts of up to {args.num_envs * args.num_steps:,} "
+          "real steps (replayed demonstration steps do not count): the one that reaches "
+          f"--total-timesteps {args.total_timesteps:,} is finished")
+
+
+def train_and_save_demos(args, agent, normalizer, envs, buffers, run, device):
+    """train(), then the reward demos into the run folder, Ctrl-C or not."""
+    try:
+        train(args, agent, normalizer, envs, buffers, run, device)
+    finally:
+        save_reward_demos(run.path, buffers)
+
+
+def explained_variance(values, returns):
+    """1 - Var[R - V] / Var[R]: 1 when the critic predicts the targets, 0 or less when it
+    does no better than their mean (NaN when the targets do not vary)."""
+    var_returns = returns.var().item()
+    return 1 - (returns - values).var().item() / var_returns if var_returns else math.nan
+
+
+def with_demo_model(args):
+    """--record-demo-from's model as the checkpoint that load_checkpoint reads, as it reads an
+    --eval-checkpoint's (the network's flags come from it)."""
+    return replace(args, eval_checkpoint=args.eval_checkpoint or args.record_demo_from)
+
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
