@@ -46,23 +46,11 @@ answers from the warm start's), pass_at_k.csv, summary.json, TensorBoard's event
 # Imports
 # ---------------------------------------------------------------------------------------
 import copy
-import csv
-import difflib
-import glob
-import importlib.util
-import json
 import math
 import os
-import random
-import re
-import signal
 import string
-import sys
-import time
-import typing
-import warnings
 import zlib
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass
 from typing import Literal, Optional
 
 import gymnasium as gym
@@ -72,7 +60,6 @@ import torch.nn as nn
 import torch.nn.functional as F
 import tyro
 from torch.distributions import Categorical
-from torch.utils.tensorboard import SummaryWriter
 
 SCRIPT = os.path.basename(__file__)
 
@@ -89,7 +76,6 @@ class Args:
     # 600 batches of 512, chosen on tuning seeds 1-3 (results.md, "grpo.py")
     total_timesteps: int = 307_200
     """the training budget in completions (one environment step each), all groups together"""
-    # Without either flag, the small transformer goes to the CPU.
     cuda: tyro.conf.DisallowNone[Optional[bool]] = None
     """--cuda: the GPU; --no-cuda: the CPU; neither: the CPU"""
     # One thread, as the other scripts: at a load above the cores two threads wait on each other
@@ -117,8 +103,6 @@ class Args:
     """record the evaluation episodes into videos/ in the run folder"""
     tensorboard: bool = True
     """write TensorBoard's event files into the run folder too (tensorboard --logdir runs)"""
-    # PLAINRL_CURVE=0 in the environment turns the default off (the test suite's runs skip
-    # matplotlib's import and the figure, about a second a run).
     curve: bool = os.environ.get("PLAINRL_CURVE") != "0"
     """draw curve.png, the learning curve, into the run folder at the end of training"""
     track: bool = False
@@ -708,6 +692,30 @@ def main(args: Args) -> dict:
 # Plumbing: checks, run folder, evaluation, checkpoints (not needed to follow the algorithm)
 # ---------------------------------------------------------------------------------------
 # Stamped from plainrl's plumbing/common.py by its stamp.py: edit it there, not here.
+# The plumbing's own imports (the story's are at the top of the file)
+import csv
+import difflib
+import glob
+import importlib.util
+import json
+import math
+import os
+import random
+import re
+import signal
+import sys
+import time
+import typing
+import warnings
+from dataclasses import asdict, replace
+
+import gymnasium as gym
+import numpy as np
+import tyro
+import torch
+from torch.utils.tensorboard import SummaryWriter
+
+
 class UsageError(Exception):
     """Bad input: reported as one line on stderr with exit status 2, before training."""
 

@@ -38,21 +38,9 @@ real episodes only, demos/ the reward demos (plainrl's CONTRIBUTING.md, "What a 
 # ---------------------------------------------------------------------------------------
 # Imports
 # ---------------------------------------------------------------------------------------
-import csv
-import difflib
-import glob
-import importlib.util
-import json
 import math
 import os
-import random
-import re
-import signal
-import sys
-import time
-import typing
-import warnings
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass
 from typing import Optional
 
 import gymnasium as gym
@@ -62,7 +50,6 @@ import torch.nn as nn
 import tyro
 from gymnasium.wrappers.utils import RunningMeanStd
 from torch.distributions import Categorical, Normal
-from torch.utils.tensorboard import SummaryWriter
 
 SCRIPT = os.path.basename(__file__)
 
@@ -78,8 +65,6 @@ class Args:
     """seeds Python, NumPy, torch, the environments and the choice of episode sources"""
     total_timesteps: int = 300_000
     """the budget in environment steps, all environments together (replays do not count)"""
-    # Without either flag, a flat observation's small network goes to the CPU: on one thread
-    # it trains faster than on a GPU (results.md, "On a GPU").
     cuda: tyro.conf.DisallowNone[Optional[bool]] = None
     """--cuda: the GPU; --no-cuda: the CPU; neither: the GPU for an image, the CPU for a vector"""
     output_dir: str = "runs"
@@ -100,7 +85,6 @@ class Args:
     """record the evaluation episodes into videos/ in the run folder"""
     tensorboard: bool = True
     """write TensorBoard's event files into the run folder too (tensorboard --logdir runs)"""
-    # PLAINRL_CURVE=0 turns the default off: the test suite's runs skip matplotlib (1 s a run).
     curve: bool = os.environ.get("PLAINRL_CURVE") != "0"
     """draw curve.png, the learning curve, into the run folder at the end of training"""
     track: bool = False
@@ -631,6 +615,30 @@ def main(args: Args) -> dict:
 # Plumbing: checks, run folder, evaluation, checkpoints (not needed to follow the algorithm)
 # ---------------------------------------------------------------------------------------
 # Stamped from plainrl's plumbing/common.py by its stamp.py: edit it there, not here.
+# The plumbing's own imports (the story's are at the top of the file)
+import csv
+import difflib
+import glob
+import importlib.util
+import json
+import math
+import os
+import random
+import re
+import signal
+import sys
+import time
+import typing
+import warnings
+from dataclasses import asdict, replace
+
+import gymnasium as gym
+import numpy as np
+import tyro
+import torch
+from torch.utils.tensorboard import SummaryWriter
+
+
 class UsageError(Exception):
     """Bad input: reported as one line on stderr with exit status 2, before training."""
 
@@ -923,6 +931,7 @@ class RunWriter:
         wall_time = self.elapsed()
         self.write_row("updates.csv", global_step=global_step, wall_time=round(wall_time, 4),
                        sps=int(global_step / wall_time), **diagnostics)
+        self.measure(global_step, "update")
 
     def step(self, global_step):
         """After each environment step: record the step count (should Ctrl-C stop the run),
@@ -954,6 +963,13 @@ class RunWriter:
         if self.args.save_model and mean > max((m for _, m, _ in self.evaluations), default=-math.inf):
             save_checkpoint(os.path.join(self.path, "best_" + CHECKPOINT), self.models, self.args)
         self.evaluations.append((global_step, mean, std))
+        self.measure(global_step, "evaluation")
+
+    def measure(self, global_step, moment):
+        """The script's own measures at a moment of training, where it has the optional hook
+        measure(run, global_step, moment): its answer (None without the hook, or where the
+        hook measures nothing at that moment)."""
+        return measure(self, global_step, moment) if "measure" in globals() else None
 
     def non_finite(self, loss, global_step):
         """True, after saying so and marking the run interrupted, when the loss is NaN or inf."""

@@ -45,22 +45,10 @@ held-out prompts), summary.json, TensorBoard's events, curve.png, model.pt (--sa
 # Imports
 # ---------------------------------------------------------------------------------------
 import copy
-import csv
-import difflib
-import glob
-import importlib.util
-import json
 import math
 import os
-import random
-import re
-import signal
-import sys
-import time
-import typing
-import warnings
 import zlib
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass
 from typing import Literal, Optional
 
 import gymnasium as gym
@@ -70,7 +58,6 @@ import torch.nn as nn
 import torch.nn.functional as F
 import tyro
 from torch.distributions import Categorical
-from torch.utils.tensorboard import SummaryWriter
 
 SCRIPT = os.path.basename(__file__)
 
@@ -863,6 +850,30 @@ def main(args: Args) -> dict:
 # Plumbing: checks, run folder, evaluation, checkpoints (not needed to follow the algorithm)
 # ---------------------------------------------------------------------------------------
 # Stamped from plainrl's plumbing/common.py by its stamp.py: edit it there, not here.
+# The plumbing's own imports (the story's are at the top of the file)
+import csv
+import difflib
+import glob
+import importlib.util
+import json
+import math
+import os
+import random
+import re
+import signal
+import sys
+import time
+import typing
+import warnings
+from dataclasses import asdict, replace
+
+import gymnasium as gym
+import numpy as np
+import tyro
+import torch
+from torch.utils.tensorboard import SummaryWriter
+
+
 class UsageError(Exception):
     """Bad input: reported as one line on stderr with exit status 2, before training."""
 

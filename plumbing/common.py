@@ -23,6 +23,39 @@
 #                                   after each update's row ("update") and where train asks
 #                                   ("start", "end", ...); grpo.py's and rlhf.py's held-out ones
 
+# The plumbing's own imports (the story's are at the top of the file)
+import csv
+import difflib
+import glob
+import importlib.util
+import json
+import math
+import os
+import random
+import re
+import signal
+import sys
+import time
+import typing
+import warnings
+from dataclasses import asdict, replace
+
+import gymnasium as gym
+import numpy as np
+import tyro
+# [torch]
+import torch
+from torch.utils.tensorboard import SummaryWriter
+# [end]
+# [numpy]
+from tensorboard.compat.proto.event_pb2 import Event
+from tensorboard.compat.proto.summary_pb2 import Summary
+from tensorboard.plugins.text.metadata import create_summary_metadata
+from tensorboard.summary.writer import event_file_writer
+from tensorboard.util.tensor_util import make_tensor_proto
+# [end]
+
+
 
 class UsageError(Exception):
     """Bad input: reported as one line on stderr with exit status 2, before training."""
