@@ -201,7 +201,7 @@ def docstring_sections(script):
             section = "equations"
         elif first.startswith(("Papers:", "Paper:")):
             section = "papers"
-        elif first.startswith("Run:"):
+        elif first.startswith(("Run:", "Run (")):
             section = "run"
         elif section == "idea" and sections["idea"] and not (
                 indented and sections["idea"][-1].rstrip().endswith((",", ":"))):
