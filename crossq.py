@@ -485,7 +485,9 @@ def train(args, agent, envs, run, device):
     """The CrossQ loop: act (uniformly at random before --learning-starts, then sampling the
     policy, its layers in evaluation mode), store the transition with its true final
     observation, take --gradient-steps CrossQ updates, and log; until the budget (whole
-    steps of the N environments), --stop-at-return or a non-finite loss."""
+    steps of the N environments), --stop-at-return or a non-finite loss.
+    run (RunWriter, below the banner) writes the run folder: step(n) prints progress and
+    evaluates, episode/update add a CSV row, reached/non_finite say when to stop."""
     action_space, action_dim = envs.single_action_space, envs.single_action_space.shape[0]
     obs_dim = envs.single_observation_space.shape[0]
     num_iterations = args.total_timesteps // args.num_envs

@@ -387,7 +387,9 @@ def train(args, envs, nets, run):
     """Step the environments with the actor's noisy actions (uniformly random ones for the
     first --learning-starts steps), store every transition, and from --learning-starts on
     take --gradient-steps updates after each step; until the budget (whole steps of the N
-    environments), --stop-at-return or a non-finite critic loss."""
+    environments), --stop-at-return or a non-finite critic loss.
+    run (RunWriter, below the banner) writes the run folder: step(n) prints progress and
+    evaluates, episode/update add a CSV row, reached/non_finite say when to stop."""
     device = next(nets.parameters()).device
     action_space = envs.single_action_space
     obs_dim, action_dim = envs.single_observation_space.shape[0], action_space.shape[0]

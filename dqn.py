@@ -466,7 +466,9 @@ def train(args, envs, q_network, target_network, run):
     minibatches replayed from the buffer, and every --target-network-frequency steps move
     the target network towards the online one. The run writer records episodes, log rows
     and the summary; the loop stops early at --stop-at-return or at a non-finite loss.
-    It runs whole steps of the N environments: the budget is rounded down to them."""
+    It runs whole steps of the N environments: the budget is rounded down to them.
+    run (RunWriter, below the banner) writes the run folder: step(n) prints progress and
+    evaluates, episode/update add a CSV row, reached/non_finite say when to stop."""
     device = next(q_network.parameters()).device
     optimizer = make_optimizer(q_network.parameters(), args.optimizer, args.learning_rate)
     rng = np.random.default_rng(args.seed)  # exploration and replay sampling

@@ -426,7 +426,9 @@ def train(args, strategy, normalizer, workers, run, rng):
     depend on the seed alone, not on --num-workers or on which worker plays which member.
     An episode ends at a termination or a time limit, its return what was collected until
     then (ES needs no bootstrap). The budget counts the members' steps; theta's own episode
-    each generation (theta_return in updates.csv), like the evaluation's, is not counted."""
+    each generation (theta_return in updates.csv), like the evaluation's, is not counted.
+    run (RunWriter, below the banner) writes the run folder: step(n) prints progress and
+    evaluates, episode/update add a CSV row, reached/non_finite say when to stop."""
     global_step, generation, solved = 0, 0, False
     while global_step < args.total_timesteps and not solved:
         generation += 1

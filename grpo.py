@@ -564,7 +564,10 @@ def warm_start(args, policy, run):
 def train(args, policy, envs, run, device):
     """The supervised warm start, the frozen reference, then GRPO: sample groups, score them
     in the environments, group advantages, clipped per-token updates with the k3 penalty,
-    log; until the budget, --stop-at-return or a non-finite loss (held_out.csv: run.measure)"""
+    log; until the budget, --stop-at-return or a non-finite loss.
+    run (RunWriter, below the banner) writes the run folder: step(n) prints progress and
+    evaluates, episode/update add a CSV row, measure(n, moment) takes the held-out measures,
+    reached/non_finite say when to stop."""
     prompt_len, T = policy.prompt_len, args.max_new_tokens
     if args.warm_start:  # a warm start saved by another run (its warm_start.pt): the controls'
         policy.load_state_dict(read_checkpoint(args.warm_start)["policy"])

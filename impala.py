@@ -517,7 +517,9 @@ class Actor:
 # ---------------------------------------------------------------------------------------
 def train(args, agent, actors, run, device):
     """IMPALA's learner: publish the weights, take batches of rollouts as they come, V-trace,
-    one step per batch, log the lag; until the budget, --stop-at-return or a non-finite loss."""
+    one step per batch, log the lag; until the budget, --stop-at-return or a non-finite loss.
+    run (RunWriter, below the banner) writes the run folder: step(n) prints progress and
+    evaluates, episode/update add a CSV row, reached/non_finite say when to stop."""
     # Adam with eps 1e-5 as in ppo.py, where the authors' code has RMSProp with eps 0.1
     optimizer = torch.optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5)
     rollout_steps = args.num_envs * args.num_steps

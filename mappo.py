@@ -455,7 +455,9 @@ class Critic(nn.Module):
 # ---------------------------------------------------------------------------------------
 def train(args, envs, actors, critic, value_norm, run, device):
     """MAPPO's loop: collect a rollout, compute the targets, update, log; until the budget,
-    --stop-at-return or a non-finite loss."""
+    --stop-at-return or a non-finite loss.
+    run (RunWriter, below the banner) writes the run folder: step(n) prints progress and
+    evaluates, episode/update add a CSV row, reached/non_finite say when to stop."""
     ep = args.critic_state == "ep"
     num_agents = len(envs.agents)
     # One Adam (eps 1e-5, MAPPO's) where the references have one for the actors and one for

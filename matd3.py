@@ -501,7 +501,9 @@ def train(args, envs, nets, run, spec, device):
     """Step the N copies with the actors' noisy actions (uniformly random ones for the first
     --learning-starts steps), store every lock-step, and from --learning-starts on take
     --gradient-steps updates after each; until the budget, --stop-at-return or a non-finite
-    critic loss."""
+    critic loss.
+    run (RunWriter, below the banner) writes the run folder: step(n) prints progress and
+    evaluates, episode/update add a CSV row, reached/non_finite say when to stop."""
     fp = args.critic_state == "fp"
     num_agents, action_dim = len(spec["agents"]), max(spec["action_dims"])
     num_iterations = args.total_timesteps // args.num_envs

@@ -492,7 +492,9 @@ def to_env_action(agent, actions, action_space):
 # ---------------------------------------------------------------------------------------
 def train(args, agent, normalizer, envs, run, device):
     """PPO's loop: collect a rollout, compute advantages and return targets, take epochs of
-    minibatch steps on ppo_loss, log; until the budget, --stop-at-return or a non-finite loss."""
+    minibatch steps on ppo_loss, log; until the budget, --stop-at-return or a non-finite loss.
+    run (RunWriter, below the banner) writes the run folder: step(n) prints progress and
+    evaluates, episode/update add a CSV row, reached/non_finite say when to stop."""
     # eps = 1e-5 as in the PPO authors' baselines (torch's default is 1e-8)
     optimizer = torch.optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5)
     buffer = RolloutBuffer(args.num_steps, args.num_envs, envs.single_observation_space.shape,

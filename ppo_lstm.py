@@ -497,7 +497,9 @@ def to_env_action(agent, actions, action_space):
 def train(args, agent, normalizer, envs, run, device):
     """PPO with an LSTM agent: collect a rollout carrying the hidden state, compute GAE, then
     epochs of minibatch steps on chunks re-run from their stored first states, log; until the
-    budget, --stop-at-return or a non-finite loss."""
+    budget, --stop-at-return or a non-finite loss.
+    run (RunWriter, below the banner) writes the run folder: step(n) prints progress and
+    evaluates, episode/update add a CSV row, reached/non_finite say when to stop."""
     # eps = 1e-5 as in the PPO authors' baselines (torch's default is 1e-8)
     optimizer = torch.optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5)
     T, N, L = args.num_steps, args.num_envs, args.data_chunk_length

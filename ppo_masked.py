@@ -417,7 +417,10 @@ def flat_size(space):
 # ---------------------------------------------------------------------------------------
 def train(args, agent, envs, run, mask_source, device):
     """PPO with masks: rollouts that keep each step's mask, GAE, minibatch updates under the
-    stored masks, log; until the budget, --stop-at-return or a non-finite loss."""
+    stored masks, log; until the budget, --stop-at-return or a non-finite loss.
+    run (RunWriter, below the banner) writes the run folder: step(n) prints progress and
+    evaluates, episode/update add a CSV row, returns holds the training returns, non_finite
+    says when to stop."""
     obs_space, num_actions = envs.single_observation_space, int(envs.single_action_space.n)
     # eps = 1e-5 as in the PPO authors' baselines (torch's default is 1e-8)
     optimizer = torch.optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5)

@@ -498,7 +498,9 @@ def random_states(env_id, num_envs, steps, seed):
 # ---------------------------------------------------------------------------------------
 def train(args, agent, rnd, normalizer, rnd_normalizer, envs, run, device):
     """PPO+RND's loop: a rollout, its intrinsic rewards, both streams' GAE, epochs of minibatch
-    steps on the combined loss, log; until the budget, --stop-at-return or a non-finite loss."""
+    steps on the combined loss, log; until the budget, --stop-at-return or a non-finite loss.
+    run (RunWriter, below the banner) writes the run folder: step(n) prints progress and
+    evaluates, episode/update add a CSV row, reached/non_finite say when to stop."""
     # One Adam for the agent and the predictor (not the target), eps = 1e-5 as in ppo.py
     params = [*agent.parameters(), *rnd.predictor.parameters()]
     optimizer = torch.optim.Adam(params, lr=args.learning_rate, eps=1e-5)

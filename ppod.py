@@ -477,7 +477,9 @@ def act_or_replay(agent, obs, info, replayed):
 
 
 def train(args, agent, normalizer, envs, buffers, run, device):
-    """PPO+D's loop: rollouts in which slots replay demos, GAE, PPO updates, priorities, log."""
+    """PPO+D's loop: rollouts in which slots replay demos, GAE, PPO updates, priorities, log.
+    run (RunWriter, below the banner) writes the run folder: step(n) prints progress and
+    evaluates, episode/update add a CSV row, reached/non_finite say when to stop."""
     # eps = 1e-5 as in the PPO authors' baselines (torch's default is 1e-8)
     optimizer = torch.optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5)
     space = envs.single_action_space

@@ -257,7 +257,9 @@ def make_vector_env(env_id, num_envs, video_folder=None):
 def train(args, q_network, envs, run, device):
     """PQN's loop: collect a rollout epsilon-greedily, compute its Q(lambda) returns, take
     epochs of minibatch steps on the squared error, log; until the budget, --stop-at-return
-    or a non-finite loss. No replay buffer, no target network."""
+    or a non-finite loss. No replay buffer, no target network.
+    run (RunWriter, below the banner) writes the run folder: step(n) prints progress and
+    evaluates, episode/update add a CSV row, reached/non_finite say when to stop."""
     optimizer = torch.optim.RAdam(q_network.parameters(), lr=args.learning_rate, eps=args.adam_eps)
     rollout = Rollout(args.num_steps, args.num_envs, envs.single_observation_space.shape, device)
     batch_size = args.num_envs * args.num_steps

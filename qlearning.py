@@ -382,7 +382,10 @@ def plot_heat_map(path, heat):
 def train(args, env, table, run):
     """The Q-learning loop: act epsilon-greedily, update Q(s, a) after every step, start a
     new episode where one ended, log; until the budget, --stop-at-return or a non-finite
-    TD error."""
+    TD error.
+    run (RunWriter, below the banner) writes the run folder: step(n) prints progress and
+    evaluates, episode/update add a CSV row, returns holds the training returns,
+    reached/non_finite say when to stop."""
     rng = random.Random(args.seed)  # exploration
     total = args.total_timesteps
     exploration_steps = args.exploration_fraction * total

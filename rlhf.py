@@ -699,8 +699,10 @@ def train_reward_model(args, policy, pairs, run):
 # ---------------------------------------------------------------------------------------
 def train(args, policy, envs, run):
     """The warm start, the labelled pairs, the reward model, then PPO (--algo dpo: train_dpo)
-    until the budget, --stop-at-return or a non-finite loss. The held-out measures are
-    run.measure's: where RL begins here, and after each update."""
+    until the budget, --stop-at-return or a non-finite loss.
+    run (RunWriter, below the banner) writes the run folder: step(n) prints progress and
+    evaluates, episode/update add a CSV row, measure(n, moment) takes the held-out measures
+    (where RL begins, and after each update), reached/non_finite say when to stop."""
     P = policy.prompt_len
     if args.warm_start:  # a warm start saved by another run (its warm_start.pt)
         policy.load_state_dict(read_checkpoint(args.warm_start)["policy"])

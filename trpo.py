@@ -469,7 +469,9 @@ def trust_region_step(agent, obs, actions, old_logprobs, advantages, args):
 
 def train(args, agent, normalizer, envs, run, device):
     """TRPO's loop: collect a batch, GAE, one trust-region step of the policy, Adam steps
-    of the value network, log; until the budget, --stop-at-return or a non-finite loss."""
+    of the value network, log; until the budget, --stop-at-return or a non-finite loss.
+    run (RunWriter, below the banner) writes the run folder: step(n) prints progress and
+    evaluates, episode/update add a CSV row, reached/non_finite say when to stop."""
     value_optimizer = torch.optim.Adam(agent.critic.parameters(), lr=args.vf_learning_rate)
     buffer = RolloutBuffer(args.num_steps, args.num_envs, envs.single_observation_space.shape,
                            envs.single_action_space.shape, agent.continuous, device)

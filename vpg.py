@@ -381,7 +381,9 @@ def to_env_action(agent, actions, action_space):
 def train(args, agent, normalizer, envs, run, device):
     """VPG's loop: collect a batch, compute advantages and return targets, take one policy
     gradient step on vpg_loss and several value steps, log; until the budget,
-    --stop-at-return or a non-finite loss."""
+    --stop-at-return or a non-finite loss.
+    run (RunWriter, below the banner) writes the run folder: step(n) prints progress and
+    evaluates, episode/update add a CSV row, reached/non_finite say when to stop."""
     policy_optimizer = torch.optim.Adam(agent.policy_parameters(), lr=args.learning_rate)
     value_optimizer = torch.optim.Adam(agent.critic.parameters(), lr=args.vf_learning_rate)
     buffer = RolloutBuffer(args.num_steps, args.num_envs, envs.single_observation_space.shape,
