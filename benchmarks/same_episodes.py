@@ -68,6 +68,22 @@ def episodes(checkout, script, flags):
         return found
 
 
+def differences(before, after):
+    """Where two runs' files differ, as a list of phrases (empty where they are the same):
+    a file one run wrote and the other did not, the first row that differs, or the numbers
+    of rows. before and after: {file name: [row dicts]}, as episodes() returns them."""
+    wrong = []
+    for name in sorted(set(before) | set(after)):
+        b, a = before.get(name), after.get(name)
+        if b is None or a is None:
+            wrong.append(f"{name} only {'after' if b is None else 'before'}")
+        elif b != a:
+            first = next((i for i, (x, y) in enumerate(zip(b, a)) if x != y), None)
+            wrong.append(f"{name} at row {first + 1}" if first is not None
+                         else f"{name}: {len(b)} rows before, {len(a)} after")
+    return wrong
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--before", required=True, help="a checkout from before the change")
@@ -78,15 +94,7 @@ def main():
     for script in args.scripts:
         before = episodes(args.before, script, COMMANDS[script])
         after = episodes(args.after, script, COMMANDS[script])
-        wrong = []
-        for name in sorted(set(before) | set(after)):
-            b, a = before.get(name), after.get(name)
-            if b is None or a is None:
-                wrong.append(f"{name} only {'after' if b is None else 'before'}")
-            elif b != a:
-                first = next((i for i, (x, y) in enumerate(zip(b, a)) if x != y), None)
-                wrong.append(f"{name} at row {first + 1}" if first is not None
-                             else f"{name}: {len(b)} rows before, {len(a)} after")
+        wrong = differences(before, after)
         if not wrong:
             print(f"{script}: same, {len(after.get('episodes.csv', []))} episodes and "
                   f"{', '.join(sorted(after))} ({' '.join(COMMANDS[script])})", flush=True)
