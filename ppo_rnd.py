@@ -35,8 +35,6 @@ extrinsic advantage the critic's error; chosen on seeds 1-5; results.md, "ppo_rn
 Run:
     python ppo_rnd.py                                # MountainCar-v0, 300k steps
     python ppo_rnd.py --int-coef 0                   # the same run as plain PPO
-    python ppo_rnd.py --env-id benchmarks.sparse_chain:SparseChain-v0 --total-timesteps 100000
-    python ppo_rnd.py --help
 
 Writes runs/<env_id>__ppo_rnd__<seed>__<unix_time>/: config.json, episodes.csv, updates.csv
 (with each rollout's mean intrinsic reward), summary.json, curve.png, TensorBoard's events.
@@ -497,8 +495,7 @@ def random_states(env_id, num_envs, steps, seed):
 # Training
 # ---------------------------------------------------------------------------------------
 def train(args, agent, rnd, normalizer, rnd_normalizer, envs, run, device):
-    """PPO+RND's loop: a rollout, its intrinsic rewards, both streams' GAE, epochs of minibatch
-    steps on the combined loss, log; until the budget, --stop-at-return or a non-finite loss.
+    """PPO+RND's loop, until the budget, --stop-at-return or a non-finite loss.
     run (RunWriter, below the banner) writes the run folder: step(n) prints progress and
     evaluates, episode/update add a CSV row, reached/non_finite say when to stop."""
     # One Adam for the agent and the predictor (not the target), eps = 1e-5 as in ppo.py
@@ -531,7 +528,6 @@ def train(args, agent, rnd, normalizer, rnd_normalizer, envs, run, device):
             buffer.rewards[step] = torch.from_numpy(reward).to(device)
             buffer.terminated[step] = torch.from_numpy(terminated).to(device)
             buffer.truncated[step] = torch.from_numpy(truncated).to(device)
-            # The RND sees the state each step reached, by its own statistics (updated first).
             reached = states_reached(obs, terminated | truncated, info)
             buffer.rnd_obs[step] = torch.from_numpy(rnd_normalizer(reached, update=True)).to(device)
             for i in np.flatnonzero(truncated):  # a time limit: bootstrap from the last state
