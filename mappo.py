@@ -148,20 +148,14 @@ class Args:
 # The math
 # ---------------------------------------------------------------------------------------
 def compute_gae(rewards, values, next_values, terminated, truncated, gamma, gae_lambda):
-    """Generalized advantage estimation with time limits handled (Schulman et al. 2016).
+    """Generalized advantage estimation with time limits handled (Schulman et al. 2016): the
+    module docstring's delta_t and A_t, run backwards from A_T = 0; returns = A + values.
 
     All inputs are tensors of shape [T, ...]: [T, N] for the EP critic (one value per
     environment), [T, N, A] for the AS critic (one per agent and environment); terminated
     and truncated are 0/1 or bool. values[t] = V(s_t); next_values[t] = V(s_{t+1}), the
     value of the state that followed step t, which is the true final state when the episode
-    ended at t. With done_t = terminated_t or truncated_t:
-
-        delta_t = r_t + gamma * (1 - terminated_t) * next_values_t - values_t
-        A_t     = delta_t + gamma * lambda * (1 - done_t) * A_{t+1},   A_T = 0
-        returns = A + values
-
-    Returns (advantages, returns), each of the inputs' shape.
-    """
+    ended at t. Returns (advantages, returns), each of the inputs' shape."""
     not_terminated = 1.0 - terminated.to(rewards.dtype)
     not_done = 1.0 - (terminated.bool() | truncated.bool()).to(rewards.dtype)
     deltas = rewards + gamma * not_terminated * next_values - values
@@ -238,13 +232,6 @@ def mappo_loss(newlogprob, oldlogprob, advantages, active, newvalue, oldvalue, r
     return pg_loss - ent_coef * entropy + vf_coef * v_loss, pg_loss, v_loss, entropy
 
 
-def explained_variance(values, returns):
-    """1 - Var[R - V] / Var[R]: 1 when the critic predicts the targets, 0 or less when it
-    does no better than their mean (NaN when the targets do not vary)."""
-    var_returns = returns.var().item()
-    return 1 - (returns - values).var().item() / var_returns if var_returns else math.nan
-
-
 class ValueNorm:
     """Running mean and variance of the value targets, merged batch by batch (Chan et al.
     1979). With n samples so far and a batch of m with mean mu_b and variance var_b:
@@ -258,16 +245,9 @@ class ValueNorm:
 
     The floor 0.01 on the variance is HARL's: after a batch of equal returns the variance is
     0, and a return 0.1 away would otherwise normalize to 1000. Before the first batch mu = 0
-    and var = 1; disabled, both maps are the identity.
-
-    HARL's (and MAPPO's) ValueNorm differs: moving averages of each batch's mean and mean
-    square (beta = 0.99999, debiased by 1 - beta^k), updated at every minibatch of every
-    epoch, each batch weighted alike whatever its size. Here each target counts once, and
-    the statistics move once per rollout; both are close to the mean and variance of all
-    targets seen, as their averages forget over about 10^5 updates, more than a run has.
-    Before their first update theirs have no statistics (mean square 0, the variance floored
-    at 0.01) and denormalize y to y / 10, so the first rollout's GAE reads the critic's
-    outputs at a tenth of their size; here mu = 0 and var = 1 give y itself.
+    and var = 1; disabled, both maps are the identity. Departure from HARL's and MAPPO's
+    ValueNorm, moving averages updated at every minibatch: each target counts once, merged
+    once per rollout (docs/teach/mappo.md compares the two).
     """
 
     def __init__(self, enabled):
@@ -275,8 +255,7 @@ class ValueNorm:
         self.mean, self.var, self.count = 0.0, 1.0, 0
 
     def update(self, x):
-        """Merge the batch x (a tensor of any shape, each entry a target) into mu, var and
-        n by the equations above."""
+        """Merge the batch x (any shape, each entry a target) by the equations above."""
         if not self.enabled or x.numel() == 0:
             return
         x = x.double()
@@ -353,9 +332,8 @@ class RolloutBuffer:
 
     def gae(self, value_fn, value_norm, gamma, gae_lambda):
         """GAE advantages and returns [T, *C] in the returns' own scale: the stored values
-        and the bootstrap values are denormalized first. next_values[t] is values[t+1]
-        inside the rollout, V(last_critic) after it and V(final_critic[t]) where step t was
-        truncated; where it was terminated it is multiplied by 0."""
+        and the bootstrap values, V(last_critic) after the rollout and V(final_critic[t])
+        where step t was truncated, are denormalized first."""
         values = value_norm.denormalize(self.values)
         next_values = torch.empty_like(values)
         next_values[:-1] = values[1:]
@@ -454,14 +432,12 @@ class Critic(nn.Module):
 # Training
 # ---------------------------------------------------------------------------------------
 def train(args, envs, actors, critic, value_norm, run, device):
-    """MAPPO's loop: collect a rollout, compute the targets, update, log; until the budget,
-    --stop-at-return or a non-finite loss.
+    """MAPPO's loop, until the budget, --stop-at-return or a non-finite loss.
     run (RunWriter, below the banner) writes the run folder: step(n) prints progress and
     evaluates, episode/update add a CSV row, reached/non_finite say when to stop."""
     ep = args.critic_state == "ep"
     num_agents = len(envs.agents)
-    # One Adam (eps 1e-5, MAPPO's) where the references have one for the actors and one for
-    # the critic: Adam's moments are per parameter, so with one lr and eps it is the same.
+    # One Adam (eps 1e-5, MAPPO's) acts as the references' two: its moments are per parameter.
     optimizer = torch.optim.Adam([*actors.parameters(), *critic.parameters()],
                                  lr=args.learning_rate, eps=1e-5)
     buffer = RolloutBuffer(args.num_steps, args.num_envs, num_agents, envs.obs.shape[-1],
@@ -487,16 +463,13 @@ def train(args, envs, actors, critic, value_norm, run, device):
                 buffer.critic_obs[step] = critic_input(state, obs, args.critic_state)
                 buffer.actions[step], buffer.logprobs[step] = actors.act(obs, avail)
                 buffer.values[step] = critic(buffer.critic_obs[step])
-            # A done agent sends no action and gets reward 0 and a zero observation until its
-            # copy resets (LockstepEnvs); its active mask 0 keeps it out of the update's means.
+            # A done agent gets reward 0, a zero observation and active 0 till its copy resets.
             out = envs.step(buffer.actions[step].cpu().numpy())
             global_step += args.num_envs
             run.step(global_step)  # progress line; evaluation every --eval-every steps
             buffer.rewards[step], buffer.terminated[step], buffer.truncated[step] = critic_step(
                 tensor(out.rewards), tensor(out.terminated), tensor(out.truncated), active,
                 tensor(out.ended), args.critic_state, args.per_agent_reward)
-            # where an episode was cut by the time limit, its value bootstraps from the true
-            # final state (taken before the copy reset)
             buffer.final_critic[step] = critic_input(tensor(out.final_state),
                                                      tensor(out.final_obs), args.critic_state)
             obs, state, avail = tensor(out.obs), tensor(out.state), tensor(out.avail)
@@ -507,11 +480,10 @@ def train(args, envs, actors, critic, value_norm, run, device):
                 return
         buffer.last_critic.copy_(critic_input(state, obs, args.critic_state))
 
-        # Targets: GAE in return units; the critic learns them normalized, over the entries
-        # that count (EP: every copy's step; AS: the steps each agent acted in).
+        # Targets: GAE in return units; the critic learns them normalized, where they count.
         with torch.no_grad():
             advantages, returns = buffer.gae(critic, value_norm, args.gamma, args.gae_lambda)
-        value_mask = torch.ones_like(returns) if ep else buffer.active
+        value_mask = torch.ones_like(returns) if ep else buffer.active  # AS: where each acted
         values = value_norm.denormalize(buffer.values)  # with the statistics that made them
         value_norm.update(returns[value_mask.bool()])
         if ep:  # every agent of a copy shares the team's advantage
@@ -538,8 +510,7 @@ def train(args, envs, actors, critic, value_norm, run, device):
                 nn.utils.clip_grad_norm_(actors.parameters(), args.max_grad_norm)  # each its
                 nn.utils.clip_grad_norm_(critic.parameters(), args.max_grad_norm)  # own, as theirs
                 optimizer.step()
-                # Diagnostics: k3 estimate of KL(old || new), mean(ratio - 1 - log ratio), and
-                # the fraction of active steps whose ratio left [1 - eps, 1 + eps]
+                # Diagnostics over the active steps: KL(old || new) by k3, the clip fraction
                 logratio = (newlogprob - mb["logprobs"]).detach()
                 approx_kls.append(masked_mean(torch.expm1(logratio) - logratio, mb["active"]))
                 clipfracs.append(masked_mean((logratio.exp() - 1).abs() > args.clip_coef,
@@ -1577,6 +1548,13 @@ def greedy_policy(models, envs):
                                torch.from_numpy(info["avail"]).to(device))
         return logits.argmax(-1).cpu().numpy()
     return act
+
+
+def explained_variance(values, returns):
+    """updates.csv's explained_variance, 1 - Var[R - V] / Var[R]: 1 when the critic predicts
+    the targets, 0 or less when it does no better than their mean (NaN when they do not vary)."""
+    var_returns = returns.var().item()
+    return 1 - (returns - values).var().item() / var_returns if var_returns else math.nan
 
 
 # What a run is judged on, by environment id (its benchmark task in benchmark.py, its README
