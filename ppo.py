@@ -12,26 +12,26 @@ Key equations (t indexes steps, done_t = terminated_t or truncated_t):
     L_clip    = E[ min(ratio_t * A_t, clip(ratio_t, 1 - eps, 1 + eps) * A_t) ]
     GAE       delta_t = r_t + gamma * (1 - terminated_t) * V(s_{t+1}) - V(s_t)
               A_t     = delta_t + gamma * lambda * (1 - done_t) * A_{t+1}
-    R_t       = A_t + V(s_t), the return target of the critic (with V-trace, R_t = vs_t)
+    R_t       = A_t + V(s_t), the critic's return target (V-trace has its own: compute_vtrace)
     loss      = -L_clip + c_v * 0.5 * (V(s_t) - R_t)^2 - c_e * entropy
 
 with eps --clip-coef, gamma --gamma, lambda --gae-lambda, c_v --vf-coef, c_e --ent-coef.
 A time-limit truncation is not a termination: the step bootstraps from the value of the
 true final observation (Gymnasium's info["final_obs"]), while a terminated step does not.
 V-trace targets can replace GAE with --advantage vtrace. An image observation gets a
-convolutional network (Agent), an Atari id (ALE/...) the DQN paper's preprocessing.
+convolutional network (Agent); an Atari id (ALE/...) also gets the DQN paper's preprocessing.
 
 Papers: Schulman et al. 2017 (PPO, arXiv:1707.06347); Schulman et al. 2016 (GAE, ICLR);
 Espeholt et al. 2018 (IMPALA's V-trace, ICML); Pardo et al. 2018 (Time Limits in RL, ICML);
 Mnih et al. 2015 (DQN's network and Atari preprocessing, Nature 518); Young & Tian 2019
 (MinAtar and its small-grid network, arXiv:1903.03176).
 
-Run (Pendulum, MinAtar, HalfCheetah, your own environment: the docs' "Running it"):
+Run (others, for Pendulum, MinAtar or your own environment: docs/parts/script-by-script.md):
     python ppo.py --env-id CartPole-v1
     python ppo.py --env-id Hopper-v5 --total-timesteps 1000000 --num-envs 1 \
         --num-steps 2048 --num-minibatches 32 --update-epochs 10 --learning-rate 3e-4 \
         --gamma 0.99 --gae-lambda 0.95 --clip-vloss --ent-coef 0 --norm-obs --norm-reward \
-        --eval-every 100000   # CleanRL's MuJoCo settings, benchmark.py's Hopper and Walker2d
+        --eval-every 100000   # CleanRL's MuJoCo settings
 
 Writes runs/<env_id>__ppo__<seed>__<unix_time>/: config.json, episodes.csv, updates.csv,
 summary.json, TensorBoard's events (--track: W&B too), model.pt (--save-model), evaluations.csv
@@ -62,7 +62,7 @@ SCRIPT = os.path.basename(__file__)
 # ---------------------------------------------------------------------------------------
 @dataclass
 class Args:
-    # ALE/ ids (Atari) need ale-py, MinAtar/ ids the minatar package.
+    # ALE/ ids (Atari) need ale-py, MinAtar/ ids minatar; module:id imports module first.
     env_id: str = "CartPole-v1"
     """a Gymnasium id (or module:id): Discrete or Box actions, flat Box or image observations"""
     seed: int = 1
@@ -79,8 +79,9 @@ class Args:
     """greedy evaluation episodes after training (0 skips evaluation)"""
     eval_every: int = 0
     """also evaluate greedily every N environment steps (0: only after training)"""
+    # GOALS, below the banner, gives some ids a longer window (50 or 100 episodes).
     stop_at_return: Optional[float] = None
-    """stop once the training mean over its goal's window (GOALS; else 20 episodes) reaches this"""
+    """stop once the mean of the last 20 training returns (or GOALS' window) reaches this"""
     save_model: bool = False
     """write model.pt into the run folder"""
     eval_checkpoint: Optional[str] = None
@@ -105,7 +106,7 @@ class Args:
     learning_rate: float = 4e-3
     """Adam learning rate (3e-4 in the PPO paper's MuJoCo runs, 2.5e-4 on Atari)"""
     anneal_lr: bool = True
-    """decay the learning rate linearly to 0 over the budget (so the budget changes the schedule)"""
+    """decay the learning rate linearly to 0 at --total-timesteps (a longer run decays slower)"""
     gamma: float = 0.98
     """discount factor (0.99 in the PPO paper)"""
     gae_lambda: float = 0.9
@@ -130,8 +131,7 @@ class Args:
     """stop an update's remaining epochs once the mean approx KL of an epoch exceeds this"""
     advantage: Literal["gae", "vtrace"] = "gae"
     """advantage estimator: GAE, or V-trace targets recomputed before each epoch"""
-    # rho, the importance weight, is clipped in the value targets and in the policy gradient's
-    # weight alike; IMPALA's code clips the latter apart, at 1 by default.
+    # IMPALA's code clips the policy gradient's rho by a flag of its own, also 1 by default.
     rho_bar: float = 1.0
     """V-trace: clip of rho, in the value targets and the policy gradient (1 in the IMPALA paper)"""
     c_bar: float = 1.0
@@ -142,19 +142,18 @@ class Args:
     """divide rewards by the running std of the discounted return, then clip to [-10, 10]"""
     hidden_size: int = 64
     """width of the two hidden layers of the actor and of the critic, for vector observations"""
-    # tanh and orthogonal weights as in the PPO baselines and CleanRL; the RL Zoo's MuJoCo
-    # settings take ReLU, PyTorch's default initialization and a log std starting at -2.
     activation: Literal["tanh", "relu"] = "tanh"
-    """the hidden layers' activation, for vector observations"""
+    """the hidden layers' activation, for vector observations (tanh: PPO baselines; relu: RL Zoo)"""
     ortho_init: bool = True
     """orthogonal weights (gains sqrt 2, 0.01 actor out, 1 critic out); off: PyTorch's default"""
     log_std_init: float = 0.0
     """continuous actions: the starting log std of the Gaussian policy (std = exp of it)"""
-    # ALE/ ids only. The game plays on after a lost life, as in the DQN paper and CleanRL.
+    # ALE/ ids only, as in the DQN paper and CleanRL. Only the learner sees a lost life as an
+    # end: the game plays on with the lives left, and episodes.csv records whole games.
     terminal_on_life_loss: bool = True
-    """Atari: a lost life ends the training episode (no bootstrap); evaluation plays whole games"""
-    # Discrete actions only (else the most likely action). 0.05 on ALE/ ids as the DQN papers
-    # and CleanRL evaluate Atari, where a policy that never presses FIRE would idle.
+    """Atari: a lost life terminates in training (no bootstrap); evaluation plays whole games"""
+    # Discrete actions only; the other evaluation steps take the most likely action. ALE/ ids:
+    # 0.05, as the DQN papers and CleanRL evaluate Atari (a policy that never presses FIRE idles).
     eval_epsilon: Optional[float] = None
     """the evaluation's probability of a uniformly random action (None: 0.05 on ALE/ ids, else 0)"""
 
@@ -216,7 +215,8 @@ def compute_vtrace(rewards, values, next_values, terminated, truncated, log_rhos
         running = deltas[t] + gamma * cs[t] * not_done[t] * running
         vs_minus_values[t] = running
     vs = values + vs_minus_values
-    bootstrap = torch.cat([torch.where(done[:-1], next_values[:-1], vs[1:]), next_values[-1:]])
+    bootstrap = torch.where(done[:-1], next_values[:-1], vs[1:])  # G_t for t < T-1
+    bootstrap = torch.cat([bootstrap, next_values[-1:]])  # and G_{T-1} = next_values_{T-1}
     advantages = rhos * (rewards + gamma * not_terminated * bootstrap - values)
     return advantages, vs
 
@@ -242,8 +242,8 @@ def ppo_loss(newlogprob, oldlogprob, advantages, newvalue, oldvalue, returns, en
         v_clipped = oldvalue + torch.clamp(newvalue - oldvalue, -clip_coef, clip_coef)
         v_loss = torch.max(v_loss, (v_clipped - returns) ** 2)
     v_loss = 0.5 * v_loss.mean()
-    entropy = entropy.mean()
-    return pg_loss - ent_coef * entropy + vf_coef * v_loss, pg_loss, v_loss, entropy
+    mean_entropy = entropy.mean()
+    return pg_loss - ent_coef * mean_entropy + vf_coef * v_loss, pg_loss, v_loss, mean_entropy
 
 
 def explained_variance(values, returns):
@@ -298,11 +298,11 @@ class RolloutBuffer:
     def vtrace(self, agent, gamma, rho_bar, c_bar):
         """V-trace (advantages, vs) [T, N] under the agent's current policy pi and critic:
         log rho = log pi(a_t|s_t) - log mu(a_t|s_t), mu the policy that acted."""
-        _, logprobs, _, values = agent.get_action_and_value(self.obs.flatten(0, 1),
-                                                            self.actions.flatten(0, 1))
-        values = values.view_as(self.values)
+        obs, actions = self.obs.flatten(0, 1), self.actions.flatten(0, 1)  # [T * N, ...]
+        _, logprobs, _, values = agent.get_action_and_value(obs, actions)
+        values = values.view_as(self.values)  # back to [T, N]
         next_values = self.next_values(agent.get_value, values)
-        log_rhos = logprobs.view_as(self.logprobs) - self.logprobs
+        log_rhos = logprobs.view_as(self.logprobs) - self.logprobs  # log pi - log mu
         return compute_vtrace(self.rewards, values, next_values, self.terminated,
                               self.truncated, log_rhos, gamma, rho_bar, c_bar)
 
@@ -335,9 +335,9 @@ class ImageEncoder(nn.Module):
     """Convolutions from an image to a feature vector, with ReLU after every layer.
 
     The channel axis is set by convention, never guessed from the sizes (MinAtar's Seaquest
-    frames are 10 x 10 x 10): channels_last for H x W x C images, Gymnasium's and MinAtar's
-    convention, moved first for the convolutions; channels first (C x H x W) for the stack
-    of Atari frames that atari_wrappers makes. 0-255 pixels (byte_pixels) are scaled to [0, 1].
+    frames are 10 x 10 x 10). channels_last: H x W x C images (Gymnasium's and MinAtar's
+    convention), their channels moved first for the convolutions. Otherwise C x H x W (the
+    stack of Atari frames that atari_wrappers makes). uint8: 0-255 pixels, scaled to [0, 1].
     Two sizes, a convolution's output side being (side - kernel) // stride + 1:
 
         at least 36 x 36 (Atari's 84 x 84; Mnih et al. 2015): conv 32 8x8 stride 4, conv 64
@@ -418,44 +418,17 @@ class Agent(nn.Module):
 # ---------------------------------------------------------------------------------------
 # What the agent sees and sends: normalized observations and rewards, clipped actions
 # ---------------------------------------------------------------------------------------
-class ObsNormalizer:
-    """(obs - mean) / sqrt(var + 1e-8), clipped to [-10, 10], with running statistics
-    (Gymnasium's RunningMeanStd). Gymnasium's vector NormalizeObservation refuses SAME_STEP
-    autoreset and would leave info["final_obs"] raw, so the script applies the same
-    statistics to both itself. Disabled, it passes observations through as float32."""
-
-    def __init__(self, shape, enabled):
-        self.enabled = enabled
-        self.rms = RunningMeanStd(shape=shape)
-
-    def __call__(self, obs, update=False):
-        obs = np.asarray(obs, dtype=np.float32)
-        if not self.enabled:
-            return obs
-        if update:
-            self.rms.update(obs)
-        normalized = (obs - self.rms.mean) / np.sqrt(self.rms.var + 1e-8)
-        return np.clip(normalized, -10.0, 10.0).astype(np.float32)
-
-    def state_dict(self):  # tensors, so that torch.load(weights_only=True) reads them
-        return {k: torch.as_tensor(getattr(self.rms, k), dtype=torch.float64)
-                for k in ("mean", "var", "count")}
-
-    def load_state_dict(self, state):
-        for k in ("mean", "var", "count"):
-            setattr(self.rms, k, state[k].numpy())
-
-
 def make_vector_env(env_id, num_envs, training=False, reward_gamma=None, life_loss=False,
                     video_folder=None):
-    """N copies of env_id in one synchronous vector environment with SAME_STEP autoreset
-    (the observation after an episode ends is the next episode's first; the true last one
-    is in info["final_obs"]) and Gymnasium's episode statistics, which the wrappers after
-    them leave raw: reward_gamma (--norm-reward) divides rewards by the running std of the
-    return discounted by it and clips them to [-10, 10] (Gymnasium's NormalizeReward); an
-    Atari id gets atari_wrappers and, in training, rewards clipped to their sign (the DQN
-    paper) and with life_loss a lost life as a termination (LifeLossTermination), so that
-    episodes.csv keeps whole games' scores. video_folder: recording_env (--capture-video)."""
+    """N copies of env_id in one synchronous vector environment with SAME_STEP autoreset:
+    the step that ends an episode returns the next episode's first observation, and the
+    true last one in info["final_obs"]. Then the wrappers, in order: Gymnasium's episode
+    statistics, on raw rewards (episodes.csv keeps whole games' scores); on Atari in training,
+    with life_loss, a lost life as a termination, and rewards clipped to their sign (the DQN
+    paper); reward_gamma (--norm-reward) divides rewards by the running std of the return
+    discounted by it and clips them to [-10, 10] (Gymnasium's NormalizeReward). The Atari
+    helpers, atari_wrappers and LifeLossTermination, are plumbing/pixels.py's block below the
+    banner; video_folder (--capture-video) records with recording_env, also below."""
     atari = env_id.startswith("ALE/")
     options = {"frameskip": 1} if atari else {}  # AtariPreprocessing skips frames itself
 
@@ -477,6 +450,34 @@ def make_vector_env(env_id, num_envs, training=False, reward_gamma=None, life_lo
         envs = gym.wrappers.vector.NormalizeReward(envs, gamma=reward_gamma)
         envs = gym.wrappers.vector.ClipReward(envs, -10.0, 10.0)
     return envs
+
+
+class ObsNormalizer:
+    """(obs - mean) / sqrt(var + 1e-8), clipped to [-10, 10], with running statistics
+    (Gymnasium's RunningMeanStd); disabled, it passes observations through as float32.
+    Gymnasium's vector NormalizeObservation refuses SAME_STEP autoreset and would leave
+    info["final_obs"] raw: train() normalizes the observations and the final ones with this."""
+
+    def __init__(self, shape, enabled):
+        self.enabled = enabled
+        self.rms = RunningMeanStd(shape=shape)
+
+    def __call__(self, obs, update=False):
+        obs = np.asarray(obs, dtype=np.float32)
+        if not self.enabled:
+            return obs
+        if update:
+            self.rms.update(obs)
+        normalized = (obs - self.rms.mean) / np.sqrt(self.rms.var + 1e-8)
+        return np.clip(normalized, -10.0, 10.0).astype(np.float32)
+
+    def state_dict(self):  # tensors, so that torch.load(weights_only=True) reads them
+        return {k: torch.as_tensor(getattr(self.rms, k), dtype=torch.float64)
+                for k in ("mean", "var", "count")}
+
+    def load_state_dict(self, state):
+        for k in ("mean", "var", "count"):
+            setattr(self.rms, k, state[k].numpy())
 
 
 def to_env_action(agent, actions, action_space):
@@ -525,15 +526,16 @@ def train(args, agent, normalizer, envs, run, device):
             buffer.rewards[step] = torch.from_numpy(reward).to(device)
             buffer.terminated[step] = torch.from_numpy(terminated).to(device)
             buffer.truncated[step] = torch.from_numpy(truncated).to(device)
-            # --norm-obs normalizes a time limit's true final observation without updating the
-            # statistics (ObsNormalizer); the step bootstraps from its value.
+            # Only a truncated step bootstraps from its true final observation (a terminated one
+            # from nothing). --norm-obs normalizes it without updating the statistics, which
+            # follow the observations the agent acts on.
             for i in np.flatnonzero(truncated):
                 final_obs = normalizer(info["final_obs"][i])
                 buffer.final_obs[step, i] = torch.from_numpy(final_obs).to(device)
             next_obs = torch.from_numpy(normalizer(obs, update=True)).to(device)
             for i in np.flatnonzero(info.get("_episode", [])):
                 run.episode(global_step, info["episode"]["r"][i], info["episode"]["l"][i])
-            if run.reached(args.stop_at_return, global_step):  # the summary records when
+            if run.reached(args.stop_at_return, global_step):  # summary.json records the step
                 return
         buffer.last_obs.copy_(next_obs)
 
@@ -550,20 +552,21 @@ def train(args, agent, normalizer, envs, run, device):
                 advantages, returns = buffer.vtrace(agent, args.gamma, args.rho_bar, args.c_bar)
             b_advantages, b_returns = advantages.flatten(), returns.flatten()
             for idx in torch.randperm(batch_size, device=device).split(minibatch_size):
-                _, newlogprob, entropy, newvalue = agent.get_action_and_value(
+                _, newlogprob, entropies, newvalue = agent.get_action_and_value(
                     b_obs[idx], b_actions[idx])
                 adv = b_advantages[idx]  # normalized within the minibatch unless --no-norm-adv
                 adv = (adv - adv.mean()) / (adv.std() + 1e-8) if args.norm_adv else adv
                 loss, pg_loss, v_loss, entropy = ppo_loss(
                     newlogprob=newlogprob, oldlogprob=b_logprobs[idx], advantages=adv,
                     newvalue=newvalue, oldvalue=b_values[idx], returns=b_returns[idx],
-                    entropy=entropy, clip_coef=args.clip_coef, ent_coef=args.ent_coef,
+                    entropy=entropies, clip_coef=args.clip_coef, ent_coef=args.ent_coef,
                     vf_coef=args.vf_coef, clip_vloss=args.clip_vloss)
                 optimizer.zero_grad()
                 loss.backward()
                 nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)
                 optimizer.step()
-                # Diagnostics: k3 estimate of KL(old || new), mean(ratio - 1 - log ratio); clipfrac
+                # Diagnostics: approx KL(old || new) = mean(ratio - 1 - log ratio), an estimate
+                # that is never negative; clipfrac, the fraction of ratios the clip cut
                 logratio = (newlogprob - b_logprobs[idx]).detach()
                 ratio = logratio.exp()
                 approx_kls.append((ratio - 1 - logratio).mean().item())
@@ -572,7 +575,7 @@ def train(args, agent, normalizer, envs, run, device):
             if args.target_kl is not None and epoch_kl > args.target_kl:
                 break
 
-        if run.non_finite(loss.item(), global_step):  # says so; the run stops as interrupted
+        if run.non_finite(loss.item(), global_step):  # a NaN or inf loss: stop, marked interrupted
             return
         run.update(global_step, learning_rate=optimizer.param_groups[0]["lr"],
                    policy_loss=pg_loss.item(), value_loss=v_loss.item(), entropy=entropy.item(),
@@ -583,13 +586,16 @@ def train(args, agent, normalizer, envs, run, device):
 def main(args: Args) -> dict:
     """Train PPO (or evaluate an --eval-checkpoint), write the run folder, return the summary.
     Ctrl-C stops training; the run folder is written, then KeyboardInterrupt goes on up."""
-    # Check everything a user can get wrong before anything runs: one line, exit status 2.
+    # Calls not defined above are the plumbing's, below the banner (make_game, byte_pixels and
+    # channels_last: plumbing/pixels.py's block). check_args and check_env stop what a user
+    # can get wrong before anything runs: one line, exit status 2.
     args = with_eval_epsilon(args)  # 0.05 on Atari unless given
     check_args(args)
     obs_space, action_dim, continuous = check_env(args, make=make_game)
-    args, checkpoint = load_checkpoint(args)  # the network's flags come from a checkpoint
+    args, checkpoint = load_checkpoint(args)  # --eval-checkpoint's model.pt and network flags
 
-    # Set up: seeds, device, the agent, the observation normalizer, the run folder.
+    # Set up: seed_and_device seeds and picks the device; the agent, whose image pixel type and
+    # channel axis byte_pixels and channels_last read; the normalizer; the run folder.
     device = seed_and_device(args.seed, args.cuda, image=len(obs_space.shape) == 3)
     agent = Agent(obs_space.shape, action_dim, continuous, args.hidden_size,
                   uint8=byte_pixels(obs_space), channels_last=channels_last(args.env_id),
@@ -598,10 +604,11 @@ def main(args: Args) -> dict:
     normalizer = ObsNormalizer(obs_space.shape, args.norm_obs)
     models = {"agent": agent, "obs_rms": normalizer}  # what model.pt holds
     if checkpoint is not None:
-        restore(checkpoint, models, args)
+        restore(checkpoint, models, args)  # the checkpoint's weights and statistics
     run = RunWriter(args, device, models, rollout_steps=args.num_envs * args.num_steps)
 
-    # Train (unless evaluating a checkpoint), then finish: evaluate, save, write, plot.
+    # Train (unless evaluating a checkpoint), then finish: train_and_finish runs train(), then
+    # evaluates, saves and writes the run folder.
     envs = None if checkpoint else make_vector_env(
         args.env_id, args.num_envs, training=True, life_loss=args.terminal_on_life_loss,
         reward_gamma=args.gamma if args.norm_reward else None)
