@@ -5,11 +5,10 @@ A small causal transformer (nanoGPT's shape) learns two-digit addition written a
 "47+85=" -> "132", from a reward it can check: 1 for the exact answer, 0 otherwise. A
 supervised warm start learns from worked answers that leave out most sums with a carry in the
 ones column; the reward checks every sum. For each prompt the policy samples a group of G
-completions, each completion's advantage is its reward relative to its group (no critic),
-and the update is PPO's clipped ratio on every token, with a penalty for drifting from the
-frozen warm start, estimated by Schulman's k3. The run is judged on what RL added: the
-held-out accuracy after GRPO less the warm start's. The field's corrections are flags (Dr.
-GRPO, DAPO, RLOO, NLPO's --top-p); --model trains a local Hugging Face causal LM instead.
+completions, each completion's advantage is its reward relative to its group (no critic), and
+the update is PPO's clipped ratio on every token, with a k3 penalty for drifting from the
+frozen warm start. The run is judged on what RL added: the held-out accuracy after GRPO less
+the warm start's. The field's corrections are flags (Dr. GRPO, DAPO, RLOO, NLPO's --top-p).
 
 Key equations (a group of G completions o_1..o_G of one prompt q, o_i of |o_i| tokens,
 r_i in {0, 1} its reward, pi_old the sampler, pi_ref the frozen reference, N completions in
@@ -19,8 +18,9 @@ a minibatch, T_max --max-new-tokens):
                    A_i =  r_i - mean_j r_j                            (--no-scale-rewards)
                    A_i =  r_i - 1/(G-1) sum_{j != i} r_j              (--baseline rloo)
     ratio          rho_{i,t} = pi_theta(o_{i,t} | q, o_{i,<t}) / pi_old(o_{i,t} | q, o_{i,<t})
-    per token      L_{i,t} = -min(rho A_i, clip(rho, 1 - eps_low, 1 + eps_high) A_i)
-                             + beta (pi_ref / pi_theta - log(pi_ref / pi_theta) - 1)   (k3)
+    clipped loss   l_{i,t} = -min(rho A_i, clip(rho, 1 - eps_low, 1 + eps_high) A_i)
+    k3 estimator   k3_{i,t} = pi_ref / pi_theta - log(pi_ref / pi_theta) - 1   (>= 0)
+    per token      L_{i,t} = l_{i,t} + beta * k3_{i,t}
     aggregation    seq-mean-token-mean     (1/N) sum_i (1/|o_i|) sum_t L_{i,t}     (GRPO)
                    token-mean              sum_{i,t} L_{i,t} / sum_i |o_i|          (DAPO)
                    seq-mean-token-sum-norm sum_{i,t} L_{i,t} / (N * T_max)         (Dr. GRPO)
@@ -35,11 +35,9 @@ before and after RL), arXiv:2504.13837; Radford et al. 2019 (GPT-2).
 Run:
     python grpo.py
     python grpo.py --clip-coef-high 0.28 --loss-agg token-mean --dynamic-sampling --beta 0
-    python grpo.py --top-p 0.9   # NLPO's top-p action mask
 
 Writes runs/<env_id>__grpo__<seed>__<unix_time>/: config.json, episodes.csv (a completion a
-row), updates.csv, held_out.csv (held-out accuracy, pass@k, length and KL, every --eval-every
-answers from the warm start's), pass_at_k.csv, summary.json, TensorBoard's events, curve.png.
+row), updates.csv, held_out.csv, pass_at_k.csv, summary.json, TensorBoard's events, curve.png.
 """
 
 # ---------------------------------------------------------------------------------------
@@ -562,9 +560,7 @@ def warm_start(args, policy, run):
 # Training
 # ---------------------------------------------------------------------------------------
 def train(args, policy, envs, run, device):
-    """The supervised warm start, the frozen reference, then GRPO: sample groups, score them
-    in the environments, group advantages, clipped per-token updates with the k3 penalty,
-    log; until the budget, --stop-at-return or a non-finite loss.
+    """The warm start, then GRPO until the budget, --stop-at-return or a non-finite loss.
     run (RunWriter, below the banner) writes the run folder: step(n) prints progress and
     evaluates, episode/update add a CSV row, measure(n, moment) takes the held-out measures,
     reached/non_finite say when to stop."""
@@ -590,11 +586,10 @@ def train(args, policy, envs, run, device):
         if args.anneal_lr:  # linearly from --learning-rate at the start to 0 at the end
             optimizer.param_groups[0]["lr"] = args.learning_rate * (1 - global_step / budget)
 
-        # Sample: a group of G completions of each prompt, scored by the environments. With
-        # --dynamic-sampling, groups of one reward value are dropped and more are sampled.
+        # Sample: a group of G completions of each prompt, scored by the environments.
         kept, rewards_seen, lengths = [], [], []
         for _ in range(args.max_sample_rounds if args.dynamic_sampling else 1):
-            check_groups(args, prompts)  # a group's G environments posed one prompt
+            check_groups(args, prompts)  # refused where a group's envs posed different prompts
             completions, tokens, mask, logprobs, masks = complete(
                 policy, prompts, temperature=args.temperature, mask_model=mask_model,
                 top_p=args.top_p)
