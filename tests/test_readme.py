@@ -177,11 +177,13 @@ def test_benchmark_rewrites_its_table_and_keeps_the_notes(tmp_path):
 
 
 def test_the_scripts_own_environment_commands_run_from_the_root():
-    """A script's docstring command with the suite's own `my_envs` module puts tests/ on
-    PYTHONPATH (`python ppo.py` puts the script's folder on sys.path, not tests/), so it
-    works when pasted in the repository root."""
+    """A command with the suite's own `my_envs` module, in a script's docstring or on its page
+    (docs/parts/script-by-script.md, where the docstrings' other commands went: issue 102),
+    puts tests/ on PYTHONPATH (`python ppo.py` puts the script's folder on sys.path, not
+    tests/), so it works when pasted in the repository root."""
     commands = []
-    for script in sorted(glob.glob(os.path.join(ROOT, "*.py"))):
+    page = os.path.join(ROOT, "docs", "parts", "script-by-script.md")
+    for script in sorted(glob.glob(os.path.join(ROOT, "*.py"))) + [page]:
         commands += [line.strip() for line in read(script).splitlines() if " my_envs:" in line
                      and re.match(r"\s*(PYTHONPATH=\S+ )?python ", line)]
     assert len(commands) >= 7
