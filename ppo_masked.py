@@ -21,13 +21,11 @@ done_t = terminated_t or truncated_t):
 
 with eps --clip-coef, gamma --gamma, lambda --gae-lambda, c_v --vf-coef, c_e --ent-coef.
 The gradient of a masked logit is exactly 0, so the update never pushes on actions the
-environment forbade. A time-limit truncation is not a termination: the step bootstraps
-from the value of the true final observation (Gymnasium's info["final_obs"]).
+environment forbade.
 
-The mask comes from info["action_mask"] (Gymnasium's Taxi) or a Dict observation's
-"action_mask" entry (PettingZoo's classic games), whose other entries are flattened (Discrete
-and MultiDiscrete one-hot) and concatenated in sorted key order. An environment without masks
-is refused, not trained without them by accident: --no-mask allows every action (to compare).
+The mask comes from info["action_mask"] (Gymnasium's Taxi) or a Dict observation's "action_mask"
+entry (PettingZoo's classic games; flatten_obs joins the rest). An environment without masks is
+refused, not trained without them by accident; --no-mask allows every action.
 
 Papers: Huang & Ontañón 2020 (invalid action masking, arXiv:2006.14171; FLAIRS-35, 2022);
 Schulman et al. 2017 (PPO, arXiv:1707.06347); Schulman et al. 2016 (GAE, ICLR); Pardo et al.
@@ -37,10 +35,9 @@ Run (your own environment: the docs' "Running it"):
     python ppo_masked.py --env-id Taxi-v4
     python ppo_masked.py --env-id Taxi-v4 --no-mask --total-timesteps 400000
 
-Writes runs/<env_id>__ppo_masked__<seed>__<unix_time>/ (plainrl's CONTRIBUTING.md, "What a
-run writes"): config.json, episodes.csv, updates.csv, summary.json, TensorBoard's events
-(--track: W&B too), model.pt (--save-model), evaluations.csv and best_model.pt (--eval-every
-N); python plot.py <run folder> draws its learning curve.
+Writes runs/<env_id>__ppo_masked__<seed>__<unix_time>/: config.json, episodes.csv, updates.csv,
+summary.json, TensorBoard's events (--track: W&B too), model.pt (--save-model), evaluations.csv
+and best_model.pt (--eval-every N); python plot.py <run folder> draws its learning curve.
 """
 
 # ---------------------------------------------------------------------------------------
