@@ -13,8 +13,6 @@ step's episode-start flag and the state (h, c) the agent acted with; minibatches
 L = --data-chunk-length steps of one environment's rollout, each re-run from the state stored
 at its first step and reset to zeros at every episode start inside it; and a time-limit
 truncation bootstraps from V(final observation) valued with the state the episode had reached.
-Unlike ppo.py: no --clip-vloss or V-trace, --norm-obs and --norm-reward on, gamma 0.99, lr and
-epsilon annealed over --anneal-steps, not the budget, and a critic with an LSTM of its own.
 
 Key equations (t indexes steps, done_t = terminated_t or truncated_t):
 
@@ -37,8 +35,6 @@ Papers:
 
 Run:
     python ppo_lstm.py --env-id CartPole-v1 --hide-obs 1 3
-    python ppo_lstm.py --env-id CartPole-v1 --hide-obs 1 3 --data-chunk-length 32   # whole rollouts
-    python ppo_lstm.py --help
 
 Writes runs/<env_id>__ppo_lstm-hide1-3__<seed>__<time>/ (--hide-obs 1 3): config.json, episodes.csv,
 updates.csv, summary.json, curve.png, TensorBoard's events (--save-model: model.pt).
