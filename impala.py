@@ -34,9 +34,7 @@ Papers:
 
 Run:
     python impala.py --env-id CartPole-v1                      # a Ray of its own, here
-    python impala.py --sync --seed 3                           # the same run twice
     python impala.py --refresh-every 16 --no-vtrace            # a large lag, uncorrected
-    python impala.py --help
 
 Writes runs/<env_id>__impala__<seed>__<unix_time>/: config.json, episodes.csv, updates.csv
 (a row per gradient step, with its batch's policy lag), summary.json, curve.png, TensorBoard's.
