@@ -3,16 +3,15 @@
 DPO on the same preferences beside it.
 
 The pipeline of Ziegler et al., Stiennon et al. and InstructGPT, laptop-sized, on 4-word
-prompts of a made-up language of 16 words, whose completions a hidden gold score rates (the
-task, below). A simulated labeller prefers one of two completions with the Bradley-Terry
-probability of their gold scores; the policy and the reward model never see the gold score.
-(1) A supervised warm start learns the language. (2) A reward model (the warm start's body
-with a scalar head) learns from labelled pairs of the warm start's completions. (3) PPO
-samples completions, each token an action, with a value head on the policy's body as its
-critic; the reward model's score lands on the last token and a KL penalty to the frozen warm
-start on every token. --algo dpo replaces (2) and (3) by DPO. Pushed far from the warm start
-(a small beta), the proxy keeps rising while the gold score peaks and falls (Gao et al.):
-held_out.csv records both against the KL.
+prompts of a made-up language of 16 words, whose completions a hidden gold score rates. A
+simulated labeller prefers one of two completions with the Bradley-Terry probability of their
+gold scores; the policy and the reward model never see the gold score. (1) A supervised warm
+start learns the language. (2) A reward model (the warm start's body with a scalar head) learns
+from labelled pairs of the warm start's completions. (3) PPO samples completions, each token an
+action, with a value head on the policy's body as its critic; the reward model's score lands on
+the last token and a KL penalty to the frozen warm start on every token. --algo dpo replaces
+(2) and (3) by DPO. Pushed far from the warm start (a small beta), the proxy keeps rising while
+the gold score peaks and falls (Gao et al.): held_out.csv records both against the KL.
 
 Key equations (prompt x, completion y = y_1..y_n, y_n the end-of-sequence token or the
 T_max-th; pi the policy, pi_old the sampler, pi_ref the warm start, r_phi the reward model,
@@ -21,7 +20,9 @@ sigma the logistic function, tau the labeller's temperature):
     labeller       P(y_a preferred to y_b) = sigma((gold(y_a) - gold(y_b)) / tau)
     Bradley-Terry  L_RM = -log sigma(r_phi(x, y_w) - r_phi(x, y_l))   (w preferred to l)
     token reward   r_t = -beta (log pi_old(y_t) - log pi_ref(y_t)) + [t = n] r_phi(x, y)
-    GAE            delta_t = r_t + gamma V(t+1) - V(t),  A_t = delta_t + gamma lambda A_{t+1}
+    GAE            delta_t = r_t + gamma V(t+1) - V(t),  A_t = delta_t + gamma lambda A_{t+1},
+                   V(n+1) = 0, gamma = 1: the completion is one episode
+    whitening      w(z) = (z - mean z) / std z   over the batch's completion tokens
     PPO            L = mean_t max(-A_t rho_t, -A_t clip(rho_t, 1 - eps, 1 + eps))
                        + c_v mean_t max((V_t - R_t)^2, (clip(V_t, V_old +- eps_v) - R_t)^2) / 2
     adaptive KL    e = clip(KL / KL_target - 1, -0.2, 0.2),  beta <- beta (1 + e n / horizon)
@@ -34,11 +35,9 @@ al. 2023 (NLPO); Schulman et al. 2016 (GAE), 2017 (PPO); Bradley and Terry 1952.
 Run:
     python rlhf.py
     python rlhf.py --beta 0.005   # a small beta: the gold score peaks and falls
-    python rlhf.py --algo dpo     # DPO on the same preference pairs
 
 Writes runs/<env_id>__rlhf__<seed>__<unix_time>/: config.json, pairs.jsonl, reward_model.csv,
-episodes.csv (each completion's gold score), updates.csv, held_out.csv (proxy, gold and KL on
-held-out prompts), summary.json, TensorBoard's events, curve.png, model.pt (--save-model).
+episodes.csv, updates.csv, held_out.csv, summary.json, TensorBoard's events, curve.png.
 """
 
 # ---------------------------------------------------------------------------------------
