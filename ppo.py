@@ -6,27 +6,28 @@ how much better each action was than expected (the advantage), and then takes se
 epochs of minibatch gradient steps on a clipped surrogate objective that keeps the new
 policy close to the one that collected the data.
 
-Key equations (t indexes steps, done_t = terminated_t or truncated_t):
+Key equations. t indexes steps; done_t = terminated_t or truncated_t (either end).
+terminated_t stops the bootstrap in delta_t; done_t stops the sum in A_t:
 
     ratio_t   = pi_theta(a_t | s_t) / pi_old(a_t | s_t)
     L_clip    = E[ min(ratio_t * A_t, clip(ratio_t, 1 - eps, 1 + eps) * A_t) ]
     GAE       delta_t = r_t + gamma * (1 - terminated_t) * V(s_{t+1}) - V(s_t)
               A_t     = delta_t + gamma * lambda * (1 - done_t) * A_{t+1}
-    R_t       = A_t + V(s_t), the critic's return target (V-trace has its own: compute_vtrace)
+    R_t       = A_t + V(s_t), the critic's return target
     loss      = -L_clip + c_v * 0.5 * (V(s_t) - R_t)^2 - c_e * entropy
 
 with eps --clip-coef, gamma --gamma, lambda --gae-lambda, c_v --vf-coef, c_e --ent-coef.
-A time-limit truncation is not a termination: the step bootstraps from the value of the
-true final observation (Gymnasium's info["final_obs"]), while a terminated step does not.
-V-trace targets can replace GAE with --advantage vtrace. An image observation gets a
-convolutional network (Agent); an Atari id (ALE/...) also gets the DQN paper's preprocessing.
+A time limit's truncation is not a termination: that step bootstraps from the value of the
+true final observation (Gymnasium's info["final_obs"]). --advantage vtrace replaces A_t and
+R_t by V-trace's (compute_vtrace). An image observation gets a convolutional network (Agent);
+an Atari id (ALE/...) also gets the DQN paper's preprocessing.
 
 Papers: Schulman et al. 2017 (PPO, arXiv:1707.06347); Schulman et al. 2016 (GAE, ICLR);
 Espeholt et al. 2018 (IMPALA's V-trace, ICML); Pardo et al. 2018 (Time Limits in RL, ICML);
 Mnih et al. 2015 (DQN's network and Atari preprocessing, Nature 518); Young & Tian 2019
 (MinAtar and its small-grid network, arXiv:1903.03176).
 
-Run (others, for Pendulum, MinAtar or your own environment: docs/parts/script-by-script.md):
+Run (docs/parts/script-by-script.md has more: Pendulum, MinAtar, your own environment):
     python ppo.py --env-id CartPole-v1
     python ppo.py --env-id Hopper-v5 --total-timesteps 1000000 --num-envs 1 \
         --num-steps 2048 --num-minibatches 32 --update-epochs 10 --learning-rate 3e-4 \
@@ -69,6 +70,7 @@ class Args:
     """seeds Python, NumPy, torch and the environments"""
     total_timesteps: int = 100_000
     """the training budget in environment steps, all environments together"""
+    # None: decide by the observation (DisallowNone: the command line offers no "None" value).
     cuda: tyro.conf.DisallowNone[Optional[bool]] = None
     """--cuda: the GPU; --no-cuda: the CPU; neither: the GPU for an image, the CPU for a vector"""
     output_dir: str = "runs"
@@ -79,7 +81,7 @@ class Args:
     """greedy evaluation episodes after training (0 skips evaluation)"""
     eval_every: int = 0
     """also evaluate greedily every N environment steps (0: only after training)"""
-    # GOALS, below the banner, gives some ids a longer window (50 or 100 episodes).
+    # Some ids average over a longer window, 50 or 100 episodes: GOALS, below the banner.
     stop_at_return: Optional[float] = None
     """stop once the mean of the last 20 training returns (or GOALS' window) reaches this"""
     save_model: bool = False
@@ -131,7 +133,6 @@ class Args:
     """stop an update's remaining epochs once the mean approx KL of an epoch exceeds this"""
     advantage: Literal["gae", "vtrace"] = "gae"
     """advantage estimator: GAE, or V-trace targets recomputed before each epoch"""
-    # IMPALA's code clips the policy gradient's rho by a flag of its own, also 1 by default.
     rho_bar: float = 1.0
     """V-trace: clip of rho, in the value targets and the policy gradient (1 in the IMPALA paper)"""
     c_bar: float = 1.0
@@ -148,12 +149,12 @@ class Args:
     """orthogonal weights (gains sqrt 2, 0.01 actor out, 1 critic out); off: PyTorch's default"""
     log_std_init: float = 0.0
     """continuous actions: the starting log std of the Gaussian policy (std = exp of it)"""
-    # ALE/ ids only, as in the DQN paper and CleanRL. Only the learner sees a lost life as an
-    # end: the game plays on with the lives left, and episodes.csv records whole games.
+    # ALE/ ids only (the DQN paper, CleanRL). The game plays on with the lives left; only the
+    # learner treats a lost life as an end. episodes.csv records whole games.
     terminal_on_life_loss: bool = True
     """Atari: a lost life terminates in training (no bootstrap); evaluation plays whole games"""
-    # Discrete actions only; the other evaluation steps take the most likely action. ALE/ ids:
-    # 0.05, as the DQN papers and CleanRL evaluate Atari (a policy that never presses FIRE idles).
+    # Discrete actions only: an evaluation step acts at random with this probability, else greedily.
+    # ALE/ ids: 0.05, as in the DQN papers and CleanRL: a policy that never presses FIRE idles.
     eval_epsilon: Optional[float] = None
     """the evaluation's probability of a uniformly random action (None: 0.05 on ALE/ ids, else 0)"""
 
@@ -196,8 +197,8 @@ def compute_vtrace(rewards, values, next_values, terminated, truncated, log_rhos
 
         rho_t   = min(rho_bar, exp(log_rhos_t)),   c_t = min(c_bar, exp(log_rhos_t))
         delta_t = rho_t * (r_t + gamma * (1 - terminated_t) * next_values_t - values_t)
-        vs_t    = values_t + delta_t
-                  + gamma * c_t * (1 - done_t) * (vs_{t+1} - values_{t+1})   (0 at t = T-1)
+        vs_t - values_t = delta_t + gamma * c_t * (1 - done_t) * (vs_{t+1} - values_{t+1}),
+                          with vs_T - values_T = 0
         G_t     = vs_{t+1} if t < T-1 and not done_t, else next_values_t
         adv_t   = rho_t * (r_t + gamma * (1 - terminated_t) * G_t - values_t)
 
@@ -215,9 +216,9 @@ def compute_vtrace(rewards, values, next_values, terminated, truncated, log_rhos
         running = deltas[t] + gamma * cs[t] * not_done[t] * running
         vs_minus_values[t] = running
     vs = values + vs_minus_values
-    bootstrap = torch.where(done[:-1], next_values[:-1], vs[1:])  # G_t for t < T-1
-    bootstrap = torch.cat([bootstrap, next_values[-1:]])  # and G_{T-1} = next_values_{T-1}
-    advantages = rhos * (rewards + gamma * not_terminated * bootstrap - values)
+    G_before_last = torch.where(done[:-1], next_values[:-1], vs[1:])  # G_t for t < T-1
+    G = torch.cat([G_before_last, next_values[-1:]])  # and G_{T-1} = next_values_{T-1}
+    advantages = rhos * (rewards + gamma * not_terminated * G - values)
     return advantages, vs
 
 
@@ -231,8 +232,7 @@ def ppo_loss(newlogprob, oldlogprob, advantages, newvalue, oldvalue, returns, en
                  mean( 0.5 * max((V - R)^2, (V_old + clip(V - V_old, -eps, eps) - R)^2) )
         loss   = L_pg - c_e * mean(entropy) + c_v * L_v
 
-    Returns (loss, L_pg, L_v, mean entropy). The advantages are used as given: the
-    training loop normalizes them within the minibatch first, unless --no-norm-adv.
+    Returns (loss, L_pg, L_v, mean entropy). train() normalizes the advantages (--norm-adv).
     """
     ratio = torch.exp(newlogprob - oldlogprob)
     clipped_ratio = torch.clamp(ratio, 1 - clip_coef, 1 + clip_coef)
@@ -276,8 +276,8 @@ class RolloutBuffer:
         """next_values[t] = V(s_{t+1}) for every step, from values [T, N] of the rollout.
 
         s_{t+1} is obs[t+1] inside the rollout, last_obs after it, and the true final
-        observation where the step was truncated. Where it was terminated the value is not
-        used (multiplied by 0): the next episode's first value standing there is harmless.
+        observation where the step was truncated. Where the step was terminated, the entry
+        keeps the next episode's first value; (1 - terminated_t) multiplies it by 0.
         """
         next_values = torch.empty_like(values)
         next_values[:-1] = values[1:]
@@ -334,20 +334,18 @@ def mlp(in_size, hidden_size, out_size, out_std, activation="tanh", ortho=True):
 class ImageEncoder(nn.Module):
     """Convolutions from an image to a feature vector, with ReLU after every layer.
 
-    The channel axis is set by convention, never guessed from the sizes (MinAtar's Seaquest
-    frames are 10 x 10 x 10). channels_last: H x W x C images (Gymnasium's and MinAtar's
-    convention), their channels moved first for the convolutions. Otherwise C x H x W (the
-    stack of Atari frames that atari_wrappers makes). uint8: 0-255 pixels, scaled to [0, 1].
-    Two sizes, a convolution's output side being (side - kernel) // stride + 1:
+    channels_last: H x W x C images (Gymnasium's and MinAtar's convention); otherwise
+    C x H x W (atari_wrappers' stack of frames). uint8: 0-255 pixels, scaled to [0, 1].
+    Two networks, by the image's smaller side:
 
-        at least 36 x 36 (Atari's 84 x 84; Mnih et al. 2015): conv 32 8x8 stride 4, conv 64
-            4x4 stride 2, conv 64 3x3 stride 1 (84 -> 20 -> 9 -> 7: 64 * 7 * 7 = 3136), linear 512
-        smaller grids (MinAtar's 10 x 10; Young & Tian 2019): conv 16 3x3 stride 1
-            (10 -> 8: 16 * 8 * 8 = 1024), linear 128
+        36 or more (Atari's 84 x 84; Mnih et al. 2015): conv 32 8x8 stride 4,
+            conv 64 4x4 stride 2, conv 64 3x3 stride 1, linear 512
+        under 36 (MinAtar's 10 x 10; Young & Tian 2019): conv 16 3x3 stride 1, linear 128
     """
 
     def __init__(self, obs_shape, uint8, channels_last=True):
         super().__init__()
+        # A flag, not a guess from the sizes: MinAtar's Seaquest frames are 10 x 10 x 10.
         self.channels_last, self.uint8 = channels_last, uint8
         image_shape = ((obs_shape[2], *obs_shape[:2]) if self.channels_last  # [C, H, W]
                        else tuple(obs_shape))
@@ -360,7 +358,9 @@ class ImageEncoder(nn.Module):
             layers += [layer_init(nn.Conv2d(channels, out_channels, kernel, stride)), nn.ReLU()]
             channels = out_channels
         self.convs = nn.Sequential(*layers, nn.Flatten())
-        with torch.no_grad():  # the linear layer's input size: a blank image run through
+        # The linear layer's input size, from a blank image run through. A convolution makes a
+        # side (side - kernel) // stride + 1: Atari's 84 -> 20 -> 9 -> 7, MinAtar's 10 -> 8.
+        with torch.no_grad():
             flat_size = self.convs(torch.zeros(1, *image_shape)).shape[1]
         self.linear = nn.Sequential(layer_init(nn.Linear(flat_size, self.output_size)), nn.ReLU())
 
@@ -422,13 +422,15 @@ def make_vector_env(env_id, num_envs, training=False, reward_gamma=None, life_lo
                     video_folder=None):
     """N copies of env_id in one synchronous vector environment with SAME_STEP autoreset:
     the step that ends an episode returns the next episode's first observation, and the
-    true last one in info["final_obs"]. Then the wrappers, in order: Gymnasium's episode
-    statistics, on raw rewards (episodes.csv keeps whole games' scores); on Atari in training,
-    with life_loss, a lost life as a termination, and rewards clipped to their sign (the DQN
-    paper); reward_gamma (--norm-reward) divides rewards by the running std of the return
-    discounted by it and clips them to [-10, 10] (Gymnasium's NormalizeReward). The Atari
-    helpers, atari_wrappers and LifeLossTermination, are plumbing/pixels.py's block below the
-    banner; video_folder (--capture-video) records with recording_env, also below."""
+    true last one in info["final_obs"]. Then the wrappers, in order:
+
+    - Gymnasium's episode statistics, on raw rewards: episodes.csv keeps whole games' scores.
+    - Atari in training: a lost life as a termination (with life_loss; LifeLossTermination),
+      and rewards clipped to their sign (the DQN paper).
+    - reward_gamma (--norm-reward): Gymnasium's NormalizeReward divides rewards by the running
+      std of the return discounted by it; then they are clipped to [-10, 10].
+
+    Below the banner: atari_wrappers, LifeLossTermination and recording_env (video_folder)."""
     atari = env_id.startswith("ALE/")
     options = {"frameskip": 1} if atari else {}  # AtariPreprocessing skips frames itself
 
@@ -455,8 +457,8 @@ def make_vector_env(env_id, num_envs, training=False, reward_gamma=None, life_lo
 class ObsNormalizer:
     """(obs - mean) / sqrt(var + 1e-8), clipped to [-10, 10], with running statistics
     (Gymnasium's RunningMeanStd); disabled, it passes observations through as float32.
-    Gymnasium's vector NormalizeObservation refuses SAME_STEP autoreset and would leave
-    info["final_obs"] raw: train() normalizes the observations and the final ones with this."""
+    Not Gymnasium's vector NormalizeObservation: it refuses SAME_STEP autoreset and would
+    leave info["final_obs"] raw. train() calls this on both the observations and the final ones."""
 
     def __init__(self, shape, enabled):
         self.enabled = enabled
@@ -494,8 +496,8 @@ def to_env_action(agent, actions, action_space):
 def train(args, agent, normalizer, envs, run, device):
     """PPO's loop: collect a rollout, compute advantages and return targets, take epochs of
     minibatch steps on ppo_loss, log; until the budget, --stop-at-return or a non-finite loss.
-    run (RunWriter, below the banner) writes the run folder: step(n) prints progress and
-    evaluates, episode/update add a CSV row, reached/non_finite say when to stop."""
+    run (RunWriter, below the banner) writes the run folder. Its calls: step, progress and
+    evaluation; episode and update, a CSV row each; reached and non_finite, whether to stop."""
     # eps = 1e-5 as in the PPO authors' baselines (torch's default is 1e-8)
     optimizer = torch.optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5)
     buffer = RolloutBuffer(args.num_steps, args.num_envs, envs.single_observation_space.shape,
@@ -504,7 +506,8 @@ def train(args, agent, normalizer, envs, run, device):
     minibatch_size = batch_size // args.num_minibatches
     num_iterations = args.total_timesteps // batch_size
     global_step = 0
-    next_obs = torch.from_numpy(normalizer(envs.reset(seed=args.seed)[0], update=True)).to(device)
+    first_obs, _ = envs.reset(seed=args.seed)
+    next_obs = torch.from_numpy(normalizer(first_obs, update=True)).to(device)
     for iteration in range(1, num_iterations + 1):
         if args.anneal_lr:  # linearly from --learning-rate at the start to 0 at the end
             for group in optimizer.param_groups:
@@ -527,19 +530,21 @@ def train(args, agent, normalizer, envs, run, device):
             buffer.terminated[step] = torch.from_numpy(terminated).to(device)
             buffer.truncated[step] = torch.from_numpy(truncated).to(device)
             # Only a truncated step bootstraps from its true final observation (a terminated one
-            # from nothing). --norm-obs normalizes it without updating the statistics, which
-            # follow the observations the agent acts on.
+            # from nothing). --norm-obs normalizes it but does not update the statistics with it:
+            # they follow only the observations the agent acts on.
             for i in np.flatnonzero(truncated):
                 final_obs = normalizer(info["final_obs"][i])
                 buffer.final_obs[step, i] = torch.from_numpy(final_obs).to(device)
             next_obs = torch.from_numpy(normalizer(obs, update=True)).to(device)
+            # Gymnasium's RecordEpisodeStatistics: info["_episode"] marks the environments whose
+            # episode ended, info["episode"]["r"] and ["l"] its return and length.
             for i in np.flatnonzero(info.get("_episode", [])):
                 run.episode(global_step, info["episode"]["r"][i], info["episode"]["l"][i])
             if run.reached(args.stop_at_return, global_step):  # summary.json records the step
                 return
         buffer.last_obs.copy_(next_obs)
 
-        # Targets: GAE once per rollout; V-trace before each epoch, under the current policy.
+        # Targets: GAE sets advantages and returns here; V-trace sets them in each epoch below.
         if args.advantage == "gae":
             advantages, returns = buffer.gae(agent.get_value, args.gamma, args.gae_lambda)
         b_obs, b_actions = buffer.obs.flatten(0, 1), buffer.actions.flatten(0, 1)
@@ -548,7 +553,7 @@ def train(args, agent, normalizer, envs, run, device):
         # Update: epochs of minibatch gradient steps on the rollout.
         approx_kls, clipfracs = [], []
         for epoch in range(args.update_epochs):
-            if args.advantage == "vtrace":
+            if args.advantage == "vtrace":  # under the current policy
                 advantages, returns = buffer.vtrace(agent, args.gamma, args.rho_bar, args.c_bar)
             b_advantages, b_returns = advantages.flatten(), returns.flatten()
             for idx in torch.randperm(batch_size, device=device).split(minibatch_size):
@@ -571,12 +576,13 @@ def train(args, agent, normalizer, envs, run, device):
                 ratio = logratio.exp()
                 approx_kls.append((ratio - 1 - logratio).mean().item())
                 clipfracs.append(((ratio - 1).abs() > args.clip_coef).float().mean().item())
-            epoch_kl = np.mean(approx_kls[-args.num_minibatches:])
-            if args.target_kl is not None and epoch_kl > args.target_kl:
+            epoch_kls = approx_kls[-args.num_minibatches:]  # this epoch's, one per minibatch
+            if args.target_kl is not None and np.mean(epoch_kls) > args.target_kl:
                 break
 
         if run.non_finite(loss.item(), global_step):  # a NaN or inf loss: stop, marked interrupted
             return
+        # Logged: the losses and entropy of the last minibatch; approx_kl and clipfrac, means.
         run.update(global_step, learning_rate=optimizer.param_groups[0]["lr"],
                    policy_loss=pg_loss.item(), value_loss=v_loss.item(), entropy=entropy.item(),
                    approx_kl=np.mean(approx_kls), clipfrac=np.mean(clipfracs),
@@ -586,16 +592,15 @@ def train(args, agent, normalizer, envs, run, device):
 def main(args: Args) -> dict:
     """Train PPO (or evaluate an --eval-checkpoint), write the run folder, return the summary.
     Ctrl-C stops training; the run folder is written, then KeyboardInterrupt goes on up."""
-    # Calls not defined above are the plumbing's, below the banner (make_game, byte_pixels and
-    # channels_last: plumbing/pixels.py's block). check_args and check_env stop what a user
-    # can get wrong before anything runs: one line, exit status 2.
+    # Functions not defined above are below the banner (the Atari and image ones: pixels.py's).
+    # check_args and check_env stop a user's mistake before anything runs (exit status 2).
     args = with_eval_epsilon(args)  # 0.05 on Atari unless given
     check_args(args)
     obs_space, action_dim, continuous = check_env(args, make=make_game)
     args, checkpoint = load_checkpoint(args)  # --eval-checkpoint's model.pt and network flags
 
-    # Set up: seed_and_device seeds and picks the device; the agent, whose image pixel type and
-    # channel axis byte_pixels and channels_last read; the normalizer; the run folder.
+    # Set up: the seeds and device, the agent, the normalizer, the run folder. For an image,
+    # byte_pixels reads the pixel type and channels_last the channel axis.
     device = seed_and_device(args.seed, args.cuda, image=len(obs_space.shape) == 3)
     agent = Agent(obs_space.shape, action_dim, continuous, args.hidden_size,
                   uint8=byte_pixels(obs_space), channels_last=channels_last(args.env_id),
@@ -607,8 +612,8 @@ def main(args: Args) -> dict:
         restore(checkpoint, models, args)  # the checkpoint's weights and statistics
     run = RunWriter(args, device, models, rollout_steps=args.num_envs * args.num_steps)
 
-    # Train (unless evaluating a checkpoint), then finish: train_and_finish runs train(), then
-    # evaluates, saves and writes the run folder.
+    # With --eval-checkpoint nothing trains: no training environments (None). train_and_finish
+    # runs train(), then evaluates, saves and writes the run folder.
     envs = None if checkpoint else make_vector_env(
         args.env_id, args.num_envs, training=True, life_loss=args.terminal_on_life_loss,
         reward_gamma=args.gamma if args.norm_reward else None)
