@@ -71,7 +71,7 @@ class Args:
     seed: int = 1
     """seeds Python, NumPy, torch and the environments"""
     total_timesteps: int = 51_200
-    """the budget in completions: PPO's sampled ones, or DPO's pairs trained on, 2 a pair"""
+    """the budget, counted in completions: PPO's one a prompt, DPO's 2 a pair trained on"""
     cuda: tyro.conf.DisallowNone[Optional[bool]] = None
     """--cuda: the GPU; --no-cuda: the CPU; neither: the CPU"""
     threads: int = 1
@@ -81,9 +81,9 @@ class Args:
     exp_name: str = os.path.splitext(SCRIPT)[0]
     """the experiment name, part of the run folder's name"""
     eval_episodes: int = 200
-    """greedy evaluation episodes after training, one held-out prompt each (0 skips it)"""
+    """held-out prompts of the greedy evaluation and held_out.csv, one episode each (0: neither)"""
     eval_every: int = 5120
-    """measure on held-out prompts every N completions (0: only after training)"""
+    """run both every N completions too (0: only where RL starts and after training)"""
     eval_samples: int = 4
     """completions sampled per held-out prompt for held_out.csv's proxy, gold and KL"""
     stop_at_return: Optional[float] = None
@@ -156,7 +156,7 @@ class Args:
     """PPO's passes over each batch (4 in Ziegler et al. and TRL)"""
     num_minibatches: int = 4
     """PPO's gradient steps per pass, each on an equal share of the batch"""
-    # 0.1: smaller lets the gold score peak early and fall; chosen on tuning seeds 3-4 (results.md)
+    # 0.1: smaller lets the gold score peak and fall (tuning seeds 3-4: results.md's rlhf notes)
     beta: float = 0.1
     """the KL's weight: PPO's per-token penalty (Ziegler et al.: 0.02-0.2), DPO's beta (0.1-0.5)"""
     adaptive_kl: bool = False
@@ -214,21 +214,21 @@ def masked_mean(values, mask):
 
 
 def masked_whiten(values, mask, shift_mean=True):
-    """Whitening over the masked positions, as TRL's masked_whiten: with m and s^2 the masked
-    mean and the unbiased masked variance (the sum over k masked values divided by k - 1),
+    """Whitening over the masked positions, as TRL's masked_whiten (m the masked mean, s^2 the
+    unbiased masked variance); shift_mean=False adds m back: the spread whitened, the mean kept.
 
-        w = (values - m) / sqrt(s^2 + 1e-8)        (+ m again with shift_mean=False)"""
+        w = (values - m) / sqrt(s^2 + 1e-8)"""
     mean = masked_mean(values, mask)
-    variance = masked_mean((values - mean) ** 2, mask) * mask.sum() / (mask.sum() - 1)
+    k = mask.sum()
+    variance = masked_mean((values - mean) ** 2, mask) * k / (k - 1)  # unbiased: sum / (k - 1)
     whitened = (values - mean) * torch.rsqrt(variance + 1e-8)
     return whitened if shift_mean else whitened + mean
 
 
 def kl_penalized_rewards(scores, logprobs, ref_logprobs, completion_mask, beta):
     """The per-token reward of Ziegler et al.: -beta times the sampled token's log-ratio to
-    the reference on every completion token, and the reward model's score [N] added on the
-    last one (the end-of-sequence token, or the T_max-th of a completion cut there). logprobs,
-    ref_logprobs, completion_mask [N, T] -> rewards [N, T], 0 after the end:
+    the reference on every completion token, the reward model's score [N] added on the last
+    (y_n). logprobs, ref_logprobs, completion_mask [N, T] -> rewards [N, T], 0 after the end:
 
         r_t = -beta (log pi_old(y_t) - log pi_ref(y_t)) + [t = n] score
 
@@ -252,7 +252,8 @@ def compute_gae(rewards, values, completion_mask, gamma, gae_lambda):
     for t in reversed(range(rewards.shape[1])):
         next_value = values[:, t + 1] if t + 1 < rewards.shape[1] else 0.0
         delta = rewards[:, t] + gamma * next_value - values[:, t]
-        next_advantage = advantages[:, t] = delta + gamma * gae_lambda * next_advantage
+        advantages[:, t] = delta + gamma * gae_lambda * next_advantage
+        next_advantage = advantages[:, t]
     advantages = advantages * completion_mask
     return advantages, (advantages + values) * completion_mask
 
@@ -306,11 +307,8 @@ def dpo_loss(chosen_logps, rejected_logps, ref_chosen_logps, ref_rejected_logps,
 
 
 class RolloutBuffer:
-    """A batch of completions, everything PPO's update needs, on the device: tokens
-    [N, P + T] (left-padded prompt, completion, padding after its end), completion mask
-    [N, T] (1 up to and including the end-of-sequence token: never the prompt or padding),
-    the sampler's log pi_old [N, T] and values V_old [N, T], advantages and returns [N, T],
-    and with NLPO the action masks [N, T, V] the tokens were sampled under."""
+    """A batch of completions on the device, all PPO's update needs: tokens [N, P + T]; the
+    completion mask, log pi_old, V_old, advantages, returns [N, T]; NLPO's masks [N, T, V]."""
 
     def __init__(self, tokens, completion_mask, old_logprobs, old_values, advantages, returns,
                  action_masks=None):
@@ -337,7 +335,8 @@ def make_language(seed=1952):
     and its hidden sentiment, the 16 values of linspace(-1, 1) in a shuffled order."""
     rng = np.random.default_rng(seed)
     successors = {w: "".join(sorted(rng.choice(list(WORDS), 4, replace=False))) for w in WORDS}
-    return successors, dict(zip(WORDS, rng.permutation(np.linspace(-1, 1, len(WORDS))).tolist()))
+    sentiments = rng.permutation(np.linspace(-1, 1, len(WORDS))).tolist()
+    return successors, dict(zip(WORDS, sentiments))
 
 
 SUCCESSORS, SENTIMENT = make_language()
@@ -346,8 +345,8 @@ SUCCESSORS, SENTIMENT = make_language()
 def gold_score(prompt, completion):
     """The hidden gold score of a completion of the prompt: the mean sentiment of its words,
     less 2 times the share of its transitions (from the prompt's last word on) that the
-    grammar does not allow; -1 for an empty completion. A character that is no word (the
-    decoded text of a padding token the policy sampled) has sentiment -1 and no successor."""
+    grammar does not allow; -1 for an empty completion. A character that is no word has
+    sentiment -1 and no successor (--model's tokens, its padding token too, can write one)."""
     if not completion:
         return -1.0
     words = prompt[-1] + completion
@@ -383,7 +382,8 @@ class PreferenceEnv(gym.Env):
         while True:
             first = WORDS[self.np_random.integers(len(WORDS))]
             prompt = first + self.walk(first, self.prompt_len - 1)
-            if (zlib.crc32(prompt.encode()) % 10 == 0) == self.held_out:
+            is_held_out = zlib.crc32(prompt.encode()) % 10 == 0  # a tenth of the prompts
+            if is_held_out == self.held_out:  # the kind this environment poses
                 break
         self.prompt, self.completion = prompt, ""
         answer = self.walk(prompt[-1], int(self.np_random.integers(2, self.max_len + 1)))
@@ -404,9 +404,11 @@ def register_tasks():
 
 
 # ---------------------------------------------------------------------------------------
-# The transformer and the sampler (grpo.py's too)
+# The transformer and the sampler, one text with grpo.py's (plumbing/text.py)
 # ---------------------------------------------------------------------------------------
-# The character tokenizer and the encoding, below the banner (plumbing/tokens.py)
+# Below the banner (plumbing/tokens.py): encode_prompts, prompts left-padded to [N, P] ids;
+# encode_texts, prompt + completion + <eos> ids and the completion mask; completion_mask_of,
+# 1 through the first <eos>; decode_completions, ids to text cut at <eos>; pad_id_of, the pad id
 # Stamped from plainrl's plumbing/text.py by its stamp.py: edit it there, not here.
 # The logit of a masked token: its probability is exactly 0 and its gradient 0 (ppo_masked.py)
 MASKED_LOGIT = -1e8
@@ -556,12 +558,11 @@ def completion_logits(model, tokens, prompt_len):
 
 
 # ---------------------------------------------------------------------------------------
-# Networks: the policy with its value head, the reward model (--model's: HFModel, below)
+# Networks: the policy with its value head, the reward model (HFModel, below: --model's LM)
 # ---------------------------------------------------------------------------------------
 class PolicyWithValue(nn.Module):
-    """The policy and its critic on one body, as Ziegler et al. and TRL's value head: the
-    language model's logits, and a linear value head V on the same hidden states (zero at
-    the start). tokens [N, L] -> (logits [N, L, V], values [N, L])."""
+    """The policy and its critic on one body (Ziegler et al., TRL): the LM's logits and a linear
+    value head V on its hidden states, 0 at first. tokens [N, L] -> (logits, values [N, L])."""
 
     def __init__(self, lm):
         super().__init__()
@@ -575,9 +576,8 @@ class PolicyWithValue(nn.Module):
 
 
 class RewardModel(nn.Module):
-    """r_phi: a copy of the warm start's body and a scalar head read at the completion's last
-    token (InstructGPT's reward model starts from its SFT model). (tokens [N, P + T],
-    completion_mask [N, T]) -> scores [N]."""
+    """r_phi: a copy of the warm start's body (as InstructGPT's, from its SFT model), a scalar
+    head read at the completion's last token. (tokens, completion_mask) -> scores [N]."""
 
     def __init__(self, lm, prompt_len):
         super().__init__()
@@ -591,8 +591,8 @@ class RewardModel(nn.Module):
 
 
 def completion_outputs(model, tokens, prompt_len):
-    """What predicted each completion token: tokens [N, P + T] -> (logits [N, T, V], values
-    [N, T]: the value of the state each token was chosen in, read where its logits are)."""
+    """completion_logits with the value head's output: tokens [N, P + T] -> (logits [N, T, V],
+    values [N, T]: the value of the state each token was chosen in, read where its logits are)."""
     logits, values = model(tokens)
     return logits[:, prompt_len - 1:-1], values[:, prompt_len - 1:-1]
 
@@ -604,8 +604,8 @@ def sequence_logprobs(model, tokens, prompt_len, completion_mask):
 
 
 def make_vector_env(env_id, num_envs, video_folder=None, held_out=True):
-    """N copies of a text task, one vector environment with episode statistics: the held-out
-    prompts (the evaluation's, the default) or, held_out=False, the training ones."""
+    """N copies of a text task (make_env, below) with episode statistics: held-out prompts (the
+    default) or training ones. SAME_STEP: an ended episode resets in its step (the next prompts)."""
 
     envs = gym.vector.SyncVectorEnv(
         [lambda i=i: make_env(env_id, held_out, video_folder, i) for i in range(num_envs)],
@@ -623,10 +623,12 @@ def warm_start(args, policy):
         return
     env, tokenizer, P = gym.make(args.env_id, held_out=False), policy.tokenizer, policy.prompt_len
     device = next(policy.parameters()).device
-    prompts, answers = zip(*((p, i["answer"]) for p, i in (
-        env.reset(seed=args.seed + 200_000 if k == 0 else None) for k in range(args.sft_problems))))
+    resets = [env.reset(seed=args.seed + 200_000 if k == 0 else None)  # a stream of its own
+              for k in range(args.sft_problems)]
+    prompts = [prompt for prompt, _ in resets]
+    answers = [info["answer"] for _, info in resets]
     env.close()
-    tokens, mask = encode_texts(tokenizer, prompts, answers, P, args.max_new_tokens, device)
+    tokens, answer_mask = encode_texts(tokenizer, prompts, answers, P, args.max_new_tokens, device)
     targets = tokens[:, P:]
     optimizer = torch.optim.Adam(policy.parameters(), lr=args.sft_learning_rate)
     for step in range(args.sft_steps):
@@ -634,24 +636,25 @@ def warm_start(args, policy):
         idx = torch.randint(len(tokens), (args.sft_batch_size,), device=device)
         logits, _ = completion_outputs(policy, tokens[idx], P)
         nll = F.cross_entropy(logits.transpose(1, 2), targets[idx], reduction="none")
-        loss = masked_mean(nll, mask[idx])
+        loss = masked_mean(nll, answer_mask[idx])
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
 
 
 def preference_pairs(args, policy, envs):
-    """--num-pairs labelled pairs: two completions of each training prompt, sampled from the
-    warm start, scored by the task (the gold score, which only the labeller sees) and
-    labelled by bradley_terry_labels. The environments come in twos that share a seed, so
-    each two pose the same prompt. Returns rows {prompt, chosen, rejected} (pairs.jsonl's)."""
+    """--num-pairs labelled pairs {prompt, chosen, rejected}: two warm-start completions of each
+    training prompt, labelled by bradley_terry_labels from their gold scores (the labeller's
+    alone). The environments come in twos reset with one seed: each two pose the same prompts
+    for ever (a step draws no random number but the next prompt's, alike in both)."""
     n, generator = envs.num_envs // 2, torch.Generator().manual_seed(args.seed)
-    seeds = np.random.default_rng(args.seed + 300_000).integers(2 ** 31, size=n)
+    seeds = np.random.default_rng(args.seed + 300_000).integers(2 ** 31, size=n)  # own stream
     prompts, _ = envs.reset(seed=[int(s) for s in seeds for _ in range(2)])
     rows = []
     while len(rows) < args.num_pairs:
         texts = complete(policy, prompts)[0]
-        asked, (prompts, gold, _, _, _) = prompts, envs.step(texts)
+        asked = prompts
+        prompts, gold, _, _, _ = envs.step(texts)  # and the next prompts
         gold = torch.tensor(gold, dtype=torch.float32).view(n, 2)
         prefer_a = bradley_terry_labels(gold[:, 0], gold[:, 1], args.labeller_temperature,
                                         generator)
@@ -665,15 +668,14 @@ def preference_pairs(args, policy, envs):
 
 def train_reward_model(args, policy, pairs, run):
     """r_phi from the pairs: Adam steps of the Bradley-Terry loss on batches of nine in ten
-    pairs, a row of reward_model.csv every 100 (with the held-out tenth's loss and accuracy).
-    Returns the frozen reward model, its scores shifted and scaled to mean 0 and std 1 on the
-    pairs' completions (Ziegler et al. normalize it on the warm start's)."""
+    pairs, a row of reward_model.csv every 100. Returns it frozen, its scores shifted and
+    scaled to mean 0 and std 1 on the pairs' completions (Ziegler et al.'s normalization)."""
     P, device = policy.prompt_len, next(policy.parameters()).device
     reward_model = RewardModel(policy.lm, P).to(device)
-    chosen_tokens, chosen_mask, rejected_tokens, rejected_mask = encoded = encode_pairs(
-        policy.tokenizer, pairs, P, args.max_new_tokens, device)
-    n_test = max(1, len(pairs) // 10)
-    held_out_pairs = [x[:n_test] for x in encoded]  # never trained on
+    encoded = encode_pairs(policy.tokenizer, pairs, P, args.max_new_tokens, device)
+    chosen_tokens, chosen_mask, rejected_tokens, rejected_mask = encoded
+    n_test = max(1, len(pairs) // 10)  # the first tenth of the pairs: never trained on
+    held_out_pairs = [x[:n_test] for x in encoded]
     optimizer = torch.optim.Adam(reward_model.parameters(), lr=args.rm_learning_rate)
     for step in range(1, args.rm_steps + 1):
         idx = torch.randint(n_test, len(pairs), (args.rm_batch_size,), device=device)
@@ -682,7 +684,7 @@ def train_reward_model(args, policy, pairs, run):
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
-        if step % 100 == 0 or step == args.rm_steps:
+        if step % 100 == 0 or step == args.rm_steps:  # its steps end at RL's step 0
             reward_model_row(run, reward_model, held_out_pairs, step - args.rm_steps, loss.item())
     with torch.no_grad():  # normalize on the warm start's own completions (the pairs')
         scores = torch.cat([reward_model(chosen_tokens, chosen_mask),
@@ -694,30 +696,37 @@ def train_reward_model(args, policy, pairs, run):
 
 
 # ---------------------------------------------------------------------------------------
-# Training
+# Training (run, a RunWriter, below the banner, writes the run folder)
 # ---------------------------------------------------------------------------------------
+#   step(n): the progress line; each --eval-every completions, the greedy evaluation
+#   update(n, **values): a row of updates.csv, then measure(n, "update")
+#   measure(n, moment): held_out.csv's row, at "start", each --eval-every and the last update
+#   reached(x, n): whether the last 20 returns' mean reached x (summary.json records n)
+#   non_finite(loss, n): whether the loss is NaN or inf (it prints so, marks the run interrupted)
+PAIRS_PER_DRAW = 256  # the prompts sampled at once for the pairs, each by two environments
+
+
 def train(args, policy, envs, run):
     """The warm start, the labelled pairs, the reward model, then PPO (--algo dpo: train_dpo)
-    until the budget, --stop-at-return or a non-finite loss.
-    run (RunWriter, below the banner) writes the run folder: step(n) prints progress and
-    evaluates, episode/update add a CSV row, measure(n, moment) takes the held-out measures
-    (where RL begins, and after each update), reached/non_finite say when to stop."""
+    until the budget, --stop-at-return or a non-finite loss."""
     P = policy.prompt_len
-    if args.warm_start:  # a warm start saved by another run (its warm_start.pt)
+    if args.warm_start:  # read_checkpoint: another run's warm_start.pt, weights only
         policy.load_state_dict(read_checkpoint(args.warm_start)["policy"])
     else:
         warm_start(args, policy)
-        if args.save_model:
+        if args.save_model:  # save_checkpoint: the state dict and the flags
             save_checkpoint(os.path.join(run.path, "warm_start.pt"), {"policy": policy}, args)
-    reference = run.reference = frozen_copy(policy)  # pi_ref: where RL starts, for ever
-    if args.pairs:  # another run's pairs.jsonl (or pairs of your own)
+    reference = frozen_copy(policy)  # pi_ref: where RL starts, for ever
+    run.reference = reference  # for measure's KL
+    if args.pairs:  # read_pairs: another run's pairs.jsonl (or your own), checked
         pairs = read_pairs(args.pairs, policy.tokenizer, P)
     else:
-        pairs_envs = make_vector_env(args.env_id, 2 * 256, held_out=False)  # 256 pairs a draw
+        pairs_envs = make_vector_env(args.env_id, 2 * PAIRS_PER_DRAW, held_out=False)
         pairs = preference_pairs(args, policy, pairs_envs)
         pairs_envs.close()
-    write_pairs(run.path, pairs)
-    reward_model = run.reward_model = train_reward_model(args, policy, pairs, run)
+    write_pairs(run.path, pairs)  # pairs.jsonl, a JSON object a line
+    reward_model = train_reward_model(args, policy, pairs, run)
+    run.reward_model = reward_model  # for measure's proxy score
     run.measure(0, "start")  # where RL begins: what the run's verdict measures the gain from
     if args.algo == "dpo":
         return train_dpo(args, policy, reference, reward_model, pairs, run)
@@ -730,28 +739,32 @@ def train(args, policy, envs, run):
     while global_step < budget:
         update += 1
 
-        # Sample: a completion of each prompt; the task's gold score goes to episodes.csv only.
-        texts, tokens, mask, logprobs, masks = complete(policy, prompts, mask_model=mask_model,
-                                                        top_p=args.top_p)
-        prompts, gold, _, _, info = envs.step(texts)
+        # Sample: a completion of each prompt; the task's gold score is logged, never learned.
+        texts, tokens, completion_mask, logprobs, action_masks = complete(
+            policy, prompts, mask_model=mask_model, top_p=args.top_p)
+        prompts, gold, _, _, info = envs.step(texts)  # and the next prompts
         global_step += N
-        run.step(global_step)  # progress line; --eval-every's greedy evaluation
-        for i in np.flatnonzero(info["_episode"]):
+        run.step(global_step)
+        for i in np.flatnonzero(info["_episode"]):  # episode statistics: "r" return, "l" length
             run.episode(global_step, info["episode"]["r"][i], info["episode"]["l"][i])
-        if run.reached(args.stop_at_return, global_step):  # the summary records when
+        if run.reached(args.stop_at_return, global_step):
             return
 
         # Targets: the reward model's score and the KL penalty per token, GAE, whitening.
         with torch.no_grad():
-            scores = reward_model(tokens, mask)
-            ref_logprobs = token_logprobs(completion_outputs(reference, tokens, P)[0], tokens[:, P:])
-            values = completion_outputs(policy, tokens, P)[1] * mask
-        rewards = kl_penalized_rewards(scores, logprobs, ref_logprobs, mask, kl_controller.beta)
+            scores = reward_model(tokens, completion_mask)
+            ref_logits, _ = completion_outputs(reference, tokens, P)
+            ref_logprobs = token_logprobs(ref_logits, tokens[:, P:])
+            values = completion_outputs(policy, tokens, P)[1] * completion_mask
+        beta = kl_controller.beta  # the beta this batch's rewards use, the one logged
+        rewards = kl_penalized_rewards(scores, logprobs, ref_logprobs, completion_mask, beta)
         if args.whiten_rewards:
-            rewards = masked_whiten(rewards, mask, shift_mean=False) * mask
-        advantages, returns = compute_gae(rewards, values, mask, args.gamma, args.gae_lambda)
-        advantages = masked_whiten(advantages, mask) * mask
-        buffer = RolloutBuffer(tokens, mask, logprobs, values, advantages, returns, masks)
+            rewards = masked_whiten(rewards, completion_mask, shift_mean=False) * completion_mask
+        advantages, returns = compute_gae(rewards, values, completion_mask, args.gamma,
+                                          args.gae_lambda)
+        advantages = masked_whiten(advantages, completion_mask) * completion_mask
+        buffer = RolloutBuffer(tokens, completion_mask, logprobs, values, advantages, returns,
+                               action_masks)
 
         # Update: epochs of minibatch steps on PPO's loss, the value head's term with it.
         stats = []
@@ -760,34 +773,34 @@ def train(args, policy, envs, run):
                 logits, new_values = completion_outputs(policy, buffer.tokens[idx], P)
                 new_logprobs = token_logprobs(logits, buffer.tokens[idx, P:],
                                               action_masks=buffer.masks_of(idx))
-                m = buffer.completion_mask[idx]
-                new_logprobs = new_logprobs * m  # 0 after the end, as the sampler's
+                minibatch_mask = buffer.completion_mask[idx]
+                new_logprobs = new_logprobs * minibatch_mask  # 0 after the end, as the sampler's
                 loss, pg_loss, v_loss, clipfrac = ppo_loss(
                     logprobs=new_logprobs, old_logprobs=buffer.old_logprobs[idx],
                     advantages=buffer.advantages[idx], values=new_values,
                     old_values=buffer.old_values[idx], returns=buffer.returns[idx],
-                    completion_mask=m, clip_coef=args.clip_coef,
+                    completion_mask=minibatch_mask, clip_coef=args.clip_coef,
                     clip_coef_value=args.clip_coef_value, vf_coef=args.vf_coef)
                 optimizer.zero_grad()
                 loss.backward()
                 nn.utils.clip_grad_norm_(policy.parameters(), args.max_grad_norm)
                 optimizer.step()
                 logp = torch.log_softmax(logits.detach(), dim=-1)
-                entropy = masked_mean(-(logp.exp() * logp).sum(-1), m)
+                entropy = masked_mean(-(logp.exp() * logp).sum(-1), minibatch_mask)
                 stats.append((pg_loss.item(), v_loss.item(), clipfrac.item(), entropy.item()))
         if mask_model is not None and update % args.mask_sync_every == 0:
             mask_model.load_state_dict(policy.state_dict())  # NLPO: the mask follows the policy
 
-        if run.non_finite(loss.item(), global_step):  # says so; the run stops as interrupted
+        if run.non_finite(loss.item(), global_step):
             return
-        kl = ((logprobs - ref_logprobs) * mask).sum(1).mean().item()  # nats per completion
-        beta = kl_controller.beta
-        if args.adaptive_kl:
+        kl = ((logprobs - ref_logprobs) * completion_mask).sum(1).mean().item()  # nats a completion
+        if args.adaptive_kl:  # check_flags made sure of --kl-target
             kl_controller.update(kl, N)
         pg_loss, v_loss, clipfrac, entropy = np.mean(stats, axis=0)
         run.update(global_step, policy_loss=pg_loss, value_loss=v_loss, clipfrac=clipfrac,
                    entropy=entropy, kl=kl, beta=beta, score=scores.mean().item(),
-                   gold=float(np.mean(gold)), completion_length=mask.sum(1).mean().item())
+                   gold=float(np.mean(gold)),
+                   completion_length=completion_mask.sum(1).mean().item())
 
 
 def train_dpo(args, policy, reference, reward_model, pairs, run):
@@ -825,24 +838,23 @@ def train_dpo(args, policy, reference, reward_model, pairs, run):
 
 
 def main(args: Args) -> dict:
-    """Train (or evaluate an --eval-checkpoint), write the run folder, return the summary.
-    Ctrl-C stops training; the run folder is written, then KeyboardInterrupt goes on up."""
+    """Train (or evaluate an --eval-checkpoint), write the run folder, return the summary."""
+    # Functions not defined above are the plumbing's, below the banner; check_* stop bad input.
     register_tasks()  # Preference-v0, before any environment is made
-    # Check everything a user can get wrong before anything runs: one line, exit status 2.
     check_args(args)
-    args, checkpoint = load_checkpoint(args)  # the model's flags (--model too) from a checkpoint
-    tokenizer, prompt_len = check_env(args)  # and --pairs's file: pairs that are not pairs
+    args, checkpoint = load_checkpoint(args)  # --eval-checkpoint's model.pt and model flags
+    tokenizer, prompt_len = check_env(args)
 
-    # Set up: seeds, device, the policy with its value head, the run folder.
+    # Set up: seed_and_device seeds and picks the device; the policy; the run folder.
     device = seed_and_device(args.seed, args.cuda, args.threads)
     policy = make_policy(args, tokenizer, prompt_len).to(device)
     models = {"policy": policy}  # what model.pt holds (the reference is its warm start)
     if checkpoint is not None:
-        restore(checkpoint, models, args)
+        restore(checkpoint, models, args)  # its weights into the policy
     run = RunWriter(args, device, models, rollout_steps=args.num_prompts,
                     note=f", {args.algo}, " + (args.model or "built-in model"))
 
-    # Train (unless evaluating a checkpoint), then finish: evaluate, save, write, plot.
+    # train_and_finish: train() (not with --eval-checkpoint), then evaluate, save, write, plot.
     envs = None if checkpoint else make_vector_env(args.env_id, args.num_prompts, held_out=False)
     return train_and_finish(run, lambda: train(args, policy, envs, run), envs)
 
