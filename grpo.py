@@ -10,9 +10,9 @@ the update is PPO's clipped ratio on every token, with a k3 penalty for drifting
 frozen warm start. The run is judged on what RL added: the held-out accuracy after GRPO less
 the warm start's. The field's corrections are flags (Dr. GRPO, DAPO, RLOO, NLPO's --top-p).
 
-Key equations (a group of G completions o_1..o_G of one prompt q, o_i of |o_i| tokens,
-r_i in {0, 1} its reward, pi_old the sampler, pi_ref the frozen reference, N completions in
-a minibatch, T_max --max-new-tokens):
+Key equations (G completions o_1..o_G of a prompt q, o_i of |o_i| tokens, r_i in {0, 1} its
+reward, pi_old the sampler, pi_ref the frozen reference, N completions a minibatch, T_max
+--max-new-tokens; RLOO's A_i is divided by the std too, unless --no-scale-rewards):
 
     advantage      A_i = (r_i - mean_j r_j) / (std_j r_j + 1e-4)     (GRPO)
                    A_i =  r_i - mean_j r_j                            (--no-scale-rewards)
@@ -68,12 +68,13 @@ SCRIPT = os.path.basename(__file__)
 @dataclass
 class Args:
     env_id: str = "AdditionPartial-v0"
-    """a text task: Addition-v0, or a module:id whose environment speaks Text (see --help's top)"""
+    """a text task: Addition-v0, or a module:id with Text observations (prompts) and actions"""
     seed: int = 1
     """seeds Python, NumPy, torch and the environments"""
     # 600 batches of 512, chosen on tuning seeds 1-3 (results.md, "grpo.py")
     total_timesteps: int = 307_200
     """the training budget in completions (one environment step each), all groups together"""
+    # True (--cuda), False (--no-cuda) or None (neither); the command line offers no "None"
     cuda: tyro.conf.DisallowNone[Optional[bool]] = None
     """--cuda: the GPU; --no-cuda: the CPU; neither: the CPU"""
     # One thread, as the other scripts: at a load above the cores two threads wait on each other
@@ -199,8 +200,8 @@ def shuffle_within_groups(rewards, group_size, generator=None):
 def group_advantages(rewards, group_size, scale_rewards=True, baseline="mean", eps=1e-4):
     """Group-relative advantages, the module docstring's. rewards [B * G], groups of G
     consecutive completions (completion i of group g at g * G + i) -> advantages [B * G].
-    RLOO's is G/(G-1) (r_i - mean_g); the std is unbiased, as TRL's. A group whose rewards
-    are all equal gets advantages 0 (it carries no signal)."""
+    RLOO's r_i - 1/(G-1) sum_{j != i} r_j equals G/(G-1) (r_i - mean_g), computed so. The std
+    is unbiased, as TRL's. A group of equal rewards gets advantages 0 (it carries no signal)."""
     groups = rewards.view(-1, group_size)
     mean = groups.mean(dim=1, keepdim=True)
     advantages = groups - mean
@@ -234,9 +235,9 @@ def k3_kl(logprobs, ref_logprobs):
 def aggregate(per_token, completion_mask, loss_agg, max_new_tokens):
     """One number from per-token values [N, T] by the module docstring's aggregation, over the
     tokens the mask [N, T] counts (each completion's own tokens and its end-of-sequence token;
-    never the prompt or padding). GRPO's mean over each completion's tokens gives a long wrong
-    completion's tokens less weight each than a short one's (Dr. GRPO's length bias); the other
-    two weigh every token alike, Dr. GRPO's by a constant that does not depend on the batch."""
+    never the prompt or padding). GRPO's mean per completion weighs each token by 1/|o_i|, so a
+    long wrong completion is pushed down less per token than a short one (Dr. GRPO's length
+    bias). The other two weigh every token alike. Dr. GRPO's divisor, N * T_max, is constant."""
     masked = per_token * completion_mask
     if loss_agg == "seq-mean-token-mean":
         return (masked.sum(1) / completion_mask.sum(1).clamp(min=1)).mean()
@@ -260,10 +261,9 @@ def grpo_loss(logprobs, old_logprobs, ref_logprobs, advantages, completion_mask,
 
 
 class GroupBuffer:
-    """A batch of groups of completions (G consecutive rows), everything the update needs, on
-    the device: the sampler's tokens [N, P + T] and completion mask [N, T], the sampler's log
-    pi_old [N, T] and the reference's log pi_ref [N, T] of the sampled tokens, the rewards [N]
-    and advantages [N], and with NLPO the action masks [N, T, V] the tokens were sampled under."""
+    """A batch of groups of completions (G consecutive rows) on the device: the sampled tokens
+    [N, P + T], their completion mask, log pi_old and log pi_ref [N, T], rewards and advantages
+    [N], and with NLPO the action masks [N, T, V] the tokens were sampled under (else None)."""
 
     def __init__(self, tokens, completion_mask, old_logprobs, ref_logprobs, rewards,
                  advantages, action_masks=None):
@@ -288,8 +288,8 @@ class GroupBuffer:
 def addition_reward(prompt, completion):
     """The verifiable reward of a completion of "a+b=": 1.0 if it is exactly the decimal
     a + b, else 0.0. Exact means as written: no leading zeros ("0432" is wrong), no spaces,
-    nothing after it (a completion cut at --max-new-tokens before its end-of-sequence token
-    arrives whole and is longer than any answer); an empty completion is wrong."""
+    nothing after it. An empty completion is wrong. One cut at --max-new-tokens before its
+    end-of-sequence token is scored on all its tokens: at the default 5, too many to be right."""
     a, b = prompt.removesuffix("=").split("+")
     return float(completion == str(int(a) + int(b)))
 
@@ -298,8 +298,8 @@ class AdditionEnv(gym.Env):
     """Addition as text: reset() poses "a+b=" with a and b of at most `digits` digits (a
     Text observation), step(completion) scores it with addition_reward and ends the episode.
     A tenth of the problems, by a fixed hash, are held out: only the evaluation poses them
-    (held_out=True). info["answer"], the worked answer for the warm start alone, is None for
-    the problems that carry in the ones column but the share carry_demos of them."""
+    (held_out=True). info["answer"] is the worked answer, for the warm start alone. A problem
+    that carries in the ones column has one only in a hashed share carry_demos; else None."""
     metadata = {"render_modes": ["rgb_array"], "render_fps": 1}
 
     def __init__(self, digits=2, held_out=False, carry_demos=1.0, render_mode=None):
@@ -314,12 +314,13 @@ class AdditionEnv(gym.Env):
         super().reset(seed=seed)
         while True:
             a, b = (int(x) for x in self.np_random.integers(0, 10 ** self.digits, size=2))
-            if (zlib.crc32(f"{a}+{b}".encode()) % 10 == 0) == self.held_out:
+            is_held_out = zlib.crc32(f"{a}+{b}".encode()) % 10 == 0  # a tenth of all problems
+            if is_held_out == self.held_out:
                 break
         self.prompt, self.completion = f"{a}+{b}=", ""
-        demo = (a % 10 + b % 10 < 10
-                or zlib.crc32(f"demo {a}+{b}".encode()) % 10_000 < self.carry_demos * 10_000)
-        return self.prompt, {"answer": str(a + b) if demo else None}
+        carries = a % 10 + b % 10 >= 10
+        in_share = zlib.crc32(f"demo {a}+{b}".encode()) % 10_000 < self.carry_demos * 10_000
+        return self.prompt, {"answer": str(a + b) if not carries or in_share else None}
 
     def step(self, action):
         self.completion = action
@@ -327,13 +328,13 @@ class AdditionEnv(gym.Env):
 
     def render(self):
         width = self.observation_space.max_length + self.action_space.max_length + 4
-        return draw_text(self.prompt + self.completion, width)
+        return draw_text(self.prompt + self.completion, width)  # an RGB frame (below)
 
 
 def register_tasks():
     """Register the tasks, each with the accuracy goal 0.95 as reward_threshold: Addition-v0
     and Addition3-v0, every problem with its worked answer, and AdditionPartial-v0, whose
-    worked answers leave out 98% of the carries, judged on RL's gain (GOALS)."""
+    worked answers leave out 98% of the carries, judged on RL's gain (GOALS, below: 0.3)."""
     for env_id, digits, carry_demos in (("Addition-v0", 2, 1.0), ("Addition3-v0", 3, 1.0),
                                         ("AdditionPartial-v0", 2, 0.02)):
         if env_id not in gym.registry:
@@ -342,8 +343,11 @@ def register_tasks():
 
 
 # ---------------------------------------------------------------------------------------
-# The transformer and the sampler, rlhf.py's too (the tokenizer: plumbing/tokens.py, below)
+# The transformer and the sampler (plumbing/text.py's, rlhf.py's too)
 # ---------------------------------------------------------------------------------------
+# From plumbing/tokens.py, below: encode_prompts left-pads prompts to [N, P] tokens;
+# encode_texts adds completions, <eos> and padding to T; completion_mask_of is 1 up to the
+# first <eos>; decode_completions: the text before <eos>; pad_id_of: the pad token (or <eos>).
 # Stamped from plainrl's plumbing/text.py by its stamp.py: edit it there, not here.
 # The logit of a masked token: its probability is exactly 0 and its gradient 0 (ppo_masked.py)
 MASKED_LOGIT = -1e8
@@ -493,11 +497,11 @@ def completion_logits(model, tokens, prompt_len):
 
 
 def make_vector_env(env_id, num_envs, video_folder=None, held_out=True):
-    """N copies of a text task in one synchronous vector environment. held_out: the held-out
-    problems (the evaluation's environments, the default) or the training ones."""
+    """N copies of a text task (make_env's, below: gym.make, recording into video_folder), one
+    vector environment. held_out: the evaluation's held-out problems, else the training ones."""
     envs = gym.vector.SyncVectorEnv(
         [lambda i=i: make_env(env_id, held_out, video_folder, i) for i in range(num_envs)],
-        autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
+        autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)  # step returns the next prompts
     return gym.wrappers.vector.RecordEpisodeStatistics(envs)
 
 
@@ -513,7 +517,7 @@ def demonstrations(args, tokenizer, prompt_len, device):
     for i in range(100 * args.sft_problems):
         if len(prompts) == args.sft_problems:
             break
-        prompt, info = env.reset(seed=args.seed + 200_000 if i == 0 else None)
+        prompt, info = env.reset(seed=(args.seed + 200_000) if i == 0 else None)
         if info["answer"] is not None:
             prompts.append(prompt)
             answers.append(info["answer"])
@@ -545,13 +549,16 @@ def warm_start(args, policy, run):
         return
     data = demonstrations(args, policy.tokenizer, policy.prompt_len, next(policy.parameters()).device)
     optimizer, every = torch.optim.Adam(policy.parameters(), lr=args.sft_learning_rate), args.eval_every
-    for step in range(args.sft_steps if len(data[0]) else 0):
+    steps = args.sft_steps if len(data[0]) else 0  # none without a worked answer to learn
+    for step in range(steps):
         if args.sft_anneal_lr:  # linearly from --sft-learning-rate at the start to 0 at the end
             optimizer.param_groups[0]["lr"] = args.sft_learning_rate * (1 - step / args.sft_steps)
         supervised_step(policy, optimizer, data, args.sft_batch_size, policy.prompt_len)
-        seen = (step + 1) * args.sft_batch_size
-        if every and seen // every > (seen - args.sft_batch_size) // every and step + 1 < args.sft_steps:
-            row = run.measure(seen - args.sft_steps * args.sft_batch_size, "warm start")
+        seen = (step + 1) * args.sft_batch_size  # answers learned from so far
+        crossed_every = every and seen // every > (seen - args.sft_batch_size) // every
+        if crossed_every and step + 1 < args.sft_steps:  # not the last: train's "start" follows
+            curve_step = seen - args.sft_steps * args.sft_batch_size  # < 0: GRPO starts at 0
+            row = run.measure(curve_step, "warm start")
             if args.sft_stop_at is not None and row["accuracy"] >= args.sft_stop_at:
                 break  # the stopping measure: RL begins here
 
@@ -565,20 +572,21 @@ def train(args, policy, envs, run, device):
     evaluates, episode/update add a CSV row, measure(n, moment) takes the held-out measures,
     reached/non_finite say when to stop."""
     prompt_len, T = policy.prompt_len, args.max_new_tokens
-    if args.warm_start:  # a warm start saved by another run (its warm_start.pt): the controls'
-        policy.load_state_dict(read_checkpoint(args.warm_start)["policy"])
+    if args.warm_start:  # another run's warm_start.pt, so that a control starts where GRPO did
+        policy.load_state_dict(read_checkpoint(args.warm_start)["policy"])  # its state dicts
     else:
         warm_start(args, policy, run)
-        if args.save_model:
+        if args.save_model:  # for --warm-start: save_checkpoint writes state dicts and flags
             save_checkpoint(os.path.join(run.path, "warm_start.pt"), {"policy": policy}, args)
-    run.measure(0, "start")  # where GRPO begins: what the run's verdict measures RL's gain from
-    reference = run.reference = frozen_copy(policy)  # pi_ref: where GRPO starts, for ever
+    run.measure(0, "start")  # the held-out accuracy that RL's gain is counted from
+    reference = run.reference = frozen_copy(policy)  # pi_ref; measure's KL is to it too
     mask_model = frozen_copy(policy) if args.top_p < 1 else None  # NLPO's masking policy
     optimizer = torch.optim.Adam(policy.parameters(), lr=args.learning_rate)
     B, G = args.num_prompts, args.group_size
     clip_high = args.clip_coef if args.clip_coef_high is None else args.clip_coef_high
-    budget, global_step, update = args.total_timesteps // (B * G) * (B * G), 0, 0
-    # The G environments of a group share a seed, so they pose the same problems in turn.
+    budget = args.total_timesteps // (B * G) * (B * G)  # whole batches of B * G completions
+    global_step, update = 0, 0  # completions sampled, updates made
+    # One seed a group: each env draws problems from its np_random alone, so the G match.
     seeds = np.random.default_rng(args.seed).integers(2 ** 31, size=B)
     prompts, _ = envs.reset(seed=[int(s) for s in seeds for _ in range(G)])
     while global_step < budget:
@@ -587,13 +595,12 @@ def train(args, policy, envs, run, device):
             optimizer.param_groups[0]["lr"] = args.learning_rate * (1 - global_step / budget)
 
         # Sample: a group of G completions of each prompt, scored by the environments.
-        kept, rewards_seen, lengths = [], [], []
+        kept, rewards_seen, lengths = [], [], []  # kept: each round's kept rows
         for _ in range(args.max_sample_rounds if args.dynamic_sampling else 1):
-            check_groups(args, prompts)  # refused where a group's envs posed different prompts
+            check_groups(args, prompts)  # fails if a group's envs posed different prompts
             completions, tokens, mask, logprobs, masks = complete(
-                policy, prompts, temperature=args.temperature, mask_model=mask_model,
-                top_p=args.top_p)
-            prompts, rewards, _, _, info = envs.step(completions)
+                policy, prompts, temperature=args.temperature, mask_model=mask_model, top_p=args.top_p)
+            prompts, rewards, _, _, info = envs.step(completions)  # and the next prompts
             global_step += B * G
             run.step(global_step)  # progress line; --eval-every's evaluation and measures
             for i in np.flatnonzero(info["_episode"]):
@@ -601,14 +608,16 @@ def train(args, policy, envs, run, device):
             rewards = torch.tensor(rewards, dtype=torch.float32, device=device)
             rewards_seen.append(rewards)
             lengths.append(mask.sum(1))
-            keep = rewards.view(B, G).std(dim=1) > 0  # the groups with two reward values
-            rows = (keep if args.dynamic_sampling else torch.ones_like(keep)).repeat_interleave(G)
-            kept.append([x[rows] for x in (tokens, mask, logprobs, rewards, masks) if x is not None])
+            has_signal = rewards.view(B, G).std(dim=1) > 0  # the groups with two reward values
+            keep_group = has_signal if args.dynamic_sampling else torch.ones_like(has_signal)
+            keep = keep_group.repeat_interleave(G)  # each group's choice on its G rows
+            kept.append([x[keep] for x in (tokens, mask, logprobs, rewards, masks) if x is not None])
             if run.reached(args.stop_at_return, global_step):  # the summary records when
                 return
             if sum(len(k[0]) for k in kept) >= B * G or global_step >= budget:
                 break
-        tokens, mask, logprobs, rewards, *masks = (torch.cat(x)[:B * G] for x in zip(*kept))
+        batch = [torch.cat(x)[:B * G] for x in zip(*kept)]  # the rounds' rows, B * G at most
+        tokens, mask, logprobs, rewards, action_masks = batch if args.top_p < 1 else batch + [None]
         if len(tokens) == 0:  # every group of every round had one reward value
             continue
 
@@ -616,11 +625,10 @@ def train(args, policy, envs, run, device):
         if args.shuffle_rewards:  # the control: each group's rewards, credited at random
             rewards = shuffle_within_groups(rewards, G)
         advantages = group_advantages(rewards, G, args.scale_rewards, args.baseline)
-        with torch.no_grad():
+        with torch.no_grad():  # no NLPO mask: the KL is to the warm start itself
             ref_logprobs = token_logprobs(completion_logits(reference, tokens, prompt_len),
                                          tokens[:, prompt_len:], args.temperature)
-        buffer = GroupBuffer(tokens, mask, logprobs, ref_logprobs, rewards, advantages,
-                             masks[0] if masks else None)
+        buffer = GroupBuffer(tokens, mask, logprobs, ref_logprobs, rewards, advantages, action_masks)
 
         # Update: epochs of minibatch steps on the clipped per-token loss with the k3 penalty.
         stats = []
@@ -629,10 +637,9 @@ def train(args, policy, envs, run, device):
                 logits = completion_logits(policy, buffer.tokens[idx], prompt_len)
                 new_logprobs = token_logprobs(logits, buffer.tokens[idx, prompt_len:],
                                               args.temperature, buffer.masks_of(idx))
-                # 0 after the end, as the sampler's: NLPO's mask leaves <pad> out of the nucleus,
-                # so log pi = -1e8 there, and k3's exp(ref - log pi) would be inf
+                # 0 after the end, as the sampler's (NLPO's -1e8 on <pad> would make k3's exp inf)
                 new_logprobs = new_logprobs * buffer.completion_mask[idx]
-                loss, pg_loss, kl, clipped = grpo_loss(
+                loss, pg_loss, kl, clip_fraction = grpo_loss(
                     logprobs=new_logprobs, old_logprobs=buffer.old_logprobs[idx],
                     ref_logprobs=buffer.ref_logprobs[idx], advantages=buffer.advantages[idx],
                     completion_mask=buffer.completion_mask[idx], clip_low=args.clip_coef,
@@ -643,44 +650,45 @@ def train(args, policy, envs, run, device):
                 optimizer.step()
                 m = buffer.completion_mask[idx]
                 logratio = (new_logprobs - buffer.old_logprobs[idx]).detach()
+                approx_kl = logratio.exp() - 1 - logratio  # k3 of KL(pi_old || pi_theta), as PPO's
                 logp = torch.log_softmax(logits.detach() / args.temperature, dim=-1)
                 entropy = -(logp.exp() * logp).sum(-1)  # of the policy's tokens (DAPO's measure)
-                stats.append((pg_loss.item(), kl.item(), clipped.item(),
-                              aggregate(logratio.exp() - 1 - logratio, m, "token-mean", T).item(),
+                stats.append((pg_loss.item(), kl.item(), clip_fraction.item(),
+                              aggregate(approx_kl, m, "token-mean", T).item(),
                               aggregate(entropy, m, "token-mean", T).item()))
         if mask_model is not None and update % args.mask_sync_every == 0:
             mask_model.load_state_dict(policy.state_dict())  # NLPO: the mask follows the policy
 
-        if run.non_finite(loss.item(), global_step):  # says so; the run stops as interrupted
+        if run.non_finite(loss.item(), global_step):  # NaN or inf: stop, marked interrupted
             return
         pg_loss, kl, clipfrac, approx_kl, entropy = np.mean(stats, axis=0)
-        run.update(global_step, policy_loss=pg_loss, kl=kl, clipfrac=clipfrac,
-                   approx_kl=approx_kl, entropy=entropy, reward_mean=torch.cat(rewards_seen).mean().item(),
-                   completion_length=torch.cat(lengths).mean().item(),
-                   groups_kept=len(buffer) // G)
-    run.measure(global_step, "end")  # where RL ended, measured as it began (64 answers a problem)
+        run.update(global_step, policy_loss=pg_loss, kl=kl, clipfrac=clipfrac, approx_kl=approx_kl,
+                   entropy=entropy, reward_mean=torch.cat(rewards_seen).mean().item(),
+                   completion_length=torch.cat(lengths).mean().item(), groups_kept=len(buffer) // G)
+    run.measure(global_step, "end")  # as at "start": max(64, --eval-samples) answers a problem
 
 
 def main(args: Args) -> dict:
-    """Train GRPO (or evaluate an --eval-checkpoint), write the run folder, return the
-    summary. Ctrl-C stops training; the run folder is written, then KeyboardInterrupt goes
-    on up."""
+    """Train GRPO (or evaluate an --eval-checkpoint), write the run folder, return the summary.
+    Ctrl-C stops training; the run folder is written, then KeyboardInterrupt goes on up."""
     register_tasks()  # Addition-v0, before any environment is made
-    # Check everything a user can get wrong before anything runs: one line, exit status 2.
+    # Functions not defined above are the plumbing's, below the banner. check_args and
+    # check_env stop a user's mistake in one line (exit status 2) before anything runs.
     check_args(args)
-    args, checkpoint = load_checkpoint(args)  # the model's flags (--model too) from a checkpoint
+    args, checkpoint = load_checkpoint(args)  # --eval-checkpoint's model.pt and model flags
     tokenizer, prompt_len = check_env(args)
 
-    # Set up: seeds, device, the policy, the run folder.
+    # Set up: seed_and_device seeds and picks the device; make_policy builds the GPT (or
+    # --model's) and gives it its tokenizer and sizes; then the run folder.
     device = seed_and_device(args.seed, args.cuda, args.threads)
     policy = make_policy(args, tokenizer, prompt_len).to(device)
     models = {"policy": policy}  # what model.pt holds (the reference is its warm start)
     if checkpoint is not None:
-        restore(checkpoint, models, args)
+        restore(checkpoint, models, args)  # the checkpoint's weights
     run = RunWriter(args, device, models, rollout_steps=args.num_prompts * args.group_size,
                     note=f", groups of {args.group_size}, " + (args.model or "built-in model"))
 
-    # Train (unless evaluating a checkpoint), then finish: evaluate, save, write, plot.
+    # train_and_finish runs train() unless --eval-checkpoint, then evaluates, saves, writes.
     envs = None if checkpoint else make_vector_env(
         args.env_id, args.num_prompts * args.group_size, held_out=False)
     return train_and_finish(run, lambda: train(args, policy, envs, run, device), envs)
