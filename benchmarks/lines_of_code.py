@@ -19,6 +19,10 @@ SCRIPTS = ["qlearning", "dqn", "pqn", "vpg", "trpo", "ppo", "ppo_masked", "ppod"
            "ppo_rnd", "ddpg_td3", "sac", "crossq", "es", "impala", "mappo", "matd3", "grpo", "rlhf"]
 # CONTRIBUTING.md, "One file, read top to bottom" (issue 102)
 BOUNDS = {"story": 550, "story_median": 480, "train": 100, "docstring": 40, "commands": 3}
+# The language road's two stories, over the bound and held where they stand: each holds a
+# transformer and its sampler, a text task, a supervised warm start and RL; rlhf.py a reward
+# model learned from pairs and DPO besides (results.md, "Lines of code")
+STORY_EXCEPTIONS = {"grpo.py": 607, "rlhf.py": 730}
 
 
 def code_lines(lines):

@@ -15,6 +15,7 @@ sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
 import lines_of_code  # noqa: E402
 
 BOUNDS = lines_of_code.BOUNDS
+STORY_EXCEPTIONS = lines_of_code.STORY_EXCEPTIONS
 SCRIPTS = [f"{name}.py" for name in lines_of_code.SCRIPTS]
 # What only the plumbing calls: defined below the banner where a script has it at all
 HOOKS = ("check_flags", "check_spaces", "greedy_policy", "make_policy", "GOALS", "MODEL_FLAGS",
@@ -59,14 +60,21 @@ def test_measure_counts_by_hand(tmp_path):
 @pytest.mark.parametrize("script", SCRIPTS)
 def test_the_story_fits_a_sitting(script, measured):
     row = measured[script]
-    assert row["story"] <= BOUNDS["story"], (
-        f"{script}: {row['story']} nonblank lines above the banner (at most {BOUNDS['story']})")
+    bound = STORY_EXCEPTIONS.get(script, BOUNDS["story"])
+    assert row["story"] <= bound, (
+        f"{script}: {row['story']} nonblank lines above the banner (at most {bound})")
     assert row["train"] <= BOUNDS["train"], f"{script}: train() is {row['train']} lines"
     assert row["docstring"] <= BOUNDS["docstring"], (
         f"{script}: its module docstring is {row['docstring']} lines")
     assert 1 <= row["commands"] <= BOUNDS["commands"], (
         f"{script}: {row['commands']} run commands in its docstring (1 to {BOUNDS['commands']}; "
         "the rest go to docs/parts/script-by-script.md)")
+
+
+def test_the_exceptions_are_the_language_road_alone_and_over_the_bound():
+    # an exception that no longer needs its room goes back to the rule
+    assert set(STORY_EXCEPTIONS) == {"grpo.py", "rlhf.py"}
+    assert all(bound > BOUNDS["story"] for bound in STORY_EXCEPTIONS.values())
 
 
 def test_the_median_story(measured):
