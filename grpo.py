@@ -10,13 +10,13 @@ the update is PPO's clipped ratio on every token, with a k3 penalty for drifting
 frozen warm start. The run is judged on what RL added: the held-out accuracy after GRPO less
 the warm start's. The field's corrections are flags (Dr. GRPO, DAPO, RLOO, NLPO's --top-p).
 
-Key equations (G completions o_1..o_G of a prompt q, o_i of |o_i| tokens, r_i in {0, 1} its
-reward, pi_old the sampler, pi_ref the frozen reference, N completions a minibatch, T_max
---max-new-tokens; RLOO's A_i is divided by the std too, unless --no-scale-rewards):
+Key equations (G completions o_1..o_G of a prompt q, o_i of |o_i| tokens, r_i in {0, 1} its reward,
+pi_old the sampler, pi_ref the frozen reference, N completions a minibatch, T_max --max-new-tokens):
 
     advantage      A_i = (r_i - mean_j r_j) / (std_j r_j + 1e-4)     (GRPO)
                    A_i =  r_i - mean_j r_j                            (--no-scale-rewards)
                    A_i =  r_i - 1/(G-1) sum_{j != i} r_j              (--baseline rloo)
+                   (RLOO's A_i is divided by the std too, unless --no-scale-rewards)
     ratio          rho_{i,t} = pi_theta(o_{i,t} | q, o_{i,<t}) / pi_old(o_{i,t} | q, o_{i,<t})
     clipped loss   l_{i,t} = -min(rho A_i, clip(rho, 1 - eps_low, 1 + eps_high) A_i)
     k3 estimator   k3_{i,t} = pi_ref / pi_theta - log(pi_ref / pi_theta) - 1   (>= 0)
@@ -46,7 +46,6 @@ row), updates.csv, held_out.csv, pass_at_k.csv, summary.json, TensorBoard's even
 import copy
 import math
 import os
-import string
 import zlib
 from dataclasses import dataclass
 from typing import Literal, Optional
@@ -123,8 +122,7 @@ class Args:
     max_new_tokens: int = 5
     """T_max: the longest completion in tokens, the end-of-sequence token included"""
 
-    # The supervised warm start (the reference model is the policy after it)
-    # chosen so the sums its data covers are learned, the carries it leaves out mostly not
+    # The supervised warm start, sized to learn the sums its data covers, mostly not the carries
     sft_steps: int = 1500
     """supervised steps on the task's worked answers before GRPO (0: the model as it is)"""
     sft_problems: int = 9000
@@ -141,8 +139,8 @@ class Args:
     """start from this warm_start.pt (another run's, with --save-model) instead of training one"""
 
     # Algorithm
-    # 64: from a good warm start most groups are all correct and carry no signal; a batch
-    # needs enough informative groups that Adam's normalized step does not follow their noise
+    # 64: after a good warm start most groups are all right and teach nothing, so a batch needs
+    # many prompts to hold enough mixed groups; with few, Adam's step follows their noise
     num_prompts: int = 64
     """B: prompts in each batch, each answered by a group"""
     group_size: int = 8
@@ -249,9 +247,8 @@ def aggregate(per_token, completion_mask, loss_agg, max_new_tokens):
 def grpo_loss(logprobs, old_logprobs, ref_logprobs, advantages, completion_mask, clip_low,
               clip_high, beta, loss_agg, max_new_tokens):
     """The GRPO loss to minimize on a minibatch of N completions ([N, T] tensors, advantages
-    [N]): per token L = l_clip + beta * k3, aggregated by loss_agg over the completion mask.
-    Returns (loss, the clipped term alone, the mean k3 per token, the fraction of clipped
-    tokens), the last three for logging, aggregated token-mean."""
+    [N]): the module docstring's L_{i,t}, aggregated by loss_agg. Returns (loss, then for
+    logging, token-mean: the clipped term alone, k3, the fraction of clipped tokens)."""
     pg, clipped = clipped_token_loss(logprobs, old_logprobs, advantages, clip_low, clip_high)
     kl = k3_kl(logprobs, ref_logprobs)
     loss = aggregate(pg + beta * kl, completion_mask, loss_agg, max_new_tokens)
@@ -288,8 +285,8 @@ class GroupBuffer:
 def addition_reward(prompt, completion):
     """The verifiable reward of a completion of "a+b=": 1.0 if it is exactly the decimal
     a + b, else 0.0. Exact means as written: no leading zeros ("0432" is wrong), no spaces,
-    nothing after it. An empty completion is wrong. One cut at --max-new-tokens before its
-    end-of-sequence token is scored on all its tokens: at the default 5, too many to be right."""
+    nothing after it. An empty completion is wrong. A completion that runs to --max-new-tokens
+    without <eos> is scored as it stands: at the default 5, five digits, too long for any sum."""
     a, b = prompt.removesuffix("=").split("+")
     return float(completion == str(int(a) + int(b)))
 
@@ -298,8 +295,8 @@ class AdditionEnv(gym.Env):
     """Addition as text: reset() poses "a+b=" with a and b of at most `digits` digits (a
     Text observation), step(completion) scores it with addition_reward and ends the episode.
     A tenth of the problems, by a fixed hash, are held out: only the evaluation poses them
-    (held_out=True). info["answer"] is the worked answer, for the warm start alone. A problem
-    that carries in the ones column has one only in a hashed share carry_demos; else None."""
+    (held_out=True). info["answer"] is the worked answer, for the warm start alone; a problem
+    with a carry in the ones column gets None, but for a share carry_demos of them (by hash)."""
     metadata = {"render_modes": ["rgb_array"], "render_fps": 1}
 
     def __init__(self, digits=2, held_out=False, carry_demos=1.0, render_mode=None):
@@ -328,13 +325,13 @@ class AdditionEnv(gym.Env):
 
     def render(self):
         width = self.observation_space.max_length + self.action_space.max_length + 4
-        return draw_text(self.prompt + self.completion, width)  # an RGB frame (below)
+        return draw_text(self.prompt + self.completion, width)  # the frame --capture-video records (below)
 
 
 def register_tasks():
-    """Register the tasks, each with the accuracy goal 0.95 as reward_threshold: Addition-v0
-    and Addition3-v0, every problem with its worked answer, and AdditionPartial-v0, whose
-    worked answers leave out 98% of the carries, judged on RL's gain (GOALS, below: 0.3)."""
+    """Register the tasks, reward_threshold the accuracy goal 0.95: Addition-v0 and Addition3-v0
+    (every problem with its worked answer), AdditionPartial-v0 (98% of the carries without one)
+    judged on RL's gain (GOALS, below): the final greedy accuracy less the start's, at least 0.3."""
     for env_id, digits, carry_demos in (("Addition-v0", 2, 1.0), ("Addition3-v0", 3, 1.0),
                                         ("AdditionPartial-v0", 2, 0.02)):
         if env_id not in gym.registry:
@@ -343,11 +340,14 @@ def register_tasks():
 
 
 # ---------------------------------------------------------------------------------------
-# The transformer and the sampler (plumbing/text.py's, rlhf.py's too)
+# The transformer and the sampler
 # ---------------------------------------------------------------------------------------
-# From plumbing/tokens.py, below: encode_prompts left-pads prompts to [N, P] tokens;
-# encode_texts adds completions, <eos> and padding to T; completion_mask_of is 1 up to the
-# first <eos>; decode_completions: the text before <eos>; pad_id_of: the pad token (or <eos>).
+# plumbing/text.py's, stamped here (rlhf.py's too); the tokenizer's functions are below:
+# encode_prompts left-pads prompts to tokens [N, P]; encode_texts returns (tokens [N, P + T]:
+# prompt, completion, <eos>, padding; their completion mask [N, T]); completion_mask_of is 1
+# up to and including the first <eos>; decode_completions: the text before <eos>; pad_id_of:
+# the pad token (or <eos>). make_policy (below) sets policy.tokenizer, .prompt_len and
+# .max_new_tokens; next_token_logits' "Hugging Face one" is --model's (HFPolicy, below).
 # Stamped from plainrl's plumbing/text.py by its stamp.py: edit it there, not here.
 # The logit of a masked token: its probability is exactly 0 and its gradient 0 (ppo_masked.py)
 MASKED_LOGIT = -1e8
@@ -509,10 +509,9 @@ def make_vector_env(env_id, num_envs, video_folder=None, held_out=True):
 # The supervised warm start
 # ---------------------------------------------------------------------------------------
 def demonstrations(args, tokenizer, prompt_len, device):
-    """The warm start's data: --sft-problems training problems that have a worked answer
-    (info["answer"] not None; a problem without one is left to the reward), drawn from a
-    task environment seeded seed + 200,000. Returns (tokens [N, P + T]: the prompt then
-    the target, targets [N, T]: the answer, <eos>, padding, and their loss mask [N, T])."""
+    """The warm start's data: --sft-problems training problems with a worked answer (one
+    without is left to the reward), from a task environment seeded seed + 200,000: (encode_texts'
+    tokens [N, P + T], their last T as the targets [N, T], and its completion mask [N, T])."""
     env, prompts, answers = gym.make(args.env_id, held_out=False), [], []
     for i in range(100 * args.sft_problems):
         if len(prompts) == args.sft_problems:
@@ -522,8 +521,7 @@ def demonstrations(args, tokenizer, prompt_len, device):
             prompts.append(prompt)
             answers.append(info["answer"])
     env.close()
-    tokens, mask = encode_texts(tokenizer, prompts, answers, prompt_len, args.max_new_tokens,
-                                device)
+    tokens, mask = encode_texts(tokenizer, prompts, answers, prompt_len, args.max_new_tokens, device)
     return tokens, tokens[:, prompt_len:], mask
 
 
@@ -542,20 +540,21 @@ def supervised_step(policy, optimizer, data, batch_size, prompt_len):
 
 
 def warm_start(args, policy, run):
-    """Supervised fine-tuning before GRPO: --sft-steps steps on the demonstrations, the
-    held-out measures every --eval-every answers learned from (the curve's first phase);
-    with --sft-stop-at, fewer, once the held-out greedy accuracy reaches it."""
+    """Supervised fine-tuning before GRPO: --sft-steps steps on the demonstrations. Every
+    --eval-every answers learned from, run.measure writes a row of held_out.csv (the curve's
+    first phase) on --eval-episodes held-out problems: the greedy accuracy, pass@1, pass@k and
+    the KL to the policy itself (0); with --sft-stop-at, fewer steps, once the accuracy reaches it."""
     if not args.sft_steps:  # --sft-steps 0: the model as it is, no demonstration needed
         return
     data = demonstrations(args, policy.tokenizer, policy.prompt_len, next(policy.parameters()).device)
-    optimizer, every = torch.optim.Adam(policy.parameters(), lr=args.sft_learning_rate), args.eval_every
+    optimizer = torch.optim.Adam(policy.parameters(), lr=args.sft_learning_rate)
     steps = args.sft_steps if len(data[0]) else 0  # none without a worked answer to learn
     for step in range(steps):
         if args.sft_anneal_lr:  # linearly from --sft-learning-rate at the start to 0 at the end
             optimizer.param_groups[0]["lr"] = args.sft_learning_rate * (1 - step / args.sft_steps)
         supervised_step(policy, optimizer, data, args.sft_batch_size, policy.prompt_len)
         seen = (step + 1) * args.sft_batch_size  # answers learned from so far
-        crossed_every = every and seen // every > (seen - args.sft_batch_size) // every
+        crossed_every = args.eval_every and seen % args.eval_every < args.sft_batch_size  # in this step
         if crossed_every and step + 1 < args.sft_steps:  # not the last: train's "start" follows
             curve_step = seen - args.sft_steps * args.sft_batch_size  # < 0: GRPO starts at 0
             row = run.measure(curve_step, "warm start")
@@ -573,22 +572,23 @@ def train(args, policy, envs, run, device):
     reached/non_finite say when to stop."""
     prompt_len, T = policy.prompt_len, args.max_new_tokens
     if args.warm_start:  # another run's warm_start.pt, so that a control starts where GRPO did
-        policy.load_state_dict(read_checkpoint(args.warm_start)["policy"])  # its state dicts
+        policy.load_state_dict(read_checkpoint(args.warm_start)["policy"])  # {name: state dict}
     else:
         warm_start(args, policy, run)
-        if args.save_model:  # for --warm-start: save_checkpoint writes state dicts and flags
+        if args.save_model:  # for --warm-start: save_checkpoint writes each state dict and the flags
             save_checkpoint(os.path.join(run.path, "warm_start.pt"), {"policy": policy}, args)
-    run.measure(0, "start")  # the held-out accuracy that RL's gain is counted from
-    reference = run.reference = frozen_copy(policy)  # pi_ref; measure's KL is to it too
+    run.measure(0, "start")  # the accuracy RL's gain counts from (no reference yet: KL to itself)
+    reference = frozen_copy(policy)  # pi_ref, the warm start frozen
+    run.reference = reference  # the held-out measures' KL is to it from now on
     mask_model = frozen_copy(policy) if args.top_p < 1 else None  # NLPO's masking policy
     optimizer = torch.optim.Adam(policy.parameters(), lr=args.learning_rate)
     B, G = args.num_prompts, args.group_size
     clip_high = args.clip_coef if args.clip_coef_high is None else args.clip_coef_high
     budget = args.total_timesteps // (B * G) * (B * G)  # whole batches of B * G completions
     global_step, update = 0, 0  # completions sampled, updates made
-    # One seed a group: each env draws problems from its np_random alone, so the G match.
+    # One seed a group: its G envs draw problems from their np_random alone, so they pose one prompt
     seeds = np.random.default_rng(args.seed).integers(2 ** 31, size=B)
-    prompts, _ = envs.reset(seed=[int(s) for s in seeds for _ in range(G)])
+    prompts, _ = envs.reset(seed=[int(s) for s in seeds for _ in range(G)])  # each seed G times in a row
     while global_step < budget:
         update += 1
         if args.anneal_lr:  # linearly from --learning-rate at the start to 0 at the end
@@ -598,26 +598,26 @@ def train(args, policy, envs, run, device):
         kept, rewards_seen, lengths = [], [], []  # kept: each round's kept rows
         for _ in range(args.max_sample_rounds if args.dynamic_sampling else 1):
             check_groups(args, prompts)  # fails if a group's envs posed different prompts
-            completions, tokens, mask, logprobs, masks = complete(
+            completions, tokens, completion_mask, logprobs, action_masks = complete(
                 policy, prompts, temperature=args.temperature, mask_model=mask_model, top_p=args.top_p)
             prompts, rewards, _, _, info = envs.step(completions)  # and the next prompts
             global_step += B * G
-            run.step(global_step)  # progress line; --eval-every's evaluation and measures
+            run.step(global_step)  # --eval-every: evaluations.csv (greedy), held_out.csv (measures)
             for i in np.flatnonzero(info["_episode"]):
                 run.episode(global_step, info["episode"]["r"][i], info["episode"]["l"][i])
             rewards = torch.tensor(rewards, dtype=torch.float32, device=device)
             rewards_seen.append(rewards)
-            lengths.append(mask.sum(1))
+            lengths.append(completion_mask.sum(1))
             has_signal = rewards.view(B, G).std(dim=1) > 0  # the groups with two reward values
-            keep_group = has_signal if args.dynamic_sampling else torch.ones_like(has_signal)
-            keep = keep_group.repeat_interleave(G)  # each group's choice on its G rows
-            kept.append([x[keep] for x in (tokens, mask, logprobs, rewards, masks) if x is not None])
-            if run.reached(args.stop_at_return, global_step):  # the summary records when
+            keep = has_signal.repeat_interleave(G) if args.dynamic_sampling else slice(None)  # else all
+            kept.append([x[keep] for x in (tokens, completion_mask, logprobs, rewards, action_masks)
+                         if x is not None])
+            if run.reached(args.stop_at_return, global_step):  # None: never; the summary records when
                 return
             if sum(len(k[0]) for k in kept) >= B * G or global_step >= budget:
                 break
-        batch = [torch.cat(x)[:B * G] for x in zip(*kept)]  # the rounds' rows, B * G at most
-        tokens, mask, logprobs, rewards, action_masks = batch if args.top_p < 1 else batch + [None]
+        batch = [torch.cat(x)[:B * G] for x in zip(*kept)]  # each field's rows of all rounds, B * G at most
+        tokens, completion_mask, logprobs, rewards, action_masks = batch if args.top_p < 1 else batch + [None]
         if len(tokens) == 0:  # every group of every round had one reward value
             continue
 
@@ -625,10 +625,10 @@ def train(args, policy, envs, run, device):
         if args.shuffle_rewards:  # the control: each group's rewards, credited at random
             rewards = shuffle_within_groups(rewards, G)
         advantages = group_advantages(rewards, G, args.scale_rewards, args.baseline)
-        with torch.no_grad():  # no NLPO mask: the KL is to the warm start itself
+        with torch.no_grad():  # pi_ref unmasked: the KL is to the warm start itself, not its nucleus
             ref_logprobs = token_logprobs(completion_logits(reference, tokens, prompt_len),
                                          tokens[:, prompt_len:], args.temperature)
-        buffer = GroupBuffer(tokens, mask, logprobs, ref_logprobs, rewards, advantages, action_masks)
+        buffer = GroupBuffer(tokens, completion_mask, logprobs, ref_logprobs, rewards, advantages, action_masks)
 
         # Update: epochs of minibatch steps on the clipped per-token loss with the k3 penalty.
         stats = []
@@ -637,7 +637,7 @@ def train(args, policy, envs, run, device):
                 logits = completion_logits(policy, buffer.tokens[idx], prompt_len)
                 new_logprobs = token_logprobs(logits, buffer.tokens[idx, prompt_len:],
                                               args.temperature, buffer.masks_of(idx))
-                # 0 after the end, as the sampler's (NLPO's -1e8 on <pad> would make k3's exp inf)
+                # 0 after <eos>, as the sampler's: NLPO's -1e8 on a <pad> would overflow k3's exp to inf
                 new_logprobs = new_logprobs * buffer.completion_mask[idx]
                 loss, pg_loss, kl, clip_fraction = grpo_loss(
                     logprobs=new_logprobs, old_logprobs=buffer.old_logprobs[idx],
@@ -648,14 +648,13 @@ def train(args, policy, envs, run, device):
                 loss.backward()
                 nn.utils.clip_grad_norm_(policy.parameters(), args.max_grad_norm)
                 optimizer.step()
-                m = buffer.completion_mask[idx]
                 logratio = (new_logprobs - buffer.old_logprobs[idx]).detach()
-                approx_kl = logratio.exp() - 1 - logratio  # k3 of KL(pi_old || pi_theta), as PPO's
+                approx_kl = logratio.exp() - 1 - logratio  # k3 estimate of KL(pi_old || pi_theta), never negative
                 logp = torch.log_softmax(logits.detach() / args.temperature, dim=-1)
                 entropy = -(logp.exp() * logp).sum(-1)  # of the policy's tokens (DAPO's measure)
                 stats.append((pg_loss.item(), kl.item(), clip_fraction.item(),
-                              aggregate(approx_kl, m, "token-mean", T).item(),
-                              aggregate(entropy, m, "token-mean", T).item()))
+                              aggregate(approx_kl, buffer.completion_mask[idx], "token-mean", T).item(),
+                              aggregate(entropy, buffer.completion_mask[idx], "token-mean", T).item()))
         if mask_model is not None and update % args.mask_sync_every == 0:
             mask_model.load_state_dict(policy.state_dict())  # NLPO: the mask follows the policy
 
@@ -665,7 +664,7 @@ def train(args, policy, envs, run, device):
         run.update(global_step, policy_loss=pg_loss, kl=kl, clipfrac=clipfrac, approx_kl=approx_kl,
                    entropy=entropy, reward_mean=torch.cat(rewards_seen).mean().item(),
                    completion_length=torch.cat(lengths).mean().item(), groups_kept=len(buffer) // G)
-    run.measure(global_step, "end")  # as at "start": max(64, --eval-samples) answers a problem
+    run.measure(global_step, "end")  # as "start": 64 answers a problem at least, for pass_at_k.csv's pass@1..64
 
 
 def main(args: Args) -> dict:
@@ -673,18 +672,19 @@ def main(args: Args) -> dict:
     Ctrl-C stops training; the run folder is written, then KeyboardInterrupt goes on up."""
     register_tasks()  # Addition-v0, before any environment is made
     # Functions not defined above are the plumbing's, below the banner. check_args and
-    # check_env stop a user's mistake in one line (exit status 2) before anything runs.
+    # check_env stop a user's mistake in one line (exit status 2) before anything runs;
+    # check_env's check_spaces builds the tokenizer: the task's characters, <pad>, <eos> (or --model's).
     check_args(args)
-    args, checkpoint = load_checkpoint(args)  # --eval-checkpoint's model.pt and model flags
+    args, checkpoint = load_checkpoint(args)  # --eval-checkpoint's model.pt (else None); args take its MODEL_FLAGS
     tokenizer, prompt_len = check_env(args)
 
-    # Set up: seed_and_device seeds and picks the device; make_policy builds the GPT (or
-    # --model's) and gives it its tokenizer and sizes; then the run folder.
+    # Set up: the device and seeds, the policy (make_policy), the run folder: its budget whole
+    # batches of rollout_steps completions, note the end of its first line.
     device = seed_and_device(args.seed, args.cuda, args.threads)
     policy = make_policy(args, tokenizer, prompt_len).to(device)
     models = {"policy": policy}  # what model.pt holds (the reference is its warm start)
     if checkpoint is not None:
-        restore(checkpoint, models, args)  # the checkpoint's weights
+        restore(checkpoint, models, args)  # its state dicts into the models (a misfit fails in one line)
     run = RunWriter(args, device, models, rollout_steps=args.num_prompts * args.group_size,
                     note=f", groups of {args.group_size}, " + (args.model or "built-in model"))
 
