@@ -15,7 +15,7 @@ the gold score peaks and falls (Gao et al.): held_out.csv records both against t
 
 Key equations (prompt x, completion y = y_1..y_n, y_n the end-of-sequence token or the
 T_max-th; pi the policy, pi_old the sampler, pi_ref the warm start, r_phi the reward model,
-sigma the logistic function, tau the labeller's temperature):
+sigma the logistic function, tau the labeller's temperature; adaptive KL's n, the batch size):
 
     labeller       P(y_a preferred to y_b) = sigma((gold(y_a) - gold(y_b)) / tau)
     Bradley-Terry  L_RM = -log sigma(r_phi(x, y_w) - r_phi(x, y_l))   (w preferred to l)
@@ -67,11 +67,11 @@ SCRIPT = os.path.basename(__file__)
 @dataclass
 class Args:
     env_id: str = "Preference-v0"
-    """a text task with a gold score: Preference-v0, or a module:id (see --help's top)"""
+    """a text task with a gold score: Preference-v0, or a module:id whose module registers the id"""
     seed: int = 1
     """seeds Python, NumPy, torch and the environments"""
     total_timesteps: int = 51_200
-    """the budget, counted in completions: PPO's one a prompt, DPO's 2 a pair trained on"""
+    """the budget in completions: PPO counts one a prompt; DPO counts 2 a pair it trains on"""
     cuda: tyro.conf.DisallowNone[Optional[bool]] = None
     """--cuda: the GPU; --no-cuda: the CPU; neither: the CPU"""
     threads: int = 1
@@ -83,7 +83,7 @@ class Args:
     eval_episodes: int = 200
     """held-out prompts of the greedy evaluation and held_out.csv, one episode each (0: neither)"""
     eval_every: int = 5120
-    """run both every N completions too (0: only where RL starts and after training)"""
+    """the greedy evaluation and held_out.csv's measures every N completions too (0: start, end)"""
     eval_samples: int = 4
     """completions sampled per held-out prompt for held_out.csv's proxy, gold and KL"""
     stop_at_return: Optional[float] = None
@@ -136,7 +136,7 @@ class Args:
     """a pairs.jsonl (prompt, chosen, rejected a line) to learn from in place of new labels"""
     labeller_temperature: float = 0.1
     """tau: the simulated labeller's noise; 0 always prefers the higher gold score"""
-    # 300: the held-out pairs' loss is lowest near it; more steps overfit the pairs
+    # 300: more steps overfit the pairs; chosen on tuning seeds 1-5; results.md, rlhf.py
     rm_steps: int = 300
     """Adam steps of the reward model on the Bradley-Terry loss"""
     rm_batch_size: int = 64
@@ -149,14 +149,14 @@ class Args:
     """ppo: the reward model's score and PPO; dpo: DPO on the pairs, no reward model in the loss"""
     num_prompts: int = 256
     """the batch: PPO's prompts sampled each update (one completion each), DPO's pairs a step"""
-    # 1e-4: a faster rate takes the KL past the gold score's peak within a few updates
+    # 1e-4: faster passes the gold score's peak; chosen on tuning seeds 1-5; results.md, rlhf.py
     learning_rate: float = 1e-4
     """Adam's learning rate of PPO (or DPO)"""
     update_epochs: int = 4
     """PPO's passes over each batch (4 in Ziegler et al. and TRL)"""
     num_minibatches: int = 4
     """PPO's gradient steps per pass, each on an equal share of the batch"""
-    # 0.1: smaller lets the gold score peak and fall (tuning seeds 3-4: results.md's rlhf notes)
+    # 0.1: chosen on tuning seeds 3-4; results.md, rlhf.py
     beta: float = 0.1
     """the KL's weight: PPO's per-token penalty (Ziegler et al.: 0.02-0.2), DPO's beta (0.1-0.5)"""
     adaptive_kl: bool = False
@@ -180,7 +180,7 @@ class Args:
     top_p: float = 1.0
     """NLPO: sample only from the top-p nucleus of a masking policy (1: no mask; 0.9 in NLPO)"""
     mask_sync_every: int = 5
-    """NLPO's mu: updates between copies of the policy into the masking policy"""
+    """NLPO's mu: the masking policy is a copy of the policy, refreshed every mu updates"""
     max_grad_norm: float = 1.0
     """gradient clipping: the largest global norm of the gradient"""
 
@@ -215,7 +215,7 @@ def masked_mean(values, mask):
 
 def masked_whiten(values, mask, shift_mean=True):
     """Whitening over the masked positions, as TRL's masked_whiten (m the masked mean, s^2 the
-    unbiased masked variance); shift_mean=False adds m back: the spread whitened, the mean kept.
+    unbiased masked variance): the mean shifted to 0, or with shift_mean=False kept (m added back).
 
         w = (values - m) / sqrt(s^2 + 1e-8)"""
     mean = masked_mean(values, mask)
@@ -226,8 +226,7 @@ def masked_whiten(values, mask, shift_mean=True):
 
 
 def kl_penalized_rewards(scores, logprobs, ref_logprobs, completion_mask, beta):
-    """The per-token reward of Ziegler et al.: -beta times the sampled token's log-ratio to
-    the reference on every completion token, the reward model's score [N] added on the last
+    """The per-token reward of Ziegler et al., the reward model's score [N] on the last token
     (y_n). logprobs, ref_logprobs, completion_mask [N, T] -> rewards [N, T], 0 after the end:
 
         r_t = -beta (log pi_old(y_t) - log pi_ref(y_t)) + [t = n] score
@@ -240,9 +239,8 @@ def kl_penalized_rewards(scores, logprobs, ref_logprobs, completion_mask, beta):
 
 
 def compute_gae(rewards, values, completion_mask, gamma, gae_lambda):
-    """Generalized advantage estimation, one episode a completion (values and rewards after
-    its end taken as 0, so V(n+1) = 0): rewards, values, completion_mask [N, T] ->
-    (advantages A, returns R) [N, T], 0 after the end:
+    """Generalized advantage estimation, one episode a completion (all 0 after its end, so
+    V(n+1) = 0): rewards, values, completion_mask [N, T] -> (advantages A, returns R) [N, T]:
 
         delta_t = r_t + gamma V_{t+1} - V_t
         A_t     = delta_t + gamma lambda A_{t+1}
@@ -344,9 +342,9 @@ SUCCESSORS, SENTIMENT = make_language()
 
 def gold_score(prompt, completion):
     """The hidden gold score of a completion of the prompt: the mean sentiment of its words,
-    less 2 times the share of its transitions (from the prompt's last word on) that the
-    grammar does not allow; -1 for an empty completion. A character that is no word has
-    sentiment -1 and no successor (--model's tokens, its padding token too, can write one)."""
+    less 2 times the share of its transitions that the grammar does not allow. The transitions
+    start at the prompt's last word; an empty completion scores -1. A character that is no word
+    has sentiment -1 and no successor (--model's tokens, its padding token too, can write one)."""
     if not completion:
         return -1.0
     words = prompt[-1] + completion
@@ -359,8 +357,8 @@ class PreferenceEnv(gym.Env):
     """A text task with a hidden gold score: reset() poses 4 grammatical words (a random walk
     of the grammar); step(completion) returns its gold score and ends the episode. A tenth of
     the prompts (by a hash, fixed for ever) are held out: training (held_out=False) never
-    poses them, the evaluation only them. info["answer"] is the warm start's continuation: a
-    random walk of 2 to 7 words (grammatical, of no particular sentiment)."""
+    poses them, the evaluation only them. info["answer"] is the warm start's supervised target
+    (no model wrote it): a random walk of 2 to 7 words, grammatical, of no particular sentiment."""
     metadata = {"render_modes": ["rgb_array"], "render_fps": 1}
 
     def __init__(self, prompt_len=4, max_len=7, held_out=False, render_mode=None):
@@ -393,7 +391,7 @@ class PreferenceEnv(gym.Env):
         self.completion = action
         return self.prompt, gold_score(self.prompt, action), True, False, {}
 
-    def render(self):
+    def render(self):  # the frame --capture-video records (draw_words, below)
         return draw_words(self.prompt, self.completion, self.prompt_len, self.max_len)
 
 
@@ -404,9 +402,9 @@ def register_tasks():
 
 
 # ---------------------------------------------------------------------------------------
-# The transformer and the sampler, one text with grpo.py's (plumbing/text.py)
+# The transformer and the sampler (stamped as in grpo.py)
 # ---------------------------------------------------------------------------------------
-# Below the banner (plumbing/tokens.py): encode_prompts, prompts left-padded to [N, P] ids;
+# Token helpers, below the banner: encode_prompts, prompts left-padded to [N, P] ids;
 # encode_texts, prompt + completion + <eos> ids and the completion mask; completion_mask_of,
 # 1 through the first <eos>; decode_completions, ids to text cut at <eos>; pad_id_of, the pad id
 # Stamped from plainrl's plumbing/text.py by its stamp.py: edit it there, not here.
@@ -558,11 +556,12 @@ def completion_logits(model, tokens, prompt_len):
 
 
 # ---------------------------------------------------------------------------------------
-# Networks: the policy with its value head, the reward model (HFModel, below: --model's LM)
+# Networks: the policy with its value head, the reward model (HFModel, below, wraps --model's LM)
 # ---------------------------------------------------------------------------------------
 class PolicyWithValue(nn.Module):
     """The policy and its critic on one body (Ziegler et al., TRL): the LM's logits and a linear
-    value head V on its hidden states, 0 at first. tokens [N, L] -> (logits, values [N, L])."""
+    value head V on its hidden states, 0 at first. tokens [N, L] -> (logits, values [N, L]).
+    make_policy (below) builds it and sets its tokenizer, prompt_len and max_new_tokens."""
 
     def __init__(self, lm):
         super().__init__()
@@ -592,7 +591,7 @@ class RewardModel(nn.Module):
 
 def completion_outputs(model, tokens, prompt_len):
     """completion_logits with the value head's output: tokens [N, P + T] -> (logits [N, T, V],
-    values [N, T]: the value of the state each token was chosen in, read where its logits are)."""
+    values [N, T]), both of the state before each completion token (hence [P - 1:-1])."""
     logits, values = model(tokens)
     return logits[:, prompt_len - 1:-1], values[:, prompt_len - 1:-1]
 
@@ -607,10 +606,10 @@ def make_vector_env(env_id, num_envs, video_folder=None, held_out=True):
     """N copies of a text task (make_env, below) with episode statistics: held-out prompts (the
     default) or training ones. SAME_STEP: an ended episode resets in its step (the next prompts)."""
 
-    envs = gym.vector.SyncVectorEnv(
+    envs = gym.vector.SyncVectorEnv(  # make_env: gym.make, filmed into a video_folder if given
         [lambda i=i: make_env(env_id, held_out, video_folder, i) for i in range(num_envs)],
         autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
-    return gym.wrappers.vector.RecordEpisodeStatistics(envs)
+    return gym.wrappers.vector.RecordEpisodeStatistics(envs)  # info["_episode"]: which ended
 
 
 # ---------------------------------------------------------------------------------------
@@ -623,19 +622,18 @@ def warm_start(args, policy):
         return
     env, tokenizer, P = gym.make(args.env_id, held_out=False), policy.tokenizer, policy.prompt_len
     device = next(policy.parameters()).device
-    resets = [env.reset(seed=args.seed + 200_000 if k == 0 else None)  # a stream of its own
+    resets = [env.reset(seed=(args.seed + 200_000 if k == 0 else None))  # a stream of its own
               for k in range(args.sft_problems)]
     prompts = [prompt for prompt, _ in resets]
     answers = [info["answer"] for _, info in resets]
     env.close()
     tokens, answer_mask = encode_texts(tokenizer, prompts, answers, P, args.max_new_tokens, device)
-    targets = tokens[:, P:]
     optimizer = torch.optim.Adam(policy.parameters(), lr=args.sft_learning_rate)
     for step in range(args.sft_steps):
         optimizer.param_groups[0]["lr"] = args.sft_learning_rate * (1 - step / args.sft_steps)
         idx = torch.randint(len(tokens), (args.sft_batch_size,), device=device)
         logits, _ = completion_outputs(policy, tokens[idx], P)
-        nll = F.cross_entropy(logits.transpose(1, 2), targets[idx], reduction="none")
+        nll = F.cross_entropy(logits.transpose(1, 2), tokens[idx, P:], reduction="none")
         loss = masked_mean(nll, answer_mask[idx])
         optimizer.zero_grad()
         loss.backward()
@@ -645,8 +643,8 @@ def warm_start(args, policy):
 def preference_pairs(args, policy, envs):
     """--num-pairs labelled pairs {prompt, chosen, rejected}: two warm-start completions of each
     training prompt, labelled by bradley_terry_labels from their gold scores (the labeller's
-    alone). The environments come in twos reset with one seed: each two pose the same prompts
-    for ever (a step draws no random number but the next prompt's, alike in both)."""
+    alone). The environments come in twos, each two reset with one seed. So each two pose the
+    same prompts for ever: a step draws only the next prompt's random numbers, alike in both."""
     n, generator = envs.num_envs // 2, torch.Generator().manual_seed(args.seed)
     seeds = np.random.default_rng(args.seed + 300_000).integers(2 ** 31, size=n)  # own stream
     prompts, _ = envs.reset(seed=[int(s) for s in seeds for _ in range(2)])
@@ -667,13 +665,13 @@ def preference_pairs(args, policy, envs):
 
 
 def train_reward_model(args, policy, pairs, run):
-    """r_phi from the pairs: Adam steps of the Bradley-Terry loss on batches of nine in ten
-    pairs, a row of reward_model.csv every 100. Returns it frozen, its scores shifted and
-    scaled to mean 0 and std 1 on the pairs' completions (Ziegler et al.'s normalization)."""
+    """r_phi from the pairs: Adam steps of the Bradley-Terry loss on batches from all but the
+    first tenth, held out for reward_model_row's loss and accuracy (reward_model.csv, below).
+    Returns it frozen, normalized (Ziegler et al.): scores of mean 0, std 1 on the pairs."""
     P, device = policy.prompt_len, next(policy.parameters()).device
     reward_model = RewardModel(policy.lm, P).to(device)
     encoded = encode_pairs(policy.tokenizer, pairs, P, args.max_new_tokens, device)
-    chosen_tokens, chosen_mask, rejected_tokens, rejected_mask = encoded
+    chosen_tokens, chosen_mask, rejected_tokens, rejected_mask = encoded  # encode_texts's, twice
     n_test = max(1, len(pairs) // 10)  # the first tenth of the pairs: never trained on
     held_out_pairs = [x[:n_test] for x in encoded]
     optimizer = torch.optim.Adam(reward_model.parameters(), lr=args.rm_learning_rate)
@@ -684,9 +682,9 @@ def train_reward_model(args, policy, pairs, run):
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
-        if step % 100 == 0 or step == args.rm_steps:  # its steps end at RL's step 0
+        if step % 100 == 0 or step == args.rm_steps:  # negative steps, the last at RL's step 0
             reward_model_row(run, reward_model, held_out_pairs, step - args.rm_steps, loss.item())
-    with torch.no_grad():  # normalize on the warm start's own completions (the pairs')
+    with torch.no_grad():  # r <- (r - mean r) / std r on the pairs' (warm start's) completions
         scores = torch.cat([reward_model(chosen_tokens, chosen_mask),
                             reward_model(rejected_tokens, rejected_mask)])
         reward_model.head.bias -= scores.mean()
@@ -699,9 +697,10 @@ def train_reward_model(args, policy, pairs, run):
 # Training (run, a RunWriter, below the banner, writes the run folder)
 # ---------------------------------------------------------------------------------------
 #   step(n): the progress line; each --eval-every completions, the greedy evaluation
+#   episode(n, return, length): a row of episodes.csv
 #   update(n, **values): a row of updates.csv, then measure(n, "update")
-#   measure(n, moment): held_out.csv's row, at "start", each --eval-every and the last update
-#   reached(x, n): whether the last 20 returns' mean reached x (summary.json records n)
+#   measure(n, moment): held_out.csv's sampled gold, proxy and KL; at "start" the greedy gold too
+#   reached(x, n): whether the last 20 returns' mean reached x (None: never), n to summary.json
 #   non_finite(loss, n): whether the loss is NaN or inf (it prints so, marks the run interrupted)
 PAIRS_PER_DRAW = 256  # the prompts sampled at once for the pairs, each by two environments
 
@@ -727,25 +726,24 @@ def train(args, policy, envs, run):
     write_pairs(run.path, pairs)  # pairs.jsonl, a JSON object a line
     reward_model = train_reward_model(args, policy, pairs, run)
     run.reward_model = reward_model  # for measure's proxy score
-    run.measure(0, "start")  # where RL begins: what the run's verdict measures the gain from
+    run.measure(0, "start")  # summary.json's end_return: the final greedy gold less this
     if args.algo == "dpo":
-        return train_dpo(args, policy, reference, reward_model, pairs, run)
+        return train_dpo(args, policy, reference, pairs, run)
     mask_model = frozen_copy(policy) if args.top_p < 1 else None  # NLPO's masking policy
     optimizer = torch.optim.Adam(policy.parameters(), lr=args.learning_rate)
     kl_controller = AdaptiveKLController(args.beta, args.kl_target, args.kl_horizon)
     N = args.num_prompts
-    budget, global_step, update = args.total_timesteps // N * N, 0, 0
+    budget = args.total_timesteps // N * N  # whole batches
+    global_step = 0
     prompts, _ = envs.reset(seed=args.seed)
     while global_step < budget:
-        update += 1
-
         # Sample: a completion of each prompt; the task's gold score is logged, never learned.
         texts, tokens, completion_mask, logprobs, action_masks = complete(
             policy, prompts, mask_model=mask_model, top_p=args.top_p)
         prompts, gold, _, _, info = envs.step(texts)  # and the next prompts
         global_step += N
         run.step(global_step)
-        for i in np.flatnonzero(info["_episode"]):  # episode statistics: "r" return, "l" length
+        for i in np.flatnonzero(info["_episode"]):  # the ended ones: "r" return, "l" length
             run.episode(global_step, info["episode"]["r"][i], info["episode"]["l"][i])
         if run.reached(args.stop_at_return, global_step):
             return
@@ -788,13 +786,13 @@ def train(args, policy, envs, run):
                 logp = torch.log_softmax(logits.detach(), dim=-1)
                 entropy = masked_mean(-(logp.exp() * logp).sum(-1), minibatch_mask)
                 stats.append((pg_loss.item(), v_loss.item(), clipfrac.item(), entropy.item()))
-        if mask_model is not None and update % args.mask_sync_every == 0:
+        if mask_model is not None and (global_step // N) % args.mask_sync_every == 0:
             mask_model.load_state_dict(policy.state_dict())  # NLPO: the mask follows the policy
 
         if run.non_finite(loss.item(), global_step):
             return
         kl = ((logprobs - ref_logprobs) * completion_mask).sum(1).mean().item()  # nats a completion
-        if args.adaptive_kl:  # check_flags made sure of --kl-target
+        if args.adaptive_kl:  # check_args's check_flags made sure of --kl-target
             kl_controller.update(kl, N)
         pg_loss, v_loss, clipfrac, entropy = np.mean(stats, axis=0)
         run.update(global_step, policy_loss=pg_loss, value_loss=v_loss, clipfrac=clipfrac,
@@ -803,10 +801,9 @@ def train(args, policy, envs, run):
                    completion_length=completion_mask.sum(1).mean().item())
 
 
-def train_dpo(args, policy, reference, reward_model, pairs, run):
-    """DPO: Adam steps on batches of --num-prompts pairs, in turn from shuffled passes over
-    the pairs, until --total-timesteps completions (2 a pair); held_out.csv as PPO's (the
-    reward model only measures, it is not in the loss)."""
+def train_dpo(args, policy, reference, pairs, run):
+    """DPO: Adam steps on --num-prompts pairs each, from shuffled passes over the pairs, until
+    --total-timesteps completions (2 a pair); held_out.csv as PPO's, run.reward_model its proxy."""
     P, T, N = policy.prompt_len, args.max_new_tokens, args.num_prompts
     device = next(policy.parameters()).device
     chosen_tokens, chosen_mask, rejected_tokens, rejected_mask = encode_pairs(
@@ -843,7 +840,7 @@ def main(args: Args) -> dict:
     register_tasks()  # Preference-v0, before any environment is made
     check_args(args)
     args, checkpoint = load_checkpoint(args)  # --eval-checkpoint's model.pt and model flags
-    tokenizer, prompt_len = check_env(args)
+    tokenizer, prompt_len = check_env(args)  # check_spaces: tokens <eos>, one a word; or --model's
 
     # Set up: seed_and_device seeds and picks the device; the policy; the run folder.
     device = seed_and_device(args.seed, args.cuda, args.threads)
@@ -851,6 +848,7 @@ def main(args: Args) -> dict:
     models = {"policy": policy}  # what model.pt holds (the reference is its warm start)
     if checkpoint is not None:
         restore(checkpoint, models, args)  # its weights into the policy
+    # RunWriter prints "rlhf.py: <env>, seed <s>" + note, then progress to a budget of whole batches
     run = RunWriter(args, device, models, rollout_steps=args.num_prompts,
                     note=f", {args.algo}, " + (args.model or "built-in model"))
 
