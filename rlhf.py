@@ -136,7 +136,7 @@ class Args:
     """a pairs.jsonl (prompt, chosen, rejected a line) to learn from in place of new labels"""
     labeller_temperature: float = 0.1
     """tau: the simulated labeller's noise; 0 always prefers the higher gold score"""
-    # 300: more steps overfit the pairs; chosen on tuning seeds 1-5; results.md, rlhf.py
+    # 300: more steps overfit the pairs; chosen on seed 1; results.md, rlhf.py
     rm_steps: int = 300
     """Adam steps of the reward model on the Bradley-Terry loss"""
     rm_batch_size: int = 64
@@ -149,7 +149,7 @@ class Args:
     """ppo: the reward model's score and PPO; dpo: DPO on the pairs, no reward model in the loss"""
     num_prompts: int = 256
     """the batch: PPO's prompts sampled each update (one completion each), DPO's pairs a step"""
-    # 1e-4: faster passes the gold score's peak; chosen on tuning seeds 1-5; results.md, rlhf.py
+    # 1e-4: faster passes the gold score's peak; chosen on seed 1; results.md, rlhf.py
     learning_rate: float = 1e-4
     """Adam's learning rate of PPO (or DPO)"""
     update_epochs: int = 4

@@ -32,9 +32,10 @@ def measured():
 def test_measure_counts_by_hand(tmp_path):
     # A six-part script: line 1 the licence comment, 2-7 the docstring (6 lines: one command
     # continued over two lines, one command, --help, not counted, and another script's), 8
-    # blank, 9-11 train (3 lines), 12 a comment, 13 blank, 14 the banner, 15-16 below.
-    # Above the banner: 13 lines, 11 nonblank (lines 8 and 13 blank), 9 code lines (less the
-    # licence line and line 12, comments); below: 3 lines, all nonblank, 2 code lines.
+    # blank, 9-12 train (4 lines, an indented comment among them), 13 a comment, 14 blank,
+    # 15 the banner, 16-17 below. Above the banner: 14 lines, 12 nonblank (lines 8 and 14
+    # blank), 9 code lines (less the licence line, line 10's and line 13's comments); below:
+    # 3 lines, all nonblank, 2 code lines.
     path = tmp_path / "toy.py"
     path.write_text("# licence\n"
                     '"""Toy.\n'
@@ -44,6 +45,7 @@ def test_measure_counts_by_hand(tmp_path):
                     '    python other.py\n"""\n'
                     "\n"
                     "def train():\n"
+                    "    # why x is 1\n"
                     "    x = 1\n"
                     "    return x\n"
                     "# a comment\n"
@@ -52,9 +54,15 @@ def test_measure_counts_by_hand(tmp_path):
                     "def cli():\n"
                     "    pass\n")
     row = lines_of_code.measure(str(path))
-    assert (row["lines"], row["above"], row["below"]) == (16, 13, 3)
-    assert (row["story"], row["code_above"], row["code_below"]) == (11, 9, 2)
-    assert (row["train"], row["docstring"], row["commands"]) == (3, 6, 1)
+    assert (row["lines"], row["above"], row["below"]) == (17, 14, 3)
+    assert (row["story"], row["code_above"], row["code_below"]) == (12, 9, 2)
+    assert (row["train"], row["docstring"], row["commands"]) == (4, 6, 1)
+
+
+def test_a_comment_is_no_code_line_however_far_it_is_indented():
+    # "x = 1" and "    y = 2" are code; "    # note", "# top" and "" are not: 2 (issue 102's
+    # blind round: an indented comment counted as code got past the toy script below)
+    assert lines_of_code.code_lines(["x = 1", "    # note", "# top", "", "    y = 2"]) == 2
 
 
 @pytest.mark.parametrize("script", SCRIPTS)

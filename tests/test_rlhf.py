@@ -1477,3 +1477,48 @@ def test_updates_kl_is_nats_per_completion_and_the_controller_reads_the_same(tmp
     logprobs, ref, mask = made[-1]
     per_token = (((logprobs - ref) * mask).sum() / mask.sum()).item()
     assert mask.sum(1).mean() > 1 and abs(float(rows[-1]["kl"])) > 1.5 * abs(per_token) > 0
+
+
+# The measure hook that RunWriter calls (issue 102's blind round: a "last batch" one batch
+# early and the policy measured against itself both got past the suite): which moments
+# earn a row of held_out.csv, at which step, against which reference and reward model.
+@pytest.mark.parametrize("algo, batch", [("ppo", 64), ("dpo", 128)])
+def test_measure_takes_a_row_at_the_start_and_after_the_last_batch_against_the_reference(
+        algo, batch, monkeypatch):
+    # total 256 completions, 64 prompts a batch (DPO: 2 completions a pair, 128 a batch),
+    # --eval-every 0: rows at the start (step 0) and after the last batch alone. The last
+    # batch is the one that leaves no whole batch: PPO's at 256 (256 + 64 > 256), not at 192
+    # (192 + 64 = 256 is one batch more); DPO's at 256, not at 128 (128 + 128 = 256).
+    policy, reference, reward_model = object(), object(), object()
+    run = SimpleNamespace(args=rlhf.Args(algo=algo, total_timesteps=256, num_prompts=64,
+                                         eval_every=0, eval_episodes=3),
+                          models={"policy": policy}, reference=reference,
+                          reward_model=reward_model, summary={})
+    rows = []
+    monkeypatch.setattr(rlhf, "held_out", lambda args, run_, pol, ref, rm, step: rows.append(
+        (pol, ref, rm, step)) or {"step": step})
+    monkeypatch.setattr(rlhf, "evaluate", lambda args, models: np.array([0.5, 0.7, 0.9]))
+    assert rlhf.measure(run, 0, "start") == {"step": 0}
+    assert run.summary["start_return"] == approx(0.7)  # (0.5 + 0.7 + 0.9) / 3
+    for step in range(batch, 256 - batch + 1, batch):  # every batch before the last
+        assert rlhf.measure(run, step, "update") is None, step
+    assert rlhf.measure(run, 256, "update") == {"step": 256}
+    assert rlhf.measure(run, 256, "evaluation") is None  # the greedy evaluation's moment
+    # each row measures the policy against the frozen reference and with the reward model
+    assert rows == [(policy, reference, reward_model, 0), (policy, reference, reward_model, 256)]
+
+
+def test_measure_crosses_eval_every_and_takes_nothing_without_evaluation_episodes(monkeypatch):
+    # --eval-every 100, batches of 64: 64 crosses nothing, 128 crosses 100, 192 crosses
+    # nothing (192 // 100 = 1 = 128 // 100), 256 crosses 200 and is the last anyway
+    run = SimpleNamespace(args=rlhf.Args(total_timesteps=256, num_prompts=64, eval_every=100,
+                                         eval_episodes=3),
+                          models={"policy": None}, reference=None, reward_model=None, summary={})
+    steps = []
+    monkeypatch.setattr(rlhf, "held_out", lambda *a: steps.append(a[-1]) or {})
+    for step in (64, 128, 192, 256):
+        rlhf.measure(run, step, "update")
+    assert steps == [128, 256]
+    run.args.eval_episodes = 0
+    assert rlhf.measure(run, 0, "start") is None and rlhf.measure(run, 256, "update") is None
+    assert steps == [128, 256] and "start_return" not in run.summary
