@@ -22,7 +22,7 @@ BOUNDS = {"story": 550, "story_median": 480, "train": 100, "docstring": 40, "com
 # The language road's two stories, over the bound and held where they stand: each holds a
 # transformer and its sampler, a text task, a supervised warm start and RL; rlhf.py a reward
 # model learned from pairs and DPO besides (results.md, "Lines of code")
-STORY_EXCEPTIONS = {"grpo.py": 607, "rlhf.py": 730}
+STORY_EXCEPTIONS = {"grpo.py": 607, "rlhf.py": 729}
 
 
 def code_lines(lines):
