@@ -24,7 +24,7 @@ paper's convolutional network (smaller for MinAtar's grids) and the MinAtar pape
 Papers:
     Mnih et al. 2013, "Playing Atari with Deep Reinforcement Learning", arXiv:1312.5602
     Mnih et al. 2015, "Human-level control through deep reinforcement learning", Nature 518
-    van Hasselt, Guez & Silver 2016, "Deep Reinforcement Learning with Double Q-learning", AAAI
+    van Hasselt, Guez & Silver 2016, "Deep Reinforcement Learning with Double Q-learning", AAAI 2016
     Lillicrap et al. 2016, "Continuous control with deep reinforcement learning" (tau)
     Pardo et al. 2018, "Time Limits in Reinforcement Learning", ICML 2018
     Young & Tian 2019, "MinAtar: An Atari-Inspired Testbed for Thorough and Reproducible

@@ -73,11 +73,15 @@ def test_every_algorithm_script_has_an_exercise():
     # test_site.py the documentation site, test_tensorboard.py every script's event files,
     # test_videos.py the pages' recordings, test_notebooks.py the classroom notebooks,
     # test_cluster.py benchmark.py's and tune.py's Ray cluster (issue 85), test_pages.py the
-    # teaching pages' length and voice
+    # teaching pages' length and voice; test_lines_of_code.py and test_same_episodes.py the
+    # reading contract's measures (issue 102), test_grpo_controls.py, test_rlhf_frontier.py
+    # and test_rlhf_value_loss.py the language road's benchmarks and rlhf.py's losses' reach
     assert scripts - {"exercises", "plot", "tune", "benchmark", "plumbing", "device", "readme", "pixels",
                       "sparse_chain", "sb3_compare", "cleanrl_compare", "trl_grpo_compare",
                       "trl_dpo_compare", "site",
-                      "tensorboard", "videos", "notebooks", "cluster", "pages"} == set(SCRIPTS)
+                      "tensorboard", "videos", "notebooks", "cluster", "pages", "lines_of_code",
+                      "same_episodes", "grpo_controls", "rlhf_frontier",
+                      "rlhf_value_loss"} == set(SCRIPTS)
 
 
 @pytest.mark.parametrize("exercise", exercises.EXERCISES, ids=lambda e: e.id)
@@ -271,7 +275,7 @@ def test_check_shows_tensors_compared_and_the_line_of_the_students_file_that_rai
     with open(os.path.join(ROOT, "ppo.py")) as f:
         original = f.read()
     trace = "        running = deltas[t] + gamma * gae_lambda * not_done[t] * running\n"
-    cat = "next_values[:-1], vs[1:]), next_values[-1:]])"
+    cat = "G = torch.cat([G_before_last, next_values[-1:]])"
     assert trace in original and cat in original
     wrong = tmp_path / "ppo.py"  # the trace runs on across episode ends; a dimension lost
     wrong.write_text(original.replace(trace, trace.replace(" * not_done[t]", ""))
@@ -289,7 +293,7 @@ def test_check_shows_tensors_compared_and_the_line_of_the_students_file_that_rai
     # compute_vtrace raises: the error and the student's line that raised it
     assert "and raised RuntimeError: Tensors must have same number of dimensions" in out
     assert (f"at line {original[:original.index(cat)].count(chr(10)) + 1} of your file: "
-            f"bootstrap = torch.cat([torch.where(done[:-1], {cat.replace('[-1:]', '[-1]')}"
+            f"{cat.replace('[-1:]', '[-1]')}"
             in out)
 
 
@@ -444,8 +448,8 @@ def test_a_file_that_does_not_parse_or_import_or_lacks_a_function_is_one_line(tm
     assert run_exercises("check", renamed) == (
         1, "verdict: not yet: the file has no function q_update; keep the names and "
            "signatures of the blanked functions\n", "")
-    missing = student_copy(tmp_path / "import", old="import numpy as np\n",
-                           new="import numpy as np\nimport numpyy\n")
+    missing = student_copy(tmp_path / "import", old="from dataclasses import dataclass\n",
+                           new="from dataclasses import dataclass\nimport numpyy\n")
     assert run_exercises("check", missing, "--no-train") == (
         1, "verdict: not yet: the file does not import: ModuleNotFoundError: No module named "
            f"'numpyy', at line {line_of(missing, 'import numpyy')} of the file: import numpyy\n",
