@@ -1385,3 +1385,15 @@ def check_the_epochs_kl_and_clipfrac(module, tmp_path, monkeypatch, env_id, **ow
                             output_dir=str(tmp_path / "stopped")))
     (update,) = read_csv(next((tmp_path / "stopped").glob("*/updates.csv")))
     assert update["epochs"] == "2"
+
+
+def benchmark_module(name):
+    """benchmarks/<name>.py as a module: a copy already imported under that name (a planted
+    copy under test) or the repository's file, loaded by its path (benchmarks/ is no package)."""
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, os.path.join(ROOT, "benchmarks",
+                                                                      f"{name}.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

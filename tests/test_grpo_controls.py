@@ -8,13 +8,14 @@ The numbers are chosen so that each wrong choice (another row, another control, 
 another folder) gives another number. The module is benchmarks/grpo_controls.py, or a copy
 already imported as "grpo_controls" (a planted bug's: sys.modules["grpo_controls"])."""
 import csv
-import importlib.util
 import json
 import os
 import sys
 import types
 
 import pytest
+
+from conftest import benchmark_module
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 COLUMNS = ["global_step", "wall_time", "accuracy", "pass@1", "pass@8", "answer_length",
@@ -23,13 +24,7 @@ COLUMNS = ["global_step", "wall_time", "accuracy", "pass@1", "pass@8", "answer_l
 
 @pytest.fixture(scope="module")
 def controls():
-    if "grpo_controls" in sys.modules:  # a copy under test
-        return sys.modules["grpo_controls"]
-    spec = importlib.util.spec_from_file_location(
-        "grpo_controls", os.path.join(ROOT, "benchmarks", "grpo_controls.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return benchmark_module("grpo_controls")  # a copy under test where one was imported
 
 
 def write_run(seed_dir, name, rows, mtime, summary=None, pass_at_k=None):

@@ -7,7 +7,6 @@ warm start of the first, the words the grammar forbids in brackets), rlhf.py's m
 untrained and told apart by a stand-in greedy policy. The module is
 benchmarks/rlhf_frontier.py, or a copy already imported as "rlhf_frontier" (a planted bug's)."""
 import csv
-import importlib.util
 import json
 import os
 import sys
@@ -15,6 +14,8 @@ import types
 from dataclasses import asdict
 
 import pytest
+
+from conftest import benchmark_module
 import torch
 
 import rlhf
@@ -24,13 +25,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 @pytest.fixture(scope="module")
 def frontier():
-    if "rlhf_frontier" in sys.modules:  # a copy under test
-        return sys.modules["rlhf_frontier"]
-    spec = importlib.util.spec_from_file_location(
-        "rlhf_frontier", os.path.join(ROOT, "benchmarks", "rlhf_frontier.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return benchmark_module("rlhf_frontier")  # a copy under test where one was imported
 
 
 def write_run(out, arm, seed, name, rows, end_return="none"):
