@@ -1367,24 +1367,27 @@ def cli():
 
 
 # Stamped from plainrl's plumbing/tokens.py by its stamp.py: edit it there, not here.
-class CharTokenizer:
+class Tokenizer:
     """The built-in model's tokenizer: the special tokens first (the script names its own
-    where it builds one), then one token per character of the task, behind the few methods
-    of a Hugging Face tokenizer that the script calls. Without "<pad>" it pads with "<eos>"."""
+    where it builds one), then one token per item of the task's vocabulary, behind the few
+    methods of a Hugging Face tokenizer that the script calls. A vocabulary of characters
+    (grpo.py's digits) reads a text a character a token; one of words (rlhf.py's) reads words
+    separated by single spaces. Without "<pad>" it pads with "<eos>"."""
 
-    def __init__(self, characters, special_tokens):
-        self.tokens = [*special_tokens, *sorted(characters)]
+    def __init__(self, vocabulary, special_tokens):
+        self.tokens = [*special_tokens, *sorted(vocabulary)]
         self.ids = {c: i for i, c in enumerate(self.tokens)}
         self.pad_token_id, self.eos_token_id = self.ids.get("<pad>"), self.ids["<eos>"]
+        self.separator = " " if any(len(item) > 1 for item in vocabulary) else ""
 
     def __len__(self):
         return len(self.tokens)
 
     def encode(self, text, add_special_tokens=False):
-        return [self.ids[c] for c in text]
+        return [self.ids[c] for c in (text.split(" ") if self.separator and text else text)]
 
     def decode(self, ids):
-        return "".join(self.tokens[i] for i in ids)
+        return self.separator.join(self.tokens[i] for i in ids)
 
 
 def pad_id_of(tokenizer):
@@ -1399,8 +1402,8 @@ def encode_prompts(tokenizer, prompts, prompt_len, device):
     for prompt in prompts:
         ids = tokenizer.encode(prompt, add_special_tokens=False)
         if len(ids) > prompt_len:
-            fail(f"the prompt {prompt!r} takes {len(ids)} tokens, more than its observation "
-                 f"space's {prompt_len} characters; use a tokenizer of one token a character")
+            fail(f"the prompt {prompt!r} takes {len(ids)} tokens, more than the task's "
+                 f"prompts' {prompt_len}; use a tokenizer of one token a character or word")
         rows.append([pad] * (prompt_len - len(ids)) + ids)
     return torch.tensor(rows, dtype=torch.long, device=device)
 
@@ -1501,7 +1504,7 @@ def check_spaces(args, obs_space, action_space):
              "prompt in, a completion out); for other spaces see ppo.py")
     characters = "".join(sorted(obs_space.character_set | action_space.character_set))
     if args.model is None:
-        tokenizer = CharTokenizer(characters, SPECIAL_TOKENS)
+        tokenizer = Tokenizer(characters, SPECIAL_TOKENS)
     else:
         tokenizer = load_tokenizer(args, characters)
     if args.sft_steps:

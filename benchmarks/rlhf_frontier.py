@@ -180,9 +180,9 @@ def answers(runs, count):
     for prompt, *texts in zip(prompts, *(rlhf.greedy_policy({"policy": p}, None)(prompts, {})
                                          for _, p in models)):
         def shown(text):
-            words = prompt[-1] + text
-            marked = "".join(f"[{b}]" if b not in rlhf.SUCCESSORS.get(a, "") else b
-                             for a, b in zip(words, words[1:]))
+            words = prompt.split()[-1:] + text.split()
+            marked = " ".join(f"[{b}]" if b not in rlhf.SUCCESSORS.get(a, ()) else b
+                              for a, b in zip(words, words[1:]))
             return f"`{marked or '(empty)'}` ({rlhf.gold_score(prompt, text):+.2f})"
         print(f"| `{prompt}` | " + " | ".join(shown(t) for t in texts) + " |")
 

@@ -17,7 +17,7 @@ apply: rlhf.py's PPO has no peer here, DPO does.
                 a-p), warm-started by rlhf.py's own warm_start with its defaults (the default
                 command's supervised steps on Preference-v0's grammatical continuations), saved
                 with save_pretrained to benchmarks/trl/dpo/model/ (ignored by git). As in
-                rlhf.py's CharTokenizer, <eos> ends a completion and pads: with no padding
+                rlhf.py's Tokenizer, <eos> ends a completion and pads: with no padding
                 token of its own the policy cannot sample one in the middle of a completion
                 (a decoded "<pad>" would read as the words p, a and d)
     run         for each seed, one process at a time: the pairs, `python rlhf.py --model <model>
@@ -133,7 +133,7 @@ def dpo_steps(batch, total_timesteps):
 # ---------------------------------------------------------------------------------------
 def make_tokenizer():
     """One token per word of rlhf.py's language: <eos> 0 (it ends a completion and pads, as in
-    rlhf.py's CharTokenizer), then "abcdefghijklmnop" 1-16; no <unk> to sample."""
+    rlhf.py's Tokenizer), then "abcdefghijklmnop" 1-16; no <unk> to sample."""
     import transformers
     from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
     vocab = {"<eos>": 0, **{c: i + 1 for i, c in enumerate(rlhf.WORDS)}}

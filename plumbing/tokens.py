@@ -1,28 +1,31 @@
-# The text's input and output that grpo.py and rlhf.py share, one text in both: the character
+# The text's input and output that grpo.py and rlhf.py share, one text in both: the built-in
 # tokenizer, prompts and completions as tokens and back. It is plumbing, so each script holds
 # it below its plumbing banner, after plumbing/common.py's block; `python plumbing/stamp.py`
 # writes it there between its marker lines, and tests/test_plumbing.py fails where a copy
 # differs by one byte. What the two scripts do differently is an argument, named where each
 # script builds its tokenizer: the special tokens.
 
-class CharTokenizer:
+class Tokenizer:
     """The built-in model's tokenizer: the special tokens first (the script names its own
-    where it builds one), then one token per character of the task, behind the few methods
-    of a Hugging Face tokenizer that the script calls. Without "<pad>" it pads with "<eos>"."""
+    where it builds one), then one token per item of the task's vocabulary, behind the few
+    methods of a Hugging Face tokenizer that the script calls. A vocabulary of characters
+    (grpo.py's digits) reads a text a character a token; one of words (rlhf.py's) reads words
+    separated by single spaces. Without "<pad>" it pads with "<eos>"."""
 
-    def __init__(self, characters, special_tokens):
-        self.tokens = [*special_tokens, *sorted(characters)]
+    def __init__(self, vocabulary, special_tokens):
+        self.tokens = [*special_tokens, *sorted(vocabulary)]
         self.ids = {c: i for i, c in enumerate(self.tokens)}
         self.pad_token_id, self.eos_token_id = self.ids.get("<pad>"), self.ids["<eos>"]
+        self.separator = " " if any(len(item) > 1 for item in vocabulary) else ""
 
     def __len__(self):
         return len(self.tokens)
 
     def encode(self, text, add_special_tokens=False):
-        return [self.ids[c] for c in text]
+        return [self.ids[c] for c in (text.split(" ") if self.separator and text else text)]
 
     def decode(self, ids):
-        return "".join(self.tokens[i] for i in ids)
+        return self.separator.join(self.tokens[i] for i in ids)
 
 
 def pad_id_of(tokenizer):
@@ -37,8 +40,8 @@ def encode_prompts(tokenizer, prompts, prompt_len, device):
     for prompt in prompts:
         ids = tokenizer.encode(prompt, add_special_tokens=False)
         if len(ids) > prompt_len:
-            fail(f"the prompt {prompt!r} takes {len(ids)} tokens, more than its observation "
-                 f"space's {prompt_len} characters; use a tokenizer of one token a character")
+            fail(f"the prompt {prompt!r} takes {len(ids)} tokens, more than the task's "
+                 f"prompts' {prompt_len}; use a tokenizer of one token a character or word")
         rows.append([pad] * (prompt_len - len(ids)) + ids)
     return torch.tensor(rows, dtype=torch.long, device=device)
 

@@ -413,7 +413,7 @@ def test_the_completion_mask_counts_up_to_and_with_the_first_end_token():
 
 
 def test_prompts_are_left_padded_and_completions_decoded_before_their_end():
-    tok = grpo.CharTokenizer("0123456789+=", grpo.SPECIAL_TOKENS)  # <pad> 0, <eos> 1, "+" 2, "0" 3, ..., "=" 13
+    tok = grpo.Tokenizer("0123456789+=", grpo.SPECIAL_TOKENS)  # <pad> 0, <eos> 1, "+" 2, "0" 3, ..., "=" 13
     assert tok.encode("12+3=") == [4, 5, 2, 6, 13] and tok.decode([4, 5]) == "12"
     prompts = grpo.encode_prompts(tok, ["12+3=", "1+2="], 6, "cpu")
     assert prompts.tolist() == [[0, 4, 5, 2, 6, 13], [0, 0, 4, 2, 5, 13]]
@@ -1582,7 +1582,7 @@ def test_a_task_whose_group_poses_different_problems_is_stopped(tmp_path):
 def test_a_prompt_longer_than_its_observation_space_is_bad_input():
     # the prompt's tokens are left-padded to the observation space's longest text; one that
     # takes more tokens than that would be cut, so it stops with one line
-    tokenizer = grpo.CharTokenizer("0123456789+=", grpo.SPECIAL_TOKENS)
+    tokenizer = grpo.Tokenizer("0123456789+=", grpo.SPECIAL_TOKENS)
     assert grpo.encode_prompts(tokenizer, ["1+2="], 6, "cpu").tolist() == [
         [0, 0] + [tokenizer.ids[c] for c in "1+2="]]
     with pytest.raises(grpo.UsageError, match=re.escape(

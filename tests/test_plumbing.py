@@ -1473,7 +1473,7 @@ def test_the_language_scripts_hold_one_text_of_the_text_pieces():
         assert banner < text.index(stamp.START.format(name="tokens"))
         assert text.index(stamp.END.format(name="common")) < text.index(
             stamp.START.format(name="tokens"))
-        assert "class CharTokenizer" in stamp.stamped(text, script)
+        assert "class Tokenizer" in stamp.stamped(text, script)
 
 
 def test_run_writer_calls_a_scripts_optional_measure_hook(tmp_path, monkeypatch):

@@ -289,7 +289,7 @@ def test_a_masked_token_has_probability_exactly_0_and_no_gradient():
 # Tokens, and the positions the value head and the reward model read
 # ---------------------------------------------------------------------------------------
 def test_prompts_are_left_padded_and_completions_end_with_eos_then_padding():
-    tok = rlhf.CharTokenizer("abcdefghijklmnop", rlhf.SPECIAL_TOKENS)  # <eos> 0, a 1, ..., p 16
+    tok = rlhf.Tokenizer("abcdefghijklmnop", rlhf.SPECIAL_TOKENS)  # <eos> 0, a 1, ..., p 16
     assert tok.encode("pcha") == [16, 3, 8, 1] and rlhf.pad_id_of(tok) == 0
     prompts = rlhf.encode_prompts(tok, ["pcha", "ab"], 4, "cpu")
     assert prompts.tolist() == [[16, 3, 8, 1], [0, 0, 1, 2]]
@@ -970,7 +970,7 @@ def test_a_pairs_file_skips_blank_lines_and_keeps_the_three_fields(tmp_path):
     rows = some_pairs(10)
     path = tmp_path / "pairs.jsonl"
     path.write_text("\n".join(json.dumps({**r, "note": "x"}) for r in rows) + "\n\n")
-    assert rlhf.read_pairs(str(path), rlhf.CharTokenizer("abcdefghijklmnop", rlhf.SPECIAL_TOKENS), 4) == rows
+    assert rlhf.read_pairs(str(path), rlhf.Tokenizer("abcdefghijklmnop", rlhf.SPECIAL_TOKENS), 4) == rows
 
 
 def test_dpo_learns_from_the_pairs_against_the_frozen_reference_without_the_reward_model(
