@@ -1671,8 +1671,11 @@ def check_spaces(args, obs_space, action_space):
              "prompt in, a completion out); for other spaces see ppo.py")
     characters = "".join(sorted(obs_space.character_set | action_space.character_set))
     words = getattr(obs_space, "words", None)  # WordText's vocabulary: a token a word
-    if args.model is not None:  # its tokens take at most a character each
+    if args.model is not None:  # its tokens: at most a character each, or the words' own
         tokenizer, prompt_len = load_tokenizer(args, characters), obs_space.max_length
+        if words is not None:  # each word alone, or after a space as in a sentence
+            prompt_len = obs_space.max_words * max(len(tokenizer.encode(
+                text, add_special_tokens=False)) for w in words for text in (w, " " + w))
     elif words is not None:
         vocabulary = set(words) | set(getattr(action_space, "words", ()))
         tokenizer, prompt_len = Tokenizer(vocabulary, SPECIAL_TOKENS), obs_space.max_words
