@@ -51,7 +51,8 @@ def run_arm(out, arm, seed, flags):
     """An rlhf.py run of the arm (its console in out/logs); returns its seconds."""
     os.makedirs(os.path.join(out, "logs"), exist_ok=True)
     command = [sys.executable, os.path.join(ROOT, "rlhf.py"), "--seed", str(seed), "--no-cuda",
-               "--total-timesteps", str(BUDGET), "--output-dir", arm_dir(out, arm, seed), *flags]
+               "--total-timesteps", str(BUDGET), "--save-model",  # model.pt for `answers`
+               "--output-dir", arm_dir(out, arm, seed), *flags]
     with open(os.path.join(out, "logs", f"{arm}-{seed}.log"), "w") as log:
         start = time.time()
         subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, check=True, cwd=ROOT)
