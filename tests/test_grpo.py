@@ -1586,7 +1586,8 @@ def test_a_prompt_longer_than_its_observation_space_is_bad_input():
     assert grpo.encode_prompts(tokenizer, ["1+2="], 6, "cpu").tolist() == [
         [0, 0] + [tokenizer.ids[c] for c in "1+2="]]
     with pytest.raises(grpo.UsageError, match=re.escape(
-            "the prompt '12+34=' takes 6 tokens, more than its observation space's 5 characters")):
+            "the prompt '12+34=' takes 6 tokens, more than the task's prompts' 5; use a "
+            "tokenizer of one token a character or word")):
         grpo.encode_prompts(tokenizer, ["12+34="], 5, "cpu")
 
 

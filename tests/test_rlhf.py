@@ -11,6 +11,7 @@ import json
 import math
 import os
 import random
+import re
 import zlib
 from types import SimpleNamespace
 
@@ -23,8 +24,16 @@ import rlhf
 from conftest import approx, detached, episode_rows, read_csv, same_seed_episodes, spy_on, tensor
 
 LN2, LN3 = math.log(2.0), math.log(3.0)
-P, T, V = 4, 8, 17  # Preference-v0's prompt length, --max-new-tokens, <eos> and 16 words
-WORD_IDS = {w: i + 1 for i, w in enumerate("abcdefghijklmnop")}  # <eos> (and padding) is 0
+P, T, V = 4, 8, 17  # Preference-v0's prompt length in words, --max-new-tokens, <eos> and 16 words
+# The built-in tokenizer's ids on Preference-v0 (a token a word): <eos> 0 (it pads too), then
+# the 16 words in alphabetical order, written out here
+SORTED_WORDS = ("awful", "bad", "barely", "feels", "film", "gift", "good", "great", "is", "joy",
+                "looks", "pain", "quite", "seems", "truly", "very")
+WORD_IDS = {w: i + 1 for i, w in enumerate(SORTED_WORDS)}  # awful 1, ..., very 16
+# Four of the task's prompts, each a walk of the grammar (noun -> verb -> adverb -> adjective
+# -> noun): each ends in an adjective but the last, which ends in an adverb
+PROMPT = "film looks very good"
+PROMPTS4 = (PROMPT, "joy is truly great", "pain feels barely bad", "good gift looks very")
 # A tiny run: 16 prompts a batch, 20 preference pairs, a one-block transformer
 TINY = dict(total_timesteps=64, num_prompts=16, sft_steps=5, sft_problems=32, num_pairs=20,
             rm_steps=5, n_layer=1, n_head=2, n_embd=16, eval_episodes=0, eval_every=0,
@@ -49,8 +58,8 @@ def one_thread():
 
 
 def ids(text):
-    """A text's token ids, by hand: a is 1, ..., p is 16."""
-    return [WORD_IDS[w] for w in text]
+    """A text's token ids, by hand, a word each: awful is 1, ..., very is 16."""
+    return [WORD_IDS[w] for w in text.split()]
 
 
 # ---------------------------------------------------------------------------------------
@@ -289,17 +298,92 @@ def test_a_masked_token_has_probability_exactly_0_and_no_gradient():
 # Tokens, and the positions the value head and the reward model read
 # ---------------------------------------------------------------------------------------
 def test_prompts_are_left_padded_and_completions_end_with_eos_then_padding():
-    tok = rlhf.Tokenizer("abcdefghijklmnop", rlhf.SPECIAL_TOKENS)  # <eos> 0, a 1, ..., p 16
-    assert tok.encode("pcha") == [16, 3, 8, 1] and rlhf.pad_id_of(tok) == 0
-    prompts = rlhf.encode_prompts(tok, ["pcha", "ab"], 4, "cpu")
-    assert prompts.tolist() == [[16, 3, 8, 1], [0, 0, 1, 2]]
-    # 2 words, <eos>, padding; nothing but <eos>; 10 words cut at T = 8 without an <eos>
-    tokens, mask = rlhf.encode_texts(tok, ["pcha", "ab", "b"], ["mg", "", "abcdefghij"], 4, 8, "cpu")
-    assert tokens[:, :4].tolist() == [[16, 3, 8, 1], [0, 0, 1, 2], [0, 0, 0, 2]]
+    # a token a word: <eos> 0, awful 1, bad 2, ..., very 16 (WORD_IDS); film looks very good
+    # is film 5, looks 11, very 16, good 7
+    tok = rlhf.Tokenizer(rlhf.WORDS, rlhf.SPECIAL_TOKENS)
+    assert tok.encode(PROMPT) == [5, 11, 16, 7] and rlhf.pad_id_of(tok) == 0
+    prompts = rlhf.encode_prompts(tok, [PROMPT, "awful bad"], 4, "cpu")
+    assert prompts.tolist() == [[5, 11, 16, 7], [0, 0, 1, 2]]
+    # 2 words (joy 10, is 9), <eos>, padding; nothing but <eos>; the 10 words of ids 1 to 10
+    # cut at T = 8 without an <eos>
+    ten = "awful bad barely feels film gift good great is joy"
+    tokens, mask = rlhf.encode_texts(tok, [PROMPT, "awful bad", "bad"], ["joy is", "", ten], 4, 8,
+                                     "cpu")
+    assert tokens[:, :4].tolist() == [[5, 11, 16, 7], [0, 0, 1, 2], [0, 0, 0, 2]]
     completions = tokens[:, 4:]
-    assert completions.tolist() == [[13, 7, 0, 0, 0, 0, 0, 0], [0] * 8, list(range(1, 9))]
+    assert completions.tolist() == [[10, 9, 0, 0, 0, 0, 0, 0], [0] * 8, list(range(1, 9))]
     assert mask.tolist() == [[1, 1, 1, 0, 0, 0, 0, 0], [1, 0, 0, 0, 0, 0, 0, 0], [1] * 8]
-    assert rlhf.decode_completions(tok, completions) == ("mg", "", "abcdefgh")
+    assert rlhf.decode_completions(tok, completions) == (
+        "joy is", "", "awful bad barely feels film gift good great")
+
+
+def test_the_built_in_tokenizer_of_preference_v0_is_a_token_a_word(tmp_path):
+    # check_spaces on Preference-v0's WordText spaces: <eos> 0 (rlhf.py's one special token),
+    # then the 16 words sorted, awful 1, bad 2, ..., very 16 (SORTED_WORDS); the prompt is 4
+    # tokens, its 4 words (WordText's max_words, not its 28 characters)
+    rlhf.register_tasks()
+    env = rlhf.PreferenceEnv()
+    tok, prompt_len = rlhf.check_spaces(tiny_args(tmp_path), env.observation_space,
+                                        env.action_space)
+    assert tok.tokens == ["<eos>", *SORTED_WORDS] and len(tok) == V == 17 and prompt_len == 4
+    assert (tok.eos_token_id, tok.pad_token_id, rlhf.pad_id_of(tok)) == (0, None, 0)
+    # by hand: pain 12, feels 4, barely 3, bad 2; joy 10, is 9, truly 15, great 8
+    assert tok.encode("pain feels barely bad") == [12, 4, 3, 2]
+    assert tok.decode([10, 9, 15, 8]) == "joy is truly great"
+    assert tok.encode("") == [] and tok.decode([]) == ""
+    # only the task's words, separated by single spaces, can be written
+    for text in ("joy  is", " joy", "joy ", "joys", "joy is!"):
+        with pytest.raises(KeyError):
+            tok.encode(text)
+    # the action space's longest completion, 7 words, and <eos> fill T = 8; 8 words are cut
+    # at T without one. joy 10, is 9, truly 15, great 8, gift 6, is 9, very 16, good 7
+    seven, eight = "joy is truly great gift is very", "joy is truly great gift is very good"
+    tokens, mask = rlhf.encode_texts(tok, [PROMPT, PROMPT], [seven, eight], P, T, "cpu")
+    assert tokens.tolist() == [[5, 11, 16, 7, 10, 9, 15, 8, 6, 9, 16, 0],
+                               [5, 11, 16, 7, 10, 9, 15, 8, 6, 9, 16, 7]]
+    assert mask.tolist() == [[1] * 8, [1] * 8]
+    assert rlhf.decode_completions(tok, tokens[:, P:]) == (seven, eight)
+    # a prompt of 5 words is one token too many: one line, not a prompt cut short
+    with pytest.raises(rlhf.UsageError, match=re.escape(
+            "the prompt 'film looks very good joy' takes 5 tokens, more than the task's "
+            "prompts' 4; use a tokenizer of one token a character or word")):
+        rlhf.encode_prompts(tok, [PROMPT + " joy"], prompt_len, "cpu")
+
+
+def test_a_text_task_of_characters_gets_a_token_a_character(tmp_path):
+    # Plain Text spaces (no words): the built-in tokenizer reads a character a token, as
+    # grpo.py's does, the space one of them: <eos> 0, " " 1, a 2, b 3, c 4 (sorted); the
+    # prompt's length its 5 characters
+    tok, prompt_len = rlhf.check_spaces(tiny_args(tmp_path, sft_steps=0),
+                                        gym.spaces.Text(5, charset="ab "),
+                                        gym.spaces.Text(3, charset="abc"))
+    assert tok.tokens == ["<eos>", " ", "a", "b", "c"] and prompt_len == 5
+    assert tok.encode("a b") == [2, 1, 3] and tok.encode("cab") == [4, 2, 3]
+    assert tok.decode([3, 1, 3, 2]) == "b ba"
+    assert rlhf.encode_prompts(tok, ["ab"], prompt_len, "cpu").tolist() == [[0, 0, 0, 2, 3]]
+
+
+class EveryTwoCharacters:
+    """A stand-in for --model's tokenizer: a token every 2 characters (the last may be 1)."""
+    eos_token_id, pad_token_id = 0, None
+
+    def encode(self, text, add_special_tokens=False):
+        return [1] * math.ceil(len(text) / 2)
+
+
+def test_with_model_the_prompt_is_4_words_of_the_most_tokens_a_word_takes(tmp_path,
+                                                                           monkeypatch):
+    # --model's tokenizer is asked for every character of the task: the words' 22 letters and
+    # the space. The prompt's length in its tokens: 4 words, each of the most tokens a word
+    # takes alone or after a space. The longest word, barely, 6 characters: 3 tokens; " barely"
+    # 7: 4; so 4 * 4 = 16 (not 4 * 3 = 12 from the words alone, nor 28 characters)
+    given = []
+    monkeypatch.setattr(rlhf, "load_tokenizer", lambda args, characters: given.append(
+        characters) or EveryTwoCharacters())
+    env = rlhf.PreferenceEnv()
+    _, prompt_len = rlhf.check_spaces(tiny_args(tmp_path, model="a/model", sft_steps=0),
+                                      env.observation_space, env.action_space)
+    assert given == [" abdefgijklmnopqrstuvwy"] and prompt_len == 16
 
 
 class PositionModel(torch.nn.Module):
@@ -420,7 +504,7 @@ def test_the_samplers_log_probs_are_the_updates_at_the_same_weights(tmp_path, to
     with torch.no_grad():
         for p in policy.parameters():
             p.mul_(3.0)
-    prompts = rlhf.encode_prompts(tokenizer, ["pcha", "jcgk", "mpgh", "ojcg"] * 4, P, "cpu")
+    prompts = rlhf.encode_prompts(tokenizer, list(PROMPTS4) * 4, P, "cpu")
     mask_model = policy if top_p < 1 else None
     tokens, mask, logp, masks = rlhf.sample(policy, prompts, T, 0, 0, mask_model=mask_model,
                                             top_p=top_p)
@@ -438,17 +522,22 @@ def test_the_samplers_log_probs_are_the_updates_at_the_same_weights(tmp_path, to
 # The task environment
 # ---------------------------------------------------------------------------------------
 @pytest.mark.parametrize("completion, gold", [
-    # prompt "pcha", last word a (its successors j k m o); sentiments: m 7/15, g -3/15, f 1,
-    # o -1, b 13/15
-    ("mg", (7 / 15 - 3 / 15) / 2),           # a -> m -> g, both allowed: mean sentiment 2/15
-    ("mf", (7 / 15 + 1) / 2 - 2 * 1 / 2),    # m -> f is not allowed: 11/15 - 1 = -4/15
-    ("f", 1.0 - 2 * 1 / 1),                  # a -> f is not allowed: 1 - 2 = -1
-    ("ob", (-1 + 13 / 15) / 2 - 2 * 1 / 2),  # a -> o allowed, o -> b not: -1/15 - 1
-    ("", -1.0),                              # an empty completion
-    ("m<", (7 / 15 - 1) / 2 - 2 * 1 / 2),    # not a word: sentiment -1, no successor
+    # prompt "film looks very good", last word good, an adjective: a noun follows it (joy gift
+    # film pain). Sentiments: joy 1, gift 0.5, pain -1, truly 0.5, barely -0.5, great 1,
+    # good 0.5, the verbs, film, very and quite 0
+    ("joy is truly great", (1 + 0 + 0.5 + 1) / 4),  # good -> joy -> is -> truly -> great, all
+    #                                                 allowed: the mean sentiment 2.5 / 4 = 0.625
+    ("gift good", (0.5 + 0.5) / 2 - 2 * 1 / 2),     # gift -> good is not allowed (a verb follows
+    #                                                 a noun): 0.5 - 1 = -0.5
+    ("truly", 0.5 - 2 * 1 / 1),                     # good -> truly is not allowed: 0.5 - 2 = -1.5
+    ("pain barely", (-1 - 0.5) / 2 - 2 * 1 / 2),    # good -> pain allowed, pain -> barely not:
+    #                                                 -0.75 - 1 = -1.75
+    ("", -1.0),                                     # an empty completion
+    ("gift glad", (0.5 - 1) / 2 - 2 * 1 / 2),       # glad is no word: sentiment -1, and gift ->
+    #                                                 glad not allowed: -0.25 - 1 = -1.25
 ])
 def test_the_gold_score_by_hand(completion, gold):
-    assert rlhf.gold_score("pcha", completion) == pytest.approx(gold, abs=1e-12)
+    assert rlhf.gold_score(PROMPT, completion) == pytest.approx(gold, abs=1e-12)
 
 
 def test_prompts_and_answers_are_walks_of_the_grammar_and_the_held_out_tenth_is_apart():
@@ -460,16 +549,148 @@ def test_prompts_and_answers_are_walks_of_the_grammar_and_the_held_out_tenth_is_
             prompt, info = env.reset(seed=5 if i == 0 else None)
             prompts.append(prompt)
             answer = info["answer"]
-            assert len(prompt) == 4 and 2 <= len(answer) <= 7
-            words = prompt + answer  # each word one its predecessor may be followed by
-            assert all(b in rlhf.SUCCESSORS[a] for a, b in zip(words, words[1:]))
+            # words separated by single spaces: 4 in a prompt, 2 to 7 in an answer, in the spaces
+            assert len(prompt.split(" ")) == 4 and 2 <= len(answer.split(" ")) <= 7
+            assert env.observation_space.contains(prompt) and env.action_space.contains(answer)
+            words = prompt.split(" ") + answer.split(" ")  # each word one its predecessor may
+            assert all(b in rlhf.SUCCESSORS[a] for a, b in zip(words, words[1:]))  # precede
             # grammatical: the gold score is the mean sentiment, no penalty
             assert rlhf.gold_score(prompt, answer) == pytest.approx(
-                np.mean([rlhf.SENTIMENT[w] for w in answer]))
+                np.mean([rlhf.SENTIMENT[w] for w in answer.split(" ")]))
         assert {zlib.crc32(p.encode()) % 10 == 0 for p in prompts} == {flag}
-        assert len(set(prompts)) > 100
-        _, reward, terminated, truncated, _ = env.step("mg")
-        assert (reward, terminated, truncated) == (rlhf.gold_score(prompts[-1], "mg"), True, False)
+        # 16 first words, 4 successors each: 16 * 4^3 = 1,024 grammatical prompts, 96 of them
+        # held out (crc32 % 10 == 0). 300 uniform draws of the 96 see 96 (1 - (95/96)^300) = 92
+        # different ones on average, of the 928 others 256: the prompts vary
+        assert len(set(prompts)) > (80 if flag else 200)
+        _, reward, terminated, truncated, _ = env.step("joy is")
+        assert (reward, terminated, truncated) == (rlhf.gold_score(prompts[-1], "joy is"), True,
+                                                   False)
+
+
+def test_the_grammar_is_the_cycle_noun_verb_adverb_adjective():
+    # The four classes of four words, written out. A word of each class is followed by the
+    # next class's four words, round the cycle noun -> verb -> adverb -> adjective -> noun.
+    nouns, verbs = {"joy", "gift", "film", "pain"}, {"is", "seems", "looks", "feels"}
+    adverbs, adjectives = {"truly", "very", "quite", "barely"}, {"great", "good", "bad", "awful"}
+    assert len(rlhf.WORDS) == 16 and set(rlhf.WORDS) == nouns | verbs | adverbs | adjectives
+    assert {c: set(words) for c, words in rlhf.CLASSES.items()} == {
+        "noun": nouns, "verb": verbs, "adverb": adverbs, "adjective": adjectives}
+    # one word of each class by hand: film is followed by a verb, looks by an adverb, very by
+    # an adjective, good by a noun
+    assert set(rlhf.SUCCESSORS["film"]) == {"is", "seems", "looks", "feels"}
+    assert set(rlhf.SUCCESSORS["looks"]) == {"truly", "very", "quite", "barely"}
+    assert set(rlhf.SUCCESSORS["very"]) == {"great", "good", "bad", "awful"}
+    assert set(rlhf.SUCCESSORS["good"]) == {"joy", "gift", "film", "pain"}
+    # and every word: its 4 successors, the next class's
+    assert set(rlhf.SUCCESSORS) == set(rlhf.WORDS)
+    for words, following in ((nouns, verbs), (verbs, adverbs), (adverbs, adjectives),
+                             (adjectives, nouns)):
+        for w in words:
+            assert len(rlhf.SUCCESSORS[w]) == 4 and set(rlhf.SUCCESSORS[w]) == following, w
+    # the cycle: the words k steps from a word are one class, its own again after 4 steps
+    # and not before
+    for w in rlhf.WORDS:
+        home, reach = next(set(ws) for ws in (nouns, verbs, adverbs, adjectives) if w in ws), {w}
+        for k in range(1, 9):
+            reach = {b for a in reach for b in rlhf.SUCCESSORS[a]}
+            assert len(reach) == 4 and (reach == home) == (k % 4 == 0), (w, k)
+    # rlhf.py's example of the grammar, "film looks very good gift is", forbids nothing
+    words = "film looks very good gift is".split()
+    assert all(b in rlhf.SUCCESSORS[a] for a, b in zip(words, words[1:]))
+
+
+@pytest.mark.parametrize("prompt, completion, gold", [
+    # A prompt ending in an adverb (very): an adjective follows it. very -> great allowed,
+    # great -> great twice not (a noun follows an adjective): the mean sentiment 1, less
+    # 2 * 2/3: 1 - 4/3 = -1/3
+    ("good gift looks very", "great great great", 1 - 2 * 2 / 3),
+    # the same completion after two prompts: the transitions start at the prompt's last word,
+    # good -> joy allowed: (1 + 0) / 2 = 0.5; very -> joy not: 0.5 - 2 * 1/2 = -0.5
+    (PROMPT, "joy is", (1 + 0) / 2),
+    ("good gift looks very", "joy is", (1 + 0) / 2 - 2 * 1 / 2),
+    # grammatical and of bad sentiment: good -> pain -> feels -> barely -> awful,
+    # (-1 + 0 - 0.5 - 1) / 4 = -0.625
+    (PROMPT, "pain feels barely awful", (-1 + 0 - 0.5 - 1) / 4),
+    # a word not of the language has no successor: gift -> glad and glad -> seems are both
+    # forbidden, (0.5 - 1 + 0) / 3 - 2 * 2/3 = -1/6 - 4/3 = -1.5
+    (PROMPT, "gift glad seems", (0.5 - 1 + 0) / 3 - 2 * 2 / 3),
+    # spaces --model's text may write: words are split on whitespace, so these score as
+    # "joy is truly great", (1 + 0 + 0.5 + 1) / 4 = 0.625
+    (PROMPT, " joy is truly great", 0.625),
+    (PROMPT, "joy is truly great  ", 0.625),
+    (PROMPT, "joy  is truly great", 0.625),
+    (PROMPT + " ", "joy is truly great", 0.625),  # and the prompt's last word is still good
+    (PROMPT, "   ", -1.0),  # spaces alone: no word, an empty completion
+])
+def test_the_gold_score_of_phrases_by_hand(prompt, completion, gold):
+    assert rlhf.gold_score(prompt, completion) == pytest.approx(gold, abs=1e-12)
+
+
+def test_the_labeller_prefers_a_phrase_with_the_bradley_terry_probability_of_its_gold_score():
+    # After PROMPT (its last word good): "gift seems" is grammatical, (0.5 + 0) / 2 = 0.25;
+    # "film looks" too, (0 + 0) / 2 = 0; "joy great" has one forbidden transition of two
+    # (joy -> great), (1 + 1) / 2 - 2 * 1/2 = 0, a tie with "film looks".
+    gold = {text: rlhf.gold_score(PROMPT, text) for text in ("gift seems", "film looks",
+                                                             "joy great")}
+    assert gold == {"gift seems": 0.25, "film looks": 0.0, "joy great": 0.0}
+    # At tau 0.5: P("gift seems" preferred to "film looks") = sigma((0.25 - 0) / 0.5) =
+    # sigma(0.5) = 1 / (1 + e^-0.5) = 0.622459; the other way round sigma(-0.5) = 0.377541;
+    # the tie sigma(0) = 0.5. Over n = 20,000 draws of a fixed generator the share's standard
+    # error is at most sqrt(0.25 / 20,000) = 0.0035: 0.015 is over 4 of them, and the bugs lie
+    # further off: tau multiplying (sigma(0.125) = 0.531), no tau (sigma(0.25) = 0.562), the
+    # difference the other way round (0.378 for 0.622).
+    n = 20_000
+    for a, b, p in (("gift seems", "film looks", 1 / (1 + math.exp(-0.5))),
+                    ("film looks", "gift seems", 1 / (1 + math.exp(0.5))),
+                    ("joy great", "film looks", 0.5)):
+        labels = rlhf.bradley_terry_labels(torch.full((n,), gold[a]), torch.full((n,), gold[b]),
+                                           0.5, torch.Generator().manual_seed(11))
+        assert labels.float().mean().item() == pytest.approx(p, abs=0.015), (a, b)
+    assert 1 / (1 + math.exp(-0.5)) == pytest.approx(0.622459, abs=1e-6)
+    # tau 0: the higher gold score always, and a on a tie
+    a = ("gift seems", "film looks", "joy great", "film looks")
+    b = ("film looks", "gift seems", "film looks", "joy great")
+    prefer_a = rlhf.bradley_terry_labels(tensor(*(gold[t] for t in a)),
+                                         tensor(*(gold[t] for t in b)), 0.0)
+    assert prefer_a.tolist() == [True, False, True, True]
+
+
+def test_word_text_holds_whole_words_separated_by_single_spaces():
+    # 1 to 3 words of joy, is, great
+    space = rlhf.WordText(3, ("joy", "is", "great"), min_words=1)
+    for text in ("joy", "joy is great", "great great great", "is joy"):
+        assert space.contains(text), text
+    for text in ("",  # fewer than min_words
+                 "joy is great joy",  # 4 words, more than 3
+                 "joy  is",  # a double space: an empty word between
+                 " joy", "joy ",  # a leading or trailing space: an empty word
+                 "joy\tis", "joys", "Joy", "joy was",  # no word of the vocabulary
+                 3, None, ["joy"]):  # not a text
+        assert not space.contains(text), repr(text)
+    # min_words 0: the empty text is one (an empty completion)
+    assert rlhf.WordText(3, ("joy", "is")).contains("")
+    # max_length bounds a text for a tokenizer of characters: 3 words of 5 letters at most,
+    # 3 * 5 + 2 spaces = 17 characters
+    assert space.max_length >= len("great great great") == 17
+    assert set(space.character_set) == set("joyisgreat ")
+    # sample(): 300 texts of the space, seeded, every length 1 to 3 and every word drawn
+    space.seed(0)
+    texts = [space.sample() for _ in range(300)]
+    assert all(space.contains(t) for t in texts)
+    assert {len(t.split(" ")) for t in texts} == {1, 2, 3}
+    assert {w for t in texts for w in t.split(" ")} == {"joy", "is", "great"}
+    space.seed(0)
+    assert [space.sample() for _ in range(300)] == texts
+    # Preference-v0's: prompts of exactly 4 words, completions of 0 to 7
+    env = rlhf.PreferenceEnv()
+    obs, action = env.observation_space, env.action_space
+    assert obs.contains(PROMPT) and not obs.contains("film looks very")
+    assert not obs.contains(PROMPT + " joy")
+    assert action.contains("") and action.contains("joy is truly great gift is very")
+    assert not action.contains("joy is truly great gift is very good")  # 8 words
+    # the longest texts in characters: barely, 6 letters, 4 times and 3 spaces = 27;
+    # 7 times and 6 spaces = 48
+    assert obs.max_length >= 27 and action.max_length >= 48
 
 
 # ---------------------------------------------------------------------------------------
@@ -481,7 +702,7 @@ def some_pairs(n, seed=0):
     env, rng, rows = gym.make("Preference-v0"), np.random.default_rng(seed), []
     while len(rows) < n:
         prompt, _ = env.reset(seed=seed if not rows else None)
-        a, b = ("".join(rng.choice(list("abcdefghijklmnop"), rng.integers(1, 7))) for _ in "ab")
+        a, b = (" ".join(rng.choice(rlhf.WORDS, rng.integers(1, 7))) for _ in "ab")
         if a != b and prompt not in {r["prompt"] for r in rows}:
             rows.append({"prompt": prompt, "chosen": a, "rejected": b})
     return rows
@@ -970,7 +1191,7 @@ def test_a_pairs_file_skips_blank_lines_and_keeps_the_three_fields(tmp_path):
     rows = some_pairs(10)
     path = tmp_path / "pairs.jsonl"
     path.write_text("\n".join(json.dumps({**r, "note": "x"}) for r in rows) + "\n\n")
-    assert rlhf.read_pairs(str(path), rlhf.Tokenizer("abcdefghijklmnop", rlhf.SPECIAL_TOKENS), 4) == rows
+    assert rlhf.read_pairs(str(path), rlhf.Tokenizer(rlhf.WORDS, rlhf.SPECIAL_TOKENS), 4) == rows
 
 
 def test_dpo_learns_from_the_pairs_against_the_frozen_reference_without_the_reward_model(
@@ -1245,22 +1466,34 @@ def write_lines(tmp_path, lines):
     return str(path)
 
 
-GOOD = json.dumps({"prompt": "pcha", "chosen": "mg", "rejected": "mf"})
+def pair(prompt=PROMPT, chosen="joy is", rejected="joy great"):
+    return json.dumps({"prompt": prompt, "chosen": chosen, "rejected": rejected})
+
+
+GOOD = pair()
 
 
 @pytest.mark.parametrize("lines, message", [
     ([GOOD, "{not json", *[GOOD] * 10], "{path}, line 2: not JSON"),
-    ([GOOD, GOOD, json.dumps({"prompt": "pcha", "chosen": "mg"}), *[GOOD] * 10],
+    ([GOOD, GOOD, json.dumps({"prompt": PROMPT, "chosen": "joy is"}), *[GOOD] * 10],
      "{path}, line 3: a pair is an object with the strings prompt, chosen and rejected"),
-    ([json.dumps({"prompt": "pcha", "chosen": "mg", "rejected": "mg"}), *[GOOD] * 10],
+    ([pair(rejected="joy is"), *[GOOD] * 10],
      "{path}, line 1: chosen and rejected are the same completion, not a pair"),
     ([GOOD] * 9, "{path} holds 9 pairs; the reward model needs at least 10"),
-    ([*[GOOD] * 10, json.dumps({"prompt": "pcha", "chosen": "mz", "rejected": "mf"})],
-     "{path}, line 11: chosen holds 'z', which the tokenizer cannot write"),
-    ([*[GOOD] * 3, json.dumps({"prompt": "pcha", "chosen": "mg", "rejected": "m!"}), *[GOOD] * 7],
-     "{path}, line 4: rejected holds '!', which the tokenizer cannot write"),
-    ([json.dumps({"prompt": "pcxa", "chosen": "mg", "rejected": "mf"}), *[GOOD] * 10],
-     "{path}, line 1: prompt holds 'x', which the tokenizer cannot write"),
+    # a word the language lacks (a token a word: the whole word is named)
+    ([*[GOOD] * 10, pair(chosen="joy was")],
+     "{path}, line 11: chosen holds 'was', which the tokenizer cannot write"),
+    # punctuation stuck to a word makes another word
+    ([*[GOOD] * 3, pair(rejected="joy is!"), *[GOOD] * 7],
+     "{path}, line 4: rejected holds 'is!', which the tokenizer cannot write"),
+    ([pair(prompt="film looks so good"), *[GOOD] * 10],
+     "{path}, line 1: prompt holds 'so', which the tokenizer cannot write"),
+    # two spaces hold an empty word between them: words are separated by single spaces
+    ([*[GOOD] * 4, pair(chosen="joy  is"), *[GOOD] * 6],
+     "{path}, line 5: chosen holds '', which the tokenizer cannot write"),
+    # a pairs.jsonl of the letters the task had before issue 103
+    ([json.dumps({"prompt": "pcha", "chosen": "mg", "rejected": "mf"}), *[GOOD] * 10],
+     "{path}, line 1: prompt holds 'pcha', which the tokenizer cannot write"),
 ])
 def test_a_bad_pairs_file_is_bad_input(tmp_path, check_usage_error, lines, message):
     path = write_lines(tmp_path, lines)
@@ -1270,9 +1503,13 @@ def test_a_bad_pairs_file_is_bad_input(tmp_path, check_usage_error, lines, messa
 
 def test_a_pairs_file_whose_prompt_is_longer_than_the_tasks_is_bad_input(tmp_path,
                                                                         check_usage_error):
-    long = json.dumps({"prompt": "pchapcha", "chosen": "mg", "rejected": "mf"})
+    # the task's prompts are 4 words, so 4 tokens (not WordText's 28 characters): a prompt of
+    # 5 words is one too many
+    long = pair(prompt="film looks very good joy")
     path = write_lines(tmp_path, [*[GOOD] * 10, long])
-    check_usage_error("rlhf.py", [*TINY_FLAGS, "--pairs", path], f"--pairs {path}, line 11")
+    check_usage_error("rlhf.py", [*TINY_FLAGS, "--pairs", path],
+                      f"--pairs {path}, line 11: the prompt 'film looks very good joy' is longer "
+                      "than the task's prompts (4 tokens)")
 
 
 def test_an_empty_model_folder_is_bad_input(tmp_path, check_usage_error):
@@ -1309,7 +1546,8 @@ def check_common_files(path, summary):
     with open(os.path.join(path, "pairs.jsonl")) as f:
         pairs = [json.loads(line) for line in f]
     assert len(pairs) == 20 and all(set(p) == {"prompt", "chosen", "rejected"} for p in pairs)
-    assert all(len(p["prompt"]) == 4 and p["chosen"] != p["rejected"] for p in pairs)
+    assert all(len(p["prompt"].split(" ")) == 4 and p["chosen"] != p["rejected"] for p in pairs)
+    assert all(set(p["prompt"].split(" ")) <= set(rlhf.WORDS) for p in pairs)
     assert summary["holds_on"] == "gain"
     assert summary["solved_threshold"] == rlhf.GOALS["Preference-v0"][0]
     assert summary["end_return"] == pytest.approx(summary["eval_return_mean"]
@@ -1329,7 +1567,9 @@ def test_a_ppo_run_writes_every_file(tmp_path, check_run_folder, top_p):
                                     "beta", "score", "gold", "completion_length"]
     assert all(float(u["beta"]) == rlhf.Args().beta for u in updates)  # fixed: no --adaptive-kl
     held_out = check_common_files(path, summary)
-    assert [int(r["global_step"]) for r in held_out] == [0, 32, 64]
+    # the start; batches 1 and 2 (16, 32: log-spaced; 32 crosses --eval-every 32 too); batch 3
+    # (48) neither; batch 4 (64), the last, a power of 2 and a crossing
+    assert [int(r["global_step"]) for r in held_out] == [0, 16, 32, 64]
     assert [int(r["global_step"]) for r in read_csv(os.path.join(path, "evaluations.csv"))] == [
         32, 64]
 
@@ -1485,12 +1725,14 @@ def test_updates_kl_is_nats_per_completion_and_the_controller_reads_the_same(tmp
 @pytest.mark.parametrize("algo, batch", [("ppo", 64), ("dpo", 128)])
 def test_measure_takes_a_row_at_the_start_and_after_the_last_batch_against_the_reference(
         algo, batch, monkeypatch):
-    # total 256 completions, 64 prompts a batch (DPO: 2 completions a pair, 128 a batch),
-    # --eval-every 0: rows at the start (step 0) and after the last batch alone. The last
-    # batch is the one that leaves no whole batch: PPO's at 256 (256 + 64 > 256), not at 192
-    # (192 + 64 = 256 is one batch more); DPO's at 256, not at 128 (128 + 128 = 256).
+    # 7 batches of 64 prompts (DPO: 2 completions a pair, 128 a batch), --eval-every 0: rows at
+    # the start (step 0), after the batches numbered 1, 2 and 4 (log-spaced) and after the last
+    # (7) alone. The last batch is the one that leaves no whole batch: PPO's at 7 * 64 = 448
+    # (448 + 64 > 448), not at 384 (384 + 64 = 448 is one batch more); DPO's at 7 * 128 = 896,
+    # not at 768. Batches 3, 5 and 6 earn none.
+    total = 7 * batch
     policy, reference, reward_model = object(), object(), object()
-    run = SimpleNamespace(args=rlhf.Args(algo=algo, total_timesteps=256, num_prompts=64,
+    run = SimpleNamespace(args=rlhf.Args(algo=algo, total_timesteps=total, num_prompts=64,
                                          eval_every=0, eval_episodes=3),
                           models={"policy": policy}, reference=reference,
                           reward_model=reward_model, summary={})
@@ -1500,25 +1742,67 @@ def test_measure_takes_a_row_at_the_start_and_after_the_last_batch_against_the_r
     monkeypatch.setattr(rlhf, "evaluate", lambda args, models: np.array([0.5, 0.7, 0.9]))
     assert rlhf.measure(run, 0, "start") == {"step": 0}
     assert run.summary["start_return"] == approx(0.7)  # (0.5 + 0.7 + 0.9) / 3
-    for step in range(batch, 256 - batch + 1, batch):  # every batch before the last
-        assert rlhf.measure(run, step, "update") is None, step
-    assert rlhf.measure(run, 256, "update") == {"step": 256}
-    assert rlhf.measure(run, 256, "evaluation") is None  # the greedy evaluation's moment
+    for number in range(1, 8):
+        step = number * batch
+        got = rlhf.measure(run, step, "update")
+        assert got == ({"step": step} if number in (1, 2, 4, 7) else None), number
+    assert rlhf.measure(run, total, "evaluation") is None  # the greedy evaluation's moment
     # each row measures the policy against the frozen reference and with the reward model
-    assert rows == [(policy, reference, reward_model, 0), (policy, reference, reward_model, 256)]
+    assert rows == [(policy, reference, reward_model, step)
+                    for step in (0, batch, 2 * batch, 4 * batch, 7 * batch)]
 
 
-def test_measure_crosses_eval_every_and_takes_nothing_without_evaluation_episodes(monkeypatch):
-    # --eval-every 100, batches of 64: 64 crosses nothing, 128 crosses 100, 192 crosses
-    # nothing (192 // 100 = 1 = 128 // 100), 256 crosses 200 and is the last anyway
-    run = SimpleNamespace(args=rlhf.Args(total_timesteps=256, num_prompts=64, eval_every=100,
-                                         eval_episodes=3),
+@pytest.mark.parametrize("algo, eval_every, total, rows", [
+    # --eval-every 100, batches of 64, 6 of them (64 ... 384): 64 and 128 are batches 1 and 2
+    # (log-spaced; 128 crosses 100 too); 192 crosses nothing (192 // 100 = 1 = 128 // 100); 256
+    # is batch 4 and crosses 200; 320 crosses 300 inside its batch (320 // 100 = 3 > 256 // 100
+    # = 2) and is batch 5, a row for the crossing alone; 384 crosses nothing and is the last
+    ("ppo", 100, 384, [64, 128, 256, 320, 384]),
+    # DPO: 64 pairs a step, 128 completions; --eval-every 300, 7 steps (128 ... 896): 384 crosses
+    # 300 in the first half of its batch (384 // 300 = 1 > 256 // 300 = 0; a batch taken as 64
+    # would see 320 // 300 = 1, no crossing); 640 crosses 600 (640 // 300 = 2 > 512 // 300 = 1);
+    # 768 crosses nothing (768 // 300 = 2 = 640 // 300) and is batch 6; 896 is the last
+    ("dpo", 300, 896, [128, 256, 384, 512, 640, 896]),
+])
+def test_measure_crosses_eval_every_and_takes_nothing_without_evaluation_episodes(
+        monkeypatch, algo, eval_every, total, rows):
+    run = SimpleNamespace(args=rlhf.Args(algo=algo, total_timesteps=total, num_prompts=64,
+                                         eval_every=eval_every, eval_episodes=3),
                           models={"policy": None}, reference=None, reward_model=None, summary={})
     steps = []
     monkeypatch.setattr(rlhf, "held_out", lambda *a: steps.append(a[-1]) or {})
-    for step in (64, 128, 192, 256):
+    batch = 64 if algo == "ppo" else 128
+    for step in range(batch, total + 1, batch):
         rlhf.measure(run, step, "update")
-    assert steps == [128, 256]
+    assert steps == rows
     run.args.eval_episodes = 0
-    assert rlhf.measure(run, 0, "start") is None and rlhf.measure(run, 256, "update") is None
-    assert steps == [128, 256] and "start_return" not in run.summary
+    assert rlhf.measure(run, 0, "start") is None and rlhf.measure(run, total, "update") is None
+    assert steps == rows and "start_return" not in run.summary
+
+
+@pytest.mark.parametrize("algo, batch, rows", [
+    # PPO: 256 completions a batch, 40 batches. Log-spaced: batches 1, 2, 4, 8, 16 and 32, at
+    # steps 256, 512, 1,024, 2,048, 4,096 and 8,192; each crossing of --eval-every 1,024: its
+    # multiples 1,024, 2,048, ..., 10,240; the last batch, 10,240
+    ("ppo", 256, [256, 512, 1024, 2048, 3072, 4096, 5120, 6144, 7168, 8192, 9216, 10240]),
+    # DPO: 256 pairs a step, 512 completions, 20 steps. Steps 1, 2, 4, 8 and 16 at 512,
+    # 1,024, 2,048, 4,096 and 8,192; the multiples of 1,024 as PPO's; the last, 10,240
+    ("dpo", 512, [512, 1024, 2048, 3072, 4096, 5120, 6144, 7168, 8192, 9216, 10240]),
+])
+def test_held_out_csvs_steps_under_the_default_flags_by_hand(algo, batch, rows, monkeypatch):
+    args = rlhf.Args(algo=algo)
+    assert (args.num_prompts, args.eval_every, args.total_timesteps) == (256, 1024, 10_240)
+    assert args.eval_episodes > 0
+    steps = range(batch, 10_240 + 1, batch)
+    assert [s for s in steps if rlhf.held_out_due(args, s, batch, s == 10_240)] == rows
+    # and through the hook RunWriter calls after each update, which works out the batch and
+    # the last one itself: the start's row at 0, then the same steps
+    measured = []
+    monkeypatch.setattr(rlhf, "held_out", lambda *a: measured.append(a[-1]) or {})
+    monkeypatch.setattr(rlhf, "evaluate", lambda args, models: np.zeros(1))
+    run = SimpleNamespace(args=args, models={"policy": None}, reference=None, reward_model=None,
+                          summary={})
+    rlhf.measure(run, 0, "start")
+    for step in steps:
+        rlhf.measure(run, step, "update")
+    assert measured == [0, *rows]

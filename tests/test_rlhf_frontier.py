@@ -141,8 +141,8 @@ def test_the_reports_table_by_hand(reported):
     # 6.25 and 0.40 at 0.81 (median KL (6.25 + 0.81) / 2 = 3.53 -> 3.5); end proxy 0.3, 0.1
     # (median 0.2), end KL 6.25, 0.81 (median 3.53).
     lines, _, _ = reported
-    assert lines[0] == ("seeds 101, 102, 103; held-out prompts every 1,280 completions; "
-                        "medians over seeds [min, max]")
+    assert lines[0] == ("seeds 101, 102, 103; 40,960 completions a run; rlhf.py's held-out "
+                        "schedule; medians over seeds [min, max]")
     assert lines[2:] == [
         "| arm | start gold | peak gold (at KL) | end gold | end proxy | end KL | greedy gain |",
         "| --- | --- | --- | --- | --- | --- | --- |",
@@ -217,10 +217,11 @@ def test_without_the_default_beta_the_gao_figure_has_the_smallest_alone(frontier
 # The answers table
 # ---------------------------------------------------------------------------------------
 TINY = dict(n_layer=1, n_head=2, n_embd=16, seed=5)
-PROMPTS = ["abca", "cabd"]
+# two prompts that end in an adjective (good, bad): a noun (joy gift film pain) follows each
+PROMPTS = ["film looks very good", "pain seems quite bad"]
 # each model's greedy completions of PROMPTS, by the marker in its value head's bias
-TEXTS = {1.0: ["bca", ""], 2.0: ["cc", "ab"], 3.0: ["b", "da"], 9.0: ["ce", "ce"]}
-GRAMMAR = {"a": "bcef", "b": "cefg", "c": "abef", "d": "aefg"}  # 4 allowed successors each
+TEXTS = {1.0: ["joy is truly", ""], 2.0: ["pain pain", "joy is"], 3.0: ["gift", "very great"],
+         9.0: ["awful awful", "awful awful"]}
 
 
 def save_run(folder, marker_of, **flags):
@@ -241,10 +242,13 @@ def test_the_answers_table_by_hand(frontier, tmp_path, monkeypatch, capsys):
     # two runs: the first's warm start (marker 1) and model (beta 0.1, ppo: marker 2), the
     # second's model (beta 0.05, dpo: marker 3; its warm_start.pt, marker 9, is not shown).
     # The prompts: the first 2 held-out ones, reset at seed 5 + 100,000. Each completion
-    # read from the prompt's last word on, a forbidden transition's word in brackets:
-    #   abca: "bca" (a-b, b-c, c-a allowed); "cc" (a-c allowed, c-c not: c[c]); "b" (a-b)
-    #   cabd: "" (empty); "ab" (d-a, a-b); "da" (d-d not: [d], d-a allowed)
-    # and its gold score, here a stand-in's: len(completion) / 4, less 1 for prompt cabd
+    # read from the prompt's last word on (the grammar's cycle noun -> verb -> adverb ->
+    # adjective -> noun), a forbidden transition's word in brackets:
+    #   film looks very good: "joy is truly" (good-joy, joy-is, is-truly allowed); "pain pain"
+    #     (good-pain allowed, pain-pain not: pain [pain]); "gift" (good-gift)
+    #   pain seems quite bad: "" (empty); "joy is" (bad-joy, joy-is); "very great" (bad-very
+    #     not: [very], very-great allowed)
+    # and its gold score, here a stand-in's: its words / 4, less 1 for the second prompt
     save_run(str(tmp_path / "a"), {"warm_start.pt": 1.0, "model.pt": 2.0}, beta=0.1, algo="ppo")
     save_run(str(tmp_path / "b"), {"warm_start.pt": 9.0, "model.pt": 3.0}, beta=0.05, algo="dpo")
     resets = []
@@ -262,16 +266,17 @@ def test_the_answers_table_by_hand(frontier, tmp_path, monkeypatch, capsys):
                         lambda env_id, n: made.append((env_id, n)) or Envs())
     monkeypatch.setattr(rlhf, "greedy_policy", lambda models, envs: lambda obs, info: list(
         TEXTS[models["policy"].v_head.bias.item()]))
-    monkeypatch.setattr(rlhf, "SUCCESSORS", {**rlhf.SUCCESSORS, **GRAMMAR})
     golds = []
     monkeypatch.setattr(rlhf, "gold_score", lambda prompt, text: golds.append((prompt, text)) or (
-        len(text) / 4 - (prompt == "cabd")))
+        len(text.split()) / 4 - (prompt == PROMPTS[1])))
     frontier.answers([str(tmp_path / "a"), str(tmp_path / "b")], 2)
     assert made == [("Preference-v0", 2)] and resets == [100_005]
     assert capsys.readouterr().out.splitlines() == [
         "| prompt | warm start | beta 0.1, ppo | beta 0.05, dpo |",
         "| --- | --- | --- | --- |",
-        "| `abca` | `bca` (+0.75) | `c[c]` (+0.50) | `b` (+0.25) |",
-        "| `cabd` | `(empty)` (-1.00) | `ab` (-0.50) | `[d]a` (-0.50) |"]
+        "| `film looks very good` | `joy is truly` (+0.75) | `pain [pain]` (+0.50) "
+        "| `gift` (+0.25) |",
+        "| `pain seems quite bad` | `(empty)` (-1.00) | `joy is` (-0.50) "
+        "| `[very] great` (-0.50) |"]
     assert sorted(golds) == sorted((p, TEXTS[m][i]) for i, p in enumerate(PROMPTS)
                                    for m in (1.0, 2.0, 3.0))
