@@ -34,7 +34,7 @@ al. 2023 (NLPO); Schulman et al. 2016 (GAE), 2017 (PPO); Bradley and Terry 1952.
 
 Run:
     python rlhf.py
-    python rlhf.py --beta 0.005   # a small beta: the gold score peaks and falls
+    python rlhf.py --beta 0 --total-timesteps 40960   # no KL penalty: the gold peaks and falls
 
 Writes runs/<env_id>__rlhf__<seed>__<unix_time>/: config.json, pairs.jsonl, reward_model.csv,
 episodes.csv, updates.csv, held_out.csv, summary.json, TensorBoard's events, curve.png.
@@ -84,8 +84,7 @@ class Args:
     eval_episodes: int = 200
     """held-out prompts of the greedy evaluation and held_out.csv, one episode each (0: neither)"""
     eval_every: int = 1024
-    """the greedy evaluation and a held_out.csv row every N completions (0: neither); rows
-    also after batches 1, 2, 4, 8, ... (where the scores move) and the last"""
+    """the greedy evaluation and a held_out.csv row every N completions (more rows early on)"""
     eval_samples: int = 4
     """completions sampled per held-out prompt for held_out.csv's proxy, gold and KL"""
     stop_at_return: Optional[float] = None
@@ -333,21 +332,17 @@ CLASSES = {"noun": ("joy", "gift", "film", "pain"), "verb": ("is", "seems", "loo
            "adverb": ("truly", "very", "quite", "barely"),
            "adjective": ("great", "good", "bad", "awful")}
 WORDS = tuple(w for words in CLASSES.values() for w in words)
-NEXT = dict(zip(CLASSES, list(CLASSES)[1:] + list(CLASSES)[:1]))  # noun -> verb, ...
-SUCCESSORS = {w: CLASSES[NEXT[c]] for c, words in CLASSES.items() for w in words}
-# Each word's hidden sentiment (a word not listed is neutral, 0): the labeller's taste, which
-# the policy and the reward model never see; they learn it from the labelled pairs.
-SENTIMENT = {w: 0.0 for w in WORDS} | {"joy": 1.0, "gift": 0.5, "pain": -1.0, "truly": 0.5,
-                                        "barely": -0.5, "great": 1.0, "good": 0.5,
-                                        "bad": -0.5, "awful": -1.0}
+SUCCESSORS = {w: CLASSES[b] for a, b in zip(CLASSES, [*CLASSES][1:] + ["noun"]) for w in CLASSES[a]}
+# Each word's hidden sentiment, the labeller's taste: the policy and reward model never see it
+SENTIMENT = {"joy": 1, "gift": 0.5, "film": 0, "pain": -1, "is": 0, "seems": 0, "looks": 0,
+             "feels": 0, "truly": 0.5, "very": 0, "quite": 0, "barely": -0.5, "great": 1,
+             "good": 0.5, "bad": -0.5, "awful": -1}
 
 
 def gold_score(prompt, completion):
-    """The hidden gold score of a completion of the prompt (each words separated by spaces):
-    the mean sentiment of its words, less 2 times the share of its transitions the grammar
-    does not allow. The transitions start at the prompt's last word; an empty completion
-    scores -1. A word not of the language has sentiment -1 and no successor (--model's text
-    can write one)."""
+    """The hidden gold score of a completion of the prompt: its words' mean sentiment, less 2
+    times the share of its transitions (from the prompt's last word) the grammar forbids; -1
+    if empty. A word not of the language has sentiment -1 and no successor (--model's can)."""
     answer = completion.split()
     if not answer:
         return -1.0
@@ -359,10 +354,9 @@ def gold_score(prompt, completion):
 
 class PreferenceEnv(gym.Env):
     """A text task with a hidden gold score: reset() poses 4 grammatical words (a random walk
-    of the grammar); step(completion) returns its gold score and ends the episode. A tenth of
-    the prompts (by a hash, fixed for ever) are held out: training (held_out=False) never
-    poses them, the evaluation only them. info["answer"] is the warm start's supervised target
-    (no model wrote it): a random walk of 2 to 7 words, grammatical, of no particular sentiment."""
+    of the grammar), step(completion) returns its gold score and ends the episode. A tenth of
+    the prompts (by a hash, fixed for ever) are held out: training never poses them, the
+    evaluation only them. info["answer"], the warm start's target: a walk of 2 to 7 words."""
     metadata = {"render_modes": ["rgb_array"], "render_fps": 1}
 
     def __init__(self, prompt_len=4, max_len=7, held_out=False, render_mode=None):
@@ -372,12 +366,11 @@ class PreferenceEnv(gym.Env):
         self.action_space = WordText(max_len, WORDS)  # Text of whole words, below the banner
         self.prompt, self.completion = "", ""
 
-    def walk(self, word, length):
-        words = []
+    def walk(self, word, length):  # length words, each one its predecessor's successor
+        words = [word]
         for _ in range(length):
-            word = SUCCESSORS[word][self.np_random.integers(4)]
-            words.append(word)
-        return words
+            words.append(SUCCESSORS[words[-1]][self.np_random.integers(4)])
+        return words[1:]
 
     def reset(self, seed=None, options=None):
         super().reset(seed=seed)
@@ -408,9 +401,8 @@ def register_tasks():
 # ---------------------------------------------------------------------------------------
 # The transformer and the sampler (stamped as in grpo.py)
 # ---------------------------------------------------------------------------------------
-# Token helpers, below the banner: encode_prompts, prompts left-padded to [N, P] ids;
-# encode_texts, prompt + completion + <eos> ids and the completion mask; completion_mask_of,
-# 1 through the first <eos>; decode_completions, ids to text cut at <eos>; pad_id_of, the pad id
+# Token helpers, below the banner: encode_prompts and encode_texts, texts to left-padded ids and
+# the completion mask (completion_mask_of); decode_completions, ids to text; pad_id_of, the pad
 # Stamped from plainrl's plumbing/text.py by its stamp.py: edit it there, not here.
 # The logit of a masked token: its probability is exactly 0 and its gradient 0 (ppo_masked.py)
 MASKED_LOGIT = -1e8
@@ -1765,7 +1757,7 @@ def draw_own_curve(run):
     gao.set(xlabel="sqrt KL(pi || pi_ref), nats", ylabel="score", title="Gao et al.'s axes")
     for a in (ax, gao):
         a.grid(alpha=0.3)
-        a.legend(loc="lower left", fontsize="small")
+        a.legend(loc="lower right", fontsize="small")
     fig.savefig(os.path.join(run.path, "curve.png"), dpi=100)
     return os.path.join(run.path, "curve.png")
 

@@ -3,13 +3,14 @@
 #
 # The language-model road's second half (the site's *Learning path* page, after notebook 07):
 # the reward is not checked by a program but learned from preferences. `rlhf.py` trains a
-# transformer of nanoGPT's shape on a made-up language of 16 words whose hidden *gold score*
-# (the words' sentiment, less a penalty for ungrammatical orders) only a simulated labeller
-# sees: a supervised warm start, preference pairs the labeller judges, a reward model trained
+# transformer of nanoGPT's shape on a small language of 16 English words ("film looks very
+# good gift is ...") whose hidden *gold score* (the words' sentiment, less a penalty for
+# orders the grammar forbids) only a simulated labeller sees: a supervised warm start, preference pairs the labeller judges, a reward model trained
 # on them with the Bradley-Terry loss, then PPO with a value head and a KL penalty to the warm
 # start on every token. The run folder's `held_out.csv` holds, on held-out prompts, the reward
 # model's score (the proxy), the gold score and the KL to the warm start: the two scores side
-# by side show when optimizing the proxy stops helping the gold. Then a small beta, DPO on the
+# by side show when optimizing the proxy stops helping the gold. Then beta 0, where the proxy
+# keeps rising and the gold score falls, the answers that fool the reward model, DPO on the
 # same pairs beside PPO, one exercise (the Bradley-Terry loss) from blank function to passing
 # check, and the page's questions.
 #
@@ -175,8 +176,8 @@ def questions(script):
 # %% [markdown]
 # ## 1. The pipeline: warm start, preference pairs, reward model, PPO
 #
-# One run of the default settings at a budget of 20,480 completions, its held-out measures
-# every 2,560. The console first shows the warm start and the reward model's training; then
+# One run of the default command: 10,240 completions, its held-out measures after batches 1,
+# 2, 4 and 8 and every 1,024 completions. The console first shows the warm start and the reward model's training; then
 # PPO's progress. `--save-model` keeps the warm start (`warm_start.pt`) and the pairs are
 # always written (`pairs.jsonl`), so that the runs below can start from the same ones.
 
@@ -186,9 +187,10 @@ TINY = [] if not SMOKE else ["--num-prompts", "4", "--n-layer", "1", "--n-head",
                              "--n-embd", "16", "--sft-steps", "3", "--sft-problems", "16",
                              "--num-pairs", "10", "--rm-steps", "3", "--eval-samples", "1",
                              "--num-minibatches", "2"]
-COMMON = [*TINY, "--seed", str(SEEDS[0]), "--total-timesteps", budget(20_480, 8),
-          "--eval-every", budget(2_560, 4), "--eval-episodes", budget(200, 2)]
-ppo_run = run("rlhf.py", *COMMON, "--save-model", "--capture-video", "--curve")
+COMMON = [*TINY, "--seed", str(SEEDS[0]), "--eval-every", budget(1_024, 4),
+          "--eval-episodes", budget(200, 2)]
+ppo_run = run("rlhf.py", *COMMON, "--total-timesteps", budget(10_240, 8), "--save-model",
+              "--capture-video", "--curve")
 show_curve(ppo_run)
 show_video(ppo_run)
 
@@ -253,21 +255,26 @@ def show_scores(runs, name):
 show_scores({"PPO, beta 0.1": ppo_run}, "ppo-scores")
 
 # %% [markdown]
-# ## 3. A small beta, and DPO on the same pairs
+# ## 3. Beta 0, and DPO on the same pairs
 #
 # Two more runs from the same warm start (`--warm-start`) and the same labelled pairs
-# (`--pairs`), each of which trains its reward model again on them. PPO with `--beta 0.005`
-# is held ten times less near the warm start: watch whether its gold score follows its proxy.
-# DPO (`--algo dpo`) learns from the pairs directly, with no reward model in its loss and no
+# (`--pairs`), each of which trains its reward model again on them. PPO with `--beta 0`
+# (`python rlhf.py --beta 0 --total-timesteps 40960`) pays nothing for leaving the warm
+# start, and runs four times as long: watch whether its gold score follows its proxy. The
+# table after the figure shows what each model answers to a few held-out prompts, a word the
+# grammar forbids after its predecessor in brackets. DPO (`--algo dpo`) learns from the pairs directly, with no reward model in its loss and no
 # sampling; its `held_out.csv` still records the reward model's score of what it writes.
 
 # %%
 same_start = ["--warm-start", os.path.join(ppo_run, "warm_start.pt"),
               "--pairs", os.path.join(ppo_run, "pairs.jsonl")]
-small_beta_run = run("rlhf.py", *COMMON, *same_start, "--beta", "0.005", "--exp-name", "rlhf-beta0.005")
-dpo_run = run("rlhf.py", *COMMON, *same_start, "--algo", "dpo", "--exp-name", "dpo")
-runs = {"PPO, beta 0.1": ppo_run, "PPO, beta 0.005": small_beta_run, "DPO": dpo_run}
-show_scores(runs, "ppo-small-beta-dpo")
+beta0_run = run("rlhf.py", *COMMON, *same_start, "--beta", "0", "--total-timesteps",
+                budget(40_960, 8), "--save-model", "--exp-name", "rlhf-beta0")
+dpo_run = run("rlhf.py", *COMMON, *same_start, "--algo", "dpo", "--total-timesteps",
+              budget(10_240, 8), "--exp-name", "dpo")
+runs = {"PPO, beta 0.1": ppo_run, "PPO, beta 0": beta0_run, "DPO": dpo_run}
+show_scores(runs, "ppo-beta0-dpo")
+sh(sys.executable, "benchmarks/rlhf_frontier.py", "answers", "--runs", ppo_run, beta0_run)
 for label, folder in runs.items():
     rows = read_rows(os.path.join(folder, "held_out.csv"))
     best = max(range(len(rows["gold_score"])), key=rows["gold_score"].__getitem__)
