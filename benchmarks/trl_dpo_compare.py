@@ -12,14 +12,15 @@ none of PPO), so issue 93's "its PPO trainer where the pinned TRL still has one"
 apply: rlhf.py's PPO has no peer here, DPO does.
 
     make-model  a Llama-shaped causal LM (3 layers, width 64, 4 heads, tied embeddings: the
-                shape of trl_grpo_compare.py's) of about 200k parameters and a character-level
-                tokenizer of rlhf.py's alphabet (tokenizers' WordLevel: <eos> 0, then the words
-                a-p), warm-started by rlhf.py's own warm_start with its defaults (the default
+                shape of trl_grpo_compare.py's) of about 200k parameters and a word-level
+                tokenizer of rlhf.py's language (tokenizers' WordLevel behind a whitespace
+                pre-tokenizer: <eos> 0, then the 16 English words of rlhf.WORDS, a token a
+                word as in rlhf.py's Tokenizer; decoded joined by single spaces),
+                warm-started by rlhf.py's own warm_start with its defaults (the default
                 command's supervised steps on Preference-v0's grammatical continuations), saved
                 with save_pretrained to benchmarks/trl/dpo/model/ (ignored by git). As in
                 rlhf.py's Tokenizer, <eos> ends a completion and pads: with no padding
                 token of its own the policy cannot sample one in the middle of a completion
-                (a decoded "<pad>" would read as the words p, a and d)
     run         for each seed, one process at a time: the pairs, `python rlhf.py --model <model>
                 --sft-steps 0 --seed <seed> ...` (its preference_pairs: two completions of each
                 training prompt sampled from the warm start, labelled by the simulated
@@ -41,8 +42,10 @@ datasets 5.2.0 (`pip install trl==1.16.0 datasets==5.2.0`), or a Python of its o
 (`run --peer-python .venv-trl/bin/python`), as trl_grpo_compare.py says.
 
 What stays the same: the model folder both sides start from (and both sides' reference: the
-warm start itself, frozen); the pairs, every one of them, the same text; the sequences (the
-prompt's 4 tokens, the completion's, <eos>, everything cut at 4 + max_new_tokens tokens:
+warm start itself, frozen); the pairs, every one of them, the same words (TRL's completions
+with a space in front: it joins prompt and completion into one string before tokenizing,
+and "good" + "gift" would run into one unknown word; trl_dpo_peer.read_pairs); the sequences
+(the prompt's 4 tokens, the completion's, <eos>, everything cut at 4 + max_new_tokens tokens:
 TRL's max_length with truncation keep_start cuts the <eos> of an 8-word completion where
 rlhf.py's encode_texts does); DPO's sigmoid loss on the summed log-probabilities of the
 completion's tokens and its <eos>, at beta; the reference's log-probabilities computed once
@@ -132,14 +135,17 @@ def dpo_steps(batch, total_timesteps):
 # The model: made, warm-started with rlhf.py's warm_start, saved
 # ---------------------------------------------------------------------------------------
 def make_tokenizer():
-    """One token per word of rlhf.py's language: <eos> 0 (it ends a completion and pads, as in
-    rlhf.py's Tokenizer), then "abcdefghijklmnop" 1-16; no <unk> to sample."""
+    """One token per word of rlhf.py's language, Preference-v0's English words separated by
+    single spaces: <eos> 0 (it ends a completion and pads, as in rlhf.py's Tokenizer), then
+    rlhf.WORDS 1-16; no <unk> to sample. The whitespace pre-tokenizer splits a text into its
+    words ("<eos>", a special token, is split out before it, so TRL's "good<eos>" reads as
+    two tokens); with no decoder of its own, tokenizers joins the words with single spaces,
+    so decode(encode(text)) is the text."""
     import transformers
-    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
-    vocab = {"<eos>": 0, **{c: i + 1 for i, c in enumerate(rlhf.WORDS)}}
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    vocab = {"<eos>": 0, **{w: i + 1 for i, w in enumerate(rlhf.WORDS)}}
     tok = Tokenizer(models.WordLevel(vocab, unk_token=None))
-    tok.pre_tokenizer = pre_tokenizers.Split(Regex("."), behavior="isolated")
-    tok.decoder = decoders.Fuse()
+    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
     return transformers.PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<eos>",
                                                 pad_token="<eos>")
 

@@ -5,7 +5,9 @@ TRL is not a requirement of the repository. Pinned: trl 1.16.0 with datasets 5.2
 (`pip install trl==1.16.0 datasets==5.2.0`), beside the repository's transformers 5.24.0 and
 torch 2.13.0. (TRL 1.16 has no PPOTrainer: DPO is the trainer of issue 93's that it has.)
 
-It reads the pairs of an rlhf.py run (its pairs.jsonl: prompt, chosen, rejected a line), trains
+It reads the pairs of an rlhf.py run (its pairs.jsonl: prompt, chosen, rejected a line, words
+separated by single spaces on Preference-v0's English-words task; read_pairs puts a space
+before each completion, as TRL joins the two strings), trains
 DPO from the model folder (the warm start, which is also the frozen reference) for --steps
 optimizer steps on shuffled batches of num_prompts pairs, and saves the final model and
 tokenizer into <output-dir>/final (evaluated outside).
@@ -19,7 +21,7 @@ import json
 import os
 
 PROMPT_LEN = 4
-"""Preference-v0's prompts: 4 words, one token each"""
+"""Preference-v0's prompts: 4 English words, one token each (trl_dpo_compare's tokenizer)"""
 
 
 def dpo_config_kwargs(s, seed, steps, output_dir):
@@ -54,14 +56,19 @@ def dpo_config_kwargs(s, seed, steps, output_dir):
 
 def read_pairs(path):
     """pairs.jsonl -> {"prompt": [...], "chosen": [...], "rejected": [...]} (the dataset's
-    columns; TRL appends <eos> to each completion)."""
+    columns; TRL appends <eos> to each completion). Each completion gets a space in front:
+    TRL tokenizes prompt + completion as one string, and Preference-v0's words are separated
+    by single spaces ("film looks very good" + " gift is" + "<eos>"; without the space
+    "goodgift" is no word). The whitespace pre-tokenizer reads the same tokens as rlhf.py's
+    encode_texts, which encodes the prompt and the completion apart; an empty completion is
+    " ", <eos> alone."""
     columns = {"prompt": [], "chosen": [], "rejected": []}
     with open(path) as f:
         for line in f:
             if line.strip():
                 row = json.loads(line)
                 for key in columns:
-                    columns[key].append(row[key])
+                    columns[key].append(row[key] if key == "prompt" else " " + row[key])
     return columns
 
 

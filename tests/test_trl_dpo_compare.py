@@ -23,12 +23,14 @@ def write_pairs(path, rows):
     return str(path)
 
 
-# 12 pairs (rlhf.py's read_pairs wants 10 or more): an 8-word completion, cut at T_max = 8
-# without its <eos>, and an empty one, <eos> alone, among them
-PAIRS = [{"prompt": "abcd", "chosen": "efghijkl", "rejected": ""},
-         {"prompt": "mnop", "chosen": "ab", "rejected": "cdefghi"}] + [
-    {"prompt": "pona", "chosen": "b" * (i % 5 + 1), "rejected": "c" * (i % 3 + 1)}
-    for i in range(10)]
+# 12 pairs of Preference-v0's English words (rlhf.py's read_pairs wants 10 or more): an 8-word
+# completion, cut at T_max = 8 without its <eos>, and an empty one, <eos> alone, among them
+EIGHT_WORDS = "gift is truly great joy seems quite bad"
+PAIRS = [{"prompt": "film looks very good", "chosen": EIGHT_WORDS, "rejected": ""},
+         {"prompt": "pain feels barely awful", "chosen": "joy is",
+          "rejected": "film looks very good gift is truly"}] + [
+    {"prompt": "joy is truly great", "chosen": " ".join(["gift"] * (i % 5 + 1)),
+     "rejected": " ".join(["pain"] * (i % 3 + 1))} for i in range(10)]
 
 
 def test_the_settings_are_rlhfs_defaults_on_one_thread():
@@ -39,6 +41,7 @@ def test_the_settings_are_rlhfs_defaults_on_one_thread():
 
 
 @pytest.mark.parametrize("batch, budget, steps", [
+    (256, 10_240, 20),   # 10,240 completions = 5,120 pairs = 20 batches of 256
     (256, 51_200, 100),  # 51,200 completions = 25,600 pairs = 100 batches of 256
     (256, 1024, 2),      # 512 pairs
     (100, 1000, 5),      # 500 pairs
@@ -104,22 +107,39 @@ def test_trls_options_are_rlhfs_settings():
     assert k["gradient_accumulation_steps"] == 1 and not k["activation_checkpointing"]
 
 
-def test_the_peer_reads_the_pairs_as_three_columns(tmp_path):
+def test_the_peer_reads_the_pairs_as_three_columns_a_space_before_each_completion(tmp_path):
+    # TRL joins prompt and completion into one string: the space keeps the prompt's last word
+    # and the completion's first apart ("good gift", not "goodgift")
     columns = peer.read_pairs(write_pairs(tmp_path / "p.jsonl", PAIRS[:2]))
-    assert columns == {"prompt": ["abcd", "mnop"], "chosen": ["efghijkl", "ab"],
-                       "rejected": ["", "cdefghi"]}
+    assert columns == {"prompt": ["film looks very good", "pain feels barely awful"],
+                       "chosen": [" " + EIGHT_WORDS, " joy is"],
+                       "rejected": [" ", " film looks very good gift is truly"]}
 
 
-def test_the_tokenizer_writes_rlhfs_language_and_ends_and_pads_with_eos(tmp_path):
+def test_the_tokenizer_writes_rlhfs_words_a_token_each_and_ends_and_pads_with_eos(tmp_path):
     tokenizer = compare.make_tokenizer()
     assert len(tokenizer) == 17 and tokenizer.eos_token_id == tokenizer.pad_token_id == 0
-    assert tokenizer.encode(rlhf.WORDS) == list(range(1, 17))
-    assert tokenizer.decode(tokenizer.encode("pona")) == "pona"
+    assert tokenizer.encode(" ".join(rlhf.WORDS)) == list(range(1, 17))  # a token a word
+    for text in ("film looks very good", EIGHT_WORDS, "joy"):
+        ids = tokenizer.encode(text, add_special_tokens=False)
+        assert len(ids) == len(text.split()) and tokenizer.decode(ids) == text
+    # TRL's string, prompt + " " + completion + <eos>: the words, then <eos> 0
+    prompt, joined = tokenizer.encode("film looks very good"), tokenizer.encode(
+        "film looks very good gift is<eos>")
+    assert joined == prompt + tokenizer.encode("gift is") + [0]
+    assert tokenizer.encode("film looks very good <eos>") == prompt + [0]
+
+
+def test_rlhfs_model_check_takes_the_tokenizer_and_reads_4_prompt_tokens(tmp_path):
+    # rlhf.py --model on Preference-v0: load_tokenizer's check passes and check_spaces reads
+    # the prompt's length as 4 tokens (4 words, a token each: no padding), as TRL's side has it
+    tokenizer = compare.make_tokenizer()
     tokenizer.save_pretrained(tmp_path)
     env = rlhf.PreferenceEnv()
     args = rlhf.Args(model=str(tmp_path), sft_steps=0)
     loaded, prompt_len = rlhf.check_spaces(args, env.observation_space, env.action_space)
     assert prompt_len == compare.PROMPT_LEN and rlhf.pad_id_of(loaded) == 0
+    assert loaded.decode(loaded.encode(EIGHT_WORDS)) == EIGHT_WORDS
 
 
 def results():
@@ -210,7 +230,8 @@ def test_trl_trains_on_rlhfs_tokens_and_log_probabilities(tmp_path):
     assert torch.equal(ids, torch.cat([cw, cl]))
     assert torch.equal(mask[:, P:].float(), torch.cat([mw, ml]))
     assert not mask[:, :P].any()
-    assert cw[0, P:].tolist() == tokenizer.encode("efghijkl")  # no <eos>: cut at T_max
+    assert cw[0, P:].tolist() == tokenizer.encode(EIGHT_WORDS)  # no <eos>: cut at T_max
+    assert ids[1, :P].tolist() == tokenizer.encode("pain feels barely awful")  # 4 words, 4 tokens
     assert cl[0, P:].tolist() == [0] * T and ml[0].tolist() == [1] + [0] * (T - 1)
 
     # the same summed log-probabilities: TRL's fused head against rlhf.py's HFModel, which
