@@ -1827,7 +1827,6 @@ class WordText(gym.spaces.Text):
 
 
 # --model: a local Hugging Face causal LM and its tokenizer, in the built-in ones' places
-# --model: a local Hugging Face causal LM and its tokenizer, in the built-in ones' places
 def from_pretrained(loader, path, what):
     """loader.from_pretrained(path) from local files alone (nothing is downloaded); a folder
     it cannot load is bad input, in one line naming what was missing."""
@@ -1927,8 +1926,9 @@ def read_pairs(path, tokenizer, prompt_len):
             try:
                 for key in ("prompt", "chosen", "rejected"):
                     tokenizer.encode(row[key], add_special_tokens=False)
-            except KeyError as e:
-                fail(f"--pairs {path}, line {number}: {key} holds {e.args[0]!r}, which the "
+            except KeyError as e:  # '': an empty word, between two spaces or at an end
+                what = repr(e.args[0]) if e.args[0] else "two spaces in a row or one at an end"
+                fail(f"--pairs {path}, line {number}: {key} holds {what}, which the "
                      "tokenizer cannot write")
             if len(tokenizer.encode(row["prompt"], add_special_tokens=False)) > prompt_len:
                 fail(f"--pairs {path}, line {number}: the prompt {row['prompt']!r} is longer "

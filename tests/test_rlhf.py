@@ -1490,7 +1490,7 @@ GOOD = pair()
      "{path}, line 1: prompt holds 'so', which the tokenizer cannot write"),
     # two spaces hold an empty word between them: words are separated by single spaces
     ([*[GOOD] * 4, pair(chosen="joy  is"), *[GOOD] * 6],
-     "{path}, line 5: chosen holds '', which the tokenizer cannot write"),
+     "{path}, line 5: chosen holds two spaces in a row or one at an end, which the tokenizer cannot write"),
     # a pairs.jsonl of the letters the task had before issue 103
     ([json.dumps({"prompt": "pcha", "chosen": "mg", "rejected": "mf"}), *[GOOD] * 10],
      "{path}, line 1: prompt holds 'pcha', which the tokenizer cannot write"),
