@@ -1664,7 +1664,8 @@ def check_spaces(args, obs_space, action_space):
     characters = "".join(sorted(obs_space.character_set | action_space.character_set))
     words = getattr(obs_space, "words", None)  # WordText's vocabulary: a token a word
     if args.model is not None:  # its tokens: at most a character each, or the words' own
-        tokenizer, prompt_len = load_tokenizer(args, characters), obs_space.max_length
+        texts = characters if words is None else (*words, " ".join(words))  # what it must write
+        tokenizer, prompt_len = load_tokenizer(args, texts), obs_space.max_length
         if words is not None:  # each word alone, or after a space as in a sentence
             prompt_len = obs_space.max_words * max(len(tokenizer.encode(
                 text, add_special_tokens=False)) for w in words for text in (w, " " + w))
@@ -1859,17 +1860,24 @@ def load_model(args, tokenizer):
                    pad_id_of(tokenizer))
 
 
-def load_tokenizer(args, characters):
+def load_tokenizer(args, texts):
     """--model's tokenizer, which must end a completion (an end-of-sequence token) and write
-    every character of the task's prompts and completions."""
+    each of the task's texts back as it was: each character of a Text task's, or each word of
+    a WordText task's and a sentence of them all."""
     from transformers import AutoTokenizer  # only with --model
     tokenizer = from_pretrained(AutoTokenizer, args.model, "tokenizer")
     if tokenizer.eos_token_id is None:
         fail(f"--model {args.model}'s tokenizer has no end-of-sequence token to end a completion")
-    cannot = [c for c in characters if tokenizer.decode(tokenizer.encode(
-        c, add_special_tokens=False)) != c]
+    cannot = []
+    for text in texts:
+        try:
+            if tokenizer.decode(tokenizer.encode(text, add_special_tokens=False)) != text:
+                cannot.append(text)
+        except Exception:  # a tokenizer of words without an unknown token raises on a letter
+            cannot.append(text)
     if cannot:
-        fail(f"--model {args.model}'s tokenizer cannot write {''.join(cannot)!r}, which "
+        written = "".join(cannot) if isinstance(texts, str) else ", ".join(cannot[:3])
+        fail(f"--model {args.model}'s tokenizer cannot write {written!r}, which "
              f"{args.env_id}'s prompts and completions use; pick a tokenizer that can")
     return tokenizer
 

@@ -373,8 +373,8 @@ class EveryTwoCharacters:
 
 def test_with_model_the_prompt_is_4_words_of_the_most_tokens_a_word_takes(tmp_path,
                                                                            monkeypatch):
-    # --model's tokenizer is asked for every character of the task: the words' 22 letters and
-    # the space. The prompt's length in its tokens: 4 words, each of the most tokens a word
+    # --model's tokenizer is asked to write each of the 16 words and a sentence of them all
+    # (a tokenizer of words need not write a letter alone). The prompt's length in its tokens: 4 words, each of the most tokens a word
     # takes alone or after a space. The longest word, barely, 6 characters: 3 tokens; " barely"
     # 7: 4; so 4 * 4 = 16 (not 4 * 3 = 12 from the words alone, nor 28 characters)
     given = []
@@ -383,7 +383,40 @@ def test_with_model_the_prompt_is_4_words_of_the_most_tokens_a_word_takes(tmp_pa
     env = rlhf.PreferenceEnv()
     _, prompt_len = rlhf.check_spaces(tiny_args(tmp_path, model="a/model", sft_steps=0),
                                       env.observation_space, env.action_space)
-    assert given == [" abdefgijklmnopqrstuvwy"] and prompt_len == 16
+    assert given == [(*rlhf.WORDS, " ".join(rlhf.WORDS))] and prompt_len == 16
+
+
+class MisspellsBarely:
+    """A stand-in for --model's tokenizer that writes every text back but misspells "barely",
+    and, as a tokenizer of words without an unknown token, raises on a text of no word."""
+    eos_token_id, pad_token_id = 0, None
+
+    def encode(self, text, add_special_tokens=False):
+        if not set(text.split()) <= set(rlhf.WORDS):
+            raise KeyError(text)
+        self.text = text
+        return [1] * len(text.split())
+
+    def decode(self, ids):
+        return self.text.replace("barely", "barley")
+
+
+def test_with_model_a_tokenizer_that_cannot_write_a_word_is_refused_in_one_line(tmp_path,
+                                                                                monkeypatch):
+    # the 16 words and their sentence: "barely" and the sentence (which holds it) come back
+    # changed; the other 15 words pass. A task of characters asks each character, and a
+    # tokenizer of words cannot write a letter alone: the error names it, not a traceback.
+    monkeypatch.setattr(rlhf, "from_pretrained", lambda loader, path, what: MisspellsBarely())
+    args = tiny_args(tmp_path, model="a/model")
+    texts = (*rlhf.WORDS, " ".join(rlhf.WORDS))
+    with pytest.raises(rlhf.UsageError, match=re.escape(
+            f"--model a/model's tokenizer cannot write 'barely, {texts[-1]}', which "
+            "Preference-v0's prompts and completions use; pick a tokenizer that can")):
+        rlhf.load_tokenizer(args, texts)
+    with pytest.raises(rlhf.UsageError, match="cannot write 'ab'"):
+        rlhf.load_tokenizer(args, "ab")
+    assert isinstance(rlhf.load_tokenizer(args, tuple(w for w in rlhf.WORDS if w != "barely")),
+                      MisspellsBarely)
 
 
 class PositionModel(torch.nn.Module):
