@@ -581,13 +581,13 @@ TASKS = {
     ],
     "rlhf": [
         Task("rlhf", "Preference-v0", 0.4, "the default command (PPO from a learned reward "
-             "model): the gain, the final greedy gold score on 200 held-out prompts less the warm "
-             "start's, at least 0.4 and held to the end on at least 9 of 10 fresh seeds (issue 93; "
-             "the frontier and Gao et al.'s picture: benchmarks/rlhf_frontier.py)",
-             holds_on_gain=True),
+             "model) on the 16 English words (issue 103): the gain, the final greedy gold score "
+             "on 200 held-out prompts less the warm start's, at least 0.4 and held to the end on "
+             "at least 9 of 10 fresh seeds (the frontier and Gao et al.'s picture: "
+             "benchmarks/rlhf_frontier.py)", holds_on_gain=True),
         Task("rlhf", "Preference-v0", 0.4, "DPO (--algo dpo) on the default command's "
              "preference pairs from the same warm start, the same seeds: the gain in greedy gold "
-             "score on 200 held-out prompts over the warm start's, at least 0.4 (issue 93)",
+             "score on 200 held-out prompts over the warm start's, at least 0.4 (issue 103)",
              ["--algo", "dpo"], label="dpo", holds_on_gain=True),
     ],
     "impala": [

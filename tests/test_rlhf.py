@@ -257,6 +257,30 @@ def test_dpo_loss_by_hand():
     assert chosen.grad.tolist() == approx([-0.5 / 3 * sig(-1), -0.5 / 3 * 0.5, -0.5 / 3 * sig(1)])
 
 
+def test_dpo_loss_is_log_2_at_the_reference_and_only_the_margin_counts():
+    # At the reference (log pi = log pi_ref for both) the implicit rewards are 0 and the loss
+    # is -log sigma(0) = log 2, whatever beta. Adding 3 to all four log-probabilities of a pair
+    # changes nothing: only (log pi(y_w) - log pi_ref(y_w)) - (log pi(y_l) - log pi_ref(y_l))
+    # counts. With beta 2, a chosen ratio +0.5 and a rejected one -0.25: margin 2 * 0.75 = 1.5,
+    # -log sigma(1.5) = log(1 + e^-1.5) = 0.201413; the rewards +1.0 and -0.5; raising the chosen
+    # lowers the loss (its gradient is -beta sigma(-1.5) = -2 * 0.182426 = -0.364851).
+    for beta in (0.1, 2.0):
+        loss, chosen, rejected = rlhf.dpo_loss(tensor(-3, -1), tensor(-2, -5), tensor(-3, -1),
+                                               tensor(-2, -5), beta=beta)
+        assert loss.item() == approx(LN2) and chosen.tolist() == rejected.tolist() == [0, 0]
+    chosen_logps = tensor(-1.5).requires_grad_()
+    loss, chosen, rejected = rlhf.dpo_loss(chosen_logps, tensor(-4.25), tensor(-2), tensor(-4),
+                                           beta=2.0)
+    shifted, _, _ = rlhf.dpo_loss(tensor(1.5), tensor(-1.25), tensor(1), tensor(-1), beta=2.0)
+    assert loss.item() == approx(math.log(1 + math.exp(-1.5)))
+    assert loss.item() == pytest.approx(0.201413, abs=1e-6)
+    assert shifted.item() == approx(loss.item())
+    assert (chosen.item(), rejected.item()) == approx((1.0, -0.5))
+    loss.backward()
+    assert chosen_logps.grad.item() == approx(-2 / (1 + math.exp(1.5)))
+    assert not chosen.requires_grad and not rejected.requires_grad  # logged, not trained
+
+
 # ---------------------------------------------------------------------------------------
 # NLPO's top-p mask and the masked log-probabilities
 # ---------------------------------------------------------------------------------------
