@@ -107,7 +107,7 @@ PROMPT_LEN = 4
 THREADS = 1
 """one torch thread on every side, and OMP_NUM_THREADS=1 (trl_grpo_compare.py's SETTINGS say
 why: OpenMP's threads wait on each other on oversubscribed cores)"""
-KEYS = ("beta", "learning_rate", "num_prompts", "total_timesteps", "max_grad_norm",
+KEYS = ("beta", "dpo_learning_rate", "num_prompts", "total_timesteps", "max_grad_norm",
         "max_new_tokens")
 """rlhf.py's flags that both sides share (task_settings): DPO's beta, Adam's rate, the batch of
 pairs (num_prompts), the budget in completions (2 a pair), gradient clipping, T_max"""
@@ -422,7 +422,7 @@ def write(results, folder):
     with open(os.path.join(folder, "results.md"), "w") as f:
         f.write(f"`{results['command']}` ({results['date']}, {results['machine']}, TRL "
                 f"{results['trl']}, {ENV_ID}, DPO at beta {s['beta']:g}, rate "
-                f"{s['learning_rate']:g}, batches of {s['num_prompts']} pairs, "
+                f"{s['dpo_learning_rate']:g}, batches of {s['num_prompts']} pairs, "
                 f"{s['total_timesteps']:,} completions)\n\n")
         f.write(table(results) + "\n")
 

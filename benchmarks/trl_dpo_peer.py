@@ -37,7 +37,7 @@ def dpo_config_kwargs(s, seed, steps, output_dir):
         per_device_train_batch_size=s["num_prompts"], gradient_accumulation_steps=1,
         dataloader_drop_last=True, max_steps=steps,
         # the optimizer: Adam (AdamW without weight decay) at a constant rate, clipped
-        learning_rate=s["learning_rate"], lr_scheduler_type="constant", warmup_steps=0,
+        learning_rate=s["dpo_learning_rate"], lr_scheduler_type="constant", warmup_steps=0,
         optim="adamw_torch", weight_decay=0.0, adam_beta1=0.9, adam_beta2=0.999,
         adam_epsilon=1e-8, max_grad_norm=s["max_grad_norm"],
         # the loss: DPO's sigmoid on the summed log-ratios at beta, nothing added

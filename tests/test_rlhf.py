@@ -1244,6 +1244,17 @@ def test_pairs_jsonl_is_written_and_pairs_reads_it_back_for_identical_pairs(tmp_
             assert f.read() == g.read()
 
 
+@pytest.mark.parametrize("algo, rate", [("ppo", 0.003), ("dpo", 0.007)])
+def test_ppo_takes_learning_rate_and_dpo_dpo_learning_rate(tmp_path, monkeypatch, algo, rate):
+    # Adam is built three times: the warm start's (--sft-learning-rate 0.02), the reward
+    # model's (--rm-learning-rate 0.005), then the algorithm's: PPO's at --learning-rate
+    # (0.003), DPO's at --dpo-learning-rate (0.007), never the other's
+    rates = spy_on(monkeypatch, rlhf.torch.optim, "Adam", lambda params, lr: lr)
+    rlhf.main(tiny_args(tmp_path, algo=algo, learning_rate=0.003, dpo_learning_rate=0.007,
+                        sft_learning_rate=0.02, rm_learning_rate=0.005))
+    assert rates == [0.02, 0.005, rate]
+
+
 def test_a_pairs_file_skips_blank_lines_and_keeps_the_three_fields(tmp_path):
     rows = some_pairs(10)
     path = tmp_path / "pairs.jsonl"
@@ -1263,7 +1274,7 @@ def test_dpo_learns_from_the_pairs_against_the_frozen_reference_without_the_rewa
     calls = spy_on(monkeypatch, rlhf.RewardModel, "forward", lambda *a: 1)
     during = spy_on(monkeypatch, rlhf, "train_dpo", lambda *a: len(calls))
     summary = rlhf.main(tiny_args(tmp_path, algo="dpo", num_prompts=20, total_timesteps=80,
-                                  beta=0.3, learning_rate=0.01))
+                                  beta=0.3, dpo_learning_rate=0.01))
     (reference, _), _ = copies
     assert summary["global_steps"] == 80 and len(losses) == 2
     assert during[0] == len(calls) > 0  # the reward model learned before, never during DPO

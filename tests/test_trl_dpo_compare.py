@@ -91,7 +91,7 @@ def test_the_pairs_come_from_rlhf_sampling_the_warm_start_on_the_same_seed(tmp_p
 
 
 def test_trls_options_are_rlhfs_settings():
-    s = {**compare.task_settings(), "beta": 0.2, "learning_rate": 5e-4, "num_prompts": 64,
+    s = {**compare.task_settings(), "beta": 0.2, "dpo_learning_rate": 5e-4, "num_prompts": 64,
          "max_grad_norm": 0.5, "max_new_tokens": 8}
     k = peer.dpo_config_kwargs(s, 7, 30, "out")
     assert (k["beta"], k["learning_rate"], k["max_grad_norm"], k["seed"]) == (0.2, 5e-4, 0.5, 7)
