@@ -96,6 +96,47 @@ def test_each_exercise_names_a_function_and_tests_that_exist(exercise):
     assert exercise.run[0] == "--env-id" and exercise.run[1] in EXPECTED_ENVS[exercise.script]
 
 
+# What each rlhf.py exercise's training run must select for the exercise's function to be
+# reached and to count in the score it is judged on, by hand from rlhf.py's train: the
+# Bradley-Terry loss trains the reward model PPO learns from (--rm-steps of it; DPO trains
+# one too, but as held_out.csv's proxy alone, so a wrong loss would leave DPO's score as it
+# was); the per-token KL reward is PPO's, a batch of --num-prompts completions at least, a
+# beta above 0 (at 0 the KL term is multiplied away); DPO's loss is --algo dpo's, a step of
+# --num-prompts pairs (2 completions each) at least, a beta above 0 (at 0 the loss is log 2
+# whatever the policy). Every one is judged on the greedy evaluation: --eval-episodes above 0.
+RLHF_PATHS = {
+    "bradley_terry_loss": lambda a: a.algo == "ppo" and a.rm_steps > 0
+    and a.total_timesteps >= a.num_prompts,
+    "kl_penalized_rewards": lambda a: a.algo == "ppo" and a.beta > 0
+    and a.total_timesteps >= a.num_prompts,
+    "dpo_loss": lambda a: a.algo == "dpo" and a.beta > 0
+    and a.total_timesteps >= 2 * a.num_prompts,
+}
+
+
+@pytest.mark.parametrize("exercise", exercises_of("rlhf"), ids=lambda e: e.id)
+def test_each_rlhf_exercises_training_run_reaches_its_function(exercise, tmp_path, monkeypatch):
+    # the command check's training_run starts, caught before it starts (nothing trains) and
+    # read as rlhf.py reads it: rlhf.dpo_loss's run has --algo dpo, the other two's PPO's
+    import tyro
+
+    import rlhf
+    assert set(RLHF_PATHS) == {e.function for e in exercises_of("rlhf")}  # a new one: add it
+    started = []
+    monkeypatch.setattr(exercises, "run_limited", lambda command, time_limit: started.append(
+        command) or (1, "not run", False))
+    script = os.path.join(ROOT, "rlhf.py")
+    with pytest.raises(exercises.NotYet):
+        exercises.training_run(script, exercise, str(tmp_path), True, 60)
+    (command,) = started
+    assert command[:2] == [sys.executable, script]
+    args = tyro.cli(rlhf.Args, args=command[2:])
+    rlhf.check_flags(args)  # flags rlhf.py takes
+    assert RLHF_PATHS[exercise.function](args), (exercise.id, args.algo)
+    assert exercise.measure == "eval_return_mean" and args.eval_episodes > 0
+    assert ("--algo dpo" in " ".join(exercise.run)) == (exercise.function == "dpo_loss")
+
+
 def test_list_shows_every_exercise_and_its_paper_and_the_hints_only_on_request():
     code, out, _ = run_exercises("list")
     assert code == 0 and out.endswith("a hint where to start: python exercises.py hint <id>\n")

@@ -5,7 +5,8 @@ the value head and the reward model read; the task environment; the loop's glue 
 sampler's log-probabilities and the completion's values in the update, the frozen reference
 and reward model, the warm start's answers, the pairs and their file, DPO without the reward
 model, the adaptive controller, NLPO's masks, held_out's own random stream); bad input; runs
-end to end and determinism. The plumbing's behaviour is tested once, in test_plumbing.py."""
+end to end and determinism; curve.png's lines and goal. The plumbing's behaviour is tested
+once, in test_plumbing.py."""
 import glob
 import json
 import math
@@ -654,6 +655,58 @@ def test_the_grammar_is_the_cycle_noun_verb_adverb_adjective():
     # rlhf.py's example of the grammar, "film looks very good gift is", forbids nothing
     words = "film looks very good gift is".split()
     assert all(b in rlhf.SUCCESSORS[a] for a, b in zip(words, words[1:]))
+
+
+def test_every_word_is_in_prompts_and_answers_and_followed_by_each_of_its_classs_four():
+    # 2,000 resets of the training prompts: each of the 16 words is in some prompt and in some
+    # answer, and the words seen after each word (in the prompt, from the prompt's last word
+    # to the answer's first, in the answer) are exactly its class's successors, all 4. A reset
+    # makes 3 + 2 to 7 transitions, 15,000 or so in all, some 900 a word: each successor is
+    # drawn about 230 times, none missed but with (3/4)^230 ~ 1e-29. A walk that drew among 3
+    # of the 4 would never put a class's 4th word (pain, feels, barely, awful) after another
+    # word: never in an answer, and missing from each word's successors.
+    env = rlhf.PreferenceEnv()
+    in_prompts, in_answers, followers = set(), set(), {w: set() for w in rlhf.WORDS}
+    for i in range(2000):
+        prompt, info = env.reset(seed=7 if i == 0 else None)
+        in_prompts |= set(prompt.split())
+        in_answers |= set(info["answer"].split())
+        words = prompt.split() + info["answer"].split()
+        for a, b in zip(words, words[1:]):
+            followers[a].add(b)
+    assert in_prompts == in_answers == set(rlhf.WORDS) and len(rlhf.WORDS) == 16
+    for w in rlhf.WORDS:
+        assert followers[w] == set(rlhf.SUCCESSORS[w]) and len(followers[w]) == 4, w
+
+
+def test_the_frame_crosses_out_a_forbidden_first_word_of_the_completion():
+    # The --capture-video frame of "film looks very good" + a completion, by hand: 4 + 7 + 1
+    # = 12 squares of 16 pixels, 16 x 192 pixels, background 235. Square i spans columns
+    # 16i..16i+15, its colour rows 2..13 and columns 16i+2..16i+13; the prompt's grey (128),
+    # a completion word's (255 (1 - s), 255 s, 60) with s = (sentiment + 1) / 2. A word the
+    # grammar forbids after its predecessor is crossed out: rows size/2 - 1 = 7 and 8 black
+    # (0) across all 16 columns of its square, margins too.
+    # "is" (sentiment 0, s = 0.5: (127, 127, 60)) after good: an adjective is followed by a
+    # noun, so good -> is is forbidden: square 4 (prompt_len, the completion's first word),
+    # columns 64..79, has the bar. "gift" (sentiment 0.5, s = 0.75: (63, 191, 60)) after good
+    # is allowed: no bar, its rows 7 and 8 its colour in columns 66..77 and 235 in the margins.
+    def frame(completion):
+        return rlhf.draw_words(PROMPT, completion, 4, 7).astype(int)
+    crossed, kept = frame("is"), frame("gift")
+    assert crossed.shape == kept.shape == (16, 192, 3)
+    for f in (crossed, kept):  # the prompt's squares grey, none crossed; squares 5.. empty
+        for i in range(4):
+            assert (f[2:14, 16 * i + 2:16 * i + 14] == 128).all() and (f[:2] == 235).all()
+        assert (f[:, 80:] == 235).all()
+    assert (crossed[7:9, 64:80] == 0).all()  # the bar, across the square's 16 columns
+    assert (crossed[2:7, 66:78] == (127, 127, 60)).all()  # above and below it, is's colour
+    assert (crossed[9:14, 66:78] == (127, 127, 60)).all()
+    assert (kept[2:14, 66:78] == (63, 191, 60)).all()  # gift's square whole, rows 7-8 too
+    assert (kept[7:9, 64:66] == 235).all() and (kept[7:9, 78:80] == 235).all()
+    # a second word: good -> gift allowed, gift -> gift not (a noun is followed by a verb):
+    # square 5 crossed (columns 80..95), square 4 not
+    both = frame("gift gift")
+    assert (both[7:9, 80:96] == 0).all() and (both[2:14, 66:78] == (63, 191, 60)).all()
 
 
 @pytest.mark.parametrize("prompt, completion, gold", [
@@ -1874,3 +1927,46 @@ def test_held_out_csvs_steps_under_the_default_flags_by_hand(algo, batch, rows, 
     for step in steps:
         rlhf.measure(run, step, "update")
     assert measured == [0, *rows]
+
+
+# ---------------------------------------------------------------------------------------
+# curve.png (draw_own_curve) on a run folder written by hand
+# ---------------------------------------------------------------------------------------
+@pytest.mark.parametrize("start_return", [-0.25, None])
+def test_the_curves_goal_is_the_warm_starts_greedy_gold_plus_the_gain(tmp_path, monkeypatch,
+                                                                      start_return):
+    # Preference-v0's goal is a gain of 0.4 over the warm start's greedy gold score: from a
+    # start of -0.25 the dashed goal line stands at -0.25 + 0.4 = 0.15, not at 0.4. Without a
+    # start (None: no held-out measure at the start) there is no goal line. The rest by hand:
+    # held_out.csv's proxy and gold against the steps 0, 1,280, 2,560 and against sqrt KL
+    # (0, 0.5, 1.5 from KL 0, 0.25, 2.25), and the final evaluation a star at the last step.
+    from matplotlib.figure import Figure
+    saved = []
+    monkeypatch.setattr(Figure, "savefig", lambda self, *a, **k: saved.append(self))
+    (tmp_path / "held_out.csv").write_text(
+        "global_step,wall_time,proxy_score,gold_score,kl_to_reference,answer_length\n"
+        "0,1.0,0.1,-0.2,0.0,4.0\n1280,2.0,0.6,0.05,0.25,4.5\n2560,3.0,1.2,0.3,2.25,5.0\n")
+    summary = {"holds_on": "gain", "start_return": start_return, "solved_threshold": 0.4,
+               "eval_return_mean": 0.35, "global_steps": 2560, "interrupted": False,
+               "env_id": "Preference-v0", "seed": 1}
+    run = SimpleNamespace(path=str(tmp_path), summary=summary, args=SimpleNamespace(algo="ppo"))
+    assert rlhf.draw_own_curve(run) == os.path.join(str(tmp_path), "curve.png")
+    (fig,) = saved
+    steps, gao = fig.axes
+    lines = {line.get_label(): line for line in steps.lines}
+    goals = [line for label, line in lines.items() if label.startswith("goal")]
+    if start_return is None:
+        assert goals == []
+    else:
+        (goal,) = goals
+        assert goal.get_linestyle() == "--" and list(goal.get_ydata()) == approx([0.15, 0.15])
+    proxy, gold = lines["reward model's score (proxy)"], lines["gold score (sampled)"]
+    assert list(proxy.get_xdata()) == list(gold.get_xdata()) == [0, 1280, 2560]
+    assert list(proxy.get_ydata()) == approx([0.1, 0.6, 1.2])
+    assert list(gold.get_ydata()) == approx([-0.2, 0.05, 0.3])
+    star = lines["final evaluation (greedy gold)"]
+    assert (list(star.get_xdata()), list(star.get_ydata())) == ([2560], [0.35])
+    assert len(gao.lines) == 2  # proxy and gold again, against sqrt KL
+    for line, ys in zip(gao.lines, ([0.1, 0.6, 1.2], [-0.2, 0.05, 0.3])):
+        assert list(line.get_xdata()) == approx([0.0, 0.5, 1.5])
+        assert list(line.get_ydata()) == approx(ys)

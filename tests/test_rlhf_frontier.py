@@ -4,19 +4,22 @@ points of its two figures (Gao et al.'s proxy and gold scores against sqrt KL at
 and the default beta; the gold score against the KL for every arm, each held-out row after
 the start), matplotlib replaced by a recorder, and the answers table (each run's model, the
 warm start of the first, the words the grammar forbids in brackets), rlhf.py's models tiny,
-untrained and told apart by a stand-in greedy policy. The module is
+untrained and told apart by a stand-in greedy policy; and `run`'s rlhf.py command of each arm
+and seed, subprocess.run replaced, read as rlhf.py reads it. The module is
 benchmarks/rlhf_frontier.py, or a copy already imported as "rlhf_frontier" (a planted bug's)."""
 import csv
 import json
 import os
+import subprocess
 import sys
 import types
 from dataclasses import asdict
 
 import pytest
+import torch
+import tyro
 
 from conftest import benchmark_module
-import torch
 
 import rlhf
 
@@ -280,3 +283,48 @@ def test_the_answers_table_by_hand(frontier, tmp_path, monkeypatch, capsys):
         "| `[very] great` (-0.50) |"]
     assert sorted(golds) == sorted((p, TEXTS[m][i]) for i, p in enumerate(PROMPTS)
                                    for m in (1.0, 2.0, 3.0))
+
+
+# ---------------------------------------------------------------------------------------
+# The runs: rlhf.py's command line of each arm and seed
+# ---------------------------------------------------------------------------------------
+def test_run_starts_rlhf_py_once_an_arm_and_seed_with_its_seed_budget_and_flags(
+        frontier, tmp_path, monkeypatch):
+    # `run --seeds 101 102 --ppo-betas 0 0.1 --dpo-betas 0.05`: arms ppo-beta0 (--beta 0),
+    # ppo-beta0.1 (--beta 0.1) and dpo-beta0.05 (--algo dpo --beta 0.05), each on both seeds,
+    # but ppo-beta0 of seed 102, whose held_out.csv is there already: 5 runs. Each is
+    # `python rlhf.py` with the seed, --no-cuda, 40,960 completions (BUDGET, 4 times the
+    # default's 10,240), --save-model (model.pt, for `answers`) and out/runs/<arm>/seed<S>,
+    # its console in out/logs/<arm>-<seed>.log. Read as rlhf.py reads it (tyro), every other
+    # flag stays at its default: DPO's arm at --dpo-learning-rate's, no --learning-rate.
+    out = str(tmp_path / "out")
+    write_run(out, "ppo-beta0", 102, "Preference-v0__rlhf__102__1000", PPO_0[102])
+    started = []
+
+    def fake_run(command, **kwargs):  # stands in for subprocess.run: nothing trains
+        started.append((list(command), kwargs["cwd"], kwargs["check"], kwargs["stdout"].name))
+        return subprocess.CompletedProcess(command, 0)
+
+    monkeypatch.setattr(frontier.subprocess, "run", fake_run)
+    monkeypatch.setattr(sys, "argv", ["rlhf_frontier.py", "run", "--seeds", "101", "102",
+                                      "--ppo-betas", "0", "0.1", "--dpo-betas", "0.05",
+                                      "--jobs", "1", "--out", out])
+    frontier.main()
+    assert frontier.BUDGET == 40_960
+    flags = {"ppo-beta0": dict(beta=0.0), "ppo-beta0.1": dict(beta=0.1),
+             "dpo-beta0.05": dict(algo="dpo", beta=0.05)}
+    expected = [(arm, seed) for seed in (101, 102) for arm in flags
+                if (arm, seed) != ("ppo-beta0", 102)]
+    assert len(started) == len(expected) == 5
+    for (command, cwd, check, log), (arm, seed) in zip(started, expected):
+        assert command[:2] == [sys.executable, os.path.join(frontier.ROOT, "rlhf.py")]
+        assert (cwd, check) == (frontier.ROOT, True)
+        assert log == os.path.join(out, "logs", f"{arm}-{seed}.log")
+        read = tyro.cli(rlhf.Args, args=command[2:])
+        assert read == rlhf.Args(seed=seed, cuda=False, total_timesteps=40_960, save_model=True,
+                                 output_dir=os.path.join(out, "runs", arm, f"seed{seed}"),
+                                 **flags[arm]), (arm, seed)
+    # the arms' own flags, written out: PPO's the beta alone, DPO's the algorithm and the beta
+    assert frontier.arms([0, 0.1], [0.05]) == {
+        "ppo-beta0": ["--beta", "0"], "ppo-beta0.1": ["--beta", "0.1"],
+        "dpo-beta0.05": ["--algo", "dpo", "--beta", "0.05"]}
