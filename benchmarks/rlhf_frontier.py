@@ -157,7 +157,7 @@ def draw(curves, figures):
 
 def answers(runs, count):
     """"The model answering": the first `count` held-out prompts (the evaluation's, seed +
-    100,000) and the greedy completion of the warm start (the first run's warm_start.pt) and
+    100,000; one posed twice is shown once) and the greedy completion of the warm start (the first run's warm_start.pt) and
     of each run's model.pt (rlhf.py --save-model), each with its gold score and its words
     that the grammar forbids in brackets, as a Markdown table."""
     sys.path.insert(0, ROOT)
@@ -177,6 +177,7 @@ def answers(runs, count):
     envs = rlhf.make_vector_env(args.env_id, count)
     prompts, _ = envs.reset(seed=args.seed + 100_000)
     envs.close()
+    prompts = tuple(dict.fromkeys(prompts))  # a prompt the evaluation poses twice, once
     print("| prompt | " + " | ".join(label for label, _ in models) + " |")
     print("| --- |" + " --- |" * len(models))
     for prompt, *texts in zip(prompts, *(rlhf.greedy_policy({"policy": p}, None)(prompts, {})
