@@ -1619,6 +1619,10 @@ def check_flags(args):
              "(or drop --kl-target for a fixed --beta)")
     if args.adaptive_kl and (args.kl_target is None or args.kl_target <= 0):
         fail(f"--adaptive-kl steers beta towards --kl-target, a positive KL in nats; got {args.kl_target}")
+    other = ("learning_rate", "ppo") if args.algo == "dpo" else ("dpo_learning_rate", "dpo")
+    if getattr(args, other[0]) != getattr(Args, other[0]):  # a rate the run would not use
+        fail(f"--{other[0].replace('_', '-')} is {other[1].upper()}'s rate, unused with --algo "
+             f"{args.algo}; give --{'dpo-' if args.algo == 'dpo' else ''}learning-rate instead")
     if args.adaptive_kl and args.algo == "dpo":
         fail("--adaptive-kl steers PPO's penalty; DPO's beta is fixed (drop it with --algo dpo)")
     if args.adaptive_kl and args.beta == 0:

@@ -135,6 +135,9 @@ def test_each_rlhf_exercises_training_run_reaches_its_function(exercise, tmp_pat
     assert RLHF_PATHS[exercise.function](args), (exercise.id, args.algo)
     assert exercise.measure == "eval_return_mean" and args.eval_episodes > 0
     assert ("--algo dpo" in " ".join(exercise.run)) == (exercise.function == "dpo_loss")
+    # the rate each run was measured at (exercises.py's comments): PPO's 1e-4, DPO's 1e-4
+    rate = args.dpo_learning_rate if args.algo == "dpo" else args.learning_rate
+    assert rate == 1e-4, (exercise.id, rate)
 
 
 def test_list_shows_every_exercise_and_its_paper_and_the_hints_only_on_request():

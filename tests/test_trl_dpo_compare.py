@@ -128,6 +128,9 @@ def test_the_tokenizer_writes_rlhfs_words_a_token_each_and_ends_and_pads_with_eo
         "film looks very good gift is<eos>")
     assert joined == prompt + tokenizer.encode("gift is") + [0]
     assert tokenizer.encode("film looks very good <eos>") == prompt + [0]
+    # no unknown token: a word not of the language cannot be read as another (<eos>, say)
+    with pytest.raises(Exception, match="(?i)unk"):
+        tokenizer.encode("glad")
 
 
 def test_rlhfs_model_check_takes_the_tokenizer_and_reads_4_prompt_tokens(tmp_path):
