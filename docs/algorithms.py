@@ -1944,8 +1944,9 @@ ALGORITHMS = {
                 "the policy", "train::mask_model.load_state_dict"),
             (1, "KL = the batch's mean of sum_t (log pi_old - log pi_ref); with --adaptive-kl, "
                 "beta moves towards --kl-target", "AdaptiveKLController.update"),
-            (1, "a row of updates.csv; every --eval-every completions, a row of held_out.csv: "
-                "the proxy, the gold score and the KL on held-out prompts", "held_out"),
+            (1, "a row of updates.csv; after batches 1, 2, 4, 8, ... and every --eval-every "
+                "completions, a row of held_out.csv: the proxy, the gold score and the KL on "
+                "held-out prompts", "held_out"),
         ],
         details=[
             ("The value head is a linear layer on the policy's own last hidden states, zero "
