@@ -138,6 +138,10 @@ def test_each_rlhf_exercises_training_run_reaches_its_function(exercise, tmp_pat
     # the rate each run was measured at (exercises.py's comments): PPO's 1e-4, DPO's 1e-4
     rate = args.dpo_learning_rate if args.algo == "dpo" else args.learning_rate
     assert rate == 1e-4, (exercise.id, rate)
+    # and the budget each was measured at: 20 batches of 256, PPO's a completion a prompt
+    # (5,120), DPO's 2 completions a pair (10,240)
+    per_step = 2 * args.num_prompts if args.algo == "dpo" else args.num_prompts
+    assert (args.num_prompts, args.total_timesteps) == (256, 20 * per_step), exercise.id
 
 
 def test_list_shows_every_exercise_and_its_paper_and_the_hints_only_on_request():
