@@ -241,7 +241,8 @@ def save_run(folder, marker_of, **flags):
         torch.save({"policy": policy.state_dict()}, os.path.join(folder, name))
 
 
-def test_the_answers_table_by_hand(frontier, tmp_path, monkeypatch, capsys):
+@pytest.mark.parametrize("posed", [2, 3])
+def test_the_answers_table_by_hand(frontier, tmp_path, monkeypatch, capsys, posed):
     # two runs: the first's warm start (marker 1) and model (beta 0.1, ppo: marker 2), the
     # second's model (beta 0.05, dpo: marker 3; its warm_start.pt, marker 9, is not shown).
     # The prompts: the first 2 held-out ones, reset at seed 5 + 100,000. Each completion
@@ -251,7 +252,9 @@ def test_the_answers_table_by_hand(frontier, tmp_path, monkeypatch, capsys):
     #     (good-pain allowed, pain-pain not: pain [pain]); "gift" (good-gift)
     #   pain seems quite bad: "" (empty); "joy is" (bad-joy, joy-is); "very great" (bad-very
     #     not: [very], very-great allowed)
-    # and its gold score, here a stand-in's: its words / 4, less 1 for the second prompt
+    # and its gold score, here a stand-in's: its words / 4, less 1 for the second prompt.
+    # Asked for 3, the evaluation poses the first prompt twice: the table shows it once, and
+    # each model answers the 2 distinct prompts alone
     save_run(str(tmp_path / "a"), {"warm_start.pt": 1.0, "model.pt": 2.0}, beta=0.1, algo="ppo")
     save_run(str(tmp_path / "b"), {"warm_start.pt": 9.0, "model.pt": 3.0}, beta=0.05, algo="dpo")
     resets = []
@@ -259,7 +262,7 @@ def test_the_answers_table_by_hand(frontier, tmp_path, monkeypatch, capsys):
     class Envs:
         def reset(self, seed=None):
             resets.append(seed)
-            return list(PROMPTS), {}
+            return [*PROMPTS, PROMPTS[0]][:posed], {}
 
         def close(self):
             pass
@@ -267,13 +270,15 @@ def test_the_answers_table_by_hand(frontier, tmp_path, monkeypatch, capsys):
     made = []
     monkeypatch.setattr(rlhf, "make_vector_env",
                         lambda env_id, n: made.append((env_id, n)) or Envs())
-    monkeypatch.setattr(rlhf, "greedy_policy", lambda models, envs: lambda obs, info: list(
-        TEXTS[models["policy"].v_head.bias.item()]))
+    asked = []
+    monkeypatch.setattr(rlhf, "greedy_policy", lambda models, envs: lambda obs, info: asked.append(
+        list(obs)) or list(TEXTS[models["policy"].v_head.bias.item()]))
     golds = []
     monkeypatch.setattr(rlhf, "gold_score", lambda prompt, text: golds.append((prompt, text)) or (
         len(text.split()) / 4 - (prompt == PROMPTS[1])))
-    frontier.answers([str(tmp_path / "a"), str(tmp_path / "b")], 2)
-    assert made == [("Preference-v0", 2)] and resets == [100_005]
+    frontier.answers([str(tmp_path / "a"), str(tmp_path / "b")], posed)
+    assert made == [("Preference-v0", posed)] and resets == [100_005]
+    assert asked == [list(PROMPTS)] * 3
     assert capsys.readouterr().out.splitlines() == [
         "| prompt | warm start | beta 0.1, ppo | beta 0.05, dpo |",
         "| --- | --- | --- | --- |",
