@@ -841,8 +841,8 @@ def test_the_reward_model_learns_on_nine_tenths_and_is_normalized_and_frozen(tmp
     torch.manual_seed(0)
     policy = rlhf.make_policy(args, tokenizer, prompt_len)
     before = state_of(policy)
-    seen = spy_on(monkeypatch, rlhf.RewardModel, "forward",
-                  lambda self, tokens, mask: tokens.clone() if len(tokens) == 4 else None)
+    seen = spy_on(monkeypatch, rlhf.RewardModel, "forward", lambda self, tokens, mask: (
+        tokens.clone(), mask.clone()) if len(tokens) == 4 else None)
     rows = []
     run = SimpleNamespace(write_row=lambda name, **row: rows.append((name, row)), elapsed=lambda: 0)
     reward_model = rlhf.train_reward_model(args, policy, pairs, run)
@@ -853,11 +853,18 @@ def test_the_reward_model_learns_on_nine_tenths_and_is_normalized_and_frozen(tmp
     held_out_prompts = {tuple(ids(r["prompt"])) for r in pairs[:2]}
     batches = [t for t in seen if t is not None]
     assert len(batches) == 2 * 101  # the chosen and the rejected of each step
-    learned = {tuple(row[:P]) for t in batches for row in t.tolist()}
+    learned = {tuple(row[:P]) for t, _ in batches for row in t.tolist()}
     assert not learned & held_out_prompts and len(learned) > 12
-    # normalized on the pairs' completions, its scores by hand: the head on the last real token
     chosen_tokens, chosen_mask, rejected_tokens, rejected_mask = rlhf.encode_pairs(
         tokenizer, pairs, P, T, "cpu")
+    # each completion is scored with its own mask, which says where its last real token is:
+    # a rejected one read with its chosen partner's mask is scored at the wrong position
+    mask_of = {tuple(t.tolist()): m.tolist() for tokens, masks in (
+        (chosen_tokens, chosen_mask), (rejected_tokens, rejected_mask)) for t, m in zip(tokens, masks)}
+    for tokens, masks in batches:
+        assert [mask_of[tuple(t)] for t in tokens.tolist()] == masks.tolist(), (
+            "a batch of completions was scored with masks that are not its own")
+    # normalized on the pairs' completions, its scores by hand: the head on the last real token
     with torch.no_grad():
         scores = []
         for tokens, mask in ((chosen_tokens, chosen_mask), (rejected_tokens, rejected_mask)):

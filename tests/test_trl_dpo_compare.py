@@ -275,3 +275,32 @@ def test_the_comparison_runs_end_to_end_at_a_toy_size(tmp_path):
         assert -3 <= row[side]["greedy"] <= 1 and -3 <= row[side]["sampled"] <= 1
     assert row["warm_start"]["kl"] == 0.0 and row["rlhf_s"] > 0 and row["trl_s"] > 0
     assert "Over 1 seed: greedy gold rlhf.py" in printed
+
+
+def test_each_model_is_measured_against_the_warm_start_not_against_itself(tmp_path, monkeypatch):
+    # The table's KL columns are each model's KL to the warm start: held_out is given the model
+    # under test as the policy and, beside it, the reference loaded from `reference`. Two tiny
+    # models, A (under test) and B (the reference: A's weights, each +1): the policy held_out
+    # samples from must hold A's weights and the reference B's. A policy passed as its own
+    # reference would make every KL read 0, on both sides of the comparison.
+    pytest.importorskip("transformers")
+    from transformers import AutoModelForCausalLM
+    a = save_tiny_model(tmp_path / "a")
+    b_model = AutoModelForCausalLM.from_pretrained(a)
+    with torch.no_grad():
+        for p in b_model.parameters():
+            p += 1.0
+    b = str(tmp_path / "b")
+    b_model.save_pretrained(b)
+    compare.make_tokenizer().save_pretrained(b)
+    given = []
+    monkeypatch.setattr(rlhf, "evaluate", lambda args, models: [0.0])
+    monkeypatch.setattr(rlhf, "held_out", lambda args, run, policy, reference, rm, step: given.append(
+        (policy, reference)) or {"gold_score": 0.0, "kl_to_reference": 0.0, "answer_length": 1.0})
+    compare.evaluate(a, 3, compare.task_settings()["max_new_tokens"], reference=b)
+    (policy, reference), = given
+    a_sum = sum(p.sum().item() for p in AutoModelForCausalLM.from_pretrained(a).parameters())
+    b_sum = sum(p.sum().item() for p in b_model.parameters())
+    assert sum(p.sum().item() for p in policy.lm.parameters()) == pytest.approx(a_sum, rel=1e-5)
+    assert sum(p.sum().item() for p in reference.lm.parameters()) == pytest.approx(b_sum, rel=1e-5), (
+        "held_out's reference is not the model loaded from `reference`")
