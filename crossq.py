@@ -155,11 +155,11 @@ class BatchRenorm(nn.Module):
 
         r = clip(sigma_B / sigma, 1/r_max, r_max),  d = clip((mu_B - mu) / sigma, -d_max, d_max)
         y = gamma_bn ((x - mu_B) / sigma_B * r + d) + beta_bn,   r and d with no gradient
-        mu <- (1 - m) mu + m mu_B,   var <- (1 - m) var + m var_B    (after y; m = momentum)
+        mu <- (1 - m) mu + m mu_B,  var <- (1 - m) var + m var_B,  steps += 1   (after y)
 
     During the first `warmup_steps` training passes r = 1 and d = 0: plain batch norm, while
-    the running statistics settle. Where r and d are not clipped, y equals the evaluation
-    mode's: the batch's statistics shape the gradient, the running ones the value.
+    the running statistics settle (m = momentum; buffers move in place). Unclipped r and d make
+    y the evaluation mode's: the batch's statistics shape the gradient, the running ones the value.
     Evaluation mode (module.eval()): y = gamma_bn (x - mu) / sigma + beta_bn, nothing updated.
     """
 

@@ -200,7 +200,7 @@ def noisy_action(actions, sigma, noise_clip=math.inf):
 def soft_update(target_net, source_net, tau):
     """Polyak averaging of a target network towards the network it follows, in place and
     without gradients, for every pair of parameters (theta' of target_net, theta of
-    source_net, modules of one architecture):
+    source_net, which is left as it is; modules of one architecture):
 
         theta' <- tau * theta + (1 - tau) * theta'
 

@@ -235,7 +235,7 @@ def crossings(global_step, num_envs, every):
 
 
 def dqn_targets(rewards, next_q_target, terminated, gamma, next_q_online=None):
-    """TD targets of a batch of B transitions.
+    """TD targets of a batch of B transitions, all inputs tensors.
 
     rewards [B]; terminated [B], 0/1 or bool; next_q_target [B, A] = Q_target(s', .) and,
     for double DQN, next_q_online [B, A] = Q(s', .) of the online network:

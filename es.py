@@ -140,11 +140,12 @@ def centered_ranks(x):
 
         y_i = rank(x_i) / (n - 1) - 0.5,   rank(x_i) = #{j: x_j < x_i} + (#{j: x_j = x_i} - 1) / 2
 
-    so rank(min) = 0 and rank(max) = n - 1 when they are unique. x is [n], n >= 2; returns [n]
-    floats that sum to 0. Only the order of the returns counts, so one lucky episode cannot
-    dominate a step. Deviation: the authors' code ranks ties by argsort's order; with mean
-    ranks a mirrored pair that scores the same cancels, and a generation in which every member
-    ties gives g = 0, so the optimizer is given the weight decay alone."""
+    so rank(min) = 0 and rank(max) = n - 1 when they are unique. x is [n] (a list or an array),
+    n >= 2; returns a NumPy [n] of floats that sum to 0. Only the order of the returns counts,
+    so one lucky episode cannot dominate a step. Deviation: the authors' code ranks ties by
+    argsort's order; with mean ranks a mirrored pair that scores the same cancels, and a
+    generation in which every member ties gives g = 0, so the optimizer is given the weight
+    decay alone."""
     x = np.asarray(x, dtype=np.float64)
     ordered = np.sort(x)
     below = np.searchsorted(ordered, x, side="left")      # #{j: x_j < x_i}
@@ -169,8 +170,8 @@ def es_gradient(fitness, noise, sigma):
 
         g = 1 / (n * sigma) * sum_i F_i * eps_i
 
-    fitness is [n] (shaped returns), noise [n, d] holds each member's eps_i (a mirrored
-    pair has rows eps and -eps, so it adds (F+ - F-) * eps); returns g [d]. The sum runs
+    fitness is a NumPy [n] (shaped returns), noise [n, d] holds each member's eps_i (a mirrored
+    pair has rows eps and -eps, so it adds (F+ - F-) * eps); returns g, a NumPy [d]. The sum runs
     member by member in a fixed order, so every process computes the same bits."""
     gradient = np.zeros(noise.shape[1])
     for f, eps in zip(fitness, noise):

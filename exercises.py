@@ -4,10 +4,11 @@ A teacher picks an exercise ("implement GAE"); `make` writes a copy of the scrip
 that function keeps its signature and its docstring (the equation to implement) and its body
 becomes `raise NotImplementedError(<hint>)`. The copy still imports and runs, up to the
 first call of the blank function. The student fills the body in; `check` then runs the
-repository's own hand-computed tests of that function against the student's file (the
-tests take the copy through `pytest --script-file`, see tests/conftest.py), prints which
-pass and which fail, and for each failure the test's line, the inputs the student's function
-was given, the value worked out by hand and the student's, and the exercise's hint; when
+repository's own tests of that function against the student's file (the tests take the
+copy through `pytest --script-file`, see tests/conftest.py), prints which pass and which
+fail, and for each failure the test's line, the inputs the student's function was given, the
+expected value (worked out by hand, where the test's comments do so) and the student's, what
+an assert that compares no values checks, and the exercise's hint; when
 they all pass, it trains the student's script for a short run on the reference environment
 and gives a verdict.
 
@@ -45,6 +46,7 @@ import functools
 import importlib.util
 import inspect
 import json
+import math
 import os
 import re
 import signal
@@ -76,14 +78,19 @@ class Exercise:
     hint: str
     """one line: where to start; it becomes the NotImplementedError's message"""
     tests: tuple[str, ...]
-    """the hand-computed tests in tests/test_<script>.py that check this function"""
+    """the tests in tests/test_<script>.py that check this function"""
     run: tuple[str, ...]
     """the flags of the short training run (with --env-id)"""
     goal: float
     """the run learns when its `measure` reaches this"""
-    measure: str = "train_return_last20"
-    """the summary.json figure compared with the goal: the mean of the last 20 training
-    returns, or eval_return_mean (the run's flags then give --eval-episodes)"""
+    measure: str = "train"
+    """what the run is judged on: "train", the mean of the last 20 training returns or of the
+    last solved_window (the window of the script's goal for the environment, which
+    --stop-at-return stops on), whichever is higher, or "eval_return_mean" (the run's flags
+    then give --eval-episodes)"""
+    computed: tuple[str, ...] = ()
+    """those of `tests` that compute an expected value in code (a reference on random inputs,
+    a library, the function itself on pieces), not all by the arithmetic of their comments"""
 
     @property
     def script(self):
@@ -187,7 +194,8 @@ EXERCISES = (
              ("test_q_lambda_returns_by_hand",
               "test_lambda_0_is_the_one_step_target_and_1_the_monte_carlo_return",
               "test_q_lambda_returns_agree_with_the_recursive_definition"),
-             ("--env-id", "CartPole-v1", "--stop-at-return", "475"), 475),
+             ("--env-id", "CartPole-v1", "--stop-at-return", "475"), 475,
+             computed=("test_q_lambda_returns_agree_with_the_recursive_definition",)),
     Exercise("ddpg_td3.soft_update", "soft_update", "Lillicrap et al. 2016, DDPG (target "
              "networks)",
              "for each pair of parameters of the two networks: theta' <- tau * theta + "
@@ -256,7 +264,8 @@ EXERCISES = (
               "test_vtrace_truncation_bootstraps_from_final_observation",
               "test_vtrace_on_policy_with_unit_clips_equals_gae_with_lambda_one"),
              ("--env-id", "CartPole-v1", "--advantage", "vtrace", "--total-timesteps",
-              "150000", "--stop-at-return", "475"), 475),
+              "150000", "--stop-at-return", "475"), 475,
+             computed=("test_vtrace_on_policy_with_unit_clips_equals_gae_with_lambda_one",)),
     Exercise("ppo_masked.masked_categorical", "masked_categorical",
              "Huang & Ontanon 2020, A Closer Look at Invalid Action Masking",
              "replace the logits of forbidden actions by a large negative number (not -inf) "
@@ -266,7 +275,8 @@ EXERCISES = (
               "test_masked_categorical_gradients_are_finite_and_zero_for_masked_logits",
               "test_sampling_never_returns_a_masked_action_and_follows_the_probabilities",
               "test_an_all_true_mask_gives_the_ordinary_categorical"),
-             ("--env-id", "Taxi-v4", "--stop-at-return", "7"), 7),
+             ("--env-id", "Taxi-v4", "--stop-at-return", "7"), 7,
+             computed=("test_an_all_true_mask_gives_the_ordinary_categorical",)),
     Exercise("ppo_lstm.chunks", "recurrent_generator", "Zhong et al. 2024, HARL (recurrent "
              "minibatch generators); PPO: Schulman et al. 2017",
              "number the chunks n * (T/L) + k, shuffle them with torch.randperm, and for each "
@@ -274,7 +284,9 @@ EXERCISES = (
              ("test_chunks_cut_each_environments_rollout_into_consecutive_steps",
               "test_naive_generator_feeds_whole_rollouts",
               "test_generator_slices_the_buffer_time_first"),
-             PPO_LSTM_RUN, PPO_LSTM_GOAL),
+             PPO_LSTM_RUN, PPO_LSTM_GOAL,
+             computed=("test_chunks_cut_each_environments_rollout_into_consecutive_steps",
+                       "test_generator_slices_the_buffer_time_first")),
     Exercise("ppo_lstm.unroll", "unroll", "Hochreiter & Schmidhuber 1997, LSTM; recurrent "
              "PPO as in HARL (Zhong et al. 2024)",
              "before each step multiply h and c by (1 - start_t), then run the LSTM one step; "
@@ -283,7 +295,11 @@ EXERCISES = (
               "test_unroll_resets_at_an_episode_start_inside_the_chunk",
               "test_a_start_at_the_first_step_ignores_the_stored_state",
               "test_evaluating_a_chunk_equals_acting_one_step_at_a_time"),
-             PPO_LSTM_RUN, PPO_LSTM_GOAL),
+             PPO_LSTM_RUN, PPO_LSTM_GOAL,
+             computed=("test_unroll_without_episode_starts_equals_the_lstm_on_the_whole_sequence",
+                       "test_unroll_resets_at_an_episode_start_inside_the_chunk",
+                       "test_a_start_at_the_first_step_ignores_the_stored_state",
+                       "test_evaluating_a_chunk_equals_acting_one_step_at_a_time")),
     Exercise("ppo_rnd.intrinsic_reward", "intrinsic_reward", "Burda et al. 2019, Exploration "
              "by Random Network Distillation",
              "the squared difference of predictor and target features, averaged over the last "
@@ -307,7 +323,8 @@ EXERCISES = (
               "test_intrinsic_gae_runs_through_both_episode_ends",
               "test_the_intrinsic_reward_reaches_the_intrinsic_stream_only",
               "test_the_combined_advantage"),
-             PPO_RND_RUN, -130),
+             PPO_RND_RUN, -130,
+             computed=("test_the_intrinsic_reward_reaches_the_intrinsic_stream_only",)),
     Exercise("es.centered_ranks", "centered_ranks", "Salimans et al. 2017, Evolution "
              "Strategies as a Scalable Alternative to RL (fitness shaping)",
              "rank the values 0..n-1 (equal values share the mean of the ranks they hold: "
@@ -316,14 +333,16 @@ EXERCISES = (
               "test_tied_returns_share_their_mean_rank_so_a_tied_mirrored_pair_cancels",
               "test_a_generation_in_which_every_member_ties_moves_theta_by_weight_decay_alone",
               "test_centered_ranks_and_adam_reach_the_optimum_of_a_quadratic"),
-             ("--env-id", "CartPole-v1", "--num-workers", "1", "--stop-at-return", "475"), 475),
+             ("--env-id", "CartPole-v1", "--num-workers", "1", "--stop-at-return", "475"), 475,
+             computed=("test_centered_ranks_and_adam_reach_the_optimum_of_a_quadratic",)),
     Exercise("es.gradient", "es_gradient", "Salimans et al. 2017, Evolution Strategies as a "
              "Scalable Alternative to RL",
              "sum the members' noise vectors weighted by their shaped fitness, then divide by "
              "n * sigma",
              ("test_es_gradient_of_three_members", "test_es_gradient_of_antithetic_pairs",
               "test_antithetic_es_step_on_a_quadratic_goes_towards_the_optimum"),
-             ("--env-id", "CartPole-v1", "--num-workers", "1", "--stop-at-return", "475"), 475),
+             ("--env-id", "CartPole-v1", "--num-workers", "1", "--stop-at-return", "475"), 475,
+             computed=("test_antithetic_es_step_on_a_quadratic_goes_towards_the_optimum",)),
     Exercise("ppod.value_probabilities", "value_probabilities", "Libardi et al. 2021, PPO+D "
              "(prioritized value demos)",
              "a softmax of alpha * m_i; subtract the largest m first so that no exponent "
@@ -347,13 +366,16 @@ EXERCISES = (
              "is elementwise over the trailing dimensions",
              ("test_gae_ep_one_value_per_environment_with_a_truncation_and_a_termination",
               "test_gae_as_one_value_per_agent_with_a_truncation_and_an_agent_terminated_early"),
-             MAPPO_RUN, -21.5, "eval_return_mean"),
+             MAPPO_RUN, -21.5, "eval_return_mean",
+             computed=(
+                 "test_gae_as_one_value_per_agent_with_a_truncation_and_an_agent_terminated_early",)),
     Exercise("mappo.value_norm", "ValueNorm.update", "Yu et al. 2022, MAPPO (value "
              "normalization); Chan et al. 1979 (merging running moments)",
              "merge the batch's mean and variance into the running ones, weighting each by "
              "its count (the docstring's three lines)",
              ("test_value_norm_update_normalize_denormalize",),
-             MAPPO_RUN, -21.5, "eval_return_mean"),
+             MAPPO_RUN, -21.5, "eval_return_mean",
+             computed=("test_value_norm_update_normalize_denormalize",)),
     Exercise("mappo.loss", "mappo_loss", "Yu et al. 2022, MAPPO; PPO: Schulman et al. 2017",
              "ppo.py's clipped losses, but every mean is a masked_mean over the active "
              "agents (the critic's over value_mask)",
@@ -403,7 +425,8 @@ EXERCISES = (
              "and differentiate that scalar again; then add damping times the vector",
              ("test_fisher_vector_product_against_the_fisher_matrix_written_out",),
              ("--env-id", "CartPole-v1", "--total-timesteps", "200000", "--stop-at-return",
-              "475"), 475),
+              "475"), 475,
+             computed=("test_fisher_vector_product_against_the_fisher_matrix_written_out",)),
     Exercise("trpo.line_search", "line_search", "Schulman et al. 2015, TRPO (section 6)",
              "L(old_params) first; then for j = 0, 1, ... try old_params + coef^j * full_step "
              "and keep the first that improves L strictly with KL <= max_kl; none: put the "
@@ -414,7 +437,8 @@ EXERCISES = (
               "test_line_search_rejects_and_puts_the_old_parameters_back",
               "test_the_kl_of_the_accepted_step_is_within_delta"),
              ("--env-id", "CartPole-v1", "--total-timesteps", "200000", "--stop-at-return",
-              "475"), 475),
+              "475"), 475,
+             computed=("test_the_kl_of_the_accepted_step_is_within_delta",)),
     Exercise("impala.vtrace_with_lag", "RolloutBatch.vtrace", "Espeholt et al. 2018, IMPALA "
              "(V-trace on the actors' stale rollouts)",
              "log rho = the learner's log pi(a_t|s_t) now minus the log mu(a_t|s_t) the actor "
@@ -436,7 +460,8 @@ EXERCISES = (
               "test_group_advantages_without_the_std_are_dr_grpos",
               "test_rloo_leaves_each_completion_out_of_its_baseline",
               "test_a_group_of_one_reward_value_has_no_advantage"),
-             GRPO_RUN, GRPO_GOAL, "eval_return_mean"),
+             GRPO_RUN, GRPO_GOAL, "eval_return_mean",
+             computed=("test_rloo_leaves_each_completion_out_of_its_baseline",)),
     Exercise("grpo.k3", "k3_kl", "Schulman 2020, Approximating KL Divergence (k3); Shao et "
              "al. 2024, DeepSeekMath (GRPO)",
              "with delta = ref_logprobs - logprobs, the log of pi_ref / pi_theta, k3 = "
@@ -656,7 +681,7 @@ def check(paths: Annotated[list[str], tyro.conf.Positional, tyro.conf.arg(
           train_time_limit: Annotated[float, tyro.conf.arg(metavar="SECONDS")] = 900,
           summary: Annotated[str | None, tyro.conf.arg(
               metavar="CSV", help_behavior_hint="(default: none)")] = None) -> None:
-    """Check students' copies of a script: the hand-computed tests, then a training run.
+    """Check students' copies of a script: the function's tests, then a training run.
 
     Args:
         paths: one or more students' files, each named after its script (exercises/ppo.py)
@@ -711,10 +736,10 @@ def check_file(path, chosen, no_train, test_time_limit, train_time_limit):
             raise NotYet(f"{grade.tests - grade.tests_passed} of {grade.tests} tests fail; "
                          f"the first: {first}")
         if no_train:
-            print("verdict: the hand-computed tests pass (training run skipped: --no-train)")
+            print("verdict: the tests pass (training run skipped: --no-train)")
         else:
             report_training(path, exercises, train_time_limit)
-            print("verdict: correct: the hand-computed tests pass and the script learns "
+            print("verdict: correct: the tests pass and the script learns "
                   f"{exercises[0].run[1]}")
         grade.result = "passed"
     except NotYet as reason:
@@ -756,20 +781,20 @@ def report_tests(path, script, exercises, time_limit):
     failed, first = 0, None
     for e in exercises:
         passed = sum(record["passed"] for _, record in results[e.id])
-        print(f"  {e.id}: {passed} of {len(results[e.id])} hand-computed tests pass")
+        print(f"  {e.id}: {passed} of {len(results[e.id])} tests pass")
         for name, record in results[e.id]:
             print(f"    {'pass' if record['passed'] else 'FAIL'}  {name}")
             if not record["passed"]:
                 failed += 1
                 first = first or failing_case(name, record, script)
-                print_failure(record, script)
+                print_failure(record, script, by_hand=name.split("[")[0] not in e.computed)
         if passed < len(results[e.id]):
             print(f"  hint: {e.hint}")
     if failed:
-        print(f"{failed} of the hand-computed tests fail{'s' * (failed == 1)}; above, for each: "
-              f"the test's line (the arithmetic is in the comments beside it in "
-              f"tests/test_{script}.py), what your function was given, and the value worked "
-              "out by hand (expected) beside yours (obtained)")
+        print(f"{failed} of the tests fail{'s' * (failed == 1)}; above, for each: the test's "
+              f"line (the arithmetic of a value worked out by hand is in the comments beside it "
+              f"in tests/test_{script}.py), what your function was given, and the expected "
+              "value beside yours (obtained), or what the assert checks")
     ran = [record for r in results.values() for _, record in r]
     return sum(record["passed"] for record in ran), len(ran), first
 
@@ -780,6 +805,8 @@ def failing_case(name, record, script):
     if record.get("compared"):
         return (f"{where}: expected {record['compared']['expected']}, "
                 f"obtained {record['compared']['obtained']}")
+    if record.get("message"):
+        return f"{where}: {record['message']}"
     raised = [call["raised"] for call in record.get("calls", []) if call["raised"]]
     error = raised[0] if raised else record.get("error")
     return f"{where}: {error}" if error else where
@@ -796,9 +823,15 @@ def report_training(path, exercises, time_limit):
         print(f"training: python {path} {' '.join(run)} --seed 1 ...", flush=True)
         start = time.time()
         folder, summary = training_run(path, e, out, cuda_flag, time_limit)
-        reached = summary[e.measure]
-        what = ("mean of the last 20 training returns" if e.measure == "train_return_last20"
-                else f"mean greedy return of {summary['eval_episodes']} evaluation episodes")
+        if e.measure == "train":
+            reached, window = recent_training_return(folder, summary["solved_window"])
+            if window != 20:  # a run stopped on its goal's window, or judged on the last 20
+                reached, window = max((reached, window), recent_training_return(folder, 20),
+                                      key=lambda pair: -math.inf if pair[0] is None else pair[0])
+            what = f"mean of the last {window} training returns"
+        else:
+            reached = summary[e.measure]
+            what = f"mean greedy return of {summary['eval_episodes']} evaluation episodes"
         print(f"  {summary['global_steps']} steps in {time.time() - start:.0f} s; {what} "
               f"{reached if reached is None else round(reached, 2)}; curve: python plot.py "
               f"{folder}")
@@ -809,8 +842,17 @@ def report_training(path, exercises, time_limit):
                          f"({what}: {reached if reached is None else round(reached, 2)})")
 
 
+def recent_training_return(folder, window):
+    """(the mean of the last `window` training returns in the run folder's episodes.csv, or
+    None when there are none, `window`): the mean --stop-at-return stops on, over the window of
+    the script's goal for the environment (summary.json's solved_window)."""
+    with open(os.path.join(folder, "episodes.csv"), newline="") as f:
+        returns = [float(row["episode_return"]) for row in csv.DictReader(f)][-window:]
+    return (sum(returns) / len(returns) if returns else None), window
+
+
 def run_tests(paths, exercises, time_limit):
-    """Run the exercises' hand-computed tests on the students' files (check gives one; the
+    """Run the exercises' tests on the students' files (check gives one; the
     test suite gives one of each script, or none for the repository's own scripts) in a
     fresh pytest, with this file as a plugin (`-p exercises`, below) that records what each
     test gave the student's function and compared. Returns {exercise id: [(test name, its
@@ -984,9 +1026,10 @@ def last_line(output):
     return lines[-1] if lines else "(nothing)"
 
 
-def print_failure(record, script):
+def print_failure(record, script, by_hand=True):
     """What a student can act on, for one failing test: its line in the test file, the
-    inputs the function was given, the value worked out by hand and the student's."""
+    inputs the function was given, the expected value (worked out by hand, or `by_hand`
+    False: computed by the test) and the student's, or what a failing assert checks."""
     print(f"          tests/test_{script}.py, line {record['line']}:")
     for line in record["statement"].splitlines():
         print(f"              {line}")
@@ -1000,10 +1043,14 @@ def print_failure(record, script):
         elif not record["compared"]:
             print(f"          and returned {call['returned']}")
     if record["compared"]:
-        print(f"          expected  {record['compared']['expected']}  (worked out by hand)")
+        source = ("worked out by hand" if by_hand else
+                  "see the test's line: computed there, or by hand in the comments above it")
+        print(f"          expected  {record['compared']['expected']}  ({source})")
         print(f"          obtained  {record['compared']['obtained']}")
     elif record["error"] and not any(call["raised"] for call in record["calls"]):
         print(f"          error: {record['error']}")
+    if record.get("message"):
+        print(f"          what it checks: {record['message']}")
     if record["student_line"]:
         print(f"          at line {record['student_line'][0]} of your file: "
               f"{record['student_line'][1]}")
@@ -1277,11 +1324,16 @@ def pytest_runtest_makereport(item, call):
         students = [os.path.abspath(path) for path in item.config.getoption("script_file")]
         in_student = [f for f in frames if os.path.abspath(f.filename) in students]
         error = call.excinfo.value
+        # an assert's own message (`assert x, "..."`) says what it checks; pytest writes it
+        # before the line "assert ..." of the failing expression
+        message = str(error).split("\nassert ")[0].strip() if isinstance(
+            error, AssertionError) and not str(error).startswith("assert ") else ""
         RECORDS[item.nodeid] = {
             "passed": False, "line": start, "statement": statement,
             "calls": [c for c in record["calls"] if c["count"]],
             "compared": on_line[-1] if on_line else None,
             "error": None if isinstance(error, AssertionError) else describe(error),
+            "message": message,
             "student_line": ((in_student[-1].lineno, in_student[-1].line)
                              if in_student and not isinstance(error, NotImplementedError)
                              else None)}

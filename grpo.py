@@ -222,10 +222,10 @@ def clipped_token_loss(logprobs, old_logprobs, advantages, clip_low, clip_high):
 
 
 def k3_kl(logprobs, ref_logprobs):
-    """Schulman's k3 estimator of KL(pi_theta || pi_ref) on each sampled token [N, T].
-    Unbiased for tokens sampled from pi_theta, never negative (e^x >= 1 + x), and 0 where
-    the two agree. Its gradient in logp is 1 - pi_ref / pi_theta: positive where the policy
-    gives the token more probability than the reference, so minimizing pulls it back."""
+    """Schulman's k3 estimator of KL(pi_theta || pi_ref) on each sampled token, elementwise
+    ([N, T] or any shape in, the same out). Unbiased for tokens sampled from pi_theta, never
+    negative (e^x >= 1 + x), 0 where the two agree. Its gradient in logp is 1 - pi_ref / pi:
+    positive where pi gives the token more than pi_ref does, so minimizing pulls it back."""
     delta = ref_logprobs - logprobs
     return torch.exp(delta) - delta - 1
 
@@ -1684,13 +1684,13 @@ def load_tokenizer(args, characters):
 
 
 def pass_at_k(n, c, k):
-    """The unbiased estimate of pass@k (Chen et al. 2021) from n sampled answers of one
-    problem, c of them correct: the chance that k answers drawn without replacement from
-    the n hold at least one correct one,
+    """The unbiased pass@k (Chen et al. 2021) from n sampled answers of one problem, c of them
+    correct: the chance that k answers drawn without replacement hold a correct one, a float,
 
         pass@k = 1 - C(n - c, k) / C(n, k)       (1 where n - c < k: every draw holds one)
 
-    pass@1 = c / n, the sampled accuracy; pass@n = 1 if any answer is right, else 0."""
+    pass@1 = c / n, the sampled accuracy; pass@n = 1 if any is right, else 0. Raises
+    ValueError("pass@k needs 0 <= c <= n and 1 <= k <= n, got ...") where they do not hold."""
     if not 0 <= c <= n or not 1 <= k <= n:
         raise ValueError(f"pass@k needs 0 <= c <= n and 1 <= k <= n, got n={n}, c={c}, k={k}")
     return 1.0 if n - c < k else 1.0 - math.comb(n - c, k) / math.comb(n, k)

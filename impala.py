@@ -243,7 +243,7 @@ def popart_preserve(weight, bias, mean, std, new_mean, new_std):
 
 
 def policy_lags(learner_version, versions):
-    """The policy lag k - v of each rollout of a batch (0: on-policy): the learner's weights
+    """The policy lag k - v of each rollout, in a list (0: on-policy): the learner's weights
     are version k (k gradient steps), the rollout's v (older without a refresh, --refresh-every)."""
     return [learner_version - v for v in versions]
 
@@ -292,7 +292,8 @@ class RolloutBatch:
         """V-trace (advantages, vs) [T, B*N] for the learner's current policy pi and critic V:
         logprobs [T, B*N] = log pi(a_t|s_t) and values = V(s_t) as the learner computes them
         now, against the log mu(a_t|s_t) the actors stored: log rho_t = log pi - log mu.
-        correct=False (--no-vtrace) uses log rho = 0, rho = c = 1, whatever the lag."""
+        correct=False (--no-vtrace) uses log rho = 0, rho = c = 1, whatever the lag. Next values
+        from self.next_values(value_fn, values), then compute_vtrace, all without gradients."""
         next_values = self.next_values(value_fn, values.detach())
         log_rhos = logprobs.detach() - self.logprobs
         if not correct:

@@ -217,8 +217,8 @@ def mappo_loss(newlogprob, oldlogprob, advantages, active, newvalue, oldvalue, r
                  0.5 * masked_mean( max((V - R)^2, (V_old + clip(V - V_old, -eps, eps) - R)^2) )
         loss   = L_pg - c_e * masked_mean(entropy, m) + c_v * L_v
 
-    Returns (loss, L_pg, L_v, entropy); the advantages are used as given. The references'
-    L_v is a Huber loss (delta 10): the same 0.5 e^2 wherever the error |e| <= 10.
+    Returns (loss, L_pg, L_v, masked mean entropy); the advantages are used as given. The
+    references' L_v is a Huber loss (delta 10): the same 0.5 e^2 wherever the error |e| <= 10.
     """
     ratio = torch.exp(newlogprob - oldlogprob)
     clipped_ratio = torch.clamp(ratio, 1 - clip_coef, 1 + clip_coef)
@@ -255,7 +255,8 @@ class ValueNorm:
         self.mean, self.var, self.count = 0.0, 1.0, 0
 
     def update(self, x):
-        """Merge the batch x (any shape, each entry a target) by the equations above."""
+        """Merge the batch x (any shape, each entry a target) by the equations above, var_b the
+        biased variance (/ m); mean, var and count stay Python numbers. Disabled: nothing."""
         if not self.enabled or x.numel() == 0:
             return
         x = x.double()

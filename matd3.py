@@ -166,9 +166,9 @@ def resolve_algo(args):
 # ---------------------------------------------------------------------------------------
 def nstep_return(rewards, ends, gamma):
     """The n-step return along a window of n stored steps k, k+1, ..., k+n-1 (HARL's
-    off-policy buffers). rewards and ends are [n, ...] (ends 0/1 or bool: the episode ended
-    at that step, a termination or a truncation, or the step is the newest of its copy, whose
-    successor is not stored yet). The window stops at its first end:
+    off-policy buffers). rewards and ends are [n, ...] tensors (ends 0/1 or bool: the episode
+    ended at that step, a termination or a truncation, or the step is the newest of its copy,
+    whose successor is not stored yet). The window stops at its first end:
 
         w_l = prod_{j<l} (1 - end_j)        (1 while no end came before step l)
         R   = sum_{l<n} gamma^l w_l r_l,    m = sum_{l<n} w_l,    discount = gamma^m
@@ -345,8 +345,10 @@ class ReplayBuffer:
         return self.gather(torch.randint(self.size, (batch_size,), device=self.rewards.device))
 
     def gather(self, index):
-        """The rows `index` [B], each with its n-step window per state row (next_index,
-        nstep_return); returns a Batch."""
+        """The rows `index` [B] as a Batch. From each, one window per state row k (K = 1 for EP,
+        A for FP) of n_step rows, by next_index over end_flags() in column k; its rewards and
+        discounts by nstep_return(..., self.gamma). share_obs, obs, actions, valid: the start
+        row's; terms, dones, next_share_obs (column k) and next_obs: the window's last row's."""
         ends = self.end_flags()
         num_rows = ends.shape[1]
         column = torch.arange(num_rows, device=index.device)

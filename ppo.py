@@ -232,7 +232,7 @@ def ppo_loss(newlogprob, oldlogprob, advantages, newvalue, oldvalue, returns, en
                  mean( 0.5 * max((V - R)^2, (V_old + clip(V - V_old, -eps, eps) - R)^2) )
         loss   = L_pg - c_e * mean(entropy) + c_v * L_v
 
-    Returns (loss, L_pg, L_v, mean entropy). train() normalizes the advantages (--norm-adv).
+    Returns (loss, L_pg, L_v, mean entropy) with their graphs; train() normalizes A (--norm-adv).
     """
     ratio = torch.exp(newlogprob - oldlogprob)
     clipped_ratio = torch.clamp(ratio, 1 - clip_coef, 1 + clip_coef)

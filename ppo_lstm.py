@@ -211,9 +211,9 @@ def explained_variance(values, returns):
 
 
 def recurrent_generator(num_steps, num_envs, chunk_length, num_minibatches, generator=None):
-    """Minibatches of sequences: cut each environment's T-step rollout into T/L chunks of
-    L consecutive steps, shuffle the N*T/L chunks and deal them into `num_minibatches`
-    minibatches (HARL's recurrent_generator).
+    """Minibatches of sequences (HARL's recurrent_generator): cut each environment's T-step
+    rollout into T/L chunks of L consecutive steps, shuffle the N*T/L chunks by
+    torch.randperm(N*T/L, generator=generator) and deal them in that order, C to a minibatch.
 
     Chunk c = n * (T/L) + k holds steps kL, ..., kL + L - 1 of environment n. Yields, per
     minibatch, (steps, envs): two [L, C] long tensors (C = N*T/L / num_minibatches chunks,
@@ -241,15 +241,15 @@ def naive_recurrent_generator(num_steps, num_envs, num_minibatches, generator=No
 def unroll(lstm, features, state, episode_starts):
     """Run an LSTM over a sequence, resetting the state to zeros at episode starts.
 
-    features [L, B, F], state = (h, c) each [B, H], episode_starts [L, B] (1 where step t
-    is the first of an episode). For t = 0, ..., L-1:
+    features [L, B, F], state = (h, c) each [B, H], episode_starts [L, B] of 0/1 floats (1
+    where step t is the first of an episode). For t = 0, ..., L-1:
 
         (h, c) <- (1 - start_t) * (h, c)
         out_t, (h, c) = LSTM(features_t, (h, c))
 
-    Returns (outputs [L, B, H], final state (h, c)). With the reset at t = 0, a chunk whose
-    first step starts an episode starts from zeros, whatever state is stored. The steps
-    between two resets (anywhere in the batch) go to torch.nn.LSTM in one call: the same
+    Returns (outputs [L, B, H], final state (h, c) each [B, H]). With the reset at t = 0, a
+    chunk whose first step starts an episode starts from zeros, whatever state is stored. The
+    steps between two resets (anywhere in the batch) go to torch.nn.LSTM in one call: the same
     arithmetic, step by step inside the library.
     """
     h, c = state

@@ -214,7 +214,8 @@ class IntrinsicRewardScaler:
     """r_int = i / sqrt(Var[R] + 1e-8): each rollout's intrinsic rewards divided by the running
     std of their forward discounted sums R (discounted_sums, carried from rollout to rollout),
     over every R so far (RunningMeanStd merges each rollout's moments). The mean is not
-    subtracted: the rewards stay >= 0. (1e-8: the authors divide by the std alone.)"""
+    subtracted: the rewards stay >= 0. (1e-8: the authors divide by the std alone.) rewards:
+    [T, N] NumPy in and out; self.last keeps R's last row, self.rms each R before dividing."""
 
     def __init__(self, num_envs, gamma):
         self.gamma, self.last = gamma, np.zeros(num_envs)
@@ -313,8 +314,10 @@ class RolloutBuffer:
 
     @torch.no_grad()
     def compute_returns(self, agent, gamma, gamma_int, gae_lambda):
-        """GAE of each stream into advantages, returns (extrinsic: cut by termination,
-        bootstrapped at truncation) and advantages_int, returns_int (intrinsic: nothing cuts it)."""
+        """compute_gae of each stream into advantages, returns (extrinsic: gamma, next_values(
+        agent.get_value, ...), cut by termination, bootstrapped at truncation) and advantages_int,
+        returns_int (intrinsic: gamma_int, next_values(agent.get_value_int, ..., episodic=False),
+        no end flags)."""
         no_end = torch.zeros_like(self.terminated)
         self.advantages[:], self.returns[:] = compute_gae(
             self.rewards, self.values, self.next_values(agent.get_value, self.values),

@@ -237,8 +237,9 @@ def value_probabilities(max_values, alpha):
 
         p_i = exp(alpha * (m_i - max_j m_j)) / sum_k exp(alpha * (m_k - max_j m_j))
 
-    Every exponent is <= 0, so any m gives finite, positive probabilities; alpha = 0 draws
-    uniformly. Deviation: the paper's m_i^alpha needs m > 0, which MountainCar's are not."""
+    max_values [n] (a list or an array) -> p, a NumPy [n]. Every exponent is <= 0, so any m
+    gives finite probabilities (an exponent far below 0 gives 0); alpha = 0 draws uniformly.
+    Deviation: the paper's m_i^alpha needs m > 0, which MountainCar's are not."""
     m = np.asarray(max_values, dtype=np.float64)
     weights = np.exp(alpha * (m - m.max()))
     return weights / weights.sum()
@@ -273,14 +274,14 @@ class DemoBuffers:
     def admit(self, demo, max_value):
         """File a finished real episode; returns 'reward', 'value' or None (dropped).
 
-        1. Return >= threshold: it joins the reward demos, rho and phi are annealed, and over
+        1. Return >= threshold: appended to the reward demos; rho, phi = anneal(...); over
            capacity the value demo with the lowest m leaves, or with none left the oldest of
            the agent's reward demos (first in, first out, as in the authors' code, where the
            given demos never leave; the threshold stays, as in the paper). Deviation, rising
            (--rising-threshold): the reward demo with the lowest return leaves, a given one
            too (the oldest of equals), and the threshold rises to the lowest return kept.
-        2. Else it joins the value demos if there is room, or replaces the value demo with the
-           lowest m if its own is higher; else it is dropped."""
+        2. Else it is appended to the value demos if there is room, or if its m is higher than
+           the lowest m, whose demo then leaves; else it is dropped."""
         episode_return = demo.episode_return
         if episode_return >= self.threshold:
             self.reward.append((episode_return, demo))

@@ -149,7 +149,8 @@ def linear_schedule(start, end, duration, t):
 
 
 def q_lambda_returns(rewards, next_q, terminated, truncated, gamma, q_lambda):
-    """Peng's Q(lambda) returns of a rollout, computed backward (all tensors [T, N]):
+    """Peng's Q(lambda) returns of a rollout, computed backward; all tensors [T, N], terminated
+    of 0/1 floats and truncated of bools:
 
         G_t = r_t + gamma * (1 - terminated_t) * ((1 - lambda) * next_q_t + lambda * G_{t+1})
 
@@ -158,7 +159,7 @@ def q_lambda_returns(rewards, next_q, terminated, truncated, gamma, q_lambda):
     step, nothing after s'_t belongs to the episode in the rollout: G_{t+1} is replaced by
     next_q_t, so G_t = r_t + gamma * (1 - terminated_t) * next_q_t. A terminated step ends
     the return: G_t = r_t. lambda = 0 gives the one-step target; lambda = 1 the Monte Carlo
-    return, bootstrapped only where the rollout or a time limit cuts it."""
+    return, bootstrapped only where the rollout or a time limit cuts it. Returns G, [T, N]."""
     returns = torch.zeros_like(rewards)
     following = next_q[-1]  # G_T: the rollout's end bootstraps from next_q
     for t in reversed(range(len(rewards))):

@@ -147,13 +147,14 @@ def discretize(obs, low, high, bins):
 
 
 def q_update(q, s, a, r, s_next, terminated, alpha, gamma):
-    """One Q-learning step on the table q [num_states, num_actions], in place.
+    """One Q-learning step, in place, on the NumPy table q [num_states, num_actions] (s, a
+    and s_next ints, terminated a bool):
 
         delta   = r + gamma * (1 - terminated) * max_a' q[s_next, a'] - q[s, a]
         q[s, a] = q[s, a] + alpha * delta
 
     A truncated step passes terminated=False: it bootstraps from s_next, the true final
-    state. Returns delta (a float).
+    state. Returns delta (a float); q[s, a] is the one entry that changes.
     """
     target = r if terminated else r + gamma * q[s_next].max()
     delta = float(target - q[s, a])

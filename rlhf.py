@@ -230,8 +230,8 @@ def masked_whiten(values, mask, shift_mean=True):
 
 
 def kl_penalized_rewards(scores, logprobs, ref_logprobs, completion_mask, beta):
-    """The per-token reward of Ziegler et al., the reward model's score [N] on the last token
-    (y_n). logprobs, ref_logprobs, completion_mask [N, T] -> rewards [N, T], 0 after the end:
+    """Ziegler et al.'s per-token reward, the reward model's score [N] on the last token (y_n).
+    logprobs, ref_logprobs, completion_mask [N, T] (0/1 floats) -> rewards [N, T], 0 after y_n:
 
         r_t = -beta (log pi_old(y_t) - log pi_ref(y_t)) + [t = n] score
 
@@ -302,7 +302,7 @@ def dpo_loss(chosen_logps, rejected_logps, ref_chosen_logps, ref_rejected_logps,
 
         L = -mean log sigma(beta [(log pi(y_w) - log pi_ref(y_w)) - (log pi(y_l) - log pi_ref(y_l))])
 
-    Returns (L, the implicit rewards beta log pi/pi_ref of the chosen and of the rejected)."""
+    Returns (L, chosen, rejected): the implicit rewards beta log pi/pi_ref [N], detached."""
     chosen = beta * (chosen_logps - ref_chosen_logps)
     rejected = beta * (rejected_logps - ref_rejected_logps)
     return -F.logsigmoid(chosen - rejected).mean(), chosen.detach(), rejected.detach()

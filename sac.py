@@ -169,7 +169,7 @@ def squashed_logprob(u, mean, log_std, action_scale):
 
     The last form is exact and stays finite where tanh(u) rounds to +-1 (|u| > 9 in float32);
     CleanRL and SB3 take log(1 - tanh(u)^2 + 1e-6) instead (a departure: see the top).
-    u, mean, log_std: [B, d]; action_scale: [d] (half the width of each action's range).
+    u, mean, log_std: [B, d] tensors; action_scale: a [d] tensor (half each action's range).
     Returns [B].
     """
     gaussian = -0.5 * ((u - mean) / log_std.exp()).pow(2) - log_std - 0.5 * math.log(2 * math.pi)

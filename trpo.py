@@ -185,7 +185,8 @@ def conjugate_gradient(matrix_vector_product, b, iters, residual_tol=1e-10):
         r_{k+1} = r_k - alpha_k A p_k
         p_{k+1} = r_{k+1} + (r_{k+1}.r_{k+1} / r_k.r_k) p_k
 
-    for `iters` iterations, or until r.r < residual_tol (exact after n, in exact arithmetic).
+    for `iters` iterations, one product A p each, stopping before one where r.r < residual_tol
+    (b = 0 takes no product; exact after n iterations, in exact arithmetic). Returns x.
     """
     x = torch.zeros_like(b)
     r, p = b.clone(), b.clone()
@@ -228,14 +229,15 @@ def natural_step(direction, fisher_direction, max_kl):
 
 def line_search(evaluate, old_params, full_step, max_kl, backtrack_coef, backtrack_iters):
     """Backtracking line search along full_step from old_params (flat [n] tensors), where
-    evaluate(params) puts params into the policy and returns (L, KL) there. It tries
+    evaluate(params) sets the policy's parameters, returns (L, KL). After L(old_params) it tries
 
         params_j = old_params + backtrack_coef^j * full_step,   j = 0, 1, ..., K - 1
 
-    and keeps the first with L(params_j) > L(old_params) and KL(params_j) <= max_kl:
-    (params_j, backtrack_coef^j, its KL); none: evaluate(old_params), (old_params, 0.0, 0.0).
-    KL <= delta as the paper and Spinning Up ask (a departure from baselines: 1.5 delta), and L
-    rising strictly (both accept equality: a step leaving L where it was gains nothing).
+    and keeps the first with L(params_j) > L(old_params) and KL(params_j) <= max_kl, trying
+    no further: (params_j, backtrack_coef^j, its KL as a float); none: evaluate(old_params)
+    again, (old_params, 0.0, 0.0). KL <= delta as the paper and Spinning Up ask (a departure
+    from baselines: 1.5 delta), and L rising strictly (both accept equality: a step leaving L
+    where it was gains nothing).
     """
     old_surrogate, _ = evaluate(old_params)
     for j in range(backtrack_iters):

@@ -136,8 +136,9 @@ def reward_to_go(rewards, next_values, terminated, truncated, gamma):
     """The discounted reward-to-go of every step, each episode cut by a time limit or by the
     end of the batch continued by the value of the observation where it was cut.
 
-    All inputs are tensors of shape [T, N]; next_values[t] = V(s_{t+1}), the value of the
-    observation after step t (the true final observation where the episode ended at t).
+    All inputs are tensors of shape [T, N], terminated and truncated 0/1 or bool;
+    next_values[t] = V(s_{t+1}), the value of the observation after step t (the true final
+    observation where the episode ended at t).
     With done_t = terminated_t or truncated_t:
 
         R_t = r_t + gamma * (1 - terminated_t) * next_values_t    if done_t or t = T - 1

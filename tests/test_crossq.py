@@ -56,8 +56,11 @@ def test_batch_renorm_in_its_warm_up_is_batch_norm_and_moves_the_running_statist
     layer = renorm((0, 0), (1, 1), weight=(2, 1), bias=(0, 0.5), momentum=0.25, eps=0.0)
     y = layer.train()(X)
     assert y.flatten().tolist() == flat([[-2, 1.5], [2, -0.5], [-2, -0.5], [2, 1.5]])
-    assert layer.running_mean.tolist() == approx([0.5, 0.5])
-    assert layer.running_var.tolist() == approx([1.75, 1.0]) and layer.steps.item() == 1
+    assert layer.running_mean.tolist() == approx([0.5, 0.5]), (
+        "a training pass moves the running mean by momentum towards the batch's, in place")
+    assert layer.running_var.tolist() == approx([1.75, 1.0]), (
+        "the running variance moves towards the batch's biased variance, in place")
+    assert layer.steps.item() == 1, "each training pass adds 1 to the layer's steps"
 
 
 def test_batch_renorm_clips_r_and_d_at_the_authors_bounds_3_and_5():
@@ -71,8 +74,10 @@ def test_batch_renorm_clips_r_and_d_at_the_authors_bounds_3_and_5():
     layer = renorm((-20, 30), (0.25, 16), momentum=0.5, warmup_steps=0, eps=0.0)
     y = layer.train()(X)
     assert y.flatten().tolist() == flat([[2, -14 / 3], [8, -16 / 3], [2, -16 / 3], [8, -14 / 3]])
-    assert layer.running_mean.tolist() == approx([-9, 16])
-    assert layer.running_var.tolist() == approx([2.125, 8.5])
+    assert layer.running_mean.tolist() == approx([-9, 16]), (
+        "a training pass moves the running mean by momentum towards the batch's, in place")
+    assert layer.running_var.tolist() == approx([2.125, 8.5]), (
+        "a training pass moves the running variance by momentum towards the batch's, in place")
 
 
 def test_batch_renorm_unclipped_equals_the_evaluation_mode_and_r_d_carry_no_gradient():
@@ -87,7 +92,9 @@ def test_batch_renorm_unclipped_equals_the_evaluation_mode_and_r_d_carry_no_grad
     y = renorm((0, 1), (1, 0.25), warmup_steps=0, eps=0.0).train()(x)
     assert y.flatten().tolist() == flat(EVAL_SCALE)
     y.pow(2).sum().backward()
-    assert y.pow(2).sum().item() == approx(64) and x.grad.abs().max() < 1e-5
+    assert y.pow(2).sum().item() == approx(64)
+    assert x.grad.abs().max() < 1e-5, (
+        "r and d are constants to the gradient (computed under torch.no_grad()): none reaches x")
 
 
 def test_batch_renorm_in_evaluation_mode_uses_the_running_statistics_with_epsilon_0_001():
@@ -98,7 +105,8 @@ def test_batch_renorm_in_evaluation_mode_uses_the_running_statistics_with_epsilo
     layer = renorm((1, -1), (0.999, 3.999), weight=(2, 1), bias=(0, 0.5))
     y = layer.eval()(X)
     assert y.flatten().tolist() == flat([[-2, 2.5], [6, 1.5], [-2, 1.5], [6, 2.5]])
-    assert layer.running_mean.tolist() == approx([1, -1]) and layer.steps.item() == 0
+    assert layer.running_mean.tolist() == approx([1, -1]) and layer.steps.item() == 0, (
+        "evaluation mode updates nothing: neither the running statistics nor the steps")
 
 
 def test_the_warm_up_counts_the_training_passes_alone():
@@ -109,7 +117,7 @@ def test_the_warm_up_counts_the_training_passes_alone():
     outputs = [layer.train()(X), layer.eval()(X), layer.train()(X), layer.train()(X)]
     assert [y.flatten().tolist() for y in outputs] == [flat(PLAIN), flat(EVAL_SCALE), flat(PLAIN),
                                                        flat(EVAL_SCALE)]
-    assert layer.steps.item() == 3
+    assert layer.steps.item() == 3, "steps counts the training passes alone, not the evaluation"
 
 
 # ---------------------------------------------------------------------------------------

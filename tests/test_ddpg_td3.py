@@ -97,9 +97,12 @@ def test_soft_update_by_hand():
     #   weight [0.25*2 + 0.75*0, 0.25*20 + 0.75*10] = [0.5, 12.5]
     #   bias   [0.25*8 + 0.75*4, 0.25*0 + 0.75*(-4)] = [5, -3]
     ddpg_td3.soft_update(target, source, 0.25)
-    assert target.weight[:, 0].tolist() == [0.5, 12.5] and target.bias.tolist() == [5.0, -3.0]
-    assert source.weight[:, 0].tolist() == [2.0, 20.0] and source.bias.tolist() == [8.0, 0.0]
-    assert target.weight.grad is None  # no gradient was recorded
+    assert target.weight[:, 0].tolist() == [0.5, 12.5] and target.bias.tolist() == [5.0, -3.0], (
+        "soft_update changes target_net's parameters in place")
+    assert source.weight[:, 0].tolist() == [2.0, 20.0] and source.bias.tolist() == [8.0, 0.0], (
+        "source_net is only read: its parameters stay as they were")
+    assert target.weight.grad is None, (  # no gradient was recorded
+        "the update is no training step: it runs under torch.no_grad() and records no gradient")
     ddpg_td3.soft_update(target, source, 1.0)  # tau = 1 copies the source
     assert target.weight[:, 0].tolist() == [2.0, 20.0] and target.bias.tolist() == [8.0, 0.0]
 

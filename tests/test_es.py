@@ -138,10 +138,13 @@ def test_antithetic_es_step_on_a_quadratic_goes_towards_the_optimum():
         eps = np.stack([es.member_noise(s, 3) for s in seeds[::2]])
         expected = -(2 / 4) * eps.T @ (eps @ d)
         g = strategy.update(seeds, signs, returns)
-        assert g == pytest.approx(expected) and g @ d < 0
-        assert strategy.theta == pytest.approx(d + OPTIMUM + 0.02 * g)  # theta + lr g
+        assert g == pytest.approx(expected)
+        assert g @ d < 0, "the estimate points towards the optimum (g . (theta - theta*) < 0)"
+        assert strategy.theta == pytest.approx(d + OPTIMUM + 0.02 * g), (  # theta + lr g
+            "the update takes an SGD step theta + lr * g along the estimate")
         distances.append(np.linalg.norm(strategy.theta - OPTIMUM))
-    assert all(b < a for a, b in zip(distances, distances[1:]))
+    assert all(b < a for a, b in zip(distances, distances[1:])), (
+        "each step brings theta closer to the optimum")
 
 
 def test_centered_ranks_and_adam_reach_the_optimum_of_a_quadratic():
@@ -149,7 +152,8 @@ def test_centered_ranks_and_adam_reach_the_optimum_of_a_quadratic():
     strategy = es.EvolutionStrategy(np.zeros(3), sigma=0.1, learning_rate=0.1)
     for _ in range(100):
         strategy.update(*play_quadratic_generation(strategy, rng, 16))
-    assert np.linalg.norm(strategy.theta - OPTIMUM) < 0.2  # from ||theta* - 0|| = 3.74
+    assert np.linalg.norm(strategy.theta - OPTIMUM) < 0.2, (  # from ||theta* - 0|| = 3.74
+        "100 generations of ranked ES with Adam end near the quadratic's optimum")
 
 
 def test_the_strategys_defaults_shape_by_centered_rank_and_step_with_adam():

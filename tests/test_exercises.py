@@ -270,7 +270,7 @@ def test_check_on_a_blank_gives_each_exercises_count_error_and_hint(tmp_path, ru
     code, out, err = run_exercises("check", str(tmp_path / "ppo.py"), "--no-train")
     assert code == 1 and err == ""
     for e in exercises_of("ppo"):
-        assert f"{e.id}: 0 of {len(e.tests)} hand-computed tests pass" in out
+        assert f"{e.id}: 0 of {len(e.tests)} tests pass" in out
         assert f"NotImplementedError: {e.function} is still blank (exercise {e.id})" in out
         assert out.count(f"  hint: {e.hint}\n") == 1
     assert "verdict: not yet" in out
@@ -286,7 +286,7 @@ def test_check_reports_a_wrong_number_then_a_right_version_trains(tmp_path):
     wrong.parent.mkdir()
     wrong.write_text(original.replace(right, right.replace(".max()", ".mean()")))
     code, out, _ = run_exercises("check", str(wrong))
-    assert code == 1 and "qlearning.q_update: 1 of 4 hand-computed tests pass" in out
+    assert code == 1 and "qlearning.q_update: 1 of 4 tests pass" in out
     assert "training" not in out  # no run before the tests pass
     # the first failing case: the test's line, the inputs, expected and obtained, the hint.
     # By hand: q[1] = [2, 4], so the target is 1 + 0.9 * max = 4.6, while the mean gives
@@ -329,7 +329,7 @@ def test_check_shows_tensors_compared_and_the_line_of_the_students_file_that_rai
     wrong.write_text(original.replace(trace, trace.replace(" * not_done[t]", ""))
                      .replace(cat, cat.replace("[-1:]", "[-1]")))
     code, out, _ = run_exercises("check", str(wrong), "--no-train")
-    assert code == 1 and "ppo.gae: 1 of 4 hand-computed tests pass" in out
+    assert code == 1 and "ppo.gae: 1 of 4 tests pass" in out
     # termination at t=1 (tests/test_ppo.py): A = [1, 0, 1] by hand; the trace that runs on
     # through it gives A_1 = 0 + 0.25 * 1 = 0.25 and A_0 = 1 + 0.25 * 0.25 = 1.0625
     case = out[out.index("FAIL  test_gae_termination"):out.index("FAIL  test_gae_truncation")]
@@ -475,7 +475,7 @@ def test_a_training_run_that_runs_past_its_limit_or_crashes_is_one_line(tmp_path
     code, out, err = run_exercises("check", endless, crashes, "--exercise", "qlearning.q_update",
                                    "--train-time-limit", "6")
     assert code == 1 and err == ""
-    assert out.count("qlearning.q_update: 4 of 4 hand-computed tests pass") == 2
+    assert out.count("qlearning.q_update: 4 of 4 tests pass") == 2
     run = "--env-id Taxi-v4 --total-timesteps 200000 --stop-at-return 7 --seed 1 ..."
     assert (f"\ntraining: python {endless} {run}\nverdict: not yet: the tests pass, but the "
             "training run was stopped after 6 s (--train-time-limit)\n") in out
@@ -552,3 +552,67 @@ def test_a_script_file_not_named_as_its_script_is_refused(tmp_path):
                           cwd=ROOT, capture_output=True, text=True)
     assert done.returncode == 4
     assert "not named as a script of the repository" in done.stdout + done.stderr
+
+
+@pytest.mark.slow  # exercises.py check: a pytest of its own per file
+def test_check_says_what_an_assert_checks_and_which_expected_values_the_test_computed(tmp_path):
+    # rlhf.dpo_loss with its implicit rewards not detached: the assert on requires_grad
+    # compares no values, so the report gives its message
+    with open(os.path.join(ROOT, "rlhf.py")) as f:
+        original = f.read()
+    detached = "chosen.detach(), rejected.detach()"
+    assert detached in original
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "rlhf.py").write_text(original.replace(detached, "chosen, rejected"))
+    code, out, _ = run_exercises("check", str(tmp_path / "a" / "rlhf.py"), "--exercise",
+                                 "rlhf.dpo_loss", "--no-train")
+    assert code == 1 and "rlhf.dpo_loss: 1 of 2 tests pass" in out
+    assert ("          what it checks: the two implicit rewards are returned detached: they are "
+            "logged, not trained\n") in out
+    assert "verdict: not yet: 1 of 2 tests fail; the first: test_dpo_loss_is_log_2" in out
+    assert out.rstrip().endswith(": the two implicit rewards are returned detached: they are "
+                                 "logged, not trained")
+    # pqn.q_lambda with lambda's two weights swapped: the by-hand tests' expected values are
+    # worked out by hand, the agreement test's computed by its recursive reference (the
+    # exercise's `computed`)
+    with open(os.path.join(ROOT, "pqn.py")) as f:
+        original = f.read()
+    mix = "(1 - q_lambda) * next_q[t] + q_lambda * following"
+    assert mix in original, "the line this test plants its bug in has changed"
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b" / "pqn.py").write_text(original.replace(
+        mix, "q_lambda * next_q[t] + (1 - q_lambda) * following"))
+    code, out, _ = run_exercises("check", str(tmp_path / "b" / "pqn.py"), "--no-train")
+    assert code == 1
+    by_hand = out[out.index("FAIL  test_lambda_0_is_the_one_step"):]
+    assert by_hand.index("(worked out by hand)") < by_hand.index("FAIL  test_q_lambda_returns_agree")
+    agree = out[out.index("FAIL  test_q_lambda_returns_agree"):]
+    assert ("(see the test's line: computed there, or by hand in the comments above it)" in agree
+            and "worked out by hand)" not in agree)
+
+
+def test_a_training_run_is_judged_on_the_window_its_stop_at_return_stops_on(tmp_path,
+                                                                            monkeypatch):
+    # ddpg_td3.py's goal on Pendulum-v1 is judged over 10 episodes, so --stop-at-return -250
+    # stops the run once the last 10 returns average -250 or more. 25 episodes: 15 of -1,000,
+    # then 10 of -200: the last 10 average -200 (reached), the last 20 (10 * -1000 + 10 * -200)
+    # / 20 = -600 (not); the check judges the run on the window it stopped on, 10.
+    folder = tmp_path / "run"
+    folder.mkdir()
+    (folder / "episodes.csv").write_text("global_step,wall_time,episode_return,episode_length\n" + "".join(
+        f"{200 * (i + 1)},0.1,{-1000 if i < 15 else -200},200\n" for i in range(25)))
+    monkeypatch.setattr(exercises, "training_run", lambda *a: (str(folder), {
+        "solved_window": 10, "global_steps": 5000, "train_return_last20": -600.0}))
+    shutil.copy(os.path.join(ROOT, "ddpg_td3.py"), tmp_path)  # check reads its flags
+    e = exercises.find_exercise("ddpg_td3.target")
+    assert e.measure == "train" and e.goal == -250
+    out = io.StringIO()
+    monkeypatch.setattr(sys, "stdout", out)
+    exercises.report_training(str(tmp_path / "ddpg_td3.py"), [e], 60)
+    assert "mean of the last 10 training returns -200.0" in out.getvalue()
+    # a window of 20 (another script's goal) judges the same run on -600: not yet
+    monkeypatch.setattr(exercises, "training_run", lambda *a: (str(folder), {
+        "solved_window": 20, "global_steps": 5000}))
+    with pytest.raises(exercises.NotYet, match=r"did not reach -250 \(mean of the last 20 "
+                                               r"training returns: -600.0\)"):
+        exercises.report_training(str(tmp_path / "ddpg_td3.py"), [e], 60)

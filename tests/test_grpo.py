@@ -155,10 +155,14 @@ def test_k3_by_hand():
 
 def test_k3s_gradient_pulls_the_policy_toward_the_reference():
     # d k3 / d logp = 1 - pi_ref / pi: 1 - 0.5 = 0.5 > 0 where pi = 0.5 > pi_ref = 0.25 (a
-    # descent step lowers logp), 1 - 2 = -1 < 0 where pi = 0.25 < pi_ref = 0.5 (raises it)
+    # descent step lowers logp), 1 - 2 = -1 < 0 where pi = 0.25 < pi_ref = 0.5 (raises it).
+    # The values first, as in test_k3_by_hand: [0.5 + ln 2 - 1, 2 - ln 2 - 1] = [0.193147, 0.306853]
     logp = torch.log(tensor(0.5, 0.25)).requires_grad_()
-    grpo.k3_kl(logp, torch.log(tensor(0.25, 0.5))).sum().backward()
-    assert logp.grad.tolist() == approx([0.5, -1.0])
+    k3 = grpo.k3_kl(logp, torch.log(tensor(0.25, 0.5)))
+    assert k3.tolist() == approx([0.5 + LN2 - 1, 1 - LN2])
+    k3.sum().backward()
+    assert logp.grad.tolist() == approx([0.5, -1.0]), (
+        "k3 keeps its graph to logprobs: d k3 / d logp = 1 - pi_ref / pi")
 
 
 def test_the_grpo_loss_adds_beta_times_k3_to_the_clipped_term():

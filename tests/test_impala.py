@@ -346,11 +346,14 @@ def test_the_lag_is_counted_right(tmp_path, local_actors):
     impala.main(args)
     (updates,) = [read_csv(p) for p in glob.glob(str(tmp_path / "*" / "updates.csv"))]
     assert [int(float(r["policy_lag"])) for r in updates] == [0, 1, 2, 3, 2, 2, 4, 4, 2, 2]
-    assert [r["version"] for r in updates] == [str(v) for v in range(1, 11)]
+    assert [r["version"] for r in updates] == [str(v) for v in range(1, 11)], (
+        "updates.csv: the learner's version after each of its 10 steps")
     # and the rollouts were played with the weights of the version they report
     (actors,) = local_actors
-    assert [r["version"] for r in actors.delivered] == [0, 0, 0, 0, 2, 3, 2, 3, 6, 7]
-    assert all(behaviour_matches(r, actors.published[r["version"]]) for r in actors.delivered)
+    assert [r["version"] for r in actors.delivered] == [0, 0, 0, 0, 2, 3, 2, 3, 6, 7], (
+        "the versions the actors' rollouts report, worked out above")
+    assert all(behaviour_matches(r, actors.published[r["version"]]) for r in actors.delivered), (
+        "each rollout was played with the weights of the version it reports")
 
 
 def one_actor_run(tmp_path):

@@ -58,6 +58,11 @@ def test_gae_ep_one_value_per_environment_with_a_truncation_and_a_termination():
     adv, ret = mappo.compute_gae(rewards, values, next_values, terminated, truncated, 0.5, 0.5)
     assert same(adv, [[1.25, 1.1875], [1, 0.75], [1.5, -1]])
     assert same(ret, [[2.25, 1.6875], [2, 1.75], [2.5, 1]])
+    # lambda 1 apart from gamma 0.5: the same deltas, gamma * lambda = 0.5 in the trace:
+    #   env 0: A_2 = 1.5;  A_1 = 1;  A_0 = 1 + 0.5*1 = 1.5
+    #   env 1: A_2 = -1;  A_1 = 1 + 0.5*(-1) = 0.5;  A_0 = 1 + 0.5*0.5 = 1.25
+    adv, _ = mappo.compute_gae(rewards, values, next_values, terminated, truncated, 0.5, 1.0)
+    assert same(adv, [[1.5, 1.25], [1, 0.5], [1.5, -1]])
 
 
 def test_gae_as_one_value_per_agent_with_a_truncation_and_an_agent_terminated_early():
@@ -79,7 +84,7 @@ def test_gae_as_one_value_per_agent_with_a_truncation_and_an_agent_terminated_ea
     truncated = t([[0, 0], [0, 0]], [[1, 1], [0, 0]], [[0, 0], [0, 0]])
     adv, ret = mappo.compute_gae(rewards, values, next_values, terminated, truncated, 0.5, 0.5)
     assert same(adv, [[[1.75, 1.5], [1, 1.3125]], [[3, 0], [0, 1.25]], [[1, 1.5], [-7.5, 1]]])
-    assert torch.allclose(ret, adv + values)
+    assert torch.allclose(ret, adv + values), "the returns are the advantages plus the values"
 
 
 def test_team_reward_is_the_mean_over_the_agents_that_acted():
@@ -155,7 +160,8 @@ def test_mappo_loss_by_hand_leaves_out_inactive_agents():
     assert v_loss.item() == approx(0.25) and loss.item() == approx(-0.146667)
     pg_loss.backward()
     # d L_pg / d logp = -A * ratio / 3 where unclipped: [[0 (clipped), 0.3], [-1/6, 0]]
-    assert same(newlogprob.grad, [[0.0, 0.3], [-1 / 6, 0.0]])
+    assert same(newlogprob.grad, [[0.0, 0.3], [-1 / 6, 0.0]]), (
+        "L_pg keeps its graph: no gradient through the clipped sample nor the inactive agent")
     loss, _, v_loss, _ = mappo.mappo_loss(newlogprob, **LOSS_INPUTS)
     assert v_loss.item() == approx(0.445) and loss.item() == approx(-0.049167)
 
@@ -183,23 +189,27 @@ def test_value_norm_floors_the_variance_at_0_01():
 
 def test_value_norm_update_normalize_denormalize():
     norm = mappo.ValueNorm(enabled=True)
-    assert norm.normalize(torch.tensor(3.0)).item() == approx(3.0)  # mean 0, var 1 at first
+    assert norm.normalize(torch.tensor(3.0)).item() == approx(3.0), (  # mean 0, var 1 at first
+        "premise: before any update the mean is 0 and the variance 1")
     # [1, 2, 3]: mean 2, variance ((1)^2 + 0 + 1^2)/3 = 2/3
     norm.update(t(1, 2, 3))
-    assert (norm.mean, norm.var, norm.count) == (approx(2.0), approx(2 / 3), 3)
+    assert (norm.mean, norm.var, norm.count) == (approx(2.0), approx(2 / 3), 3), (
+        "update merges the batch into self.mean, self.var (the biased variance) and self.count")
     # then [5]: delta = 3, n' = 4, mean = 2 + 3*1/4 = 2.75
     #   var = (2/3*3 + 0*1 + 3^2*3*1/4)/4 = (2 + 6.75)/4 = 2.1875
     #   (directly: deviations of 1, 2, 3, 5 from 2.75 squared: 3.0625 + 0.5625 + 0.0625
     #   + 5.0625 = 8.75, / 4 = 2.1875)
     norm.update(t(5))
-    assert (norm.mean, norm.var, norm.count) == (approx(2.75), approx(2.1875), 4)
+    assert (norm.mean, norm.var, norm.count) == (approx(2.75), approx(2.1875), 4), (
+        "a second batch is merged, each weighted by its count")
     # normalize(5) = (5 - 2.75)/sqrt(2.1875) = 2.25/1.479020 = 1.521278
     x = t(5, -1, 0.5)
     assert norm.normalize(x)[0].item() == approx(1.521278)
     assert torch.allclose(norm.denormalize(norm.normalize(x)), x)
     disabled = mappo.ValueNorm(enabled=False)
     disabled.update(t(10, 20))
-    assert disabled.normalize(x) is x and disabled.denormalize(x) is x
+    assert disabled.normalize(x) is x and disabled.denormalize(x) is x, (
+        "disabled, both maps return their input itself, whatever update was given")
 
 
 # ---------------------------------------------------------------------------------------

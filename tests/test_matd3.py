@@ -165,7 +165,7 @@ def test_ep_buffer_insert_and_windows_by_hand():
     add_ep(buffer, 0, (1, 10), (False, False), (False, False))
     add_ep(buffer, 2, (2, 20), (True, False), (False, False))
     add_ep(buffer, 4, (4, 40), (False, False), (False, False))
-    assert (buffer.pos, buffer.size) == (6, 6)
+    assert (buffer.pos, buffer.size) == (6, 6), "premise: three lock-steps of 2 rows were added"
     b = buffer.gather(torch.tensor([0, 1, 2, 4]))
     # row 0: rows 0, 2 (done) -> R = 1 + 0.5*2 = 2, gamma^2 = 0.25, bootstraps from row 2
     # row 1: rows 1, 3, 5 (newest) -> R = 10 + 0.5*20 + 0.25*40 = 30, gamma^3 = 0.125, row 5
@@ -173,13 +173,15 @@ def test_ep_buffer_insert_and_windows_by_hand():
     assert same(b.rewards, [[2], [30], [2], [4]]) and same(b.discounts, [[0.25], [0.125], [0.5], [0.5]])
     assert same(b.next_share_obs, [[[102]], [[105]], [[102]], [[104]]])
     # the stored flags of the last rows (2, 5, 2, 4): the newest rows are not done, only ends
-    assert b.terms.tolist() == [[False]] * 4 and b.dones.tolist() == [[True], [False], [True], [False]]
+    assert b.terms.tolist() == [[False]] * 4, "terms: the stored flag of each window's last row"
+    assert b.dones.tolist() == [[True], [False], [True], [False]], (
+        "dones: the stored flag of each window's last row, not end_flags()'s")
     # the start row's own fields; next_obs from the window's last row, [B, K=1, A, D]
     assert same(b.share_obs, [[[0]], [[1]], [[2]], [[4]]])
     assert same(b.obs[:, :, 0], [[0, 0.5], [1, 1.5], [2, 2.5], [4, 4.5]])
     assert same(b.actions[:, :, 0], [[0, 0], [-0.1, 0.1], [-0.2, 0.2], [-0.4, 0.4]])
     assert same(b.next_obs[:, 0, :, 0], [[20, 21], [50, 51], [20, 21], [40, 41]])
-    assert b.valid.shape == (4, 2)
+    assert b.valid.shape == (4, 2), "valid is the start row's, one entry per agent: [B, A]"
 
 
 def test_ep_buffer_wraps_around_and_windows_cross_the_wrap():
@@ -187,10 +189,12 @@ def test_ep_buffer_wraps_around_and_windows_cross_the_wrap():
     buffer = ep_buffer()
     for row, reward in ((0, 1), (2, 2), (4, 4), (6, 8), (0, 16)):
         add_ep(buffer, row, (reward, 0), (False, False), (False, False))
-    assert (buffer.pos, buffer.size) == (2, 8)
-    assert same(buffer.rewards[:, 0], [16, 0, 2, 0, 4, 0, 8, 0])
+    assert (buffer.pos, buffer.size) == (2, 8), "premise: the fifth lock-step wrapped around"
+    assert same(buffer.rewards[:, 0], [16, 0, 2, 0, 4, 0, 8, 0]), (
+        "premise: the fifth lock-step overwrote rows 0 and 1")
     # the newest rows are 0 and 1 now, not 6 and 7
-    assert buffer.end_flags()[:, 0].tolist() == [True, True] + [False] * 6
+    assert buffer.end_flags()[:, 0].tolist() == [True, True] + [False] * 6, (
+        "premise: end_flags marks the newest rows, 0 and 1")
     # row 6 (copy 0, fourth step) -> (6 + 2) mod 8 = row 0, the newest: R = 8 + 0.5*16 = 16
     b = buffer.gather(torch.tensor([6, 4]))
     # row 4 -> 6 -> 0: R = 4 + 0.5*8 + 0.25*16 = 12, gamma^3
@@ -204,7 +208,9 @@ def test_terminated_window_is_cut_and_truncated_one_bootstraps():
     add_ep(buffer, 2, (2, 2), (True, True), (True, False))
     add_ep(buffer, 4, (4, 4), (False, False), (False, False))
     b = buffer.gather(torch.tensor([0, 1]))
-    assert same(b.rewards, [[2], [2]]) and b.terms.tolist() == [[True], [False]]
+    assert same(b.rewards, [[2], [2]])
+    assert b.terms.tolist() == [[True], [False]], (
+        "terms is the flag of the window's last row: terminated cuts the bootstrap, truncated not")
     # y = R + 0.25 * (1 - term) * Q' with Q' = 8: [2, 2 + 2] = [2, 4]
     y = matd3.critic_target(b.rewards, b.discounts, b.terms, torch.full_like(b.rewards, 8.0), None,
                             twin_q=False)
@@ -227,7 +233,8 @@ def test_fp_buffer_one_window_per_agent_and_valid_transitions():
     #        agent 1's ends at once: R = 1, gamma, terminated, row 0
     # row 1: agent 0: 1, 2 -> R = 2 + 0.5*4 = 4, gamma^2; agent 1: idle, R = 0, terminated
     assert same(b.rewards, [[3, 1], [4, 0]]) and same(b.discounts, [[0.125, 0.5], [0.25, 0.5]])
-    assert b.terms.tolist() == [[False, True], [False, True]]
+    assert b.terms.tolist() == [[False, True], [False, True]], (
+        "each state row's terms is its own window's last row's, in its own column")
     assert same(b.next_share_obs[..., 0], [[102, 110], [102, 111]])
     # each state row's next joint observation comes from its own window's last row
     assert same(b.next_obs[..., 0], [[[20, 21], [0, 1]], [[20, 21], [10, 11]]])

@@ -40,6 +40,10 @@ def test_gae_without_episode_end():
     adv, ret = ppo.compute_gae(REWARDS, VALUES, column(1.0, 2.0, 4.0), NO_END, NO_END, 0.5, 0.5)
     assert torch.allclose(adv, column(1.3125, 1.25, 1.0))
     assert torch.allclose(ret, column(1.8125, 2.25, 3.0))
+    # lambda 1 apart from gamma 0.5 (gamma is delta's, gamma * lambda the trace's): delta stays
+    # [1, 1, 1]; A_2 = 1;  A_1 = 1 + 0.5*1 = 1.5;  A_0 = 1 + 0.5*1.5 = 1.75
+    adv, _ = ppo.compute_gae(REWARDS, VALUES, column(1.0, 2.0, 4.0), NO_END, NO_END, 0.5, 1.0)
+    assert torch.allclose(adv, column(1.75, 1.5, 1.0))
 
 
 def test_gae_termination_mid_rollout_does_not_bootstrap():
@@ -122,7 +126,7 @@ def test_vtrace_on_policy_with_unit_clips_equals_gae_with_lambda_one():
     gae_adv, gae_ret = ppo.compute_gae(rewards, values, next_values, terminated, truncated, 0.9, 1.0)
     vt_adv, vs = ppo.compute_vtrace(rewards, values, next_values, terminated, truncated,
                                     torch.zeros(T, N), 0.9)
-    assert terminated.any() and truncated.any()
+    assert terminated.any() and truncated.any(), "premise: the random flags end episodes both ways"
     assert torch.allclose(vs, gae_ret, atol=1e-5)
     assert torch.allclose(vt_adv, gae_adv, atol=1e-5)
 
@@ -150,7 +154,9 @@ def test_ppo_loss_by_hand():
     assert pg_loss.item() == approx(-0.15) and v_loss.item() == approx(0.25)
     assert entropy.item() == approx(0.5) and loss.item() == approx(-0.03)
     pg_loss.backward()
-    assert newlogprob.grad.tolist() == approx([0.0, 0.45])
+    assert newlogprob.grad.tolist() == approx([0.0, 0.45]), (
+        "L_pg keeps its graph to newlogprob: no gradient through the clipped sample 0, "
+        "ratio / B through the unclipped sample 1")
     loss, _, v_loss, _ = ppo.ppo_loss(newlogprob, **inputs, clip_vloss=True)
     assert v_loss.item() == approx(0.445) and loss.item() == approx(0.0675)
 

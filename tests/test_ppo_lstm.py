@@ -95,7 +95,7 @@ def test_chunks_cut_each_environments_rollout_into_consecutive_steps():
 def test_naive_generator_feeds_whole_rollouts():
     # T = 3, N = 4, 2 minibatches: each environment's whole rollout [0, 1, 2] is one sequence
     minibatches = chunks_of(ppo_lstm.naive_recurrent_generator(3, 4, 2))
-    assert [len(m) for m in minibatches] == [2, 2]
+    assert [len(m) for m in minibatches] == [2, 2], "2 minibatches of 2 whole rollouts each"
     assert sorted(sum(minibatches, [])) == [(n, [0, 1, 2]) for n in range(4)]
 
 
@@ -136,7 +136,8 @@ def test_unroll_resets_at_an_episode_start_inside_the_chunk():
     assert torch.allclose(outputs[2:], alone, atol=1e-6)
     before, _ = ppo_lstm.unroll(lstm, x[:2], state, torch.zeros(2, 1))
     assert torch.allclose(outputs[:2], before, atol=1e-6)
-    assert not torch.allclose(outputs[2], before[1], atol=1e-3)  # the reset changed something
+    assert not torch.allclose(outputs[2], before[1], atol=1e-3), (  # the reset changed something
+        "premise: the reset at step 2 changes the output, so the test tells a reset from none")
 
 
 def test_a_start_at_the_first_step_ignores_the_stored_state():

@@ -32,12 +32,14 @@ MASK = torch.tensor([True, True, False, True])
 
 def test_masked_categorical_probabilities_and_log_probabilities():
     dist = pm.masked_categorical(LOGITS, MASK)
-    assert isinstance(dist, torch.distributions.Categorical)
+    assert isinstance(dist, torch.distributions.Categorical), (
+        "masked_categorical returns a torch.distributions.Categorical")
     assert dist.probs.tolist() == approx([1 / 6, 2 / 6, 0.0, 3 / 6])
     # log pi = [ln 1/6, ln 1/3, ln 1/2] = [-1.791759, -1.098612, -0.693147] for the valid ones
     logprobs = dist.log_prob(torch.tensor([0, 1, 3]))
     assert logprobs.tolist() == approx([-math.log(6), -LN3, -LN2])
-    assert dist.log_prob(torch.tensor(2)).item() < -1e7  # the masked action: about -1e8
+    assert -1e9 < dist.log_prob(torch.tensor(2)).item() < -1e7, (  # the masked action: about -1e8
+        "a masked action's log-probability is about -1e8: its logit is replaced by -1e8, not -inf")
 
 
 def test_masked_categorical_entropy_counts_valid_actions_only():
@@ -55,8 +57,10 @@ def test_masked_categorical_gradients_are_finite_and_zero_for_masked_logits():
     assert logits.grad.tolist() == approx([1 / 6, -2 / 3, 0.0, 1 / 2])
     logits.grad = None
     pm.masked_categorical(logits, MASK).entropy().backward()
-    assert torch.isfinite(logits.grad).all() and logits.grad[2] == 0.0
-    assert logits.grad[[0, 1, 3]].abs().min() > 0  # the valid logits do get a gradient
+    assert torch.isfinite(logits.grad).all() and logits.grad[2] == 0.0, (
+        "the entropy's gradient is finite (a -inf logit would give nan) and 0 for a masked logit")
+    assert logits.grad[[0, 1, 3]].abs().min() > 0, (  # the valid logits do get a gradient
+        "every valid logit gets a gradient from the entropy")
 
 
 def test_sampling_never_returns_a_masked_action_and_follows_the_probabilities():
@@ -66,7 +70,7 @@ def test_sampling_never_returns_a_masked_action_and_follows_the_probabilities():
     logits = torch.tensor([[0.0, LN2, 100.0, LN3], [50.0, 0.0, 0.0, 50.0]]).repeat(10_000, 1)
     masks = torch.tensor([[True, True, False, True], [False, True, True, False]]).repeat(10_000, 1)
     actions = pm.masked_categorical(logits, masks).sample()
-    assert masks.gather(1, actions.unsqueeze(1)).all()
+    assert masks.gather(1, actions.unsqueeze(1)).all(), "sample() never returns a masked action"
     freq_row0 = torch.bincount(actions[0::2], minlength=4) / 10_000
     freq_row1 = torch.bincount(actions[1::2], minlength=4) / 10_000
     assert freq_row0.tolist() == pytest.approx([1 / 6, 2 / 6, 0.0, 3 / 6], abs=0.02)

@@ -61,10 +61,14 @@ def test_predictor_loss_averages_the_kept_samples_only():
 
 def test_predictor_loss_trains_the_predictor_and_never_the_target():
     rnd = hand_set_rnd(target_bias=[1.0, -1.0], predictor_bias=[0.0, 1.0])
-    ppo_rnd.predictor_loss(*rnd(torch.zeros(2, 3)), tensor(1, 1)).backward()
+    # the loss first: i = 2.5 for each state (above), both kept: (2.5 + 2.5) / 2 = 2.5
+    loss = ppo_rnd.predictor_loss(*rnd(torch.zeros(2, 3)), tensor(1, 1))
+    assert loss.item() == approx(2.5)
+    loss.backward()
     # dL/db_hat = (2 / k) * (f_hat - f) averaged over the 2 kept states = [0 - 1, 1 + 1] = [-1, 2]
     assert rnd.predictor[-1].bias.grad.tolist() == approx([-1.0, 2.0])
-    assert all(p.grad is None and not p.requires_grad for p in rnd.target.parameters())
+    assert all(p.grad is None and not p.requires_grad for p in rnd.target.parameters()), (
+        "the target network is fixed: no gradient reaches it, only the predictor learns")
 
 
 # ---------------------------------------------------------------------------------------
@@ -91,7 +95,8 @@ def test_intrinsic_reward_normalization_over_two_rollouts():
     # std 1.434440: r_int = [0, 4 / 1.434440 = 2.788544]
     second = scaler(np.array([[0.0], [4.0]]))
     assert second[:, 0].tolist() == pytest.approx([0.0, 2.788544], rel=1e-3)
-    assert scaler.last.tolist() == [4.625]
+    assert scaler.last.tolist() == [4.625], (
+        "the scaler keeps the last discounted sum R of each environment in self.last")
 
 
 # ---------------------------------------------------------------------------------------
@@ -109,7 +114,7 @@ class StubValues:
         return 2 * obs[..., 0]
 
 
-def two_stream_buffer(rewards_int=(2.0, 0.0, 1.0)):
+def two_stream_buffer(rewards_int=(2.0, 0.0, 1.0), gamma_int=0.5):
     buffer = ppo_rnd.RolloutBuffer(3, 1, (1,), (), False, "cpu")
     buffer.obs[:, 0, 0] = tensor(0.5, 1.0, 2.0)
     buffer.values[:] = column(0.5, 1.0, 2.0)  # V_ext(s_t) = s_t
@@ -119,7 +124,7 @@ def two_stream_buffer(rewards_int=(2.0, 0.0, 1.0)):
     buffer.terminated[0, 0], buffer.truncated[1, 0] = True, True
     buffer.final_obs[1, 0, 0] = 6.0  # V_ext = 6, V_int would be 12: the intrinsic stream ignores it
     buffer.last_obs[0, 0] = 4.0  # V_ext(s_3) = 4, V_int(s_3) = 8
-    buffer.compute_returns(StubValues(), gamma=0.5, gamma_int=0.5, gae_lambda=0.5)
+    buffer.compute_returns(StubValues(), gamma=0.5, gamma_int=gamma_int, gae_lambda=0.5)
     return buffer
 
 
@@ -140,6 +145,12 @@ def test_intrinsic_gae_runs_through_both_episode_ends():
     buffer = two_stream_buffer()
     assert buffer.advantages_int[:, 0].tolist() == approx([2.0, 0.0, 2.0])
     assert buffer.returns_int[:, 0].tolist() == approx([3.0, 2.0, 5.0])
+    # gamma_int 1 (gamma stays 0.5): delta = [2 + 2 - 1, 0 + 3 - 2, 1 + 8 - 3] = [3, 1, 6],
+    # gamma_int * lambda = 0.5: A_2 = 6;  A_1 = 1 + 0.5*6 = 4;  A_0 = 3 + 0.5*4 = 5; the
+    # extrinsic stream, on gamma, stays [0.5, 3, 1]
+    other = two_stream_buffer(gamma_int=1.0)
+    assert other.advantages_int[:, 0].tolist() == approx([5.0, 4.0, 6.0])
+    assert other.advantages[:, 0].tolist() == approx([0.5, 3.0, 1.0])
 
 
 def test_the_intrinsic_reward_reaches_the_intrinsic_stream_only():
@@ -147,8 +158,10 @@ def test_the_intrinsic_reward_reaches_the_intrinsic_stream_only():
     # becomes delta = [0 + 1 - 1, 0 + 1.5 - 2, 0 + 4 - 3] = [0, -0.5, 1]: A_2 = 1,
     # A_1 = -0.5 + 0.25 = -0.25, A_0 = 0 - 0.0625 = -0.0625
     buffer, other = two_stream_buffer(), two_stream_buffer(rewards_int=(0.0, 0.0, 0.0))
-    assert torch.equal(buffer.advantages, other.advantages)
-    assert torch.equal(buffer.returns, other.returns)
+    assert torch.equal(buffer.advantages, other.advantages), (
+        "the intrinsic rewards must not reach the extrinsic stream's advantages")
+    assert torch.equal(buffer.returns, other.returns), (
+        "the intrinsic rewards must not reach the extrinsic stream's returns")
     assert other.advantages_int[:, 0].tolist() == approx([-0.0625, -0.25, 1.0])
 
 

@@ -114,14 +114,17 @@ def test_anneal_by_hand():
 def test_admission_fills_the_value_demos_then_keeps_the_highest():
     # one given demo (return -5), capacity 3: room for 2 value demos
     buffers = ppod.DemoBuffers([episode(-5.0)], capacity=3, rho=0.3, phi=0.2, alpha=1.0, seed=0)
-    assert buffers.threshold == -5.0 and buffers.value_slots == 2
+    assert buffers.threshold == -5.0 and buffers.value_slots == 2, (
+        "premise: the threshold is the given demo's return, and 2 value slots are left")
     assert buffers.admit(episode(-8.0), max_value=1.0) == "value"
     assert buffers.admit(episode(-9.0), max_value=3.0) == "value"
     # full: max value 2.0 beats the lowest (1.0), which leaves; 0.5 beats none
     assert buffers.admit(episode(-7.0), max_value=2.0) == "value"
     assert buffers.admit(episode(-7.0), max_value=0.5) is None
-    assert [m for m, _ in buffers.value] == [3.0, 2.0] and len(buffers) == 3
-    assert (buffers.rho, buffers.phi) == (0.3, 0.2)  # value demos do not anneal
+    assert [m for m, _ in buffers.value] == [3.0, 2.0] and len(buffers) == 3, (
+        "the lowest value demo (1.0) left and the newcomer (2.0) was appended; 3 demos in all")
+    assert (buffers.rho, buffers.phi) == (0.3, 0.2), (  # value demos do not anneal
+        "a value demo leaves rho and phi as they were: only a reward demo anneals them")
 
 
 def test_reward_demos_evict_value_demos_first_and_the_threshold_rises():
@@ -133,21 +136,28 @@ def test_reward_demos_evict_value_demos_first_and_the_threshold_rises():
     # return -4 >= threshold -5: joins; 4 > 3 episodes, so the lowest value demo (2.0)
     # leaves; phi_0/K_v = 0.2/2 = 0.1: rho 0.3 -> 0.4, phi 0.2 -> 0.1
     assert buffers.admit(episode(-4.0), max_value=0.0) == "reward"
-    assert [m for m, _ in buffers.value] == [3.0] and buffers.threshold == -5.0
-    assert (buffers.rho, buffers.phi) == approx((0.4, 0.1))
+    assert [m for m, _ in buffers.value] == [3.0] and buffers.threshold == -5.0, (
+        "over capacity the value demo of lowest m (2.0) leaves first; the threshold stays")
+    assert (buffers.rho, buffers.phi) == approx((0.4, 0.1)), (
+        "a reward demo anneals rho and phi: phi_0 / K_v moves from phi to rho")
     # -3 joins, the last value demo leaves; rho 0.5, phi 0
     buffers.admit(episode(-3.0), max_value=0.0)
-    assert buffers.value == [] and (buffers.rho, buffers.phi) == approx((0.5, 0.0))
+    assert buffers.value == [] and (buffers.rho, buffers.phi) == approx((0.5, 0.0)), (
+        "the last value demo leaves; rho and phi anneal again")
     # -2 joins; no value demo is left, so the lowest return (-5) leaves: threshold -4
     buffers.admit(episode(-2.0), max_value=0.0)
-    assert [r for r, _ in buffers.reward] == [-4.0, -3.0, -2.0] and buffers.threshold == -4.0
-    assert len(buffers) == 3 and (buffers.rho, buffers.phi) == approx((0.5, 0.0))
+    assert [r for r, _ in buffers.reward] == [-4.0, -3.0, -2.0] and buffers.threshold == -4.0, (
+        "rising: the lowest return (-5, the given demo) leaves; the threshold rises to -4")
+    assert len(buffers) == 3 and (buffers.rho, buffers.phi) == approx((0.5, 0.0)), (
+        "capacity 3 holds; phi already 0, annealing moves nothing more")
     # below the threshold with no value demos to replace: dropped
-    assert buffers.admit(episode(-4.5), max_value=9.0) is None and len(buffers) == 3
+    assert buffers.admit(episode(-4.5), max_value=9.0) is None
+    assert len(buffers) == 3, "a dropped episode changes nothing"
     # a tie with the lowest return keeps the newcomer and evicts the older one
     older, newer = buffers.reward[0][1], episode(-4.0)
     buffers.admit(newer, max_value=0.0)
-    assert all(d is not older for _, d in buffers.reward) and buffers.reward[-1][1] is newer
+    assert all(d is not older for _, d in buffers.reward) and buffers.reward[-1][1] is newer, (
+        "of two equal lowest returns the older leaves; the newcomer is appended at the end")
 
 
 @pytest.mark.parametrize("rising", [False, True])
@@ -169,29 +179,36 @@ def test_given_demo_stays_and_the_oldest_agent_demo_leaves():
     buffers.admit(episode(-9.0), max_value=3.0)
     # return -4 >= threshold -5: joins; the given demo, the value demo and -4 fill capacity 3
     first = episode(-4.0)
-    assert buffers.admit(first, max_value=0.0) == "reward" and len(buffers.value) == 1
+    assert buffers.admit(first, max_value=0.0) == "reward"
+    assert len(buffers.value) == 1, "not over capacity: the value demo stays"
     # -2 joins; over capacity (4 > 3): the value demo (3.0) leaves first
-    assert buffers.admit(episode(-2.0), max_value=0.0) == "reward" and buffers.value == []
+    assert buffers.admit(episode(-2.0), max_value=0.0) == "reward"
+    assert buffers.value == [], "over capacity the value demos leave before any reward demo"
     # -3 joins; no value demo left: the oldest agent demo (-4) leaves, not the given -5 nor
     # the lowest return; the threshold stays -5 (the old rule would make it -3)
     newest = episode(-3.0)
     assert buffers.admit(newest, max_value=0.0) == "reward"
-    assert [r for r, _ in buffers.reward] == [-5.0, -2.0, -3.0] and buffers.threshold == -5.0
-    assert buffers.reward[0][1] is given and all(d is not first for _, d in buffers.reward)
+    assert [r for r, _ in buffers.reward] == [-5.0, -2.0, -3.0] and buffers.threshold == -5.0, (
+        "no value demo left: the oldest agent reward demo (-4) leaves; the threshold stays")
+    assert buffers.reward[0][1] is given and all(d is not first for _, d in buffers.reward), (
+        "the given demo never leaves; the agent's first reward demo has")
     # -5 ties the fixed threshold: joins, and -2, now the oldest agent demo, leaves
     assert buffers.admit(episode(-5.0), max_value=0.0) == "reward"
-    assert [r for r, _ in buffers.reward] == [-5.0, -3.0, -5.0] and buffers.reward[0][1] is given
+    assert [r for r, _ in buffers.reward] == [-5.0, -3.0, -5.0] and buffers.reward[0][1] is given, (
+        "the oldest agent reward demo (-2) leaves, the given one stays first")
     # below the threshold with no value demos to replace: dropped
-    assert buffers.admit(episode(-6.0), max_value=9.0) is None and len(buffers) == 3
+    assert buffers.admit(episode(-6.0), max_value=9.0) is None
+    assert len(buffers) == 3, "a dropped episode changes nothing"
 
 
 def test_success_threshold_is_fixed_where_it_is_given():
     # --success-threshold -3 with a given demo of return -5: -4 is no success; -3 is one
     buffers = ppod.DemoBuffers([episode(-5.0)], capacity=3, rho=0.3, phi=0.2, alpha=1.0, seed=0,
                                threshold=-3.0)
-    assert buffers.threshold == -3.0
+    assert buffers.threshold == -3.0, "premise: the threshold given is the one kept"
     assert buffers.admit(episode(-4.0), max_value=1.0) == "value"
-    assert buffers.admit(episode(-3.0), max_value=1.0) == "reward" and buffers.threshold == -3.0
+    assert buffers.admit(episode(-3.0), max_value=1.0) == "reward"
+    assert buffers.threshold == -3.0, "without --rising-threshold the threshold never moves"
 
 
 def test_refresh_recomputes_the_max_values_and_admission_uses_them():

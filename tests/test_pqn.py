@@ -21,13 +21,15 @@ TERMINATED, TRUNCATED = tensor(0, 0, 1, 0)[:, None], torch.tensor([True, False, 
 
 
 def test_q_lambda_returns_by_hand():
-    # lambda 0.5, backward:
-    #   t=3 (last):       G = 4 + 0.5 * (0.5*40 + 0.5*40)          = 4 + 20   = 24
-    #   t=2 (terminated): G = 3 + 0.5 * 0 * (...)                             = 3
-    #   t=1:              G = 2 + 0.5 * (0.5*20 + 0.5*G_2 = 10 + 1.5) = 2 + 5.75 = 7.75
-    #   t=0 (truncated):  G_1 is the next episode's: G = 1 + 0.5 * (0.5*10 + 0.5*10) = 6
-    returns = pqn.q_lambda_returns(REWARDS, NEXT_Q, TERMINATED, TRUNCATED, 0.5, 0.5)
-    assert returns.flatten().tolist() == [6.0, 7.75, 3.0, 24.0]
+    # lambda 0.75 (not 0.5, where swapping the weights lambda and 1 - lambda would change
+    # nothing), backward:
+    #   t=3 (last):       G = 4 + 0.5 * (0.25*40 + 0.75*40)          = 4 + 20    = 24
+    #   t=2 (terminated): G = 3 + 0.5 * 0 * (...)                                = 3
+    #   t=1:              G = 2 + 0.5 * (0.25*20 + 0.75*G_2 = 5 + 2.25) = 2 + 3.625 = 5.625
+    #   t=0 (truncated):  G_1 is the next episode's: G = 1 + 0.5 * (0.25*10 + 0.75*10) = 6
+    # (the weights swapped, 0.75*next_q + 0.25*G_{t+1}, would give G_1 = 2 + 0.5 * 15.75 = 9.875)
+    returns = pqn.q_lambda_returns(REWARDS, NEXT_Q, TERMINATED, TRUNCATED, 0.5, 0.75)
+    assert returns.flatten().tolist() == [6.0, 5.625, 3.0, 24.0]
 
 
 def test_lambda_0_is_the_one_step_target_and_1_the_monte_carlo_return():

@@ -60,19 +60,20 @@ def test_q_update_bootstraps_from_the_best_next_action():
     # target = 1 + 0.9*max(2, 4) = 4.6;  delta = 4.6 - 0 = 4.6;  Q(0, 1) = 0 + 0.5*4.6 = 2.3
     q = small_table()
     assert ql.q_update(q, 0, 1, 1.0, 1, False, 0.5, 0.9) == pytest.approx(4.6)
-    assert q[0, 1] == pytest.approx(2.3)
+    assert q[0, 1] == pytest.approx(2.3), "q_update changes q in place: q[s, a] += alpha * delta"
     # a second step from the same pair: target 4.6 again, delta = 4.6 - 2.3 = 2.3
     # Q(0, 1) = 2.3 + 0.5*2.3 = 3.45; nothing else moved
     assert ql.q_update(q, 0, 1, 1.0, 1, False, 0.5, 0.9) == pytest.approx(2.3)
-    assert q[0, 1] == pytest.approx(3.45)
-    assert q.tolist() == [[0.0, pytest.approx(3.45)], [2.0, 4.0], [0.0, 0.0]]
+    assert q[0, 1] == pytest.approx(3.45), "q_update changes q in place: q[s, a] += alpha * delta"
+    assert q.tolist() == [[0.0, pytest.approx(3.45)], [2.0, 4.0], [0.0, 0.0]], (
+        "only q[s, a] changes: every other entry of the table stays as it was")
 
 
 def test_q_update_terminated_step_does_not_bootstrap():
     # target = r = 1 (Q(1, .) is not used);  delta = 1 - 0 = 1;  Q(0, 1) = 0.5
     q = small_table()
     assert ql.q_update(q, 0, 1, 1.0, 1, True, 0.5, 0.9) == pytest.approx(1.0)
-    assert q[0, 1] == pytest.approx(0.5)
+    assert q[0, 1] == pytest.approx(0.5), "q_update changes q in place: q[s, a] += alpha * delta"
 
 
 def test_q_update_truncated_step_bootstraps_from_the_final_state():
@@ -82,7 +83,7 @@ def test_q_update_truncated_step_bootstraps_from_the_final_state():
     q = small_table()
     q[2, 0] = 1.0
     assert ql.q_update(q, 2, 0, -1.0, 1, False, 0.5, 0.9) == pytest.approx(1.6)
-    assert q[2, 0] == pytest.approx(1.8)
+    assert q[2, 0] == pytest.approx(1.8), "q_update changes q in place: q[s, a] += alpha * delta"
 
 
 def test_linear_schedule():
@@ -306,7 +307,8 @@ def test_chain_converges_to_the_values_solved_by_hand(tmp_path):
     assert q.tolist() == [pytest.approx([0.729, 0.81]), pytest.approx([0.729, 0.9]),
                           pytest.approx([0.81, 1.0])]
     lengths = {int(e["episode_length"]) for e in read_csv(path / "episodes.csv")}
-    assert 8 in lengths and min(lengths) == 3   # both truncated and terminated episodes
+    assert 8 in lengths and min(lengths) == 3, (  # both truncated and terminated episodes
+        "the run's premise: episodes cut by the 8-step limit and episodes that terminated")
     assert summary["eval_return_mean"] == 1.0   # greedy: right, right, right
 
 

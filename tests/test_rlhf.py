@@ -241,21 +241,26 @@ def test_ppo_loss_by_hand():
 # ---------------------------------------------------------------------------------------
 def test_dpo_loss_by_hand():
     # beta 0.5. Pair 1: log pi/pi_ref of the chosen -2 - (-3) = 1, of the rejected -4 - (-3) =
-    # -1: 0.5 * (1 + 1) = 1, -log sigma(1) = log(1 + e^-1) = 0.313262. Pair 2: both ratios 0:
-    # ln 2. Pair 3: chosen 0, rejected -2 - (-4) = 2: 0.5 * (0 - 2) = -1, log(1 + e) = 1.313262.
-    # Mean (0.313262 + 0.693147 + 1.313262) / 3 = 0.773224. Implicit rewards beta log pi/pi_ref.
+    # -1: margin 0.5 * (1 - (-1)) = 1, -log sigma(1) = log(1 + e^-1) = 0.313262. Pair 2: both
+    # ratios 0: margin 0, ln 2 = 0.693147. Pair 3: chosen -1 - (-1) = 0, rejected -2 - (-6) = 4:
+    # margin 0.5 * (0 - 4) = -2, -log sigma(-2) = log(1 + e^2) = 2.126928.
+    # Mean (0.313262 + 0.693147 + 2.126928) / 3 = 3.133337 / 3 = 1.044446. The margins 1, 0, -2
+    # are not symmetric, so a flipped sign (rejected - chosen: margins -1, 0, 2) shows in the
+    # loss: (1.313262 + 0.693147 + 0.126928) / 3 = 0.711112. Implicit rewards beta log pi/pi_ref:
+    # chosen 0.5 * [1, 0, 0] = [0.5, 0, 0], rejected 0.5 * [-1, 0, 4] = [-0.5, 0, 2].
     chosen = tensor(-2, -3, -1).requires_grad_()
     loss, chosen_rewards, rejected_rewards = rlhf.dpo_loss(
         chosen_logps=chosen, rejected_logps=tensor(-4, -5, -2), ref_chosen_logps=tensor(-3, -3, -1),
-        ref_rejected_logps=tensor(-3, -5, -4), beta=0.5)
-    assert loss.item() == approx((math.log(1 + math.exp(-1)) + LN2 + math.log(1 + math.e)) / 3)
+        ref_rejected_logps=tensor(-3, -5, -6), beta=0.5)
+    assert loss.item() == approx((math.log(1 + math.exp(-1)) + LN2 + math.log(1 + math.exp(2))) / 3)
+    assert loss.item() == approx(1.044446)
     assert chosen_rewards.tolist() == approx([0.5, 0, 0])
-    assert rejected_rewards.tolist() == approx([-0.5, 0, 1.0])
+    assert rejected_rewards.tolist() == approx([-0.5, 0, 2.0])
     # dL/d log pi(y_w) = -beta sigma(-margin) / 3: sigma(-1) = 0.268941, sigma(0) = 0.5,
-    # sigma(1) = 0.731059, times -0.5 / 3
+    # sigma(2) = 0.880797, times -0.5 / 3: [-0.0448236, -0.0833333, -0.146800]
     loss.backward()
     sig = lambda x: 1 / (1 + math.exp(-x))  # noqa: E731
-    assert chosen.grad.tolist() == approx([-0.5 / 3 * sig(-1), -0.5 / 3 * 0.5, -0.5 / 3 * sig(1)])
+    assert chosen.grad.tolist() == approx([-0.5 / 3 * sig(-1), -0.5 / 3 * 0.5, -0.5 / 3 * sig(2)])
 
 
 def test_dpo_loss_is_log_2_at_the_reference_and_only_the_margin_counts():
@@ -279,7 +284,8 @@ def test_dpo_loss_is_log_2_at_the_reference_and_only_the_margin_counts():
     assert (chosen.item(), rejected.item()) == approx((1.0, -0.5))
     loss.backward()
     assert chosen_logps.grad.item() == approx(-2 / (1 + math.exp(1.5)))
-    assert not chosen.requires_grad and not rejected.requires_grad  # logged, not trained
+    assert not chosen.requires_grad and not rejected.requires_grad, (
+        "the two implicit rewards are returned detached: they are logged, not trained")
 
 
 # ---------------------------------------------------------------------------------------
@@ -1774,8 +1780,12 @@ def test_bradley_terry_loss_gradient_raises_the_chosen_and_lowers_the_rejected()
     # over N pairs the mean divides by N. Two pairs, d = 0 and d = 2:
     # sigma(0) = 0.5, sigma(-2) = 0.119203; / 2: r_w's gradient [-0.25, -0.059601],
     # r_l's [0.25, 0.059601]: a descent step raises the chosen score and lowers the other
+    # The loss first: (ln 2 + log(1 + e^-2)) / 2 = (0.693147 + 0.126928) / 2 = 0.410038 (the
+    # preferred score second, margins 0 and -2, would give (0.693147 + 2.126928) / 2 = 1.410038)
     chosen, rejected = tensor(0.0, 3.0).requires_grad_(), tensor(0.0, 1.0).requires_grad_()
-    rlhf.bradley_terry_loss(chosen, rejected).backward()
+    loss = rlhf.bradley_terry_loss(chosen, rejected)
+    assert loss.item() == approx((LN2 + math.log(1 + math.exp(-2))) / 2)
+    loss.backward()
     sigma = 1 / (1 + math.exp(2))
     assert chosen.grad.tolist() == approx([-0.25, -sigma / 2])
     assert rejected.grad.tolist() == approx([0.25, sigma / 2])

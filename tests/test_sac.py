@@ -97,7 +97,8 @@ def test_logprob_stays_finite_where_tanh_rounds_to_one():
     #   = 2*(0.6931472 - 20 - 4.2e-18) = -38.6137056
     # log pi = -0.9189385 + 38.6137056 = 37.6947671
     logprob = sac.squashed_logprob(tensor([20.0]), tensor([20.0]), tensor([0.0]), tensor(1.0))
-    assert torch.tanh(tensor(20.0)) == 1.0
+    assert torch.tanh(tensor(20.0)) == 1.0, (
+        "the test's premise: in float32 tanh(20) rounds to 1, so log(1 - tanh(u)^2) is -inf")
     assert logprob.item() == pytest.approx(37.6947671, rel=1e-6)
 
 

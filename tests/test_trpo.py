@@ -99,7 +99,8 @@ def test_conjugate_gradient_solves_a_two_by_two_system_in_two_iterations():
 def test_conjugate_gradient_of_a_zero_gradient_is_zero_without_a_product():
     calls = []
     x = trpo.conjugate_gradient(lambda v: calls.append(v) or A @ v, tensor(0.0, 0.0), iters=10)
-    assert x.tolist() == [0.0, 0.0] and calls == []
+    assert x.tolist() == [0.0, 0.0]
+    assert calls == [], "with b = 0 the residual is 0 from the start: no product A v is taken"
 
 
 # ---------------------------------------------------------------------------------------
@@ -157,7 +158,8 @@ def test_line_search_accepts_the_full_step():
     calls = []
     params, fraction, kl = trpo.line_search(made_up(lambda x: -(x - 1) ** 2, lambda x: x * x / 2,
                                                     calls), tensor(0.0), tensor(1.0), 1.0, 0.5, 10)
-    assert (params.item(), fraction, kl) == (1.0, 1.0, 0.5) and calls == [0.0, 1.0]
+    assert (params.item(), fraction, kl) == (1.0, 1.0, 0.5)
+    assert calls == [0.0, 1.0], "evaluate: L(old_params) first, then each try until one is kept"
 
 
 def test_line_search_shrinks_until_the_surrogate_improves():
@@ -167,7 +169,9 @@ def test_line_search_shrinks_until_the_surrogate_improves():
     calls = []
     params, fraction, kl = trpo.line_search(made_up(lambda x: -(x - 1) ** 2, lambda x: x * x / 16,
                                                     calls), tensor(0.0), tensor(4.0), 1.0, 0.5, 10)
-    assert (params.item(), fraction, kl) == (1.0, 0.25, 0.0625) and calls == [0.0, 4.0, 2.0, 1.0]
+    assert (params.item(), fraction, kl) == (1.0, 0.25, 0.0625)
+    assert calls == [0.0, 4.0, 2.0, 1.0], (
+        "evaluate: L(old_params) first, then each try until one is kept")
 
 
 def test_line_search_shrinks_until_the_kl_is_within_delta():
@@ -176,7 +180,9 @@ def test_line_search_shrinks_until_the_kl_is_within_delta():
     calls = []
     params, fraction, kl = trpo.line_search(made_up(lambda x: x, lambda x: x * x / 2, calls),
                                             tensor(0.0), tensor(4.0), 0.5, 0.5, 10)
-    assert (params.item(), fraction, kl) == (1.0, 0.25, 0.5) and calls == [0.0, 4.0, 2.0, 1.0]
+    assert (params.item(), fraction, kl) == (1.0, 0.25, 0.5)
+    assert calls == [0.0, 4.0, 2.0, 1.0], (
+        "evaluate: L(old_params) first, then each try until one is kept")
 
 
 def test_line_search_refuses_a_kl_just_beyond_delta():
@@ -195,7 +201,8 @@ def test_line_search_rejects_and_puts_the_old_parameters_back():
     params, fraction, kl = trpo.line_search(made_up(lambda x: -x * x, lambda x: 0.0, calls),
                                             tensor(0.0), tensor(1.0), 1.0, 0.5, 3)
     assert (params.item(), fraction, kl) == (0.0, 0.0, 0.0)
-    assert calls == [0.0, 1.0, 0.5, 0.25, 0.0]
+    assert calls == [0.0, 1.0, 0.5, 0.25, 0.0], (
+        "every try rejected: evaluate(old_params) last, which puts the old parameters back")
 
 
 def test_the_kl_of_the_accepted_step_is_within_delta():
@@ -221,8 +228,9 @@ def test_the_kl_of_the_accepted_step_is_within_delta():
     params, fraction, kl = trpo.line_search(evaluate, theta.detach().clone(), step, 0.05, 0.8, 10)
     p_new = torch.softmax(params, -1)
     by_hand = (P_OLD * torch.log(P_OLD / p_new)).sum().item()
-    assert fraction > 0 and kl == pytest.approx(by_hand, abs=1e-6)
-    assert 0.03 < by_hand <= 0.05
+    assert fraction > 0, "a step was accepted"
+    assert kl == pytest.approx(by_hand, abs=1e-6)
+    assert 0.03 < by_hand <= 0.05, "the accepted step's KL is within delta 0.05, and near it"
 
 
 # ---------------------------------------------------------------------------------------
