@@ -815,21 +815,23 @@ def evaluate(args, models, video_folder=None):
 
 
 def goal(args):
-    """(threshold, window, holds_on, source): what a run is judged on. The script's GOALS for
-    the environment (its benchmark task's goal, the README row's), else Gymnasium's
-    reward_threshold (CartPole-v1's 475) over the last 20 training returns; --stop-at-return
-    gives the threshold in place of either. holds_on "train": the mean of the last `window`
-    training returns at the end; "eval": the final greedy evaluation; "gain": the final
-    greedy evaluation less the one where the run's learning began, summary's start_return
-    (grpo.py's warm start: what reinforcement learning added)."""
+    """(threshold, window, holds_on, source, budget): what a run is judged on. The script's
+    GOALS for the environment (its benchmark task's goal, the README row's, for the task's
+    budget of steps), else Gymnasium's reward_threshold (CartPole-v1's 475) over the last 20
+    training returns, at any budget; --stop-at-return gives the threshold in place of either,
+    at any budget (None). holds_on "train": the mean of the last `window` training returns at
+    the end; "eval": the final greedy evaluation; "gain": the final greedy evaluation less the
+    one where the run's learning began, summary's start_return (grpo.py's warm start: what
+    reinforcement learning added)."""
     name = args.env_id.rpartition(":")[2]
-    threshold, window, holds_on = globals().get("GOALS", {}).get(name, (None, 20, "train"))
+    threshold, window, holds_on, budget = globals().get("GOALS", {}).get(
+        name, (None, 20, "train", None))
     source = "GOALS" if threshold is not None else "reward_threshold"
     if threshold is None:
         threshold = getattr(gym.registry.get(name), "reward_threshold", None)
     if args.stop_at_return is not None:
-        threshold, source = args.stop_at_return, "--stop-at-return"
-    return threshold, window, holds_on, source
+        threshold, source, budget = args.stop_at_return, "--stop-at-return", None
+    return threshold, window, holds_on, source, budget
 
 
 class RunWriter:
@@ -864,10 +866,10 @@ class RunWriter:
             self.tensorboard = TensorBoardWriter(self.path)
             self.tensorboard.add_text("config", "|flag|value|\n|-|-|\n" + "\n".join(
                 f"|{key}|{value}|" for key, value in config.items()))
-        threshold, self.window, holds_on, self.source = goal(args)
+        threshold, self.window, holds_on, self.source, budget = goal(args)
         self.summary = dict.fromkeys(SUMMARY_KEYS) | {
             "solved_threshold": None if args.eval_checkpoint else threshold,
-            "solved_window": self.window, "holds_on": holds_on,
+            "solved_window": self.window, "holds_on": holds_on, "goal_budget": budget,
             "algorithm": args.exp_name, "env_id": args.env_id, "seed": args.seed,
             "global_steps": 0, "eval_episodes": args.eval_episodes, "interrupted": False}
         self.args, self.device, self.models = args, device, models
@@ -996,7 +998,8 @@ CHECKPOINT = "model.pt"
 EPISODE_FIELDS = ("global_step", "wall_time", "episode_return", "episode_length")
 SUMMARY_KEYS = ("algorithm", "env_id", "seed", "global_steps", "wall_time_s",
                 "train_return_last20", "eval_return_mean", "eval_return_std", "eval_episodes",
-                "solved_threshold", "solved_window", "holds_on", "start_return", "end_return", "holds",
+                "solved_threshold", "solved_window", "holds_on", "goal_budget", "start_return",
+                "end_return", "holds",
                 "solved_at_step", "solved_at_time_s", "interrupted")
 # The columns every script writes, as TensorBoard's scalars under CleanRL's names (each point
 # at the row's global_step and wall_time); a column in neither these nor the script's own
@@ -1129,14 +1132,18 @@ def finish(args, run, trained=True):
     for key in ("train_return_last20", "eval_return_mean"):
         closing.append(f"{key} " + ("-" if summary[key] is None else f"{summary[key]:.2f}"))
     if threshold is not None:  # --stop-at-return, else GOALS's, else the environment's
-        if summary["holds"] is not None:  # the end first: what a user gets from the run
+        if summary["end_return"] is not None:  # the end first: what a user gets from the run
             end = ("the final evaluation" if summary["holds_on"] == "eval" else
                    f"the gain over the start ({summary['start_return']:.2f} -> "
                    f"{summary['eval_return_mean']:.2f})" if summary["holds_on"] == "gain"
                    else f"the last-{window} mean at the end")
             value = f"{summary['end_return']:{'+' if summary['holds_on'] == 'gain' else ''}.2f}"
+        if summary["holds"] is not None:
             closing.append(f"{'holds' if summary['holds'] else 'does not hold'}: {end} {value} "
                            f"{'>=' if summary['holds'] else '<'} {threshold:g}")
+        elif short_of_budget(run) and summary["end_return"] is not None:
+            closing.append(f"not judged, {args.total_timesteps:,} steps where its goal "
+                           f"{threshold:g} is for {summary['goal_budget']:,}: {end} {value}")
         lost = " (lost by the end)" if summary["solved_at_step"] and summary["holds"] is False else ""
         if summary["holds_on"] != "gain":  # a gain has no training mean to reach it first
             closing.append(f"solved_at_step {summary['solved_at_step'] or 'not reached'} "
@@ -1155,9 +1162,9 @@ def judge(run):
     """summary.json's end_return, the figure the run is judged on where it ends (not where it
     first got: a run can reach its threshold and lose it): the mean of the last solved_window
     training returns (holds_on "train"), the final evaluation's mean ("eval") or that less
-    start_return ("gain"); and holds,
-    end_return >= solved_threshold, null without either, or for a run stopped before its
-    budget."""
+    start_return ("gain"); and holds, end_return >= solved_threshold, null without either, for
+    a run stopped before its budget, or for one given fewer steps than its goal is for
+    (short_of_budget)."""
     summary, window = run.summary, run.window
     summary["end_return"] = (summary["eval_return_mean"] if summary["holds_on"] == "eval" else
                              None if summary["holds_on"] == "gain" else
@@ -1166,8 +1173,15 @@ def judge(run):
                                                       summary["start_return"]):
         summary["end_return"] = summary["eval_return_mean"] - summary["start_return"]
     summary["holds"] = (None if None in (summary["solved_threshold"], summary["end_return"])
-                        or summary["interrupted"] else
+                        or summary["interrupted"] or short_of_budget(run) else
                         summary["end_return"] >= summary["solved_threshold"])
+
+
+def short_of_budget(run):
+    """Whether the run was given fewer steps (--total-timesteps) than its goal is for: a goal
+    at 1M steps does not judge a run of 300k."""
+    budget = run.summary["goal_budget"]
+    return budget is not None and run.args.total_timesteps < budget
 
 
 def rolling_means(returns, window=20):
@@ -1458,10 +1472,12 @@ def greedy_policy(models, envs):
 # What a run is judged on, by environment id (its benchmark task in benchmark.py, its README
 # row): (threshold, window of training episodes, "train": the last-window mean at the end,
 # or "eval": the final greedy evaluation). Another id: its reward_threshold over 20, "train".
-GOALS = {"CartPole-v1": (475, 20, "train"), "Acrobot-v1": (-100, 20, "train"),
-         "MinAtar/Asterix-v1": (5, 100, "train"), "MinAtar/Breakout-v1": (5, 100, "train"),
-         "MinAtar/Freeway-v1": (20, 100, "train"), "MinAtar/Seaquest-v1": (5, 100, "train"),
-         "MinAtar/SpaceInvaders-v1": (20, 100, "train")}
+GOALS = {"CartPole-v1": (475, 20, "train", 100_000), "Acrobot-v1": (-100, 20, "train", 100_000),
+         "MinAtar/Asterix-v1": (5, 100, "train", 1_000_000),
+         "MinAtar/Breakout-v1": (5, 100, "train", 1_000_000),
+         "MinAtar/Freeway-v1": (20, 100, "train", 1_000_000),
+         "MinAtar/Seaquest-v1": (5, 100, "train", 1_000_000),
+         "MinAtar/SpaceInvaders-v1": (20, 100, "train", 1_000_000)}
 MODEL_FLAGS = ("hidden_size",)  # a checkpoint's network is built by these
 # dqn.py's columns of updates.csv as TensorBoard's scalars, under CleanRL's names
 TENSORBOARD_NAMES = {

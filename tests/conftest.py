@@ -291,8 +291,8 @@ def script_path(script):
 
 SUMMARY_KEYS = {"algorithm", "env_id", "seed", "global_steps", "wall_time_s",
                 "train_return_last20", "eval_return_mean", "eval_return_std", "eval_episodes",
-                "solved_threshold", "solved_window", "holds_on", "start_return", "end_return",
-                "holds", "solved_at_step", "solved_at_time_s", "interrupted"}
+                "solved_threshold", "solved_window", "holds_on", "goal_budget", "start_return",
+                "end_return", "holds", "solved_at_step", "solved_at_time_s", "interrupted"}
 
 
 # The flags every script has (CONTRIBUTING.md, "Flags every script has"); torch scripts add --cuda/--no-cuda.

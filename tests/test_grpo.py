@@ -1795,7 +1795,8 @@ def test_held_out_csv_pass_at_k_csv_and_the_summary_recomputed_from_the_saved_mo
     assert written["eval_return_mean"] == approx(final.mean())
     assert written["eval_return_std"] == approx(final.std())
     assert written["end_return"] == approx(final.mean() - start["accuracy"])
-    assert written["holds"] == (final.mean() - start["accuracy"] >= 0.3)
+    # 64 steps, where the goal is for 307,200: its gain is given, not judged
+    assert written["goal_budget"] == 307_200 and written["holds"] is None
     assert (written["solved_threshold"], written["holds_on"]) == (0.3, "gain")
     assert written["global_steps"] == 64 and written == summary
     gain = final.mean() - start["accuracy"]
