@@ -1324,19 +1324,25 @@ def pytest_runtest_makereport(item, call):
         students = [os.path.abspath(path) for path in item.config.getoption("script_file")]
         in_student = [f for f in frames if os.path.abspath(f.filename) in students]
         error = call.excinfo.value
-        # an assert's own message (`assert x, "..."`) says what it checks; pytest writes it
-        # before the line "assert ..." of the failing expression
-        message = str(error).split("\nassert ")[0].strip() if isinstance(
-            error, AssertionError) and not str(error).startswith("assert ") else ""
         RECORDS[item.nodeid] = {
             "passed": False, "line": start, "statement": statement,
             "calls": [c for c in record["calls"] if c["count"]],
             "compared": on_line[-1] if on_line else None,
             "error": None if isinstance(error, AssertionError) else describe(error),
-            "message": message,
+            "message": assert_message(error),
             "student_line": ((in_student[-1].lineno, in_student[-1].line)
                              if in_student and not isinstance(error, NotImplementedError)
                              else None)}
+
+
+def assert_message(error):
+    """What a failing assert says it checks: its own message (`assert x, "..."`), which pytest
+    writes before the line "assert ..." of the failing expression, stripped; "" for an assert
+    without one, or for an error that is not an AssertionError."""
+    text = str(error)
+    if not isinstance(error, AssertionError) or text.startswith("assert "):
+        return ""
+    return " ".join(text.split("\nassert ")[0].split())
 
 
 def pytest_sessionfinish(session):

@@ -616,3 +616,78 @@ def test_a_training_run_is_judged_on_the_window_its_stop_at_return_stops_on(tmp_
     with pytest.raises(exercises.NotYet, match=r"did not reach -250 \(mean of the last 20 "
                                                r"training returns: -600.0\)"):
         exercises.report_training(str(tmp_path / "ddpg_td3.py"), [e], 60)
+
+
+def judged(tmp_path, monkeypatch, returns, window, exercise="ddpg_td3.target"):
+    """What check says of a training run whose episodes.csv holds `returns` and whose goal's
+    window is `window`: (the report, None), or (the report, the NotYet's text)."""
+    folder = tmp_path / f"run{len(returns)}-{window}-{returns[-1]}"
+    folder.mkdir()
+    (folder / "episodes.csv").write_text("global_step,wall_time,episode_return,episode_length\n" +
+                                         "".join(f"{i + 1},0.1,{r},1\n" for i, r in enumerate(returns)))
+    monkeypatch.setattr(exercises, "training_run", lambda *a: (str(folder), {
+        "solved_window": window, "global_steps": len(returns)}))
+    e = exercises.find_exercise(exercise)
+    shutil.copy(os.path.join(ROOT, f"{e.script}.py"), tmp_path)
+    out = io.StringIO()
+    monkeypatch.setattr(sys, "stdout", out)
+    try:
+        exercises.report_training(str(tmp_path / f"{e.script}.py"), [e], 60)
+    except exercises.NotYet as reason:
+        return out.getvalue(), str(reason)
+    return out.getvalue(), None
+
+
+def test_the_last_20_returns_can_pass_a_run_its_goals_window_would_not(tmp_path, monkeypatch):
+    # window 10 (ddpg_td3.py on Pendulum-v1), goal -250: 10 returns of -200, then 10 of -300:
+    # the last 10 average -300 (short), the last 20 (10 * -200 + 10 * -300) / 20 = -250, which
+    # reaches the goal exactly (a mean equal to the goal passes)
+    out, failed = judged(tmp_path, monkeypatch, [-200] * 10 + [-300] * 10, 10)
+    assert failed is None and "mean of the last 20 training returns -250.0" in out
+    # all 30 at -250: exactly the goal over either window: passes
+    out, failed = judged(tmp_path, monkeypatch, [-250] * 30, 10)
+    assert failed is None and "training returns -250.0" in out
+    # window 100 (qlearning.py on MountainCar-v0), goal -160: 80 returns of -200, then 20 of
+    # -150: the last 20 average -150 (passes), the last 100 (80 * -200 + 20 * -150) / 100 = -190
+    out, failed = judged(tmp_path, monkeypatch, [-200] * 80 + [-150] * 20, 100,
+                         "qlearning.discretize")
+    assert failed is None and "mean of the last 20 training returns -150.0" in out
+
+
+def test_a_run_with_fewer_episodes_than_the_window_is_judged_on_the_mean_of_those(tmp_path,
+                                                                                  monkeypatch):
+    # 5 episodes of -300 under a window of 20: their mean, (5 * -300) / 5 = -300, is short of
+    # -250, not -1,500 / 20 = -75; and with none at all nothing is reached
+    _, failed = judged(tmp_path, monkeypatch, [-300] * 5, 20)
+    assert failed is not None and "(mean of the last 20 training returns: -300.0)" in failed
+
+
+def test_an_asserts_message_is_what_it_checks_on_one_line():
+    # pytest writes an assert's own message before the line "assert ...": a message padded
+    # with spaces or written over several lines (triple quotes) is shown stripped, on one
+    # line; an assert without a message, or an error that is not an AssertionError, has none
+    message = exercises.assert_message
+    assert message(AssertionError("  rewards are detached \nassert False")) == "rewards are detached"
+    assert message(AssertionError("\n    the table changes\n    in place\n    \nassert False")) == (
+        "the table changes in place")
+    assert message(AssertionError("assert 1 == 2\n +  where ...")) == ""
+    assert message(ValueError("bad value")) == ""
+
+
+def test_a_parametrized_test_of_an_exercises_computed_is_not_labelled_by_hand(monkeypatch):
+    # A failing case of a parametrized test (its name ends in [...]) is labelled as its test is:
+    # pqn's agreement test computes its expected values, so its case [1] says where to look,
+    # not "worked out by hand"; a by-hand test's case says "worked out by hand".
+    e = exercises.find_exercise("pqn.q_lambda")
+    record = {"passed": False, "line": 60, "statement": "assert a == b", "calls": [],
+              "compared": {"expected": "1.0", "obtained": "2.0"}, "error": None, "message": "",
+              "student_line": None}
+    monkeypatch.setattr(exercises, "run_tests", lambda *a: {e.id: [
+        ("test_q_lambda_returns_agree_with_the_recursive_definition[1]", record),
+        ("test_q_lambda_returns_by_hand[1]", record)]})
+    out = io.StringIO()
+    monkeypatch.setattr(sys, "stdout", out)
+    exercises.report_tests("pqn.py", "pqn", [e], 60)
+    computed, by_hand = out.getvalue().split("FAIL  test_q_lambda_returns_by_hand[1]")
+    assert "expected  1.0  (see the test's line: computed there" in computed
+    assert "worked out by hand" not in computed and "expected  1.0  (worked out by hand)" in by_hand

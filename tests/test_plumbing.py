@@ -663,6 +663,14 @@ def test_a_goal_judges_no_run_given_fewer_steps_than_it_is_for(script, tmp_path,
                         "holds_on", "")
         else:
             assert "| holds: the last-20 mean at the end -100.00 >= " in closing
+    # A script that trains in whole rollouts rounds --total-timesteps down (1,000 to 512 in
+    # rollouts of 512): the budget it was given is what the goal compares, so it is judged.
+    args = module.Args(output_dir=str(tmp_path / "rollouts"), tensorboard=False,
+                       eval_episodes=0, env_id=NO_GOAL, total_timesteps=1000)
+    run = module.RunWriter(args, "cpu", {}, rollout_steps=512)
+    for k in range(1, 31):
+        run.episode(10 * k, -100.0, 10)
+    assert run.budget == 512 and module.finish(args, run)["holds"] is True
 
 
 @pytest.mark.parametrize("script", BLOCK)
