@@ -1148,16 +1148,18 @@ def show(value, depth=0):
 
 def render(value, depth):
     """Tensors and arrays as nested lists with six significant digits (or their shape, when
-    large), pytest.approx as the value it expects, a small module by its parameters, another
+    large; a tensor attached to a graph says requires_grad=True), pytest.approx as the value it
+    expects, a small module by its parameters, another
     object by its public attributes (two levels deep), memory addresses left out."""
     torch = sys.modules.get("torch")
     np = sys.modules.get("numpy")
     if hasattr(value, "expected") and type(value).__module__.startswith("_pytest"):
         return show(value.expected, depth)  # pytest.approx(x)
-    if torch is not None and isinstance(value, torch.Tensor):
+    if torch is not None and isinstance(value, torch.Tensor):  # attached to a graph: said
+        grad = ", requires_grad=True" if value.requires_grad else ""
         if value.numel() > SHOWN_ELEMENTS:
-            return f"tensor of shape {list(value.shape)}"
-        return f"tensor({show(value.detach().cpu().tolist(), depth)})"
+            return f"tensor of shape {list(value.shape)}{grad}"
+        return f"tensor({show(value.detach().cpu().tolist(), depth)}{grad})"
     if np is not None and isinstance(value, np.ndarray):
         if value.size > SHOWN_ELEMENTS:
             return f"array of shape {list(value.shape)}"
@@ -1172,7 +1174,7 @@ def render(value, depth):
     if isinstance(value, dict):
         return "{" + ", ".join(f"{show(k, depth)}: {show(v, depth)}" for k, v in value.items()) + "}"
     if torch is not None and isinstance(value, torch.nn.Module):
-        fields = dict(value.named_parameters())
+        fields = {k: p.detach() for k, p in value.named_parameters()}  # weights learn: unsaid
         if sum(p.numel() for p in fields.values()) > SHOWN_ELEMENTS:
             return f"{type(value).__name__}({value.extra_repr()})"
     elif hasattr(value, "__dict__") and not inspect.ismodule(value) and not callable(value):

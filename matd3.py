@@ -348,7 +348,8 @@ class ReplayBuffer:
         """The rows `index` [B] as a Batch. From each, one window per state row k (K = 1 for EP,
         A for FP) of n_step rows, by next_index over end_flags() in column k; its rewards and
         discounts by nstep_return(..., self.gamma). share_obs, obs, actions, valid: the start
-        row's; terms, dones, next_share_obs (column k) and next_obs: the window's last row's."""
+        row's; the stored terms and dones (not end_flags), next_share_obs (each in column k) and
+        next_obs: the window's last row's."""
         ends = self.end_flags()
         num_rows = ends.shape[1]
         column = torch.arange(num_rows, device=index.device)

@@ -278,8 +278,9 @@ class DemoBuffers:
            capacity the value demo with the lowest m leaves, or with none left the oldest of
            the agent's reward demos (first in, first out, as in the authors' code, where the
            given demos never leave; the threshold stays, as in the paper). Deviation, rising
-           (--rising-threshold): the reward demo with the lowest return leaves, a given one
-           too (the oldest of equals), and the threshold rises to the lowest return kept.
+           (--rising-threshold): with no value demo left, the reward demo with the lowest return
+           leaves, a given one too (the oldest of equals; self.given is unchanged), and the
+           threshold rises to the lowest return kept (max of the two: it never falls).
         2. Else it is appended to the value demos if there is room, or if its m is higher than
            the lowest m, whose demo then leaves; else it is dropped."""
         episode_return = demo.episode_return

@@ -1023,8 +1023,9 @@ def teaching_page():
         "5. Collect the week's files and grade them in one command "
         "([Handing out and collecting](#handing-out-and-collecting)).", ""]
     return "\n".join(["# Teaching", "",
-                      "EXERCISES.md, the guide for teachers, as the repository gives it; then a "
-                      "plan for a course's first week and the flags every script shares.",
+                      "EXERCISES.md as the repository gives it, a student's page and then the "
+                      "guide for teachers; then a plan for a course's first week and the flags "
+                      "every script shares.",
                       "", exercises_md.strip(), "", *first_week,
                       contributing_section("Flags every script has"), ""])
 

@@ -170,6 +170,8 @@ def test_show_writes_values_as_a_student_reads_them():
     assert show([pytest.approx([0.729, 0.81]), (1, True)]) == "[[0.729, 0.81], (1, True)]"
     assert show(torch.tensor([[1.3125], [0.1]])) == "tensor([[1.3125], [0.1]])"
     assert show(torch.zeros(4, 2, 8)) == "tensor of shape [4, 2, 8]"
+    # a tensor attached to a graph says so (a student who forgot a detach sees it)
+    assert show(torch.ones(2, requires_grad=True) * 2) == "tensor([2.0, 2.0], requires_grad=True)"
     assert show(np.array([1, 2])) == "array([1, 2])" and show(np.float32(0.25)) == "0.25"
     linear = torch.nn.Linear(1, 2)
     with torch.no_grad():
@@ -340,6 +342,7 @@ def test_check_shows_tensors_compared_and_the_line_of_the_students_file_that_rai
     assert "built-in method" not in out and " at 0x" not in out
     # compute_vtrace raises: the error and the student's line that raised it
     assert "and raised RuntimeError: Tensors must have same number of dimensions" in out
+    assert "and returned" not in out  # a call that raised returned nothing
     assert (f"at line {original[:original.index(cat)].count(chr(10)) + 1} of your file: "
             f"{cat.replace('[-1:]', '[-1]')}"
             in out)
@@ -569,6 +572,9 @@ def test_check_says_what_an_assert_checks_and_which_expected_values_the_test_com
     assert code == 1 and "rlhf.dpo_loss: 1 of 2 tests pass" in out
     assert ("          what it checks: the two implicit rewards are returned detached: they are "
             "logged, not trained\n") in out
+    # what the function returned shows the rewards attached to the graph
+    assert ("and returned (tensor(0.201413, requires_grad=True), tensor([1.0], requires_grad=True), "
+            "tensor([-0.5]))") in out  # the chosen's log-probabilities carry a gradient
     assert "verdict: not yet: 1 of 2 tests fail; the first: test_dpo_loss_is_log_2" in out
     assert out.rstrip().endswith(": the two implicit rewards are returned detached: they are "
                                  "logged, not trained")
@@ -583,7 +589,9 @@ def test_check_says_what_an_assert_checks_and_which_expected_values_the_test_com
     (tmp_path / "b" / "pqn.py").write_text(original.replace(
         mix, "q_lambda * next_q[t] + (1 - q_lambda) * following"))
     code, out, _ = run_exercises("check", str(tmp_path / "b" / "pqn.py"), "--no-train")
-    assert code == 1
+    assert code == 1  # all three fail; the verdict names the first, with the values it compared
+    assert ("verdict: not yet: 3 of 3 tests fail; the first: test_q_lambda_returns_by_hand "
+            "(tests/test_pqn.py, line ") in out and "obtained [6.0, 9.875, 3.0, 24.0]" in out
     by_hand = out[out.index("FAIL  test_lambda_0_is_the_one_step"):]
     assert by_hand.index("(worked out by hand)") < by_hand.index("FAIL  test_q_lambda_returns_agree")
     agree = out[out.index("FAIL  test_q_lambda_returns_agree"):]
@@ -621,7 +629,7 @@ def test_a_training_run_is_judged_on_the_window_its_stop_at_return_stops_on(tmp_
 def judged(tmp_path, monkeypatch, returns, window, exercise="ddpg_td3.target"):
     """What check says of a training run whose episodes.csv holds `returns` and whose goal's
     window is `window`: (the report, None), or (the report, the NotYet's text)."""
-    folder = tmp_path / f"run{len(returns)}-{window}-{returns[-1]}"
+    folder = tmp_path / f"run{len(returns)}-{window}-{returns[-1] if returns else ''}"
     folder.mkdir()
     (folder / "episodes.csv").write_text("global_step,wall_time,episode_return,episode_length\n" +
                                          "".join(f"{i + 1},0.1,{r},1\n" for i, r in enumerate(returns)))
@@ -660,6 +668,47 @@ def test_a_run_with_fewer_episodes_than_the_window_is_judged_on_the_mean_of_thos
     # -250, not -1,500 / 20 = -75; and with none at all nothing is reached
     _, failed = judged(tmp_path, monkeypatch, [-300] * 5, 20)
     assert failed is not None and "(mean of the last 20 training returns: -300.0)" in failed
+    _, failed = judged(tmp_path, monkeypatch, [], 20)
+    assert failed is not None and "(mean of the last 20 training returns: None)" in failed
+
+
+def test_a_failing_case_with_values_compared_names_them_before_the_asserts_message():
+    # an assert that compares values and has a message (tests/test_mappo.py's `same`): the
+    # verdict's one line gives the values, which say more than the message
+    record = {"line": 7, "compared": {"expected": "1.0", "obtained": "2.0"},
+              "message": "the gradient of the masked entries is 0", "calls": []}
+    assert exercises.failing_case("test_x", record, "mappo") == (
+        "test_x (tests/test_mappo.py, line 7): expected 1.0, obtained 2.0")
+    assert exercises.failing_case("test_x", {**record, "compared": None}, "mappo") == (
+        "test_x (tests/test_mappo.py, line 7): the gradient of the masked entries is 0")
+
+
+def test_a_failure_inside_a_helper_of_the_test_file_points_at_the_helpers_line(tmp_path):
+    # The report shows the innermost line of the test file that failed: an assert in a helper
+    # the test calls (as tests/test_mappo.py's loss_spy), not the test's call of the helper.
+    (tmp_path / "conftest.py").write_text(
+        "def pytest_addoption(parser):\n"
+        "    parser.addoption('--script-file', action='append', default=[])\n")
+    (tmp_path / "pytest.ini").write_text("[pytest]\n")
+    (tmp_path / "test_fake.py").write_text(
+        "def helper(x):\n"
+        "    assert x == 2, 'the helper checks x'\n"
+        "\n"
+        "\n"
+        "def test_calls_the_helper():\n"
+        "    helper(1)\n")
+    report = tmp_path / "report.json"
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p",
+                           "exercises", "--exercise-report", str(report), "-c",
+                           str(tmp_path / "pytest.ini"), str(tmp_path / "test_fake.py")],
+                          capture_output=True, text=True, cwd=tmp_path,
+                          env={**os.environ, "PYTHONPATH": ROOT,
+                               "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"})
+    assert done.returncode == 1, done.stdout + done.stderr
+    import json
+    (record,) = json.loads(report.read_text()).values()
+    assert record["line"] == 2 and record["statement"].startswith("assert x == 2")
+    assert record["message"] == "the helper checks x"
 
 
 def test_an_asserts_message_is_what_it_checks_on_one_line():

@@ -274,10 +274,10 @@ def test_dpo_loss_is_log_2_at_the_reference_and_only_the_margin_counts():
         loss, chosen, rejected = rlhf.dpo_loss(tensor(-3, -1), tensor(-2, -5), tensor(-3, -1),
                                                tensor(-2, -5), beta=beta)
         assert loss.item() == approx(LN2) and chosen.tolist() == rejected.tolist() == [0, 0]
-    chosen_logps = tensor(-1.5).requires_grad_()
+    shifted, _, _ = rlhf.dpo_loss(tensor(1.5), tensor(-1.25), tensor(1), tensor(-1), beta=2.0)
+    chosen_logps = tensor(-1.5).requires_grad_()  # the last call: a failing check shows it
     loss, chosen, rejected = rlhf.dpo_loss(chosen_logps, tensor(-4.25), tensor(-2), tensor(-4),
                                            beta=2.0)
-    shifted, _, _ = rlhf.dpo_loss(tensor(1.5), tensor(-1.25), tensor(1), tensor(-1), beta=2.0)
     assert loss.item() == approx(math.log(1 + math.exp(-1.5)))
     assert loss.item() == pytest.approx(0.201413, abs=1e-6)
     assert shifted.item() == approx(loss.item())
