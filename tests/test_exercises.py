@@ -94,6 +94,14 @@ def test_each_exercise_names_a_function_and_tests_that_exist(exercise):
     assert not [n.name for n in functions if n.name in exercise.tests and any(
         "mark.slow" in ast.unparse(d) for d in n.decorator_list)]
     assert exercise.run[0] == "--env-id" and exercise.run[1] in EXPECTED_ENVS[exercise.script]
+    # the run is judged on a measure summary.json has, at the goal its --stop-at-return stops at;
+    # one judged on the evaluation names how many episodes it plays
+    assert exercise.measure in ("train", "eval_return_mean")
+    if "--stop-at-return" in exercise.run:
+        assert float(exercise.run[exercise.run.index("--stop-at-return") + 1]) == exercise.goal
+    if exercise.measure == "eval_return_mean":
+        assert "--eval-episodes" in exercise.run
+    assert set(exercise.computed) <= set(exercise.tests)
 
 
 # What each rlhf.py exercise's training run must select for the exercise's function to be
@@ -170,6 +178,11 @@ def test_show_writes_values_as_a_student_reads_them():
     assert show([pytest.approx([0.729, 0.81]), (1, True)]) == "[[0.729, 0.81], (1, True)]"
     assert show(torch.tensor([[1.3125], [0.1]])) == "tensor([[1.3125], [0.1]])"
     assert show(torch.zeros(4, 2, 8)) == "tensor of shape [4, 2, 8]"
+    # up to SHOWN_ELEMENTS (20) elements are written out, more by the shape
+    assert show(torch.zeros(20)).startswith("tensor([0.0, ") and show(torch.zeros(21)) == (
+        "tensor of shape [21]")
+    assert show(np.zeros(20)).startswith("array([0.0, ") and show(np.zeros(21)) == (
+        "array of shape [21]")
     # a tensor attached to a graph says so (a student who forgot a detach sees it)
     assert show(torch.ones(2, requires_grad=True) * 2) == "tensor([2.0, 2.0], requires_grad=True)"
     assert show(np.array([1, 2])) == "array([1, 2])" and show(np.float32(0.25)) == "0.25"
@@ -621,7 +634,8 @@ def test_a_training_run_is_judged_on_the_window_its_stop_at_return_stops_on(tmp_
     # a window of 20 (another script's goal) judges the same run on -600: not yet
     monkeypatch.setattr(exercises, "training_run", lambda *a: (str(folder), {
         "solved_window": 20, "global_steps": 5000}))
-    with pytest.raises(exercises.NotYet, match=r"did not reach -250 \(mean of the last 20 "
+    with pytest.raises(exercises.NotYet, match=r"the tests pass, but the run on Pendulum-v1 did "
+                                               r"not reach -250 \(mean of the last 20 "
                                                r"training returns: -600.0\)"):
         exercises.report_training(str(tmp_path / "ddpg_td3.py"), [e], 60)
 
@@ -721,6 +735,48 @@ def test_an_asserts_message_is_what_it_checks_on_one_line():
         "the table changes in place")
     assert message(AssertionError("assert 1 == 2\n +  where ...")) == ""
     assert message(ValueError("bad value")) == ""
+
+
+def test_the_wrapper_keeps_the_last_calls_inputs_and_result_and_counts_the_calls():
+    def add(a, b=2):
+        return a + b
+    call = {"count": 0}
+    wrapped = exercises.recorded(add, call)
+    assert wrapped(1) == 3 and wrapped(5, b=4) == 9
+    assert call["count"] == 2 and call["inputs"] == [("a", "5"), ("b", "4")]
+    assert call["returned"] == "9" and call["raised"] is None
+    assert call["function"].endswith("add")  # its qualified name
+
+
+def test_a_parametrized_test_of_an_exercise_is_wrapped_as_its_test_is(monkeypatch):
+    # grpo.pass_at_k's tests are parametrized: pytest names a case test_pass_at_k_by_hand[...],
+    # its original name test_pass_at_k_by_hand; the plugin wraps the exercise's function for it
+    # (so that a failing case shows what the function was given) and restores it after.
+    import types
+    grpo = pytest.importorskip("grpo")
+    original = grpo.pass_at_k
+    item = types.SimpleNamespace(module=types.SimpleNamespace(__name__="test_grpo"),
+                                 originalname="test_pass_at_k_by_hand",
+                                 name="test_pass_at_k_by_hand[4-1-2-0.5]", path="tests/test_grpo.py")
+    exercises.pytest_runtest_setup(item)
+    try:
+        assert grpo.pass_at_k is not original
+        grpo.pass_at_k(4, 1, 2)
+        (call,) = exercises.RECORDS["current"]["calls"]
+        assert call["count"] == 1 and call["function"] == "pass_at_k"
+    finally:
+        exercises.pytest_runtest_teardown(item)
+    assert grpo.pass_at_k is original
+
+
+def test_the_hint_is_given_only_where_a_test_fails(monkeypatch):
+    e = exercises.find_exercise("pqn.q_lambda")
+    passed = {"passed": True}
+    monkeypatch.setattr(exercises, "run_tests", lambda *a: {e.id: [(t, passed) for t in e.tests]})
+    out = io.StringIO()
+    monkeypatch.setattr(sys, "stdout", out)
+    assert exercises.report_tests("pqn.py", "pqn", [e], 60) == (3, 3, None)
+    assert "pqn.q_lambda: 3 of 3 tests pass" in out.getvalue() and "hint:" not in out.getvalue()
 
 
 def test_a_parametrized_test_of_an_exercises_computed_is_not_labelled_by_hand(monkeypatch):
