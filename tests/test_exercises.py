@@ -5,6 +5,7 @@ import csv
 import functools
 import glob
 import io
+import json
 import os
 import shutil
 import subprocess
@@ -612,34 +613,6 @@ def test_check_says_what_an_assert_checks_and_which_expected_values_the_test_com
             and "worked out by hand)" not in agree)
 
 
-def test_a_training_run_is_judged_on_the_window_its_stop_at_return_stops_on(tmp_path,
-                                                                            monkeypatch):
-    # ddpg_td3.py's goal on Pendulum-v1 is judged over 10 episodes, so --stop-at-return -250
-    # stops the run once the last 10 returns average -250 or more. 25 episodes: 15 of -1,000,
-    # then 10 of -200: the last 10 average -200 (reached), the last 20 (10 * -1000 + 10 * -200)
-    # / 20 = -600 (not); the check judges the run on the window it stopped on, 10.
-    folder = tmp_path / "run"
-    folder.mkdir()
-    (folder / "episodes.csv").write_text("global_step,wall_time,episode_return,episode_length\n" + "".join(
-        f"{200 * (i + 1)},0.1,{-1000 if i < 15 else -200},200\n" for i in range(25)))
-    monkeypatch.setattr(exercises, "training_run", lambda *a: (str(folder), {
-        "solved_window": 10, "global_steps": 5000, "train_return_last20": -600.0}))
-    shutil.copy(os.path.join(ROOT, "ddpg_td3.py"), tmp_path)  # check reads its flags
-    e = exercises.find_exercise("ddpg_td3.target")
-    assert e.measure == "train" and e.goal == -250
-    out = io.StringIO()
-    monkeypatch.setattr(sys, "stdout", out)
-    exercises.report_training(str(tmp_path / "ddpg_td3.py"), [e], 60)
-    assert "mean of the last 10 training returns -200.0" in out.getvalue()
-    # a window of 20 (another script's goal) judges the same run on -600: not yet
-    monkeypatch.setattr(exercises, "training_run", lambda *a: (str(folder), {
-        "solved_window": 20, "global_steps": 5000}))
-    with pytest.raises(exercises.NotYet, match=r"the tests pass, but the run on Pendulum-v1 did "
-                                               r"not reach -250 \(mean of the last 20 "
-                                               r"training returns: -600.0\)"):
-        exercises.report_training(str(tmp_path / "ddpg_td3.py"), [e], 60)
-
-
 def judged(tmp_path, monkeypatch, returns, window, exercise="ddpg_td3.target"):
     """What check says of a training run whose episodes.csv holds `returns` and whose goal's
     window is `window`: (the report, None), or (the report, the NotYet's text)."""
@@ -658,6 +631,23 @@ def judged(tmp_path, monkeypatch, returns, window, exercise="ddpg_td3.target"):
     except exercises.NotYet as reason:
         return out.getvalue(), str(reason)
     return out.getvalue(), None
+
+
+def test_a_training_run_is_judged_on_the_window_its_stop_at_return_stops_on(tmp_path,
+                                                                            monkeypatch):
+    # ddpg_td3.py's goal on Pendulum-v1 is judged over 10 episodes, so --stop-at-return -250
+    # stops the run once the last 10 returns average -250 or more. 25 episodes: 15 of -1,000,
+    # then 10 of -200: the last 10 average -200 (reached), the last 20 (10 * -1000 + 10 * -200)
+    # / 20 = -600 (not); the check judges the run on the window it stopped on, 10.
+    e = exercises.find_exercise("ddpg_td3.target")
+    assert e.measure == "train" and e.goal == -250
+    returns = [-1000] * 15 + [-200] * 10
+    out, failed = judged(tmp_path, monkeypatch, returns, 10)
+    assert failed is None and "mean of the last 10 training returns -200.0" in out
+    # a window of 20 (another script's goal) judges the same run on -600: not yet
+    _, failed = judged(tmp_path, monkeypatch, returns, 20)
+    assert failed == ("the tests pass, but the run on Pendulum-v1 did not reach -250 (mean of "
+                      "the last 20 training returns: -600.0)")
 
 
 def test_the_last_20_returns_can_pass_a_run_its_goals_window_would_not(tmp_path, monkeypatch):
@@ -719,7 +709,6 @@ def test_a_failure_inside_a_helper_of_the_test_file_points_at_the_helpers_line(t
                           env={**os.environ, "PYTHONPATH": ROOT,
                                "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"})
     assert done.returncode == 1, done.stdout + done.stderr
-    import json
     (record,) = json.loads(report.read_text()).values()
     assert record["line"] == 2 and record["statement"].startswith("assert x == 2")
     assert record["message"] == "the helper checks x"
