@@ -70,8 +70,6 @@ class Args:
     """seeds Python, NumPy (theta, every member's noise) and the environments"""
     total_timesteps: int = 500_000
     """the budget in environment steps of all members; the generation that reaches it is finished"""
-    output_dir: str = "runs"
-    """where run folders go"""
     exp_name: str = os.path.splitext(SCRIPT)[0]
     """the experiment name, part of the run folder's name"""
     eval_episodes: int = 10
@@ -80,22 +78,6 @@ class Args:
     """also evaluate theta every N environment steps, after a generation (0: only at the end)"""
     stop_at_return: Optional[float] = None
     """stop after the generation in which the mean of the last 20 member returns reaches this"""
-    save_model: bool = False
-    """write model.pt into the run folder"""
-    eval_checkpoint: Optional[str] = None
-    """skip training: load this model.pt and evaluate it"""
-    capture_video: bool = False
-    """record the evaluation episodes into videos/ in the run folder"""
-    tensorboard: bool = True
-    """write TensorBoard's event files into the run folder too (tensorboard --logdir runs)"""
-    curve: bool = os.environ.get("PLAINRL_CURVE") != "0"
-    """draw curve.png, the learning curve, into the run folder at the end of training"""
-    track: bool = False
-    """sync the run to Weights & Biases as CleanRL does (needs pip install wandb==0.31.0)"""
-    wandb_project_name: str = "plainrl"
-    """the Weights & Biases project of --track"""
-    wandb_entity: Optional[str] = None
-    """the Weights & Biases team or user of --track (None: your default entity)"""
 
     # Algorithm
     # The authors' Humanoid runs played 10,000 episodes a generation.
@@ -531,13 +513,43 @@ import sys
 import time
 import typing
 import warnings
-from dataclasses import asdict, replace
+from dataclasses import asdict, dataclass, replace
+from typing import Optional
 
 import gymnasium as gym
 import numpy as np
 import tyro
 import torch
 from torch.utils.tensorboard import SummaryWriter
+
+
+@dataclass
+class RunFlags:
+    """The flags of the run folder that every script has, declared once: Args below adds them
+    after the script's own, and --help lists them last."""
+    output_dir: str = "runs"
+    """where run folders go"""
+    save_model: bool = False
+    """write the model into the run folder (model.pt; a table's: model.npz)"""
+    eval_checkpoint: Optional[str] = None
+    """skip training: load this model.pt (or model.npz) and evaluate it"""
+    capture_video: bool = False
+    """record the evaluation episodes into videos/ in the run folder"""
+    tensorboard: bool = True
+    """write TensorBoard's event files into the run folder too (tensorboard --logdir runs)"""
+    curve: bool = os.environ.get("PLAINRL_CURVE") != "0"
+    """draw curve.png, the learning curve, into the run folder at the end of training"""
+    track: bool = False
+    """sync the run to Weights & Biases as CleanRL does (needs pip install wandb==0.31.0)"""
+    wandb_project_name: str = "plainrl"
+    """the Weights & Biases project of --track"""
+    wandb_entity: Optional[str] = None
+    """the Weights & Biases team or user of --track (None: your default entity)"""
+
+
+@dataclass
+class Args(RunFlags, Args):  # the script's Args first, RunFlags' after: the one Args all use
+    pass
 
 
 class UsageError(Exception):

@@ -68,8 +68,6 @@ class Args:
     """seeds Python, NumPy and the environments"""
     total_timesteps: int = 300_000
     """the training budget in environment steps"""
-    output_dir: str = "runs"
-    """where run folders go"""
     exp_name: str = os.path.splitext(SCRIPT)[0]
     """the experiment name, part of the run folder's name"""
     eval_episodes: int = 10
@@ -78,22 +76,6 @@ class Args:
     """also evaluate greedily every N environment steps (0: only after training)"""
     stop_at_return: Optional[float] = None
     """stop once the training mean over its goal's window (GOALS; else 20 episodes) reaches this"""
-    save_model: bool = False
-    """write model.npz (the table and the grid) into the run folder"""
-    eval_checkpoint: Optional[str] = None
-    """skip training: load this model.npz and evaluate it"""
-    capture_video: bool = False
-    """record the evaluation episodes into videos/ in the run folder"""
-    tensorboard: bool = True
-    """write TensorBoard's event files into the run folder too (tensorboard --logdir runs)"""
-    curve: bool = os.environ.get("PLAINRL_CURVE") != "0"
-    """draw curve.png, the learning curve, into the run folder at the end of training"""
-    track: bool = False
-    """sync the run to Weights & Biases as CleanRL does (needs pip install wandb==0.31.0)"""
-    wandb_project_name: str = "plainrl"
-    """the Weights & Biases project of --track"""
-    wandb_entity: Optional[str] = None
-    """the Weights & Biases team or user of --track (None: your default entity)"""
 
     # Algorithm
     # 0.5 in Sutton & Barto's gridworld examples 6.5 and 6.6, 0.1 in their bandit chapter.
@@ -480,7 +462,8 @@ import sys
 import time
 import typing
 import warnings
-from dataclasses import asdict, replace
+from dataclasses import asdict, dataclass, replace
+from typing import Optional
 
 import gymnasium as gym
 import numpy as np
@@ -490,6 +473,35 @@ from tensorboard.compat.proto.summary_pb2 import Summary
 from tensorboard.plugins.text.metadata import create_summary_metadata
 from tensorboard.summary.writer import event_file_writer
 from tensorboard.util.tensor_util import make_tensor_proto
+
+
+@dataclass
+class RunFlags:
+    """The flags of the run folder that every script has, declared once: Args below adds them
+    after the script's own, and --help lists them last."""
+    output_dir: str = "runs"
+    """where run folders go"""
+    save_model: bool = False
+    """write the model into the run folder (model.pt; a table's: model.npz)"""
+    eval_checkpoint: Optional[str] = None
+    """skip training: load this model.pt (or model.npz) and evaluate it"""
+    capture_video: bool = False
+    """record the evaluation episodes into videos/ in the run folder"""
+    tensorboard: bool = True
+    """write TensorBoard's event files into the run folder too (tensorboard --logdir runs)"""
+    curve: bool = os.environ.get("PLAINRL_CURVE") != "0"
+    """draw curve.png, the learning curve, into the run folder at the end of training"""
+    track: bool = False
+    """sync the run to Weights & Biases as CleanRL does (needs pip install wandb==0.31.0)"""
+    wandb_project_name: str = "plainrl"
+    """the Weights & Biases project of --track"""
+    wandb_entity: Optional[str] = None
+    """the Weights & Biases team or user of --track (None: your default entity)"""
+
+
+@dataclass
+class Args(RunFlags, Args):  # the script's Args first, RunFlags' after: the one Args all use
+    pass
 
 
 class UsageError(Exception):

@@ -77,8 +77,6 @@ class Args:
     """--cuda: the GPU; --no-cuda: the CPU; neither: the CPU"""
     threads: int = 1
     """CPU threads torch may use for the networks"""
-    output_dir: str = "runs"
-    """where run folders go"""
     exp_name: str = os.path.splitext(SCRIPT)[0]
     """the experiment name, part of the run folder's name"""
     eval_episodes: int = 200
@@ -89,22 +87,6 @@ class Args:
     """completions sampled per held-out prompt for held_out.csv's proxy, gold and KL"""
     stop_at_return: Optional[float] = None
     """stop once the mean of the last 20 training episode returns (gold scores) reaches this"""
-    save_model: bool = False
-    """write model.pt (and warm_start.pt) into the run folder"""
-    eval_checkpoint: Optional[str] = None
-    """skip training: load this model.pt and evaluate it"""
-    capture_video: bool = False
-    """record the evaluation episodes into videos/ in the run folder"""
-    tensorboard: bool = True
-    """write TensorBoard's event files into the run folder too (tensorboard --logdir runs)"""
-    curve: bool = os.environ.get("PLAINRL_CURVE") != "0"
-    """draw curve.png, the learning curve, into the run folder at the end of training"""
-    track: bool = False
-    """sync the run to Weights & Biases as CleanRL does (needs pip install wandb==0.31.0)"""
-    wandb_project_name: str = "plainrl"
-    """the Weights & Biases project of --track"""
-    wandb_entity: Optional[str] = None
-    """the Weights & Biases team or user of --track (None: your default entity)"""
 
     # The policy: the built-in transformer, or a local Hugging Face model
     model: Optional[str] = None
@@ -872,13 +854,43 @@ import sys
 import time
 import typing
 import warnings
-from dataclasses import asdict, replace
+from dataclasses import asdict, dataclass, replace
+from typing import Optional
 
 import gymnasium as gym
 import numpy as np
 import tyro
 import torch
 from torch.utils.tensorboard import SummaryWriter
+
+
+@dataclass
+class RunFlags:
+    """The flags of the run folder that every script has, declared once: Args below adds them
+    after the script's own, and --help lists them last."""
+    output_dir: str = "runs"
+    """where run folders go"""
+    save_model: bool = False
+    """write the model into the run folder (model.pt; a table's: model.npz)"""
+    eval_checkpoint: Optional[str] = None
+    """skip training: load this model.pt (or model.npz) and evaluate it"""
+    capture_video: bool = False
+    """record the evaluation episodes into videos/ in the run folder"""
+    tensorboard: bool = True
+    """write TensorBoard's event files into the run folder too (tensorboard --logdir runs)"""
+    curve: bool = os.environ.get("PLAINRL_CURVE") != "0"
+    """draw curve.png, the learning curve, into the run folder at the end of training"""
+    track: bool = False
+    """sync the run to Weights & Biases as CleanRL does (needs pip install wandb==0.31.0)"""
+    wandb_project_name: str = "plainrl"
+    """the Weights & Biases project of --track"""
+    wandb_entity: Optional[str] = None
+    """the Weights & Biases team or user of --track (None: your default entity)"""
+
+
+@dataclass
+class Args(RunFlags, Args):  # the script's Args first, RunFlags' after: the one Args all use
+    pass
 
 
 class UsageError(Exception):

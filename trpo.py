@@ -72,8 +72,6 @@ class Args:
     """the training budget in environment steps, all environments together"""
     cuda: tyro.conf.DisallowNone[Optional[bool]] = None
     """--cuda: the GPU; --no-cuda: the CPU; neither: the GPU for an image, the CPU for a vector"""
-    output_dir: str = "runs"
-    """where run folders go"""
     exp_name: str = os.path.splitext(SCRIPT)[0]
     """the experiment name, part of the run folder's name"""
     eval_episodes: int = 10
@@ -82,22 +80,6 @@ class Args:
     """also evaluate greedily every N environment steps (0: only after training)"""
     stop_at_return: Optional[float] = None
     """stop once the training mean over its goal's window (GOALS; else 20 episodes) reaches this"""
-    save_model: bool = False
-    """write model.pt into the run folder"""
-    eval_checkpoint: Optional[str] = None
-    """skip training: load this model.pt and evaluate it"""
-    capture_video: bool = False
-    """record the evaluation episodes into videos/ in the run folder"""
-    tensorboard: bool = True
-    """write TensorBoard's event files into the run folder too (tensorboard --logdir runs)"""
-    curve: bool = os.environ.get("PLAINRL_CURVE") != "0"
-    """draw curve.png, the learning curve, into the run folder at the end of training"""
-    track: bool = False
-    """sync the run to Weights & Biases as CleanRL does (needs pip install wandb==0.31.0)"""
-    wandb_project_name: str = "plainrl"
-    """the Weights & Biases project of --track"""
-    wandb_entity: Optional[str] = None
-    """the Weights & Biases team or user of --track (None: your default entity)"""
     # Algorithm
     num_envs: int = 8
     """N: parallel environments (synchronous vector environment)"""
@@ -579,13 +561,43 @@ import sys
 import time
 import typing
 import warnings
-from dataclasses import asdict, replace
+from dataclasses import asdict, dataclass, replace
+from typing import Optional
 
 import gymnasium as gym
 import numpy as np
 import tyro
 import torch
 from torch.utils.tensorboard import SummaryWriter
+
+
+@dataclass
+class RunFlags:
+    """The flags of the run folder that every script has, declared once: Args below adds them
+    after the script's own, and --help lists them last."""
+    output_dir: str = "runs"
+    """where run folders go"""
+    save_model: bool = False
+    """write the model into the run folder (model.pt; a table's: model.npz)"""
+    eval_checkpoint: Optional[str] = None
+    """skip training: load this model.pt (or model.npz) and evaluate it"""
+    capture_video: bool = False
+    """record the evaluation episodes into videos/ in the run folder"""
+    tensorboard: bool = True
+    """write TensorBoard's event files into the run folder too (tensorboard --logdir runs)"""
+    curve: bool = os.environ.get("PLAINRL_CURVE") != "0"
+    """draw curve.png, the learning curve, into the run folder at the end of training"""
+    track: bool = False
+    """sync the run to Weights & Biases as CleanRL does (needs pip install wandb==0.31.0)"""
+    wandb_project_name: str = "plainrl"
+    """the Weights & Biases project of --track"""
+    wandb_entity: Optional[str] = None
+    """the Weights & Biases team or user of --track (None: your default entity)"""
+
+
+@dataclass
+class Args(RunFlags, Args):  # the script's Args first, RunFlags' after: the one Args all use
+    pass
 
 
 class UsageError(Exception):

@@ -111,11 +111,12 @@ def paragraphs(doc):
 
 def definitions(source):
     """{name: line} for every top-level function and class and every method
-    (Class.method) of the script."""
+    (Class.method) of the script; of a name defined twice, the first (the story's Args, not
+    the block's that adds RunFlags to it)."""
     found = {}
     for node in parse(source).body:
         if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
-            found[node.name] = node.lineno
+            found.setdefault(node.name, node.lineno)
         if isinstance(node, ast.ClassDef):
             for item in node.body:
                 if isinstance(item, ast.FunctionDef):

@@ -5,7 +5,8 @@
 # between "# [numpy]" and "# [end]" are its alone. Everything else a script differs in is a
 # named hook above its banner, which the block calls:
 #
-#   SCRIPT, Args                    the file's name; the flags (those of CONTRIBUTING.md first)
+#   SCRIPT, Args                    the file's name; the algorithm's flags, to which Args below
+#                                   adds RunFlags, those of the run folder every script has
 #   check_flags(args)               the algorithm's own checks of its flags
 #   check_spaces(args, obs_space, action_space)
 #                                   whether the algorithm handles the spaces; returns what main needs
@@ -39,7 +40,8 @@ import sys
 import time
 import typing
 import warnings
-from dataclasses import asdict, replace
+from dataclasses import asdict, dataclass, replace
+from typing import Optional
 
 import gymnasium as gym
 import numpy as np
@@ -56,6 +58,35 @@ from tensorboard.summary.writer import event_file_writer
 from tensorboard.util.tensor_util import make_tensor_proto
 # [end]
 
+
+
+@dataclass
+class RunFlags:
+    """The flags of the run folder that every script has, declared once: Args below adds them
+    after the script's own, and --help lists them last."""
+    output_dir: str = "runs"
+    """where run folders go"""
+    save_model: bool = False
+    """write the model into the run folder (model.pt; a table's: model.npz)"""
+    eval_checkpoint: Optional[str] = None
+    """skip training: load this model.pt (or model.npz) and evaluate it"""
+    capture_video: bool = False
+    """record the evaluation episodes into videos/ in the run folder"""
+    tensorboard: bool = True
+    """write TensorBoard's event files into the run folder too (tensorboard --logdir runs)"""
+    curve: bool = os.environ.get("PLAINRL_CURVE") != "0"
+    """draw curve.png, the learning curve, into the run folder at the end of training"""
+    track: bool = False
+    """sync the run to Weights & Biases as CleanRL does (needs pip install wandb==0.31.0)"""
+    wandb_project_name: str = "plainrl"
+    """the Weights & Biases project of --track"""
+    wandb_entity: Optional[str] = None
+    """the Weights & Biases team or user of --track (None: your default entity)"""
+
+
+@dataclass
+class Args(RunFlags, Args):  # the script's Args first, RunFlags' after: the one Args all use
+    pass
 
 
 class UsageError(Exception):

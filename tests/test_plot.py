@@ -336,7 +336,7 @@ def test_the_flags_that_do_not_split_groups_are_flags_of_the_scripts():
     for path in glob.glob(os.path.join(ROOT, "*.py")):
         with open(path) as f:
             fields |= {node.target.id for cls in ast.parse(f.read()).body
-                       if isinstance(cls, ast.ClassDef) and cls.name == "Args"
+                       if isinstance(cls, ast.ClassDef) and cls.name in ("Args", "RunFlags")
                        for node in cls.body if isinstance(node, ast.AnnAssign)}
     assert plot.NOT_TASK_FLAGS - {"device", "versions"} <= fields  # config.json's extras
     assert {"seed", "output_dir", "exp_name", "cuda", "eval_every", "eval_episodes",

@@ -147,9 +147,9 @@ def test_record_writes_the_command_a_run_was_trained_with():
                   cuda=False, eval_epsilon=0.0)
     assert record.command_of("ppo", config) == (
         "python ppo.py --seed 101 --total-timesteps 50000 --save-model")
-    config.update(norm_obs=not config["norm_obs"])  # a flag of the algorithm's, either way
-    assert record.command_of("ppo", config).endswith(
-        "--save-model" + (" --norm-obs" if config["norm_obs"] else " --no-norm-obs"))
+    config.update(norm_obs=not config["norm_obs"])  # a flag of the algorithm's, either way,
+    assert record.command_of("ppo", config).endswith(  # before RunFlags' --save-model
+        (" --norm-obs" if config["norm_obs"] else " --no-norm-obs") + " --save-model")
 
 
 def test_record_reuses_the_newest_finished_run_of_the_script_and_seed(tmp_path):
