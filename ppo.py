@@ -29,10 +29,7 @@ Mnih et al. 2015 (DQN's network and Atari preprocessing, Nature 518); Young & Ti
 
 Run (docs/parts/script-by-script.md has more: Pendulum, MinAtar, your own environment):
     python ppo.py --env-id CartPole-v1
-    python ppo.py --env-id Hopper-v5 --total-timesteps 1000000 --num-envs 1 \
-        --num-steps 2048 --num-minibatches 32 --update-epochs 10 --learning-rate 3e-4 \
-        --gamma 0.99 --gae-lambda 0.95 --clip-vloss --ent-coef 0 --norm-obs --norm-reward \
-        --eval-every 100000   # CleanRL's MuJoCo settings
+    python ppo.py --env-id Hopper-v5 --total-timesteps 1000000   # the continuous preset
 
 Writes runs/<env_id>__ppo__<seed>__<unix_time>/: config.json, episodes.csv, updates.csv,
 summary.json, TensorBoard's events (--track: W&B too), model.pt (--save-model), evaluations.csv
@@ -82,30 +79,32 @@ class Args:
     # Some ids average over a longer window, 50 or 100 episodes: GOALS, below the banner.
     stop_at_return: Optional[float] = None
     """stop once the mean of the last 20 training returns (or GOALS' window) reaches this"""
-    # Algorithm
-    num_envs: int = 8
+    # Algorithm. A flag left at None takes the value of the environment's preset (PRESETS).
+    preset: Optional[Literal["discrete", "continuous", "image"]] = None
+    """the settings of the flags left at None (None: the environment's family, PRESETS)"""
+    num_envs: Optional[int] = None
     """N: parallel environments (synchronous vector environment)"""
-    num_steps: int = 64
+    num_steps: Optional[int] = None
     """T: steps per environment in each rollout; the batch is N*T"""
-    learning_rate: float = 4e-3
+    learning_rate: Optional[float] = None
     """Adam learning rate (3e-4 in the PPO paper's MuJoCo runs, 2.5e-4 on Atari)"""
     anneal_lr: bool = True
     """decay the learning rate linearly to 0 at --total-timesteps (a longer run decays slower)"""
-    gamma: float = 0.98
+    gamma: Optional[float] = None
     """discount factor (0.99 in the PPO paper)"""
-    gae_lambda: float = 0.9
+    gae_lambda: Optional[float] = None
     """lambda of GAE (0.95 in the PPO paper; 0.92-0.99 in the GAE paper's best runs)"""
-    num_minibatches: int = 2
+    num_minibatches: Optional[int] = None
     """minibatches per epoch; must divide N*T"""
-    update_epochs: int = 10
+    update_epochs: Optional[int] = None
     """epochs over each rollout (3-10 in the PPO paper)"""
     norm_adv: bool = True
     """normalize advantages within each minibatch"""
-    clip_coef: float = 0.2
+    clip_coef: Optional[float] = None
     """epsilon of the clipped surrogate (0.1-0.3 in the PPO paper's experiments)"""
-    clip_vloss: bool = False
+    clip_vloss: tyro.conf.DisallowNone[Optional[bool]] = None
     """clip the value loss around the rollout's value estimates, as in the PPO baselines"""
-    ent_coef: float = 0.0
+    ent_coef: Optional[float] = None
     """entropy bonus coefficient c_e (0 on MuJoCo, 0.01 on Atari in the PPO paper)"""
     vf_coef: float = 0.5
     """value loss coefficient c_v (0.5-1 in the PPO paper)"""
@@ -119,9 +118,9 @@ class Args:
     """V-trace: clip of rho, in the value targets and the policy gradient (1 in the IMPALA paper)"""
     c_bar: float = 1.0
     """V-trace: clip of the trace coefficient c (1 in the IMPALA paper)"""
-    norm_obs: bool = False
+    norm_obs: tyro.conf.DisallowNone[Optional[bool]] = None
     """normalize observations by running mean and variance, clip to [-10, 10] (kept in model.pt)"""
-    norm_reward: bool = False
+    norm_reward: tyro.conf.DisallowNone[Optional[bool]] = None
     """divide rewards by the running std of the discounted return, then clip to [-10, 10]"""
     hidden_size: int = 64
     """width of the two hidden layers of the actor and of the critic, for vector observations"""
@@ -139,6 +138,28 @@ class Args:
     # ALE/ ids: 0.05, as in the DQN papers and CleanRL: a policy that never presses FIRE idles.
     eval_epsilon: Optional[float] = None
     """the evaluation's probability of a uniformly random action (None: 0.05 on ALE/ ids, else 0)"""
+
+
+# The presets of the flags left at None, by the environment's family (family(), below the
+# banner): each its source's settings, a departure named. A flag given overrides its preset.
+PRESETS = {
+    # Chosen on CartPole-v1 to solve it in a minute on a laptop (results.md, "Defaults")
+    "discrete": ("plainrl's CartPole settings", dict(
+        num_envs=8, num_steps=64, learning_rate=4e-3, gamma=0.98, gae_lambda=0.9,
+        num_minibatches=2, update_epochs=10, clip_coef=0.2, clip_vloss=False, ent_coef=0.0,
+        norm_obs=False, norm_reward=False)),
+    # Pendulum and MuJoCo: CleanRL's ppo_continuous_action.py, ppo.py's 64-64 tanh networks
+    "continuous": ("CleanRL's ppo_continuous_action.py", dict(
+        num_envs=1, num_steps=2048, learning_rate=3e-4, gamma=0.99, gae_lambda=0.95,
+        num_minibatches=32, update_epochs=10, clip_coef=0.2, clip_vloss=True, ent_coef=0.0,
+        norm_obs=True, norm_reward=True)),
+    # MinAtar and Atari: CleanRL's ppo_atari.py but a rate of 1e-3 for its 2.5e-4, chosen on
+    # MinAtar, where 2.5e-4 hardly moved the small network's policy (results.md)
+    "image": ("CleanRL's ppo_atari.py at a rate of 1e-3", dict(
+        num_envs=8, num_steps=128, learning_rate=1e-3, gamma=0.99, gae_lambda=0.95,
+        num_minibatches=4, update_epochs=4, clip_coef=0.1, clip_vloss=True, ent_coef=0.01,
+        norm_obs=False, norm_reward=False)),
+}
 
 
 # ---------------------------------------------------------------------------------------
@@ -577,8 +598,9 @@ def main(args: Args) -> dict:
     # Functions not defined above are below the banner (the Atari and image ones: pixels.py's).
     # check_args and check_env stop a user's mistake before anything runs (exit status 2).
     args = with_eval_epsilon(args)  # 0.05 on Atari unless given
-    check_args(args)
     obs_space, action_dim, continuous = check_env(args, make=make_game)
+    args = fill_preset(args, family(obs_space.shape, continuous))  # the flags left at None
+    check_args(args)
     args, checkpoint = load_checkpoint(args)  # --eval-checkpoint's model.pt and network flags
 
     # Set up: the seeds and device, the agent, the normalizer, the run folder. For an image,
@@ -658,6 +680,21 @@ class RunFlags:
 @dataclass
 class Args(RunFlags, Args):  # the script's Args first, RunFlags' after: the one Args all use
     pass
+
+
+def family(obs_shape, continuous):
+    """The environment's family, which picks a script's preset: "image" for an observation of
+    three axes (height, width, channels), else "continuous" for Box actions, else "discrete"."""
+    return "image" if len(obs_shape) == 3 else "continuous" if continuous else "discrete"
+
+
+def fill_preset(args, family):
+    """args with --preset the family unless it is given, and every flag left at None taken
+    from PRESETS[preset] = (its source, {flag: value}): a flag given on the command line wins."""
+    preset = args.preset or family
+    flags = PRESETS[preset][1]
+    return replace(args, preset=preset,
+                   **{name: value for name, value in flags.items() if getattr(args, name) is None})
 
 
 class UsageError(Exception):
@@ -913,6 +950,10 @@ class RunWriter:
         self.start = self.last_print = time.time()
         self.first_print, self.last_step = None, 0  # (step, time) of the first progress line
         print(f"{SCRIPT}: {args.env_id}, seed {args.seed}{note}")  # after the device's line
+        if getattr(args, "preset", None):  # the settings the environment's family picked
+            others = " or ".join(f"--preset {name}" for name in PRESETS if name != args.preset)
+            print(f"{SCRIPT}: the {args.preset} preset, {PRESETS[args.preset][0]}; {others} "
+                  "for another, a flag for one setting")
         if self.budget != args.total_timesteps and args.eval_checkpoint is None:
             print(f"{SCRIPT}: training runs {self.budget:,} of --total-timesteps "
                   f"{args.total_timesteps:,}: whole rollouts of {rollout_steps:,} steps")
@@ -1182,6 +1223,8 @@ def finish(args, run, trained=True):
         if summary["holds_on"] != "gain":  # a gain has no training mean to reach it first
             closing.append(f"solved_at_step {summary['solved_at_step'] or 'not reached'} "
                            f"(last-{window} mean >= {run.source} {threshold:g}){lost}")
+    elif getattr(args, "preset", None):  # no goal knows the environment: what ran on it
+        closing.append(f"no goal for {args.env_id}; the {args.preset} preset ran")
     if curve:
         closing.append(f"curve {curve}")
     elif run.returns:  # plot.py draws the training episodes, an unfinished run's on request

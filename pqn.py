@@ -374,6 +374,21 @@ class Args(RunFlags, Args):  # the script's Args first, RunFlags' after: the one
     pass
 
 
+def family(obs_shape, continuous):
+    """The environment's family, which picks a script's preset: "image" for an observation of
+    three axes (height, width, channels), else "continuous" for Box actions, else "discrete"."""
+    return "image" if len(obs_shape) == 3 else "continuous" if continuous else "discrete"
+
+
+def fill_preset(args, family):
+    """args with --preset the family unless it is given, and every flag left at None taken
+    from PRESETS[preset] = (its source, {flag: value}): a flag given on the command line wins."""
+    preset = args.preset or family
+    flags = PRESETS[preset][1]
+    return replace(args, preset=preset,
+                   **{name: value for name, value in flags.items() if getattr(args, name) is None})
+
+
 class UsageError(Exception):
     """Bad input: reported as one line on stderr with exit status 2, before training."""
 
@@ -627,6 +642,10 @@ class RunWriter:
         self.start = self.last_print = time.time()
         self.first_print, self.last_step = None, 0  # (step, time) of the first progress line
         print(f"{SCRIPT}: {args.env_id}, seed {args.seed}{note}")  # after the device's line
+        if getattr(args, "preset", None):  # the settings the environment's family picked
+            others = " or ".join(f"--preset {name}" for name in PRESETS if name != args.preset)
+            print(f"{SCRIPT}: the {args.preset} preset, {PRESETS[args.preset][0]}; {others} "
+                  "for another, a flag for one setting")
         if self.budget != args.total_timesteps and args.eval_checkpoint is None:
             print(f"{SCRIPT}: training runs {self.budget:,} of --total-timesteps "
                   f"{args.total_timesteps:,}: whole rollouts of {rollout_steps:,} steps")
@@ -896,6 +915,8 @@ def finish(args, run, trained=True):
         if summary["holds_on"] != "gain":  # a gain has no training mean to reach it first
             closing.append(f"solved_at_step {summary['solved_at_step'] or 'not reached'} "
                            f"(last-{window} mean >= {run.source} {threshold:g}){lost}")
+    elif getattr(args, "preset", None):  # no goal knows the environment: what ran on it
+        closing.append(f"no goal for {args.env_id}; the {args.preset} preset ran")
     if curve:
         closing.append(f"curve {curve}")
     elif run.returns:  # plot.py draws the training episodes, an unfinished run's on request

@@ -135,6 +135,17 @@ def mujoco_v4(task_name, cleanrl, variant="", values=None, said="its defaults"):
                 said)
 
 
+def held_out(script, env_id, cleanrl, steps="300000"):
+    """Ours with only --env-id and --total-timesteps, so its preset, on an environment that no
+    setting of the preset was chosen on (issue 107), beside CleanRL's script for the family at
+    the same budget: Gymnasium's reward threshold the goal, CleanRL's 100-episode window."""
+    import gymnasium as gym
+    task = benchmark.Task(script, env_id, gym.spec(env_id).reward_threshold,
+                          GOAL.format(cleanrl=cleanrl), ["--total-timesteps", steps],
+                          label="held-out", window=100)
+    return Pair(task, cleanrl, "held-out", "its preset")
+
+
 PAIRS = {pair.name: pair for pair in [
     cartpole("ppo", "ppo.py"),
     cartpole("dqn", "dqn.py"),
@@ -160,6 +171,12 @@ PAIRS = {pair.name: pair for pair in [
     mujoco_v4("sac-HalfCheetah-v5-100k", "sac_continuous_action.py", "cleanrl-settings",
               {"--critic-learning-rate": "1e-3", "--learning-starts": "5000",
                "--policy-frequency": "2"}, said="CleanRL's settings"),
+    # issue 107: the presets on environments held out, each family beside CleanRL's script
+    held_out("ppo", "Ant-v4", "ppo_continuous_action.py"),
+    held_out("ppo", "Swimmer-v4", "ppo_continuous_action.py"),
+    held_out("ppo", "InvertedDoublePendulum-v4", "ppo_continuous_action.py"),
+    held_out("ppo", "Acrobot-v1", "ppo.py"),
+    held_out("ppo", "MountainCar-v0", "ppo.py"),
 ]}
 """our task beside each CleanRL script, by the pair's name (script-env_id)"""
 
