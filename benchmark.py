@@ -124,19 +124,20 @@ class Task:
         return f"{self.script}-{env}" + (f"-{self.label}" if self.label else "")
 
 
+# ppo.py's Pendulum settings, chosen before its presets: each flag given, the value loss
+# unclipped where the continuous preset clips it
 PPO_PENDULUM = ["--total-timesteps", "200000", "--num-envs", "8", "--num-steps", "256",
                 "--num-minibatches", "32", "--update-epochs", "10", "--gamma", "0.95",
                 "--gae-lambda", "0.95", "--learning-rate", "2e-3", "--ent-coef", "0.001",
-                "--norm-obs", "--norm-reward"]
+                "--norm-obs", "--norm-reward", "--no-clip-vloss"]
 
 # ppod.py's defaults given to ppo.py, for PPO beside PPO+D on MountainCar-v0
 PPO_AS_PPOD = ["--total-timesteps", "300000", "--num-envs", "8", "--num-steps", "128",
                "--learning-rate", "1e-3", "--gamma", "0.99", "--gae-lambda", "0.95",
                "--num-minibatches", "4", "--update-epochs", "4", "--norm-obs"]
 
-ES_PENDULUM = ["--total-timesteps", "3000000", "--population-size", "32",
-               "--episodes-per-member", "2", "--sigma", "0.3", "--learning-rate", "0.1",
-               "--l2-coef", "0.0015"]
+# es.py's continuous preset (PRESETS["continuous"]): the budget alone is given.
+ES_PENDULUM = ["--total-timesteps", "3000000"]
 
 # grpo.py: the held-out accuracy every 4,096 completions too (the figure's second panel), and
 # the field's corrections of GRPO as grpo.py's flags: label -> (name, flags)
@@ -170,10 +171,8 @@ NO_VELOCITY = "benchmarks.no_velocity:CartPoleNoVel-v1"
 SPARSE_CHAIN = "benchmarks.sparse_chain:SparseChain-v0"
 CHAIN_BUDGET = ["--total-timesteps", "100000"]
 
-PPO_LSTM_PENDULUM = ["--hide-obs", "2", "--total-timesteps", "200000", "--anneal-steps", "200000",
-                     "--num-steps", "256", "--data-chunk-length", "16", "--num-minibatches", "16",
-                     "--gamma", "0.95", "--gae-lambda", "0.95", "--learning-rate", "1e-3",
-                     "--ent-coef", "0.001", "--no-anneal-clip"]
+# ppo_lstm.py's continuous preset (PRESETS["continuous"]) with the angular velocity hidden
+PPO_LSTM_PENDULUM = ["--hide-obs", "2", "--total-timesteps", "200000"]
 
 # MinAtar, the CPU-sized pixel benchmark. DQN as the MinAtar paper runs it (Young & Tian 2019):
 # one environment, a gradient step of 32 transitions every environment step, the target
@@ -207,14 +206,10 @@ DQN_MINATAR = ["--total-timesteps", "1000000", "--num-envs", "1", "--buffer-size
 # The PQN authors' MinAtar settings (purejaxql's pqn_minatar.yaml) at our 1M steps, where its
 # budget is 10M (its epsilon decays over 10% of the budget and its rate to 0, as here), with
 # RAdam's epsilon at their (and torch's) 1e-8, as these rows were measured.
-PQN_MINATAR = ["--total-timesteps", "1000000", "--num-envs", "128", "--num-steps", "32",
-               "--num-minibatches", "32", "--update-epochs", "2", "--learning-rate", "5e-4",
-               "--end-e", "0.05", "--exploration-fraction", "0.1", "--q-lambda", "0.65",
-               "--reward-scale", "1", "--hidden-size", "256", "--adam-eps", "1e-8"]
-PPO_MINATAR = ["--total-timesteps", "1000000", "--num-envs", "8", "--num-steps", "128",
-               "--learning-rate", "1e-3", "--gamma", "0.99", "--gae-lambda", "0.95",
-               "--num-minibatches", "4", "--update-epochs", "4", "--clip-coef", "0.1",
-               "--clip-vloss", "--ent-coef", "0.01", "--vf-coef", "0.5", "--max-grad-norm", "0.5"]
+# They are pqn.py's image preset (PRESETS["image"]): the budget alone is given.
+PQN_MINATAR = ["--total-timesteps", "1000000"]
+# ppo.py's image preset (PRESETS["image"]) is these settings: the budget alone is given
+PPO_MINATAR = ["--total-timesteps", "1000000"]
 
 # The five MinAtar games (10 x 10 frames with 4, 4, 7, 10 and 6 channels) and the levels of
 # the 100-episode training mean that benchmark.py times: Breakout's and Space Invaders' as
@@ -272,10 +267,8 @@ IMPALA_SPEED = ["--total-timesteps", "300000", "--eval-episodes", "0", "--num-ac
 IMPALA_LAG = ["--refresh-every", "16", "--stop-at-return", "475"]
 
 # OpenAI baselines' trpo_mpi MuJoCo defaults, the TRPO row of the TD3 paper's table (1M steps)
-TRPO_HOPPER = ["--total-timesteps", "1000000", "--num-envs", "1", "--num-steps", "1024",
-               "--max-kl", "0.01", "--cg-iters", "10", "--cg-damping", "0.1", "--gamma", "0.99",
-               "--gae-lambda", "0.98", "--vf-iters", "5", "--vf-minibatches", "16",
-               "--vf-learning-rate", "1e-3", "--hidden-size", "32", "--norm-obs"]
+# trpo.py's continuous preset (PRESETS["continuous"]): the budget alone is given.
+TRPO_HOPPER = ["--total-timesteps", "1000000"]
 
 # MuJoCo (Hopper, HalfCheetah and Walker2d, v5; the anchors ran v1-v4, whose rewards v5 keeps).
 # ppo.py with the RL Zoo's tuned PPO for each (rl-baselines3-zoo's hyperparams/ppo.yml, the
@@ -285,7 +278,7 @@ TRPO_HOPPER = ["--total-timesteps", "1000000", "--num-envs", "1", "--num-steps",
 # the zoo's doubled; the minibatch count is 512 / the zoo's batch size. Only HalfCheetah's task
 # runs them now; Hopper's and Walker2d's entries stay as the settings of the notes' zoo rows.
 PPO_ZOO = ["--total-timesteps", "1000000", "--num-envs", "1", "--num-steps", "512",
-           "--no-anneal-lr", "--norm-obs", "--norm-reward", "--hidden-size", "256",
+           "--no-anneal-lr", "--norm-obs", "--norm-reward", "--no-clip-vloss", "--hidden-size", "256",
            "--activation", "relu", "--no-ortho-init", "--log-std-init", "-2",
            "--eval-every", "100000"]
 PPO_ZOO_PER_ENV = {
@@ -309,10 +302,8 @@ PPO_ZOO_PER_ENV = {
 # place (eval 1,159 [999, 2,028] at 1M, seeds 101-103) and the walker stayed at 731 [409, 768];
 # with these, seeds 1-3 reached 3,344, 3,542 and 1,449 on Hopper at 1M (seed 3: 2,963 at
 # 900k) and 3,740, 4,758 and 4,685 on Walker2d. Seeds 4-5 were not run.
-PPO_CLEANRL_MUJOCO = ["--total-timesteps", "1000000", "--num-envs", "1", "--num-steps", "2048",
-                      "--learning-rate", "3e-4", "--gamma", "0.99", "--gae-lambda", "0.95",
-                      "--num-minibatches", "32", "--update-epochs", "10", "--clip-vloss",
-                      "--ent-coef", "0", "--norm-obs", "--norm-reward", "--eval-every", "100000"]
+# They are ppo.py's continuous preset (PRESETS["continuous"]): the budget alone is given.
+PPO_CLEANRL_MUJOCO = ["--total-timesteps", "1000000", "--eval-every", "100000"]
 PPO_MUJOCO = {"Hopper-v5": PPO_CLEANRL_MUJOCO,
               "HalfCheetah-v5": PPO_ZOO + PPO_ZOO_PER_ENV["HalfCheetah-v5"],
               "Walker2d-v5": PPO_CLEANRL_MUJOCO}
@@ -331,11 +322,11 @@ PPO_MUJOCO = {"Hopper-v5": PPO_CLEANRL_MUJOCO,
 # so the figures at 100k and at 300k come from the same runs: the budget only sizes the
 # replay buffer, never reached here, so a 100k run is the first 100k steps of a 300k run on
 # the same machine (another CPU sums in another order, and its runs part: results.md).
-OFF_POLICY_MUJOCO = ["--hidden-size", "256", "--gamma", "0.99", "--tau", "0.005",
-                     "--eval-every", "10000"]
-SAC_MUJOCO = OFF_POLICY_MUJOCO + ["--batch-size", "256", "--learning-rate", "3e-4",
-                                  "--learning-starts", "10000", "--alpha", "1.0"]
-TD3_MUJOCO = OFF_POLICY_MUJOCO + ["--batch-size", "100", "--learning-rate", "1e-3"]
+# They are sac.py's and ddpg_td3.py's continuous-long presets (PRESETS), which a budget past
+# 50,000 steps takes: TD3's random steps alone are given, where they are 1,000.
+OFF_POLICY_MUJOCO = ["--eval-every", "10000"]
+SAC_MUJOCO = OFF_POLICY_MUJOCO
+TD3_MUJOCO = OFF_POLICY_MUJOCO
 TD3_RANDOM_STEPS = {"Hopper-v5": "1000", "HalfCheetah-v5": "10000", "Walker2d-v5": "1000"}
 # The goals (issue 37): at 1M the RL Zoo's PPO; at 100k and 300k the TD3 paper's curves
 MUJOCO_GOALS = {"Hopper-v5": (2410, 659, 2410), "HalfCheetah-v5": (5819, 5514, 7697),
@@ -354,8 +345,9 @@ def mujoco_tasks(script):
                               "(the RL Zoo's PPO; CleanRL's 2383 / 1443 / 2288 the floor)",
                               PPO_MUJOCO[env_id], window=100, eval_threshold=True))
             continue
-        flags = (SAC_MUJOCO if script == "sac" else
-                 TD3_MUJOCO + ["--learning-starts", TD3_RANDOM_STEPS[env_id]])
+        starts = TD3_RANDOM_STEPS[env_id]  # the preset's 10,000 unless the paper's 1,000
+        flags = (SAC_MUJOCO if script == "sac" or starts == "10000" else
+                 TD3_MUJOCO + ["--learning-starts", starts])
         tasks += [Task(script, env_id, goal_300k, f"eval at least {goal_300k} at 300k and "
                        f"{goal_100k} at 100k (the TD3 paper's curves)",
                        flags + ["--total-timesteps", "300000"], window=100, eval_threshold=True),

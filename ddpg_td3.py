@@ -34,7 +34,7 @@ Papers:
 Run:
     python ddpg_td3.py --env-id Pendulum-v1                  # TD3, the defaults
     python ddpg_td3.py --env-id Pendulum-v1 --algo ddpg      # DDPG
-    python ddpg_td3.py --env-id Pendulum-v1 --algo ddpg --twin-q True   # DDPG + clipped double Q
+    python ddpg_td3.py --env-id HalfCheetah-v5 --total-timesteps 300000   # the TD3 paper's
 
 Writes runs/<env_id>__ddpg_td3__<seed>__<unix_time>/ (plainrl's CONTRIBUTING.md, "What a run
 writes"); summary.json's algorithm names what ran (ddpg, td3, ddpg+twin_q, ...).
@@ -83,7 +83,9 @@ class Args:
     stop_at_return: Optional[float] = None
     """stop once the training mean over its goal's window (GOALS; else 20 episodes) reaches this"""
 
-    # Algorithm
+    # Algorithm. A flag left at None takes the value of --algo's or the budget's preset.
+    preset: tyro.conf.DisallowNone[Optional[Literal["continuous", "continuous-long"]]] = None
+    """the settings of the flags left at None (None: by the budget, PRESETS)"""
     algo: Literal["td3", "ddpg"] = "td3"
     """td3: twin critics, target smoothing noise 0.2, policy delay 2; ddpg: one critic, 0, 1"""
     twin_q: Optional[bool] = None
@@ -97,25 +99,25 @@ class Args:
     num_envs: int = 1
     """parallel environments (synchronous vector environment)"""
     # The random actions are uniform; 25,000 steps in the TD3 authors' later code.
-    learning_starts: int = 1_000
+    learning_starts: Optional[int] = None
     """random actions and no learning for this many environment steps (1,000-10,000 in TD3)"""
     gradient_steps: int = 1
     """critic gradient steps after each step of the vector environment (1 in the TD3 paper)"""
     # Never allocated larger than --total-timesteps.
     buffer_size: int = 1_000_000
     """replay buffer capacity in transitions (1,000,000 in the TD3 paper)"""
-    batch_size: int = 128
+    batch_size: Optional[int] = None
     """transitions sampled from the replay buffer for each gradient step (100 in TD3, 64 in DDPG)"""
-    learning_rate: float = 1e-3
+    learning_rate: Optional[float] = None
     """Adam learning rate of the actor and critics (1e-3 in TD3; DDPG: 1e-4 actor, 1e-3 critic)"""
-    gamma: float = 0.98
+    gamma: Optional[float] = None
     """discount factor (0.99 in the TD3 and DDPG papers)"""
-    tau: float = 0.02
+    tau: Optional[float] = None
     """soft target update: theta' <- tau*theta + (1 - tau)*theta' (0.005 in TD3, 0.001 in DDPG)"""
     exploration_noise: float = 0.1
     """sigma of the Gaussian exploration noise, a fraction of the action half-range (0.1 in TD3)"""
     # 256 in the TD3 authors' later code.
-    hidden_size: int = 64
+    hidden_size: Optional[int] = None
     """width of the two hidden layers of the actor and of each critic (400 and 300 in TD3)"""
     log_interval: int = 1_000
     """environment steps between rows of updates.csv"""
@@ -123,6 +125,21 @@ class Args:
     threads: int = 1
     """CPU threads torch may use for the networks"""
 
+
+# The presets of the other flags left at None, by the budget: a flag given overrides its preset.
+PRESETS = {
+    # Budgets up to SHORT_BUDGET steps: chosen on Pendulum-v1 to learn it in a minute
+    "continuous": ("plainrl's Pendulum settings", dict(
+        learning_starts=1_000, batch_size=128, learning_rate=1e-3, gamma=0.98, tau=0.02,
+        hidden_size=64)),
+    # Longer (MuJoCo): the TD3 paper's, its 10,000 random steps those of HalfCheetah and Ant
+    # (1,000 on the others); 256-unit layers for its 400 and 300, as its authors' later code
+    "continuous-long": ("the TD3 paper's settings", dict(
+        learning_starts=10_000, batch_size=100, learning_rate=1e-3, gamma=0.99, tau=0.005,
+        hidden_size=256)),
+}
+SHORT_BUDGET = 50_000
+"""the longest budget of the continuous preset; a longer one takes continuous-long"""
 
 # What --algo sets; each of these flags left at None takes its value from here.
 ALGOS = {
@@ -442,7 +459,8 @@ def main(args: Args) -> dict:
     summary. Ctrl-C stops training; the run folder is written, then KeyboardInterrupt goes
     on up."""
     # Check everything a user can get wrong before anything runs: one line, exit status 2.
-    args = resolve_algo(args)
+    args = fill_preset(resolve_algo(args), "continuous-long" if args.total_timesteps > SHORT_BUDGET
+                       else "continuous")  # the flags left at None
     check_args(args)
     obs_shape, action_space = check_env(args)
     args, checkpoint = load_checkpoint(args)  # the networks' size and the algorithm too
@@ -570,8 +588,12 @@ def usage_error(event):
     if getattr(event, "argument", None) is None:
         fail(f"cannot read the command line ({type(event).__name__}) {help_hint}")
     flag = event.argument.display_name().split("/")[0]
-    if isinstance(event, tyro._errors.InvalidChoice):
-        fail(f"{flag} takes {' or '.join(event.choices)}, not {event.value!r} {help_hint}")
+    if isinstance(event, tyro._errors.InvalidChoice):  # in the order the Literal gives them
+        kind = types.get(flag[2:].replace("-", "_"))
+        literal = [a for a in (kind, *typing.get_args(kind))
+                   if typing.get_origin(a) is typing.Literal]
+        choices = [str(c) for c in typing.get_args(literal[0])] if literal else event.choices
+        fail(f"{flag} takes {' or '.join(choices)}, not {event.value!r} {help_hint}")
     words = sys.argv[1:]
     starts = [i for i, w in enumerate(words) if w.partition("=")[0] == flag]
     if not starts or isinstance(event, tyro._errors.BadValue):
@@ -597,9 +619,18 @@ def usage_error(event):
 
 
 def check_args(args):
-    """Everything a user can get wrong in the flags, before any environment is made: the
-    algorithm's own checks (check_flags), then those of the flags every script has."""
-    check_flags(args)
+    """Everything a user can get wrong in the flags, before training: the algorithm's own
+    checks (check_flags), then those of the flags every script has. A value the line names
+    that the preset gave is said to be the preset's."""
+    try:
+        check_flags(args)
+    except UsageError as e:
+        preset = PRESETS[args.preset][1] if getattr(args, "preset", None) else {}
+        named = [f"--{k.replace('_', '-')} {v}" for k, v in preset.items()
+                 if f"--{k.replace('_', '-')} {v}" in str(e)]
+        if not named:
+            raise
+        fail(f"{e} ({' and '.join(named)}: the {args.preset} preset's; a flag given overrides it)")
     if args.total_timesteps <= 0:
         fail(f"--total-timesteps must be positive, got {args.total_timesteps}")
     if args.eval_episodes < 0:

@@ -92,6 +92,7 @@ class Args:
     stop_at_return: Optional[float] = None
     """stop once the mean of the last 20 training episode returns (the accuracy) reaches this"""
 
+    # No presets: built for a language model's completions; its settings below.
     # The policy: the built-in transformer, or a local Hugging Face model
     model: Optional[str] = None
     """a local folder holding a Hugging Face causal LM and its tokenizer (None: the built-in one)"""
@@ -782,8 +783,12 @@ def usage_error(event):
     if getattr(event, "argument", None) is None:
         fail(f"cannot read the command line ({type(event).__name__}) {help_hint}")
     flag = event.argument.display_name().split("/")[0]
-    if isinstance(event, tyro._errors.InvalidChoice):
-        fail(f"{flag} takes {' or '.join(event.choices)}, not {event.value!r} {help_hint}")
+    if isinstance(event, tyro._errors.InvalidChoice):  # in the order the Literal gives them
+        kind = types.get(flag[2:].replace("-", "_"))
+        literal = [a for a in (kind, *typing.get_args(kind))
+                   if typing.get_origin(a) is typing.Literal]
+        choices = [str(c) for c in typing.get_args(literal[0])] if literal else event.choices
+        fail(f"{flag} takes {' or '.join(choices)}, not {event.value!r} {help_hint}")
     words = sys.argv[1:]
     starts = [i for i, w in enumerate(words) if w.partition("=")[0] == flag]
     if not starts or isinstance(event, tyro._errors.BadValue):
@@ -809,9 +814,18 @@ def usage_error(event):
 
 
 def check_args(args):
-    """Everything a user can get wrong in the flags, before any environment is made: the
-    algorithm's own checks (check_flags), then those of the flags every script has."""
-    check_flags(args)
+    """Everything a user can get wrong in the flags, before training: the algorithm's own
+    checks (check_flags), then those of the flags every script has. A value the line names
+    that the preset gave is said to be the preset's."""
+    try:
+        check_flags(args)
+    except UsageError as e:
+        preset = PRESETS[args.preset][1] if getattr(args, "preset", None) else {}
+        named = [f"--{k.replace('_', '-')} {v}" for k, v in preset.items()
+                 if f"--{k.replace('_', '-')} {v}" in str(e)]
+        if not named:
+            raise
+        fail(f"{e} ({' and '.join(named)}: the {args.preset} preset's; a flag given overrides it)")
     if args.total_timesteps <= 0:
         fail(f"--total-timesteps must be positive, got {args.total_timesteps}")
     if args.eval_episodes < 0:

@@ -47,7 +47,7 @@ import math
 import os
 import warnings
 from dataclasses import dataclass, field, replace
-from typing import Annotated, Optional
+from typing import Annotated, Literal, Optional
 
 import gymnasium as gym
 import numpy as np
@@ -86,14 +86,16 @@ class Args:
         default_factory=list)
     """observation dimensions to drop (CartPole: 1 3 hides both velocities), so memory is needed"""
 
-    # Algorithm
+    # Algorithm. A flag left at None takes the value of the environment's preset (PRESETS).
+    preset: tyro.conf.DisallowNone[Optional[Literal["discrete", "continuous"]]] = None
+    """the settings of the flags left at None (None: the environment's family, PRESETS)"""
     num_envs: int = 8
     """N: parallel environments (synchronous vector environment)"""
-    num_steps: int = 32
+    num_steps: Optional[int] = None
     """T: steps per environment in each rollout; the batch is N*T"""
-    data_chunk_length: int = 8
+    data_chunk_length: Optional[int] = None
     """L: steps per training sequence; must divide T (L = T: whole rollouts; HARL's default 10)"""
-    num_minibatches: int = 2
+    num_minibatches: Optional[int] = None
     """minibatches per epoch; must divide the number of chunks N*T/L"""
     update_epochs: int = 10
     """epochs over each rollout (3-10 in the PPO paper)"""
@@ -103,22 +105,22 @@ class Args:
     anneal_lr: bool = True
     """decay the learning rate linearly to 0 over --anneal-steps"""
     # Not over --total-timesteps, so that the budget does not change the learning.
-    anneal_steps: int = 100_000
+    anneal_steps: Optional[int] = None
     """environment steps over which --anneal-lr and --anneal-clip decay to 0, then stay 0"""
     # Not the 0.98 of ppo.py and RecurrentPPO's rl-zoo entry for CartPoleNoVel-v1: chosen on
     # tuning seeds 1-5; results.md, "ppo_lstm.py".
-    gamma: float = 0.99
+    gamma: Optional[float] = None
     """discount factor, also that of --norm-reward's return (0.99 in the PPO paper and CleanRL)"""
-    gae_lambda: float = 0.8
+    gae_lambda: Optional[float] = None
     """lambda of GAE (0.95 in the PPO paper; 0.92-0.99 in the GAE paper's best runs)"""
     norm_adv: bool = True
     """normalize advantages within each minibatch (over all its chunks' steps)"""
     clip_coef: float = 0.2
     """epsilon of the clipped surrogate (0.1-0.3 in the PPO paper's experiments)"""
     # Smaller steps as the policy gets good (RecurrentPPO's rl-zoo entry for CartPoleNoVel-v1).
-    anneal_clip: bool = True
+    anneal_clip: tyro.conf.DisallowNone[Optional[bool]] = None
     """decay epsilon linearly to 0 over --anneal-steps (factor f_k), with or without --anneal-lr"""
-    ent_coef: float = 0.0
+    ent_coef: Optional[float] = None
     """entropy bonus coefficient c_e (0 on MuJoCo, 0.01 on Atari in the PPO paper)"""
     vf_coef: float = 0.5
     """value loss coefficient c_v (0.5-1 in the PPO paper)"""
@@ -134,6 +136,20 @@ class Args:
     """width of the encoder layer before the LSTM and of the heads' hidden layer after it"""
     lstm_hidden_size: int = 64
     """size of the LSTM's hidden state h and cell state c (CleanRL's Atari LSTM: 128)"""
+
+
+# The presets of the flags left at None, by the environment's family (family(), below the
+# banner). A flag given overrides its preset.
+PRESETS = {
+    # Chosen on CartPole-v1 without its velocities (--hide-obs 1 3), tuning seeds 1-5
+    "discrete": ("plainrl's CartPole settings", dict(
+        num_steps=32, data_chunk_length=8, num_minibatches=2, anneal_steps=100_000,
+        gamma=0.99, gae_lambda=0.8, anneal_clip=True, ent_coef=0.0)),
+    # Chosen on Pendulum-v1 without its angular velocity (--hide-obs 2; results.md)
+    "continuous": ("plainrl's Pendulum settings", dict(
+        num_steps=256, data_chunk_length=16, num_minibatches=16, anneal_steps=200_000,
+        gamma=0.95, gae_lambda=0.95, anneal_clip=False, ent_coef=0.001)),
+}
 
 
 # ---------------------------------------------------------------------------------------
@@ -573,9 +589,10 @@ def main(args: Args) -> dict:
     """Train PPO-LSTM (or evaluate an --eval-checkpoint), write the run folder, return the
     summary. Ctrl-C stops training; the run folder is written, then KeyboardInterrupt goes on up."""
     # Check everything a user can get wrong before anything runs: one line, exit status 2.
-    check_args(args)
     args, checkpoint = load_checkpoint(args)  # the network's flags and --hide-obs from a model
     obs_dim, action_dim, continuous = check_env(args)  # the dimensions --hide-obs leaves
+    args = fill_preset(args, family((obs_dim,), continuous))  # the flags left at None
+    check_args(args)
 
     # Set up: seeds, device, the agent, the observation normalizer, the run folder.
     args = replace(args, exp_name=experiment_name(args))  # ppo_lstm-hide1-3, unless given
@@ -701,8 +718,12 @@ def usage_error(event):
     if getattr(event, "argument", None) is None:
         fail(f"cannot read the command line ({type(event).__name__}) {help_hint}")
     flag = event.argument.display_name().split("/")[0]
-    if isinstance(event, tyro._errors.InvalidChoice):
-        fail(f"{flag} takes {' or '.join(event.choices)}, not {event.value!r} {help_hint}")
+    if isinstance(event, tyro._errors.InvalidChoice):  # in the order the Literal gives them
+        kind = types.get(flag[2:].replace("-", "_"))
+        literal = [a for a in (kind, *typing.get_args(kind))
+                   if typing.get_origin(a) is typing.Literal]
+        choices = [str(c) for c in typing.get_args(literal[0])] if literal else event.choices
+        fail(f"{flag} takes {' or '.join(choices)}, not {event.value!r} {help_hint}")
     words = sys.argv[1:]
     starts = [i for i, w in enumerate(words) if w.partition("=")[0] == flag]
     if not starts or isinstance(event, tyro._errors.BadValue):
@@ -728,9 +749,18 @@ def usage_error(event):
 
 
 def check_args(args):
-    """Everything a user can get wrong in the flags, before any environment is made: the
-    algorithm's own checks (check_flags), then those of the flags every script has."""
-    check_flags(args)
+    """Everything a user can get wrong in the flags, before training: the algorithm's own
+    checks (check_flags), then those of the flags every script has. A value the line names
+    that the preset gave is said to be the preset's."""
+    try:
+        check_flags(args)
+    except UsageError as e:
+        preset = PRESETS[args.preset][1] if getattr(args, "preset", None) else {}
+        named = [f"--{k.replace('_', '-')} {v}" for k, v in preset.items()
+                 if f"--{k.replace('_', '-')} {v}" in str(e)]
+        if not named:
+            raise
+        fail(f"{e} ({' and '.join(named)}: the {args.preset} preset's; a flag given overrides it)")
     if args.total_timesteps <= 0:
         fail(f"--total-timesteps must be positive, got {args.total_timesteps}")
     if args.eval_episodes < 0:

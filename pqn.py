@@ -21,9 +21,8 @@ Key equations (t indexes the T steps of one environment's rollout):
 
 lambda = 0 gives DQN's one-step target; lambda = 1 the Monte Carlo return bootstrapped only
 at the rollout's end. A time-limit truncation is not a termination (the authors' code treats
-it as one). The optimizer is RAdam with epsilon 3e-4 (--adam-eps), the rate decaying to 0.
-Images (MinAtar's 10 x 10 grids) get one convolution of 16 3 x 3 filters before the
-LayerNorm MLP, the MinAtar paper's small-grid encoder.
+it as one). The optimizer is RAdam, the rate decaying to 0. Images (MinAtar's 10 x 10
+grids) get one 16-filter 3 x 3 convolution before the MLP, the MinAtar paper's encoder.
 
 Papers:
     Gallici et al. 2024, "Simplifying Deep Temporal Difference Learning", arXiv:2407.04811
@@ -36,6 +35,7 @@ Papers:
 Run:
     python pqn.py --env-id CartPole-v1
     python pqn.py --env-id CartPole-v1 --q-lambda 0     # DQN's one-step target
+    python pqn.py --env-id MinAtar/Breakout-v1 --total-timesteps 1000000   # the MinAtar settings
 
 Writes runs/<env_id>__pqn__<seed>__<unix_time>/ (plainrl's CONTRIBUTING.md, "What a run writes").
 """
@@ -46,7 +46,7 @@ Writes runs/<env_id>__pqn__<seed>__<unix_time>/ (plainrl's CONTRIBUTING.md, "Wha
 import os
 import warnings
 from dataclasses import dataclass
-from typing import Optional
+from typing import Literal, Optional
 
 import gymnasium as gym
 import numpy as np
@@ -79,30 +79,30 @@ class Args:
     """also evaluate greedily every N environment steps (0: only after training)"""
     stop_at_return: Optional[float] = None
     """stop once the training mean over its goal's window (GOALS; else 20 episodes) reaches this"""
-    # Algorithm: the authors' CartPole settings (purejaxql's pqn_cartpole.yaml) with lambda
-    # 0.65, epsilon down to 0.05, 128 units and RAdam at 2.5e-4, chosen on CartPole-v1 and
-    # Acrobot-v1 over seeds 1-5 (benchmarks/results.md, pqn.py).
-    num_envs: int = 32
+    # Algorithm. A flag left at None takes the value of the environment's preset (PRESETS).
+    preset: tyro.conf.DisallowNone[Optional[Literal["discrete", "image"]]] = None
+    """the settings of the flags left at None (None: the environment's family, PRESETS)"""
+    num_envs: Optional[int] = None
     """N: parallel environments, each exploring on its own"""
-    num_steps: int = 64
+    num_steps: Optional[int] = None
     """T: steps per environment in each rollout; the batch is N*T"""
-    learning_rate: float = 2.5e-4
+    learning_rate: Optional[float] = None
     """RAdam's rate, linearly to 0 over the budget (paper's code: 1e-4 CartPole, 5e-4 MinAtar)"""
     gamma: float = 0.99
     """discount factor"""
     q_lambda: float = 0.65
     """lambda of the Q(lambda) returns (paper's code: 0.65 MinAtar and Atari, 0.95 CartPole)"""
-    num_minibatches: int = 16
+    num_minibatches: Optional[int] = None
     """minibatches per epoch; must divide N*T"""
-    update_epochs: int = 4
+    update_epochs: Optional[int] = None
     """epochs over each rollout (2-4 in the paper's code)"""
     start_e: float = 1.0
     """epsilon at the start"""
     end_e: float = 0.05
     """epsilon at the end of its decay (paper's code: 0.05 MinAtar, 0.2 CartPole)"""
-    exploration_fraction: float = 0.2
+    exploration_fraction: Optional[float] = None
     """the fraction of the budget over which epsilon decays (0.1-0.2 in the paper's code)"""
-    reward_scale: float = 0.1
+    reward_scale: Optional[float] = None
     """rewards are multiplied by this for learning (0.1 on CartPole in the paper's code)"""
     max_grad_norm: float = 10.0
     """gradient clipping: the largest global norm of the gradient"""
@@ -110,10 +110,27 @@ class Args:
     # at 1e-8 RAdam divides the first failure's gradient by that small root and overturns the
     # policy in one update; an epsilon above the quiet stretch's root bounds those steps
     # (benchmarks/results.md, pqn.py).
-    adam_eps: float = 3e-4
+    adam_eps: Optional[float] = None
     """RAdam's epsilon, added to the root of its running mean square of the gradient"""
-    hidden_size: int = 128
+    hidden_size: Optional[int] = None
     """width of the two LayerNorm hidden layers (256 on CartPole in the paper's code)"""
+
+
+# The presets of the flags left at None, by the environment's family (family(), below the
+# banner): each its source's settings. A flag given overrides its preset.
+PRESETS = {
+    # The authors' CartPole settings (purejaxql's pqn_cartpole.yaml) with lambda 0.65,
+    # epsilon down to 0.05, 128 units and RAdam at 2.5e-4, chosen on CartPole-v1 and
+    # Acrobot-v1 over seeds 1-5 (benchmarks/results.md, pqn.py)
+    "discrete": ("the PQN authors' CartPole settings, as chosen here", dict(
+        num_envs=32, num_steps=64, learning_rate=2.5e-4, num_minibatches=16, update_epochs=4,
+        exploration_fraction=0.2, reward_scale=0.1, adam_eps=3e-4, hidden_size=128)),
+    # MinAtar and Atari: the authors' MinAtar settings (purejaxql's pqn_minatar.yaml), RAdam's
+    # epsilon at their 1e-8; epsilon decays over a tenth of the budget, as theirs over 10M
+    "image": ("the PQN authors' MinAtar settings", dict(
+        num_envs=128, num_steps=32, learning_rate=5e-4, num_minibatches=32, update_epochs=2,
+        exploration_fraction=0.1, reward_scale=1.0, adam_eps=1e-8, hidden_size=256)),
+}
 
 
 # ---------------------------------------------------------------------------------------
@@ -299,8 +316,9 @@ def main(args: Args) -> dict:
     """Train PQN (or evaluate an --eval-checkpoint), write the run folder, return the summary.
     Ctrl-C stops training; the run folder is written, then KeyboardInterrupt goes on up."""
     # Check everything a user can get wrong before anything runs: one line, exit status 2.
-    check_args(args)
     obs_shape, num_actions = check_env(args, make=make_game)
+    args = fill_preset(args, family(obs_shape, continuous=False))  # the flags left at None
+    check_args(args)
     args, checkpoint = load_checkpoint(args)  # the network's width comes from a checkpoint
 
     # Set up: seeds, device, the Q-network, the run folder.
@@ -422,8 +440,12 @@ def usage_error(event):
     if getattr(event, "argument", None) is None:
         fail(f"cannot read the command line ({type(event).__name__}) {help_hint}")
     flag = event.argument.display_name().split("/")[0]
-    if isinstance(event, tyro._errors.InvalidChoice):
-        fail(f"{flag} takes {' or '.join(event.choices)}, not {event.value!r} {help_hint}")
+    if isinstance(event, tyro._errors.InvalidChoice):  # in the order the Literal gives them
+        kind = types.get(flag[2:].replace("-", "_"))
+        literal = [a for a in (kind, *typing.get_args(kind))
+                   if typing.get_origin(a) is typing.Literal]
+        choices = [str(c) for c in typing.get_args(literal[0])] if literal else event.choices
+        fail(f"{flag} takes {' or '.join(choices)}, not {event.value!r} {help_hint}")
     words = sys.argv[1:]
     starts = [i for i, w in enumerate(words) if w.partition("=")[0] == flag]
     if not starts or isinstance(event, tyro._errors.BadValue):
@@ -449,9 +471,18 @@ def usage_error(event):
 
 
 def check_args(args):
-    """Everything a user can get wrong in the flags, before any environment is made: the
-    algorithm's own checks (check_flags), then those of the flags every script has."""
-    check_flags(args)
+    """Everything a user can get wrong in the flags, before training: the algorithm's own
+    checks (check_flags), then those of the flags every script has. A value the line names
+    that the preset gave is said to be the preset's."""
+    try:
+        check_flags(args)
+    except UsageError as e:
+        preset = PRESETS[args.preset][1] if getattr(args, "preset", None) else {}
+        named = [f"--{k.replace('_', '-')} {v}" for k, v in preset.items()
+                 if f"--{k.replace('_', '-')} {v}" in str(e)]
+        if not named:
+            raise
+        fail(f"{e} ({' and '.join(named)}: the {args.preset} preset's; a flag given overrides it)")
     if args.total_timesteps <= 0:
         fail(f"--total-timesteps must be positive, got {args.total_timesteps}")
     if args.eval_episodes < 0:

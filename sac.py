@@ -33,9 +33,7 @@ Papers:
 Run:
     python sac.py --env-id Pendulum-v1                     # the defaults
     python sac.py --env-id Pendulum-v1 --alpha 0.2 --no-autotune
-    python sac.py --env-id HalfCheetah-v5 --total-timesteps 300000 --hidden-size 256 \
-        --batch-size 256 --learning-rate 3e-4 --gamma 0.99 --tau 0.005 --alpha 1.0 \
-        --learning-starts 10000 --eval-every 10000   # the papers' settings (benchmark.py)
+    python sac.py --env-id HalfCheetah-v5 --total-timesteps 300000   # the papers' settings
 
 Writes runs/<env_id>__sac__<seed>__<unix_time>/ (plainrl's CONTRIBUTING.md, "What a run writes").
 """
@@ -49,7 +47,7 @@ import math
 import os
 import warnings
 from dataclasses import dataclass
-from typing import Optional
+from typing import Literal, Optional
 
 import gymnasium as gym
 import numpy as np
@@ -84,45 +82,63 @@ class Args:
     """stop once the training mean over its goal's window (GOALS; else 20 episodes) reaches this"""
 
     # Algorithm
+    # Algorithm. A flag left at None takes the value of the budget's preset (PRESETS).
+    preset: tyro.conf.DisallowNone[Optional[Literal["continuous", "continuous-long"]]] = None
+    """the settings of the flags left at None (None: by the budget, PRESETS)"""
     num_envs: int = 1
     """parallel environments (synchronous vector environment)"""
     # 5,000 in CleanRL.
-    learning_starts: int = 500
+    learning_starts: Optional[int] = None
     """uniformly random actions and no learning for this many environment steps (100 in SB3)"""
     gradient_steps: int = 1
     """critic gradient steps after each step of the vector environment (1 in the SAC papers)"""
     # Never allocated larger than --total-timesteps.
     buffer_size: int = 1_000_000
     """replay buffer capacity in transitions (1,000,000 in the SAC papers)"""
-    batch_size: int = 128
+    batch_size: Optional[int] = None
     """transitions sampled from the replay buffer for each gradient step (256 in the SAC papers)"""
-    learning_rate: float = 2e-3
+    learning_rate: Optional[float] = None
     """Adam learning rate of the actor, the critics and alpha (3e-4 in the SAC papers)"""
     # CleanRL's q_lr: 1e-3 for its critics and its temperature, 3e-4 for its actor.
     critic_learning_rate: Optional[float] = None
     """Adam learning rate of the critics and alpha instead (None: --learning-rate)"""
-    gamma: float = 0.98
+    gamma: Optional[float] = None
     """discount factor (0.99 in the SAC papers)"""
-    tau: float = 0.02
+    tau: Optional[float] = None
     """soft target update: theta' <- tau * theta + (1 - tau) * theta' (0.005 in the SAC papers)"""
     # 1 in SB3 too, 2 in CleanRL.
     policy_frequency: int = 1
     """d: every d-th critic step makes d actor (and temperature) steps (1 in the SAC papers)"""
     # A learned alpha starts at 1 in the 2018b paper and SB3; 0.2 is the usual fixed value.
-    alpha: float = 0.1
+    alpha: Optional[float] = None
     """the temperature alpha: its starting value, or its value throughout with --no-autotune"""
     autotune: bool = True
     """learn alpha so that the policy's entropy approaches --target-entropy"""
     # None's -dim(A) as in the 2018b paper.
     target_entropy: Optional[float] = None
     """H_target of the temperature loss, in nats (None: -dim(A), minus the action dimensions)"""
-    hidden_size: int = 64
+    hidden_size: Optional[int] = None
     """width of the two hidden layers of the actor and of each critic (256 in the SAC papers)"""
     log_interval: int = 1_000
     """environment steps between rows of updates.csv"""
     # One suits the 64-unit defaults; 256 units gain from two (results.md, "MuJoCo").
     threads: int = 1
     """CPU threads torch may use for the networks"""
+
+
+# The presets of the flags left at None, by the budget: a flag given overrides its preset.
+PRESETS = {
+    # Budgets up to SHORT_BUDGET steps: chosen on Pendulum-v1 to learn it in a minute
+    "continuous": ("plainrl's Pendulum settings", dict(
+        learning_starts=500, batch_size=128, learning_rate=2e-3, gamma=0.98, tau=0.02,
+        alpha=0.1, hidden_size=64)),
+    # Longer (MuJoCo): the 2018b paper's and SB3's, with the RL Zoo's 10,000 random steps
+    "continuous-long": ("the SAC paper's settings (2018b) and the RL Zoo's random steps", dict(
+        learning_starts=10_000, batch_size=256, learning_rate=3e-4, gamma=0.99, tau=0.005,
+        alpha=1.0, hidden_size=256)),
+}
+SHORT_BUDGET = 50_000
+"""the longest budget of the continuous preset; a longer one takes continuous-long"""
 
 
 # ---------------------------------------------------------------------------------------
@@ -464,7 +480,10 @@ def main(args: Args) -> dict:
     """Train SAC (or evaluate an --eval-checkpoint's actor), write the run folder, return the
     summary. Ctrl-C stops training; the run folder is written, then KeyboardInterrupt goes
     on up."""
-    # Check everything a user can get wrong before anything runs: one line, exit status 2.
+    # The flags left at None take the budget's preset. Then check everything a user can get
+    # wrong before anything runs: one line, exit status 2.
+    args = fill_preset(args, "continuous-long" if args.total_timesteps > SHORT_BUDGET
+                       else "continuous")
     check_args(args)
     obs_shape, action_space = check_env(args)
     args, checkpoint = load_checkpoint(args)  # the networks' size comes from a checkpoint
@@ -591,8 +610,12 @@ def usage_error(event):
     if getattr(event, "argument", None) is None:
         fail(f"cannot read the command line ({type(event).__name__}) {help_hint}")
     flag = event.argument.display_name().split("/")[0]
-    if isinstance(event, tyro._errors.InvalidChoice):
-        fail(f"{flag} takes {' or '.join(event.choices)}, not {event.value!r} {help_hint}")
+    if isinstance(event, tyro._errors.InvalidChoice):  # in the order the Literal gives them
+        kind = types.get(flag[2:].replace("-", "_"))
+        literal = [a for a in (kind, *typing.get_args(kind))
+                   if typing.get_origin(a) is typing.Literal]
+        choices = [str(c) for c in typing.get_args(literal[0])] if literal else event.choices
+        fail(f"{flag} takes {' or '.join(choices)}, not {event.value!r} {help_hint}")
     words = sys.argv[1:]
     starts = [i for i, w in enumerate(words) if w.partition("=")[0] == flag]
     if not starts or isinstance(event, tyro._errors.BadValue):
@@ -618,9 +641,18 @@ def usage_error(event):
 
 
 def check_args(args):
-    """Everything a user can get wrong in the flags, before any environment is made: the
-    algorithm's own checks (check_flags), then those of the flags every script has."""
-    check_flags(args)
+    """Everything a user can get wrong in the flags, before training: the algorithm's own
+    checks (check_flags), then those of the flags every script has. A value the line names
+    that the preset gave is said to be the preset's."""
+    try:
+        check_flags(args)
+    except UsageError as e:
+        preset = PRESETS[args.preset][1] if getattr(args, "preset", None) else {}
+        named = [f"--{k.replace('_', '-')} {v}" for k, v in preset.items()
+                 if f"--{k.replace('_', '-')} {v}" in str(e)]
+        if not named:
+            raise
+        fail(f"{e} ({' and '.join(named)}: the {args.preset} preset's; a flag given overrides it)")
     if args.total_timesteps <= 0:
         fail(f"--total-timesteps must be positive, got {args.total_timesteps}")
     if args.eval_episodes < 0:

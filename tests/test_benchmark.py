@@ -562,10 +562,10 @@ def test_the_ppo_minatar_command_is_cleanrls_ppo_atari_at_1e_3_and_1m_steps():
     # PPO_MINATAR read as ppo.py reads flags: CleanRL's ppo_atari.py (8 environments of 128
     # steps, 4 minibatches, 4 epochs, clip 0.1, value loss clipped, entropy 0.01, value 0.5,
     # norm 0.5, gamma 0.99, GAE 0.95, the rate annealed, advantages normalized), at the rate
-    # 1e-3 and 1M steps, the comment's two departures in the command
+    # 1e-3 and 1M steps: the command gives the budget, ppo.py's image preset the rest
     import ppo
     import tyro
-    args = tyro.cli(ppo.Args, args=benchmark.PPO_MINATAR)
+    args = ppo.fill_preset(tyro.cli(ppo.Args, args=benchmark.PPO_MINATAR), "image")
     assert dict(total_timesteps=args.total_timesteps, num_envs=args.num_envs,
                 num_steps=args.num_steps, learning_rate=args.learning_rate,
                 anneal_lr=args.anneal_lr, gamma=args.gamma, gae_lambda=args.gae_lambda,

@@ -139,11 +139,12 @@ def test_the_minatar_command_is_the_authors_pqn_minatar_yaml():
     # (purejaxql's config/alg/pqn_minatar.yaml, written out by its own names): NUM_ENVS 128,
     # NUM_STEPS 32, NUM_MINIBATCHES 32, NUM_EPOCHS 2, LR 0.0005, EPS_START 1, EPS_FINISH 0.05,
     # EPS_DECAY 0.1, MAX_GRAD_NORM 10, GAMMA 0.99, LAMBDA 0.65. The yaml scales no reward, so
-    # the command's scale is 1, not pqn.py's CartPole default; RAdam's epsilon the authors' 1e-8.
+    # the image preset's scale is 1, not the discrete preset's; RAdam's epsilon the authors' 1e-8.
+    # The command gives the budget, pqn.py's image preset the rest.
     import benchmark
     import tyro
-    args = tyro.cli(pqn.Args, args=benchmark.PQN_MINATAR)
-    assert pqn.Args().reward_scale != 1.0  # so the command must give it
+    args = pqn.fill_preset(tyro.cli(pqn.Args, args=benchmark.PQN_MINATAR), "image")
+    assert pqn.PRESETS["discrete"][1]["reward_scale"] != 1.0  # so the preset must give it
     assert dict(num_envs=args.num_envs, num_steps=args.num_steps,
                 num_minibatches=args.num_minibatches, update_epochs=args.update_epochs,
                 learning_rate=args.learning_rate, start_e=args.start_e, end_e=args.end_e,

@@ -1,0 +1,183 @@
+"""Settings that follow the environment (issue 107): each script's PRESETS, which family an
+environment's spaces pick (the block's family(), tested once), a flag given winning over its
+preset (fill_preset), the run's first lines and closing line naming the preset, bad input, and
+each reference environment's default command keeping the settings it had before the presets."""
+import json
+import os
+import typing
+
+import gymnasium as gym
+import pytest
+
+import ddpg_td3
+import es
+import ppo
+import ppo_lstm
+import pqn
+import sac
+import trpo
+import vpg
+
+WITH_PRESETS = {"ppo": ppo, "trpo": trpo, "vpg": vpg, "pqn": pqn, "ppo_lstm": ppo_lstm,
+                "es": es, "sac": sac, "ddpg_td3": ddpg_td3}
+
+# Each reference environment's settings before the presets (git d32790d, the flags' defaults),
+# written out here: the preset its default command takes must give these, so that the default
+# command learns as it did (benchmarks/same_episodes.py checks the episodes themselves).
+BEFORE = {
+    "ppo": ("discrete", dict(num_envs=8, num_steps=64, learning_rate=4e-3, gamma=0.98,
+                             gae_lambda=0.9, num_minibatches=2, update_epochs=10, clip_coef=0.2,
+                             clip_vloss=False, ent_coef=0.0, norm_obs=False, norm_reward=False)),
+    "trpo": ("discrete", dict(num_envs=8, num_steps=256, vf_minibatches=32, norm_obs=False,
+                              hidden_size=64)),
+    "vpg": ("discrete", dict(num_envs=8, num_steps=256, learning_rate=1e-2, vf_iters=20,
+                             vf_minibatches=4)),
+    "pqn": ("discrete", dict(num_envs=32, num_steps=64, learning_rate=2.5e-4, num_minibatches=16,
+                             update_epochs=4, exploration_fraction=0.2, reward_scale=0.1,
+                             adam_eps=3e-4, hidden_size=128)),
+    "ppo_lstm": ("discrete", dict(num_steps=32, data_chunk_length=8, num_minibatches=2,
+                                  anneal_steps=100_000, gamma=0.99, gae_lambda=0.8,
+                                  anneal_clip=True, ent_coef=0.0)),
+    "es": ("discrete", dict(sigma=0.05, learning_rate=0.05, l2_coef=0.005,
+                            episodes_per_member=1)),
+    "sac": ("continuous", dict(learning_starts=500, batch_size=128, learning_rate=2e-3,
+                               gamma=0.98, tau=0.02, alpha=0.1, hidden_size=64)),
+    "ddpg_td3": ("continuous", dict(learning_starts=1000, batch_size=128, learning_rate=1e-3,
+                                    gamma=0.98, tau=0.02, hidden_size=64)),
+}
+
+
+def test_the_family_is_read_from_the_spaces_by_hand():
+    # a flat observation with Discrete actions (CartPole's (4,)), with Box actions (Pendulum's
+    # (3,)), and images of three axes (MinAtar's 10 x 10 x 4, Atari's 4 x 84 x 84) whatever the
+    # actions: the image wins over the actions
+    assert ppo.family((4,), continuous=False) == "discrete"
+    assert ppo.family((3,), continuous=True) == "continuous"
+    assert ppo.family((10, 10, 4), continuous=False) == "image"
+    assert ppo.family((4, 84, 84), continuous=True) == "image"
+
+
+def test_a_flag_given_wins_over_its_preset_and_the_rest_come_from_it():
+    # --num-steps 512 and --no-clip-vloss given (values no preset has for both), the family
+    # continuous: those two kept, every other flag the continuous preset's, --preset recorded
+    args = ppo.fill_preset(ppo.Args(num_steps=512, clip_vloss=False), "continuous")
+    source, preset = ppo.PRESETS["continuous"]
+    assert (args.num_steps, args.clip_vloss, args.preset) == (512, False, "continuous")
+    assert {k: getattr(args, k) for k in preset if k not in ("num_steps", "clip_vloss")} == {
+        k: v for k, v in preset.items() if k not in ("num_steps", "clip_vloss")}
+    # --preset given beats the family: the image preset's 128 steps on a continuous task
+    args = ppo.fill_preset(ppo.Args(preset="image"), "continuous")
+    assert (args.preset, args.num_steps, args.clip_coef) == ("image", 128, 0.1)
+
+
+@pytest.mark.parametrize("name", WITH_PRESETS)
+def test_every_preset_sets_the_same_flags_each_left_at_none(name):
+    # a preset that forgot a flag would leave it None on its family; each preset names a source;
+    # --preset offers exactly the presets
+    module = WITH_PRESETS[name]
+    flag_sets = {preset: set(flags) for preset, (_, flags) in module.PRESETS.items()}
+    assert len({frozenset(s) for s in flag_sets.values()}) == 1, flag_sets
+    defaults = module.Args()
+    for flag in next(iter(flag_sets.values())):
+        assert getattr(defaults, flag) is None, f"{name}.py --{flag} is not left at None"
+    assert all(isinstance(source, str) and source for source, _ in module.PRESETS.values())
+    hints = typing.get_type_hints(module.Args)
+    (choices,) = [typing.get_args(a) for a in typing.get_args(hints["preset"]) if typing.get_args(a)]
+    assert set(choices) == set(module.PRESETS)
+
+
+@pytest.mark.parametrize("name", BEFORE)
+def test_the_reference_environment_keeps_its_settings(name):
+    family, before = BEFORE[name]
+    args = WITH_PRESETS[name].fill_preset(WITH_PRESETS[name].Args(), family)
+    assert {k: getattr(args, k) for k in before} == before
+
+
+def run_untrained(module, tmp_path, monkeypatch, **flags):
+    """main with train replaced (nothing learns): the run folder's config.json and the lines
+    printed."""
+    monkeypatch.setattr(module, "train", lambda *args, **kwargs: None)
+    module.main(module.Args(eval_episodes=0, tensorboard=False, curve=False,
+                            output_dir=str(tmp_path), **flags))
+    (folder,) = os.listdir(tmp_path)
+    with open(tmp_path / folder / "config.json") as f:
+        return json.load(f)
+
+
+@pytest.mark.parametrize("name", ["ppo", "trpo", "vpg", "pqn", "sac", "ddpg_td3"])
+def test_the_default_command_on_its_reference_environment_takes_those_settings(
+        name, tmp_path, monkeypatch, capsys):
+    module = WITH_PRESETS[name]
+    family, before = BEFORE[name]
+    config = run_untrained(module, tmp_path, monkeypatch)
+    assert config["preset"] == family
+    assert {k: config[k] for k in before} == before
+    others = " or ".join(f"--preset {p}" for p in module.PRESETS if p != family)
+    assert (f"{name}.py: the {family} preset, {module.PRESETS[family][0]}; {others} for "
+            "another, a flag for one setting") in capsys.readouterr().out.splitlines()
+
+
+def test_a_continuous_task_takes_cleanrls_settings_and_says_so(tmp_path, monkeypatch, capsys):
+    # ppo.py --env-id Pendulum-v1: CleanRL's ppo_continuous_action.py defaults, written out by
+    # their names there (num_envs 1, num_steps 2048, learning_rate 3e-4, gamma 0.99,
+    # gae_lambda 0.95, num_minibatches 32, update_epochs 10, clip_coef 0.2, clip_vloss True,
+    # ent_coef 0.0, and its NormalizeObservation and NormalizeReward wrappers), a flag given
+    # (--update-epochs 3) kept; the first lines name the preset after the environment's line
+    config = run_untrained(ppo, tmp_path, monkeypatch, env_id="Pendulum-v1", update_epochs=3)
+    assert {k: config[k] for k in BEFORE["ppo"][1]} == dict(
+        num_envs=1, num_steps=2048, learning_rate=3e-4, gamma=0.99, gae_lambda=0.95,
+        num_minibatches=32, update_epochs=3, clip_coef=0.2, clip_vloss=True, ent_coef=0.0,
+        norm_obs=True, norm_reward=True)
+    lines = capsys.readouterr().out.splitlines()
+    at = lines.index("ppo.py: Pendulum-v1, seed 1")
+    assert lines[at + 1] == ("ppo.py: the continuous preset, CleanRL's ppo_continuous_action.py; "
+                             "--preset discrete or --preset image for another, a flag for one "
+                             "setting")
+
+
+@pytest.mark.parametrize("module", [sac, ddpg_td3])
+def test_the_off_policy_scripts_pick_by_the_budget(module):
+    # 50,000 steps or fewer: the Pendulum settings; 50,001: the long (MuJoCo) preset, with the
+    # papers' 256-unit networks and gamma 0.99
+    assert module.SHORT_BUDGET == 50_000
+    for budget, expected in ((50_000, "continuous"), (50_001, "continuous-long")):
+        args = module.Args(total_timesteps=budget)
+        name = "continuous-long" if args.total_timesteps > module.SHORT_BUDGET else "continuous"
+        assert name == expected
+    long = module.PRESETS["continuous-long"][1]
+    assert (long["hidden_size"], long["gamma"], long["tau"]) == (256, 0.99, 0.005)
+
+
+@pytest.mark.parametrize("module, budget, expected", [
+    (sac, 50_000, 128), (sac, 50_001, 256), (ddpg_td3, 50_000, 128), (ddpg_td3, 50_001, 100)])
+def test_main_takes_the_budgets_preset(module, budget, expected, tmp_path, monkeypatch):
+    # the batch: 128 in both Pendulum presets; 256 in SAC's paper, 100 in TD3's
+    config = run_untrained(module, tmp_path, monkeypatch, total_timesteps=budget)
+    assert config["batch_size"] == expected
+
+
+def test_a_run_on_an_environment_no_goal_knows_names_its_preset(tmp_path, capsys):
+    # Pendulum-v1 has no GOALS entry in vpg.py and no reward threshold in Gymnasium
+    assert "Pendulum-v1" not in getattr(vpg, "GOALS", {})
+    assert gym.spec("Pendulum-v1").reward_threshold is None
+    vpg.main(vpg.Args(env_id="Pendulum-v1", total_timesteps=400, num_steps=200, eval_episodes=0,
+                      tensorboard=False, curve=False, output_dir=str(tmp_path)))
+    closing = capsys.readouterr().out.splitlines()[-1]
+    assert "no goal for Pendulum-v1; the continuous preset ran" in closing.split(" | ")
+
+
+@pytest.mark.parametrize("name", WITH_PRESETS)
+def test_an_unknown_preset_is_one_line_and_exit_status_2(name, check_usage_error):
+    others = " or ".join(WITH_PRESETS[name].PRESETS)
+    check_usage_error(f"{name}.py", ["--preset", "mujoco"],
+                      f"--preset takes {others}, not 'mujoco'")
+
+
+def test_a_value_the_preset_makes_bad_is_checked_after_it(check_usage_error):
+    # the continuous preset's 2,048 steps of one environment: 32 minibatches do not divide a
+    # rollout of --num-steps 100 given alone; the check runs on the filled flags and says
+    # which value the preset gave
+    check_usage_error("ppo.py", ["--env-id", "Pendulum-v1", "--num-steps", "100"],
+                      "num_envs*num_steps = 100 is not divisible by --num-minibatches 32; pick a "
+                      "divisor of 100 (--num-minibatches 32: the continuous preset's; a flag given "
+                      "overrides it)")
