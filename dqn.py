@@ -45,7 +45,7 @@ writes"); updates.csv's q_start beside discounted_return shows overestimation (v
 # ---------------------------------------------------------------------------------------
 import os
 import warnings
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Literal, Optional
 
 import gymnasium as gym
@@ -82,6 +82,8 @@ class Args:
     """stop once the training mean over its goal's window (GOALS; else 20 episodes) reaches this"""
 
     # Algorithm. A flag left at None takes the value of the observation's preset (PRESETS).
+    preset: tyro.conf.DisallowNone[Optional[Literal["vector", "long", "image"]]] = None
+    """the settings of the flags left at None (None: by the observation and budget, PRESETS)"""
     num_envs: int = 1
     """N: parallel environments (synchronous vector environment)"""
     # An image's 2.5e-4 is the MinAtar paper's and the Nature DQN's (RMSProp); 1e-4 in SB3.
@@ -160,15 +162,18 @@ class Args:
 # Adam here). Chosen on seeds 1-5 for the 20-episode mean where the run ends (tune.py's
 # objective); results.md, "dqn.py's defaults hold".
 PRESETS = {
-    "vector": dict(learning_rate=1e-3, buffer_size=50_000, target_network_frequency=500,
-                   batch_size=128, end_e=0.01, learning_starts=1000, train_frequency=4,
-                   gradient_steps=1, loss="mse", eval_epsilon=0.0),
-    "long": dict(learning_rate=2.5e-4, buffer_size=10_000, target_network_frequency=500,
-                 batch_size=128, end_e=0.01, learning_starts=10_000, train_frequency=10,
-                 gradient_steps=1, loss="mse", eval_epsilon=0.0),
-    "image": dict(learning_rate=2.5e-4, buffer_size=100_000, target_network_frequency=1000,
-                  batch_size=32, end_e=0.1, learning_starts=5000, train_frequency=1,
-                  gradient_steps=1, loss="huber", eval_epsilon=0.05),
+    "vector": ("plainrl's CartPole settings, for budgets up to 200,000 steps", dict(
+        learning_rate=1e-3, buffer_size=50_000, target_network_frequency=500, batch_size=128,
+        end_e=0.01, learning_starts=1000, train_frequency=4, gradient_steps=1, loss="mse",
+        eval_epsilon=0.0)),
+    "long": ("CleanRL's dqn.py with epsilon down to 0.01 over a tenth of the budget", dict(
+        learning_rate=2.5e-4, buffer_size=10_000, target_network_frequency=500, batch_size=128,
+        end_e=0.01, learning_starts=10_000, train_frequency=10, gradient_steps=1, loss="mse",
+        eval_epsilon=0.0)),
+    "image": ("the MinAtar paper's DQN, Adam for its RMSProp", dict(
+        learning_rate=2.5e-4, buffer_size=100_000, target_network_frequency=1000, batch_size=32,
+        end_e=0.1, learning_starts=5000, train_frequency=1, gradient_steps=1, loss="huber",
+        eval_epsilon=0.05)),
 }
 
 
@@ -180,13 +185,6 @@ def preset_name(args, image):
     """Which of PRESETS the flags left at None take: "image" for an image, else "vector" for a
     budget up to SHORT_BUDGET steps and "long" past it."""
     return "image" if image else "vector" if args.total_timesteps <= SHORT_BUDGET else "long"
-
-
-def with_preset(args, image):
-    """The flags with every one of PRESETS' flags that was not given (None) taken from the
-    preset of the observation and the budget (preset_name); the ones given override it."""
-    preset = PRESETS[preset_name(args, image)]
-    return replace(args, **{k: v for k, v in preset.items() if getattr(args, k) is None})
 
 
 # ---------------------------------------------------------------------------------------
@@ -553,8 +551,7 @@ def main(args: Args) -> dict:
     # The flags left at None take the preset of the observation and the budget (PRESETS),
     # checked in their turn.
     image = len(obs_space.shape) == 3
-    preset = preset_name(args, image)
-    args, given = with_preset(args, image), args
+    args, given = fill_preset(args, preset_name(args, image)), args  # fill_preset: below
     check_flags(args, given)
     args, checkpoint = load_checkpoint(args)  # the network's width comes from a checkpoint
 
@@ -568,8 +565,7 @@ def main(args: Args) -> dict:
     models = {"q_network": q_network}  # what model.pt holds
     if checkpoint is not None:
         restore(checkpoint, models, args)
-    run = RunWriter(args, device, models, rollout_steps=args.num_envs, note=f", {preset} preset"
-                    + (f" (a budget past {SHORT_BUDGET:,} steps)" if preset == "long" else ""))
+    run = RunWriter(args, device, models, rollout_steps=args.num_envs)
 
     # Train (unless evaluating a checkpoint) from a target network that starts as a copy,
     # then finish: evaluate, save, write, plot.
@@ -1451,7 +1447,7 @@ def atari_wrappers(env):
 # ---------------------------------------------------------------------------------------
 def check_flags(args, given=None):
     """dqn.py's own flags, checked before any environment is made; main checks again once the
-    flags left at None have their preset's values (with_preset), given the flags as the user
+    flags left at None have their preset's values (fill_preset), given the flags as the user
     gave them, and a check that needs one of those waits for it. A value the user did not
     give is named as the preset's, which a flag overrides."""
     flags = {k: v for k, v in asdict(args).items() if v is not None}

@@ -94,9 +94,14 @@ def command_of(script, config):
     """The training command of a run, from its config.json: the flags whose values differ
     from the script's defaults, in the order of its Args (seed, budget, --save-model). A flag
     defaulting to None is filled in by a preset or the script (ppo.py's --eval-epsilon, the
-    --exp-name of a variant): left out."""
+    --exp-name of a variant): left out, but a flag of the run's preset (config.json's "preset")
+    defaults to the preset's value."""
+    module = importlib.import_module(script)
+    presets = getattr(module, "PRESETS", {})
+    preset = presets[config["preset"]][1] if config.get("preset") in presets else {}
     words = ["python", f"{script}.py"]
     for name, default in args_fields(script).items():
+        default = preset.get(name, default)
         if name in NOT_LEARNING or name not in config or default is None:
             continue
         value = config[name]

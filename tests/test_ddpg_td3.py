@@ -21,6 +21,12 @@ from conftest import (BoxCountingEnv, approx, check_a_batch_of_the_written_rows,
                       set_clock, spy_on_acting, spy_on_seeds, tensor)
 
 
+def filled(**flags):
+    """ddpg_td3.Args with the flags left at None taken from its continuous preset, the settings its
+    defaults had before the presets, as main fills them on Pendulum-v1."""
+    return ddpg_td3.fill_preset(ddpg_td3.Args(**flags), "continuous")
+
+
 # ---------------------------------------------------------------------------------------
 # The critic target by hand. Three transitions, gamma = 0.5, rewards 1; the second one
 # terminated, the third one was cut by a time limit (truncated, so not terminated: its s'
@@ -221,7 +227,7 @@ def optimizers(nets, actor_lr=1e-3, critic_lr=1e-3):
 
 def one_update(nets, batch, gradient_step=1, actor_lr=1e-3, critic_lr=1e-3, **flags):
     """ddpg_td3.update on the batch with fresh optimizers; returns its losses."""
-    args = ddpg_td3.resolve_algo(ddpg_td3.Args(**flags))
+    args = ddpg_td3.resolve_algo(filled(**flags))
     return ddpg_td3.update(batch, nets, *optimizers(nets, actor_lr, critic_lr), args,
                            gradient_step)
 
@@ -321,7 +327,7 @@ def test_the_targets_move_tau_of_the_way_to_the_learned_networks(tau):
 def test_policy_delay_counts_gradient_steps():
     torch.manual_seed(0)
     nets = ddpg_td3.Networks(3, 1, 8, twin_q=True)
-    args, optimizer_pair = ddpg_td3.resolve_algo(ddpg_td3.Args(policy_delay=3)), optimizers(nets)
+    args, optimizer_pair = ddpg_td3.resolve_algo(filled(policy_delay=3)), optimizers(nets)
     watched = [nets.actor, nets.actor_target, nets.qf1_target, nets.qf2_target, nets.qf1,
                nets.qf2]
     changed = []
@@ -388,7 +394,7 @@ def test_the_evaluation_plays_mu_without_noise_scaled_to_the_bounds():
     # mu(s) = 0.1 s: the greedy actions 0, 0.1, 0.2 reach the environment as 2 + 2a = 2, 2.2,
     # 2.4 in each of the 2 episodes (unscaled they would arrive as 0, 0.1, 0.2)
     received_actions().clear()
-    returns = ddpg_td3.evaluate(ddpg_td3.Args(env_id="BoxZeroToFour-v0", eval_episodes=2),
+    returns = ddpg_td3.evaluate(filled(env_id="BoxZeroToFour-v0", eval_episodes=2),
                                 {"actor": LineActor(0.1)})
     assert returns.tolist() == [3.0, 3.0]
     assert received_actions() == approx([2.0, 2.0, 2.2, 2.2, 2.4, 2.4])
@@ -611,7 +617,7 @@ def test_each_optimizer_steps_on_its_own_loss_of_this_update_alone(monkeypatch):
     monkeypatch.setattr(torch.optim.Adam, "step", spy)
     nets = stand_in_nets(twin_q=False)
     critic_optimizer, actor_optimizer = optimizers(nets, actor_lr=0.0, critic_lr=0.0)
-    args = ddpg_td3.resolve_algo(ddpg_td3.Args(algo="ddpg", gamma=0.5))
+    args = ddpg_td3.resolve_algo(filled(algo="ddpg", gamma=0.5))
     for gradient_step in (1, 2):
         ddpg_td3.update(STAND_IN_BATCH, nets, critic_optimizer, actor_optimizer, args,
                         gradient_step)
@@ -636,7 +642,7 @@ gym.register("BoxTable-v0", entry_point=TableEnv)
 @pytest.mark.parametrize("env_id, terminated", [("BoxCountToThree-v0", False),
                                                 ("BoxTerminateAtThree-v0", True)])
 def test_episode_ends_store_the_true_final_observation(env_id, terminated, tmp_path, monkeypatch):
-    args = ddpg_td3.Args(env_id=env_id, total_timesteps=12, num_envs=2, learning_starts=6,
+    args = filled(env_id=env_id, total_timesteps=12, num_envs=2, learning_starts=6,
                          batch_size=16, hidden_size=8, eval_episodes=1, output_dir=str(tmp_path))
     summary = check_episode_ends(ddpg_td3, "td3_target", monkeypatch, args, terminated,
                                  update_owner=ddpg_td3, batch_obs=lambda batch, *rest: batch[0])
@@ -656,7 +662,7 @@ TINY = dict(env_id="Pendulum-v1", total_timesteps=600, learning_starts=200, batc
 @pytest.mark.parametrize("algo", ["td3", "ddpg"])
 @pytest.mark.slow  # a smoke run: a whole tiny run and every file it writes
 def test_smoke_run_writes_every_file_and_its_model_evaluates(algo, tmp_path, check_run_folder):
-    args = ddpg_td3.Args(**TINY, algo=algo, eval_episodes=2, save_model=True,
+    args = filled(**TINY, algo=algo, eval_episodes=2, save_model=True,
                          output_dir=str(tmp_path / "train"))
     summary = ddpg_td3.main(args)
     path, episodes, updates = check_run_folder(summary, args.output_dir, algo, model=True)
@@ -763,10 +769,10 @@ def test_the_buffer_is_never_larger_than_the_budget(tmp_path, monkeypatch):
 def test_an_evaluation_of_a_checkpoint_is_not_held_to_the_warm_up():
     # --learning-starts 1,000 leaves no step of a 101-step budget to learn in: refused for
     # training, not for evaluating a checkpoint, which trains nothing
-    ddpg_td3.check_flags(ddpg_td3.resolve_algo(ddpg_td3.Args(total_timesteps=101,
+    ddpg_td3.check_flags(ddpg_td3.resolve_algo(filled(total_timesteps=101,
                                                              eval_checkpoint="model.pt")))
     with pytest.raises(ddpg_td3.UsageError, match="leaves no step of the budget"):
-        ddpg_td3.check_flags(ddpg_td3.resolve_algo(ddpg_td3.Args(total_timesteps=101)))
+        ddpg_td3.check_flags(ddpg_td3.resolve_algo(filled(total_timesteps=101)))
 
 
 # ---------------------------------------------------------------------------------------

@@ -221,7 +221,7 @@ def network_with_outputs(*q_values):
 def train_directly(tmp_path, q_network, target_network, env_id="DqnCountToThree-v0", **flags):
     """dqn.train on env_id (reward 1 a step) with the networks given."""
     args = dqn.Args(env_id=env_id, eval_episodes=0, output_dir=str(tmp_path), **flags)
-    args = dqn.with_preset(args, image=False)  # main fills the flags left at None
+    args = dqn.fill_preset(args, dqn.preset_name(args, False))  # main fills those left at None
     envs = dqn.make_vector_env(args.env_id, args.num_envs)
     run = dqn.RunWriter(args, "cpu", {"q_network": q_network}, rollout_steps=args.num_envs)
     dqn.train(args, envs, q_network, target_network, run)
@@ -685,8 +685,11 @@ def test_an_image_of_cells_or_pixels_reaches_the_network_as_it_should(
     preset = ("train_frequency", "gradient_steps", "target_network_frequency", "loss", "end_e",
               "learning_rate", "eval_epsilon")
     assert [config[k] for k in preset] == [1, 1, 1000, "huber", 0.1, 2.5e-4, 0.05]
-    # and the run's line names it (a budget of 12 steps would be the vector's, not an image's)
-    assert capsys.readouterr().out.splitlines()[1] == f"dqn.py: {env_id}, seed 1, image preset"
+    # and the run's lines name it (a budget of 12 steps would be the vector's, not an image's)
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1:3] == [f"dqn.py: {env_id}, seed 1", "dqn.py: the image preset, the MinAtar "
+                          "paper's DQN, Adam for its RMSProp; --preset vector or --preset long for "
+                          "another, a flag for one setting"]
     assert len(buffers) == 4  # one batch at each of steps 9, 10, 11 and 12
     buffer = buffers[0]
     assert buffer.obs.dtype == buffer.next_obs.dtype == stored_as
@@ -862,7 +865,8 @@ def test_check_flags_refuses_a_bad_flag_in_one_line(flags, message):
 
 def test_check_flags_passes_the_defaults_and_both_presets_and_waits_for_a_total_timesteps():
     for image in (False, True):
-        dqn.check_flags(dqn.with_preset(dqn.Args(), image), dqn.Args())
+        dqn.check_flags(dqn.fill_preset(dqn.Args(), dqn.preset_name(dqn.Args(), image)),
+                        dqn.Args())
     dqn.check_flags(dqn.Args(num_envs=3))  # the preset's --buffer-size is checked once it is set
     # the plumbing's own check says --total-timesteps 0 must be positive; no budget of 0 first
     dqn.check_flags(dqn.Args(total_timesteps=0, learning_starts=10))
@@ -881,8 +885,8 @@ def test_the_preset_follows_the_observation_and_the_budget(budget, image, name):
     # a vector's budget up to SHORT_BUDGET = 200,000 takes the vector preset, past it the long
     # one; an image takes the image preset whatever its budget
     assert dqn.preset_name(dqn.Args(total_timesteps=budget), image) == name
-    args = dqn.with_preset(dqn.Args(total_timesteps=budget), image)
-    assert {k: getattr(args, k) for k in dqn.PRESETS[name]} == dqn.PRESETS[name]
+    args = dqn.fill_preset(dqn.Args(total_timesteps=budget), name)
+    assert {k: getattr(args, k) for k in dqn.PRESETS[name][1]} == dqn.PRESETS[name][1]
 
 
 def test_the_default_command_trains_500k_steps_with_the_long_preset():
@@ -893,8 +897,8 @@ def test_the_default_command_trains_500k_steps_with_the_long_preset():
     # epsilon down to 0.01 (CleanRL: 0.05) and a greedy evaluation
     assert dqn.Args().total_timesteps == 500_000
     assert dqn.preset_name(dqn.Args(), False) == "long"
-    args = dqn.with_preset(dqn.Args(), False)
-    assert {k: getattr(args, k) for k in dqn.PRESETS["long"]} == dict(
+    args = dqn.fill_preset(dqn.Args(), "long")
+    assert {k: getattr(args, k) for k in dqn.PRESETS["long"][1]} == dict(
         learning_rate=2.5e-4, buffer_size=10_000, target_network_frequency=500, batch_size=128,
         end_e=0.01, learning_starts=10_000, train_frequency=10, gradient_steps=1, loss="mse",
         eval_epsilon=0.0)
@@ -913,17 +917,19 @@ def test_a_run_past_200k_steps_trains_with_the_long_preset_and_says_so(tmp_path,
     (folder,) = os.listdir(tmp_path)
     with open(tmp_path / folder / "config.json") as f:
         assert json.load(f)["target_network_frequency"] == 500
-    assert capsys.readouterr().out.splitlines()[1] == (
-        "dqn.py: CartPole-v1, seed 1, long preset (a budget past 200,000 steps)")
+    assert capsys.readouterr().out.splitlines()[1:3] == [
+        "dqn.py: CartPole-v1, seed 1", "dqn.py: the long preset, CleanRL's dqn.py with epsilon "
+        "down to 0.01 over a tenth of the budget; --preset vector or --preset image for another, "
+        "a flag for one setting"]
 
 
 def test_the_long_preset_replays_less_often_and_a_flag_overrides_it():
     # replays per environment step = batch_size * gradient_steps / train_frequency:
     # vector 128 * 1 / 4 = 32, long 128 * 1 / 10 = 12.8
     replays = {name: p["batch_size"] * p["gradient_steps"] / p["train_frequency"]
-               for name, p in dqn.PRESETS.items() if name != "image"}
+               for name, (_, p) in dqn.PRESETS.items() if name != "image"}
     assert replays == {"vector": 32.0, "long": 12.8}
-    args = dqn.with_preset(dqn.Args(total_timesteps=500_000, learning_rate=1e-3), False)
+    args = dqn.fill_preset(dqn.Args(total_timesteps=500_000, learning_rate=1e-3), "long")
     assert (args.learning_rate, args.buffer_size) == (1e-3, 10_000)  # given; the preset's
 
 
@@ -944,7 +950,7 @@ def test_the_long_preset_replays_less_often_and_a_flag_overrides_it():
      "--num-envs 3; pass --buffer-size 9999, a multiple of 3", "--buffer-size 10000"),
 ])
 def test_a_value_the_user_did_not_give_is_named_as_the_presets(flags, message, preset, tmp_path):
-    # main fills the flags left at None from the preset (with_preset) and checks them in their
+    # main fills the flags left at None from the preset (fill_preset) and checks them in their
     # turn, given the flags as the user gave them: a value that does not fit, and that the
     # user never wrote, is named as the preset's; nothing is written.
     with pytest.raises(dqn.UsageError) as refused:

@@ -21,6 +21,12 @@ from conftest import (CountingEnv, check_import_is_quiet, ctrl_c, episode_rows,
                       interrupt_on_call, read_csv, same_seed_episodes, spy_on, start_in_a_terminal)
 
 
+def filled(**flags):
+    """es.Args with the flags left at None taken from its discrete preset, the settings its
+    defaults had before the presets, as main fills them on CartPole-v1."""
+    return es.fill_preset(es.Args(**flags), "discrete")
+
+
 # ---------------------------------------------------------------------------------------
 # Fitness shaping by hand
 # ---------------------------------------------------------------------------------------
@@ -270,7 +276,7 @@ def models_of(policy, theta, normalizer=None):
 def evaluate_theta(policy, theta, env_id, episodes, seed, normalizer=None):
     """The plumbing's evaluate of theta through es.py's greedy_policy, its episodes started
     from seed, seed + 1, ... (evaluate plays from --seed + 100,000)."""
-    args = es.Args(env_id=env_id, eval_episodes=episodes, seed=seed - 100_000)
+    args = filled(env_id=env_id, eval_episodes=episodes, seed=seed - 100_000)
     return es.evaluate(args, models_of(policy, theta, normalizer))
 
 
@@ -289,7 +295,7 @@ def test_evaluations_play_with_the_observation_statistics(tmp_path):
     # var 4 - 1e-8, z = (x - 10) / 2 (the std, not the variance): x = 13, return 14 (divided
     # by the variance, x = 15, return 16). --eval-every's rows and the final evaluation both
     # play with the statistics.
-    args = es.Args(env_id="ESCountUntilActionOne-v0", norm_obs=True, eval_every=100,
+    args = filled(env_id="ESCountUntilActionOne-v0", norm_obs=True, eval_every=100,
                    eval_episodes=2, num_workers=1, output_dir=str(tmp_path))
     policy = es.Policy(1, gym.spaces.Discrete(2))
     theta = np.array([0.0, 1.0, 0.0, -1.0])
@@ -450,7 +456,7 @@ def test_worker_replicas_play_and_update_like_the_main_process(backend):
     env = gym.wrappers.RecordEpisodeStatistics(es.make_env(env_id))
     tasks = [(11, 1.0, [5]), (11, -1.0, [5]), (12, 1.0, [6, 7]), (0, 0.0, [8])]
     obs_stats = (np.array([0.1, 0.0, -0.1, 0.0]), np.array([1.0, 2.0, 1.0, 2.0]))
-    workers = es.start_workers(es.Args(env_id=env_id, num_workers=2, backend=backend), policy,
+    workers = es.start_workers(filled(env_id=env_id, num_workers=2, backend=backend), policy,
                                strategy)
     try:
         for _ in range(3):  # three generations: the replicas follow the main process's updates
@@ -479,13 +485,13 @@ def test_worker_replicas_play_and_update_like_the_main_process(backend):
 
 def test_worker_count_caps_with_a_warning(monkeypatch, capsys):
     monkeypatch.setattr(es, "available_cores", lambda: 2)
-    assert es.worker_count(es.Args(num_workers=5, population_size=8)) == 2
+    assert es.worker_count(filled(num_workers=5, population_size=8)) == 2
     assert capsys.readouterr().err == "es.py: warning: --num-workers 5 is more than the 2 cores; using 2\n"
     monkeypatch.setattr(es, "available_cores", lambda: 16)
-    assert es.worker_count(es.Args(num_workers=8, population_size=4)) == 4
+    assert es.worker_count(filled(num_workers=8, population_size=4)) == 4
     assert "more than the 4 members of a generation; using 4" in capsys.readouterr().err
-    assert es.worker_count(es.Args(population_size=4)) == 4          # default: no warning
-    assert es.worker_count(es.Args(num_workers=3, population_size=4)) == 3
+    assert es.worker_count(filled(population_size=4)) == 4          # default: no warning
+    assert es.worker_count(filled(num_workers=3, population_size=4)) == 3
     assert capsys.readouterr().err == ""
 
 
@@ -782,7 +788,7 @@ def test_discrete_smoke_run_with_workers_logs_its_columns_and_its_model_evaluate
     # Every column of updates.csv has its TensorBoard name in TENSORBOARD_NAMES; model.pt's
     # theta is the last generation's, and evaluated alone it plays the same on the same seeds.
     monkeypatch.setattr(es, "available_cores", lambda: 2)
-    args = es.Args(total_timesteps=600, population_size=4, num_workers=2, eval_episodes=2,
+    args = filled(total_timesteps=600, population_size=4, num_workers=2, eval_episodes=2,
                    save_model=True, output_dir=str(tmp_path / "train"))
     summary = es.main(args)
     (path,) = (tmp_path / "train").iterdir()
@@ -811,7 +817,7 @@ def test_an_environment_of_your_own_module_trains_with_workers_and_evaluates(
     # my_envs is unloaded and its ids unregistered: es.py imports it, and the forked workers
     # inherit the registration. GridWorld-v0 gives -1 a step, cut at 20 steps.
     monkeypatch.setattr(es, "available_cores", lambda: 2)
-    args = es.Args(env_id=f"{fresh_env_module}:GridWorld-v0", total_timesteps=100,
+    args = filled(env_id=f"{fresh_env_module}:GridWorld-v0", total_timesteps=100,
                    population_size=4, num_workers=2, eval_episodes=1, save_model=True,
                    output_dir=str(tmp_path / "train"))
     summary = es.main(args)
@@ -829,7 +835,7 @@ def test_an_environment_of_your_own_module_trains_with_workers_and_evaluates(
 def test_continuous_smoke_run_with_every_option(tmp_path):
     # 3 members without mirroring, 2 episodes each of Pendulum's 200 steps: 1200 steps,
     # one generation
-    args = es.Args(env_id="Pendulum-v1", total_timesteps=1200, population_size=3,
+    args = filled(env_id="Pendulum-v1", total_timesteps=1200, population_size=3,
                    antithetic=False, episodes_per_member=2, policy="linear", optimizer="sgd",
                    fitness_shaping="zscore", norm_obs=True, num_workers=1, eval_episodes=2,
                    save_model=True, output_dir=str(tmp_path / "train"))
@@ -914,7 +920,7 @@ def test_an_evaluation_of_a_linear_checkpoint_takes_the_model_s_policy(tmp_path,
     model = tmp_path / "model.pt"
     es.save_checkpoint(model, models_of(es.Policy(1, gym.spaces.Discrete(2)),
                                         np.array([0.0, 1.0, 0.0, -1.0])),
-                       es.Args(env_id="ESCountUntilActionOne-v0", policy="linear"))
+                       filled(env_id="ESCountUntilActionOne-v0", policy="linear"))
     code, out, err = run_cli("es.py", ["--env-id", "ESCountUntilActionOne-v0", "--eval-checkpoint",
                                        str(model), "--eval-episodes", "1",
                                        "--output-dir", str(tmp_path / "eval")])
@@ -929,7 +935,7 @@ def test_a_theta_that_does_not_fit_the_network_is_refused_in_one_line(tmp_path):
     # (4 + 1) * 16 + (16 + 1) * 2 = 114 parameters, where 32 units make 226
     policy = es.Policy(4, gym.spaces.Discrete(2), (16,))
     es.save_checkpoint(tmp_path / "model.pt", models_of(policy, np.zeros(policy.num_params)),
-                       es.Args(hidden_sizes=(32,)))
+                       filled(hidden_sizes=(32,)))
     with pytest.raises(es.UsageError) as refused:
         es.main(es.Args(eval_checkpoint=str(tmp_path / "model.pt"),
                         output_dir=str(tmp_path / "eval")))
@@ -989,9 +995,9 @@ def test_same_seed_gives_the_same_episodes(tmp_path):
 ])
 def test_check_flags_refuses_a_bad_flag_in_one_line(flags, message):
     with pytest.raises(es.UsageError) as refused:
-        es.check_flags(es.Args(**flags))
+        es.check_flags(filled(**flags))
     assert message in str(refused.value) and "\n" not in str(refused.value)
-    es.check_flags(es.Args(policy="linear", hidden_sizes=()))  # no hidden layer: no widths
+    es.check_flags(filled(policy="linear", hidden_sizes=()))  # no hidden layer: no widths
 
 
 @pytest.mark.parametrize("obs_space, action_space, message", [
@@ -1007,13 +1013,13 @@ def test_check_flags_refuses_a_bad_flag_in_one_line(flags, message):
 def test_check_spaces_refuses_what_the_policy_cannot_play_in_one_line(obs_space, action_space,
                                                                       message):
     with pytest.raises(es.UsageError) as refused:
-        es.check_spaces(es.Args(env_id="Some-v0"), obs_space, action_space)
+        es.check_spaces(filled(env_id="Some-v0"), obs_space, action_space)
     assert message in str(refused.value) and "\n" not in str(refused.value)
 
 
 def test_check_spaces_returns_the_observation_shape_and_the_action_space():
     for action_space in (gym.spaces.Discrete(2), gym.spaces.Box(-2.0, 2.0, (1,))):
-        assert es.check_spaces(es.Args(), gym.spaces.Box(-1.0, 1.0, (3,)), action_space) == (
+        assert es.check_spaces(filled(), gym.spaces.Box(-1.0, 1.0, (3,)), action_space) == (
             (3,), action_space)
 
 

@@ -508,19 +508,19 @@ def test_dqn_fills_the_flags_left_at_none_from_the_observations_preset():
     # a vector at a 100k budget (the vector preset, up to 200k; the default 500k takes the long
     # one): one gradient step on 128 every 4 steps, the target copied every 500 (chosen for
     # where CartPole's runs end, issue 78)
-    vector = dqn.with_preset(dqn.Args(total_timesteps=100_000), image=False)
+    vector = dqn.fill_preset(dqn.Args(total_timesteps=100_000), "vector")
     assert (vector.learning_rate, vector.buffer_size, vector.target_network_frequency,
             vector.batch_size, vector.end_e, vector.learning_starts, vector.train_frequency,
             vector.gradient_steps, vector.loss, vector.eval_epsilon) \
         == (1e-3, 50_000, 500, 128, 0.01, 1000, 4, 1, "mse", 0.0)
     # an image: the MinAtar paper's (Young & Tian 2019, Table 2), evaluated at epsilon 0.05
-    image = dqn.with_preset(dqn.Args(), image=True)
+    image = dqn.fill_preset(dqn.Args(), "image")
     assert (image.learning_rate, image.buffer_size, image.target_network_frequency,
             image.batch_size, image.end_e, image.learning_starts, image.train_frequency,
             image.gradient_steps, image.loss, image.eval_epsilon) \
         == (2.5e-4, 100_000, 1000, 32, 0.1, 5000, 1, 1, "huber", 0.05)
     # a flag given keeps its value, whichever preset; the others are untouched
-    given = dqn.with_preset(dqn.Args(batch_size=64, eval_epsilon=0.0, gamma=0.9), image=True)
+    given = dqn.fill_preset(dqn.Args(batch_size=64, eval_epsilon=0.0, gamma=0.9), "image")
     assert (given.batch_size, given.eval_epsilon, given.gamma, given.buffer_size) \
         == (64, 0.0, 0.9, 100_000)
 
@@ -532,8 +532,8 @@ def test_dqn_writes_the_preset_it_ran_with_into_config_json(tmp_path):
                           output_dir=str(tmp_path / preset)))
         (path,) = (tmp_path / preset).glob("*/config.json")
         config = json.loads(path.read_text())
-        expected = dqn.PRESETS[preset] | dict(learning_starts=32, buffer_size=64, batch_size=8)
-        assert {k: config[k] for k in expected} == expected
+        expected = dqn.PRESETS[preset][1] | dict(learning_starts=32, buffer_size=64, batch_size=8)
+        assert {k: config[k] for k in expected} == expected and config["preset"] == preset
 
 
 def test_a_flag_that_does_not_fit_the_image_preset_is_bad_input(check_usage_error):

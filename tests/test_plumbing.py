@@ -115,18 +115,22 @@ def test_a_copied_script_keeps_its_licence_and_points_to_no_file_it_lacks(script
     assert text.count("CONTRIBUTING.md") == text.count("plainrl's CONTRIBUTING.md")
 
 
-def docstring_commands(script):
-    """The argument lists of the commands in a script's docstring that run the script itself:
-    backslash-continued lines joined, comments and environment prefixes dropped."""
-    doc = module_of(script).__doc__.replace("\\\n", " ")
+def docstring_commands(script, doc=None):
+    """The argument lists of the commands in a script's docstring (or doc) that run the script
+    itself: backslash-continued lines joined, comments and environment prefixes dropped."""
+    doc = (module_of(script).__doc__ if doc is None else doc).replace("\\\n", " ")
     return [shlex.split(line.split(f"python {script}", 1)[1].split("#")[0])
             for line in doc.splitlines() if f"python {script}" in line]
 
 
 def test_docstring_commands_are_read_whole():
-    # ppo.py's Hopper command runs over three lines and ends with a comment
+    # a command continued over two lines and ending with a comment is one command, whole
+    doc = ("Run:\n    python ppo.py --env-id Hopper-v5 --total-timesteps 1000000 \\\n"
+           "        --eval-every 100000   # the continuous preset\n    python other.py --x 1\n")
+    assert docstring_commands("ppo.py", doc) == [
+        ["--env-id", "Hopper-v5", "--total-timesteps", "1000000", "--eval-every", "100000"]]
     (hopper,) = [argv for argv in docstring_commands("ppo.py") if "Hopper-v5" in argv]
-    assert hopper[:2] == ["--env-id", "Hopper-v5"] and hopper[-2:] == ["--eval-every", "100000"]
+    assert hopper == ["--env-id", "Hopper-v5", "--total-timesteps", "1000000"]
 
 
 @pytest.mark.parametrize("script", SCRIPTS)

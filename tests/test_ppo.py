@@ -769,7 +769,7 @@ def test_nan_loss_stops_cleanly(tmp_path, monkeypatch, capsys):
 
 
 # The flags of one rollout of 6 steps: 2 environments * 3 steps, 2 minibatches of 3
-ONE_ROLLOUT_OF_SIX = dict(num_envs=2, num_steps=3)
+ONE_ROLLOUT_OF_SIX = dict(num_envs=2, num_steps=3, num_minibatches=2)
 
 
 def test_exp_name_seed_and_track_name_the_run_folder_the_summary_and_the_wandb_run(

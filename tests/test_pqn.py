@@ -11,6 +11,13 @@ import torch
 import pqn
 from conftest import approx, read_csv, spy_on, tensor
 
+
+def filled(**flags):
+    """pqn.Args with the flags left at None taken from its discrete preset, the settings its
+    defaults had before the presets, as main fills them on CartPole-v1."""
+    return pqn.fill_preset(pqn.Args(**flags), "discrete")
+
+
 # ---------------------------------------------------------------------------------------
 # The math, by hand
 # ---------------------------------------------------------------------------------------
@@ -74,7 +81,7 @@ def test_the_default_epsilon_falls_to_0_05_over_the_first_100k_steps():
     # The defaults: 1 -> 0.05 over 0.2 * 500,000 = 100,000 steps: halfway 1 + (0.05 - 1) *
     # 0.5 = 0.525, then 0.05 to the end of the budget (issue 86 tried 0.075: seed 126 still
     # fell, benchmarks/results.md, pqn.py's notes).
-    args = pqn.Args()
+    args = filled()
     duration = args.exploration_fraction * args.total_timesteps
     assert (args.start_e, args.end_e, duration) == (1.0, 0.05, 100_000)
     at = lambda t: pqn.linear_schedule(args.start_e, args.end_e, duration, t)
@@ -131,7 +138,7 @@ def test_the_default_radam_epsilon_is_3e_4():
     # hold at 1e-4, 3e-4 and 1e-3 (pqn page); 3e-5 would sit a decade nearer the falling one.
     # The MinAtar rows were measured at the authors' 1e-8, which their command keeps (the
     # test below).
-    assert pqn.Args().adam_eps == 3e-4
+    assert filled().adam_eps == 3e-4
 
 
 def test_the_minatar_command_is_the_authors_pqn_minatar_yaml():
@@ -297,7 +304,7 @@ def train_by_hand(tmp_path, monkeypatch, **flags):
     monkeypatch.setattr(pqn, "q_lambda_returns", spy_returns)
     monkeypatch.setattr(torch.optim.RAdam, "step", step)
     q_network.register_forward_hook(hook)
-    args = pqn.Args(env_id="PqnTaggedCount-v0", eval_episodes=0, output_dir=str(tmp_path), **flags)
+    args = filled(env_id="PqnTaggedCount-v0", eval_episodes=0, output_dir=str(tmp_path), **flags)
     envs = pqn.make_vector_env(args.env_id, args.num_envs)
     run = pqn.RunWriter(args, "cpu", {"q_network": q_network},
                         rollout_steps=args.num_envs * args.num_steps)
@@ -540,7 +547,7 @@ def test_the_defaults_are_the_ones_the_flags_document():
     # gradient's norm clipped at 10, gamma 0.99, 32 environments of 64 steps in 16
     # minibatches, 4 epochs. Each differs from the others' and from its neighbours' values,
     # so a default moved to another's place shows.
-    args = pqn.Args()
+    args = filled()
     assert dict(q_lambda=args.q_lambda, learning_rate=args.learning_rate,
                 hidden_size=args.hidden_size, reward_scale=args.reward_scale,
                 max_grad_norm=args.max_grad_norm, gamma=args.gamma, num_envs=args.num_envs,

@@ -20,6 +20,21 @@ from conftest import ROOT, script_path
 
 README = os.path.join(ROOT, "README.md")
 RESULTS = os.path.join(ROOT, "benchmarks", "results.md")
+
+
+def settings(task):
+    """What a MinAtar or MuJoCo task's run trains with: its flags as its script reads them,
+    the flags left at None from the preset its main takes (an image's; sac.py's and
+    ddpg_td3.py's by the budget; otherwise the continuous one)."""
+    import importlib
+
+    import tyro
+    module = importlib.import_module(task.script)
+    args = tyro.cli(module.Args, args=task.flags)
+    budget = getattr(module, "SHORT_BUDGET", None)
+    family = ("image" if task.env_id.startswith("MinAtar/") else
+              "continuous" if budget is None or args.total_timesteps <= budget else "continuous-long")
+    return module.fill_preset(args, family)
 GUIDE = os.path.join(ROOT, "docs", "guide")
 # The front door (issue 55): what it said beyond the quickstart, the scripts table and the
 # links into the site went to the site's pages (525 lines before)
@@ -192,13 +207,13 @@ def test_the_scripts_own_environment_commands_run_from_the_root():
 
 
 def test_a_minatar_game_takes_its_own_rate_and_tyro_takes_the_last_of_a_repeated_flag():
-    # ppo.py's MinAtar tasks: Freeway at 5e-4, Asterix and Breakout at 2e-3 (in place of
-    # PPO_MINATAR's, issue 73), the other two at PPO_MINATAR's 1e-3
-    rates = {t.env_id: t.flags[max(i for i, f in enumerate(t.flags) if f == "--learning-rate") + 1]
+    # ppo.py's MinAtar tasks: Freeway at 5e-4, Asterix and Breakout at 2e-3 (a flag of the
+    # game's, issue 73), the other two at the image preset's 1e-3
+    rates = {t.env_id: settings(t).learning_rate
              for t in benchmark.TASKS["ppo"] if t.env_id.startswith("MinAtar/")}
-    assert rates == {"MinAtar/Asterix-v1": "2e-3", "MinAtar/Breakout-v1": "2e-3",
-                     "MinAtar/Freeway-v1": "5e-4", "MinAtar/Seaquest-v1": "1e-3",
-                     "MinAtar/SpaceInvaders-v1": "1e-3"}
+    assert rates == {"MinAtar/Asterix-v1": 2e-3, "MinAtar/Breakout-v1": 2e-3,
+                     "MinAtar/Freeway-v1": 5e-4, "MinAtar/Seaquest-v1": 1e-3,
+                     "MinAtar/SpaceInvaders-v1": 1e-3}
     import ppo
     import tyro
     repeated = ["--learning-rate", "1e-3", "--learning-rate", "2.5e-4"]
@@ -309,10 +324,9 @@ def test_every_listed_command_gives_each_flag_once(capsys):
         flags = [w[5:] if w.startswith("--no-") else w[2:] for w in words if w.startswith("--")]
         assert len(flags) == len(set(flags)), " ".join(words)
     tasks = {t.name: t for t in benchmark.TASKS["ppo"]}
-    for game, rate in (("Asterix", "2e-3"), ("Breakout", "2e-3"), ("Freeway", "5e-4"),
-                       ("Seaquest", "1e-3")):
-        flags = tasks[f"ppo-MinAtar-{game}-v1"].flags
-        assert flags[flags.index("--learning-rate") + 1] == rate, game
+    for game, rate in (("Asterix", 2e-3), ("Breakout", 2e-3), ("Freeway", 5e-4),
+                       ("Seaquest", 1e-3)):
+        assert settings(tasks[f"ppo-MinAtar-{game}-v1"]).learning_rate == rate, game
     assert benchmark.with_values(["--a", "1", "--b", "2"], ["--b", "3", "--c", "4"]) == [
         "--a", "1", "--b", "3", "--c", "4"]
 
@@ -468,30 +482,26 @@ def test_the_mujoco_tasks_follow_the_issue():
                                    + [f"{s}-{e}{label}" for s in ("ddpg_td3", "sac")
                                       for e in envs for label in ("", "-100k")])
 
-    def flag(task, name):  # the last value of a flag: tyro takes the last
-        return task.flags[max(i for i, f in enumerate(task.flags) if f == name) + 1]
-
+    # what each run trains with: its flags, the rest from the preset its script takes
+    run = {name: settings(task) for name, task in names.items()}
     for name, task in names.items():
-        budget = ("1000000" if task.script == "ppo" else
-                  "100000" if name.endswith("-100k") else "300000")
-        assert flag(task, "--total-timesteps") == budget and task.window == 100
+        budget = (1_000_000 if task.script == "ppo" else
+                  100_000 if name.endswith("-100k") else 300_000)
+        assert run[name].total_timesteps == budget and task.window == 100
         if task.script != "ppo":
-            assert flag(task, "--eval-every") == "10000"
-    assert flag(names["ppo-HalfCheetah-v5"], "--update-epochs") == "20"  # the zoo's
+            assert run[name].eval_every == 10_000
+    assert run["ppo-HalfCheetah-v5"].update_epochs == 20  # the zoo's
     for env in ("Hopper-v5", "Walker2d-v5"):  # CleanRL's
-        assert flag(names[f"ppo-{env}"], "--num-steps") == "2048"
-        assert "--clip-vloss" in names[f"ppo-{env}"].flags
-    assert flag(names["sac-Walker2d-v5"], "--alpha") == "1.0"
-    assert "--alpha" not in names["ddpg_td3-Walker2d-v5"].flags
+        assert (run[f"ppo-{env}"].num_steps, run[f"ppo-{env}"].clip_vloss) == (2048, True)
+    assert run["sac-Walker2d-v5"].alpha == 1.0
     # TD3 with its paper's rate, batch and random steps per environment; SAC with SB3's
     for label in ("", "-100k"):
-        assert [flag(names[f"ddpg_td3-{e}{label}"], "--learning-starts") for e in envs] == [
-            "1000", "10000", "1000"]
-        assert [flag(names[f"sac-{e}{label}"], "--learning-starts") for e in envs] == ["10000"] * 3
+        assert [run[f"ddpg_td3-{e}{label}"].learning_starts for e in envs] == [1000, 10000, 1000]
+        assert [run[f"sac-{e}{label}"].learning_starts for e in envs] == [10000] * 3
         for e in envs:
-            td3, sac = names[f"ddpg_td3-{e}{label}"], names[f"sac-{e}{label}"]
-            assert (flag(td3, "--learning-rate"), flag(td3, "--batch-size")) == ("1e-3", "100")
-            assert (flag(sac, "--learning-rate"), flag(sac, "--batch-size")) == ("3e-4", "256")
+            td3, sac = run[f"ddpg_td3-{e}{label}"], run[f"sac-{e}{label}"]
+            assert (td3.learning_rate, td3.batch_size, td3.hidden_size) == (1e-3, 100, 256)
+            assert (sac.learning_rate, sac.batch_size, sac.hidden_size) == (3e-4, 256, 256)
 
 
 def test_results_md_gives_each_minatar_games_command_as_benchmark_runs_it():

@@ -19,6 +19,13 @@ from conftest import (approx, check_episode_ends,
                       copies, fill_with_constants, moved_since, read_csv, received_actions,
                       same_seed_episodes, saved_sums, spy_on, spy_on_acting, spy_on_seeds, tensor)
 
+
+def filled(**flags):
+    """sac.Args with the flags left at None taken from its continuous preset, the settings its
+    defaults had before the presets, as main fills them on Pendulum-v1."""
+    return sac.fill_preset(sac.Args(**flags), "continuous")
+
+
 LOG_2PI_HALF = 0.9189385  # log(2 pi) / 2 = 1.8378771 / 2
 
 
@@ -207,7 +214,7 @@ class HandPolicy(nn.Module):
 
 
 def agent_for(obs_dim=1, **flags):
-    args = sac.Args(**{"hidden_size": 8, **flags})
+    args = filled(**{"hidden_size": 8, **flags})
     return sac.Agent(obs_dim, 1, np.array([1.0], np.float32), args, "cpu")
 
 
@@ -377,7 +384,7 @@ def test_target_critics_follow_the_critics_by_tau_after_every_critic_step():
 def test_the_agent_gives_each_optimizer_its_weights_and_the_target_entropy_minus_dim_a():
     # 3-D observations, 2-D actions: H_target = -dim(A) = -2 (not -dim(S) = -3); Adam at
     # --learning-rate 0.005 on both critics' weights, on the actor's and on log alpha
-    agent = sac.Agent(3, 2, np.ones(2, np.float32), sac.Args(hidden_size=8, learning_rate=0.005),
+    agent = sac.Agent(3, 2, np.ones(2, np.float32), filled(hidden_size=8, learning_rate=0.005),
                       "cpu")
     params = lambda optimizer: {id(p) for g in optimizer.param_groups for p in g["params"]}
     assert agent.target_entropy == -2
@@ -390,7 +397,7 @@ def test_the_agent_gives_each_optimizer_its_weights_and_the_target_entropy_minus
     assert rates(agent) == [0.005] * 3
     # --critic-learning-rate 0.001 (CleanRL's q_lr) moves the critics' and the temperature's
     # rate and leaves the actor's at --learning-rate
-    args = sac.Args(hidden_size=8, learning_rate=0.005, critic_learning_rate=0.001)
+    args = filled(hidden_size=8, learning_rate=0.005, critic_learning_rate=0.001)
     assert rates(sac.Agent(3, 2, np.ones(2, np.float32), args, "cpu")) == [0.001, 0.005, 0.001]
 
 
@@ -582,7 +589,7 @@ def test_threads_reaches_torch_on_the_cpu(tmp_path, monkeypatch):
 @pytest.mark.parametrize("env_id, terminated", [("BoxCountToThree-v0", False),
                                                 ("BoxTerminateAtThree-v0", True)])
 def test_episode_ends_store_the_true_final_observation(env_id, terminated, tmp_path, monkeypatch):
-    args = sac.Args(env_id=env_id, total_timesteps=12, num_envs=2, learning_starts=6,
+    args = filled(env_id=env_id, total_timesteps=12, num_envs=2, learning_starts=6,
                     batch_size=16, hidden_size=8, eval_episodes=1, output_dir=str(tmp_path))
     summary = check_episode_ends(sac, "sac_target", monkeypatch, args, terminated)
     assert summary["eval_return_mean"] == 3.0
@@ -597,7 +604,7 @@ TINY = dict(env_id="Pendulum-v1", total_timesteps=600, learning_starts=200, batc
 
 @pytest.mark.slow  # a smoke run: a whole tiny run and every file it writes
 def test_smoke_run_logs_sacs_diagnostics_and_its_model_evaluates(tmp_path):
-    args = sac.Args(**TINY, eval_episodes=2, save_model=True, output_dir=str(tmp_path / "train"))
+    args = filled(**TINY, eval_episodes=2, save_model=True, output_dir=str(tmp_path / "train"))
     summary = sac.main(args)
     (path,) = (tmp_path / "train").iterdir()
     episodes, updates = read_csv(path / "episodes.csv"), read_csv(path / "updates.csv")
@@ -747,7 +754,7 @@ def test_the_buffer_is_never_larger_than_the_budget(tmp_path, monkeypatch):
     (dict(tau=0), "--tau must be in (0, 1]"),
 ])
 def test_sacs_own_checks_refuse_bad_input_in_one_line(flags, message, fresh_env_module):
-    args = sac.Args(**flags)
+    args = filled(**flags)
     with pytest.raises(sac.UsageError) as error:
         sac.check_args(args)
         sac.check_env(args)
@@ -760,13 +767,13 @@ def test_an_action_space_unbounded_on_one_side_is_refused(low, high):
     # (planted bug of issue 72: only the low one read)
     actions = gym.spaces.Box(np.float32(low), np.float32(high), (1,))
     with pytest.raises(sac.UsageError, match="has unbounded actions"):
-        sac.check_spaces(sac.Args(), gym.spaces.Box(-1.0, 1.0, (3,)), actions)
+        sac.check_spaces(filled(), gym.spaces.Box(-1.0, 1.0, (3,)), actions)
 
 
 def test_sacs_own_checks_pass_its_defaults_and_a_checkpoints_evaluation():
     # check_spaces returns what main builds the agent from: the observations' shape and the
     # action space; a checkpoint's evaluation needs no budget beyond --learning-starts
-    assert sac.check_env(sac.Args()) == ((3,), gym.spaces.Box(-2.0, 2.0, (1,)))
-    sac.check_args(sac.Args(total_timesteps=100, eval_checkpoint="model.pt"))
+    assert sac.check_env(filled()) == ((3,), gym.spaces.Box(-2.0, 2.0, (1,)))
+    sac.check_args(filled(total_timesteps=100, eval_checkpoint="model.pt"))
     with pytest.raises(sac.UsageError, match="--total-timesteps must be positive"):
-        sac.check_args(sac.Args(total_timesteps=0))
+        sac.check_args(filled(total_timesteps=0))

@@ -19,6 +19,12 @@ from conftest import (approx, check_evaluation_normalizes_with_the_frozen_statis
                       spy_on_weights, tensor, TenTimesObs)
 
 
+def filled(**flags):
+    """trpo.Args with the flags left at None taken from its discrete preset, the settings its
+    defaults had before the presets, as main fills them on CartPole-v1."""
+    return trpo.fill_preset(trpo.Args(**flags), "discrete")
+
+
 def column(*values):
     """A [T, 1] tensor: one environment's values over T steps."""
     return torch.tensor(values, dtype=torch.float32).unsqueeze(1)
@@ -522,7 +528,7 @@ def test_the_trust_region_step_moves_the_gaussians_log_std():
         actions = mean + torch.tensor([[-2.0], [2.0]])
         old_logprobs = agent.distribution(obs).log_prob(actions)
     weights = torch.nn.utils.parameters_to_vector(agent.actor.parameters()).detach().clone()
-    stats = trpo.trust_region_step(agent, obs, actions, old_logprobs, torch.ones(2), trpo.Args())
+    stats = trpo.trust_region_step(agent, obs, actions, old_logprobs, torch.ones(2), filled())
     assert stats["grad_norm"] == pytest.approx(3.0, rel=1e-5) and stats["step_fraction"] == 1.0
     assert stats["entropy"] == pytest.approx(1.418939, abs=1e-6)
     assert agent.actor_logstd.item() == pytest.approx(0.09759, abs=1e-5)
@@ -628,7 +634,7 @@ def test_a_non_finite_gradient_takes_no_step(monkeypatch, capsys):
     theta_before = policy_vector(agent)
     calls = record_calls(monkeypatch, ("conjugate_gradient", "natural_step", "line_search"))
     stats = trpo.trust_region_step(agent, obs, actions, old_logprobs, tensor(math.nan, 1.0),
-                                   trpo.Args())
+                                   filled())
     assert calls == [] and torch.equal(policy_vector(agent), theta_before)
     assert (stats["step_fraction"], stats["kl"]) == (0.0, 0.0) and math.isnan(stats["grad_norm"])
     assert "trpo.py: the policy gradient is nan: no step on this batch" in capsys.readouterr().out
@@ -686,7 +692,7 @@ def test_a_run_logs_trpos_diagnostics_and_its_model_evaluates_as_it_was(tmp_path
     # each of them under a TensorBoard name (TENSORBOARD_NAMES), every step within the trust
     # region (--max-kl 0.01) and gaining; model.pt, evaluated by --eval-checkpoint, scores
     # what the run's own final evaluation scored
-    args = trpo.Args(total_timesteps=1024, num_envs=2, num_steps=128, eval_episodes=2,
+    args = filled(total_timesteps=1024, num_envs=2, num_steps=128, eval_episodes=2,
                      save_model=True, output_dir=str(tmp_path / "train"))
     summary = trpo.main(args)
     (path,) = (tmp_path / "train").iterdir()
@@ -707,7 +713,7 @@ def test_the_checkpoint_keeps_the_statistics_and_the_networks_flags(tmp_path):
     # with neither flag given, and the running statistics with it (obs_rms, the training
     # normalizer's: 2 * 400 observations and the reset's) and the Gaussian's log std; raw
     # returns in episodes.csv
-    args = trpo.Args(env_id="Pendulum-v1", total_timesteps=800, num_envs=2, num_steps=200,
+    args = filled(env_id="Pendulum-v1", total_timesteps=800, num_envs=2, num_steps=200,
                      eval_episodes=2, save_model=True, norm_obs=True, norm_reward=True,
                      hidden_size=32, vf_minibatches=4, output_dir=str(tmp_path / "train"))
     summary = trpo.main(args)
@@ -804,7 +810,7 @@ def test_bad_input_is_one_line_and_exit_status_2(argv, message, check_usage_erro
 def test_a_checkpoints_evaluation_needs_no_rollout_of_the_budget():
     # --total-timesteps below one rollout is fine with --eval-checkpoint (nothing trains), and
     # the rollout's check leaves a non-positive budget to the block's own line
-    trpo.check_flags(trpo.Args(total_timesteps=100, eval_checkpoint="model.pt"))
-    trpo.check_flags(trpo.Args(total_timesteps=0))
+    trpo.check_flags(filled(total_timesteps=100, eval_checkpoint="model.pt"))
+    trpo.check_flags(filled(total_timesteps=0))
     with pytest.raises(trpo.UsageError, match="--total-timesteps must be positive"):
-        trpo.check_args(trpo.Args(total_timesteps=-5))
+        trpo.check_args(filled(total_timesteps=-5))

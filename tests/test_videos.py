@@ -138,18 +138,24 @@ def test_the_site_ships_the_videos():
     assert config["exclude_docs"].match_file("record.py")  # the recorder itself stays out
 
 
+def ppo_presets(name):
+    import ppo
+    return ppo.PRESETS[name][1]
+
+
 def test_record_writes_the_command_a_run_was_trained_with():
-    # ppo.py's defaults with --seed 101, --save-model and a budget of 50,000: those three,
-    # in the order of ppo.py's Args (seed, total_timesteps, ..., save_model); the output
-    # folder, the device and ppo.py's own filled-in --eval-epsilon (default None) left out
+    # ppo.py's defaults, its discrete preset's values as a run's config.json holds them, with
+    # --seed 101, --save-model and a budget of 50,000: those three, in the order of ppo.py's
+    # Args (seed, total_timesteps, ..., save_model); the output folder, the device and ppo.py's
+    # own filled-in --eval-epsilon (default None) left out
     config = {name: default for name, default in record.args_fields("ppo").items()}
     config.update(seed=101, total_timesteps=50_000, save_model=True, output_dir="/tmp/x",
-                  cuda=False, eval_epsilon=0.0)
+                  cuda=False, eval_epsilon=0.0, preset="discrete", **ppo_presets("discrete"))
     assert record.command_of("ppo", config) == (
         "python ppo.py --seed 101 --total-timesteps 50000 --save-model")
-    config.update(norm_obs=not config["norm_obs"])  # a flag of the algorithm's, either way,
-    assert record.command_of("ppo", config).endswith(  # before RunFlags' --save-model
-        (" --norm-obs" if config["norm_obs"] else " --no-norm-obs") + " --save-model")
+    config.update(norm_obs=True)  # a flag of the discrete preset's, given other than its False,
+    assert record.command_of("ppo", config) == (  # before RunFlags' --save-model
+        "python ppo.py --seed 101 --total-timesteps 50000 --norm-obs --save-model")
 
 
 def test_record_reuses_the_newest_finished_run_of_the_script_and_seed(tmp_path):

@@ -17,6 +17,12 @@ from conftest import (approx, check_evaluation_normalizes_with_the_frozen_statis
                       spy_on_weights, tensor, TenTimesObs)
 
 
+def filled(**flags):
+    """vpg.Args with the flags left at None taken from its discrete preset, the settings its
+    defaults had before the presets, as main fills them on CartPole-v1."""
+    return vpg.fill_preset(vpg.Args(**flags), "discrete")
+
+
 def column(*values):
     """A [T, 1] tensor: one environment's values over T steps."""
     return torch.tensor(values, dtype=torch.float32).unsqueeze(1)
@@ -475,7 +481,7 @@ def test_a_run_logs_vpgs_diagnostics_and_its_model_evaluates_as_it_was(tmp_path)
     # updates.csv: a row per batch (4 of 2 * 128 steps), the common columns and vpg.py's own,
     # each of them under a TensorBoard name (TENSORBOARD_NAMES); model.pt, evaluated by
     # --eval-checkpoint, scores what the run's own final evaluation scored
-    args = vpg.Args(total_timesteps=1024, num_envs=2, num_steps=128, eval_episodes=2,
+    args = filled(total_timesteps=1024, num_envs=2, num_steps=128, eval_episodes=2,
                     save_model=True, output_dir=str(tmp_path / "train"))
     summary = vpg.main(args)
     (path,) = (tmp_path / "train").iterdir()
@@ -494,7 +500,7 @@ def test_the_checkpoint_keeps_the_statistics_and_the_networks_flags(tmp_path):
     # --hidden-size 16 and --norm-obs come from model.pt (MODEL_FLAGS) when it is evaluated
     # with neither flag given, and the running statistics with it (obs_rms, the training
     # normalizer's: 2 * 400 observations and the reset's); raw returns in episodes.csv
-    args = vpg.Args(env_id="Pendulum-v1", total_timesteps=800, num_envs=2, num_steps=200,
+    args = filled(env_id="Pendulum-v1", total_timesteps=800, num_envs=2, num_steps=200,
                     eval_episodes=2, save_model=True, norm_obs=True, norm_reward=True,
                     gae_lambda=0.95, hidden_size=16, output_dir=str(tmp_path / "train"))
     summary = vpg.main(args)
@@ -589,7 +595,7 @@ def test_bad_input_is_one_line_and_exit_status_2(argv, message, check_usage_erro
 def test_a_checkpoints_evaluation_needs_no_rollout_of_the_budget():
     # --total-timesteps below one rollout is fine with --eval-checkpoint (nothing trains), and
     # the rollout's check leaves a non-positive budget to the block's own line
-    vpg.check_flags(vpg.Args(total_timesteps=100, eval_checkpoint="model.pt"))
-    vpg.check_flags(vpg.Args(total_timesteps=0))
+    vpg.check_flags(filled(total_timesteps=100, eval_checkpoint="model.pt"))
+    vpg.check_flags(filled(total_timesteps=0))
     with pytest.raises(vpg.UsageError, match="--total-timesteps must be positive"):
-        vpg.check_args(vpg.Args(total_timesteps=-5))
+        vpg.check_args(filled(total_timesteps=-5))
