@@ -698,6 +698,21 @@ ALGORITHMS = {
              "the three seeds of the 100-episode training mean at the budget (CleanRL's "
              "measure) and the whole-process seconds, beside our greedy evaluation return, "
              "which CleanRL's script does not make."),
+            (("ppo-Ant-v4-held-out", "cleanrl-ppo_continuous_action-Ant-v4",
+              "ppo-Swimmer-v4-held-out", "cleanrl-ppo_continuous_action-Swimmer-v4",
+              "ppo-InvertedDoublePendulum-v4-held-out",
+              "cleanrl-ppo_continuous_action-InvertedDoublePendulum-v4",
+              "ppo-Acrobot-v1-held-out", "cleanrl-ppo-Acrobot-v1",
+              "ppo-MountainCar-v0-held-out", "cleanrl-ppo-MountainCar-v0"),
+             "Held out (issue 107): our default command, only --env-id and --total-timesteps "
+             "300000 and so its preset, on environments no setting was chosen on (Ant-v4, "
+             "Swimmer-v4 and InvertedDoublePendulum-v4, the v4 that CleanRL's Gymnasium 0.29.1 "
+             "makes; Acrobot-v1 and MountainCar-v0), beside CleanRL's script for the family "
+             "(ppo_continuous_action.py, ppo.py; commit fe8d8a0) with its own defaults at the "
+             "same budget: seeds 101-103, a seed's two processes started together on one torch "
+             "thread each, comparing the median [min, max] over the three seeds of the "
+             "100-episode training mean at the budget and the whole-process seconds, beside our "
+             "greedy evaluation return."),
             (("ppo-HalfCheetah-v5", "ppo-Hopper-v5", "ppo-Walker2d-v5"),
              "MuJoCo at 1M steps: our median over 3 seeds (fresh seeds 101-103 on "
              "HalfCheetah-v5, 104-106 on Hopper-v5 and Walker2d-v5) of the final greedy "

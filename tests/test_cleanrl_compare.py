@@ -209,7 +209,15 @@ def test_each_pair_is_our_task_beside_cleanrls_script_on_the_same_environment_an
                 "sac-HalfCheetah-v4": ("sac_continuous_action.py", "sac", 100_000),
                 "sac-HalfCheetah-v4-cleanrl-settings": ("sac_continuous_action.py", "sac",
                                                         100_000),
-                "dqn-CartPole-v1-cleanrl-settings": ("dqn.py", "dqn", 500_000)}
+                "dqn-CartPole-v1-cleanrl-settings": ("dqn.py", "dqn", 500_000),
+                # issue 107: ppo.py's default command on environments held out, 300k steps,
+                # beside CleanRL's script for the family
+                "ppo-Ant-v4-held-out": ("ppo_continuous_action.py", "ppo", 300_000),
+                "ppo-Swimmer-v4-held-out": ("ppo_continuous_action.py", "ppo", 300_000),
+                "ppo-InvertedDoublePendulum-v4-held-out": ("ppo_continuous_action.py", "ppo",
+                                                           300_000),
+                "ppo-Acrobot-v1-held-out": ("ppo.py", "ppo", 300_000),
+                "ppo-MountainCar-v0-held-out": ("ppo.py", "ppo", 300_000)}
     assert {name: (p.cleanrl, p.ours.script, compare.budget(p))
             for name, p in compare.PAIRS.items()} == expected
     # the MuJoCo pairs: our v5 task's flags on CleanRL's v4, CleanRL's 100-episode window
@@ -221,10 +229,12 @@ def test_each_pair_is_our_task_beside_cleanrls_script_on_the_same_environment_an
     assert sac_v4.eval_threshold and not cleanrl_side.eval_threshold
     assert (cleanrl_side.threshold, cleanrl_side.window) == (sac_v4.threshold, 100)
     # the variant: the same task with CleanRL's values where the two differ, each flag given
-    # once (a value replaced in place, a flag the task lacks added), named apart in results
+    # once (a value replaced in place, a flag the task lacks added: all three, since the
+    # task leaves --learning-starts to sac.py's long preset), named apart in results
     variant = compare.PAIRS["sac-HalfCheetah-v4-cleanrl-settings"]
     flags = dict(zip(variant.ours.flags[::2], variant.ours.flags[1::2]))
-    assert len(flags) == len(variant.ours.flags) // 2 == len(sac_v5.flags) // 2 + 2
+    assert "--learning-starts" not in sac_v5.flags
+    assert len(flags) == len(variant.ours.flags) // 2 == len(sac_v5.flags) // 2 + 3
     assert flags == {**dict(zip(sac_v5.flags[::2], sac_v5.flags[1::2])),
                      "--learning-starts": "5000", "--critic-learning-rate": "1e-3",
                      "--policy-frequency": "2"}

@@ -76,13 +76,14 @@ def test_every_algorithm_script_has_an_exercise():
     # test_cluster.py benchmark.py's and tune.py's Ray cluster (issue 85), test_pages.py the
     # teaching pages' length and voice; test_lines_of_code.py and test_same_episodes.py the
     # reading contract's measures (issue 102), test_grpo_controls.py, test_rlhf_frontier.py
-    # and test_rlhf_value_loss.py the language road's benchmarks and rlhf.py's losses' reach
+    # and test_rlhf_value_loss.py the language road's benchmarks and rlhf.py's losses' reach;
+    # test_presets.py the presets every script that has them shares (issue 107)
     assert scripts - {"exercises", "plot", "tune", "benchmark", "plumbing", "device", "readme", "pixels",
                       "sparse_chain", "sb3_compare", "cleanrl_compare", "trl_grpo_compare",
                       "trl_dpo_compare", "site",
                       "tensorboard", "videos", "notebooks", "cluster", "pages", "lines_of_code",
                       "same_episodes", "grpo_controls", "rlhf_frontier",
-                      "rlhf_value_loss"} == set(SCRIPTS)
+                      "rlhf_value_loss", "presets"} == set(SCRIPTS)
 
 
 @pytest.mark.parametrize("exercise", exercises.EXERCISES, ids=lambda e: e.id)

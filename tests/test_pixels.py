@@ -255,8 +255,8 @@ class Uint8Cells(BoolCells):
 gym.register("BoolCells-v0", entry_point=BoolCells)
 gym.register("Uint8Cells-v0", entry_point=Uint8Cells)
 
-LEARN = {  # short runs: PPO's defaults; DQN updating every 4 steps from step 500
-    "ppo.py": dict(total_timesteps=8192),
+LEARN = {  # short runs: PPO's discrete preset on both; DQN updating every 4 steps from step 500
+    "ppo.py": dict(total_timesteps=8192, preset="discrete"),
     "dqn.py": dict(total_timesteps=6000, learning_starts=500, train_frequency=4,
                    gradient_steps=2, batch_size=64, target_network_frequency=100,
                    exploration_fraction=0.3),
