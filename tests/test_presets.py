@@ -94,8 +94,7 @@ def test_the_reference_environment_keeps_its_settings(name):
 
 
 def run_untrained(module, tmp_path, monkeypatch, **flags):
-    """main with train replaced (nothing learns): the run folder's config.json and the lines
-    printed."""
+    """main with train replaced (nothing learns): the run folder's config.json."""
     monkeypatch.setattr(module, "train", lambda *args, **kwargs: None)
     module.main(module.Args(eval_episodes=0, tensorboard=False, curve=False,
                             output_dir=str(tmp_path), **flags))
@@ -181,3 +180,45 @@ def test_a_value_the_preset_makes_bad_is_checked_after_it(check_usage_error):
                       "num_envs*num_steps = 100 is not divisible by --num-minibatches 32; pick a "
                       "divisor of 100 (--num-minibatches 32: the continuous preset's; a flag given "
                       "overrides it)")
+
+
+def test_a_run_on_an_environment_a_goal_knows_says_no_preset_in_its_closing_line(tmp_path, capsys):
+    # CartPole-v1 has vpg.py's goal: the closing line judges the run, and names no preset
+    assert "CartPole-v1" in vpg.GOALS
+    vpg.main(vpg.Args(total_timesteps=512, num_envs=2, num_steps=256, eval_episodes=0,
+                      tensorboard=False, curve=False, output_dir=str(tmp_path)))
+    closing = capsys.readouterr().out.splitlines()[-1].split(" | ")
+    assert not [part for part in closing if part.startswith("no goal for")], closing
+
+
+def test_es_reads_the_family_from_its_action_space(tmp_path, monkeypatch):
+    # Pendulum-v1's Box actions: es.py's continuous preset (sigma 0.3), where CartPole-v1's
+    # Discrete ones keep the discrete preset's 0.05
+    for env_id, family, sigma in (("Pendulum-v1", "continuous", 0.3),
+                                  ("CartPole-v1", "discrete", 0.05)):
+        config = run_untrained(es, tmp_path / family, monkeypatch, env_id=env_id, num_workers=1)
+        assert (config["preset"], config["sigma"]) == (family, sigma)
+
+
+def test_the_run_folder_flags_come_after_the_scripts_own_in_every_args():
+    # RunFlags, declared once in the block, are the last fields of every script's Args (and so
+    # of --help), after the algorithm's own; none is declared twice
+    import dataclasses
+    run_flags = [f.name for f in dataclasses.fields(ppo.RunFlags)]
+    assert run_flags[0] == "output_dir" and len(run_flags) == 9
+    for module in WITH_PRESETS.values():
+        names = [f.name for f in dataclasses.fields(module.Args)]
+        assert names[-len(run_flags):] == run_flags and len(set(names)) == len(names)
+        assert names[0] == "env_id"
+
+
+def test_the_recurrent_pendulum_task_hides_the_velocity_and_takes_the_continuous_preset():
+    # benchmark.py's ppo_lstm Pendulum task: --hide-obs 2 and the budget given, the rest the
+    # continuous preset's (Pendulum's settings: 256 steps, chunks of 16, gamma 0.95)
+    import benchmark
+    import tyro
+    args = tyro.cli(ppo_lstm.Args, args=benchmark.PPO_LSTM_PENDULUM)
+    args = ppo_lstm.fill_preset(args, "continuous")
+    assert (list(args.hide_obs), args.total_timesteps) == ([2], 200_000)
+    assert (args.num_steps, args.data_chunk_length, args.gamma, args.anneal_clip) == (
+        256, 16, 0.95, False)
