@@ -177,6 +177,7 @@ PAIRS = {pair.name: pair for pair in [
     held_out("ppo", "InvertedDoublePendulum-v4", "ppo_continuous_action.py"),
     held_out("ppo", "Acrobot-v1", "ppo.py"),
     held_out("ppo", "MountainCar-v0", "ppo.py"),
+    held_out("sac", "Ant-v4", "sac_continuous_action.py", steps="100000"),
 ]}
 """our task beside each CleanRL script, by the pair's name (script-env_id)"""
 

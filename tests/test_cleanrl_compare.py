@@ -217,7 +217,8 @@ def test_each_pair_is_our_task_beside_cleanrls_script_on_the_same_environment_an
                 "ppo-InvertedDoublePendulum-v4-held-out": ("ppo_continuous_action.py", "ppo",
                                                            300_000),
                 "ppo-Acrobot-v1-held-out": ("ppo.py", "ppo", 300_000),
-                "ppo-MountainCar-v0-held-out": ("ppo.py", "ppo", 300_000)}
+                "ppo-MountainCar-v0-held-out": ("ppo.py", "ppo", 300_000),
+                "sac-Ant-v4-held-out": ("sac_continuous_action.py", "sac", 100_000)}
     assert {name: (p.cleanrl, p.ours.script, compare.budget(p))
             for name, p in compare.PAIRS.items()} == expected
     # the MuJoCo pairs: our v5 task's flags on CleanRL's v4, CleanRL's 100-episode window
