@@ -99,25 +99,25 @@ class Args:
     num_envs: int = 1
     """parallel environments (synchronous vector environment)"""
     # The random actions are uniform; 25,000 steps in the TD3 authors' later code.
-    learning_starts: Optional[int] = None
+    learning_starts: tyro.conf.DisallowNone[Optional[int]] = None
     """random actions and no learning for this many environment steps (1,000-10,000 in TD3)"""
     gradient_steps: int = 1
     """critic gradient steps after each step of the vector environment (1 in the TD3 paper)"""
     # Never allocated larger than --total-timesteps.
     buffer_size: int = 1_000_000
     """replay buffer capacity in transitions (1,000,000 in the TD3 paper)"""
-    batch_size: Optional[int] = None
+    batch_size: tyro.conf.DisallowNone[Optional[int]] = None
     """transitions sampled from the replay buffer for each gradient step (100 in TD3, 64 in DDPG)"""
-    learning_rate: Optional[float] = None
+    learning_rate: tyro.conf.DisallowNone[Optional[float]] = None
     """Adam learning rate of the actor and critics (1e-3 in TD3; DDPG: 1e-4 actor, 1e-3 critic)"""
-    gamma: Optional[float] = None
+    gamma: tyro.conf.DisallowNone[Optional[float]] = None
     """discount factor (0.99 in the TD3 and DDPG papers)"""
-    tau: Optional[float] = None
+    tau: tyro.conf.DisallowNone[Optional[float]] = None
     """soft target update: theta' <- tau*theta + (1 - tau)*theta' (0.005 in TD3, 0.001 in DDPG)"""
     exploration_noise: float = 0.1
     """sigma of the Gaussian exploration noise, a fraction of the action half-range (0.1 in TD3)"""
     # 256 in the TD3 authors' later code.
-    hidden_size: Optional[int] = None
+    hidden_size: tyro.conf.DisallowNone[Optional[int]] = None
     """width of the two hidden layers of the actor and of each critic (400 and 300 in TD3)"""
     log_interval: int = 1_000
     """environment steps between rows of updates.csv"""

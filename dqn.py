@@ -87,7 +87,7 @@ class Args:
     num_envs: int = 1
     """N: parallel environments (synchronous vector environment)"""
     # An image's 2.5e-4 is the MinAtar paper's and the Nature DQN's (RMSProp); 1e-4 in SB3.
-    learning_rate: Optional[float] = None
+    learning_rate: tyro.conf.DisallowNone[Optional[float]] = None
     """the learning rate where --anneal-lr starts (None: 1e-3 for a vector, 2.5e-4 long or image)"""
     # rmsprop: the MinAtar paper's (make_optimizer); Adam for a vector and an image alike.
     optimizer: Literal["adam", "rmsprop"] = "adam"
@@ -99,7 +99,7 @@ class Args:
     # The oldest transition is overwritten when the buffer is full; it is never allocated larger
     # than --total-timesteps. An image's 100,000 as in the MinAtar paper; 1,000,000 in the
     # Nature DQN.
-    buffer_size: Optional[int] = None
+    buffer_size: tyro.conf.DisallowNone[Optional[int]] = None
     """replay buffer capacity in transitions (None: vector 50,000, long 10,000, image 100,000)"""
     gamma: float = 0.99
     """discount factor (0.99 in the DQN papers)"""
@@ -108,16 +108,16 @@ class Args:
     """target network update rate: theta' <- tau*theta + (1 - tau)*theta' (1 in the DQN papers)"""
     # An image's 1,000, with its gradient step per environment step, is the MinAtar paper's
     # 1,000 gradient steps; the Nature DQN: 10,000 gradient steps, 40,000 environment steps.
-    target_network_frequency: Optional[int] = None
+    target_network_frequency: tyro.conf.DisallowNone[Optional[int]] = None
     """environment steps between target updates (None: vector 500, long 500, image 1,000)"""
     # An image's 32 as in the DQN papers and the MinAtar paper.
-    batch_size: Optional[int] = None
+    batch_size: tyro.conf.DisallowNone[Optional[int]] = None
     """transitions sampled for each gradient step (None: vector 128, long 128, image 32)"""
     start_e: float = 1.0
     """epsilon of the epsilon-greedy policy at the start (1.0 in the Nature DQN)"""
     # A vector's 0.01 as in later work and SB3; an image's 0.1 as in the Nature DQN and the
     # MinAtar paper.
-    end_e: Optional[float] = None
+    end_e: tyro.conf.DisallowNone[Optional[float]] = None
     """epsilon at the end of the linear decay, kept (None: 0.01 for a vector or long, 0.1 image)"""
     # The Nature DQN: 1M of its 50M frames, 0.02; the MinAtar paper: its first 100,000 steps,
     # 0.1 of a 1M budget, as benchmark.py runs it. A fraction here, so a shorter budget explores
@@ -125,12 +125,12 @@ class Args:
     exploration_fraction: float = 0.1
     """the fraction of the budget over which epsilon decays from start_e to end_e (0.1 in SB3)"""
     # An image's 5,000 as in the MinAtar paper; 50,000 in the Nature DQN.
-    learning_starts: Optional[int] = None
+    learning_starts: tyro.conf.DisallowNone[Optional[int]] = None
     """environment steps before learning starts (None: vector 1,000, long 10,000, image 5,000)"""
     # An image's 1 as in the MinAtar paper; 4 in the Nature DQN.
-    train_frequency: Optional[int] = None
+    train_frequency: tyro.conf.DisallowNone[Optional[int]] = None
     """environment steps between updates (None: vector 4, long 10, image 1)"""
-    gradient_steps: Optional[int] = None
+    gradient_steps: tyro.conf.DisallowNone[Optional[int]] = None
     """gradient steps per update (None: 1, as in the DQN papers)"""
     # Huber is smooth L1 with delta 1, the Nature DQN's error clipping; an image's huber as in the
     # MinAtar paper.
@@ -152,7 +152,7 @@ class Args:
     # An image's 0.05 as the Nature DQN and CleanRL evaluate, since a greedy policy can walk in
     # loops that a little randomness escapes; a vector's 0, greedy, as CartPole's benchmark rows
     # were measured, where CleanRL takes 0.05 on every task.
-    eval_epsilon: Optional[float] = None
+    eval_epsilon: tyro.conf.DisallowNone[Optional[float]] = None
     """epsilon of the epsilon-greedy evaluation (None: 0.05 for an image, 0 for a vector or long)"""
 
 

@@ -85,20 +85,20 @@ class Args:
     # The authors' Humanoid runs played 10,000 episodes a generation.
     population_size: int = 32
     """n: perturbed policies per generation (even with --antithetic)"""
-    sigma: Optional[float] = None
+    sigma: tyro.conf.DisallowNone[Optional[float]] = None
     """standard deviation of the parameter noise (0.02 in the authors' Humanoid configuration)"""
-    learning_rate: Optional[float] = None
+    learning_rate: tyro.conf.DisallowNone[Optional[float]] = None
     """step size of the optimizer (Adam 0.01 in the authors' Humanoid configuration)"""
     optimizer: Literal["adam", "sgd"] = "adam"
     """Adam or plain SGD (no momentum), both ascending the ES gradient"""
     # The authors' l2coeff.
-    l2_coef: Optional[float] = None
+    l2_coef: tyro.conf.DisallowNone[Optional[float]] = None
     """weight decay: the step follows g - (l2_coef / sigma) * theta (0.005 in the authors' code)"""
     antithetic: bool = True
     """mirrored sampling: the members come in pairs theta + sigma*eps, theta - sigma*eps"""
     fitness_shaping: Literal["centered-rank", "zscore", "none"] = "centered-rank"
     """what returns become before the gradient: centered ranks in [-0.5, 0.5], z-scores, or raw"""
-    episodes_per_member: Optional[int] = None
+    episodes_per_member: tyro.conf.DisallowNone[Optional[int]] = None
     """episodes each member plays; its fitness is their mean return"""
     num_workers: Optional[int] = None
     """workers that play the members (default: the CPUs); 1 process worker is this process"""

@@ -82,29 +82,29 @@ class Args:
     # Algorithm. A flag left at None takes the value of the environment's preset (PRESETS).
     preset: tyro.conf.DisallowNone[Optional[Literal["discrete", "continuous", "image"]]] = None
     """the settings of the flags left at None (None: the environment's family, PRESETS)"""
-    num_envs: Optional[int] = None
+    num_envs: tyro.conf.DisallowNone[Optional[int]] = None
     """N: parallel environments (synchronous vector environment)"""
-    num_steps: Optional[int] = None
+    num_steps: tyro.conf.DisallowNone[Optional[int]] = None
     """T: steps per environment in each rollout; the batch is N*T"""
-    learning_rate: Optional[float] = None
+    learning_rate: tyro.conf.DisallowNone[Optional[float]] = None
     """Adam learning rate (3e-4 in the PPO paper's MuJoCo runs, 2.5e-4 on Atari)"""
     anneal_lr: bool = True
     """decay the learning rate linearly to 0 at --total-timesteps (a longer run decays slower)"""
-    gamma: Optional[float] = None
+    gamma: tyro.conf.DisallowNone[Optional[float]] = None
     """discount factor (0.99 in the PPO paper)"""
-    gae_lambda: Optional[float] = None
+    gae_lambda: tyro.conf.DisallowNone[Optional[float]] = None
     """lambda of GAE (0.95 in the PPO paper; 0.92-0.99 in the GAE paper's best runs)"""
-    num_minibatches: Optional[int] = None
+    num_minibatches: tyro.conf.DisallowNone[Optional[int]] = None
     """minibatches per epoch; must divide N*T"""
-    update_epochs: Optional[int] = None
+    update_epochs: tyro.conf.DisallowNone[Optional[int]] = None
     """epochs over each rollout (3-10 in the PPO paper)"""
     norm_adv: bool = True
     """normalize advantages within each minibatch"""
-    clip_coef: Optional[float] = None
+    clip_coef: tyro.conf.DisallowNone[Optional[float]] = None
     """epsilon of the clipped surrogate (0.1-0.3 in the PPO paper's experiments)"""
     clip_vloss: tyro.conf.DisallowNone[Optional[bool]] = None
     """clip the value loss around the rollout's value estimates, as in the PPO baselines"""
-    ent_coef: Optional[float] = None
+    ent_coef: tyro.conf.DisallowNone[Optional[float]] = None
     """entropy bonus coefficient c_e (0 on MuJoCo, 0.01 on Atari in the PPO paper)"""
     vf_coef: float = 0.5
     """value loss coefficient c_v (0.5-1 in the PPO paper)"""
@@ -143,7 +143,7 @@ class Args:
 # The presets of the flags left at None, by the environment's family (family(), below the
 # banner): each its source's settings, a departure named. A flag given overrides its preset.
 PRESETS = {
-    # Chosen on CartPole-v1 to solve it in a minute on a laptop (results.md, "Defaults")
+    # Chosen on CartPole-v1 to solve it in a minute on a laptop (results.md, "ppo.py")
     "discrete": ("plainrl's CartPole settings", dict(
         num_envs=8, num_steps=64, learning_rate=4e-3, gamma=0.98, gae_lambda=0.9,
         num_minibatches=2, update_epochs=10, clip_coef=0.2, clip_vloss=False, ent_coef=0.0,

@@ -91,11 +91,11 @@ class Args:
     """the settings of the flags left at None (None: the environment's family, PRESETS)"""
     num_envs: int = 8
     """N: parallel environments (synchronous vector environment)"""
-    num_steps: Optional[int] = None
+    num_steps: tyro.conf.DisallowNone[Optional[int]] = None
     """T: steps per environment in each rollout; the batch is N*T"""
-    data_chunk_length: Optional[int] = None
+    data_chunk_length: tyro.conf.DisallowNone[Optional[int]] = None
     """L: steps per training sequence; must divide T (L = T: whole rollouts; HARL's default 10)"""
-    num_minibatches: Optional[int] = None
+    num_minibatches: tyro.conf.DisallowNone[Optional[int]] = None
     """minibatches per epoch; must divide the number of chunks N*T/L"""
     update_epochs: int = 10
     """epochs over each rollout (3-10 in the PPO paper)"""
@@ -105,13 +105,13 @@ class Args:
     anneal_lr: bool = True
     """decay the learning rate linearly to 0 over --anneal-steps"""
     # Not over --total-timesteps, so that the budget does not change the learning.
-    anneal_steps: Optional[int] = None
+    anneal_steps: tyro.conf.DisallowNone[Optional[int]] = None
     """environment steps over which --anneal-lr and --anneal-clip decay to 0, then stay 0"""
     # Not the 0.98 of ppo.py and RecurrentPPO's rl-zoo entry for CartPoleNoVel-v1: chosen on
     # tuning seeds 1-5; results.md, "ppo_lstm.py".
-    gamma: Optional[float] = None
+    gamma: tyro.conf.DisallowNone[Optional[float]] = None
     """discount factor, also that of --norm-reward's return (0.99 in the PPO paper and CleanRL)"""
-    gae_lambda: Optional[float] = None
+    gae_lambda: tyro.conf.DisallowNone[Optional[float]] = None
     """lambda of GAE (0.95 in the PPO paper; 0.92-0.99 in the GAE paper's best runs)"""
     norm_adv: bool = True
     """normalize advantages within each minibatch (over all its chunks' steps)"""
@@ -120,7 +120,7 @@ class Args:
     # Smaller steps as the policy gets good (RecurrentPPO's rl-zoo entry for CartPoleNoVel-v1).
     anneal_clip: tyro.conf.DisallowNone[Optional[bool]] = None
     """decay epsilon linearly to 0 over --anneal-steps (factor f_k), with or without --anneal-lr"""
-    ent_coef: Optional[float] = None
+    ent_coef: tyro.conf.DisallowNone[Optional[float]] = None
     """entropy bonus coefficient c_e (0 on MuJoCo, 0.01 on Atari in the PPO paper)"""
     vf_coef: float = 0.5
     """value loss coefficient c_v (0.5-1 in the PPO paper)"""

@@ -82,27 +82,27 @@ class Args:
     # Algorithm. A flag left at None takes the value of the environment's preset (PRESETS).
     preset: tyro.conf.DisallowNone[Optional[Literal["discrete", "image"]]] = None
     """the settings of the flags left at None (None: the environment's family, PRESETS)"""
-    num_envs: Optional[int] = None
+    num_envs: tyro.conf.DisallowNone[Optional[int]] = None
     """N: parallel environments, each exploring on its own"""
-    num_steps: Optional[int] = None
+    num_steps: tyro.conf.DisallowNone[Optional[int]] = None
     """T: steps per environment in each rollout; the batch is N*T"""
-    learning_rate: Optional[float] = None
+    learning_rate: tyro.conf.DisallowNone[Optional[float]] = None
     """RAdam's rate, linearly to 0 over the budget (paper's code: 1e-4 CartPole, 5e-4 MinAtar)"""
     gamma: float = 0.99
     """discount factor"""
     q_lambda: float = 0.65
     """lambda of the Q(lambda) returns (paper's code: 0.65 MinAtar and Atari, 0.95 CartPole)"""
-    num_minibatches: Optional[int] = None
+    num_minibatches: tyro.conf.DisallowNone[Optional[int]] = None
     """minibatches per epoch; must divide N*T"""
-    update_epochs: Optional[int] = None
+    update_epochs: tyro.conf.DisallowNone[Optional[int]] = None
     """epochs over each rollout (2-4 in the paper's code)"""
     start_e: float = 1.0
     """epsilon at the start"""
     end_e: float = 0.05
     """epsilon at the end of its decay (paper's code: 0.05 MinAtar, 0.2 CartPole)"""
-    exploration_fraction: Optional[float] = None
+    exploration_fraction: tyro.conf.DisallowNone[Optional[float]] = None
     """the fraction of the budget over which epsilon decays (0.1-0.2 in the paper's code)"""
-    reward_scale: Optional[float] = None
+    reward_scale: tyro.conf.DisallowNone[Optional[float]] = None
     """rewards are multiplied by this for learning (0.1 on CartPole in the paper's code)"""
     max_grad_norm: float = 10.0
     """gradient clipping: the largest global norm of the gradient"""
@@ -110,9 +110,9 @@ class Args:
     # at 1e-8 RAdam divides the first failure's gradient by that small root and overturns the
     # policy in one update; an epsilon above the quiet stretch's root bounds those steps
     # (benchmarks/results.md, pqn.py).
-    adam_eps: Optional[float] = None
+    adam_eps: tyro.conf.DisallowNone[Optional[float]] = None
     """RAdam's epsilon, added to the root of its running mean square of the gradient"""
-    hidden_size: Optional[int] = None
+    hidden_size: tyro.conf.DisallowNone[Optional[int]] = None
     """width of the two LayerNorm hidden layers (256 on CartPole in the paper's code)"""
 
 

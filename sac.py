@@ -88,36 +88,36 @@ class Args:
     num_envs: int = 1
     """parallel environments (synchronous vector environment)"""
     # 5,000 in CleanRL.
-    learning_starts: Optional[int] = None
+    learning_starts: tyro.conf.DisallowNone[Optional[int]] = None
     """uniformly random actions and no learning for this many environment steps (100 in SB3)"""
     gradient_steps: int = 1
     """critic gradient steps after each step of the vector environment (1 in the SAC papers)"""
     # Never allocated larger than --total-timesteps.
     buffer_size: int = 1_000_000
     """replay buffer capacity in transitions (1,000,000 in the SAC papers)"""
-    batch_size: Optional[int] = None
+    batch_size: tyro.conf.DisallowNone[Optional[int]] = None
     """transitions sampled from the replay buffer for each gradient step (256 in the SAC papers)"""
-    learning_rate: Optional[float] = None
+    learning_rate: tyro.conf.DisallowNone[Optional[float]] = None
     """Adam learning rate of the actor, the critics and alpha (3e-4 in the SAC papers)"""
     # CleanRL's q_lr: 1e-3 for its critics and its temperature, 3e-4 for its actor.
     critic_learning_rate: Optional[float] = None
     """Adam learning rate of the critics and alpha instead (None: --learning-rate)"""
-    gamma: Optional[float] = None
+    gamma: tyro.conf.DisallowNone[Optional[float]] = None
     """discount factor (0.99 in the SAC papers)"""
-    tau: Optional[float] = None
+    tau: tyro.conf.DisallowNone[Optional[float]] = None
     """soft target update: theta' <- tau * theta + (1 - tau) * theta' (0.005 in the SAC papers)"""
     # 1 in SB3 too, 2 in CleanRL.
     policy_frequency: int = 1
     """d: every d-th critic step makes d actor (and temperature) steps (1 in the SAC papers)"""
     # A learned alpha starts at 1 in the 2018b paper and SB3; 0.2 is the usual fixed value.
-    alpha: Optional[float] = None
+    alpha: tyro.conf.DisallowNone[Optional[float]] = None
     """the temperature alpha: its starting value, or its value throughout with --no-autotune"""
     autotune: bool = True
     """learn alpha so that the policy's entropy approaches --target-entropy"""
     # None's -dim(A) as in the 2018b paper.
     target_entropy: Optional[float] = None
     """H_target of the temperature loss, in nats (None: -dim(A), minus the action dimensions)"""
-    hidden_size: Optional[int] = None
+    hidden_size: tyro.conf.DisallowNone[Optional[int]] = None
     """width of the two hidden layers of the actor and of each critic (256 in the SAC papers)"""
     log_interval: int = 1_000
     """environment steps between rows of updates.csv"""

@@ -82,9 +82,9 @@ class Args:
     # Algorithm. A flag left at None takes the value of the environment's preset (PRESETS).
     preset: tyro.conf.DisallowNone[Optional[Literal["discrete", "continuous"]]] = None
     """the settings of the flags left at None (None: the environment's family, PRESETS)"""
-    num_envs: Optional[int] = None
+    num_envs: tyro.conf.DisallowNone[Optional[int]] = None
     """N: parallel environments (synchronous vector environment)"""
-    num_steps: Optional[int] = None
+    num_steps: tyro.conf.DisallowNone[Optional[int]] = None
     """T: steps per environment in each batch; one trust-region step per batch of N*T steps"""
     max_kl: float = 0.01
     """delta, the trust region's radius in mean KL (0.01 in the TRPO paper and baselines)"""
@@ -100,7 +100,7 @@ class Args:
     """Adam learning rate of the value network (1e-3 in baselines and Spinning Up)"""
     vf_iters: int = 5
     """epochs of value regression on each batch (5 in baselines)"""
-    vf_minibatches: Optional[int] = None
+    vf_minibatches: tyro.conf.DisallowNone[Optional[int]] = None
     """minibatches per value epoch; must divide N*T (baselines: minibatches of 64 samples)"""
     gamma: float = 0.99
     """discount factor (0.99 in baselines and Spinning Up)"""
@@ -112,7 +112,7 @@ class Args:
     """normalize observations by running mean and variance, clip to [-10, 10] (kept in model.pt)"""
     norm_reward: bool = False
     """divide rewards by the running std of the discounted return, then clip to [-10, 10]"""
-    hidden_size: Optional[int] = None
+    hidden_size: tyro.conf.DisallowNone[Optional[int]] = None
     """width of the two hidden layers of the policy and of the value network (32 in baselines)"""
 
 

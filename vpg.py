@@ -84,17 +84,17 @@ class Args:
     # Algorithm. A flag left at None takes the value of the environment's preset (PRESETS).
     preset: tyro.conf.DisallowNone[Optional[Literal["discrete", "continuous"]]] = None
     """the settings of the flags left at None (None: the environment's family, PRESETS)"""
-    num_envs: Optional[int] = None
+    num_envs: tyro.conf.DisallowNone[Optional[int]] = None
     """N: parallel environments (synchronous vector environment)"""
-    num_steps: Optional[int] = None
+    num_steps: tyro.conf.DisallowNone[Optional[int]] = None
     """T: steps per environment in each batch; one policy step per batch of N*T steps"""
-    learning_rate: Optional[float] = None
+    learning_rate: tyro.conf.DisallowNone[Optional[float]] = None
     """Adam learning rate of the policy (3e-4 in Spinning Up's VPG)"""
     vf_learning_rate: float = 1e-3
     """Adam learning rate of the value network (1e-3 in Spinning Up's VPG)"""
-    vf_iters: Optional[int] = None
+    vf_iters: tyro.conf.DisallowNone[Optional[int]] = None
     """epochs of value regression on each batch (80 full-batch steps in Spinning Up's VPG)"""
-    vf_minibatches: Optional[int] = None
+    vf_minibatches: tyro.conf.DisallowNone[Optional[int]] = None
     """minibatches per value epoch; must divide N*T"""
     gamma: float = 0.99
     """discount factor (0.99 in Spinning Up)"""
