@@ -222,3 +222,19 @@ def test_the_recurrent_pendulum_task_hides_the_velocity_and_takes_the_continuous
     assert (list(args.hide_obs), args.total_timesteps) == ([2], 200_000)
     assert (args.num_steps, args.data_chunk_length, args.gamma, args.anneal_clip) == (
         256, 16, 0.95, False)
+
+
+@pytest.mark.parametrize("name, env_id, family", [
+    ("ppo", "Pendulum-v1", "continuous"), ("trpo", "Pendulum-v1", "continuous"),
+    ("vpg", "Pendulum-v1", "continuous"), ("ppo_lstm", "Pendulum-v1", "continuous"),
+    ("pqn", "MinAtar/Breakout-v1", "image")])
+def test_each_main_hands_its_environments_family_to_fill_preset(name, env_id, family, tmp_path,
+                                                                monkeypatch):
+    # main reads the family from the environment it makes, not from the reference one: off
+    # the reference environment, config.json records the other family and its values
+    if env_id.startswith("MinAtar/"):
+        pytest.importorskip("minatar")
+    module = WITH_PRESETS[name]
+    config = run_untrained(module, tmp_path, monkeypatch, env_id=env_id)
+    preset = module.PRESETS[family][1]
+    assert config["preset"] == family and {k: config[k] for k in preset} == preset
