@@ -80,9 +80,11 @@ one line, `tune.py: error: ...`, and exit status 2, before any run.
 # Imports
 # ---------------------------------------------------------------------------------------
 import ast
+import contextlib
 import dataclasses
 import difflib
 import importlib
+import io
 import json
 import math
 import os
@@ -707,12 +709,14 @@ def check_type(param, hint):
 
 def parse_with(module, script, words, what):
     """The script's Args from words, parsed by the script's own parser and checked by its
-    own check_args; a refusal (its one line) is bad input here, prefixed by what."""
+    own prepare (the environment made, the preset's flags filled, every check; its device
+    line kept quiet); a refusal (its one line) is bad input here, prefixed by what."""
     old = sys.argv
     sys.argv = [script, *words]
     try:
         args = module.parse_args()
-        module.check_args(args)
+        with contextlib.redirect_stdout(io.StringIO()):
+            module.prepare(args)
         return args
     except module.UsageError as e:
         fail(f"{what}: {script} says: {e}")

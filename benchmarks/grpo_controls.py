@@ -87,11 +87,11 @@ def sft_arm(out, seed, warm_start_path, rate, **flags):
     args = replace(grpo.Args(**flags), seed=seed, output_dir=arm_dir(out, f"sft-{rate:g}", seed),
                    exp_name=f"sft-{rate:g}", warm_start=warm_start_path, tensorboard=False,
                    curve=False)
-    tokenizer, prompt_len = grpo.check_env(args)
+    tokenizer, prompt_len = grpo.check_spaces(args, *grpo.check_env(args))
     device = grpo.seed_and_device(seed, False, args.threads)
     policy = grpo.make_policy(args, tokenizer, prompt_len).to(device)
     policy.load_state_dict(grpo.read_checkpoint(warm_start_path)["policy"])
-    run = grpo.RunWriter(args, device, {"policy": policy})
+    run = grpo.Run(args, device, {"policy": policy})
     reference = grpo.frozen_copy(policy)
     data = grpo.demonstrations(args, tokenizer, prompt_len, device)  # the warm start's own
     optimizer = torch.optim.Adam(policy.parameters(), lr=rate)
@@ -236,7 +236,7 @@ def answers(folder, seed, count=8):
     grpo.register_tasks()
     config = json.load(open(os.path.join(folder, "config.json")))
     args = grpo.Args(**{k: v for k, v in config.items() if k in grpo.Args.__dataclass_fields__})
-    tokenizer, prompt_len = grpo.check_env(args)
+    tokenizer, prompt_len = grpo.check_spaces(args, *grpo.check_env(args))
     models = {}
     for name in ("warm_start.pt", "model.pt"):
         models[name] = grpo.make_policy(args, tokenizer, prompt_len)

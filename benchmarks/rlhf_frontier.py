@@ -168,7 +168,7 @@ def answers(runs, count):
     for i, folder in enumerate(runs):
         config = json.load(open(os.path.join(folder, "config.json")))
         args = rlhf.Args(**{k: v for k, v in config.items() if k in rlhf.Args.__dataclass_fields__})
-        tokenizer, prompt_len = rlhf.check_env(args)
+        tokenizer, prompt_len = rlhf.check_spaces(args, *rlhf.check_env(args))
         for name in (["warm_start.pt"] if i == 0 else []) + ["model.pt"]:
             policy = rlhf.make_policy(args, tokenizer, prompt_len)
             policy.load_state_dict(torch.load(os.path.join(folder, name), weights_only=True)["policy"])

@@ -232,7 +232,7 @@ def evaluate(folder, seed, max_new_tokens, checkpoint=None, reference=MODEL_DIR)
     torch.set_num_threads(THREADS)
     rlhf.register_tasks()
     args = rlhf.Args(seed=seed, model=folder, max_new_tokens=max_new_tokens, sft_steps=0)
-    tokenizer, prompt_len = rlhf.check_env(args)
+    tokenizer, prompt_len = rlhf.check_spaces(args, *rlhf.check_env(args))
     policy = rlhf.make_policy(args, tokenizer, prompt_len).eval()
     if checkpoint is not None:
         policy.load_state_dict(rlhf.read_checkpoint(checkpoint)["policy"])

@@ -188,7 +188,7 @@ def warm_start_args(env_id, model_dir, seed, sft_steps, max_new_tokens):
 
 class NoRunFolder:
     """What grpo.warm_start's held-out measures (--sft-stop-at only) write to: make-model keeps
-    no run folder, so the rows go nowhere. They are asked of it as of grpo.py's RunWriter."""
+    no run folder, so the rows go nowhere. They are asked of it as of grpo.py's Run."""
 
     def __init__(self, args=None, policy=None):
         self.args, self.models = args, {"policy": policy}

@@ -221,9 +221,10 @@ def network_with_outputs(*q_values):
 def train_directly(tmp_path, q_network, target_network, env_id="DqnCountToThree-v0", **flags):
     """dqn.train on env_id (reward 1 a step) with the networks given."""
     args = dqn.Args(env_id=env_id, eval_episodes=0, output_dir=str(tmp_path), **flags)
-    args = dqn.fill_preset(args, dqn.preset_name(args, False))  # main fills those left at None
+    # main (prepare) fills those left at None from the preset of the environment's spaces
+    args = dqn.fill_preset(args, dqn.preset_name(args, *dqn.check_env(args)))
     envs = dqn.make_vector_env(args.env_id, args.num_envs)
-    run = dqn.RunWriter(args, "cpu", {"q_network": q_network}, rollout_steps=args.num_envs)
+    run = dqn.Run(args, "cpu", {"q_network": q_network}, rollout_steps=args.num_envs)
     dqn.train(args, envs, q_network, target_network, run)
     envs.close()
 
@@ -702,9 +703,8 @@ def test_an_image_of_cells_or_pixels_reaches_the_network_as_it_should(
 @pytest.mark.slow  # a smoke run: a whole tiny run and every file it writes
 def test_smoke_run_logs_its_columns_and_its_model_evaluates_the_same(tmp_path):
     # 2 environments, updates every 4 environment steps after step 200: global steps 204,
-    # 208, ..., 600 -> 100 updates of 2 gradient steps = 200. Every column of updates.csv
-    # has its TensorBoard name in TENSORBOARD_NAMES. The saved model, evaluated alone, plays
-    # the same greedy policy (model.pt's "q_network" restored) on the same seeds.
+    # 208, ..., 600 -> 100 updates of 2 gradient steps = 200. The saved model, evaluated
+    # alone, plays the same greedy policy (model.pt's "q_network" restored) on the same seeds.
     args = dqn.Args(env_id="CartPole-v1", total_timesteps=600, num_envs=2, learning_starts=200,
                     train_frequency=4, gradient_steps=2, batch_size=32, buffer_size=400,
                     exploration_fraction=0.5, eval_episodes=2, save_model=True,
@@ -715,9 +715,7 @@ def test_smoke_run_logs_its_columns_and_its_model_evaluates_the_same(tmp_path):
     assert summary["global_steps"] == 600 and summary["eval_return_mean"] >= 8  # CartPole: > 8 steps
     columns = ["epsilon", "learning_rate", "loss", "q_mean", "q_start", "discounted_return",
                "gradient_steps", "buffer_size"]
-    assert list(updates[0])[3:] == columns and sorted(dqn.TENSORBOARD_NAMES) == sorted(columns)
-    assert (dqn.TENSORBOARD_NAMES["loss"], dqn.TENSORBOARD_NAMES["q_mean"]) == (
-        "losses/td_loss", "losses/q_values")  # CleanRL's dqn.py's names
+    assert list(updates[0])[3:] == columns
     last = updates[-1]
     assert last["global_step"] == "600" and last["gradient_steps"] == "200"
     assert float(last["epsilon"]) == approx(0.01) and last["buffer_size"] == "400"
@@ -792,14 +790,13 @@ def test_same_seed_gives_the_same_episodes(tmp_path):
     assert len(rows) > 20
 
 
-def test_the_budget_is_rounded_down_to_whole_steps_of_the_environments(tmp_path, capsys):
-    # main hands the run writer whole steps of --num-envs: --total-timesteps 1,000 with 3
-    # environments runs 333 vector steps, 333 * 3 = 999 environment steps, said once at the
-    # start (whole steps of 1,000 environments would be none; of 1, all 1,000)
+def test_the_budget_is_rounded_down_to_whole_steps_of_the_environments(tmp_path):
+    # main hands the run whole steps of --num-envs: --total-timesteps 1,000 with 3
+    # environments runs 333 vector steps, 333 * 3 = 999 environment steps (whole steps of
+    # 1,000 environments would be none; of 1, all 1,000)
     summary = dqn.main(dqn.Args(total_timesteps=1000, num_envs=3, learning_starts=990,
                                 buffer_size=999, batch_size=16, eval_episodes=0,
                                 output_dir=str(tmp_path)))
-    assert capsys.readouterr().out.count("training runs 999 of --total-timesteps 1,000") == 1
     assert summary["global_steps"] == 999
 
 
@@ -809,15 +806,20 @@ def test_the_budget_is_rounded_down_to_whole_steps_of_the_environments(tmp_path,
 def test_an_evaluated_checkpoint_is_rebuilt_as_wide_as_it_was_saved(tmp_path, monkeypatch):
     # A CartPole model 8 wide (4 inputs, 2 actions), evaluated with no --hidden-size (the
     # default 128): main builds Linear(4, 8), Linear(8, 8) and the head Linear(8, 2), the
-    # saved width (MODEL_FLAGS). restore() only records the network here, so a network of
-    # the flag's width would be evaluated, not refused as one that "does not fit", and its
-    # widths, [128, 128, 2], would fail the assertion on the edge itself.
+    # saved width (MODEL_FLAGS). Run only records the checkpoint and the network here (it
+    # is handed no checkpoint to load), so a network of the flag's width would be evaluated,
+    # not refused as one that "does not fit", and its widths, [128, 128, 2], would fail the
+    # assertion on the edge itself.
     path = tmp_path / "model.pt"
     dqn.save_checkpoint(path, {"q_network": dqn.QNetwork((4,), 2, hidden_size=8)},
                         dqn.Args(env_id="CartPole-v1", hidden_size=8))
-    restored = []
-    monkeypatch.setattr(dqn, "restore", lambda checkpoint, models, args:
-                        restored.append((sorted(checkpoint), models["q_network"])))
+    restored, original = [], dqn.Run.__init__
+
+    def record(self, args, device, models, checkpoint=None, **kwargs):
+        restored.append((sorted(checkpoint), models["q_network"]))
+        original(self, args, device, models, None, **kwargs)
+
+    monkeypatch.setattr(dqn.Run, "__init__", record)
     dqn.main(dqn.Args(env_id="CartPole-v1", eval_checkpoint=str(path), eval_episodes=1,
                       output_dir=str(tmp_path / "eval")))
     ((saved, network),) = restored
@@ -859,32 +861,36 @@ def test_the_buffer_is_never_larger_than_the_budget(tmp_path, monkeypatch):
 ])
 def test_check_flags_refuses_a_bad_flag_in_one_line(flags, message):
     with pytest.raises(dqn.UsageError) as refused:
-        dqn.check_flags(dqn.Args(**flags))
+        dqn.check_flags(filled(**flags))
     assert message in str(refused.value) and "\n" not in str(refused.value)
 
 
+def filled(obs_space=None, **flags):
+    """dqn.Args(**flags) with the flags left at None from the preset of a vector's (or an
+    image's) observation, as prepare fills them before check_flags."""
+    args = dqn.Args(**flags)
+    obs_space = BOX if obs_space is None else obs_space
+    return dqn.fill_preset(args, dqn.preset_name(args, obs_space, gym.spaces.Discrete(2)))
+
+
 def test_check_flags_passes_the_defaults_and_both_presets_and_waits_for_a_total_timesteps():
-    for image in (False, True):
-        dqn.check_flags(dqn.fill_preset(dqn.Args(), dqn.preset_name(dqn.Args(), image)),
-                        dqn.Args())
-    dqn.check_flags(dqn.Args(num_envs=3))  # the preset's --buffer-size is checked once it is set
+    for obs_space in (BOX, image(10, 10, 4)):
+        dqn.check_flags(filled(obs_space))
     # the plumbing's own check says --total-timesteps 0 must be positive; no budget of 0 first
-    dqn.check_flags(dqn.Args(total_timesteps=0, learning_starts=10))
-    dqn.check_flags(dqn.Args(learning_starts=50000, eval_checkpoint="model.pt"))  # no training
+    dqn.check_flags(filled(total_timesteps=0, learning_starts=10))
+    dqn.check_flags(filled(learning_starts=50000, eval_checkpoint="model.pt"))  # no training
 
 
-PRESET_SAYS = " (the preset for CartPole-v1's observations and budget, dqn.py's PRESETS, set {}; " \
-              "a flag given overrides it)"
-
-
-@pytest.mark.parametrize("budget, image, name", [
+@pytest.mark.parametrize("budget, is_image, name", [
     (200_000, False, "vector"), (200_001, False, "long"), (500_000, False, "long"),
     (100_000, False, "vector"),
     (10_000, True, "image"), (5_000_000, True, "image")])
-def test_the_preset_follows_the_observation_and_the_budget(budget, image, name):
+def test_the_preset_follows_the_observation_and_the_budget(budget, is_image, name):
     # a vector's budget up to SHORT_BUDGET = 200,000 takes the vector preset, past it the long
     # one; an image takes the image preset whatever its budget
-    assert dqn.preset_name(dqn.Args(total_timesteps=budget), image) == name
+    obs_space = image(10, 10, 4) if is_image else BOX
+    assert dqn.preset_name(dqn.Args(total_timesteps=budget), obs_space,
+                           gym.spaces.Discrete(2)) == name
     args = dqn.fill_preset(dqn.Args(total_timesteps=budget), name)
     assert {k: getattr(args, k) for k in dqn.PRESETS[name][1]} == dqn.PRESETS[name][1]
 
@@ -896,7 +902,7 @@ def test_the_default_command_trains_500k_steps_with_the_long_preset():
     # here (PRESETS compared with itself could not see a value moved between presets), with
     # epsilon down to 0.01 (CleanRL: 0.05) and a greedy evaluation
     assert dqn.Args().total_timesteps == 500_000
-    assert dqn.preset_name(dqn.Args(), False) == "long"
+    assert dqn.preset_name(dqn.Args(), BOX, gym.spaces.Discrete(2)) == "long"
     args = dqn.fill_preset(dqn.Args(), "long")
     assert {k: getattr(args, k) for k in dqn.PRESETS["long"][1]} == dict(
         learning_rate=2.5e-4, buffer_size=10_000, target_network_frequency=500, batch_size=128,
@@ -933,31 +939,28 @@ def test_the_long_preset_replays_less_often_and_a_flag_overrides_it():
     assert (args.learning_rate, args.buffer_size) == (1e-3, 10_000)  # given; the preset's
 
 
-@pytest.mark.parametrize("flags, message, preset", [
+@pytest.mark.parametrize("flags, message", [
     # CartPole's vector preset keeps 50,000 transitions, no multiple of 3 environments: the
     # multiple below is 3 x 16,666 = 49,998 (50,000 = 3 x 16,666 + 2)
     (dict(total_timesteps=100_000, num_envs=3), "--buffer-size 50000 is not divisible by "
-     "--num-envs 3; pass --buffer-size 49998, a multiple of 3", "--buffer-size 50000"),
+     "--num-envs 3; pass --buffer-size 49998, a multiple of 3"),
     (dict(total_timesteps=100_000, num_envs=3, buffer_size=50000), "--buffer-size 50000 is "
-     "not divisible by --num-envs 3; pass --buffer-size 49998, a multiple of 3", None),  # given
+     "not divisible by --num-envs 3; pass --buffer-size 49998, a multiple of 3"),  # given
     (dict(buffer_size=100, learning_starts=50), "--buffer-size 100 is smaller than one "
-     "batch (--batch-size 128)", "--batch-size 128"),
-    (dict(total_timesteps=500), "--learning-starts 1000 is not below the budget of 500 steps",
-     "--learning-starts 1000"),
+     "batch (--batch-size 128)"),
+    (dict(total_timesteps=500), "--learning-starts 1000 is not below the budget of 500 steps"),
     # past 200,000 steps the long preset's buffer of 10,000 is the one checked:
     # 10,000 = 3 x 3,333 + 1, so the multiple below is 9,999
     (dict(total_timesteps=210_000, num_envs=3), "--buffer-size 10000 is not divisible by "
-     "--num-envs 3; pass --buffer-size 9999, a multiple of 3", "--buffer-size 10000"),
+     "--num-envs 3; pass --buffer-size 9999, a multiple of 3"),
 ])
-def test_a_value_the_user_did_not_give_is_named_as_the_presets(flags, message, preset, tmp_path):
+def test_a_value_the_preset_fills_is_checked_in_its_turn(flags, message, tmp_path):
     # main fills the flags left at None from the preset (fill_preset) and checks them in their
-    # turn, given the flags as the user gave them: a value that does not fit, and that the
-    # user never wrote, is named as the preset's; nothing is written.
+    # turn: a value that does not fit, the user's or the preset's, is refused in one line;
+    # nothing is written.
     with pytest.raises(dqn.UsageError) as refused:
         dqn.main(dqn.Args(env_id="CartPole-v1", output_dir=str(tmp_path), **flags))
-    error = str(refused.value)
-    assert message in error
-    assert error.endswith(PRESET_SAYS.format(preset)) if preset else "PRESETS" not in error
+    assert message in str(refused.value) and "\n" not in str(refused.value)
     assert not os.listdir(tmp_path)
 
 

@@ -294,7 +294,7 @@ def test_the_built_in_model_is_the_flags_shape_and_its_forward_pass_by_hand(tmp_
     # every earlier position's logits as they were); the head shares the token embedding
     args = tiny_args(tmp_path, n_layer=3, n_head=2, n_embd=8)
     grpo.register_tasks()
-    tokenizer, prompt_len = grpo.check_env(args)
+    tokenizer, prompt_len = grpo.check_spaces(args, *grpo.check_env(args))
     model = grpo.make_policy(args, tokenizer, prompt_len)
     assert len(model.h) == 3 and all(block.attn.n_head == 2 for block in model.h)
     assert model.wpe.weight.shape == (prompt_len + args.max_new_tokens, 8)
@@ -626,7 +626,7 @@ def test_dynamic_sampling_keeps_only_groups_of_varied_rewards(tmp_path, monkeypa
     rng = np.random.default_rng(0)
     monkeypatch.setattr(grpo, "addition_reward", lambda prompt, completion: float(rng.random() < 0.3))
     buffers = spy_on_buffers(monkeypatch)
-    updates = spy_on(monkeypatch, grpo.RunWriter, "update", lambda self, step, **kw: (step, kw))
+    updates = spy_on(monkeypatch, grpo.Run, "update", lambda self, step, *loss, **kw: (step, kw))
     grpo.main(tiny_args(tmp_path, eval_episodes=0, dynamic_sampling=True, total_timesteps=160))
     assert buffers
     for buffer in buffers:
@@ -646,7 +646,7 @@ def test_dynamic_sampling_drops_all_correct_groups_and_logs_every_sampled_reward
     # dropped groups included: paid[step_(k-1):step_k], the completions counted in order.
     paid = pay_at_random(monkeypatch, p=0.7)
     buffers = spy_on_buffers(monkeypatch)
-    updates = spy_on(monkeypatch, grpo.RunWriter, "update", lambda self, step, **kw: (step, kw))
+    updates = spy_on(monkeypatch, grpo.Run, "update", lambda self, step, *loss, **kw: (step, kw))
     grpo.main(tiny_args(tmp_path, eval_episodes=0, dynamic_sampling=True, total_timesteps=160))
     groups = [paid[i:i + 4] for i in range(0, len(paid), 4)]
     assert any(sum(g) == 4 for g in groups)  # could fail: some group was all correct
@@ -692,7 +692,7 @@ def test_the_evaluation_decodes_greedily(tmp_path):
     # the model's own logits (no sampling: the same answers whatever the torch seed).
     args = tiny_args(tmp_path, n_embd=16)
     grpo.register_tasks()
-    tokenizer, prompt_len = grpo.check_env(args)
+    tokenizer, prompt_len = grpo.check_spaces(args, *grpo.check_env(args))
     torch.manual_seed(3)
     policy = grpo.make_policy(args, tokenizer, prompt_len)
     with torch.no_grad():  # a sharper, arbitrary model, so that sampling would differ
@@ -905,7 +905,7 @@ def test_nlpos_sync_moves_the_masking_policy_to_the_policy_and_never_the_referen
 def test_the_evaluation_poses_only_held_out_problems(tmp_path, monkeypatch):
     grpo.register_tasks()
     args = tiny_args(tmp_path, eval_episodes=20)
-    tokenizer, prompt_len = grpo.check_env(args)
+    tokenizer, prompt_len = grpo.check_spaces(args, *grpo.check_env(args))
     policy = grpo.make_policy(args, tokenizer, prompt_len)
     posed = spy_on(monkeypatch, grpo, "addition_reward", lambda prompt, completion: prompt)
     returns = grpo.evaluate(args, {"policy": policy})
@@ -918,7 +918,7 @@ def test_the_warm_starts_targets_are_the_answer_then_the_end_token(tmp_path, mon
     # (1) and padding (0) up to --max-new-tokens 5; the loss's targets are those completions
     grpo.register_tasks()
     args = tiny_args(tmp_path, sft_steps=2, sft_problems=16, sft_batch_size=8)
-    tokenizer, prompt_len = grpo.check_env(args)
+    tokenizer, prompt_len = grpo.check_spaces(args, *grpo.check_env(args))
     policy = grpo.make_policy(args, tokenizer, prompt_len)
     inputs = spy_on(monkeypatch, grpo, "completion_logits",
                     lambda model, tokens, p: tokens.clone())
@@ -989,7 +989,7 @@ def test_the_warm_start_learns_from_many_training_problems_and_their_answers(tmp
     assert len(prompts) == 40 and len(set(prompts)) >= 35
     assert not any(zlib.crc32(p[:-1].encode()) % 10 == 0 for p in prompts)
     # every supervised target row is some prompt's answer, then <eos>, then padding
-    tokenizer, _ = grpo.check_env(args)
+    tokenizer, _ = grpo.check_spaces(args, *grpo.check_env(args))
     answers = {}
     for p in prompts:
         a, b = p[:-1].split("+")
@@ -1021,7 +1021,7 @@ def test_updates_csv_logs_approx_kl_of_the_ratio_and_the_groups_kept(tmp_path, m
     pay_at_random(monkeypatch, p=0.7)
     buffers = spy_on_buffers(monkeypatch)
     losses = spy_on(monkeypatch, grpo, "grpo_loss", detached)
-    updates = spy_on(monkeypatch, grpo.RunWriter, "update", lambda self, step, **kw: kw)
+    updates = spy_on(monkeypatch, grpo.Run, "update", lambda self, step, *loss, **kw: kw)
     grpo.main(tiny_args(tmp_path, eval_episodes=0, dynamic_sampling=True, total_timesteps=96,
                         update_epochs=2, learning_rate=0.05))
     calls = len(losses) // len(updates)
@@ -1046,7 +1046,7 @@ def test_nlpos_nucleus_is_taken_at_the_sampling_temperature(tmp_path):
     # logits, and differs from the untempered one's (so the check could fail).
     args = tiny_args(tmp_path)
     grpo.register_tasks()
-    tokenizer, prompt_len = grpo.check_env(args)
+    tokenizer, prompt_len = grpo.check_spaces(args, *grpo.check_env(args))
     torch.manual_seed(2)
     policy = grpo.make_policy(args, tokenizer, prompt_len)
     with torch.no_grad():
@@ -1248,7 +1248,7 @@ def test_the_warm_start_learns_only_from_problems_with_a_worked_answer(tmp_path)
     # on AdditionPartial-v0 carries only from the 2% that have one
     grpo.register_tasks()
     args = tiny_args(tmp_path, sft_problems=400)
-    tokenizer, prompt_len = grpo.check_env(args)
+    tokenizer, prompt_len = grpo.check_spaces(args, *grpo.check_env(args))
     tokens, targets, mask = grpo.demonstrations(args, tokenizer, prompt_len, "cpu")
     assert tokens.shape == (400, prompt_len + 5) and torch.equal(tokens[:, prompt_len:], targets)
     for row in tokens.tolist():
@@ -1329,7 +1329,7 @@ def test_held_outs_pass_k_column_is_pass_at_k(tmp_path, monkeypatch):
     # of 4 samples), the curve 0.1 .. 0.4
     args = tiny_args(tmp_path, eval_samples=4, pass_k=3)
     grpo.register_tasks()
-    tokenizer, prompt_len = grpo.check_env(args)
+    tokenizer, prompt_len = grpo.check_spaces(args, *grpo.check_env(args))
     policy = grpo.make_policy(args, tokenizer, prompt_len)
     monkeypatch.setattr(grpo, "pass_at_k", lambda n, c, k: k / 10)
     run = SimpleNamespace(write_row=lambda *a, **k: None, elapsed=lambda: 0)
@@ -1358,7 +1358,7 @@ def test_every_pass_of_the_held_out_measure_answers_the_same_problems(tmp_path, 
     # problems (pass@k counts c right of n answers to ONE problem): 1 + 3 passes, 5 problems
     args = tiny_args(tmp_path, eval_episodes=5, eval_samples=3)
     grpo.register_tasks()
-    tokenizer, prompt_len = grpo.check_env(args)
+    tokenizer, prompt_len = grpo.check_spaces(args, *grpo.check_env(args))
     policy = grpo.make_policy(args, tokenizer, prompt_len)
     asked = spy_on(monkeypatch, grpo, "encode_prompts", lambda tok, prompts, *a: list(prompts))
     run = SimpleNamespace(write_row=lambda *a, **k: None, elapsed=lambda: 0)
@@ -1487,7 +1487,7 @@ def test_continued_supervision_starts_from_the_same_checkpoint_on_the_same_data(
     assert all(torch.equal(first[0][k], v) for k, v in saved.items())
     assert len(steps) == 8
     args = tiny_args(tmp_path, sft_batch_size=8)  # the sft arm's data is the warm start's
-    tokenizer, prompt_len = grpo.check_env(args)
+    tokenizer, prompt_len = grpo.check_spaces(args, *grpo.check_env(args))
     again = grpo.demonstrations(args, tokenizer, prompt_len, "cpu")
     assert all(torch.equal(x, y) for x, y in zip(steps[0], again))
 
@@ -1755,7 +1755,7 @@ def saved_policy(path, name=None):
     """RECOMPUTED's model with the weights of a run's checkpoint (name) or a state dict."""
     args = grpo.Args(**{**TINY, **RECOMPUTED})
     grpo.register_tasks()
-    tokenizer, prompt_len = grpo.check_env(args)
+    tokenizer, prompt_len = grpo.check_spaces(args, *grpo.check_env(args))
     policy = grpo.make_policy(args, tokenizer, prompt_len)
     state = path if name is None else grpo.read_checkpoint(os.path.join(path, name))["policy"]
     policy.load_state_dict(state)

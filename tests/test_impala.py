@@ -605,7 +605,7 @@ def test_continuous_actions_and_images_learn_through_the_same_loop(env_id, obs_d
     if env_id.startswith("MinAtar/"):
         pytest.importorskip("minatar", reason="pip install minatar==1.0.15")
     image = spy_on(monkeypatch, impala, "seed_and_device",
-                   lambda seed, cuda, image=False: image)
+                   lambda seed, cuda=None, threads=1, image=False: image)
     args = impala.Args(env_id=env_id, total_timesteps=2 * 2 * 8, num_envs=2, num_steps=8,
                        num_actors=1, sync=True, eval_episodes=1, output_dir=str(tmp_path))
     summary = impala.main(args)
@@ -674,15 +674,12 @@ def test_an_evaluation_of_a_checkpoint_trains_nothing(tmp_path, local_actors, ca
     assert local_actors == [local_actors[0]]  # the training run's actors; none to evaluate
 
 
-def test_the_budget_is_whole_batches_and_the_run_says_so_once(tmp_path, local_actors, capsys):
+def test_the_budget_is_whole_batches(tmp_path, local_actors):
     # --total-timesteps 40, batches of 2 rollouts of 2 environments * 4 steps = 16 steps:
-    # 40 // 16 = 2 batches, 32 steps, said once at the start (the plumbing's line calls a
-    # batch the whole rollout it rounds to); 2 rows in updates.csv
+    # 40 // 16 = 2 batches, 32 steps; 2 rows in updates.csv
     summary = impala.main(impala.Args(total_timesteps=40, num_envs=2, num_steps=4,
                                       rollouts_per_batch=2, hidden_size=8, num_actors=1,
                                       sync=True, eval_episodes=0, output_dir=str(tmp_path)))
-    assert capsys.readouterr().out.count("training runs 32 of --total-timesteps 40: whole "
-                                         "rollouts of 16 steps") == 1
     assert summary["global_steps"] == 32
     assert len(read_csv(next(tmp_path.glob("*/updates.csv")))) == 2
 
@@ -719,7 +716,8 @@ def live_processes(session):
 
 @pytest.mark.slow  # a real process starting Ray
 def test_ctrl_c_while_ray_starts_leaves_no_process_behind(tmp_path):
-    # python impala.py with a Ray of its own says "starting Ray ..." at once. Ctrl-C (SIGINT
+    # python impala.py with a Ray of its own says "starting Ray ..." at once, after the
+    # device's line (prepare chooses the device before Ray starts). Ctrl-C (SIGINT
     # to the whole command, as a terminal sends it) comes once the raylet has started its
     # agents, inside ray.init: impala.py holds it back until Ray has started, stops Ray and
     # dies of SIGINT (130 in a shell; a Popen's returncode says -SIGINT). A few seconds later
@@ -737,9 +735,11 @@ def test_ctrl_c_while_ray_starts_leaves_no_process_behind(tmp_path):
     while live_processes(command.pid) and time.time() < deadline:
         time.sleep(0.1)
     assert live_processes(command.pid) == []
-    assert out.splitlines()[:2] == ["impala.py: starting Ray ...", "impala.py: Ctrl-C: stopping "
-                                    "once Ray has started, in a few seconds (Ctrl-C again stops "
-                                    "at once, and Ray's processes can outlive the run by a minute)"]
+    lines = out.splitlines()
+    assert lines[0].startswith("impala.py: device ")
+    assert lines[1:3] == ["impala.py: starting Ray ...", "impala.py: Ctrl-C: stopping once Ray "
+                          "has started, in a few seconds (Ctrl-C again stops at once, and Ray's "
+                          "processes can outlive the run by a minute)"]
     assert "Traceback" not in err
 
 

@@ -545,10 +545,19 @@ def test_a_flag_that_does_not_fit_the_image_preset_is_bad_input(check_usage_erro
 
 
 def test_ppo_evaluates_atari_with_epsilon_005_unless_given():
-    assert ppo.with_eval_epsilon(ppo.Args(env_id="ALE/Breakout-v5")).eval_epsilon == 0.05
-    assert ppo.with_eval_epsilon(ppo.Args(env_id="MinAtar/Breakout-v1")).eval_epsilon == 0.0
-    assert ppo.with_eval_epsilon(ppo.Args(env_id="ALE/Pong-v5", eval_epsilon=0.0)).eval_epsilon \
-        == 0.0
+    # prepare fills --eval-epsilon: 0.05 on an ALE/ id, 0 on any other, a value given kept.
+    # The environment is stood in by one of 10 x 10 x 10 images (either channel axis), so
+    # that neither ale-py nor MinAtar is needed.
+    class Frames(gym.Env):
+        observation_space = gym.spaces.Box(0, 255, (10, 10, 10), dtype=np.uint8)
+        action_space = gym.spaces.Discrete(4)
+
+    def eval_epsilon(**flags):
+        args, *_ = ppo.prepare(ppo.Args(**flags), make=lambda env_id, **kwargs: Frames())
+        return args.eval_epsilon
+    assert eval_epsilon(env_id="ALE/Breakout-v5") == 0.05
+    assert eval_epsilon(env_id="MinAtar/Breakout-v1") == 0.0
+    assert eval_epsilon(env_id="ALE/Pong-v5", eval_epsilon=0.0) == 0.0
 
 
 class Ones(gym.Env):

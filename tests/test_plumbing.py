@@ -168,19 +168,18 @@ BAD_INPUT = [
     (["--total-timesteps", "-5"], "--total-timesteps must be positive"),
     (["--total-timesteps", "0"], "--total-timesteps must be positive, got 0"),
     (["--eval-episodes", "-1"], "--eval-episodes must be 0 or more"),
-    (["--eval-every", "-1"], "--eval-every must be 0 (evaluate only after training) or more"),
+    (["--eval-every", "-1"], "--eval-every must be 0 or more, got -1"),
     (["--eval-every", "500", "--eval-episodes", "0"],
-     "--eval-every needs at least one evaluation episode"),
-    (["--capture-video", "--eval-episodes", "0"], "--capture-video records the evaluation "
-     "episodes, and --eval-episodes 0 has none"),
+     "--eval-every and --capture-video need evaluation episodes: --eval-episodes 1 or more"),
+    (["--capture-video", "--eval-episodes", "0"], "--eval-every and --capture-video need "
+     "evaluation episodes: --eval-episodes 1 or more"),
     (["--eval-checkpoint", "missing"], "does not exist"),
     (["--eval-checkpoint", "corrupt"], "model"),  # "is not a <script> model.pt/model.npz"
-    (["--eval-checkpoint", "no model"], "a-run-folder has no model."),
+    (["--eval-checkpoint", "no model"], "a-run-folder/model."),  # "... does not exist"
     # tyro's own parse errors, in the same one-line form, with the closest flags
     (["--env", "CartPole-v1"], "unrecognized options: --env, CartPole-v1; did you mean --env-id"),
-    (["--total-timesteps", "1e5"], "--total-timesteps takes a whole number, not '1e5': write "
-     "100000 (python "),
-    (["--eval-every=2.5e4"], "--eval-every takes a whole number, not '2.5e4': write 25000"),
+    (["--total-timesteps", "1e5"], "--total-timesteps takes a whole number, not '1e5' (python "),
+    (["--eval-every=2.5e4"], "--eval-every takes a whole number, not '2.5e4' (python "),
     (["--seed", "one"], "--seed takes a whole number, not 'one' (python "),
     (["--stop-at-return", "high"], "--stop-at-return takes a number, not 'high'"),
     (["--seed"], "--seed needs a value"),
@@ -219,8 +218,7 @@ def test_a_parse_error_is_one_whole_line_at_any_terminal_width(script, columns, 
     monkeypatch.setenv("COLUMNS", columns)
     code, _, err = run_cli(script, ["--total-timesteps", "1e5"])
     assert code == 2 and err == (f"{script}: error: --total-timesteps takes a whole number, "
-                                 f"not '1e5': write 100000 (python {script} --help lists the "
-                                 "flags)\n")
+                                 f"not '1e5' (python {script} --help lists the flags)\n")
 
 
 @pytest.mark.parametrize("script", BLOCK + ["mappo.py", "matd3.py"])
@@ -233,9 +231,9 @@ def test_an_unknown_id_gets_gymnasiums_closest_id(script, run_cli):
     assert code == 2 and close in err and err.count("\n") == 1
 
 
-# Games of images, whose ids exist only once their package is imported (ppo.py, dqn.py and
-# impala.py import it): the scripts of flat observations name the scripts that learn from
-# them, instead of "unknown environment id". impala.py takes MinAtar's grids, not Atari.
+# Games of images, whose ids exist only once their package is imported (ppo.py, dqn.py,
+# pqn.py and impala.py import it): a script of flat observations cannot make them, and says
+# so in Gymnasium's one line. impala.py and pqn.py take MinAtar's grids, not Atari.
 LEARN_FROM_IMAGES = {"MinAtar/Breakout-v1": ("minatar", "ppo.py, dqn.py, pqn.py and impala.py"),
                      "ALE/Pong-v5": ("ale_py", "ppo.py and dqn.py")}
 GAMES_HERE = [i for i, (package, _) in LEARN_FROM_IMAGES.items()
@@ -243,25 +241,24 @@ GAMES_HERE = [i for i, (package, _) in LEARN_FROM_IMAGES.items()
 
 
 @pytest.mark.parametrize("env_id", GAMES_HERE)
-@pytest.mark.parametrize("script", ["vpg.py", "qlearning.py"])  # the block's, both variants
-def test_a_game_of_images_names_the_scripts_that_learn_from_it(script, env_id,
-                                                                check_usage_error):
-    learners = LEARN_FROM_IMAGES[env_id][1]
-    check_usage_error(script, ["--env-id", env_id], f"{env_id} is a game of images "
-                      f"({learners} learn from them); {script} does not")
+@pytest.mark.parametrize("script", ["vpg.py", "qlearning.py"])  # a torch script's, a table's
+def test_a_game_of_images_is_one_line_for_a_script_of_flat_observations(script, env_id,
+                                                                       check_usage_error):
+    # Gymnasium's "cannot make" line where the package is not imported (a fresh process);
+    # the script's own line about the spaces where another script in this process did
+    check_usage_error(script, ["--env-id", env_id], env_id)
 
 
 @pytest.mark.parametrize("env_id", GAMES_HERE)
-def test_the_scripts_named_for_a_game_of_images_take_it(env_id, check_usage_error):
-    # what the line above promises: each script it names checks the id and its spaces
-    # without a word (the run stops only at the missing checkpoint, read after check_env);
-    # impala.py and pqn.py, not named for Atari, refuse Atari's ids.
+def test_the_scripts_of_images_take_their_games(env_id, check_usage_error):
+    # each script that learns from the game makes it and checks its spaces without a word
+    # (the run stops only at --total-timesteps 0, checked after the spaces); impala.py and
+    # pqn.py refuse Atari's ids.
     learners = LEARN_FROM_IMAGES[env_id][1]
     for script in ("ppo.py", "dqn.py", "pqn.py", "impala.py"):
-        expected = ("checkpoint no-such-model.pt does not exist" if script in learners
+        expected = ("--total-timesteps must be positive, got 0" if script in learners
                     else "Atari")
-        check_usage_error(script, ["--env-id", env_id, "--eval-checkpoint",
-                                   "no-such-model.pt"], expected)
+        check_usage_error(script, ["--env-id", env_id, "--total-timesteps", "0"], expected)
 
 
 @pytest.mark.parametrize("script", [s for s in SCRIPTS if s not in TORCH])
@@ -280,7 +277,7 @@ def test_ctrl_c_keeps_the_run_folder_and_ends_by_sigint(script, tmp_path, monkey
     # short must not pass for a finished one), and the process then ends by SIGINT with the
     # default handler (status 130 to the shell). os.kill and signal.signal are stood in for.
     module = module_of(script)
-    episode, calls, signals = module.RunWriter.episode, [], []
+    episode, calls, signals = module.Run.episode, [], []
 
     def interrupted_episode(self, *args):
         calls.append(1)
@@ -292,7 +289,7 @@ def test_ctrl_c_keeps_the_run_folder_and_ends_by_sigint(script, tmp_path, monkey
         signals.append(("kill", pid, sig))
         raise SystemExit(128 + sig)
 
-    monkeypatch.setattr(module.RunWriter, "episode", interrupted_episode)
+    monkeypatch.setattr(module.Run, "episode", interrupted_episode)
     monkeypatch.setattr(module.signal, "signal", lambda *a: signals.append(("signal", *a)))
     monkeypatch.setattr(module.os, "kill", kill)
     monkeypatch.setattr(sys, "argv", [script, *TINY[script], "--total-timesteps", "100000",
@@ -307,7 +304,7 @@ def test_ctrl_c_keeps_the_run_folder_and_ends_by_sigint(script, tmp_path, monkey
     with open(os.path.join(path, "summary.json")) as f:
         summary = json.load(f)
     assert summary["interrupted"] is True and summary["global_steps"] > 0
-    assert "interrupted; writing what the run has so far" in capsys.readouterr().out
+    assert f"interrupted; {path} keeps the run so far" in capsys.readouterr().out
 
 
 @pytest.mark.slow  # two real processes in a shell loop, stopped by Ctrl-C
@@ -355,14 +352,13 @@ def test_ctrl_c_during_the_final_evaluation_keeps_the_run(script, tmp_path, monk
     assert summary["global_steps"] > 0 and summary["eval_return_mean"] is None
     assert glob.glob(os.path.join(path, "model.*"))
     assert os.path.exists(os.path.join(path, "curve.png"))  # drawn without the evaluation
-    out = capsys.readouterr().out  # the evaluation is announced before it starts
-    assert "final evaluation, 2 episodes; the run is written and Ctrl-C keeps it" in out
-    assert "final evaluation interrupted" in out
+    out = capsys.readouterr().out
+    assert f"interrupted; {path} keeps the run so far" in out
 
 
 # An environment of the user's own without a time limit, whose episodes never end: each
-# script says that no training episode ended and cuts the evaluation episodes at its bound
-# (monkeypatched to 40 steps), so every evaluation return is 40 steps of reward 1. es.py
+# script has no training return to average and cuts the evaluation episodes at its bound,
+# saying so (monkeypatched to 40 steps), so every evaluation return is 40 steps of reward 1. es.py
 # cuts its training episodes at the same bound, so they end. mappo.py and matd3.py play
 # PettingZoo's environments, which always end at --max-cycles; ppod.py needs a demonstration;
 # grpo.py's and rlhf.py's text tasks end every episode at its one answer.
@@ -385,12 +381,10 @@ def test_an_environment_without_a_time_limit_ends_with_a_clear_line(script, tmp_
                                               str(tmp_path)])
     summary = module.main(args)
     out = capsys.readouterr().out
-    said = f"no training episode ended in {summary['global_steps']:,} steps" in out
-    assert said == (script != "es.py")
-    if said:  # no training return: none to average, not a mean of 0 (issue 72's plants), and
-        # no curve for plot.py to draw
+    if script != "es.py":  # no training return: none to average, not a mean of 0 (issue 72's
+        # plants); es.py's episodes end at its own bound, in training and evaluation alike
         assert summary["train_return_last20"] is None and "train_return_last20 - |" in out
-    assert ("| curve: python plot.py" in out.splitlines()[-1]) == (not said)
+        assert f"{script}: evaluation cut at 40 steps; give " in out
     assert summary["eval_return_mean"] == 40.0 and summary["eval_return_std"] == 0.0
 
 
@@ -405,12 +399,7 @@ def test_eval_checkpoint_takes_a_run_folder_for_its_model(script, run_cli, tmp_p
     code, out, _ = run_cli(script, [*TINY[script], "--eval-checkpoint", trained,
                                     "--eval-episodes", "1", "--output-dir", str(tmp_path / "eval")])
     assert code == 0 and re.search(r"eval_return_mean -?\d", out.splitlines()[-1])
-    # finish() is told which run trained: the training run's closing line names the command
-    # that draws its curve (where an episode ended: ppod.py's tiny MountainCar run has none),
-    # the evaluation's, which has no training episode to draw, none
-    ended = bool(read_csv(os.path.join(trained, "episodes.csv")))
-    assert trained_out.splitlines()[-1].endswith(f" | curve: python plot.py {trained}") == ended
-    assert "plot.py" not in out.splitlines()[-1]
+    assert f"run folder {trained} |" in trained_out.splitlines()[-1]
 
 
 class HalfActor(torch.nn.Module):
@@ -532,8 +521,6 @@ def test_the_closing_line_says_not_reached_and_never_none(script, run_cli, tmp_p
     closing = out.splitlines()[-1]
     assert code == 0 and closing.startswith(f"{script}: run folder ")
     assert "solved_at_step not reached" in closing and "None" not in closing
-    assert "(lost by the end)" not in closing  # never reached: nothing was lost
-    assert "final evaluation, 1 episode; the run is written" in out  # one episode, not "1 episodes"
 
 
 @pytest.mark.parametrize("threshold", [3.0, None])
@@ -572,7 +559,7 @@ def test_a_plain_run_records_when_it_reached_the_environments_threshold(script, 
     assert summary["holds"] is (True if threshold else None)  # every episode returns 3: 3 >= 3
     closing = out.splitlines()[-1]
     assert ("| holds: the last-20 mean at the end 3.00 >= 3 | solved_at_step 60 (last-20 mean "
-            ">= reward_threshold 3) |" in closing) == bool(threshold)
+            ">= reward_threshold 3)" in closing) == bool(threshold)
     assert threshold or ("solved_at_step" not in closing and "hold" not in closing)
 
 
@@ -590,10 +577,10 @@ def test_holds_says_where_the_run_ends_not_where_it_first_got(script, late_retur
     threshold = 2.5 if holds else 3.0
     args = module.Args(output_dir=str(tmp_path), tensorboard=False, eval_episodes=0,
                        stop_at_return=threshold, env_id=NO_GOAL)
-    run = module.RunWriter(args, "cpu", {})
+    run = module.Run(args, "cpu", {})
     for k in range(1, 41):
         run.episode(10 * k, 3.0 if k <= 30 else late_return, 10)
-    summary = module.finish(args, run)
+    summary = run.train(lambda: None)
     assert summary["train_return_last20"] == pytest.approx((30 + 10 * late_return) / 20)
     assert (summary["holds"], summary["solved_at_step"]) == (holds, 200)
     with open(os.path.join(run.path, "summary.json")) as f:
@@ -604,7 +591,7 @@ def test_holds_says_where_the_run_ends_not_where_it_first_got(script, late_retur
     said = (f"holds: the last-20 mean at the end {end:.2f} >= {threshold:g}" if holds else
             f"does not hold: the last-20 mean at the end {end:.2f} < {threshold:g}")
     assert f"| {said} | solved_at_step 200 (last-20 mean >= --stop-at-return {threshold:g})" \
-        + ("" if holds else " (lost by the end)") in closing
+        in closing
 
 
 @pytest.mark.parametrize("script", BLOCK)
@@ -614,10 +601,10 @@ def test_holds_reads_the_last_20_mean_not_the_last_episode(script, tmp_path):
     module = module_of(script)
     args = module.Args(output_dir=str(tmp_path), tensorboard=False, eval_episodes=0,
                        stop_at_return=3.0, env_id=NO_GOAL)
-    run = module.RunWriter(args, "cpu", {})
+    run = module.Run(args, "cpu", {})
     for k in range(1, 41):
         run.episode(10 * k, 3.0 if k <= 30 or k == 40 else 0.0, 10)
-    summary = module.finish(args, run)
+    summary = run.train(lambda: None)
     assert summary["train_return_last20"] == pytest.approx(1.65) and summary["holds"] is False
 
 
@@ -630,14 +617,12 @@ def test_holds_is_null_without_twenty_episodes_or_for_an_interrupted_run(script,
     for episodes, interrupted in ((19, False), (25, True), (25, False)):
         args = module.Args(output_dir=str(tmp_path / f"{episodes}{interrupted}"),
                            tensorboard=False, eval_episodes=0, stop_at_return=3.0, env_id=NO_GOAL)
-        run = module.RunWriter(args, "cpu", {})
+        run = module.Run(args, "cpu", {})
         for k in range(1, episodes + 1):
             run.episode(k, 5.0, 1)
         run.summary["interrupted"] = interrupted
-        assert module.finish(args, run)["holds"] is (True if (episodes, interrupted) == (25, False)
+        assert run.train(lambda: None)["holds"] is (True if (episodes, interrupted) == (25, False)
                                                      else None)
-        # an interrupted run that had reached 3 lost nothing by the end: it did not get there
-        assert "(lost by the end)" not in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("script", BLOCK)
@@ -654,10 +639,10 @@ def test_a_goal_judges_no_run_given_fewer_steps_than_it_is_for(script, tmp_path,
         args = module.Args(output_dir=str(tmp_path / f"{steps}{stop}"), tensorboard=False,
                            eval_episodes=0, env_id=NO_GOAL, total_timesteps=steps,
                            stop_at_return=stop)
-        run = module.RunWriter(args, "cpu", {})
+        run = module.Run(args, "cpu", {})
         for k in range(1, 31):
             run.episode(10 * k, -100.0, 10)
-        summary = module.finish(args, run)
+        summary = run.train(lambda: None)
         closing = capsys.readouterr().out.splitlines()[-1]
         assert summary["goal_budget"] == (1000 if stop is None else None)
         assert summary["end_return"] == -100 and summary["holds"] is holds
@@ -671,10 +656,10 @@ def test_a_goal_judges_no_run_given_fewer_steps_than_it_is_for(script, tmp_path,
     # rollouts of 512): the budget it was given is what the goal compares, so it is judged.
     args = module.Args(output_dir=str(tmp_path / "rollouts"), tensorboard=False,
                        eval_episodes=0, env_id=NO_GOAL, total_timesteps=1000)
-    run = module.RunWriter(args, "cpu", {}, rollout_steps=512)
+    run = module.Run(args, "cpu", {}, rollout_steps=512)
     for k in range(1, 31):
         run.episode(10 * k, -100.0, 10)
-    assert run.budget == 512 and module.finish(args, run)["holds"] is True
+    assert run.budget == 512 and run.train(lambda: None)["holds"] is True
 
 
 @pytest.mark.parametrize("script", BLOCK)
@@ -690,15 +675,15 @@ def test_a_goal_of_50_episodes_judges_the_last_50_and_an_evaluation_goal_the_eva
         monkeypatch.setattr(module, "GOALS", {"ThreeSteps-v0": (-120, 50, on, None)}, raising=False)
         args = module.Args(output_dir=str(tmp_path / on), tensorboard=False, eval_episodes=0,
                            env_id=NO_GOAL)
-        run = module.RunWriter(args, "cpu", {})
+        run = module.Run(args, "cpu", {})
         for k in range(1, 61):
             run.episode(10 * k, -100.0 if k <= 30 else -130.0, 10)
-        summary = module.finish(args, run)
+        summary = run.train(lambda: None)
         assert (summary["solved_threshold"], summary["solved_window"], summary["holds_on"],
                 summary["solved_at_step"]) == (-120, 50, on, 500)
         assert summary["train_return_last20"] == -130
         closing = capsys.readouterr().out.splitlines()[-1]
-        assert "| solved_at_step 500 (last-50 mean >= GOALS -120) |" in closing
+        assert closing.endswith("| solved_at_step 500 (last-50 mean >= GOALS -120)")
         if on == "train":
             assert summary["end_return"] == pytest.approx(-118) and summary["holds"] is True
             assert "| holds: the last-50 mean at the end -118.00 >= -120 |" in closing
@@ -818,62 +803,9 @@ def test_every_benchmark_task_judges_as_its_scripts_run():
         assert module_of(script + ".py").GOALS[env_id][3] == steps, (script, env_id)
 
 
-@pytest.mark.parametrize("script", BLOCK)
-def test_the_closing_line_names_the_command_that_draws_the_curve(script, run_cli, tmp_path,
-                                                                   monkeypatch, capsys):
-    # A run draws no figure: its closing line ends with the command that draws its curve,
-    # plot.py on its run folder, which runs as printed. An interrupted run's command adds
-    # --include-unfinished, without which plot.py refuses a run that did not finish.
-    # (An --eval-checkpoint run, with no training episode, names none: the test above.)
-    monkeypatch.chdir(tmp_path)  # plot.py writes plots/ in the current folder
-    code, out, err = run_cli(script, [*TINY[script], "--eval-episodes", "1",
-                                      "--output-dir", str(tmp_path / "done")])
-    assert code == 0, err
-    done = run_folder(tmp_path / "done")
-    prefix, _, command = out.splitlines()[-1].rpartition(" | curve: ")
-    assert prefix.startswith(f"{script}: run folder {done} | ") and "eval_return_mean" in prefix
-    assert command == f"python plot.py {done}"
-    code, out, err = run_cli("plot.py", shlex.split(command)[2:])
-    assert code == 0, err
-    assert len(glob.glob(str(tmp_path / "plots" / "*.png"))) == 1
-
-    module = module_of(script)
-    episode, calls = module.RunWriter.episode, []
-
-    def interrupted_episode(self, *args):  # Ctrl-C at the third finished episode
-        calls.append(1)
-        if len(calls) == 3:
-            raise KeyboardInterrupt
-        return episode(self, *args)
-
-    monkeypatch.setattr(module.RunWriter, "episode", interrupted_episode)
-    capsys.readouterr()
-    with pytest.raises(KeyboardInterrupt):
-        module.main(module.tyro.cli(module.Args, args=[
-            *TINY[script], "--total-timesteps", "100000", "--output-dir", str(tmp_path / "cut")]))
-    cut = run_folder(tmp_path / "cut")
-    command = capsys.readouterr().out.splitlines()[-1].rpartition(" | curve: ")[2]
-    assert command == f"python plot.py --include-unfinished {cut}"
-    assert run_cli("plot.py", [cut])[0] == 2  # "none of the runs finished"
-    code, out, err = run_cli("plot.py", shlex.split(command)[2:])
-    assert code == 0 and "1 (1 unfinished)" in out, err
-
-
 # ---------------------------------------------------------------------------------------
 # curve.png: the learning curve a run draws itself (--curve, on outside the suite)
 # ---------------------------------------------------------------------------------------
-@pytest.mark.parametrize("script", BLOCK)
-def test_rolling_means_by_hand(script):
-    # window 3 over returns 3, 6, 9, 0: fewer than 3 at the start, then the last 3
-    #   m0 = 3 / 1 = 3;  m1 = (3 + 6) / 2 = 4.5;  m2 = (3 + 6 + 9) / 3 = 6;  m3 = (6 + 9 + 0) / 3 = 5
-    module = module_of(script)
-    assert module.rolling_means([3.0, 6.0, 9.0, 0.0], window=3).tolist() == [3, 4.5, 6, 5]
-    # the run's own window, 20: the 21st mean leaves the first return out
-    returns = [float(i) for i in range(21)]
-    means = module.rolling_means(returns)
-    assert means[19] == pytest.approx(9.5) and means[20] == pytest.approx(10.5)
-
-
 def spy_on_figures(monkeypatch):
     """The figures that matplotlib's Figure.savefig saves as a curve.png (it still saves
     them; qlearning.py's heat_map.png is left out)."""
@@ -936,8 +868,7 @@ CURVE_RUNS = {"ppo.py": ("CartPole-v1", 475, "--eval-every", "128"),
 def test_a_run_draws_its_curve_with_its_evaluations_and_says_where(script, tmp_path, monkeypatch,
                                                                     capsys):
     # --curve, seed 3: the figure is the run's own data (check_curve), the closing line ends
-    # with the file's path; without --curve (the suite's default), no file and plot.py's
-    # command as before
+    # with the file's path; without --curve (the suite's default), no file and no path
     env_id, threshold, *every = CURVE_RUNS[script]
     module, saved = module_of(script), spy_on_figures(monkeypatch)
     module.main(module.tyro.cli(module.Args, args=[*TINY[script], "--seed", "3", "--curve",
@@ -953,7 +884,7 @@ def test_a_run_draws_its_curve_with_its_evaluations_and_says_where(script, tmp_p
                                                    "--output-dir", str(tmp_path / "b")]))
     assert saved == [fig] and not os.path.exists(os.path.join(run_folder(tmp_path / "b"),
                                                               "curve.png"))
-    assert " | curve: python plot.py " in capsys.readouterr().out.splitlines()[-1]
+    assert " | curve " not in capsys.readouterr().out.splitlines()[-1]
 
 
 @pytest.mark.parametrize("script", BLOCK)
@@ -962,7 +893,7 @@ def test_ctrl_c_draws_the_curve_of_what_the_run_has(script, tmp_path, monkeypatc
     # evaluation, the title says the run was interrupted
     env_id, threshold, *_ = CURVE_RUNS[script]
     module, saved = module_of(script), spy_on_figures(monkeypatch)
-    monkeypatch.setattr(module.RunWriter, "episode", interrupt_on_call(3, module.RunWriter.episode))
+    monkeypatch.setattr(module.Run, "episode", interrupt_on_call(3, module.Run.episode))
     with pytest.raises(KeyboardInterrupt):
         module.main(module.tyro.cli(module.Args, args=[
             *TINY[script], "--curve", "--total-timesteps", "100000", "--output-dir", str(tmp_path)]))
@@ -975,8 +906,9 @@ def test_ctrl_c_draws_the_curve_of_what_the_run_has(script, tmp_path, monkeypatc
 @pytest.mark.parametrize("script", BLOCK)
 def test_the_curves_mean_is_over_the_goals_window_not_20(script, tmp_path, monkeypatch):
     # A goal's window of 3 (MountainCar's and Taxi's are 50 and 100, the default 20): returns
-    # 3, 6, 9, 0 at steps 10, 20, 30, 40 draw the means 3, 4.5, 6, 5 (by hand in
-    # test_rolling_means_by_hand), where a mean over 20 would end at (3+6+9+0)/4 = 4.5
+    # 3, 6, 9, 0 at steps 10, 20, 30, 40 draw the means of the last 3 (fewer at the start):
+    # 3 / 1 = 3, (3 + 6) / 2 = 4.5, (3 + 6 + 9) / 3 = 6, (6 + 9 + 0) / 3 = 5, where a mean
+    # over 20 would end at (3+6+9+0)/4 = 4.5
     from types import SimpleNamespace
     module, saved = module_of(script), spy_on_figures(monkeypatch)
     summary = {"eval_return_mean": None, "eval_return_std": None, "global_steps": 40,
@@ -985,7 +917,7 @@ def test_the_curves_mean_is_over_the_goals_window_not_20(script, tmp_path, monke
     run = SimpleNamespace(summary=summary, evaluations=[], args=SimpleNamespace(curve=True),
                           returns=[3.0, 6.0, 9.0, 0.0], ends=[10, 20, 30, 40], window=3,
                           path=str(tmp_path))
-    assert module.draw_curve(run) == os.path.join(str(tmp_path), "curve.png")
+    assert module.Run.draw_curve(run) == os.path.join(str(tmp_path), "curve.png")
     (fig,) = saved
     lines = {line.get_label(): line for line in fig.axes[0].get_lines()}
     assert lines["mean of the last 3"].get_ydata().tolist() == [3, 4.5, 6, 5]
@@ -1057,7 +989,7 @@ def test_eval_every_evaluates_where_the_step_count_first_passes_each_multiple(
     # fourteen's impala G5). The step counts are those the script gives its RunWriter.step;
     # a stand-in evaluate scores 1.0.
     module = module_of(script)
-    steps = spy_on(monkeypatch, module.RunWriter, "step",
+    steps = spy_on(monkeypatch, module.Run, "step",
                    lambda self, global_step, *args, **kwargs: global_step)
     monkeypatch.setattr(module, "evaluate", lambda *args, **kwargs: np.ones(1))
     module.main(module.tyro.cli(module.Args, args=[*TINY[script], "--eval-every", "7",
@@ -1256,71 +1188,33 @@ def test_each_epoch_draws_its_own_shuffle(script, tmp_path, monkeypatch):
     assert len({tuple(order.tolist()) for order in drawn}) == len(drawn)
 
 
-PROGRESS = re.compile(r"step ([\d,]+)/([\d,]+) \(\d+%\) \| (- sps \| ETA -|[\d,]+ sps \| ETA "
-                      r"\d+:\d\d:\d\d) \| return \(last \d+\) (n/a|-?\d+\.\d)( \| .+)?")
+PROGRESS = re.compile(r"step ([\d,]+)/([\d,]+) \| ([\d,]+) sps \| (\d+) min left \| "
+                      r"return \(last \d+\) (n/a|-?\d+\.\d)")
 
 
 @pytest.mark.parametrize("script", BLOCK)
-def test_progress_lines_measure_speed_from_the_first_line(script, tmp_path, monkeypatch,
-                                                           capsys):
-    # A clock that moves 1 s at each reading makes a tiny run print many progress lines.
-    # The first has no speed and no ETA (the start-up would make them wrong); the rest have
-    # both; the steps never go back and the budget is the same on every line.
+def test_progress_lines_count_up_to_one_budget(script, tmp_path, monkeypatch, capsys):
+    # A clock that moves 1 s at each reading makes a tiny run print many progress lines, each
+    # in the one form (PROGRESS), the steps never going back, the budget the same on every
+    # line.
     printed = progress_lines_of_a_tiny_run(script, tmp_path, monkeypatch, capsys)
     assert len(printed) >= 3 and all(printed)
-    assert printed[0][3] == "- sps | ETA -"  # the random warm-up's lines: the test below
-    assert script in WARM_UP or all("ETA -" not in m[3] for m in printed[1:])
     steps = [int(m[1].replace(",", "")) for m in printed]
     assert steps == sorted(steps) and 0 < steps[0] < steps[-1]
     assert len({m[2] for m in printed}) == 1
 
 
-def progress_lines_of_a_tiny_run(script, tmp_path, monkeypatch, capsys, eval_episodes=0):
+def progress_lines_of_a_tiny_run(script, tmp_path, monkeypatch, capsys):
     """The progress lines (PROGRESS matches) of a tiny run whose clock moves 1 s at each
-    reading, so that it prints many; with evaluation episodes, all it printed."""
+    reading, so that it prints many."""
     module = module_of(script)
-
     set_clock(module, monkeypatch)
-    args = module.tyro.cli(module.Args, args=[*TINY[script], "--eval-episodes",
-                                              str(eval_episodes), "--output-dir", str(tmp_path)])
+    args = module.tyro.cli(module.Args, args=[*TINY[script], "--eval-episodes", "0",
+                                              "--output-dir", str(tmp_path)])
     capsys.readouterr()
     module.main(args)
     out = capsys.readouterr().out
-    if eval_episodes:
-        return out
     return [PROGRESS.fullmatch(line) for line in out.splitlines() if line.startswith("step ")]
-
-
-@pytest.mark.parametrize("script", [s for s in SCRIPTS if s not in ("es.py", "qlearning.py",
-                                                                  "mappo.py", "matd3.py",
-                                                                  "grpo.py", "rlhf.py")])
-def test_a_long_final_evaluation_says_how_far_it_is(script, tmp_path, monkeypatch, capsys):
-    # The clock moves 1 s at each reading: the evaluation's 2-second lines appear, each
-    # counting the episodes done out of those asked for. (es.py and qlearning.py play their
-    # short evaluation episodes one after another; mappo.py and matd3.py end at --max-cycles;
-    # grpo.py's and rlhf.py's episodes are one answer, one step, all at once.)
-    out = progress_lines_of_a_tiny_run(script, tmp_path, monkeypatch, capsys, eval_episodes=3)
-    said = re.findall(rf"{script}: evaluating, (\d) of 3 episodes done, [\d,]+ steps", out)
-    assert said and all(done in "0123" for done in said)
-
-
-# --learning-starts random steps
-WARM_UP = ["dqn.py", "ddpg_td3.py", "sac.py", "crossq.py", "matd3.py"]
-
-
-@pytest.mark.parametrize("script", WARM_UP)
-def test_the_speed_is_measured_after_the_random_warm_up(script, tmp_path, monkeypatch, capsys):
-    # The warm-up of --learning-starts random steps without updates runs far faster than
-    # training: a speed measured there promises too early an end. No line before the first
-    # one at or past learning_starts has a speed; every line after that one has.
-    learning_starts = module_of(script).tyro.cli(module_of(script).Args,
-                                                 args=TINY[script]).learning_starts
-    printed = progress_lines_of_a_tiny_run(script, tmp_path, monkeypatch, capsys)
-    steps = [int(line.group(1).replace(",", "")) for line in printed]
-    speeds = [not line.group(3).startswith("-") for line in printed]
-    first_after = next(i for i, step in enumerate(steps) if step >= learning_starts)
-    assert first_after >= 1  # lines in the warm-up: the test sees them
-    assert speeds == [False] * (first_after + 1) + [True] * (len(printed) - first_after - 1)
 
 
 @pytest.mark.parametrize("script", SCRIPTS)
@@ -1342,16 +1236,14 @@ def test_capture_video_names_one_video_per_evaluation_episode_quietly(script, tm
 
 @pytest.mark.parametrize("script", BLOCK)
 def test_progress_line_by_hand(script):
-    # 2,500 of 10,000 steps at 500 steps per second: 25 %, and the 7,500 steps left take
-    # 7,500 / 500 = 15 s. 100 of 4,000,000 at 100 sps: 0 % (0.0025 rounds down), and
-    # 3,999,900 / 100 = 39,999 s = 11 h (39,600 s) 6 min (360 s) 39 s. No speed yet: "-".
+    # 2,500 of 100,000 steps at 25 steps per second: the 97,500 steps left take 97,500 / 25 =
+    # 3,900 s = 65 min. 100 of 4,000,000 at 100 sps: 3,999,900 / 100 = 39,999 s = 666.65 min,
+    # 667 min. No return yet: "n/a".
     progress_line = module_of(script).progress_line
-    assert progress_line(2500, 10_000, 500.0, 21.456) == (
-        "step 2,500/10,000 (25%) | 500 sps | ETA 0:00:15 | return (last 20) 21.5")
+    assert progress_line(2500, 100_000, 25.0, 21.456) == (
+        "step 2,500/100,000 | 25 sps | 65 min left | return (last 20) 21.5")
     assert progress_line(100, 4_000_000, 100.0, None) == (
-        "step 100/4,000,000 (0%) | 100 sps | ETA 11:06:39 | return (last 20) n/a")
-    assert progress_line(32, 200_000, None, -3.0) == (
-        "step 32/200,000 (0%) | - sps | ETA - | return (last 20) -3.0")
+        "step 100/4,000,000 | 100 sps | 667 min left | return (last 20) n/a")
 
 
 @pytest.mark.parametrize("script", BLOCK)
@@ -1533,15 +1425,15 @@ def test_the_language_scripts_hold_one_text_of_the_text_pieces():
         assert "class Tokenizer" in stamp.stamped(text, script)
 
 
-def test_run_writer_calls_a_scripts_optional_measure_hook(tmp_path, monkeypatch):
+def test_run_calls_a_scripts_optional_measure_hook(tmp_path, monkeypatch):
     # A script's optional measure(run, global_step, moment) (grpo.py's and rlhf.py's held-out
-    # measures): RunWriter calls it at each --eval-every evaluation and after each update's
+    # measures): Run calls it at each --eval-every evaluation and after each update's
     # row, and run.measure hands on train's own moments and the hook's answer; a script
     # without the hook gets None and nothing else happens.
     module = module_of("grpo.py")  # its own hook stood in for, then taken away
     args = module.Args(output_dir=str(tmp_path), tensorboard=False, eval_every=100,
                        eval_samples=8, total_timesteps=300)
-    run = module.RunWriter(args, "cpu", {})
+    run = module.Run(args, "cpu", {})
     monkeypatch.setattr(module, "evaluate", lambda args, models: np.array([1.0, 2.0]))
     monkeypatch.delattr(module, "measure")
     assert run.measure(0, "start") is None
@@ -1579,8 +1471,8 @@ def test_capture_video_on_a_machine_without_a_display_stops_before_training(tmp_
                            "--output-dir", str(tmp_path / "runs")], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and done.stderr.count("\n") == 1
-    assert done.stderr.startswith("ppo.py: error: cannot record videos of Hopper-v5 (")
-    assert "set MUJOCO_GL=egl" in done.stderr and not (tmp_path / "runs").exists()
+    assert done.stderr.startswith("ppo.py: error: cannot make Hopper-v5 to record videos (")
+    assert "MUJOCO_GL=egl" in done.stderr and not (tmp_path / "runs").exists()
 
 
 # The logged values, each asserted by its value once (the column audit's checks, conftest.py):
@@ -1606,16 +1498,15 @@ def test_the_evaluations_of_a_replay_script(tmp_path):
 # The block's pieces that planted bugs got past (issue 72): each checked on its own
 # ---------------------------------------------------------------------------------------
 @pytest.mark.parametrize("script, argv, message", [
-    # tuple[int, ...] and Optional[int] take whole numbers too, and get the same hint
-    ("qlearning.py", ["--bins", "1e1"], "--bins takes a whole number, not '1e1': write 10 ("),
-    ("dqn.py", ["--batch-size", "3.2e1"], "--batch-size takes a whole number, not '3.2e1': "
-     "write 32 ("),
+    # tuple[int, ...] and Optional[int] take whole numbers too, and say so alike
+    ("qlearning.py", ["--bins", "1e1"], "--bins takes a whole number, not '1e1' ("),
+    ("dqn.py", ["--batch-size", "3.2e1"], "--batch-size takes a whole number, not '3.2e1' ("),
     # a flag of several values names the one that is wrong, not the first: 4 is a whole number
     ("qlearning.py", ["--bins", "4", "2.5", "--seed", "3"], "--bins takes a whole number, not "
      "'2.5' ("),
     ("qlearning.py", ["--bins", "4", "x"], "--bins takes a whole number, not 'x' ("),
 ])
-def test_a_flag_of_whole_numbers_in_a_container_gets_the_whole_number_hint(
+def test_a_flag_of_whole_numbers_in_a_container_says_it_takes_whole_numbers(
         script, argv, message, check_usage_error):
     check_usage_error(script, argv, message)
 
@@ -1625,8 +1516,8 @@ def test_capture_video_renders_a_frame_in_process_before_training(check_usage_er
     # file in a subprocess; here check_env itself: a reset is not enough, the frame must be
     # rendered (NoDisplay-v0's render fails as MuJoCo's does without a display)
     check_usage_error("ppo.py", [*TINY["ppo.py"], "--env-id", "NoDisplay-v0", "--capture-video"],
-                      "cannot record videos of NoDisplay-v0 (RuntimeError: no OpenGL context); "
-                      "for MuJoCo on a machine without a display set MUJOCO_GL=egl")
+                      "cannot make NoDisplay-v0 to record videos (for MuJoCo without a display: "
+                      "MUJOCO_GL=egl): RuntimeError: no OpenGL context")
 
 
 def test_seed_and_device_seeds_python_numpy_and_torch():
@@ -1643,11 +1534,11 @@ def test_seed_and_device_seeds_python_numpy_and_torch():
 
 @pytest.mark.parametrize("script", BLOCK)
 def test_an_updates_speed_is_its_own_step_over_its_time(script, tmp_path, monkeypatch):
-    # RunWriter.update(300) 10 s after the start writes sps 300 / 10 = 30, whatever step()
+    # Run.update(300) 10 s after the start writes sps 300 / 10 = 30, whatever step()
     # last counted (50 here: 5 a second)
     module = module_of(script)
     clock = set_clock(module, monkeypatch, tick=0)
-    run = module.RunWriter(module.Args(output_dir=str(tmp_path), tensorboard=False), "cpu", {})
+    run = module.Run(module.Args(output_dir=str(tmp_path), tensorboard=False), "cpu", {})
     run.step(50)
     clock.now += 10
     run.update(300)
@@ -1657,7 +1548,7 @@ def test_an_updates_speed_is_its_own_step_over_its_time(script, tmp_path, monkey
 
 
 # ---------------------------------------------------------------------------------------
-# The run's goal and verdict, unit by unit (RunWriter, judge, finish, draw_curve)
+# The run's goal and verdict, unit by unit (Run: judge, train, draw_curve)
 # ---------------------------------------------------------------------------------------
 @pytest.mark.parametrize("script", BLOCK)
 def test_a_checkpoints_evaluation_is_judged_on_no_threshold(script, tmp_path):
@@ -1668,7 +1559,7 @@ def test_a_checkpoints_evaluation_is_judged_on_no_threshold(script, tmp_path):
     for checkpoint, threshold in (("model-file", None), (None, 3.0)):
         args = module.Args(output_dir=str(tmp_path), tensorboard=False, eval_episodes=0,
                            stop_at_return=3.0, env_id=NO_GOAL, eval_checkpoint=checkpoint)
-        summary = module.RunWriter(args, "cpu", {}).summary
+        summary = module.Run(args, "cpu", {}).summary
         assert (summary["solved_threshold"], summary["solved_window"], summary["holds_on"]) == (
             threshold, 20, "train")
 
@@ -1680,14 +1571,14 @@ def test_the_summary_starts_with_the_runs_own_fields(script, tmp_path):
     module = module_of(script)
     args = module.Args(output_dir=str(tmp_path), tensorboard=False, eval_episodes=3, seed=11,
                        exp_name="mine", env_id=NO_GOAL)
-    summary = module.RunWriter(args, "cpu", {}).summary
+    summary = module.Run(args, "cpu", {}).summary
     assert tuple(summary) == module.SUMMARY_KEYS
     assert {k: summary[k] for k in ("algorithm", "env_id", "seed", "eval_episodes",
                                     "global_steps", "interrupted")} == {
         "algorithm": "mine", "env_id": NO_GOAL, "seed": 11, "eval_episodes": 3,
         "global_steps": 0, "interrupted": False}
-    assert [summary[k] for k in ("end_return", "holds", "solved_at_step", "solved_at_time_s",
-                                 "train_return_last20", "eval_return_mean")] == [None] * 6
+    assert [summary[k] for k in ("end_return", "holds", "solved_at_step",
+                                 "train_return_last20", "eval_return_mean")] == [None] * 5
 
 
 @pytest.mark.parametrize("script", BLOCK)
@@ -1698,10 +1589,10 @@ def test_a_run_without_an_episode_has_no_last_20_mean_and_no_verdict(script, tmp
     module = module_of(script)
     args = module.Args(output_dir=str(tmp_path), tensorboard=False, eval_episodes=0,
                        stop_at_return=0.0, env_id=NO_GOAL)
-    run = module.RunWriter(args, "cpu", {})
+    run = module.Run(args, "cpu", {})
     assert run.recent_return() is None and run.reached(0.0, 10) is False
     run.step(40)
-    summary = module.finish(args, run)
+    summary = run.train(lambda: None)
     assert summary["global_steps"] == 40
     assert [summary[k] for k in ("train_return_last20", "end_return", "holds",
                                  "solved_at_step")] == [None] * 4
@@ -1718,7 +1609,7 @@ def test_the_step_count_is_the_largest_an_episode_or_a_step_reported(script, tmp
     module = module_of(script)
     args = module.Args(output_dir=str(tmp_path), tensorboard=False, eval_episodes=0,
                        env_id=NO_GOAL)
-    run = module.RunWriter(args, "cpu", {})
+    run = module.Run(args, "cpu", {})
     run.episode(30, 1.0, 3)
     run.episode(20, 1.0, 3)
     assert run.summary["global_steps"] == 30
@@ -1740,10 +1631,10 @@ def test_an_evaluation_goal_holds_at_its_threshold_exactly_and_says_so(script, t
         monkeypatch.setattr(module, "evaluate", lambda *a, r=returns: np.array(r))
         args = module.Args(output_dir=str(tmp_path / str(holds)), tensorboard=False,
                            eval_episodes=2, env_id=NO_GOAL)
-        run = module.RunWriter(args, "cpu", {})
+        run = module.Run(args, "cpu", {})
         for k in range(1, 26):
             run.episode(k, 0.0, 1)
-        summary = module.finish(args, run)
+        summary = run.train(lambda: None)
         mean = sum(returns) / 2
         assert summary["eval_return_mean"] == pytest.approx(mean)
         assert summary["eval_return_std"] == pytest.approx(abs(returns[1] - returns[0]) / 2)
@@ -1751,7 +1642,7 @@ def test_an_evaluation_goal_holds_at_its_threshold_exactly_and_says_so(script, t
         closing = capsys.readouterr().out.splitlines()[-1]
         said = (f"holds: the final evaluation {mean:.2f} >= 2" if holds else
                 f"does not hold: the final evaluation {mean:.2f} < 2")
-        assert f"| {said} | solved_at_step not reached (last-20 mean >= GOALS 2) |" in closing
+        assert closing.endswith(f"| {said} | solved_at_step not reached (last-20 mean >= GOALS 2)")
 
 
 @pytest.mark.parametrize("script", BLOCK)
@@ -1772,11 +1663,11 @@ def test_a_gain_goal_judges_the_final_evaluation_less_the_start(script, tmp_path
         args = module.Args(output_dir=str(tmp_path / f"{holds}"), tensorboard=False,
                            eval_episodes=2, env_id=NO_GOAL)
         args = dataclasses.replace(args, output_dir=str(tmp_path / f"{holds}-{start}"))
-        run = module.RunWriter(args, "cpu", {})
+        run = module.Run(args, "cpu", {})
         run.summary["start_return"] = start
         for k in range(1, 26):
             run.episode(k, 1.0, 1)
-        summary = module.finish(args, run)
+        summary = run.train(lambda: None)
         mean = sum(returns) / 2
         assert summary["solved_at_step"] is None and summary["holds"] is holds
         closing = capsys.readouterr().out.splitlines()[-1]
@@ -1787,7 +1678,7 @@ def test_a_gain_goal_judges_the_final_evaluation_less_the_start(script, tmp_path
         assert summary["end_return"] == pytest.approx(mean - start)
         said = "holds" if holds else "does not hold"
         assert (f"| {said}: the gain over the start ({start:.2f} -> {mean:.2f}) "
-                f"{mean - start:+.2f} {'>=' if holds else '<'} 0.3 |") in closing
+                f"{mean - start:+.2f} {'>=' if holds else '<'} 0.3") in closing
 
 
 @pytest.mark.parametrize("script", BLOCK)
@@ -1810,7 +1701,7 @@ def test_the_curve_of_evaluations_alone_and_of_nothing(script, tmp_path, monkeyp
                                args=SimpleNamespace(curve=curve), returns=[], ends=[],
                                window=20, path=str(tmp_path / path))
 
-    assert module.draw_curve(a_run(1.5, [(10, 1.0, 0.5)], (2.0, 0.25))) == str(
+    assert module.Run.draw_curve(a_run(1.5, [(10, 1.0, 0.5)], (2.0, 0.25))) == str(
         tmp_path / "a" / "curve.png")
     (fig,) = saved
     (ax,) = fig.axes
@@ -1821,10 +1712,10 @@ def test_the_curve_of_evaluations_alone_and_of_nothing(script, tmp_path, monkeyp
     labels = [line.get_label() for line in ax.get_lines()]
     assert "threshold 1.5 (evaluation)" in labels
     assert not any(label.startswith(("episode return", "mean of the last")) for label in labels)
-    assert module.draw_curve(a_run(None, [], (2.0, 0.25), path="b")) is not None
+    assert module.Run.draw_curve(a_run(None, [], (2.0, 0.25), path="b")) is not None
     assert not any(line.get_label().startswith("threshold") for line in saved[1].axes[0].get_lines())
-    assert module.draw_curve(a_run(1.5, [], None, path="c")) is None
-    assert module.draw_curve(a_run(1.5, [(10, 1.0, 0.5)], (2.0, 0.25), curve=False,
+    assert module.Run.draw_curve(a_run(1.5, [], None, path="c")) is None
+    assert module.Run.draw_curve(a_run(1.5, [(10, 1.0, 0.5)], (2.0, 0.25), curve=False,
                                    path="d")) is None
     assert len(saved) == 2 and not os.path.exists(tmp_path / "c" / "curve.png")
 

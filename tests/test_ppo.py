@@ -747,13 +747,10 @@ def test_interrupted_run_keeps_its_data(tmp_path, monkeypatch):
     assert (path / "model.pt").exists()
 
 
-def test_the_budget_is_rounded_down_to_whole_rollouts_and_said_once(tmp_path, capsys):
+def test_the_budget_is_rounded_down_to_whole_rollouts(tmp_path):
     # 2,000 steps in rollouts of 2 * 64 = 128: 15 whole rollouts, 15 * 128 = 1,920 steps.
     summary = ppo.main(ppo.Args(total_timesteps=2000, num_envs=2, num_steps=64, eval_episodes=0,
                                 output_dir=str(tmp_path)))
-    out = capsys.readouterr().out
-    assert out.count("training runs 1,920 of --total-timesteps 2,000: whole rollouts of 128 "
-                     "steps") == 1
     assert summary["global_steps"] == 1920
 
 
@@ -835,7 +832,7 @@ def bad_checkpoints(tmp_path):
     (["--learning-rate", "0"], "--learning-rate must be positive"),
     (["--gamma", "1.5"], "--gamma must be in [0, 1]"),
     (["--eval-checkpoint", "corrupt"], "is not a ppo.py model.pt"),
-    (["--eval-checkpoint", "pendulum"], "was made for Pendulum-v1, not CartPole-v1; pass --env-id Pendulum-v1"),
+    (["--eval-checkpoint", "pendulum"], "was made for Pendulum-v1; pass --env-id Pendulum-v1"),
     (["--eval-checkpoint", "misfit"], "does not fit CartPole-v1's network"),
 ])
 def test_bad_input_is_one_line_and_exit_status_2(argv, message, check_usage_error, bad_checkpoints,

@@ -486,7 +486,8 @@ def test_gae_gets_the_flags_and_bootstraps_from_the_true_final_observation(tmp_p
     # obs 1)] = [10, 20, 30, 10]: at the cut, 30, not V(0) = 0 of the next episode's first
     # observation; a truncation, not a termination; and --gamma 0.9, --gae-lambda 0.6.
     # --seed 7, not the default 1, seeds torch and the training environments (after
-    # check_env's reset at 0), and the final evaluation's at 7 + 100,000.
+    # check_spaces' reset at 0, where it reads the first mask), and the final evaluation's at
+    # 7 + 100,000.
     seen, original = [], pm.compute_gae
 
     def spy(rewards, values, next_values, terminated, truncated, gamma, gae_lambda):
@@ -533,7 +534,7 @@ def test_what_the_loop_gives_ppo_loss_the_clipping_and_the_optimizer(norm_adv, t
                     clip_vloss=True, max_grad_norm=0.35, hidden_size=8, eval_episodes=0,
                     output_dir=str(tmp_path)))
     assert len(calls) == 4 and norms == [0.35] * 4
-    assert made == [None, 0.9]  # check_env's environment, then the training ones
+    assert made == [None, 0.9]  # check_spaces' environment (the mask), then the training ones
     assert torch.allclose(calls[0]["newvalue"], calls[0]["oldvalue"], atol=1e-6)
     for call in calls:
         assert (call["clip_coef"], call["ent_coef"], call["vf_coef"], call["clip_vloss"]) == \
@@ -644,31 +645,34 @@ def test_a_non_finite_loss_stops_cleanly(bad, tmp_path, monkeypatch, capsys):
 @pytest.mark.parametrize("no_mask, said", [(False, "masks from info"),
                                            (True, "masks off (--no-mask)")])
 def test_whole_rollouts_and_the_masks_are_said(no_mask, said, tmp_path, capsys):
-    # 100 steps in rollouts of 2 * 16 = 32: 3 whole rollouts, 96 steps, said once; the
-    # first line says where the masks come from.
+    # 100 steps in rollouts of 2 * 16 = 32: 3 whole rollouts, 96 steps; the run's first line
+    # (after the device's) says where the masks come from.
     summary = pm.main(pm.Args(env_id="MaskedCounter-v0", no_mask=no_mask, total_timesteps=100,
                               num_envs=2, num_steps=16, num_minibatches=2, eval_episodes=0,
                               output_dir=str(tmp_path)))
     out = capsys.readouterr().out
-    assert summary["global_steps"] == 96 and out.count("training runs 96 of --total-timesteps "
-                                                      "100: whole rollouts of 32 steps\n") == 1
-    assert out.startswith("ppo_masked.py: device cpu: a flat observation's small network trains "
-                          "faster on one CPU thread than on a GPU\n"
+    assert summary["global_steps"] == 96
+    assert out.startswith("ppo_masked.py: device cpu\n"
                           f"ppo_masked.py: MaskedCounter-v0, seed 1, {said}\n")
 
 
 def test_an_evaluated_checkpoint_is_restored_into_a_network_of_its_own_width(tmp_path,
                                                                            monkeypatch):
     # A model 8 wide (--hidden-size 8) evaluated with no --hidden-size (the default 64): the
-    # agent handed to restore has the model's 8 units in the first hidden layer of the actor
-    # and of the critic (MODEL_FLAGS). restore is stood in by a recorder, so a network of the
-    # flag's width fails here, not as load_state_dict's size mismatch before any assertion.
+    # agent handed to Run, which restores the checkpoint into it, has the model's 8 units in
+    # the first hidden layer of the actor and of the critic (MODEL_FLAGS). Run is stood in by
+    # a recorder that makes the Run without the checkpoint, so a network of the flag's width
+    # fails here, not as load_state_dict's size mismatch before any assertion.
     model = tmp_path / "model.pt"
     pm.save_checkpoint(model, {"agent": pm.Agent(1, 4, hidden_size=8)},
                        pm.Args(env_id="MaskedCounter-v0", hidden_size=8))
-    widths = []
-    monkeypatch.setattr(pm, "restore", lambda checkpoint, models, args: widths.append(
-        [net[0].out_features for net in (models["agent"].actor, models["agent"].critic)]))
+    widths, run = [], pm.Run
+
+    def recorder(args, device, models, checkpoint=None, **kwargs):
+        widths.append([net[0].out_features for net in (models["agent"].actor,
+                                                       models["agent"].critic)])
+        return run(args, device, models, None, **kwargs)
+    monkeypatch.setattr(pm, "Run", recorder)
     pm.main(pm.Args(env_id="MaskedCounter-v0", eval_checkpoint=str(model), eval_episodes=1,
                     output_dir=str(tmp_path / "eval")))
     assert widths == [[8, 8]]

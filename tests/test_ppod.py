@@ -1098,7 +1098,7 @@ def bad_files(tmp_path):
     (["--demos-dir", "corrupt"], "is not a readable .npz file"),
     (["--record-demo-from", "missing.pt"], "does not exist"),
     (["--record-demo-from", "corrupt.pt"], "is not a ppod.py model.pt"),
-    (["--record-demo-from", "pendulum.pt"], "was made for Pendulum-v1, not MountainCar-v0"),
+    (["--record-demo-from", "pendulum.pt"], "was made for Pendulum-v1; pass --env-id Pendulum-v1"),
     (["--record-demo-from", "misfit.pt"], "does not fit MountainCar-v0's network"),
     (["--eval-checkpoint", "misfit.pt", "--record-demo-from", "misfit.pt"], "pass one of them"),
 ])

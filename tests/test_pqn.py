@@ -7,6 +7,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 import pqn
 from conftest import approx, read_csv, spy_on, tensor
@@ -306,8 +307,8 @@ def train_by_hand(tmp_path, monkeypatch, **flags):
     q_network.register_forward_hook(hook)
     args = filled(env_id="PqnTaggedCount-v0", eval_episodes=0, output_dir=str(tmp_path), **flags)
     envs = pqn.make_vector_env(args.env_id, args.num_envs)
-    run = pqn.RunWriter(args, "cpu", {"q_network": q_network},
-                        rollout_steps=args.num_envs * args.num_steps)
+    run = pqn.Run(args, "cpu", {"q_network": q_network},
+                  rollout_steps=args.num_envs * args.num_steps)
     torch.manual_seed(0)
     pqn.train(args, q_network, envs, run, torch.device("cpu"))
     envs.close()
@@ -494,18 +495,20 @@ def test_each_step_is_radams_on_its_own_minibatchs_gradient_clipped_and_the_rate
 # pqn.py's hooks: its checks, its greedy policy, its model's flags
 # ---------------------------------------------------------------------------------------
 def test_updates_csvs_columns_go_to_tensorboard_under_cleanrls_names(tmp_path):
-    # TENSORBOARD_NAMES is keyed by the columns pqn.py writes: td_loss and q_values under
-    # losses/ (CleanRL's pqn.py), not charts/td_loss as an unknown column would go
+    # The event files, read back with TensorBoard's own reader, hold updates.csv's columns
+    # by the block's rule: sps and learning_rate under CleanRL's names (charts/), pqn.py's own
+    # columns under losses/ (td_loss and q_values as CleanRL's pqn.py names them), not
+    # charts/td_loss as a column of another file would go; episodes.csv's under charts/
     pqn.main(pqn.Args(env_id="CountToThree-v0", total_timesteps=16, num_envs=2, num_steps=8,
-                      num_minibatches=2, hidden_size=8, eval_episodes=0, tensorboard=False,
-                      output_dir=str(tmp_path)))
+                      num_minibatches=2, hidden_size=8, eval_episodes=0, output_dir=str(tmp_path)))
     (folder,) = tmp_path.iterdir()
     columns = list(read_csv(folder / "updates.csv")[0])[2:]
-    names = {**pqn.COMMON_NAMES, **pqn.TENSORBOARD_NAMES}
-    assert {c: names.get(c, f"charts/{c}") for c in columns} == {
-        "sps": "charts/SPS", "learning_rate": "charts/learning_rate", "epsilon": "charts/epsilon",
-        "td_loss": "losses/td_loss", "q_values": "losses/q_values"}
-    assert set(pqn.TENSORBOARD_NAMES) <= set(columns)  # no name for a column it never writes
+    assert columns == ["sps", "learning_rate", "epsilon", "td_loss", "q_values"]
+    accumulator = EventAccumulator(str(folder))
+    accumulator.Reload()
+    assert set(accumulator.Tags()["scalars"]) == {
+        "charts/SPS", "charts/learning_rate", "losses/epsilon", "losses/td_loss",
+        "losses/q_values", "charts/episodic_return", "charts/episodic_length"}
 
 
 @pytest.mark.parametrize("argv, message", [

@@ -569,7 +569,7 @@ def test_the_samplers_log_probs_are_the_updates_at_the_same_weights(tmp_path, to
     # NLPO masks) equal the sampler's on every completion token, so PPO's first ratio is 1
     args = tiny_args(tmp_path)
     rlhf.register_tasks()
-    tokenizer, prompt_len = rlhf.check_env(args)
+    tokenizer, prompt_len = rlhf.check_spaces(args, *rlhf.check_env(args))
     torch.manual_seed(2)
     policy = rlhf.make_policy(args, tokenizer, prompt_len)
     with torch.no_grad():
@@ -843,7 +843,7 @@ def test_the_reward_model_learns_on_nine_tenths_and_is_normalized_and_frozen(tmp
     # pairs' completions have mean 0 and std 1 (Ziegler et al.'s normalization); it is frozen.
     args = tiny_args(tmp_path, rm_steps=101, rm_batch_size=4)
     pairs = some_pairs(20)
-    tokenizer, prompt_len = rlhf.check_env(args)
+    tokenizer, prompt_len = rlhf.check_spaces(args, *rlhf.check_env(args))
     torch.manual_seed(0)
     policy = rlhf.make_policy(args, tokenizer, prompt_len)
     before = state_of(policy)
@@ -1094,7 +1094,7 @@ def test_the_warm_start_learns_the_tasks_answers_after_their_prompts(tmp_path, m
     # the cross-entropy's targets are those completions. The pairs are worked out here.
     args = tiny_args(tmp_path, sft_steps=3, sft_problems=24, sft_batch_size=8, seed=4)
     rlhf.register_tasks()
-    tokenizer, prompt_len = rlhf.check_env(args)
+    tokenizer, prompt_len = rlhf.check_spaces(args, *rlhf.check_env(args))
     policy = rlhf.make_policy(args, tokenizer, prompt_len)
     inputs = spy_on(monkeypatch, rlhf, "completion_outputs",
                     lambda model, tokens, p: tokens.clone())
@@ -1123,7 +1123,7 @@ def test_the_warm_starts_loss_is_the_cross_entropy_of_the_completion_tokens_alon
     # smaller number: the padding's targets are learned at once) would differ.
     args = tiny_args(tmp_path, sft_steps=3, sft_problems=24, sft_batch_size=8, seed=4)
     rlhf.register_tasks()
-    tokenizer, prompt_len = rlhf.check_env(args)
+    tokenizer, prompt_len = rlhf.check_spaces(args, *rlhf.check_env(args))
     policy = rlhf.make_policy(args, tokenizer, prompt_len)
     seen, losses, original = [], [], rlhf.completion_outputs
 
@@ -1147,7 +1147,7 @@ def test_sft_steps_0_leaves_the_model_as_it_is(tmp_path, monkeypatch):
     # --sft-steps 0 --sft-problems 0: no supervised step, no environment made, weights kept
     args = tiny_args(tmp_path, sft_steps=0, sft_problems=0)
     rlhf.register_tasks()
-    tokenizer, prompt_len = rlhf.check_env(args)
+    tokenizer, prompt_len = rlhf.check_spaces(args, *rlhf.check_env(args))
     policy = rlhf.make_policy(args, tokenizer, prompt_len)
     before = state_of(policy)
     made = spy_on(monkeypatch, rlhf.gym, "make", lambda *a, **k: a)
@@ -1162,7 +1162,7 @@ def test_held_out_measures_on_the_held_out_prompts_alone(tmp_path, monkeypatch):
     # each of the --eval-samples draws.
     args = tiny_args(tmp_path, eval_episodes=12, eval_samples=2)
     rlhf.register_tasks()
-    tokenizer, prompt_len = rlhf.check_env(args)
+    tokenizer, prompt_len = rlhf.check_spaces(args, *rlhf.check_env(args))
     policy = rlhf.make_policy(args, tokenizer, prompt_len)
     reward_model = rlhf.RewardModel(policy.lm, prompt_len)
     asked = spy_on(monkeypatch, rlhf, "encode_prompts", lambda tok, prompts, *a: list(prompts))
@@ -1211,7 +1211,7 @@ def test_held_out_rows_kl_is_each_completions_sum_and_its_means_are_over_complet
     # (2 + 1) / 2 = 1.5; the proxy the reward model's mean score, (0.2 + 0.4) / 2 = 0.3.
     args = tiny_args(tmp_path, eval_episodes=2, eval_samples=2)
     rlhf.register_tasks()
-    tokenizer, prompt_len = rlhf.check_env(args)
+    tokenizer, prompt_len = rlhf.check_spaces(args, *rlhf.check_env(args))
     policy = rlhf.make_policy(args, tokenizer, prompt_len)
     T, real_sample = args.max_new_tokens, rlhf.sample
     mask = torch.zeros(2, T)
@@ -1276,7 +1276,7 @@ def test_each_pairs_two_completions_answer_one_prompt_and_the_chosen_scores_high
     # At --labeller-temperature 0 the chosen has the higher gold score (a on a tie).
     args = tiny_args(tmp_path, num_pairs=24, labeller_temperature=0.0)
     rlhf.register_tasks()
-    tokenizer, prompt_len = rlhf.check_env(args)
+    tokenizer, prompt_len = rlhf.check_spaces(args, *rlhf.check_env(args))
     torch.manual_seed(0)
     policy = rlhf.make_policy(args, tokenizer, prompt_len)  # untrained: varied completions
     gold = rlhf.gold_score
@@ -1386,7 +1386,7 @@ def test_the_adaptive_controller_moves_beta_only_with_adaptive_kl(tmp_path, monk
     # reward gets beta_k, updates.csv logs it with the KL, and
     # beta_(k+1) = beta_k (1 + clip(KL_k / 0.01 - 1, -0.2, 0.2) * 16 / 32), by hand.
     rewards = returning(monkeypatch, "kl_penalized_rewards")
-    updates = spy_on(monkeypatch, rlhf.RunWriter, "update", lambda self, step, **kw: kw)
+    updates = spy_on(monkeypatch, rlhf.Run, "update", lambda self, step, *loss, **kw: kw)
     flags = dict(adaptive_kl=True, kl_target=0.01, kl_horizon=32) if adaptive else {}
     rlhf.main(tiny_args(tmp_path, beta=0.3, learning_rate=0.01, **flags))
     betas = [args[4] for args, _ in rewards]
@@ -1431,16 +1431,18 @@ def test_nlpos_masks_reach_the_buffer_and_the_update_and_the_mask_follows_the_po
 
 def test_every_csv_column_has_a_tensorboard_series_of_its_own(tmp_path):
     # each CSV column (but global_step and wall_time) of every file a run writes is one
-    # TensorBoard series, under the block's rule: COMMON_NAMES, TENSORBOARD_NAMES, else
-    # charts/<column>; two files' columns under one tag would make one series of two things
+    # TensorBoard series, under the block's rule: COMMON_NAMES, else losses/<column> for
+    # updates.csv's and charts/<column> for any other file's; two files' columns under one tag
+    # would make one series of two things
     rlhf.main(tiny_args(tmp_path, eval_episodes=2, eval_every=32, eval_samples=1))
     (path,) = glob.glob(str(tmp_path / "*"))
-    names, tags = {**rlhf.COMMON_NAMES, **rlhf.TENSORBOARD_NAMES}, {}
+    tags = {}
     for name in ("episodes.csv", "updates.csv", "held_out.csv", "reward_model.csv",
                  "evaluations.csv"):
+        folder = "losses" if name == "updates.csv" else "charts"
         with open(os.path.join(path, name)) as f:
             for column in f.readline().strip().split(",")[2:]:
-                tags.setdefault(names.get(column, f"charts/{column}"), []).append(
+                tags.setdefault(rlhf.COMMON_NAMES.get(column, f"{folder}/{column}"), []).append(
                     f"{name}:{column}")
     assert len(tags) > 15
     assert {tag: where for tag, where in tags.items() if len(where) > 1} == {}
@@ -1486,7 +1488,7 @@ def test_dpo_trains_on_total_timesteps_in_steps_of_num_prompts_pairs(tmp_path, m
     # steps of 16 pairs, drawn in turn from shuffled passes over the 20 (the second batch ends
     # the first pass and starts the next), never past the budget
     losses = spy_on(monkeypatch, rlhf, "dpo_loss", detached)
-    updates = spy_on(monkeypatch, rlhf.RunWriter, "update", lambda self, step, **kw: step)
+    updates = spy_on(monkeypatch, rlhf.Run, "update", lambda self, step, *loss, **kw: step)
     summary = rlhf.main(tiny_args(tmp_path, algo="dpo", total_timesteps=80))
     assert updates == [32, 64] and summary["global_steps"] == 64
     assert [len(kw["ref_chosen_logps"]) for kw in losses] == [16, 16]
@@ -1876,7 +1878,7 @@ def test_updates_kl_is_nats_per_completion_and_the_controller_reads_the_same(tmp
     assert mask.sum(1).mean() > 1 and abs(float(rows[-1]["kl"])) > 1.5 * abs(per_token) > 0
 
 
-# The measure hook that RunWriter calls (issue 102's blind round: a "last batch" one batch
+# The measure hook that Run calls (issue 102's blind round: a "last batch" one batch
 # early and the policy measured against itself both got past the suite): which moments
 # earn a row of held_out.csv, at which step, against which reference and reward model.
 @pytest.mark.parametrize("algo, batch", [("ppo", 64), ("dpo", 128)])
@@ -1952,7 +1954,7 @@ def test_held_out_csvs_steps_under_the_default_flags_by_hand(algo, batch, rows, 
     assert args.eval_episodes > 0
     steps = range(batch, 10_240 + 1, batch)
     assert [s for s in steps if rlhf.held_out_due(args, s, batch, s == 10_240)] == rows
-    # and through the hook RunWriter calls after each update, which works out the batch and
+    # and through the hook Run calls after each update, which works out the batch and
     # the last one itself: the start's row at 0, then the same steps
     measured = []
     monkeypatch.setattr(rlhf, "held_out", lambda *a: measured.append(a[-1]) or {})

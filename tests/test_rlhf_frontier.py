@@ -234,7 +234,7 @@ def save_run(folder, marker_of, **flags):
     args = rlhf.Args(**{**TINY, **flags})
     json.dump({**asdict(args), "not_a_flag": 1}, open(os.path.join(folder, "config.json"), "w"))
     rlhf.register_tasks()
-    tokenizer, prompt_len = rlhf.check_env(args)
+    tokenizer, prompt_len = rlhf.check_spaces(args, *rlhf.check_env(args))
     for name, marker in marker_of.items():
         policy = rlhf.make_policy(args, tokenizer, prompt_len)
         torch.nn.init.constant_(policy.v_head.bias, marker)
