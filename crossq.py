@@ -435,14 +435,7 @@ def make_vector_env(env_id, num_envs, video_folder=None):
     Gymnasium's wrapper (episodes.csv's returns). With video_folder, the evaluation's
     environments record their first episode."""
     def make(i):
-        if video_folder is None:
-            return gym.make(env_id)
-        os.environ.setdefault("SDL_VIDEODRIVER", "dummy")  # frames only, no window to open
-        env = gym.make(env_id, render_mode="rgb_array")
-        with warnings.catch_warnings():  # the environments share one folder on purpose
-            warnings.filterwarnings("ignore", message=".*Overwriting existing videos")
-            return gym.wrappers.RecordVideo(env, video_folder, name_prefix=f"eval-{i}",
-                                           episode_trigger=lambda episode: episode == 0)
+        return make_recorded(env_id, video_folder, f"eval-{i}")  # with a video: its first episode
 
     envs = gym.vector.SyncVectorEnv([lambda i=i: make(i) for i in range(num_envs)],
                                     autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
@@ -711,6 +704,19 @@ def seed_and_device(seed, cuda=None, threads=1, image=False):
         torch.set_num_threads(threads)
     print(f"{SCRIPT}: device {device}")
     return device
+
+
+def make_recorded(env_id, video_folder=None, name_prefix="eval", make=gym.make, **options):
+    """make(env_id, **options); with video_folder, an evaluation's environment whose first
+    episode is recorded there as <name_prefix>-episode-0.mp4 (frames only, no window)."""
+    if video_folder is None:
+        return make(env_id, **options)
+    os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
+    env = make(env_id, render_mode="rgb_array", **options)
+    with warnings.catch_warnings():  # the evaluation's environments share one folder
+        warnings.filterwarnings("ignore", message=".*Overwriting existing videos")
+        return gym.wrappers.RecordVideo(env, video_folder, name_prefix=name_prefix,
+                                        episode_trigger=lambda episode: episode == 0)
 
 
 EVAL_MAX_STEPS = 27_000  # an evaluation episode is cut here: ALE's own end of an Atari game

@@ -414,22 +414,8 @@ def make_vector_env(env_id, num_envs, training=False, life_loss=False, video_fol
     episodes.csv keeps the score of whole games. A video records the game's own screen,
     before the preprocessing."""
     atari = env_id.startswith("ALE/")
-    options = {"frameskip": 1} if atari else {}  # AtariPreprocessing skips frames itself
-
-    def make(i):
-        if video_folder is None:
-            env = gym.make(env_id, **options)
-        else:
-            os.environ.setdefault("SDL_VIDEODRIVER", "dummy")  # frames only, no window to open
-            env = gym.make(env_id, render_mode="rgb_array", **options)
-            env = MinAtarScreen(env) if env_id.startswith("MinAtar/") else env
-            with warnings.catch_warnings():  # the environments share one folder on purpose
-                warnings.filterwarnings("ignore", message=".*Overwriting existing videos")
-                env = gym.wrappers.RecordVideo(env, video_folder, name_prefix=f"eval-{i}",
-                                               episode_trigger=lambda episode: episode == 0)
-        return atari_wrappers(env) if atari else env
-
-    envs = gym.vector.SyncVectorEnv([lambda i=i: make(i) for i in range(num_envs)],
+    envs = gym.vector.SyncVectorEnv([lambda i=i: make_game(env_id, video_folder, f"eval-{i}")
+                                     for i in range(num_envs)],
                                     autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
     envs = gym.wrappers.vector.RecordEpisodeStatistics(envs)
     if atari and training and life_loss:  # after the statistics: episodes.csv has whole games
@@ -553,15 +539,15 @@ def main(args: Args) -> dict:
     # Set up: the network (on the CPU: denormals flushed), the run folder.
     if device.type == "cpu":  # dead ReLU units' Adam moments decay into denormals, slow on x86
         torch.set_flush_denormal(True)
-    uint8 = byte_pixels(obs_space)  # pixels to scale to [0, 1]
-    shape = (obs_space.shape, num_actions, args.hidden_size, uint8, channels_last(args.env_id))
-    q_network = QNetwork(*shape).to(device)
+    shape = (obs_space.shape, num_actions, args.hidden_size)
+    layout = image_layout(obs_space, args.env_id)  # pixels.py's: 0-255 pixels, the channel axis
+    q_network = QNetwork(*shape, **layout).to(device)
     models = {"q_network": q_network}  # what model.pt holds
     run = Run(args, device, models, checkpoint, rollout_steps=args.num_envs)
 
     # Train (unless evaluating a checkpoint) from a target network that starts as a copy,
     # then finish: evaluate, save, write, plot.
-    target_network = QNetwork(*shape).to(device)
+    target_network = QNetwork(*shape, **layout).to(device)
     target_network.load_state_dict(q_network.state_dict())
     envs = None if checkpoint else make_vector_env(args.env_id, args.num_envs, training=True,
                                                    life_loss=args.terminal_on_life_loss)
@@ -732,6 +718,19 @@ def seed_and_device(seed, cuda=None, threads=1, image=False):
         torch.set_num_threads(threads)
     print(f"{SCRIPT}: device {device}")
     return device
+
+
+def make_recorded(env_id, video_folder=None, name_prefix="eval", make=gym.make, **options):
+    """make(env_id, **options); with video_folder, an evaluation's environment whose first
+    episode is recorded there as <name_prefix>-episode-0.mp4 (frames only, no window)."""
+    if video_folder is None:
+        return make(env_id, **options)
+    os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
+    env = make(env_id, render_mode="rgb_array", **options)
+    with warnings.catch_warnings():  # the evaluation's environments share one folder
+        warnings.filterwarnings("ignore", message=".*Overwriting existing videos")
+        return gym.wrappers.RecordVideo(env, video_folder, name_prefix=name_prefix,
+                                        episode_trigger=lambda episode: episode == 0)
 
 
 EVAL_MAX_STEPS = 27_000  # an evaluation episode is cut here: ALE's own end of an Atari game
@@ -1117,13 +1116,23 @@ def fill_preset(args, family):
 # Plumbing for pixels: Atari's and MinAtar's packages and wrappers
 # ---------------------------------------------------------------------------------------
 # Stamped from plainrl's plumbing/pixels.py by its stamp.py: edit it there, not here.
-def make_game(env_id, **kwargs):
+def make_game(env_id, video_folder=None, name_prefix="eval", **kwargs):
     """gym.make for every id: an ALE/ (Atari) or MinAtar/ id's package imported first (or
-    its install named), an Atari game with the DQN paper's preprocessing (atari_wrappers)."""
+    its install named); with video_folder, the game's own screen recorded (make_recorded,
+    MinAtar's cells drawn as bytes), then an Atari game's preprocessing (atari_wrappers)."""
     register_game_ids(env_id)
-    if not env_id.startswith("ALE/"):
-        return gym.make(env_id, **kwargs)
-    return atari_wrappers(gym.make(env_id, frameskip=1, **kwargs))  # the wrapper skips frames
+    atari, screen = env_id.startswith("ALE/"), env_id.startswith("MinAtar/") and video_folder
+
+    def make(env_id, **options):  # the wrapper skips Atari's frames itself
+        env = gym.make(env_id, **({"frameskip": 1} if atari else {}), **options)
+        return MinAtarScreen(env) if screen else env
+    env = make_recorded(env_id, video_folder, name_prefix, make, **kwargs)
+    return atari_wrappers(env) if atari else env
+
+
+def image_layout(obs_space, env_id):
+    """An image network's {"uint8": byte_pixels, "channels_last": channels_last}."""
+    return {"uint8": byte_pixels(obs_space), "channels_last": channels_last(env_id)}
 
 
 def channels_last(env_id):

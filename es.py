@@ -319,15 +319,11 @@ def make_env(env_id, video_folder=None, name_prefix="eval"):
     """One environment, cut at EPISODE_STEP_LIMIT steps if it has no time limit (the return
     of a cut episode is what it collected until then); filmed into video_folder (its first
     episode). A worker's records its episode returns (RecordEpisodeStatistics)."""
-    if video_folder is not None:
-        os.environ.setdefault("SDL_VIDEODRIVER", "dummy")  # frames only, no window to open
-    env = gym.make(env_id, **({"render_mode": "rgb_array"} if video_folder else {}))
-    if env.spec.max_episode_steps is None:
-        env = gym.wrappers.TimeLimit(env, EPISODE_STEP_LIMIT)
-    if video_folder is not None:
-        env = gym.wrappers.RecordVideo(env, video_folder, name_prefix=name_prefix,
-                                       episode_trigger=lambda episode: episode == 0)
-    return env
+    def limited(env_id, **options):
+        env = gym.make(env_id, **options)
+        return (gym.wrappers.TimeLimit(env, EPISODE_STEP_LIMIT)
+                if env.spec.max_episode_steps is None else env)
+    return make_recorded(env_id, video_folder, name_prefix, make=limited)
 
 
 def make_vector_env(env_id, num_envs, video_folder=None):
@@ -668,6 +664,19 @@ def seed_and_device(seed, cuda=None, threads=1, image=False):
         torch.set_num_threads(threads)
     print(f"{SCRIPT}: device {device}")
     return device
+
+
+def make_recorded(env_id, video_folder=None, name_prefix="eval", make=gym.make, **options):
+    """make(env_id, **options); with video_folder, an evaluation's environment whose first
+    episode is recorded there as <name_prefix>-episode-0.mp4 (frames only, no window)."""
+    if video_folder is None:
+        return make(env_id, **options)
+    os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
+    env = make(env_id, render_mode="rgb_array", **options)
+    with warnings.catch_warnings():  # the evaluation's environments share one folder
+        warnings.filterwarnings("ignore", message=".*Overwriting existing videos")
+        return gym.wrappers.RecordVideo(env, video_folder, name_prefix=name_prefix,
+                                        episode_trigger=lambda episode: episode == 0)
 
 
 EVAL_MAX_STEPS = 27_000  # an evaluation episode is cut here: ALE's own end of an Atari game

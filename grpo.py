@@ -839,6 +839,19 @@ def seed_and_device(seed, cuda=None, threads=1, image=False):
     return device
 
 
+def make_recorded(env_id, video_folder=None, name_prefix="eval", make=gym.make, **options):
+    """make(env_id, **options); with video_folder, an evaluation's environment whose first
+    episode is recorded there as <name_prefix>-episode-0.mp4 (frames only, no window)."""
+    if video_folder is None:
+        return make(env_id, **options)
+    os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
+    env = make(env_id, render_mode="rgb_array", **options)
+    with warnings.catch_warnings():  # the evaluation's environments share one folder
+        warnings.filterwarnings("ignore", message=".*Overwriting existing videos")
+        return gym.wrappers.RecordVideo(env, video_folder, name_prefix=name_prefix,
+                                        episode_trigger=lambda episode: episode == 0)
+
+
 EVAL_MAX_STEPS = 27_000  # an evaluation episode is cut here: ALE's own end of an Atari game
 
 
@@ -1559,13 +1572,7 @@ def write_pass_at_k(path, start, end):
 def make_env(env_id, held_out, video_folder, i):
     """make_vector_env's i-th copy of the task; with a video_folder, its first episode
     recorded there as eval-<i> (--capture-video)."""
-    if video_folder is None:
-        return gym.make(env_id, held_out=held_out)
-    env = gym.make(env_id, held_out=held_out, render_mode="rgb_array")
-    with warnings.catch_warnings():  # the environments share one folder on purpose
-        warnings.filterwarnings("ignore", message=".*Overwriting existing videos")
-        return gym.wrappers.RecordVideo(env, video_folder, name_prefix=f"eval-{i}",
-                                       episode_trigger=lambda episode: episode == 0)
+    return make_recorded(env_id, video_folder, f"eval-{i}", held_out=held_out)
 
 
 # A 3 x 5 pixel font, each glyph's rows top to bottom; any other character is a box.

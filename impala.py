@@ -423,15 +423,7 @@ def make_vector_env(env_id, num_envs, video_folder=None):
     """N copies of env_id in one synchronous vector environment, with SAME_STEP autoreset
     (an episode's true last observation is in info["final_obs"]) and episode statistics."""
     def make(i):
-        if video_folder is None:
-            return gym.make(env_id)
-        os.environ.setdefault("SDL_VIDEODRIVER", "dummy")  # frames only, no window to open
-        env = gym.make(env_id, render_mode="rgb_array")
-        env = MinAtarScreen(env) if env_id.startswith("MinAtar/") else env
-        with warnings.catch_warnings():  # the environments share one folder on purpose
-            warnings.filterwarnings("ignore", message=".*Overwriting existing videos")
-            return gym.wrappers.RecordVideo(env, video_folder, name_prefix=f"eval-{i}",
-                                           episode_trigger=lambda episode: episode == 0)
+        return make_game(env_id, video_folder, f"eval-{i}")  # with a video: its first episode
 
     envs = gym.vector.SyncVectorEnv([lambda i=i: make(i) for i in range(num_envs)],
                                     autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
@@ -765,6 +757,19 @@ def seed_and_device(seed, cuda=None, threads=1, image=False):
         torch.set_num_threads(threads)
     print(f"{SCRIPT}: device {device}")
     return device
+
+
+def make_recorded(env_id, video_folder=None, name_prefix="eval", make=gym.make, **options):
+    """make(env_id, **options); with video_folder, an evaluation's environment whose first
+    episode is recorded there as <name_prefix>-episode-0.mp4 (frames only, no window)."""
+    if video_folder is None:
+        return make(env_id, **options)
+    os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
+    env = make(env_id, render_mode="rgb_array", **options)
+    with warnings.catch_warnings():  # the evaluation's environments share one folder
+        warnings.filterwarnings("ignore", message=".*Overwriting existing videos")
+        return gym.wrappers.RecordVideo(env, video_folder, name_prefix=name_prefix,
+                                        episode_trigger=lambda episode: episode == 0)
 
 
 EVAL_MAX_STEPS = 27_000  # an evaluation episode is cut here: ALE's own end of an Atari game
@@ -1120,13 +1125,23 @@ def cli():  # bad input: one line, status 2; Ctrl-C: dying of SIGINT stops a she
 # Plumbing for pixels: Atari's and MinAtar's packages and wrappers
 # ---------------------------------------------------------------------------------------
 # Stamped from plainrl's plumbing/pixels.py by its stamp.py: edit it there, not here.
-def make_game(env_id, **kwargs):
+def make_game(env_id, video_folder=None, name_prefix="eval", **kwargs):
     """gym.make for every id: an ALE/ (Atari) or MinAtar/ id's package imported first (or
-    its install named), an Atari game with the DQN paper's preprocessing (atari_wrappers)."""
+    its install named); with video_folder, the game's own screen recorded (make_recorded,
+    MinAtar's cells drawn as bytes), then an Atari game's preprocessing (atari_wrappers)."""
     register_game_ids(env_id)
-    if not env_id.startswith("ALE/"):
-        return gym.make(env_id, **kwargs)
-    return atari_wrappers(gym.make(env_id, frameskip=1, **kwargs))  # the wrapper skips frames
+    atari, screen = env_id.startswith("ALE/"), env_id.startswith("MinAtar/") and video_folder
+
+    def make(env_id, **options):  # the wrapper skips Atari's frames itself
+        env = gym.make(env_id, **({"frameskip": 1} if atari else {}), **options)
+        return MinAtarScreen(env) if screen else env
+    env = make_recorded(env_id, video_folder, name_prefix, make, **kwargs)
+    return atari_wrappers(env) if atari else env
+
+
+def image_layout(obs_space, env_id):
+    """An image network's {"uint8": byte_pixels, "channels_last": channels_last}."""
+    return {"uint8": byte_pixels(obs_space), "channels_last": channels_last(env_id)}
 
 
 def channels_last(env_id):

@@ -433,18 +433,11 @@ def make_vector_env(env_id, num_envs, training=False, reward_gamma=None, life_lo
     - reward_gamma (--norm-reward): Gymnasium's NormalizeReward divides rewards by the running
       std of the return discounted by it; then they are clipped to [-10, 10].
 
-    Below the banner: atari_wrappers, LifeLossTermination and recording_env (video_folder)."""
+    Below the banner, pixels.py's: make_game (an Atari game preprocessed as in the DQN paper;
+    with video_folder, the game's own screen recorded) and LifeLossTermination."""
     atari = env_id.startswith("ALE/")
-    options = {"frameskip": 1} if atari else {}  # AtariPreprocessing skips frames itself
-
-    def make(i):
-        if video_folder is None:
-            env = gym.make(env_id, **options)
-        else:
-            env = recording_env(env_id, video_folder, f"eval-{i}", **options)
-        return atari_wrappers(env) if atari else env
-
-    envs = gym.vector.SyncVectorEnv([lambda i=i: make(i) for i in range(num_envs)],
+    envs = gym.vector.SyncVectorEnv([lambda i=i: make_game(env_id, video_folder, f"eval-{i}")
+                                     for i in range(num_envs)],
                                     autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
     envs = gym.wrappers.vector.RecordEpisodeStatistics(envs)
     if atari and training and life_loss:  # after the statistics: episodes.csv has whole games
@@ -597,10 +590,10 @@ def main(args: Args) -> dict:
     # status 2), --eval-checkpoint's model read, the seeds set, the device chosen.
     args, (obs_space, action_dim, continuous), checkpoint, device = prepare(args)
 
-    # Set up: the agent, the normalizer, the run folder. For an image, byte_pixels reads the
-    # pixel type and channels_last the channel axis (pixels.py's, below the banner).
+    # Set up: the agent, the normalizer, the run folder. For an image, image_layout reads the
+    # pixel type and the channel axis (pixels.py's, below the banner).
     agent = Agent(obs_space.shape, action_dim, continuous, args.hidden_size,
-                  uint8=byte_pixels(obs_space), channels_last=channels_last(args.env_id),
+                  **image_layout(obs_space, args.env_id),
                   activation=args.activation, ortho_init=args.ortho_init,
                   log_std_init=args.log_std_init).to(device)
     normalizer = ObsNormalizer(obs_space.shape, args.norm_obs)
@@ -779,6 +772,19 @@ def seed_and_device(seed, cuda=None, threads=1, image=False):
         torch.set_num_threads(threads)
     print(f"{SCRIPT}: device {device}")
     return device
+
+
+def make_recorded(env_id, video_folder=None, name_prefix="eval", make=gym.make, **options):
+    """make(env_id, **options); with video_folder, an evaluation's environment whose first
+    episode is recorded there as <name_prefix>-episode-0.mp4 (frames only, no window)."""
+    if video_folder is None:
+        return make(env_id, **options)
+    os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
+    env = make(env_id, render_mode="rgb_array", **options)
+    with warnings.catch_warnings():  # the evaluation's environments share one folder
+        warnings.filterwarnings("ignore", message=".*Overwriting existing videos")
+        return gym.wrappers.RecordVideo(env, video_folder, name_prefix=name_prefix,
+                                        episode_trigger=lambda episode: episode == 0)
 
 
 EVAL_MAX_STEPS = 27_000  # an evaluation episode is cut here: ALE's own end of an Atari game
@@ -1164,13 +1170,23 @@ def fill_preset(args, family):
 # Plumbing for pixels: Atari's and MinAtar's packages and wrappers
 # ---------------------------------------------------------------------------------------
 # Stamped from plainrl's plumbing/pixels.py by its stamp.py: edit it there, not here.
-def make_game(env_id, **kwargs):
+def make_game(env_id, video_folder=None, name_prefix="eval", **kwargs):
     """gym.make for every id: an ALE/ (Atari) or MinAtar/ id's package imported first (or
-    its install named), an Atari game with the DQN paper's preprocessing (atari_wrappers)."""
+    its install named); with video_folder, the game's own screen recorded (make_recorded,
+    MinAtar's cells drawn as bytes), then an Atari game's preprocessing (atari_wrappers)."""
     register_game_ids(env_id)
-    if not env_id.startswith("ALE/"):
-        return gym.make(env_id, **kwargs)
-    return atari_wrappers(gym.make(env_id, frameskip=1, **kwargs))  # the wrapper skips frames
+    atari, screen = env_id.startswith("ALE/"), env_id.startswith("MinAtar/") and video_folder
+
+    def make(env_id, **options):  # the wrapper skips Atari's frames itself
+        env = gym.make(env_id, **({"frameskip": 1} if atari else {}), **options)
+        return MinAtarScreen(env) if screen else env
+    env = make_recorded(env_id, video_folder, name_prefix, make, **kwargs)
+    return atari_wrappers(env) if atari else env
+
+
+def image_layout(obs_space, env_id):
+    """An image network's {"uint8": byte_pixels, "channels_last": channels_last}."""
+    return {"uint8": byte_pixels(obs_space), "channels_last": channels_last(env_id)}
 
 
 def channels_last(env_id):
@@ -1279,18 +1295,6 @@ def atari_wrappers(env):
 # ---------------------------------------------------------------------------------------
 # What the plumbing asks of ppo.py: its own checks, its greedy policy, its model's flags
 # ---------------------------------------------------------------------------------------
-def recording_env(env_id, video_folder, name_prefix, **options):
-    """An evaluation environment of --capture-video: its first episode recorded into
-    video_folder from the game's own screen, before any preprocessing."""
-    os.environ.setdefault("SDL_VIDEODRIVER", "dummy")  # frames only, no window to open
-    env = gym.make(env_id, render_mode="rgb_array", **options)
-    env = MinAtarScreen(env) if env_id.startswith("MinAtar/") else env
-    with warnings.catch_warnings():  # the environments share one folder on purpose
-        warnings.filterwarnings("ignore", message=".*Overwriting existing videos")
-        return gym.wrappers.RecordVideo(env, video_folder, name_prefix=name_prefix,
-                                        episode_trigger=lambda episode: episode == 0)
-
-
 def check_flags(args):
     """ppo.py's own flags, checked before any environment is made."""
     for name in ("num_envs", "num_steps", "num_minibatches", "update_epochs", "hidden_size",

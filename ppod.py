@@ -397,7 +397,7 @@ def make_vector_env(env_id, num_envs, buffers=None, video_folder=None):
     the true last one in info["final_obs"]) and episode statistics, of replays too."""
     def make(i):
         if video_folder is not None:
-            return recording_env(env_id, video_folder, f"eval-{i}")
+            return make_recorded(env_id, video_folder, f"eval-{i}")
         env = gym.make(env_id)
         return env if buffers is None else DemoReplay(env, buffers)
 
@@ -761,6 +761,19 @@ def seed_and_device(seed, cuda=None, threads=1, image=False):
     return device
 
 
+def make_recorded(env_id, video_folder=None, name_prefix="eval", make=gym.make, **options):
+    """make(env_id, **options); with video_folder, an evaluation's environment whose first
+    episode is recorded there as <name_prefix>-episode-0.mp4 (frames only, no window)."""
+    if video_folder is None:
+        return make(env_id, **options)
+    os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
+    env = make(env_id, render_mode="rgb_array", **options)
+    with warnings.catch_warnings():  # the evaluation's environments share one folder
+        warnings.filterwarnings("ignore", message=".*Overwriting existing videos")
+        return gym.wrappers.RecordVideo(env, video_folder, name_prefix=name_prefix,
+                                        episode_trigger=lambda episode: episode == 0)
+
+
 EVAL_MAX_STEPS = 27_000  # an evaluation episode is cut here: ALE's own end of an Atari game
 
 
@@ -1113,17 +1126,6 @@ def cli():  # bad input: one line, status 2; Ctrl-C: dying of SIGINT stops a she
 # ---------------------------------------------------------------------------------------
 # What the plumbing asks of ppod.py: its own checks, its greedy policy, its model's flags
 # ---------------------------------------------------------------------------------------
-def recording_env(env_id, video_folder, name_prefix):
-    """An evaluation environment of --capture-video: its first episode recorded into
-    video_folder."""
-    os.environ.setdefault("SDL_VIDEODRIVER", "dummy")  # frames only, no window to open
-    env = gym.make(env_id, render_mode="rgb_array")
-    with warnings.catch_warnings():  # the environments share one folder on purpose
-        warnings.filterwarnings("ignore", message=".*Overwriting existing videos")
-        return gym.wrappers.RecordVideo(env, video_folder, name_prefix=name_prefix,
-                                        episode_trigger=lambda episode: episode == 0)
-
-
 def check_flags(args):
     """ppod.py's own flags, checked before any environment is made."""
     for name in ("num_envs", "num_steps", "num_minibatches", "update_epochs", "hidden_size",

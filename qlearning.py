@@ -251,7 +251,9 @@ def check_memory(num_states, num_actions, what):
     except (AttributeError, ValueError, OSError):
         memory = 8 * 1000**3
     if size > memory / 2:
-        fail(f"{what} makes a table of {num_states:,} states x {num_actions} actions, "
+        states = (f"{num_states:,}" if num_states < 10**15 else  # too many digits to print
+                  f"about 10^{int(num_states.bit_length() * math.log10(2))}")
+        fail(f"{what} makes a table of {states} states x {num_actions} actions, "
              f"{human_bytes(size)}: more than half of this machine's memory "
              f"({human_bytes(memory)})" + ("; use fewer --bins" if what.startswith("--") else ""))
 
@@ -259,8 +261,8 @@ def check_memory(num_states, num_actions, what):
 def human_bytes(n):
     for unit in ("bytes", "KB", "MB", "GB", "TB", "PB"):
         if n < 1000 or unit == "PB":
-            return f"{n:.3g} {unit}"
-        n /= 1000
+            return f"{n:.3g} {unit}" if n < 10**15 else "more than 10^15 PB"
+        n //= 1000
 
 
 def make_env(env_id):
@@ -274,14 +276,7 @@ def make_vector_env(env_id, num_envs, video_folder=None):
     environment, with SAME_STEP autoreset and episode statistics recorded by Gymnasium's
     wrapper; with video_folder, each records its first episode."""
     def make(i):
-        if video_folder is None:
-            return gym.make(env_id)
-        os.environ.setdefault("SDL_VIDEODRIVER", "dummy")  # frames only, no window to open
-        with warnings.catch_warnings():  # the environments share one folder on purpose
-            warnings.filterwarnings("ignore", message=".*Overwriting existing videos")
-            return gym.wrappers.RecordVideo(gym.make(env_id, render_mode="rgb_array"),
-                                            video_folder, name_prefix=f"eval-{i}",
-                                            episode_trigger=lambda episode: episode == 0)
+        return make_recorded(env_id, video_folder, f"eval-{i}")  # with a video: its first episode
 
     envs = gym.vector.SyncVectorEnv([lambda i=i: make(i) for i in range(num_envs)],
                                     autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
@@ -595,6 +590,19 @@ def seed_and_device(seed, cuda=None, threads=1, image=False):
     np.random.seed(seed)
     device = "cpu"
     return device
+
+
+def make_recorded(env_id, video_folder=None, name_prefix="eval", make=gym.make, **options):
+    """make(env_id, **options); with video_folder, an evaluation's environment whose first
+    episode is recorded there as <name_prefix>-episode-0.mp4 (frames only, no window)."""
+    if video_folder is None:
+        return make(env_id, **options)
+    os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
+    env = make(env_id, render_mode="rgb_array", **options)
+    with warnings.catch_warnings():  # the evaluation's environments share one folder
+        warnings.filterwarnings("ignore", message=".*Overwriting existing videos")
+        return gym.wrappers.RecordVideo(env, video_folder, name_prefix=name_prefix,
+                                        episode_trigger=lambda episode: episode == 0)
 
 
 EVAL_MAX_STEPS = 27_000  # an evaluation episode is cut here: ALE's own end of an Atari game

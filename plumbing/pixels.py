@@ -3,13 +3,23 @@
 # writes it below the common block (see plumbing/common.py).
 
 
-def make_game(env_id, **kwargs):
+def make_game(env_id, video_folder=None, name_prefix="eval", **kwargs):
     """gym.make for every id: an ALE/ (Atari) or MinAtar/ id's package imported first (or
-    its install named), an Atari game with the DQN paper's preprocessing (atari_wrappers)."""
+    its install named); with video_folder, the game's own screen recorded (make_recorded,
+    MinAtar's cells drawn as bytes), then an Atari game's preprocessing (atari_wrappers)."""
     register_game_ids(env_id)
-    if not env_id.startswith("ALE/"):
-        return gym.make(env_id, **kwargs)
-    return atari_wrappers(gym.make(env_id, frameskip=1, **kwargs))  # the wrapper skips frames
+    atari, screen = env_id.startswith("ALE/"), env_id.startswith("MinAtar/") and video_folder
+
+    def make(env_id, **options):  # the wrapper skips Atari's frames itself
+        env = gym.make(env_id, **({"frameskip": 1} if atari else {}), **options)
+        return MinAtarScreen(env) if screen else env
+    env = make_recorded(env_id, video_folder, name_prefix, make, **kwargs)
+    return atari_wrappers(env) if atari else env
+
+
+def image_layout(obs_space, env_id):
+    """An image network's {"uint8": byte_pixels, "channels_last": channels_last}."""
+    return {"uint8": byte_pixels(obs_space), "channels_last": channels_last(env_id)}
 
 
 def channels_last(env_id):
