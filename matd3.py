@@ -66,6 +66,8 @@ SCRIPT = os.path.basename(__file__)
 # ---------------------------------------------------------------------------------------
 @dataclass
 class Args:
+    # The run folder's flags (--output-dir, --save-model, --eval-checkpoint, --track, ...)
+    # are RunFlags', below the banner, which Args adds after these.
     env_id: str = "simple_spread_v3"
     """a cooperative MPE task (mpe2) or module:function returning a parallel env with Box actions"""
     seed: int = 1
@@ -832,8 +834,10 @@ class Run:
         while os.path.exists(self.path):  # a run with the same flags in the same second
             suffix += 1
             self.path = os.path.join(args.output_dir, f"{name}-{suffix}")
-        config = {**asdict(args), "device": str(device), "versions": {"python": sys.version.split()[0],
-                  **{m.__name__: m.__version__ for m in (gym, np, globals().get("torch")) if m}}}
+        versions = {"python": sys.version.split()[0], "gymnasium": gym.__version__,
+                    "numpy": np.__version__}
+        versions["torch"] = torch.__version__
+        config = {**asdict(args), "device": str(device), "versions": versions}
         if args.track:  # before the folder and the event files (it syncs those made after it)
             import wandb  # not a requirement: check_args found it
             try:
@@ -981,7 +985,7 @@ class Run:
         if stopped:
             print(f"{SCRIPT}: interrupted; {self.path} keeps the run so far")
         curve = self.draw_curve()
-        print(" | ".join(self.verdict() + [f"curve {curve}"] * bool(curve)))
+        print(" | ".join(self.verdict() + ([f"curve {curve}"] if curve else [])))
         if args.track:  # the summary and the evaluation's videos to W&B, whose run then ends
             import wandb
             wandb.run.summary.update(s)
@@ -1016,18 +1020,24 @@ class Run:
         if threshold is None:
             preset = getattr(args, "preset", None)
             return line + ([f"no goal for {args.env_id}; the {preset} preset ran"] if preset else [])
-        end = (f"the last-{self.window} mean at the end" if s["holds_on"] == "train" else
-               "the final evaluation" if s["holds_on"] == "eval" or s["end_return"] is None else
-               f"the gain over the start ({s['start_return']:.2f} -> {s['eval_return_mean']:.2f})"
-               ) + f" {s['end_return'] or 0:{'+' * (s['holds_on'] == 'gain')}.2f}"
-        if s["holds"] is not None:
-            line.append(f"{'holds' if s['holds'] else 'does not hold'}: {end} "
-                        f"{'>=' if s['holds'] else '<'} {threshold:g}")
-        elif short and s["end_return"] is not None:
-            line.append(f"not judged, {args.total_timesteps:,} steps where its goal {threshold:g} "
-                        f"is for {s['goal_budget']:,}: {end}")
-        return line + [f"solved_at_step {s['solved_at_step'] or 'not reached'} (last-{self.window} "
-                       f"mean >= {self.source} {threshold:g})"] * (s["holds_on"] != "gain")
+        if s["end_return"] is not None:  # the figure the run is judged on, where it ends
+            if s["holds_on"] == "train":
+                end = f"the last-{self.window} mean at the end {s['end_return']:.2f}"
+            elif s["holds_on"] == "eval":
+                end = f"the final evaluation {s['end_return']:.2f}"
+            else:
+                end = (f"the gain over the start ({s['start_return']:.2f} -> "
+                       f"{s['eval_return_mean']:.2f}) {s['end_return']:+.2f}")
+            if s["holds"] is not None:
+                line.append(f"{'holds' if s['holds'] else 'does not hold'}: {end} "
+                            f"{'>=' if s['holds'] else '<'} {threshold:g}")
+            elif short:
+                line.append(f"not judged, {args.total_timesteps:,} steps where its goal "
+                            f"{threshold:g} is for {s['goal_budget']:,}: {end}")
+        if s["holds_on"] != "gain":  # a gain has no training mean to reach it first
+            line.append(f"solved_at_step {s['solved_at_step'] or 'not reached'} "
+                        f"(last-{self.window} mean >= {self.source} {threshold:g})")
+        return line
 
     def draw_curve(self):
         """--curve: curve.png, its path (None: nothing to draw): returns, their mean, evaluations,
@@ -1040,7 +1050,8 @@ class Run:
         if not (self.returns or evaluations):
             return None
         from matplotlib.figure import Figure  # only a run that draws pays for the import
-        ax = (fig := Figure(figsize=(7, 4.2), layout="constrained")).add_subplot()
+        fig = Figure(figsize=(7, 4.2), layout="constrained")
+        ax = fig.add_subplot()
         if self.returns:  # each return, the mean of the goal's window where each episode ended
             means = [np.mean(self.returns[max(0, i + 1 - self.window):i + 1]) for i in range(len(self.ends))]
             ax.plot(self.ends, self.returns, ".", ms=3, alpha=0.3, color="C0", label="episode return")
@@ -1058,8 +1069,10 @@ class Run:
         return os.path.join(self.path, "curve.png")
 
     def close(self):
-        for f in [f for f, _ in self.files.values()] + [self.tensorboard] * bool(self.tensorboard):
+        for f, _ in self.files.values():
             f.close()
+        if self.tensorboard:
+            self.tensorboard.close()
 
 
 SUMMARY_KEYS = ("algorithm", "env_id", "seed", "global_steps", "wall_time_s",

@@ -88,6 +88,8 @@ SCRIPT = "plot.py"
 # ---------------------------------------------------------------------------------------
 @dataclass
 class Args:
+    # The run folder's flags (--output-dir, --save-model, --eval-checkpoint, --track, ...)
+    # are RunFlags', below the banner, which Args adds after these.
     runs: Annotated[list[str], tyro.conf.Positional,
                     tyro.conf.arg(metavar="RUN ...", help_behavior_hint="")] = field(
         default_factory=list)
