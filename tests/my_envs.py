@@ -73,6 +73,14 @@ class Endless(gym.Env):
         return np.zeros(2, dtype=np.float32), 1.0, False, False, {}
 
 
+class CrashingStep(Endless):
+    """An environment of the user's own whose step fails: it passes every check before
+    training (it is made, its spaces read), and a run then dies of its error."""
+
+    def step(self, action):
+        raise RuntimeError("a bug in the user's own environment's step")
+
+
 class EpisodeNumber(gym.Env):
     """Pays the number of its episode at each step (1 in the first episode, 2 in the second,
     ...); a reset with an even seed makes episodes of 1 step, with an odd seed of 3 steps.
@@ -100,6 +108,7 @@ class EpisodeNumber(gym.Env):
 
 gym.register("GridWorld-v0", entry_point=GridWorld, max_episode_steps=20)
 gym.register("Endless-v0", entry_point=Endless)
+gym.register("CrashingStep-v0", entry_point=CrashingStep, max_episode_steps=20)
 gym.register("EndlessBox-v0", entry_point=Endless, kwargs={"continuous": True})
 gym.register("GridCells-v0", entry_point=GridCells, max_episode_steps=20)
 gym.register("Slider-v0", entry_point=Slider, max_episode_steps=20)

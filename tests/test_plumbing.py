@@ -744,7 +744,7 @@ def test_the_default_command_is_judged_on_its_rows_goal(script, run_cli, tmp_pat
     if measure == "gain":  # the final evaluation less the warm start's: no training mean
         assert summary["end_return"] == summary["eval_return_mean"] - summary["start_return"]
         assert (f"{short}the gain over the start ({summary['start_return']:.2f} -> "
-                f"{summary['eval_return_mean']:.2f}) {summary['end_return']:+.2f} |") in closing
+                f"{summary['eval_return_mean']:.2f}) {summary['end_return']:+.2f}") in closing
         return
     assert f"(last-{window} mean >= GOALS {threshold:g})" in closing
     if measure == "eval":  # the final evaluation ran: the figure is there, on it

@@ -426,18 +426,19 @@ def test_each_line_names_the_best_trial_so_far(tmp_path, capsys, monkeypatch):
 @pytest.mark.slow  # a real study's runs
 def test_a_failing_run_fails_its_trial_with_its_last_stderr_line(tmp_path, capsys,
                                                                  monkeypatch):
-    """An environment module that raises when imported: each run says so in one line and
-    exits with status 2; the trial fails with that line, and (FAILED_IN_A_ROW set to 2)
-    two failures in a row stop the study with exit status 1."""
+    """An environment whose step raises: it passes the script's checks (prepare makes it and
+    reads its spaces), then each run dies of it with a traceback; the trial fails with the
+    run's last stderr line, and (FAILED_IN_A_ROW set to 2) two failures in a row stop the
+    study with exit status 1."""
     monkeypatch.setenv("PYTHONPATH", TESTS)
     monkeypatch.setattr(tune, "FAILED_IN_A_ROW", 2)
-    args = study_args(tmp_path, 3, "--env-id", "crashing_envs:Anything-v0", "--seeds", "1")
+    args = study_args(tmp_path, 3, "--env-id", "my_envs:CrashingStep-v0", "--seeds", "1")
     with pytest.raises(SystemExit) as e:
         tune.main(args, FIXED)
     assert e.value.code == 1
     captured = capsys.readouterr()
-    line = ("seed 1 exited with status 2: qlearning.py: error: cannot make "
-            "crashing_envs:Anything-v0: RuntimeError: a bug in the user's own environment module")
+    line = ("seed 1 exited with status 1: RuntimeError: a bug in the user's own environment's "
+            "step")
     out = captured.out.splitlines()
     assert len(out) == 2 and out[0].startswith("trial-0 failed: --learning-rate ")
     assert out[0].endswith(f" | {line}") and out[1].startswith("trial-1 failed: ")
@@ -445,6 +446,18 @@ def test_a_failing_run_fails_its_trial_with_its_last_stderr_line(tmp_path, capsy
     study = load(tmp_path / "s.db")
     assert states(study) == ["FAIL", "FAIL"]
     assert study.trials[0].user_attrs["error"] == line
+
+
+def test_an_environment_module_that_fails_is_bad_input_before_any_trial(tmp_path, monkeypatch):
+    """A module that raises when imported: the script's own checks, which tune.py runs before
+    the study (prepare), say so in one line, and no trial starts."""
+    monkeypatch.setenv("PYTHONPATH", TESTS)
+    args = study_args(tmp_path, 3, "--env-id", "crashing_envs:Anything-v0", "--seeds", "1")
+    with pytest.raises(tune.UsageError, match="the fixed flags: qlearning.py says: cannot make "
+                       "crashing_envs:Anything-v0: RuntimeError: a bug in the user's own "
+                       "environment module"):
+        tune.main(args, FIXED)
+    assert not (tmp_path / "s.db").exists()
 
 
 def test_a_completed_trial_starts_the_count_of_failures_in_a_row_again(tmp_path, capsys,
