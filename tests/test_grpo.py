@@ -1573,6 +1573,16 @@ def test_a_task_without_worked_answers_needs_sft_steps_0(check_usage_error):
                       "start; train with --sft-steps 0")
 
 
+def test_stop_at_return_stops_after_the_batch_that_reaches_it(tmp_path):
+    # every answer's reward is 0 or 1, so a last-20 mean of -1000 is reached by the first
+    # batch of 16 completions (its 16 episodes and, at 32, the next batch's: the mean needs
+    # 20); the run stops there, cleanly (no update after it), its budget of 256 not spent
+    summary = grpo.main(tiny_args(tmp_path, eval_episodes=0, total_timesteps=256,
+                                  stop_at_return=-1000.0))
+    assert summary["global_steps"] == 32 and summary["solved_at_step"] == 32
+    assert not summary["interrupted"]
+
+
 def test_a_task_whose_group_poses_different_problems_is_stopped(tmp_path):
     # the G copies of a group share a seed so that they pose one problem; a task drawing its
     # problems from elsewhere (here a counter shared by every copy) is stopped at the first

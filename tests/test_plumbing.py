@@ -1549,6 +1549,21 @@ def test_an_updates_speed_is_its_own_step_over_its_time(script, tmp_path, monkey
     assert (row["global_step"], float(row["wall_time"]), row["sps"]) == ("300", 10.0, "30")
 
 
+@pytest.mark.parametrize("script", BLOCK)
+def test_an_update_with_a_non_finite_loss_writes_no_row_and_stops(script, tmp_path, capsys):
+    # a finite update writes its row and says go on (False); then a NaN loss: True, the run
+    # marked interrupted, the line said, and updates.csv keeps the first row alone
+    module = module_of(script)
+    run = module.Run(module.Args(output_dir=str(tmp_path), tensorboard=False), "cpu", {})
+    assert run.update(10, 0.5, x=1.0) is False
+    assert run.update(20, float("nan"), x=2.0) is True
+    run.close()
+    assert run.summary["interrupted"] is True
+    assert "the loss became non-finite (NaN or inf) at step 20" in capsys.readouterr().out
+    assert [(r["global_step"], r["x"]) for r in read_csv(os.path.join(run.path, "updates.csv"))] == [
+        ("10", "1.0")]
+
+
 # ---------------------------------------------------------------------------------------
 # The run's goal and verdict, unit by unit (Run: judge, train, draw_curve)
 # ---------------------------------------------------------------------------------------

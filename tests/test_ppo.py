@@ -731,6 +731,16 @@ def test_stop_at_return_stops_and_records_when(tmp_path):
     assert summary["global_steps"] == summary["solved_at_step"] < 100_000
 
 
+def test_the_budget_the_progress_line_counts_to_is_where_the_run_ends(tmp_path, monkeypatch):
+    # 4 environments x 32 steps = rollouts of 128: --total-timesteps 200 trains one rollout,
+    # 128 steps, and the run's budget (the progress line's "/total") is 128, not 200 or the
+    # 192 of rollouts of 32
+    budgets = spy_on(monkeypatch, ppo.Run, "close", lambda self: self.budget)
+    summary = ppo.main(ppo.Args(total_timesteps=200, num_envs=4, num_steps=32, num_minibatches=2,
+                                update_epochs=1, eval_episodes=0, output_dir=str(tmp_path)))
+    assert budgets == [128] and summary["global_steps"] == 128
+
+
 def test_interrupted_run_keeps_its_data(tmp_path, monkeypatch):
     # Ctrl-C at the third optimizer step: 2 steps an update, so during the second update,
     # after two rollouts of 2*128 = 256 steps. main writes the run folder, then lets the

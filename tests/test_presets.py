@@ -55,6 +55,9 @@ def test_the_family_is_read_from_the_spaces_by_hand():
     assert ppo.family((3,), continuous=True) == "continuous"
     assert ppo.family((10, 10, 4), continuous=False) == "image"
     assert ppo.family((4, 84, 84), continuous=True) == "image"
+    # two axes are no image (a 4 x 4 grid of numbers, a 2 x 3 matrix): the actions decide
+    assert ppo.family((4, 4), continuous=False) == "discrete"
+    assert ppo.family((2, 3), continuous=True) == "continuous"
 
 
 def test_a_flag_given_wins_over_its_preset_and_the_rest_come_from_it():
