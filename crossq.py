@@ -1085,22 +1085,16 @@ def cli():  # bad input: one line, status 2; Ctrl-C: dying of SIGINT stops a she
 # What the plumbing asks of crossq.py: its own checks, its greedy policy, its model's flags
 # ---------------------------------------------------------------------------------------
 def check_flags(args):
-    """crossq.py's own flags, checked before any environment is made."""
-    for name in ("num_envs", "gradient_steps", "buffer_size", "batch_size", "hidden_size",
-                 "critic_hidden_size", "policy_delay", "log_interval", "learning_rate", "alpha",
-                 "threads"):
-        if not getattr(args, name) > 0:
-            fail(f"--{name.replace('_', '-')} must be positive, got {getattr(args, name)}")
-    if args.learning_starts < 0:
-        fail(f"--learning-starts must be 0 or more, got {args.learning_starts}")
-    if not 0.0 <= args.gamma <= 1.0:
-        fail(f"--gamma must be in [0, 1], got {args.gamma}")
+    """crossq.py's own flags, checked by prepare before training."""
+    check_range(args, positive=["num_envs", "gradient_steps", "buffer_size", "batch_size",
+                                "hidden_size", "critic_hidden_size", "policy_delay",
+                                "log_interval", "learning_rate", "alpha", "threads"],
+                nonnegative=["learning_starts", "renorm_warmup_steps"],
+                fraction=["gamma"])
     if not 0.0 <= args.adam_beta1 < 1.0:
         fail(f"--adam-beta1 must be in [0, 1), got {args.adam_beta1}")
     if not 0.0 < args.bn_momentum <= 1.0:
         fail(f"--bn-momentum must be in (0, 1], got {args.bn_momentum}")
-    if args.renorm_warmup_steps < 0:
-        fail(f"--renorm-warmup-steps must be 0 or more, got {args.renorm_warmup_steps}")
     if args.target_entropy is not None and not args.autotune:
         fail("--target-entropy needs the learned temperature; drop --no-autotune or the target")
     budget = args.total_timesteps // args.num_envs * args.num_envs  # whole steps of N envs

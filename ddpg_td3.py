@@ -1045,17 +1045,15 @@ def fill_preset(args, family):
 # What the plumbing asks of ddpg_td3.py: its own checks, its greedy policy, its model's flags
 # ---------------------------------------------------------------------------------------
 def check_flags(args):
-    """ddpg_td3.py's own flags, checked before any environment is made; args has its --algo
+    """ddpg_td3.py's own flags, checked by prepare before training; args has its --algo
     preset resolved."""
-    for name in ("num_envs", "gradient_steps", "buffer_size", "batch_size", "hidden_size",
-                 "policy_delay", "log_interval", "learning_rate", "threads"):
-        if not getattr(args, name) > 0:
-            fail(f"--{name.replace('_', '-')} must be positive, got {getattr(args, name)}")
+    check_range(args, positive=["num_envs", "gradient_steps", "buffer_size", "batch_size",
+                                "hidden_size", "policy_delay", "log_interval", "learning_rate",
+                                "threads"],
+                fraction=["gamma"])
     for name in ("learning_starts", "exploration_noise", "target_policy_noise", "noise_clip"):
         if not getattr(args, name) >= 0:
             fail(f"--{name.replace('_', '-')} must be 0 or more, got {getattr(args, name)}")
-    if not 0.0 <= args.gamma <= 1.0:
-        fail(f"--gamma must be in [0, 1], got {args.gamma}")
     if not 0.0 < args.tau <= 1.0:
         fail(f"--tau must be in (0, 1], got {args.tau}")
     if args.target_policy_noise > 0 and args.noise_clip == 0:

@@ -1256,9 +1256,9 @@ def atari_wrappers(env):
 # ---------------------------------------------------------------------------------------
 def check_flags(args):
     """dqn.py's own flags, checked once the flags left at None have their preset's values."""
-    check_range(args, positive=["num_envs", "buffer_size", "batch_size", "target_network_frequency",
-                                "train_frequency", "gradient_steps", "hidden_size", "log_interval",
-                                "learning_rate", "max_grad_norm"],
+    check_range(args, positive=["num_envs", "buffer_size", "batch_size",
+                                "target_network_frequency", "train_frequency", "gradient_steps",
+                                "hidden_size", "log_interval", "learning_rate", "max_grad_norm"],
                 nonnegative=["learning_starts"],
                 fraction=["gamma", "start_e", "end_e", "exploration_fraction", "eval_epsilon"])
     if not 0.0 < args.tau <= 1.0:

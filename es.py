@@ -1169,12 +1169,9 @@ def ctrl_c_held_back(active=True):
 # What the plumbing asks of es.py: its own checks, its greedy policy, its model's flags
 # ---------------------------------------------------------------------------------------
 def check_flags(args):
-    """es.py's own flags, checked before any environment is made."""
-    for name in ("population_size", "episodes_per_member", "sigma", "learning_rate"):
-        if not getattr(args, name) > 0:  # also refuses NaN
-            fail(f"--{name.replace('_', '-')} must be positive, got {getattr(args, name)}")
-    if not args.l2_coef >= 0:
-        fail(f"--l2-coef must be 0 or more, got {args.l2_coef}")
+    """es.py's own flags, checked by prepare before training."""
+    check_range(args, positive=["population_size", "episodes_per_member", "sigma", "learning_rate"],
+                nonnegative=["l2_coef"])
     if args.num_workers is not None and args.num_workers <= 0:
         fail(f"--num-workers must be positive, got {args.num_workers}")
     if args.ray_address is not None and args.backend != "ray":

@@ -1289,13 +1289,12 @@ def decode_completions(tokenizer, completions):
 # What the plumbing asks of grpo.py: its checks, its greedy policy, its measures, its flags
 # ---------------------------------------------------------------------------------------
 def check_flags(args):
-    """grpo.py's own flags, checked before any environment is made."""
-    for name in ("threads", "n_layer", "n_head", "n_embd", "max_new_tokens", "num_prompts",
-                 "update_epochs", "num_minibatches", "learning_rate", "temperature",
-                 "max_sample_rounds", "mask_sync_every", "max_grad_norm", "sft_batch_size",
-                 "sft_learning_rate", "eval_samples"):
-        if not getattr(args, name) > 0:
-            fail(f"--{name.replace('_', '-')} must be positive, got {getattr(args, name)}")
+    """grpo.py's own flags, checked by prepare before training."""
+    check_range(args, positive=["threads", "n_layer", "n_head", "n_embd", "max_new_tokens",
+                                "num_prompts", "update_epochs", "num_minibatches", "learning_rate",
+                                "temperature", "max_sample_rounds", "mask_sync_every",
+                                "max_grad_norm", "sft_batch_size", "sft_learning_rate",
+                                "eval_samples"])
     if not 1 <= args.pass_k <= args.eval_samples:
         fail(f"--pass-k must be from 1 to --eval-samples ({args.eval_samples}), got {args.pass_k}: "
              "pass@k draws k of the n sampled answers")

@@ -1358,18 +1358,14 @@ def ctrl_c_held_back(active=True):
 # What the plumbing asks of impala.py: its own checks, its greedy policy, its model's flags
 # ---------------------------------------------------------------------------------------
 def check_flags(args):
-    """impala.py's own flags, checked before any environment is made."""
+    """impala.py's own flags, checked by prepare before training."""
     if args.env_id.startswith("ALE/"):
         fail(f"impala.py does not preprocess Atari frames; ppo.py and dqn.py train "
              f"{args.env_id}")
-    for name in ("num_actors", "num_envs", "num_steps", "rollouts_per_batch", "refresh_every",
-                 "hidden_size", "learning_rate", "rho_bar", "c_bar", "max_grad_norm"):
-        if not getattr(args, name) > 0:
-            fail(f"--{name.replace('_', '-')} must be positive, got {getattr(args, name)}")
-    if not 0.0 <= args.gamma <= 1.0:
-        fail(f"--gamma must be in [0, 1], got {args.gamma}")
-    if not 0.0 <= args.popart_beta <= 1.0:
-        fail(f"--popart-beta must be in [0, 1], got {args.popart_beta}")
+    check_range(args, positive=["num_actors", "num_envs", "num_steps", "rollouts_per_batch",
+                                "refresh_every", "hidden_size", "learning_rate", "rho_bar",
+                                "c_bar", "max_grad_norm"],
+                fraction=["gamma", "popart_beta"])
     if args.eval_checkpoint is None and importlib.util.find_spec("ray") is None:
         fail("impala.py's actors are Ray actors: pip install ray==2.60.0")
     batch_size = args.num_envs * args.num_steps * args.rollouts_per_batch

@@ -1346,14 +1346,11 @@ CONTINUOUS_ACTIONS = False  # the lock-step plumbing's MPE tasks: Discrete actio
 
 
 def check_flags(args):
-    """mappo.py's own flags, checked before any environment is made."""
-    for name in ("num_envs", "num_steps", "num_minibatches", "update_epochs", "hidden_size",
-                 "max_cycles", "learning_rate", "clip_coef", "max_grad_norm"):
-        if not getattr(args, name) > 0:
-            fail(f"--{name.replace('_', '-')} must be positive, got {getattr(args, name)}")
-    for name in ("gamma", "gae_lambda"):
-        if not 0.0 <= getattr(args, name) <= 1.0:
-            fail(f"--{name.replace('_', '-')} must be in [0, 1], got {getattr(args, name)}")
+    """mappo.py's own flags, checked by prepare before training."""
+    check_range(args, positive=["num_envs", "num_steps", "num_minibatches", "update_epochs",
+                                "hidden_size", "max_cycles", "learning_rate", "clip_coef",
+                                "max_grad_norm"],
+                fraction=["gamma", "gae_lambda"])
     if args.per_agent_reward and args.critic_state == "ep":
         fail("--per-agent-reward needs --critic-state as (the EP critic has one value per "
              "copy, learned from the team reward)")

@@ -1182,15 +1182,11 @@ def experiment_name(args):
 
 
 def check_flags(args):
-    """ppo_lstm.py's own flags, checked before any environment is made."""
-    for name in ("num_envs", "num_steps", "data_chunk_length", "num_minibatches",
-                 "update_epochs", "hidden_size", "lstm_hidden_size", "learning_rate",
-                 "clip_coef", "max_grad_norm", "anneal_steps"):
-        if not getattr(args, name) > 0:
-            fail(f"--{name.replace('_', '-')} must be positive, got {getattr(args, name)}")
-    for name in ("gamma", "gae_lambda"):
-        if not 0.0 <= getattr(args, name) <= 1.0:
-            fail(f"--{name.replace('_', '-')} must be in [0, 1], got {getattr(args, name)}")
+    """ppo_lstm.py's own flags, checked by prepare before training."""
+    check_range(args, positive=["num_envs", "num_steps", "data_chunk_length", "num_minibatches",
+                                "update_epochs", "hidden_size", "lstm_hidden_size",
+                                "learning_rate", "clip_coef", "max_grad_norm", "anneal_steps"],
+                fraction=["gamma", "gae_lambda"])
     if args.num_steps % args.data_chunk_length:
         fail(f"--data-chunk-length {args.data_chunk_length} does not divide --num-steps "
              f"{args.num_steps}; pick a divisor of {args.num_steps}")

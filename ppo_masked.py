@@ -1058,14 +1058,11 @@ def cli():  # bad input: one line, status 2; Ctrl-C: dying of SIGINT stops a she
 # What the plumbing asks of ppo_masked.py: its own checks, its greedy policy, its model's flags
 # ---------------------------------------------------------------------------------------
 def check_flags(args):
-    """ppo_masked.py's own flags, checked before any environment is made."""
-    for name in ("num_envs", "num_steps", "num_minibatches", "update_epochs", "hidden_size",
-                 "stop_window", "learning_rate", "clip_coef", "max_grad_norm"):
-        if not getattr(args, name) > 0:
-            fail(f"--{name.replace('_', '-')} must be positive, got {getattr(args, name)}")
-    for name in ("gamma", "gae_lambda"):
-        if not 0.0 <= getattr(args, name) <= 1.0:
-            fail(f"--{name.replace('_', '-')} must be in [0, 1], got {getattr(args, name)}")
+    """ppo_masked.py's own flags, checked by prepare before training."""
+    check_range(args, positive=["num_envs", "num_steps", "num_minibatches", "update_epochs",
+                                "hidden_size", "stop_window", "learning_rate", "clip_coef",
+                                "max_grad_norm"],
+                fraction=["gamma", "gae_lambda"])
     batch_size = args.num_envs * args.num_steps
     if batch_size % args.num_minibatches:
         fail(f"num_envs*num_steps = {batch_size} is not divisible by --num-minibatches "

@@ -1020,14 +1020,10 @@ def atari_wrappers(env):
 # What the plumbing asks of pqn.py: its own checks, its greedy policy, its model's flags
 # ---------------------------------------------------------------------------------------
 def check_flags(args):
-    """pqn.py's own flags, checked before any environment is made."""
-    for name in ("num_envs", "num_steps", "num_minibatches", "update_epochs", "hidden_size",
-                 "learning_rate", "max_grad_norm", "reward_scale"):
-        if not getattr(args, name) > 0:
-            fail(f"--{name.replace('_', '-')} must be positive, got {getattr(args, name)}")
-    for name in ("gamma", "q_lambda", "start_e", "end_e", "exploration_fraction"):
-        if not 0.0 <= getattr(args, name) <= 1.0:
-            fail(f"--{name.replace('_', '-')} must be in [0, 1], got {getattr(args, name)}")
+    """pqn.py's own flags, checked by prepare before training."""
+    check_range(args, positive=["num_envs", "num_steps", "num_minibatches", "update_epochs",
+                                "hidden_size", "learning_rate", "max_grad_norm", "reward_scale"],
+                fraction=["gamma", "q_lambda", "start_e", "end_e", "exploration_fraction"])
     batch_size = args.num_envs * args.num_steps
     if batch_size % args.num_minibatches:
         fail(f"num_envs*num_steps = {batch_size} is not divisible by --num-minibatches "

@@ -961,14 +961,11 @@ def cli():  # bad input: one line, status 2; Ctrl-C: dying of SIGINT stops a she
 # What the plumbing asks of qlearning.py: its own checks, its greedy policy, its table's flags
 # ---------------------------------------------------------------------------------------
 def check_flags(args):
-    """qlearning.py's own flags, checked before any environment is made."""
-    if args.log_interval <= 0:
-        fail(f"--log-interval must be positive, got {args.log_interval}")
+    """qlearning.py's own flags, checked by prepare before training."""
+    check_range(args, positive=["log_interval"],
+                fraction=["gamma", "start_e", "end_e", "exploration_fraction"])
     if not 0.0 < args.learning_rate <= 1.0:
         fail(f"--learning-rate must be in (0, 1], got {args.learning_rate}")
-    for name in ("gamma", "start_e", "end_e", "exploration_fraction"):
-        if not 0.0 <= getattr(args, name) <= 1.0:
-            fail(f"--{name.replace('_', '-')} must be in [0, 1], got {getattr(args, name)}")
     if not math.isfinite(args.q_init):
         fail(f"--q-init must be a finite number, got {args.q_init}")
     if not args.bins:

@@ -1444,13 +1444,12 @@ def decode_completions(tokenizer, completions):
 # What the plumbing asks of rlhf.py: its checks, its policy, its measures, its flags
 # ---------------------------------------------------------------------------------------
 def check_flags(args):
-    """rlhf.py's own flags, checked before any environment is made."""
-    for name in ("threads", "n_layer", "n_head", "n_embd", "max_new_tokens", "num_prompts",
-                 "update_epochs", "num_minibatches", "learning_rate", "dpo_learning_rate",
-                 "mask_sync_every", "max_grad_norm", "sft_batch_size", "sft_learning_rate",
-                 "rm_batch_size", "rm_learning_rate", "eval_samples", "kl_horizon"):
-        if not getattr(args, name) > 0:
-            fail(f"--{name.replace('_', '-')} must be positive, got {getattr(args, name)}")
+    """rlhf.py's own flags, checked by prepare before training."""
+    check_range(args, positive=["threads", "n_layer", "n_head", "n_embd", "max_new_tokens",
+                                "num_prompts", "update_epochs", "num_minibatches", "learning_rate",
+                                "dpo_learning_rate", "mask_sync_every", "max_grad_norm",
+                                "sft_batch_size", "sft_learning_rate", "rm_batch_size",
+                                "rm_learning_rate", "eval_samples", "kl_horizon"])
     for name in ("sft_steps", "sft_problems", "rm_steps", "labeller_temperature", "vf_coef"):
         if getattr(args, name) < 0:
             fail(f"--{name.replace('_', '-')} must be 0 or more, got {getattr(args, name)}")

@@ -1067,17 +1067,14 @@ def fill_preset(args, family):
 # What the plumbing asks of sac.py: its own checks, its greedy policy, its model's flags
 # ---------------------------------------------------------------------------------------
 def check_flags(args):
-    """sac.py's own flags, checked before any environment is made."""
-    for name in ("num_envs", "gradient_steps", "buffer_size", "batch_size", "hidden_size",
-                 "policy_frequency", "log_interval", "learning_rate", "alpha", "threads"):
-        if not getattr(args, name) > 0:
-            fail(f"--{name.replace('_', '-')} must be positive, got {getattr(args, name)}")
+    """sac.py's own flags, checked by prepare before training."""
+    check_range(args, positive=["num_envs", "gradient_steps", "buffer_size", "batch_size",
+                                "hidden_size", "policy_frequency", "log_interval", "learning_rate",
+                                "alpha", "threads"],
+                nonnegative=["learning_starts"],
+                fraction=["gamma"])
     if args.critic_learning_rate is not None and not args.critic_learning_rate > 0:
         fail(f"--critic-learning-rate must be positive, got {args.critic_learning_rate}")
-    if args.learning_starts < 0:
-        fail(f"--learning-starts must be 0 or more, got {args.learning_starts}")
-    if not 0.0 <= args.gamma <= 1.0:
-        fail(f"--gamma must be in [0, 1], got {args.gamma}")
     if not 0.0 < args.tau <= 1.0:
         fail(f"--tau must be in (0, 1], got {args.tau}")
     if args.target_entropy is not None and not args.autotune:

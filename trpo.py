@@ -1118,16 +1118,13 @@ def fill_preset(args, family):
 # What the plumbing asks of trpo.py: its own checks, its greedy policy, its model's flags
 # ---------------------------------------------------------------------------------------
 def check_flags(args):
-    """trpo.py's own flags, checked before any environment is made."""
-    for name in ("num_envs", "num_steps", "max_kl", "cg_iters", "cg_damping", "backtrack_iters",
-                 "vf_learning_rate", "vf_iters", "vf_minibatches", "hidden_size"):
-        if not getattr(args, name) > 0:
-            fail(f"--{name.replace('_', '-')} must be positive, got {getattr(args, name)}")
+    """trpo.py's own flags, checked by prepare before training."""
+    check_range(args, positive=["num_envs", "num_steps", "max_kl", "cg_iters", "cg_damping",
+                                "backtrack_iters", "vf_learning_rate", "vf_iters",
+                                "vf_minibatches", "hidden_size"],
+                fraction=["gamma", "gae_lambda"])
     if not 0.0 < args.backtrack_coef < 1.0:
         fail(f"--backtrack-coef must be in (0, 1), got {args.backtrack_coef}")
-    for name in ("gamma", "gae_lambda"):
-        if not 0.0 <= getattr(args, name) <= 1.0:
-            fail(f"--{name.replace('_', '-')} must be in [0, 1], got {getattr(args, name)}")
     batch_size = args.num_envs * args.num_steps
     if batch_size % args.vf_minibatches:
         fail(f"num_envs*num_steps = {batch_size} is not divisible by --vf-minibatches "

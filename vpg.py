@@ -1044,11 +1044,9 @@ def fill_preset(args, family):
 # What the plumbing asks of vpg.py: its own checks, its greedy policy, its model's flags
 # ---------------------------------------------------------------------------------------
 def check_flags(args):
-    """vpg.py's own flags, checked before any environment is made."""
-    for name in ("num_envs", "num_steps", "learning_rate", "vf_learning_rate", "vf_iters",
-                 "vf_minibatches", "hidden_size"):
-        if not getattr(args, name) > 0:
-            fail(f"--{name.replace('_', '-')} must be positive, got {getattr(args, name)}")
+    """vpg.py's own flags, checked by prepare before training."""
+    check_range(args, positive=["num_envs", "num_steps", "learning_rate", "vf_learning_rate",
+                                "vf_iters", "vf_minibatches", "hidden_size"])
     for name in ("gamma", "gae_lambda"):
         if getattr(args, name) is not None and not 0.0 <= getattr(args, name) <= 1.0:
             fail(f"--{name.replace('_', '-')} must be in [0, 1], got {getattr(args, name)}")
