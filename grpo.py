@@ -482,10 +482,12 @@ def completion_logits(model, tokens, prompt_len):
 
 
 def make_vector_env(env_id, num_envs, video_folder=None, held_out=True):
-    """N copies of a text task (make_env's, below: gym.make, recording into video_folder), one
-    vector environment. held_out: the evaluation's held-out problems, else the training ones."""
+    """N copies of a text task (make_recorded, below: gym.make, with video_folder each copy's
+    first episode recorded as eval-<i>), one vector environment. held_out: the evaluation's
+    held-out problems, else the training ones."""
     envs = gym.vector.SyncVectorEnv(
-        [lambda i=i: make_env(env_id, held_out, video_folder, i) for i in range(num_envs)],
+        [lambda i=i: make_recorded(env_id, video_folder, f"eval-{i}", held_out=held_out)
+         for i in range(num_envs)],
         autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)  # step returns the next prompts
     return gym.wrappers.vector.RecordEpisodeStatistics(envs)
 
@@ -1579,12 +1581,6 @@ def write_pass_at_k(path, start, end):
         writer = csv.writer(f)
         writer.writerow(["k", "warm_start", "end"])
         writer.writerows([k, a, b] for k, (a, b) in enumerate(zip(start, end), start=1))
-
-
-def make_env(env_id, held_out, video_folder, i):
-    """make_vector_env's i-th copy of the task; with a video_folder, its first episode
-    recorded there as eval-<i> (--capture-video)."""
-    return make_recorded(env_id, video_folder, f"eval-{i}", held_out=held_out)
 
 
 # A 3 x 5 pixel font, each glyph's rows top to bottom; any other character is a box.

@@ -586,11 +586,12 @@ def sequence_logprobs(model, tokens, prompt_len, completion_mask):
 
 
 def make_vector_env(env_id, num_envs, video_folder=None, held_out=True):
-    """N copies of a text task (make_env, below) with episode statistics: held-out prompts (the
-    default) or training ones. SAME_STEP: an ended episode resets in its step (the next prompts)."""
+    """N copies of a text task with episode statistics: held-out prompts (the default) or
+    training ones. SAME_STEP: an ended episode resets in its step (the next prompts)."""
 
-    envs = gym.vector.SyncVectorEnv(  # make_env: gym.make, filmed into a video_folder if given
-        [lambda i=i: make_env(env_id, held_out, video_folder, i) for i in range(num_envs)],
+    envs = gym.vector.SyncVectorEnv(  # make_recorded: gym.make, filmed into a video_folder if given
+        [lambda i=i: make_recorded(env_id, video_folder, f"eval-{i}", held_out=held_out)
+         for i in range(num_envs)],
         autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
     return gym.wrappers.vector.RecordEpisodeStatistics(envs)  # info["_episode"]: which ended
 
@@ -1613,12 +1614,6 @@ MODEL_FLAGS = ("model", "n_layer", "n_head", "n_embd", "max_new_tokens")
 # ---------------------------------------------------------------------------------------
 # rlhf.py's own plumbing: --model's Hugging Face LM, the pairs (files, tokens), the measures
 # ---------------------------------------------------------------------------------------
-def make_env(env_id, held_out, video_folder, i):
-    """make_vector_env's i-th copy of the task; with a video_folder, its first episode
-    recorded there as eval-<i> (--capture-video)."""
-    return make_recorded(env_id, video_folder, f"eval-{i}", held_out=held_out)
-
-
 def draw_words(prompt, completion, prompt_len, max_len):
     """PreferenceEnv's frame of the prompt (grey) and the completion, each word a square
     coloured by its sentiment (red -1 to green +1), an ungrammatical word's square crossed out."""
