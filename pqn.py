@@ -908,6 +908,15 @@ def make_game(env_id, video_folder=None, name_prefix="eval", **kwargs):
     return atari_wrappers(env) if atari else env
 
 
+def check_image(args, obs_space):
+    """An image observation (3 axes) the networks' convolutions can take: 3 x 3 pixels or more,
+    its height and width read by channels_last's convention."""
+    shape = obs_space.shape
+    if len(shape) == 3 and min(shape[:2] if channels_last(args.env_id) else shape[1:]) < 3:
+        fail(f"{args.env_id} has images of shape {shape}; the smallest convolution needs "
+             "3 x 3 pixels or more")
+
+
 def image_layout(obs_space, env_id):
     """An image network's {"uint8": byte_pixels, "channels_last": channels_last}."""
     return {"uint8": byte_pixels(obs_space), "channels_last": channels_last(env_id)}
@@ -1044,9 +1053,7 @@ def check_spaces(args, obs_space, action_space):
     if not (isinstance(obs_space, gym.spaces.Box) and len(obs_space.shape) in (1, 3)):
         fail(f"{args.env_id} has a {type(obs_space).__name__} observation space of shape "
              f"{obs_space.shape}; pqn.py needs a flat Box or an H x W x C image Box")
-    if len(obs_space.shape) == 3 and min(obs_space.shape[:2]) < 3:
-        fail(f"{args.env_id} has images of shape {obs_space.shape}; the convolution needs "
-             "3 x 3 pixels or more")
+    check_image(args, obs_space)  # pixels.py's: 3 x 3 pixels or more
     return obs_space.shape, int(action_space.n)
 
 

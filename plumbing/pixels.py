@@ -17,6 +17,15 @@ def make_game(env_id, video_folder=None, name_prefix="eval", **kwargs):
     return atari_wrappers(env) if atari else env
 
 
+def check_image(args, obs_space):
+    """An image observation (3 axes) the networks' convolutions can take: 3 x 3 pixels or more,
+    its height and width read by channels_last's convention."""
+    shape = obs_space.shape
+    if len(shape) == 3 and min(shape[:2] if channels_last(args.env_id) else shape[1:]) < 3:
+        fail(f"{args.env_id} has images of shape {shape}; the smallest convolution needs "
+             "3 x 3 pixels or more")
+
+
 def image_layout(obs_space, env_id):
     """An image network's {"uint8": byte_pixels, "channels_last": channels_last}."""
     return {"uint8": byte_pixels(obs_space), "channels_last": channels_last(env_id)}

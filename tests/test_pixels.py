@@ -62,6 +62,25 @@ def test_the_encoder_follows_the_observation(script, obs_shape, channels_last, c
     assert out.shape == ((5,) if script == "ppo.py" else (5, 3))
 
 
+@pytest.mark.parametrize("env_id, shape, refused", [
+    ("MinAtar/Breakout-v1", (10, 10, 4), False),  # H x W x C: 10 x 10 pixels
+    ("my_envs:Tiny-v0", (2, 2, 1), True),  # 2 x 2: below the 3 x 3 convolution
+    ("my_envs:Tall-v0", (10, 2, 4), True),  # 10 x 2: one side too short
+    ("ALE/Pong-v5", (4, 84, 84), False),  # Atari's stack, channels first: 84 x 84
+    ("ALE/Pong-v5", (4, 2, 84), True),  # channels first: 2 x 84
+    ("my_envs:Flat-v0", (2,), False),  # no image: nothing to check
+])
+def test_check_image_reads_height_and_width_by_the_channel_convention(env_id, shape, refused):
+    args = ppo.Args(env_id=env_id)
+    space = gym.spaces.Box(0, 1, shape, dtype=np.float32)
+    if refused:
+        with pytest.raises(ppo.UsageError, match=r"has images of shape .*; the smallest "
+                           "convolution needs 3 x 3 pixels or more"):
+            ppo.check_image(args, space)
+    else:
+        ppo.check_image(args, space)
+
+
 @pytest.mark.parametrize("script", MODULES)
 def test_uint8_pixels_are_scaled_to_one_and_channels_last_equals_channels_first(script):
     module = MODULES[script]
