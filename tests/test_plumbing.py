@@ -1550,13 +1550,41 @@ def test_an_updates_speed_is_its_own_step_over_its_time(script, tmp_path, monkey
 
 
 @pytest.mark.parametrize("script", BLOCK)
-def test_an_update_with_a_non_finite_loss_writes_no_row_and_stops(script, tmp_path, capsys):
-    # a finite update writes its row and says go on (False); then a NaN loss: True, the run
-    # marked interrupted, the line said, and updates.csv keeps the first row alone
+def test_runs_in_the_same_second_get_folders_of_their_own(script, tmp_path, monkeypatch):
+    # the clock frozen: three runs of the same flags in the same second get the folder's
+    # name, then -2 and -3 (the name holds the second), not "cannot create the run folder"
+    module = module_of(script)
+    set_clock(module, monkeypatch, tick=0)
+    args = module.Args(output_dir=str(tmp_path), tensorboard=False, env_id=NO_GOAL)
+    names = [os.path.basename(module.Run(args, "cpu", {}).path) for _ in range(3)]
+    assert names[1:] == [f"{names[0]}-2", f"{names[0]}-3"]
+
+
+@pytest.mark.parametrize("script", BLOCK)
+def test_an_evaluated_checkpoint_writes_no_model_of_its_own(script, tmp_path):
+    # --eval-checkpoint with --save-model trains nothing, so its run folder holds no model:
+    # the trained run's is the one
+    module = module_of(script)
+    module.main(module.tyro.cli(module.Args, args=[*TINY[script], "--save-model", "--eval-episodes",
+                                                   "0", "--output-dir", str(tmp_path / "a")]))
+    trained = run_folder(tmp_path / "a")
+    module.main(module.tyro.cli(module.Args, args=[*TINY[script], "--eval-checkpoint", trained,
+                                                   "--save-model", "--eval-episodes", "1",
+                                                   "--output-dir", str(tmp_path / "b")]))
+    assert glob.glob(os.path.join(trained, "model.*"))
+    assert not glob.glob(os.path.join(run_folder(tmp_path / "b"), "*model.*"))
+
+
+@pytest.mark.parametrize("loss", [float("nan"), float("inf"), -float("inf")])
+@pytest.mark.parametrize("script", BLOCK)
+def test_an_update_with_a_non_finite_loss_writes_no_row_and_stops(script, loss, tmp_path,
+                                                                  capsys):
+    # a finite update writes its row and says go on (False); then a NaN, inf or -inf loss:
+    # True, the run marked interrupted, the line said, and updates.csv keeps the first row
     module = module_of(script)
     run = module.Run(module.Args(output_dir=str(tmp_path), tensorboard=False), "cpu", {})
     assert run.update(10, 0.5, x=1.0) is False
-    assert run.update(20, float("nan"), x=2.0) is True
+    assert run.update(20, loss, x=2.0) is True
     run.close()
     assert run.summary["interrupted"] is True
     assert "the loss became non-finite (NaN or inf) at step 20" in capsys.readouterr().out

@@ -678,6 +678,21 @@ def test_nan_loss_stops_cleanly(tmp_path, monkeypatch):
     assert read_csv(path / "updates.csv")[0]["critic1_loss"] == "nan"
 
 
+def test_a_non_finite_second_critic_alone_stops_the_run(tmp_path, monkeypatch):
+    # the first critic's loss finite, the second's NaN: the critics' sum is NaN, so the run
+    # stops at its first row (step 200) as interrupted, as with both NaN
+    update = sac.Agent.update
+
+    def second_critic_nan(self, *batch):
+        return {**update(self, *batch), "critic2_loss": math.nan}
+    monkeypatch.setattr(sac.Agent, "update", second_critic_nan)
+    summary = sac.main(sac.Args(**{**TINY, "log_interval": 100}, output_dir=str(tmp_path)))
+    (path,) = tmp_path.iterdir()
+    assert summary["interrupted"] is True and summary["global_steps"] == 200
+    (row,) = read_csv(path / "updates.csv")
+    assert row["critic2_loss"] == "nan" and row["critic1_loss"] != "nan"
+
+
 def test_a_row_without_an_actor_step_is_no_non_finite_loss(tmp_path):
     # --policy-frequency 2 and a row every step: the critic steps at steps 200, 201, ...,
     # 210 are the 1st to the 11th, and every second one (201, 203, ..., 209) brings the
