@@ -677,7 +677,11 @@ def check_range(args, positive=(), nonnegative=(), fraction=()):
 
 def check_args(args):
     """The algorithm's checks of its flags (check_flags), then those every script shares."""
-    check_flags(args)
+    try:
+        check_flags(args)
+    except UsageError as e:  # a value may be the preset's, not the user's: name the preset
+        preset = getattr(args, "preset", None)
+        fail(f"{e} (the {preset} preset's settings; a flag given overrides one)" if preset else e)
     check_range(args, positive=["total_timesteps"], nonnegative=["eval_episodes", "eval_every"])
     if (args.eval_every or args.capture_video) and not args.eval_episodes:
         fail("--eval-every and --capture-video need evaluation episodes: --eval-episodes 1 or more")

@@ -177,10 +177,12 @@ def test_an_unknown_preset_is_one_line_and_exit_status_2(name, check_usage_error
 
 def test_a_value_the_preset_makes_bad_is_checked_after_it(check_usage_error):
     # the continuous preset's 2,048 steps of one environment: 32 minibatches do not divide a
-    # rollout of --num-steps 100 given alone; the check runs on the filled flags
+    # rollout of --num-steps 100 given alone; the check runs on the filled flags, and the line
+    # names the preset whose 32 the user did not give
     check_usage_error("ppo.py", ["--env-id", "Pendulum-v1", "--num-steps", "100"],
                       "num_envs*num_steps = 100 is not divisible by --num-minibatches 32; pick a "
-                      "divisor of 100")
+                      "divisor of 100 (the continuous preset's settings; a flag given overrides "
+                      "one)")
 
 
 def test_a_run_on_an_environment_a_goal_knows_says_no_preset_in_its_closing_line(tmp_path, capsys):
