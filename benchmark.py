@@ -533,6 +533,30 @@ TASKS = {
         Task("ppo", SPARSE_CHAIN, 0.9, "ppo.py beside PPO+RND on the chain: ppo_rnd.py's PPO "
              "flags, no intrinsic reward, the same 100k steps",
              PPO_AS_PPOD[2:] + CHAIN_BUDGET, label="as-rnd", window=50),
+        # issue 107: the continuous preset (ppo.py's, the RND paper's weights), checked on the
+        # sparse MountainCarContinuous on tuning seeds 1-5, then held out beside ppo.py's
+        # continuous preset at the same budget: only --env-id and --total-timesteps; judged on
+        # the final evaluation, as every MuJoCo task, against Gymnasium's thresholds
+        *[Task(script, "MountainCarContinuous-v0", 90, goal, ["--total-timesteps", "300000"],
+               label=label)
+          for script, label, goal in [
+              ("ppo_rnd", "continuous", "the continuous preset on the sparse continuous task "
+               "(+100 at the hill's top, a cost for each push): the 20-episode mean 90 "
+               "(Gymnasium's threshold) at 300k, tuning seeds 1-5"),
+              ("ppo", "beside-rnd", "ppo.py's continuous preset beside it: no intrinsic "
+               "reward, the same 300k steps")]],
+        *[Task(script, env_id, threshold, goal, ["--total-timesteps", steps], label=label,
+               holds_on_eval=env_id == "Pendulum-v1", eval_threshold=env_id != "Pendulum-v1",
+               window=window)
+          for env_id, threshold, steps, window in [("Pendulum-v1", -200, "200000", 20),
+                                                   ("InvertedDoublePendulum-v5", 9100, "300000", 100),
+                                                   ("Swimmer-v5", 360, "300000", 100)]
+          for script, label, goal in [
+              ("ppo_rnd", "held-out", "the continuous preset held out (no setting chosen on "
+               "it), beside ppo.py's continuous preset at the same budget: the return at the "
+               "end within ppo.py's range or above"),
+              ("ppo", "beside-rnd", "ppo.py's continuous preset beside ppo_rnd.py's held-out "
+               "run: the same budget and seeds")]],
     ],
     "es": [
         Task("es", "CartPole-v1", 475, "eval return 500 within 20 generations at the median "

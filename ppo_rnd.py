@@ -29,12 +29,12 @@ and c_int (--ext-coef, --int-coef) the advantages' weights; only the predictor l
 
 Paper: Burda, Edwards, Storkey, Klimov 2019, "Exploration by Random Network Distillation",
 ICLR 2019 (arXiv:1810.12894). Departures (the page lists them): MLPs for the RND networks, the
-value heads apart, gamma 0.99 and int_coef 256 on MountainCar-v0 (its -1 a step makes the
-extrinsic advantage the critic's error; chosen on seeds 1-5; results.md, "ppo_rnd.py").
+value heads apart, gamma 0.99, and int_coef 256 for Discrete actions (PRESETS, below).
 
 Run:
     python ppo_rnd.py                                # MountainCar-v0, 300k steps
     python ppo_rnd.py --int-coef 0                   # the same run as plain PPO
+    python ppo_rnd.py --env-id MountainCarContinuous-v0   # Box actions: the continuous preset
 
 Writes runs/<env_id>__ppo_rnd__<seed>__<unix_time>/: config.json, episodes.csv, updates.csv
 (with each rollout's mean intrinsic reward), summary.json, curve.png, TensorBoard's events.
@@ -48,7 +48,7 @@ import math
 import os
 import warnings
 from dataclasses import dataclass
-from typing import Optional
+from typing import Literal, Optional
 
 import gymnasium as gym
 import numpy as np
@@ -85,14 +85,15 @@ class Args:
     """also evaluate greedily every N environment steps (0: only after training)"""
     stop_at_return: Optional[float] = None
     """stop once the training mean over its goal's window (GOALS; else 20 episodes) reaches this"""
-    # No presets: built for sparse rewards on small vectors (MountainCar-v0, the settings below);
-    # ppo.py's continuous preset is a start for Box actions.
+    # Algorithm. A flag left at None takes the value of the environment's preset (PRESETS).
+    preset: tyro.conf.DisallowNone[Optional[Literal["discrete", "continuous"]]] = None
+    """the settings of the flags left at None (None: the environment's family, PRESETS)"""
     # Algorithm: PPO
-    num_envs: int = 8
+    num_envs: tyro.conf.DisallowNone[Optional[int]] = None
     """N: parallel environments (synchronous vector environment)"""
-    num_steps: int = 128
+    num_steps: tyro.conf.DisallowNone[Optional[int]] = None
     """T: steps per environment in each rollout; the batch is N*T"""
-    learning_rate: float = 1e-3
+    learning_rate: tyro.conf.DisallowNone[Optional[float]] = None
     """Adam learning rate of the agent and the predictor (1e-4 in the RND paper)"""
     anneal_lr: bool = True
     """decay the learning rate linearly to 0 over the budget (so the budget changes the schedule)"""
@@ -100,9 +101,9 @@ class Args:
     """discount of the extrinsic stream (0.999 in the RND paper)"""
     gae_lambda: float = 0.95
     """lambda of GAE, both streams (0.95 in the RND paper)"""
-    num_minibatches: int = 4
+    num_minibatches: tyro.conf.DisallowNone[Optional[int]] = None
     """minibatches per epoch; must divide N*T"""
-    update_epochs: int = 4
+    update_epochs: tyro.conf.DisallowNone[Optional[int]] = None
     """epochs over each rollout (4 in the RND paper)"""
     norm_adv: bool = True
     """normalize the combined advantages within each minibatch"""
@@ -118,13 +119,13 @@ class Args:
     """stop an update's remaining epochs once the mean approx KL of an epoch exceeds this"""
     norm_obs: bool = True
     """normalize the policy's observations by running mean and variance, clip to [-10, 10]"""
-    norm_reward: bool = False
+    norm_reward: tyro.conf.DisallowNone[Optional[bool]] = None
     """divide extrinsic rewards by the running std of their discounted return, clip to [-10, 10]"""
     hidden_size: int = 64
     """width of the two hidden layers of the actor, the value heads and the RND networks"""
     # Algorithm: RND
-    int_coef: float = 256.0
-    """c_int, weight of the intrinsic advantage (1 in the RND paper, 256 here: see above; 0: PPO)"""
+    int_coef: tyro.conf.DisallowNone[Optional[float]] = None
+    """c_int, weight of the intrinsic advantage (1 in the RND paper; 0: PPO)"""
     ext_coef: float = 2.0
     """c_ext, weight of the extrinsic advantage (2 in the RND paper; 0: exploration alone)"""
     gamma_int: float = 0.99
@@ -136,6 +137,22 @@ class Args:
     """p: the fraction of each minibatch the predictor trains on (0.25 in the RND paper's table)"""
     rnd_init_steps: int = 128
     """random steps per environment that start the RND's state statistics"""
+
+
+# The presets of the flags left at None, by the environment's family (family(), below the
+# banner): each its source's settings, a departure named. A flag given overrides its preset.
+PRESETS = {
+    # Chosen on MountainCar-v0, seeds 1-5: int_coef 256 where the paper has 1, as MountainCar's
+    # -1 a step leaves the extrinsic advantage only the critic's error (results.md, "ppo_rnd.py")
+    "discrete": ("plainrl's MountainCar settings", dict(
+        num_envs=8, num_steps=128, learning_rate=1e-3, num_minibatches=4, update_epochs=4,
+        norm_reward=False, int_coef=256.0)),
+    # Pendulum, MuJoCo and sparse MountainCarContinuous: ppo.py's continuous preset, with the
+    # RND paper's weights of the two advantages (int_coef 1, ext_coef 2)
+    "continuous": ("CleanRL's ppo_continuous_action.py with the RND paper's int_coef 1", dict(
+        num_envs=1, num_steps=2048, learning_rate=3e-4, num_minibatches=32, update_epochs=10,
+        norm_reward=True, int_coef=1.0)),
+}
 
 
 # ---------------------------------------------------------------------------------------
@@ -1143,6 +1160,36 @@ def cli():  # bad input: one line, status 2; Ctrl-C: dying of SIGINT stops a she
         signal.signal(signal.SIGINT, signal.SIG_DFL)
         os.kill(os.getpid(), signal.SIGINT)
 # End of plumbing/common.py
+
+
+# ---------------------------------------------------------------------------------------
+# Plumbing for presets: the settings that follow the environment's family
+# ---------------------------------------------------------------------------------------
+# Stamped from plainrl's plumbing/presets.py by its stamp.py: edit it there, not here.
+def family(obs_shape, continuous):
+    """The family that picks a preset: "image" (3 axes), "continuous" (Box actions), "discrete"."""
+    return "image" if len(obs_shape) == 3 else "continuous" if continuous else "discrete"
+
+
+def preset_for(args, obs_space, action_space):
+    """The preset of the environment: the script's preset_name where it has one (dqn.py's,
+    sac.py's and ddpg_td3.py's budget), else its family. One the script has no preset for
+    is a space it does not take: check_spaces says why, in one line."""
+    name = (preset_name(args, obs_space, action_space) if "preset_name" in globals() else
+            family(obs_space.shape, isinstance(action_space, gym.spaces.Box)))
+    if (args.preset or name) not in PRESETS:
+        check_spaces(args, obs_space, action_space)
+    return name
+
+
+def fill_preset(args, family):
+    """args with --preset the family unless it is given, and every flag left at None taken
+    from PRESETS[preset] = (its source, {flag: value}): a flag given on the command line wins."""
+    preset = args.preset or family
+    flags = PRESETS[preset][1]
+    return replace(args, preset=preset,
+                   **{name: value for name, value in flags.items() if getattr(args, name) is None})
+# End of plumbing/presets.py
 
 
 # ---------------------------------------------------------------------------------------

@@ -82,6 +82,9 @@ class Pair:
     flags); its name ends with it"""
     said: str = "its defaults"
     """our flags, as the figure's legend names them"""
+    cleanrl_env_id: str = ""
+    """the id CleanRL's Gymnasium 0.29.1 makes where ours has no such id (LunarLander-v2
+    for our LunarLander-v3); empty: the same id"""
 
     @property
     def name(self):
@@ -135,15 +138,18 @@ def mujoco_v4(task_name, cleanrl, variant="", values=None, said="its defaults"):
                 said)
 
 
-def held_out(script, env_id, cleanrl, steps="300000"):
+def held_out(script, env_id, cleanrl, steps="300000", cleanrl_env_id=""):
     """Ours with only --env-id and --total-timesteps, so its preset, on an environment that no
     setting of the preset was chosen on (issue 107), beside CleanRL's script for the family at
-    the same budget: Gymnasium's reward threshold the goal, CleanRL's 100-episode window."""
+    the same budget: Gymnasium's reward threshold the goal, CleanRL's 100-episode window.
+    LunarLander needs Box2D on both sides (`pip install box2d`, and pygame in CleanRL's
+    environment, whose Gymnasium 0.29.1 imports it with Box2D), and CleanRL's Gymnasium knows
+    it as v2: v3 fixed v2's wind and its reset's seeding, not its rewards or physics."""
     import gymnasium as gym
     task = benchmark.Task(script, env_id, gym.spec(env_id).reward_threshold,
                           GOAL.format(cleanrl=cleanrl), ["--total-timesteps", steps],
                           label="held-out", window=100)
-    return Pair(task, cleanrl, "held-out", "its preset")
+    return Pair(task, cleanrl, "held-out", "its preset", cleanrl_env_id)
 
 
 PAIRS = {pair.name: pair for pair in [
@@ -178,6 +184,15 @@ PAIRS = {pair.name: pair for pair in [
     held_out("ppo", "Acrobot-v1", "ppo.py"),
     held_out("ppo", "MountainCar-v0", "ppo.py"),
     held_out("sac", "Ant-v4", "sac_continuous_action.py", steps="100000"),
+    held_out("ppo", "LunarLander-v3", "ppo.py", cleanrl_env_id="LunarLander-v2"),
+    # dqn.py's vector preset (to 200k) and pqn.py's at the budgets of CleanRL's dqn.py
+    # benchmarks (100k here, the off-policy budget) and of its pqn.py (500k)
+    *[held_out("dqn", env_id, "dqn.py", "100000", cleanrl_env_id)
+      for env_id, cleanrl_env_id in [("Acrobot-v1", ""), ("MountainCar-v0", ""),
+                                     ("LunarLander-v3", "LunarLander-v2")]],
+    *[held_out("pqn", env_id, "pqn.py", "500000", cleanrl_env_id)
+      for env_id, cleanrl_env_id in [("Acrobot-v1", ""), ("MountainCar-v0", ""),
+                                     ("LunarLander-v3", "LunarLander-v2")]],
 ]}
 """our task beside each CleanRL script, by the pair's name (script-env_id)"""
 
@@ -191,7 +206,7 @@ def cleanrl_command(pair, seed, python=CLEANRL_PYTHON):
     """CleanRL's script with its own flags: the seed, environment and budget, no GPU, no
     Weights & Biases, no video."""
     return [python, os.path.join(CLEANRL, "cleanrl", pair.cleanrl), "--seed", str(seed),
-            "--env-id", pair.ours.env_id, "--total-timesteps", str(budget(pair)), "--no-cuda",
+            "--env-id", pair.cleanrl_env_id or pair.ours.env_id, "--total-timesteps", str(budget(pair)), "--no-cuda",
             "--no-track", "--no-capture-video"]
 
 

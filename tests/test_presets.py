@@ -13,13 +13,14 @@ import ddpg_td3
 import es
 import ppo
 import ppo_lstm
+import ppo_rnd
 import pqn
 import sac
 import trpo
 import vpg
 
 WITH_PRESETS = {"ppo": ppo, "trpo": trpo, "vpg": vpg, "pqn": pqn, "ppo_lstm": ppo_lstm,
-                "es": es, "sac": sac, "ddpg_td3": ddpg_td3}
+                "es": es, "sac": sac, "ddpg_td3": ddpg_td3, "ppo_rnd": ppo_rnd}
 
 # Each reference environment's settings before the presets (git d32790d, the flags' defaults),
 # written out here: the preset its default command takes must give these, so that the default
@@ -38,6 +39,10 @@ BEFORE = {
     "ppo_lstm": ("discrete", dict(num_steps=32, data_chunk_length=8, num_minibatches=2,
                                   anneal_steps=100_000, gamma=0.99, gae_lambda=0.8,
                                   anneal_clip=True, ent_coef=0.0)),
+    # ppo_rnd.py's before its presets (git 185c067)
+    "ppo_rnd": ("discrete", dict(num_envs=8, num_steps=128, learning_rate=1e-3,
+                                 num_minibatches=4, update_epochs=4, norm_reward=False,
+                                 int_coef=256.0)),
     "es": ("discrete", dict(sigma=0.05, learning_rate=0.05, l2_coef=0.005,
                             episodes_per_member=1)),
     "sac": ("continuous", dict(learning_starts=500, batch_size=128, learning_rate=2e-3,
@@ -106,7 +111,7 @@ def run_untrained(module, tmp_path, monkeypatch, **flags):
         return json.load(f)
 
 
-@pytest.mark.parametrize("name", ["ppo", "trpo", "vpg", "pqn", "sac", "ddpg_td3"])
+@pytest.mark.parametrize("name", ["ppo", "trpo", "vpg", "pqn", "sac", "ddpg_td3", "ppo_rnd"])
 def test_the_default_command_on_its_reference_environment_takes_those_settings(
         name, tmp_path, monkeypatch, capsys):
     module = WITH_PRESETS[name]
@@ -230,7 +235,7 @@ def test_the_recurrent_pendulum_task_hides_the_velocity_and_takes_the_continuous
 @pytest.mark.parametrize("name, env_id, family", [
     ("ppo", "Pendulum-v1", "continuous"), ("trpo", "Pendulum-v1", "continuous"),
     ("vpg", "Pendulum-v1", "continuous"), ("ppo_lstm", "Pendulum-v1", "continuous"),
-    ("pqn", "MinAtar/Breakout-v1", "image")])
+    ("ppo_rnd", "MountainCarContinuous-v0", "continuous"), ("pqn", "MinAtar/Breakout-v1", "image")])
 def test_each_main_hands_its_environments_family_to_fill_preset(name, env_id, family, tmp_path,
                                                                 monkeypatch):
     # main reads the family from the environment it makes, not from the reference one: off
@@ -241,3 +246,16 @@ def test_each_main_hands_its_environments_family_to_fill_preset(name, env_id, fa
     config = run_untrained(module, tmp_path, monkeypatch, env_id=env_id)
     preset = module.PRESETS[family][1]
     assert config["preset"] == family and {k: config[k] for k in preset} == preset
+
+
+def test_ppo_rnds_continuous_preset_is_ppos_with_the_rnd_papers_weights():
+    # the PPO flags both scripts have take ppo.py's continuous values (CleanRL's: 1 environment
+    # of 2048 steps, a rate of 3e-4, 32 minibatches, 10 epochs, rewards normalized), and the
+    # intrinsic advantage weighs 1 against the extrinsic 2, the RND paper's c_int and c_ext
+    rnd = ppo_rnd.PRESETS["continuous"][1]
+    ppo_continuous = ppo.PRESETS["continuous"][1]
+    shared = set(rnd) & set(ppo_continuous)
+    assert shared == {"num_envs", "num_steps", "learning_rate", "num_minibatches",
+                      "update_epochs", "norm_reward"}
+    assert {k: rnd[k] for k in shared} == {k: ppo_continuous[k] for k in shared}
+    assert (rnd["int_coef"], ppo_rnd.Args().ext_coef) == (1.0, 2.0)
