@@ -653,6 +653,12 @@ COMPARISONS = {
                                        "ppo-MountainCar-v0-as-rnd": "ppo.py with the same flags",
                                        "ppod-MountainCar-v0": "ppod.py, one demonstration "
                                                               "(seeds 1-5)"}),
+    **{f"ppo_rnd-vs-ppo-{env_id}": (f"PPO+RND beside PPO on {env_id}, both presets",
+                                    {f"ppo_rnd-{env_id}-{label}": "ppo_rnd.py (its preset)",
+                                     f"ppo-{env_id}-beside-rnd": "ppo.py (its preset)"})
+       for env_id, label in [("MountainCarContinuous-v0", "continuous"),
+                             ("Pendulum-v1", "held-out"), ("InvertedDoublePendulum-v5", "held-out"),
+                             ("Swimmer-v5", "held-out")]},
     "ppo_rnd-vs-ppo-SparseChain-v0": ("PPO+RND beside PPO on a 24-state chain, one reward at "
                                       "its end", {"ppo_rnd-SparseChain-v0": "ppo_rnd.py (the "
                                                                             "defaults)",

@@ -1392,7 +1392,10 @@ GOALS = {"CartPole-v1": (475, 20, "train", 100_000), "Pendulum-v1": (-200, 20, "
          "Walker2d-v5": (3479, 100, "eval", 1_000_000),
          "MountainCar-v0": (-120, 50, "train", 300_000),
          "SparseChain-v0": (0.9, 50, "train", 100_000),
-         "CartPoleNoVel-v1": (475, 20, "train", 100_000)}
+         "CartPoleNoVel-v1": (475, 20, "train", 100_000),
+         "MountainCarContinuous-v0": (90, 20, "train", 300_000),
+         "InvertedDoublePendulum-v5": (9100, 100, "eval", 300_000),
+         "Swimmer-v5": (360, 100, "eval", 300_000)}
 MODEL_FLAGS = ("hidden_size", "norm_obs", "activation")  # a checkpoint's network is built by these
 
 

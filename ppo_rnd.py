@@ -1250,7 +1250,11 @@ def greedy_policy(models, envs):
 # row): (threshold, window of training episodes, "train": the last-window mean at the end,
 # or "eval": the final greedy evaluation). Another id: its reward_threshold over 20, "train".
 GOALS = {"MountainCar-v0": (-120, 50, "train", 300_000),
-         "SparseChain-v0": (0.9, 50, "train", 100_000)}
+         "SparseChain-v0": (0.9, 50, "train", 100_000),
+         "MountainCarContinuous-v0": (90, 20, "train", 300_000),
+         "Pendulum-v1": (-200, 20, "eval", 200_000),
+         "InvertedDoublePendulum-v5": (9100, 100, "eval", 300_000),
+         "Swimmer-v5": (360, 100, "eval", 300_000)}
 MODEL_FLAGS = ("hidden_size", "norm_obs")  # a checkpoint's network is built by these
 
 

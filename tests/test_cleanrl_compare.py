@@ -18,7 +18,8 @@ import benchmark
 from benchmarks import cleanrl_compare as compare
 import pytest
 
-pytestmark = pytest.mark.slow  # the side by side with CleanRL's scripts (benchmarks/): a tool's processes, no script's math
+# The side by side with CleanRL's scripts (benchmarks/): a tool's processes, no script's math,
+# so its tests are slow, but the table of pairs, which is data alone
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -45,6 +46,7 @@ def write_events(path, episodes, start=1000.0, tag="charts/episodic_return"):
         writer.flush()
 
 
+@pytest.mark.slow
 def test_cleanrls_events_become_a_run_folder_that_benchmark_reads(tmp_path):
     events = str(tmp_path / "runs" / "CartPole-v1__ppo__7__1" / "events.out.tfevents.1.host")
     write_events(events, EPISODES)
@@ -62,6 +64,7 @@ def test_cleanrls_events_become_a_run_folder_that_benchmark_reads(tmp_path):
         assert json.load(f)["env_id"] == "CartPole-v1"
 
 
+@pytest.mark.slow
 def test_events_without_an_episode_give_no_rows(tmp_path):
     events = str(tmp_path / "events.out.tfevents.1.host")
     write_events(events, [(10, 0.5, 1.0)], tag="charts/learning_rate")
@@ -87,6 +90,7 @@ def stand_in(tmp_path):
     return str(path)
 
 
+@pytest.mark.slow
 def test_run_pairs_each_seed_with_cleanrl_on_the_same_seed_and_budget_seed_by_seed(
         tmp_path, monkeypatch):
     out = str(tmp_path / "out")
@@ -139,6 +143,7 @@ def write_ours(out, task, seed, episodes, process_s):
         json.dump({"process_s": process_s, "load": [2.5, 2.7]}, f)
 
 
+@pytest.mark.slow
 def test_report_writes_both_sides_into_results_json_and_md_and_a_row_for_the_notes(
         tmp_path, monkeypatch, capsys):
     monkeypatch.setitem(compare.PAIRS, "ppo-CartPole-v1", SMALL)
@@ -218,7 +223,12 @@ def test_each_pair_is_our_task_beside_cleanrls_script_on_the_same_environment_an
                                                            300_000),
                 "ppo-Acrobot-v1-held-out": ("ppo.py", "ppo", 300_000),
                 "ppo-MountainCar-v0-held-out": ("ppo.py", "ppo", 300_000),
-                "sac-Ant-v4-held-out": ("sac_continuous_action.py", "sac", 100_000)}
+                "sac-Ant-v4-held-out": ("sac_continuous_action.py", "sac", 100_000),
+                # and a third discrete environment; dqn.py's and pqn.py's default commands
+                "ppo-LunarLander-v3-held-out": ("ppo.py", "ppo", 300_000),
+                **{f"{script}-{env_id}-held-out": (f"{script}.py", script, steps)
+                   for script, steps in (("dqn", 100_000), ("pqn", 500_000))
+                   for env_id in ("Acrobot-v1", "MountainCar-v0", "LunarLander-v3")}}
     assert {name: (p.cleanrl, p.ours.script, compare.budget(p))
             for name, p in compare.PAIRS.items()} == expected
     # the MuJoCo pairs: our v5 task's flags on CleanRL's v4, CleanRL's 100-episode window
@@ -261,8 +271,21 @@ def test_each_pair_is_our_task_beside_cleanrls_script_on_the_same_environment_an
     assert command[2:] == ["--seed", "101", "--env-id", "Hopper-v4", "--total-timesteps",
                            "1000000", "--no-cuda", "--no-track", "--no-capture-video"]
     assert command[1] == os.path.join(compare.CLEANRL, "cleanrl", "ppo_continuous_action.py")
+    # CleanRL's Gymnasium 0.29.1 has LunarLander-v2 where ours has v3: its side makes v2, ours
+    # v3, and every other pair makes one id on both sides (the v4 MuJoCo ids exist in both)
+    lunar = {name for name in compare.PAIRS if "LunarLander" in name}
+    assert lunar == {"ppo-LunarLander-v3-held-out", "dqn-LunarLander-v3-held-out",
+                     "pqn-LunarLander-v3-held-out"}
+    for name, pair in compare.PAIRS.items():
+        theirs = "LunarLander-v2" if name in lunar else pair.ours.env_id
+        assert compare.cleanrl_command(pair, 7, python="py")[4:6] == ["--env-id", theirs], name
+        assert pair.cleanrl_env_id == ("LunarLander-v2" if name in lunar else ""), name
+    assert compare.PAIRS["dqn-LunarLander-v3-held-out"].ours.env_id == "LunarLander-v3"
+    # a held-out pair gives ours only the budget: the environment's preset does the rest
+    assert compare.PAIRS["pqn-Acrobot-v1-held-out"].ours.flags == ["--total-timesteps", "500000"]
 
 
+@pytest.mark.slow
 def test_report_without_runs_and_run_without_cleanrl_are_one_error_and_status_2(tmp_path):
     script = os.path.join("benchmarks", "cleanrl_compare.py")
     done = subprocess.run([sys.executable, script, "report", "--out", str(tmp_path)],

@@ -259,3 +259,14 @@ def test_ppo_rnds_continuous_preset_is_ppos_with_the_rnd_papers_weights():
                       "update_epochs", "norm_reward"}
     assert {k: rnd[k] for k in shared} == {k: ppo_continuous[k] for k in shared}
     assert (rnd["int_coef"], ppo_rnd.Args().ext_coef) == (1.0, 2.0)
+
+
+def test_ppo_rnd_takes_the_preset_given_over_its_environments_family(tmp_path, monkeypatch):
+    # --preset continuous on MountainCar-v0 (Discrete actions, the discrete family): the
+    # continuous preset's values (1 environment, int_coef 1) win over the family's (8, 256),
+    # and --int-coef 16 given wins over both
+    config = run_untrained(ppo_rnd, tmp_path / "a", monkeypatch, preset="continuous")
+    assert (config["preset"], config["num_envs"], config["int_coef"]) == ("continuous", 1, 1.0)
+    config = run_untrained(ppo_rnd, tmp_path / "b", monkeypatch, preset="continuous",
+                           int_coef=16.0)
+    assert (config["num_envs"], config["int_coef"], config["norm_reward"]) == (1, 16.0, True)
