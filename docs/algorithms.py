@@ -82,6 +82,23 @@ RND_MOUNTAINCAR = (
     "(the intrinsic coefficient chosen on seeds 1-5): the median and min-max of the 50-episode "
     "training mean, how many seeds end at -120 or better and how many reach it, with ppod.py's "
     "curve (one demonstration) of fresh seeds 101-110 drawn beside them.")
+RND_CONTINUOUS = (
+    ("ppo_rnd-MountainCarContinuous-v0-continuous", "ppo-MountainCarContinuous-v0-beside-rnd"),
+    "ppo_rnd.py's continuous preset (ppo.py's, with the RND paper's intrinsic weight of 1) "
+    "beside ppo.py's continuous preset on the sparse MountainCarContinuous-v0 for 300k steps, "
+    "only --env-id and --total-timesteps given, on tuning seeds 1-5: how many seeds end with a "
+    "20-episode training mean of 90 or more, the median steps until it first got there and the "
+    "median greedy evaluation return.")
+RND_HELD_OUT = (
+    tuple(f"{script}-{env_id}-{label}" for env_id in ("Pendulum-v1", "InvertedDoublePendulum-v5",
+                                                      "Swimmer-v5")
+          for script, label in (("ppo_rnd", "held-out"), ("ppo", "beside-rnd"))),
+    "Held out (issue 107): ppo_rnd.py's continuous preset beside ppo.py's at the same budget, "
+    "only --env-id and --total-timesteps given, on Pendulum-v1 for 200k steps and on "
+    "InvertedDoublePendulum-v5 and Swimmer-v5 (MuJoCo v5) for 300k, no setting chosen on any: "
+    "fresh seeds 101-103, two runs at a time, the median [min, max] of the final greedy "
+    "evaluation return (10 episodes) against -200 on Pendulum and Gymnasium's thresholds on "
+    "the others.")
 RND_CHAIN = (
     ("ppo_rnd-SparseChain-v0", "ppo-SparseChain-v0-as-rnd"),
     "ppo_rnd.py beside ppo.py with the same flags on our 24-state chain "
@@ -300,6 +317,16 @@ ALGORITHMS = {
              "over fresh seeds 101-103 of the 100-episode training mean after 1M steps "
              + MINATAR_PAPER
              + " (the evaluation column, ours alone, plays at epsilon 0.05)."),
+            (("dqn-Acrobot-v1-held-out", "cleanrl-dqn-Acrobot-v1",
+              "dqn-MountainCar-v0-held-out", "cleanrl-dqn-MountainCar-v0",
+              "dqn-LunarLander-v3-held-out", "cleanrl-dqn-LunarLander-v3"),
+             "Held out (issue 107): our default command, only --env-id and --total-timesteps "
+             "100000 and so its vector preset, on Acrobot-v1, MountainCar-v0 and LunarLander-v3 "
+             "(v2 on CleanRL's Gymnasium 0.29.1), no setting chosen on any, beside CleanRL's "
+             "dqn.py (commit fe8d8a0) with its own defaults at the same budget: seeds 101-103, a "
+             "seed's two processes started together on one torch thread each, comparing the "
+             "median [min, max] over the three seeds of the 100-episode training mean at the "
+             "budget and the whole-process seconds, beside our greedy evaluation return."),
             MINATAR_BESIDE,
         ]),
     "pqn": Algorithm(
@@ -411,6 +438,16 @@ ALGORITHMS = {
              "20-episode training mean at the budget on each side, the steps to 475, and the "
              "whole-process seconds, ours over CleanRL's (the goal at most 0.8); CleanRL's "
              "script runs on its pinned Gymnasium 0.29.1, ours on 1.4.0."),
+            (("pqn-Acrobot-v1-held-out", "cleanrl-pqn-Acrobot-v1",
+              "pqn-MountainCar-v0-held-out", "cleanrl-pqn-MountainCar-v0",
+              "pqn-LunarLander-v3-held-out", "cleanrl-pqn-LunarLander-v3"),
+             "Held out (issue 107): our default command, only --env-id and --total-timesteps "
+             "500000 and so its discrete preset, on Acrobot-v1, MountainCar-v0 and "
+             "LunarLander-v3 (v2 on CleanRL's Gymnasium 0.29.1), beside CleanRL's pqn.py with its "
+             "own defaults at the same budget: seeds 101-103, a seed's two processes started "
+             "together on one torch thread each, comparing the median [min, max] over the three "
+             "seeds of the 100-episode training mean at the budget and the whole-process "
+             "seconds, beside our greedy evaluation return."),
             (tuple(f"pqn-MinAtar-{game}-v1" for game in MINATAR_GAMES),
              "The five MinAtar v1 games at 1M steps with the authors' MinAtar settings "
              "(purejaxql's pqn_minatar.yaml, whose budget is 10M) on seeds 101-103, one run at "
@@ -703,11 +740,13 @@ ALGORITHMS = {
               "ppo-InvertedDoublePendulum-v4-held-out",
               "cleanrl-ppo_continuous_action-InvertedDoublePendulum-v4",
               "ppo-Acrobot-v1-held-out", "cleanrl-ppo-Acrobot-v1",
-              "ppo-MountainCar-v0-held-out", "cleanrl-ppo-MountainCar-v0"),
+              "ppo-MountainCar-v0-held-out", "cleanrl-ppo-MountainCar-v0",
+              "ppo-LunarLander-v3-held-out", "cleanrl-ppo-LunarLander-v3"),
              "Held out (issue 107): our default command, only --env-id and --total-timesteps "
              "300000 and so its preset, on environments no setting was chosen on (Ant-v4, "
              "Swimmer-v4 and InvertedDoublePendulum-v4, the v4 that CleanRL's Gymnasium 0.29.1 "
-             "makes; Acrobot-v1 and MountainCar-v0), beside CleanRL's script for the family "
+             "makes; Acrobot-v1, MountainCar-v0 and LunarLander-v3, v2 on CleanRL's side), "
+             "beside CleanRL's script for the family "
              "(ppo_continuous_action.py, ppo.py; commit fe8d8a0) with its own defaults at the "
              "same budget: seeds 101-103, a seed's two processes started together on one torch "
              "thread each, comparing the median [min, max] over the three seeds of the "
@@ -733,6 +772,8 @@ ALGORITHMS = {
             PPOD_VS_PPO,
             RND_MOUNTAINCAR,
             RND_CHAIN,
+            RND_CONTINUOUS,
+            RND_HELD_OUT,
             LSTM_VS_PPO,
             FROM_VPG_TO_PPO,
         ]),
@@ -1083,6 +1124,8 @@ ALGORITHMS = {
         protocols=[
             RND_MOUNTAINCAR,
             RND_CHAIN,
+            RND_CONTINUOUS,
+            RND_HELD_OUT,
         ]),
     "ddpg_td3": Algorithm(
         title="DDPG and TD3",
