@@ -587,3 +587,55 @@ def test_the_ppo_minatar_command_is_cleanrls_ppo_atari_at_1e_3_and_1m_steps():
             game = t.env_id[len("MinAtar/"):-len("-v1")]
             own = benchmark.PPO_MINATAR_PER_GAME.get(game, []) if script == "ppo" else []
             assert t.flags == benchmark.with_values(preset, own), t.name
+
+
+def test_a_comparisons_legend_names_only_its_own_members_script():
+    # a legend that names a script (ppo_rnd.py, ppo.py, ...) names first the one its task
+    # runs: the PPO+RND-beside-PPO figures must not give ppo.py's curve ppo_rnd.py's name
+    import re
+    tasks = {t.name: t for s in benchmark.TASKS.values() for t in s}
+    for name, (_, members) in benchmark.COMPARISONS.items():
+        for task_name, legend in members.items():
+            assert task_name in tasks, (name, task_name)
+            named = re.findall(r"\b(\w+)\.py\b", legend)  # its own first ("ppo.py with
+            assert named[:1] in ([], [tasks[task_name].script]), (name, legend)  # ppod.py's flags")
+    # and the ppo_rnd-vs-ppo figures exist for the tuning task and the three held out
+    assert {n for n in benchmark.COMPARISONS if n.startswith("ppo_rnd-vs-ppo-")} == {
+        f"ppo_rnd-vs-ppo-{env}" for env in ("MountainCar-v0", "SparseChain-v0",
+                                            "MountainCarContinuous-v0", "Pendulum-v1",
+                                            "InvertedDoublePendulum-v5", "Swimmer-v5")}
+
+
+def written_seeds(runs):
+    """A task's seeds as a protocol sentence writes them: "101-103", or "seed 1" alone."""
+    seeds = sorted(run["seed"] for run in runs)
+    assert seeds == list(range(seeds[0], seeds[-1] + 1)), seeds
+    return f"seed {seeds[0]}" if len(seeds) == 1 else f"{seeds[0]}-{seeds[-1]}"
+
+
+def test_each_protocol_states_the_seeds_its_tasks_ran_and_a_held_out_runs_budget():
+    # docs/algorithms.py's protocol sentences (each algorithm page's "Results at a glance"):
+    # every task a sentence names is in results.json, with the seeds the sentence states; a
+    # held-out task's sentence (issue 107) states its budget too, as 500000 or 500k
+    from benchmarks import cleanrl_compare as compare
+    sys.path.insert(0, os.path.join(os.path.dirname(benchmark.__file__), "docs"))
+    from algorithms import ALGORITHMS
+    with open(os.path.join(os.path.dirname(benchmark.__file__), "benchmarks",
+                           "results.json")) as f:
+        results = json.load(f)
+    budgets = {t.name: benchmark.budget(t) for s in benchmark.TASKS.values() for t in s}
+    budgets.update({t.name: compare.budget(pair) for pair in compare.PAIRS.values()
+                    for t in (pair.ours, pair.cleanrl_task)})
+    held_out = 0
+    for script, algorithm in ALGORITHMS.items():
+        for names, text in algorithm.protocols:
+            for name in names:
+                assert name in results, (script, name)
+                assert written_seeds(results[name]["runs"]) in text, (script, name, text)
+                if any(n.endswith("-held-out") for n in names):  # and what it is beside
+                    steps = budgets[name]
+                    assert str(steps) in text or f"{steps // 1000}k" in text, (script, name)
+                    held_out += 1
+    # ppo.py's six pairs, sac.py's, dqn.py's and pqn.py's three each (two sides each), and
+    # ppo_rnd.py's three held-out runs beside ppo.py's on both pages: 12 + 2 + 6 + 6 + 2 * 6
+    assert held_out == 38

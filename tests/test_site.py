@@ -242,13 +242,6 @@ def test_an_implementation_detail_naming_code_that_is_gone_fails_the_page(monkey
 MUJOCO_NAMES = ("Hopper", "HalfCheetah", "Walker2d", "Ant", "Humanoid", "Swimmer")
 
 
-def seeds_as_written(runs):
-    """A task's seeds as a protocol sentence writes them: "101-103", or "seed 1" alone."""
-    seeds = sorted(run["seed"] for run in runs)
-    assert seeds == list(range(seeds[0], seeds[-1] + 1)), seeds
-    return f"seed {seeds[0]}" if len(seeds) == 1 else f"{seeds[0]}-{seeds[-1]}"
-
-
 @pytest.mark.parametrize("script", ORDER)
 def test_each_results_section_gives_the_protocol_of_each_comparison(script, pages):
     protocols, results = ALGORITHMS[script].protocols, results_json()
@@ -263,10 +256,8 @@ def test_each_results_section_gives_the_protocol_of_each_comparison(script, page
         assert re.search(r"\b(training|evaluation)\b", text), f"which return: {text!r}"
         if any(name in text for name in MUJOCO_NAMES):
             assert re.search(r"\bv\d\b|-v\d\b", text), f"which MuJoCo version: {text!r}"
-        for task in tasks:  # the seeds it states are the runs results.json holds
-            assert task in results, (script, task)
-            written = seeds_as_written(results[task]["runs"])
-            assert written in text, f"{task} ran seeds {written}, which {text!r} does not say"
+        # the seeds it states are the runs results.json holds: tests/test_benchmark.py, in
+        # the fast tier
     # every task of the script's table is named by one of its protocols
     named = {task for tasks, _ in protocols for task in tasks}
     assert set(gen_pages.results_for(script, results)) <= named, script
