@@ -328,6 +328,38 @@ OFF_POLICY_MUJOCO = ["--eval-every", "10000"]
 SAC_MUJOCO = OFF_POLICY_MUJOCO
 TD3_MUJOCO = OFF_POLICY_MUJOCO
 TD3_RANDOM_STEPS = {"Hopper-v5": "1000", "HalfCheetah-v5": "10000", "Walker2d-v5": "1000"}
+
+# Issue 107: a script's presets held out. Only --env-id and --total-timesteps, 300k steps on
+# environments that no setting of its presets was chosen on, fresh seeds, beside ppo.py's
+# presets on the same seeds and budget (its discrete runs are cleanrl_compare.py's, beside
+# CleanRL's ppo.py); Gymnasium's thresholds, on MuJoCo the final evaluation's
+HELD_OUT = {"discrete": ["Acrobot-v1", "MountainCar-v0", "LunarLander-v3"],
+            "continuous": ["InvertedDoublePendulum-v5", "Swimmer-v5", "Reacher-v5"]}
+
+
+def held_out_members(env_id, family):
+    """The held-out tasks on env_id, each legend its script: ppo.py's continuous preset too
+    (its discrete held-out runs are cleanrl_compare.py's pairs, drawn beside CleanRL's)."""
+    members = {f"{script}-{env_id}-held-out": f"{script}.py" for script in ("vpg", "trpo",
+                                                                            "ppo_lstm", "impala")}
+    members[f"es-{env_id}-held-out"] = "es.py (its members' returns)"
+    if family == "continuous":
+        label = "held-out" if env_id == "Reacher-v5" else "beside-rnd"  # ppo_rnd.py's seeds
+        members[f"ppo-{env_id}-{label}"] = "ppo.py"
+    return members
+
+
+def held_out(script, env_ids=None, **task):
+    """A task for each HELD_OUT environment (or those of env_ids): the script's preset, 300k
+    steps, the 100-episode training mean or, on MuJoCo, the final evaluation; task: the rest
+    of each Task's fields (es.py's)."""
+    import gymnasium as gym
+    return [Task(script, env_id, gym.spec(env_id).reward_threshold, f"the {family} preset "
+                 "held out (no setting of it chosen here) at 300k: the return at the end beside "
+                 "ppo.py's preset on the same seeds", ["--total-timesteps", "300000"],
+                 label="held-out", window=100, eval_threshold=family == "continuous",
+                 **task)
+            for family, ids in HELD_OUT.items() for env_id in ids if env_id in (env_ids or ids)]
 # The goals (issue 37): at 1M the RL Zoo's PPO; at 100k and 300k the TD3 paper's curves
 MUJOCO_GOALS = {"Hopper-v5": (2410, 659, 2410), "HalfCheetah-v5": (5819, 5514, 7697),
                 "Walker2d-v5": (3479, 770, 3335)}
@@ -384,11 +416,13 @@ TASKS = {
              PPO_PENDULUM, holds_on_eval=True),
         *minatar_tasks("ppo", PPO_MINATAR, PPO_MINATAR_PER_GAME),
         *mujoco_tasks("ppo"),
+        *held_out("ppo", ["Reacher-v5"]),
     ],
     "vpg": [
         Task("vpg", "CartPole-v1", 475, "the default command holds (20-episode mean at the "
              "500k budget at least 475) on at least 9 of 10 fresh seeds; 475 first on every "
              "one, beside ppo.py's on the same seeds"),
+        *held_out("vpg"),
     ],
     "trpo": [
         Task("trpo", "CartPole-v1", 475, "the default command holds (20-episode mean at the "
@@ -397,6 +431,7 @@ TASKS = {
         Task("trpo", "Hopper-v5", 2471, "at 1M steps, at or above 2471, the TD3 paper's TRPO "
              "(OpenAI baselines, 1M steps), with baselines' settings", TRPO_HOPPER,
              holds_on_eval=True),
+    *held_out("trpo"),
     ],
     "ddpg_td3": [
         Task("ddpg_td3", "Pendulum-v1", -200, "TD3: eval return at least -200 within 15k steps "
@@ -519,6 +554,7 @@ TASKS = {
              "the same 100k-step budget", ["--total-timesteps", "100000"]),
         Task("ppo_lstm", "Pendulum-v1", -200, "Pendulum without its angular velocity "
              "(--hide-obs 2): a short run, as measured", PPO_LSTM_PENDULUM, label="novel"),
+        *held_out("ppo_lstm"),
     ],
     "ppo_rnd": [
         Task("ppo_rnd", "MountainCar-v0", -120, "50-episode training mean -120 within 300k "
@@ -576,6 +612,7 @@ TASKS = {
              label="ray-2-workers", torch=False),
         Task("es", "Pendulum-v1", -200, "what these flags reach (results.md's notes)",
              ES_PENDULUM, torch=False, holds_on_eval=True),
+        *held_out("es", torch=False, holds_on_eval=True),
     ],
     "grpo": [
         Task("grpo", "AdditionPartial-v0", 0.3, "the default command: RL's gain, the held-out "
@@ -621,6 +658,10 @@ TASKS = {
              "learns where --no-vtrace does not, or faster", IMPALA_LAG, label="lag-vtrace"),
         Task("impala", "CartPole-v1", 475, "the same large lag with --no-vtrace (rho = c = 1)",
              IMPALA_LAG + ["--no-vtrace"], label="lag-no-vtrace"),
+        Task("impala", "Pendulum-v1", -200, "the continuous preset on its tuning environment "
+             "(issue 107): the final greedy evaluation at 1M steps, tuning seeds 1-5",
+             ["--total-timesteps", "1000000"], label="continuous", holds_on_eval=True),
+        *held_out("impala"),
     ],
 }
 
@@ -659,6 +700,10 @@ COMPARISONS = {
        for env_id, label in [("MountainCarContinuous-v0", "continuous"),
                              ("Pendulum-v1", "held-out"), ("InvertedDoublePendulum-v5", "held-out"),
                              ("Swimmer-v5", "held-out")]},
+    # issue 107: the presets held out, each environment's scripts on one axis
+    **{f"held-out-{env_id}": (f"The presets held out on {env_id}: 300k steps, the same seeds",
+                              held_out_members(env_id, family))
+       for family, ids in HELD_OUT.items() for env_id in ids},
     "ppo_rnd-vs-ppo-SparseChain-v0": ("PPO+RND beside PPO on a 24-state chain, one reward at "
                                       "its end", {"ppo_rnd-SparseChain-v0": "ppo_rnd.py (the "
                                                                             "defaults)",

@@ -1044,9 +1044,11 @@ class Run:
         line = [f"{SCRIPT}: run folder {self.path}", f"global_steps {s['global_steps']:,}"] + [
             f"{key} " + ("-" if s[key] is None else f"{s[key]:.2f}")
             for key in ("train_return_last20", "eval_return_mean")]
+        preset = getattr(args, "preset", None)  # no GOALS entry: the preset that ran, named
+        ran = ([f"no goal for {args.env_id}; the {preset} preset ran"]
+               if preset and self.source == "reward_threshold" else [])
         if threshold is None:
-            preset = getattr(args, "preset", None)
-            return line + ([f"no goal for {args.env_id}; the {preset} preset ran"] if preset else [])
+            return line + ran
         if s["end_return"] is not None:  # the figure the run is judged on, where it ends
             if s["holds_on"] == "train":
                 end = f"the last-{self.window} mean at the end {s['end_return']:.2f}"
@@ -1064,7 +1066,7 @@ class Run:
         if s["holds_on"] != "gain":  # a gain has no training mean to reach it first
             line.append(f"solved_at_step {s['solved_at_step'] or 'not reached'} "
                         f"(last-{self.window} mean >= {self.source} {threshold:g})")
-        return line
+        return line + ran
 
     def draw_curve(self):
         """--curve: curve.png, its path (None: nothing to draw): returns, their mean, evaluations,
@@ -1395,7 +1397,7 @@ GOALS = {"CartPole-v1": (475, 20, "train", 100_000), "Pendulum-v1": (-200, 20, "
          "CartPoleNoVel-v1": (475, 20, "train", 100_000),
          "MountainCarContinuous-v0": (90, 20, "train", 300_000),
          "InvertedDoublePendulum-v5": (9100, 100, "eval", 300_000),
-         "Swimmer-v5": (360, 100, "eval", 300_000)}
+         "Swimmer-v5": (360, 100, "eval", 300_000), "Reacher-v5": (-3.75, 100, "eval", 300_000)}
 MODEL_FLAGS = ("hidden_size", "norm_obs", "activation")  # a checkpoint's network is built by these
 
 

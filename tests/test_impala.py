@@ -607,7 +607,8 @@ def test_continuous_actions_and_images_learn_through_the_same_loop(env_id, obs_d
     image = spy_on(monkeypatch, impala, "seed_and_device",
                    lambda seed, cuda=None, threads=1, image=False: image)
     args = impala.Args(env_id=env_id, total_timesteps=2 * 2 * 8, num_envs=2, num_steps=8,
-                       num_actors=1, sync=True, eval_episodes=1, output_dir=str(tmp_path))
+                       rollouts_per_batch=1, num_actors=1, sync=True, eval_episodes=1,
+                       output_dir=str(tmp_path))
     summary = impala.main(args)
     (actors,) = local_actors
     played = actors.delivered[0]

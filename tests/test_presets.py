@@ -11,6 +11,7 @@ import pytest
 
 import ddpg_td3
 import es
+import impala
 import ppo
 import ppo_lstm
 import ppo_rnd
@@ -20,7 +21,7 @@ import trpo
 import vpg
 
 WITH_PRESETS = {"ppo": ppo, "trpo": trpo, "vpg": vpg, "pqn": pqn, "ppo_lstm": ppo_lstm,
-                "es": es, "sac": sac, "ddpg_td3": ddpg_td3, "ppo_rnd": ppo_rnd}
+                "es": es, "sac": sac, "ddpg_td3": ddpg_td3, "ppo_rnd": ppo_rnd, "impala": impala}
 
 # Each reference environment's settings before the presets (git d32790d, the flags' defaults),
 # written out here: the preset its default command takes must give these, so that the default
@@ -45,6 +46,9 @@ BEFORE = {
                                  int_coef=256.0)),
     "es": ("discrete", dict(sigma=0.05, learning_rate=0.05, l2_coef=0.005,
                             episodes_per_member=1)),
+    # impala.py's before its presets (git cb8dec3)
+    "impala": ("discrete", dict(num_envs=8, num_steps=32, rollouts_per_batch=1,
+                                learning_rate=2e-3, ent_coef=0.01, max_grad_norm=0.5)),
     "sac": ("continuous", dict(learning_starts=500, batch_size=128, learning_rate=2e-3,
                                gamma=0.98, tau=0.02, alpha=0.1, hidden_size=64)),
     "ddpg_td3": ("continuous", dict(learning_starts=1000, batch_size=128, learning_rate=1e-3,
@@ -190,6 +194,18 @@ def test_a_value_the_preset_makes_bad_is_checked_after_it(check_usage_error):
                       "one)")
 
 
+def test_a_run_judged_on_gymnasiums_threshold_alone_names_its_preset_too(tmp_path, capsys):
+    # MountainCarContinuous-v0 is in no GOALS of vpg.py, but Gymnasium gives it a threshold of
+    # 90: the run is judged on it, and the line says which preset ran, as where none is known
+    assert "MountainCarContinuous-v0" not in vpg.GOALS
+    assert gym.spec("MountainCarContinuous-v0").reward_threshold == 90
+    vpg.main(vpg.Args(env_id="MountainCarContinuous-v0", total_timesteps=1000, num_steps=500,
+                      eval_episodes=0, tensorboard=False, curve=False, output_dir=str(tmp_path)))
+    closing = capsys.readouterr().out.splitlines()[-1].split(" | ")
+    assert "solved_at_step not reached (last-20 mean >= reward_threshold 90)" in closing
+    assert closing[-1] == "no goal for MountainCarContinuous-v0; the continuous preset ran"
+
+
 def test_a_run_on_an_environment_a_goal_knows_says_no_preset_in_its_closing_line(tmp_path, capsys):
     # CartPole-v1 has vpg.py's goal: the closing line judges the run, and names no preset
     assert "CartPole-v1" in vpg.GOALS
@@ -270,3 +286,27 @@ def test_ppo_rnd_takes_the_preset_given_over_its_environments_family(tmp_path, m
     config = run_untrained(ppo_rnd, tmp_path / "b", monkeypatch, preset="continuous",
                            int_coef=16.0)
     assert (config["num_envs"], config["int_coef"], config["norm_reward"]) == (1, 16.0, True)
+
+
+@pytest.mark.parametrize("env_id, family, flags, expected", [
+    # Pendulum-v1's Box actions: unrolls of 8 at a rate of 1e-3, no entropy bonus; --num-steps
+    # 32 and --learning-rate 3e-4 given win over the preset's 8 and 1e-3
+    ("Pendulum-v1", "continuous", {}, dict(num_envs=8, num_steps=8, learning_rate=1e-3,
+                                            ent_coef=0.0, max_grad_norm=0.5, rollouts_per_batch=1)),
+    ("Pendulum-v1", "continuous", dict(num_steps=32, learning_rate=3e-4), dict(
+        num_steps=32, learning_rate=3e-4, ent_coef=0.0)),
+    # MinAtar's 10 x 10 x 4 frames: the paper's unroll of 20, 4 rollouts of 8 environments for
+    # its 32 of one (4 * 8 * 20 = 640 = 32 * 20 steps per batch), 6e-4, the gradient at 40
+    ("MinAtar/Breakout-v1", "image", {}, dict(num_envs=8, num_steps=20, rollouts_per_batch=4,
+                                              learning_rate=6e-4, ent_coef=0.01,
+                                              max_grad_norm=40.0)),
+    # --preset image given on CartPole-v1 beats its discrete family
+    ("CartPole-v1", "image", dict(preset="image"), dict(num_steps=20, max_grad_norm=40.0)),
+])
+def test_impalas_prepare_takes_the_environments_preset(env_id, family, flags, expected):
+    # prepare, which main calls before Ray starts, reads the family from the environment made
+    if env_id.startswith("MinAtar/"):
+        pytest.importorskip("minatar")
+    args, *_ = impala.prepare(impala.Args(env_id=env_id, **flags))
+    assert args.preset == family
+    assert {k: getattr(args, k) for k in expected} == expected
