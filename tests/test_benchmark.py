@@ -639,3 +639,25 @@ def test_each_protocol_states_the_seeds_its_tasks_ran_and_a_held_out_runs_budget
     # ppo.py's six pairs, sac.py's, dqn.py's and pqn.py's three each (two sides each), and
     # ppo_rnd.py's three held-out runs beside ppo.py's on both pages: 12 + 2 + 6 + 6 + 2 * 6
     assert held_out == 38
+
+
+def test_the_presets_are_held_out_on_three_environments_of_each_family():
+    # issue 107: at least three environments per family on which none of these scripts'
+    # presets was chosen (their tuning sets: CartPole-v1 for every discrete preset, Pendulum-v1
+    # for ppo_lstm.py's, es.py's and impala.py's continuous ones, Hopper-v5 for trpo.py's
+    # source), the discrete ones classic control or Box2D, the continuous ones MuJoCo; each of
+    # the scripts runs all six, and each environment has its figure
+    import gymnasium as gym
+    discrete, continuous = benchmark.HELD_OUT["discrete"], benchmark.HELD_OUT["continuous"]
+    assert len(set(discrete)) >= 3 and len(set(continuous)) >= 3
+    assert not {"CartPole-v1", "Pendulum-v1", "Hopper-v5"} & set(discrete + continuous)
+    for env_id in discrete:
+        assert gym.spec(env_id).entry_point.startswith(("gymnasium.envs.classic_control",
+                                                        "gymnasium.envs.box2d")), env_id
+    for env_id in continuous:
+        assert gym.spec(env_id).entry_point.startswith("gymnasium.envs.mujoco"), env_id
+    for script in ("vpg", "trpo", "es", "ppo_lstm", "impala"):
+        ran = sorted(t.env_id for t in benchmark.TASKS[script] if t.label == "held-out")
+        assert ran == sorted(discrete + continuous), script
+    assert {name for name in benchmark.COMPARISONS if name.startswith("held-out-")} == {
+        f"held-out-{env_id}" for env_id in discrete + continuous}

@@ -774,6 +774,19 @@ def test_stop_at_return_replaces_only_the_threshold(script):
         assert module.goal(A("FrozenLake-v1", 3.0))[2] == "eval"
 
 
+def test_every_goal_with_a_budget_is_a_benchmark_tasks():
+    # The other way round: a GOALS entry that states a budget was measured there, by a task of
+    # benchmark.py on that environment (an environment dropped from HELD_OUT, or a task
+    # deleted, leaves its goal unmeasured and fails here). grpo.py's Addition3-v0, for a
+    # user's run, states none.
+    import benchmark
+    tasks = {(t.script, t.env_id.rpartition(":")[2]) for s in benchmark.TASKS.values() for t in s}
+    for script in SCRIPTS:
+        for env_id, (*_, budget) in getattr(module_of(script), "GOALS", {}).items():
+            assert budget is None or (script[:-3], env_id) in tasks, (script, env_id)
+    assert module_of("grpo.py").GOALS["Addition3-v0"][3] is None
+
+
 def test_every_benchmark_task_judges_as_its_scripts_run():
     # Each task's threshold, window and measure (results.md's row, the README's) equal what a
     # run of its script on its environment is judged on (goal(): GOALS, --stop-at-return
