@@ -89,6 +89,25 @@ RND_CONTINUOUS = (
     "only --env-id and --total-timesteps given, on tuning seeds 1-5: how many seeds end with a "
     "20-episode training mean of 90 or more, the median steps until it first got there and the "
     "median greedy evaluation return.")
+def presets_held_out(script):
+    """The protocol of a script's presets held out (issue 107): benchmark.py's held_out tasks,
+    the six environments, each beside ppo.py's presets on the same seeds and budget."""
+    envs = ("Acrobot-v1", "MountainCar-v0", "LunarLander-v3", "InvertedDoublePendulum-v5",
+            "Swimmer-v5", "Reacher-v5")
+    measure = ("the final greedy evaluation return (10 episodes) on all six, as its training "
+               "episodes are the population's perturbed members" if script == "es" else
+               "the mean of the last 100 training episodes at the end on the discrete three "
+               "and the final greedy evaluation return (10 episodes) on MuJoCo")
+    return (tuple(f"{script}-{env_id}-held-out" for env_id in envs),
+            f"Held out (issue 107): {script}.py's presets, only --env-id and --total-timesteps "
+            "300000 given (300k), on environments no setting of them was chosen on: Acrobot-v1, "
+            "MountainCar-v0 and LunarLander-v3 (the discrete preset) and "
+            "InvertedDoublePendulum-v5, Swimmer-v5 and Reacher-v5 (MuJoCo v5, the continuous "
+            "preset); fresh seeds 101-103, two runs at a time, the median [min, max] of "
+            f"{measure}, against Gymnasium's thresholds and beside ppo.py's presets on the "
+            "same seeds and budget (results.md, \"Settings that follow the environment\").")
+
+
 RND_HELD_OUT = (
     tuple(f"{script}-{env_id}-{label}" for env_id in ("Pendulum-v1", "InvertedDoublePendulum-v5",
                                                       "Swimmer-v5")
@@ -541,6 +560,7 @@ ALGORITHMS = {
              "above (the defaults chosen on seeds 1-5), the median steps to 475 and the median "
              "greedy evaluation return."),
             FROM_VPG_TO_PPO,
+            presets_held_out("vpg"),
         ]),
     "trpo": Algorithm(
         title="Trust Region Policy Optimization (TRPO)",
@@ -631,6 +651,7 @@ ALGORITHMS = {
              "at 475 or above, with CartPole defaults that were not tuned (seeds 1-5 were run "
              "for the record), the median steps and the median greedy evaluation return."),
             FROM_VPG_TO_PPO,
+            presets_held_out("trpo"),
         ]),
     "ppo": Algorithm(
         title="Proximal Policy Optimization (PPO) with GAE",
@@ -774,6 +795,12 @@ ALGORITHMS = {
             RND_CHAIN,
             RND_CONTINUOUS,
             RND_HELD_OUT,
+            (("ppo-Reacher-v5-held-out",),
+             "Held out (issue 107): ppo.py's continuous preset on Reacher-v5 (MuJoCo v5), only "
+             "--env-id and --total-timesteps 300000 given (300k), beside vpg.py's, trpo.py's, "
+             "ppo_lstm.py's and es.py's presets on the same fresh seeds 101-103 (their pages): "
+             "the median [min, max] of the final greedy evaluation return (10 episodes) against "
+             "Gymnasium's threshold of -3.75."),
             LSTM_VS_PPO,
             FROM_VPG_TO_PPO,
         ]),
@@ -1046,6 +1073,7 @@ ALGORITHMS = {
              "20-episode training mean reached -200 and the median greedy evaluation return "
              "after 200k steps."),
             LSTM_VS_PPO,
+            presets_held_out("ppo_lstm"),
         ]),
     "ppo_rnd": Algorithm(
         title="PPO with Random Network Distillation (RND)",
@@ -1519,6 +1547,7 @@ ALGORITHMS = {
              "Pendulum-v1 with flags of its own, a measurement with no goal: the greedy "
              "evaluation return after 3M steps, median over seeds 1-3, beside the -150 to -200 "
              "that a full swing-up scores."),
+            presets_held_out("es"),
         ]),
     "impala": Algorithm(
         title="IMPALA and V-trace",
@@ -1592,6 +1621,12 @@ ALGORITHMS = {
              "One actor beside two, a fixed 300k steps on CartPole-v1 over seeds 101-103: the "
              "median steps per second (goal 1.6x), with no evaluation and the training returns "
              "not compared."),
+            (("impala-Pendulum-v1-continuous",),
+             "The continuous preset on its tuning environment: Pendulum-v1 for 1M steps, only "
+             "--env-id and --total-timesteps given, on tuning seeds 1-5 (the settings chosen on "
+             "seed 1), one run at a time: how many end with a greedy evaluation return of -200 "
+             "or more, and its median, no peer beside it."),
+            presets_held_out("impala"),
         ]),
     "mappo": Algorithm(
         title="Multi-Agent PPO (MAPPO)",
