@@ -103,7 +103,8 @@ def presets_held_out(script):
             "300000 given (300k), on environments no setting of them was chosen on: Acrobot-v1, "
             "MountainCar-v0 and LunarLander-v3 (the discrete preset) and "
             "InvertedDoublePendulum-v5, Swimmer-v5 and Reacher-v5 (MuJoCo v5, the continuous "
-            "preset); fresh seeds 101-103, two runs at a time, the median [min, max] of "
+            f"preset); fresh seeds 101-103, {'one run' if script == 'impala' else 'two runs'} "
+            "at a time beside other work, the median [min, max] of "
             f"{measure}, against Gymnasium's thresholds and beside ppo.py's presets on the "
             "same seeds and budget (results.md, \"Settings that follow the environment\").")
 
