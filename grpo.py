@@ -327,12 +327,11 @@ def register_tasks():
 # ---------------------------------------------------------------------------------------
 # The transformer and the sampler
 # ---------------------------------------------------------------------------------------
-# plumbing/text.py's, stamped here (rlhf.py's too); the tokenizer's functions are below:
-# encode_prompts left-pads prompts to tokens [N, P]; encode_texts returns (tokens [N, P + T]:
-# prompt, completion, <eos>, padding; their completion mask [N, T]); completion_mask_of is 1
-# up to and including the first <eos>; decode_completions: the text before <eos>; pad_id_of:
-# the pad token (or <eos>). make_policy (below) sets policy.tokenizer, .prompt_len and
-# .max_new_tokens; next_token_logits' "Hugging Face one" is --model's (HFPolicy, below).
+# plumbing/text.py's, stamped here (rlhf.py's too). Below the banner, the text's input and
+# output: complete(policy, prompts) samples completions of text prompts (their texts, then
+# sample's outputs); encode_texts returns (tokens [N, P + T]: prompt, completion, <eos>,
+# padding; their completion mask [N, T]). make_policy (below) sets policy.tokenizer,
+# .prompt_len and .max_new_tokens; next_token_logits' "Hugging Face one" is --model's.
 # Stamped from plainrl's plumbing/text.py by its stamp.py: edit it there, not here.
 # The logit of a masked token: its probability is exactly 0 and its gradient 0 (ppo_masked.py)
 MASKED_LOGIT = -1e8
@@ -426,6 +425,13 @@ def frozen_copy(model):
     return reference.eval()
 
 
+def completion_mask_of(completions, eos_token_id):
+    """[N, T] float: 1 up to and including the first end-of-sequence token, 0 after it;
+    all 1 for a completion cut at T_max without one."""
+    is_eos = (completions == eos_token_id).long()
+    return ((torch.cumsum(is_eos, dim=1) - is_eos) == 0).float()
+
+
 @torch.no_grad()
 def sample(policy, prompt_tokens, max_new_tokens, eos_token_id, pad_token_id, temperature=1.0,
            greedy=False, mask_model=None, top_p=1.0):
@@ -463,16 +469,6 @@ def next_token_logits(model, tokens, cache=None):
     if hasattr(model, "next_token_logits"):
         return model.next_token_logits(tokens, cache)
     return model(tokens)[0][:, -1], None
-
-
-def complete(policy, prompts, **kwargs):
-    """sample (kwargs) on N text prompts: (N texts, then sample's tokens [N, P + T], completion
-    mask [N, T], log pi_old [N, T], masks [N, T, V] or None), the policy's tokenizer and sizes."""
-    tokenizer, P = policy.tokenizer, policy.prompt_len
-    prompt_tokens = encode_prompts(tokenizer, prompts, P, next(policy.parameters()).device)
-    out = sample(policy, prompt_tokens, policy.max_new_tokens, tokenizer.eos_token_id,
-                 pad_id_of(tokenizer), **kwargs)
-    return (decode_completions(tokenizer, out[0][:, P:]), *out)
 
 
 def completion_logits(model, tokens, prompt_len):
@@ -559,12 +555,11 @@ def train(args, policy, envs, run, device):
     a row (or stops on a NaN or inf loss); measure(n, moment) takes the held-out measures."""
     prompt_len, T = policy.prompt_len, args.max_new_tokens
     if args.warm_start:  # another run's warm_start.pt, so that a control starts where GRPO did
-        policy.load_state_dict(read_checkpoint(args.warm_start)["policy"])  # {name: state dict}
+        policy.load_state_dict(torch.load(args.warm_start, map_location="cpu",
+                                          weights_only=True)["policy"])  # tensors only, never code
     else:
         warm_start(args, policy, run)
-        if args.save_model:  # for --warm-start: save_checkpoint writes each state dict and the flags
-            save_checkpoint(os.path.join(run.path, "warm_start.pt"), {"policy": policy}, args)
-    run.measure(0, "start")  # the accuracy RL's gain counts from (no reference yet: KL to itself)
+    run.measure(0, "start")  # the accuracy RL's gain counts from (--save-model: warm_start.pt)
     reference = frozen_copy(policy)  # pi_ref, the warm start frozen
     run.reference = reference  # the held-out measures' KL is to it from now on
     mask_model = frozen_copy(policy) if args.top_p < 1 else None  # NLPO's masking policy
@@ -735,10 +730,9 @@ class Args(RunFlags, Args):  # the script's Args first, RunFlags' after: the one
 
 
 def prepare(args, make=None):
-    """Before training: --eval-checkpoint's model read, the environment made once (make_game
-    where a script has it), the flags left at None from the preset of its family, the flags
-    and then the spaces checked (a mistake: one line, exit status 2), the seeds and the
-    device. Returns (args, what check_spaces returns, checkpoint or None, device)."""
+    """Before training: --eval-checkpoint's model read, the environment made once, the flags
+    left at None filled from its family's preset, the flags then the spaces checked (a mistake:
+    one line, exit status 2), the seeds. Returns (args, check_spaces's, checkpoint, device)."""
     args, checkpoint = load_checkpoint(args)  # the flags that shape its networks too
     obs_space, action_space = check_env(args, make or globals().get("make_game", gym.make))
     if "PRESETS" in globals():  # the flags left at None: plumbing/presets.py's, below
@@ -1030,8 +1024,8 @@ class Run:
         self.evaluations.append((global_step, mean, std))
         self.measure(global_step, "evaluation")
 
-    def measure(self, global_step, moment):  # the optional hook measure(run, global_step, moment)
-        return measure(self, global_step, moment) if "measure" in globals() else None
+    def measure(self, global_step, moment, **what):  # the optional hook measure(run, step, moment)
+        return measure(self, global_step, moment, **what) if "measure" in globals() else None
 
     def non_finite(self, loss, global_step):  # True, said, the run marked interrupted
         if math.isfinite(loss):
@@ -1276,13 +1270,6 @@ def encode_texts(tokenizer, prompts, completions, prompt_len, max_new_tokens, de
     return tokens, completion_mask_of(completions, tokenizer.eos_token_id)
 
 
-def completion_mask_of(completions, eos_token_id):
-    """[N, T] float: 1 up to and including the first end-of-sequence token, 0 after it;
-    all 1 for a completion cut at T_max without one."""
-    is_eos = (completions == eos_token_id).long()
-    return ((torch.cumsum(is_eos, dim=1) - is_eos) == 0).float()
-
-
 def decode_completions(tokenizer, completions):
     """The text of each completion [N, T]: its tokens before the end-of-sequence token."""
     texts = []
@@ -1290,6 +1277,16 @@ def decode_completions(tokenizer, completions):
         ids = row[:row.index(tokenizer.eos_token_id)] if tokenizer.eos_token_id in row else row
         texts.append(tokenizer.decode(ids))
     return tuple(texts)
+
+
+def complete(policy, prompts, **kwargs):
+    """sample (kwargs) on N text prompts: (N texts, then sample's tokens [N, P + T], completion
+    mask [N, T], log pi_old [N, T], masks [N, T, V] or None), the policy's tokenizer and sizes."""
+    tokenizer, P = policy.tokenizer, policy.prompt_len
+    prompt_tokens = encode_prompts(tokenizer, prompts, P, next(policy.parameters()).device)
+    out = sample(policy, prompt_tokens, policy.max_new_tokens, tokenizer.eos_token_id,
+                 pad_id_of(tokenizer), **kwargs)
+    return (decode_completions(tokenizer, out[0][:, P:]), *out)
 # End of plumbing/tokens.py
 
 
@@ -1404,13 +1401,15 @@ def greedy_policy(models, envs):
 def measure(run, global_step, moment):
     """grpo.py's held-out measures (held_out: a row of held_out.csv), at the moments of
     training Run.measure names, with --eval-episodes: "warm start" every --eval-every
-    answers of the warm start (the policy its own reference); "start", where GRPO begins,
-    64 answers a problem at least, its greedy accuracy the summary's start_return (what the
+    answers of the warm start (the policy its own reference); "start", where GRPO begins
+    (with --save-model, warm_start.pt written first), 64 answers a problem at least, its greedy accuracy the summary's start_return (what the
     verdict measures RL's gain from); "evaluation", with each --eval-every evaluation of
     GRPO but the last; "end", measured as the start, and pass_at_k.csv from the two (Yue et
     al.'s picture). Returns the row, None where nothing is measured."""
     args, policy = run.args, run.models["policy"]
     many = max(64, args.eval_samples)  # pass_at_k.csv's pass@1..64
+    if moment == "start" and args.save_model and not args.warm_start:  # for --warm-start
+        save_checkpoint(os.path.join(run.path, "warm_start.pt"), {"policy": policy}, args)
     if not args.eval_episodes:
         return None
     if moment == "warm start":

@@ -595,10 +595,9 @@ class Args(RunFlags, Args):  # the script's Args first, RunFlags' after: the one
 
 
 def prepare(args, make=None):
-    """Before training: --eval-checkpoint's model read, the environment made once (make_game
-    where a script has it), the flags left at None from the preset of its family, the flags
-    and then the spaces checked (a mistake: one line, exit status 2), the seeds and the
-    device. Returns (args, what check_spaces returns, checkpoint or None, device)."""
+    """Before training: --eval-checkpoint's model read, the environment made once, the flags
+    left at None filled from its family's preset, the flags then the spaces checked (a mistake:
+    one line, exit status 2), the seeds. Returns (args, check_spaces's, checkpoint, device)."""
     args, checkpoint = load_checkpoint(args)  # the flags that shape its networks too
     obs_space, action_space = check_env(args, make or globals().get("make_game", gym.make))
     if "PRESETS" in globals():  # the flags left at None: plumbing/presets.py's, below
@@ -890,8 +889,8 @@ class Run:
         self.evaluations.append((global_step, mean, std))
         self.measure(global_step, "evaluation")
 
-    def measure(self, global_step, moment):  # the optional hook measure(run, global_step, moment)
-        return measure(self, global_step, moment) if "measure" in globals() else None
+    def measure(self, global_step, moment, **what):  # the optional hook measure(run, step, moment)
+        return measure(self, global_step, moment, **what) if "measure" in globals() else None
 
     def non_finite(self, loss, global_step):  # True, said, the run marked interrupted
         if math.isfinite(loss):

@@ -389,7 +389,7 @@ def register_tasks():
 # ---------------------------------------------------------------------------------------
 # The transformer and the sampler (stamped as in grpo.py)
 # ---------------------------------------------------------------------------------------
-# Token helpers below the banner: encode_prompts, encode_texts, decode_completions, pad_id_of
+# Below the banner: complete (sample on text prompts), encode_texts (texts to tokens, masks)
 # Stamped from plainrl's plumbing/text.py by its stamp.py: edit it there, not here.
 # The logit of a masked token: its probability is exactly 0 and its gradient 0 (ppo_masked.py)
 MASKED_LOGIT = -1e8
@@ -483,6 +483,13 @@ def frozen_copy(model):
     return reference.eval()
 
 
+def completion_mask_of(completions, eos_token_id):
+    """[N, T] float: 1 up to and including the first end-of-sequence token, 0 after it;
+    all 1 for a completion cut at T_max without one."""
+    is_eos = (completions == eos_token_id).long()
+    return ((torch.cumsum(is_eos, dim=1) - is_eos) == 0).float()
+
+
 @torch.no_grad()
 def sample(policy, prompt_tokens, max_new_tokens, eos_token_id, pad_token_id, temperature=1.0,
            greedy=False, mask_model=None, top_p=1.0):
@@ -520,16 +527,6 @@ def next_token_logits(model, tokens, cache=None):
     if hasattr(model, "next_token_logits"):
         return model.next_token_logits(tokens, cache)
     return model(tokens)[0][:, -1], None
-
-
-def complete(policy, prompts, **kwargs):
-    """sample (kwargs) on N text prompts: (N texts, then sample's tokens [N, P + T], completion
-    mask [N, T], log pi_old [N, T], masks [N, T, V] or None), the policy's tokenizer and sizes."""
-    tokenizer, P = policy.tokenizer, policy.prompt_len
-    prompt_tokens = encode_prompts(tokenizer, prompts, P, next(policy.parameters()).device)
-    out = sample(policy, prompt_tokens, policy.max_new_tokens, tokenizer.eos_token_id,
-                 pad_id_of(tokenizer), **kwargs)
-    return (decode_completions(tokenizer, out[0][:, P:]), *out)
 
 
 def completion_logits(model, tokens, prompt_len):
@@ -648,6 +645,14 @@ def preference_pairs(args, policy, envs):
     return rows[:args.num_pairs]
 
 
+def encode_pairs(tokenizer, rows, prompt_len, max_new_tokens, device):
+    """Pairs -> (chosen_tokens, chosen_mask, rejected_tokens, rejected_mask): the tokens and
+    completion masks of the chosen completions, then the same of the rejected."""
+    prompts = [r["prompt"] for r in rows]
+    return [x for key in ("chosen", "rejected") for x in encode_texts(
+        tokenizer, prompts, [r[key] for r in rows], prompt_len, max_new_tokens, device)]
+
+
 def train_reward_model(args, policy, pairs, run):
     """r_phi from the pairs: Adam steps of the Bradley-Terry loss on batches from all but the
     first tenth, held out for reward_model_row's loss and accuracy (reward_model.csv, below).
@@ -684,7 +689,8 @@ def train_reward_model(args, policy, pairs, run):
 #     --eval-every completions the greedy evaluation; True once --stop-at-return is reached
 #   update(n, loss, **values): a row of updates.csv, then measure(n, "update"); True, and no
 #     row, when the loss is NaN or inf
-#   measure(n, moment): held_out.csv's sampled gold, proxy and KL; at "start" the greedy gold too
+#   measure(n, moment): held_out.csv's sampled gold, proxy and KL; at "start" the greedy gold
+#     too (and with --save-model, warm_start.pt)
 PAIRS_PER_DRAW = 256  # the prompts sampled at once for the pairs, each by two environments
 
 
@@ -692,13 +698,12 @@ def train(args, policy, envs, run):
     """The warm start, the labelled pairs, the reward model, then PPO (--algo dpo: train_dpo)
     until the budget, --stop-at-return or a non-finite loss."""
     P = policy.prompt_len
-    if args.warm_start:  # read_checkpoint: another run's warm_start.pt, weights only
-        policy.load_state_dict(read_checkpoint(args.warm_start)["policy"])
+    if args.warm_start:  # another run's warm_start.pt
+        policy.load_state_dict(torch.load(args.warm_start, map_location="cpu",
+                                          weights_only=True)["policy"])  # tensors only, never code
     else:
         warm_start(args, policy)
-        if args.save_model:  # save_checkpoint: the state dict and the flags
-            save_checkpoint(os.path.join(run.path, "warm_start.pt"), {"policy": policy}, args)
-    run.reference = reference = frozen_copy(policy)  # pi_ref: where RL starts (measure's KL)
+    reference = frozen_copy(policy)  # pi_ref: where RL starts
     if args.pairs:  # read_pairs: another run's pairs.jsonl (or your own), checked
         pairs = read_pairs(args.pairs, policy.tokenizer, P)
     else:
@@ -706,8 +711,9 @@ def train(args, policy, envs, run):
         pairs = preference_pairs(args, policy, pairs_envs)
         pairs_envs.close()
     write_pairs(run.path, pairs)  # pairs.jsonl, a JSON object a line
-    run.reward_model = reward_model = train_reward_model(args, policy, pairs, run)  # measure's too
-    run.measure(0, "start")  # summary.json's end_return: the final greedy gold less this
+    reward_model = train_reward_model(args, policy, pairs, run)
+    # The greedy gold the gain counts from; pi_ref and r_phi kept for the measures' KL and proxy
+    run.measure(0, "start", reference=reference, reward_model=reward_model)
     if args.algo == "dpo":
         return train_dpo(args, policy, reference, pairs, run)
     mask_model = frozen_copy(policy) if args.top_p < 1 else None  # NLPO's masking policy
@@ -780,7 +786,7 @@ def train(args, policy, envs, run):
 
 def train_dpo(args, policy, reference, pairs, run):
     """DPO: Adam steps on --num-prompts pairs each, from shuffled passes over the pairs, until
-    --total-timesteps completions (2 a pair); held_out.csv as PPO's, run.reward_model its proxy."""
+    --total-timesteps completions (2 a pair); held_out.csv as PPO's, the reward model its proxy."""
     P, T, N = policy.prompt_len, args.max_new_tokens, args.num_prompts
     device = next(policy.parameters()).device
     chosen_tokens, chosen_mask, rejected_tokens, rejected_mask = encode_pairs(
@@ -889,10 +895,9 @@ class Args(RunFlags, Args):  # the script's Args first, RunFlags' after: the one
 
 
 def prepare(args, make=None):
-    """Before training: --eval-checkpoint's model read, the environment made once (make_game
-    where a script has it), the flags left at None from the preset of its family, the flags
-    and then the spaces checked (a mistake: one line, exit status 2), the seeds and the
-    device. Returns (args, what check_spaces returns, checkpoint or None, device)."""
+    """Before training: --eval-checkpoint's model read, the environment made once, the flags
+    left at None filled from its family's preset, the flags then the spaces checked (a mistake:
+    one line, exit status 2), the seeds. Returns (args, check_spaces's, checkpoint, device)."""
     args, checkpoint = load_checkpoint(args)  # the flags that shape its networks too
     obs_space, action_space = check_env(args, make or globals().get("make_game", gym.make))
     if "PRESETS" in globals():  # the flags left at None: plumbing/presets.py's, below
@@ -1184,8 +1189,8 @@ class Run:
         self.evaluations.append((global_step, mean, std))
         self.measure(global_step, "evaluation")
 
-    def measure(self, global_step, moment):  # the optional hook measure(run, global_step, moment)
-        return measure(self, global_step, moment) if "measure" in globals() else None
+    def measure(self, global_step, moment, **what):  # the optional hook measure(run, step, moment)
+        return measure(self, global_step, moment, **what) if "measure" in globals() else None
 
     def non_finite(self, loss, global_step):  # True, said, the run marked interrupted
         if math.isfinite(loss):
@@ -1430,13 +1435,6 @@ def encode_texts(tokenizer, prompts, completions, prompt_len, max_new_tokens, de
     return tokens, completion_mask_of(completions, tokenizer.eos_token_id)
 
 
-def completion_mask_of(completions, eos_token_id):
-    """[N, T] float: 1 up to and including the first end-of-sequence token, 0 after it;
-    all 1 for a completion cut at T_max without one."""
-    is_eos = (completions == eos_token_id).long()
-    return ((torch.cumsum(is_eos, dim=1) - is_eos) == 0).float()
-
-
 def decode_completions(tokenizer, completions):
     """The text of each completion [N, T]: its tokens before the end-of-sequence token."""
     texts = []
@@ -1444,6 +1442,16 @@ def decode_completions(tokenizer, completions):
         ids = row[:row.index(tokenizer.eos_token_id)] if tokenizer.eos_token_id in row else row
         texts.append(tokenizer.decode(ids))
     return tuple(texts)
+
+
+def complete(policy, prompts, **kwargs):
+    """sample (kwargs) on N text prompts: (N texts, then sample's tokens [N, P + T], completion
+    mask [N, T], log pi_old [N, T], masks [N, T, V] or None), the policy's tokenizer and sizes."""
+    tokenizer, P = policy.tokenizer, policy.prompt_len
+    prompt_tokens = encode_prompts(tokenizer, prompts, P, next(policy.parameters()).device)
+    out = sample(policy, prompt_tokens, policy.max_new_tokens, tokenizer.eos_token_id,
+                 pad_id_of(tokenizer), **kwargs)
+    return (decode_completions(tokenizer, out[0][:, P:]), *out)
 # End of plumbing/tokens.py
 
 
@@ -1554,14 +1562,19 @@ def greedy_policy(models, envs):
     return act
 
 
-def measure(run, global_step, moment):
+def measure(run, global_step, moment, reference=None, reward_model=None):
     """rlhf.py's held-out measures (held_out: a row of held_out.csv), at the moments of
-    training Run.measure names, with --eval-episodes: "start", where RL begins, the
-    greedy evaluation's gold score (summary.json's start_return, what the run's verdict
-    measures the gain from) and the row at step 0; "update", after an update whose batch
-    crossed a multiple of --eval-every, and after the last (held_out_due). Returns the row,
-    None where nothing is measured."""
+    training Run.measure names, with --eval-episodes: "start", where RL begins, the greedy
+    evaluation's gold score (summary.json's start_return, what the run's verdict measures
+    the gain from) and the row at step 0; "update", after an update whose batch crossed a
+    multiple of --eval-every, and after the last (held_out_due). "start" keeps the reference
+    and the reward model it is given for them all, and with --save-model writes warm_start.pt
+    first. Returns the row, None where nothing is measured."""
     args, policy = run.args, run.models["policy"]
+    if moment == "start":  # pi_ref (the KL's) and r_phi (the proxy's), from here on
+        run.reference, run.reward_model = reference, reward_model
+    if moment == "start" and args.save_model and not args.warm_start:  # for --warm-start
+        save_checkpoint(os.path.join(run.path, "warm_start.pt"), {"policy": policy}, args)
     if not args.eval_episodes:
         return None
     if moment == "start":
@@ -1775,14 +1788,6 @@ def read_pairs(path, tokenizer, prompt_len):
         fail(f"--pairs {path} holds {len(rows)} pairs; the reward model needs at least 10 "
              "(a tenth is held out)")
     return rows
-
-
-def encode_pairs(tokenizer, rows, prompt_len, max_new_tokens, device):
-    """Pairs -> (chosen_tokens, chosen_mask, rejected_tokens, rejected_mask): the tokens and
-    completion masks of the chosen completions, then the same of the rejected."""
-    prompts = [r["prompt"] for r in rows]
-    return [x for key in ("chosen", "rejected") for x in encode_texts(
-        tokenizer, prompts, [r[key] for r in rows], prompt_len, max_new_tokens, device)]
 
 
 def write_pairs(path, rows):

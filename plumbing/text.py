@@ -4,7 +4,8 @@
 # there between its marker lines, and tests/test_plumbing.py fails where a copy differs by one
 # byte. What the two scripts do differently is an argument, named where each script passes it:
 # the sampling temperature. The text's input and output (the tokenizer, prompts and
-# completions as tokens and back) is plumbing/tokens.py's, below the banner.
+# completions as tokens and back, complete: sample on text prompts) is plumbing/tokens.py's,
+# below the banner.
 
 # The logit of a masked token: its probability is exactly 0 and its gradient 0 (ppo_masked.py)
 MASKED_LOGIT = -1e8
@@ -98,6 +99,13 @@ def frozen_copy(model):
     return reference.eval()
 
 
+def completion_mask_of(completions, eos_token_id):
+    """[N, T] float: 1 up to and including the first end-of-sequence token, 0 after it;
+    all 1 for a completion cut at T_max without one."""
+    is_eos = (completions == eos_token_id).long()
+    return ((torch.cumsum(is_eos, dim=1) - is_eos) == 0).float()
+
+
 @torch.no_grad()
 def sample(policy, prompt_tokens, max_new_tokens, eos_token_id, pad_token_id, temperature=1.0,
            greedy=False, mask_model=None, top_p=1.0):
@@ -135,16 +143,6 @@ def next_token_logits(model, tokens, cache=None):
     if hasattr(model, "next_token_logits"):
         return model.next_token_logits(tokens, cache)
     return model(tokens)[0][:, -1], None
-
-
-def complete(policy, prompts, **kwargs):
-    """sample (kwargs) on N text prompts: (N texts, then sample's tokens [N, P + T], completion
-    mask [N, T], log pi_old [N, T], masks [N, T, V] or None), the policy's tokenizer and sizes."""
-    tokenizer, P = policy.tokenizer, policy.prompt_len
-    prompt_tokens = encode_prompts(tokenizer, prompts, P, next(policy.parameters()).device)
-    out = sample(policy, prompt_tokens, policy.max_new_tokens, tokenizer.eos_token_id,
-                 pad_id_of(tokenizer), **kwargs)
-    return (decode_completions(tokenizer, out[0][:, P:]), *out)
 
 
 def completion_logits(model, tokens, prompt_len):

@@ -1,7 +1,8 @@
 # The text's input and output that grpo.py and rlhf.py share, one text in both: the built-in
-# tokenizer, prompts and completions as tokens and back. It is plumbing, so each script holds
-# it below its plumbing banner, after plumbing/common.py's block; `python plumbing/stamp.py`
-# writes it there between its marker lines, and tests/test_plumbing.py fails where a copy
+# tokenizer, prompts and completions as tokens and back, and complete, plumbing/text.py's
+# sampler on text prompts. It is plumbing, so each script holds it below its plumbing banner,
+# after plumbing/common.py's block; `python plumbing/stamp.py` writes it there between its
+# marker lines, and tests/test_plumbing.py fails where a copy
 # differs by one byte. What the two scripts do differently is an argument, named where each
 # script builds its tokenizer: the special tokens.
 
@@ -58,13 +59,6 @@ def encode_texts(tokenizer, prompts, completions, prompt_len, max_new_tokens, de
     return tokens, completion_mask_of(completions, tokenizer.eos_token_id)
 
 
-def completion_mask_of(completions, eos_token_id):
-    """[N, T] float: 1 up to and including the first end-of-sequence token, 0 after it;
-    all 1 for a completion cut at T_max without one."""
-    is_eos = (completions == eos_token_id).long()
-    return ((torch.cumsum(is_eos, dim=1) - is_eos) == 0).float()
-
-
 def decode_completions(tokenizer, completions):
     """The text of each completion [N, T]: its tokens before the end-of-sequence token."""
     texts = []
@@ -72,3 +66,13 @@ def decode_completions(tokenizer, completions):
         ids = row[:row.index(tokenizer.eos_token_id)] if tokenizer.eos_token_id in row else row
         texts.append(tokenizer.decode(ids))
     return tuple(texts)
+
+
+def complete(policy, prompts, **kwargs):
+    """sample (kwargs) on N text prompts: (N texts, then sample's tokens [N, P + T], completion
+    mask [N, T], log pi_old [N, T], masks [N, T, V] or None), the policy's tokenizer and sizes."""
+    tokenizer, P = policy.tokenizer, policy.prompt_len
+    prompt_tokens = encode_prompts(tokenizer, prompts, P, next(policy.parameters()).device)
+    out = sample(policy, prompt_tokens, policy.max_new_tokens, tokenizer.eos_token_id,
+                 pad_id_of(tokenizer), **kwargs)
+    return (decode_completions(tokenizer, out[0][:, P:]), *out)

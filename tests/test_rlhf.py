@@ -1893,13 +1893,14 @@ def test_measure_takes_a_row_at_the_start_and_after_the_last_batch_against_the_r
     policy, reference, reward_model = object(), object(), object()
     run = SimpleNamespace(args=rlhf.Args(algo=algo, total_timesteps=total, num_prompts=64,
                                          eval_every=0, eval_episodes=3),
-                          models={"policy": policy}, reference=reference,
-                          reward_model=reward_model, summary={})
+                          models={"policy": policy}, summary={})
     rows = []
     monkeypatch.setattr(rlhf, "held_out", lambda args, run_, pol, ref, rm, step: rows.append(
         (pol, ref, rm, step)) or {"step": step})
     monkeypatch.setattr(rlhf, "evaluate", lambda args, models: np.array([0.5, 0.7, 0.9]))
-    assert rlhf.measure(run, 0, "start") == {"step": 0}
+    # train hands the start its reference and reward model; measure keeps them for the rest
+    assert rlhf.measure(run, 0, "start", reference=reference, reward_model=reward_model) == {
+        "step": 0}
     assert run.summary["start_return"] == approx(0.7)  # (0.5 + 0.7 + 0.9) / 3
     for number in range(1, 8):
         step = number * batch
