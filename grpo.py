@@ -646,7 +646,7 @@ def train(args, policy, envs, run, device):
                       completion_length=torch.cat(lengths).mean().item(),
                       groups_kept=len(buffer) // G):  # True, no row: a NaN or inf loss; stop
             return
-    run.measure(global_step, "end")  # as "start": 64 answers a problem at least, for pass_at_k.csv's pass@1..64
+    run.measure(global_step, "end")  # as "start": max(64, --eval-samples) answers a problem (pass@1..64)
 
 
 def main(args: Args) -> dict:
@@ -1399,13 +1399,13 @@ def greedy_policy(models, envs):
 
 
 def measure(run, global_step, moment):
-    """grpo.py's held-out measures (held_out: a row of held_out.csv), at the moments of
-    training Run.measure names, with --eval-episodes: "warm start" every --eval-every
-    answers of the warm start (the policy its own reference); "start", where GRPO begins
-    (with --save-model, warm_start.pt written first), 64 answers a problem at least, its greedy accuracy the summary's start_return (what the
-    verdict measures RL's gain from); "evaluation", with each --eval-every evaluation of
-    GRPO but the last; "end", measured as the start, and pass_at_k.csv from the two (Yue et
-    al.'s picture). Returns the row, None where nothing is measured."""
+    """grpo.py's held-out measures (held_out: a row of held_out.csv) at Run.measure's moments,
+    with --eval-episodes: "warm start" every --eval-every answers of the warm start (the
+    policy its own reference); "start", where GRPO begins (with --save-model, warm_start.pt
+    written first), max(64, --eval-samples) answers a problem, its greedy accuracy the
+    summary's start_return (the verdict measures RL's gain from it); "evaluation", with each
+    --eval-every evaluation but the last; "end", measured as the start, and pass_at_k.csv
+    from the two (Yue et al.'s picture). Returns the row, None where nothing is measured."""
     args, policy = run.args, run.models["policy"]
     many = max(64, args.eval_samples)  # pass_at_k.csv's pass@1..64
     if moment == "start" and args.save_model and not args.warm_start:  # for --warm-start

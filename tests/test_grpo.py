@@ -1459,9 +1459,33 @@ def test_a_warm_start_checkpoint_replaces_the_supervised_steps(tmp_path, monkeyp
     steps = spy_on(monkeypatch, grpo, "supervised_step", lambda *a: None)
     made = spy_on(monkeypatch, grpo, "frozen_copy", lambda m: {k: v.clone() for k, v in m.state_dict().items()})
     grpo.main(tiny_args(tmp_path / "b", warm_start=os.path.join(folder, "warm_start.pt"),
-                        eval_episodes=0))
+                        eval_episodes=0, save_model=True))
     assert steps == [] and all(torch.equal(made[0][k], v) for k, v in saved.items())
     assert first["global_steps"] == 64
+    # a run that starts from another's warm_start.pt writes none of its own, --save-model or not
+    assert glob.glob(str(tmp_path / "b" / "*" / "model.pt"))
+    assert not glob.glob(str(tmp_path / "b" / "*" / "warm_start.pt"))
+
+
+class Payload:
+    """A pickled object that, loaded by a full unpickler, makes the folder it names: what an
+    untrusted checkpoint could do with any call."""
+
+    def __init__(self, folder):
+        self.folder = folder
+
+    def __reduce__(self):
+        return os.makedirs, (self.folder,)
+
+
+def test_a_warm_start_file_is_read_as_tensors_only(tmp_path):
+    # --warm-start reads another run's file, never its code: a file whose pickle calls a
+    # function (os.makedirs, here) is refused by torch's weights-only reader before the call
+    path, made = str(tmp_path / "warm_start.pt"), tmp_path / "the payload ran"
+    torch.save({"policy": {}, "extra": Payload(str(made))}, path)
+    with pytest.raises(Exception, match="[Ww]eights only load failed"):
+        grpo.main(tiny_args(tmp_path / "run", warm_start=path, eval_episodes=0))
+    assert not made.exists()
 
 
 def test_continued_supervision_starts_from_the_same_checkpoint_on_the_same_data(tmp_path,

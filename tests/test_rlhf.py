@@ -1087,6 +1087,62 @@ def test_the_reference_and_the_reward_model_never_learn(tmp_path, monkeypatch):
     assert any(not torch.equal(v, body[k]) for k, v in reward_model.lm.state_dict().items())
 
 
+@pytest.mark.parametrize("algo", ["ppo", "dpo"])
+def test_every_held_out_row_measures_against_the_frozen_reference_and_reward_model(
+        algo, tmp_path, monkeypatch):
+    # train hands measure the two frozen copies (the reference, then the reward model) at the
+    # start; every row of held_out.csv after it, PPO's or DPO's, takes them, never the policy
+    copies = spy_on_frozen_copies(monkeypatch)
+    policies = spy_on_policies(monkeypatch)
+    rows = spy_on(monkeypatch, rlhf, "held_out",
+                  lambda args, run, policy, reference, reward_model, step: (policy, reference,
+                                                                            reward_model, step))
+    rlhf.main(tiny_args(tmp_path, algo=algo, eval_episodes=2, eval_every=16))
+    (reference, _), (reward_model, _) = copies[:2]
+    (policy,) = policies
+    assert len(rows) >= 3 and rows[0][3] == 0
+    for got_policy, got_reference, got_reward_model, _ in rows:
+        assert got_policy is policy and got_reference is reference
+        assert got_reward_model is reward_model
+
+
+class Payload:
+    """A pickled object that, loaded by a full unpickler, makes the folder it names: what an
+    untrusted checkpoint could do with any call."""
+
+    def __init__(self, folder):
+        self.folder = folder
+
+    def __reduce__(self):
+        return os.makedirs, (self.folder,)
+
+
+def test_warm_start_pt_is_the_reference_and_starts_another_run_there(tmp_path, monkeypatch):
+    # --save-model writes warm_start.pt, the policy where RL began (the reference's weights);
+    # --warm-start PATH starts another run there: no supervised step, its reference those
+    # weights, and (--save-model again) no warm_start.pt of its own
+    copies = spy_on_frozen_copies(monkeypatch)
+    rlhf.main(tiny_args(tmp_path / "a", save_model=True))
+    (path,) = glob.glob(str(tmp_path / "a" / "*" / "warm_start.pt"))
+    saved = torch.load(path, weights_only=True)["policy"]
+    assert same_state(copies[0][0], saved)
+    starts = spy_on(monkeypatch, rlhf, "warm_start", lambda args, policy: None)
+    rlhf.main(tiny_args(tmp_path / "b", save_model=True, warm_start=path))
+    assert starts == [] and same_state(copies[2][0], saved)  # run b's reference
+    assert glob.glob(str(tmp_path / "b" / "*" / "model.pt"))
+    assert not glob.glob(str(tmp_path / "b" / "*" / "warm_start.pt"))
+
+
+def test_a_warm_start_file_is_read_as_tensors_only(tmp_path):
+    # --warm-start reads another run's file, never its code: a file whose pickle calls a
+    # function (os.makedirs, here) is refused by torch's weights-only reader before the call
+    path, made = str(tmp_path / "warm_start.pt"), tmp_path / "the payload ran"
+    torch.save({"policy": {}, "extra": Payload(str(made))}, path)
+    with pytest.raises(Exception, match="[Ww]eights only load failed"):
+        rlhf.main(tiny_args(tmp_path / "run", warm_start=path))
+    assert not made.exists()
+
+
 def test_the_warm_start_learns_the_tasks_answers_after_their_prompts(tmp_path, monkeypatch,
                                                                       one_thread):
     # Each supervised row: a training prompt, then its info["answer"] as reset gave it (an
