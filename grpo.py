@@ -330,8 +330,8 @@ def register_tasks():
 # plumbing/text.py's, stamped here (rlhf.py's too). Below the banner, the text's input and
 # output: complete(policy, prompts) samples completions of text prompts (their texts, then
 # sample's outputs); encode_texts returns (tokens [N, P + T]: prompt, completion, <eos>,
-# padding; their completion mask [N, T]). make_policy (below) sets policy.tokenizer,
-# .prompt_len and .max_new_tokens; next_token_logits' "Hugging Face one" is --model's.
+# padding; their completion mask [N, T]). make_policy, after it, builds the policy and sets
+# its tokenizer and lengths; next_token_logits' "Hugging Face one" is --model's.
 # Stamped from plainrl's plumbing/text.py by its stamp.py: edit it there, not here.
 # The logit of a masked token: its probability is exactly 0 and its gradient 0 (ppo_masked.py)
 MASKED_LOGIT = -1e8
@@ -475,6 +475,19 @@ def completion_logits(model, tokens, prompt_len):
     """The logits that predicted each completion token: tokens [N, P + T] -> [N, T, V]."""
     return model(tokens)[0][:, prompt_len - 1:-1]
 # End of plumbing/text.py
+
+
+def make_policy(args, tokenizer, prompt_len):
+    """The built-in GPT sized by the flags, or --model's Hugging Face causal LM (load_model,
+    below the banner); either gets the tokenizer and the lengths complete and train read."""
+    if args.model is None:
+        policy = GPT(len(tokenizer), prompt_len + args.max_new_tokens, args.n_layer,
+                     args.n_head, args.n_embd)
+    else:
+        policy = load_model(args, tokenizer)
+    policy.tokenizer, policy.prompt_len, policy.max_new_tokens = (
+        tokenizer, prompt_len, args.max_new_tokens)
+    return policy
 
 
 def make_vector_env(env_id, num_envs, video_folder=None, held_out=True):
@@ -1367,19 +1380,6 @@ def check_spaces(args, obs_space, action_space):
             fail(f"{args.env_id} gives no info['answer'] at reset for the supervised warm "
                  "start; train with --sft-steps 0")
     return tokenizer, obs_space.max_length
-
-
-def make_policy(args, tokenizer, prompt_len):
-    """The built-in GPT sized by the flags, or --model's Hugging Face causal LM (load_model);
-    either gets the tokenizer and the lengths that complete and train read."""
-    if args.model is None:
-        policy = GPT(len(tokenizer), prompt_len + args.max_new_tokens, args.n_layer,
-                     args.n_head, args.n_embd)
-    else:
-        policy = load_model(args, tokenizer)
-    policy.tokenizer, policy.prompt_len, policy.max_new_tokens = (
-        tokenizer, prompt_len, args.max_new_tokens)
-    return policy
 
 
 def check_groups(args, prompts):

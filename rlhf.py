@@ -541,7 +541,7 @@ def completion_logits(model, tokens, prompt_len):
 class PolicyWithValue(nn.Module):
     """The policy and its critic on one body (Ziegler et al., TRL): the LM's logits and a linear
     value head V on its hidden states, 0 at first. tokens [N, L] -> (logits, values [N, L]).
-    make_policy (below) builds it and sets its tokenizer, prompt_len and max_new_tokens."""
+    make_policy (after it) builds it and sets its tokenizer, prompt_len and max_new_tokens."""
 
     def __init__(self, lm):
         super().__init__()
@@ -552,6 +552,21 @@ class PolicyWithValue(nn.Module):
     def forward(self, tokens):
         logits, hidden = self.lm(tokens)
         return logits, self.v_head(hidden).squeeze(-1)
+
+
+def make_policy(args, tokenizer, prompt_len):
+    """The built-in GPT sized by the flags, or --model's Hugging Face causal LM (load_model,
+    below the banner), with a value head; it gets the tokenizer and the lengths that complete
+    and train read."""
+    if args.model is None:
+        lm = GPT(len(tokenizer), prompt_len + args.max_new_tokens, args.n_layer, args.n_head,
+                 args.n_embd)
+    else:
+        lm = load_model(args, tokenizer)
+    policy = PolicyWithValue(lm)
+    policy.tokenizer, policy.prompt_len, policy.max_new_tokens = (
+        tokenizer, prompt_len, args.max_new_tokens)
+    return policy
 
 
 class RewardModel(nn.Module):
@@ -1538,20 +1553,6 @@ def check_spaces(args, obs_space, action_space):
         tokenizer, prompt_len = Tokenizer(characters, SPECIAL_TOKENS), obs_space.max_length
     check_data(args, tokenizer, prompt_len)  # the warm start's, --pairs's
     return tokenizer, prompt_len
-
-
-def make_policy(args, tokenizer, prompt_len):
-    """The built-in GPT sized by the flags, or --model's Hugging Face causal LM, with a value
-    head; it gets the tokenizer and the lengths that complete and train read."""
-    if args.model is None:
-        lm = GPT(len(tokenizer), prompt_len + args.max_new_tokens, args.n_layer, args.n_head,
-                 args.n_embd)
-    else:
-        lm = load_model(args, tokenizer)
-    policy = PolicyWithValue(lm)
-    policy.tokenizer, policy.prompt_len, policy.max_new_tokens = (
-        tokenizer, prompt_len, args.max_new_tokens)
-    return policy
 
 
 def greedy_policy(models, envs):

@@ -1421,6 +1421,19 @@ def test_every_stamped_block_equals_its_source_byte_for_byte(script):
     assert text == stamp.stamped(text, script), f"run python plumbing/stamp.py ({script} differs)"
 
 
+def test_the_greedy_policy_written_alike_is_one_stamped_text():
+    # vpg.py, trpo.py and ppo_rnd.py evaluate with the same greedy policy (an actor and an
+    # observation normalizer): one source, plumbing/greedy.py, stamped into each one's hooks;
+    # the stamp test above holds each copy to it, and no other copy of it lives outside a block
+    for script in ("vpg.py", "trpo.py", "ppo_rnd.py"):
+        with open(os.path.join(ROOT, script)) as f:
+            text = f.read()
+        start, end = stamp.START.format(name="greedy"), stamp.END.format(name="greedy")
+        assert start in text and end in text and text.index("\n# Plumbing:") < text.index(start)
+        assert text.count("def greedy_policy(") == 1
+        assert "def greedy_policy(" in text[text.index(start):text.index(end)]
+
+
 def test_the_language_scripts_hold_one_text_of_the_text_pieces():
     # grpo.py and rlhf.py share the sampler and the transformer as one stamped text,
     # plumbing/text.py's, above the banner, and the tokenizer and the encoding as another,
