@@ -670,7 +670,7 @@ def encode_pairs(tokenizer, rows, prompt_len, max_new_tokens, device):
 
 def train_reward_model(args, policy, pairs, run):
     """r_phi from the pairs: Adam steps of the Bradley-Terry loss on batches from all but the
-    first tenth, held out for reward_model_row's loss and accuracy (reward_model.csv, below).
+    first tenth, held out for the loss and accuracy measure writes (reward_model.csv).
     Returns it frozen, normalized (Ziegler et al.): scores of mean 0, std 1 on the pairs."""
     P, device = policy.prompt_len, next(policy.parameters()).device
     reward_model = RewardModel(policy.lm, P).to(device)
@@ -687,7 +687,8 @@ def train_reward_model(args, policy, pairs, run):
         loss.backward()
         optimizer.step()
         if step % 100 == 0 or step == args.rm_steps:  # negative steps, the last at RL's step 0
-            reward_model_row(run, reward_model, held_out_pairs, step - args.rm_steps, loss.item())
+            run.measure(step - args.rm_steps, "reward model", reward_model=reward_model,
+                        pairs=held_out_pairs, loss=loss.item())
     with torch.no_grad():  # r <- (r - mean r) / std r on the pairs' (warm start's) completions
         scores = torch.cat([reward_model(chosen_tokens, chosen_mask),
                             reward_model(rejected_tokens, rejected_mask)])
@@ -704,8 +705,8 @@ def train_reward_model(args, policy, pairs, run):
 #     --eval-every completions the greedy evaluation; True once --stop-at-return is reached
 #   update(n, loss, **values): a row of updates.csv, then measure(n, "update"); True, and no
 #     row, when the loss is NaN or inf
-#   measure(n, moment): held_out.csv's sampled gold, proxy and KL; at "start" the greedy gold
-#     too (and with --save-model, warm_start.pt)
+#   measure(n, moment, **what): held_out.csv's sampled gold, proxy and KL, at "start" the
+#     greedy gold too (--save-model: warm_start.pt); "reward model": reward_model.csv's row
 PAIRS_PER_DRAW = 256  # the prompts sampled at once for the pairs, each by two environments
 
 
@@ -1563,15 +1564,17 @@ def greedy_policy(models, envs):
     return act
 
 
-def measure(run, global_step, moment, reference=None, reward_model=None):
-    """rlhf.py's held-out measures (held_out: a row of held_out.csv), at the moments of
-    training Run.measure names, with --eval-episodes: "start", where RL begins, the greedy
-    evaluation's gold score (summary.json's start_return, what the run's verdict measures
-    the gain from) and the row at step 0; "update", after an update whose batch crossed a
-    multiple of --eval-every, and after the last (held_out_due). "start" keeps the reference
-    and the reward model it is given for them all, and with --save-model writes warm_start.pt
-    first. Returns the row, None where nothing is measured."""
+def measure(run, global_step, moment, reference=None, reward_model=None, pairs=None, loss=None):
+    """rlhf.py's measures at Run.measure's moments. "reward model", from train_reward_model:
+    reward_model.csv's row. With --eval-episodes, held_out.csv's rows (held_out): "start",
+    where RL begins, with the greedy evaluation's gold score (summary.json's start_return, the
+    verdict's gain counts from it); "update", after an update whose batch crossed a multiple
+    of --eval-every, and after the last (held_out_due). "start" keeps the reference and the
+    reward model it is given for them all and, with --save-model, first writes warm_start.pt.
+    Returns the row, None where nothing is measured."""
     args, policy = run.args, run.models["policy"]
+    if moment == "reward model":  # its training loss, and on the held-out pairs
+        return reward_model_row(run, reward_model, pairs, global_step, loss)
     if moment == "start":  # pi_ref (the KL's) and r_phi (the proxy's), from here on
         run.reference, run.reward_model = reference, reward_model
     if moment == "start" and args.save_model and not args.warm_start:  # for --warm-start
@@ -1829,10 +1832,9 @@ def held_out(args, run, policy, reference, reward_model, step):
 
 @torch.no_grad()
 def reward_model_row(run, reward_model, pairs, step, loss):
-    """train_reward_model's row of reward_model.csv at step (its step less --rm-steps: before
-    RL's step 0): its training loss, and on the held-out pairs (encode_pairs's) the
-    Bradley-Terry loss and the pair accuracy (the share of pairs whose chosen completion
-    scores higher)."""
+    """measure's row of reward_model.csv at step (train_reward_model's less --rm-steps): the
+    training loss; on the held-out pairs (encode_pairs's) the Bradley-Terry loss and the pair
+    accuracy (the share whose chosen completion scores higher)."""
     chosen_tokens, chosen_mask, rejected_tokens, rejected_mask = pairs
     chosen = reward_model(chosen_tokens, chosen_mask)
     rejected = reward_model(rejected_tokens, rejected_mask)

@@ -24,8 +24,8 @@ SCRIPTS = ["qlearning", "dqn", "pqn", "vpg", "trpo", "ppo", "ppo_masked", "ppod"
 # lines below define, held where they stand (issue 108's goals: a block of 400 lines, 10,000
 # below the banners, a median file of 1,100; results.md, "Lines of code")
 BOUNDS = {"story": 550, "story_median": 480, "train": 100, "docstring": 40, "commands": 3,
-          "block": 537, "below_banners": 12_600, "file_median": 1_264}
-NAMES_BELOW = {"ppo.py": 8, "grpo.py": 13, "rlhf.py": 16}
+          "block": 537, "below_banners": 12_601, "file_median": 1_264}
+NAMES_BELOW = {"ppo.py": 8, "grpo.py": 13, "rlhf.py": 15}
 # The language road's two stories, over the bound and held where they stand: each holds a
 # transformer and its sampler, a text task, a supervised warm start and RL; rlhf.py a reward
 # model learned from pairs and DPO besides (results.md, "Lines of code")

@@ -850,7 +850,9 @@ def test_the_reward_model_learns_on_nine_tenths_and_is_normalized_and_frozen(tmp
     seen = spy_on(monkeypatch, rlhf.RewardModel, "forward", lambda self, tokens, mask: (
         tokens.clone(), mask.clone()) if len(tokens) == 4 else None)
     rows = []
-    run = SimpleNamespace(write_row=lambda name, **row: rows.append((name, row)), elapsed=lambda: 0)
+    run = SimpleNamespace(write_row=lambda name, **row: rows.append((name, row)), elapsed=lambda: 0,
+                          args=args, models={"policy": policy})
+    run.measure = lambda step, moment, **what: rlhf.measure(run, step, moment, **what)  # Run's
     reward_model = rlhf.train_reward_model(args, policy, pairs, run)
     assert [name for name, _ in rows] == ["reward_model.csv"] * 2
     assert [row["global_step"] for _, row in rows] == [-1, 0]
