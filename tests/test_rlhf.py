@@ -1089,6 +1089,22 @@ def test_the_reference_and_the_reward_model_never_learn(tmp_path, monkeypatch):
     assert any(not torch.equal(v, body[k]) for k, v in reward_model.lm.state_dict().items())
 
 
+def test_the_policy_is_the_flags_shape_with_a_value_head_and_the_lengths_the_story_reads(
+        tmp_path):
+    # --n-layer 3 --n-head 2 --n-embd 8, --max-new-tokens 5: a GPT of three blocks of two heads
+    # of 4, its positions the prompt's 4 words plus 5, in a PolicyWithValue whose value head
+    # reads the 8-wide hidden state and starts at 0; it carries the tokenizer and both lengths
+    args = tiny_args(tmp_path, n_layer=3, n_head=2, n_embd=8, max_new_tokens=5)
+    rlhf.register_tasks()
+    tokenizer, prompt_len = rlhf.check_spaces(args, *rlhf.check_env(args))
+    policy = rlhf.make_policy(args, tokenizer, prompt_len)
+    assert isinstance(policy, rlhf.PolicyWithValue) and prompt_len == P
+    assert len(policy.lm.h) == 3 and all(block.attn.n_head == 2 for block in policy.lm.h)
+    assert policy.lm.wpe.weight.shape == (P + 5, 8) and policy.v_head.weight.shape == (1, 8)
+    assert not policy.v_head.weight.any() and not policy.v_head.bias.any()
+    assert (policy.tokenizer, policy.prompt_len, policy.max_new_tokens) == (tokenizer, P, 5)
+
+
 @pytest.mark.parametrize("algo", ["ppo", "dpo"])
 def test_every_held_out_row_measures_against_the_frozen_reference_and_reward_model(
         algo, tmp_path, monkeypatch):
