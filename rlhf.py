@@ -320,7 +320,8 @@ CLASSES = {"noun": ("joy", "gift", "film", "pain"), "verb": ("is", "seems", "loo
            "adverb": ("truly", "very", "quite", "barely"),
            "adjective": ("great", "good", "bad", "awful")}
 WORDS = tuple(w for words in CLASSES.values() for w in words)
-SUCCESSORS = {w: CLASSES[b] for a, b in zip(CLASSES, [*CLASSES][1:] + ["noun"]) for w in CLASSES[a]}
+NEXT_CLASS = dict(zip(CLASSES, [*CLASSES][1:] + ["noun"]))  # noun: verb, ..., adjective: noun
+SUCCESSORS = {w: CLASSES[NEXT_CLASS[c]] for c in CLASSES for w in CLASSES[c]}  # the next class's
 # Each word's hidden sentiment, the labeller's taste: the policy and reward model never see it
 SENTIMENT = {"joy": 1, "gift": 0.5, "film": 0, "pain": -1, "is": 0, "seems": 0, "looks": 0,
              "feels": 0, "truly": 0.5, "very": 0, "quite": 0, "barely": -0.5, "great": 1,
@@ -402,8 +403,8 @@ def top_p_mask(logits, top_p):
     most likely token is always kept. (Ties are ordered by torch.sort.)"""
     probs = torch.softmax(logits, dim=-1)
     sorted_probs, order = torch.sort(probs, dim=-1, descending=True)
-    keep_sorted = (torch.cumsum(sorted_probs, dim=-1) - sorted_probs) < top_p
-    return torch.zeros_like(keep_sorted).scatter(-1, order, keep_sorted)
+    keep_sorted = (torch.cumsum(sorted_probs, dim=-1) - sorted_probs) < top_p  # mass before it
+    return torch.zeros_like(keep_sorted).scatter(-1, order, keep_sorted)  # in vocabulary order
 
 
 def token_logprobs(logits, tokens, temperature=1.0, action_masks=None):
@@ -486,8 +487,8 @@ def frozen_copy(model):
 def completion_mask_of(completions, eos_token_id):
     """[N, T] float: 1 up to and including the first end-of-sequence token, 0 after it;
     all 1 for a completion cut at T_max without one."""
-    is_eos = (completions == eos_token_id).long()
-    return ((torch.cumsum(is_eos, dim=1) - is_eos) == 0).float()
+    is_eos = (completions == eos_token_id).long()  # [a, b, <eos>, <pad>]: 0, 0, 1, 0
+    return ((torch.cumsum(is_eos, dim=1) - is_eos) == 0).float()  # an <eos> before it: 0, 0, 0, 1
 
 
 @torch.no_grad()

@@ -18,8 +18,8 @@ def top_p_mask(logits, top_p):
     most likely token is always kept. (Ties are ordered by torch.sort.)"""
     probs = torch.softmax(logits, dim=-1)
     sorted_probs, order = torch.sort(probs, dim=-1, descending=True)
-    keep_sorted = (torch.cumsum(sorted_probs, dim=-1) - sorted_probs) < top_p
-    return torch.zeros_like(keep_sorted).scatter(-1, order, keep_sorted)
+    keep_sorted = (torch.cumsum(sorted_probs, dim=-1) - sorted_probs) < top_p  # mass before it
+    return torch.zeros_like(keep_sorted).scatter(-1, order, keep_sorted)  # in vocabulary order
 
 
 def token_logprobs(logits, tokens, temperature=1.0, action_masks=None):
@@ -102,8 +102,8 @@ def frozen_copy(model):
 def completion_mask_of(completions, eos_token_id):
     """[N, T] float: 1 up to and including the first end-of-sequence token, 0 after it;
     all 1 for a completion cut at T_max without one."""
-    is_eos = (completions == eos_token_id).long()
-    return ((torch.cumsum(is_eos, dim=1) - is_eos) == 0).float()
+    is_eos = (completions == eos_token_id).long()  # [a, b, <eos>, <pad>]: 0, 0, 1, 0
+    return ((torch.cumsum(is_eos, dim=1) - is_eos) == 0).float()  # an <eos> before it: 0, 0, 0, 1
 
 
 @torch.no_grad()
