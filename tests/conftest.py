@@ -151,6 +151,28 @@ def spy_on(monkeypatch, owner, name, record, calls=None):
     return calls
 
 
+class Payload:
+    """A pickled object that, loaded by a full unpickler, makes the folder it names: what an
+    untrusted checkpoint could do with any call."""
+
+    def __init__(self, folder):
+        self.folder = folder
+
+    def __reduce__(self):
+        return os.makedirs, (self.folder,)
+
+
+def check_a_warm_start_is_read_as_tensors_only(main, args_with, tmp_path):
+    """--warm-start reads another run's file, never its code: a file whose pickle calls a
+    function (os.makedirs, here) is refused by torch's weights-only reader before the call.
+    args_with(folder, warm_start=path) -> the script's tiny Args."""
+    path, made = str(tmp_path / "warm_start.pt"), tmp_path / "the payload ran"
+    torch.save({"policy": {}, "extra": Payload(str(made))}, path)
+    with pytest.raises(Exception, match="[Ww]eights only load failed"):
+        main(args_with(tmp_path / "run", warm_start=path))
+    assert not made.exists()
+
+
 class Clock:
     """Stands in for a script's `time` module, which the scripts use for time() alone: it
     starts at 1e9 s and moves `tick` seconds at each reading, tick growing by `growth` after

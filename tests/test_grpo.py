@@ -25,7 +25,8 @@ import torch
 import torch.nn.functional as F
 
 import grpo
-from conftest import ROOT, approx, detached, read_csv, same_seed_episodes, spy_on, tensor
+from conftest import (ROOT, approx, check_a_warm_start_is_read_as_tensors_only, detached,
+                      read_csv, same_seed_episodes, spy_on, tensor)
 
 LN2, LN3 = math.log(2.0), math.log(3.0)
 # A tiny run: 4 prompts in groups of 4 (16 completions a batch), a one-block transformer
@@ -1467,25 +1468,10 @@ def test_a_warm_start_checkpoint_replaces_the_supervised_steps(tmp_path, monkeyp
     assert not glob.glob(str(tmp_path / "b" / "*" / "warm_start.pt"))
 
 
-class Payload:
-    """A pickled object that, loaded by a full unpickler, makes the folder it names: what an
-    untrusted checkpoint could do with any call."""
-
-    def __init__(self, folder):
-        self.folder = folder
-
-    def __reduce__(self):
-        return os.makedirs, (self.folder,)
-
-
 def test_a_warm_start_file_is_read_as_tensors_only(tmp_path):
-    # --warm-start reads another run's file, never its code: a file whose pickle calls a
-    # function (os.makedirs, here) is refused by torch's weights-only reader before the call
-    path, made = str(tmp_path / "warm_start.pt"), tmp_path / "the payload ran"
-    torch.save({"policy": {}, "extra": Payload(str(made))}, path)
-    with pytest.raises(Exception, match="[Ww]eights only load failed"):
-        grpo.main(tiny_args(tmp_path / "run", warm_start=path, eval_episodes=0))
-    assert not made.exists()
+    # conftest's check: a warm_start.pt whose pickle would run code is refused unread
+    check_a_warm_start_is_read_as_tensors_only(
+        grpo.main, lambda folder, **flags: tiny_args(folder, eval_episodes=0, **flags), tmp_path)
 
 
 def test_continued_supervision_starts_from_the_same_checkpoint_on_the_same_data(tmp_path,

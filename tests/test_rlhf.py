@@ -22,7 +22,8 @@ import pytest
 import torch
 
 import rlhf
-from conftest import approx, detached, episode_rows, read_csv, same_seed_episodes, spy_on, tensor
+from conftest import (approx, check_a_warm_start_is_read_as_tensors_only, detached,
+                      episode_rows, read_csv, same_seed_episodes, spy_on, tensor)
 
 LN2, LN3 = math.log(2.0), math.log(3.0)
 P, T, V = 4, 8, 17  # Preference-v0's prompt length in words, --max-new-tokens, <eos> and 16 words
@@ -1124,17 +1125,6 @@ def test_every_held_out_row_measures_against_the_frozen_reference_and_reward_mod
         assert got_reward_model is reward_model
 
 
-class Payload:
-    """A pickled object that, loaded by a full unpickler, makes the folder it names: what an
-    untrusted checkpoint could do with any call."""
-
-    def __init__(self, folder):
-        self.folder = folder
-
-    def __reduce__(self):
-        return os.makedirs, (self.folder,)
-
-
 def test_warm_start_pt_is_the_reference_and_starts_another_run_there(tmp_path, monkeypatch):
     # --save-model writes warm_start.pt, the policy where RL began (the reference's weights);
     # --warm-start PATH starts another run there: no supervised step, its reference those
@@ -1152,13 +1142,8 @@ def test_warm_start_pt_is_the_reference_and_starts_another_run_there(tmp_path, m
 
 
 def test_a_warm_start_file_is_read_as_tensors_only(tmp_path):
-    # --warm-start reads another run's file, never its code: a file whose pickle calls a
-    # function (os.makedirs, here) is refused by torch's weights-only reader before the call
-    path, made = str(tmp_path / "warm_start.pt"), tmp_path / "the payload ran"
-    torch.save({"policy": {}, "extra": Payload(str(made))}, path)
-    with pytest.raises(Exception, match="[Ww]eights only load failed"):
-        rlhf.main(tiny_args(tmp_path / "run", warm_start=path))
-    assert not made.exists()
+    # conftest's check: a warm_start.pt whose pickle would run code is refused unread
+    check_a_warm_start_is_read_as_tensors_only(rlhf.main, tiny_args, tmp_path)
 
 
 def test_the_warm_start_learns_the_tasks_answers_after_their_prompts(tmp_path, monkeypatch,
