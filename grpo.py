@@ -598,9 +598,9 @@ def train(args, policy, envs, run, device):
             prompts, rewards, _, _, info = envs.step(completions)  # and the next prompts
             global_step += B * G
             # run.step: the answers' rewards into episodes.csv, --eval-every's evaluations.csv
-            # (greedy) and held_out.csv (measures); True once --stop-at-return is reached
+            # (greedy) and held_out.csv (measures); True once --stop-at-return is reached: the end
             if run.step(global_step, info):
-                return
+                return run.measure(global_step, "end")
             rewards = torch.tensor(rewards, dtype=torch.float32, device=device)
             rewards_seen.append(rewards)
             lengths.append(completion_mask.sum(1))

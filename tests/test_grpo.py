@@ -1593,6 +1593,18 @@ def test_stop_at_return_stops_after_the_batch_that_reaches_it(tmp_path):
     assert not summary["interrupted"]
 
 
+def test_a_run_stopped_at_its_return_takes_the_end_measures_there(tmp_path):
+    # stopped by --stop-at-return at 32 completions, as above: held_out.csv's last row is the
+    # end's, at step 32 (the start's at 0), and pass_at_k.csv compares the two, as a run that
+    # spends its budget does
+    grpo.main(tiny_args(tmp_path, eval_episodes=2, eval_samples=2, total_timesteps=256,
+                        stop_at_return=-1000.0))
+    (folder,) = glob.glob(str(tmp_path / "*"))
+    rows = read_csv(os.path.join(folder, "held_out.csv"))
+    assert [int(row["global_step"]) for row in rows][-2:] == [0, 32]
+    assert os.path.exists(os.path.join(folder, "pass_at_k.csv"))
+
+
 def test_a_task_whose_group_poses_different_problems_is_stopped(tmp_path):
     # the G copies of a group share a seed so that they pose one problem; a task drawing its
     # problems from elsewhere (here a counter shared by every copy) is stopped at the first
