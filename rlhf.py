@@ -15,7 +15,7 @@ the gold score peaks and falls (Gao et al.): held_out.csv records both against t
 
 Key equations (prompt x, completion y = y_1..y_n, y_n the end-of-sequence token or the
 T_max-th; pi the policy, pi_old the sampler, pi_ref the warm start, r_phi the reward model,
-sigma the logistic function, tau the labeller's temperature; adaptive KL's n, the batch size):
+sigma the logistic function, tau the labeller's temperature, N the completions per batch):
 
     labeller       P(y_a preferred to y_b) = sigma((gold(y_a) - gold(y_b)) / tau)
     Bradley-Terry  L_RM = -log sigma(r_phi(x, y_w) - r_phi(x, y_l))   (w preferred to l)
@@ -25,7 +25,7 @@ sigma the logistic function, tau the labeller's temperature; adaptive KL's n, th
     whitening      w(z) = (z - mean z) / std z   over the batch's completion tokens
     PPO            L = mean_t max(-A_t rho_t, -A_t clip(rho_t, 1 - eps, 1 + eps))
                        + c_v mean_t max((V_t - R_t)^2, (clip(V_t, V_old +- eps_v) - R_t)^2) / 2
-    adaptive KL    e = clip(KL / KL_target - 1, -0.2, 0.2),  beta <- beta (1 + e n / horizon)
+    adaptive KL    e = clip(KL / KL_target - 1, -0.2, 0.2),  beta <- beta (1 + e N / horizon)
     DPO            L = -log sigma(beta [log pi(y_w)/pi_ref(y_w) - log pi(y_l)/pi_ref(y_l)])
 
 Papers: Ziegler et al. 2019, arXiv:1909.08593; Stiennon et al. 2020; Ouyang et al. 2022
@@ -246,11 +246,11 @@ def compute_gae(rewards, values, completion_mask, gamma, gae_lambda):
 
 
 class AdaptiveKLController:
-    """Ziegler et al.'s controller of beta: after a batch of n completions whose KL to the
+    """Ziegler et al.'s controller of beta: after a batch of N completions whose KL to the
     reference was KL (nats per completion), beta grows while KL is above its target:
 
         e    = clip(KL / KL_target - 1, -0.2, 0.2)
-        beta = beta * (1 + e * n / horizon)"""
+        beta = beta * (1 + e * N / horizon)"""
 
     def __init__(self, beta, target, horizon):
         self.beta, self.target, self.horizon = beta, target, horizon
