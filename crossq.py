@@ -66,7 +66,7 @@ SCRIPT = os.path.basename(__file__)
 @dataclass
 class Args:
     # The run folder's flags (--output-dir, --save-model, --eval-checkpoint, --track, ...)
-    # are RunFlags', below the banner, which Args adds after these.
+    # come after these: every script shares them, declared once in RunFlags below the banner.
     env_id: str = "Pendulum-v1"
     """a Gymnasium id (or module:id) with a bounded Box action space and a flat Box observation"""
     seed: int = 1

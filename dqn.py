@@ -64,7 +64,7 @@ SCRIPT = os.path.basename(__file__)
 @dataclass
 class Args:
     # The run folder's flags (--output-dir, --save-model, --eval-checkpoint, --track, ...)
-    # are RunFlags', below the banner, which Args adds after these.
+    # come after these: every script shares them, declared once in RunFlags below the banner.
     # ALE/ ids (Atari) need ale-py, MinAtar/ ids the minatar package.
     env_id: str = "CartPole-v1"
     """a Gymnasium id (or module:id) with Discrete actions and flat Box or image observations"""
@@ -347,8 +347,8 @@ class ImageEncoder(nn.Module):
     def __init__(self, obs_shape, uint8, channels_last=True):
         super().__init__()
         self.channels_last, self.uint8 = channels_last, uint8
-        image_shape = ((obs_shape[2], *obs_shape[:2]) if self.channels_last  # [C, H, W]
-                       else tuple(obs_shape))
+        # [C, H, W]: a channels-last frame's axes moved, a channels-first frame's kept
+        image_shape = (obs_shape[2], *obs_shape[:2]) if self.channels_last else tuple(obs_shape)
         channels, height, width = image_shape
         large = min(height, width) >= 36
         convs = [(32, 8, 4), (64, 4, 2), (64, 3, 1)] if large else [(16, 3, 1)]

@@ -65,7 +65,7 @@ SCRIPT = os.path.basename(__file__)
 @dataclass
 class Args:
     # The run folder's flags (--output-dir, --save-model, --eval-checkpoint, --track, ...)
-    # are RunFlags', below the banner, which Args adds after these.
+    # come after these: every script shares them, declared once in RunFlags below the banner.
     env_id: str = "CartPole-v1"
     """a Gymnasium id (or module:EnvId) with Discrete or bounded Box actions, flat observations"""
     seed: int = 1

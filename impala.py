@@ -68,7 +68,7 @@ SCRIPT = os.path.basename(__file__)
 @dataclass
 class Args:
     # The run folder's flags (--output-dir, --save-model, --eval-checkpoint, --track, ...)
-    # are RunFlags', below the banner, which Args adds after these.
+    # come after these: every script shares them, declared once in RunFlags below the banner.
     # MinAtar/ ids need the minatar package; ALE/ ids (Atari) are ppo.py's and dqn.py's.
     env_id: str = "CartPole-v1"
     """a Gymnasium id (or module:id): Discrete or Box actions, flat Box or image observations"""
@@ -140,7 +140,7 @@ class Args:
 
 
 # The presets of the flags left at None, by the environment's family (family(), below the
-# banner): each its source's settings, a departure named. A flag given overrides its preset.
+# banner): each is its source's settings, any departure named. A flag given overrides it.
 PRESETS = {
     # Chosen on CartPole-v1 to solve it in minutes on a laptop
     "discrete": ("plainrl's CartPole settings", dict(

@@ -65,7 +65,7 @@ SCRIPT = os.path.basename(__file__)
 @dataclass
 class Args:
     # The run folder's flags (--output-dir, --save-model, --eval-checkpoint, --track, ...)
-    # are RunFlags', below the banner, which Args adds after these.
+    # come after these: every script shares them, declared once in RunFlags below the banner.
     env_id: str = "simple_spread_v3"
     """a cooperative MPE task (mpe2), or module:function returning a PettingZoo parallel env"""
     seed: int = 1

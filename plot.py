@@ -89,7 +89,7 @@ SCRIPT = "plot.py"
 @dataclass
 class Args:
     # The run folder's flags (--output-dir, --save-model, --eval-checkpoint, --track, ...)
-    # are RunFlags', below the banner, which Args adds after these.
+    # come after these: every script shares them, declared once in RunFlags below the banner.
     runs: Annotated[list[str], tyro.conf.Positional,
                     tyro.conf.arg(metavar="RUN ...", help_behavior_hint="")] = field(
         default_factory=list)

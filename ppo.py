@@ -61,7 +61,7 @@ SCRIPT = os.path.basename(__file__)
 @dataclass
 class Args:
     # The run folder's flags (--output-dir, --save-model, --eval-checkpoint, --track, ...)
-    # are RunFlags', below the banner, which Args adds after these.
+    # come after these: every script shares them, declared once in RunFlags below the banner.
     # ALE/ ids (Atari) need ale-py, MinAtar/ ids minatar; module:id imports module first.
     env_id: str = "CartPole-v1"
     """a Gymnasium id (or module:id): Discrete or Box actions, flat Box or image observations"""
@@ -143,7 +143,7 @@ class Args:
 
 
 # The presets of the flags left at None, by the environment's family (family(), below the
-# banner): each its source's settings, a departure named. A flag given overrides its preset.
+# banner): each is its source's settings, any departure named. A flag given overrides it.
 PRESETS = {
     # Chosen on CartPole-v1 to solve it in a minute on a laptop (results.md, "ppo.py")
     "discrete": ("plainrl's CartPole settings", dict(
@@ -352,8 +352,8 @@ class ImageEncoder(nn.Module):
         super().__init__()
         # A flag, not a guess from the sizes: MinAtar's Seaquest frames are 10 x 10 x 10.
         self.channels_last, self.uint8 = channels_last, uint8
-        image_shape = ((obs_shape[2], *obs_shape[:2]) if self.channels_last  # [C, H, W]
-                       else tuple(obs_shape))
+        # [C, H, W]: a channels-last frame's axes moved, a channels-first frame's kept
+        image_shape = (obs_shape[2], *obs_shape[:2]) if self.channels_last else tuple(obs_shape)
         channels, height, width = image_shape
         large = min(height, width) >= 36
         convs = [(32, 8, 4), (64, 4, 2), (64, 3, 1)] if large else [(16, 3, 1)]

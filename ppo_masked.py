@@ -65,7 +65,7 @@ SCRIPT = os.path.basename(__file__)
 @dataclass
 class Args:
     # The run folder's flags (--output-dir, --save-model, --eval-checkpoint, --track, ...)
-    # are RunFlags', below the banner, which Args adds after these.
+    # come after these: every script shares them, declared once in RunFlags below the banner.
     # module:id imports your module first.
     env_id: str = "Taxi-v4"
     """a Gymnasium id (or module:id) with Discrete actions and an action mask (else: --no-mask)"""

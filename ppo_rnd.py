@@ -67,7 +67,7 @@ SCRIPT = os.path.basename(__file__)
 @dataclass
 class Args:
     # The run folder's flags (--output-dir, --save-model, --eval-checkpoint, --track, ...)
-    # are RunFlags', below the banner, which Args adds after these.
+    # come after these: every script shares them, declared once in RunFlags below the banner.
     env_id: str = "MountainCar-v0"
     """a Gymnasium id (or module:id) with Discrete or Box actions and flat Box observations"""
     seed: int = 1
@@ -140,7 +140,7 @@ class Args:
 
 
 # The presets of the flags left at None, by the environment's family (family(), below the
-# banner): each its source's settings, a departure named. A flag given overrides its preset.
+# banner): each is its source's settings, any departure named. A flag given overrides it.
 PRESETS = {
     # Chosen on MountainCar-v0, seeds 1-5: int_coef 256 where the paper has 1, as MountainCar's
     # -1 a step leaves the extrinsic advantage only the critic's error (results.md, "ppo_rnd.py")

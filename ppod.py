@@ -60,7 +60,7 @@ SCRIPT = os.path.basename(__file__)
 @dataclass
 class Args:
     # The run folder's flags (--output-dir, --save-model, --eval-checkpoint, --track, ...)
-    # are RunFlags', below the banner, which Args adds after these.
+    # come after these: every script shares them, declared once in RunFlags below the banner.
     env_id: str = "MountainCar-v0"
     """a Gymnasium id (or module:Id) with Discrete or Box actions and flat Box observations"""
     seed: int = 1

@@ -63,7 +63,7 @@ SCRIPT = os.path.basename(__file__)
 @dataclass
 class Args:
     # The run folder's flags (--output-dir, --save-model, --eval-checkpoint, --track, ...)
-    # are RunFlags', below the banner, which Args adds after these.
+    # come after these: every script shares them, declared once in RunFlags below the banner.
     env_id: str = "Taxi-v4"
     """a Gymnasium id (or module:EnvId) with Discrete actions and Discrete or Box observations"""
     seed: int = 1

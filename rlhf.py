@@ -67,7 +67,7 @@ SCRIPT = os.path.basename(__file__)
 @dataclass
 class Args:
     # The run folder's flags (--output-dir, --save-model, --eval-checkpoint, --track, ...)
-    # are RunFlags', below the banner, which Args adds after these.
+    # come after these: every script shares them, declared once in RunFlags below the banner.
     env_id: str = "Preference-v0"
     """a text task with a gold score: Preference-v0, or a module:id whose module registers the id"""
     seed: int = 1

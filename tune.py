@@ -111,7 +111,7 @@ ROOT = os.path.dirname(os.path.abspath(__file__))
 @dataclass
 class Args:
     # The run folder's flags (--output-dir, --save-model, --eval-checkpoint, --track, ...)
-    # are RunFlags', below the banner, which Args adds after these.
+    # come after these: every script shares them, declared once in RunFlags below the banner.
     script: Annotated[str, tyro.conf.Positional, tyro.conf.arg(metavar="SCRIPT")]
     """the algorithm script to tune, e.g. dqn.py"""
     env_id: Annotated[str, tyro.conf.arg(help_behavior_hint="")] = ""
