@@ -672,8 +672,8 @@ def main(args: Args) -> dict:
     # the seeds set, the device chosen.
     args, (tokenizer, prompt_len), checkpoint, device = prepare(args)
 
-    # Set up: the policy (make_policy), the run folder (its budget whole batches of
-    # rollout_steps completions; note ends the run's first line).
+    # Set up: the policy, then the run folder; Run counts the budget in whole batches of
+    # rollout_steps completions and prints note at the end of the run's first line.
     policy = make_policy(args, tokenizer, prompt_len).to(device)
     models = {"policy": policy}  # what model.pt holds (the reference is its warm start)
     run = Run(args, device, models, checkpoint, rollout_steps=args.num_prompts * args.group_size,
