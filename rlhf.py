@@ -747,7 +747,7 @@ def train(args, policy, envs, run):
         prompts, gold, _, _, info = envs.step(texts)  # and the next prompts
         global_step += N
         if run.step(global_step, info):  # the ended episodes' rows; True: --stop-at-return
-            return
+            return run.measure(global_step, "end")  # held_out.csv's row where it stops
 
         # Targets: the reward model's score and the KL penalty per token, GAE, whitening.
         with torch.no_grad():
@@ -1569,10 +1569,10 @@ def measure(run, global_step, moment, reference=None, reward_model=None, pairs=N
     """rlhf.py's measures at Run.measure's moments. "reward model", from train_reward_model:
     reward_model.csv's row. With --eval-episodes, held_out.csv's rows (held_out): "start",
     where RL begins, with the greedy evaluation's gold score (summary.json's start_return, the
-    verdict's gain counts from it); "update", after an update whose batch crossed a multiple
-    of --eval-every, and after the last (held_out_due). "start" keeps the reference and the
-    reward model it is given for them all and, with --save-model, first writes warm_start.pt.
-    Returns the row, None where nothing is measured."""
+    verdict's gain counts from it); "update", after the updates held_out_due picks; "end",
+    where --stop-at-return stopped PPO. "start" keeps the reference and the reward model it
+    is given for them all and, with --save-model, first writes warm_start.pt. Returns the
+    row, None where nothing is measured."""
     args, policy = run.args, run.models["policy"]
     if moment == "reward model":  # its training loss, and on the held-out pairs
         return reward_model_row(run, reward_model, pairs, global_step, loss)
@@ -1587,7 +1587,7 @@ def measure(run, global_step, moment, reference=None, reward_model=None, pairs=N
         return held_out(args, run, policy, run.reference, run.reward_model, 0)
     batch = args.num_prompts * (2 if args.algo == "dpo" else 1)  # DPO's: 2 completions a pair
     last = global_step + batch > args.total_timesteps  # no whole batch left
-    if moment == "update" and held_out_due(args, global_step, batch, last):
+    if moment == "end" or moment == "update" and held_out_due(args, global_step, batch, last):
         return held_out(args, run, policy, run.reference, run.reward_model, global_step)
     return None
 

@@ -1090,6 +1090,18 @@ def test_the_reference_and_the_reward_model_never_learn(tmp_path, monkeypatch):
     assert any(not torch.equal(v, body[k]) for k, v in reward_model.lm.state_dict().items())
 
 
+def test_a_run_stopped_at_its_return_takes_a_held_out_row_where_it_stops(tmp_path):
+    # every gold score is far above -1000, so a last-20 mean of -1000 is reached by the second
+    # batch of 16 completions (32 episodes: the mean needs 20); PPO stops there, before that
+    # batch's update, and held_out.csv's last row is at 32 (rows at 0 and 16 before it)
+    summary = rlhf.main(tiny_args(tmp_path, eval_episodes=2, total_timesteps=256,
+                                  stop_at_return=-1000.0))
+    (folder,) = glob.glob(str(tmp_path / "*"))
+    rows = read_csv(os.path.join(folder, "held_out.csv"))
+    assert summary["global_steps"] == 32 and summary["solved_at_step"] == 32
+    assert [int(row["global_step"]) for row in rows] == [0, 16, 32]
+
+
 def test_the_policy_is_the_flags_shape_with_a_value_head_and_the_lengths_the_story_reads(
         tmp_path):
     # --n-layer 3 --n-head 2 --n-embd 8, --max-new-tokens 5: a GPT of three blocks of two heads
