@@ -15,8 +15,9 @@
 #   greedy_policy(models, envs)     act(obs, info) -> the evaluation's actions
 #   MODEL_FLAGS                     the flags that shape the networks, read from a checkpoint
 #   GOALS                           env id: (threshold, window, "train", "eval" or "gain", budget)
-#   measure(run, global_step, moment)   (optional) its own measures: at each --eval-every
-#                                   evaluation ("evaluation"), after each update ("update")...
+#   measure(run, global_step, moment, **what)   (optional) its own measures: at each
+#                                   --eval-every evaluation ("evaluation"), after each update
+#                                   ("update"), where train() asks, with what it passes
 #
 # TensorBoard's names follow one rule, CleanRL's: the episode and evaluation columns, the speed
 # and the learning rate under their CleanRL names (COMMON_NAMES), any other column of
