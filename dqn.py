@@ -186,7 +186,7 @@ SHORT_BUDGET = 200_000
 def preset_name(args, obs_space, action_space):
     """Which of PRESETS the flags left at None take: "image" for an image, else "vector" for a
     budget up to SHORT_BUDGET steps and "long" past it."""
-    if len(obs_space.shape) == 3:
+    if len(obs_space.shape or ()) == 3:  # a Tuple or Dict observation has none: refused later
         return "image"
     return "vector" if args.total_timesteps <= SHORT_BUDGET else "long"
 
@@ -1106,7 +1106,7 @@ def cli():  # bad input: one line, status 2; Ctrl-C: dying of SIGINT stops a she
 # Stamped from plainrl's plumbing/presets.py by its stamp.py: edit it there, not here.
 def family(obs_shape, continuous):
     """The family that picks a preset: "image" (3 axes), "continuous" (Box actions), "discrete"."""
-    return "image" if len(obs_shape) == 3 else "continuous" if continuous else "discrete"
+    return "image" if len(obs_shape or ()) == 3 else "continuous" if continuous else "discrete"
 
 
 def preset_for(args, obs_space, action_space):

@@ -1149,7 +1149,7 @@ def cli():  # bad input: one line, status 2; Ctrl-C: dying of SIGINT stops a she
 # Stamped from plainrl's plumbing/presets.py by its stamp.py: edit it there, not here.
 def family(obs_shape, continuous):
     """The family that picks a preset: "image" (3 axes), "continuous" (Box actions), "discrete"."""
-    return "image" if len(obs_shape) == 3 else "continuous" if continuous else "discrete"
+    return "image" if len(obs_shape or ()) == 3 else "continuous" if continuous else "discrete"
 
 
 def preset_for(args, obs_space, action_space):

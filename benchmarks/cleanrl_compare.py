@@ -183,7 +183,8 @@ PAIRS = {pair.name: pair for pair in [
     held_out("ppo", "InvertedDoublePendulum-v4", "ppo_continuous_action.py"),
     held_out("ppo", "Acrobot-v1", "ppo.py"),
     held_out("ppo", "MountainCar-v0", "ppo.py"),
-    held_out("sac", "Ant-v4", "sac_continuous_action.py", steps="100000"),
+    *[held_out("sac", env_id, "sac_continuous_action.py", steps="100000")
+      for env_id in ("Ant-v4", "InvertedDoublePendulum-v4", "Swimmer-v4")],
     held_out("ppo", "LunarLander-v3", "ppo.py", cleanrl_env_id="LunarLander-v2"),
     # dqn.py's vector preset (to 200k) and pqn.py's at the budgets of CleanRL's dqn.py
     # benchmarks (100k here, the off-policy budget) and of its pqn.py (500k)

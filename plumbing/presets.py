@@ -5,7 +5,7 @@
 
 def family(obs_shape, continuous):
     """The family that picks a preset: "image" (3 axes), "continuous" (Box actions), "discrete"."""
-    return "image" if len(obs_shape) == 3 else "continuous" if continuous else "discrete"
+    return "image" if len(obs_shape or ()) == 3 else "continuous" if continuous else "discrete"
 
 
 def preset_for(args, obs_space, action_space):

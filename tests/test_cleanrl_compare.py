@@ -223,7 +223,8 @@ def test_each_pair_is_our_task_beside_cleanrls_script_on_the_same_environment_an
                                                            300_000),
                 "ppo-Acrobot-v1-held-out": ("ppo.py", "ppo", 300_000),
                 "ppo-MountainCar-v0-held-out": ("ppo.py", "ppo", 300_000),
-                "sac-Ant-v4-held-out": ("sac_continuous_action.py", "sac", 100_000),
+                **{f"sac-{env_id}-held-out": ("sac_continuous_action.py", "sac", 100_000)
+                   for env_id in ("Ant-v4", "InvertedDoublePendulum-v4", "Swimmer-v4")},
                 # and a third discrete environment; dqn.py's and pqn.py's default commands
                 "ppo-LunarLander-v3-held-out": ("ppo.py", "ppo", 300_000),
                 **{f"{script}-{env_id}-held-out": (f"{script}.py", script, steps)

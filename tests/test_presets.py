@@ -67,6 +67,19 @@ def test_the_family_is_read_from_the_spaces_by_hand():
     # two axes are no image (a 4 x 4 grid of numbers, a 2 x 3 matrix): the actions decide
     assert ppo.family((4, 4), continuous=False) == "discrete"
     assert ppo.family((2, 3), continuous=True) == "continuous"
+    # a Tuple or Dict observation has no shape (None): no axes, so no image; the spaces'
+    # check refuses it after the preset (the test below)
+    assert ppo.family(None, continuous=False) == "discrete"
+    assert ppo.family(None, continuous=True) == "continuous"
+
+
+@pytest.mark.parametrize("name", [*WITH_PRESETS, "dqn"])
+def test_an_observation_with_no_shape_is_one_line_and_exit_status_2(name, check_usage_error):
+    # Blackjack-v1 observes a Tuple of three Discrete spaces, whose shape is None: reading the
+    # family (or dqn.py's preset) from it must not crash before check_spaces says why
+    # (sac.py and ddpg_td3.py check the actions first: Blackjack's are Discrete)
+    space = "Discrete action" if name in ("sac", "ddpg_td3") else "Tuple observation"
+    check_usage_error(f"{name}.py", ["--env-id", "Blackjack-v1"], f"Blackjack-v1 has a {space} space")
 
 
 def test_a_flag_given_wins_over_its_preset_and_the_rest_come_from_it():
