@@ -10,6 +10,7 @@ import gymnasium as gym
 import pytest
 
 import ddpg_td3
+import dqn
 import es
 import impala
 import ppo
@@ -80,6 +81,18 @@ def test_an_observation_with_no_shape_is_one_line_and_exit_status_2(name, check_
     # (sac.py and ddpg_td3.py check the actions first: Blackjack's are Discrete)
     space = "Discrete action" if name in ("sac", "ddpg_td3") else "Tuple observation"
     check_usage_error(f"{name}.py", ["--env-id", "Blackjack-v1"], f"Blackjack-v1 has a {space} space")
+
+
+def test_the_guides_table_quotes_every_presets_source_in_its_scripts_row():
+    # docs/guide/your-own-environment.md: the row of each script with PRESETS holds each
+    # preset's source as the run's first lines print it, so the page cannot drift from it
+    path = os.path.join(os.path.dirname(__file__), "..", "docs", "guide",
+                        "your-own-environment.md")
+    rows = {line.split(" | ")[0].strip("| "): line for line in open(path).read().splitlines()
+            if line.startswith("| ") and ".py |" in line}
+    for name, module in {**WITH_PRESETS, "dqn": dqn}.items():
+        for source, _ in module.PRESETS.values():
+            assert source in rows[f"{name}.py"], (name, source)
 
 
 def test_a_flag_given_wins_over_its_preset_and_the_rest_come_from_it():
