@@ -4,6 +4,7 @@ preset (fill_preset), the run's first lines and closing line naming the preset, 
 each reference environment's default command keeping the settings it had before the presets."""
 import json
 import os
+import re
 import typing
 
 import gymnasium as gym
@@ -72,6 +73,8 @@ def test_the_family_is_read_from_the_spaces_by_hand():
     # check refuses it after the preset (the test below)
     assert ppo.family(None, continuous=False) == "discrete"
     assert ppo.family(None, continuous=True) == "continuous"
+    # four axes (a stack of frames with a batch axis) are no image either: exactly three
+    assert ppo.family((1, 4, 84, 84), continuous=False) == "discrete"
 
 
 @pytest.mark.parametrize("name", [*WITH_PRESETS, "dqn"])
@@ -91,8 +94,9 @@ def test_the_guides_table_quotes_every_presets_source_in_its_scripts_row():
     rows = {line.split(" | ")[0].strip("| "): line for line in open(path).read().splitlines()
             if line.startswith("| ") and ".py |" in line}
     for name, module in {**WITH_PRESETS, "dqn": dqn}.items():
-        for source, _ in module.PRESETS.values():
-            assert source in rows[f"{name}.py"], (name, source)
+        for source, _ in module.PRESETS.values():  # whole: a cell, or after "name: "
+            assert re.search(rf"(\| |: ){re.escape(source)}( \||;)", rows[f"{name}.py"]), (
+                name, source)
 
 
 def test_a_flag_given_wins_over_its_preset_and_the_rest_come_from_it():
