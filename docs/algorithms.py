@@ -1336,15 +1336,20 @@ ALGORITHMS = {
              "scaled to its bounds (CleanRL's critics see environment units)", "to_env_action"),
         ],
         protocols=[
-            (("sac-Ant-v4-held-out", "cleanrl-sac_continuous_action-Ant-v4"),
-             "Held out (issue 107), a first look on two seeds: our default command, only "
-             "--env-id Ant-v4 and --total-timesteps 100000 and so its continuous-long preset, "
-             "beside CleanRL's sac_continuous_action.py (commit fe8d8a0) with its own defaults "
-             "at the same budget on Ant-v4, the v4 that CleanRL's Gymnasium 0.29.1 makes: seeds "
-             "101-102, a seed's two processes started together on one torch thread each, "
+            (("sac-Ant-v4-held-out", "cleanrl-sac_continuous_action-Ant-v4",
+              "sac-InvertedDoublePendulum-v4-held-out",
+              "cleanrl-sac_continuous_action-InvertedDoublePendulum-v4",
+              "sac-Swimmer-v4-held-out", "cleanrl-sac_continuous_action-Swimmer-v4"),
+             "Held out (issue 107): our default command, only --env-id and --total-timesteps "
+             "100000 and so its continuous-long preset, beside CleanRL's sac_continuous_action.py "
+             "(commit fe8d8a0) with its own defaults at the same budget, on Ant-v4, "
+             "InvertedDoublePendulum-v4 and Swimmer-v4, the v4 that CleanRL's Gymnasium 0.29.1 "
+             "makes: seeds "
+             "101-103, a seed's two processes started together on one torch thread each, "
              "comparing the median [min, max] of the 100-episode training mean at the budget, "
-             "beside our greedy evaluation return; the time of seed 102 alone, as tests ran "
-             "beside seed 101."),
+             "beside our greedy evaluation return; a time only where the load stayed at 2 or "
+             "under (Ant's seed 102, every InvertedDoublePendulum seed, Swimmer's seeds 101 and "
+             "102)."),
             (("sac-HalfCheetah-v5", "sac-HalfCheetah-v5-100k", "sac-Hopper-v5-100k",
               "sac-Walker2d-v5-100k"),
              "MuJoCo with the 2018b paper's settings: our median over fresh seeds 101-103 of "

@@ -636,11 +636,11 @@ def test_each_protocol_states_the_seeds_its_tasks_ran_and_a_held_out_runs_budget
                     steps = budgets[name]
                     assert str(steps) in text or f"{steps // 1000}k" in text, (script, name)
                     held_out += 1
-    # ppo.py's six pairs, sac.py's, dqn.py's and pqn.py's three each (two sides each),
+    # ppo.py's six pairs, sac.py's three, dqn.py's and pqn.py's three each (two sides each),
     # ppo_rnd.py's three held-out runs beside ppo.py's on both pages, vpg.py's, trpo.py's,
     # ppo_lstm.py's, es.py's and impala.py's six each and ppo.py's Reacher run:
-    # 12 + 2 + 6 + 6 + 2 * 6 + 5 * 6 + 1
-    assert held_out == 69
+    # 12 + 6 + 6 + 6 + 2 * 6 + 5 * 6 + 1
+    assert held_out == 73
 
 
 def test_the_presets_are_held_out_on_three_environments_of_each_family():
